@@ -1,0 +1,173 @@
+"""Settings: one typed model read from the environment, ``.env`` and ``config/defaults.env``.
+
+Nothing else in brain reads ``os.environ``. Every setting is named by its environment
+variable; Python callers may also pass the field name (``Settings(memory_top_k=5)``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import annotated_types
+import pydantic
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from brain.errors import ConfigError
+
+DEFAULTS_FILE = Path("config") / "defaults.env"
+LOCAL_ENV_FILE = Path(".env")
+
+
+def _env(name: str, field_name: str) -> AliasChoices:
+    return AliasChoices(name, field_name)
+
+
+class Settings(BaseSettings):
+    """brain's configuration. Out-of-range values raise :class:`ConfigError` naming the variable."""
+
+    model_config = SettingsConfigDict(
+        env_file=(DEFAULTS_FILE, LOCAL_ENV_FILE),
+        env_file_encoding="utf-8",
+        extra="ignore",
+        case_sensitive=False,
+        populate_by_name=True,
+        validate_default=True,
+    )
+
+    # --- retrieval switches and sizes -------------------------------------------------------
+    rag_enabled: bool = Field(True, validation_alias=_env("RAG_ENABLED", "rag_enabled"))
+    enable_persona: bool = Field(True, validation_alias=_env("RAG_ENABLE_PERSONA", "enable_persona"))
+    enable_faq: bool = Field(True, validation_alias=_env("RAG_ENABLE_FAQ", "enable_faq"))
+    enable_memory: bool = Field(True, validation_alias=_env("RAG_ENABLE_MEMORY", "enable_memory"))
+    enable_turn: bool = Field(True, validation_alias=_env("RAG_ENABLE_TURN", "enable_turn"))
+    enable_summary: bool = Field(True, validation_alias=_env("RAG_ENABLE_SUMMARY", "enable_summary"))
+    turn_top_k: int = Field(4, ge=1, le=20, validation_alias=_env("RAG_TURN_TOP_K", "turn_top_k"))
+    faq_top_k: int = Field(2, ge=1, le=10, validation_alias=_env("RAG_FAQ_TOP_K", "faq_top_k"))
+    memory_top_k: int = Field(3, ge=1, le=20, validation_alias=_env("RAG_MEMORY_TOP_K", "memory_top_k"))
+    summary_top_k: int = Field(2, ge=1, le=10, validation_alias=_env("RAG_SUMMARY_TOP_K", "summary_top_k"))
+
+    # --- memory scoring: w_sim * similarity + w_imp * importance/5 + w_rec * 0.5**(age/half_life)
+    weight_similarity: float = Field(
+        0.5, ge=0.0, le=1.0, validation_alias=_env("RAG_WEIGHT_SIMILARITY", "weight_similarity")
+    )
+    weight_importance: float = Field(
+        0.5, ge=0.0, le=1.0, validation_alias=_env("RAG_WEIGHT_IMPORTANCE", "weight_importance")
+    )
+    weight_recency: float = Field(
+        0.1, ge=0.0, le=1.0, validation_alias=_env("RAG_WEIGHT_RECENCY", "weight_recency")
+    )
+    recency_half_life_days: float = Field(
+        30.0, gt=0.0, le=36500.0, validation_alias=_env("RAG_RECENCY_HALF_LIFE_DAYS", "recency_half_life_days")
+    )
+
+    # --- storage ----------------------------------------------------------------------------
+    data_dir: Path = Field(Path("data"), validation_alias=_env("BRAIN_DATA_DIR", "data_dir"))
+    chroma_url: str | None = Field(None, validation_alias=_env("BRAIN_CHROMA_URL", "chroma_url"))
+    collection: str = Field("conversations", validation_alias=_env("BRAIN_COLLECTION", "collection"))
+    index_refresh_seconds: float = Field(
+        5.0, ge=0.0, le=86400.0, validation_alias=_env("BRAIN_INDEX_REFRESH_SECONDS", "index_refresh_seconds")
+    )
+
+    # --- embedders --------------------------------------------------------------------------
+    embedder: str = Field("local/minilm-l6-v2", validation_alias=_env("BRAIN_EMBEDDER", "embedder"))
+    embed_batch_size: int = Field(
+        64, ge=1, le=4096, validation_alias=_env("BRAIN_EMBED_BATCH_SIZE", "embed_batch_size")
+    )
+    query_cache_size: int = Field(
+        1024, ge=0, le=1_000_000, validation_alias=_env("BRAIN_QUERY_CACHE_SIZE", "query_cache_size")
+    )
+    ollama_host: str = Field("http://127.0.0.1:11434", validation_alias=_env("OLLAMA_HOST", "ollama_host"))
+    ollama_timeout: float = Field(
+        30.0, gt=0.0, le=3600.0, validation_alias=_env("BRAIN_OLLAMA_TIMEOUT", "ollama_timeout")
+    )
+
+    def __init__(self, **values: Any):
+        try:
+            super().__init__(**values)
+        except pydantic.ValidationError as exc:
+            raise ConfigError(describe_settings_error(exc)) from None
+
+    @field_validator("embedder")
+    @classmethod
+    def _provider_slash_model(cls, value: str) -> str:
+        provider, sep, model = value.partition("/")
+        if not sep or not provider or not model or "/" in model or any(c.isspace() for c in value):
+            raise ValueError("must look like provider/model, e.g. local/minilm-l6-v2 or ollama/nomic-embed-text")
+        return value
+
+    @field_validator("chroma_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        parsed = urlparse(value)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError("must be an http(s) URL such as http://127.0.0.1:8000")
+        return value
+
+    @field_validator("collection")
+    @classmethod
+    def _collection_name(cls, value: str) -> str:
+        if not (3 <= len(value) <= 512):
+            raise ValueError("must be 3 to 512 characters long")
+        return value
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable that sets ``field_name``."""
+    alias = Settings.model_fields[field_name].validation_alias
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return field_name.upper()
+
+
+def _allowed_range(field_name: str) -> str | None:
+    lo = hi = None
+    lo_sym = hi_sym = ""
+    for meta in Settings.model_fields[field_name].metadata:
+        if isinstance(meta, annotated_types.Ge):
+            lo, lo_sym = meta.ge, ""
+        elif isinstance(meta, annotated_types.Gt):
+            lo, lo_sym = meta.gt, "more than "
+        elif isinstance(meta, annotated_types.Le):
+            hi, hi_sym = meta.le, ""
+        elif isinstance(meta, annotated_types.Lt):
+            hi, hi_sym = meta.lt, "less than "
+    if lo is None and hi is None:
+        return None
+    if lo_sym or hi_sym:
+        return f"{lo_sym}{lo} and {hi_sym}{hi}"
+    return f"{lo}..{hi}"
+
+
+def _field_for(loc_name: str) -> str | None:
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else [name]
+        if loc_name.lower() in {str(c).lower() for c in choices} | {name}:
+            return name
+    return None
+
+
+def describe_settings_error(exc: pydantic.ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = str(err["loc"][0]) if err["loc"] else "?"
+        field = _field_for(loc)
+        var = env_name(field) if field else loc
+        value = err.get("input")
+        allowed = _allowed_range(field) if field else None
+        msg = err["msg"].removeprefix("Value error, ")
+        if allowed is not None:
+            lines.append(f"{var}={value!r} is not allowed: must be in {allowed} ({msg})")
+        else:
+            lines.append(f"{var}={value!r} is not allowed: {msg}")
+    return "invalid settings: " + "; ".join(lines)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read settings; raise :class:`ConfigError` with a readable message when a value is wrong."""
+    return Settings(**overrides)

@@ -1,0 +1,40 @@
+"""Text embedders: ``get_embedder(settings)`` picks one from ``BRAIN_EMBEDDER`` (``provider/model``).
+
+``local/minilm-l6-v2`` runs in-process and needs nothing else; ``ollama/<model>`` (default
+``ollama/nomic-embed-text``) uses a running Ollama server.
+"""
+
+from __future__ import annotations
+
+from brain.config import Settings, env_name
+from brain.embeddings.base import Embedder, Kind
+from brain.embeddings.local import LocalMiniLMEmbedder
+from brain.embeddings.ollama import DEFAULT_MODEL as DEFAULT_OLLAMA_MODEL
+from brain.embeddings.ollama import OllamaEmbedder
+from brain.errors import EmbedderError
+
+__all__ = [
+    "DEFAULT_OLLAMA_MODEL",
+    "Embedder",
+    "Kind",
+    "LocalMiniLMEmbedder",
+    "OllamaEmbedder",
+    "VALID_CHOICES",
+    "get_embedder",
+]
+
+#: What ``BRAIN_EMBEDDER`` may be, for error messages.
+VALID_CHOICES = (LocalMiniLMEmbedder.name, f"ollama/<model> (e.g. ollama/{DEFAULT_OLLAMA_MODEL})")
+
+
+def get_embedder(settings: Settings) -> Embedder:
+    """The embedder ``settings.embedder`` names. Does not load a model or contact a server."""
+    provider, _, model = settings.embedder.partition("/")
+    if provider == "local" and model == LocalMiniLMEmbedder.name.partition("/")[2]:
+        return LocalMiniLMEmbedder(settings)
+    if provider == "ollama":
+        return OllamaEmbedder(model or DEFAULT_OLLAMA_MODEL, settings)
+    raise EmbedderError(
+        f"{env_name('embedder')}={settings.embedder!r} is not a known embedder; valid choices: "
+        + ", ".join(VALID_CHOICES)
+    )

@@ -1,0 +1,273 @@
+"""The in-process ranking index of memory documents.
+
+Chroma is the store of record; this index is a cache of every ``memory`` document laid out for
+exact ranking: unit vectors in one contiguous float32 matrix (for exact rescoring), the same vectors
+as int8 codes with a per-row scale and error bound (for the pre-score, a quarter of the bytes), and
+importance, epoch and scope as arrays so the query-independent parts of the score are vector
+operations. The store keeps it in step with every write it makes, and rebuilds it from Chroma when
+it notices that someone else changed the collection.
+
+Memory per memory document: 4*d (float32) + d (int8) + ~24 bytes of arrays, plus its text and
+metadata as Python objects. At d=768: about 3.9 KB + text.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from brain import ranking
+from brain.schemas import GLOBAL_SCOPE
+from brain.ranking import ScoreWeights
+
+# Below this many candidate rows, exact float32 scoring of just those rows beats a full int8 pass.
+SMALL_CANDIDATE_SET = 2048
+
+
+@dataclass(frozen=True)
+class RankedRow:
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    score: float
+    similarity: float
+    similarity_part: float
+    importance_part: float
+    recency_part: float
+
+
+class MemoryIndex:
+    """Exact top-k over memory vectors. Thread-safe."""
+
+    def __init__(self, dimension: int, capacity: int = 1024):
+        self.dimension = dimension
+        self._lock = threading.RLock()
+        self._n = 0
+        self._ids: list[str] = []
+        self._row: dict[str, int] = {}
+        self._texts: list[str] = []
+        self._metas: list[dict[str, Any]] = []
+        self._tags: list[frozenset[str]] = []
+        self._scope_code: dict[str, int] = {}
+        self._growth: tuple[float, float, np.ndarray] | None = None  # (half_life, t_ref, 2**((t-t_ref)/h))
+        self._alloc(capacity)
+
+    # ---- layout ------------------------------------------------------------------------------
+    def _alloc(self, capacity: int) -> None:
+        d = self.dimension
+        old = getattr(self, "_f32", None)
+        f32 = np.zeros((capacity, d), dtype=np.float32)
+        i8 = np.zeros((capacity, d), dtype=np.int8)
+        arrays = {
+            "_scale": np.zeros(capacity, dtype=np.float64),
+            "_qerr": np.zeros(capacity, dtype=np.float64),
+            "_importance": np.zeros(capacity, dtype=np.float64),
+            "_epoch": np.zeros(capacity, dtype=np.float64),
+            "_scope": np.zeros(capacity, dtype=np.int32),
+        }
+        if old is not None:
+            n = self._n
+            f32[:n] = self._f32[:n]
+            i8[:n] = self._i8[:n]
+            for name, arr in arrays.items():
+                arr[:n] = getattr(self, name)[:n]
+        self._f32, self._i8 = f32, i8
+        self._growth = None
+        for name, arr in arrays.items():
+            setattr(self, name, arr)
+        self._capacity = capacity
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __contains__(self, doc_id: str) -> bool:
+        return doc_id in self._row
+
+    @property
+    def ids(self) -> list[str]:
+        with self._lock:
+            return list(self._ids)
+
+    def nbytes(self) -> int:
+        """Bytes held by the numeric arrays (excluding texts and metadata)."""
+        return sum(
+            a.nbytes for a in (self._f32, self._i8, self._scale, self._qerr, self._importance, self._epoch, self._scope)
+        )
+
+    def clear(self) -> None:
+        with self._lock:
+            self._n = 0
+            self._ids, self._row, self._texts, self._metas, self._tags = [], {}, [], [], []
+            self._scope_code = {}
+            self._alloc(1024)
+
+    def _code(self, scope: str) -> int:
+        code = self._scope_code.get(scope)
+        if code is None:
+            code = self._scope_code[scope] = len(self._scope_code)
+        return code
+
+    # ---- writes ------------------------------------------------------------------------------
+    def upsert(
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        texts: Sequence[str],
+        metadatas: Sequence[dict[str, Any]],
+    ) -> None:
+        if not len(ids):
+            return
+        unit = ranking.normalize_rows(np.asarray(vectors, dtype=np.float32).reshape(len(ids), self.dimension))
+        codes, scale, qerr = ranking.quantize_rows(unit)
+        with self._lock:
+            self._growth = None
+            for j, doc_id in enumerate(ids):
+                row = self._row.get(doc_id)
+                if row is None:
+                    if self._n == self._capacity:
+                        self._alloc(max(2 * self._capacity, 1024))
+                    row = self._n
+                    self._n += 1
+                    self._row[doc_id] = row
+                    self._ids.append(doc_id)
+                    self._texts.append("")
+                    self._metas.append({})
+                    self._tags.append(frozenset())
+                meta = metadatas[j]
+                self._f32[row] = unit[j]
+                self._i8[row] = codes[j]
+                self._scale[row] = scale[j]
+                self._qerr[row] = qerr[j]
+                self._importance[row] = float(meta.get("importance", 3))
+                self._epoch[row] = float(meta.get("ts_epoch", 0.0))
+                self._scope[row] = self._code(str(meta.get("scope", GLOBAL_SCOPE)))
+                self._texts[row] = texts[j]
+                self._metas[row] = dict(meta)
+                self._tags[row] = frozenset(meta.get("tags") or ())
+
+    def remove(self, ids: Iterable[str]) -> int:
+        removed = 0
+        with self._lock:
+            self._growth = None
+            for doc_id in ids:
+                row = self._row.pop(doc_id, None)
+                if row is None:
+                    continue
+                last = self._n - 1
+                if row != last:  # move the last row into the hole
+                    moved = self._ids[last]
+                    self._row[moved] = row
+                    self._ids[row] = moved
+                    self._texts[row] = self._texts[last]
+                    self._metas[row] = self._metas[last]
+                    self._tags[row] = self._tags[last]
+                    for arr in (self._f32, self._i8, self._scale, self._qerr, self._importance, self._epoch, self._scope):
+                        arr[row] = arr[last]
+                self._ids.pop()
+                self._texts.pop()
+                self._metas.pop()
+                self._tags.pop()
+                self._n -= 1
+                removed += 1
+        return removed
+
+    # ---- reads -------------------------------------------------------------------------------
+    def vectors(self) -> tuple[list[str], np.ndarray]:
+        """(ids, unit float32 vectors): a copy, for checks and exports."""
+        with self._lock:
+            return list(self._ids), self._f32[: self._n].copy()
+
+    def _candidate_rows(
+        self, scopes: set[str] | None, tags: Sequence[str] | None, min_importance: int | None
+    ) -> np.ndarray | None:
+        """Row indexes passing the filters, or None for 'every row'."""
+        n = self._n
+        mask: np.ndarray | None = None
+        if scopes is not None:
+            codes = [self._scope_code[s] for s in scopes if s in self._scope_code]
+            mask = np.isin(self._scope[:n], np.asarray(codes, dtype=np.int32))
+        if min_importance is not None:
+            imp = self._importance[:n] >= min_importance
+            mask = imp if mask is None else mask & imp
+        if tags:
+            wanted = frozenset(tags)
+            tag_mask = np.fromiter((wanted <= t for t in self._tags), dtype=bool, count=n)
+            mask = tag_mask if mask is None else mask & tag_mask
+        return None if mask is None else np.flatnonzero(mask)
+
+    def _recency(self, now: float, weights: ScoreWeights) -> np.ndarray:
+        """w_rec * 0.5**(age/h) for every row, as one multiply per row.
+
+        0.5**((now-t)/h) = 2**((t_ref-now)/h) * 2**((t-t_ref)/h); the second factor is cached per
+        half-life until the next write. Where that factor would overflow, fall back to exp2.
+        """
+        n = self._n
+        h = weights.half_life_seconds
+        cached = self._growth
+        if cached is None or cached[0] != h or cached[2].shape[0] != n:
+            epochs = self._epoch[:n]
+            t_ref = float(epochs.max()) if n else 0.0
+            exponent = (epochs - t_ref) / h
+            growth = np.exp2(exponent) if n and exponent.min() > -1000 else None
+            cached = self._growth = (h, t_ref, growth if growth is not None else np.empty(0))
+            if growth is None:
+                return ranking.recency_part(epochs, now, weights)
+        h, t_ref, growth = cached
+        if growth.shape[0] != n or (t_ref - now) / h > 1000:
+            return ranking.recency_part(self._epoch[:n], now, weights)
+        out = growth * (2.0 ** ((t_ref - now) / h))
+        np.minimum(out, 1.0, out=out)  # timestamps in the future count as age 0
+        out *= weights.recency
+        return out
+
+    def search(
+        self,
+        query: np.ndarray,
+        k: int,
+        weights: ScoreWeights,
+        now: float,
+        scopes: set[str] | None = None,
+        tags: Sequence[str] | None = None,
+        min_importance: int | None = None,
+    ) -> list[RankedRow]:
+        """The exact top ``k`` memories for a unit ``query`` vector."""
+        q = ranking.normalize_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
+        with self._lock:
+            n = self._n
+            if n == 0 or k <= 0:
+                return []
+            rows = self._candidate_rows(scopes, tags, min_importance)
+            imp_part = ranking.importance_part(self._importance[:n], weights)
+            rec_part = self._recency(now, weights)
+            static = imp_part + rec_part
+            f32 = self._f32
+
+            def exact(sel: np.ndarray) -> np.ndarray:
+                return f32[sel] @ q
+
+            if rows is not None and rows.size <= max(SMALL_CANDIDATE_SET, 4 * k):
+                sims = exact(rows).astype(np.float64) if rows.size else np.zeros(0)
+                totals = weights.similarity * sims + static[rows]
+                order = ranking.top_k_by_score(totals, [self._ids[r] for r in rows], k)
+                top, top_sims = rows[order], sims[order]
+            else:
+                approx, slack = ranking.approx_similarities(q, self._i8[:n], self._scale[:n], self._qerr[:n])
+                top, top_sims = ranking.bounded_top_k(
+                    static, approx, slack, k, exact, weights.similarity, candidates=rows, keys=self._ids
+                )
+            return [
+                RankedRow(
+                    id=self._ids[r],
+                    text=self._texts[r],
+                    metadata=dict(self._metas[r]),
+                    score=float(weights.similarity * s + static[r]),
+                    similarity=float(s),
+                    similarity_part=float(weights.similarity * s),
+                    importance_part=float(imp_part[r]),
+                    recency_part=float(rec_part[r]),
+                )
+                for r, s in zip(top, top_sims)
+            ]

@@ -1,0 +1,673 @@
+"""RagStore: the one Chroma collection (``conversations``) of typed, validated documents.
+
+Writes are validated whole before anything is embedded or stored; memories are deduplicated by
+(scope, text); turns and summaries get their per-conversation index. Memory retrieval is exact and
+served from :class:`~brain.memory_index.MemoryIndex`, which this store keeps in step with its writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Sequence
+from urllib.parse import urlparse
+
+import numpy as np
+
+from brain.config import Settings
+from brain.embeddings import Embedder, get_embedder
+from brain.errors import (
+    BrainError,
+    EmbeddingModelMismatch,
+    NotFound,
+    StoreUnavailable,
+    ValidationError,
+)
+from brain.filters import to_chroma_where
+from brain.memory_index import MemoryIndex
+from brain.ranking import ScoreWeights
+from brain.results import Document, Hit, MemoryHit
+from brain.schemas import (
+    GLOBAL_SCOPE,
+    DocType,
+    check_scope,
+    entity_scope,
+    format_timestamp,
+    from_chroma,
+    model_for,
+    utc_now,
+    validate_metadata,
+)
+
+log = logging.getLogger(__name__)
+
+# uuid5 namespace for ids derived from content (memories): same scope + text -> same id
+_MEMORY_NS = uuid.UUID("5f0c7f0e-4a55-4a8e-9a77-6a3a9b1e2c10")
+_PAGE = 2000
+
+
+def new_id() -> str:
+    return f"doc-{uuid.uuid4()}"
+
+
+def normalize_memory_text(text: str) -> str:
+    """What makes two memory texts 'the same': case and runs of whitespace do not count."""
+    return " ".join(text.split()).casefold()
+
+
+def memory_id(text: str, scope: str = GLOBAL_SCOPE) -> str:
+    return f"doc-{uuid.uuid5(_MEMORY_NS, scope + chr(31) + normalize_memory_text(text))}"
+
+
+def open_client(settings: Settings):
+    """An embedded ``PersistentClient`` under the data dir, or an ``HttpClient`` when ``BRAIN_CHROMA_URL`` is set."""
+    import chromadb
+
+    chroma_settings = chromadb.Settings(anonymized_telemetry=False)
+    if settings.chroma_url:
+        url = urlparse(settings.chroma_url)
+        port = url.port or (443 if url.scheme == "https" else 8000)
+        try:
+            return chromadb.HttpClient(
+                host=url.hostname, port=port, ssl=url.scheme == "https", settings=chroma_settings
+            )
+        except Exception as exc:  # chromadb raises plain ValueError/ConnectionError/httpx errors here
+            raise StoreUnavailable(
+                f"cannot reach the Chroma server at {settings.chroma_url} ({exc}); start it with "
+                f"`chroma run --path ./data/chroma --port {port}` or unset BRAIN_CHROMA_URL to use the embedded store"
+            ) from exc
+    path = settings.data_dir / "chroma"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot create the data directory {path}: {exc}; set BRAIN_DATA_DIR") from exc
+    return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+
+
+class RagStore:
+    """Typed documents in one Chroma collection, with exact memory ranking.
+
+    ``col`` is the underlying Chroma collection, for direct queries. Writes through ``col``
+    bypass validation and the memory index; call :meth:`refresh_index` after such writes.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        client: Any | None = None,
+    ):
+        self.settings = settings or Settings()
+        self.embedder = embedder or get_embedder(self.settings)
+        self.client = client or open_client(self.settings)
+        self.weights = ScoreWeights.from_settings(self.settings)
+        self._lock = threading.RLock()
+        self._index: MemoryIndex | None = None
+        self._expected_count: int | None = None
+        self._last_check = 0.0
+        self.col = self._open_collection()
+        self.dimension = int(self.col.metadata["dimension"])
+        self.max_batch_size = int(self.client.get_max_batch_size())
+
+    # ---- collection ----------------------------------------------------------------------------
+    def _open_collection(self):
+        name = self.settings.collection
+        try:
+            col = self.client.get_or_create_collection(
+                name,
+                configuration={"hnsw": {"space": "cosine"}},
+                embedding_function=None,
+            )
+        except Exception as exc:  # connection or server errors from chromadb
+            raise StoreUnavailable(f"cannot open Chroma collection {name!r}: {exc}") from exc
+        meta = dict(col.metadata or {})
+        space = ((getattr(col, "configuration", None) or {}).get("hnsw") or {}).get("space", "cosine")
+        if space != "cosine":
+            raise EmbeddingModelMismatch(
+                f"collection {name!r} uses the {space!r} distance; brain needs 'cosine'. Use another BRAIN_COLLECTION."
+            )
+        recorded = meta.get("embedder")
+        if recorded is None:
+            if col.count() > 0:
+                raise EmbeddingModelMismatch(
+                    f"collection {name!r} already holds documents but records no embedder, so their vector "
+                    f"space is unknown; use another BRAIN_COLLECTION or BRAIN_DATA_DIR"
+                )
+            meta.update(embedder=self.embedder.name, dimension=int(self.embedder.dimension), schema_version=1)
+            col.modify(metadata=meta)
+            return col
+        if recorded != self.embedder.name:
+            raise EmbeddingModelMismatch(
+                f"collection {name!r} was built with embedder {recorded} ({meta.get('dimension')}-d) but "
+                f"BRAIN_EMBEDDER is {self.embedder.name}; vectors from different models cannot be mixed. "
+                f"Set BRAIN_EMBEDDER={recorded}, or point BRAIN_DATA_DIR / BRAIN_COLLECTION at a new store "
+                f"(re-indexing an existing store is not supported yet)"
+            )
+        return col
+
+    # ---- validation ---------------------------------------------------------------------------
+    def _check_embedding(self, value: Any) -> tuple[np.ndarray | None, str | None]:
+        try:
+            vec = np.asarray(value, dtype=np.float32)
+        except (TypeError, ValueError):
+            return None, "embedding must be a list of numbers"
+        if vec.ndim != 1 or vec.shape[0] != self.dimension:
+            got = vec.shape[0] if vec.ndim == 1 else f"shape {vec.shape}"
+            return None, f"embedding has {got} dimensions; this collection stores {self.dimension}-d vectors"
+        if not np.isfinite(vec).all():
+            return None, "embedding contains NaN or Inf values"
+        if not np.any(vec):
+            return None, "embedding is all zeros"
+        return vec, None
+
+    def _prepare(self, docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Validate a whole batch; raise one ValidationError listing every problem, or return it prepared."""
+        if isinstance(docs, Mapping) or not isinstance(docs, Sequence):
+            raise ValidationError("documents must be a list of dicts", [{"item": None, "field": "docs", "message": "not a list"}])
+        now = utc_now()
+        prepared: list[dict[str, Any]] = []
+        problems: list[dict[str, Any]] = []
+        for i, raw in enumerate(docs):
+            if not isinstance(raw, Mapping):
+                problems.append({"item": i, "field": "document", "message": f"document must be a dict, got {type(raw).__name__}"})
+                continue
+            data = dict(raw)
+            text = data.pop("text", None)
+            doc_type = data.pop("type", None)
+            doc_id = data.pop("id", None)
+            embedding = data.pop("embedding", None)
+            item_problems = []
+            if not isinstance(text, str) or not text.strip():
+                item_problems.append({"field": "text", "message": "text must be a non-empty string"})
+            if doc_id is not None and (not isinstance(doc_id, str) or not doc_id.strip()):
+                item_problems.append({"field": "id", "message": f"id must be a non-empty string, got {doc_id!r}"})
+            if data.get("timestamp") is None:
+                data["timestamp"] = now
+            if data.get("scope") is None:
+                data.pop("scope", None)
+            if data.get("source") is None:
+                data.pop("source", None)
+            meta = None
+            try:
+                meta = validate_metadata(doc_type, data)
+            except ValidationError as exc:
+                item_problems.extend({"field": p["field"], "message": p["message"]} for p in exc.problems or [{"field": "metadata", "message": str(exc)}])
+            vec = None
+            if embedding is not None:
+                vec, problem = self._check_embedding(embedding)
+                if problem:
+                    item_problems.append({"field": "embedding", "message": problem})
+            if item_problems:
+                problems.extend({"item": i, **p} for p in item_problems)
+                continue
+            prepared.append({"id": doc_id, "text": text, "meta": meta, "embedding": vec})
+        if problems:
+            if len(docs) == 1:
+                message = "; ".join(p["message"] for p in problems)
+            else:
+                message = "; ".join(f"item {p['item']}: {p['message']}" for p in problems)
+            raise ValidationError(f"{message} (nothing was written)", problems)
+        return prepared
+
+    # ---- writes -------------------------------------------------------------------------------
+    def upsert_doc(
+        self,
+        text: str,
+        type: str | DocType,
+        *,
+        scope: str | None = None,
+        timestamp: datetime | str | None = None,
+        source: str | None = None,
+        id: str | None = None,
+        embedding: Sequence[float] | np.ndarray | None = None,
+        **meta: Any,
+    ) -> str:
+        """Store one document of any type; returns its id."""
+        doc = {"text": text, "type": type, "scope": scope, "timestamp": timestamp, "source": source, "id": id, **meta}
+        if embedding is not None:
+            doc["embedding"] = embedding
+        return self.upsert_docs([doc])[0]
+
+    def upsert_docs(self, docs: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Store a batch ``[{"text", "type", **metadata}, ...]``; all or nothing. Returns ids in input order."""
+        prepared = self._prepare(docs)
+        if not prepared:
+            return []
+        with self._lock:
+            self._assign_ids(prepared)
+            self._assign_positions(prepared)
+            unique = self._merge_duplicates(prepared)
+            self._merge_existing_memories(unique)
+            self._embed_missing(unique)
+            self._write(unique)
+        return [p["id"] for p in prepared]
+
+    def upsert_memory(
+        self,
+        text: str,
+        scope: str = GLOBAL_SCOPE,
+        importance: int = 3,
+        tags: Iterable[str] | None = None,
+        timestamp: datetime | str | None = None,
+        source: str | None = None,
+        *,
+        entity: str | None = None,
+        conversation_id: str | None = None,
+        **meta: Any,
+    ) -> str:
+        """Store a long-term fact. The same text in the same scope updates the existing memory
+        (importance: the higher one; tags: united; timestamp: the later one)."""
+        if entity is not None and scope == GLOBAL_SCOPE:
+            meta["entity"] = entity
+        elif entity is not None:
+            meta["entity"] = entity
+        return self.upsert_doc(
+            text,
+            DocType.MEMORY,
+            scope=scope,
+            timestamp=timestamp,
+            source=source,
+            importance=importance,
+            tags=list(tags) if tags is not None and not isinstance(tags, str) else tags,
+            conversation_id=conversation_id,
+            **meta,
+        )
+
+    def upsert_turn(
+        self,
+        conversation_id: str,
+        user_text: str,
+        assistant_text: str,
+        user_ts: datetime | str | None = None,
+        assistant_ts: datetime | str | None = None,
+        source: str = "chat",
+        **meta: Any,
+    ) -> tuple[str, str]:
+        """Store one exchange as two turn documents with consecutive ``turn_index``; returns both ids."""
+        now = utc_now()
+        docs = [
+            {"text": user_text, "type": DocType.TURN, "conversation_id": conversation_id, "role": "user",
+             "timestamp": user_ts or now, "source": source, **meta},
+            {"text": assistant_text, "type": DocType.TURN, "conversation_id": conversation_id, "role": "assistant",
+             "timestamp": assistant_ts or user_ts or now, "source": source, **meta},
+        ]
+        user_id, assistant_id = self.upsert_docs(docs)
+        return user_id, assistant_id
+
+    def upsert_summary(
+        self,
+        conversation_id: str,
+        text: str,
+        turn_range: str | None = None,
+        summary_index: int | None = None,
+        timestamp: datetime | str | None = None,
+        source: str | None = None,
+        **meta: Any,
+    ) -> str:
+        """Store a conversation summary; ``summary_index`` is assigned when absent."""
+        return self.upsert_doc(
+            text, DocType.SUMMARY, timestamp=timestamp, source=source, conversation_id=conversation_id,
+            turn_range=turn_range, summary_index=summary_index, **meta,
+        )
+
+    def _assign_ids(self, prepared: list[dict[str, Any]]) -> None:
+        for p in prepared:
+            if p["id"] is None:
+                meta = p["meta"]
+                p["id"] = memory_id(p["text"], meta.scope) if meta.type == DocType.MEMORY.value else new_id()
+
+    def _assign_positions(self, prepared: list[dict[str, Any]]) -> None:
+        """Give turns and summaries without an index the next one in their conversation."""
+        fields = {DocType.TURN.value: "turn_index", DocType.SUMMARY.value: "summary_index"}
+        next_free: dict[tuple[str, str], int] = {}
+        for p in prepared:
+            meta = p["meta"]
+            field = fields.get(meta.type)
+            if field is None or getattr(meta, field) is not None:
+                continue
+            key = (meta.type, meta.conversation_id)
+            if key not in next_free:
+                existing = self.col.get(
+                    where=to_chroma_where(None, type=meta.type, conversation_id=meta.conversation_id),
+                    include=["metadatas"],
+                )
+                taken = [int(m.get(field) or 0) for m in existing["metadatas"] or []]
+                taken += [getattr(q["meta"], field) or 0 for q in prepared
+                          if q["meta"].type == meta.type and getattr(q["meta"], "conversation_id", None) == meta.conversation_id]
+                next_free[key] = max(taken, default=0) + 1
+            setattr(meta, field, next_free[key])
+            next_free[key] += 1
+
+    def _merge_duplicates(self, prepared: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One entry per id (Chroma refuses repeated ids in one call); memories merge, others: last wins."""
+        by_id: dict[str, dict[str, Any]] = {}
+        for p in prepared:
+            prev = by_id.get(p["id"])
+            if prev is not None and prev["meta"].type == p["meta"].type == DocType.MEMORY.value:
+                p = {**p, "meta": _merged_memory(prev["meta"], p["meta"])}
+            by_id[p["id"]] = p
+        return list(by_id.values())
+
+    def _merge_existing_memories(self, unique: list[dict[str, Any]]) -> None:
+        ids = [p["id"] for p in unique if p["meta"].type == DocType.MEMORY.value]
+        if not ids:
+            return
+        found = self.col.get(ids=ids, include=["metadatas"])
+        existing = {i: m for i, m in zip(found["ids"], found["metadatas"] or []) if m and m.get("type") == "memory"}
+        for p in unique:
+            old = existing.get(p["id"])
+            if old is not None and p["meta"].type == DocType.MEMORY.value:
+                old_model = validate_metadata(DocType.MEMORY, {k: v for k, v in from_chroma(old).items() if k != "ts_epoch"})
+                p["meta"] = _merged_memory(old_model, p["meta"])
+
+    def _embed_missing(self, unique: list[dict[str, Any]]) -> None:
+        todo = [p for p in unique if p["embedding"] is None]
+        if not todo:
+            return
+        vectors = self.embedder.embed_documents([p["text"] for p in todo])
+        if vectors.shape != (len(todo), self.dimension):
+            raise BrainError(
+                f"embedder {self.embedder.name} returned vectors of shape {vectors.shape}, "
+                f"expected ({len(todo)}, {self.dimension})"
+            )
+        for p, vec in zip(todo, vectors):
+            p["embedding"] = vec
+
+    def _write(self, unique: list[dict[str, Any]]) -> None:
+        ids = [p["id"] for p in unique]
+        metas = [p["meta"].to_chroma() for p in unique]
+        texts = [p["text"] for p in unique]
+        vectors = np.stack([p["embedding"] for p in unique]).astype(np.float32, copy=False)
+        chunks = range(0, len(ids), self.max_batch_size)
+        # Several chunks are several Chroma writes: keep what they replace so a failure can be undone.
+        snapshot = self._snapshot(ids) if len(ids) > self.max_batch_size else None
+        written = 0
+        try:
+            for start in chunks:
+                end = start + self.max_batch_size
+                self.col.upsert(
+                    ids=ids[start:end], embeddings=vectors[start:end], documents=texts[start:end], metadatas=metas[start:end]
+                )
+                written = end
+        except Exception as exc:  # any Chroma failure: undo the chunks already written, then report
+            if written and snapshot is not None:
+                self._restore(ids[:written], snapshot)
+            raise StoreUnavailable(f"writing {len(ids)} documents to Chroma failed: {exc}; nothing was written") from exc
+        self._after_write(ids, vectors, texts, metas)
+
+    def _snapshot(self, ids: list[str]) -> dict[str, tuple[str, dict, np.ndarray]]:
+        snap = {}
+        for start in range(0, len(ids), self.max_batch_size):
+            got = self.col.get(ids=ids[start : start + self.max_batch_size], include=["documents", "metadatas", "embeddings"])
+            for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"]):
+                snap[i] = (d, m, np.asarray(e, dtype=np.float32))
+        return snap
+
+    def _restore(self, ids: list[str], snapshot: dict[str, tuple[str, dict, np.ndarray]]) -> None:
+        new = [i for i in ids if i not in snapshot]
+        if new:
+            self.col.delete(ids=new)
+        old = [i for i in ids if i in snapshot]
+        for start in range(0, len(old), self.max_batch_size):
+            part = old[start : start + self.max_batch_size]
+            self.col.upsert(
+                ids=part,
+                documents=[snapshot[i][0] for i in part],
+                metadatas=[snapshot[i][1] for i in part],
+                embeddings=np.stack([snapshot[i][2] for i in part]),
+            )
+
+    def _after_write(self, ids, vectors, texts, metas) -> None:
+        index = self._index
+        if index is not None:
+            mem = [j for j, m in enumerate(metas) if m.get("type") == DocType.MEMORY.value]
+            other = [ids[j] for j, m in enumerate(metas) if m.get("type") != DocType.MEMORY.value]
+            if other:
+                index.remove(other)
+            if mem:
+                index.upsert([ids[j] for j in mem], vectors[mem], [texts[j] for j in mem], [metas[j] for j in mem])
+            self._expected_count = self.col.count()
+
+    # ---- reads --------------------------------------------------------------------------------
+    def get(
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: dict[str, Any] | None = None,
+        type: str | DocType | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        include_embeddings: bool = False,
+    ) -> list[Document]:
+        """Documents by id and/or filter (ids keep their order; missing ids are skipped)."""
+        if isinstance(ids, str):
+            ids = [ids]
+        doc_type = _type_value(type)
+        include = ["documents", "metadatas"] + (["embeddings"] if include_embeddings else [])
+        got = self.col.get(
+            ids=list(ids) if ids is not None else None,
+            where=to_chroma_where(where, type=doc_type),
+            limit=limit,
+            offset=offset,
+            include=include,
+        )
+        embeddings = got.get("embeddings")
+        docs = [
+            Document(
+                id=i, text=d or "", metadata=from_chroma(m),
+                embedding=np.asarray(embeddings[j], dtype=np.float32) if include_embeddings and embeddings is not None else None,
+            )
+            for j, (i, d, m) in enumerate(zip(got["ids"], got["documents"], got["metadatas"]))
+        ]
+        if ids is not None:
+            order = {i: n for n, i in enumerate(ids)}
+            docs.sort(key=lambda doc: order.get(doc.id, len(order)))
+        return docs
+
+    def get_one(self, doc_id: str) -> Document:
+        docs = self.get([doc_id])
+        if not docs:
+            raise NotFound(f"no document with id {doc_id!r}")
+        return docs[0]
+
+    def delete(
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: dict[str, Any] | None = None,
+        type: str | DocType | None = None,
+    ) -> int:
+        """Delete by ids and/or filter; returns how many documents were removed."""
+        if ids is None and where is None and type is None:
+            raise ValidationError("delete needs ids, where or type; refusing to delete everything")
+        if isinstance(ids, str):
+            ids = [ids]
+        with self._lock:
+            found = self.col.get(
+                ids=list(ids) if ids is not None else None,
+                where=to_chroma_where(where, type=_type_value(type)),
+                include=[],
+            )["ids"]
+            for start in range(0, len(found), self.max_batch_size):
+                self.col.delete(ids=found[start : start + self.max_batch_size])
+            if self._index is not None:
+                self._index.remove(found)
+                self._expected_count = self.col.count()
+        return len(found)
+
+    def count(self, type: str | DocType | None = None, *, where: dict[str, Any] | None = None) -> int:
+        doc_type = _type_value(type)
+        if doc_type is None and where is None:
+            return self.col.count()
+        return len(self.col.get(where=to_chroma_where(where, type=doc_type), include=[])["ids"])
+
+    # ---- the memory index ---------------------------------------------------------------------
+    def refresh_index(self) -> MemoryIndex:
+        """Rebuild the memory ranking index from Chroma (after writes that bypassed this store)."""
+        with self._lock:
+            index = MemoryIndex(self.dimension)
+            offset = 0
+            while True:
+                page = self.col.get(
+                    where={"type": DocType.MEMORY.value},
+                    include=["documents", "metadatas", "embeddings"],
+                    limit=_PAGE,
+                    offset=offset,
+                )
+                if not page["ids"]:
+                    break
+                index.upsert(page["ids"], np.asarray(page["embeddings"], dtype=np.float32), page["documents"], page["metadatas"])
+                offset += len(page["ids"])
+                if len(page["ids"]) < _PAGE:
+                    break
+            self._index = index
+            self._expected_count = self.col.count()
+            self._last_check = time.monotonic()
+            return index
+
+    def memory_index(self) -> MemoryIndex:
+        """The ranking index, built on first use and rebuilt when the collection changed behind our back."""
+        index = self._index
+        if index is None:
+            return self.refresh_index()
+        every = self.settings.index_refresh_seconds
+        if every > 0 and time.monotonic() - self._last_check >= every:
+            self._last_check = time.monotonic()
+            if self.col.count() != self._expected_count:
+                log.info("collection changed outside this store; rebuilding the memory index")
+                return self.refresh_index()
+        return index
+
+    # ---- retrieval ----------------------------------------------------------------------------
+    def retrieve_memories(
+        self,
+        query: str,
+        k: int | None = None,
+        entity: str | None = None,
+        *,
+        tags: Sequence[str] | None = None,
+        min_importance: int | None = None,
+        all_scopes: bool = False,
+        now: datetime | float | None = None,
+    ) -> list[MemoryHit]:
+        """The exact top-k memories by w_sim*similarity + w_imp*importance/5 + recency bonus.
+
+        Scope: with ``entity``, that entity's memories and global ones; without, global ones only
+        (``all_scopes=True`` searches every scope, for operators' tools).
+        """
+        k = self.settings.memory_top_k if k is None else _check_k(k)
+        if all_scopes:
+            scopes = None
+        elif entity is not None:
+            try:
+                scopes = {GLOBAL_SCOPE, entity_scope(entity)}
+            except ValueError as exc:
+                raise ValidationError(f"entity: {exc}") from None
+        else:
+            scopes = {GLOBAL_SCOPE}
+        if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
+            raise ValidationError(f"tags must be a list of strings, got {tags!r}")
+        now_epoch = _epoch(now)
+        vector = self.embedder.embed_query(query) if _check_query(query) else None
+        rows = self.memory_index().search(vector, k, self.weights, now_epoch, scopes, tags, min_importance)
+        return [
+            MemoryHit(
+                id=r.id, text=r.text, metadata=from_chroma(r.metadata), score=r.score, similarity=r.similarity,
+                similarity_part=r.similarity_part, importance_part=r.importance_part, recency_part=r.recency_part,
+            )
+            for r in rows
+        ]
+
+    def search(
+        self, query: str, k: int = 5, *, type: str | DocType | None = None, where: dict[str, Any] | None = None
+    ) -> list[Hit]:
+        """Plain similarity search over any documents (Chroma's vector index, filtered)."""
+        k = _check_k(k)
+        _check_query(query)
+        vector = self.embedder.embed_query(query)
+        got = self.col.query(
+            query_embeddings=[vector],
+            n_results=k,
+            where=to_chroma_where(where, type=_type_value(type)),
+            include=["documents", "metadatas", "distances"],
+        )
+        return [
+            Hit(id=i, text=d or "", metadata=from_chroma(m), similarity=1.0 - float(dist))
+            for i, d, m, dist in zip(got["ids"][0], got["documents"][0], got["metadatas"][0], got["distances"][0])
+        ]
+
+    def retrieve_faq(self, query: str, k: int | None = None, topic: str | None = None) -> list[Hit]:
+        k = self.settings.faq_top_k if k is None else k
+        return self.search(query, k, type=DocType.FAQ, where={"topic": topic} if topic else None)
+
+    def retrieve_persona(self, query: str, k: int = 3) -> list[Hit]:
+        return self.search(query, k, type=DocType.PERSONA)
+
+    def retrieve_summaries(self, query: str, k: int | None = None, conversation_id: str | None = None) -> list[Hit]:
+        k = self.settings.summary_top_k if k is None else k
+        return self.search(query, k, type=DocType.SUMMARY, where={"conversation_id": conversation_id} if conversation_id else None)
+
+    def recent_turns(self, conversation_id: str, k: int | None = None) -> list[Document]:
+        """The last ``k`` turns of a conversation, oldest first."""
+        k = self.settings.turn_top_k if k is None else _check_k(k)
+        turns = self.get(where={"conversation_id": conversation_id}, type=DocType.TURN)
+        turns.sort(key=lambda d: (int(d.metadata.get("turn_index") or 0), d.metadata.get("ts_epoch", 0.0)))
+        return turns[-k:]
+
+    def stats(self) -> dict[str, Any]:
+        counts = {t.value: self.count(t) for t in DocType}
+        return {
+            "collection": self.settings.collection,
+            "documents": sum(counts.values()),
+            "by_type": counts,
+            "embedder": self.embedder.name,
+            "dimension": self.dimension,
+            "backend": self.settings.chroma_url or str(self.settings.data_dir / "chroma"),
+        }
+
+
+def _merged_memory(old, new):
+    """Same memory written again: keep the higher importance, every tag, the later timestamp."""
+    data = new.model_dump(by_alias=True, exclude_none=True)
+    data["importance"] = max(old.importance, new.importance)
+    data["tags"] = list(dict.fromkeys([*old.tags, *new.tags]))
+    data["timestamp"] = max(old.timestamp, new.timestamp)
+    for key, value in old.model_dump(by_alias=True, exclude_none=True).items():
+        data.setdefault(key, value)
+    return validate_metadata(DocType.MEMORY, data)
+
+
+def _type_value(doc_type: str | DocType | None) -> str | None:
+    if doc_type is None:
+        return None
+    model_for(doc_type)  # raises for unknown types
+    return doc_type.value if isinstance(doc_type, DocType) else doc_type
+
+
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+        raise ValidationError(f"k must be an integer between 1 and 1000, got {k!r}")
+    return k
+
+
+def _check_query(query: Any) -> bool:
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError("query must be a non-empty string")
+    return True
+
+
+def _epoch(now: datetime | float | None) -> float:
+    if now is None:
+        return time.time()
+    if isinstance(now, datetime):
+        from brain.schemas import parse_timestamp
+
+        return parse_timestamp(now, "now").timestamp()
+    return float(now)
+
+
+__all__ = ["RagStore", "open_client", "memory_id", "new_id", "check_scope", "format_timestamp"]

@@ -1,0 +1,187 @@
+"""Memory scoring and exact top-k, as pure functions over numpy arrays.
+
+score = w_sim * similarity + w_imp * importance / 5 + w_rec * 0.5 ** (age / half_life)
+
+``similarity`` is the cosine similarity of unit vectors. The importance and recency parts do not
+depend on the query, so for a query only the similarity has to be computed — and only for the
+memories that could still reach the top k. :func:`bounded_top_k` finds those with an int8 pre-score
+whose error is bounded per memory (see :func:`quantize_rows`), then rescores the survivors in
+float32. Every memory it skips provably scores below the k-th result, so the answer equals an
+exhaustive float32 scoring of every candidate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+try:  # SIMD int8 dot products; numpy has no fast int8 matrix-vector product
+    import simsimd as _simsimd
+except ImportError:  # pragma: no cover - simsimd is a declared dependency
+    _simsimd = None
+
+DAY_SECONDS = 86400.0
+# float32 dot products of unit vectors differ from the real value by at most ~d * 2**-24;
+# this covers d up to several thousand with room to spare.
+FLOAT32_DOT_SLACK = 1e-4
+# One thread: a second one only pays on an idle machine, and on a busy 2-core box (the chat
+# backend, the embedder) it measured 8x slower than one. Callers that want more set this.
+INT8_THREADS = 1
+# rows per block when taking the pruning threshold from block maxima
+THRESHOLD_BLOCK = 64
+
+
+@dataclass(frozen=True)
+class ScoreWeights:
+    similarity: float = 0.5
+    importance: float = 0.5
+    recency: float = 0.1
+    half_life_seconds: float = 30 * DAY_SECONDS
+
+    @classmethod
+    def from_settings(cls, settings) -> "ScoreWeights":
+        return cls(
+            similarity=settings.weight_similarity,
+            importance=settings.weight_importance,
+            recency=settings.weight_recency,
+            half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
+        )
+
+
+def importance_part(importance: np.ndarray, weights: ScoreWeights) -> np.ndarray:
+    return weights.importance * (np.asarray(importance, dtype=np.float64) / 5.0)
+
+
+def recency_part(epochs: np.ndarray, now: float, weights: ScoreWeights) -> np.ndarray:
+    """Bonus halving every half-life; a timestamp in the future counts as age 0."""
+    age = np.maximum(now - np.asarray(epochs, dtype=np.float64), 0.0)
+    return weights.recency * np.exp2(-age / weights.half_life_seconds)
+
+
+def similarity_part(similarity: np.ndarray, weights: ScoreWeights) -> np.ndarray:
+    return weights.similarity * np.asarray(similarity, dtype=np.float64)
+
+
+def total_scores(similarity, importance, epochs, now: float, weights: ScoreWeights) -> np.ndarray:
+    """Scores of every candidate (used by brute-force checks and small candidate sets)."""
+    return (
+        similarity_part(similarity, weights)
+        + importance_part(importance, weights)
+        + recency_part(epochs, now, weights)
+    )
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(vectors / norms, dtype=np.float32)
+
+
+def quantize_rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Symmetric per-row int8 quantisation.
+
+    Returns ``(codes, scale, error)`` with ``x ≈ scale * codes`` and ``error = ||x - scale*codes||``
+    rounded up, which is what :func:`bounded_top_k` needs to bound the pre-score's error.
+    """
+    x = np.asarray(vectors, dtype=np.float32)
+    if x.ndim == 1:
+        x = x[None, :]
+    amax = np.abs(x).max(axis=1)
+    scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    codes = np.clip(np.rint(x / scale[:, None]), -127, 127).astype(np.int8)
+    residual = x.astype(np.float64) - scale[:, None].astype(np.float64) * codes
+    error = np.linalg.norm(residual, axis=1)
+    error = np.nextafter(error.astype(np.float32), np.float32(np.inf))
+    return codes, scale, error
+
+
+def int8_dots(query_codes: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Integer dot products of one int8 query with every int8 row (exact: int32 accumulation)."""
+    if codes.shape[0] == 0:
+        return np.zeros(0, dtype=np.float64)
+    if _simsimd is not None:
+        out = _simsimd.cdist(query_codes[None, :], codes, metric="dot", threads=INT8_THREADS)
+        return np.asarray(out, dtype=np.float64).reshape(-1)
+    return codes.astype(np.int32) @ query_codes.astype(np.int32)  # pragma: no cover
+
+
+def approx_similarities(
+    query: np.ndarray, codes: np.ndarray, scale: np.ndarray, error: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    # scale and error may be float32 or float64; the arithmetic below is float64
+    """Pre-scores of a unit ``query`` against quantised unit rows, with a per-row error bound.
+
+    With q = b*q̂ + e_q and x = a*x̂ + e_x:  q·x - ab(q̂·x̂) = b q̂·e_x + e_q·x, so
+    |q·x - ab(q̂·x̂)| <= ||b q̂|| * ||e_x|| + ||e_q|| (x is a unit vector).
+    """
+    q_codes, (q_scale,), (q_error,) = quantize_rows(query)
+    q_codes = q_codes[0]
+    dots = int8_dots(q_codes, codes)
+    approx = dots * scale
+    approx *= float(q_scale)
+    bq_norm = float(q_scale) * float(np.linalg.norm(q_codes.astype(np.float64)))
+    slack = error * bq_norm
+    slack += float(q_error) + FLOAT32_DOT_SLACK
+    return approx, slack
+
+
+def bounded_top_k(
+    static: np.ndarray,
+    approx_similarity: np.ndarray,
+    similarity_slack: np.ndarray,
+    k: int,
+    exact_similarity: Callable[[np.ndarray], np.ndarray],
+    w_similarity: float,
+    candidates: np.ndarray | None = None,
+    keys: Sequence[str] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the exact top ``k`` by ``w_similarity * similarity + static``, best first.
+
+    ``candidates`` (row indexes) restricts the search (e.g. to allowed scopes); ``exact_similarity``
+    maps row indexes to their float32 similarities; ``keys`` (e.g. document ids, by row) break ties,
+    as the brute-force reference does. Returns ``(rows, similarities)``. Rows whose upper
+    bound falls below the k-th largest lower bound are never rescored: they cannot be in the top k.
+    """
+    rows = np.arange(static.shape[0]) if candidates is None else np.asarray(candidates)
+    if rows.size == 0 or k <= 0:
+        return rows[:0], np.zeros(0)
+    approx = w_similarity * approx_similarity[rows] + static[rows]
+    delta = w_similarity * similarity_slack[rows]
+    if rows.size > k:
+        threshold = kth_largest_lower_bound(approx - delta, k)
+        survivors = rows[approx + delta >= threshold]
+    else:
+        survivors = rows
+    sims = np.asarray(exact_similarity(survivors), dtype=np.float64)
+    totals = w_similarity * sims + static[survivors]
+    if keys is None:
+        order = np.lexsort((survivors, -totals))[:k]
+    else:
+        order = np.array(top_k_by_score(totals, [keys[r] for r in survivors], k), dtype=np.intp)
+    return survivors[order], sims[order]
+
+
+def kth_largest_lower_bound(values: np.ndarray, k: int) -> float:
+    """A value no larger than the k-th largest of ``values``, found cheaply.
+
+    The k-th largest of the block maxima is a valid bound: k blocks each hold an element at least
+    that large. It is exact when the top k fall in different blocks, and costs one reduction
+    instead of a partition of every value.
+    """
+    n = values.shape[0]
+    blocks = n // THRESHOLD_BLOCK
+    if blocks < 4 * k:
+        return float(np.partition(values, n - k)[n - k])
+    head = values[: blocks * THRESHOLD_BLOCK].reshape(blocks, THRESHOLD_BLOCK).max(axis=1)
+    if n > blocks * THRESHOLD_BLOCK:
+        head = np.append(head, values[blocks * THRESHOLD_BLOCK :].max())
+    return float(np.partition(head, head.size - k)[head.size - k])
+
+
+def top_k_by_score(totals: np.ndarray, keys: Sequence[str], k: int) -> list[int]:
+    """Positions of the k best totals, ties broken by key: the brute-force reference ordering."""
+    order = sorted(range(len(totals)), key=lambda i: (-float(totals[i]), keys[i]))
+    return order[:k]
