@@ -1,0 +1,106 @@
+"""Shared fixtures: a real local embedder, a real embedded Chroma and a real Chroma server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from brain.config import Settings
+from brain.embeddings import LocalMiniLMEmbedder
+from brain.rag_store import RagStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def chroma_executable() -> str:
+    candidate = Path(sys.executable).with_name("chroma")
+    found = str(candidate) if candidate.exists() else shutil.which("chroma")
+    if not found:
+        raise RuntimeError("the `chroma` command (shipped with chromadb) is not installed")
+    return found
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> LocalMiniLMEmbedder:
+    """One model load for the whole suite."""
+    return LocalMiniLMEmbedder(Settings())
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory):
+    """A real `chroma run` server on 127.0.0.1, stopped by its pid at the end of the session."""
+    path = tmp_path_factory.mktemp("chroma-server")
+    port = free_port()
+    log = open(path / "server.log", "wb")
+    proc = subprocess.Popen(
+        [chroma_executable(), "run", "--path", str(path / "db"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"chroma server did not start: {(path / 'server.log').read_text()[-2000:]}")
+        time.sleep(0.2)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    return Settings(data_dir=tmp_path / "data")
+
+
+@pytest.fixture(params=["embedded", "server"])
+def backend_settings(request, tmp_path) -> Settings:
+    """Settings for the embedded PersistentClient and for a real Chroma server (a fresh collection each)."""
+    if request.param == "embedded":
+        return Settings(data_dir=tmp_path / "data")
+    url = request.getfixturevalue("chroma_server")
+    return Settings(data_dir=tmp_path / "data", chroma_url=url, collection=f"t-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def store(backend_settings, local_embedder) -> RagStore:
+    return RagStore(backend_settings, embedder=local_embedder)
+
+
+@pytest.fixture
+def embedded_store(settings, local_embedder) -> RagStore:
+    return RagStore(settings, embedder=local_embedder)
+
+
+@pytest.fixture(autouse=True)
+def _no_env_leaks(monkeypatch, tmp_path):
+    """Tests never read the developer's own BRAIN_/RAG_ variables or .env (they run in a temp cwd)."""
+    for key in list(os.environ):
+        if key.startswith(("BRAIN_", "RAG_", "OLLAMA_")):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.chdir(tmp_path)

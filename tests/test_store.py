@@ -1,0 +1,299 @@
+"""RagStore against a real embedded Chroma and a real Chroma server, with the real local embedder."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from brain.config import Settings
+from brain.errors import EmbeddingModelMismatch, FilterError, StoreUnavailable, ValidationError
+from brain.rag_store import RagStore, memory_id
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def test_every_type_round_trips_with_utc_timestamp_and_epoch(store):
+    ids = {
+        "persona": store.upsert_doc("I am Brain, a calm assistant.", "persona", version="v1", topic="core"),
+        "faq": store.upsert_doc("OCR reads text in images.", "faq", topic="ocr", _specialist_name="ocr"),
+        "memory": store.upsert_memory("The user likes green tea", importance=4, tags=["drinks"]),
+        "summary": store.upsert_summary("conv-a", "They talked about tea.", turn_range="1-2"),
+    }
+    ids["turn"], _ = store.upsert_turn("conv-a", "hi", "hello", user_ts="2026-11-01T14:00:00+02:00")
+    for doc_type, doc_id in ids.items():
+        doc = store.get_one(doc_id)
+        assert doc.metadata["type"] == doc_type
+        assert doc.id.startswith("doc-")
+        assert doc.metadata["timestamp"].endswith("+00:00")
+        parsed = datetime.fromisoformat(doc.metadata["timestamp"])
+        assert doc.metadata["ts_epoch"] == pytest.approx(parsed.timestamp())
+    turn = store.get_one(ids["turn"])
+    assert turn.metadata["timestamp"] == "2026-11-01T12:00:00+00:00"
+    faq = store.get_one(ids["faq"]).metadata
+    assert faq["_specialist_name"] == "ocr" and faq["_version"] == "auto"
+    assert store.get_one(ids["memory"]).metadata["tags"] == ["drinks"]
+
+
+def test_same_memory_text_in_same_scope_is_one_document_merged(store):
+    first = store.upsert_memory("Biscuit is the user's dog", importance=4, tags=["pets"], timestamp=T0)
+    again = store.upsert_memory("  biscuit is the USER's   dog ", importance=2, tags=["family"], timestamp=T0 + timedelta(days=1))
+    other_scope = store.upsert_memory("Biscuit is the user's dog", scope="entity:alice")
+    assert first == again == memory_id("Biscuit is the user's dog")
+    assert other_scope != first
+    assert store.count("memory") == 2
+    meta = store.get_one(first).metadata
+    assert meta["importance"] == 4  # the higher importance is kept
+    assert meta["tags"] == ["pets", "family"]
+    assert meta["timestamp"] == (T0 + timedelta(days=1)).isoformat()
+    # a duplicate inside one batch is merged too, not refused by Chroma
+    ids = store.upsert_docs([
+        {"text": "Likes jazz", "type": "memory", "importance": 1},
+        {"text": "likes jazz", "type": "memory", "importance": 5, "tags": ["music"]},
+    ])
+    assert ids[0] == ids[1]
+    assert store.get_one(ids[0]).metadata["importance"] == 5
+
+
+def test_turn_index_is_consecutive_per_conversation_and_recent_turns_are_chronological(store):
+    store.upsert_turn("conv-x", "u1", "a1")
+    store.upsert_turn("conv-y", "other", "conversation")
+    store.upsert_turn("conv-x", "u2", "a2")
+    turns = store.recent_turns("conv-x", k=20)
+    assert [(d.metadata["turn_index"], d.metadata["role"], d.text) for d in turns] == [
+        (1, "user", "u1"), (2, "assistant", "a1"), (3, "user", "u2"), (4, "assistant", "a2"),
+    ]
+    assert [d.text for d in store.recent_turns("conv-x", k=3)] == ["a1", "u2", "a2"]
+    assert [d.metadata["turn_index"] for d in store.recent_turns("conv-y", k=4)] == [1, 2]
+
+
+def test_summary_index_is_assigned(store):
+    first = store.upsert_summary("conv-s", "first part", turn_range="1-8")
+    second = store.upsert_summary("conv-s", "second part", turn_range="9-16")
+    assert store.get_one(first).metadata["summary_index"] == 1
+    assert store.get_one(second).metadata["summary_index"] == 2
+    hits = store.retrieve_summaries("second part", k=2, conversation_id="conv-s")
+    assert hits[0].id == second
+
+
+def test_batch_defaults_are_filled(store):
+    [doc_id] = store.upsert_docs([{"text": "Vision describes photos", "type": "faq"}])
+    meta = store.get_one(doc_id).metadata
+    assert meta["source"] == "system" and meta["scope"] == "global" and meta["timestamp"].endswith("+00:00")
+
+
+BAD_DOCS = [
+    ({"text": "x", "type": "note"}, "type", "unknown document type"),
+    ({"text": "x", "type": "turn", "role": "user"}, "conversation_id", "conversation_id is required"),
+    ({"text": "x", "type": "memory", "importance": 0}, "importance", "importance must be between 1 and 5"),
+    ({"text": "x", "type": "memory", "importance": 6}, "importance", "importance must be between 1 and 5"),
+    ({"text": "x", "type": "memory", "importance": "high"}, "importance", "importance must be an integer between 1 and 5"),
+    ({"text": "x", "type": "memory", "scope": "user:bob"}, "scope", "scope must be 'global' or 'entity:<name>'"),
+    ({"text": "x", "type": "memory", "timestamp": "2026-11-01T10:00:00"}, "timestamp", "has no timezone"),
+    ({"text": "x", "type": "memory", "timestamp": "yesterday"}, "timestamp", "must be an ISO 8601 time"),
+    ({"text": "   ", "type": "memory"}, "text", "text must be a non-empty string"),
+    ({"text": "x", "type": "memory", "tags": ["ok", 3]}, "tags", "tags must be a list of strings"),
+    ({"text": "x", "type": "memory", "embedding": [float("nan")] * 384}, "embedding", "NaN or Inf"),
+    ({"text": "x", "type": "memory", "embedding": [0.1] * 12}, "embedding", "has 12 dimensions; this collection stores 384-d"),
+]
+
+
+@pytest.mark.parametrize("bad, field, message", BAD_DOCS, ids=[f"{b[1]}-{i}" for i, b in enumerate(BAD_DOCS)])
+def test_bad_document_in_a_batch_writes_nothing_and_names_item_and_field(store, bad, field, message):
+    good = {"text": "A perfectly fine memory", "type": "memory"}
+    before = store.count()
+    with pytest.raises(ValidationError) as err:
+        store.upsert_docs([good, bad, good | {"text": "another fine one"}])
+    assert message in str(err.value)
+    assert "item 1" in str(err.value)
+    assert any(p["item"] == 1 and p["field"].startswith(field) for p in err.value.problems)
+    assert store.count() == before
+
+
+def test_unexpressible_where_is_refused(store):
+    with pytest.raises(FilterError, match="importance"):
+        store.get(where={"importance": {"$gt": "three"}})
+    with pytest.raises(FilterError, match="regex"):
+        store.get(where={"topic": {"$regex": "^o"}})
+
+
+def test_friendly_filters(store):
+    store.upsert_memory("Takes the train to work", importance=2, tags=["commute", "routine"])
+    store.upsert_memory("Runs every morning", importance=5, tags=["routine"])
+    store.upsert_doc("Web search finds fresh pages", "faq", topic="web_search")
+    routine = store.get(where={"tags": "routine"}, type="memory")
+    assert {d.text for d in routine} == {"Takes the train to work", "Runs every morning"}
+    both = store.get(where={"tags": ["routine", "commute"]})
+    assert [d.text for d in both] == ["Takes the train to work"]
+    important = store.get(where={"type": "memory", "importance": {"$gte": 4}})
+    assert [d.text for d in important] == ["Runs every morning"]
+    assert store.count("faq", where={"topic": ["web_search", "ocr"]}) == 1
+
+
+def test_entity_scoping_never_leaks_another_entity(store):
+    store.upsert_memory("Alice's favourite colour is green", scope="entity:alice", importance=5)
+    store.upsert_memory("Bob's favourite colour is red", scope="entity:bob", importance=5)
+    store.upsert_memory("Favourite colours are asked about often", importance=1)
+    alice = store.retrieve_memories("what is the favourite colour?", k=10, entity="alice")
+    assert {h.metadata["scope"] for h in alice} == {"entity:alice", "global"}
+    bob = store.retrieve_memories("what is the favourite colour?", k=10, entity="bob")
+    assert all("Alice" not in h.text for h in bob)
+    anonymous = store.retrieve_memories("what is the favourite colour?", k=10)
+    assert {h.metadata["scope"] for h in anonymous} == {"global"}
+    everyone = store.retrieve_memories("what is the favourite colour?", k=10, all_scopes=True)
+    assert len(everyone) == 3
+
+
+def test_score_parts_add_up_and_importance_matters(store):
+    store.upsert_memory("The user is allergic to peanuts", importance=5, timestamp=T0)
+    store.upsert_memory("The user is allergic to cats", importance=1, timestamp=T0)
+    hits = store.retrieve_memories("is the user allergic to anything?", k=2, now=T0)
+    assert [h.text for h in hits][0] == "The user is allergic to peanuts"
+    for h in hits:
+        assert h.score == pytest.approx(h.similarity_part + h.importance_part + h.recency_part)
+        assert h.similarity_part == pytest.approx(0.5 * h.similarity)
+        assert h.importance_part == pytest.approx(0.5 * h.metadata["importance"] / 5)
+        assert h.recency_part == pytest.approx(0.1)  # age 0 at `now`
+    later = store.retrieve_memories("is the user allergic to anything?", k=1, now=T0 + timedelta(days=30))
+    assert later[0].recency_part == pytest.approx(0.05)  # one half-life later
+
+
+def test_exact_ranking_finds_an_important_memory_that_similarity_alone_would_bury(store):
+    """Over-fetching k*N by similarity would miss it; exact ranking must not."""
+    filler = [{"text": f"The user asked about the weather forecast for day {i}", "type": "memory", "importance": 1,
+               "timestamp": T0} for i in range(60)]
+    store.upsert_docs(filler)
+    key = store.upsert_memory("The user's flight to Lisbon leaves on Friday", importance=5, timestamp=T0)
+    query = "what is the weather forecast?"
+    by_similarity = store.search(query, k=30, type="memory")
+    assert key not in {h.id for h in by_similarity}  # buried by similarity
+    top = store.retrieve_memories(query, k=1, now=T0)
+    assert top[0].id == key
+    # and the whole top-k equals brute force over every stored memory
+    docs = store.get(type="memory", include_embeddings=True)
+    q = store.embedder.embed_query(query)
+    scores = {}
+    for d in docs:
+        v = d.embedding / np.linalg.norm(d.embedding)
+        scores[d.id] = 0.5 * float(v @ q) + 0.5 * d.metadata["importance"] / 5 + 0.1 * 0.5 ** (
+            max(T0.timestamp() - d.metadata["ts_epoch"], 0) / (30 * 86400))
+    expected = sorted(scores, key=lambda i: (-scores[i], i))[:10]
+    got = store.retrieve_memories(query, k=10, now=T0)
+    assert [h.id for h in got] == expected
+    assert [h.score for h in got] == pytest.approx([scores[i] for i in expected], abs=1e-6)
+
+
+def test_delete_and_update_reach_the_ranking(store):
+    doomed = store.upsert_memory("The user's locker code is 4711", importance=5)
+    assert store.retrieve_memories("locker code", k=1)[0].id == doomed
+    assert store.delete(doomed) == 1
+    assert all(h.id != doomed for h in store.retrieve_memories("locker code", k=5))
+    kept = store.upsert_memory("The user's bike is blue", importance=1, tags=["bike"])
+    store.upsert_memory("the user's bike is blue", importance=5)
+    assert store.retrieve_memories("bike colour", k=1)[0].metadata["importance"] == 5
+    assert store.delete(where={"tags": "bike"}, type="memory") == 1
+    assert store.get(kept) == []
+    with pytest.raises(ValidationError, match="refusing to delete everything"):
+        store.delete()
+
+
+def test_tags_and_min_importance_filter_retrieval(store):
+    store.upsert_memory("Prefers window seats on planes", importance=2, tags=["travel"])
+    store.upsert_memory("Prefers aisle seats at the cinema", importance=4, tags=["leisure"])
+    hits = store.retrieve_memories("seat preference", k=5, tags=["travel"])
+    assert [h.text for h in hits] == ["Prefers window seats on planes"]
+    assert [h.text for h in store.retrieve_memories("seat preference", k=5, min_importance=3)] == [
+        "Prefers aisle seats at the cinema"]
+
+
+def test_faq_and_persona_retrieval_by_meaning(store):
+    store.upsert_docs([
+        {"text": "The ocr specialist reads printed or handwritten text from images.", "type": "faq", "topic": "ocr"},
+        {"text": "The web_search specialist looks things up on the internet.", "type": "faq", "topic": "web_search"},
+        {"text": "Speak warmly and briefly; never use sarcasm.", "type": "persona", "version": "v1", "topic": "tone"},
+        {"text": "You are Brain, the household's assistant.", "type": "persona", "version": "v1", "topic": "core"},
+    ])
+    assert store.retrieve_faq("read the words in this photo", k=1)[0].metadata["topic"] == "ocr"
+    assert store.retrieve_faq("find it online", k=1)[0].metadata["topic"] == "web_search"
+    assert store.retrieve_faq("find it online", k=2, topic="ocr")[0].metadata["topic"] == "ocr"
+    assert store.retrieve_persona("how should you talk?", k=1)[0].metadata["topic"] == "tone"
+
+
+def test_precomputed_vectors_are_stored_as_given(store):
+    vec = np.random.default_rng(0).standard_normal(384).astype(np.float32)
+    doc_id = store.upsert_doc("a memory with its own vector", "memory", embedding=vec)
+    stored = store.get(doc_id, include_embeddings=True)[0].embedding
+    assert np.allclose(stored, vec, atol=1e-6)
+
+
+def test_index_notices_writes_that_bypassed_the_store(backend_settings, local_embedder):
+    settings = backend_settings.model_copy(update={"index_refresh_seconds": 0.0})
+    store = RagStore(settings, embedder=local_embedder)
+    store.upsert_memory("Known memory", importance=3)
+    assert len(store.memory_index()) == 1
+    vec = local_embedder.embed_documents(["Sneaked in memory"])[0]
+    store.col.add(ids=["doc-sneaky"], embeddings=[vec], documents=["Sneaked in memory"],
+                  metadatas=[{"type": "memory", "importance": 5, "scope": "global", "ts_epoch": 1.0,
+                              "timestamp": "1970-01-01T00:00:01+00:00", "source": "system"}])
+    assert store.retrieve_memories("sneaked", k=1)[0].id != "doc-sneaky"  # refresh disabled
+    store.refresh_index()
+    assert store.retrieve_memories("sneaked", k=1)[0].id == "doc-sneaky"
+    quick = RagStore(backend_settings.model_copy(update={"index_refresh_seconds": 1e-9}), embedder=local_embedder)
+    quick.memory_index()
+    store.col.delete(ids=["doc-sneaky"])
+    assert all(h.id != "doc-sneaky" for h in quick.retrieve_memories("sneaked", k=2))
+
+
+def test_reopening_with_another_embedder_is_refused(settings, local_embedder):
+    RagStore(settings, embedder=local_embedder).upsert_memory("x y z")
+    other = settings.model_copy(update={"embedder": "ollama/nomic-embed-text"})
+    with pytest.raises(EmbeddingModelMismatch, match="local/minilm-l6-v2.*ollama/nomic-embed-text"):
+        RagStore(other)
+    # the same embedder reopens the same data
+    again = RagStore(settings, embedder=local_embedder)
+    assert again.count("memory") == 1
+
+
+def test_failed_multi_chunk_write_is_rolled_back(embedded_store, monkeypatch):
+    store = embedded_store
+    store.upsert_memory("Existing fact number one", importance=2)
+    before = {d.id: d.metadata for d in store.get()}
+    store.max_batch_size = 2
+    real_upsert = store.col.upsert
+    calls = {"n": 0}
+
+    def failing_upsert(**kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("disk full")
+        return real_upsert(**kwargs)
+
+    monkeypatch.setattr(store.col, "upsert", failing_upsert)
+    docs = [{"text": "Existing fact number one", "type": "memory", "importance": 5}] + [
+        {"text": f"new fact {i}", "type": "memory"} for i in range(4)]
+    with pytest.raises(StoreUnavailable, match="disk full"):
+        store.upsert_docs(docs)
+    monkeypatch.setattr(store.col, "upsert", real_upsert)
+    after = {d.id: d.metadata for d in store.get()}
+    assert after == before
+
+
+def test_unreachable_chroma_server_is_a_clear_error(tmp_path, local_embedder):
+    from tests.conftest import free_port
+
+    settings = Settings(data_dir=tmp_path, chroma_url=f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(StoreUnavailable, match="chroma run"):
+        RagStore(settings, embedder=local_embedder)
+
+
+def test_retrieval_arguments_are_validated(store):
+    with pytest.raises(ValidationError, match="query"):
+        store.retrieve_memories("   ")
+    with pytest.raises(ValidationError, match="k must be"):
+        store.retrieve_memories("x", k=0)
+    with pytest.raises(ValidationError, match="entity"):
+        store.retrieve_memories("x", entity=" padded ")
+    assert store.retrieve_memories("nothing stored yet") == []
+    assert math.isfinite(store.weights.half_life_seconds)
