@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Create ./.venv (Python >= 3.11) and install brain into it; quick when nothing changed.
+# Usage: scripts/setup.sh [extra]   e.g. scripts/setup.sh test
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extra="${1:-}"
+python_bin="${PYTHON:-python3}"
+if ! "$python_bin" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "error: brain needs Python >= 3.11; set PYTHON=/path/to/python3.11" >&2
+    exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+    "$python_bin" -m venv .venv
+fi
+stamp=".venv/.brain-installed${extra:+-$extra}"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    spec="."
+    [ -n "$extra" ] && spec=".[$extra]"
+    .venv/bin/python -m pip install --quiet -e "$spec"
+    touch "$stamp"
+fi
