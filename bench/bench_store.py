@@ -266,16 +266,24 @@ def measure_upsert(store: RagStore, raw_col, corpus: Corpus) -> tuple[float, flo
     return len(corpus) / t_store, len(corpus) / t_raw, same
 
 
-def time_calls(fn: Callable[[int], Any], n: int) -> np.ndarray:
-    """Latency in ms of ``fn(i)`` for i in range(n), after a few untimed warm-up calls."""
-    for i in range(min(WARMUP_QUERIES, n)):
-        fn(i)
-    out = np.empty(n)
+def time_interleaved(methods: dict[str, Callable[[int], Any]], n: int) -> dict[str, np.ndarray]:
+    """Latency in ms of every ``method(i)`` for i in range(n), after a few untimed warm-up calls each.
+
+    The methods take turns query by query (in a rotating order), so a burst of load on this shared
+    machine slows them all alike instead of skewing the ratios.
+    """
+    names = list(methods)
+    for name in names:
+        for i in range(min(WARMUP_QUERIES, n)):
+            methods[name](i)
+    out = {name: np.empty(n) for name in names}
     for i in range(n):
-        t0 = time.perf_counter()
-        fn(i)
-        out[i] = time.perf_counter() - t0
-    return out * 1e3
+        for j in range(len(names)):
+            name = names[(i + j) % len(names)]
+            t0 = time.perf_counter()
+            methods[name](i)
+            out[name][i] = time.perf_counter() - t0
+    return {name: v * 1e3 for name, v in out.items()}
 
 
 def query_methods(store: RagStore, corpus: Corpus, k: int) -> dict[str, Callable[[int], Any]]:
@@ -332,13 +340,20 @@ def check_exactness(store: RagStore, corpus: Corpus, k: int) -> tuple[int, int]:
 
 
 def index_footprint(corpus: Corpus) -> tuple[int, int, int]:
-    """(nbytes(), len, bytes traced by tracemalloc incl. texts and metadata) of a MemoryIndex of the memories."""
+    """(nbytes(), len, all bytes tracemalloc sees it hold) of a fresh MemoryIndex of the corpus' memories.
+
+    Ids, texts and metadata are fresh copies, as when the index is built from Chroma, so their bytes count.
+    """
     rows = corpus.memory_rows
+    copy = lambda s: s.encode().decode()  # noqa: E731 - a new str object
+    ids, texts = [copy(corpus.ids[r]) for r in rows], [copy(corpus.texts[r]) for r in rows]
+    metas = [json.loads(json.dumps(corpus.chroma_metas[r])) for r in rows]
+    vectors = corpus.vectors[rows]
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     index = MemoryIndex(corpus.vectors.shape[1])
-    index.upsert([corpus.ids[r] for r in rows], corpus.vectors[rows],
-                 [corpus.texts[r] for r in rows], [dict(corpus.chroma_metas[r]) for r in rows])
+    index.upsert(ids, vectors, texts, metas)
+    del ids, texts, metas  # the index keeps what it needs
     traced = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     return index.nbytes(), len(index), traced
@@ -419,7 +434,7 @@ def bench_size(n: int, args: argparse.Namespace) -> tuple[list[Row], dict[str, A
         for text in corpus.query_texts:  # warm the query cache: latency is "with the query embedding cached"
             store.embedder.embed_query(text)
 
-        lat = {name: time_calls(fn, len(corpus.query_texts)) for name, fn in query_methods(store, corpus, args.k).items()}
+        lat = time_interleaved(query_methods(store, corpus, args.k), len(corpus.query_texts))
         p50 = {name: float(np.percentile(v, 50)) for name, v in lat.items()}
         p95 = {name: float(np.percentile(v, 95)) for name, v in lat.items()}
         mismatches, checked = check_exactness(store, corpus, args.k)
@@ -427,8 +442,8 @@ def bench_size(n: int, args: argparse.Namespace) -> tuple[list[Row], dict[str, A
 
         nbytes, n_mem = index.nbytes(), len(index)
         fp_nbytes, fp_len, traced = index_footprint(corpus)
-        row_bytes = fp_nbytes / _capacity_for(fp_len)
-        per_mem_traced = traced / fp_len
+        row_bytes = fp_nbytes / _capacity_for(fp_len)  # 4d (float32) + d (int8) + 36 B of per-row arrays
+        python_per_mem = (traced - fp_nbytes) / fp_len  # id, text, metadata dict, tags, row map entry
         mem_1m = 1_000_000 * TYPE_MIX["memory"]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -452,9 +467,10 @@ def bench_size(n: int, args: argparse.Namespace) -> tuple[list[Row], dict[str, A
             _check(mismatches == 0)),
         Row("memory index nbytes() (allocated rows)", f"{_mib(nbytes)}", f"{nbytes / n_mem:,.0f} B per memory",
             "", "", ""),
-        Row("index row size (numeric arrays)", f"{row_bytes:,.0f} B", f"+{per_mem_traced - row_bytes * fp_len / _capacity_for(fp_len):,.0f} B Python objects (traced)"),
-        Row("extrapolated: 1M docs (333k memories)", f"{_mib(row_bytes * _capacity_for(int(mem_1m)))} allocated",
-            f"{_mib(row_bytes * mem_1m)} used; ≈{_mib(per_mem_traced * mem_1m)} incl. texts+metadata"),
+        Row("per memory: numeric row / Python objects (tracemalloc)", f"{row_bytes:,.0f} B",
+            f"+{python_per_mem:,.0f} B id, text, metadata, tags"),
+        Row("extrapolated: 1M docs (333k memories), numeric arrays", f"{_mib(row_bytes * _capacity_for(int(mem_1m)))}"
+            " allocated", f"{_mib(row_bytes * mem_1m)} used rows; +≈{_mib(python_per_mem * mem_1m)} Python objects"),
     ]
     info = {"generate_s": gen_s, "memories": n_mem}
     return rows, info, profile
@@ -473,7 +489,8 @@ def machine_info() -> str:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     import simsimd
 
-    return (f"{cores} cores ({cpu}); Python {platform.python_version()}, numpy {np.__version__}, "
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    return (f"{cores} cores ({cpu}), load average {load} at start; Python {platform.python_version()}, numpy {np.__version__}, "
             f"chromadb {chromadb.__version__}, simsimd {simsimd.__version__}")
 
 
@@ -501,7 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"- data: {GENERATOR_NOTE}",
         "- upserts: store and raw interleaved batch by batch, into two fresh PersistentClients; the store's memory "
         "index is live during upserts (as in a running service). Latency: warm query cache, index built, "
-        f"{WARMUP_QUERIES} untimed warm-up calls per method; retrieve_memories uses its default scope (global "
+        f"{WARMUP_QUERIES} untimed warm-up calls per method, then the methods take turns query by query; retrieve_memories uses its default scope (global "
         "memories); raw filtered = `where={'type': 'memory'}` (all scopes). Exactness: default, "
         f"entity={ENTITIES[0]!r} and all_scopes, vs brute-force float32 scoring of every candidate memory "
         "(brain.ranking.total_scores + top_k_by_score).",
@@ -528,7 +545,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts.extend(profiles)
     for p in profiles:
         print(p, flush=True)
-    wall = f"Total wall time: {time.perf_counter() - started:.0f} s\n"
+    wall = (f"Total wall time: {time.perf_counter() - started:.0f} s "
+            f"(load average at the end {'/'.join(f'{x:.1f}' for x in os.getloadavg())})\n")
     print(wall)
     parts.append(wall)
     args.out.parent.mkdir(parents=True, exist_ok=True)

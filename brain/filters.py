@@ -29,9 +29,16 @@ def _fail(key: str, message: str) -> FilterError:
     return FilterError(f"where[{key!r}]: {message}", [{"item": None, "field": f"where.{key}", "message": message}])
 
 
+def _iso(key: str, value: Any) -> str:
+    try:
+        return parse_timestamp(value, key).isoformat()
+    except ValueError as exc:
+        raise _fail(key, str(exc)) from None
+
+
 def _scalar(key: str, value: Any) -> Any:
     if isinstance(value, datetime):
-        return parse_timestamp(value).isoformat()
+        return _iso(key, value)
     if value is None or not isinstance(value, SCALAR):
         raise _fail(key, f"value must be a string, number or boolean, got {value!r}")
     return value
@@ -40,9 +47,12 @@ def _scalar(key: str, value: Any) -> Any:
 def _homogeneous_list(key: str, op: str, value: Any) -> list:
     if not isinstance(value, (list, tuple, set, frozenset)) or not value:
         raise _fail(key, f"{op} needs a non-empty list, got {value!r}")
-    items = [_scalar(key, v) for v in value]
-    if len({bool if isinstance(v, bool) else (float if isinstance(v, (int, float)) else str) for v in items}) > 1:
+    items = [_iso(key, v) if key == "timestamp" else _scalar(key, v) for v in value]
+    kinds = {bool if isinstance(v, bool) else (float if isinstance(v, (int, float)) else str) for v in items}
+    if len(kinds) > 1:
         raise _fail(key, f"{op} values must all be of one type, got {value!r}")
+    if any(isinstance(v, float) for v in items):  # Chroma wants one type: 5 and 4.0 become 5.0 and 4.0
+        items = [float(v) for v in items]
     return items
 
 
@@ -74,7 +84,7 @@ def _condition(key: str, cond: Any) -> list[dict[str, Any]]:
                 if op in RANGE:
                     clauses.append(_timestamp_clause(op, value))
                 else:
-                    clauses.append({"timestamp": {op: parse_timestamp(value).isoformat()}})
+                    clauses.append({"timestamp": {op: _iso(key, value)}})
                 continue
             if op in RANGE:
                 if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -88,7 +98,7 @@ def _condition(key: str, cond: Any) -> list[dict[str, Any]]:
     if isinstance(cond, (list, tuple, set, frozenset)):
         return [{key: {"$in": _homogeneous_list(key, "$in", cond)}}]
     if key == "timestamp":
-        return [{"timestamp": parse_timestamp(cond).isoformat()}]
+        return [{"timestamp": _iso(key, cond)}]
     return [{key: _scalar(key, cond)}]
 
 

@@ -42,6 +42,8 @@ _CONV_RE = re.compile(r"^conv-[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _RANGE_RE = re.compile(r"^(\d+)-(\d+)$")
 # keys that brain itself writes; extra metadata may not shadow them
 RESERVED_KEYS = frozenset({"type", "timestamp", "ts_epoch", "source", "scope"})
+# key prefixes Chroma refuses or reserves for itself
+_CHROMA_RESERVED_PREFIXES = ("$", "#", "chroma:")
 
 
 def utc_now() -> datetime:
@@ -80,7 +82,7 @@ def format_timestamp(value: datetime) -> str:
 def check_scope(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"scope must be 'global' or 'entity:<name>', got {value!r}")
-    if value == GLOBAL_SCOPE or _SCOPE_RE.match(value):
+    if value == GLOBAL_SCOPE or _SCOPE_RE.fullmatch(value):
         return value
     raise ValueError(f"scope must be 'global' or 'entity:<name>' (name without leading/trailing spaces), got {value!r}")
 
@@ -138,6 +140,10 @@ class BaseMetadata(BaseModel):
                 raise ValueError("metadata keys must be non-empty strings")
             if key in RESERVED_KEYS:
                 raise ValueError(f"metadata field {key!r} is reserved")
+            if key.startswith(_CHROMA_RESERVED_PREFIXES):
+                raise ValueError(f"metadata field {key!r} cannot start with '$', '#' or 'chroma:' (Chroma reserves them)")
+            if key in type(self).model_fields:
+                raise ValueError(f"metadata field {key!r} was given twice (as {key!r} and by its stored name)")
             _storable_extra(key, value)
         return self
 
@@ -154,6 +160,8 @@ class BaseMetadata(BaseModel):
         for key, value in data.items():
             if isinstance(value, Enum):
                 value = value.value
+            if isinstance(value, tuple):
+                value = list(value)
             if isinstance(value, list):
                 if not value:
                     continue  # Chroma refuses empty lists; absence reads back as []
@@ -240,7 +248,7 @@ class MemoryMetadata(BaseMetadata):
 
 
 def check_conversation_id(value: Any) -> str:
-    if not isinstance(value, str) or not _CONV_RE.match(value):
+    if not isinstance(value, str) or not _CONV_RE.fullmatch(value):
         raise ValueError(f"conversation_id must look like 'conv-<id>' (letters, digits, . _ : -), got {value!r}")
     return value
 
@@ -249,7 +257,7 @@ class TurnMetadata(BaseMetadata):
     type: Literal[DocType.TURN] = Field(description="document type")
     conversation_id: str = Field(description="conversation id, conv-...")
     role: Literal["user", "assistant"] = Field(description="user or assistant")
-    turn_index: int | None = Field(None, ge=1, description="position in the conversation, from 1; assigned when absent")
+    turn_index: int | None = Field(None, ge=1, strict=True, description="position in the conversation, from 1; assigned when absent")
 
     @field_validator("conversation_id", mode="before")
     @classmethod
@@ -268,7 +276,7 @@ class SummaryMetadata(BaseMetadata):
     type: Literal[DocType.SUMMARY] = Field(description="document type")
     conversation_id: str = Field(description="conversation id, conv-...")
     turn_range: str | None = Field(None, description="'<start>-<end>' turn indexes covered, start <= end")
-    summary_index: int | None = Field(None, ge=1, description="position among the conversation's summaries, from 1; assigned when absent")
+    summary_index: int | None = Field(None, ge=1, strict=True, description="position among the conversation's summaries, from 1; assigned when absent")
 
     @field_validator("conversation_id", mode="before")
     @classmethod
@@ -280,7 +288,7 @@ class SummaryMetadata(BaseMetadata):
     def _turn_range(cls, value: Any) -> Any:
         if value is None:
             return None
-        match = _RANGE_RE.match(value) if isinstance(value, str) else None
+        match = _RANGE_RE.fullmatch(value) if isinstance(value, str) else None
         if not match:
             raise ValueError(f"turn_range must look like '<start>-<end>' e.g. '1-8', got {value!r}")
         start, end = int(match.group(1)), int(match.group(2))
