@@ -9,7 +9,6 @@ nothing is duplicated.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 from brain.config import load_settings
 from brain.errors import BrainError, ValidationError
 from brain.persona import load_persona, persona_block
-from brain.rag_store import RagStore
+from brain.rag_store import RagStore, derived_id
 
 SAMPLE_QUESTION = "Can you read the text on the photo of my train ticket?"
 SAMPLE_MEMORIES = [
@@ -44,8 +43,7 @@ def read_faq_jsonl(path: Path) -> list[dict[str, Any]]:
         if not isinstance(row, dict) or not row.get("question") or not row.get("answer"):
             raise ValidationError(f"{path}:{line_no}: needs 'question' and 'answer'")
         text = f"Q: {row['question']}\nA: {row['answer']}"
-        digest = hashlib.sha256(f"{path.name}\x1f{text}".encode()).hexdigest()[:24]
-        doc = {"id": f"faq-{digest}", "text": text, "type": "faq", "source": "kb", "topic": row.get("topic"),
+        doc = {"id": derived_id("faq", path.name, text), "text": text, "type": "faq", "source": "kb", "topic": row.get("topic"),
                "source_file": path.name}
         if row.get("specialist"):
             doc["_specialist_name"] = row["specialist"]

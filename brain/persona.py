@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from brain.errors import ValidationError
-from brain.rag_store import RagStore
+from brain.rag_store import RagStore, derived_id
 from brain.schemas import DocType, format_timestamp, utc_now
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
@@ -25,6 +25,7 @@ class PersonaSection:
     topic: str
     text: str
     position: int
+    heading: str = ""
 
 
 @dataclass(frozen=True)
@@ -43,18 +44,18 @@ def slugify(heading: str) -> str:
 
 def split_sections(markdown: str) -> list[PersonaSection]:
     sections: list[PersonaSection] = []
-    topic, lines = "core", []
+    topic, heading, lines = "core", "", []
 
     def flush() -> None:
         text = "\n".join(lines).strip()
         if text:
-            sections.append(PersonaSection(topic=topic, text=text, position=len(sections)))
+            sections.append(PersonaSection(topic=topic, text=text, position=len(sections), heading=heading))
 
     for line in markdown.splitlines():
         match = _HEADING.match(line)
         if match:
             flush()
-            topic, lines = slugify(match.group(2)), []
+            topic, heading, lines = slugify(match.group(2)), match.group(2), []
         else:
             lines.append(line)
     flush()
@@ -78,8 +79,9 @@ def load_persona(store: RagStore, path: str | Path) -> PersonaLoad:
         return PersonaLoad(False, current[0].metadata["version"], digest, len(current), 0)
     version = format_timestamp(utc_now())
     store.upsert_docs([
-        {"id": f"persona-{digest}-{s.position}", "text": s.text, "type": DocType.PERSONA, "version": version,
-         "topic": s.topic, "position": s.position, "content_hash": digest, "source": "system"}
+        {"id": derived_id("persona", digest, str(s.position)), "text": s.text, "type": DocType.PERSONA,
+         "version": version, "topic": s.topic, "position": s.position, "content_hash": digest, "source": "system",
+         **({"heading": s.heading} if s.heading else {})}
         for s in sections
     ])
     stale = [d.id for d in current if d.metadata.get("content_hash") != digest]
@@ -90,7 +92,9 @@ def load_persona(store: RagStore, path: str | Path) -> PersonaLoad:
 def persona_block(store: RagStore, max_chars: int | None = None) -> str:
     """The current persona as prompt-ready text, in file order."""
     docs = sorted(store.get(type=DocType.PERSONA), key=lambda d: int(d.metadata.get("position", 0)))
-    block = "\n\n".join(d.text for d in docs)
+    block = "\n\n".join(
+        (f"{d.metadata['heading']}:\n{d.text}" if d.metadata.get("heading") else d.text) for d in docs
+    )
     if max_chars is not None and len(block) > max_chars:
         block = block[: max(0, max_chars - 1)].rstrip() + "…"
     return block

@@ -33,9 +33,7 @@ from brain.results import Document, Hit, MemoryHit
 from brain.schemas import (
     GLOBAL_SCOPE,
     DocType,
-    check_scope,
     entity_scope,
-    format_timestamp,
     from_chroma,
     model_for,
     utc_now,
@@ -60,6 +58,11 @@ def normalize_memory_text(text: str) -> str:
 
 def memory_id(text: str, scope: str = GLOBAL_SCOPE) -> str:
     return f"doc-{uuid.uuid5(_MEMORY_NS, scope + chr(31) + normalize_memory_text(text))}"
+
+
+def derived_id(*parts: str) -> str:
+    """A stable ``doc-<uuid>`` from the parts that identify a document (e.g. source file, position, hash)."""
+    return f"doc-{uuid.uuid5(_MEMORY_NS, chr(31).join(parts))}"
 
 
 def open_client(settings: Settings):
@@ -670,4 +673,4 @@ def _epoch(now: datetime | float | None) -> float:
     return float(now)
 
 
-__all__ = ["RagStore", "open_client", "memory_id", "new_id", "check_scope", "format_timestamp"]
+__all__ = ["RagStore", "open_client", "memory_id", "derived_id", "new_id"]

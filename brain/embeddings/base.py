@@ -173,7 +173,7 @@ class Embedder(ABC):
         if order is None:
             return np.ascontiguousarray(stacked)
         result = np.empty_like(stacked)
-        result = stacked  # row k of stacked belongs to text order[k]
+        result[order] = stacked  # row k of stacked belongs to text order[k]
         return result
 
     def _checked(self, raw: np.ndarray, rows: int) -> np.ndarray:
