@@ -97,6 +97,12 @@ class MemoryIndex:
             a.nbytes for a in (self._f32, self._i8, self._scale, self._qerr, self._importance, self._epoch, self._scope)
         )
 
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows in one allocation (e.g. before a rebuild of known size)."""
+        with self._lock:
+            if rows > self._capacity:
+                self._alloc(rows)
+
     def clear(self) -> None:
         with self._lock:
             self._n = 0
@@ -128,7 +134,7 @@ class MemoryIndex:
                 row = self._row.get(doc_id)
                 if row is None:
                     if self._n == self._capacity:
-                        self._alloc(max(2 * self._capacity, 1024))
+                        self._alloc(max(self._capacity + self._capacity // 2, 1024))
                     row = self._n
                     self._n += 1
                     self._row[doc_id] = row
@@ -188,7 +194,14 @@ class MemoryIndex:
         mask: np.ndarray | None = None
         if scopes is not None:
             codes = [self._scope_code[s] for s in scopes if s in self._scope_code]
-            mask = np.isin(self._scope[:n], np.asarray(codes, dtype=np.int32))
+            if len(codes) == len(self._scope_code):
+                pass  # every scope present is allowed: no mask
+            elif len(codes) <= 4:  # a comparison per scope beats np.isin's sort for the usual 1-2 scopes
+                mask = np.zeros(n, dtype=bool)
+                for code in codes:
+                    mask |= self._scope[:n] == code
+            else:
+                mask = np.isin(self._scope[:n], np.asarray(codes, dtype=np.int32))
         if min_importance is not None:
             imp = self._importance[:n] >= min_importance
             mask = imp if mask is None else mask & imp

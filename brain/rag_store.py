@@ -513,20 +513,16 @@ class RagStore:
         """Rebuild the memory ranking index from Chroma (after writes that bypassed this store)."""
         with self._lock:
             index = MemoryIndex(self.dimension)
-            offset = 0
-            while True:
-                page = self.col.get(
-                    where={"type": DocType.MEMORY.value},
-                    include=["documents", "metadatas", "embeddings"],
-                    limit=_PAGE,
-                    offset=offset,
-                )
-                if not page["ids"]:
-                    break
-                index.upsert(page["ids"], np.asarray(page["embeddings"], dtype=np.float32), page["documents"], page["metadatas"])
-                offset += len(page["ids"])
-                if len(page["ids"]) < _PAGE:
-                    break
+            ids = self.col.get(where={"type": DocType.MEMORY.value}, include=[])["ids"]
+            index.reserve(len(ids))
+            page_size = max(1, min(self.max_batch_size, _PAGE))
+            for start in range(0, len(ids), page_size):
+                page = self.col.get(ids=ids[start : start + page_size], include=["documents", "metadatas", "embeddings"])
+                memories = [j for j, m in enumerate(page["metadatas"]) if m and m.get("type") == DocType.MEMORY.value]
+                if len(memories) != len(page["ids"]):  # changed type between the two reads
+                    page = {key: [page[key][j] for j in memories] for key in ("ids", "documents", "metadatas", "embeddings")}
+                if page["ids"]:
+                    index.upsert(page["ids"], np.asarray(page["embeddings"], dtype=np.float32), page["documents"], page["metadatas"])
             self._index = index
             self._expected_count = self.col.count()
             self._last_check = time.monotonic()
