@@ -132,7 +132,7 @@ def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat()
 
 
-def _metadata(doc_type: str, i: int, n_type: int, rng: np.random.Generator, epoch: float) -> dict[str, Any]:
+def _metadata(doc_type: str, i: int, n_type: int, rng: np.random.Generator) -> dict[str, Any]:
     """Metadata of the ``i``-th document of its type, as Chroma stores it (minus type/timestamp/ts_epoch)."""
     if doc_type == "memory":
         scope = "global" if rng.random() < GLOBAL_SHARE else f"entity:{ENTITIES[rng.integers(len(ENTITIES))]}"
@@ -170,7 +170,7 @@ def make_corpus(n: int, n_queries: int, dim: int, seed: int = SEED) -> Corpus:
         doc_type = str(types[row])
         i = counters[doc_type]
         counters[doc_type] += 1
-        meta = _metadata(doc_type, i, n_by_type[doc_type], rng, float(epochs[row]))
+        meta = _metadata(doc_type, i, n_by_type[doc_type], rng)
         doc_id = f"{doc_type}-{i:07d}"
         text = f"{doc_type} {i} on topic {topics[row]}: " + " ".join(TAGS[j % len(TAGS)] for j in range(row % 5, row % 5 + 6))
         stored = {"type": doc_type, "timestamp": _iso(epochs[row]), "ts_epoch": float(epochs[row]),
@@ -258,6 +258,7 @@ def measure_upsert(store: RagStore, raw_col, corpus: Corpus) -> tuple[float, flo
         t_store += t1 - t0
         t_raw += t2 - t1
     sample = corpus.ids[:: max(1, len(corpus) // 200)]
+
     def payload(got: dict) -> list[tuple]:
         return sorted(zip(got["ids"], got["documents"], (json.dumps(m, sort_keys=True) for m in got["metadatas"])))
 
@@ -351,7 +352,7 @@ def index_footprint(corpus: Corpus) -> tuple[int, int, int]:
     vectors = corpus.vectors[rows]
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
-    index = MemoryIndex(corpus.vectors.shape[1])
+    index = MemoryIndex(corpus.vectors.shape[1], capacity=len(rows))  # no spare rows: bytes per memory
     index.upsert(ids, vectors, texts, metas)
     del ids, texts, metas  # the index keeps what it needs
     traced = tracemalloc.get_traced_memory()[0] - base
@@ -408,14 +409,6 @@ def _mib(b: float) -> str:
     return f"{b / 2**20:,.1f} MiB" if b < 2**30 else f"{b / 2**30:,.2f} GiB"
 
 
-def _capacity_for(n: int, start: int = 1024) -> int:
-    """Rows MemoryIndex allocates for n memories (it doubles from 1024)."""
-    cap = start
-    while cap < n:
-        cap *= 2
-    return cap
-
-
 def bench_size(n: int, args: argparse.Namespace) -> tuple[list[Row], dict[str, Any], str]:
     t0 = time.perf_counter()
     corpus = make_corpus(n, args.queries, args.dim)
@@ -442,8 +435,9 @@ def bench_size(n: int, args: argparse.Namespace) -> tuple[list[Row], dict[str, A
 
         nbytes, n_mem = index.nbytes(), len(index)
         fp_nbytes, fp_len, traced = index_footprint(corpus)
-        row_bytes = fp_nbytes / _capacity_for(fp_len)  # 4d (float32) + d (int8) + 36 B of per-row arrays
+        row_bytes = fp_nbytes / fp_len  # 4d (float32) + d (int8) + 36 B of per-row arrays
         python_per_mem = (traced - fp_nbytes) / fp_len  # id, text, metadata dict, tags, row map entry
+        spare = nbytes / (row_bytes * n_mem)  # allocated / used rows of the store's index
         mem_1m = 1_000_000 * TYPE_MIX["memory"]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -465,12 +459,13 @@ def bench_size(n: int, args: argparse.Namespace) -> tuple[list[Row], dict[str, A
         Row(f"{r} p50 vs {ex}", _ms(p50[r]), f"{_ms(p50[ex])} (p95 {_ms(p95[ex])})", _ratio(p50[r], p50[ex])),
         Row(f"exactness: top-{args.k} mismatches vs brute force", f"{mismatches} / {checked} queries", "0", "", "0",
             _check(mismatches == 0)),
-        Row("memory index nbytes() (allocated rows)", f"{_mib(nbytes)}", f"{nbytes / n_mem:,.0f} B per memory",
-            "", "", ""),
-        Row("per memory: numeric row / Python objects (tracemalloc)", f"{row_bytes:,.0f} B",
-            f"+{python_per_mem:,.0f} B id, text, metadata, tags"),
-        Row("extrapolated: 1M docs (333k memories), numeric arrays", f"{_mib(row_bytes * _capacity_for(int(mem_1m)))}"
-            " allocated", f"{_mib(row_bytes * mem_1m)} used rows; +≈{_mib(python_per_mem * mem_1m)} Python objects"),
+        Row("store's memory index nbytes() after the build", _mib(nbytes),
+            f"{nbytes / n_mem:,.0f} B per memory ({spare:.2f}x the rows in use)"),
+        Row("per memory: numeric row + Python objects (tracemalloc)", f"{row_bytes:,.0f} B",
+            f"+{python_per_mem:,.0f} B (id, text, metadata, tags)"),
+        Row("extrapolated: 1M docs (333k memories)", f"{_mib(row_bytes * mem_1m)} numeric",
+            f"+≈{_mib(python_per_mem * mem_1m)} Python objects; {_mib(row_bytes * mem_1m * spare)} numeric "
+            f"at this run's {spare:.2f}x allocation"),
     ]
     info = {"generate_s": gen_s, "memories": n_mem}
     return rows, info, profile

@@ -258,13 +258,15 @@ class MemoryIndex:
             static = imp_part + rec_part
             f32 = self._f32
 
+            ids = self._ids
+
             def exact(sel: np.ndarray) -> np.ndarray:
-                return f32[sel] @ q
+                return ranking.float_dots(q, f32[sel])
 
             if rows is not None and rows.size <= max(SMALL_CANDIDATE_SET, 4 * k):
-                sims = exact(rows).astype(np.float64) if rows.size else np.zeros(0)
+                sims = exact(rows)
                 totals = weights.similarity * sims + static[rows]
-                order = ranking.top_k_by_score(totals, [self._ids[r] for r in rows], k)
+                order = ranking.top_k_positions(totals, lambda i: ids[rows[i]], k)
                 top, top_sims = rows[order], sims[order]
             else:
                 approx, slack = ranking.approx_similarities(q, self._i8[:n], self._scale[:n], self._qerr[:n])

@@ -108,6 +108,19 @@ def int8_dots(query_codes: np.ndarray, codes: np.ndarray) -> np.ndarray:
     return codes.astype(np.int32) @ query_codes.astype(np.int32)  # pragma: no cover
 
 
+def float_dots(query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """float32 dot products of one query with each row, on one thread.
+
+    Not ``rows @ query``: OpenBLAS splits even a small product over every core and, on a busy
+    2-core machine, measured 5.9 ms where one SIMD thread takes 0.4 ms (2048 x 768).
+    """
+    if rows.shape[0] == 0:
+        return np.zeros(0, dtype=np.float64)
+    if _simsimd is not None:
+        return np.asarray(_simsimd.cdist(query[None, :], rows, metric="dot", threads=1), dtype=np.float64).reshape(-1)
+    return np.einsum("ij,j->i", rows, query).astype(np.float64)  # pragma: no cover
+
+
 def approx_similarities(
     query: np.ndarray, codes: np.ndarray, scale: np.ndarray, error: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -160,7 +173,7 @@ def bounded_top_k(
     if keys is None:
         order = np.lexsort((survivors, -totals))[:k]
     else:
-        order = np.array(top_k_by_score(totals, [keys[r] for r in survivors], k), dtype=np.intp)
+        order = top_k_positions(totals, lambda i: keys[survivors[i]], k)
     return survivors[order], sims[order]
 
 
@@ -185,3 +198,15 @@ def top_k_by_score(totals: np.ndarray, keys: Sequence[str], k: int) -> list[int]
     """Positions of the k best totals, ties broken by key: the brute-force reference ordering."""
     order = sorted(range(len(totals)), key=lambda i: (-float(totals[i]), keys[i]))
     return order[:k]
+
+
+def top_k_positions(totals: np.ndarray, key_of: Callable[[int], str], k: int) -> np.ndarray:
+    """Same answer as :func:`top_k_by_score`, sorting only the k best and their ties in Python."""
+    n = totals.shape[0]
+    if n > k:
+        kth = np.partition(totals, n - k)[n - k]
+        pool = np.flatnonzero(totals >= kth)
+    else:
+        pool = np.arange(n)
+    pool = sorted(pool.tolist(), key=lambda i: (-float(totals[i]), key_of(i)))
+    return np.asarray(pool[:k], dtype=np.intp)

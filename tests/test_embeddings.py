@@ -302,6 +302,22 @@ def test_ollama_timeout_names_the_setting() -> None:
             embedder.embed_query("slow")
 
 
+def test_ollama_server_without_embed_endpoint_says_to_upgrade() -> None:
+    # Ollama before 0.3 answers /api/embed with a plain "404 page not found": that is not
+    # a missing model, and telling the user to pull one would send them the wrong way.
+    with OllamaStub() as stub:
+        embedder = ollama_embedder(stub.url + "/old")  # every path under it is unknown to the stub
+        with pytest.raises(EmbedderUnavailable, match="upgrade Ollama") as info:
+            embedder.embed_query("hello")
+    assert "ollama pull" not in str(info.value)
+
+
+def test_ollama_malformed_host_is_an_embedder_error() -> None:
+    embedder = ollama_embedder("http://127.0.0.1:99999")
+    with pytest.raises(EmbedderError, match="OLLAMA_HOST"):
+        embedder.embed_query("hello")
+
+
 def test_stub_answers_like_ollama_for_the_official_client() -> None:
     import ollama
 

@@ -65,7 +65,8 @@ def test_index_top_k_equals_brute_force(weights):
     for trial in range(25):
         q = vectors[rng.integers(len(vectors))] + rng.standard_normal(96).astype(np.float32) * (0.2 + trial % 3)
         k = int(rng.integers(1, 25))
-        filters = [{}, {"scopes": {"global", "entity:e1"}}, {"tags": ["a"]}, {"min_importance": 3}][trial % 4]
+        filters = [{}, {"scopes": {"global", "entity:e1"}}, {"tags": ["a"]}, {"min_importance": 3},
+                   {"scopes": {"entity:e2"}}][trial % 5]  # the last is small: exact float32 path
         got = index.search(q, k, weights, NOW, **filters)
         want_ids, want_scores = brute_force(index, q, k, weights, NOW, **filters)
         assert [r.id for r in got] == want_ids
@@ -134,3 +135,20 @@ def test_recency_halves_every_half_life_and_future_counts_as_now():
     parts = ranking.recency_part(np.array([NOW, NOW - 100, NOW - 200, NOW + 50]), NOW, w)
     assert parts == pytest.approx([0.2, 0.1, 0.05, 0.2])
     assert ranking.importance_part(np.array([1, 5]), w) == pytest.approx([0.1, 0.5])
+
+
+def test_partial_sort_matches_the_reference_ordering_with_ties():
+    rng = np.random.default_rng(13)
+    for n in (1, 5, 50, 3000):
+        totals = np.round(rng.random(n), 2)  # many ties
+        keys = [f"id-{rng.integers(10**6):07d}-{i}" for i in range(n)]
+        for k in (1, 3, 10, 60):
+            got = ranking.top_k_positions(totals, keys.__getitem__, k).tolist()
+            assert got == ranking.top_k_by_score(totals, keys, k)
+
+
+def test_float_dots_match_numpy():
+    rng = np.random.default_rng(17)
+    rows = ranking.normalize_rows(rng.standard_normal((700, 384)))
+    q = rows[5]
+    assert np.allclose(ranking.float_dots(q, rows), rows.astype(np.float64) @ q.astype(np.float64), atol=1e-6)

@@ -75,14 +75,21 @@ class OllamaEmbedder(Embedder):
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    self._client = ollama.Client(host=self.host, timeout=self.timeout)
+                    try:
+                        self._client = ollama.Client(host=self.host, timeout=self.timeout)
+                    except (ValueError, httpx.InvalidURL) as exc:
+                        raise EmbedderError(
+                            f"OLLAMA_HOST={self.host!r} is not a usable address ({exc}); "
+                            f"use e.g. http://127.0.0.1:11434"
+                        ) from None
         return self._client
 
     def _embed(self, texts: list[str], kind: Kind) -> np.ndarray:
         if self._prefixes is not None:
             texts = [self._prefixes[kind] + text for text in texts]
+        client = self._get_client()
         try:
-            response = self._get_client().embed(model=self.model, input=texts)
+            response = client.embed(model=self.model, input=texts)
         except ConnectionError:  # what the ollama client raises for httpx.ConnectError
             raise EmbedderUnavailable(
                 f"cannot reach Ollama at {self.host}: start it with `ollama serve`, "
@@ -98,6 +105,10 @@ class OllamaEmbedder(Embedder):
             raise EmbedderUnavailable(f"the connection to Ollama at {self.host} failed: {exc}") from None
         except ollama.ResponseError as exc:
             raise self._translate(exc) from None
+        except ValueError as exc:  # a 200 whose body is not JSON or not an embed response (pydantic)
+            raise EmbedderError(
+                f"{self.host} answered /api/embed with something that is not an Ollama embed response: {exc}"
+            ) from None
 
         try:
             vectors = np.array(response.embeddings, dtype=np.float32)
