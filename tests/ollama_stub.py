@@ -90,7 +90,10 @@ class OllamaStub:
         handler = type("Handler", (_Handler,), {"stub": self})
         # ThreadingHTTPServer uses daemon threads: a request stalled by ``delay`` cannot block shutdown.
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="ollama-stub", daemon=True)
+        # A short poll interval: shutdown() waits for the next poll, 0.5 s by default, per test.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="ollama-stub", daemon=True
+        )
         self._thread.start()
         return self
 
