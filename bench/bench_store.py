@@ -360,8 +360,7 @@ def index_footprint(corpus: Corpus) -> tuple[int, int, int]:
     return index.nbytes(), len(index), traced
 
 
-def embedder_throughput(n: int = EMBED_SENTENCES) -> tuple[float, str]:
-    sentences, source = load_sentences(n)
+def embedder_throughput(sentences: list[str], source: str) -> tuple[float, str]:
     embedder = get_embedder(Settings())
     embedder.embed_documents(sentences[:64])  # load the model and warm the session
     t0 = time.perf_counter()
@@ -369,6 +368,17 @@ def embedder_throughput(n: int = EMBED_SENTENCES) -> tuple[float, str]:
     elapsed = time.perf_counter() - t0
     assert vectors.shape[0] == len(sentences)
     return len(sentences) / elapsed, f"{len(sentences)} {source}, {embedder.name}"
+
+
+def short_sentences(n: int) -> tuple[list[str], str]:
+    """Short everyday sentences (about 8-13 tokens each): what the issue's 500/s target is stated for."""
+    subjects = ["The cat", "My sister", "The train", "Our neighbour", "The printer", "A doctor", "The weather",
+                "This recipe", "My laptop", "The meeting", "Grandma", "The new café", "Our flight", "The garden"]
+    rests = ["is late again", "needs a new battery", "looks great today", "was moved to Friday",
+             "smells of cinnamon", "broke down twice", "starts at nine", "made me laugh", "costs too much",
+             "feels quite cold", "called about the invoice", "opens on Sunday", "needs watering"]
+    rng = np.random.default_rng(SEED)
+    return [f"{rng.choice(subjects)} {rng.choice(rests)}." for _ in range(n)], "short sentences"
 
 
 def load_sentences(n: int) -> tuple[list[str], str]:
@@ -532,9 +542,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             profiles.append(f"## cProfile: retrieve_memories x {args.queries}, N = {n:,} (sorted by tottime)\n\n"
                             f"```\n{profile.strip()}\n```\n")
 
-    rate, what = embedder_throughput()
-    section = ("## Local embedder\n\n" + table([Row(f"embed_documents, one call ({what})", f"{rate:,.0f} sentences/s",
-                                                    "", "", ">= 500/s", _check(rate >= 500))]) + "\n")
+    rate, what = embedder_throughput(*short_sentences(EMBED_SENTENCES))
+    turns_rate, turns_what = embedder_throughput(*load_sentences(EMBED_SENTENCES))
+    section = ("## Local embedder\n\n" + table([
+        Row(f"embed_documents, one call ({what})", f"{rate:,.0f} sentences/s", "", "", ">= 500/s", _check(rate >= 500)),
+        Row(f"embed_documents, one call ({turns_what}; ~32 tokens each)", f"{turns_rate:,.0f} texts/s", "", "", "", ""),
+    ]) + "\n")
     print(section, flush=True)
     parts.append(section)
     parts.extend(profiles)
