@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path("data"), validation_alias=_env("BRAIN_DATA_DIR", "data_dir"))
     chroma_url: str | None = Field(None, validation_alias=_env("BRAIN_CHROMA_URL", "chroma_url"))
     collection: str = Field("conversations", validation_alias=_env("BRAIN_COLLECTION", "collection"))
+    index_types: str = Field(
+        "memory,persona,faq,summary", validation_alias=_env("BRAIN_INDEX_TYPES", "index_types")
+    )
     index_refresh_seconds: float = Field(
         5.0, ge=0.0, le=86400.0, validation_alias=_env("BRAIN_INDEX_REFRESH_SECONDS", "index_refresh_seconds")
     )
@@ -107,6 +110,22 @@ class Settings(BaseSettings):
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError("must be an http(s) URL such as http://127.0.0.1:8000")
         return value
+
+    @field_validator("index_types")
+    @classmethod
+    def _index_types(cls, value: str) -> str:
+        allowed = ("memory", "persona", "faq", "summary", "turn")
+        names = [v.strip() for v in value.split(",") if v.strip()]
+        unknown = [v for v in names if v not in allowed]
+        if unknown:
+            raise ValueError(f"unknown document types {unknown}; choose from {', '.join(allowed)}")
+        if "memory" not in names:
+            raise ValueError("must include memory (memory ranking is served from the in-process index)")
+        return ",".join(dict.fromkeys(names))
+
+    @property
+    def indexed_types(self) -> tuple[str, ...]:
+        return tuple(self.index_types.split(","))
 
     @field_validator("collection")
     @classmethod

@@ -29,6 +29,9 @@ from brain.errors import (
 from brain.filters import to_chroma_where
 from brain.memory_index import MemoryIndex
 from brain.ranking import ScoreWeights
+
+# persona, faq and summaries rank by similarity alone
+SIMILARITY_ONLY = ScoreWeights(similarity=1.0, importance=0.0, recency=0.0)
 from brain.results import Document, Hit, MemoryHit
 from brain.schemas import (
     GLOBAL_SCOPE,
@@ -109,7 +112,7 @@ class RagStore:
         self.client = client or open_client(self.settings)
         self.weights = ScoreWeights.from_settings(self.settings)
         self._lock = threading.RLock()
-        self._index: MemoryIndex | None = None
+        self._indexes: dict[str, MemoryIndex] | None = None
         self._expected_count: int | None = None
         self._last_check = 0.0
         self.col = self._open_collection()
@@ -425,15 +428,17 @@ class RagStore:
             )
 
     def _after_write(self, ids, vectors, texts, metas) -> None:
-        index = self._index
-        if index is not None:
-            mem = [j for j, m in enumerate(metas) if m.get("type") == DocType.MEMORY.value]
-            other = [ids[j] for j, m in enumerate(metas) if m.get("type") != DocType.MEMORY.value]
-            if other:
-                index.remove(other)
-            if mem:
-                index.upsert([ids[j] for j in mem], vectors[mem], [texts[j] for j in mem], [metas[j] for j in mem])
-            self._expected_count = self.col.count()
+        indexes = self._indexes
+        if indexes is None:
+            return
+        for doc_type, index in indexes.items():
+            mine = [j for j, m in enumerate(metas) if m.get("type") == doc_type]
+            others = [ids[j] for j, m in enumerate(metas) if m.get("type") != doc_type]
+            if others:
+                index.remove(others)  # an id may have changed type
+            if mine:
+                index.upsert([ids[j] for j in mine], vectors[mine], [texts[j] for j in mine], [metas[j] for j in mine])
+        self._expected_count = self.col.count()
 
     # ---- reads --------------------------------------------------------------------------------
     def get(
@@ -497,8 +502,9 @@ class RagStore:
             )["ids"]
             for start in range(0, len(found), self.max_batch_size):
                 self.col.delete(ids=found[start : start + self.max_batch_size])
-            if self._index is not None:
-                self._index.remove(found)
+            if self._indexes is not None:
+                for index in self._indexes.values():
+                    index.remove(found)
                 self._expected_count = self.col.count()
         return len(found)
 
@@ -508,37 +514,59 @@ class RagStore:
             return self.col.count()
         return len(self.col.get(where=to_chroma_where(where, type=doc_type), include=[])["ids"])
 
-    # ---- the memory index ---------------------------------------------------------------------
+    # ---- the in-process indexes ---------------------------------------------------------------
     def refresh_index(self) -> MemoryIndex:
-        """Rebuild the memory ranking index from Chroma (after writes that bypassed this store)."""
+        """Rebuild the in-process indexes from Chroma (after writes that bypassed this store).
+
+        Returns the memory index.
+        """
         with self._lock:
-            index = MemoryIndex(self.dimension)
-            ids = self.col.get(where={"type": DocType.MEMORY.value}, include=[])["ids"]
-            index.reserve(len(ids))
+            types = list(self.settings.indexed_types)
+            indexes = {t: MemoryIndex(self.dimension) for t in types}
+            found = self.col.get(where={"type": {"$in": types}}, include=["metadatas"])
+            sizes: dict[str, int] = {}
+            for m in found["metadatas"] or []:
+                sizes[m.get("type")] = sizes.get(m.get("type"), 0) + 1
+            for doc_type, index in indexes.items():
+                index.reserve(sizes.get(doc_type, 0))
+            ids = found["ids"]
             page_size = max(1, min(self.max_batch_size, _PAGE))
             for start in range(0, len(ids), page_size):
                 page = self.col.get(ids=ids[start : start + page_size], include=["documents", "metadatas", "embeddings"])
-                memories = [j for j, m in enumerate(page["metadatas"]) if m and m.get("type") == DocType.MEMORY.value]
-                if len(memories) != len(page["ids"]):  # changed type between the two reads
-                    page = {key: [page[key][j] for j in memories] for key in ("ids", "documents", "metadatas", "embeddings")}
-                if page["ids"]:
-                    index.upsert(page["ids"], np.asarray(page["embeddings"], dtype=np.float32), page["documents"], page["metadatas"])
-            self._index = index
+                vectors = np.asarray(page["embeddings"], dtype=np.float32)
+                for doc_type, index in indexes.items():
+                    rows = [j for j, m in enumerate(page["metadatas"]) if m and m.get("type") == doc_type]
+                    if rows:
+                        index.upsert(
+                            [page["ids"][j] for j in rows], vectors[rows],
+                            [page["documents"][j] or "" for j in rows], [page["metadatas"][j] for j in rows],
+                        )
+            self._indexes = indexes
             self._expected_count = self.col.count()
             self._last_check = time.monotonic()
-            return index
+            return indexes[DocType.MEMORY.value]
+
+    def _index_for(self, doc_type: str) -> MemoryIndex | None:
+        """The in-process index of ``doc_type`` (built on first use, rebuilt when the collection
+        changed behind our back), or None when that type is searched through Chroma."""
+        if doc_type not in self.settings.indexed_types:
+            return None
+        indexes = self._indexes
+        if indexes is None:
+            self.refresh_index()
+        else:
+            every = self.settings.index_refresh_seconds
+            if every > 0 and time.monotonic() - self._last_check >= every:
+                self._last_check = time.monotonic()
+                if self.col.count() != self._expected_count:
+                    log.info("collection changed outside this store; rebuilding the in-process indexes")
+                    self.refresh_index()
+        return self._indexes[doc_type]
 
     def memory_index(self) -> MemoryIndex:
-        """The ranking index, built on first use and rebuilt when the collection changed behind our back."""
-        index = self._index
-        if index is None:
-            return self.refresh_index()
-        every = self.settings.index_refresh_seconds
-        if every > 0 and time.monotonic() - self._last_check >= every:
-            self._last_check = time.monotonic()
-            if self.col.count() != self._expected_count:
-                log.info("collection changed outside this store; rebuilding the memory index")
-                return self.refresh_index()
+        """The memory ranking index."""
+        index = self._index_for(DocType.MEMORY.value)
+        assert index is not None  # settings guarantee memory is indexed
         return index
 
     # ---- retrieval ----------------------------------------------------------------------------
@@ -599,16 +627,29 @@ class RagStore:
             for i, d, m, dist in zip(got["ids"][0], got["documents"][0], got["metadatas"][0], got["distances"][0])
         ]
 
+    def _similar(self, query: str, k: int, doc_type: DocType, equals: dict[str, Any]) -> list[Hit]:
+        """Exact similarity search of one type: in process when indexed, else Chroma's filtered query."""
+        k = _check_k(k)
+        equals = {key: value for key, value in equals.items() if value is not None}
+        index = self._index_for(doc_type.value)
+        if index is None:
+            return self.search(query, k, type=doc_type, where=equals or None)
+        _check_query(query)
+        rows = index.search(self.embedder.embed_query(query), k, SIMILARITY_ONLY, 0.0, equals=equals or None)
+        return [Hit(id=r.id, text=r.text, metadata=from_chroma(r.metadata), similarity=r.similarity) for r in rows]
+
     def retrieve_faq(self, query: str, k: int | None = None, topic: str | None = None) -> list[Hit]:
-        k = self.settings.faq_top_k if k is None else k
-        return self.search(query, k, type=DocType.FAQ, where={"topic": topic} if topic else None)
+        """The FAQ entries closest in meaning to ``query`` (optionally of one topic)."""
+        return self._similar(query, self.settings.faq_top_k if k is None else k, DocType.FAQ, {"topic": topic})
 
     def retrieve_persona(self, query: str, k: int = 3) -> list[Hit]:
-        return self.search(query, k, type=DocType.PERSONA)
+        """The persona sections closest in meaning to ``query`` (identity, tone, ... questions)."""
+        return self._similar(query, k, DocType.PERSONA, {})
 
     def retrieve_summaries(self, query: str, k: int | None = None, conversation_id: str | None = None) -> list[Hit]:
+        """Conversation summaries closest in meaning to ``query`` (optionally of one conversation)."""
         k = self.settings.summary_top_k if k is None else k
-        return self.search(query, k, type=DocType.SUMMARY, where={"conversation_id": conversation_id} if conversation_id else None)
+        return self._similar(query, k, DocType.SUMMARY, {"conversation_id": conversation_id})
 
     def recent_turns(self, conversation_id: str, k: int | None = None) -> list[Document]:
         """The last ``k`` turns of a conversation, oldest first."""

@@ -297,3 +297,52 @@ def test_retrieval_arguments_are_validated(store):
         store.retrieve_memories("x", entity=" padded ")
     assert store.retrieve_memories("nothing stored yet") == []
     assert math.isfinite(store.weights.half_life_seconds)
+
+
+def test_typed_retrieval_in_process_matches_chromas_filtered_query(backend_settings, local_embedder):
+    docs = [
+        {"text": "The ocr specialist reads text from photos and scans.", "type": "faq", "topic": "ocr"},
+        {"text": "OCR works best on flat, well-lit pages.", "type": "faq", "topic": "ocr"},
+        {"text": "web_search finds fresh information online.", "type": "faq", "topic": "web_search"},
+        {"text": "vision describes what is in a picture.", "type": "faq", "topic": "vision"},
+        {"text": "The user planned a trip to Porto in May.", "type": "summary", "conversation_id": "conv-a", "turn_range": "1-6"},
+        {"text": "They compared train and bus prices.", "type": "summary", "conversation_id": "conv-b", "turn_range": "1-4"},
+        {"text": "Be warm and brief.", "type": "persona", "version": "v1", "topic": "tone"},
+        {"text": "You are Brain.", "type": "persona", "version": "v1", "topic": "core"},
+    ]
+    indexed = RagStore(backend_settings, embedder=local_embedder)
+    indexed.upsert_docs(docs)
+    via_chroma = RagStore(backend_settings.model_copy(update={"index_types": "memory"}), embedder=local_embedder)
+    cases = [
+        (lambda s: s.retrieve_faq("read the words on this receipt photo", k=3)),
+        (lambda s: s.retrieve_faq("read the words on this receipt photo", k=3, topic="ocr")),
+        (lambda s: s.retrieve_summaries("travel plans", k=2)),
+        (lambda s: s.retrieve_summaries("travel plans", k=2, conversation_id="conv-b")),
+        (lambda s: s.retrieve_persona("who are you?", k=2)),
+    ]
+    for case in cases:
+        mine, theirs = case(indexed), case(via_chroma)
+        assert [h.id for h in mine] == [h.id for h in theirs]
+        assert [h.similarity for h in mine] == pytest.approx([h.similarity for h in theirs], abs=1e-5)
+    assert {h.metadata["topic"] for h in cases[1](indexed)} == {"ocr"}
+    assert [h.metadata["conversation_id"] for h in cases[3](indexed)] == ["conv-b"]
+
+
+def test_faq_updates_and_deletes_reach_typed_retrieval(store):
+    [doc_id] = store.upsert_docs([{"id": "doc-faq-1", "text": "Printers jam when paper is damp.", "type": "faq", "topic": "printer"}])
+    assert store.retrieve_faq("why does the printer jam?", k=1)[0].id == doc_id
+    store.upsert_doc("Vision can read a chart and explain it.", "faq", topic="vision", id=doc_id)
+    hit = store.retrieve_faq("explain this chart", k=1)[0]
+    assert hit.id == doc_id and hit.metadata["topic"] == "vision" and "chart" in hit.text
+    store.delete(doc_id)
+    assert store.retrieve_faq("explain this chart", k=1) == []
+
+
+def test_index_types_setting_is_validated():
+    from brain.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="BRAIN_INDEX_TYPES.*must include memory"):
+        Settings(index_types="faq")
+    with pytest.raises(ConfigError, match="unknown document types"):
+        Settings(index_types="memory,notes")
+    assert Settings(index_types=" memory , faq,faq").indexed_types == ("memory", "faq")
