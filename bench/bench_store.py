@@ -307,6 +307,19 @@ def query_methods(store: RagStore, corpus: Corpus, k: int) -> dict[str, Callable
         "numpy brute force, all N (M@q)": lambda i: top(all_vecs @ qv[i]),
         "numpy exact scan, memories, full score": lambda i: top(
             ranking.total_scores(mem_vecs @ qv[i], imp, epochs, NOW, weights)),
+        # the other types a chat turn asks for
+        "retrieve_faq": lambda i: store.retrieve_faq(qt[i], k),
+        "raw col.query where type=faq": lambda i: store.col.query(
+            query_embeddings=[qlist[i]], n_results=k, where={"type": "faq"}),
+        "retrieve_persona": lambda i: store.retrieve_persona(qt[i], k),
+        "raw col.query where type=persona": lambda i: store.col.query(
+            query_embeddings=[qlist[i]], n_results=k, where={"type": "persona"}),
+        "retrieve_summaries": lambda i: store.retrieve_summaries(qt[i], k),
+        "raw col.query where type=summary": lambda i: store.col.query(
+            query_embeddings=[qlist[i]], n_results=k, where={"type": "summary"}),
+        "recent_turns": lambda i: store.recent_turns(f"conv-{i % 50}", 4),
+        "raw col.get where type=turn, conversation": lambda i: store.col.get(
+            where={"$and": [{"type": "turn"}, {"conversation_id": f"conv-{i % 50}"}]}),
     }
 
 
@@ -467,6 +480,11 @@ def bench_size(n: int, args: argparse.Namespace) -> tuple[list[Row], dict[str, A
         Row(f"{r} p95 vs raw unfiltered", _ms(p95[r]), f"{_ms(p95[u])} {u}", _ratio(p95[r], p95[u])),
         Row(f"{r} p50 vs {nf}", _ms(p50[r]), f"{_ms(p50[nf])} (p95 {_ms(p95[nf])})", _ratio(p50[r], p50[nf])),
         Row(f"{r} p50 vs {ex}", _ms(p50[r]), f"{_ms(p50[ex])} (p95 {_ms(p95[ex])})", _ratio(p50[r], p50[ex])),
+        *[Row(f"{mine} p50", _ms(p50[mine]), f"{_ms(p50[raw])} {raw}", _ratio(p50[mine], p50[raw]))
+          for mine, raw in [("retrieve_faq", "raw col.query where type=faq"),
+                            ("retrieve_persona", "raw col.query where type=persona"),
+                            ("retrieve_summaries", "raw col.query where type=summary"),
+                            ("recent_turns", "raw col.get where type=turn, conversation")]],
         Row(f"exactness: top-{args.k} mismatches vs brute force", f"{mismatches} / {checked} queries", "0", "", "0",
             _check(mismatches == 0)),
         Row("store's memory index nbytes() after the build", _mib(nbytes),

@@ -17,7 +17,6 @@ metadata as Python objects. At d=768: about 3.9 KB + text.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -25,21 +24,10 @@ import numpy as np
 from brain import ranking
 from brain.schemas import GLOBAL_SCOPE
 from brain.ranking import ScoreWeights
+from brain.results import MemoryHit
 
 # Below this many candidate rows, exact float32 scoring of just those rows beats a full int8 pass.
 SMALL_CANDIDATE_SET = 2048
-
-
-@dataclass(frozen=True)
-class RankedRow:
-    id: str
-    text: str
-    metadata: dict[str, Any]
-    score: float
-    similarity: float
-    similarity_part: float
-    importance_part: float
-    recency_part: float
 
 
 class MemoryIndex:
@@ -262,7 +250,7 @@ class MemoryIndex:
         tags: Sequence[str] | None = None,
         min_importance: int | None = None,
         equals: dict[str, Any] | None = None,
-    ) -> list[RankedRow]:
+    ) -> list[MemoryHit]:
         """The exact top ``k`` rows for a unit ``query`` vector; ``equals`` keeps rows whose metadata
         has exactly those values (e.g. ``{"topic": "ocr"}``)."""
         q = ranking.normalize_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
@@ -292,7 +280,7 @@ class MemoryIndex:
                     static, approx, slack, k, exact, weights.similarity, candidates=rows, keys=self._ids
                 )
             return [
-                RankedRow(
+                MemoryHit(
                     id=self._ids[r],
                     text=self._texts[r],
                     metadata=dict(self._metas[r]),

@@ -441,6 +441,28 @@ class RagStore:
         self._expected_count = self.col.count()
 
     # ---- reads --------------------------------------------------------------------------------
+    def _get_pages(self, where: dict[str, Any] | None, include: list[str], limit: int | None = None,
+                   offset: int | None = None):
+        """``col.get`` in pages: one unbounded get over tens of thousands of documents fails in
+        Chroma's SQLite layer ("too many SQL variables"). Yields Chroma result dicts."""
+        page_size = max(1, min(self.max_batch_size, _PAGE))
+        start = offset or 0
+        remaining = limit
+        while remaining is None or remaining > 0:
+            size = page_size if remaining is None else min(page_size, remaining)
+            page = self.col.get(where=where, include=include, limit=size, offset=start)
+            got = len(page["ids"])
+            if got:
+                yield page
+            if got < size:
+                return
+            start += got
+            if remaining is not None:
+                remaining -= got
+
+    def _ids_where(self, where: dict[str, Any] | None) -> list[str]:
+        return [i for page in self._get_pages(where, []) for i in page["ids"]]
+
     def get(
         self,
         ids: str | Sequence[str] | None = None,
@@ -456,20 +478,25 @@ class RagStore:
             ids = [ids]
         doc_type = _type_value(type)
         include = ["documents", "metadatas"] + (["embeddings"] if include_embeddings else [])
-        got = self.col.get(
-            ids=list(ids) if ids is not None else None,
-            where=to_chroma_where(where, type=doc_type),
-            limit=limit,
-            offset=offset,
-            include=include,
-        )
-        embeddings = got.get("embeddings")
+        chroma_where = to_chroma_where(where, type=doc_type)
+        if ids is not None:
+            ids = list(ids)
+            pages = [
+                self.col.get(ids=ids[s : s + self.max_batch_size], where=chroma_where, include=include)
+                for s in range(0, len(ids), self.max_batch_size)
+            ]
+            if limit is not None or offset is not None:
+                pages = [_slice_page(_merge_pages(pages), offset or 0, limit)]
+        else:
+            pages = self._get_pages(chroma_where, include, limit, offset)
         docs = [
             Document(
                 id=i, text=d or "", metadata=from_chroma(m),
-                embedding=np.asarray(embeddings[j], dtype=np.float32) if include_embeddings and embeddings is not None else None,
+                embedding=np.asarray(e, dtype=np.float32) if include_embeddings else None,
             )
-            for j, (i, d, m) in enumerate(zip(got["ids"], got["documents"], got["metadatas"]))
+            for page in pages
+            for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"],
+                                  page.get("embeddings") if include_embeddings else [None] * len(page["ids"]))
         ]
         if ids is not None:
             order = {i: n for n, i in enumerate(ids)}
@@ -494,12 +521,16 @@ class RagStore:
             raise ValidationError("delete needs ids, where or type; refusing to delete everything")
         if isinstance(ids, str):
             ids = [ids]
+        chroma_where = to_chroma_where(where, type=_type_value(type))
         with self._lock:
-            found = self.col.get(
-                ids=list(ids) if ids is not None else None,
-                where=to_chroma_where(where, type=_type_value(type)),
-                include=[],
-            )["ids"]
+            if ids is not None:
+                ids = list(ids)
+                found = [
+                    i for s in range(0, len(ids), self.max_batch_size)
+                    for i in self.col.get(ids=ids[s : s + self.max_batch_size], where=chroma_where, include=[])["ids"]
+                ]
+            else:
+                found = self._ids_where(chroma_where)
             for start in range(0, len(found), self.max_batch_size):
                 self.col.delete(ids=found[start : start + self.max_batch_size])
             if self._indexes is not None:
@@ -512,7 +543,7 @@ class RagStore:
         doc_type = _type_value(type)
         if doc_type is None and where is None:
             return self.col.count()
-        return len(self.col.get(where=to_chroma_where(where, type=doc_type), include=[])["ids"])
+        return sum(len(page["ids"]) for page in self._get_pages(to_chroma_where(where, type=doc_type), []))
 
     # ---- the in-process indexes ---------------------------------------------------------------
     def refresh_index(self) -> MemoryIndex:
@@ -523,16 +554,10 @@ class RagStore:
         with self._lock:
             types = list(self.settings.indexed_types)
             indexes = {t: MemoryIndex(self.dimension) for t in types}
-            found = self.col.get(where={"type": {"$in": types}}, include=["metadatas"])
-            sizes: dict[str, int] = {}
-            for m in found["metadatas"] or []:
-                sizes[m.get("type")] = sizes.get(m.get("type"), 0) + 1
             for doc_type, index in indexes.items():
-                index.reserve(sizes.get(doc_type, 0))
-            ids = found["ids"]
-            page_size = max(1, min(self.max_batch_size, _PAGE))
-            for start in range(0, len(ids), page_size):
-                page = self.col.get(ids=ids[start : start + page_size], include=["documents", "metadatas", "embeddings"])
+                index.reserve(len(self._ids_where({"type": doc_type})))
+            where = {"type": types[0]} if len(types) == 1 else {"type": {"$in": types}}
+            for page in self._get_pages(where, ["documents", "metadatas", "embeddings"]):
                 vectors = np.asarray(page["embeddings"], dtype=np.float32)
                 for doc_type, index in indexes.items():
                     rows = [j for j, m in enumerate(page["metadatas"]) if m and m.get("type") == doc_type]
@@ -600,14 +625,10 @@ class RagStore:
             raise ValidationError(f"tags must be a list of strings, got {tags!r}")
         now_epoch = _epoch(now)
         vector = self.embedder.embed_query(query) if _check_query(query) else None
-        rows = self.memory_index().search(vector, k, self.weights, now_epoch, scopes, tags, min_importance)
-        return [
-            MemoryHit(
-                id=r.id, text=r.text, metadata=from_chroma(r.metadata), score=r.score, similarity=r.similarity,
-                similarity_part=r.similarity_part, importance_part=r.importance_part, recency_part=r.recency_part,
-            )
-            for r in rows
-        ]
+        hits = self.memory_index().search(vector, k, self.weights, now_epoch, scopes, tags, min_importance)
+        for hit in hits:
+            hit.metadata = from_chroma(hit.metadata)
+        return hits
 
     def search(
         self, query: str, k: int = 5, *, type: str | DocType | None = None, where: dict[str, Any] | None = None
@@ -679,6 +700,16 @@ def _merged_memory(old, new):
     for key, value in old.model_dump(by_alias=True, exclude_none=True).items():
         data.setdefault(key, value)
     return validate_metadata(DocType.MEMORY, data)
+
+
+def _merge_pages(pages: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = ("ids", "documents", "metadatas", "embeddings")
+    return {key: [x for page in pages for x in (page.get(key) if page.get(key) is not None else [])] for key in keys}
+
+
+def _slice_page(page: dict[str, Any], offset: int, limit: int | None) -> dict[str, Any]:
+    end = None if limit is None else offset + limit
+    return {key: value[offset:end] for key, value in page.items()}
 
 
 def _type_value(doc_type: str | DocType | None) -> str | None:

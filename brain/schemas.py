@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from brain.errors import ValidationError
 
@@ -90,6 +90,16 @@ def check_scope(value: Any) -> str:
 def entity_scope(entity: str) -> str:
     """The scope string of an entity, validated."""
     return check_scope(f"entity:{entity}")
+
+
+def check_conversation_id(value: Any) -> str:
+    if not isinstance(value, str) or not _CONV_RE.fullmatch(value):
+        raise ValueError(f"conversation_id must look like 'conv-<id>' (letters, digits, . _ : -), got {value!r}")
+    return value
+
+
+#: a conversation id, ``conv-<id>``, checked with a message that says what it must look like
+ConversationId = Annotated[str, BeforeValidator(check_conversation_id)]
 
 
 def _storable_extra(key: str, value: Any) -> Any:
@@ -197,7 +207,7 @@ class MemoryMetadata(BaseMetadata):
     importance: int = Field(3, description="1 (trivia) .. 5 (essential)")
     tags: list[str] = Field(default_factory=list, description="free-form labels")
     entity: str | None = Field(None, description="who or what the memory is about; derived from an entity: scope")
-    conversation_id: str | None = Field(None, description="conversation the memory came from (conv-...)")
+    conversation_id: ConversationId | None = Field(None, description="conversation the memory came from (conv-...)")
 
     @field_validator("importance", mode="before")
     @classmethod
@@ -232,11 +242,6 @@ class MemoryMetadata(BaseMetadata):
                 seen.setdefault(tag, None)
         return list(seen)
 
-    @field_validator("conversation_id", mode="before")
-    @classmethod
-    def _conversation(cls, value: Any) -> Any:
-        return None if value is None else check_conversation_id(value)
-
     @model_validator(mode="after")
     def _entity_from_scope(self) -> "MemoryMetadata":
         scoped = self.scope.removeprefix("entity:") if self.scope != GLOBAL_SCOPE else None
@@ -247,22 +252,11 @@ class MemoryMetadata(BaseMetadata):
         return self
 
 
-def check_conversation_id(value: Any) -> str:
-    if not isinstance(value, str) or not _CONV_RE.fullmatch(value):
-        raise ValueError(f"conversation_id must look like 'conv-<id>' (letters, digits, . _ : -), got {value!r}")
-    return value
-
-
 class TurnMetadata(BaseMetadata):
     type: Literal[DocType.TURN] = Field(description="document type")
-    conversation_id: str = Field(description="conversation id, conv-...")
+    conversation_id: ConversationId = Field(description="conversation id, conv-...")
     role: Literal["user", "assistant"] = Field(description="user or assistant")
     turn_index: int | None = Field(None, ge=1, strict=True, description="position in the conversation, from 1; assigned when absent")
-
-    @field_validator("conversation_id", mode="before")
-    @classmethod
-    def _conversation(cls, value: Any) -> str:
-        return check_conversation_id(value)
 
     @field_validator("role", mode="before")
     @classmethod
@@ -274,14 +268,9 @@ class TurnMetadata(BaseMetadata):
 
 class SummaryMetadata(BaseMetadata):
     type: Literal[DocType.SUMMARY] = Field(description="document type")
-    conversation_id: str = Field(description="conversation id, conv-...")
+    conversation_id: ConversationId = Field(description="conversation id, conv-...")
     turn_range: str | None = Field(None, description="'<start>-<end>' turn indexes covered, start <= end")
     summary_index: int | None = Field(None, ge=1, strict=True, description="position among the conversation's summaries, from 1; assigned when absent")
-
-    @field_validator("conversation_id", mode="before")
-    @classmethod
-    def _conversation(cls, value: Any) -> str:
-        return check_conversation_id(value)
 
     @field_validator("turn_range", mode="before")
     @classmethod

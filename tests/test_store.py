@@ -346,3 +346,23 @@ def test_index_types_setting_is_validated():
     with pytest.raises(ConfigError, match="unknown document types"):
         Settings(index_types="memory,notes")
     assert Settings(index_types=" memory , faq,faq").indexed_types == ("memory", "faq")
+
+
+def test_large_reads_are_paged(store, monkeypatch):
+    """Chroma refuses one get over tens of thousands of documents; every read must page."""
+    import brain.rag_store as rag_store
+
+    rng = np.random.default_rng(1)
+    docs = [{"text": f"memory {i}", "type": "memory", "importance": 1 + i % 5,
+             "embedding": rng.standard_normal(384).astype(np.float32)} for i in range(53)]
+    docs += [{"text": f"faq {i}", "type": "faq", "topic": "t", "embedding": rng.standard_normal(384).astype(np.float32)}
+             for i in range(20)]
+    store.upsert_docs(docs)
+    monkeypatch.setattr(rag_store, "_PAGE", 7)
+    assert store.count("memory") == 53
+    assert len(store.get(type="memory")) == 53
+    assert [d.text for d in store.get(type="faq", limit=9, offset=5)] == [d.text for d in store.get(type="faq")][5:14]
+    assert len(store.get([f"nope-{i}" for i in range(3)] + [d.id for d in store.get(type="faq")])) == 20
+    assert len(store.refresh_index()) == 53
+    assert store.delete(where={"importance": 1}, type="memory") == 11
+    assert store.count("memory") == 42 and len(store.memory_index()) == 42
