@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlparse
@@ -36,6 +37,7 @@ from brain.results import Document, Hit, MemoryHit
 from brain.schemas import (
     GLOBAL_SCOPE,
     DocType,
+    check_conversation_id,
     entity_scope,
     from_chroma,
     model_for,
@@ -48,6 +50,8 @@ log = logging.getLogger(__name__)
 # uuid5 namespace for ids derived from content (memories): same scope + text -> same id
 _MEMORY_NS = uuid.UUID("5f0c7f0e-4a55-4a8e-9a77-6a3a9b1e2c10")
 _PAGE = 2000
+# conversations whose turns are kept in process (least recently used beyond that are dropped)
+_CONVERSATIONS_CACHED = 1024
 
 
 def new_id() -> str:
@@ -97,7 +101,8 @@ class RagStore:
     """Typed documents in one Chroma collection, with exact memory ranking.
 
     ``col`` is the underlying Chroma collection, for direct queries. Writes through ``col``
-    bypass validation and the memory index; call :meth:`refresh_index` after such writes.
+    bypass validation and the in-process state (indexes, cached turns); call
+    :meth:`refresh_index` after such writes.
     """
 
     def __init__(
@@ -113,7 +118,10 @@ class RagStore:
         self.weights = ScoreWeights.from_settings(self.settings)
         self._lock = threading.RLock()
         self._indexes: dict[str, MemoryIndex] | None = None
-        self._expected_count: int | None = None
+        # turns of recently used conversations: conversation id -> {doc id: Document}, and doc id -> conversation
+        self._conversations: OrderedDict[str, dict[str, Document]] = OrderedDict()
+        self._turn_conversation: dict[str, str] = {}
+        self._expected_count: int | None = None  # collection size when the in-process state was last in step
         self._last_check = 0.0
         self.col = self._open_collection()
         self.dimension = int(self.col.metadata["dimension"])
@@ -337,11 +345,13 @@ class RagStore:
                 continue
             key = (meta.type, meta.conversation_id)
             if key not in next_free:
-                existing = self.col.get(
-                    where=to_chroma_where(None, type=meta.type, conversation_id=meta.conversation_id),
-                    include=["metadatas"],
-                )
-                taken = [int(m.get(field) or 0) for m in existing["metadatas"] or []]
+                if meta.type == DocType.TURN.value:
+                    existing = [d.metadata for d in self._turns(meta.conversation_id)]
+                else:
+                    existing = [m for page in self._get_pages(
+                        to_chroma_where(None, type=meta.type, conversation_id=meta.conversation_id), ["metadatas"]
+                    ) for m in page["metadatas"]]
+                taken = [int(m.get(field) or 0) for m in existing]
                 taken += [getattr(q["meta"], field) or 0 for q in prepared
                           if q["meta"].type == meta.type and getattr(q["meta"], "conversation_id", None) == meta.conversation_id]
                 next_free[key] = max(taken, default=0) + 1
@@ -428,17 +438,32 @@ class RagStore:
             )
 
     def _after_write(self, ids, vectors, texts, metas) -> None:
-        indexes = self._indexes
-        if indexes is None:
-            return
-        for doc_type, index in indexes.items():
+        """Bring the in-process state (indexes, cached conversations) in step with a write."""
+        self._forget_turns(ids)  # an id may have changed type or conversation
+        for doc_id, text, meta in zip(ids, texts, metas):
+            cached = self._conversations.get(meta.get("conversation_id")) if meta.get("type") == DocType.TURN.value else None
+            if cached is not None:
+                cached[doc_id] = Document(id=doc_id, text=text, metadata=from_chroma(meta))
+                self._turn_conversation[doc_id] = meta["conversation_id"]
+        for doc_type, index in (self._indexes or {}).items():
             mine = [j for j, m in enumerate(metas) if m.get("type") == doc_type]
             others = [ids[j] for j, m in enumerate(metas) if m.get("type") != doc_type]
             if others:
                 index.remove(others)  # an id may have changed type
             if mine:
                 index.upsert([ids[j] for j in mine], vectors[mine], [texts[j] for j in mine], [metas[j] for j in mine])
-        self._expected_count = self.col.count()
+        self._mark_in_step()
+
+    def _forget_turns(self, ids: Iterable[str]) -> None:
+        for doc_id in ids:
+            conversation = self._turn_conversation.pop(doc_id, None)
+            if conversation is not None and conversation in self._conversations:
+                self._conversations[conversation].pop(doc_id, None)
+
+    def _mark_in_step(self) -> None:
+        """Remember the collection's size while the in-process state matches it (see _check_outside_changes)."""
+        if self._indexes is not None or self._conversations:
+            self._expected_count = self.col.count()
 
     # ---- reads --------------------------------------------------------------------------------
     def _get_pages(self, where: dict[str, Any] | None, include: list[str], limit: int | None = None,
@@ -533,10 +558,10 @@ class RagStore:
                 found = self._ids_where(chroma_where)
             for start in range(0, len(found), self.max_batch_size):
                 self.col.delete(ids=found[start : start + self.max_batch_size])
-            if self._indexes is not None:
-                for index in self._indexes.values():
-                    index.remove(found)
-                self._expected_count = self.col.count()
+            for index in (self._indexes or {}).values():
+                index.remove(found)
+            self._forget_turns(found)
+            self._mark_in_step()
         return len(found)
 
     def count(self, type: str | DocType | None = None, *, where: dict[str, Any] | None = None) -> int:
@@ -552,6 +577,8 @@ class RagStore:
         Returns the memory index.
         """
         with self._lock:
+            self._conversations.clear()
+            self._turn_conversation.clear()
             types = list(self.settings.indexed_types)
             indexes = {t: MemoryIndex(self.dimension) for t in types}
             for doc_type, index in indexes.items():
@@ -576,17 +603,49 @@ class RagStore:
         changed behind our back), or None when that type is searched through Chroma."""
         if doc_type not in self.settings.indexed_types:
             return None
-        indexes = self._indexes
-        if indexes is None:
+        if self._indexes is None:
             self.refresh_index()
         else:
-            every = self.settings.index_refresh_seconds
-            if every > 0 and time.monotonic() - self._last_check >= every:
-                self._last_check = time.monotonic()
-                if self.col.count() != self._expected_count:
-                    log.info("collection changed outside this store; rebuilding the in-process indexes")
-                    self.refresh_index()
+            self._check_outside_changes()
         return self._indexes[doc_type]
+
+    def _check_outside_changes(self) -> None:
+        """Every BRAIN_INDEX_REFRESH_SECONDS, compare the collection's size with the size it had when
+        the in-process state was last in step; if another writer changed it, rebuild that state."""
+        every = self.settings.index_refresh_seconds
+        if self._expected_count is None or every <= 0 or time.monotonic() - self._last_check < every:
+            return
+        self._last_check = time.monotonic()
+        if self.col.count() == self._expected_count:
+            return
+        log.info("collection changed outside this store; rebuilding the in-process state")
+        with self._lock:
+            self._conversations.clear()
+            self._turn_conversation.clear()
+            if self._indexes is not None:
+                self.refresh_index()
+            else:
+                self._expected_count = None
+
+    def _turns(self, conversation_id: str) -> list[Document]:
+        """Every turn of a conversation in order, from the in-process cache (filled from Chroma once)."""
+        self._check_outside_changes()
+        with self._lock:
+            cached = self._conversations.get(conversation_id)
+            if cached is None:
+                docs = self.get(where={"conversation_id": conversation_id}, type=DocType.TURN)
+                cached = self._conversations[conversation_id] = {d.id: d for d in docs}
+                self._turn_conversation.update((d.id, conversation_id) for d in docs)
+                while len(self._conversations) > _CONVERSATIONS_CACHED:
+                    _, dropped = self._conversations.popitem(last=False)
+                    for doc_id in dropped:
+                        self._turn_conversation.pop(doc_id, None)
+                if self._expected_count is None:
+                    self._mark_in_step()
+                    self._last_check = time.monotonic()
+            else:
+                self._conversations.move_to_end(conversation_id)
+            return sorted(cached.values(), key=lambda d: (int(d.metadata.get("turn_index") or 0), d.metadata.get("ts_epoch", 0.0)))
 
     def memory_index(self) -> MemoryIndex:
         """The memory ranking index."""
@@ -675,9 +734,11 @@ class RagStore:
     def recent_turns(self, conversation_id: str, k: int | None = None) -> list[Document]:
         """The last ``k`` turns of a conversation, oldest first."""
         k = self.settings.turn_top_k if k is None else _check_k(k)
-        turns = self.get(where={"conversation_id": conversation_id}, type=DocType.TURN)
-        turns.sort(key=lambda d: (int(d.metadata.get("turn_index") or 0), d.metadata.get("ts_epoch", 0.0)))
-        return turns[-k:]
+        try:
+            check_conversation_id(conversation_id)
+        except ValueError as exc:
+            raise ValidationError(str(exc), [{"item": None, "field": "conversation_id", "message": str(exc)}]) from None
+        return self._turns(conversation_id)[-k:]
 
     def stats(self) -> dict[str, Any]:
         counts = {t.value: self.count(t) for t in DocType}

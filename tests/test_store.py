@@ -366,3 +366,35 @@ def test_large_reads_are_paged(store, monkeypatch):
     assert len(store.refresh_index()) == 53
     assert store.delete(where={"importance": 1}, type="memory") == 11
     assert store.count("memory") == 42 and len(store.memory_index()) == 42
+
+
+def test_recent_turns_cache_follows_writes_deletes_and_outside_changes(backend_settings, local_embedder):
+    store = RagStore(backend_settings.model_copy(update={"index_refresh_seconds": 1e-9}), embedder=local_embedder)
+    first, _ = store.upsert_turn("conv-cache", "u1", "a1")
+    assert [d.text for d in store.recent_turns("conv-cache", k=10)] == ["u1", "a1"]  # now cached
+    store.upsert_turn("conv-cache", "u2", "a2")
+    assert [d.metadata["turn_index"] for d in store.recent_turns("conv-cache", k=10)] == [1, 2, 3, 4]
+    store.delete(first)
+    assert [d.text for d in store.recent_turns("conv-cache", k=10)] == ["a1", "u2", "a2"]
+    # another writer adds a turn straight into Chroma: noticed by the count check
+    vec = local_embedder.embed_documents(["u3"])[0]
+    store.col.add(ids=["doc-outside"], embeddings=[vec], documents=["u3"], metadatas=[{
+        "type": "turn", "conversation_id": "conv-cache", "role": "user", "turn_index": 5, "scope": "global",
+        "source": "chat", "timestamp": "2026-11-01T00:00:00+00:00", "ts_epoch": 1793491200.0}])
+    assert [d.text for d in store.recent_turns("conv-cache", k=10)][-1] == "u3"
+    assert store.upsert_turn("conv-cache", "u4", "a4") and store.recent_turns("conv-cache", k=1)[0].metadata["turn_index"] == 7
+    with pytest.raises(ValidationError, match="conversation_id"):
+        store.recent_turns("not-a-conversation")
+
+
+def test_turn_cache_keeps_only_recent_conversations(embedded_store, monkeypatch):
+    import brain.rag_store as rag_store
+
+    monkeypatch.setattr(rag_store, "_CONVERSATIONS_CACHED", 2)
+    for n in range(4):
+        embedded_store.upsert_turn(f"conv-{n}", f"hello {n}", f"hi {n}")
+        embedded_store.recent_turns(f"conv-{n}")
+    assert list(embedded_store._conversations) == ["conv-2", "conv-3"]
+    assert [d.text for d in embedded_store.recent_turns("conv-0")] == ["hello 0", "hi 0"]  # re-read from Chroma
+    embedded_store.upsert_turn("conv-0", "again", "yes")
+    assert [d.metadata["turn_index"] for d in embedded_store.recent_turns("conv-0")] == [1, 2, 3, 4]
