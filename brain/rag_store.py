@@ -41,6 +41,7 @@ from brain.schemas import (
     entity_scope,
     from_chroma,
     model_for,
+    parse_timestamp,
     utc_now,
     validate_metadata,
 )
@@ -275,10 +276,8 @@ class RagStore:
     ) -> str:
         """Store a long-term fact. The same text in the same scope updates the existing memory
         (importance: the higher one; tags: united; timestamp: the later one)."""
-        if entity is not None and scope == GLOBAL_SCOPE:
-            meta["entity"] = entity
-        elif entity is not None:
-            meta["entity"] = entity
+        if entity is not None:
+            meta["entity"] = entity  # a global memory may be about someone; an entity: scope must agree
         return self.upsert_doc(
             text,
             DocType.MEMORY,
@@ -796,9 +795,10 @@ def _epoch(now: datetime | float | None) -> float:
     if now is None:
         return time.time()
     if isinstance(now, datetime):
-        from brain.schemas import parse_timestamp
-
-        return parse_timestamp(now, "now").timestamp()
+        try:
+            return parse_timestamp(now, "now").timestamp()
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
     return float(now)
 
 
