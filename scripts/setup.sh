@@ -14,9 +14,14 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=".venv/.brain-installed${extra:+-$extra}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    .venv/bin/python -m pip install --quiet --upgrade pip
     spec="."
     [ -n "$extra" ] && spec=".[$extra]"
-    .venv/bin/python -m pip install --quiet -e "$spec"
+    echo "Installing brain${extra:+ with [$extra]} into .venv (log: .venv/install.log) ..." >&2
+    if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e "$spec"; } \
+            > .venv/install.log 2>&1; then
+        tail -n 40 .venv/install.log >&2
+        echo "error: installing brain failed; the full log is .venv/install.log" >&2
+        exit 1
+    fi
     touch "$stamp"
 fi
