@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 import annotated_types
 import pydantic
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from brain.errors import ConfigError
@@ -74,6 +74,11 @@ class Settings(BaseSettings):
         5.0, ge=0.0, le=86400.0, validation_alias=_env("BRAIN_INDEX_REFRESH_SECONDS", "index_refresh_seconds")
     )
 
+    # --- knowledge-base ingestion: token-window chunking --------------------------------------
+    chunk_window: int = Field(200, ge=16, le=8192, validation_alias=_env("BRAIN_CHUNK_WINDOW", "chunk_window"))
+    chunk_overlap: int = Field(40, ge=0, le=4096, validation_alias=_env("BRAIN_CHUNK_OVERLAP", "chunk_overlap"))
+    persona_path: Path = Field(Path("persona.md"), validation_alias=_env("BRAIN_PERSONA_PATH", "persona_path"))
+
     # --- embedders --------------------------------------------------------------------------
     embedder: str = Field("local/minilm-l6-v2", validation_alias=_env("BRAIN_EMBEDDER", "embedder"))
     embed_batch_size: int = Field(
@@ -110,6 +115,14 @@ class Settings(BaseSettings):
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError("must be an http(s) URL such as http://127.0.0.1:8000")
         return value
+
+    @model_validator(mode="after")
+    def _overlap_below_window(self) -> "Settings":
+        if self.chunk_overlap >= self.chunk_window:
+            raise ValueError(
+                f"BRAIN_CHUNK_OVERLAP={self.chunk_overlap} must be smaller than BRAIN_CHUNK_WINDOW={self.chunk_window}"
+            )
+        return self
 
     @field_validator("index_types")
     @classmethod
@@ -174,7 +187,10 @@ def _field_for(loc_name: str) -> str | None:
 def describe_settings_error(exc: pydantic.ValidationError) -> str:
     lines = []
     for err in exc.errors():
-        loc = str(err["loc"][0]) if err["loc"] else "?"
+        if not err["loc"]:  # a rule across several settings: its message names them
+            lines.append(err["msg"].removeprefix("Value error, "))
+            continue
+        loc = str(err["loc"][0])
         field = _field_for(loc)
         var = env_name(field) if field else loc
         value = err.get("input")

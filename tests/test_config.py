@@ -318,3 +318,12 @@ def test_kwargs_beat_environment_and_files(tmp_path, monkeypatch):
     write(tmp_path / ".env", "RAG_TURN_TOP_K=5\n")
     monkeypatch.setenv("RAG_TURN_TOP_K", "6")
     assert Settings(turn_top_k=7).turn_top_k == 7
+
+
+def test_chunk_overlap_must_be_below_the_window():
+    from brain.config import Settings
+    from brain.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        Settings(chunk_window=50, chunk_overlap=60)
+    assert str(err.value) == "invalid settings: BRAIN_CHUNK_OVERLAP=60 must be smaller than BRAIN_CHUNK_WINDOW=50"
