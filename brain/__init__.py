@@ -21,6 +21,7 @@ from brain.rag_store import RagStore
 from brain.ranking import ScoreWeights
 from brain.results import Document, Hit, MemoryHit
 from brain.schemas import DocType, get_all_schemas, schema_info, validate_metadata
+from brain.startup import StartupReport, startup
 
 __version__ = "0.1.0"
 
@@ -39,10 +40,12 @@ __all__ = [
     "RagStore",
     "ScoreWeights",
     "Settings",
+    "StartupReport",
     "StoreUnavailable",
     "ValidationError",
     "get_all_schemas",
     "load_settings",
     "schema_info",
+    "startup",
     "validate_metadata",
 ]

@@ -172,6 +172,11 @@ class MemoryIndex:
         return removed
 
     # ---- reads -------------------------------------------------------------------------------
+    def metadatas(self) -> list[dict[str, Any]]:
+        """Copies of every row's metadata, in row order."""
+        with self._lock:
+            return [dict(m) for m in self._metas]
+
     def vectors(self) -> tuple[list[str], np.ndarray]:
         """(ids, unit float32 vectors): a copy, for checks and exports."""
         with self._lock:

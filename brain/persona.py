@@ -1,21 +1,29 @@
 """persona.md -> persona documents, one per section, loaded idempotently at start-up.
 
 Sections are split at Markdown headings; ``topic`` is the heading slugified (``## Tone`` -> ``tone``)
-and text before the first heading is ``core``. A content hash decides whether anything changed:
-an unchanged file writes and embeds nothing. A changed file's sections are written first and the
-previous version's removed after, so a reader never sees an empty persona.
+and text before the first heading is ``core``. A content hash decides whether anything changed: an
+unchanged file writes and embeds nothing. A changed file is written as a new version — every
+section carries ``version`` (the UTC time of the load that introduced it), ``content_hash``,
+``position`` and ``sections`` (how many the version has) — and the previous version is removed
+afterwards. Readers use the newest *complete* version (all its sections present), so at no moment
+do they see a mix of versions or no persona at all, even if a load is interrupted half-way.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
 
 from brain.errors import ValidationError
-from brain.rag_store import RagStore, derived_id
-from brain.schemas import DocType, format_timestamp, utc_now
+from brain.ids import derived_id
+from brain.schemas import DocType, format_timestamp, parse_timestamp, utc_now
+
+if TYPE_CHECKING:
+    from brain.rag_store import RagStore
+    from brain.results import Document
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 
@@ -30,11 +38,22 @@ class PersonaSection:
 
 @dataclass(frozen=True)
 class PersonaLoad:
+    """What a load did: ``changed`` False means nothing was written or embedded."""
+
+    path: str
     changed: bool
     version: str
     content_hash: str
     sections: int
     removed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        state = f"loaded version {self.version}" if self.changed else f"unchanged (version {self.version})"
+        removed = f", {self.removed} old sections removed" if self.removed else ""
+        return f"persona {self.path}: {self.sections} sections, {state}{removed}"
 
 
 def slugify(heading: str) -> str:
@@ -62,38 +81,72 @@ def split_sections(markdown: str) -> list[PersonaSection]:
     return sections
 
 
+def current_version(metadatas: Iterable[dict[str, Any]]) -> str | None:
+    """The newest persona version whose sections are all stored, or None."""
+    present: dict[str, int] = {}
+    expected: dict[str, int] = {}
+    for meta in metadatas:
+        version = meta.get("version")
+        if version is None:
+            continue
+        present[version] = present.get(version, 0) + 1
+        expected[version] = int(meta.get("sections") or 0)
+    complete = [v for v, n in present.items() if expected[v] in (0, n)]  # 0: written without a count
+    return max(complete, key=_version_order, default=None)
+
+
+def _version_order(version: str) -> tuple[float, str]:
+    try:
+        return (parse_timestamp(version).timestamp(), version)
+    except ValueError:
+        return (float("-inf"), version)  # a hand-written version sorts before loaded ones
+
+
+def current_persona(store: RagStore) -> list[Document]:
+    """The sections of the current persona version, in file order."""
+    docs = store.get(type=DocType.PERSONA)
+    version = current_version(d.metadata for d in docs)
+    chosen = [d for d in docs if d.metadata.get("version") == version]
+    return sorted(chosen, key=lambda d: int(d.metadata.get("position", 0)))
+
+
 def load_persona(store: RagStore, path: str | Path) -> PersonaLoad:
+    """Bring the stored persona in line with the file at ``path`` (see the module docstring)."""
     path = Path(path)
     try:
         markdown = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ValidationError(f"persona file {path} does not exist; create it or point to another file") from None
+        raise ValidationError(f"persona file {path} does not exist; create it or set BRAIN_PERSONA_PATH") from None
     except UnicodeDecodeError as exc:
-        raise ValidationError(f"persona file {path} is not valid UTF-8 ({exc})") from None
+        raise ValidationError(f"persona file {path} is not valid UTF-8 (byte {exc.start}); save it as UTF-8") from None
     sections = split_sections(markdown)
     if not sections:
         raise ValidationError(f"persona file {path} has no text")
     digest = hashlib.sha256(markdown.encode("utf-8")).hexdigest()[:16]
-    current = store.get(type=DocType.PERSONA)
-    if current and all(d.metadata.get("content_hash") == digest for d in current) and len(current) == len(sections):
-        return PersonaLoad(False, current[0].metadata["version"], digest, len(current), 0)
-    version = format_timestamp(utc_now())
+    existing = store.get(type=DocType.PERSONA)
+    version = current_version(d.metadata for d in existing)
+    current = [d for d in existing if d.metadata.get("version") == version]
+    if current and all(d.metadata.get("content_hash") == digest for d in current):
+        stale = [d.id for d in existing if d.metadata.get("version") != version]
+        removed = store.delete(stale) if stale else 0  # leftovers of an interrupted load
+        return PersonaLoad(str(path), False, version or "", digest, len(current), removed)
+    new_version = format_timestamp(utc_now())
     store.upsert_docs([
-        {"id": derived_id("persona", digest, str(s.position)), "text": s.text, "type": DocType.PERSONA,
-         "version": version, "topic": s.topic, "position": s.position, "content_hash": digest, "source": "system",
-         **({"heading": s.heading} if s.heading else {})}
+        {"id": derived_id("persona", new_version, str(s.position)), "text": s.text, "type": DocType.PERSONA,
+         "version": new_version, "topic": s.topic, "position": s.position, "sections": len(sections),
+         "content_hash": digest, "source": "system", **({"heading": s.heading} if s.heading else {})}
         for s in sections
     ])
-    stale = [d.id for d in current if d.metadata.get("content_hash") != digest]
+    # the new version is complete and newest: readers use it from here on; now drop the rest
+    stale = [d.id for d in existing]
     removed = store.delete(stale) if stale else 0
-    return PersonaLoad(True, version, digest, len(sections), removed)
+    return PersonaLoad(str(path), True, new_version, digest, len(sections), removed)
 
 
 def persona_block(store: RagStore, max_chars: int | None = None) -> str:
     """The current persona as prompt-ready text, in file order."""
-    docs = sorted(store.get(type=DocType.PERSONA), key=lambda d: int(d.metadata.get("position", 0)))
     block = "\n\n".join(
-        (f"{d.metadata['heading']}:\n{d.text}" if d.metadata.get("heading") else d.text) for d in docs
+        (f"{d.metadata['heading']}:\n{d.text}" if d.metadata.get("heading") else d.text) for d in current_persona(store)
     )
     if max_chars is not None and len(block) > max_chars:
         block = block[: max(0, max_chars - 1)].rstrip() + "…"

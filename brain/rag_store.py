@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
@@ -28,7 +27,9 @@ from brain.errors import (
     ValidationError,
 )
 from brain.filters import to_chroma_where
+from brain.ids import derived_id, memory_id, new_id
 from brain.memory_index import MemoryIndex
+from brain.persona import current_version
 from brain.ranking import ScoreWeights
 
 # persona, faq and summaries rank by similarity alone
@@ -48,29 +49,9 @@ from brain.schemas import (
 
 log = logging.getLogger(__name__)
 
-# uuid5 namespace for ids derived from content (memories): same scope + text -> same id
-_MEMORY_NS = uuid.UUID("5f0c7f0e-4a55-4a8e-9a77-6a3a9b1e2c10")
 _PAGE = 2000
 # conversations whose turns are kept in process (least recently used beyond that are dropped)
 _CONVERSATIONS_CACHED = 1024
-
-
-def new_id() -> str:
-    return f"doc-{uuid.uuid4()}"
-
-
-def normalize_memory_text(text: str) -> str:
-    """What makes two memory texts 'the same': case and runs of whitespace do not count."""
-    return " ".join(text.split()).casefold()
-
-
-def memory_id(text: str, scope: str = GLOBAL_SCOPE) -> str:
-    return f"doc-{uuid.uuid5(_MEMORY_NS, scope + chr(31) + normalize_memory_text(text))}"
-
-
-def derived_id(*parts: str) -> str:
-    """A stable ``doc-<uuid>`` from the parts that identify a document (e.g. source file, position, hash)."""
-    return f"doc-{uuid.uuid5(_MEMORY_NS, chr(31).join(parts))}"
 
 
 def open_client(settings: Settings):
@@ -646,6 +627,10 @@ class RagStore:
                 self._conversations.move_to_end(conversation_id)
             return sorted(cached.values(), key=lambda d: (int(d.metadata.get("turn_index") or 0), d.metadata.get("ts_epoch", 0.0)))
 
+    def index_sizes(self) -> dict[str, int]:
+        """Documents held by each in-process index (builds them if needed)."""
+        return {t: len(self._index_for(t)) for t in self.settings.indexed_types}
+
     def memory_index(self) -> MemoryIndex:
         """The memory ranking index."""
         index = self._index_for(DocType.MEMORY.value)
@@ -722,8 +707,13 @@ class RagStore:
         return self._similar(query, self.settings.faq_top_k if k is None else k, DocType.FAQ, {"topic": topic})
 
     def retrieve_persona(self, query: str, k: int = 3) -> list[Hit]:
-        """The persona sections closest in meaning to ``query`` (identity, tone, ... questions)."""
-        return self._similar(query, k, DocType.PERSONA, {})
+        """Sections of the current persona closest in meaning to ``query`` (identity, tone, ... questions)."""
+        index = self._index_for(DocType.PERSONA.value)
+        metas = index.metadatas() if index is not None else [d.metadata for d in self.get(type=DocType.PERSONA)]
+        version = current_version(metas)
+        if version is None:
+            return []
+        return self._similar(query, k, DocType.PERSONA, {"version": version})
 
     def retrieve_summaries(self, query: str, k: int | None = None, conversation_id: str | None = None) -> list[Hit]:
         """Conversation summaries closest in meaning to ``query`` (optionally of one conversation)."""

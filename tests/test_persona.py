@@ -58,3 +58,72 @@ def test_missing_or_empty_persona_is_a_clear_error(embedded_store, tmp_path):
     (tmp_path / "empty.md").write_text("\n\n## Tone\n\n", encoding="utf-8")
     with pytest.raises(ValidationError, match="no text"):
         load_persona(embedded_store, tmp_path / "empty.md")
+
+
+def test_readers_never_see_a_mix_or_an_empty_persona_while_it_changes(embedded_store, tmp_path):
+    import threading
+
+    from brain.persona import current_persona
+
+    path = tmp_path / "persona.md"
+    path.write_text(PERSONA, encoding="utf-8")
+    load_persona(embedded_store, path)
+    seen: list[tuple[int, int]] = []  # (sections, distinct versions) per read
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            docs = current_persona(embedded_store)
+            seen.append((len(docs), len({d.metadata["version"] for d in docs})))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for i in range(6):
+            path.write_text(PERSONA + f"\n## Round\nRound {i}.\n" * (i % 2), encoding="utf-8")
+            load_persona(embedded_store, path)
+    finally:
+        stop.set()
+        thread.join()
+    assert seen and all(n in (3, 4) and versions == 1 for n, versions in seen)
+
+
+def test_an_interrupted_load_keeps_the_old_persona_and_a_rerun_completes_it(embedded_store, tmp_path, monkeypatch):
+    path = tmp_path / "persona.md"
+    path.write_text(PERSONA, encoding="utf-8")
+    old = load_persona(embedded_store, path)
+    path.write_text(PERSONA.replace("Warm and brief.", "Formal."), encoding="utf-8")
+    real = embedded_store.upsert_docs
+
+    def crash_after_two(docs):
+        real(list(docs)[:2])  # a partial write, as if the process died here
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(embedded_store, "upsert_docs", crash_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        load_persona(embedded_store, path)
+    monkeypatch.setattr(embedded_store, "upsert_docs", real)
+    assert "Warm and brief." in persona_block(embedded_store)  # the complete old version still serves
+    assert {h.metadata["version"] for h in embedded_store.retrieve_persona("tone", k=5)} == {old.version}
+    again = load_persona(embedded_store, path)
+    assert again.changed
+    docs = embedded_store.get(type="persona")
+    assert len(docs) == 3 and {d.metadata["version"] for d in docs} == {again.version}
+    assert "Formal." in persona_block(embedded_store)
+
+
+def test_startup_opens_loads_and_warms(tmp_path, local_embedder):
+    from brain.config import Settings
+    from brain.startup import startup
+
+    (tmp_path / "persona.md").write_text(PERSONA, encoding="utf-8")
+    settings = Settings(data_dir=tmp_path / "data", persona_path=tmp_path / "persona.md")
+    first = startup(settings)
+    assert first.persona.changed and first.persona.sections == 3 and first.warnings == []
+    assert first.indexed["persona"] == 3
+    second = startup(settings)
+    assert not second.persona.changed and second.persona.version == first.persona.version
+    assert "unchanged" in second.summary()
+    missing = startup(Settings(data_dir=tmp_path / "other", persona_path=tmp_path / "nope.md"))
+    assert missing.persona is None and "not found" in missing.warnings[0]
+    assert missing.to_dict()["store"]["by_type"]["persona"] == 0

@@ -1,0 +1,66 @@
+"""What a chat backend calls once at start-up: open the store, load the persona, warm up."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brain.config import Settings, load_settings
+from brain.persona import PersonaLoad, load_persona
+from brain.rag_store import RagStore
+
+
+@dataclass
+class StartupReport:
+    store: RagStore
+    persona: PersonaLoad | None
+    seconds: float
+    indexed: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "persona": self.persona.to_dict() if self.persona else None,
+            "seconds": round(self.seconds, 3),
+            "indexed": self.indexed,
+            "warnings": self.warnings,
+            "store": self.store.stats(),
+        }
+
+    def summary(self) -> str:
+        stats = self.store.stats()
+        lines = [
+            f"store: {stats['backend']} ({stats['embedder']}, {stats['dimension']}-d), {stats['documents']} documents",
+            self.persona.summary() if self.persona else "persona: none loaded",
+            "in-process indexes: " + ", ".join(f"{t} {n}" for t, n in self.indexed.items()),
+            f"ready in {self.seconds:.2f} s",
+        ]
+        return "\n".join(lines + [f"warning: {w}" for w in self.warnings])
+
+
+def startup(settings: Settings | None = None, *, persona_path: str | Path | None = None, warm: bool = True) -> StartupReport:
+    """Open the store, bring the persona in line with ``persona.md`` and (with ``warm``) build the
+    in-process indexes and load the embedding model now rather than on the first chat message.
+
+    A missing persona file is a warning, not an error: the assistant still answers without one.
+    """
+    started = time.perf_counter()
+    settings = settings or load_settings()
+    store = RagStore(settings)
+    path = Path(persona_path) if persona_path is not None else settings.persona_path
+    warnings: list[str] = []
+    persona = None
+    if path.exists():
+        persona = load_persona(store, path)
+    else:
+        warnings.append(f"persona file {path} not found; the assistant runs without a persona (set BRAIN_PERSONA_PATH)")
+    indexed: dict[str, int] = {}
+    if warm:
+        store.refresh_index()
+        indexed = store.index_sizes()
+        warm_up = getattr(store.embedder, "warm_up", None)
+        if callable(warm_up):
+            warm_up()
+    return StartupReport(store, persona, time.perf_counter() - started, indexed, warnings)
