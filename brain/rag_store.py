@@ -71,7 +71,9 @@ def open_client(settings: Settings):
                 f"cannot reach the Chroma server at {settings.chroma_url} ({exc}); start it with "
                 f"`chroma run --path ./data/chroma --port {port}` or unset BRAIN_CHROMA_URL to use the embedded store"
             ) from exc
-    path = settings.data_dir / "chroma"
+    # absolute: chromadb shares one client per path *string*, so "data/chroma" opened from two working
+    # directories (or once relative, once absolute) would otherwise get the wrong store
+    path = (settings.data_dir / "chroma").resolve()
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -738,6 +740,7 @@ class RagStore:
             "embedder": self.embedder.name,
             "dimension": self.dimension,
             "backend": self.settings.chroma_url or str(self.settings.data_dir / "chroma"),
+            "disk_bytes": None if self.settings.chroma_url else _tree_bytes(self.settings.data_dir / "chroma"),
         }
 
 
@@ -750,6 +753,11 @@ def _merged_memory(old, new):
     for key, value in old.model_dump(by_alias=True, exclude_none=True).items():
         data.setdefault(key, value)
     return validate_metadata(DocType.MEMORY, data)
+
+
+def _tree_bytes(path) -> int:
+    """Bytes of the files under ``path`` (the embedded store's size on disk)."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
 def _merge_pages(pages: list[dict[str, Any]]) -> dict[str, Any]:

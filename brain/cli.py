@@ -1,0 +1,423 @@
+"""The ``brain`` command: a thin shell over the library.
+
+Every command parses its options, calls one library function and prints the result, as text
+for people or, with ``--json`` (on the group or on the command), as exactly one JSON document
+on stdout. Exit codes: 0 success, 1 a reported failure (any :class:`~brain.errors.BrainError`,
+an ingest report with errors, an unknown memory id), 2 a usage error (bad option or argument,
+including an unknown document type for ``brain schema`` or ``brain search --type``). Errors
+are one line on stderr starting with ``error:`` and leave stdout empty, except that ``ingest``
+and ``memory rm`` print their report before failing; ``brain --debug ...`` shows the traceback
+of a failure instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import click
+
+from brain import __version__
+from brain.config import Settings, load_settings
+from brain.errors import BrainError, NotFound
+from brain.rag_store import RagStore
+from brain.schemas import DOC_TYPES, DocType, get_all_schemas, schema_info
+
+
+class CommandFailed(click.ClickException):
+    """A reported failure: one ``error: ...`` line on stderr, exit code 1."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+class BrainGroup(click.Group):
+    """Turns library errors into one-line messages (unless ``--debug``) and formats usage errors
+    as one line too, keeping click's exit codes (2 for usage errors)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrainError as exc:
+            if ctx.params.get("debug"):
+                raise
+            raise CommandFailed(_one_line(str(exc))) from exc
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `brain`: the help text, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            click.echo(f"error: {_one_line(exc.format_message())}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@dataclass
+class State:
+    """What the group's options decide, and the settings and store opened on first use."""
+
+    json: bool = False
+    debug: bool = False
+    data_dir: Path | None = None
+    _settings: Settings | None = None
+    _store: RagStore | None = None
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            overrides = {"data_dir": self.data_dir} if self.data_dir is not None else {}
+            self._settings = load_settings(**overrides)
+        return self._settings
+
+    def store(self) -> RagStore:
+        if self._store is None:
+            self._store = RagStore(self.settings())
+        return self._store
+
+
+pass_state = click.make_pass_decorator(State, ensure=True)
+
+
+def _set_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(State).json = True
+
+
+def json_option(command: Callable) -> Callable:
+    """``--json`` on a command, the same as ``brain --json <command>``."""
+    return click.option(
+        "--json", is_flag=True, expose_value=False, callback=_set_json,
+        help="Print one JSON document on stdout instead of text.",
+    )(command)
+
+
+def emit(state: State, data: Any, text: Callable[[], str]) -> None:
+    """One JSON document, or the text for people."""
+    if state.json:
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    else:
+        out = text()
+        if out:
+            click.echo(out)
+
+
+def _short(text: str, width: int = 100) -> str:
+    line = _one_line(text)
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _memory_line(doc: Any) -> str:
+    m = doc.metadata
+    tags = ",".join(m.get("tags") or []) or "-"
+    return (f"{doc.id}  imp {m.get('importance')}  {m.get('scope')}  tags {tags}  {m.get('timestamp')}"
+            f"  {_short(doc.text)}")
+
+
+def _hit_line(hit: Any) -> str:
+    m = hit.metadata
+    label = m.get("topic") or m.get("conversation_id") or m.get("scope") or ""
+    return f"{hit.similarity:.3f}  {m.get('type')}  [{label}]  {hit.id}  {_short(hit.text)}"
+
+
+def _memory_hit_line(hit: Any) -> str:
+    m = hit.metadata
+    return (
+        f"{hit.score:.3f} = {hit.similarity_part:.3f} + {hit.importance_part:.3f} + {hit.recency_part:.3f}"
+        f"  imp {m.get('importance')}  {m.get('scope')}  {hit.id}  {_short(hit.text)}"
+    )
+
+
+# ---- the group -----------------------------------------------------------------------------------
+
+@click.group(name="brain", cls=BrainGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout instead of text.")
+@click.option("--debug", is_flag=True, help="Show the traceback of a failure instead of one line.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the embedded store lives (overrides BRAIN_DATA_DIR).")
+@click.version_option(__version__, prog_name="brain")
+@click.pass_context
+def cli(ctx: click.Context, as_json: bool, debug: bool, data_dir: Path | None) -> None:
+    """The memory layer of a chat assistant: one Chroma collection of typed documents.
+
+    Settings come from the environment, .env and config/defaults.env (BRAIN_DATA_DIR,
+    BRAIN_CHROMA_URL, RAG_MEMORY_TOP_K, ...). Exit codes: 0 success, 1 failure, 2 usage error.
+    """
+    state = ctx.ensure_object(State)
+    state.json = state.json or as_json
+    state.debug = debug
+    state.data_dir = data_dir
+
+
+@cli.command()
+@click.option("--persona", "persona_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="The persona file (default: BRAIN_PERSONA_PATH, persona.md).")
+@json_option
+@pass_state
+def init(state: State, persona_path: Path | None) -> None:
+    """Open or create the store and load the persona."""
+    from brain.startup import startup
+
+    report = startup(state.settings(), persona_path=persona_path)
+    emit(state, report.to_dict(), report.summary)
+
+
+# ---- persona -------------------------------------------------------------------------------------
+
+@cli.group()
+def persona() -> None:
+    """Load and show the assistant's persona."""
+
+
+@persona.command("load")
+@click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@json_option
+@pass_state
+def persona_load(state: State, path: Path | None) -> None:
+    """Load PATH (default: BRAIN_PERSONA_PATH) as the persona; an unchanged file writes nothing."""
+    from brain.persona import load_persona
+
+    path = path or state.settings().persona_path
+    loaded = load_persona(state.store(), path)
+    emit(state, loaded.to_dict(), loaded.summary)
+
+
+@persona.command("show")
+@click.option("--max-chars", type=click.IntRange(min=1), help="Cut the block to this many characters.")
+@json_option
+@pass_state
+def persona_show(state: State, max_chars: int | None) -> None:
+    """Print the persona block a prompt gets."""
+    from brain.persona import persona_block
+
+    block = persona_block(state.store(), max_chars=max_chars)
+    if not block and not state.json:
+        click.echo("no persona loaded; run `brain persona load`", err=True)
+    emit(state, {"text": block}, lambda: block)
+
+
+# ---- ingest --------------------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--prune", is_flag=True, help="Remove documents of files that no longer exist under PATHS.")
+@click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+@json_option
+@pass_state
+def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) -> None:
+    """Add or update knowledge-base files in the store.
+
+    PATHS are files or directories of them; an unchanged file writes nothing."""
+    from brain.ingest import ingest_paths
+
+    report = ingest_paths(state.store(), list(paths), prune=prune, dry_run=dry_run, progress=sys.stderr.isatty())
+    emit(state, report.to_dict(), report.summary)
+    if not report.ok:  # the report (stdout) lists each error; stderr gets the one line every failure gets
+        count = len(report.errors)
+        raise CommandFailed(f"ingest found {count} error{'' if count == 1 else 's'}; the report lists them")
+
+
+# ---- search --------------------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("query")
+@click.option("--type", "doc_type", type=click.Choice(DOC_TYPES),
+              help="memory: ranked with score parts; faq, persona, summary: by similarity; turn or none: any document.")
+@click.option("--k", type=int, help="How many results (default: the RAG_*_TOP_K setting of the type, 5 otherwise).")
+@click.option("--entity", help="With --type memory: that entity's memories and global ones.")
+@json_option
+@pass_state
+def search(state: State, query: str, doc_type: str | None, k: int | None, entity: str | None) -> None:
+    """Search the store for QUERY."""
+    if entity is not None and doc_type != DocType.MEMORY.value:
+        raise click.UsageError("--entity needs --type memory")
+    store = state.store()
+    kwargs = {"k": k} if k is not None else {}
+    if doc_type == DocType.MEMORY.value:
+        hits = store.retrieve_memories(query, entity=entity, **kwargs)
+        line = _memory_hit_line
+        header = "score = similarity + importance + recency"
+    else:
+        retrieve = {
+            DocType.FAQ.value: store.retrieve_faq,
+            DocType.PERSONA.value: store.retrieve_persona,
+            DocType.SUMMARY.value: store.retrieve_summaries,
+        }.get(doc_type)
+        hits = retrieve(query, **kwargs) if retrieve else store.search(query, type=doc_type, **kwargs)
+        line = _hit_line
+        header = "similarity"
+    emit(state, {"query": query, "type": doc_type, "results": [h.to_dict() for h in hits]},
+         lambda: "\n".join([header] + [line(h) for h in hits]) if hits else "no results")
+
+
+# ---- memory --------------------------------------------------------------------------------------
+
+@cli.group()
+def memory() -> None:
+    """Add, list, show and remove long-term memories."""
+
+
+@memory.command("add")
+@click.argument("text")
+@click.option("--importance", type=int, help="1 (trivia) .. 5 (essential); default 3.")
+@click.option("--tag", "tags", multiple=True, help="A label; repeat for several.")
+@click.option("--entity", help="Who or what the memory is about.")
+@click.option("--scope", help="'global' (default) or 'entity:<name>' (only retrieved for that entity).")
+@json_option
+@pass_state
+def memory_add(state: State, text: str, importance: int | None, tags: tuple[str, ...], entity: str | None,
+               scope: str | None) -> None:
+    """Store TEXT as a memory; the same text in the same scope updates the existing one
+    (higher importance, all tags, later time)."""
+    store = state.store()
+    given = {key: value for key, value in {"scope": scope, "importance": importance}.items() if value is not None}
+    doc_id = store.upsert_memory(text, tags=list(tags), entity=entity, **given)
+    doc = store.get_one(doc_id)
+    emit(state, doc.to_dict(), lambda: f"stored {_memory_line(doc)}")
+
+
+@memory.command("list")
+@click.option("--entity", help="Only memories about this entity.")
+@click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for several (all must match).")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
+@json_option
+@pass_state
+def memory_list(state: State, entity: str | None, tags: tuple[str, ...], limit: int | None) -> None:
+    """List stored memories."""
+    where: dict[str, Any] = {}
+    if entity is not None:
+        where["entity"] = entity
+    if tags:
+        where["tags"] = list(tags)
+    docs = state.store().get(type=DocType.MEMORY, where=where or None, limit=limit)
+    emit(state, [d.to_dict() for d in docs],
+         lambda: "\n".join(_memory_line(d) for d in docs) if docs else "no memories")
+
+
+@memory.command("show")
+@click.argument("doc_id", metavar="ID")
+@json_option
+@pass_state
+def memory_show(state: State, doc_id: str) -> None:
+    """Show one memory with all its metadata."""
+    docs = state.store().get([doc_id], type=DocType.MEMORY)
+    if not docs:
+        raise NotFound(f"no memory with id {doc_id!r}; `brain memory list` shows the ids")
+    doc = docs[0]
+    emit(state, doc.to_dict(), lambda: "\n".join(
+        [f"id: {doc.id}", f"text: {doc.text}"] + [f"{key}: {value}" for key, value in sorted(doc.metadata.items())]
+    ))
+
+
+@memory.command("rm")
+@click.argument("doc_ids", nargs=-1, required=True, metavar="ID...")
+@json_option
+@pass_state
+def memory_rm(state: State, doc_ids: tuple[str, ...]) -> None:
+    """Remove memories by id; ids that are not memories are reported (exit 1) and left alone."""
+    store = state.store()
+    found = [d.id for d in store.get(list(doc_ids), type=DocType.MEMORY)]
+    if found:
+        store.delete(found, type=DocType.MEMORY)
+    missing = [i for i in dict.fromkeys(doc_ids) if i not in set(found)]
+    emit(state, {"removed": found, "not_found": missing},
+         lambda: "\n".join(f"removed {i}" for i in found))
+    if missing:
+        raise NotFound(f"no memory with id {', '.join(repr(i) for i in missing)}")
+
+
+# ---- turns, schema, stats ------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("conversation_id")
+@click.option("--k", type=int, help="How many of the last turns (default: RAG_TURN_TOP_K).")
+@json_option
+@pass_state
+def turns(state: State, conversation_id: str, k: int | None) -> None:
+    """Show the last turns of CONVERSATION_ID (conv-...), oldest first."""
+    docs = state.store().recent_turns(conversation_id, **({"k": k} if k is not None else {}))
+    emit(state, [d.to_dict() for d in docs], lambda: "\n".join(
+        f"#{d.metadata.get('turn_index')} {d.metadata.get('role')} {d.metadata.get('timestamp')}  {d.text}"
+        for d in docs
+    ) if docs else f"no turns in {conversation_id}")
+
+
+@cli.command()
+@click.argument("doc_type", required=False, metavar="[DOC_TYPE]", type=click.Choice(DOC_TYPES))
+@json_option
+@pass_state
+def schema(state: State, doc_type: str | None) -> None:
+    """Describe the metadata of a document type.
+
+    DOC_TYPE is persona, faq, memory, turn or summary; without it, every type."""
+    if doc_type is not None:
+        info = schema_info(doc_type)
+        emit(state, info, lambda: _schema_text(info))
+    else:
+        emit(state, get_all_schemas(), lambda: "\n\n".join(_schema_text(schema_info(t)) for t in DOC_TYPES))
+
+
+def _schema_text(info: dict[str, Any]) -> str:
+    lines = [f"{info['document_type']}:"]
+    for name, field in info["fields"].items():
+        kind = field["type"] if isinstance(field["type"], str) else "|".join(field["type"]) or "-"
+        flag = "required" if field["required"] else (
+            f"default {json.dumps(field['default'])}" if "default" in field else "optional")
+        lines.append(f"  {name:<18} {kind:<16} {flag:<20} {field['description']}")
+    return "\n".join(lines)
+
+
+@cli.command()
+@json_option
+@pass_state
+def stats(state: State) -> None:
+    """Documents per type, the embedder, the size on disk.
+
+    The size on disk is reported for the embedded store only (null with BRAIN_CHROMA_URL)."""
+    store = state.store()
+    data = store.stats()
+    emit(state, data, lambda: "\n".join(
+        [f"collection  {data['collection']} ({data['backend']})",
+         f"embedder    {data['embedder']} ({data['dimension']}-d)",
+         f"documents   {data['documents']}"]
+        + [f"  {t:<9} {n}" for t, n in data["by_type"].items()]
+        + ([f"on disk     {_human_bytes(data['disk_bytes'])}"] if data["disk_bytes"] is not None else [])
+    ))
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def main() -> None:
+    """The console script: run the group, exit with its code."""
+    cli.main(prog_name="brain")
+
+
+if __name__ == "__main__":
+    main()
