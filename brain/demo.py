@@ -1,7 +1,7 @@
 """The main job on the embedded default: build the local store and show what a chat backend gets.
 
-Creates the Chroma store under ``./data/``, loads ``persona.md`` and the sample knowledge base in
-``config/kb/``, stores a few memories and an exchange, then prints the ranked memories (with
+Creates the Chroma store under ``./data/`` (``brain.startup``: persona and warm-up), ingests the
+sample knowledge base in ``config/kb/`` (``brain.ingest``), stores a few memories and an exchange, then prints the ranked memories (with
 their score parts), the FAQ hits and the persona block for a sample question. Safe to re-run:
 nothing is duplicated.
 """
@@ -9,15 +9,14 @@ nothing is duplicated.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
-from typing import Any
 
 from brain.config import load_settings
-from brain.errors import BrainError, ValidationError
-from brain.persona import load_persona, persona_block
-from brain.rag_store import RagStore, derived_id
+from brain.errors import BrainError
+from brain.ingest import ingest_paths
+from brain.persona import persona_block
+from brain.rag_store import RagStore
+from brain.startup import startup
 
 SAMPLE_QUESTION = "Can you read the text on the photo of my train ticket?"
 SAMPLE_MEMORIES = [
@@ -28,36 +27,6 @@ SAMPLE_MEMORIES = [
      "scope": "entity:alice"},
 ]
 DEMO_CONVERSATION = "conv-demo"
-
-
-def read_faq_jsonl(path: Path) -> list[dict[str, Any]]:
-    """FAQ documents from a JSONL file (question, answer, topic, specialist); ids follow the content."""
-    docs = []
-    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict) or not row.get("question") or not row.get("answer"):
-            raise ValidationError(f"{path}:{line_no}: needs 'question' and 'answer'")
-        text = f"Q: {row['question']}\nA: {row['answer']}"
-        doc = {"id": derived_id("faq", path.name, text), "text": text, "type": "faq", "source": "kb", "topic": row.get("topic"),
-               "source_file": path.name}
-        if row.get("specialist"):
-            doc["_specialist_name"] = row["specialist"]
-        docs.append(doc)
-    return docs
-
-
-def load_sample_kb(store: RagStore, kb_dir: Path) -> int:
-    """Add the sample FAQ entries that are not stored yet; returns how many were added."""
-    docs = [d for path in sorted(kb_dir.glob("*.jsonl")) for d in read_faq_jsonl(path)]
-    known = {d.id for d in store.get([d["id"] for d in docs])} if docs else set()
-    new = [d for d in docs if d["id"] not in known]
-    store.upsert_docs(new)
-    return len(new)
 
 
 def seed_conversation(store: RagStore) -> int:
@@ -99,14 +68,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kb", default="config/kb")
     args = parser.parse_args(argv)
     try:
-        settings = load_settings()
-        store = RagStore(settings)
-        persona = load_persona(store, args.persona)
-        added = load_sample_kb(store, Path(args.kb))
+        report = startup(load_settings(), persona_path=args.persona)
+        store = report.store
+        kb = ingest_paths(store, [args.kb])
+        if not kb.ok:
+            print(kb.summary(), file=sys.stderr)
+            return 1
         turns = seed_conversation(store)
         print(f"Store: {store.stats()['backend']} ({store.embedder.name}, {store.dimension}-d)")
-        print(f"Persona: {persona.sections} sections, " + ("loaded" if persona.changed else "unchanged"))
-        print(f"Knowledge base: {added} new FAQ entries; conversation: {turns} new turns")
+        for warning in report.warnings:
+            print(f"warning: {warning}")
+        if report.persona:
+            print(f"Persona: {report.persona.sections} sections, " + ("loaded" if report.persona.changed else "unchanged"))
+        print(f"Knowledge base: {kb.files_read} files, {kb.added} documents added, {kb.unchanged} unchanged, "
+              f"{kb.removed} removed; conversation: {turns} new turns")
         print(f"Documents: {store.stats()['by_type']}\n")
         print(render(store, args.question, args.entity))
     except BrainError as exc:

@@ -1,0 +1,794 @@
+"""Knowledge-base ingestion: a folder of files -> FAQ documents, kept exactly in step with the files.
+
+``ingest_paths(store, ["config/kb"])`` reads Markdown (``.md``, ``.markdown``), FAQ tables
+(``.jsonl``, ``.csv``) and plain text (``.txt``) and makes the store's ingested documents match them:
+nothing duplicated, nothing stale, nothing re-embedded that did not change.
+
+**What becomes a document.**
+
+- Markdown: every section (a heading and the text up to the next heading) is one document with
+  ``topic`` = the heading slugified (``## Web search`` -> ``web_search``); text before the first
+  heading uses the file name. Inside a section, each ``Q:`` line starts a question block that runs
+  to the next ``Q:`` or heading and becomes its own document (``Q:``/``A:`` may be bold); the
+  section's text before its first ``Q:`` stays a section document. Headings and ``Q:`` inside
+  fenced code blocks do not count. Optional front matter (``---`` lines at the top, ``key: value``)
+  sets ``topic`` (for every document of the file), ``specialist`` (``_specialist_name``),
+  ``version`` (``_version``); other keys are stored as metadata.
+- ``.jsonl``: one object per line with ``question`` and ``answer`` (required), ``topic``,
+  ``specialist``, ``version``; ``.csv``: a header row with the same columns (any case), comma
+  separated. Text is ``Q: <question>\\nA: <answer>``. Other keys/columns are kept as metadata when
+  Chroma can store them (string, number, boolean, or a non-empty list of one of those; not a
+  reserved name); otherwise they are dropped and reported as a warning.
+- ``.txt``: the whole file, topic from the file name.
+
+Every document is then split by :class:`~brain.chunking.TokenChunker` so none exceeds the
+embedder's input (``kb_part`` / ``kb_parts`` number the pieces of one section or entry).
+
+**The mark.** Ingested documents are ``type="faq"``, ``source="kb"`` and carry ``kb_file`` (the
+file's path relative to the working directory, or absolute when outside it), ``kb_hash`` (the file's
+content hash, with the parser and chunker settings), ``kb_docs`` (how many documents the file
+produced) and ``kb_text_hash``. Only documents with this mark are ever updated or deleted; memories,
+turns, summaries, the persona and FAQ entries written by other means are never touched.
+
+**Ids** are ``derived_id("kb", kb_file, n, digest)`` where ``digest`` hashes the document's text and
+its content metadata (topic, specialist, heading, part, extra fields) and ``n`` counts earlier
+documents of the same file with the same digest. The same files always give the same ids, so a
+re-run converges. Position in the file is deliberately not part of the id: inserting a section
+adds one document instead of renumbering (and rewriting) every later one.
+
+**A run, per file.** An unchanged file (every stored document of it carries the current ``kb_hash``
+and there are ``kb_docs`` of them) is not even parsed. A changed file is parsed and chunked; its new
+documents are written first (vectors: re-used from any ingested document with the same text, else
+embedded, in large batches across files), documents whose id is kept get their bookkeeping fields
+refreshed (a metadata-only write, no embedding), then its stale documents are deleted. A run that
+is interrupted anywhere leaves each file either as before, or with its new documents next to old
+ones; the next run sees the mismatch and finishes the file. A file that cannot be read or parsed is
+reported (file and line) and left exactly as it was in the store; the other files are ingested.
+
+**Counts** in :class:`IngestReport` (identical with ``dry_run``, which writes and embeds nothing):
+``files_read`` files read without error; ``added`` documents written under a new id; ``unchanged``
+documents whose id was already stored (kept; see above); ``removed`` stale documents deleted
+(old chunks of changed files, and with ``prune`` the documents of files that are gone);
+``updated`` files whose stored documents did not match the file (changed since the last run, or
+left half-done by an interrupted one) and were brought in step; ``embedded`` texts sent to the
+embedder (at most ``added``: identical texts are embedded once and stored vectors are re-used).
+
+**Prune.** Files are "gone" when they were ingested from inside a directory given in ``paths`` and
+are no longer there (a file given by name is never pruned). They are listed in
+``missing_files``; with ``prune=True`` their documents are deleted.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import sys
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from brain.chunking import TokenChunker
+from brain.ids import derived_id
+from brain.persona import slugify
+
+if TYPE_CHECKING:
+    from brain.rag_store import RagStore
+
+#: bumped when parsing changes what documents a file gives: every file is then re-read once
+PARSER_VERSION = "kb-parser/1"
+SUPPORTED = {".md": "markdown", ".markdown": "markdown", ".jsonl": "jsonl", ".csv": "csv", ".txt": "text"}
+#: metadata keys an input may not set through extra fields / columns
+RESERVED_FIELDS = frozenset({
+    "id", "text", "embedding", "document", "type", "timestamp", "ts_epoch", "source", "scope",
+    "question", "answer", "topic", "specialist", "specialist_name", "_specialist_name", "version", "_version",
+})
+#: new documents to embed per batch across files (vectors are written file by file after each batch)
+EMBED_GROUP = 1024
+MAX_PROBLEMS_PER_FILE = 20
+_INT64 = (-(2**63), 2**63 - 1)
+
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_QUESTION = re.compile(r"^\s*(?:\*\*|__)?Q(?:\*\*|__)?\s*:")
+_ANSWER = re.compile(r"^\s*(?:\*\*|__)?A(?:\*\*|__)?\s*:")
+
+
+# ---- the report ------------------------------------------------------------------------------------
+@dataclass
+class IngestReport:
+    """What a run did (or, with ``dry_run``, would do). See the module docstring for each count."""
+
+    files_read: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    skipped: list[dict] = field(default_factory=list)  # {"path", "reason"}
+    errors: list[dict] = field(default_factory=list)  # {"path", "line" (int | None), "message"}
+    dry_run: bool = False
+    embedded: int = 0
+    warnings: list[dict] = field(default_factory=list)  # {"path", "line", "message"}: ingested, with a loss
+    missing_files: list[str] = field(default_factory=list)  # ingested before, gone from the given folders
+    pruned: bool = False  # whether missing files' documents were (or, dry run, would be) removed
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing failed (skipped files and warnings do not count as failures)."""
+        return not self.errors
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+    def summary(self) -> str:
+        def plural(n: int, word: str) -> str:
+            return f"{n} {word}{'' if n == 1 else 's'}"
+
+        verb = "would be" if self.dry_run else ""
+        head = "Dry run, nothing written. " if self.dry_run else ""
+        lines = [
+            f"{head}{plural(self.files_read, 'file')} read ({self.updated} changed): "
+            f"{plural(self.added, 'document')} {verb + ' ' if verb else ''}added "
+            f"({self.embedded} {'to embed' if self.dry_run else 'embedded'}), {self.unchanged} unchanged, "
+            f"{self.removed} {verb + ' ' if verb else ''}removed."
+        ]
+        if self.skipped:
+            lines.append(f"Skipped {plural(len(self.skipped), 'file')}:")
+            lines += [f"  {s['path']}: {s['reason']}" for s in self.skipped[:10]]
+            if len(self.skipped) > 10:
+                lines.append(f"  ... and {len(self.skipped) - 10} more")
+        if self.missing_files:
+            action = ("would be removed" if self.dry_run else "removed") if self.pruned else "kept; --prune removes them"
+            lines.append(f"{plural(len(self.missing_files), 'ingested file')} no longer present ({action}): "
+                         + ", ".join(self.missing_files[:10]) + (" ..." if len(self.missing_files) > 10 else ""))
+        for kind, items in (("warning", self.warnings), ("error", self.errors)):
+            if items:
+                lines.append(f"{plural(len(items), kind)}:")
+                for item in items[:20]:
+                    where = item["path"] if item.get("line") is None else f"{item['path']}:{item['line']}"
+                    lines.append(f"  {where}: {item['message']}")
+                if len(items) > 20:
+                    lines.append(f"  ... and {len(items) - 20} more")
+        return "\n".join(lines)
+
+    def _error(self, path: str, line: int | None, message: str) -> None:
+        self.errors.append({"path": path, "line": line, "message": message})
+
+
+# ---- parsed content ---------------------------------------------------------------------------------
+@dataclass
+class _Draft:
+    """One document before chunking: its text and content metadata."""
+
+    text: str
+    meta: dict[str, Any]
+
+
+@dataclass
+class _Parsed:
+    drafts: list[_Draft] = field(default_factory=list)
+    errors: list[tuple[int | None, str]] = field(default_factory=list)
+    warnings: list[tuple[int | None, str]] = field(default_factory=list)
+
+
+@dataclass
+class _SourceFile:
+    path: Path
+    kb_file: str
+    kind: str
+
+
+@dataclass
+class _FilePlan:
+    kb_file: str
+    kb_hash: str
+    existed: bool
+    new: list[dict]  # documents (id, text, metadata) to write under new ids
+    refresh: list[dict]  # kept documents whose bookkeeping fields change (re-written with their stored vector)
+    kept: int
+    stale: list[str]  # ids to delete after the write
+
+
+def _value_problem(value: Any) -> str | None:
+    """Why Chroma cannot store ``value`` as metadata, or None."""
+    if value is None:
+        return "null values cannot be stored"
+    if isinstance(value, (str, bool)):
+        return None
+    if isinstance(value, int):
+        return None if _INT64[0] <= value <= _INT64[1] else "integer out of the 64-bit range"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "NaN and infinite numbers cannot be stored"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "empty lists cannot be stored"
+        kinds = {type(v) for v in value}
+        if len(kinds) > 1 or not kinds <= {str, int, float, bool}:
+            return "lists must hold strings, numbers or booleans, all of one type"
+        problems = [p for p in map(_value_problem, value) if p]
+        return problems[0] if problems else None
+    if isinstance(value, dict):
+        return "nested objects cannot be stored"
+    return f"values of type {type(value).__name__} cannot be stored"
+
+
+def _extra_problem(key: Any, value: Any) -> str | None:
+    if not isinstance(key, str) or not key.strip():
+        return "a field needs a non-empty name"
+    if key in RESERVED_FIELDS or key.startswith("kb_"):
+        return "this name is reserved"
+    if key.startswith(("$", "#", "chroma:")):
+        return "names cannot start with '$', '#' or 'chroma:'"
+    return _value_problem(value)
+
+
+def _add_extras(meta: dict[str, Any], extras: Iterable[tuple[str, Any]], parsed: _Parsed, line: int | None) -> None:
+    for key, value in extras:
+        problem = _extra_problem(key, value)
+        if problem:
+            shown = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else repr(value)
+            parsed.warnings.append((line, f"field {key!r} = {shown[:80]} not stored: {problem}"))
+        else:
+            meta[key] = list(value) if isinstance(value, tuple) else value
+
+
+def _faq_draft(question: str, answer: str, topic: str, specialist: str | None, version: str | None) -> _Draft:
+    meta: dict[str, Any] = {"topic": topic, "kb_kind": "row"}
+    if specialist:
+        meta["_specialist_name"] = specialist
+    if version:
+        meta["_version"] = version
+    return _Draft(f"Q: {question.strip()}\nA: {answer.strip()}", meta)
+
+
+# ---- parsers -----------------------------------------------------------------------------------------
+def _fence_step(fence: str | None, line: str) -> tuple[str | None, bool]:
+    """Track fenced code blocks: (the open fence after ``line`` or None, whether ``line`` is code/fence)."""
+    match = _FENCE.match(line)
+    if fence is not None:
+        if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) \
+                and not line.strip()[len(match.group(1)):].strip():
+            return None, True
+        return fence, True
+    if match:
+        return match.group(1), True
+    return None, False
+
+
+def _front_matter(lines: list[str], parsed: _Parsed) -> tuple[dict[str, Any], str | None, int]:
+    """``(file metadata, topic or None, index of the first body line)``; no front matter -> ({}, None, 0)."""
+    if not lines or lines[0].strip() != "---":
+        return {}, None, 0
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
+    if end is None:
+        return {}, None, 0  # a lone '---' is a thematic break, not front matter
+    meta: dict[str, Any] = {}
+    topic = None
+    for i in range(1, end):
+        raw = lines[i].strip()
+        if not raw or raw.startswith("#"):
+            continue
+        key, sep, value = raw.partition(":")
+        key, value = key.strip(), value.strip().strip("'\"")
+        if not sep or not key:
+            parsed.errors.append((i + 1, f"front matter line must be 'key: value', got {raw!r}"))
+        elif key == "topic":
+            topic = slugify(value) if value else None
+        elif key == "specialist":
+            if value:
+                meta["_specialist_name"] = value
+        elif key == "version":
+            if value:
+                meta["_version"] = value
+        else:
+            _add_extras(meta, [(key, value)], parsed, i + 1)
+    return meta, topic, end + 1
+
+
+def parse_markdown(text: str, default_topic: str) -> _Parsed:
+    """Sections and Q:/A: blocks of a Markdown file (see the module docstring)."""
+    parsed = _Parsed()
+    lines = text.split("\n")
+    file_meta, fm_topic, first = _front_matter(lines, parsed)
+
+    # sections: (heading title, [(line number, line), ...] starting with the heading line)
+    sections: list[tuple[str, list[tuple[int, str]]]] = []
+    title, current = "", []
+    fence: str | None = None
+    for number, line in enumerate(lines[first:], start=first + 1):
+        fence, code = _fence_step(fence, line)
+        heading = None if code else _HEADING.match(line)
+        if heading:
+            sections.append((title, current))
+            title = re.sub(r"(?:^|[ \t]+)#+$", "", (heading.group(2) or "")).strip() or "section"
+            current = [(number, line)]
+        else:
+            current.append((number, line))
+    sections.append((title, current))
+
+    for title, section in sections:
+        base = {**file_meta, "topic": fm_topic or (slugify(title) if title else default_topic)}
+        if title:
+            base["kb_heading"] = title
+        head, body = (section[:1], section[1:]) if title else ([], section)
+        blocks: list[list[tuple[int, str]]] = [[]]  # blocks[0]: the section's text before its first Q:
+        answered: list[bool] = [True]
+        fence = None
+        for number, line in body:
+            fence, code = _fence_step(fence, line)
+            if not code and _QUESTION.match(line):
+                blocks.append([])
+                answered.append(False)
+            elif not code and _ANSWER.match(line):
+                answered[-1] = True
+            blocks[-1].append((number, line))
+        if "\n".join(line for _, line in blocks[0]).strip():
+            parsed.drafts.append(_Draft("\n".join(line for _, line in head + blocks[0]).strip(),
+                                        {**base, "kb_kind": "section"}))
+        for block, has_answer in zip(blocks[1:], answered[1:]):
+            qa = "\n".join(line for _, line in block).strip()
+            if not has_answer:
+                parsed.warnings.append((block[0][0], f"a question without an 'A:' line (kept as written): "
+                                                     f"{qa.splitlines()[0][:80]!r}"))
+            parsed.drafts.append(_Draft(qa, {**base, "kb_kind": "qa"}))
+    return parsed
+
+
+def _row_fields(row: dict[str, Any], line: int, parsed: _Parsed, default_topic: str, known: dict[str, str]) -> None:
+    """One FAQ row (keys already mapped to question/answer/topic/specialist/version where known)."""
+    values = {name: row.get(col) for name, col in known.items()}
+    problems = []
+    for name in ("question", "answer"):
+        value = values[name]
+        if not isinstance(value, str) or not value.strip():
+            problems.append(f"'{name}' must be a non-empty string, got {value!r}")
+    for name in ("topic", "specialist", "version"):
+        value = values.get(name)
+        if value is not None and not isinstance(value, str):
+            problems.append(f"'{name}' must be a string, got {value!r}")
+    if problems:
+        parsed.errors.append((line, "; ".join(problems)))
+        return
+    topic = slugify(values["topic"]) if values.get("topic") and values["topic"].strip() else default_topic
+    draft = _faq_draft(values["question"], values["answer"], topic,
+                       (values.get("specialist") or "").strip() or None, (values.get("version") or "").strip() or None)
+    known_cols = set(known.values())
+    _add_extras(draft.meta, ((k, v) for k, v in row.items() if k not in known_cols), parsed, line)
+    parsed.drafts.append(draft)
+
+
+_ROW_FIELDS = ("question", "answer", "topic", "specialist", "version")
+
+
+def parse_jsonl(text: str, default_topic: str) -> _Parsed:
+    parsed = _Parsed()
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            parsed.errors.append((line_no, f"not valid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        if not isinstance(row, dict):
+            parsed.errors.append((line_no, f"each line must be a JSON object, got {type(row).__name__}"))
+            continue
+        _row_fields(row, line_no, parsed, default_topic, {name: name for name in _ROW_FIELDS})
+    return parsed
+
+
+def parse_csv(text: str, default_topic: str) -> _Parsed:
+    parsed = _Parsed()
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header: list[str] | None = None
+    known: dict[str, str] = {}
+    header_line = 1
+    previous_end = 0
+    try:
+        for row in reader:
+            line_no, previous_end = previous_end + 1, reader.line_num
+            if not any(cell.strip() for cell in row):
+                continue
+            if header is None:
+                header, header_line = [cell.strip() for cell in row], line_no
+                lowered = [h.casefold() for h in header]
+                duplicates = sorted({h for h in header if lowered.count(h.casefold()) > 1 and h})
+                if duplicates:
+                    parsed.errors.append((line_no, f"duplicate columns: {', '.join(duplicates)}"))
+                    return parsed
+                known = {name: header[lowered.index(name)] for name in _ROW_FIELDS if name in lowered}
+                missing = [name for name in ("question", "answer") if name not in known]
+                if missing:
+                    parsed.errors.append((line_no, f"no {' or '.join(repr(m) for m in missing)} column in the header "
+                                                   f"(columns: {', '.join(header) or 'none'})"))
+                    return parsed
+                continue
+            if len(row) != len(header):
+                parsed.errors.append((line_no, f"row has {len(row)} fields but the header (line {header_line}) has "
+                                               f"{len(header)}; quote values that contain commas"))
+                continue
+            cells = {}
+            for key, value in zip(header, row):
+                if key in known.values():
+                    cells[key] = value if value.strip() else None
+                elif value.strip():
+                    cells[key] = value
+            _row_fields(cells, line_no, parsed, default_topic, known)
+    except csv.Error as exc:
+        parsed.errors.append((previous_end + 1, f"not valid CSV: {exc}"))
+    if header is None:
+        return parsed  # an empty file: no documents
+    return parsed
+
+
+def parse_text(text: str, default_topic: str) -> _Parsed:
+    parsed = _Parsed()
+    if text.strip():
+        parsed.drafts.append(_Draft(text.strip(), {"topic": default_topic, "kb_kind": "text"}))
+    return parsed
+
+
+_PARSERS = {"markdown": parse_markdown, "jsonl": parse_jsonl, "csv": parse_csv, "text": parse_text}
+
+
+# ---- files ---------------------------------------------------------------------------------------------
+def kb_name(path: str | os.PathLike) -> str:
+    """How a file is named in ``kb_file``: relative to the working directory (POSIX separators), or
+    absolute when it lies outside it. ``kb/a.md``, ``./kb/a.md`` and ``/abs/cwd/kb/a.md`` agree."""
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute, os.getcwd())
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return Path(absolute).as_posix()
+    return Path(relative).as_posix()
+
+
+def _under(kb_file: str, directory: str) -> bool:
+    if directory == ".":
+        return not os.path.isabs(kb_file)
+    return kb_file.startswith(directory.rstrip("/") + "/")
+
+
+def _collect(paths: Sequence[str | os.PathLike], report: IngestReport) -> tuple[list[_SourceFile], list[str]]:
+    files: dict[str, _SourceFile] = {}
+    directories: list[str] = []
+
+    def add(path: Path) -> None:
+        kind = SUPPORTED.get(path.suffix.lower())
+        name = kb_name(path)
+        if kind is None:
+            report.skipped.append({"path": name, "reason": f"unsupported file type {path.suffix or '(none)'!r}; "
+                                                           f"expected {', '.join(SUPPORTED)}"})
+        elif name not in files:
+            files[name] = _SourceFile(path, name, kind)
+
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            directories.append(kb_name(path))
+            for root, dirs, names in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(names):
+                    if not name.startswith("."):
+                        add(Path(root) / name)
+        elif path.is_file():
+            add(path)
+        elif path.exists():
+            report.skipped.append({"path": kb_name(path), "reason": "not a regular file or directory"})
+        else:
+            report._error(str(given), None, "no such file or directory")
+    return list(files.values()), directories
+
+
+def _decode(raw: bytes) -> str:
+    """UTF-8 (a leading BOM is dropped) with universal newlines; raises UnicodeDecodeError."""
+    text = raw.decode("utf-8")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _utf8_problem(raw: bytes, exc: UnicodeDecodeError) -> tuple[int, str]:
+    line = raw.count(b"\n", 0, exc.start) + 1
+    column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+    return line, (f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {column}); "
+                  f"save the file as UTF-8")
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:32]
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _file_hash(raw: bytes, chunker: TokenChunker) -> str:
+    h = hashlib.sha256(f"{PARSER_VERSION}\x1f{chunker.signature}\x1f".encode())
+    h.update(raw)
+    return h.hexdigest()[:32]
+
+
+def _documents(kb_file: str, kb_hash: str, drafts: list[_Draft], chunker: TokenChunker) -> list[dict]:
+    """The file's documents with ids and full metadata (see the module docstring)."""
+    pieces: list[tuple[str, dict[str, Any]]] = []
+    for draft in drafts:
+        parts = chunker.chunk(draft.text)
+        for i, part in enumerate(parts):
+            pieces.append((part, {**draft.meta, "kb_part": i + 1, "kb_parts": len(parts)}))
+    seen: dict[str, int] = {}
+    docs = []
+    for text, meta in pieces:
+        digest = _digest(text, meta)
+        n = seen.get(digest, 0)
+        seen[digest] = n + 1
+        docs.append({
+            "id": derived_id("kb", kb_file, str(n), digest), "text": text, "type": "faq", "source": "kb", **meta,
+            "kb_file": kb_file, "kb_hash": kb_hash, "kb_docs": len(pieces), "kb_text_hash": _text_hash(text),
+        })
+    return docs
+
+
+# ---- the store side ----------------------------------------------------------------------------------------
+_BOOKKEEPING = ("kb_hash", "kb_docs")
+
+
+def _is_ingested(meta: dict[str, Any] | None) -> bool:
+    return bool(meta) and meta.get("type") == "faq" and meta.get("source") == "kb" and isinstance(
+        meta.get("kb_file"), str) and isinstance(meta.get("kb_hash"), str) and isinstance(meta.get("kb_text_hash"), str)
+
+
+def scan_ingested(store: RagStore) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every ingested document's metadata: ``{kb_file: {id: metadata}}`` (metadata only, paged)."""
+    where = {"$and": [{"type": "faq"}, {"source": "kb"}]}
+    page_size = max(1, min(int(store.max_batch_size), 2000))
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    offset = 0
+    while True:
+        page = store.col.get(where=where, include=["metadatas"], limit=page_size, offset=offset)
+        ids, metas = page["ids"], page["metadatas"] or []
+        for doc_id, meta in zip(ids, metas):
+            if _is_ingested(meta):
+                out.setdefault(meta["kb_file"], {})[doc_id] = meta
+        if len(ids) < page_size:
+            return out
+        offset += len(ids)
+
+
+def _plan_file(source: _SourceFile, stored: dict[str, dict[str, Any]], chunker: TokenChunker,
+               report: IngestReport) -> _FilePlan | None:
+    """Read, compare, parse: the file's plan, or None when there is nothing to write (counted here)."""
+    try:
+        raw = source.path.read_bytes()
+    except OSError as exc:
+        report._error(source.kb_file, None, f"cannot read the file: {exc.strerror or exc}")
+        return None
+    kb_hash = _file_hash(raw, chunker)
+    if stored and all(m.get("kb_hash") == kb_hash and m.get("kb_docs") == len(stored) for m in stored.values()):
+        report.files_read += 1
+        report.unchanged += len(stored)
+        return None
+    try:
+        text = _decode(raw)
+    except UnicodeDecodeError as exc:
+        report._error(source.kb_file, *_utf8_problem(raw, exc))
+        return None
+    default_topic = slugify(source.path.stem)
+    parsed = _PARSERS[source.kind](text, default_topic)
+    if parsed.errors:
+        for line, message in parsed.errors[:MAX_PROBLEMS_PER_FILE]:
+            report._error(source.kb_file, line, message)
+        if len(parsed.errors) > MAX_PROBLEMS_PER_FILE:
+            report._error(source.kb_file, None, f"... and {len(parsed.errors) - MAX_PROBLEMS_PER_FILE} more problems")
+        report._error(source.kb_file, None, "file not ingested; its documents in the store are unchanged")
+        return None
+    report.warnings.extend({"path": source.kb_file, "line": line, "message": message} for line, message in parsed.warnings)
+    report.files_read += 1
+    docs = _documents(source.kb_file, kb_hash, parsed.drafts, chunker)
+    ids = {d["id"] for d in docs}
+    new = [d for d in docs if d["id"] not in stored]
+    refresh = [d for d in docs if d["id"] in stored
+               and any(stored[d["id"]].get(key) != d[key] for key in _BOOKKEEPING)]
+    stale = [doc_id for doc_id in stored if doc_id not in ids]
+    kept = len(docs) - len(new)
+    if not (new or refresh or stale):
+        report.unchanged += kept
+        return None
+    for d in refresh:  # keep the time the document was first ingested
+        d["timestamp"] = stored[d["id"]].get("timestamp")
+    return _FilePlan(source.kb_file, kb_hash, bool(stored), new, refresh, kept, stale)
+
+
+def _groups(plans: list[_FilePlan], size: int) -> Iterable[list[_FilePlan]]:
+    group: list[_FilePlan] = []
+    pending = 0
+    for plan in plans:
+        group.append(plan)
+        pending += len(plan.new)
+        if pending >= size:
+            yield group
+            group, pending = [], 0
+    if group:
+        yield group
+
+
+def _vectors(store: RagStore, group: list[_FilePlan], text_index: dict[str, str], report: IngestReport) -> dict[str, Any]:
+    """``{kb_text_hash: vector}`` for every document the group writes: stored vectors of identical
+    texts where there are any, the embedder for the rest (one call, unique texts only)."""
+    wanted: dict[str, str] = {}  # text hash -> text
+    for plan in group:
+        for d in plan.new + plan.refresh:
+            wanted.setdefault(d["kb_text_hash"], d["text"])
+    sources: dict[str, str] = {}  # stored id -> text hash
+    for plan in group:
+        for d in plan.refresh:
+            sources[d["id"]] = d["kb_text_hash"]
+    covered = set(sources.values())
+    for text_hash in wanted:
+        if text_hash in text_index and text_hash not in covered:
+            sources[text_index[text_hash]] = text_hash
+            covered.add(text_hash)
+    vectors: dict[str, Any] = {}
+    if sources:
+        for doc in store.get(list(sources), include_embeddings=True):
+            text_hash = sources.get(doc.id)
+            if text_hash is not None and _text_hash(doc.text) == text_hash and doc.embedding is not None:
+                vectors[text_hash] = doc.embedding
+    todo = [(h, t) for h, t in wanted.items() if h not in vectors]
+    if todo:
+        embedded = store.embedder.embed_documents([t for _, t in todo])
+        report.embedded += len(todo)
+        for (text_hash, _), vector in zip(todo, embedded):
+            vectors[text_hash] = vector
+    return vectors
+
+
+def _would_embed(group: list[_FilePlan], text_index: dict[str, str]) -> int:
+    """Dry run: how many texts the group would embed (and remember them as if written)."""
+    todo = {d["kb_text_hash"]: d["id"] for plan in group for d in plan.new if d["kb_text_hash"] not in text_index}
+    text_index.update(todo)
+    return len(todo)
+
+
+def ingest_paths(
+    store: RagStore,
+    paths: Sequence[str | os.PathLike] | str | os.PathLike,
+    *,
+    prune: bool = False,
+    dry_run: bool = False,
+    progress: bool = False,
+    chunker: TokenChunker | None = None,
+) -> IngestReport:
+    """Make the store's ingested documents match the files under ``paths`` (files or directories,
+    recursively; hidden files and folders are ignored). See the module docstring for the rules and
+    the report's counts. Interrupting it (Ctrl-C) is safe: the next run completes the work."""
+    from tqdm import tqdm
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    chunker = chunker or TokenChunker.from_settings(store.settings)
+    report = IngestReport(dry_run=dry_run)
+    files, directories = _collect(paths, report)
+    stored = scan_ingested(store)
+    text_index = {m["kb_text_hash"]: doc_id for docs in stored.values() for doc_id, m in docs.items()}
+
+    plans: list[_FilePlan] = []
+    with tqdm(files, desc="reading", unit="file", disable=not progress, file=sys.stderr, leave=False) as bar:
+        for source in bar:
+            plan = _plan_file(source, stored.get(source.kb_file, {}), chunker, report)
+            if plan is not None:
+                plans.append(plan)
+
+    total = sum(len(p.new) + len(p.refresh) for p in plans)
+    group_size = max(EMBED_GROUP, store.embedder.batch_size)
+    with tqdm(total=total, desc="embedding and writing" if not dry_run else "planning", unit="doc",
+              disable=not progress or total == 0, file=sys.stderr) as bar:
+        if dry_run:
+            for group in _groups(plans, group_size):
+                report.embedded += _would_embed(group, text_index)
+                for plan in group:
+                    _count(report, plan, len(plan.stale))
+                bar.update(sum(len(plan.new) + len(plan.refresh) for plan in group))
+        else:
+            # One writer thread: while a batch is written to Chroma, the next one is embedded. At most
+            # one write is in flight and writes keep their order; an exception in the writer (Ctrl-C
+            # included) is re-raised here.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-writer") as writer:
+                pending: tuple[Future, int] | None = None
+                for group in _groups(plans, group_size):
+                    try:
+                        vectors = _vectors(store, group, text_index, report)
+                    except Exception as exc:  # the embedder or the store failed: report every file of the batch
+                        for plan in group:
+                            report._error(plan.kb_file, None, f"embedding failed: {_describe(exc)}; file not updated")
+                        continue
+                    if pending is not None:
+                        pending[0].result()
+                        bar.update(pending[1])
+                    pending = (writer.submit(_write_group, store, group, vectors, text_index, report),
+                               sum(len(plan.new) + len(plan.refresh) for plan in group))
+                if pending is not None:
+                    pending[0].result()
+                    bar.update(pending[1])
+
+    seen = {source.kb_file for source in files}
+    report.missing_files = sorted(k for k in stored if k not in seen and any(_under(k, d) for d in directories))
+    report.pruned = prune
+    if prune and report.missing_files:
+        gone = [doc_id for name in report.missing_files for doc_id in stored[name]]
+        if dry_run:
+            report.removed += len(gone)
+        else:
+            try:
+                report.removed += store.delete(ids=gone)
+            except Exception as exc:
+                report._error(report.missing_files[0], None, f"pruning failed: {_describe(exc)}")
+    return report
+
+
+def _count(report: IngestReport, plan: _FilePlan, removed: int) -> None:
+    report.added += len(plan.new)
+    report.unchanged += plan.kept
+    report.removed += removed
+    if plan.existed:
+        report.updated += 1
+
+
+def _write_group(store: RagStore, group: list[_FilePlan], vectors: dict[str, Any], text_index: dict[str, str],
+                 report: IngestReport) -> None:
+    """Write the group's new and refreshed documents in one call (one Chroma transaction instead of one
+    per file), then delete each file's stale documents: every file's new documents are stored before
+    any of its old ones go. If the shared write fails, each file is written on its own so that one bad
+    file (or a passing failure) does not hold back the others."""
+    docs = [{**d, "embedding": vectors[d["kb_text_hash"]]} for plan in group for d in plan.new + plan.refresh]
+    if len(group) > 1 and docs:
+        try:
+            store.upsert_docs(docs)
+        except Exception:  # isolate the failure below, file by file
+            pass
+        else:
+            for plan in group:
+                _finish_file(store, plan, text_index, report)
+            return
+    for plan in group:
+        _write_file(store, plan, vectors, text_index, report)
+
+
+def _write_file(store: RagStore, plan: _FilePlan, vectors: dict[str, Any], text_index: dict[str, str],
+                report: IngestReport) -> None:
+    """One file: its new and refreshed documents first, then its stale ones are deleted."""
+    try:
+        docs = [{**d, "embedding": vectors[d["kb_text_hash"]]} for d in plan.new + plan.refresh]
+        if docs:
+            store.upsert_docs(docs)
+    except Exception as exc:  # the store refused or failed: this file stays as it was (or half-done)
+        report._error(plan.kb_file, None, f"writing to the store failed: {_describe(exc)}; re-run to complete it")
+        return
+    _finish_file(store, plan, text_index, report)
+
+
+def _finish_file(store: RagStore, plan: _FilePlan, text_index: dict[str, str], report: IngestReport) -> None:
+    """After a file's documents are written: delete its stale ones and count it."""
+    for d in plan.new:
+        text_index[d["kb_text_hash"]] = d["id"]
+    try:
+        removed = store.delete(ids=plan.stale) if plan.stale else 0
+    except Exception as exc:
+        report._error(plan.kb_file, None, f"removing its old documents failed: {_describe(exc)}; re-run to complete it")
+        return
+    _count(report, plan, removed)
+
+
+def _describe(exc: BaseException) -> str:
+    from brain.errors import BrainError
+
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, BrainError) else f"{type(exc).__name__}: {text}"
+
+
+__all__ = ["IngestReport", "ingest_paths", "kb_name", "scan_ingested", "parse_markdown", "parse_jsonl",
+           "parse_csv", "parse_text", "PARSER_VERSION", "SUPPORTED"]
