@@ -68,7 +68,6 @@ import math
 import os
 import re
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -88,7 +87,8 @@ RESERVED_FIELDS = frozenset({
     "id", "text", "embedding", "document", "type", "timestamp", "ts_epoch", "source", "scope",
     "question", "answer", "topic", "specialist", "specialist_name", "_specialist_name", "version", "_version",
 })
-#: new documents to embed per batch across files (vectors are written file by file after each batch)
+#: new texts embedded per call, across files; each group is then written in one call. (Writing in a
+#: thread while the next group is embedded was measured: no gain, the 2 cores are busy embedding.)
 EMBED_GROUP = 1024
 MAX_PROBLEMS_PER_FILE = 20
 _INT64 = (-(2**63), 2**63 - 1)
@@ -102,7 +102,29 @@ _ANSWER = re.compile(r"^\s*(?:\*\*|__)?A(?:\*\*|__)?\s*:")
 # ---- the report ------------------------------------------------------------------------------------
 @dataclass
 class IngestReport:
-    """What a run did (or, with ``dry_run``, would do). See the module docstring for each count."""
+    """What a run did (or, with ``dry_run``, would do: the same numbers, nothing written or embedded).
+
+    - ``files_read``: supported files read and parsed (or recognised as unchanged) without error.
+    - ``added``: documents written under an id that was not stored before.
+    - ``unchanged``: documents whose id was already stored and is kept (when their file changed
+      elsewhere, their ``kb_hash`` / ``kb_docs`` are refreshed with a metadata-only write).
+    - ``removed``: ingested documents deleted: stale chunks of changed files, and with ``prune``
+      every document of a file in ``missing_files``.
+    - ``updated``: files (not documents) that had ingested documents which no longer matched the
+      file (changed since the last run, or left half-done by an interrupted run) and were brought in
+      step. New files count in ``added`` only.
+    - ``embedded``: texts sent to the embedder, at most ``added``: a text identical to one already
+      stored (a moved file, a duplicate entry) re-uses that vector.
+    - ``skipped``: ``{"path", "reason"}`` of files that are not knowledge-base files (by extension).
+    - ``errors``: ``{"path", "line", "message"}`` (``line`` None when not about one line) of paths
+      that do not exist, files that cannot be read or parsed (left exactly as they were in the
+      store, and never pruned) and failed writes (re-running completes them).
+    - ``warnings``: ``{"path", "line", "message"}``: ingested with a loss, e.g. a column whose value
+      Chroma cannot store, or a ``Q:`` without ``A:``. Reported when the file is parsed, i.e. not
+      again on runs where the file is unchanged.
+    - ``missing_files``: ingested files that were under a directory given in this run and are gone;
+      ``pruned`` tells whether their documents were removed.
+    """
 
     files_read: int = 0
     added: int = 0
@@ -694,26 +716,15 @@ def ingest_paths(
                     _count(report, plan, len(plan.stale))
                 bar.update(sum(len(plan.new) + len(plan.refresh) for plan in group))
         else:
-            # One writer thread: while a batch is written to Chroma, the next one is embedded. At most
-            # one write is in flight and writes keep their order; an exception in the writer (Ctrl-C
-            # included) is re-raised here.
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-writer") as writer:
-                pending: tuple[Future, int] | None = None
-                for group in _groups(plans, group_size):
-                    try:
-                        vectors = _vectors(store, group, text_index, report)
-                    except Exception as exc:  # the embedder or the store failed: report every file of the batch
-                        for plan in group:
-                            report._error(plan.kb_file, None, f"embedding failed: {_describe(exc)}; file not updated")
-                        continue
-                    if pending is not None:
-                        pending[0].result()
-                        bar.update(pending[1])
-                    pending = (writer.submit(_write_group, store, group, vectors, text_index, report),
-                               sum(len(plan.new) + len(plan.refresh) for plan in group))
-                if pending is not None:
-                    pending[0].result()
-                    bar.update(pending[1])
+            for group in _groups(plans, group_size):
+                try:
+                    vectors = _vectors(store, group, text_index, report)
+                except Exception as exc:  # the embedder or the store failed: report every file of the batch
+                    for plan in group:
+                        report._error(plan.kb_file, None, f"embedding failed: {_describe(exc)}; file not updated")
+                    continue
+                _write_group(store, group, vectors, text_index, report)
+                bar.update(sum(len(plan.new) + len(plan.refresh) for plan in group))
 
     seen = {source.kb_file for source in files}
     report.missing_files = sorted(k for k in stored if k not in seen and any(_under(k, d) for d in directories))
