@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
+import brain.ingest as brain_ingest  # noqa: E402
 from brain.chunking import TokenChunker  # noqa: E402
 from brain.config import Settings  # noqa: E402
 from brain.embeddings import LocalMiniLMEmbedder  # noqa: E402
-import brain.ingest as brain_ingest  # noqa: E402
 from brain.ingest import ingest_paths  # noqa: E402
 from brain.rag_store import RagStore  # noqa: E402
 
@@ -45,11 +45,12 @@ TARGET_SPEEDUP = 50.0
 
 def corpus_words() -> list[str]:
     """A word stream with natural frequencies: stdlib docstrings plus brain's own docs."""
-    import argparse as m1, collections as m2, csv as m3, email as m4, json as m5, logging as m6, pathlib as m7
-    import subprocess as m8, textwrap as m9, unittest as m10, urllib.request as m11, zipfile as m12
+    import importlib
 
+    names = ("argparse", "collections", "csv", "email", "json", "logging", "pathlib", "subprocess", "textwrap",
+             "unittest", "urllib.request", "zipfile")
     texts = []
-    for module in (m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, m12):
+    for module in map(importlib.import_module, names):
         for _, obj in inspect.getmembers(module):
             doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isfunction(obj)) else None
             if doc:
@@ -191,21 +192,21 @@ def _run(args, work: Path) -> str:
     for i, part in enumerate(parts):
         texts = planned_texts(part, chunker)
 
-        def alone() -> float:
+        def alone(texts: list[str]) -> float:
             t = time.perf_counter()
             real_embed(texts)
             return time.perf_counter() - t
 
-        def ingest() -> tuple[float, object]:
+        def ingest(part: Path) -> tuple[float, object]:
             t = time.perf_counter()
             report = ingest_paths(store, [part], chunker=chunker, progress=args.progress)
             return time.perf_counter() - t, report
 
         if i % 2 == 0:
-            (t_ingest, report), t_alone = ingest(), alone()
+            (t_ingest, report), t_alone = ingest(part), alone(texts)
         else:
-            t_alone = alone()
-            t_ingest, report = ingest()
+            t_alone = alone(texts)
+            t_ingest, report = ingest(part)
         assert report.ok and report.added == report.embedded == len(texts), (report.added, report.embedded, len(texts))
         ingest_s += t_ingest
         alone_s += t_alone
