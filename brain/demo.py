@@ -75,14 +75,15 @@ def main(argv: list[str] | None = None) -> int:
             print(kb.summary(), file=sys.stderr)
             return 1
         turns = seed_conversation(store)
-        print(f"Store: {store.stats()['backend']} ({store.embedder.name}, {store.dimension}-d)")
+        stats = store.stats()
+        print(f"Store: {stats['backend']} ({store.embedder.name}, {store.dimension}-d)")
         for warning in report.warnings:
             print(f"warning: {warning}")
         if report.persona:
             print(f"Persona: {report.persona.sections} sections, " + ("loaded" if report.persona.changed else "unchanged"))
         print(f"Knowledge base: {kb.files_read} files, {kb.added} documents added, {kb.unchanged} unchanged, "
               f"{kb.removed} removed; conversation: {turns} new turns")
-        print(f"Documents: {store.stats()['by_type']}\n")
+        print(f"Documents: {stats['by_type']}\n")
         print(render(store, args.question, args.entity))
     except BrainError as exc:
         print(f"error: {exc}", file=sys.stderr)

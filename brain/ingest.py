@@ -64,7 +64,6 @@ import csv
 import hashlib
 import io
 import json
-import math
 import os
 import re
 import sys
@@ -75,6 +74,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from brain.chunking import TokenChunker
 from brain.ids import derived_id
 from brain.persona import slugify
+from brain.schemas import metadata_value_problem
 
 if TYPE_CHECKING:
     from brain.rag_store import RagStore
@@ -91,7 +91,6 @@ RESERVED_FIELDS = frozenset({
 #: thread while the next group is embedded was measured: no gain, the 2 cores are busy embedding.)
 EMBED_GROUP = 1024
 MAX_PROBLEMS_PER_FILE = 20
-_INT64 = (-(2**63), 2**63 - 1)
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -216,29 +215,6 @@ class _FilePlan:
     stale: list[str]  # ids to delete after the write
 
 
-def _value_problem(value: Any) -> str | None:
-    """Why Chroma cannot store ``value`` as metadata, or None."""
-    if value is None:
-        return "null values cannot be stored"
-    if isinstance(value, (str, bool)):
-        return None
-    if isinstance(value, int):
-        return None if _INT64[0] <= value <= _INT64[1] else "integer out of the 64-bit range"
-    if isinstance(value, float):
-        return None if math.isfinite(value) else "NaN and infinite numbers cannot be stored"
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return "empty lists cannot be stored"
-        kinds = {type(v) for v in value}
-        if len(kinds) > 1 or not kinds <= {str, int, float, bool}:
-            return "lists must hold strings, numbers or booleans, all of one type"
-        problems = [p for p in map(_value_problem, value) if p]
-        return problems[0] if problems else None
-    if isinstance(value, dict):
-        return "nested objects cannot be stored"
-    return f"values of type {type(value).__name__} cannot be stored"
-
-
 def _extra_problem(key: Any, value: Any) -> str | None:
     if not isinstance(key, str) or not key.strip():
         return "a field needs a non-empty name"
@@ -246,7 +222,7 @@ def _extra_problem(key: Any, value: Any) -> str | None:
         return "this name is reserved"
     if key.startswith(("$", "#", "chroma:")):
         return "names cannot start with '$', '#' or 'chroma:'"
-    return _value_problem(value)
+    return metadata_value_problem(value)
 
 
 def _add_extras(meta: dict[str, Any], extras: Iterable[tuple[str, Any]], parsed: _Parsed, line: int | None) -> None:

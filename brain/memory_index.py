@@ -43,7 +43,7 @@ class MemoryIndex:
         self._metas: list[dict[str, Any]] = []
         self._tags: list[frozenset[str]] = []
         self._scope_code: dict[str, int] = {}
-        self._growth: tuple[float, float, np.ndarray] | None = None  # (half_life, t_ref, 2**((t-t_ref)/h))
+        self._growth: tuple[float, float, np.ndarray | None] | None = None  # (half_life, t_ref, 2**((t-t_ref)/h))
         self._alloc(capacity)
 
     # ---- layout ------------------------------------------------------------------------------
@@ -228,17 +228,14 @@ class MemoryIndex:
         """
         n = self._n
         h = weights.half_life_seconds
-        cached = self._growth
-        if cached is None or cached[0] != h or cached[2].shape[0] != n:
+        if self._growth is None or self._growth[0] != h:
             epochs = self._epoch[:n]
             t_ref = float(epochs.max()) if n else 0.0
             exponent = (epochs - t_ref) / h
-            growth = np.exp2(exponent) if n and exponent.min() > -1000 else None
-            cached = self._growth = (h, t_ref, growth if growth is not None else np.empty(0))
-            if growth is None:
-                return ranking.recency_part(epochs, now, weights)
-        h, t_ref, growth = cached
-        if growth.shape[0] != n or (t_ref - now) / h > 1000:
+            # below 2**-1000 the factor underflows: then compute exp2 per query instead
+            self._growth = (h, t_ref, np.exp2(exponent) if n and exponent.min() > -1000 else None)
+        _, t_ref, growth = self._growth
+        if growth is None or (t_ref - now) / h > 1000:
             return ranking.recency_part(self._epoch[:n], now, weights)
         out = growth * (2.0 ** ((t_ref - now) / h))
         np.minimum(out, 1.0, out=out)  # timestamps in the future count as age 0

@@ -563,9 +563,13 @@ class RagStore:
             self._turn_conversation.clear()
             types = list(self.settings.indexed_types)
             indexes = {t: MemoryIndex(self.dimension) for t in types}
-            for doc_type, index in indexes.items():
-                index.reserve(len(self._ids_where({"type": doc_type})))
             where = {"type": types[0]} if len(types) == 1 else {"type": {"$in": types}}
+            sizes: dict[str, int] = {}
+            for page in self._get_pages(where, ["metadatas"]):  # one pass to size every index once
+                for meta in page["metadatas"]:
+                    sizes[meta.get("type")] = sizes.get(meta.get("type"), 0) + 1
+            for doc_type, index in indexes.items():
+                index.reserve(sizes.get(doc_type, 0))
             for page in self._get_pages(where, ["documents", "metadatas", "embeddings"]):
                 vectors = np.asarray(page["embeddings"], dtype=np.float32)
                 for doc_type, index in indexes.items():

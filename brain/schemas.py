@@ -9,6 +9,7 @@ rejects them).
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime, timezone
 from enum import Enum
@@ -102,17 +103,39 @@ def check_conversation_id(value: Any) -> str:
 ConversationId = Annotated[str, BeforeValidator(check_conversation_id)]
 
 
-def _storable_extra(key: str, value: Any) -> Any:
-    if isinstance(value, (str, bool, int, float)):
-        return value
-    if isinstance(value, (list, tuple)) and value:
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def metadata_value_problem(value: Any) -> str | None:
+    """Why Chroma cannot store ``value`` as a metadata value, or None when it can."""
+    if value is None:
+        return "null values cannot be stored"
+    if isinstance(value, (str, bool)):
+        return None
+    if isinstance(value, int):
+        return None if _INT64[0] <= value <= _INT64[1] else "integer out of the 64-bit range"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "NaN and infinite numbers cannot be stored"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "empty lists cannot be stored"
         kinds = {type(v) for v in value}
-        if len(kinds) == 1 and kinds <= {str, bool, int, float}:
-            return list(value)
-    raise ValueError(
-        f"metadata field {key!r} must be a string, number, boolean or a non-empty list of one of those, "
-        f"got {value!r}"
-    )
+        if len(kinds) > 1 or not kinds <= {str, int, float, bool}:
+            return "lists must hold strings, numbers or booleans, all of one type"
+        problems = [p for p in map(metadata_value_problem, value) if p]
+        return problems[0] if problems else None
+    if isinstance(value, dict):
+        return "nested objects cannot be stored"
+    return f"values of type {type(value).__name__} cannot be stored"
+
+
+def _storable_extra(key: str, value: Any) -> None:
+    problem = metadata_value_problem(value)
+    if problem:
+        raise ValueError(
+            f"metadata field {key!r} must be a string, number, boolean or a non-empty list of one of those, "
+            f"got {value!r} ({problem})"
+        )
 
 
 class BaseMetadata(BaseModel):
