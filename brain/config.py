@@ -92,6 +92,44 @@ class Settings(BaseSettings):
         30.0, gt=0.0, le=3600.0, validation_alias=_env("BRAIN_OLLAMA_TIMEOUT", "ollama_timeout")
     )
 
+    # --- the Engram-compatible SQLite mirror (issue 4) -----------------------------------------
+    mirror_enabled: bool = Field(True, validation_alias=_env("BRAIN_MIRROR_ENABLED", "mirror_enabled"))
+    mirror_path: Path | None = Field(None, validation_alias=_env("BRAIN_MIRROR_PATH", "mirror_path"))
+    mirror_types: str = Field("memory", validation_alias=_env("BRAIN_MIRROR_TYPES", "mirror_types"))
+    mirror_batch_size: int = Field(
+        500, ge=100, le=1000, validation_alias=_env("BRAIN_MIRROR_BATCH_SIZE", "mirror_batch_size")
+    )
+
+    # --- the chat backend: context assembly, summaries, consolidation (issue 5) -----------------
+    context_max_chars: int = Field(
+        8000, ge=200, le=1_000_000, validation_alias=_env("RAG_CONTEXT_MAX_CHARS", "context_max_chars")
+    )
+    context_max_tokens: int = Field(
+        0, ge=0, le=1_000_000, validation_alias=_env("RAG_CONTEXT_MAX_TOKENS", "context_max_tokens")
+    )
+    summary_every_n: int = Field(5, ge=1, le=1000, validation_alias=_env("RAG_SUMMARY_EVERY_N", "summary_every_n"))
+    summary_model: str = Field("llama3.2:3b", validation_alias=_env("BRAIN_SUMMARY_MODEL", "summary_model"))
+    summary_retries: int = Field(3, ge=0, le=20, validation_alias=_env("BRAIN_SUMMARY_RETRIES", "summary_retries"))
+    summary_backoff_seconds: float = Field(
+        1.0, ge=0.0, le=600.0, validation_alias=_env("BRAIN_SUMMARY_BACKOFF_SECONDS", "summary_backoff_seconds")
+    )
+    summary_timeout: float = Field(
+        120.0, gt=0.0, le=3600.0, validation_alias=_env("BRAIN_SUMMARY_TIMEOUT", "summary_timeout")
+    )
+    consolidate_threshold: float = Field(
+        0.92, gt=0.0, le=1.0, validation_alias=_env("BRAIN_CONSOLIDATE_THRESHOLD", "consolidate_threshold")
+    )
+    track_access: bool = Field(False, validation_alias=_env("RAG_TRACK_ACCESS", "track_access"))
+    recency_from: str = Field("created", validation_alias=_env("RAG_RECENCY_FROM", "recency_from"))
+
+    # --- the HTTP API (issue 5) -------------------------------------------------------------------
+    api_host: str = Field("127.0.0.1", validation_alias=_env("BRAIN_API_HOST", "api_host"))
+    api_port: int = Field(5000, ge=1, le=65535, validation_alias=_env("BRAIN_API_PORT", "api_port"))
+    api_token: pydantic.SecretStr | None = Field(None, validation_alias=_env("BRAIN_API_TOKEN", "api_token"))
+    api_max_body_bytes: int = Field(
+        1_000_000, ge=1024, le=1_000_000_000, validation_alias=_env("BRAIN_API_MAX_BODY_BYTES", "api_max_body_bytes")
+    )
+
     def __init__(self, **values: Any):
         try:
             super().__init__(**values)
@@ -139,6 +177,41 @@ class Settings(BaseSettings):
     @property
     def indexed_types(self) -> tuple[str, ...]:
         return tuple(self.index_types.split(","))
+
+    @field_validator("mirror_types")
+    @classmethod
+    def _mirror_types(cls, value: str) -> str:
+        allowed = ("memory", "persona", "faq", "summary", "turn")
+        names = [v.strip() for v in value.split(",") if v.strip()]
+        unknown = [v for v in names if v not in allowed]
+        if unknown:
+            raise ValueError(f"unknown document types {unknown}; choose from {', '.join(allowed)}")
+        if "memory" not in names:
+            raise ValueError("must include memory (the mirror exists to keep every memory)")
+        return ",".join(dict.fromkeys(names))
+
+    @property
+    def mirrored_types(self) -> tuple[str, ...]:
+        return tuple(self.mirror_types.split(","))
+
+    @property
+    def mirror_file(self) -> Path:
+        """Where the mirror lives: BRAIN_MIRROR_PATH, else <BRAIN_DATA_DIR>/mirror.db."""
+        return self.mirror_path if self.mirror_path is not None else self.data_dir / "mirror.db"
+
+    @field_validator("recency_from")
+    @classmethod
+    def _recency_from(cls, value: str) -> str:
+        if value not in ("created", "last_used"):
+            raise ValueError("must be 'created' (age since the memory was written) or 'last_used'")
+        return value
+
+    @field_validator("summary_model")
+    @classmethod
+    def _summary_model(cls, value: str) -> str:
+        if not value.strip() or any(c.isspace() for c in value):
+            raise ValueError("must be an Ollama model name such as llama3.2:3b")
+        return value
 
     @field_validator("collection")
     @classmethod
