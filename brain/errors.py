@@ -44,6 +44,10 @@ class StoreUnavailable(BrainError):
     """The Chroma store cannot be opened or reached."""
 
 
+class StoreLocked(StoreUnavailable):
+    """Another process has the embedded data directory open (embedded Chroma is single-process)."""
+
+
 class NotFound(BrainError, KeyError):
     """No document with that id."""
 

@@ -28,6 +28,7 @@ from brain.errors import (
 )
 from brain.filters import to_chroma_where
 from brain.ids import derived_id, memory_id, new_id
+from brain.locking import DataDirLock
 from brain.memory_index import MemoryIndex
 from brain.persona import current_version
 from brain.ranking import ScoreWeights
@@ -98,7 +99,6 @@ class RagStore:
     ):
         self.settings = settings or Settings()
         self.embedder = embedder or get_embedder(self.settings)
-        self.client = client or open_client(self.settings)
         self.weights = ScoreWeights.from_settings(self.settings)
         self._lock = threading.RLock()
         self._indexes: dict[str, MemoryIndex] | None = None
@@ -107,9 +107,30 @@ class RagStore:
         self._turn_conversation: dict[str, str] = {}
         self._expected_count: int | None = None  # collection size when the in-process state was last in step
         self._last_check = 0.0
-        self.col = self._open_collection()
-        self.dimension = int(self.col.metadata["dimension"])
-        self.max_batch_size = int(self.client.get_max_batch_size())
+        # embedded Chroma is single-process: claim the data directory before opening it
+        self._dir_lock: DataDirLock | None = None
+        if client is None and not self.settings.chroma_url:
+            self._dir_lock = DataDirLock(self.settings.data_dir).acquire()
+        try:
+            self.client = client or open_client(self.settings)
+            self.col = self._open_collection()
+            self.dimension = int(self.col.metadata["dimension"])
+            self.max_batch_size = int(self.client.get_max_batch_size())
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the data directory for other processes. The store must not be used afterwards."""
+        if self._dir_lock is not None:
+            self._dir_lock.release()
+            self._dir_lock = None
+
+    def __enter__(self) -> "RagStore":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
 
     # ---- collection ----------------------------------------------------------------------------
     def _open_collection(self):

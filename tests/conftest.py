@@ -88,13 +88,15 @@ def backend_settings(request, tmp_path) -> Settings:
 
 
 @pytest.fixture
-def store(backend_settings, local_embedder) -> RagStore:
-    return RagStore(backend_settings, embedder=local_embedder)
+def store(backend_settings, local_embedder):
+    with RagStore(backend_settings, embedder=local_embedder) as opened:
+        yield opened
 
 
 @pytest.fixture
-def embedded_store(settings, local_embedder) -> RagStore:
-    return RagStore(settings, embedder=local_embedder)
+def embedded_store(settings, local_embedder):
+    with RagStore(settings, embedder=local_embedder) as opened:
+        yield opened
 
 
 @pytest.fixture(autouse=True)
