@@ -41,6 +41,7 @@ from brain.schemas import (
     DocType,
     check_conversation_id,
     entity_scope,
+    format_timestamp,
     from_chroma,
     model_for,
     parse_timestamp,
@@ -253,6 +254,9 @@ class RagStore:
 
     def upsert_docs(self, docs: Sequence[Mapping[str, Any]]) -> list[str]:
         """Store a batch ``[{"text", "type", **metadata}, ...]``; all or nothing. Returns ids in input order."""
+        return self._upsert(docs, merge_memories=True)
+
+    def _upsert(self, docs: Sequence[Mapping[str, Any]], *, merge_memories: bool) -> list[str]:
         prepared = self._prepare(docs)
         if not prepared:
             return []
@@ -260,10 +264,52 @@ class RagStore:
             self._assign_ids(prepared)
             self._assign_positions(prepared)
             unique = self._merge_duplicates(prepared)
-            self._merge_existing_memories(unique)
+            if merge_memories:
+                self._merge_existing_memories(unique)
             self._embed_missing(unique)
             self._write(unique)
         return [p["id"] for p in prepared]
+
+    def update_memory(
+        self,
+        doc_id: str,
+        text: str | None = None,
+        *,
+        importance: int | None = None,
+        tags: Iterable[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        replace_metadata: bool = False,
+        timestamp: datetime | str | None = None,
+    ) -> Document:
+        """Change one memory in place, keeping its id; returns it as stored.
+
+        Unlike writing the same text again (which merges: higher importance, united tags), the
+        given values replace the old ones. ``metadata`` adds or overwrites extra keys (with
+        ``replace_metadata=True`` it replaces all extra keys). A new ``text`` is embedded again;
+        the timestamp becomes ``timestamp`` or now. Raises :class:`NotFound` for an unknown id.
+        """
+        with self._lock:
+            docs = self.get([doc_id], type=DocType.MEMORY, include_embeddings=True)
+            if not docs:
+                raise NotFound(f"no memory with id {doc_id!r}")
+            old = docs[0]
+            meta = {k: v for k, v in old.metadata.items() if k != "ts_epoch"}
+            if replace_metadata:
+                keep = set(model_for(DocType.MEMORY).model_fields)
+                meta = {k: v for k, v in meta.items() if k in keep}
+            if metadata:
+                meta.update(metadata)
+            if importance is not None:
+                meta["importance"] = importance
+            if tags is not None:
+                meta["tags"] = list(tags) if not isinstance(tags, str) else tags
+            meta["timestamp"] = timestamp if timestamp is not None else utc_now()
+            new_text = old.text if text is None else text
+            doc = {**meta, "text": new_text, "id": doc_id, "type": DocType.MEMORY.value}
+            if text is None or text == old.text:
+                doc["embedding"] = old.embedding
+            self._upsert([doc], merge_memories=False)
+            return self.get_one(doc_id)
 
     def upsert_memory(
         self,
@@ -404,19 +450,36 @@ class RagStore:
         chunks = range(0, len(ids), self.max_batch_size)
         # Several chunks are several Chroma writes: keep what they replace so a failure can be undone.
         snapshot = self._snapshot(ids) if len(ids) > self.max_batch_size else None
+        payload = self._replacing(ids, metas, snapshot)
         written = 0
         try:
             for start in chunks:
                 end = start + self.max_batch_size
                 self.col.upsert(
-                    ids=ids[start:end], embeddings=vectors[start:end], documents=texts[start:end], metadatas=metas[start:end]
+                    ids=ids[start:end], embeddings=vectors[start:end], documents=texts[start:end], metadatas=payload[start:end]
                 )
                 written = end
         except Exception as exc:  # any Chroma failure: undo the chunks already written, then report
             if written and snapshot is not None:
-                self._restore(ids[:written], snapshot)
+                self._restore(ids[:written], snapshot, dict(zip(ids, metas)))
             raise StoreUnavailable(f"writing {len(ids)} documents to Chroma failed: {exc}; nothing was written") from exc
         self._after_write(ids, vectors, texts, metas)
+
+    def _replacing(self, ids: list[str], metas: list[dict[str, Any]], snapshot: dict | None) -> list[dict[str, Any]]:
+        """Metadata that replaces what is stored. Chroma's upsert merges metadata into the old one, so a
+        key the new version lacks (an extra key dropped, tags emptied) is sent as None, which removes it."""
+        if snapshot is not None:
+            old = {i: snapshot[i][1] for i in ids if i in snapshot}
+        else:
+            old = {}
+            for start in range(0, len(ids), self.max_batch_size):
+                got = self.col.get(ids=ids[start : start + self.max_batch_size], include=["metadatas"])
+                old.update(zip(got["ids"], got["metadatas"] or []))
+        payload = []
+        for doc_id, meta in zip(ids, metas):
+            stale = [k for k in (old.get(doc_id) or {}) if k not in meta]
+            payload.append({**meta, **dict.fromkeys(stale)} if stale else meta)
+        return payload
 
     def _snapshot(self, ids: list[str]) -> dict[str, tuple[str, dict, np.ndarray]]:
         snap = {}
@@ -426,7 +489,8 @@ class RagStore:
                 snap[i] = (d, m, np.asarray(e, dtype=np.float32))
         return snap
 
-    def _restore(self, ids: list[str], snapshot: dict[str, tuple[str, dict, np.ndarray]]) -> None:
+    def _restore(self, ids: list[str], snapshot: dict[str, tuple[str, dict, np.ndarray]],
+                 attempted: dict[str, dict[str, Any]]) -> None:
         new = [i for i in ids if i not in snapshot]
         if new:
             self.col.delete(ids=new)
@@ -436,7 +500,9 @@ class RagStore:
             self.col.upsert(
                 ids=part,
                 documents=[snapshot[i][0] for i in part],
-                metadatas=[snapshot[i][1] for i in part],
+                # keys the failed write added are removed again (None), see _replacing
+                metadatas=[{**dict.fromkeys(k for k in attempted.get(i, {}) if k not in snapshot[i][1]), **snapshot[i][1]}
+                           for i in part],
                 embeddings=np.stack([snapshot[i][2] for i in part]),
             )
 
@@ -675,11 +741,13 @@ class RagStore:
         min_importance: int | None = None,
         all_scopes: bool = False,
         now: datetime | float | None = None,
+        query_vector: np.ndarray | None = None,
     ) -> list[MemoryHit]:
         """The exact top-k memories by w_sim*similarity + w_imp*importance/5 + recency bonus.
 
         Scope: with ``entity``, that entity's memories and global ones; without, global ones only
-        (``all_scopes=True`` searches every scope, for operators' tools).
+        (``all_scopes=True`` searches every scope, for operators' tools). ``query_vector`` (the
+        query already embedded, e.g. once for several document types) replaces ``query``.
         """
         k = self.settings.memory_top_k if k is None else _check_k(k)
         if all_scopes:
@@ -694,19 +762,19 @@ class RagStore:
         if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
             raise ValidationError(f"tags must be a list of strings, got {tags!r}")
         now_epoch = _epoch(now)
-        vector = self.embedder.embed_query(query) if _check_query(query) else None
+        vector = self._query_vector(query, query_vector)
         hits = self.memory_index().search(vector, k, self.weights, now_epoch, scopes, tags, min_importance)
         for hit in hits:
             hit.metadata = from_chroma(hit.metadata)
         return hits
 
     def search(
-        self, query: str, k: int = 5, *, type: str | DocType | None = None, where: dict[str, Any] | None = None
+        self, query: str | None, k: int = 5, *, type: str | DocType | None = None, where: dict[str, Any] | None = None,
+        query_vector: np.ndarray | None = None,
     ) -> list[Hit]:
         """Plain similarity search over any documents (Chroma's vector index, filtered)."""
         k = _check_k(k)
-        _check_query(query)
-        vector = self.embedder.embed_query(query)
+        vector = self._query_vector(query, query_vector)
         got = self.col.query(
             query_embeddings=[vector],
             n_results=k,
@@ -718,34 +786,63 @@ class RagStore:
             for i, d, m, dist in zip(got["ids"][0], got["documents"][0], got["metadatas"][0], got["distances"][0])
         ]
 
-    def _similar(self, query: str, k: int, doc_type: DocType, equals: dict[str, Any]) -> list[Hit]:
+    def _query_vector(self, query: str | None, query_vector: np.ndarray | None) -> np.ndarray:
+        """``query_vector`` checked, or ``query`` embedded."""
+        if query_vector is None:
+            _check_query(query)
+            return self.embedder.embed_query(query)
+        vec, problem = self._check_embedding(query_vector)
+        if problem:
+            raise ValidationError(f"query_vector: {problem}")
+        return vec
+
+    def _similar(self, query: str | None, k: int, doc_type: DocType, equals: dict[str, Any],
+                 query_vector: np.ndarray | None = None) -> list[Hit]:
         """Exact similarity search of one type: in process when indexed, else Chroma's filtered query."""
         k = _check_k(k)
         equals = {key: value for key, value in equals.items() if value is not None}
+        vector = self._query_vector(query, query_vector)
         index = self._index_for(doc_type.value)
         if index is None:
-            return self.search(query, k, type=doc_type, where=equals or None)
-        _check_query(query)
-        rows = index.search(self.embedder.embed_query(query), k, SIMILARITY_ONLY, 0.0, equals=equals or None)
+            return self.search(None, k, type=doc_type, where=equals or None, query_vector=vector)
+        rows = index.search(vector, k, SIMILARITY_ONLY, 0.0, equals=equals or None)
         return [Hit(id=r.id, text=r.text, metadata=from_chroma(r.metadata), similarity=r.similarity) for r in rows]
 
-    def retrieve_faq(self, query: str, k: int | None = None, topic: str | None = None) -> list[Hit]:
+    def retrieve_faq(self, query: str | None, k: int | None = None, topic: str | None = None, *,
+                     query_vector: np.ndarray | None = None) -> list[Hit]:
         """The FAQ entries closest in meaning to ``query`` (optionally of one topic)."""
-        return self._similar(query, self.settings.faq_top_k if k is None else k, DocType.FAQ, {"topic": topic})
+        k = self.settings.faq_top_k if k is None else k
+        return self._similar(query, k, DocType.FAQ, {"topic": topic}, query_vector)
 
-    def retrieve_persona(self, query: str, k: int = 3) -> list[Hit]:
+    def retrieve_persona(self, query: str | None, k: int = 3, *, query_vector: np.ndarray | None = None) -> list[Hit]:
         """Sections of the current persona closest in meaning to ``query`` (identity, tone, ... questions)."""
         index = self._index_for(DocType.PERSONA.value)
         metas = index.metadatas() if index is not None else [d.metadata for d in self.get(type=DocType.PERSONA)]
         version = current_version(metas)
         if version is None:
             return []
-        return self._similar(query, k, DocType.PERSONA, {"version": version})
+        return self._similar(query, k, DocType.PERSONA, {"version": version}, query_vector)
 
-    def retrieve_summaries(self, query: str, k: int | None = None, conversation_id: str | None = None) -> list[Hit]:
+    def retrieve_summaries(self, query: str | None, k: int | None = None, conversation_id: str | None = None, *,
+                           query_vector: np.ndarray | None = None) -> list[Hit]:
         """Conversation summaries closest in meaning to ``query`` (optionally of one conversation)."""
         k = self.settings.summary_top_k if k is None else k
-        return self._similar(query, k, DocType.SUMMARY, {"conversation_id": conversation_id})
+        return self._similar(query, k, DocType.SUMMARY, {"conversation_id": conversation_id}, query_vector)
+
+    def record_memory_use(self, used: Mapping[str, float]) -> int:
+        """Persist when memories were last retrieved: ``{memory id: epoch}`` -> ``last_used`` in their
+        metadata (Chroma and the index; never moved back in time). Memories deleted meanwhile are
+        skipped. Returns how many were written."""
+        bad = [k for k, v in used.items() if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v]
+        if bad:
+            raise ValidationError(f"last-use times must be epoch seconds; bad entries for {bad[:5]}")
+        with self._lock:
+            metas = self.memory_index().set_last_used({k: float(v) for k, v in used.items()})
+            ids = list(metas)
+            for start in range(0, len(ids), self.max_batch_size):
+                part = ids[start : start + self.max_batch_size]
+                self.col.update(ids=part, metadatas=[metas[i] for i in part])
+        return len(ids)
 
     def recent_turns(self, conversation_id: str, k: int | None = None) -> list[Document]:
         """The last ``k`` turns of a conversation, oldest first."""
@@ -770,14 +867,31 @@ class RagStore:
 
 
 def _merged_memory(old, new):
-    """Same memory written again: keep the higher importance, every tag, the later timestamp."""
+    """Same memory written again: keep the higher importance, every tag, the later timestamp, the
+    earlier creation (``created_at``, else the timestamp) and the later last use."""
     data = new.model_dump(by_alias=True, exclude_none=True)
     data["importance"] = max(old.importance, new.importance)
     data["tags"] = list(dict.fromkeys([*old.tags, *new.tags]))
     data["timestamp"] = max(old.timestamp, new.timestamp)
+    if any("created_at" in (m.model_extra or {}) for m in (old, new)):  # recorded by brain.chat.remember
+        data["created_at"] = format_timestamp(min(_created(old), _created(new)))
+    used = [m.model_extra.get("last_used") for m in (old, new) if (m.model_extra or {}).get("last_used") is not None]
+    if used:
+        data["last_used"] = max(float(u) for u in used)
     for key, value in old.model_dump(by_alias=True, exclude_none=True).items():
         data.setdefault(key, value)
     return validate_metadata(DocType.MEMORY, data)
+
+
+def _created(meta) -> datetime:
+    """When a memory was first written: its ``created_at`` metadata, else its timestamp."""
+    raw = (meta.model_extra or {}).get("created_at")
+    if raw is not None:
+        try:
+            return parse_timestamp(raw, "created_at")
+        except ValueError:
+            pass  # a hand-written value we cannot read: the timestamp is the best we know
+    return meta.timestamp
 
 
 def _tree_bytes(path) -> int:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
-from brain.errors import EmbeddingModelMismatch, FilterError, StoreUnavailable, ValidationError
+from brain.errors import EmbeddingModelMismatch, FilterError, NotFound, StoreUnavailable, ValidationError
 from brain.rag_store import RagStore, memory_id
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
@@ -398,3 +398,55 @@ def test_turn_cache_keeps_only_recent_conversations(embedded_store, monkeypatch)
     assert [d.text for d in embedded_store.recent_turns("conv-0")] == ["hello 0", "hi 0"]  # re-read from Chroma
     embedded_store.upsert_turn("conv-0", "again", "yes")
     assert [d.metadata["turn_index"] for d in embedded_store.recent_turns("conv-0")] == [1, 2, 3, 4]
+
+
+# ---- update_memory: in place, replacing values ----------------------------------------------------
+
+def test_update_memory_replaces_values_and_keeps_the_id(store):
+    doc_id = store.upsert_memory("Alice drinks coffee", importance=5, tags=["food", "morning"], source="chat")
+    updated = store.update_memory(doc_id, "Alice drinks tea now", importance=2, tags=["drinks"])
+    assert updated.id == doc_id
+    assert updated.text == "Alice drinks tea now"
+    assert updated.metadata["importance"] == 2  # replaced, not max-merged
+    assert updated.metadata["tags"] == ["drinks"]
+    assert updated.metadata["source"] == "chat"
+    assert store.count("memory") == 1
+    # the new text is what retrieval finds now, through the in-process index and Chroma alike
+    hit = store.retrieve_memories("what does Alice drink, tea?", k=1)[0]
+    assert hit.id == doc_id and hit.text == "Alice drinks tea now"
+    fresh = store.embedder.embed_documents(["Alice drinks tea now"])[0]
+    stored = store.get([doc_id], include_embeddings=True)[0].embedding
+    assert float(stored @ fresh) > 0.999
+
+
+def test_update_memory_metadata_merge_and_replace(store):
+    doc_id = store.upsert_memory("Bob plays chess", topic="games", level="club")
+    merged = store.update_memory(doc_id, metadata={"level": "master", "city": "Oslo"})
+    assert (merged.metadata["topic"], merged.metadata["level"], merged.metadata["city"]) == ("games", "master", "Oslo")
+    assert merged.text == "Bob plays chess"
+    replaced = store.update_memory(doc_id, metadata={"city": "Bergen"}, replace_metadata=True)
+    assert "topic" not in replaced.metadata and "level" not in replaced.metadata
+    assert replaced.metadata["city"] == "Bergen" and replaced.metadata["importance"] == 3
+
+
+def test_update_memory_unknown_id_and_bad_values_write_nothing(store):
+    doc_id = store.upsert_memory("Carol likes jazz", importance=4)
+    with pytest.raises(NotFound):
+        store.update_memory("doc-missing", "x")
+    with pytest.raises(ValidationError, match="importance"):
+        store.update_memory(doc_id, "Carol likes blues", importance=9)
+    kept = store.get_one(doc_id)
+    assert (kept.text, kept.metadata["importance"]) == ("Carol likes jazz", 4)
+
+
+def test_rewriting_a_document_drops_keys_the_new_version_lacks(store):
+    """Chroma merges metadata on upsert; the store must replace it (and agree with its own index)."""
+    doc_id = store.upsert_doc("The office opens at nine", "faq", topic="hours", building="north")
+    store.upsert_doc("The office opens at ten", "faq", id=doc_id)
+    stored = store.col.get(ids=[doc_id], include=["metadatas"])["metadatas"][0]
+    assert "topic" not in stored and "building" not in stored
+    assert "building" not in store.retrieve_faq("when does the office open?", k=1)[0].metadata
+    mem = store.upsert_memory("Dana keeps bees", tags=["hobby"])
+    store.update_memory(mem, tags=[])
+    assert "tags" not in store.col.get(ids=[mem], include=["metadatas"])["metadatas"][0]
+    assert store.get_one(mem).metadata["tags"] == []
