@@ -1,0 +1,55 @@
+"""The Engram-compatible SQLite mirror of the store.
+
+Every mirrored document (memories always; other types as configured) is a row of one SQLite file that
+the Engram memory system (``engramai``) opens as its own, with vectors stored per the Engram Embedding
+Protocol v2. The mirror lets an Engram instance read and recall our memories, and lets a lost Chroma
+store be rebuilt without calling the embedder again.
+
+- :mod:`brain.mirror.protocol`: the v2 BLOB format, its validation codes, v1 -> v2 migration, coverage
+- :mod:`brain.mirror.schema`: the tables (engramai's, with the v2 ``memory_embeddings``)
+- :mod:`brain.mirror.mapping`: our document <-> engram row (types, layers, importance, namespaces)
+- :mod:`brain.mirror.store`: :class:`EngramMirror`, the file itself (writes, recall, backfill)
+- :mod:`brain.mirror.sync`: reconciliation with the store, verification, restore
+"""
+
+from brain.mirror.protocol import (
+    BLOB_LENGTH_INVALID,
+    DIMENSION_MISMATCH,
+    ERROR_CODES,
+    LEGACY_MODEL,
+    MODEL_NAME_INVALID,
+    NON_FINITE_VALUE,
+    PROTOCOL_VERSION,
+    Coverage,
+    EmbeddingProtocolError,
+    MigrationReport,
+    check_model_name,
+    decode_embedding,
+    encode_embedding,
+)
+from brain.mirror.store import EngramMirror, MirrorDocument
+from brain.mirror.sync import RestoreReport, SyncReport, VerifyReport, restore_from_mirror, sync_mirror, verify_mirror
+
+__all__ = [
+    "BLOB_LENGTH_INVALID",
+    "DIMENSION_MISMATCH",
+    "ERROR_CODES",
+    "LEGACY_MODEL",
+    "MODEL_NAME_INVALID",
+    "NON_FINITE_VALUE",
+    "PROTOCOL_VERSION",
+    "Coverage",
+    "EmbeddingProtocolError",
+    "EngramMirror",
+    "MigrationReport",
+    "MirrorDocument",
+    "RestoreReport",
+    "SyncReport",
+    "VerifyReport",
+    "check_model_name",
+    "decode_embedding",
+    "encode_embedding",
+    "restore_from_mirror",
+    "sync_mirror",
+    "verify_mirror",
+]

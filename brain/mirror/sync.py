@@ -1,0 +1,288 @@
+"""Keeping the store and the mirror in step: full reconciliation, verification, restore.
+
+- :func:`sync_mirror` makes the mirror match the store for the mirrored types: rows added or rewritten
+  where text, metadata or the configured model's vector differ (reusing the vectors Chroma holds, so
+  nothing is embedded), and our rows whose documents are gone deleted. Rows engram wrote itself
+  (foreign, see :mod:`brain.mirror.mapping`) are left alone. Running it twice changes nothing the
+  second time.
+- :func:`verify_mirror` reports every difference without writing.
+- :func:`restore_from_mirror` writes the mirror's documents back into a store (e.g. a fresh one after
+  Chroma was lost) with their ids, texts and metadata, reusing the stored vectors of the store's
+  embedder and embedding only the documents that have none. Foreign rows come back as memories
+  (``include_foreign=False`` leaves them out). Into a store that already holds some of the ids, the
+  store's own upsert rules apply (a memory written again merges with the existing one).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from brain.errors import EmbeddingModelMismatch, ValidationError
+from brain.mirror.store import EngramMirror, MirrorDocument
+
+if TYPE_CHECKING:  # the store imports the mirror, not the other way round
+    from brain.rag_store import RagStore
+
+log = logging.getLogger(__name__)
+
+PAGE = 1000
+_SHOWN = 10
+
+
+def _ids_line(label: str, ids: Sequence[str]) -> str | None:
+    if not ids:
+        return None
+    shown = ", ".join(ids[:_SHOWN]) + (f", ... ({len(ids) - _SHOWN} more)" if len(ids) > _SHOWN else "")
+    return f"  {label} ({len(ids)}): {shown}"
+
+
+@dataclass
+class SyncReport:
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    foreign: int = 0
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> int:
+        return self.added + self.updated + self.deleted
+
+    def __str__(self) -> str:
+        return (
+            f"mirror sync: {self.added} added, {self.updated} updated, {self.deleted} deleted, "
+            f"{self.unchanged} unchanged; {self.foreign} rows written by engram left alone ({self.seconds:.1f} s)"
+        )
+
+
+@dataclass
+class VerifyReport:
+    checked: int = 0
+    missing: list[str] = field(default_factory=list)   # in the store, not in the mirror
+    extra: list[str] = field(default_factory=list)     # our rows in the mirror whose documents are gone
+    text: list[str] = field(default_factory=list)      # texts differ
+    metadata: list[str] = field(default_factory=list)  # metadata differ
+    vectors: list[str] = field(default_factory=list)   # the model's vector differs or is absent
+    foreign: list[str] = field(default_factory=list)   # rows engram wrote itself (not a difference)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.extra or self.text or self.metadata or self.vectors)
+
+    def __str__(self) -> str:
+        head = f"mirror verify: {self.checked} documents checked, " + (
+            "no differences" if self.ok else
+            f"{len(self.missing)} missing, {len(self.extra)} extra, {len(self.text)} with another text, "
+            f"{len(self.metadata)} with other metadata, {len(self.vectors)} with another or no vector"
+        ) + (f"; {len(self.foreign)} rows written by engram" if self.foreign else "")
+        lines = [head] + [
+            line for line in (
+                _ids_line("missing in the mirror", self.missing),
+                _ids_line("extra in the mirror", self.extra),
+                _ids_line("text differs", self.text),
+                _ids_line("metadata differs", self.metadata),
+                _ids_line("vector differs", self.vectors),
+            ) if line
+        ]
+        return "\n".join(lines)
+
+
+@dataclass
+class RestoreReport:
+    restored: int = 0
+    reused_vectors: int = 0
+    embedded: int = 0
+    foreign: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        lines = [
+            f"restore from mirror: {self.restored} documents ({self.foreign} written by engram), "
+            f"{self.reused_vectors} stored vectors reused, {self.embedded} embedded, "
+            f"{len(self.skipped)} skipped ({self.seconds:.1f} s)"
+        ]
+        lines += [f"  skipped {doc_id!r}: {reason}" for doc_id, reason in self.skipped[:_SHOWN]]
+        return "\n".join(lines)
+
+
+def _same_vector(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+def _check_models(store: "RagStore", mirror: EngramMirror) -> None:
+    if store.embedder.name != mirror.model:
+        raise EmbeddingModelMismatch(
+            f"the mirror {mirror.path} is opened for model {mirror.model} but the store embeds with "
+            f"{store.embedder.name}; open the mirror with the store's embedder name"
+        )
+
+
+def _store_pages(store: "RagStore", types: Sequence[str], page: int):
+    for doc_type in types:
+        offset = 0
+        while True:
+            docs = store.get(type=doc_type, limit=page, offset=offset, include_embeddings=True)
+            if docs:
+                yield docs
+            if len(docs) < page:
+                break
+            offset += len(docs)
+
+
+def _compare(doc, mirrored: MirrorDocument | None) -> str | None:
+    """None when the mirror row equals the document, else the first kind of difference."""
+    if mirrored is None:
+        return "missing"
+    if mirrored.foreign:
+        return "metadata"
+    if mirrored.text != doc.text:
+        return "text"
+    if mirrored.metadata != doc.metadata:
+        return "metadata"
+    if not _same_vector(mirrored.embedding, doc.embedding):
+        return "vectors"
+    return None
+
+
+def sync_mirror(store: "RagStore", mirror: EngramMirror, *, types: Sequence[str] = ("memory",), page: int = PAGE) -> SyncReport:
+    """Make the mirror match the store for ``types`` (idempotent); see the module docstring."""
+    _check_models(store, mirror)
+    started = time.perf_counter()
+    report = SyncReport()
+    seen: set[str] = set()
+    for docs in _store_pages(store, tuple(types), page):
+        mirrored = {d.id: d for d in mirror.get([d.id for d in docs])}
+        todo = []
+        for doc in docs:
+            seen.add(doc.id)
+            difference = _compare(doc, mirrored.get(doc.id))
+            if difference is None:
+                report.unchanged += 1
+                continue
+            if difference == "missing":
+                report.added += 1
+            else:
+                report.updated += 1
+            todo.append(doc)
+        if todo:
+            mirror.upsert(todo)
+    gone = sorted(mirror.ids(foreign=False) - seen)
+    if gone:
+        report.deleted = mirror.delete(gone)
+    report.foreign = len(mirror.ids(foreign=True))
+    report.seconds = time.perf_counter() - started
+    log.info("%s", report)
+    return report
+
+
+def verify_mirror(store: "RagStore", mirror: EngramMirror, *, types: Sequence[str] = ("memory",), page: int = PAGE) -> VerifyReport:
+    """Every difference between the store's documents of ``types`` and the mirror, without writing."""
+    _check_models(store, mirror)
+    report = VerifyReport()
+    seen: set[str] = set()
+    for docs in _store_pages(store, tuple(types), page):
+        mirrored = {d.id: d for d in mirror.get([d.id for d in docs])}
+        for doc in docs:
+            seen.add(doc.id)
+            report.checked += 1
+            row = mirrored.get(doc.id)
+            if row is None:
+                report.missing.append(doc.id)
+                continue
+            if row.foreign:
+                report.metadata.append(doc.id)
+                continue
+            if row.text != doc.text:
+                report.text.append(doc.id)
+            if row.metadata != doc.metadata:
+                report.metadata.append(doc.id)
+            if not _same_vector(row.embedding, doc.embedding):
+                report.vectors.append(doc.id)
+    report.extra = sorted(mirror.ids(foreign=False) - seen)
+    report.foreign = sorted(mirror.ids(foreign=True) - seen)
+    return report
+
+
+def _restorable(doc: MirrorDocument, reuse: bool, dimension: int) -> tuple[dict[str, Any], bool]:
+    meta = dict(doc.metadata)
+    meta.pop("ts_epoch", None)  # derived from timestamp by the store
+    item: dict[str, Any] = {**meta, "id": doc.id, "text": doc.text}
+    vector = doc.embedding
+    if reuse and vector is not None and vector.shape == (dimension,) and np.any(vector):
+        item["embedding"] = vector
+        return item, True
+    return item, False
+
+
+def restore_from_mirror(
+    store: "RagStore", mirror: EngramMirror, *, include_foreign: bool = True, batch: int = 500
+) -> RestoreReport:
+    """Write the mirror's documents into ``store``; see the module docstring. Returns what happened."""
+    started = time.perf_counter()
+    report = RestoreReport()
+    reuse = store.embedder.name == mirror.model
+    if not reuse:
+        log.warning(
+            "the mirror holds %s vectors but the store embeds with %s: every document will be embedded again",
+            mirror.model, store.embedder.name,
+        )
+    pending: list[dict[str, Any]] = []
+    pending_stats = [0, 0, 0]  # reused, embedded, foreign
+    pending_kinds: list[tuple[bool, bool]] = []  # (vector reused, foreign) per pending item
+
+    def flush() -> None:
+        if not pending:
+            return
+        try:
+            store.upsert_docs(pending)
+        except ValidationError as exc:  # keep the valid documents, report the others
+            bad = {p["item"] for p in exc.problems if isinstance(p.get("item"), int)}
+            if not bad and len(pending) == 1:
+                bad = {0}
+            if not bad:
+                raise
+            for i in sorted(bad, reverse=True):
+                reason = "; ".join(p["message"] for p in exc.problems if p.get("item") == i) or str(exc)
+                report.skipped.append((pending[i]["id"], reason))
+                log.warning("restore from mirror: skipped %r: %s", pending[i]["id"], reason)
+                kind = pending_kinds.pop(i)
+                pending.pop(i)
+                pending_stats[0 if kind[0] else 1] -= 1
+                pending_stats[2] -= int(kind[1])
+            if pending:
+                store.upsert_docs(pending)
+        report.restored += len(pending)
+        report.reused_vectors += pending_stats[0]
+        report.embedded += pending_stats[1]
+        report.foreign += pending_stats[2]
+        pending.clear()
+        pending_kinds.clear()
+        pending_stats[:] = [0, 0, 0]
+
+    for doc in mirror.iter_documents(batch=batch):
+        if doc.foreign and not include_foreign:
+            continue
+        if not doc.text.strip():
+            report.skipped.append((doc.id, "empty text"))
+            log.warning("restore from mirror: skipped %r (empty text)", doc.id)
+            continue
+        item, reused = _restorable(doc, reuse, store.dimension)
+        pending.append(item)
+        pending_kinds.append((reused, doc.foreign))
+        pending_stats[0 if reused else 1] += 1
+        pending_stats[2] += int(doc.foreign)
+        if len(pending) >= batch:
+            flush()
+    flush()
+    report.seconds = time.perf_counter() - started
+    log.info("%s", report)
+    return report
