@@ -43,7 +43,8 @@ class MemoryIndex:
         self._metas: list[dict[str, Any]] = []
         self._tags: list[frozenset[str]] = []
         self._scope_code: dict[str, int] = {}
-        self._growth: tuple[float, float, np.ndarray | None] | None = None  # (half_life, t_ref, 2**((t-t_ref)/h))
+        # (half_life, recency_from, t_ref, 2**((t-t_ref)/h))
+        self._growth: tuple[float, str, float, np.ndarray | None] | None = None
         self._alloc(capacity)
 
     # ---- layout ------------------------------------------------------------------------------
@@ -57,6 +58,7 @@ class MemoryIndex:
             "_qerr": np.zeros(capacity, dtype=np.float64),
             "_importance": np.zeros(capacity, dtype=np.float64),
             "_epoch": np.zeros(capacity, dtype=np.float64),
+            "_used": np.zeros(capacity, dtype=np.float64),  # last use (recency_from="last_used")
             "_scope": np.zeros(capacity, dtype=np.int32),
         }
         if old is not None:
@@ -85,7 +87,8 @@ class MemoryIndex:
     def nbytes(self) -> int:
         """Bytes held by the numeric arrays (excluding texts and metadata)."""
         return sum(
-            a.nbytes for a in (self._f32, self._i8, self._scale, self._qerr, self._importance, self._epoch, self._scope)
+            a.nbytes
+            for a in (self._f32, self._i8, self._scale, self._qerr, self._importance, self._epoch, self._used, self._scope)
         )
 
     def reserve(self, rows: int) -> None:
@@ -140,6 +143,7 @@ class MemoryIndex:
                 self._qerr[row] = qerr[j]
                 self._importance[row] = float(meta.get("importance", 3))
                 self._epoch[row] = float(meta.get("ts_epoch", 0.0))
+                self._used[row] = ranking.recency_epoch(meta)
                 self._scope[row] = self._code(str(meta.get("scope", GLOBAL_SCOPE)))
                 self._texts[row] = texts[j]
                 self._metas[row] = dict(meta)
@@ -161,7 +165,8 @@ class MemoryIndex:
                     self._texts[row] = self._texts[last]
                     self._metas[row] = self._metas[last]
                     self._tags[row] = self._tags[last]
-                    for arr in (self._f32, self._i8, self._scale, self._qerr, self._importance, self._epoch, self._scope):
+                    for arr in (self._f32, self._i8, self._scale, self._qerr, self._importance, self._epoch, self._used,
+                                self._scope):
                         arr[row] = arr[last]
                 self._ids.pop()
                 self._texts.pop()
@@ -171,7 +176,32 @@ class MemoryIndex:
                 removed += 1
         return removed
 
+    def set_last_used(self, used: dict[str, float]) -> dict[str, dict[str, Any]]:
+        """Record when rows were last retrieved (``last_used`` epoch; never moves back in time).
+
+        Returns the updated metadata of each row still present, for persisting.
+        """
+        out: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for doc_id, epoch in used.items():
+                row = self._row.get(doc_id)
+                if row is None:
+                    continue
+                meta = self._metas[row]
+                if float(meta.get("last_used", float("-inf"))) < epoch:
+                    meta = self._metas[row] = {**meta, "last_used": float(epoch)}
+                    self._used[row] = float(epoch)
+                    self._growth = None
+                out[doc_id] = dict(meta)
+        return out
+
     # ---- reads -------------------------------------------------------------------------------
+    def metadata(self, doc_id: str) -> dict[str, Any] | None:
+        """A copy of one row's metadata, or None."""
+        with self._lock:
+            row = self._row.get(doc_id)
+            return None if row is None else dict(self._metas[row])
+
     def metadatas(self) -> list[dict[str, Any]]:
         """Copies of every row's metadata, in row order."""
         with self._lock:
@@ -228,15 +258,16 @@ class MemoryIndex:
         """
         n = self._n
         h = weights.half_life_seconds
-        if self._growth is None or self._growth[0] != h:
-            epochs = self._epoch[:n]
+        source = weights.recency_from
+        epochs = self._used[:n] if source == "last_used" else self._epoch[:n]
+        if self._growth is None or self._growth[:2] != (h, source):
             t_ref = float(epochs.max()) if n else 0.0
             exponent = (epochs - t_ref) / h
             # below 2**-1000 the factor underflows: then compute exp2 per query instead
-            self._growth = (h, t_ref, np.exp2(exponent) if n and exponent.min() > -1000 else None)
-        _, t_ref, growth = self._growth
+            self._growth = (h, source, t_ref, np.exp2(exponent) if n and exponent.min() > -1000 else None)
+        _, _, t_ref, growth = self._growth
         if growth is None or (t_ref - now) / h > 1000:
-            return ranking.recency_part(self._epoch[:n], now, weights)
+            return ranking.recency_part(epochs, now, weights)
         out = growth * (2.0 ** ((t_ref - now) / h))
         np.minimum(out, 1.0, out=out)  # timestamps in the future count as age 0
         out *= weights.recency

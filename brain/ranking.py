@@ -39,6 +39,9 @@ class ScoreWeights:
     importance: float = 0.5
     recency: float = 0.1
     half_life_seconds: float = 30 * DAY_SECONDS
+    #: what a memory's age is measured from: "created" (its timestamp) or "last_used" (when it was
+    #: last retrieved, ``last_used`` in its metadata; its timestamp until then)
+    recency_from: str = "created"
 
     @classmethod
     def from_settings(cls, settings) -> "ScoreWeights":
@@ -47,7 +50,14 @@ class ScoreWeights:
             importance=settings.weight_importance,
             recency=settings.weight_recency,
             half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
+            recency_from=getattr(settings, "recency_from", "created"),
         )
+
+
+def recency_epoch(metadata: dict) -> float:
+    """The epoch a memory's age is measured from under ``recency_from="last_used"``."""
+    used = metadata.get("last_used")
+    return float(used) if used is not None else float(metadata.get("ts_epoch", 0.0))
 
 
 def importance_part(importance: np.ndarray, weights: ScoreWeights) -> np.ndarray:

@@ -4,12 +4,19 @@ It speaks the parts of Ollama's API brain uses, with the same JSON shapes and er
 answers, so the real ``ollama`` client (and its error handling) is exercised end to end:
 
 * ``POST /api/embed`` -> ``{"model", "embeddings", "total_duration", "load_duration", "prompt_eval_count"}``
-* ``GET /api/tags`` -> ``{"models": [{"name": "nomic-embed-text:latest", ...}]}``
+* ``POST /api/chat`` (``stream: false``) -> ``{"model", "created_at", "message": {"role", "content"}, "done", ...}``
+* ``GET /api/tags`` -> ``{"models": [{"name": "nomic-embed-text:latest", ...}]}`` (embedding and chat models)
 * ``GET /api/version`` -> ``{"version": ...}``
 * unknown model -> 404 ``{"error": "model \\"x\\" not found, try pulling it first"}``
 
 Vectors are deterministic: derived from a SHA-256 of the text, so equal texts give equal
 vectors and different texts differ. Every request is recorded in :attr:`OllamaStub.requests`.
+
+Chat answers are deterministic too (:func:`stub_chat_reply`). ``chat_mode`` (changeable while the
+server runs) makes ``/api/chat`` misbehave the ways a real server or proxy can: ``"ok"``,
+``"not-json"`` (200 with an HTML body), ``"wrong-shape"`` (200 JSON without a message),
+``"empty"`` (a message with no text), ``"error"`` (500 ``{"error": ...}``); ``chat_delay`` makes it
+slow. "Down" is simply a stopped stub (or a port nobody listens on).
 
 Usage::
 
@@ -33,6 +40,8 @@ from typing import Any
 import numpy as np
 
 DEFAULT_MODELS: Mapping[str, int] = {"nomic-embed-text": 768}
+DEFAULT_CHAT_MODELS: tuple[str, ...] = ("llama3.2:3b",)
+CHAT_MODES = ("ok", "not-json", "wrong-shape", "empty", "error")
 _FAKE_DIGEST = "0a109f422b47e3a30ba2b10eca18548e944e8a23073ee3f3e947efcf3c45e59f"
 
 
@@ -57,6 +66,14 @@ def stub_vector(text: str, dimension: int, norm: float = 1.0) -> list[float]:
     return vector.tolist()
 
 
+def stub_chat_reply(messages: list[dict[str, Any]]) -> str:
+    """The stub's answer to a chat: names the last user message's hash and its first words."""
+    last = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
+    digest = hashlib.sha256(str(last).encode("utf-8")).hexdigest()[:12]
+    head = " ".join(str(last).split()[:12])
+    return f"Model summary {digest}: {head}"
+
+
 def _tag(name: str) -> str:
     return name if ":" in name else f"{name}:latest"
 
@@ -74,11 +91,17 @@ class OllamaStub:
         *,
         norm: float = 1.0,
         delay: float = 0.0,
+        chat_models: Iterable[str] = DEFAULT_CHAT_MODELS,
+        chat_mode: str = "ok",
+        chat_delay: float = 0.0,
     ):
         pairs = models.items() if isinstance(models, Mapping) else ((m, 768) for m in models)
         self.models: dict[str, int] = {_tag(name): dim for name, dim in pairs}
+        self.chat_models: set[str] = {_tag(name) for name in chat_models}
         self.norm = norm
         self.delay = delay
+        self.chat_mode = chat_mode
+        self.chat_delay = chat_delay
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -128,6 +151,10 @@ class OllamaStub:
     def embed_requests(self) -> list[RecordedRequest]:
         with self._lock:
             return [r for r in self.requests if r.method == "POST" and r.path == "/api/embed"]
+
+    def chat_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.method == "POST" and r.path == "/api/chat"]
 
     def clear(self) -> None:
         with self._lock:
@@ -179,7 +206,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.stub.record(RecordedRequest("GET", self.path, None))
         if self.path == "/api/tags":
-            self._send_json(200, {"models": [_model_entry(name) for name in self.stub.models]})
+            names = [*self.stub.models, *sorted(self.stub.chat_models - set(self.stub.models))]
+            self._send_json(200, {"models": [_model_entry(name) for name in names]})
         elif self.path == "/api/version":
             self._send_json(200, {"version": "0.6.3"})
         elif self.path == "/":
@@ -190,6 +218,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self._read_body()
         self.stub.record(RecordedRequest("POST", self.path, body))
+        if self.path == "/api/chat":
+            self._chat(body)
+            return
         if self.path != "/api/embed":
             self._send_text(404, "404 page not found")
             return
@@ -223,6 +254,42 @@ class _Handler(BaseHTTPRequestHandler):
                 "prompt_eval_count": sum(len(text.split()) + 2 for text in inputs),
             },
         )
+
+
+    def _chat(self, body: Any) -> None:
+        if not isinstance(body, dict) or not isinstance(body.get("messages", []), list):
+            self._send_json(400, {"error": "invalid request body"})
+            return
+        model = str(body.get("model") or "")
+        if not model:
+            self._send_json(400, {"error": "model is required"})
+            return
+        if _tag(model) not in self.stub.chat_models:
+            self._send_json(404, {"error": f'model "{model}" not found, try pulling it first'})
+            return
+        if self.stub.chat_delay:
+            time.sleep(self.stub.chat_delay)
+        mode = self.stub.chat_mode
+        if mode == "not-json":
+            self._send(200, "text/html", b"<html><body>502 Bad Gateway</body></html>")
+            return
+        if mode == "error":
+            self._send_json(500, {"error": "llama runner process has terminated: signal: killed"})
+            return
+        content = "" if mode == "empty" else stub_chat_reply(body.get("messages") or [])
+        reply: dict[str, Any] = {
+            "model": model,
+            "created_at": "2025-01-01T00:00:00.000000000Z",
+            "message": {"role": "assistant", "content": content},
+            "done_reason": "stop",
+            "done": True,
+            "total_duration": 512_000_000,
+            "prompt_eval_count": 120,
+            "eval_count": 40,
+        }
+        if mode == "wrong-shape":
+            reply = {"model": model, "message": ["not", "a", "message"], "done": True}
+        self._send_json(200, reply)
 
 
 def _model_entry(name: str) -> dict[str, Any]:

@@ -1,0 +1,25 @@
+"""Conversation summarisers: ``get_summarizer(settings)`` gives the model summariser; the
+extractive one is the deterministic fallback (see :mod:`brain.summarizers.base` for the contract)."""
+
+from __future__ import annotations
+
+from brain.config import Settings
+from brain.summarizers.base import Summarizer, SummarizerError, SummarizerUnavailable, TurnText, transcript
+from brain.summarizers.extractive import ExtractiveSummarizer
+from brain.summarizers.ollama import OllamaSummarizer
+
+__all__ = [
+    "ExtractiveSummarizer",
+    "OllamaSummarizer",
+    "Summarizer",
+    "SummarizerError",
+    "SummarizerUnavailable",
+    "TurnText",
+    "get_summarizer",
+    "transcript",
+]
+
+
+def get_summarizer(settings: Settings) -> OllamaSummarizer:
+    """The model summariser: ``BRAIN_SUMMARY_MODEL`` on ``OLLAMA_HOST``. Does not contact the server."""
+    return OllamaSummarizer(settings.summary_model, host=settings.ollama_host, timeout=settings.summary_timeout)

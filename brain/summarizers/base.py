@@ -1,0 +1,50 @@
+"""The summariser contract: one small class per provider, like the embedders.
+
+A summariser turns a span of conversation turns into a short text. It either returns that text
+or raises one of the two errors below; the chat layer (:mod:`brain.chat`) decides what to do
+about a failure (retry with back-off, then fall back to :class:`ExtractiveSummarizer`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+from brain.errors import BrainError
+
+
+class SummarizerError(BrainError):
+    """The summariser answered, but with something unusable (not JSON, no text, an error status)."""
+
+
+class SummarizerUnavailable(SummarizerError):
+    """The summariser cannot be reached or did not answer in time (e.g. Ollama is not running)."""
+
+
+@dataclass(frozen=True)
+class TurnText:
+    """One turn as a summariser sees it."""
+
+    turn_index: int
+    role: str  # "user" or "assistant"
+    text: str
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """``summarize(turns) -> text``; ``name`` is recorded in each summary's metadata (``summarizer``)."""
+
+    name: str
+
+    def summarize(self, turns: Sequence[TurnText]) -> str:
+        """A summary of ``turns`` (in order); raises :class:`SummarizerError` or :class:`SummarizerUnavailable`."""
+        ...
+
+    def ping(self) -> None:
+        """Check that the summariser can be used now; raises :class:`SummarizerUnavailable` if not."""
+        ...
+
+
+def transcript(turns: Sequence[TurnText]) -> str:
+    """Turns as ``User: ...`` / ``Assistant: ...`` lines, the form every summariser reads."""
+    return "\n".join(f"{turn.role.capitalize()}: {' '.join(turn.text.split())}" for turn in turns)

@@ -1,0 +1,137 @@
+"""Summaries from a chat model served by Ollama, through the official ``ollama`` client's chat API.
+
+Every way Ollama can fail becomes one of two errors: :class:`SummarizerUnavailable` (not running,
+model not pulled, too slow) or :class:`SummarizerError` (it answered with something that is not a
+usable summary: not JSON, the wrong shape, no text). The chat layer retries both and then falls
+back to an extractive summary, so neither ever reaches a chat request.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Sequence
+
+import httpx
+import ollama
+
+from brain.summarizers.base import SummarizerError, SummarizerUnavailable, TurnText, transcript
+
+DEFAULT_MODEL = "llama3.2:3b"
+#: a summary longer than this is cut at a sentence end (a model that rambles is still useful)
+MAX_SUMMARY_CHARS = 2000
+#: tokens the model may generate; a few sentences need far fewer
+MAX_PREDICT = 400
+PING_TIMEOUT = 3.0
+
+SYSTEM_PROMPT = (
+    "You summarise part of a conversation between a user and an assistant so that the assistant can "
+    "remember it later. Write 2 to 5 plain sentences in the third person. Keep names, dates, numbers, "
+    "preferences, decisions and open questions; drop greetings and small talk. Output only the summary."
+)
+
+# reasoning models (deepseek-r1, qwen3) put their thinking in the answer between these tags
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+class OllamaSummarizer:
+    """A chat model served by Ollama; ``name`` is ``ollama/<model>``. Construction touches no network."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, *, host: str = "http://127.0.0.1:11434", timeout: float = 120.0):
+        if not model or any(c.isspace() for c in model):
+            raise SummarizerError(f"invalid Ollama model name {model!r}")
+        self.model = model
+        self.name = f"ollama/{model}"
+        self.host = host
+        self.timeout = timeout
+        self._client: ollama.Client | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OllamaSummarizer(model={self.model!r}, host={self.host!r})"
+
+    def _get_client(self) -> ollama.Client:
+        with self._lock:
+            if self._client is None:
+                try:
+                    self._client = ollama.Client(host=self.host, timeout=self.timeout)
+                except (ValueError, httpx.InvalidURL) as exc:
+                    raise SummarizerUnavailable(
+                        f"OLLAMA_HOST={self.host!r} is not a usable address ({exc}); use e.g. http://127.0.0.1:11434"
+                    ) from None
+            return self._client
+
+    def summarize(self, turns: Sequence[TurnText]) -> str:
+        if not turns:
+            raise SummarizerError("nothing to summarise: no turns given")
+        first, last = turns[0].turn_index, turns[-1].turn_index
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"Conversation turns {first} to {last}:\n\n{transcript(turns)}"},
+        ]
+        try:
+            response = self._get_client().chat(
+                model=self.model,
+                messages=messages,
+                stream=False,
+                options={"temperature": 0, "num_predict": MAX_PREDICT},
+            )
+        except ConnectionError:  # what the ollama client raises for httpx.ConnectError
+            raise SummarizerUnavailable(
+                f"cannot reach Ollama at {self.host}: start it with `ollama serve`, or set OLLAMA_HOST"
+            ) from None
+        except httpx.TimeoutException:
+            raise SummarizerUnavailable(
+                f"Ollama at {self.host} did not answer within {self.timeout:g}s while summarising with "
+                f"{self.model!r}; raise BRAIN_SUMMARY_TIMEOUT or use a smaller BRAIN_SUMMARY_MODEL"
+            ) from None
+        except httpx.TransportError as exc:
+            raise SummarizerUnavailable(f"the connection to Ollama at {self.host} failed: {exc}") from None
+        except ollama.ResponseError as exc:
+            raise self._translate(exc) from None
+        except ValueError as exc:  # a 200 whose body is not JSON, or JSON that is not a chat response
+            raise SummarizerError(
+                f"{self.host} answered /api/chat with something that is not an Ollama chat response: {exc}"
+            ) from None
+        message = getattr(response, "message", None)
+        content = getattr(message, "content", None)
+        if not isinstance(content, str):
+            raise SummarizerError(f"Ollama's chat response from {self.model!r} has no message text")
+        text = clean_summary(content)
+        if not text:
+            raise SummarizerError(f"Ollama's {self.model!r} returned an empty summary")
+        return text
+
+    def ping(self) -> None:
+        """One short request to ``/api/tags``: is Ollama up and is the model pulled?"""
+        try:
+            client = ollama.Client(host=self.host, timeout=min(self.timeout, PING_TIMEOUT))
+            listed = client.list()
+        except (ConnectionError, httpx.TransportError, httpx.InvalidURL):
+            raise SummarizerUnavailable(f"cannot reach Ollama at {self.host}") from None
+        except (ollama.ResponseError, ValueError) as exc:
+            raise SummarizerUnavailable(f"Ollama at {self.host} did not list its models: {exc}") from None
+        names = {m.model for m in listed.models if m.model}
+        wanted = self.model if ":" in self.model else f"{self.model}:latest"
+        if wanted not in names and self.model not in names:
+            raise SummarizerUnavailable(f"Ollama at {self.host} does not have {self.model!r}: run `ollama pull {self.model}`")
+
+    def _translate(self, exc: ollama.ResponseError) -> SummarizerError:
+        message = str(exc.error)
+        if exc.status_code == 404 or ("not found" in message.lower() and "model" in message.lower()):
+            return SummarizerUnavailable(
+                f"Ollama at {self.host} does not have the model {self.model!r}: run `ollama pull {self.model}`"
+            )
+        if exc.status_code >= 500:
+            return SummarizerUnavailable(f"Ollama at {self.host} failed ({exc.status_code}): {message}")
+        return SummarizerError(f"Ollama at {self.host} refused to summarise with {self.model!r}: {message}")
+
+
+def clean_summary(content: str) -> str:
+    """The model's answer as a stored summary: no reasoning block, single-spaced, at most MAX_SUMMARY_CHARS."""
+    text = " ".join(_THINK.sub(" ", content).split())
+    if len(text) <= MAX_SUMMARY_CHARS:
+        return text
+    cut = text[:MAX_SUMMARY_CHARS]
+    end = max(cut.rfind(". "), cut.rfind("! "), cut.rfind("? "))
+    return cut[: end + 1] if end > MAX_SUMMARY_CHARS // 2 else cut.rsplit(" ", 1)[0] + "…"
