@@ -1,0 +1,806 @@
+"""Portable AI Memory (PAM) 1.0: export the store's memories, import them back or from another system.
+
+``export_pam(store, out_dir)`` writes ``memory-store.json`` (schema ``portable-ai-memory``) and, unless
+``embeddings=False``, ``embeddings.json`` (``portable-ai-memory-embeddings``): one embedding per memory,
+the vector Chroma holds for it, under the store's embedder name (e.g. ``local/minilm-l6-v2``).
+``import_pam(store, path)`` reads such a pair (``embeddings.json`` is optional) from any PAM producer.
+
+What goes out: memories only (every ``type=memory`` document). Turns, summaries, persona and FAQ are not
+part of the export: PAM's memory store holds memories, and its conversation files are not written yet.
+An import brings memories only; ``relations`` and ``conversations_index`` of a foreign file are counted
+in the report and not kept.
+
+Mapping (brain memory -> PAM memory object)
+
+==========================  ===================================================================
+brain                       PAM
+==========================  ===================================================================
+id (``doc-<uuid>``)         ``id``, unchanged. An imported memory keeps its PAM ``id`` as its
+                            brain id, so a re-import (or an incremental export) merges by id.
+text                        ``content``; ``content_hash`` = ``sha256:`` + SHA-256 of the content
+                            trimmed, lowercased, NFC-normalised, whitespace runs collapsed
+metadata ``pam_type``       ``type``; absent -> ``fact``. A standard PAM type name selects that
+                            type; ``custom:<name>`` (or any other string) -> ``type=custom``,
+                            ``custom_type=<name>``. Set it when writing:
+                            ``store.upsert_memory(text, pam_type="preference")``.
+metadata ``pam_status``     ``status``; absent -> ``active``
+tags                        ``tags``, normalised to ``^[a-z0-9][a-z0-9_-]*$`` (accents dropped,
+                            lowercased, other characters -> ``-``, duplicates and tags left empty
+                            dropped); the original tags go to ``metadata.brain.tags``
+importance 1..5             ``metadata.brain.importance``. Not ``confidence``: PAM defines that as
+                            system-computed certainty, not priority. Foreign memories import at 3.
+timestamp                   ``temporal.created_at`` (UTC, ``...Z``). Import: ``updated_at`` when
+                            present, else ``created_at``.
+scope, source, entity,      ``metadata.brain.scope`` / ``.source`` / ``.entity`` /
+conversation_id             ``.conversation_id``; conversation_id also ``provenance.conversation_ref``.
+                            Foreign memories import as ``scope=global``, ``source=import``.
+other metadata keys         ``metadata.brain.extra``
+metadata ``pam_extra``      PAM fields brain has no place for (``summary``, ``confidence``, ``access``,
+                            ``provenance``, a full ``temporal``, ``metadata`` beside ``brain``), kept
+                            as JSON on import and written back unchanged on export
+(always)                    ``provenance.platform = "brain"`` unless the memory came with its own
+==========================  ===================================================================
+
+Import rules
+- Everything is validated before anything is written: the official JSON Schemas (the ``portable-ai-memory``
+  package's copies, checked with ``jsonschema-rs``, date-time formats included), unique memory ids,
+  ``content_hash``, the ``integrity`` block, and the embeddings file (unique ``memory_id``, vector length =
+  ``dimensions``, every ``memory_id`` a memory of the store, every ``embedding_ref`` naming an embedding of
+  that very memory), then brain's own metadata rules. A problem raises :class:`~brain.errors.ValidationError`
+  naming the file and the JSON path (``memory-store.json: memories[3].tags[0]: ...``); nothing is written.
+- ``integrity.checksum``: a mismatch is an error (the file changed after export; drop the ``integrity``
+  block to import it anyway). Accepted are both the RFC 8785 hash of the memories as written in the file
+  and the hash of the ``portable-ai-memory`` package's model dump of them (the package hashes the latter,
+  the spec's own example the former).
+- Idempotent by id: a memory whose text and metadata equal the stored ones is not written again; a
+  changed one is upserted and merged by the store's rule for the same memory (the higher importance,
+  every tag, the later time). An id held by a non-memory document is an error.
+- Vectors: reused when the embedding's ``model`` equals the store's embedder name and its ``dimensions``
+  the store's dimension; otherwise (another model, no embeddings file, a null ``embedding_ref``, a vector
+  stored elsewhere) the memory is embedded from ``content``, which is authoritative.
+- All memories go to the store in one ``upsert_docs`` batch: all or nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import time
+import unicodedata
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import numpy as np
+import orjson
+import rfc8785
+
+from brain.errors import BrainError, ValidationError
+from brain.schemas import GLOBAL_SCOPE, DocType, Source, from_chroma, parse_timestamp, validate_metadata
+
+if TYPE_CHECKING:
+    from brain.rag_store import RagStore
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = "1.0"
+MEMORY_STORE_FILE = "memory-store.json"
+EMBEDDINGS_FILE = "embeddings.json"
+SPEC_URI = "https://portable-ai-memory.org/spec/v1.0"
+PLATFORM = "brain"
+PAM_TYPES = (
+    "fact", "preference", "skill", "context", "relationship", "goal",
+    "instruction", "identity", "environment", "project",
+)  # plus "custom", which needs a custom_type
+PAM_STATUSES = ("active", "superseded", "deprecated", "retracted", "archived")
+DEFAULT_TYPE = "fact"
+
+#: brain metadata keys that carry PAM-only information
+TYPE_KEY, STATUS_KEY, EXTRA_KEY = "pam_type", "pam_status", "pam_extra"
+#: the key of brain's block inside a PAM memory's ``metadata``
+BRAIN_KEY = "brain"
+
+# memory metadata fields with a place of their own in the mapping (everything else is "extra")
+_CORE_KEYS = frozenset({"type", "timestamp", "ts_epoch", "source", "scope", "importance", "tags", "entity", "conversation_id"})
+_PAM_KEYS = frozenset({TYPE_KEY, STATUS_KEY, EXTRA_KEY})
+# keys an extra metadata field may not have: they mean something else in an upsert_docs item
+_NOT_EXTRA = _CORE_KEYS | _PAM_KEYS | {"text", "id", "embedding"}
+_BRAIN_FIELDS = ("scope", "source", "importance", "tags", "entity", "conversation_id", "extra")
+# PAM memory fields kept verbatim in pam_extra when they differ from what an export would write
+_PRESERVED = ("summary", "confidence", "access", "temporal", "provenance", "metadata")
+_OWNER_NAMESPACE = uuid.UUID("3b8f6d1c-2f4e-4c51-9d0a-7e5b2a9c4f10")
+_MAX_REPORTED = 20  # problems spelled out in an error message (all of them are in .problems)
+
+
+# ---- reports -------------------------------------------------------------------------------------
+@dataclass
+class ExportReport:
+    out_dir: Path
+    memory_store: Path
+    embeddings: Path | None  # None when exported without embeddings
+    memories: int
+    embeddings_written: int
+    checksum: str
+    owner_id: str
+    removed_stale_embeddings: bool = False  # an older embeddings.json in out_dir was removed
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("out_dir", "memory_store", "embeddings"):
+            data[key] = None if data[key] is None else str(data[key])
+        return data
+
+
+@dataclass
+class ImportReport:
+    memory_store: Path
+    embeddings: Path | None  # the embeddings file read, None when there was none
+    memories: int  # memories in the file
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0  # already stored exactly so: not written again
+    vectors_reused: int = 0  # taken from the embeddings file (same model and dimension)
+    vectors_embedded: int = 0  # computed from content by the store's embedder
+    owner_id: str | None = None
+    not_imported: dict[str, int] = field(default_factory=dict)  # relations, conversations_index
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def written(self) -> int:
+        return self.new + self.updated
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["memory_store"] = str(self.memory_store)
+        data["embeddings"] = None if self.embeddings is None else str(self.embeddings)
+        data["written"] = self.written
+        return data
+
+
+# ---- the spec's deterministic operations ---------------------------------------------------------
+def normalize_content(text: str) -> str:
+    """PAM's content normalisation: trim, lowercase, Unicode NFC, runs of whitespace -> one space."""
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFC", text.strip().lower()))
+
+
+def content_hash(text: str) -> str:
+    """``sha256:<hex>`` of the normalised content (PAM ``content_hash``)."""
+    return "sha256:" + hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()
+
+
+def integrity_checksum(memories: list[Mapping[str, Any]]) -> str:
+    """``sha256:<hex>`` of the RFC 8785 canonical JSON of the memories sorted by id."""
+    ordered = sorted(memories, key=lambda m: m.get("id", ""))
+    try:
+        canonical = rfc8785.dumps(ordered)
+    except rfc8785.CanonicalizationError as exc:  # e.g. an integer beyond I-JSON's 2**53
+        raise ValidationError(f"memories cannot be canonicalised with RFC 8785: {exc}") from None
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def pam_tag(tag: str) -> str | None:
+    """A tag in PAM's pattern ``^[a-z0-9][a-z0-9_-]*$``, or None when nothing of it is left."""
+    ascii_text = unicodedata.normalize("NFKD", tag).encode("ascii", "ignore").decode("ascii").lower()
+    text = re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9_-]+", "-", ascii_text))
+    text = text.lstrip("-_").rstrip("-")
+    return text or None
+
+
+def pam_tags(tags: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(t for t in map(pam_tag, tags) if t))
+
+
+def pam_time(value: datetime | str | float) -> str:
+    """A time as the PAM package writes it: UTC, ``Z``, microseconds only when there are any."""
+    return parse_timestamp(value).isoformat().replace("+00:00", "Z")
+
+
+def embedding_id(memory_id: str) -> str:
+    return f"emb-{memory_id}"
+
+
+def default_owner_id(store: RagStore) -> str:
+    """A stable owner id for exports of this store: a UUID derived from where the collection lives."""
+    where = store.settings.chroma_url or str(Path(store.settings.data_dir).resolve())
+    return str(uuid.uuid5(_OWNER_NAMESPACE, f"{where}\x1f{store.settings.collection}"))
+
+
+# ---- brain memory -> PAM memory object -----------------------------------------------------------
+def _split_type(value: Any) -> tuple[str, str | None]:
+    if value is None or value == "":
+        return DEFAULT_TYPE, None
+    text = str(value)
+    if text in PAM_TYPES:
+        return text, None
+    custom = text.removeprefix("custom:") or text
+    return "custom", custom
+
+
+def _join_type(pam_type: str, custom_type: str | None) -> str | None:
+    """The pam_type metadata value for a PAM type (None for the default)."""
+    if pam_type == "custom":
+        return f"custom:{custom_type}"
+    return None if pam_type == DEFAULT_TYPE else pam_type
+
+
+def _load_extra(value: Any, doc_id: str, warnings: list[str]) -> dict[str, Any]:
+    if value is None:
+        return {}
+    try:
+        extra = orjson.loads(value) if isinstance(value, str) else None
+    except orjson.JSONDecodeError:
+        extra = None
+    if not isinstance(extra, dict):
+        warnings.append(f"memory {doc_id}: metadata {EXTRA_KEY} is not a JSON object; exported without it")
+        return {}
+    return extra
+
+
+def _provenance(meta: Mapping[str, Any]) -> dict[str, Any]:
+    out = {"platform": PLATFORM}
+    if meta.get("conversation_id"):
+        out["conversation_ref"] = meta["conversation_id"]
+    return out
+
+
+def _temporal(ts: datetime, kept: Any) -> dict[str, Any]:
+    """``temporal`` for a memory last written at ``ts``: the imported block while the memory is as imported."""
+    if isinstance(kept, dict) and kept.get("created_at"):
+        try:
+            kept_created = parse_timestamp(kept["created_at"])
+            kept_latest = parse_timestamp(kept.get("updated_at") or kept["created_at"])
+        except ValueError:
+            kept = None
+        else:
+            if kept_latest == ts:
+                return dict(kept)
+            out = {k: v for k, v in kept.items() if k in ("valid_from", "valid_until", "superseded_by")}
+            if kept_created <= ts:
+                out["created_at"] = kept["created_at"]
+                out["updated_at"] = pam_time(ts)
+            else:
+                out["created_at"] = pam_time(ts)
+            return out
+    return {"created_at": pam_time(ts)}
+
+
+def memory_to_pam(
+    doc_id: str, text: str, meta: Mapping[str, Any], embedding_ref: str | None = None,
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
+    """One stored memory (its metadata as ``store.get`` returns it) as a PAM memory object, in the form
+    the ``portable-ai-memory`` package dumps it (no nulls, defaults filled), so checksums agree."""
+    warnings = warnings if warnings is not None else []
+    extra = _load_extra(meta.get(EXTRA_KEY), doc_id, warnings)
+    ts = parse_timestamp(meta["timestamp"])
+    pam_type, custom_type = _split_type(meta.get(TYPE_KEY))
+    status = meta.get(STATUS_KEY) or "active"
+    if status not in PAM_STATUSES:
+        warnings.append(f"memory {doc_id}: {STATUS_KEY}={status!r} is not a PAM status; exported as 'active'")
+        status = "active"
+    tags = list(meta.get("tags") or [])
+    brain: dict[str, Any] = {
+        "scope": meta.get("scope", GLOBAL_SCOPE),
+        "source": meta.get("source", Source.SYSTEM.value),
+        "importance": meta.get("importance", 3),
+    }
+    if tags:
+        brain["tags"] = tags
+    for key in ("entity", "conversation_id"):
+        if meta.get(key) is not None:
+            brain[key] = meta[key]
+    others = {k: v for k, v in meta.items() if k not in _CORE_KEYS and k not in _PAM_KEYS}
+    if others:
+        brain["extra"] = others
+    memory: dict[str, Any] = {"id": doc_id, "type": pam_type}
+    if custom_type is not None:
+        memory["custom_type"] = custom_type
+    memory.update(status=status, content=text, content_hash=content_hash(text), tags=pam_tags(tags))
+    for key in ("summary", "confidence"):
+        if key in extra:
+            memory[key] = extra[key]
+    memory["temporal"] = _temporal(ts, extra.get("temporal"))
+    memory["provenance"] = extra.get("provenance") or _provenance(meta)
+    if "access" in extra:
+        memory["access"] = extra["access"]
+    if embedding_ref is not None:
+        memory["embedding_ref"] = embedding_ref
+    kept_metadata = extra.get("metadata") if isinstance(extra.get("metadata"), dict) else {}
+    memory["metadata"] = {**kept_metadata, BRAIN_KEY: brain}
+    return memory
+
+
+# ---- export --------------------------------------------------------------------------------------
+def export_pam(
+    store: RagStore, out_dir: str | Path, *, embeddings: bool = True, owner_id: str | None = None
+) -> ExportReport:
+    """Write every memory of ``store`` to ``out_dir/memory-store.json`` and, with ``embeddings``,
+    their vectors to ``out_dir/embeddings.json``. Files are replaced atomically: a failed export
+    leaves the previous files (or none) in place. Exporting without embeddings removes an older
+    ``embeddings.json`` from ``out_dir`` (it would no longer match the memory store)."""
+    started = time.perf_counter()
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValidationError(f"{out} is a file; give the directory to export into")
+    if owner_id is not None and (not isinstance(owner_id, str) or not owner_id.strip()):
+        raise ValidationError(f"owner_id must be a non-empty string, got {owner_id!r}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BrainError(f"cannot create the export directory {out}: {exc}") from exc
+    owner = owner_id or default_owner_id(store)
+    model = store.embedder.name
+    docs = sorted(store.get(type=DocType.MEMORY, include_embeddings=embeddings), key=lambda d: d.id)
+    warnings: list[str] = []
+    memories = [
+        memory_to_pam(doc.id, doc.text, doc.metadata, embedding_id(doc.id) if embeddings else None, warnings)
+        for doc in docs
+    ]
+    checksum = integrity_checksum(memories)
+    document = {
+        "schema": "portable-ai-memory",
+        "schema_version": SCHEMA_VERSION,
+        "spec_uri": SPEC_URI,
+        "export_id": str(uuid.uuid4()),
+        "exported_by": f"brain/{_version()}",
+        "export_date": pam_time(datetime.now(timezone.utc)),
+        "owner": {"id": owner},
+        "memories": memories,
+        "integrity": {"canonicalization": "RFC8785", "checksum": checksum, "total_memories": len(memories)},
+        "export_type": "full",
+    }
+    problems = _schema_problems(document, "memory-store", MEMORY_STORE_FILE)
+    if problems:  # our own mapping produced something the spec refuses: a bug, never written
+        raise BrainError(f"the export does not validate against the PAM schema: {_summary(problems)}")
+    store_path = out / MEMORY_STORE_FILE
+    emb_path = out / EMBEDDINGS_FILE
+    store_bytes = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    pending = [(store_path, _write_temp(out, MEMORY_STORE_FILE, store_bytes))]
+    if embeddings:
+        emb_doc = {
+            "schema": "portable-ai-memory-embeddings",
+            "schema_version": SCHEMA_VERSION,
+            "embeddings": [
+                {
+                    "id": embedding_id(doc.id),
+                    "memory_id": doc.id,
+                    "model": model,
+                    "dimensions": int(doc.embedding.shape[0]),
+                    # vectors are computed when a memory is written, so its time is theirs too
+                    "created_at": mem["temporal"].get("updated_at") or mem["temporal"]["created_at"],
+                    "vector": np.ascontiguousarray(doc.embedding, dtype=np.float32),
+                }
+                for doc, mem in zip(docs, memories)
+            ],
+        }
+        try:
+            emb_bytes = orjson.dumps(emb_doc, option=orjson.OPT_SERIALIZE_NUMPY)
+        except orjson.JSONEncodeError as exc:
+            _discard(pending)
+            raise BrainError(f"cannot serialise the embeddings: {exc}") from exc
+        pending.insert(0, (emb_path, _write_temp(out, EMBEDDINGS_FILE, emb_bytes)))
+    for final, temp in pending:  # embeddings first: a memory store never names vectors that are not there
+        os.replace(temp, final)
+    removed = False
+    if not embeddings and emb_path.exists():
+        emb_path.unlink()
+        removed = True
+    return ExportReport(
+        out_dir=out, memory_store=store_path, embeddings=emb_path if embeddings else None,
+        memories=len(memories), embeddings_written=len(docs) if embeddings else 0, checksum=checksum,
+        owner_id=owner, removed_stale_embeddings=removed, warnings=warnings,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _write_temp(directory: Path, name: str, data: bytes) -> Path:
+    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        Path(temp).unlink(missing_ok=True)
+        raise BrainError(f"cannot write {directory / name}: {exc}") from exc
+    return Path(temp)
+
+
+def _discard(pending: list[tuple[Path, Path]]) -> None:
+    for _, temp in pending:
+        temp.unlink(missing_ok=True)
+
+
+@lru_cache(maxsize=1)
+def _version() -> str:
+    from brain import __version__
+
+    return __version__
+
+
+# ---- reading and validating PAM files ------------------------------------------------------------
+@dataclass
+class PamFiles:
+    """A validated PAM export: the memory store (and its embeddings, when there were any)."""
+
+    memory_store_path: Path
+    embeddings_path: Path | None
+    document: dict[str, Any]
+    #: memories as the portable-ai-memory package dumps them (nulls dropped, defaults filled)
+    memories: list[dict[str, Any]]
+    #: embedding objects by memory id
+    embeddings: dict[str, dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _json_path(parts: Iterable[Any]) -> str:
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", str(part)):
+            out += f".{part}" if out else str(part)
+        else:
+            out += f"[{orjson.dumps(str(part)).decode()}]"
+    return out or "(document root)"
+
+
+def _problem(file: str, path: str, message: str, item: int | None = None) -> dict[str, Any]:
+    if len(message) > 300:
+        message = message[:300] + "..."
+    return {"item": item, "field": path, "file": file, "message": message}
+
+
+def _summary(problems: list[dict[str, Any]]) -> str:
+    shown = "; ".join(f"{p['file']}: {p['field']}: {p['message']}" for p in problems[:_MAX_REPORTED])
+    more = len(problems) - _MAX_REPORTED
+    return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def _reject(problems: list[dict[str, Any]]) -> None:
+    if problems:
+        raise ValidationError(f"{_summary(problems)} (nothing was written)", problems)
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str):
+    import jsonschema_rs
+    from portable_ai_memory.schemas import load_schema
+
+    return jsonschema_rs.Draft202012Validator(load_schema(name), validate_formats=True)
+
+
+def _schema_problems(document: Any, schema: str, file: str) -> list[dict[str, Any]]:
+    problems = []
+    for error in islice(_validator(schema).iter_errors(document), 200):
+        path = list(error.instance_path)
+        item = path[1] if len(path) > 1 and path[0] in ("memories", "embeddings") and isinstance(path[1], int) else None
+        problems.append(_problem(file, _json_path(path), error.message, item))
+    return problems
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValidationError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:  # also invalid UTF-8, NaN and Infinity
+        raise ValidationError(
+            f"{path.name} is not valid JSON: {exc} (nothing was written)",
+            [_problem(path.name, "(document root)", str(exc))],
+        ) from None
+
+
+def _locate(path: str | Path) -> tuple[Path, Path | None]:
+    given = Path(path)
+    if given.is_dir():
+        store_path = given / MEMORY_STORE_FILE
+        if not store_path.is_file():
+            raise ValidationError(f"no {MEMORY_STORE_FILE} in {given}; give the export directory or the file itself")
+    elif given.is_file():
+        store_path = given
+    else:
+        raise ValidationError(f"{given} does not exist; give a PAM export directory or its {MEMORY_STORE_FILE}")
+    emb_path = store_path.parent / EMBEDDINGS_FILE
+    return store_path, emb_path if emb_path.is_file() else None
+
+
+def read_pam(path: str | Path) -> PamFiles:
+    """Read and validate a PAM export (directory or memory-store file, with an optional
+    ``embeddings.json`` beside it). Raises :class:`ValidationError` naming every problem's JSON path."""
+    store_path, emb_path = _locate(path)
+    sfile = store_path.name
+    document = _read_json(store_path)
+    problems = _schema_problems(document, "memory-store", sfile)
+    _reject(problems)
+    warnings: list[str] = []
+    version = document["schema_version"]
+    if version.split("-")[0].split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        problems.append(_problem(sfile, "schema_version", f"PAM {version} is not supported; brain reads PAM 1.x"))
+    raw_memories: list[dict[str, Any]] = document["memories"]
+    first_index: dict[str, int] = {}
+    for i, mem in enumerate(raw_memories):
+        if mem["id"] in first_index:
+            problems.append(_problem(sfile, f"memories[{i}].id", f"duplicate id {mem['id']!r} (also memories[{first_index[mem['id']]}])", i))
+        else:
+            first_index[mem["id"]] = i
+        expected = content_hash(mem["content"])
+        if mem["content_hash"] != expected:
+            problems.append(_problem(
+                sfile, f"memories[{i}].content_hash",
+                f"is {mem['content_hash']} but the content hashes to {expected} (content edited after export?)", i,
+            ))
+    _reject(problems)
+    memories = _package_dump(raw_memories, sfile)
+    integrity = document.get("integrity")
+    if integrity is not None:
+        if integrity["total_memories"] != len(raw_memories):
+            problems.append(_problem(
+                sfile, "integrity.total_memories",
+                f"says {integrity['total_memories']} but the file holds {len(raw_memories)} memories",
+            ))
+        elif integrity["checksum"] not in (integrity_checksum(raw_memories), integrity_checksum(memories)):
+            problems.append(_problem(
+                sfile, "integrity.checksum",
+                "does not match the memories (the file changed after export); remove the integrity block "
+                "to import it anyway",
+            ))
+    embeddings: dict[str, dict[str, Any]] = {}
+    by_id: dict[str, dict[str, Any]] = {}
+    if emb_path is not None:
+        efile = emb_path.name
+        emb_doc = _read_json(emb_path)
+        emb_problems = _schema_problems(emb_doc, "embeddings", efile)
+        _reject(problems + emb_problems)
+        if emb_doc["schema_version"] != version:
+            problems.append(_problem(efile, "schema_version", f"is {emb_doc['schema_version']!r} but {sfile} is {version!r}"))
+        for j, emb in enumerate(emb_doc["embeddings"]):
+            where = f"embeddings[{j}]"
+            if emb["id"] in by_id:
+                problems.append(_problem(efile, f"{where}.id", f"duplicate embedding id {emb['id']!r}", j))
+            by_id[emb["id"]] = emb
+            if emb["memory_id"] in embeddings:
+                problems.append(_problem(efile, f"{where}.memory_id", f"a second embedding for memory {emb['memory_id']!r}", j))
+            elif emb["memory_id"] not in first_index:
+                problems.append(_problem(efile, f"{where}.memory_id", f"no memory {emb['memory_id']!r} in {sfile}", j))
+            embeddings.setdefault(emb["memory_id"], emb)
+            vector = emb.get("vector")
+            if vector is not None and len(vector) != emb["dimensions"]:
+                problems.append(_problem(efile, f"{where}.vector", f"has {len(vector)} values but dimensions is {emb['dimensions']}", j))
+    dangling = 0
+    for i, mem in enumerate(raw_memories):
+        ref = mem.get("embedding_ref")
+        if ref is None:
+            continue
+        if emb_path is None:
+            dangling += 1
+        elif ref not in by_id:
+            problems.append(_problem(sfile, f"memories[{i}].embedding_ref", f"names {ref!r}, which {EMBEDDINGS_FILE} does not hold", i))
+        elif by_id[ref]["memory_id"] != mem["id"]:
+            problems.append(_problem(
+                sfile, f"memories[{i}].embedding_ref",
+                f"names {ref!r}, which is the embedding of memory {by_id[ref]['memory_id']!r}, not of {mem['id']!r}", i,
+            ))
+    _reject(problems)
+    if dangling:
+        warnings.append(f"{dangling} memories name embeddings but there is no {EMBEDDINGS_FILE}; their vectors are computed from content")
+    return PamFiles(store_path, emb_path, document, memories, embeddings, warnings)
+
+
+def _package_dump(raw_memories: list[dict[str, Any]], file: str) -> list[dict[str, Any]]:
+    """The memories as the portable-ai-memory package models dump them (its checksum's form)."""
+    import pydantic
+    from portable_ai_memory.models import MemoryObject
+
+    out, problems = [], []
+    for i, mem in enumerate(raw_memories):
+        try:
+            out.append(MemoryObject.model_validate(mem).model_dump(mode="json", by_alias=True, exclude_none=True))
+        except pydantic.ValidationError as exc:  # the schema passed; the package's models are stricter here
+            for err in exc.errors():
+                problems.append(_problem(file, _json_path(["memories", i, *err["loc"]]), err["msg"], i))
+    _reject(problems)
+    return out
+
+
+# ---- PAM memory object -> brain memory ----------------------------------------------------------
+def _brain_block(mem: dict[str, Any], where: str, file: str, i: int, problems: list) -> dict[str, Any]:
+    brain = (mem.get("metadata") or {}).get(BRAIN_KEY)
+    if brain is None:
+        return {}
+    if not isinstance(brain, dict):
+        problems.append(_problem(file, f"{where}.metadata.brain", "must be an object (brain's own fields)", i))
+        return {}
+    for key in brain:
+        if key not in _BRAIN_FIELDS:
+            problems.append(_problem(file, f"{where}.metadata.brain.{key}", f"is not a field of brain's block (expected {', '.join(_BRAIN_FIELDS)})", i))
+    extra = brain.get("extra", {})
+    if not isinstance(extra, dict):
+        problems.append(_problem(file, f"{where}.metadata.brain.extra", "must be an object", i))
+    else:
+        for key in extra:
+            if key in _NOT_EXTRA:
+                problems.append(_problem(file, f"{where}.metadata.brain.extra.{key}", f"{key!r} cannot be an extra field", i))
+    return brain
+
+
+def pam_to_memory(mem: dict[str, Any], i: int, file: str = MEMORY_STORE_FILE) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A PAM memory object (package-dump form) as an ``upsert_docs`` item, and the problems found."""
+    where = f"memories[{i}]"
+    problems: list[dict[str, Any]] = []
+    brain = _brain_block(mem, where, file, i, problems)
+    tags = mem.get("tags", [])
+    original = brain.get("tags")
+    # the original tags, unless another tool changed the PAM tags since brain wrote them
+    if isinstance(original, list) and all(isinstance(t, str) for t in original) and pam_tags(original) == tags:
+        tags = original
+    temporal = mem["temporal"]
+    try:
+        timestamp = parse_timestamp(temporal.get("updated_at") or temporal["created_at"])
+    except ValueError as exc:
+        problems.append(_problem(file, f"{where}.temporal", str(exc), i))
+        return {}, problems
+    meta: dict[str, Any] = {
+        "timestamp": timestamp,
+        "scope": brain.get("scope", GLOBAL_SCOPE),
+        "source": brain.get("source", Source.IMPORT.value),
+        "importance": brain.get("importance", 3),
+        "tags": tags,
+    }
+    for key in ("entity", "conversation_id"):
+        if brain.get(key) is not None:
+            meta[key] = brain[key]
+    if isinstance(brain.get("extra"), dict):
+        meta.update((k, v) for k, v in brain["extra"].items() if k not in _NOT_EXTRA)
+    pam_type = _join_type(mem["type"], mem.get("custom_type"))
+    if pam_type is not None:
+        meta[TYPE_KEY] = pam_type
+    if mem.get("status", "active") != "active":
+        meta[STATUS_KEY] = mem["status"]
+    # what an export of the memory as mapped so far would write; keep what differs from it
+    try:
+        plain = memory_to_pam(mem["id"], mem["content"], {**meta, "type": DocType.MEMORY.value})
+    except (TypeError, ValueError) as exc:
+        problems.append(_problem(file, f"{where}.metadata.brain", str(exc), i))
+        return {}, problems
+    kept = {}
+    for key in _PRESERVED:
+        value = mem.get(key)
+        if key == "metadata":
+            value = {k: v for k, v in (value or {}).items() if k != BRAIN_KEY} or None
+        if value is not None and value != plain.get(key):
+            kept[key] = value
+    if kept:
+        meta[EXTRA_KEY] = orjson.dumps(kept).decode()
+    try:
+        validate_metadata(DocType.MEMORY, meta)
+    except ValidationError as exc:
+        for p in exc.problems or [{"field": "metadata", "message": str(exc)}]:
+            problems.append(_problem(file, _brain_path(where, p.get("field") or "metadata"), p["message"], i))
+    return {"id": mem["id"], "type": DocType.MEMORY.value, "text": mem["content"], **meta}, problems
+
+
+def _brain_path(where: str, field_name: str) -> str:
+    """The JSON path in a PAM memory of a brain metadata field."""
+    top = field_name.split(".")[0]
+    if top == "timestamp":
+        return f"{where}.temporal"
+    if top == "tags":
+        return f"{where}.tags"
+    if top in _BRAIN_FIELDS:
+        return f"{where}.metadata.brain.{field_name}"
+    if top in (TYPE_KEY, STATUS_KEY, EXTRA_KEY, "type"):
+        return where
+    return f"{where}.metadata.brain.extra.{field_name}"
+
+
+def _usable_vector(emb: dict[str, Any] | None, model: str, dimension: int) -> np.ndarray | None:
+    """The embedding's vector when it is of the store's model and dimension (unit length), else None."""
+    if emb is None or emb["model"] != model or emb["dimensions"] != dimension or emb.get("vector") is None:
+        return None
+    vector = np.asarray(emb["vector"], dtype=np.float32)
+    if vector.shape != (dimension,) or not np.isfinite(vector).all():
+        return None
+    norm = float(np.linalg.norm(vector))
+    if norm == 0.0:
+        return None
+    return vector if abs(norm - 1.0) < 1e-4 else vector / norm
+
+
+# ---- import --------------------------------------------------------------------------------------
+def import_pam(store: RagStore, path: str | Path) -> ImportReport:
+    """Import a PAM export (directory, or its memory-store file) into ``store``; see the module docstring."""
+    started = time.perf_counter()
+    files = read_pam(path)
+    sfile = files.memory_store_path.name
+    items, problems = [], []
+    for i, mem in enumerate(files.memories):
+        item, found = pam_to_memory(mem, i, sfile)
+        problems.extend(found)
+        items.append(item)
+    _reject(problems)
+    ids = [item["id"] for item in items]
+    existing = {doc.id: doc for doc in store.get(ids)} if ids else {}
+    for i, item in enumerate(items):
+        doc = existing.get(item["id"])
+        if doc is not None and doc.type != DocType.MEMORY.value:
+            problems.append(_problem(
+                sfile, f"memories[{i}].id",
+                f"{item['id']!r} is the id of a {doc.type} document in the store; a memory cannot replace it", i,
+            ))
+    _reject(problems)
+    report = ImportReport(
+        memory_store=files.memory_store_path, embeddings=files.embeddings_path, memories=len(items),
+        owner_id=files.document["owner"]["id"], warnings=list(files.warnings),
+    )
+    for key in ("relations", "conversations_index"):
+        if files.document.get(key):
+            report.not_imported[key] = len(files.document[key])
+    if report.not_imported:
+        report.warnings.append(
+            "not imported (brain keeps memories only): "
+            + ", ".join(f"{n} {key}" for key, n in report.not_imported.items())
+        )
+    batch = []
+    model, dimension = store.embedder.name, store.dimension
+    for item in items:
+        doc = existing.get(item["id"])
+        if doc is not None and _same(doc, item):
+            report.unchanged += 1
+            continue
+        if doc is None:
+            report.new += 1
+        else:
+            report.updated += 1
+        vector = _usable_vector(files.embeddings.get(item["id"]), model, dimension)
+        if vector is not None:
+            item["embedding"] = vector
+            report.vectors_reused += 1
+        else:
+            report.vectors_embedded += 1
+        batch.append(item)
+    if batch:
+        store.upsert_docs(batch)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _same(doc, item: dict[str, Any]) -> bool:
+    """Whether the stored memory already is exactly what the import would write."""
+    if doc.text != item["text"]:
+        return False
+    meta = {k: v for k, v in item.items() if k not in ("id", "text")}
+    wanted = from_chroma(validate_metadata(DocType.MEMORY, meta).to_chroma())
+    return wanted == doc.metadata
+
+
+__all__ = [
+    "EMBEDDINGS_FILE",
+    "MEMORY_STORE_FILE",
+    "ExportReport",
+    "ImportReport",
+    "PamFiles",
+    "content_hash",
+    "default_owner_id",
+    "export_pam",
+    "import_pam",
+    "integrity_checksum",
+    "memory_to_pam",
+    "normalize_content",
+    "pam_tag",
+    "pam_tags",
+    "pam_to_memory",
+    "read_pam",
+]
