@@ -1,0 +1,185 @@
+"""Memory consolidation: near-duplicate memories of one scope merged into one.
+
+Two memories are near-duplicates when the cosine similarity of their stored vectors is above the
+threshold (``BRAIN_CONSOLIDATE_THRESHOLD``, 0.92). Scopes never mix: an entity's memory is never
+merged into a global one or another entity's.
+
+Clustering is greedy and anchored, so every merged memory is itself close to the one it is merged
+into (no chains A~B~C where A and C differ): memories are visited best first — highest importance,
+then earliest creation, then id — and each one not yet merged keeps its text and id and absorbs every
+later memory above the threshold. The kept memory gets every tag (its own first), the highest
+importance, the earliest creation (``created_at``, else the timestamp), the latest timestamp and the
+latest use; ``merged_from`` lists the ids it absorbed.
+
+The whole set of new metadata is validated before anything is written; then the kept memories are
+written in one batch and only after that the merged ones deleted, so an interruption can leave a
+duplicate behind but never loses one. Cost: a blocked similarity matrix per scope, O(n²·d).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from brain.errors import ValidationError
+from brain.schemas import DocType, format_timestamp, parse_timestamp, validate_metadata
+
+if TYPE_CHECKING:
+    from brain.rag_store import RagStore
+    from brain.results import Document
+
+BLOCK_ROWS = 1024
+
+
+@dataclass
+class Merge:
+    """One kept memory and the memories merged into it (``similarities[i]`` is ``merged_ids[i]``'s
+    cosine similarity to the kept one)."""
+
+    scope: str
+    kept_id: str
+    kept_text: str
+    merged_ids: list[str]
+    merged_texts: list[str]
+    similarities: list[float]
+    tags: list[str]
+    importance: int
+    created_at: str
+    timestamp: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ConsolidationReport:
+    threshold: float
+    dry_run: bool
+    scanned: int
+    merges: list[Merge] = field(default_factory=list)
+
+    @property
+    def removed(self) -> int:
+        return sum(len(m.merged_ids) for m in self.merges)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"threshold": self.threshold, "dry_run": self.dry_run, "scanned": self.scanned,
+                "removed": self.removed, "merges": [m.to_dict() for m in self.merges]}
+
+    def summary(self) -> str:
+        verb = "would merge" if self.dry_run else "merged"
+        lines = [f"{self.scanned} memories scanned (cosine > {self.threshold:g}): {verb} {self.removed} "
+                 f"into {len(self.merges)}"]
+        for m in self.merges:
+            lines.append(f"  keep {m.kept_id} [{m.scope}] {m.kept_text!r}")
+            for doc_id, text, sim in zip(m.merged_ids, m.merged_texts, m.similarities):
+                lines.append(f"    <- {doc_id} ({sim:.3f}) {text!r}")
+        return "\n".join(lines)
+
+
+def created(meta: dict[str, Any]) -> datetime:
+    """When a memory was first written: ``created_at``, else its timestamp."""
+    for key in ("created_at", "timestamp"):
+        if meta.get(key) is not None:
+            try:
+                return parse_timestamp(meta[key], key)
+            except ValueError:
+                continue
+    return parse_timestamp(float(meta.get("ts_epoch", 0.0)))
+
+
+def consolidate_memories(store: RagStore, *, threshold: float, dry_run: bool = False) -> ConsolidationReport:
+    """Find (and unless ``dry_run``, apply) the merges described in the module docstring."""
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < threshold <= 1.0:
+        raise ValidationError(f"threshold must be a number in (0, 1], got {threshold!r}",
+                              [{"item": None, "field": "threshold", "message": "out of range"}])
+    docs = store.get(type=DocType.MEMORY, include_embeddings=True)
+    report = ConsolidationReport(threshold=float(threshold), dry_run=dry_run, scanned=len(docs))
+    by_scope: dict[str, list[Document]] = {}
+    for doc in docs:
+        by_scope.setdefault(str(doc.metadata.get("scope", "global")), []).append(doc)
+    plans: list[tuple[Merge, Document, list[Document]]] = []
+    for scope in sorted(by_scope):
+        group = sorted(by_scope[scope], key=lambda d: (-int(d.metadata.get("importance", 3)), created(d.metadata), d.id))
+        plans.extend(_plan_scope(scope, group, float(threshold)))
+    report.merges = [merge for merge, _, _ in plans]
+    if dry_run or not plans:
+        return report
+    writes, problems = [], []
+    for n, (merge, keeper, members) in enumerate(plans):
+        meta = _merged_metadata(keeper, members, merge)
+        try:
+            validate_metadata(DocType.MEMORY, meta)
+        except ValidationError as exc:
+            problems.extend({"item": n, "field": p["field"], "message": f"{keeper.id}: {p['message']}"} for p in exc.problems)
+            continue
+        writes.append({"id": keeper.id, "text": keeper.text, "type": DocType.MEMORY.value,
+                       "embedding": keeper.embedding, **meta})
+    if problems:
+        raise ValidationError("consolidation would write invalid metadata; nothing was changed: "
+                              + "; ".join(p["message"] for p in problems), problems)
+    store.upsert_docs(writes)
+    store.delete([doc_id for merge in report.merges for doc_id in merge.merged_ids])
+    return report
+
+
+def _plan_scope(scope: str, group: list[Document], threshold: float) -> list[tuple[Merge, Document, list[Document]]]:
+    n = len(group)
+    if n < 2:
+        return []
+    x = np.stack([np.asarray(d.embedding, dtype=np.float32) for d in group])
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    neighbours: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    for start in range(0, n, BLOCK_ROWS):
+        sims = x[start : start + BLOCK_ROWS] @ x.T
+        rows, cols = np.nonzero(sims > threshold)
+        for r, c in zip(rows.tolist(), cols.tolist()):
+            i = start + r
+            if c > i:  # each pair once, from the better-ranked memory
+                neighbours[i].append((c, float(sims[r, c])))
+    merged = np.zeros(n, dtype=bool)
+    plans = []
+    for i in range(n):
+        if merged[i]:
+            continue
+        members = [(j, sim) for j, sim in neighbours[i] if not merged[j]]
+        if not members:
+            continue
+        for j, _ in members:
+            merged[j] = True
+        keeper = group[i]
+        others = [group[j] for j, _ in members]
+        everyone = [keeper, *others]
+        merge = Merge(
+            scope=scope,
+            kept_id=keeper.id,
+            kept_text=keeper.text,
+            merged_ids=[d.id for d in others],
+            merged_texts=[d.text for d in others],
+            similarities=[round(sim, 6) for _, sim in members],
+            tags=list(dict.fromkeys(t for d in everyone for t in (d.metadata.get("tags") or []))),
+            importance=max(int(d.metadata.get("importance", 3)) for d in everyone),
+            created_at=format_timestamp(min(created(d.metadata) for d in everyone)),
+            timestamp=format_timestamp(max(parse_timestamp(d.metadata["timestamp"]) for d in everyone)),
+        )
+        plans.append((merge, keeper, others))
+    return plans
+
+
+def _merged_metadata(keeper: Document, members: list[Document], merge: Merge) -> dict[str, Any]:
+    meta = {k: v for k, v in keeper.metadata.items() if k not in ("ts_epoch", "type")}
+    meta.update(tags=merge.tags, importance=merge.importance, created_at=merge.created_at, timestamp=merge.timestamp)
+    used = [float(d.metadata["last_used"]) for d in (keeper, *members) if d.metadata.get("last_used") is not None]
+    if used:
+        meta["last_used"] = max(used)
+    previous = [str(i) for i in keeper.metadata.get("merged_from") or []]
+    meta["merged_from"] = list(dict.fromkeys([*previous, *merge.merged_ids]))
+    if not meta["tags"]:
+        meta.pop("tags")
+    return meta
+
+
+__all__ = ["ConsolidationReport", "Merge", "consolidate_memories", "created"]
