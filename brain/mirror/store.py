@@ -112,7 +112,10 @@ class EngramMirror:
     """
 
     def __init__(self, path: str | Path, model: str, *, batch_size: int = 500):
-        self.model = check_model_name(model)
+        try:
+            self.model = check_model_name(model)
+        except EmbeddingProtocolError as exc:
+            raise EmbeddingProtocolError(exc.code, f"{exc}; set BRAIN_EMBEDDER to a provider/model name") from None
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not MIN_BATCH <= batch_size <= MAX_BATCH:
             raise ValidationError(f"batch_size must be an integer between {MIN_BATCH} and {MAX_BATCH}, got {batch_size!r}")
         self.batch_size = batch_size
@@ -282,8 +285,12 @@ class EngramMirror:
         """Store vectors of any ``model`` for existing memories: ``[(memory_id, vector), ...]``; all or nothing."""
         model = check_model_name(model)
         rows = []
-        for memory_id, vector in items:
-            rows.append((memory_id, protocol.encode_embedding(vector, memory_id=memory_id, model=model)))
+        try:
+            for memory_id, vector in items:
+                rows.append((memory_id, protocol.encode_embedding(vector, memory_id=memory_id, model=model)))
+        except EmbeddingProtocolError as exc:
+            log.warning("mirror write rejected: %s", exc)
+            raise
         if not rows:
             return 0
         with self.transaction():

@@ -1,7 +1,8 @@
 """Keeping the store and the mirror in step: full reconciliation, verification, restore.
 
 - :func:`sync_mirror` makes the mirror match the store for the mirrored types: rows added or rewritten
-  where text, metadata or the configured model's vector differ (reusing the vectors Chroma holds, so
+  where text, metadata or the configured model's vector differ (vectors: by more than
+  :data:`VECTOR_TOLERANCE`, Chroma's own rounding; the vectors Chroma holds are reused, so
   nothing is embedded), and our rows whose documents are gone deleted. Rows engram wrote itself
   (foreign, see :mod:`brain.mirror.mapping`) are left alone. Running it twice changes nothing the
   second time.
@@ -112,10 +113,18 @@ class RestoreReport:
         return "\n".join(lines)
 
 
+#: Chroma hands back a stored float32 vector a few units in the last place away from what it was given
+#: (1.5e-8 on unit vectors), so "the same vector" means equal to within this, relative to its largest value.
+VECTOR_TOLERANCE = 1e-6
+
+
 def _same_vector(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
-    return a.shape == b.shape and bool(np.array_equal(a, b))
+    if a.shape != b.shape:
+        return False
+    scale = max(1.0, float(np.abs(a).max(initial=0.0)))
+    return bool(np.abs(a - b).max(initial=0.0) <= VECTOR_TOLERANCE * scale)
 
 
 def _check_models(store: "RagStore", mirror: EngramMirror) -> None:
