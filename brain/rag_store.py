@@ -11,8 +11,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import urlparse
 
 import numpy as np
@@ -30,6 +31,7 @@ from brain.filters import to_chroma_where
 from brain.ids import derived_id, memory_id, new_id
 from brain.locking import DataDirLock
 from brain.memory_index import MemoryIndex
+from brain.mirror import EngramMirror
 from brain.persona import current_version
 from brain.ranking import ScoreWeights
 
@@ -97,6 +99,7 @@ class RagStore:
         *,
         embedder: Embedder | None = None,
         client: Any | None = None,
+        mirror: EngramMirror | bool | None = None,
     ):
         self.settings = settings or Settings()
         self.embedder = embedder or get_embedder(self.settings)
@@ -117,12 +120,31 @@ class RagStore:
             self.col = self._open_collection()
             self.dimension = int(self.col.metadata["dimension"])
             self.max_batch_size = int(self.client.get_max_batch_size())
+            self.mirror = self._open_mirror(mirror)
         except BaseException:
             self.close()
             raise
+        self._mirror_types = frozenset(self.settings.mirrored_types)
+        self._own_mirror = mirror is None or mirror is True
+
+    def _open_mirror(self, mirror: EngramMirror | bool | None) -> EngramMirror | None:
+        if isinstance(mirror, EngramMirror):
+            if mirror.model != self.embedder.name:
+                raise EmbeddingModelMismatch(
+                    f"the mirror keeps {mirror.model} vectors but the store embeds with {self.embedder.name}"
+                )
+            return mirror
+        if mirror is False or (mirror is None and not self.settings.mirror_enabled):
+            return None
+        return EngramMirror(self.settings.mirror_file, self.embedder.name, batch_size=self.settings.mirror_batch_size)
 
     def close(self) -> None:
-        """Release the data directory for other processes. The store must not be used afterwards."""
+        """Close the mirror (when this store opened it) and release the data directory for other
+        processes. The store must not be used afterwards."""
+        mirror = getattr(self, "mirror", None)
+        if mirror is not None and getattr(self, "_own_mirror", True):
+            mirror.close()
+        self.mirror = None
         if self._dir_lock is not None:
             self._dir_lock.release()
             self._dir_lock = None
@@ -447,10 +469,34 @@ class RagStore:
         metas = [p["meta"].to_chroma() for p in unique]
         texts = [p["text"] for p in unique]
         vectors = np.stack([p["embedding"] for p in unique]).astype(np.float32, copy=False)
-        chunks = range(0, len(ids), self.max_batch_size)
         # Several chunks are several Chroma writes: keep what they replace so a failure can be undone.
         snapshot = self._snapshot(ids) if len(ids) > self.max_batch_size else None
         payload = self._replacing(ids, metas, snapshot)
+        with self._mirroring(ids, texts, metas, vectors):
+            self._write_chroma(ids, texts, metas, vectors, payload, snapshot)
+        self._after_write(ids, vectors, texts, metas)
+
+    @contextmanager
+    def _mirroring(self, ids, texts, metas, vectors) -> Iterator[None]:
+        """Write-through to the mirror: its rows are written first in an open SQLite transaction, which
+        commits only after the Chroma write succeeded (and rolls back when it failed)."""
+        if self.mirror is None:
+            yield
+            return
+        mirrored = [j for j, m in enumerate(metas) if m.get("type") in self._mirror_types]
+        others = [ids[j] for j, m in enumerate(metas) if m.get("type") not in self._mirror_types]
+        with self.mirror.transaction():
+            if others:
+                self.mirror.delete(others)  # an id may have changed to a type that is not mirrored
+            if mirrored:
+                self.mirror.upsert(
+                    {"id": ids[j], "text": texts[j], "metadata": from_chroma(metas[j]), "embedding": vectors[j]}
+                    for j in mirrored
+                )
+            yield
+
+    def _write_chroma(self, ids, texts, metas, vectors, payload, snapshot) -> None:
+        chunks = range(0, len(ids), self.max_batch_size)
         written = 0
         try:
             for start in chunks:
@@ -463,7 +509,6 @@ class RagStore:
             if written and snapshot is not None:
                 self._restore(ids[:written], snapshot, dict(zip(ids, metas)))
             raise StoreUnavailable(f"writing {len(ids)} documents to Chroma failed: {exc}; nothing was written") from exc
-        self._after_write(ids, vectors, texts, metas)
 
     def _replacing(self, ids: list[str], metas: list[dict[str, Any]], snapshot: dict | None) -> list[dict[str, Any]]:
         """Metadata that replaces what is stored. Chroma's upsert merges metadata into the old one, so a
@@ -625,8 +670,11 @@ class RagStore:
                 ]
             else:
                 found = self._ids_where(chroma_where)
-            for start in range(0, len(found), self.max_batch_size):
-                self.col.delete(ids=found[start : start + self.max_batch_size])
+            with self.mirror.transaction() if self.mirror is not None else nullcontext():
+                if self.mirror is not None and found:
+                    self.mirror.delete(found)
+                for start in range(0, len(found), self.max_batch_size):
+                    self.col.delete(ids=found[start : start + self.max_batch_size])
             for index in (self._indexes or {}).values():
                 index.remove(found)
             self._forget_turns(found)
