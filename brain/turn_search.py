@@ -1,0 +1,374 @@
+"""Hybrid retrieval over the turns of one conversation: pure ranking, no store access.
+
+The caller hands in the turns (``Document`` objects with ``embedding`` set, e.g. from
+``store.get(where={"conversation_id": cid}, type="turn", include_embeddings=True)``) and a query
+(its text and its embedding). Every turn is scored; the top ``k`` come back with their parts::
+
+    fused(t)  = dense * z(cosine(q, t)) + lexical * z(bm25(q, t)) + speaker * [t's speaker is named in q]
+    score(t)  = fused(t) + neighbour * max(fused(previous turn), fused(next turn))
+
+- ``z`` standardises a signal over the conversation's turns (mean 0, standard deviation 1), so the
+  two signals add in the same unit whatever their raw scales; a signal that does not vary (no
+  query word occurs anywhere) contributes nothing.
+- The lexical signal is Okapi BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework:
+  BM25 and Beyond", 2009) over stemmed words without stop words. A turn's lexical document is its
+  text plus its speaker's name and the words of its date ("8 May 2023"), so "what did Caroline say
+  in May 2023" matches on who and when as well as on what.
+- Questions name people. When the query names exactly one of the conversation's speakers (the
+  ``speaker`` metadata), that speaker's turns get a bonus of ``speaker`` standard deviations.
+- A turn is often only understood with its neighbour ("What did you paint?" / "A sunrise."): each
+  turn also gets a share of the better of its two neighbours' scores.
+
+One conversation at a time: a few thousand turns score in milliseconds, so there is no candidate
+pre-selection and the ranking is exact. The BM25 index is the costly part; build a
+:class:`TurnIndex` once and search it many times when the turns do not change.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+import numpy as np
+import Stemmer
+
+from brain.errors import ValidationError
+from brain.results import Document
+from brain.schemas import parse_timestamp
+
+__all__ = [
+    "LexicalIndex",
+    "TurnHit",
+    "TurnIndex",
+    "TurnSearchWeights",
+    "search_turns",
+    "tokenize",
+]
+
+MAX_K = 1000
+
+# English function words: they carry no topic, and in chat they are most of the words.
+STOP_WORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers herself him himself his how i if in into is it its itself just let me
+    more most my myself no nor not now of off on once only or other ought our ours ourselves out over own
+    same she should so some such than that the their theirs them themselves then there these they this
+    those through to too under until up very was we were what when where which while who whom why will
+    with would you your yours yourself yourselves""".split()
+)
+_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)*")
+_ORDINAL_RE = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+           "october", "november", "december")
+_stemmer = Stemmer.Stemmer("english")
+
+
+def _words(text: str) -> list[str]:
+    """Lower-case words; possessives and contractions reduced to their stem word ("caroline's" -> "caroline")."""
+    out = []
+    for word in _WORD_RE.findall(text.lower()):
+        word = word.split("'", 1)[0]
+        ordinal = _ORDINAL_RE.match(word)
+        if ordinal:  # "8th" matches the "8" of a date
+            word = ordinal.group(1)
+        if word.isdigit():
+            word = word.lstrip("0") or "0"  # "05" and "5" are the same day
+        out.append(word)
+    return out
+
+
+def tokenize(text: str, *, stem: bool = True, stop_words: bool = True) -> list[str]:
+    """The lexical tokens of ``text``: lower-case words, stop words dropped, Snowball-stemmed."""
+    words = _words(text)
+    if stop_words:
+        words = [w for w in words if w not in STOP_WORDS]
+    return _stemmer.stemWords(words) if stem else words
+
+
+class LexicalIndex:
+    """Okapi BM25 over a fixed list of tokenised documents.
+
+    ``idf = ln(1 + (N - n + 0.5) / (n + 0.5))`` (never negative), term frequency saturated by ``k1``
+    and normalised by document length with ``b``. Postings are numpy arrays per term, so a query
+    costs a few vector additions per query term.
+    """
+
+    def __init__(self, documents: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75):
+        self.size = len(documents)
+        lengths = np.array([len(d) for d in documents], dtype=np.float64)
+        mean_length = float(lengths.mean()) if self.size and lengths.mean() > 0 else 1.0
+        self._norm = k1 * (1.0 - b + b * lengths / mean_length)
+        self._k1 = k1
+        counts: dict[str, dict[int, int]] = {}
+        for row, doc in enumerate(documents):
+            for token in doc:
+                per_doc = counts.setdefault(token, {})
+                per_doc[row] = per_doc.get(row, 0) + 1
+        self._postings: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
+        for token, per_doc in counts.items():
+            rows = np.fromiter(per_doc.keys(), dtype=np.int64, count=len(per_doc))
+            freqs = np.fromiter(per_doc.values(), dtype=np.float64, count=len(per_doc))
+            idf = math.log(1.0 + (self.size - len(per_doc) + 0.5) / (len(per_doc) + 0.5))
+            self._postings[token] = (rows, freqs, idf)
+
+    def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
+        """BM25 score of every document; a query word counts once however often it is repeated."""
+        out = np.zeros(self.size, dtype=np.float64)
+        for token in dict.fromkeys(query_tokens):
+            posting = self._postings.get(token)
+            if posting is None:
+                continue
+            rows, freqs, idf = posting
+            out[rows] += idf * freqs * (self._k1 + 1.0) / (freqs + self._norm[rows])
+        return out
+
+
+@dataclass(frozen=True)
+class TurnSearchWeights:
+    """The few parameters of the ranking; the defaults are round values, not fitted to a benchmark
+    (bench/LOCOMO_RESULTS.md shows how they hold on conversations they were not chosen on)."""
+
+    dense: float = 0.5
+    lexical: float = 0.5
+    speaker: float = 1.0
+    neighbour: float = 0.5
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("dense", "lexical", "speaker", "neighbour", "bm25_k1", "bm25_b"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                problems.append({"item": None, "field": name, "message": f"{name} must be a finite number >= 0, got {value!r}"})
+        if not problems:
+            if self.bm25_k1 <= 0:
+                problems.append({"item": None, "field": "bm25_k1", "message": f"bm25_k1 must be > 0, got {self.bm25_k1!r}"})
+            if self.bm25_b > 1:
+                problems.append({"item": None, "field": "bm25_b", "message": f"bm25_b must be between 0 and 1, got {self.bm25_b!r}"})
+            if self.dense == 0 and self.lexical == 0:
+                problems.append({"item": None, "field": "dense", "message": "dense and lexical cannot both be 0: nothing would rank by the query"})
+        if problems:
+            raise ValidationError("; ".join(p["message"] for p in problems), problems)
+
+
+@dataclass
+class TurnHit:
+    """A ranked turn: ``score = dense_part + lexical_part + speaker_part + neighbour_part``.
+
+    ``similarity`` is the raw cosine similarity and ``bm25`` the raw BM25 score, for display;
+    the parts are in standard deviations over the conversation's turns.
+    """
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    score: float
+    similarity: float
+    bm25: float
+    dense_part: float
+    lexical_part: float
+    speaker_part: float
+    neighbour_part: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _problem(field_name: str, message: str, item: int | None = None) -> ValidationError:
+    return ValidationError(message, [{"item": item, "field": field_name, "message": message}])
+
+
+def _standardised(values: np.ndarray) -> np.ndarray:
+    spread = float(values.std()) if values.size else 0.0
+    if spread <= 1e-12:
+        return np.zeros_like(values)
+    return (values - values.mean()) / spread
+
+
+def _date_words(metadata: dict[str, Any]) -> str:
+    """'8 May 2023' for a turn stored at 2023-05-08T13:56:00+00:00; '' without a usable timestamp."""
+    value = metadata.get("timestamp")
+    if value is None:
+        return ""
+    try:
+        when: datetime = parse_timestamp(value)
+    except ValueError:
+        return ""
+    return f"{when.day} {_MONTHS[when.month - 1]} {when.year}"
+
+
+def _order_key(position: int, metadata: dict[str, Any]) -> tuple:
+    index = metadata.get("turn_index")
+    index = index if isinstance(index, int) and not isinstance(index, bool) else math.inf
+    epoch = metadata.get("ts_epoch")
+    epoch = float(epoch) if isinstance(epoch, (int, float)) and not isinstance(epoch, bool) else math.inf
+    return (index, epoch, position)
+
+
+class TurnIndex:
+    """The turns of one conversation, ready to be searched (vectors normalised, BM25 built).
+
+    Turns are put in conversation order (``turn_index``, then time, then the order given), which
+    defines each turn's neighbours.
+    """
+
+    def __init__(self, turns: Sequence[Document], weights: TurnSearchWeights | None = None):
+        self.weights = weights if weights is not None else TurnSearchWeights()
+        if not isinstance(self.weights, TurnSearchWeights):
+            raise _problem("weights", f"weights must be a TurnSearchWeights, got {type(self.weights).__name__}")
+        turns = self._checked_turns(turns)
+        order = sorted(range(len(turns)), key=lambda i: _order_key(i, turns[i].metadata))
+        self.turns: list[Document] = [turns[i] for i in order]
+        self.dimension = int(turns[0].embedding.shape[0]) if turns else None
+        if self.turns:
+            vectors = np.stack([np.asarray(t.embedding, dtype=np.float32) for t in self.turns])
+            self.vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        else:
+            self.vectors = np.zeros((0, 0), dtype=np.float32)
+        speakers = [t.metadata.get("speaker") for t in self.turns]
+        self.speakers = [s if isinstance(s, str) and s.strip() else None for s in speakers]
+        # a speaker is "named" in a query when every word of the name is there
+        self._speaker_words = {s: set(_words(s)) for s in dict.fromkeys(self.speakers) if s and _words(s)}
+        self.lexical = LexicalIndex(
+            [tokenize(" ".join(filter(None, (t.text, s, _date_words(t.metadata))))) for t, s in zip(self.turns, self.speakers)],
+            k1=self.weights.bm25_k1,
+            b=self.weights.bm25_b,
+        )
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    @staticmethod
+    def _checked_turns(turns: Any) -> list[Document]:
+        if isinstance(turns, (str, bytes, dict)) or not isinstance(turns, Sequence):
+            raise _problem("turns", f"turns must be a list of Document objects, got {type(turns).__name__}")
+        problems: list[dict[str, Any]] = []
+        checked: list[Document] = []
+        dimension = None
+        conversations: set[str] = set()
+        seen: set[str] = set()
+        for i, turn in enumerate(turns):
+            if not isinstance(turn, Document):
+                problems.append({"item": i, "field": "turn", "message": f"turn {i} must be a Document, got {type(turn).__name__}"})
+                continue
+            if not isinstance(turn.text, str):
+                problems.append({"item": i, "field": "text", "message": f"turn {i} ({turn.id!r}): text must be a string"})
+            if turn.id in seen:
+                problems.append({"item": i, "field": "id", "message": f"turn {i}: id {turn.id!r} appears twice"})
+            seen.add(turn.id)
+            if not isinstance(turn.metadata, dict):
+                problems.append({"item": i, "field": "metadata", "message": f"turn {i} ({turn.id!r}): metadata must be a dict"})
+                continue
+            if turn.metadata.get("conversation_id") is not None:
+                conversations.add(turn.metadata["conversation_id"])
+            if turn.embedding is None:
+                problems.append({"item": i, "field": "embedding", "message": f"turn {i} ({turn.id!r}) has no embedding; "
+                                 "fetch turns with include_embeddings=True"})
+                continue
+            vector = np.asarray(turn.embedding, dtype=np.float32)
+            if vector.ndim != 1 or vector.size == 0:
+                problems.append({"item": i, "field": "embedding", "message": f"turn {i} ({turn.id!r}): embedding must be a 1-d vector"})
+                continue
+            if dimension is None:
+                dimension = vector.shape[0]
+            if vector.shape[0] != dimension:
+                problems.append({"item": i, "field": "embedding", "message": f"turn {i} ({turn.id!r}): embedding has "
+                                 f"{vector.shape[0]} dimensions, the first turn has {dimension}"})
+            elif not np.isfinite(vector).all() or not np.any(vector):
+                problems.append({"item": i, "field": "embedding", "message": f"turn {i} ({turn.id!r}): embedding is all zeros or not finite"})
+            checked.append(Document(id=turn.id, text=turn.text, metadata=turn.metadata, embedding=vector))
+        if len(conversations) > 1:
+            problems.append({"item": None, "field": "conversation_id", "message": "turns come from several conversations "
+                             f"({', '.join(sorted(map(str, conversations)))}); search one conversation at a time"})
+        if problems:
+            message = "; ".join(p["message"] for p in problems[:5])
+            if len(problems) > 5:
+                message += f"; and {len(problems) - 5} more"
+            raise ValidationError(message, problems)
+        return checked
+
+    def _query(self, query_text: Any, query_vector: Any) -> tuple[list[str], np.ndarray | None]:
+        if not isinstance(query_text, str) or not query_text.strip():
+            raise _problem("query_text", f"query_text must be a non-empty string, got {query_text!r}")
+        try:
+            vector = np.asarray(query_vector, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise _problem("query_vector", "query_vector must be a list of numbers") from None
+        if vector.ndim != 1 or vector.size == 0:
+            raise _problem("query_vector", f"query_vector must be a 1-d vector, got shape {vector.shape}")
+        if not np.isfinite(vector).all() or not np.any(vector):
+            raise _problem("query_vector", "query_vector is all zeros or contains NaN/Inf")
+        if self.dimension is not None and vector.shape[0] != self.dimension:
+            raise _problem("query_vector", f"query_vector has {vector.shape[0]} dimensions but the turns are "
+                           f"{self.dimension}-d; embed the query with the store's embedder")
+        return tokenize(query_text), vector / np.linalg.norm(vector)
+
+    def named_speaker(self, query_text: str) -> str | None:
+        """The one speaker of this conversation the query names, or None (none or several named)."""
+        words = set(_words(query_text))
+        named = [s for s, name_words in self._speaker_words.items() if name_words <= words]
+        return named[0] if len(named) == 1 else None
+
+    def similarities(self, query_vector: np.ndarray) -> np.ndarray:
+        """Cosine similarity of every turn (conversation order) to a unit query vector."""
+        return self.vectors @ query_vector
+
+    def search(self, query_text: str, query_vector: Any, k: int) -> list[TurnHit]:
+        """The ``k`` best turns for the query, best first (ties: earlier turn first)."""
+        k = _check_k(k)
+        tokens, vector = self._query(query_text, query_vector)
+        if not self.turns:
+            return []
+        w = self.weights
+        similarity = self.similarities(vector)
+        bm25 = self.lexical.scores(tokens)
+        dense_part = w.dense * _standardised(similarity)
+        lexical_part = w.lexical * _standardised(bm25)
+        speaker = self.named_speaker(query_text)
+        speaker_part = np.zeros(len(self.turns))
+        if speaker is not None and w.speaker:
+            speaker_part[[s == speaker for s in self.speakers]] = w.speaker
+        fused = dense_part + lexical_part + speaker_part
+        neighbour_part = np.zeros(len(self.turns))
+        if w.neighbour and len(self.turns) > 1:
+            best = np.full(len(self.turns), -np.inf)
+            best[1:] = fused[:-1]
+            best[:-1] = np.maximum(best[:-1], fused[1:])
+            neighbour_part = w.neighbour * best
+        score = fused + neighbour_part
+        top = np.lexsort((np.arange(len(score)), -score))[:k]
+        return [
+            TurnHit(
+                id=self.turns[i].id, text=self.turns[i].text, metadata=self.turns[i].metadata,
+                score=float(score[i]), similarity=float(similarity[i]), bm25=float(bm25[i]),
+                dense_part=float(dense_part[i]), lexical_part=float(lexical_part[i]),
+                speaker_part=float(speaker_part[i]), neighbour_part=float(neighbour_part[i]),
+            )
+            for i in top
+        ]
+
+
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise _problem("k", f"k must be an integer between 1 and {MAX_K}, got {k!r}")
+    return k
+
+
+def search_turns(
+    query_text: str,
+    query_vector: Any,
+    turns: Sequence[Document],
+    k: int,
+    weights: TurnSearchWeights | None = None,
+) -> list[TurnHit]:
+    """The ``k`` turns of one conversation that best answer the query, best first.
+
+    ``turns`` are ``Document`` objects with embeddings (``store.get(..., include_embeddings=True)``);
+    ``query_vector`` is the query embedded by the same embedder. Fewer than ``k`` turns: all of them.
+    """
+    return TurnIndex(turns, weights).search(query_text, query_vector, k)
