@@ -387,3 +387,27 @@ def test_backfill_of_a_second_model_and_batch_limits(tmp_path):
     for bad in (99, 1001, "500"):
         with pytest.raises(ValidationError):
             EngramMirror(tmp_path / "n.db", MODEL, batch_size=bad)
+
+
+def test_cached_vectors_survive_other_writers_unrelated_commits(mirror, tmp_path, local_embedder):
+    q = local_embedder.embed_query("who plays the piano?")
+    assert mirror.recall(q, 1)[0].id == "mem-piano"
+    cache = mirror._cache
+    mem = open_engram(tmp_path / "mirror.db")
+    try:
+        assert mem.recall("piano", limit=2)  # engram logs the access: a commit recall does not depend on
+    finally:
+        mem.close()
+    assert mirror.recall(q, 1)[0].id == "mem-piano" and mirror._cache is cache
+    with sqlite3.connect(tmp_path / "mirror.db") as raw:  # a scope change does matter
+        raw.execute("UPDATE memories SET namespace = 'entity:bob' WHERE id = 'mem-piano'")
+        raw.execute("UPDATE memories SET metadata = ? WHERE id = 'mem-piano'",
+                    (mapping_json({**MEMORIES[2][2], "scope": "entity:bob", "entity": "bob"}),))
+    assert mirror.recall(q, 1, scopes=["global"])[0].id != "mem-piano"
+    assert mirror._cache is not cache
+
+
+def mapping_json(metadata):
+    from brain.mirror.mapping import metadata_json
+
+    return metadata_json(metadata)

@@ -333,6 +333,6 @@ def test_a_new_file_declares_version_2(tmp_path):
         meta_rows = dict(raw.execute("SELECT key, value FROM engram_meta"))
         indexes = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
-    assert meta_rows == {"embedding_protocol_version": "2", "schema_version": "1"}
+    assert meta_rows == {"embedding_protocol_version": "2", "schema_version": "1", "brain_vector_changes": "0"}
     assert "idx_embeddings_model" in indexes
     assert mode == "wal"

@@ -102,15 +102,15 @@ def scope_of(namespace_value: str | None) -> tuple[str, str | None]:
         return GLOBAL_SCOPE, namespace_value
 
 
-def to_row(doc_id: str, text: str, metadata: dict[str, Any]) -> dict[str, Any]:
-    """The engram columns of one document (see the module docstring)."""
+def to_row(doc_id: str, text: str, metadata: dict[str, Any], epoch: float | None = None) -> dict[str, Any]:
+    """The engram columns of one document (see the module docstring); ``epoch`` defaults to ``ts_epoch``."""
     row_layer = layer(metadata)
     return {
         "id": doc_id,
         "content": text,
         "memory_type": engram_type(metadata),
         "layer": row_layer,
-        "created_at": float(metadata["ts_epoch"]),
+        "created_at": float(metadata["ts_epoch"] if epoch is None else epoch),
         "core_strength": 1.0 if row_layer == "core" else 0.0,
         "importance": importance(metadata),
         "source": str(metadata.get("source", "")),

@@ -59,6 +59,7 @@ class EmbeddingProtocolError(BrainError, ValueError):
         where = ", ".join(f"{k} {v!r}" for k, v in (("memory", memory_id), ("model", model)) if v is not None)
         super().__init__(f"{code}: {message}" + (f" ({where})" if where else ""))
         self.code = code
+        self.detail = message
         self.memory_id = memory_id
         self.model = model
 

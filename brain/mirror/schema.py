@@ -145,6 +145,19 @@ FTS: tuple[str, ...] = (
     END""",
 )
 
+#: a counter of changes that can alter recall (vectors written or removed, a row's metadata or namespace
+#: changed, a row deleted), kept by triggers so that a cached matrix survives other writers' unrelated
+#: commits, e.g. engram logging an access on every recall
+CHANGES_KEY = "brain_vector_changes"
+_BUMP = f"UPDATE engram_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = '{CHANGES_KEY}';"
+CHANGE_TRIGGERS: tuple[str, ...] = (
+    f"CREATE TRIGGER IF NOT EXISTS brain_vectors_ai AFTER INSERT ON memory_embeddings BEGIN {_BUMP} END",
+    f"CREATE TRIGGER IF NOT EXISTS brain_vectors_au AFTER UPDATE ON memory_embeddings BEGIN {_BUMP} END",
+    f"CREATE TRIGGER IF NOT EXISTS brain_vectors_ad AFTER DELETE ON memory_embeddings BEGIN {_BUMP} END",
+    f"CREATE TRIGGER IF NOT EXISTS brain_memories_ad AFTER DELETE ON memories BEGIN {_BUMP} END",
+    f"CREATE TRIGGER IF NOT EXISTS brain_memories_au AFTER UPDATE OF metadata, namespace ON memories BEGIN {_BUMP} END",
+)
+
 #: columns engramai's migrations add to older files; added here too when a file lacks them
 MEMORY_COLUMNS_ADDED = (
     ("contradicts", "TEXT DEFAULT ''"),

@@ -12,7 +12,9 @@ and only then commits, so that a failed Chroma write rolls the mirror back::
 The lock is held for the whole ``with`` block. Nested ``transaction()`` blocks are savepoints.
 
 Recall over the configured model's vectors is exact cosine over a float32 matrix cached in process; the
-cache is rebuilt after our own writes and after commits by other connections (``PRAGMA data_version``).
+cache is rebuilt after our own writes and after other connections' commits that touched vectors, row
+metadata or namespaces, or deleted rows (``PRAGMA data_version`` says another connection committed; a
+trigger-kept counter in ``engram_meta`` says whether recall is affected).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class _Matrix:
 
     generation: int
     data_version: int
+    changes: str
     ids: list[str]
     matrix: np.ndarray  # (n, d) float32, rows L2-normalised
     type_codes: np.ndarray
@@ -115,7 +118,9 @@ class EngramMirror:
         try:
             self.model = check_model_name(model)
         except EmbeddingProtocolError as exc:
-            raise EmbeddingProtocolError(exc.code, f"{exc}; set BRAIN_EMBEDDER to a provider/model name") from None
+            raise EmbeddingProtocolError(
+                exc.code, f"{exc.detail}; the mirror needs the embedder's provider/model name (BRAIN_EMBEDDER)"
+            ) from None
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not MIN_BATCH <= batch_size <= MAX_BATCH:
             raise ValidationError(f"batch_size must be an integer between {MIN_BATCH} and {MAX_BATCH}, got {batch_size!r}")
         self.batch_size = batch_size
@@ -174,7 +179,8 @@ class EngramMirror:
                 report = protocol.migrate_v1(conn, schema.EMBEDDINGS_V2)
                 if columns:  # a file with version-1 embeddings, not a new file
                     self.migration = report
-            for statement in schema.INDEXES + schema.FTS:
+            conn.execute("INSERT OR IGNORE INTO engram_meta (key, value) VALUES (?, '0')", (schema.CHANGES_KEY,))
+            for statement in schema.INDEXES + schema.FTS + schema.CHANGE_TRIGGERS:
                 conn.execute(statement)
             if not had_fts and conn.execute("SELECT 1 FROM memories LIMIT 1").fetchone():
                 conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
@@ -379,8 +385,7 @@ class EngramMirror:
                 continue
             seen[doc_id] = i
             try:
-                row = mapping.to_row(doc_id, text, {**meta, "ts_epoch": meta.get("ts_epoch", epoch)})
-                row["metadata"] = mapping.metadata_json(meta)
+                row = mapping.to_row(doc_id, text, meta, epoch)
             except (TypeError, ValueError) as exc:
                 problems.append({"item": i, "field": "metadata", "message": f"metadata cannot be stored as JSON: {exc}"})
                 continue
@@ -505,8 +510,13 @@ class EngramMirror:
             self._check_open()
             data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
             cache = self._cache
-            if cache is not None and cache.generation == self._generation and cache.data_version == data_version:
-                return cache
+            if cache is not None and cache.generation == self._generation:
+                if cache.data_version == data_version:
+                    return cache
+                if self._changes() == cache.changes:  # another writer committed, nothing recall depends on
+                    cache.data_version = data_version
+                    return cache
+            changes = self._changes()
             rows = self._conn.execute(_SELECT_MATRIX, (self.model,)).fetchall()
             cov = protocol.coverage(self._conn, self.model)
             generation = self._generation
@@ -527,12 +537,16 @@ class EngramMirror:
             (scope_names.setdefault(mapping.scope_of(r[4])[0] if r[5] is None else r[5], len(scope_names)) for r in rows),
             np.int32, len(rows),
         )
-        cache = _Matrix(generation, data_version, ids, np.ascontiguousarray(matrix), type_codes, type_names,
+        cache = _Matrix(generation, data_version, changes, ids, np.ascontiguousarray(matrix), type_codes, type_names,
                         scope_codes, scope_names)
         with self._lock:
             if self._generation == generation:
                 self._cache = cache
         return cache
+
+    def _changes(self) -> str:
+        row = self._conn.execute("SELECT value FROM engram_meta WHERE key = ?", (schema.CHANGES_KEY,)).fetchone()
+        return str(row[0]) if row else ""
 
     def keyword_recall(
         self, query: str, k: int, *, types: Iterable[str] | None = None, scopes: Iterable[str] | None = None
@@ -605,13 +619,12 @@ class EngramMirror:
                 with self.transaction():
                     self._check_dimension(model, blobs)
                     now = protocol.now_iso()
-                    before = self._conn.total_changes
-                    self._conn.executemany(
+                    cursor = self._conn.executemany(
                         "INSERT OR REPLACE INTO memory_embeddings (memory_id, model, embedding, dimensions, created_at) "
                         "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE id = ? AND content = ?)",
                         [(r[1], model, b, len(b) // 4, now, r[1], r[2]) for r, b in zip(rows, blobs)],
                     )
-                    written += self._conn.total_changes - before
+                    written += max(cursor.rowcount, 0)  # rows inserted (not the triggers' updates)
                     self._generation += 1
                 bar.update(len(rows))
                 last = rows[-1][0]
