@@ -1,0 +1,277 @@
+"""Hybrid retrieval over one conversation's turns (brain.turn_search), with the real local embedder."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from brain.errors import ValidationError
+from brain.results import Document
+from brain.turn_search import LexicalIndex, TurnIndex, TurnSearchWeights, search_turns, tokenize
+
+DENSE_ONLY = TurnSearchWeights(dense=1.0, lexical=0.0, speaker=0.0, neighbour=0.0)
+MAY = "2023-05-08T13:56:00+00:00"
+
+
+@pytest.fixture
+def make_turns(local_embedder):
+    def make(rows, conversation_id="conv-test", timestamps=None):
+        vectors = local_embedder.embed_documents([text for _, text in rows])
+        return [
+            Document(
+                id=f"t{i + 1}",
+                text=text,
+                metadata={"type": "turn", "conversation_id": conversation_id, "turn_index": i + 1,
+                          "role": "user" if i % 2 == 0 else "assistant", "speaker": speaker,
+                          "timestamp": timestamps[i] if timestamps else MAY},
+                embedding=vectors[i],
+            )
+            for i, (speaker, text) in enumerate(rows)
+        ]
+    return make
+
+
+@pytest.fixture
+def ask(local_embedder):
+    def ask(query, turns, k=10, weights=None):
+        return search_turns(query, local_embedder.embed_query(query), turns, k, weights)
+    return ask
+
+
+def ids(hits):
+    return [h.id for h in hits]
+
+
+HEADACHES = [
+    ("Alice", "This headache has lasted all week and painkillers do nothing."),
+    ("Bob", "Migraines run in my family, my mum gets terrible headaches."),
+    ("Alice", "Ibuprofen usually helps my headaches after an hour or so."),
+    ("Bob", "ok so zephyrine it is then, fine by me"),
+    ("Alice", "A dark quiet room is the best cure for a migraine."),
+    ("Bob", "Let's cook pasta tonight."),
+    ("Alice", "I started reading a novel about sailors."),
+    ("Bob", "The garden needs watering."),
+]
+
+
+def test_a_rare_word_lifts_a_turn_that_dense_similarity_ranks_low(make_turns, ask):
+    turns = make_turns(HEADACHES)
+    query = "Should I take ibuprofen or zephyrine for this headache?"
+    dense_rank = ids(ask(query, turns, weights=DENSE_ONLY)).index("t4")
+    hits = ask(query, turns)
+    assert dense_rank >= 2  # the headache turns are closer in meaning
+    assert ids(hits).index("t4") <= 1
+    zephyrine = hits[ids(hits).index("t4")]
+    assert zephyrine.bm25 > 0 and zephyrine.lexical_part > 0
+
+
+def test_a_turn_sharing_no_word_with_the_query_is_found_by_meaning(make_turns, ask):
+    turns = make_turns([
+        ("Alice", "My car broke down on the motorway and I had to call a tow truck."),
+        ("Bob", "We planted tomatoes and basil this spring."),
+        ("Alice", "The concert last night was loud and wonderful."),
+        ("Bob", "I am learning to knit a scarf."),
+    ])
+    hits = ask("vehicle trouble", turns)
+    assert hits[0].id == "t1"
+    assert hits[0].bm25 == 0.0 and hits[0].dense_part > 0
+
+
+def test_score_is_the_sum_of_its_parts_and_parts_follow_the_formula(make_turns, ask, local_embedder):
+    turns = make_turns(HEADACHES)
+    query = "Does Alice get headaches?"
+    hits = ask(query, turns, k=len(turns))
+    assert len(hits) == len(turns)
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    by_id = {h.id: h for h in hits}
+    for h in hits:
+        assert h.score == pytest.approx(h.dense_part + h.lexical_part + h.speaker_part + h.neighbour_part)
+    # dense part = 0.5 * standardised cosine similarity over the conversation
+    q = local_embedder.embed_query(query)
+    sims = np.array([float(np.dot(t.embedding, q) / np.linalg.norm(t.embedding) / np.linalg.norm(q)) for t in turns])
+    z = (sims - sims.mean()) / sims.std()
+    for t, expected in zip(turns, z):
+        assert by_id[t.id].similarity == pytest.approx(float(np.dot(t.embedding, q) / np.linalg.norm(t.embedding) / np.linalg.norm(q)), abs=1e-5)
+        assert by_id[t.id].dense_part == pytest.approx(0.5 * expected, abs=1e-4)
+    # neighbour part = 0.5 * the better neighbour's fused score, neighbours by turn_index
+    fused = {h.id: h.dense_part + h.lexical_part + h.speaker_part for h in hits}
+    order = [t.id for t in turns]
+    for i, turn_id in enumerate(order):
+        neighbours = [fused[order[j]] for j in (i - 1, i + 1) if 0 <= j < len(order)]
+        assert by_id[turn_id].neighbour_part == pytest.approx(0.5 * max(neighbours))
+
+
+def test_the_speaker_named_in_the_question_is_preferred(make_turns, ask):
+    rows = [("Alice", "I adopted a dog from the shelter last week."),
+            ("Bob", "I adopted a dog from the shelter last week."),
+            ("Alice", "The weather is lovely."), ("Bob", "Work is busy.")]
+    turns = make_turns(rows)
+    no_neighbours = TurnSearchWeights(neighbour=0.0)
+    for name, expected in (("Alice", "t1"), ("Bob", "t2")):
+        hits = ask(f"When did {name} adopt a dog?", turns, weights=no_neighbours)
+        assert hits[0].id == expected
+        assert hits[0].speaker_part == 1.0
+        assert all(h.speaker_part == (1.0 if h.metadata["speaker"] == name else 0.0) for h in hits)
+    # both named, or a name that is nobody in the conversation: no bonus for anyone
+    for query in ("Did Alice and Bob adopt a dog?", "When did Carol adopt a dog?"):
+        assert all(h.speaker_part == 0.0 for h in ask(query, turns))
+    # a possessive names the speaker too
+    assert ask("What is Bob's dog like?", turns, weights=no_neighbours)[0].speaker_part == 1.0
+
+
+def test_the_date_in_a_question_matches_the_turns_of_that_day(make_turns, ask):
+    rows = [("Alice", "I went to the farmers market and bought apples."),
+            ("Bob", "Sounds good."),
+            ("Alice", "I went to the farmers market and bought apples."),
+            ("Bob", "Sounds good.")]
+    stamps = ["2023-03-14T10:00:00+00:00", "2023-03-14T10:01:00+00:00",
+              "2023-07-02T10:00:00+00:00", "2023-07-02T10:01:00+00:00"]
+    turns = make_turns(rows, timestamps=stamps)
+    assert ask("What did Alice buy at the market in July 2023?", turns)[0].id == "t3"
+    assert ask("What did Alice buy at the market on 14 March?", turns)[0].id == "t1"
+    assert ask("What did Alice buy at the market on March 14th?", turns)[0].id == "t1"
+    # no date in the question: the two identical turns tie and the earlier one comes first
+    hits = ask("What did Alice buy at the market?", turns)
+    assert hits[0].id == "t1" and hits[1].id == "t3"
+    assert hits[0].score == pytest.approx(hits[1].score)
+
+
+def test_an_answer_is_found_through_the_question_before_it(make_turns, ask):
+    turns = make_turns([
+        ("Caroline", "How was your weekend?"),
+        ("Melanie", "Great, I went hiking with the kids."),
+        ("Caroline", "What did you paint last week?"),
+        ("Melanie", "A sunrise over the lake, with orange and pink skies."),
+        ("Caroline", "I love the colours in that."),
+        ("Melanie", "Thanks! The kids want to go camping next."),
+        ("Caroline", "I read a book about adoption."),
+        ("Melanie", "My dog is learning new tricks."),
+    ])
+    with_context = ids(ask("What did Melanie paint?", turns, k=2))
+    without = ids(ask("What did Melanie paint?", turns, k=2, weights=TurnSearchWeights(neighbour=0.0)))
+    assert with_context == ["t3", "t4"]
+    assert "t4" not in without
+
+
+def test_conversation_order_comes_from_turn_index_not_input_order(make_turns, ask):
+    turns = make_turns(HEADACHES)
+    shuffled = turns[:]
+    random.Random(7).shuffle(shuffled)
+    query = "What helps with a migraine?"
+    assert [h.to_dict() for h in ask(query, shuffled, k=8)] == [h.to_dict() for h in ask(query, turns, k=8)]
+    assert [t.id for t in TurnIndex(shuffled).turns] == [t.id for t in turns]
+
+
+def test_results_are_deterministic(make_turns, ask):
+    turns = make_turns(HEADACHES)
+    first = [h.to_dict() for h in ask("headache cure", turns, k=5)]
+    for _ in range(3):
+        assert [h.to_dict() for h in ask("headache cure", turns, k=5)] == first
+
+
+def test_k_bounds(make_turns, ask, local_embedder):
+    turns = make_turns(HEADACHES)
+    assert len(ask("headache", turns, k=3)) == 3
+    assert len(ask("headache", turns, k=1000)) == len(turns)  # fewer turns than k: all of them
+    q = local_embedder.embed_query("headache")
+    for bad in (0, -1, 1001, 2.5, True, "3", None):
+        with pytest.raises(ValidationError, match="k must be an integer between 1 and 1000"):
+            search_turns("headache", q, turns, bad)
+
+
+def test_an_empty_conversation_has_no_hits_but_the_query_is_still_checked(local_embedder):
+    q = local_embedder.embed_query("anything")
+    assert search_turns("anything", q, [], 5) == []
+    assert len(TurnIndex([])) == 0
+    with pytest.raises(ValidationError, match="query_text"):
+        search_turns("  ", q, [], 5)
+
+
+def test_a_single_turn_is_returned(make_turns, ask):
+    hits = ask("pasta", make_turns([("Bob", "Let's cook pasta tonight.")]))
+    assert ids(hits) == ["t1"]
+    assert math.isfinite(hits[0].score)
+
+
+def test_turns_from_the_store_can_be_searched(embedded_store, local_embedder):
+    store = embedded_store
+    store.upsert_turn("conv-shop", "Where can I buy a zephyrine charger?", "Try the shop on Baker Street.",
+                      user_ts=MAY, speaker="Dana")
+    store.upsert_turn("conv-shop", "What time does the museum open?", "At nine in the morning.", user_ts=MAY)
+    store.upsert_turn("conv-other", "I need a zephyrine charger too.", "Any phone shop has one.", user_ts=MAY)
+    turns = store.get(where={"conversation_id": "conv-shop"}, type="turn", include_embeddings=True)
+    query = "zephyrine charger shop"
+    hits = search_turns(query, local_embedder.embed_query(query), turns, 2)
+    assert {h.id for h in hits} <= {t.id for t in turns}
+    assert hits[0].text == "Where can I buy a zephyrine charger?"
+    assert hits[1].text == "Try the shop on Baker Street."
+
+
+# ---- bad input -------------------------------------------------------------------------------------
+def test_turns_without_embeddings_are_refused_with_the_fix(make_turns, local_embedder):
+    turns = make_turns(HEADACHES[:2])
+    turns[1] = Document(id=turns[1].id, text=turns[1].text, metadata=turns[1].metadata)
+    with pytest.raises(ValidationError, match="include_embeddings=True") as err:
+        search_turns("headache", local_embedder.embed_query("headache"), turns, 3)
+    assert err.value.problems[0]["item"] == 1 and err.value.problems[0]["field"] == "embedding"
+
+
+def test_bad_turns_are_refused(make_turns, local_embedder):
+    q = local_embedder.embed_query("headache")
+    turns = make_turns(HEADACHES[:3])
+    cases = [
+        (turns[:2] + [Document("t9", "x", {"conversation_id": "conv-else"}, turns[0].embedding)], "several conversations"),
+        (turns + [turns[0]], "appears twice"),
+        (turns[:2] + [Document("t9", "x", {}, np.ones(5, dtype=np.float32))], "5 dimensions"),
+        (turns[:2] + [Document("t9", "x", {}, np.zeros(384, dtype=np.float32))], "all zeros"),
+        (turns[:2] + [{"id": "t9", "text": "x"}], "must be a Document"),
+        ("not a list", "list of Document"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(ValidationError, match=message):
+            search_turns("headache", q, bad, 3)
+
+
+def test_bad_queries_are_refused(make_turns, local_embedder):
+    turns = make_turns(HEADACHES[:3])
+    q = local_embedder.embed_query("headache")
+    for text in ("", "   ", None, 42):
+        with pytest.raises(ValidationError, match="query_text must be a non-empty string"):
+            search_turns(text, q, turns, 3)
+    for vector, message in ((q[:10], "10 dimensions but the turns are 384-d"), (np.zeros(384), "all zeros"),
+                            (np.full(384, np.nan), "NaN"), ("abc", "list of numbers|1-d"), (np.ones((2, 384)), "1-d")):
+        with pytest.raises(ValidationError, match=message):
+            search_turns("headache", vector, turns, 3)
+
+
+def test_bad_weights_are_refused():
+    for kwargs, message in (({"dense": -1}, "dense must be a finite number >= 0"), ({"neighbour": float("nan")}, "neighbour"),
+                            ({"bm25_b": 1.5}, "bm25_b must be between 0 and 1"), ({"bm25_k1": 0}, "bm25_k1 must be > 0"),
+                            ({"dense": 0, "lexical": 0}, "cannot both be 0"), ({"speaker": True}, "speaker")):
+        with pytest.raises(ValidationError, match=message):
+            TurnSearchWeights(**kwargs)
+    with pytest.raises(ValidationError, match="TurnSearchWeights"):
+        TurnIndex([], weights={"dense": 1})
+
+
+# ---- the lexical side --------------------------------------------------------------------------
+def test_tokenize_stems_drops_stop_words_and_normalises_numbers():
+    assert tokenize("Caroline's paintings were painted on the 8th") == ["carolin", "paint", "paint", "8"]
+    assert tokenize("What did you do in May, 2023?") == ["may", "2023"]
+    assert tokenize("Day 05") == ["day", "5"]
+    assert tokenize("The cats", stem=False, stop_words=False) == ["the", "cats"]
+
+
+def test_bm25_matches_the_formula_on_a_small_corpus():
+    index = LexicalIndex([["a", "b"], ["a"], ["c"]], k1=1.2, b=0.75)
+    idf_b = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
+    norm0 = 1.2 * (1 - 0.75 + 0.75 * 2 / (4 / 3))
+    expected = idf_b * 1 * 2.2 / (1 + norm0)
+    scores = index.scores(["b", "b", "zzz"])  # a repeated query word counts once; unknown words count nothing
+    assert scores[0] == pytest.approx(expected)
+    assert scores[1] == 0 and scores[2] == 0
+    assert LexicalIndex([]).scores(["a"]).shape == (0,)
