@@ -189,9 +189,12 @@ def describe(w: TurnSearchWeights) -> str:
 # ---- run --------------------------------------------------------------------------------------
 def run(args) -> str:
     conversations = load(args.data)
-    tmp = tempfile.TemporaryDirectory(prefix="brain-locomo-")
-    settings = Settings(data_dir=Path(tmp.name), index_types="memory")
-    store = RagStore(settings)
+    with tempfile.TemporaryDirectory(prefix="brain-locomo-") as tmp:
+        with RagStore(Settings(data_dir=Path(tmp), index_types="memory")) as store:
+            return measure(args, conversations, store)
+
+
+def measure(args, conversations: list[Conversation], store: RagStore) -> str:
     embedder = store.embedder
 
     # ingest
@@ -283,7 +286,6 @@ def run(args) -> str:
     lines += per_conversation_table(conversations, per_q, methods[0], methods[3], methods[4])
     if grid:
         lines += generalisation(conversations, grid, grid_results, per_q[methods[4]])
-    tmp.cleanup()
     return "\n".join(lines) + "\n"
 
 

@@ -60,7 +60,7 @@ STOP_WORDS = frozenset(
     those through to too under until up very was we were what when where which while who whom why will
     with would you your yours yourself yourselves""".split()
 )
-_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)*")
+_WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)*")  # letters and digits of any script, inner apostrophes kept
 _ORDINAL_RE = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
            "october", "november", "december")
@@ -70,7 +70,7 @@ _stemmer = Stemmer.Stemmer("english")
 def _words(text: str) -> list[str]:
     """Lower-case words; possessives and contractions reduced to their stem word ("caroline's" -> "caroline")."""
     out = []
-    for word in _WORD_RE.findall(text.lower()):
+    for word in _WORD_RE.findall(text.lower().replace("\u2019", "'")):
         word = word.split("'", 1)[0]
         ordinal = _ORDINAL_RE.match(word)
         if ordinal:  # "8th" matches the "8" of a date

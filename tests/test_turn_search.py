@@ -263,6 +263,7 @@ def test_tokenize_stems_drops_stop_words_and_normalises_numbers():
     assert tokenize("Caroline's paintings were painted on the 8th") == ["carolin", "paint", "paint", "8"]
     assert tokenize("What did you do in May, 2023?") == ["may", "2023"]
     assert tokenize("Day 05") == ["day", "5"]
+    assert tokenize("Caroline\u2019s café in München") == ["carolin", "café", "münchen"]
     assert tokenize("The cats", stem=False, stop_words=False) == ["the", "cats"]
 
 
