@@ -55,8 +55,8 @@ Import rules
 - Idempotent by id: a memory whose text and metadata equal the stored ones is not written again; a
   changed one is upserted and merged by the store's rule for the same memory (the higher importance,
   every tag, the later time). An id held by a non-memory document is an error.
-- Vectors: reused when the embedding's ``model`` equals the store's embedder name and its ``dimensions``
-  the store's dimension; otherwise (another model, no embeddings file, a null ``embedding_ref``, a vector
+- Vectors: the embedding a memory's ``embedding_ref`` names is reused when its ``model`` equals the
+  store's embedder name and its ``dimensions`` the store's dimension; otherwise (another model, no embeddings file, a null ``embedding_ref``, a vector
   stored elsewhere) the memory is embedded from ``content``, which is authoritative.
 - All memories go to the store in one ``upsert_docs`` batch: all or nothing.
 """
@@ -83,7 +83,15 @@ import orjson
 import rfc8785
 
 from brain.errors import BrainError, ValidationError
-from brain.schemas import GLOBAL_SCOPE, DocType, Source, from_chroma, parse_timestamp, validate_metadata
+from brain.schemas import (
+    GLOBAL_SCOPE,
+    DocType,
+    Source,
+    from_chroma,
+    metadata_value_problem,
+    parse_timestamp,
+    validate_metadata,
+)
 
 if TYPE_CHECKING:
     from brain.rag_store import RagStore
@@ -184,8 +192,21 @@ def integrity_checksum(memories: list[Mapping[str, Any]]) -> str:
     try:
         canonical = rfc8785.dumps(ordered)
     except rfc8785.CanonicalizationError as exc:  # e.g. an integer beyond I-JSON's 2**53
-        raise ValidationError(f"memories cannot be canonicalised with RFC 8785: {exc}") from None
+        culprit = next((m.get("id") for m in ordered if not _canonicalizable(m)), None)
+        raise ValidationError(
+            f"memory {culprit!r} cannot be written as RFC 8785 canonical JSON ({exc}); integers must lie "
+            f"within +-(2**53-1): store larger numbers as strings",
+            [{"item": None, "field": "id", "message": str(exc)}],
+        ) from None
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def _canonicalizable(value: Any) -> bool:
+    try:
+        rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError:
+        return False
+    return True
 
 
 def pam_tag(tag: str) -> str | None:
@@ -229,7 +250,9 @@ def _split_type(value: Any) -> tuple[str, str | None]:
 def _join_type(pam_type: str, custom_type: str | None) -> str | None:
     """The pam_type metadata value for a PAM type (None for the default)."""
     if pam_type == "custom":
-        return f"custom:{custom_type}"
+        # a bare name reads back as custom unless it could mean something else
+        plain = custom_type not in PAM_TYPES and custom_type != "custom" and not custom_type.startswith("custom:")
+        return custom_type if plain else f"custom:{custom_type}"
     return None if pam_type == DEFAULT_TYPE else pam_type
 
 
@@ -438,7 +461,7 @@ class PamFiles:
     document: dict[str, Any]
     #: memories as the portable-ai-memory package dumps them (nulls dropped, defaults filled)
     memories: list[dict[str, Any]]
-    #: embedding objects by memory id
+    #: embedding objects by embedding id
     embeddings: dict[str, dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
 
@@ -557,7 +580,7 @@ def read_pam(path: str | Path) -> PamFiles:
                 "does not match the memories (the file changed after export); remove the integrity block "
                 "to import it anyway",
             ))
-    embeddings: dict[str, dict[str, Any]] = {}
+    by_memory: dict[str, dict[str, Any]] = {}
     by_id: dict[str, dict[str, Any]] = {}
     if emb_path is not None:
         efile = emb_path.name
@@ -571,11 +594,11 @@ def read_pam(path: str | Path) -> PamFiles:
             if emb["id"] in by_id:
                 problems.append(_problem(efile, f"{where}.id", f"duplicate embedding id {emb['id']!r}", j))
             by_id[emb["id"]] = emb
-            if emb["memory_id"] in embeddings:
+            if emb["memory_id"] in by_memory:
                 problems.append(_problem(efile, f"{where}.memory_id", f"a second embedding for memory {emb['memory_id']!r}", j))
             elif emb["memory_id"] not in first_index:
                 problems.append(_problem(efile, f"{where}.memory_id", f"no memory {emb['memory_id']!r} in {sfile}", j))
-            embeddings.setdefault(emb["memory_id"], emb)
+            by_memory.setdefault(emb["memory_id"], emb)
             vector = emb.get("vector")
             if vector is not None and len(vector) != emb["dimensions"]:
                 problems.append(_problem(efile, f"{where}.vector", f"has {len(vector)} values but dimensions is {emb['dimensions']}", j))
@@ -596,7 +619,7 @@ def read_pam(path: str | Path) -> PamFiles:
     _reject(problems)
     if dangling:
         warnings.append(f"{dangling} memories name embeddings but there is no {EMBEDDINGS_FILE}; their vectors are computed from content")
-    return PamFiles(store_path, emb_path, document, memories, embeddings, warnings)
+    return PamFiles(store_path, emb_path, document, memories, by_id, warnings)
 
 
 def _package_dump(raw_memories: list[dict[str, Any]], file: str) -> list[dict[str, Any]]:
@@ -630,9 +653,13 @@ def _brain_block(mem: dict[str, Any], where: str, file: str, i: int, problems: l
     if not isinstance(extra, dict):
         problems.append(_problem(file, f"{where}.metadata.brain.extra", "must be an object", i))
     else:
-        for key in extra:
-            if key in _NOT_EXTRA:
-                problems.append(_problem(file, f"{where}.metadata.brain.extra.{key}", f"{key!r} cannot be an extra field", i))
+        for key, value in extra.items():
+            problem = f"{key!r} cannot be an extra field" if key in _NOT_EXTRA else metadata_value_problem(value)
+            if problem:
+                problems.append(_problem(
+                    file, f"{where}.metadata.brain.extra.{key}",
+                    f"{problem}: extra fields are strings, numbers, booleans or non-empty lists of one of those", i,
+                ))
     return brain
 
 
@@ -664,6 +691,8 @@ def pam_to_memory(mem: dict[str, Any], i: int, file: str = MEMORY_STORE_FILE) ->
             meta[key] = brain[key]
     if isinstance(brain.get("extra"), dict):
         meta.update((k, v) for k, v in brain["extra"].items() if k not in _NOT_EXTRA)
+    if problems:
+        return {}, problems
     pam_type = _join_type(mem["type"], mem.get("custom_type"))
     if pam_type is not None:
         meta[TYPE_KEY] = pam_type
@@ -703,6 +732,8 @@ def _brain_path(where: str, field_name: str) -> str:
         return f"{where}.metadata.brain.{field_name}"
     if top in (TYPE_KEY, STATUS_KEY, EXTRA_KEY, "type"):
         return where
+    if top == "metadata":  # a rule over several fields, e.g. entity against scope
+        return f"{where}.metadata.brain"
     return f"{where}.metadata.brain.extra.{field_name}"
 
 
@@ -755,7 +786,7 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
         )
     batch = []
     model, dimension = store.embedder.name, store.dimension
-    for item in items:
+    for item, mem in zip(items, files.memories):
         doc = existing.get(item["id"])
         if doc is not None and _same(doc, item):
             report.unchanged += 1
@@ -764,7 +795,9 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
             report.new += 1
         else:
             report.updated += 1
-        vector = _usable_vector(files.embeddings.get(item["id"]), model, dimension)
+        # only the embedding a memory names: a null embedding_ref means "no vector" (e.g. content edited)
+        ref = mem.get("embedding_ref")
+        vector = _usable_vector(files.embeddings.get(ref) if ref else None, model, dimension)
         if vector is not None:
             item["embedding"] = vector
             report.vectors_reused += 1

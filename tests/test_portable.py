@@ -1,0 +1,643 @@
+"""PAM export/import against the official schemas, the portable-ai-memory package and a real store."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import shutil
+import unicodedata
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import portable_ai_memory as pam
+import pytest
+import rfc8785
+from portable_ai_memory.models import MemoryObject
+
+from brain.config import Settings
+from brain.errors import ValidationError
+from brain.portable import (
+    EMBEDDINGS_FILE,
+    MEMORY_STORE_FILE,
+    content_hash,
+    export_pam,
+    import_pam,
+    integrity_checksum,
+    pam_tag,
+)
+from brain.rag_store import RagStore
+
+SPEC = Path(__file__).resolve().parent.parent.parent / "shared" / "specs" / "pam"
+OWNER = "7d1f6a52-0d0e-4a8b-b3a4-2c9f5f3b1e77"
+
+
+class CountingEmbedder:
+    """The real local embedder, recording every text it is asked to embed for storage."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.document_texts: list[str] = []
+
+    def embed_documents(self, texts):
+        self.document_texts.extend(texts)
+        return self.inner.embed_documents(texts)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.fixture
+def counting(local_embedder):
+    return CountingEmbedder(local_embedder)
+
+
+@pytest.fixture
+def open_store(tmp_path, local_embedder):
+    """``open_store(name, embedder=None)``: a real embedded store in its own data directory."""
+    opened = []
+
+    def make(name: str, embedder=None) -> RagStore:
+        store = RagStore(Settings(data_dir=tmp_path / name), embedder=embedder or local_embedder)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def fill(store: RagStore) -> None:
+    """Memories that exercise every part of the mapping."""
+    store.upsert_memory("Alice is vegetarian", scope="entity:alice", importance=5,
+                        tags=["Food", "diet plans", "日本", "food"], timestamp="2025-03-01T10:00:00+00:00")
+    store.upsert_memory("Bob likes  late-night jazz", tags=["music"], conversation_id="conv-42",
+                        pam_type="preference", mood="happy", score=0.25, count=7, flag=True, tones=["a", "b"],
+                        timestamp="2025-04-02T08:30:15.123456+00:00")
+    store.upsert_memory("Call mum on Sundays", pam_type="hobby", importance=2, source="chat")
+    store.upsert_memory("The old office was in Leeds", pam_status="deprecated", entity="carol",
+                        timestamp="2024-12-31T23:59:59+00:00")
+    store.upsert_memory("Ünïcode cafe\u0301 notes", tags=["C++", "--x--"], pam_type="custom:skill")
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def official_validator(name: str) -> jsonschema.Draft202012Validator:
+    schema = load(SPEC / "schemas" / f"{name}.schema.json")
+    return jsonschema.Draft202012Validator(schema)
+
+
+# ---- the spec's deterministic operations ---------------------------------------------------------
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ("Hello World", "  hello   world \n"),  # trim, case, whitespace runs
+        ("tab\tand\nnew  line", "TAB AND NEW LINE"),
+        ("caf\u00e9", "cafe\u0301"),  # NFC: composed and decomposed é
+        ("\u00c5ngstr\u00f6m", "A\u030angstro\u0308m"),
+    ],
+)
+def test_content_hash_normalises_like_the_spec(a, b):
+    assert content_hash(a) == content_hash(b) == pam.compute_content_hash(a)
+    assert re.fullmatch(r"sha256:[a-f0-9]{64}", content_hash(a))
+
+
+def test_content_hash_value_and_difference():
+    assert content_hash("  Hello\t World ") == "sha256:" + hashlib.sha256(b"hello world").hexdigest()
+    assert content_hash("hello world") != content_hash("hello  worlds")
+    nfc = unicodedata.normalize("NFC", "cafe\u0301")
+    assert content_hash("cafe\u0301") == "sha256:" + hashlib.sha256(nfc.encode()).hexdigest()
+
+
+def test_content_hash_matches_the_spec_examples():
+    for mem in load(SPEC / "examples" / "example-memory-store.json")["memories"]:
+        assert content_hash(mem["content"]) == mem["content_hash"]
+
+
+@pytest.mark.parametrize(
+    "tag, expected",
+    [("food", "food"), ("Food", "food"), ("diet plans", "diet-plans"), ("Ünïcode", "unicode"), ("C++", "c"),
+     ("--x--", "x"), ("_under", "under"), ("a__b", "a__b"), ("日本", None), ("  ", None), ("v1.2", "v1-2")],
+)
+def test_pam_tag(tag, expected):
+    assert pam_tag(tag) == expected
+    if expected is not None:
+        assert re.fullmatch(r"[a-z0-9][a-z0-9_-]*", expected)
+
+
+def test_integrity_checksum_is_rfc8785_of_the_memories_sorted_by_id():
+    memories = [{"id": "b", "x": 1.0, "é": "ü"}, {"id": "a", "z": [3, 2], "y": None}]
+    expected = hashlib.sha256(rfc8785.dumps([memories[1], memories[0]])).hexdigest()
+    assert integrity_checksum(memories) == f"sha256:{expected}"
+    assert integrity_checksum(memories) == pam.compute_integrity_checksum(memories)
+
+
+# ---- export --------------------------------------------------------------------------------------
+def test_export_validates_everywhere(embedded_store, tmp_path):
+    fill(embedded_store)
+    report = export_pam(embedded_store, tmp_path / "out", owner_id=OWNER)
+    assert report.memories == report.embeddings_written == 5
+    doc = load(report.memory_store)
+    emb = load(report.embeddings)
+
+    # the official JSON Schemas, with the reference Python validator
+    for name, data in (("portable-ai-memory", doc), ("portable-ai-memory-embeddings", emb)):
+        errors = list(official_validator(name).iter_errors(data))
+        assert not errors, [e.message for e in errors]
+    # the portable-ai-memory package: models, deep validation and its checksum
+    store_model = pam.load(report.memory_store)
+    emb_model = pam.load(report.embeddings)
+    result = pam.validate(store_model)
+    assert result.is_valid and not result.warnings, str(result)
+    result = pam.validate_embeddings(emb_model, store_model)
+    assert result.is_valid and not result.warnings, str(result)
+    # the checksum recomputed from the raw JSON, and the raw memories equal the package's dump of them
+    raw_sorted = sorted(doc["memories"], key=lambda m: m["id"])
+    assert doc["integrity"] == {
+        "canonicalization": "RFC8785",
+        "checksum": "sha256:" + hashlib.sha256(rfc8785.dumps(raw_sorted)).hexdigest(),
+        "total_memories": 5,
+    }
+    dumped = [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in store_model.memories]
+    assert dumped == doc["memories"]
+    assert doc["schema"] == "portable-ai-memory" and doc["schema_version"] == "1.0"
+    assert emb["schema"] == "portable-ai-memory-embeddings" and emb["schema_version"] == "1.0"
+    assert doc["owner"] == {"id": OWNER}
+    assert doc["exported_by"] == "brain/0.1.0"
+
+
+def test_export_mapping(embedded_store, tmp_path):
+    fill(embedded_store)
+    doc = load(export_pam(embedded_store, tmp_path / "out").memory_store)
+    by_content = {m["content"]: m for m in doc["memories"]}
+    assert [m["id"] for m in doc["memories"]] == sorted(m["id"] for m in doc["memories"])
+    assert set(m["id"] for m in doc["memories"]) == {d.id for d in embedded_store.get(type="memory")}
+
+    alice = by_content["Alice is vegetarian"]
+    assert alice["type"] == "fact" and alice["status"] == "active"
+    assert alice["tags"] == ["food", "diet-plans"]
+    assert alice["temporal"] == {"created_at": "2025-03-01T10:00:00Z"}
+    assert alice["provenance"] == {"platform": "brain"}
+    assert alice["metadata"]["brain"] == {
+        "scope": "entity:alice", "source": "system", "importance": 5,
+        "tags": ["Food", "diet plans", "日本", "food"], "entity": "alice",
+    }
+    assert "confidence" not in alice  # importance is not confidence
+
+    bob = by_content["Bob likes  late-night jazz"]
+    assert bob["type"] == "preference" and "custom_type" not in bob
+    assert bob["temporal"] == {"created_at": "2025-04-02T08:30:15.123456Z"}
+    assert bob["provenance"] == {"platform": "brain", "conversation_ref": "conv-42"}
+    assert bob["metadata"]["brain"]["conversation_id"] == "conv-42"
+    assert bob["metadata"]["brain"]["extra"] == {"mood": "happy", "score": 0.25, "count": 7, "flag": True, "tones": ["a", "b"]}
+
+    mum = by_content["Call mum on Sundays"]
+    assert (mum["type"], mum["custom_type"]) == ("custom", "hobby")
+    assert mum["metadata"]["brain"]["source"] == "chat" and mum["metadata"]["brain"]["importance"] == 2
+    assert by_content["The old office was in Leeds"]["status"] == "deprecated"
+    assert by_content["The old office was in Leeds"]["metadata"]["brain"]["entity"] == "carol"
+    unicode = by_content["Ünïcode cafe\u0301 notes"]
+    assert (unicode["type"], unicode["custom_type"]) == ("custom", "skill")
+    assert unicode["tags"] == ["c", "x"]
+
+
+def test_export_embeddings_match_memories_and_store(embedded_store, tmp_path):
+    fill(embedded_store)
+    report = export_pam(embedded_store, tmp_path / "out")
+    doc, emb = load(report.memory_store), load(report.embeddings)
+    by_id = {e["id"]: e for e in emb["embeddings"]}
+    assert len(by_id) == len(emb["embeddings"]) == len(doc["memories"])
+    assert len({e["memory_id"] for e in emb["embeddings"]}) == len(emb["embeddings"])
+    stored = {d.id: d.embedding for d in embedded_store.get(type="memory", include_embeddings=True)}
+    for mem in doc["memories"]:
+        target = by_id[mem["embedding_ref"]]
+        assert target["memory_id"] == mem["id"]
+        assert target["model"] == embedded_store.embedder.name == "local/minilm-l6-v2"
+        assert target["dimensions"] == len(target["vector"]) == 384
+        # float32 written in its shortest form reads back bit for bit
+        assert np.array_equal(np.asarray(target["vector"], dtype=np.float32), stored[mem["id"]])
+
+
+def test_export_without_embeddings(embedded_store, tmp_path):
+    fill(embedded_store)
+    out = tmp_path / "out"
+    export_pam(embedded_store, out)
+    assert (out / EMBEDDINGS_FILE).exists()
+    report = export_pam(embedded_store, out, embeddings=False)
+    assert report.embeddings is None and report.embeddings_written == 0
+    assert report.removed_stale_embeddings  # the older file would no longer match
+    assert sorted(p.name for p in out.iterdir()) == [MEMORY_STORE_FILE]
+    doc = load(out / MEMORY_STORE_FILE)
+    assert all(m.get("embedding_ref") is None for m in doc["memories"])
+    assert not list(official_validator("portable-ai-memory").iter_errors(doc))
+    assert pam.validate(pam.load(out / MEMORY_STORE_FILE)).is_valid
+
+
+def test_export_of_an_empty_store(embedded_store, tmp_path):
+    report = export_pam(embedded_store, tmp_path / "out")
+    doc = load(report.memory_store)
+    assert doc["memories"] == [] and doc["integrity"]["total_memories"] == 0
+    assert load(report.embeddings)["embeddings"] == []
+    assert pam.validate(pam.load(report.memory_store)).is_valid
+
+
+def test_failed_export_leaves_the_previous_files(embedded_store, tmp_path):
+    fill(embedded_store)
+    out = tmp_path / "out"
+    export_pam(embedded_store, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    # Chroma stores 64-bit integers; RFC 8785 (I-JSON) cannot represent this one exactly
+    embedded_store.upsert_memory("A very large number", big=2**60)
+    with pytest.raises(ValidationError, match="A very large number|cannot be written as RFC 8785") as caught:
+        export_pam(embedded_store, out)
+    assert embedded_store.get(where={"big": 2**60})[0].id in str(caught.value)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temp files, nothing replaced
+
+
+def test_export_refuses_a_file_as_directory(embedded_store, tmp_path):
+    target = tmp_path / "file.json"
+    target.write_text("{}")
+    with pytest.raises(ValidationError, match="is a file"):
+        export_pam(embedded_store, target)
+
+
+# ---- import --------------------------------------------------------------------------------------
+def snapshot(store: RagStore) -> dict:
+    return {
+        d.id: (d.text, d.metadata, d.embedding.tolist())
+        for d in store.get(include_embeddings=True)
+    }
+
+
+def test_round_trip_gives_the_same_memories(embedded_store, open_store, counting, tmp_path):
+    fill(embedded_store)
+    first = export_pam(embedded_store, tmp_path / "one", owner_id=OWNER)
+    target = open_store("target", counting)
+    report = import_pam(target, tmp_path / "one")
+    assert (report.new, report.updated, report.unchanged) == (5, 0, 0)
+    assert (report.vectors_reused, report.vectors_embedded) == (5, 0)
+    assert counting.document_texts == []  # same model: not one memory embedded again
+    second = export_pam(target, tmp_path / "two", owner_id=OWNER)
+
+    a, b = load(first.memory_store), load(second.memory_store)
+    assert a.pop("export_id") != b.pop("export_id")
+    a.pop("export_date"), b.pop("export_date")
+    assert a == b
+    # embeddings: the same objects; vectors equal up to float32 rounding (Chroma may store a unit
+    # vector it is given with its last bit changed)
+    ea, eb = load(first.embeddings)["embeddings"], load(second.embeddings)["embeddings"]
+    assert [{**e, "vector": None} for e in ea] == [{**e, "vector": None} for e in eb]
+    assert np.allclose([e["vector"] for e in ea], [e["vector"] for e in eb], rtol=0, atol=1e-7)
+    # and the stored documents themselves: ids, text, every metadata field, vectors
+    source, copied = snapshot(embedded_store), snapshot(target)
+    assert {i: d[:2] for i, d in source.items()} == {i: d[:2] for i, d in copied.items()}
+    assert all(np.allclose(source[i][2], copied[i][2], rtol=0, atol=1e-7) for i in source)
+
+
+def test_reimport_is_a_no_op(embedded_store, open_store, counting, tmp_path):
+    fill(embedded_store)
+    export_pam(embedded_store, tmp_path / "out")
+    target = open_store("target", counting)
+    import_pam(target, tmp_path / "out")
+    before = snapshot(target)
+    again = import_pam(target, tmp_path / "out" / MEMORY_STORE_FILE)
+    assert (again.new, again.updated, again.unchanged, again.written) == (0, 0, 5, 0)
+    assert snapshot(target) == before
+    assert counting.document_texts == []
+    # importing into the store the export came from changes nothing either
+    assert import_pam(embedded_store, tmp_path / "out").unchanged == 5
+
+
+def test_import_of_a_changed_memory_updates_it_by_id(embedded_store, open_store, counting, tmp_path):
+    fill(embedded_store)
+    out = tmp_path / "out"
+    export_pam(embedded_store, out)
+    target = open_store("target", counting)
+    import_pam(target, out)
+    doc = load(out / MEMORY_STORE_FILE)
+    mem = next(m for m in doc["memories"] if m["content"] == "Call mum on Sundays")
+    mem["content"] = "Call mum on Sundays and Wednesdays"
+    mem["content_hash"] = content_hash(mem["content"])
+    mem["embedding_ref"] = None  # the stored vector belongs to the old content
+    mem["metadata"]["brain"]["importance"] = 4
+    del doc["integrity"]
+    (out / MEMORY_STORE_FILE).write_text(json.dumps(doc))
+    report = import_pam(target, out)
+    assert (report.new, report.updated, report.unchanged) == (0, 1, 4)
+    assert counting.document_texts == ["Call mum on Sundays and Wednesdays"]
+    stored = target.get_one(mem["id"])
+    assert stored.text == "Call mum on Sundays and Wednesdays" and stored.metadata["importance"] == 4
+    assert target.count("memory") == 5
+
+
+def example_dir(tmp_path: Path, embeddings: bool = True) -> Path:
+    folder = tmp_path / "example"
+    folder.mkdir(exist_ok=True)
+    shutil.copy(SPEC / "examples" / "example-memory-store.json", folder / MEMORY_STORE_FILE)
+    if embeddings:
+        shutil.copy(SPEC / "examples" / "example-embeddings.json", folder / EMBEDDINGS_FILE)
+    return folder
+
+
+def test_import_the_spec_example_regenerates_foreign_vectors(open_store, counting, local_embedder, tmp_path):
+    folder = example_dir(tmp_path)
+    example = load(folder / MEMORY_STORE_FILE)
+    store = open_store("store", counting)
+    report = import_pam(store, folder)
+    contents = [m["content"] for m in example["memories"]]
+    assert report.new == 5 and report.vectors_embedded == 5 and report.vectors_reused == 0
+    assert sorted(counting.document_texts) == sorted(contents)  # example-model-8d vectors are not ours
+    assert report.owner_id == example["owner"]["id"]
+    assert report.not_imported == {"relations": 3, "conversations_index": 3}
+    for mem in example["memories"]:
+        doc = store.get(mem["id"], include_embeddings=True)[0]
+        assert doc.text == mem["content"]
+        assert doc.metadata["source"] == "import" and doc.metadata["scope"] == "global"
+        assert doc.metadata["tags"] == mem["tags"]
+        assert doc.metadata["timestamp"] == mem["temporal"]["updated_at"].replace("Z", "+00:00")
+        expected = local_embedder.embed_documents([mem["content"]])[0]
+        assert np.allclose(doc.embedding, expected, atol=1e-6)
+    # the memories are found by meaning
+    hits = store.retrieve_memories("which web scraping framework does the user run?", k=1)
+    assert hits[0].id == "mem-002-skill"
+
+    # exporting them again keeps every PAM field brain has no place for
+    out = export_pam(store, tmp_path / "again")
+    again = {m["id"]: m for m in load(out.memory_store)["memories"]}
+    original = pam.load(folder / MEMORY_STORE_FILE)
+    for mem in original.memories:
+        want = mem.model_dump(mode="json", by_alias=True, exclude_none=True)
+        got = copy.deepcopy(again[mem.id])
+        assert got["metadata"].pop("brain")["importance"] == 3
+        assert got.pop("embedding_ref") == f"emb-{mem.id}"
+        want.pop("embedding_ref")
+        assert got == want
+    assert pam.validate(pam.load(out.memory_store)).is_valid
+
+
+def test_import_without_embeddings_file_or_with_null_refs(open_store, counting, tmp_path):
+    folder = example_dir(tmp_path, embeddings=False)  # embedding_refs name a file that is not there
+    store = open_store("store", counting)
+    report = import_pam(store, folder)
+    assert report.embeddings is None and report.new == 5 and report.vectors_embedded == 5
+    assert any("no embeddings.json" in w for w in report.warnings)
+    assert len(counting.document_texts) == 5
+
+    doc = load(folder / MEMORY_STORE_FILE)
+    for mem in doc["memories"]:
+        mem["id"] += "-b"
+        mem["embedding_ref"] = None
+    doc["relations"], doc["conversations_index"] = [], []
+    del doc["integrity"], doc["signature"]
+    (folder / MEMORY_STORE_FILE).write_text(json.dumps(doc))
+    shutil.copy(SPEC / "examples" / "example-embeddings.json", folder / EMBEDDINGS_FILE)
+    (folder / EMBEDDINGS_FILE).write_text(json.dumps({**load(folder / EMBEDDINGS_FILE), "embeddings": []}))
+    assert import_pam(store, folder).new == 5
+    assert store.count("memory") == 10
+
+
+def test_vectors_reused_only_for_the_same_model_and_dimension(embedded_store, open_store, counting, tmp_path):
+    fill(embedded_store)
+    out = tmp_path / "out"
+    export_pam(embedded_store, out)
+    emb = load(out / EMBEDDINGS_FILE)
+    doc = load(out / MEMORY_STORE_FILE)
+    content = {m["id"]: m["content"] for m in doc["memories"]}
+    renamed, resized = emb["embeddings"][0], emb["embeddings"][1]
+    renamed["model"] = "openai/text-embedding-3-small"  # same dimension, another model
+    resized["dimensions"], resized["vector"] = 3, resized["vector"][:3]  # same model name, other dimension
+    (out / EMBEDDINGS_FILE).write_text(json.dumps(emb))
+    store = open_store("target", counting)
+    report = import_pam(store, out)
+    assert (report.vectors_reused, report.vectors_embedded) == (3, 2)
+    assert sorted(counting.document_texts) == sorted([content[renamed["memory_id"]], content[resized["memory_id"]]])
+    source = {d.id: d.embedding for d in embedded_store.get(type="memory", include_embeddings=True)}
+    for d in store.get(type="memory", include_embeddings=True):
+        # reused ones bit for bit; regenerated ones by the same model from the same text
+        assert np.allclose(d.embedding, source[d.id], atol=1e-6)
+
+
+def test_import_from_the_package_writer_with_its_checksum(open_store, tmp_path):
+    """A file whose checksum is over the package's model dump, not over the raw JSON (nulls spelled out)."""
+    memory = MemoryObject.create(id="pkg-1", type=pam.MemoryType.PREFERENCE, content="Prefers tea over coffee",
+                                 platform="claude", tags=["drinks"])
+    dumped = memory.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raw = {**dumped, "summary": None, "custom_type": None, "embedding_ref": None}
+    doc = {
+        "schema": "portable-ai-memory", "schema_version": "1.0", "owner": {"id": "someone"},
+        "memories": [raw],
+        "integrity": {"checksum": pam.compute_integrity_checksum([dumped]), "total_memories": 1},
+    }
+    assert pam.compute_integrity_checksum([raw]) != doc["integrity"]["checksum"]
+    path = tmp_path / "pkg" / "export.json"  # any file name; no embeddings.json beside it
+    path.parent.mkdir()
+    path.write_text(json.dumps(doc))
+    store = open_store("store")
+    report = import_pam(store, path)
+    assert report.new == 1
+    stored = store.get_one("pkg-1")
+    assert stored.metadata["pam_type"] == "preference" and stored.metadata["tags"] == ["drinks"]
+
+
+# ---- bad files: rejected with the JSON path, nothing written -------------------------------------
+def _mem(doc, i):
+    return doc["memories"][i]
+
+
+def _rehash(doc, i):
+    """Keep content_hash and drop the integrity block so only the intended problem is left."""
+    _mem(doc, i)["content_hash"] = content_hash(_mem(doc, i)["content"])
+    doc.pop("integrity", None)
+
+
+def bad_tag(doc, emb):
+    _mem(doc, 3)["tags"] = ["ok", "Bad Tag"]
+    return "memories[3].tags[1]"
+
+
+def missing_content(doc, emb):
+    del _mem(doc, 1)["content"]
+    return "memories[1]"
+
+
+def bad_time(doc, emb):
+    _mem(doc, 2)["temporal"]["created_at"] = "last Tuesday"
+    return "memories[2].temporal.created_at"
+
+
+def naive_time(doc, emb):
+    _mem(doc, 2)["temporal"]["created_at"] = "2025-01-01T10:00:00"
+    return "memories[2].temporal.created_at"
+
+
+def unknown_type(doc, emb):
+    _mem(doc, 0)["type"] = "opinion"
+    return "memories[0].type"
+
+
+def extra_property(doc, emb):
+    _mem(doc, 4)["colour"] = "blue"
+    return "memories[4]"
+
+
+def edited_content(doc, emb):
+    _mem(doc, 1)["content"] += " (edited)"
+    return "memories[1].content_hash"
+
+
+def tampered(doc, emb):
+    _mem(doc, 0)["metadata"]["brain"]["importance"] = 1
+    return "integrity.checksum"
+
+
+def wrong_total(doc, emb):
+    doc["integrity"]["total_memories"] = 4
+    return "integrity.total_memories"
+
+
+def duplicate_id(doc, emb):
+    _mem(doc, 2)["id"] = _mem(doc, 1)["id"]
+    doc.pop("integrity")
+    return "memories[2].id"
+
+
+def wrong_schema(doc, emb):
+    doc["schema"] = "pam"
+    return "schema"
+
+
+def major_version(doc, emb):
+    doc["schema_version"] = "2.0"
+    emb["schema_version"] = "2.0"
+    return "schema_version"
+
+
+def bad_importance(doc, emb):
+    _mem(doc, 0)["metadata"]["brain"]["importance"] = 9
+    doc.pop("integrity")
+    return "memories[0].metadata.brain.importance"
+
+
+def bad_scope(doc, emb):
+    _mem(doc, 0)["metadata"]["brain"]["scope"] = "team:x"
+    doc.pop("integrity")
+    return "memories[0].metadata.brain.scope"
+
+
+def bad_extra(doc, emb):
+    _mem(doc, 0)["metadata"]["brain"]["extra"] = {"nested": {"a": 1}}
+    doc.pop("integrity")
+    return "memories[0].metadata.brain.extra.nested"
+
+
+def ref_to_other_memory(doc, emb):
+    _mem(doc, 0)["embedding_ref"] = _mem(doc, 1)["embedding_ref"]
+    doc.pop("integrity")
+    return "memories[0].embedding_ref"
+
+
+def ref_to_nothing(doc, emb):
+    _mem(doc, 0)["embedding_ref"] = "emb-missing"
+    doc.pop("integrity")
+    return "memories[0].embedding_ref"
+
+
+def short_vector(doc, emb):
+    emb["embeddings"][2]["vector"] = emb["embeddings"][2]["vector"][:100]
+    return "embeddings[2].vector"
+
+
+def duplicate_memory_id(doc, emb):
+    emb["embeddings"][1]["memory_id"] = emb["embeddings"][0]["memory_id"]
+    return "embeddings[1].memory_id"
+
+
+def orphan_embedding(doc, emb):
+    emb["embeddings"][3]["memory_id"] = "doc-nobody"
+    return "embeddings[3].memory_id"
+
+
+def vector_of_strings(doc, emb):
+    emb["embeddings"][0]["vector"][5] = "0.1"
+    return "embeddings[0].vector[5]"
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [bad_tag, missing_content, bad_time, naive_time, unknown_type, extra_property, edited_content, tampered,
+     wrong_total, duplicate_id, wrong_schema, major_version, bad_importance, bad_scope, bad_extra,
+     ref_to_other_memory, ref_to_nothing, short_vector, duplicate_memory_id, orphan_embedding, vector_of_strings],
+)
+def test_bad_files_are_rejected_with_their_json_path(embedded_store, open_store, counting, tmp_path, mutate):
+    fill(embedded_store)
+    out = tmp_path / "out"
+    export_pam(embedded_store, out)
+    doc, emb = load(out / MEMORY_STORE_FILE), load(out / EMBEDDINGS_FILE)
+    doc["memories"].sort(key=lambda m: m["content"])  # fixed positions whatever the ids
+    path = mutate(doc, emb)
+    (out / MEMORY_STORE_FILE).write_text(json.dumps(doc, ensure_ascii=False))
+    (out / EMBEDDINGS_FILE).write_text(json.dumps(emb))
+    target = open_store("target", counting)
+    target.upsert_memory("Already here before the import", tags=["x"])
+    before = snapshot(target)
+    counting.document_texts.clear()
+    with pytest.raises(ValidationError) as caught:
+        import_pam(target, out)
+    message = str(caught.value)
+    assert re.search(rf"(^|[ :]){re.escape(path)}[:.\[ ]", message), message
+    assert "nothing was written" in message
+    assert any(p["field"].startswith(path) for p in caught.value.problems)
+    assert snapshot(target) == before
+    assert counting.document_texts == []
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [('{"schema": "portable-ai-memory", "memories": [', "not valid JSON"),
+     ('{"schema": "portable-ai-memory", "x": NaN}', "not valid JSON"),
+     ("[1, 2]", "(document root)")],
+)
+def test_unparseable_files_are_rejected(embedded_store, tmp_path, text, expected):
+    path = tmp_path / MEMORY_STORE_FILE
+    path.write_text(text)
+    with pytest.raises(ValidationError, match=re.escape(expected)):
+        import_pam(embedded_store, path)
+    assert embedded_store.count() == 0
+
+
+def test_missing_paths_are_explained(embedded_store, tmp_path):
+    with pytest.raises(ValidationError, match="does not exist"):
+        import_pam(embedded_store, tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValidationError, match=f"no {MEMORY_STORE_FILE} in"):
+        import_pam(embedded_store, tmp_path / "empty")
+
+
+def test_import_never_replaces_another_document_type(embedded_store, open_store, tmp_path):
+    fill(embedded_store)
+    out = tmp_path / "out"
+    export_pam(embedded_store, out)
+    first = sorted(load(out / MEMORY_STORE_FILE)["memories"], key=lambda m: m["id"])[0]
+    target = open_store("target")
+    target.upsert_doc("OCR reads text in images.", "faq", id=first["id"], topic="ocr")
+    before = snapshot(target)
+    index = [m["id"] for m in load(out / MEMORY_STORE_FILE)["memories"]].index(first["id"])
+    with pytest.raises(ValidationError, match=re.escape(f"memories[{index}].id") + ".*faq document"):
+        import_pam(target, out)
+    assert snapshot(target) == before
+
+
+def test_round_trip_over_a_chroma_server(store, open_store, tmp_path):
+    fill(store)
+    first = export_pam(store, tmp_path / "one", owner_id=OWNER)
+    target = open_store("target")
+    assert import_pam(target, tmp_path / "one").vectors_reused == 5
+    second = export_pam(target, tmp_path / "two", owner_id=OWNER)
+    a, b = load(first.memory_store), load(second.memory_store)
+    for key in ("export_id", "export_date"):
+        a.pop(key), b.pop(key)
+    assert a == b
