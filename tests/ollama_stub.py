@@ -79,7 +79,8 @@ def _tag(name: str) -> str:
 
 
 class OllamaStub:
-    """The server. ``models`` maps each pulled model to its vector dimension.
+    """The server. ``models`` maps each pulled model to its vector dimension; ``chat_models`` names
+    the pulled chat models (none by default; e.g. ``chat_models=DEFAULT_CHAT_MODELS``).
 
     ``norm`` scales every returned vector (real models do not all return unit vectors),
     and ``delay`` makes ``/api/embed`` answer late, to exercise client timeouts.
@@ -91,7 +92,7 @@ class OllamaStub:
         *,
         norm: float = 1.0,
         delay: float = 0.0,
-        chat_models: Iterable[str] = DEFAULT_CHAT_MODELS,
+        chat_models: Iterable[str] = (),
         chat_mode: str = "ok",
         chat_delay: float = 0.0,
     ):
