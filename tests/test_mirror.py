@@ -411,3 +411,14 @@ def mapping_json(metadata):
     from brain.mirror.mapping import metadata_json
 
     return metadata_json(metadata)
+
+
+def test_chroma_shaped_metadata_is_stored_as_the_store_reads_it(tmp_path, embedded_store):
+    """to_chroma() drops empty tag lists; the mirror keeps what store.get() returns (tags [])."""
+    from brain.schemas import validate_metadata
+
+    stored = validate_metadata("memory", {"timestamp": TS, "importance": 2}).to_chroma()
+    assert "tags" not in stored
+    m = EngramMirror(tmp_path / "m.db", MODEL)
+    m.upsert([{"id": "x", "text": "no tags here", "metadata": stored}])
+    assert m.get(["x"])[0].metadata == {**stored, "tags": []}

@@ -41,7 +41,7 @@ from brain.mirror.protocol import (
     check_model_name,
 )
 from brain.results import Hit
-from brain.schemas import DOC_TYPES, check_scope, parse_timestamp
+from brain.schemas import DOC_TYPES, check_scope, from_chroma, parse_timestamp
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,10 @@ class EngramMirror:
                 finally:
                     self._depth -= 1
                 return
-            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:  # e.g. another process holds the write lock too long
+                raise StoreUnavailable(f"cannot write to the mirror {self.path}: {exc}") from exc
             self._depth = 1
             try:
                 yield self
@@ -226,10 +229,11 @@ class EngramMirror:
             self._depth = 0
             try:
                 self._conn.execute("COMMIT")
-            except sqlite3.Error:
-                self._conn.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 self._generation += 1
-                raise
+                raise StoreUnavailable(f"committing to the mirror {self.path} failed: {exc}; nothing was written") from exc
 
     def _check_open(self) -> None:
         if self._conn is None:
@@ -368,7 +372,7 @@ class EngramMirror:
             if not isinstance(meta, Mapping):
                 item.append(("metadata", f"metadata must be a dict, got {type(meta).__name__}"))
             else:
-                meta = dict(meta)
+                meta = from_chroma(meta)  # the shape the store hands back (memories: tags [] when absent)
                 epoch, meta_problems = _check_metadata(meta)
                 item.extend(meta_problems)
             blob = None
