@@ -65,7 +65,7 @@ class MemoryCreate(_Body):
     text: str = Field(min_length=1)
     importance: int = 3
     tags: list[str] | None = None
-    entity: str | None = Field(None, description="who the memory is about; scopes it to that entity unless scope says otherwise")
+    entity: str | None = Field(None, description="who the memory is about; scopes it to that entity unless scope is given")
     scope: str | None = Field(None, description="'global' or 'entity:<name>'")
     metadata: dict[str, Any] | None = None
 
@@ -142,7 +142,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 class BodyLimit:
-    """Refuse bodies over ``limit`` bytes with 413, by Content-Length or while streaming."""
+    """Refuse bodies over ``limit`` bytes with 413: at once by Content-Length, else by reading the body
+    (at most ``limit`` bytes are buffered) before the app sees it."""
 
     def __init__(self, app: Any, limit: int):
         self.app = app
@@ -154,33 +155,42 @@ class BodyLimit:
             return
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._too_large(scope, receive, send)
+        if declared is not None and declared.isdigit():
+            if int(declared) > self.limit:
+                await self._too_large(scope, receive, send)
+                return
+            await self.app(scope, receive, send)  # the server stops reading at Content-Length
             return
-        seen = 0
-
-        async def counting_receive() -> dict:
-            nonlocal seen
+        chunks: list[bytes] = []
+        size = 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _TooLarge()
-            return message
+            if message["type"] != "http.request":  # the client went away
+                await self.app(scope, receive, send)
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                await self._too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
 
-        try:
-            await self.app(scope, counting_receive, send)
-        except _TooLarge:
-            await self._too_large(scope, receive, send)
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
     async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
         response = _error(413, "too_large",
                           f"request body is larger than {self.limit} bytes (BRAIN_API_MAX_BODY_BYTES)")
         await response(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
 
 
 # ---- the services behind the routes --------------------------------------------------------------
@@ -339,10 +349,12 @@ def _routes(app: FastAPI) -> None:
     @app.post("/v1/memories", tags=["memories"], status_code=201)
     def create_memory(body: MemoryCreate, request: Request) -> Any:
         services = _services(request)
-        doc_id = services.chat.remember(
-            body.text, importance=body.importance, tags=body.tags, entity=body.entity, scope=body.scope,
-            metadata=body.metadata,
-        )
+        if body.scope is None:  # the chat layer's rule: a memory about an entity is that entity's
+            doc_id = services.chat.remember(body.text, importance=body.importance, tags=body.tags,
+                                            entity=body.entity, source="system", metadata=body.metadata)
+        else:  # an explicit scope, e.g. "global" for a shared memory that is about someone
+            doc_id = services.store.upsert_memory(body.text, scope=body.scope, importance=body.importance,
+                                                  tags=body.tags, entity=body.entity, **(body.metadata or {}))
         return services.store.get_one(doc_id).to_dict()
 
     @app.get("/v1/memories", tags=["memories"])

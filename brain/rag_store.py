@@ -85,6 +85,37 @@ def open_client(settings: Settings):
     return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
 
 
+try:  # the HTTP client's transport errors (chromadb's HttpClient uses httpx)
+    import httpx
+
+    _UNREACHABLE: tuple[type[BaseException], ...] = (ConnectionError, httpx.TransportError)
+except ImportError:  # pragma: no cover - httpx comes with chromadb
+    _UNREACHABLE = (ConnectionError,)
+
+
+class _GuardedCollection:
+    """The Chroma collection, except that losing the server raises :class:`StoreUnavailable`."""
+
+    def __init__(self, collection: Any, where: str):
+        self._collection = collection
+        self._where = where
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._collection, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attr(*args, **kwargs)
+            except _UNREACHABLE as exc:
+                raise StoreUnavailable(
+                    f"the Chroma store at {self._where} is unreachable ({exc}); check that `chroma run` is up"
+                ) from exc
+
+        return call
+
+
 class RagStore:
     """Typed documents in one Chroma collection, with exact memory ranking.
 
@@ -117,7 +148,7 @@ class RagStore:
             self._dir_lock = DataDirLock(self.settings.data_dir).acquire()
         try:
             self.client = client or open_client(self.settings)
-            self.col = self._open_collection()
+            self.col = _GuardedCollection(self._open_collection(), self.settings.chroma_url or "the data directory")
             self.dimension = int(self.col.metadata["dimension"])
             self.max_batch_size = int(self.client.get_max_batch_size())
             self.mirror = self._open_mirror(mirror)
