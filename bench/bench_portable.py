@@ -1,0 +1,198 @@
+#!/usr/bin/env python
+"""Benchmark of PAM export and import against raw Chroma reads and writes of the same data.
+
+    .venv/bin/python bench/bench_portable.py [--n 100000] [--seed S] [--out bench/PORTABLE_RESULTS.md]
+
+Builds an embedded store of ``--n`` memories (texts, tags, importance, scopes and timestamps drawn
+at random; clustered random unit vectors of the store's dimension, written through ``upsert_docs``
+with their embeddings, since embedding 100k texts with the real model would take far longer than
+what is measured). Then, each in the same run:
+
+- ``export_pam`` with embeddings, and without, next to raw Chroma: the same memories read with
+  paged ``col.get`` (documents, metadatas, embeddings), nothing else;
+- ``import_pam`` into a fresh store (vectors reused: same model), next to raw Chroma: ``col.upsert``
+  of the same ids, documents, metadatas and vectors into a fresh collection in chunks of the
+  client's max batch size; then the import again (a no-op by id) and once with the Engram mirror
+  switched on (its write-through is part of every store write when enabled).
+
+Prints a Markdown table and writes it to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
+
+from brain.config import Settings  # noqa: E402
+from brain.embeddings import LocalMiniLMEmbedder  # noqa: E402
+from brain.portable import EMBEDDINGS_FILE, MEMORY_STORE_FILE, export_pam, import_pam  # noqa: E402
+from brain.rag_store import RagStore  # noqa: E402
+
+WORDS = (
+    "alice bob carol dave likes prefers visits works lives in near with tea coffee jazz hiking paris berlin "
+    "tokyo project deadline birthday dentist monday friday garden piano python rust meeting sister brother "
+    "allergic peanuts vegetarian marathon book film office remote morning evening flight hotel passport"
+).split()
+TAGS = ["food", "travel", "work", "family", "health", "music", "Sport", "home plans", "Books", "tech"]
+
+
+class NoEmbedding:
+    """The local embedder's name and dimension; fails if anything asks it to embed (the bench must not)."""
+
+    def __init__(self, inner):
+        self.name, self.dimension = inner.name, inner.dimension
+
+    def embed_documents(self, texts):
+        raise AssertionError(f"the benchmark embedded {len(texts)} texts; vectors should have been reused")
+
+    embed_query = embed_documents
+
+
+def make_memories(n: int, dimension: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((256, dimension)).astype(np.float32)
+    vectors = centers[rng.integers(0, len(centers), n)] + 0.35 * rng.standard_normal((n, dimension)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    now = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    words = np.array(WORDS)
+    docs = []
+    for i in range(n):
+        text = f"Memory {i}: " + " ".join(words[rng.integers(0, len(words), int(rng.integers(6, 20)))])
+        scope = "global" if rng.random() < 0.7 else f"entity:user{int(rng.integers(0, 500))}"
+        tags = list(rng.choice(TAGS, int(rng.integers(0, 4)), replace=False))
+        docs.append({
+            "text": text, "type": "memory", "scope": scope, "importance": int(rng.integers(1, 6)), "tags": tags,
+            "timestamp": now - timedelta(seconds=float(rng.uniform(0, 365 * 86400))),
+            "source": "chat", "embedding": vectors[i],
+        })
+    return docs
+
+
+def timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def raw_read(col) -> tuple[list, list, list, list]:
+    ids, docs, metas, vecs = [], [], [], []
+    offset = 0
+    while True:
+        page = col.get(where={"type": "memory"}, include=["documents", "metadatas", "embeddings"], limit=2000, offset=offset)
+        if not page["ids"]:
+            return ids, docs, metas, vecs
+        ids += page["ids"]
+        docs += page["documents"]
+        metas += page["metadatas"]
+        vecs.append(np.asarray(page["embeddings"], dtype=np.float32))
+        offset += len(page["ids"])
+
+
+def raw_write(client, name: str, ids, docs, metas, vectors) -> None:
+    col = client.get_or_create_collection(name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
+    step = int(client.get_max_batch_size())
+    for start in range(0, len(ids), step):
+        end = start + step
+        col.upsert(ids=ids[start:end], documents=docs[start:end], metadatas=metas[start:end], embeddings=vectors[start:end])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--n", type=int, default=100_000, help="memories (default 100000)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "PORTABLE_RESULTS.md")
+    args = parser.parse_args()
+
+    embedder = NoEmbedding(LocalMiniLMEmbedder(Settings()))
+    work = Path(tempfile.mkdtemp(prefix="bench-portable-"))
+    rows: list[tuple[str, float, str, str]] = []
+    try:
+        def store(name: str, **settings) -> RagStore:
+            return RagStore(Settings(data_dir=work / name, mirror_enabled=False, **settings), embedder=embedder)
+
+        source = store("source")
+        memories = make_memories(args.n, source.dimension, args.seed)
+        build = 0.0
+        for start in range(0, len(memories), 5000):
+            seconds, _ = timed(lambda: source.upsert_docs(memories[start : start + 5000]))
+            build += seconds
+        n = source.count("memory")
+        assert n == args.n, (n, args.n)
+
+        raw_get, (ids, docs, metas, vecs) = timed(lambda: raw_read(source.col))
+        vectors = np.concatenate(vecs)
+        export_s, report = timed(lambda: export_pam(source, work / "pam"))
+        export_plain_s, _ = timed(lambda: export_pam(source, work / "pam-plain", embeddings=False))
+        sizes = {name: (work / "pam" / name).stat().st_size for name in (MEMORY_STORE_FILE, EMBEDDINGS_FILE)}
+
+        raw_put, _ = timed(lambda: raw_write(store("raw").client, "raw-copy", ids, docs, metas, vectors))
+        target = store("target")
+        import_s, imported = timed(lambda: import_pam(target, work / "pam"))
+        assert imported.new == n and imported.vectors_reused == n and imported.vectors_embedded == 0, imported
+        again_s, again = timed(lambda: import_pam(target, work / "pam"))
+        assert again.unchanged == n and again.written == 0, again
+        mirrored = RagStore(Settings(data_dir=work / "mirrored", mirror_enabled=True), embedder=embedder)
+        mirror_s, _ = timed(lambda: import_pam(mirrored, work / "pam"))
+        assert mirrored.count("memory") == n
+
+        def rate(seconds: float) -> str:
+            return f"{n / seconds:,.0f}"
+
+        rows = [
+            ("raw Chroma: paged `col.get` of the memories (reference)", raw_get, rate(raw_get), "1.00"),
+            ("`export_pam` with embeddings", export_s, rate(export_s), f"{export_s / raw_get:.2f}"),
+            ("`export_pam` without embeddings", export_plain_s, rate(export_plain_s), f"{export_plain_s / raw_get:.2f}"),
+            ("raw Chroma: `col.upsert` into a fresh collection (reference)", raw_put, rate(raw_put), "1.00"),
+            ("`import_pam` into a fresh store (vectors reused)", import_s, rate(import_s), f"{import_s / raw_put:.2f}"),
+            ("`import_pam` again (unchanged: writes nothing)", again_s, rate(again_s), f"{again_s / raw_put:.2f}"),
+            ("`import_pam` into a fresh store with the Engram mirror on", mirror_s, rate(mirror_s), f"{mirror_s / raw_put:.2f}"),
+        ]
+        lines = [
+            "# PAM export / import benchmark",
+            "",
+            f"`bench/bench_portable.py --n {args.n} --seed {args.seed}`, "
+            f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; Python {platform.python_version()}, "
+            f"{platform.machine()}, {os.cpu_count()} CPUs shared with other work running at the same time "
+            "(figures are indicative: expect run-to-run noise).",
+            "",
+            f"{n:,} memories, {source.dimension}-d clustered random unit vectors under the store's model name "
+            f"({source.embedder.name}); the store was built through `upsert_docs` with these vectors in "
+            f"{build:.1f} s. Export: `memory-store.json` {sizes[MEMORY_STORE_FILE] / 1e6:.1f} MB, "
+            f"`embeddings.json` {sizes[EMBEDDINGS_FILE] / 1e6:.1f} MB. Ratios: export against the raw read, "
+            "import against the raw write, of the same data in the same run.",
+            "",
+            "| step | seconds | memories/s | x reference |",
+            "|---|---:|---:|---:|",
+            *(f"| {name} | {seconds:.2f} | {per_s} | {ratio} |" for name, seconds, per_s, ratio in rows),
+            "",
+            "Export = read every memory with its vector, map it to PAM, RFC 8785 checksum over all memories, "
+            "validate the document against the official schema, serialise (orjson; float32 vectors in their "
+            "shortest round-trip form), write both files atomically. Import = parse, validate both files "
+            "(official schemas with jsonschema-rs, content hashes, integrity checksum, embedding references), "
+            "map, compare with what is stored, one `upsert_docs` batch (validated whole) with the reused vectors. "
+            "The Engram mirror is off in the other rows (the raw references write Chroma alone).",
+            "",
+        ]
+        text = "\n".join(lines)
+        print(text)
+        args.out.write_text(text, encoding="utf-8")
+        print(f"written to {args.out}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
