@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -403,6 +403,157 @@ def stats(state: State) -> None:
         + [f"  {t:<9} {n}" for t, n in data["by_type"].items()]
         + ([f"on disk     {_human_bytes(data['disk_bytes'])}"] if data["disk_bytes"] is not None else [])
     ))
+
+
+# ---- the Engram mirror ---------------------------------------------------------------------------
+
+def _report_dict(report: Any) -> dict[str, Any]:
+    if hasattr(report, "to_dict"):
+        return report.to_dict()
+    data = asdict(report)
+    for name in ("changed", "ok"):
+        if hasattr(report, name):
+            data[name] = getattr(report, name)
+    return data
+
+
+def _store_mirror(state: State) -> Any:
+    store = state.store()
+    if store.mirror is None:
+        raise BrainError("the mirror is off (BRAIN_MIRROR_ENABLED=false); set BRAIN_MIRROR_ENABLED=true")
+    return store
+
+
+@cli.group()
+def mirror() -> None:
+    """The Engram-compatible SQLite mirror of the memories (BRAIN_MIRROR_PATH)."""
+
+
+@mirror.command("sync")
+@json_option
+@pass_state
+def mirror_sync(state: State) -> None:
+    """Make the mirror match the store in full (safe to repeat)."""
+    from brain.mirror.sync import sync_mirror
+
+    store = _store_mirror(state)
+    report = sync_mirror(store, store.mirror, types=state.settings().mirrored_types)
+    emit(state, _report_dict(report), lambda: str(report))
+
+
+@mirror.command("verify")
+@json_option
+@pass_state
+def mirror_verify(state: State) -> None:
+    """Report every difference between the store and the mirror (exit 1 if any)."""
+    from brain.mirror.sync import verify_mirror
+
+    store = _store_mirror(state)
+    report = verify_mirror(store, store.mirror, types=state.settings().mirrored_types)
+    emit(state, _report_dict(report), lambda: str(report))
+    if not report.ok:
+        raise CommandFailed("the mirror differs from the store; `brain mirror sync` reconciles them")
+
+
+@mirror.command("recall")
+@click.argument("query")
+@click.option("--k", type=click.IntRange(1, 1000), default=5, show_default=True, help="How many results.")
+@click.option("--keyword", is_flag=True, help="Full-text (FTS5) search instead of the stored vectors.")
+@json_option
+@pass_state
+def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
+    """Search the mirror alone (Chroma is not opened)."""
+    from brain.embeddings import get_embedder
+    from brain.mirror import EngramMirror
+
+    settings = state.settings()
+    embedder = get_embedder(settings)
+    with EngramMirror(settings.mirror_file, embedder.name, batch_size=settings.mirror_batch_size) as mirror:
+        hits = mirror.keyword_recall(query, k) if keyword else mirror.recall(embedder.embed_query(query), k)
+    emit(state, {"query": query, "keyword": keyword, "results": [h.to_dict() for h in hits]},
+         lambda: "\n".join(_hit_line(h) for h in hits) if hits else "no results")
+
+
+@mirror.command("backfill")
+@json_option
+@pass_state
+def mirror_backfill(state: State) -> None:
+    """Embed the mirrored documents that have no vector of the configured model (resumable)."""
+    store = _store_mirror(state)
+    done = store.mirror.backfill(store.embedder.embed_documents, progress=not state.json)
+    coverage = store.mirror.coverage()
+    emit(state, {"embedded": done, "coverage": asdict(coverage)},
+         lambda: f"embedded {done} documents; {coverage.with_vectors} of {coverage.memories} have "
+                 f"{store.embedder.name} vectors")
+
+
+@cli.command()
+@click.option("--from-mirror", "from_mirror", is_flag=True, required=True,
+              help="Rebuild the Chroma collection from the mirror (the only source for now).")
+@json_option
+@pass_state
+def restore(state: State, from_mirror: bool) -> None:
+    """Rebuild the store from the mirror, reusing its vectors and embedding only what lacks one.
+
+    For a lost or broken Chroma store: move the broken BRAIN_DATA_DIR/chroma aside first."""
+    from brain.mirror.sync import restore_from_mirror
+
+    store = _store_mirror(state)
+    report = restore_from_mirror(store, store.mirror)
+    emit(state, _report_dict(report), lambda: str(report))
+
+
+# ---- Portable AI Memory --------------------------------------------------------------------------
+
+@cli.command("export")
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["pam"]), default="pam", show_default=True,
+              help="Portable AI Memory 1.0.")
+@click.option("--no-embeddings", is_flag=True, help="Write no embeddings.json (every embedding_ref is null).")
+@click.option("--owner", help="owner.id of the export (default: derived from the store).")
+@json_option
+@pass_state
+def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, owner: str | None) -> None:
+    """Export every memory to OUT_DIR/memory-store.json (+ embeddings.json)."""
+    from brain.portable import export_pam
+
+    report = export_pam(state.store(), out_dir, embeddings=not no_embeddings, owner_id=owner)
+    emit(state, report.to_dict(), lambda: "\n".join(
+        [f"exported {report.memories} memories to {report.memory_store}"
+         + (f" and {report.embeddings_written} vectors to {report.embeddings}" if report.embeddings else "")
+         + f" ({report.seconds:.1f} s)"] + [f"warning: {w}" for w in report.warnings]))
+
+
+@cli.command("import")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@json_option
+@pass_state
+def import_cmd(state: State, path: Path) -> None:
+    """Import a PAM export (its directory or memory-store.json); validated whole first."""
+    from brain.portable import import_pam
+
+    report = import_pam(state.store(), path)
+    emit(state, report.to_dict(), lambda: "\n".join(
+        [f"imported {report.memories} memories: {report.new} new, {report.updated} updated, "
+         f"{report.unchanged} unchanged; {report.vectors_reused} vectors reused, "
+         f"{report.vectors_embedded} embedded ({report.seconds:.1f} s)"] + [f"warning: {w}" for w in report.warnings]))
+
+
+# ---- memory consolidation ------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Only report what would be merged.")
+@click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True),
+              help="Cosine similarity above which two memories of one scope merge (default BRAIN_CONSOLIDATE_THRESHOLD).")
+@json_option
+@pass_state
+def consolidate(state: State, dry_run: bool, threshold: float | None) -> None:
+    """Merge near-duplicate memories of the same scope; lists every merge."""
+    from brain.chat import ChatMemory
+
+    with ChatMemory(state.store(), start_worker=False) as chat:
+        report = chat.consolidate(dry_run=dry_run, threshold=threshold)
+    emit(state, report.to_dict(), report.summary)
 
 
 # ---- the HTTP API --------------------------------------------------------------------------------

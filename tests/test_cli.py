@@ -63,7 +63,8 @@ def one_error_line(result) -> str:
 @pytest.mark.parametrize("command", [
     [], ["init"], ["persona"], ["persona", "load"], ["persona", "show"], ["ingest"], ["search"],
     ["memory"], ["memory", "add"], ["memory", "list"], ["memory", "show"], ["memory", "rm"],
-    ["turns"], ["schema"], ["stats"],
+    ["turns"], ["schema"], ["stats"], ["serve"], ["mirror"], ["mirror", "sync"], ["mirror", "verify"],
+    ["mirror", "recall"], ["mirror", "backfill"], ["restore"], ["export"], ["import"], ["consolidate"],
 ])
 def test_every_command_has_help(command):
     result = run(*command, "--help")
@@ -73,7 +74,8 @@ def test_every_command_has_help(command):
 
 def test_group_help_lists_the_command_tree():
     out = run("--help").stdout
-    for name in ("init", "persona", "ingest", "search", "memory", "turns", "schema", "stats"):
+    for name in ("init", "persona", "ingest", "search", "memory", "turns", "schema", "stats", "serve", "mirror",
+                 "restore", "export", "import", "consolidate"):
         assert f"  {name} " in out
     for option in ("--json", "--debug", "--data-dir"):
         assert option in out
