@@ -19,6 +19,7 @@ class StartupReport:
     seconds: float
     indexed: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    mirror_sync: Any = None  # a brain.mirror.sync.SyncReport when the mirror had to catch up
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -26,6 +27,7 @@ class StartupReport:
             "seconds": round(self.seconds, 3),
             "indexed": self.indexed,
             "warnings": self.warnings,
+            "mirror_sync": None if self.mirror_sync is None else str(self.mirror_sync),
             "store": self.store.stats(),
         }
 
@@ -36,7 +38,7 @@ class StartupReport:
             self.persona.summary() if self.persona else "persona: none loaded",
             "in-process indexes: " + ", ".join(f"{t} {n}" for t, n in self.indexed.items()),
             f"ready in {self.seconds:.2f} s",
-        ]
+        ] + ([str(self.mirror_sync)] if self.mirror_sync is not None else [])
         return "\n".join(lines + [f"warning: {w}" for w in self.warnings])
 
 
@@ -56,6 +58,7 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
         persona = load_persona(store, path)
     else:
         warnings.append(f"persona file {path} not found; the assistant runs without a persona (set BRAIN_PERSONA_PATH)")
+    mirror_sync = _catch_up_mirror(store, settings)
     indexed: dict[str, int] = {}
     if warm:
         store.refresh_index()
@@ -63,4 +66,17 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
         warm_up = getattr(store.embedder, "warm_up", None)
         if callable(warm_up):
             warm_up()
-    return StartupReport(store, persona, time.perf_counter() - started, indexed, warnings)
+    return StartupReport(store, persona, time.perf_counter() - started, indexed, warnings, mirror_sync)
+
+
+def _catch_up_mirror(store: RagStore, settings: Settings) -> Any:
+    """A mirror that is new, or was off while the store was written, is synced in full; a mirror whose
+    row count matches the store's is trusted (writes go through to it)."""
+    if store.mirror is None:
+        return None
+    from brain.mirror.sync import sync_mirror
+
+    expected = sum(store.count(t) for t in settings.mirrored_types)
+    if len(store.mirror.ids(foreign=False)) == expected:
+        return None
+    return sync_mirror(store, store.mirror, types=settings.mirrored_types)
