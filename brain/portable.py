@@ -41,6 +41,9 @@ metadata ``pam_extra``      PAM fields brain has no place for (``summary``, ``co
 (always)                    ``provenance.platform = "brain"`` unless the memory came with its own
 ==========================  ===================================================================
 
+A memory imported with ``access.exportable = false`` is kept but left out of exports (counted in
+``ExportReport.not_exportable``).
+
 Import rules
 - Everything is validated before anything is written: the official JSON Schemas (the ``portable-ai-memory``
   package's copies, checked with ``jsonschema-rs``, date-time formats included), unique memory ids,
@@ -138,6 +141,7 @@ class ExportReport:
     checksum: str
     owner_id: str
     removed_stale_embeddings: bool = False  # an older embeddings.json in out_dir was removed
+    not_exportable: int = 0  # memories left out: imported with access.exportable = false
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -369,6 +373,12 @@ def export_pam(
         memory_to_pam(doc.id, doc.text, doc.metadata, embedding_id(doc.id) if embeddings else None, warnings)
         for doc in docs
     ]
+    # PAM's access.exportable=false (kept from an import) is honoured: such memories stay here
+    keep = [not (isinstance(m.get("access"), dict) and m["access"].get("exportable") is False) for m in memories]
+    not_exportable = keep.count(False)
+    if not_exportable:
+        docs = [d for d, k in zip(docs, keep) if k]
+        memories = [m for m, k in zip(memories, keep) if k]
     checksum = integrity_checksum(memories)
     document = {
         "schema": "portable-ai-memory",
@@ -383,36 +393,25 @@ def export_pam(
         "export_type": "full",
     }
     problems = _schema_problems(document, "memory-store", MEMORY_STORE_FILE)
-    if problems:  # our own mapping produced something the spec refuses: a bug, never written
-        raise BrainError(f"the export does not validate against the PAM schema: {_summary(problems)}")
+    if problems:  # never written; the mapping is sound, so this is pam_extra metadata edited by hand
+        raise BrainError(
+            f"the export does not validate against the PAM schema, so nothing was written: {_summary(problems)} "
+            f"(check the {EXTRA_KEY} metadata of that memory)"
+        )
     store_path = out / MEMORY_STORE_FILE
     emb_path = out / EMBEDDINGS_FILE
-    store_bytes = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
-    pending = [(store_path, _write_temp(out, MEMORY_STORE_FILE, store_bytes))]
-    if embeddings:
-        emb_doc = {
-            "schema": "portable-ai-memory-embeddings",
-            "schema_version": SCHEMA_VERSION,
-            "embeddings": [
-                {
-                    "id": embedding_id(doc.id),
-                    "memory_id": doc.id,
-                    "model": model,
-                    "dimensions": int(doc.embedding.shape[0]),
-                    # vectors are computed when a memory is written, so its time is theirs too
-                    "created_at": mem["temporal"].get("updated_at") or mem["temporal"]["created_at"],
-                    "vector": np.ascontiguousarray(doc.embedding, dtype=np.float32),
-                }
-                for doc, mem in zip(docs, memories)
-            ],
-        }
-        try:
-            emb_bytes = orjson.dumps(emb_doc, option=orjson.OPT_SERIALIZE_NUMPY)
-        except orjson.JSONEncodeError as exc:
-            _discard(pending)
-            raise BrainError(f"cannot serialise the embeddings: {exc}") from exc
-        pending.insert(0, (emb_path, _write_temp(out, EMBEDDINGS_FILE, emb_bytes)))
-    for final, temp in pending:  # embeddings first: a memory store never names vectors that are not there
+    pending: list[tuple[Path, Path]] = []
+    try:
+        store_bytes = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+        pending.append((store_path, _write_temp(out, MEMORY_STORE_FILE, store_bytes)))
+        if embeddings:
+            emb_bytes = orjson.dumps(_embeddings_document(docs, memories, model), option=orjson.OPT_SERIALIZE_NUMPY)
+            # embeddings first: a memory store never names vectors that are not there
+            pending.insert(0, (emb_path, _write_temp(out, EMBEDDINGS_FILE, emb_bytes)))
+    except BaseException:
+        _discard(pending)
+        raise
+    for final, temp in pending:
         os.replace(temp, final)
     removed = False
     if not embeddings and emb_path.exists():
@@ -421,9 +420,28 @@ def export_pam(
     return ExportReport(
         out_dir=out, memory_store=store_path, embeddings=emb_path if embeddings else None,
         memories=len(memories), embeddings_written=len(docs) if embeddings else 0, checksum=checksum,
-        owner_id=owner, removed_stale_embeddings=removed, warnings=warnings,
+        owner_id=owner, removed_stale_embeddings=removed, not_exportable=not_exportable, warnings=warnings,
         seconds=time.perf_counter() - started,
     )
+
+
+def _embeddings_document(docs, memories: list[dict[str, Any]], model: str) -> dict[str, Any]:
+    return {
+        "schema": "portable-ai-memory-embeddings",
+        "schema_version": SCHEMA_VERSION,
+        "embeddings": [
+            {
+                "id": embedding_id(doc.id),
+                "memory_id": doc.id,
+                "model": model,
+                "dimensions": int(doc.embedding.shape[0]),
+                # vectors are computed when a memory is written, so its time is theirs too
+                "created_at": mem["temporal"].get("updated_at") or mem["temporal"]["created_at"],
+                "vector": np.ascontiguousarray(doc.embedding, dtype=np.float32),
+            }
+            for doc, mem in zip(docs, memories)
+        ],
+    }
 
 
 def _write_temp(directory: Path, name: str, data: bytes) -> Path:
@@ -574,7 +592,7 @@ def read_pam(path: str | Path) -> PamFiles:
                 sfile, "integrity.total_memories",
                 f"says {integrity['total_memories']} but the file holds {len(raw_memories)} memories",
             ))
-        elif integrity["checksum"] not in (integrity_checksum(raw_memories), integrity_checksum(memories)):
+        elif not _checksum_matches(integrity["checksum"], raw_memories, memories):
             problems.append(_problem(
                 sfile, "integrity.checksum",
                 "does not match the memories (the file changed after export); remove the integrity block "
@@ -620,6 +638,13 @@ def read_pam(path: str | Path) -> PamFiles:
     if dangling:
         warnings.append(f"{dangling} memories name embeddings but there is no {EMBEDDINGS_FILE}; their vectors are computed from content")
     return PamFiles(store_path, emb_path, document, memories, by_id, warnings)
+
+
+def _checksum_matches(declared: str, raw: list[dict[str, Any]], dumped: list[dict[str, Any]]) -> bool:
+    """The declared checksum is over the memories as written, or as the PAM package dumps them."""
+    if integrity_checksum(raw) == declared:
+        return True
+    return dumped != raw and integrity_checksum(dumped) == declared
 
 
 def _package_dump(raw_memories: list[dict[str, Any]], file: str) -> list[dict[str, Any]]:

@@ -641,3 +641,19 @@ def test_round_trip_over_a_chroma_server(store, open_store, tmp_path):
     for key in ("export_id", "export_date"):
         a.pop(key), b.pop(key)
     assert a == b
+
+
+def test_memories_not_exportable_stay_out_of_exports(open_store, tmp_path):
+    folder = example_dir(tmp_path)
+    doc = load(folder / MEMORY_STORE_FILE)
+    doc["memories"][1]["access"]["exportable"] = False
+    del doc["integrity"]
+    (folder / MEMORY_STORE_FILE).write_text(json.dumps(doc))
+    store = open_store("store")
+    assert import_pam(store, folder).new == 5
+    report = export_pam(store, tmp_path / "out")
+    assert report.memories == 4 and report.not_exportable == 1
+    exported = load(report.memory_store)
+    assert doc["memories"][1]["id"] not in {m["id"] for m in exported["memories"]}
+    assert len(load(report.embeddings)["embeddings"]) == 4
+    assert pam.validate_embeddings(pam.load(report.embeddings), pam.load(report.memory_store)).is_valid
