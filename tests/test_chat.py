@@ -221,7 +221,7 @@ def test_summaries_at_exactly_the_cadence(make_chat, stub, every_n):
     assert due == expected
     assert chat.wait_for_summaries(30)
     summaries = summaries_of(chat.store, conv)
-    ranges = [r for r in sum(expected, [])]
+    ranges = [r for due_now in expected for r in due_now]
     assert [s.metadata["turn_range"] for s in summaries] == ranges
     assert [s.metadata["summary_index"] for s in summaries] == list(range(1, len(ranges) + 1))
     requests = stub.chat_requests()
