@@ -413,7 +413,7 @@ def mapping_json(metadata):
     return metadata_json(metadata)
 
 
-def test_chroma_shaped_metadata_is_stored_as_the_store_reads_it(tmp_path, embedded_store):
+def test_chroma_shaped_metadata_is_stored_as_the_store_reads_it(tmp_path):
     """to_chroma() drops empty tag lists; the mirror keeps what store.get() returns (tags [])."""
     from brain.schemas import validate_metadata
 

@@ -142,7 +142,7 @@ def foreign_metadata(memory_type: str, created_at: float, importance_value: floa
     epoch = float(created_at) if created_at is not None and math.isfinite(float(created_at)) else 0.0
     when = datetime.fromtimestamp(epoch, tz=timezone.utc)
     try:
-        level = int(round(float(importance_value) * 5))
+        level = round(float(importance_value) * 5)
     except (TypeError, ValueError):
         level = 3
     scope, leftover = scope_of(namespace_value)

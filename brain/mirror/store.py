@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from brain.errors import BrainError, EmbedderError, StoreUnavailable, ValidationError
+from brain.errors import EmbedderError, StoreUnavailable, ValidationError
 from brain.mirror import mapping, protocol, schema
 from brain.mirror.protocol import (
     DIMENSION_MISMATCH,
