@@ -2,7 +2,10 @@
 
 One Chroma collection (``conversations``) holds five document types — persona, faq, memory,
 turn, summary — each validated by :mod:`brain.schemas`. :class:`RagStore` writes and reads them;
-memories are ranked exactly by similarity, importance and recency.
+memories are ranked exactly by similarity, importance and recency. :class:`ChatMemory` is what a
+chat backend talks to (context per message, exchanges, summaries); :class:`EngramMirror` keeps the
+memories in an Engram-compatible SQLite file; :func:`export_pam` / :func:`import_pam` speak
+Portable AI Memory.
 """
 
 from brain.config import Settings, load_settings
@@ -14,19 +17,34 @@ from brain.errors import (
     EmbeddingModelMismatch,
     FilterError,
     NotFound,
+    StoreLocked,
     StoreUnavailable,
     ValidationError,
 )
+from brain.chat import ChatMemory, Context, Exchange
+from brain.mirror import EngramMirror, EmbeddingProtocolError
+from brain.portable import export_pam, import_pam
 from brain.rag_store import RagStore
 from brain.ranking import ScoreWeights
 from brain.results import Document, Hit, MemoryHit
 from brain.schemas import DocType, get_all_schemas, schema_info, validate_metadata
 from brain.startup import StartupReport, startup
+from brain.summarizers import SummarizerError, SummarizerUnavailable
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BrainError",
+    "ChatMemory",
+    "Context",
+    "EmbeddingProtocolError",
+    "EngramMirror",
+    "Exchange",
+    "StoreLocked",
+    "SummarizerError",
+    "SummarizerUnavailable",
+    "export_pam",
+    "import_pam",
     "ConfigError",
     "DocType",
     "Document",

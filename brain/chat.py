@@ -309,14 +309,15 @@ class ChatMemory:
         summarizer: Summarizer | None = None,
         fallback: Summarizer | None = None,
         start_worker: bool = True,
-        unavailable_cooldown: float = 30.0,
+        unavailable_cooldown: float | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.store = store
         self.settings = settings if settings is not None else store.settings
         self.summarizer: Summarizer = summarizer if summarizer is not None else get_summarizer(self.settings)
         self.fallback: Summarizer = fallback if fallback is not None else ExtractiveSummarizer()
-        self.unavailable_cooldown = unavailable_cooldown
+        self.unavailable_cooldown = (self.settings.summary_cooldown_seconds if unavailable_cooldown is None
+                                     else unavailable_cooldown)
         self._clock = clock
         self._token_counter: TokenCounter | None = None
         self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]

@@ -108,7 +108,11 @@ class Settings(BaseSettings):
         0, ge=0, le=1_000_000, validation_alias=_env("RAG_CONTEXT_MAX_TOKENS", "context_max_tokens")
     )
     summary_every_n: int = Field(5, ge=1, le=1000, validation_alias=_env("RAG_SUMMARY_EVERY_N", "summary_every_n"))
+    summarizer: str = Field("ollama", validation_alias=_env("BRAIN_SUMMARIZER", "summarizer"))
     summary_model: str = Field("llama3.2:3b", validation_alias=_env("BRAIN_SUMMARY_MODEL", "summary_model"))
+    summary_cooldown_seconds: float = Field(
+        30.0, ge=0.0, le=86400.0, validation_alias=_env("BRAIN_SUMMARY_COOLDOWN_SECONDS", "summary_cooldown_seconds")
+    )
     summary_retries: int = Field(3, ge=0, le=20, validation_alias=_env("BRAIN_SUMMARY_RETRIES", "summary_retries"))
     summary_backoff_seconds: float = Field(
         1.0, ge=0.0, le=600.0, validation_alias=_env("BRAIN_SUMMARY_BACKOFF_SECONDS", "summary_backoff_seconds")
@@ -204,6 +208,13 @@ class Settings(BaseSettings):
     def _recency_from(cls, value: str) -> str:
         if value not in ("created", "last_used"):
             raise ValueError("must be 'created' (age since the memory was written) or 'last_used'")
+        return value
+
+    @field_validator("summarizer")
+    @classmethod
+    def _summarizer(cls, value: str) -> str:
+        if value not in ("ollama", "extractive"):
+            raise ValueError("must be 'ollama' (BRAIN_SUMMARY_MODEL on OLLAMA_HOST) or 'extractive' (no model)")
         return value
 
     @field_validator("summary_model")

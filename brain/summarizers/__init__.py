@@ -20,6 +20,9 @@ __all__ = [
 ]
 
 
-def get_summarizer(settings: Settings) -> OllamaSummarizer:
-    """The model summariser: ``BRAIN_SUMMARY_MODEL`` on ``OLLAMA_HOST``. Does not contact the server."""
+def get_summarizer(settings: Settings) -> Summarizer:
+    """The summariser ``BRAIN_SUMMARIZER`` names: the Ollama model ``BRAIN_SUMMARY_MODEL`` on ``OLLAMA_HOST``
+    (the server is not contacted here), or the extractive one."""
+    if settings.summarizer == "extractive":
+        return ExtractiveSummarizer()
     return OllamaSummarizer(settings.summary_model, host=settings.ollama_host, timeout=settings.summary_timeout)
