@@ -136,3 +136,14 @@ def test_extractive_cuts_a_single_long_sentence():
     long = TurnText(1, "user", "word " * 200)
     text = ExtractiveSummarizer(max_chars=60).summarize([long])
     assert len(text) <= 60 and text.startswith("User: word") and text.endswith("…")
+
+
+def test_brain_summarizer_setting_chooses_the_summariser():
+    from brain.config import Settings
+    from brain.errors import ConfigError
+    from brain.summarizers import ExtractiveSummarizer, OllamaSummarizer, get_summarizer
+
+    assert isinstance(get_summarizer(Settings()), OllamaSummarizer)
+    assert isinstance(get_summarizer(Settings(summarizer="extractive")), ExtractiveSummarizer)
+    with pytest.raises(ConfigError, match="BRAIN_SUMMARIZER='gpt'"):
+        Settings(summarizer="gpt")
