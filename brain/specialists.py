@@ -19,13 +19,16 @@ Scoring, for a request vector ``q`` (all vectors unit length, ``sim`` = cosine s
     penalty = not_penalty * max(0, max_i sim(q, not_i) - not_margin)
     score   = base - penalty
 
-with weights 0.5 / 0.3 / 0.2 by default (normalised to sum 1). The penalty only bites when the
-request is closer to one of the specialist's ``not`` examples than ``not_margin``; below that,
-resemblance to a negative example is the ordinary overlap of sentences about similar things.
+with weights 0.5 / 0.3 / 0.2 by default (normalised to sum 1), ``not_penalty`` 1.0 and
+``not_margin`` 0.50. The penalty only bites when the request is closer than ``not_margin`` to one of
+the specialist's ``not`` examples; below that, resemblance to a negative example is the ordinary
+overlap of sentences about the same things (with MiniLM, a margin of 0.40 already cost right
+matches on the calibration set: "check my rental agreement" is 0.59 from docs' "email the contract
+to my landlord").
 
 The band says how far a caller may trust the top match. The bands of the issue (strong > 0.90,
 good 0.80-0.90, possible 0.70-0.80, weak < 0.70) were written for an embedder whose paraphrase
-similarities sit near 1; all-MiniLM-L6-v2 puts a good paraphrase around 0.5-0.7, so the defaults
+similarities sit near 1; all-MiniLM-L6-v2 scores a right match around 0.2-0.6, so the defaults
 here are calibrated for it (see :class:`SpecialistBands` and ``bench/SPECIALISTS_RESULTS.md``).
 
 Model output asks for a specialist with ``SPECIALIST_REQUEST[name:{json}]``;
@@ -249,16 +252,17 @@ class SpecialistBands:
     possible, anything lower weak.
 
     The defaults are calibrated for all-MiniLM-L6-v2 on ``bench/specialists_calibration.jsonl``
-    (``bench/specialists_eval.py --calibrate``): ``possible`` is the cut that best separates the top
-    scores of requests that match a specialist from those that match none; ``good`` is the lowest
-    score above which every calibration top-1 was right; ``strong`` is the score of a request that
-    restates the specialist's canonical phrase. The issue's 0.90 / 0.80 / 0.70 fit embedders whose
-    paraphrases score near 1.
+    (``bench/specialists_eval.py``): ``possible`` is the cut that best separates the top scores of
+    requests that match a specialist from those that match none (above it, every calibration top-1
+    was right); ``strong`` is the median score of the specialists' own predicate phrases sent as
+    requests (a request that says it the way the YAML does); ``good`` is halfway between. The
+    issue's 0.90 / 0.80 / 0.70 fit embedders whose paraphrases score near 1; with another embedder,
+    re-run the bench and set ``BRAIN_SPECIALIST_BAND_*``.
     """
 
-    strong: float = 0.62
-    good: float = 0.50
-    possible: float = 0.40
+    strong: float = 0.57
+    good: float = 0.40
+    possible: float = 0.23
 
     def __post_init__(self) -> None:
         values = (self.possible, self.good, self.strong)
@@ -391,8 +395,8 @@ class SpecialistRegistry:
     * ``path`` [``config/specialists.yaml``] -- the YAML file :meth:`register` reads by default.
     * ``collection`` [``specialists``] -- the Chroma collection of the specialists' vectors.
     * ``weights`` [0.5 / 0.3 / 0.2] -- :class:`SpecialistWeights`.
-    * ``not_penalty`` [1.0], ``not_margin`` [0.55] -- the ``not`` penalty (see the module docstring).
-    * ``bands`` -- :class:`SpecialistBands` [0.62 / 0.50 / 0.40 for all-MiniLM-L6-v2].
+    * ``not_penalty`` [1.0], ``not_margin`` [0.50] -- the ``not`` penalty (see the module docstring).
+    * ``bands`` -- :class:`SpecialistBands` [strong 0.57 / good 0.40 / possible 0.23, for all-MiniLM-L6-v2].
     * ``cache_ttl`` [300 s], ``cache_size`` [1024] -- the request cache (0 disables it).
     * ``embedder`` -- defaults to the store's; must have the same name (tests wrap it to count calls).
     * ``clock`` [``time.monotonic``] -- the cache's clock.
@@ -406,7 +410,7 @@ class SpecialistRegistry:
         collection: str = DEFAULT_COLLECTION,
         weights: SpecialistWeights | None = None,
         not_penalty: float = 1.0,
-        not_margin: float = 0.55,
+        not_margin: float = 0.50,
         bands: SpecialistBands | None = None,
         cache_ttl: float = 300.0,
         cache_size: int = 1024,

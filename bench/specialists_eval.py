@@ -1,0 +1,193 @@
+"""Specialist discovery: accuracy of find_specialists, band calibration, and lookup cost.
+
+    .venv/bin/python bench/specialists_eval.py [--yaml config/specialists.yaml]
+
+Three labelled sets of requests ({"request", "expected": specialist id or null for "no specialist"}):
+
+* ``bench/specialists_calibration.jsonl`` -- the development set: the YAML phrases and the band
+  thresholds were tuned on it;
+* ``bench/specialists_requests.jsonl`` -- the evaluation set;
+* ``bench/specialists_holdout.jsonl`` -- written before the last YAML revision and scored only once
+  the YAML was frozen.
+
+Band thresholds derived from the calibration set (printed next to the defaults in code):
+
+* possible -- the cut between the top scores of calibration requests whose top-1 is right and the
+  top scores of requests that match no specialist that misclassifies fewest (midpoint of the gap);
+* strong -- the median score a specialist's own predicate phrases get when sent as requests: a
+  request that says it the way the YAML does;
+* good -- halfway between the two. (The lowest score above every wrong top-1 and every no-match
+  top score is printed too; with MiniLM it sits right on ``possible``, so the data cannot place
+  ``good`` by precision.)
+
+Everything runs on a fresh embedded store in a temporary directory with the real local embedder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from brain.config import Settings  # noqa: E402
+from brain.rag_store import RagStore  # noqa: E402
+from brain.specialists import SpecialistBands, SpecialistRegistry, SpecialistWeights  # noqa: E402
+
+SETS = {
+    "calibration": ROOT / "bench" / "specialists_calibration.jsonl",
+    "eval": ROOT / "bench" / "specialists_requests.jsonl",
+    "holdout": ROOT / "bench" / "specialists_holdout.jsonl",
+}
+
+
+def read_set(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def run(registry: SpecialistRegistry, rows: list[dict]) -> list[tuple[dict, list]]:
+    registry._cache.clear()
+    return [(row, registry.find_specialists(row["request"], k=3)) for row in rows]
+
+
+def metrics(results: list[tuple[dict, list]]) -> dict:
+    matching = [(r, m) for r, m in results if r["expected"]]
+    none = [(r, m) for r, m in results if not r["expected"]]
+    top1 = [m[0].id == r["expected"] for r, m in matching]
+    top3 = [r["expected"] in [x.id for x in m] for r, m in matching]
+    bands_right = [m[0].band for (r, m), ok in zip(matching, top1) if ok]
+    return {
+        "n_match": len(matching),
+        "n_none": len(none),
+        "top1": float(np.mean(top1)),
+        "top3": float(np.mean(top3)),
+        "none_weak": float(np.mean([m[0].band == "weak" for _, m in none])) if none else float("nan"),
+        "right_not_weak": float(np.mean([b != "weak" for b in bands_right])) if bands_right else float("nan"),
+        "bands_right": {b: bands_right.count(b) for b in ("strong", "good", "possible", "weak")},
+        "bands_wrong": {b: [m[0].band for (r, m), ok in zip(matching, top1) if not ok].count(b) for b in ("strong", "good", "possible", "weak")},
+        "bands_none": {b: [m[0].band for _, m in none].count(b) for b in ("strong", "good", "possible", "weak")},
+        "misses": [(r["request"], r["expected"], m[0].id, round(m[0].score, 3)) for (r, m), ok in zip(matching, top1) if not ok],
+    }
+
+
+def calibrate(registry: SpecialistRegistry, results: list[tuple[dict, list]]) -> dict[str, float]:
+    right = sorted(m[0].score for r, m in results if r["expected"] and m[0].id == r["expected"])
+    wrong = [m[0].score for r, m in results if r["expected"] and m[0].id != r["expected"]]
+    none = sorted(m[0].score for r, m in results if not r["expected"])
+    # possible: fewest errors (a right match below the cut, a no-match at or above it), midpoint of the gap
+    candidates = sorted(set(right + none))
+    best = None
+    for lo, hi in zip(candidates, candidates[1:]):
+        cut = (lo + hi) / 2
+        errors = sum(s < cut for s in right) + sum(s >= cut for s in none)
+        if best is None or errors < best[0]:
+            best = (errors, cut)
+    possible = best[1]
+    # the lowest score above every wrong top-1 and every no-match top score (printed for reference:
+    # with MiniLM it lands right on `possible`, so it cannot place `good`)
+    ceiling = max(wrong + none)
+    precise = min((s for s in right if s > ceiling), default=ceiling)
+    # strong: how a specialist's own predicate phrases score for it
+    own = []
+    for spec in registry.list_specialists():
+        for phrase in spec.semantics.predicates:
+            own.append(next(m.score for m in registry.find_specialists(phrase, k=len(registry)) if m.id == spec.id))
+    strong = statistics.median(own)
+    good = (possible + strong) / 2
+    return {"possible": round(possible, 3), "good": round(good, 3), "strong": round(strong, 3), "precise": round(precise, 3)}
+
+
+def fmt_bands(counts: dict) -> str:
+    return " / ".join(str(counts[b]) for b in ("strong", "good", "possible", "weak"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--yaml", type=Path, default=ROOT / "config" / "specialists.yaml")
+    parser.add_argument("--sets", default=",".join(SETS), help="comma-separated: " + ", ".join(SETS))
+    args = parser.parse_args()
+    chosen = [s.strip() for s in args.sets.split(",") if s.strip()]
+    if "calibration" not in chosen or any(s not in SETS for s in chosen):
+        parser.error(f"--sets must include calibration and name only {', '.join(SETS)}")
+    sets = {name: read_set(SETS[name]) for name in chosen}
+
+    with tempfile.TemporaryDirectory() as tmp, RagStore(Settings(data_dir=Path(tmp) / "data"), mirror=False) as store:
+        registry = SpecialistRegistry(store, path=args.yaml)
+        t0 = time.perf_counter()
+        first = registry.register()
+        t_first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        again = registry.register()
+        t_again = time.perf_counter() - t0
+        print(f"## Registration ({len(registry)} specialists, {store.embedder.name})\n")
+        print("| run | texts embedded | seconds |\n|---|---:|---:|")
+        print(f"| first | {first.embedded} | {t_first:.3f} |")
+        print(f"| unchanged YAML again | {again.embedded} | {t_again:.3f} |\n")
+
+        defaults = SpecialistBands()
+        calib = calibrate(registry, run(registry, sets["calibration"]))
+        print("## Band thresholds (derived from the calibration set only)\n")
+        print("| band | derived | default in code |\n|---|---:|---:|")
+        for band in ("strong", "good", "possible"):
+            print(f"| {band} | {calib[band]:.3f} | {getattr(defaults, band):.2f} |")
+        print(f"\n(lowest score above every wrong top-1 and no-match top score: {calib['precise']:.3f})\n")
+
+        variants = {
+            "not-penalty 1.0 over 0.40": dict(not_margin=0.40),
+            "default (0.5/0.3/0.2, not-penalty 1.0 over 0.50)": dict(),
+            "no not-penalty": dict(not_penalty=0.0),
+            "canonical only (1/0/0, not-penalty)": dict(weights=SpecialistWeights(1.0, 0.0, 0.0)),
+            "predicates+objects only (0/0.6/0.4)": dict(weights=SpecialistWeights(0.0, 0.6, 0.4)),
+        }
+        print("## Accuracy per set (default bands)\n")
+        print("| set | matching / no-match requests | top-1 | top-3 | no-match banded weak | right top-1 not weak | right top-1 bands s/g/p/w | wrong top-1 bands s/g/p/w | no-match bands s/g/p/w |")
+        print("|---|---|---:|---:|---:|---:|---|---|---|")
+        all_misses = {}
+        for name, rows in sets.items():
+            m = metrics(run(registry, rows))
+            all_misses[name] = m["misses"]
+            print(
+                f"| {name} | {m['n_match']} / {m['n_none']} | {m['top1']:.3f} | {m['top3']:.3f} | {m['none_weak']:.3f} | "
+                f"{m['right_not_weak']:.3f} | {fmt_bands(m['bands_right'])} | {fmt_bands(m['bands_wrong'])} | {fmt_bands(m['bands_none'])} |"
+            )
+        print("\n## Scoring variants: top-1 per set\n")
+        print("| variant | " + " | ".join(sets) + " |\n|---|" + "---:|" * len(sets))
+        for label, overrides in variants.items():
+            variant = SpecialistRegistry(store, path=args.yaml, **overrides)
+            print(f"| {label} | " + " | ".join(f"{metrics(run(variant, rows))['top1']:.3f}" for rows in sets.values()) + " |")
+
+        print("\n## Misses (default scoring)\n")
+        for name, misses in all_misses.items():
+            for request, expected, got, score in misses:
+                print(f"- {name}: \"{request}\" -> {got} ({score}), expected {expected}")
+
+        # cost of one lookup: embedding the request dominates; the cache skips it
+        requests = [r["request"] for rows in sets.values() for r in rows]
+        uncached = SpecialistRegistry(store, path=args.yaml, cache_ttl=0)
+        store.embedder.clear_cache()
+        t0 = time.perf_counter()
+        for req in requests:
+            uncached.find_specialists(req + " ?")  # text the embedder's own query cache has not seen
+        t_uncached = (time.perf_counter() - t0) / len(requests)
+        for req in requests:
+            registry.find_specialists(req)
+        t0 = time.perf_counter()
+        for req in requests:
+            registry.find_specialists(req)
+        t_cached = (time.perf_counter() - t0) / len(requests)
+        print("\n## Lookup cost (per request, mean)\n")
+        print("| path | microseconds | ratio to uncached |\n|---|---:|---:|")
+        print(f"| uncached (embed + score {len(registry)} specialists) | {t_uncached * 1e6:.0f} | 1.00 |")
+        print(f"| cached (same request within the TTL) | {t_cached * 1e6:.1f} | {t_cached / t_uncached:.4f} |")
+
+
+if __name__ == "__main__":
+    main()
