@@ -1,3 +1,5 @@
+# typing.List / Optional / Dict on purpose: the protocol methods' signatures equal Xaibo's, annotations included
+# ruff: noqa: UP006, UP045
 """Xaibo's four memory protocols, implemented over brain's store.
 
 Agents built with Xaibo (``pip install brain[xaibo]``) use brain as their memory module with no glue
@@ -63,13 +65,12 @@ dependencies from the *evaluated* annotations of ``__init__`` (every annotated p
 
 import asyncio
 import json
-import math
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional  # noqa: UP035
 
 import numpy as np
 
@@ -77,7 +78,8 @@ from brain.chunking import TokenChunker
 from brain.config import Settings
 from brain.embeddings import get_embedder
 from brain.errors import ConfigError, EmbedderError, ValidationError
-from brain.ids import derived_id, memory_id as derived_memory_id, new_id
+from brain.ids import derived_id, new_id
+from brain.ids import memory_id as derived_memory_id
 from brain.rag_store import SIMILARITY_ONLY, RagStore
 from brain.schemas import (
     GLOBAL_SCOPE,

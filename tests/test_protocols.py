@@ -13,25 +13,25 @@ import yaml
 
 xaibo_memory = pytest.importorskip("xaibo.core.protocols.memory")
 
-from xaibo.core.config import AgentConfig, ConfigOverrides  # noqa: E402
-from xaibo.core.exchange import Exchange  # noqa: E402
-from xaibo.core.models import EventType  # noqa: E402
-from xaibo.core.xaibo import Xaibo  # noqa: E402
-from xaibo.primitives.modules.memory import MemoryToolProvider, VectorMemory  # noqa: E402
+from xaibo.core.config import AgentConfig, ConfigOverrides
+from xaibo.core.exchange import Exchange
+from xaibo.core.models import EventType
+from xaibo.core.xaibo import Xaibo
+from xaibo.primitives.modules.memory import MemoryToolProvider, VectorMemory
 
-import brain.protocols as protocols  # noqa: E402
-from brain.chunking import TokenChunker  # noqa: E402
-from brain.config import Settings  # noqa: E402
-from brain.errors import BrainError, ConfigError, EmbedderError, ValidationError  # noqa: E402
-from brain.portable import MEMORY_STORE_FILE, export_pam  # noqa: E402
-from brain.protocols import (  # noqa: E402
+from brain import protocols
+from brain.chunking import TokenChunker
+from brain.config import Settings
+from brain.errors import BrainError, ConfigError, EmbedderError, ValidationError
+from brain.portable import MEMORY_STORE_FILE, export_pam
+from brain.protocols import (
     BrainChunker,
     BrainEmbedder,
     BrainMemory,
     BrainVectorIndex,
     UnsupportedModality,
 )
-from brain.rag_store import RagStore  # noqa: E402
+from brain.rag_store import RagStore
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_YAML = ROOT / "config" / "xaibo" / "agent.yaml"
