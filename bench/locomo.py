@@ -62,7 +62,7 @@ from brain.turn_search import LexicalIndex, TurnIndex, TurnSearchWeights, tokeni
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 EVIDENCE_RE = re.compile(r"^D(\d+):(\d+)$")
-SESSION_DATE_RE = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I)
+SESSION_DATE_RE = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.IGNORECASE)
 MONTHS = {m: i + 1 for i, m in enumerate(
     ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
      "november", "december"])}
@@ -189,9 +189,9 @@ def describe(w: TurnSearchWeights) -> str:
 # ---- run --------------------------------------------------------------------------------------
 def run(args) -> str:
     conversations = load(args.data)
-    with tempfile.TemporaryDirectory(prefix="brain-locomo-") as tmp:
-        with RagStore(Settings(data_dir=Path(tmp), index_types="memory")) as store:
-            return measure(args, conversations, store)
+    with tempfile.TemporaryDirectory(prefix="brain-locomo-") as tmp, \
+            RagStore(Settings(data_dir=Path(tmp), index_types="memory")) as store:
+        return measure(args, conversations, store)
 
 
 def measure(args, conversations: list[Conversation], store: RagStore) -> str:
@@ -222,7 +222,8 @@ def measure(args, conversations: list[Conversation], store: RagStore) -> str:
     seconds: Counter = Counter()
     embed_s = 0.0
     get_s = build_s = 0.0
-    grid = [] if args.no_generalisation else grid_weights()
+    # held-out figures need at least two conversations: one to pick the weights on, one to test them on
+    grid = [] if args.no_generalisation or len(conversations) < 2 else grid_weights()
     grid_results: dict[int, dict[str, list[tuple[float, float, float]]]] = defaultdict(lambda: defaultdict(list))
     n_questions = 0
     for conv in conversations:
@@ -326,7 +327,7 @@ def main_table(methods, per_q, seconds, n_questions) -> list[str]:
         cells = []
         for c in CATEGORIES:
             cat = mean3([m for cat_, _, m in per_q[name] if cat_ == c])
-            cells.append(f"{cat[1]:.3f} / {cat[2]:.3f}")
+            cells.append(f"{cat[1]:.3f} / {cat[2]:.3f}" if not np.isnan(cat[1]) else "no questions")
         label = name.replace("  ", "&nbsp;&nbsp;") if name.startswith("  ") else name
         lines.append(f"| {label} | {overall[0]:.3f} | {overall[1]:.3f} | {overall[2]:.3f} | " + " | ".join(cells)
                      + f" | {1000 * seconds[name] / n_questions:.2f} | {overall[1] / base[1]:.2f}x |")
@@ -358,9 +359,12 @@ def generalisation(conversations, grid, grid_results, default_rows) -> list[str]
     def pooled(g: int, convs) -> np.ndarray:
         return mean3([m for cid in convs for m in grid_results[g][cid]])
 
+    def objective(g: int, convs) -> float:
+        m = pooled(g, convs)
+        return (m[1] + m[2]) / 2  # the target's two figures, equally weighted
+
     def best(convs) -> int:
-        # the objective is the target's two figures, equally weighted; ties -> the earlier grid point
-        return max(range(len(grid)), key=lambda g: (lambda m: (m[1] + m[2]) / 2)(pooled(g, convs)))
+        return max(range(len(grid)), key=lambda g: objective(g, convs))  # ties: the earlier grid point
 
     lines = ["## Generalisation", "",
              f"Grid: lexical share {GRID['lexical share']} (dense = 1 - share), speaker {GRID['speaker']}, "

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import Stemmer
