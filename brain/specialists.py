@@ -804,9 +804,8 @@ def parse_specialist_requests(text: str, specialists: Mapping[str, Specialist] |
         cursor = start + len(MARKER)
         where = _where(text, start)
 
-        def fail(field_name: str, message: str, at: int | None = None) -> None:
-            loc = _where(text, at) if at is not None else where
-            problems.append({"item": item, "field": field_name, "message": f"marker {item + 1} at {loc}: {message}"})
+        def fail(field_name: str, message: str) -> None:
+            problems.append({"item": item, "field": field_name, "message": f"marker {item + 1} at {where}: {message}"})
 
         name_match = _NAME.match(text, cursor)
         if not name_match:
@@ -816,19 +815,19 @@ def parse_specialist_requests(text: str, specialists: Mapping[str, Specialist] |
         name = name_match.group(0)
         cursor = name_match.end()
         if cursor >= len(text) or text[cursor] != ":":
-            fail("name", f"expected ':' and a JSON object after the name {name!r}", cursor)
+            fail("name", f"expected ':' and a JSON object after the name {name!r} at {_where(text, cursor)}")
             pos = cursor
             continue
         cursor = _skip_space(text, cursor + 1)
         try:
             params, cursor = _decoder.raw_decode(text, cursor)
         except json.JSONDecodeError as exc:
-            fail("params", f"bad JSON for {name!r}: {exc.msg} at {_where(text, exc.pos)}", exc.pos)
+            fail("params", f"bad JSON for {name!r}: {exc.msg} at {_where(text, exc.pos)}")
             pos = cursor
             continue
         cursor = _skip_space(text, cursor)
         if cursor >= len(text) or text[cursor] != "]":
-            fail("params", f"expected ']' to close the request for {name!r}", cursor)
+            fail("params", f"expected ']' to close the request for {name!r} at {_where(text, cursor)}")
             pos = cursor
             continue
         end = cursor + 1

@@ -1,0 +1,432 @@
+"""The specialist registry: YAML validation, vectors in the `specialists` collection, exact scoring,
+bands, the request cache and SPECIALIST_REQUEST parsing -- with real Chroma and the real embedder."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from brain.config import Settings
+from brain.errors import ConfigError, EmbeddingModelMismatch, ValidationError
+from brain.rag_store import RagStore
+from brain.specialists import (
+    SpecialistBands,
+    SpecialistRegistry,
+    SpecialistWeights,
+    load_specialists,
+    parse_specialist_requests,
+    specialists_from_yaml,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "config" / "specialists.yaml"
+
+SMALL = """
+specialists:
+  - id: ocr
+    description: Reads text in images.
+    semantics:
+      canonical: read the words in a photo or scan and return them as text
+      predicates: [transcribe a scanned page, copy the text out of a photo]
+      objects: [a printed receipt, handwritten notes]
+      contexts: [the user sent an image with text]
+      not: [what is happening in this picture]
+    params:
+      - {name: image, type: string, required: true, description: the image}
+      - {name: language, type: string}
+  - id: calculator
+    description: Exact arithmetic.
+    semantics:
+      canonical: work out a calculation or a percentage
+      predicates: [add up numbers, convert between units]
+      objects: [an arithmetic formula, a discount]
+      not: [run this Python script, what is the exchange rate today]
+    params:
+      - {name: expression, type: string, required: true}
+      - {name: precision, type: integer}
+  - id: email
+    description: Reads and sends email.
+    semantics:
+      canonical: send, reply to or search emails in my inbox
+      predicates: [send an email to someone, check my inbox]
+      objects: [unread emails, an attachment]
+    params:
+      - {name: action, type: string, required: true}
+      - {name: to, type: array}
+      - {name: urgent, type: boolean}
+      - {name: options, type: object}
+      - {name: delay_seconds, type: number}
+"""
+
+
+class CountingEmbedder:
+    """The real embedder, counting what is sent to it."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = inner.name
+        self.dimension = inner.dimension
+        self.document_texts = 0
+        self.queries = 0
+
+    def embed_documents(self, texts):
+        self.document_texts += len(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        self.queries += 1
+        return self.inner.embed_query(text)
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def write_yaml(tmp_path: Path, text: str, name: str = "specialists.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def counting(local_embedder):
+    return CountingEmbedder(local_embedder)
+
+
+@pytest.fixture
+def small_yaml(tmp_path) -> Path:
+    return write_yaml(tmp_path, SMALL)
+
+
+@pytest.fixture
+def registry(embedded_store, counting, small_yaml):
+    reg = SpecialistRegistry(embedded_store, path=small_yaml, embedder=counting)
+    reg.register()
+    return reg
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory, local_embedder):
+    """The shipped YAML registered once for the ranking tests."""
+    with RagStore(Settings(data_dir=tmp_path_factory.mktemp("shipped") / "data"), embedder=local_embedder, mirror=False) as opened:
+        reg = SpecialistRegistry(opened, path=SHIPPED)
+        reg.register()
+        yield reg
+
+
+# ---- YAML validation -----------------------------------------------------------------------------
+def test_shipped_yaml_is_valid_and_uses_the_knowledge_base_ids():
+    specs = load_specialists(SHIPPED)
+    ids = {s.id for s in specs}
+    kb_ids = {json.loads(line).get("specialist") for line in (ROOT / "config/kb/specialists.jsonl").read_text().splitlines()}
+    assert kb_ids - {None} <= ids
+    assert {"web_search", "ocr", "vision", "docs"} <= ids and len(ids) >= 8
+    assert all(s.semantics.not_ and s.params and any(p.required for p in s.params) for s in specs)
+
+
+@pytest.mark.parametrize(
+    "edit, specialist, field, words",
+    [
+        (lambda d: d[1]["semantics"].pop("canonical"), "specialist 2 (calculator)", "semantics.canonical", "Field required"),
+        (lambda d: d[0]["semantics"].update(predicate=["x"]), "specialist 1 (ocr)", "semantics.predicate", "unknown field"),
+        (lambda d: d[2]["params"][0].update(type="str"), "specialist 3 (email)", "params.0.type", "'string'"),
+        (lambda d: d[1]["semantics"].update(objects=[]), "specialist 2 (calculator)", "semantics.objects", "at least 1"),
+        (lambda d: d[0].update(id="Web-Search"), "specialist 1 (Web-Search)", "id", "lower_snake_case"),
+        (lambda d: d[2].update(id="ocr"), "specialist 3 (ocr)", "id", "duplicate id"),
+        (lambda d: d[0]["params"].append({"name": "image"}), "specialist 1 (ocr)", "params", "declared twice"),
+        (lambda d: d[0]["params"][0].update(required="yes"), "specialist 1 (ocr)", "params.0.required", "boolean"),
+        (lambda d: d[0]["semantics"].update(canonical="   "), "specialist 1 (ocr)", "semantics.canonical", "at least 1"),
+    ],
+)
+def test_validation_errors_name_the_specialist_and_the_field(edit, specialist, field, words):
+    import yaml
+
+    data = yaml.safe_load(SMALL)["specialists"]
+    edit(data)
+    with pytest.raises(ValidationError) as caught:
+        specialists_from_yaml(yaml.safe_dump({"specialists": data}), source="my.yaml")
+    problems = [p for p in caught.value.problems if p["specialist"] == specialist and p["field"] == field]
+    assert problems, caught.value.problems
+    assert words in problems[0]["message"] or words in str(caught.value)
+    assert str(caught.value).startswith("my.yaml: ") and "nothing was registered" in str(caught.value)
+
+
+def test_yaml_syntax_error_gives_the_line_and_a_missing_file_names_the_setting(tmp_path):
+    with pytest.raises(ValidationError, match=r"not valid YAML at line 3, column 19: mapping values are not allowed"):
+        specialists_from_yaml("specialists:\n  - id: ocr\n    description: a: b\n")
+    with pytest.raises(ValidationError, match="unknown top-level keys"):
+        specialists_from_yaml("specialist: []\n")
+    with pytest.raises(ConfigError, match="BRAIN_SPECIALISTS_PATH"):
+        load_specialists(tmp_path / "nope.yaml")
+
+
+def test_a_bad_specialist_stores_nothing(embedded_store, counting, tmp_path):
+    bad = SMALL.replace("      canonical: work out a calculation or a percentage\n", "")
+    reg = SpecialistRegistry(embedded_store, path=write_yaml(tmp_path, bad), embedder=counting)
+    with pytest.raises(ValidationError, match=r"specialist 2 \(calculator\): semantics.canonical"):
+        reg.register()
+    assert counting.document_texts == 0 and reg.col.count() == 0 and len(reg) == 0
+
+
+# ---- registration ------------------------------------------------------------------------------------
+def test_registration_stores_three_vectors_and_the_not_examples(registry, embedded_store, local_embedder):
+    assert embedded_store.count() == 0  # nothing in the conversations collection
+    assert registry.col.metadata["embedder"] == local_embedder.name
+    got = registry.col.get(include=["metadatas", "embeddings", "documents"])
+    by_id = {i: (m, np.asarray(e), d) for i, m, e, d in zip(got["ids"], got["metadatas"], got["embeddings"], got["documents"])}
+    per = {}
+    for meta, _, _ in by_id.values():
+        per.setdefault(meta["specialist"], []).append(meta["kind"])
+    assert sorted(per["ocr"]) == ["canonical", "not", "objects", "predicates"]
+    assert sorted(per["calculator"]) == ["canonical", "not", "not", "objects", "predicates"]
+    assert sorted(per["email"]) == ["canonical", "objects", "predicates"]
+
+    spec = registry.get("calculator")
+    canonical = local_embedder.embed_documents([spec.semantics.canonical])[0]
+    assert np.allclose(by_id["calculator#canonical"][1], canonical, atol=1e-5)
+    mean = local_embedder.embed_documents(spec.semantics.predicates).mean(axis=0)
+    predicates = by_id["calculator#predicates"][1]
+    assert np.isclose(np.linalg.norm(predicates), 1.0, atol=1e-5)  # the mean is renormalised
+    assert np.allclose(predicates, mean / np.linalg.norm(mean), atol=1e-5)
+    assert by_id["calculator#not-1"][2] == "what is the exchange rate today"
+    assert np.allclose(by_id["calculator#not-1"][1], local_embedder.embed_documents(["what is the exchange rate today"])[0], atol=1e-5)
+
+
+def test_unchanged_yaml_embeds_nothing(registry, counting):
+    before = counting.document_texts
+    report = registry.register()
+    assert counting.document_texts == before
+    assert report.embedded == 0 and not report.changed and sorted(report.unchanged) == ["calculator", "email", "ocr"]
+
+
+def test_changed_specialists_are_re_embedded_and_removed_ones_deleted(registry, counting, small_yaml):
+    small_yaml.write_text(SMALL.replace("add up numbers", "sum a column of numbers"))
+    counting.document_texts = 0
+    report = registry.register()
+    assert report.updated == ["calculator"] and sorted(report.unchanged) == ["email", "ocr"]
+    assert counting.document_texts == report.embedded == len(registry.get("calculator").embedded_texts)
+    assert "sum a column of numbers" in registry.col.get(ids=["calculator#predicates"])["documents"][0]
+
+    # description only: rewritten, nothing embedded
+    small_yaml.write_text(SMALL.replace("add up numbers", "sum a column of numbers").replace("Exact arithmetic.", "Sums, exactly."))
+    counting.document_texts = 0
+    report = registry.register()
+    assert report.updated == ["calculator"] and report.embedded == 0 and counting.document_texts == 0
+    assert registry.get("calculator").description == "Sums, exactly."
+
+    # one not example fewer: its record goes
+    small_yaml.write_text(SMALL.replace("not: [run this Python script, what is the exchange rate today]", "not: [run this Python script]"))
+    registry.register()
+    assert registry.col.get(ids=["calculator#not-1"])["ids"] == []
+    assert registry.col.get(ids=["calculator#not-0"])["ids"] == ["calculator#not-0"]
+
+    # a specialist no longer listed: kept with prune=False, deleted by default
+    only_two = SMALL[: SMALL.index("  - id: email")]
+    small_yaml.write_text(only_two)
+    report = registry.register(prune=False)
+    assert report.removed == [] and registry.get("email") is not None
+    report = registry.register()
+    assert report.removed == ["email"] and registry.get("email") is None
+    assert registry.col.get(where={"specialist": "email"})["ids"] == []
+
+
+def test_reopening_loads_the_specialists_without_embedding(settings, local_embedder, small_yaml):
+    with RagStore(settings, embedder=local_embedder) as first:
+        SpecialistRegistry(first, path=small_yaml).register()
+        before = [(m.id, round(m.score, 5)) for m in SpecialistRegistry(first, path=small_yaml).find_specialists("copy the words from this photo", k=3)]
+    with RagStore(settings, embedder=local_embedder) as again:
+        counting = CountingEmbedder(local_embedder)
+        reg = SpecialistRegistry(again, path=small_yaml, embedder=counting)
+        assert sorted(s.id for s in reg.list_specialists()) == ["calculator", "email", "ocr"]
+        assert reg.register().embedded == 0 and counting.document_texts == 0
+        assert [(m.id, round(m.score, 5)) for m in reg.find_specialists("copy the words from this photo", k=3)] == before
+
+
+def test_an_interrupted_registration_is_completed_by_the_next(registry, counting, embedded_store, small_yaml):
+    registry.col.delete(ids=["ocr#objects"])  # as if the run had stopped half-way
+    reopened = SpecialistRegistry(embedded_store, path=small_yaml, embedder=counting)
+    assert reopened.get("ocr") is None and reopened.get("email") is not None
+    counting.document_texts = 0
+    report = reopened.register()
+    assert report.added == ["ocr"] and counting.document_texts == len(reopened.get("ocr").embedded_texts)
+
+
+def test_another_embedders_collection_is_refused(registry, embedded_store, small_yaml):
+    registry.col.modify(metadata={**registry.col.metadata, "embedder": "ollama/nomic-embed-text"})
+    with pytest.raises(EmbeddingModelMismatch, match="BRAIN_SPECIALISTS_COLLECTION"):
+        SpecialistRegistry(embedded_store, path=small_yaml)
+
+
+def test_registry_on_embedded_and_server_chroma(store, local_embedder, small_yaml):
+    name = f"specialists-{uuid.uuid4().hex[:8]}"
+    reg = SpecialistRegistry(store, path=small_yaml, collection=name)
+    assert reg.register().embedded == 6 + 7 + 5  # canonical, predicates, objects, not examples
+    counting = CountingEmbedder(local_embedder)
+    again = SpecialistRegistry(store, path=small_yaml, collection=name, embedder=counting)
+    assert len(again) == 3 and again.register().embedded == 0 and counting.document_texts == 0
+    assert again.find_specialists("transcribe this receipt photo", k=1)[0].id == "ocr"
+
+
+# ---- finding -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "request_text, expected",
+    [("look this up online", "web_search"), ("read the text in this photo", "ocr")],
+)
+def test_the_issue_examples_rank_first(shipped, request_text, expected):
+    matches = shipped.find_specialists(request_text, k=3)
+    assert matches[0].id == expected
+    assert matches[0].band != "weak"
+    assert matches[0].score > matches[1].score
+
+
+def test_score_is_the_documented_formula_and_exact(shipped, local_embedder):
+    request = "how many miles is a marathon"
+    matches = shipped.find_specialists(request, k=len(shipped))
+    assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
+    assert len(matches) == len(shipped) and len(shipped.find_specialists(request, k=2)) == 2
+    q = local_embedder.embed_query(request.lower())
+    got = shipped.col.get(include=["embeddings", "metadatas", "documents"])
+    vec = {i: np.asarray(e) for i, e in zip(got["ids"], got["embeddings"])}
+    for m in matches:
+        assert m.canonical == pytest.approx(float(vec[f"{m.id}#canonical"] @ q), abs=1e-5)
+        assert m.predicates == pytest.approx(float(vec[f"{m.id}#predicates"] @ q), abs=1e-5)
+        assert m.objects == pytest.approx(float(vec[f"{m.id}#objects"] @ q), abs=1e-5)
+        nots = [float(vec[i] @ q) for i in vec if i.startswith(f"{m.id}#not-")]
+        assert m.not_similarity == pytest.approx(max(nots), abs=1e-5)
+        assert m.penalty == pytest.approx(1.0 * max(0.0, max(nots) - 0.50), abs=1e-6)
+        assert m.score == pytest.approx(0.5 * m.canonical + 0.3 * m.predicates + 0.2 * m.objects - m.penalty, abs=1e-6)
+        assert m.band == SpecialistBands().band(m.score)
+
+
+def test_a_not_example_lowers_the_score(shipped, embedded_store):
+    request = "type out the words printed in this image"  # one of vision's not examples
+    plain = SpecialistRegistry(shipped.store, path=SHIPPED, not_penalty=0.0)
+    with_not = {m.id: m for m in shipped.find_specialists(request, k=len(shipped))}
+    without = {m.id: m for m in plain.find_specialists(request, k=len(plain))}
+    vision = with_not["vision"]
+    assert vision.closest_not == request and vision.not_similarity == pytest.approx(1.0, abs=1e-4)
+    assert vision.penalty == pytest.approx(1.0 - 0.50, abs=1e-4)
+    assert vision.score == pytest.approx(without["vision"].score - vision.penalty, abs=1e-6)
+    assert shipped.find_specialists(request, k=1)[0].id == "ocr"
+    # stronger penalty, lower score; weights are normalised, so 5/3/2 is the default
+    harsh = SpecialistRegistry(shipped.store, path=SHIPPED, not_penalty=2.0, weights=SpecialistWeights(5, 3, 2))
+    harsh_vision = next(m for m in harsh.find_specialists(request, k=len(harsh)) if m.id == "vision")
+    assert harsh_vision.score == pytest.approx(without["vision"].score - 2 * vision.penalty, abs=1e-6)
+
+
+def test_bands_follow_the_thresholds(shipped):
+    bands = SpecialistBands(strong=0.90, good=0.80, possible=0.70)
+    assert [bands.band(s) for s in (0.95, 0.90, 0.85, 0.80, 0.75, 0.70, 0.69)] == [
+        "strong", "good", "good", "good", "possible", "possible", "weak"]
+    top = shipped.find_specialists("read the text in this photo", k=1)[0]
+    for cut, band in [(top.score - 0.01, "strong"), (top.score + 0.01, "weak")]:
+        reg = SpecialistRegistry(shipped.store, path=SHIPPED, bands=SpecialistBands(strong=cut, good=cut, possible=cut))
+        assert reg.find_specialists("read the text in this photo", k=1)[0].band == band
+    reg = SpecialistRegistry(shipped.store, path=SHIPPED, bands=SpecialistBands(strong=0.99, good=top.score, possible=0.0))
+    assert reg.find_specialists("read the text in this photo", k=1)[0].band == "good"
+    with pytest.raises(ConfigError, match="possible <= good <= strong"):
+        SpecialistBands(strong=0.5, good=0.6, possible=0.1)
+    with pytest.raises(ConfigError, match="positive sum"):
+        SpecialistWeights(0, 0, 0)
+
+
+def test_a_request_that_matches_nothing_is_weak(shipped):
+    # MiniLM is not perfect here (bench/SPECIALISTS_RESULTS.md: "good evening, how was your day?"
+    # reaches weather's "possible"); these two are clear of every specialist
+    matched = min(shipped.find_specialists(r, k=1)[0].score for r in ("look this up online", "read the text in this photo"))
+    for request in ("tell me a bedtime story about a dragon", "tell me a joke"):
+        top = shipped.find_specialists(request, k=1)[0]
+        assert top.band == "weak" and top.score < matched
+
+
+def test_bad_find_arguments(registry):
+    for bad in ("", "   ", None):
+        with pytest.raises(ValidationError, match="request"):
+            registry.find_specialists(bad)
+    for k in (0, 1001, True, "3"):
+        with pytest.raises(ValidationError, match="k must be"):
+            registry.find_specialists("hello", k=k)
+
+
+# ---- the cache ---------------------------------------------------------------------------------------
+def test_cache_hits_normalise_expire_and_clear_on_registration(embedded_store, counting, small_yaml):
+    clock = Clock()
+    reg = SpecialistRegistry(embedded_store, path=small_yaml, embedder=counting, clock=clock, cache_ttl=300)
+    reg.register()
+    first = reg.find_specialists("Copy the text from this receipt", k=2)
+    assert counting.queries == 1
+    assert reg.find_specialists("  copy THE text   from this receipt ", k=3)[:2] == first
+    assert counting.queries == 1 and reg.cache_info()["hits"] == 1
+    clock.now += 299
+    reg.find_specialists("copy the text from this receipt")
+    assert counting.queries == 1
+    clock.now += 2  # past the TTL
+    assert reg.find_specialists("copy the text from this receipt", k=2) == first
+    assert counting.queries == 2
+    small_yaml.write_text(SMALL.replace("copy the text out of a photo", "copy the text from a picture"))
+    reg.register()
+    changed = reg.find_specialists("copy the text from this receipt", k=2)
+    assert counting.queries == 3 and changed[0].predicates != first[0].predicates
+
+
+# ---- SPECIALIST_REQUEST markers -----------------------------------------------------------------------
+def test_parse_finds_every_marker_with_nested_json(registry):
+    text = (
+        'Let me check.\nSPECIALIST_REQUEST[email:{"action": "send", "to": ["a@x.org", "b@y.org"], '
+        '"options": {"cc": [{"name": "C [boss]"}], "note": "braces } and ] inside"}, "urgent": false}]\n'
+        'and SPECIALIST_REQUEST[calculator: {"expression": "(2+3)*4", "precision": 2} ] done'
+    )
+    found = registry.parse_specialist_request(text)
+    assert [(name, params) for name, params, *_ in found] == [
+        ("email", {"action": "send", "to": ["a@x.org", "b@y.org"],
+                   "options": {"cc": [{"name": "C [boss]"}], "note": "braces } and ] inside"}, "urgent": False}),
+        ("calculator", {"expression": "(2+3)*4", "precision": 2}),
+    ]
+    name, params = found[1][:2]
+    assert text[found[1].start:found[1].end].startswith("SPECIALIST_REQUEST[calculator") and text[found[1].end - 1] == "]"
+    assert registry.parse_specialist_request("no markers here") == []
+
+
+@pytest.mark.parametrize(
+    "text, field, words",
+    [
+        ('SPECIALIST_REQUEST[weather:{"location": "Porto"}]', "name", "unknown specialist 'weather'; known specialists: calculator, email, ocr"),
+        ('x\nSPECIALIST_REQUEST[ocr:{"image": "a.png",}]', "params", "bad JSON for 'ocr': Expecting property name enclosed in double quotes at line 2, column 42"),
+        ('SPECIALIST_REQUEST[ocr:{"language": "pt"}]', "params.image", "ocr needs the parameter 'image'"),
+        ('SPECIALIST_REQUEST[ocr:{"image": 7}]', "params.image", "ocr.image must be a string, got 7"),
+        ('SPECIALIST_REQUEST[calculator:{"expression": "1+1", "precision": true}]', "params.precision", "must be an integer"),
+        ('SPECIALIST_REQUEST[calculator:{"expression": "1+1", "precision": 2.5}]', "params.precision", "must be an integer"),
+        ('SPECIALIST_REQUEST[email:{"action": "send", "to": "a@x.org"}]', "params.to", "must be an array"),
+        ('SPECIALIST_REQUEST[email:{"action": "send", "urgent": "yes"}]', "params.urgent", "must be a boolean"),
+        ('SPECIALIST_REQUEST[email:{"action": "send", "options": []}]', "params.options", "must be an object"),
+        ('SPECIALIST_REQUEST[email:{"action": "send", "delay_seconds": "5"}]', "params.delay_seconds", "must be a number"),
+        ('SPECIALIST_REQUEST[email:{"action": "send", "cc": []}]', "params.cc", "email has no parameter 'cc'"),
+        ('SPECIALIST_REQUEST[ocr:["a.png"]]', "params", "must be a JSON object"),
+        ('SPECIALIST_REQUEST[ocr:{"image": "a.png"} and more', "params", "expected ']'"),
+        ('SPECIALIST_REQUEST[ocr]', "name", "expected ':'"),
+    ],
+)
+def test_parse_errors(registry, text, field, words):
+    with pytest.raises(ValidationError) as caught:
+        registry.parse_specialist_request(text)
+    problem = caught.value.problems[0]
+    assert problem["field"] == field and words in problem["message"], problem
+    assert problem["message"].startswith("marker 1 at line ")
+
+
+def test_parse_reports_every_bad_marker_and_accepts_numbers(registry):
+    ok = registry.parse_specialist_request('SPECIALIST_REQUEST[email:{"action": "send", "delay_seconds": 5}]')
+    assert ok[0].params["delay_seconds"] == 5
+    with pytest.raises(ValidationError) as caught:
+        parse_specialist_requests(
+            'SPECIALIST_REQUEST[ocr:{}] then SPECIALIST_REQUEST[nope:{}]', registry.list_specialists()
+        )
+    assert [p["item"] for p in caught.value.problems] == [0, 1]
