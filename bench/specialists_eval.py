@@ -38,9 +38,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from brain.config import Settings  # noqa: E402
-from brain.rag_store import RagStore  # noqa: E402
-from brain.specialists import SpecialistBands, SpecialistRegistry, SpecialistWeights  # noqa: E402
+from brain.config import Settings
+from brain.rag_store import RagStore
+from brain.specialists import SpecialistBands, SpecialistRegistry, SpecialistWeights
 
 SETS = {
     "calibration": ROOT / "bench" / "specialists_calibration.jsonl",

@@ -46,9 +46,10 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, Literal, Mapping, NamedTuple, Sequence
+from typing import Annotated, Any, Literal, NamedTuple
 
 import numpy as np
 import pydantic
@@ -446,7 +447,7 @@ class SpecialistRegistry:
         self._load()
 
     @classmethod
-    def from_settings(cls, store: Any, settings: Any | None = None, **overrides: Any) -> "SpecialistRegistry":
+    def from_settings(cls, store: Any, settings: Any | None = None, **overrides: Any) -> SpecialistRegistry:
         """A registry configured from ``Settings`` fields named as in :data:`SETTINGS_FIELDS`
         (fields the Settings model does not have yet keep the defaults)."""
         settings = settings if settings is not None else store.settings
@@ -571,7 +572,10 @@ class SpecialistRegistry:
         self._order = sorted(self._entries)
         dim = int(self.embedder.dimension)
         entries = [self._entries[s] for s in self._order]
-        stack = lambda xs: np.stack(xs).astype(np.float32) if xs else np.zeros((0, dim), dtype=np.float32)  # noqa: E731
+
+        def stack(rows: list[np.ndarray]) -> np.ndarray:
+            return np.stack(rows).astype(np.float32) if rows else np.zeros((0, dim), dtype=np.float32)
+
         self._matrix = {
             "canonical": stack([e.canonical for e in entries]),
             "predicates": stack([e.predicates for e in entries]),
@@ -804,7 +808,7 @@ def parse_specialist_requests(text: str, specialists: Mapping[str, Specialist] |
         cursor = start + len(MARKER)
         where = _where(text, start)
 
-        def fail(field_name: str, message: str) -> None:
+        def fail(field_name: str, message: str, item: int = item, where: str = where) -> None:
             problems.append({"item": item, "field": field_name, "message": f"marker {item + 1} at {where}: {message}"})
 
         name_match = _NAME.match(text, cursor)
@@ -913,8 +917,21 @@ SETTINGS_FIELDS: dict[str, tuple[str, str]] = {
 }
 
 __all__ = [
-    "Specialist", "SpecialistParam", "SpecialistSemantics", "SpecialistWeights", "SpecialistBands",
-    "SpecialistMatch", "SpecialistRequest", "RegistrationReport", "SpecialistRegistry",
-    "load_specialists", "specialists_from_yaml", "validate_specialists", "parse_specialist_requests",
-    "normalise_request", "SETTINGS_FIELDS", "DEFAULT_PATH", "DEFAULT_COLLECTION",
+    "DEFAULT_COLLECTION",
+    "DEFAULT_PATH",
+    "SETTINGS_FIELDS",
+    "RegistrationReport",
+    "Specialist",
+    "SpecialistBands",
+    "SpecialistMatch",
+    "SpecialistParam",
+    "SpecialistRegistry",
+    "SpecialistRequest",
+    "SpecialistSemantics",
+    "SpecialistWeights",
+    "load_specialists",
+    "normalise_request",
+    "parse_specialist_requests",
+    "specialists_from_yaml",
+    "validate_specialists",
 ]

@@ -390,7 +390,6 @@ def test_parse_finds_every_marker_with_nested_json(registry):
                    "options": {"cc": [{"name": "C [boss]"}], "note": "braces } and ] inside"}, "urgent": False}),
         ("calculator", {"expression": "(2+3)*4", "precision": 2}),
     ]
-    name, params = found[1][:2]
     assert text[found[1].start:found[1].end].startswith("SPECIALIST_REQUEST[calculator") and text[found[1].end - 1] == "]"
     assert registry.parse_specialist_request("no markers here") == []
 
@@ -430,3 +429,23 @@ def test_parse_reports_every_bad_marker_and_accepts_numbers(registry):
             'SPECIALIST_REQUEST[ocr:{}] then SPECIALIST_REQUEST[nope:{}]', registry.list_specialists()
         )
     assert [p["item"] for p in caught.value.problems] == [0, 1]
+
+
+def test_from_settings_reads_the_proposed_fields(embedded_store, small_yaml):
+    from types import SimpleNamespace
+
+    from brain.specialists import SETTINGS_FIELDS
+
+    values = dict(
+        specialists_path=small_yaml, specialists_collection="spx", specialist_weight_canonical=1.0,
+        specialist_weight_predicates=0.0, specialist_weight_objects=0.0, specialist_not_penalty=2.0,
+        specialist_not_margin=0.6, specialist_band_strong=0.8, specialist_band_good=0.5,
+        specialist_band_possible=0.3, specialist_cache_ttl_seconds=10.0, specialist_cache_size=7,
+    )
+    assert set(values) == set(SETTINGS_FIELDS)
+    reg = SpecialistRegistry.from_settings(embedded_store, SimpleNamespace(chroma_url=None, **values))
+    assert (reg.path, reg.collection_name, reg.weights.normalised(), reg.not_penalty, reg.not_margin) == (
+        small_yaml, "spx", (1.0, 0.0, 0.0), 2.0, 0.6)
+    assert reg.bands == SpecialistBands(0.8, 0.5, 0.3) and reg.cache_info()["ttl"] == 10.0 and reg.cache_info()["maxsize"] == 7
+    plain = SpecialistRegistry.from_settings(embedded_store)  # today's Settings: the documented defaults
+    assert plain.bands == SpecialistBands() and plain.collection_name == "specialists"
