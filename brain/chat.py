@@ -60,16 +60,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: sections in the order they appear in the prompt
-SECTIONS = ("persona", "faq", "memory", "summary", "turn")
+SECTIONS = ("persona", "faq", "memory", "summary", "related", "turn")
 #: sections in the order they are kept when the budget is tight (the last is dropped first)
-DROP_PRIORITY = ("persona", "turn", "memory", "summary", "faq")
+DROP_PRIORITY = ("persona", "turn", "memory", "related", "summary", "faq")
 HEADINGS = {
     "persona": "## Persona",
     "faq": "## Knowledge base",
     "memory": "## What you remember",
     "summary": "## Earlier in this conversation",
+    "related": "## Earlier turns related to this message",
     "turn": "## Recent turns",
 }
+#: conversations whose turn search index (brain.turn_search) is kept in process
+_TURN_INDEXES_CACHED = 256
 #: persona sections served per call (the whole current version; the cap only bounds a broken file)
 PERSONA_MAX_SECTIONS = 1000
 #: when no tokenizer is at hand: about four characters per token for English prose
@@ -117,6 +120,7 @@ class Context:
     faq: list[ContextItem] = field(default_factory=list)
     memory: list[ContextItem] = field(default_factory=list)
     summary: list[ContextItem] = field(default_factory=list)
+    related: list[ContextItem] = field(default_factory=list)
     turn: list[ContextItem] = field(default_factory=list)
     prompt: str = ""
     chars: int = 0
@@ -225,6 +229,9 @@ def _line(section: str, item: ContextItem) -> str:
         return f"- (turns {meta['turn_range']}) {text}" if meta.get("turn_range") else f"- {text}"
     if section == "turn":
         return f"{str(meta.get('role', 'user')).capitalize()}: {text}"
+    if section == "related":
+        when = str(meta.get("timestamp", ""))[:10]
+        return f"{str(meta.get('role', 'user')).capitalize()} (turn {meta.get('turn_index')}, {when}): {text}"
     return f"- {text}"
 
 
@@ -320,6 +327,9 @@ class ChatMemory:
                                      else unavailable_cooldown)
         self._clock = clock
         self._token_counter: TokenCounter | None = None
+        # conversation -> (its turn ids, TurnIndex, turn vectors by id), least recently used first
+        self._turn_search: OrderedDict[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = OrderedDict()
+        self._turn_index_lock = threading.Lock()
         self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._states: OrderedDict[str, _SummaryState] = OrderedDict()
         self._states_lock = threading.Lock()
@@ -362,8 +372,9 @@ class ChatMemory:
             return context  # nothing is read: not the store, not the embedder
         store = self.store
         want_summaries = s.enable_summary and conversation_id is not None
+        want_related = s.enable_turn and s.enable_related_turns and conversation_id is not None
         vector = None
-        if s.enable_persona or s.enable_faq or s.enable_memory or want_summaries:
+        if s.enable_persona or s.enable_faq or s.enable_memory or want_summaries or want_related:
             vector = store.embedder.embed_query(user_message)  # once, for every document type
         rank: dict[str, list[ContextItem]] = {name: [] for name in SECTIONS}  # best first
         if s.enable_persona:
@@ -387,11 +398,15 @@ class ChatMemory:
         if s.enable_turn and conversation_id is not None:
             turns = store.recent_turns(conversation_id, s.turn_top_k)
             rank["turn"] = [ContextItem(d.id, d.text, d.metadata) for d in reversed(turns)]  # newest first
+            if want_related:
+                rank["related"] = self._related_turns(conversation_id, user_message, vector,
+                                                      {d.id for d in turns}, s.related_turn_top_k)
         shown = {
             "persona": sorted(rank["persona"], key=lambda i: int(i.metadata.get("position", 0))),
             "faq": list(rank["faq"]),
             "memory": list(rank["memory"]),
             "summary": sorted(rank["summary"], key=lambda i: int(i.metadata.get("summary_index") or 0)),
+            "related": sorted(rank["related"], key=lambda i: int(i.metadata.get("turn_index") or 0)),
             "turn": list(reversed(rank["turn"])),
         }
         drop_order = {name: list(reversed(items)) for name, items in rank.items()}
@@ -403,6 +418,46 @@ class ChatMemory:
         context.prompt = render_prompt(budget.sections)
         context.chars, context.tokens = budget.size()
         return context
+
+    def _related_turns(self, conversation_id: str, user_message: str, vector: Any, recent: set[str],
+                       k: int) -> list[ContextItem]:
+        """The ``k`` older turns (outside the recent window) that best match the message, by the hybrid
+        of :mod:`brain.turn_search` (dense + BM25, speaker, neighbouring turns)."""
+        turns = self.store.conversation_turns(conversation_id)
+        if len(turns) <= len(recent):
+            return []
+        index = self._turn_index(conversation_id, turns)
+        hits = index.search(user_message, vector, min(len(turns), k + len(recent)))
+        return [ContextItem(h.id, h.text, h.metadata, {
+                    "score": h.score, "similarity": h.similarity, "bm25": h.bm25, "dense_part": h.dense_part,
+                    "lexical_part": h.lexical_part, "speaker_part": h.speaker_part,
+                    "neighbour_part": h.neighbour_part})
+                for h in hits if h.id not in recent][:k]
+
+    def _turn_index(self, conversation_id: str, turns: list[Any]) -> Any:
+        """The conversation's search index, rebuilt when its turns changed; vectors are fetched once per turn."""
+        from brain.turn_search import TurnIndex
+
+        key = tuple(t.id for t in turns)
+        with self._turn_index_lock:
+            cached = self._turn_search.get(conversation_id)
+            if cached is not None and cached[0] == key:
+                self._turn_search.move_to_end(conversation_id)
+                return cached[1]
+            vectors = cached[2] if cached is not None else {}
+        missing = [t.id for t in turns if t.id not in vectors]
+        if missing:
+            vectors = {**vectors, **{d.id: d.embedding for d in
+                                     self.store.get(missing, type=DocType.TURN, include_embeddings=True)}}
+        with_vectors = [t for t in turns if t.id in vectors]
+        index = TurnIndex([type(t)(id=t.id, text=t.text, metadata=t.metadata, embedding=vectors[t.id])
+                           for t in with_vectors])
+        with self._turn_index_lock:
+            self._turn_search[conversation_id] = (key, index, {t.id: vectors[t.id] for t in with_vectors})
+            self._turn_search.move_to_end(conversation_id)
+            while len(self._turn_search) > _TURN_INDEXES_CACHED:
+                self._turn_search.popitem(last=False)
+        return index
 
     def _tokens(self) -> TokenCounter:
         if self._token_counter is None:

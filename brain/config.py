@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     enable_turn: bool = Field(True, validation_alias=_env("RAG_ENABLE_TURN", "enable_turn"))
     enable_summary: bool = Field(True, validation_alias=_env("RAG_ENABLE_SUMMARY", "enable_summary"))
     turn_top_k: int = Field(4, ge=1, le=20, validation_alias=_env("RAG_TURN_TOP_K", "turn_top_k"))
+    enable_related_turns: bool = Field(
+        True, validation_alias=_env("RAG_ENABLE_RELATED_TURNS", "enable_related_turns")
+    )
+    related_turn_top_k: int = Field(
+        3, ge=1, le=20, validation_alias=_env("RAG_RELATED_TURN_TOP_K", "related_turn_top_k")
+    )
     faq_top_k: int = Field(2, ge=1, le=10, validation_alias=_env("RAG_FAQ_TOP_K", "faq_top_k"))
     memory_top_k: int = Field(3, ge=1, le=20, validation_alias=_env("RAG_MEMORY_TOP_K", "memory_top_k"))
     summary_top_k: int = Field(2, ge=1, le=10, validation_alias=_env("RAG_SUMMARY_TOP_K", "summary_top_k"))

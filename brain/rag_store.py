@@ -923,6 +923,14 @@ class RagStore:
                 self.col.update(ids=part, metadatas=[metas[i] for i in part])
         return len(ids)
 
+    def conversation_turns(self, conversation_id: str) -> list[Document]:
+        """Every turn of a conversation, oldest first (served from the in-process turn cache)."""
+        try:
+            check_conversation_id(conversation_id)
+        except ValueError as exc:
+            raise ValidationError(str(exc), [{"item": None, "field": "conversation_id", "message": str(exc)}]) from None
+        return self._turns(conversation_id)
+
     def recent_turns(self, conversation_id: str, k: int | None = None) -> list[Document]:
         """The last ``k`` turns of a conversation, oldest first."""
         k = self.settings.turn_top_k if k is None else _check_k(k)

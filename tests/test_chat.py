@@ -397,7 +397,7 @@ def test_context_has_every_section_scoped_and_limited(make_chat, tmp_path):
                     "## Recent turns"):
         assert heading in ctx.prompt
     data = ctx.to_dict()
-    assert set(data["sections"]) == {"persona", "faq", "memory", "summary", "turn"}
+    assert set(data["sections"]) == {"persona", "faq", "memory", "summary", "related", "turn"}
     assert data["sections"]["memory"][0]["id"] == ctx.memory[0].id
 
 
@@ -406,8 +406,16 @@ def test_each_section_can_be_switched_off(make_chat, tmp_path, section):
     chat = make_chat(summary_every_n=2, **{f"enable_{section}": False})
     populate(chat, tmp_path)
     ctx = chat.build_context("conv-ctx", "What does my cat eat?")
+    off = {section, "related"} if section == "turn" else {section}  # related turns are turns too
     for name, items in ctx.sections().items():
-        assert (len(items) == 0) == (name == section), name
+        assert (len(items) == 0) == (name in off), name
+
+
+def test_related_turns_can_be_switched_off_alone(make_chat, tmp_path):
+    chat = make_chat(summary_every_n=2, enable_related_turns=False)
+    populate(chat, tmp_path)
+    ctx = chat.build_context("conv-ctx", "What does my cat eat?")
+    assert ctx.related == [] and ctx.turn != []
 
 
 def test_rag_disabled_touches_neither_store_nor_embedder(make_chat, tmp_path, local_embedder):
@@ -453,7 +461,8 @@ def test_budget_drops_whole_items_lowest_priority_first(make_chat, tmp_path):
     populate(chat, tmp_path)
     full = chat.build_context("conv-ctx", "What does my cat eat?", entity="alice")
     assert full.dropped == [] and len(full.faq) == 3 and len(full.summary) == 2 and len(full.memory) == 3
-    # room for everything but the FAQ, the summaries and the weakest memory
+    assert len(full.related) == 3
+    # room for everything but the FAQ, the summaries, the related turns and the weakest memory
     keep = {"persona": full.persona, "turn": full.turn, "memory": full.memory[:2]}
     limit = len(render_prompt(keep)) + 5
     tight = make_chat_with_budget(chat, context_max_chars=limit).build_context(
@@ -462,14 +471,14 @@ def test_budget_drops_whole_items_lowest_priority_first(make_chat, tmp_path):
     assert [i.id for i in tight.persona] == [i.id for i in full.persona]
     assert [i.id for i in tight.turn] == [i.id for i in full.turn]
     assert [i.id for i in tight.memory] == [i.id for i in full.memory[:2]]
-    assert tight.faq == [] and tight.summary == []
+    assert tight.faq == [] and tight.summary == [] and tight.related == []
     sections = [d["section"] for d in tight.dropped]
-    assert sections == ["faq"] * 3 + ["summary"] * 2 + ["memory"]
+    assert sections == ["faq"] * 3 + ["summary"] * 2 + ["related"] * 3 + ["memory"]
     assert tight.dropped[-1]["id"] == full.memory[2].id  # the lowest-scored memory went first
     faq_drops = [d["id"] for d in tight.dropped[:3]]
     by_similarity = sorted(full.faq, key=lambda i: i.scores["similarity"])
     assert faq_drops == [i.id for i in by_similarity]
-    assert DROP_PRIORITY == ("persona", "turn", "memory", "summary", "faq")
+    assert DROP_PRIORITY == ("persona", "turn", "memory", "related", "summary", "faq")
 
 
 def make_chat_with_budget(chat, **overrides):
@@ -576,3 +585,24 @@ def test_last_use_ranking_is_exact(weights):
         totals = ranking.total_scores(sims, [m["importance"] for m in metas], epochs, now, weights)
         expected = [ids[j] for j in ranking.top_k_by_score(totals, ids, 5)]
         assert [h.id for h in index.search(q, 5, weights, now)] == expected
+
+
+def test_related_turns_find_an_old_turn_outside_the_recent_window(make_chat):
+    chat = make_chat(summary_every_n=1000, turn_top_k=4, related_turn_top_k=2)
+    conv = chat.record_exchange(None, "I put my passport in the blue folder under the desk.",
+                                "Noted: passport, blue folder, under the desk.").conversation_id
+    for i in range(8):
+        chat.record_exchange(conv, f"Let's plan dinner number {i}: pasta or soup?", f"Soup for dinner {i}.")
+    ctx = chat.build_context(conv, "Where did I leave my passport?")
+    recent = {i.id for i in ctx.turn}
+    assert len(ctx.turn) == 4 and all("passport" not in i.text for i in ctx.turn)
+    assert any("passport" in i.text.lower() for i in ctx.related)
+    assert not recent & {i.id for i in ctx.related}
+    assert {"score", "dense_part", "lexical_part"} <= set(ctx.related[0].scores)
+    assert "## Earlier turns related to this message" in ctx.prompt
+    # a new exchange is searchable at once (the index follows the conversation)
+    chat.record_exchange(conv, "My passport number ends in 4471.", "Got it.")
+    for i in range(3):
+        chat.record_exchange(conv, f"What about dessert {i}?", "Fruit.")
+    again = chat.build_context(conv, "what does my passport number end in?")
+    assert any("4471" in i.text for i in again.related)
