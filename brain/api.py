@@ -14,6 +14,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import threading
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -130,6 +131,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _embedder_down(request: Request, exc: EmbedderError) -> JSONResponse:
         return _error(503, "embedder_unavailable", str(exc))
 
+    @app.exception_handler(ConfigError)
+    async def _not_configured(request: Request, exc: ConfigError) -> JSONResponse:
+        return _error(503, "not_configured", str(exc))
+
     @app.exception_handler(BrainError)
     async def _brain_error(request: Request, exc: BrainError) -> JSONResponse:
         return _error(400, "bad_request", str(exc))
@@ -200,6 +205,7 @@ class Services:
     settings: Settings
     store: RagStore
     chat: Any  # brain.chat.ChatMemory
+    specialists: Any = None  # brain.specialists.SpecialistRegistry, on first use
 
 
 def _services(request: Request) -> Services:
@@ -207,6 +213,22 @@ def _services(request: Request) -> Services:
     if services is None:
         raise StoreUnavailable("the store is not open (the server is starting or shutting down)")
     return services
+
+
+_registry_lock = threading.Lock()
+
+
+def _specialists(request: Request) -> Any:
+    """The specialist registry, registered from BRAIN_SPECIALISTS_PATH on first use."""
+    services = _services(request)
+    with _registry_lock:
+        if services.specialists is None:
+            from brain.specialists import SpecialistRegistry
+
+            registry = SpecialistRegistry.from_settings(services.store, services.settings)
+            registry.register()
+            services.specialists = registry
+        return services.specialists
 
 
 def _check_token(request: Request) -> None:
@@ -400,6 +422,15 @@ def _routes(app: FastAPI) -> None:
         if not store.delete([doc_id], type=DocType.MEMORY):
             raise NotFound(f"no memory with id {doc_id!r}")
         return {"deleted": doc_id}
+
+    # -- specialists -----------------------------------------------------------------------------
+    @app.get("/v1/specialists", tags=["specialists"])
+    def find_specialists(request: Request, q: str | None = Query(None, min_length=1),
+                         k: int = Query(3, ge=1, le=50)) -> Any:
+        registry = _specialists(request)
+        if q is None:
+            return {"specialists": [s.to_dict() for s in registry.list_specialists()]}
+        return {"request": q, "results": [m.to_dict() for m in registry.find_specialists(q, k)]}
 
     # -- any document ----------------------------------------------------------------------------
     @app.post("/v1/docs", tags=["documents"], status_code=201)

@@ -132,6 +132,47 @@ class Settings(BaseSettings):
     track_access: bool = Field(False, validation_alias=_env("RAG_TRACK_ACCESS", "track_access"))
     recency_from: str = Field("created", validation_alias=_env("RAG_RECENCY_FROM", "recency_from"))
 
+    # --- the specialist registry (semantic discovery of tools) ------------------------------------
+    specialists_path: Path = Field(
+        Path("config/specialists.yaml"), validation_alias=_env("BRAIN_SPECIALISTS_PATH", "specialists_path")
+    )
+    specialists_collection: str = Field(
+        "specialists", min_length=3, max_length=512,
+        validation_alias=_env("BRAIN_SPECIALISTS_COLLECTION", "specialists_collection"),
+    )
+    specialist_weight_canonical: float = Field(
+        0.5, ge=0.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_WEIGHT_CANONICAL", "specialist_weight_canonical")
+    )
+    specialist_weight_predicates: float = Field(
+        0.3, ge=0.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_WEIGHT_PREDICATES", "specialist_weight_predicates")
+    )
+    specialist_weight_objects: float = Field(
+        0.2, ge=0.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_WEIGHT_OBJECTS", "specialist_weight_objects")
+    )
+    specialist_not_penalty: float = Field(
+        1.0, ge=0.0, le=10.0, validation_alias=_env("BRAIN_SPECIALIST_NOT_PENALTY", "specialist_not_penalty")
+    )
+    specialist_not_margin: float = Field(
+        0.5, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_NOT_MARGIN", "specialist_not_margin")
+    )
+    # bands calibrated for local/minilm-l6-v2 (see bench/SPECIALISTS_RESULTS.md)
+    specialist_band_strong: float = Field(
+        0.57, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_STRONG", "specialist_band_strong")
+    )
+    specialist_band_good: float = Field(
+        0.40, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_GOOD", "specialist_band_good")
+    )
+    specialist_band_possible: float = Field(
+        0.23, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_POSSIBLE", "specialist_band_possible")
+    )
+    specialist_cache_ttl_seconds: float = Field(
+        300.0, ge=0.0, le=86400.0,
+        validation_alias=_env("BRAIN_SPECIALIST_CACHE_TTL_SECONDS", "specialist_cache_ttl_seconds"),
+    )
+    specialist_cache_size: int = Field(
+        1024, ge=0, le=1_000_000, validation_alias=_env("BRAIN_SPECIALIST_CACHE_SIZE", "specialist_cache_size")
+    )
+
     # --- the HTTP API (issue 5) -------------------------------------------------------------------
     api_host: str = Field("127.0.0.1", validation_alias=_env("BRAIN_API_HOST", "api_host"))
     api_port: int = Field(5000, ge=1, le=65535, validation_alias=_env("BRAIN_API_PORT", "api_port"))
@@ -170,6 +211,17 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"BRAIN_CHUNK_OVERLAP={self.chunk_overlap} must be smaller than BRAIN_CHUNK_WINDOW={self.chunk_window}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _bands_ordered(self) -> "Settings":
+        if not self.specialist_band_strong > self.specialist_band_good > self.specialist_band_possible:
+            raise ValueError(
+                "BRAIN_SPECIALIST_BAND_STRONG > BRAIN_SPECIALIST_BAND_GOOD > BRAIN_SPECIALIST_BAND_POSSIBLE must hold, "
+                f"got {self.specialist_band_strong} / {self.specialist_band_good} / {self.specialist_band_possible}"
+            )
+        if self.specialist_weight_canonical + self.specialist_weight_predicates + self.specialist_weight_objects <= 0:
+            raise ValueError("the BRAIN_SPECIALIST_WEIGHT_* settings must not all be 0")
         return self
 
     @field_validator("index_types")

@@ -21,7 +21,7 @@ from brain.errors import ConfigError
 from brain.rag_store import RagStore
 from brain.schemas import DOC_TYPES
 
-from .conftest import chroma_executable, free_port
+from .conftest import ROOT, chroma_executable, free_port
 from .ollama_stub import OllamaStub
 
 NOBODY = "http://127.0.0.1:9"  # discard port: nothing answers, so the summariser falls back
@@ -347,3 +347,32 @@ def test_serve_command_refuses_a_second_process_on_the_same_data_dir(api_store, 
     )
     assert result.returncode == 1
     assert "in use by process" in result.stderr and "BRAIN_CHROMA_URL" in result.stderr
+
+
+# ---- specialists ---------------------------------------------------------------------------------
+
+SPECIALISTS_YAML = ROOT / "config" / "specialists.yaml"
+
+
+def test_specialists_found_by_meaning_over_http(tmp_path, local_embedder):
+    settings = api_settings(tmp_path, specialists_path=SPECIALISTS_YAML)
+    with RagStore(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+        found = httpx.get(f"{server.url}/v1/specialists", params={"q": "look this up online", "k": 2}, timeout=60)
+        assert found.status_code == 200, found.text
+        results = found.json()["results"]
+        assert results[0]["id"] == "web_search" and len(results) == 2
+        assert {"score", "band"} <= set(results[0])
+        ocr = httpx.get(f"{server.url}/v1/specialists", params={"q": "read the text in this photo"}).json()
+        assert ocr["results"][0]["id"] == "ocr"
+        listed = httpx.get(f"{server.url}/v1/specialists").json()["specialists"]
+        assert {"web_search", "ocr", "vision", "docs"} <= {s["id"] for s in listed}
+        assert store.count() == 0  # the registry lives in its own collection
+        assert httpx.get(f"{server.url}/v1/specialists", params={"k": 0}).status_code == 422
+
+
+def test_specialists_without_their_file_is_503_naming_the_setting(tmp_path, local_embedder):
+    settings = api_settings(tmp_path, specialists_path=tmp_path / "missing.yaml")
+    with RagStore(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+        response = httpx.get(f"{server.url}/v1/specialists", params={"q": "weather"}, timeout=60)
+        assert response.status_code == 503
+        assert "missing.yaml" in response.json()["message"]

@@ -65,6 +65,7 @@ def one_error_line(result) -> str:
     ["memory"], ["memory", "add"], ["memory", "list"], ["memory", "show"], ["memory", "rm"],
     ["turns"], ["schema"], ["stats"], ["serve"], ["mirror"], ["mirror", "sync"], ["mirror", "verify"],
     ["mirror", "recall"], ["mirror", "backfill"], ["restore"], ["export"], ["import"], ["consolidate"],
+    ["specialists"], ["specialists", "list"], ["specialists", "find"],
 ])
 def test_every_command_has_help(command):
     result = run(*command, "--help")
@@ -75,7 +76,7 @@ def test_every_command_has_help(command):
 def test_group_help_lists_the_command_tree():
     out = run("--help").stdout
     for name in ("init", "persona", "ingest", "search", "memory", "turns", "schema", "stats", "serve", "mirror",
-                 "restore", "export", "import", "consolidate"):
+                 "restore", "export", "import", "consolidate", "specialists"):
         assert f"  {name} " in out
     for option in ("--json", "--debug", "--data-dir"):
         assert option in out

@@ -115,3 +115,23 @@ def test_consolidate_dry_run_then_merge(tmp_path, local_embedder):
     # the other entity's memory is never merged into a global one
     assert any(d["metadata"]["scope"] == "entity:bob" for d in left)
     assert run("mirror", "verify").exit_code == 0  # consolidation went through the mirror too
+
+
+# ---- specialists ---------------------------------------------------------------------------------
+
+def test_specialists_list_and_find(monkeypatch):
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("BRAIN_SPECIALISTS_PATH", str(ROOT / "config" / "specialists.yaml"))
+    listed = run_json("specialists", "list")
+    assert {"web_search", "ocr", "vision", "docs"} <= {s["id"] for s in listed}
+    found = run_json("specialists", "find", "read the text in this photo", "--k", "2")["results"]
+    assert found[0]["id"] == "ocr" and len(found) == 2
+    text = run("specialists", "find", "look this up online")
+    assert text.exit_code == 0 and text.stdout.splitlines()[0].split()[2] == "web_search"
+
+
+def test_specialists_with_a_missing_file_is_one_error_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("BRAIN_SPECIALISTS_PATH", str(tmp_path / "nope.yaml"))
+    result = run("specialists", "list")
+    assert result.exit_code == 1 and "nope.yaml" in result.stderr
