@@ -1,9 +1,10 @@
 """The main job on the embedded default: build the local store and show what a chat backend gets.
 
-Creates the Chroma store under ``./data/`` (``brain.startup``: persona and warm-up), ingests the
-sample knowledge base in ``config/kb/`` (``brain.ingest``), stores a few memories and an exchange, then prints the ranked memories (with
-their score parts), the FAQ hits and the persona block for a sample question. Safe to re-run:
-nothing is duplicated.
+Creates the Chroma store under ``./data/`` (``brain.startup``: persona, warm-up, Engram mirror),
+ingests the sample knowledge base in ``config/kb/`` (``brain.ingest``), stores a few memories and an
+exchange (``ChatMemory.record_exchange``), then prints the context of a sample question
+(``ChatMemory.build_context``): the ranked memories with their score parts, the FAQ hits, the recent
+turns, the best specialists, and the rendered prompt block. Safe to re-run: nothing is duplicated.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from brain.chat import ChatMemory, Context
 from brain.config import load_settings
 from brain.errors import BrainError
 from brain.ingest import ingest_paths
-from brain.persona import persona_block
 from brain.rag_store import RagStore
+from brain.specialists import SpecialistRegistry
 from brain.startup import startup
 
 SAMPLE_QUESTION = "Can you read the text on the photo of my train ticket?"
@@ -29,34 +31,37 @@ SAMPLE_MEMORIES = [
 DEMO_CONVERSATION = "conv-demo"
 
 
-def seed_conversation(store: RagStore) -> int:
+def seed_conversation(store: RagStore, chat: ChatMemory) -> int:
     """Memories (idempotent by text) and one exchange, unless the demo conversation exists already."""
     store.upsert_docs([{"type": "memory", "source": "chat", **m} for m in SAMPLE_MEMORIES])
     if store.recent_turns(DEMO_CONVERSATION, k=1):
         return 0
-    store.upsert_turn(DEMO_CONVERSATION, "I'm off to Porto again tomorrow morning.",
-                      "Safe travels! Want me to check the train times?")
+    chat.record_exchange(DEMO_CONVERSATION, "I'm off to Porto again tomorrow morning.",
+                         "Safe travels! Want me to check the train times?")
     return 2
 
 
-def render(store: RagStore, question: str, entity: str | None) -> str:
-    s = store.settings
-    out = [f"Question: {question}" + (f"   (entity: {entity})" if entity else ""), ""]
-    out.append(f"Ranked memories (top {s.memory_top_k}; score = similarity part + importance part + recency part):")
-    for h in store.retrieve_memories(question, entity=entity):
+def render(question: str, ctx: Context, specialists: list | None) -> str:
+    out = [f"Question: {question}" + (f"   (entity: {ctx.entity})" if ctx.entity else ""), ""]
+    out.append(f"Ranked memories (top {len(ctx.memory)}; score = similarity part + importance part + recency part):")
+    for item in ctx.memory:
+        sc, m = item.scores, item.metadata
         out.append(
-            f"  {h.score:.3f} = {h.similarity_part:.3f} + {h.importance_part:.3f} + {h.recency_part:.3f}"
-            f"  [importance {h.metadata['importance']}, {h.metadata['scope']}]  {h.text}"
+            f"  {sc['score']:.3f} = {sc['similarity_part']:.3f} + {sc['importance_part']:.3f} + {sc['recency_part']:.3f}"
+            f"  [importance {m['importance']}, {m['scope']}]  {item.text}"
         )
-    out += ["", f"FAQ hits (top {s.faq_top_k}):"]
-    for h in store.retrieve_faq(question):
-        first = h.text.splitlines()[0]
-        out.append(f"  {h.similarity:.3f}  [{h.metadata.get('topic')}]  {first}")
-    out += ["", f"Recent turns of {DEMO_CONVERSATION}:"]
-    for d in store.recent_turns(DEMO_CONVERSATION):
-        out.append(f"  #{d.metadata['turn_index']} {d.metadata['role']}: {d.text}")
-    out += ["", "Persona block:"]
-    out += ["  " + line for line in persona_block(store, max_chars=1200).splitlines()]
+    out += ["", f"FAQ hits (top {len(ctx.faq)}):"]
+    for item in ctx.faq:
+        first = item.text.splitlines()[0]
+        out.append(f"  {item.scores['similarity']:.3f}  [{item.metadata.get('topic')}]  {first}")
+    out += ["", f"Recent turns of {ctx.conversation_id}:"]
+    for item in ctx.turn:
+        out.append(f"  #{item.metadata['turn_index']} {item.metadata['role']}: {item.text}")
+    if specialists is not None:
+        out += ["", "Specialists for this question (score, band):"]
+        out += [f"  {m.score:.3f}  {m.band:<8}  {m.id}" for m in specialists]
+    out += ["", f"Prompt block (what the model sees, {ctx.chars} characters):"]
+    out += ["  " + line for line in ctx.prompt.splitlines()]
     return "\n".join(out)
 
 
@@ -74,7 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         if not kb.ok:
             print(kb.summary(), file=sys.stderr)
             return 1
-        turns = seed_conversation(store)
+        with ChatMemory(store) as chat:
+            turns = seed_conversation(store, chat)
+            ctx = chat.build_context(DEMO_CONVERSATION, args.question, entity=args.entity)
+        specialists = None
+        if store.settings.specialists_path.exists():
+            registry = SpecialistRegistry.from_settings(store)
+            registry.register()
+            specialists = registry.find_specialists(args.question, k=3)
         stats = store.stats()
         print(f"Store: {stats['backend']} ({store.embedder.name}, {store.dimension}-d)")
         for warning in report.warnings:
@@ -83,8 +95,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Persona: {report.persona.sections} sections, " + ("loaded" if report.persona.changed else "unchanged"))
         print(f"Knowledge base: {kb.files_read} files, {kb.added} documents added, {kb.unchanged} unchanged, "
               f"{kb.removed} removed; conversation: {turns} new turns")
-        print(f"Documents: {stats['by_type']}\n")
-        print(render(store, args.question, args.entity))
+        print(f"Documents: {stats['by_type']}")
+        if store.mirror is not None:
+            print(f"Engram mirror: {store.mirror.count()} memories in {store.mirror.path}")
+        print()
+        print(render(args.question, ctx, specialists))
+        store.close()
     except BrainError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

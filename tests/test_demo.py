@@ -26,7 +26,11 @@ def test_demo_builds_the_store_and_is_idempotent(tmp_path, monkeypatch, capsys):
         assert abs(total - (sim + imp + rec)) < 0.0015
     faq = out.split("FAQ hits")[1].split("Recent turns")[0]
     assert "[ocr]" in faq.splitlines()[1]  # the sample question is about reading text in a photo
-    assert "Tone:" in out.split("Persona block:")[1]
+    specialists = out.split("Specialists for this question")[1].split("Prompt block")[0]
+    assert specialists.splitlines()[1].split()[-1] == "ocr"
+    prompt = out.split("Prompt block")[1]
+    assert "## Persona" in prompt and "Tone" in prompt and "## What you remember" in prompt
+    assert "Engram mirror: 4 memories" in out
 
     assert main([]) == 0
     again = capsys.readouterr().out
