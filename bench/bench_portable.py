@@ -81,10 +81,13 @@ def make_memories(n: int, dimension: int, seed: int) -> list[dict]:
     return docs
 
 
-def timed(fn):
+def timed(fn, label: str | None = None):
     start = time.perf_counter()
     result = fn()
-    return time.perf_counter() - start, result
+    seconds = time.perf_counter() - start
+    if label:
+        print(f"  {label}: {seconds:.2f} s", file=sys.stderr, flush=True)
+    return seconds, result
 
 
 def raw_read(col) -> tuple[list, list, list, list]:
@@ -129,23 +132,24 @@ def main() -> None:
         for start in range(0, len(memories), 5000):
             seconds, _ = timed(lambda: source.upsert_docs(memories[start : start + 5000]))
             build += seconds
+        print(f"  built the store: {build:.1f} s", file=sys.stderr, flush=True)
         n = source.count("memory")
         assert n == args.n, (n, args.n)
 
-        raw_get, (ids, docs, metas, vecs) = timed(lambda: raw_read(source.col))
+        raw_get, (ids, docs, metas, vecs) = timed(lambda: raw_read(source.col), "raw get")
         vectors = np.concatenate(vecs)
-        export_s, report = timed(lambda: export_pam(source, work / "pam"))
-        export_plain_s, _ = timed(lambda: export_pam(source, work / "pam-plain", embeddings=False))
+        export_s, report = timed(lambda: export_pam(source, work / "pam"), "export")
+        export_plain_s, _ = timed(lambda: export_pam(source, work / "pam-plain", embeddings=False), "export, no embeddings")
         sizes = {name: (work / "pam" / name).stat().st_size for name in (MEMORY_STORE_FILE, EMBEDDINGS_FILE)}
 
-        raw_put, _ = timed(lambda: raw_write(store("raw").client, "raw-copy", ids, docs, metas, vectors))
+        raw_put, _ = timed(lambda: raw_write(store("raw").client, "raw-copy", ids, docs, metas, vectors), "raw upsert")
         target = store("target")
-        import_s, imported = timed(lambda: import_pam(target, work / "pam"))
+        import_s, imported = timed(lambda: import_pam(target, work / "pam"), "import")
         assert imported.new == n and imported.vectors_reused == n and imported.vectors_embedded == 0, imported
-        again_s, again = timed(lambda: import_pam(target, work / "pam"))
+        again_s, again = timed(lambda: import_pam(target, work / "pam"), "import")
         assert again.unchanged == n and again.written == 0, again
         mirrored = RagStore(Settings(data_dir=work / "mirrored", mirror_enabled=True), embedder=embedder)
-        mirror_s, _ = timed(lambda: import_pam(mirrored, work / "pam"))
+        mirror_s, _ = timed(lambda: import_pam(mirrored, work / "pam"), "import, mirror on")
         assert mirrored.count("memory") == n
 
         def rate(seconds: float) -> str:

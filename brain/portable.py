@@ -17,6 +17,8 @@ brain                       PAM
 ==========================  ===================================================================
 id (``doc-<uuid>``)         ``id``, unchanged. An imported memory keeps its PAM ``id`` as its
                             brain id, so a re-import (or an incremental export) merges by id.
+                            (brain's own dedup by scope and text applies to ids it derives; an
+                            imported memory with another id is a memory of its own.)
 text                        ``content``; ``content_hash`` = ``sha256:`` + SHA-256 of the content
                             trimmed, lowercased, NFC-normalised, whitespace runs collapsed
 metadata ``pam_type``       ``type``; absent -> ``fact``. A standard PAM type name selects that
@@ -59,8 +61,10 @@ Import rules
   changed one is upserted and merged by the store's rule for the same memory (the higher importance,
   every tag, the later time). An id held by a non-memory document is an error.
 - Vectors: the embedding a memory's ``embedding_ref`` names is reused when its ``model`` equals the
-  store's embedder name and its ``dimensions`` the store's dimension; otherwise (another model, no embeddings file, a null ``embedding_ref``, a vector
-  stored elsewhere) the memory is embedded from ``content``, which is authoritative.
+  store's embedder name and its ``dimensions`` the store's dimension; otherwise (another model, no
+  embeddings file, a null ``embedding_ref``, a vector stored elsewhere) the memory is embedded from
+  ``content``, which is authoritative. A null ``embedding_ref`` means "no vector", even when the
+  embeddings file holds one for that memory (its content may have been edited since).
 - All memories go to the store in one ``upsert_docs`` batch: all or nothing.
 """
 
@@ -74,12 +78,13 @@ import tempfile
 import time
 import unicodedata
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from functools import lru_cache
+from functools import cache, lru_cache
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -119,7 +124,9 @@ TYPE_KEY, STATUS_KEY, EXTRA_KEY = "pam_type", "pam_status", "pam_extra"
 BRAIN_KEY = "brain"
 
 # memory metadata fields with a place of their own in the mapping (everything else is "extra")
-_CORE_KEYS = frozenset({"type", "timestamp", "ts_epoch", "source", "scope", "importance", "tags", "entity", "conversation_id"})
+_CORE_KEYS = frozenset(
+    {"type", "timestamp", "ts_epoch", "source", "scope", "importance", "tags", "entity", "conversation_id"}
+)
 _PAM_KEYS = frozenset({TYPE_KEY, STATUS_KEY, EXTRA_KEY})
 # keys an extra metadata field may not have: they mean something else in an upsert_docs item
 _NOT_EXTRA = _CORE_KEYS | _PAM_KEYS | {"text", "id", "embedding"}
@@ -513,7 +520,7 @@ def _reject(problems: list[dict[str, Any]]) -> None:
         raise ValidationError(f"{_summary(problems)} (nothing was written)", problems)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(name: str):
     import jsonschema_rs
     from portable_ai_memory.schemas import load_schema
@@ -574,7 +581,9 @@ def read_pam(path: str | Path) -> PamFiles:
     first_index: dict[str, int] = {}
     for i, mem in enumerate(raw_memories):
         if mem["id"] in first_index:
-            problems.append(_problem(sfile, f"memories[{i}].id", f"duplicate id {mem['id']!r} (also memories[{first_index[mem['id']]}])", i))
+            first = first_index[mem["id"]]
+            message = f"duplicate id {mem['id']!r} (also memories[{first}])"
+            problems.append(_problem(sfile, f"memories[{i}].id", message, i))
         else:
             first_index[mem["id"]] = i
         expected = content_hash(mem["content"])
@@ -606,20 +615,26 @@ def read_pam(path: str | Path) -> PamFiles:
         emb_problems = _schema_problems(emb_doc, "embeddings", efile)
         _reject(problems + emb_problems)
         if emb_doc["schema_version"] != version:
-            problems.append(_problem(efile, "schema_version", f"is {emb_doc['schema_version']!r} but {sfile} is {version!r}"))
+            problems.append(_problem(
+                efile, "schema_version", f"is {emb_doc['schema_version']!r} but {sfile} is {version!r}"
+            ))
         for j, emb in enumerate(emb_doc["embeddings"]):
             where = f"embeddings[{j}]"
             if emb["id"] in by_id:
                 problems.append(_problem(efile, f"{where}.id", f"duplicate embedding id {emb['id']!r}", j))
             by_id[emb["id"]] = emb
             if emb["memory_id"] in by_memory:
-                problems.append(_problem(efile, f"{where}.memory_id", f"a second embedding for memory {emb['memory_id']!r}", j))
+                problems.append(_problem(
+                    efile, f"{where}.memory_id", f"a second embedding for memory {emb['memory_id']!r}", j
+                ))
             elif emb["memory_id"] not in first_index:
                 problems.append(_problem(efile, f"{where}.memory_id", f"no memory {emb['memory_id']!r} in {sfile}", j))
             by_memory.setdefault(emb["memory_id"], emb)
             vector = emb.get("vector")
             if vector is not None and len(vector) != emb["dimensions"]:
-                problems.append(_problem(efile, f"{where}.vector", f"has {len(vector)} values but dimensions is {emb['dimensions']}", j))
+                problems.append(_problem(
+                    efile, f"{where}.vector", f"has {len(vector)} values but dimensions is {emb['dimensions']}", j
+                ))
     dangling = 0
     for i, mem in enumerate(raw_memories):
         ref = mem.get("embedding_ref")
@@ -628,7 +643,9 @@ def read_pam(path: str | Path) -> PamFiles:
         if emb_path is None:
             dangling += 1
         elif ref not in by_id:
-            problems.append(_problem(sfile, f"memories[{i}].embedding_ref", f"names {ref!r}, which {EMBEDDINGS_FILE} does not hold", i))
+            problems.append(_problem(
+                sfile, f"memories[{i}].embedding_ref", f"names {ref!r}, which {EMBEDDINGS_FILE} does not hold", i
+            ))
         elif by_id[ref]["memory_id"] != mem["id"]:
             problems.append(_problem(
                 sfile, f"memories[{i}].embedding_ref",
@@ -636,7 +653,10 @@ def read_pam(path: str | Path) -> PamFiles:
             ))
     _reject(problems)
     if dangling:
-        warnings.append(f"{dangling} memories name embeddings but there is no {EMBEDDINGS_FILE}; their vectors are computed from content")
+        warnings.append(
+            f"{dangling} memories name embeddings but there is no {EMBEDDINGS_FILE}; "
+            "their vectors are computed from content"
+        )
     return PamFiles(store_path, emb_path, document, memories, by_id, warnings)
 
 
@@ -673,7 +693,10 @@ def _brain_block(mem: dict[str, Any], where: str, file: str, i: int, problems: l
         return {}
     for key in brain:
         if key not in _BRAIN_FIELDS:
-            problems.append(_problem(file, f"{where}.metadata.brain.{key}", f"is not a field of brain's block (expected {', '.join(_BRAIN_FIELDS)})", i))
+            problems.append(_problem(
+                file, f"{where}.metadata.brain.{key}",
+                f"is not a field of brain's block (expected {', '.join(_BRAIN_FIELDS)})", i,
+            ))
     extra = brain.get("extra", {})
     if not isinstance(extra, dict):
         problems.append(_problem(file, f"{where}.metadata.brain.extra", "must be an object", i))
@@ -688,7 +711,9 @@ def _brain_block(mem: dict[str, Any], where: str, file: str, i: int, problems: l
     return brain
 
 
-def pam_to_memory(mem: dict[str, Any], i: int, file: str = MEMORY_STORE_FILE) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def pam_to_memory(
+    mem: dict[str, Any], i: int, file: str = MEMORY_STORE_FILE
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A PAM memory object (package-dump form) as an ``upsert_docs`` item, and the problems found."""
     where = f"memories[{i}]"
     problems: list[dict[str, Any]] = []

@@ -175,7 +175,7 @@ def test_export_mapping(embedded_store, tmp_path):
     doc = load(export_pam(embedded_store, tmp_path / "out").memory_store)
     by_content = {m["content"]: m for m in doc["memories"]}
     assert [m["id"] for m in doc["memories"]] == sorted(m["id"] for m in doc["memories"])
-    assert set(m["id"] for m in doc["memories"]) == {d.id for d in embedded_store.get(type="memory")}
+    assert {m["id"] for m in doc["memories"]} == {d.id for d in embedded_store.get(type="memory")}
 
     alice = by_content["Alice is vegetarian"]
     assert alice["type"] == "fact" and alice["status"] == "active"
@@ -193,7 +193,9 @@ def test_export_mapping(embedded_store, tmp_path):
     assert bob["temporal"] == {"created_at": "2025-04-02T08:30:15.123456Z"}
     assert bob["provenance"] == {"platform": "brain", "conversation_ref": "conv-42"}
     assert bob["metadata"]["brain"]["conversation_id"] == "conv-42"
-    assert bob["metadata"]["brain"]["extra"] == {"mood": "happy", "score": 0.25, "count": 7, "flag": True, "tones": ["a", "b"]}
+    assert bob["metadata"]["brain"]["extra"] == {
+        "mood": "happy", "score": 0.25, "count": 7, "flag": True, "tones": ["a", "b"],
+    }
 
     mum = by_content["Call mum on Sundays"]
     assert (mum["type"], mum["custom_type"]) == ("custom", "hobby")
@@ -621,7 +623,7 @@ def test_import_never_replaces_another_document_type(embedded_store, open_store,
     fill(embedded_store)
     out = tmp_path / "out"
     export_pam(embedded_store, out)
-    first = sorted(load(out / MEMORY_STORE_FILE)["memories"], key=lambda m: m["id"])[0]
+    first = min(load(out / MEMORY_STORE_FILE)["memories"], key=lambda m: m["id"])
     target = open_store("target")
     target.upsert_doc("OCR reads text in images.", "faq", id=first["id"], topic="ocr")
     before = snapshot(target)
