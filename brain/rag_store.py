@@ -93,7 +93,7 @@ except ImportError:  # pragma: no cover - httpx comes with chromadb
     _UNREACHABLE = (ConnectionError,)
 
 
-class _GuardedCollection:
+class GuardedCollection:
     """The Chroma collection, except that losing the server raises :class:`StoreUnavailable`."""
 
     def __init__(self, collection: Any, where: str):
@@ -114,6 +114,38 @@ class _GuardedCollection:
                 ) from exc
 
         return call
+
+
+def open_cosine_collection(client: Any, name: str, embedder: Embedder, *, switch: str, rename: str,
+                           **meta_on_create: Any) -> Any:
+    """Open (or create) collection ``name`` for ``embedder``'s vectors, in the cosine space.
+
+    A new collection records the embedder's name and dimension; an existing one must record the same
+    embedder, since vectors of two models never mix. ``switch`` and ``rename`` finish the error
+    messages (what to change when the embedder differs; how to pick another collection)."""
+    try:
+        col = client.get_or_create_collection(name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
+    except Exception as exc:  # connection or server errors from chromadb
+        raise StoreUnavailable(f"cannot open Chroma collection {name!r}: {exc}") from exc
+    meta = dict(col.metadata or {})
+    space = ((getattr(col, "configuration", None) or {}).get("hnsw") or {}).get("space", "cosine")
+    if space != "cosine":
+        raise EmbeddingModelMismatch(f"collection {name!r} uses the {space!r} distance; brain needs 'cosine': {rename}")
+    recorded = meta.get("embedder")
+    if recorded is None:
+        if col.count() > 0:
+            raise EmbeddingModelMismatch(
+                f"collection {name!r} already holds records but names no embedder, so their vector space is "
+                f"unknown; {rename}"
+            )
+        meta.update(embedder=embedder.name, dimension=int(embedder.dimension), **meta_on_create)
+        col.modify(metadata=meta)
+    elif recorded != embedder.name:
+        raise EmbeddingModelMismatch(
+            f"collection {name!r} was built with embedder {recorded} ({meta.get('dimension')}-d) but BRAIN_EMBEDDER "
+            f"is {embedder.name}; vectors from different models cannot be mixed. {switch}"
+        )
+    return col
 
 
 class RagStore:
@@ -148,7 +180,7 @@ class RagStore:
             self._dir_lock = DataDirLock(self.settings.data_dir).acquire()
         try:
             self.client = client or open_client(self.settings)
-            self.col = _GuardedCollection(self._open_collection(), self.settings.chroma_url or "the data directory")
+            self.col = GuardedCollection(self._open_collection(), self.settings.chroma_url or "the data directory")
             self.dimension = int(self.col.metadata["dimension"])
             self.max_batch_size = int(self.client.get_max_batch_size())
             self.mirror = self._open_mirror(mirror)
@@ -189,38 +221,12 @@ class RagStore:
     # ---- collection ----------------------------------------------------------------------------
     def _open_collection(self):
         name = self.settings.collection
-        try:
-            col = self.client.get_or_create_collection(
-                name,
-                configuration={"hnsw": {"space": "cosine"}},
-                embedding_function=None,
-            )
-        except Exception as exc:  # connection or server errors from chromadb
-            raise StoreUnavailable(f"cannot open Chroma collection {name!r}: {exc}") from exc
-        meta = dict(col.metadata or {})
-        space = ((getattr(col, "configuration", None) or {}).get("hnsw") or {}).get("space", "cosine")
-        if space != "cosine":
-            raise EmbeddingModelMismatch(
-                f"collection {name!r} uses the {space!r} distance; brain needs 'cosine'. Use another BRAIN_COLLECTION."
-            )
-        recorded = meta.get("embedder")
-        if recorded is None:
-            if col.count() > 0:
-                raise EmbeddingModelMismatch(
-                    f"collection {name!r} already holds documents but records no embedder, so their vector "
-                    f"space is unknown; use another BRAIN_COLLECTION or BRAIN_DATA_DIR"
-                )
-            meta.update(embedder=self.embedder.name, dimension=int(self.embedder.dimension), schema_version=1)
-            col.modify(metadata=meta)
-            return col
-        if recorded != self.embedder.name:
-            raise EmbeddingModelMismatch(
-                f"collection {name!r} was built with embedder {recorded} ({meta.get('dimension')}-d) but "
-                f"BRAIN_EMBEDDER is {self.embedder.name}; vectors from different models cannot be mixed. "
-                f"Set BRAIN_EMBEDDER={recorded}, or point BRAIN_DATA_DIR / BRAIN_COLLECTION at a new store "
-                f"(re-indexing an existing store is not supported yet)"
-            )
-        return col
+        return open_cosine_collection(
+            self.client, name, self.embedder, schema_version=1,
+            switch=(f"Set BRAIN_EMBEDDER to the recorded embedder, or point BRAIN_DATA_DIR / BRAIN_COLLECTION at a "
+                    f"new store (re-indexing an existing store is not supported yet)"),
+            rename="use another BRAIN_COLLECTION or BRAIN_DATA_DIR",
+        )
 
     # ---- validation ---------------------------------------------------------------------------
     def _check_embedding(self, value: Any) -> tuple[np.ndarray | None, str | None]:

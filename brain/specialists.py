@@ -466,39 +466,15 @@ class SpecialistRegistry:
 
     # ---- the collection ----------------------------------------------------------------------------
     def _open_collection(self):
-        from brain.rag_store import _GuardedCollection
+        from brain.rag_store import GuardedCollection, open_cosine_collection
 
-        name = self.collection_name
-        client = self.store.client
-        try:
-            col = client.get_or_create_collection(
-                name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
-            )
-        except Exception as exc:  # chromadb raises assorted connection/server errors here
-            raise StoreUnavailable(f"cannot open Chroma collection {name!r}: {exc}") from exc
-        meta = dict(col.metadata or {})
-        space = ((getattr(col, "configuration", None) or {}).get("hnsw") or {}).get("space", "cosine")
-        if space != "cosine":
-            raise EmbeddingModelMismatch(
-                f"collection {name!r} uses the {space!r} distance; specialists need 'cosine'. "
-                f"Set BRAIN_SPECIALISTS_COLLECTION to another name."
-            )
-        recorded = meta.get("embedder")
-        if recorded is None:
-            if col.count() > 0:
-                raise EmbeddingModelMismatch(
-                    f"collection {name!r} holds records but names no embedder; set BRAIN_SPECIALISTS_COLLECTION "
-                    f"to another name"
-                )
-            meta.update(embedder=self.embedder.name, dimension=int(self.embedder.dimension), kind="specialists")
-            col.modify(metadata=meta)
-        elif recorded != self.embedder.name:
-            raise EmbeddingModelMismatch(
-                f"collection {name!r} holds specialist vectors of embedder {recorded} but BRAIN_EMBEDDER is "
-                f"{self.embedder.name}; set BRAIN_SPECIALISTS_COLLECTION to a new name (registration "
-                f"re-embeds the YAML there) or delete that collection"
-            )
-        return _GuardedCollection(col, self.store.settings.chroma_url or "the data directory")
+        col = open_cosine_collection(
+            self.store.client, self.collection_name, self.embedder, kind="specialists",
+            switch=("Set BRAIN_SPECIALISTS_COLLECTION to a new name (registration re-embeds the YAML there) "
+                    "or delete that collection"),
+            rename="set BRAIN_SPECIALISTS_COLLECTION to another name",
+        )
+        return GuardedCollection(col, self.store.settings.chroma_url or "the data directory")
 
     def _all_records(self, include: list[str]) -> dict[str, list]:
         page = int(self.store.client.get_max_batch_size())

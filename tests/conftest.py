@@ -41,10 +41,8 @@ def local_embedder() -> LocalMiniLMEmbedder:
     return LocalMiniLMEmbedder(Settings())
 
 
-@pytest.fixture(scope="session")
-def chroma_server(tmp_path_factory):
-    """A real `chroma run` server on 127.0.0.1, stopped by its pid at the end of the session."""
-    path = tmp_path_factory.mktemp("chroma-server")
+def start_chroma_server(path: Path) -> tuple[subprocess.Popen, str]:
+    """A real `chroma run` on a free loopback port, storing under ``path``; waits until it answers."""
     port = free_port()
     log = open(path / "server.log", "wb")
     proc = subprocess.Popen(
@@ -52,25 +50,35 @@ def chroma_server(tmp_path_factory):
         stdout=log,
         stderr=subprocess.STDOUT,
     )
+    log.close()  # the child has its own handle
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
         try:
             if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
-                break
+                return proc, url
         except httpx.HTTPError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise RuntimeError(f"chroma server did not start: {(path / 'server.log').read_text()[-2000:]}")
         time.sleep(0.2)
-    yield url
+
+
+def stop(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
-    log.close()
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory):
+    """A real `chroma run` server on 127.0.0.1, stopped by its pid at the end of the session."""
+    proc, url = start_chroma_server(tmp_path_factory.mktemp("chroma-server"))
+    yield url
+    stop(proc)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from brain.errors import ConfigError
 from brain.rag_store import RagStore
 from brain.schemas import DOC_TYPES
 
-from .conftest import ROOT, chroma_executable, free_port
+from .conftest import ROOT, free_port, start_chroma_server, stop
 from .ollama_stub import OllamaStub
 
 NOBODY = "http://127.0.0.1:9"  # discard port: nothing answers, so the summariser falls back
@@ -229,26 +229,13 @@ def test_embedder_unavailable_is_503_with_the_reason(tmp_path):
 
 
 def test_store_unavailable_is_503(tmp_path, local_embedder):
-    port = free_port()
-    proc = subprocess.Popen([chroma_executable(), "run", "--path", str(tmp_path / "db"), "--host", "127.0.0.1",
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_chroma_server(tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "chroma did not start"
-            time.sleep(0.2)
         settings = api_settings(tmp_path, chroma_url=url)
         store = RagStore(settings, embedder=local_embedder)
         with LiveServer(create_app(settings, store=store)) as server:
             assert httpx.get(f"{server.url}/v1/health", timeout=30).status_code == 200
-            proc.terminate()
-            proc.wait(timeout=30)
+            stop(proc)
             health = httpx.get(f"{server.url}/v1/health", timeout=30)
             assert health.status_code == 503 and health.json()["store"]["ok"] is False
             listed = httpx.get(f"{server.url}/v1/memories", timeout=30)
