@@ -480,8 +480,10 @@ class RagStore:
         ids = [p["id"] for p in unique if p["meta"].type == DocType.MEMORY.value]
         if not ids:
             return
-        found = self.col.get(ids=ids, include=["metadatas"])
-        existing = {i: m for i, m in zip(found["ids"], found["metadatas"] or []) if m and m.get("type") == "memory"}
+        existing = {}
+        for start in range(0, len(ids), self.max_batch_size):  # Chroma caps the ids of one get
+            found = self.col.get(ids=ids[start : start + self.max_batch_size], include=["metadatas"])
+            existing.update((i, m) for i, m in zip(found["ids"], found["metadatas"] or []) if m and m.get("type") == "memory")
         for p in unique:
             old = existing.get(p["id"])
             if old is not None and p["meta"].type == DocType.MEMORY.value:

@@ -450,3 +450,15 @@ def test_rewriting_a_document_drops_keys_the_new_version_lacks(store):
     store.update_memory(mem, tags=[])
     assert "tags" not in store.col.get(ids=[mem], include=["metadatas"])["metadatas"][0]
     assert store.get_one(mem).metadata["tags"] == []
+
+
+def test_rewriting_many_memories_merges_across_id_chunks(embedded_store):
+    """Chroma caps the ids of one get (about 32k in embedded Chroma): the merge lookup is chunked."""
+    store = embedded_store
+    texts = [f"fact {i} about the garden" for i in range(10)]
+    store.upsert_docs([{"text": t, "type": "memory", "importance": 2, "tags": ["old"]} for t in texts])
+    store.max_batch_size = 3  # the lookup of existing memories now spans four gets
+    store.upsert_docs([{"text": t, "type": "memory", "importance": 4, "tags": ["new"]} for t in texts])
+    docs = store.get(type="memory")
+    assert len(docs) == 10
+    assert all(d.metadata["importance"] == 4 and set(d.metadata["tags"]) == {"old", "new"} for d in docs)
