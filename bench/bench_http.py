@@ -149,8 +149,8 @@ def main() -> None:
         store = RagStore(settings, embedder=get_embedder(settings))
         chat = ChatMemory(store, summarizer=ExtractiveSummarizer(), start_worker=False)
         store.refresh_index()
-        for conv in picked:
-            store.recent_turns(conv)
+        for i, conv in enumerate(picked):  # conversations cached and their turn-search index built, as in a service
+            chat.build_context(conv, f"warm up {i}")
         vectors = store.embedder.embed_documents([b["user_message"] for b in bodies[:n_in_process]])
         for body in bodies[:10]:
             chat.build_context(body["conversation_id"], "warm-up " + body["user_message"], body["entity"])

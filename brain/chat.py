@@ -447,8 +447,8 @@ class ChatMemory:
             vectors = cached[2] if cached is not None else {}
         missing = [t.id for t in turns if t.id not in vectors]
         if missing:
-            vectors = {**vectors, **{d.id: d.embedding for d in
-                                     self.store.get(missing, type=DocType.TURN, include_embeddings=True)}}
+            # by id alone: the ids are turns already, and a type filter makes Chroma scan metadata
+            vectors = {**vectors, **{d.id: d.embedding for d in self.store.get(missing, include_embeddings=True)}}
         with_vectors = [t for t in turns if t.id in vectors]
         index = TurnIndex([type(t)(id=t.id, text=t.text, metadata=t.metadata, embedding=vectors[t.id])
                            for t in with_vectors])

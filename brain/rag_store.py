@@ -659,10 +659,7 @@ class RagStore:
         chroma_where = to_chroma_where(where, type=doc_type)
         if ids is not None:
             ids = list(ids)
-            pages = [
-                self.col.get(ids=ids[s : s + self.max_batch_size], where=chroma_where, include=include)
-                for s in range(0, len(ids), self.max_batch_size)
-            ]
+            pages = self._get_by_ids(ids, where, doc_type, chroma_where, include)
             if limit is not None or offset is not None:
                 pages = [_slice_page(_merge_pages(pages), offset or 0, limit)]
         else:
@@ -680,6 +677,19 @@ class RagStore:
             order = {i: n for n, i in enumerate(ids)}
             docs.sort(key=lambda doc: order.get(doc.id, len(order)))
         return docs
+
+    def _get_by_ids(self, ids: list[str], where: dict[str, Any] | None, doc_type: str | None,
+                    chroma_where: dict[str, Any] | None, include: list[str]) -> list[dict[str, Any]]:
+        """Pages of the given ids. A type alone is checked here, not by Chroma: Chroma applies a
+        ``where`` by scanning metadata, which costs about 100 ms at 100k documents even for one id."""
+        by_type = where is None and doc_type is not None
+        pages = [
+            self.col.get(ids=ids[s : s + self.max_batch_size], where=None if by_type else chroma_where, include=include)
+            for s in range(0, len(ids), self.max_batch_size)
+        ]
+        if by_type:
+            pages = [_keep_type(page, doc_type) for page in pages]
+        return pages
 
     def get_one(self, doc_id: str) -> Document:
         docs = self.get([doc_id])
@@ -703,10 +713,9 @@ class RagStore:
         with self._lock:
             if ids is not None:
                 ids = list(ids)
-                found = [
-                    i for s in range(0, len(ids), self.max_batch_size)
-                    for i in self.col.get(ids=ids[s : s + self.max_batch_size], where=chroma_where, include=[])["ids"]
-                ]
+                include = ["metadatas"] if where is None and type is not None else []
+                found = [i for page in self._get_by_ids(ids, where, _type_value(type), chroma_where, include)
+                         for i in page["ids"]]
             else:
                 found = self._ids_where(chroma_where)
             with self.mirror.transaction() if self.mirror is not None else nullcontext():
@@ -992,6 +1001,16 @@ def _created(meta) -> datetime:
 def _tree_bytes(path) -> int:
     """Bytes of the files under ``path`` (the embedded store's size on disk)."""
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _keep_type(page: dict[str, Any], doc_type: str) -> dict[str, Any]:
+    keep = [n for n, m in enumerate(page.get("metadatas") or []) if m and m.get("type") == doc_type]
+    out = dict(page)
+    for key in ("ids", "documents", "metadatas", "embeddings"):
+        value = page.get(key)
+        if value is not None:
+            out[key] = [value[n] for n in keep]
+    return out
 
 
 def _merge_pages(pages: list[dict[str, Any]]) -> dict[str, Any]:
