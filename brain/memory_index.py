@@ -28,6 +28,11 @@ from brain.results import MemoryHit
 
 # Below this many candidate rows, exact float32 scoring of just those rows beats a full int8 pass.
 SMALL_CANDIDATE_SET = 2048
+#: a memory whose lifecycle status (metadata ``pam_status``, as PAM defines it) is one of these is
+#: kept in the store, the mirror and exports but never retrieved; all_scopes=True still sees it
+STATUS_KEY = "pam_status"
+INACTIVE_STATUSES = frozenset({"superseded", "retracted", "archived"})
+RETIRED_PREFIX = "retired:"
 
 
 class MemoryIndex:
@@ -144,7 +149,10 @@ class MemoryIndex:
                 self._importance[row] = float(meta.get("importance", 3))
                 self._epoch[row] = float(meta.get("ts_epoch", 0.0))
                 self._used[row] = ranking.recency_epoch(meta)
-                self._scope[row] = self._code(str(meta.get("scope", GLOBAL_SCOPE)))
+                scope = str(meta.get("scope", GLOBAL_SCOPE))
+                if meta.get(STATUS_KEY) in INACTIVE_STATUSES:
+                    scope = RETIRED_PREFIX + scope  # a scope no query asks for: kept, never retrieved
+                self._scope[row] = self._code(scope)
                 self._texts[row] = texts[j]
                 self._metas[row] = dict(meta)
                 self._tags[row] = frozenset(meta.get("tags") or ())

@@ -462,3 +462,17 @@ def test_rewriting_many_memories_merges_across_id_chunks(embedded_store):
     docs = store.get(type="memory")
     assert len(docs) == 10
     assert all(d.metadata["importance"] == 4 and set(d.metadata["tags"]) == {"old", "new"} for d in docs)
+
+
+def test_retracted_superseded_and_archived_memories_are_kept_but_never_retrieved(store):
+    live = store.upsert_memory("Alice lives in Porto", importance=3)
+    gone = {status: store.upsert_memory(f"Alice lives in Lisbon ({status})", importance=5, pam_status=status)
+            for status in ("retracted", "superseded", "archived")}
+    deprecated = store.upsert_memory("Alice lives in Faro (deprecated)", importance=5, pam_status="deprecated")
+    hits = {h.id for h in store.retrieve_memories("where does Alice live?", k=10)}
+    assert live in hits and deprecated in hits and not hits & set(gone.values())
+    assert store.count("memory") == 5  # still stored
+    operator = {h.id for h in store.retrieve_memories("where does Alice live?", k=10, all_scopes=True)}
+    assert set(gone.values()) <= operator
+    store.update_memory(gone["retracted"], metadata={"pam_status": "active"})  # reinstated
+    assert gone["retracted"] in {h.id for h in store.retrieve_memories("where does Alice live?", k=10)}
