@@ -242,7 +242,9 @@ def embedding_id(memory_id: str) -> str:
 
 
 def default_owner_id(store: RagStore) -> str:
-    """A stable owner id for exports of this store: a UUID derived from where the collection lives."""
+    """``BRAIN_OWNER_ID``, else a stable UUID derived from where the collection lives."""
+    if store.settings.owner_id:
+        return store.settings.owner_id
     where = store.settings.chroma_url or str(Path(store.settings.data_dir).resolve())
     return str(uuid.uuid5(_OWNER_NAMESPACE, f"{where}\x1f{store.settings.collection}"))
 

@@ -659,3 +659,16 @@ def test_memories_not_exportable_stay_out_of_exports(open_store, tmp_path):
     assert doc["memories"][1]["id"] not in {m["id"] for m in exported["memories"]}
     assert len(load(report.embeddings)["embeddings"]) == 4
     assert pam.validate_embeddings(pam.load(report.embeddings), pam.load(report.memory_store)).is_valid
+
+
+def test_owner_id_comes_from_the_setting(tmp_path, local_embedder):
+    import json as _json
+
+    from brain.config import Settings
+    from brain.portable import export_pam
+    from brain.rag_store import RagStore
+
+    with RagStore(Settings(data_dir=tmp_path / "d", owner_id="household-42"), embedder=local_embedder) as store:
+        store.upsert_memory("Alice likes tea")
+        export_pam(store, tmp_path / "out")
+    assert _json.loads((tmp_path / "out" / "memory-store.json").read_text())["owner"]["id"] == "household-42"
