@@ -71,6 +71,11 @@ class MemoryCreate(_Body):
     metadata: dict[str, Any] | None = None
 
 
+# keys of a memory that have their own place in a request body (or are set by the store)
+_MEMORY_FIELDS = frozenset({"text", "type", "id", "embedding", "importance", "tags", "entity", "scope", "source",
+                            "timestamp", "ts_epoch", "conversation_id"})
+
+
 class MemoryPatch(_Body):
     text: str | None = Field(None, min_length=1)
     importance: int | None = None
@@ -287,12 +292,17 @@ def create_app(settings: Settings | None = None, *, store: RagStore | None = Non
             if own_store:
                 opened_store.close()
 
+    protected = settings.api_token is not None
     app = FastAPI(
         title="brain",
         version=__version__,
         summary="The memory layer of a chat assistant",
         lifespan=lifespan,
         dependencies=[Depends(_check_token)],
+        # FastAPI's own documentation routes bypass route dependencies: with a token they are off
+        docs_url=None if protected else "/docs",
+        redoc_url=None if protected else "/redoc",
+        openapi_url=None if protected else "/openapi.json",
     )
     app.state.settings = settings
     app.state.brain = None
@@ -371,6 +381,12 @@ def _routes(app: FastAPI) -> None:
     @app.post("/v1/memories", tags=["memories"], status_code=201)
     def create_memory(body: MemoryCreate, request: Request) -> Any:
         services = _services(request)
+        clash = sorted(set(body.metadata or {}) & _MEMORY_FIELDS)
+        if clash:
+            raise ValidationError(
+                f"metadata.{clash[0]}: {clash[0]!r} is a field of its own; send it at the top level of the body",
+                [{"item": None, "field": f"metadata.{k}", "message": "a field of its own"} for k in clash],
+            )
         if body.scope is None:  # the chat layer's rule: a memory about an entity is that entity's
             doc_id = services.chat.remember(body.text, importance=body.importance, tags=body.tags,
                                             entity=body.entity, source="system", metadata=body.metadata)

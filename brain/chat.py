@@ -584,11 +584,18 @@ class ChatMemory:
                     return
                 job = self._jobs.popleft() if self._jobs else None
                 self._running = job
-            self._maybe_flush_access()
+            try:
+                self._maybe_flush_access()
+            except Exception:  # as above: the uses stay queued for the next flush
+                log.exception("writing memory uses failed")
             if job is None:
                 continue
             try:
                 self._summarize_job(job)
+            except Exception:  # not one of ours (e.g. a raw Chroma error): log it, keep the worker alive
+                log.exception("summary of %s turns %s failed", job.conversation_id, job.turn_range)
+                with self._states_lock:
+                    self._states.pop(job.conversation_id, None)  # the window is scheduled again later
             finally:
                 with self._cond:
                     self._running = None

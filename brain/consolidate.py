@@ -91,12 +91,18 @@ def created(meta: dict[str, Any]) -> datetime:
     return parse_timestamp(float(meta.get("ts_epoch", 0.0)))
 
 
+XAIBO_PREFIX = "xaibo."
+
+
 def consolidate_memories(store: RagStore, *, threshold: float, dry_run: bool = False) -> ConsolidationReport:
     """Find (and unless ``dry_run``, apply) the merges described in the module docstring."""
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < threshold <= 1.0:
         raise ValidationError(f"threshold must be a number in (0, 1], got {threshold!r}",
                               [{"item": None, "field": "threshold", "message": "out of range"}])
-    docs = store.get(type=DocType.MEMORY, include_embeddings=True)
+    # documents of the Xaibo interface (brain.protocols) are parts of a larger memory or rows of a vector
+    # index: merging them would orphan chunks or drop an index row, so they are never consolidated
+    docs = [d for d in store.get(type=DocType.MEMORY, include_embeddings=True)
+            if not any(key.startswith(XAIBO_PREFIX) for key in d.metadata)]
     report = ConsolidationReport(threshold=float(threshold), dry_run=dry_run, scanned=len(docs))
     by_scope: dict[str, list[Document]] = {}
     for doc in docs:

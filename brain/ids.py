@@ -20,8 +20,11 @@ def normalize_memory_text(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def memory_id(text: str, scope: str = GLOBAL_SCOPE) -> str:
-    return f"doc-{uuid.uuid5(_NAMESPACE, scope + chr(31) + normalize_memory_text(text))}"
+def memory_id(text: str, scope: str = GLOBAL_SCOPE, attempt: int = 0) -> str:
+    """The derived id of a memory; ``attempt`` > 0 gives the alternatives used when the first one is
+    held by a memory whose text was changed in place."""
+    key = scope + chr(31) + normalize_memory_text(text) + (f"{chr(31)}{attempt}" if attempt else "")
+    return f"doc-{uuid.uuid5(_NAMESPACE, key)}"
 
 
 def derived_id(*parts: str) -> str:

@@ -28,7 +28,7 @@ from brain.errors import (
     ValidationError,
 )
 from brain.filters import to_chroma_where
-from brain.ids import derived_id, memory_id, new_id
+from brain.ids import derived_id, memory_id, new_id, normalize_memory_text
 from brain.locking import DataDirLock
 from brain.memory_index import MemoryIndex
 from brain.mirror import EngramMirror
@@ -188,6 +188,7 @@ class RagStore:
             self.close()
             raise
         self._mirror_types = frozenset(self.settings.mirrored_types)
+        self._mirror_paused = False
         self._own_mirror = mirror is None or mirror is True
 
     def _open_mirror(self, mirror: EngramMirror | bool | None) -> EngramMirror | None:
@@ -440,7 +441,31 @@ class RagStore:
         for p in prepared:
             if p["id"] is None:
                 meta = p["meta"]
-                p["id"] = memory_id(p["text"], meta.scope) if meta.type == DocType.MEMORY.value else new_id()
+                if meta.type == DocType.MEMORY.value:
+                    p["id"] = memory_id(p["text"], meta.scope)
+                    p["derived"] = True
+                else:
+                    p["id"] = new_id()
+        self._avoid_rewritten_ids([p for p in prepared if p.get("derived")])
+
+    def _avoid_rewritten_ids(self, derived: list[dict[str, Any]]) -> None:
+        """A derived memory id whose stored memory now has another text (changed in place by
+        update_memory) belongs to that memory: the new text takes the next derived id whose memory
+        is absent or has this very text, so writing it never overwrites the changed memory."""
+        for attempt in range(1, 50):
+            if not derived:
+                return
+            stored: dict[str, str] = {}
+            ids = list(dict.fromkeys(p["id"] for p in derived))
+            for start in range(0, len(ids), self.max_batch_size):
+                got = self.col.get(ids=ids[start : start + self.max_batch_size], include=["documents"])
+                stored.update(zip(got["ids"], got["documents"] or []))
+            taken = [p for p in derived if p["id"] in stored
+                     and normalize_memory_text(stored[p["id"]] or "") != normalize_memory_text(p["text"])]
+            for p in taken:
+                p["id"] = memory_id(p["text"], p["meta"].scope, attempt)
+            derived = taken
+        raise BrainError("could not find a free id for a memory after 50 attempts")  # pragma: no cover
 
     def _assign_positions(self, prepared: list[dict[str, Any]]) -> None:
         """Give turns and summaries without an index the next one in their conversation."""
@@ -511,15 +536,36 @@ class RagStore:
         # Several chunks are several Chroma writes: keep what they replace so a failure can be undone.
         snapshot = self._snapshot(ids) if len(ids) > self.max_batch_size else None
         payload = self._replacing(ids, metas, snapshot)
-        with self._mirroring(ids, texts, metas, vectors):
-            self._write_chroma(ids, texts, metas, vectors, payload, snapshot)
+        chroma_written = False
+        try:
+            with self._mirroring(ids, texts, metas, vectors):
+                self._write_chroma(ids, texts, metas, vectors, payload, snapshot)
+                chroma_written = True
+        except Exception as exc:  # the mirror's commit failed after Chroma took the write
+            if not chroma_written:
+                raise
+            self._after_write(ids, vectors, texts, metas)
+            raise StoreUnavailable(
+                f"the {len(ids)} documents were written to Chroma but the mirror could not be updated ({exc}); "
+                f"run `brain mirror sync` once the mirror file is writable again"
+            ) from exc
         self._after_write(ids, vectors, texts, metas)
+
+    @contextmanager
+    def mirror_paused(self) -> Iterator[None]:
+        """Writes inside the block skip the mirror (e.g. while restoring the store from it)."""
+        with self._lock:
+            paused, self._mirror_paused = self._mirror_paused, True
+            try:
+                yield
+            finally:
+                self._mirror_paused = paused
 
     @contextmanager
     def _mirroring(self, ids, texts, metas, vectors) -> Iterator[None]:
         """Write-through to the mirror: its rows are written first in an open SQLite transaction, which
         commits only after the Chroma write succeeded (and rolls back when it failed)."""
-        if self.mirror is None:
+        if self.mirror is None or self._mirror_paused:
             yield
             return
         mirrored = [j for j, m in enumerate(metas) if m.get("type") in self._mirror_types]
@@ -937,7 +983,9 @@ class RagStore:
             ids = list(metas)
             for start in range(0, len(ids), self.max_batch_size):
                 part = ids[start : start + self.max_batch_size]
-                self.col.update(ids=part, metadatas=[metas[i] for i in part])
+                # only the key that changed: Chroma merges it into the stored metadata, so values another
+                # process changed meanwhile (importance, tags) are not overwritten with this index's copy
+                self.col.update(ids=part, metadatas=[{"last_used": metas[i]["last_used"]} for i in part])
         return len(ids)
 
     def conversation_turns(self, conversation_id: str) -> list[Document]:

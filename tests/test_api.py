@@ -166,6 +166,8 @@ def test_any_document_type_through_docs(live, api_store):
     ({"text": "x", "tags": "food"}, "tags"),
     ({"text": "x", "colour": "red"}, "colour"),
     ({"text": "x", "scope": "team:a"}, "scope"),
+    ({"text": "x", "metadata": {"importance": 5}}, "metadata.importance"),
+    ({"text": "x", "metadata": {"source": "kb", "tags": ["a"]}}, "metadata.source"),
 ])
 def test_bad_memory_is_422_naming_the_field_and_writes_nothing(live, api_store, body, field):
     response = live.post("/v1/memories", json=body)
@@ -257,6 +259,9 @@ def test_token_is_required_when_set(tmp_path, local_embedder):
         assert ok.status_code == 200
         posted = httpx.post(f"{server.url}/v1/memories", json={"text": "x"})
         assert posted.status_code == 401 and store.count() == 0
+        # FastAPI's documentation routes are off too (they would bypass the token)
+        assert httpx.get(f"{server.url}/openapi.json").status_code in (401, 404)
+        assert httpx.get(f"{server.url}/docs").status_code in (401, 404)
 
 
 def test_refuses_a_non_loopback_address_without_a_token(tmp_path):
@@ -363,3 +368,7 @@ def test_specialists_without_their_file_is_503_naming_the_setting(tmp_path, loca
         response = httpx.get(f"{server.url}/v1/specialists", params={"q": "weather"}, timeout=60)
         assert response.status_code == 503
         assert "missing.yaml" in response.json()["message"]
+
+
+def test_documentation_is_served_without_a_token(live):
+    assert live.get("/openapi.json").status_code == 200

@@ -606,3 +606,23 @@ def test_related_turns_find_an_old_turn_outside_the_recent_window(make_chat):
         chat.record_exchange(conv, f"What about dessert {i}?", "Fruit.")
     again = chat.build_context(conv, "what does my passport number end in?")
     assert any("4471" in i.text for i in again.related)
+
+
+def test_the_summary_worker_survives_an_unexpected_error(make_chat, monkeypatch):
+    chat = make_chat(summary_every_n=1)
+    real = chat._turn_texts
+    calls = []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("sqlite3.OperationalError: database is locked")  # not a BrainError
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(chat, "_turn_texts", flaky)
+    conv = chat.record_exchange(None, "first", "one").conversation_id
+    assert chat.wait_for_summaries(30)
+    assert chat.health()["worker_running"] is True
+    chat.record_exchange(conv, "second", "two")
+    assert chat.wait_for_summaries(30)
+    assert summaries_of(chat.store, conv)  # the worker went on and wrote the next window

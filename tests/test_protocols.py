@@ -594,3 +594,23 @@ def test_an_exchange_with_the_memory_handed_in_from_python(embedded_store):
     assert run(Agent("brain-memory-agent", exchange).handle_text("what do you know?")).text == "ok"
     listed = next(e.result for e in events if e.event_type == EventType.RESULT)
     assert [m["id"] for m in listed] == [mid] and listed[0]["attributes"] == {"importance": 3, "tags": ["languages"]}
+
+
+def test_consolidation_leaves_xaibo_documents_alone(embedded_store, local_embedder):
+    """Two vector-index rows with the same text, and a chunked memory, are not consolidated away."""
+    from brain.consolidate import consolidate_memories
+
+    index = BrainVectorIndex(store=embedded_store)
+    vector = local_embedder.embed_documents(["the invoice total is 42 euros"])[0]
+    run(index.add_vectors([vector, vector], [{"chunk_text": "the invoice total is 42 euros", "file": "a.pdf"},
+                                             {"chunk_text": "the invoice total is 42 euros", "file": "b.pdf"}]))
+    mid = run(BrainMemory(store=embedded_store).store_memory(long_text()))
+    embedded_store.upsert_memory("Alice drinks green tea every morning", importance=4)
+    embedded_store.upsert_memory("Alice drinks green tea each morning", importance=2)
+    before = embedded_store.count("memory")
+    report = consolidate_memories(embedded_store, threshold=0.9)
+    assert report.removed == 1  # only the two plain memories merged
+    assert embedded_store.count("memory") == before - 1
+    found = run(index.search(vector, k=5))
+    assert sorted(r.attributes["file"] for r in found) == ["a.pdf", "b.pdf"]
+    assert len(memory_docs(embedded_store, mid)) >= 3

@@ -476,3 +476,15 @@ def test_retracted_superseded_and_archived_memories_are_kept_but_never_retrieved
     assert set(gone.values()) <= operator
     store.update_memory(gone["retracted"], metadata={"pam_status": "active"})  # reinstated
     assert gone["retracted"] in {h.id for h in store.retrieve_memories("where does Alice live?", k=10)}
+
+
+def test_writing_a_memorys_old_text_after_an_in_place_change_keeps_both(store):
+    paris = store.upsert_memory("The user lives in Paris", importance=3)
+    store.update_memory(paris, "The user lives in Berlin")
+    again = store.upsert_memory("The user lives in Paris", importance=2)
+    assert again != paris
+    texts = {d.id: d.text for d in store.get(type="memory")}
+    assert texts == {paris: "The user lives in Berlin", again: "The user lives in Paris"}
+    # idempotent: the same text lands on the same (alternative) id again
+    assert store.upsert_memory("the user lives in  PARIS") == again
+    assert store.count("memory") == 2

@@ -135,3 +135,83 @@ def test_sync_fills_a_mirror_that_missed_writes(tmp_path, local_embedder):
     assert sync_mirror(store, store.mirror).changed == 0
     assert verify_mirror(store, store.mirror).ok
     store.close()
+
+
+# ---- review findings ---------------------------------------------------------------------------
+
+def test_restore_keeps_rows_engram_wrote_itself(tmp_path, local_embedder):
+    from engram import Memory
+
+    settings = Settings(data_dir=tmp_path / "data", mirror_path=tmp_path / "keep" / "mirror.db")
+    with RagStore(settings, embedder=local_embedder) as store:
+        store.upsert_memory("Alice likes tea")
+    engram = Memory(str(tmp_path / "keep" / "mirror.db"))
+    engram.set_extractor(None)
+    own = engram.add("Carol prefers window seats", type="opinion", importance=0.7, extract=False)
+    engram.close()
+    import sqlite3
+
+    def engram_row():
+        with sqlite3.connect(tmp_path / "keep" / "mirror.db") as raw:
+            return raw.execute("SELECT metadata, importance, source, memory_type FROM memories WHERE id = ?",
+                               (own,)).fetchone()
+
+    before = engram_row()
+    with RagStore(settings.model_copy(update={"data_dir": tmp_path / "new"}), embedder=local_embedder) as rebuilt:
+        report = restore_from_mirror(rebuilt, rebuilt.mirror)
+        assert report.restored == 2 and report.foreign == 1
+        assert rebuilt.get_one(own).metadata["origin"] == "engram"
+        assert rebuilt.mirror.ids(foreign=True) == {own}
+    assert engram_row() == before  # engram's own row is untouched
+
+
+def test_access_tracking_does_not_make_the_mirror_differ(tmp_path, local_embedder):
+    from brain.chat import ChatMemory
+
+    settings = Settings(data_dir=tmp_path / "data", track_access=True, summarizer="extractive")
+    with RagStore(settings, embedder=local_embedder) as store, ChatMemory(store, start_worker=False) as chat:
+        chat.remember("Bob is allergic to cats", importance=4)
+        chat.build_context(None, "is Bob allergic to anything?")
+        assert chat.flush_access() == 1
+        assert "last_used" in store.get(type="memory")[0].metadata
+        assert verify_mirror(store, store.mirror).ok
+
+
+def test_recorded_use_does_not_overwrite_what_another_process_changed(embedded_store):
+    store = embedded_store
+    doc_id = store.upsert_memory("Dana owns a kayak", importance=2)
+    store.memory_index()  # built: its copy says importance 2
+    store.col.update(ids=[doc_id], metadatas=[{"importance": 5}])  # another process raises it
+    store.record_memory_use({doc_id: 1_800_000_000.0})
+    stored = store.col.get(ids=[doc_id], include=["metadatas"])["metadatas"][0]
+    assert stored["importance"] == 5 and stored["last_used"] == 1_800_000_000.0
+
+
+def test_mirror_commit_failure_after_chroma_keeps_the_index_in_step(embedded_store, monkeypatch):
+    from contextlib import contextmanager
+
+    store = embedded_store
+    doc_id = store.upsert_memory("Erin plays the oboe")
+    real = store.mirror.transaction
+
+    depth = []
+
+    @contextmanager
+    def failing_commit():
+        depth.append(1)
+        try:
+            with real():
+                yield store.mirror
+        finally:
+            depth.pop()
+        if not depth:
+            raise StoreUnavailable("disk I/O error")  # as if the outermost COMMIT failed
+
+    monkeypatch.setattr(store.mirror, "transaction", failing_commit)
+    with pytest.raises(StoreUnavailable, match="written to Chroma but the mirror could not be updated.*mirror sync"):
+        store.update_memory(doc_id, "Erin plays the bassoon")
+    monkeypatch.undo()
+    assert store.get_one(doc_id).text == "Erin plays the bassoon"
+    assert store.retrieve_memories("what instrument does Erin play?", k=1)[0].text == "Erin plays the bassoon"
+    sync_mirror(store, store.mirror)
+    assert verify_mirror(store, store.mirror).ok

@@ -147,6 +147,12 @@ def _store_pages(store: "RagStore", types: Sequence[str], page: int):
             offset += len(docs)
 
 
+def _without_use(meta: dict[str, Any]) -> dict[str, Any]:
+    """Metadata minus ``last_used``: access tracking updates it in Chroma alone (a write per retrieval
+    would double its cost), so it is not a difference worth a sync."""
+    return {k: v for k, v in meta.items() if k != "last_used"} if "last_used" in meta else meta
+
+
 def _compare(doc, mirrored: MirrorDocument | None) -> str | None:
     """None when the mirror row equals the document, else the first kind of difference."""
     if mirrored is None:
@@ -155,7 +161,7 @@ def _compare(doc, mirrored: MirrorDocument | None) -> str | None:
         return "metadata"
     if mirrored.text != doc.text:
         return "text"
-    if mirrored.metadata != doc.metadata:
+    if _without_use(mirrored.metadata) != _without_use(doc.metadata):
         return "metadata"
     if not _same_vector(mirrored.embedding, doc.embedding):
         return "vectors"
@@ -212,7 +218,7 @@ def verify_mirror(store: "RagStore", mirror: EngramMirror, *, types: Sequence[st
                 continue
             if row.text != doc.text:
                 report.text.append(doc.id)
-            if row.metadata != doc.metadata:
+            if _without_use(row.metadata) != _without_use(doc.metadata):
                 report.metadata.append(doc.id)
             if not _same_vector(row.embedding, doc.embedding):
                 report.vectors.append(doc.id)
@@ -277,21 +283,24 @@ def restore_from_mirror(
         pending_kinds.clear()
         pending_stats[:] = [0, 0, 0]
 
-    for doc in mirror.iter_documents(batch=batch):
-        if doc.foreign and not include_foreign:
-            continue
-        if not doc.text.strip():
-            report.skipped.append((doc.id, "empty text"))
-            log.warning("restore from mirror: skipped %r (empty text)", doc.id)
-            continue
-        item, reused = _restorable(doc, reuse, store.dimension)
-        pending.append(item)
-        pending_kinds.append((reused, doc.foreign))
-        pending_stats[0 if reused else 1] += 1
-        pending_stats[2] += int(doc.foreign)
-        if len(pending) >= batch:
-            flush()
-    flush()
+    # the documents come from the mirror: writing them back into it would turn rows engram wrote
+    # itself into brain rows, so the store's write-through is paused while restoring
+    with store.mirror_paused():
+        for doc in mirror.iter_documents(batch=batch):
+            if doc.foreign and not include_foreign:
+                continue
+            if not doc.text.strip():
+                report.skipped.append((doc.id, "empty text"))
+                log.warning("restore from mirror: skipped %r (empty text)", doc.id)
+                continue
+            item, reused = _restorable(doc, reuse, store.dimension)
+            pending.append(item)
+            pending_kinds.append((reused, doc.foreign))
+            pending_stats[0 if reused else 1] += 1
+            pending_stats[2] += int(doc.foreign)
+            if len(pending) >= batch:
+                flush()
+        flush()
     report.seconds = time.perf_counter() - started
     log.info("%s", report)
     return report
