@@ -675,9 +675,12 @@ class SpecialistRegistry:
         key = normalise_request(request)
         with self._lock:
             ranking = self._cache.get(key)
-            if ranking is None:
-                # the normalised text is embedded so that every spelling sharing a cache key shares a ranking
-                ranking = self._rank(np.asarray(self.embedder.embed_query(key), dtype=np.float32))
+        if ranking is None:
+            # embedded outside the lock, so concurrent requests do not wait for each other's model call;
+            # the normalised text is embedded so that every spelling sharing a cache key shares a ranking
+            q = np.asarray(self.embedder.embed_query(key), dtype=np.float32)
+            with self._lock:  # ranked against the specialists registered now
+                ranking = self._rank(q)
                 self._cache.put(key, ranking)
         return list(ranking[:k])
 
