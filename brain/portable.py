@@ -82,7 +82,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import cache, lru_cache
-from itertools import islice
+from itertools import islice, pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,10 +91,12 @@ import orjson
 import rfc8785
 
 from brain.errors import BrainError, ValidationError
+from brain.ids import derived_id
 from brain.schemas import (
     GLOBAL_SCOPE,
     DocType,
     Source,
+    check_conversation_id,
     from_chroma,
     metadata_value_problem,
     parse_timestamp,
@@ -109,6 +111,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = "1.0"
 MEMORY_STORE_FILE = "memory-store.json"
 EMBEDDINGS_FILE = "embeddings.json"
+CONVERSATIONS_DIR = "conversations"
 SPEC_URI = "https://portable-ai-memory.org/spec/v1.0"
 PLATFORM = "brain"
 PAM_TYPES = (
@@ -134,6 +137,28 @@ _BRAIN_FIELDS = ("scope", "source", "importance", "tags", "entity", "conversatio
 # PAM memory fields kept verbatim in pam_extra when they differ from what an export would write
 _PRESERVED = ("summary", "confidence", "access", "temporal", "provenance", "metadata")
 _OWNER_NAMESPACE = uuid.UUID("3b8f6d1c-2f4e-4c51-9d0a-7e5b2a9c4f10")
+# uuid5 namespace of the conv-<uuid> ids given to conversations of other PAM producers
+_CONVERSATION_NAMESPACE = uuid.UUID("9c2e4b7a-61d3-4f0e-8a5b-3d7f1e6c2a94")
+
+#: turn metadata key holding, on a conversation's first turn, the PAM conversation fields brain has
+#: no place for (its PAM ``id`` when that is not the brain id, ``title``, ``provider``, ...), as JSON
+CONVERSATION_KEY = "pam_conversation"
+_TURN_CORE = frozenset({"type", "timestamp", "ts_epoch", "source", "scope", "conversation_id", "role", "turn_index"})
+_SUMMARY_CORE = frozenset(
+    {"type", "timestamp", "ts_epoch", "source", "scope", "conversation_id", "turn_range", "summary_index"}
+)
+_TURN_PAM_KEYS = frozenset({EXTRA_KEY, CONVERSATION_KEY})
+_MESSAGE_BRAIN_FIELDS = ("turn_index", "source", "scope", "extra")
+_SUMMARY_BRAIN_FIELDS = ("id", "text", "summary_index", "turn_range", "created_at", "source", "scope", "extra")
+# PAM message / conversation fields kept (in pam_extra / pam_conversation) when they differ from an export's
+_MESSAGE_PRESERVED = (
+    "provider_message_id", "model", "token_count", "attachments", "citations", "tool_calls", "raw_metadata",
+)
+_CONVERSATION_PRESERVED = (
+    "id", "provider", "title", "temporal", "participants", "model", "system_instruction", "is_archived", "tags",
+    "import_metadata", "raw_metadata",
+)
+_ROLES = ("user", "assistant")
 _MAX_REPORTED = 20  # problems spelled out in an error message (all of them are in .problems)
 
 
@@ -149,12 +174,17 @@ class ExportReport:
     owner_id: str
     removed_stale_embeddings: bool = False  # an older embeddings.json in out_dir was removed
     not_exportable: int = 0  # memories left out: imported with access.exportable = false
+    conversations: int = 0  # conversation files written (0 with conversations=False)
+    messages: int = 0  # turns written as messages, over all conversation files
+    summaries: int = 0  # summaries written into the conversation files
+    conversations_dir: Path | None = None  # None when exported without conversations
+    removed_stale_conversations: int = 0  # older conversation files in out_dir/conversations removed
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in ("out_dir", "memory_store", "embeddings"):
+        for key in ("out_dir", "memory_store", "embeddings", "conversations_dir"):
             data[key] = None if data[key] is None else str(data[key])
         return data
 
@@ -170,13 +200,20 @@ class ImportReport:
     vectors_reused: int = 0  # taken from the embeddings file (same model and dimension)
     vectors_embedded: int = 0  # computed from content by the store's embedder
     owner_id: str | None = None
-    not_imported: dict[str, int] = field(default_factory=dict)  # relations, conversations_index
+    conversations: int = 0  # conversation files read
+    turns: int = 0  # turns in them (messages imported as turns)
+    summaries: int = 0  # brain summaries in them
+    conversation_new: int = 0  # turns and summaries newly written
+    conversation_updated: int = 0
+    conversation_unchanged: int = 0
+    messages_skipped: dict[str, int] = field(default_factory=dict)  # e.g. {"role system": 2, "no text": 1}
+    not_imported: dict[str, int] = field(default_factory=dict)  # relations, index entries without a file
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def written(self) -> int:
-        return self.new + self.updated
+        return self.new + self.updated + self.conversation_new + self.conversation_updated
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -269,7 +306,8 @@ def _join_type(pam_type: str, custom_type: str | None) -> str | None:
     return None if pam_type == DEFAULT_TYPE else pam_type
 
 
-def _load_extra(value: Any, doc_id: str, warnings: list[str]) -> dict[str, Any]:
+def _load_extra(value: Any, doc_id: str, warnings: list[str], kind: str = "memory", key: str = EXTRA_KEY
+                ) -> dict[str, Any]:
     if value is None:
         return {}
     try:
@@ -277,15 +315,34 @@ def _load_extra(value: Any, doc_id: str, warnings: list[str]) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         extra = None
     if not isinstance(extra, dict):
-        warnings.append(f"memory {doc_id}: metadata {EXTRA_KEY} is not a JSON object; exported without it")
+        warnings.append(f"{kind} {doc_id}: metadata {key} is not a JSON object; exported without it")
         return {}
     return extra
 
 
-def _provenance(meta: Mapping[str, Any]) -> dict[str, Any]:
-    out = {"platform": PLATFORM}
-    if meta.get("conversation_id"):
-        out["conversation_ref"] = meta["conversation_id"]
+def _conversation_ref(meta: Mapping[str, Any], refs: Mapping[str, str] | None) -> str | None:
+    """The PAM conversation a memory refers to: its conversation_id as such when no conversations are
+    exported (``refs`` None), else the PAM id of its conversation when that one is exported."""
+    conversation = meta.get("conversation_id")
+    if not conversation:
+        return None
+    return conversation if refs is None else refs.get(conversation)
+
+
+def _provenance(meta: Mapping[str, Any], kept: Any, refs: Mapping[str, str] | None) -> dict[str, Any]:
+    if not isinstance(kept, dict) or not kept:
+        out = {"platform": PLATFORM}
+        ref = _conversation_ref(meta, refs)
+        if ref:
+            out["conversation_ref"] = ref
+        return out
+    if refs is None:
+        return kept
+    # with conversations exported, conversation_ref names one of them or nothing (the spec's consistency rule)
+    out = {k: v for k, v in kept.items() if k != "conversation_ref"}
+    ref = _conversation_ref(meta, refs)
+    if ref:
+        out["conversation_ref"] = ref
     return out
 
 
@@ -312,10 +369,12 @@ def _temporal(ts: datetime, kept: Any) -> dict[str, Any]:
 
 def memory_to_pam(
     doc_id: str, text: str, meta: Mapping[str, Any], embedding_ref: str | None = None,
-    warnings: list[str] | None = None,
+    warnings: list[str] | None = None, conversation_refs: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """One stored memory (its metadata as ``store.get`` returns it) as a PAM memory object, in the form
-    the ``portable-ai-memory`` package dumps it (no nulls, defaults filled), so checksums agree."""
+    the ``portable-ai-memory`` package dumps it (no nulls, defaults filled), so checksums agree.
+    ``conversation_refs`` (brain conversation id -> PAM conversation id) are the exported conversations;
+    None when conversations are not exported."""
     warnings = warnings if warnings is not None else []
     extra = _load_extra(meta.get(EXTRA_KEY), doc_id, warnings)
     ts = parse_timestamp(meta["timestamp"])
@@ -346,7 +405,7 @@ def memory_to_pam(
         if key in extra:
             memory[key] = extra[key]
     memory["temporal"] = _temporal(ts, extra.get("temporal"))
-    memory["provenance"] = extra.get("provenance") or _provenance(meta)
+    memory["provenance"] = _provenance(meta, extra.get("provenance"), conversation_refs)
     if "access" in extra:
         memory["access"] = extra["access"]
     if embedding_ref is not None:
@@ -356,30 +415,180 @@ def memory_to_pam(
     return memory
 
 
+# ---- brain conversation -> PAM conversation ------------------------------------------------------
+def _ordered_turns(turns: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[tuple[str, str, Mapping[str, Any]]]:
+    return sorted(turns, key=lambda t: (int(t[2].get("turn_index") or 0), parse_timestamp(t[2]["timestamp"]), t[0]))
+
+
+def _ordered_summaries(summaries: Iterable[tuple[str, str, Mapping[str, Any]]]
+                       ) -> list[tuple[str, str, Mapping[str, Any]]]:
+    return sorted(summaries, key=lambda s: (int(s[2].get("summary_index") or 0), parse_timestamp(s[2]["timestamp"]), s[0]))
+
+
+def _message(doc_id: str, text: str, meta: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """One turn as a PAM message (without its parent/children links)."""
+    kept = _load_extra(meta.get(EXTRA_KEY), doc_id, warnings, "turn")
+    brain: dict[str, Any] = {
+        "turn_index": meta.get("turn_index"),
+        "source": meta.get("source", Source.SYSTEM.value),
+        "scope": meta.get("scope", GLOBAL_SCOPE),
+    }
+    others = {k: v for k, v in meta.items() if k not in _TURN_CORE and k not in _TURN_PAM_KEYS}
+    if others:
+        brain["extra"] = others
+    message: dict[str, Any] = {
+        "id": doc_id, "role": meta["role"], "content": {"type": "text", "text": text},
+        "created_at": pam_time(meta["timestamp"]),
+    }
+    for key in _MESSAGE_PRESERVED:
+        if key in kept and key != "raw_metadata":
+            message[key] = kept[key]
+    raw = kept.get("raw_metadata") if isinstance(kept.get("raw_metadata"), dict) else {}
+    message["raw_metadata"] = {**raw, BRAIN_KEY: brain}
+    return message
+
+
+def _summary_entry(doc_id: str, text: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"id": doc_id, "text": text, "summary_index": meta.get("summary_index")}
+    if meta.get("turn_range") is not None:
+        entry["turn_range"] = meta["turn_range"]
+    entry.update(created_at=pam_time(meta["timestamp"]), source=meta.get("source", Source.SYSTEM.value),
+                 scope=meta.get("scope", GLOBAL_SCOPE))
+    others = {k: v for k, v in meta.items() if k not in _SUMMARY_CORE}
+    if others:
+        entry["extra"] = others
+    return entry
+
+
+def _conversation_temporal(kept: Any, first: datetime, last: datetime) -> dict[str, Any]:
+    """The conversation's span; an imported ``temporal`` stays while no later turn extends it."""
+    if isinstance(kept, dict) and kept.get("created_at"):
+        try:
+            kept_last = parse_timestamp(kept.get("updated_at") or kept["created_at"])
+        except ValueError:
+            kept = None
+        else:
+            if last <= kept_last:
+                return dict(kept)
+            return {"created_at": kept["created_at"], "updated_at": pam_time(last)}
+    out = {"created_at": pam_time(first)}
+    if last != first:
+        out["updated_at"] = pam_time(last)
+    return out
+
+
+def conversation_to_pam(
+    conversation_id: str,
+    turns: Iterable[tuple[str, str, Mapping[str, Any]]],
+    summaries: Iterable[tuple[str, str, Mapping[str, Any]]] = (),
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
+    """A brain conversation — its turns and summaries as ``(id, text, metadata)`` — as a PAM
+    conversation document; see the module docstring for the mapping."""
+    warnings = warnings if warnings is not None else []
+    turns, summaries = _ordered_turns(turns), _ordered_summaries(summaries)
+    if not turns and not summaries:
+        raise ValueError(f"conversation {conversation_id} has neither turns nor summaries")
+    kept = (
+        _load_extra(turns[0][2].get(CONVERSATION_KEY), turns[0][0], warnings, "turn", CONVERSATION_KEY)
+        if turns else {}
+    )
+    times = [parse_timestamp(meta["timestamp"]) for _, _, meta in (*turns, *summaries)]
+    messages = [_message(doc_id, text, meta, warnings) for doc_id, text, meta in turns]
+    for before, after in pairwise(messages):  # a linear conversation, as a DAG too
+        after["parent_id"] = before["id"]
+        before["children_ids"] = [after["id"]]
+    conversation: dict[str, Any] = {
+        "schema": "portable-ai-memory-conversation",
+        "schema_version": SCHEMA_VERSION,
+        "id": kept.get("id") or conversation_id,
+        "provider": kept.get("provider") or {"name": PLATFORM, "conversation_id": conversation_id},
+    }
+    if "title" in kept:
+        conversation["title"] = kept["title"]
+    conversation["temporal"] = _conversation_temporal(kept.get("temporal"), min(times), max(times))
+    roles = {m["role"] for m in messages}
+    conversation["participants"] = kept.get("participants") or [{"role": r} for r in _ROLES if r in roles]
+    conversation["messages"] = messages
+    for key in ("model", "system_instruction", "is_archived", "tags", "import_metadata"):
+        if key in kept:
+            conversation[key] = kept[key]
+    brain: dict[str, Any] = {"conversation_id": conversation_id}
+    if summaries:
+        brain["summaries"] = [_summary_entry(*s) for s in summaries]
+    raw = kept.get("raw_metadata") if isinstance(kept.get("raw_metadata"), dict) else {}
+    conversation["raw_metadata"] = {**raw, BRAIN_KEY: brain}
+    return conversation
+
+
+def _conversation_file(conversation_id: str) -> str:
+    """The file name of a conversation: its brain id when that is a safe file name, else a hash of it."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", conversation_id) and len(conversation_id) <= 200:
+        return f"{conversation_id}.json"
+    return f"conv-{hashlib.sha256(conversation_id.encode('utf-8')).hexdigest()[:32]}.json"
+
+
+def _index_entry(conversation: dict[str, Any], ref: str, derived: list[str]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"id": conversation["id"], "platform": conversation["provider"]["name"]}
+    if conversation.get("title") is not None:
+        entry["title"] = conversation["title"]
+    entry["message_count"] = len(conversation["messages"])
+    entry["temporal"] = conversation["temporal"]
+    if conversation.get("tags"):
+        entry["tags"] = conversation["tags"]
+    entry["derived_memories"] = derived
+    entry["storage"] = {"type": "file", "ref": ref, "format": "json"}
+    return entry
+
+
+def _store_conversations(store: RagStore, warnings: list[str]) -> dict[str, dict[str, Any]]:
+    """Every conversation of the store (of its turns and summaries) as a PAM document, by brain id."""
+    grouped: dict[str, tuple[list, list]] = {}
+    for doc_type, slot in ((DocType.TURN, 0), (DocType.SUMMARY, 1)):
+        for doc in store.get(type=doc_type):
+            grouped.setdefault(doc.metadata["conversation_id"], ([], []))[slot].append((doc.id, doc.text, doc.metadata))
+    return {cid: conversation_to_pam(cid, t, s, warnings) for cid, (t, s) in sorted(grouped.items())}
+
+
 # ---- export --------------------------------------------------------------------------------------
 def export_pam(
-    store: RagStore, out_dir: str | Path, *, embeddings: bool = True, owner_id: str | None = None
+    store: RagStore, out_dir: str | Path, *, embeddings: bool = True, conversations: bool = True,
+    owner_id: str | None = None,
 ) -> ExportReport:
-    """Write every memory of ``store`` to ``out_dir/memory-store.json`` and, with ``embeddings``,
-    their vectors to ``out_dir/embeddings.json``. Files are replaced atomically: a failed export
-    leaves the previous files (or none) in place. Exporting without embeddings removes an older
-    ``embeddings.json`` from ``out_dir`` (it would no longer match the memory store)."""
+    """Write every memory of ``store`` to ``out_dir/memory-store.json``, with ``embeddings`` their
+    vectors to ``out_dir/embeddings.json`` and, with ``conversations``, every conversation (its turns
+    and summaries) to ``out_dir/conversations/<file>.json``, listed in ``conversations_index``.
+    Files are replaced atomically, the memory store last: a failed export leaves the previous files
+    (or none) in place. Files an export no longer writes (``embeddings.json`` without embeddings,
+    conversation files of conversations not exported) are removed afterwards: they would not match."""
     started = time.perf_counter()
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValidationError(f"{out} is a file; give the directory to export into")
     if owner_id is not None and (not isinstance(owner_id, str) or not owner_id.strip()):
         raise ValidationError(f"owner_id must be a non-empty string, got {owner_id!r}")
+    conv_dir = out / CONVERSATIONS_DIR
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BrainError(f"cannot create the export directory {out}: {exc}") from exc
     owner = owner_id or default_owner_id(store)
     model = store.embedder.name
-    docs = sorted(store.get(type=DocType.MEMORY, include_embeddings=embeddings), key=lambda d: d.id)
     warnings: list[str] = []
+    convs = _store_conversations(store, warnings) if conversations else {}
+    refs = {cid: conv["id"] for cid, conv in convs.items()} if conversations else None
+    if refs is not None and len(set(refs.values())) < len(refs):
+        seen: dict[str, str] = {}
+        for cid, pam_id in refs.items():
+            if pam_id in seen:
+                raise BrainError(
+                    f"conversations {seen[pam_id]} and {cid} both carry the PAM id {pam_id!r} "
+                    f"(in the {CONVERSATION_KEY} metadata of their first turn); change or remove one"
+                )
+            seen[pam_id] = cid
+    docs = sorted(store.get(type=DocType.MEMORY, include_embeddings=embeddings), key=lambda d: d.id)
     memories = [
-        memory_to_pam(doc.id, doc.text, doc.metadata, embedding_id(doc.id) if embeddings else None, warnings)
+        memory_to_pam(doc.id, doc.text, doc.metadata, embedding_id(doc.id) if embeddings else None, warnings, refs)
         for doc in docs
     ]
     # PAM's access.exportable=false (kept from an import) is honoured: such memories stay here
@@ -389,7 +598,7 @@ def export_pam(
         docs = [d for d, k in zip(docs, keep) if k]
         memories = [m for m, k in zip(memories, keep) if k]
     checksum = integrity_checksum(memories)
-    document = {
+    document: dict[str, Any] = {
         "schema": "portable-ai-memory",
         "schema_version": SCHEMA_VERSION,
         "spec_uri": SPEC_URI,
@@ -398,9 +607,29 @@ def export_pam(
         "export_date": pam_time(datetime.now(timezone.utc)),
         "owner": {"id": owner},
         "memories": memories,
-        "integrity": {"canonicalization": "RFC8785", "checksum": checksum, "total_memories": len(memories)},
-        "export_type": "full",
     }
+    conv_files: dict[str, bytes] = {}
+    if conversations:
+        # derived_memories from the very provenance written above: the two agree by construction
+        derived: dict[str, list[str]] = {}
+        for mem in memories:
+            ref = mem["provenance"].get("conversation_ref")
+            if ref is not None:
+                derived.setdefault(ref, []).append(mem["id"])
+        index = []
+        for cid, conv in convs.items():
+            name = _conversation_file(cid)
+            problems = _schema_problems(conv, "conversation", f"{CONVERSATIONS_DIR}/{name}")
+            if problems:  # never written; only hand-edited pam_extra / pam_conversation metadata does this
+                raise BrainError(
+                    f"conversation {cid} does not validate against the PAM conversation schema, so nothing was "
+                    f"written: {_summary(problems)} (check the {EXTRA_KEY} / {CONVERSATION_KEY} metadata of its turns)"
+                )
+            conv_files[name] = orjson.dumps(conv, option=orjson.OPT_INDENT_2) + b"\n"
+            index.append(_index_entry(conv, f"{CONVERSATIONS_DIR}/{name}", derived.get(conv["id"], [])))
+        document["conversations_index"] = index
+    document["integrity"] = {"canonicalization": "RFC8785", "checksum": checksum, "total_memories": len(memories)}
+    document["export_type"] = "full"
     problems = _schema_problems(document, "memory-store", MEMORY_STORE_FILE)
     if problems:  # never written; the mapping is sound, so this is pam_extra metadata edited by hand
         raise BrainError(
@@ -409,14 +638,21 @@ def export_pam(
         )
     store_path = out / MEMORY_STORE_FILE
     emb_path = out / EMBEDDINGS_FILE
+    if conv_files:
+        try:
+            conv_dir.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise BrainError(f"cannot create the conversations directory {conv_dir}: {exc}") from exc
     pending: list[tuple[Path, Path]] = []
     try:
-        store_bytes = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
-        pending.append((store_path, _write_temp(out, MEMORY_STORE_FILE, store_bytes)))
+        # conversations and embeddings first, the memory store last: it never names files not there yet
+        for name, data in conv_files.items():
+            pending.append((conv_dir / name, _write_temp(conv_dir, name, data)))
         if embeddings:
             emb_bytes = orjson.dumps(_embeddings_document(docs, memories, model), option=orjson.OPT_SERIALIZE_NUMPY)
-            # embeddings first: a memory store never names vectors that are not there
-            pending.insert(0, (emb_path, _write_temp(out, EMBEDDINGS_FILE, emb_bytes)))
+            pending.append((emb_path, _write_temp(out, EMBEDDINGS_FILE, emb_bytes)))
+        store_bytes = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+        pending.append((store_path, _write_temp(out, MEMORY_STORE_FILE, store_bytes)))
     except BaseException:
         _discard(pending)
         raise
@@ -426,11 +662,20 @@ def export_pam(
     if not embeddings and emb_path.exists():
         emb_path.unlink()
         removed = True
+    removed_conversations = 0
+    if conv_dir.is_dir():
+        for stale in conv_dir.glob("*.json"):
+            if stale.name not in conv_files:
+                stale.unlink()
+                removed_conversations += 1
     return ExportReport(
         out_dir=out, memory_store=store_path, embeddings=emb_path if embeddings else None,
         memories=len(memories), embeddings_written=len(docs) if embeddings else 0, checksum=checksum,
-        owner_id=owner, removed_stale_embeddings=removed, not_exportable=not_exportable, warnings=warnings,
-        seconds=time.perf_counter() - started,
+        owner_id=owner, removed_stale_embeddings=removed, not_exportable=not_exportable,
+        conversations=len(conv_files), messages=sum(len(c["messages"]) for c in convs.values()),
+        summaries=sum(len(c["raw_metadata"][BRAIN_KEY].get("summaries", [])) for c in convs.values()),
+        conversations_dir=conv_dir if conversations else None, removed_stale_conversations=removed_conversations,
+        warnings=warnings, seconds=time.perf_counter() - started,
     )
 
 
@@ -491,6 +736,22 @@ class PamFiles:
     #: embedding objects by embedding id
     embeddings: dict[str, dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
+    #: the conversation files conversations_index names, validated against the conversation schema
+    conversations: list[ConversationFile] = field(default_factory=list)
+    #: whether the memory store has a conversations_index at all (an empty one counts)
+    conversations_indexed: bool = False
+    #: index entries without a file to read (no ``storage``, or storage other than ``file``)
+    unfiled_conversations: int = 0
+
+
+@dataclass
+class ConversationFile:
+    """One conversation file of an export, as read (schema-valid)."""
+
+    path: Path
+    name: str  # its storage ref, as problems name it, e.g. conversations/conv-1.json
+    index: int  # its entry in conversations_index
+    document: dict[str, Any]
 
 
 def _json_path(parts: Iterable[Any]) -> str:
@@ -534,12 +795,14 @@ def _schema_problems(document: Any, schema: str, file: str) -> list[dict[str, An
     problems = []
     for error in islice(_validator(schema).iter_errors(document), 200):
         path = list(error.instance_path)
-        item = path[1] if len(path) > 1 and path[0] in ("memories", "embeddings") and isinstance(path[1], int) else None
+        listed = ("memories", "embeddings", "messages", "conversations_index")
+        item = path[1] if len(path) > 1 and path[0] in listed and isinstance(path[1], int) else None
         problems.append(_problem(file, _json_path(path), error.message, item))
     return problems
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, name: str | None = None) -> Any:
+    name = name or path.name
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -548,8 +811,8 @@ def _read_json(path: Path) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:  # also invalid UTF-8, NaN and Infinity
         raise ValidationError(
-            f"{path.name} is not valid JSON: {exc} (nothing was written)",
-            [_problem(path.name, "(document root)", str(exc))],
+            f"{name} is not valid JSON: {exc} (nothing was written)",
+            [_problem(name, "(document root)", str(exc))],
         ) from None
 
 
@@ -653,13 +916,73 @@ def read_pam(path: str | Path) -> PamFiles:
                 sfile, f"memories[{i}].embedding_ref",
                 f"names {ref!r}, which is the embedding of memory {by_id[ref]['memory_id']!r}, not of {mem['id']!r}", i,
             ))
+    conversations, unfiled = _read_conversations(document, store_path.parent, sfile, problems)
     _reject(problems)
+    if unfiled:
+        warnings.append(
+            f"{unfiled} conversations_index entries name no conversation file (no storage, or storage other "
+            "than a file); their conversations are not imported"
+        )
     if dangling:
         warnings.append(
             f"{dangling} memories name embeddings but there is no {EMBEDDINGS_FILE}; "
             "their vectors are computed from content"
         )
-    return PamFiles(store_path, emb_path, document, memories, by_id, warnings)
+    return PamFiles(
+        store_path, emb_path, document, memories, by_id, warnings, conversations,
+        "conversations_index" in document, unfiled,
+    )
+
+
+def _read_conversations(document: dict[str, Any], base: Path, sfile: str, problems: list[dict[str, Any]]
+                        ) -> tuple[list[ConversationFile], int]:
+    """Read and schema-check every conversation file the index names (paths relative to ``base``)."""
+    out: list[ConversationFile] = []
+    unfiled = 0
+    version = document["schema_version"]
+    seen: dict[str, int] = {}
+    files: dict[Path, int] = {}
+    root = base.resolve()
+    for i, entry in enumerate(document.get("conversations_index") or []):
+        where = f"conversations_index[{i}]"
+        if entry["id"] in seen:
+            problems.append(_problem(sfile, f"{where}.id", f"duplicate conversation id {entry['id']!r} "
+                                                          f"(also conversations_index[{seen[entry['id']]}])", i))
+            continue
+        seen[entry["id"]] = i
+        storage = entry.get("storage")
+        if not storage or storage["type"] != "file":
+            unfiled += 1
+            continue
+        ref = storage["ref"]
+        path = (base / ref).resolve()
+        if not path.is_relative_to(root):
+            problems.append(_problem(sfile, f"{where}.storage.ref",
+                                     f"{ref!r} is outside the export directory; give a path relative to it", i))
+            continue
+        if path in files:
+            problems.append(_problem(sfile, f"{where}.storage.ref",
+                                     f"{ref!r} is also the file of conversations_index[{files[path]}]", i))
+            continue
+        files[path] = i
+        if not path.is_file():
+            problems.append(_problem(
+                sfile, f"{where}.storage.ref",
+                f"names the conversation file {ref}, which does not exist ({path}); copy it beside {sfile} "
+                "or remove the entry", i,
+            ))
+            continue
+        conv = _read_json(path, ref)
+        found = _schema_problems(conv, "conversation", ref)
+        if found:
+            problems.extend(found)
+            continue
+        if conv["schema_version"] != version:
+            problems.append(_problem(ref, "schema_version", f"is {conv['schema_version']!r} but {sfile} is {version!r}"))
+        if conv["id"] != entry["id"]:
+            problems.append(_problem(ref, "id", f"is {conv['id']!r} but {sfile} {where} names {entry['id']!r}"))
+        out.append(ConversationFile(path, ref, i, conv))
+    return out, unfiled
 
 
 def _checksum_matches(declared: str, raw: list[dict[str, Any]], dumped: list[dict[str, Any]]) -> bool:
@@ -714,9 +1037,11 @@ def _brain_block(mem: dict[str, Any], where: str, file: str, i: int, problems: l
 
 
 def pam_to_memory(
-    mem: dict[str, Any], i: int, file: str = MEMORY_STORE_FILE
+    mem: dict[str, Any], i: int, file: str = MEMORY_STORE_FILE, conversations: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A PAM memory object (package-dump form) as an ``upsert_docs`` item, and the problems found."""
+    """A PAM memory object (package-dump form) as an ``upsert_docs`` item, and the problems found.
+    ``conversations`` maps the PAM ids of the conversations imported with it to their brain ids (None:
+    the file has no conversations_index)."""
     where = f"memories[{i}]"
     problems: list[dict[str, Any]] = []
     brain = _brain_block(mem, where, file, i, problems)
@@ -741,6 +1066,9 @@ def pam_to_memory(
     for key in ("entity", "conversation_id"):
         if brain.get(key) is not None:
             meta[key] = brain[key]
+    ref = (mem.get("provenance") or {}).get("conversation_ref")
+    if "conversation_id" not in meta and conversations and ref in conversations:
+        meta["conversation_id"] = conversations[ref]  # a foreign memory, linked to its imported conversation
     if isinstance(brain.get("extra"), dict):
         meta.update((k, v) for k, v in brain["extra"].items() if k not in _NOT_EXTRA)
     if problems:
@@ -752,7 +1080,9 @@ def pam_to_memory(
         meta[STATUS_KEY] = mem["status"]
     # what an export of the memory as mapped so far would write; keep what differs from it
     try:
-        plain = memory_to_pam(mem["id"], mem["content"], {**meta, "type": DocType.MEMORY.value})
+        refs = None if conversations is None else {b: p for p, b in conversations.items()}
+        plain = memory_to_pam(mem["id"], mem["content"], {**meta, "type": DocType.MEMORY.value},
+                              conversation_refs=refs)
     except (TypeError, ValueError) as exc:
         problems.append(_problem(file, f"{where}.metadata.brain", str(exc), i))
         return {}, problems
@@ -802,40 +1132,261 @@ def _usable_vector(emb: dict[str, Any] | None, model: str, dimension: int) -> np
     return vector if abs(norm - 1.0) < 1e-4 else vector / norm
 
 
+# ---- PAM conversation -> brain turns and summaries -----------------------------------------------
+@dataclass
+class ConversationItems:
+    """A PAM conversation mapped to brain documents."""
+
+    pam_id: str
+    conversation_id: str  # brain's conv-... id
+    turns: list[dict[str, Any]]  # upsert_docs items
+    summaries: list[dict[str, Any]]
+    skipped: dict[str, int]  # messages not imported, by reason
+
+
+def foreign_conversation_id(pam_id: str) -> str:
+    """The brain id of another producer's conversation: ``conv-<uuid5 of its PAM id>``, stable across imports."""
+    return f"conv-{uuid.uuid5(_CONVERSATION_NAMESPACE, pam_id)}"
+
+
+def _message_text(content: Any) -> str:
+    if not isinstance(content, dict):
+        return ""
+    if content.get("type") == "multipart":
+        return "\n\n".join(p["text"] for p in content.get("parts") or [] if p.get("text"))
+    return content.get("text") or ""
+
+
+def _block(value: Any, allowed: tuple[str, ...], where: str, file: str, problems: list) -> dict[str, Any]:
+    """A brain block (``raw_metadata.brain`` and the like), checked for its shape and field names."""
+    if not isinstance(value, dict):
+        problems.append(_problem(file, where, "must be an object (brain's own fields)"))
+        return {}
+    for key in value:
+        if key not in allowed:
+            problems.append(_problem(file, f"{where}.{key}", f"is not a field of brain's block (expected {', '.join(allowed)})"))
+    return value
+
+
+def _extra_fields(block: dict[str, Any], reserved: frozenset[str], where: str, file: str, problems: list) -> dict[str, Any]:
+    extra = block.get("extra", {})
+    if not isinstance(extra, dict):
+        problems.append(_problem(file, f"{where}.extra", "must be an object"))
+        return {}
+    for key, value in extra.items():
+        problem = f"{key!r} cannot be an extra field" if key in reserved else metadata_value_problem(value)
+        if problem:
+            problems.append(_problem(
+                file, f"{where}.extra.{key}",
+                f"{problem}: extra fields are strings, numbers, booleans or non-empty lists of one of those",
+            ))
+    return extra
+
+
+def _check_item(item: dict[str, Any], where: str, file: str, problems: list) -> None:
+    meta = {k: v for k, v in item.items() if k not in ("id", "text")}
+    try:
+        validate_metadata(item["type"], meta)
+    except ValidationError as exc:
+        for p in exc.problems or [{"field": "metadata", "message": str(exc)}]:
+            problems.append(_problem(file, where, f"{p.get('field') or 'metadata'}: {p['message']}"))
+
+
+def _kept(given: dict[str, Any], plain: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The fields of ``given`` an export would not write as they are (schema defaults left out)."""
+    kept = {}
+    for key in keys:
+        value = given.get(key)
+        if key == "raw_metadata":
+            value = {k: v for k, v in (value or {}).items() if k != BRAIN_KEY}
+            wanted = {k: v for k, v in (plain.get(key) or {}).items() if k != BRAIN_KEY}
+        else:
+            wanted = plain.get(key)
+        if value in (None, [], {}, False) and wanted is None:
+            continue
+        if value != wanted:
+            kept[key] = value
+    return kept
+
+
+_NOT_TURN_EXTRA = _TURN_CORE | _TURN_PAM_KEYS | {"text", "id", "embedding"}
+_NOT_SUMMARY_EXTRA = _SUMMARY_CORE | {"text", "id", "embedding"}
+
+
+def pam_to_conversation(conv: dict[str, Any], file: str) -> tuple[ConversationItems | None, list[dict[str, Any]]]:
+    """A PAM conversation document as brain turns and summaries, and the problems found. A brain
+    export (``raw_metadata.brain``) comes back with its ids, indexes and metadata; another producer's
+    conversation gets a derived ``conv-<uuid>`` id, derived turn ids and turn_index by message order."""
+    problems: list[dict[str, Any]] = []
+    raw = conv.get("raw_metadata") or {}
+    brain = None
+    if BRAIN_KEY in raw:
+        brain = _block(raw[BRAIN_KEY], ("conversation_id", "summaries"), "raw_metadata.brain", file, problems)
+    if brain:
+        cid = brain.get("conversation_id")
+        try:
+            check_conversation_id(cid)
+        except ValueError as exc:
+            problems.append(_problem(file, "raw_metadata.brain.conversation_id", str(exc)))
+            return None, problems
+    else:
+        cid = foreign_conversation_id(conv["id"])
+    skipped: dict[str, int] = {}
+    turns: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
+    last = 0
+    for j, msg in enumerate(conv["messages"]):
+        where = f"messages[{j}]"
+        text = _message_text(msg.get("content"))
+        reason = None
+        if msg["role"] not in _ROLES:
+            reason = f"role {msg['role']}"
+        elif msg.get("is_thought"):
+            reason = "thought"
+        elif not text.strip():
+            reason = "no text"
+        if reason:
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        own = (msg.get("raw_metadata") or {}).get(BRAIN_KEY) if brain else None
+        if own is not None:
+            block = _block(own, _MESSAGE_BRAIN_FIELDS, f"{where}.raw_metadata.brain", file, problems)
+            doc_id, turn_index = msg["id"], block.get("turn_index")
+            source, scope = block.get("source", Source.IMPORT.value), block.get("scope", GLOBAL_SCOPE)
+            extra = _extra_fields(block, _NOT_TURN_EXTRA, f"{where}.raw_metadata.brain", file, problems)
+        else:  # message ids are unique within their conversation only
+            doc_id, turn_index = derived_id("pam-message", conv["id"], msg["id"]), last + 1
+            source, scope, extra = Source.IMPORT.value, GLOBAL_SCOPE, {}
+        if isinstance(turn_index, int) and not isinstance(turn_index, bool):
+            last = max(last, turn_index)
+        item = {
+            "id": doc_id, "type": DocType.TURN.value, "text": text, "timestamp": msg["created_at"],
+            "source": source, "scope": scope, "conversation_id": cid, "role": msg["role"], "turn_index": turn_index,
+            **{k: v for k, v in extra.items() if k not in _NOT_TURN_EXTRA},
+        }
+        _check_item(item, f"{where}.raw_metadata.brain" if own is not None else where, file, problems)
+        turns.append((j, item, msg))
+    summaries = []
+    entries = brain.get("summaries", []) if brain else []
+    if not isinstance(entries, list):
+        problems.append(_problem(file, "raw_metadata.brain.summaries", "must be a list"))
+        entries = []
+    for k, entry in enumerate(entries):
+        where = f"raw_metadata.brain.summaries[{k}]"
+        block = _block(entry, _SUMMARY_BRAIN_FIELDS, where, file, problems)
+        if not block:
+            continue
+        missing = [key for key in ("id", "text", "created_at") if not isinstance(block.get(key), str) or not block[key]]
+        if missing:
+            problems.append(_problem(file, where, f"needs {', '.join(missing)} (non-empty strings)"))
+            continue
+        extra = _extra_fields(block, _NOT_SUMMARY_EXTRA, where, file, problems)
+        item = {
+            "id": block["id"], "type": DocType.SUMMARY.value, "text": block["text"], "timestamp": block["created_at"],
+            "source": block.get("source", Source.IMPORT.value), "scope": block.get("scope", GLOBAL_SCOPE),
+            "conversation_id": cid, "summary_index": block.get("summary_index"), "turn_range": block.get("turn_range"),
+            **{k: v for k, v in extra.items() if k not in _NOT_SUMMARY_EXTRA},
+        }
+        _check_item(item, where, file, problems)
+        summaries.append(item)
+    if problems:
+        return None, problems
+    # PAM fields brain has no place for: kept as JSON, written back unchanged by an export
+    for j, item, msg in turns:
+        plain = _message(item["id"], item["text"], _meta_of(item), [])
+        kept = _kept(msg, plain, _MESSAGE_PRESERVED)
+        if kept:
+            item[EXTRA_KEY] = orjson.dumps(kept).decode()
+    items = [item for _, item, _ in turns]
+    if items or summaries:
+        try:
+            plain_conv = conversation_to_pam(
+                cid, [(t["id"], t["text"], _meta_of(t)) for t in items],
+                [(s["id"], s["text"], _meta_of(s)) for s in summaries],
+            )
+        except ValueError as exc:  # e.g. a time that does not parse
+            return None, [_problem(file, "messages", str(exc))]
+        kept = _kept(conv, plain_conv, _CONVERSATION_PRESERVED)
+        if kept and items:
+            first = _ordered_turns([(t["id"], t["text"], t) for t in items])[0][2]
+            first[CONVERSATION_KEY] = orjson.dumps(kept).decode()
+    return ConversationItems(conv["id"], cid, items, summaries, skipped), []
+
+
+def _meta_of(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if k not in ("id", "text")}
+
+
 # ---- import --------------------------------------------------------------------------------------
 def import_pam(store: RagStore, path: str | Path) -> ImportReport:
-    """Import a PAM export (directory, or its memory-store file) into ``store``; see the module docstring."""
+    """Import a PAM export (directory, or its memory-store file) into ``store``: its memories and the
+    conversations its ``conversations_index`` names; see the module docstring."""
     started = time.perf_counter()
     files = read_pam(path)
     sfile = files.memory_store_path.name
-    items, problems = [], []
+    problems: list[dict[str, Any]] = []
+    mapped: list[ConversationItems] = []
+    for cfile in files.conversations:
+        conv, found = pam_to_conversation(cfile.document, cfile.name)
+        problems.extend(found)
+        if conv is not None:
+            mapped.append(conv)
+    _reject(problems)
+    by_brain_id: dict[str, str] = {}
+    for conv, cfile in zip(mapped, files.conversations):
+        if conv.conversation_id in by_brain_id:
+            problems.append(_problem(
+                cfile.name, "raw_metadata.brain.conversation_id",
+                f"{conv.conversation_id!r} is also the conversation of {by_brain_id[conv.conversation_id]}",
+            ))
+        by_brain_id[conv.conversation_id] = cfile.name
+    conversations = {c.pam_id: c.conversation_id for c in mapped} if files.conversations_indexed else None
+    items = []
     for i, mem in enumerate(files.memories):
-        item, found = pam_to_memory(mem, i, sfile)
+        item, found = pam_to_memory(mem, i, sfile, conversations)
         problems.extend(found)
         items.append(item)
     _reject(problems)
-    ids = [item["id"] for item in items]
+    # every document of the import, with where it came from (for problems)
+    located: list[tuple[dict[str, Any], str, str]] = [(item, sfile, f"memories[{i}].id") for i, item in enumerate(items)]
+    for conv, cfile in zip(mapped, files.conversations):
+        located += [(t, cfile.name, f"messages (turn {t['id']})") for t in conv.turns]
+        located += [(s, cfile.name, f"raw_metadata.brain.summaries (summary {s['id']})") for s in conv.summaries]
+    first_seen: dict[str, str] = {}
+    for item, file, where in located:
+        if item["id"] in first_seen:
+            problems.append(_problem(file, where, f"id {item['id']!r} is also used in {first_seen[item['id']]}"))
+        else:
+            first_seen[item["id"]] = f"{file}: {where}"
+    _reject(problems)
+    ids = [item["id"] for item, _, _ in located]
     existing = {doc.id: doc for doc in store.get(ids)} if ids else {}
-    for i, item in enumerate(items):
+    for item, file, where in located:
         doc = existing.get(item["id"])
-        if doc is not None and doc.type != DocType.MEMORY.value:
+        if doc is not None and doc.type != item["type"]:
             problems.append(_problem(
-                sfile, f"memories[{i}].id",
-                f"{item['id']!r} is the id of a {doc.type} document in the store; a memory cannot replace it", i,
+                file, where,
+                f"{item['id']!r} is the id of a {doc.type} document in the store; a {item['type']} cannot replace it",
             ))
     _reject(problems)
     report = ImportReport(
         memory_store=files.memory_store_path, embeddings=files.embeddings_path, memories=len(items),
-        owner_id=files.document["owner"]["id"], warnings=list(files.warnings),
+        owner_id=files.document["owner"]["id"], warnings=list(files.warnings), conversations=len(mapped),
+        turns=sum(len(c.turns) for c in mapped), summaries=sum(len(c.summaries) for c in mapped),
     )
-    for key in ("relations", "conversations_index"):
-        if files.document.get(key):
-            report.not_imported[key] = len(files.document[key])
-    if report.not_imported:
+    for conv in mapped:
+        for reason, n in conv.skipped.items():
+            report.messages_skipped[reason] = report.messages_skipped.get(reason, 0) + n
+    if report.messages_skipped:
         report.warnings.append(
-            "not imported (brain keeps memories only): "
-            + ", ".join(f"{n} {key}" for key, n in report.not_imported.items())
+            "messages not imported (brain keeps user and assistant text): "
+            + ", ".join(f"{n} {reason}" for reason, n in sorted(report.messages_skipped.items()))
         )
+    if files.document.get("relations"):
+        report.not_imported["relations"] = len(files.document["relations"])
+    if files.unfiled_conversations:
+        report.not_imported["conversations_index"] = files.unfiled_conversations
+    if files.document.get("relations"):
+        report.warnings.append(f"not imported (brain has no relations): {report.not_imported['relations']} relations")
     batch = []
     model, dimension = store.embedder.name, store.dimension
     for item, mem in zip(items, files.memories):
@@ -856,6 +1407,16 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
         else:
             report.vectors_embedded += 1
         batch.append(item)
+    for item, _, _ in located[len(items):]:
+        doc = existing.get(item["id"])
+        if doc is not None and _same(doc, item):
+            report.conversation_unchanged += 1
+            continue
+        if doc is None:
+            report.conversation_new += 1
+        else:
+            report.conversation_updated += 1
+        batch.append(item)  # turns and summaries are embedded from their text (PAM carries no vectors for them)
     if batch:
         store.upsert_docs(batch)
     report.seconds = time.perf_counter() - started
@@ -863,29 +1424,35 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
 
 
 def _same(doc, item: dict[str, Any]) -> bool:
-    """Whether the stored memory already is exactly what the import would write."""
-    if doc.text != item["text"]:
+    """Whether the stored document already is exactly what the import would write."""
+    if doc.text != item["text"] or doc.type != item["type"]:
         return False
     meta = {k: v for k, v in item.items() if k not in ("id", "text")}
-    wanted = from_chroma(validate_metadata(DocType.MEMORY, meta).to_chroma())
+    wanted = from_chroma(validate_metadata(item["type"], meta).to_chroma())
     return wanted == doc.metadata
 
 
 __all__ = [
+    "CONVERSATIONS_DIR",
     "EMBEDDINGS_FILE",
     "MEMORY_STORE_FILE",
+    "ConversationFile",
+    "ConversationItems",
     "ExportReport",
     "ImportReport",
     "PamFiles",
     "content_hash",
+    "conversation_to_pam",
     "default_owner_id",
     "export_pam",
+    "foreign_conversation_id",
     "import_pam",
     "integrity_checksum",
     "memory_to_pam",
     "normalize_content",
     "pam_tag",
     "pam_tags",
+    "pam_to_conversation",
     "pam_to_memory",
     "read_pam",
 ]

@@ -191,8 +191,13 @@ def test_export_mapping(embedded_store, tmp_path):
     bob = by_content["Bob likes  late-night jazz"]
     assert bob["type"] == "preference" and "custom_type" not in bob
     assert bob["temporal"] == {"created_at": "2025-04-02T08:30:15.123456Z"}
-    assert bob["provenance"] == {"platform": "brain", "conversation_ref": "conv-42"}
+    # conv-42 has no turns, so no conversation file: a conversation_ref would dangle in the index
+    assert bob["provenance"] == {"platform": "brain"}
     assert bob["metadata"]["brain"]["conversation_id"] == "conv-42"
+    without = load(export_pam(embedded_store, tmp_path / "plain", conversations=False).memory_store)
+    assert "conversations_index" not in without  # no conversations exported: the ref names brain's id
+    bob = next(m for m in without["memories"] if m["content"] == "Bob likes  late-night jazz")
+    assert bob["provenance"] == {"platform": "brain", "conversation_ref": "conv-42"}
     assert bob["metadata"]["brain"]["extra"] == {
         "mood": "happy", "score": 0.25, "count": 7, "flag": True, "tones": ["a", "b"],
     }
@@ -342,6 +347,11 @@ def example_dir(tmp_path: Path, embeddings: bool = True) -> Path:
     shutil.copy(SPEC / "examples" / "example-memory-store.json", folder / MEMORY_STORE_FILE)
     if embeddings:
         shutil.copy(SPEC / "examples" / "example-embeddings.json", folder / EMBEDDINGS_FILE)
+    # the spec ships one conversation file; the index names three: the other two are copies of it
+    (folder / "conversations").mkdir(exist_ok=True)
+    conversation = load(SPEC / "examples" / "example-conversation.json")
+    for entry in load(folder / MEMORY_STORE_FILE)["conversations_index"]:
+        (folder / entry["storage"]["ref"]).write_text(json.dumps({**conversation, "id": entry["id"]}))
     return folder
 
 
@@ -351,10 +361,13 @@ def test_import_the_spec_example_regenerates_foreign_vectors(open_store, countin
     store = open_store("store", counting)
     report = import_pam(store, folder)
     contents = [m["content"] for m in example["memories"]]
+    messages = [m["content"]["text"] for m in load(SPEC / "examples" / "example-conversation.json")["messages"]]
     assert report.new == 5 and report.vectors_embedded == 5 and report.vectors_reused == 0
-    assert sorted(counting.document_texts) == sorted(contents)  # example-model-8d vectors are not ours
+    # example-model-8d vectors are not ours; turns are embedded from their text (3 conversations)
+    assert sorted(counting.document_texts) == sorted(contents + messages * 3)
     assert report.owner_id == example["owner"]["id"]
-    assert report.not_imported == {"relations": 3, "conversations_index": 3}
+    assert report.not_imported == {"relations": 3}
+    assert (report.conversations, report.turns, report.conversation_new) == (3, 6, 6)
     for mem in example["memories"]:
         doc = store.get(mem["id"], include_embeddings=True)[0]
         assert doc.text == mem["content"]
@@ -387,7 +400,7 @@ def test_import_without_embeddings_file_or_with_null_refs(open_store, counting, 
     report = import_pam(store, folder)
     assert report.embeddings is None and report.new == 5 and report.vectors_embedded == 5
     assert any("no embeddings.json" in w for w in report.warnings)
-    assert len(counting.document_texts) == 5
+    assert len(counting.document_texts) == 5 + 6  # and the turns of the three conversations
 
     doc = load(folder / MEMORY_STORE_FILE)
     for mem in doc["memories"]:
