@@ -1193,10 +1193,13 @@ def _check_item(item: dict[str, Any], where: str, file: str, problems: list) -> 
 
 
 def _kept(given: dict[str, Any], plain: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    """The fields of ``given`` an export would not write as they are (schema defaults left out)."""
+    """The fields of ``given`` an export would not write as they are (absent ones and schema defaults
+    left out: the export's own value stands for them)."""
     kept = {}
     for key in keys:
-        value = given.get(key)
+        if key not in given:
+            continue
+        value = given[key]
         if key == "raw_metadata":
             value = {k: v for k, v in (value or {}).items() if k != BRAIN_KEY}
             wanted = {k: v for k, v in (plain.get(key) or {}).items() if k != BRAIN_KEY}

@@ -24,6 +24,7 @@ from brain.portable import (
     MEMORY_STORE_FILE,
     content_hash,
     export_pam,
+    foreign_conversation_id,
     import_pam,
     integrity_checksum,
     pam_tag,
@@ -685,3 +686,308 @@ def test_owner_id_comes_from_the_setting(tmp_path, local_embedder):
         store.upsert_memory("Alice likes tea")
         export_pam(store, tmp_path / "out")
     assert _json.loads((tmp_path / "out" / "memory-store.json").read_text())["owner"]["id"] == "household-42"
+
+
+# ---- conversations -------------------------------------------------------------------------------
+def fill_conversations(store: RagStore) -> None:
+    """Memories (from fill) plus conversations: turns with extra metadata, summaries, a summary-only one."""
+    fill(store)
+    store.upsert_turn("conv-a", "I am planning a trip to Lisbon", "Lovely! When are you going?",
+                      user_ts="2025-05-01T09:00:00+00:00", assistant_ts="2025-05-01T09:00:02.5+00:00", lang="en")
+    store.upsert_turn("conv-a", "In June, with my sister", "June is a great month for Lisbon.",
+                      user_ts="2025-05-01T09:01:00+00:00", assistant_ts="2025-05-01T09:01:03+00:00")
+    store.upsert_turn("conv-a", "Book a hotel near the river", "Noted: a hotel near the Tagus.",
+                      user_ts="2025-05-01T09:02:00+00:00", scope="entity:alice", source="system")
+    store.upsert_summary("conv-a", "The user plans a June trip to Lisbon with their sister.", turn_range="1-4",
+                         timestamp="2025-05-01T09:01:10+00:00", model_name="stub")
+    store.upsert_summary("conv-a", "They want a hotel near the river.", turn_range="5-6",
+                         timestamp="2025-05-01T09:02:10+00:00")
+    store.upsert_turn("conv-b.2:x", "What is my dentist's name?", "Dr. Silva.",
+                      user_ts="2025-06-01T12:00:00+00:00")
+    store.upsert_summary("conv-s", "An older conversation whose turns were removed.",
+                         timestamp="2025-01-01T00:00:00+00:00")
+    store.upsert_memory("Going to Lisbon in June", conversation_id="conv-a", timestamp="2025-05-01T09:03:00+00:00")
+    store.upsert_memory("Dentist is Dr. Silva", conversation_id="conv-b.2:x", importance=4)
+    store.upsert_memory("Summaries only here", conversation_id="conv-s")
+
+
+def conversation_docs(store: RagStore) -> dict:
+    return {d.id: (d.text, d.metadata) for t in ("turn", "summary") for d in store.get(type=t)}
+
+
+def test_conversation_files_validate_and_agree_with_the_index(embedded_store, tmp_path):
+    fill_conversations(embedded_store)
+    report = export_pam(embedded_store, tmp_path / "out", owner_id=OWNER)
+    assert (report.conversations, report.messages, report.summaries) == (3, 8, 3)
+    assert report.memories == 8
+    doc = load(report.memory_store)
+    conversation_schema = official_validator("portable-ai-memory-conversation")
+    assert not list(official_validator("portable-ai-memory").iter_errors(doc))
+    # the package: checksum (memories only) and conversation_ref <-> derived_memories, no warning either
+    result = pam.validate(pam.load(report.memory_store))
+    assert result.is_valid and not result.warnings, str(result)
+
+    index = {entry["id"]: entry for entry in doc["conversations_index"]}
+    assert set(index) == {"conv-a", "conv-b.2:x", "conv-s"}  # brain's ids are the PAM ids
+    files = {}
+    for conv_id, entry in index.items():
+        assert entry["platform"] == "brain" and entry["storage"]["type"] == "file"
+        path = report.out_dir / entry["storage"]["ref"]
+        assert path.parent == report.conversations_dir
+        conv = load(path)
+        assert not [e.message for e in conversation_schema.iter_errors(conv)]
+        result = pam.validate(pam.load(path))
+        assert result.is_valid and not result.warnings, str(result)
+        assert conv["id"] == conv_id and conv["schema_version"] == doc["schema_version"]
+        assert entry["message_count"] == len(conv["messages"]) and entry["temporal"] == conv["temporal"]
+        files[conv_id] = conv
+    assert sorted(p.name for p in report.conversations_dir.iterdir()) == sorted(
+        p.split("/")[1] for p in (e["storage"]["ref"] for e in index.values())
+    )
+    # derived_memories is exactly the memories naming the conversation, and every ref is in the index
+    memories = {m["content"]: m for m in doc["memories"]}
+    for conv_id, entry in index.items():
+        naming = sorted(m["id"] for m in doc["memories"] if m["provenance"].get("conversation_ref") == conv_id)
+        assert entry["derived_memories"] == naming
+    assert index["conv-a"]["derived_memories"] == [memories["Going to Lisbon in June"]["id"]]
+    assert index["conv-s"]["derived_memories"] == [memories["Summaries only here"]["id"]]
+    assert all(m["provenance"].get("conversation_ref") in (None, *index) for m in doc["memories"])
+    assert "conversation_ref" not in memories["Bob likes  late-night jazz"]["provenance"]  # conv-42: no turns
+
+    # messages in turn_index order with brain's ids, times and metadata
+    a = files["conv-a"]
+    turns = embedded_store.conversation_turns("conv-a")
+    assert [m["id"] for m in a["messages"]] == [t.id for t in turns]
+    assert [m["role"] for m in a["messages"]] == ["user", "assistant"] * 3
+    assert [m["content"] for m in a["messages"]] == [{"type": "text", "text": t.text} for t in turns]
+    assert a["messages"][1]["created_at"] == "2025-05-01T09:00:02.500000Z"
+    assert a["messages"][0]["raw_metadata"]["brain"] == {
+        "turn_index": 1, "source": "chat", "scope": "global", "extra": {"lang": "en"},
+    }
+    assert a["messages"][4]["raw_metadata"]["brain"] == {"turn_index": 5, "source": "system", "scope": "entity:alice"}
+    assert "parent_id" not in a["messages"][0] and a["messages"][1]["parent_id"] == a["messages"][0]["id"]
+    assert a["messages"][0]["children_ids"] == [a["messages"][1]["id"]] and "children_ids" not in a["messages"][-1]
+    assert a["temporal"] == {"created_at": "2025-05-01T09:00:00Z", "updated_at": "2025-05-01T09:02:10Z"}
+    assert a["provider"] == {"name": "brain", "conversation_id": "conv-a"}
+    summaries = a["raw_metadata"]["brain"]["summaries"]
+    assert [(s["summary_index"], s["turn_range"], s["text"]) for s in summaries] == [
+        (1, "1-4", "The user plans a June trip to Lisbon with their sister."),
+        (2, "5-6", "They want a hotel near the river."),
+    ]
+    assert summaries[0]["extra"] == {"model_name": "stub"} and summaries[0]["created_at"] == "2025-05-01T09:01:10Z"
+    assert files["conv-s"]["messages"] == [] and len(files["conv-s"]["raw_metadata"]["brain"]["summaries"]) == 1
+    # an id that is not a plain file name gets a hashed one
+    assert re.fullmatch(r"conversations/conv-[0-9a-f]{32}\.json", index["conv-b.2:x"]["storage"]["ref"])
+
+
+def test_round_trip_with_conversations(embedded_store, open_store, counting, tmp_path):
+    fill_conversations(embedded_store)
+    first = export_pam(embedded_store, tmp_path / "one", owner_id=OWNER)
+    target = open_store("target", counting)
+    report = import_pam(target, tmp_path / "one")
+    assert (report.new, report.conversations, report.turns, report.summaries) == (8, 3, 8, 3)
+    assert (report.conversation_new, report.conversation_updated, report.conversation_unchanged) == (11, 0, 0)
+    assert report.vectors_reused == 8 and not report.messages_skipped and not report.not_imported
+    # turns and summaries are embedded from their text; memories' vectors are reused
+    assert sorted(counting.document_texts) == sorted(text for text, _ in conversation_docs(embedded_store).values())
+    assert conversation_docs(target) == conversation_docs(embedded_store)  # ids, texts, every metadata field
+    assert [t.id for t in target.recent_turns("conv-a", 6)] == [t.id for t in embedded_store.recent_turns("conv-a", 6)]
+
+    second = export_pam(target, tmp_path / "two", owner_id=OWNER)
+    a, b = load(first.memory_store), load(second.memory_store)
+    for key in ("export_id", "export_date"):
+        assert a.pop(key) and b.pop(key)
+    assert a == b
+    one = {p.name: p.read_bytes() for p in first.conversations_dir.iterdir()}
+    two = {p.name: p.read_bytes() for p in second.conversations_dir.iterdir()}
+    assert one == two and len(one) == 3
+
+    # re-import: nothing written, nothing embedded
+    counting.document_texts.clear()
+    before = snapshot(target)
+    again = import_pam(target, tmp_path / "one")
+    assert (again.written, again.unchanged, again.conversation_unchanged) == (0, 8, 11)
+    assert snapshot(target) == before and counting.document_texts == []
+    # the next exchange goes after the imported turns: explicit turn_index values were kept
+    target.upsert_turn("conv-a", "And a museum?", "The Gulbenkian.")
+    assert [t.metadata["turn_index"] for t in target.recent_turns("conv-a", 3)] == [6, 7, 8]
+
+
+FOREIGN = {
+    "schema": "portable-ai-memory-conversation",
+    "schema_version": "1.0",
+    "id": "c-123",
+    "provider": {"name": "chatgpt", "conversation_id": "orig-9"},
+    "title": "Trip planning",
+    "temporal": {"created_at": "2025-02-01T10:00:00Z", "updated_at": "2025-02-01T11:00:00Z"},
+    "messages": [
+        {"id": "m0", "role": "system", "content": {"type": "text", "text": "You are helpful."},
+         "created_at": "2025-02-01T10:00:00Z"},
+        {"id": "m1", "role": "user", "content": {"type": "text", "text": "Find me a flight to Oslo"},
+         "created_at": "2025-02-01T10:00:01Z", "token_count": 7},
+        {"id": "m2", "role": "assistant", "is_thought": True, "content": {"type": "text", "text": "thinking"},
+         "created_at": "2025-02-01T10:00:02Z"},
+        {"id": "m3", "role": "assistant", "model": "gpt-4o", "created_at": "2025-02-01T10:00:03Z",
+         "content": {"type": "multipart", "parts": [{"type": "text", "text": "Here are two options."},
+                                                    {"type": "image", "ref": "img.png"},
+                                                    {"type": "code", "text": "SK 4411", "language": "text"}]}},
+        {"id": "m4", "role": "tool", "content": {"type": "text", "text": "{}"}, "created_at": "2025-02-01T10:00:04Z"},
+        {"id": "m5", "role": "user", "created_at": "2025-02-01T10:00:05Z",
+         "tool_calls": [{"name": "search"}]},
+        {"id": "m6", "role": "user", "content": {"type": "text", "text": "Take the morning one"},
+         "created_at": "2025-02-01T10:30:00Z", "raw_metadata": {"starred": True}},
+    ],
+    "tags": ["travel"],
+}
+
+
+def foreign_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "foreign"
+    (folder / "chats").mkdir(parents=True)
+    (folder / "chats" / "c-123.json").write_text(json.dumps(FOREIGN))
+    memory = MemoryObject.create(id="f-mem-1", type=pam.MemoryType.CONTEXT, content="Flying to Oslo in March",
+                                 platform="chatgpt").model_dump(mode="json", by_alias=True, exclude_none=True)
+    memory["provenance"]["conversation_ref"] = "c-123"
+    doc = {
+        "schema": "portable-ai-memory", "schema_version": "1.0", "owner": {"id": "someone"}, "memories": [memory],
+        "conversations_index": [{
+            "id": "c-123", "platform": "chatgpt", "title": "Trip planning", "message_count": 7,
+            "temporal": FOREIGN["temporal"], "derived_memories": ["f-mem-1"],
+            "storage": {"type": "file", "ref": "chats/c-123.json", "format": "json"},
+        }, {"id": "c-elsewhere", "platform": "chatgpt", "temporal": FOREIGN["temporal"]}],
+    }
+    (folder / MEMORY_STORE_FILE).write_text(json.dumps(doc))
+    return folder
+
+
+def test_import_of_another_producers_conversation(open_store, tmp_path):
+    folder = foreign_dir(tmp_path)
+    store = open_store("store")
+    report = import_pam(store, folder)
+    conv_id = foreign_conversation_id("c-123")
+    assert conv_id == foreign_conversation_id("c-123") and conv_id.startswith("conv-")
+    assert (report.conversations, report.turns, report.conversation_new) == (1, 3, 3)
+    assert report.messages_skipped == {"role system": 1, "role tool": 1, "thought": 1, "no text": 1}
+    assert report.not_imported == {"conversations_index": 1}  # c-elsewhere has no file
+    turns = store.conversation_turns(conv_id)
+    assert [(t.metadata["turn_index"], t.metadata["role"], t.text) for t in turns] == [
+        (1, "user", "Find me a flight to Oslo"),
+        (2, "assistant", "Here are two options.\n\nSK 4411"),
+        (3, "user", "Take the morning one"),
+    ]
+    assert turns[0].metadata["timestamp"] == "2025-02-01T10:00:01+00:00"
+    assert all(t.metadata["source"] == "import" and t.metadata["scope"] == "global" for t in turns)
+    # the memory is linked to its conversation by provenance.conversation_ref
+    assert store.get_one("f-mem-1").metadata["conversation_id"] == conv_id
+
+    # idempotent: the same ids again
+    again = import_pam(store, folder)
+    assert again.written == 0 and (again.unchanged, again.conversation_unchanged) == (1, 3)
+    assert len(store.conversation_turns(conv_id)) == 3
+
+    # exported again: the producer's id, title, provider, tags and message fields are kept
+    out = export_pam(store, tmp_path / "out")
+    doc = load(out.memory_store)
+    assert [e["id"] for e in doc["conversations_index"]] == ["c-123"]
+    entry = doc["conversations_index"][0]
+    assert entry["platform"] == "chatgpt" and entry["title"] == "Trip planning" and entry["tags"] == ["travel"]
+    assert entry["derived_memories"] == ["f-mem-1"] and doc["memories"][0]["provenance"]["conversation_ref"] == "c-123"
+    conv = load(out.out_dir / entry["storage"]["ref"])
+    assert conv["provider"] == FOREIGN["provider"] and conv["temporal"] == FOREIGN["temporal"]
+    assert conv["raw_metadata"]["brain"]["conversation_id"] == conv_id
+    assert conv["messages"][0]["token_count"] == 7 and conv["messages"][1]["model"] == "gpt-4o"
+    assert conv["messages"][2]["raw_metadata"]["starred"] is True
+    assert not list(official_validator("portable-ai-memory-conversation").iter_errors(conv))
+    assert pam.validate(pam.load(out.memory_store)).is_valid
+    # and brain's own export imports into another store as the same conversation
+    other = open_store("other")
+    import_pam(other, out.out_dir)
+    assert conversation_docs(other) == conversation_docs(store)
+
+
+def _conv_a(folder: Path) -> Path:
+    entry = next(e for e in load(folder / MEMORY_STORE_FILE)["conversations_index"] if e["id"] == "conv-a")
+    return folder / entry["storage"]["ref"]
+
+
+def _edit(path: Path, change) -> None:
+    data = load(path)
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda c: c["messages"][1].update(role="robot"), r"conversations/conv-a\.json: messages\[1\]\.role: "),
+        (lambda c: c["messages"][2].update(created_at="yesterday"), r"conversations/conv-a\.json: messages\[2\]\.created_at"),
+        (lambda c: c.update(extra_field=1), r"conversations/conv-a\.json: \(document root\): .*extra_field"),
+        (lambda c: c["messages"][0]["raw_metadata"]["brain"].update(turn_index=0),
+         r"conversations/conv-a\.json: messages\[0\]\.raw_metadata\.brain: turn_index"),
+        (lambda c: c["messages"][0]["raw_metadata"]["brain"].update(colour="red"),
+         r"conversations/conv-a\.json: messages\[0\]\.raw_metadata\.brain\.colour: is not a field"),
+        (lambda c: c["raw_metadata"]["brain"]["summaries"][0].update(turn_range="4-1"),
+         r"conversations/conv-a\.json: raw_metadata\.brain\.summaries\[0\]: turn_range"),
+        (lambda c: c["raw_metadata"]["brain"].update(conversation_id="not a conv id"),
+         r"conversations/conv-a\.json: raw_metadata\.brain\.conversation_id: conversation_id must look like"),
+        (lambda c: c.update(id="conv-other"), r"conversations/conv-a\.json: id: is 'conv-other' but .*'conv-a'"),
+        (lambda c: c.update(schema_version="1.1"), r"conversations/conv-a\.json: schema_version: is '1\.1'"),
+        (lambda c: c["messages"][3].update(id=c["messages"][0]["id"]), r"is also used in conversations/conv-a\.json"),
+    ],
+    ids=["role", "time", "extra-property", "turn-index", "brain-field", "turn-range", "conversation-id",
+         "id-mismatch", "version", "duplicate-id"],
+)
+def test_bad_conversation_files_are_rejected_and_nothing_is_written(embedded_store, open_store, tmp_path,
+                                                                     change, expected):
+    fill_conversations(embedded_store)
+    out = export_pam(embedded_store, tmp_path / "out").out_dir
+    _edit(_conv_a(out), change)
+    target = open_store("target")
+    with pytest.raises(ValidationError, match=expected) as caught:
+        import_pam(target, out)
+    assert "nothing was written" in str(caught.value)
+    assert target.count() == 0
+
+
+def test_a_missing_conversation_file_is_named(embedded_store, open_store, tmp_path):
+    fill_conversations(embedded_store)
+    out = export_pam(embedded_store, tmp_path / "out").out_dir
+    _conv_a(out).unlink()
+    target = open_store("target")
+    with pytest.raises(ValidationError, match=r"conversations_index\[\d\]\.storage\.ref: names the conversation "
+                                              r"file conversations/conv-a\.json, which does not exist"):
+        import_pam(target, out)
+    assert target.count() == 0
+    _edit(out / MEMORY_STORE_FILE, lambda d: d["conversations_index"][0]["storage"].update(ref="../../etc/passwd"))
+    with pytest.raises(ValidationError, match="outside the export directory"):
+        import_pam(target, out)
+
+
+def test_export_without_conversations(embedded_store, tmp_path):
+    fill_conversations(embedded_store)
+    out = tmp_path / "out"
+    first = export_pam(embedded_store, out)
+    assert first.conversations == 3 and len(list(first.conversations_dir.iterdir())) == 3
+    report = export_pam(embedded_store, out, conversations=False)
+    assert (report.conversations, report.messages, report.summaries) == (0, 0, 0)
+    assert report.conversations_dir is None and report.removed_stale_conversations == 3
+    assert list((out / "conversations").iterdir()) == []
+    doc = load(out / MEMORY_STORE_FILE)
+    assert "conversations_index" not in doc
+    refs = {m["content"]: m["provenance"].get("conversation_ref") for m in doc["memories"]}
+    assert refs["Going to Lisbon in June"] == "conv-a" and refs["Bob likes  late-night jazz"] == "conv-42"
+    assert pam.validate(pam.load(out / MEMORY_STORE_FILE)).is_valid
+    # the memories' checksum is over memories only: the same either way but for conversation_ref
+    assert doc["integrity"]["checksum"] == integrity_checksum(doc["memories"])
+
+
+def test_a_failed_export_keeps_the_previous_conversation_files(embedded_store, tmp_path):
+    fill_conversations(embedded_store)
+    out = tmp_path / "out"
+    export_pam(embedded_store, out)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    embedded_store.upsert_turn("conv-new", "hello", "hi")
+    embedded_store.upsert_memory("A very large number", big=2**60)
+    with pytest.raises(ValidationError, match="cannot be written as RFC 8785"):
+        export_pam(embedded_store, out)
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
