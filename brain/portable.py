@@ -1,14 +1,18 @@
-"""Portable AI Memory (PAM) 1.0: export the store's memories, import them back or from another system.
+"""Portable AI Memory (PAM) 1.0: export the store (memories and conversations), import it back or from another system.
 
-``export_pam(store, out_dir)`` writes ``memory-store.json`` (schema ``portable-ai-memory``) and, unless
-``embeddings=False``, ``embeddings.json`` (``portable-ai-memory-embeddings``): one embedding per memory,
-the vector Chroma holds for it, under the store's embedder name (e.g. ``local/minilm-l6-v2``).
-``import_pam(store, path)`` reads such a pair (``embeddings.json`` is optional) from any PAM producer.
+``export_pam(store, out_dir)`` writes ``memory-store.json`` (schema ``portable-ai-memory``), unless
+``embeddings=False`` ``embeddings.json`` (``portable-ai-memory-embeddings``): one embedding per memory,
+the vector Chroma holds for it, under the store's embedder name (e.g. ``local/minilm-l6-v2``), and unless
+``conversations=False`` one ``conversations/<file>.json`` (``portable-ai-memory-conversation``) per
+conversation, listed in the memory store's ``conversations_index``.
+``import_pam(store, path)`` reads such an export (``embeddings.json`` and conversations are optional) from
+any PAM producer.
 
-What goes out: memories only (every ``type=memory`` document). Turns, summaries, persona and FAQ are not
-part of the export: PAM's memory store holds memories, and its conversation files are not written yet.
-An import brings memories only; ``relations`` and ``conversations_index`` of a foreign file are counted
-in the report and not kept.
+What goes out: every ``type=memory`` document, and every conversation: the turns and summaries sharing a
+``conversation_id`` (a conversation whose turns are gone but whose summaries remain is exported with no
+messages). Persona and FAQ documents are not part of PAM. An import brings memories and conversations;
+``relations``, and ``conversations_index`` entries without a file (no ``storage``, or storage other than
+``file``), are counted in the report and not kept.
 
 Mapping (brain memory -> PAM memory object)
 
@@ -34,7 +38,16 @@ importance 1..5             ``metadata.brain.importance``. Not ``confidence``: P
 timestamp                   ``temporal.created_at`` (UTC, ``...Z``). Import: ``updated_at`` when
                             present, else ``created_at``.
 scope, source, entity,      ``metadata.brain.scope`` / ``.source`` / ``.entity`` /
-conversation_id             ``.conversation_id``; conversation_id also ``provenance.conversation_ref``.
+conversation_id             ``.conversation_id``; also ``provenance.conversation_ref`` (the PAM id of the
+                            conversation) when that conversation is exported, and then the memory is
+                            in its ``derived_memories`` (the spec's MUST: both are derived from the
+                            same value, so they agree). With conversations exported, a memory whose
+                            conversation has no turns or summaries gets no ``conversation_ref`` (it
+                            would dangle; the package validator rejects that). With
+                            ``conversations=False`` there is no index and ``conversation_ref`` is
+                            brain's conversation id as such. Import: a foreign memory whose
+                            ``conversation_ref`` names an imported conversation gets that
+                            conversation's brain id as its ``conversation_id``.
                             Foreign memories import as ``scope=global``, ``source=import``.
 other metadata keys         ``metadata.brain.extra``
 metadata ``pam_extra``      PAM fields brain has no place for (``summary``, ``confidence``, ``access``,
@@ -45,6 +58,52 @@ metadata ``pam_extra``      PAM fields brain has no place for (``summary``, ``co
 
 A memory imported with ``access.exportable = false`` is kept but left out of exports (counted in
 ``ExportReport.not_exportable``).
+
+Mapping (brain conversation -> PAM conversation file ``conversations/<file>.json``)
+
+==========================  ===================================================================
+brain                       PAM
+==========================  ===================================================================
+conversation_id             ``id``, unchanged (``conv-...``: the spec says SHOULD be a UUID v4, not
+                            MUST, and its own example uses ``conv-001``; keeping it makes
+                            ``conversation_ref`` readable and the round trip exact); also
+                            ``provider = {"name": "brain", "conversation_id": ...}`` and
+                            ``raw_metadata.brain.conversation_id``. The file is ``<id>.json`` when
+                            the id is a plain file name, else ``conv-<sha256 of it, 32 hex>.json``.
+turns (in ``turn_index``    ``messages``, in that order: ``id`` = the turn's document id, ``role``,
+order, then time)           ``content = {"type": "text", "text": ...}``, ``created_at`` = timestamp
+                            (UTC, ``...Z``), ``parent_id`` / ``children_ids`` linking them as a
+                            linear DAG; ``raw_metadata.brain`` = ``{turn_index, source, scope,
+                            extra}`` (``extra``: every other metadata key).
+summaries                   ``raw_metadata.brain.summaries``: ``[{id, text, summary_index,
+                            turn_range, created_at, source, scope, extra}]`` in ``summary_index``
+                            order (PAM has no place for summaries; ``raw_metadata`` is its
+                            provider-specific, verbatim-preserved block).
+first and last time         ``temporal.created_at`` / ``updated_at`` (over turns and summaries)
+roles present               ``participants`` (``[{"role": "user"}, {"role": "assistant"}]``)
+(index entry)               ``{id, platform = provider.name, title?, message_count, temporal, tags?,
+                            derived_memories, storage = {"type": "file", "ref":
+                            "conversations/<file>.json", "format": "json"}}``
+turn metadata ``pam_extra`` message fields brain has no place for (``provider_message_id``, ``model``,
+                            ``token_count``, ``attachments``, ``citations``, ``tool_calls``, other
+                            ``raw_metadata``), kept as JSON on import, written back on export
+first turn's metadata       conversation fields brain has no place for (a foreign ``id``, ``title``,
+``pam_conversation``        ``provider``, ``temporal``, ``participants``, ``model``,
+                            ``system_instruction``, ``is_archived``, ``tags``, ``import_metadata``,
+                            other ``raw_metadata``), kept as JSON on import, written back on export
+==========================  ===================================================================
+
+Conversations of another producer (no ``raw_metadata.brain``): the brain id is
+``conv-<uuid5 of the PAM id>`` (:func:`foreign_conversation_id`) and the PAM id is kept in
+``pam_conversation``, so a re-import lands on the same conversation and a re-export writes the same id;
+turn ids are ``doc-<uuid5>`` of (PAM conversation id, message id); ``turn_index`` counts the kept
+messages from 1; ``source=import``, ``scope=global``. Only ``user`` and ``assistant`` messages with text
+become turns (multipart: the text and code parts joined by blank lines); ``system`` and ``tool``
+messages, thinking steps (``is_thought``) and messages without text are skipped and counted in
+``ImportReport.messages_skipped``. Message ids and DAG links of a foreign file are not kept (brain's
+turns are linear; an export links them in turn order).
+
+PAM embeddings are for memories only: imported turns and summaries are embedded from their text.
 
 Import rules
 - Everything is validated before anything is written: the official JSON Schemas (the ``portable-ai-memory``
@@ -65,7 +124,17 @@ Import rules
   embeddings file, a null ``embedding_ref``, a vector stored elsewhere) the memory is embedded from
   ``content``, which is authoritative. A null ``embedding_ref`` means "no vector", even when the
   embeddings file holds one for that memory (its content may have been edited since).
-- All memories go to the store in one ``upsert_docs`` batch: all or nothing.
+- Conversation files: every file the index names with ``storage.type = "file"`` must exist (its path
+  relative to the memory store's directory, inside it) and validate against the conversation schema,
+  carry the index entry's ``id`` and the memory store's ``schema_version``; brain's blocks in
+  ``raw_metadata`` are checked like the memory's (field names, extra values, turn/summary metadata rules).
+  Problems name the file and the JSON path (``conversations/conv-a.json: messages[1].role: ...``).
+  Ids must be unique over memories, turns and summaries, and none may be held in the store by a
+  document of another type.
+- Turns and summaries keep their explicit ``turn_index`` / ``summary_index`` (the store assigns
+  positions only to documents without one), so a later exchange goes after the imported turns.
+- Idempotent by id for turns and summaries too: one stored exactly so is not written again.
+- Memories, turns and summaries go to the store in one ``upsert_docs`` batch: all or nothing.
 """
 
 from __future__ import annotations
