@@ -510,17 +510,22 @@ def restore(state: State, from_mirror: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(["pam"]), default="pam", show_default=True,
               help="Portable AI Memory 1.0.")
 @click.option("--no-embeddings", is_flag=True, help="Write no embeddings.json (every embedding_ref is null).")
-@click.option("--owner", help="owner.id of the export (default: derived from the store).")
+@click.option("--no-conversations", is_flag=True, help="Write no conversations/ (turns and summaries).")
+@click.option("--owner", help="owner.id of the export (default: BRAIN_OWNER_ID, else derived from the store).")
 @json_option
 @pass_state
-def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, owner: str | None) -> None:
-    """Export every memory to OUT_DIR/memory-store.json (+ embeddings.json)."""
+def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_conversations: bool,
+               owner: str | None) -> None:
+    """Export the store to OUT_DIR: memory-store.json, embeddings.json and conversations/<id>.json."""
     from brain.portable import export_pam
 
-    report = export_pam(state.store(), out_dir, embeddings=not no_embeddings, owner_id=owner)
+    report = export_pam(state.store(), out_dir, embeddings=not no_embeddings, conversations=not no_conversations,
+                        owner_id=owner)
     emit(state, report.to_dict(), lambda: "\n".join(
         [f"exported {report.memories} memories to {report.memory_store}"
-         + (f" and {report.embeddings_written} vectors to {report.embeddings}" if report.embeddings else "")
+         + (f", {report.embeddings_written} vectors to {report.embeddings}" if report.embeddings else "")
+         + (f", {report.conversations} conversations ({report.messages} messages, {report.summaries} summaries) "
+            f"to {report.conversations_dir}" if report.conversations_dir else "")
          + f" ({report.seconds:.1f} s)"] + [f"warning: {w}" for w in report.warnings]))
 
 
@@ -536,7 +541,9 @@ def import_cmd(state: State, path: Path) -> None:
     emit(state, report.to_dict(), lambda: "\n".join(
         [f"imported {report.memories} memories: {report.new} new, {report.updated} updated, "
          f"{report.unchanged} unchanged; {report.vectors_reused} vectors reused, "
-         f"{report.vectors_embedded} embedded ({report.seconds:.1f} s)"] + [f"warning: {w}" for w in report.warnings]))
+         f"{report.vectors_embedded} embedded; {report.conversations} conversations: {report.turns} turns, "
+         f"{report.summaries} summaries ({report.conversation_new} new, {report.conversation_unchanged} unchanged) "
+         f"({report.seconds:.1f} s)"] + [f"warning: {w}" for w in report.warnings]))
 
 
 # ---- memory consolidation ------------------------------------------------------------------------

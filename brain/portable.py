@@ -734,7 +734,7 @@ def export_pam(
     removed_conversations = 0
     if conv_dir.is_dir():
         for stale in conv_dir.glob("*.json"):
-            if stale.name not in conv_files:
+            if stale.name not in conv_files and _brain_conversation_file(stale):
                 stale.unlink()
                 removed_conversations += 1
     return ExportReport(
@@ -765,6 +765,17 @@ def _embeddings_document(docs, memories: list[dict[str, Any]], model: str) -> di
             for doc, mem in zip(docs, memories)
         ],
     }
+
+
+def _brain_conversation_file(path: Path) -> bool:
+    """Whether ``path`` is a conversation file an earlier brain export wrote (only those are removed when
+    they are stale; anything else a user keeps in that directory is left alone)."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return (isinstance(data, dict) and data.get("schema") == "portable-ai-memory-conversation"
+            and isinstance(data.get("provider"), dict) and data["provider"].get("name") == "brain")
 
 
 def _write_temp(directory: Path, name: str, data: bytes) -> Path:

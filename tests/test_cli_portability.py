@@ -78,6 +78,8 @@ def test_export_then_import_elsewhere(tmp_path, local_embedder):
     assert exported["memories"] == 3 and (out / "memory-store.json").exists() and (out / "embeddings.json").exists()
     bare = run_json("export", str(tmp_path / "bare"), "--no-embeddings")
     assert bare["embeddings"] is None and not (tmp_path / "bare" / "embeddings.json").exists()
+    no_conv = run_json("export", str(tmp_path / "noconv"), "--no-conversations")
+    assert no_conv["conversations"] == 0 and not (tmp_path / "noconv" / "conversations").exists()
     env = {"BRAIN_DATA_DIR": str(tmp_path / "other")}
     first = run_json("import", str(out), env=env)
     assert first["new"] == 3 and first["vectors_reused"] == 3 and first["vectors_embedded"] == 0

@@ -991,3 +991,23 @@ def test_a_failed_export_keeps_the_previous_conversation_files(embedded_store, t
     with pytest.raises(ValidationError, match="cannot be written as RFC 8785"):
         export_pam(embedded_store, out)
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_export_removes_only_its_own_stale_conversation_files(tmp_path, local_embedder):
+    from brain.config import Settings
+    from brain.portable import export_pam
+    from brain.rag_store import RagStore
+
+    with RagStore(Settings(data_dir=tmp_path / "d"), embedder=local_embedder) as store:
+        store.upsert_turn("conv-keep", "hello", "hi")
+        store.upsert_turn("conv-gone", "bye", "see you")
+        out = tmp_path / "out"
+        export_pam(store, out)
+        assert (out / "conversations" / "conv-gone.json").exists()
+        (out / "conversations" / "notes.json").write_text('{"mine": true}')
+        store.delete(type="turn", where={"conversation_id": "conv-gone"})
+        report = export_pam(store, out)
+    assert report.removed_stale_conversations == 1
+    assert not (out / "conversations" / "conv-gone.json").exists()
+    assert (out / "conversations" / "conv-keep.json").exists()
+    assert (out / "conversations" / "notes.json").read_text() == '{"mine": true}'  # not ours: kept
