@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -172,6 +172,7 @@ class SummaryJob:
     start: int
     end: int
     summary_index: int
+    attempt: int = 0  # failed store writes so far
 
     @property
     def turn_range(self) -> str:
@@ -617,8 +618,18 @@ class ChatMemory:
                 return
             text, name, reason = self._summarize(turns, job, use_model=model)
             self._write_summary(job, text, name, reason, docs)
-        except BrainError as exc:  # the store failed: the window is scheduled again on the next exchange
-            log.error("could not store the summary of %s turns %s: %s", job.conversation_id, job.turn_range, exc)
+        except BrainError as exc:  # the store failed: try the same window again, then give up on it for now
+            if job.attempt < self.settings.summary_retries and not self._stop.is_set():
+                delay = self.settings.summary_backoff_seconds * 2 ** job.attempt
+                log.warning("could not store the summary of %s turns %s (%s); retrying in %.1f s",
+                            job.conversation_id, job.turn_range, exc, delay)
+                self._stop.wait(delay)
+                with self._cond:  # first in line again, so the windows stay in order
+                    self._jobs.appendleft(replace(job, attempt=job.attempt + 1))
+                    self._cond.notify_all()
+                return
+            log.error("could not store the summary of %s turns %s: %s; it is scheduled again on the next exchange",
+                      job.conversation_id, job.turn_range, exc)
             with self._states_lock:
                 self._states.pop(job.conversation_id, None)
 

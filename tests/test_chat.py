@@ -626,3 +626,25 @@ def test_the_summary_worker_survives_an_unexpected_error(make_chat, monkeypatch)
     chat.record_exchange(conv, "second", "two")
     assert chat.wait_for_summaries(30)
     assert summaries_of(chat.store, conv)  # the worker went on and wrote the next window
+
+
+def test_a_summary_whose_write_failed_once_is_written_on_retry(make_chat, monkeypatch):
+    from brain.errors import StoreUnavailable
+
+    # no worker: both windows are queued before the first runs (the jobs run in wait_for_summaries)
+    chat = make_chat(summary_every_n=1, summary_backoff_seconds=0.05, start_worker=False)
+    real = chat._write_summary
+    failures = []
+
+    def flaky(*args, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise StoreUnavailable("chroma server restarting")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(chat, "_write_summary", flaky)
+    conv = chat.record_exchange(None, "first", "one").conversation_id
+    chat.record_exchange(conv, "second", "two")
+    assert chat.wait_for_summaries(30)
+    ranges = [s.metadata["turn_range"] for s in summaries_of(chat.store, conv)]
+    assert failures and ranges == ["1-2", "3-4"]  # the failed window was not lost, and order kept
