@@ -2,18 +2,20 @@
 
     .venv/bin/python bench/specialists_eval.py [--yaml config/specialists.yaml]
 
-Three labelled sets of requests ({"request", "expected": specialist id or null for "no specialist"}):
+Four labelled sets of requests ({"request", "expected": specialist id or null for "no specialist"}):
 
 * ``bench/specialists_calibration.jsonl`` -- the development set: the YAML phrases and the band
   thresholds were tuned on it;
 * ``bench/specialists_requests.jsonl`` -- the evaluation set;
-* ``bench/specialists_holdout.jsonl`` -- written before the last YAML revision and scored only once
-  the YAML was frozen.
+* ``bench/specialists_holdout.jsonl`` -- never tuned on (scored once per frozen YAML revision);
+* ``bench/specialists_holdout2.jsonl`` -- written blind by someone who did not see the YAML revision,
+  scored once after that YAML was frozen and committed.
 
 Band thresholds derived from the calibration set (printed next to the defaults in code):
 
 * possible -- the cut between the top scores of calibration requests whose top-1 is right and the
-  top scores of requests that match no specialist that misclassifies fewest (midpoint of the gap);
+  top scores of requests that match no specialist that misclassifies fewest (midpoint of the gap;
+  of cuts with equally few errors, the highest, so fewer no-match requests reach ``possible``);
 * strong -- the median score a specialist's own predicate phrases get when sent as requests: a
   request that says it the way the YAML does;
 * good -- halfway between the two. (The lowest score above every wrong top-1 and every no-match
@@ -46,7 +48,9 @@ SETS = {
     "calibration": ROOT / "bench" / "specialists_calibration.jsonl",
     "eval": ROOT / "bench" / "specialists_requests.jsonl",
     "holdout": ROOT / "bench" / "specialists_holdout.jsonl",
+    "holdout2": ROOT / "bench" / "specialists_holdout2.jsonl",
 }
+LABELS = {"holdout": "holdout (clean)", "holdout2": "holdout2 (blind, scored once)"}
 
 
 def read_set(path: Path) -> list[dict]:
@@ -88,7 +92,7 @@ def calibrate(registry: SpecialistRegistry, results: list[tuple[dict, list]]) ->
     for lo, hi in zip(candidates, candidates[1:]):
         cut = (lo + hi) / 2
         errors = sum(s < cut for s in right) + sum(s >= cut for s in none)
-        if best is None or errors < best[0]:
+        if best is None or errors <= best[0]:  # ties: the highest such cut
             best = (errors, cut)
     possible = best[1]
     # the lowest score above every wrong top-1 and every no-match top score (printed for reference:
@@ -117,6 +121,9 @@ def main() -> None:
     chosen = [s.strip() for s in args.sets.split(",") if s.strip()]
     if "calibration" not in chosen or any(s not in SETS for s in chosen):
         parser.error(f"--sets must include calibration and name only {', '.join(SETS)}")
+    missing = [str(SETS[name]) for name in chosen if not SETS[name].is_file()]
+    if missing:
+        parser.error(f"missing labelled set(s): {', '.join(missing)}; leave them out with --sets")
     sets = {name: read_set(SETS[name]) for name in chosen}
 
     with tempfile.TemporaryDirectory() as tmp, RagStore(Settings(data_dir=Path(tmp) / "data"), mirror=False) as store:
@@ -155,11 +162,11 @@ def main() -> None:
             m = metrics(run(registry, rows))
             all_misses[name] = m["misses"]
             print(
-                f"| {name} | {m['n_match']} / {m['n_none']} | {m['top1']:.3f} | {m['top3']:.3f} | {m['none_weak']:.3f} | "
+                f"| {LABELS.get(name, name)} | {m['n_match']} / {m['n_none']} | {m['top1']:.3f} | {m['top3']:.3f} | {m['none_weak']:.3f} | "
                 f"{m['right_not_weak']:.3f} | {fmt_bands(m['bands_right'])} | {fmt_bands(m['bands_wrong'])} | {fmt_bands(m['bands_none'])} |"
             )
         print("\n## Scoring variants: top-1 per set\n")
-        print("| variant | " + " | ".join(sets) + " |\n|---|" + "---:|" * len(sets))
+        print("| variant | " + " | ".join(LABELS.get(name, name) for name in sets) + " |\n|---|" + "---:|" * len(sets))
         for label, overrides in variants.items():
             variant = SpecialistRegistry(store, path=args.yaml, **overrides)
             print(f"| {label} | " + " | ".join(f"{metrics(run(variant, rows))['top1']:.3f}" for rows in sets.values()) + " |")
