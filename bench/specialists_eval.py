@@ -9,7 +9,10 @@ Four labelled sets of requests ({"request", "expected": specialist id or null fo
 * ``bench/specialists_requests.jsonl`` -- the evaluation set;
 * ``bench/specialists_holdout.jsonl`` -- never tuned on (scored once per frozen YAML revision);
 * ``bench/specialists_holdout2.jsonl`` -- written blind by someone who did not see the YAML revision,
-  scored once after that YAML was frozen and committed.
+  scored once after that YAML was frozen; later used, with the three sets above, to choose the
+  lexical share's weight and the bands;
+* ``bench/specialists_holdout3.jsonl`` -- written blind (the writer saw neither the YAML nor the other
+  sets), scored once after the lexical share and the bands were frozen.
 
 Band thresholds derived from the calibration set (printed next to the defaults in code):
 
@@ -49,8 +52,10 @@ SETS = {
     "eval": ROOT / "bench" / "specialists_requests.jsonl",
     "holdout": ROOT / "bench" / "specialists_holdout.jsonl",
     "holdout2": ROOT / "bench" / "specialists_holdout2.jsonl",
+    "holdout3": ROOT / "bench" / "specialists_holdout3.jsonl",
 }
-LABELS = {"holdout": "holdout (clean)", "holdout2": "holdout2 (blind, scored once)"}
+LABELS = {"holdout": "holdout (seen)", "holdout2": "holdout2 (blind, then used to choose the lexical weight)",
+          "holdout3": "holdout3 (blind, scored once)"}
 
 
 def read_set(path: Path) -> list[dict]:

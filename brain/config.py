@@ -150,6 +150,9 @@ class Settings(BaseSettings):
     specialist_weight_objects: float = Field(
         0.2, ge=0.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_WEIGHT_OBJECTS", "specialist_weight_objects")
     )
+    specialist_weight_lexical: float = Field(
+        0.2, ge=0.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_WEIGHT_LEXICAL", "specialist_weight_lexical")
+    )
     specialist_not_penalty: float = Field(
         1.0, ge=0.0, le=10.0, validation_alias=_env("BRAIN_SPECIALIST_NOT_PENALTY", "specialist_not_penalty")
     )
@@ -158,13 +161,13 @@ class Settings(BaseSettings):
     )
     # bands calibrated for local/minilm-l6-v2 (see bench/SPECIALISTS_RESULTS.md)
     specialist_band_strong: float = Field(
-        0.57, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_STRONG", "specialist_band_strong")
+        0.67, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_STRONG", "specialist_band_strong")
     )
     specialist_band_good: float = Field(
-        0.40, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_GOOD", "specialist_band_good")
+        0.48, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_GOOD", "specialist_band_good")
     )
     specialist_band_possible: float = Field(
-        0.23, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_POSSIBLE", "specialist_band_possible")
+        0.30, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_POSSIBLE", "specialist_band_possible")
     )
     specialist_cache_ttl_seconds: float = Field(
         300.0, ge=0.0, le=86400.0,

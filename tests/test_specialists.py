@@ -302,8 +302,27 @@ def test_score_is_the_documented_formula_and_exact(shipped, local_embedder):
         nots = [float(vec[i] @ q) for i in vec if i.startswith(f"{m.id}#not-")]
         assert m.not_similarity == pytest.approx(max(nots), abs=1e-5)
         assert m.penalty == pytest.approx(1.0 * max(0.0, max(nots) - 0.50), abs=1e-6)
-        assert m.score == pytest.approx(0.5 * m.canonical + 0.3 * m.predicates + 0.2 * m.objects - m.penalty, abs=1e-6)
+        assert m.score == pytest.approx(
+            0.5 * m.canonical + 0.3 * m.predicates + 0.2 * m.objects - m.penalty + 0.2 * m.lexical, abs=1e-6)
         assert m.band == SpecialistBands().band(m.score)
+    # the lexical shares: BM25 of the request against each specialist's words, as shares of the total
+    from brain.turn_search import LexicalIndex, tokenize
+
+    specs = {s.id: s for s in shipped.list_specialists()}
+    order = sorted(specs)
+    bm25 = LexicalIndex([tokenize(" ".join([specs[i].semantics.canonical, *specs[i].semantics.predicates,
+                                            *specs[i].semantics.objects])) for i in order]).scores(tokenize(request))
+    assert bm25.sum() > 0
+    for m in matches:
+        assert m.lexical == pytest.approx(bm25[order.index(m.id)] / max(bm25.sum(), 4.0), abs=1e-9)
+    assert sum(m.lexical for m in matches) == pytest.approx(min(1.0, bm25.sum() / 4.0))
+
+
+def test_without_the_lexical_share_the_score_is_the_dense_formula(embedded_store, local_embedder):
+    registry = SpecialistRegistry(embedded_store, path=SHIPPED, lexical_weight=0.0)
+    registry.register()
+    for m in registry.find_specialists("convert 30 celsius to fahrenheit please", k=10):
+        assert m.score == pytest.approx(0.5 * m.canonical + 0.3 * m.predicates + 0.2 * m.objects - m.penalty, abs=1e-6)
 
 
 def test_a_not_example_lowers_the_score(shipped, embedded_store):
@@ -441,11 +460,47 @@ def test_from_settings_reads_the_proposed_fields(embedded_store, small_yaml):
         specialist_weight_predicates=0.0, specialist_weight_objects=0.0, specialist_not_penalty=2.0,
         specialist_not_margin=0.6, specialist_band_strong=0.8, specialist_band_good=0.5,
         specialist_band_possible=0.3, specialist_cache_ttl_seconds=10.0, specialist_cache_size=7,
+        specialist_weight_lexical=0.4,
     )
     assert set(values) == set(SETTINGS_FIELDS)
     reg = SpecialistRegistry.from_settings(embedded_store, SimpleNamespace(chroma_url=None, **values))
     assert (reg.path, reg.collection_name, reg.weights.normalised(), reg.not_penalty, reg.not_margin) == (
         small_yaml, "spx", (1.0, 0.0, 0.0), 2.0, 0.6)
     assert reg.bands == SpecialistBands(0.8, 0.5, 0.3) and reg.cache_info()["ttl"] == 10.0 and reg.cache_info()["maxsize"] == 7
+    assert reg.lexical_weight == 0.4
     plain = SpecialistRegistry.from_settings(embedded_store)  # today's Settings: the documented defaults
     assert plain.bands == SpecialistBands() and plain.collection_name == "specialists"
+
+
+TWINS = """
+specialists:
+  - id: alpha
+    description: Household helper A.
+    semantics:
+      canonical: help with a household task
+      predicates: [recalibrate the zorblat meter]
+      objects: [the zorblat meter]
+  - id: beta
+    description: Household helper B.
+    semantics:
+      canonical: help with a household task
+      predicates: [tidy the kitchen cupboard]
+      objects: [the kitchen cupboard]
+"""
+
+
+def test_the_lexical_share_decides_between_specialists_that_read_alike(embedded_store, tmp_path):
+    """Two specialists the embedder barely tells apart: the request's decisive word picks one."""
+    path = tmp_path / "twins.yaml"
+    path.write_text(TWINS, encoding="utf-8")
+    request = "my zorblat is acting up again, can you look at it"
+    dense_only = SpecialistRegistry(embedded_store, path=path, lexical_weight=0.0, collection="twins-dense")
+    dense_only.register()
+    dense = {m.id: m.score for m in dense_only.find_specialists(request, k=2)}
+    hybrid = SpecialistRegistry(embedded_store, path=path, collection="twins-hybrid")
+    hybrid.register()
+    top, other = hybrid.find_specialists(request, k=2)
+    assert top.id == "alpha" and top.lexical > 0 and other.lexical == 0.0
+    assert top.score == pytest.approx(dense["alpha"] + 0.2 * top.lexical, abs=1e-6)
+    assert other.score == pytest.approx(dense["beta"], abs=1e-6)
+    assert top.score - other.score > abs(dense["alpha"] - dense["beta"])  # the margin grows by the share
