@@ -154,7 +154,8 @@ def main() -> None:
 
         variants = {
             "not-penalty 1.0 over 0.40": dict(not_margin=0.40),
-            "default (0.5/0.3/0.2, not-penalty 1.0 over 0.50)": dict(),
+            "default (0.5/0.3/0.2, not-penalty 1.0 over 0.50, lexical share 0.2)": dict(),
+            "dense formula only (no lexical share)": dict(lexical_weight=0.0),
             "no not-penalty": dict(not_penalty=0.0),
             "canonical only (1/0/0, not-penalty)": dict(weights=SpecialistWeights(1.0, 0.0, 0.0)),
             "predicates+objects only (0/0.6/0.4)": dict(weights=SpecialistWeights(0.0, 0.6, 0.4)),
