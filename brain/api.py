@@ -17,7 +17,7 @@ import logging
 import threading
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -36,7 +36,7 @@ from brain.errors import (
     ValidationError,
 )
 from brain.rag_store import RagStore
-from brain.schemas import DOC_TYPES, DocType, check_conversation_id, get_all_schemas, schema_info
+from brain.schemas import DOC_TYPES, DocType, get_all_schemas, schema_info, valid_conversation_id
 
 log = logging.getLogger(__name__)
 
@@ -250,13 +250,6 @@ def _check_token(request: Request) -> None:
         )
 
 
-def _conversation(conversation_id: str) -> str:
-    try:
-        return check_conversation_id(conversation_id)
-    except ValueError as exc:
-        raise ValidationError(str(exc), [{"item": None, "field": "conversation_id", "message": str(exc)}]) from None
-
-
 def _visible_to(doc_metadata: dict[str, Any], entity: str | None) -> bool:
     """Entity scoping for a single memory fetched by id: another entity's memory is not found."""
     scope = doc_metadata.get("scope", "global")
@@ -362,7 +355,7 @@ def _routes(app: FastAPI) -> None:
     def conversation_turns(conversation_id: str, request: Request,
                            k: int | None = Query(None, ge=1, le=1000, description="only the last k turns")) -> Any:
         store = _services(request).store
-        conversation_id = _conversation(conversation_id)
+        conversation_id = valid_conversation_id(conversation_id)
         docs = store.get(type=DocType.TURN, where={"conversation_id": conversation_id})
         docs.sort(key=lambda d: d.metadata.get("turn_index") or 0)
         if k is not None:
@@ -372,7 +365,7 @@ def _routes(app: FastAPI) -> None:
     @app.get("/v1/conversations/{conversation_id}/summaries", tags=["chat"])
     def conversation_summaries(conversation_id: str, request: Request) -> Any:
         store = _services(request).store
-        conversation_id = _conversation(conversation_id)
+        conversation_id = valid_conversation_id(conversation_id)
         docs = store.get(type=DocType.SUMMARY, where={"conversation_id": conversation_id})
         docs.sort(key=lambda d: d.metadata.get("summary_index") or 0)
         return {"conversation_id": conversation_id, "summaries": [d.to_dict() for d in docs]}

@@ -38,7 +38,7 @@ from brain.ids import derived_id
 from brain.schemas import (
     GLOBAL_SCOPE,
     DocType,
-    check_conversation_id,
+    valid_conversation_id,
     entity_scope,
     format_timestamp,
     parse_timestamp,
@@ -837,10 +837,7 @@ def _similarity_item(hit) -> ContextItem:
 def _check_conversation(value: Any, *, required: bool) -> str | None:
     if value is None and not required:
         return None
-    try:
-        return check_conversation_id(value)
-    except ValueError as exc:
-        raise ValidationError(str(exc), [{"item": None, "field": "conversation_id", "message": str(exc)}]) from None
+    return valid_conversation_id(value)
 
 
 def _check_entity(entity: Any) -> str:

@@ -1473,14 +1473,10 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
     batch = []
     model, dimension = store.embedder.name, store.dimension
     for item, mem in zip(items, files.memories):
-        doc = existing.get(item["id"])
-        if doc is not None and _same(doc, item):
-            report.unchanged += 1
+        change = _change(existing.get(item["id"]), item)
+        setattr(report, change, getattr(report, change) + 1)
+        if change == "unchanged":
             continue
-        if doc is None:
-            report.new += 1
-        else:
-            report.updated += 1
         # only the embedding a memory names: a null embedding_ref means "no vector" (e.g. content edited)
         ref = mem.get("embedding_ref")
         vector = _usable_vector(files.embeddings.get(ref) if ref else None, model, dimension)
@@ -1491,19 +1487,22 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
             report.vectors_embedded += 1
         batch.append(item)
     for item, _, _ in located[len(items):]:
-        doc = existing.get(item["id"])
-        if doc is not None and _same(doc, item):
-            report.conversation_unchanged += 1
+        change = _change(existing.get(item["id"]), item)
+        setattr(report, f"conversation_{change}", getattr(report, f"conversation_{change}") + 1)
+        if change == "unchanged":
             continue
-        if doc is None:
-            report.conversation_new += 1
-        else:
-            report.conversation_updated += 1
         batch.append(item)  # turns and summaries are embedded from their text (PAM carries no vectors for them)
     if batch:
         store.upsert_docs(batch)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _change(doc, item: dict[str, Any]) -> str:
+    """What importing ``item`` does to the stored ``doc``: "new", "updated" or "unchanged"."""
+    if doc is None:
+        return "new"
+    return "unchanged" if _same(doc, item) else "updated"
 
 
 def _same(doc, item: dict[str, Any]) -> bool:

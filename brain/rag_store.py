@@ -41,7 +41,7 @@ from brain.results import Document, Hit, MemoryHit
 from brain.schemas import (
     GLOBAL_SCOPE,
     DocType,
-    check_conversation_id,
+    valid_conversation_id,
     entity_scope,
     format_timestamp,
     from_chroma,
@@ -221,11 +221,10 @@ class RagStore:
 
     # ---- collection ----------------------------------------------------------------------------
     def _open_collection(self):
-        name = self.settings.collection
         return open_cosine_collection(
-            self.client, name, self.embedder, schema_version=1,
-            switch=(f"Set BRAIN_EMBEDDER to the recorded embedder, or point BRAIN_DATA_DIR / BRAIN_COLLECTION at a "
-                    f"new store (re-indexing an existing store is not supported yet)"),
+            self.client, self.settings.collection, self.embedder, schema_version=1,
+            switch=("Set BRAIN_EMBEDDER to the recorded embedder, or point BRAIN_DATA_DIR / BRAIN_COLLECTION at a "
+                    "new store (re-indexing an existing store is not supported yet)"),
             rename="use another BRAIN_COLLECTION or BRAIN_DATA_DIR",
         )
 
@@ -321,14 +320,26 @@ class RagStore:
         if not prepared:
             return []
         with self._lock:
-            self._assign_ids(prepared)
+            stored: dict[str, tuple[str, dict[str, Any]] | None] = {}  # what Chroma holds, read once per id
+            self._assign_ids(prepared, stored)
             self._assign_positions(prepared)
             unique = self._merge_duplicates(prepared)
             if merge_memories:
-                self._merge_existing_memories(unique)
+                self._merge_existing_memories(unique, stored)
             self._embed_missing(unique)
-            self._write(unique)
+            self._write(unique, stored)
         return [p["id"] for p in prepared]
+
+    def _stored(self, ids: Iterable[str], known: dict[str, tuple[str, dict[str, Any]] | None]) -> dict:
+        """``known`` completed with (document, metadata) as Chroma holds them for ``ids`` (None when
+        absent): the steps of one write share these reads, so each id is fetched once."""
+        missing = [i for i in dict.fromkeys(ids) if i not in known]
+        for start in range(0, len(missing), self.max_batch_size):  # Chroma caps the ids of one get
+            part = missing[start : start + self.max_batch_size]
+            got = self.col.get(ids=part, include=["documents", "metadatas"])
+            found = dict(zip(got["ids"], zip(got["documents"] or [], got["metadatas"] or [])))
+            known.update((i, found.get(i)) for i in part)
+        return known
 
     def update_memory(
         self,
@@ -437,7 +448,7 @@ class RagStore:
             turn_range=turn_range, summary_index=summary_index, **meta,
         )
 
-    def _assign_ids(self, prepared: list[dict[str, Any]]) -> None:
+    def _assign_ids(self, prepared: list[dict[str, Any]], stored: dict) -> None:
         for p in prepared:
             if p["id"] is None:
                 meta = p["meta"]
@@ -446,22 +457,18 @@ class RagStore:
                     p["derived"] = True
                 else:
                     p["id"] = new_id()
-        self._avoid_rewritten_ids([p for p in prepared if p.get("derived")])
+        self._avoid_rewritten_ids([p for p in prepared if p.get("derived")], stored)
 
-    def _avoid_rewritten_ids(self, derived: list[dict[str, Any]]) -> None:
+    def _avoid_rewritten_ids(self, derived: list[dict[str, Any]], stored: dict) -> None:
         """A derived memory id whose stored memory now has another text (changed in place by
         update_memory) belongs to that memory: the new text takes the next derived id whose memory
         is absent or has this very text, so writing it never overwrites the changed memory."""
         for attempt in range(1, 50):
             if not derived:
                 return
-            stored: dict[str, str] = {}
-            ids = list(dict.fromkeys(p["id"] for p in derived))
-            for start in range(0, len(ids), self.max_batch_size):
-                got = self.col.get(ids=ids[start : start + self.max_batch_size], include=["documents"])
-                stored.update(zip(got["ids"], got["documents"] or []))
-            taken = [p for p in derived if p["id"] in stored
-                     and normalize_memory_text(stored[p["id"]] or "") != normalize_memory_text(p["text"])]
+            self._stored((p["id"] for p in derived), stored)
+            taken = [p for p in derived if stored[p["id"]] is not None
+                     and normalize_memory_text(stored[p["id"]][0] or "") != normalize_memory_text(p["text"])]
             for p in taken:
                 p["id"] = memory_id(p["text"], p["meta"].scope, attempt)
             derived = taken
@@ -501,17 +508,14 @@ class RagStore:
             by_id[p["id"]] = p
         return list(by_id.values())
 
-    def _merge_existing_memories(self, unique: list[dict[str, Any]]) -> None:
+    def _merge_existing_memories(self, unique: list[dict[str, Any]], stored: dict) -> None:
         ids = [p["id"] for p in unique if p["meta"].type == DocType.MEMORY.value]
         if not ids:
             return
-        existing = {}
-        for start in range(0, len(ids), self.max_batch_size):  # Chroma caps the ids of one get
-            found = self.col.get(ids=ids[start : start + self.max_batch_size], include=["metadatas"])
-            existing.update((i, m) for i, m in zip(found["ids"], found["metadatas"] or []) if m and m.get("type") == "memory")
+        self._stored(ids, stored)
         for p in unique:
-            old = existing.get(p["id"])
-            if old is not None and p["meta"].type == DocType.MEMORY.value:
+            old = (stored.get(p["id"]) or (None, None))[1]
+            if old and old.get("type") == DocType.MEMORY.value and p["meta"].type == DocType.MEMORY.value:
                 old_model = validate_metadata(DocType.MEMORY, {k: v for k, v in from_chroma(old).items() if k != "ts_epoch"})
                 p["meta"] = _merged_memory(old_model, p["meta"])
 
@@ -528,14 +532,14 @@ class RagStore:
         for p, vec in zip(todo, vectors):
             p["embedding"] = vec
 
-    def _write(self, unique: list[dict[str, Any]]) -> None:
+    def _write(self, unique: list[dict[str, Any]], stored: dict) -> None:
         ids = [p["id"] for p in unique]
         metas = [p["meta"].to_chroma() for p in unique]
         texts = [p["text"] for p in unique]
         vectors = np.stack([p["embedding"] for p in unique]).astype(np.float32, copy=False)
         # Several chunks are several Chroma writes: keep what they replace so a failure can be undone.
         snapshot = self._snapshot(ids) if len(ids) > self.max_batch_size else None
-        payload = self._replacing(ids, metas, snapshot)
+        payload = self._replacing(ids, metas, snapshot, stored)
         chroma_written = False
         try:
             with self._mirroring(ids, texts, metas, vectors):
@@ -595,16 +599,14 @@ class RagStore:
                 self._restore(ids[:written], snapshot, dict(zip(ids, metas)))
             raise StoreUnavailable(f"writing {len(ids)} documents to Chroma failed: {exc}; nothing was written") from exc
 
-    def _replacing(self, ids: list[str], metas: list[dict[str, Any]], snapshot: dict | None) -> list[dict[str, Any]]:
+    def _replacing(self, ids: list[str], metas: list[dict[str, Any]], snapshot: dict | None,
+                   stored: dict) -> list[dict[str, Any]]:
         """Metadata that replaces what is stored. Chroma's upsert merges metadata into the old one, so a
         key the new version lacks (an extra key dropped, tags emptied) is sent as None, which removes it."""
         if snapshot is not None:
             old = {i: snapshot[i][1] for i in ids if i in snapshot}
         else:
-            old = {}
-            for start in range(0, len(ids), self.max_batch_size):
-                got = self.col.get(ids=ids[start : start + self.max_batch_size], include=["metadatas"])
-                old.update(zip(got["ids"], got["metadatas"] or []))
+            old = {i: found[1] for i, found in self._stored(ids, stored).items() if found is not None}
         payload = []
         for doc_id, meta in zip(ids, metas):
             stale = [k for k in (old.get(doc_id) or {}) if k not in meta]
@@ -990,20 +992,12 @@ class RagStore:
 
     def conversation_turns(self, conversation_id: str) -> list[Document]:
         """Every turn of a conversation, oldest first (served from the in-process turn cache)."""
-        try:
-            check_conversation_id(conversation_id)
-        except ValueError as exc:
-            raise ValidationError(str(exc), [{"item": None, "field": "conversation_id", "message": str(exc)}]) from None
-        return self._turns(conversation_id)
+        return self._turns(valid_conversation_id(conversation_id))
 
     def recent_turns(self, conversation_id: str, k: int | None = None) -> list[Document]:
         """The last ``k`` turns of a conversation, oldest first."""
         k = self.settings.turn_top_k if k is None else _check_k(k)
-        try:
-            check_conversation_id(conversation_id)
-        except ValueError as exc:
-            raise ValidationError(str(exc), [{"item": None, "field": "conversation_id", "message": str(exc)}]) from None
-        return self._turns(conversation_id)[-k:]
+        return self._turns(valid_conversation_id(conversation_id))[-k:]
 
     def stats(self) -> dict[str, Any]:
         counts = {t.value: self.count(t) for t in DocType}

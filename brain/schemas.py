@@ -99,6 +99,15 @@ def check_conversation_id(value: Any) -> str:
     return value
 
 
+def valid_conversation_id(value: Any) -> str:
+    """``value`` if it is a conversation id, else :class:`ValidationError` naming the field (for callers
+    that take one as an argument rather than as metadata)."""
+    try:
+        return check_conversation_id(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc), [{"item": None, "field": "conversation_id", "message": str(exc)}]) from None
+
+
 #: a conversation id, ``conv-<id>``, checked with a message that says what it must look like
 ConversationId = Annotated[str, BeforeValidator(check_conversation_id)]
 

@@ -15,7 +15,7 @@ import ollama
 
 from brain.config import Settings, env_name
 from brain.embeddings.base import Embedder, Kind
-from brain.errors import EmbedderError, EmbedderUnavailable
+from brain.errors import BrainError, EmbedderError, EmbedderUnavailable
 
 DEFAULT_MODEL = "nomic-embed-text"
 
@@ -35,6 +35,14 @@ _NOMIC_PREFIXES: dict[str, str] = {
 }
 
 _PROBE_TEXT = "dimension probe"
+
+
+def open_ollama_client(host: str, timeout: float, error: type[BrainError]) -> ollama.Client:
+    """The official client for ``host``; a host it cannot use raises ``error`` naming OLLAMA_HOST."""
+    try:
+        return ollama.Client(host=host, timeout=timeout)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise error(f"OLLAMA_HOST={host!r} is not a usable address ({exc}); use e.g. http://127.0.0.1:11434") from None
 
 
 def _base_model(model: str) -> str:
@@ -75,13 +83,7 @@ class OllamaEmbedder(Embedder):
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    try:
-                        self._client = ollama.Client(host=self.host, timeout=self.timeout)
-                    except (ValueError, httpx.InvalidURL) as exc:
-                        raise EmbedderError(
-                            f"OLLAMA_HOST={self.host!r} is not a usable address ({exc}); "
-                            f"use e.g. http://127.0.0.1:11434"
-                        ) from None
+                    self._client = open_ollama_client(self.host, self.timeout, EmbedderError)
         return self._client
 
     def _embed(self, texts: list[str], kind: Kind) -> np.ndarray:

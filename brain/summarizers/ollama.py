@@ -15,6 +15,7 @@ from typing import Sequence
 import httpx
 import ollama
 
+from brain.embeddings.ollama import open_ollama_client
 from brain.summarizers.base import SummarizerError, SummarizerUnavailable, TurnText, transcript
 
 DEFAULT_MODEL = "llama3.2:3b"
@@ -53,12 +54,7 @@ class OllamaSummarizer:
     def _get_client(self) -> ollama.Client:
         with self._lock:
             if self._client is None:
-                try:
-                    self._client = ollama.Client(host=self.host, timeout=self.timeout)
-                except (ValueError, httpx.InvalidURL) as exc:
-                    raise SummarizerUnavailable(
-                        f"OLLAMA_HOST={self.host!r} is not a usable address ({exc}); use e.g. http://127.0.0.1:11434"
-                    ) from None
+                self._client = open_ollama_client(self.host, self.timeout, SummarizerUnavailable)
             return self._client
 
     def summarize(self, turns: Sequence[TurnText]) -> str:
