@@ -12,7 +12,12 @@ Four labelled sets of requests ({"request", "expected": specialist id or null fo
   scored once after that YAML was frozen; later used, with the three sets above, to choose the
   lexical share's weight and the bands;
 * ``bench/specialists_holdout3.jsonl`` -- written blind (the writer saw neither the YAML nor the other
-  sets), scored once after the lexical share and the bands were frozen.
+  sets), scored once after the lexical share and the bands were frozen; its misses were then seen;
+* ``bench/specialists_holdout4.jsonl`` -- written blind the same way (144 requests), scored once after
+  the YAML revision chosen on the five sets above was frozen. A second annotator labelled its
+  requests from the specialists' descriptions alone (``specialists_holdout4_annotator2.jsonl``, with
+  an ``alt`` where a second specialist is defensible); the agreement and the accuracy on the requests
+  both label alike are printed too.
 
 Band thresholds derived from the calibration set (printed next to the defaults in code):
 
@@ -53,9 +58,12 @@ SETS = {
     "holdout": ROOT / "bench" / "specialists_holdout.jsonl",
     "holdout2": ROOT / "bench" / "specialists_holdout2.jsonl",
     "holdout3": ROOT / "bench" / "specialists_holdout3.jsonl",
+    "holdout4": ROOT / "bench" / "specialists_holdout4.jsonl",
 }
+#: a second annotator's labels of holdout4 ({"n", "label", "alt"}), given the descriptions only
+SECOND_ANNOTATOR = {"holdout4": ROOT / "bench" / "specialists_holdout4_annotator2.jsonl"}
 LABELS = {"holdout": "holdout (seen)", "holdout2": "holdout2 (blind, then used to choose the lexical weight)",
-          "holdout3": "holdout3 (blind, scored once)"}
+          "holdout3": "holdout3 (blind, scored once; then seen)", "holdout4": "holdout4 (blind, scored once)"}
 
 
 def read_set(path: Path) -> list[dict]:
@@ -112,6 +120,22 @@ def calibrate(registry: SpecialistRegistry, results: list[tuple[dict, list]]) ->
     strong = statistics.median(own)
     good = (possible + strong) / 2
     return {"possible": round(possible, 3), "good": round(good, 3), "strong": round(strong, 3), "precise": round(precise, 3)}
+
+
+def agreement(name: str, results: list[tuple[dict, list]], second: list[dict]) -> str:
+    """How the set's labels agree with a second annotator's, and top-1 on the requests both label alike."""
+    if len(second) != len(results):
+        raise SystemExit(f"{name}: the second annotator labelled {len(second)} requests, the set has {len(results)}")
+    agree = [(r, m) for (r, m), b in zip(results, second) if r["expected"] == b["label"]]
+    matching = [(r, m) for r, m in agree if r["expected"]]
+    top1 = float(np.mean([m[0].id == r["expected"] for r, m in matching])) if matching else float("nan")
+    # a top-1 either annotator would accept: the set's label, the second label or the second's alt
+    accepted = [m[0].id in {r["expected"], b["label"], b.get("alt")} for (r, m), b in zip(results, second) if r["expected"]]
+    return (
+        f"{name}, second annotator: labels agree on {len(agree)} of {len(results)} requests "
+        f"({len(agree) / len(results):.3f}); top-1 on the {len(matching)} matching requests both label alike: {top1:.3f}; "
+        f"top-1 that either annotator accepts (label or alt), over all matching requests: {float(np.mean(accepted)):.3f}"
+    )
 
 
 def fmt_bands(counts: dict) -> str:
@@ -171,6 +195,10 @@ def main() -> None:
                 f"| {LABELS.get(name, name)} | {m['n_match']} / {m['n_none']} | {m['top1']:.3f} | {m['top3']:.3f} | {m['none_weak']:.3f} | "
                 f"{m['right_not_weak']:.3f} | {fmt_bands(m['bands_right'])} | {fmt_bands(m['bands_wrong'])} | {fmt_bands(m['bands_none'])} |"
             )
+        for name, path in SECOND_ANNOTATOR.items():
+            if name in sets and path.is_file():
+                print()
+                print(agreement(name, run(registry, sets[name]), read_set(path)))
         print("\n## Scoring variants: top-1 per set\n")
         print("| variant | " + " | ".join(LABELS.get(name, name) for name in sets) + " |\n|---|" + "---:|" * len(sets))
         for label, overrides in variants.items():
