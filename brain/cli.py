@@ -526,6 +526,8 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
          + (f", {report.embeddings_written} vectors to {report.embeddings}" if report.embeddings else "")
          + (f", {report.conversations} conversations ({report.messages} messages, {report.summaries} summaries) "
             f"to {report.conversations_dir}" if report.conversations_dir else "")
+         + (f"; {report.parts_skipped} Xaibo chunk and vector rows left out (parts, not memories)"
+            if report.parts_skipped else "")
          + f" ({report.seconds:.1f} s)"] + [f"warning: {w}" for w in report.warnings]))
 
 

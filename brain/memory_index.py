@@ -33,6 +33,24 @@ SMALL_CANDIDATE_SET = 2048
 STATUS_KEY = "pam_status"
 INACTIVE_STATUSES = frozenset({"superseded", "retracted", "archived"})
 RETIRED_PREFIX = "retired:"
+#: rows that are parts of something else rather than memories of their own: the continuation chunks
+#: of a Xaibo memory (``xaibo.chunk`` >= 1; its head carries the whole text) and the raw rows of a
+#: Xaibo vector index (``xaibo.kind`` = "vector"). They are ranked under ``PART_PREFIX + scope``, a
+#: scope ``retrieve_memories`` never asks for, so it ranks whole memories only; the Xaibo modules
+#: ask for these scopes explicitly (:func:`part_scopes`), and all_scopes=True sees them too.
+PART_PREFIX = "part:"
+XAIBO_KIND_KEY = "xaibo.kind"
+XAIBO_CHUNK_KEY = "xaibo.chunk"
+
+
+def is_part(meta: dict[str, Any]) -> bool:
+    """Whether a memory row is a part (a continuation chunk or a vector-index row), not a memory."""
+    return meta.get(XAIBO_KIND_KEY) == "vector" or bool(meta.get(XAIBO_CHUNK_KEY))
+
+
+def part_scopes(scopes: Iterable[str]) -> set[str]:
+    """The index scopes under which the parts of memories of ``scopes`` are ranked."""
+    return {PART_PREFIX + s for s in scopes}
 
 
 class MemoryIndex:
@@ -152,6 +170,8 @@ class MemoryIndex:
                 scope = str(meta.get("scope", GLOBAL_SCOPE))
                 if meta.get(STATUS_KEY) in INACTIVE_STATUSES:
                     scope = RETIRED_PREFIX + scope  # a scope no query asks for: kept, never retrieved
+                elif is_part(meta):
+                    scope = PART_PREFIX + scope  # found only by the modules that ask for parts
                 self._scope[row] = self._code(scope)
                 self._texts[row] = texts[j]
                 self._metas[row] = dict(meta)

@@ -57,7 +57,9 @@ metadata ``pam_extra``      PAM fields brain has no place for (``summary``, ``co
 ==========================  ===================================================================
 
 A memory imported with ``access.exportable = false`` is kept but left out of exports (counted in
-``ExportReport.not_exportable``).
+``ExportReport.not_exportable``). The rows of Xaibo modules that are parts rather than memories
+(continuation chunks of a long memory, whose head carries the whole text, and raw vector-index rows)
+are left out too (``ExportReport.parts_skipped``); the Engram mirror keeps them for restores.
 
 Mapping (brain conversation -> PAM conversation file ``conversations/<file>.json``)
 
@@ -161,6 +163,7 @@ import rfc8785
 
 from brain.errors import BrainError, ValidationError
 from brain.ids import derived_id
+from brain.memory_index import is_part
 from brain.schemas import (
     GLOBAL_SCOPE,
     DocType,
@@ -243,6 +246,7 @@ class ExportReport:
     owner_id: str
     removed_stale_embeddings: bool = False  # an older embeddings.json in out_dir was removed
     not_exportable: int = 0  # memories left out: imported with access.exportable = false
+    parts_skipped: int = 0  # Xaibo continuation chunks and vector-index rows left out (parts, not memories)
     conversations: int = 0  # conversation files written (0 with conversations=False)
     messages: int = 0  # turns written as messages, over all conversation files
     summaries: int = 0  # summaries written into the conversation files
@@ -656,6 +660,9 @@ def export_pam(
                 )
             seen[pam_id] = cid
     docs = sorted(store.get(type=DocType.MEMORY, include_embeddings=embeddings), key=lambda d: d.id)
+    parts_skipped = sum(is_part(d.metadata) for d in docs)
+    if parts_skipped:
+        docs = [d for d in docs if not is_part(d.metadata)]
     memories = [
         memory_to_pam(doc.id, doc.text, doc.metadata, embedding_id(doc.id) if embeddings else None, warnings, refs)
         for doc in docs
@@ -740,7 +747,7 @@ def export_pam(
     return ExportReport(
         out_dir=out, memory_store=store_path, embeddings=emb_path if embeddings else None,
         memories=len(memories), embeddings_written=len(docs) if embeddings else 0, checksum=checksum,
-        owner_id=owner, removed_stale_embeddings=removed, not_exportable=not_exportable,
+        owner_id=owner, removed_stale_embeddings=removed, not_exportable=not_exportable, parts_skipped=parts_skipped,
         conversations=len(conv_files), messages=sum(len(c["messages"]) for c in convs.values()),
         summaries=sum(len(c["raw_metadata"][BRAIN_KEY].get("summaries", [])) for c in convs.values()),
         conversations_dir=conv_dir if conversations else None, removed_stale_conversations=removed_conversations,

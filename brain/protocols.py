@@ -36,6 +36,10 @@ Deleting a memory removes the head and every chunk of every revision.
   entity's and global memories, like ``retrieve_memories(entity=...)``. Without it: global ones.
   ``BrainMemory`` sees every memory document in its scopes (also those the assistant wrote), except
   the rows of a :class:`BrainVectorIndex` and continuation chunks.
+- Parts are not memories: continuation chunks and vector-index rows are ranked under part scopes
+  (:data:`brain.memory_index.PART_PREFIX`), so ``RagStore.retrieve_memories`` and the chat context
+  rank each memory once, by its head (the whole text), and PAM exports leave them out; the Engram
+  mirror keeps every row, so a restore brings them back.
 - Attributes: ``importance`` (an integer 1..5), ``tags`` (a list of strings), ``entity`` (a name that
   agrees with the scope) and ``conversation_id`` (``conv-...``) become the store's own fields when
   valid, otherwise they are kept like any other attribute. Other attributes are stored as metadata
@@ -80,6 +84,7 @@ from brain.embeddings import get_embedder
 from brain.errors import ConfigError, EmbedderError, ValidationError
 from brain.ids import derived_id, new_id
 from brain.ids import memory_id as derived_memory_id
+from brain.memory_index import XAIBO_CHUNK_KEY, XAIBO_KIND_KEY, part_scopes
 from brain.rag_store import SIMILARITY_ONLY, RagStore
 from brain.schemas import (
     GLOBAL_SCOPE,
@@ -131,9 +136,9 @@ except ImportError:  # brain without the xaibo extra: the same shapes, no framew
 
 
 # ---- metadata keys ----------------------------------------------------------------------------------
-KIND_KEY = "xaibo.kind"  # "memory" (BrainMemory's heads and chunks) or "vector" (BrainVectorIndex rows)
+KIND_KEY = XAIBO_KIND_KEY  # "memory" (BrainMemory's heads and chunks) or "vector" (BrainVectorIndex rows)
 MEMORY_ID_KEY = "xaibo.memory_id"
-CHUNK_KEY = "xaibo.chunk"  # 0 = the head, 1.. = continuation chunks
+CHUNK_KEY = XAIBO_CHUNK_KEY  # 0 = the head, 1.. = continuation chunks
 CHUNKS_KEY = "xaibo.chunks"  # on the head: how many chunks the text has
 REVISION_KEY = "xaibo.revision"
 INDEX_KEY = "xaibo.index"  # a vector row's index name
@@ -592,7 +597,7 @@ class BrainVectorIndex(VectorIndexProtocol):
 
     def _search(self, vec: np.ndarray, k: int) -> List[VectorSearchResult]:
         hits = self.store.memory_index().search(
-            vec, k, SIMILARITY_ONLY, 0.0, scopes={self.scope}, equals={KIND_KEY: "vector", INDEX_KEY: self.index}
+            vec, k, SIMILARITY_ONLY, 0.0, scopes=part_scopes([self.scope]), equals={KIND_KEY: "vector", INDEX_KEY: self.index}
         )
         return [
             VectorSearchResult(vector_id=h.id, similarity_score=_unit_score(h.similarity),
@@ -668,7 +673,7 @@ class BrainMemory(MemoryProtocol):
         index = self.store.memory_index()
         fetch = max(4 * k, 16)  # a memory may own several of the top rows: widen until k memories
         while True:
-            hits = index.search(vector, fetch, SIMILARITY_ONLY, 0.0, scopes=set(self.scopes))
+            hits = index.search(vector, fetch, SIMILARITY_ONLY, 0.0, scopes={*self.scopes, *part_scopes(self.scopes)})
             best: dict[str, float] = {}  # memory id -> its best chunk's similarity
             texts: dict[str, str] = {}  # memory id -> its text, when the head itself was a hit
             for hit in hits:

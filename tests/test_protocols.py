@@ -438,6 +438,37 @@ def test_memories_show_up_in_the_store_mirror_and_pam(memory, embedded_store, tm
     assert brain["importance"] == 5 and json.loads(brain["extra"]["xaibo.json.trip"]) == {"to": "Lisbon"}
 
 
+def test_parts_are_not_memories_of_their_own(memory, embedded_store, local_embedder, tmp_path):
+    """Continuation chunks and vector-index rows are parts: the store's ranking and PAM see each memory once."""
+    text = long_text()
+    chunks = memory.chunker.chunk(text)
+    mid = run(memory.store_memory(text, {"tags": ["garden"]}))
+    for fact in FACTS:
+        run(memory.store_memory(fact))
+    secret = "The vault combination is 31-17-08."
+    index = BrainVectorIndex(store=embedded_store)
+    run(index.add_vectors(list(local_embedder.embed_documents([secret, FACTS[0]])), [{"chunk_text": secret}, {}]))
+    part_ids = {d.id for d in memory_docs(embedded_store, mid) if d.id != mid}
+    part_ids |= {d.id for d in embedded_store.get(type="memory", where={protocols.KIND_KEY: "vector"})}
+    assert len(part_ids) == len(chunks) - 1 + 2
+
+    hits = embedded_store.retrieve_memories("what is the vault combination?", k=20)
+    assert sorted(h.id for h in hits) == sorted([mid, *(protocols.derived_memory_id(f, "global") for f in FACTS)])
+    assert [h.text for h in hits if h.id == mid] == [text]  # the whole text, once
+    assert embedded_store.retrieve_memories("garden", k=20, tags=["garden"])[0].id == mid
+    # operators' all_scopes view still sees every row; the Xaibo modules still find their parts
+    assert part_ids <= {h.id for h in embedded_store.retrieve_memories("vault", k=50, all_scopes=True)}
+    assert run(memory.search_memory("what is the vault combination?", k=1))[0].memory_id == mid
+    found = run(index.search(local_embedder.embed_query(secret), k=1))[0]
+    assert found.attributes == {"chunk_text": secret}
+
+    report = export_pam(embedded_store, tmp_path / "pam")
+    exported = json.loads((tmp_path / "pam" / MEMORY_STORE_FILE).read_text())["memories"]
+    assert report.memories == len(exported) == 1 + len(FACTS) and report.parts_skipped == len(part_ids)
+    assert [m["content"] for m in exported if m["id"] == mid] == [text]
+    assert not part_ids & {m["id"] for m in exported}
+
+
 def test_entity_scope(embedded_store):
     alice = BrainMemory({"entity": "alice"}, store=embedded_store)
     everyone = BrainMemory(store=embedded_store)
