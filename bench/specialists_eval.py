@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/specialists_eval.py [--yaml config/specialists.yaml]
 
-Four labelled sets of requests ({"request", "expected": specialist id or null for "no specialist"}):
+Labelled sets of requests ({"request", "expected": specialist id or null for "no specialist"}):
 
 * ``bench/specialists_calibration.jsonl`` -- the development set: the YAML phrases and the band
   thresholds were tuned on it;
