@@ -113,6 +113,24 @@ def _request_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
     return problems
 
 
+#: brain's errors other than ValidationError -> (HTTP status, error kind); Starlette picks the handler of
+#: the nearest class in an exception's MRO, so BrainError is only the fallback
+_BRAIN_ERRORS: dict[type[BrainError], tuple[int, str]] = {
+    NotFound: (404, "not_found"),
+    StoreUnavailable: (503, "store_unavailable"),
+    EmbedderError: (503, "embedder_unavailable"),
+    ConfigError: (503, "not_configured"),
+    BrainError: (400, "bad_request"),
+}
+
+
+def _status_handler(status: int, kind: str):
+    async def handler(request: Request, exc: Exception) -> JSONResponse:
+        return _error(status, kind, str(exc))
+
+    return handler
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -124,25 +142,8 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
         return _error(422, "validation_error", str(exc), exc.problems)
 
-    @app.exception_handler(NotFound)
-    async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
-        return _error(404, "not_found", str(exc))
-
-    @app.exception_handler(StoreUnavailable)
-    async def _store_down(request: Request, exc: StoreUnavailable) -> JSONResponse:
-        return _error(503, "store_unavailable", str(exc))
-
-    @app.exception_handler(EmbedderError)
-    async def _embedder_down(request: Request, exc: EmbedderError) -> JSONResponse:
-        return _error(503, "embedder_unavailable", str(exc))
-
-    @app.exception_handler(ConfigError)
-    async def _not_configured(request: Request, exc: ConfigError) -> JSONResponse:
-        return _error(503, "not_configured", str(exc))
-
-    @app.exception_handler(BrainError)
-    async def _brain_error(request: Request, exc: BrainError) -> JSONResponse:
-        return _error(400, "bad_request", str(exc))
+    for error_class, (status, kind) in _BRAIN_ERRORS.items():
+        app.add_exception_handler(error_class, _status_handler(status, kind))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

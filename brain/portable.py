@@ -659,10 +659,9 @@ def export_pam(
                     f"(in the {CONVERSATION_KEY} metadata of their first turn); change or remove one"
                 )
             seen[pam_id] = cid
-    docs = sorted(store.get(type=DocType.MEMORY, include_embeddings=embeddings), key=lambda d: d.id)
-    parts_skipped = sum(is_part(d.metadata) for d in docs)
-    if parts_skipped:
-        docs = [d for d in docs if not is_part(d.metadata)]
+    stored = store.get(type=DocType.MEMORY, include_embeddings=embeddings)
+    docs = sorted((d for d in stored if not is_part(d.metadata)), key=lambda d: d.id)
+    parts_skipped = len(stored) - len(docs)
     memories = [
         memory_to_pam(doc.id, doc.text, doc.metadata, embedding_id(doc.id) if embeddings else None, warnings, refs)
         for doc in docs

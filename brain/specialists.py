@@ -62,7 +62,7 @@ import numpy as np
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, field_validator
 
-from brain.errors import ConfigError, EmbeddingModelMismatch, StoreUnavailable, ValidationError
+from brain.errors import ConfigError, EmbeddingModelMismatch, ValidationError
 from brain.turn_search import LexicalIndex, tokenize
 
 log = logging.getLogger(__name__)

@@ -17,6 +17,7 @@ import pytest
 from brain.config import Settings
 from brain.embeddings import LocalMiniLMEmbedder
 from brain.rag_store import RagStore
+from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,6 +80,13 @@ def chroma_server(tmp_path_factory):
     proc, url = start_chroma_server(tmp_path_factory.mktemp("chroma-server"))
     yield url
     stop(proc)
+
+
+@pytest.fixture
+def stub():
+    """A running Ollama stub that serves the default chat model (for the summariser and chat tests)."""
+    with OllamaStub(chat_models=DEFAULT_CHAT_MODELS) as server:
+        yield server
 
 
 @pytest.fixture

@@ -58,6 +58,13 @@ class RecordedRequest:
         return [raw] if isinstance(raw, str) else list(raw)
 
 
+def dead_url() -> str:
+    """The address of a stub that has been stopped: nothing listens there any more."""
+    with OllamaStub(chat_models=DEFAULT_CHAT_MODELS) as server:
+        url = server.url
+    return url
+
+
 def stub_vector(text: str, dimension: int, norm: float = 1.0) -> list[float]:
     """The vector the stub returns for ``text``: a hash-seeded Gaussian direction scaled to ``norm``."""
     seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")

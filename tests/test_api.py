@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
@@ -14,7 +13,6 @@ import uvicorn
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 from brain.api import create_app, is_loopback, serve
-from brain.chat import ChatMemory
 from brain.config import Settings
 from brain.embeddings.ollama import OllamaEmbedder
 from brain.errors import ConfigError

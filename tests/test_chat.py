@@ -21,7 +21,7 @@ from brain.persona import load_persona
 from brain.rag_store import RagStore
 from brain.ranking import ScoreWeights
 from brain.summarizers import SummarizerUnavailable, transcript
-from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub, stub_chat_reply
+from tests.ollama_stub import dead_url, stub_chat_reply
 
 CONV_RE = re.compile(r"^conv-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -61,17 +61,6 @@ class AccessRecorder:
             self.reads.append(name)
         return getattr(self._inner, name)
 
-
-@pytest.fixture
-def stub():
-    with OllamaStub(chat_models=DEFAULT_CHAT_MODELS) as server:
-        yield server
-
-
-def dead_url() -> str:
-    with OllamaStub(chat_models=DEFAULT_CHAT_MODELS) as server:
-        url = server.url
-    return url
 
 
 def make_settings(tmp_path, url, **overrides) -> Settings:

@@ -10,7 +10,6 @@ import pytest
 
 from brain.config import Settings
 from brain.errors import StoreLocked, StoreUnavailable
-from brain.locking import DataDirLock
 from brain.rag_store import RagStore
 
 OPEN_IN_CHILD = textwrap.dedent(

@@ -7,7 +7,6 @@ import pytest
 
 from brain.config import Settings
 from brain.errors import StoreUnavailable, ValidationError
-from brain.mirror import EngramMirror
 from brain.mirror.sync import restore_from_mirror, sync_mirror, verify_mirror
 from brain.rag_store import RagStore
 

@@ -17,7 +17,7 @@ from brain.summarizers import (
     transcript,
 )
 from brain.summarizers.ollama import MAX_SUMMARY_CHARS, clean_summary
-from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub, stub_chat_reply
+from tests.ollama_stub import dead_url, stub_chat_reply
 
 TURNS = [
     TurnText(1, "user", "I moved to Lisbon in May 2023.  My cat is called Miso."),
@@ -26,17 +26,6 @@ TURNS = [
     TurnText(4, "assistant", "You're welcome."),
 ]
 
-
-@pytest.fixture
-def stub():
-    with OllamaStub(chat_models=DEFAULT_CHAT_MODELS) as server:
-        yield server
-
-
-def dead_url() -> str:
-    with OllamaStub(chat_models=DEFAULT_CHAT_MODELS) as server:
-        url = server.url
-    return url  # stopped: nothing listens there any more
 
 
 def test_ollama_summary_comes_from_the_chat_endpoint(stub):
