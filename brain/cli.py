@@ -458,7 +458,8 @@ def mirror_verify(state: State) -> None:
 @mirror.command("recall")
 @click.argument("query")
 @click.option("--k", type=click.IntRange(1, 1000), default=5, show_default=True, help="How many results.")
-@click.option("--keyword", is_flag=True, help="Full-text (FTS5) search instead of the stored vectors.")
+@click.option("--keyword", is_flag=True,
+              help="Full-text search (FTS5, stemmed words, ranked by BM25) instead of the stored vectors.")
 @json_option
 @pass_state
 def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
@@ -467,11 +468,24 @@ def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
     from brain.mirror import EngramMirror
 
     settings = state.settings()
+    if not settings.mirror_file.exists():  # a search never creates the file it searches
+        raise BrainError(
+            f"there is no mirror at {settings.mirror_file}; the store writes it as it is written "
+            f"(BRAIN_MIRROR_ENABLED), and `brain mirror sync` fills it from an existing store"
+        )
     embedder = get_embedder(settings)
     with EngramMirror(settings.mirror_file, embedder.name, batch_size=settings.mirror_batch_size) as mirror:
         hits = mirror.keyword_recall(query, k) if keyword else mirror.recall(embedder.embed_query(query), k)
     emit(state, {"query": query, "keyword": keyword, "results": [h.to_dict() for h in hits]},
-         lambda: "\n".join(_hit_line(h) for h in hits) if hits else "no results")
+         lambda: "\n".join(_mirror_hit_line(h) for h in hits) if hits else "no results")
+
+
+def _mirror_hit_line(hit: Any) -> str:
+    """A keyword hit shows its BM25 relevance, a vector hit its cosine similarity: two different scales."""
+    value = f"bm25 {hit.bm25:.3f}" if hasattr(hit, "bm25") else f"cosine {hit.similarity:.3f}"
+    m = hit.metadata
+    label = m.get("conversation_id") or m.get("scope") or ""
+    return f"{value}  {m.get('type')}  [{label}]  {hit.id}  {_short(hit.text)}"
 
 
 @mirror.command("backfill")

@@ -9,7 +9,9 @@ store be rebuilt without calling the embedder again.
 - :mod:`brain.mirror.schema`: the tables (engramai's, with the v2 ``memory_embeddings``)
 - :mod:`brain.mirror.mapping`: our document <-> engram row (types, layers, importance, namespaces)
 - :mod:`brain.mirror.store`: :class:`EngramMirror`, the file itself (writes, recall, backfill)
-- :mod:`brain.mirror.sync`: reconciliation with the store, verification, restore
+- :mod:`brain.mirror.integrity`: a damaged file (:class:`MirrorCorrupt`), the store's
+  :class:`MirrorHealth`, moving a file aside
+- :mod:`brain.mirror.sync`: reconciliation with the store, verification, restore, rebuild
 """
 
 from brain.mirror.protocol import (
@@ -27,7 +29,8 @@ from brain.mirror.protocol import (
     decode_embedding,
     encode_embedding,
 )
-from brain.mirror.store import EngramMirror, MirrorDocument
+from brain.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth
+from brain.mirror.store import EngramMirror, KeywordHit, MirrorDocument
 from brain.mirror.sync import RestoreReport, SyncReport, VerifyReport, restore_from_mirror, sync_mirror, verify_mirror
 
 __all__ = [
@@ -38,10 +41,14 @@ __all__ = [
     "MODEL_NAME_INVALID",
     "NON_FINITE_VALUE",
     "PROTOCOL_VERSION",
+    "REBUILD_COMMAND",
     "Coverage",
     "EmbeddingProtocolError",
     "EngramMirror",
+    "KeywordHit",
     "MigrationReport",
+    "MirrorCorrupt",
+    "MirrorHealth",
     "MirrorDocument",
     "RestoreReport",
     "SyncReport",
