@@ -11,7 +11,9 @@ store be rebuilt without calling the embedder again.
 - :mod:`brain.mirror.store`: :class:`EngramMirror`, the file itself (writes, recall, backfill)
 - :mod:`brain.mirror.integrity`: a damaged file (:class:`MirrorCorrupt`), the store's
   :class:`MirrorHealth`, moving a file aside
-- :mod:`brain.mirror.sync`: reconciliation with the store, verification, restore, rebuild
+- :mod:`brain.mirror.sync`: reconciliation with the store, verification, restore
+- :mod:`brain.mirror.recovery`: disaster recovery: the store from the mirror and the files
+  (:func:`recover_store`), the mirror from the store (:func:`rebuild_mirror`)
 """
 
 from brain.mirror.protocol import (
@@ -32,6 +34,7 @@ from brain.mirror.protocol import (
 from brain.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth
 from brain.mirror.store import EngramMirror, KeywordHit, MirrorDocument
 from brain.mirror.sync import RestoreReport, SyncReport, VerifyReport, restore_from_mirror, sync_mirror, verify_mirror
+from brain.mirror.recovery import RebuildReport, RecoveryReport, rebuild_mirror, recover_store
 
 __all__ = [
     "BLOB_LENGTH_INVALID",
@@ -50,12 +53,16 @@ __all__ = [
     "MirrorCorrupt",
     "MirrorHealth",
     "MirrorDocument",
+    "RebuildReport",
+    "RecoveryReport",
     "RestoreReport",
     "SyncReport",
     "VerifyReport",
     "check_model_name",
     "decode_embedding",
     "encode_embedding",
+    "rebuild_mirror",
+    "recover_store",
     "restore_from_mirror",
     "sync_mirror",
     "verify_mirror",

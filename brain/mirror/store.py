@@ -398,6 +398,34 @@ class EngramMirror:
             self._generation += 1
         return removed
 
+    def copy_foreign_rows(self, source: str | Path) -> int:
+        """Copy the rows engram wrote itself, with their vectors, from another mirror file ``source``
+        (e.g. a damaged one moved aside: they exist nowhere else). All or nothing; ids this file
+        already has are kept. Returns the number of rows copied; a damaged ``source`` raises
+        :class:`~brain.mirror.integrity.MirrorCorrupt` naming it."""
+        with self._lock:
+            self._check_open()
+            with corruption_named(source):
+                self._conn.execute("ATTACH DATABASE ? AS source", (str(source),))  # not allowed in a transaction
+            try:
+                with corruption_named(source), self.transaction():
+                    theirs = protocol.table_columns(self._conn, "memories", "source")
+                    columns = ", ".join(c for c in protocol.table_columns(self._conn, "memories") if c in theirs)
+                    copied = self._conn.execute(  # only column names our own table has
+                        f"INSERT OR IGNORE INTO main.memories ({columns}) SELECT {columns} FROM source.memories m "
+                        f"WHERE NOT {_IS_OURS}"
+                    ).rowcount
+                    if protocol.is_v2_table(protocol.table_columns(self._conn, "memory_embeddings", "source")):
+                        self._conn.execute(
+                            "INSERT OR IGNORE INTO main.memory_embeddings (memory_id, model, embedding, dimensions, created_at) "
+                            "SELECT e.memory_id, e.model, e.embedding, e.dimensions, e.created_at "
+                            f"FROM source.memory_embeddings e JOIN source.memories m ON m.id = e.memory_id WHERE NOT {_IS_OURS}"
+                        )
+                    self._generation += 1
+            finally:
+                self._undo("DETACH DATABASE source")
+        return max(copied, 0)
+
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
         for part in _chunks(list(ids)):
