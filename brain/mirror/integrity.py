@@ -73,7 +73,7 @@ def corruption_named(path: str | Path) -> Iterator[None]:
 def quick_check(conn: sqlite3.Connection) -> str | None:
     """None when ``PRAGMA quick_check`` passes, else its first findings (the b-trees' structure and
     every page's reachability: O(file size), no index-content comparison)."""
-    rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+    rows = [" ".join(str(r[0]).split()) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
     if rows == ["ok"]:
         return None
     return "quick_check: " + "; ".join(rows)
