@@ -90,7 +90,8 @@ def recover_store(
     """Rebuild ``store`` from its mirror and the files (see the module docstring).
 
     ``persona_path`` defaults to BRAIN_PERSONA_PATH; ``kb_paths`` are the knowledge-base files or
-    folders to ingest again. A damaged mirror cannot be restored from: the error says how to salvage it.
+    folders to ingest again. A damaged mirror cannot be restored from (the error says so, and what
+    to use instead).
     """
     mirror = store.mirror
     if mirror is None:
@@ -142,13 +143,10 @@ def recover_store(
 
 
 def _unrestorable(error: MirrorCorrupt) -> BrainError:
-    salvaged = error.path.with_name(f"{error.path.stem}.recovered{error.path.suffix}")
     return BrainError(
-        f"cannot restore from the mirror {error.path}: it is damaged ({error.detail}). "
-        f"`{REBUILD_COMMAND}` rebuilds the mirror from the store, the other way round: do not run it on a store "
-        f"you mean to restore. Copy what SQLite can still read into a new file, e.g. "
-        f"`sqlite3 {error.path} .recover | sqlite3 {salvaged}`, then restore from that file with "
-        f"BRAIN_MIRROR_PATH={salvaged} brain restore --from-mirror"
+        f"cannot restore from the mirror {error.path}: it is damaged ({error.detail}). `{REBUILD_COMMAND}` "
+        f"goes the other way (it rebuilds the mirror from the store), so it cannot help a lost store. Restore "
+        f"from a copy of the mirror file made before the damage: BRAIN_MIRROR_PATH=<copy> brain restore --from-mirror"
     )
 
 
