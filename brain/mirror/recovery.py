@@ -178,8 +178,8 @@ class RebuildReport:
         if self.foreign_copied:
             lines.append(f"{self.foreign_copied} rows engram wrote itself copied from the old file")
         if self.foreign_error:
-            lines.append(f"rows engram wrote itself could not be read from the old file ({self.foreign_error}); "
-                         f"they stay in {self.moved_aside[0]}")
+            lines.append(f"rows engram wrote itself, if it held any, could not be read from the old file "
+                         f"({self.foreign_error}); they stay in {self.moved_aside[0]}")
         return "\n".join(lines)
 
 
@@ -207,7 +207,7 @@ def rebuild_mirror(store: "RagStore", *, force: bool = False) -> RebuildReport:
         store.mirror = None
     moved = move_aside(path)
     if moved:
-        log.warning("mirror %s moved aside to %s", path, moved[0])
+        log.info("mirror %s moved aside to %s", path, moved[0])
     mirror = EngramMirror(path, store.embedder.name, batch_size=store.settings.mirror_batch_size)
     try:
         synced = sync_mirror(store, mirror, types=types)
