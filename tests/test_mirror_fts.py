@@ -152,3 +152,4 @@ def test_cli_recall_without_a_mirror_creates_nothing(monkeypatch, tmp_path, loca
     result = CliRunner().invoke(cli, ["--data-dir", str(tmp_path / "none"), "mirror", "recall", "x", "--keyword"])
     assert result.exit_code == 1 and "there is no mirror" in result.stderr
     assert not (tmp_path / "none").exists()
+

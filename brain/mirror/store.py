@@ -507,6 +507,14 @@ class EngramMirror:
         """Rows in ``memories`` (ours and engram's own)."""
         return int(self._read("SELECT COUNT(*) FROM memories")[0][0])
 
+    def count_by_type(self) -> dict[str, int]:
+        """Our rows per document type, and rows engram wrote itself under ``"engram"``."""
+        rows = self._read(
+            f"SELECT CASE WHEN {_IS_OURS} THEN json_extract(m.metadata, '$.brain.type') ELSE 'engram' END AS kind, "
+            "COUNT(*) FROM memories m GROUP BY kind ORDER BY kind"
+        )
+        return {kind: int(n) for kind, n in rows}
+
     @_named_corruption
     def ids(self, *, foreign: bool | None = None) -> set[str]:
         """Every id; ``foreign=False`` only our rows, ``foreign=True`` only rows engram wrote itself."""
@@ -766,6 +774,7 @@ class EngramMirror:
             "model": self.model,
             "documents": int(rows[0]),
             "foreign": int(rows[1] or 0),
+            "by_type": self.count_by_type(),
             "vectors": self.models(),
             "coverage": self.coverage().ratio,
             "embedding_protocol_version": protocol.PROTOCOL_VERSION,
