@@ -153,7 +153,8 @@ def test_health_reports_a_damaged_mirror_and_the_api_keeps_working(kind, tmp_pat
     with RagStore(settings, embedder=local_embedder) as store:
         from brain.api import create_app
 
-        with LiveServer(create_app(settings, store=store)) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        with LiveServer(create_app(settings, store=store)) as server, \
+                httpx.Client(base_url=server.url, timeout=30) as http:
             health = http.get("/v1/health")
             assert health.status_code == 200
             body = health.json()
@@ -163,14 +164,16 @@ def test_health_reports_a_damaged_mirror_and_the_api_keeps_working(kind, tmp_pat
             assert mirror["fix"] == "brain mirror rebuild" and mirror["unmirrored"] == 0 and mirror["error"]
             created = http.post("/v1/memories", json={"text": "Dana sings in a choir", "importance": 4})
             assert created.status_code == 201
-            assert http.get("/v1/memories/search", params={"q": "who sings?"}).json()["results"][0]["text"] == "Dana sings in a choir"
+            found = http.get("/v1/memories/search", params={"q": "who sings?"}).json()["results"]
+            assert found[0]["text"] == "Dana sings in a choir"
             assert http.delete(f"/v1/memories/{created.json()['id']}").status_code == 200
             assert http.get("/v1/health").json()["mirror"]["unmirrored"] == 2  # one write, one delete
 
             report = rebuild_mirror(store)
             assert report.sync.added == 33  # 31 memories, 2 turns
             healed = http.get("/v1/health").json()
-            assert healed["status"] == "ok" and healed["mirror"] == {"status": "ok", "ok": True, "path": str(settings.mirror_file)}
+            assert healed["status"] == "ok"
+            assert healed["mirror"] == {"status": "ok", "ok": True, "path": str(settings.mirror_file)}
         assert verify_mirror(store, store.mirror).ok
 
 
@@ -214,7 +217,8 @@ def test_damage_found_by_a_read_is_a_named_error(tmp_path, local_embedder, cli_e
             mirror.keyword_recall("jar", 5)
         assert caught.value.path == settings.mirror_file and "malformed" in caught.value.detail
         with pytest.raises(MirrorCorrupt):
-            mirror.upsert([{"id": "x", "text": "x", "metadata": {"type": "memory", "timestamp": "2026-01-01T00:00:00+00:00"}}])
+            mirror.upsert([{"id": "x", "text": "x",
+                            "metadata": {"type": "memory", "timestamp": "2026-01-01T00:00:00+00:00"}}])
     result = run("mirror", "recall", "jar", "--keyword")  # the damage is now found at open
     assert result.exit_code == 1 and "brain mirror rebuild" in result.stderr and "Traceback" not in result.stderr
 

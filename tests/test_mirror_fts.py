@@ -22,7 +22,8 @@ OLD_FTS = "CREATE VIRTUAL TABLE memories_fts USING fts5(content, content=memorie
 
 
 def meta(**extra):
-    return {"type": "memory", "timestamp": TS, "source": "chat", "scope": "global", "importance": 3, "tags": [], **extra}
+    base = {"type": "memory", "timestamp": TS, "source": "chat", "scope": "global", "importance": 3, "tags": []}
+    return {**base, **extra}
 
 
 DOCS = [

@@ -31,7 +31,8 @@ def lose_chroma(settings: Settings) -> None:
 
 def everything(store: RagStore) -> dict[str, tuple]:
     """Every document: id -> (type, text, metadata, vector)."""
-    return {d.id: (t, d.text, d.metadata, d.embedding) for t in TYPES for d in store.get(type=t, include_embeddings=True)}
+    return {d.id: (t, d.text, d.metadata, d.embedding)
+            for t in TYPES for d in store.get(type=t, include_embeddings=True)}
 
 
 def assert_same(got: dict[str, tuple], expected: dict[str, tuple]) -> None:
@@ -83,7 +84,8 @@ def test_restore_brings_back_memories_conversations_persona_and_faq(world, tmp_p
                     {k: v for k, v in before.items() if v[0] in ("memory", "turn", "summary")})
         # persona and FAQ are rebuilt from their files: the same texts and vectors, new load times
         for kind in ("persona", "faq"):
-            assert sorted(v[1] for v in after.values() if v[0] == kind) == sorted(v[1] for v in before.values() if v[0] == kind)
+            texts = [sorted(v[1] for v in docs.values() if v[0] == kind) for docs in (after, before)]
+            assert texts[0] == texts[1]
         conv = next(v[2]["conversation_id"] for v in before.values() if v[0] == "turn" and v[1] == "And for dessert?")
         assert [t.text for t in store.recent_turns(conv)] == [
             "What should I cook for Alice?", "Nothing with peanuts.", "And for dessert?", "Fruit salad."]
@@ -119,7 +121,8 @@ def test_turns_are_lost_only_when_they_are_not_mirrored(tmp_path, local_embedder
     with RagStore(settings, embedder=local_embedder) as store:
         report = recover_store(store, persona_path=tmp_path / "absent.md")
         assert report.mirror.by_type == {"memory": 1} and store.count("turn") == 0
-        assert any(n.startswith("summary, turn: not mirrored") and "BRAIN_MIRROR_TYPES" in n for n in report.not_restored)
+        notes = report.not_restored
+        assert any(n.startswith("summary, turn: not mirrored") and "BRAIN_MIRROR_TYPES" in n for n in notes)
 
 
 def brain_command(tmp_path, settings: Settings, *args: str) -> subprocess.CompletedProcess:

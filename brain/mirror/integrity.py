@@ -56,7 +56,8 @@ def is_corruption(exc: BaseException) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None:  # raised by the sqlite3 module itself, not by SQLite: never a verdict on the file
         return False
-    return (code & 0xFF) in _CORRUPT_CODES  # extended codes (e.g. SQLITE_CORRUPT_VTAB) keep the primary one in the low byte
+    # an extended code (e.g. SQLITE_CORRUPT_VTAB) keeps its primary code in the low byte
+    return (code & 0xFF) in _CORRUPT_CODES
 
 
 @contextmanager

@@ -215,7 +215,7 @@ def rebuild_mirror(store: "RagStore", *, force: bool = False) -> RebuildReport:
         if moved:
             try:
                 report.foreign_copied = mirror.copy_foreign_rows(moved[0])
-            except (MirrorCorrupt, sqlite3.DatabaseError) as exc:  # the old file is kept: a loss to report, not to fail on
+            except (MirrorCorrupt, sqlite3.DatabaseError) as exc:  # the old file is kept: report, do not fail
                 report.foreign_error = exc.detail if isinstance(exc, MirrorCorrupt) else str(exc)
     except BaseException:
         mirror.close()

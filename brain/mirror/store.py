@@ -258,9 +258,10 @@ class EngramMirror:
                 self._depth += 1
                 try:
                     yield self
-                except BaseException:
+                except BaseException as exc:
                     self._undo(f"ROLLBACK TO {name}", f"RELEASE {name}")
                     self._generation += 1
+                    self._raise_named(exc)
                     raise
                 else:
                     with corruption_named(self.path):
@@ -276,10 +277,11 @@ class EngramMirror:
             self._depth = 1
             try:
                 yield self
-            except BaseException:
+            except BaseException as exc:
                 self._depth = 0
                 self._undo("ROLLBACK")
                 self._generation += 1
+                self._raise_named(exc)
                 raise
             self._depth = 0
             try:
@@ -291,6 +293,12 @@ class EngramMirror:
                 if is_corruption(exc):
                     raise MirrorCorrupt(self.path, str(exc)) from exc
                 raise StoreUnavailable(f"committing to the mirror {self.path} failed: {exc}; nothing was written") from exc
+
+    def _raise_named(self, exc: BaseException) -> None:
+        """Corruption met by statements run inside a transaction block is this file's: Python's sqlite3
+        serves no other database in brain (Chroma has its own engine)."""
+        if is_corruption(exc):
+            raise MirrorCorrupt(self.path, str(exc)) from exc
 
     def _undo(self, *statements: str) -> None:
         """Roll back after a failure. On a damaged file the rollback can fail too; the first error is
@@ -417,9 +425,11 @@ class EngramMirror:
                     ).rowcount
                     if protocol.is_v2_table(protocol.table_columns(self._conn, "memory_embeddings", "source")):
                         self._conn.execute(
-                            "INSERT OR IGNORE INTO main.memory_embeddings (memory_id, model, embedding, dimensions, created_at) "
+                            "INSERT OR IGNORE INTO main.memory_embeddings "
+                            "(memory_id, model, embedding, dimensions, created_at) "
                             "SELECT e.memory_id, e.model, e.embedding, e.dimensions, e.created_at "
-                            f"FROM source.memory_embeddings e JOIN source.memories m ON m.id = e.memory_id WHERE NOT {_IS_OURS}"
+                            "FROM source.memory_embeddings e JOIN source.memories m ON m.id = e.memory_id "
+                            f"WHERE NOT {_IS_OURS}"
                         )
                     self._generation += 1
             finally:
@@ -700,7 +710,6 @@ class EngramMirror:
         ]
 
     # ---- backfill ------------------------------------------------------------------------------
-    @_named_corruption
     def backfill(
         self, embed: Callable[[list[str]], np.ndarray], model: str | None = None, *, progress: bool = True
     ) -> int:
