@@ -428,7 +428,7 @@ def _store_mirror(state: State) -> Any:
 
 @cli.group()
 def mirror() -> None:
-    """The Engram-compatible SQLite mirror of the memories (BRAIN_MIRROR_PATH)."""
+    """The Engram-compatible SQLite mirror of memories and conversations (BRAIN_MIRROR_PATH, BRAIN_MIRROR_TYPES)."""
 
 
 @mirror.command("sync")
