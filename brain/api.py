@@ -333,7 +333,9 @@ def _routes(app: FastAPI) -> None:
         report["embedder"] = {"ok": True, "name": services.store.embedder.name,
                               "dimension": int(services.store.embedder.dimension)}
         report["summariser"] = services.chat.health()
-        report["status"] = "ok" if healthy else "unavailable"
+        report["mirror"] = services.store.mirror_health.to_dict()
+        degraded = not report["mirror"]["ok"]  # a damaged mirror: reads and writes still work, from Chroma
+        report["status"] = "unavailable" if not healthy else "degraded" if degraded else "ok"
         return JSONResponse(status_code=200 if healthy else 503, content=report)
 
     # -- chat ------------------------------------------------------------------------------------

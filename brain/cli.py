@@ -420,13 +420,15 @@ def _report_dict(report: Any) -> dict[str, Any]:
 def _store_mirror(state: State) -> Any:
     store = state.store()
     if store.mirror is None:
+        if store.mirror_health.error is not None:  # damaged: the error names `brain mirror rebuild`
+            raise store.mirror_health.error
         raise BrainError("the mirror is off (BRAIN_MIRROR_ENABLED=false); set BRAIN_MIRROR_ENABLED=true")
     return store
 
 
 @cli.group()
 def mirror() -> None:
-    """The Engram-compatible SQLite mirror of the memories (BRAIN_MIRROR_PATH)."""
+    """The Engram-compatible SQLite mirror of memories and conversations (BRAIN_MIRROR_PATH, BRAIN_MIRROR_TYPES)."""
 
 
 @mirror.command("sync")
@@ -458,7 +460,8 @@ def mirror_verify(state: State) -> None:
 @mirror.command("recall")
 @click.argument("query")
 @click.option("--k", type=click.IntRange(1, 1000), default=5, show_default=True, help="How many results.")
-@click.option("--keyword", is_flag=True, help="Full-text (FTS5) search instead of the stored vectors.")
+@click.option("--keyword", is_flag=True,
+              help="Full-text search (FTS5, stemmed words, ranked by BM25) instead of the stored vectors.")
 @json_option
 @pass_state
 def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
@@ -467,11 +470,39 @@ def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
     from brain.mirror import EngramMirror
 
     settings = state.settings()
+    if not settings.mirror_file.exists():  # a search never creates the file it searches
+        raise BrainError(
+            f"there is no mirror at {settings.mirror_file}; the store writes it as it is written "
+            f"(BRAIN_MIRROR_ENABLED), and `brain mirror sync` fills it from an existing store"
+        )
     embedder = get_embedder(settings)
     with EngramMirror(settings.mirror_file, embedder.name, batch_size=settings.mirror_batch_size) as mirror:
         hits = mirror.keyword_recall(query, k) if keyword else mirror.recall(embedder.embed_query(query), k)
     emit(state, {"query": query, "keyword": keyword, "results": [h.to_dict() for h in hits]},
-         lambda: "\n".join(_hit_line(h) for h in hits) if hits else "no results")
+         lambda: "\n".join(_mirror_hit_line(h) for h in hits) if hits else "no results")
+
+
+def _mirror_hit_line(hit: Any) -> str:
+    """A keyword hit shows its BM25 relevance, a vector hit its cosine similarity: two different scales."""
+    value = f"bm25 {hit.bm25:.3f}" if hasattr(hit, "bm25") else f"cosine {hit.similarity:.3f}"
+    m = hit.metadata
+    label = m.get("conversation_id") or m.get("scope") or ""
+    return f"{value}  {m.get('type')}  [{label}]  {hit.id}  {_short(hit.text)}"
+
+
+@mirror.command("rebuild")
+@click.option("--force", is_flag=True, help="Rebuild even when the store holds none of the mirrored types.")
+@json_option
+@pass_state
+def mirror_rebuild(state: State, force: bool) -> None:
+    """Move the mirror file aside (kept, timestamped) and rebuild it from the store, with the store's vectors.
+
+    The repair for a damaged mirror; nothing is embedded. Rows engram wrote itself are copied over
+    from the old file when it can still be read."""
+    from brain.mirror.recovery import rebuild_mirror
+
+    report = rebuild_mirror(state.store(), force=force)
+    emit(state, report.to_dict(), lambda: str(report))
 
 
 @mirror.command("backfill")
@@ -490,17 +521,22 @@ def mirror_backfill(state: State) -> None:
 @cli.command()
 @click.option("--from-mirror", "from_mirror", is_flag=True, required=True,
               help="Rebuild the Chroma collection from the mirror (the only source for now).")
+@click.option("--persona", "persona_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="The persona file to reload (default BRAIN_PERSONA_PATH).")
+@click.option("--kb", "kb_paths", multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="A knowledge-base file or folder to ingest again (the FAQ is not in the mirror); repeatable.")
 @json_option
 @pass_state
-def restore(state: State, from_mirror: bool) -> None:
-    """Rebuild the store from the mirror, reusing its vectors and embedding only what lacks one.
+def restore(state: State, from_mirror: bool, persona_path: Path | None, kb_paths: tuple[Path, ...]) -> None:
+    """Rebuild the store from the mirror (memories, turns, summaries: every mirrored document, with
+    its stored vector) and from the files (the persona; the FAQ with --kb).
 
-    For a lost or broken Chroma store: move the broken BRAIN_DATA_DIR/chroma aside first."""
-    from brain.mirror.sync import restore_from_mirror
+    For a lost or broken Chroma store: move the broken BRAIN_DATA_DIR/chroma aside first. The report
+    lists what could not be restored and what to do about it."""
+    from brain.mirror.recovery import recover_store
 
-    store = _store_mirror(state)
-    report = restore_from_mirror(store, store.mirror)
-    emit(state, _report_dict(report), lambda: str(report))
+    report = recover_store(state.store(), persona_path=persona_path, kb_paths=kb_paths)
+    emit(state, report.to_dict(), lambda: str(report))
 
 
 # ---- Portable AI Memory --------------------------------------------------------------------------

@@ -101,7 +101,8 @@ class Settings(BaseSettings):
     # --- the Engram-compatible SQLite mirror (issue 4) -----------------------------------------
     mirror_enabled: bool = Field(True, validation_alias=_env("BRAIN_MIRROR_ENABLED", "mirror_enabled"))
     mirror_path: Path | None = Field(None, validation_alias=_env("BRAIN_MIRROR_PATH", "mirror_path"))
-    mirror_types: str = Field("memory", validation_alias=_env("BRAIN_MIRROR_TYPES", "mirror_types"))
+    # memories and the conversations (turns, summaries) exist nowhere else; persona and FAQ come from files
+    mirror_types: str = Field("memory,turn,summary", validation_alias=_env("BRAIN_MIRROR_TYPES", "mirror_types"))
     owner_id: str | None = Field(None, min_length=1, validation_alias=_env("BRAIN_OWNER_ID", "owner_id"))
     mirror_batch_size: int = Field(
         500, ge=100, le=1000, validation_alias=_env("BRAIN_MIRROR_BATCH_SIZE", "mirror_batch_size")

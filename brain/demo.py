@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{kb.removed} removed; conversation: {turns} new turns")
         print(f"Documents: {stats['by_type']}")
         if store.mirror is not None:
-            print(f"Engram mirror: {store.mirror.count()} memories in {store.mirror.path}")
+            counts = store.mirror.count_by_type()
+            print(f"Engram mirror: {counts.get('memory', 0)} memories, {counts.get('turn', 0)} turns, "
+                  f"{counts.get('summary', 0)} summaries in {store.mirror.path}")
         print()
         print(render(args.question, ctx, specialists))
         store.close()

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import urlparse
@@ -31,7 +31,7 @@ from brain.filters import to_chroma_where
 from brain.ids import derived_id, memory_id, new_id, normalize_memory_text
 from brain.locking import DataDirLock
 from brain.memory_index import MemoryIndex
-from brain.mirror import EngramMirror
+from brain.mirror import EngramMirror, MirrorCorrupt, MirrorHealth
 from brain.persona import current_version
 from brain.ranking import ScoreWeights
 
@@ -192,15 +192,24 @@ class RagStore:
         self._own_mirror = mirror is None or mirror is True
 
     def _open_mirror(self, mirror: EngramMirror | bool | None) -> EngramMirror | None:
+        """The mirror, or None when it is off or damaged: Chroma is the store, so a damaged mirror is
+        recorded in ``mirror_health`` (and logged with its fix) rather than refusing to open."""
         if isinstance(mirror, EngramMirror):
             if mirror.model != self.embedder.name:
                 raise EmbeddingModelMismatch(
                     f"the mirror keeps {mirror.model} vectors but the store embeds with {self.embedder.name}"
                 )
+            self.mirror_health = MirrorHealth(mirror.path)
             return mirror
         if mirror is False or (mirror is None and not self.settings.mirror_enabled):
+            self.mirror_health = MirrorHealth(None, enabled=False)
             return None
-        return EngramMirror(self.settings.mirror_file, self.embedder.name, batch_size=self.settings.mirror_batch_size)
+        self.mirror_health = MirrorHealth(self.settings.mirror_file)
+        try:
+            return EngramMirror(self.settings.mirror_file, self.embedder.name, batch_size=self.settings.mirror_batch_size)
+        except MirrorCorrupt as exc:
+            self.mirror_health.broke(exc)
+            return None
 
     def close(self) -> None:
         """Close the mirror (when this store opened it) and release the data directory for other
@@ -569,20 +578,59 @@ class RagStore:
     def _mirroring(self, ids, texts, metas, vectors) -> Iterator[None]:
         """Write-through to the mirror: its rows are written first in an open SQLite transaction, which
         commits only after the Chroma write succeeded (and rolls back when it failed)."""
-        if self.mirror is None or self._mirror_paused:
+        if self._mirror_paused:
             yield
             return
         mirrored = [j for j, m in enumerate(metas) if m.get("type") in self._mirror_types]
         others = [ids[j] for j, m in enumerate(metas) if m.get("type") not in self._mirror_types]
-        with self.mirror.transaction():
+
+        def write(mirror: EngramMirror) -> None:
             if others:
-                self.mirror.delete(others)  # an id may have changed to a type that is not mirrored
+                mirror.delete(others)  # an id may have changed to a type that is not mirrored
             if mirrored:
-                self.mirror.upsert(
+                mirror.upsert(
                     {"id": ids[j], "text": texts[j], "metadata": from_chroma(metas[j]), "embedding": vectors[j]}
                     for j in mirrored
                 )
+
+        with self._mirror_write(write, len(mirrored), "written"):
             yield
+
+    @contextmanager
+    def _mirror_write(self, write, count: int, action: str) -> Iterator[None]:
+        """``write(mirror)`` in a mirror transaction around the block (the Chroma write), committed after it.
+
+        A damaged mirror never fails the write: it is switched off, the block runs against Chroma alone,
+        and ``mirror_health`` counts the ``count`` documents the mirror missed (as it does for every write
+        while the mirror is off after damage). Any other error of the block rolls the mirror back.
+        """
+        mirror = self.mirror
+        if mirror is None:
+            self.mirror_health.missed(count, action)
+            yield
+            return
+        stage = "mirror"
+        try:
+            with mirror.transaction():
+                write(mirror)
+                stage = "block"
+                yield
+                stage = "commit"
+        except MirrorCorrupt as exc:
+            if stage == "block":  # not the mirror's failure
+                raise
+            self._mirror_broke(exc)
+            self.mirror_health.missed(count, action)
+        if stage == "mirror":  # the mirror failed before the block ran: it runs without it
+            yield
+        # after a failed commit Chroma has the write; the mirror rolled it back and is now off
+
+    def _mirror_broke(self, error: MirrorCorrupt) -> None:
+        """Switch a damaged mirror off (see :mod:`brain.mirror.integrity`)."""
+        self.mirror_health.broke(error)
+        if self.mirror is not None and self._own_mirror:
+            self.mirror.close()
+        self.mirror = None
 
     def _write_chroma(self, ids, texts, metas, vectors, payload, snapshot) -> None:
         chunks = range(0, len(ids), self.max_batch_size)
@@ -766,9 +814,7 @@ class RagStore:
                          for i in page["ids"]]
             else:
                 found = self._ids_where(chroma_where)
-            with self.mirror.transaction() if self.mirror is not None else nullcontext():
-                if self.mirror is not None and found:
-                    self.mirror.delete(found)
+            with self._mirror_write(lambda mirror: mirror.delete(found) if found else None, len(found), "deleted"):
                 for start in range(0, len(found), self.max_batch_size):
                     self.col.delete(ids=found[start : start + self.max_batch_size])
             for index in (self._indexes or {}).values():

@@ -422,3 +422,9 @@ def test_chroma_shaped_metadata_is_stored_as_the_store_reads_it(tmp_path):
     m = EngramMirror(tmp_path / "m.db", MODEL)
     m.upsert([{"id": "x", "text": "no tags here", "metadata": stored}])
     assert m.get(["x"])[0].metadata == {**stored, "tags": []}
+
+
+def test_count_by_type(mirror):
+    mirror.upsert([{"id": "t1", "text": "hi", "metadata": meta("turn", conversation_id="conv-1", role="user", turn_index=1)}])
+    assert mirror.count_by_type() == {"memory": 4, "turn": 1}
+    assert mirror.stats()["by_type"] == {"memory": 4, "turn": 1}

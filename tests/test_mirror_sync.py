@@ -15,6 +15,8 @@ from brain.mirror.mapping import metadata_json
 from brain.rag_store import RagStore
 
 ALL_TYPES = ("memory", "persona", "faq", "summary", "turn")
+DEFAULT_TYPES = ("memory", "turn", "summary")  # BRAIN_MIRROR_TYPES' default
+MEMORIES_ONLY = ("memory",)
 
 
 class CountingEmbedder(Embedder):
@@ -72,15 +74,17 @@ def mirror(tmp_path, local_embedder):
 def test_sync_is_idempotent_and_reuses_chroma_vectors(embedded_store, mirror):
     fill(embedded_store)
     first = sync_mirror(embedded_store, mirror)
-    assert (first.added, first.updated, first.deleted, first.unchanged) == (4, 0, 0, 0)
-    assert "4 added" in str(first)
+    assert (first.added, first.updated, first.deleted, first.unchanged) == (7, 0, 0, 0)
+    assert "7 added" in str(first)
     memories = {d.id: d for d in embedded_store.get(type="memory", include_embeddings=True)}
-    assert mirror.ids() == set(memories)  # only memories by default
+    mirrored = {d.id: d for t in DEFAULT_TYPES for d in embedded_store.get(type=t, include_embeddings=True)}
+    assert mirror.ids() == set(mirrored)  # memories, turns and summaries by default; not faq or persona
+    assert len(mirrored) == len(memories) + 3
     for doc in mirror.iter_documents():
-        assert doc.text == memories[doc.id].text and doc.metadata == memories[doc.id].metadata
-        assert doc.embedding.tobytes() == memories[doc.id].embedding.tobytes()  # Chroma's vector, as is
+        assert doc.text == mirrored[doc.id].text and doc.metadata == mirrored[doc.id].metadata
+        assert doc.embedding.tobytes() == mirrored[doc.id].embedding.tobytes()  # Chroma's vector, as is
     second = sync_mirror(embedded_store, mirror)
-    assert (second.added, second.updated, second.deleted, second.unchanged) == (0, 0, 0, 4)
+    assert (second.added, second.updated, second.deleted, second.unchanged) == (0, 0, 0, 7)
     assert verify_mirror(embedded_store, mirror).ok
 
     # changes in the store: one memory merged (importance up), one removed, one new
@@ -89,7 +93,7 @@ def test_sync_is_idempotent_and_reuses_chroma_vectors(embedded_store, mirror):
     embedded_store.delete(gone)
     embedded_store.upsert_memory("Carol moved to Porto", scope="entity:carol")
     third = sync_mirror(embedded_store, mirror)
-    assert (third.added, third.updated, third.deleted, third.unchanged) == (1, 1, 1, 2)
+    assert (third.added, third.updated, third.deleted, third.unchanged) == (1, 1, 1, 5)
     assert gone not in mirror.ids()
     assert verify_mirror(embedded_store, mirror).ok
     assert sync_mirror(embedded_store, mirror).changed == 0
@@ -118,7 +122,7 @@ def test_sync_of_every_type_and_foreign_rows_are_kept(embedded_store, mirror, tm
 
 def test_verify_finds_each_kind_of_difference(embedded_store, mirror, tmp_path):
     fill(embedded_store)
-    sync_mirror(embedded_store, mirror)
+    sync_mirror(embedded_store, mirror, types=MEMORIES_ONLY)
     ids = sorted(mirror.ids())
     missing, text, meta, vector = ids
     mirror.delete([missing])
@@ -131,7 +135,7 @@ def test_verify_finds_each_kind_of_difference(embedded_store, mirror, tmp_path):
         (blob,) = raw.execute("SELECT embedding FROM memory_embeddings WHERE memory_id = ?", (vector,)).fetchone()
         flipped = (-np.frombuffer(blob, dtype="<f4")).astype("<f4").tobytes()
         raw.execute("UPDATE memory_embeddings SET embedding = ? WHERE memory_id = ?", (flipped, vector))
-    report = verify_mirror(embedded_store, mirror)
+    report = verify_mirror(embedded_store, mirror, types=MEMORIES_ONLY)
     assert not report.ok
     assert report.missing == [missing]
     assert report.extra == ["orphan"]
@@ -144,10 +148,10 @@ def test_verify_finds_each_kind_of_difference(embedded_store, mirror, tmp_path):
     # a vector absent from the mirror is a difference too; sync repairs everything
     with sqlite3.connect(tmp_path / "mirror.db") as raw:
         raw.execute("DELETE FROM memory_embeddings WHERE memory_id = ?", (meta,))
-    assert sorted(verify_mirror(embedded_store, mirror).vectors) == sorted([meta, vector])
-    repaired = sync_mirror(embedded_store, mirror)
+    assert sorted(verify_mirror(embedded_store, mirror, types=MEMORIES_ONLY).vectors) == sorted([meta, vector])
+    repaired = sync_mirror(embedded_store, mirror, types=MEMORIES_ONLY)
     assert (repaired.added, repaired.updated, repaired.deleted) == (1, 3, 1)
-    assert verify_mirror(embedded_store, mirror).ok
+    assert verify_mirror(embedded_store, mirror, types=MEMORIES_ONLY).ok
 
 
 def test_restore_from_mirror_equals_the_original_without_embedding(embedded_store, mirror, tmp_path, local_embedder):
@@ -169,7 +173,7 @@ def test_restore_from_mirror_equals_the_original_without_embedding(embedded_stor
 
 def test_restore_embeds_only_what_is_missing_and_keeps_engram_rows(embedded_store, mirror, tmp_path, local_embedder):
     fill(embedded_store)
-    sync_mirror(embedded_store, mirror)
+    sync_mirror(embedded_store, mirror, types=MEMORIES_ONLY)
     lost = sorted(mirror.ids())[0]
     lost_text = mirror.get([lost])[0].text
     with sqlite3.connect(tmp_path / "mirror.db") as raw:
@@ -193,11 +197,11 @@ def test_restore_embeds_only_what_is_missing_and_keeps_engram_rows(embedded_stor
     assert engram_doc.metadata["origin"] == "engram" and engram_doc.metadata["engram_type"] == "episodic"
     assert engram_doc.metadata["importance"] == 4 and engram_doc.metadata["source"] == "import"
     # written back, the restored engram row keeps its engram type
-    sync_mirror(fresh, mirror)
+    sync_mirror(fresh, mirror, types=MEMORIES_ONLY)
     with sqlite3.connect(tmp_path / "mirror.db") as raw:
         assert raw.execute("SELECT memory_type FROM memories WHERE id = ?", (own,)).fetchone() == ("episodic",)
     assert mirror.ids(foreign=True) == set()
-    assert verify_mirror(fresh, mirror).ok
+    assert verify_mirror(fresh, mirror, types=MEMORIES_ONLY).ok
 
 
 def test_models_must_agree(embedded_store, tmp_path):

@@ -9,7 +9,11 @@ store be rebuilt without calling the embedder again.
 - :mod:`brain.mirror.schema`: the tables (engramai's, with the v2 ``memory_embeddings``)
 - :mod:`brain.mirror.mapping`: our document <-> engram row (types, layers, importance, namespaces)
 - :mod:`brain.mirror.store`: :class:`EngramMirror`, the file itself (writes, recall, backfill)
+- :mod:`brain.mirror.integrity`: a damaged file (:class:`MirrorCorrupt`), the store's
+  :class:`MirrorHealth`, moving a file aside
 - :mod:`brain.mirror.sync`: reconciliation with the store, verification, restore
+- :mod:`brain.mirror.recovery`: disaster recovery: the store from the mirror and the files
+  (:func:`recover_store`), the mirror from the store (:func:`rebuild_mirror`)
 """
 
 from brain.mirror.protocol import (
@@ -27,8 +31,10 @@ from brain.mirror.protocol import (
     decode_embedding,
     encode_embedding,
 )
-from brain.mirror.store import EngramMirror, MirrorDocument
+from brain.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth
+from brain.mirror.store import EngramMirror, KeywordHit, MirrorDocument
 from brain.mirror.sync import RestoreReport, SyncReport, VerifyReport, restore_from_mirror, sync_mirror, verify_mirror
+from brain.mirror.recovery import RebuildReport, RecoveryReport, rebuild_mirror, recover_store
 
 __all__ = [
     "BLOB_LENGTH_INVALID",
@@ -38,17 +44,25 @@ __all__ = [
     "MODEL_NAME_INVALID",
     "NON_FINITE_VALUE",
     "PROTOCOL_VERSION",
+    "REBUILD_COMMAND",
     "Coverage",
     "EmbeddingProtocolError",
     "EngramMirror",
+    "KeywordHit",
     "MigrationReport",
+    "MirrorCorrupt",
+    "MirrorHealth",
     "MirrorDocument",
+    "RebuildReport",
+    "RecoveryReport",
     "RestoreReport",
     "SyncReport",
     "VerifyReport",
     "check_model_name",
     "decode_embedding",
     "encode_embedding",
+    "rebuild_mirror",
+    "recover_store",
     "restore_from_mirror",
     "sync_mirror",
     "verify_mirror",

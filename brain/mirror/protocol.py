@@ -185,9 +185,9 @@ def write_version(conn: sqlite3.Connection, version: int = PROTOCOL_VERSION) -> 
     conn.execute("INSERT OR REPLACE INTO engram_meta (key, value) VALUES (?, ?)", (VERSION_KEY, str(version)))
 
 
-def table_columns(conn: sqlite3.Connection, table: str) -> dict[str, dict[str, Any]]:
-    """``{column: {"type", "notnull", "pk"}}`` of a table (empty when it does not exist)."""
-    rows = conn.execute("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?)", (table,)).fetchall()
+def table_columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> dict[str, dict[str, Any]]:
+    """``{column: {"type", "notnull", "pk"}}`` of a table of ``schema`` (empty when it does not exist)."""
+    rows = conn.execute("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?, ?)", (table, schema)).fetchall()
     return {r[0]: {"type": (r[1] or "").upper(), "notnull": bool(r[2]), "pk": int(r[3])} for r in rows}
 
 

@@ -10,9 +10,13 @@ writes work on our rows. Two differences are deliberate:
   with a JSON ``embedding`` keyed by ``memory_id`` alone); engramai's FTS-only recall never reads it.
 - ``engram_meta`` also holds ``embedding_protocol_version = '2'`` next to engramai's
   ``schema_version = '1'``.
+- ``memories_fts`` stems words (:data:`FTS_TOKENIZER`); engramai's has no stemmer. An index built
+  without it (by engramai, or by an older brain) is rebuilt when the file is opened.
 """
 
 from __future__ import annotations
+
+import re
 
 #: engramai's schema version (engram.migrate.SCHEMA_VERSION), written so it does not seed its own
 ENGRAM_SCHEMA_VERSION = "1"
@@ -130,9 +134,16 @@ INDEXES: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS idx_relations_type ON entity_relations(relation)",
 )
 
+#: the FTS5 tokenizer: Unicode word splitting (engramai's own choice) with the Porter stemmer on top, so
+#: "peanut" finds "peanuts" and "running" finds "runs". engramai creates ``memories_fts`` only when
+#: it is absent and queries it with ``MATCH``, which runs the query through the table's own tokenizer,
+#: so it reads a stemmed index as well as its own.
+FTS_TOKENIZER = "porter unicode61"
+
 #: external-content FTS5 over ``memories.content`` and the triggers that keep it in step
 FTS: tuple[str, ...] = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(content, content=memories, content_rowid=rowid)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5("
+    f"content, content=memories, content_rowid=rowid, tokenize='{FTS_TOKENIZER}')",
     """CREATE TRIGGER IF NOT EXISTS memories_fts_ai AFTER INSERT ON memories BEGIN
         INSERT INTO memories_fts(rowid, content) VALUES (new.rowid, new.content);
     END""",
@@ -170,3 +181,11 @@ HEBBIAN_COLUMNS_ADDED = (
     ("temporal_forward", "INTEGER DEFAULT 0"),
     ("temporal_backward", "INTEGER DEFAULT 0"),
 )
+
+
+def fts_is_current(create_sql: str | None) -> bool:
+    """True when ``memories_fts`` was created with :data:`FTS_TOKENIZER` (from its ``sqlite_master.sql``)."""
+    if not create_sql:
+        return False
+    found = re.search(r"tokenize\s*=\s*['\"]([^'\"]*)['\"]", create_sql)
+    return found is not None and " ".join(found.group(1).split()) == FTS_TOKENIZER

@@ -15,10 +15,14 @@ Recall over the configured model's vectors is exact cosine over a float32 matrix
 cache is rebuilt after our own writes and after other connections' commits that touched vectors, row
 metadata or namespaces, or deleted rows (``PRAGMA data_version`` says another connection committed; a
 trigger-kept counter in ``engram_meta`` says whether recall is affected).
+
+Opening checks the file (``PRAGMA quick_check``); a damaged file, then or during any later read or
+write, raises :class:`~brain.mirror.integrity.MirrorCorrupt` (see :mod:`brain.mirror.integrity`).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -33,6 +37,7 @@ import numpy as np
 
 from brain.errors import EmbedderError, StoreUnavailable, ValidationError
 from brain.mirror import mapping, protocol, schema
+from brain.mirror.integrity import MirrorCorrupt, corruption_named, is_corruption, quick_check
 from brain.mirror.protocol import (
     DIMENSION_MISMATCH,
     Coverage,
@@ -66,6 +71,35 @@ class MirrorDocument:
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.id, self.text, self.metadata, self.embedding))
+
+
+@dataclass
+class KeywordHit:
+    """A full-text match. ``bm25`` is its BM25 relevance from SQLite FTS5 (higher is better): it depends
+    on the query and on the whole file, so it ranks the hits of one query and is no cosine similarity."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    bm25: float
+
+    @property
+    def score(self) -> float:
+        return self.bm25
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "text": self.text, "metadata": self.metadata, "bm25": self.bm25}
+
+
+def _named_corruption(method: Callable) -> Callable:
+    """SQLite's corruption errors inside ``method`` become :class:`MirrorCorrupt` naming the file."""
+
+    @functools.wraps(method)
+    def wrapper(self: "EngramMirror", *args: Any, **kwargs: Any) -> Any:
+        with corruption_named(self.path):
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 @dataclass
@@ -111,7 +145,9 @@ class EngramMirror:
 
     ``model`` is our embedder's name (``provider/model``); recall and :meth:`iter_documents` use its
     vectors only. ``migration`` holds the :class:`~brain.mirror.protocol.MigrationReport` when opening
-    migrated an older file, else None; ``protocol_version`` the version the file declared on open.
+    migrated an older file, else None; ``protocol_version`` the version the file declared on open;
+    ``fts_rebuilt`` is True when opening rebuilt the keyword index with the stemming tokenizer.
+    A damaged file raises :class:`~brain.mirror.integrity.MirrorCorrupt`.
     """
 
     def __init__(self, path: str | Path, model: str, *, batch_size: int = 500):
@@ -130,28 +166,40 @@ class EngramMirror:
         self._generation = 0
         self._cache: _Matrix | None = None
         self.migration: MigrationReport | None = None
+        self.fts_rebuilt = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA busy_timeout = 10000")
-            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                log.warning("mirror %s: WAL mode unavailable (journal_mode=%s)", self.path, mode)
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._conn.execute("PRAGMA foreign_keys = ON")
         except (OSError, sqlite3.Error) as exc:
             raise StoreUnavailable(f"cannot open the mirror file {self.path}: {exc}; check BRAIN_MIRROR_PATH") from exc
         try:
-            self.protocol_version = self._set_up()
+            with corruption_named(self.path):
+                self._configure()
+                damage = quick_check(self._conn)
+                if damage:
+                    raise MirrorCorrupt(self.path, damage)
+                self.protocol_version = self._set_up()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
-            raise StoreUnavailable(f"{self.path} is not a usable SQLite mirror: {exc}") from exc
+            raise StoreUnavailable(f"cannot open the mirror file {self.path}: {exc}; check BRAIN_MIRROR_PATH") from exc
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _configure(self) -> None:
+        self._conn.execute("PRAGMA busy_timeout = 10000")
+        mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            log.warning("mirror %s: WAL mode unavailable (journal_mode=%s)", self.path, mode)
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+        self._conn.execute("PRAGMA foreign_keys = ON")
 
     # ---- opening -------------------------------------------------------------------------------
     def _set_up(self) -> int | None:
         conn = self._conn
         with self.transaction():
-            had_fts = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_fts'").fetchone() is not None
+            fts = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_fts'").fetchone()
+            stale_fts = fts is not None and not schema.fts_is_current(fts[0])
             for statement in schema.TABLES:
                 conn.execute(statement)
             self._add_missing_columns("memories", schema.MEMORY_COLUMNS_ADDED)
@@ -180,10 +228,15 @@ class EngramMirror:
                 if columns:  # a file with version-1 embeddings, not a new file
                     self.migration = report
             conn.execute("INSERT OR IGNORE INTO engram_meta (key, value) VALUES (?, '0')", (schema.CHANGES_KEY,))
+            if stale_fts:  # built without stemming: created again below and filled from the texts
+                conn.execute("DROP TABLE memories_fts")
             for statement in schema.INDEXES + schema.FTS + schema.CHANGE_TRIGGERS:
                 conn.execute(statement)
-            if not had_fts and conn.execute("SELECT 1 FROM memories LIMIT 1").fetchone():
+            if (fts is None or stale_fts) and conn.execute("SELECT 1 FROM memories LIMIT 1").fetchone():
                 conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
+                self.fts_rebuilt = stale_fts
+        if self.fts_rebuilt:
+            log.info("mirror %s: keyword index rebuilt with the %r tokenizer", self.path, schema.FTS_TOKENIZER)
         return version
 
     def _add_missing_columns(self, table: str, wanted: Sequence[tuple[str, str]]) -> None:
@@ -200,40 +253,61 @@ class EngramMirror:
             self._check_open()
             if self._depth:
                 name = f"mirror_sp{self._depth}"
-                self._conn.execute(f"SAVEPOINT {name}")
+                with corruption_named(self.path):
+                    self._conn.execute(f"SAVEPOINT {name}")
                 self._depth += 1
                 try:
                     yield self
-                except BaseException:
-                    self._conn.execute(f"ROLLBACK TO {name}")
-                    self._conn.execute(f"RELEASE {name}")
+                except BaseException as exc:
+                    self._undo(f"ROLLBACK TO {name}", f"RELEASE {name}")
                     self._generation += 1
+                    self._raise_named(exc)
                     raise
                 else:
-                    self._conn.execute(f"RELEASE {name}")
+                    with corruption_named(self.path):
+                        self._conn.execute(f"RELEASE {name}")
                 finally:
                     self._depth -= 1
                 return
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                with corruption_named(self.path):
+                    self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:  # e.g. another process holds the write lock too long
                 raise StoreUnavailable(f"cannot write to the mirror {self.path}: {exc}") from exc
             self._depth = 1
             try:
                 yield self
-            except BaseException:
+            except BaseException as exc:
                 self._depth = 0
-                self._conn.execute("ROLLBACK")
+                self._undo("ROLLBACK")
                 self._generation += 1
+                self._raise_named(exc)
                 raise
             self._depth = 0
             try:
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+                    self._undo("ROLLBACK")
                 self._generation += 1
+                if is_corruption(exc):
+                    raise MirrorCorrupt(self.path, str(exc)) from exc
                 raise StoreUnavailable(f"committing to the mirror {self.path} failed: {exc}; nothing was written") from exc
+
+    def _raise_named(self, exc: BaseException) -> None:
+        """Corruption met by statements run inside a transaction block is this file's: Python's sqlite3
+        serves no other database in brain (Chroma has its own engine)."""
+        if is_corruption(exc):
+            raise MirrorCorrupt(self.path, str(exc)) from exc
+
+    def _undo(self, *statements: str) -> None:
+        """Roll back after a failure. On a damaged file the rollback can fail too; the first error is
+        the one worth reporting, so this one is only logged."""
+        try:
+            for statement in statements:
+                self._conn.execute(statement)
+        except sqlite3.Error as exc:
+            log.warning("mirror %s: rolling back failed too: %s", self.path, exc)
 
     def _check_open(self) -> None:
         if self._conn is None:
@@ -252,12 +326,14 @@ class EngramMirror:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    @_named_corruption
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self._lock:
             self._check_open()
             return self._conn.execute(sql, params).fetchall()
 
     # ---- writes --------------------------------------------------------------------------------
+    @_named_corruption
     def upsert(self, docs: Iterable[Any]) -> int:
         """Write documents (dicts or :class:`brain.results.Document`) with their vector for ``model``.
 
@@ -291,6 +367,7 @@ class EngramMirror:
             self._generation += 1
         return len(prepared)
 
+    @_named_corruption
     def upsert_embeddings(self, items: Iterable[tuple[str, Any]], model: str) -> int:
         """Store vectors of any ``model`` for existing memories: ``[(memory_id, vector), ...]``; all or nothing."""
         model = check_model_name(model)
@@ -318,6 +395,7 @@ class EngramMirror:
             self._generation += 1
         return len(rows)
 
+    @_named_corruption
     def delete(self, ids: str | Iterable[str]) -> int:
         """Remove documents (their vectors, access log and links go with them); returns how many existed."""
         ids = [ids] if isinstance(ids, str) else list(ids)
@@ -327,6 +405,36 @@ class EngramMirror:
                 removed += self._conn.execute(f"DELETE FROM memories WHERE id IN ({_marks(len(part))})", list(part)).rowcount
             self._generation += 1
         return removed
+
+    def copy_foreign_rows(self, source: str | Path) -> int:
+        """Copy the rows engram wrote itself, with their vectors, from another mirror file ``source``
+        (e.g. a damaged one moved aside: they exist nowhere else). All or nothing; ids this file
+        already has are kept. Returns the number of rows copied; a damaged ``source`` raises
+        :class:`~brain.mirror.integrity.MirrorCorrupt` naming it."""
+        with self._lock:
+            self._check_open()
+            with corruption_named(source):
+                self._conn.execute("ATTACH DATABASE ? AS source", (str(source),))  # not allowed in a transaction
+            try:
+                with corruption_named(source), self.transaction():
+                    theirs = protocol.table_columns(self._conn, "memories", "source")
+                    columns = ", ".join(c for c in protocol.table_columns(self._conn, "memories") if c in theirs)
+                    copied = self._conn.execute(  # only column names our own table has
+                        f"INSERT OR IGNORE INTO main.memories ({columns}) SELECT {columns} FROM source.memories m "
+                        f"WHERE NOT {_IS_OURS}"
+                    ).rowcount
+                    if protocol.is_v2_table(protocol.table_columns(self._conn, "memory_embeddings", "source")):
+                        self._conn.execute(
+                            "INSERT OR IGNORE INTO main.memory_embeddings "
+                            "(memory_id, model, embedding, dimensions, created_at) "
+                            "SELECT e.memory_id, e.model, e.embedding, e.dimensions, e.created_at "
+                            "FROM source.memory_embeddings e JOIN source.memories m ON m.id = e.memory_id "
+                            f"WHERE NOT {_IS_OURS}"
+                        )
+                    self._generation += 1
+            finally:
+                self._undo("DETACH DATABASE source")
+        return max(copied, 0)
 
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
@@ -404,10 +512,20 @@ class EngramMirror:
         return prepared
 
     # ---- reads ---------------------------------------------------------------------------------
+    @_named_corruption
     def count(self) -> int:
         """Rows in ``memories`` (ours and engram's own)."""
         return int(self._read("SELECT COUNT(*) FROM memories")[0][0])
 
+    def count_by_type(self) -> dict[str, int]:
+        """Our rows per document type, and rows engram wrote itself under ``"engram"``."""
+        rows = self._read(
+            f"SELECT CASE WHEN {_IS_OURS} THEN json_extract(m.metadata, '$.brain.type') ELSE 'engram' END AS kind, "
+            "COUNT(*) FROM memories m GROUP BY kind ORDER BY kind"
+        )
+        return {kind: int(n) for kind, n in rows}
+
+    @_named_corruption
     def ids(self, *, foreign: bool | None = None) -> set[str]:
         """Every id; ``foreign=False`` only our rows, ``foreign=True`` only rows engram wrote itself."""
         if foreign is None:
@@ -415,6 +533,7 @@ class EngramMirror:
         test = "NOT" if foreign else ""  # one of two constants
         return {r[0] for r in self._read(f"SELECT id FROM memories m WHERE {test} {_IS_OURS}")}
 
+    @_named_corruption
     def get(self, ids: str | Iterable[str]) -> list[MirrorDocument]:
         """Documents by id, in the order asked; unknown ids are skipped."""
         ids = [ids] if isinstance(ids, str) else list(ids)
@@ -440,10 +559,12 @@ class EngramMirror:
         rows = self._read("SELECT model, embedding, dimensions FROM memory_embeddings WHERE memory_id = ?", (memory_id,))
         return {m: protocol.decode_embedding(b, d, memory_id=memory_id, model=m) for m, b, d in rows}
 
+    @_named_corruption
     def models(self) -> dict[str, int]:
         """Vectors stored per model."""
         return dict(self._read("SELECT model, COUNT(*) FROM memory_embeddings GROUP BY model ORDER BY model"))
 
+    @_named_corruption
     def coverage(self, model: str | None = None) -> Coverage:
         with self._lock:
             self._check_open()
@@ -461,6 +582,7 @@ class EngramMirror:
         return MirrorDocument(doc_id, content or "", meta, vector, foreign)
 
     # ---- recall --------------------------------------------------------------------------------
+    @_named_corruption
     def recall(
         self, query_vector: Any, k: int, *, types: Iterable[str] | None = None, scopes: Iterable[str] | None = None
     ) -> list[Hit]:
@@ -552,12 +674,12 @@ class EngramMirror:
         row = self._conn.execute("SELECT value FROM engram_meta WHERE key = ?", (schema.CHANGES_KEY,)).fetchone()
         return str(row[0]) if row else ""
 
+    @_named_corruption
     def keyword_recall(
         self, query: str, k: int, *, types: Iterable[str] | None = None, scopes: Iterable[str] | None = None
-    ) -> list[Hit]:
-        """Full-text search (FTS5, BM25) over the texts: any of the query's words; no embedder needed.
-
-        ``similarity`` is the negated BM25 rank (higher is better; not comparable with cosine).
+    ) -> list[KeywordHit]:
+        """Full-text search (FTS5, BM25) over the texts: any of the query's words, stemmed (``peanut``
+        finds ``peanuts``); no embedder needed. Best first, each with its ``bm25`` relevance.
         """
         _check_k(k)
         words = re.findall(r"\w+", query.lower()) if isinstance(query, str) else []
@@ -581,8 +703,8 @@ class EngramMirror:
         sql.append("ORDER BY rank LIMIT ?")
         params.append(k)
         rows = self._read(" ".join(sql), params)
-        return [
-            Hit(id=d.id, text=d.text, metadata=d.metadata, similarity=-float(r[-1]))
+        return [  # SQLite's bm25() is the BM25 score negated, so that ascending order puts the best first
+            KeywordHit(id=d.id, text=d.text, metadata=d.metadata, bm25=-float(r[-1]))
             for r in rows
             for d in [self._document((*r[:-1], None, None))]
         ]
@@ -639,14 +761,19 @@ class EngramMirror:
         """``"ok"``, or the problems: SQLite's integrity check, foreign keys and the FTS index."""
         with self._lock:
             self._check_open()
-            problems = [r[0] for r in self._conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
-            problems += [f"foreign key: {r[0]} row {r[1]} -> {r[2]}" for r in self._conn.execute("PRAGMA foreign_key_check")]
+            try:
+                problems = [r[0] for r in self._conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
+                problems += [f"foreign key: {r[0]} row {r[1]} -> {r[2]}"
+                             for r in self._conn.execute("PRAGMA foreign_key_check")]
+            except sqlite3.DatabaseError as exc:  # too damaged to be checked: that is the finding
+                return str(exc)
             try:
                 self._conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
             except sqlite3.DatabaseError as exc:
                 problems.append(f"memories_fts: {exc}")
         return "ok" if not problems else "; ".join(problems)
 
+    @_named_corruption
     def stats(self) -> dict[str, Any]:
         rows = self._read(
             f"SELECT COUNT(*), SUM(NOT {_IS_OURS}) FROM memories m"
@@ -656,6 +783,7 @@ class EngramMirror:
             "model": self.model,
             "documents": int(rows[0]),
             "foreign": int(rows[1] or 0),
+            "by_type": self.count_by_type(),
             "vectors": self.models(),
             "coverage": self.coverage().ratio,
             "embedding_protocol_version": protocol.PROTOCOL_VERSION,

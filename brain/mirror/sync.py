@@ -7,9 +7,11 @@
   (foreign, see :mod:`brain.mirror.mapping`) are left alone. Running it twice changes nothing the
   second time.
 - :func:`verify_mirror` reports every difference without writing.
-- :func:`restore_from_mirror` writes the mirror's documents back into a store (e.g. a fresh one after
-  Chroma was lost) with their ids, texts and metadata, reusing the stored vectors of the store's
-  embedder and embedding only the documents that have none. Foreign rows come back as memories
+- :func:`restore_from_mirror` writes the mirror's documents of every type back into a store (e.g. a
+  fresh one after Chroma was lost) with their ids, texts and metadata (a turn keeps its
+  conversation, role and ``turn_index``; a summary its ``summary_index`` and ``turn_range``),
+  reusing the stored vectors of the store's embedder and embedding only the documents that have
+  none. Foreign rows come back as memories
   (``include_foreign=False`` leaves them out). Into a store that already holds some of the ids, the
   store's own upsert rules apply (a memory written again merges with the existing one).
 """
@@ -96,16 +98,21 @@ class VerifyReport:
 
 @dataclass
 class RestoreReport:
+    """``by_type``: documents restored per type (rows engram wrote itself count as memories)."""
+
     restored: int = 0
     reused_vectors: int = 0
     embedded: int = 0
     foreign: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    by_type: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
+        kinds = ", ".join(f"{n} {t}" for t, n in self.by_type.items())
         lines = [
-            f"restore from mirror: {self.restored} documents ({self.foreign} written by engram), "
+            f"restore from mirror: {self.restored} documents{f' ({kinds})' if kinds else ''}, "
+            f"{self.foreign} of them written by engram; "
             f"{self.reused_vectors} stored vectors reused, {self.embedded} embedded, "
             f"{len(self.skipped)} skipped ({self.seconds:.1f} s)"
         ]
@@ -168,9 +175,13 @@ def _compare(doc, mirrored: MirrorDocument | None) -> str | None:
     return None
 
 
-def sync_mirror(store: "RagStore", mirror: EngramMirror, *, types: Sequence[str] = ("memory",), page: int = PAGE) -> SyncReport:
-    """Make the mirror match the store for ``types`` (idempotent); see the module docstring."""
+def sync_mirror(
+    store: "RagStore", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
+) -> SyncReport:
+    """Make the mirror match the store for ``types`` (default: the store's BRAIN_MIRROR_TYPES; idempotent);
+    see the module docstring."""
     _check_models(store, mirror)
+    types = store.settings.mirrored_types if types is None else types
     started = time.perf_counter()
     report = SyncReport()
     seen: set[str] = set()
@@ -199,9 +210,13 @@ def sync_mirror(store: "RagStore", mirror: EngramMirror, *, types: Sequence[str]
     return report
 
 
-def verify_mirror(store: "RagStore", mirror: EngramMirror, *, types: Sequence[str] = ("memory",), page: int = PAGE) -> VerifyReport:
-    """Every difference between the store's documents of ``types`` and the mirror, without writing."""
+def verify_mirror(
+    store: "RagStore", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
+) -> VerifyReport:
+    """Every difference between the store's documents of ``types`` (default: the store's
+    BRAIN_MIRROR_TYPES) and the mirror, without writing."""
     _check_models(store, mirror)
+    types = store.settings.mirrored_types if types is None else types
     report = VerifyReport()
     seen: set[str] = set()
     for docs in _store_pages(store, tuple(types), page):
@@ -253,6 +268,7 @@ def restore_from_mirror(
     pending: list[dict[str, Any]] = []
     pending_stats = [0, 0, 0]  # reused, embedded, foreign
     pending_kinds: list[tuple[bool, bool]] = []  # (vector reused, foreign) per pending item
+    by_type: dict[str, int] = {}
 
     def flush() -> None:
         if not pending:
@@ -276,6 +292,8 @@ def restore_from_mirror(
             if pending:
                 store.upsert_docs(pending)
         report.restored += len(pending)
+        for item in pending:
+            by_type[item["type"]] = by_type.get(item["type"], 0) + 1
         report.reused_vectors += pending_stats[0]
         report.embedded += pending_stats[1]
         report.foreign += pending_stats[2]
@@ -301,6 +319,7 @@ def restore_from_mirror(
             if len(pending) >= batch:
                 flush()
         flush()
+    report.by_type = {t: by_type[t] for t in sorted(by_type)}
     report.seconds = time.perf_counter() - started
     log.info("%s", report)
     return report
