@@ -98,7 +98,7 @@ class ProjectLayout:
 
     def describe(self) -> str:
         if self.root is None:
-            return f"no project at or above {self.searched_from}, so the user-level places"
+            return f"the user-level places (no project at or above {self.searched_from})"
         return f"the project {self.root} ({self.how})"
 
 
@@ -446,6 +446,29 @@ class Settings(BaseSettings):
     @property
     def mirrored_types(self) -> tuple[str, ...]:
         return tuple(self.mirror_types.split(","))
+
+    def has_embedded_store(self) -> bool:
+        """Whether an embedded Chroma store exists in the data directory."""
+        return (self.data_dir / "chroma" / "chroma.sqlite3").is_file()
+
+    def describe_paths(self) -> dict[str, Any]:
+        """Where these settings point and why: the project, the env files, each path setting with
+        its origin and whether it exists, and whether a store is there (for ``brain paths``)."""
+        def entry(path: Path, origin: str) -> dict[str, Any]:
+            return {"path": str(path), "exists": path.exists(), "from": origin}
+
+        layout = self.layout
+        mirror_origin = self.origin("mirror_path") if self.mirror_path is not None else "the data directory"
+        return {
+            "project": str(layout.root) if layout.root is not None else None,
+            "found": layout.describe(),
+            "env_files": [{"path": str(p), "exists": p.is_file()} for p in layout.env_files],
+            **{name: entry(getattr(self, name), self.origin(name))
+               for name in ("data_dir", "persona_path", "specialists_path")},
+            "mirror_file": entry(self.mirror_file, mirror_origin),
+            "chroma_url": self.chroma_url,
+            "store": None if self.chroma_url else self.has_embedded_store(),
+        }
 
     @property
     def mirror_file(self) -> Path:

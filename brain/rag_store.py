@@ -82,7 +82,7 @@ def open_client(settings: Settings, *, create: bool = True):
     # absolute: chromadb shares one client per path *string*, so "data/chroma" opened from two working
     # directories (or once relative, once absolute) would otherwise get the wrong store
     path = (settings.data_dir / "chroma").resolve()
-    if not create and not (path / "chroma.sqlite3").is_file():
+    if not create and not settings.has_embedded_store():
         raise missing_store(settings)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -197,7 +197,7 @@ class RagStore:
         # embedded Chroma is single-process: claim the data directory before opening it
         self._dir_lock: DataDirLock | None = None
         if client is None and not self.settings.chroma_url:
-            if not create and not (self.settings.data_dir / "chroma" / "chroma.sqlite3").is_file():
+            if not create and not self.settings.has_embedded_store():
                 raise missing_store(self.settings)  # before the lock, which would create the directory
             self._dir_lock = DataDirLock(self.settings.data_dir).acquire()
         try:
