@@ -35,12 +35,12 @@ or cloned elsewhere. Two different folders with the same name outside any projec
 give them different names, or put them in a project.
 
 **The mark.** Ingested documents are ``type="faq"``, ``source="kb"`` and carry ``kb_file``,
-``kb_root`` (the root name), ``kb_hash`` (the file's content hash, with the parser and chunker
-settings), ``kb_docs`` (how many documents the file produced) and ``kb_text_hash``. Only documents
-with this mark are ever updated or deleted; memories, turns, summaries, the persona and FAQ entries
-written by other means are never touched.
+``kb_names`` (``KB_NAMES``: how ``kb_file`` was formed), ``kb_hash`` (the file's content hash, with
+the parser and chunker settings), ``kb_docs`` (how many documents the file produced) and
+``kb_text_hash``. Only documents with this mark are ever updated or deleted; memories, turns,
+summaries, the persona and FAQ entries written by other means are never touched.
 
-**Older names.** Documents without ``kb_root`` were named by an earlier version relative to the
+**Older names.** Documents without ``kb_names`` were named by an earlier version relative to the
 working directory of that run (or absolute outside it). A run finds the files they belong to and
 re-keys them under the file's current name, re-using their stored vectors (nothing is embedded
 again): a relative old name belongs to a file whose path ends with it, an absolute one to the file it
@@ -102,6 +102,8 @@ if TYPE_CHECKING:
 
 #: bumped when parsing changes what documents a file gives: every file is then re-read once
 PARSER_VERSION = "kb-parser/1"
+#: how ``kb_file`` names are formed (root name / path inside the root); documents without it are older
+KB_NAMES = 2
 SUPPORTED = {".md": "markdown", ".markdown": "markdown", ".jsonl": "jsonl", ".csv": "csv", ".txt": "text"}
 #: metadata keys an input may not set through extra fields / columns
 RESERVED_FIELDS = frozenset({
@@ -245,7 +247,6 @@ class _Parsed:
 class _SourceFile:
     path: Path  # the resolved root joined with the path inside it
     kb_file: str  # its name in the store
-    kb_root: str  # the name of the root it was found under
     kind: str
 
 
@@ -538,7 +539,7 @@ def _collect(paths: Sequence[str | os.PathLike], report: IngestReport) -> tuple[
             report.skipped.append({"path": name, "reason": f"unsupported file type {path.suffix or '(none)'!r}; "
                                                            f"expected {', '.join(SUPPORTED)}"})
         elif name not in files:
-            files[name] = _SourceFile(path, name, root_name, kind)
+            files[name] = _SourceFile(path, name, kind)
 
     for given in paths:
         path = Path(given)
@@ -566,11 +567,11 @@ def _collect(paths: Sequence[str | os.PathLike], report: IngestReport) -> tuple[
 def _older_names(files: list[_SourceFile], stored: dict[str, dict[str, dict[str, Any]]],
                  report: IngestReport) -> dict[str, list[tuple[str, bool]]]:
     """``{kb_file: [(older name, exact), ...]}``: stored names written by an earlier version (no
-    ``kb_root``) that belong to a file of this run. ``exact``: an absolute name resolving to the
+    ``kb_names``) that belong to a file of this run. ``exact``: an absolute name resolving to the
     file; otherwise a relative name the file's path ends with (claimed only if the texts agree)."""
     current = {f.kb_file for f in files}
     older = [name for name, docs in stored.items()
-             if name not in current and not any("kb_root" in m for m in docs.values())]
+             if name not in current and not any("kb_names" in m for m in docs.values())]
     if not older:
         return {}
     exact: dict[str, str] = {}
@@ -627,11 +628,8 @@ def _file_hash(raw: bytes, chunker: TokenChunker) -> str:
     return h.hexdigest()[:32]
 
 
-def _documents(kb_file: str, kb_hash: str, drafts: list[_Draft], chunker: TokenChunker,
-               kb_root: str | None = None) -> list[dict]:
+def _documents(kb_file: str, kb_hash: str, drafts: list[_Draft], chunker: TokenChunker) -> list[dict]:
     """The file's documents with ids and full metadata (see the module docstring)."""
-    if kb_root is None:
-        kb_root = kb_file.rsplit("/", 1)[0] if "/" in kb_file else "."
     pieces: list[tuple[str, dict[str, Any]]] = []
     for draft in drafts:
         parts = chunker.chunk(draft.text)
@@ -645,14 +643,14 @@ def _documents(kb_file: str, kb_hash: str, drafts: list[_Draft], chunker: TokenC
         seen[digest] = n + 1
         docs.append({
             "id": derived_id("kb", kb_file, str(n), digest), "text": text, "type": "faq", "source": "kb", **meta,
-            "kb_file": kb_file, "kb_root": kb_root, "kb_hash": kb_hash, "kb_docs": len(pieces),
+            "kb_file": kb_file, "kb_names": KB_NAMES, "kb_hash": kb_hash, "kb_docs": len(pieces),
             "kb_text_hash": _text_hash(text),
         })
     return docs
 
 
 # ---- the store side ----------------------------------------------------------------------------------------
-_BOOKKEEPING = ("kb_hash", "kb_docs", "kb_root")
+_BOOKKEEPING = ("kb_hash", "kb_docs", "kb_names")
 
 
 def _is_ingested(meta: dict[str, Any] | None) -> bool:
@@ -691,7 +689,7 @@ def _plan_file(source: _SourceFile, stored: dict[str, dict[str, Any]],
         return None, []
     kb_hash = _file_hash(raw, chunker)
     if not older and stored and all(m.get("kb_hash") == kb_hash and m.get("kb_docs") == len(stored)
-                                    and m.get("kb_root") == source.kb_root for m in stored.values()):
+                                    and m.get("kb_names") == KB_NAMES for m in stored.values()):
         report.files_read += 1
         report.files_unchanged += 1
         report.unchanged += len(stored)
@@ -714,7 +712,7 @@ def _plan_file(source: _SourceFile, stored: dict[str, dict[str, Any]],
         return None, []
     report.warnings.extend({"path": source.kb_file, "line": line, "message": message} for line, message in parsed.warnings)
     report.files_read += 1
-    docs = _documents(source.kb_file, kb_hash, parsed.drafts, chunker, source.kb_root)
+    docs = _documents(source.kb_file, kb_hash, parsed.drafts, chunker)
     texts = {d["kb_text_hash"] for d in docs}
     claimed = []
     for name, exact, group in older:
@@ -740,7 +738,7 @@ def _plan_file(source: _SourceFile, stored: dict[str, dict[str, Any]],
     if not stored:
         category = "new"
     elif all(m.get("kb_hash") == kb_hash for m in stored.values()) and (
-            claimed or any(m.get("kb_root") != source.kb_root for m in stored.values())):
+            claimed or any(m.get("kb_names") != KB_NAMES for m in stored.values())):
         category = "migrated"
     else:
         category = "changed"
@@ -865,7 +863,7 @@ def ingest_paths(
     seen = {source.kb_file for source in files} | taken
     report.missing_files = sorted(name for name, docs in stored.items() if name not in seen and (
         any(_under(name, d.name) for d in directories)
-        or (not any("kb_root" in m for m in docs.values()) and any(_legacy_under(name, d) for d in directories))))
+        or (not any("kb_names" in m for m in docs.values()) and any(_legacy_under(name, d) for d in directories))))
     report.pruned = prune
     if prune and report.missing_files:
         gone = [doc_id for name in report.missing_files for doc_id in stored[name]]
@@ -948,5 +946,5 @@ def _describe(exc: BaseException) -> str:
     return text if isinstance(exc, BrainError) else f"{type(exc).__name__}: {text}"
 
 
-__all__ = ["IngestReport", "ingest_paths", "kb_name", "kb_root_name", "scan_ingested", "parse_markdown", "parse_jsonl",
+__all__ = ["IngestReport", "ingest_paths", "kb_name", "kb_root_name", "scan_ingested", "KB_NAMES", "parse_markdown", "parse_jsonl",
            "parse_csv", "parse_text", "PARSER_VERSION", "SUPPORTED"]
