@@ -74,7 +74,7 @@ class Progress:
             self._bar = None
         elif self._enabled and self.lines:
             elapsed = time.monotonic() - self._started
-            self._write(f"{self.desc}: {self.done}/{self.total} {self.unit}s done in {_duration(elapsed)}")
+            self._write(f"{self.desc}: {self.done}/{self.total} {_plural(self.unit)} done in {_duration(elapsed)}")
         self._enabled = False
 
     def __enter__(self) -> "Progress":
@@ -88,7 +88,8 @@ class Progress:
         rate = self.done / elapsed
         percent = 100.0 * self.done / self.total
         left = f", about {_duration((self.total - self.done) / rate)} left" if rate > 0 and self.done < self.total else ""
-        return f"{self.desc}: {self.done}/{self.total} {self.unit}s ({percent:.0f}%), {rate:.1f} {self.unit}s/s{left}"
+        units = _plural(self.unit)
+        return f"{self.desc}: {self.done}/{self.total} {units} ({percent:.0f}%), {rate:.1f} {units}/s{left}"
 
     def _write(self, line: str) -> None:
         self.lines += 1
@@ -108,6 +109,10 @@ def _is_terminal(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # no isatty, or a closed stream
         return False
+
+
+def _plural(unit: str) -> str:
+    return unit[:-1] + "ies" if unit.endswith("y") and unit[-2:-1] not in "aeiou" else unit + "s"
 
 
 def _duration(seconds: float) -> str:
