@@ -208,11 +208,11 @@ def cli(ctx: click.Context, as_json: bool, debug: bool, data_dir: Path | None, p
     \b
     Settings, highest first:
       1. options: --data-dir, --project, init --persona
-      2. the environment: BRAIN_DATA_DIR, BRAIN_PERSONA_PATH, RAG_MEMORY_TOP_K, ...
+      2. the environment: BRAIN_DATA_DIR, BRAIN_PERSONA_PATH, RAG_*, ...
       3. the project's .env, then its config/defaults.env
-      4. built-in defaults: the project's data/, persona.md, config/specialists.yaml
+      4. built-in defaults: the project's data/, persona.md and
+         config/specialists.yaml
 
-    \b
     The project is --project or BRAIN_PROJECT_DIR, else the nearest folder at or above the
     working directory that holds config/defaults.env. Without one: ~/.config/brain (.env,
     persona.md, specialists.yaml) and ~/.local/share/brain (the data), or the XDG_CONFIG_HOME

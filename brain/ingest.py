@@ -723,6 +723,10 @@ def _plan_file(source: _SourceFile, stored: dict[str, dict[str, Any]],
             continue
         claimed.append(name)
         stored = {**stored, **group}
+        first_seen = {m.get("kb_text_hash"): m.get("timestamp") for m in group.values() if m.get("timestamp")}
+        for d in docs:  # a re-keyed document keeps the time it was first ingested
+            if d["kb_text_hash"] in first_seen and d["id"] not in stored:
+                d.setdefault("timestamp", first_seen[d["kb_text_hash"]])
     ids = {d["id"] for d in docs}
     new = [d for d in docs if d["id"] not in stored]
     refresh = [d for d in docs if d["id"] in stored

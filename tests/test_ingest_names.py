@@ -73,6 +73,7 @@ def test_documents_named_by_the_working_directory_are_rekeyed_without_embedding(
     cwd = {"inside": kb, "parent": tmp_path, "outside": tmp_path / "elsewhere"}[where]
     count = legacy_ingest(embedded_store, kb, cwd)
     old_names = {d.metadata["kb_file"] for d in kb_docs(embedded_store)}
+    first_ingested = {d.text: d.metadata["timestamp"] for d in kb_docs(embedded_store)}
     assert old_names == {"inside": {"guide.md", "faq.jsonl", "more/table.csv", "notes.txt"},
                          "parent": {"kb/guide.md", "kb/faq.jsonl", "kb/more/table.csv", "kb/notes.txt"},
                          "outside": {f"{kb.as_posix()}/{n}" for n in ("guide.md", "faq.jsonl", "more/table.csv",
@@ -85,6 +86,7 @@ def test_documents_named_by_the_working_directory_are_rekeyed_without_embedding(
     assert "4 migrated to stable names" in report.summary()
     assert set(state(embedded_store)) == expected_state(tmp_path, local_embedder, kb)  # as if ingested anew
     assert all(d.metadata["kb_names"] == KB_NAMES for d in kb_docs(embedded_store))
+    assert {d.text: d.metadata["timestamp"] for d in kb_docs(embedded_store)} == first_ingested
     again = ingest_paths(embedded_store, [kb])
     assert (again.files_unchanged, again.migrated, again.added) == (4, 0, 0)
 
