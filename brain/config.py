@@ -38,7 +38,6 @@ from brain.errors import ConfigError
 
 #: a directory holding this file is a project root
 PROJECT_MARKER = Path("config") / "defaults.env"
-DEFAULTS_FILE = PROJECT_MARKER
 LOCAL_ENV_FILE = Path(".env")
 #: the settings that name files or directories
 PATH_FIELDS = ("data_dir", "persona_path", "specialists_path", "mirror_path")
@@ -85,7 +84,7 @@ class ProjectLayout:
                 raise ConfigError(f"{how}={str(project_dir)!r} is not a directory; point it at the folder that "
                                   f"holds config/defaults.env")
         else:
-            root, how = find_project_root(here), f"found above {here}"
+            root, how = find_project_root(here), f"found from {here}"
         if root is not None:
             return cls(root, root, (root / PROJECT_MARKER, root / LOCAL_ENV_FILE),
                        {"data_dir": root / "data", "persona_path": root / "persona.md",

@@ -6,7 +6,6 @@ import io
 import math
 import re
 
-import pytest
 from click.testing import CliRunner
 
 import brain.rag_store
