@@ -176,3 +176,23 @@ def test_subprocess_from_a_subfolder_finds_the_project(proj):
                           capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
     assert data_dirs(proj.parent) == [proj / "data"]
+
+
+def test_read_only_commands_never_create_a_collection_on_a_chroma_server(proj, chroma_server, monkeypatch):
+    import uuid
+
+    import chromadb
+
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("BRAIN_CHROMA_URL", chroma_server)
+    monkeypatch.setenv("BRAIN_COLLECTION", name)
+    result = run(proj, "stats")
+    assert result.exit_code == 1
+    assert f"the Chroma server at {chroma_server} has no collection {name!r}" in result.stderr
+    assert "brain init" in result.stderr
+    host, port = chroma_server.rsplit(":", 1)
+    client = chromadb.HttpClient(host=host.split("//")[1], port=int(port))
+    assert name not in {c.name for c in client.list_collections()}
+    assert run(proj, "init").exit_code == 0
+    assert name in {c.name for c in client.list_collections()}
+    assert run_json(proj, "stats")["collection"] == name
