@@ -3,8 +3,10 @@
 Every command parses its options, calls one library function and prints the result, as text
 for people or, with ``--json`` (on the group or on the command), as exactly one JSON document
 on stdout. Exit codes: 0 success, 1 a reported failure (any :class:`~brain.errors.BrainError`,
-an ingest report with errors, an unknown memory id), 2 a usage error (bad option or argument,
-including an unknown document type for ``brain schema`` or ``brain search --type``). Errors
+an ingest report with errors, an unknown memory id), 2 a usage error (an option or argument
+missing, of the wrong type or out of range: ``--k 0``, ``--importance 9``, a malformed
+``--scope`` or ``--entity``, an unknown document type). Read-only commands open the store with
+``create=False``: where there is none they say so and exit 1 instead of creating one. Errors
 are one line on stderr starting with ``error:`` and leave stdout empty, except that ``ingest``
 and ``memory rm`` print their report before failing; ``brain --debug ...`` shows the traceback
 of a failure instead.
@@ -22,9 +24,12 @@ import click
 
 from brain import __version__
 from brain.config import Settings, load_settings
-from brain.errors import BrainError, NotFound
+from brain.errors import BrainError, NotFound, StoreNotFound
 from brain.rag_store import RagStore
-from brain.schemas import DOC_TYPES, DocType, get_all_schemas, schema_info
+from brain.schemas import DOC_TYPES, DocType, check_scope, entity_scope, get_all_schemas, schema_info
+
+#: the largest --k of a search (the store's own bound)
+MAX_K = 1000
 
 
 class CommandFailed(click.ClickException):
@@ -81,19 +86,56 @@ class State:
     json: bool = False
     debug: bool = False
     data_dir: Path | None = None
+    project_dir: Path | None = None
     _settings: Settings | None = None
     _store: RagStore | None = None
 
     def settings(self) -> Settings:
         if self._settings is None:
             overrides = {"data_dir": self.data_dir} if self.data_dir is not None else {}
-            self._settings = load_settings(**overrides)
+            self._settings = load_settings(self.project_dir, **overrides)
         return self._settings
 
-    def store(self) -> RagStore:
+    def store(self, *, create: bool = True) -> RagStore:
+        """The store; with ``create=False`` (read-only commands) a missing store is an error, not made."""
         if self._store is None:
-            self._store = RagStore(self.settings())
+            self._store = RagStore(self.settings(), create=create)
         return self._store
+
+
+class ScopeType(click.ParamType):
+    """A memory scope, 'global' or 'entity:<name>', checked by the library's rule."""
+
+    name = "scope"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return check_scope(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class EntityType(click.ParamType):
+    """An entity name; ``--entity NAME`` means the scope ``entity:NAME`` in every command."""
+
+    name = "name"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            entity_scope(value)
+        except ValueError as exc:
+            self.fail(f"{exc} (an entity name must be non-empty, without leading or trailing spaces)", param, ctx)
+        return value
+
+
+def _scope_of(entity: str | None, scope: str | None) -> str | None:
+    """The one scope ``--entity`` and ``--scope`` ask for (None: neither); both, disagreeing, is a usage error."""
+    if entity is None:
+        return scope
+    wanted = entity_scope(entity)
+    if scope is not None and scope != wanted:
+        raise click.UsageError(f"--entity {entity} means --scope {wanted}, not --scope {scope}; give one of them")
+    return wanted
 
 
 pass_state = click.make_pass_decorator(State, ensure=True)
@@ -155,18 +197,37 @@ def _memory_hit_line(hit: Any) -> str:
 @click.option("--debug", is_flag=True, help="Show the traceback of a failure instead of one line.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where the embedded store lives (overrides BRAIN_DATA_DIR).")
+@click.option("--project", "project_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="The project folder whose config/defaults.env and .env are read (overrides BRAIN_PROJECT_DIR "
+                   "and the search upward from the working directory).")
 @click.version_option(__version__, prog_name="brain")
 @click.pass_context
-def cli(ctx: click.Context, as_json: bool, debug: bool, data_dir: Path | None) -> None:
+def cli(ctx: click.Context, as_json: bool, debug: bool, data_dir: Path | None, project_dir: Path | None) -> None:
     """The memory layer of a chat assistant: one Chroma collection of typed documents.
 
-    Settings come from the environment, .env and config/defaults.env (BRAIN_DATA_DIR,
-    BRAIN_CHROMA_URL, RAG_MEMORY_TOP_K, ...). Exit codes: 0 success, 1 failure, 2 usage error.
+    \b
+    Settings, highest first:
+      1. options: --data-dir, --project, init --persona
+      2. the environment: BRAIN_DATA_DIR, BRAIN_PERSONA_PATH, RAG_*, ...
+      3. the project's .env, then its config/defaults.env
+      4. built-in defaults: the project's data/, persona.md and
+         config/specialists.yaml
+
+    The project is --project or BRAIN_PROJECT_DIR, else the nearest folder at or above the
+    working directory that holds config/defaults.env. Without one: ~/.config/brain (.env,
+    persona.md, specialists.yaml) and ~/.local/share/brain (the data), or the XDG_CONFIG_HOME
+    and XDG_DATA_HOME equivalents. Relative paths in options and the environment are relative
+    to the working directory; in env files, to the project. `brain paths` shows what was found.
+
+    Read-only commands (stats, search, memory list/show, turns, persona show, export, mirror
+    recall/verify) never create a store: `brain init` or `brain ingest` does. Exit codes: 0
+    success, 1 failure, 2 usage error.
     """
     state = ctx.ensure_object(State)
     state.json = state.json or as_json
     state.debug = debug
     state.data_dir = data_dir
+    state.project_dir = project_dir
 
 
 @cli.command()
@@ -175,7 +236,7 @@ def cli(ctx: click.Context, as_json: bool, debug: bool, data_dir: Path | None) -
 @json_option
 @pass_state
 def init(state: State, persona_path: Path | None) -> None:
-    """Open or create the store and load the persona."""
+    """Create the store (or open it) and load the persona."""
     from brain.startup import startup
 
     report = startup(state.settings(), persona_path=persona_path)
@@ -210,7 +271,7 @@ def persona_show(state: State, max_chars: int | None) -> None:
     """Print the persona block a prompt gets."""
     from brain.persona import persona_block
 
-    block = persona_block(state.store(), max_chars=max_chars)
+    block = persona_block(state.store(create=False), max_chars=max_chars)
     if not block and not state.json:
         click.echo("no persona loaded; run `brain persona load`", err=True)
     emit(state, {"text": block}, lambda: block)
@@ -225,12 +286,16 @@ def persona_show(state: State, max_chars: int | None) -> None:
 @json_option
 @pass_state
 def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) -> None:
-    """Add or update knowledge-base files in the store.
+    """Add or update knowledge-base files in the store (creating it if needed).
 
-    PATHS are files or directories of them; an unchanged file writes nothing."""
+    PATHS are files or directories of them; an unchanged file writes nothing. A file is named by
+    its folder's path inside the project (or the folder's own name outside any project) and its
+    path in that folder, so the same folder reached from anywhere, by any path, is the same
+    knowledge base; documents named by older versions are re-keyed without re-embedding.
+    Progress goes to stderr: a bar on a terminal, a line every few seconds otherwise."""
     from brain.ingest import ingest_paths
 
-    report = ingest_paths(state.store(), list(paths), prune=prune, dry_run=dry_run, progress=sys.stderr.isatty())
+    report = ingest_paths(state.store(), list(paths), prune=prune, dry_run=dry_run, progress=True)
     emit(state, report.to_dict(), report.summary)
     if not report.ok:  # the report (stdout) lists each error; stderr gets the one line every failure gets
         count = len(report.errors)
@@ -243,15 +308,17 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
 @click.argument("query")
 @click.option("--type", "doc_type", type=click.Choice(DOC_TYPES),
               help="memory: ranked with score parts; faq, persona, summary: by similarity; turn or none: any document.")
-@click.option("--k", type=int, help="How many results (default: the RAG_*_TOP_K setting of the type, 5 otherwise).")
-@click.option("--entity", help="With --type memory: that entity's memories and global ones.")
+@click.option("--k", type=click.IntRange(1, MAX_K),
+              help="How many results (default: the RAG_*_TOP_K setting of the type, 5 otherwise).")
+@click.option("--entity", type=EntityType(),
+              help="With --type memory: the memories in scope entity:NAME, and global ones; never another entity's.")
 @json_option
 @pass_state
 def search(state: State, query: str, doc_type: str | None, k: int | None, entity: str | None) -> None:
     """Search the store for QUERY."""
     if entity is not None and doc_type != DocType.MEMORY.value:
         raise click.UsageError("--entity needs --type memory")
-    store = state.store()
+    store = state.store(create=False)
     kwargs = {"k": k} if k is not None else {}
     if doc_type == DocType.MEMORY.value:
         hits = store.retrieve_memories(query, entity=entity, **kwargs)
@@ -279,37 +346,43 @@ def memory() -> None:
 
 @memory.command("add")
 @click.argument("text")
-@click.option("--importance", type=int, help="1 (trivia) .. 5 (essential); default 3.")
+@click.option("--importance", type=click.IntRange(1, 5), help="1 (trivia) .. 5 (essential); default 3.")
 @click.option("--tag", "tags", multiple=True, help="A label; repeat for several.")
-@click.option("--entity", help="Who or what the memory is about.")
-@click.option("--scope", help="'global' (default) or 'entity:<name>' (only retrieved for that entity).")
+@click.option("--entity", type=EntityType(),
+              help="Whose memory it is: stored in scope entity:NAME (the same as --scope entity:NAME).")
+@click.option("--scope", type=ScopeType(),
+              help="'global' (default: every entity sees it) or 'entity:<name>' (only that entity).")
 @json_option
 @pass_state
 def memory_add(state: State, text: str, importance: int | None, tags: tuple[str, ...], entity: str | None,
                scope: str | None) -> None:
     """Store TEXT as a memory; the same text in the same scope updates the existing one
     (higher importance, all tags, later time)."""
+    scope = _scope_of(entity, scope)
     store = state.store()
     given = {key: value for key, value in {"scope": scope, "importance": importance}.items() if value is not None}
-    doc_id = store.upsert_memory(text, tags=list(tags), entity=entity, **given)
+    doc_id = store.upsert_memory(text, tags=list(tags), **given)
     doc = store.get_one(doc_id)
     emit(state, doc.to_dict(), lambda: f"stored {_memory_line(doc)}")
 
 
 @memory.command("list")
-@click.option("--entity", help="Only memories about this entity.")
+@click.option("--entity", type=EntityType(),
+              help="Only the memories in scope entity:NAME (global ones are not included; see --scope global).")
+@click.option("--scope", type=ScopeType(), help="Only the memories in this scope: 'global' or 'entity:<name>'.")
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for several (all must match).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
 @json_option
 @pass_state
-def memory_list(state: State, entity: str | None, tags: tuple[str, ...], limit: int | None) -> None:
-    """List stored memories."""
+def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple[str, ...], limit: int | None) -> None:
+    """List stored memories: all of them, or those of one scope (--entity NAME is --scope entity:NAME)."""
+    scope = _scope_of(entity, scope)
     where: dict[str, Any] = {}
-    if entity is not None:
-        where["entity"] = entity
+    if scope is not None:
+        where["scope"] = scope
     if tags:
         where["tags"] = list(tags)
-    docs = state.store().get(type=DocType.MEMORY, where=where or None, limit=limit)
+    docs = state.store(create=False).get(type=DocType.MEMORY, where=where or None, limit=limit)
     emit(state, [d.to_dict() for d in docs],
          lambda: "\n".join(_memory_line(d) for d in docs) if docs else "no memories")
 
@@ -320,7 +393,7 @@ def memory_list(state: State, entity: str | None, tags: tuple[str, ...], limit: 
 @pass_state
 def memory_show(state: State, doc_id: str) -> None:
     """Show one memory with all its metadata."""
-    docs = state.store().get([doc_id], type=DocType.MEMORY)
+    docs = state.store(create=False).get([doc_id], type=DocType.MEMORY)
     if not docs:
         raise NotFound(f"no memory with id {doc_id!r}; `brain memory list` shows the ids")
     doc = docs[0]
@@ -335,7 +408,7 @@ def memory_show(state: State, doc_id: str) -> None:
 @pass_state
 def memory_rm(state: State, doc_ids: tuple[str, ...]) -> None:
     """Remove memories by id; ids that are not memories are reported (exit 1) and left alone."""
-    store = state.store()
+    store = state.store(create=False)
     found = [d.id for d in store.get(list(doc_ids), type=DocType.MEMORY)]
     if found:
         store.delete(found, type=DocType.MEMORY)
@@ -350,12 +423,12 @@ def memory_rm(state: State, doc_ids: tuple[str, ...]) -> None:
 
 @cli.command()
 @click.argument("conversation_id")
-@click.option("--k", type=int, help="How many of the last turns (default: RAG_TURN_TOP_K).")
+@click.option("--k", type=click.IntRange(1, MAX_K), help="How many of the last turns (default: RAG_TURN_TOP_K).")
 @json_option
 @pass_state
 def turns(state: State, conversation_id: str, k: int | None) -> None:
     """Show the last turns of CONVERSATION_ID (conv-...), oldest first."""
-    docs = state.store().recent_turns(conversation_id, **({"k": k} if k is not None else {}))
+    docs = state.store(create=False).recent_turns(conversation_id, **({"k": k} if k is not None else {}))
     emit(state, [d.to_dict() for d in docs], lambda: "\n".join(
         f"#{d.metadata.get('turn_index')} {d.metadata.get('role')} {d.metadata.get('timestamp')}  {d.text}"
         for d in docs
@@ -394,7 +467,7 @@ def stats(state: State) -> None:
     """Documents per type, the embedder, the size on disk.
 
     The size on disk is reported for the embedded store only (null with BRAIN_CHROMA_URL)."""
-    store = state.store()
+    store = state.store(create=False)
     data = store.stats()
     emit(state, data, lambda: "\n".join(
         [f"collection  {data['collection']} ({data['backend']})",
@@ -402,6 +475,24 @@ def stats(state: State) -> None:
          f"documents   {data['documents']}"]
         + [f"  {t:<9} {n}" for t, n in data["by_type"].items()]
         + ([f"on disk     {_human_bytes(data['disk_bytes'])}"] if data["disk_bytes"] is not None else [])
+    ))
+
+
+@cli.command()
+@json_option
+@pass_state
+def paths(state: State) -> None:
+    """Where brain looks: the project, the env files, the data directory, the persona and the
+    specialists file, each with where its value came from, and whether a store is there."""
+    data = state.settings().describe_paths()
+    emit(state, data, lambda: "\n".join(
+        [f"project      {data['found']}",
+         "env files    " + (", ".join(f"{f['path']}{'' if f['exists'] else ' (absent)'}" for f in data["env_files"])
+                            or "none")]
+        + [f"{label:<12} {data[key]['path']}{'' if data[key]['exists'] else ' (absent)'}  from {data[key]['from']}"
+           for key, label in (("data_dir", "data dir"), ("persona_path", "persona"),
+                              ("specialists_path", "specialists"), ("mirror_file", "mirror"))]
+        + [f"store        {'a Chroma server: ' + data['chroma_url'] if data['chroma_url'] else ('yes' if data['store'] else 'none yet (brain init creates it)')}"]
     ))
 
 
@@ -417,8 +508,8 @@ def _report_dict(report: Any) -> dict[str, Any]:
     return data
 
 
-def _store_mirror(state: State) -> Any:
-    store = state.store()
+def _store_mirror(state: State, *, create: bool = True) -> Any:
+    store = state.store(create=create)
     if store.mirror is None:
         if store.mirror_health.error is not None:  # damaged: the error names `brain mirror rebuild`
             raise store.mirror_health.error
@@ -450,7 +541,7 @@ def mirror_verify(state: State) -> None:
     """Report every difference between the store and the mirror (exit 1 if any)."""
     from brain.mirror.sync import verify_mirror
 
-    store = _store_mirror(state)
+    store = _store_mirror(state, create=False)
     report = verify_mirror(store, store.mirror, types=state.settings().mirrored_types)
     emit(state, _report_dict(report), lambda: str(report))
     if not report.ok:
@@ -470,11 +561,9 @@ def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
     from brain.mirror import EngramMirror
 
     settings = state.settings()
-    if not settings.mirror_file.exists():  # a search never creates the file it searches
-        raise BrainError(
-            f"there is no mirror at {settings.mirror_file}; the store writes it as it is written "
-            f"(BRAIN_MIRROR_ENABLED), and `brain mirror sync` fills it from an existing store"
-        )
+    if not settings.mirror_file.is_file():
+        raise StoreNotFound(f"there is no mirror at {settings.mirror_file}; `brain init` creates the store and its "
+                            f"mirror, `brain mirror sync` fills it from an existing store")
     embedder = get_embedder(settings)
     with EngramMirror(settings.mirror_file, embedder.name, batch_size=settings.mirror_batch_size) as mirror:
         hits = mirror.keyword_recall(query, k) if keyword else mirror.recall(embedder.embed_query(query), k)
@@ -511,7 +600,7 @@ def mirror_rebuild(state: State, force: bool) -> None:
 def mirror_backfill(state: State) -> None:
     """Embed the mirrored documents that have no vector of the configured model (resumable)."""
     store = _store_mirror(state)
-    done = store.mirror.backfill(store.embedder.embed_documents, progress=not state.json)
+    done = store.mirror.backfill(store.embedder.embed_documents, progress=True)
     coverage = store.mirror.coverage()
     emit(state, {"embedded": done, "coverage": asdict(coverage)},
          lambda: f"embedded {done} documents; {coverage.with_vectors} of {coverage.memories} have "
@@ -555,7 +644,7 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
     """Export the store to OUT_DIR: memory-store.json, embeddings.json and conversations/<id>.json."""
     from brain.portable import export_pam
 
-    report = export_pam(state.store(), out_dir, embeddings=not no_embeddings, conversations=not no_conversations,
+    report = export_pam(state.store(create=False), out_dir, embeddings=not no_embeddings, conversations=not no_conversations,
                         owner_id=owner)
     emit(state, report.to_dict(), lambda: "\n".join(
         [f"exported {report.memories} memories to {report.memory_store}"
@@ -596,7 +685,7 @@ def consolidate(state: State, dry_run: bool, threshold: float | None) -> None:
     """Merge near-duplicate memories of the same scope; lists every merge."""
     from brain.chat import ChatMemory
 
-    with ChatMemory(state.store(), start_worker=False) as chat:
+    with ChatMemory(state.store(create=False), start_worker=False) as chat:
         report = chat.consolidate(dry_run=dry_run, threshold=threshold)
     emit(state, report.to_dict(), report.summary)
 

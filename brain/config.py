@@ -1,24 +1,175 @@
-"""Settings: one typed model read from the environment, ``.env`` and ``config/defaults.env``.
+"""Settings: one typed model read from the environment and the project's env files.
 
 Nothing else in brain reads ``os.environ``. Every setting is named by its environment
 variable; Python callers may also pass the field name (``Settings(memory_top_k=5)``).
+
+**Where a setting comes from**, highest first: keyword arguments (the CLI's options such as
+``--data-dir``), the process environment, the project's ``.env``, the project's
+``config/defaults.env``, the built-in defaults.
+
+**The project** is ``BRAIN_PROJECT_DIR`` (or ``--project``) when set, else the nearest directory at
+or above the working directory that holds ``config/defaults.env`` (a brain checkout is one). Its
+``config/defaults.env`` and ``.env`` are read, and its files are the defaults: ``data/``,
+``persona.md``, ``config/specialists.yaml``. Without a project brain uses user-level places:
+``$XDG_CONFIG_HOME/brain`` (``~/.config/brain``) for ``.env``, ``persona.md`` and
+``specialists.yaml``, and ``$XDG_DATA_HOME/brain`` (``~/.local/share/brain``) for the data.
+
+**Relative paths** given as arguments or in the environment are relative to the working directory,
+as any command-line path; relative paths written in an env file are relative to the project root
+(or the user-level directory), so a file means the same thing from any directory. Once loaded,
+every path setting is absolute.
 """
 
 from __future__ import annotations
 
+import os
+from contextvars import ContextVar
+from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 from urllib.parse import urlparse
 
 import annotated_types
 import pydantic
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from brain.errors import ConfigError
 
-DEFAULTS_FILE = Path("config") / "defaults.env"
+#: a directory holding this file is a project root
+PROJECT_MARKER = Path("config") / "defaults.env"
 LOCAL_ENV_FILE = Path(".env")
+#: the settings that name files or directories
+PATH_FIELDS = ("data_dir", "persona_path", "specialists_path", "mirror_path")
+
+
+def find_project_root(start: str | os.PathLike) -> Path | None:
+    """The nearest directory at or above ``start`` that holds ``config/defaults.env``, or None."""
+    here = Path(os.path.abspath(start))
+    for directory in (here, *here.parents):
+        if (directory / PROJECT_MARKER).is_file():
+            return directory
+    return None
+
+
+@dataclass(frozen=True)
+class ProjectLayout:
+    """Where the settings files are and what relative paths in them mean.
+
+    ``root`` is the project root (None without a project); ``base`` is the directory relative paths
+    in the env files resolve against (the project root, or the user-level config directory);
+    ``env_files`` are read in order, a later file winning (missing ones are skipped); ``defaults``
+    are the path settings' defaults; ``searched_from`` is where the upward search started."""
+
+    root: Path | None
+    base: Path
+    env_files: tuple[Path, ...]
+    defaults: Mapping[str, Path]
+    searched_from: Path
+    how: str = ""  # how the root was found, for messages
+
+    @classmethod
+    def discover(cls, project_dir: str | os.PathLike | None = None, *, environ: Mapping[str, str] | None = None,
+                 cwd: str | os.PathLike | None = None) -> "ProjectLayout":
+        """The layout for ``project_dir``, else ``BRAIN_PROJECT_DIR``, else the project found upward
+        from ``cwd`` (default: the working directory), else the user-level places."""
+        environ = os.environ if environ is None else environ
+        here = Path(os.path.abspath(cwd if cwd is not None else os.getcwd()))
+        how = "--project"
+        if project_dir is None and environ.get("BRAIN_PROJECT_DIR", "").strip():
+            project_dir, how = environ["BRAIN_PROJECT_DIR"].strip(), "BRAIN_PROJECT_DIR"
+        if project_dir is not None:
+            root = (here / Path(project_dir).expanduser()).resolve()
+            if not root.is_dir():
+                raise ConfigError(f"{how}={str(project_dir)!r} is not a directory; point it at the folder that "
+                                  f"holds config/defaults.env")
+        else:
+            root, how = find_project_root(here), f"found from {here}"
+        if root is not None:
+            return cls(root, root, (root / PROJECT_MARKER, root / LOCAL_ENV_FILE),
+                       {"data_dir": root / "data", "persona_path": root / "persona.md",
+                        "specialists_path": root / "config" / "specialists.yaml"}, here, how)
+        config_home = _xdg_home(environ, "XDG_CONFIG_HOME", ".config") / "brain"
+        data_home = _xdg_home(environ, "XDG_DATA_HOME", ".local/share") / "brain"
+        return cls(None, config_home, (config_home / LOCAL_ENV_FILE,),
+                   {"data_dir": data_home, "persona_path": config_home / "persona.md",
+                    "specialists_path": config_home / "specialists.yaml"}, here, "user-level")
+
+    def describe(self) -> str:
+        if self.root is None:
+            return f"the user-level places (no project at or above {self.searched_from})"
+        return f"the project {self.root} ({self.how})"
+
+
+def _xdg_home(environ: Mapping[str, str], variable: str, fallback: str) -> Path:
+    value = environ.get(variable, "").strip()
+    if value and os.path.isabs(value):  # the XDG spec ignores relative values
+        return Path(value)
+    return Path.home() / fallback
+
+
+@dataclass
+class _Loading:
+    """What one ``Settings(...)`` call is resolving against, and where each path setting came from."""
+
+    layout: ProjectLayout
+    cwd: Path
+    origins: dict[str, str] = dataclass_field(default_factory=dict)
+
+
+_LOADING: ContextVar[_Loading | None] = ContextVar("brain_settings_loading", default=None)
+
+
+def _path_aliases() -> dict[str, str]:
+    """lower-cased alias -> field name, for the path settings."""
+    out = {}
+    for name in PATH_FIELDS:
+        alias = Settings.model_fields[name].validation_alias
+        for choice in (alias.choices if isinstance(alias, AliasChoices) else [name]):
+            out[str(choice).lower()] = name
+    return out
+
+
+def _anchored(source: Callable[[], dict[str, Any]], kind: str) -> Callable[[], dict[str, Any]]:
+    """``source`` with its path settings made absolute: against the working directory for arguments
+    and the environment, against the project root for env files; an empty value means unset."""
+
+    def read() -> dict[str, Any]:
+        values = source()
+        loading = _LOADING.get()
+        if loading is None:
+            return values
+        aliases = _path_aliases()
+        for key in list(values):
+            name = aliases.get(str(key).lower())
+            if name is None:
+                continue
+            value = values[key]
+            if value is None or (isinstance(value, str) and not value.strip()):
+                del values[key]
+                continue
+            if not isinstance(value, (str, os.PathLike)):
+                continue  # not a path: validation names the problem
+            base = loading.layout.base if kind == "file" else loading.cwd
+            values[key] = base / Path(value).expanduser()
+            if name not in loading.origins:  # sources are read highest priority first
+                loading.origins[name] = _origin(kind, str(key), loading.layout)
+        return values
+
+    return read
+
+
+def _origin(kind: str, key: str, layout: ProjectLayout) -> str:
+    if kind == "argument":
+        return "an explicit argument or option (such as --data-dir)"
+    if kind == "environment":
+        return f"{key.upper()} in the environment"
+    from dotenv import dotenv_values
+
+    for path in reversed(layout.env_files):
+        if path.is_file() and key.lower() in {k.lower() for k in dotenv_values(path)}:
+            return f"{key.upper()} in {path}"
+    return f"{key.upper()} in {', '.join(map(str, layout.env_files))}"
 
 
 def _env(name: str, field_name: str) -> AliasChoices:
@@ -29,7 +180,7 @@ class Settings(BaseSettings):
     """brain's configuration. Out-of-range values raise :class:`ConfigError` naming the variable."""
 
     model_config = SettingsConfigDict(
-        env_file=(DEFAULTS_FILE, LOCAL_ENV_FILE),
+        env_file=None,  # chosen per load by ProjectLayout.discover
         env_file_encoding="utf-8",
         extra="ignore",
         case_sensitive=False,
@@ -70,6 +221,7 @@ class Settings(BaseSettings):
     )
 
     # --- storage ----------------------------------------------------------------------------
+    # path settings: unset, they default to the project's (or the user-level) places; see the module docstring
     data_dir: Path = Field(Path("data"), validation_alias=_env("BRAIN_DATA_DIR", "data_dir"))
     chroma_url: str | None = Field(None, validation_alias=_env("BRAIN_CHROMA_URL", "chroma_url"))
     collection: str = Field("conversations", validation_alias=_env("BRAIN_COLLECTION", "collection"))
@@ -186,11 +338,45 @@ class Settings(BaseSettings):
         1_000_000, ge=1024, le=1_000_000_000, validation_alias=_env("BRAIN_API_MAX_BODY_BYTES", "api_max_body_bytes")
     )
 
+    _layout: ProjectLayout | None = PrivateAttr(None)
+    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+
     def __init__(self, **values: Any):
+        layout = ProjectLayout.discover(values.pop("_project_dir", None))
+        values.setdefault("_env_file", layout.env_files)
+        loading = _Loading(layout, Path(os.path.abspath(os.getcwd())))
+        token = _LOADING.set(loading)
         try:
             super().__init__(**values)
         except pydantic.ValidationError as exc:
             raise ConfigError(describe_settings_error(exc)) from None
+        finally:
+            _LOADING.reset(token)
+        for name in PATH_FIELDS:
+            value = getattr(self, name)
+            if name not in self.model_fields_set and name in layout.defaults:
+                value = layout.defaults[name]
+                loading.origins[name] = f"the default of {layout.describe()}"
+            if value is not None and not value.is_absolute():  # e.g. a Path given after loading
+                value = loading.cwd / value
+            self.__dict__[name] = value
+        self._layout = layout
+        self._origins = loading.origins
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
+                                   file_secret_settings):
+        return (_anchored(init_settings, "argument"), _anchored(env_settings, "environment"),
+                _anchored(dotenv_settings, "file"), file_secret_settings)
+
+    @property
+    def layout(self) -> ProjectLayout:
+        """The project (or user-level places) these settings were read from."""
+        return self._layout if self._layout is not None else ProjectLayout.discover()
+
+    def origin(self, name: str) -> str:
+        """Where the path setting ``name`` came from, for messages (e.g. ``BRAIN_DATA_DIR in /p/.env``)."""
+        return self._origins.get(name) or "the built-in default"
 
     @field_validator("embedder")
     @classmethod
@@ -260,6 +446,29 @@ class Settings(BaseSettings):
     @property
     def mirrored_types(self) -> tuple[str, ...]:
         return tuple(self.mirror_types.split(","))
+
+    def has_embedded_store(self) -> bool:
+        """Whether an embedded Chroma store exists in the data directory."""
+        return (self.data_dir / "chroma" / "chroma.sqlite3").is_file()
+
+    def describe_paths(self) -> dict[str, Any]:
+        """Where these settings point and why: the project, the env files, each path setting with
+        its origin and whether it exists, and whether a store is there (for ``brain paths``)."""
+        def entry(path: Path, origin: str) -> dict[str, Any]:
+            return {"path": str(path), "exists": path.exists(), "from": origin}
+
+        layout = self.layout
+        mirror_origin = self.origin("mirror_path") if self.mirror_path is not None else "the data directory"
+        return {
+            "project": str(layout.root) if layout.root is not None else None,
+            "found": layout.describe(),
+            "env_files": [{"path": str(p), "exists": p.is_file()} for p in layout.env_files],
+            **{name: entry(getattr(self, name), self.origin(name))
+               for name in ("data_dir", "persona_path", "specialists_path")},
+            "mirror_file": entry(self.mirror_file, mirror_origin),
+            "chroma_url": self.chroma_url,
+            "store": None if self.chroma_url else self.has_embedded_store(),
+        }
 
     @property
     def mirror_file(self) -> Path:
@@ -350,6 +559,9 @@ def describe_settings_error(exc: pydantic.ValidationError) -> str:
     return "invalid settings: " + "; ".join(lines)
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Read settings; raise :class:`ConfigError` with a readable message when a value is wrong."""
+def load_settings(project_dir: str | os.PathLike | None = None, **overrides: Any) -> Settings:
+    """Read settings (for the project ``project_dir``, else the one found as the module docstring
+    says); raise :class:`ConfigError` with a readable message when a value is wrong."""
+    if project_dir is not None:
+        overrides["_project_dir"] = project_dir
     return Settings(**overrides)

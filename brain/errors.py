@@ -44,6 +44,10 @@ class StoreUnavailable(BrainError):
     """The Chroma store cannot be opened or reached."""
 
 
+class StoreNotFound(StoreUnavailable):
+    """There is no store where the settings point, and the caller asked not to create one."""
+
+
 class StoreLocked(StoreUnavailable):
     """Another process has the embedded data directory open (embedded Chroma is single-process)."""
 

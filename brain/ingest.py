@@ -24,11 +24,29 @@ nothing duplicated, nothing stale, nothing re-embedded that did not change.
 Every document is then split by :class:`~brain.chunking.TokenChunker` so none exceeds the
 embedder's input (``kb_part`` / ``kb_parts`` number the pieces of one section or entry).
 
-**The mark.** Ingested documents are ``type="faq"``, ``source="kb"`` and carry ``kb_file`` (the
-file's path relative to the working directory, or absolute when outside it), ``kb_hash`` (the file's
-content hash, with the parser and chunker settings), ``kb_docs`` (how many documents the file
-produced) and ``kb_text_hash``. Only documents with this mark are ever updated or deleted; memories,
-turns, summaries, the persona and FAQ entries written by other means are never touched.
+**Names.** A file is named by the knowledge-base root it was found under and its path inside that
+root: ``kb_file = "<root name>/<path inside the root>"``. The root is a directory given in ``paths``
+(for a file given by name, its folder), with symbolic links resolved; its name is its path relative
+to the project that holds it (the nearest directory above it with ``config/defaults.env``, see
+:mod:`brain.config`), so ``config/kb/faq.md`` in a brain checkout, or, outside any project, the
+directory's own name (``kb/faq.md``). Neither depends on the working directory or on how the folder
+was reached (relative, absolute or symlinked path), and a project keeps its names when it is moved
+or cloned elsewhere. Two different folders with the same name outside any project share names:
+give them different names, or put them in a project.
+
+**The mark.** Ingested documents are ``type="faq"``, ``source="kb"`` and carry ``kb_file``,
+``kb_names`` (``KB_NAMES``: how ``kb_file`` was formed), ``kb_hash`` (the file's content hash, with
+the parser and chunker settings), ``kb_docs`` (how many documents the file produced) and
+``kb_text_hash``. Only documents with this mark are ever updated or deleted; memories, turns,
+summaries, the persona and FAQ entries written by other means are never touched.
+
+**Older names.** Documents without ``kb_names`` were named by an earlier version relative to the
+working directory of that run (or absolute outside it). A run finds the files they belong to and
+re-keys them under the file's current name, re-using their stored vectors (nothing is embedded
+again): a relative old name belongs to a file whose path ends with it, an absolute one to the file it
+resolves to. A relative old name that fits several files, or shares no text with the one file it
+fits, is not claimed; it counts as a missing file (below). Copies left by runs from different
+directories are removed this way too.
 
 **Ids** are ``derived_id("kb", kb_file, n, digest)`` where ``digest`` hashes the document's text and
 its content metadata (topic, specialist, heading, part, extra fields) and ``n`` counts earlier
@@ -46,16 +64,18 @@ ones; the next run sees the mismatch and finishes the file. A file that cannot b
 reported (file and line) and left exactly as it was in the store; the other files are ingested.
 
 **Counts** in :class:`IngestReport` (identical with ``dry_run``, which writes and embeds nothing):
-``files_read`` files read without error; ``added`` documents written under a new id; ``unchanged``
-documents whose id was already stored (kept; see above); ``removed`` stale documents deleted
-(old chunks of changed files, and with ``prune`` the documents of files that are gone);
-``updated`` files whose stored documents did not match the file (changed since the last run, or
-left half-done by an interrupted one) and were brought in step; ``embedded`` texts sent to the
-embedder (at most ``added``: identical texts are embedded once and stored vectors are re-used).
+files are counted as ``files_new``, ``updated`` (changed), ``files_unchanged``, ``files_migrated``
+(re-keyed from an older name) and ``files_bad`` (could not be read or parsed); documents as
+``added``, ``unchanged``, ``removed`` and ``migrated``, and ``embedded`` texts (see the class).
 
 **Prune.** Files are "gone" when they were ingested from inside a directory given in ``paths`` and
 are no longer there (a file given by name is never pruned). They are listed in
-``missing_files``; with ``prune=True`` their documents are deleted.
+``missing_files``; with ``prune=True`` their documents are deleted. An older relative name is inside
+a given directory when it starts with the directory's path as seen from one of its parents (the run
+that wrote it was started above the directory).
+
+**Progress** (``progress=True``): a bar on a terminal, moved by every embedded batch, else a log line
+now and then (:mod:`brain.progress`).
 """
 
 from __future__ import annotations
@@ -66,14 +86,15 @@ import io
 import json
 import os
 import re
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from brain.chunking import TokenChunker
+from brain.config import find_project_root
 from brain.ids import derived_id
 from brain.persona import slugify
+from brain.progress import ProgressOptions, open_progress
 from brain.schemas import metadata_value_problem
 
 if TYPE_CHECKING:
@@ -81,6 +102,8 @@ if TYPE_CHECKING:
 
 #: bumped when parsing changes what documents a file gives: every file is then re-read once
 PARSER_VERSION = "kb-parser/1"
+#: how ``kb_file`` names are formed (root name / path inside the root); documents without it are older
+KB_NAMES = 2
 SUPPORTED = {".md": "markdown", ".markdown": "markdown", ".jsonl": "jsonl", ".csv": "csv", ".txt": "text"}
 #: metadata keys an input may not set through extra fields / columns
 RESERVED_FIELDS = frozenset({
@@ -103,15 +126,27 @@ _ANSWER = re.compile(r"^\s*(?:\*\*|__)?A(?:\*\*|__)?\s*:")
 class IngestReport:
     """What a run did (or, with ``dry_run``, would do: the same numbers, nothing written or embedded).
 
+    Files:
+
     - ``files_read``: supported files read and parsed (or recognised as unchanged) without error.
+    - ``files_new``: files that had no documents in the store, now ingested.
+    - ``updated``: files (not documents) that had ingested documents which no longer matched the
+      file (changed since the last run, or left half-done by an interrupted run) and were brought in
+      step.
+    - ``files_unchanged``: files whose documents were already in step (nothing written).
+    - ``files_migrated``: unchanged files whose documents were stored under an older name (see the
+      module docstring) and were re-keyed under the current one, with their stored vectors.
+    - ``files_bad``: files (or given paths) that could not be found, read or parsed; ``errors`` says
+      why. They are left exactly as they were in the store.
+
+    Documents:
+
     - ``added``: documents written under an id that was not stored before.
     - ``unchanged``: documents whose id was already stored and is kept (when their file changed
       elsewhere, their ``kb_hash`` / ``kb_docs`` are refreshed with a metadata-only write).
     - ``removed``: ingested documents deleted: stale chunks of changed files, and with ``prune``
       every document of a file in ``missing_files``.
-    - ``updated``: files (not documents) that had ingested documents which no longer matched the
-      file (changed since the last run, or left half-done by an interrupted run) and were brought in
-      step. New files count in ``added`` only.
+    - ``migrated``: documents of migrated files, re-keyed under the current name (not embedded).
     - ``embedded``: texts sent to the embedder, at most ``added``: a text identical to one already
       stored (a moved file, a duplicate entry) re-uses that vector.
     - ``skipped``: ``{"path", "reason"}`` of files that are not knowledge-base files (by extension).
@@ -137,6 +172,11 @@ class IngestReport:
     warnings: list[dict] = field(default_factory=list)  # {"path", "line", "message"}: ingested, with a loss
     missing_files: list[str] = field(default_factory=list)  # ingested before, gone from the given folders
     pruned: bool = False  # whether missing files' documents were (or, dry run, would be) removed
+    files_new: int = 0
+    files_unchanged: int = 0
+    files_migrated: int = 0
+    files_bad: int = 0
+    migrated: int = 0
 
     @property
     def ok(self) -> bool:
@@ -150,14 +190,20 @@ class IngestReport:
         def plural(n: int, word: str) -> str:
             return f"{n} {word}{'' if n == 1 else 's'}"
 
-        verb = "would be" if self.dry_run else ""
+        verb = "would be " if self.dry_run else ""
         head = "Dry run, nothing written. " if self.dry_run else ""
-        lines = [
-            f"{head}{plural(self.files_read, 'file')} read ({self.updated} changed): "
-            f"{plural(self.added, 'document')} {verb + ' ' if verb else ''}added "
-            f"({self.embedded} {'to embed' if self.dry_run else 'embedded'}), {self.unchanged} unchanged, "
-            f"{self.removed} {verb + ' ' if verb else ''}removed."
-        ]
+        files = f"{plural(self.files_read, 'file')} read, {self.files_new} new, {self.updated} changed, " \
+                f"{self.files_unchanged} unchanged"
+        if self.files_migrated:
+            files += f", {self.files_migrated} {verb}migrated to stable names"
+        if self.files_bad:
+            files += f"; {plural(self.files_bad, 'bad file')}"
+        docs = (f"{plural(self.added, 'document')} {verb}added "
+                f"({self.embedded} {'to embed' if self.dry_run else 'embedded'}), {self.unchanged} unchanged, "
+                f"{self.removed} {verb}removed")
+        if self.migrated:
+            docs += f", {self.migrated} {verb}re-keyed (vectors reused)"
+        lines = [f"{head}{files}. {docs}."]
         if self.skipped:
             lines.append(f"Skipped {plural(len(self.skipped), 'file')}:")
             lines += [f"  {s['path']}: {s['reason']}" for s in self.skipped[:10]]
@@ -199,8 +245,8 @@ class _Parsed:
 
 @dataclass
 class _SourceFile:
-    path: Path
-    kb_file: str
+    path: Path  # the resolved root joined with the path inside it
+    kb_file: str  # its name in the store
     kind: str
 
 
@@ -208,11 +254,17 @@ class _SourceFile:
 class _FilePlan:
     kb_file: str
     kb_hash: str
-    existed: bool
+    category: str  # "new", "changed" or "migrated"
     new: list[dict]  # documents (id, text, metadata) to write under new ids
     refresh: list[dict]  # kept documents whose bookkeeping fields change (re-written with their stored vector)
     kept: int
     stale: list[str]  # ids to delete after the write
+
+
+@dataclass
+class _GivenDirectory:
+    name: str  # its root name
+    paths: tuple[str, ...]  # its absolute spellings: resolved, and as given
 
 
 def _extra_problem(key: Any, value: Any) -> str | None:
@@ -435,14 +487,27 @@ _PARSERS = {"markdown": parse_markdown, "jsonl": parse_jsonl, "csv": parse_csv, 
 
 
 # ---- files ---------------------------------------------------------------------------------------------
+def kb_root_name(directory: str | os.PathLike) -> str:
+    """The stable name of a knowledge-base root: its path relative to the project holding it
+    (``.`` for the project itself), else the directory's own name (see the module docstring)."""
+    resolved = Path(directory).resolve()
+    project = find_project_root(resolved)
+    if project is not None:
+        return resolved.relative_to(project).as_posix()
+    return resolved.name or resolved.as_posix()
+
+
+def _joined(root_name: str, inside: str) -> str:
+    return inside if root_name == "." else f"{root_name}/{inside}"
+
+
 def kb_name(path: str | os.PathLike) -> str:
-    """How a file is named in ``kb_file``: relative to the working directory (POSIX separators), or
-    absolute when it lies outside it. ``kb/a.md``, ``./kb/a.md`` and ``/abs/cwd/kb/a.md`` agree."""
-    absolute = os.path.abspath(path)
-    relative = os.path.relpath(absolute, os.getcwd())
-    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
-        return Path(absolute).as_posix()
-    return Path(relative).as_posix()
+    """How ``path`` is named in ``kb_file``: a directory by its root name, a file given by name by
+    its folder's root name and its own name. The same from any working directory."""
+    path = Path(path)
+    if path.is_dir():
+        return kb_root_name(path)
+    return _joined(kb_root_name(path.parent), path.name)
 
 
 def _under(kb_file: str, directory: str) -> bool:
@@ -451,13 +516,25 @@ def _under(kb_file: str, directory: str) -> bool:
     return kb_file.startswith(directory.rstrip("/") + "/")
 
 
-def _collect(paths: Sequence[str | os.PathLike], report: IngestReport) -> tuple[list[_SourceFile], list[str]]:
-    files: dict[str, _SourceFile] = {}
-    directories: list[str] = []
+def _legacy_under(old_name: str, directory: _GivenDirectory) -> bool:
+    """Whether an older name (relative to the working directory of its run, or absolute) lies inside
+    ``directory``, assuming that run was started at or above the directory."""
+    if os.path.isabs(old_name):
+        return any(old_name.startswith(path.rstrip("/") + "/") for path in directory.paths)
+    for path in directory.paths:
+        parts = path.strip("/").split("/")
+        if any(old_name.startswith("/".join(parts[i:]) + "/") for i in range(len(parts))):
+            return True
+    return False
 
-    def add(path: Path) -> None:
+
+def _collect(paths: Sequence[str | os.PathLike], report: IngestReport) -> tuple[list[_SourceFile], list[_GivenDirectory]]:
+    files: dict[str, _SourceFile] = {}
+    directories: list[_GivenDirectory] = []
+
+    def add(path: Path, root: Path, root_name: str) -> None:
         kind = SUPPORTED.get(path.suffix.lower())
-        name = kb_name(path)
+        name = _joined(root_name, path.relative_to(root).as_posix())
         if kind is None:
             report.skipped.append({"path": name, "reason": f"unsupported file type {path.suffix or '(none)'!r}; "
                                                            f"expected {', '.join(SUPPORTED)}"})
@@ -467,19 +544,59 @@ def _collect(paths: Sequence[str | os.PathLike], report: IngestReport) -> tuple[
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            directories.append(kb_name(path))
-            for root, dirs, names in os.walk(path):
+            root = path.resolve()
+            name = kb_root_name(root)
+            directories.append(_GivenDirectory(name, tuple(dict.fromkeys([root.as_posix(),
+                                                                           Path(os.path.abspath(path)).as_posix()]))))
+            for folder, dirs, names in os.walk(root):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for name in sorted(names):
-                    if not name.startswith("."):
-                        add(Path(root) / name)
+                for file_name in sorted(names):
+                    if not file_name.startswith("."):
+                        add(Path(folder) / file_name, root, name)
         elif path.is_file():
-            add(path)
+            root = path.parent.resolve()  # the folder's links resolved, the file's own name kept
+            add(root / path.name, root, kb_root_name(root))
         elif path.exists():
             report.skipped.append({"path": kb_name(path), "reason": "not a regular file or directory"})
         else:
             report._error(str(given), None, "no such file or directory")
+            report.files_bad += 1
     return list(files.values()), directories
+
+
+def _older_names(files: list[_SourceFile], stored: dict[str, dict[str, dict[str, Any]]],
+                 report: IngestReport) -> dict[str, list[tuple[str, bool]]]:
+    """``{kb_file: [(older name, exact), ...]}``: stored names written by an earlier version (no
+    ``kb_names``) that belong to a file of this run. ``exact``: an absolute name resolving to the
+    file; otherwise a relative name the file's path ends with (claimed only if the texts agree)."""
+    current = {f.kb_file for f in files}
+    older = [name for name, docs in stored.items()
+             if name not in current and not any("kb_names" in m for m in docs.values())]
+    if not older:
+        return {}
+    exact: dict[str, str] = {}
+    by_suffix: dict[str, set[str]] = {}
+    for f in files:
+        for spelling in {f.path.as_posix(), Path(os.path.realpath(f.path)).as_posix()}:
+            exact.setdefault(spelling, f.kb_file)
+            parts = spelling.split("/")
+            for i in range(1, len(parts)):
+                by_suffix.setdefault("/".join(parts[i:]), set()).add(f.kb_file)
+    found: dict[str, list[tuple[str, bool]]] = {}
+    for name in older:
+        if os.path.isabs(name):
+            owner = exact.get(name) or exact.get(Path(os.path.realpath(name)).as_posix())
+            if owner is not None:
+                found.setdefault(owner, []).append((name, True))
+            continue
+        owners = by_suffix.get(os.path.normpath(name).replace(os.sep, "/"), set())
+        if len(owners) == 1:
+            found.setdefault(next(iter(owners)), []).append((name, False))
+        elif owners:
+            report.warnings.append({"path": name, "line": None, "message": (
+                f"ingested under an older name that fits {len(owners)} files ({', '.join(sorted(owners)[:3])}); "
+                f"left as is (--prune on its folder removes it)")})
+    return found
 
 
 def _decode(raw: bytes) -> str:
@@ -526,13 +643,14 @@ def _documents(kb_file: str, kb_hash: str, drafts: list[_Draft], chunker: TokenC
         seen[digest] = n + 1
         docs.append({
             "id": derived_id("kb", kb_file, str(n), digest), "text": text, "type": "faq", "source": "kb", **meta,
-            "kb_file": kb_file, "kb_hash": kb_hash, "kb_docs": len(pieces), "kb_text_hash": _text_hash(text),
+            "kb_file": kb_file, "kb_names": KB_NAMES, "kb_hash": kb_hash, "kb_docs": len(pieces),
+            "kb_text_hash": _text_hash(text),
         })
     return docs
 
 
 # ---- the store side ----------------------------------------------------------------------------------------
-_BOOKKEEPING = ("kb_hash", "kb_docs")
+_BOOKKEEPING = ("kb_hash", "kb_docs", "kb_names")
 
 
 def _is_ingested(meta: dict[str, Any] | None) -> bool:
@@ -557,24 +675,31 @@ def scan_ingested(store: RagStore) -> dict[str, dict[str, dict[str, Any]]]:
         offset += len(ids)
 
 
-def _plan_file(source: _SourceFile, stored: dict[str, dict[str, Any]], chunker: TokenChunker,
-               report: IngestReport) -> _FilePlan | None:
-    """Read, compare, parse: the file's plan, or None when there is nothing to write (counted here)."""
+def _plan_file(source: _SourceFile, stored: dict[str, dict[str, Any]],
+               older: list[tuple[str, bool, dict[str, dict[str, Any]]]], chunker: TokenChunker,
+               report: IngestReport) -> tuple[_FilePlan | None, list[str]]:
+    """Read, compare, parse: the file's plan (None when there is nothing to write; counted here), and
+    the older names whose documents the plan takes over. ``older``: (name, exact, documents) of the
+    older names that fit the file; a guess (not exact) is taken over only if the texts agree."""
     try:
         raw = source.path.read_bytes()
     except OSError as exc:
         report._error(source.kb_file, None, f"cannot read the file: {exc.strerror or exc}")
-        return None
+        report.files_bad += 1
+        return None, []
     kb_hash = _file_hash(raw, chunker)
-    if stored and all(m.get("kb_hash") == kb_hash and m.get("kb_docs") == len(stored) for m in stored.values()):
+    if not older and stored and all(m.get("kb_hash") == kb_hash and m.get("kb_docs") == len(stored)
+                                    and m.get("kb_names") == KB_NAMES for m in stored.values()):
         report.files_read += 1
+        report.files_unchanged += 1
         report.unchanged += len(stored)
-        return None
+        return None, []
     try:
         text = _decode(raw)
     except UnicodeDecodeError as exc:
         report._error(source.kb_file, *_utf8_problem(raw, exc))
-        return None
+        report.files_bad += 1
+        return None, []
     default_topic = slugify(source.path.stem)
     parsed = _PARSERS[source.kind](text, default_topic)
     if parsed.errors:
@@ -583,10 +708,25 @@ def _plan_file(source: _SourceFile, stored: dict[str, dict[str, Any]], chunker: 
         if len(parsed.errors) > MAX_PROBLEMS_PER_FILE:
             report._error(source.kb_file, None, f"... and {len(parsed.errors) - MAX_PROBLEMS_PER_FILE} more problems")
         report._error(source.kb_file, None, "file not ingested; its documents in the store are unchanged")
-        return None
+        report.files_bad += 1
+        return None, []
     report.warnings.extend({"path": source.kb_file, "line": line, "message": message} for line, message in parsed.warnings)
     report.files_read += 1
     docs = _documents(source.kb_file, kb_hash, parsed.drafts, chunker)
+    texts = {d["kb_text_hash"] for d in docs}
+    claimed = []
+    for name, exact, group in older:
+        if not exact and not any(m.get("kb_hash") == kb_hash or m.get("kb_text_hash") in texts for m in group.values()):
+            report.warnings.append({"path": name, "line": None, "message": (
+                f"ingested under an older name that fits {source.kb_file} but shares no text with it; "
+                f"left as is (--prune on its folder removes it)")})
+            continue
+        claimed.append(name)
+        stored = {**stored, **group}
+        first_seen = {m.get("kb_text_hash"): m.get("timestamp") for m in group.values() if m.get("timestamp")}
+        for d in docs:  # a re-keyed document keeps the time it was first ingested
+            if d["kb_text_hash"] in first_seen and d["id"] not in stored:
+                d.setdefault("timestamp", first_seen[d["kb_text_hash"]])
     ids = {d["id"] for d in docs}
     new = [d for d in docs if d["id"] not in stored]
     refresh = [d for d in docs if d["id"] in stored
@@ -594,11 +734,19 @@ def _plan_file(source: _SourceFile, stored: dict[str, dict[str, Any]], chunker: 
     stale = [doc_id for doc_id in stored if doc_id not in ids]
     kept = len(docs) - len(new)
     if not (new or refresh or stale):
+        report.files_unchanged += 1
         report.unchanged += kept
-        return None
+        return None, claimed
     for d in refresh:  # keep the time the document was first ingested
         d["timestamp"] = stored[d["id"]].get("timestamp")
-    return _FilePlan(source.kb_file, kb_hash, bool(stored), new, refresh, kept, stale)
+    if not stored:
+        category = "new"
+    elif all(m.get("kb_hash") == kb_hash for m in stored.values()) and (
+            claimed or any(m.get("kb_names") != KB_NAMES for m in stored.values())):
+        category = "migrated"
+    else:
+        category = "changed"
+    return _FilePlan(source.kb_file, kb_hash, category, new, refresh, kept, stale), claimed
 
 
 def _groups(plans: list[_FilePlan], size: int) -> Iterable[list[_FilePlan]]:
@@ -614,13 +762,17 @@ def _groups(plans: list[_FilePlan], size: int) -> Iterable[list[_FilePlan]]:
         yield group
 
 
-def _vectors(store: RagStore, group: list[_FilePlan], text_index: dict[str, str], report: IngestReport) -> dict[str, Any]:
+def _vectors(store: RagStore, group: list[_FilePlan], text_index: dict[str, str], report: IngestReport,
+             progress: Any) -> dict[str, Any]:
     """``{kb_text_hash: vector}`` for every document the group writes: stored vectors of identical
-    texts where there are any, the embedder for the rest (one call, unique texts only)."""
+    texts where there are any, the embedder for the rest (unique texts only, one embedder batch at a
+    time so that ``progress`` moves with each)."""
     wanted: dict[str, str] = {}  # text hash -> text
+    docs_per_text: dict[str, int] = {}
     for plan in group:
         for d in plan.new + plan.refresh:
             wanted.setdefault(d["kb_text_hash"], d["text"])
+            docs_per_text[d["kb_text_hash"]] = docs_per_text.get(d["kb_text_hash"], 0) + 1
     sources: dict[str, str] = {}  # stored id -> text hash
     for plan in group:
         for d in plan.refresh:
@@ -636,12 +788,17 @@ def _vectors(store: RagStore, group: list[_FilePlan], text_index: dict[str, str]
             text_hash = sources.get(doc.id)
             if text_hash is not None and _text_hash(doc.text) == text_hash and doc.embedding is not None:
                 vectors[text_hash] = doc.embedding
-    todo = [(h, t) for h, t in wanted.items() if h not in vectors]
-    if todo:
-        embedded = store.embedder.embed_documents([t for _, t in todo])
-        report.embedded += len(todo)
-        for (text_hash, _), vector in zip(todo, embedded):
+    progress.update(sum(docs_per_text[h] for h in vectors))
+    # shortest first: each batch pads to a length close to its longest text
+    todo = sorted(((h, t) for h, t in wanted.items() if h not in vectors), key=lambda item: len(item[1]))
+    size = max(1, int(store.embedder.batch_size))
+    for start in range(0, len(todo), size):
+        batch = todo[start:start + size]
+        embedded = store.embedder.embed_documents([t for _, t in batch])
+        report.embedded += len(batch)
+        for (text_hash, _), vector in zip(batch, embedded):
             vectors[text_hash] = vector
+        progress.update(sum(docs_per_text[h] for h, _ in batch))
     return vectors
 
 
@@ -658,14 +815,12 @@ def ingest_paths(
     *,
     prune: bool = False,
     dry_run: bool = False,
-    progress: bool = False,
+    progress: bool | ProgressOptions = False,
     chunker: TokenChunker | None = None,
 ) -> IngestReport:
     """Make the store's ingested documents match the files under ``paths`` (files or directories,
     recursively; hidden files and folders are ignored). See the module docstring for the rules and
     the report's counts. Interrupting it (Ctrl-C) is safe: the next run completes the work."""
-    from tqdm import tqdm
-
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     chunker = chunker or TokenChunker.from_settings(store.settings)
@@ -673,18 +828,26 @@ def ingest_paths(
     files, directories = _collect(paths, report)
     stored = scan_ingested(store)
     text_index = {m["kb_text_hash"]: doc_id for docs in stored.values() for doc_id, m in docs.items()}
+    older = _older_names(files, stored, report)
 
     plans: list[_FilePlan] = []
-    with tqdm(files, desc="reading", unit="file", disable=not progress, file=sys.stderr, leave=False) as bar:
-        for source in bar:
-            plan = _plan_file(source, stored.get(source.kb_file, {}), chunker, report)
+    taken: set[str] = set()  # older names whose documents a file of this run took over (or keeps, if bad)
+    with open_progress(progress, total=len(files), desc="reading", unit="file") as bar:
+        for source in files:
+            groups = [(name, exact, stored[name]) for name, exact in older.get(source.kb_file, [])]
+            errors = len(report.errors)
+            plan, claimed = _plan_file(source, stored.get(source.kb_file, {}), groups, chunker, report)
+            taken.update(claimed)
+            if len(report.errors) > errors:  # a bad file keeps everything it had, under any name
+                taken.update(name for name, _ in older.get(source.kb_file, []))
             if plan is not None:
                 plans.append(plan)
+            bar.update(1)
 
     total = sum(len(p.new) + len(p.refresh) for p in plans)
     group_size = max(EMBED_GROUP, store.embedder.batch_size)
-    with tqdm(total=total, desc="embedding and writing" if not dry_run else "planning", unit="doc",
-              disable=not progress or total == 0, file=sys.stderr) as bar:
+    with open_progress(progress, total=total, desc="planning" if dry_run else "embedding and writing",
+                       unit="doc") as bar:
         if dry_run:
             for group in _groups(plans, group_size):
                 report.embedded += _would_embed(group, text_index)
@@ -694,16 +857,17 @@ def ingest_paths(
         else:
             for group in _groups(plans, group_size):
                 try:
-                    vectors = _vectors(store, group, text_index, report)
+                    vectors = _vectors(store, group, text_index, report, bar)
                 except Exception as exc:  # the embedder or the store failed: report every file of the batch
                     for plan in group:
                         report._error(plan.kb_file, None, f"embedding failed: {_describe(exc)}; file not updated")
                     continue
                 _write_group(store, group, vectors, text_index, report)
-                bar.update(sum(len(plan.new) + len(plan.refresh) for plan in group))
 
-    seen = {source.kb_file for source in files}
-    report.missing_files = sorted(k for k in stored if k not in seen and any(_under(k, d) for d in directories))
+    seen = {source.kb_file for source in files} | taken
+    report.missing_files = sorted(name for name, docs in stored.items() if name not in seen and (
+        any(_under(name, d.name) for d in directories)
+        or (not any("kb_names" in m for m in docs.values()) and any(_legacy_under(name, d) for d in directories))))
     report.pruned = prune
     if prune and report.missing_files:
         gone = [doc_id for name in report.missing_files for doc_id in stored[name]]
@@ -718,10 +882,19 @@ def ingest_paths(
 
 
 def _count(report: IngestReport, plan: _FilePlan, removed: int) -> None:
+    if plan.category == "migrated":  # the same documents under new ids: moved, not added and removed
+        moved = len(plan.new) + len(plan.refresh)
+        report.migrated += moved
+        report.unchanged += plan.kept - len(plan.refresh)
+        report.removed += max(0, removed - len(plan.new))  # copies under several names
+        report.files_migrated += 1
+        return
     report.added += len(plan.new)
     report.unchanged += plan.kept
     report.removed += removed
-    if plan.existed:
+    if plan.category == "new":
+        report.files_new += 1
+    else:
         report.updated += 1
 
 
@@ -777,5 +950,5 @@ def _describe(exc: BaseException) -> str:
     return text if isinstance(exc, BrainError) else f"{type(exc).__name__}: {text}"
 
 
-__all__ = ["IngestReport", "ingest_paths", "kb_name", "scan_ingested", "parse_markdown", "parse_jsonl",
+__all__ = ["IngestReport", "ingest_paths", "kb_name", "kb_root_name", "scan_ingested", "KB_NAMES", "parse_markdown", "parse_jsonl",
            "parse_csv", "parse_text", "PARSER_VERSION", "SUPPORTED"]

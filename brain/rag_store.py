@@ -24,6 +24,7 @@ from brain.errors import (
     BrainError,
     EmbeddingModelMismatch,
     NotFound,
+    StoreNotFound,
     StoreUnavailable,
     ValidationError,
 )
@@ -58,8 +59,11 @@ _PAGE = 2000
 _CONVERSATIONS_CACHED = 1024
 
 
-def open_client(settings: Settings):
-    """An embedded ``PersistentClient`` under the data dir, or an ``HttpClient`` when ``BRAIN_CHROMA_URL`` is set."""
+def open_client(settings: Settings, *, create: bool = True):
+    """An embedded ``PersistentClient`` under the data dir, or an ``HttpClient`` when ``BRAIN_CHROMA_URL`` is set.
+
+    With ``create=False`` a data directory without a store raises :class:`StoreNotFound` instead of
+    being created."""
     import chromadb
 
     chroma_settings = chromadb.Settings(anonymized_telemetry=False)
@@ -78,11 +82,25 @@ def open_client(settings: Settings):
     # absolute: chromadb shares one client per path *string*, so "data/chroma" opened from two working
     # directories (or once relative, once absolute) would otherwise get the wrong store
     path = (settings.data_dir / "chroma").resolve()
+    if not create and not settings.has_embedded_store():
+        raise missing_store(settings)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreUnavailable(f"cannot create the data directory {path}: {exc}; set BRAIN_DATA_DIR") from exc
     return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+
+
+def missing_store(settings: Settings) -> StoreNotFound:
+    """The error for a store that does not exist: where brain looked and how to make one."""
+    make = "create it with `brain init` (or `brain ingest PATH`)"
+    if settings.chroma_url:
+        return StoreNotFound(f"the Chroma server at {settings.chroma_url} has no collection {settings.collection!r}; "
+                             f"{make}, or set BRAIN_COLLECTION to an existing one")
+    return StoreNotFound(
+        f"there is no brain store in {settings.data_dir} (the data directory, from {settings.origin('data_dir')}); "
+        f"{make}, or point --data-dir or BRAIN_DATA_DIR at an existing store"
+    )
 
 
 try:  # the HTTP client's transport errors (chromadb's HttpClient uses httpx)
@@ -163,7 +181,9 @@ class RagStore:
         embedder: Embedder | None = None,
         client: Any | None = None,
         mirror: EngramMirror | bool | None = None,
+        create: bool = True,
     ):
+        """``create=False``: raise :class:`StoreNotFound` rather than create a store that does not exist."""
         self.settings = settings or Settings()
         self.embedder = embedder or get_embedder(self.settings)
         self.weights = ScoreWeights.from_settings(self.settings)
@@ -177,9 +197,13 @@ class RagStore:
         # embedded Chroma is single-process: claim the data directory before opening it
         self._dir_lock: DataDirLock | None = None
         if client is None and not self.settings.chroma_url:
+            if not create and not self.settings.has_embedded_store():
+                raise missing_store(self.settings)  # before the lock, which would create the directory
             self._dir_lock = DataDirLock(self.settings.data_dir).acquire()
         try:
-            self.client = client or open_client(self.settings)
+            self.client = client or open_client(self.settings, create=create)
+            if not create and self.settings.collection not in {c.name for c in self.client.list_collections()}:
+                raise missing_store(self.settings)
             self.col = GuardedCollection(self._open_collection(), self.settings.chroma_url or "the data directory")
             self.dimension = int(self.col.metadata["dimension"])
             self.max_batch_size = int(self.client.get_max_batch_size())

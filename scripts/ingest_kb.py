@@ -5,9 +5,10 @@
 
 Prints the report (or, with ``--json``, one JSON document) and exits 0 when every file was
 ingested, 1 when any file failed (each failure names the file and line), 130 when interrupted
-(re-running completes the work without duplicates). A progress bar is shown on stderr when it is
-a terminal. Settings (data dir, embedder, chunk window) come from the environment, ``.env`` and
-``config/defaults.env`` as for the rest of brain.
+(re-running completes the work without duplicates). Progress goes to stderr: a bar on a terminal,
+a line every few seconds otherwise. Settings (data dir, embedder, chunk window) come from the
+environment and the project's ``.env`` and ``config/defaults.env``, as for the rest of brain
+(:mod:`brain.config`), so the script gives the same result from any working directory.
 """
 
 from __future__ import annotations
@@ -34,8 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         store = RagStore(load_settings())
-        report = ingest_paths(store, args.paths, prune=args.prune, dry_run=args.dry_run,
-                              progress=sys.stderr.isatty())
+        report = ingest_paths(store, args.paths, prune=args.prune, dry_run=args.dry_run, progress=True)
     except BrainError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -117,8 +117,11 @@ def embedded_store(settings, local_embedder):
 
 @pytest.fixture(autouse=True)
 def _no_env_leaks(monkeypatch, tmp_path):
-    """Tests never read the developer's own BRAIN_/RAG_ variables or .env (they run in a temp cwd)."""
+    """Tests never read the developer's own BRAIN_/RAG_ variables or .env (they run in a temp cwd),
+    nor the user-level places brain falls back to outside a project (~/.config/brain, ~/.local/share/brain)."""
     for key in list(os.environ):
         if key.startswith(("BRAIN_", "RAG_", "OLLAMA_")):
             monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.chdir(tmp_path)

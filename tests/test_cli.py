@@ -1,6 +1,7 @@
 """The `brain` command: in process with click's CliRunner, and end to end as a subprocess.
 
-Every test runs in its own temp cwd (conftest) with BRAIN_DATA_DIR set to the absolute
+Every test runs in its own temp cwd (conftest), made a project (an empty ``config/defaults.env``,
+so ``persona.md`` there is the default persona), with BRAIN_DATA_DIR set to the absolute
 ``<tmp>/data``: the store the ``embedded_store`` fixture opens, which seeds documents the CLI reads.
 (Absolute, because chromadb caches its embedded clients per path *string* within a process: a
 relative ``data/chroma`` would reach another test's store after the cwd changed.)
@@ -37,6 +38,8 @@ Never share one person's memories with another.
 def _cli_env(monkeypatch, local_embedder, tmp_path):
     """The CLI's store is this test's; every in-process store it opens uses the suite's one loaded
     model (the same real model, loaded once)."""
+    (tmp_path / "config").mkdir(exist_ok=True)
+    (tmp_path / "config" / "defaults.env").touch()
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setattr(brain.rag_store, "get_embedder", lambda settings: local_embedder, raising=False)
 
@@ -106,7 +109,7 @@ def test_bad_setting_is_one_line_exit_1():
     assert result.stdout == ""
 
 
-def test_debug_lets_the_exception_through():
+def test_debug_lets_the_exception_through(embedded_store):
     result = run("--debug", "memory", "show", "doc-nope")
     assert result.exit_code == 1
     assert isinstance(result.exception, NotFound)
@@ -155,23 +158,49 @@ def test_memory_add_same_text_updates_the_one_memory():
     assert len(run_json("memory", "list")) == 1
 
 
-def test_memory_add_entity_is_recorded():
+def test_memory_add_entity_is_the_scope():
     doc = run_json("memory", "add", "Alice keeps receipts as photos", "--entity", "alice")
-    assert doc["metadata"]["entity"] == "alice" and doc["metadata"]["scope"] == "global"
+    assert doc["metadata"]["scope"] == "entity:alice"
+    same = run_json("memory", "add", "alice keeps receipts as photos", "--scope", "entity:alice", "--entity", "alice")
+    assert same["id"] == doc["id"]  # --entity and the agreeing --scope name one scope
 
 
-def test_importance_out_of_range_names_importance_and_writes_nothing():
-    result = run("memory", "add", "Too important", "--importance", "9")
-    assert result.exit_code == 1
+def test_entity_with_a_conflicting_scope_is_a_usage_error():
+    for scope in ("global", "entity:bob"):
+        result = run("memory", "add", "Alice likes tea", "--entity", "alice", "--scope", scope)
+        assert result.exit_code == 2
+        line = one_error_line(result)
+        assert "--entity alice" in line and scope in line
+    listed = run("memory", "list", "--entity", "alice", "--scope", "global")
+    assert listed.exit_code == 2 and "--scope global" in one_error_line(listed)
+    assert not (Path(os.environ["BRAIN_DATA_DIR"]) / "chroma").exists()  # nothing was written
+
+
+@pytest.mark.parametrize("args, name", [
+    (["memory", "add", "x", "--importance", "9"], "--importance"),
+    (["memory", "add", "x", "--importance", "0"], "--importance"),
+    (["memory", "add", "x", "--importance", "high"], "--importance"),
+    (["memory", "add", "x", "--scope", "team"], "--scope"),
+    (["memory", "add", "x", "--entity", " bob"], "--entity"),
+    (["memory", "list", "--limit", "0"], "--limit"),
+    (["memory", "list", "--entity", ""], "--entity"),
+    (["search", "q", "--k", "0"], "--k"),
+    (["search", "q", "--k", "abc"], "--k"),
+    (["search", "q", "--k", "1001"], "--k"),
+    (["search", "q", "--type", "memory", "--entity", ""], "--entity"),
+    (["turns", "conv-1", "--k", "0"], "--k"),
+    (["turns", "conv-1", "--k", "x"], "--k"),
+    (["persona", "show", "--max-chars", "0"], "--max-chars"),
+    (["specialists", "find", "q", "--k", "0"], "--k"),
+    (["consolidate", "--threshold", "2"], "--threshold"),
+])
+def test_every_out_of_range_or_mistyped_argument_is_a_usage_error(args, name):
+    result = run(*args)
+    assert result.exit_code == 2, result.stderr
     line = one_error_line(result)
-    assert "importance" in line and "9" in line
-    assert run_json("memory", "list") == []
-
-
-def test_bad_scope_is_reported():
-    result = run("memory", "add", "Somewhere", "--scope", "team")
-    assert result.exit_code == 1
-    assert "scope" in one_error_line(result)
+    assert line.startswith(f"error: Invalid value for '{name}'") and "--help" in line, line
+    assert result.stdout == ""
+    assert not (Path(os.environ["BRAIN_DATA_DIR"]) / "chroma").exists()  # refused before the store is touched
 
 
 def test_memory_list_filters_by_entity_tag_and_limit(embedded_store):
@@ -191,7 +220,7 @@ def test_memory_list_filters_by_entity_tag_and_limit(embedded_store):
     assert run("memory", "list", "--limit", "0").exit_code == 2
 
 
-def test_memory_show_unknown_id_is_one_line_exit_1():
+def test_memory_show_unknown_id_is_one_line_exit_1(embedded_store):
     result = run("memory", "show", "doc-unknown")
     assert result.exit_code == 1
     assert "doc-unknown" in one_error_line(result)
@@ -286,14 +315,14 @@ def test_search_without_type_searches_every_document(seeded):
     assert len(run_json("search", "train to Porto")["results"]) == 5  # the library's default k
 
 
-def test_search_bad_k_is_a_reported_failure(seeded):
-    result = run("search", "anything", "--k", "0")
-    assert result.exit_code == 1
-    assert "k must be" in one_error_line(result)
-    assert run("search", "anything", "--k", "many").exit_code == 2
+def test_search_bad_k_is_a_usage_error(seeded):
+    for k in ("0", "many", "1001"):
+        result = run("search", "anything", "--k", k)
+        assert result.exit_code == 2
+        assert "Invalid value for '--k'" in one_error_line(result)
 
 
-def test_search_empty_store_says_so():
+def test_search_empty_store_says_so(embedded_store):
     result = run("search", "anything", "--type", "faq")
     assert result.exit_code == 0 and result.stdout.strip() == "no results"
 
@@ -331,7 +360,7 @@ def test_persona_load_and_show(tmp_path):
     assert cut.exit_code == 0 and len(cut.stdout.rstrip("\n")) == 20
 
 
-def test_persona_show_without_persona_and_load_of_missing_file():
+def test_persona_show_without_persona_and_load_of_missing_file(embedded_store):
     empty = run("persona", "show")
     assert empty.exit_code == 0 and empty.stdout == "" and "brain persona load" in empty.stderr
     missing = run("persona", "load", "nowhere.md")
@@ -381,7 +410,7 @@ def test_data_dir_option_overrides_the_environment(tmp_path):
     assert (tmp_path / "from-option" / "chroma").is_dir()
     assert not (tmp_path / "from-env").exists()
     assert run_json("--data-dir", str(tmp_path / "from-option"), "stats")["by_type"]["memory"] == 1
-    assert run("--json", "stats", env=env).exit_code == 0
+    assert run("--json", "init", env=env).exit_code == 0
     assert (tmp_path / "from-env" / "chroma").is_dir()
 
 
@@ -411,7 +440,7 @@ def test_ingest_passes_options_through_and_exits_1_on_errors(monkeypatch, tmp_pa
     (tmp_path / "bad").mkdir()
     ok = run("ingest", "kb", "--prune", "--dry-run")
     assert ok.exit_code == 0 and ok.stdout.strip() == "2 files read, 5 added"
-    assert calls == [([Path("kb")], True, True, False)]
+    assert calls == [([Path("kb")], True, True, True)]
     failed = run("ingest", "bad")
     assert failed.exit_code == 1
     assert failed.stdout.strip() == "2 files read, 5 added, 1 error"

@@ -1,4 +1,5 @@
-"""Settings: environment, .env, config/defaults.env, built-in defaults, and ConfigError messages."""
+"""Settings: environment, .env, config/defaults.env, built-in defaults, ConfigError messages, and where
+the path settings point from any working directory."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from brain.config import Settings, env_name, load_settings
+from brain.config import PATH_FIELDS, Settings, env_name, find_project_root, load_settings
 from brain.errors import BrainError, ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +29,6 @@ BUILT_IN = {
     "weight_importance": 0.5,
     "weight_recency": 0.1,
     "recency_half_life_days": 30.0,
-    "data_dir": Path("data"),
     "chroma_url": None,
     "embedder": "local/minilm-l6-v2",
     "ollama_host": "http://127.0.0.1:11434",
@@ -58,7 +58,8 @@ ENV_NAMES = {
 
 @pytest.fixture(autouse=True)
 def _empty_cwd(tmp_path, monkeypatch):
-    """Every test runs in an empty directory: no .env, no config/defaults.env unless the test writes one."""
+    """Every test runs in an empty directory: no .env, no config/defaults.env unless the test writes one
+    (conftest points XDG_CONFIG_HOME and XDG_DATA_HOME into it too)."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -66,6 +67,14 @@ def _empty_cwd(tmp_path, monkeypatch):
 def write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+
+
+def project(root: Path, defaults: str = "", dot_env: str | None = None) -> Path:
+    """Make ``root`` a project: its config/defaults.env (and .env) with these lines."""
+    write(root / "config" / "defaults.env", defaults)
+    if dot_env is not None:
+        write(root / ".env", dot_env)
+    return root
 
 
 def config_error(**kwargs) -> str:
@@ -78,9 +87,15 @@ def config_error(**kwargs) -> str:
 # --- defaults ---------------------------------------------------------------------------------
 
 
-def test_built_in_defaults_without_any_file():
+def test_built_in_defaults_without_any_file(tmp_path):
     settings = Settings()
     assert {name: getattr(settings, name) for name in BUILT_IN} == BUILT_IN
+    # no project: the user-level places
+    assert settings.data_dir == tmp_path / "xdg-data" / "brain"
+    assert settings.persona_path == tmp_path / "xdg-config" / "brain" / "persona.md"
+    assert settings.specialists_path == tmp_path / "xdg-config" / "brain" / "specialists.yaml"
+    assert settings.mirror_file == tmp_path / "xdg-data" / "brain" / "mirror.db"
+    assert settings.layout.root is None and "user-level" in settings.origin("data_dir")
 
 
 def test_repo_defaults_env_matches_built_in_defaults(tmp_path):
@@ -89,7 +104,14 @@ def test_repo_defaults_env_matches_built_in_defaults(tmp_path):
     settings = Settings()
     assert {name: getattr(settings, name) for name in BUILT_IN} == BUILT_IN
     for name, field in Settings.model_fields.items():
-        assert getattr(settings, name) == field.get_default(call_default_factory=True), name
+        if name not in PATH_FIELDS:
+            assert getattr(settings, name) == field.get_default(call_default_factory=True), name
+    # the shipped file names the project's own places, the same the project gives without it
+    shipped = {name: getattr(settings, name) for name in PATH_FIELDS}
+    assert shipped == {"data_dir": tmp_path / "data", "persona_path": tmp_path / "persona.md",
+                       "specialists_path": tmp_path / "config" / "specialists.yaml", "mirror_path": None}
+    (tmp_path / "config" / "defaults.env").write_text("", encoding="utf-8")
+    assert {name: getattr(Settings(), name) for name in PATH_FIELDS} == shipped
 
 
 def test_every_variable_in_repo_defaults_env_is_a_known_setting():
@@ -147,7 +169,7 @@ def test_boolean_env_vars(monkeypatch, var, value, expected):
     assert getattr(settings, field) is expected
     # the other switches are untouched
     for other, other_var in ENV_NAMES.items():
-        if other_var != var and isinstance(BUILT_IN[other], bool):
+        if other_var != var and isinstance(BUILT_IN.get(other), bool):
             assert getattr(settings, other) is True
 
 
@@ -234,7 +256,8 @@ def test_bad_embedder_kwarg():
 # --- .env and precedence ----------------------------------------------------------------------
 
 
-def test_dot_env_in_working_directory_is_read(tmp_path):
+def test_dot_env_of_the_project_is_read(tmp_path):
+    project(tmp_path)
     write(tmp_path / ".env", "RAG_TURN_TOP_K=9\nRAG_ENABLE_FAQ=false\nBRAIN_EMBEDDER=ollama/nomic-embed-text\n"
                              "UNRELATED_VARIABLE=whatever\n")
     settings = Settings()
@@ -245,12 +268,12 @@ def test_dot_env_in_working_directory_is_read(tmp_path):
 
 
 def test_dot_env_variable_names_are_case_insensitive(tmp_path):
-    write(tmp_path / ".env", "rag_memory_top_k=6\n")
+    project(tmp_path, dot_env="rag_memory_top_k=6\n")
     assert Settings().memory_top_k == 6
 
 
 def test_out_of_range_value_in_dot_env_names_the_variable(tmp_path):
-    write(tmp_path / ".env", "RAG_FAQ_TOP_K=40\n")
+    project(tmp_path, dot_env="RAG_FAQ_TOP_K=40\n")
     assert "RAG_FAQ_TOP_K='40' is not allowed: must be in 1..10" in config_error()
 
 
@@ -327,3 +350,77 @@ def test_chunk_overlap_must_be_below_the_window():
     with pytest.raises(ConfigError) as err:
         Settings(chunk_window=50, chunk_overlap=60)
     assert str(err.value) == "invalid settings: BRAIN_CHUNK_OVERLAP=60 must be smaller than BRAIN_CHUNK_WINDOW=50"
+
+
+# --- where the paths point, from any working directory ---------------------------------------------
+
+
+def test_a_dot_env_outside_any_project_is_not_read(tmp_path):
+    write(tmp_path / ".env", "RAG_TURN_TOP_K=9\nBRAIN_DATA_DIR=here\n")
+    settings = Settings()
+    assert settings.turn_top_k == 4 and settings.data_dir == tmp_path / "xdg-data" / "brain"
+
+
+def test_the_user_level_dot_env_is_read_outside_a_project(tmp_path):
+    write(tmp_path / "xdg-config" / "brain" / ".env", "RAG_TURN_TOP_K=9\nBRAIN_DATA_DIR=store\n")
+    settings = Settings()
+    assert settings.turn_top_k == 9
+    assert settings.data_dir == tmp_path / "xdg-config" / "brain" / "store"  # relative to that directory
+
+
+def test_every_subdirectory_of_a_project_resolves_the_same_paths(tmp_path, monkeypatch):
+    root = project(tmp_path / "proj", "BRAIN_DATA_DIR=data\nBRAIN_PERSONA_PATH=persona.md\n",
+                   dot_env="BRAIN_SPECIALISTS_PATH=config/tools.yaml\nRAG_TURN_TOP_K=7\n")
+    (root / "config" / "kb" / "deep").mkdir(parents=True)
+    seen = []
+    for cwd in (root, root / "config", root / "config" / "kb" / "deep"):
+        monkeypatch.chdir(cwd)
+        settings = Settings()
+        seen.append((settings.data_dir, settings.persona_path, settings.specialists_path, settings.turn_top_k,
+                     settings.layout.root))
+    assert seen == [(root / "data", root / "persona.md", root / "config" / "tools.yaml", 7, root)] * 3
+    assert find_project_root(root / "config" / "kb" / "deep") == root
+    assert Settings().origin("data_dir") == f"BRAIN_DATA_DIR in {root / 'config' / 'defaults.env'}"
+    assert Settings().origin("specialists_path") == f"BRAIN_SPECIALISTS_PATH in {root / '.env'}"
+
+
+def test_relative_paths_in_env_files_are_relative_to_the_project(tmp_path, monkeypatch):
+    root = project(tmp_path / "proj", "BRAIN_DATA_DIR=../shared-data\nBRAIN_MIRROR_PATH=mirrors/m.db\n")
+    (root / "sub").mkdir()
+    monkeypatch.chdir(root / "sub")
+    settings = Settings()
+    assert settings.data_dir == root / ".." / "shared-data"
+    assert settings.mirror_file == root / "mirrors" / "m.db"
+
+
+def test_paths_from_arguments_and_the_environment_are_relative_to_the_working_directory(tmp_path, monkeypatch):
+    root = project(tmp_path / "proj", "BRAIN_DATA_DIR=data\n")
+    (root / "sub").mkdir()
+    monkeypatch.chdir(root / "sub")
+    monkeypatch.setenv("BRAIN_PERSONA_PATH", "me.md")
+    settings = Settings(data_dir="mine")
+    assert settings.data_dir == root / "sub" / "mine" and settings.persona_path == root / "sub" / "me.md"
+    assert settings.origin("data_dir").startswith("an explicit argument")
+    assert settings.origin("persona_path") == "BRAIN_PERSONA_PATH in the environment"
+    assert all(getattr(settings, name) is None or getattr(settings, name).is_absolute() for name in PATH_FIELDS)
+
+
+def test_an_empty_path_value_means_unset(tmp_path, monkeypatch):
+    project(tmp_path, "BRAIN_MIRROR_PATH=\nBRAIN_DATA_DIR=\n")
+    settings = Settings()
+    assert settings.mirror_path is None and settings.data_dir == tmp_path / "data"
+
+
+def test_the_project_can_be_named(tmp_path, monkeypatch):
+    root = project(tmp_path / "proj", "RAG_TURN_TOP_K=8\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert Settings().turn_top_k == 4  # no project above
+    assert load_settings(root).turn_top_k == 8 and load_settings(root).data_dir == root / "data"
+    monkeypatch.setenv("BRAIN_PROJECT_DIR", str(root))
+    settings = Settings()
+    assert settings.turn_top_k == 8 and settings.layout.root == root and "BRAIN_PROJECT_DIR" in settings.origin("data_dir")
+    monkeypatch.setenv("BRAIN_PROJECT_DIR", str(tmp_path / "nowhere"))
+    message = config_error()
+    assert "BRAIN_PROJECT_DIR" in message and "nowhere" in message and "not a directory" in message

@@ -45,6 +45,7 @@ from brain.mirror.protocol import (
     MigrationReport,
     check_model_name,
 )
+from brain.progress import ProgressOptions, open_progress
 from brain.results import Hit
 from brain.schemas import DOC_TYPES, check_scope, from_chroma, parse_timestamp
 
@@ -711,23 +712,23 @@ class EngramMirror:
 
     # ---- backfill ------------------------------------------------------------------------------
     def backfill(
-        self, embed: Callable[[list[str]], np.ndarray], model: str | None = None, *, progress: bool = True
+        self, embed: Callable[[list[str]], np.ndarray], model: str | None = None, *,
+        progress: bool | ProgressOptions = True,
     ) -> int:
         """Embed every memory that has no vector of ``model`` (default: the configured one).
 
         Works in transactions of ``batch_size`` rows, each committed on its own, so an interrupted run
         keeps what it finished and a rerun does the rest. A text changed meanwhile is not written
         (its old vector would describe the wrong text). Returns the number of vectors written.
+        ``progress``: a bar on a terminal, else a log line now and then (:mod:`brain.progress`).
         """
-        from tqdm import tqdm
-
         model = check_model_name(model or self.model)
         missing_sql = ("FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e "
                        "WHERE e.memory_id = m.id AND e.model = ?)")
         total = int(self._read(f"SELECT COUNT(*) {missing_sql}", (model,))[0][0])
         written = 0
         last = 0
-        with tqdm(total=total, disable=not progress, unit="memory", desc=f"backfill {model}") as bar:
+        with open_progress(progress, total=total, desc=f"backfill {model}", unit="memory") as bar:
             while True:
                 rows = self._read(
                     f"SELECT m.rowid, m.id, m.content {missing_sql} AND m.rowid > ? ORDER BY m.rowid LIMIT ?",
