@@ -21,6 +21,7 @@ import json
 import logging
 import reprlib
 import threading
+import typing
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -282,6 +283,8 @@ def _problem(err: dict[str, Any]) -> dict[str, Any]:
         message = f"{field}: {msg.lower().removeprefix('input ')}, got {got}"
     elif kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         message = f"{field}: {msg.lower().removeprefix('input ')}, got {got}"
+    elif kind == "repeated":
+        message = f"{field} {msg}"
     elif kind == "value_error" and msg.startswith(field.split(".")[-1]):
         message = msg  # the library's own sentence names the field
     elif kind == "value_error":
@@ -327,8 +330,18 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, _HTTP_KINDS.get(exc.status_code, "error"), str(exc.detail),
-                      headers=getattr(exc, "headers", None))
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # Starlette names the methods of one route; a path may have several
+            headers = {**(headers or {}), "Allow": ", ".join(_methods_of(request.app, request.url.path))}
+        return _error(exc.status_code, _HTTP_KINDS.get(exc.status_code, "error"), str(exc.detail), headers=headers)
+
+
+def _methods_of(app: FastAPI, path: str) -> list[str]:
+    """The methods of the documented path ``path`` is: a literal path (``/v1/memories/search``) before
+    a template it also matches (``/v1/memories/{doc_id}``)."""
+    routes = [route for route in app.routes if isinstance(route, APIRoute)]
+    matching = [r for r in routes if r.path == path] or [r for r in routes if r.path_regex.match(path)]
+    return sorted({method for route in matching for method in route.methods or ()})
 
 
 # ---- reading JSON bodies ---------------------------------------------------------------------------
@@ -366,12 +379,20 @@ class _JsonRequest(Request):
 
 
 class _Route(APIRoute):
-    """Routes whose JSON bodies are read by :func:`parse_json_body`."""
+    """Routes whose JSON bodies are read by :func:`parse_json_body`, and whose single-valued query
+    parameters are refused when given twice (``?entity=a&entity=b`` is ambiguous, not "the last one")."""
 
     def get_route_handler(self):
         handler = super().get_route_handler()
+        single = {field.alias for field in self.dependant.query_params
+                  if typing.get_origin(field.field_info.annotation) not in (list, tuple, set, frozenset)}
 
         async def route(request: Request):
+            names = [name for name, _ in request.query_params.multi_items()]
+            repeated = sorted({name for name in names if name in single and names.count(name) > 1})
+            if repeated:
+                raise RequestValidationError([{"type": "repeated", "loc": ("query", name), "input": None,
+                                               "msg": "is given more than once; send it once"} for name in repeated])
             return await handler(_JsonRequest(request.scope, request.receive))
 
         return route
@@ -665,7 +686,7 @@ def _routes(app: FastAPI) -> None:
 
     @app.get("/v1/memories", tags=["memories"], operation_id="list_memories",
              responses=_responses(400, 403, 422, 503, ok=(200, MemoryList)))
-    def list_memories(request: Request, entity: EntityQuery = None, tags: list[str] | None = Query(None),
+    def list_memories(request: Request, entity: EntityQuery = None, tags: list[str] = Query([]),
                       limit: int = Query(100, ge=1, le=1000),
                       offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Any:
         docs = _access(request, entity).list_memories(tags=tags, limit=limit, offset=offset)
@@ -675,7 +696,7 @@ def _routes(app: FastAPI) -> None:
     @app.get("/v1/memories/search", tags=["memories"], operation_id="search_memories",
              responses=_responses(400, 403, 422, 503, ok=(200, MemorySearch)))
     def search_memories(request: Request, q: str = Query(min_length=1), k: int | None = Query(None, ge=1, le=100),
-                        entity: EntityQuery = None, tags: list[str] | None = Query(None)) -> Any:
+                        entity: EntityQuery = None, tags: list[str] = Query([])) -> Any:
         access = _access(request, entity)
         hits = access.search_memories(q, k, tags=tags)
         return {"query": q, "entity": access.entity, "results": [h.to_dict() for h in hits]}

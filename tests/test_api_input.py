@@ -185,3 +185,9 @@ def test_openapi_documents_every_error_response_and_constraint(live):
     assert "404" in turns["responses"]
     importance = schema["components"]["schemas"]["MemoryCreate"]["properties"]["importance"]
     assert importance["type"] == "integer" and importance["minimum"] == 1 and importance["maximum"] == 5
+
+
+def test_a_single_valued_parameter_given_twice_is_422(live):
+    field, message = problem_of(live.get("/v1/memories", params=[("entity", "ann"), ("entity", "bea")]))
+    assert field == "entity" and message == "entity is given more than once; send it once"
+    assert live.get("/v1/memories", params=[("tags", "a"), ("tags", "b")]).status_code == 200
