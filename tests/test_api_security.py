@@ -6,7 +6,10 @@ Real uvicorn on a loopback port, a real embedded store and embedder, real HTTP.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import httpx
@@ -22,7 +25,7 @@ from brain.errors import ConfigError
 from brain.rag_store import RagStore
 from brain.summarizers import ExtractiveSummarizer
 
-from .conftest import free_port
+from .conftest import ROOT, free_port
 from .test_api import LiveServer, api_settings
 
 ADMIN = "admin-token-0123456789abcdef"
@@ -59,6 +62,17 @@ def test_serve_refuses_a_public_address_with_an_empty_token(tmp_path, monkeypatc
     with pytest.raises(ConfigError, match="without a token"):
         serve(Settings(data_dir=tmp_path / "data"), host="0.0.0.0", port=free_port())
     assert not (tmp_path / "data").exists()  # refused before the store was opened
+
+
+def test_brain_serve_refuses_a_public_address_with_an_empty_token(tmp_path):
+    env = {**os.environ, "BRAIN_API_TOKEN": "", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-m", "brain.cli", "--data-dir", str(tmp_path / "data"), "serve", "--host", "0.0.0.0",
+         "--port", str(free_port())],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "refusing to listen on 0.0.0.0 without a token" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_tokens_file_is_read_into_identities(tmp_path):
