@@ -123,6 +123,12 @@ def refuse_field_keys(metadata: Mapping[str, Any] | None, top_level: Iterable[st
     raise ValidationError("; ".join(p["message"] for p in problems), problems)
 
 
+def _no_conversation(conversation_id: str) -> NotFound:
+    # the same answer for another entity's conversation and for none at all
+    return NotFound(f"no conversation {conversation_id!r} (a new one starts with an exchange sent without "
+                    "conversation_id)")
+
+
 # conversation ids hashed onto these locks: checking who owns a conversation and appending to it is one step
 _STRIPES = [threading.Lock() for _ in range(64)]
 
@@ -238,10 +244,8 @@ class Access:
         """(the checked id, the scope it started in), or :class:`NotFound` when it is not the caller's."""
         conversation_id = valid_conversation_id(conversation_id)
         scopes, first = self._conversation_scopes(conversation_id)
-        if not may_use_conversation(scopes, self.entity):
-            raise NotFound(f"no conversation {conversation_id!r} (a new one starts with an exchange sent "
-                           "without conversation_id)")
-        assert first is not None
+        if first is None or not may_use_conversation(scopes, self.entity):
+            raise _no_conversation(conversation_id)
         return conversation_id, first
 
     def build_context(self, conversation_id: str | None, user_message: str) -> Any:
@@ -260,11 +264,12 @@ class Access:
         conversation_id = valid_conversation_id(conversation_id)
         with _STRIPES[hash(conversation_id) % len(_STRIPES)]:
             scopes, first = self._conversation_scopes(conversation_id)
-            if scopes:
-                conversation_id, first = self._conversation(conversation_id)
+            if first is None:
+                entity = self.entity  # a new conversation, under an id the caller chose
+            elif may_use_conversation(scopes, self.entity):
                 entity = _entity_of(first)
             else:
-                entity = self.entity  # a new conversation, under the caller's own id
+                raise _no_conversation(conversation_id)
             return self.chat.record_exchange(conversation_id, user_text, assistant_text, entity=entity,
                                              timestamp=timestamp, metadata=metadata)
 
