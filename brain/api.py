@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -67,7 +67,7 @@ def _non_blank(value: str) -> str:
 
 
 def _entity(value: str) -> str:
-    return check_entity_name(value)
+    return check_entity_name(value)  # wrapped: pydantic would pass its ValidationInfo as the field name
 
 
 Text = Annotated[str, AfterValidator(_non_blank), WithJsonSchema({"type": "string", "minLength": 1, "pattern": r"\S"})]
@@ -93,8 +93,8 @@ class _Body(BaseModel):
 
 class ContextRequest(_Body):
     user_message: Text = Field(description="the user's new message")
-    conversation_id: ConversationId | None = Field(None, description="one of the caller's conversations; none for a new one")
-    entity: Entity | None = Field(None, description="whose memories may be used (plus global ones); a bound token's own")
+    conversation_id: ConversationId | None = Field(None, description="the caller's conversation; none: a new one")
+    entity: Entity | None = Field(None, description="whose memories may be used (and global ones); a bound token's own")
 
 
 class ExchangeRequest(_Body):
