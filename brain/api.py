@@ -1,98 +1,242 @@
-"""The HTTP API: a thin FastAPI shell over :class:`~brain.rag_store.RagStore` and :class:`~brain.chat.ChatMemory`.
+"""The HTTP API: a thin FastAPI shell over :class:`~brain.access.Access` (memories and conversations under
+the caller's identity), :class:`~brain.rag_store.RagStore` and :class:`~brain.chat.ChatMemory`.
 
 ``brain serve`` runs :data:`app` (or :func:`create_app` with explicit settings) under uvicorn in one
 process: the embedded Chroma store is single-process (threads are fine, and FastAPI runs the
 handlers below in its thread pool). More processes need a Chroma server (``BRAIN_CHROMA_URL``).
 
-Errors are JSON ``{"error": kind, "message": text, "problems": [...]}``: invalid input 422 naming the
-field, unknown id 404, body over ``BRAIN_API_MAX_BODY_BYTES`` 413, missing or wrong bearer token 401,
-store or embedder unavailable 503 with the reason. Bad input never gives a 500.
+Every request passes :class:`Authenticate` first (bearer token -> :class:`~brain.access.Caller`, see
+:mod:`brain.auth`), then :class:`BodyLimit`, then routing and body parsing, so an unauthenticated
+caller gets 401 and learns nothing else. Errors are JSON ``{"error": kind, "message": text,
+"problems": [...]}``: invalid input 422 naming the field (malformed JSON too, with line and column),
+missing or wrong token 401, a token bound to another entity 403, unknown id 404, body over
+``BRAIN_API_MAX_BODY_BYTES`` 413, store or embedder unavailable 503 with the reason. Bad input never
+gives a 500. The OpenAPI schema documents each of them and the constraints the server enforces.
 """
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
+import json
 import logging
+import reprlib
 import threading
+import typing
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request
+import orjson
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.routing import APIRoute
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, WithJsonSchema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from brain import __version__
+from brain.access import ENTITY_MAX_LENGTH, ENTITY_PATTERN, Access, Caller, check_entity_name
+from brain.auth import TokenTable
 from brain.config import Settings
 from brain.errors import (
     BrainError,
     ConfigError,
     EmbedderError,
+    Forbidden,
     NotFound,
     StoreUnavailable,
     ValidationError,
 )
 from brain.rag_store import RagStore
-from brain.schemas import DOC_TYPES, DocType, get_all_schemas, schema_info, valid_conversation_id
+from brain.schemas import _CONV_RE, DOC_TYPES, check_conversation_id, check_scope, get_all_schemas, schema_info
 
 log = logging.getLogger(__name__)
+
+#: JSON nesting deeper than this is refused before validation (bodies need 5 levels)
+MAX_JSON_DEPTH = 32
+#: the largest ``offset`` a listing takes (Chroma counts in 32 bits)
+MAX_OFFSET = 2**31 - 1
+
+
+# ---- field types: each checked by the library's rule, documented with the constraint it enforces ----
+
+def _non_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("is empty or only spaces" if value else "is empty")
+    return value
+
+
+def _entity(value: str) -> str:
+    return check_entity_name(value)  # wrapped: pydantic would pass its ValidationInfo as the field name
+
+
+Text = Annotated[str, AfterValidator(_non_blank), WithJsonSchema({"type": "string", "minLength": 1, "pattern": r"\S"})]
+Entity = Annotated[str, AfterValidator(_entity), WithJsonSchema({
+    "type": "string", "minLength": 1, "maxLength": ENTITY_MAX_LENGTH, "pattern": ENTITY_PATTERN,
+    "description": "an entity name: 1 to 128 characters, no control characters, no space at either end"})]
+ConversationId = Annotated[str, AfterValidator(check_conversation_id), WithJsonSchema({
+    "type": "string", "pattern": _CONV_RE.pattern, "maxLength": 133, "description": "conv-<id>"})]
+Scope = Annotated[str, AfterValidator(check_scope), WithJsonSchema({
+    "type": "string", "pattern": "^(global|entity:" + ENTITY_PATTERN[1:-1] + ")$",
+    "description": "'global' or 'entity:<name>'"})]
+DocTypeName = Literal[DOC_TYPES]  # type: ignore[valid-type]
+Importance = Annotated[int, Field(ge=1, le=5, description="1 (trivia) .. 5 (essential)")]
+Metadata = dict[str, Any]
 
 
 # ---- request bodies ------------------------------------------------------------------------------
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: "importance": true or "5" is refused, not read as 1 or 5
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ContextRequest(_Body):
-    user_message: str = Field(min_length=1, description="the user's new message")
-    conversation_id: str | None = Field(None, description="conv-...; none for a new conversation")
-    entity: str | None = Field(None, description="whose memories may be used (plus global ones)")
+    user_message: Text = Field(description="the user's new message")
+    conversation_id: ConversationId | None = Field(None, description="the caller's conversation; none: a new one")
+    entity: Entity | None = Field(None, description="whose memories may be used (and global ones); a bound token's own")
 
 
 class ExchangeRequest(_Body):
-    user_text: str = Field(min_length=1)
-    assistant_text: str = Field(min_length=1)
-    conversation_id: str | None = Field(None, description="conv-...; generated when absent")
-    entity: str | None = None
+    user_text: Text
+    assistant_text: Text
+    conversation_id: ConversationId | None = Field(None, description="generated when absent")
+    entity: Entity | None = Field(None, description="whose conversation it is; a bound token's own")
     timestamp: str | None = Field(None, description="ISO 8601 time of the exchange; now when absent")
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
 
 
 class MemoryCreate(_Body):
-    text: str = Field(min_length=1)
-    importance: int = 3
+    text: Text
+    importance: Importance = 3
     tags: list[str] | None = None
-    entity: str | None = Field(None, description="who the memory is about; scopes it to that entity unless scope is given")
-    scope: str | None = Field(None, description="'global' or 'entity:<name>'")
-    metadata: dict[str, Any] | None = None
-
-
-# keys of a memory that have their own place in a request body (or are set by the store)
-_MEMORY_FIELDS = frozenset({"text", "type", "id", "embedding", "importance", "tags", "entity", "scope", "source",
-                            "timestamp", "ts_epoch", "conversation_id"})
+    entity: Entity | None = Field(None, description="whose memory it is (scope entity:<name>); a bound token's own")
+    scope: Scope | None = Field(None, description="'global' or 'entity:<name>' (admin; must agree with entity)")
+    conversation_id: ConversationId | None = Field(None, description="the conversation the memory came from")
+    timestamp: str | None = Field(None, description="ISO 8601 time of the memory; now when absent")
+    metadata: Metadata | None = None
 
 
 class MemoryPatch(_Body):
-    text: str | None = Field(None, min_length=1)
-    importance: int | None = None
+    text: Text | None = None
+    importance: Importance | None = None
     tags: list[str] | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = Field(None, description="extra keys to add or change (not brain's own keys)")
     replace_metadata: bool = False
 
 
 class DocCreate(_Body):
-    text: str = Field(min_length=1)
-    type: str = Field(description=f"one of {', '.join(DOC_TYPES)}")
-    id: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    text: Text
+    type: DocTypeName = Field(description="the document type")
+    id: Text | None = None
+    metadata: Metadata = Field(default_factory=dict)
 
 
 class DocsCreate(_Body):
     docs: list[DocCreate] = Field(min_length=1)
+
+
+_ONE_DOC, _DOC_BATCH = "one-document", "document-batch"  # union tags: never field names (see _field_of)
+
+
+def _doc_body_kind(value: Any) -> str:
+    return _DOC_BATCH if isinstance(value, dict) and "docs" in value else _ONE_DOC
+
+
+DocsBody = Annotated[Annotated[DocCreate, Tag(_ONE_DOC)] | Annotated[DocsCreate, Tag(_DOC_BATCH)],
+                     Discriminator(_doc_body_kind)]
+
+
+# ---- response bodies (documentation: the routes return plain dicts) ------------------------------
+
+class Problem(BaseModel):
+    item: int | None = Field(None, description="index in a batch")
+    field: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="validation_error, unauthorized, forbidden, not_found, too_large, ...")
+    message: str
+    problems: list[Problem] | None = None
+
+
+class DocumentOut(BaseModel):
+    id: str
+    text: str
+    metadata: dict[str, Any]
+
+
+class MemoryList(BaseModel):
+    memories: list[DocumentOut]
+    limit: int
+    offset: int
+
+
+class MemoryHitOut(DocumentOut):
+    score: float
+    similarity: float
+    similarity_part: float
+    importance_part: float
+    recency_part: float
+
+
+class MemorySearch(BaseModel):
+    query: str
+    entity: str | None
+    results: list[MemoryHitOut]
+
+
+class Deleted(BaseModel):
+    deleted: str
+
+
+class ExchangeOut(BaseModel):
+    conversation_id: str
+    user_turn_id: str
+    assistant_turn_id: str
+    user_turn_index: int
+    assistant_turn_index: int
+    summaries_scheduled: list[str]
+
+
+class TurnsOut(BaseModel):
+    conversation_id: str
+    turns: list[DocumentOut]
+
+
+class SummariesOut(BaseModel):
+    conversation_id: str
+    summaries: list[DocumentOut]
+
+
+class IdsOut(BaseModel):
+    ids: list[str]
+
+
+_ERROR_TEXT = {
+    400: "a request the store refused for another reason",
+    401: "missing or wrong bearer token",
+    403: "a token bound to one entity asked for another's data, or for an admin-only route",
+    404: "no such id (or not the caller's)",
+    413: "body over BRAIN_API_MAX_BODY_BYTES",
+    422: "invalid input, naming the field",
+    503: "the store or the embedder is unavailable",
+}
+
+
+def _responses(*codes: int, ok: tuple[int, type[BaseModel]] | None = None, links: dict | None = None) -> dict:
+    out: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody, "description": _ERROR_TEXT[code]}
+                                           for code in (401, *codes)}
+    if ok is not None:
+        out[ok[0]] = {"model": ok[1], "description": "success"}
+        if links:
+            out[ok[0]]["links"] = links
+    return out
+
+
+def _link(operation_id: str, **parameters: str) -> dict[str, Any]:
+    return {"operationId": operation_id, "parameters": parameters}
 
 
 # ---- errors --------------------------------------------------------------------------------------
@@ -105,23 +249,63 @@ def _error(status: int, kind: str, message: str, problems: list[dict[str, Any]] 
     return JSONResponse(status_code=status, content=body, headers=headers)
 
 
-def _request_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
-    problems = []
-    for err in exc.errors():
-        loc = [str(part) for part in err.get("loc", ()) if part not in ("body",)]
-        problems.append({"field": ".".join(loc) or "body", "message": err.get("msg", "invalid")})
-    return problems
+_short = reprlib.Repr()  # inputs are echoed in messages: short, and safe however deep they nest
+_short.maxstring, _short.maxother, _short.maxlevel, _short.maxlist, _short.maxdict = 60, 60, 2, 4, 4
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc[1:] if p not in (_ONE_DOC, _DOC_BATCH)) if loc[:1] in (
+        ("body",), ("query",), ("path",)) else ".".join(str(p) for p in loc)
+
+
+def _problem(err: dict[str, Any]) -> dict[str, Any]:
+    """One pydantic/FastAPI error as ``{"field", "message"}`` in brain's words: the field as the caller
+    sent it, never a model's class name."""
+    kind = err.get("type", "")
+    ctx = err.get("ctx") or {}
+    field = _field_of(tuple(err.get("loc", ()))) or "body"
+    got = _short.repr(err.get("input"))
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    if kind == "json_invalid":
+        return {"field": "body", "message": f"body is not valid JSON: {ctx.get('error', msg)}"}
+    if kind == "missing":
+        message = "a JSON body is required" if field == "body" else f"{field} is required"
+    elif kind == "extra_forbidden":
+        message = f"{field} is not a field of this request"
+    elif kind in ("model_attributes_type", "model_type", "dict_type"):
+        message = (f"{field} must be a JSON object sent with 'Content-Type: application/json'"
+                   if isinstance(err.get("input"), (bytes, bytearray)) else f"{field} must be a JSON object, got {got}")
+    elif kind == "literal_error":
+        message = f"{field} must be one of {ctx.get('expected')}, got {got}"
+    elif kind in ("int_type", "int_parsing", "int_from_float"):
+        message = f"{field} must be an integer, got {got}"
+    elif kind in ("string_type", "bool_type", "list_type", "float_type"):
+        message = f"{field}: {msg.lower().removeprefix('input ')}, got {got}"
+    elif kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        message = f"{field}: {msg.lower().removeprefix('input ')}, got {got}"
+    elif kind == "repeated":
+        message = f"{field} {msg}"
+    elif kind == "value_error" and msg.startswith(field.split(".")[-1]):
+        message = msg  # the library's own sentence names the field
+    elif kind == "value_error":
+        message = f"{field} {msg}"
+    else:
+        message = f"{field}: {msg}"
+    return {"field": field, "message": message}
 
 
 #: brain's errors other than ValidationError -> (HTTP status, error kind); Starlette picks the handler of
 #: the nearest class in an exception's MRO, so BrainError is only the fallback
 _BRAIN_ERRORS: dict[type[BrainError], tuple[int, str]] = {
+    Forbidden: (403, "forbidden"),
     NotFound: (404, "not_found"),
     StoreUnavailable: (503, "store_unavailable"),
     EmbedderError: (503, "embedder_unavailable"),
     ConfigError: (503, "not_configured"),
     BrainError: (400, "bad_request"),
 }
+_HTTP_KINDS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+               405: "method_not_allowed", 413: "too_large"}
 
 
 def _status_handler(status: int, kind: str):
@@ -134,9 +318,8 @@ def _status_handler(status: int, kind: str):
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = _request_problems(exc)
-        message = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
-        return _error(422, "validation_error", message, problems)
+        problems = [_problem(err) for err in exc.errors()]
+        return _error(422, "validation_error", "; ".join(p["message"] for p in problems), problems)
 
     @app.exception_handler(ValidationError)
     async def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
@@ -147,9 +330,116 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(
-            exc.status_code, "error")
-        return _error(exc.status_code, kind, str(exc.detail), headers=getattr(exc, "headers", None))
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # Starlette names the methods of one route; a path may have several
+            headers = {**(headers or {}), "Allow": ", ".join(_methods_of(request.app, request.url.path))}
+        return _error(exc.status_code, _HTTP_KINDS.get(exc.status_code, "error"), str(exc.detail), headers=headers)
+
+
+def _methods_of(app: FastAPI, path: str) -> list[str]:
+    """The methods of the documented path ``path`` is: a literal path (``/v1/memories/search``) before
+    a template it also matches (``/v1/memories/{doc_id}``)."""
+    routes = [route for route in app.routes if isinstance(route, APIRoute)]
+    matching = [r for r in routes if r.path == path] or [r for r in routes if r.path_regex.match(path)]
+    return sorted({method for route in matching for method in route.methods or ()})
+
+
+# ---- reading JSON bodies ---------------------------------------------------------------------------
+
+def _too_deep(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def parse_json_body(body: bytes) -> Any:
+    """The body as JSON, or :class:`json.JSONDecodeError` saying what is wrong and where: malformed JSON,
+    invalid UTF-8, a number too large for a double (e.g. 5,000 digits), nesting deeper than
+    :data:`MAX_JSON_DEPTH`. FastAPI turns the error into a 422 naming the body."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise json.JSONDecodeError(f"{exc.msg} at line {exc.lineno}, column {exc.colno}", exc.doc, exc.pos) from None
+    if _too_deep(value, MAX_JSON_DEPTH):
+        raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", "", 0)
+    return value
+
+
+class _JsonRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = parse_json_body(await self.body())
+        return self._json
+
+
+class _Route(APIRoute):
+    """Routes whose JSON bodies are read by :func:`parse_json_body`, and whose single-valued query
+    parameters are refused when given twice (``?entity=a&entity=b`` is ambiguous, not "the last one")."""
+
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+        single = {field.alias for field in self.dependant.query_params
+                  if typing.get_origin(field.field_info.annotation) not in (list, tuple, set, frozenset)}
+
+        async def route(request: Request):
+            names = [name for name, _ in request.query_params.multi_items()]
+            repeated = sorted({name for name in names if name in single and names.count(name) > 1})
+            if repeated:
+                raise RequestValidationError([{"type": "repeated", "loc": ("query", name), "input": None,
+                                               "msg": "is given more than once; send it once"} for name in repeated])
+            return await handler(_JsonRequest(request.scope, request.receive))
+
+        return route
+
+
+# ---- middleware: identity first, then the body size --------------------------------------------
+
+def _local_client(scope: dict) -> bool:
+    """Whether the peer is on this machine: a loopback address, a Unix socket, or an in-process client."""
+    client = scope.get("client")
+    if not client:
+        return True
+    try:
+        address = ipaddress.ip_address(client[0])
+    except ValueError:
+        return True  # not an IP: an in-process transport, never a network peer
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or bool(mapped and mapped.is_loopback)
+
+
+class Authenticate:
+    """Pure ASGI: who is calling, before the body is read or a route matched. A request without a valid
+    bearer token gets 401 (with no token configured, non-loopback clients too); the caller is put in
+    ``scope["brain.caller"]`` for the routes."""
+
+    def __init__(self, app: Any, tokens: TokenTable | None):
+        self.app = app
+        self.tokens = tokens
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.tokens is None:
+            caller = Caller() if _local_client(scope) else None
+            reason = ("this server has no token configured and answers loopback clients only: set "
+                      "BRAIN_API_TOKEN or BRAIN_API_TOKENS_FILE")
+        else:
+            header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+            caller = self.tokens.identify(header)
+            reason = "missing or wrong bearer token: send 'Authorization: Bearer <token>'"
+        if caller is None:
+            response = _error(401, "unauthorized", reason, headers={"WWW-Authenticate": "Bearer"})
+            await response(scope, receive, send)
+            return
+        scope["brain.caller"] = caller
+        await self.app(scope, receive, send)
 
 
 class BodyLimit:
@@ -221,6 +511,16 @@ def _services(request: Request) -> Services:
     return services
 
 
+def _caller(request: Request) -> Caller:
+    return request.scope["brain.caller"]
+
+
+def _access(request: Request, entity: str | None = None) -> Access:
+    """The request's view of memories and conversations: its caller, acting for ``entity``."""
+    services = _services(request)
+    return Access(services.store, services.chat, _caller(request), entity)
+
+
 _registry_lock = threading.Lock()
 
 
@@ -237,31 +537,14 @@ def _specialists(request: Request) -> Any:
         return services.specialists
 
 
-def _check_token(request: Request) -> None:
-    settings: Settings = request.app.state.settings
-    if settings.api_token is None:
-        return
-    expected = settings.api_token.get_secret_value().encode()
-    given = request.headers.get("authorization", "")
-    scheme, _, token = given.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
-        raise StarletteHTTPException(
-            401, "missing or wrong bearer token: send 'Authorization: Bearer <BRAIN_API_TOKEN>'",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-
-
-def _visible_to(doc_metadata: dict[str, Any], entity: str | None) -> bool:
-    """Entity scoping for a single memory fetched by id: another entity's memory is not found."""
-    scope = doc_metadata.get("scope", "global")
-    return entity is None or scope == "global" or scope == f"entity:{entity}"
-
-
 # ---- the app -------------------------------------------------------------------------------------
 
-def create_app(settings: Settings | None = None, *, store: RagStore | None = None, chat: Any | None = None) -> FastAPI:
-    """The API over ``store`` and ``chat`` (opened from ``settings`` at start-up when not given)."""
+def create_app(settings: Settings | None = None, *, store: RagStore | None = None, chat: Any | None = None,
+               tokens: TokenTable | None = None) -> FastAPI:
+    """The API over ``store`` and ``chat`` (opened from ``settings`` at start-up when not given).
+    ``tokens`` defaults to the tables of ``settings`` (:class:`ConfigError` for a malformed tokens file)."""
     settings = settings or (store.settings if store is not None else Settings())
+    tokens = tokens if tokens is not None else TokenTable.from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -286,47 +569,64 @@ def create_app(settings: Settings | None = None, *, store: RagStore | None = Non
             if own_store:
                 opened_store.close()
 
-    protected = settings.api_token is not None
-    app = FastAPI(
-        title="brain",
-        version=__version__,
-        summary="The memory layer of a chat assistant",
-        lifespan=lifespan,
-        dependencies=[Depends(_check_token)],
-        # FastAPI's own documentation routes bypass route dependencies: with a token they are off
-        docs_url=None if protected else "/docs",
-        redoc_url=None if protected else "/redoc",
-        openapi_url=None if protected else "/openapi.json",
-    )
+    # the documentation routes are served like every other route: behind the token when one is set
+    app = FastAPI(title="brain", version=__version__, summary="The memory layer of a chat assistant",
+                  lifespan=lifespan)
+    app.router.route_class = _Route
     app.state.settings = settings
     app.state.brain = None
     _install_error_handlers(app)
     _routes(app)
+    _document_security(app, tokens is not None)
     app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
+    app.add_middleware(Authenticate, tokens=tokens)  # added last: runs first
     return app
+
+
+def _document_security(app: FastAPI, protected: bool) -> None:
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            if protected:
+                schema.setdefault("components", {})["securitySchemes"] = {
+                    "bearer": {"type": "http", "scheme": "bearer",
+                               "description": "BRAIN_API_TOKEN (admin) or a token of BRAIN_API_TOKENS_FILE"}}
+                schema["security"] = [{"bearer": []}]
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+ConversationPath = Annotated[ConversationId, Path(description="conv-<id>")]
+EntityQuery = Annotated[Entity | None, Query(description="act for this entity (a bound token: its own only)")]
 
 
 def _routes(app: FastAPI) -> None:
     # -- schema ----------------------------------------------------------------------------------
-    def schema(doc_type: str | None = None) -> Any:
+    def schema(doc_type: Annotated[DocTypeName | None, Query(description="one type; all when absent")] = None) -> Any:
         if doc_type is None:
             return {name: schema_info(name) for name in get_all_schemas()}
-        if doc_type not in DOC_TYPES:
-            raise NotFound(f"unknown doc_type {doc_type!r}; valid types: {', '.join(DOC_TYPES)}")
         return schema_info(doc_type)
 
-    app.get("/v1/schema", tags=["schema"])(schema)
-    app.get("/api/schema", tags=["schema"])(schema)
+    app.get("/v1/schema", tags=["schema"], responses=_responses(422), operation_id="schema")(schema)
+    app.get("/api/schema", tags=["schema"], responses=_responses(422), operation_id="schema_legacy")(schema)
 
     # -- health ----------------------------------------------------------------------------------
-    @app.get("/v1/health", tags=["health"])
+    @app.get("/v1/health", tags=["health"], responses={
+        **_responses(), 503: {"description": "the store is down (the report says why)",
+                              "content": {"application/json": {"schema": {"type": "object"}}}}})
     def health(request: Request) -> JSONResponse:
         services = _services(request)
+        admin = _caller(request).is_admin
         report: dict[str, Any] = {"version": __version__}
         healthy = True
         try:
-            report["store"] = {"ok": True, "documents": services.store.col.count(),
-                               "backend": services.settings.chroma_url or "embedded"}
+            count = services.store.col.count()
+            report["store"] = {"ok": True}
+            if admin:  # how much the store holds, and where, is the operator's business
+                report["store"].update(documents=count, backend=services.settings.chroma_url or "embedded")
         except Exception as exc:  # any Chroma failure means the store is down: report it, 503
             healthy = False
             report["store"] = {"ok": False, "error": str(exc)}
@@ -339,104 +639,92 @@ def _routes(app: FastAPI) -> None:
         return JSONResponse(status_code=200 if healthy else 503, content=report)
 
     # -- chat ------------------------------------------------------------------------------------
-    @app.post("/v1/context", tags=["chat"])
+    conversation_links = {
+        "turns": _link("conversation_turns", conversation_id="$response.body#/conversation_id"),
+        "summaries": _link("conversation_summaries", conversation_id="$response.body#/conversation_id"),
+    }
+
+    @app.post("/v1/context", tags=["chat"], operation_id="context",
+              responses=_responses(400, 403, 404, 413, 422, 503))
     def context(body: ContextRequest, request: Request) -> Any:
-        services = _services(request)
-        built = services.chat.build_context(body.conversation_id, body.user_message, entity=body.entity)
+        built = _access(request, body.entity).build_context(body.conversation_id, body.user_message)
         return built.to_dict()
 
-    @app.post("/v1/exchanges", tags=["chat"], status_code=201)
+    @app.post("/v1/exchanges", tags=["chat"], status_code=201, operation_id="record_exchange",
+              responses=_responses(400, 403, 404, 413, 422, 503, ok=(201, ExchangeOut), links=conversation_links))
     def exchanges(body: ExchangeRequest, request: Request) -> Any:
-        services = _services(request)
-        exchange = services.chat.record_exchange(
-            body.conversation_id, body.user_text, body.assistant_text,
-            entity=body.entity, timestamp=body.timestamp, metadata=body.metadata,
-        )
+        exchange = _access(request, body.entity).record_exchange(
+            body.conversation_id, body.user_text, body.assistant_text, timestamp=body.timestamp,
+            metadata=body.metadata)
         return exchange.to_dict()
 
-    @app.get("/v1/conversations/{conversation_id}/turns", tags=["chat"])
-    def conversation_turns(conversation_id: str, request: Request,
+    @app.get("/v1/conversations/{conversation_id}/turns", tags=["chat"], operation_id="conversation_turns",
+             responses=_responses(400, 403, 404, 422, 503, ok=(200, TurnsOut)))
+    def conversation_turns(conversation_id: ConversationPath, request: Request, entity: EntityQuery = None,
                            k: int | None = Query(None, ge=1, le=1000, description="only the last k turns")) -> Any:
-        store = _services(request).store
-        conversation_id = valid_conversation_id(conversation_id)
-        docs = store.get(type=DocType.TURN, where={"conversation_id": conversation_id})
-        docs.sort(key=lambda d: d.metadata.get("turn_index") or 0)
-        if k is not None:
-            docs = docs[-k:]
+        conversation_id, docs = _access(request, entity).conversation_turns(conversation_id, k)
         return {"conversation_id": conversation_id, "turns": [d.to_dict() for d in docs]}
 
-    @app.get("/v1/conversations/{conversation_id}/summaries", tags=["chat"])
-    def conversation_summaries(conversation_id: str, request: Request) -> Any:
-        store = _services(request).store
-        conversation_id = valid_conversation_id(conversation_id)
-        docs = store.get(type=DocType.SUMMARY, where={"conversation_id": conversation_id})
-        docs.sort(key=lambda d: d.metadata.get("summary_index") or 0)
+    @app.get("/v1/conversations/{conversation_id}/summaries", tags=["chat"], operation_id="conversation_summaries",
+             responses=_responses(400, 403, 404, 422, 503, ok=(200, SummariesOut)))
+    def conversation_summaries(conversation_id: ConversationPath, request: Request, entity: EntityQuery = None) -> Any:
+        conversation_id, docs = _access(request, entity).conversation_summaries(conversation_id)
         return {"conversation_id": conversation_id, "summaries": [d.to_dict() for d in docs]}
 
     # -- memories --------------------------------------------------------------------------------
-    @app.post("/v1/memories", tags=["memories"], status_code=201)
-    def create_memory(body: MemoryCreate, request: Request) -> Any:
-        services = _services(request)
-        clash = sorted(set(body.metadata or {}) & _MEMORY_FIELDS)
-        if clash:
-            raise ValidationError(
-                f"metadata.{clash[0]}: {clash[0]!r} is a field of its own; send it at the top level of the body",
-                [{"item": None, "field": f"metadata.{k}", "message": "a field of its own"} for k in clash],
-            )
-        if body.scope is None:  # the chat layer's rule: a memory about an entity is that entity's
-            doc_id = services.chat.remember(body.text, importance=body.importance, tags=body.tags,
-                                            entity=body.entity, source="system", metadata=body.metadata)
-        else:  # an explicit scope, e.g. "global" for a shared memory that is about someone
-            doc_id = services.store.upsert_memory(body.text, scope=body.scope, importance=body.importance,
-                                                  tags=body.tags, entity=body.entity, **(body.metadata or {}))
-        return services.store.get_one(doc_id).to_dict()
+    memory_links = {
+        "get": _link("get_memory", doc_id="$response.body#/id"),
+        "patch": _link("patch_memory", doc_id="$response.body#/id"),
+        "delete": _link("delete_memory", doc_id="$response.body#/id"),
+    }
 
-    @app.get("/v1/memories", tags=["memories"])
-    def list_memories(request: Request, entity: str | None = None, tags: list[str] | None = Query(None),
-                      limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0)) -> Any:
-        store = _services(request).store
-        where: dict[str, Any] = {}
-        if entity is not None:
-            where["entity"] = entity
-        if tags:
-            where["tags"] = tags
-        docs = store.get(type=DocType.MEMORY, where=where or None, limit=limit, offset=offset)
+    @app.post("/v1/memories", tags=["memories"], status_code=201, operation_id="create_memory",
+              responses=_responses(400, 403, 413, 422, 503, ok=(201, DocumentOut), links=memory_links))
+    def create_memory(body: MemoryCreate, request: Request) -> Any:
+        created = _access(request, body.entity).create_memory(
+            body.text, scope=body.scope, importance=body.importance, tags=body.tags,
+            conversation_id=body.conversation_id, timestamp=body.timestamp, metadata=body.metadata)
+        return created.to_dict()
+
+    @app.get("/v1/memories", tags=["memories"], operation_id="list_memories",
+             responses=_responses(400, 403, 422, 503, ok=(200, MemoryList)))
+    def list_memories(request: Request, entity: EntityQuery = None, tags: list[str] = Query([]),
+                      limit: int = Query(100, ge=1, le=1000),
+                      offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Any:
+        docs = _access(request, entity).list_memories(tags=tags, limit=limit, offset=offset)
         return {"memories": [d.to_dict() for d in docs], "limit": limit, "offset": offset}
 
     # declared before /v1/memories/{doc_id} so that "search" is not taken for an id
-    @app.get("/v1/memories/search", tags=["memories"])
+    @app.get("/v1/memories/search", tags=["memories"], operation_id="search_memories",
+             responses=_responses(400, 403, 422, 503, ok=(200, MemorySearch)))
     def search_memories(request: Request, q: str = Query(min_length=1), k: int | None = Query(None, ge=1, le=100),
-                        entity: str | None = None, tags: list[str] | None = Query(None)) -> Any:
-        store = _services(request).store
-        hits = store.retrieve_memories(q, k, entity=entity, tags=tags or None)
-        return {"query": q, "entity": entity, "results": [h.to_dict() for h in hits]}
+                        entity: EntityQuery = None, tags: list[str] = Query([])) -> Any:
+        access = _access(request, entity)
+        hits = access.search_memories(q, k, tags=tags)
+        return {"query": q, "entity": access.entity, "results": [h.to_dict() for h in hits]}
 
-    @app.get("/v1/memories/{doc_id}", tags=["memories"])
-    def get_memory(doc_id: str, request: Request, entity: str | None = None) -> Any:
-        store = _services(request).store
-        docs = store.get([doc_id], type=DocType.MEMORY)
-        if not docs or not _visible_to(docs[0].metadata, entity):
-            raise NotFound(f"no memory with id {doc_id!r}")
-        return docs[0].to_dict()
+    @app.get("/v1/memories/{doc_id}", tags=["memories"], operation_id="get_memory",
+             responses=_responses(400, 403, 404, 422, 503, ok=(200, DocumentOut)))
+    def get_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
+        return _access(request, entity).get_memory(doc_id).to_dict()
 
-    @app.patch("/v1/memories/{doc_id}", tags=["memories"])
-    def patch_memory(doc_id: str, body: MemoryPatch, request: Request) -> Any:
-        store = _services(request).store
-        updated = store.update_memory(
+    @app.patch("/v1/memories/{doc_id}", tags=["memories"], operation_id="patch_memory",
+               responses=_responses(400, 403, 404, 413, 422, 503, ok=(200, DocumentOut)))
+    def patch_memory(doc_id: str, body: MemoryPatch, request: Request, entity: EntityQuery = None) -> Any:
+        updated = _access(request, entity).update_memory(
             doc_id, body.text, importance=body.importance, tags=body.tags, metadata=body.metadata,
-            replace_metadata=body.replace_metadata,
-        )
+            replace_metadata=body.replace_metadata)
         return updated.to_dict()
 
-    @app.delete("/v1/memories/{doc_id}", tags=["memories"])
-    def delete_memory(doc_id: str, request: Request) -> Any:
-        store = _services(request).store
-        if not store.delete([doc_id], type=DocType.MEMORY):
-            raise NotFound(f"no memory with id {doc_id!r}")
+    @app.delete("/v1/memories/{doc_id}", tags=["memories"], operation_id="delete_memory",
+                responses=_responses(400, 403, 404, 422, 503, ok=(200, Deleted)))
+    def delete_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
+        _access(request, entity).delete_memory(doc_id)
         return {"deleted": doc_id}
 
     # -- specialists -----------------------------------------------------------------------------
-    @app.get("/v1/specialists", tags=["specialists"])
+    @app.get("/v1/specialists", tags=["specialists"], operation_id="specialists",
+             responses=_responses(400, 422, 503))
     def find_specialists(request: Request, q: str | None = Query(None, min_length=1),
                          k: int = Query(3, ge=1, le=50)) -> Any:
         registry = _specialists(request)
@@ -444,9 +732,11 @@ def _routes(app: FastAPI) -> None:
             return {"specialists": [s.to_dict() for s in registry.list_specialists()]}
         return {"request": q, "results": [m.to_dict() for m in registry.find_specialists(q, k)]}
 
-    # -- any document ----------------------------------------------------------------------------
-    @app.post("/v1/docs", tags=["documents"], status_code=201)
-    def create_docs(body: DocCreate | DocsCreate, request: Request) -> Any:
+    # -- any document (admin only) ---------------------------------------------------------------
+    @app.post("/v1/docs", tags=["documents"], status_code=201, operation_id="create_docs",
+              responses=_responses(400, 403, 413, 422, 503, ok=(201, IdsOut)))
+    def create_docs(body: DocsBody, request: Request) -> Any:
+        _access(request).require_unrestricted("writing documents of any type (/v1/docs)")
         store = _services(request).store
         docs = body.docs if isinstance(body, DocsCreate) else [body]
         ids = store.upsert_docs([{**d.metadata, "text": d.text, "type": d.type, "id": d.id} for d in docs])
@@ -474,14 +764,16 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
     settings = settings or Settings()
     host = host or settings.api_host
     port = port or settings.api_port
-    if not is_loopback(host) and settings.api_token is None:
+    tokens = TokenTable.from_settings(settings)  # a malformed tokens file stops here, before the store opens
+    if not is_loopback(host) and tokens is None:
         raise ConfigError(
             f"refusing to listen on {host} without a token: set BRAIN_API_TOKEN (clients then send "
-            f"'Authorization: Bearer <token>'), or bind 127.0.0.1"
+            f"'Authorization: Bearer <token>') or BRAIN_API_TOKENS_FILE, or bind 127.0.0.1"
         )
     if not settings.chroma_url:
         log.warning("embedded Chroma store: serving from this one process (threads); for several processes "
                     "run a Chroma server and set BRAIN_CHROMA_URL")
     # opened here, before uvicorn starts, so that a locked or unreachable store is a clear error
     with RagStore(settings) as store:
-        uvicorn.run(create_app(settings, store=store), host=host, port=port, workers=1, log_level="info")
+        uvicorn.run(create_app(settings, store=store, tokens=tokens), host=host, port=port, workers=1,
+                    log_level="info")

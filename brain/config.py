@@ -333,7 +333,14 @@ class Settings(BaseSettings):
     # --- the HTTP API (issue 5) -------------------------------------------------------------------
     api_host: str = Field("127.0.0.1", validation_alias=_env("BRAIN_API_HOST", "api_host"))
     api_port: int = Field(5000, ge=1, le=65535, validation_alias=_env("BRAIN_API_PORT", "api_port"))
-    api_token: pydantic.SecretStr | None = Field(None, validation_alias=_env("BRAIN_API_TOKEN", "api_token"))
+    api_token: pydantic.SecretStr | None = Field(
+        None, description="the admin token; empty or whitespace means unset",
+        validation_alias=_env("BRAIN_API_TOKEN", "api_token"),
+    )
+    api_tokens_file: Path | None = Field(
+        None, description="a file of entity-bound (and further admin) tokens, read by brain.auth",
+        validation_alias=_env("BRAIN_API_TOKENS_FILE", "api_tokens_file"),
+    )
     api_max_body_bytes: int = Field(
         1_000_000, ge=1024, le=1_000_000_000, validation_alias=_env("BRAIN_API_MAX_BODY_BYTES", "api_max_body_bytes")
     )
@@ -377,6 +384,26 @@ class Settings(BaseSettings):
     def origin(self, name: str) -> str:
         """Where the path setting ``name`` came from, for messages (e.g. ``BRAIN_DATA_DIR in /p/.env``)."""
         return self._origins.get(name) or "the built-in default"
+
+    @field_validator("api_token", mode="before")
+    @classmethod
+    def _api_token(cls, value: Any) -> Any:
+        if isinstance(value, pydantic.SecretStr):
+            value = value.get_secret_value()
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None  # `BRAIN_API_TOKEN=` (as in config/defaults.env) means no token, not an empty one
+        from brain.auth import token_problem  # the token rule lives with the tokens file's
+
+        value = value.strip() if isinstance(value, str) else value
+        problem = token_problem(value) if isinstance(value, str) else None
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("api_tokens_file", mode="before")
+    @classmethod
+    def _api_tokens_file(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("embedder")
     @classmethod
@@ -540,6 +567,10 @@ def _field_for(loc_name: str) -> str | None:
     return None
 
 
+#: settings whose values never appear in an error message (they end up in logs)
+_SECRET_FIELDS = frozenset({"api_token"})
+
+
 def describe_settings_error(exc: pydantic.ValidationError) -> str:
     lines = []
     for err in exc.errors():
@@ -549,7 +580,7 @@ def describe_settings_error(exc: pydantic.ValidationError) -> str:
         loc = str(err["loc"][0])
         field = _field_for(loc)
         var = env_name(field) if field else loc
-        value = err.get("input")
+        value = "<hidden>" if field in _SECRET_FIELDS else err.get("input")
         allowed = _allowed_range(field) if field else None
         msg = err["msg"].removeprefix("Value error, ")
         if allowed is not None:

@@ -52,6 +52,10 @@ class StoreLocked(StoreUnavailable):
     """Another process has the embedded data directory open (embedded Chroma is single-process)."""
 
 
+class Forbidden(BrainError):
+    """The caller may not do this: e.g. a token bound to one entity asked for another's data."""
+
+
 class NotFound(BrainError, KeyError):
     """No document with that id."""
 

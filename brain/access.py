@@ -1,0 +1,304 @@
+"""Who may read and change what: the rules behind entity-bound API tokens, in one place.
+
+A :class:`Caller` is the admin or is bound to one entity. Each request *acts as* an entity or
+unrestricted: a bound caller always acts as its own entity (naming another is :class:`Forbidden`, so a
+parameter can never widen it); the admin acts as the entity a request names, else unrestricted.
+
+Acting as entity ``E``:
+
+- **memories**: ``E`` reads global memories and its own (scope ``entity:E``) and creates, changes and
+  deletes only its own. Another entity's memory does not exist for ``E`` (:class:`NotFound`); a global
+  one can be read but not changed (:class:`Forbidden`).
+- **conversations**: a conversation belongs to the scope its turns were written in. ``E`` sees only
+  conversations whose turns are all in ``entity:E``; any other id (another entity's, a shared one, an
+  unknown one) is :class:`NotFound` for every read, so a read never tells whether it exists. New
+  conversations ``E`` starts are written in ``entity:E``, and later exchanges stay in the scope the
+  conversation started in.
+- **documents of any type** (``/v1/docs``): unrestricted callers only.
+
+Unrestricted (the admin naming no entity): every memory and conversation; searches and contexts rank
+global memories only, as :meth:`RagStore.retrieve_memories` does without an entity.
+
+:class:`Access` applies these rules to the store and the chat layer; the HTTP API calls nothing else
+for memories and conversations.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from brain.errors import Forbidden, NotFound, ValidationError
+from brain.schemas import GLOBAL_SCOPE, RESERVED_KEYS, DocType, check_scope, entity_scope, valid_conversation_id
+
+#: what an entity name looks like (the name part of an ``entity:<name>`` scope, see
+#: :func:`brain.schemas.check_scope`): 1 to 128 characters, no control characters, no space at either end.
+#: Published in the API schema; :func:`check_entity_name` enforces it through the schemas' scope rule.
+ENTITY_PATTERN = r"^\S(?:[^\x00-\x1f]{0,126}\S)?$"
+ENTITY_MAX_LENGTH = 128
+
+#: memory metadata keys a caller never sets through ``metadata``: the store's own keys, the fields that
+#: decide who a memory belongs to, and the fields requests carry at their top level
+#: (the store refuses the reserved ones too; this names the field before anything is read)
+MEMORY_FIELD_KEYS = RESERVED_KEYS | frozenset({
+    "id", "text", "embedding", "ts_epoch", "importance", "tags", "entity", "scope", "conversation_id",
+    "created_at", "last_used",
+})
+
+
+def check_entity_name(name: Any, field: str = "entity") -> str:
+    """``name`` if it is a valid entity name, else :class:`ValidationError` naming ``field``."""
+    if not isinstance(name, str):
+        message = f"{field} must be a string, got {type(name).__name__}"
+    elif name == "":
+        message = f"{field} is empty: give the entity's name, or leave {field} out"
+    else:
+        try:
+            entity_scope(name)
+            return name
+        except ValueError:
+            message = (f"{field} {name!r} is not a valid entity name: 1 to {ENTITY_MAX_LENGTH} characters, "
+                       "no control characters, no space at the start or end")
+    raise ValidationError(message, [{"item": None, "field": field, "message": message}])
+
+
+def _entity_of(scope: str) -> str | None:
+    return None if scope == GLOBAL_SCOPE else scope.removeprefix("entity:")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: the admin (``entity`` None) or a caller bound to one entity."""
+
+    entity: str | None = None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.entity is None
+
+    def acting_as(self, requested: str | None) -> str | None:
+        """The entity a request acts as (None: unrestricted), given the entity it names."""
+        if requested is not None:
+            check_entity_name(requested)
+        if self.entity is None:
+            return requested
+        if requested is None or requested == self.entity:
+            return self.entity
+        raise Forbidden(f"this token is bound to entity {self.entity!r}; it cannot act for {requested!r} "
+                        "(leave entity out, or name its own)")
+
+
+ADMIN = Caller()
+
+
+def may_read(scope: str, acting: str | None) -> bool:
+    """Whether a memory of ``scope`` is visible to a request acting as ``acting``."""
+    return acting is None or scope == GLOBAL_SCOPE or scope == entity_scope(acting)
+
+
+def may_change(scope: str, acting: str | None) -> bool:
+    """Whether a request acting as ``acting`` may change or delete a memory of ``scope``."""
+    return acting is None or scope == entity_scope(acting)
+
+
+def may_use_conversation(scopes: set[str], acting: str | None) -> bool:
+    """Whether a conversation whose turns are in ``scopes`` exists for a request acting as ``acting``."""
+    return bool(scopes) and (acting is None or scopes == {entity_scope(acting)})
+
+
+def refuse_field_keys(metadata: Mapping[str, Any] | None, top_level: Iterable[str] = ()) -> None:
+    """:class:`ValidationError` naming every key of ``metadata`` that is not free-form (see
+    :data:`MEMORY_FIELD_KEYS`); ``top_level`` are the fields the request itself has."""
+    clash = sorted(set(metadata or {}) & MEMORY_FIELD_KEYS)
+    if not clash:
+        return
+    top = set(top_level)
+    problems = [
+        {"item": None, "field": f"metadata.{key}",
+         "message": (f"metadata.{key}: {key!r} is a field of its own; send it at the top level of the body"
+                     if key in top else f"metadata.{key}: {key!r} is set by brain and cannot be sent")}
+        for key in clash
+    ]
+    raise ValidationError("; ".join(p["message"] for p in problems), problems)
+
+
+def _no_conversation(conversation_id: str) -> NotFound:
+    # the same answer for another entity's conversation and for none at all
+    return NotFound(f"no conversation {conversation_id!r} (a new one starts with an exchange sent without "
+                    "conversation_id)")
+
+
+# conversation ids hashed onto these locks: checking who owns a conversation and appending to it is one step
+_STRIPES = [threading.Lock() for _ in range(64)]
+
+
+class Access:
+    """The memory and conversation operations of one request, under the rules of this module.
+
+    ``entity`` is the entity the request names (None: none named); ``caller`` decides whether it may.
+    """
+
+    def __init__(self, store: Any, chat: Any, caller: Caller = ADMIN, entity: str | None = None):
+        self.store = store
+        self.chat = chat
+        self.caller = caller
+        self.entity = caller.acting_as(entity)
+
+    # ---- documents of any type ------------------------------------------------------------------
+    def require_unrestricted(self, what: str) -> None:
+        if self.entity is not None:
+            who = (f"a token bound to entity {self.entity!r}" if not self.caller.is_admin
+                   else f"a request acting for entity {self.entity!r}")
+            raise Forbidden(f"{what} needs the admin token without an entity; {who} may not")
+
+    # ---- memories -------------------------------------------------------------------------------
+    def _scopes(self) -> list[str] | None:
+        return None if self.entity is None else [GLOBAL_SCOPE, entity_scope(self.entity)]
+
+    def list_memories(self, *, tags: Sequence[str] | None = None, limit: int | None = None,
+                      offset: int | None = None) -> list[Any]:
+        """Memories the request may read, in storage order (unrestricted: every memory)."""
+        where: dict[str, Any] = {}
+        scopes = self._scopes()
+        if scopes is not None:
+            where["scope"] = scopes
+        if tags:
+            where["tags"] = list(tags)
+        return self.store.get(type=DocType.MEMORY, where=where or None, limit=limit, offset=offset)
+
+    def search_memories(self, query: str, k: int | None = None, *, tags: Sequence[str] | None = None) -> list[Any]:
+        """Ranked memories: global ones and, acting as an entity, its own."""
+        return self.store.retrieve_memories(query, k, entity=self.entity, tags=tags or None)
+
+    def _memory(self, doc_id: str) -> Any:
+        docs = self.store.get([doc_id], type=DocType.MEMORY)
+        if not docs or not may_read(str(docs[0].metadata.get("scope", GLOBAL_SCOPE)), self.entity):
+            raise NotFound(f"no memory with id {doc_id!r}")
+        return docs[0]
+
+    def _changeable(self, doc_id: str) -> Any:
+        doc = self._memory(doc_id)
+        if not may_change(str(doc.metadata.get("scope", GLOBAL_SCOPE)), self.entity):
+            raise Forbidden(f"memory {doc_id!r} is global: only the admin token without an entity may change or "
+                            f"delete it, not a request acting for {self.entity!r}")
+        return doc
+
+    def get_memory(self, doc_id: str) -> Any:
+        return self._memory(doc_id)
+
+    def create_memory(
+        self, text: str, *, scope: str | None = None, importance: int = 3, tags: Sequence[str] | None = None,
+        conversation_id: str | None = None, timestamp: Any = None, metadata: Mapping[str, Any] | None = None,
+        source: str = "system",
+    ) -> Any:
+        """Store a memory in the acting entity's scope (unrestricted: ``scope``, default global)."""
+        refuse_field_keys(metadata, ("text", "importance", "tags", "entity", "scope", "conversation_id", "timestamp"))
+        if scope is not None:
+            try:
+                scope = check_scope(scope)
+            except ValueError as exc:
+                raise ValidationError(str(exc), [{"item": None, "field": "scope", "message": str(exc)}]) from None
+        if self.entity is not None:
+            own = entity_scope(self.entity)
+            if scope is not None and scope != own:
+                if not self.caller.is_admin:
+                    raise Forbidden(f"a token bound to entity {self.entity!r} creates memories in scope {own!r} "
+                                    f"only, not {scope!r}")
+                message = f"scope {scope!r} disagrees with entity {self.entity!r} (whose scope is {own!r}); send one"
+                raise ValidationError(message, [{"item": None, "field": "scope", "message": message}])
+            scope = own
+        entity = _entity_of(scope or GLOBAL_SCOPE)
+        doc_id = self.chat.remember(text, importance=importance, tags=tags, entity=entity,
+                                    conversation_id=conversation_id, timestamp=timestamp, source=source,
+                                    metadata=metadata)
+        return self.store.get_one(doc_id)
+
+    def update_memory(
+        self, doc_id: str, text: str | None = None, *, importance: int | None = None,
+        tags: Sequence[str] | None = None, metadata: Mapping[str, Any] | None = None, replace_metadata: bool = False,
+    ) -> Any:
+        """Change one memory the request may change (see :meth:`RagStore.update_memory`)."""
+        refuse_field_keys(metadata, ("text", "importance", "tags"))
+        self._changeable(doc_id)
+        return self.store.update_memory(doc_id, text, importance=importance, tags=tags, metadata=metadata,
+                                        replace_metadata=replace_metadata)
+
+    def delete_memory(self, doc_id: str) -> None:
+        self._changeable(doc_id)
+        if not self.store.delete([doc_id], type=DocType.MEMORY):
+            raise NotFound(f"no memory with id {doc_id!r}")
+
+    # ---- conversations --------------------------------------------------------------------------
+    def _conversation_scopes(self, conversation_id: str) -> tuple[set[str], str | None]:
+        """The scopes of a conversation's turns (of its summaries when it has no turns), and the scope it
+        started in; empty and None for an unknown conversation."""
+        docs = self.store.conversation_turns(conversation_id)  # in order, from the store's cache
+        if not docs:
+            docs = self.store.get(type=DocType.SUMMARY, where={"conversation_id": conversation_id})
+            docs.sort(key=lambda d: d.metadata.get("summary_index") or 0)
+        scopes = [str(d.metadata.get("scope", GLOBAL_SCOPE)) for d in docs]
+        return set(scopes), (scopes[0] if scopes else None)
+
+    def _conversation(self, conversation_id: Any) -> tuple[str, str]:
+        """(the checked id, the scope it started in), or :class:`NotFound` when it is not the caller's."""
+        conversation_id = valid_conversation_id(conversation_id)
+        scopes, first = self._conversation_scopes(conversation_id)
+        if first is None or not may_use_conversation(scopes, self.entity):
+            raise _no_conversation(conversation_id)
+        return conversation_id, first
+
+    def build_context(self, conversation_id: str | None, user_message: str) -> Any:
+        """:meth:`ChatMemory.build_context` for the acting entity, in one of its conversations."""
+        if conversation_id is not None:
+            conversation_id, _ = self._conversation(conversation_id)
+        return self.chat.build_context(conversation_id, user_message, entity=self.entity)
+
+    def record_exchange(self, conversation_id: str | None, user_text: str, assistant_text: str, *,
+                        timestamp: Any = None, metadata: Mapping[str, Any] | None = None) -> Any:
+        """:meth:`ChatMemory.record_exchange` into a new conversation, or one of the caller's: its turns stay
+        in the scope the conversation started in."""
+        if conversation_id is None:
+            return self.chat.record_exchange(None, user_text, assistant_text, entity=self.entity,
+                                             timestamp=timestamp, metadata=metadata)
+        conversation_id = valid_conversation_id(conversation_id)
+        with _STRIPES[hash(conversation_id) % len(_STRIPES)]:
+            scopes, first = self._conversation_scopes(conversation_id)
+            if first is None:
+                entity = self.entity  # a new conversation, under an id the caller chose
+            elif may_use_conversation(scopes, self.entity):
+                entity = _entity_of(first)
+            else:
+                raise _no_conversation(conversation_id)
+            return self.chat.record_exchange(conversation_id, user_text, assistant_text, entity=entity,
+                                             timestamp=timestamp, metadata=metadata)
+
+    def conversation_turns(self, conversation_id: str, k: int | None = None) -> tuple[str, list[Any]]:
+        """(the id, its turns in order; the last ``k`` when given)."""
+        conversation_id, _ = self._conversation(conversation_id)
+        docs = self.store.conversation_turns(conversation_id)
+        return conversation_id, (docs[-k:] if k is not None else docs)
+
+    def conversation_summaries(self, conversation_id: str) -> tuple[str, list[Any]]:
+        """(the id, its summaries in order)."""
+        conversation_id, first = self._conversation(conversation_id)
+        docs = self.store.get(type=DocType.SUMMARY, where={"conversation_id": conversation_id})
+        if self.entity is not None:  # a summary written in another scope (e.g. through /v1/docs) stays hidden
+            docs = [d for d in docs if d.metadata.get("scope", GLOBAL_SCOPE) == first]
+        docs.sort(key=lambda d: d.metadata.get("summary_index") or 0)
+        return conversation_id, docs
+
+
+__all__ = [
+    "ADMIN",
+    "Access",
+    "Caller",
+    "ENTITY_MAX_LENGTH",
+    "ENTITY_PATTERN",
+    "MEMORY_FIELD_KEYS",
+    "check_entity_name",
+    "may_change",
+    "may_read",
+    "may_use_conversation",
+    "refuse_field_keys",
+]

@@ -1,0 +1,65 @@
+"""Schemathesis against the real server: every operation of the OpenAPI schema fuzzed with valid and
+invalid data (its coverage, fuzzing and stateful phases, every check), as the admin and as a token
+bound to an entity. Zero server errors, zero responses that break the schema.
+
+Bounded: a fixed seed and a few dozen examples per operation, so the run is repeatable and takes
+well under two minutes. ``positive_data_acceptance`` is left out on purpose: the schema cannot say
+everything the library refuses (a metadata key that is reserved, a timestamp that is not ISO 8601, a
+summary without its conversation), so the server rightly answers some schema-valid requests with 422.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from brain.api import create_app
+from brain.chat import ChatMemory
+from brain.rag_store import RagStore
+from brain.summarizers import ExtractiveSummarizer
+
+from .conftest import ROOT
+from .test_api import LiveServer, api_settings
+from .test_api_security import ADMIN, TOKENS, write_tokens
+
+SEED = 20261123
+
+
+@pytest.fixture
+def server(tmp_path, local_embedder):
+    path = tmp_path / "tokens"
+    write_tokens(path)
+    settings = api_settings(tmp_path, api_token=ADMIN, api_tokens_file=path, summary_every_n=1,
+                            summarizer="extractive", specialists_path=ROOT / "config" / "specialists.yaml")
+    with RagStore(settings, embedder=local_embedder) as store:
+        chat = ChatMemory(store, settings, summarizer=ExtractiveSummarizer())
+        try:
+            with LiveServer(create_app(settings, store=store, chat=chat)) as live:
+                yield live
+        finally:
+            chat.close()
+
+
+def schemathesis_run(url: str, token: str, examples: int, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "schemathesis.cli", "run", f"{url}/openapi.json",
+         "--header", f"Authorization: Bearer {token}",
+         "--checks", "all", "--exclude-checks", "positive_data_acceptance",
+         "--mode", "all", "--phases", "examples,coverage,fuzzing,stateful",
+         "--max-examples", str(examples), "--seed", str(SEED), "--workers", "1",
+         "--generation-database", "none", "--no-color"],
+        capture_output=True, text=True, timeout=300, cwd=cwd,
+    )
+
+
+@pytest.mark.parametrize("who, examples", [("admin", 40), ("alice", 25)])
+def test_schemathesis_finds_no_server_error_and_no_schema_violation(server, tmp_path, who, examples):
+    token = ADMIN if who == "admin" else TOKENS[who]
+    result = schemathesis_run(server.url, token, examples, tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    assert "No issues found" in output, output[-6000:]
+    for phase in ("Coverage", "Fuzzing", "Stateful"):
+        assert f"✅ {phase}" in output, output[-3000:]
