@@ -44,6 +44,13 @@ SEED = 20241121
 SHARES = {"memory": 0.38, "turn": 0.45, "faq": 0.125}  # the rest: summaries (one per 10 turns) + 6 persona sections
 TURNS_PER_CONVERSATION = 40
 ENTITIES = ("alice", "bob", "carol", "dana", "eve")
+# who started each conversation: its turns and summaries are in that entity's scope (None: global), and
+# a context request for it names that entity, as a chat backend's would
+OWNERS = (None, None, *ENTITIES)
+
+
+def conversation_owner(conversation_id: str) -> str | None:
+    return OWNERS[int(conversation_id.rsplit("-", 1)[1]) % len(OWNERS)]
 TAGS = ("work", "family", "health", "travel", "food", "music", "sport", "money")
 PERSONA = ("core", "tone", "style", "values", "boundaries", "knowledge")
 WORDS = ("the user asked about", "we talked about", "remember that", "a note on", "plans for", "an update on")
@@ -84,10 +91,16 @@ def make_docs(n: int, dim: int, rng: np.random.Generator) -> tuple[list[dict], l
         elif kind == "turn":
             doc.update(conversation_id=conversations[i // TURNS_PER_CONVERSATION], role=("user", "assistant")[i % 2],
                        turn_index=i % TURNS_PER_CONVERSATION + 1, source="chat")
+            owner = conversation_owner(doc["conversation_id"])
+            if owner is not None:
+                doc["scope"] = f"entity:{owner}"
         else:
             per = TURNS_PER_CONVERSATION // 10
             doc.update(conversation_id=conversations[i // per], summary_index=i % per + 1,
                        turn_range=f"{(i % per) * 10 + 1}-{(i % per) * 10 + 10}", source="system")
+            owner = conversation_owner(doc["conversation_id"])
+            if owner is not None:
+                doc["scope"] = f"entity:{owner}"
         docs.append(doc)
     order = rng.permutation(len(docs))  # types interleaved, as a live store would be
     return [docs[j] for j in order], conversations
@@ -133,8 +146,8 @@ def main() -> None:
         picked = [conversations[int(j)] for j in rng.choice(len(conversations), size=min(50, len(conversations)), replace=False)]
         for conv in picked:  # each conversation read from Chroma once (then cached, as in a service)
             store.recent_turns(conv)
-        entities = [None, None, *ENTITIES]
-        calls = [(f"q{i}", picked[i % len(picked)], entities[i % len(entities)]) for i in range(args.queries)]
+        calls = [(f"q{i}", picked[i % len(picked)], conversation_owner(picked[i % len(picked)]))
+                 for i in range(args.queries)]
         for text, conv, entity in calls[:10]:  # warm-up
             chat.build_context(conv, text, entity)
             store.col.query(query_embeddings=[queries[int(text[1:])]], n_results=5)
@@ -176,7 +189,7 @@ def main() -> None:
             f"generated in {generated:.1f} s, ingested in {ingest:.0f} s ({len(docs) / ingest:,.0f} docs/s), "
             f"in-process indexes built in {index_build:.1f} s",
             "- settings: defaults (persona whole, faq_top_k 2, memory_top_k 3, summary_top_k 2, turn_top_k 4, "
-            "8000-char budget); queries cycle over 50 conversations and entity None/None/alice..eve",
+            "8000-char budget); queries cycle over 50 conversations, each asked for by the entity that owns it (None/None/alice..eve)",
             f"- context per call (mean): persona {mean_sizes[0]:.1f}, faq {mean_sizes[1]:.1f}, memory {mean_sizes[2]:.1f}, "
             f"summary {mean_sizes[3]:.1f}, turn {mean_sizes[4]:.1f} items; {mean_sizes[5]:.0f} prompt chars",
             "",

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.chdir(ROOT)
 
-from bench_context import BATCH, ENTITIES, SEED, make_docs, percentiles  # noqa: E402
+from bench_context import BATCH, SEED, conversation_owner, make_docs, percentiles  # noqa: E402
 from bench_store import PrecomputedEmbedder  # noqa: E402
 
 from brain.chat import ChatMemory  # noqa: E402
@@ -140,10 +140,9 @@ def main() -> None:
 
         picked = [conversations[int(j)] for j in rng.choice(len(conversations), size=min(50, len(conversations)),
                                                              replace=False)]
-        entities = [None, None, *ENTITIES]
         n_in_process = min(args.requests, 200)
         bodies = [{"conversation_id": picked[i % len(picked)], "user_message": message(i),
-                   "entity": entities[i % len(entities)]} for i in range(n_in_process + args.requests * len(CONCURRENCY))]
+                   "entity": conversation_owner(picked[i % len(picked)])} for i in range(n_in_process + args.requests * len(CONCURRENCY))]
 
         # 1. in process, the same store with the real model
         store = RagStore(settings, embedder=get_embedder(settings))
@@ -202,7 +201,7 @@ def main() -> None:
             f"({', '.join(f'{k} {v:,}' for k, v in counts.items())}), 384-d; ingested in {ingest:.0f} s; "
             f"`brain serve` healthy {server_start:.1f} s after launch",
             "- every message is distinct and embedded by the real local model (one embed_query per request, in "
-            "process and over HTTP alike); default RAG_* settings; entity cycles None/None/alice..eve",
+            "process and over HTTP alike); default RAG_* settings; each conversation asked for by the entity that owns it (None/None/alice..eve)",
             "",
             "| | p50 | p95 | throughput | reference (same run) | p50 ratio |",
             "|---|---|---|---|---|---|",
