@@ -1,8 +1,13 @@
 #!/usr/bin/env python
 """Retrieval quality on LoCoMo: which turns of a long conversation answer a question.
 
-    .venv/bin/python bench/locomo.py [--data ../shared/bench/locomo/locomo-dev.json]
+    .venv/bin/python bench/locomo.py [--data bench/data/locomo10.json] [--samples conv-26,conv-30,...|all]
                                      [--embed-speaker] [--no-generalisation] [--out bench/LOCOMO_RESULTS.md]
+
+LoCoMo is not part of this repository (its licence is CC BY-NC 4.0): download ``data/locomo10.json``
+from https://github.com/snap-research/locomo to ``bench/data/locomo10.json`` (ignored by git) or pass
+``--data``. By default the five development conversations are measured (:data:`DEV_SAMPLES`, the
+split the published figures use); ``--samples all`` takes every conversation of the file.
 
 Every conversation of the file is stored through brain's real store (``RagStore.upsert_docs``,
 type ``turn``, in a temporary embedded Chroma): role ``user`` for the first speaker and
@@ -50,6 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
+INVOKED_FROM = Path.cwd()  # --data and --out are relative to where the script was started
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
@@ -59,7 +65,10 @@ from brain.rag_store import RagStore  # noqa: E402
 from brain.schemas import check_conversation_id  # noqa: E402
 from brain.turn_search import LexicalIndex, TurnIndex, TurnSearchWeights, tokenize  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
+DEFAULT_DATA = ROOT / "bench" / "data" / "locomo10.json"
+LOCOMO_SOURCE = "https://github.com/snap-research/locomo (the file data/locomo10.json)"
+#: the development split: the conversations the method was designed and its figures measured on
+DEV_SAMPLES = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 EVIDENCE_RE = re.compile(r"^D(\d+):(\d+)$")
 SESSION_DATE_RE = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.IGNORECASE)
@@ -188,7 +197,7 @@ def describe(w: TurnSearchWeights) -> str:
 
 # ---- run --------------------------------------------------------------------------------------
 def run(args) -> str:
-    conversations = load(args.data)
+    conversations = args.conversations
     with tempfile.TemporaryDirectory(prefix="brain-locomo-") as tmp, \
             RagStore(Settings(data_dir=Path(tmp), index_types="memory")) as store:
         return measure(args, conversations, store)
@@ -402,19 +411,48 @@ def generalisation(conversations, grid, grid_results, default_rows) -> list[str]
     return lines + [""]
 
 
+def data_path(given: Path | None) -> Path:
+    """``--data`` relative to where the script was started; the default file when not given."""
+    if given is None:
+        return DEFAULT_DATA
+    given = given.expanduser()
+    return given if given.is_absolute() else INVOKED_FROM / given
+
+
+def select(conversations: list[Conversation], samples: str, path: Path) -> list[Conversation]:
+    """The conversations ``--samples`` names (comma-separated ids, or ``all``), in the file's order."""
+    if samples == "all":
+        return conversations
+    wanted = [s.strip() for s in samples.split(",") if s.strip()]
+    missing = [s for s in wanted if s not in {c.id for c in conversations}]
+    if missing or not wanted:
+        raise ValueError(f"{path} has no sample {', '.join(missing) or '(none named)'}; it holds "
+                         f"{', '.join(c.id for c in conversations)} (use --samples all for every one)")
+    return [c for c in conversations if c.id in wanted]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo JSON file (list of samples)")
+    parser.add_argument("--data", type=Path, help=f"a LoCoMo JSON file (list of samples; default {DEFAULT_DATA})")
+    parser.add_argument("--samples", default=",".join(DEV_SAMPLES),
+                        help="comma-separated sample ids to measure, or 'all' (default: the development split)")
     parser.add_argument("--embed-speaker", action="store_true", help="embed turns as '<speaker>: <text>'")
     parser.add_argument("--no-generalisation", action="store_true", help="skip the weight grid and held-out figures")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     args = parser.parse_args()
-    if not args.data.exists():
-        parser.error(f"{args.data} does not exist; pass --data PATH to a LoCoMo JSON file")
+    args.data = data_path(args.data)
+    if not args.data.is_file():
+        parser.error(f"{args.data} does not exist. LoCoMo does not come with brain: download it from "
+                     f"{LOCOMO_SOURCE} to {DEFAULT_DATA}, or pass --data PATH")
+    try:
+        args.conversations = select(load(args.data), args.samples, args.data)
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # not JSON, or not LoCoMo's shape
+        parser.error(f"{args.data} is not a usable LoCoMo file: {type(exc).__name__}: {exc}")
     report = run(args)
     print(report)
     if args.out:
-        args.out.write_text(report, encoding="utf-8")
+        out = args.out if args.out.is_absolute() else INVOKED_FROM / args.out
+        out.write_text(report, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import portable_ai_memory as pam
 import pytest
 import rfc8785
 from portable_ai_memory.models import MemoryObject
+from portable_ai_memory.schemas import load_schema
 
 from brain.config import Settings
 from brain.errors import ValidationError
@@ -31,7 +32,8 @@ from brain.portable import (
 )
 from brain.rag_store import RagStore
 
-SPEC = Path(__file__).resolve().parent.parent.parent / "shared" / "specs" / "pam"
+#: the PAM specification's example files (see tests/fixtures/pam/README.md for their source)
+EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "pam"
 OWNER = "7d1f6a52-0d0e-4a8b-b3a4-2c9f5f3b1e77"
 
 
@@ -87,9 +89,16 @@ def load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+_SCHEMA_NAMES = {
+    "portable-ai-memory": "memory-store",
+    "portable-ai-memory-embeddings": "embeddings",
+    "portable-ai-memory-conversation": "conversation",
+}
+
+
 def official_validator(name: str) -> jsonschema.Draft202012Validator:
-    schema = load(SPEC / "schemas" / f"{name}.schema.json")
-    return jsonschema.Draft202012Validator(schema)
+    """The official JSON Schema ``name`` (as the package ships it), with the reference Python validator."""
+    return jsonschema.Draft202012Validator(load_schema(_SCHEMA_NAMES[name]))
 
 
 # ---- the spec's deterministic operations ---------------------------------------------------------
@@ -115,7 +124,7 @@ def test_content_hash_value_and_difference():
 
 
 def test_content_hash_matches_the_spec_examples():
-    for mem in load(SPEC / "examples" / "example-memory-store.json")["memories"]:
+    for mem in load(EXAMPLES / "example-memory-store.json")["memories"]:
         assert content_hash(mem["content"]) == mem["content_hash"]
 
 
@@ -345,12 +354,12 @@ def test_import_of_a_changed_memory_updates_it_by_id(embedded_store, open_store,
 def example_dir(tmp_path: Path, embeddings: bool = True) -> Path:
     folder = tmp_path / "example"
     folder.mkdir(exist_ok=True)
-    shutil.copy(SPEC / "examples" / "example-memory-store.json", folder / MEMORY_STORE_FILE)
+    shutil.copy(EXAMPLES / "example-memory-store.json", folder / MEMORY_STORE_FILE)
     if embeddings:
-        shutil.copy(SPEC / "examples" / "example-embeddings.json", folder / EMBEDDINGS_FILE)
+        shutil.copy(EXAMPLES / "example-embeddings.json", folder / EMBEDDINGS_FILE)
     # the spec ships one conversation file; the index names three: the other two are copies of it
     (folder / "conversations").mkdir(exist_ok=True)
-    conversation = load(SPEC / "examples" / "example-conversation.json")
+    conversation = load(EXAMPLES / "example-conversation.json")
     for entry in load(folder / MEMORY_STORE_FILE)["conversations_index"]:
         (folder / entry["storage"]["ref"]).write_text(json.dumps({**conversation, "id": entry["id"]}))
     return folder
@@ -362,7 +371,7 @@ def test_import_the_spec_example_regenerates_foreign_vectors(open_store, countin
     store = open_store("store", counting)
     report = import_pam(store, folder)
     contents = [m["content"] for m in example["memories"]]
-    messages = [m["content"]["text"] for m in load(SPEC / "examples" / "example-conversation.json")["messages"]]
+    messages = [m["content"]["text"] for m in load(EXAMPLES / "example-conversation.json")["messages"]]
     assert report.new == 5 and report.vectors_embedded == 5 and report.vectors_reused == 0
     # example-model-8d vectors are not ours; turns are embedded from their text (3 conversations)
     assert sorted(counting.document_texts) == sorted(contents + messages * 3)
@@ -410,7 +419,7 @@ def test_import_without_embeddings_file_or_with_null_refs(open_store, counting, 
     doc["relations"], doc["conversations_index"] = [], []
     del doc["integrity"], doc["signature"]
     (folder / MEMORY_STORE_FILE).write_text(json.dumps(doc))
-    shutil.copy(SPEC / "examples" / "example-embeddings.json", folder / EMBEDDINGS_FILE)
+    shutil.copy(EXAMPLES / "example-embeddings.json", folder / EMBEDDINGS_FILE)
     (folder / EMBEDDINGS_FILE).write_text(json.dumps({**load(folder / EMBEDDINGS_FILE), "embeddings": []}))
     assert import_pam(store, folder).new == 5
     assert store.count("memory") == 10
