@@ -512,15 +512,21 @@ def restore(state: State, from_mirror: bool) -> None:
 @click.option("--no-embeddings", is_flag=True, help="Write no embeddings.json (every embedding_ref is null).")
 @click.option("--no-conversations", is_flag=True, help="Write no conversations/ (turns and summaries).")
 @click.option("--owner", help="owner.id of the export (default: BRAIN_OWNER_ID, else derived from the store).")
+@click.option("--force", is_flag=True,
+              help="Export into a non-empty directory that holds no brain export (files of the same name are "
+                   "overwritten; nothing is deleted).")
 @json_option
 @pass_state
 def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_conversations: bool,
-               owner: str | None) -> None:
-    """Export the store to OUT_DIR: memory-store.json, embeddings.json and conversations/<id>.json."""
+               owner: str | None, force: bool) -> None:
+    """Export the store to OUT_DIR: memory-store.json, embeddings.json and conversations/<id>.json.
+
+    OUT_DIR must be new, empty or a previous brain export (replaced file for file; the files it no
+    longer needs are removed and listed), unless --force."""
     from brain.portable import export_pam
 
     report = export_pam(state.store(), out_dir, embeddings=not no_embeddings, conversations=not no_conversations,
-                        owner_id=owner)
+                        owner_id=owner, force=force)
     emit(state, report.to_dict(), lambda: "\n".join(
         [f"exported {report.memories} memories to {report.memory_store}"
          + (f", {report.embeddings_written} vectors to {report.embeddings}" if report.embeddings else "")
@@ -528,7 +534,11 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
             f"to {report.conversations_dir}" if report.conversations_dir else "")
          + (f"; {report.parts_skipped} Xaibo chunk and vector rows left out (parts, not memories)"
             if report.parts_skipped else "")
-         + f" ({report.seconds:.1f} s)"] + [f"warning: {w}" for w in report.warnings]))
+         + f" ({report.seconds:.1f} s)"]
+        + ([f"replaced: {', '.join(report.replaced)}"] if report.replaced else [])
+        + ([f"removed (of the previous export, no longer written): {', '.join(report.removed)}"]
+           if report.removed else [])
+        + [f"warning: {w}" for w in report.warnings]))
 
 
 @cli.command("import")

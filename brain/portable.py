@@ -244,14 +244,17 @@ class ExportReport:
     embeddings_written: int
     checksum: str
     owner_id: str
-    removed_stale_embeddings: bool = False  # an older embeddings.json in out_dir was removed
     not_exportable: int = 0  # memories left out: imported with access.exportable = false
     parts_skipped: int = 0  # Xaibo continuation chunks and vector-index rows left out (parts, not memories)
     conversations: int = 0  # conversation files written (0 with conversations=False)
     messages: int = 0  # turns written as messages, over all conversation files
     summaries: int = 0  # summaries written into the conversation files
     conversations_dir: Path | None = None  # None when exported without conversations
-    removed_stale_conversations: int = 0  # older conversation files in out_dir/conversations removed
+    #: files (relative to out_dir) that existed and were overwritten by this export
+    replaced: list[str] = field(default_factory=list)
+    #: files of the previous brain export in out_dir that this one no longer writes, deleted (they would
+    #: not match: embeddings.json without embeddings, conversations no longer in the store)
+    removed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -626,20 +629,29 @@ def _store_conversations(store: RagStore, warnings: list[str]) -> dict[str, dict
 # ---- export --------------------------------------------------------------------------------------
 def export_pam(
     store: RagStore, out_dir: str | Path, *, embeddings: bool = True, conversations: bool = True,
-    owner_id: str | None = None,
+    owner_id: str | None = None, force: bool = False,
 ) -> ExportReport:
     """Write every memory of ``store`` to ``out_dir/memory-store.json``, with ``embeddings`` their
     vectors to ``out_dir/embeddings.json`` and, with ``conversations``, every conversation (its turns
     and summaries) to ``out_dir/conversations/<file>.json``, listed in ``conversations_index``.
+
+    ``out_dir`` must be new, empty or hold a previous brain export; any other directory is refused
+    (nothing written) unless ``force``. A previous brain export is replaced file for file: its files
+    this export no longer writes (``embeddings.json`` without embeddings, conversations no longer in
+    the store) are deleted, and the report lists what was replaced and removed. Files brain did not
+    write are never deleted (with ``force`` one of the same name as an export file is overwritten).
     Files are replaced atomically, the memory store last: a failed export leaves the previous files
-    (or none) in place. Files an export no longer writes (``embeddings.json`` without embeddings,
-    conversation files of conversations not exported) are removed afterwards: they would not match."""
+    (or none) in place."""
     started = time.perf_counter()
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValidationError(f"{out} is a file; give the directory to export into")
     if owner_id is not None and (not isinstance(owner_id, str) or not owner_id.strip()):
         raise ValidationError(f"owner_id must be a non-empty string, got {owner_id!r}")
+    previous = _previous_export(out)
+    if previous is None and not force:
+        _refuse_foreign_directory(out)
+    previous = previous or set()
     conv_dir = out / CONVERSATIONS_DIR
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -731,27 +743,93 @@ def export_pam(
     except BaseException:
         _discard(pending)
         raise
+    replaced = sorted(_relative(final, out) for final, _ in pending if final.exists())
     for final, temp in pending:
         os.replace(temp, final)
-    removed = False
+    written = {final for final, _ in pending}
+    removed = []
+    for stale in sorted(previous - written):  # only brain's own files, never anything else
+        try:
+            stale.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            warnings.append(f"could not remove {stale}, a file of the previous export this one does not write: {exc}")
+            continue
+        removed.append(_relative(stale, out))
     if not embeddings and emb_path.exists():
-        emb_path.unlink()
-        removed = True
-    removed_conversations = 0
-    if conv_dir.is_dir():
-        for stale in conv_dir.glob("*.json"):
-            if stale.name not in conv_files and _brain_conversation_file(stale):
-                stale.unlink()
-                removed_conversations += 1
+        warnings.append(
+            f"{emb_path} was not written by brain and is left as it is; it does not belong to this export "
+            f"(an importer reads it beside {MEMORY_STORE_FILE}): move it away"
+        )
     return ExportReport(
         out_dir=out, memory_store=store_path, embeddings=emb_path if embeddings else None,
         memories=len(memories), embeddings_written=len(docs) if embeddings else 0, checksum=checksum,
-        owner_id=owner, removed_stale_embeddings=removed, not_exportable=not_exportable, parts_skipped=parts_skipped,
+        owner_id=owner, not_exportable=not_exportable, parts_skipped=parts_skipped,
         conversations=len(conv_files), messages=sum(len(c["messages"]) for c in convs.values()),
         summaries=sum(len(c["raw_metadata"][BRAIN_KEY].get("summaries", [])) for c in convs.values()),
-        conversations_dir=conv_dir if conversations else None, removed_stale_conversations=removed_conversations,
+        conversations_dir=conv_dir if conversations else None, replaced=replaced, removed=removed,
         warnings=warnings, seconds=time.perf_counter() - started,
     )
+
+
+def _relative(path: Path, out: Path) -> str:
+    return path.relative_to(out).as_posix()
+
+
+def _read_object(path: Path) -> dict[str, Any] | None:
+    """A JSON object file, or None when it is missing or something else."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _previous_export(out: Path) -> set[Path] | None:
+    """The files of a brain export already in ``out``: its memory store (``exported_by`` brain), the
+    ``embeddings.json`` holding exactly brain's embeddings of its memories, and the conversation files its
+    ``conversations_index`` names. None when ``out`` holds no brain export."""
+    store_path = out / MEMORY_STORE_FILE
+    document = _read_object(store_path) if store_path.is_file() else None
+    if (document is None or document.get("schema") != "portable-ai-memory"
+            or not str(document.get("exported_by", "")).startswith(f"{PLATFORM}/")):
+        return None
+    files = {store_path}
+    memory_ids = {m.get("id") for m in document.get("memories") or [] if isinstance(m, dict)}
+    emb_path = out / EMBEDDINGS_FILE
+    emb = _read_object(emb_path) if emb_path.is_file() else None
+    if emb is not None and emb.get("schema") == "portable-ai-memory-embeddings" and isinstance(emb.get("embeddings"), list):
+        entries = emb["embeddings"]
+        if all(isinstance(e, dict) and e.get("memory_id") in memory_ids and e.get("id") == embedding_id(e["memory_id"])
+               for e in entries):
+            files.add(emb_path)
+    for entry in document.get("conversations_index") or []:
+        storage = entry.get("storage") if isinstance(entry, dict) else None
+        ref = storage.get("ref") if isinstance(storage, dict) and storage.get("type") == "file" else None
+        # brain writes refs as conversations/<plain file name>; anything else it did not write
+        name = ref.removeprefix(f"{CONVERSATIONS_DIR}/") if isinstance(ref, str) else ""
+        if name != ref and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*\.json", name):
+            path = out / CONVERSATIONS_DIR / name
+            if path.is_file():
+                files.add(path)
+    return files
+
+
+def _refuse_foreign_directory(out: Path) -> None:
+    """Refuse to export into a directory that holds files but no brain export (nothing is written)."""
+    try:
+        entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    except OSError as exc:
+        raise BrainError(f"cannot read the export directory {out}: {exc}") from exc
+    if entries:
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise ValidationError(
+            f"{out} is not empty ({shown}) and holds no brain export; nothing was written. Export into a new "
+            f"or empty directory, or force it (`brain export --force`, force=True): brain then writes its files "
+            f"there, overwriting any of the same name, and deletes nothing",
+            [{"item": None, "field": "out_dir", "message": f"not empty and not a brain export: {shown}"}],
+        )
 
 
 def _embeddings_document(docs, memories: list[dict[str, Any]], model: str) -> dict[str, Any]:
@@ -771,17 +849,6 @@ def _embeddings_document(docs, memories: list[dict[str, Any]], model: str) -> di
             for doc, mem in zip(docs, memories)
         ],
     }
-
-
-def _brain_conversation_file(path: Path) -> bool:
-    """Whether ``path`` is a conversation file an earlier brain export wrote (only those are removed when
-    they are stale; anything else a user keeps in that directory is left alone)."""
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return False
-    return (isinstance(data, dict) and data.get("schema") == "portable-ai-memory-conversation"
-            and isinstance(data.get("provider"), dict) and data["provider"].get("name") == "brain")
 
 
 def _write_temp(directory: Path, name: str, data: bytes) -> Path:

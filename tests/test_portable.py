@@ -21,6 +21,7 @@ from portable_ai_memory.schemas import load_schema
 from brain.config import Settings
 from brain.errors import ValidationError
 from brain.portable import (
+    CONVERSATIONS_DIR,
     EMBEDDINGS_FILE,
     MEMORY_STORE_FILE,
     content_hash,
@@ -246,7 +247,8 @@ def test_export_without_embeddings(embedded_store, tmp_path):
     assert (out / EMBEDDINGS_FILE).exists()
     report = export_pam(embedded_store, out, embeddings=False)
     assert report.embeddings is None and report.embeddings_written == 0
-    assert report.removed_stale_embeddings  # the older file would no longer match
+    assert report.removed == [EMBEDDINGS_FILE]  # brain's older file would no longer match
+    assert report.replaced == [MEMORY_STORE_FILE]
     assert sorted(p.name for p in out.iterdir()) == [MEMORY_STORE_FILE]
     doc = load(out / MEMORY_STORE_FILE)
     assert all(m.get("embedding_ref") is None for m in doc["memories"])
@@ -280,6 +282,112 @@ def test_export_refuses_a_file_as_directory(embedded_store, tmp_path):
     target.write_text("{}")
     with pytest.raises(ValidationError, match="is a file"):
         export_pam(embedded_store, target)
+
+
+# ---- the export directory: only brain's own files are ever replaced or deleted -------------------
+def tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+FOREIGN_EMBEDDINGS = b'{"schema": "portable-ai-memory-embeddings", "embeddings": [{"id": "v1", "memory_id": "m1"}]}'
+
+
+@pytest.mark.parametrize("embeddings", [True, False])
+def test_export_refuses_a_directory_that_is_not_a_brain_export(embedded_store, tmp_path, embeddings):
+    fill(embedded_store)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / EMBEDDINGS_FILE).write_bytes(FOREIGN_EMBEDDINGS)
+    (out / "notes.txt").write_text("mine")
+    before = tree(out)
+    with pytest.raises(ValidationError, match=r"is not empty \(embeddings\.json, notes\.txt\) and holds no brain "
+                                              r"export; nothing was written.*--force"):
+        export_pam(embedded_store, out, embeddings=embeddings)
+    assert tree(out) == before
+    # another producer's memory store is not a brain export either
+    (out / MEMORY_STORE_FILE).write_text(json.dumps({"schema": "portable-ai-memory", "exported_by": "gines/0.5.0"}))
+    with pytest.raises(ValidationError, match="holds no brain export"):
+        export_pam(embedded_store, out, embeddings=embeddings)
+
+
+def test_export_with_force_overwrites_same_names_and_deletes_nothing(embedded_store, tmp_path):
+    fill(embedded_store)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / EMBEDDINGS_FILE).write_bytes(FOREIGN_EMBEDDINGS)
+    (out / MEMORY_STORE_FILE).write_text('{"mine": true}')
+    (out / "notes.txt").write_text("mine")
+    report = export_pam(embedded_store, out, embeddings=False, force=True)
+    assert report.replaced == [MEMORY_STORE_FILE] and report.removed == []
+    assert (out / EMBEDDINGS_FILE).read_bytes() == FOREIGN_EMBEDDINGS  # not brain's: never deleted
+    assert (out / "notes.txt").read_text() == "mine"
+    assert any(f"{out / EMBEDDINGS_FILE} was not written by brain" in w for w in report.warnings)
+    assert load(out / MEMORY_STORE_FILE)["exported_by"].startswith("brain/")
+    # from now on the directory is a brain export; its embeddings.json is still not brain's
+    again = export_pam(embedded_store, out, embeddings=False)
+    assert again.replaced == [MEMORY_STORE_FILE] and again.removed == []
+    assert (out / EMBEDDINGS_FILE).read_bytes() == FOREIGN_EMBEDDINGS
+    # with embeddings, brain writes its own file in that place (listed as replaced)
+    with_vectors = export_pam(embedded_store, out)
+    assert with_vectors.replaced == [EMBEDDINGS_FILE, MEMORY_STORE_FILE]
+    assert len(load(out / EMBEDDINGS_FILE)["embeddings"]) == 5
+
+
+def test_export_replaces_a_previous_brain_export_file_for_file(embedded_store, tmp_path):
+    fill_conversations(embedded_store)
+    out = tmp_path / "out"
+    first = export_pam(embedded_store, out)
+    assert first.replaced == [] and first.removed == []
+    (out / "notes.txt").write_text("mine")
+    (out / CONVERSATIONS_DIR / "my-chat.json").write_text('{"provider": {"name": "brain"}}')  # not in the index
+    ours = sorted(set(tree(out)) - {"notes.txt", "conversations/my-chat.json"})
+    same = export_pam(embedded_store, out)
+    assert same.replaced == ours and same.removed == []
+    embedded_store.delete(type="turn", where={"conversation_id": "conv-a"})
+    embedded_store.delete(type="summary", where={"conversation_id": "conv-a"})
+    fewer = export_pam(embedded_store, out, embeddings=False)
+    assert fewer.removed == ["conversations/conv-a.json", EMBEDDINGS_FILE]
+    assert set(fewer.replaced) == set(ours) - set(fewer.removed)
+    assert sorted(tree(out)) == sorted(set(fewer.replaced) | {"notes.txt", "conversations/my-chat.json"})
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_export_into_an_existing_empty_directory(embedded_store, tmp_path):
+    fill(embedded_store)
+    (tmp_path / "empty").mkdir()
+    report = export_pam(embedded_store, tmp_path / "empty")
+    assert report.memories == 5 and report.replaced == [] and report.removed == []
+
+
+def test_cli_export_refuses_then_forces(embedded_store, tmp_path, monkeypatch, local_embedder):
+    from click.testing import CliRunner
+
+    import brain.embeddings
+    import brain.rag_store
+    from brain.cli import cli
+
+    fill(embedded_store)
+    embedded_store.close()  # the CLI opens the same data directory
+    monkeypatch.setenv("BRAIN_DATA_DIR", str(embedded_store.settings.data_dir))
+    monkeypatch.setattr(brain.rag_store, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / EMBEDDINGS_FILE).write_bytes(FOREIGN_EMBEDDINGS)
+    refused = CliRunner().invoke(cli, ["export", str(out), "--no-embeddings"])
+    assert refused.exit_code == 1 and refused.stdout == ""
+    assert "holds no brain export; nothing was written" in refused.stderr and "--force" in refused.stderr
+    assert sorted(tree(out)) == [EMBEDDINGS_FILE]
+    forced = CliRunner().invoke(cli, ["export", str(out), "--no-embeddings", "--force"])
+    assert forced.exit_code == 0, forced.stderr
+    assert "exported 5 memories" in forced.stdout and "warning:" in forced.stdout
+    assert (out / EMBEDDINGS_FILE).read_bytes() == FOREIGN_EMBEDDINGS
+    again = CliRunner().invoke(cli, ["--json", "export", str(out)])
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["replaced"] == [EMBEDDINGS_FILE, MEMORY_STORE_FILE]
+    plain = CliRunner().invoke(cli, ["export", str(out), "--no-embeddings"])
+    assert plain.exit_code == 0 and f"removed (of the previous export, no longer written): {EMBEDDINGS_FILE}" in plain.stdout
+    assert "replaced: memory-store.json" in plain.stdout and not (out / EMBEDDINGS_FILE).exists()
 
 
 # ---- import --------------------------------------------------------------------------------------
@@ -977,9 +1085,10 @@ def test_export_without_conversations(embedded_store, tmp_path):
     out = tmp_path / "out"
     first = export_pam(embedded_store, out)
     assert first.conversations == 3 and len(list(first.conversations_dir.iterdir())) == 3
+    written = sorted(f"conversations/{p.name}" for p in first.conversations_dir.iterdir())
     report = export_pam(embedded_store, out, conversations=False)
     assert (report.conversations, report.messages, report.summaries) == (0, 0, 0)
-    assert report.conversations_dir is None and report.removed_stale_conversations == 3
+    assert report.conversations_dir is None and report.removed == written
     assert list((out / "conversations").iterdir()) == []
     doc = load(out / MEMORY_STORE_FILE)
     assert "conversations_index" not in doc
@@ -1016,7 +1125,8 @@ def test_export_removes_only_its_own_stale_conversation_files(tmp_path, local_em
         (out / "conversations" / "notes.json").write_text('{"mine": true}')
         store.delete(type="turn", where={"conversation_id": "conv-gone"})
         report = export_pam(store, out)
-    assert report.removed_stale_conversations == 1
+    assert report.removed == ["conversations/conv-gone.json"]
+    assert report.replaced == sorted(["conversations/conv-keep.json", EMBEDDINGS_FILE, MEMORY_STORE_FILE])
     assert not (out / "conversations" / "conv-gone.json").exists()
     assert (out / "conversations" / "conv-keep.json").exists()
     assert (out / "conversations" / "notes.json").read_text() == '{"mine": true}'  # not ours: kept
