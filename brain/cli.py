@@ -552,8 +552,9 @@ def import_cmd(state: State, path: Path) -> None:
     report = import_pam(state.store(), path)
     emit(state, report.to_dict(), lambda: "\n".join(
         [f"imported {report.memories} memories: {report.new} new, {report.updated} updated, "
-         f"{report.unchanged} unchanged; {report.vectors_reused} vectors reused, "
-         f"{report.vectors_embedded} embedded; {report.conversations} conversations: {report.turns} turns, "
+         f"{report.unchanged} unchanged; {report.vectors_reused} vectors reused"
+         + (f" ({report.vectors_normalised} normalised to unit length)" if report.vectors_normalised else "")
+         + f", {report.vectors_embedded} embedded; {report.conversations} conversations: {report.turns} turns, "
          f"{report.summaries} summaries ({report.conversation_new} new, {report.conversation_unchanged} unchanged) "
          f"({report.seconds:.1f} s)"] + [f"warning: {w}" for w in report.warnings]))
 

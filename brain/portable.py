@@ -122,10 +122,15 @@ Import rules
   changed one is upserted and merged by the store's rule for the same memory (the higher importance,
   every tag, the later time). An id held by a non-memory document is an error.
 - Vectors: the embedding a memory's ``embedding_ref`` names is reused when its ``model`` equals the
-  store's embedder name and its ``dimensions`` the store's dimension; otherwise (another model, no
-  embeddings file, a null ``embedding_ref``, a vector stored elsewhere) the memory is embedded from
-  ``content``, which is authoritative. A null ``embedding_ref`` means "no vector", even when the
-  embeddings file holds one for that memory (its content may have been edited since).
+  store's embedder name; otherwise (another model, no embeddings file, a null ``embedding_ref``, a
+  vector stored elsewhere) the memory is embedded from ``content``, which is authoritative. A null
+  ``embedding_ref`` means "no vector", even when the embeddings file holds one for that memory (its
+  content may have been edited since). Imported vectors are not trusted: a value that is not a finite
+  number (``NaN``, ``Infinity``, ``1e999``) refuses the file whatever the model; a vector labelled with
+  the store's model but of another dimension, or all zeros, refuses it too (it cannot be that model's
+  vector); one that is not unit length is normalised before it is stored (the store compares by
+  cosine) and counted in ``ImportReport.vectors_normalised``.
+- Files nested deeper than :data:`MAX_NESTING` levels are refused (PAM needs fewer than 10).
 - Conversation files: every file the index names with ``storage.type = "file"`` must exist (its path
   relative to the memory store's directory, inside it) and validate against the conversation schema,
   carry the index entry's ``id`` and the memory store's ``schema_version``; brain's blocks in
@@ -232,6 +237,13 @@ _CONVERSATION_PRESERVED = (
 )
 _ROLES = ("user", "assistant")
 _MAX_REPORTED = 20  # problems spelled out in an error message (all of them are in .problems)
+#: how deeply a PAM file may nest objects and lists; the spec's documents need fewer than 10 levels, and
+#: the validators and serialisers downstream give up (with their own errors) at a few hundred
+MAX_NESTING = 64
+#: an imported vector whose L2 norm is this far from 1 is normalised before it is stored
+_UNIT_TOLERANCE = 1e-4
+#: below this norm a vector has no direction (the embedders refuse such output too)
+_MIN_NORM = 1e-12
 
 
 # ---- reports -------------------------------------------------------------------------------------
@@ -275,6 +287,7 @@ class ImportReport:
     unchanged: int = 0  # already stored exactly so: not written again
     vectors_reused: int = 0  # taken from the embeddings file (same model and dimension)
     vectors_embedded: int = 0  # computed from content by the store's embedder
+    vectors_normalised: int = 0  # reused vectors that were not unit length, stored normalised
     owner_id: str | None = None
     conversations: int = 0  # conversation files read
     turns: int = 0  # turns in them (messages imported as turns)
@@ -954,19 +967,103 @@ def _schema_problems(document: Any, schema: str, file: str) -> list[dict[str, An
     return problems
 
 
-def _read_json(path: Path, name: str | None = None) -> Any:
+def _read_json(path: Path, name: str | None = None, *, non_finite: bool = False) -> Any:
+    """A PAM file, parsed and no deeper than :data:`MAX_NESTING`. With ``non_finite``, the numbers JSON
+    cannot carry (``NaN``, ``Infinity``, ``1e999``) are read as such, so that the caller can name the
+    object holding them (orjson would only give a line and column)."""
     name = name or path.name
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ValidationError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:  # also invalid UTF-8, NaN and Infinity
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:  # also invalid UTF-8, NaN and Infinity, and 1024 levels of nesting
+        if "depth limit" in str(exc) or "recursion" in str(exc).lower():
+            where = f"line {exc.lineno}, column {exc.colno}"
+            raise ValidationError(
+                f"{name}: {where}: nested more than {MAX_NESTING} levels deep (PAM documents need fewer than 10); "
+                "nothing was written",
+                [_problem(name, where, f"nested more than {MAX_NESTING} levels deep")],
+            ) from None
+        document = _lenient_json(data) if non_finite else None
+        if document is None:
+            raise ValidationError(
+                f"{name} is not valid JSON: {exc} (nothing was written)",
+                [_problem(name, "(document root)", str(exc))],
+            ) from None
+    if _nesting(data) > MAX_NESTING:
+        where = _json_path(_too_deep(document, MAX_NESTING)[:8]) + "..."
         raise ValidationError(
-            f"{name} is not valid JSON: {exc} (nothing was written)",
-            [_problem(name, "(document root)", str(exc))],
-        ) from None
+            f"{name}: {where}: nested more than {MAX_NESTING} levels deep (PAM documents need fewer than 10); "
+            "nothing was written",
+            [_problem(name, where, f"nested more than {MAX_NESTING} levels deep")],
+        )
+    return document
+
+
+def _lenient_json(data: bytes) -> Any:
+    """``data`` parsed by the standard library (which reads NaN and infinities), or None when that fails
+    too or finds no such number (then orjson refused it for another reason, which stands)."""
+    import json
+
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return document if _non_finite(document, "") else None
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _nesting(data: bytes) -> int:
+    """How deeply the valid JSON text ``data`` nests: its brackets outside strings, counted in numpy
+    (an embeddings file holds millions of numbers; walking the parsed document would be slow)."""
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKET)
+    if not brackets:
+        return 0
+    codes = np.frombuffer(brackets, dtype=np.uint8)
+    return int(np.cumsum(np.where((codes == ord("[")) | (codes == ord("{")), 1, -1), dtype=np.int64).max())
+
+
+def _too_deep(document: Any, limit: int) -> list[Any]:
+    """The JSON path of the first object or list nested deeper than ``limit`` (iteratively: the
+    document may be deeper than Python's recursion limit)."""
+    stack: list[tuple[Any, list[Any]]] = [(document, [])]
+    while stack:
+        value, path = stack.pop()
+        if len(path) >= limit:
+            return path
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        stack.extend((child, [*path, key]) for key, child in items if isinstance(child, (dict, list)))
+    return []
+
+
+def _non_finite(document: Any, file: str) -> list[dict[str, Any]]:
+    """Problems for every NaN or infinite number in an embeddings document, naming its embedding."""
+    problems: list[dict[str, Any]] = []
+    stack: list[tuple[Any, list[Any]]] = [(document, [])]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, float) and not np.isfinite(value):
+            where, owner = _json_path(path), ""
+            if len(path) >= 2 and path[0] == "embeddings" and isinstance(path[1], int):
+                emb = document["embeddings"][path[1]]
+                if isinstance(emb, dict):
+                    owner = f"embedding {emb.get('id')!r} of memory {emb.get('memory_id')!r} "
+                if len(path) >= 3 and path[2] == "vector":
+                    where = _json_path(path[:3])  # one problem per vector, not per value
+            message = f"{owner}has a value that is not a finite number ({value}); vectors hold finite numbers"
+            if not any(p["field"] == where for p in problems):
+                problems.append(_problem(file, where, message, path[1] if owner else None))
+            continue
+        if isinstance(value, dict):
+            stack.extend((child, [*path, key]) for key, child in value.items())
+        elif isinstance(value, list):
+            stack.extend((child, [*path, i]) for i, child in enumerate(value))
+    return sorted(problems, key=lambda p: p["field"])
 
 
 def _locate(path: str | Path) -> tuple[Path, Path | None]:
@@ -1029,7 +1126,8 @@ def read_pam(path: str | Path) -> PamFiles:
     by_id: dict[str, dict[str, Any]] = {}
     if emb_path is not None:
         efile = emb_path.name
-        emb_doc = _read_json(emb_path)
+        emb_doc = _read_json(emb_path, non_finite=True)
+        _reject(problems + _non_finite(emb_doc, efile))
         emb_problems = _schema_problems(emb_doc, "embeddings", efile)
         _reject(problems + emb_problems)
         if emb_doc["schema_version"] != version:
@@ -1051,7 +1149,9 @@ def read_pam(path: str | Path) -> PamFiles:
             vector = emb.get("vector")
             if vector is not None and len(vector) != emb["dimensions"]:
                 problems.append(_problem(
-                    efile, f"{where}.vector", f"has {len(vector)} values but dimensions is {emb['dimensions']}", j
+                    efile, f"{where}.vector",
+                    f"embedding {emb['id']!r} of memory {emb['memory_id']!r} has {len(vector)} values but "
+                    f"dimensions is {emb['dimensions']}", j,
                 ))
     dangling = 0
     for i, mem in enumerate(raw_memories):
@@ -1272,17 +1372,37 @@ def _brain_path(where: str, field_name: str) -> str:
     return f"{where}.metadata.brain.extra.{field_name}"
 
 
-def _usable_vector(emb: dict[str, Any] | None, model: str, dimension: int) -> np.ndarray | None:
-    """The embedding's vector when it is of the store's model and dimension (unit length), else None."""
-    if emb is None or emb["model"] != model or emb["dimensions"] != dimension or emb.get("vector") is None:
-        return None
-    vector = np.asarray(emb["vector"], dtype=np.float32)
-    if vector.shape != (dimension,) or not np.isfinite(vector).all():
-        return None
+def _vector_problems(files: PamFiles, model: str, dimension: int) -> list[dict[str, Any]]:
+    """Embeddings labelled with the store's model that cannot be its vectors: another dimension, or no
+    direction at all. (Values are finite and match ``dimensions`` already: :func:`read_pam` checks that.)"""
+    problems = []
+    efile = files.embeddings_path.name if files.embeddings_path else EMBEDDINGS_FILE
+    fix = "correct it, or remove the embedding and set the memory's embedding_ref to null to embed it from content"
+    for j, emb in enumerate(files.embeddings.values()):  # read_pam refused duplicate ids: j is the file's index
+        if emb["model"] != model:
+            continue
+        who = f"embedding {emb['id']!r} of memory {emb['memory_id']!r}"
+        if emb["dimensions"] != dimension:
+            problems.append(_problem(
+                efile, f"embeddings[{j}].dimensions",
+                f"{who} is labelled {model}, whose vectors have {dimension} dimensions, but has "
+                f"{emb['dimensions']}; {fix}", j,
+            ))
+        elif emb.get("vector") is not None and float(np.linalg.norm(np.asarray(emb["vector"], np.float64))) < _MIN_NORM:
+            problems.append(_problem(efile, f"embeddings[{j}].vector", f"{who} is all zeros (no direction); {fix}", j))
+    return problems
+
+
+def _usable_vector(emb: dict[str, Any] | None, model: str) -> tuple[np.ndarray | None, bool]:
+    """The embedding's vector, unit length, when it is of the store's model (its dimension checked by
+    :func:`_vector_problems`), and whether it had to be normalised; (None, False) otherwise."""
+    if emb is None or emb["model"] != model or emb.get("vector") is None:
+        return None, False
+    vector = np.asarray(emb["vector"], dtype=np.float64)
     norm = float(np.linalg.norm(vector))
-    if norm == 0.0:
-        return None
-    return vector if abs(norm - 1.0) < 1e-4 else vector / norm
+    if abs(norm - 1.0) <= _UNIT_TOLERANCE:
+        return np.asarray(emb["vector"], dtype=np.float32), False  # as written: a round trip is bit for bit
+    return (vector / norm).astype(np.float32), True
 
 
 # ---- PAM conversation -> brain turns and summaries -----------------------------------------------
@@ -1524,6 +1644,8 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
                 f"{item['id']!r} is the id of a {doc.type} document in the store; a {item['type']} cannot replace it",
             ))
     _reject(problems)
+    model, dimension = store.embedder.name, store.dimension
+    _reject(_vector_problems(files, model, dimension))
     report = ImportReport(
         memory_store=files.memory_store_path, embeddings=files.embeddings_path, memories=len(items),
         owner_id=files.document["owner"]["id"], warnings=list(files.warnings), conversations=len(mapped),
@@ -1544,7 +1666,6 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
     if files.document.get("relations"):
         report.warnings.append(f"not imported (brain has no relations): {report.not_imported['relations']} relations")
     batch = []
-    model, dimension = store.embedder.name, store.dimension
     for item, mem in zip(items, files.memories):
         change = _change(existing.get(item["id"]), item)
         setattr(report, change, getattr(report, change) + 1)
@@ -1552,13 +1673,19 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
             continue
         # only the embedding a memory names: a null embedding_ref means "no vector" (e.g. content edited)
         ref = mem.get("embedding_ref")
-        vector = _usable_vector(files.embeddings.get(ref) if ref else None, model, dimension)
+        vector, normalised = _usable_vector(files.embeddings.get(ref) if ref else None, model)
         if vector is not None:
             item["embedding"] = vector
             report.vectors_reused += 1
+            report.vectors_normalised += normalised
         else:
             report.vectors_embedded += 1
         batch.append(item)
+    if report.vectors_normalised:
+        report.warnings.append(
+            f"{report.vectors_normalised} vectors of {model} were not unit length; stored normalised "
+            "(the store compares directions by cosine)"
+        )
     for item, _, _ in located[len(items):]:
         change = _change(existing.get(item["id"]), item)
         setattr(report, f"conversation_{change}", getattr(report, f"conversation_{change}") + 1)
@@ -1590,6 +1717,7 @@ def _same(doc, item: dict[str, Any]) -> bool:
 __all__ = [
     "CONVERSATIONS_DIR",
     "EMBEDDINGS_FILE",
+    "MAX_NESTING",
     "MEMORY_STORE_FILE",
     "ConversationFile",
     "ConversationItems",

@@ -542,16 +542,166 @@ def test_vectors_reused_only_for_the_same_model_and_dimension(embedded_store, op
     content = {m["id"]: m["content"] for m in doc["memories"]}
     renamed, resized = emb["embeddings"][0], emb["embeddings"][1]
     renamed["model"] = "openai/text-embedding-3-small"  # same dimension, another model
-    resized["dimensions"], resized["vector"] = 3, resized["vector"][:3]  # same model name, other dimension
+    resized["model"] = "example/model-3d"  # another model, another dimension
+    resized["dimensions"], resized["vector"] = 3, resized["vector"][:3]
     (out / EMBEDDINGS_FILE).write_text(json.dumps(emb))
     store = open_store("target", counting)
     report = import_pam(store, out)
-    assert (report.vectors_reused, report.vectors_embedded) == (3, 2)
+    assert (report.vectors_reused, report.vectors_embedded, report.vectors_normalised) == (3, 2, 0)
     assert sorted(counting.document_texts) == sorted([content[renamed["memory_id"]], content[resized["memory_id"]]])
     source = {d.id: d.embedding for d in embedded_store.get(type="memory", include_embeddings=True)}
     for d in store.get(type="memory", include_embeddings=True):
         # reused ones bit for bit; regenerated ones by the same model from the same text
         assert np.allclose(d.embedding, source[d.id], atol=1e-6)
+
+
+# ---- imported vectors are checked, and stored unit length ------------------------------------------
+def exported_with_vectors(store: RagStore, out: Path) -> tuple[dict, dict]:
+    fill(store)
+    export_pam(store, out)
+    emb = load(out / EMBEDDINGS_FILE)
+    emb["embeddings"].sort(key=lambda e: e["memory_id"])
+    return load(out / MEMORY_STORE_FILE), emb
+
+
+def test_a_vector_that_is_not_unit_length_is_stored_normalised(embedded_store, open_store, counting, tmp_path):
+    out = tmp_path / "out"
+    _, emb = exported_with_vectors(embedded_store, out)
+    sevens, doubled = emb["embeddings"][0], emb["embeddings"][1]
+    sevens["vector"] = [7.0] * sevens["dimensions"]  # labelled with our model, all 7.0
+    original = np.asarray(doubled["vector"], dtype=np.float32)
+    doubled["vector"] = [2.0 * v for v in doubled["vector"]]
+    (out / EMBEDDINGS_FILE).write_text(json.dumps(emb))
+    target = open_store("target", counting)
+    report = import_pam(target, out)
+    assert (report.vectors_reused, report.vectors_embedded, report.vectors_normalised) == (5, 0, 2)
+    assert any("2 vectors of local/minilm-l6-v2 were not unit length" in w for w in report.warnings)
+    assert report.to_dict()["vectors_normalised"] == 2
+    assert counting.document_texts == []
+    stored = {d.id: d.embedding for d in target.get(type="memory", include_embeddings=True)}
+    for vector in stored.values():
+        assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-6
+    dim = sevens["dimensions"]
+    assert np.allclose(stored[sevens["memory_id"]], np.full(dim, 1 / np.sqrt(dim)), atol=1e-6)
+    assert np.allclose(stored[doubled["memory_id"]], original, atol=1e-6)
+
+
+NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e999"]
+
+
+@pytest.mark.parametrize("value", NON_FINITE)
+@pytest.mark.parametrize("model", ["ours", "another"])
+def test_a_vector_with_a_non_finite_value_is_refused(embedded_store, open_store, counting, tmp_path, value, model):
+    out = tmp_path / "out"
+    _, emb = exported_with_vectors(embedded_store, out)
+    bad = emb["embeddings"][2]
+    if model == "another":
+        bad["model"] = "openai/text-embedding-3-small"
+    bad["vector"][7] = "SENTINEL"
+    (out / EMBEDDINGS_FILE).write_text(json.dumps(emb).replace('"SENTINEL"', value))
+    target = open_store("target", counting)
+    target.upsert_memory("Already here before the import")
+    before = snapshot(target)
+    counting.document_texts.clear()
+    with pytest.raises(ValidationError) as caught:
+        import_pam(target, out)
+    message = str(caught.value)
+    assert f"embeddings.json: embeddings[2].vector: embedding {bad['id']!r} of memory {bad['memory_id']!r} has a " \
+           f"value that is not a finite number" in message, message
+    assert "nothing was written" in message and caught.value.problems[0]["item"] == 2
+    assert snapshot(target) == before and counting.document_texts == []
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda e: e.update(dimensions=3, vector=e["vector"][:3]),
+     r"embeddings\[1\]\.dimensions: embedding '[^']+' of memory '[^']+' is labelled local/minilm-l6-v2, whose "
+     r"vectors have 384 dimensions, but has 3"),
+    (lambda e: e.update(vector=[0.0] * 384), r"embeddings\[1\]\.vector: embedding '[^']+' of memory '[^']+' is all zeros"),
+    (lambda e: e.update(vector=e["vector"][:-1]), r"embeddings\[1\]\.vector: embedding '[^']+' of memory '[^']+' has "
+                                                  r"383 values but dimensions is 384"),
+], ids=["other-dimension", "zeros", "short"])
+def test_a_vector_that_cannot_be_our_models_is_refused(embedded_store, open_store, counting, tmp_path, change,
+                                                       expected):
+    out = tmp_path / "out"
+    _, emb = exported_with_vectors(embedded_store, out)
+    change(emb["embeddings"][1])
+    (out / EMBEDDINGS_FILE).write_text(json.dumps(emb))
+    target = open_store("target", counting)
+    with pytest.raises(ValidationError, match=expected) as caught:
+        import_pam(target, out)
+    assert "nothing was written" in str(caught.value) and emb["embeddings"][1]["memory_id"] in str(caught.value)
+    assert target.count() == 0 and counting.document_texts == []
+
+
+# ---- deeply nested files: a clean error naming the file, nothing written ---------------------------
+def nested(depth: int, leaf="x"):
+    value = leaf
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+DEEP = "__deep__"
+
+
+def deep_text(depth: int, as_list: bool = False) -> str:
+    """JSON text nested ``depth`` levels (the standard library's encoder cannot write 5,000)."""
+    return ("[" * depth + '"x"' + "]" * depth) if as_list else ('{"a":' * depth + '"x"' + "}" * depth)
+
+
+def deep_memory_metadata(doc, emb, conv):
+    doc["memories"][0]["metadata"]["deep"] = DEEP
+    return MEMORY_STORE_FILE, "memories[0].metadata.deep", False
+
+
+def deep_root(doc, emb, conv):
+    doc["deep"] = DEEP
+    return MEMORY_STORE_FILE, "deep", True
+
+
+def deep_embeddings(doc, emb, conv):
+    emb["embeddings"][0]["extra"] = DEEP
+    return EMBEDDINGS_FILE, "embeddings[0].extra", False
+
+
+def deep_conversation(doc, emb, conv):
+    conv["raw_metadata"]["deep"] = DEEP
+    return "conversations/conv-a.json", "raw_metadata.deep", False
+
+
+@pytest.mark.parametrize("place", [deep_memory_metadata, deep_root, deep_embeddings, deep_conversation])
+@pytest.mark.parametrize("depth", [500, 5000])
+def test_a_deeply_nested_file_is_refused_cleanly(embedded_store, open_store, tmp_path, place, depth):
+    fill_conversations(embedded_store)
+    out = export_pam(embedded_store, tmp_path / "out").out_dir
+    doc, emb, conv = load(out / MEMORY_STORE_FILE), load(out / EMBEDDINGS_FILE), load(_conv_a(out))
+    file, where, as_list = place(doc, emb, conv)
+    doc.pop("integrity")
+    for path, data in ((out / MEMORY_STORE_FILE, doc), (out / EMBEDDINGS_FILE, emb), (_conv_a(out), conv)):
+        path.write_text(json.dumps(data).replace(json.dumps(DEEP), deep_text(depth, as_list)))
+    target = open_store("target")
+    with pytest.raises(ValidationError) as caught:
+        import_pam(target, out)
+    message = str(caught.value)
+    assert message.startswith(f"{file}: ") and "nothing was written" in message, message
+    assert "nested more than 64 levels deep" in message
+    # the JSON path where it goes too deep; beyond what the parser reads at all, the line and column
+    assert message.startswith(f"{file}: {where}" if depth == 500 else f"{file}: line 1, column ")
+    assert target.count() == 0
+
+
+def test_nesting_up_to_the_limit_imports(embedded_store, open_store, tmp_path):
+    out = tmp_path / "out"
+    doc, _ = exported_with_vectors(embedded_store, out)
+    # root, memories, the memory, metadata: 4 levels, then 60 more; brackets inside strings do not count
+    doc["memories"][0]["metadata"]["deep"] = nested(60, leaf="[[[[{{{{" * 40)
+    doc.pop("integrity")
+    (out / MEMORY_STORE_FILE).write_text(json.dumps(doc))
+    assert import_pam(open_store("target"), out).new == 5
+    doc["memories"][0]["metadata"]["deep"] = nested(61)
+    (out / MEMORY_STORE_FILE).write_text(json.dumps(doc))
+    with pytest.raises(ValidationError, match="nested more than 64 levels deep"):
+        import_pam(open_store("other"), out)
 
 
 def test_import_from_the_package_writer_with_its_checksum(open_store, tmp_path):
