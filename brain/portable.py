@@ -812,8 +812,8 @@ def _previous_export(out: Path) -> set[Path] | None:
     memory_ids = {m.get("id") for m in document.get("memories") or [] if isinstance(m, dict)}
     emb_path = out / EMBEDDINGS_FILE
     emb = _read_object(emb_path) if emb_path.is_file() else None
-    if emb is not None and emb.get("schema") == "portable-ai-memory-embeddings" and isinstance(emb.get("embeddings"), list):
-        entries = emb["embeddings"]
+    entries = emb.get("embeddings") if emb is not None and emb.get("schema") == "portable-ai-memory-embeddings" else None
+    if isinstance(entries, list):
         if all(isinstance(e, dict) and e.get("memory_id") in memory_ids and e.get("id") == embedding_id(e["memory_id"])
                for e in entries):
             files.add(emb_path)

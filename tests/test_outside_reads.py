@@ -71,13 +71,14 @@ def test_a_session_that_reads_beside_the_repository_fails_and_names_the_paths(tm
 
 
 def test_a_session_that_reads_only_its_own_files_passes(tmp_path):
+    fixture = REPOSITORY / "tests" / "fixtures" / "pam" / "example-embeddings.json"
     result = _run_pytest(tmp_path, f"""
         import json
 
         def test_reads_a_fixture_and_a_temp_file(tmp_path):
             (tmp_path / "x.txt").write_text("ok")
             assert (tmp_path / "x.txt").read_text() == "ok"
-            assert json.loads(open({str(REPOSITORY / "tests" / "fixtures" / "pam" / "example-embeddings.json")!r}).read())
+            assert json.loads(open({str(fixture)!r}).read())
     """)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "files read outside the repository" not in result.stdout

@@ -386,7 +386,8 @@ def test_cli_export_refuses_then_forces(embedded_store, tmp_path, monkeypatch, l
     assert again.exit_code == 0, again.stderr
     assert json.loads(again.stdout)["replaced"] == [EMBEDDINGS_FILE, MEMORY_STORE_FILE]
     plain = CliRunner().invoke(cli, ["export", str(out), "--no-embeddings"])
-    assert plain.exit_code == 0 and f"removed (of the previous export, no longer written): {EMBEDDINGS_FILE}" in plain.stdout
+    assert plain.exit_code == 0, plain.stderr
+    assert f"removed (of the previous export, no longer written): {EMBEDDINGS_FILE}" in plain.stdout
     assert "replaced: memory-store.json" in plain.stdout and not (out / EMBEDDINGS_FILE).exists()
 
 
@@ -616,7 +617,8 @@ def test_a_vector_with_a_non_finite_value_is_refused(embedded_store, open_store,
     (lambda e: e.update(dimensions=3, vector=e["vector"][:3]),
      r"embeddings\[1\]\.dimensions: embedding '[^']+' of memory '[^']+' is labelled local/minilm-l6-v2, whose "
      r"vectors have 384 dimensions, but has 3"),
-    (lambda e: e.update(vector=[0.0] * 384), r"embeddings\[1\]\.vector: embedding '[^']+' of memory '[^']+' is all zeros"),
+    (lambda e: e.update(vector=[0.0] * 384),
+     r"embeddings\[1\]\.vector: embedding '[^']+' of memory '[^']+' is all zeros"),
     (lambda e: e.update(vector=e["vector"][:-1]), r"embeddings\[1\]\.vector: embedding '[^']+' of memory '[^']+' has "
                                                   r"383 values but dimensions is 384"),
 ], ids=["other-dimension", "zeros", "short"])
