@@ -32,9 +32,11 @@ hit@k: whether any evidence turn is in the top k. Evidence strings are split on 
 the parts matching ``D<session>:<turn>`` kept; malformed strings and evidence naming no turn are
 counted. ms/query excludes embedding the question (the same for every method, reported once).
 
-Generalisation: the ranking's few weights are round defaults; the script also picks them from a
-grid on some conversations and measures them on the others (leave one conversation out, and every
-tune-on-2/test-on-3 split), next to the defaults on the same held-out questions.
+Weight sensitivity: the ranking's three weights are round defaults; the script also picks them from a
+grid on some of the file's conversations and scores the pick on the others (leave one conversation
+out, and every pick-on-2/score-on-3 split), next to the defaults on the same questions. On the
+development split this is not a held-out measurement: the method was designed on those very
+conversations. It shows whether anything hinges on a fitted weight value.
 """
 
 from __future__ import annotations
@@ -231,7 +233,7 @@ def measure(args, conversations: list[Conversation], store: RagStore) -> str:
     seconds: Counter = Counter()
     embed_s = 0.0
     get_s = build_s = 0.0
-    # held-out figures need at least two conversations: one to pick the weights on, one to test them on
+    # choosing weights on some conversations and scoring them on another needs at least two
     grid = [] if args.no_generalisation or len(conversations) < 2 else grid_weights()
     grid_results: dict[int, dict[str, list[tuple[float, float, float]]]] = defaultdict(lambda: defaultdict(list))
     n_questions = 0
@@ -375,26 +377,30 @@ def generalisation(conversations, grid, grid_results, default_rows) -> list[str]
     def best(convs) -> int:
         return max(range(len(grid)), key=lambda g: objective(g, convs))  # ties: the earlier grid point
 
-    lines = ["## Generalisation", "",
+    lines = ["## Weight sensitivity (within these conversations)", "",
+             "Nothing in this section is held out: on the development split the method's parts and defaults "
+             "were designed on these very conversations. The rows below choose among the three weights on some "
+             "of them and score the choice on another; they show whether anything hinges on a fitted weight "
+             "value, not how the method does on conversations it has not seen.", "",
              f"Grid: lexical share {GRID['lexical share']} (dense = 1 - share), speaker {GRID['speaker']}, "
              f"neighbour {GRID['neighbour']} ({len(grid)} points); BM25 k1 1.2, b 0.75 fixed. The objective is "
-             "(R@10 + H@5) / 2 pooled over the tuning conversations' questions.", ""]
+             "(R@10 + H@5) / 2 pooled over the choosing conversations' questions.", ""]
     overall_best = best(ids)
     m = pooled(overall_best, ids)
     lines.append(f"Best grid point on all {len(ids)} conversations (in-sample, an upper bound): {describe(grid[overall_best])}: "
                  f"R@10 {m[1]:.3f}, H@5 {m[2]:.3f}; the defaults ({describe(TurnSearchWeights())}): "
                  f"R@10 {mean3([r for _, _, r in default_rows])[1]:.3f}, H@5 {mean3([r for _, _, r in default_rows])[2]:.3f}.")
-    lines += ["", "### Leave one conversation out", "",
-              "| held out | weights picked on the other conversations | held-out R@10 / H@5 (picked) | held-out R@10 / H@5 (defaults) |",
+    lines += ["", "### Leave one conversation out (a choice among the weights, inside these conversations)", "",
+              "| left out | weights picked on the other conversations | its R@10 / H@5 (picked) | its R@10 / H@5 (defaults) |",
               "|---|---|---|---|"]
-    held_rows, default_held = [], []
+    left_rows, default_left = [], []
     for cid in ids:
         g = best([c for c in ids if c != cid])
-        held_rows += grid_results[g][cid]
-        default_held += default_by_conv[cid]
+        left_rows += grid_results[g][cid]
+        default_left += default_by_conv[cid]
         a, d = mean3(grid_results[g][cid]), mean3(default_by_conv[cid])
         lines.append(f"| {cid} | {describe(grid[g])} | {a[1]:.3f} / {a[2]:.3f} | {d[1]:.3f} / {d[2]:.3f} |")
-    a, d = mean3(held_rows), mean3(default_held)
+    a, d = mean3(left_rows), mean3(default_left)
     lines.append(f"| **pooled** | | **{a[1]:.3f} / {a[2]:.3f}** | **{d[1]:.3f} / {d[2]:.3f}** |")
     if len(ids) >= 3:
         splits = list(itertools.combinations(ids, 2))
@@ -405,8 +411,8 @@ def generalisation(conversations, grid, grid_results, default_rows) -> list[str]
             tuned.append(m)
             worst = [min(worst[0], m[1]), min(worst[1], m[2])]
         tuned = np.array(tuned)
-        lines += ["", f"### Tune on 2, test on {len(ids) - 2} ({len(splits)} splits)", "",
-                  f"Test R@10 mean {tuned[:, 1].mean():.3f} (worst split {worst[0]:.3f}), "
+        lines += ["", f"### Pick on 2, score on the other {len(ids) - 2} ({len(splits)} splits)", "",
+                  f"R@10 mean {tuned[:, 1].mean():.3f} (worst split {worst[0]:.3f}), "
                   f"H@5 mean {tuned[:, 2].mean():.3f} (worst split {worst[1]:.3f})."]
     return lines + [""]
 
@@ -437,7 +443,7 @@ def main() -> None:
     parser.add_argument("--samples", default=",".join(DEV_SAMPLES),
                         help="comma-separated sample ids to measure, or 'all' (default: the development split)")
     parser.add_argument("--embed-speaker", action="store_true", help="embed turns as '<speaker>: <text>'")
-    parser.add_argument("--no-generalisation", action="store_true", help="skip the weight grid and held-out figures")
+    parser.add_argument("--no-generalisation", action="store_true", help="skip the weight grid (the weight-sensitivity section)")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     args = parser.parse_args()
     args.data = data_path(args.data)
