@@ -1,8 +1,13 @@
 #!/usr/bin/env python
 """Retrieval quality on LoCoMo: which turns of a long conversation answer a question.
 
-    .venv/bin/python bench/locomo.py [--data ../shared/bench/locomo/locomo-dev.json]
+    .venv/bin/python bench/locomo.py [--data bench/data/locomo10.json] [--samples conv-26,conv-30,...|all]
                                      [--embed-speaker] [--no-generalisation] [--out bench/LOCOMO_RESULTS.md]
+
+LoCoMo is not part of this repository (its licence is CC BY-NC 4.0): download ``data/locomo10.json``
+from https://github.com/snap-research/locomo to ``bench/data/locomo10.json`` (ignored by git) or pass
+``--data``. By default the five development conversations are measured (:data:`DEV_SAMPLES`, the
+split the published figures use); ``--samples all`` takes every conversation of the file.
 
 Every conversation of the file is stored through brain's real store (``RagStore.upsert_docs``,
 type ``turn``, in a temporary embedded Chroma): role ``user`` for the first speaker and
@@ -27,9 +32,11 @@ hit@k: whether any evidence turn is in the top k. Evidence strings are split on 
 the parts matching ``D<session>:<turn>`` kept; malformed strings and evidence naming no turn are
 counted. ms/query excludes embedding the question (the same for every method, reported once).
 
-Generalisation: the ranking's few weights are round defaults; the script also picks them from a
-grid on some conversations and measures them on the others (leave one conversation out, and every
-tune-on-2/test-on-3 split), next to the defaults on the same held-out questions.
+Weight sensitivity: the ranking's three weights are round defaults; the script also picks them from a
+grid on some of the file's conversations and scores the pick on the others (leave one conversation
+out, and every pick-on-2/score-on-3 split), next to the defaults on the same questions. On the
+development split this is not a held-out measurement: the method was designed on those very
+conversations. It shows whether anything hinges on a fitted weight value.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from pathlib import Path
 
 import numpy as np
 
+INVOKED_FROM = Path.cwd()  # --data and --out are relative to where the script was started
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
@@ -59,7 +67,10 @@ from brain.rag_store import RagStore  # noqa: E402
 from brain.schemas import check_conversation_id  # noqa: E402
 from brain.turn_search import LexicalIndex, TurnIndex, TurnSearchWeights, tokenize  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
+DEFAULT_DATA = ROOT / "bench" / "data" / "locomo10.json"
+LOCOMO_SOURCE = "https://github.com/snap-research/locomo (the file data/locomo10.json)"
+#: the development split: the conversations the method was designed and its figures measured on
+DEV_SAMPLES = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 EVIDENCE_RE = re.compile(r"^D(\d+):(\d+)$")
 SESSION_DATE_RE = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.IGNORECASE)
@@ -188,7 +199,7 @@ def describe(w: TurnSearchWeights) -> str:
 
 # ---- run --------------------------------------------------------------------------------------
 def run(args) -> str:
-    conversations = load(args.data)
+    conversations = args.conversations
     with tempfile.TemporaryDirectory(prefix="brain-locomo-") as tmp, \
             RagStore(Settings(data_dir=Path(tmp), index_types="memory")) as store:
         return measure(args, conversations, store)
@@ -222,7 +233,7 @@ def measure(args, conversations: list[Conversation], store: RagStore) -> str:
     seconds: Counter = Counter()
     embed_s = 0.0
     get_s = build_s = 0.0
-    # held-out figures need at least two conversations: one to pick the weights on, one to test them on
+    # choosing weights on some conversations and scoring them on another needs at least two
     grid = [] if args.no_generalisation or len(conversations) < 2 else grid_weights()
     grid_results: dict[int, dict[str, list[tuple[float, float, float]]]] = defaultdict(lambda: defaultdict(list))
     n_questions = 0
@@ -366,26 +377,30 @@ def generalisation(conversations, grid, grid_results, default_rows) -> list[str]
     def best(convs) -> int:
         return max(range(len(grid)), key=lambda g: objective(g, convs))  # ties: the earlier grid point
 
-    lines = ["## Generalisation", "",
+    lines = ["## Weight sensitivity (within these conversations)", "",
+             "Nothing in this section is held out: on the development split the method's parts and defaults "
+             "were designed on these very conversations. The rows below choose among the three weights on some "
+             "of them and score the choice on another; they show whether anything hinges on a fitted weight "
+             "value, not how the method does on conversations it has not seen.", "",
              f"Grid: lexical share {GRID['lexical share']} (dense = 1 - share), speaker {GRID['speaker']}, "
              f"neighbour {GRID['neighbour']} ({len(grid)} points); BM25 k1 1.2, b 0.75 fixed. The objective is "
-             "(R@10 + H@5) / 2 pooled over the tuning conversations' questions.", ""]
+             "(R@10 + H@5) / 2 pooled over the choosing conversations' questions.", ""]
     overall_best = best(ids)
     m = pooled(overall_best, ids)
     lines.append(f"Best grid point on all {len(ids)} conversations (in-sample, an upper bound): {describe(grid[overall_best])}: "
                  f"R@10 {m[1]:.3f}, H@5 {m[2]:.3f}; the defaults ({describe(TurnSearchWeights())}): "
                  f"R@10 {mean3([r for _, _, r in default_rows])[1]:.3f}, H@5 {mean3([r for _, _, r in default_rows])[2]:.3f}.")
-    lines += ["", "### Leave one conversation out", "",
-              "| held out | weights picked on the other conversations | held-out R@10 / H@5 (picked) | held-out R@10 / H@5 (defaults) |",
+    lines += ["", "### Leave one conversation out (a choice among the weights, inside these conversations)", "",
+              "| left out | weights picked on the other conversations | its R@10 / H@5 (picked) | its R@10 / H@5 (defaults) |",
               "|---|---|---|---|"]
-    held_rows, default_held = [], []
+    left_rows, default_left = [], []
     for cid in ids:
         g = best([c for c in ids if c != cid])
-        held_rows += grid_results[g][cid]
-        default_held += default_by_conv[cid]
+        left_rows += grid_results[g][cid]
+        default_left += default_by_conv[cid]
         a, d = mean3(grid_results[g][cid]), mean3(default_by_conv[cid])
         lines.append(f"| {cid} | {describe(grid[g])} | {a[1]:.3f} / {a[2]:.3f} | {d[1]:.3f} / {d[2]:.3f} |")
-    a, d = mean3(held_rows), mean3(default_held)
+    a, d = mean3(left_rows), mean3(default_left)
     lines.append(f"| **pooled** | | **{a[1]:.3f} / {a[2]:.3f}** | **{d[1]:.3f} / {d[2]:.3f}** |")
     if len(ids) >= 3:
         splits = list(itertools.combinations(ids, 2))
@@ -396,25 +411,54 @@ def generalisation(conversations, grid, grid_results, default_rows) -> list[str]
             tuned.append(m)
             worst = [min(worst[0], m[1]), min(worst[1], m[2])]
         tuned = np.array(tuned)
-        lines += ["", f"### Tune on 2, test on {len(ids) - 2} ({len(splits)} splits)", "",
-                  f"Test R@10 mean {tuned[:, 1].mean():.3f} (worst split {worst[0]:.3f}), "
+        lines += ["", f"### Pick on 2, score on the other {len(ids) - 2} ({len(splits)} splits)", "",
+                  f"R@10 mean {tuned[:, 1].mean():.3f} (worst split {worst[0]:.3f}), "
                   f"H@5 mean {tuned[:, 2].mean():.3f} (worst split {worst[1]:.3f})."]
     return lines + [""]
 
 
+def data_path(given: Path | None) -> Path:
+    """``--data`` relative to where the script was started; the default file when not given."""
+    if given is None:
+        return DEFAULT_DATA
+    given = given.expanduser()
+    return given if given.is_absolute() else INVOKED_FROM / given
+
+
+def select(conversations: list[Conversation], samples: str, path: Path) -> list[Conversation]:
+    """The conversations ``--samples`` names (comma-separated ids, or ``all``), in the file's order."""
+    if samples == "all":
+        return conversations
+    wanted = [s.strip() for s in samples.split(",") if s.strip()]
+    missing = [s for s in wanted if s not in {c.id for c in conversations}]
+    if missing or not wanted:
+        raise ValueError(f"{path} has no sample {', '.join(missing) or '(none named)'}; it holds "
+                         f"{', '.join(c.id for c in conversations)} (use --samples all for every one)")
+    return [c for c in conversations if c.id in wanted]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo JSON file (list of samples)")
+    parser.add_argument("--data", type=Path, help=f"a LoCoMo JSON file (list of samples; default {DEFAULT_DATA})")
+    parser.add_argument("--samples", default=",".join(DEV_SAMPLES),
+                        help="comma-separated sample ids to measure, or 'all' (default: the development split)")
     parser.add_argument("--embed-speaker", action="store_true", help="embed turns as '<speaker>: <text>'")
-    parser.add_argument("--no-generalisation", action="store_true", help="skip the weight grid and held-out figures")
+    parser.add_argument("--no-generalisation", action="store_true", help="skip the weight grid (the weight-sensitivity section)")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     args = parser.parse_args()
-    if not args.data.exists():
-        parser.error(f"{args.data} does not exist; pass --data PATH to a LoCoMo JSON file")
+    args.data = data_path(args.data)
+    if not args.data.is_file():
+        parser.error(f"{args.data} does not exist. LoCoMo does not come with brain: download it from "
+                     f"{LOCOMO_SOURCE} to {DEFAULT_DATA}, or pass --data PATH")
+    try:
+        args.conversations = select(load(args.data), args.samples, args.data)
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # not JSON, or not LoCoMo's shape
+        parser.error(f"{args.data} is not a usable LoCoMo file: {type(exc).__name__}: {exc}")
     report = run(args)
     print(report)
     if args.out:
-        args.out.write_text(report, encoding="utf-8")
+        out = args.out if args.out.is_absolute() else INVOKED_FROM / args.out
+        out.write_text(report, encoding="utf-8")
 
 
 if __name__ == "__main__":

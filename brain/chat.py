@@ -651,17 +651,29 @@ class ChatMemory:
         return self.fallback.summarize(turns), self.fallback.name, reason
 
     def _model_summary(self, turns: list[TurnText], *, interruptible: bool) -> str:
-        """The model's summary, retried BRAIN_SUMMARY_RETRIES times with doubling back-off; raises the last error."""
+        """The model's summary, retried BRAIN_SUMMARY_RETRIES times with doubling back-off, all of it within
+        BRAIN_SUMMARY_DEADLINE_SECONDS (each attempt gets at most the time left); raises the last error.
+
+        A hung server (it accepts the connection and never answers) costs one deadline, not a timeout per
+        attempt: the first timeout marks it unreachable in :meth:`health`, and no attempt outlives the deadline."""
         attempts = self.settings.summary_retries + 1
+        budget = self.settings.summary_deadline_seconds
+        deadline = time.monotonic() + budget
         for attempt in range(attempts):
             try:
-                text = self.summarizer.summarize(turns)
+                left = deadline - time.monotonic()
+                text = self.summarizer.summarize(turns, timeout=min(self.settings.summary_timeout, max(left, 0.001)))
             except SummarizerError as exc:
                 self._status.update(reachable=not isinstance(exc, SummarizerUnavailable),
                                     last_error=_one_line(str(exc)), last_error_at=_now_iso())
                 if attempt + 1 == attempts:
                     raise
                 delay = self.settings.summary_backoff_seconds * 2**attempt
+                if time.monotonic() + delay >= deadline:
+                    raise type(exc)(  # the same kind of failure, said to have run out of time
+                        f"no model summary within BRAIN_SUMMARY_DEADLINE_SECONDS={budget:g} after {attempt + 1} "
+                        f"attempt{'s' if attempt else ''}; the last: {_one_line(str(exc))}"
+                    ) from None
                 if interruptible and self._stop.wait(delay):
                     raise  # closing: do not keep the caller waiting
                 if not interruptible:

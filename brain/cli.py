@@ -637,15 +637,21 @@ def restore(state: State, from_mirror: bool, persona_path: Path | None, kb_paths
 @click.option("--no-embeddings", is_flag=True, help="Write no embeddings.json (every embedding_ref is null).")
 @click.option("--no-conversations", is_flag=True, help="Write no conversations/ (turns and summaries).")
 @click.option("--owner", help="owner.id of the export (default: BRAIN_OWNER_ID, else derived from the store).")
+@click.option("--force", is_flag=True,
+              help="Export into a non-empty directory that holds no brain export (files of the same name are "
+                   "overwritten; nothing is deleted).")
 @json_option
 @pass_state
 def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_conversations: bool,
-               owner: str | None) -> None:
-    """Export the store to OUT_DIR: memory-store.json, embeddings.json and conversations/<id>.json."""
+               owner: str | None, force: bool) -> None:
+    """Export the store to OUT_DIR: memory-store.json, embeddings.json and conversations/<id>.json.
+
+    OUT_DIR must be new, empty or a previous brain export (replaced file for file; the files it no
+    longer needs are removed and listed), unless --force."""
     from brain.portable import export_pam
 
     report = export_pam(state.store(create=False), out_dir, embeddings=not no_embeddings, conversations=not no_conversations,
-                        owner_id=owner)
+                        owner_id=owner, force=force)
     emit(state, report.to_dict(), lambda: "\n".join(
         [f"exported {report.memories} memories to {report.memory_store}"
          + (f", {report.embeddings_written} vectors to {report.embeddings}" if report.embeddings else "")
@@ -653,7 +659,11 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
             f"to {report.conversations_dir}" if report.conversations_dir else "")
          + (f"; {report.parts_skipped} Xaibo chunk and vector rows left out (parts, not memories)"
             if report.parts_skipped else "")
-         + f" ({report.seconds:.1f} s)"] + [f"warning: {w}" for w in report.warnings]))
+         + f" ({report.seconds:.1f} s)"]
+        + ([f"replaced: {', '.join(report.replaced)}"] if report.replaced else [])
+        + ([f"removed (of the previous export, no longer written): {', '.join(report.removed)}"]
+           if report.removed else [])
+        + [f"warning: {w}" for w in report.warnings]))
 
 
 @cli.command("import")
@@ -667,8 +677,9 @@ def import_cmd(state: State, path: Path) -> None:
     report = import_pam(state.store(), path)
     emit(state, report.to_dict(), lambda: "\n".join(
         [f"imported {report.memories} memories: {report.new} new, {report.updated} updated, "
-         f"{report.unchanged} unchanged; {report.vectors_reused} vectors reused, "
-         f"{report.vectors_embedded} embedded; {report.conversations} conversations: {report.turns} turns, "
+         f"{report.unchanged} unchanged; {report.vectors_reused} vectors reused"
+         + (f" ({report.vectors_normalised} normalised to unit length)" if report.vectors_normalised else "")
+         + f", {report.vectors_embedded} embedded; {report.conversations} conversations: {report.turns} turns, "
          f"{report.summaries} summaries ({report.conversation_new} new, {report.conversation_unchanged} unchanged) "
          f"({report.seconds:.1f} s)"] + [f"warning: {w}" for w in report.warnings]))
 

@@ -280,6 +280,10 @@ class Settings(BaseSettings):
     summary_timeout: float = Field(
         120.0, gt=0.0, le=3600.0, validation_alias=_env("BRAIN_SUMMARY_TIMEOUT", "summary_timeout")
     )
+    # one bound on a whole model summary: every attempt, retry and back-off; then the extractive fallback
+    summary_deadline_seconds: float = Field(
+        60.0, gt=0.0, le=3600.0, validation_alias=_env("BRAIN_SUMMARY_DEADLINE_SECONDS", "summary_deadline_seconds")
+    )
     consolidate_threshold: float = Field(
         0.92, gt=0.0, le=1.0, validation_alias=_env("BRAIN_CONSOLIDATE_THRESHOLD", "consolidate_threshold")
     )

@@ -122,10 +122,15 @@ Import rules
   changed one is upserted and merged by the store's rule for the same memory (the higher importance,
   every tag, the later time). An id held by a non-memory document is an error.
 - Vectors: the embedding a memory's ``embedding_ref`` names is reused when its ``model`` equals the
-  store's embedder name and its ``dimensions`` the store's dimension; otherwise (another model, no
-  embeddings file, a null ``embedding_ref``, a vector stored elsewhere) the memory is embedded from
-  ``content``, which is authoritative. A null ``embedding_ref`` means "no vector", even when the
-  embeddings file holds one for that memory (its content may have been edited since).
+  store's embedder name; otherwise (another model, no embeddings file, a null ``embedding_ref``, a
+  vector stored elsewhere) the memory is embedded from ``content``, which is authoritative. A null
+  ``embedding_ref`` means "no vector", even when the embeddings file holds one for that memory (its
+  content may have been edited since). Imported vectors are not trusted: a value that is not a finite
+  number (``NaN``, ``Infinity``, ``1e999``) refuses the file whatever the model; a vector labelled with
+  the store's model but of another dimension, or all zeros, refuses it too (it cannot be that model's
+  vector); one that is not unit length is normalised before it is stored (the store compares by
+  cosine) and counted in ``ImportReport.vectors_normalised``.
+- Files nested deeper than :data:`MAX_NESTING` levels are refused (PAM needs fewer than 10).
 - Conversation files: every file the index names with ``storage.type = "file"`` must exist (its path
   relative to the memory store's directory, inside it) and validate against the conversation schema,
   carry the index entry's ``id`` and the memory store's ``schema_version``; brain's blocks in
@@ -232,6 +237,13 @@ _CONVERSATION_PRESERVED = (
 )
 _ROLES = ("user", "assistant")
 _MAX_REPORTED = 20  # problems spelled out in an error message (all of them are in .problems)
+#: how deeply a PAM file may nest objects and lists; the spec's documents need fewer than 10 levels, and
+#: the validators and serialisers downstream give up (with their own errors) at a few hundred
+MAX_NESTING = 64
+#: an imported vector whose L2 norm is this far from 1 is normalised before it is stored
+_UNIT_TOLERANCE = 1e-4
+#: below this norm a vector has no direction (the embedders refuse such output too)
+_MIN_NORM = 1e-12
 
 
 # ---- reports -------------------------------------------------------------------------------------
@@ -244,14 +256,17 @@ class ExportReport:
     embeddings_written: int
     checksum: str
     owner_id: str
-    removed_stale_embeddings: bool = False  # an older embeddings.json in out_dir was removed
     not_exportable: int = 0  # memories left out: imported with access.exportable = false
     parts_skipped: int = 0  # Xaibo continuation chunks and vector-index rows left out (parts, not memories)
     conversations: int = 0  # conversation files written (0 with conversations=False)
     messages: int = 0  # turns written as messages, over all conversation files
     summaries: int = 0  # summaries written into the conversation files
     conversations_dir: Path | None = None  # None when exported without conversations
-    removed_stale_conversations: int = 0  # older conversation files in out_dir/conversations removed
+    #: files (relative to out_dir) that existed and were overwritten by this export
+    replaced: list[str] = field(default_factory=list)
+    #: files of the previous brain export in out_dir that this one no longer writes, deleted (they would
+    #: not match: embeddings.json without embeddings, conversations no longer in the store)
+    removed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -272,6 +287,7 @@ class ImportReport:
     unchanged: int = 0  # already stored exactly so: not written again
     vectors_reused: int = 0  # taken from the embeddings file (same model and dimension)
     vectors_embedded: int = 0  # computed from content by the store's embedder
+    vectors_normalised: int = 0  # reused vectors that were not unit length, stored normalised
     owner_id: str | None = None
     conversations: int = 0  # conversation files read
     turns: int = 0  # turns in them (messages imported as turns)
@@ -626,20 +642,29 @@ def _store_conversations(store: RagStore, warnings: list[str]) -> dict[str, dict
 # ---- export --------------------------------------------------------------------------------------
 def export_pam(
     store: RagStore, out_dir: str | Path, *, embeddings: bool = True, conversations: bool = True,
-    owner_id: str | None = None,
+    owner_id: str | None = None, force: bool = False,
 ) -> ExportReport:
     """Write every memory of ``store`` to ``out_dir/memory-store.json``, with ``embeddings`` their
     vectors to ``out_dir/embeddings.json`` and, with ``conversations``, every conversation (its turns
     and summaries) to ``out_dir/conversations/<file>.json``, listed in ``conversations_index``.
+
+    ``out_dir`` must be new, empty or hold a previous brain export; any other directory is refused
+    (nothing written) unless ``force``. A previous brain export is replaced file for file: its files
+    this export no longer writes (``embeddings.json`` without embeddings, conversations no longer in
+    the store) are deleted, and the report lists what was replaced and removed. Files brain did not
+    write are never deleted (with ``force`` one of the same name as an export file is overwritten).
     Files are replaced atomically, the memory store last: a failed export leaves the previous files
-    (or none) in place. Files an export no longer writes (``embeddings.json`` without embeddings,
-    conversation files of conversations not exported) are removed afterwards: they would not match."""
+    (or none) in place."""
     started = time.perf_counter()
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValidationError(f"{out} is a file; give the directory to export into")
     if owner_id is not None and (not isinstance(owner_id, str) or not owner_id.strip()):
         raise ValidationError(f"owner_id must be a non-empty string, got {owner_id!r}")
+    previous = _previous_export(out)
+    if previous is None and not force:
+        _refuse_foreign_directory(out)
+    previous = previous or set()
     conv_dir = out / CONVERSATIONS_DIR
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -731,27 +756,93 @@ def export_pam(
     except BaseException:
         _discard(pending)
         raise
+    replaced = sorted(_relative(final, out) for final, _ in pending if final.exists())
     for final, temp in pending:
         os.replace(temp, final)
-    removed = False
+    written = {final for final, _ in pending}
+    removed = []
+    for stale in sorted(previous - written):  # only brain's own files, never anything else
+        try:
+            stale.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            warnings.append(f"could not remove {stale}, a file of the previous export this one does not write: {exc}")
+            continue
+        removed.append(_relative(stale, out))
     if not embeddings and emb_path.exists():
-        emb_path.unlink()
-        removed = True
-    removed_conversations = 0
-    if conv_dir.is_dir():
-        for stale in conv_dir.glob("*.json"):
-            if stale.name not in conv_files and _brain_conversation_file(stale):
-                stale.unlink()
-                removed_conversations += 1
+        warnings.append(
+            f"{emb_path} was not written by brain and is left as it is; it does not belong to this export "
+            f"(an importer reads it beside {MEMORY_STORE_FILE}): move it away"
+        )
     return ExportReport(
         out_dir=out, memory_store=store_path, embeddings=emb_path if embeddings else None,
         memories=len(memories), embeddings_written=len(docs) if embeddings else 0, checksum=checksum,
-        owner_id=owner, removed_stale_embeddings=removed, not_exportable=not_exportable, parts_skipped=parts_skipped,
+        owner_id=owner, not_exportable=not_exportable, parts_skipped=parts_skipped,
         conversations=len(conv_files), messages=sum(len(c["messages"]) for c in convs.values()),
         summaries=sum(len(c["raw_metadata"][BRAIN_KEY].get("summaries", [])) for c in convs.values()),
-        conversations_dir=conv_dir if conversations else None, removed_stale_conversations=removed_conversations,
+        conversations_dir=conv_dir if conversations else None, replaced=replaced, removed=removed,
         warnings=warnings, seconds=time.perf_counter() - started,
     )
+
+
+def _relative(path: Path, out: Path) -> str:
+    return path.relative_to(out).as_posix()
+
+
+def _read_object(path: Path) -> dict[str, Any] | None:
+    """A JSON object file, or None when it is missing or something else."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _previous_export(out: Path) -> set[Path] | None:
+    """The files of a brain export already in ``out``: its memory store (``exported_by`` brain), the
+    ``embeddings.json`` holding exactly brain's embeddings of its memories, and the conversation files its
+    ``conversations_index`` names. None when ``out`` holds no brain export."""
+    store_path = out / MEMORY_STORE_FILE
+    document = _read_object(store_path) if store_path.is_file() else None
+    if (document is None or document.get("schema") != "portable-ai-memory"
+            or not str(document.get("exported_by", "")).startswith(f"{PLATFORM}/")):
+        return None
+    files = {store_path}
+    memory_ids = {m.get("id") for m in document.get("memories") or [] if isinstance(m, dict)}
+    emb_path = out / EMBEDDINGS_FILE
+    emb = _read_object(emb_path) if emb_path.is_file() else None
+    entries = emb.get("embeddings") if emb is not None and emb.get("schema") == "portable-ai-memory-embeddings" else None
+    if isinstance(entries, list):
+        if all(isinstance(e, dict) and e.get("memory_id") in memory_ids and e.get("id") == embedding_id(e["memory_id"])
+               for e in entries):
+            files.add(emb_path)
+    for entry in document.get("conversations_index") or []:
+        storage = entry.get("storage") if isinstance(entry, dict) else None
+        ref = storage.get("ref") if isinstance(storage, dict) and storage.get("type") == "file" else None
+        # brain writes refs as conversations/<plain file name>; anything else it did not write
+        name = ref.removeprefix(f"{CONVERSATIONS_DIR}/") if isinstance(ref, str) else ""
+        if name != ref and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*\.json", name):
+            path = out / CONVERSATIONS_DIR / name
+            if path.is_file():
+                files.add(path)
+    return files
+
+
+def _refuse_foreign_directory(out: Path) -> None:
+    """Refuse to export into a directory that holds files but no brain export (nothing is written)."""
+    try:
+        entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    except OSError as exc:
+        raise BrainError(f"cannot read the export directory {out}: {exc}") from exc
+    if entries:
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise ValidationError(
+            f"{out} is not empty ({shown}) and holds no brain export; nothing was written. Export into a new "
+            f"or empty directory, or force it (`brain export --force`, force=True): brain then writes its files "
+            f"there, overwriting any of the same name, and deletes nothing",
+            [{"item": None, "field": "out_dir", "message": f"not empty and not a brain export: {shown}"}],
+        )
 
 
 def _embeddings_document(docs, memories: list[dict[str, Any]], model: str) -> dict[str, Any]:
@@ -771,17 +862,6 @@ def _embeddings_document(docs, memories: list[dict[str, Any]], model: str) -> di
             for doc, mem in zip(docs, memories)
         ],
     }
-
-
-def _brain_conversation_file(path: Path) -> bool:
-    """Whether ``path`` is a conversation file an earlier brain export wrote (only those are removed when
-    they are stale; anything else a user keeps in that directory is left alone)."""
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return False
-    return (isinstance(data, dict) and data.get("schema") == "portable-ai-memory-conversation"
-            and isinstance(data.get("provider"), dict) and data["provider"].get("name") == "brain")
 
 
 def _write_temp(directory: Path, name: str, data: bytes) -> Path:
@@ -887,19 +967,103 @@ def _schema_problems(document: Any, schema: str, file: str) -> list[dict[str, An
     return problems
 
 
-def _read_json(path: Path, name: str | None = None) -> Any:
+def _read_json(path: Path, name: str | None = None, *, non_finite: bool = False) -> Any:
+    """A PAM file, parsed and no deeper than :data:`MAX_NESTING`. With ``non_finite``, the numbers JSON
+    cannot carry (``NaN``, ``Infinity``, ``1e999``) are read as such, so that the caller can name the
+    object holding them (orjson would only give a line and column)."""
     name = name or path.name
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ValidationError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:  # also invalid UTF-8, NaN and Infinity
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:  # also invalid UTF-8, NaN and Infinity, and 1024 levels of nesting
+        if "depth limit" in str(exc) or "recursion" in str(exc).lower():
+            where = f"line {exc.lineno}, column {exc.colno}"
+            raise ValidationError(
+                f"{name}: {where}: nested more than {MAX_NESTING} levels deep (PAM documents need fewer than 10); "
+                "nothing was written",
+                [_problem(name, where, f"nested more than {MAX_NESTING} levels deep")],
+            ) from None
+        document = _lenient_json(data) if non_finite else None
+        if document is None:
+            raise ValidationError(
+                f"{name} is not valid JSON: {exc} (nothing was written)",
+                [_problem(name, "(document root)", str(exc))],
+            ) from None
+    if _nesting(data) > MAX_NESTING:
+        where = _json_path(_too_deep(document, MAX_NESTING)[:8]) + "..."
         raise ValidationError(
-            f"{name} is not valid JSON: {exc} (nothing was written)",
-            [_problem(name, "(document root)", str(exc))],
-        ) from None
+            f"{name}: {where}: nested more than {MAX_NESTING} levels deep (PAM documents need fewer than 10); "
+            "nothing was written",
+            [_problem(name, where, f"nested more than {MAX_NESTING} levels deep")],
+        )
+    return document
+
+
+def _lenient_json(data: bytes) -> Any:
+    """``data`` parsed by the standard library (which reads NaN and infinities), or None when that fails
+    too or finds no such number (then orjson refused it for another reason, which stands)."""
+    import json
+
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return document if _non_finite(document, "") else None
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _nesting(data: bytes) -> int:
+    """How deeply the valid JSON text ``data`` nests: its brackets outside strings, counted in numpy
+    (an embeddings file holds millions of numbers; walking the parsed document would be slow)."""
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKET)
+    if not brackets:
+        return 0
+    codes = np.frombuffer(brackets, dtype=np.uint8)
+    return int(np.cumsum(np.where((codes == ord("[")) | (codes == ord("{")), 1, -1), dtype=np.int64).max())
+
+
+def _too_deep(document: Any, limit: int) -> list[Any]:
+    """The JSON path of the first object or list nested deeper than ``limit`` (iteratively: the
+    document may be deeper than Python's recursion limit)."""
+    stack: list[tuple[Any, list[Any]]] = [(document, [])]
+    while stack:
+        value, path = stack.pop()
+        if len(path) >= limit:
+            return path
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        stack.extend((child, [*path, key]) for key, child in items if isinstance(child, (dict, list)))
+    return []
+
+
+def _non_finite(document: Any, file: str) -> list[dict[str, Any]]:
+    """Problems for every NaN or infinite number in an embeddings document, naming its embedding."""
+    problems: list[dict[str, Any]] = []
+    stack: list[tuple[Any, list[Any]]] = [(document, [])]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, float) and not np.isfinite(value):
+            where, owner = _json_path(path), ""
+            if len(path) >= 2 and path[0] == "embeddings" and isinstance(path[1], int):
+                emb = document["embeddings"][path[1]]
+                if isinstance(emb, dict):
+                    owner = f"embedding {emb.get('id')!r} of memory {emb.get('memory_id')!r} "
+                if len(path) >= 3 and path[2] == "vector":
+                    where = _json_path(path[:3])  # one problem per vector, not per value
+            message = f"{owner}has a value that is not a finite number ({value}); vectors hold finite numbers"
+            if not any(p["field"] == where for p in problems):
+                problems.append(_problem(file, where, message, path[1] if owner else None))
+            continue
+        if isinstance(value, dict):
+            stack.extend((child, [*path, key]) for key, child in value.items())
+        elif isinstance(value, list):
+            stack.extend((child, [*path, i]) for i, child in enumerate(value))
+    return sorted(problems, key=lambda p: p["field"])
 
 
 def _locate(path: str | Path) -> tuple[Path, Path | None]:
@@ -962,7 +1126,8 @@ def read_pam(path: str | Path) -> PamFiles:
     by_id: dict[str, dict[str, Any]] = {}
     if emb_path is not None:
         efile = emb_path.name
-        emb_doc = _read_json(emb_path)
+        emb_doc = _read_json(emb_path, non_finite=True)
+        _reject(problems + _non_finite(emb_doc, efile))
         emb_problems = _schema_problems(emb_doc, "embeddings", efile)
         _reject(problems + emb_problems)
         if emb_doc["schema_version"] != version:
@@ -984,7 +1149,9 @@ def read_pam(path: str | Path) -> PamFiles:
             vector = emb.get("vector")
             if vector is not None and len(vector) != emb["dimensions"]:
                 problems.append(_problem(
-                    efile, f"{where}.vector", f"has {len(vector)} values but dimensions is {emb['dimensions']}", j
+                    efile, f"{where}.vector",
+                    f"embedding {emb['id']!r} of memory {emb['memory_id']!r} has {len(vector)} values but "
+                    f"dimensions is {emb['dimensions']}", j,
                 ))
     dangling = 0
     for i, mem in enumerate(raw_memories):
@@ -1205,17 +1372,37 @@ def _brain_path(where: str, field_name: str) -> str:
     return f"{where}.metadata.brain.extra.{field_name}"
 
 
-def _usable_vector(emb: dict[str, Any] | None, model: str, dimension: int) -> np.ndarray | None:
-    """The embedding's vector when it is of the store's model and dimension (unit length), else None."""
-    if emb is None or emb["model"] != model or emb["dimensions"] != dimension or emb.get("vector") is None:
-        return None
-    vector = np.asarray(emb["vector"], dtype=np.float32)
-    if vector.shape != (dimension,) or not np.isfinite(vector).all():
-        return None
+def _vector_problems(files: PamFiles, model: str, dimension: int) -> list[dict[str, Any]]:
+    """Embeddings labelled with the store's model that cannot be its vectors: another dimension, or no
+    direction at all. (Values are finite and match ``dimensions`` already: :func:`read_pam` checks that.)"""
+    problems = []
+    efile = files.embeddings_path.name if files.embeddings_path else EMBEDDINGS_FILE
+    fix = "correct it, or remove the embedding and set the memory's embedding_ref to null to embed it from content"
+    for j, emb in enumerate(files.embeddings.values()):  # read_pam refused duplicate ids: j is the file's index
+        if emb["model"] != model:
+            continue
+        who = f"embedding {emb['id']!r} of memory {emb['memory_id']!r}"
+        if emb["dimensions"] != dimension:
+            problems.append(_problem(
+                efile, f"embeddings[{j}].dimensions",
+                f"{who} is labelled {model}, whose vectors have {dimension} dimensions, but has "
+                f"{emb['dimensions']}; {fix}", j,
+            ))
+        elif emb.get("vector") is not None and float(np.linalg.norm(np.asarray(emb["vector"], np.float64))) < _MIN_NORM:
+            problems.append(_problem(efile, f"embeddings[{j}].vector", f"{who} is all zeros (no direction); {fix}", j))
+    return problems
+
+
+def _usable_vector(emb: dict[str, Any] | None, model: str) -> tuple[np.ndarray | None, bool]:
+    """The embedding's vector, unit length, when it is of the store's model (its dimension checked by
+    :func:`_vector_problems`), and whether it had to be normalised; (None, False) otherwise."""
+    if emb is None or emb["model"] != model or emb.get("vector") is None:
+        return None, False
+    vector = np.asarray(emb["vector"], dtype=np.float64)
     norm = float(np.linalg.norm(vector))
-    if norm == 0.0:
-        return None
-    return vector if abs(norm - 1.0) < 1e-4 else vector / norm
+    if abs(norm - 1.0) <= _UNIT_TOLERANCE:
+        return np.asarray(emb["vector"], dtype=np.float32), False  # as written: a round trip is bit for bit
+    return (vector / norm).astype(np.float32), True
 
 
 # ---- PAM conversation -> brain turns and summaries -----------------------------------------------
@@ -1457,6 +1644,8 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
                 f"{item['id']!r} is the id of a {doc.type} document in the store; a {item['type']} cannot replace it",
             ))
     _reject(problems)
+    model, dimension = store.embedder.name, store.dimension
+    _reject(_vector_problems(files, model, dimension))
     report = ImportReport(
         memory_store=files.memory_store_path, embeddings=files.embeddings_path, memories=len(items),
         owner_id=files.document["owner"]["id"], warnings=list(files.warnings), conversations=len(mapped),
@@ -1477,7 +1666,6 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
     if files.document.get("relations"):
         report.warnings.append(f"not imported (brain has no relations): {report.not_imported['relations']} relations")
     batch = []
-    model, dimension = store.embedder.name, store.dimension
     for item, mem in zip(items, files.memories):
         change = _change(existing.get(item["id"]), item)
         setattr(report, change, getattr(report, change) + 1)
@@ -1485,13 +1673,19 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
             continue
         # only the embedding a memory names: a null embedding_ref means "no vector" (e.g. content edited)
         ref = mem.get("embedding_ref")
-        vector = _usable_vector(files.embeddings.get(ref) if ref else None, model, dimension)
+        vector, normalised = _usable_vector(files.embeddings.get(ref) if ref else None, model)
         if vector is not None:
             item["embedding"] = vector
             report.vectors_reused += 1
+            report.vectors_normalised += normalised
         else:
             report.vectors_embedded += 1
         batch.append(item)
+    if report.vectors_normalised:
+        report.warnings.append(
+            f"{report.vectors_normalised} vectors of {model} were not unit length; stored normalised "
+            "(the store compares directions by cosine)"
+        )
     for item, _, _ in located[len(items):]:
         change = _change(existing.get(item["id"]), item)
         setattr(report, f"conversation_{change}", getattr(report, f"conversation_{change}") + 1)
@@ -1523,6 +1717,7 @@ def _same(doc, item: dict[str, Any]) -> bool:
 __all__ = [
     "CONVERSATIONS_DIR",
     "EMBEDDINGS_FILE",
+    "MAX_NESTING",
     "MEMORY_STORE_FILE",
     "ConversationFile",
     "ConversationItems",

@@ -19,6 +19,9 @@ from brain.embeddings import LocalMiniLMEmbedder
 from brain.rag_store import RagStore
 from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub
 
+# the session fails when a test reads anything beside the repository (see tests/outside_reads.py)
+from tests.outside_reads import pytest_sessionfinish, pytest_sessionstart, pytest_terminal_summary  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

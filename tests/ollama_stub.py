@@ -16,7 +16,8 @@ Chat answers are deterministic too (:func:`stub_chat_reply`). ``chat_mode`` (cha
 server runs) makes ``/api/chat`` misbehave the ways a real server or proxy can: ``"ok"``,
 ``"not-json"`` (200 with an HTML body), ``"wrong-shape"`` (200 JSON without a message),
 ``"empty"`` (a message with no text), ``"error"`` (500 ``{"error": ...}``); ``chat_delay`` makes it
-slow. "Down" is simply a stopped stub (or a port nobody listens on).
+slow. "Down" is simply a stopped stub (or a port nobody listens on). ``hang = True`` makes it hung: it
+accepts every connection and reads the request, then never answers (until the stub stops).
 
 Usage::
 
@@ -102,6 +103,7 @@ class OllamaStub:
         chat_models: Iterable[str] = (),
         chat_mode: str = "ok",
         chat_delay: float = 0.0,
+        hang: bool = False,
     ):
         pairs = models.items() if isinstance(models, Mapping) else ((m, 768) for m in models)
         self.models: dict[str, int] = {_tag(name): dim for name, dim in pairs}
@@ -110,6 +112,8 @@ class OllamaStub:
         self.delay = delay
         self.chat_mode = chat_mode
         self.chat_delay = chat_delay
+        self.hang = hang
+        self._released = threading.Event()  # set when the stub stops: hung requests end then
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -118,6 +122,7 @@ class OllamaStub:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> OllamaStub:
+        self._released.clear()
         handler = type("Handler", (_Handler,), {"stub": self})
         # ThreadingHTTPServer uses daemon threads: a request stalled by ``delay`` cannot block shutdown.
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -129,6 +134,7 @@ class OllamaStub:
         return self
 
     def stop(self) -> None:
+        self._released.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -211,8 +217,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- routes ----------------------------------------------------------------------------
 
+    def _hung(self) -> bool:
+        """With ``hang`` on: wait, without answering, until the stub stops; then drop the connection."""
+        if not self.stub.hang:
+            return False
+        self.stub._released.wait()
+        self.close_connection = True
+        return True
+
     def do_GET(self) -> None:
         self.stub.record(RecordedRequest("GET", self.path, None))
+        if self._hung():
+            return
         if self.path == "/api/tags":
             names = [*self.stub.models, *sorted(self.stub.chat_models - set(self.stub.models))]
             self._send_json(200, {"models": [_model_entry(name) for name in names]})
@@ -226,6 +242,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self._read_body()
         self.stub.record(RecordedRequest("POST", self.path, body))
+        if self._hung():
+            return
         if self.path == "/api/chat":
             self._chat(body)
             return

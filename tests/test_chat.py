@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -270,7 +271,50 @@ def test_slow_ollama_does_not_hold_up_exchanges(make_chat, stub):
     assert [d.id for d in turns_of(chat.store, "conv-slow")] == [ex.user_turn_id, ex.assistant_turn_id]
     assert chat.wait_for_summaries(30)
     (summary,) = summaries_of(chat.store, "conv-slow")
-    assert summary.metadata["fallback"] is True and "did not answer within" in summary.metadata["fallback_reason"]
+    assert summary.metadata["fallback"] is True and "timed out" in summary.metadata["fallback_reason"]
+
+
+def test_hung_ollama_costs_one_deadline_and_health_says_so(make_chat, stub):
+    """A server that accepts the connection and never answers: one attempt, cut at the deadline (not at
+    BRAIN_SUMMARY_TIMEOUT per retry), then the extractive fallback; health says it timed out."""
+    stub.hang = True
+    chat = make_chat(summary_every_n=1, summary_timeout=120.0, summary_retries=3, summary_deadline_seconds=1.0)
+    started = time.monotonic()
+    chat.record_exchange("conv-hung", "My sister Lena lives in Oslo.", "Oslo is beautiful in June.")
+    assert chat.wait_for_summaries(60)
+    elapsed = time.monotonic() - started
+    (summary,) = summaries_of(chat.store, "conv-hung")
+    assert summary.metadata["fallback"] is True and summary.metadata["summarizer"] == "extractive"
+    assert "timed out: no answer within 1 s" in summary.metadata["fallback_reason"]
+    assert len(stub.chat_requests()) == 1  # the first attempt used the whole deadline; no retry outlived it
+    assert elapsed < 30  # one 1 s deadline, not 4 x 120 s (generous: the machine is shared)
+    health = chat.health()
+    assert health["reachable"] is False and "timed out" in health["last_error"]
+    assert health["fallback_summaries"] == 1 and health["fallback_for_seconds"] > 0
+
+
+def test_retries_share_the_deadline_and_the_first_timeout_shows_in_health(make_chat, stub):
+    stub.hang = True
+    chat = make_chat(summary_every_n=1, summary_timeout=0.3, summary_retries=20, summary_backoff_seconds=0.05,
+                     summary_deadline_seconds=4.0)
+    assert chat.health()["reachable"] is None  # nothing known yet
+    chat.record_exchange("conv-hung", "first question", "first answer")
+    # unresponsive as soon as the first attempt timed out, while the summary is still being tried
+    for _ in range(200):
+        health = chat.health()
+        if health["reachable"] is not None:
+            break
+        time.sleep(0.02)
+    assert health["reachable"] is False and "timed out: no answer within 0.3 s" in health["last_error"]
+    assert chat.pending_summaries() == 1
+    assert chat.wait_for_summaries(60)
+    (summary,) = summaries_of(chat.store, "conv-hung")
+    reason = summary.metadata["fallback_reason"]
+    assert summary.metadata["fallback"] is True
+    assert "no model summary within BRAIN_SUMMARY_DEADLINE_SECONDS=4" in reason and "timed out" in reason
+    attempts = len(stub.chat_requests())
+    assert 2 <= attempts < 21  # retried, but the deadline ended it before the retries ran out
+    assert f"after {attempts} attempts;" in reason
 
 
 def test_garbage_is_retried_then_falls_back_and_later_jobs_skip_the_wait(make_chat, stub):

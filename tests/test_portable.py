@@ -16,10 +16,12 @@ import portable_ai_memory as pam
 import pytest
 import rfc8785
 from portable_ai_memory.models import MemoryObject
+from portable_ai_memory.schemas import load_schema
 
 from brain.config import Settings
 from brain.errors import ValidationError
 from brain.portable import (
+    CONVERSATIONS_DIR,
     EMBEDDINGS_FILE,
     MEMORY_STORE_FILE,
     content_hash,
@@ -31,7 +33,8 @@ from brain.portable import (
 )
 from brain.rag_store import RagStore
 
-SPEC = Path(__file__).resolve().parent.parent.parent / "shared" / "specs" / "pam"
+#: the PAM specification's example files (see tests/fixtures/pam/README.md for their source)
+EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "pam"
 OWNER = "7d1f6a52-0d0e-4a8b-b3a4-2c9f5f3b1e77"
 
 
@@ -87,9 +90,16 @@ def load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+_SCHEMA_NAMES = {
+    "portable-ai-memory": "memory-store",
+    "portable-ai-memory-embeddings": "embeddings",
+    "portable-ai-memory-conversation": "conversation",
+}
+
+
 def official_validator(name: str) -> jsonschema.Draft202012Validator:
-    schema = load(SPEC / "schemas" / f"{name}.schema.json")
-    return jsonschema.Draft202012Validator(schema)
+    """The official JSON Schema ``name`` (as the package ships it), with the reference Python validator."""
+    return jsonschema.Draft202012Validator(load_schema(_SCHEMA_NAMES[name]))
 
 
 # ---- the spec's deterministic operations ---------------------------------------------------------
@@ -115,7 +125,7 @@ def test_content_hash_value_and_difference():
 
 
 def test_content_hash_matches_the_spec_examples():
-    for mem in load(SPEC / "examples" / "example-memory-store.json")["memories"]:
+    for mem in load(EXAMPLES / "example-memory-store.json")["memories"]:
         assert content_hash(mem["content"]) == mem["content_hash"]
 
 
@@ -237,7 +247,8 @@ def test_export_without_embeddings(embedded_store, tmp_path):
     assert (out / EMBEDDINGS_FILE).exists()
     report = export_pam(embedded_store, out, embeddings=False)
     assert report.embeddings is None and report.embeddings_written == 0
-    assert report.removed_stale_embeddings  # the older file would no longer match
+    assert report.removed == [EMBEDDINGS_FILE]  # brain's older file would no longer match
+    assert report.replaced == [MEMORY_STORE_FILE]
     assert sorted(p.name for p in out.iterdir()) == [MEMORY_STORE_FILE]
     doc = load(out / MEMORY_STORE_FILE)
     assert all(m.get("embedding_ref") is None for m in doc["memories"])
@@ -271,6 +282,113 @@ def test_export_refuses_a_file_as_directory(embedded_store, tmp_path):
     target.write_text("{}")
     with pytest.raises(ValidationError, match="is a file"):
         export_pam(embedded_store, target)
+
+
+# ---- the export directory: only brain's own files are ever replaced or deleted -------------------
+def tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+FOREIGN_EMBEDDINGS = b'{"schema": "portable-ai-memory-embeddings", "embeddings": [{"id": "v1", "memory_id": "m1"}]}'
+
+
+@pytest.mark.parametrize("embeddings", [True, False])
+def test_export_refuses_a_directory_that_is_not_a_brain_export(embedded_store, tmp_path, embeddings):
+    fill(embedded_store)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / EMBEDDINGS_FILE).write_bytes(FOREIGN_EMBEDDINGS)
+    (out / "notes.txt").write_text("mine")
+    before = tree(out)
+    with pytest.raises(ValidationError, match=r"is not empty \(embeddings\.json, notes\.txt\) and holds no brain "
+                                              r"export; nothing was written.*--force"):
+        export_pam(embedded_store, out, embeddings=embeddings)
+    assert tree(out) == before
+    # another producer's memory store is not a brain export either
+    (out / MEMORY_STORE_FILE).write_text(json.dumps({"schema": "portable-ai-memory", "exported_by": "gines/0.5.0"}))
+    with pytest.raises(ValidationError, match="holds no brain export"):
+        export_pam(embedded_store, out, embeddings=embeddings)
+
+
+def test_export_with_force_overwrites_same_names_and_deletes_nothing(embedded_store, tmp_path):
+    fill(embedded_store)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / EMBEDDINGS_FILE).write_bytes(FOREIGN_EMBEDDINGS)
+    (out / MEMORY_STORE_FILE).write_text('{"mine": true}')
+    (out / "notes.txt").write_text("mine")
+    report = export_pam(embedded_store, out, embeddings=False, force=True)
+    assert report.replaced == [MEMORY_STORE_FILE] and report.removed == []
+    assert (out / EMBEDDINGS_FILE).read_bytes() == FOREIGN_EMBEDDINGS  # not brain's: never deleted
+    assert (out / "notes.txt").read_text() == "mine"
+    assert any(f"{out / EMBEDDINGS_FILE} was not written by brain" in w for w in report.warnings)
+    assert load(out / MEMORY_STORE_FILE)["exported_by"].startswith("brain/")
+    # from now on the directory is a brain export; its embeddings.json is still not brain's
+    again = export_pam(embedded_store, out, embeddings=False)
+    assert again.replaced == [MEMORY_STORE_FILE] and again.removed == []
+    assert (out / EMBEDDINGS_FILE).read_bytes() == FOREIGN_EMBEDDINGS
+    # with embeddings, brain writes its own file in that place (listed as replaced)
+    with_vectors = export_pam(embedded_store, out)
+    assert with_vectors.replaced == [EMBEDDINGS_FILE, MEMORY_STORE_FILE]
+    assert len(load(out / EMBEDDINGS_FILE)["embeddings"]) == 5
+
+
+def test_export_replaces_a_previous_brain_export_file_for_file(embedded_store, tmp_path):
+    fill_conversations(embedded_store)
+    out = tmp_path / "out"
+    first = export_pam(embedded_store, out)
+    assert first.replaced == [] and first.removed == []
+    (out / "notes.txt").write_text("mine")
+    (out / CONVERSATIONS_DIR / "my-chat.json").write_text('{"provider": {"name": "brain"}}')  # not in the index
+    ours = sorted(set(tree(out)) - {"notes.txt", "conversations/my-chat.json"})
+    same = export_pam(embedded_store, out)
+    assert same.replaced == ours and same.removed == []
+    embedded_store.delete(type="turn", where={"conversation_id": "conv-a"})
+    embedded_store.delete(type="summary", where={"conversation_id": "conv-a"})
+    fewer = export_pam(embedded_store, out, embeddings=False)
+    assert fewer.removed == ["conversations/conv-a.json", EMBEDDINGS_FILE]
+    assert set(fewer.replaced) == set(ours) - set(fewer.removed)
+    assert sorted(tree(out)) == sorted(set(fewer.replaced) | {"notes.txt", "conversations/my-chat.json"})
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_export_into_an_existing_empty_directory(embedded_store, tmp_path):
+    fill(embedded_store)
+    (tmp_path / "empty").mkdir()
+    report = export_pam(embedded_store, tmp_path / "empty")
+    assert report.memories == 5 and report.replaced == [] and report.removed == []
+
+
+def test_cli_export_refuses_then_forces(embedded_store, tmp_path, monkeypatch, local_embedder):
+    from click.testing import CliRunner
+
+    import brain.embeddings
+    import brain.rag_store
+    from brain.cli import cli
+
+    fill(embedded_store)
+    embedded_store.close()  # the CLI opens the same data directory
+    monkeypatch.setenv("BRAIN_DATA_DIR", str(embedded_store.settings.data_dir))
+    monkeypatch.setattr(brain.rag_store, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / EMBEDDINGS_FILE).write_bytes(FOREIGN_EMBEDDINGS)
+    refused = CliRunner().invoke(cli, ["export", str(out), "--no-embeddings"])
+    assert refused.exit_code == 1 and refused.stdout == ""
+    assert "holds no brain export; nothing was written" in refused.stderr and "--force" in refused.stderr
+    assert sorted(tree(out)) == [EMBEDDINGS_FILE]
+    forced = CliRunner().invoke(cli, ["export", str(out), "--no-embeddings", "--force"])
+    assert forced.exit_code == 0, forced.stderr
+    assert "exported 5 memories" in forced.stdout and "warning:" in forced.stdout
+    assert (out / EMBEDDINGS_FILE).read_bytes() == FOREIGN_EMBEDDINGS
+    again = CliRunner().invoke(cli, ["--json", "export", str(out)])
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["replaced"] == [EMBEDDINGS_FILE, MEMORY_STORE_FILE]
+    plain = CliRunner().invoke(cli, ["export", str(out), "--no-embeddings"])
+    assert plain.exit_code == 0, plain.stderr
+    assert f"removed (of the previous export, no longer written): {EMBEDDINGS_FILE}" in plain.stdout
+    assert "replaced: memory-store.json" in plain.stdout and not (out / EMBEDDINGS_FILE).exists()
 
 
 # ---- import --------------------------------------------------------------------------------------
@@ -345,12 +463,12 @@ def test_import_of_a_changed_memory_updates_it_by_id(embedded_store, open_store,
 def example_dir(tmp_path: Path, embeddings: bool = True) -> Path:
     folder = tmp_path / "example"
     folder.mkdir(exist_ok=True)
-    shutil.copy(SPEC / "examples" / "example-memory-store.json", folder / MEMORY_STORE_FILE)
+    shutil.copy(EXAMPLES / "example-memory-store.json", folder / MEMORY_STORE_FILE)
     if embeddings:
-        shutil.copy(SPEC / "examples" / "example-embeddings.json", folder / EMBEDDINGS_FILE)
+        shutil.copy(EXAMPLES / "example-embeddings.json", folder / EMBEDDINGS_FILE)
     # the spec ships one conversation file; the index names three: the other two are copies of it
     (folder / "conversations").mkdir(exist_ok=True)
-    conversation = load(SPEC / "examples" / "example-conversation.json")
+    conversation = load(EXAMPLES / "example-conversation.json")
     for entry in load(folder / MEMORY_STORE_FILE)["conversations_index"]:
         (folder / entry["storage"]["ref"]).write_text(json.dumps({**conversation, "id": entry["id"]}))
     return folder
@@ -362,7 +480,7 @@ def test_import_the_spec_example_regenerates_foreign_vectors(open_store, countin
     store = open_store("store", counting)
     report = import_pam(store, folder)
     contents = [m["content"] for m in example["memories"]]
-    messages = [m["content"]["text"] for m in load(SPEC / "examples" / "example-conversation.json")["messages"]]
+    messages = [m["content"]["text"] for m in load(EXAMPLES / "example-conversation.json")["messages"]]
     assert report.new == 5 and report.vectors_embedded == 5 and report.vectors_reused == 0
     # example-model-8d vectors are not ours; turns are embedded from their text (3 conversations)
     assert sorted(counting.document_texts) == sorted(contents + messages * 3)
@@ -410,7 +528,7 @@ def test_import_without_embeddings_file_or_with_null_refs(open_store, counting, 
     doc["relations"], doc["conversations_index"] = [], []
     del doc["integrity"], doc["signature"]
     (folder / MEMORY_STORE_FILE).write_text(json.dumps(doc))
-    shutil.copy(SPEC / "examples" / "example-embeddings.json", folder / EMBEDDINGS_FILE)
+    shutil.copy(EXAMPLES / "example-embeddings.json", folder / EMBEDDINGS_FILE)
     (folder / EMBEDDINGS_FILE).write_text(json.dumps({**load(folder / EMBEDDINGS_FILE), "embeddings": []}))
     assert import_pam(store, folder).new == 5
     assert store.count("memory") == 10
@@ -425,16 +543,167 @@ def test_vectors_reused_only_for_the_same_model_and_dimension(embedded_store, op
     content = {m["id"]: m["content"] for m in doc["memories"]}
     renamed, resized = emb["embeddings"][0], emb["embeddings"][1]
     renamed["model"] = "openai/text-embedding-3-small"  # same dimension, another model
-    resized["dimensions"], resized["vector"] = 3, resized["vector"][:3]  # same model name, other dimension
+    resized["model"] = "example/model-3d"  # another model, another dimension
+    resized["dimensions"], resized["vector"] = 3, resized["vector"][:3]
     (out / EMBEDDINGS_FILE).write_text(json.dumps(emb))
     store = open_store("target", counting)
     report = import_pam(store, out)
-    assert (report.vectors_reused, report.vectors_embedded) == (3, 2)
+    assert (report.vectors_reused, report.vectors_embedded, report.vectors_normalised) == (3, 2, 0)
     assert sorted(counting.document_texts) == sorted([content[renamed["memory_id"]], content[resized["memory_id"]]])
     source = {d.id: d.embedding for d in embedded_store.get(type="memory", include_embeddings=True)}
     for d in store.get(type="memory", include_embeddings=True):
         # reused ones bit for bit; regenerated ones by the same model from the same text
         assert np.allclose(d.embedding, source[d.id], atol=1e-6)
+
+
+# ---- imported vectors are checked, and stored unit length ------------------------------------------
+def exported_with_vectors(store: RagStore, out: Path) -> tuple[dict, dict]:
+    fill(store)
+    export_pam(store, out)
+    emb = load(out / EMBEDDINGS_FILE)
+    emb["embeddings"].sort(key=lambda e: e["memory_id"])
+    return load(out / MEMORY_STORE_FILE), emb
+
+
+def test_a_vector_that_is_not_unit_length_is_stored_normalised(embedded_store, open_store, counting, tmp_path):
+    out = tmp_path / "out"
+    _, emb = exported_with_vectors(embedded_store, out)
+    sevens, doubled = emb["embeddings"][0], emb["embeddings"][1]
+    sevens["vector"] = [7.0] * sevens["dimensions"]  # labelled with our model, all 7.0
+    original = np.asarray(doubled["vector"], dtype=np.float32)
+    doubled["vector"] = [2.0 * v for v in doubled["vector"]]
+    (out / EMBEDDINGS_FILE).write_text(json.dumps(emb))
+    target = open_store("target", counting)
+    report = import_pam(target, out)
+    assert (report.vectors_reused, report.vectors_embedded, report.vectors_normalised) == (5, 0, 2)
+    assert any("2 vectors of local/minilm-l6-v2 were not unit length" in w for w in report.warnings)
+    assert report.to_dict()["vectors_normalised"] == 2
+    assert counting.document_texts == []
+    stored = {d.id: d.embedding for d in target.get(type="memory", include_embeddings=True)}
+    for vector in stored.values():
+        assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-6
+    dim = sevens["dimensions"]
+    assert np.allclose(stored[sevens["memory_id"]], np.full(dim, 1 / np.sqrt(dim)), atol=1e-6)
+    assert np.allclose(stored[doubled["memory_id"]], original, atol=1e-6)
+
+
+NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e999"]
+
+
+@pytest.mark.parametrize("value", NON_FINITE)
+@pytest.mark.parametrize("model", ["ours", "another"])
+def test_a_vector_with_a_non_finite_value_is_refused(embedded_store, open_store, counting, tmp_path, value, model):
+    out = tmp_path / "out"
+    _, emb = exported_with_vectors(embedded_store, out)
+    bad = emb["embeddings"][2]
+    if model == "another":
+        bad["model"] = "openai/text-embedding-3-small"
+    bad["vector"][7] = "SENTINEL"
+    (out / EMBEDDINGS_FILE).write_text(json.dumps(emb).replace('"SENTINEL"', value))
+    target = open_store("target", counting)
+    target.upsert_memory("Already here before the import")
+    before = snapshot(target)
+    counting.document_texts.clear()
+    with pytest.raises(ValidationError) as caught:
+        import_pam(target, out)
+    message = str(caught.value)
+    assert f"embeddings.json: embeddings[2].vector: embedding {bad['id']!r} of memory {bad['memory_id']!r} has a " \
+           f"value that is not a finite number" in message, message
+    assert "nothing was written" in message and caught.value.problems[0]["item"] == 2
+    assert snapshot(target) == before and counting.document_texts == []
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda e: e.update(dimensions=3, vector=e["vector"][:3]),
+     r"embeddings\[1\]\.dimensions: embedding '[^']+' of memory '[^']+' is labelled local/minilm-l6-v2, whose "
+     r"vectors have 384 dimensions, but has 3"),
+    (lambda e: e.update(vector=[0.0] * 384),
+     r"embeddings\[1\]\.vector: embedding '[^']+' of memory '[^']+' is all zeros"),
+    (lambda e: e.update(vector=e["vector"][:-1]), r"embeddings\[1\]\.vector: embedding '[^']+' of memory '[^']+' has "
+                                                  r"383 values but dimensions is 384"),
+], ids=["other-dimension", "zeros", "short"])
+def test_a_vector_that_cannot_be_our_models_is_refused(embedded_store, open_store, counting, tmp_path, change,
+                                                       expected):
+    out = tmp_path / "out"
+    _, emb = exported_with_vectors(embedded_store, out)
+    change(emb["embeddings"][1])
+    (out / EMBEDDINGS_FILE).write_text(json.dumps(emb))
+    target = open_store("target", counting)
+    with pytest.raises(ValidationError, match=expected) as caught:
+        import_pam(target, out)
+    assert "nothing was written" in str(caught.value) and emb["embeddings"][1]["memory_id"] in str(caught.value)
+    assert target.count() == 0 and counting.document_texts == []
+
+
+# ---- deeply nested files: a clean error naming the file, nothing written ---------------------------
+def nested(depth: int, leaf="x"):
+    value = leaf
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+DEEP = "__deep__"
+
+
+def deep_text(depth: int, as_list: bool = False) -> str:
+    """JSON text nested ``depth`` levels (the standard library's encoder cannot write 5,000)."""
+    return ("[" * depth + '"x"' + "]" * depth) if as_list else ('{"a":' * depth + '"x"' + "}" * depth)
+
+
+def deep_memory_metadata(doc, emb, conv):
+    doc["memories"][0]["metadata"]["deep"] = DEEP
+    return MEMORY_STORE_FILE, "memories[0].metadata.deep", False
+
+
+def deep_root(doc, emb, conv):
+    doc["deep"] = DEEP
+    return MEMORY_STORE_FILE, "deep", True
+
+
+def deep_embeddings(doc, emb, conv):
+    emb["embeddings"][0]["extra"] = DEEP
+    return EMBEDDINGS_FILE, "embeddings[0].extra", False
+
+
+def deep_conversation(doc, emb, conv):
+    conv["raw_metadata"]["deep"] = DEEP
+    return "conversations/conv-a.json", "raw_metadata.deep", False
+
+
+@pytest.mark.parametrize("place", [deep_memory_metadata, deep_root, deep_embeddings, deep_conversation])
+@pytest.mark.parametrize("depth", [500, 5000])
+def test_a_deeply_nested_file_is_refused_cleanly(embedded_store, open_store, tmp_path, place, depth):
+    fill_conversations(embedded_store)
+    out = export_pam(embedded_store, tmp_path / "out").out_dir
+    doc, emb, conv = load(out / MEMORY_STORE_FILE), load(out / EMBEDDINGS_FILE), load(_conv_a(out))
+    file, where, as_list = place(doc, emb, conv)
+    doc.pop("integrity")
+    for path, data in ((out / MEMORY_STORE_FILE, doc), (out / EMBEDDINGS_FILE, emb), (_conv_a(out), conv)):
+        path.write_text(json.dumps(data).replace(json.dumps(DEEP), deep_text(depth, as_list)))
+    target = open_store("target")
+    with pytest.raises(ValidationError) as caught:
+        import_pam(target, out)
+    message = str(caught.value)
+    assert message.startswith(f"{file}: ") and "nothing was written" in message, message
+    assert "nested more than 64 levels deep" in message
+    # the JSON path where it goes too deep; beyond what the parser reads at all, the line and column
+    assert message.startswith(f"{file}: {where}" if depth == 500 else f"{file}: line 1, column ")
+    assert target.count() == 0
+
+
+def test_nesting_up_to_the_limit_imports(embedded_store, open_store, tmp_path):
+    out = tmp_path / "out"
+    doc, _ = exported_with_vectors(embedded_store, out)
+    # root, memories, the memory, metadata: 4 levels, then 60 more; brackets inside strings do not count
+    doc["memories"][0]["metadata"]["deep"] = nested(60, leaf="[[[[{{{{" * 40)
+    doc.pop("integrity")
+    (out / MEMORY_STORE_FILE).write_text(json.dumps(doc))
+    assert import_pam(open_store("target"), out).new == 5
+    doc["memories"][0]["metadata"]["deep"] = nested(61)
+    (out / MEMORY_STORE_FILE).write_text(json.dumps(doc))
+    with pytest.raises(ValidationError, match="nested more than 64 levels deep"):
+        import_pam(open_store("other"), out)
 
 
 def test_import_from_the_package_writer_with_its_checksum(open_store, tmp_path):
@@ -968,9 +1237,10 @@ def test_export_without_conversations(embedded_store, tmp_path):
     out = tmp_path / "out"
     first = export_pam(embedded_store, out)
     assert first.conversations == 3 and len(list(first.conversations_dir.iterdir())) == 3
+    written = sorted(f"conversations/{p.name}" for p in first.conversations_dir.iterdir())
     report = export_pam(embedded_store, out, conversations=False)
     assert (report.conversations, report.messages, report.summaries) == (0, 0, 0)
-    assert report.conversations_dir is None and report.removed_stale_conversations == 3
+    assert report.conversations_dir is None and report.removed == written
     assert list((out / "conversations").iterdir()) == []
     doc = load(out / MEMORY_STORE_FILE)
     assert "conversations_index" not in doc
@@ -1007,7 +1277,8 @@ def test_export_removes_only_its_own_stale_conversation_files(tmp_path, local_em
         (out / "conversations" / "notes.json").write_text('{"mine": true}')
         store.delete(type="turn", where={"conversation_id": "conv-gone"})
         report = export_pam(store, out)
-    assert report.removed_stale_conversations == 1
+    assert report.removed == ["conversations/conv-gone.json"]
+    assert report.replaced == sorted(["conversations/conv-keep.json", EMBEDDINGS_FILE, MEMORY_STORE_FILE])
     assert not (out / "conversations" / "conv-gone.json").exists()
     assert (out / "conversations" / "conv-keep.json").exists()
     assert (out / "conversations" / "notes.json").read_text() == '{"mine": true}'  # not ours: kept

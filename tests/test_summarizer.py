@@ -59,6 +59,29 @@ def test_slow_ollama_times_out_as_unavailable(stub):
     assert time.monotonic() - started < 2.5  # gave up at its timeout, not when the server answered
 
 
+def test_hung_ollama_times_out_at_the_callers_limit(stub):
+    stub.hang = True  # accepts the connection, never answers
+    summarizer = OllamaSummarizer(host=stub.url, timeout=120)
+    started = time.monotonic()
+    with pytest.raises(SummarizerUnavailable, match=r"timed out: no answer within 0\.5 s"):
+        summarizer.summarize(TURNS, timeout=0.5)
+    assert time.monotonic() - started < 30  # the call's limit, not the summariser's 120 s
+    assert len(stub.chat_requests()) == 1
+    with pytest.raises(SummarizerUnavailable, match=r"timed out: no answer to /api/tags"):
+        summarizer.ping()
+
+
+def test_a_longer_call_limit_than_the_summarizers_own_is_capped(stub):
+    stub.chat_delay = 3.0
+    summarizer = OllamaSummarizer(host=stub.url, timeout=0.3)
+    with pytest.raises(SummarizerUnavailable, match=r"no answer within 0\.3 s"):
+        summarizer.summarize(TURNS, timeout=60)
+
+
+def test_the_extractive_summary_takes_a_timeout_too():
+    assert ExtractiveSummarizer().summarize(TURNS, timeout=0.001) == ExtractiveSummarizer().summarize(TURNS)
+
+
 @pytest.mark.parametrize("mode", ["not-json", "wrong-shape", "empty"])
 def test_garbage_answers_are_summarizer_errors(stub, mode):
     stub.chat_mode = mode
@@ -93,6 +116,15 @@ def test_clean_summary_drops_reasoning_and_caps_length():
     long = " ".join(f"Sentence number {i} is here." for i in range(400))
     cut = clean_summary(long)
     assert len(cut) <= MAX_SUMMARY_CHARS and cut.endswith(".") and long.startswith(cut)
+
+
+def test_the_summary_deadline_setting():
+    from brain.errors import ConfigError
+
+    assert Settings().summary_deadline_seconds == 60.0
+    assert Settings(summary_deadline_seconds=5).summary_deadline_seconds == 5.0
+    with pytest.raises(ConfigError, match="BRAIN_SUMMARY_DEADLINE_SECONDS"):
+        Settings(summary_deadline_seconds=0)
 
 
 def test_get_summarizer_reads_settings():

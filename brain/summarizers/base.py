@@ -36,8 +36,10 @@ class Summarizer(Protocol):
 
     name: str
 
-    def summarize(self, turns: Sequence[TurnText]) -> str:
-        """A summary of ``turns`` (in order); raises :class:`SummarizerError` or :class:`SummarizerUnavailable`."""
+    def summarize(self, turns: Sequence[TurnText], *, timeout: float | None = None) -> str:
+        """A summary of ``turns`` (in order); raises :class:`SummarizerError` or :class:`SummarizerUnavailable`.
+        ``timeout``: give up after this many seconds (the caller's time left; None: the summariser's own
+        limit). A summariser that needs no time may ignore it."""
         ...
 
     def ping(self) -> None:

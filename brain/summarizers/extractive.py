@@ -44,7 +44,7 @@ class ExtractiveSummarizer:
     def ping(self) -> None:
         """Always usable."""
 
-    def summarize(self, turns: Sequence[TurnText]) -> str:
+    def summarize(self, turns: Sequence[TurnText], *, timeout: float | None = None) -> str:
         sentences: list[tuple[str, str]] = []  # (speaker, sentence) in conversation order
         for turn in turns:
             for sentence in _SENTENCE_END.split(" ".join(turn.text.split())):

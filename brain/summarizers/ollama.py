@@ -57,16 +57,24 @@ class OllamaSummarizer:
                 self._client = open_ollama_client(self.host, self.timeout, SummarizerUnavailable)
             return self._client
 
-    def summarize(self, turns: Sequence[TurnText]) -> str:
+    def summarize(self, turns: Sequence[TurnText], *, timeout: float | None = None) -> str:
+        """The model's summary; ``timeout`` (seconds, at most the summariser's own) bounds this call."""
         if not turns:
             raise SummarizerError("nothing to summarise: no turns given")
+        limit = self.timeout if timeout is None else min(float(timeout), self.timeout)
+        if limit < self.timeout:  # a client of its own: the shared one keeps the configured timeout
+            with open_ollama_client(self.host, limit, SummarizerUnavailable) as client:
+                return self._summarize(client, turns, limit)
+        return self._summarize(self._get_client(), turns, limit)
+
+    def _summarize(self, client: ollama.Client, turns: Sequence[TurnText], limit: float) -> str:
         first, last = turns[0].turn_index, turns[-1].turn_index
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": f"Conversation turns {first} to {last}:\n\n{transcript(turns)}"},
         ]
         try:
-            response = self._get_client().chat(
+            response = client.chat(
                 model=self.model,
                 messages=messages,
                 stream=False,
@@ -78,8 +86,9 @@ class OllamaSummarizer:
             ) from None
         except httpx.TimeoutException:
             raise SummarizerUnavailable(
-                f"Ollama at {self.host} did not answer within {self.timeout:g}s while summarising with "
-                f"{self.model!r}; raise BRAIN_SUMMARY_TIMEOUT or use a smaller BRAIN_SUMMARY_MODEL"
+                f"Ollama at {self.host} timed out: no answer within {limit:.3g} s while summarising with "
+                f"{self.model!r}; raise BRAIN_SUMMARY_TIMEOUT and BRAIN_SUMMARY_DEADLINE_SECONDS or use a smaller "
+                "BRAIN_SUMMARY_MODEL"
             ) from None
         except httpx.TransportError as exc:
             raise SummarizerUnavailable(f"the connection to Ollama at {self.host} failed: {exc}") from None
@@ -100,9 +109,14 @@ class OllamaSummarizer:
 
     def ping(self) -> None:
         """One short request to ``/api/tags``: is Ollama up and is the model pulled?"""
+        timeout = min(self.timeout, PING_TIMEOUT)
         try:
-            client = ollama.Client(host=self.host, timeout=min(self.timeout, PING_TIMEOUT))
+            client = ollama.Client(host=self.host, timeout=timeout)
             listed = client.list()
+        except httpx.TimeoutException:  # it accepts connections but does not answer: hung or overloaded
+            raise SummarizerUnavailable(
+                f"Ollama at {self.host} timed out: no answer to /api/tags within {timeout:.3g} s"
+            ) from None
         except (ConnectionError, httpx.TransportError, httpx.InvalidURL):
             raise SummarizerUnavailable(f"cannot reach Ollama at {self.host}") from None
         except (ollama.ResponseError, ValueError) as exc:
