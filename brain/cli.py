@@ -650,8 +650,8 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
     longer needs are removed and listed), unless --force."""
     from brain.portable import export_pam
 
-    report = export_pam(state.store(create=False), out_dir, embeddings=not no_embeddings, conversations=not no_conversations,
-                        owner_id=owner, force=force)
+    report = export_pam(state.store(create=False), out_dir, embeddings=not no_embeddings,
+                        conversations=not no_conversations, owner_id=owner, force=force)
     emit(state, report.to_dict(), lambda: "\n".join(
         [f"exported {report.memories} memories to {report.memory_store}"
          + (f", {report.embeddings_written} vectors to {report.embeddings}" if report.embeddings else "")
