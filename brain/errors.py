@@ -48,6 +48,12 @@ class StoreLocked(StoreUnavailable):
     """Another process has the embedded data directory open (embedded Chroma is single-process)."""
 
 
+class StoreError(StoreUnavailable):
+    """Chroma failed or refused an operation on the collection (an internal error, a request it
+    cannot serve). The message names the operation and what to check; nothing of a failed write is
+    kept by brain's own state."""
+
+
 class NotFound(BrainError, KeyError):
     """No document with that id."""
 

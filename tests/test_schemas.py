@@ -326,7 +326,7 @@ def test_trailing_newline_is_rejected(doc_type, meta, field):
 # --- memory -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("given, stored", [(1, 1), (5, 5), ("4", 4), (2.0, 2)])
+@pytest.mark.parametrize("given, stored", [(1, 1), (5, 5), (2.0, 2)])
 def test_importance_accepted(given, stored):
     out = validate_metadata("memory", {"timestamp": TS, "importance": given}).to_chroma()
     assert out["importance"] == stored and type(out["importance"]) is int
@@ -339,6 +339,7 @@ def test_importance_accepted(given, stored):
         (6, "importance must be between 1 and 5, got 6"),
         (-1, "importance must be between 1 and 5, got -1"),
         ("high", "importance must be an integer between 1 and 5, got 'high'"),
+        ("5", "importance must be an integer between 1 and 5, got '5'"),
         (3.5, "importance must be an integer between 1 and 5, got 3.5"),
         (True, "importance must be an integer between 1 and 5, got True"),
         (False, "importance must be an integer between 1 and 5, got False"),
@@ -372,9 +373,24 @@ def test_non_string_tags_are_rejected(tags):
     assert err.problems[0]["field"] == "tags"
 
 
-def test_entity_given_explicitly_is_kept():
+def test_entity_alone_is_the_scope():
     out = validate_metadata("memory", {"timestamp": TS, "entity": "bob"}).to_chroma()
-    assert out["entity"] == "bob" and out["scope"] == "global"
+    assert out["entity"] == "bob" and out["scope"] == "entity:bob"
+
+
+def test_a_global_memory_has_no_entity():
+    err = invalid("memory", {"timestamp": TS, "scope": "global", "entity": "bob"})
+    assert str(err) == ("entity 'bob' and scope 'global' disagree: a memory about 'bob' is stored in scope "
+                        "'entity:bob'; give only the entity, or only the scope")
+    assert err.problems[0]["field"] == "entity"
+    assert "entity" not in validate_metadata("memory", {"timestamp": TS}).to_chroma()
+
+
+@pytest.mark.parametrize("entity, message", [("", "the entity is empty"), ("  ", "the entity is empty"),
+                                             (7, "an entity is a name")])
+def test_bad_entity_is_named(entity, message):
+    err = invalid("memory", {"timestamp": TS, "entity": entity})
+    assert message in str(err) and err.problems[0]["field"] == "entity"
 
 
 def test_entity_equal_to_scope_is_accepted():
@@ -384,7 +400,7 @@ def test_entity_equal_to_scope_is_accepted():
 
 def test_entity_contradicting_scope_is_rejected():
     err = invalid("memory", {"timestamp": TS, "scope": "entity:bob", "entity": "alice"})
-    assert "entity 'alice' does not match scope 'entity:bob'" in str(err)
+    assert "entity 'alice' and scope 'entity:bob' disagree" in str(err)
 
 
 @pytest.mark.parametrize("conv", ["c1", "conv-", "conv_1", "conv-!x", "", 7])
