@@ -515,6 +515,11 @@ class MemoryMetadata(BaseMetadata):
     @classmethod
     def _scope_from_entity(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("entity") is not None:
+            if data.get("scope") is not None:
+                try:
+                    check_scope(data["scope"])
+                except ValueError:
+                    return data  # the scope field reports its own problem
             try:
                 scope = memory_scope(data.get("scope"), data["entity"])
             except ValueError as exc:
