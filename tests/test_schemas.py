@@ -11,6 +11,14 @@ import pytest
 from brain.errors import BrainError, ValidationError
 from brain.schemas import (
     DOC_TYPES,
+    MAX_KEY_LENGTH,
+    MAX_LIST_ITEM_LENGTH,
+    MAX_LIST_ITEMS,
+    MAX_METADATA_ENTRIES,
+    MAX_METADATA_KEYS,
+    MAX_STRING_LENGTH,
+    MAX_TAG_LENGTH,
+    MAX_TAGS,
     DocType,
     FaqMetadata,
     MemoryMetadata,
@@ -673,16 +681,6 @@ def test_times_outside_the_utc_range_are_validation_errors(ts):
 
 
 # --- limits -----------------------------------------------------------------------------------
-from brain.schemas import (  # noqa: E402
-    MAX_KEY_LENGTH,
-    MAX_LIST_ITEM_LENGTH,
-    MAX_LIST_ITEMS,
-    MAX_METADATA_ENTRIES,
-    MAX_METADATA_KEYS,
-    MAX_STRING_LENGTH,
-    MAX_TAG_LENGTH,
-    MAX_TAGS,
-)
 
 
 def test_limits_leave_room_below_chromas_breaking_point():
