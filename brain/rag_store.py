@@ -42,13 +42,13 @@ from brain.results import Document, Hit, MemoryHit
 from brain.schemas import (
     GLOBAL_SCOPE,
     DocType,
-    valid_conversation_id,
+    check_extra_metadata,
     from_chroma,
     model_for,
-    check_extra_metadata,
     parse_timestamp,
     read_stored,
     utc_now,
+    valid_conversation_id,
     validate_metadata,
     visible_scopes,
 )
@@ -574,6 +574,7 @@ class RagStore:
         if not ids:
             return unique
         self._stored(ids, stored)
+        _refuse_scope_moves(unique, stored)
         keep_vector: list[dict[str, Any]] = []
         out = []
         for p in unique:
@@ -1110,6 +1111,21 @@ class RagStore:
             "unusable_rows": None if self._indexes is None else {
                 t: len(index.problems()) for t, index in self._indexes.items()},
         }
+
+
+def _refuse_scope_moves(unique: list[dict[str, Any]], stored: dict) -> None:
+    """A write under the id of a stored memory of another scope (only an explicit id can do that)
+    would move the memory to where other entities see it: refused, the whole batch."""
+    problems = []
+    for p in unique:
+        old = (stored.get(p["id"]) or (None, None))[1]
+        if old and old.get("type") == p["meta"].type == DocType.MEMORY.value \
+                and old.get("scope", GLOBAL_SCOPE) != p["meta"].scope:
+            problems.append({"item": None, "field": "scope", "message": (
+                f"memory {p['id']!r} is stored in scope {old.get('scope')!r}, not {p['meta'].scope!r}: a memory's "
+                f"scope never changes; store it without an id, or delete the old one first")})
+    if problems:
+        raise ValidationError("; ".join(p["message"] for p in problems) + " (nothing was written)", problems)
 
 
 def _merged_memory(old, new):

@@ -84,11 +84,6 @@ MAX_TAGS = 100
 MAX_TAG_LENGTH = 100
 #: keys plus list items of one document (what Chroma stores as rows)
 MAX_METADATA_ENTRIES = 2_048
-LIMITS = {
-    "MAX_METADATA_KEYS": MAX_METADATA_KEYS, "MAX_KEY_LENGTH": MAX_KEY_LENGTH, "MAX_STRING_LENGTH": MAX_STRING_LENGTH,
-    "MAX_LIST_ITEMS": MAX_LIST_ITEMS, "MAX_LIST_ITEM_LENGTH": MAX_LIST_ITEM_LENGTH, "MAX_TAGS": MAX_TAGS,
-    "MAX_TAG_LENGTH": MAX_TAG_LENGTH, "MAX_METADATA_ENTRIES": MAX_METADATA_ENTRIES,
-}
 
 # ---- keys the store interprets ------------------------------------------------------------------
 #: a memory's lifecycle status, as PAM defines it; memories with an inactive one are kept (store,

@@ -161,3 +161,12 @@ def test_update_and_delete_act_only_inside_the_entitys_view(store):
     assert store.delete([bob], type="memory", entity="bob") == 1
     with pytest.raises(ValidationError, match="entity"):
         store.delete([bob], entity="")
+
+
+def test_an_explicit_id_cannot_move_a_memory_into_another_scope(store):
+    bob = store.upsert_memory("Bob's locker code is 4711", entity="bob")
+    with pytest.raises(ValidationError, match="scope never changes") as info:
+        store.upsert_docs([{"id": bob, "text": "Bob's locker code is 4711", "type": "memory", "scope": "global"}])
+    assert info.value.problems[0]["field"] == "scope"
+    assert store.get_one(bob).metadata["scope"] == "entity:bob"
+    assert store.retrieve_memories("locker code", k=5) == []
