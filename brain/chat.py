@@ -38,6 +38,7 @@ from brain.ids import derived_id
 from brain.schemas import (
     GLOBAL_SCOPE,
     DocType,
+    check_extra_metadata,
     valid_conversation_id,
     entity_scope,
     format_timestamp,
@@ -556,15 +557,14 @@ class ChatMemory:
     ) -> str:
         """Store an explicit memory (in ``entity``'s scope, else global); returns its id. The same text
         in the same scope updates the existing memory. ``created_at`` records the first write."""
-        scope = _check_entity(entity) if entity is not None else GLOBAL_SCOPE
+        extra = check_extra_metadata(metadata, ("importance", "tags", "entity", "conversation_id"), call="remember")
         try:
             when = parse_timestamp(timestamp if timestamp is not None else utc_now())
         except ValueError as exc:
             raise ValidationError(str(exc), [{"item": None, "field": "timestamp", "message": str(exc)}]) from None
-        extra = dict(metadata or {})
         extra.setdefault("created_at", format_timestamp(when))
         return self.store.upsert_memory(
-            text, scope=scope, importance=importance, tags=tags, timestamp=when, source=source,
+            text, importance=importance, tags=tags, timestamp=when, source=source,
             entity=entity, conversation_id=conversation_id, **extra,
         )
 

@@ -18,18 +18,21 @@ duplicate behind but never loses one. Cost: a blocked similarity matrix per scop
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import logging
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from brain.errors import ValidationError
-from brain.schemas import DocType, format_timestamp, parse_timestamp, validate_metadata
+from brain.schemas import DocType, format_timestamp, from_chroma, parse_timestamp, read_stored, validate_metadata
 
 if TYPE_CHECKING:
     from brain.rag_store import RagStore
     from brain.results import Document
+
+log = logging.getLogger(__name__)
 
 BLOCK_ROWS = 1024
 
@@ -60,13 +63,15 @@ class ConsolidationReport:
     dry_run: bool
     scanned: int
     merges: list[Merge] = field(default_factory=list)
+    #: memories left alone because their stored metadata breaks the schema: ``{id: why}``
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def removed(self) -> int:
         return sum(len(m.merged_ids) for m in self.merges)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, "dry_run": self.dry_run, "scanned": self.scanned,
+        return {"threshold": self.threshold, "dry_run": self.dry_run, "scanned": self.scanned, "skipped": self.skipped,
                 "removed": self.removed, "merges": [m.to_dict() for m in self.merges]}
 
     def summary(self) -> str:
@@ -77,6 +82,8 @@ class ConsolidationReport:
             lines.append(f"  keep {m.kept_id} [{m.scope}] {m.kept_text!r}")
             for doc_id, text, sim in zip(m.merged_ids, m.merged_texts, m.similarities):
                 lines.append(f"    <- {doc_id} ({sim:.3f}) {text!r}")
+        for doc_id, why in self.skipped.items():
+            lines.append(f"  skipped {doc_id}: {why}")
         return "\n".join(lines)
 
 
@@ -103,7 +110,9 @@ def consolidate_memories(store: RagStore, *, threshold: float, dry_run: bool = F
     # index: merging them would orphan chunks or drop an index row, so they are never consolidated
     docs = [d for d in store.get(type=DocType.MEMORY, include_embeddings=True)
             if not any(key.startswith(XAIBO_PREFIX) for key in d.metadata)]
-    report = ConsolidationReport(threshold=float(threshold), dry_run=dry_run, scanned=len(docs))
+    skipped: dict[str, str] = {}
+    docs = [d for d in (_readable(doc, skipped) for doc in docs) if d is not None]
+    report = ConsolidationReport(threshold=float(threshold), dry_run=dry_run, scanned=len(docs), skipped=skipped)
     by_scope: dict[str, list[Document]] = {}
     for doc in docs:
         by_scope.setdefault(str(doc.metadata.get("scope", "global")), []).append(doc)
@@ -130,6 +139,19 @@ def consolidate_memories(store: RagStore, *, threshold: float, dry_run: bool = F
     store.upsert_docs(writes)
     store.delete([doc_id for merge in report.merges for doc_id in merge.merged_ids])
     return report
+
+
+def _readable(doc: Document, skipped: dict[str, str]) -> Document | None:
+    """``doc`` with its metadata as the schema reads it, or None (noted in ``skipped``) when its stored
+    metadata breaks the schema (written by an older version or directly through Chroma): merging it
+    would carry or silently repair values nobody checked, so it is left alone."""
+    meta, problems = read_stored(DocType.MEMORY, doc.metadata)
+    problems.pop("entity", None)  # a global memory of older versions naming an entity: read as global
+    if meta is None or problems:
+        skipped[doc.id] = "; ".join(problems.values())
+        log.warning("memory %s is left out of consolidation: %s", doc.id, skipped[doc.id])
+        return None
+    return replace(doc, metadata=from_chroma(meta.to_chroma()))
 
 
 def _plan_scope(scope: str, group: list[Document], threshold: float) -> list[tuple[Merge, Document, list[Document]]]:

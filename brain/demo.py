@@ -4,7 +4,7 @@ Creates the Chroma store under ``./data/`` (``brain.startup``: persona, warm-up,
 ingests the sample knowledge base in ``config/kb/`` (``brain.ingest``), stores a few memories and an
 exchange (``ChatMemory.record_exchange``), then prints the context of a sample question
 (``ChatMemory.build_context``): the ranked memories with their score parts, the FAQ hits, the recent
-turns, the best specialists, and the rendered prompt block. Safe to re-run: nothing is duplicated.
+turns, the best specialists, and the rendered prompt block. Safe to re-run: a second run writes nothing.
 """
 
 from __future__ import annotations

@@ -56,6 +56,12 @@ class Forbidden(BrainError):
     """The caller may not do this: e.g. a token bound to one entity asked for another's data."""
 
 
+class StoreError(StoreUnavailable):
+    """Chroma failed or refused an operation on the collection (an internal error, a request it
+    cannot serve). The message names the operation and what to check; nothing of a failed write is
+    kept by brain's own state."""
+
+
 class NotFound(BrainError, KeyError):
     """No document with that id."""
 

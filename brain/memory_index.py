@@ -16,22 +16,31 @@ metadata as Python objects. At d=768: about 3.9 KB + text.
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from brain import ranking
-from brain.schemas import GLOBAL_SCOPE
 from brain.ranking import ScoreWeights
 from brain.results import MemoryHit
+from brain.schemas import (
+    GLOBAL_SCOPE,
+    INACTIVE_STATUSES,
+    STATUS_KEY,
+    XAIBO_CHUNK_KEY,
+    XAIBO_KIND_KEY,
+    check_scope,
+)
+
+log = logging.getLogger(__name__)
 
 # Below this many candidate rows, exact float32 scoring of just those rows beats a full int8 pass.
 SMALL_CANDIDATE_SET = 2048
-#: a memory whose lifecycle status (metadata ``pam_status``, as PAM defines it) is one of these is
-#: kept in the store, the mirror and exports but never retrieved; all_scopes=True still sees it
-STATUS_KEY = "pam_status"
-INACTIVE_STATUSES = frozenset({"superseded", "retracted", "archived"})
+#: a memory whose lifecycle status (metadata ``pam_status``, :data:`brain.schemas.STATUS_KEY`) is
+#: inactive is kept in the store, the mirror and exports but never retrieved; all_scopes=True sees it
 RETIRED_PREFIX = "retired:"
 #: rows that are parts of something else rather than memories of their own: the continuation chunks
 #: of a Xaibo memory (``xaibo.chunk`` >= 1; its head carries the whole text) and the raw rows of a
@@ -39,13 +48,58 @@ RETIRED_PREFIX = "retired:"
 #: scope ``retrieve_memories`` never asks for, so it ranks whole memories only; the Xaibo modules
 #: ask for these scopes explicitly (:func:`part_scopes`), and all_scopes=True sees them too.
 PART_PREFIX = "part:"
-XAIBO_KIND_KEY = "xaibo.kind"
-XAIBO_CHUNK_KEY = "xaibo.chunk"
+#: importance of a row whose stored importance cannot be read (the schema's default)
+DEFAULT_IMPORTANCE = 3.0
 
 
 def is_part(meta: dict[str, Any]) -> bool:
     """Whether a memory row is a part (a continuation chunk or a vector-index row), not a memory."""
     return meta.get(XAIBO_KIND_KEY) == "vector" or bool(meta.get(XAIBO_CHUNK_KEY))
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite float, or None when it is not a number (booleans and strings are not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """What the index needs of a stored row: ``({"importance", "epoch", "used", "scope", "tags"}, problems)``.
+
+    Rows are validated on the way in, but one written by an older version or directly through Chroma
+    may hold anything. A value that cannot be used gets a safe default (importance 3, epoch 0, no last
+    use, no tags) and a problem; a row without a valid scope is not usable at all (None): guessing its
+    scope could show it to the wrong entity."""
+    problems: dict[str, str] = {}
+    try:
+        scope = check_scope(meta.get("scope", GLOBAL_SCOPE))
+    except ValueError:
+        return None, {"scope": f"scope {meta.get('scope')!r} is not 'global' or 'entity:<name>'; row left out"}
+    importance = _number(meta.get("importance", DEFAULT_IMPORTANCE))
+    if importance is None or not 1 <= importance <= 5:
+        problems["importance"] = f"importance {meta.get('importance')!r} is not 1..5; ranked as {DEFAULT_IMPORTANCE:g}"
+        importance = DEFAULT_IMPORTANCE
+    epoch = _number(meta.get("ts_epoch"))
+    if epoch is None:
+        problems["ts_epoch"] = f"ts_epoch {meta.get('ts_epoch')!r} is not epoch seconds; ranked as oldest"
+        epoch = 0.0
+    used = _number(meta["last_used"]) if meta.get("last_used") is not None else epoch
+    if used is None:
+        problems["last_used"] = f"last_used {meta.get('last_used')!r} is not epoch seconds; ignored"
+        used = epoch
+    tags = meta.get("tags")
+    if tags is not None and (isinstance(tags, str) or not isinstance(tags, (list, tuple))
+                             or not all(isinstance(t, str) for t in tags)):
+        problems["tags"] = f"tags {tags!r} are not a list of strings; ignored"
+        tags = None
+    status = meta.get(STATUS_KEY)
+    if isinstance(status, str) and status in INACTIVE_STATUSES:
+        scope = RETIRED_PREFIX + scope  # a scope no query asks for: kept, never retrieved
+    elif is_part(meta):
+        scope = PART_PREFIX + scope  # found only by the modules that ask for parts
+    return {"importance": importance, "epoch": epoch, "used": used, "scope": scope,
+            "tags": frozenset(tags or ())}, problems
 
 
 def part_scopes(scopes: Iterable[str]) -> set[str]:
@@ -66,6 +120,8 @@ class MemoryIndex:
         self._metas: list[dict[str, Any]] = []
         self._tags: list[frozenset[str]] = []
         self._scope_code: dict[str, int] = {}
+        # rows stored with values the index cannot use: id -> {field: what was done instead}
+        self._problems: dict[str, dict[str, str]] = {}
         # (half_life, recency_from, t_ref, 2**((t-t_ref)/h))
         self._growth: tuple[float, str, float, np.ndarray | None] | None = None
         self._alloc(capacity)
@@ -120,11 +176,18 @@ class MemoryIndex:
             if rows > self._capacity:
                 self._alloc(rows)
 
+    def problems(self) -> dict[str, dict[str, str]]:
+        """Rows stored with values the index could not use: ``{id: {field: what was done instead}}``
+        (rows left out entirely are listed too, under ``scope``)."""
+        with self._lock:
+            return {doc_id: dict(p) for doc_id, p in self._problems.items()}
+
     def clear(self) -> None:
         with self._lock:
             self._n = 0
             self._ids, self._row, self._texts, self._metas, self._tags = [], {}, [], [], []
             self._scope_code = {}
+            self._problems = {}
             self._alloc(1024)
 
     def _code(self, scope: str) -> int:
@@ -147,7 +210,18 @@ class MemoryIndex:
         codes, scale, qerr = ranking.quantize_rows(unit)
         with self._lock:
             self._growth = None
+            unusable, reported = [], []
             for j, doc_id in enumerate(ids):
+                meta = metadatas[j]
+                values, problems = read_row(meta)
+                if problems:
+                    self._problems[doc_id] = problems
+                    reported.append(f"{doc_id}: {'; '.join(problems.values())}")
+                else:
+                    self._problems.pop(doc_id, None)
+                if values is None:
+                    unusable.append(doc_id)
+                    continue
                 row = self._row.get(doc_id)
                 if row is None:
                     if self._n == self._capacity:
@@ -159,29 +233,31 @@ class MemoryIndex:
                     self._texts.append("")
                     self._metas.append({})
                     self._tags.append(frozenset())
-                meta = metadatas[j]
                 self._f32[row] = unit[j]
                 self._i8[row] = codes[j]
                 self._scale[row] = scale[j]
                 self._qerr[row] = qerr[j]
-                self._importance[row] = float(meta.get("importance", 3))
-                self._epoch[row] = float(meta.get("ts_epoch", 0.0))
-                self._used[row] = ranking.recency_epoch(meta)
-                scope = str(meta.get("scope", GLOBAL_SCOPE))
-                if meta.get(STATUS_KEY) in INACTIVE_STATUSES:
-                    scope = RETIRED_PREFIX + scope  # a scope no query asks for: kept, never retrieved
-                elif is_part(meta):
-                    scope = PART_PREFIX + scope  # found only by the modules that ask for parts
-                self._scope[row] = self._code(scope)
+                self._importance[row] = values["importance"]
+                self._epoch[row] = values["epoch"]
+                self._used[row] = values["used"]
+                self._scope[row] = self._code(values["scope"])
                 self._texts[row] = texts[j]
                 self._metas[row] = dict(meta)
-                self._tags[row] = frozenset(meta.get("tags") or ())
+                self._tags[row] = values["tags"]
+            if unusable:  # a row rewritten into something unusable leaves the index
+                problems = {doc_id: self._problems[doc_id] for doc_id in unusable}
+                self.remove(unusable)
+                self._problems.update(problems)
+        if reported:
+            log.warning("%d stored rows hold values the index cannot use (RagStore.index_problems() lists them): %s",
+                        len(reported), " | ".join(reported[:5]) + (" | ..." if len(reported) > 5 else ""))
 
     def remove(self, ids: Iterable[str]) -> int:
         removed = 0
         with self._lock:
             self._growth = None
             for doc_id in ids:
+                self._problems.pop(doc_id, None)
                 row = self._row.pop(doc_id, None)
                 if row is None:
                     continue
@@ -216,10 +292,14 @@ class MemoryIndex:
                 if row is None:
                     continue
                 meta = self._metas[row]
-                if float(meta.get("last_used", float("-inf"))) < epoch:
+                before = _number(meta.get("last_used"))  # None too when the stored value is unusable
+                if before is None or before < epoch:
                     meta = self._metas[row] = {**meta, "last_used": float(epoch)}
                     self._used[row] = float(epoch)
                     self._growth = None
+                    problems = self._problems.get(doc_id)
+                    if problems and problems.pop("last_used", None) and not problems:
+                        del self._problems[doc_id]
                 out[doc_id] = dict(meta)
         return out
 

@@ -40,8 +40,8 @@ Deleting a memory removes the head and every chunk of every revision.
   (:data:`brain.memory_index.PART_PREFIX`), so ``RagStore.retrieve_memories`` and the chat context
   rank each memory once, by its head (the whole text), and PAM exports leave them out; the Engram
   mirror keeps every row, so a restore brings them back.
-- Attributes: ``importance`` (an integer 1..5), ``tags`` (a list of strings), ``entity`` (a name that
-  agrees with the scope) and ``conversation_id`` (``conv-...``) become the store's own fields when
+- Attributes: ``importance`` (an integer 1..5), ``tags`` (a list of strings), ``entity`` (the name of
+  the module's own entity scope) and ``conversation_id`` (``conv-...``) become the store's own fields when
   valid, otherwise they are kept like any other attribute. Other attributes are stored as metadata
   ``xaibo.attr.<key>`` when Chroma can store the value as is (string, number, boolean, non-empty
   list of one of those) and as JSON text under ``xaibo.json.<key>`` otherwise (objects, empty or
@@ -311,7 +311,7 @@ def _mapped_value(key: str, value: Any, scope: str) -> tuple[bool, Any]:
             entity_scope(value)
         except ValueError:
             return False, None
-        if scope != GLOBAL_SCOPE and scope != f"entity:{value}":
+        if scope != f"entity:{value}":  # an entity is a scope: a global memory has none
             return False, None
         return True, value
     if key == "conversation_id":

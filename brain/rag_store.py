@@ -24,6 +24,7 @@ from brain.errors import (
     BrainError,
     EmbeddingModelMismatch,
     NotFound,
+    StoreError,
     StoreNotFound,
     StoreUnavailable,
     ValidationError,
@@ -42,14 +43,15 @@ from brain.results import Document, Hit, MemoryHit
 from brain.schemas import (
     GLOBAL_SCOPE,
     DocType,
-    valid_conversation_id,
-    entity_scope,
-    format_timestamp,
+    check_extra_metadata,
     from_chroma,
     model_for,
     parse_timestamp,
+    read_stored,
     utc_now,
+    valid_conversation_id,
     validate_metadata,
+    visible_scopes,
 )
 
 log = logging.getLogger(__name__)
@@ -112,11 +114,15 @@ except ImportError:  # pragma: no cover - httpx comes with chromadb
 
 
 class GuardedCollection:
-    """The Chroma collection, except that losing the server raises :class:`StoreUnavailable`."""
+    """The Chroma collection, except that its failures are brain's errors: losing the server raises
+    :class:`StoreUnavailable`, anything else Chroma raises :class:`StoreError` naming the call."""
 
     def __init__(self, collection: Any, where: str):
+        from chromadb.errors import InternalError, NotFoundError
+
         self._collection = collection
         self._where = where
+        self._internal, self._gone = InternalError, NotFoundError
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._collection, name)
@@ -130,8 +136,25 @@ class GuardedCollection:
                 raise StoreUnavailable(
                     f"the Chroma store at {self._where} is unreachable ({exc}); check that `chroma run` is up"
                 ) from exc
+            except BrainError:
+                raise
+            except Exception as exc:  # chromadb's own classes, and the ValueErrors of its client-side checks
+                raise self._translate(name, exc) from exc
 
         return call
+
+    def _translate(self, name: str, exc: Exception) -> StoreError:
+        what = f"collection.{name}() on the Chroma store at {self._where}"
+        if isinstance(exc, self._internal):
+            return StoreError(
+                f"Chroma failed internally in {what}: {exc}. Check the disk space and the Chroma server's log; "
+                f"if every call fails, the collection is damaged: move its directory aside and rebuild it with "
+                f"`brain restore --from-mirror`"
+            )
+        if isinstance(exc, self._gone):
+            return StoreError(f"{what}: the collection no longer exists ({exc}); was it deleted by another "
+                              f"process? Restart to create it again")
+        return StoreError(f"Chroma refused {what}: {type(exc).__name__}: {exc}")
 
 
 def open_cosine_collection(client: Any, name: str, embedder: Embedder, *, switch: str, rename: str,
@@ -159,11 +182,25 @@ def open_cosine_collection(client: Any, name: str, embedder: Embedder, *, switch
         meta.update(embedder=embedder.name, dimension=int(embedder.dimension), **meta_on_create)
         col.modify(metadata=meta)
     elif recorded != embedder.name:
+        if col.count() == 0 and _fixed_dimension(col) in (None, int(embedder.dimension)):
+            # nothing was ever stored with the recorded embedder (e.g. its first write failed because
+            # Ollama was down): the empty collection takes the current one
+            log.info("collection %r is empty: re-bound from embedder %s to %s", name, recorded, embedder.name)
+            meta.update(embedder=embedder.name, dimension=int(embedder.dimension))
+            col.modify(metadata=meta)
+            return col
         raise EmbeddingModelMismatch(
             f"collection {name!r} was built with embedder {recorded} ({meta.get('dimension')}-d) but BRAIN_EMBEDDER "
             f"is {embedder.name}; vectors from different models cannot be mixed. {switch}"
         )
     return col
+
+
+def _fixed_dimension(col: Any) -> int | None:
+    """The vector dimension Chroma fixed for a collection with its first record (it stays after every
+    record is deleted), or None while it has never held one."""
+    dimension = getattr(getattr(col, "_model", None), "dimension", None)
+    return int(dimension) if isinstance(dimension, int) else None
 
 
 class RagStore:
@@ -345,7 +382,13 @@ class RagStore:
         return self.upsert_docs([doc])[0]
 
     def upsert_docs(self, docs: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Store a batch ``[{"text", "type", **metadata}, ...]``; all or nothing. Returns ids in input order."""
+        """Store a batch ``[{"text", "type", **metadata}, ...]``; all or nothing. Returns ids in input order.
+
+        A memory whose id (from its scope and text, case and whitespace aside) is stored already is
+        the same memory: it keeps its first text, vector and creation time (``created_at``, else its
+        first timestamp); importance becomes the higher one, tags the union, the timestamp and last
+        use the later ones; other fields the new write gives replace the old. A write that would
+        change nothing but the time writes nothing."""
         return self._upsert(docs, merge_memories=True)
 
     def _upsert(self, docs: Sequence[Mapping[str, Any]], *, merge_memories: bool) -> list[str]:
@@ -358,9 +401,10 @@ class RagStore:
             self._assign_positions(prepared)
             unique = self._merge_duplicates(prepared)
             if merge_memories:
-                self._merge_existing_memories(unique, stored)
-            self._embed_missing(unique)
-            self._write(unique, stored)
+                unique = self._merge_existing_memories(unique, stored)
+            if unique:
+                self._embed_missing(unique)
+                self._write(unique, stored)
         return [p["id"] for p in prepared]
 
     def _stored(self, ids: Iterable[str], known: dict[str, tuple[str, dict[str, Any]] | None]) -> dict:
@@ -384,25 +428,37 @@ class RagStore:
         metadata: Mapping[str, Any] | None = None,
         replace_metadata: bool = False,
         timestamp: datetime | str | None = None,
+        entity: str | None = None,
     ) -> Document:
         """Change one memory in place, keeping its id; returns it as stored.
 
         Unlike writing the same text again (which merges: higher importance, united tags), the
         given values replace the old ones. ``metadata`` adds or overwrites extra keys (with
-        ``replace_metadata=True`` it replaces all extra keys). A new ``text`` is embedded again;
-        the timestamp becomes ``timestamp`` or now. Raises :class:`NotFound` for an unknown id.
+        ``replace_metadata=True`` it replaces all extra keys); it cannot hold the reserved keys
+        (:data:`brain.schemas.RESERVED_KEYS`): a memory's scope never changes here, and its vector is
+        always the store's embedding of its text. A new ``text`` is embedded again; the timestamp
+        becomes ``timestamp`` or now (``created_at`` keeps the first one). Raises :class:`NotFound`
+        for an unknown id, and, with ``entity``, for a memory that entity cannot see (see
+        :func:`brain.schemas.visible_scopes`).
         """
+        extra = check_extra_metadata(metadata, call="update_memory")
+        visible = visible_scopes(entity) if entity is not None else None
         with self._lock:
-            docs = self.get([doc_id], type=DocType.MEMORY, include_embeddings=True)
+            docs = self.get([doc_id], type=DocType.MEMORY, include_embeddings=True, entity=entity)
             if not docs:
-                raise NotFound(f"no memory with id {doc_id!r}")
+                raise NotFound(f"no memory with id {doc_id!r}" + (f" visible to entity {entity!r}" if visible else ""))
             old = docs[0]
-            meta = {k: v for k, v in old.metadata.items() if k != "ts_epoch"}
+            old_meta, problems = read_stored(DocType.MEMORY, old.metadata)
+            if old_meta is None:
+                raise ValidationError(
+                    f"memory {doc_id!r} as stored cannot be read ({'; '.join(problems.values())}); delete it and "
+                    f"store it again (nothing was written)")
+            meta = old_meta.model_dump(by_alias=True, exclude_none=True)
+            meta["created_at"] = _created(old_meta)
             if replace_metadata:
-                keep = set(model_for(DocType.MEMORY).model_fields)
+                keep = {field.alias or name for name, field in type(old_meta).model_fields.items()}
                 meta = {k: v for k, v in meta.items() if k in keep}
-            if metadata:
-                meta.update(metadata)
+            meta.update(extra)
             if importance is not None:
                 meta["importance"] = importance
             if tags is not None:
@@ -418,7 +474,7 @@ class RagStore:
     def upsert_memory(
         self,
         text: str,
-        scope: str = GLOBAL_SCOPE,
+        scope: str | None = None,
         importance: int = 3,
         tags: Iterable[str] | None = None,
         timestamp: datetime | str | None = None,
@@ -428,10 +484,9 @@ class RagStore:
         conversation_id: str | None = None,
         **meta: Any,
     ) -> str:
-        """Store a long-term fact. The same text in the same scope updates the existing memory
-        (importance: the higher one; tags: united; timestamp: the later one)."""
-        if entity is not None:
-            meta["entity"] = entity  # a global memory may be about someone; an entity: scope must agree
+        """Store a long-term fact. ``entity`` is its scope: ``entity="bob"`` stores it in
+        ``entity:bob`` (a ``scope`` given too must agree); with neither it is global. The same text in
+        the same scope is the same memory: see :meth:`upsert_docs` for how it merges."""
         return self.upsert_doc(
             text,
             DocType.MEMORY,
@@ -440,6 +495,7 @@ class RagStore:
             source=source,
             importance=importance,
             tags=list(tags) if tags is not None and not isinstance(tags, str) else tags,
+            entity=entity,
             conversation_id=conversation_id,
             **meta,
         )
@@ -532,25 +588,58 @@ class RagStore:
             next_free[key] += 1
 
     def _merge_duplicates(self, prepared: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One entry per id (Chroma refuses repeated ids in one call); memories merge, others: last wins."""
+        """One entry per id (Chroma refuses repeated ids in one call); memories merge (the first
+        spelling of the text is kept), others: last wins."""
         by_id: dict[str, dict[str, Any]] = {}
         for p in prepared:
             prev = by_id.get(p["id"])
             if prev is not None and prev["meta"].type == p["meta"].type == DocType.MEMORY.value:
-                p = {**p, "meta": _merged_memory(prev["meta"], p["meta"])}
+                merged = _merged_memory(prev["meta"], p["meta"])
+                p = {**prev, "meta": merged} if _same_text(prev["text"], p["text"]) else {**p, "meta": merged}
             by_id[p["id"]] = p
         return list(by_id.values())
 
-    def _merge_existing_memories(self, unique: list[dict[str, Any]], stored: dict) -> None:
+    def _merge_existing_memories(self, unique: list[dict[str, Any]], stored: dict) -> list[dict[str, Any]]:
+        """Memories already stored under their id merge with the stored version; returns ``unique``
+        without the writes that would change nothing but the time (writing a memory again that adds
+        nothing writes nothing)."""
         ids = [p["id"] for p in unique if p["meta"].type == DocType.MEMORY.value]
         if not ids:
-            return
+            return unique
         self._stored(ids, stored)
+        _refuse_scope_moves(unique, stored)
+        keep_vector: list[dict[str, Any]] = []
+        out = []
         for p in unique:
-            old = (stored.get(p["id"]) or (None, None))[1]
-            if old and old.get("type") == DocType.MEMORY.value and p["meta"].type == DocType.MEMORY.value:
-                old_model = validate_metadata(DocType.MEMORY, {k: v for k, v in from_chroma(old).items() if k != "ts_epoch"})
-                p["meta"] = _merged_memory(old_model, p["meta"])
+            text, old = stored.get(p["id"]) or (None, None)
+            if not (old and old.get("type") == DocType.MEMORY.value and p["meta"].type == DocType.MEMORY.value):
+                out.append(p)
+                continue
+            old_model, problems = read_stored(DocType.MEMORY, old)
+            if old_model is None:  # unreadable as stored: the new write replaces it
+                log.warning("memory %s as stored cannot be read (%s); replaced by the new write",
+                            p["id"], "; ".join(problems.values()))
+                out.append(p)
+                continue
+            p["meta"] = _merged_memory(old_model, p["meta"])
+            if _same_text(text or "", p["text"]):
+                if not problems and _same_content(old_model, p["meta"]):
+                    continue
+                p["text"] = text  # the first spelling stays, and with it the stored vector
+                keep_vector.append(p)
+            out.append(p)
+        self._stored_vectors(keep_vector)
+        return out
+
+    def _stored_vectors(self, items: list[dict[str, Any]]) -> None:
+        """Give ``items`` the vectors Chroma holds for their ids."""
+        for start in range(0, len(items), self.max_batch_size):
+            part = items[start : start + self.max_batch_size]
+            got = self.col.get(ids=[p["id"] for p in part], include=["embeddings"])
+            vectors = dict(zip(got["ids"], got["embeddings"]))
+            for p in part:
+                if p["id"] in vectors:
+                    p["embedding"] = np.asarray(vectors[p["id"]], dtype=np.float32)
 
     def _embed_missing(self, unique: list[dict[str, Any]]) -> None:
         todo = [p for p in unique if p["embedding"] is None]
@@ -770,20 +859,24 @@ class RagStore:
         limit: int | None = None,
         offset: int | None = None,
         include_embeddings: bool = False,
+        entity: str | None = None,
     ) -> list[Document]:
-        """Documents by id and/or filter (ids keep their order; missing ids are skipped)."""
+        """Documents by id and/or filter (ids keep their order; missing ids are skipped). With
+        ``entity``, only documents that entity may see (its own scope and the global one)."""
         if isinstance(ids, str):
             ids = [ids]
         doc_type = _type_value(type)
         include = ["documents", "metadatas"] + (["embeddings"] if include_embeddings else [])
-        chroma_where = to_chroma_where(where, type=doc_type)
+        scopes = sorted(visible_scopes(entity)) if entity is not None else None
         if ids is not None:
             ids = list(ids)
-            pages = self._get_by_ids(ids, where, doc_type, chroma_where, include)
+            pages = self._get_by_ids(ids, where, doc_type, to_chroma_where(where, type=doc_type), include)
+            if scopes is not None:
+                pages = [_keep_scopes(page, scopes) for page in pages]
             if limit is not None or offset is not None:
                 pages = [_slice_page(_merge_pages(pages), offset or 0, limit)]
         else:
-            pages = self._get_pages(chroma_where, include, limit, offset)
+            pages = self._get_pages(to_chroma_where(where, type=doc_type, scope=scopes), include, limit, offset)
         docs = [
             Document(
                 id=i, text=d or "", metadata=from_chroma(m),
@@ -823,21 +916,27 @@ class RagStore:
         *,
         where: dict[str, Any] | None = None,
         type: str | DocType | None = None,
+        entity: str | None = None,
     ) -> int:
-        """Delete by ids and/or filter; returns how many documents were removed."""
+        """Delete by ids and/or filter; returns how many documents were removed. With ``entity``,
+        only documents that entity may see (its own scope and the global one) are deleted."""
         if ids is None and where is None and type is None:
             raise ValidationError("delete needs ids, where or type; refusing to delete everything")
         if isinstance(ids, str):
             ids = [ids]
-        chroma_where = to_chroma_where(where, type=_type_value(type))
+        scopes = sorted(visible_scopes(entity)) if entity is not None else None
         with self._lock:
             if ids is not None:
                 ids = list(ids)
-                include = ["metadatas"] if where is None and type is not None else []
-                found = [i for page in self._get_by_ids(ids, where, _type_value(type), chroma_where, include)
-                         for i in page["ids"]]
+                by_type = where is None and type is not None
+                include = ["metadatas"] if by_type or scopes is not None else []
+                pages = self._get_by_ids(ids, where, _type_value(type), to_chroma_where(where, type=_type_value(type)),
+                                         include)
+                if scopes is not None:
+                    pages = [_keep_scopes(page, scopes) for page in pages]
+                found = [i for page in pages for i in page["ids"]]
             else:
-                found = self._ids_where(chroma_where)
+                found = self._ids_where(to_chroma_where(where, type=_type_value(type), scope=scopes))
             with self._mirror_write(lambda mirror: mirror.delete(found) if found else None, len(found), "deleted"):
                 for start in range(0, len(found), self.max_batch_size):
                     self.col.delete(ids=found[start : start + self.max_batch_size])
@@ -938,6 +1037,13 @@ class RagStore:
         """Documents held by each in-process index (builds them if needed)."""
         return {t: len(self._index_for(t)) for t in self.settings.indexed_types}
 
+    def index_problems(self) -> dict[str, dict[str, dict[str, str]]]:
+        """Stored rows the in-process indexes could not use as they are, by type:
+        ``{type: {id: {field: what was done instead}}}`` (builds the indexes if needed). Such rows
+        were written around the schema (an older version, a direct Chroma write); rewriting them
+        through the store (``update_memory``) or deleting them clears the entry."""
+        return {t: self._index_for(t).problems() for t in self.settings.indexed_types}
+
     def memory_index(self) -> MemoryIndex:
         """The memory ranking index."""
         index = self._index_for(DocType.MEMORY.value)
@@ -964,15 +1070,7 @@ class RagStore:
         query already embedded, e.g. once for several document types) replaces ``query``.
         """
         k = self.settings.memory_top_k if k is None else _check_k(k)
-        if all_scopes:
-            scopes = None
-        elif entity is not None:
-            try:
-                scopes = {GLOBAL_SCOPE, entity_scope(entity)}
-            except ValueError as exc:
-                raise ValidationError(f"entity: {exc}") from None
-        else:
-            scopes = {GLOBAL_SCOPE}
+        scopes = None if all_scopes else set(visible_scopes(entity))
         if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
             raise ValidationError(f"tags must be a list of strings, got {tags!r}")
         now_epoch = _epoch(now)
@@ -1079,35 +1177,68 @@ class RagStore:
             "dimension": self.dimension,
             "backend": self.settings.chroma_url or str(self.settings.data_dir / "chroma"),
             "disk_bytes": None if self.settings.chroma_url else _tree_bytes(self.settings.data_dir / "chroma"),
+            # rows the indexes could not use as stored (see index_problems); None until the indexes are built
+            "unusable_rows": None if self._indexes is None else {
+                t: len(index.problems()) for t, index in self._indexes.items()},
         }
 
 
+def _refuse_scope_moves(unique: list[dict[str, Any]], stored: dict) -> None:
+    """A write under the id of a stored memory of another scope (only an explicit id can do that)
+    would move the memory to where other entities see it: refused, the whole batch."""
+    problems = []
+    for p in unique:
+        old = (stored.get(p["id"]) or (None, None))[1]
+        if old and old.get("type") == p["meta"].type == DocType.MEMORY.value \
+                and old.get("scope", GLOBAL_SCOPE) != p["meta"].scope:
+            problems.append({"item": None, "field": "scope", "message": (
+                f"memory {p['id']!r} is stored in scope {old.get('scope')!r}, not {p['meta'].scope!r}: a memory's "
+                f"scope never changes; store it without an id, or delete the old one first")})
+    if problems:
+        raise ValidationError("; ".join(p["message"] for p in problems) + " (nothing was written)", problems)
+
+
 def _merged_memory(old, new):
-    """Same memory written again: keep the higher importance, every tag, the later timestamp, the
-    earlier creation (``created_at``, else the timestamp) and the later last use."""
+    """Same memory written again: the higher importance, every tag (the first write's first), the
+    later timestamp and last use, the earlier creation (``created_at``, else the timestamp; recorded
+    once the timestamp moves on); other fields the new write gives replace the old ones."""
     data = new.model_dump(by_alias=True, exclude_none=True)
     data["importance"] = max(old.importance, new.importance)
     data["tags"] = list(dict.fromkeys([*old.tags, *new.tags]))
     data["timestamp"] = max(old.timestamp, new.timestamp)
-    if any("created_at" in (m.model_extra or {}) for m in (old, new)):  # recorded by brain.chat.remember
-        data["created_at"] = format_timestamp(min(_created(old), _created(new)))
-    used = [m.model_extra.get("last_used") for m in (old, new) if (m.model_extra or {}).get("last_used") is not None]
+    created = min(_created(old), _created(new))
+    if old.created_at is not None or new.created_at is not None or created != data["timestamp"]:
+        data["created_at"] = created
+    used = [m.last_used for m in (old, new) if m.last_used is not None]
     if used:
-        data["last_used"] = max(float(u) for u in used)
+        data["last_used"] = max(used)
+    if old.merged_from or new.merged_from:
+        data["merged_from"] = list(dict.fromkeys([*(old.merged_from or []), *(new.merged_from or [])]))
     for key, value in old.model_dump(by_alias=True, exclude_none=True).items():
         data.setdefault(key, value)
     return validate_metadata(DocType.MEMORY, data)
 
 
 def _created(meta) -> datetime:
-    """When a memory was first written: its ``created_at`` metadata, else its timestamp."""
-    raw = (meta.model_extra or {}).get("created_at")
-    if raw is not None:
-        try:
-            return parse_timestamp(raw, "created_at")
-        except ValueError:
-            pass  # a hand-written value we cannot read: the timestamp is the best we know
-    return meta.timestamp
+    """When a memory was first written: its ``created_at``, else its timestamp."""
+    return meta.created_at if meta.created_at is not None else meta.timestamp
+
+
+# what a repeated write may move without it counting as a change
+_TIME_KEYS = ("timestamp", "ts_epoch", "created_at")
+
+
+def _same_content(old, merged) -> bool:
+    """Whether ``merged`` says nothing ``old`` did not: equal apart from the later time."""
+    if _created(old) != _created(merged):
+        return False
+    strip = lambda meta: {k: v for k, v in meta.to_chroma().items() if k not in _TIME_KEYS}  # noqa: E731
+    return strip(old) == strip(merged)
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Whether two texts are the same memory's (the id rule: case and whitespace do not count)."""
+    return normalize_memory_text(a) == normalize_memory_text(b)
 
 
 def _tree_bytes(path) -> int:
@@ -1115,14 +1246,24 @@ def _tree_bytes(path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def _keep_type(page: dict[str, Any], doc_type: str) -> dict[str, Any]:
-    keep = [n for n, m in enumerate(page.get("metadatas") or []) if m and m.get("type") == doc_type]
+def _keep_rows(page: dict[str, Any], keep_meta) -> dict[str, Any]:
+    """``page`` with only the rows whose metadata passes ``keep_meta``."""
+    keep = [n for n, m in enumerate(page.get("metadatas") or []) if keep_meta(m or {})]
     out = dict(page)
     for key in ("ids", "documents", "metadatas", "embeddings"):
         value = page.get(key)
         if value is not None:
             out[key] = [value[n] for n in keep]
     return out
+
+
+def _keep_type(page: dict[str, Any], doc_type: str) -> dict[str, Any]:
+    return _keep_rows(page, lambda m: m.get("type") == doc_type)
+
+
+def _keep_scopes(page: dict[str, Any], scopes: Sequence[str]) -> dict[str, Any]:
+    """``page`` without the documents outside ``scopes`` (a document without a scope is global)."""
+    return _keep_rows(page, lambda m: m.get("scope", GLOBAL_SCOPE) in scopes)
 
 
 def _merge_pages(pages: list[dict[str, Any]]) -> dict[str, Any]:

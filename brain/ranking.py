@@ -12,6 +12,7 @@ exhaustive float32 scoring of every candidate.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -55,9 +56,14 @@ class ScoreWeights:
 
 
 def recency_epoch(metadata: dict) -> float:
-    """The epoch a memory's age is measured from under ``recency_from="last_used"``."""
-    used = metadata.get("last_used")
-    return float(used) if used is not None else float(metadata.get("ts_epoch", 0.0))
+    """The epoch a memory's age is measured from under ``recency_from="last_used"``: its last use,
+    else its timestamp (``ts_epoch``), else 0. A stored value that is not a finite number (a row
+    written around the schema, e.g. ``last_used: "yesterday"``) counts as absent."""
+    for key in ("last_used", "ts_epoch"):
+        value = metadata.get(key)
+        if not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value):
+            return float(value)
+    return 0.0
 
 
 def importance_part(importance: np.ndarray, weights: ScoreWeights) -> np.ndarray:

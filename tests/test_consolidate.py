@@ -115,17 +115,31 @@ def test_threshold_is_strict_and_checked(store):
 
 
 def test_whole_set_is_validated_before_anything_is_written(store):
-    store.upsert_docs([memory("good one", direction(0), importance=5), memory("good two", direction(5))])
-    # a pair written behind the store's back with metadata the schema refuses (importance 9)
-    store.col.add(ids=["doc-raw-1", "doc-raw-2"], embeddings=[direction(0, 1), direction(3, 1)],
-                  documents=["raw one", "raw two"],
-                  metadatas=[{"type": "memory", "scope": "global", "importance": 9, "timestamp": "2024-01-01T00:00:00+00:00",
-                              "ts_epoch": 1704067200.0, "source": "chat"}] * 2)
-    store.refresh_index()
+    # two pairs of near-duplicates; the second pair's merged tags would exceed MAX_TAGS
+    store.upsert_docs([memory("good one", direction(0), importance=5), memory("good two", direction(5)),
+                       memory("tagged one", direction(0, 1), tags=[f"a{i}" for i in range(60)]),
+                       memory("tagged two", direction(5, 1), tags=[f"b{i}" for i in range(60)])])
     before = snapshot(store)
-    with pytest.raises(ValidationError, match="importance"):
+    with pytest.raises(ValidationError, match=r"tags: 120 tags given; a memory has at most 100 \(MAX_TAGS\)"):
         consolidate_memories(store, threshold=0.9)
     assert snapshot(store) == before  # the valid merge was not applied either
+
+
+@pytest.mark.parametrize("bad", [{"importance": 9}, {"last_used": "yesterday"}, {"created_at": "last week"},
+                                 {"tags": "solo"}, {"importance": "high"}])
+def test_rows_written_around_the_schema_are_left_alone_and_reported(store, bad):
+    kept = store.upsert_docs([memory("good one", direction(0), importance=5), memory("good two", direction(5))])
+    raw = {"type": "memory", "scope": "global", "importance": 3, "timestamp": "2024-01-01T00:00:00+00:00",
+           "ts_epoch": 1704067200.0, "source": "chat", **bad}
+    store.col.add(ids=["doc-raw-1", "doc-raw-2"], embeddings=[direction(0, 1), direction(3, 1)],
+                  documents=["raw one", "raw two"], metadatas=[raw, raw])
+    store.refresh_index()
+    raw_before = {d.id: d.metadata for d in store.get(["doc-raw-1", "doc-raw-2"])}
+    report = consolidate_memories(store, threshold=0.9)
+    assert set(report.skipped) == {"doc-raw-1", "doc-raw-2"}
+    assert next(iter(bad)) in report.skipped["doc-raw-1"] and "skipped doc-raw-1" in report.summary()
+    assert [m.kept_id for m in report.merges] == [kept[0]] and report.merges[0].merged_ids == [kept[1]]
+    assert {d.id: d.metadata for d in store.get(["doc-raw-1", "doc-raw-2"])} == raw_before  # untouched
 
 
 def test_chat_memory_uses_the_configured_threshold(tmp_path, local_embedder):

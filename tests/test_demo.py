@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 import shutil
 
 from brain.demo import main
@@ -45,3 +46,33 @@ def test_demo_reports_bad_settings_as_one_line(tmp_path, monkeypatch, capsys):
     assert main([]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "RAG_MEMORY_TOP_K='99'" in err and "1..20" in err
+
+
+def _stored(tmp_path, local_embedder) -> tuple[dict, dict]:
+    """Everything the demo stored: Chroma's documents (text, metadata, vector) and the mirror's tables."""
+    from brain.config import Settings
+    from brain.rag_store import RagStore
+
+    settings = Settings(data_dir=tmp_path / "data")
+    with RagStore(settings, embedder=local_embedder, mirror=False) as store:
+        docs = {d.id: (d.text, d.metadata, d.embedding.tobytes()) for d in store.get(include_embeddings=True)}
+    con = sqlite3.connect(f"file:{settings.mirror_file}?mode=ro", uri=True)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        mirror = {t: sorted(map(repr, con.execute(f'SELECT * FROM "{t}"'))) for t in tables}  # noqa: S608 - names from sqlite_master
+    finally:
+        con.close()
+    return docs, mirror
+
+
+def test_running_the_demo_again_writes_nothing(tmp_path, monkeypatch, capsys, local_embedder):
+    shutil.copy(ROOT / "persona.md", tmp_path / "persona.md")
+    shutil.copytree(ROOT / "config", tmp_path / "config")
+    monkeypatch.chdir(tmp_path)
+    assert main([]) == 0
+    first_docs, first_mirror = _stored(tmp_path, local_embedder)
+    assert sum(1 for _, meta, _ in first_docs.values() if meta["type"] == "memory") == 4
+    assert main([]) == 0
+    again_docs, again_mirror = _stored(tmp_path, local_embedder)
+    assert again_docs == first_docs  # no text, metadata (timestamps included) or vector changed
+    assert again_mirror == first_mirror

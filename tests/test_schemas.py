@@ -11,6 +11,14 @@ import pytest
 from brain.errors import BrainError, ValidationError
 from brain.schemas import (
     DOC_TYPES,
+    MAX_KEY_LENGTH,
+    MAX_LIST_ITEM_LENGTH,
+    MAX_LIST_ITEMS,
+    MAX_METADATA_ENTRIES,
+    MAX_METADATA_KEYS,
+    MAX_STRING_LENGTH,
+    MAX_TAG_LENGTH,
+    MAX_TAGS,
     DocType,
     FaqMetadata,
     MemoryMetadata,
@@ -326,7 +334,7 @@ def test_trailing_newline_is_rejected(doc_type, meta, field):
 # --- memory -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("given, stored", [(1, 1), (5, 5), ("4", 4), (2.0, 2)])
+@pytest.mark.parametrize("given, stored", [(1, 1), (5, 5), (2.0, 2)])
 def test_importance_accepted(given, stored):
     out = validate_metadata("memory", {"timestamp": TS, "importance": given}).to_chroma()
     assert out["importance"] == stored and type(out["importance"]) is int
@@ -339,6 +347,7 @@ def test_importance_accepted(given, stored):
         (6, "importance must be between 1 and 5, got 6"),
         (-1, "importance must be between 1 and 5, got -1"),
         ("high", "importance must be an integer between 1 and 5, got 'high'"),
+        ("5", "importance must be an integer between 1 and 5, got '5'"),
         (3.5, "importance must be an integer between 1 and 5, got 3.5"),
         (True, "importance must be an integer between 1 and 5, got True"),
         (False, "importance must be an integer between 1 and 5, got False"),
@@ -372,9 +381,24 @@ def test_non_string_tags_are_rejected(tags):
     assert err.problems[0]["field"] == "tags"
 
 
-def test_entity_given_explicitly_is_kept():
+def test_entity_alone_is_the_scope():
     out = validate_metadata("memory", {"timestamp": TS, "entity": "bob"}).to_chroma()
-    assert out["entity"] == "bob" and out["scope"] == "global"
+    assert out["entity"] == "bob" and out["scope"] == "entity:bob"
+
+
+def test_a_global_memory_has_no_entity():
+    err = invalid("memory", {"timestamp": TS, "scope": "global", "entity": "bob"})
+    assert str(err) == ("entity 'bob' and scope 'global' disagree: a memory about 'bob' is stored in scope "
+                        "'entity:bob'; give only the entity, or only the scope")
+    assert err.problems[0]["field"] == "entity"
+    assert "entity" not in validate_metadata("memory", {"timestamp": TS}).to_chroma()
+
+
+@pytest.mark.parametrize("entity, message", [("", "the entity is empty"), ("  ", "the entity is empty"),
+                                             (7, "an entity is a name")])
+def test_bad_entity_is_named(entity, message):
+    err = invalid("memory", {"timestamp": TS, "entity": entity})
+    assert message in str(err) and err.problems[0]["field"] == "entity"
 
 
 def test_entity_equal_to_scope_is_accepted():
@@ -384,7 +408,7 @@ def test_entity_equal_to_scope_is_accepted():
 
 def test_entity_contradicting_scope_is_rejected():
     err = invalid("memory", {"timestamp": TS, "scope": "entity:bob", "entity": "alice"})
-    assert "entity 'alice' does not match scope 'entity:bob'" in str(err)
+    assert "entity 'alice' and scope 'entity:bob' disagree" in str(err)
 
 
 @pytest.mark.parametrize("conv", ["c1", "conv-", "conv_1", "conv-!x", "", 7])
@@ -645,3 +669,103 @@ def test_positions_refuse_booleans(field):
         meta["role"] = "user"
     with pytest.raises(ValidationError, match=field):
         validate_metadata(doc_type, meta)
+
+
+# --- times out of range -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ts", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", 1e20, -1e20])
+def test_times_outside_the_utc_range_are_validation_errors(ts):
+    err = invalid("memory", {"timestamp": ts})
+    assert err.problems[0]["field"] == "timestamp" and "out of range" in str(err)
+
+
+# --- limits -----------------------------------------------------------------------------------
+
+
+def test_limits_leave_room_below_chromas_breaking_point():
+    # Chroma's compaction fails at ~5,460 metadata rows (keys plus list items) in one document
+    assert MAX_METADATA_ENTRIES < 5000 and MAX_LIST_ITEMS < MAX_METADATA_ENTRIES and MAX_TAGS <= MAX_LIST_ITEMS
+    assert MAX_METADATA_KEYS < MAX_METADATA_ENTRIES
+
+
+@pytest.mark.parametrize("meta, field, message", [
+    ({"tags": [f"t{i}" for i in range(5470)]}, "tags", f"tags: 5470 tags given; a memory has at most {MAX_TAGS} (MAX_TAGS)"),
+    ({"tags": ["x" * (MAX_TAG_LENGTH + 1)]}, "tags", f"at most {MAX_TAG_LENGTH} (MAX_TAG_LENGTH)"),
+    ({"big": list(range(6000))}, "big", f"'big' must be a string, number, boolean or a non-empty list of one of those, "
+                                        f"got [0, 1, 2, 3"),
+    ({"big": list(range(6000))}, "big", f"a list of 6000 items; at most {MAX_LIST_ITEMS} (MAX_LIST_ITEMS)"),
+    ({"names": ["n" * (MAX_LIST_ITEM_LENGTH + 1)]}, "names", f"at most {MAX_LIST_ITEM_LENGTH} (MAX_LIST_ITEM_LENGTH)"),
+    ({"note": "x" * (MAX_STRING_LENGTH + 1)}, "note", f"at most {MAX_STRING_LENGTH} (MAX_STRING_LENGTH)"),
+    ({"k" * (MAX_KEY_LENGTH + 1): 1}, "k" * MAX_KEY_LENGTH, f"at most {MAX_KEY_LENGTH} (MAX_KEY_LENGTH)"),
+    ({f"k{i}": i for i in range(MAX_METADATA_KEYS + 1)}, "metadata", f"at most {MAX_METADATA_KEYS} (MAX_METADATA_KEYS)"),
+    ({f"k{i}": i for i in range(MAX_METADATA_KEYS - 3)}, "metadata", f"at most {MAX_METADATA_KEYS} (MAX_METADATA_KEYS)"),
+    ({f"l{i}": list(range(MAX_LIST_ITEMS)) for i in range(9)}, "metadata",
+     f"at most {MAX_METADATA_ENTRIES} (MAX_METADATA_ENTRIES)"),
+    ({"topic": "x" * (MAX_STRING_LENGTH + 1)}, "topic", f"at most {MAX_STRING_LENGTH} (MAX_STRING_LENGTH)"),
+])
+def test_metadata_beyond_the_limits_is_refused_naming_key_and_limit(meta, field, message):
+    err = invalid("memory", {"timestamp": TS, **meta})
+    assert message in str(err)
+    assert err.problems[0]["field"] == field
+
+
+def test_metadata_at_the_limits_is_accepted():
+    meta = {"timestamp": TS, "tags": [f"{i:03d}" + "t" * (MAX_TAG_LENGTH - 3) for i in range(MAX_TAGS)],
+            "names": ["n" * MAX_LIST_ITEM_LENGTH] * MAX_LIST_ITEMS, "note": "x" * MAX_STRING_LENGTH,
+            "k" * MAX_KEY_LENGTH: 1}
+    stored = validate_metadata("memory", meta).to_chroma()
+    assert len(stored["tags"]) == MAX_TAGS and len(stored["names"]) == MAX_LIST_ITEMS
+
+
+def test_duplicate_tags_count_once():
+    stored = validate_metadata("memory", {"timestamp": TS, "tags": ["same"] * 5000}).to_chroma()
+    assert stored["tags"] == ["same"]
+
+
+# --- keys the store reads back: typed or reserved ----------------------------------------------
+
+
+@pytest.mark.parametrize("doc_type, key, value, message", [
+    ("memory", "last_used", "yesterday", "last_used must be epoch seconds (a number >= 0), got 'yesterday'"),
+    ("memory", "last_used", -5, "last_used must be epoch seconds"),
+    ("memory", "last_used", True, "last_used must be epoch seconds"),
+    ("memory", "last_used", float("inf"), "last_used must be epoch seconds"),
+    ("memory", "created_at", "last week", "created_at must be an ISO 8601 time"),
+    ("memory", "created_at", "2026-01-01T00:00:00", "has no timezone"),
+    ("memory", "created_at", 1700000000, "created_at must be an ISO 8601 time"),
+    ("memory", "pam_status", "gone", "pam_status must be one of active, superseded, deprecated, retracted, archived"),
+    ("memory", "merged_from", "doc-1", "merged_from must be a list of document ids"),
+    ("memory", "xaibo.kind", "chunk", "xaibo.kind must be 'memory' or 'vector', got 'chunk'"),
+    ("memory", "xaibo.chunk", -1, "xaibo.chunk must be an integer >= 0"),
+    ("memory", "xaibo.chunk", "1", "xaibo.chunk must be an integer >= 0"),
+    ("persona", "position", "first", "position must be an integer >= 0"),
+    ("persona", "sections", 0, "sections must be an integer >= 1"),
+    ("faq", "kb_part", 0, "kb_part must be an integer >= 1"),
+    ("faq", "kb_parts", 1.5, "kb_parts must be an integer >= 1"),
+])
+def test_keys_the_store_reads_are_typed(doc_type, key, value, message):
+    err = invalid(doc_type, {**MINIMAL[doc_type], key: value})
+    assert message in str(err)
+    assert err.problems[0]["field"] == key
+
+
+def test_typed_keys_are_stored_normalised():
+    out = validate_metadata("memory", {"timestamp": TS, "created_at": "2026-01-01T10:00:00+02:00", "last_used": 5,
+                                       "pam_status": "archived", "xaibo.kind": "vector", "xaibo.chunk": 2.0}).to_chroma()
+    assert out["created_at"] == "2026-01-01T08:00:00+00:00"
+    assert out["last_used"] == 5.0 and type(out["last_used"]) is float
+    assert out["pam_status"] == "archived" and out["xaibo.kind"] == "vector" and out["xaibo.chunk"] == 2
+
+
+@pytest.mark.parametrize("key", ["ts_epoch", "id", "text", "embedding"])
+def test_reserved_keys_are_refused_as_extras_with_what_to_do(key):
+    err = invalid("memory", {"timestamp": TS, key: 5})
+    assert f"metadata field {key!r} is reserved: " in str(err)
+    assert err.problems[0]["field"] == key
+
+
+def test_typed_fields_are_documented_in_the_schema():
+    props = get_all_schemas()["memory"]["properties"]
+    for key in ("created_at", "last_used", "pam_status", "merged_from", "xaibo.kind", "xaibo.chunk"):
+        assert props[key]["description"]

@@ -5,11 +5,16 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta, timezone
 
+import asyncio
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
+from brain.chat import ChatMemory
 from brain.config import Settings
 from brain.errors import EmbeddingModelMismatch, FilterError, NotFound, StoreUnavailable, ValidationError
+from brain.protocols import BrainMemory
 from brain.rag_store import RagStore, memory_id
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
@@ -132,18 +137,97 @@ def test_friendly_filters(store):
     assert store.count("faq", where={"topic": ["web_search", "ocr"]}) == 1
 
 
-def test_entity_scoping_never_leaks_another_entity(store):
-    store.upsert_memory("Alice's favourite colour is green", scope="entity:alice", importance=5)
-    store.upsert_memory("Bob's favourite colour is red", scope="entity:bob", importance=5)
-    store.upsert_memory("Favourite colours are asked about often", importance=1)
-    alice = store.retrieve_memories("what is the favourite colour?", k=10, entity="alice")
-    assert {h.metadata["scope"] for h in alice} == {"entity:alice", "global"}
-    bob = store.retrieve_memories("what is the favourite colour?", k=10, entity="bob")
-    assert all("Alice" not in h.text for h in bob)
-    anonymous = store.retrieve_memories("what is the favourite colour?", k=10)
-    assert {h.metadata["scope"] for h in anonymous} == {"global"}
-    everyone = store.retrieve_memories("what is the favourite colour?", k=10, all_scopes=True)
-    assert len(everyone) == 3
+ENTITIES = ("alice", "bob", "carol")
+FACTS = ("favourite colour is green", "locker code is 4711", "flight leaves on Friday", "cat is called Miso")
+
+
+def _write_memory(store, chat, entry: str, entity: str | None, fact: str) -> str:
+    """One memory about ``entity`` (None: global) through one of the library's entry points."""
+    text = f"{entity or 'everyone'}'s {fact}"
+    if entry == "upsert_memory":
+        return store.upsert_memory(text, entity=entity)
+    if entry == "upsert_memory_scope":
+        return store.upsert_memory(text, scope=f"entity:{entity}" if entity else "global")
+    if entry == "upsert_docs":
+        return store.upsert_docs([{"text": text, "type": "memory", **({"entity": entity} if entity else {})}])[0]
+    if entry == "remember":
+        return chat.remember(text, entity=entity)
+    return asyncio.run(BrainMemory({"entity": entity} if entity else {}, store=store).store_memory(text))
+
+
+@hypothesis_settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=st.lists(st.tuples(
+    st.sampled_from(["upsert_memory", "upsert_memory_scope", "upsert_docs", "remember", "xaibo"]),
+    st.sampled_from((None, *ENTITIES)), st.sampled_from(FACTS)), min_size=1, max_size=6))
+def test_entity_scoping_never_leaks_another_entity(store, writes):
+    """Whatever is written through whichever entry point, a caller acting for an entity never reads,
+    edits or deletes another entity's memory; ``entity`` always means the scope."""
+    chat = ChatMemory(store, start_worker=False)
+    try:
+        for entry, entity, fact in writes:
+            doc = store.get_one(_write_memory(store, chat, entry, entity, fact))
+            assert doc.metadata["scope"] == (f"entity:{entity}" if entity else "global")
+            assert doc.metadata.get("entity") == entity
+        memories = store.get(type="memory")
+        for viewer in (None, *ENTITIES):
+            visible = {"global", *([f"entity:{viewer}"] if viewer else [])}
+            xaibo = BrainMemory({"entity": viewer} if viewer else {}, store=store)
+            seen = {
+                "retrieve_memories": {h.metadata["scope"] for h in store.retrieve_memories("what is the code?", k=50,
+                                                                                            entity=viewer)},
+                # get/update/delete without an entity are the operator's (every scope)
+                "get": {d.metadata["scope"] for d in store.get(type="memory", entity=viewer)} if viewer else set(),
+                "build_context": {i.metadata["scope"] for i in chat.build_context(None, "what is the code?",
+                                                                                  entity=viewer).memory},
+                "xaibo list": {m["scope"] for m in asyncio.run(xaibo.list_memories())},
+                "xaibo search": {store.get_one(r.memory_id).metadata["scope"]
+                                 for r in asyncio.run(xaibo.search_memory("what is the code?", k=50))},
+            }
+            for entry, scopes in seen.items():
+                assert scopes <= visible, (entry, viewer, scopes)
+            for other in (m for m in memories if m.metadata["scope"] not in visible):
+                if viewer is not None:
+                    with pytest.raises(NotFound):
+                        store.update_memory(other.id, importance=5, entity=viewer)
+                    assert store.delete([other.id], entity=viewer) == 0
+                    assert store.get([other.id], entity=viewer) == []
+                assert asyncio.run(xaibo.get_memory(other.id)) is None
+                assert asyncio.run(xaibo.update_memory(other.id, "changed")) is False
+                assert asyncio.run(xaibo.delete_memory(other.id)) is False
+        assert {(m.id, m.text, m.metadata["importance"]) for m in store.get(type="memory")} == \
+            {(m.id, m.text, m.metadata["importance"]) for m in memories}  # nothing was changed for another
+    finally:
+        chat.close()
+
+
+def test_entity_and_scope_must_agree_and_a_global_memory_has_no_entity(store):
+    with pytest.raises(ValidationError, match="entity 'bob' and scope 'global' disagree"):
+        store.upsert_memory("Bob likes tea", scope="global", entity="bob")
+    with pytest.raises(ValidationError, match="disagree"):
+        store.upsert_memory("Bob likes tea", scope="entity:alice", entity="bob")
+    assert store.count() == 0
+    same = store.upsert_memory("Bob likes tea", scope="entity:bob", entity="bob")
+    assert same == store.upsert_memory("Bob likes tea", entity="bob")
+    assert "entity" not in store.get_one(store.upsert_memory("Everyone likes tea")).metadata
+
+
+def test_memories_stored_global_with_an_entity_by_older_versions_read_as_global(store):
+    text = "Bob's office is on floor 3"
+    legacy = memory_id(text, "global")
+    store.col.add(ids=[legacy], embeddings=[store.embedder.embed_documents([text])[0]], documents=[text],
+                  metadatas=[{"type": "memory", "scope": "global", "entity": "bob", "importance": 3, "source": "chat",
+                              "timestamp": "2025-01-01T00:00:00+00:00", "ts_epoch": 1735689600.0}])
+    store.refresh_index()
+    for viewer in (None, "alice", "bob"):
+        assert [h.id for h in store.retrieve_memories("which floor is the office on?", k=1, entity=viewer)] == [legacy]
+    assert store.get([legacy], entity="alice")[0].id == legacy
+    # writing the same memory again merges with it (and drops the stray entity) instead of failing
+    assert store.upsert_memory("bob's office is on floor 3", importance=4) == legacy
+    meta = store.get_one(legacy).metadata
+    assert meta["scope"] == "global" and "entity" not in meta and meta["importance"] == 4
+    assert store.get_one(legacy).text == text
+    store.update_memory(legacy, tags=["office"])
+    assert store.get_one(legacy).metadata["tags"] == ["office"]
 
 
 def test_score_parts_add_up_and_importance_matters(store):
