@@ -30,13 +30,17 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from brain.errors import Forbidden, NotFound, ValidationError
-from brain.schemas import GLOBAL_SCOPE, RESERVED_KEYS, DocType, check_scope, entity_scope, valid_conversation_id
+from brain.schemas import (
+    ENTITY_MAX_LENGTH,
+    ENTITY_PATTERN,
+    GLOBAL_SCOPE,
+    RESERVED_KEYS,
+    DocType,
+    check_scope,
+    entity_scope,
+    valid_conversation_id,
+)
 
-#: what an entity name looks like (the name part of an ``entity:<name>`` scope, see
-#: :func:`brain.schemas.check_scope`): 1 to 128 characters, no control characters, no space at either end.
-#: Published in the API schema; :func:`check_entity_name` enforces it through the schemas' scope rule.
-ENTITY_PATTERN = r"^\S(?:[^\x00-\x1f]{0,126}\S)?$"
-ENTITY_MAX_LENGTH = 128
 
 #: memory metadata keys a caller never sets through ``metadata``: the store's own keys, the fields that
 #: decide who a memory belongs to, and the fields requests carry at their top level

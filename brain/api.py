@@ -35,7 +35,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from brain import __version__
-from brain.access import ENTITY_MAX_LENGTH, ENTITY_PATTERN, Access, Caller, check_entity_name
+from brain.access import Access, Caller, check_entity_name
 from brain.auth import TokenTable
 from brain.config import Settings
 from brain.errors import (
@@ -48,7 +48,17 @@ from brain.errors import (
     ValidationError,
 )
 from brain.rag_store import RagStore
-from brain.schemas import _CONV_RE, DOC_TYPES, check_conversation_id, check_scope, get_all_schemas, schema_info
+from brain.schemas import (
+    CONVERSATION_ID_MAX_LENGTH,
+    CONVERSATION_ID_PATTERN,
+    DOC_TYPES,
+    ENTITY_MAX_LENGTH,
+    ENTITY_PATTERN,
+    check_conversation_id,
+    check_scope,
+    get_all_schemas,
+    schema_info,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +85,7 @@ Entity = Annotated[str, AfterValidator(_entity), WithJsonSchema({
     "type": "string", "minLength": 1, "maxLength": ENTITY_MAX_LENGTH, "pattern": ENTITY_PATTERN,
     "description": "an entity name: 1 to 128 characters, no control characters, no space at either end"})]
 ConversationId = Annotated[str, AfterValidator(check_conversation_id), WithJsonSchema({
-    "type": "string", "pattern": _CONV_RE.pattern, "maxLength": 133, "description": "conv-<id>"})]
+    "type": "string", "pattern": CONVERSATION_ID_PATTERN, "maxLength": CONVERSATION_ID_MAX_LENGTH, "description": "conv-<id>"})]
 Scope = Annotated[str, AfterValidator(check_scope), WithJsonSchema({
     "type": "string", "pattern": "^(global|entity:" + ENTITY_PATTERN[1:-1] + ")$",
     "description": "'global' or 'entity:<name>'"})]

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from brain.chat import ChatMemory, Context
 from brain.config import load_settings
-from brain.errors import BrainError
+from brain.errors import BrainError, ConfigError
 from brain.ingest import ingest_paths
 from brain.rag_store import RagStore
 from brain.specialists import SpecialistRegistry
@@ -65,17 +66,28 @@ def render(question: str, ctx: Context, specialists: list | None) -> str:
     return "\n".join(out)
 
 
+def _project_kb(settings) -> Path:
+    """The sample knowledge base of the project the settings come from, whatever the working directory."""
+    root = settings.layout.root
+    if root is None or not (root / "config" / "kb").is_dir():
+        raise ConfigError(f"no knowledge base to ingest: {settings.layout.describe()} has no config/kb; "
+                          "give one with --kb")
+    return root / "config" / "kb"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="brain-demo", description=__doc__.splitlines()[0])
     parser.add_argument("question", nargs="?", default=SAMPLE_QUESTION)
     parser.add_argument("--entity", default="alice", help="entity whose memories may be used (default: alice)")
-    parser.add_argument("--persona", default="persona.md")
-    parser.add_argument("--kb", default="config/kb")
+    parser.add_argument("--persona", help="the persona file (default: BRAIN_PERSONA_PATH, the project's persona.md)")
+    parser.add_argument("--kb", help="the knowledge base (default: the project's config/kb)")
     args = parser.parse_args(argv)
     try:
-        report = startup(load_settings(), persona_path=args.persona)
+        settings = load_settings()
+        kb_path = args.kb or _project_kb(settings)
+        report = startup(settings, persona_path=args.persona)
         store = report.store
-        kb = ingest_paths(store, [args.kb])
+        kb = ingest_paths(store, [kb_path])
         if not kb.ok:
             print(kb.summary(), file=sys.stderr)
             return 1

@@ -169,6 +169,7 @@ import rfc8785
 from brain.errors import BrainError, ValidationError
 from brain.ids import derived_id
 from brain.memory_index import is_part
+from brain.ranking import to_unit_length
 from brain.schemas import (
     GLOBAL_SCOPE,
     DocType,
@@ -240,8 +241,6 @@ _MAX_REPORTED = 20  # problems spelled out in an error message (all of them are 
 #: how deeply a PAM file may nest objects and lists; the spec's documents need fewer than 10 levels, and
 #: the validators and serialisers downstream give up (with their own errors) at a few hundred
 MAX_NESTING = 64
-#: an imported vector whose L2 norm is this far from 1 is normalised before it is stored
-_UNIT_TOLERANCE = 1e-4
 #: below this norm a vector has no direction (the embedders refuse such output too)
 _MIN_NORM = 1e-12
 
@@ -1319,6 +1318,10 @@ def pam_to_memory(
     for key in ("entity", "conversation_id"):
         if brain.get(key) is not None:
             meta[key] = brain[key]
+    if meta["scope"] == GLOBAL_SCOPE:
+        # older exports named who a global memory was about; the entity is now the scope, and the
+        # memory stays global (visible to everyone) as it was
+        meta.pop("entity", None)
     ref = (mem.get("provenance") or {}).get("conversation_ref")
     if "conversation_id" not in meta and conversations and ref in conversations:
         meta["conversation_id"] = conversations[ref]  # a foreign memory, linked to its imported conversation
@@ -1398,11 +1401,7 @@ def _usable_vector(emb: dict[str, Any] | None, model: str) -> tuple[np.ndarray |
     :func:`_vector_problems`), and whether it had to be normalised; (None, False) otherwise."""
     if emb is None or emb["model"] != model or emb.get("vector") is None:
         return None, False
-    vector = np.asarray(emb["vector"], dtype=np.float64)
-    norm = float(np.linalg.norm(vector))
-    if abs(norm - 1.0) <= _UNIT_TOLERANCE:
-        return np.asarray(emb["vector"], dtype=np.float32), False  # as written: a round trip is bit for bit
-    return (vector / norm).astype(np.float32), True
+    return to_unit_length(emb["vector"])
 
 
 # ---- PAM conversation -> brain turns and summaries -----------------------------------------------

@@ -35,7 +35,7 @@ from brain.locking import DataDirLock
 from brain.memory_index import MemoryIndex
 from brain.mirror import EngramMirror, MirrorCorrupt, MirrorHealth
 from brain.persona import current_version
-from brain.ranking import ScoreWeights
+from brain.ranking import ScoreWeights, to_unit_length
 
 # persona, faq and summaries rank by similarity alone
 SIMILARITY_ONLY = ScoreWeights(similarity=1.0, importance=0.0, recency=0.0)
@@ -311,7 +311,7 @@ class RagStore:
             return None, "embedding contains NaN or Inf values"
         if not np.any(vec):
             return None, "embedding is all zeros"
-        return vec, None
+        return to_unit_length(vec)[0], None
 
     def _prepare(self, docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Validate a whole batch; raise one ValidationError listing every problem, or return it prepared."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -87,6 +87,22 @@ def total_scores(similarity, importance, epochs, now: float, weights: ScoreWeigh
         + importance_part(importance, weights)
         + recency_part(epochs, now, weights)
     )
+
+
+#: a vector whose L2 norm is further than this from 1 is scaled to unit length before it is stored: the
+#: collection compares by cosine and the pre-score's error bound assumes unit rows
+UNIT_TOLERANCE = 1e-4
+
+
+def to_unit_length(vector: Any) -> tuple[np.ndarray, bool]:
+    """``vector`` as float32 at unit length, and whether it had to be scaled. A vector already within
+    :data:`UNIT_TOLERANCE` of unit length is returned as given, so a round trip is bit for bit.
+    The caller refuses zero and non-finite vectors first."""
+    given = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(np.asarray(vector, dtype=np.float64)))
+    if abs(norm - 1.0) <= UNIT_TOLERANCE:
+        return given, False
+    return (np.asarray(vector, dtype=np.float64) / norm).astype(np.float32), True
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:

@@ -45,8 +45,15 @@ class Source(str, Enum):
 
 DOC_TYPES: tuple[str, ...] = tuple(t.value for t in DocType)
 GLOBAL_SCOPE = "global"
-_SCOPE_RE = re.compile(r"^entity:(?P<name>\S(?:[^\x00-\x1f]{0,126}\S)?)$")
-_CONV_RE = re.compile(r"^conv-[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+#: an entity name (the ``<name>`` of an ``entity:<name>`` scope): 1 to 128 characters, no control
+#: characters, no space at either end; published as is in the API's schema
+ENTITY_PATTERN = r"^\S(?:[^\x00-\x1f]{0,126}\S)?$"
+ENTITY_MAX_LENGTH = 128
+#: a conversation id, ``conv-<id>``
+CONVERSATION_ID_PATTERN = r"^conv-[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+CONVERSATION_ID_MAX_LENGTH = 133
+_SCOPE_RE = re.compile(r"^entity:(?P<name>" + ENTITY_PATTERN[1:-1] + r")$")
+_CONV_RE = re.compile(CONVERSATION_ID_PATTERN)
 _RANGE_RE = re.compile(r"^(\d+)-(\d+)$")
 #: keys the store computes or sets itself: never extra metadata, and never changed by
 #: ``RagStore.update_memory`` (a document's id, text, vector, type, scope, origin and time are its own)

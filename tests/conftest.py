@@ -7,13 +7,16 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 
+from brain.api import create_app
 from brain.config import Settings
 from brain.embeddings import LocalMiniLMEmbedder
 from brain.rag_store import RagStore
@@ -118,6 +121,20 @@ def embedded_store(settings, local_embedder):
         yield opened
 
 
+@pytest.fixture
+def embed_calls(embedded_store, monkeypatch):
+    """Every list of texts the store's embedder is asked for (the real embedder still runs)."""
+    calls: list[list[str]] = []
+    real = embedded_store.embedder.embed_documents
+
+    def counting(texts):
+        calls.append(list(texts))
+        return real(texts)
+
+    monkeypatch.setattr(embedded_store.embedder, "embed_documents", counting)
+    return calls
+
+
 @pytest.fixture(autouse=True)
 def _no_env_leaks(monkeypatch, tmp_path):
     """Tests never read the developer's own BRAIN_/RAG_ variables or .env (they run in a temp cwd),
@@ -128,3 +145,50 @@ def _no_env_leaks(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.chdir(tmp_path)
+
+
+# ---- the HTTP API over a real uvicorn ----------------------------------------------------------------
+
+NOBODY = "http://127.0.0.1:9"  # discard port: nothing answers, so the summariser falls back
+
+
+class LiveServer:
+    """uvicorn serving ``app`` in a thread of this process, on a free loopback port."""
+
+    def __init__(self, app):
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "LiveServer":
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+def api_settings(tmp_path, **overrides) -> Settings:
+    return Settings(data_dir=tmp_path / "data", ollama_host=NOBODY, summary_retries=0,
+                    summary_backoff_seconds=0, **overrides)
+
+
+@pytest.fixture
+def api_store(tmp_path, local_embedder):
+    with RagStore(api_settings(tmp_path), embedder=local_embedder) as store:
+        yield store
+
+
+@pytest.fixture
+def live(api_store):
+    with LiveServer(create_app(api_store.settings, store=api_store)) as server:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            yield client

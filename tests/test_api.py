@@ -4,68 +4,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
-import time
 
 import httpx
 import pytest
-import uvicorn
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 from brain.api import create_app, is_loopback, serve
-from brain.config import Settings
 from brain.embeddings.ollama import OllamaEmbedder
 from brain.errors import ConfigError
 from brain.rag_store import RagStore
 from brain.schemas import DOC_TYPES
 
-from .conftest import ROOT, free_port, start_chroma_server, stop
+from .conftest import ROOT, LiveServer, api_settings, free_port, start_chroma_server, stop
 from .ollama_stub import OllamaStub
-
-NOBODY = "http://127.0.0.1:9"  # discard port: nothing answers, so the summariser falls back
-
-
-class LiveServer:
-    """uvicorn serving ``app`` in a thread of this process, on a free loopback port."""
-
-    def __init__(self, app):
-        self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> "LiveServer":
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-
-
-def api_settings(tmp_path, **overrides) -> Settings:
-    return Settings(data_dir=tmp_path / "data", ollama_host=NOBODY, summary_retries=0,
-                    summary_backoff_seconds=0, **overrides)
-
-
-@pytest.fixture
-def api_store(tmp_path, local_embedder):
-    with RagStore(api_settings(tmp_path), embedder=local_embedder) as store:
-        yield store
-
-
-@pytest.fixture
-def live(api_store):
-    with LiveServer(create_app(api_store.settings, store=api_store)) as server:
-        with httpx.Client(base_url=server.url, timeout=30) as client:
-            yield client
-
 
 # ---- schema --------------------------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ import pytest
 from brain.api import MAX_JSON_DEPTH, MAX_OFFSET
 from brain.schemas import DOC_TYPES
 
-from .test_api import api_store, live  # noqa: F401  (fixtures)
 
 JSON = {"content-type": "application/json"}
 

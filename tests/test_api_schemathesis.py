@@ -21,7 +21,7 @@ from brain.rag_store import RagStore
 from brain.summarizers import ExtractiveSummarizer
 
 from .conftest import ROOT
-from .test_api import LiveServer, api_settings
+from .conftest import LiveServer, api_settings
 from .test_api_security import ADMIN, TOKENS, write_tokens
 
 SEED = 20261123

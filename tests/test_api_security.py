@@ -26,7 +26,7 @@ from brain.rag_store import RagStore
 from brain.summarizers import ExtractiveSummarizer
 
 from .conftest import ROOT, free_port
-from .test_api import LiveServer, api_settings
+from .conftest import LiveServer, api_settings
 
 ADMIN = "admin-token-0123456789abcdef"
 TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef",
@@ -100,7 +100,7 @@ def test_tokens_file_is_read_into_identities(tmp_path):
     (f"alice {TOKENS['alice']}\nbob {TOKENS['alice']}\n", "line 2: the token is already used by"),
     (f"alice {ADMIN}\n", "already used by BRAIN_API_TOKEN"),
     ("x" * 200 + f" {TOKENS['alice']}\n", "line 1: the name"),
-    (f"alice t\u00f6ken-with-umlaut-0123456789\n", "printable ASCII"),
+    ("alice t\u00f6ken-with-umlaut-0123456789\n", "printable ASCII"),
 ])
 def test_a_malformed_tokens_file_stops_start_up_naming_the_line(tmp_path, content, expected):
     path = tmp_path / "tokens"

@@ -76,3 +76,24 @@ def test_running_the_demo_again_writes_nothing(tmp_path, monkeypatch, capsys, lo
     again_docs, again_mirror = _stored(tmp_path, local_embedder)
     assert again_docs == first_docs  # no text, metadata (timestamps included) or vector changed
     assert again_mirror == first_mirror
+
+
+def test_demo_finds_its_project_from_a_subfolder(tmp_path, monkeypatch, capsys):
+    """Persona, knowledge base and data directory come from the project, not the working directory."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "persona.md", project / "persona.md")
+    shutil.copytree(ROOT / "config", project / "config")
+    (project / "notes" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(project / "notes" / "deep")
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "Persona: 4 sections, loaded" in out and "Engram mirror: 4 memories" in out
+    assert (project / "data" / "chroma").is_dir() and not (project / "notes" / "deep" / "data").exists()
+
+
+def test_demo_without_a_project_says_where_to_point_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main([]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no knowledge base to ingest") and "--kb" in err

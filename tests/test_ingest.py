@@ -70,20 +70,6 @@ def write_kb(root: Path) -> Path:
     return kb
 
 
-@pytest.fixture
-def embed_calls(embedded_store, monkeypatch):
-    """Every list of texts the store's embedder is asked for (the real embedder still runs)."""
-    calls: list[list[str]] = []
-    real = embedded_store.embedder.embed_documents
-
-    def counting(texts):
-        calls.append(list(texts))
-        return real(texts)
-
-    monkeypatch.setattr(embedded_store.embedder, "embed_documents", counting)
-    return calls
-
-
 def kb_docs(store, kb_file: str | None = None):
     where = {"source": "kb", "type": "faq"} if kb_file is None else {"kb_file": kb_file}
     return sorted(store.get(where=where), key=lambda d: d.id)

@@ -16,7 +16,7 @@ import pytest
 from brain import ingest as brain_ingest
 from brain.chunking import TokenChunker
 from brain.ingest import KB_NAMES, ingest_paths, kb_name
-from tests.test_ingest import embed_calls, expected_state, kb_docs, state, write_kb  # noqa: F401 (a fixture)
+from tests.test_ingest import expected_state, kb_docs, state, write_kb
 
 
 def legacy_ingest(store, kb: Path, cwd: Path) -> int:

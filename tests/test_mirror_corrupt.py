@@ -25,7 +25,7 @@ from brain.errors import BrainError
 from brain.mirror import EngramMirror, MirrorCorrupt, rebuild_mirror, recover_store, verify_mirror
 from brain.rag_store import RagStore
 
-from .test_api import NOBODY, LiveServer
+from .conftest import NOBODY, LiveServer
 
 KINDS = ("half", "header", "middle", "tail")
 

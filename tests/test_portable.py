@@ -1282,3 +1282,20 @@ def test_export_removes_only_its_own_stale_conversation_files(tmp_path, local_em
     assert not (out / "conversations" / "conv-gone.json").exists()
     assert (out / "conversations" / "conv-keep.json").exists()
     assert (out / "conversations" / "notes.json").read_text() == '{"mine": true}'  # not ours: kept
+
+
+def test_an_older_export_of_a_global_memory_about_someone_imports_as_global(embedded_store, open_store, tmp_path):
+    """Exports written before the entity became the scope could name an entity on a global memory;
+    it imports, stays global (visible to everyone, as it was) and loses the entity."""
+    embedded_store.upsert_memory("The office is closed on Fridays", importance=4)
+    out = tmp_path / "out"
+    export_pam(embedded_store, out)
+    doc = load(out / MEMORY_STORE_FILE)
+    doc["memories"][0]["metadata"]["brain"]["entity"] = "bob"
+    del doc["integrity"]
+    (out / MEMORY_STORE_FILE).write_text(json.dumps(doc))
+    target = open_store("target")
+    assert import_pam(target, out).new == 1
+    stored = target.get(type="memory")[0]
+    assert stored.metadata["scope"] == "global" and "entity" not in stored.metadata
+    assert [h.id for h in target.retrieve_memories("office closed", 1, entity="alice")] == [stored.id]

@@ -572,3 +572,19 @@ def test_writing_a_memorys_old_text_after_an_in_place_change_keeps_both(store):
     # idempotent: the same text lands on the same (alternative) id again
     assert store.upsert_memory("the user lives in  PARIS") == again
     assert store.count("memory") == 2
+
+
+def test_a_given_vector_is_stored_at_unit_length(store):
+    """The collection compares by cosine and the ranking's error bound assumes unit rows: a caller's
+    vector of another length is scaled, one already of unit length is kept bit for bit."""
+    rng = np.random.default_rng(7)
+    unit = rng.standard_normal(store.dimension).astype(np.float32)
+    unit /= np.linalg.norm(unit)
+    long_id = store.upsert_doc("all sevens", "memory", embedding=[7.0] * store.dimension)
+    unit_id = store.upsert_doc("a unit vector", "memory", embedding=unit)
+    stored = {d.id: d.embedding for d in store.get([long_id, unit_id], include_embeddings=True)}
+    assert np.linalg.norm(stored[long_id]) == pytest.approx(1.0, abs=1e-5)
+    assert np.allclose(stored[long_id], 1 / np.sqrt(store.dimension), atol=1e-6)
+    assert np.array_equal(stored[unit_id], unit)
+    hit = store.retrieve_memories("anything", 2, query_vector=np.full(store.dimension, 1.0))[0]
+    assert hit.id == long_id and hit.similarity == pytest.approx(1.0, abs=1e-3)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from brain.config import Settings
 from brain.errors import EmbedderUnavailable, EmbeddingModelMismatch
 from brain.rag_store import RagStore
 from tests.ollama_stub import OllamaStub, dead_url
