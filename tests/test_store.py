@@ -305,11 +305,12 @@ def test_faq_and_persona_retrieval_by_meaning(store):
     assert store.retrieve_persona("how should you talk?", k=1)[0].metadata["topic"] == "tone"
 
 
-def test_precomputed_vectors_are_stored_as_given(store):
+def test_precomputed_unit_vectors_are_stored_as_given(store):
     vec = np.random.default_rng(0).standard_normal(384).astype(np.float32)
+    vec /= np.linalg.norm(vec)
     doc_id = store.upsert_doc("a memory with its own vector", "memory", embedding=vec)
     stored = store.get(doc_id, include_embeddings=True)[0].embedding
-    assert np.allclose(stored, vec, atol=1e-6)
+    assert np.array_equal(stored, vec)
 
 
 def test_index_notices_writes_that_bypassed_the_store(backend_settings, local_embedder):
