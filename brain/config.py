@@ -328,13 +328,16 @@ class Settings(BaseSettings):
     )
     # bands calibrated for local/minilm-l6-v2 (see bench/SPECIALISTS_RESULTS.md)
     specialist_band_strong: float = Field(
-        SPECIALIST_BAND_DEFAULTS["strong"], ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_STRONG", "specialist_band_strong")
+        SPECIALIST_BAND_DEFAULTS["strong"], ge=-1.0, le=1.0,
+        validation_alias=_env("BRAIN_SPECIALIST_BAND_STRONG", "specialist_band_strong"),
     )
     specialist_band_good: float = Field(
-        SPECIALIST_BAND_DEFAULTS["good"], ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_GOOD", "specialist_band_good")
+        SPECIALIST_BAND_DEFAULTS["good"], ge=-1.0, le=1.0,
+        validation_alias=_env("BRAIN_SPECIALIST_BAND_GOOD", "specialist_band_good"),
     )
     specialist_band_possible: float = Field(
-        SPECIALIST_BAND_DEFAULTS["possible"], ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_POSSIBLE", "specialist_band_possible")
+        SPECIALIST_BAND_DEFAULTS["possible"], ge=-1.0, le=1.0,
+        validation_alias=_env("BRAIN_SPECIALIST_BAND_POSSIBLE", "specialist_band_possible"),
     )
     specialist_cache_ttl_seconds: float = Field(
         300.0, ge=0.0, le=86400.0,
@@ -451,7 +454,8 @@ class Settings(BaseSettings):
             self.specialist_band_strong, self.specialist_band_good, self.specialist_band_possible
         ):
             raise ValueError(
-                "BRAIN_SPECIALIST_BAND_STRONG >= BRAIN_SPECIALIST_BAND_GOOD >= BRAIN_SPECIALIST_BAND_POSSIBLE must hold, "
+                "BRAIN_SPECIALIST_BAND_STRONG >= BRAIN_SPECIALIST_BAND_GOOD >= BRAIN_SPECIALIST_BAND_POSSIBLE "
+                "must hold, "
                 f"got {self.specialist_band_strong} / {self.specialist_band_good} / {self.specialist_band_possible}"
             )
         if self.specialist_weight_canonical + self.specialist_weight_predicates + self.specialist_weight_objects <= 0:

@@ -29,14 +29,19 @@ class SpecialistRequest(NamedTuple):
     end: int  # one past its closing ``]``
 
 
-def parse_specialist_requests(text: str, specialists: Mapping[str, Specialist] | Iterable[Specialist]) -> list[SpecialistRequest]:
+def parse_specialist_requests(
+    text: str, specialists: Mapping[str, Specialist] | Iterable[Specialist]
+) -> list[SpecialistRequest]:
     """Find every ``SPECIALIST_REQUEST[name:{json}]`` in model output and check each against the
     specialists' declared params: the name must be registered, the JSON an object, every required
     param present, no undeclared param, and each value of its declared type. Raises one
     :class:`ValidationError` listing every problem (``item`` is the marker's number, from 0), with
     positions as line and column of ``text``; no markers gives ``[]``."""
     if not isinstance(text, str):
-        raise ValidationError(f"text must be a string, got {type(text).__name__}", [{"item": None, "field": "text", "message": "not a string"}])
+        raise ValidationError(
+            f"text must be a string, got {type(text).__name__}",
+            [{"item": None, "field": "text", "message": "not a string"}],
+        )
     known = dict(specialists) if isinstance(specialists, Mapping) else {s.id: s for s in specialists}
     requests: list[SpecialistRequest] = []
     problems: list[dict[str, Any]] = []
@@ -102,7 +107,8 @@ def _check_params(spec: Specialist, params: dict[str, Any]) -> list[tuple[str, s
     declared = {p.name: p for p in spec.params}
     for p in spec.params:
         if p.required and p.name not in params:
-            out.append((f"{spec.id} needs the parameter {p.name!r} ({p.type}: {p.description or 'no description'})", f"params.{p.name}"))
+            about = f"{p.type}: {p.description or 'no description'}"
+            out.append((f"{spec.id} needs the parameter {p.name!r} ({about})", f"params.{p.name}"))
     for key, value in params.items():
         p = declared.get(key)
         if p is None:

@@ -109,7 +109,8 @@ def load_specialists(path: str | Path) -> list[Specialist]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(
-            f"specialists file {path} does not exist; create it (see config/specialists.yaml) or set BRAIN_SPECIALISTS_PATH"
+            f"specialists file {path} does not exist; create it (see config/specialists.yaml) "
+            "or set BRAIN_SPECIALISTS_PATH"
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read specialists file {path}: {exc}") from None
@@ -152,7 +153,9 @@ def validate_specialists(data: Any, *, source: str = "<data>") -> list[Specialis
         if isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
             name += f" ({raw['id']})"
         if not isinstance(raw, Mapping):
-            problems.append({"item": i, "specialist": name, "field": "", "message": f"must be a mapping, got {type(raw).__name__}"})
+            problems.append(
+                {"item": i, "specialist": name, "field": "", "message": f"must be a mapping, got {type(raw).__name__}"}
+            )
             continue
         try:
             spec = Specialist.model_validate(dict(raw))

@@ -123,7 +123,8 @@ class _TTLCache:
         self._data.clear()
 
     def info(self) -> dict[str, Any]:
-        return {"hits": self.hits, "misses": self.misses, "size": len(self._data), "maxsize": self.maxsize, "ttl": self.ttl}
+        return {"hits": self.hits, "misses": self.misses, "size": len(self._data), "maxsize": self.maxsize,
+                "ttl": self.ttl}
 
 
 class SpecialistRegistry:
@@ -140,7 +141,8 @@ class SpecialistRegistry:
     * ``weights`` [0.5 / 0.3 / 0.2] -- :class:`SpecialistWeights`.
     * ``not_penalty`` [1.0], ``not_margin`` [0.50] -- the ``not`` penalty (see :mod:`brain.specialists.scoring`).
     * ``lexical_weight`` [0.2] -- the weight of the lexical share.
-    * ``bands`` -- :class:`SpecialistBands` [strong 0.67 / good 0.48 / possible 0.30, for all-MiniLM-L6-v2 with the lexical share].
+    * ``bands`` -- :class:`SpecialistBands` [strong 0.67 / good 0.48 / possible 0.30, for
+      all-MiniLM-L6-v2 with the lexical share].
     * ``cache_ttl`` [300 s], ``cache_size`` [1024] -- the request cache (0 disables it).
     * ``embedder`` -- defaults to the store's; must have the same name (tests wrap it to count calls).
     * ``clock`` [``time.monotonic``] -- the cache's clock.
@@ -194,7 +196,8 @@ class SpecialistRegistry:
         for field_name, (param, _env) in SETTINGS_FIELDS.items():
             if hasattr(settings, field_name):
                 kwargs[param] = getattr(settings, field_name)
-        weights = {k: kwargs.pop(f"weight_{k}") for k in ("canonical", "predicates", "objects") if f"weight_{k}" in kwargs}
+        weights = {k: kwargs.pop(f"weight_{k}") for k in ("canonical", "predicates", "objects")
+                   if f"weight_{k}" in kwargs}
         if weights:
             kwargs["weights"] = SpecialistWeights(**weights)
         bands = {k: kwargs.pop(f"band_{k}") for k in ("strong", "good", "possible") if f"band_{k}" in kwargs}
@@ -388,9 +391,14 @@ class SpecialistRegistry:
     def find_specialists(self, request: str, k: int = 3) -> list[SpecialistMatch]:
         """The ``k`` best specialists for a request, best first, each with its score, parts and band."""
         if not isinstance(request, str) or not request.strip():
-            raise ValidationError("request must be a non-empty string", [{"item": None, "field": "request", "message": "empty"}])
+            raise ValidationError(
+                "request must be a non-empty string", [{"item": None, "field": "request", "message": "empty"}]
+            )
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
-            raise ValidationError(f"k must be an integer between 1 and 1000, got {k!r}", [{"item": None, "field": "k", "message": "out of range"}])
+            raise ValidationError(
+                f"k must be an integer between 1 and 1000, got {k!r}",
+                [{"item": None, "field": "k", "message": "out of range"}],
+            )
         key = normalise_request(request)
         with self._lock:
             ranking = self._cache.get(key)
@@ -419,7 +427,8 @@ def _record_id(sid: str, kind: str, position: int | None = None) -> str:
 def _records(entry: SpecialistVectors) -> list[tuple[str, np.ndarray, str, dict[str, Any]]]:
     spec, s = entry.spec, entry.spec.semantics
     base = {"specialist": spec.id, "vectors_hash": spec.vectors_hash}
-    head = {**base, "kind": "canonical", "spec": json.dumps(spec.to_dict(), ensure_ascii=False), "spec_hash": spec.spec_hash}
+    spec_json = json.dumps(spec.to_dict(), ensure_ascii=False)
+    head = {**base, "kind": "canonical", "spec": spec_json, "spec_hash": spec.spec_hash}
     out = [
         (_record_id(spec.id, "canonical"), entry.canonical, s.canonical, head),
         (_record_id(spec.id, "predicates"), entry.predicates, "; ".join(s.predicates), {**base, "kind": "predicates"}),
