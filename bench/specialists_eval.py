@@ -71,7 +71,7 @@ def read_set(path: Path) -> list[dict]:
 
 
 def run(registry: SpecialistRegistry, rows: list[dict]) -> list[tuple[dict, list]]:
-    registry._cache.clear()
+    registry.clear_cache()
     return [(row, registry.find_specialists(row["request"], k=3)) for row in rows]
 
 

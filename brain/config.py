@@ -22,6 +22,7 @@ every path setting is absolute.
 
 from __future__ import annotations
 
+import math
 import os
 from contextvars import ContextVar
 from dataclasses import dataclass, field as dataclass_field
@@ -41,6 +42,15 @@ PROJECT_MARKER = Path("config") / "defaults.env"
 LOCAL_ENV_FILE = Path(".env")
 #: the settings that name files or directories
 PATH_FIELDS = ("data_dir", "persona_path", "specialists_path", "mirror_path")
+#: the specialist bands' thresholds, calibrated for local/minilm-l6-v2 (bench/SPECIALISTS_RESULTS.md);
+#: the Settings defaults and brain.specialists.SpecialistBands' defaults
+SPECIALIST_BAND_DEFAULTS = {"strong": 0.67, "good": 0.48, "possible": 0.30}
+
+
+def specialist_bands_in_order(strong: float, good: float, possible: float) -> bool:
+    """The one rule for the specialist bands: finite, and ``possible <= good <= strong``. Equal
+    thresholds are allowed: they leave the band between them empty."""
+    return all(math.isfinite(v) for v in (strong, good, possible)) and possible <= good <= strong
 
 
 def find_project_root(start: str | os.PathLike) -> Path | None:
@@ -318,13 +328,16 @@ class Settings(BaseSettings):
     )
     # bands calibrated for local/minilm-l6-v2 (see bench/SPECIALISTS_RESULTS.md)
     specialist_band_strong: float = Field(
-        0.67, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_STRONG", "specialist_band_strong")
+        SPECIALIST_BAND_DEFAULTS["strong"], ge=-1.0, le=1.0,
+        validation_alias=_env("BRAIN_SPECIALIST_BAND_STRONG", "specialist_band_strong"),
     )
     specialist_band_good: float = Field(
-        0.48, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_GOOD", "specialist_band_good")
+        SPECIALIST_BAND_DEFAULTS["good"], ge=-1.0, le=1.0,
+        validation_alias=_env("BRAIN_SPECIALIST_BAND_GOOD", "specialist_band_good"),
     )
     specialist_band_possible: float = Field(
-        0.30, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_BAND_POSSIBLE", "specialist_band_possible")
+        SPECIALIST_BAND_DEFAULTS["possible"], ge=-1.0, le=1.0,
+        validation_alias=_env("BRAIN_SPECIALIST_BAND_POSSIBLE", "specialist_band_possible"),
     )
     specialist_cache_ttl_seconds: float = Field(
         300.0, ge=0.0, le=86400.0,
@@ -437,9 +450,12 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _bands_ordered(self) -> "Settings":
-        if not self.specialist_band_strong > self.specialist_band_good > self.specialist_band_possible:
+        if not specialist_bands_in_order(
+            self.specialist_band_strong, self.specialist_band_good, self.specialist_band_possible
+        ):
             raise ValueError(
-                "BRAIN_SPECIALIST_BAND_STRONG > BRAIN_SPECIALIST_BAND_GOOD > BRAIN_SPECIALIST_BAND_POSSIBLE must hold, "
+                "BRAIN_SPECIALIST_BAND_STRONG >= BRAIN_SPECIALIST_BAND_GOOD >= BRAIN_SPECIALIST_BAND_POSSIBLE "
+                "must hold, "
                 f"got {self.specialist_band_strong} / {self.specialist_band_good} / {self.specialist_band_possible}"
             )
         if self.specialist_weight_canonical + self.specialist_weight_predicates + self.specialist_weight_objects <= 0:

@@ -504,3 +504,91 @@ def test_the_lexical_share_decides_between_specialists_that_read_alike(embedded_
     assert top.score == pytest.approx(dense["alpha"] + 0.2 * top.lexical, abs=1e-6)
     assert other.score == pytest.approx(dense["beta"], abs=1e-6)
     assert top.score - other.score > abs(dense["alpha"] - dense["beta"])  # the margin grows by the share
+
+
+# ---- one band rule; scoring without a store ------------------------------------------------------------
+@pytest.mark.parametrize(
+    "strong, good, possible, ok",
+    [(0.67, 0.48, 0.30, True), (0.5, 0.5, 0.5, True), (0.6, 0.6, 0.1, True), (0.6, 0.2, 0.2, True),
+     (0.5, 0.6, 0.1, False), (0.6, 0.2, 0.3, False), (0.2, 0.5, 0.6, False)],
+)
+def test_settings_and_bands_share_one_order_rule(strong, good, possible, ok):
+    from brain.config import specialist_bands_in_order
+
+    assert specialist_bands_in_order(strong, good, possible) is ok
+    if ok:
+        bands = SpecialistBands(strong=strong, good=good, possible=possible)
+        settings = Settings(specialist_band_strong=strong, specialist_band_good=good, specialist_band_possible=possible)
+        assert (settings.specialist_band_strong, settings.specialist_band_good,
+                settings.specialist_band_possible) == (bands.strong, bands.good, bands.possible)
+    else:
+        with pytest.raises(ConfigError, match="possible <= good <= strong"):
+            SpecialistBands(strong=strong, good=good, possible=possible)
+        with pytest.raises(ConfigError, match="BRAIN_SPECIALIST_BAND_STRONG >= BRAIN_SPECIALIST_BAND_GOOD"):
+            Settings(specialist_band_strong=strong, specialist_band_good=good, specialist_band_possible=possible)
+
+
+def test_equal_thresholds_leave_the_band_between_them_empty():
+    bands = SpecialistBands(strong=0.5, good=0.5, possible=0.5)
+    assert [bands.band(s) for s in (0.51, 0.5, 0.49)] == ["strong", "good", "weak"]
+    bands = SpecialistBands(strong=0.6, good=0.3, possible=0.3)
+    assert [bands.band(s) for s in (0.61, 0.6, 0.3, 0.29)] == ["strong", "good", "good", "weak"]
+    with pytest.raises(ConfigError, match="possible <= good <= strong"):
+        SpecialistBands(strong=float("nan"), good=0.5, possible=0.3)
+
+
+def test_band_defaults_are_written_once():
+    from brain.config import SPECIALIST_BAND_DEFAULTS
+
+    assert SpecialistBands() == SpecialistBands(**SPECIALIST_BAND_DEFAULTS)
+    default = Settings.model_fields
+    assert {b: default[f"specialist_band_{b}"].default for b in ("strong", "good", "possible")} == SPECIALIST_BAND_DEFAULTS
+    # the shipped env file repeats them for people reading it; it must say the same
+    env = dict(line.split("=", 1) for line in (ROOT / "config" / "defaults.env").read_text().splitlines()
+               if line.startswith("BRAIN_SPECIALIST_BAND_"))
+    assert {k.removeprefix("BRAIN_SPECIALIST_BAND_").lower(): float(v) for k, v in env.items()} == SPECIALIST_BAND_DEFAULTS
+
+
+def test_scoring_table_ranks_exactly_what_the_registry_does(registry, local_embedder):
+    from brain.specialists import ScoringParams, ScoringTable, SpecialistVectors
+
+    specs = specialists_from_yaml(SMALL)
+    table = ScoringTable(
+        [SpecialistVectors.from_embeddings(s, local_embedder.embed_documents(s.embedded_texts)) for s in specs],
+        local_embedder.dimension,
+    )
+    assert table.ids == ["calculator", "email", "ocr"] and len(table) == 3
+    request = "copy the text from this receipt"
+    ranked = table.rank(local_embedder.embed_query(request), request, ScoringParams())
+    assert list(ranked) == registry.find_specialists(request, k=3)
+    no_words = table.rank(local_embedder.embed_query(request), "", ScoringParams())
+    assert all(m.lexical == 0.0 for m in no_words)
+    assert ScoringTable([], local_embedder.dimension).rank(local_embedder.embed_query(request), request, ScoringParams()) == ()
+    ocr = SpecialistVectors.from_embeddings(specs[0], local_embedder.embed_documents(specs[0].embedded_texts))
+    assert specs[0].id == "ocr" and ocr.nots.shape == (1, local_embedder.dimension)
+    for part in (ocr.canonical, ocr.predicates, ocr.objects):
+        assert float(np.linalg.norm(part)) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [({"not_penalty": -1.0}, "not_penalty must be >= 0"), ({"not_margin": 1.5}, "not_margin must be between -1 and 1"),
+     ({"lexical_weight": 1.2}, "lexical_weight must be between 0 and 1"),
+     ({"lexical_weight": float("nan")}, "lexical_weight must be between 0 and 1")],
+)
+def test_scoring_params_are_checked_by_the_registry_too(embedded_store, kwargs, words):
+    from brain.specialists import ScoringParams
+
+    with pytest.raises(ConfigError, match=words):
+        ScoringParams(**kwargs)
+    with pytest.raises(ConfigError, match=words):
+        SpecialistRegistry(embedded_store, **kwargs)
+
+
+def test_clear_cache_forgets_every_ranking(registry, counting):
+    first = registry.find_specialists("copy the text from this receipt")
+    registry.find_specialists("copy the text from this receipt")
+    assert counting.queries == 1 and registry.cache_info()["size"] == 1
+    registry.clear_cache()
+    assert registry.cache_info()["size"] == 0
+    assert registry.find_specialists("copy the text from this receipt") == first and counting.queries == 2

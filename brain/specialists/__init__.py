@@ -1,0 +1,71 @@
+"""Specialists (the assistant's tools) registered from YAML and found by meaning.
+
+A specialist is described in ``config/specialists.yaml`` (see that file for the format). The
+package has one module per job:
+
+* :mod:`~brain.specialists.model` -- the YAML model, reading and validating a file whole;
+* :mod:`~brain.specialists.scoring` -- the score of a specialist for a request and its band
+  (pure numpy; the formula is in its docstring);
+* :mod:`~brain.specialists.registry` -- :class:`SpecialistRegistry`: registration into the
+  ``specialists`` Chroma collection, loading from it, the request cache;
+* :mod:`~brain.specialists.markers` -- the ``SPECIALIST_REQUEST[name:{json}]`` markers in model
+  output, checked against the registered params.
+"""
+
+from brain.specialists.markers import MARKER, SpecialistRequest, parse_specialist_requests
+from brain.specialists.model import (
+    DEFAULT_PATH,
+    PARAM_TYPES,
+    Specialist,
+    SpecialistParam,
+    SpecialistSemantics,
+    load_specialists,
+    specialists_from_yaml,
+    validate_specialists,
+)
+from brain.specialists.registry import (
+    DEFAULT_COLLECTION,
+    SETTINGS_FIELDS,
+    RegistrationReport,
+    SpecialistRegistry,
+    normalise_request,
+)
+from brain.specialists.scoring import (
+    BANDS,
+    DEFAULT_LEXICAL_WEIGHT,
+    LEXICAL_FLOOR,
+    ScoringParams,
+    ScoringTable,
+    SpecialistBands,
+    SpecialistMatch,
+    SpecialistVectors,
+    SpecialistWeights,
+)
+
+__all__ = [
+    "BANDS",
+    "DEFAULT_COLLECTION",
+    "DEFAULT_LEXICAL_WEIGHT",
+    "DEFAULT_PATH",
+    "LEXICAL_FLOOR",
+    "MARKER",
+    "PARAM_TYPES",
+    "SETTINGS_FIELDS",
+    "RegistrationReport",
+    "ScoringParams",
+    "ScoringTable",
+    "Specialist",
+    "SpecialistBands",
+    "SpecialistMatch",
+    "SpecialistParam",
+    "SpecialistRegistry",
+    "SpecialistRequest",
+    "SpecialistSemantics",
+    "SpecialistVectors",
+    "SpecialistWeights",
+    "load_specialists",
+    "normalise_request",
+    "parse_specialist_requests",
+    "specialists_from_yaml",
+    "validate_specialists",
+]
