@@ -15,11 +15,11 @@ from brain.text.stop_words import CHAT_FILLERS, STOP_WORDS
 from brain.text.tokenizer import counting_tokenizer, load_tokenizer, package_file, tokenizer_path
 
 __all__ = [
-    "BM25Index",
     "CHAT_FILLERS",
+    "STOP_WORDS",
+    "BM25Index",
     "MarkdownLine",
     "MarkdownSection",
-    "STOP_WORDS",
     "counting_tokenizer",
     "load_tokenizer",
     "markdown_sections",
