@@ -63,9 +63,10 @@ class LRUCache(Generic[K, V]):
             return default if item is None else item[1]
 
     def put(self, key: K, value: V) -> list[tuple[K, V]]:
-        """Store ``value`` as the most recently used; returns the ``(key, value)`` pairs evicted to make room."""
+        """Store ``value`` as the most recently used; returns the ``(key, value)`` pairs that this put left
+        out of the cache (evicted to make room, or the new pair itself when the cache is off)."""
         if self.maxsize == 0 or self.ttl == 0:
-            return []
+            return [(key, value)]
         with self._lock:
             self._data[key] = (None if self.ttl is None else self._clock() + self.ttl, value)
             self._data.move_to_end(key)
