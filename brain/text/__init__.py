@@ -5,12 +5,12 @@
 - :mod:`brain.text.stop_words` — English function words, and the chat fillers a summary skips.
 - :mod:`brain.text.keywords` — keyword tokens: words, stop words dropped, Snowball stems.
 - :mod:`brain.text.bm25` — Okapi BM25 over tokenised documents (pure numpy).
-- :mod:`brain.text.markdown` — Markdown sections, with fenced code blocks respected.
+- :mod:`brain.text.markdown` — Markdown sections (fenced code blocks respected) and heading slugs.
 """
 
 from brain.text.bm25 import BM25Index
 from brain.text.keywords import tokenize
-from brain.text.markdown import MarkdownLine, MarkdownSection, markdown_sections
+from brain.text.markdown import MarkdownLine, MarkdownSection, markdown_sections, slugify
 from brain.text.stop_words import CHAT_FILLERS, STOP_WORDS
 from brain.text.tokenizer import counting_tokenizer, load_tokenizer, package_file, tokenizer_path
 
@@ -24,6 +24,7 @@ __all__ = [
     "load_tokenizer",
     "markdown_sections",
     "package_file",
+    "slugify",
     "tokenize",
     "tokenizer_path",
 ]

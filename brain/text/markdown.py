@@ -7,6 +7,7 @@ heading; ``#`` must be followed by a space or end the line (``#hashtag`` is text
 code block (``` or ~~~, closed by a fence of the same character at least as long) is never a
 heading, so a shell comment in an example does not start a section. Each line also says whether it
 is code, so callers looking for their own markers (``Q:`` lines) can skip code the same way.
+:func:`slugify` turns a heading into the ``topic`` both store with a section.
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ class MarkdownSection:
         return "\n".join(line.text for line in self.body).strip()
 
 
+def slugify(heading: str) -> str:
+    """A heading (or a file name) as a topic: lower-case ASCII letters and digits joined by ``_``
+    (``## Web search`` -> ``web_search``); ``section`` when nothing is left."""
+    slug = re.sub(r"[^a-z0-9]+", "_", heading.casefold()).strip("_")
+    return slug or "section"
+
+
 def _fence_step(fence: str | None, line: str) -> tuple[str | None, bool]:
     """(the open fence after ``line`` or None, whether ``line`` is code or a fence)."""
     match = _FENCE.match(line)
@@ -79,4 +87,4 @@ def markdown_sections(lines: Iterable[str], *, first_line: int = 1) -> list[Mark
     return sections
 
 
-__all__ = ["MarkdownLine", "MarkdownSection", "markdown_sections"]
+__all__ = ["MarkdownLine", "MarkdownSection", "markdown_sections", "slugify"]
