@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import threading
 import time
 import uuid
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from brain.cache import LRUCache
 from brain.config import Settings
 from brain.errors import BrainError, ValidationError
 from brain.ids import derived_id
@@ -42,7 +42,9 @@ from brain.schemas import (
     valid_conversation_id,
     entity_scope,
     format_timestamp,
+    format_turn_range,
     parse_timestamp,
+    parse_turn_range,
     utc_now,
 )
 from brain.summarizers import (
@@ -53,6 +55,7 @@ from brain.summarizers import (
     TurnText,
     get_summarizer,
 )
+from brain.text.tokenizer import counting_tokenizer, tokenizer_path
 
 if TYPE_CHECKING:
     from brain.consolidate import ConsolidationReport
@@ -177,7 +180,7 @@ class SummaryJob:
 
     @property
     def turn_range(self) -> str:
-        return f"{self.start}-{self.end}"
+        return format_turn_range(self.start, self.end)
 
 
 @dataclass
@@ -197,19 +200,19 @@ class TokenCounter:
         self._tokenizer = None
         self.method = f"estimate: ceil(chars / {CHARS_PER_TOKEN})"
         try:
-            from tokenizers import Tokenizer
-
-            from brain.embeddings.local import _TOKENIZER_DIST, _TOKENIZER_FILE, _TOKENIZER_PACKAGE, _package_file
-
-            tokenizer = Tokenizer.from_file(str(_package_file(_TOKENIZER_PACKAGE, _TOKENIZER_DIST, _TOKENIZER_FILE)))
-            tokenizer.no_truncation()
-            tokenizer.no_padding()
-            self._tokenizer = tokenizer
-            self.method = "wordpiece (local/minilm-l6-v2 tokenizer)"
-        except (ImportError, BrainError, OSError):
+            tokenizer_path()
+        except BrainError:  # not installed (an Ollama-only setup): estimating is expected
             log.info("no local tokenizer; the token budget uses an estimate of %d characters per token", CHARS_PER_TOKEN)
-        except Exception as exc:  # tokenizers raises a bare Exception for a corrupt file
+            return
+        try:
+            self._tokenizer = counting_tokenizer()
+        except ImportError:
+            log.info("no local tokenizer; the token budget uses an estimate of %d characters per token", CHARS_PER_TOKEN)
+            return
+        except BrainError as exc:  # installed but unreadable: worth a warning
             log.warning("cannot read the local tokenizer (%s); the token budget uses an estimate", exc)
+            return
+        self.method = "wordpiece (local/minilm-l6-v2 tokenizer)"
 
     def count(self, texts: Sequence[str]) -> list[int]:
         if not texts:
@@ -330,11 +333,9 @@ class ChatMemory:
         self._clock = clock
         self._token_counter: TokenCounter | None = None
         # conversation -> (its turn ids, TurnIndex, turn vectors by id), least recently used first
-        self._turn_search: OrderedDict[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = OrderedDict()
-        self._turn_index_lock = threading.Lock()
+        self._turn_search: LRUCache[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = LRUCache(_TURN_INDEXES_CACHED)
         self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]
-        self._states: OrderedDict[str, _SummaryState] = OrderedDict()
-        self._states_lock = threading.Lock()
+        self._states: LRUCache[str, _SummaryState] = LRUCache(_STATES_CACHED)
         # the summary queue and the worker
         self._cond = threading.Condition()
         self._jobs: deque[SummaryJob] = deque()
@@ -441,12 +442,10 @@ class ChatMemory:
         from brain.turn_search import TurnIndex
 
         key = tuple(t.id for t in turns)
-        with self._turn_index_lock:
-            cached = self._turn_search.get(conversation_id)
-            if cached is not None and cached[0] == key:
-                self._turn_search.move_to_end(conversation_id)
-                return cached[1]
-            vectors = cached[2] if cached is not None else {}
+        cached = self._turn_search.get(conversation_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        vectors = cached[2] if cached is not None else {}
         missing = [t.id for t in turns if t.id not in vectors]
         if missing:
             # by id alone: the ids are turns already, and a type filter makes Chroma scan metadata
@@ -454,11 +453,7 @@ class ChatMemory:
         with_vectors = [t for t in turns if t.id in vectors]
         index = TurnIndex([type(t)(id=t.id, text=t.text, metadata=t.metadata, embedding=vectors[t.id])
                            for t in with_vectors])
-        with self._turn_index_lock:
-            self._turn_search[conversation_id] = (key, index, {t.id: vectors[t.id] for t in with_vectors})
-            self._turn_search.move_to_end(conversation_id)
-            while len(self._turn_search) > _TURN_INDEXES_CACHED:
-                self._turn_search.popitem(last=False)
+        self._turn_search.put(conversation_id, (key, index, {t.id: vectors[t.id] for t in with_vectors}))
         return index
 
     def _tokens(self) -> TokenCounter:
@@ -510,22 +505,18 @@ class ChatMemory:
         return by_id[user_id], by_id[assistant_id]
 
     def _state(self, conversation_id: str) -> _SummaryState:
-        with self._states_lock:
-            state = self._states.get(conversation_id)
-            if state is not None:
-                self._states.move_to_end(conversation_id)
-                return state
+        state = self._states.get(conversation_id)
+        if state is not None:
+            return state
         covered, index = 0, 0
         for doc in self.store.get(where={"conversation_id": conversation_id}, type=DocType.SUMMARY):
             index = max(index, int(doc.metadata.get("summary_index") or 0))
-            match = re.fullmatch(r"(\d+)-(\d+)", str(doc.metadata.get("turn_range") or ""))
-            if match:
-                covered = max(covered, int(match.group(2)))
+            try:
+                covered = max(covered, parse_turn_range(doc.metadata.get("turn_range"))[1])
+            except ValueError:  # no range (written around the schema): covers nothing we can tell
+                pass
         state = _SummaryState(covered=covered, next_index=index + 1)
-        with self._states_lock:
-            self._states[conversation_id] = state
-            while len(self._states) > _STATES_CACHED:
-                self._states.popitem(last=False)
+        self._states.put(conversation_id, state)
         return state
 
     def _schedule(self, conversation_id: str, last_turn: int) -> list[SummaryJob]:
@@ -595,8 +586,7 @@ class ChatMemory:
                 self._summarize_job(job)
             except Exception:  # not one of ours (e.g. a raw Chroma error): log it, keep the worker alive
                 log.exception("summary of %s turns %s failed", job.conversation_id, job.turn_range)
-                with self._states_lock:
-                    self._states.pop(job.conversation_id, None)  # the window is scheduled again later
+                self._states.pop(job.conversation_id)  # the window is scheduled again later
             finally:
                 with self._cond:
                     self._running = None
@@ -630,8 +620,7 @@ class ChatMemory:
                 return
             log.error("could not store the summary of %s turns %s: %s; it is scheduled again on the next exchange",
                       job.conversation_id, job.turn_range, exc)
-            with self._states_lock:
-                self._states.pop(job.conversation_id, None)
+            self._states.pop(job.conversation_id)
 
     def _summarize(self, turns: list[TurnText], job: SummaryJob, *, use_model: bool) -> tuple[str, str, str | None]:
         """(text, summariser name, fallback reason or None)."""
@@ -713,11 +702,11 @@ class ChatMemory:
         docs.sort(key=lambda d: (d.metadata["conversation_id"], int(d.metadata.get("summary_index") or 0)))
         replaced = 0
         for doc in docs:
-            match = re.fullmatch(r"(\d+)-(\d+)", str(doc.metadata.get("turn_range") or ""))
-            if not match:
+            try:
+                start, end = parse_turn_range(doc.metadata.get("turn_range"))
+            except ValueError:
                 continue
-            job = SummaryJob(doc.metadata["conversation_id"], int(match.group(1)), int(match.group(2)),
-                             int(doc.metadata["summary_index"]))
+            job = SummaryJob(doc.metadata["conversation_id"], start, end, int(doc.metadata["summary_index"]))
             turns, turn_docs = self._turn_texts(job.conversation_id, job.start, job.end)
             if not turns:
                 continue

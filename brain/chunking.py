@@ -1,8 +1,8 @@
 """Token-window chunking: long text -> overlapping slices that each fit the embedder's input.
 
-Tokens are counted with the local MiniLM WordPiece tokenizer (located by
-:mod:`brain.embeddings.local`, loaded here once per process with truncation and padding off), the
-unit the embedder pays for and truncates at. ``window_size`` and ``window_overlap`` count content
+Tokens are counted with the local MiniLM WordPiece tokenizer (the process-wide counting copy,
+:func:`brain.text.tokenizer.counting_tokenizer`: truncation and padding off), the unit the embedder
+pays for and truncates at. ``window_size`` and ``window_overlap`` count content
 tokens, without ``[CLS]``/``[SEP]``; ``max_tokens`` is the embedder's limit *including* them, so a
 window must be at most ``max_tokens - 2`` (MiniLM: 256 -> 254). A larger window is refused rather
 than clamped: silently cutting text the operator asked to keep whole would hide a configuration
@@ -27,46 +27,17 @@ The same object serves agent frameworks that expect ``chunk(text) -> list[str]``
 
 from __future__ import annotations
 
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from brain.errors import ConfigError
-
-if TYPE_CHECKING:
-    from tokenizers import Tokenizer
+from brain.text.tokenizer import counting_tokenizer
 
 #: Input limits (tokens including [CLS]/[SEP]) of the embedders brain knows, by provider.
 #: Ollama models vary; 512 is the BERT-family limit and safe for nomic-embed-text (2048+).
 EMBEDDER_MAX_TOKENS = {"local": 256, "ollama": 512}
 SPECIAL_TOKENS = 2  # [CLS] and [SEP]
-
-_tokenizer: Tokenizer | None = None
-_tokenizer_lock = threading.Lock()
-
-
-def counting_tokenizer() -> Tokenizer:
-    """The MiniLM tokenizer with truncation and padding off (the embedder's own copy truncates)."""
-    global _tokenizer
-    if _tokenizer is not None:
-        return _tokenizer
-    with _tokenizer_lock:
-        if _tokenizer is None:
-            from tokenizers import Tokenizer
-
-            from brain.embeddings.local import _TOKENIZER_DIST, _TOKENIZER_FILE, _TOKENIZER_PACKAGE, _package_file
-            from brain.errors import EmbedderError
-
-            path = _package_file(_TOKENIZER_PACKAGE, _TOKENIZER_DIST, _TOKENIZER_FILE)
-            try:
-                tokenizer = Tokenizer.from_file(str(path))
-            except Exception as exc:  # tokenizers raises a bare Exception on a corrupt file
-                raise EmbedderError(f"cannot read the tokenizer {path}: {exc}") from exc
-            tokenizer.no_truncation()
-            tokenizer.no_padding()
-            _tokenizer = tokenizer
-    return _tokenizer
 
 
 def _local_max_tokens() -> int:
@@ -200,4 +171,4 @@ def _is_boundary(bounds: np.ndarray, x: int) -> bool:
     return i < len(bounds) and int(bounds[i]) == x
 
 
-__all__ = ["TokenChunker", "counting_tokenizer", "EMBEDDER_MAX_TOKENS"]
+__all__ = ["TokenChunker", "EMBEDDER_MAX_TOKENS"]

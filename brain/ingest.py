@@ -93,9 +93,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from brain.chunking import TokenChunker
 from brain.config import find_project_root
 from brain.ids import derived_id
-from brain.persona import slugify
 from brain.progress import ProgressOptions, open_progress
 from brain.schemas import metadata_value_problem
+from brain.text.markdown import markdown_sections, slugify
 
 if TYPE_CHECKING:
     from brain.rag_store import RagStore
@@ -115,8 +115,6 @@ RESERVED_FIELDS = frozenset({
 EMBED_GROUP = 1024
 MAX_PROBLEMS_PER_FILE = 20
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _QUESTION = re.compile(r"^\s*(?:\*\*|__)?Q(?:\*\*|__)?\s*:")
 _ANSWER = re.compile(r"^\s*(?:\*\*|__)?A(?:\*\*|__)?\s*:")
 
@@ -297,19 +295,6 @@ def _faq_draft(question: str, answer: str, topic: str, specialist: str | None, v
 
 
 # ---- parsers -----------------------------------------------------------------------------------------
-def _fence_step(fence: str | None, line: str) -> tuple[str | None, bool]:
-    """Track fenced code blocks: (the open fence after ``line`` or None, whether ``line`` is code/fence)."""
-    match = _FENCE.match(line)
-    if fence is not None:
-        if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) \
-                and not line.strip()[len(match.group(1)):].strip():
-            return None, True
-        return fence, True
-    if match:
-        return match.group(1), True
-    return None, False
-
-
 def _front_matter(lines: list[str], parsed: _Parsed) -> tuple[dict[str, Any], str | None, int]:
     """``(file metadata, topic or None, index of the first body line)``; no front matter -> ({}, None, 0)."""
     if not lines or lines[0].strip() != "---":
@@ -346,37 +331,21 @@ def parse_markdown(text: str, default_topic: str) -> _Parsed:
     lines = text.split("\n")
     file_meta, fm_topic, first = _front_matter(lines, parsed)
 
-    # sections: (heading title, [(line number, line), ...] starting with the heading line)
-    sections: list[tuple[str, list[tuple[int, str]]]] = []
-    title, current = "", []
-    fence: str | None = None
-    for number, line in enumerate(lines[first:], start=first + 1):
-        fence, code = _fence_step(fence, line)
-        heading = None if code else _HEADING.match(line)
-        if heading:
-            sections.append((title, current))
-            title = re.sub(r"(?:^|[ \t]+)#+$", "", (heading.group(2) or "")).strip() or "section"
-            current = [(number, line)]
-        else:
-            current.append((number, line))
-    sections.append((title, current))
-
-    for title, section in sections:
+    for section in markdown_sections(lines[first:], first_line=first + 1):
+        title = (section.title or "section") if section.level else ""
         base = {**file_meta, "topic": fm_topic or (slugify(title) if title else default_topic)}
         if title:
             base["kb_heading"] = title
-        head, body = (section[:1], section[1:]) if title else ([], section)
+        head = [(section.lines[0].number, section.lines[0].text)] if section.level else []
         blocks: list[list[tuple[int, str]]] = [[]]  # blocks[0]: the section's text before its first Q:
         answered: list[bool] = [True]
-        fence = None
-        for number, line in body:
-            fence, code = _fence_step(fence, line)
-            if not code and _QUESTION.match(line):
+        for line in section.body:
+            if not line.code and _QUESTION.match(line.text):
                 blocks.append([])
                 answered.append(False)
-            elif not code and _ANSWER.match(line):
+            elif not line.code and _ANSWER.match(line.text):
                 answered[-1] = True
-            blocks[-1].append((number, line))
+            blocks[-1].append((line.number, line.text))
         if "\n".join(line for _, line in blocks[0]).strip():
             parsed.drafts.append(_Draft("\n".join(line for _, line in head + blocks[0]).strip(),
                                         {**base, "kb_kind": "section"}))

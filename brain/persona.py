@@ -1,6 +1,6 @@
 """persona.md -> persona documents, one per section, loaded idempotently at start-up.
 
-Sections are split at Markdown headings; ``topic`` is the heading slugified (``## Tone`` -> ``tone``)
+Sections are split at Markdown headings (:mod:`brain.text.markdown`); ``topic`` is the heading slugified (``## Tone`` -> ``tone``)
 and text before the first heading is ``core``. A content hash decides whether anything changed: an
 unchanged file writes and embeds nothing. A changed file is written as a new version — every
 section carries ``version`` (the UTC time of the load that introduced it), ``content_hash``,
@@ -12,7 +12,6 @@ do they see a mix of versions or no persona at all, even if a load is interrupte
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -20,13 +19,11 @@ from typing import TYPE_CHECKING, Any, Iterable
 from brain.errors import ValidationError
 from brain.ids import derived_id
 from brain.schemas import DocType, format_timestamp, parse_timestamp, utc_now
+from brain.text.markdown import markdown_sections, slugify
 
 if TYPE_CHECKING:
     from brain.rag_store import RagStore
     from brain.results import Document
-
-_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
-
 
 @dataclass(frozen=True)
 class PersonaSection:
@@ -56,28 +53,15 @@ class PersonaLoad:
         return f"persona {self.path}: {self.sections} sections, {state}{removed}"
 
 
-def slugify(heading: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "_", heading.casefold()).strip("_")
-    return slug or "section"
-
-
 def split_sections(markdown: str) -> list[PersonaSection]:
+    """The file's non-empty sections in order (:mod:`brain.text.markdown`: a ``#`` line inside a fenced
+    code block is code, not a heading); text before the first heading has topic ``core``."""
     sections: list[PersonaSection] = []
-    topic, heading, lines = "core", "", []
-
-    def flush() -> None:
-        text = "\n".join(lines).strip()
+    for section in markdown_sections(markdown.splitlines()):
+        text = section.text
         if text:
-            sections.append(PersonaSection(topic=topic, text=text, position=len(sections), heading=heading))
-
-    for line in markdown.splitlines():
-        match = _HEADING.match(line)
-        if match:
-            flush()
-            topic, heading, lines = slugify(match.group(2)), match.group(2), []
-        else:
-            lines.append(line)
-    flush()
+            topic = slugify(section.title) if section.level else "core"
+            sections.append(PersonaSection(topic=topic, text=text, position=len(sections), heading=section.title))
     return sections
 
 

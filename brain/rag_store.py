@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -18,6 +17,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from brain.cache import LRUCache
 from brain.config import Settings
 from brain.embeddings import Embedder, get_embedder
 from brain.errors import (
@@ -227,7 +227,7 @@ class RagStore:
         self._lock = threading.RLock()
         self._indexes: dict[str, MemoryIndex] | None = None
         # turns of recently used conversations: conversation id -> {doc id: Document}, and doc id -> conversation
-        self._conversations: OrderedDict[str, dict[str, Document]] = OrderedDict()
+        self._conversations: LRUCache[str, dict[str, Document]] = LRUCache(_CONVERSATIONS_CACHED)
         self._turn_conversation: dict[str, str] = {}
         self._expected_count: int | None = None  # collection size when the in-process state was last in step
         self._last_check = 0.0
@@ -803,7 +803,7 @@ class RagStore:
         """Bring the in-process state (indexes, cached conversations) in step with a write."""
         self._forget_turns(ids)  # an id may have changed type or conversation
         for doc_id, text, meta in zip(ids, texts, metas):
-            cached = self._conversations.get(meta.get("conversation_id")) if meta.get("type") == DocType.TURN.value else None
+            cached = self._conversations.peek(meta.get("conversation_id")) if meta.get("type") == DocType.TURN.value else None
             if cached is not None:
                 cached[doc_id] = Document(id=doc_id, text=text, metadata=from_chroma(meta))
                 self._turn_conversation[doc_id] = meta["conversation_id"]
@@ -819,8 +819,9 @@ class RagStore:
     def _forget_turns(self, ids: Iterable[str]) -> None:
         for doc_id in ids:
             conversation = self._turn_conversation.pop(doc_id, None)
-            if conversation is not None and conversation in self._conversations:
-                self._conversations[conversation].pop(doc_id, None)
+            turns = self._conversations.peek(conversation) if conversation is not None else None
+            if turns is not None:
+                turns.pop(doc_id, None)
 
     def _mark_in_step(self) -> None:
         """Remember the collection's size while the in-process state matches it (see _check_outside_changes)."""
@@ -1020,17 +1021,14 @@ class RagStore:
             cached = self._conversations.get(conversation_id)
             if cached is None:
                 docs = self.get(where={"conversation_id": conversation_id}, type=DocType.TURN)
-                cached = self._conversations[conversation_id] = {d.id: d for d in docs}
+                cached = {d.id: d for d in docs}
                 self._turn_conversation.update((d.id, conversation_id) for d in docs)
-                while len(self._conversations) > _CONVERSATIONS_CACHED:
-                    _, dropped = self._conversations.popitem(last=False)
+                for _, dropped in self._conversations.put(conversation_id, cached):
                     for doc_id in dropped:
                         self._turn_conversation.pop(doc_id, None)
                 if self._expected_count is None:
                     self._mark_in_step()
                     self._last_check = time.monotonic()
-            else:
-                self._conversations.move_to_end(conversation_id)
             return sorted(cached.values(), key=lambda d: (int(d.metadata.get("turn_index") or 0), d.metadata.get("ts_epoch", 0.0)))
 
     def index_sizes(self) -> dict[str, int]:

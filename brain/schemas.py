@@ -219,6 +219,23 @@ def valid_conversation_id(value: Any) -> str:
 ConversationId = Annotated[str, BeforeValidator(check_conversation_id)]
 
 
+def parse_turn_range(value: Any) -> tuple[int, int]:
+    """A summary's ``turn_range`` ``'<start>-<end>'`` as ``(start, end)``, ``1 <= start <= end``;
+    ValueError saying what it must look like otherwise."""
+    match = _RANGE_RE.fullmatch(value) if isinstance(value, str) else None
+    if not match:
+        raise ValueError(f"turn_range must look like '<start>-<end>' e.g. '1-8', got {value!r}")
+    start, end = int(match.group(1)), int(match.group(2))
+    if start < 1 or start > end:
+        raise ValueError(f"turn_range must have 1 <= start <= end, got {value!r}")
+    return start, end
+
+
+def format_turn_range(start: int, end: int) -> str:
+    """The ``turn_range`` of turns ``start`` to ``end`` (the inverse of :func:`parse_turn_range`)."""
+    return f"{start}-{end}"
+
+
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -558,14 +575,8 @@ class SummaryMetadata(BaseMetadata):
     @field_validator("turn_range", mode="before")
     @classmethod
     def _turn_range(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        match = _RANGE_RE.fullmatch(value) if isinstance(value, str) else None
-        if not match:
-            raise ValueError(f"turn_range must look like '<start>-<end>' e.g. '1-8', got {value!r}")
-        start, end = int(match.group(1)), int(match.group(2))
-        if start < 1 or start > end:
-            raise ValueError(f"turn_range must have 1 <= start <= end, got {value!r}")
+        if value is not None:
+            parse_turn_range(value)
         return value
 
 

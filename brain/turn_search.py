@@ -10,8 +10,8 @@ The caller hands in the turns (``Document`` objects with ``embedding`` set, e.g.
 - ``z`` standardises a signal over the conversation's turns (mean 0, standard deviation 1), so the
   two signals add in the same unit whatever their raw scales; a signal that does not vary (no
   query word occurs anywhere) contributes nothing.
-- The lexical signal is Okapi BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework:
-  BM25 and Beyond", 2009) over stemmed words without stop words. A turn's lexical document is its
+- The lexical signal is Okapi BM25 (:mod:`brain.text.bm25`) over the keyword tokens of
+  :mod:`brain.text.keywords` (stemmed words without stop words). A turn's lexical document is its
   text plus its speaker's name and the words of its date ("8 May 2023"), so "what did Caroline say
   in May 2023" matches on who and when as well as on what.
 - Questions name people. When the query names exactly one of the conversation's speakers (the
@@ -27,18 +27,17 @@ pre-selection and the ranking is exact. The BM25 index is the costly part; build
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-import Stemmer
 
 from brain.errors import ValidationError
 from brain.results import Document
 from brain.schemas import parse_timestamp
+from brain.text import BM25Index, tokenize
 
 __all__ = [
     "LexicalIndex",
@@ -51,81 +50,10 @@ __all__ = [
 
 MAX_K = 1000
 
-# English function words: they carry no topic, and in chat they are most of the words.
-STOP_WORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further had has
-    have having he her here hers herself him himself his how i if in into is it its itself just let me
-    more most my myself no nor not now of off on once only or other ought our ours ourselves out over own
-    same she should so some such than that the their theirs them themselves then there these they this
-    those through to too under until up very was we were what when where which while who whom why will
-    with would you your yours yourself yourselves""".split()
-)
-_WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)*")  # letters and digits of any script, inner apostrophes kept
-_ORDINAL_RE = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
            "october", "november", "december")
-_stemmer = Stemmer.Stemmer("english")
-
-
-def _words(text: str) -> list[str]:
-    """Lower-case words; possessives and contractions reduced to their stem word ("caroline's" -> "caroline")."""
-    out = []
-    for word in _WORD_RE.findall(text.lower().replace("\u2019", "'")):
-        word = word.split("'", 1)[0]
-        ordinal = _ORDINAL_RE.match(word)
-        if ordinal:  # "8th" matches the "8" of a date
-            word = ordinal.group(1)
-        if word.isdigit():
-            word = word.lstrip("0") or "0"  # "05" and "5" are the same day
-        out.append(word)
-    return out
-
-
-def tokenize(text: str, *, stem: bool = True, stop_words: bool = True) -> list[str]:
-    """The lexical tokens of ``text``: lower-case words, stop words dropped, Snowball-stemmed."""
-    words = _words(text)
-    if stop_words:
-        words = [w for w in words if w not in STOP_WORDS]
-    return _stemmer.stemWords(words) if stem else words
-
-
-class LexicalIndex:
-    """Okapi BM25 over a fixed list of tokenised documents.
-
-    ``idf = ln(1 + (N - n + 0.5) / (n + 0.5))`` (never negative), term frequency saturated by ``k1``
-    and normalised by document length with ``b``. Postings are numpy arrays per term, so a query
-    costs a few vector additions per query term.
-    """
-
-    def __init__(self, documents: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75):
-        self.size = len(documents)
-        lengths = np.array([len(d) for d in documents], dtype=np.float64)
-        mean_length = float(lengths.mean()) if self.size and lengths.mean() > 0 else 1.0
-        self._norm = k1 * (1.0 - b + b * lengths / mean_length)
-        self._k1 = k1
-        counts: dict[str, dict[int, int]] = {}
-        for row, doc in enumerate(documents):
-            for token in doc:
-                per_doc = counts.setdefault(token, {})
-                per_doc[row] = per_doc.get(row, 0) + 1
-        self._postings: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
-        for token, per_doc in counts.items():
-            rows = np.fromiter(per_doc.keys(), dtype=np.int64, count=len(per_doc))
-            freqs = np.fromiter(per_doc.values(), dtype=np.float64, count=len(per_doc))
-            idf = math.log(1.0 + (self.size - len(per_doc) + 0.5) / (len(per_doc) + 0.5))
-            self._postings[token] = (rows, freqs, idf)
-
-    def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
-        """BM25 score of every document; a query word counts once however often it is repeated."""
-        out = np.zeros(self.size, dtype=np.float64)
-        for token in dict.fromkeys(query_tokens):
-            posting = self._postings.get(token)
-            if posting is None:
-                continue
-            rows, freqs, idf = posting
-            out[rows] += idf * freqs * (self._k1 + 1.0) / (freqs + self._norm[rows])
-        return out
+#: specialist routing and bench/locomo.py import the BM25 index from here by this name
+LexicalIndex = BM25Index
 
 
 @dataclass(frozen=True)
@@ -191,6 +119,11 @@ def _standardised(values: np.ndarray) -> np.ndarray:
     return (values - values.mean()) / spread
 
 
+def _plain_words(text: str) -> list[str]:
+    """Lower-case words, unstemmed and with stop words kept: names are compared as written."""
+    return tokenize(text, stem=False, stop_words=False)
+
+
 def _date_words(metadata: dict[str, Any]) -> str:
     """'8 May 2023' for a turn stored at 2023-05-08T13:56:00+00:00; '' without a usable timestamp."""
     value = metadata.get("timestamp")
@@ -234,8 +167,8 @@ class TurnIndex:
         speakers = [t.metadata.get("speaker") for t in self.turns]
         self.speakers = [s if isinstance(s, str) and s.strip() else None for s in speakers]
         # a speaker is "named" in a query when every word of the name is there
-        self._speaker_words = {s: set(_words(s)) for s in dict.fromkeys(self.speakers) if s and _words(s)}
-        self.lexical = LexicalIndex(
+        self._speaker_words = {s: set(_plain_words(s)) for s in dict.fromkeys(self.speakers) if s and _plain_words(s)}
+        self.lexical = BM25Index(
             [tokenize(" ".join(filter(None, (t.text, s, _date_words(t.metadata))))) for t, s in zip(self.turns, self.speakers)],
             k1=self.weights.bm25_k1,
             b=self.weights.bm25_b,
@@ -311,7 +244,7 @@ class TurnIndex:
 
     def named_speaker(self, query_text: str) -> str | None:
         """The one speaker of this conversation the query names, or None (none or several named)."""
-        words = set(_words(query_text))
+        words = set(_plain_words(query_text))
         named = [s for s, name_words in self._speaker_words.items() if name_words <= words]
         return named[0] if len(named) == 1 else None
 

@@ -6,9 +6,10 @@ import random
 
 import pytest
 
-from brain.chunking import TokenChunker, counting_tokenizer
+from brain.chunking import TokenChunker
 from brain.config import Settings
 from brain.errors import ConfigError
+from brain.text import counting_tokenizer
 
 PARAGRAPH = (
     "The ocr specialist reads printed and handwritten text in photos and scans. Photograph the page "

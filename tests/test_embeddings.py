@@ -11,8 +11,8 @@ import pytest
 
 from brain.config import Settings
 from brain.embeddings import Embedder, LocalMiniLMEmbedder, OllamaEmbedder, get_embedder
-from brain.embeddings.local import _package_file
 from brain.errors import EmbedderError, EmbedderUnavailable, ValidationError
+from brain.text.tokenizer import package_file as _package_file
 from tests.ollama_stub import OllamaStub, stub_vector
 
 NOMIC = "ollama/nomic-embed-text"

@@ -473,9 +473,7 @@ def test_recent_turns_cache_follows_writes_deletes_and_outside_changes(backend_s
 
 
 def test_turn_cache_keeps_only_recent_conversations(embedded_store, monkeypatch):
-    import brain.rag_store as rag_store
-
-    monkeypatch.setattr(rag_store, "_CONVERSATIONS_CACHED", 2)
+    monkeypatch.setattr(embedded_store._conversations, "maxsize", 2)
     for n in range(4):
         embedded_store.upsert_turn(f"conv-{n}", f"hello {n}", f"hi {n}")
         embedded_store.recent_turns(f"conv-{n}")

@@ -10,7 +10,9 @@ import pytest
 
 from brain.errors import ValidationError
 from brain.results import Document
-from brain.turn_search import LexicalIndex, TurnIndex, TurnSearchWeights, search_turns, tokenize
+from brain.text import BM25Index as LexicalIndex
+from brain.text import tokenize
+from brain.turn_search import TurnIndex, TurnSearchWeights, search_turns
 
 DENSE_ONLY = TurnSearchWeights(dense=1.0, lexical=0.0, speaker=0.0, neighbour=0.0)
 MAY = "2023-05-08T13:56:00+00:00"

@@ -8,14 +8,13 @@ batching, output validation, L2 normalisation, and the query cache.
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 
+from brain.cache import LRUCache
 from brain.errors import EmbedderError, ValidationError
 
 Kind = Literal["document", "query"]
@@ -23,58 +22,6 @@ Kind = Literal["document", "query"]
 #: Rows whose norm is below this are treated as "the model returned nothing":
 #: normalising them would amplify noise into an arbitrary direction.
 _MIN_NORM = 1e-12
-
-
-class QueryCache:
-    """A thread-safe LRU map from query text to its (read-only) vector.
-
-    Chat turns repeat queries a lot (the same user message is retrieved against
-    several collections), and a query embedding costs a model call; caching by the
-    exact text is safe because embedders are deterministic.
-    """
-
-    def __init__(self, maxsize: int):
-        if maxsize < 0:
-            raise ValueError("maxsize must be >= 0")
-        self._maxsize = maxsize
-        self._data: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-        self._hits = 0
-        self._misses = 0
-
-    def get(self, key: str) -> np.ndarray | None:
-        """The cached vector, counting a hit or a miss (a disabled cache always misses)."""
-        with self._lock:
-            vector = self._data.get(key)
-            if vector is None:
-                self._misses += 1
-                return None
-            self._data.move_to_end(key)
-            self._hits += 1
-            return vector
-
-    def put(self, key: str, vector: np.ndarray) -> None:
-        if self._maxsize == 0:
-            return
-        with self._lock:
-            self._data[key] = vector
-            self._data.move_to_end(key)
-            while len(self._data) > self._maxsize:
-                self._data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self._hits = self._misses = 0
-
-    def info(self) -> dict[str, int]:
-        with self._lock:
-            return {
-                "hits": self._hits,
-                "misses": self._misses,
-                "size": len(self._data),
-                "maxsize": self._maxsize,
-            }
 
 
 def _validate_text(text: object, item: int | None) -> str:
@@ -100,7 +47,10 @@ class Embedder(ABC):
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.batch_size = batch_size
-        self._query_cache = QueryCache(cache_size)
+        # Chat repeats queries (one user message is retrieved against several document types) and a
+        # query embedding costs a model call; keyed by the exact text, which is safe because
+        # embedders are deterministic.
+        self._query_cache: LRUCache[str, np.ndarray] = LRUCache(cache_size)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

