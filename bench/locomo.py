@@ -65,7 +65,8 @@ os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working dir
 from brain.config import Settings  # noqa: E402
 from brain.rag_store import RagStore  # noqa: E402
 from brain.schemas import check_conversation_id  # noqa: E402
-from brain.turn_search import LexicalIndex, TurnIndex, TurnSearchWeights, tokenize  # noqa: E402
+from brain.text import BM25Index, tokenize  # noqa: E402
+from brain.turn_search import TurnIndex, TurnSearchWeights  # noqa: E402
 
 DEFAULT_DATA = ROOT / "bench" / "data" / "locomo10.json"
 LOCOMO_SOURCE = "https://github.com/snap-research/locomo (the file data/locomo10.json)"
@@ -247,7 +248,7 @@ def measure(args, conversations: list[Conversation], store: RagStore) -> str:
         dia = [d.metadata["dia_id"] for d in index.turns]
         ids = [d.id for d in index.turns]
         by_id = dict(zip(ids, dia))
-        plain = LexicalIndex([tokenize(d.text, stem=False, stop_words=False) for d in index.turns])
+        plain = BM25Index([tokenize(d.text, stem=False, stop_words=False) for d in index.turns])
         ablation_indexes = {name: TurnIndex(turns, w) for name, w in ablations.items()}
         grid_indexes = [TurnIndex(turns, w) for w in grid]
         for q in conv.questions:

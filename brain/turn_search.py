@@ -40,20 +40,16 @@ from brain.schemas import parse_timestamp
 from brain.text import BM25Index, tokenize
 
 __all__ = [
-    "LexicalIndex",
     "TurnHit",
     "TurnIndex",
     "TurnSearchWeights",
     "search_turns",
-    "tokenize",
 ]
 
 MAX_K = 1000
 
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
            "october", "november", "december")
-#: specialist routing and bench/locomo.py import the BM25 index from here by this name
-LexicalIndex = BM25Index
 
 
 @dataclass(frozen=True)

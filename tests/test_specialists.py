@@ -306,7 +306,7 @@ def test_score_is_the_documented_formula_and_exact(shipped, local_embedder):
             0.5 * m.canonical + 0.3 * m.predicates + 0.2 * m.objects - m.penalty + 0.2 * m.lexical, abs=1e-6)
         assert m.band == SpecialistBands().band(m.score)
     # the lexical shares: BM25 of the request against each specialist's words, as shares of the total
-    from brain.turn_search import LexicalIndex, tokenize
+    from brain.text import BM25Index as LexicalIndex, tokenize
 
     specs = {s.id: s for s in shipped.list_specialists()}
     order = sorted(specs)

@@ -20,7 +20,6 @@ import logging
 import math
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 import pydantic
 
+from brain.cache import LRUCache
 from brain.errors import ConfigError, EmbeddingModelMismatch, ValidationError
 from brain.specialists.markers import SpecialistRequest, parse_specialist_requests
 from brain.specialists.model import DEFAULT_PATH, Specialist, load_specialists, validate_specialists
@@ -89,44 +89,6 @@ def normalise_request(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-class _TTLCache:
-    """Request -> full ranking, for ``ttl`` seconds of ``clock``; least recently used beyond ``maxsize`` go."""
-
-    def __init__(self, ttl: float, maxsize: int, clock: Callable[[], float]):
-        self.ttl = ttl
-        self.maxsize = maxsize
-        self.clock = clock
-        self._data: OrderedDict[str, tuple[float, tuple[SpecialistMatch, ...]]] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: str) -> tuple[SpecialistMatch, ...] | None:
-        item = self._data.get(key)
-        if item is None or item[0] <= self.clock():
-            if item is not None:
-                del self._data[key]
-            self.misses += 1
-            return None
-        self._data.move_to_end(key)
-        self.hits += 1
-        return item[1]
-
-    def put(self, key: str, value: tuple[SpecialistMatch, ...]) -> None:
-        if self.ttl <= 0 or self.maxsize <= 0:
-            return
-        self._data[key] = (self.clock() + self.ttl, value)
-        self._data.move_to_end(key)
-        while len(self._data) > self.maxsize:
-            self._data.popitem(last=False)
-
-    def clear(self) -> None:
-        self._data.clear()
-
-    def info(self) -> dict[str, Any]:
-        return {"hits": self.hits, "misses": self.misses, "size": len(self._data), "maxsize": self.maxsize,
-                "ttl": self.ttl}
-
-
 class SpecialistRegistry:
     """Registered specialists, their vectors in Chroma's ``specialists`` collection and in process.
 
@@ -181,7 +143,9 @@ class SpecialistRegistry:
                 f"the registry's embedder {self.embedder.name} is not the store's {store.embedder.name}"
             )
         self._lock = threading.RLock()
-        self._cache = _TTLCache(float(cache_ttl), int(cache_size), clock)
+        # request -> full ranking, for the TTL; least recently used beyond the size go
+        self._cache: LRUCache[str, tuple[SpecialistMatch, ...]] = LRUCache(int(cache_size), ttl=float(cache_ttl),
+                                                                          clock=clock)
         self._entries: dict[str, SpecialistVectors] = {}
         self._table = ScoringTable([], int(self.embedder.dimension))
         self.col = self._open_collection()

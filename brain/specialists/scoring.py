@@ -40,7 +40,7 @@ import numpy as np
 from brain.config import SPECIALIST_BAND_DEFAULTS, specialist_bands_in_order
 from brain.errors import ConfigError
 from brain.specialists.model import Specialist
-from brain.turn_search import LexicalIndex, tokenize
+from brain.text import BM25Index, tokenize
 
 #: weight of the lexical share (BM25 over each specialist's canonical, predicates and objects) added to
 #: the dense score; 0 gives the plain 0.5/0.3/0.2 formula. Chosen on the development sets
@@ -203,7 +203,7 @@ class ScoringTable:
         self._nots = stack([v for e in entries for v in e.nots])
         self._not_owner = np.array([i for i, e in enumerate(entries) for _ in range(len(e.nots))], dtype=np.int64)
         self._not_text = [t for e in entries for t in e.spec.semantics.not_]
-        self._lexical = LexicalIndex([tokenize(e.spec.lexical_text) for e in entries])
+        self._lexical = BM25Index([tokenize(e.spec.lexical_text) for e in entries])
 
     def __len__(self) -> int:
         return len(self.ids)
