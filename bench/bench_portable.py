@@ -45,7 +45,7 @@ os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working dir
 
 from brain.config import Settings  # noqa: E402
 from brain.embeddings import LocalMiniLMEmbedder  # noqa: E402
-from brain.portable import EMBEDDINGS_FILE, MEMORY_STORE_FILE, export_pam, import_pam  # noqa: E402
+from brain.pam import EMBEDDINGS_FILE, MEMORY_STORE_FILE, export_pam, import_pam  # noqa: E402
 from brain.rag_store import RagStore  # noqa: E402
 
 WORDS = (

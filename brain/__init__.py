@@ -23,7 +23,7 @@ from brain.errors import (
 )
 from brain.chat import ChatMemory, Context, Exchange
 from brain.mirror import EngramMirror, EmbeddingProtocolError
-from brain.portable import export_pam, import_pam
+from brain.pam import export_pam, import_pam
 from brain.rag_store import RagStore
 from brain.ranking import ScoreWeights
 from brain.results import Document, Hit, MemoryHit

@@ -648,7 +648,7 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
 
     OUT_DIR must be new, empty or a previous brain export (replaced file for file; the files it no
     longer needs are removed and listed), unless --force."""
-    from brain.portable import export_pam
+    from brain.pam import export_pam
 
     report = export_pam(state.store(create=False), out_dir, embeddings=not no_embeddings,
                         conversations=not no_conversations, owner_id=owner, force=force)
@@ -672,7 +672,7 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
 @pass_state
 def import_cmd(state: State, path: Path) -> None:
     """Import a PAM export (its directory or memory-store.json); validated whole first."""
-    from brain.portable import import_pam
+    from brain.pam import import_pam
 
     report = import_pam(state.store(), path)
     emit(state, report.to_dict(), lambda: "\n".join(

@@ -20,7 +20,7 @@ from portable_ai_memory.schemas import load_schema
 
 from brain.config import Settings
 from brain.errors import ValidationError
-from brain.portable import (
+from brain.pam import (
     CONVERSATIONS_DIR,
     EMBEDDINGS_FILE,
     MEMORY_STORE_FILE,
@@ -948,7 +948,7 @@ def test_owner_id_comes_from_the_setting(tmp_path, local_embedder):
     import json as _json
 
     from brain.config import Settings
-    from brain.portable import export_pam
+    from brain.pam import export_pam
     from brain.rag_store import RagStore
 
     with RagStore(Settings(data_dir=tmp_path / "d", owner_id="household-42"), embedder=local_embedder) as store:
@@ -1265,7 +1265,7 @@ def test_a_failed_export_keeps_the_previous_conversation_files(embedded_store, t
 
 def test_export_removes_only_its_own_stale_conversation_files(tmp_path, local_embedder):
     from brain.config import Settings
-    from brain.portable import export_pam
+    from brain.pam import export_pam
     from brain.rag_store import RagStore
 
     with RagStore(Settings(data_dir=tmp_path / "d"), embedder=local_embedder) as store:

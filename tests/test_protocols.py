@@ -23,7 +23,7 @@ from brain import protocols
 from brain.chunking import TokenChunker
 from brain.config import Settings
 from brain.errors import BrainError, ConfigError, EmbedderError, ValidationError
-from brain.portable import MEMORY_STORE_FILE, export_pam
+from brain.pam import MEMORY_STORE_FILE, export_pam
 from brain.protocols import (
     BrainChunker,
     BrainEmbedder,
