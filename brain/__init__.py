@@ -1,5 +1,8 @@
 """brain — the memory layer of a chat assistant.
 
+:func:`open` gives a :class:`Brain`: the store, its mirror, the chat layer, the summariser and the
+specialist registry wired once (:mod:`brain.core`); start there.
+
 One Chroma collection (``conversations``) holds five document types — persona, faq, memory,
 turn, summary — each validated by :mod:`brain.schemas`. :class:`RagStore` writes and reads them;
 memories are ranked exactly by similarity, importance and recency. :class:`ChatMemory` is what a
@@ -22,6 +25,7 @@ from brain.errors import (
     ValidationError,
 )
 from brain.chat import ChatMemory, Context, Exchange
+from brain.core import Brain, open
 from brain.mirror import EngramMirror, EmbeddingProtocolError
 from brain.portable import export_pam, import_pam
 from brain.rag_store import RagStore
@@ -34,6 +38,7 @@ from brain.summarizers import SummarizerError, SummarizerUnavailable
 __version__ = "0.1.0"
 
 __all__ = [
+    "Brain",
     "BrainError",
     "ChatMemory",
     "Context",
@@ -63,6 +68,7 @@ __all__ = [
     "ValidationError",
     "get_all_schemas",
     "load_settings",
+    "open",
     "schema_info",
     "startup",
     "validate_metadata",
