@@ -25,7 +25,8 @@ import click
 
 from brain import __version__
 from brain.config import Settings, load_settings
-from brain.core import Brain, open as open_brain
+from brain.core import Brain
+from brain.core import open as open_brain
 from brain.errors import BrainError, NotFound, StoreNotFound
 from brain.rag_store import RagStore
 from brain.schemas import DOC_TYPES, DocType, check_scope, entity_scope, get_all_schemas, schema_info

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from brain.config import Settings
+from brain.core import Brain
+from brain.core import open as open_brain
 from brain.errors import ConfigError
-from brain.core import Brain, open as open_brain
 from brain.persona import PersonaLoad, load_persona
 from brain.rag_store import RagStore
 

@@ -451,6 +451,25 @@ def test_ingest_passes_options_through_and_exits_1_on_errors(monkeypatch, tmp_pa
     assert run("ingest").exit_code == 2
 
 
+def test_ingest_stopped_with_ctrl_c_exits_130_saying_how_to_complete(monkeypatch, tmp_path):
+    def ingest_paths(store, paths, **options):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "brain.ingest", types.SimpleNamespace(ingest_paths=ingest_paths))
+    (tmp_path / "kb").mkdir()
+    result = run("ingest", "kb")
+    assert result.exit_code == 130 and result.stdout == ""
+    assert "run the same command again" in one_error_line(result)
+
+
+def test_a_command_closes_what_it_opened(tmp_path):
+    added = run_json("memory", "add", "Alice is vegetarian")
+    # the in-process command released the data directory: another process can open it
+    listed = brain_subprocess(tmp_path, "--json", "memory", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert [d["id"] for d in json.loads(listed.stdout)] == [added["id"]]
+
+
 def test_init_calls_startup_with_settings_and_persona_path(monkeypatch, tmp_path):
     calls = []
 
