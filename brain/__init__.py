@@ -37,6 +37,7 @@ from brain.summarizers import SummarizerError, SummarizerUnavailable
 
 __version__ = "0.1.0"
 
+# `open` is left out of __all__: `from brain import *` must not shadow the built-in open
 __all__ = [
     "Brain",
     "BrainError",
@@ -68,7 +69,6 @@ __all__ = [
     "ValidationError",
     "get_all_schemas",
     "load_settings",
-    "open",
     "schema_info",
     "startup",
     "validate_metadata",

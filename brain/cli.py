@@ -567,7 +567,9 @@ def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
 
 def _mirror_hit_line(hit: Any) -> str:
     """A keyword hit shows its BM25 relevance, a vector hit its cosine similarity: two different scales."""
-    value = f"bm25 {hit.bm25:.3f}" if hasattr(hit, "bm25") else f"cosine {hit.similarity:.3f}"
+    from brain.mirror import KeywordHit
+
+    value = f"bm25 {hit.bm25:.3f}" if isinstance(hit, KeywordHit) else f"cosine {hit.similarity:.3f}"
     m = hit.metadata
     label = m.get("conversation_id") or m.get("scope") or ""
     return f"{value}  {m.get('type')}  [{label}]  {hit.id}  {_short(hit.text)}"

@@ -37,7 +37,7 @@ class StartupReport:
             "seconds": round(self.seconds, 3),
             "indexed": self.indexed,
             "warnings": self.warnings,
-            "mirror_sync": None if self.mirror_sync is None else str(self.mirror_sync),
+            "mirror_sync": None if self.mirror_sync is None else self.mirror_sync.summary(),
             "store": self.store.stats(),
         }
 
@@ -48,7 +48,7 @@ class StartupReport:
             self.persona.summary() if self.persona else "persona: none loaded",
             "in-process indexes: " + ", ".join(f"{t} {n}" for t, n in self.indexed.items()),
             f"ready in {self.seconds:.2f} s",
-        ] + ([str(self.mirror_sync)] if self.mirror_sync is not None else [])
+        ] + ([self.mirror_sync.summary()] if self.mirror_sync is not None else [])
         return "\n".join(lines + [f"warning: {w}" for w in self.warnings])
 
 

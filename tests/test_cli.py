@@ -610,3 +610,20 @@ def test_subprocess_debug_shows_the_traceback(tmp_path):
     result = brain_subprocess(tmp_path, "--debug", "memory", "show", "doc-nope")
     assert result.returncode == 1
     assert "Traceback (most recent call last)" in result.stderr and "NotFound" in result.stderr
+
+
+# ---- the reports the commands print --------------------------------------------------------------
+
+def test_every_mirror_report_has_to_dict_and_summary():
+    from brain.mirror import RebuildReport, RecoveryReport, RestoreReport, SyncReport, VerifyReport
+
+    sync = SyncReport(added=2, unchanged=1)
+    reports = [sync, VerifyReport(checked=3, missing=["doc-a"]), RestoreReport(restored=1, by_type={"memory": 1}),
+               RecoveryReport(RestoreReport(restored=1), not_restored=["the FAQ: brain ingest"]),
+               RebuildReport("m.db", ["m.db.old"], sync)]
+    for report in reports:
+        data = report.to_dict()
+        json.dumps(data)
+        assert report.summary() == str(report) and report.summary()
+    assert reports[0].to_dict()["changed"] == 2 and reports[1].to_dict()["ok"] is False
+    assert reports[3].to_dict()["mirror"]["restored"] == 1 and reports[4].to_dict()["written"] == 2

@@ -66,7 +66,7 @@ def test_close_writes_queued_summaries_and_closes_the_store(tmp_path, local_embe
     b.close()  # idempotent
     assert b.closed and b.store.mirror is None  # the store closed its mirror
     with pytest.raises(StoreUnavailable, match="closed"):
-        b.chat
+        _ = b.chat
     with RagStore(settings, embedder=local_embedder) as store:
         assert store.count("summary") == 1
 
@@ -97,10 +97,10 @@ def test_specialists_are_registered_once_and_the_outcome_kept(tmp_path, local_em
     yaml = tmp_path / "specialists.yaml"
     with brain.open(api_settings(tmp_path, specialists_path=yaml), embedder=local_embedder) as b:
         with pytest.raises(ConfigError, match="specialists.yaml"):
-            b.specialists
+            _ = b.specialists
         shutil.copy(ROOT / "config" / "specialists.yaml", yaml)
         with pytest.raises(ConfigError, match="specialists.yaml"):
-            b.specialists  # the first registration's outcome stands: a read never registers
+            _ = b.specialists  # the first registration's outcome stands: a read never registers
         registry = b.register_specialists(again=True)
         assert registry is b.specialists and b.specialists.find_specialists("read the text in this photo")[0].id == "ocr"
         assert b.register_specialists() is registry  # once: no second registration
