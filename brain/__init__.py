@@ -1,5 +1,8 @@
 """brain — the memory layer of a chat assistant.
 
+:func:`open` gives a :class:`Brain`: the store, its mirror, the chat layer, the summariser and the
+specialist registry wired once (:mod:`brain.core`); start there.
+
 One Chroma collection (``conversations``) holds five document types — persona, faq, memory,
 turn, summary — each validated by :mod:`brain.schemas`. :class:`RagStore` writes and reads them;
 memories are ranked exactly by similarity, importance and recency. :class:`ChatMemory` is what a
@@ -22,6 +25,7 @@ from brain.errors import (
     ValidationError,
 )
 from brain.chat import ChatMemory, Context, Exchange
+from brain.core import Brain, open
 from brain.mirror import EngramMirror, EmbeddingProtocolError
 from brain.pam import export_pam, import_pam
 from brain.rag_store import RagStore
@@ -33,7 +37,9 @@ from brain.summarizers import SummarizerError, SummarizerUnavailable
 
 __version__ = "0.1.0"
 
+# `open` is left out of __all__: `from brain import *` must not shadow the built-in open
 __all__ = [
+    "Brain",
     "BrainError",
     "ChatMemory",
     "Context",

@@ -1,9 +1,12 @@
-"""The HTTP API: a thin FastAPI shell over :class:`~brain.access.Access` (memories and conversations under
-the caller's identity), :class:`~brain.rag_store.RagStore` and :class:`~brain.chat.ChatMemory`.
+"""The HTTP API: a thin FastAPI shell over one :class:`~brain.core.Brain` (its store, chat layer and
+specialists) and :class:`~brain.access.Access` (memories and conversations under the caller's identity).
 
-``brain serve`` runs :data:`app` (or :func:`create_app` with explicit settings) under uvicorn in one
-process: the embedded Chroma store is single-process (threads are fine, and FastAPI runs the
-handlers below in its thread pool). More processes need a Chroma server (``BRAIN_CHROMA_URL``).
+``brain serve`` runs :func:`create_app` under uvicorn in one process: the embedded Chroma store is
+single-process (threads are fine, and FastAPI runs the handlers below in its thread pool). More
+processes need a Chroma server (``BRAIN_CHROMA_URL``). For uvicorn itself,
+``uvicorn --factory brain.api:create_app`` (or ``brain.api:app``, built from the settings when first
+asked for, so that importing this module never reads them). The specialists are registered when the
+server starts, so a request never writes them.
 
 Every request passes :class:`Authenticate` first (bearer token -> :class:`~brain.access.Caller`, see
 :mod:`brain.auth`), then :class:`BodyLimit`, then routing and body parsing, so an unauthenticated
@@ -20,10 +23,8 @@ import ipaddress
 import json
 import logging
 import reprlib
-import threading
 import typing
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -38,6 +39,8 @@ from brain import __version__
 from brain.access import Access, Caller, check_entity_name
 from brain.auth import TokenTable
 from brain.config import Settings
+from brain.core import Brain
+from brain.core import open as open_brain
 from brain.errors import (
     BrainError,
     ConfigError,
@@ -504,21 +507,13 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
-# ---- the services behind the routes --------------------------------------------------------------
+# ---- the Brain behind the routes -----------------------------------------------------------------
 
-@dataclass
-class Services:
-    settings: Settings
-    store: RagStore
-    chat: Any  # brain.chat.ChatMemory
-    specialists: Any = None  # brain.specialists.SpecialistRegistry, on first use
-
-
-def _services(request: Request) -> Services:
-    services = getattr(request.app.state, "brain", None)
-    if services is None:
+def _brain(request: Request) -> Brain:
+    opened = getattr(request.app.state, "brain", None)
+    if opened is None:
         raise StoreUnavailable("the store is not open (the server is starting or shutting down)")
-    return services
+    return opened
 
 
 def _caller(request: Request) -> Caller:
@@ -527,57 +522,42 @@ def _caller(request: Request) -> Caller:
 
 def _access(request: Request, entity: str | None = None) -> Access:
     """The request's view of memories and conversations: its caller, acting for ``entity``."""
-    services = _services(request)
-    return Access(services.store, services.chat, _caller(request), entity)
-
-
-_registry_lock = threading.Lock()
-
-
-def _specialists(request: Request) -> Any:
-    """The specialist registry, registered from BRAIN_SPECIALISTS_PATH on first use."""
-    services = _services(request)
-    with _registry_lock:
-        if services.specialists is None:
-            from brain.specialists import SpecialistRegistry
-
-            registry = SpecialistRegistry.from_settings(services.store, services.settings)
-            registry.register()
-            services.specialists = registry
-        return services.specialists
+    opened = _brain(request)
+    return Access(opened.store, opened.chat, _caller(request), entity)
 
 
 # ---- the app -------------------------------------------------------------------------------------
 
-def create_app(settings: Settings | None = None, *, store: RagStore | None = None, chat: Any | None = None,
-               tokens: TokenTable | None = None) -> FastAPI:
-    """The API over ``store`` and ``chat`` (opened from ``settings`` at start-up when not given).
-    ``tokens`` defaults to the tables of ``settings`` (:class:`ConfigError` for a malformed tokens file)."""
-    settings = settings or (store.settings if store is not None else Settings())
+def create_app(settings: Settings | None = None, *, brain: Brain | None = None, store: RagStore | None = None,
+               chat: Any | None = None, tokens: TokenTable | None = None) -> FastAPI:
+    """The API over ``brain`` (the caller's to close), or over a Brain wired at start-up around
+    ``store`` and ``chat`` (the caller's too), or opened from ``settings`` (closed at shutdown).
+    ``tokens`` defaults to the tables of the settings (:class:`ConfigError` for a malformed tokens file)."""
+    if brain is not None and (store is not None or chat is not None):
+        raise ConfigError("create_app: give a brain, or a store (and chat), not both")
+    given = brain.store if brain is not None else store
+    settings = settings or (given.settings if given is not None else Settings())
     tokens = tokens if tokens is not None else TokenTable.from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        from brain.chat import ChatMemory  # imported here: the chat layer starts a summariser worker
-
-        own_store = store is None
-        opened_store = store or RagStore(settings)
-        own_chat = chat is None
+        if brain is not None:
+            opened, own = brain, False
+        elif store is not None:
+            opened, own = Brain(store, chat=chat), True  # closes only the chat layer it builds
+        else:
+            opened, own = open_brain(settings), True
         try:
-            opened_chat = chat or ChatMemory(opened_store, settings)
-        except BaseException:
-            if own_store:
-                opened_store.close()
-            raise
-        app.state.brain = Services(settings, opened_store, opened_chat)
-        try:
+            try:
+                opened.register_specialists()  # now, at start-up: reading them never writes
+            except BrainError as exc:  # kept by the Brain: /v1/specialists answers with it
+                log.warning("specialists unavailable: %s", exc)
+            app.state.brain = opened
             yield
         finally:
             app.state.brain = None
-            if own_chat:
-                opened_chat.close()
-            if own_store:
-                opened_store.close()
+            if own:
+                opened.close()
 
     # the documentation routes are served like every other route: behind the token when one is set
     app = FastAPI(title="brain", version=__version__, summary="The memory layer of a chat assistant",
@@ -628,25 +608,10 @@ def _routes(app: FastAPI) -> None:
         **_responses(), 503: {"description": "the store is down (the report says why)",
                               "content": {"application/json": {"schema": {"type": "object"}}}}})
     def health(request: Request) -> JSONResponse:
-        services = _services(request)
-        admin = _caller(request).is_admin
-        report: dict[str, Any] = {"version": __version__}
-        healthy = True
-        try:
-            count = services.store.col.count()
-            report["store"] = {"ok": True}
-            if admin:  # how much the store holds, and where, is the operator's business
-                report["store"].update(documents=count, backend=services.settings.chroma_url or "embedded")
-        except Exception as exc:  # any Chroma failure means the store is down: report it, 503
-            healthy = False
-            report["store"] = {"ok": False, "error": str(exc)}
-        report["embedder"] = {"ok": True, "name": services.store.embedder.name,
-                              "dimension": int(services.store.embedder.dimension)}
-        report["summariser"] = services.chat.health()
-        report["mirror"] = services.store.mirror_health.to_dict()
-        degraded = not report["mirror"]["ok"]  # a damaged mirror: reads and writes still work, from Chroma
-        report["status"] = "unavailable" if not healthy else "degraded" if degraded else "ok"
-        return JSONResponse(status_code=200 if healthy else 503, content=report)
+        # how much the store holds, and where, is the operator's business
+        report = _brain(request).health(detail=_caller(request).is_admin)
+        status = 503 if report["status"] == "unavailable" else 200
+        return JSONResponse(status_code=status, content={"version": __version__, **report})
 
     # -- chat ------------------------------------------------------------------------------------
     conversation_links = {
@@ -737,7 +702,7 @@ def _routes(app: FastAPI) -> None:
              responses=_responses(400, 422, 503))
     def find_specialists(request: Request, q: str | None = Query(None, min_length=1),
                          k: int = Query(3, ge=1, le=50)) -> Any:
-        registry = _specialists(request)
+        registry = _brain(request).specialists
         if q is None:
             return {"specialists": [s.to_dict() for s in registry.list_specialists()]}
         return {"request": q, "results": [m.to_dict() for m in registry.find_specialists(q, k)]}
@@ -747,13 +712,20 @@ def _routes(app: FastAPI) -> None:
               responses=_responses(400, 403, 413, 422, 503, ok=(201, IdsOut)))
     def create_docs(body: DocsBody, request: Request) -> Any:
         _access(request).require_unrestricted("writing documents of any type (/v1/docs)")
-        store = _services(request).store
         docs = body.docs if isinstance(body, DocsCreate) else [body]
-        ids = store.upsert_docs([{**d.metadata, "text": d.text, "type": d.type, "id": d.id} for d in docs])
+        ids = _brain(request).store.upsert_docs([{**d.metadata, "text": d.text, "type": d.type, "id": d.id} for d in docs])
         return {"ids": ids}
 
 
-app = create_app()
+def __getattr__(name: str) -> Any:
+    """``app``: the API over the settings of the environment, built on first access (uvicorn's
+    ``brain.api:app``), so that a bad setting fails there and not at ``import brain.api``."""
+    if name == "app":
+        built = globals().get("_app")
+        if built is None:
+            built = globals()["_app"] = create_app()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---- serving -------------------------------------------------------------------------------------
@@ -784,6 +756,6 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
         log.warning("embedded Chroma store: serving from this one process (threads); for several processes "
                     "run a Chroma server and set BRAIN_CHROMA_URL")
     # opened here, before uvicorn starts, so that a locked or unreachable store is a clear error
-    with RagStore(settings) as store:
-        uvicorn.run(create_app(settings, store=store, tokens=tokens), host=host, port=port, workers=1,
+    with open_brain(settings) as opened:
+        uvicorn.run(create_app(settings, brain=opened, tokens=tokens), host=host, port=port, workers=1,
                     log_level="info")

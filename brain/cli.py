@@ -5,8 +5,9 @@ for people or, with ``--json`` (on the group or on the command), as exactly one 
 on stdout. Exit codes: 0 success, 1 a reported failure (any :class:`~brain.errors.BrainError`,
 an ingest report with errors, an unknown memory id), 2 a usage error (an option or argument
 missing, of the wrong type or out of range: ``--k 0``, ``--importance 9``, a malformed
-``--scope`` or ``--entity``, an unknown document type). Read-only commands open the store with
-``create=False``: where there is none they say so and exit 1 instead of creating one. Errors
+``--scope`` or ``--entity``, an unknown document type), 130 an ``ingest`` stopped with Ctrl-C.
+Each command works on one :class:`~brain.core.Brain` (:func:`brain.open`), closed when it ends.
+Read-only commands open the store with ``create=False``: where there is none they say so and exit 1 instead of creating one. Errors
 are one line on stderr starting with ``error:`` and leave stdout empty, except that ``ingest``
 and ``memory rm`` print their report before failing; ``brain --debug ...`` shows the traceback
 of a failure instead.
@@ -24,6 +25,8 @@ import click
 
 from brain import __version__
 from brain.config import Settings, load_settings
+from brain.core import Brain
+from brain.core import open as open_brain
 from brain.errors import BrainError, NotFound, StoreNotFound
 from brain.rag_store import RagStore
 from brain.schemas import DOC_TYPES, DocType, check_scope, entity_scope, get_all_schemas, schema_info
@@ -39,6 +42,12 @@ class CommandFailed(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"error: {self.format_message()}", err=True)
+
+
+class Interrupted(CommandFailed):
+    """Ctrl-C during a command whose work a re-run completes: exit code 130, as a shell reports SIGINT."""
+
+    exit_code = 130
 
 
 def _one_line(message: str) -> str:
@@ -81,14 +90,15 @@ class BrainGroup(click.Group):
 
 @dataclass
 class State:
-    """What the group's options decide, and the settings and store opened on first use."""
+    """What the group's options decide, and the settings and Brain opened on first use (closed when
+    the command ends)."""
 
     json: bool = False
     debug: bool = False
     data_dir: Path | None = None
     project_dir: Path | None = None
     _settings: Settings | None = None
-    _store: RagStore | None = None
+    _brain: Brain | None = None
 
     def settings(self) -> Settings:
         if self._settings is None:
@@ -96,11 +106,20 @@ class State:
             self._settings = load_settings(self.project_dir, **overrides)
         return self._settings
 
+    def brain(self, *, create: bool = True) -> Brain:
+        """The Brain; with ``create=False`` (read-only commands) a missing store is an error, not made.
+        No command keeps a chat layer running: no summary worker is started."""
+        if self._brain is None:
+            self._brain = open_brain(self.settings(), create=create, start_worker=False)
+        return self._brain
+
     def store(self, *, create: bool = True) -> RagStore:
-        """The store; with ``create=False`` (read-only commands) a missing store is an error, not made."""
-        if self._store is None:
-            self._store = RagStore(self.settings(), create=create)
-        return self._store
+        return self.brain(create=create).store
+
+    def close(self) -> None:
+        if self._brain is not None:
+            self._brain.close()
+            self._brain = None
 
 
 class ScopeType(click.ParamType):
@@ -228,6 +247,7 @@ def cli(ctx: click.Context, as_json: bool, debug: bool, data_dir: Path | None, p
     state.debug = debug
     state.data_dir = data_dir
     state.project_dir = project_dir
+    ctx.call_on_close(state.close)
 
 
 @cli.command()
@@ -292,10 +312,14 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
     its folder's path inside the project (or the folder's own name outside any project) and its
     path in that folder, so the same folder reached from anywhere, by any path, is the same
     knowledge base; documents named by older versions are re-keyed without re-embedding.
-    Progress goes to stderr: a bar on a terminal, a line every few seconds otherwise."""
+    Progress goes to stderr: a bar on a terminal, a line every few seconds otherwise; Ctrl-C stops
+    it (exit 130) and running the same command again completes the work without duplicates."""
     from brain.ingest import ingest_paths
 
-    report = ingest_paths(state.store(), list(paths), prune=prune, dry_run=dry_run, progress=True)
+    try:
+        report = ingest_paths(state.store(), list(paths), prune=prune, dry_run=dry_run, progress=True)
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted; run the same command again to complete (nothing is duplicated)") from None
     emit(state, report.to_dict(), report.summary)
     if not report.ok:  # the report (stdout) lists each error; stderr gets the one line every failure gets
         count = len(report.errors)
@@ -318,21 +342,10 @@ def search(state: State, query: str, doc_type: str | None, k: int | None, entity
     """Search the store for QUERY."""
     if entity is not None and doc_type != DocType.MEMORY.value:
         raise click.UsageError("--entity needs --type memory")
-    store = state.store(create=False)
-    kwargs = {"k": k} if k is not None else {}
-    if doc_type == DocType.MEMORY.value:
-        hits = store.retrieve_memories(query, entity=entity, **kwargs)
-        line = _memory_hit_line
-        header = "score = similarity + importance + recency"
-    else:
-        retrieve = {
-            DocType.FAQ.value: store.retrieve_faq,
-            DocType.PERSONA.value: store.retrieve_persona,
-            DocType.SUMMARY.value: store.retrieve_summaries,
-        }.get(doc_type)
-        hits = retrieve(query, **kwargs) if retrieve else store.search(query, type=doc_type, **kwargs)
-        line = _hit_line
-        header = "similarity"
+    hits = state.brain(create=False).search(query, type=doc_type, k=k, entity=entity)
+    ranked = doc_type == DocType.MEMORY.value
+    line = _memory_hit_line if ranked else _hit_line
+    header = "score = similarity + importance + recency" if ranked else "similarity"
     emit(state, {"query": query, "type": doc_type, "results": [h.to_dict() for h in hits]},
          lambda: "\n".join([header] + [line(h) for h in hits]) if hits else "no results")
 
@@ -498,25 +511,6 @@ def paths(state: State) -> None:
 
 # ---- the Engram mirror ---------------------------------------------------------------------------
 
-def _report_dict(report: Any) -> dict[str, Any]:
-    if hasattr(report, "to_dict"):
-        return report.to_dict()
-    data = asdict(report)
-    for name in ("changed", "ok"):
-        if hasattr(report, name):
-            data[name] = getattr(report, name)
-    return data
-
-
-def _store_mirror(state: State, *, create: bool = True) -> Any:
-    store = state.store(create=create)
-    if store.mirror is None:
-        if store.mirror_health.error is not None:  # damaged: the error names `brain mirror rebuild`
-            raise store.mirror_health.error
-        raise BrainError("the mirror is off (BRAIN_MIRROR_ENABLED=false); set BRAIN_MIRROR_ENABLED=true")
-    return store
-
-
 @cli.group()
 def mirror() -> None:
     """The Engram-compatible SQLite mirror of memories and conversations (BRAIN_MIRROR_PATH, BRAIN_MIRROR_TYPES)."""
@@ -529,9 +523,9 @@ def mirror_sync(state: State) -> None:
     """Make the mirror match the store in full (safe to repeat)."""
     from brain.mirror.sync import sync_mirror
 
-    store = _store_mirror(state)
-    report = sync_mirror(store, store.mirror, types=state.settings().mirrored_types)
-    emit(state, _report_dict(report), lambda: str(report))
+    brain = state.brain()
+    report = sync_mirror(brain.store, brain.require_mirror(), types=brain.settings.mirrored_types)
+    emit(state, report.to_dict(), report.summary)
 
 
 @mirror.command("verify")
@@ -541,9 +535,9 @@ def mirror_verify(state: State) -> None:
     """Report every difference between the store and the mirror (exit 1 if any)."""
     from brain.mirror.sync import verify_mirror
 
-    store = _store_mirror(state, create=False)
-    report = verify_mirror(store, store.mirror, types=state.settings().mirrored_types)
-    emit(state, _report_dict(report), lambda: str(report))
+    brain = state.brain(create=False)
+    report = verify_mirror(brain.store, brain.require_mirror(), types=brain.settings.mirrored_types)
+    emit(state, report.to_dict(), report.summary)
     if not report.ok:
         raise CommandFailed("the mirror differs from the store; `brain mirror sync` reconciles them")
 
@@ -573,7 +567,9 @@ def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
 
 def _mirror_hit_line(hit: Any) -> str:
     """A keyword hit shows its BM25 relevance, a vector hit its cosine similarity: two different scales."""
-    value = f"bm25 {hit.bm25:.3f}" if hasattr(hit, "bm25") else f"cosine {hit.similarity:.3f}"
+    from brain.mirror import KeywordHit
+
+    value = f"bm25 {hit.bm25:.3f}" if isinstance(hit, KeywordHit) else f"cosine {hit.similarity:.3f}"
     m = hit.metadata
     label = m.get("conversation_id") or m.get("scope") or ""
     return f"{value}  {m.get('type')}  [{label}]  {hit.id}  {_short(hit.text)}"
@@ -591,7 +587,7 @@ def mirror_rebuild(state: State, force: bool) -> None:
     from brain.mirror.recovery import rebuild_mirror
 
     report = rebuild_mirror(state.store(), force=force)
-    emit(state, report.to_dict(), lambda: str(report))
+    emit(state, report.to_dict(), report.summary)
 
 
 @mirror.command("backfill")
@@ -599,12 +595,13 @@ def mirror_rebuild(state: State, force: bool) -> None:
 @pass_state
 def mirror_backfill(state: State) -> None:
     """Embed the mirrored documents that have no vector of the configured model (resumable)."""
-    store = _store_mirror(state)
-    done = store.mirror.backfill(store.embedder.embed_documents, progress=True)
-    coverage = store.mirror.coverage()
+    brain = state.brain()
+    mirror, embedder = brain.require_mirror(), brain.store.embedder
+    done = mirror.backfill(embedder.embed_documents, progress=True)
+    coverage = mirror.coverage()
     emit(state, {"embedded": done, "coverage": asdict(coverage)},
          lambda: f"embedded {done} documents; {coverage.with_vectors} of {coverage.memories} have "
-                 f"{store.embedder.name} vectors")
+                 f"{embedder.name} vectors")
 
 
 @cli.command()
@@ -625,7 +622,7 @@ def restore(state: State, from_mirror: bool, persona_path: Path | None, kb_paths
     from brain.mirror.recovery import recover_store
 
     report = recover_store(state.store(), persona_path=persona_path, kb_paths=kb_paths)
-    emit(state, report.to_dict(), lambda: str(report))
+    emit(state, report.to_dict(), report.summary)
 
 
 # ---- Portable AI Memory --------------------------------------------------------------------------
@@ -694,22 +691,11 @@ def import_cmd(state: State, path: Path) -> None:
 @pass_state
 def consolidate(state: State, dry_run: bool, threshold: float | None) -> None:
     """Merge near-duplicate memories of the same scope; lists every merge."""
-    from brain.chat import ChatMemory
-
-    with ChatMemory(state.store(create=False), start_worker=False) as chat:
-        report = chat.consolidate(dry_run=dry_run, threshold=threshold)
+    report = state.brain(create=False).consolidate(dry_run=dry_run, threshold=threshold)
     emit(state, report.to_dict(), report.summary)
 
 
 # ---- specialists --------------------------------------------------------------------------------
-
-def _registry(state: State) -> Any:
-    from brain.specialists import SpecialistRegistry
-
-    registry = SpecialistRegistry.from_settings(state.store(), state.settings())
-    registry.register()  # embeds only new or changed specialists
-    return registry
-
 
 @cli.group()
 def specialists() -> None:
@@ -721,7 +707,7 @@ def specialists() -> None:
 @pass_state
 def specialists_list(state: State) -> None:
     """Register the specialists file (if changed) and list the specialists."""
-    found = _registry(state).list_specialists()
+    found = state.brain().specialists.list_specialists()
     emit(state, [s.to_dict() for s in found],
          lambda: "\n".join(f"{s.id}  {_short(s.description, 90)}" for s in found) if found else "no specialists")
 
@@ -733,7 +719,7 @@ def specialists_list(state: State) -> None:
 @pass_state
 def specialists_find(state: State, request: str, k: int) -> None:
     """The specialists best suited to REQUEST, with score and band (strong, good, possible, weak)."""
-    matches = _registry(state).find_specialists(request, k)
+    matches = state.brain().specialists.find_specialists(request, k)
     emit(state, {"request": request, "results": [m.to_dict() for m in matches]},
          lambda: "\n".join(f"{m.score:.3f}  {m.band:<8}  {m.id}  {_short(m.description, 80)}" for m in matches))
 

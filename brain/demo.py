@@ -1,6 +1,7 @@
 """The main job on the embedded default: build the local store and show what a chat backend gets.
 
-Creates the Chroma store under ``./data/`` (``brain.startup``: persona, warm-up, Engram mirror),
+Opens the Chroma store under ``./data/`` as one :class:`~brain.core.Brain` (``brain.startup``:
+persona, warm-up, Engram mirror),
 ingests the sample knowledge base in ``config/kb/`` (``brain.ingest``), stores a few memories and an
 exchange (``ChatMemory.record_exchange``), then prints the context of a sample question
 (``ChatMemory.build_context``): the ranked memories with their score parts, the FAQ hits, the recent
@@ -15,10 +16,11 @@ from pathlib import Path
 
 from brain.chat import ChatMemory, Context
 from brain.config import load_settings
+from brain.core import Brain
+from brain.core import open as open_brain
 from brain.errors import BrainError, ConfigError
 from brain.ingest import ingest_paths
 from brain.rag_store import RagStore
-from brain.specialists import SpecialistRegistry
 from brain.startup import startup
 
 SAMPLE_QUESTION = "Can you read the text on the photo of my train ticket?"
@@ -85,39 +87,40 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings()
         kb_path = args.kb or _project_kb(settings)
-        report = startup(settings, persona_path=args.persona)
-        store = report.store
-        kb = ingest_paths(store, [kb_path])
-        if not kb.ok:
-            print(kb.summary(), file=sys.stderr)
-            return 1
-        with ChatMemory(store) as chat:
-            turns = seed_conversation(store, chat)
-            ctx = chat.build_context(DEMO_CONVERSATION, args.question, entity=args.entity)
-        specialists = None
-        if store.settings.specialists_path.exists():
-            registry = SpecialistRegistry.from_settings(store)
-            registry.register()
-            specialists = registry.find_specialists(args.question, k=3)
-        stats = store.stats()
-        print(f"Store: {stats['backend']} ({store.embedder.name}, {store.dimension}-d)")
-        for warning in report.warnings:
-            print(f"warning: {warning}")
-        if report.persona:
-            print(f"Persona: {report.persona.sections} sections, " + ("loaded" if report.persona.changed else "unchanged"))
-        print(f"Knowledge base: {kb.files_read} files, {kb.added} documents added, {kb.unchanged} unchanged, "
-              f"{kb.removed} removed; conversation: {turns} new turns")
-        print(f"Documents: {stats['by_type']}")
-        if store.mirror is not None:
-            counts = store.mirror.count_by_type()
-            print(f"Engram mirror: {counts.get('memory', 0)} memories, {counts.get('turn', 0)} turns, "
-                  f"{counts.get('summary', 0)} summaries in {store.mirror.path}")
-        print()
-        print(render(args.question, ctx, specialists))
-        store.close()
+        with open_brain(settings) as brain:
+            return _run(brain, args, kb_path)
     except BrainError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def _run(brain: Brain, args: argparse.Namespace, kb_path: Path) -> int:
+    report = startup(brain=brain, persona_path=args.persona)
+    store = brain.store
+    kb = ingest_paths(store, [kb_path])
+    if not kb.ok:
+        print(kb.summary(), file=sys.stderr)
+        return 1
+    turns = seed_conversation(store, brain.chat)
+    ctx = brain.chat.build_context(DEMO_CONVERSATION, args.question, entity=args.entity)
+    specialists = None
+    if brain.settings.specialists_path.exists():
+        specialists = brain.specialists.find_specialists(args.question, k=3)
+    stats = store.stats()
+    print(f"Store: {stats['backend']} ({store.embedder.name}, {store.dimension}-d)")
+    for warning in report.warnings:
+        print(f"warning: {warning}")
+    if report.persona:
+        print(f"Persona: {report.persona.sections} sections, " + ("loaded" if report.persona.changed else "unchanged"))
+    print(f"Knowledge base: {kb.files_read} files, {kb.added} documents added, {kb.unchanged} unchanged, "
+          f"{kb.removed} removed; conversation: {turns} new turns")
+    print(f"Documents: {stats['by_type']}")
+    if store.mirror is not None:
+        counts = store.mirror.count_by_type()
+        print(f"Engram mirror: {counts.get('memory', 0)} memories, {counts.get('turn', 0)} turns, "
+              f"{counts.get('summary', 0)} summaries in {store.mirror.path}")
+    print()
+    print(render(args.question, ctx, specialists))
     return 0
 
 

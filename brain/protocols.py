@@ -57,9 +57,9 @@ Deleting a memory removes the head and every chunk of every revision.
 
 Construction: Xaibo calls ``Cls(config={...})``; the config holds the module's own keys (see each
 class) and any :class:`~brain.config.Settings` field (``data_dir``, ``collection``, ``embedder``,
-``chroma_url``, ...). Modules with the same storage settings share one :class:`RagStore` per process
-(:func:`shared_store`; :func:`register_shared_store` hands one the application already opened).
-From Python pass ``store=`` (or ``settings=``) instead.
+``chroma_url``, ...). Modules with the same storage settings share one :class:`~brain.core.Brain` (and
+so one :class:`RagStore`) per process (:func:`shared_store`; :func:`register_shared_store` hands them
+the Brain or store the application already opened). From Python pass ``store=`` (or ``settings=``) instead.
 
 This module must not use ``from __future__ import annotations``: Xaibo resolves a module's
 dependencies from the *evaluated* annotations of ``__init__`` (every annotated parameter but
@@ -80,6 +80,8 @@ import numpy as np
 
 from brain.chunking import TokenChunker
 from brain.config import Settings
+from brain.core import Brain
+from brain.core import open as open_brain
 from brain.embeddings import get_embedder
 from brain.errors import ConfigError, EmbedderError, ValidationError
 from brain.ids import derived_id, new_id
@@ -185,14 +187,15 @@ def _store_key(settings: Settings) -> tuple:
     return (settings.chroma_url or data_dir, settings.collection, settings.embedder)
 
 
-_stores: dict[tuple, RagStore] = {}
+_brains: dict[tuple, Brain] = {}
 _embedders: dict[tuple, Any] = {}
-_opened: set[int] = set()  # ids of the stores shared_store opened (and so closes)
+_opened: set[int] = set()  # ids of the Brains shared_brain opened (and so closes)
 _stores_lock = threading.Lock()
 
 
-def shared_store(settings: Settings) -> RagStore:
-    """The process's :class:`RagStore` for these storage settings, opened on first use.
+def shared_brain(settings: Settings) -> Brain:
+    """The process's :class:`~brain.core.Brain` for these storage settings, opened on first use
+    (without a summary worker: the modules write memories, not conversations).
 
     Xaibo builds a module instance per agent request; opening a store each time would reload the
     embedder and rebuild the indexes, and several stores of one collection would not see each
@@ -200,33 +203,41 @@ def shared_store(settings: Settings) -> RagStore:
     """
     key = _store_key(settings)
     with _stores_lock:
-        store = _stores.get(key)
-        if store is None:
-            store = _stores[key] = RagStore(settings)
-            _opened.add(id(store))
-        return store
+        brain = _brains.get(key)
+        if brain is None:
+            brain = _brains[key] = open_brain(settings, start_worker=False)
+            _opened.add(id(brain))
+        return brain
 
 
-def register_shared_store(store: RagStore) -> None:
-    """Make Xaibo modules configured with ``store``'s settings use ``store`` (e.g. the chat backend's)."""
-    if not isinstance(store, RagStore):
-        raise ConfigError(f"register_shared_store needs a brain RagStore, got {type(store).__name__}")
+def shared_store(settings: Settings) -> RagStore:
+    """The store of :func:`shared_brain` for these storage settings."""
+    return shared_brain(settings).store
+
+
+def register_shared_store(store: Brain | RagStore) -> None:
+    """Make Xaibo modules configured with the settings of ``store`` (a Brain or a RagStore, e.g. the
+    chat backend's) use it."""
+    if isinstance(store, RagStore):
+        store = Brain(store)  # wiring only: the store stays its owner's to close
+    if not isinstance(store, Brain):
+        raise ConfigError(f"register_shared_store needs a brain Brain or RagStore, got {type(store).__name__}")
     with _stores_lock:
-        _stores[_store_key(store.settings)] = store
+        _brains[_store_key(store.settings)] = store
 
 
 def close_shared_stores() -> None:
-    """Forget the shared stores and close those :func:`shared_store` opened (a store handed in with
+    """Forget the shared Brains and close those :func:`shared_brain` opened (one handed in with
     :func:`register_shared_store` stays open: its owner closes it)."""
     with _stores_lock:
-        stores = list(_stores.values())
-        _stores.clear()
+        brains = list(_brains.values())
+        _brains.clear()
         _embedders.clear()
         opened = set(_opened)
         _opened.clear()
-    for store in stores:
-        if id(store) in opened:
-            store.close()
+    for brain in brains:
+        if id(brain) in opened:
+            brain.close()
 
 
 def _own_config(config: Any, own_keys: Sequence[str], module: str) -> dict[str, Any]:
@@ -245,9 +256,11 @@ def _own_config(config: Any, own_keys: Sequence[str], module: str) -> dict[str, 
 
 
 def _resolve_store(store: Any, settings: Any, config: Any, own_keys: Sequence[str], module: str) -> tuple[RagStore, dict]:
+    if isinstance(store, Brain):
+        store = store.store
     if store is not None:
         if not isinstance(store, RagStore):
-            raise ConfigError(f"{module}: store must be a brain RagStore, got {type(store).__name__}")
+            raise ConfigError(f"{module}: store must be a brain Brain or RagStore, got {type(store).__name__}")
         return store, _own_config(config, own_keys, module)
     if settings is not None:
         if not isinstance(settings, Settings):
@@ -484,9 +497,9 @@ class BrainEmbedder(EmbeddingProtocol):
 def _shared_embedder(settings: Settings):
     key = (settings.embedder, settings.ollama_host)
     with _stores_lock:
-        for store_key, store in _stores.items():  # an open store's embedder has its model loaded already
-            if store_key[2] == settings.embedder and store.settings.ollama_host == settings.ollama_host:
-                return store.embedder
+        for store_key, brain in _brains.items():  # an open store's embedder has its model loaded already
+            if store_key[2] == settings.embedder and brain.settings.ollama_host == settings.ollama_host:
+                return brain.store.embedder
         if key not in _embedders:
             _embedders[key] = get_embedder(settings)
         return _embedders[key]
@@ -846,5 +859,6 @@ __all__ = [
     "encode_attributes",
     "register_shared_store",
     "settings_from_config",
+    "shared_brain",
     "shared_store",
 ]

@@ -1,4 +1,5 @@
-"""What a chat backend calls once at start-up: open the store, load the persona, warm up."""
+"""What a chat backend calls once at start-up: open a :class:`~brain.core.Brain`, load the persona,
+catch the mirror up, warm up."""
 
 from __future__ import annotations
 
@@ -7,19 +8,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brain.config import Settings, load_settings
+from brain.config import Settings
+from brain.core import Brain
+from brain.core import open as open_brain
+from brain.errors import ConfigError
 from brain.persona import PersonaLoad, load_persona
 from brain.rag_store import RagStore
 
 
 @dataclass
 class StartupReport:
-    store: RagStore
+    """What :func:`startup` did; ``brain`` is the Brain it prepared (the caller closes it)."""
+
+    brain: Brain
     persona: PersonaLoad | None
     seconds: float
     indexed: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     mirror_sync: Any = None  # a brain.mirror.sync.SyncReport when the mirror had to catch up
+
+    @property
+    def store(self) -> RagStore:
+        return self.brain.store
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -27,7 +37,7 @@ class StartupReport:
             "seconds": round(self.seconds, 3),
             "indexed": self.indexed,
             "warnings": self.warnings,
-            "mirror_sync": None if self.mirror_sync is None else str(self.mirror_sync),
+            "mirror_sync": None if self.mirror_sync is None else self.mirror_sync.summary(),
             "store": self.store.stats(),
         }
 
@@ -38,19 +48,24 @@ class StartupReport:
             self.persona.summary() if self.persona else "persona: none loaded",
             "in-process indexes: " + ", ".join(f"{t} {n}" for t, n in self.indexed.items()),
             f"ready in {self.seconds:.2f} s",
-        ] + ([str(self.mirror_sync)] if self.mirror_sync is not None else [])
+        ] + ([self.mirror_sync.summary()] if self.mirror_sync is not None else [])
         return "\n".join(lines + [f"warning: {w}" for w in self.warnings])
 
 
-def startup(settings: Settings | None = None, *, persona_path: str | Path | None = None, warm: bool = True) -> StartupReport:
-    """Open the store, bring the persona in line with ``persona.md`` and (with ``warm``) build the
-    in-process indexes and load the embedding model now rather than on the first chat message.
+def startup(settings: Settings | None = None, *, persona_path: str | Path | None = None, warm: bool = True,
+            brain: Brain | None = None) -> StartupReport:
+    """Open a Brain (or prepare ``brain``), bring the persona in line with ``persona.md``, catch a
+    lagging mirror up and (with ``warm``) build the in-process indexes and load the embedding model now
+    rather than on the first chat message. ``report.brain`` is the caller's to close.
 
     A missing persona file is a warning, not an error: the assistant still answers without one.
     """
     started = time.perf_counter()
-    settings = settings or load_settings()
-    store = RagStore(settings)
+    if brain is None:
+        brain = open_brain(settings)
+    elif settings is not None and settings is not brain.settings:
+        raise ConfigError("startup: give settings or an opened brain, not both (the brain has its settings)")
+    settings, store = brain.settings, brain.store
     path = Path(persona_path) if persona_path is not None else settings.persona_path
     warnings: list[str] = []
     persona = None
@@ -66,7 +81,7 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
         warm_up = getattr(store.embedder, "warm_up", None)
         if callable(warm_up):
             warm_up()
-    return StartupReport(store, persona, time.perf_counter() - started, indexed, warnings, mirror_sync)
+    return StartupReport(brain, persona, time.perf_counter() - started, indexed, warnings, mirror_sync)
 
 
 def _catch_up_mirror(store: RagStore, settings: Settings) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 
@@ -9,6 +11,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
+import brain
 from brain.api import create_app, is_loopback, serve
 from brain.embeddings.ollama import OllamaEmbedder
 from brain.errors import ConfigError
@@ -307,6 +310,43 @@ def test_specialists_found_by_meaning_over_http(tmp_path, local_embedder):
         assert {"web_search", "ocr", "vision", "docs"} <= {s["id"] for s in listed}
         assert store.count() == 0  # the registry lives in its own collection
         assert httpx.get(f"{server.url}/v1/specialists", params={"k": 0}).status_code == 422
+
+
+def test_specialists_are_registered_at_start_and_a_request_only_reads_them(tmp_path, local_embedder):
+    yaml = tmp_path / "specialists.yaml"
+    shutil.copy(SPECIALISTS_YAML, yaml)
+    settings = api_settings(tmp_path, specialists_path=yaml)
+    with brain.open(settings, embedder=local_embedder) as opened, LiveServer(create_app(brain=opened)) as server:
+        yaml.unlink()  # registered when the server started: the request reads what is stored
+        found = httpx.get(f"{server.url}/v1/specialists", params={"q": "read the text in this photo"}, timeout=60)
+        assert found.status_code == 200, found.text
+        assert found.json()["results"][0]["id"] == "ocr"
+        assert opened.specialists.find_specialists("look this up online")[0].id == "web_search"
+
+
+def test_create_app_takes_a_brain_or_a_store_not_both(api_store):
+    with brain.Brain(api_store) as opened, pytest.raises(ConfigError, match="not both"):
+        create_app(brain=opened, store=api_store)
+
+
+def test_a_bad_setting_breaks_the_app_not_the_import(tmp_path):
+    code = ("import brain.api as api\nprint('imported')\ntry:\n    api.app\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "BRAIN_API_MAX_BODY_BYTES": "lots"},
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    imported, failed = result.stdout.splitlines()[:2]
+    assert imported == "imported"
+    assert failed.startswith("ConfigError") and "BRAIN_API_MAX_BODY_BYTES" in failed
+
+
+def test_the_module_app_is_built_once_from_the_environment(tmp_path):
+    code = ("import brain.api as api\nassert api.app is api.app\nprint(api.app.state.settings.data_dir)\n"
+            "try:\n    api.no_such_thing\nexcept AttributeError:\n    print('no such thing')\n")
+    result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "BRAIN_DATA_DIR": str(tmp_path / "d")},
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [str(tmp_path / "d"), "no such thing"]
 
 
 def test_specialists_without_their_file_is_503_naming_the_setting(tmp_path, local_embedder):

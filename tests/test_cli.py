@@ -451,6 +451,25 @@ def test_ingest_passes_options_through_and_exits_1_on_errors(monkeypatch, tmp_pa
     assert run("ingest").exit_code == 2
 
 
+def test_ingest_stopped_with_ctrl_c_exits_130_saying_how_to_complete(monkeypatch, tmp_path):
+    def ingest_paths(store, paths, **options):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "brain.ingest", types.SimpleNamespace(ingest_paths=ingest_paths))
+    (tmp_path / "kb").mkdir()
+    result = run("ingest", "kb")
+    assert result.exit_code == 130 and result.stdout == ""
+    assert "run the same command again" in one_error_line(result)
+
+
+def test_a_command_closes_what_it_opened(tmp_path):
+    added = run_json("memory", "add", "Alice is vegetarian")
+    # the in-process command released the data directory: another process can open it
+    listed = brain_subprocess(tmp_path, "--json", "memory", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert [d["id"] for d in json.loads(listed.stdout)] == [added["id"]]
+
+
 def test_init_calls_startup_with_settings_and_persona_path(monkeypatch, tmp_path):
     calls = []
 
@@ -591,3 +610,20 @@ def test_subprocess_debug_shows_the_traceback(tmp_path):
     result = brain_subprocess(tmp_path, "--debug", "memory", "show", "doc-nope")
     assert result.returncode == 1
     assert "Traceback (most recent call last)" in result.stderr and "NotFound" in result.stderr
+
+
+# ---- the reports the commands print --------------------------------------------------------------
+
+def test_every_mirror_report_has_to_dict_and_summary():
+    from brain.mirror import RebuildReport, RecoveryReport, RestoreReport, SyncReport, VerifyReport
+
+    sync = SyncReport(added=2, unchanged=1)
+    reports = [sync, VerifyReport(checked=3, missing=["doc-a"]), RestoreReport(restored=1, by_type={"memory": 1}),
+               RecoveryReport(RestoreReport(restored=1), not_restored=["the FAQ: brain ingest"]),
+               RebuildReport("m.db", ["m.db.old"], sync)]
+    for report in reports:
+        data = report.to_dict()
+        json.dumps(data)
+        assert report.summary() == str(report) and report.summary()
+    assert reports[0].to_dict()["changed"] == 2 and reports[1].to_dict()["ok"] is False
+    assert reports[3].to_dict()["mirror"]["restored"] == 1 and reports[4].to_dict()["written"] == 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 from collections import Counter
@@ -13,8 +12,6 @@ import pytest
 from brain.chunking import TokenChunker
 from brain.errors import StoreUnavailable
 from brain.ingest import ingest_paths, kb_name, scan_ingested
-
-ROOT = Path(__file__).resolve().parent.parent
 
 _WORDS = ("scanner settings window overlap embedder chunk section receipt folder answer question model vector store "
           "server update prune report batch token limit heading topic file line error retry index memory").split()
@@ -268,20 +265,6 @@ def test_malformed_files_are_reported_with_file_and_line_and_the_rest_is_ingeste
     text = report.summary()
     assert "kb/faq.jsonl:2: not valid JSON" in text and "kb/bad.md:3" in text
     json.dumps(report.to_dict())
-
-
-def test_the_script_exits_non_zero_on_errors_and_prints_json(embedded_store, tmp_path, monkeypatch, capsys):
-    spec = importlib.util.spec_from_file_location("ingest_kb", ROOT / "scripts" / "ingest_kb.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "script-data"))
-    kb = write_kb(tmp_path)
-    assert script.main([str(kb), "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["ok"] and out["added"] > 0 and out["files_read"] == 4
-    (kb / "bad.jsonl").write_text("{nope\n", encoding="utf-8")
-    assert script.main([str(kb)]) == 1
-    assert "kb/bad.jsonl:1: not valid JSON" in capsys.readouterr().out
 
 
 def test_dry_run_reports_the_same_counts_and_writes_nothing(embedded_store, embed_calls, tmp_path):

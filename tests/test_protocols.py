@@ -19,7 +19,7 @@ from xaibo.core.models import EventType
 from xaibo.core.xaibo import Xaibo
 from xaibo.primitives.modules.memory import MemoryToolProvider, VectorMemory
 
-from brain import protocols
+from brain import Brain, protocols
 from brain.chunking import TokenChunker
 from brain.config import Settings
 from brain.errors import BrainError, ConfigError, EmbedderError, ValidationError
@@ -529,6 +529,21 @@ def test_modules_from_config_share_one_store(tmp_path):
     assert BrainEmbedder(config).embedder is memory.store.embedder
     mid = run(memory.store_memory("Judy collects stamps"))
     assert BrainMemory(config).store.get_one(mid).text == "Judy collects stamps"
+
+
+def test_shared_stores_are_the_stores_of_shared_brains(tmp_path, embedded_store):
+    config = {"data_dir": str(tmp_path / "shared")}
+    shared = protocols.shared_brain(Settings(**config))
+    assert BrainMemory(config).store is shared.store is protocols.shared_store(Settings(**config))
+    # a Brain the application opened: the modules use it, and closing the shared ones leaves it open
+    opened = Brain(embedded_store)
+    protocols.register_shared_store(opened)
+    assert BrainMemory({"data_dir": str(embedded_store.settings.data_dir)}).store is embedded_store
+    assert BrainMemory(store=opened).store is embedded_store
+    protocols.close_shared_stores()
+    assert shared.closed and not opened.closed
+    with pytest.raises(ConfigError, match="Brain or RagStore"):
+        protocols.register_shared_store(object())
 
 
 # ---- a real Xaibo agent ---------------------------------------------------------------------------------

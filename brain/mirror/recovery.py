@@ -55,10 +55,8 @@ class RecoveryReport:
     not_restored: list[str] = field(default_factory=list)  # what is missing and what to do about it
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return {
-            "mirror": asdict(self.mirror),
+            "mirror": self.mirror.to_dict(),
             "restored": self.mirror.restored,
             "reused_vectors": self.mirror.reused_vectors,
             "embedded": self.mirror.embedded,
@@ -69,7 +67,10 @@ class RecoveryReport:
         }
 
     def __str__(self) -> str:
-        lines = [str(self.mirror)]
+        return self.summary()
+
+    def summary(self) -> str:
+        lines = [self.mirror.summary()]
         if self.persona is not None:
             lines.append(f"persona: reloaded from {self.persona['path']} ({self.persona['sections']} sections)")
         if self.knowledge_base is not None:
@@ -170,6 +171,9 @@ class RebuildReport:
         return {**asdict(self), "written": self.sync.added}
 
     def __str__(self) -> str:
+        return self.summary()
+
+    def summary(self) -> str:
         old = f"the old file is kept as {self.moved_aside[0]}" if self.moved_aside else "there was no old file"
         lines = [
             f"mirror rebuilt at {self.path} from the store: {self.sync.added} documents with their stored vectors "

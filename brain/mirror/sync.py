@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -57,7 +57,13 @@ class SyncReport:
     def changed(self) -> int:
         return self.added + self.updated + self.deleted
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "changed": self.changed}
+
     def __str__(self) -> str:
+        return self.summary()
+
+    def summary(self) -> str:
         return (
             f"mirror sync: {self.added} added, {self.updated} updated, {self.deleted} deleted, "
             f"{self.unchanged} unchanged; {self.foreign} rows written by engram left alone ({self.seconds:.1f} s)"
@@ -78,7 +84,13 @@ class VerifyReport:
     def ok(self) -> bool:
         return not (self.missing or self.extra or self.text or self.metadata or self.vectors)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
     def __str__(self) -> str:
+        return self.summary()
+
+    def summary(self) -> str:
         head = f"mirror verify: {self.checked} documents checked, " + (
             "no differences" if self.ok else
             f"{len(self.missing)} missing, {len(self.extra)} extra, {len(self.text)} with another text, "
@@ -108,7 +120,13 @@ class RestoreReport:
     seconds: float = 0.0
     by_type: dict[str, int] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
     def __str__(self) -> str:
+        return self.summary()
+
+    def summary(self) -> str:
         kinds = ", ".join(f"{n} {t}" for t, n in self.by_type.items())
         lines = [
             f"restore from mirror: {self.restored} documents{f' ({kinds})' if kinds else ''}, "
