@@ -25,7 +25,7 @@ from brain.errors import (
     ValidationError,
 )
 from brain.chat import ChatMemory, Context, Exchange
-from brain.core import Brain, open
+from brain.core import Brain, open as open  # noqa: A004 (brain.open, re-exported)
 from brain.mirror import EngramMirror, EmbeddingProtocolError
 from brain.pam import export_pam, import_pam
 from brain.rag_store import RagStore
