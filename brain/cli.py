@@ -649,18 +649,7 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
 
     report = export_pam(state.store(create=False), out_dir, embeddings=not no_embeddings,
                         conversations=not no_conversations, owner_id=owner, force=force)
-    emit(state, report.to_dict(), lambda: "\n".join(
-        [f"exported {report.memories} memories to {report.memory_store}"
-         + (f", {report.embeddings_written} vectors to {report.embeddings}" if report.embeddings else "")
-         + (f", {report.conversations} conversations ({report.messages} messages, {report.summaries} summaries) "
-            f"to {report.conversations_dir}" if report.conversations_dir else "")
-         + (f"; {report.parts_skipped} Xaibo chunk and vector rows left out (parts, not memories)"
-            if report.parts_skipped else "")
-         + f" ({report.seconds:.1f} s)"]
-        + ([f"replaced: {', '.join(report.replaced)}"] if report.replaced else [])
-        + ([f"removed (of the previous export, no longer written): {', '.join(report.removed)}"]
-           if report.removed else [])
-        + [f"warning: {w}" for w in report.warnings]))
+    emit(state, report.to_dict(), report.summary)
 
 
 @cli.command("import")
@@ -672,13 +661,7 @@ def import_cmd(state: State, path: Path) -> None:
     from brain.pam import import_pam
 
     report = import_pam(state.store(), path)
-    emit(state, report.to_dict(), lambda: "\n".join(
-        [f"imported {report.memories} memories: {report.new} new, {report.updated} updated, "
-         f"{report.unchanged} unchanged; {report.vectors_reused} vectors reused"
-         + (f" ({report.vectors_normalised} normalised to unit length)" if report.vectors_normalised else "")
-         + f", {report.vectors_embedded} embedded; {report.conversations} conversations: {report.turns} turns, "
-         f"{report.summaries} summaries ({report.conversation_new} new, {report.conversation_unchanged} unchanged) "
-         f"({report.seconds:.1f} s)"] + [f"warning: {w}" for w in report.warnings]))
+    emit(state, report.to_dict(), report.summary)
 
 
 # ---- memory consolidation ------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""What an export or an import did, as returned to callers (the CLI prints ``to_dict()``)."""
+"""What an export or an import did, as returned to callers: ``to_dict()`` for JSON, ``summary()`` for people."""
 
 from __future__ import annotations
 
@@ -36,6 +36,22 @@ class ExportReport:
             data[key] = None if data[key] is None else str(data[key])
         return data
 
+    def summary(self) -> str:
+        head = f"exported {self.memories} memories to {self.memory_store}"
+        if self.embeddings:
+            head += f", {self.embeddings_written} vectors to {self.embeddings}"
+        if self.conversations_dir:
+            head += (f", {self.conversations} conversations ({self.messages} messages, {self.summaries} summaries) "
+                     f"to {self.conversations_dir}")
+        if self.parts_skipped:
+            head += f"; {self.parts_skipped} Xaibo chunk and vector rows left out (parts, not memories)"
+        lines = [f"{head} ({self.seconds:.1f} s)"]
+        if self.replaced:
+            lines.append(f"replaced: {', '.join(self.replaced)}")
+        if self.removed:
+            lines.append(f"removed (of the previous export, no longer written): {', '.join(self.removed)}")
+        return "\n".join(lines + [f"warning: {w}" for w in self.warnings])
+
 
 @dataclass
 class ImportReport:
@@ -70,3 +86,13 @@ class ImportReport:
         data["embeddings"] = None if self.embeddings is None else str(self.embeddings)
         data["written"] = self.written
         return data
+
+    def summary(self) -> str:
+        vectors = f"{self.vectors_reused} vectors reused"
+        if self.vectors_normalised:
+            vectors += f" ({self.vectors_normalised} normalised to unit length)"
+        head = (f"imported {self.memories} memories: {self.new} new, {self.updated} updated, {self.unchanged} "
+                f"unchanged; {vectors}, {self.vectors_embedded} embedded; {self.conversations} conversations: "
+                f"{self.turns} turns, {self.summaries} summaries ({self.conversation_new} new, "
+                f"{self.conversation_unchanged} unchanged) ({self.seconds:.1f} s)")
+        return "\n".join([head] + [f"warning: {w}" for w in self.warnings])
