@@ -528,9 +528,9 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return value
 
-    @field_validator("api_tokens_file", mode="before")
+    @field_validator("api_tokens_file", "owner_id", mode="before")
     @classmethod
-    def _api_tokens_file(cls, value: Any) -> Any:
+    def _empty_means_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("embedder")
