@@ -15,6 +15,8 @@ renamed to follow the rule keeps its older name working (``also=``; ``RAG_SUMMAR
 :mod:`brain.config_docs` renders ``config/defaults.env`` and the README's table from them. Closed
 sets are ``Literal`` types, lists are tuples (comma-separated in the environment), and facts about a
 provider (its model's name, default model, naming rule, input limit) stay in the provider's module.
+This module and :class:`Settings` are longer than brain's others because they are the one
+declaration of every setting (about 70, each with its description); the logic is in the functions.
 
 **Where a setting comes from**, highest first: keyword arguments (the CLI's options such as
 ``--data-dir``), the process environment, the project's ``.env``, the project's
@@ -37,7 +39,8 @@ from __future__ import annotations
 
 import os
 from contextvars import ContextVar
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Mapping
 from urllib.parse import urlparse
@@ -231,20 +234,20 @@ def _group(key: str, prefix: str, title: str, about: str) -> Callable[..., Any]:
     return setting
 
 
-context = _group("context", "RAG_", "Context",
+_context = _group("context", "RAG_", "Context",
                  "what a chat request's context block holds: which sections, how many items, the budget")
-ranking = _group("ranking", "RAG_", "Ranking memories",
+_ranking = _group("ranking", "RAG_", "Ranking memories",
                  "score = w_sim * similarity + w_imp * importance/5 + w_rec * 0.5 ** (age / half-life)")
-storage = _group("storage", "BRAIN_", "Storage", "where the data lives and how retrieval is served")
-knowledge = _group("knowledge", "BRAIN_", "Knowledge base and persona", "chunking of ingested files; the persona file")
-embedding = _group("embedding", "BRAIN_", "Embedders", "the embedding model and its server")
-mirror = _group("mirror", "BRAIN_", "The Engram mirror", "the SQLite mirror of memories and conversations")
-chat = _group("chat", "BRAIN_", "Summaries and consolidation",
+_storage = _group("storage", "BRAIN_", "Storage", "where the data lives and how retrieval is served")
+_knowledge = _group("knowledge", "BRAIN_", "Knowledge base and persona", "chunking of ingested files; the persona file")
+_embedding = _group("embedding", "BRAIN_", "Embedders", "the embedding model and its server")
+_mirror = _group("mirror", "BRAIN_", "The Engram mirror", "the SQLite mirror of memories and conversations")
+_chat = _group("chat", "BRAIN_", "Summaries and consolidation",
               "conversation summaries (a model, with an extractive fallback) and memory consolidation")
-specialists = _group("specialists", "BRAIN_", "Specialists",
+_specialists = _group("specialists", "BRAIN_", "Specialists",
                      "score = w_c*canonical + w_p*predicates + w_o*objects + w_l*lexical - penalty * "
                      "max(0, similarity to the closest `not` example - margin); bands calibrated for MiniLM")
-api = _group("api", "BRAIN_", "The HTTP API", "`brain serve`; a token is required to bind a non-loopback address")
+_api = _group("api", "BRAIN_", "The HTTP API", "`brain serve`; a token is required to bind a non-loopback address")
 
 #: the closed set of summarisers; each is the ``kind`` of a class in brain.summarizers
 SummarizerKind = Literal["ollama", "extractive"]
@@ -288,188 +291,188 @@ class Settings(BaseSettings):
     )
 
     # --- what a chat request's context holds (RAG_*) --------------------------------------------
-    rag_enabled: bool = context("RAG_ENABLED", True, "master switch: false gives every chat request an empty context")
-    enable_persona: bool = context("RAG_ENABLE_PERSONA", True, "include the persona section")
-    enable_faq: bool = context("RAG_ENABLE_FAQ", True, "include knowledge-base (FAQ) passages matching the message")
-    enable_memory: bool = context("RAG_ENABLE_MEMORY", True, "include the best-ranked memories")
-    enable_turn: bool = context("RAG_ENABLE_TURN", True, "include the conversation's latest turns")
-    enable_summary: bool = context("RAG_ENABLE_SUMMARY", True, "include the conversation's summaries")
-    enable_related_turns: bool = context(
+    rag_enabled: bool = _context("RAG_ENABLED", True, "master switch: false gives every chat request an empty context")
+    enable_persona: bool = _context("RAG_ENABLE_PERSONA", True, "include the persona section")
+    enable_faq: bool = _context("RAG_ENABLE_FAQ", True, "include knowledge-base (FAQ) passages matching the message")
+    enable_memory: bool = _context("RAG_ENABLE_MEMORY", True, "include the best-ranked memories")
+    enable_turn: bool = _context("RAG_ENABLE_TURN", True, "include the conversation's latest turns")
+    enable_summary: bool = _context("RAG_ENABLE_SUMMARY", True, "include the conversation's summaries")
+    enable_related_turns: bool = _context(
         "RAG_ENABLE_RELATED_TURNS", True,
         "include older turns of the conversation that match the message (hybrid dense + BM25 search)")
-    turn_top_k: int = context("RAG_TURN_TOP_K", 4, "latest turns shown (count)", ge=1, le=20)
-    related_turn_top_k: int = context("RAG_RELATED_TURN_TOP_K", 3, "older matching turns shown (count)", ge=1, le=20)
-    faq_top_k: int = context("RAG_FAQ_TOP_K", 2, "knowledge-base passages shown (count)", ge=1, le=10)
-    memory_top_k: int = context("RAG_MEMORY_TOP_K", 3, "memories shown (count)", ge=1, le=20)
-    summary_top_k: int = context("RAG_SUMMARY_TOP_K", 2, "summaries shown, most relevant first (count)", ge=1, le=10)
-    context_max_chars: int = context(
+    turn_top_k: int = _context("RAG_TURN_TOP_K", 4, "latest turns shown (count)", ge=1, le=20)
+    related_turn_top_k: int = _context("RAG_RELATED_TURN_TOP_K", 3, "older matching turns shown (count)", ge=1, le=20)
+    faq_top_k: int = _context("RAG_FAQ_TOP_K", 2, "knowledge-base passages shown (count)", ge=1, le=10)
+    memory_top_k: int = _context("RAG_MEMORY_TOP_K", 3, "memories shown (count)", ge=1, le=20)
+    summary_top_k: int = _context("RAG_SUMMARY_TOP_K", 2, "summaries shown, most relevant first (count)", ge=1, le=10)
+    context_max_chars: int = _context(
         "RAG_CONTEXT_MAX_CHARS", 8000,
         "budget of the rendered context block in characters; whole items are dropped, lowest priority first",
         ge=200, le=1_000_000)
-    context_max_tokens: int = context(
+    context_max_tokens: int = _context(
         "RAG_CONTEXT_MAX_TOKENS", 0,
         "budget of the rendered context block in tokens (the local WordPiece tokenizer); 0: characters only",
         ge=0, le=1_000_000)
 
     # --- how memories are ranked (RAG_*) --------------------------------------------------------
-    weight_similarity: float = ranking("RAG_WEIGHT_SIMILARITY", 0.5, "w_sim: weight of cosine similarity to the message",
+    weight_similarity: float = _ranking("RAG_WEIGHT_SIMILARITY", 0.5, "w_sim: weight of cosine similarity to the message",
                                        ge=0.0, le=1.0)
-    weight_importance: float = ranking("RAG_WEIGHT_IMPORTANCE", 0.5, "w_imp: weight of importance / 5", ge=0.0, le=1.0)
-    weight_recency: float = ranking("RAG_WEIGHT_RECENCY", 0.1, "w_rec: weight of the recency decay", ge=0.0, le=1.0)
-    recency_half_life_days: float = ranking(
+    weight_importance: float = _ranking("RAG_WEIGHT_IMPORTANCE", 0.5, "w_imp: weight of importance / 5", ge=0.0, le=1.0)
+    weight_recency: float = _ranking("RAG_WEIGHT_RECENCY", 0.1, "w_rec: weight of the recency decay", ge=0.0, le=1.0)
+    recency_half_life_days: float = _ranking(
         "RAG_RECENCY_HALF_LIFE_DAYS", 30.0, "age at which the recency part halves (days)", gt=0.0, le=36500.0)
-    recency_from: Literal["created", "last_used"] = ranking(
+    recency_from: Literal["created", "last_used"] = _ranking(
         "RAG_RECENCY_FROM", "created",
         "what a memory's age counts from: created (when it was written) or last_used (when it was last "
         "retrieved; needs RAG_TRACK_ACCESS)")
-    track_access: bool = ranking(
+    track_access: bool = _ranking(
         "RAG_TRACK_ACCESS", False, "record when each memory is retrieved (its last_used), for RAG_RECENCY_FROM=last_used")
 
     # --- where the data lives and how it is served --------------------------------------------------
     # path settings: unset, they default to the project's (or the user-level) places; see the module docstring
-    data_dir: Path = storage(
+    data_dir: Path = _storage(
         "BRAIN_DATA_DIR", Path("data"),
         "the data directory: the embedded store lives in `<dir>/chroma`, the mirror in `<dir>/mirror.db`")
-    chroma_url: str | None = storage(
+    chroma_url: str | None = _storage(
         "BRAIN_CHROMA_URL", None,
         "an http(s) URL of a Chroma server (`chroma run --path ./data/chroma --port 8000`); unset: the embedded "
         "store in BRAIN_DATA_DIR", example="http://127.0.0.1:8000")
-    collection: str = storage("BRAIN_COLLECTION", "conversations",
+    collection: str = _storage("BRAIN_COLLECTION", "conversations",
                               "the Chroma collection of all five document types (3..512 characters)")
-    index_types: DocTypeList = storage(
+    index_types: DocTypeList = _storage(
         "BRAIN_INDEX_TYPES", ("memory", "persona", "faq", "summary"),
         "document types ranked from the in-process exact index instead of Chroma's (comma-separated; "
         "memory is required)")
-    index_refresh_seconds: float = storage(
+    index_refresh_seconds: float = _storage(
         "BRAIN_INDEX_REFRESH_SECONDS", 5.0,
         "how often the store checks for writes by another process and rebuilds its in-process state "
         "(seconds; 0: never)", ge=0.0, le=86400.0)
 
     # --- knowledge base and persona ---------------------------------------------------------------
-    chunk_window: int = knowledge(
+    chunk_window: int = _knowledge(
         "BRAIN_CHUNK_WINDOW", 200,
         "knowledge-base chunk size in tokens of the embedder's tokenizer; must fit the embedder's input",
         ge=16, le=8192)
-    chunk_overlap: int = knowledge(
+    chunk_overlap: int = _knowledge(
         "BRAIN_CHUNK_OVERLAP", 40, "tokens shared by consecutive chunks; smaller than BRAIN_CHUNK_WINDOW",
         ge=0, le=4096)
-    persona_path: Path = knowledge("BRAIN_PERSONA_PATH", Path("persona.md"),
+    persona_path: Path = _knowledge("BRAIN_PERSONA_PATH", Path("persona.md"),
                                    "the persona file `brain init` and start-up load")
 
     # --- embedders ------------------------------------------------------------------------------------
-    embedder: str = embedding(
+    embedder: str = _embedding(
         "BRAIN_EMBEDDER", _default_embedder,
         "the embedding model as `provider/model`: `local/minilm-l6-v2` (in-process) or `ollama/<model>`, "
         "e.g. `ollama/nomic-embed-text`")
-    embed_batch_size: int = embedding("BRAIN_EMBED_BATCH_SIZE", 64, "texts per embedding call (count)",
+    embed_batch_size: int = _embedding("BRAIN_EMBED_BATCH_SIZE", 64, "texts per embedding call (count)",
                                       ge=1, le=4096)
-    query_cache_size: int = embedding(
+    query_cache_size: int = _embedding(
         "BRAIN_QUERY_CACHE_SIZE", 1024, "query embeddings kept in memory for repeated queries (entries; 0: off)",
         ge=0, le=1_000_000)
-    ollama_host: str = embedding(
+    ollama_host: str = _embedding(
         "OLLAMA_HOST", "http://127.0.0.1:11434", "the Ollama server for ollama/ embedders and the summariser (URL)")
-    ollama_timeout: float = embedding("BRAIN_OLLAMA_TIMEOUT", 30.0, "time limit of one embedding request to Ollama "
+    ollama_timeout: float = _embedding("BRAIN_OLLAMA_TIMEOUT", 30.0, "time limit of one embedding request to Ollama "
                                       "(seconds)", gt=0.0, le=3600.0)
 
     # --- the Engram-compatible SQLite mirror ---------------------------------------------------------
-    mirror_enabled: bool = mirror("BRAIN_MIRROR_ENABLED", True,
+    mirror_enabled: bool = _mirror("BRAIN_MIRROR_ENABLED", True,
                                   "keep the SQLite mirror in step with every write to the store")
-    mirror_path: Path | None = mirror(
+    mirror_path: Path | None = _mirror(
         "BRAIN_MIRROR_PATH", None, "the mirror's file; unset: `<BRAIN_DATA_DIR>/mirror.db`", example="data/mirror.db")
     # memories and the conversations (turns, summaries) exist nowhere else; persona and FAQ come from files
-    mirror_types: DocTypeList = mirror(
+    mirror_types: DocTypeList = _mirror(
         "BRAIN_MIRROR_TYPES", ("memory", "turn", "summary"),
         "document types the mirror keeps (comma-separated; memory is required)")
-    mirror_batch_size: int = mirror(
+    mirror_batch_size: int = _mirror(
         "BRAIN_MIRROR_BATCH_SIZE", 500, "rows per mirror transaction in sync and backfill (rows)", ge=100, le=1000)
-    owner_id: str | None = mirror(
+    owner_id: str | None = _mirror(
         "BRAIN_OWNER_ID", None, "owner.id of PAM exports; unset: a UUID derived from the store's location",
         min_length=1)
 
     # --- summaries and consolidation -----------------------------------------------------------------
-    summary_every_n: int = chat(
+    summary_every_n: int = _chat(
         "BRAIN_SUMMARY_EVERY_N", 5, "exchanges (user + assistant turns) per conversation summary (count)",
         also=("RAG_SUMMARY_EVERY_N",), ge=1, le=1000)
-    summarizer: SummarizerKind = chat(
+    summarizer: SummarizerKind = _chat(
         "BRAIN_SUMMARIZER", "ollama",
         "who writes summaries: ollama (the chat model BRAIN_SUMMARY_MODEL on OLLAMA_HOST) or extractive (no "
         "model); the extractive summariser is always the fallback")
-    summary_model: str = chat("BRAIN_SUMMARY_MODEL", _default_summary_model,
+    summary_model: str = _chat("BRAIN_SUMMARY_MODEL", _default_summary_model,
                               "the Ollama chat model that writes summaries (an Ollama model name)")
-    summary_retries: int = chat("BRAIN_SUMMARY_RETRIES", 3, "retries of a failed model summary (count)", ge=0, le=20)
-    summary_backoff_seconds: float = chat(
+    summary_retries: int = _chat("BRAIN_SUMMARY_RETRIES", 3, "retries of a failed model summary (count)", ge=0, le=20)
+    summary_backoff_seconds: float = _chat(
         "BRAIN_SUMMARY_BACKOFF_SECONDS", 1.0, "first back-off between retries, doubled each retry (seconds)",
         ge=0.0, le=600.0)
-    summary_timeout: float = chat("BRAIN_SUMMARY_TIMEOUT", 120.0, "time limit of one request to the summary model "
+    summary_timeout: float = _chat("BRAIN_SUMMARY_TIMEOUT", 120.0, "time limit of one request to the summary model "
                                   "(seconds)", gt=0.0, le=3600.0)
-    summary_deadline_seconds: float = chat(
+    summary_deadline_seconds: float = _chat(
         "BRAIN_SUMMARY_DEADLINE_SECONDS", 60.0,
         "time limit of one model summary, every attempt, retry and back-off included; then the extractive "
         "fallback (seconds)", gt=0.0, le=3600.0)
-    summary_cooldown_seconds: float = chat(
+    summary_cooldown_seconds: float = _chat(
         "BRAIN_SUMMARY_COOLDOWN_SECONDS", 30.0,
         "after a fallback summary, use the fallback at once for this long, so no retries queue up while "
         "Ollama is down (seconds)", ge=0.0, le=86400.0)
-    consolidate_threshold: float = chat(
+    consolidate_threshold: float = _chat(
         "BRAIN_CONSOLIDATE_THRESHOLD", 0.92,
         "consolidation merges same-scope memories whose cosine similarity is above this", gt=0.0, le=1.0)
 
     # --- the specialist registry (semantic discovery of tools) ------------------------------------
     # score = w_c*canonical + w_p*predicates + w_o*objects + w_l*lexical
     #         - penalty * max(0, similarity to the closest `not` example - margin)
-    specialists_path: Path = specialists("BRAIN_SPECIALISTS_PATH", Path("config/specialists.yaml"),
+    specialists_path: Path = _specialists("BRAIN_SPECIALISTS_PATH", Path("config/specialists.yaml"),
                                          "the YAML file of specialists that registration reads")
-    specialists_collection: str = specialists(
+    specialists_collection: str = _specialists(
         "BRAIN_SPECIALISTS_COLLECTION", "specialists", "the Chroma collection of the specialists' vectors",
         min_length=3, max_length=512)
-    specialist_weight_canonical: float = specialists(
+    specialist_weight_canonical: float = _specialists(
         "BRAIN_SPECIALIST_WEIGHT_CANONICAL", 0.5, "w_c: weight of similarity to the canonical description",
         ge=0.0, le=1.0)
-    specialist_weight_predicates: float = specialists(
+    specialist_weight_predicates: float = _specialists(
         "BRAIN_SPECIALIST_WEIGHT_PREDICATES", 0.3, "w_p: weight of similarity to the predicates (what it does)",
         ge=0.0, le=1.0)
-    specialist_weight_objects: float = specialists(
+    specialist_weight_objects: float = _specialists(
         "BRAIN_SPECIALIST_WEIGHT_OBJECTS", 0.2, "w_o: weight of similarity to the objects (what it acts on)",
         ge=0.0, le=1.0)
-    specialist_weight_lexical: float = specialists(
+    specialist_weight_lexical: float = _specialists(
         "BRAIN_SPECIALIST_WEIGHT_LEXICAL", 0.2,
         "w_l: weight of the specialist's share of the request's BM25 evidence (0: the dense formula only)",
         ge=0.0, le=1.0)
-    specialist_not_penalty: float = specialists(
+    specialist_not_penalty: float = _specialists(
         "BRAIN_SPECIALIST_NOT_PENALTY", 1.0, "penalty factor for similarity to a `not` example", ge=0.0, le=10.0)
-    specialist_not_margin: float = specialists(
+    specialist_not_margin: float = _specialists(
         "BRAIN_SPECIALIST_NOT_MARGIN", 0.5, "similarity to a `not` example below which no penalty applies",
         ge=-1.0, le=1.0)
     # bands calibrated for local/minilm-l6-v2 (see bench/SPECIALISTS_RESULTS.md)
-    specialist_band_strong: float = specialists(
+    specialist_band_strong: float = _specialists(
         "BRAIN_SPECIALIST_BAND_STRONG", 0.67, "lowest score of a strong match (above BRAIN_SPECIALIST_BAND_GOOD)",
         ge=-1.0, le=1.0)
-    specialist_band_good: float = specialists(
+    specialist_band_good: float = _specialists(
         "BRAIN_SPECIALIST_BAND_GOOD", 0.48, "lowest score of a good match (above BRAIN_SPECIALIST_BAND_POSSIBLE)",
         ge=-1.0, le=1.0)
-    specialist_band_possible: float = specialists(
+    specialist_band_possible: float = _specialists(
         "BRAIN_SPECIALIST_BAND_POSSIBLE", 0.30, "lowest score of a possible match; below it, no match",
         ge=-1.0, le=1.0)
-    specialist_cache_ttl_seconds: float = specialists(
+    specialist_cache_ttl_seconds: float = _specialists(
         "BRAIN_SPECIALIST_CACHE_TTL_SECONDS", 300.0, "how long a request's matches are cached (seconds; 0: off)",
         ge=0.0, le=86400.0)
-    specialist_cache_size: int = specialists(
+    specialist_cache_size: int = _specialists(
         "BRAIN_SPECIALIST_CACHE_SIZE", 1024, "requests whose matches are cached (entries; 0: off)",
         ge=0, le=1_000_000)
 
     # --- the HTTP API (brain serve) -------------------------------------------------------------------
-    api_host: str = api("BRAIN_API_HOST", "127.0.0.1",
+    api_host: str = _api("BRAIN_API_HOST", "127.0.0.1",
                         "the address `brain serve` binds; a non-loopback address needs a token")
-    api_port: int = api("BRAIN_API_PORT", 5000, "the port `brain serve` listens on", ge=1, le=65535)
-    api_token: pydantic.SecretStr | None = api(
+    api_port: int = _api("BRAIN_API_PORT", 5000, "the port `brain serve` listens on", ge=1, le=65535)
+    api_token: pydantic.SecretStr | None = _api(
         "BRAIN_API_TOKEN", None,
         "the admin token, at least 16 printable characters, e.g. from `python -c 'import secrets; "
         "print(secrets.token_urlsafe(32))'`; empty or unset: no admin token", example="")
-    api_tokens_file: Path | None = api(
+    api_tokens_file: Path | None = _api(
         "BRAIN_API_TOKENS_FILE", None,
         "a file of entity-bound (and further admin) tokens, one `<entity name or admin> <token>` per line",
         example="config/api-tokens")
-    api_max_body_bytes: int = api("BRAIN_API_MAX_BODY_BYTES", 1_000_000, "the largest request body accepted (bytes)",
+    api_max_body_bytes: int = _api("BRAIN_API_MAX_BODY_BYTES", 1_000_000, "the largest request body accepted (bytes)",
                                   ge=1024, le=1_000_000_000)
 
     _layout: ProjectLayout | None = PrivateAttr(None)

@@ -475,7 +475,7 @@ def test_every_variable_follows_the_prefix_rule():
 
 
 def test_a_section_refuses_a_variable_against_its_prefix():
-    from brain.config import context
+    from brain.config import _context as context
 
     with pytest.raises(TypeError, match="RAG_"):
         context("BRAIN_SOMETHING", 1, "a setting in the wrong section")
@@ -484,7 +484,6 @@ def test_a_section_refuses_a_variable_against_its_prefix():
 @pytest.mark.parametrize("var", DOCUMENTED_NAMES)
 def test_every_documented_name_still_sets_its_setting(monkeypatch, var):
     from brain.config import env_names
-
     from brain.config_docs import env_value
 
     field = next((name for name in Settings.model_fields if var in env_names(name)), None)
@@ -566,8 +565,8 @@ def test_bad_document_type_lists(monkeypatch, var, value, expected):
 
 
 def test_provider_facts_come_from_the_providers():
-    from brain.embeddings import max_input_tokens
     from brain.embeddings import local as local_embedder
+    from brain.embeddings import max_input_tokens
     from brain.embeddings import ollama as ollama_embedder
     from brain.summarizers import ExtractiveSummarizer, OllamaSummarizer, get_summarizer
     from brain.summarizers import ollama as ollama_summarizer

@@ -7,9 +7,9 @@
 from __future__ import annotations
 
 from brain.config import Settings, env_name
-from brain.embeddings.base import Embedder, Kind
 from brain.embeddings import local as local_provider
 from brain.embeddings import ollama as ollama_provider
+from brain.embeddings.base import Embedder, Kind
 from brain.embeddings.local import LocalMiniLMEmbedder
 from brain.embeddings.ollama import DEFAULT_MODEL as DEFAULT_OLLAMA_MODEL
 from brain.embeddings.ollama import OllamaEmbedder
