@@ -34,9 +34,6 @@ import numpy as np
 from brain.errors import ConfigError
 from brain.text.tokenizer import counting_tokenizer
 
-#: Input limits (tokens including [CLS]/[SEP]) of the embedders brain knows, by provider.
-#: Ollama models vary; 512 is the BERT-family limit and safe for nomic-embed-text (2048+).
-EMBEDDER_MAX_TOKENS = {"local": 256, "ollama": 512}
 SPECIAL_TOKENS = 2  # [CLS] and [SEP]
 
 
@@ -73,10 +70,9 @@ class TokenChunker:
     @classmethod
     def from_settings(cls, settings: Any) -> "TokenChunker":
         """``BRAIN_CHUNK_WINDOW`` / ``BRAIN_CHUNK_OVERLAP``, checked against ``BRAIN_EMBEDDER``'s input limit."""
-        provider = str(getattr(settings, "embedder", "local/")).partition("/")[0]
-        max_tokens = EMBEDDER_MAX_TOKENS.get(provider, _local_max_tokens())
-        if provider == "local":
-            max_tokens = _local_max_tokens()
+        from brain.embeddings import max_input_tokens  # the providers own their input limits
+
+        max_tokens = max_input_tokens(str(getattr(settings, "embedder", "local/")))
         try:
             return cls(settings.chunk_window, settings.chunk_overlap, max_tokens=max_tokens)
         except ValueError as exc:
@@ -171,4 +167,4 @@ def _is_boundary(bounds: np.ndarray, x: int) -> bool:
     return i < len(bounds) and int(bounds[i]) == x
 
 
-__all__ = ["TokenChunker", "EMBEDDER_MAX_TOKENS"]
+__all__ = ["TokenChunker"]

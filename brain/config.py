@@ -1,7 +1,22 @@
 """Settings: one typed model read from the environment and the project's env files.
 
 Nothing else in brain reads ``os.environ``. Every setting is named by its environment
-variable; Python callers may also pass the field name (``Settings(memory_top_k=5)``).
+variable; Python callers may also pass the field name (``Settings(memory_top_k=5)``), but the
+environment and the env files are read by variable name only.
+
+**Names.** ``RAG_*`` names a setting that decides what a chat request's context holds or how
+memories are ranked (the sections, their sizes, the budget, the score's weights and recency);
+``BRAIN_*`` names every other setting; ``OLLAMA_HOST`` is Ollama's own variable, so one value serves
+brain and the Ollama tools (:data:`FOREIGN_VARIABLES`). The fields are declared in sections
+(:data:`SETTING_GROUPS`), each with its prefix, which the section's field factory enforces. A setting
+renamed to follow the rule keeps its older name working (``also=``; ``RAG_SUMMARY_EVERY_N``).
+
+**Each field** has a ``description`` (what it does, its unit) and its range as constraints;
+:mod:`brain.config_docs` renders ``config/defaults.env`` and the README's table from them. Closed
+sets are ``Literal`` types, lists are tuples (comma-separated in the environment), and facts about a
+provider (its model's name, default model, naming rule, input limit) stay in the provider's module.
+This module and :class:`Settings` are longer than brain's others because they are the one
+declaration of every setting (about 70, each with its description); the logic is in the functions.
 
 **Where a setting comes from**, highest first: keyword arguments (the CLI's options such as
 ``--data-dir``), the process environment, the project's ``.env``, the project's
@@ -25,17 +40,19 @@ from __future__ import annotations
 import math
 import os
 from contextvars import ContextVar
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Annotated, Any, Callable, Literal, Mapping
 from urllib.parse import urlparse
 
 import annotated_types
 import pydantic
-from pydantic import AliasChoices, Field, PrivateAttr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, BeforeValidator, Field, PrivateAttr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from brain.errors import ConfigError
+from brain.schemas import DOC_TYPES
 
 #: a directory holding this file is a project root
 PROJECT_MARKER = Path("config") / "defaults.env"
@@ -135,7 +152,7 @@ def _path_aliases() -> dict[str, str]:
     out = {}
     for name in PATH_FIELDS:
         alias = Settings.model_fields[name].validation_alias
-        for choice in (alias.choices if isinstance(alias, AliasChoices) else [name]):
+        for choice in (*alias.choices, name):
             out[str(choice).lower()] = name
     return out
 
@@ -182,8 +199,91 @@ def _origin(kind: str, key: str, layout: ProjectLayout) -> str:
     return f"{key.upper()} in {', '.join(map(str, layout.env_files))}"
 
 
-def _env(name: str, field_name: str) -> AliasChoices:
-    return AliasChoices(name, field_name)
+@dataclass(frozen=True)
+class SettingGroup:
+    """One section of the settings: its environment prefix, title and what its settings decide."""
+
+    key: str
+    prefix: str
+    title: str
+    about: str
+
+
+#: the sections, in the order the documentation lists them
+SETTING_GROUPS: dict[str, SettingGroup] = {}
+
+#: variables named by another program's convention, so one value serves both
+FOREIGN_VARIABLES = {"OLLAMA_HOST": "the variable Ollama's own tools and client read"}
+
+
+def _group(key: str, prefix: str, title: str, about: str) -> Callable[..., Any]:
+    """A field factory for one section: ``setting("ENV_NAME", default, "what it does (unit)", **constraints)``.
+
+    ``default`` may be a function (called at load time) when the fact belongs to a provider; ``also``
+    lists older variable names that keep working (the first name wins when several are set);
+    ``example`` is what the generated ``config/defaults.env`` shows for a setting that is unset by
+    default. The section's prefix is enforced here, so the naming rule cannot drift."""
+    SETTING_GROUPS[key] = SettingGroup(key, prefix, title, about)
+
+    def setting(env: str, default: Any, description: str, *, also: tuple[str, ...] = (),
+                example: str | None = None, **constraints: Any) -> Any:
+        if not env.startswith(prefix) and env not in FOREIGN_VARIABLES:
+            raise TypeError(f"{env}: settings in the {key!r} section are named {prefix}*")
+        extra: dict[str, Any] = {"group": key}
+        if example is not None:
+            extra["example"] = example
+        if also:
+            extra["also"] = list(also)
+        if callable(default) and not isinstance(default, type):
+            constraints["default_factory"] = default
+        else:
+            constraints["default"] = default
+        return Field(validation_alias=AliasChoices(env, *also), description=description, json_schema_extra=extra,
+                     **constraints)
+
+    return setting
+
+
+_context = _group("context", "RAG_", "Context",
+                 "what a chat request's context block holds: which sections, how many items, the budget")
+_ranking = _group("ranking", "RAG_", "Ranking memories",
+                 "score = w_sim * similarity + w_imp * importance/5 + w_rec * 0.5 ** (age / half-life)")
+_storage = _group("storage", "BRAIN_", "Storage", "where the data lives and how retrieval is served")
+_knowledge = _group("knowledge", "BRAIN_", "Knowledge base and persona", "chunking of ingested files; the persona file")
+_embedding = _group("embedding", "BRAIN_", "Embedders", "the embedding model and its server")
+_mirror = _group("mirror", "BRAIN_", "The Engram mirror", "the SQLite mirror of memories and conversations")
+_chat = _group("chat", "BRAIN_", "Summaries and consolidation",
+              "conversation summaries (a model, with an extractive fallback) and memory consolidation")
+_specialists = _group("specialists", "BRAIN_", "Specialists",
+                     "score = w_c*canonical + w_p*predicates + w_o*objects + w_l*lexical - penalty * "
+                     "max(0, similarity to the closest `not` example - margin); bands calibrated for MiniLM")
+_api = _group("api", "BRAIN_", "The HTTP API", "`brain serve`; a token is required to bind a non-loopback address")
+
+#: the closed set of summarisers; each is the ``kind`` of a class in brain.summarizers
+SummarizerKind = Literal["ollama", "extractive"]
+
+
+def _document_types(value: Any) -> Any:
+    """A comma-separated value (environment, env files) as a tuple; other values as given."""
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    return value
+
+
+#: document types as a tuple; the environment gives them comma-separated (not JSON)
+DocTypeList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_document_types)]
+
+
+def _default_embedder() -> str:
+    from brain.embeddings.local import LocalMiniLMEmbedder  # the provider owns its name
+
+    return LocalMiniLMEmbedder.name
+
+
+def _default_summary_model() -> str:
+    from brain.summarizers.ollama import DEFAULT_MODEL  # the provider owns its default model
+
+    return DEFAULT_MODEL
 
 
 class Settings(BaseSettings):
@@ -194,179 +294,206 @@ class Settings(BaseSettings):
         env_file_encoding="utf-8",
         extra="ignore",
         case_sensitive=False,
-        populate_by_name=True,
+        # field names are for Python callers (translated in __init__); in the environment and env files
+        # only the documented variables count, so a stray DATA_DIR or API_TOKEN cannot set brain's
+        populate_by_name=False,
         validate_default=True,
     )
 
-    # --- retrieval switches and sizes -------------------------------------------------------
-    rag_enabled: bool = Field(True, validation_alias=_env("RAG_ENABLED", "rag_enabled"))
-    enable_persona: bool = Field(True, validation_alias=_env("RAG_ENABLE_PERSONA", "enable_persona"))
-    enable_faq: bool = Field(True, validation_alias=_env("RAG_ENABLE_FAQ", "enable_faq"))
-    enable_memory: bool = Field(True, validation_alias=_env("RAG_ENABLE_MEMORY", "enable_memory"))
-    enable_turn: bool = Field(True, validation_alias=_env("RAG_ENABLE_TURN", "enable_turn"))
-    enable_summary: bool = Field(True, validation_alias=_env("RAG_ENABLE_SUMMARY", "enable_summary"))
-    turn_top_k: int = Field(4, ge=1, le=20, validation_alias=_env("RAG_TURN_TOP_K", "turn_top_k"))
-    enable_related_turns: bool = Field(
-        True, validation_alias=_env("RAG_ENABLE_RELATED_TURNS", "enable_related_turns")
-    )
-    related_turn_top_k: int = Field(
-        3, ge=1, le=20, validation_alias=_env("RAG_RELATED_TURN_TOP_K", "related_turn_top_k")
-    )
-    faq_top_k: int = Field(2, ge=1, le=10, validation_alias=_env("RAG_FAQ_TOP_K", "faq_top_k"))
-    memory_top_k: int = Field(3, ge=1, le=20, validation_alias=_env("RAG_MEMORY_TOP_K", "memory_top_k"))
-    summary_top_k: int = Field(2, ge=1, le=10, validation_alias=_env("RAG_SUMMARY_TOP_K", "summary_top_k"))
+    # --- what a chat request's context holds (RAG_*) --------------------------------------------
+    rag_enabled: bool = _context("RAG_ENABLED", True, "master switch: false gives every chat request an empty context")
+    enable_persona: bool = _context("RAG_ENABLE_PERSONA", True, "include the persona section")
+    enable_faq: bool = _context("RAG_ENABLE_FAQ", True, "include knowledge-base (FAQ) passages matching the message")
+    enable_memory: bool = _context("RAG_ENABLE_MEMORY", True, "include the best-ranked memories")
+    enable_turn: bool = _context("RAG_ENABLE_TURN", True, "include the conversation's latest turns")
+    enable_summary: bool = _context("RAG_ENABLE_SUMMARY", True, "include the conversation's summaries")
+    enable_related_turns: bool = _context(
+        "RAG_ENABLE_RELATED_TURNS", True,
+        "include older turns of the conversation that match the message (hybrid dense + BM25 search)")
+    turn_top_k: int = _context("RAG_TURN_TOP_K", 4, "latest turns shown (count)", ge=1, le=20)
+    related_turn_top_k: int = _context("RAG_RELATED_TURN_TOP_K", 3, "older matching turns shown (count)", ge=1, le=20)
+    faq_top_k: int = _context("RAG_FAQ_TOP_K", 2, "knowledge-base passages shown (count)", ge=1, le=10)
+    memory_top_k: int = _context("RAG_MEMORY_TOP_K", 3, "memories shown (count)", ge=1, le=20)
+    summary_top_k: int = _context("RAG_SUMMARY_TOP_K", 2, "summaries shown, most relevant first (count)", ge=1, le=10)
+    context_max_chars: int = _context(
+        "RAG_CONTEXT_MAX_CHARS", 8000,
+        "budget of the rendered context block in characters; whole items are dropped, lowest priority first",
+        ge=200, le=1_000_000)
+    context_max_tokens: int = _context(
+        "RAG_CONTEXT_MAX_TOKENS", 0,
+        "budget of the rendered context block in tokens (the local WordPiece tokenizer); 0: characters only",
+        ge=0, le=1_000_000)
 
-    # --- memory scoring: w_sim * similarity + w_imp * importance/5 + w_rec * 0.5**(age/half_life)
-    weight_similarity: float = Field(
-        0.5, ge=0.0, le=1.0, validation_alias=_env("RAG_WEIGHT_SIMILARITY", "weight_similarity")
-    )
-    weight_importance: float = Field(
-        0.5, ge=0.0, le=1.0, validation_alias=_env("RAG_WEIGHT_IMPORTANCE", "weight_importance")
-    )
-    weight_recency: float = Field(
-        0.1, ge=0.0, le=1.0, validation_alias=_env("RAG_WEIGHT_RECENCY", "weight_recency")
-    )
-    recency_half_life_days: float = Field(
-        30.0, gt=0.0, le=36500.0, validation_alias=_env("RAG_RECENCY_HALF_LIFE_DAYS", "recency_half_life_days")
-    )
+    # --- how memories are ranked (RAG_*) --------------------------------------------------------
+    weight_similarity: float = _ranking("RAG_WEIGHT_SIMILARITY", 0.5, "w_sim: weight of cosine similarity to the message",
+                                       ge=0.0, le=1.0)
+    weight_importance: float = _ranking("RAG_WEIGHT_IMPORTANCE", 0.5, "w_imp: weight of importance / 5", ge=0.0, le=1.0)
+    weight_recency: float = _ranking("RAG_WEIGHT_RECENCY", 0.1, "w_rec: weight of the recency decay", ge=0.0, le=1.0)
+    recency_half_life_days: float = _ranking(
+        "RAG_RECENCY_HALF_LIFE_DAYS", 30.0, "age at which the recency part halves (days)", gt=0.0, le=36500.0)
+    recency_from: Literal["created", "last_used"] = _ranking(
+        "RAG_RECENCY_FROM", "created",
+        "what a memory's age counts from: created (when it was written) or last_used (when it was last "
+        "retrieved; needs RAG_TRACK_ACCESS)")
+    track_access: bool = _ranking(
+        "RAG_TRACK_ACCESS", False, "record when each memory is retrieved (its last_used), for RAG_RECENCY_FROM=last_used")
 
-    # --- storage ----------------------------------------------------------------------------
+    # --- where the data lives and how it is served --------------------------------------------------
     # path settings: unset, they default to the project's (or the user-level) places; see the module docstring
-    data_dir: Path = Field(Path("data"), validation_alias=_env("BRAIN_DATA_DIR", "data_dir"))
-    chroma_url: str | None = Field(None, validation_alias=_env("BRAIN_CHROMA_URL", "chroma_url"))
-    collection: str = Field("conversations", validation_alias=_env("BRAIN_COLLECTION", "collection"))
-    index_types: str = Field(
-        "memory,persona,faq,summary", validation_alias=_env("BRAIN_INDEX_TYPES", "index_types")
-    )
-    index_refresh_seconds: float = Field(
-        5.0, ge=0.0, le=86400.0, validation_alias=_env("BRAIN_INDEX_REFRESH_SECONDS", "index_refresh_seconds")
-    )
+    data_dir: Path = _storage(
+        "BRAIN_DATA_DIR", Path("data"),
+        "the data directory: the embedded store lives in `<dir>/chroma`, the mirror in `<dir>/mirror.db`")
+    chroma_url: str | None = _storage(
+        "BRAIN_CHROMA_URL", None,
+        "an http(s) URL of a Chroma server (`chroma run --path ./data/chroma --port 8000`); unset: the embedded "
+        "store in BRAIN_DATA_DIR", example="http://127.0.0.1:8000")
+    collection: str = _storage("BRAIN_COLLECTION", "conversations",
+                              "the Chroma collection of all five document types (3..512 characters)")
+    index_types: DocTypeList = _storage(
+        "BRAIN_INDEX_TYPES", ("memory", "persona", "faq", "summary"),
+        "document types ranked from the in-process exact index instead of Chroma's (comma-separated; "
+        "memory is required)")
+    index_refresh_seconds: float = _storage(
+        "BRAIN_INDEX_REFRESH_SECONDS", 5.0,
+        "how often the store checks for writes by another process and rebuilds its in-process state "
+        "(seconds; 0: never)", ge=0.0, le=86400.0)
 
-    # --- knowledge-base ingestion: token-window chunking --------------------------------------
-    chunk_window: int = Field(200, ge=16, le=8192, validation_alias=_env("BRAIN_CHUNK_WINDOW", "chunk_window"))
-    chunk_overlap: int = Field(40, ge=0, le=4096, validation_alias=_env("BRAIN_CHUNK_OVERLAP", "chunk_overlap"))
-    persona_path: Path = Field(Path("persona.md"), validation_alias=_env("BRAIN_PERSONA_PATH", "persona_path"))
+    # --- knowledge base and persona ---------------------------------------------------------------
+    chunk_window: int = _knowledge(
+        "BRAIN_CHUNK_WINDOW", 200,
+        "knowledge-base chunk size in tokens of the embedder's tokenizer; must fit the embedder's input",
+        ge=16, le=8192)
+    chunk_overlap: int = _knowledge(
+        "BRAIN_CHUNK_OVERLAP", 40, "tokens shared by consecutive chunks; smaller than BRAIN_CHUNK_WINDOW",
+        ge=0, le=4096)
+    persona_path: Path = _knowledge("BRAIN_PERSONA_PATH", Path("persona.md"),
+                                   "the persona file `brain init` and start-up load")
 
-    # --- embedders --------------------------------------------------------------------------
-    embedder: str = Field("local/minilm-l6-v2", validation_alias=_env("BRAIN_EMBEDDER", "embedder"))
-    embed_batch_size: int = Field(
-        64, ge=1, le=4096, validation_alias=_env("BRAIN_EMBED_BATCH_SIZE", "embed_batch_size")
-    )
-    query_cache_size: int = Field(
-        1024, ge=0, le=1_000_000, validation_alias=_env("BRAIN_QUERY_CACHE_SIZE", "query_cache_size")
-    )
-    ollama_host: str = Field("http://127.0.0.1:11434", validation_alias=_env("OLLAMA_HOST", "ollama_host"))
-    ollama_timeout: float = Field(
-        30.0, gt=0.0, le=3600.0, validation_alias=_env("BRAIN_OLLAMA_TIMEOUT", "ollama_timeout")
-    )
+    # --- embedders ------------------------------------------------------------------------------------
+    embedder: str = _embedding(
+        "BRAIN_EMBEDDER", _default_embedder,
+        "the embedding model as `provider/model`: `local/minilm-l6-v2` (in-process) or `ollama/<model>`, "
+        "e.g. `ollama/nomic-embed-text`")
+    embed_batch_size: int = _embedding("BRAIN_EMBED_BATCH_SIZE", 64, "texts per embedding call (count)",
+                                      ge=1, le=4096)
+    query_cache_size: int = _embedding(
+        "BRAIN_QUERY_CACHE_SIZE", 1024, "query embeddings kept in memory for repeated queries (entries; 0: off)",
+        ge=0, le=1_000_000)
+    ollama_host: str = _embedding(
+        "OLLAMA_HOST", "http://127.0.0.1:11434", "the Ollama server for ollama/ embedders and the summariser (URL)")
+    ollama_timeout: float = _embedding("BRAIN_OLLAMA_TIMEOUT", 30.0, "time limit of one embedding request to Ollama "
+                                      "(seconds)", gt=0.0, le=3600.0)
 
-    # --- the Engram-compatible SQLite mirror (issue 4) -----------------------------------------
-    mirror_enabled: bool = Field(True, validation_alias=_env("BRAIN_MIRROR_ENABLED", "mirror_enabled"))
-    mirror_path: Path | None = Field(None, validation_alias=_env("BRAIN_MIRROR_PATH", "mirror_path"))
+    # --- the Engram-compatible SQLite mirror ---------------------------------------------------------
+    mirror_enabled: bool = _mirror("BRAIN_MIRROR_ENABLED", True,
+                                  "keep the SQLite mirror in step with every write to the store")
+    mirror_path: Path | None = _mirror(
+        "BRAIN_MIRROR_PATH", None, "the mirror's file; unset: `<BRAIN_DATA_DIR>/mirror.db`", example="data/mirror.db")
     # memories and the conversations (turns, summaries) exist nowhere else; persona and FAQ come from files
-    mirror_types: str = Field("memory,turn,summary", validation_alias=_env("BRAIN_MIRROR_TYPES", "mirror_types"))
-    owner_id: str | None = Field(None, min_length=1, validation_alias=_env("BRAIN_OWNER_ID", "owner_id"))
-    mirror_batch_size: int = Field(
-        500, ge=100, le=1000, validation_alias=_env("BRAIN_MIRROR_BATCH_SIZE", "mirror_batch_size")
-    )
+    mirror_types: DocTypeList = _mirror(
+        "BRAIN_MIRROR_TYPES", ("memory", "turn", "summary"),
+        "document types the mirror keeps (comma-separated; memory is required)")
+    mirror_batch_size: int = _mirror(
+        "BRAIN_MIRROR_BATCH_SIZE", 500, "rows per mirror transaction in sync and backfill (rows)", ge=100, le=1000)
+    owner_id: str | None = _mirror(
+        "BRAIN_OWNER_ID", None, "owner.id of PAM exports; unset: a UUID derived from the store's location",
+        min_length=1)
 
-    # --- the chat backend: context assembly, summaries, consolidation (issue 5) -----------------
-    context_max_chars: int = Field(
-        8000, ge=200, le=1_000_000, validation_alias=_env("RAG_CONTEXT_MAX_CHARS", "context_max_chars")
-    )
-    context_max_tokens: int = Field(
-        0, ge=0, le=1_000_000, validation_alias=_env("RAG_CONTEXT_MAX_TOKENS", "context_max_tokens")
-    )
-    summary_every_n: int = Field(5, ge=1, le=1000, validation_alias=_env("RAG_SUMMARY_EVERY_N", "summary_every_n"))
-    summarizer: str = Field("ollama", validation_alias=_env("BRAIN_SUMMARIZER", "summarizer"))
-    summary_model: str = Field("llama3.2:3b", validation_alias=_env("BRAIN_SUMMARY_MODEL", "summary_model"))
-    summary_cooldown_seconds: float = Field(
-        30.0, ge=0.0, le=86400.0, validation_alias=_env("BRAIN_SUMMARY_COOLDOWN_SECONDS", "summary_cooldown_seconds")
-    )
-    summary_retries: int = Field(3, ge=0, le=20, validation_alias=_env("BRAIN_SUMMARY_RETRIES", "summary_retries"))
-    summary_backoff_seconds: float = Field(
-        1.0, ge=0.0, le=600.0, validation_alias=_env("BRAIN_SUMMARY_BACKOFF_SECONDS", "summary_backoff_seconds")
-    )
-    summary_timeout: float = Field(
-        120.0, gt=0.0, le=3600.0, validation_alias=_env("BRAIN_SUMMARY_TIMEOUT", "summary_timeout")
-    )
-    # one bound on a whole model summary: every attempt, retry and back-off; then the extractive fallback
-    summary_deadline_seconds: float = Field(
-        60.0, gt=0.0, le=3600.0, validation_alias=_env("BRAIN_SUMMARY_DEADLINE_SECONDS", "summary_deadline_seconds")
-    )
-    consolidate_threshold: float = Field(
-        0.92, gt=0.0, le=1.0, validation_alias=_env("BRAIN_CONSOLIDATE_THRESHOLD", "consolidate_threshold")
-    )
-    track_access: bool = Field(False, validation_alias=_env("RAG_TRACK_ACCESS", "track_access"))
-    recency_from: str = Field("created", validation_alias=_env("RAG_RECENCY_FROM", "recency_from"))
+    # --- summaries and consolidation -----------------------------------------------------------------
+    summary_every_n: int = _chat(
+        "BRAIN_SUMMARY_EVERY_N", 5, "exchanges (user + assistant turns) per conversation summary (count)",
+        also=("RAG_SUMMARY_EVERY_N",), ge=1, le=1000)
+    summarizer: SummarizerKind = _chat(
+        "BRAIN_SUMMARIZER", "ollama",
+        "who writes summaries: ollama (the chat model BRAIN_SUMMARY_MODEL on OLLAMA_HOST) or extractive (no "
+        "model); the extractive summariser is always the fallback")
+    summary_model: str = _chat("BRAIN_SUMMARY_MODEL", _default_summary_model,
+                              "the Ollama chat model that writes summaries (an Ollama model name)")
+    summary_retries: int = _chat("BRAIN_SUMMARY_RETRIES", 3, "retries of a failed model summary (count)", ge=0, le=20)
+    summary_backoff_seconds: float = _chat(
+        "BRAIN_SUMMARY_BACKOFF_SECONDS", 1.0, "first back-off between retries, doubled each retry (seconds)",
+        ge=0.0, le=600.0)
+    summary_timeout: float = _chat("BRAIN_SUMMARY_TIMEOUT", 120.0, "time limit of one request to the summary model "
+                                  "(seconds)", gt=0.0, le=3600.0)
+    summary_deadline_seconds: float = _chat(
+        "BRAIN_SUMMARY_DEADLINE_SECONDS", 60.0,
+        "time limit of one model summary, every attempt, retry and back-off included; then the extractive "
+        "fallback (seconds)", gt=0.0, le=3600.0)
+    summary_cooldown_seconds: float = _chat(
+        "BRAIN_SUMMARY_COOLDOWN_SECONDS", 30.0,
+        "after a fallback summary, use the fallback at once for this long, so no retries queue up while "
+        "Ollama is down (seconds)", ge=0.0, le=86400.0)
+    consolidate_threshold: float = _chat(
+        "BRAIN_CONSOLIDATE_THRESHOLD", 0.92,
+        "consolidation merges same-scope memories whose cosine similarity is above this", gt=0.0, le=1.0)
 
     # --- the specialist registry (semantic discovery of tools) ------------------------------------
-    specialists_path: Path = Field(
-        Path("config/specialists.yaml"), validation_alias=_env("BRAIN_SPECIALISTS_PATH", "specialists_path")
-    )
-    specialists_collection: str = Field(
-        "specialists", min_length=3, max_length=512,
-        validation_alias=_env("BRAIN_SPECIALISTS_COLLECTION", "specialists_collection"),
-    )
-    specialist_weight_canonical: float = Field(
-        0.5, ge=0.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_WEIGHT_CANONICAL", "specialist_weight_canonical")
-    )
-    specialist_weight_predicates: float = Field(
-        0.3, ge=0.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_WEIGHT_PREDICATES", "specialist_weight_predicates")
-    )
-    specialist_weight_objects: float = Field(
-        0.2, ge=0.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_WEIGHT_OBJECTS", "specialist_weight_objects")
-    )
-    specialist_weight_lexical: float = Field(
-        0.2, ge=0.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_WEIGHT_LEXICAL", "specialist_weight_lexical")
-    )
-    specialist_not_penalty: float = Field(
-        1.0, ge=0.0, le=10.0, validation_alias=_env("BRAIN_SPECIALIST_NOT_PENALTY", "specialist_not_penalty")
-    )
-    specialist_not_margin: float = Field(
-        0.5, ge=-1.0, le=1.0, validation_alias=_env("BRAIN_SPECIALIST_NOT_MARGIN", "specialist_not_margin")
-    )
+    # score = w_c*canonical + w_p*predicates + w_o*objects + w_l*lexical
+    #         - penalty * max(0, similarity to the closest `not` example - margin)
+    specialists_path: Path = _specialists("BRAIN_SPECIALISTS_PATH", Path("config/specialists.yaml"),
+                                         "the YAML file of specialists that registration reads")
+    specialists_collection: str = _specialists(
+        "BRAIN_SPECIALISTS_COLLECTION", "specialists", "the Chroma collection of the specialists' vectors",
+        min_length=3, max_length=512)
+    specialist_weight_canonical: float = _specialists(
+        "BRAIN_SPECIALIST_WEIGHT_CANONICAL", 0.5, "w_c: weight of similarity to the canonical description",
+        ge=0.0, le=1.0)
+    specialist_weight_predicates: float = _specialists(
+        "BRAIN_SPECIALIST_WEIGHT_PREDICATES", 0.3, "w_p: weight of similarity to the predicates (what it does)",
+        ge=0.0, le=1.0)
+    specialist_weight_objects: float = _specialists(
+        "BRAIN_SPECIALIST_WEIGHT_OBJECTS", 0.2, "w_o: weight of similarity to the objects (what it acts on)",
+        ge=0.0, le=1.0)
+    specialist_weight_lexical: float = _specialists(
+        "BRAIN_SPECIALIST_WEIGHT_LEXICAL", 0.2,
+        "w_l: weight of the specialist's share of the request's BM25 evidence (0: the dense formula only)",
+        ge=0.0, le=1.0)
+    specialist_not_penalty: float = _specialists(
+        "BRAIN_SPECIALIST_NOT_PENALTY", 1.0, "penalty factor for similarity to a `not` example", ge=0.0, le=10.0)
+    specialist_not_margin: float = _specialists(
+        "BRAIN_SPECIALIST_NOT_MARGIN", 0.5, "similarity to a `not` example below which no penalty applies",
+        ge=-1.0, le=1.0)
     # bands calibrated for local/minilm-l6-v2 (see bench/SPECIALISTS_RESULTS.md)
-    specialist_band_strong: float = Field(
-        SPECIALIST_BAND_DEFAULTS["strong"], ge=-1.0, le=1.0,
-        validation_alias=_env("BRAIN_SPECIALIST_BAND_STRONG", "specialist_band_strong"),
-    )
-    specialist_band_good: float = Field(
-        SPECIALIST_BAND_DEFAULTS["good"], ge=-1.0, le=1.0,
-        validation_alias=_env("BRAIN_SPECIALIST_BAND_GOOD", "specialist_band_good"),
-    )
-    specialist_band_possible: float = Field(
-        SPECIALIST_BAND_DEFAULTS["possible"], ge=-1.0, le=1.0,
-        validation_alias=_env("BRAIN_SPECIALIST_BAND_POSSIBLE", "specialist_band_possible"),
-    )
-    specialist_cache_ttl_seconds: float = Field(
-        300.0, ge=0.0, le=86400.0,
-        validation_alias=_env("BRAIN_SPECIALIST_CACHE_TTL_SECONDS", "specialist_cache_ttl_seconds"),
-    )
-    specialist_cache_size: int = Field(
-        1024, ge=0, le=1_000_000, validation_alias=_env("BRAIN_SPECIALIST_CACHE_SIZE", "specialist_cache_size")
-    )
+    specialist_band_strong: float = _specialists(
+        "BRAIN_SPECIALIST_BAND_STRONG", SPECIALIST_BAND_DEFAULTS["strong"],
+        "lowest score of a strong match (at least BRAIN_SPECIALIST_BAND_GOOD)",
+        ge=-1.0, le=1.0)
+    specialist_band_good: float = _specialists(
+        "BRAIN_SPECIALIST_BAND_GOOD", SPECIALIST_BAND_DEFAULTS["good"],
+        "lowest score of a good match (at least BRAIN_SPECIALIST_BAND_POSSIBLE)",
+        ge=-1.0, le=1.0)
+    specialist_band_possible: float = _specialists(
+        "BRAIN_SPECIALIST_BAND_POSSIBLE", SPECIALIST_BAND_DEFAULTS["possible"],
+        "lowest score of a possible match; below it, no match",
+        ge=-1.0, le=1.0)
+    specialist_cache_ttl_seconds: float = _specialists(
+        "BRAIN_SPECIALIST_CACHE_TTL_SECONDS", 300.0, "how long a request's matches are cached (seconds; 0: off)",
+        ge=0.0, le=86400.0)
+    specialist_cache_size: int = _specialists(
+        "BRAIN_SPECIALIST_CACHE_SIZE", 1024, "requests whose matches are cached (entries; 0: off)",
+        ge=0, le=1_000_000)
 
-    # --- the HTTP API (issue 5) -------------------------------------------------------------------
-    api_host: str = Field("127.0.0.1", validation_alias=_env("BRAIN_API_HOST", "api_host"))
-    api_port: int = Field(5000, ge=1, le=65535, validation_alias=_env("BRAIN_API_PORT", "api_port"))
-    api_token: pydantic.SecretStr | None = Field(
-        None, description="the admin token; empty or whitespace means unset",
-        validation_alias=_env("BRAIN_API_TOKEN", "api_token"),
-    )
-    api_tokens_file: Path | None = Field(
-        None, description="a file of entity-bound (and further admin) tokens, read by brain.auth",
-        validation_alias=_env("BRAIN_API_TOKENS_FILE", "api_tokens_file"),
-    )
-    api_max_body_bytes: int = Field(
-        1_000_000, ge=1024, le=1_000_000_000, validation_alias=_env("BRAIN_API_MAX_BODY_BYTES", "api_max_body_bytes")
-    )
+    # --- the HTTP API (brain serve) -------------------------------------------------------------------
+    api_host: str = _api("BRAIN_API_HOST", "127.0.0.1",
+                        "the address `brain serve` binds; a non-loopback address needs a token")
+    api_port: int = _api("BRAIN_API_PORT", 5000, "the port `brain serve` listens on", ge=1, le=65535)
+    api_token: pydantic.SecretStr | None = _api(
+        "BRAIN_API_TOKEN", None,
+        "the admin token, at least 16 printable characters, e.g. from `python -c 'import secrets; "
+        "print(secrets.token_urlsafe(32))'`; empty or unset: no admin token", example="")
+    api_tokens_file: Path | None = _api(
+        "BRAIN_API_TOKENS_FILE", None,
+        "a file of entity-bound (and further admin) tokens, one `<entity name or admin> <token>` per line",
+        example="config/api-tokens")
+    api_max_body_bytes: int = _api("BRAIN_API_MAX_BODY_BYTES", 1_000_000, "the largest request body accepted (bytes)",
+                                  ge=1024, le=1_000_000_000)
 
     _layout: ProjectLayout | None = PrivateAttr(None)
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)
 
     def __init__(self, **values: Any):
         layout = ProjectLayout.discover(values.pop("_project_dir", None))
+        values = {env_name(key) if key in type(self).model_fields else key: value for key, value in values.items()}
         values.setdefault("_env_file", layout.env_files)
         loading = _Loading(layout, Path(os.path.abspath(os.getcwd())))
         token = _LOADING.set(loading)
@@ -417,9 +544,9 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return value
 
-    @field_validator("api_tokens_file", mode="before")
+    @field_validator("api_tokens_file", "owner_id", mode="before")
     @classmethod
-    def _api_tokens_file(cls, value: Any) -> Any:
+    def _empty_means_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("embedder")
@@ -464,35 +591,23 @@ class Settings(BaseSettings):
 
     @field_validator("index_types")
     @classmethod
-    def _index_types(cls, value: str) -> str:
-        allowed = ("memory", "persona", "faq", "summary", "turn")
-        names = [v.strip() for v in value.split(",") if v.strip()]
-        unknown = [v for v in names if v not in allowed]
-        if unknown:
-            raise ValueError(f"unknown document types {unknown}; choose from {', '.join(allowed)}")
-        if "memory" not in names:
-            raise ValueError("must include memory (memory ranking is served from the in-process index)")
-        return ",".join(dict.fromkeys(names))
+    def _index_types(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _checked_types(value, "memory ranking is served from the in-process index")
 
     @property
     def indexed_types(self) -> tuple[str, ...]:
-        return tuple(self.index_types.split(","))
+        """BRAIN_INDEX_TYPES (also when a caller's ``model_copy`` left it a comma-separated string)."""
+        return tuple(_document_types(self.index_types))
 
     @field_validator("mirror_types")
     @classmethod
-    def _mirror_types(cls, value: str) -> str:
-        allowed = ("memory", "persona", "faq", "summary", "turn")
-        names = [v.strip() for v in value.split(",") if v.strip()]
-        unknown = [v for v in names if v not in allowed]
-        if unknown:
-            raise ValueError(f"unknown document types {unknown}; choose from {', '.join(allowed)}")
-        if "memory" not in names:
-            raise ValueError("must include memory (the mirror exists to keep every memory)")
-        return ",".join(dict.fromkeys(names))
+    def _mirror_types(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _checked_types(value, "the mirror exists to keep every memory")
 
     @property
     def mirrored_types(self) -> tuple[str, ...]:
-        return tuple(self.mirror_types.split(","))
+        """BRAIN_MIRROR_TYPES (also when a caller's ``model_copy`` left it a comma-separated string)."""
+        return tuple(_document_types(self.mirror_types))
 
     def has_embedded_store(self) -> bool:
         """Whether an embedded Chroma store exists in the data directory."""
@@ -522,25 +637,14 @@ class Settings(BaseSettings):
         """Where the mirror lives: BRAIN_MIRROR_PATH, else <BRAIN_DATA_DIR>/mirror.db."""
         return self.mirror_path if self.mirror_path is not None else self.data_dir / "mirror.db"
 
-    @field_validator("recency_from")
-    @classmethod
-    def _recency_from(cls, value: str) -> str:
-        if value not in ("created", "last_used"):
-            raise ValueError("must be 'created' (age since the memory was written) or 'last_used'")
-        return value
-
-    @field_validator("summarizer")
-    @classmethod
-    def _summarizer(cls, value: str) -> str:
-        if value not in ("ollama", "extractive"):
-            raise ValueError("must be 'ollama' (BRAIN_SUMMARY_MODEL on OLLAMA_HOST) or 'extractive' (no model)")
-        return value
-
     @field_validator("summary_model")
     @classmethod
     def _summary_model(cls, value: str) -> str:
-        if not value.strip() or any(c.isspace() for c in value):
-            raise ValueError("must be an Ollama model name such as llama3.2:3b")
+        from brain.summarizers.ollama import model_name_problem  # the provider owns its naming rule
+
+        problem = model_name_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("collection")
@@ -551,38 +655,55 @@ class Settings(BaseSettings):
         return value
 
 
+def _checked_types(value: tuple[str, ...], why_memory: str) -> tuple[str, ...]:
+    unknown = [v for v in value if v not in DOC_TYPES]
+    if unknown:
+        raise ValueError(f"unknown document types {unknown}; choose from {', '.join(DOC_TYPES)}")
+    if "memory" not in value:
+        raise ValueError(f"must include memory ({why_memory})")
+    return tuple(dict.fromkeys(value))
+
+
 def env_name(field_name: str) -> str:
     """The environment variable that sets ``field_name``."""
-    alias = Settings.model_fields[field_name].validation_alias
-    if isinstance(alias, AliasChoices):
-        return str(alias.choices[0])
-    return field_name.upper()
+    return env_names(field_name)[0]
 
 
-def _allowed_range(field_name: str) -> str | None:
+def bounds(field_name: str) -> tuple[Any, bool, Any, bool] | None:
+    """``(low, low_excluded, high, high_excluded)`` of a numeric setting, or None when it has none."""
     lo = hi = None
-    lo_sym = hi_sym = ""
+    lo_open = hi_open = False
     for meta in Settings.model_fields[field_name].metadata:
         if isinstance(meta, annotated_types.Ge):
-            lo, lo_sym = meta.ge, ""
+            lo, lo_open = meta.ge, False
         elif isinstance(meta, annotated_types.Gt):
-            lo, lo_sym = meta.gt, "more than "
+            lo, lo_open = meta.gt, True
         elif isinstance(meta, annotated_types.Le):
-            hi, hi_sym = meta.le, ""
+            hi, hi_open = meta.le, False
         elif isinstance(meta, annotated_types.Lt):
-            hi, hi_sym = meta.lt, "less than "
-    if lo is None and hi is None:
+            hi, hi_open = meta.lt, True
+    return None if lo is None and hi is None else (lo, lo_open, hi, hi_open)
+
+
+def allowed_range(field_name: str) -> str | None:
+    """The range of ``field_name`` as error messages show it (``1..20``), or None."""
+    found = bounds(field_name)
+    if found is None:
         return None
-    if lo_sym or hi_sym:
-        return f"{lo_sym}{lo} and {hi_sym}{hi}"
+    lo, lo_open, hi, hi_open = found
+    if lo_open or hi_open:
+        return f"{'more than ' if lo_open else ''}{lo} and {'less than ' if hi_open else ''}{hi}"
     return f"{lo}..{hi}"
 
 
+def env_names(field_name: str) -> tuple[str, ...]:
+    """Every environment variable that sets ``field_name``: its name, then older names kept working."""
+    return tuple(str(c) for c in Settings.model_fields[field_name].validation_alias.choices)
+
+
 def _field_for(loc_name: str) -> str | None:
-    for name, field in Settings.model_fields.items():
-        alias = field.validation_alias
-        choices = alias.choices if isinstance(alias, AliasChoices) else [name]
-        if loc_name.lower() in {str(c).lower() for c in choices} | {name}:
+    for name in Settings.model_fields:
+        if loc_name.lower() in {c.lower() for c in env_names(name)} | {name}:
             return name
     return None
 
@@ -599,9 +720,9 @@ def describe_settings_error(exc: pydantic.ValidationError) -> str:
             continue
         loc = str(err["loc"][0])
         field = _field_for(loc)
-        var = env_name(field) if field else loc
+        var = " or ".join(env_names(field)) if field else loc
         value = "<hidden>" if field in _SECRET_FIELDS else err.get("input")
-        allowed = _allowed_range(field) if field else None
+        allowed = allowed_range(field) if field else None
         msg = err["msg"].removeprefix("Value error, ")
         if allowed is not None:
             lines.append(f"{var}={value!r} is not allowed: must be in {allowed} ({msg})")

@@ -411,6 +411,13 @@ def test_an_empty_path_value_means_unset(tmp_path, monkeypatch):
     assert settings.mirror_path is None and settings.data_dir == tmp_path / "data"
 
 
+def test_an_empty_owner_id_means_unset(tmp_path):
+    """config/defaults.env shows `# BRAIN_OWNER_ID=`: uncommented as it is, it leaves the owner unset."""
+    project(tmp_path, "BRAIN_OWNER_ID=\n")
+    assert Settings().owner_id is None
+    assert Settings(owner_id="me").owner_id == "me"
+
+
 def test_the_project_can_be_named(tmp_path, monkeypatch):
     root = project(tmp_path / "proj", "RAG_TURN_TOP_K=8\n")
     elsewhere = tmp_path / "elsewhere"
@@ -424,3 +431,190 @@ def test_the_project_can_be_named(tmp_path, monkeypatch):
     monkeypatch.setenv("BRAIN_PROJECT_DIR", str(tmp_path / "nowhere"))
     message = config_error()
     assert "BRAIN_PROJECT_DIR" in message and "nowhere" in message and "not a directory" in message
+
+
+# --- the model documents itself: sections, descriptions, names, generated files ---------------------
+
+#: every variable name documented before the settings were put in sections; each must keep working
+DOCUMENTED_NAMES = """
+RAG_ENABLED RAG_ENABLE_PERSONA RAG_ENABLE_FAQ RAG_ENABLE_MEMORY RAG_ENABLE_TURN RAG_ENABLE_SUMMARY RAG_TURN_TOP_K
+RAG_ENABLE_RELATED_TURNS RAG_RELATED_TURN_TOP_K RAG_FAQ_TOP_K RAG_MEMORY_TOP_K RAG_SUMMARY_TOP_K
+RAG_WEIGHT_SIMILARITY RAG_WEIGHT_IMPORTANCE RAG_WEIGHT_RECENCY RAG_RECENCY_HALF_LIFE_DAYS BRAIN_DATA_DIR
+BRAIN_CHROMA_URL BRAIN_COLLECTION BRAIN_INDEX_TYPES BRAIN_INDEX_REFRESH_SECONDS BRAIN_CHUNK_WINDOW
+BRAIN_CHUNK_OVERLAP BRAIN_PERSONA_PATH BRAIN_EMBEDDER BRAIN_EMBED_BATCH_SIZE BRAIN_QUERY_CACHE_SIZE OLLAMA_HOST
+BRAIN_OLLAMA_TIMEOUT BRAIN_MIRROR_ENABLED BRAIN_MIRROR_PATH BRAIN_MIRROR_TYPES BRAIN_MIRROR_BATCH_SIZE
+BRAIN_OWNER_ID RAG_CONTEXT_MAX_CHARS RAG_CONTEXT_MAX_TOKENS RAG_SUMMARY_EVERY_N BRAIN_SUMMARIZER
+BRAIN_SUMMARY_MODEL BRAIN_SUMMARY_RETRIES BRAIN_SUMMARY_BACKOFF_SECONDS BRAIN_SUMMARY_TIMEOUT
+BRAIN_SUMMARY_DEADLINE_SECONDS BRAIN_SUMMARY_COOLDOWN_SECONDS BRAIN_CONSOLIDATE_THRESHOLD RAG_TRACK_ACCESS
+RAG_RECENCY_FROM BRAIN_API_HOST BRAIN_API_PORT BRAIN_API_TOKEN BRAIN_API_TOKENS_FILE BRAIN_API_MAX_BODY_BYTES
+BRAIN_SPECIALISTS_PATH BRAIN_SPECIALISTS_COLLECTION BRAIN_SPECIALIST_WEIGHT_CANONICAL
+BRAIN_SPECIALIST_WEIGHT_PREDICATES BRAIN_SPECIALIST_WEIGHT_OBJECTS BRAIN_SPECIALIST_WEIGHT_LEXICAL
+BRAIN_SPECIALIST_NOT_PENALTY BRAIN_SPECIALIST_NOT_MARGIN BRAIN_SPECIALIST_BAND_STRONG BRAIN_SPECIALIST_BAND_GOOD
+BRAIN_SPECIALIST_BAND_POSSIBLE BRAIN_SPECIALIST_CACHE_TTL_SECONDS BRAIN_SPECIALIST_CACHE_SIZE
+""".split()
+
+
+def test_every_setting_has_a_section_and_a_description():
+    from brain.config import SETTING_GROUPS, bounds
+
+    for name, field in Settings.model_fields.items():
+        assert field.json_schema_extra["group"] in SETTING_GROUPS, name
+        assert field.description and len(field.description) >= 15, name
+        if field.annotation in (int, float):
+            assert bounds(name) is not None, f"{name} has no range"
+
+
+def test_every_variable_follows_the_prefix_rule():
+    from brain.config import FOREIGN_VARIABLES, SETTING_GROUPS
+
+    for name, field in Settings.model_fields.items():
+        group = field.json_schema_extra["group"]
+        expected = "RAG_" if group in ("context", "ranking") else "BRAIN_"
+        assert SETTING_GROUPS[group].prefix == expected
+        assert env_name(name).startswith(expected) or env_name(name) in FOREIGN_VARIABLES, env_name(name)
+
+
+def test_a_section_refuses_a_variable_against_its_prefix():
+    from brain.config import _context as context
+
+    with pytest.raises(TypeError, match="RAG_"):
+        context("BRAIN_SOMETHING", 1, "a setting in the wrong section")
+
+
+@pytest.mark.parametrize("var", DOCUMENTED_NAMES)
+def test_every_documented_name_still_sets_its_setting(monkeypatch, var):
+    from brain.config import env_names
+    from brain.config_docs import env_value
+
+    field = next((name for name in Settings.model_fields if var in env_names(name)), None)
+    assert field is not None, f"{var} no longer sets any setting"
+    default = Settings.model_fields[field].get_default(call_default_factory=True)
+    monkeypatch.setenv(var, "" if default is None else env_value(default))
+    if field not in PATH_FIELDS:
+        assert getattr(Settings(), field) == default
+
+
+def test_summary_every_n_is_read_from_the_rule_name_and_the_older_one(monkeypatch):
+    assert env_name("summary_every_n") == "BRAIN_SUMMARY_EVERY_N"
+    monkeypatch.setenv("RAG_SUMMARY_EVERY_N", "7")
+    assert Settings().summary_every_n == 7
+    monkeypatch.setenv("BRAIN_SUMMARY_EVERY_N", "9")
+    assert Settings().summary_every_n == 9  # the rule's name wins over the older one
+    monkeypatch.delenv("BRAIN_SUMMARY_EVERY_N")
+    monkeypatch.setenv("RAG_SUMMARY_EVERY_N", "0")
+    message = config_error()
+    assert "BRAIN_SUMMARY_EVERY_N or RAG_SUMMARY_EVERY_N='0' is not allowed: must be in 1..1000" in message
+
+
+@pytest.mark.parametrize("var, field", [("COLLECTION", "collection"), ("API_TOKEN", "api_token"),
+                                        ("DATA_DIR", "data_dir"), ("MEMORY_TOP_K", "memory_top_k")])
+def test_a_variable_named_like_a_field_is_not_a_setting(tmp_path, monkeypatch, var, field):
+    """Field names are for Python callers: a stray DATA_DIR or API_TOKEN in the environment must not
+    move the data or become the admin token."""
+    project(tmp_path, dot_env="")
+    before = getattr(Settings(), field)
+    monkeypatch.setenv(var, "somethingelse-0123456789")
+    write(tmp_path / ".env", f"{var.lower()}=somethingelse-0123456789\n")
+    assert getattr(Settings(), field) == before
+    assert Settings(**{field: before}).model_fields_set >= {field}  # a Python caller may use the field name
+
+
+def test_closed_sets_are_literal_types():
+    from typing import get_args
+
+    from brain.config_docs import choices
+    from brain.summarizers import SUMMARIZER_KINDS
+
+    assert set(choices("summarizer")) == set(SUMMARIZER_KINDS)
+    assert choices("recency_from") == ("created", "last_used")
+    assert set(get_args(Settings.model_fields["recency_from"].annotation)) == {"created", "last_used"}
+
+
+@pytest.mark.parametrize("var, value", [("BRAIN_SUMMARIZER", "gpt"), ("RAG_RECENCY_FROM", "accessed")])
+def test_a_value_outside_a_closed_set_names_the_choices(monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    message = config_error()
+    assert f"{var}={value!r} is not allowed" in message
+    assert all(f"'{choice}'" in message for choice in {"BRAIN_SUMMARIZER": ("ollama", "extractive"),
+                                                       "RAG_RECENCY_FROM": ("created", "last_used")}[var])
+
+
+def test_document_type_lists_are_tuples_read_comma_separated(monkeypatch):
+    settings = Settings()
+    assert settings.index_types == ("memory", "persona", "faq", "summary") == settings.indexed_types
+    assert settings.mirror_types == ("memory", "turn", "summary") == settings.mirrored_types
+    monkeypatch.setenv("BRAIN_INDEX_TYPES", " memory , faq,faq")
+    monkeypatch.setenv("BRAIN_MIRROR_TYPES", "turn,memory")
+    settings = Settings()
+    assert settings.index_types == ("memory", "faq") and settings.mirror_types == ("turn", "memory")
+    assert Settings(index_types=["memory", "turn"]).indexed_types == ("memory", "turn")
+    # model_copy does not validate; the properties still give the list a caller meant
+    assert settings.model_copy(update={"mirror_types": "memory,faq"}).mirrored_types == ("memory", "faq")
+
+
+@pytest.mark.parametrize("var, value, expected", [
+    ("BRAIN_INDEX_TYPES", "faq", "must include memory"),
+    ("BRAIN_MIRROR_TYPES", "turn", "must include memory"),
+    ("BRAIN_INDEX_TYPES", "memory,notes", "unknown document types ['notes']"),
+    ("BRAIN_MIRROR_TYPES", '["memory"]', "unknown document types"),
+])
+def test_bad_document_type_lists(monkeypatch, var, value, expected):
+    monkeypatch.setenv(var, value)
+    message = config_error()
+    assert f"{var}={value!r} is not allowed" in message and expected in message
+
+
+def test_provider_facts_come_from_the_providers():
+    from brain.embeddings import local as local_embedder
+    from brain.embeddings import max_input_tokens
+    from brain.embeddings import ollama as ollama_embedder
+    from brain.summarizers import ExtractiveSummarizer, OllamaSummarizer, get_summarizer
+    from brain.summarizers import ollama as ollama_summarizer
+
+    settings = Settings()
+    assert settings.embedder == local_embedder.LocalMiniLMEmbedder.name
+    assert settings.summary_model == ollama_summarizer.DEFAULT_MODEL
+    assert max_input_tokens("local/minilm-l6-v2") == local_embedder.MAX_TOKENS == 256
+    assert max_input_tokens("ollama/nomic-embed-text") == ollama_embedder.MAX_TOKENS == 512
+    assert isinstance(get_summarizer(Settings(summarizer=ExtractiveSummarizer.kind)), ExtractiveSummarizer)
+    assert isinstance(get_summarizer(Settings(summarizer=OllamaSummarizer.kind)), OllamaSummarizer)
+
+
+@pytest.mark.parametrize("model", ["", "  ", "llama 3"])
+def test_summary_model_is_checked_by_the_providers_rule(model):
+    from brain.summarizers.ollama import model_name_problem
+
+    assert model_name_problem(model)
+    message = config_error(summary_model=model)
+    assert f"BRAIN_SUMMARY_MODEL={model!r} is not allowed: {model_name_problem(model)}" in message
+
+
+def test_committed_defaults_env_and_readme_table_are_generated_from_the_model():
+    from brain.config_docs import readme_table, render_defaults_env, render_readme_table
+
+    stale = "is stale: run python scripts/gen_config_docs.py"
+    assert REPO_DEFAULTS.read_text(encoding="utf-8") == render_defaults_env(), f"config/defaults.env {stale}"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme_table(readme) == render_readme_table(), f"the README's settings table {stale}"
+
+
+def test_every_setting_appears_in_defaults_env_and_the_readme_with_its_default():
+    """Independent of the renderer: read the committed files as a user would."""
+    from dotenv import dotenv_values
+
+    from brain.config_docs import env_value
+
+    text = REPO_DEFAULTS.read_text(encoding="utf-8")
+    values = dotenv_values(REPO_DEFAULTS)
+    from brain.config_docs import readme_table
+
+    table = readme_table((ROOT / "README.md").read_text(encoding="utf-8"))
+    for name, field in Settings.model_fields.items():
+        var, default = env_name(name), field.get_default(call_default_factory=True)
+        if default is None:
+            assert var not in values and f"\n# {var}=" in text, var  # documented, left unset
+        else:
+            assert values.get(var) == env_value(default), var
+        row = next((line for line in table.splitlines() if line.startswith(f"| `{var}` |")), None)
+        assert row is not None, f"{var} is missing from the README's table"
+        assert ("unset" if default is None else env_value(default).replace("\\", "/")) in row, var

@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 from brain.config import Settings, env_name
+from brain.embeddings import local as local_provider
+from brain.embeddings import ollama as ollama_provider
 from brain.embeddings.base import Embedder, Kind
 from brain.embeddings.local import LocalMiniLMEmbedder
 from brain.embeddings.ollama import DEFAULT_MODEL as DEFAULT_OLLAMA_MODEL
@@ -21,6 +23,7 @@ __all__ = [
     "OllamaEmbedder",
     "VALID_CHOICES",
     "get_embedder",
+    "max_input_tokens",
 ]
 
 #: What ``BRAIN_EMBEDDER`` may be, for error messages.
@@ -38,3 +41,10 @@ def get_embedder(settings: Settings) -> Embedder:
         f"{env_name('embedder')}={settings.embedder!r} is not a known embedder; valid choices: "
         + ", ".join(VALID_CHOICES)
     )
+
+
+def max_input_tokens(embedder: str) -> int:
+    """The input limit (tokens, [CLS]/[SEP] included) of the embedder ``provider/model`` names, without
+    loading it; an unknown provider gets the local model's (the smallest)."""
+    provider = embedder.partition("/")[0]
+    return ollama_provider.MAX_TOKENS if provider == "ollama" else local_provider.MAX_TOKENS

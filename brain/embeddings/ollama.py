@@ -18,6 +18,9 @@ from brain.embeddings.base import Embedder, Kind
 from brain.errors import BrainError, EmbedderError, EmbedderUnavailable
 
 DEFAULT_MODEL = "nomic-embed-text"
+#: input limit assumed for chunking (tokens, [CLS]/[SEP] included). Ollama models vary; 512 is the
+#: BERT-family limit and safe for nomic-embed-text (2048+).
+MAX_TOKENS = 512
 
 #: Dimensions of common embedding models, so ``dimension`` is known without a server
 #: round-trip. Other models are measured on their first embed call.

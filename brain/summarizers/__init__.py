@@ -4,6 +4,7 @@ extractive one is the deterministic fallback (see :mod:`brain.summarizers.base` 
 from __future__ import annotations
 
 from brain.config import Settings
+from brain.errors import ConfigError
 from brain.summarizers.base import Summarizer, SummarizerError, SummarizerUnavailable, TurnText, transcript
 from brain.summarizers.extractive import ExtractiveSummarizer
 from brain.summarizers.ollama import OllamaSummarizer
@@ -11,6 +12,7 @@ from brain.summarizers.ollama import OllamaSummarizer
 __all__ = [
     "ExtractiveSummarizer",
     "OllamaSummarizer",
+    "SUMMARIZER_KINDS",
     "Summarizer",
     "SummarizerError",
     "SummarizerUnavailable",
@@ -23,6 +25,13 @@ __all__ = [
 def get_summarizer(settings: Settings) -> Summarizer:
     """The summariser ``BRAIN_SUMMARIZER`` names: the Ollama model ``BRAIN_SUMMARY_MODEL`` on ``OLLAMA_HOST``
     (the server is not contacted here), or the extractive one."""
-    if settings.summarizer == "extractive":
+    if settings.summarizer == ExtractiveSummarizer.kind:
         return ExtractiveSummarizer()
-    return OllamaSummarizer(settings.summary_model, host=settings.ollama_host, timeout=settings.summary_timeout)
+    if settings.summarizer == OllamaSummarizer.kind:
+        return OllamaSummarizer(settings.summary_model, host=settings.ollama_host, timeout=settings.summary_timeout)
+    raise ConfigError(f"BRAIN_SUMMARIZER={settings.summarizer!r} names no summariser; choose from "
+                      f"{', '.join(SUMMARIZER_KINDS)}")
+
+
+#: every summariser BRAIN_SUMMARIZER can select
+SUMMARIZER_KINDS = (OllamaSummarizer.kind, ExtractiveSummarizer.kind)

@@ -27,6 +27,8 @@ _STOPWORDS = STOP_WORDS | CHAT_FILLERS
 class ExtractiveSummarizer:
     """Picks sentences; ``name`` is ``extractive``. Never fails on non-empty input."""
 
+    #: the BRAIN_SUMMARIZER value that selects this summariser
+    kind = "extractive"
     name = "extractive"
 
     def __init__(self, max_chars: int = DEFAULT_MAX_CHARS):

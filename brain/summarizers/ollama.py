@@ -31,6 +31,15 @@ SYSTEM_PROMPT = (
     "preferences, decisions and open questions; drop greetings and small talk. Output only the summary."
 )
 
+
+
+def model_name_problem(model: str) -> str | None:
+    """Why ``model`` cannot be an Ollama model name, or None (BRAIN_SUMMARY_MODEL is checked with this)."""
+    if not isinstance(model, str) or not model.strip() or any(c.isspace() for c in model):
+        return f"must be an Ollama model name such as {DEFAULT_MODEL}"
+    return None
+
+
 # reasoning models (deepseek-r1, qwen3) put their thinking in the answer between these tags
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 
@@ -38,8 +47,11 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 class OllamaSummarizer:
     """A chat model served by Ollama; ``name`` is ``ollama/<model>``. Construction touches no network."""
 
+    #: the BRAIN_SUMMARIZER value that selects this summariser
+    kind = "ollama"
+
     def __init__(self, model: str = DEFAULT_MODEL, *, host: str = "http://127.0.0.1:11434", timeout: float = 120.0):
-        if not model or any(c.isspace() for c in model):
+        if model_name_problem(model):
             raise SummarizerError(f"invalid Ollama model name {model!r}")
         self.model = model
         self.name = f"ollama/{model}"

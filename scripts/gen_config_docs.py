@@ -1,0 +1,39 @@
+"""Write config/defaults.env and the README's settings table from brain/config.py's Settings.
+
+    python scripts/gen_config_docs.py          # rewrite both files
+    python scripts/gen_config_docs.py --check  # exit 1, naming the stale files, when they differ
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from brain.config_docs import render_defaults_env, update_readme
+
+DEFAULTS_ENV = ROOT / "config" / "defaults.env"
+README = ROOT / "README.md"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = parser.parse_args(argv)
+    wanted = {DEFAULTS_ENV: render_defaults_env(), README: update_readme(README.read_text(encoding="utf-8"))}
+    stale = [path for path, text in wanted.items() if path.read_text(encoding="utf-8") != text]
+    if args.check:
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is stale: run python scripts/gen_config_docs.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(wanted[path], encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
