@@ -75,10 +75,10 @@ def make_settings(tmp_path, url, **overrides) -> Settings:
 def make_chat(tmp_path, stub, local_embedder):
     opened = []
 
-    def factory(embedder=None, url=None, start_worker=True, **overrides):
+    def factory(embedder=None, url=None, start_worker=True, clock=time.time, **overrides):
         settings = make_settings(tmp_path, url or stub.url, **overrides)
         store = RagStore(settings, embedder=embedder or local_embedder)
-        chat = ChatMemory(store, start_worker=start_worker)
+        chat = ChatMemory(store, start_worker=start_worker, clock=clock)
         opened.append((chat, store))
         return chat
 
@@ -564,8 +564,7 @@ def test_remember_records_creation_and_keeps_the_earliest(make_chat):
 # ---- access tracking --------------------------------------------------------------------------------------------
 def test_access_tracking_persists_last_use(make_chat):
     now = [1_800_000_000.0]
-    chat = make_chat(track_access=True, memory_top_k=1)
-    chat._clock = lambda: now[0]
+    chat = make_chat(track_access=True, memory_top_k=1, clock=lambda: now[0])
     cat = chat.remember("The user's cat is called Miso.")
     chat.remember("The user drives a red bicycle.")
     chat.build_context(None, "what is my cat called?")
@@ -588,9 +587,9 @@ def test_access_tracking_is_off_by_default(make_chat):
 
 def test_recency_from_last_use_changes_the_recency_part(make_chat):
     day = 86400.0
-    chat = make_chat(track_access=True, recency_from="last_used", weight_recency=1.0, memory_top_k=1)
+    chat = make_chat(track_access=True, recency_from="last_used", weight_recency=1.0, memory_top_k=1,
+                     clock=lambda: 1_700_000_000.0 + 60 * day)
     old = chat.remember("The user's cat is called Miso.", timestamp=1_700_000_000.0)
-    chat._clock = lambda: 1_700_000_000.0 + 60 * day
     chat.build_context(None, "what is my cat called?")
     (hit,) = chat.store.retrieve_memories("what is my cat called?", now=1_700_000_000.0 + 60 * day)
     assert hit.id == old
@@ -643,7 +642,7 @@ def test_related_turns_find_an_old_turn_outside_the_recent_window(make_chat):
 
 def test_the_summary_worker_survives_an_unexpected_error(make_chat, monkeypatch):
     chat = make_chat(summary_every_n=1)
-    real = chat._turn_texts
+    real = chat.summary_writer.read_window
     calls = []
 
     def flaky(*args, **kwargs):
@@ -652,7 +651,7 @@ def test_the_summary_worker_survives_an_unexpected_error(make_chat, monkeypatch)
             raise RuntimeError("sqlite3.OperationalError: database is locked")  # not a BrainError
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(chat, "_turn_texts", flaky)
+    monkeypatch.setattr(chat.summary_writer, "read_window", flaky)
     conv = chat.record_exchange(None, "first", "one").conversation_id
     assert chat.wait_for_summaries(30)
     assert chat.health()["worker_running"] is True
@@ -666,7 +665,7 @@ def test_a_summary_whose_write_failed_once_is_written_on_retry(make_chat, monkey
 
     # no worker: both windows are queued before the first runs (the jobs run in wait_for_summaries)
     chat = make_chat(summary_every_n=1, summary_backoff_seconds=0.05, start_worker=False)
-    real = chat._write_summary
+    real = chat.summary_writer.write_summary
     failures = []
 
     def flaky(*args, **kwargs):
@@ -675,7 +674,7 @@ def test_a_summary_whose_write_failed_once_is_written_on_retry(make_chat, monkey
             raise StoreUnavailable("chroma server restarting")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(chat, "_write_summary", flaky)
+    monkeypatch.setattr(chat.summary_writer, "write_summary", flaky)
     conv = chat.record_exchange(None, "first", "one").conversation_id
     chat.record_exchange(conv, "second", "two")
     assert chat.wait_for_summaries(30)

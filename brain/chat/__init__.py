@@ -1,0 +1,49 @@
+"""The chat-facing layer: what the model should see, what was said, and what to remember.
+
+:class:`ChatMemory` (:mod:`brain.chat.chat_memory`) is the facade a chat backend holds. Its parts,
+each with one job, data flowing one way (store -> candidates -> context; exchange -> store -> queue):
+
+- :mod:`brain.chat.context` — pure: the sections' candidates -> budget -> prompt (no store access);
+- :mod:`brain.chat.related_turns` — older turns that match the message (:mod:`brain.turn_search`, cached);
+- :mod:`brain.chat.summary_queue` — when a summary is due, and the worker thread that writes them;
+- :mod:`brain.chat.summaries` — one summary: the model with retries in a deadline, the fallback, health;
+- :mod:`brain.chat.access` — access tracking (``last_used``): where it is written and why.
+"""
+
+from brain.chat.access import AccessTracker
+from brain.chat.chat_memory import PERSONA_MAX_SECTIONS, ChatMemory, Exchange, new_conversation_id
+from brain.chat.context import (
+    DROP_PRIORITY,
+    HEADINGS,
+    SECTIONS,
+    Context,
+    ContextBudget,
+    ContextItem,
+    TokenCounter,
+    assemble_context,
+    render_prompt,
+)
+from brain.chat.summaries import SummaryJob, SummaryWriter, summary_id
+from brain.chat.summary_queue import SummaryQueue, SummarySchedule
+
+__all__ = [
+    "DROP_PRIORITY",
+    "HEADINGS",
+    "PERSONA_MAX_SECTIONS",
+    "SECTIONS",
+    "AccessTracker",
+    "ChatMemory",
+    "Context",
+    "ContextBudget",
+    "ContextItem",
+    "Exchange",
+    "SummaryJob",
+    "SummaryQueue",
+    "SummarySchedule",
+    "SummaryWriter",
+    "TokenCounter",
+    "assemble_context",
+    "new_conversation_id",
+    "render_prompt",
+    "summary_id",
+]

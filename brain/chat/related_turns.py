@@ -1,0 +1,65 @@
+"""Older turns of a conversation that match the user's message, for the context's ``related`` section.
+
+The ranking is :mod:`brain.turn_search` (dense + BM25, speaker, neighbouring turns); this module
+feeds it from the store and keeps each conversation's :class:`~brain.turn_search.TurnIndex` in
+process, rebuilt when the conversation's turns change, with each turn's vector fetched once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from brain.cache import LRUCache
+from brain.chat.context import ContextItem
+from brain.results import Document
+
+if TYPE_CHECKING:
+    from brain.rag_store import RagStore
+    from brain.turn_search import TurnIndex
+
+#: conversations whose turn search index is kept in process
+TURN_INDEXES_CACHED = 256
+
+
+class RelatedTurns:
+    """Finds the older turns that best match a message. Thread-safe (a race builds an index twice)."""
+
+    def __init__(self, store: RagStore, *, cached: int = TURN_INDEXES_CACHED):
+        self.store = store
+        # conversation -> (its turn ids, TurnIndex, turn vectors by id), least recently used first
+        self._indexes: LRUCache[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = LRUCache(cached)
+
+    def find(self, conversation_id: str, user_message: str, vector: Any, recent: set[str], k: int) -> list[ContextItem]:
+        """The ``k`` turns outside ``recent`` (ids of the recent window) that best match the message."""
+        turns = self.store.conversation_turns(conversation_id)
+        if len(turns) <= len(recent):
+            return []
+        index = self.index(conversation_id, turns)
+        hits = index.search(user_message, vector, min(len(turns), k + len(recent)))
+        return [ContextItem(h.id, h.text, h.metadata, {
+                    "score": h.score, "similarity": h.similarity, "bm25": h.bm25, "dense_part": h.dense_part,
+                    "lexical_part": h.lexical_part, "speaker_part": h.speaker_part,
+                    "neighbour_part": h.neighbour_part})
+                for h in hits if h.id not in recent][:k]
+
+    def index(self, conversation_id: str, turns: list[Document]) -> TurnIndex:
+        """The conversation's search index over ``turns``, rebuilt when they changed."""
+        from brain.turn_search import TurnIndex  # on first use: keeps `import brain.chat` light
+
+        key = tuple(t.id for t in turns)
+        cached = self._indexes.get(conversation_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        vectors = cached[2] if cached is not None else {}
+        missing = [t.id for t in turns if t.id not in vectors]
+        if missing:
+            # by id alone: the ids are turns already, and a type filter makes Chroma scan metadata
+            vectors = {**vectors, **{d.id: d.embedding for d in self.store.get(missing, include_embeddings=True)}}
+        with_vectors = [t for t in turns if t.id in vectors]
+        index = TurnIndex([type(t)(id=t.id, text=t.text, metadata=t.metadata, embedding=vectors[t.id])
+                           for t in with_vectors])
+        self._indexes.put(conversation_id, (key, index, {t.id: vectors[t.id] for t in with_vectors}))
+        return index
+
+
+__all__ = ["TURN_INDEXES_CACHED", "RelatedTurns"]
