@@ -41,6 +41,7 @@ from brain.ranking import ScoreWeights, to_unit_length
 SIMILARITY_ONLY = ScoreWeights(similarity=1.0, importance=0.0, recency=0.0)
 from brain.results import Document, Hit, MemoryHit
 from brain.schemas import (
+    check_last_used,
     GLOBAL_SCOPE,
     DocType,
     check_extra_metadata,
@@ -1143,11 +1144,16 @@ class RagStore:
         """Persist when memories were last retrieved: ``{memory id: epoch}`` -> ``last_used`` in their
         metadata (Chroma and the index; never moved back in time). Memories deleted meanwhile are
         skipped. Returns how many were written."""
-        bad = [k for k, v in used.items() if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v]
+        times, bad = {}, []
+        for key, value in used.items():
+            try:
+                times[key] = check_last_used(value)
+            except ValueError:
+                bad.append(key)
         if bad:
-            raise ValidationError(f"last-use times must be epoch seconds; bad entries for {bad[:5]}")
+            raise ValidationError(f"last-use times must be epoch seconds (finite, >= 0); bad entries for {bad[:5]}")
         with self._lock:
-            metas = self.memory_index().set_last_used({k: float(v) for k, v in used.items()})
+            metas = self.memory_index().set_last_used(times)
             ids = list(metas)
             for start in range(0, len(ids), self.max_batch_size):
                 part = ids[start : start + self.max_batch_size]

@@ -200,6 +200,13 @@ def valid_entity_scope(entity: Any) -> str:
         raise ValidationError(message, [{"item": None, "field": "entity", "message": message}]) from None
 
 
+def check_last_used(value: Any) -> float:
+    """``value`` as a last-use time (epoch seconds, finite, >= 0), else ValueError saying so."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"last_used must be epoch seconds (a number >= 0), got {value!r}")
+    return float(value)
+
+
 def check_conversation_id(value: Any) -> str:
     if not isinstance(value, str) or not _CONV_RE.fullmatch(value):
         raise ValueError(f"conversation_id must look like 'conv-<id>' (letters, digits, . _ : -), got {value!r}")
@@ -500,11 +507,7 @@ class MemoryMetadata(BaseMetadata):
     @field_validator("last_used", mode="before")
     @classmethod
     def _last_used(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"last_used must be epoch seconds (a number >= 0), got {value!r}")
-        return float(value)
+        return None if value is None else check_last_used(value)
 
     @field_validator("pam_status", mode="before")
     @classmethod

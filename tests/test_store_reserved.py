@@ -170,3 +170,11 @@ def test_an_explicit_id_cannot_move_a_memory_into_another_scope(store):
     assert info.value.problems[0]["field"] == "scope"
     assert store.get_one(bob).metadata["scope"] == "entity:bob"
     assert store.retrieve_memories("locker code", k=5) == []
+
+
+@pytest.mark.parametrize("value", [float("inf"), -1.0, float("nan"), True, "yesterday"])
+def test_recorded_memory_use_follows_the_last_used_rule(embedded_store, value):
+    doc_id = embedded_store.upsert_memory("The boiler is serviced in May")
+    with pytest.raises(ValidationError, match="epoch seconds"):
+        embedded_store.record_memory_use({doc_id: value})
+    assert "last_used" not in embedded_store.get_one(doc_id).metadata
