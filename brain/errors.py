@@ -33,14 +33,14 @@ from typing import Any
 REBUILD_COMMAND = "brain mirror rebuild"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Problem(Mapping[str, Any]):
     """One thing wrong with an input: ``item``, its index in a batch (null when the problem is not about
     one item); ``field``, the field's path (``metadata.tags``); ``message``, what is wrong and how to
     fix it; ``file``, for input read from files (a PAM export, a specialists file), which file."""
 
-    # A Problem reads as the dict it is serialised as (p["field"], p.get("item"), {**p}), so code that
-    # handles problems as mappings keeps working; to_dict() is that dict, the shape the API sends.
+    # A Problem reads as, and equals, the dict it is serialised as (p["field"], p.get("item"), {**p}),
+    # so code that handles problems as mappings keeps working; to_dict() is that dict, the API's shape.
 
     field: str
     message: str
@@ -69,6 +69,9 @@ class Problem(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.to_dict())
+
+    def __hash__(self) -> int:  # Mapping's __eq__ compares items; equal problems hash alike
+        return hash(tuple(self.to_dict().items()))
 
 
 def joined(problems: Iterable[Problem | Mapping[str, Any]]) -> str:

@@ -70,6 +70,8 @@ def test_a_problem_reads_as_its_dict():
     problem = Problem("scope", "bad scope", 0)
     assert problem["field"] == "scope" and problem.get("item") == 0 and problem.get("file") is None
     assert dict(problem) == problem.to_dict() and {**problem, "item": 1}["item"] == 1
+    assert problem == {"item": 0, "field": "scope", "message": "bad scope"} and problem != Problem("scope", "bad scope")
+    assert problem == Problem("scope", "bad scope", 0) and len({problem, Problem("scope", "bad scope", 0)}) == 1
     with pytest.raises(KeyError):
         problem["file"]
 
