@@ -29,7 +29,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from brain.errors import Forbidden, NotFound, ValidationError
+from brain.errors import Forbidden, NotFound, Problem, ValidationError, joined
 from brain.schemas import (
     ENTITY_MAX_LENGTH,
     ENTITY_PATTERN,
@@ -64,7 +64,7 @@ def check_entity_name(name: Any, field: str = "entity") -> str:
         except ValueError:
             message = (f"{field} {name!r} is not a valid entity name: 1 to {ENTITY_MAX_LENGTH} characters, "
                        "no control characters, no space at the start or end")
-    raise ValidationError(message, [{"item": None, "field": field, "message": message}])
+    raise ValidationError.of(field, message)
 
 
 def _entity_of(scope: str) -> str | None:
@@ -119,12 +119,12 @@ def refuse_field_keys(metadata: Mapping[str, Any] | None, top_level: Iterable[st
         return
     top = set(top_level)
     problems = [
-        {"item": None, "field": f"metadata.{key}",
-         "message": (f"metadata.{key}: {key!r} is a field of its own; send it at the top level of the body"
-                     if key in top else f"metadata.{key}: {key!r} is set by brain and cannot be sent")}
+        Problem(f"metadata.{key}",
+                f"metadata.{key}: {key!r} is a field of its own; send it at the top level of the body"
+                if key in top else f"metadata.{key}: {key!r} is set by brain and cannot be sent")
         for key in clash
     ]
-    raise ValidationError("; ".join(p["message"] for p in problems), problems)
+    raise ValidationError(joined(problems), problems)
 
 
 def _no_conversation(conversation_id: str) -> NotFound:
@@ -202,7 +202,7 @@ class Access:
             try:
                 scope = check_scope(scope)
             except ValueError as exc:
-                raise ValidationError(str(exc), [{"item": None, "field": "scope", "message": str(exc)}]) from None
+                raise ValidationError.of("scope", str(exc)) from None
         if self.entity is not None:
             own = entity_scope(self.entity)
             if scope is not None and scope != own:
@@ -210,7 +210,7 @@ class Access:
                     raise Forbidden(f"a token bound to entity {self.entity!r} creates memories in scope {own!r} "
                                     f"only, not {scope!r}")
                 message = f"scope {scope!r} disagrees with entity {self.entity!r} (whose scope is {own!r}); send one"
-                raise ValidationError(message, [{"item": None, "field": "scope", "message": message}])
+                raise ValidationError.of("scope", message)
             scope = own
         entity = _entity_of(scope or GLOBAL_SCOPE)
         doc_id = self.chat.remember(text, importance=importance, tags=tags, entity=entity,

@@ -47,8 +47,10 @@ from brain.errors import (
     EmbedderError,
     Forbidden,
     NotFound,
+    Problem,
     StoreUnavailable,
     ValidationError,
+    joined,
 )
 from brain.rag_store import RagStore
 from brain.schemas import (
@@ -162,12 +164,6 @@ DocsBody = Annotated[Annotated[DocCreate, Tag(_ONE_DOC)] | Annotated[DocsCreate,
 
 # ---- response bodies (documentation: the routes return plain dicts) ------------------------------
 
-class Problem(BaseModel):
-    item: int | None = Field(None, description="index in a batch")
-    field: str
-    message: str
-
-
 class ErrorBody(BaseModel):
     error: str = Field(description="validation_error, unauthorized, forbidden, not_found, too_large, ...")
     message: str
@@ -271,16 +267,16 @@ def _field_of(loc: tuple[Any, ...]) -> str:
         ("body",), ("query",), ("path",)) else ".".join(str(p) for p in loc)
 
 
-def _problem(err: dict[str, Any]) -> dict[str, Any]:
-    """One pydantic/FastAPI error as ``{"field", "message"}`` in brain's words: the field as the caller
-    sent it, never a model's class name."""
+def _problem(err: dict[str, Any]) -> Problem:
+    """One pydantic/FastAPI error as a Problem in brain's words: the field as the caller sent it, never a
+    model's class name."""
     kind = err.get("type", "")
     ctx = err.get("ctx") or {}
     field = _field_of(tuple(err.get("loc", ()))) or "body"
     got = _short.repr(err.get("input"))
     msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
     if kind == "json_invalid":
-        return {"field": "body", "message": f"body is not valid JSON: {ctx.get('error', msg)}"}
+        return Problem("body", f"body is not valid JSON: {ctx.get('error', msg)}")
     if kind == "missing":
         message = "a JSON body is required" if field == "body" else f"{field} is required"
     elif kind == "extra_forbidden":
@@ -304,7 +300,7 @@ def _problem(err: dict[str, Any]) -> dict[str, Any]:
         message = f"{field} {msg}"
     else:
         message = f"{field}: {msg}"
-    return {"field": field, "message": message}
+    return Problem(field, message)
 
 
 #: brain's errors other than ValidationError -> (HTTP status, error kind); Starlette picks the handler of
@@ -332,11 +328,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = [_problem(err) for err in exc.errors()]
-        return _error(422, "validation_error", "; ".join(p["message"] for p in problems), problems)
+        # a request's problems are located by their field path alone (it holds any batch index): no item
+        return _error(422, "validation_error", joined(problems),
+                      [{"field": p.field, "message": p.message} for p in problems])
 
     @app.exception_handler(ValidationError)
     async def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
-        return _error(422, "validation_error", str(exc), exc.problems)
+        return _error(422, "validation_error", str(exc), [p.to_dict() for p in exc.problems])
 
     for error_class, (status, kind) in _BRAIN_ERRORS.items():
         app.add_exception_handler(error_class, _status_handler(status, kind))

@@ -134,7 +134,7 @@ class Brain:
         doc_type = _type_name(type)
         kwargs: dict[str, Any] = {"k": k} if k is not None else {}
         if entity is not None and doc_type != DocType.MEMORY.value:
-            raise _invalid("entity", "entity applies to memories only: search with type 'memory'")
+            raise ValidationError.of("entity", "entity applies to memories only: search with type 'memory'")
         if doc_type == DocType.MEMORY.value:
             return self.store.retrieve_memories(query, entity=entity, **kwargs)
         by_similarity = {
@@ -206,17 +206,13 @@ class Brain:
         self.close()
 
 
-def _invalid(field: str, message: str) -> ValidationError:
-    return ValidationError(message, [{"item": None, "field": field, "message": message}])
-
-
 def _type_name(value: str | DocType | None) -> str | None:
     if value is None:
         return None
     try:
         return DocType(value).value
     except ValueError:
-        raise _invalid("type", f"type {value!r} is not a document type; "
+        raise ValidationError.of("type", f"type {value!r} is not a document type; "
                                f"one of {', '.join(t.value for t in DocType)}") from None
 
 

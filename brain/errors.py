@@ -1,8 +1,82 @@
-"""Named errors. Every failure brain reports is one of these, and its message says what to do."""
+"""Named errors. Every failure brain reports is one of these, and its message says what to do.
+
+The hierarchy, by what a caller does about it::
+
+    BrainError
+    ├── ConfigError                   fix a setting
+    ├── ValidationError (ValueError)  fix the input; .problems lists each Problem, nothing was written
+    │   └── FilterError               a ``where`` filter the store cannot express
+    ├── EmbeddingProtocolError (ValueError)   a vector or model name breaking the Engram protocol
+    ├── EmbedderError                 the embedder failed
+    │   └── EmbedderUnavailable       ... or cannot be reached: start it, pull the model
+    ├── EmbeddingModelMismatch        the collection was built with another embedder
+    ├── SummarizerError               the summariser answered with something unusable
+    │   └── SummarizerUnavailable     ... or cannot be reached
+    ├── StoreUnavailable              the store cannot serve now: retry, or fix what the message names
+    │   ├── StoreNotFound, StoreLocked, StoreError
+    │   └── MirrorCorrupt             the mirror file is damaged: ``brain mirror rebuild``
+    ├── Forbidden                     the caller may not do this
+    └── NotFound (KeyError)           no document with that id
+
+The shells map them in one place each: the API to HTTP statuses (``brain.api``), the CLI to one
+``error: ...`` line and exit code 1 (``brain.cli``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+#: the command that repairs a damaged mirror, named in every message about one
+REBUILD_COMMAND = "brain mirror rebuild"
+
+
+@dataclass(frozen=True, eq=False)
+class Problem(Mapping[str, Any]):
+    """One thing wrong with an input: ``item``, its index in a batch (null when the problem is not about
+    one item); ``field``, the field's path (``metadata.tags``); ``message``, what is wrong and how to
+    fix it; ``file``, for input read from files (a PAM export, a specialists file), which file."""
+
+    # A Problem reads as, and equals, the dict it is serialised as (p["field"], p.get("item"), {**p}),
+    # so code that handles problems as mappings keeps working; to_dict() is that dict, the API's shape.
+
+    field: str
+    message: str
+    item: int | None = None
+    file: str | None = None
+
+    @classmethod
+    def of(cls, problem: Problem | Mapping[str, Any]) -> Problem:
+        """``problem`` as a Problem (a mapping with ``field`` and ``message``; ``item`` and ``file`` optional)."""
+        if isinstance(problem, Problem):
+            return problem
+        return cls(field=str(problem.get("field") or ""), message=str(problem.get("message") or ""),
+                   item=problem.get("item"), file=problem.get("file"))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"item": self.item, "field": self.field, "message": self.message}
+        if self.file is not None:
+            out["file"] = self.file
+        return out
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
+
+    def __hash__(self) -> int:  # Mapping's __eq__ compares items; equal problems hash alike
+        return hash(tuple(self.to_dict().items()))
+
+
+def joined(problems: Iterable[Problem | Mapping[str, Any]]) -> str:
+    """The problems' messages in one sentence, the usual message of a ValidationError."""
+    return "; ".join(Problem.of(p).message for p in problems)
 
 
 class BrainError(Exception):
@@ -16,16 +90,36 @@ class ConfigError(BrainError):
 class ValidationError(BrainError, ValueError):
     """Input failed validation; nothing was written.
 
-    ``problems`` lists each problem as ``{"item": index or None, "field": name, "message": text}``.
+    ``problems`` lists each :class:`Problem`; mappings passed in are read as Problems.
     """
 
-    def __init__(self, message: str, problems: list[dict[str, Any]] | None = None):
+    def __init__(self, message: str, problems: Iterable[Problem | Mapping[str, Any]] | None = None):
         super().__init__(message)
-        self.problems = problems or []
+        self.problems: list[Problem] = [Problem.of(p) for p in problems or ()]
+
+    @classmethod
+    def of(cls, field: str, message: str, *, item: int | None = None) -> ValidationError:
+        """The error for one problem, its message the problem's."""
+        return cls(message, [Problem(field, message, item)])
 
 
 class FilterError(ValidationError):
     """A ``where`` filter that the store cannot express."""
+
+
+class EmbeddingProtocolError(BrainError, ValueError):
+    """A vector or model name that breaks the Engram Embedding Protocol v2 (:mod:`brain.mirror.protocol`).
+
+    ``code`` is one of that module's ``ERROR_CODES``; ``memory_id`` and ``model`` say which row, when known.
+    """
+
+    def __init__(self, code: str, message: str, *, memory_id: str | None = None, model: str | None = None):
+        where = ", ".join(f"{k} {v!r}" for k, v in (("memory", memory_id), ("model", model)) if v is not None)
+        super().__init__(f"{code}: {message}" + (f" ({where})" if where else ""))
+        self.code = code
+        self.detail = message
+        self.memory_id = memory_id
+        self.model = model
 
 
 class EmbedderError(BrainError):
@@ -40,6 +134,14 @@ class EmbeddingModelMismatch(BrainError):
     """The collection was built with another embedder; vectors from different spaces never mix."""
 
 
+class SummarizerError(BrainError):
+    """The summariser answered, but with something unusable (not JSON, no text, an error status)."""
+
+
+class SummarizerUnavailable(SummarizerError):
+    """The summariser cannot be reached or did not answer in time (e.g. Ollama is not running)."""
+
+
 class StoreUnavailable(BrainError):
     """The Chroma store cannot be opened or reached."""
 
@@ -52,14 +154,27 @@ class StoreLocked(StoreUnavailable):
     """Another process has the embedded data directory open (embedded Chroma is single-process)."""
 
 
-class Forbidden(BrainError):
-    """The caller may not do this: e.g. a token bound to one entity asked for another's data."""
-
-
 class StoreError(StoreUnavailable):
     """Chroma failed or refused an operation on the collection (an internal error, a request it
     cannot serve). The message names the operation and what to check; nothing of a failed write is
     kept by brain's own state."""
+
+
+class MirrorCorrupt(StoreUnavailable):
+    """The mirror file is damaged. brain keeps working from Chroma without it; ``brain mirror rebuild``
+    moves it aside and rebuilds it from the store. ``path`` is the file, ``detail`` SQLite's finding."""
+
+    def __init__(self, path: str | Path, detail: str):
+        self.path = Path(path)
+        self.detail = detail
+        super().__init__(
+            f"the mirror {self.path} is damaged ({detail}); brain keeps working from Chroma without it. "
+            f"Run `{REBUILD_COMMAND}` to move the file aside and rebuild the mirror from the store"
+        )
+
+
+class Forbidden(BrainError):
+    """The caller may not do this: e.g. a token bound to one entity asked for another's data."""
 
 
 class NotFound(BrainError, KeyError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from brain.errors import FilterError
+from brain.errors import FilterError, Problem
 from brain.schemas import parse_timestamp
 
 SCALAR = (str, int, float, bool)
@@ -26,7 +26,7 @@ LOGICAL = {"$and", "$or"}
 
 
 def _fail(key: str, message: str) -> FilterError:
-    return FilterError(f"where[{key!r}]: {message}", [{"item": None, "field": f"where.{key}", "message": message}])
+    return FilterError(f"where[{key!r}]: {message}", [Problem(f"where.{key}", message)])
 
 
 def _iso(key: str, value: Any) -> str:

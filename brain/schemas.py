@@ -25,7 +25,7 @@ import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from brain.errors import ValidationError
+from brain.errors import Problem, ValidationError, joined
 
 
 class DocType(str, Enum):
@@ -197,7 +197,7 @@ def valid_entity_scope(entity: Any) -> str:
         return entity_scope(entity)
     except ValueError as exc:
         message = f"entity: {exc}"
-        raise ValidationError(message, [{"item": None, "field": "entity", "message": message}]) from None
+        raise ValidationError.of("entity", message) from None
 
 
 def check_last_used(value: Any) -> float:
@@ -219,7 +219,7 @@ def valid_conversation_id(value: Any) -> str:
     try:
         return check_conversation_id(value)
     except ValueError as exc:
-        raise ValidationError(str(exc), [{"item": None, "field": "conversation_id", "message": str(exc)}]) from None
+        raise ValidationError.of("conversation_id", str(exc)) from None
 
 
 #: a conversation id, ``conv-<id>``, checked with a message that says what it must look like
@@ -599,7 +599,7 @@ def model_for(doc_type: Any) -> type[BaseMetadata]:
     except (KeyError, TypeError):
         raise ValidationError(
             f"unknown document type {doc_type!r}: expected one of {', '.join(DOC_TYPES)}",
-            [{"item": None, "field": "type", "message": "unknown document type"}],
+            [Problem("type", "unknown document type")],
         ) from None
 
 
@@ -607,7 +607,7 @@ def _type_name(model: type[BaseMetadata]) -> str:
     return next(name for name, m in MODELS.items() if m is model)
 
 
-def _problems(exc: pydantic.ValidationError) -> list[dict[str, Any]]:
+def _problems(exc: pydantic.ValidationError) -> list[Problem]:
     problems = []
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or (err.get("ctx") or {}).get("key") or "metadata"
@@ -620,7 +620,7 @@ def _problems(exc: pydantic.ValidationError) -> list[dict[str, Any]]:
             msg = f"{field} is not a known field"
         elif not msg.startswith(field.split(".")[0]) and field not in msg:
             msg = f"{field}: {msg}"
-        problems.append({"item": None, "field": field, "message": msg})
+        problems.append(Problem(field, msg))
     return problems
 
 
@@ -630,7 +630,7 @@ def validate_metadata(doc_type: Any, meta: dict[str, Any] | None = None) -> Base
     if not isinstance(meta, (dict, type(None))):
         raise ValidationError(
             f"metadata must be a mapping, got {type(meta).__name__}",
-            [{"item": None, "field": "metadata", "message": "not a mapping"}],
+            [Problem("metadata", "not a mapping")],
         )
     data = dict(meta or {})
     expected = _type_name(model)
@@ -638,20 +638,20 @@ def validate_metadata(doc_type: Any, meta: dict[str, Any] | None = None) -> Base
     if given_type is not None and given_type not in (expected, DocType(expected)):
         raise ValidationError(
             f"type: metadata says {given_type!r} but the document type is {expected!r}",
-            [{"item": None, "field": "type", "message": "type mismatch"}],
+            [Problem("type", "type mismatch")],
         )
     data["type"] = expected
     try:
         validated = model(**data)
     except pydantic.ValidationError as exc:
         problems = _problems(exc)
-        raise ValidationError("; ".join(p["message"] for p in problems), problems) from None
+        raise ValidationError(joined(problems), problems) from None
     except TypeError as exc:  # e.g. non-string keyword names
-        raise ValidationError(f"metadata: {exc}", [{"item": None, "field": "metadata", "message": str(exc)}]) from None
+        raise ValidationError(f"metadata: {exc}", [Problem("metadata", str(exc))]) from None
     too_big = bounds_problems(validated.to_chroma())
     if too_big:
-        problems = [{"item": None, "field": key, "message": message} for key, message in too_big]
-        raise ValidationError("; ".join(p["message"] for p in problems), problems)
+        problems = [Problem(key, message) for key, message in too_big]
+        raise ValidationError(joined(problems), problems)
     return validated
 
 
@@ -662,7 +662,7 @@ def check_extra_metadata(metadata: Any, arguments: tuple[str, ...] = (), *, call
         return {}
     if not isinstance(metadata, Mapping):
         raise ValidationError(f"metadata must be a mapping of keys to values, got {type(metadata).__name__}",
-                              [{"item": None, "field": "metadata", "message": "not a mapping"}])
+                              [Problem("metadata", "not a mapping")])
     problems = []
     for key in metadata:
         if key in RESERVED_KEYS:
@@ -671,9 +671,9 @@ def check_extra_metadata(metadata: Any, arguments: tuple[str, ...] = (), *, call
             message = f"metadata.{key}: give {key!r} as an argument of {call}, not in metadata"
         else:
             continue
-        problems.append({"item": None, "field": f"metadata.{key}", "message": message})
+        problems.append(Problem(f"metadata.{key}", message))
     if problems:
-        raise ValidationError("; ".join(p["message"] for p in problems) + " (nothing was written)", problems)
+        raise ValidationError(joined(problems) + " (nothing was written)", problems)
     return dict(metadata)
 
 
@@ -700,7 +700,7 @@ def read_stored(doc_type: Any, meta: Mapping[str, Any] | None) -> tuple[BaseMeta
         try:
             return validate_metadata(doc_type, data), problems
         except ValidationError as exc:
-            fields = [str(p.get("field") or "metadata") for p in exc.problems]
+            fields = [p.field or "metadata" for p in exc.problems]
             bad = {f if f in data else f.split(".")[0] for f in fields}
             droppable = (bad - fixed) & set(data)
             if not droppable:

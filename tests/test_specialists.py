@@ -153,9 +153,11 @@ def test_validation_errors_name_the_specialist_and_the_field(edit, specialist, f
     edit(data)
     with pytest.raises(ValidationError) as caught:
         specialists_from_yaml(yaml.safe_dump({"specialists": data}), source="my.yaml")
-    problems = [p for p in caught.value.problems if p["specialist"] == specialist and p["field"] == field]
+    item = int(specialist.split()[1]) - 1  # "specialist 3 (email)" is item 2
+    problems = [p for p in caught.value.problems if p.item == item and p.field == field]
     assert problems, caught.value.problems
-    assert words in problems[0]["message"] or words in str(caught.value)
+    assert problems[0].file == "my.yaml" and f"{specialist}: {field}: " in str(caught.value)
+    assert words in problems[0].message or words in str(caught.value)
     assert str(caught.value).startswith("my.yaml: ") and "nothing was registered" in str(caught.value)
 
 

@@ -25,28 +25,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from brain.errors import StoreUnavailable
+from brain.errors import REBUILD_COMMAND, MirrorCorrupt, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-#: the command that repairs a damaged mirror, named in every message about one
-REBUILD_COMMAND = "brain mirror rebuild"
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 #: SQLite's companions of a database file, moved aside with it (a WAL belongs to its own file only)
 _COMPANIONS = ("-wal", "-shm", "-journal")
-
-
-class MirrorCorrupt(StoreUnavailable):
-    """The mirror file is damaged. brain keeps working from Chroma without it; ``brain mirror rebuild``
-    moves it aside and rebuilds it from the store. ``path`` is the file, ``detail`` SQLite's finding."""
-
-    def __init__(self, path: str | Path, detail: str):
-        self.path = Path(path)
-        self.detail = detail
-        super().__init__(
-            f"the mirror {self.path} is damaged ({detail}); brain keeps working from Chroma without it. "
-            f"Run `{REBUILD_COMMAND}` to move the file aside and rebuild the mirror from the store"
-        )
 
 
 def is_corruption(exc: BaseException) -> bool:

@@ -30,7 +30,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from brain.errors import BrainError
+from brain.errors import EmbeddingProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -47,21 +47,6 @@ ERROR_CODES = (BLOB_LENGTH_INVALID, DIMENSION_MISMATCH, NON_FINITE_VALUE, MODEL_
 
 _FLOAT32_LE = np.dtype("<f4")
 _MODEL_RE = re.compile(r"[^/\s]+/[^/\s]+")
-
-
-class EmbeddingProtocolError(BrainError, ValueError):
-    """A vector or model name that breaks the Engram Embedding Protocol v2.
-
-    ``code`` is one of :data:`ERROR_CODES`; ``memory_id`` and ``model`` say which row, when known.
-    """
-
-    def __init__(self, code: str, message: str, *, memory_id: str | None = None, model: str | None = None):
-        where = ", ".join(f"{k} {v!r}" for k, v in (("memory", memory_id), ("model", model)) if v is not None)
-        super().__init__(f"{code}: {message}" + (f" ({where})" if where else ""))
-        self.code = code
-        self.detail = message
-        self.memory_id = memory_id
-        self.model = model
 
 
 # ---- model names and blobs ----------------------------------------------------------------------

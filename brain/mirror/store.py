@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from brain.errors import EmbedderError, StoreUnavailable, ValidationError
+from brain.errors import EmbedderError, Problem, StoreUnavailable, ValidationError
 from brain.mirror import mapping, protocol, schema
 from brain.mirror.integrity import MirrorCorrupt, corruption_named, is_corruption, quick_check
 from brain.mirror.protocol import (
@@ -388,7 +388,7 @@ class EngramMirror:
             if missing:
                 raise ValidationError(
                     f"no memory with id {missing[0]!r} in the mirror ({len(missing)} missing); write the memory first",
-                    [{"item": ids.index(i), "field": "memory_id", "message": "unknown memory"} for i in missing],
+                    [Problem("memory_id", "unknown memory", ids.index(i)) for i in missing],
                 )
             self._check_dimension(model, [r[1] for r in rows])
             now = protocol.now_iso()
@@ -461,7 +461,7 @@ class EngramMirror:
     def _prepare(self, docs: list[Any]) -> list[dict[str, Any]]:
         """Validate a whole batch; the first protocol error, or a ValidationError listing every problem."""
         prepared: list[dict[str, Any]] = []
-        problems: list[dict[str, Any]] = []
+        problems: list[Problem] = []
         protocol_errors: list[EmbeddingProtocolError] = []
         seen: dict[str, int] = {}
         for i, doc in enumerate(docs):
@@ -470,7 +470,7 @@ class EngramMirror:
             elif all(hasattr(doc, a) for a in ("id", "text", "metadata")):
                 doc_id, text, meta, vector = doc.id, doc.text, doc.metadata, getattr(doc, "embedding", None)
             else:
-                problems.append({"item": i, "field": "document", "message": f"expected a dict or a Document, got {type(doc).__name__}"})
+                problems.append(Problem("document", f"expected a dict or a Document, got {type(doc).__name__}", i))
                 continue
             item = []
             if not isinstance(doc_id, str) or not doc_id:
@@ -494,17 +494,17 @@ class EngramMirror:
             if isinstance(doc_id, str) and doc_id in seen and not item:
                 item.append(("id", f"id {doc_id!r} appears twice in the batch (items {seen[doc_id]} and {i})"))
             if item:
-                problems.extend({"item": i, "field": f, "message": m} for f, m in item)
+                problems.extend(Problem(f, m, i) for f, m in item)
                 continue
             seen[doc_id] = i
             try:
                 row = mapping.to_row(doc_id, text, meta, epoch)
             except (TypeError, ValueError) as exc:
-                problems.append({"item": i, "field": "metadata", "message": f"metadata cannot be stored as JSON: {exc}"})
+                problems.append(Problem("metadata", f"metadata cannot be stored as JSON: {exc}", i))
                 continue
             prepared.append({"row": row, "blob": blob, "dimensions": len(blob) // 4 if blob is not None else None})
         if problems:
-            summary = "; ".join(f"item {p['item']}: {p['message']}" for p in problems[:5])
+            summary = "; ".join(f"item {p.item}: {p.message}" for p in problems[:5])
             more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
             log.warning("mirror write of %d documents rejected: %s%s", len(docs), summary, more)
             if protocol_errors:

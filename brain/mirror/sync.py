@@ -294,13 +294,13 @@ def restore_from_mirror(
         try:
             store.upsert_docs(pending)
         except ValidationError as exc:  # keep the valid documents, report the others
-            bad = {p["item"] for p in exc.problems if isinstance(p.get("item"), int)}
+            bad = {p.item for p in exc.problems if isinstance(p.item, int)}
             if not bad and len(pending) == 1:
                 bad = {0}
             if not bad:
                 raise
             for i in sorted(bad, reverse=True):
-                reason = "; ".join(p["message"] for p in exc.problems if p.get("item") == i) or str(exc)
+                reason = "; ".join(p.message for p in exc.problems if p.item == i) or str(exc)
                 report.skipped.append((pending[i]["id"], reason))
                 log.warning("restore from mirror: skipped %r: %s", pending[i]["id"], reason)
                 kind = pending_kinds.pop(i)

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from brain.errors import ValidationError
+from brain.errors import Problem, ValidationError
 from brain.ids import derived_id
 from brain.pam.keys import BRAIN_KEY, CONVERSATION_KEY, EXTRA_KEY, load_extra
 from brain.pam.problems import problem_at
@@ -236,8 +236,8 @@ def _check_item(item: dict[str, Any], where: str, file: str, problems: list) -> 
     try:
         validate_metadata(item["type"], meta)
     except ValidationError as exc:
-        for p in exc.problems or [{"field": "metadata", "message": str(exc)}]:
-            problems.append(problem_at(file, where, f"{p.get('field') or 'metadata'}: {p['message']}"))
+        for p in exc.problems or [Problem("metadata", str(exc))]:
+            problems.append(problem_at(file, where, f"{p.field or 'metadata'}: {p.message}"))
 
 
 def _kept(given: dict[str, Any], plain: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -264,11 +264,11 @@ _NOT_TURN_EXTRA = _TURN_CORE | _TURN_PAM_KEYS | {"text", "id", "embedding"}
 _NOT_SUMMARY_EXTRA = _SUMMARY_CORE | {"text", "id", "embedding"}
 
 
-def pam_to_conversation(conv: dict[str, Any], file: str) -> tuple[ConversationItems | None, list[dict[str, Any]]]:
+def pam_to_conversation(conv: dict[str, Any], file: str) -> tuple[ConversationItems | None, list[Problem]]:
     """A PAM conversation document as brain turns and summaries, and the problems found. A brain
     export (``raw_metadata.brain``) comes back with its ids, indexes and metadata; another producer's
     conversation gets a derived ``conv-<uuid>`` id, derived turn ids and turn_index by message order."""
-    problems: list[dict[str, Any]] = []
+    problems: list[Problem] = []
     raw = conv.get("raw_metadata") or {}
     brain = None
     if BRAIN_KEY in raw:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from brain.errors import Problem
 from brain.pam.problems import problem_at
 from brain.pam.spec import EMBEDDINGS_FILE, SCHEMA_VERSION, embedding_id
 from brain.ranking import to_unit_length
@@ -42,7 +43,7 @@ def embeddings_document(docs, memories: list[dict[str, Any]], model: str) -> dic
     }
 
 
-def vector_problems(files: PamFiles, model: str, dimension: int) -> list[dict[str, Any]]:
+def vector_problems(files: PamFiles, model: str, dimension: int) -> list[Problem]:
     """Embeddings labelled with the store's model that cannot be its vectors: another dimension, or no
     direction at all. (Values are finite and match ``dimensions`` already: :func:`read_pam` checks that.)"""
     problems = []

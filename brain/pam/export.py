@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from brain.errors import BrainError, ValidationError
+from brain.errors import BrainError, Problem, ValidationError
 from brain.memory_index import is_part
 from brain.pam.conversation_mapping import conversation_file_name, conversation_to_pam, index_entry
 from brain.pam.embedding_mapping import embeddings_document
@@ -267,7 +267,7 @@ def _refuse_foreign_directory(out: Path) -> None:
             f"{out} is not empty ({shown}) and holds no brain export; nothing was written. Export into a new "
             f"or empty directory, or force it (`brain export --force`, force=True): brain then writes its files "
             f"there, overwriting any of the same name, and deletes nothing",
-            [{"item": None, "field": "out_dir", "message": f"not empty and not a brain export: {shown}"}],
+            [Problem("out_dir", f"not empty and not a brain export: {shown}")],
         )
 
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from brain.errors import Problem
 from brain.pam.conversation_mapping import ConversationItems, pam_to_conversation
 from brain.pam.embedding_mapping import usable_vector, vector_problems
 from brain.pam.memory_mapping import pam_to_memory
@@ -29,7 +30,7 @@ def import_pam(store: RagStore, path: str | Path) -> ImportReport:
     started = time.perf_counter()
     files = read_pam(path)
     sfile = files.memory_store_path.name
-    problems: list[dict[str, Any]] = []
+    problems: list[Problem] = []
     mapped: list[ConversationItems] = []
     for cfile in files.conversations:
         conv, found = pam_to_conversation(cfile.document, cfile.name)

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from brain.errors import ValidationError
+from brain.errors import Problem, ValidationError
 from brain.pam.keys import BRAIN_KEY, EXTRA_KEY, STATUS_KEY, TYPE_KEY, load_extra
 from brain.pam.problems import problem_at
 from brain.pam.spec import (
@@ -185,12 +185,12 @@ def _brain_block(mem: dict[str, Any], where: str, file: str, i: int, problems: l
 
 def pam_to_memory(
     mem: dict[str, Any], i: int, file: str = MEMORY_STORE_FILE, conversations: Mapping[str, str] | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[Problem]]:
     """A PAM memory object (package-dump form) as an ``upsert_docs`` item, and the problems found.
     ``conversations`` maps the PAM ids of the conversations imported with it to their brain ids (None:
     the file has no conversations_index)."""
     where = f"memories[{i}]"
-    problems: list[dict[str, Any]] = []
+    problems: list[Problem] = []
     brain = _brain_block(mem, where, file, i, problems)
     tags = mem.get("tags", [])
     original = brain.get("tags")
@@ -249,8 +249,8 @@ def pam_to_memory(
     try:
         validate_metadata(DocType.MEMORY, meta)
     except ValidationError as exc:
-        for p in exc.problems or [{"field": "metadata", "message": str(exc)}]:
-            problems.append(problem_at(file, _brain_path(where, p.get("field") or "metadata"), p["message"], i))
+        for p in exc.problems or [Problem("metadata", str(exc))]:
+            problems.append(problem_at(file, _brain_path(where, p.field or "metadata"), p.message, i))
     return {"id": mem["id"], "type": DocType.MEMORY.value, "text": mem["content"], **meta}, problems
 
 

@@ -1,8 +1,8 @@
 """Problems found in PAM files, each naming its file and JSON path (``memory-store.json:
 memories[3].tags[0]: ...``), and the official JSON Schema checks that produce most of them.
 
-One place for the shape of a problem and for turning a list of them into a ValidationError, so reading,
-mapping and export report alike.
+One place for turning PAM findings into :class:`~brain.errors.Problem` (``file`` set, ``field`` the JSON
+path) and a list of them into a ValidationError, so reading, mapping and export report alike.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from brain.errors import ValidationError
+from brain.errors import Problem, ValidationError
 
 _MAX_REPORTED = 20  # problems spelled out in an error message (all of them are in .problems)
 
@@ -32,19 +32,19 @@ def json_path(parts: Iterable[Any]) -> str:
     return out or "(document root)"
 
 
-def problem_at(file: str, path: str, message: str, item: int | None = None) -> dict[str, Any]:
+def problem_at(file: str, path: str, message: str, item: int | None = None) -> Problem:
     if len(message) > 300:
         message = message[:300] + "..."
-    return {"item": item, "field": path, "file": file, "message": message}
+    return Problem(path, message, item, file)
 
 
-def summarize(problems: list[dict[str, Any]]) -> str:
-    shown = "; ".join(f"{p['file']}: {p['field']}: {p['message']}" for p in problems[:_MAX_REPORTED])
+def summarize(problems: list[Problem]) -> str:
+    shown = "; ".join(f"{p.file}: {p.field}: {p.message}" for p in problems[:_MAX_REPORTED])
     more = len(problems) - _MAX_REPORTED
     return shown + (f"; and {more} more" if more > 0 else "")
 
 
-def reject(problems: list[dict[str, Any]]) -> None:
+def reject(problems: list[Problem]) -> None:
     if problems:
         raise ValidationError(f"{summarize(problems)} (nothing was written)", problems)
 
@@ -57,7 +57,7 @@ def _validator(name: str):
     return jsonschema_rs.Draft202012Validator(load_schema(name), validate_formats=True)
 
 
-def schema_problems(document: Any, schema: str, file: str) -> list[dict[str, Any]]:
+def schema_problems(document: Any, schema: str, file: str) -> list[Problem]:
     problems = []
     for error in islice(_validator(schema).iter_errors(document), 200):
         path = list(error.instance_path)

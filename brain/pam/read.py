@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from brain.errors import ValidationError
+from brain.errors import Problem, ValidationError
 from brain.pam.problems import json_path, problem_at, reject, schema_problems
 from brain.pam.spec import (
     EMBEDDINGS_FILE,
@@ -133,9 +133,9 @@ def _too_deep(document: Any, limit: int) -> list[Any]:
     return []
 
 
-def _non_finite(document: Any, file: str) -> list[dict[str, Any]]:
+def _non_finite(document: Any, file: str) -> list[Problem]:
     """Problems for every NaN or infinite number in an embeddings document, naming its embedding."""
-    problems: list[dict[str, Any]] = []
+    problems: list[Problem] = []
     stack: list[tuple[Any, list[Any]]] = [(document, [])]
     while stack:
         value, path = stack.pop()
@@ -148,14 +148,14 @@ def _non_finite(document: Any, file: str) -> list[dict[str, Any]]:
                 if len(path) >= 3 and path[2] == "vector":
                     where = json_path(path[:3])  # one problem per vector, not per value
             message = f"{owner}has a value that is not a finite number ({value}); vectors hold finite numbers"
-            if not any(p["field"] == where for p in problems):
+            if not any(p.field == where for p in problems):
                 problems.append(problem_at(file, where, message, path[1] if owner else None))
             continue
         if isinstance(value, dict):
             stack.extend((child, [*path, key]) for key, child in value.items())
         elif isinstance(value, list):
             stack.extend((child, [*path, i]) for i, child in enumerate(value))
-    return sorted(problems, key=lambda p: p["field"])
+    return sorted(problems, key=lambda p: p.field)
 
 
 def _locate(path: str | Path) -> tuple[Path, Path | None]:
@@ -279,7 +279,7 @@ def read_pam(path: str | Path) -> PamFiles:
     )
 
 
-def _read_conversations(document: dict[str, Any], base: Path, sfile: str, problems: list[dict[str, Any]]
+def _read_conversations(document: dict[str, Any], base: Path, sfile: str, problems: list[Problem]
                         ) -> tuple[list[ConversationFile], int]:
     """Read and schema-check every conversation file the index names (paths relative to ``base``)."""
     out: list[ConversationFile] = []

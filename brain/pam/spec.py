@@ -16,7 +16,7 @@ from typing import Any
 
 import rfc8785
 
-from brain.errors import ValidationError
+from brain.errors import Problem, ValidationError
 from brain.schemas import parse_timestamp
 
 SCHEMA_VERSION = "1.0"
@@ -56,7 +56,7 @@ def integrity_checksum(memories: list[Mapping[str, Any]]) -> str:
         raise ValidationError(
             f"memory {culprit!r} cannot be written as RFC 8785 canonical JSON ({exc}); integers must lie "
             f"within +-(2**53-1): store larger numbers as strings",
-            [{"item": None, "field": "id", "message": str(exc)}],
+            [Problem("id", str(exc))],
         ) from None
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
 

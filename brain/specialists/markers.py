@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from brain.errors import ValidationError
+from brain.errors import Problem, ValidationError, joined
 from brain.specialists.model import Specialist
 
 MARKER = "SPECIALIST_REQUEST["
@@ -40,11 +40,11 @@ def parse_specialist_requests(
     if not isinstance(text, str):
         raise ValidationError(
             f"text must be a string, got {type(text).__name__}",
-            [{"item": None, "field": "text", "message": "not a string"}],
+            [Problem("text", "not a string")],
         )
     known = dict(specialists) if isinstance(specialists, Mapping) else {s.id: s for s in specialists}
     requests: list[SpecialistRequest] = []
-    problems: list[dict[str, Any]] = []
+    problems: list[Problem] = []
     pos = 0
     index = 0
     while True:
@@ -57,7 +57,7 @@ def parse_specialist_requests(
         where = _where(text, start)
 
         def fail(field_name: str, message: str, item: int = item, where: str = where) -> None:
-            problems.append({"item": item, "field": field_name, "message": f"marker {item + 1} at {where}: {message}"})
+            problems.append(Problem(field_name, f"marker {item + 1} at {where}: {message}", item))
 
         name_match = _NAME.match(text, cursor)
         if not name_match:
@@ -98,7 +98,7 @@ def parse_specialist_requests(
         if len(problems) == before:
             requests.append(SpecialistRequest(name, params, start, end))
     if problems:
-        raise ValidationError("; ".join(p["message"] for p in problems), problems)
+        raise ValidationError(joined(problems), problems)
     return requests
 
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, get_args
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, field_validator
 
-from brain.errors import ConfigError, ValidationError
+from brain.errors import ConfigError, Problem, ValidationError
 
 DEFAULT_PATH = Path("config") / "specialists.yaml"
 ParamType = Literal["string", "integer", "number", "boolean", "array", "object"]
@@ -128,52 +128,52 @@ def specialists_from_yaml(text: str, *, source: str = "<string>") -> list[Specia
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         message = f"{source}: not valid YAML{where}: {problem}"
-        raise ValidationError(message, [{"item": None, "field": "yaml", "message": message}]) from None
+        raise ValidationError(message, [Problem("yaml", message, file=source)]) from None
     return validate_specialists(data, source=source)
 
 
 def validate_specialists(data: Any, *, source: str = "<data>") -> list[Specialist]:
     """Validate ``{"specialists": [...]}`` (or the list itself); raise one ValidationError listing
-    every problem, each naming the specialist and the field."""
+    every problem, each naming the specialist (``item``, from 0) and the field; its message names the
+    specialist by number and id."""
     if isinstance(data, Mapping):
         extra = sorted(set(data) - {"specialists"})
         if extra:
             message = f"{source}: unknown top-level keys {extra}; the file holds one key, `specialists:`"
-            raise ValidationError(message, [{"item": None, "field": str(extra[0]), "message": message}])
+            raise ValidationError(message, [Problem(str(extra[0]), message, file=source)])
         data = data.get("specialists")
     if not isinstance(data, list) or not data:
         message = f"{source}: expected `specialists:` followed by a non-empty list of specialists"
-        raise ValidationError(message, [{"item": None, "field": "specialists", "message": message}])
+        raise ValidationError(message, [Problem("specialists", message, file=source)])
 
-    problems: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    names: dict[int, str] = {}  # as messages name them: "specialist 3 (email)"
     specialists: list[Specialist] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(data):
         name = f"specialist {i + 1}"
         if isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
             name += f" ({raw['id']})"
+        names[i] = name
         if not isinstance(raw, Mapping):
-            problems.append(
-                {"item": i, "specialist": name, "field": "", "message": f"must be a mapping, got {type(raw).__name__}"}
-            )
+            problems.append(Problem("", f"must be a mapping, got {type(raw).__name__}", i, source))
             continue
         try:
             spec = Specialist.model_validate(dict(raw))
         except pydantic.ValidationError as exc:
             for err in exc.errors():
                 loc = ".".join(str(p) for p in err["loc"])
-                problems.append({"item": i, "specialist": name, "field": loc, "message": _pydantic_message(err)})
+                problems.append(Problem(loc, _pydantic_message(err), i, source))
             continue
         if spec.id in seen:
             problems.append(
-                {"item": i, "specialist": name, "field": "id",
-                 "message": f"duplicate id; specialist {seen[spec.id] + 1} already uses {spec.id!r}"}
+                Problem("id", f"duplicate id; specialist {seen[spec.id] + 1} already uses {spec.id!r}", i, source)
             )
             continue
         seen[spec.id] = i
         specialists.append(spec)
     if problems:
-        lines = [f"{p['specialist']}: {p['field'] + ': ' if p['field'] else ''}{p['message']}" for p in problems]
+        lines = [f"{names[p.item]}: {p.field + ': ' if p.field else ''}{p.message}" for p in problems]
         raise ValidationError(f"{source}: {'; '.join(lines)} (nothing was registered)", problems)
     return specialists
 

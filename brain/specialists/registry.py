@@ -29,7 +29,7 @@ import numpy as np
 import pydantic
 
 from brain.cache import LRUCache
-from brain.errors import ConfigError, EmbeddingModelMismatch, ValidationError
+from brain.errors import ConfigError, EmbeddingModelMismatch, Problem, ValidationError
 from brain.specialists.markers import SpecialistRequest, parse_specialist_requests
 from brain.specialists.model import DEFAULT_PATH, Specialist, load_specialists, validate_specialists
 from brain.specialists.scoring import (
@@ -355,13 +355,11 @@ class SpecialistRegistry:
     def find_specialists(self, request: str, k: int = 3) -> list[SpecialistMatch]:
         """The ``k`` best specialists for a request, best first, each with its score, parts and band."""
         if not isinstance(request, str) or not request.strip():
-            raise ValidationError(
-                "request must be a non-empty string", [{"item": None, "field": "request", "message": "empty"}]
-            )
+            raise ValidationError("request must be a non-empty string", [Problem("request", "empty")])
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
             raise ValidationError(
                 f"k must be an integer between 1 and 1000, got {k!r}",
-                [{"item": None, "field": "k", "message": "out of range"}],
+                [Problem("k", "out of range")],
             )
         key = normalise_request(request)
         with self._lock:

@@ -10,15 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
-from brain.errors import BrainError
-
-
-class SummarizerError(BrainError):
-    """The summariser answered, but with something unusable (not JSON, no text, an error status)."""
-
-
-class SummarizerUnavailable(SummarizerError):
-    """The summariser cannot be reached or did not answer in time (e.g. Ollama is not running)."""
+from brain.errors import SummarizerError, SummarizerUnavailable  # noqa: F401 (importable from here too)
 
 
 @dataclass(frozen=True)
