@@ -28,8 +28,9 @@ and a part of a memory are ranked under prefixed scopes that no entity's search 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from brain.ids import normalize_memory_text
 from brain.schemas import (

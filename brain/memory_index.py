@@ -24,9 +24,9 @@ from typing import Any, Collection, Iterable, Sequence
 import numpy as np
 
 from brain import ranking
+from brain.memories import index_scope
 from brain.ranking import ScoreWeights
 from brain.results import MemoryHit
-from brain.memories import index_scope
 from brain.schemas import GLOBAL_SCOPE, check_scope
 
 log = logging.getLogger(__name__)
