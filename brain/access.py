@@ -20,7 +20,7 @@ Unrestricted (the admin naming no entity): every memory and conversation; search
 global memories only, as :meth:`RagStore.retrieve_memories` does without an entity.
 
 :class:`Access` applies these rules to the store and the chat layer; the HTTP API calls nothing else
-for memories and conversations.
+for memories and conversations. Which scopes an entity reads and changes is :mod:`brain.memories`' rule.
 """
 
 from __future__ import annotations
