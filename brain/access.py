@@ -20,7 +20,7 @@ Unrestricted (the admin naming no entity): every memory and conversation; search
 global memories only, as :meth:`RagStore.retrieve_memories` does without an entity.
 
 :class:`Access` applies these rules to the store and the chat layer; the HTTP API calls nothing else
-for memories and conversations.
+for memories and conversations. Which scopes an entity reads and changes is :mod:`brain.memories`' rule.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from brain.errors import Forbidden, NotFound, Problem, ValidationError, joined
+from brain.memories import may_change, may_read, readable_scopes
 from brain.schemas import (
     ENTITY_MAX_LENGTH,
     ENTITY_PATTERN,
@@ -96,16 +97,6 @@ class Caller:
 ADMIN = Caller()
 
 
-def may_read(scope: str, acting: str | None) -> bool:
-    """Whether a memory of ``scope`` is visible to a request acting as ``acting``."""
-    return acting is None or scope == GLOBAL_SCOPE or scope == entity_scope(acting)
-
-
-def may_change(scope: str, acting: str | None) -> bool:
-    """Whether a request acting as ``acting`` may change or delete a memory of ``scope``."""
-    return acting is None or scope == entity_scope(acting)
-
-
 def may_use_conversation(scopes: set[str], acting: str | None) -> bool:
     """Whether a conversation whose turns are in ``scopes`` exists for a request acting as ``acting``."""
     return bool(scopes) and (acting is None or scopes == {entity_scope(acting)})
@@ -157,14 +148,11 @@ class Access:
             raise Forbidden(f"{what} needs the admin token without an entity; {who} may not")
 
     # ---- memories -------------------------------------------------------------------------------
-    def _scopes(self) -> list[str] | None:
-        return None if self.entity is None else [GLOBAL_SCOPE, entity_scope(self.entity)]
-
     def list_memories(self, *, tags: Sequence[str] | None = None, limit: int | None = None,
                       offset: int | None = None) -> list[Any]:
         """Memories the request may read, in storage order (unrestricted: every memory)."""
         where: dict[str, Any] = {}
-        scopes = self._scopes()
+        scopes = readable_scopes(self.entity)
         if scopes is not None:
             where["scope"] = scopes
         if tags:

@@ -7,9 +7,10 @@ merged into a global one or another entity's.
 Clustering is greedy and anchored, so every merged memory is itself close to the one it is merged
 into (no chains A~B~C where A and C differ): memories are visited best first — highest importance,
 then earliest creation, then id — and each one not yet merged keeps its text and id and absorbs every
-later memory above the threshold. The kept memory gets every tag (its own first), the highest
-importance, the earliest creation (``created_at``, else the timestamp), the latest timestamp and the
-latest use; ``merged_from`` lists the ids it absorbed.
+later memory above the threshold. The kept memory and those it absorbs merge by the memory rule
+(:func:`brain.memories.merge_near_duplicates`): the kept text and vector, every tag (its own first), the
+highest importance, the earliest creation, the latest timestamp and use; ``merged_from`` lists the ids
+it absorbed (and those they had absorbed).
 
 The whole set of new metadata is validated before anything is written; then the kept memories are
 written in one batch and only after that the merged ones deleted, so an interruption can leave a
@@ -19,14 +20,14 @@ duplicate behind but never loses one. Cost: a blocked similarity matrix per scop
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from brain.errors import ValidationError
-from brain.schemas import DocType, format_timestamp, from_chroma, parse_timestamp, read_stored, validate_metadata
+from brain.memories import created, merge_near_duplicates, merged_fields
+from brain.schemas import DocType, MemoryMetadata, format_timestamp, read_stored
 
 if TYPE_CHECKING:
     from brain.rag_store import RagStore
@@ -87,17 +88,6 @@ class ConsolidationReport:
         return "\n".join(lines)
 
 
-def created(meta: dict[str, Any]) -> datetime:
-    """When a memory was first written: ``created_at``, else its timestamp."""
-    for key in ("created_at", "timestamp"):
-        if meta.get(key) is not None:
-            try:
-                return parse_timestamp(meta[key], key)
-            except ValueError:
-                continue
-    return parse_timestamp(float(meta.get("ts_epoch", 0.0)))
-
-
 XAIBO_PREFIX = "xaibo."
 
 
@@ -111,26 +101,27 @@ def consolidate_memories(store: RagStore, *, threshold: float, dry_run: bool = F
     docs = [d for d in store.get(type=DocType.MEMORY, include_embeddings=True)
             if not any(key.startswith(XAIBO_PREFIX) for key in d.metadata)]
     skipped: dict[str, str] = {}
-    docs = [d for d in (_readable(doc, skipped) for doc in docs) if d is not None]
+    metas = {doc.id: meta for doc in docs if (meta := _readable(doc, skipped)) is not None}
+    docs = [d for d in docs if d.id in metas]
     report = ConsolidationReport(threshold=float(threshold), dry_run=dry_run, scanned=len(docs), skipped=skipped)
     by_scope: dict[str, list[Document]] = {}
     for doc in docs:
-        by_scope.setdefault(str(doc.metadata.get("scope", "global")), []).append(doc)
+        by_scope.setdefault(metas[doc.id].scope, []).append(doc)
     plans: list[tuple[Merge, Document, list[Document]]] = []
     for scope in sorted(by_scope):
-        group = sorted(by_scope[scope], key=lambda d: (-int(d.metadata.get("importance", 3)), created(d.metadata), d.id))
-        plans.extend(_plan_scope(scope, group, float(threshold)))
+        group = sorted(by_scope[scope], key=lambda d: (-metas[d.id].importance, created(metas[d.id]), d.id))
+        plans.extend(_plan_scope(scope, group, metas, float(threshold)))
     report.merges = [merge for merge, _, _ in plans]
     if dry_run or not plans:
         return report
     writes, problems = [], []
     for n, (merge, keeper, members) in enumerate(plans):
-        meta = _merged_metadata(keeper, members, merge)
         try:
-            validate_metadata(DocType.MEMORY, meta)
+            merged = merge_near_duplicates(metas[keeper.id], {d.id: metas[d.id] for d in members})
         except ValidationError as exc:
             problems.extend({"item": n, "field": p["field"], "message": f"{keeper.id}: {p['message']}"} for p in exc.problems)
             continue
+        meta = {k: v for k, v in merged.to_chroma().items() if k not in ("ts_epoch", "type")}
         writes.append({"id": keeper.id, "text": keeper.text, "type": DocType.MEMORY.value,
                        "embedding": keeper.embedding, **meta})
     if problems:
@@ -141,8 +132,8 @@ def consolidate_memories(store: RagStore, *, threshold: float, dry_run: bool = F
     return report
 
 
-def _readable(doc: Document, skipped: dict[str, str]) -> Document | None:
-    """``doc`` with its metadata as the schema reads it, or None (noted in ``skipped``) when its stored
+def _readable(doc: Document, skipped: dict[str, str]) -> MemoryMetadata | None:
+    """``doc``'s metadata as the schema reads it, or None (noted in ``skipped``) when its stored
     metadata breaks the schema (written by an older version or directly through Chroma): merging it
     would carry or silently repair values nobody checked, so it is left alone."""
     meta, problems = read_stored(DocType.MEMORY, doc.metadata)
@@ -151,10 +142,11 @@ def _readable(doc: Document, skipped: dict[str, str]) -> Document | None:
         skipped[doc.id] = "; ".join(problems.values())
         log.warning("memory %s is left out of consolidation: %s", doc.id, skipped[doc.id])
         return None
-    return replace(doc, metadata=from_chroma(meta.to_chroma()))
+    return meta  # type: ignore[return-value]
 
 
-def _plan_scope(scope: str, group: list[Document], threshold: float) -> list[tuple[Merge, Document, list[Document]]]:
+def _plan_scope(scope: str, group: list[Document], metas: dict[str, MemoryMetadata],
+                threshold: float) -> list[tuple[Merge, Document, list[Document]]]:
     n = len(group)
     if n < 2:
         return []
@@ -180,7 +172,7 @@ def _plan_scope(scope: str, group: list[Document], threshold: float) -> list[tup
             merged[j] = True
         keeper = group[i]
         others = [group[j] for j, _ in members]
-        everyone = [keeper, *others]
+        fields = merged_fields([metas[d.id] for d in (keeper, *others)])
         merge = Merge(
             scope=scope,
             kept_id=keeper.id,
@@ -188,26 +180,13 @@ def _plan_scope(scope: str, group: list[Document], threshold: float) -> list[tup
             merged_ids=[d.id for d in others],
             merged_texts=[d.text for d in others],
             similarities=[round(sim, 6) for _, sim in members],
-            tags=list(dict.fromkeys(t for d in everyone for t in (d.metadata.get("tags") or []))),
-            importance=max(int(d.metadata.get("importance", 3)) for d in everyone),
-            created_at=format_timestamp(min(created(d.metadata) for d in everyone)),
-            timestamp=format_timestamp(max(parse_timestamp(d.metadata["timestamp"]) for d in everyone)),
+            tags=fields["tags"],
+            importance=fields["importance"],
+            created_at=format_timestamp(fields["created_at"]),
+            timestamp=format_timestamp(fields["timestamp"]),
         )
         plans.append((merge, keeper, others))
     return plans
 
 
-def _merged_metadata(keeper: Document, members: list[Document], merge: Merge) -> dict[str, Any]:
-    meta = {k: v for k, v in keeper.metadata.items() if k not in ("ts_epoch", "type")}
-    meta.update(tags=merge.tags, importance=merge.importance, created_at=merge.created_at, timestamp=merge.timestamp)
-    used = [float(d.metadata["last_used"]) for d in (keeper, *members) if d.metadata.get("last_used") is not None]
-    if used:
-        meta["last_used"] = max(used)
-    previous = [str(i) for i in keeper.metadata.get("merged_from") or []]
-    meta["merged_from"] = list(dict.fromkeys([*previous, *merge.merged_ids]))
-    if not meta["tags"]:
-        meta.pop("tags")
-    return meta
-
-
-__all__ = ["ConsolidationReport", "Merge", "consolidate_memories", "created"]
+__all__ = ["ConsolidationReport", "Merge", "consolidate_memories"]

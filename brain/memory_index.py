@@ -19,42 +19,22 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 import numpy as np
 
 from brain import ranking
+from brain.memories import index_scope
 from brain.ranking import ScoreWeights
 from brain.results import MemoryHit
-from brain.schemas import (
-    GLOBAL_SCOPE,
-    INACTIVE_STATUSES,
-    STATUS_KEY,
-    XAIBO_CHUNK_KEY,
-    XAIBO_KIND_KEY,
-    check_scope,
-)
+from brain.schemas import GLOBAL_SCOPE, check_scope
 
 log = logging.getLogger(__name__)
 
 # Below this many candidate rows, exact float32 scoring of just those rows beats a full int8 pass.
 SMALL_CANDIDATE_SET = 2048
-#: a memory whose lifecycle status (metadata ``pam_status``, :data:`brain.schemas.STATUS_KEY`) is
-#: inactive is kept in the store, the mirror and exports but never retrieved; all_scopes=True sees it
-RETIRED_PREFIX = "retired:"
-#: rows that are parts of something else rather than memories of their own: the continuation chunks
-#: of a Xaibo memory (``xaibo.chunk`` >= 1; its head carries the whole text) and the raw rows of a
-#: Xaibo vector index (``xaibo.kind`` = "vector"). They are ranked under ``PART_PREFIX + scope``, a
-#: scope ``retrieve_memories`` never asks for, so it ranks whole memories only; the Xaibo modules
-#: ask for these scopes explicitly (:func:`part_scopes`), and all_scopes=True sees them too.
-PART_PREFIX = "part:"
 #: importance of a row whose stored importance cannot be read (the schema's default)
 DEFAULT_IMPORTANCE = 3.0
-
-
-def is_part(meta: dict[str, Any]) -> bool:
-    """Whether a memory row is a part (a continuation chunk or a vector-index row), not a memory."""
-    return meta.get(XAIBO_KIND_KEY) == "vector" or bool(meta.get(XAIBO_CHUNK_KEY))
 
 
 def _number(value: Any) -> float | None:
@@ -93,18 +73,8 @@ def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str
                              or not all(isinstance(t, str) for t in tags)):
         problems["tags"] = f"tags {tags!r} are not a list of strings; ignored"
         tags = None
-    status = meta.get(STATUS_KEY)
-    if isinstance(status, str) and status in INACTIVE_STATUSES:
-        scope = RETIRED_PREFIX + scope  # a scope no query asks for: kept, never retrieved
-    elif is_part(meta):
-        scope = PART_PREFIX + scope  # found only by the modules that ask for parts
-    return {"importance": importance, "epoch": epoch, "used": used, "scope": scope,
+    return {"importance": importance, "epoch": epoch, "used": used, "scope": index_scope(scope, meta),
             "tags": frozenset(tags or ())}, problems
-
-
-def part_scopes(scopes: Iterable[str]) -> set[str]:
-    """The index scopes under which the parts of memories of ``scopes`` are ranked."""
-    return {PART_PREFIX + s for s in scopes}
 
 
 class MemoryIndex:
@@ -322,7 +292,7 @@ class MemoryIndex:
 
     def _candidate_rows(
         self,
-        scopes: set[str] | None,
+        scopes: Collection[str] | None,
         tags: Sequence[str] | None,
         min_importance: int | None,
         equals: dict[str, Any] | None = None,
@@ -387,13 +357,14 @@ class MemoryIndex:
         k: int,
         weights: ScoreWeights,
         now: float,
-        scopes: set[str] | None = None,
+        scopes: Collection[str] | None = None,
         tags: Sequence[str] | None = None,
         min_importance: int | None = None,
         equals: dict[str, Any] | None = None,
     ) -> list[MemoryHit]:
-        """The exact top ``k`` rows for a unit ``query`` vector; ``equals`` keeps rows whose metadata
-        has exactly those values (e.g. ``{"topic": "ocr"}``)."""
+        """The exact top ``k`` rows for a unit ``query`` vector. ``scopes`` keeps rows ranked under those
+        index scopes (:func:`brain.memories.index_scope`; None: every row); ``equals`` keeps rows whose
+        metadata has exactly those values (e.g. ``{"topic": "ocr"}``)."""
         q = ranking.normalize_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
         with self._lock:
             n = self._n

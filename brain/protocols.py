@@ -27,8 +27,9 @@ point never lets a stale chunk be returned, and the next write of that memory cl
 Deleting a memory removes the head and every chunk of every revision.
 
 - Ids: a new memory gets the store's id for its text and scope (``doc-<uuid5>``), so storing the same
-  text again (case and whitespace aside) returns the same id and merges like the store does —
-  attributes united (the new value wins per key), importance the higher, tags united. A memory
+  text again (case and whitespace aside) returns the same id and merges by the store's rule
+  (:mod:`brain.memories`): the first spelling of the text stays, attributes are united (the new value
+  wins per key), importance is the higher, tags are united. A memory
   written by the rest of the assistant with that text is the same memory. (After
   ``update_memory`` changed a memory's text, its id stays; storing that new text again creates a
   second memory, as with ``RagStore.update_memory``.)
@@ -37,7 +38,7 @@ Deleting a memory removes the head and every chunk of every revision.
   ``BrainMemory`` sees every memory document in its scopes (also those the assistant wrote), except
   the rows of a :class:`BrainVectorIndex` and continuation chunks.
 - Parts are not memories: continuation chunks and vector-index rows are ranked under part scopes
-  (:data:`brain.memory_index.PART_PREFIX`), so ``RagStore.retrieve_memories`` and the chat context
+  (:data:`brain.memories.PART_PREFIX`), so ``RagStore.retrieve_memories`` and the chat context
   rank each memory once, by its head (the whole text), and PAM exports leave them out; the Engram
   mirror keeps every row, so a restore brings them back.
 - Attributes: ``importance`` (an integer 1..5), ``tags`` (a list of strings), ``entity`` (the name of
@@ -86,10 +87,12 @@ from brain.embeddings import get_embedder
 from brain.errors import ConfigError, EmbedderError, ValidationError
 from brain.ids import derived_id, new_id
 from brain.ids import memory_id as derived_memory_id
-from brain.memory_index import XAIBO_CHUNK_KEY, XAIBO_KIND_KEY, part_scopes
+from brain.memories import is_part, merged_importance, merged_tags, part_scopes, visible_scopes
 from brain.rag_store import SIMILARITY_ONLY, RagStore
 from brain.schemas import (
     GLOBAL_SCOPE,
+    XAIBO_CHUNK_KEY,
+    XAIBO_KIND_KEY,
     DocType,
     MemoryMetadata,
     check_conversation_id,
@@ -273,12 +276,13 @@ def _resolve_store(store: Any, settings: Any, config: Any, own_keys: Sequence[st
 def _scopes_for(entity: Any, module: str) -> tuple[str, frozenset[str]]:
     """(write scope, readable scopes) for a module's ``entity`` config."""
     if entity is None:
-        return GLOBAL_SCOPE, frozenset({GLOBAL_SCOPE})
+        return GLOBAL_SCOPE, visible_scopes(None)
+    name = entity if isinstance(entity, str) else str(entity)
     try:
-        scope = entity_scope(entity) if isinstance(entity, str) else entity_scope(str(entity))
+        scope = entity_scope(name)
     except ValueError as exc:
         raise ConfigError(f"{module}: entity: {exc}") from None
-    return scope, frozenset({GLOBAL_SCOPE, scope})
+    return scope, visible_scopes(name)
 
 
 def _check_k(k: Any) -> int:
@@ -641,8 +645,7 @@ class BrainMemory(MemoryProtocol):
 
     # -- reads ---------------------------------------------------------------------------------------
     def _visible(self, metadata: Mapping[str, Any]) -> bool:
-        return (metadata.get("scope", GLOBAL_SCOPE) in self.scopes and metadata.get(KIND_KEY) != "vector"
-                and not metadata.get(CHUNK_KEY))
+        return metadata.get("scope", GLOBAL_SCOPE) in self.scopes and not is_part(metadata)
 
     def _head(self, memory_id: Any):
         if not isinstance(memory_id, str) or not memory_id:
@@ -735,13 +738,14 @@ class BrainMemory(MemoryProtocol):
                 docs += self._chunk_docs(memory_id, chunks, encoded.fields, revision)
                 self.store.upsert_docs(docs)  # head and chunks: all or nothing
                 return memory_id
-            # the same memory again: merged like the store merges memories
+            # the same memory again: merged by the memory rule (first text kept; the new attributes win)
             merged = {**decode_attributes(old.metadata), **(attributes or {})}
             merged_encoded = encode_attributes(merged, self.scope)
             fields = merged_encoded.fields
-            fields["importance"] = max(old.metadata.get("importance", 3), encoded.fields.get("importance", 0))
-            fields["tags"] = list(dict.fromkeys([*(old.metadata.get("tags") or []), *encoded.fields.get("tags", [])]))
-            self._rewrite(old, text, merged_encoded, reset=False)
+            given = encoded.fields.get("importance", 1)  # none given: the lowest, so the old one stands
+            fields["importance"] = merged_importance([old.metadata.get("importance", 3), given])
+            fields["tags"] = merged_tags([old.metadata.get("tags") or [], encoded.fields.get("tags", [])])
+            self._rewrite(old, old.text, merged_encoded, reset=False)
             return memory_id
 
     async def update_memory(self, memory_id: str, text: str, attributes: Optional[dict] = None) -> bool:

@@ -32,6 +32,7 @@ from brain.errors import (
 from brain.filters import to_chroma_where
 from brain.ids import derived_id, memory_id, new_id, normalize_memory_text
 from brain.locking import DataDirLock
+from brain.memories import created, merge_duplicate, readable_scopes, same_text, search_scopes
 from brain.memory_index import MemoryIndex
 from brain.mirror import EngramMirror, MirrorCorrupt, MirrorHealth
 from brain.persona import current_version
@@ -52,7 +53,6 @@ from brain.schemas import (
     utc_now,
     valid_conversation_id,
     validate_metadata,
-    visible_scopes,
 )
 
 log = logging.getLogger(__name__)
@@ -440,10 +440,10 @@ class RagStore:
         always the store's embedding of its text. A new ``text`` is embedded again; the timestamp
         becomes ``timestamp`` or now (``created_at`` keeps the first one). Raises :class:`NotFound`
         for an unknown id, and, with ``entity``, for a memory that entity cannot see (see
-        :func:`brain.schemas.visible_scopes`).
+        :func:`brain.memories.visible_scopes`).
         """
         extra = check_extra_metadata(metadata, call="update_memory")
-        visible = visible_scopes(entity) if entity is not None else None
+        visible = readable_scopes(entity)
         with self._lock:
             docs = self.get([doc_id], type=DocType.MEMORY, include_embeddings=True, entity=entity)
             if not docs:
@@ -455,7 +455,7 @@ class RagStore:
                     f"memory {doc_id!r} as stored cannot be read ({'; '.join(problems.values())}); delete it and "
                     f"store it again (nothing was written)")
             meta = old_meta.model_dump(by_alias=True, exclude_none=True)
-            meta["created_at"] = _created(old_meta)
+            meta["created_at"] = created(old_meta)
             if replace_metadata:
                 keep = {field.alias or name for name, field in type(old_meta).model_fields.items()}
                 meta = {k: v for k, v in meta.items() if k in keep}
@@ -595,8 +595,8 @@ class RagStore:
         for p in prepared:
             prev = by_id.get(p["id"])
             if prev is not None and prev["meta"].type == p["meta"].type == DocType.MEMORY.value:
-                merged = _merged_memory(prev["meta"], p["meta"])
-                p = {**prev, "meta": merged} if _same_text(prev["text"], p["text"]) else {**p, "meta": merged}
+                merged = merge_duplicate(prev["meta"], p["meta"])
+                p = {**prev, "meta": merged} if same_text(prev["text"], p["text"]) else {**p, "meta": merged}
             by_id[p["id"]] = p
         return list(by_id.values())
 
@@ -622,8 +622,8 @@ class RagStore:
                             p["id"], "; ".join(problems.values()))
                 out.append(p)
                 continue
-            p["meta"] = _merged_memory(old_model, p["meta"])
-            if _same_text(text or "", p["text"]):
+            p["meta"] = merge_duplicate(old_model, p["meta"])
+            if same_text(text or "", p["text"]):
                 if not problems and _same_content(old_model, p["meta"]):
                     continue
                 p["text"] = text  # the first spelling stays, and with it the stored vector
@@ -869,7 +869,7 @@ class RagStore:
             ids = [ids]
         doc_type = _type_value(type)
         include = ["documents", "metadatas"] + (["embeddings"] if include_embeddings else [])
-        scopes = sorted(visible_scopes(entity)) if entity is not None else None
+        scopes = readable_scopes(entity)
         if ids is not None:
             ids = list(ids)
             pages = self._get_by_ids(ids, where, doc_type, to_chroma_where(where, type=doc_type), include)
@@ -926,7 +926,7 @@ class RagStore:
             raise ValidationError("delete needs ids, where or type; refusing to delete everything")
         if isinstance(ids, str):
             ids = [ids]
-        scopes = sorted(visible_scopes(entity)) if entity is not None else None
+        scopes = readable_scopes(entity)
         with self._lock:
             if ids is not None:
                 ids = list(ids)
@@ -1069,7 +1069,7 @@ class RagStore:
         query already embedded, e.g. once for several document types) replaces ``query``.
         """
         k = self.settings.memory_top_k if k is None else _check_k(k)
-        scopes = None if all_scopes else set(visible_scopes(entity))
+        scopes = search_scopes(entity, all_scopes=all_scopes)
         if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
             raise ValidationError(f"tags must be a list of strings, got {tags!r}")
         now_epoch = _epoch(now)
@@ -1202,47 +1202,16 @@ def _refuse_scope_moves(unique: list[dict[str, Any]], stored: dict) -> None:
         raise ValidationError("; ".join(p["message"] for p in problems) + " (nothing was written)", problems)
 
 
-def _merged_memory(old, new):
-    """Same memory written again: the higher importance, every tag (the first write's first), the
-    later timestamp and last use, the earlier creation (``created_at``, else the timestamp; recorded
-    once the timestamp moves on); other fields the new write gives replace the old ones."""
-    data = new.model_dump(by_alias=True, exclude_none=True)
-    data["importance"] = max(old.importance, new.importance)
-    data["tags"] = list(dict.fromkeys([*old.tags, *new.tags]))
-    data["timestamp"] = max(old.timestamp, new.timestamp)
-    created = min(_created(old), _created(new))
-    if old.created_at is not None or new.created_at is not None or created != data["timestamp"]:
-        data["created_at"] = created
-    used = [m.last_used for m in (old, new) if m.last_used is not None]
-    if used:
-        data["last_used"] = max(used)
-    if old.merged_from or new.merged_from:
-        data["merged_from"] = list(dict.fromkeys([*(old.merged_from or []), *(new.merged_from or [])]))
-    for key, value in old.model_dump(by_alias=True, exclude_none=True).items():
-        data.setdefault(key, value)
-    return validate_metadata(DocType.MEMORY, data)
-
-
-def _created(meta) -> datetime:
-    """When a memory was first written: its ``created_at``, else its timestamp."""
-    return meta.created_at if meta.created_at is not None else meta.timestamp
-
-
 # what a repeated write may move without it counting as a change
 _TIME_KEYS = ("timestamp", "ts_epoch", "created_at")
 
 
 def _same_content(old, merged) -> bool:
     """Whether ``merged`` says nothing ``old`` did not: equal apart from the later time."""
-    if _created(old) != _created(merged):
+    if created(old) != created(merged):
         return False
     strip = lambda meta: {k: v for k, v in meta.to_chroma().items() if k not in _TIME_KEYS}  # noqa: E731
     return strip(old) == strip(merged)
-
-
-def _same_text(a: str, b: str) -> bool:
-    """Whether two texts are the same memory's (the id rule: case and whitespace do not count)."""
-    return normalize_memory_text(a) == normalize_memory_text(b)
 
 
 def _tree_bytes(path) -> int:

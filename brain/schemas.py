@@ -182,14 +182,6 @@ def memory_scope(scope: Any = None, entity: Any = None) -> str:
     return own
 
 
-def visible_scopes(entity: Any) -> frozenset[str]:
-    """The scopes a caller acting for ``entity`` may see: the entity's own and the global one
-    (None: the global one only). Raises :class:`ValidationError` for a bad entity."""
-    if entity is None:
-        return frozenset({GLOBAL_SCOPE})
-    return frozenset({GLOBAL_SCOPE, valid_entity_scope(entity)})
-
-
 def valid_entity_scope(entity: Any) -> str:
     """``entity``'s scope, or :class:`ValidationError` naming the field (for callers that take an
     entity as an argument)."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from brain.errors import BrainError, Problem, ValidationError
-from brain.memory_index import is_part
+from brain.memories import is_part
 from brain.pam.conversation_mapping import conversation_file_name, conversation_to_pam, index_entry
 from brain.pam.embedding_mapping import embeddings_document
 from brain.pam.keys import BRAIN_KEY, CONVERSATION_KEY, EXTRA_KEY
