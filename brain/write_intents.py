@@ -40,7 +40,9 @@ data directory and the locks tell running writers from dead ones, so a crash is 
 next open of that data directory (by any process), never while its writer lives. Not covered: two
 processes writing the *same ids* at once; a roll-back restores the previous versions this record
 holds, over whatever another process wrote to those ids after the crash. Records in another data
-directory are invisible to this one.
+directory are invisible to this one. Nor does it repair Chroma itself: an embedded Chroma killed
+inside its own write can damage its vector index (seen with chromadb 1.5.9; then
+``brain restore --from-mirror``). With a server, only the client dies, and Chroma's calls stay whole.
 """
 
 from __future__ import annotations
