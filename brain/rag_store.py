@@ -674,10 +674,11 @@ class RagStore:
                 self._write_chroma(intent, ids, texts, payload, vectors)
                 chroma_written = True
         except BaseException as exc:
+            # a no-op when _write_chroma settled it; else Chroma was never called, or took the whole
+            # write (which stands: only the mirror's commit failed, and a sync catches it up)
+            intent.done()
             if not chroma_written:
-                intent.done()  # no-op when _write_chroma settled it; else Chroma was never called
                 raise
-            intent.done()  # Chroma has the whole write: it stands, and the mirror catches up by a sync
             self._after_write(ids, vectors, texts, metas)
             if not isinstance(exc, Exception):
                 raise
@@ -765,11 +766,9 @@ class RagStore:
 
     def _chroma_calls(self, intent: WriteIntent, n: int, doing: str, call) -> None:
         """``call(start, end)`` for each max batch of ``n`` items, settling ``intent`` when one fails."""
-        tried = 0
         try:
             for start in range(0, n, self.max_batch_size):
-                tried = start + self.max_batch_size
-                call(start, tried)
+                call(start, start + self.max_batch_size)
         except BaseException as exc:
             try:
                 self._roll_back(intent, chroma_only=True)
