@@ -37,6 +37,7 @@ from brain.memory_index import MemoryIndex
 from brain.mirror import EngramMirror, MirrorCorrupt, MirrorHealth
 from brain.persona import current_version
 from brain.ranking import ScoreWeights, to_unit_length
+from brain.write_intents import PriorVersion, WriteIntent, WriteIntentLog
 
 # persona, faq and summaries rank by similarity alone
 SIMILARITY_ONLY = ScoreWeights(similarity=1.0, importance=0.0, recency=0.0)
@@ -246,12 +247,15 @@ class RagStore:
             self.dimension = int(self.col.metadata["dimension"])
             self.max_batch_size = int(self.client.get_max_batch_size())
             self.mirror = self._open_mirror(mirror)
+            self._mirror_types = frozenset(self.settings.mirrored_types)
+            self._mirror_paused = False
+            self._own_mirror = mirror is None or mirror is True
+            # a write a dead process left half done is rolled back before anything reads the store
+            self._intents = WriteIntentLog(self.settings.data_dir)
+            self._intents.resolve(self._roll_back)
         except BaseException:
             self.close()
             raise
-        self._mirror_types = frozenset(self.settings.mirrored_types)
-        self._mirror_paused = False
-        self._own_mirror = mirror is None or mirror is True
 
     def _open_mirror(self, mirror: EngramMirror | bool | None) -> EngramMirror | None:
         """The mirror, or None when it is off or damaged: Chroma is the store, so a damaged mirror is
@@ -405,7 +409,7 @@ class RagStore:
                 unique = self._merge_existing_memories(unique, stored)
             if unique:
                 self._embed_missing(unique)
-                self._write(unique, stored)
+                self._write(unique)
         return [p["id"] for p in prepared]
 
     def _stored(self, ids: Iterable[str], known: dict[str, tuple[str, dict[str, Any]] | None]) -> dict:
@@ -655,27 +659,35 @@ class RagStore:
         for p, vec in zip(todo, vectors):
             p["embedding"] = vec
 
-    def _write(self, unique: list[dict[str, Any]], stored: dict) -> None:
+    def _write(self, unique: list[dict[str, Any]]) -> None:
         ids = [p["id"] for p in unique]
         metas = [p["meta"].to_chroma() for p in unique]
         texts = [p["text"] for p in unique]
         vectors = np.stack([p["embedding"] for p in unique]).astype(np.float32, copy=False)
-        # Several chunks are several Chroma writes: keep what they replace so a failure can be undone.
-        snapshot = self._snapshot(ids) if len(ids) > self.max_batch_size else None
-        payload = self._replacing(ids, metas, snapshot, stored)
+        self._resolve_kept_intents()
+        prior = self._snapshot(ids)
+        payload = self._replacing(ids, metas, prior)
+        # on disk before Chroma sees the write, so that a crash in it is rolled back (brain.write_intents)
+        intent = self._intents.begin(upserted=ids, prior=prior, mirrored=not self._mirror_paused)
         chroma_written = False
         try:
             with self._mirroring(ids, texts, metas, vectors):
-                self._write_chroma(ids, texts, metas, vectors, payload, snapshot)
+                self._write_chroma(intent, ids, texts, payload, vectors)
                 chroma_written = True
-        except Exception as exc:  # the mirror's commit failed after Chroma took the write
+        except BaseException as exc:
+            # a no-op when _write_chroma settled it; else Chroma was never called, or took the whole
+            # write (which stands: only the mirror's commit failed, and a sync catches it up)
+            intent.done()
             if not chroma_written:
                 raise
             self._after_write(ids, vectors, texts, metas)
+            if not isinstance(exc, Exception):
+                raise
             raise StoreUnavailable(
                 f"the {len(ids)} documents were written to Chroma but the mirror could not be updated ({exc}); "
                 f"run `brain mirror sync` once the mirror file is writable again"
             ) from exc
+        intent.done()
         self._after_write(ids, vectors, texts, metas)
 
     @contextmanager
@@ -746,59 +758,104 @@ class RagStore:
             self.mirror.close()
         self.mirror = None
 
-    def _write_chroma(self, ids, texts, metas, vectors, payload, snapshot) -> None:
-        chunks = range(0, len(ids), self.max_batch_size)
-        written = 0
-        try:
-            for start in chunks:
-                end = start + self.max_batch_size
-                self.col.upsert(
-                    ids=ids[start:end], embeddings=vectors[start:end], documents=texts[start:end], metadatas=payload[start:end]
-                )
-                written = end
-        except Exception as exc:  # any Chroma failure: undo the chunks already written, then report
-            if written and snapshot is not None:
-                self._restore(ids[:written], snapshot, dict(zip(ids, metas)))
-            raise StoreUnavailable(f"writing {len(ids)} documents to Chroma failed: {exc}; nothing was written") from exc
+    def _write_chroma(self, intent: WriteIntent, ids, texts, payload, vectors) -> None:
+        """Chroma's upserts, one per max batch. When one fails, the chunks tried so far are rolled
+        back from ``intent`` before the error is raised; if even that fails, the intent is kept and
+        rolled back before this store's next write or at the next open."""
+        self._chroma_calls(intent, len(ids), "writing", lambda start, end: self.col.upsert(
+            ids=ids[start:end], embeddings=vectors[start:end], documents=texts[start:end], metadatas=payload[start:end]))
 
-    def _replacing(self, ids: list[str], metas: list[dict[str, Any]], snapshot: dict | None,
-                   stored: dict) -> list[dict[str, Any]]:
+    def _chroma_calls(self, intent: WriteIntent, n: int, doing: str, call) -> None:
+        """``call(start, end)`` for each max batch of ``n`` items, settling ``intent`` when one fails."""
+        try:
+            for start in range(0, n, self.max_batch_size):
+                call(start, start + self.max_batch_size)
+        except BaseException as exc:
+            try:
+                self._roll_back(intent, chroma_only=True)
+            except BaseException as undo_exc:
+                intent.keep()
+                if not isinstance(exc, Exception):
+                    raise
+                raise StoreUnavailable(
+                    f"{doing} {n} documents in Chroma failed: {exc}; undoing the part written failed too "
+                    f"({undo_exc}): it is undone before the next write, or when the store is next opened"
+                ) from exc
+            intent.done()
+            if not isinstance(exc, Exception):
+                raise
+            raise StoreUnavailable(f"{doing} {n} documents in Chroma failed: {exc}; nothing was written") from exc
+
+    def _replacing(self, ids: list[str], metas: list[dict[str, Any]],
+                   prior: Mapping[str, PriorVersion]) -> list[dict[str, Any]]:
         """Metadata that replaces what is stored. Chroma's upsert merges metadata into the old one, so a
         key the new version lacks (an extra key dropped, tags emptied) is sent as None, which removes it."""
-        if snapshot is not None:
-            old = {i: snapshot[i][1] for i in ids if i in snapshot}
-        else:
-            old = {i: found[1] for i, found in self._stored(ids, stored).items() if found is not None}
         payload = []
         for doc_id, meta in zip(ids, metas):
-            stale = [k for k in (old.get(doc_id) or {}) if k not in meta]
+            old = prior[doc_id].metadata if doc_id in prior else {}
+            stale = [k for k in old if k not in meta]
             payload.append({**meta, **dict.fromkeys(stale)} if stale else meta)
         return payload
 
-    def _snapshot(self, ids: list[str]) -> dict[str, tuple[str, dict, np.ndarray]]:
+    def _snapshot(self, ids: Sequence[str]) -> dict[str, PriorVersion]:
+        """What Chroma holds for ``ids`` now (absent ids are left out): what undoes a write to them."""
         snap = {}
+        ids = list(dict.fromkeys(ids))
         for start in range(0, len(ids), self.max_batch_size):
             got = self.col.get(ids=ids[start : start + self.max_batch_size], include=["documents", "metadatas", "embeddings"])
             for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"]):
-                snap[i] = (d, m, np.asarray(e, dtype=np.float32))
+                snap[i] = PriorVersion(d, dict(m or {}), np.asarray(e, dtype=np.float32))
         return snap
 
-    def _restore(self, ids: list[str], snapshot: dict[str, tuple[str, dict, np.ndarray]],
-                 attempted: dict[str, dict[str, Any]]) -> None:
-        new = [i for i in ids if i not in snapshot]
-        if new:
-            self.col.delete(ids=new)
-        old = [i for i in ids if i in snapshot]
+    def _resolve_kept_intents(self) -> None:
+        """Roll back what an earlier write of this process left half done (its undo had failed), before a
+        new write: rolled back later, its record would undo the new write's ids too."""
+        if self._intents.has_kept:
+            self._intents.resolve(self._roll_back)
+
+    def _roll_back(self, intent: WriteIntent, *, chroma_only: bool = False) -> None:
+        """Undo ``intent`` in Chroma (ids it inserted deleted, previous versions written back), then make
+        the mirror agree with Chroma for its ids. Idempotent, so a crash during it is harmless."""
+        inserted = intent.inserted
+        for start in range(0, len(inserted), self.max_batch_size):
+            self.col.delete(ids=inserted[start : start + self.max_batch_size])
+        old = list(intent.prior)
         for start in range(0, len(old), self.max_batch_size):
             part = old[start : start + self.max_batch_size]
-            self.col.upsert(
-                ids=part,
-                documents=[snapshot[i][0] for i in part],
-                # keys the failed write added are removed again (None), see _replacing
-                metadatas=[{**dict.fromkeys(k for k in attempted.get(i, {}) if k not in snapshot[i][1]), **snapshot[i][1]}
-                           for i in part],
-                embeddings=np.stack([snapshot[i][2] for i in part]),
-            )
+            got = self.col.get(ids=part, include=["metadatas"])
+            current = dict(zip(got["ids"], got["metadatas"] or []))
+            metadatas = []
+            for i in part:
+                version = intent.prior[i].metadata
+                # Chroma merges metadata on upsert: keys the undone write added are removed (None)
+                added = [k for k in (current.get(i) or {}) if k not in version]
+                metadatas.append({**dict.fromkeys(added), **version} if added else version)
+            self.col.upsert(ids=part, documents=[intent.prior[i].document for i in part], metadatas=metadatas,
+                            embeddings=np.stack([intent.prior[i].embedding for i in part]))
+        # the in-process state needs nothing: it takes a write only once the write is done
+        if intent.mirrored and not chroma_only:
+            self._mirror_agree(intent.ids)
+
+    def _mirror_agree(self, ids: list[str]) -> None:
+        """The mirror's rows for ``ids`` as Chroma holds them: copied when of a mirrored type, else gone."""
+        if self.mirror is None:
+            return
+        rows: dict[str, tuple[str, dict[str, Any], np.ndarray]] = {}
+        for start in range(0, len(ids), self.max_batch_size):
+            got = self.col.get(ids=ids[start : start + self.max_batch_size], include=["documents", "metadatas", "embeddings"])
+            for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"]):
+                if (m or {}).get("type") in self._mirror_types:
+                    rows[i] = (d or "", m, np.asarray(e, dtype=np.float32))
+        gone = [i for i in ids if i not in rows]
+        try:
+            with self.mirror.transaction():
+                if gone:
+                    self.mirror.delete(gone)
+                if rows:
+                    self.mirror.upsert({"id": i, "text": d, "metadata": from_chroma(m), "embedding": e}
+                                       for i, (d, m, e) in rows.items())
+        except MirrorCorrupt as exc:
+            self._mirror_broke(exc)
 
     def _after_write(self, ids, vectors, texts, metas) -> None:
         """Bring the in-process state (indexes, cached conversations) in step with a write."""
@@ -939,14 +996,24 @@ class RagStore:
                 found = [i for page in pages for i in page["ids"]]
             else:
                 found = self._ids_where(to_chroma_where(where, type=_type_value(type), scope=scopes))
-            with self._mirror_write(lambda mirror: mirror.delete(found) if found else None, len(found), "deleted"):
-                for start in range(0, len(found), self.max_batch_size):
-                    self.col.delete(ids=found[start : start + self.max_batch_size])
+            if found:
+                self._delete_found(found)
             for index in (self._indexes or {}).values():
                 index.remove(found)
             self._forget_turns(found)
             self._mark_in_step()
         return len(found)
+
+    def _delete_found(self, found: list[str]) -> None:
+        """Delete ``found`` from Chroma and the mirror, all or nothing (see :mod:`brain.write_intents`)."""
+        self._resolve_kept_intents()
+        intent = self._intents.begin(deleted=found, prior=self._snapshot(found))
+        try:
+            with self._mirror_write(lambda mirror: mirror.delete(found), len(found), "deleted"):
+                self._chroma_calls(intent, len(found), "deleting",
+                                   lambda start, end: self.col.delete(ids=found[start:end]))
+        finally:
+            intent.done()  # no-op when the Chroma calls settled it
 
     def count(self, type: str | DocType | None = None, *, where: dict[str, Any] | None = None) -> int:
         doc_type = _type_value(type)
