@@ -91,8 +91,10 @@ class ConsolidationReport:
 XAIBO_PREFIX = "xaibo."
 
 
-def consolidate_memories(store: RagStore, *, threshold: float, dry_run: bool = False) -> ConsolidationReport:
-    """Find (and unless ``dry_run``, apply) the merges described in the module docstring."""
+def consolidate_memories(store: RagStore, *, threshold: float | None = None, dry_run: bool = False) -> ConsolidationReport:
+    """Find (and unless ``dry_run``, apply) the merges described in the module docstring; ``threshold``
+    defaults to ``BRAIN_CONSOLIDATE_THRESHOLD``."""
+    threshold = store.settings.consolidate_threshold if threshold is None else threshold
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < threshold <= 1.0:
         raise ValidationError(f"threshold must be a number in (0, 1], got {threshold!r}",
                               [{"item": None, "field": "threshold", "message": "out of range"}])

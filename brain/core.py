@@ -151,7 +151,6 @@ class Brain:
         defaults to ``BRAIN_CONSOLIDATE_THRESHOLD``. Needs no chat layer."""
         from brain.consolidate import consolidate_memories
 
-        threshold = self.settings.consolidate_threshold if threshold is None else threshold
         return consolidate_memories(self.store, threshold=threshold, dry_run=dry_run)
 
     def health(self, *, detail: bool = False) -> dict[str, Any]:

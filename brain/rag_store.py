@@ -30,7 +30,7 @@ from brain.errors import (
     ValidationError,
 )
 from brain.filters import to_chroma_where
-from brain.ids import derived_id, memory_id, new_id, normalize_memory_text
+from brain.ids import derived_id, memory_id, new_id
 from brain.locking import DataDirLock
 from brain.memories import created, merge_duplicate, readable_scopes, same_text, search_scopes
 from brain.memory_index import MemoryIndex
@@ -562,7 +562,7 @@ class RagStore:
                 return
             self._stored((p["id"] for p in derived), stored)
             taken = [p for p in derived if stored[p["id"]] is not None
-                     and normalize_memory_text(stored[p["id"]][0] or "") != normalize_memory_text(p["text"])]
+                     and not same_text(stored[p["id"]][0] or "", p["text"])]
             for p in taken:
                 p["id"] = memory_id(p["text"], p["meta"].scope, attempt)
             derived = taken

@@ -185,6 +185,8 @@ def memory_scope(scope: Any = None, entity: Any = None) -> str:
 def valid_entity_scope(entity: Any) -> str:
     """``entity``'s scope, or :class:`ValidationError` naming the field (for callers that take an
     entity as an argument)."""
+    if not isinstance(entity, str):
+        raise ValidationError(f"entity must be a string, got {entity!r}", [Problem("entity", "not a string")])
     try:
         return entity_scope(entity)
     except ValueError as exc:

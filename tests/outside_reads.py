@@ -1,7 +1,7 @@
 """A pytest plugin that fails the session when a test reads a file beside the repository.
 
 The suite must pass from a fresh clone, so nothing under the repository's parent directory may be
-read: not a ``../shared`` folder, not a sibling checkout. An audit hook (PEP 578) sees every file
+read: no sibling folder, no sibling checkout. An audit hook (PEP 578) sees every file
 this process opens and every directory it lists; a path under the parent but outside the repository
 is recorded, unless it lies in the Python installation (a virtualenv may sit beside the clone) or in
 the session's temporary directory. At the end the session fails and the paths are listed.

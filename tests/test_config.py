@@ -385,11 +385,11 @@ def test_every_subdirectory_of_a_project_resolves_the_same_paths(tmp_path, monke
 
 
 def test_relative_paths_in_env_files_are_relative_to_the_project(tmp_path, monkeypatch):
-    root = project(tmp_path / "proj", "BRAIN_DATA_DIR=../shared-data\nBRAIN_MIRROR_PATH=mirrors/m.db\n")
+    root = project(tmp_path / "proj", "BRAIN_DATA_DIR=../common-data\nBRAIN_MIRROR_PATH=mirrors/m.db\n")
     (root / "sub").mkdir()
     monkeypatch.chdir(root / "sub")
     settings = Settings()
-    assert settings.data_dir == root / ".." / "shared-data"
+    assert settings.data_dir == root / ".." / "common-data"
     assert settings.mirror_file == root / "mirrors" / "m.db"
 
 

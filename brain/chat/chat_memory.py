@@ -28,15 +28,15 @@ from brain.chat.summaries import SummaryWriter
 from brain.chat.summary_queue import SummaryQueue, SummarySchedule
 from brain.config import Settings
 from brain.consolidate import ConsolidationReport, consolidate_memories
-from brain.errors import ValidationError
+from brain.errors import Problem, ValidationError
 from brain.results import Hit
 from brain.schemas import (
     check_extra_metadata,
-    entity_scope,
     format_timestamp,
     parse_timestamp,
     utc_now,
     valid_conversation_id,
+    valid_entity_scope,
 )
 from brain.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
 
@@ -140,9 +140,9 @@ class ChatMemory:
         conversation_id = _check_conversation(conversation_id)
         if not isinstance(user_message, str) or not user_message.strip():
             raise ValidationError("user_message must be a non-empty string",
-                                  [{"item": None, "field": "user_message", "message": "empty"}])
+                                  [Problem("user_message", "empty")])
         if entity is not None:
-            _check_entity(entity)
+            valid_entity_scope(entity)
         s = self.settings
         if not s.rag_enabled:  # nothing is read: not the store, not the embedder
             return Context(conversation_id=conversation_id, entity=entity, enabled=False)
@@ -212,10 +212,10 @@ class ChatMemory:
         if clashing:
             raise ValidationError(
                 f"metadata may not set {clashing}: record_exchange sets them itself",
-                [{"item": None, "field": f"metadata.{k}", "message": "reserved"} for k in clashing],
+                [Problem(f"metadata.{k}", "reserved") for k in clashing],
             )
         if entity is not None:
-            extra["scope"] = _check_entity(entity)
+            extra["scope"] = valid_entity_scope(entity)
         if timestamp is None:
             timestamp = utc_now()
         with self._stripes[hash(conversation_id) % _LOCK_STRIPES]:
@@ -253,7 +253,7 @@ class ChatMemory:
         try:
             when = parse_timestamp(timestamp if timestamp is not None else utc_now())
         except ValueError as exc:
-            raise ValidationError(str(exc), [{"item": None, "field": "timestamp", "message": str(exc)}]) from None
+            raise ValidationError.of("timestamp", str(exc)) from None
         extra.setdefault("created_at", format_timestamp(when))
         return self.store.upsert_memory(
             text, importance=importance, tags=tags, timestamp=when, source=source,
@@ -262,7 +262,6 @@ class ChatMemory:
 
     def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
         """Merge near-duplicate memories of each scope (see :mod:`brain.consolidate`)."""
-        threshold = self.settings.consolidate_threshold if threshold is None else threshold
         return consolidate_memories(self.store, threshold=threshold, dry_run=dry_run)
 
     # ---- summaries, access, lifetime -----------------------------------------------------------------------
@@ -321,17 +320,6 @@ def _similarity_item(hit: Hit) -> ContextItem:
 def _check_conversation(value: Any) -> str | None:
     """A conversation id, or None (none given)."""
     return None if value is None else valid_conversation_id(value)
-
-
-def _check_entity(entity: Any) -> str:
-    if not isinstance(entity, str):
-        raise ValidationError(f"entity must be a string, got {entity!r}",
-                              [{"item": None, "field": "entity", "message": "not a string"}])
-    try:
-        return entity_scope(entity)
-    except ValueError as exc:
-        message = f"entity: {exc}"
-        raise ValidationError(message, [{"item": None, "field": "entity", "message": message}]) from None
 
 
 __all__ = ["PERSONA_MAX_SECTIONS", "ChatMemory", "Exchange", "new_conversation_id"]

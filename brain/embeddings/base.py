@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 
 from brain.cache import LRUCache
-from brain.errors import EmbedderError, ValidationError
+from brain.errors import EmbedderError, Problem, ValidationError
 
 Kind = Literal["document", "query"]
 
@@ -30,7 +30,7 @@ def _validate_text(text: object, item: int | None) -> str:
     problem = f"got {type(text).__name__}" if not isinstance(text, str) else "got an empty or blank string"
     where = f" (item {item})" if item is not None else ""
     message = f"text must be a non-empty string{where}: {problem}"
-    raise ValidationError(message, [{"item": item, "field": "text", "message": message}])
+    raise ValidationError.of("text", message, item=item)
 
 
 class Embedder(ABC):
@@ -81,7 +81,7 @@ class Embedder(ABC):
             # A str is a Sequence[str]; embedding it character by character is never intended.
             raise ValidationError(
                 "texts must be a sequence of strings, not a single string; use embed_query for one text",
-                [{"item": None, "field": "texts", "message": "expected a sequence of strings"}],
+                [Problem("texts", "expected a sequence of strings")],
             )
         checked = [_validate_text(text, i) for i, text in enumerate(texts)]
         return self._embed_all(checked, "document")
