@@ -1,4 +1,4 @@
-"""brain.protocols against Xaibo's real protocol classes, a real store and a real Xaibo exchange."""
+"""brain.integrations.xaibo against Xaibo's real protocol classes, a real store and a real Xaibo exchange."""
 
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ from xaibo.core.models import EventType
 from xaibo.core.xaibo import Xaibo
 from xaibo.primitives.modules.memory import MemoryToolProvider, VectorMemory
 
-from brain import Brain, protocols
+from brain import Brain
+from brain.integrations import xaibo as protocols
 from brain.chunking import TokenChunker
 from brain.config import Settings
 from brain.errors import BrainError, ConfigError, EmbedderError, ValidationError
 from brain.pam import MEMORY_STORE_FILE, export_pam
-from brain.protocols import (
+from brain.integrations.xaibo import (
     BrainChunker,
     BrainEmbedder,
     BrainMemory,
@@ -116,7 +117,7 @@ def test_init_follows_xaibos_wiring_rules(cls):
     # Xaibo injects every annotated __init__ parameter except config, by the annotation's __name__
     assert set(cls.__init__.__annotations__) == {"config"}
     assert not isinstance(cls.__init__.__annotations__["config"], str), "annotations must be evaluated"
-    config = AgentConfig.from_yaml(f"id: t\nmodules:\n  - module: brain.protocols.{cls.__name__}\n    id: m\n")
+    config = AgentConfig.from_yaml(f"id: t\nmodules:\n  - module: brain.integrations.xaibo.{cls.__name__}\n    id: m\n")
     module = next(m for m in config.modules if m.id == "m")
     assert module.provides == [dict(PAIRS)[cls].__name__]
     assert not module.uses
@@ -566,7 +567,7 @@ def test_example_yaml_wires_brain_memory_into_xaibos_memory_tools():
     assert wiring[("memory-tools", "MemoryProtocol")] == "memory"
     assert wiring[("orchestrator", "ToolProviderProtocol")] == "memory-tools"
     memory = next(m for m in config.modules if m.id == "memory")
-    assert memory.module == "brain.protocols.BrainMemory" and memory.provides == ["MemoryProtocol"]
+    assert memory.module == "brain.integrations.xaibo.BrainMemory" and memory.provides == ["MemoryProtocol"]
 
 
 def test_a_xaibo_exchange_stores_and_retrieves_through_brain(tmp_path, local_embedder):
