@@ -1,7 +1,4 @@
-# typing.List / Optional / Dict on purpose: the protocol methods' signatures equal Xaibo's, annotations included
-# ruff: noqa: UP006, UP045
 """Xaibo's four memory protocols, implemented over brain's store (the Xaibo integration).
-
 Agents built with Xaibo (``pip install brain[xaibo]``) use brain as their memory module with no glue
 code: name a class below in the agent's YAML and Xaibo wires it (each class subclasses the Xaibo
 protocol it implements, so Xaibo sees what it provides).

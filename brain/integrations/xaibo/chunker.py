@@ -1,12 +1,13 @@
 # typing.List / Optional / Dict on purpose: the protocol methods' signatures equal Xaibo's, annotations included
-# ruff: noqa: UP006, UP045
+# ruff: noqa: UP006, UP035, UP045
 """Xaibo's ``ChunkingProtocol`` over brain's token-window chunker.
+
 No ``from __future__ import annotations`` here: Xaibo resolves a module's dependencies from the
 *evaluated* annotations of ``__init__`` (see :mod:`brain.integrations.xaibo`).
 """
 
 import asyncio
-from typing import List, Optional  # noqa: UP035
+from typing import List, Optional
 
 from brain.chunking import TokenChunker
 from brain.errors import ConfigError, ValidationError

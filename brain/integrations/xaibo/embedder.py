@@ -1,6 +1,7 @@
-# typing.List / Optional / Dict on purpose: the protocol methods' signatures equal Xaibo's, annotations included
-# ruff: noqa: UP006, UP045
+# typing.Optional on purpose: the protocol methods' signatures equal Xaibo's, annotations included
+# ruff: noqa: UP045
 """Xaibo's ``EmbeddingProtocol`` over brain's configured embedder.
+
 No ``from __future__ import annotations`` here: Xaibo resolves a module's dependencies from the
 *evaluated* annotations of ``__init__`` (see :mod:`brain.integrations.xaibo`).
 """

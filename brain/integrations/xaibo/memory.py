@@ -1,6 +1,7 @@
 # typing.List / Optional / Dict on purpose: the protocol methods' signatures equal Xaibo's, annotations included
-# ruff: noqa: UP006, UP045
+# ruff: noqa: UP006, UP035, UP045
 """Xaibo's ``MemoryProtocol``: memories as ``memory`` documents of the store, long ones chunked (the
+
 layout is described in :mod:`brain.integrations.xaibo`).
 No ``from __future__ import annotations`` here: Xaibo resolves a module's dependencies from the
 *evaluated* annotations of ``__init__`` (see :mod:`brain.integrations.xaibo`).
@@ -10,7 +11,7 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Mapping
-from typing import Any, List, Optional  # noqa: UP035
+from typing import Any, List, Optional
 
 from brain.errors import ConfigError, ValidationError
 from brain.ids import derived_id

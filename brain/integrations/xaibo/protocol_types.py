@@ -1,10 +1,10 @@
 # typing.List / Optional / Dict on purpose: the protocol methods' signatures equal Xaibo's, annotations included
-# ruff: noqa: UP006, UP045
+# ruff: noqa: UP006, UP035, UP045
 """Xaibo's memory protocol classes and result types, or stand-ins of the same shape when brain is
 installed without the ``xaibo`` extra (the adapters then work from Python, without the framework)."""
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional  # noqa: UP035
+from typing import Any, Dict, Optional
 
 try:
     from xaibo.core.protocols.memory import (

@@ -1,13 +1,14 @@
 # typing.List / Optional / Dict on purpose: the protocol methods' signatures equal Xaibo's, annotations included
-# ruff: noqa: UP006, UP045
+# ruff: noqa: UP006, UP035, UP045
 """Xaibo's ``VectorIndexProtocol``: raw vectors as ``memory`` documents of the store.
+
 No ``from __future__ import annotations`` here: Xaibo resolves a module's dependencies from the
 *evaluated* annotations of ``__init__`` (see :mod:`brain.integrations.xaibo`).
 """
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any, List, Optional  # noqa: UP035
+from typing import Any, List, Optional
 
 import numpy as np
 
