@@ -7,7 +7,7 @@ take numbers only), underscore keys for the FAQ's specialist fields, no empty li
 rejects them).
 
 Every key the store itself reads back is either a typed field of a model (``importance``,
-``created_at``, ``last_used``, ``pam_status``, the Xaibo part markers, ...) or reserved
+``created_at``, ``last_used``, ``status``, ``part_of``, ...) or reserved
 (:data:`RESERVED_KEYS`: computed or set by the store, never given as metadata). Every stored value
 is bounded (the ``MAX_*`` limits below), because Chroma fails on a document with a few thousand
 metadata values and then refuses every later write to the collection.
@@ -20,6 +20,7 @@ here: import from ``brain.schemas``.
 
 from brain.schemas.limits import (
     INACTIVE_STATUSES,
+    LEGACY_STATUS_KEY,
     MAX_KEY_LENGTH,
     MAX_LIST_ITEM_LENGTH,
     MAX_LIST_ITEMS,
@@ -28,14 +29,17 @@ from brain.schemas.limits import (
     MAX_STRING_LENGTH,
     MAX_TAG_LENGTH,
     MAX_TAGS,
-    PAM_STATUSES,
+    PART_OF_KEY,
     RESERVED_HINTS,
     RESERVED_KEYS,
     STATUS_KEY,
-    XAIBO_CHUNK_KEY,
-    XAIBO_KIND_KEY,
+    STATUSES,
+    XAIBO_INDEX_PREFIX,
+    Status,
     bounds_problems,
     check_extra_metadata,
+    is_inactive,
+    is_part,
     metadata_value_problem,
 )
 from brain.schemas.models import (
@@ -88,6 +92,7 @@ __all__ = [
     "ENTITY_PATTERN",
     "GLOBAL_SCOPE",
     "INACTIVE_STATUSES",
+    "LEGACY_STATUS_KEY",
     "MAX_KEY_LENGTH",
     "MAX_LIST_ITEMS",
     "MAX_LIST_ITEM_LENGTH",
@@ -97,12 +102,12 @@ __all__ = [
     "MAX_TAGS",
     "MAX_TAG_LENGTH",
     "MODELS",
-    "PAM_STATUSES",
+    "PART_OF_KEY",
     "RESERVED_HINTS",
     "RESERVED_KEYS",
+    "STATUSES",
     "STATUS_KEY",
-    "XAIBO_CHUNK_KEY",
-    "XAIBO_KIND_KEY",
+    "XAIBO_INDEX_PREFIX",
     "BaseMetadata",
     "ConversationId",
     "DocType",
@@ -110,6 +115,7 @@ __all__ = [
     "MemoryMetadata",
     "PersonaMetadata",
     "Source",
+    "Status",
     "SummaryMetadata",
     "TurnMetadata",
     "bounds_problems",
@@ -123,6 +129,8 @@ __all__ = [
     "format_turn_range",
     "from_chroma",
     "get_all_schemas",
+    "is_inactive",
+    "is_part",
     "memory_scope",
     "metadata_value_problem",
     "model_for",

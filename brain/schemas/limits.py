@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_core import PydanticCustomError
 
@@ -49,14 +49,32 @@ MAX_TAG_LENGTH = 100
 MAX_METADATA_ENTRIES = 2_048
 
 # ---- keys the store interprets ------------------------------------------------------------------
-#: a memory's lifecycle status, as PAM defines it; memories with an inactive one are kept (store,
-#: mirror, exports) but never retrieved
-STATUS_KEY = "pam_status"
-PAM_STATUSES = ("active", "superseded", "deprecated", "retracted", "archived")
+#: a memory's lifecycle status (PAM's vocabulary); absent means active. Memories with an inactive one
+#: are kept (store, mirror, exports) but never ranked for an entity
+STATUS_KEY = "status"
+STATUSES = ("active", "superseded", "deprecated", "retracted", "archived")
+Status = Literal["active", "superseded", "deprecated", "retracted", "archived"]
 INACTIVE_STATUSES = frozenset({"superseded", "retracted", "archived"})
-#: the markers of a Xaibo part (see brain.memory_index): a row of a vector index, or a continuation chunk
-XAIBO_KIND_KEY = "xaibo.kind"
-XAIBO_CHUNK_KEY = "xaibo.chunk"
+#: the name stores written before ``status`` existed used; still read as ``status`` on input
+LEGACY_STATUS_KEY = "pam_status"
+#: the id of what a row is a part of (a long memory a chunk continues, an index a raw vector row
+#: belongs to); absent for a memory of its own. Parts are never ranked as memories
+PART_OF_KEY = "part_of"
+#: the part_of id of a Xaibo vector index's rows: the index is not a stored memory, so its rows point
+#: at a name rather than a document (the scope keeps indexes of different scopes apart)
+XAIBO_INDEX_PREFIX = "xaibo-index:"
+
+
+def is_inactive(meta: Mapping[str, Any]) -> bool:
+    """Whether a stored memory's status retires it (kept, never ranked)."""
+    status = meta.get(STATUS_KEY)
+    return isinstance(status, str) and status in INACTIVE_STATUSES
+
+
+def is_part(meta: Mapping[str, Any]) -> bool:
+    """Whether a stored row is a part of something else (``part_of``), not a memory of its own."""
+    part_of = meta.get(PART_OF_KEY)
+    return isinstance(part_of, str) and bool(part_of)
 
 
 _INT64 = (-(2**63), 2**63 - 1)

@@ -10,15 +10,15 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from brain.schemas.limits import (
     _CHROMA_RESERVED_PREFIXES,
+    LEGACY_STATUS_KEY,
     MAX_KEY_LENGTH,
     MAX_METADATA_KEYS,
     MAX_TAG_LENGTH,
     MAX_TAGS,
-    PAM_STATUSES,
     RESERVED_HINTS,
     RESERVED_KEYS,
-    XAIBO_CHUNK_KEY,
-    XAIBO_KIND_KEY,
+    STATUSES,
+    Status,
     _key_error,
     _storable_extra,
 )
@@ -175,15 +175,14 @@ class MemoryMetadata(BaseMetadata):
     created_at: datetime | None = Field(None, description="when the memory was first written (ISO 8601 with a "
                                                           "timezone, stored in UTC); the timestamp when absent")
     last_used: float | None = Field(None, description="when the memory was last retrieved, epoch seconds >= 0")
-    pam_status: Literal[PAM_STATUSES] | None = Field(  # type: ignore[valid-type]
-        None, description="lifecycle status as PAM defines it; superseded, retracted and archived memories "
-                          "are kept but never retrieved")
+    status: Status | None = Field(
+        None, description="lifecycle status (PAM's): active (when absent), deprecated, superseded, retracted or "
+                          "archived; superseded, retracted and archived memories are kept but never ranked")
+    part_of: str | None = Field(
+        None, max_length=MAX_KEY_LENGTH * 2,
+        description="the id of what this row is a part of (the memory a continuation chunk belongs to, the index "
+                    "a vector row belongs to); parts are never ranked as memories")
     merged_from: list[str] | None = Field(None, description="ids of the memories consolidation merged into this one")
-    xaibo_kind: Literal["memory", "vector"] | None = Field(
-        None, alias=XAIBO_KIND_KEY, description="Xaibo rows: 'memory' (a memory or its chunk) or 'vector' "
-                                                "(a vector-index row, never ranked as a memory)")
-    xaibo_chunk: Annotated[int | None, _whole_number(XAIBO_CHUNK_KEY, 0)] = Field(
-        None, alias=XAIBO_CHUNK_KEY, description="Xaibo chunk number: 0 the memory itself, 1.. a continuation chunk")
 
     @field_validator("importance", mode="before")
     @classmethod
@@ -231,11 +230,18 @@ class MemoryMetadata(BaseMetadata):
     def _last_used(cls, value: Any) -> Any:
         return None if value is None else check_last_used(value)
 
-    @field_validator("pam_status", mode="before")
+    @field_validator("status", mode="before")
     @classmethod
-    def _pam_status(cls, value: Any) -> Any:
-        if value is not None and value not in PAM_STATUSES:
-            raise ValueError(f"pam_status must be one of {', '.join(PAM_STATUSES)}, got {value!r}")
+    def _status(cls, value: Any) -> Any:
+        if value is not None and value not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {value!r}")
+        return value
+
+    @field_validator("part_of", mode="before")
+    @classmethod
+    def _part_of(cls, value: Any) -> Any:
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ValueError(f"part_of must be the id of what the row is a part of, got {value!r}")
         return value
 
     @field_validator("merged_from", mode="before")
@@ -248,12 +254,19 @@ class MemoryMetadata(BaseMetadata):
             raise ValueError(f"merged_from must be a list of document ids, got {value!r}")
         return list(value)
 
-    @field_validator("xaibo_kind", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _xaibo_kind(cls, value: Any) -> Any:
-        if value is not None and value not in ("memory", "vector"):
-            raise ValueError(f"{XAIBO_KIND_KEY} must be 'memory' or 'vector', got {value!r}")
-        return value
+    def _legacy_status(cls, data: Any) -> Any:
+        """``pam_status``, the field's former name, given by a caller: its value is the status (it is the
+        caller's newest word, so it replaces a status already stored)."""
+        if isinstance(data, dict) and LEGACY_STATUS_KEY in data:
+            data = dict(data)
+            value = data.pop(LEGACY_STATUS_KEY)
+            if value is not None and value not in STATUSES:
+                raise _key_error(LEGACY_STATUS_KEY, f"{LEGACY_STATUS_KEY} must be one of {', '.join(STATUSES)}, "
+                                                    f"got {value!r}")
+            data["status"] = value
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -7,7 +7,7 @@ protocol it implements, so Xaibo sees what it provides).
 - :class:`BrainEmbedder` (``EmbeddingProtocol``): text through the configured embedder; images and
   audio raise :class:`UnsupportedModality`.
 - :class:`BrainVectorIndex` (``VectorIndexProtocol``): raw vectors in the ``conversations``
-  collection, as ``memory`` documents marked ``xaibo.kind=vector``.
+  collection, as ``memory`` documents that are parts of their index (``part_of``).
 - :class:`BrainMemory` (``MemoryProtocol``): memories as ``memory`` documents, so they are also
   ranked by ``RagStore.retrieve_memories``, written through to the Engram mirror and exported to PAM.
 
@@ -16,9 +16,9 @@ How memories are stored
 A memory is one *head* document: id = the memory id, text = the whole text, vector = the store's
 embedding of that text (the embedder reads its first ``max_tokens``, which covers the first chunk).
 When the chunker splits the text into several windows, chunks 2..n are stored as well, as memory
-documents of their own (text = the window) with the memory's importance, tags and scope. Every
-document of a memory carries ``xaibo.memory_id`` and a ``xaibo.revision`` that changes with every
-write; a chunk counts only while its revision equals its head's. Writes go: new chunks, then the
+documents of their own (text = the window) with the memory's importance, tags and scope, each a part
+of its memory (the store's ``part_of`` = the memory's id). Every document of a memory carries a
+``xaibo.revision`` that changes with every write; a chunk counts only while its revision equals its head's. Writes go: new chunks, then the
 head (which switches the revision), then the old chunks are deleted — so a write interrupted at any
 point never lets a stale chunk be returned, and the next write of that memory clears the leftovers.
 Deleting a memory removes the head and every chunk of every revision.
@@ -34,8 +34,8 @@ Deleting a memory removes the head and every chunk of every revision.
   entity's and global memories, like ``retrieve_memories(entity=...)``. Without it: global ones.
   ``BrainMemory`` sees every memory document in its scopes (also those the assistant wrote), except
   the rows of a :class:`BrainVectorIndex` and continuation chunks.
-- Parts are not memories: continuation chunks and vector-index rows are ranked under part scopes
-  (:data:`brain.memories.PART_PREFIX`), so ``RagStore.retrieve_memories`` and the chat context
+- Parts are not memories: continuation chunks and vector-index rows carry ``part_of``, which the
+  memory index never ranks as a memory, so ``RagStore.retrieve_memories`` and the chat context
   rank each memory once, by its head (the whole text), and PAM exports leave them out; the Engram
   mirror keeps every row, so a restore brings them back.
 - Attributes: ``importance`` (an integer 1..5), ``tags`` (a list of strings), ``entity`` (the name of
@@ -77,14 +77,12 @@ from brain.integrations.xaibo.chunker import BrainChunker
 from brain.integrations.xaibo.embedder import BrainEmbedder
 from brain.integrations.xaibo.keys import (
     ATTR_PREFIX,
-    CHUNK_KEY,
     CHUNKS_KEY,
     INDEX_KEY,
     JSON_PREFIX,
-    KIND_KEY,
     MAPPED_FIELDS,
     MAPPED_KEY,
-    MEMORY_ID_KEY,
+    PART_OF_KEY,
     REPLACE,
     REVISION_KEY,
 )
@@ -102,13 +100,11 @@ from brain.integrations.xaibo.vector_index import BrainVectorIndex
 __all__ = [
     "ATTR_PREFIX",
     "CHUNKS_KEY",
-    "CHUNK_KEY",
     "INDEX_KEY",
     "JSON_PREFIX",
-    "KIND_KEY",
     "MAPPED_FIELDS",
     "MAPPED_KEY",
-    "MEMORY_ID_KEY",
+    "PART_OF_KEY",
     "REPLACE",
     "REVISION_KEY",
     "XAIBO_AVAILABLE",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from brain.errors import Problem, ValidationError, joined
-from brain.integrations.xaibo.keys import ATTR_PREFIX, JSON_PREFIX, KIND_KEY, MAPPED_FIELDS, MAPPED_KEY
+from brain.integrations.xaibo.keys import ATTR_PREFIX, JSON_PREFIX, MAPPED_FIELDS, MAPPED_KEY, written_by_xaibo
 from brain.schemas import GLOBAL_SCOPE, check_conversation_id, entity_scope, metadata_value_problem
 
 
@@ -94,7 +94,7 @@ def decode_attributes(metadata: Mapping[str, Any]) -> dict[str, Any]:
     A memory written by the rest of the assistant (no Xaibo markers) shows its importance, tags,
     entity and conversation id."""
     out: dict[str, Any] = {}
-    if KIND_KEY in metadata:
+    if written_by_xaibo(metadata):
         mapped = metadata.get(MAPPED_KEY) or []
     else:
         mapped = [k for k in MAPPED_FIELDS if metadata.get(k) not in (None, [])]

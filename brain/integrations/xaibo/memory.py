@@ -19,21 +19,19 @@ from brain.ids import memory_id as derived_memory_id
 from brain.integrations.xaibo.attributes import Encoded, decode_attributes, encode_attributes
 from brain.integrations.xaibo.chunker import BrainChunker
 from brain.integrations.xaibo.keys import (
-    CHUNK_KEY,
     CHUNKS_KEY,
-    KIND_KEY,
     MAPPED_FIELDS,
     MAPPED_KEY,
-    MEMORY_ID_KEY,
     MODEL_FIELDS,
+    PART_OF_KEY,
     REPLACE,
     REVISION_KEY,
 )
 from brain.integrations.xaibo.protocol_types import MemoryProtocol, MemorySearchResult
 from brain.integrations.xaibo.shared import check_k, check_text, resolve_store, scopes_for, unit_score
-from brain.memories import is_part, merged_importance, merged_tags, part_scopes
+from brain.memories import is_part, merged_importance, merged_tags
 from brain.rag_store import SIMILARITY_ONLY
-from brain.schemas import GLOBAL_SCOPE, DocType
+from brain.schemas import GLOBAL_SCOPE, XAIBO_INDEX_PREFIX, DocType
 
 _write_lock = threading.RLock()  # BrainMemory's read-modify-write sequences, across instances
 
@@ -103,16 +101,16 @@ class BrainMemory(MemoryProtocol):
         index = self.store.memory_index()
         fetch = max(4 * k, 16)  # a memory may own several of the top rows: widen until k memories
         while True:
-            hits = index.search(vector, fetch, SIMILARITY_ONLY, 0.0, scopes={*self.scopes, *part_scopes(self.scopes)})
+            hits = index.search(vector, fetch, SIMILARITY_ONLY, 0.0, scopes=self.scopes, rows="memories_and_parts")
             best: dict[str, float] = {}  # memory id -> its best chunk's similarity
             texts: dict[str, str] = {}  # memory id -> its text, when the head itself was a hit
             for hit in hits:
                 meta = hit.metadata
-                if meta.get(KIND_KEY) == "vector":
-                    continue
-                if meta.get(CHUNK_KEY):  # a continuation chunk counts for its head, when of its revision
-                    head_id = meta.get(MEMORY_ID_KEY)
-                    head = index.metadata(head_id) if isinstance(head_id, str) else None
+                if is_part(meta):  # a continuation chunk counts for its head, when of its revision
+                    head_id = meta[PART_OF_KEY]
+                    if head_id.startswith(XAIBO_INDEX_PREFIX):  # a vector index's row
+                        continue
+                    head = index.metadata(head_id)
                     if head is None or head.get(REVISION_KEY) != meta.get(REVISION_KEY) or not self._visible(head):
                         continue
                 else:
@@ -198,14 +196,16 @@ class BrainMemory(MemoryProtocol):
         with _write_lock:
             if self._head(memory_id) is None:
                 return False
-            # every chunk of every revision (and a Xaibo head) in one call, then a plain memory's head
-            self.store.delete(where={MEMORY_ID_KEY: memory_id}, type=DocType.MEMORY)
+            # every chunk of every revision in one call, then the head
+            self.store.delete(where={PART_OF_KEY: memory_id}, type=DocType.MEMORY)
             self.store.delete([memory_id], type=DocType.MEMORY)
             return True
 
     # -- documents -----------------------------------------------------------------------------------
-    def _markers(self, memory_id: str, revision: str, chunk: int) -> dict[str, Any]:
-        return {KIND_KEY: "memory", MEMORY_ID_KEY: memory_id, CHUNK_KEY: chunk, REVISION_KEY: revision}
+    @staticmethod
+    def _markers(memory_id: str, revision: str, chunk: int) -> dict[str, Any]:
+        """The head (chunk 0) carries the revision; a continuation chunk is a part of its memory."""
+        return {REVISION_KEY: revision} if chunk == 0 else {PART_OF_KEY: memory_id, REVISION_KEY: revision}
 
     def _head_doc(self, memory_id: str, text: str, encoded: Encoded, revision: str, chunks: int) -> dict[str, Any]:
         return {
@@ -257,8 +257,8 @@ class BrainMemory(MemoryProtocol):
             memory_id, text, importance=fields.get("importance"), tags=fields.get("tags"),
             metadata=metadata, replace_metadata=True,
         )
-        stale = [d.id for d in self.store.get(where={MEMORY_ID_KEY: memory_id}, type=DocType.MEMORY)
-                 if d.id != memory_id and d.metadata.get(REVISION_KEY) != revision]
+        stale = [d.id for d in self.store.get(where={PART_OF_KEY: memory_id}, type=DocType.MEMORY)
+                 if d.metadata.get(REVISION_KEY) != revision]
         if stale:
             self.store.delete(stale)
 

@@ -15,10 +15,9 @@ import numpy as np
 from brain.errors import ConfigError, Problem, ValidationError, joined
 from brain.ids import new_id
 from brain.integrations.xaibo.attributes import decode_attributes, encode_attributes
-from brain.integrations.xaibo.keys import INDEX_KEY, KIND_KEY, TEXT_ATTRIBUTES
+from brain.integrations.xaibo.keys import INDEX_KEY, PART_OF_KEY, TEXT_ATTRIBUTES, vector_index_part_of
 from brain.integrations.xaibo.protocol_types import VectorIndexProtocol, VectorSearchResult
 from brain.integrations.xaibo.shared import check_k, resolve_store, scopes_for, unit_score
-from brain.memories import part_scopes
 from brain.rag_store import SIMILARITY_ONLY
 from brain.schemas import DocType
 
@@ -26,7 +25,7 @@ from brain.schemas import DocType
 class BrainVectorIndex(VectorIndexProtocol):
     """Vectors and their attributes in the ``conversations`` collection.
 
-    Each vector is a ``memory`` document marked ``xaibo.kind=vector`` and ``xaibo.index=<index>``;
+    Each vector is a ``memory`` document, a part of its index (``part_of`` = ``xaibo-index:<index>``, and ``xaibo.index=<index>``);
     its text is the first of the attributes ``chunk_text``, ``text``, ``content`` (what Xaibo's
     ``VectorMemory`` passes), else a placeholder naming the row. Vectors must have the collection's
     dimension, finite values and not be all zero; a batch with one bad vector or attribute writes
@@ -110,7 +109,7 @@ class BrainVectorIndex(VectorIndexProtocol):
                 "embedding": vec,
                 **encoded.fields,
                 **encoded.extras,
-                KIND_KEY: "vector",
+                PART_OF_KEY: vector_index_part_of(self.index),
                 INDEX_KEY: self.index,
             })
         if problems:
@@ -126,7 +125,8 @@ class BrainVectorIndex(VectorIndexProtocol):
 
     def _search(self, vec: np.ndarray, k: int) -> List[VectorSearchResult]:
         hits = self.store.memory_index().search(
-            vec, k, SIMILARITY_ONLY, 0.0, scopes=part_scopes([self.scope]), equals={KIND_KEY: "vector", INDEX_KEY: self.index}
+            vec, k, SIMILARITY_ONLY, 0.0, scopes=[self.scope], rows="parts",
+            equals={PART_OF_KEY: vector_index_part_of(self.index)}
         )
         return [
             VectorSearchResult(vector_id=h.id, similarity_score=unit_score(h.similarity),
