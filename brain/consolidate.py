@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from brain.errors import ValidationError
-from brain.memories import created, merge_near_duplicates, merged_fields
-from brain.schemas import DocType, MemoryMetadata, format_timestamp, read_stored
+from brain.errors import Problem, ValidationError, joined
+from brain.memories import created, is_part, merge_near_duplicates, merged_fields
+from brain.schemas import PART_OF_KEY, DocType, MemoryMetadata, format_timestamp, read_stored
 
 if TYPE_CHECKING:
     from brain.rag_store import RagStore
@@ -88,20 +88,17 @@ class ConsolidationReport:
         return "\n".join(lines)
 
 
-XAIBO_PREFIX = "xaibo."
-
-
 def consolidate_memories(store: RagStore, *, threshold: float | None = None, dry_run: bool = False) -> ConsolidationReport:
     """Find (and unless ``dry_run``, apply) the merges described in the module docstring; ``threshold``
     defaults to ``BRAIN_CONSOLIDATE_THRESHOLD``."""
     threshold = store.settings.consolidate_threshold if threshold is None else threshold
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < threshold <= 1.0:
-        raise ValidationError(f"threshold must be a number in (0, 1], got {threshold!r}",
-                              [{"item": None, "field": "threshold", "message": "out of range"}])
-    # documents of the Xaibo interface (brain.protocols) are parts of a larger memory or rows of a vector
-    # index: merging them would orphan chunks or drop an index row, so they are never consolidated
-    docs = [d for d in store.get(type=DocType.MEMORY, include_embeddings=True)
-            if not any(key.startswith(XAIBO_PREFIX) for key in d.metadata)]
+        raise ValidationError.of("threshold", f"threshold must be a number in (0, 1], got {threshold!r}")
+    # parts (chunks of a long memory, rows of a vector index) are not memories, and a memory that has
+    # parts is described by them too: merging either would orphan or misdescribe the parts
+    stored = store.get(type=DocType.MEMORY, include_embeddings=True)
+    whole = {d.metadata[PART_OF_KEY] for d in stored if is_part(d.metadata)}
+    docs = [d for d in stored if not is_part(d.metadata) and d.id not in whole]
     skipped: dict[str, str] = {}
     metas = {doc.id: meta for doc in docs if (meta := _readable(doc, skipped)) is not None}
     docs = [d for d in docs if d.id in metas]
@@ -121,14 +118,14 @@ def consolidate_memories(store: RagStore, *, threshold: float | None = None, dry
         try:
             merged = merge_near_duplicates(metas[keeper.id], {d.id: metas[d.id] for d in members})
         except ValidationError as exc:
-            problems.extend({"item": n, "field": p["field"], "message": f"{keeper.id}: {p['message']}"} for p in exc.problems)
+            problems.extend(Problem(p.field, f"{keeper.id}: {p.message}", n) for p in exc.problems)
             continue
         meta = {k: v for k, v in merged.to_chroma().items() if k not in ("ts_epoch", "type")}
         writes.append({"id": keeper.id, "text": keeper.text, "type": DocType.MEMORY.value,
                        "embedding": keeper.embedding, **meta})
     if problems:
         raise ValidationError("consolidation would write invalid metadata; nothing was changed: "
-                              + "; ".join(p["message"] for p in problems), problems)
+                              + joined(problems), problems)
     store.upsert_docs(writes)
     store.delete([doc_id for merge in report.merges for doc_id in merge.merged_ids])
     return report

@@ -8,7 +8,8 @@ The hierarchy, by what a caller does about it::
     │   └── FilterError               a ``where`` filter the store cannot express
     ├── EmbeddingProtocolError (ValueError)   a vector or model name breaking the Engram protocol
     ├── EmbedderError                 the embedder failed
-    │   └── EmbedderUnavailable       ... or cannot be reached: start it, pull the model
+    │   ├── EmbedderUnavailable       ... or cannot be reached: start it, pull the model
+    │   └── UnsupportedModality       ... or cannot embed this kind of input (images, audio)
     ├── EmbeddingModelMismatch        the collection was built with another embedder
     ├── SummarizerError               the summariser answered with something unusable
     │   └── SummarizerUnavailable     ... or cannot be reached
@@ -128,6 +129,10 @@ class EmbedderError(BrainError):
 
 class EmbedderUnavailable(EmbedderError):
     """The embedder cannot be reached (e.g. Ollama is not running or the model is not pulled)."""
+
+
+class UnsupportedModality(EmbedderError):
+    """The embedder cannot embed this kind of input (brain's embedders embed text only)."""
 
 
 class EmbeddingModelMismatch(BrainError):

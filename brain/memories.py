@@ -21,9 +21,9 @@ and the ids of the memories it absorbs join its ``merged_from``.
 **Visibility.** A memory lives in one scope: ``global`` or ``entity:<name>``. Acting as an entity, a
 caller sees the global scope and its own (:func:`visible_scopes`), never another entity's, and changes
 only its own (:func:`may_change`). Unrestricted (the admin naming no entity) reads and changes every
-scope, but ranks global memories only (:func:`search_scopes`). In the memory index, a retired memory
-and a part of a memory are ranked under prefixed scopes that no entity's search asks for
-(:func:`index_scope`).
+scope, but ranks global memories only (:func:`search_scopes`). A retired memory (an inactive
+``status``) and a part of something else (``part_of``) are kept but never ranked as memories
+(:func:`is_inactive`, :func:`is_part`; the memory index filters on them).
 """
 
 from __future__ import annotations
@@ -35,13 +35,11 @@ from typing import Any
 from brain.ids import normalize_memory_text
 from brain.schemas import (
     GLOBAL_SCOPE,
-    INACTIVE_STATUSES,
-    STATUS_KEY,
-    XAIBO_CHUNK_KEY,
-    XAIBO_KIND_KEY,
     DocType,
     MemoryMetadata,
     entity_scope,
+    is_inactive,
+    is_part,
     valid_entity_scope,
     validate_metadata,
 )
@@ -119,17 +117,6 @@ def _validated(base: dict[str, Any], versions: Sequence[MemoryMetadata], fields:
 
 # ---- visibility ------------------------------------------------------------------------------------
 
-#: the index scope prefix of a memory whose lifecycle status (metadata ``pam_status``,
-#: :data:`brain.schemas.STATUS_KEY`) is inactive: kept in the store, the mirror and exports, never
-#: retrieved for an entity (an all-scopes search still sees it)
-RETIRED_PREFIX = "retired:"
-#: the index scope prefix of rows that are parts of something else rather than memories of their own:
-#: the continuation chunks of a Xaibo memory (``xaibo.chunk`` >= 1; its head carries the whole text)
-#: and the raw rows of a Xaibo vector index (``xaibo.kind`` = "vector"). Retrieval ranks whole memories
-#: only; the Xaibo modules ask for these scopes explicitly (:func:`part_scopes`)
-PART_PREFIX = "part:"
-
-
 def visible_scopes(entity: Any) -> frozenset[str]:
     """The scopes a caller acting for ``entity`` may see: the entity's own and the global one
     (None: the global one only). Raises :class:`ValidationError` for a bad entity."""
@@ -145,7 +132,7 @@ def readable_scopes(acting: str | None) -> frozenset[str] | None:
 
 def search_scopes(entity: str | None, *, all_scopes: bool = False) -> frozenset[str] | None:
     """The scopes a memory search for ``entity`` ranks: the visible ones (no entity: global only), or
-    None (every scope, retired memories and parts too) for operators' all-scopes searches."""
+    None (every scope; retired memories and parts too) for operators' all-scopes searches."""
     return None if all_scopes else visible_scopes(entity)
 
 
@@ -160,32 +147,9 @@ def may_change(scope: str, acting: str | None) -> bool:
     return acting is None or scope == entity_scope(acting)
 
 
-def is_part(meta: Mapping[str, Any]) -> bool:
-    """Whether a memory row is a part (a continuation chunk or a vector-index row), not a memory."""
-    return meta.get(XAIBO_KIND_KEY) == "vector" or bool(meta.get(XAIBO_CHUNK_KEY))
-
-
-def index_scope(scope: str, meta: Mapping[str, Any]) -> str:
-    """The scope the memory index ranks a row of ``scope`` under: its own, or a prefixed one that no
-    entity's search asks for when it is retired or a part (see :data:`RETIRED_PREFIX`, :data:`PART_PREFIX`)."""
-    status = meta.get(STATUS_KEY)
-    if isinstance(status, str) and status in INACTIVE_STATUSES:
-        return RETIRED_PREFIX + scope
-    if is_part(meta):
-        return PART_PREFIX + scope
-    return scope
-
-
-def part_scopes(scopes: Iterable[str]) -> set[str]:
-    """The index scopes under which the parts of memories of ``scopes`` are ranked."""
-    return {PART_PREFIX + s for s in scopes}
-
-
 __all__ = [
-    "PART_PREFIX",
-    "RETIRED_PREFIX",
     "created",
-    "index_scope",
+    "is_inactive",
     "is_part",
     "may_change",
     "may_read",
@@ -194,7 +158,6 @@ __all__ = [
     "merged_fields",
     "merged_importance",
     "merged_tags",
-    "part_scopes",
     "readable_scopes",
     "same_text",
     "search_scopes",

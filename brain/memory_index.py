@@ -6,8 +6,10 @@ summary documents are ranked by similarity alone with the same machinery, becaus
 filtered query (``where={"type": ...}``) scans metadata and measured 40-110 ms at 100k documents.
 Layout: unit vectors in one contiguous float32 matrix (for exact rescoring), the same vectors
 as int8 codes with a per-row scale and error bound (for the pre-score, a quarter of the bytes), and
-importance, epoch and scope as arrays so the query-independent parts of the score are vector
-operations. The store keeps it in step with every write it makes, and rebuilds it from Chroma when
+importance, epoch, scope and row kind as arrays so the query-independent parts of the score and
+the filters are vector operations. The row kind comes from the typed fields: an active memory, a
+part (``part_of``: a chunk or vector row, ranked only when asked for) or retired (an inactive
+``status``: kept, ranked only by searches of every row). The store keeps it in step with every write it makes, and rebuilds it from Chroma when
 it notices that someone else changed the collection.
 
 Memory per memory document: 4*d (float32) + d (int8) + ~24 bytes of arrays, plus its text and
@@ -19,15 +21,14 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from typing import Any, Collection, Iterable, Sequence
+from typing import Any, Collection, Iterable, Literal, Sequence
 
 import numpy as np
 
 from brain import ranking
-from brain.memories import index_scope
 from brain.ranking import ScoreWeights
 from brain.results import MemoryHit
-from brain.schemas import GLOBAL_SCOPE, check_scope
+from brain.schemas import GLOBAL_SCOPE, check_scope, is_inactive, is_part
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,20 @@ log = logging.getLogger(__name__)
 SMALL_CANDIDATE_SET = 2048
 #: importance of a row whose stored importance cannot be read (the schema's default)
 DEFAULT_IMPORTANCE = 3.0
+
+# row kinds (see the module docstring)
+MEMORY, PART, RETIRED = 0, 1, 2
+#: which rows a search ranks: "memories" (active memories of their own), "parts" (active parts),
+#: "memories_and_parts", or "all" (every row, retired ones too)
+Rows = Literal["memories", "parts", "memories_and_parts", "all"]
+_KINDS: dict[str, tuple[int, ...]] = {"memories": (MEMORY,), "parts": (PART,), "memories_and_parts": (MEMORY, PART)}
+
+
+def row_kind(meta: dict[str, Any]) -> int:
+    """A row's kind: retired (an inactive status) before part (``part_of``) before memory."""
+    if is_inactive(meta):
+        return RETIRED
+    return PART if is_part(meta) else MEMORY
 
 
 def _number(value: Any) -> float | None:
@@ -45,7 +60,7 @@ def _number(value: Any) -> float | None:
 
 
 def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str]]:
-    """What the index needs of a stored row: ``({"importance", "epoch", "used", "scope", "tags"}, problems)``.
+    """What the index needs of a stored row: ``({"importance", "epoch", "used", "scope", "kind", "tags"}, problems)``.
 
     Rows are validated on the way in, but one written by an older version or directly through Chroma
     may hold anything. A value that cannot be used gets a safe default (importance 3, epoch 0, no last
@@ -73,7 +88,7 @@ def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str
                              or not all(isinstance(t, str) for t in tags)):
         problems["tags"] = f"tags {tags!r} are not a list of strings; ignored"
         tags = None
-    return {"importance": importance, "epoch": epoch, "used": used, "scope": index_scope(scope, meta),
+    return {"importance": importance, "epoch": epoch, "used": used, "scope": scope, "kind": row_kind(meta),
             "tags": frozenset(tags or ())}, problems
 
 
@@ -109,6 +124,7 @@ class MemoryIndex:
             "_epoch": np.zeros(capacity, dtype=np.float64),
             "_used": np.zeros(capacity, dtype=np.float64),  # last use (recency_from="last_used")
             "_scope": np.zeros(capacity, dtype=np.int32),
+            "_kind": np.zeros(capacity, dtype=np.int8),
         }
         if old is not None:
             n = self._n
@@ -137,7 +153,8 @@ class MemoryIndex:
         """Bytes held by the numeric arrays (excluding texts and metadata)."""
         return sum(
             a.nbytes
-            for a in (self._f32, self._i8, self._scale, self._qerr, self._importance, self._epoch, self._used, self._scope)
+            for a in (self._f32, self._i8, self._scale, self._qerr, self._importance, self._epoch, self._used, self._scope,
+                      self._kind)
         )
 
     def reserve(self, rows: int) -> None:
@@ -211,6 +228,7 @@ class MemoryIndex:
                 self._epoch[row] = values["epoch"]
                 self._used[row] = values["used"]
                 self._scope[row] = self._code(values["scope"])
+                self._kind[row] = values["kind"]
                 self._texts[row] = texts[j]
                 self._metas[row] = dict(meta)
                 self._tags[row] = values["tags"]
@@ -240,7 +258,7 @@ class MemoryIndex:
                     self._metas[row] = self._metas[last]
                     self._tags[row] = self._tags[last]
                     for arr in (self._f32, self._i8, self._scale, self._qerr, self._importance, self._epoch, self._used,
-                                self._scope):
+                                self._scope, self._kind):
                         arr[row] = arr[last]
                 self._ids.pop()
                 self._texts.pop()
@@ -296,10 +314,16 @@ class MemoryIndex:
         tags: Sequence[str] | None,
         min_importance: int | None,
         equals: dict[str, Any] | None = None,
+        rows: Rows = "all",
     ) -> np.ndarray | None:
         """Row indexes passing the filters, or None for 'every row'."""
         n = self._n
         mask: np.ndarray | None = None
+        if rows != "all":
+            kinds = _KINDS[rows]
+            mask = self._kind[:n] == kinds[0]
+            for kind in kinds[1:]:
+                mask |= self._kind[:n] == kind
         if equals:
             items = list(equals.items())
             metas = self._metas
@@ -361,16 +385,21 @@ class MemoryIndex:
         tags: Sequence[str] | None = None,
         min_importance: int | None = None,
         equals: dict[str, Any] | None = None,
+        rows: Rows | None = None,
     ) -> list[MemoryHit]:
-        """The exact top ``k`` rows for a unit ``query`` vector. ``scopes`` keeps rows ranked under those
-        index scopes (:func:`brain.memories.index_scope`; None: every row); ``equals`` keeps rows whose
-        metadata has exactly those values (e.g. ``{"topic": "ocr"}``)."""
+        """The exact top ``k`` rows for a unit ``query`` vector. ``scopes`` keeps rows of those scopes
+        (None: every scope); ``rows`` which kinds of row (:data:`Rows`; by default active memories when
+        ``scopes`` are given, as an entity's search wants, and every row when not, as an operator's
+        all-scopes search wants); ``equals`` keeps rows whose metadata has exactly those values (e.g.
+        ``{"topic": "ocr"}``)."""
+        if rows is None:
+            rows = "all" if scopes is None else "memories"
         q = ranking.normalize_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
         with self._lock:
             n = self._n
             if n == 0 or k <= 0:
                 return []
-            rows = self._candidate_rows(scopes, tags, min_importance, equals)
+            rows = self._candidate_rows(scopes, tags, min_importance, equals, rows)
             imp_part = ranking.importance_part(self._importance[:n], weights)
             rec_part = self._recency(now, weights)
             static = imp_part + rec_part

@@ -34,6 +34,7 @@ from brain.ids import derived_id, memory_id, new_id
 from brain.locking import DataDirLock
 from brain.memories import created, merge_duplicate, readable_scopes, same_text, search_scopes
 from brain.memory_index import MemoryIndex
+from brain.migrations import migrate_typed_fields
 from brain.mirror import EngramMirror, MirrorCorrupt, MirrorHealth
 from brain.persona import current_version
 from brain.ranking import ScoreWeights, to_unit_length
@@ -253,6 +254,7 @@ class RagStore:
             # a write a dead process left half done is rolled back before anything reads the store
             self._intents = WriteIntentLog(self.settings.data_dir)
             self._intents.resolve(self._roll_back)
+            migrate_typed_fields(self.col, self.max_batch_size, self.mirror if "memory" in self._mirror_types else None)
         except BaseException:
             self.close()
             raise

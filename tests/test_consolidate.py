@@ -154,3 +154,20 @@ def test_chat_memory_uses_the_configured_threshold(tmp_path, local_embedder):
     finally:
         chat.close()
         store.close()
+
+
+def test_parts_and_memories_with_parts_are_left_alone_other_adapter_rows_merge(embedded_store, local_embedder):
+    vec = local_embedder.embed_documents(["Alice is vegetarian"])[0]
+    near = vec + 0.001  # near-duplicates of each other
+    embedded_store.upsert_docs([
+        {"id": "doc-head", "text": "Alice is vegetarian", "type": "memory", "embedding": vec, "xaibo.revision": "r"},
+        {"id": "doc-chunk", "text": "Alice is vegetarian!", "type": "memory", "embedding": near,
+         "part_of": "doc-head", "xaibo.revision": "r"},
+        {"id": "doc-xaibo", "text": "Bob is vegetarian", "type": "memory", "embedding": vec * 2,
+         "xaibo.revision": "s", "importance": 5},  # a Xaibo memory without parts: merged like any memory
+        {"id": "doc-plain", "text": "Bob is a vegetarian", "type": "memory", "embedding": near},
+    ])
+    report = consolidate_memories(embedded_store, threshold=0.9)
+    assert [(m.kept_id, m.merged_ids) for m in report.merges] == [("doc-xaibo", ["doc-plain"])]
+    assert report.scanned == 2  # the memory with parts and its part are not scanned
+    assert {d.id for d in embedded_store.get(type="memory")} == {"doc-head", "doc-chunk", "doc-xaibo"}

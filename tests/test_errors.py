@@ -16,8 +16,6 @@ def test_every_error_class_of_brain_lives_in_brain_errors():
     import importlib
     import pkgutil
 
-    # the Xaibo adapter (brain/protocols.py) still defines this one itself; it belongs in brain.errors too
-    not_yet_moved = {"brain.protocols.UnsupportedModality"}
     defined_elsewhere = []
     for info in pkgutil.walk_packages(brain.__path__, "brain."):
         try:
@@ -28,7 +26,7 @@ def test_every_error_class_of_brain_lives_in_brain_errors():
             if inspect.isclass(value) and issubclass(value, BrainError) and value.__module__ == info.name \
                     and info.name != "brain.errors":
                 defined_elsewhere.append(f"{info.name}.{name}")
-    assert set(defined_elsewhere) <= not_yet_moved, defined_elsewhere
+    assert not defined_elsewhere, defined_elsewhere
 
 
 @pytest.mark.parametrize("where, names", [

@@ -12,23 +12,20 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 from brain.consolidate import consolidate_memories
 from brain.errors import ValidationError
 from brain.memories import (
-    PART_PREFIX,
-    RETIRED_PREFIX,
     created,
-    index_scope,
+    is_inactive,
     is_part,
     may_change,
     may_read,
     merge_duplicate,
     merge_near_duplicates,
     merged_fields,
-    part_scopes,
     readable_scopes,
     same_text,
     search_scopes,
     visible_scopes,
 )
-from brain.schemas import GLOBAL_SCOPE, INACTIVE_STATUSES, PAM_STATUSES, DocType, entity_scope, validate_metadata
+from brain.schemas import GLOBAL_SCOPE, INACTIVE_STATUSES, STATUSES, DocType, entity_scope, validate_metadata
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
@@ -149,10 +146,6 @@ def test_visibility_never_includes_another_entitys_scope(me, other):
     assert not may_change(GLOBAL_SCOPE, me)  # a shared memory is the admin's to change
     if other != me:
         assert theirs not in seen and not may_read(theirs, me) and not may_change(theirs, me)
-    # retired memories and parts are ranked under scopes no entity's search asks for
-    for meta in ({"pam_status": "archived"}, {"xaibo.chunk": 1}, {"xaibo.kind": "vector"}):
-        assert index_scope(mine, meta) not in search_scopes(me)
-        assert index_scope(GLOBAL_SCOPE, meta) not in search_scopes(None)
 
 
 def test_without_an_entity_searches_rank_global_memories_but_reads_are_unrestricted():
@@ -163,14 +156,14 @@ def test_without_an_entity_searches_rank_global_memories_but_reads_are_unrestric
         visible_scopes(" alice")
 
 
-@pytest.mark.parametrize("status", PAM_STATUSES)
-def test_index_scope_of_each_status_and_part(status):
-    expected = RETIRED_PREFIX + "global" if status in INACTIVE_STATUSES else "global"
-    assert index_scope("global", {"pam_status": status}) == expected
-    assert index_scope("entity:al", {"xaibo.chunk": 2}) == PART_PREFIX + "entity:al"
-    assert index_scope("entity:al", {"xaibo.chunk": 0, "xaibo.kind": "memory"}) == "entity:al"
-    assert is_part({"xaibo.kind": "vector"}) and not is_part({"xaibo.chunk": 0})
-    assert part_scopes(["global", "entity:al"]) == {PART_PREFIX + "global", PART_PREFIX + "entity:al"}
+@pytest.mark.parametrize("status", STATUSES)
+def test_each_status_and_part_of(status):
+    assert is_inactive({"status": status}) == (status in INACTIVE_STATUSES)
+    assert status in ("active", "deprecated") or is_inactive({"status": status})
+    assert not is_inactive({}) and not is_inactive({"status": 7})  # absent or unreadable: active
+    assert is_part({"part_of": "doc-1"}) and not is_part({}) and not is_part({"part_of": ""})
+    # the old adapter strings mean nothing any more (stores holding them are migrated on open)
+    assert not is_part({"xaibo.chunk": 2, "xaibo.kind": "vector"}) and not is_inactive({"pam_status": "archived"})
 
 
 # ---- the store and consolidation follow the rules -----------------------------------------------
@@ -188,7 +181,7 @@ def scoped_store(tmp_path_factory, local_embedder):
     for name in ENTITIES:
         s.upsert_memory(f"{name} keeps a diary about the garden", entity=name, importance=5)
     s.upsert_docs([{"text": "alice's retired note about the garden", "type": "memory", "scope": "entity:alice",
-                    "pam_status": "archived"}])
+                    "status": "archived"}])
     yield s
     s.close()
 
@@ -198,14 +191,14 @@ def test_every_store_read_shows_an_entity_its_visible_scopes_only(scoped_store, 
     seen = visible_scopes(entity)
     hits = scoped_store.retrieve_memories("garden diary", k=20, entity=entity)
     assert {h.metadata["scope"] for h in hits} == seen
-    assert all(h.metadata.get("pam_status") != "archived" for h in hits)
+    assert all(h.metadata.get("status") != "archived" for h in hits)
     if entity is not None:
         got = scoped_store.get(type="memory", entity=entity)
         assert {d.metadata["scope"] for d in got} == seen
         others = [d.id for d in scoped_store.get(type="memory") if d.metadata["scope"] not in seen]
         assert others and scoped_store.get(others, entity=entity) == []
     everything = scoped_store.retrieve_memories("garden", k=20, all_scopes=True)
-    assert any(h.metadata.get("pam_status") == "archived" for h in everything)
+    assert any(h.metadata.get("status") == "archived" for h in everything)
 
 
 def test_consolidation_keeps_what_absorbed_memories_had_absorbed(embedded_store):

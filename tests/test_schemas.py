@@ -734,11 +734,11 @@ def test_duplicate_tags_count_once():
     ("memory", "created_at", "last week", "created_at must be an ISO 8601 time"),
     ("memory", "created_at", "2026-01-01T00:00:00", "has no timezone"),
     ("memory", "created_at", 1700000000, "created_at must be an ISO 8601 time"),
+    ("memory", "status", "gone", "status must be one of active, superseded, deprecated, retracted, archived"),
     ("memory", "pam_status", "gone", "pam_status must be one of active, superseded, deprecated, retracted, archived"),
+    ("memory", "part_of", "", "part_of must be the id of what the row is a part of"),
+    ("memory", "part_of", 5, "part_of must be the id of what the row is a part of"),
     ("memory", "merged_from", "doc-1", "merged_from must be a list of document ids"),
-    ("memory", "xaibo.kind", "chunk", "xaibo.kind must be 'memory' or 'vector', got 'chunk'"),
-    ("memory", "xaibo.chunk", -1, "xaibo.chunk must be an integer >= 0"),
-    ("memory", "xaibo.chunk", "1", "xaibo.chunk must be an integer >= 0"),
     ("persona", "position", "first", "position must be an integer >= 0"),
     ("persona", "sections", 0, "sections must be an integer >= 1"),
     ("faq", "kb_part", 0, "kb_part must be an integer >= 1"),
@@ -752,10 +752,11 @@ def test_keys_the_store_reads_are_typed(doc_type, key, value, message):
 
 def test_typed_keys_are_stored_normalised():
     out = validate_metadata("memory", {"timestamp": TS, "created_at": "2026-01-01T10:00:00+02:00", "last_used": 5,
-                                       "pam_status": "archived", "xaibo.kind": "vector", "xaibo.chunk": 2.0}).to_chroma()
+                                       "pam_status": "archived", "part_of": "doc-1"}).to_chroma()
     assert out["created_at"] == "2026-01-01T08:00:00+00:00"
     assert out["last_used"] == 5.0 and type(out["last_used"]) is float
-    assert out["pam_status"] == "archived" and out["xaibo.kind"] == "vector" and out["xaibo.chunk"] == 2
+    # pam_status, the status's former name, is stored as the status
+    assert out["status"] == "archived" and "pam_status" not in out and out["part_of"] == "doc-1"
 
 
 @pytest.mark.parametrize("key", ["ts_epoch", "id", "text", "embedding"])
@@ -767,5 +768,5 @@ def test_reserved_keys_are_refused_as_extras_with_what_to_do(key):
 
 def test_typed_fields_are_documented_in_the_schema():
     props = get_all_schemas()["memory"]["properties"]
-    for key in ("created_at", "last_used", "pam_status", "merged_from", "xaibo.kind", "xaibo.chunk"):
+    for key in ("created_at", "last_used", "status", "part_of", "merged_from"):
         assert props[key]["description"]

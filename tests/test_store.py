@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 from brain.chat import ChatMemory
 from brain.config import Settings
 from brain.errors import EmbeddingModelMismatch, FilterError, NotFound, StoreUnavailable, ValidationError
-from brain.protocols import BrainMemory
+from brain.integrations.xaibo import BrainMemory
 from brain.rag_store import RagStore, memory_id
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)

@@ -9,8 +9,9 @@ from typing import Any
 
 import orjson
 
-#: brain metadata keys that carry PAM-only information
-TYPE_KEY, STATUS_KEY, EXTRA_KEY = "pam_type", "pam_status", "pam_extra"
+#: brain metadata keys that carry PAM-only information (a memory's status is brain's own typed field,
+#: :data:`brain.schemas.STATUS_KEY`)
+TYPE_KEY, EXTRA_KEY = "pam_type", "pam_extra"
 #: the key of brain's block inside a PAM memory's ``metadata`` (and a conversation's ``raw_metadata``)
 BRAIN_KEY = "brain"
 #: turn metadata key holding, on a conversation's first turn, the PAM conversation fields brain has

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from brain.errors import Problem, ValidationError
-from brain.pam.keys import BRAIN_KEY, EXTRA_KEY, STATUS_KEY, TYPE_KEY, load_extra
+from brain.pam.keys import BRAIN_KEY, EXTRA_KEY, TYPE_KEY, load_extra
 from brain.pam.problems import problem_at
 from brain.pam.spec import (
     DEFAULT_TYPE,
@@ -26,13 +26,23 @@ from brain.pam.spec import (
     pam_tags,
     pam_time,
 )
-from brain.schemas import GLOBAL_SCOPE, DocType, Source, metadata_value_problem, parse_timestamp, validate_metadata
+from brain.schemas import (
+    GLOBAL_SCOPE,
+    LEGACY_STATUS_KEY,
+    STATUS_KEY,
+    DocType,
+    Source,
+    metadata_value_problem,
+    parse_timestamp,
+    validate_metadata,
+)
 
 # memory metadata fields with a place of their own in the mapping (everything else is "extra")
 _CORE_KEYS = frozenset(
     {"type", "timestamp", "ts_epoch", "source", "scope", "importance", "tags", "entity", "conversation_id"}
 )
-_PAM_KEYS = frozenset({TYPE_KEY, STATUS_KEY, EXTRA_KEY})
+# the memory's status is PAM's "status" (the legacy name too: it is read as the status)
+_PAM_KEYS = frozenset({TYPE_KEY, STATUS_KEY, LEGACY_STATUS_KEY, EXTRA_KEY})
 # keys an extra metadata field may not have: they mean something else in an upsert_docs item
 _NOT_EXTRA = _CORE_KEYS | _PAM_KEYS | {"text", "id", "embedding"}
 _BRAIN_FIELDS = ("scope", "source", "importance", "tags", "entity", "conversation_id", "extra")
@@ -263,7 +273,7 @@ def _brain_path(where: str, field_name: str) -> str:
         return f"{where}.tags"
     if top in _BRAIN_FIELDS:
         return f"{where}.metadata.brain.{field_name}"
-    if top in (TYPE_KEY, STATUS_KEY, EXTRA_KEY, "type"):
+    if top in (TYPE_KEY, STATUS_KEY, LEGACY_STATUS_KEY, EXTRA_KEY, "type"):
         return where
     if top == "metadata":  # a rule over several fields, e.g. entity against scope
         return f"{where}.metadata.brain"

@@ -1,4 +1,4 @@
-"""brain.protocols against Xaibo's real protocol classes, a real store and a real Xaibo exchange."""
+"""brain.integrations.xaibo against Xaibo's real protocol classes, a real store and a real Xaibo exchange."""
 
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ from xaibo.core.models import EventType
 from xaibo.core.xaibo import Xaibo
 from xaibo.primitives.modules.memory import MemoryToolProvider, VectorMemory
 
-from brain import Brain, protocols
+from brain import Brain
+from brain.integrations import xaibo as protocols
 from brain.chunking import TokenChunker
 from brain.config import Settings
 from brain.errors import BrainError, ConfigError, EmbedderError, ValidationError
 from brain.pam import MEMORY_STORE_FILE, export_pam
-from brain.protocols import (
+from brain.integrations.xaibo import (
     BrainChunker,
     BrainEmbedder,
     BrainMemory,
@@ -77,7 +78,7 @@ def memory(embedded_store):
 
 def memory_docs(store: RagStore, memory_id: str):
     """Every document of one memory: its head and its chunks, any revision."""
-    by_key = store.get(where={protocols.MEMORY_ID_KEY: memory_id}, type="memory")
+    by_key = store.get(where={protocols.PART_OF_KEY: memory_id}, type="memory")
     head = [d for d in store.get([memory_id], type="memory") if d.id not in {x.id for x in by_key}]
     return by_key + head
 
@@ -116,7 +117,7 @@ def test_init_follows_xaibos_wiring_rules(cls):
     # Xaibo injects every annotated __init__ parameter except config, by the annotation's __name__
     assert set(cls.__init__.__annotations__) == {"config"}
     assert not isinstance(cls.__init__.__annotations__["config"], str), "annotations must be evaluated"
-    config = AgentConfig.from_yaml(f"id: t\nmodules:\n  - module: brain.protocols.{cls.__name__}\n    id: m\n")
+    config = AgentConfig.from_yaml(f"id: t\nmodules:\n  - module: brain.integrations.xaibo.{cls.__name__}\n    id: m\n")
     module = next(m for m in config.modules if m.id == "m")
     assert module.provides == [dict(PAIRS)[cls].__name__]
     assert not module.uses
@@ -180,7 +181,7 @@ def test_vector_index_adds_and_searches_in_the_collection(embedded_store, local_
     vectors = local_embedder.embed_documents(FACTS)
     attrs = [{"chunk_text": t, "n": i, "nested": {"k": [i, {"deep": None}]}, "empty": []} for i, t in enumerate(FACTS)]
     run(index.add_vectors(list(vectors), attrs))
-    rows = embedded_store.get(type="memory", where={protocols.KIND_KEY: "vector"})
+    rows = embedded_store.get(type="memory", where={protocols.INDEX_KEY: "default"})
     assert sorted(r.text for r in rows) == sorted(FACTS)  # memory documents of the one collection
     assert embedded_store.settings.collection == "conversations"
 
@@ -252,7 +253,7 @@ def test_xaibos_own_vector_memory_runs_on_our_primitives(embedded_store, tmp_pat
     ids = {fact: run(memory.store_memory(fact, {"importance": 4})) for fact in FACTS}
     found = run(memory.search_memory("when does Bob fly?", k=2))
     assert found[0].memory_id == ids[FACTS[1]] and found[0].content == FACTS[1]
-    rows = embedded_store.get(type="memory", where={protocols.KIND_KEY: "vector"})
+    rows = embedded_store.get(type="memory", where={protocols.INDEX_KEY: "default"})
     assert len(rows) == len(FACTS) and {r.metadata["importance"] for r in rows} == {4}
 
 
@@ -411,8 +412,7 @@ def test_an_interrupted_write_never_returns_a_stale_chunk(memory, embedded_store
     # what an update interrupted after its new chunks leaves behind: chunks of a revision the head never got
     orphan = {
         "text": "The vault combination is 31-17-08.", "type": "memory", "id": "doc-orphan-chunk",
-        protocols.KIND_KEY: "memory", protocols.MEMORY_ID_KEY: mid, protocols.CHUNK_KEY: 1,
-        protocols.REVISION_KEY: "not-the-heads",
+        protocols.PART_OF_KEY: mid, protocols.REVISION_KEY: "not-the-heads",
     }
     embedded_store.upsert_docs([orphan])
     results = run(memory.search_memory("vault combination", k=5))
@@ -449,7 +449,7 @@ def test_parts_are_not_memories_of_their_own(memory, embedded_store, local_embed
     index = BrainVectorIndex(store=embedded_store)
     run(index.add_vectors(list(local_embedder.embed_documents([secret, FACTS[0]])), [{"chunk_text": secret}, {}]))
     part_ids = {d.id for d in memory_docs(embedded_store, mid) if d.id != mid}
-    part_ids |= {d.id for d in embedded_store.get(type="memory", where={protocols.KIND_KEY: "vector"})}
+    part_ids |= {d.id for d in embedded_store.get(type="memory", where={protocols.INDEX_KEY: "default"})}
     assert len(part_ids) == len(chunks) - 1 + 2
 
     hits = embedded_store.retrieve_memories("what is the vault combination?", k=20)
@@ -566,7 +566,7 @@ def test_example_yaml_wires_brain_memory_into_xaibos_memory_tools():
     assert wiring[("memory-tools", "MemoryProtocol")] == "memory"
     assert wiring[("orchestrator", "ToolProviderProtocol")] == "memory-tools"
     memory = next(m for m in config.modules if m.id == "memory")
-    assert memory.module == "brain.protocols.BrainMemory" and memory.provides == ["MemoryProtocol"]
+    assert memory.module == "brain.integrations.xaibo.BrainMemory" and memory.provides == ["MemoryProtocol"]
 
 
 def test_a_xaibo_exchange_stores_and_retrieves_through_brain(tmp_path, local_embedder):

@@ -1,0 +1,177 @@
+"""The values documents carry: their types and sources, scopes, times, conversation ids and turn ranges,
+with the checks that say what a bad one must look like."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
+
+from brain.errors import Problem, ValidationError
+
+
+class DocType(str, Enum):
+    PERSONA = "persona"
+    FAQ = "faq"
+    MEMORY = "memory"
+    TURN = "turn"
+    SUMMARY = "summary"
+
+
+class Source(str, Enum):
+    CHAT = "chat"
+    KB = "kb"
+    SYSTEM = "system"
+    IMPORT = "import"
+
+
+DOC_TYPES: tuple[str, ...] = tuple(t.value for t in DocType)
+GLOBAL_SCOPE = "global"
+#: an entity name (the ``<name>`` of an ``entity:<name>`` scope): 1 to 128 characters, no control
+#: characters, no space at either end; published as is in the API's schema
+ENTITY_PATTERN = r"^\S(?:[^\x00-\x1f]{0,126}\S)?$"
+ENTITY_MAX_LENGTH = 128
+#: a conversation id, ``conv-<id>``
+CONVERSATION_ID_PATTERN = r"^conv-[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+CONVERSATION_ID_MAX_LENGTH = 133
+_SCOPE_RE = re.compile(r"^entity:(?P<name>" + ENTITY_PATTERN[1:-1] + r")$")
+_CONV_RE = re.compile(CONVERSATION_ID_PATTERN)
+_RANGE_RE = re.compile(r"^(\d+)-(\d+)$")
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def parse_timestamp(value: Any, field: str = "timestamp") -> datetime:
+    """ISO 8601 string, datetime or epoch seconds -> aware UTC datetime; naive times are refused."""
+    if isinstance(value, bool):
+        raise ValueError(f"{field} must be an ISO 8601 time with a timezone, got {value!r}")
+    if isinstance(value, (int, float)):
+        try:
+            return datetime.fromtimestamp(float(value), tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(f"{field} {value!r} is not a time that can be stored (epoch seconds out of range)") from None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith("Z") or text.endswith("z"):
+            text = text[:-1] + "+00:00"
+        try:
+            value = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(
+                f"{field} must be an ISO 8601 time such as 2026-11-21T09:30:00+00:00, got {value!r}"
+            ) from None
+    if not isinstance(value, datetime):
+        raise ValueError(f"{field} must be an ISO 8601 time with a timezone, got {type(value).__name__}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise ValueError(
+            f"{field} {value.isoformat()!r} has no timezone: add one, e.g. {value.isoformat()}+00:00"
+        )
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+14:00 lies before year 1 in UTC
+        raise ValueError(
+            f"{field} {value.isoformat()!r} is out of range: in UTC it falls outside the years 1..9999"
+        ) from None
+
+
+def format_timestamp(value: datetime) -> str:
+    return value.astimezone(timezone.utc).isoformat()
+
+
+def check_scope(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"scope must be 'global' or 'entity:<name>', got {value!r}")
+    if value == GLOBAL_SCOPE or _SCOPE_RE.fullmatch(value):
+        return value
+    raise ValueError(f"scope must be 'global' or 'entity:<name>' (name without leading/trailing spaces), got {value!r}")
+
+
+def entity_scope(entity: str) -> str:
+    """The scope string of an entity, validated."""
+    if not isinstance(entity, str):
+        raise ValueError(f"an entity is a name (a string), got {entity!r}")
+    if not entity.strip():
+        raise ValueError("the entity is empty: give a name such as 'alice'")
+    return check_scope(f"entity:{entity}")
+
+
+def entity_of(scope: str) -> str | None:
+    """The entity whose scope ``scope`` is, or None for the global scope."""
+    return scope.removeprefix("entity:") if scope.startswith("entity:") else None
+
+
+def memory_scope(scope: Any = None, entity: Any = None) -> str:
+    """The scope of a memory given its ``scope`` and/or ``entity`` (raises ValueError).
+
+    ``entity`` *is* a scope: a memory about Bob is stored in ``entity:bob``, and only there. Given
+    both, they must agree; given neither, the memory is global. A global memory has no entity."""
+    if entity is None:
+        return GLOBAL_SCOPE if scope is None else check_scope(scope)
+    own = entity_scope(entity)
+    if scope is not None and check_scope(scope) != own:
+        raise ValueError(
+            f"entity {entity!r} and scope {scope!r} disagree: a memory about {entity!r} is stored in scope "
+            f"{own!r}; give only the entity, or only the scope"
+        )
+    return own
+
+
+def valid_entity_scope(entity: Any) -> str:
+    """``entity``'s scope, or :class:`ValidationError` naming the field (for callers that take an
+    entity as an argument)."""
+    if not isinstance(entity, str):
+        raise ValidationError(f"entity must be a string, got {entity!r}", [Problem("entity", "not a string")])
+    try:
+        return entity_scope(entity)
+    except ValueError as exc:
+        message = f"entity: {exc}"
+        raise ValidationError.of("entity", message) from None
+
+
+def check_last_used(value: Any) -> float:
+    """``value`` as a last-use time (epoch seconds, finite, >= 0), else ValueError saying so."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"last_used must be epoch seconds (a number >= 0), got {value!r}")
+    return float(value)
+
+
+def check_conversation_id(value: Any) -> str:
+    if not isinstance(value, str) or not _CONV_RE.fullmatch(value):
+        raise ValueError(f"conversation_id must look like 'conv-<id>' (letters, digits, . _ : -), got {value!r}")
+    return value
+
+
+def valid_conversation_id(value: Any) -> str:
+    """``value`` if it is a conversation id, else :class:`ValidationError` naming the field (for callers
+    that take one as an argument rather than as metadata)."""
+    try:
+        return check_conversation_id(value)
+    except ValueError as exc:
+        raise ValidationError.of("conversation_id", str(exc)) from None
+
+
+#: a conversation id, ``conv-<id>``, checked with a message that says what it must look like
+ConversationId = Annotated[str, BeforeValidator(check_conversation_id)]
+
+
+def parse_turn_range(value: Any) -> tuple[int, int]:
+    """A summary's ``turn_range`` ``'<start>-<end>'`` as ``(start, end)``, ``1 <= start <= end``;
+    ValueError saying what it must look like otherwise."""
+    match = _RANGE_RE.fullmatch(value) if isinstance(value, str) else None
+    if not match:
+        raise ValueError(f"turn_range must look like '<start>-<end>' e.g. '1-8', got {value!r}")
+    start, end = int(match.group(1)), int(match.group(2))
+    if start < 1 or start > end:
+        raise ValueError(f"turn_range must have 1 <= start <= end, got {value!r}")
+    return start, end
+
+
+def format_turn_range(start: int, end: int) -> str:
+    """The ``turn_range`` of turns ``start`` to ``end`` (the inverse of :func:`parse_turn_range`)."""
+    return f"{start}-{end}"
