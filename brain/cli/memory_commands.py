@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from brain.cli.group import cli
 from brain.cli.shell import EntityType, ScopeType, State, emit, json_option, memory_line, pass_state, scope_of
-from brain.errors import NotFound
-from brain.schemas import DocType
+from brain.memory_admin import add_memory, get_memory, list_memories, remove_memories
 
 # ---- memory --------------------------------------------------------------------------------------
 
@@ -32,11 +29,8 @@ def memory_add(state: State, text: str, importance: int | None, tags: tuple[str,
                scope: str | None) -> None:
     """Store TEXT as a memory; the same text in the same scope updates the existing one
     (higher importance, all tags, later time)."""
-    scope = scope_of(entity, scope)
-    store = state.store()
-    given = {key: value for key, value in {"scope": scope, "importance": importance}.items() if value is not None}
-    doc_id = store.upsert_memory(text, tags=list(tags), **given)
-    doc = store.get_one(doc_id)
+    scope = scope_of(entity, scope)  # a usage error before the store is opened (or created)
+    doc = add_memory(state.store(), text, scope=scope, importance=importance, tags=tags)
     emit(state, doc.to_dict(), lambda: f"stored {memory_line(doc)}")
 
 
@@ -51,12 +45,7 @@ def memory_add(state: State, text: str, importance: int | None, tags: tuple[str,
 def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple[str, ...], limit: int | None) -> None:
     """List stored memories: all of them, or those of one scope (--entity NAME is --scope entity:NAME)."""
     scope = scope_of(entity, scope)
-    where: dict[str, Any] = {}
-    if scope is not None:
-        where["scope"] = scope
-    if tags:
-        where["tags"] = list(tags)
-    docs = state.store(create=False).get(type=DocType.MEMORY, where=where or None, limit=limit)
+    docs = list_memories(state.store(create=False), scope=scope, tags=tags, limit=limit)
     emit(state, [d.to_dict() for d in docs],
          lambda: "\n".join(memory_line(d) for d in docs) if docs else "no memories")
 
@@ -67,10 +56,7 @@ def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple
 @pass_state
 def memory_show(state: State, doc_id: str) -> None:
     """Show one memory with all its metadata."""
-    docs = state.store(create=False).get([doc_id], type=DocType.MEMORY)
-    if not docs:
-        raise NotFound(f"no memory with id {doc_id!r}; `brain memory list` shows the ids")
-    doc = docs[0]
+    doc = get_memory(state.store(create=False), doc_id)
     emit(state, doc.to_dict(), lambda: "\n".join(
         [f"id: {doc.id}", f"text: {doc.text}"] + [f"{key}: {value}" for key, value in sorted(doc.metadata.items())]
     ))
@@ -82,15 +68,10 @@ def memory_show(state: State, doc_id: str) -> None:
 @pass_state
 def memory_rm(state: State, doc_ids: tuple[str, ...]) -> None:
     """Remove memories by id; ids that are not memories are reported (exit 1) and left alone."""
-    store = state.store(create=False)
-    found = [d.id for d in store.get(list(doc_ids), type=DocType.MEMORY)]
-    if found:
-        store.delete(found, type=DocType.MEMORY)
-    missing = [i for i in dict.fromkeys(doc_ids) if i not in set(found)]
-    emit(state, {"removed": found, "not_found": missing},
-         lambda: "\n".join(f"removed {i}" for i in found))
-    if missing:
-        raise NotFound(f"no memory with id {', '.join(repr(i) for i in missing)}")
+    report = remove_memories(state.store(create=False), doc_ids)
+    emit(state, report.to_dict(), report.summary)
+    if not report.ok:  # the report (stdout) lists what was removed; stderr names the ids that were not
+        raise report.error()
 
 
 # ---- memory consolidation ------------------------------------------------------------------------
