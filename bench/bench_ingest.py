@@ -33,11 +33,14 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
 import brain.ingest as brain_ingest  # noqa: E402
+import brain.ingest.apply as ingest_apply  # noqa: E402
+import brain.ingest.files as ingest_files  # noqa: E402
 from brain.chunking import TokenChunker  # noqa: E402
 from brain.config import Settings  # noqa: E402
 from brain.embeddings import LocalMiniLMEmbedder  # noqa: E402
 from brain.ingest import ingest_paths  # noqa: E402
 from brain.rag_store import RagStore  # noqa: E402
+from brain.text.markdown import slugify  # noqa: E402
 
 TARGET_RATIO = 0.9
 TARGET_SPEEDUP = 50.0
@@ -147,8 +150,8 @@ def planned_texts(directory: Path, chunker: TokenChunker) -> list[str]:
     """The texts ingesting ``directory`` into an empty store embeds (unique, as ingestion dedupes them)."""
     texts: dict[str, None] = {}
     for path in sorted(directory.rglob("*.md")):
-        parsed = brain_ingest.parse_markdown(brain_ingest._decode(path.read_bytes()), brain_ingest.slugify(path.stem))
-        for doc in brain_ingest._documents(brain_ingest.kb_name(path), "-", parsed.drafts, chunker):
+        parsed = brain_ingest.parse_markdown(ingest_files.decode_text(path.read_bytes()), slugify(path.stem))
+        for doc in ingest_files.file_documents(brain_ingest.kb_name(path), "-", parsed.drafts, chunker):
             texts.setdefault(doc["text"], None)
     return list(texts)
 
@@ -177,10 +180,10 @@ def _run(args, work: Path) -> str:
     real_embed = embedder.embed_documents
     embed = Timed(real_embed)
     embedder.embed_documents = embed  # type: ignore[method-assign]
-    plan = Timed(brain_ingest._plan_file)
-    brain_ingest._plan_file = plan
-    write = Timed(brain_ingest._write_group)
-    brain_ingest._write_group = write
+    plan = Timed(ingest_apply.plan_file)
+    ingest_apply.plan_file = plan
+    write = Timed(ingest_apply._write_group)
+    ingest_apply._write_group = write
     chunker = TokenChunker.from_settings(settings)
 
     # 1. first ingestion into a fresh store, one folder at a time, each folder's texts also embedded
@@ -273,7 +276,7 @@ def _run(args, work: Path) -> str:
         f"blocks; words drawn with their natural frequencies from stdlib docstrings and brain's docs",
         f"- embedder: {embedder.name}, batch size {embedder.batch_size}; chunker: window {chunker.window_size}, "
         f"overlap {chunker.window_overlap} tokens; ingestion embeds new texts in groups of up to "
-        f"{brain_ingest.EMBED_GROUP} across files, each group written in one call",
+        f"{ingest_apply.EMBED_GROUP} across files, each group written in one call",
         f"- documents: {docs:,} ({sum(tokens):,} tokens; tokens per document: "
         + ", ".join(f"{k}-{k + 49 if k < 250 else 254}: {v:,}" for k, v in sorted(by_len.items())) + ")",
         f"- method: the first ingestion goes folder by folder into one fresh embedded store; each folder's "
@@ -314,12 +317,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20241121)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "INGEST_RESULTS.md")
     parser.add_argument("--progress", action="store_true", help="show the ingestion's progress bar")
-    parser.add_argument("--group", type=int, help="override brain.ingest.EMBED_GROUP (texts embedded per batch)")
+    parser.add_argument("--group", type=int, help="override brain.ingest.apply.EMBED_GROUP (texts embedded per batch)")
     args = parser.parse_args()
     if args.group:
-        import brain.ingest
-
-        brain.ingest.EMBED_GROUP = args.group
+        ingest_apply.EMBED_GROUP = args.group
     text = run(args)
     print(text)
     if args.out:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from brain.errors import ValidationError
+from brain.errors import Problem, ValidationError
 from brain.results import Document
 from brain.schemas import parse_timestamp
 from brain.text import BM25Index, tokenize
@@ -65,20 +65,20 @@ class TurnSearchWeights:
     bm25_b: float = 0.75
 
     def __post_init__(self) -> None:
-        problems = []
+        problems: list[Problem] = []
         for name in ("dense", "lexical", "speaker", "neighbour", "bm25_k1", "bm25_b"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                problems.append({"item": None, "field": name, "message": f"{name} must be a finite number >= 0, got {value!r}"})
+                problems.append(Problem(name, f"{name} must be a finite number >= 0, got {value!r}"))
         if not problems:
             if self.bm25_k1 <= 0:
-                problems.append({"item": None, "field": "bm25_k1", "message": f"bm25_k1 must be > 0, got {self.bm25_k1!r}"})
+                problems.append(Problem("bm25_k1", f"bm25_k1 must be > 0, got {self.bm25_k1!r}"))
             if self.bm25_b > 1:
-                problems.append({"item": None, "field": "bm25_b", "message": f"bm25_b must be between 0 and 1, got {self.bm25_b!r}"})
+                problems.append(Problem("bm25_b", f"bm25_b must be between 0 and 1, got {self.bm25_b!r}"))
             if self.dense == 0 and self.lexical == 0:
-                problems.append({"item": None, "field": "dense", "message": "dense and lexical cannot both be 0: nothing would rank by the query"})
+                problems.append(Problem("dense", "dense and lexical cannot both be 0: nothing would rank by the query"))
         if problems:
-            raise ValidationError("; ".join(p["message"] for p in problems), problems)
+            raise ValidationError("; ".join(p.message for p in problems), problems)
 
 
 @dataclass
@@ -102,10 +102,6 @@ class TurnHit:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _problem(field_name: str, message: str, item: int | None = None) -> ValidationError:
-    return ValidationError(message, [{"item": item, "field": field_name, "message": message}])
 
 
 def _standardised(values: np.ndarray) -> np.ndarray:
@@ -150,7 +146,8 @@ class TurnIndex:
     def __init__(self, turns: Sequence[Document], weights: TurnSearchWeights | None = None):
         self.weights = weights if weights is not None else TurnSearchWeights()
         if not isinstance(self.weights, TurnSearchWeights):
-            raise _problem("weights", f"weights must be a TurnSearchWeights, got {type(self.weights).__name__}")
+            raise ValidationError.of("weights",
+                                     f"weights must be a TurnSearchWeights, got {type(self.weights).__name__}")
         turns = self._checked_turns(turns)
         order = sorted(range(len(turns)), key=lambda i: _order_key(i, turns[i].metadata))
         self.turns: list[Document] = [turns[i] for i in order]
@@ -176,47 +173,49 @@ class TurnIndex:
     @staticmethod
     def _checked_turns(turns: Any) -> list[Document]:
         if isinstance(turns, (str, bytes, dict)) or not isinstance(turns, Sequence):
-            raise _problem("turns", f"turns must be a list of Document objects, got {type(turns).__name__}")
-        problems: list[dict[str, Any]] = []
+            raise ValidationError.of("turns", f"turns must be a list of Document objects, got {type(turns).__name__}")
+        problems: list[Problem] = []
         checked: list[Document] = []
         dimension = None
         conversations: set[str] = set()
         seen: set[str] = set()
         for i, turn in enumerate(turns):
             if not isinstance(turn, Document):
-                problems.append({"item": i, "field": "turn", "message": f"turn {i} must be a Document, got {type(turn).__name__}"})
+                problems.append(Problem("turn", f"turn {i} must be a Document, got {type(turn).__name__}", i))
                 continue
             if not isinstance(turn.text, str):
-                problems.append({"item": i, "field": "text", "message": f"turn {i} ({turn.id!r}): text must be a string"})
+                problems.append(Problem("text", f"turn {i} ({turn.id!r}): text must be a string", i))
             if turn.id in seen:
-                problems.append({"item": i, "field": "id", "message": f"turn {i}: id {turn.id!r} appears twice"})
+                problems.append(Problem("id", f"turn {i}: id {turn.id!r} appears twice", i))
             seen.add(turn.id)
             if not isinstance(turn.metadata, dict):
-                problems.append({"item": i, "field": "metadata", "message": f"turn {i} ({turn.id!r}): metadata must be a dict"})
+                problems.append(Problem("metadata", f"turn {i} ({turn.id!r}): metadata must be a dict", i))
                 continue
             if turn.metadata.get("conversation_id") is not None:
                 conversations.add(turn.metadata["conversation_id"])
             if turn.embedding is None:
-                problems.append({"item": i, "field": "embedding", "message": f"turn {i} ({turn.id!r}) has no embedding; "
-                                 "fetch turns with include_embeddings=True"})
+                problems.append(Problem("embedding", f"turn {i} ({turn.id!r}) has no embedding; "
+                                        "fetch turns with include_embeddings=True", i))
                 continue
             vector = np.asarray(turn.embedding, dtype=np.float32)
             if vector.ndim != 1 or vector.size == 0:
-                problems.append({"item": i, "field": "embedding", "message": f"turn {i} ({turn.id!r}): embedding must be a 1-d vector"})
+                problems.append(Problem("embedding", f"turn {i} ({turn.id!r}): embedding must be a 1-d vector", i))
                 continue
             if dimension is None:
                 dimension = vector.shape[0]
             if vector.shape[0] != dimension:
-                problems.append({"item": i, "field": "embedding", "message": f"turn {i} ({turn.id!r}): embedding has "
-                                 f"{vector.shape[0]} dimensions, the first turn has {dimension}"})
+                problems.append(Problem("embedding", f"turn {i} ({turn.id!r}): embedding has {vector.shape[0]} "
+                                        f"dimensions, the first turn has {dimension}", i))
             elif not np.isfinite(vector).all() or not np.any(vector):
-                problems.append({"item": i, "field": "embedding", "message": f"turn {i} ({turn.id!r}): embedding is all zeros or not finite"})
+                problems.append(Problem("embedding", f"turn {i} ({turn.id!r}): embedding is all zeros or not finite",
+                                        i))
             checked.append(Document(id=turn.id, text=turn.text, metadata=turn.metadata, embedding=vector))
         if len(conversations) > 1:
-            problems.append({"item": None, "field": "conversation_id", "message": "turns come from several conversations "
-                             f"({', '.join(sorted(map(str, conversations)))}); search one conversation at a time"})
+            names = ", ".join(sorted(map(str, conversations)))
+            problems.append(Problem("conversation_id", f"turns come from several conversations ({names}); "
+                                    "search one conversation at a time"))
         if problems:
-            message = "; ".join(p["message"] for p in problems[:5])
+            message = "; ".join(p.message for p in problems[:5])
             if len(problems) > 5:
                 message += f"; and {len(problems) - 5} more"
             raise ValidationError(message, problems)
@@ -224,17 +223,17 @@ class TurnIndex:
 
     def _query(self, query_text: Any, query_vector: Any) -> tuple[list[str], np.ndarray | None]:
         if not isinstance(query_text, str) or not query_text.strip():
-            raise _problem("query_text", f"query_text must be a non-empty string, got {query_text!r}")
+            raise ValidationError.of("query_text", f"query_text must be a non-empty string, got {query_text!r}")
         try:
             vector = np.asarray(query_vector, dtype=np.float32)
         except (TypeError, ValueError):
-            raise _problem("query_vector", "query_vector must be a list of numbers") from None
+            raise ValidationError.of("query_vector", "query_vector must be a list of numbers") from None
         if vector.ndim != 1 or vector.size == 0:
-            raise _problem("query_vector", f"query_vector must be a 1-d vector, got shape {vector.shape}")
+            raise ValidationError.of("query_vector", f"query_vector must be a 1-d vector, got shape {vector.shape}")
         if not np.isfinite(vector).all() or not np.any(vector):
-            raise _problem("query_vector", "query_vector is all zeros or contains NaN/Inf")
+            raise ValidationError.of("query_vector", "query_vector is all zeros or contains NaN/Inf")
         if self.dimension is not None and vector.shape[0] != self.dimension:
-            raise _problem("query_vector", f"query_vector has {vector.shape[0]} dimensions but the turns are "
+            raise ValidationError.of("query_vector", f"query_vector has {vector.shape[0]} dimensions but the turns are "
                            f"{self.dimension}-d; embed the query with the store's embedder")
         return tokenize(query_text), vector / np.linalg.norm(vector)
 
@@ -285,7 +284,7 @@ class TurnIndex:
 
 def _check_k(k: Any) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise _problem("k", f"k must be an integer between 1 and {MAX_K}, got {k!r}")
+        raise ValidationError.of("k", f"k must be an integer between 1 and {MAX_K}, got {k!r}")
     return k
 
 

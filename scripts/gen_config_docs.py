@@ -1,4 +1,4 @@
-"""Write config/defaults.env and the README's settings table from brain/config.py's Settings.
+"""Write config/defaults.env and the README's settings table from brain/config's Settings.
 
     python scripts/gen_config_docs.py          # rewrite both files
     python scripts/gen_config_docs.py --check  # exit 1, naming the stale files, when they differ

@@ -475,7 +475,7 @@ def test_every_variable_follows_the_prefix_rule():
 
 
 def test_a_section_refuses_a_variable_against_its_prefix():
-    from brain.config import _context as context
+    from brain.config.sections import context_setting as context
 
     with pytest.raises(TypeError, match="RAG_"):
         context("BRAIN_SOMETHING", 1, "a setting in the wrong section")

@@ -94,7 +94,7 @@ def test_first_run_ingests_every_format_and_a_second_run_writes_nothing(store, t
 
     writes = []
     # unchanged files are recognised by their hash: not even parsed
-    monkeypatch.setattr("brain.ingest._PARSERS", {})
+    monkeypatch.setattr("brain.ingest.plan.PARSERS", {})
     monkeypatch.setattr(store, "upsert_docs", lambda docs: writes.append(docs))
     monkeypatch.setattr(store, "delete", lambda *a, **k: writes.append((a, k)))
     before = snapshot(store)

@@ -16,6 +16,9 @@ import pytest
 from brain import ingest as brain_ingest
 from brain.chunking import TokenChunker
 from brain.ingest import KB_NAMES, ingest_paths, kb_name
+from brain.ingest.files import decode_text, file_documents, file_hash
+from brain.ingest.parsers import PARSERS
+from brain.text.markdown import slugify
 from tests.test_ingest import expected_state, kb_docs, state, write_kb
 
 
@@ -33,8 +36,8 @@ def legacy_ingest(store, kb: Path, cwd: Path) -> int:
             relative = os.path.relpath(os.path.abspath(path), cwd)
             old_name = path.absolute().as_posix() if relative.startswith("..") else Path(relative).as_posix()
             raw = path.read_bytes()
-            parsed = brain_ingest._PARSERS[kind](brain_ingest._decode(raw), brain_ingest.slugify(path.stem))
-            for doc in brain_ingest._documents(old_name, brain_ingest._file_hash(raw, chunker), parsed.drafts, chunker):
+            parsed = PARSERS[kind](decode_text(raw), slugify(path.stem))
+            for doc in file_documents(old_name, file_hash(raw, chunker), parsed.drafts, chunker):
                 del doc["kb_names"]
                 docs.append(doc)
     vectors = store.embedder.embed_documents([d["text"] for d in docs])

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from brain.errors import ValidationError
+from brain.errors import Problem, ValidationError
 from brain.results import Document
 from brain.text import BM25Index as LexicalIndex
 from brain.text import tokenize
@@ -220,6 +220,21 @@ def test_turns_without_embeddings_are_refused_with_the_fix(make_turns, local_emb
     with pytest.raises(ValidationError, match="include_embeddings=True") as err:
         search_turns("headache", local_embedder.embed_query("headache"), turns, 3)
     assert err.value.problems[0]["item"] == 1 and err.value.problems[0]["field"] == "embedding"
+
+
+def test_every_refusal_carries_typed_problems_naming_the_item_and_field(make_turns, local_embedder):
+    q = local_embedder.embed_query("headache")
+    turns = make_turns(HEADACHES[:2])
+    with pytest.raises(ValidationError) as err:
+        search_turns("headache", q, [*turns, turns[0]], 3)
+    assert err.value.problems == [Problem("id", f"turn 2: id {turns[0].id!r} appears twice", item=2)]
+    with pytest.raises(ValidationError) as err:
+        TurnSearchWeights(dense=0, lexical=0)
+    assert [type(p) for p in err.value.problems] == [Problem]
+    assert err.value.problems[0].to_dict() == {"item": None, "field": "dense", "message": str(err.value)}
+    with pytest.raises(ValidationError) as err:
+        search_turns("", q, turns, 3)
+    assert [(p.field, p.item) for p in err.value.problems] == [("query_text", None)]
 
 
 def test_bad_turns_are_refused(make_turns, local_embedder):

@@ -1,0 +1,85 @@
+"""The app factory: :func:`create_app` wires the error handlers, the routes and the middleware around a
+:class:`~brain.core.Brain` opened (or given) for the app's lifetime."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from brain import __version__
+from brain.api.error_responses import install_error_handlers
+from brain.api.json_bodies import JsonRoute
+from brain.api.middleware import Authenticate, BodyLimit
+from brain.api.routes import add_routes
+from brain.auth import TokenTable
+from brain.config import Settings
+from brain.core import Brain
+from brain.core import open as open_brain
+from brain.errors import BrainError, ConfigError
+from brain.rag_store import RagStore
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None, *, brain: Brain | None = None, store: RagStore | None = None,
+               chat: Any | None = None, tokens: TokenTable | None = None) -> FastAPI:
+    """The API over ``brain`` (the caller's to close), or over a Brain wired at start-up around
+    ``store`` and ``chat`` (the caller's too), or opened from ``settings`` (closed at shutdown).
+    ``tokens`` defaults to the tables of the settings (:class:`ConfigError` for a malformed tokens file)."""
+    if brain is not None and (store is not None or chat is not None):
+        raise ConfigError("create_app: give a brain, or a store (and chat), not both")
+    given = brain.store if brain is not None else store
+    settings = settings or (given.settings if given is not None else Settings())
+    tokens = tokens if tokens is not None else TokenTable.from_settings(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if brain is not None:
+            opened, own = brain, False
+        elif store is not None:
+            opened, own = Brain(store, chat=chat), True  # closes only the chat layer it builds
+        else:
+            opened, own = open_brain(settings), True
+        try:
+            try:
+                opened.register_specialists()  # now, at start-up: reading them never writes
+            except BrainError as exc:  # kept by the Brain: /v1/specialists answers with it
+                log.warning("specialists unavailable: %s", exc)
+            app.state.brain = opened
+            yield
+        finally:
+            app.state.brain = None
+            if own:
+                opened.close()
+
+    # the documentation routes are served like every other route: behind the token when one is set
+    app = FastAPI(title="brain", version=__version__, summary="The memory layer of a chat assistant",
+                  lifespan=lifespan)
+    app.router.route_class = JsonRoute
+    app.state.settings = settings
+    app.state.brain = None
+    install_error_handlers(app)
+    add_routes(app)
+    _document_security(app, tokens is not None)
+    app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
+    app.add_middleware(Authenticate, tokens=tokens)  # added last: runs first
+    return app
+
+
+def _document_security(app: FastAPI, protected: bool) -> None:
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            if protected:
+                schema.setdefault("components", {})["securitySchemes"] = {
+                    "bearer": {"type": "http", "scheme": "bearer",
+                               "description": "BRAIN_API_TOKEN (admin) or a token of BRAIN_API_TOKENS_FILE"}}
+                schema["security"] = [{"bearer": []}]
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

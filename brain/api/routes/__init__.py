@@ -1,0 +1,16 @@
+"""The routes, one module per area; :func:`add_routes` registers them in the order the OpenAPI schema
+lists them."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from brain.api.routes import chat, documents, memories, service, specialists
+
+
+def add_routes(app: FastAPI) -> None:
+    service.add_routes(app)
+    chat.add_routes(app)
+    memories.add_routes(app)
+    specialists.add_routes(app)
+    documents.add_routes(app)

@@ -1,0 +1,73 @@
+"""Memories under the caller's identity: create, list, search, read, change and delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+
+from brain.api.models import (
+    MAX_OFFSET,
+    Deleted,
+    DocumentOut,
+    EntityQuery,
+    MemoryCreate,
+    MemoryList,
+    MemoryPatch,
+    MemorySearch,
+    documented_responses,
+    link,
+)
+from brain.api.request_context import access_of
+
+
+def add_routes(app: FastAPI) -> None:
+    memory_links = {
+        "get": link("get_memory", doc_id="$response.body#/id"),
+        "patch": link("patch_memory", doc_id="$response.body#/id"),
+        "delete": link("delete_memory", doc_id="$response.body#/id"),
+    }
+
+    @app.post("/v1/memories", tags=["memories"], status_code=201, operation_id="create_memory",
+              responses=documented_responses(400, 403, 413, 422, 503, ok=(201, DocumentOut), links=memory_links))
+    def create_memory(body: MemoryCreate, request: Request) -> Any:
+        created = access_of(request, body.entity).create_memory(
+            body.text, scope=body.scope, importance=body.importance, tags=body.tags,
+            conversation_id=body.conversation_id, timestamp=body.timestamp, metadata=body.metadata)
+        return created.to_dict()
+
+    @app.get("/v1/memories", tags=["memories"], operation_id="list_memories",
+             responses=documented_responses(400, 403, 422, 503, ok=(200, MemoryList)))
+    def list_memories(request: Request, entity: EntityQuery = None, tags: list[str] = Query([]),
+                      limit: int = Query(100, ge=1, le=1000),
+                      offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Any:
+        docs = access_of(request, entity).list_memories(tags=tags, limit=limit, offset=offset)
+        return {"memories": [d.to_dict() for d in docs], "limit": limit, "offset": offset}
+
+    # declared before /v1/memories/{doc_id} so that "search" is not taken for an id
+    @app.get("/v1/memories/search", tags=["memories"], operation_id="search_memories",
+             responses=documented_responses(400, 403, 422, 503, ok=(200, MemorySearch)))
+    def search_memories(request: Request, q: str = Query(min_length=1), k: int | None = Query(None, ge=1, le=100),
+                        entity: EntityQuery = None, tags: list[str] = Query([])) -> Any:
+        access = access_of(request, entity)
+        hits = access.search_memories(q, k, tags=tags)
+        return {"query": q, "entity": access.entity, "results": [h.to_dict() for h in hits]}
+
+    @app.get("/v1/memories/{doc_id}", tags=["memories"], operation_id="get_memory",
+             responses=documented_responses(400, 403, 404, 422, 503, ok=(200, DocumentOut)))
+    def get_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
+        return access_of(request, entity).get_memory(doc_id).to_dict()
+
+    @app.patch("/v1/memories/{doc_id}", tags=["memories"], operation_id="patch_memory",
+               responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(200, DocumentOut)))
+    def patch_memory(doc_id: str, body: MemoryPatch, request: Request, entity: EntityQuery = None) -> Any:
+        updated = access_of(request, entity).update_memory(
+            doc_id, body.text, importance=body.importance, tags=body.tags, metadata=body.metadata,
+            replace_metadata=body.replace_metadata)
+        return updated.to_dict()
+
+    @app.delete("/v1/memories/{doc_id}", tags=["memories"], operation_id="delete_memory",
+                responses=documented_responses(400, 403, 404, 422, 503, ok=(200, Deleted)))
+    def delete_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
+        access_of(request, entity).delete_memory(doc_id)
+        return {"deleted": doc_id}

@@ -1,0 +1,45 @@
+"""Serving the API under uvicorn, in one process (see :mod:`brain.api`)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+from brain.api.factory import create_app
+from brain.auth import TokenTable
+from brain.config import Settings
+from brain.core import open as open_brain
+from brain.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(settings: Settings | None = None, *, host: str | None = None, port: int | None = None) -> None:
+    """Run the API under uvicorn in this process (one process: see the module docstring)."""
+    import uvicorn
+
+    settings = settings or Settings()
+    host = host or settings.api_host
+    port = port or settings.api_port
+    tokens = TokenTable.from_settings(settings)  # a malformed tokens file stops here, before the store opens
+    if not is_loopback(host) and tokens is None:
+        raise ConfigError(
+            f"refusing to listen on {host} without a token: set BRAIN_API_TOKEN (clients then send "
+            f"'Authorization: Bearer <token>') or BRAIN_API_TOKENS_FILE, or bind 127.0.0.1"
+        )
+    if not settings.chroma_url:
+        log.warning("embedded Chroma store: serving from this one process (threads); for several processes "
+                    "run a Chroma server and set BRAIN_CHROMA_URL")
+    # opened here, before uvicorn starts, so that a locked or unreachable store is a clear error
+    with open_brain(settings) as opened:
+        uvicorn.run(create_app(settings, brain=opened, tokens=tokens), host=host, port=port, workers=1,
+                    log_level="info")

@@ -1,0 +1,88 @@
+"""Long-term memories: memory add/list/show/rm, and consolidate."""
+
+from __future__ import annotations
+
+import click
+
+from brain.cli.group import cli
+from brain.cli.shell import EntityType, ScopeType, State, emit, json_option, memory_line, pass_state, scope_of
+from brain.memory_admin import add_memory, get_memory, list_memories, remove_memories
+
+# ---- memory --------------------------------------------------------------------------------------
+
+@cli.group()
+def memory() -> None:
+    """Add, list, show and remove long-term memories."""
+
+
+@memory.command("add")
+@click.argument("text")
+@click.option("--importance", type=click.IntRange(1, 5), help="1 (trivia) .. 5 (essential); default 3.")
+@click.option("--tag", "tags", multiple=True, help="A label; repeat for several.")
+@click.option("--entity", type=EntityType(),
+              help="Whose memory it is: stored in scope entity:NAME (the same as --scope entity:NAME).")
+@click.option("--scope", type=ScopeType(),
+              help="'global' (default: every entity sees it) or 'entity:<name>' (only that entity).")
+@json_option
+@pass_state
+def memory_add(state: State, text: str, importance: int | None, tags: tuple[str, ...], entity: str | None,
+               scope: str | None) -> None:
+    """Store TEXT as a memory; the same text in the same scope updates the existing one
+    (higher importance, all tags, later time)."""
+    scope = scope_of(entity, scope)  # a usage error before the store is opened (or created)
+    doc = add_memory(state.store(), text, scope=scope, importance=importance, tags=tags)
+    emit(state, doc.to_dict(), lambda: f"stored {memory_line(doc)}")
+
+
+@memory.command("list")
+@click.option("--entity", type=EntityType(),
+              help="Only the memories in scope entity:NAME (global ones are not included; see --scope global).")
+@click.option("--scope", type=ScopeType(), help="Only the memories in this scope: 'global' or 'entity:<name>'.")
+@click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for several (all must match).")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
+@json_option
+@pass_state
+def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple[str, ...], limit: int | None) -> None:
+    """List stored memories: all of them, or those of one scope (--entity NAME is --scope entity:NAME)."""
+    scope = scope_of(entity, scope)
+    docs = list_memories(state.store(create=False), scope=scope, tags=tags, limit=limit)
+    emit(state, [d.to_dict() for d in docs],
+         lambda: "\n".join(memory_line(d) for d in docs) if docs else "no memories")
+
+
+@memory.command("show")
+@click.argument("doc_id", metavar="ID")
+@json_option
+@pass_state
+def memory_show(state: State, doc_id: str) -> None:
+    """Show one memory with all its metadata."""
+    doc = get_memory(state.store(create=False), doc_id)
+    emit(state, doc.to_dict(), lambda: "\n".join(
+        [f"id: {doc.id}", f"text: {doc.text}"] + [f"{key}: {value}" for key, value in sorted(doc.metadata.items())]
+    ))
+
+
+@memory.command("rm")
+@click.argument("doc_ids", nargs=-1, required=True, metavar="ID...")
+@json_option
+@pass_state
+def memory_rm(state: State, doc_ids: tuple[str, ...]) -> None:
+    """Remove memories by id; ids that are not memories are reported (exit 1) and left alone."""
+    report = remove_memories(state.store(create=False), doc_ids)
+    emit(state, report.to_dict(), report.summary)
+    if not report.ok:  # the report (stdout) lists what was removed; stderr names the ids that were not
+        raise report.error()
+
+
+# ---- memory consolidation ------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Only report what would be merged.")
+@click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True),
+              help="Cosine similarity above which two memories of one scope merge (default BRAIN_CONSOLIDATE_THRESHOLD).")
+@json_option
+@pass_state
+def consolidate(state: State, dry_run: bool, threshold: float | None) -> None:
+    """Merge near-duplicate memories of the same scope; lists every merge."""
+    report = state.brain(create=False).consolidate(dry_run=dry_run, threshold=threshold)
+    emit(state, report.to_dict(), report.summary)

@@ -1,0 +1,127 @@
+"""The sections of the settings and the field types they declare: each section's field factory
+enforces its environment prefix (the naming rule), so the rule cannot drift."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, BeforeValidator, Field
+from pydantic_settings import NoDecode
+
+from brain.schemas import DOC_TYPES
+
+#: the settings that name files or directories
+PATH_FIELDS = ("data_dir", "persona_path", "specialists_path", "mirror_path")
+#: the specialist bands' thresholds, calibrated for local/minilm-l6-v2 (bench/SPECIALISTS_RESULTS.md);
+#: the Settings defaults and brain.specialists.SpecialistBands' defaults
+SPECIALIST_BAND_DEFAULTS = {"strong": 0.67, "good": 0.48, "possible": 0.30}
+
+
+def specialist_bands_in_order(strong: float, good: float, possible: float) -> bool:
+    """The one rule for the specialist bands: finite, and ``possible <= good <= strong``. Equal
+    thresholds are allowed: they leave the band between them empty."""
+    return all(math.isfinite(v) for v in (strong, good, possible)) and possible <= good <= strong
+
+
+
+@dataclass(frozen=True)
+class SettingGroup:
+    """One section of the settings: its environment prefix, title and what its settings decide."""
+
+    key: str
+    prefix: str
+    title: str
+    about: str
+
+
+#: the sections, in the order the documentation lists them
+SETTING_GROUPS: dict[str, SettingGroup] = {}
+
+#: variables named by another program's convention, so one value serves both
+FOREIGN_VARIABLES = {"OLLAMA_HOST": "the variable Ollama's own tools and client read"}
+
+
+def _group(key: str, prefix: str, title: str, about: str) -> Callable[..., Any]:
+    """A field factory for one section: ``setting("ENV_NAME", default, "what it does (unit)", **constraints)``.
+
+    ``default`` may be a function (called at load time) when the fact belongs to a provider; ``also``
+    lists older variable names that keep working (the first name wins when several are set);
+    ``example`` is what the generated ``config/defaults.env`` shows for a setting that is unset by
+    default. The section's prefix is enforced here, so the naming rule cannot drift."""
+    SETTING_GROUPS[key] = SettingGroup(key, prefix, title, about)
+
+    def setting(env: str, default: Any, description: str, *, also: tuple[str, ...] = (),
+                example: str | None = None, **constraints: Any) -> Any:
+        if not env.startswith(prefix) and env not in FOREIGN_VARIABLES:
+            raise TypeError(f"{env}: settings in the {key!r} section are named {prefix}*")
+        extra: dict[str, Any] = {"group": key}
+        if example is not None:
+            extra["example"] = example
+        if also:
+            extra["also"] = list(also)
+        if callable(default) and not isinstance(default, type):
+            constraints["default_factory"] = default
+        else:
+            constraints["default"] = default
+        return Field(validation_alias=AliasChoices(env, *also), description=description, json_schema_extra=extra,
+                     **constraints)
+
+    return setting
+
+
+context_setting = _group("context", "RAG_", "Context",
+                         "what a chat request's context block holds: which sections, how many items, the budget")
+ranking_setting = _group("ranking", "RAG_", "Ranking memories",
+                         "score = w_sim * similarity + w_imp * importance/5 + w_rec * 0.5 ** (age / half-life)")
+storage_setting = _group("storage", "BRAIN_", "Storage", "where the data lives and how retrieval is served")
+knowledge_setting = _group("knowledge", "BRAIN_", "Knowledge base and persona",
+                           "chunking of ingested files; the persona file")
+embedding_setting = _group("embedding", "BRAIN_", "Embedders", "the embedding model and its server")
+mirror_setting = _group("mirror", "BRAIN_", "The Engram mirror", "the SQLite mirror of memories and conversations")
+chat_setting = _group("chat", "BRAIN_", "Summaries and consolidation",
+                      "conversation summaries (a model, with an extractive fallback) and memory consolidation")
+specialists_setting = _group("specialists", "BRAIN_", "Specialists",
+                             "score = w_c*canonical + w_p*predicates + w_o*objects + w_l*lexical - penalty * "
+                             "max(0, similarity to the closest `not` example - margin); bands calibrated for MiniLM")
+api_setting = _group("api", "BRAIN_", "The HTTP API",
+                     "`brain serve`; a token is required to bind a non-loopback address")
+
+#: the closed set of summarisers; each is the ``kind`` of a class in brain.summarizers
+SummarizerKind = Literal["ollama", "extractive"]
+
+
+def document_types(value: Any) -> Any:
+    """A comma-separated value (environment, env files) as a tuple; other values as given."""
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    return value
+
+
+#: document types as a tuple; the environment gives them comma-separated (not JSON)
+DocTypeList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(document_types)]
+
+
+def default_embedder() -> str:
+    from brain.embeddings.local import LocalMiniLMEmbedder  # the provider owns its name
+
+    return LocalMiniLMEmbedder.name
+
+
+def default_summary_model() -> str:
+    from brain.summarizers.ollama import DEFAULT_MODEL  # the provider owns its default model
+
+    return DEFAULT_MODEL
+
+
+
+def checked_types(value: tuple[str, ...], why_memory: str) -> tuple[str, ...]:
+    unknown = [v for v in value if v not in DOC_TYPES]
+    if unknown:
+        raise ValueError(f"unknown document types {unknown}; choose from {', '.join(DOC_TYPES)}")
+    if "memory" not in value:
+        raise ValueError(f"must include memory ({why_memory})")
+    return tuple(dict.fromkeys(value))
+

@@ -1,0 +1,429 @@
+"""The :class:`Settings` model: every setting, declared once in its section with its description and
+range. The class is longer than brain's others because it is that one declaration (about 70 settings);
+the logic lives in the sibling modules (sections, sources, project, naming)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+import pydantic
+from pydantic import PrivateAttr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from brain.config.naming import describe_settings_error, env_name
+from brain.config.project import ProjectLayout
+from brain.config.sections import (
+    PATH_FIELDS,
+    SPECIALIST_BAND_DEFAULTS,
+    DocTypeList,
+    SummarizerKind,
+    api_setting,
+    chat_setting,
+    checked_types,
+    context_setting,
+    default_embedder,
+    default_summary_model,
+    document_types,
+    embedding_setting,
+    knowledge_setting,
+    mirror_setting,
+    ranking_setting,
+    specialist_bands_in_order,
+    specialists_setting,
+    storage_setting,
+)
+from brain.config.sources import LOADING, Loading, anchored
+from brain.errors import ConfigError
+
+
+class Settings(BaseSettings):
+    """brain's configuration. Out-of-range values raise :class:`ConfigError` naming the variable."""
+
+    model_config = SettingsConfigDict(
+        env_file=None,  # chosen per load by ProjectLayout.discover
+        env_file_encoding="utf-8",
+        extra="ignore",
+        case_sensitive=False,
+        # field names are for Python callers (translated in __init__); in the environment and env files
+        # only the documented variables count, so a stray DATA_DIR or API_TOKEN cannot set brain's
+        populate_by_name=False,
+        validate_default=True,
+    )
+
+    # --- what a chat request's context holds (RAG_*) --------------------------------------------
+    rag_enabled: bool = context_setting(
+        "RAG_ENABLED", True, "master switch: false gives every chat request an empty context")
+    enable_persona: bool = context_setting("RAG_ENABLE_PERSONA", True, "include the persona section")
+    enable_faq: bool = context_setting(
+        "RAG_ENABLE_FAQ", True, "include knowledge-base (FAQ) passages matching the message")
+    enable_memory: bool = context_setting("RAG_ENABLE_MEMORY", True, "include the best-ranked memories")
+    enable_turn: bool = context_setting("RAG_ENABLE_TURN", True, "include the conversation's latest turns")
+    enable_summary: bool = context_setting("RAG_ENABLE_SUMMARY", True, "include the conversation's summaries")
+    enable_related_turns: bool = context_setting(
+        "RAG_ENABLE_RELATED_TURNS", True,
+        "include older turns of the conversation that match the message (hybrid dense + BM25 search)")
+    turn_top_k: int = context_setting("RAG_TURN_TOP_K", 4, "latest turns shown (count)", ge=1, le=20)
+    related_turn_top_k: int = context_setting(
+        "RAG_RELATED_TURN_TOP_K", 3, "older matching turns shown (count)", ge=1, le=20)
+    faq_top_k: int = context_setting("RAG_FAQ_TOP_K", 2, "knowledge-base passages shown (count)", ge=1, le=10)
+    memory_top_k: int = context_setting("RAG_MEMORY_TOP_K", 3, "memories shown (count)", ge=1, le=20)
+    summary_top_k: int = context_setting(
+        "RAG_SUMMARY_TOP_K", 2, "summaries shown, most relevant first (count)", ge=1, le=10)
+    context_max_chars: int = context_setting(
+        "RAG_CONTEXT_MAX_CHARS", 8000,
+        "budget of the rendered context block in characters; whole items are dropped, lowest priority first",
+        ge=200, le=1_000_000)
+    context_max_tokens: int = context_setting(
+        "RAG_CONTEXT_MAX_TOKENS", 0,
+        "budget of the rendered context block in tokens (the local WordPiece tokenizer); 0: characters only",
+        ge=0, le=1_000_000)
+
+    # --- how memories are ranked (RAG_*) --------------------------------------------------------
+    weight_similarity: float = ranking_setting(
+        "RAG_WEIGHT_SIMILARITY", 0.5, "w_sim: weight of cosine similarity to the message",
+                                       ge=0.0, le=1.0)
+    weight_importance: float = ranking_setting(
+        "RAG_WEIGHT_IMPORTANCE", 0.5, "w_imp: weight of importance / 5", ge=0.0, le=1.0)
+    weight_recency: float = ranking_setting(
+        "RAG_WEIGHT_RECENCY", 0.1, "w_rec: weight of the recency decay", ge=0.0, le=1.0)
+    recency_half_life_days: float = ranking_setting(
+        "RAG_RECENCY_HALF_LIFE_DAYS", 30.0, "age at which the recency part halves (days)", gt=0.0, le=36500.0)
+    recency_from: Literal["created", "last_used"] = ranking_setting(
+        "RAG_RECENCY_FROM", "created",
+        "what a memory's age counts from: created (when it was written) or last_used (when it was last "
+        "retrieved; needs RAG_TRACK_ACCESS)")
+    track_access: bool = ranking_setting(
+        "RAG_TRACK_ACCESS", False,
+        "record when each memory is retrieved (its last_used), for RAG_RECENCY_FROM=last_used")
+
+    # --- where the data lives and how it is served --------------------------------------------------
+    # path settings: unset, they default to the project's (or the user-level) places; see the module docstring
+    data_dir: Path = storage_setting(
+        "BRAIN_DATA_DIR", Path("data"),
+        "the data directory: the embedded store lives in `<dir>/chroma`, the mirror in `<dir>/mirror.db`")
+    chroma_url: str | None = storage_setting(
+        "BRAIN_CHROMA_URL", None,
+        "an http(s) URL of a Chroma server (`chroma run --path ./data/chroma --port 8000`); unset: the embedded "
+        "store in BRAIN_DATA_DIR", example="http://127.0.0.1:8000")
+    collection: str = storage_setting("BRAIN_COLLECTION", "conversations",
+                              "the Chroma collection of all five document types (3..512 characters)")
+    index_types: DocTypeList = storage_setting(
+        "BRAIN_INDEX_TYPES", ("memory", "persona", "faq", "summary"),
+        "document types ranked from the in-process exact index instead of Chroma's (comma-separated; "
+        "memory is required)")
+    index_refresh_seconds: float = storage_setting(
+        "BRAIN_INDEX_REFRESH_SECONDS", 5.0,
+        "how often the store checks for writes by another process and rebuilds its in-process state "
+        "(seconds; 0: never)", ge=0.0, le=86400.0)
+
+    # --- knowledge base and persona ---------------------------------------------------------------
+    chunk_window: int = knowledge_setting(
+        "BRAIN_CHUNK_WINDOW", 200,
+        "knowledge-base chunk size in tokens of the embedder's tokenizer; must fit the embedder's input",
+        ge=16, le=8192)
+    chunk_overlap: int = knowledge_setting(
+        "BRAIN_CHUNK_OVERLAP", 40, "tokens shared by consecutive chunks; smaller than BRAIN_CHUNK_WINDOW",
+        ge=0, le=4096)
+    persona_path: Path = knowledge_setting("BRAIN_PERSONA_PATH", Path("persona.md"),
+                                   "the persona file `brain init` and start-up load")
+
+    # --- embedders ------------------------------------------------------------------------------------
+    embedder: str = embedding_setting(
+        "BRAIN_EMBEDDER", default_embedder,
+        "the embedding model as `provider/model`: `local/minilm-l6-v2` (in-process) or `ollama/<model>`, "
+        "e.g. `ollama/nomic-embed-text`")
+    embed_batch_size: int = embedding_setting("BRAIN_EMBED_BATCH_SIZE", 64, "texts per embedding call (count)",
+                                      ge=1, le=4096)
+    query_cache_size: int = embedding_setting(
+        "BRAIN_QUERY_CACHE_SIZE", 1024, "query embeddings kept in memory for repeated queries (entries; 0: off)",
+        ge=0, le=1_000_000)
+    ollama_host: str = embedding_setting(
+        "OLLAMA_HOST", "http://127.0.0.1:11434", "the Ollama server for ollama/ embedders and the summariser (URL)")
+    ollama_timeout: float = embedding_setting(
+        "BRAIN_OLLAMA_TIMEOUT", 30.0, "time limit of one embedding request to Ollama "
+                                      "(seconds)", gt=0.0, le=3600.0)
+
+    # --- the Engram-compatible SQLite mirror ---------------------------------------------------------
+    mirror_enabled: bool = mirror_setting("BRAIN_MIRROR_ENABLED", True,
+                                  "keep the SQLite mirror in step with every write to the store")
+    mirror_path: Path | None = mirror_setting(
+        "BRAIN_MIRROR_PATH", None, "the mirror's file; unset: `<BRAIN_DATA_DIR>/mirror.db`", example="data/mirror.db")
+    # memories and the conversations (turns, summaries) exist nowhere else; persona and FAQ come from files
+    mirror_types: DocTypeList = mirror_setting(
+        "BRAIN_MIRROR_TYPES", ("memory", "turn", "summary"),
+        "document types the mirror keeps (comma-separated; memory is required)")
+    mirror_batch_size: int = mirror_setting(
+        "BRAIN_MIRROR_BATCH_SIZE", 500, "rows per mirror transaction in sync and backfill (rows)", ge=100, le=1000)
+    owner_id: str | None = mirror_setting(
+        "BRAIN_OWNER_ID", None, "owner.id of PAM exports; unset: a UUID derived from the store's location",
+        min_length=1)
+
+    # --- summaries and consolidation -----------------------------------------------------------------
+    summary_every_n: int = chat_setting(
+        "BRAIN_SUMMARY_EVERY_N", 5, "exchanges (user + assistant turns) per conversation summary (count)",
+        also=("RAG_SUMMARY_EVERY_N",), ge=1, le=1000)
+    summarizer: SummarizerKind = chat_setting(
+        "BRAIN_SUMMARIZER", "ollama",
+        "who writes summaries: ollama (the chat model BRAIN_SUMMARY_MODEL on OLLAMA_HOST) or extractive (no "
+        "model); the extractive summariser is always the fallback")
+    summary_model: str = chat_setting("BRAIN_SUMMARY_MODEL", default_summary_model,
+                              "the Ollama chat model that writes summaries (an Ollama model name)")
+    summary_retries: int = chat_setting(
+        "BRAIN_SUMMARY_RETRIES", 3, "retries of a failed model summary (count)", ge=0, le=20)
+    summary_backoff_seconds: float = chat_setting(
+        "BRAIN_SUMMARY_BACKOFF_SECONDS", 1.0, "first back-off between retries, doubled each retry (seconds)",
+        ge=0.0, le=600.0)
+    summary_timeout: float = chat_setting(
+        "BRAIN_SUMMARY_TIMEOUT", 120.0, "time limit of one request to the summary model "
+                                  "(seconds)", gt=0.0, le=3600.0)
+    summary_deadline_seconds: float = chat_setting(
+        "BRAIN_SUMMARY_DEADLINE_SECONDS", 60.0,
+        "time limit of one model summary, every attempt, retry and back-off included; then the extractive "
+        "fallback (seconds)", gt=0.0, le=3600.0)
+    summary_cooldown_seconds: float = chat_setting(
+        "BRAIN_SUMMARY_COOLDOWN_SECONDS", 30.0,
+        "after a fallback summary, use the fallback at once for this long, so no retries queue up while "
+        "Ollama is down (seconds)", ge=0.0, le=86400.0)
+    consolidate_threshold: float = chat_setting(
+        "BRAIN_CONSOLIDATE_THRESHOLD", 0.92,
+        "consolidation merges same-scope memories whose cosine similarity is above this", gt=0.0, le=1.0)
+
+    # --- the specialist registry (semantic discovery of tools) ------------------------------------
+    # score = w_c*canonical + w_p*predicates + w_o*objects + w_l*lexical
+    #         - penalty * max(0, similarity to the closest `not` example - margin)
+    specialists_path: Path = specialists_setting("BRAIN_SPECIALISTS_PATH", Path("config/specialists.yaml"),
+                                         "the YAML file of specialists that registration reads")
+    specialists_collection: str = specialists_setting(
+        "BRAIN_SPECIALISTS_COLLECTION", "specialists", "the Chroma collection of the specialists' vectors",
+        min_length=3, max_length=512)
+    specialist_weight_canonical: float = specialists_setting(
+        "BRAIN_SPECIALIST_WEIGHT_CANONICAL", 0.5, "w_c: weight of similarity to the canonical description",
+        ge=0.0, le=1.0)
+    specialist_weight_predicates: float = specialists_setting(
+        "BRAIN_SPECIALIST_WEIGHT_PREDICATES", 0.3, "w_p: weight of similarity to the predicates (what it does)",
+        ge=0.0, le=1.0)
+    specialist_weight_objects: float = specialists_setting(
+        "BRAIN_SPECIALIST_WEIGHT_OBJECTS", 0.2, "w_o: weight of similarity to the objects (what it acts on)",
+        ge=0.0, le=1.0)
+    specialist_weight_lexical: float = specialists_setting(
+        "BRAIN_SPECIALIST_WEIGHT_LEXICAL", 0.2,
+        "w_l: weight of the specialist's share of the request's BM25 evidence (0: the dense formula only)",
+        ge=0.0, le=1.0)
+    specialist_not_penalty: float = specialists_setting(
+        "BRAIN_SPECIALIST_NOT_PENALTY", 1.0, "penalty factor for similarity to a `not` example", ge=0.0, le=10.0)
+    specialist_not_margin: float = specialists_setting(
+        "BRAIN_SPECIALIST_NOT_MARGIN", 0.5, "similarity to a `not` example below which no penalty applies",
+        ge=-1.0, le=1.0)
+    # bands calibrated for local/minilm-l6-v2 (see bench/SPECIALISTS_RESULTS.md)
+    specialist_band_strong: float = specialists_setting(
+        "BRAIN_SPECIALIST_BAND_STRONG", SPECIALIST_BAND_DEFAULTS["strong"],
+        "lowest score of a strong match (at least BRAIN_SPECIALIST_BAND_GOOD)",
+        ge=-1.0, le=1.0)
+    specialist_band_good: float = specialists_setting(
+        "BRAIN_SPECIALIST_BAND_GOOD", SPECIALIST_BAND_DEFAULTS["good"],
+        "lowest score of a good match (at least BRAIN_SPECIALIST_BAND_POSSIBLE)",
+        ge=-1.0, le=1.0)
+    specialist_band_possible: float = specialists_setting(
+        "BRAIN_SPECIALIST_BAND_POSSIBLE", SPECIALIST_BAND_DEFAULTS["possible"],
+        "lowest score of a possible match; below it, no match",
+        ge=-1.0, le=1.0)
+    specialist_cache_ttl_seconds: float = specialists_setting(
+        "BRAIN_SPECIALIST_CACHE_TTL_SECONDS", 300.0, "how long a request's matches are cached (seconds; 0: off)",
+        ge=0.0, le=86400.0)
+    specialist_cache_size: int = specialists_setting(
+        "BRAIN_SPECIALIST_CACHE_SIZE", 1024, "requests whose matches are cached (entries; 0: off)",
+        ge=0, le=1_000_000)
+
+    # --- the HTTP API (brain serve) -------------------------------------------------------------------
+    api_host: str = api_setting("BRAIN_API_HOST", "127.0.0.1",
+                        "the address `brain serve` binds; a non-loopback address needs a token")
+    api_port: int = api_setting("BRAIN_API_PORT", 5000, "the port `brain serve` listens on", ge=1, le=65535)
+    api_token: pydantic.SecretStr | None = api_setting(
+        "BRAIN_API_TOKEN", None,
+        "the admin token, at least 16 printable characters, e.g. from `python -c 'import secrets; "
+        "print(secrets.token_urlsafe(32))'`; empty or unset: no admin token", example="")
+    api_tokens_file: Path | None = api_setting(
+        "BRAIN_API_TOKENS_FILE", None,
+        "a file of entity-bound (and further admin) tokens, one `<entity name or admin> <token>` per line",
+        example="config/api-tokens")
+    api_max_body_bytes: int = api_setting(
+        "BRAIN_API_MAX_BODY_BYTES", 1_000_000, "the largest request body accepted (bytes)",
+                                  ge=1024, le=1_000_000_000)
+
+    _layout: ProjectLayout | None = PrivateAttr(None)
+    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def __init__(self, **values: Any):
+        layout = ProjectLayout.discover(values.pop("_project_dir", None))
+        values = {env_name(key) if key in type(self).model_fields else key: value for key, value in values.items()}
+        values.setdefault("_env_file", layout.env_files)
+        loading = Loading(layout, Path(os.path.abspath(os.getcwd())))
+        token = LOADING.set(loading)
+        try:
+            super().__init__(**values)
+        except pydantic.ValidationError as exc:
+            raise ConfigError(describe_settings_error(exc)) from None
+        finally:
+            LOADING.reset(token)
+        for name in PATH_FIELDS:
+            value = getattr(self, name)
+            if name not in self.model_fields_set and name in layout.defaults:
+                value = layout.defaults[name]
+                loading.origins[name] = f"the default of {layout.describe()}"
+            if value is not None and not value.is_absolute():  # e.g. a Path given after loading
+                value = loading.cwd / value
+            self.__dict__[name] = value
+        self._layout = layout
+        self._origins = loading.origins
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
+                                   file_secret_settings):
+        return (anchored(init_settings, "argument", cls), anchored(env_settings, "environment", cls),
+                anchored(dotenv_settings, "file", cls), file_secret_settings)
+
+    @property
+    def layout(self) -> ProjectLayout:
+        """The project (or user-level places) these settings were read from."""
+        return self._layout if self._layout is not None else ProjectLayout.discover()
+
+    def origin(self, name: str) -> str:
+        """Where the path setting ``name`` came from, for messages (e.g. ``BRAIN_DATA_DIR in /p/.env``)."""
+        return self._origins.get(name) or "the built-in default"
+
+    @field_validator("api_token", mode="before")
+    @classmethod
+    def _api_token(cls, value: Any) -> Any:
+        if isinstance(value, pydantic.SecretStr):
+            value = value.get_secret_value()
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None  # `BRAIN_API_TOKEN=` (as in config/defaults.env) means no token, not an empty one
+        from brain.auth import token_problem  # the token rule lives with the tokens file's
+
+        value = value.strip() if isinstance(value, str) else value
+        problem = token_problem(value) if isinstance(value, str) else None
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("api_tokens_file", "owner_id", mode="before")
+    @classmethod
+    def _empty_means_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("embedder")
+    @classmethod
+    def _provider_slash_model(cls, value: str) -> str:
+        provider, sep, model = value.partition("/")
+        if not sep or not provider or not model or "/" in model or any(c.isspace() for c in value):
+            raise ValueError("must look like provider/model, e.g. local/minilm-l6-v2 or ollama/nomic-embed-text")
+        return value
+
+    @field_validator("chroma_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        parsed = urlparse(value)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError("must be an http(s) URL such as http://127.0.0.1:8000")
+        return value
+
+    @model_validator(mode="after")
+    def _overlap_below_window(self) -> Settings:
+        if self.chunk_overlap >= self.chunk_window:
+            raise ValueError(
+                f"BRAIN_CHUNK_OVERLAP={self.chunk_overlap} must be smaller than BRAIN_CHUNK_WINDOW={self.chunk_window}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _bands_ordered(self) -> Settings:
+        if not specialist_bands_in_order(
+            self.specialist_band_strong, self.specialist_band_good, self.specialist_band_possible
+        ):
+            raise ValueError(
+                "BRAIN_SPECIALIST_BAND_STRONG >= BRAIN_SPECIALIST_BAND_GOOD >= BRAIN_SPECIALIST_BAND_POSSIBLE "
+                "must hold, "
+                f"got {self.specialist_band_strong} / {self.specialist_band_good} / {self.specialist_band_possible}"
+            )
+        if self.specialist_weight_canonical + self.specialist_weight_predicates + self.specialist_weight_objects <= 0:
+            raise ValueError("the BRAIN_SPECIALIST_WEIGHT_* settings must not all be 0")
+        return self
+
+    @field_validator("index_types")
+    @classmethod
+    def _index_types(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return checked_types(value, "memory ranking is served from the in-process index")
+
+    @property
+    def indexed_types(self) -> tuple[str, ...]:
+        """BRAIN_INDEX_TYPES (also when a caller's ``model_copy`` left it a comma-separated string)."""
+        return tuple(document_types(self.index_types))
+
+    @field_validator("mirror_types")
+    @classmethod
+    def _mirror_types(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return checked_types(value, "the mirror exists to keep every memory")
+
+    @property
+    def mirrored_types(self) -> tuple[str, ...]:
+        """BRAIN_MIRROR_TYPES (also when a caller's ``model_copy`` left it a comma-separated string)."""
+        return tuple(document_types(self.mirror_types))
+
+    def has_embedded_store(self) -> bool:
+        """Whether an embedded Chroma store exists in the data directory."""
+        return (self.data_dir / "chroma" / "chroma.sqlite3").is_file()
+
+    def describe_paths(self) -> dict[str, Any]:
+        """Where these settings point and why: the project, the env files, each path setting with
+        its origin and whether it exists, and whether a store is there (for ``brain paths``)."""
+        def entry(path: Path, origin: str) -> dict[str, Any]:
+            return {"path": str(path), "exists": path.exists(), "from": origin}
+
+        layout = self.layout
+        mirror_origin = self.origin("mirror_path") if self.mirror_path is not None else "the data directory"
+        return {
+            "project": str(layout.root) if layout.root is not None else None,
+            "found": layout.describe(),
+            "env_files": [{"path": str(p), "exists": p.is_file()} for p in layout.env_files],
+            **{name: entry(getattr(self, name), self.origin(name))
+               for name in ("data_dir", "persona_path", "specialists_path")},
+            "mirror_file": entry(self.mirror_file, mirror_origin),
+            "chroma_url": self.chroma_url,
+            "store": None if self.chroma_url else self.has_embedded_store(),
+        }
+
+    @property
+    def mirror_file(self) -> Path:
+        """Where the mirror lives: BRAIN_MIRROR_PATH, else <BRAIN_DATA_DIR>/mirror.db."""
+        return self.mirror_path if self.mirror_path is not None else self.data_dir / "mirror.db"
+
+    @field_validator("summary_model")
+    @classmethod
+    def _summary_model(cls, value: str) -> str:
+        from brain.summarizers.ollama import model_name_problem  # the provider owns its naming rule
+
+        problem = model_name_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("collection")
+    @classmethod
+    def _collection_name(cls, value: str) -> str:
+        if not (3 <= len(value) <= 512):
+            raise ValueError("must be 3 to 512 characters long")
+        return value
+
+
+
+def load_settings(project_dir: str | os.PathLike | None = None, **overrides: Any) -> Settings:
+    """Read settings (for the project ``project_dir``, else the one found as the module docstring
+    says); raise :class:`ConfigError` with a readable message when a value is wrong."""
+    if project_dir is not None:
+        overrides["_project_dir"] = project_dir
+    return Settings(**overrides)

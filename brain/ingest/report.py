@@ -1,0 +1,111 @@
+"""The report of an ingest run: what it did (or, dry, would do), file by file and document by document."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class IngestReport:
+    """What a run did (or, with ``dry_run``, would do: the same numbers, nothing written or embedded).
+
+    Files:
+
+    - ``files_read``: supported files read and parsed (or recognised as unchanged) without error.
+    - ``files_new``: files that had no documents in the store, now ingested.
+    - ``updated``: files (not documents) that had ingested documents which no longer matched the
+      file (changed since the last run, or left half-done by an interrupted run) and were brought in
+      step.
+    - ``files_unchanged``: files whose documents were already in step (nothing written).
+    - ``files_migrated``: unchanged files whose documents were stored under an older name (see the
+      module docstring) and were re-keyed under the current one, with their stored vectors.
+    - ``files_bad``: files (or given paths) that could not be found, read or parsed; ``errors`` says
+      why. They are left exactly as they were in the store.
+
+    Documents:
+
+    - ``added``: documents written under an id that was not stored before.
+    - ``unchanged``: documents whose id was already stored and is kept (when their file changed
+      elsewhere, their ``kb_hash`` / ``kb_docs`` are refreshed with a metadata-only write).
+    - ``removed``: ingested documents deleted: stale chunks of changed files, and with ``prune``
+      every document of a file in ``missing_files``.
+    - ``migrated``: documents of migrated files, re-keyed under the current name (not embedded).
+    - ``embedded``: texts sent to the embedder, at most ``added``: a text identical to one already
+      stored (a moved file, a duplicate entry) re-uses that vector.
+    - ``skipped``: ``{"path", "reason"}`` of files that are not knowledge-base files (by extension).
+    - ``errors``: ``{"path", "line", "message"}`` (``line`` None when not about one line) of paths
+      that do not exist, files that cannot be read or parsed (left exactly as they were in the
+      store, and never pruned) and failed writes (re-running completes them).
+    - ``warnings``: ``{"path", "line", "message"}``: ingested with a loss, e.g. a column whose value
+      Chroma cannot store, or a ``Q:`` without ``A:``. Reported when the file is parsed, i.e. not
+      again on runs where the file is unchanged.
+    - ``missing_files``: ingested files that were under a directory given in this run and are gone;
+      ``pruned`` tells whether their documents were removed.
+    """
+
+    files_read: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    skipped: list[dict] = field(default_factory=list)  # {"path", "reason"}
+    errors: list[dict] = field(default_factory=list)  # {"path", "line" (int | None), "message"}
+    dry_run: bool = False
+    embedded: int = 0
+    warnings: list[dict] = field(default_factory=list)  # {"path", "line", "message"}: ingested, with a loss
+    missing_files: list[str] = field(default_factory=list)  # ingested before, gone from the given folders
+    pruned: bool = False  # whether missing files' documents were (or, dry run, would be) removed
+    files_new: int = 0
+    files_unchanged: int = 0
+    files_migrated: int = 0
+    files_bad: int = 0
+    migrated: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing failed (skipped files and warnings do not count as failures)."""
+        return not self.errors
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+    def summary(self) -> str:
+        def plural(n: int, word: str) -> str:
+            return f"{n} {word}{'' if n == 1 else 's'}"
+
+        verb = "would be " if self.dry_run else ""
+        head = "Dry run, nothing written. " if self.dry_run else ""
+        files = f"{plural(self.files_read, 'file')} read, {self.files_new} new, {self.updated} changed, " \
+                f"{self.files_unchanged} unchanged"
+        if self.files_migrated:
+            files += f", {self.files_migrated} {verb}migrated to stable names"
+        if self.files_bad:
+            files += f"; {plural(self.files_bad, 'bad file')}"
+        docs = (f"{plural(self.added, 'document')} {verb}added "
+                f"({self.embedded} {'to embed' if self.dry_run else 'embedded'}), {self.unchanged} unchanged, "
+                f"{self.removed} {verb}removed")
+        if self.migrated:
+            docs += f", {self.migrated} {verb}re-keyed (vectors reused)"
+        lines = [f"{head}{files}. {docs}."]
+        if self.skipped:
+            lines.append(f"Skipped {plural(len(self.skipped), 'file')}:")
+            lines += [f"  {s['path']}: {s['reason']}" for s in self.skipped[:10]]
+            if len(self.skipped) > 10:
+                lines.append(f"  ... and {len(self.skipped) - 10} more")
+        if self.missing_files:
+            action = (("would be removed" if self.dry_run else "removed") if self.pruned
+                      else "kept; --prune removes them")
+            lines.append(f"{plural(len(self.missing_files), 'ingested file')} no longer present ({action}): "
+                         + ", ".join(self.missing_files[:10]) + (" ..." if len(self.missing_files) > 10 else ""))
+        for kind, items in (("warning", self.warnings), ("error", self.errors)):
+            if items:
+                lines.append(f"{plural(len(items), kind)}:")
+                for item in items[:20]:
+                    where = item["path"] if item.get("line") is None else f"{item['path']}:{item['line']}"
+                    lines.append(f"  {where}: {item['message']}")
+                if len(items) > 20:
+                    lines.append(f"  ... and {len(items) - 20} more")
+        return "\n".join(lines)
+
+    def add_error(self, path: str, line: int | None, message: str) -> None:
+        self.errors.append({"path": path, "line": line, "message": message})
