@@ -37,6 +37,7 @@ import numpy as np
 
 from brain.errors import EmbedderError, Problem, StoreUnavailable, ValidationError
 from brain.mirror import mapping, protocol, schema
+from brain.mirror.fingerprint import content_hash
 from brain.mirror.integrity import MirrorCorrupt, corruption_named, is_corruption, quick_check
 from brain.mirror.protocol import (
     DIMENSION_MISMATCH,
@@ -231,7 +232,7 @@ class EngramMirror:
             conn.execute("INSERT OR IGNORE INTO engram_meta (key, value) VALUES (?, '0')", (schema.CHANGES_KEY,))
             if stale_fts:  # built without stemming: created again below and filled from the texts
                 conn.execute("DROP TABLE memories_fts")
-            for statement in schema.INDEXES + schema.FTS + schema.CHANGE_TRIGGERS:
+            for statement in schema.INDEXES + schema.FTS + schema.CHANGE_TRIGGERS + schema.CONTENT_HASHES:
                 conn.execute(statement)
             if (fts is None or stale_fts) and conn.execute("SELECT 1 FROM memories LIMIT 1").fetchone():
                 conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
@@ -364,6 +365,11 @@ class EngramMirror:
                 self._conn.executemany(
                     _UPSERT_EMBEDDING,
                     [(p["row"]["id"], self.model, p["blob"], p["dimensions"], now) for p in part if p["blob"] is not None],
+                )
+                # after the row and vector writes, whose triggers drop the old hash; a document without
+                # a vector keeps the row's vector, so its hash stays if nothing else changed
+                self._conn.executemany(
+                    _UPSERT_HASH, [(p["row"]["id"], p["hash"]) for p in part if p["blob"] is not None]
                 )
             self._generation += 1
         return len(prepared)
@@ -502,7 +508,10 @@ class EngramMirror:
             except (TypeError, ValueError) as exc:
                 problems.append(Problem("metadata", f"metadata cannot be stored as JSON: {exc}", i))
                 continue
-            prepared.append({"row": row, "blob": blob, "dimensions": len(blob) // 4 if blob is not None else None})
+            prepared.append({
+                "row": row, "blob": blob, "dimensions": len(blob) // 4 if blob is not None else None,
+                "hash": None if blob is None else content_hash(text, meta, np.frombuffer(blob, dtype="<f4")),
+            })
         if problems:
             summary = "; ".join(f"item {p.item}: {p.message}" for p in problems[:5])
             more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
@@ -559,6 +568,29 @@ class EngramMirror:
         """Every stored vector of one memory, by model (validated)."""
         rows = self._read("SELECT model, embedding, dimensions FROM memory_embeddings WHERE memory_id = ?", (memory_id,))
         return {m: protocol.decode_embedding(b, d, memory_id=memory_id, model=m) for m, b, d in rows}
+
+    @_named_corruption
+    def content_hashes(self) -> dict[str, bytes | None]:
+        """Our rows' ids with their stored content hash (:mod:`brain.mirror.fingerprint`); None where
+        the row has none (written before hashes were kept, or changed by another writer since)."""
+        rows = self._read(
+            f"SELECT m.id, h.hash FROM memories m LEFT JOIN brain_content_hashes h ON h.memory_id = m.id "
+            f"WHERE {_IS_OURS}"
+        )
+        return {i: None if h is None else bytes(h) for i, h in rows}
+
+    @_named_corruption
+    def set_content_hashes(self, items: Iterable[tuple[str, bytes]]) -> int:
+        """Record ``[(memory_id, hash), ...]`` for rows found equal to the documents the hashes were
+        computed from (:func:`brain.mirror.sync.catch_up` does); ids not in the file are skipped.
+        Returns the number recorded."""
+        rows = [(i, bytes(h)) for i, h in items]
+        if not rows:
+            return 0
+        with self.transaction():
+            known = self._existing_ids([i for i, _ in rows])
+            self._conn.executemany(_UPSERT_HASH, [r for r in rows if r[0] in known])
+        return sum(1 for i, _ in rows if i in known)
 
     @_named_corruption
     def models(self) -> dict[str, int]:
@@ -851,6 +883,7 @@ WHERE content IS NOT excluded.content OR memory_type IS NOT excluded.memory_type
    OR created_at IS NOT excluded.created_at OR importance IS NOT excluded.importance
    OR source IS NOT excluded.source OR namespace IS NOT excluded.namespace OR metadata IS NOT excluded.metadata
 """
+_UPSERT_HASH = "INSERT OR REPLACE INTO brain_content_hashes (memory_id, hash) VALUES (?, ?)"
 _UPSERT_EMBEDDING = (
     "INSERT OR REPLACE INTO memory_embeddings (memory_id, model, embedding, dimensions, created_at) VALUES (?, ?, ?, ?, ?)"
 )
