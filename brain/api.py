@@ -755,5 +755,10 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
                     "run a Chroma server and set BRAIN_CHROMA_URL")
     # opened here, before uvicorn starts, so that a locked or unreachable store is a clear error
     with open_brain(settings) as opened:
+        from brain.startup import catch_up_mirror
+
+        caught_up = catch_up_mirror(opened.store)  # a write the mirror missed is repaired before serving
+        if caught_up is not None:
+            log.info("%s", caught_up.summary())
         uvicorn.run(create_app(settings, brain=opened, tokens=tokens), host=host, port=port, workers=1,
                     log_level="info")
