@@ -25,7 +25,7 @@ class StartupReport:
     seconds: float
     indexed: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    mirror_sync: Any = None  # a brain.mirror.sync.SyncReport when the mirror had to catch up
+    mirror_sync: Any = None  # the mirror's catch-up, a brain.mirror.sync.SyncReport (None: no mirror)
 
     @property
     def store(self) -> RagStore:
@@ -54,8 +54,8 @@ class StartupReport:
 
 def startup(settings: Settings | None = None, *, persona_path: str | Path | None = None, warm: bool = True,
             brain: Brain | None = None) -> StartupReport:
-    """Open a Brain (or prepare ``brain``), bring the persona in line with ``persona.md``, catch a
-    lagging mirror up and (with ``warm``) build the in-process indexes and load the embedding model now
+    """Open a Brain (or prepare ``brain``), bring the persona in line with ``persona.md``, catch the
+    mirror up with the store and (with ``warm``) build the in-process indexes and load the embedding model now
     rather than on the first chat message. ``report.brain`` is the caller's to close.
 
     A missing persona file is a warning, not an error: the assistant still answers without one.
@@ -73,7 +73,7 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
         persona = load_persona(store, path)
     else:
         warnings.append(f"persona file {path} not found; the assistant runs without a persona (set BRAIN_PERSONA_PATH)")
-    mirror_sync = _catch_up_mirror(store, settings)
+    mirror_sync = catch_up_mirror(store)
     indexed: dict[str, int] = {}
     if warm:
         store.refresh_index()
@@ -84,14 +84,11 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
     return StartupReport(brain, persona, time.perf_counter() - started, indexed, warnings, mirror_sync)
 
 
-def _catch_up_mirror(store: RagStore, settings: Settings) -> Any:
-    """A mirror that is new, or was off while the store was written, is synced in full; a mirror whose
-    row count matches the store's is trusted (writes go through to it)."""
+def catch_up_mirror(store: RagStore) -> Any:
+    """Bring the store's mirror in line with Chroma (:func:`brain.mirror.sync.catch_up`: content, not
+    counts), or None when the mirror is off or damaged. Run by every entry point that serves."""
     if store.mirror is None:
         return None
-    from brain.mirror.sync import sync_mirror
+    from brain.mirror.sync import catch_up
 
-    expected = sum(store.count(t) for t in settings.mirrored_types)
-    if len(store.mirror.ids(foreign=False)) == expected:
-        return None
-    return sync_mirror(store, store.mirror, types=settings.mirrored_types)
+    return catch_up(store, store.mirror, types=store.settings.mirrored_types)

@@ -9,6 +9,7 @@ from brain.api.factory import create_app
 from brain.auth import TokenTable
 from brain.config import Settings
 from brain.core import open as open_brain
+from brain.startup import catch_up_mirror
 from brain.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -41,5 +42,8 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
                     "run a Chroma server and set BRAIN_CHROMA_URL")
     # opened here, before uvicorn starts, so that a locked or unreachable store is a clear error
     with open_brain(settings) as opened:
+        caught_up = catch_up_mirror(opened.store)  # a write the mirror missed is repaired before serving
+        if caught_up is not None:
+            log.info("%s", caught_up.summary())
         uvicorn.run(create_app(settings, brain=opened, tokens=tokens), host=host, port=port, workers=1,
                     log_level="info")

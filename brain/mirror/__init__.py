@@ -11,7 +11,8 @@ store be rebuilt without calling the embedder again.
 - :mod:`brain.mirror.store`: :class:`EngramMirror`, the file itself (writes, recall, backfill)
 - :mod:`brain.mirror.integrity`: a damaged file (:class:`MirrorCorrupt`), the store's
   :class:`MirrorHealth`, moving a file aside
-- :mod:`brain.mirror.sync`: reconciliation with the store, verification, restore
+- :mod:`brain.mirror.fingerprint`: a row's content hash, what the catch-up compares
+- :mod:`brain.mirror.sync`: the catch-up with the store (content, not counts), verification, restore
 - :mod:`brain.mirror.recovery`: disaster recovery: the store from the mirror and the files
   (:func:`recover_store`), the mirror from the store (:func:`rebuild_mirror`)
 """
@@ -33,7 +34,15 @@ from brain.mirror.protocol import (
 )
 from brain.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth
 from brain.mirror.store import EngramMirror, KeywordHit, MirrorDocument
-from brain.mirror.sync import RestoreReport, SyncReport, VerifyReport, restore_from_mirror, sync_mirror, verify_mirror
+from brain.mirror.sync import (
+    RestoreReport,
+    SyncReport,
+    VerifyReport,
+    catch_up,
+    restore_from_mirror,
+    sync_mirror,
+    verify_mirror,
+)
 from brain.mirror.recovery import RebuildReport, RecoveryReport, rebuild_mirror, recover_store
 
 __all__ = [
@@ -58,6 +67,7 @@ __all__ = [
     "RestoreReport",
     "SyncReport",
     "VerifyReport",
+    "catch_up",
     "check_model_name",
     "decode_embedding",
     "encode_embedding",

@@ -169,6 +169,32 @@ CHANGE_TRIGGERS: tuple[str, ...] = (
     f"CREATE TRIGGER IF NOT EXISTS brain_memories_au AFTER UPDATE OF metadata, namespace ON memories BEGIN {_BUMP} END",
 )
 
+#: each of our rows' content hash (:mod:`brain.mirror.fingerprint`), written with the row; engramai
+#: never reads it. Any change to a row's text, metadata or vectors that does not write a new hash (engram's
+#: own writes, a backfill) drops it, so a hash is there only while it describes the row. Files written
+#: before this table existed get it, empty, when opened: their rows are compared in full once.
+CONTENT_HASHES: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS brain_content_hashes (
+        memory_id TEXT PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+        hash BLOB NOT NULL
+    )""",
+    """CREATE TRIGGER IF NOT EXISTS brain_hash_memories_ai AFTER INSERT ON memories BEGIN
+        DELETE FROM brain_content_hashes WHERE memory_id = new.id;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS brain_hash_memories_au AFTER UPDATE OF id, content, metadata ON memories BEGIN
+        DELETE FROM brain_content_hashes WHERE memory_id IN (old.id, new.id);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS brain_hash_vectors_ai AFTER INSERT ON memory_embeddings BEGIN
+        DELETE FROM brain_content_hashes WHERE memory_id = new.memory_id;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS brain_hash_vectors_au AFTER UPDATE ON memory_embeddings BEGIN
+        DELETE FROM brain_content_hashes WHERE memory_id IN (old.memory_id, new.memory_id);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS brain_hash_vectors_ad AFTER DELETE ON memory_embeddings BEGIN
+        DELETE FROM brain_content_hashes WHERE memory_id = old.memory_id;
+    END""",
+)
+
 #: columns engramai's migrations add to older files; added here too when a file lacks them
 MEMORY_COLUMNS_ADDED = (
     ("contradicts", "TEXT DEFAULT ''"),

@@ -1,11 +1,17 @@
-"""Keeping the store and the mirror in step: full reconciliation, verification, restore.
+"""Keeping the store and the mirror in step: catch-up, verification, restore.
 
-- :func:`sync_mirror` makes the mirror match the store for the mirrored types: rows added or rewritten
-  where text, metadata or the configured model's vector differ (vectors: by more than
-  :data:`VECTOR_TOLERANCE`, Chroma's own rounding; the vectors Chroma holds are reused, so
+- :func:`catch_up` (also :func:`sync_mirror`) makes the mirror match the store for the mirrored types:
+  rows added or rewritten where text, metadata or the configured model's vector differ (vectors: by
+  more than :data:`VECTOR_TOLERANCE`, Chroma's own rounding; the vectors Chroma holds are reused, so
   nothing is embedded), and our rows whose documents are gone deleted. Rows engram wrote itself
-  (foreign, see :mod:`brain.mirror.mapping`) are left alone. Running it twice changes nothing the
-  second time.
+  (foreign, see :mod:`brain.mirror.mapping`) are left alone. It compares content, not counts: each
+  document's hash (:mod:`brain.mirror.fingerprint`) against the one the mirror stored with the row,
+  and only rows whose hash is missing or different are decoded and compared exactly, so a write
+  Chroma took and the mirror missed (an update in place, a delete plus an add) is found at about
+  the cost of reading the store. The repair is one mirror transaction (one per
+  :data:`REPAIR_BATCH` rows when more differ, e.g. a new mirror). Running it twice changes nothing
+  the second time. Every entry point that opens a brain for serving runs it
+  (:func:`brain.startup.startup`, ``brain serve``).
 - :func:`verify_mirror` reports every difference without writing.
 - :func:`restore_from_mirror` writes the mirror's documents of every type back into a store (e.g. a
   fresh one after Chroma was lost) with their ids, texts and metadata (a turn keeps its
@@ -26,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from brain.errors import EmbeddingModelMismatch, ValidationError
+from brain.mirror.fingerprint import content_hash, without_use
 from brain.mirror.store import EngramMirror, MirrorDocument
 
 if TYPE_CHECKING:  # the store imports the mirror, not the other way round
@@ -34,6 +41,8 @@ if TYPE_CHECKING:  # the store imports the mirror, not the other way round
 log = logging.getLogger(__name__)
 
 PAGE = 1000
+#: rows rewritten per mirror transaction by a catch-up: bounds the documents (and vectors) held in memory
+REPAIR_BATCH = 10_000
 _SHOWN = 10
 
 
@@ -46,12 +55,16 @@ def _ids_line(label: str, ids: Sequence[str]) -> str | None:
 
 @dataclass
 class SyncReport:
+    """What a catch-up did. ``rehashed``: rows found equal to their documents whose content hash was
+    missing or stale (a file from before hashes were kept, a row engram touched), now recorded."""
+
     added: int = 0
     updated: int = 0
     deleted: int = 0
     unchanged: int = 0
     foreign: int = 0
     seconds: float = 0.0
+    rehashed: int = 0
 
     @property
     def changed(self) -> int:
@@ -64,9 +77,11 @@ class SyncReport:
         return self.summary()
 
     def summary(self) -> str:
+        rehashed = f" ({self.rehashed} content hashes recorded)" if self.rehashed else ""
         return (
             f"mirror sync: {self.added} added, {self.updated} updated, {self.deleted} deleted, "
-            f"{self.unchanged} unchanged; {self.foreign} rows written by engram left alone ({self.seconds:.1f} s)"
+            f"{self.unchanged} unchanged{rehashed}; {self.foreign} rows written by engram left alone "
+            f"({self.seconds:.1f} s)"
         )
 
 
@@ -172,12 +187,6 @@ def _store_pages(store: "RagStore", types: Sequence[str], page: int):
             offset += len(docs)
 
 
-def _without_use(meta: dict[str, Any]) -> dict[str, Any]:
-    """Metadata minus ``last_used``: access tracking updates it in Chroma alone (a write per retrieval
-    would double its cost), so it is not a difference worth a sync."""
-    return {k: v for k, v in meta.items() if k != "last_used"} if "last_used" in meta else meta
-
-
 def _compare(doc, mirrored: MirrorDocument | None) -> str | None:
     """None when the mirror row equals the document, else the first kind of difference."""
     if mirrored is None:
@@ -186,46 +195,89 @@ def _compare(doc, mirrored: MirrorDocument | None) -> str | None:
         return "metadata"
     if mirrored.text != doc.text:
         return "text"
-    if _without_use(mirrored.metadata) != _without_use(doc.metadata):
+    if without_use(mirrored.metadata) != without_use(doc.metadata):
         return "metadata"
     if not _same_vector(mirrored.embedding, doc.embedding):
         return "vectors"
     return None
 
 
-def sync_mirror(
+def catch_up(
     store: "RagStore", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
 ) -> SyncReport:
-    """Make the mirror match the store for ``types`` (default: the store's BRAIN_MIRROR_TYPES; idempotent);
-    see the module docstring."""
+    """Make the mirror match the store for ``types`` (default: the store's BRAIN_MIRROR_TYPES), repairing
+    exactly the rows that differ; idempotent. See the module docstring."""
     _check_models(store, mirror)
     types = store.settings.mirrored_types if types is None else types
     started = time.perf_counter()
     report = SyncReport()
+    stored = mirror.content_hashes()
     seen: set[str] = set()
+    repair = _Repair(mirror)
     for docs in _store_pages(store, tuple(types), page):
-        mirrored = {d.id: d for d in mirror.get([d.id for d in docs])}
-        todo = []
+        suspects: dict[str, tuple[Any, bytes]] = {}
         for doc in docs:
             seen.add(doc.id)
-            difference = _compare(doc, mirrored.get(doc.id))
-            if difference is None:
+            digest = content_hash(doc.text, doc.metadata, doc.embedding)
+            if stored.get(doc.id) == digest:
                 report.unchanged += 1
-                continue
-            if difference == "missing":
-                report.added += 1
             else:
-                report.updated += 1
-            todo.append(doc)
-        if todo:
-            mirror.upsert(todo)
-    gone = sorted(mirror.ids(foreign=False) - seen)
-    if gone:
-        report.deleted = mirror.delete(gone)
+                suspects[doc.id] = (doc, digest)
+        if not suspects:
+            continue
+        mirrored = {d.id: d for d in mirror.get(list(suspects))}
+        for doc_id, (doc, digest) in suspects.items():
+            difference = _compare(doc, mirrored.get(doc_id))
+            if difference is None:  # equal, but the hash was missing or stale
+                report.unchanged += 1
+                report.rehashed += 1
+                repair.hashes.append((doc_id, digest))
+            else:
+                report.added += difference == "missing"
+                report.updated += difference != "missing"
+                repair.docs.append(doc)
+        repair.flush_if_full()
+    repair.gone = sorted(set(stored) - seen)
+    repair.flush()
+    report.deleted = repair.deleted
     report.foreign = len(mirror.ids(foreign=True))
     report.seconds = time.perf_counter() - started
     log.info("%s", report)
     return report
+
+
+@dataclass
+class _Repair:
+    """A catch-up's pending mirror writes, written in one transaction per :data:`REPAIR_BATCH` rows."""
+
+    mirror: EngramMirror
+    docs: list[Any] = field(default_factory=list)
+    hashes: list[tuple[str, bytes]] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+    deleted: int = 0
+
+    def flush_if_full(self) -> None:
+        if len(self.docs) + len(self.hashes) >= REPAIR_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if not (self.docs or self.hashes or self.gone):
+            return
+        with self.mirror.transaction():
+            if self.gone:
+                self.deleted += self.mirror.delete(self.gone)
+            if self.docs:
+                self.mirror.upsert(self.docs)
+            if self.hashes:
+                self.mirror.set_content_hashes(self.hashes)
+        self.docs, self.hashes, self.gone = [], [], []
+
+
+def sync_mirror(
+    store: "RagStore", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
+) -> SyncReport:
+    """The catch-up under its command's name (``brain mirror sync``): :func:`catch_up`."""
+    return catch_up(store, mirror, types=types, page=page)
 
 
 def verify_mirror(
@@ -251,7 +303,7 @@ def verify_mirror(
                 continue
             if row.text != doc.text:
                 report.text.append(doc.id)
-            if _without_use(row.metadata) != _without_use(doc.metadata):
+            if without_use(row.metadata) != without_use(doc.metadata):
                 report.metadata.append(doc.id)
             if not _same_vector(row.embedding, doc.embedding):
                 report.vectors.append(doc.id)

@@ -1,0 +1,131 @@
+"""The mirror's reads: counts, ids, documents by id or in insertion order, vectors, content hashes,
+coverage, and the file's health and statistics."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from brain.mirror import mapping, protocol
+from brain.mirror.protocol import Coverage
+from brain.mirror.rows import IS_OURS, SELECT_DOCS, MirrorDocument, chunks, marks, named_corruption
+
+
+class MirrorReads:
+    """The reading half of :class:`~brain.mirror.store.EngramMirror`."""
+
+    @named_corruption
+    def count(self) -> int:
+        """Rows in ``memories`` (ours and engram's own)."""
+        return int(self._read("SELECT COUNT(*) FROM memories")[0][0])
+
+    def count_by_type(self) -> dict[str, int]:
+        """Our rows per document type, and rows engram wrote itself under ``"engram"``."""
+        rows = self._read(
+            f"SELECT CASE WHEN {IS_OURS} THEN json_extract(m.metadata, '$.brain.type') ELSE 'engram' END AS kind, "
+            "COUNT(*) FROM memories m GROUP BY kind ORDER BY kind"
+        )
+        return {kind: int(n) for kind, n in rows}
+
+    @named_corruption
+    def ids(self, *, foreign: bool | None = None) -> set[str]:
+        """Every id; ``foreign=False`` only our rows, ``foreign=True`` only rows engram wrote itself."""
+        if foreign is None:
+            return {r[0] for r in self._read("SELECT id FROM memories")}
+        test = "NOT" if foreign else ""  # one of two constants
+        return {r[0] for r in self._read(f"SELECT id FROM memories m WHERE {test} {IS_OURS}")}
+
+    @named_corruption
+    def get(self, ids: str | Iterable[str]) -> list[MirrorDocument]:
+        """Documents by id, in the order asked; unknown ids are skipped."""
+        ids = [ids] if isinstance(ids, str) else list(ids)
+        found: dict[str, MirrorDocument] = {}
+        for part in chunks(ids):
+            rows = self._read(f"{SELECT_DOCS} WHERE m.id IN ({marks(len(part))})", [self.model, *part])
+            found.update((r[1], self._document(r)) for r in rows)
+        return [found[i] for i in ids if i in found]
+
+    def iter_documents(self, batch: int = 1000) -> Iterator[MirrorDocument]:
+        """Every row in insertion order, ``batch`` rows per read (the lock is released between reads)."""
+        last = 0
+        while True:
+            rows = self._read(f"{SELECT_DOCS} WHERE m.rowid > ? ORDER BY m.rowid LIMIT ?", (self.model, last, batch))
+            for r in rows:
+                yield self._document(r)
+            if len(rows) < batch:
+                return
+            last = rows[-1][0]
+
+    def embeddings(self, memory_id: str) -> dict[str, np.ndarray]:
+        """Every stored vector of one memory, by model (validated)."""
+        rows = self._read("SELECT model, embedding, dimensions FROM memory_embeddings WHERE memory_id = ?", (memory_id,))
+        return {m: protocol.decode_embedding(b, d, memory_id=memory_id, model=m) for m, b, d in rows}
+
+    @named_corruption
+    def content_hashes(self) -> dict[str, bytes | None]:
+        """Our rows' ids with their stored content hash (:mod:`brain.mirror.fingerprint`); None where
+        the row has none (written before hashes were kept, or changed by another writer since)."""
+        rows = self._read(
+            f"SELECT m.id, h.hash FROM memories m LEFT JOIN brain_content_hashes h ON h.memory_id = m.id "
+            f"WHERE {IS_OURS}"
+        )
+        return {i: None if h is None else bytes(h) for i, h in rows}
+
+    @named_corruption
+    def models(self) -> dict[str, int]:
+        """Vectors stored per model."""
+        return dict(self._read("SELECT model, COUNT(*) FROM memory_embeddings GROUP BY model ORDER BY model"))
+
+    @named_corruption
+    def coverage(self, model: str | None = None) -> Coverage:
+        with self._lock:
+            self._check_open()
+            return protocol.coverage(self._conn, model or self.model)
+
+    def _document(self, row: tuple) -> MirrorDocument:
+        _, doc_id, content, raw_meta, memory_type, created_at, importance, namespace, blob, dimensions = row
+        meta = mapping.brain_metadata(raw_meta)
+        foreign = meta is None
+        if foreign:
+            meta = mapping.foreign_metadata(memory_type, created_at, importance, namespace)
+        vector = None
+        if blob is not None:
+            vector = protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=self.model)
+        return MirrorDocument(doc_id, content or "", meta, vector, foreign)
+
+    # ---- health --------------------------------------------------------------------------------
+    def integrity_check(self) -> str:
+        """``"ok"``, or the problems: SQLite's integrity check, foreign keys and the FTS index."""
+        with self._lock:
+            self._check_open()
+            try:
+                problems = [r[0] for r in self._conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
+                problems += [f"foreign key: {r[0]} row {r[1]} -> {r[2]}"
+                             for r in self._conn.execute("PRAGMA foreign_key_check")]
+            except sqlite3.DatabaseError as exc:  # too damaged to be checked: that is the finding
+                return str(exc)
+            try:
+                self._conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
+            except sqlite3.DatabaseError as exc:
+                problems.append(f"memories_fts: {exc}")
+        return "ok" if not problems else "; ".join(problems)
+
+    @named_corruption
+    def stats(self) -> dict[str, Any]:
+        rows = self._read(
+            f"SELECT COUNT(*), SUM(NOT {IS_OURS}) FROM memories m"
+        )[0]
+        return {
+            "path": str(self.path),
+            "model": self.model,
+            "documents": int(rows[0]),
+            "foreign": int(rows[1] or 0),
+            "by_type": self.count_by_type(),
+            "vectors": self.models(),
+            "coverage": self.coverage().ratio,
+            "embedding_protocol_version": protocol.PROTOCOL_VERSION,
+        }
+
+
