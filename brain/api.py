@@ -52,7 +52,6 @@ from brain.errors import (
     ValidationError,
     joined,
 )
-from brain.rag_store import RagStore
 from brain.schemas import (
     CONVERSATION_ID_MAX_LENGTH,
     CONVERSATION_ID_PATTERN,
@@ -64,6 +63,7 @@ from brain.schemas import (
     get_all_schemas,
     schema_info,
 )
+from brain.store import RagStore
 
 log = logging.getLogger(__name__)
 

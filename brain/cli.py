@@ -28,8 +28,8 @@ from brain.config import Settings, load_settings
 from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError, NotFound, StoreNotFound
-from brain.rag_store import RagStore
 from brain.schemas import DOC_TYPES, DocType, check_scope, entity_scope, get_all_schemas, schema_info
+from brain.store import RagStore
 
 #: the largest --k of a search (the store's own bound)
 MAX_K = 1000

@@ -30,8 +30,8 @@ from brain.memories import created, merge_near_duplicates, merged_fields
 from brain.schemas import DocType, MemoryMetadata, format_timestamp, read_stored
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
     from brain.results import Document
+    from brain.store import RagStore
 
 log = logging.getLogger(__name__)
 

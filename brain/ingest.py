@@ -98,7 +98,7 @@ from brain.schemas import metadata_value_problem
 from brain.text.markdown import markdown_sections, slugify
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
+    from brain.store import RagStore
 
 #: bumped when parsing changes what documents a file gives: every file is then re-read once
 PARSER_VERSION = "kb-parser/1"

@@ -88,7 +88,6 @@ from brain.errors import ConfigError, EmbedderError, ValidationError
 from brain.ids import derived_id, new_id
 from brain.ids import memory_id as derived_memory_id
 from brain.memories import is_part, merged_importance, merged_tags, part_scopes, visible_scopes
-from brain.rag_store import SIMILARITY_ONLY, RagStore
 from brain.schemas import (
     GLOBAL_SCOPE,
     XAIBO_CHUNK_KEY,
@@ -99,6 +98,7 @@ from brain.schemas import (
     entity_scope,
     metadata_value_problem,
 )
+from brain.store import SIMILARITY_ONLY, RagStore
 
 try:
     from xaibo.core.protocols.memory import (

@@ -28,8 +28,8 @@ import numpy as np
 from brain.errors import EmbeddingModelMismatch, ValidationError
 from brain.mirror.store import EngramMirror, MirrorDocument
 
-if TYPE_CHECKING:  # the store imports the mirror, not the other way round
-    from brain.rag_store import RagStore
+if TYPE_CHECKING:  # the store never imports the mirror: the mirror follows its write events
+    from brain.store import RagStore
 
 log = logging.getLogger(__name__)
 
