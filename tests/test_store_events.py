@@ -167,3 +167,18 @@ def test_the_store_imports_neither_the_mirror_nor_the_persona():
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         assert not {m for m in imported if m.startswith(("brain.mirror", "brain.persona"))}, path.name
+
+
+def test_a_bare_store_has_no_mirror_until_one_is_subscribed(tmp_path, local_embedder):
+    from brain.mirror.subscriber import open_mirror_subscriber
+    from brain.store import RagStore
+
+    settings = Settings(data_dir=tmp_path / "data")
+    with RagStore(settings, embedder=local_embedder) as bare:
+        bare.upsert_memory("Max collects stamps")
+        assert bare.mirror is None and bare.mirror_health is None
+        link = open_mirror_subscriber(settings, local_embedder.name)
+        bare.mirror_link = bare.subscribe(link, close=link.close)
+        later = bare.upsert_memory("Max mends bicycles")
+        assert bare.mirror.ids() == {later}  # it follows the writes from the moment it subscribed
+    assert link.mirror is None  # closed with the store
