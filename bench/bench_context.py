@@ -36,8 +36,8 @@ from bench_store import DAY, NOW, TOPICS, PrecomputedEmbedder, _iso, make_space,
 
 from brain.chat import ChatMemory  # noqa: E402
 from brain.config import Settings  # noqa: E402
+from brain.core import open_store  # noqa: E402
 from brain.embeddings import get_embedder  # noqa: E402
-from brain.rag_store import RagStore  # noqa: E402
 from brain.summarizers import ExtractiveSummarizer  # noqa: E402
 
 SEED = 20241121
@@ -134,7 +134,7 @@ def main() -> None:
         settings = Settings(data_dir=tmp / "data", summary_every_n=1000)
         embedder = PrecomputedEmbedder(queries)
         embedder.name = f"bench/precomputed-{args.dim}"
-        store = RagStore(settings, embedder=embedder)
+        store = open_store(settings, embedder=embedder)
         t0 = time.perf_counter()
         for s in range(0, len(docs), BATCH):
             store.upsert_docs(docs[s : s + BATCH])

@@ -45,8 +45,8 @@ from bench_store import PrecomputedEmbedder  # noqa: E402
 
 from brain.chat import ChatMemory  # noqa: E402
 from brain.config import Settings  # noqa: E402
+from brain.core import open_store  # noqa: E402
 from brain.embeddings import get_embedder  # noqa: E402
-from brain.rag_store import RagStore  # noqa: E402
 from brain.summarizers import ExtractiveSummarizer  # noqa: E402
 
 CONCURRENCY = (1, 8, 32)
@@ -130,7 +130,7 @@ def main() -> None:
     lines: list[str] = []
     try:
         settings = Settings(data_dir=data_dir, summary_every_n=1000, summarizer="extractive")
-        store = RagStore(settings, embedder=AsLocalModel(np.zeros((1, dim), dtype=np.float32)))
+        store = open_store(settings, embedder=AsLocalModel(np.zeros((1, dim), dtype=np.float32)))
         t0 = time.perf_counter()
         for s in range(0, len(docs), BATCH):
             store.upsert_docs(docs[s : s + BATCH])
@@ -145,7 +145,7 @@ def main() -> None:
                    "entity": conversation_owner(picked[i % len(picked)])} for i in range(n_in_process + args.requests * len(CONCURRENCY))]
 
         # 1. in process, the same store with the real model
-        store = RagStore(settings, embedder=get_embedder(settings))
+        store = open_store(settings, embedder=get_embedder(settings))
         chat = ChatMemory(store, summarizer=ExtractiveSummarizer(), start_worker=False)
         store.refresh_index()
         for i, conv in enumerate(picked):  # conversations cached and their turn-search index built, as in a service

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
+from brain.core import open_store  # noqa: E402
 import brain.ingest as brain_ingest  # noqa: E402
 import brain.ingest.apply as ingest_apply  # noqa: E402
 import brain.ingest.files as ingest_files  # noqa: E402
@@ -39,7 +40,6 @@ from brain.chunking import TokenChunker  # noqa: E402
 from brain.config import Settings  # noqa: E402
 from brain.embeddings import LocalMiniLMEmbedder  # noqa: E402
 from brain.ingest import ingest_paths  # noqa: E402
-from brain.rag_store import RagStore  # noqa: E402
 from brain.text.markdown import slugify  # noqa: E402
 
 TARGET_RATIO = 0.9
@@ -176,7 +176,7 @@ def _run(args, work: Path) -> str:
     parts = sorted(p for p in kb.iterdir() if p.is_dir())
     print(f"generated {n_files} files in {len(parts)} folders, {n_bytes / 1e6:.2f} MB in {gen_s:.1f} s", file=sys.stderr)
 
-    store = RagStore(settings, embedder=embedder)
+    store = open_store(settings, embedder=embedder)
     real_embed = embedder.embed_documents
     embed = Timed(real_embed)
     embedder.embed_documents = embed  # type: ignore[method-assign]

@@ -40,10 +40,10 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
 from brain.config import Settings  # noqa: E402
+from brain.core import open_store  # noqa: E402
 from brain.embeddings.base import Embedder, Kind  # noqa: E402
 from brain.mirror import EngramMirror, sync_mirror  # noqa: E402
 from brain.mirror import schema  # noqa: E402
-from brain.rag_store import RagStore  # noqa: E402
 
 SEED = 4242
 TOPICS = 200
@@ -238,7 +238,7 @@ class PrecomputedEmbedder(Embedder):
 def bench_sync(work: Path, ids, texts, metas, vectors) -> list[Row]:
     n = len(ids)
     embedder = PrecomputedEmbedder(vectors.shape[1])
-    store = RagStore(Settings(data_dir=work / "store", mirror_enabled=False), embedder=embedder)
+    store = open_store(Settings(data_dir=work / "store", mirror_enabled=False), embedder=embedder)
     t0 = time.perf_counter()
     for start in range(0, n, BATCH):
         end = min(n, start + BATCH)

@@ -34,7 +34,8 @@ os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working dir
 from brain.config import Settings  # noqa: E402
 from brain.embeddings.base import Embedder, Kind  # noqa: E402
 from brain.mirror import catch_up, verify_mirror  # noqa: E402
-from brain.rag_store import RagStore  # noqa: E402
+from brain.core import open_store  # noqa: E402
+from brain.store import RagStore  # noqa: E402
 
 SEED = 1313
 BATCH = 1000
@@ -81,7 +82,7 @@ def timed(fn):
 def bench(work: Path, n: int, dim: int) -> list[tuple[str, str, str, str]]:
     rng = np.random.default_rng(SEED)
     vectors = unit_vectors(rng, n, dim)
-    store = RagStore(Settings(data_dir=work / f"store-{n}"), embedder=PrecomputedEmbedder(dim))
+    store = open_store(Settings(data_dir=work / f"store-{n}"), embedder=PrecomputedEmbedder(dim))
     t0 = time.perf_counter()
     for start in range(0, n, BATCH):
         store.upsert_docs([{"id": f"m-{i}", "text": f"memory number {i} about topic {i % 97}", "type": "memory",

@@ -44,9 +44,10 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
 from brain.config import Settings  # noqa: E402
+from brain.core import open_store  # noqa: E402
 from brain.embeddings import LocalMiniLMEmbedder  # noqa: E402
 from brain.pam import EMBEDDINGS_FILE, MEMORY_STORE_FILE, export_pam, import_pam  # noqa: E402
-from brain.rag_store import RagStore  # noqa: E402
+from brain.store import RagStore  # noqa: E402
 
 WORDS = (
     "alice bob carol dave likes prefers visits works lives in near with tea coffee jazz hiking paris berlin "
@@ -169,7 +170,7 @@ def bench_conversations(args, work: Path, store, local) -> list[str]:
     conv_bytes = sum(p.stat().st_size for p in (work / "conv-pam" / "conversations").iterdir())
     raw_put, _ = timed(lambda: raw_write(store("conv-raw").client, "raw-copy", ids, texts, metas, vectors), "raw upsert")
     embedder = TimedEmbedder(local)
-    target = RagStore(Settings(data_dir=work / "conv-target", mirror_enabled=False), embedder=embedder)
+    target = open_store(Settings(data_dir=work / "conv-target", mirror_enabled=False), embedder=embedder)
     import_s, imported = timed(lambda: import_pam(target, work / "conv-pam"), "import with conversations")
     assert imported.conversation_new == n_turns + n_summaries, imported
     embed_s, embedded = embedder.seconds, embedder.texts
@@ -263,7 +264,7 @@ def bench_memories(args, work: Path, store, embedder) -> list[str]:
     assert imported.new == n and imported.vectors_reused == n and imported.vectors_embedded == 0, imported
     again_s, again = timed(lambda: import_pam(target, work / "pam"), "import")
     assert again.unchanged == n and again.written == 0, again
-    mirrored = RagStore(Settings(data_dir=work / "mirrored", mirror_enabled=True), embedder=embedder)
+    mirrored = open_store(Settings(data_dir=work / "mirrored", mirror_enabled=True), embedder=embedder)
     mirror_s, _ = timed(lambda: import_pam(mirrored, work / "pam"), "import, mirror on")
     assert mirrored.count("memory") == n
 
@@ -323,7 +324,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-portable-"))
     try:
         def store(name: str, **settings) -> RagStore:
-            return RagStore(Settings(data_dir=work / name, mirror_enabled=False, **settings), embedder=embedder)
+            return open_store(Settings(data_dir=work / name, mirror_enabled=False, **settings), embedder=embedder)
 
         if not args.skip_memories:
             memory_lines = bench_memories(args, work, store, embedder)

@@ -61,8 +61,8 @@ os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working dir
 from xaibo.primitives.modules.memory import NumpyVectorIndex, VectorMemory
 
 from brain.config import Settings
+from brain.core import open_store
 from brain.integrations.xaibo import BrainChunker, BrainEmbedder, BrainMemory
-from brain.rag_store import RagStore
 
 BLOCK = 100  # store_memory: the sides take turns every BLOCK memories
 SLACK = 0.02  # a score this far above what the current text explains came from a stale vector
@@ -484,7 +484,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-protocols-"))
     try:
         settings = Settings(data_dir=tmp / "brain", query_cache_size=0)
-        with RagStore(settings) as store:
+        with open_store(settings) as store:
             chunker = BrainChunker(settings=settings)
             brain = Side("brain", BrainMemory(store=store))
             xaibo = Side("xaibo", VectorMemory(

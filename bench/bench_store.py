@@ -40,10 +40,11 @@ import chromadb  # noqa: E402
 
 from brain import ranking  # noqa: E402
 from brain.config import Settings  # noqa: E402
+from brain.core import open_store  # noqa: E402
 from brain.embeddings import get_embedder  # noqa: E402
 from brain.embeddings.base import Embedder, Kind  # noqa: E402
 from brain.memory_index import MemoryIndex  # noqa: E402
-from brain.rag_store import RagStore  # noqa: E402
+from brain.store import RagStore  # noqa: E402
 
 SEED = 20240611
 DAY = 86400
@@ -438,7 +439,7 @@ def bench_size(n: int, args: argparse.Namespace) -> tuple[list[Row], dict[str, A
     gen_s = time.perf_counter() - t0
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-store-{n}-"))
     try:
-        store = RagStore(Settings(data_dir=tmp / "store"), embedder=PrecomputedEmbedder(corpus.query_vectors))
+        store = open_store(Settings(data_dir=tmp / "store"), embedder=PrecomputedEmbedder(corpus.query_vectors))
         _, raw_col = open_raw_collection(tmp / "raw")
         store.memory_index()  # a live index, as in a running service: every write keeps it in step
         store_dps, raw_dps, same = measure_upsert(store, raw_col, corpus)

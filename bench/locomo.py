@@ -63,8 +63,9 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
 from brain.config import Settings  # noqa: E402
-from brain.rag_store import RagStore  # noqa: E402
+from brain.core import open_store  # noqa: E402
 from brain.schemas import check_conversation_id  # noqa: E402
+from brain.store import RagStore  # noqa: E402
 from brain.text import BM25Index, tokenize  # noqa: E402
 from brain.turn_search import TurnIndex, TurnSearchWeights  # noqa: E402
 
@@ -202,7 +203,7 @@ def describe(w: TurnSearchWeights) -> str:
 def run(args) -> str:
     conversations = args.conversations
     with tempfile.TemporaryDirectory(prefix="brain-locomo-") as tmp, \
-            RagStore(Settings(data_dir=Path(tmp), index_types="memory")) as store:
+            open_store(Settings(data_dir=Path(tmp), index_types="memory")) as store:
         return measure(args, conversations, store)
 
 

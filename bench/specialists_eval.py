@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from brain.config import Settings
-from brain.rag_store import RagStore
+from brain.core import open_store
 from brain.specialists import SpecialistBands, SpecialistRegistry, SpecialistWeights
 
 SETS = {
@@ -155,7 +155,7 @@ def main() -> None:
         parser.error(f"missing labelled set(s): {', '.join(missing)}; leave them out with --sets")
     sets = {name: read_set(SETS[name]) for name in chosen}
 
-    with tempfile.TemporaryDirectory() as tmp, RagStore(Settings(data_dir=Path(tmp) / "data"), mirror=False) as store:
+    with tempfile.TemporaryDirectory() as tmp, open_store(Settings(data_dir=Path(tmp) / "data"), mirror=False) as store:
         registry = SpecialistRegistry(store, path=args.yaml)
         t0 = time.perf_counter()
         first = registry.register()

@@ -4,7 +4,8 @@
 specialist registry wired once (:mod:`brain.core`); start there.
 
 One Chroma collection (``conversations``) holds five document types — persona, faq, memory,
-turn, summary — each validated by :mod:`brain.schemas`. :class:`RagStore` writes and reads them;
+turn, summary — each validated by :mod:`brain.schemas`. :class:`RagStore` writes and reads them
+(:func:`open_store` opens one with its mirror);
 memories are ranked exactly by similarity, importance and recency. :class:`ChatMemory` is what a
 chat backend talks to (context per message, exchanges, summaries); :class:`EngramMirror` keeps the
 memories in an Engram-compatible SQLite file; :func:`export_pam` / :func:`import_pam` speak
@@ -25,10 +26,10 @@ from brain.errors import (
     ValidationError,
 )
 from brain.chat import ChatMemory, Context, Exchange
-from brain.core import Brain, open as open  # noqa: A004 (brain.open, re-exported)
+from brain.core import Brain, open as open, open_store  # noqa: A004 (brain.open, re-exported)
 from brain.mirror import EngramMirror, EmbeddingProtocolError
 from brain.pam import export_pam, import_pam
-from brain.rag_store import RagStore
+from brain.store import RagStore
 from brain.ranking import ScoreWeights
 from brain.results import Document, Hit, MemoryHit
 from brain.schemas import DocType, get_all_schemas, schema_info, validate_metadata
@@ -69,6 +70,7 @@ __all__ = [
     "ValidationError",
     "get_all_schemas",
     "load_settings",
+    "open_store",
     "schema_info",
     "startup",
     "validate_metadata",

@@ -42,7 +42,6 @@ from brain.schemas import (
     valid_conversation_id,
 )
 
-
 #: memory metadata keys a caller never sets through ``metadata``: the store's own keys, the fields that
 #: decide who a memory belongs to, and the fields requests carry at their top level
 #: (the store refuses the reserved ones too; this names the field before anything is read)
@@ -227,8 +226,7 @@ class Access:
         started in; empty and None for an unknown conversation."""
         docs = self.store.conversation_turns(conversation_id)  # in order, from the store's cache
         if not docs:
-            docs = self.store.get(type=DocType.SUMMARY, where={"conversation_id": conversation_id})
-            docs.sort(key=lambda d: d.metadata.get("summary_index") or 0)
+            docs = self.store.conversation_summaries(conversation_id)
         scopes = [str(d.metadata.get("scope", GLOBAL_SCOPE)) for d in docs]
         return set(scopes), (scopes[0] if scopes else None)
 
@@ -274,10 +272,9 @@ class Access:
     def conversation_summaries(self, conversation_id: str) -> tuple[str, list[Any]]:
         """(the id, its summaries in order)."""
         conversation_id, first = self._conversation(conversation_id)
-        docs = self.store.get(type=DocType.SUMMARY, where={"conversation_id": conversation_id})
+        docs = self.store.conversation_summaries(conversation_id)
         if self.entity is not None:  # a summary written in another scope (e.g. through /v1/docs) stays hidden
             docs = [d for d in docs if d.metadata.get("scope", GLOBAL_SCOPE) == first]
-        docs.sort(key=lambda d: d.metadata.get("summary_index") or 0)
         return conversation_id, docs
 
 

@@ -30,8 +30,8 @@ from brain.memories import created, is_part, merge_near_duplicates, merged_field
 from brain.schemas import PART_OF_KEY, DocType, MemoryMetadata, format_timestamp, read_stored
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
     from brain.results import Document
+    from brain.store import RagStore
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings, load_settings
 from brain.errors import BrainError, ConfigError, StoreUnavailable, ValidationError
-from brain.rag_store import RagStore
 from brain.schemas import DocType
+from brain.store import RagStore
 
 if TYPE_CHECKING:
     from brain.chat import ChatMemory
@@ -66,7 +66,8 @@ class Brain:
         """The mirror, or the error that says why there is none and how to get it back."""
         mirror = self.store.mirror
         if mirror is None:
-            if self.store.mirror_health.error is not None:  # damaged: the error names `brain mirror rebuild`
+            health = self.store.mirror_health
+            if health is not None and health.error is not None:  # damaged: the error names `brain mirror rebuild`
                 raise self.store.mirror_health.error
             raise BrainError("the mirror is off (BRAIN_MIRROR_ENABLED=false); set BRAIN_MIRROR_ENABLED=true")
         return mirror
@@ -170,7 +171,8 @@ class Brain:
         report["embedder"] = {"ok": True, "name": self.store.embedder.name,
                               "dimension": int(self.store.embedder.dimension)}
         report["summariser"] = self.chat.health()
-        report["mirror"] = self.store.mirror_health.to_dict()
+        health = self.store.mirror_health  # None for a store opened without open_store: no mirror
+        report["mirror"] = health.to_dict() if health is not None else {"status": "off", "ok": True, "path": None}
         report["status"] = "unavailable" if not healthy else "ok" if report["mirror"]["ok"] else "degraded"
         return report
 
@@ -215,6 +217,27 @@ def _type_name(value: str | DocType | None) -> str | None:
                                f"one of {', '.join(t.value for t in DocType)}") from None
 
 
+def open_store(settings: Settings | None = None, *, embedder: Embedder | None = None, client: Any | None = None,
+               mirror: EngramMirror | bool | None = None, create: bool = True) -> RagStore:
+    """A :class:`~brain.store.RagStore` wired with what the store itself does not import: the mirror,
+    subscribed to its writes (before unfinished writes are rolled back at open, so the mirror follows
+    that too), and the persona's rule for the current version.
+
+    ``mirror``: an open :class:`~brain.mirror.EngramMirror` (the caller closes it), ``False`` for
+    none, or ``None`` for the mirror file of the settings when ``BRAIN_MIRROR_ENABLED``."""
+    from brain.mirror.subscriber import open_mirror_subscriber
+    from brain.persona import current_version
+
+    settings = settings or Settings()
+
+    def attach(store: RagStore) -> None:
+        link = open_mirror_subscriber(settings, store.embedder.name, mirror)
+        store.mirror_link = store.subscribe(link, close=link.close)
+
+    return RagStore(settings, embedder=embedder, client=client, create=create, attach=attach,
+                    persona_version=current_version)
+
+
 def open(settings: Settings | None = None, *, create: bool = True, start_worker: bool = True,
          embedder: Embedder | None = None, summarizer: Summarizer | None = None, **overrides: Any) -> Brain:
     """Open the store and wire a :class:`Brain` around it (close it, or use ``with``).
@@ -230,8 +253,8 @@ def open(settings: Settings | None = None, *, create: bool = True, start_worker:
     elif overrides:
         raise ConfigError(f"brain.open: give settings or Settings fields ({', '.join(sorted(overrides))}), not both; "
                           "Settings(...) takes the fields")
-    store = RagStore(settings, embedder=embedder, create=create)
+    store = open_store(settings, embedder=embedder, create=create)
     return Brain(store, summarizer=summarizer, start_worker=start_worker, owns_store=True)
 
 
-__all__ = ["Brain", "open"]
+__all__ = ["Brain", "open", "open_store"]

@@ -20,8 +20,8 @@ from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError, ConfigError
 from brain.ingest import ingest_paths
-from brain.rag_store import RagStore
 from brain.startup import startup
+from brain.store import RagStore
 
 SAMPLE_QUESTION = "Can you read the text on the photo of my train ticket?"
 SAMPLE_MEMORIES = [

@@ -17,7 +17,7 @@ from brain.results import Document
 from brain.schemas import DocType
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
+    from brain.store import RagStore
 
 
 def add_memory(store: RagStore, text: str, *, scope: str | None = None, importance: int | None = None,

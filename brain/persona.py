@@ -22,8 +22,8 @@ from brain.schemas import DocType, format_timestamp, parse_timestamp, utc_now
 from brain.text.markdown import markdown_sections, slugify
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
     from brain.results import Document
+    from brain.store import RagStore
 
 @dataclass(frozen=True)
 class PersonaSection:

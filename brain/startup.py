@@ -13,7 +13,7 @@ from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import ConfigError
 from brain.persona import PersonaLoad, load_persona
-from brain.rag_store import RagStore
+from brain.store import RagStore
 
 
 @dataclass

@@ -24,7 +24,7 @@ A crash (kill -9, power loss) at each step:
 - during a roll-back: every step of it is idempotent, and the record goes only once it succeeded,
   so the next open simply does it again.
 
-**Resolution** (:meth:`WriteIntentLog.resolve`, run by every :class:`~brain.rag_store.RagStore`
+**Resolution** (:meth:`WriteIntentLog.resolve`, run by every :class:`~brain.store.RagStore`
 open, so by the library, the CLI and ``brain serve`` alike) takes each record no live writer holds
 and rolls it back: in Chroma, the ids that were new are deleted and the previous versions written
 again; then the mirror is made to agree with Chroma for those ids (unless the write had bypassed the

@@ -18,8 +18,8 @@ import uvicorn
 
 from brain.api import create_app
 from brain.config import Settings
+from brain.core import open_store
 from brain.embeddings import LocalMiniLMEmbedder
-from brain.rag_store import RagStore
 from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub
 
 # the session fails when a test reads anything beside the repository (see tests/outside_reads.py)
@@ -111,13 +111,13 @@ def backend_settings(request, tmp_path) -> Settings:
 
 @pytest.fixture
 def store(backend_settings, local_embedder):
-    with RagStore(backend_settings, embedder=local_embedder) as opened:
+    with open_store(backend_settings, embedder=local_embedder) as opened:
         yield opened
 
 
 @pytest.fixture
 def embedded_store(settings, local_embedder):
-    with RagStore(settings, embedder=local_embedder) as opened:
+    with open_store(settings, embedder=local_embedder) as opened:
         yield opened
 
 
@@ -183,7 +183,7 @@ def api_settings(tmp_path, **overrides) -> Settings:
 
 @pytest.fixture
 def api_store(tmp_path, local_embedder):
-    with RagStore(api_settings(tmp_path), embedder=local_embedder) as store:
+    with open_store(api_settings(tmp_path), embedder=local_embedder) as store:
         yield store
 
 

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 
 import brain
 from brain.api import create_app, is_loopback, serve
+from brain.core import open_store
 from brain.embeddings.ollama import OllamaEmbedder
 from brain.errors import ConfigError
-from brain.rag_store import RagStore
 from brain.schemas import DOC_TYPES
 
 from .conftest import ROOT, LiveServer, api_settings, free_port, start_chroma_server, stop
@@ -153,7 +153,7 @@ def test_malformed_json_and_wrong_content_are_422_not_500(live):
 
 def test_body_over_the_limit_is_413(tmp_path, local_embedder):
     settings = api_settings(tmp_path, api_max_body_bytes=2048)
-    with RagStore(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+    with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
         big = {"text": "x" * 4096}
         response = httpx.post(f"{server.url}/v1/memories", json=big, timeout=30)
         assert response.status_code == 413
@@ -170,7 +170,7 @@ def test_embedder_unavailable_is_503_with_the_reason(tmp_path):
     with OllamaStub() as stub:
         settings = api_settings(tmp_path, embedder="ollama/nomic-embed-text")
         settings = settings.model_copy(update={"ollama_host": stub.url})
-        store = RagStore(settings, embedder=OllamaEmbedder("nomic-embed-text", settings))
+        store = open_store(settings, embedder=OllamaEmbedder("nomic-embed-text", settings))
     # the stub is stopped now: embedding a query fails
     try:
         with LiveServer(create_app(settings, store=store)) as server:
@@ -186,7 +186,7 @@ def test_store_unavailable_is_503(tmp_path, local_embedder):
     proc, url = start_chroma_server(tmp_path)
     try:
         settings = api_settings(tmp_path, chroma_url=url)
-        store = RagStore(settings, embedder=local_embedder)
+        store = open_store(settings, embedder=local_embedder)
         with LiveServer(create_app(settings, store=store)) as server:
             assert httpx.get(f"{server.url}/v1/health", timeout=30).status_code == 200
             stop(proc)
@@ -202,7 +202,7 @@ def test_store_unavailable_is_503(tmp_path, local_embedder):
 
 def test_token_is_required_when_set(tmp_path, local_embedder):
     settings = api_settings(tmp_path, api_token="s3cret-token-0123456789")
-    with RagStore(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+    with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
         assert httpx.get(f"{server.url}/v1/health").status_code == 401
         wrong = httpx.get(f"{server.url}/v1/health", headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
@@ -298,7 +298,7 @@ SPECIALISTS_YAML = ROOT / "config" / "specialists.yaml"
 
 def test_specialists_found_by_meaning_over_http(tmp_path, local_embedder):
     settings = api_settings(tmp_path, specialists_path=SPECIALISTS_YAML)
-    with RagStore(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+    with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
         found = httpx.get(f"{server.url}/v1/specialists", params={"q": "look this up online", "k": 2}, timeout=60)
         assert found.status_code == 200, found.text
         results = found.json()["results"]
@@ -351,7 +351,7 @@ def test_the_module_app_is_built_once_from_the_environment(tmp_path):
 
 def test_specialists_without_their_file_is_503_naming_the_setting(tmp_path, local_embedder):
     settings = api_settings(tmp_path, specialists_path=tmp_path / "missing.yaml")
-    with RagStore(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+    with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
         response = httpx.get(f"{server.url}/v1/specialists", params={"q": "weather"}, timeout=60)
         assert response.status_code == 503
         assert "missing.yaml" in response.json()["message"]

@@ -17,7 +17,7 @@ import pytest
 
 from brain.api import create_app
 from brain.chat import ChatMemory
-from brain.rag_store import RagStore
+from brain.core import open_store
 from brain.summarizers import ExtractiveSummarizer
 
 from .conftest import ROOT
@@ -33,7 +33,7 @@ def server(tmp_path, local_embedder):
     write_tokens(path)
     settings = api_settings(tmp_path, api_token=ADMIN, api_tokens_file=path, summary_every_n=1,
                             summarizer="extractive", specialists_path=ROOT / "config" / "specialists.yaml")
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         chat = ChatMemory(store, settings, summarizer=ExtractiveSummarizer())
         try:
             with LiveServer(create_app(settings, store=store, chat=chat)) as live:

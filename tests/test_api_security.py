@@ -21,8 +21,9 @@ from brain.api import create_app, serve
 from brain.auth import TokenTable
 from brain.chat import ChatMemory
 from brain.config import Settings
+from brain.core import open_store
 from brain.errors import ConfigError
-from brain.rag_store import RagStore
+from brain.store import RagStore
 from brain.summarizers import ExtractiveSummarizer
 
 from .conftest import ROOT, free_port
@@ -125,7 +126,7 @@ def test_a_missing_tokens_file_stops_start_up(tmp_path):
 
 def test_an_unauthenticated_request_gets_401_whatever_it_sends(tmp_path, local_embedder):
     settings = api_settings(tmp_path, api_token=ADMIN, api_max_body_bytes=2048)
-    with RagStore(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+    with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
         requests = [
             ("POST", "/v1/memories", {"content": b"{not json", "headers": {"content-type": "application/json"}}),
             ("POST", "/v1/memories", {"json": {"text": "x" * 5000}}),  # over the body limit
@@ -157,7 +158,7 @@ def raw_post(url: str, path: bytes, body: bytes, authorization: bytes) -> bytes:
 
 def test_documentation_is_served_behind_the_token(tmp_path, local_embedder):
     settings = api_settings(tmp_path, api_token=ADMIN)
-    with RagStore(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+    with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
         auth = {"Authorization": f"Bearer {ADMIN}"}
         schema = httpx.get(f"{server.url}/openapi.json", headers=auth, timeout=30)
         assert schema.status_code == 200
@@ -203,7 +204,7 @@ def deployment(tmp_path, local_embedder):
     write_tokens(path)
     settings = api_settings(tmp_path, api_token=ADMIN, api_tokens_file=path, summary_every_n=1,
                             summarizer="extractive")
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         chat = ChatMemory(store, settings, summarizer=ExtractiveSummarizer(), start_worker=False)
         try:
             with LiveServer(create_app(settings, store=store, chat=chat)) as server:

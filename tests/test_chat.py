@@ -16,10 +16,10 @@ import pytest
 from brain import ranking
 from brain.chat import DROP_PRIORITY, ChatMemory, TokenCounter, render_prompt, summary_id
 from brain.config import Settings
+from brain.core import open_store
 from brain.errors import ValidationError
 from brain.memory_index import MemoryIndex
 from brain.persona import load_persona
-from brain.rag_store import RagStore
 from brain.ranking import ScoreWeights
 from brain.summarizers import SummarizerUnavailable, transcript
 from tests.ollama_stub import dead_url, stub_chat_reply
@@ -77,7 +77,7 @@ def make_chat(tmp_path, stub, local_embedder):
 
     def factory(embedder=None, url=None, start_worker=True, clock=time.time, **overrides):
         settings = make_settings(tmp_path, url or stub.url, **overrides)
-        store = RagStore(settings, embedder=embedder or local_embedder)
+        store = open_store(settings, embedder=embedder or local_embedder)
         chat = ChatMemory(store, start_worker=start_worker, clock=clock)
         opened.append((chat, store))
         return chat
@@ -173,7 +173,7 @@ def test_concurrent_exchanges_never_collide(make_chat):
 
 def test_restart_keeps_turn_numbering_and_summary_cadence(tmp_path, stub, local_embedder):
     settings = make_settings(tmp_path, stub.url, summary_every_n=2)
-    store = RagStore(settings, embedder=local_embedder)
+    store = open_store(settings, embedder=local_embedder)
     chat = ChatMemory(store)
     conv = chat.record_exchange(None, "u1", "a1").conversation_id
     assert chat.record_exchange(conv, "u2", "a2").summaries_scheduled == ["1-4"]
@@ -182,7 +182,7 @@ def test_restart_keeps_turn_numbering_and_summary_cadence(tmp_path, stub, local_
     chat.close()
     store.close()
 
-    store = RagStore(settings, embedder=local_embedder)  # a new process would see exactly this
+    store = open_store(settings, embedder=local_embedder)  # a new process would see exactly this
     chat = ChatMemory(store)
     try:
         ex = chat.record_exchange(conv, "u4", "a4")
@@ -573,7 +573,7 @@ def test_access_tracking_persists_last_use(make_chat):
     others = [d for d in chat.store.get(type="memory") if d.id != cat]
     assert all("last_used" not in d.metadata for d in others)
     # a restart reads it back into the index
-    again = RagStore(chat.store.settings, embedder=chat.store.embedder, client=chat.store.client)
+    again = open_store(chat.store.settings, embedder=chat.store.embedder, client=chat.store.client)
     assert again.memory_index().metadata(cat)["last_used"] == now[0]
 
 

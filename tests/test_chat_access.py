@@ -9,9 +9,9 @@ import pytest
 
 from brain.chat import ChatMemory
 from brain.config import Settings
+from brain.core import open_store
 from brain.errors import NotFound, StoreUnavailable
 from brain.mirror import verify_mirror
-from brain.rag_store import RagStore
 
 NOW = 1_800_000_000.0
 
@@ -19,7 +19,7 @@ NOW = 1_800_000_000.0
 @pytest.fixture
 def tracked(tmp_path, local_embedder):
     settings = Settings(data_dir=tmp_path / "data", track_access=True, summarizer="extractive", memory_top_k=1)
-    with RagStore(settings, embedder=local_embedder) as store, \
+    with open_store(settings, embedder=local_embedder) as store, \
             ChatMemory(store, start_worker=False, clock=lambda: NOW) as chat:
         yield chat
 
@@ -72,7 +72,7 @@ def test_a_memory_deleted_before_the_flush_stays_deleted(tracked):
 
 def test_the_worker_flushes_on_its_own(tmp_path, local_embedder):
     settings = Settings(data_dir=tmp_path / "data", track_access=True, summarizer="extractive", memory_top_k=1)
-    with RagStore(settings, embedder=local_embedder) as store, ChatMemory(store, clock=lambda: NOW) as chat:
+    with open_store(settings, embedder=local_embedder) as store, ChatMemory(store, clock=lambda: NOW) as chat:
         cat = chat.remember("The user's cat is called Miso.")
         chat.build_context(None, "what is my cat called?")
         for _ in range(300):  # the worker flushes about every second; generous for a shared machine

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import brain.rag_store
+import brain.store.facade
 from brain.cli import cli
 from brain.errors import NotFound
 from brain.schemas import DOC_TYPES
@@ -41,7 +41,7 @@ def _cli_env(monkeypatch, local_embedder, tmp_path):
     (tmp_path / "config").mkdir(exist_ok=True)
     (tmp_path / "config" / "defaults.env").touch()
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setattr(brain.rag_store, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
 
 
 def run(*args: str, env: dict[str, str] | None = None):

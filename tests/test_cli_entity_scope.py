@@ -12,13 +12,13 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-import brain.rag_store
+import brain.store.facade
 from brain.cli import cli
 
 
 @pytest.fixture(autouse=True)
 def _cli_env(monkeypatch, local_embedder):
-    monkeypatch.setattr(brain.rag_store, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
 
 
 def brain_json(data_dir: Path, *args: str):

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 import brain.embeddings
-import brain.rag_store
+import brain.store.facade
 from brain.cli import cli
 
 PERSONA = "You are Brain.\n\n## Tone\nWarm and brief.\n"
@@ -31,7 +31,7 @@ GUIDE = "# Scanning\nLay the page flat.\n\n## Light\nUse even light.\n"
 
 @pytest.fixture(autouse=True)
 def _model(monkeypatch, local_embedder):
-    monkeypatch.setattr(brain.rag_store, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
 
 

@@ -7,17 +7,17 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from brain.core import open_store
 import brain.embeddings
-import brain.rag_store
+import brain.store.facade
 from brain.cli import cli
 from brain.config import Settings
-from brain.rag_store import RagStore
 
 
 @pytest.fixture(autouse=True)
 def _cli_env(monkeypatch, local_embedder, tmp_path):
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setattr(brain.rag_store, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
 
 
@@ -32,7 +32,7 @@ def run_json(*args: str, env: dict[str, str] | None = None):
 
 
 def seed(tmp_path, local_embedder) -> list[str]:
-    with RagStore(Settings(data_dir=tmp_path / "data"), embedder=local_embedder) as store:
+    with open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder) as store:
         return [
             store.upsert_memory("Alice drinks green tea every morning", importance=4, tags=["drinks"]),
             store.upsert_memory("Bob is allergic to hazelnuts", importance=5, scope="entity:bob"),
@@ -44,7 +44,7 @@ def test_mirror_verify_sync_and_recall(tmp_path, local_embedder):
     ids = seed(tmp_path, local_embedder)
     assert run_json("mirror", "verify")["ok"] is True
     # a store written with the mirror off is behind: verify fails (exit 1), sync repairs it
-    with RagStore(Settings(data_dir=tmp_path / "data"), embedder=local_embedder, mirror=False) as store:
+    with open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder, mirror=False) as store:
         late = store.upsert_memory("Carol moved to Lisbon")
     behind = run("mirror", "verify")
     assert behind.exit_code == 1 and "1 missing" in behind.stdout and late in behind.stdout

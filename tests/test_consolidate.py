@@ -10,8 +10,8 @@ import pytest
 from brain.chat import ChatMemory
 from brain.config import Settings
 from brain.consolidate import consolidate_memories
+from brain.core import open_store
 from brain.errors import ValidationError
-from brain.rag_store import RagStore
 
 DIM = 384
 
@@ -30,7 +30,7 @@ def cos_deg(degrees: float) -> float:
 
 @pytest.fixture
 def store(tmp_path, local_embedder):
-    s = RagStore(Settings(data_dir=tmp_path / "data"), embedder=local_embedder)
+    s = open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder)
     yield s
     s.close()
 
@@ -144,7 +144,7 @@ def test_rows_written_around_the_schema_are_left_alone_and_reported(store, bad):
 
 def test_chat_memory_uses_the_configured_threshold(tmp_path, local_embedder):
     settings = Settings(data_dir=tmp_path / "data", consolidate_threshold=0.999)
-    store = RagStore(settings, embedder=local_embedder)
+    store = open_store(settings, embedder=local_embedder)
     chat = ChatMemory(store, start_worker=False)
     try:
         store.upsert_docs([memory("p", direction(0)), memory("q", direction(5))])  # cosine 0.996

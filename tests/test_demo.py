@@ -51,10 +51,10 @@ def test_demo_reports_bad_settings_as_one_line(tmp_path, monkeypatch, capsys):
 def _stored(tmp_path, local_embedder) -> tuple[dict, dict]:
     """Everything the demo stored: Chroma's documents (text, metadata, vector) and the mirror's tables."""
     from brain.config import Settings
-    from brain.rag_store import RagStore
+    from brain.core import open_store
 
     settings = Settings(data_dir=tmp_path / "data")
-    with RagStore(settings, embedder=local_embedder, mirror=False) as store:
+    with open_store(settings, embedder=local_embedder, mirror=False) as store:
         docs = {d.id: (d.text, d.metadata, d.embedding.tobytes()) for d in store.get(include_embeddings=True)}
     con = sqlite3.connect(f"file:{settings.mirror_file}?mode=ro", uri=True)
     try:

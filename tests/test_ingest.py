@@ -290,9 +290,9 @@ def test_dry_run_reports_the_same_counts_and_writes_nothing(embedded_store, embe
 def expected_state(tmp_path, local_embedder, kb) -> set[tuple[str, str, str]]:
     """(id, kb_file, text) of a clean ingest of ``kb`` into a fresh store."""
     from brain.config import Settings
-    from brain.rag_store import RagStore
+    from brain.core import open_store
 
-    fresh = RagStore(Settings(data_dir=tmp_path / "fresh"), embedder=local_embedder)
+    fresh = open_store(Settings(data_dir=tmp_path / "fresh"), embedder=local_embedder)
     ingest_paths(fresh, [kb])
     return {(d.id, d.metadata["kb_file"], d.text) for d in kb_docs(fresh)}
 

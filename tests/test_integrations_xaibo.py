@@ -23,6 +23,7 @@ from brain import Brain
 from brain.integrations import xaibo as protocols
 from brain.chunking import TokenChunker
 from brain.config import Settings
+from brain.core import open_store
 from brain.errors import BrainError, ConfigError, EmbedderError, ValidationError
 from brain.pam import MEMORY_STORE_FILE, export_pam
 from brain.integrations.xaibo import (
@@ -32,7 +33,7 @@ from brain.integrations.xaibo import (
     BrainVectorIndex,
     UnsupportedModality,
 )
-from brain.rag_store import RagStore
+from brain.store import RagStore
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_YAML = ROOT / "config" / "xaibo" / "agent.yaml"
@@ -571,7 +572,7 @@ def test_example_yaml_wires_brain_memory_into_xaibos_memory_tools():
 
 def test_a_xaibo_exchange_stores_and_retrieves_through_brain(tmp_path, local_embedder):
     # the YAML's data_dir is ./data (the test runs in tmp_path); hand the modules our store for that dir
-    store = RagStore(Settings(data_dir="data"), embedder=local_embedder)
+    store = open_store(Settings(data_dir="data"), embedder=local_embedder)
     protocols.register_shared_store(store)
     try:
         results: list = []

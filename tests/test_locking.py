@@ -9,8 +9,8 @@ import textwrap
 import pytest
 
 from brain.config import Settings
+from brain.core import open_store
 from brain.errors import StoreLocked, StoreUnavailable
-from brain.rag_store import RagStore
 
 OPEN_IN_CHILD = textwrap.dedent(
     """
@@ -34,7 +34,7 @@ def open_in_child(data_dir) -> subprocess.CompletedProcess:
 
 
 def test_second_process_gets_a_clear_error_while_the_store_is_open(settings, local_embedder):
-    store = RagStore(settings, embedder=local_embedder)
+    store = open_store(settings, embedder=local_embedder)
     store.upsert_memory("Alice likes tea")
     try:
         child = open_in_child(settings.data_dir)
@@ -46,14 +46,14 @@ def test_second_process_gets_a_clear_error_while_the_store_is_open(settings, loc
         store.close()
     # released: the other process may open it now, and the data is intact
     assert open_in_child(settings.data_dir).stdout.strip() == "OPENED"
-    reopened = RagStore(settings, embedder=local_embedder)
+    reopened = open_store(settings, embedder=local_embedder)
     assert [d.text for d in reopened.get(type="memory")] == ["Alice likes tea"]
     reopened.close()
 
 
 def test_the_same_process_may_open_a_data_dir_twice(settings, local_embedder):
-    first = RagStore(settings, embedder=local_embedder)
-    second = RagStore(settings, embedder=local_embedder)
+    first = open_store(settings, embedder=local_embedder)
+    second = open_store(settings, embedder=local_embedder)
     first.close()
     # still held by `second`
     assert open_in_child(settings.data_dir).returncode == 3
@@ -68,7 +68,7 @@ def test_locked_is_a_store_unavailable(tmp_path):
 
 def test_server_backed_store_takes_no_lock(chroma_server, tmp_path, local_embedder):
     settings = Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection="locktest")
-    store = RagStore(settings, embedder=local_embedder)
+    store = open_store(settings, embedder=local_embedder)
     try:
         assert not (tmp_path / "data" / "brain.lock").exists()
         assert open_in_child(tmp_path / "data").returncode == 0
@@ -80,5 +80,5 @@ def test_failed_open_releases_the_claim(tmp_path, local_embedder):
     settings = Settings(data_dir=tmp_path / "data")
     with pytest.raises(StoreUnavailable, match="cannot open Chroma collection"):
         # an unusable collection name makes Chroma refuse after the lock was taken
-        RagStore(Settings(data_dir=tmp_path / "data", collection="bad name!"), embedder=local_embedder)
+        open_store(Settings(data_dir=tmp_path / "data", collection="bad name!"), embedder=local_embedder)
     assert open_in_child(settings.data_dir).returncode == 0

@@ -174,9 +174,9 @@ ENTITIES = ["alice", "bob", "Zoë"]
 @pytest.fixture(scope="module")
 def scoped_store(tmp_path_factory, local_embedder):
     from brain.config import Settings
-    from brain.rag_store import RagStore
+    from brain.core import open_store
 
-    s = RagStore(Settings(data_dir=tmp_path_factory.mktemp("memories") / "data"), embedder=local_embedder)
+    s = open_store(Settings(data_dir=tmp_path_factory.mktemp("memories") / "data"), embedder=local_embedder)
     s.upsert_memory("The office opens at nine")
     for name in ENTITIES:
         s.upsert_memory(f"{name} keeps a diary about the garden", entity=name, importance=5)

@@ -11,7 +11,7 @@ import pytest
 from brain.integrations.xaibo import BrainMemory, BrainVectorIndex
 from brain.migrations import migrate_typed_fields
 from brain.mirror.sync import verify_mirror
-from brain.rag_store import RagStore
+from brain.core import open_store
 
 WHEN = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 OLD_KEYS = ("pam_status", "xaibo.kind", "xaibo.chunk", "xaibo.memory_id")
@@ -45,7 +45,7 @@ OLD_ROWS = {
 @pytest.fixture
 def old_store(settings, local_embedder):
     """The settings of a store holding OLD_ROWS in Chroma and in the mirror, as today's code left them."""
-    with RagStore(settings, embedder=local_embedder) as store:  # creates the collection and the mirror
+    with open_store(settings, embedder=local_embedder) as store:  # creates the collection and the mirror
         ids = list(OLD_ROWS)
         texts = [OLD_ROWS[i][0] for i in ids]
         metas = [OLD_ROWS[i][1] for i in ids]
@@ -59,7 +59,7 @@ def old_store(settings, local_embedder):
 
 
 def test_an_old_store_opens_with_every_memory_part_and_status_intact(old_store, local_embedder):
-    with RagStore(old_store, embedder=local_embedder) as store:
+    with open_store(old_store, embedder=local_embedder) as store:
         docs = {d.id: d for d in store.get(type="memory")}
         assert set(docs) == set(OLD_ROWS)
         assert all(docs[i].text == OLD_ROWS[i][0] for i in OLD_ROWS)
@@ -94,9 +94,9 @@ def test_an_old_store_opens_with_every_memory_part_and_status_intact(old_store, 
 
 
 def test_the_migration_pages_by_the_batch_size_and_is_idempotent(old_store, local_embedder):
-    with RagStore(old_store, embedder=local_embedder, mirror=False) as store:
+    with open_store(old_store, embedder=local_embedder, mirror=False) as store:
         pass  # migrated on open, without the mirror
-    with RagStore(old_store, embedder=local_embedder) as store:
+    with open_store(old_store, embedder=local_embedder) as store:
         assert migrate_typed_fields(store.col, 1, store.mirror) == 0
         assert not verify_mirror(store, store.mirror).ok  # the mirror was off during the migration
         raw = store.client.get_collection(old_store.collection)

@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import brain.rag_store
+import brain.store.facade
 from brain.cli import cli
 from brain.config import Settings
 from brain.mirror import catch_up, verify_mirror
-from brain.rag_store import RagStore
+from brain.core import open_store
+from brain.store import RagStore
 from brain.startup import startup
 
 from .conftest import ROOT, free_port
@@ -58,7 +59,7 @@ def mirrored_text(store: RagStore, doc_id: str) -> str | None:
 
 @pytest.fixture
 def mirrored(tmp_path, local_embedder):
-    with RagStore(Settings(data_dir=tmp_path / "data"), embedder=local_embedder) as store:
+    with open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder) as store:
         yield store
 
 
@@ -135,14 +136,14 @@ def test_a_row_changed_by_another_writer_loses_its_hash_and_is_repaired(mirrored
 
 def test_a_mirror_file_written_before_content_hashes_is_migrated_in_place(tmp_path, local_embedder):
     settings = Settings(data_dir=tmp_path / "data")
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         ids = fill(store)
         path = store.mirror.path
     with sqlite3.connect(path) as conn:  # the schema of a file from before the hashes: no table, no triggers
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'brain_hash_%'").fetchall():
             conn.execute(f"DROP TRIGGER {name}")
         conn.execute("DROP TABLE brain_content_hashes")
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         assert set(store.mirror.content_hashes()) == set(ids)
         assert set(store.mirror.content_hashes().values()) == {None}
         first = catch_up(store, store.mirror)
@@ -156,7 +157,7 @@ def test_a_mirror_file_written_before_content_hashes_is_migrated_in_place(tmp_pa
 
 def test_startup_repairs_an_update_the_mirror_missed(tmp_path, local_embedder):
     settings = Settings(data_dir=tmp_path / "data", persona_path=tmp_path / "none.md")
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         ids = fill(store)
         update_in_chroma_only(store, ids[1], "The office wifi password never changes")
     report = startup(settings, warm=False)
@@ -168,9 +169,9 @@ def test_startup_repairs_an_update_the_mirror_missed(tmp_path, local_embedder):
 
 
 def test_mirror_verify_reports_a_row_whose_content_differs(tmp_path, local_embedder, monkeypatch):
-    monkeypatch.setattr(brain.rag_store, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
     settings = Settings(data_dir=tmp_path / "data")
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         ids = fill(store)
         update_in_chroma_only(store, ids[0], "Alice eats fish again")
     result = CliRunner().invoke(cli, ["--data-dir", str(settings.data_dir), "--json", "mirror", "verify"])
@@ -183,7 +184,7 @@ def test_mirror_verify_reports_a_row_whose_content_differs(tmp_path, local_embed
 
 def test_brain_serve_repairs_the_mirror_before_answering(tmp_path, local_embedder):
     data = tmp_path / "data"
-    with RagStore(Settings(data_dir=data), embedder=local_embedder) as store:
+    with open_store(Settings(data_dir=data), embedder=local_embedder) as store:
         ids = fill(store)
         update_in_chroma_only(store, ids[1], "The office wifi password is on the fridge")
         delete_in_chroma_only(store, ids[2])

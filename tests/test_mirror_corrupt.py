@@ -17,13 +17,14 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from brain.core import open_store
 import brain.embeddings
-import brain.rag_store
+from brain.store import RagStore
+import brain.store.facade
 from brain.cli import cli
 from brain.config import Settings
 from brain.errors import BrainError
 from brain.mirror import EngramMirror, MirrorCorrupt, rebuild_mirror, recover_store, verify_mirror
-from brain.rag_store import RagStore
 
 from .conftest import NOBODY, LiveServer
 
@@ -76,7 +77,7 @@ def _all_tables(path: Path) -> list[str]:
 @pytest.fixture
 def cli_env(monkeypatch, local_embedder, tmp_path):
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setattr(brain.rag_store, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
     return Settings(data_dir=tmp_path / "data")
 
@@ -86,7 +87,7 @@ def run(*args: str):
 
 
 def seed(settings: Settings, embedder) -> dict[str, tuple]:
-    with RagStore(settings, embedder=embedder) as store:
+    with open_store(settings, embedder=embedder) as store:
         for i in range(30):
             store.upsert_memory(f"Fact {i}: Alice keeps jar number {i} on the shelf", importance=1 + i % 5)
         store.upsert_memory("Bob is allergic to peanuts", importance=5, scope="entity:bob")
@@ -138,7 +139,7 @@ def test_a_damaged_mirror_is_worked_around_then_rebuilt_from_chroma(kind, cli_en
     assert run("mirror", "verify").exit_code == 0
     keyword = json.loads(run("--json", "mirror", "recall", "plants", "--keyword").stdout)["results"]
     assert [h["id"] for h in keyword] == [new_id]
-    with RagStore(settings, embedder=local_embedder) as store:  # nothing in Chroma was lost
+    with open_store(settings, embedder=local_embedder) as store:  # nothing in Chroma was lost
         after = chroma_documents(store)
         assert store.mirror_health.status == "ok"
         assert store.mirror.integrity_check() == "ok"
@@ -150,7 +151,7 @@ def test_health_reports_a_damaged_mirror_and_the_api_keeps_working(kind, tmp_pat
     settings = Settings(data_dir=tmp_path / "data", ollama_host=NOBODY, summary_retries=0, summary_backoff_seconds=0)
     seed(settings, local_embedder)
     damage(settings.mirror_file, kind)
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         from brain.api import create_app
 
         with LiveServer(create_app(settings, store=store)) as server, \
@@ -190,7 +191,7 @@ def corrupt_while_open(path: Path) -> None:
 def test_damage_found_by_a_write_switches_the_mirror_off_and_the_write_succeeds(tmp_path, local_embedder, caplog):
     settings = Settings(data_dir=tmp_path / "data")
     seed(settings, local_embedder)
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         assert store.mirror_health.status == "ok"
         corrupt_while_open(settings.mirror_file)
         with caplog.at_level(logging.WARNING):
@@ -228,7 +229,7 @@ def test_restore_from_a_damaged_mirror_says_it_cannot(tmp_path, local_embedder):
     seed(settings, local_embedder)
     damage(settings.mirror_file, "middle")
     lost = settings.model_copy(update={"data_dir": tmp_path / "new", "mirror_path": settings.mirror_file})
-    with RagStore(lost, embedder=local_embedder) as store:
+    with open_store(lost, embedder=local_embedder) as store:
         with pytest.raises(BrainError, match="cannot restore from the mirror .* it is damaged") as caught:
             recover_store(store)
         assert "copy of the mirror file" in str(caught.value)
@@ -250,7 +251,7 @@ def test_rebuild_keeps_the_rows_engram_wrote_itself(tmp_path, local_embedder, mo
     engram.set_extractor(None)
     own = engram.add("Engram noted that the boiler was serviced in March", type="episodic", extract=False)
     engram.close()
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         report = rebuild_mirror(store)
         assert report.foreign_copied == 1 and report.foreign_error is None
         assert store.mirror.ids(foreign=True) == {own}

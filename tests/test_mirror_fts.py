@@ -8,13 +8,13 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
+from brain.core import open_store
 import brain.embeddings
-import brain.rag_store
+import brain.store.facade
 from brain.cli import cli
 from brain.config import Settings
 from brain.mirror import EngramMirror, KeywordHit
 from brain.mirror.schema import FTS_TOKENIZER, fts_is_current
-from brain.rag_store import RagStore
 
 MODEL = "local/minilm-l6-v2"
 TS = "2026-03-01T10:00:00+00:00"
@@ -131,9 +131,9 @@ def test_keyword_hits_carry_a_bm25_score_not_a_similarity(tmp_path):
 @pytest.fixture
 def cli_env(monkeypatch, local_embedder, tmp_path):
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setattr(brain.rag_store, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
-    with RagStore(Settings(data_dir=tmp_path / "data"), embedder=local_embedder) as store:
+    with open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder) as store:
         return store.upsert_memory("Alice is allergic to peanuts", importance=5)
 
 

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from brain.chat import ChatMemory
 from brain.config import Settings
+from brain.core import open_store
 from brain.mirror import recover_store, verify_mirror
-from brain.rag_store import RagStore
+from brain.store import RagStore
 
 TYPES = ("memory", "turn", "summary", "persona", "faq")
 PERSONA = "# Tone\nWarm and brief.\n\n# Values\nHonest about what it does not know.\n"
@@ -53,7 +54,7 @@ def world(tmp_path, local_embedder):
     from brain.ingest import ingest_paths
     from brain.persona import load_persona
 
-    with RagStore(settings, embedder=local_embedder) as store, ChatMemory(store, settings) as chat:
+    with open_store(settings, embedder=local_embedder) as store, ChatMemory(store, settings) as chat:
         load_persona(store, settings.persona_path)
         ingest_paths(store, [tmp_path / "kb"])
         chat.remember("Alice is allergic to peanuts", importance=5, tags=["health"], entity="alice")
@@ -72,7 +73,7 @@ def world(tmp_path, local_embedder):
 def test_restore_brings_back_memories_conversations_persona_and_faq(world, tmp_path, local_embedder):
     settings, before = world
     lose_chroma(settings)
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         assert store.count() == 0
         report = recover_store(store, kb_paths=[tmp_path / "kb"])
         assert report.mirror.by_type == {"memory": 2, "summary": 3, "turn": 6}
@@ -102,7 +103,7 @@ def test_restore_says_what_it_could_not_bring_back(world, tmp_path, local_embedd
     settings, before = world
     lose_chroma(settings)
     (tmp_path / "persona.md").unlink()
-    with RagStore(settings.model_copy(update={"mirror_types": "memory"}), embedder=local_embedder) as store:
+    with open_store(settings.model_copy(update={"mirror_types": "memory"}), embedder=local_embedder) as store:
         report = recover_store(store)
         assert report.mirror.by_type == {"memory": 2, "summary": 3, "turn": 6}  # what the file holds comes back
         assert report.persona is None and report.knowledge_base is None
@@ -114,11 +115,11 @@ def test_restore_says_what_it_could_not_bring_back(world, tmp_path, local_embedd
 
 def test_turns_are_lost_only_when_they_are_not_mirrored(tmp_path, local_embedder):
     settings = Settings(data_dir=tmp_path / "data", mirror_types="memory")
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         store.upsert_memory("Bob plays chess")
         store.upsert_turn("conv-1", "hi", "hello")
     lose_chroma(settings)
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         report = recover_store(store, persona_path=tmp_path / "absent.md")
         assert report.mirror.by_type == {"memory": 1} and store.count("turn") == 0
         notes = report.not_restored
@@ -147,7 +148,7 @@ def test_cli_restore_from_mirror(world, tmp_path, local_embedder):
     from chromadb.api.client import SharedSystemClient
 
     SharedSystemClient.clear_system_cache()
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         after = everything(store)
     assert {k: v[:3] for k, v in after.items() if v[0] in ("memory", "turn", "summary")} == {
         k: v[:3] for k, v in before.items() if v[0] in ("memory", "turn", "summary")}

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
+from brain.core import open_store
 from brain.embeddings.base import Embedder
 from brain.errors import EmbeddingModelMismatch
 from brain.mirror import EngramMirror, restore_from_mirror, sync_mirror, verify_mirror
 from brain.mirror.mapping import metadata_json
-from brain.rag_store import RagStore
+from brain.store import RagStore
 
 ALL_TYPES = ("memory", "persona", "faq", "summary", "turn")
 DEFAULT_TYPES = ("memory", "turn", "summary")  # BRAIN_MIRROR_TYPES' default
@@ -159,7 +160,7 @@ def test_restore_from_mirror_equals_the_original_without_embedding(embedded_stor
     sync_mirror(embedded_store, mirror, types=ALL_TYPES)
     original = snapshot(embedded_store)
     counting = CountingEmbedder(local_embedder)
-    fresh = RagStore(Settings(data_dir=tmp_path / "fresh"), embedder=counting)
+    fresh = open_store(Settings(data_dir=tmp_path / "fresh"), embedder=counting)
     report = restore_from_mirror(fresh, mirror)
     assert counting.texts == []  # every vector came from the mirror
     assert (report.restored, report.reused_vectors, report.embedded, report.skipped) == (9, 9, 0, [])
@@ -185,7 +186,7 @@ def test_restore_embeds_only_what_is_missing_and_keeps_engram_rows(embedded_stor
     own = mem.add("Engram remembers the boiler was serviced in March", type="episodic", importance=0.8, extract=False)
     mem.close()
     counting = CountingEmbedder(local_embedder)
-    fresh = RagStore(Settings(data_dir=tmp_path / "fresh"), embedder=counting)
+    fresh = open_store(Settings(data_dir=tmp_path / "fresh"), embedder=counting)
     report = restore_from_mirror(fresh, mirror)
     assert sorted(counting.texts) == sorted([lost_text, "Engram remembers the boiler was serviced in March"])
     assert (report.restored, report.reused_vectors, report.embedded, report.foreign) == (5, 3, 2, 1)

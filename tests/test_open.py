@@ -9,8 +9,9 @@ import pytest
 
 import brain
 from brain.config import Settings
+from brain.core import open_store
 from brain.errors import ConfigError, StoreNotFound, StoreUnavailable, ValidationError
-from brain.rag_store import RagStore
+from brain.store import RagStore
 from brain.summarizers import ExtractiveSummarizer
 
 from .conftest import ROOT, api_settings
@@ -67,7 +68,7 @@ def test_close_writes_queued_summaries_and_closes_the_store(tmp_path, local_embe
     assert b.closed and b.store.mirror is None  # the store closed its mirror
     with pytest.raises(StoreUnavailable, match="closed"):
         _ = b.chat
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         assert store.count("summary") == 1
 
 

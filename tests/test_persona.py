@@ -131,11 +131,11 @@ def test_startup_opens_loads_and_warms(tmp_path, local_embedder):
 
 def test_startup_brings_a_lagging_mirror_up_to_date(tmp_path, local_embedder):
     from brain.config import Settings
-    from brain.rag_store import RagStore
+    from brain.core import open_store
     from brain.startup import startup
 
     settings = Settings(data_dir=tmp_path / "data", persona_path=tmp_path / "none.md")
-    with RagStore(settings, embedder=local_embedder, mirror=False) as store:  # written while the mirror was off
+    with open_store(settings, embedder=local_embedder, mirror=False) as store:  # written while the mirror was off
         ids = {store.upsert_memory("Alice likes tea"), store.upsert_memory("Bob likes chess")}
     report = startup(settings, warm=False)
     assert report.mirror_sync is not None and report.mirror_sync.added == 2

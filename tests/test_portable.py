@@ -19,6 +19,7 @@ from portable_ai_memory.models import MemoryObject
 from portable_ai_memory.schemas import load_schema
 
 from brain.config import Settings
+from brain.core import open_store as open_wired_store
 from brain.errors import ValidationError
 from brain.pam import (
     CONVERSATIONS_DIR,
@@ -31,7 +32,7 @@ from brain.pam import (
     integrity_checksum,
     pam_tag,
 )
-from brain.rag_store import RagStore
+from brain.store import RagStore
 
 #: the PAM specification's example files (see tests/fixtures/pam/README.md for their source)
 EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "pam"
@@ -64,7 +65,7 @@ def open_store(tmp_path, local_embedder):
     opened = []
 
     def make(name: str, embedder=None) -> RagStore:
-        store = RagStore(Settings(data_dir=tmp_path / name), embedder=embedder or local_embedder)
+        store = open_wired_store(Settings(data_dir=tmp_path / name), embedder=embedder or local_embedder)
         opened.append(store)
         return store
 
@@ -363,13 +364,13 @@ def test_cli_export_refuses_then_forces(embedded_store, tmp_path, monkeypatch, l
     from click.testing import CliRunner
 
     import brain.embeddings
-    import brain.rag_store
+    import brain.store.facade
     from brain.cli import cli
 
     fill(embedded_store)
     embedded_store.close()  # the CLI opens the same data directory
     monkeypatch.setenv("BRAIN_DATA_DIR", str(embedded_store.settings.data_dir))
-    monkeypatch.setattr(brain.rag_store, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
     out = tmp_path / "out"
     out.mkdir()
@@ -948,10 +949,10 @@ def test_owner_id_comes_from_the_setting(tmp_path, local_embedder):
     import json as _json
 
     from brain.config import Settings
+    from brain.core import open_store
     from brain.pam import export_pam
-    from brain.rag_store import RagStore
 
-    with RagStore(Settings(data_dir=tmp_path / "d", owner_id="household-42"), embedder=local_embedder) as store:
+    with open_store(Settings(data_dir=tmp_path / "d", owner_id="household-42"), embedder=local_embedder) as store:
         store.upsert_memory("Alice likes tea")
         export_pam(store, tmp_path / "out")
     assert _json.loads((tmp_path / "out" / "memory-store.json").read_text())["owner"]["id"] == "household-42"
@@ -1265,10 +1266,10 @@ def test_a_failed_export_keeps_the_previous_conversation_files(embedded_store, t
 
 def test_export_removes_only_its_own_stale_conversation_files(tmp_path, local_embedder):
     from brain.config import Settings
+    from brain.core import open_store
     from brain.pam import export_pam
-    from brain.rag_store import RagStore
 
-    with RagStore(Settings(data_dir=tmp_path / "d"), embedder=local_embedder) as store:
+    with open_store(Settings(data_dir=tmp_path / "d"), embedder=local_embedder) as store:
         store.upsert_turn("conv-keep", "hello", "hi")
         store.upsert_turn("conv-gone", "bye", "see you")
         out = tmp_path / "out"

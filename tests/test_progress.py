@@ -8,7 +8,7 @@ import re
 
 from click.testing import CliRunner
 
-import brain.rag_store
+import brain.store.facade
 from brain.cli import cli
 from brain.ingest import ingest_paths
 from brain.mirror import EngramMirror
@@ -85,7 +85,7 @@ def test_backfill_reports_per_batch_and_draws_no_bar_off_a_terminal(tmp_path, lo
             "type": "memory", "timestamp": TS, "source": "chat", "scope": "global", "importance": 3, "tags": []}}])
 
     monkeypatch.setenv("BRAIN_DATA_DIR", str(data))
-    monkeypatch.setattr(brain.rag_store, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
     result = CliRunner().invoke(cli, ["mirror", "backfill"])  # stderr is not a terminal here
     assert result.exit_code == 0, result.stderr
     assert "embedded 1 documents" in result.stdout

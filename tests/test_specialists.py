@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
+from brain.core import open_store
 from brain.errors import ConfigError, EmbeddingModelMismatch, ValidationError
-from brain.rag_store import RagStore
 from brain.specialists import (
     SpecialistBands,
     SpecialistRegistry,
@@ -116,7 +116,7 @@ def registry(embedded_store, counting, small_yaml):
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory, local_embedder):
     """The shipped YAML registered once for the ranking tests."""
-    with RagStore(Settings(data_dir=tmp_path_factory.mktemp("shipped") / "data"), embedder=local_embedder, mirror=False) as opened:
+    with open_store(Settings(data_dir=tmp_path_factory.mktemp("shipped") / "data"), embedder=local_embedder, mirror=False) as opened:
         reg = SpecialistRegistry(opened, path=SHIPPED)
         reg.register()
         yield reg
@@ -241,10 +241,10 @@ def test_changed_specialists_are_re_embedded_and_removed_ones_deleted(registry, 
 
 
 def test_reopening_loads_the_specialists_without_embedding(settings, local_embedder, small_yaml):
-    with RagStore(settings, embedder=local_embedder) as first:
+    with open_store(settings, embedder=local_embedder) as first:
         SpecialistRegistry(first, path=small_yaml).register()
         before = [(m.id, round(m.score, 5)) for m in SpecialistRegistry(first, path=small_yaml).find_specialists("copy the words from this photo", k=3)]
-    with RagStore(settings, embedder=local_embedder) as again:
+    with open_store(settings, embedder=local_embedder) as again:
         counting = CountingEmbedder(local_embedder)
         reg = SpecialistRegistry(again, path=small_yaml, embedder=counting)
         assert sorted(s.id for s in reg.list_specialists()) == ["calculator", "email", "ocr"]

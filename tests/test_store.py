@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 
 from brain.chat import ChatMemory
 from brain.config import Settings
+from brain.core import open_store
 from brain.errors import EmbeddingModelMismatch, FilterError, NotFound, StoreUnavailable, ValidationError
 from brain.integrations.xaibo import BrainMemory
-from brain.rag_store import RagStore, memory_id
+from brain.store import memory_id
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -315,7 +316,7 @@ def test_precomputed_unit_vectors_are_stored_as_given(store):
 
 def test_index_notices_writes_that_bypassed_the_store(backend_settings, local_embedder):
     settings = backend_settings.model_copy(update={"index_refresh_seconds": 0.0})
-    store = RagStore(settings, embedder=local_embedder)
+    store = open_store(settings, embedder=local_embedder)
     store.upsert_memory("Known memory", importance=3)
     assert len(store.memory_index()) == 1
     vec = local_embedder.embed_documents(["Sneaked in memory"])[0]
@@ -325,19 +326,19 @@ def test_index_notices_writes_that_bypassed_the_store(backend_settings, local_em
     assert store.retrieve_memories("sneaked", k=1)[0].id != "doc-sneaky"  # refresh disabled
     store.refresh_index()
     assert store.retrieve_memories("sneaked", k=1)[0].id == "doc-sneaky"
-    quick = RagStore(backend_settings.model_copy(update={"index_refresh_seconds": 1e-9}), embedder=local_embedder)
+    quick = open_store(backend_settings.model_copy(update={"index_refresh_seconds": 1e-9}), embedder=local_embedder)
     quick.memory_index()
     store.col.delete(ids=["doc-sneaky"])
     assert all(h.id != "doc-sneaky" for h in quick.retrieve_memories("sneaked", k=2))
 
 
 def test_reopening_with_another_embedder_is_refused(settings, local_embedder):
-    RagStore(settings, embedder=local_embedder).upsert_memory("x y z")
+    open_store(settings, embedder=local_embedder).upsert_memory("x y z")
     other = settings.model_copy(update={"embedder": "ollama/nomic-embed-text"})
     with pytest.raises(EmbeddingModelMismatch, match="local/minilm-l6-v2.*ollama/nomic-embed-text"):
-        RagStore(other)
+        open_store(other)
     # the same embedder reopens the same data
-    again = RagStore(settings, embedder=local_embedder)
+    again = open_store(settings, embedder=local_embedder)
     assert again.count("memory") == 1
 
 
@@ -370,7 +371,7 @@ def test_unreachable_chroma_server_is_a_clear_error(tmp_path, local_embedder):
 
     settings = Settings(data_dir=tmp_path, chroma_url=f"http://127.0.0.1:{free_port()}")
     with pytest.raises(StoreUnavailable, match="chroma run"):
-        RagStore(settings, embedder=local_embedder)
+        open_store(settings, embedder=local_embedder)
 
 
 def test_retrieval_arguments_are_validated(store):
@@ -395,9 +396,9 @@ def test_typed_retrieval_in_process_matches_chromas_filtered_query(backend_setti
         {"text": "Be warm and brief.", "type": "persona", "version": "v1", "topic": "tone"},
         {"text": "You are Brain.", "type": "persona", "version": "v1", "topic": "core"},
     ]
-    indexed = RagStore(backend_settings, embedder=local_embedder)
+    indexed = open_store(backend_settings, embedder=local_embedder)
     indexed.upsert_docs(docs)
-    via_chroma = RagStore(backend_settings.model_copy(update={"index_types": "memory"}), embedder=local_embedder)
+    via_chroma = open_store(backend_settings.model_copy(update={"index_types": "memory"}), embedder=local_embedder)
     cases = [
         (lambda s: s.retrieve_faq("read the words on this receipt photo", k=3)),
         (lambda s: s.retrieve_faq("read the words on this receipt photo", k=3, topic="ocr")),
@@ -435,7 +436,7 @@ def test_index_types_setting_is_validated():
 
 def test_large_reads_are_paged(store, monkeypatch):
     """Chroma refuses one get over tens of thousands of documents; every read must page."""
-    import brain.rag_store as rag_store
+    import brain.store.chroma as chroma
 
     rng = np.random.default_rng(1)
     docs = [{"text": f"memory {i}", "type": "memory", "importance": 1 + i % 5,
@@ -443,7 +444,7 @@ def test_large_reads_are_paged(store, monkeypatch):
     docs += [{"text": f"faq {i}", "type": "faq", "topic": "t", "embedding": rng.standard_normal(384).astype(np.float32)}
              for i in range(20)]
     store.upsert_docs(docs)
-    monkeypatch.setattr(rag_store, "_PAGE", 7)
+    monkeypatch.setattr(chroma, "PAGE", 7)
     assert store.count("memory") == 53
     assert len(store.get(type="memory")) == 53
     assert [d.text for d in store.get(type="faq", limit=9, offset=5)] == [d.text for d in store.get(type="faq")][5:14]
@@ -454,7 +455,7 @@ def test_large_reads_are_paged(store, monkeypatch):
 
 
 def test_recent_turns_cache_follows_writes_deletes_and_outside_changes(backend_settings, local_embedder):
-    store = RagStore(backend_settings.model_copy(update={"index_refresh_seconds": 1e-9}), embedder=local_embedder)
+    store = open_store(backend_settings.model_copy(update={"index_refresh_seconds": 1e-9}), embedder=local_embedder)
     first, _ = store.upsert_turn("conv-cache", "u1", "a1")
     assert [d.text for d in store.recent_turns("conv-cache", k=10)] == ["u1", "a1"]  # now cached
     store.upsert_turn("conv-cache", "u2", "a2")
@@ -473,11 +474,11 @@ def test_recent_turns_cache_follows_writes_deletes_and_outside_changes(backend_s
 
 
 def test_turn_cache_keeps_only_recent_conversations(embedded_store, monkeypatch):
-    monkeypatch.setattr(embedded_store._conversations, "maxsize", 2)
+    monkeypatch.setattr(embedded_store.state.conversations, "maxsize", 2)
     for n in range(4):
         embedded_store.upsert_turn(f"conv-{n}", f"hello {n}", f"hi {n}")
         embedded_store.recent_turns(f"conv-{n}")
-    assert list(embedded_store._conversations) == ["conv-2", "conv-3"]
+    assert list(embedded_store.state.conversations) == ["conv-2", "conv-3"]
     assert [d.text for d in embedded_store.recent_turns("conv-0")] == ["hello 0", "hi 0"]  # re-read from Chroma
     embedded_store.upsert_turn("conv-0", "again", "yes")
     assert [d.metadata["turn_index"] for d in embedded_store.recent_turns("conv-0")] == [1, 2, 3, 4]

@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from brain.config import Settings
+from brain.core import open_store
 from brain.errors import EmbedderUnavailable
-from brain.rag_store import RagStore
 from tests.ollama_stub import OllamaStub
 
 
@@ -16,7 +16,7 @@ def test_store_with_the_ollama_embedder_records_it_and_embeds_in_batches(tmp_pat
     with OllamaStub() as stub:
         settings = Settings(data_dir=tmp_path, embedder="ollama/nomic-embed-text", ollama_host=stub.url,
                             embed_batch_size=16)
-        store = RagStore(settings)
+        store = open_store(settings)
         assert store.col.metadata["embedder"] == "ollama/nomic-embed-text"
         assert store.dimension == 768
         ids = store.upsert_docs([{"text": f"fact number {i}", "type": "memory"} for i in range(40)])
@@ -34,7 +34,7 @@ def test_store_with_the_ollama_embedder_records_it_and_embeds_in_batches(tmp_pat
 def test_ollama_down_means_nothing_is_written(tmp_path):
     with OllamaStub() as stub:
         settings = Settings(data_dir=tmp_path, embedder="ollama/nomic-embed-text", ollama_host=stub.url)
-        store = RagStore(settings)
+        store = open_store(settings)
     # the server is gone now
     with pytest.raises(EmbedderUnavailable, match="ollama serve|OLLAMA_HOST"):
         store.upsert_memory("this cannot be embedded")

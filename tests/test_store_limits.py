@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from brain.core import open_store
 from brain.errors import BrainError, StoreError, ValidationError
-from brain.rag_store import GuardedCollection, RagStore
 from brain.schemas import MAX_LIST_ITEMS, MAX_TAGS
+from brain.store import GuardedCollection, RagStore
 
 TAGS_5470 = [f"tag-{i}" for i in range(5470)]
 LIST_6000 = [f"item-{i}" for i in range(6000)]
@@ -35,7 +36,7 @@ def hostile_writes(store: RagStore, memory_id: str):
 
 
 def test_lists_chroma_cannot_store_are_refused_and_the_store_keeps_working(backend_settings, local_embedder):
-    with RagStore(backend_settings, embedder=local_embedder) as store:
+    with open_store(backend_settings, embedder=local_embedder) as store:
         kept = store.upsert_memory("The user's bike is blue", tags=["bike"])
         before = store.count()
         for name, write, field, limit in hostile_writes(store, kept):
@@ -50,7 +51,7 @@ def test_lists_chroma_cannot_store_are_refused_and_the_store_keeps_working(backe
         new = store.upsert_memory("The user's car is red", tags=[f"t{i}" for i in range(MAX_TAGS)])
         assert store.retrieve_memories("what colour is the car?", k=1)[0].id == new
         store.update_memory(kept, importance=5)
-    with RagStore(backend_settings, embedder=local_embedder) as reopened:  # and after a restart
+    with open_store(backend_settings, embedder=local_embedder) as reopened:  # and after a restart
         assert reopened.count() == before + 1
         assert reopened.get_one(kept).metadata["importance"] == 5
         assert reopened.retrieve_memories("bike colour", k=1)[0].id == kept

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
+from brain.core import open_store
 from brain.errors import StoreUnavailable, ValidationError
 from brain.mirror.sync import restore_from_mirror, sync_mirror, verify_mirror
-from brain.rag_store import RagStore
+from brain.store import RagStore
 
 
 def chroma_vector(store: RagStore, doc_id: str) -> np.ndarray:
@@ -25,12 +26,12 @@ def test_a_memory_write_reaches_the_mirror_with_chromas_vector(store):
 
 
 def test_only_configured_types_are_mirrored(tmp_path, local_embedder):
-    plain = RagStore(Settings(data_dir=tmp_path / "a"), embedder=local_embedder)
+    plain = open_store(Settings(data_dir=tmp_path / "a"), embedder=local_embedder)
     faq = plain.upsert_doc("We open at nine.", "faq")
     mem = plain.upsert_memory("Bob likes chess")
     assert plain.mirror.ids() == {mem}
     plain.close()
-    wide = RagStore(Settings(data_dir=tmp_path / "b", mirror_types="memory,faq,turn"), embedder=local_embedder)
+    wide = open_store(Settings(data_dir=tmp_path / "b", mirror_types="memory,faq,turn"), embedder=local_embedder)
     faq = wide.upsert_doc("We open at nine.", "faq")
     turns = wide.upsert_turn("conv-1", "hello", "hi there")
     summary = wide.upsert_summary("conv-1", "they said hello")
@@ -80,7 +81,7 @@ def test_invalid_batch_touches_neither(embedded_store):
 
 
 def test_mirror_can_be_disabled(tmp_path, local_embedder):
-    store = RagStore(Settings(data_dir=tmp_path / "d", mirror_enabled=False), embedder=local_embedder)
+    store = open_store(Settings(data_dir=tmp_path / "d", mirror_enabled=False), embedder=local_embedder)
     store.upsert_memory("Gus sails")
     assert store.mirror is None and not (tmp_path / "d" / "mirror.db").exists()
     store.close()
@@ -100,7 +101,7 @@ def test_lost_chroma_store_is_rebuilt_from_the_mirror_without_embedding(tmp_path
             return self.inner.embed_query(text)
 
     settings = Settings(data_dir=tmp_path / "data", mirror_path=tmp_path / "keep" / "mirror.db")
-    original = RagStore(settings, embedder=local_embedder)
+    original = open_store(settings, embedder=local_embedder)
     ids = [original.upsert_memory(f"fact number {i}: {w}", importance=1 + i % 5, tags=[w], scope=s)
            for i, (w, s) in enumerate([("tea", "global"), ("chess", "entity:bob"), ("jazz", "global")])]
     before = {d.id: (d.text, d.metadata) for d in original.get(type="memory")}
@@ -108,7 +109,7 @@ def test_lost_chroma_store_is_rebuilt_from_the_mirror_without_embedding(tmp_path
     original.close()
     # Chroma is lost (a new, empty data directory); the mirror file is kept
     counting = Counting(local_embedder)
-    rebuilt = RagStore(settings.model_copy(update={"data_dir": tmp_path / "new"}), embedder=counting)
+    rebuilt = open_store(settings.model_copy(update={"data_dir": tmp_path / "new"}), embedder=counting)
     assert rebuilt.count() == 0
     report = restore_from_mirror(rebuilt, rebuilt.mirror)
     assert report.restored == 3 and counting.calls == 0
@@ -123,11 +124,11 @@ def test_lost_chroma_store_is_rebuilt_from_the_mirror_without_embedding(tmp_path
 
 def test_sync_fills_a_mirror_that_missed_writes(tmp_path, local_embedder):
     settings = Settings(data_dir=tmp_path / "data")
-    unmirrored = RagStore(settings, embedder=local_embedder, mirror=False)
+    unmirrored = open_store(settings, embedder=local_embedder, mirror=False)
     unmirrored.upsert_memory("Hana runs marathons")
     unmirrored.upsert_memory("Ivo bakes bread")
     unmirrored.close()
-    store = RagStore(settings, embedder=local_embedder)
+    store = open_store(settings, embedder=local_embedder)
     assert not verify_mirror(store, store.mirror).ok
     first = sync_mirror(store, store.mirror)
     assert first.changed == 2
@@ -142,7 +143,7 @@ def test_restore_keeps_rows_engram_wrote_itself(tmp_path, local_embedder):
     from engram import Memory
 
     settings = Settings(data_dir=tmp_path / "data", mirror_path=tmp_path / "keep" / "mirror.db")
-    with RagStore(settings, embedder=local_embedder) as store:
+    with open_store(settings, embedder=local_embedder) as store:
         store.upsert_memory("Alice likes tea")
     engram = Memory(str(tmp_path / "keep" / "mirror.db"))
     engram.set_extractor(None)
@@ -156,7 +157,7 @@ def test_restore_keeps_rows_engram_wrote_itself(tmp_path, local_embedder):
                                (own,)).fetchone()
 
     before = engram_row()
-    with RagStore(settings.model_copy(update={"data_dir": tmp_path / "new"}), embedder=local_embedder) as rebuilt:
+    with open_store(settings.model_copy(update={"data_dir": tmp_path / "new"}), embedder=local_embedder) as rebuilt:
         report = restore_from_mirror(rebuilt, rebuilt.mirror)
         assert report.restored == 2 and report.foreign == 1
         assert rebuilt.get_one(own).metadata["origin"] == "engram"
@@ -168,7 +169,7 @@ def test_access_tracking_does_not_make_the_mirror_differ(tmp_path, local_embedde
     from brain.chat import ChatMemory
 
     settings = Settings(data_dir=tmp_path / "data", track_access=True, summarizer="extractive")
-    with RagStore(settings, embedder=local_embedder) as store, ChatMemory(store, start_worker=False) as chat:
+    with open_store(settings, embedder=local_embedder) as store, ChatMemory(store, start_worker=False) as chat:
         chat.remember("Bob is allergic to cats", importance=4)
         chat.build_context(None, "is Bob allergic to anything?")
         assert chat.flush_access() == 1

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from brain.chat import ChatMemory
+from brain.core import open_store
 from brain.errors import NotFound, ValidationError
-from brain.rag_store import RagStore
 from brain.schemas import RESERVED_KEYS
+from brain.store import RagStore
 
 TS = "2026-01-01T00:00:00+00:00"
 
@@ -72,14 +73,14 @@ def write_raw(store: RagStore, doc_id: str, text: str, **meta):
 
 
 def test_rows_the_index_cannot_use_never_break_search_or_context(backend_settings, local_embedder, caplog):
-    with RagStore(backend_settings, embedder=local_embedder) as store:
+    with open_store(backend_settings, embedder=local_embedder) as store:
         good = store.upsert_memory("The user's passport expires in March", importance=5)
         for doc_id, (meta, _) in BAD_ROWS.items():
             write_raw(store, doc_id, f"The user's passport note {doc_id}", **meta)
         write_raw(store, "doc-bad-scope", "The user's passport is blue", scope="entity:")
         write_raw(store, "doc-legacy-entity", "Bob's passport is red", entity="bob")  # global + entity: older code
     with caplog.at_level(logging.WARNING, logger="brain.memory_index"), \
-            RagStore(backend_settings, embedder=local_embedder) as store:  # across a restart
+            open_store(backend_settings, embedder=local_embedder) as store:  # across a restart
         hits = store.retrieve_memories("when does the passport expire?", k=10)
         ids = {h.id for h in hits}
         assert good in ids and set(BAD_ROWS) <= ids and "doc-legacy-entity" in ids

@@ -22,8 +22,9 @@ from click.testing import CliRunner
 import brain
 from brain.cli import cli
 from brain.config import Settings
+from brain.core import open_store
 from brain.mirror.sync import verify_mirror
-from brain.rag_store import RagStore
+from brain.store import RagStore
 from brain.write_intents import PriorVersion, WriteIntentLog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,12 +113,13 @@ WRITER = textwrap.dedent("""
     import os, sys, time
     import numpy as np
     from brain.config import Settings
-    from brain.rag_store import RagStore
+    from brain.core import open_store
+    from brain.store import RagStore
 
     data_dir, action, version = sys.argv[1], sys.argv[2], sys.argv[3]
     count = int(sys.argv[4])
     pause = float(os.environ.get("WRITER_PAUSE", "0"))
-    store = RagStore(Settings(data_dir=data_dir))
+    store = open_store(Settings(data_dir=data_dir))
     for name in ("upsert", "delete"):
         real = getattr(store.col, name)
         def paused(*args, _real=real, **kwargs):
@@ -184,7 +186,7 @@ def _open_and_check(data_dir: Path, entry: str, count: int, server: dict[str, st
         result = CliRunner().invoke(cli, ["--json", "--data-dir", str(data_dir), "mirror", "verify"], env=server)
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)["ok"]
-    with (brain.open(settings, start_worker=False) if entry == "brain.open" else RagStore(settings)) as opened:
+    with (brain.open(settings, start_worker=False) if entry == "brain.open" else open_store(settings)) as opened:
         store = opened.store if entry == "brain.open" else opened
         assert WriteIntentLog(data_dir).pending() == []
         if entry != "cli":  # the CLI's verify ran above

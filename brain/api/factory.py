@@ -19,7 +19,7 @@ from brain.config import Settings
 from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError, ConfigError
-from brain.rag_store import RagStore
+from brain.store import RagStore
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from brain.errors import BrainError
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
+    from brain.store import RagStore
 
 log = logging.getLogger(__name__)
 

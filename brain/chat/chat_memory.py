@@ -41,7 +41,7 @@ from brain.schemas import (
 from brain.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
+    from brain.store import RagStore
 
 #: persona sections served per call (the whole current version; the cap only bounds a broken file)
 PERSONA_MAX_SECTIONS = 1000
@@ -219,21 +219,13 @@ class ChatMemory:
         if timestamp is None:
             timestamp = utc_now()
         with self._stripes[hash(conversation_id) % _LOCK_STRIPES]:
-            user_id, assistant_id = self.store.upsert_turn(
-                conversation_id, user_text, assistant_text, user_ts=timestamp, assistant_ts=timestamp,
-                source="chat", **extra,
-            )
-            user_index, assistant_index = self._turn_indexes(conversation_id, user_id, assistant_id)
+            written = self.store.write_turns(conversation_id, user_text, assistant_text, user_ts=timestamp,
+                                             assistant_ts=timestamp, source="chat", **extra)
+            user_id, assistant_id = written.ids
+            user_index, assistant_index = written.position(user_id), written.position(assistant_id)
             scheduled = self.summary_queue.add(conversation_id, assistant_index)
         return Exchange(conversation_id, user_id, assistant_id, user_index, assistant_index,
                         [job.turn_range for job in scheduled])
-
-    def _turn_indexes(self, conversation_id: str, user_id: str, assistant_id: str) -> tuple[int, int]:
-        recent = self.store.recent_turns(conversation_id, 2)  # served from the store's cache
-        if [d.id for d in recent] != [user_id, assistant_id]:  # another writer got in between
-            recent = self.store.get([user_id, assistant_id])
-        by_id = {d.id: int(d.metadata["turn_index"]) for d in recent}
-        return by_id[user_id], by_id[assistant_id]
 
     def remember(
         self,

@@ -14,7 +14,7 @@ from brain.chat.context import ContextItem
 from brain.results import Document
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
+    from brain.store import RagStore
     from brain.turn_search import TurnIndex
 
 #: conversations whose turn search index is kept in process

@@ -35,7 +35,7 @@ from brain.schemas import (
 from brain.summarizers import Summarizer, SummarizerError, SummarizerUnavailable, TurnText
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
+    from brain.store import RagStore
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from brain.errors import BrainError
 from brain.schemas import DocType, parse_turn_range
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
+    from brain.store import RagStore
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from brain.config import Settings, load_settings
 from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError
-from brain.rag_store import RagStore
+from brain.store import RagStore
 from brain.schemas import check_scope, entity_scope
 
 #: the largest --k of a search (the store's own bound)

@@ -14,7 +14,7 @@ from brain.ingest.report import IngestReport
 from brain.progress import ProgressOptions, open_progress
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
+    from brain.store import RagStore
 
 
 #: new texts embedded per call, across files; each group is then written in one call. (Writing in a

@@ -14,7 +14,7 @@ from brain.ingest.report import IngestReport
 from brain.text.markdown import slugify
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
+    from brain.store import RagStore
 
 
 @dataclass
@@ -39,18 +39,12 @@ def _is_ingested(meta: dict[str, Any] | None) -> bool:
 def scan_ingested(store: RagStore) -> dict[str, dict[str, dict[str, Any]]]:
     """Every ingested document's metadata: ``{kb_file: {id: metadata}}`` (metadata only, paged)."""
     where = {"$and": [{"type": "faq"}, {"source": "kb"}]}
-    page_size = max(1, min(int(store.max_batch_size), 2000))
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    offset = 0
-    while True:
-        page = store.col.get(where=where, include=["metadatas"], limit=page_size, offset=offset)
-        ids, metas = page["ids"], page["metadatas"] or []
-        for doc_id, meta in zip(ids, metas):
+    for page in store.chroma.pages(where, include=["metadatas"]):
+        for doc_id, meta in zip(page["ids"], page["metadatas"] or []):
             if _is_ingested(meta):
                 out.setdefault(meta["kb_file"], {})[doc_id] = meta
-        if len(ids) < page_size:
-            return out
-        offset += len(ids)
+    return out
 
 
 def plan_file(source: SourceFile, stored: dict[str, dict[str, Any]],

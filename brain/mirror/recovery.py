@@ -34,7 +34,7 @@ from brain.mirror.store import EngramMirror
 from brain.mirror.sync import RestoreReport, SyncReport, restore_from_mirror, sync_mirror
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
+    from brain.store import RagStore
 
 log = logging.getLogger(__name__)
 

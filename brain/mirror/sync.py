@@ -35,8 +35,8 @@ from brain.errors import EmbeddingModelMismatch, ValidationError
 from brain.mirror.fingerprint import content_hash, without_use
 from brain.mirror.store import EngramMirror, MirrorDocument
 
-if TYPE_CHECKING:  # the store imports the mirror, not the other way round
-    from brain.rag_store import RagStore
+if TYPE_CHECKING:  # the store never imports the mirror: the mirror follows its write events
+    from brain.store import RagStore
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from brain.pam.spec import (
 from brain.schemas import DocType
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
+    from brain.store import RagStore
 
 # uuid5 namespace of the owner ids derived from where the store lives (default_owner_id)
 _OWNER_NAMESPACE = uuid.UUID("3b8f6d1c-2f4e-4c51-9d0a-7e5b2a9c4f10")

@@ -21,7 +21,7 @@ from brain.pam.reports import ImportReport
 from brain.schemas import from_chroma, validate_metadata
 
 if TYPE_CHECKING:
-    from brain.rag_store import RagStore
+    from brain.store import RagStore
 
 
 def import_pam(store: RagStore, path: str | Path) -> ImportReport:

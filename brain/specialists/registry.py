@@ -97,7 +97,7 @@ class SpecialistRegistry:
 
     Parameters (defaults in brackets; :meth:`from_settings` takes them from ``Settings``):
 
-    * ``store`` -- the :class:`~brain.rag_store.RagStore` whose Chroma client and embedder are used.
+    * ``store`` -- the :class:`~brain.store.RagStore` whose Chroma client (``store.chroma``) and embedder are used.
     * ``path`` [``config/specialists.yaml``] -- the YAML file :meth:`register` reads by default.
     * ``collection`` [``specialists``] -- the Chroma collection of the specialists' vectors.
     * ``weights`` [0.5 / 0.3 / 0.2] -- :class:`SpecialistWeights`.
@@ -148,7 +148,8 @@ class SpecialistRegistry:
                                                                           clock=clock)
         self._entries: dict[str, SpecialistVectors] = {}
         self._table = ScoringTable([], int(self.embedder.dimension))
-        self.col = self._open_collection()
+        self.chroma = self._open_collection()
+        self.col = self.chroma.collection
         self._load()
 
     @classmethod
@@ -193,31 +194,15 @@ class SpecialistRegistry:
 
     # ---- the collection ----------------------------------------------------------------------------
     def _open_collection(self):
-        from brain.rag_store import GuardedCollection, open_cosine_collection
-
-        col = open_cosine_collection(
-            self.store.client, self.collection_name, self.embedder, kind="specialists",
+        return self.store.chroma.sibling(
+            self.collection_name, self.embedder, kind="specialists",
             switch=("Set BRAIN_SPECIALISTS_COLLECTION to a new name (registration re-embeds the YAML there) "
                     "or delete that collection"),
             rename="set BRAIN_SPECIALISTS_COLLECTION to another name",
         )
-        return GuardedCollection(col, self.store.settings.chroma_url or "the data directory")
 
     def _all_records(self, include: list[str]) -> dict[str, list]:
-        page = int(self.store.client.get_max_batch_size())
-        out: dict[str, list] = {"ids": [], "metadatas": [], "embeddings": [], "documents": []}
-        offset = 0
-        while True:
-            got = self.col.get(include=include, limit=page, offset=offset)
-            ids = got.get("ids") or []
-            out["ids"].extend(ids)
-            for key in ("metadatas", "embeddings", "documents"):
-                value = got.get(key)
-                if value is not None:
-                    out[key].extend(value)
-            if len(ids) < page:
-                return out
-            offset += page
+        return self.chroma.get_all(None, include)
 
     def _load(self) -> None:
         """Rebuild the in-process state from the collection; incomplete specialists (an interrupted
@@ -318,17 +303,9 @@ class SpecialistRegistry:
         """Upsert the new records first, then delete every record that is not one of ``entries``'
         (removed specialists, surplus ``not`` records, leftovers of an interrupted run): a crash in
         between leaves only records that :meth:`_load` ignores and the next registration deletes."""
-        batch = int(self.store.client.get_max_batch_size())
-        for start in range(0, len(ids), batch):
-            end = start + batch
-            self.col.upsert(
-                ids=ids[start:end], embeddings=[np.asarray(e, dtype=np.float32) for e in embeddings[start:end]],
-                documents=documents[start:end], metadatas=metadatas[start:end],
-            )
+        self.chroma.upsert(ids, documents, metadatas, [np.asarray(e, dtype=np.float32) for e in embeddings])
         wanted = {rid for entry in entries.values() for rid, *_ in _records(entry)}
-        stale = [rid for rid in self._all_records([])["ids"] if rid not in wanted]
-        for start in range(0, len(stale), batch):
-            self.col.delete(ids=stale[start : start + batch])
+        self.chroma.delete([rid for rid in self.chroma.ids() if rid not in wanted])
 
     # ---- reading --------------------------------------------------------------------------------------
     def list_specialists(self) -> list[Specialist]:

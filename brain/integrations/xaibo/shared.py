@@ -15,7 +15,7 @@ from brain.core import open as open_brain
 from brain.embeddings import get_embedder
 from brain.errors import ConfigError, ValidationError
 from brain.memories import visible_scopes
-from brain.rag_store import RagStore
+from brain.store import RagStore
 from brain.schemas import GLOBAL_SCOPE, entity_scope
 
 

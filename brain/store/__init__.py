@@ -1,0 +1,23 @@
+"""The store: typed documents in one Chroma collection.
+
+- :mod:`~brain.store.facade` -- :class:`RagStore`, the thin facade every caller uses
+- :mod:`~brain.store.chroma` -- the client, the guarded collection, paged reads and chunked writes
+- :mod:`~brain.store.plan` -- the typed write steps: ``WritePlan`` in, ``WriteResult`` out
+- :mod:`~brain.store.pipeline` -- ids, positions, the memory merge, embedding, the all-or-nothing commit
+- :mod:`~brain.store.events` -- one ``WriteEvent`` per write, and its subscribers (indexes, the mirror)
+- :mod:`~brain.store.indexes` -- the in-process indexes and turn cache
+- :mod:`~brain.store.reads`, :mod:`~brain.store.retrieval` -- reading and retrieval per type
+"""
+
+from brain.ids import derived_id, memory_id, new_id
+from brain.store.chroma import ChromaAccess, GuardedCollection, missing_store, open_client, open_cosine_collection
+from brain.store.events import WriteEvent, WriteEvents, WriteSubscriber
+from brain.store.facade import RagStore
+from brain.store.plan import PreparedDoc, WritePlan, WriteResult
+from brain.store.retrieval import SIMILARITY_ONLY
+
+__all__ = [
+    "SIMILARITY_ONLY", "ChromaAccess", "GuardedCollection", "PreparedDoc", "RagStore", "WriteEvent", "WriteEvents",
+    "WritePlan", "WriteResult", "WriteSubscriber", "derived_id", "memory_id", "missing_store", "new_id",
+    "open_client", "open_cosine_collection",
+]

@@ -1,0 +1,245 @@
+"""Chroma access: the client, the guard that turns Chroma's failures into brain's errors, the
+collection binding to one embedder, and :class:`ChromaAccess`, which pages reads and chunks writes to
+Chroma's maximum batch size. Nothing here knows document types or brain's rules."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from brain.config import Settings
+from brain.embeddings import Embedder
+from brain.errors import BrainError, EmbeddingModelMismatch, StoreError, StoreNotFound, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+#: the most documents one paged read asks for (below Chroma's max batch size when that is larger):
+#: one unbounded get over tens of thousands of documents fails in Chroma's SQLite layer
+PAGE = 2000
+
+
+def open_client(settings: Settings, *, create: bool = True):
+    """An embedded ``PersistentClient`` under the data dir, or an ``HttpClient`` when ``BRAIN_CHROMA_URL`` is set.
+
+    With ``create=False`` a data directory without a store raises :class:`StoreNotFound` instead of
+    being created."""
+    import chromadb
+
+    chroma_settings = chromadb.Settings(anonymized_telemetry=False)
+    if settings.chroma_url:
+        url = urlparse(settings.chroma_url)
+        port = url.port or (443 if url.scheme == "https" else 8000)
+        try:
+            return chromadb.HttpClient(
+                host=url.hostname, port=port, ssl=url.scheme == "https", settings=chroma_settings
+            )
+        except Exception as exc:  # chromadb raises plain ValueError/ConnectionError/httpx errors here
+            raise StoreUnavailable(
+                f"cannot reach the Chroma server at {settings.chroma_url} ({exc}); start it with "
+                f"`chroma run --path ./data/chroma --port {port}` or unset BRAIN_CHROMA_URL to use the embedded store"
+            ) from exc
+    # absolute: chromadb shares one client per path *string*, so "data/chroma" opened from two working
+    # directories (or once relative, once absolute) would otherwise get the wrong store
+    path = (settings.data_dir / "chroma").resolve()
+    if not create and not settings.has_embedded_store():
+        raise missing_store(settings)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot create the data directory {path}: {exc}; set BRAIN_DATA_DIR") from exc
+    return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+
+
+def missing_store(settings: Settings) -> StoreNotFound:
+    """The error for a store that does not exist: where brain looked and how to make one."""
+    make = "create it with `brain init` (or `brain ingest PATH`)"
+    if settings.chroma_url:
+        return StoreNotFound(f"the Chroma server at {settings.chroma_url} has no collection {settings.collection!r}; "
+                             f"{make}, or set BRAIN_COLLECTION to an existing one")
+    return StoreNotFound(
+        f"there is no brain store in {settings.data_dir} (the data directory, from {settings.origin('data_dir')}); "
+        f"{make}, or point --data-dir or BRAIN_DATA_DIR at an existing store"
+    )
+
+
+try:  # the HTTP client's transport errors (chromadb's HttpClient uses httpx)
+    import httpx
+
+    _UNREACHABLE: tuple[type[BaseException], ...] = (ConnectionError, httpx.TransportError)
+except ImportError:  # pragma: no cover - httpx comes with chromadb
+    _UNREACHABLE = (ConnectionError,)
+
+
+class GuardedCollection:
+    """The Chroma collection, except that its failures are brain's errors: losing the server raises
+    :class:`StoreUnavailable`, anything else Chroma raises :class:`StoreError` naming the call."""
+
+    def __init__(self, collection: Any, where: str):
+        from chromadb.errors import InternalError, NotFoundError
+
+        self._collection = collection
+        self._where = where
+        self._internal, self._gone = InternalError, NotFoundError
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._collection, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attr(*args, **kwargs)
+            except _UNREACHABLE as exc:
+                raise StoreUnavailable(
+                    f"the Chroma store at {self._where} is unreachable ({exc}); check that `chroma run` is up"
+                ) from exc
+            except BrainError:
+                raise
+            except Exception as exc:  # chromadb's own classes, and the ValueErrors of its client-side checks
+                raise self._translate(name, exc) from exc
+
+        return call
+
+    def _translate(self, name: str, exc: Exception) -> StoreError:
+        what = f"collection.{name}() on the Chroma store at {self._where}"
+        if isinstance(exc, self._internal):
+            return StoreError(
+                f"Chroma failed internally in {what}: {exc}. Check the disk space and the Chroma server's log; "
+                f"if every call fails, the collection is damaged: move its directory aside and rebuild it with "
+                f"`brain restore --from-mirror`"
+            )
+        if isinstance(exc, self._gone):
+            return StoreError(f"{what}: the collection no longer exists ({exc}); was it deleted by another "
+                              f"process? Restart to create it again")
+        return StoreError(f"Chroma refused {what}: {type(exc).__name__}: {exc}")
+
+
+def open_cosine_collection(client: Any, name: str, embedder: Embedder, *, switch: str, rename: str,
+                           **meta_on_create: Any) -> Any:
+    """Open (or create) collection ``name`` for ``embedder``'s vectors, in the cosine space.
+
+    A new collection records the embedder's name and dimension; an existing one must record the same
+    embedder, since vectors of two models never mix. ``switch`` and ``rename`` finish the error
+    messages (what to change when the embedder differs; how to pick another collection)."""
+    try:
+        col = client.get_or_create_collection(name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
+    except Exception as exc:  # connection or server errors from chromadb
+        raise StoreUnavailable(f"cannot open Chroma collection {name!r}: {exc}") from exc
+    meta = dict(col.metadata or {})
+    space = ((getattr(col, "configuration", None) or {}).get("hnsw") or {}).get("space", "cosine")
+    if space != "cosine":
+        raise EmbeddingModelMismatch(f"collection {name!r} uses the {space!r} distance; brain needs 'cosine': {rename}")
+    recorded = meta.get("embedder")
+    if recorded is None:
+        if col.count() > 0:
+            raise EmbeddingModelMismatch(
+                f"collection {name!r} already holds records but names no embedder, so their vector space is "
+                f"unknown; {rename}"
+            )
+        meta.update(embedder=embedder.name, dimension=int(embedder.dimension), **meta_on_create)
+        col.modify(metadata=meta)
+    elif recorded != embedder.name:
+        if col.count() == 0 and _fixed_dimension(col) in (None, int(embedder.dimension)):
+            # nothing was ever stored with the recorded embedder (e.g. its first write failed because
+            # Ollama was down): the empty collection takes the current one
+            log.info("collection %r is empty: re-bound from embedder %s to %s", name, recorded, embedder.name)
+            meta.update(embedder=embedder.name, dimension=int(embedder.dimension))
+            col.modify(metadata=meta)
+            return col
+        raise EmbeddingModelMismatch(
+            f"collection {name!r} was built with embedder {recorded} ({meta.get('dimension')}-d) but BRAIN_EMBEDDER "
+            f"is {embedder.name}; vectors from different models cannot be mixed. {switch}"
+        )
+    return col
+
+
+def _fixed_dimension(col: Any) -> int | None:
+    """The vector dimension Chroma fixed for a collection with its first record (it stays after every
+    record is deleted), or None while it has never held one."""
+    dimension = getattr(getattr(col, "_model", None), "dimension", None)
+    return int(dimension) if isinstance(dimension, int) else None
+
+
+class ChromaAccess:
+    """One Chroma collection, read in pages and written in chunks of at most ``max_batch_size``.
+
+    ``client`` is the Chroma client, for opening sibling collections (:meth:`sibling`);
+    ``collection`` is the guarded collection, for single calls."""
+
+    def __init__(self, client: Any, collection: Any, where: str):
+        self.client = client
+        self.collection = collection
+        self.where = where
+        self.max_batch_size = int(client.get_max_batch_size())
+
+    def sibling(self, name: str, embedder: Embedder, *, switch: str, rename: str, **meta_on_create: Any) -> ChromaAccess:
+        """Another collection of the same client (opened or created, bound to ``embedder``; see
+        :func:`open_cosine_collection`), guarded and paged like this one."""
+        col = open_cosine_collection(self.client, name, embedder, switch=switch, rename=rename, **meta_on_create)
+        return ChromaAccess(self.client, GuardedCollection(col, self.where), self.where)
+
+    def pages(self, where: dict[str, Any] | None = None, include: Sequence[str] = (), limit: int | None = None,
+              offset: int | None = None) -> Iterator[dict[str, Any]]:
+        """Every document matching ``where`` (all when None), as Chroma result dicts of one page each."""
+        page_size = max(1, min(self.max_batch_size, PAGE))
+        start = offset or 0
+        remaining = limit
+        while remaining is None or remaining > 0:
+            size = page_size if remaining is None else min(page_size, remaining)
+            page = self.collection.get(where=where, include=list(include), limit=size, offset=start)
+            got = len(page["ids"])
+            if got:
+                yield page
+            if got < size:
+                return
+            start += got
+            if remaining is not None:
+                remaining -= got
+
+    def get_all(self, where: dict[str, Any] | None = None, include: Sequence[str] = ()) -> dict[str, list]:
+        """:meth:`pages` joined into one result dict (``ids`` and each included field)."""
+        return merge_pages(list(self.pages(where, include)), ["ids", *include])
+
+    def ids(self, where: dict[str, Any] | None = None) -> list[str]:
+        return [i for page in self.pages(where) for i in page["ids"]]
+
+    def get_ids(self, ids: Sequence[str], include: Sequence[str], where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Pages of the given ids (missing ids are absent), one Chroma get per max batch."""
+        ids = list(ids)
+        return [self.collection.get(ids=ids[s : s + self.max_batch_size], where=where, include=list(include))
+                for s in range(0, len(ids), self.max_batch_size)]
+
+    def upsert(self, ids: Sequence[str], documents: Sequence[str], metadatas: Sequence[dict[str, Any]],
+               embeddings: np.ndarray | Sequence[Any]) -> None:
+        """Chroma's upserts, one per max batch. Not atomic: a failure leaves the chunks before it
+        written (the store's write pipeline undoes them from its intent)."""
+        for s in range(0, len(ids), self.max_batch_size):
+            e = s + self.max_batch_size
+            self.collection.upsert(ids=list(ids[s:e]), documents=list(documents[s:e]), metadatas=list(metadatas[s:e]),
+                                   embeddings=embeddings[s:e])
+
+    def update_metadata(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        """Chroma's metadata updates (merged into what is stored), one per max batch."""
+        for s in range(0, len(ids), self.max_batch_size):
+            e = s + self.max_batch_size
+            self.collection.update(ids=list(ids[s:e]), metadatas=list(metadatas[s:e]))
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Chroma's deletes, one per max batch (not atomic, like :meth:`upsert`)."""
+        for s in range(0, len(ids), self.max_batch_size):
+            self.collection.delete(ids=list(ids[s : s + self.max_batch_size]))
+
+    def count(self) -> int:
+        return self.collection.count()
+
+
+def merge_pages(pages: list[dict[str, Any]], keys: Sequence[str] = ("ids", "documents", "metadatas", "embeddings")) -> dict[str, list]:
+    return {key: [x for page in pages for x in (page.get(key) if page.get(key) is not None else [])] for key in keys}
+
+
+__all__ = ["PAGE", "ChromaAccess", "GuardedCollection", "merge_pages", "missing_store", "open_client",
+           "open_cosine_collection"]

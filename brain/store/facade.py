@@ -1,0 +1,417 @@
+"""RagStore: the one Chroma collection (``conversations``) of typed, validated documents.
+
+A thin facade over the parts of :mod:`brain.store`: Chroma access (:attr:`RagStore.chroma`), the
+write pipeline, the write events (:attr:`RagStore.events`), the in-process indexes and retrieval.
+Writes are validated whole before anything is embedded or stored; memories are deduplicated by
+(scope, text); turns and summaries get their per-conversation index.
+
+The class is longer than the others because it is the store's whole public API: each method is a
+few lines that check arguments and hand over to one part, and its docstring is the API's reference.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, Self
+
+import numpy as np
+
+from brain.config import Settings
+from brain.embeddings import Embedder, get_embedder
+from brain.errors import BrainError, NotFound, ValidationError
+from brain.locking import DataDirLock
+from brain.memories import readable_scopes
+from brain.memory_index import MemoryIndex
+from brain.results import Document, Hit, MemoryHit
+from brain.schemas import DocType, check_extra_metadata, check_last_used, utc_now
+from brain.store.chroma import ChromaAccess, GuardedCollection, missing_store, open_client, open_cosine_collection
+from brain.store.events import WriteEvents, WriteSubscriber
+from brain.store.indexes import InProcessState
+from brain.store.pipeline import WritePipeline
+from brain.store.plan import WriteResult, memory_edit, plan_write
+from brain.store.reads import find_ids, get_documents, type_value
+from brain.store.retrieval import Retrieval, VersionRule, check_k
+from brain.write_intents import WriteIntentLog
+from brain.migrations import migrate_typed_fields
+
+
+class RagStore:
+    """Typed documents in one Chroma collection, with exact memory ranking.
+
+    ``col`` is the underlying Chroma collection, for direct queries, and ``chroma`` the same with
+    paged reads and chunked writes. Writes through them bypass validation, the write events and the
+    in-process state; call :meth:`refresh_index` after such writes.
+
+    Followers of the writes subscribe to :attr:`events`; ``attach(store)``, when given, is called
+    once the collection is open and before unfinished writes of a dead process are rolled back, so
+    that what it subscribes (the mirror, see :func:`brain.core.open_store`) follows that roll-back.
+    ``persona_version`` picks the persona version :meth:`retrieve_persona` reads
+    (:func:`brain.persona.current_version`; without it every version is searched).
+    """
+
+    def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
+                 client: Any | None = None, create: bool = True,
+                 attach: Callable[[RagStore], None] | None = None, persona_version: VersionRule | None = None):
+        """``create=False``: raise :class:`StoreNotFound` rather than create a store that does not exist."""
+        self.settings = settings or Settings()
+        self.embedder = embedder or get_embedder(self.settings)
+        self._lock = threading.RLock()
+        self._closers: list[Callable[[], None]] = []
+        self.mirror_link: Any = None  # the mirror's subscriber (brain.mirror.subscriber), when one is attached
+        # embedded Chroma is single-process: claim the data directory before opening it
+        self._dir_lock: DataDirLock | None = None
+        if client is None and not self.settings.chroma_url:
+            if not create and not self.settings.has_embedded_store():
+                raise missing_store(self.settings)  # before the lock, which would create the directory
+            self._dir_lock = DataDirLock(self.settings.data_dir).acquire()
+        try:
+            self.client = client or open_client(self.settings, create=create)
+            if not create and self.settings.collection not in {c.name for c in self.client.list_collections()}:
+                raise missing_store(self.settings)
+            where = self.settings.chroma_url or "the data directory"
+            self.col = GuardedCollection(self._open_collection(), where)
+            self.chroma = ChromaAccess(self.client, self.col, where)
+            self.dimension = int(self.col.metadata["dimension"])
+            self.events = WriteEvents()
+            self.state = InProcessState(self.settings, self.chroma, self.dimension, self._lock)
+            self.events.subscribe(self.state)
+            self.retrieval = Retrieval(self.settings, self.embedder, self.dimension, self.chroma, self.state,
+                                       persona_version)
+            self.weights = self.retrieval.weights
+            self._writes = WritePipeline(self.chroma, self.embedder, self.dimension, self.events,
+                                         WriteIntentLog(self.settings.data_dir), self.state.turns)
+            if attach is not None:
+                attach(self)
+            # a write a dead process left half done is rolled back before anything reads the store
+            self._writes.intents.resolve(self._writes.roll_back)
+            link = self.mirror_link
+            migrate_typed_fields(self.col, self.chroma.max_batch_size,
+                                 link.mirror if link is not None and DocType.MEMORY.value in link.types else None)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_collection(self):
+        return open_cosine_collection(
+            self.client, self.settings.collection, self.embedder, schema_version=1,
+            switch=("Set BRAIN_EMBEDDER to the recorded embedder, or point BRAIN_DATA_DIR / BRAIN_COLLECTION at a "
+                    "new store (re-indexing an existing store is not supported yet)"),
+            rename="use another BRAIN_COLLECTION or BRAIN_DATA_DIR",
+        )
+
+    def subscribe(self, subscriber: WriteSubscriber, *, close: Callable[[], None] | None = None) -> WriteSubscriber:
+        """Let ``subscriber`` follow every write from now on; ``close`` runs when the store closes."""
+        self.events.subscribe(subscriber)
+        if close is not None:
+            self._closers.append(close)
+        return subscriber
+
+    def close(self) -> None:
+        """Close what was subscribed with a ``close`` (the mirror, when this store's opener opened it)
+        and release the data directory for other processes. The store must not be used afterwards."""
+        closers, self._closers = self._closers, []
+        try:
+            for close in reversed(closers):
+                close()
+        finally:
+            if self._dir_lock is not None:
+                self._dir_lock.release()
+                self._dir_lock = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def max_batch_size(self) -> int:
+        """The most documents one Chroma call takes (reads and writes are chunked to it)."""
+        return self.chroma.max_batch_size
+
+    @max_batch_size.setter
+    def max_batch_size(self, value: int) -> None:
+        self.chroma.max_batch_size = int(value)
+
+    # ---- the mirror, as attached by the opener ---------------------------------------------------
+    @property
+    def mirror(self) -> Any:
+        """The Engram mirror following this store's writes; None when none is attached, or it is off or damaged."""
+        return None if self.mirror_link is None else self.mirror_link.mirror
+
+    @mirror.setter
+    def mirror(self, mirror: Any) -> None:
+        """Replace the mirror the attached subscriber writes to (a rebuild swaps the file)."""
+        self._require_link().mirror = mirror
+
+    @property
+    def mirror_health(self) -> Any:
+        """The mirror's :class:`~brain.mirror.MirrorHealth`; None when no mirror is attached."""
+        return None if self.mirror_link is None else self.mirror_link.health
+
+    @mirror_health.setter
+    def mirror_health(self, health: Any) -> None:
+        self._require_link().health = health
+
+    def _require_link(self) -> Any:
+        if self.mirror_link is None:
+            raise BrainError("this store has no mirror attached; open it with brain.open() or brain.core.open_store()")
+        return self.mirror_link
+
+    @contextmanager
+    def mirror_paused(self) -> Iterator[None]:
+        """Writes inside the block skip the mirror (e.g. while restoring the store from it)."""
+        with self._lock:
+            if self.mirror_link is None:
+                yield
+                return
+            with self.events.muted(self.mirror_link):
+                yield
+
+    # ---- writes -----------------------------------------------------------------------------------
+    def write_docs(self, docs: Sequence[Mapping[str, Any]], *, merge_memories: bool = True) -> WriteResult:
+        """Store a batch as :meth:`upsert_docs` does; returns the ids and the positions assigned."""
+        plan = plan_write(docs, self.dimension)
+        if not plan.docs:
+            return WriteResult((), {})
+        with self._lock:
+            return self._writes.upsert(plan, merge_memories=merge_memories)
+
+    def upsert_docs(self, docs: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Store a batch ``[{"text", "type", **metadata}, ...]``; all or nothing. Returns ids in input order.
+
+        A memory whose id (from its scope and text, case and whitespace aside) is stored already is
+        the same memory: it keeps its first text, vector and creation time (``created_at``, else its
+        first timestamp); importance becomes the higher one, tags the union, the timestamp and last
+        use the later ones; other fields the new write gives replace the old. A write that would
+        change nothing but the time writes nothing."""
+        return list(self.write_docs(docs).ids)
+
+    def upsert_doc(self, text: str, type: str | DocType, *, scope: str | None = None,
+                   timestamp: datetime | str | None = None, source: str | None = None, id: str | None = None,
+                   embedding: Sequence[float] | np.ndarray | None = None, **meta: Any) -> str:
+        """Store one document of any type; returns its id."""
+        doc = {"text": text, "type": type, "scope": scope, "timestamp": timestamp, "source": source, "id": id, **meta}
+        if embedding is not None:
+            doc["embedding"] = embedding
+        return self.upsert_docs([doc])[0]
+
+    def update_memory(self, doc_id: str, text: str | None = None, *, importance: int | None = None,
+                      tags: Iterable[str] | None = None, metadata: Mapping[str, Any] | None = None,
+                      replace_metadata: bool = False, timestamp: datetime | str | None = None,
+                      entity: str | None = None) -> Document:
+        """Change one memory in place, keeping its id; returns it as stored.
+
+        Unlike writing the same text again (which merges: higher importance, united tags), the
+        given values replace the old ones. ``metadata`` adds or overwrites extra keys (with
+        ``replace_metadata=True`` it replaces all extra keys); it cannot hold the reserved keys
+        (:data:`brain.schemas.RESERVED_KEYS`): a memory's scope never changes here, and its vector is
+        always the store's embedding of its text. A new ``text`` is embedded again; the timestamp
+        becomes ``timestamp`` or now (``created_at`` keeps the first one). Raises :class:`NotFound`
+        for an unknown id, and, with ``entity``, for a memory that entity cannot see (see
+        :func:`brain.memories.visible_scopes`).
+        """
+        extra = check_extra_metadata(metadata, call="update_memory")
+        visible = readable_scopes(entity)
+        with self._lock:
+            docs = self.get([doc_id], type=DocType.MEMORY, include_embeddings=True, entity=entity)
+            if not docs:
+                raise NotFound(f"no memory with id {doc_id!r}" + (f" visible to entity {entity!r}" if visible else ""))
+            doc = memory_edit(docs[0], text, importance=importance, tags=tags, extra=extra,
+                              replace_metadata=replace_metadata, timestamp=timestamp)
+            self.write_docs([doc], merge_memories=False)
+            return self.get_one(doc_id)
+
+    def upsert_memory(self, text: str, scope: str | None = None, importance: int = 3,
+                      tags: Iterable[str] | None = None, timestamp: datetime | str | None = None,
+                      source: str | None = None, *, entity: str | None = None,
+                      conversation_id: str | None = None, **meta: Any) -> str:
+        """Store a long-term fact. ``entity`` is its scope: ``entity="bob"`` stores it in
+        ``entity:bob`` (a ``scope`` given too must agree); with neither it is global. The same text in
+        the same scope is the same memory: see :meth:`upsert_docs` for how it merges."""
+        return self.upsert_doc(
+            text, DocType.MEMORY, scope=scope, timestamp=timestamp, source=source, importance=importance,
+            tags=list(tags) if tags is not None and not isinstance(tags, str) else tags,
+            entity=entity, conversation_id=conversation_id, **meta,
+        )
+
+    def write_turns(self, conversation_id: str, user_text: str, assistant_text: str,
+                    user_ts: datetime | str | None = None, assistant_ts: datetime | str | None = None,
+                    source: str = "chat", **meta: Any) -> WriteResult:
+        """Store one exchange as two turn documents with consecutive ``turn_index`` (one write: both
+        or neither); the result holds both ids and their ``turn_index``."""
+        now = utc_now()
+        return self.write_docs([
+            {"text": user_text, "type": DocType.TURN, "conversation_id": conversation_id, "role": "user",
+             "timestamp": user_ts or now, "source": source, **meta},
+            {"text": assistant_text, "type": DocType.TURN, "conversation_id": conversation_id, "role": "assistant",
+             "timestamp": assistant_ts or user_ts or now, "source": source, **meta},
+        ])
+
+    def upsert_turn(self, conversation_id: str, user_text: str, assistant_text: str,
+                    user_ts: datetime | str | None = None, assistant_ts: datetime | str | None = None,
+                    source: str = "chat", **meta: Any) -> tuple[str, str]:
+        """Store one exchange as two turn documents with consecutive ``turn_index``; returns both ids."""
+        user_id, assistant_id = self.write_turns(conversation_id, user_text, assistant_text, user_ts, assistant_ts,
+                                                 source, **meta).ids
+        return user_id, assistant_id
+
+    def upsert_summary(self, conversation_id: str, text: str, turn_range: str | None = None,
+                       summary_index: int | None = None, timestamp: datetime | str | None = None,
+                       source: str | None = None, **meta: Any) -> str:
+        """Store a conversation summary; ``summary_index`` is assigned when absent."""
+        return self.upsert_doc(text, DocType.SUMMARY, timestamp=timestamp, source=source,
+                               conversation_id=conversation_id, turn_range=turn_range,
+                               summary_index=summary_index, **meta)
+
+    def delete(self, ids: str | Sequence[str] | None = None, *, where: dict[str, Any] | None = None,
+               type: str | DocType | None = None, entity: str | None = None) -> int:
+        """Delete by ids and/or filter; returns how many documents were removed. With ``entity``,
+        only documents that entity may see (its own scope and the global one) are deleted."""
+        if ids is None and where is None and type is None:
+            raise ValidationError.of("ids", "delete needs ids, where or type; refusing to delete everything")
+        if isinstance(ids, str):
+            ids = [ids]
+        with self._lock:
+            found = find_ids(self.chroma, ids, where=where, doc_type=type_value(type), scopes=readable_scopes(entity))
+            if found:
+                self._writes.delete(found)
+        return len(found)
+
+    def record_memory_use(self, used: Mapping[str, float]) -> int:
+        """Persist when memories were last retrieved: ``{memory id: epoch}`` -> ``last_used`` in their
+        metadata (never moved back in time), as a ``metadata`` write: intent-logged and announced to the
+        subscribers like any write (the mirror keeps content, not access times, so it skips it). Only
+        ``last_used`` is sent, so values another process changed meanwhile are kept. Memories deleted
+        meanwhile are skipped. Returns how many were written."""
+        times, bad = {}, []
+        for key, value in used.items():
+            try:
+                times[key] = check_last_used(value)
+            except ValueError:
+                bad.append(key)
+        if bad:
+            raise ValidationError.of("used", f"last-use times must be epoch seconds (finite, >= 0); "
+                                             f"bad entries for {bad[:5]}")
+        with self._lock:
+            metas = self.memory_index().set_last_used(times)
+            if metas:
+                self._writes.update_metadata({i: {"last_used": m["last_used"]} for i, m in metas.items()})
+        return len(metas)
+
+    # ---- reads ------------------------------------------------------------------------------------
+    def get(self, ids: str | Sequence[str] | None = None, *, where: dict[str, Any] | None = None,
+            type: str | DocType | None = None, limit: int | None = None, offset: int | None = None,
+            include_embeddings: bool = False, entity: str | None = None) -> list[Document]:
+        """Documents by id and/or filter (ids keep their order; missing ids are skipped). With
+        ``entity``, only documents that entity may see (its own scope and the global one)."""
+        if isinstance(ids, str):
+            ids = [ids]
+        return get_documents(self.chroma, ids, where=where, doc_type=type_value(type), limit=limit, offset=offset,
+                             include_embeddings=include_embeddings, scopes=readable_scopes(entity))
+
+    def get_one(self, doc_id: str) -> Document:
+        docs = self.get([doc_id])
+        if not docs:
+            raise NotFound(f"no document with id {doc_id!r}")
+        return docs[0]
+
+    def count(self, type: str | DocType | None = None, *, where: dict[str, Any] | None = None) -> int:
+        doc_type = type_value(type)
+        if doc_type is None and where is None:
+            return self.chroma.count()
+        return len(find_ids(self.chroma, None, where=where, doc_type=doc_type, scopes=None))
+
+    def refresh_index(self) -> MemoryIndex:
+        """Rebuild the in-process indexes from Chroma (after writes that bypassed this store).
+        Returns the memory index."""
+        return self.state.refresh()
+
+    def memory_index(self) -> MemoryIndex:
+        """The memory ranking index."""
+        index = self.state.index_for(DocType.MEMORY.value)
+        assert index is not None  # settings guarantee memory is indexed
+        return index
+
+    def index_sizes(self) -> dict[str, int]:
+        """Documents held by each in-process index (builds them if needed)."""
+        return {t: len(self.state.index_for(t)) for t in self.settings.indexed_types}
+
+    def index_problems(self) -> dict[str, dict[str, dict[str, str]]]:
+        """Stored rows the in-process indexes could not use as they are, by type:
+        ``{type: {id: {field: what was done instead}}}`` (builds the indexes if needed). Such rows
+        were written around the schema (an older version, a direct Chroma write); rewriting them
+        through the store (``update_memory``) or deleting them clears the entry."""
+        return {t: self.state.index_for(t).problems() for t in self.settings.indexed_types}
+
+    def retrieve_memories(self, query: str, k: int | None = None, entity: str | None = None, *,
+                          tags: Sequence[str] | None = None, min_importance: int | None = None,
+                          all_scopes: bool = False, now: datetime | float | None = None,
+                          query_vector: np.ndarray | None = None) -> list[MemoryHit]:
+        """The exact top-k memories by w_sim*similarity + w_imp*importance/5 + recency bonus.
+
+        Scope: with ``entity``, that entity's memories and global ones; without, global ones only
+        (``all_scopes=True`` searches every scope, for operators' tools). ``query_vector`` (the
+        query already embedded, e.g. once for several document types) replaces ``query``.
+        """
+        return self.retrieval.memories(query, k, entity, tags=tags, min_importance=min_importance,
+                                       all_scopes=all_scopes, now=now, query_vector=query_vector)
+
+    def search(self, query: str | None, k: int = 5, *, type: str | DocType | None = None,
+               where: dict[str, Any] | None = None, query_vector: np.ndarray | None = None) -> list[Hit]:
+        """Plain similarity search over any documents (Chroma's vector index, filtered)."""
+        return self.retrieval.search(query, k, type, where, query_vector)
+
+    def retrieve_faq(self, query: str | None, k: int | None = None, topic: str | None = None, *,
+                     query_vector: np.ndarray | None = None) -> list[Hit]:
+        """The FAQ entries closest in meaning to ``query`` (optionally of one topic)."""
+        k = self.settings.faq_top_k if k is None else k
+        return self.retrieval.similar(query, k, DocType.FAQ, {"topic": topic}, query_vector)
+
+    def retrieve_persona(self, query: str | None, k: int = 3, *, query_vector: np.ndarray | None = None) -> list[Hit]:
+        """Sections of the current persona closest in meaning to ``query`` (identity, tone, ... questions)."""
+        return self.retrieval.persona(query, k, query_vector)
+
+    def retrieve_summaries(self, query: str | None, k: int | None = None, conversation_id: str | None = None, *,
+                           query_vector: np.ndarray | None = None) -> list[Hit]:
+        """Conversation summaries closest in meaning to ``query`` (optionally of one conversation)."""
+        k = self.settings.summary_top_k if k is None else k
+        return self.retrieval.similar(query, k, DocType.SUMMARY, {"conversation_id": conversation_id}, query_vector)
+
+    def conversation_turns(self, conversation_id: str) -> list[Document]:
+        """Every turn of a conversation, oldest first (served from the in-process turn cache)."""
+        return self.retrieval.conversation_turns(conversation_id)
+
+    def recent_turns(self, conversation_id: str, k: int | None = None) -> list[Document]:
+        """The last ``k`` turns of a conversation, oldest first."""
+        k = self.settings.turn_top_k if k is None else check_k(k)
+        return self.retrieval.conversation_turns(conversation_id)[-k:]
+
+    def conversation_summaries(self, conversation_id: str) -> list[Document]:
+        """Every summary of a conversation, in ``summary_index`` order."""
+        return self.retrieval.conversation_summaries(conversation_id)
+
+    def stats(self) -> dict[str, Any]:
+        counts = {t.value: self.count(t) for t in DocType}
+        return {
+            "collection": self.settings.collection,
+            "documents": sum(counts.values()),
+            "by_type": counts,
+            "embedder": self.embedder.name,
+            "dimension": self.dimension,
+            "backend": self.settings.chroma_url or str(self.settings.data_dir / "chroma"),
+            "disk_bytes": None if self.settings.chroma_url else _tree_bytes(self.settings.data_dir / "chroma"),
+            # rows the indexes could not use as stored (see index_problems); None until the indexes are built
+            "unusable_rows": self.state.unusable_rows(),
+        }
+
+
+def _tree_bytes(path) -> int:
+    """Bytes of the files under ``path`` (the embedded store's size on disk)."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+__all__ = ["RagStore"]

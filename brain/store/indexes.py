@@ -1,0 +1,187 @@
+"""The store's in-process state: one :class:`~brain.memory_index.MemoryIndex` per indexed type and
+the turns of recently used conversations. It follows the store's committed writes (it is a
+:class:`~brain.store.events.WriteSubscriber`) and notices writes of other processes by the
+collection's size, checked every ``BRAIN_INDEX_REFRESH_SECONDS``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from brain.cache import LRUCache
+from brain.config import Settings
+from brain.memory_index import MemoryIndex
+from brain.results import Document
+from brain.schemas import DocType, from_chroma
+from brain.store.chroma import ChromaAccess
+from brain.store.events import WriteEvent, WriteSubscriber
+from brain.store.reads import get_documents
+
+log = logging.getLogger(__name__)
+
+# conversations whose turns are kept in process (least recently used beyond that are dropped)
+CONVERSATIONS_CACHED = 1024
+
+
+class InProcessState(WriteSubscriber):
+    """Indexes and the turn cache of one store, kept in step with its write events."""
+
+    def __init__(self, settings: Settings, chroma: ChromaAccess, dimension: int, lock: threading.RLock):
+        self.settings = settings
+        self.chroma = chroma
+        self.dimension = dimension
+        self._lock = lock
+        self.indexes: dict[str, MemoryIndex] | None = None
+        # the turns of recently used conversations: conversation id -> {doc id: Document} (least recently
+        # used dropped first), and doc id -> conversation
+        self.conversations: LRUCache[str, dict[str, Document]] = LRUCache(CONVERSATIONS_CACHED)
+        self._turn_conversation: dict[str, str] = {}
+        self._expected_count: int | None = None  # collection size when this state was last in step
+        self._last_check = 0.0
+
+    # ---- following writes --------------------------------------------------------------------------
+    def commit(self, event: WriteEvent) -> None:
+        with self._lock:
+            if event.op == "upsert":
+                self._upserted(event)
+            elif event.op == "delete":
+                for index in (self.indexes or {}).values():
+                    index.remove(event.ids)
+                self._forget_turns(event.ids)
+            else:
+                self._metadata_changed(event)
+            self._mark_in_step()
+
+    def _upserted(self, event: WriteEvent) -> None:
+        ids, texts, metas, vectors = list(event.ids), event.texts or (), event.metadatas or (), event.vectors
+        self._forget_turns(ids)  # an id may have changed type or conversation
+        for doc_id, text, meta in zip(ids, texts, metas):
+            cached = self.conversations.peek(meta.get("conversation_id")) if meta.get("type") == DocType.TURN.value else None
+            if cached is not None:
+                cached[doc_id] = Document(id=doc_id, text=text, metadata=from_chroma(meta))
+                self._turn_conversation[doc_id] = meta["conversation_id"]
+        for doc_type, index in (self.indexes or {}).items():
+            mine = [j for j, m in enumerate(metas) if m.get("type") == doc_type]
+            others = [ids[j] for j, m in enumerate(metas) if m.get("type") != doc_type]
+            if others:
+                index.remove(others)  # an id may have changed type
+            if mine:
+                index.upsert([ids[j] for j in mine], vectors[mine], [texts[j] for j in mine], [metas[j] for j in mine])
+
+    def _metadata_changed(self, event: WriteEvent) -> None:
+        used = {i: m["last_used"] for i, m in zip(event.ids, event.metadatas or ()) if "last_used" in m}
+        index = (self.indexes or {}).get(DocType.MEMORY.value)
+        if index is not None and used:
+            index.set_last_used(used)
+        # other keys are not kept in process: the next rebuild reads them
+        if any(set(m) - {"last_used"} for m in event.metadatas or ()):
+            self.indexes = None
+            self.conversations.clear()
+            self._turn_conversation.clear()
+
+    def _forget_turns(self, ids: Iterable[str]) -> None:
+        for doc_id in ids:
+            conversation = self._turn_conversation.pop(doc_id, None)
+            turns = self.conversations.peek(conversation) if conversation is not None else None
+            if turns is not None:
+                turns.pop(doc_id, None)
+
+    def _mark_in_step(self) -> None:
+        if self.indexes is not None or self.conversations:
+            self._expected_count = self.chroma.count()
+
+    # ---- the indexes --------------------------------------------------------------------------------
+    def refresh(self) -> MemoryIndex:
+        """Rebuild every index (and drop the turn cache) from Chroma; returns the memory index."""
+        with self._lock:
+            self.conversations.clear()
+            self._turn_conversation.clear()
+            types = list(self.settings.indexed_types)
+            indexes = {t: MemoryIndex(self.dimension) for t in types}
+            where = {"type": types[0]} if len(types) == 1 else {"type": {"$in": types}}
+            sizes: dict[str, int] = {}
+            for page in self.chroma.pages(where, ["metadatas"]):  # one pass to size every index once
+                for meta in page["metadatas"]:
+                    sizes[meta.get("type")] = sizes.get(meta.get("type"), 0) + 1
+            for doc_type, index in indexes.items():
+                index.reserve(sizes.get(doc_type, 0))
+            for page in self.chroma.pages(where, ["documents", "metadatas", "embeddings"]):
+                vectors = np.asarray(page["embeddings"], dtype=np.float32)
+                for doc_type, index in indexes.items():
+                    rows = [j for j, m in enumerate(page["metadatas"]) if m and m.get("type") == doc_type]
+                    if rows:
+                        index.upsert([page["ids"][j] for j in rows], vectors[rows],
+                                     [page["documents"][j] or "" for j in rows], [page["metadatas"][j] for j in rows])
+            self.indexes = indexes
+            self._expected_count = self.chroma.count()
+            self._last_check = time.monotonic()
+            return indexes[DocType.MEMORY.value]
+
+    def index_for(self, doc_type: str) -> MemoryIndex | None:
+        """The index of ``doc_type`` (built on first use, rebuilt when the collection changed behind
+        this store's back), or None when that type is searched through Chroma."""
+        if doc_type not in self.settings.indexed_types:
+            return None
+        if self.indexes is None:
+            self.refresh()
+        else:
+            self.check_outside_changes()
+        indexes = self.indexes
+        if indexes is None:  # dropped by a concurrent metadata change
+            self.refresh()
+            indexes = self.indexes
+        return indexes[doc_type]
+
+    def check_outside_changes(self) -> None:
+        """Every BRAIN_INDEX_REFRESH_SECONDS, compare the collection's size with the size it had when
+        this state was last in step; if another writer changed it, rebuild."""
+        every = self.settings.index_refresh_seconds
+        if self._expected_count is None or every <= 0 or time.monotonic() - self._last_check < every:
+            return
+        self._last_check = time.monotonic()
+        if self.chroma.count() == self._expected_count:
+            return
+        log.info("collection changed outside this store; rebuilding the in-process state")
+        with self._lock:
+            self.conversations.clear()
+            self._turn_conversation.clear()
+            if self.indexes is not None:
+                self.refresh()
+            else:
+                self._expected_count = None
+
+    def unusable_rows(self) -> dict[str, int] | None:
+        """Rows each built index could not use as stored; None until the indexes are built."""
+        return None if self.indexes is None else {t: len(index.problems()) for t, index in self.indexes.items()}
+
+    # ---- the turn cache -----------------------------------------------------------------------------
+    def turns(self, conversation_id: str) -> list[Document]:
+        """Every turn of a conversation in order, from the cache (filled from Chroma once)."""
+        self.check_outside_changes()
+        with self._lock:
+            cached = self.conversations.get(conversation_id)
+            if cached is None:
+                docs = get_documents(self.chroma, None, where={"conversation_id": conversation_id},
+                                     doc_type=DocType.TURN.value, limit=None, offset=None,
+                                     include_embeddings=False, scopes=None)
+                cached = {d.id: d for d in docs}
+                self._turn_conversation.update((d.id, conversation_id) for d in docs)
+                for _, dropped in self.conversations.put(conversation_id, cached):
+                    for doc_id in dropped:
+                        self._turn_conversation.pop(doc_id, None)
+                if self._expected_count is None:
+                    self._mark_in_step()
+                    self._last_check = time.monotonic()
+            return sorted(cached.values(), key=_turn_order)
+
+
+def _turn_order(doc: Document) -> tuple[int, Any]:
+    return (int(doc.metadata.get("turn_index") or 0), doc.metadata.get("ts_epoch", 0.0))
+
+
+__all__ = ["CONVERSATIONS_CACHED", "InProcessState"]

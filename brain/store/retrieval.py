@@ -1,0 +1,138 @@
+"""Retrieval per document type: memories ranked by score from their in-process index; persona,
+FAQ and summaries by similarity (in process when indexed, else Chroma's filtered query); turns and
+summaries of one conversation in order."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from brain.config import Settings
+from brain.embeddings import Embedder
+from brain.errors import ValidationError
+from brain.filters import to_chroma_where
+from brain.memories import search_scopes
+from brain.ranking import ScoreWeights
+from brain.results import Document, Hit, MemoryHit
+from brain.schemas import DocType, from_chroma, parse_timestamp, valid_conversation_id
+from brain.store.chroma import ChromaAccess
+from brain.store.indexes import InProcessState
+from brain.store.plan import check_vector
+from brain.store.reads import get_documents, type_value
+
+# persona, faq and summaries rank by similarity alone
+SIMILARITY_ONLY = ScoreWeights(similarity=1.0, importance=0.0, recency=0.0)
+
+#: picks the version of a versioned type (the persona) readers see, from its documents' metadata
+VersionRule = Callable[[Iterable[dict[str, Any]]], "str | None"]
+
+
+class Retrieval:
+    """The store's read side over Chroma and the in-process state."""
+
+    def __init__(self, settings: Settings, embedder: Embedder, dimension: int, chroma: ChromaAccess,
+                 state: InProcessState, persona_version: VersionRule | None = None):
+        self.settings = settings
+        self.embedder = embedder
+        self.dimension = dimension
+        self.chroma = chroma
+        self.state = state
+        self.weights = ScoreWeights.from_settings(settings)
+        self.persona_version = persona_version
+
+    def memories(self, query: str | None, k: int | None, entity: str | None, *, tags: Sequence[str] | None,
+                 min_importance: int | None, all_scopes: bool, now: datetime | float | None,
+                 query_vector: np.ndarray | None) -> list[MemoryHit]:
+        k = self.settings.memory_top_k if k is None else check_k(k)
+        scopes = search_scopes(entity, all_scopes=all_scopes)
+        if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
+            raise ValidationError(f"tags must be a list of strings, got {tags!r}")
+        now_epoch = _epoch(now)
+        vector = self.query_vector(query, query_vector)
+        index = self.state.index_for(DocType.MEMORY.value)
+        assert index is not None  # settings guarantee memory is indexed
+        hits = index.search(vector, k, self.weights, now_epoch, scopes, tags, min_importance)
+        for hit in hits:
+            hit.metadata = from_chroma(hit.metadata)
+        return hits
+
+    def search(self, query: str | None, k: int, doc_type: str | DocType | None, where: dict[str, Any] | None,
+               query_vector: np.ndarray | None) -> list[Hit]:
+        """Plain similarity search over any documents (Chroma's vector index, filtered)."""
+        k = check_k(k)
+        vector = self.query_vector(query, query_vector)
+        got = self.chroma.collection.query(query_embeddings=[vector], n_results=k,
+                                           where=to_chroma_where(where, type=type_value(doc_type)),
+                                           include=["documents", "metadatas", "distances"])
+        return [Hit(id=i, text=d or "", metadata=from_chroma(m), similarity=1.0 - float(dist))
+                for i, d, m, dist in zip(got["ids"][0], got["documents"][0], got["metadatas"][0], got["distances"][0])]
+
+    def query_vector(self, query: str | None, query_vector: np.ndarray | None) -> np.ndarray:
+        """``query_vector`` checked, or ``query`` embedded."""
+        if query_vector is None:
+            if not isinstance(query, str) or not query.strip():
+                raise ValidationError("query must be a non-empty string")
+            return self.embedder.embed_query(query)
+        vec, problem = check_vector(query_vector, self.dimension)
+        if problem:
+            raise ValidationError(f"query_vector: {problem}")
+        return vec
+
+    def similar(self, query: str | None, k: int, doc_type: DocType, equals: dict[str, Any],
+                query_vector: np.ndarray | None = None) -> list[Hit]:
+        """Exact similarity search of one type: in process when indexed, else Chroma's filtered query."""
+        k = check_k(k)
+        equals = {key: value for key, value in equals.items() if value is not None}
+        vector = self.query_vector(query, query_vector)
+        index = self.state.index_for(doc_type.value)
+        if index is None:
+            return self.search(None, k, doc_type, equals or None, vector)
+        rows = index.search(vector, k, SIMILARITY_ONLY, 0.0, equals=equals or None)
+        return [Hit(id=r.id, text=r.text, metadata=from_chroma(r.metadata), similarity=r.similarity) for r in rows]
+
+    def persona(self, query: str | None, k: int, query_vector: np.ndarray | None) -> list[Hit]:
+        """Sections of the persona version ``persona_version`` picks (every section without a rule)."""
+        equals: dict[str, Any] = {}
+        if self.persona_version is not None:
+            index = self.state.index_for(DocType.PERSONA.value)
+            metas = index.metadatas() if index is not None else [d.metadata for d in get_documents(
+                self.chroma, None, where=None, doc_type=DocType.PERSONA.value, limit=None, offset=None,
+                include_embeddings=False, scopes=None)]
+            version = self.persona_version(metas)
+            if version is None:
+                return []
+            equals["version"] = version
+        return self.similar(query, k, DocType.PERSONA, equals, query_vector)
+
+    def conversation_turns(self, conversation_id: str) -> list[Document]:
+        return self.state.turns(valid_conversation_id(conversation_id))
+
+    def conversation_summaries(self, conversation_id: str) -> list[Document]:
+        docs = get_documents(self.chroma, None, where={"conversation_id": valid_conversation_id(conversation_id)},
+                             doc_type=DocType.SUMMARY.value, limit=None, offset=None, include_embeddings=False,
+                             scopes=None)
+        return sorted(docs, key=lambda d: d.metadata.get("summary_index") or 0)
+
+
+def check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+        raise ValidationError(f"k must be an integer between 1 and 1000, got {k!r}")
+    return k
+
+
+def _epoch(now: datetime | float | None) -> float:
+    if now is None:
+        return time.time()
+    if isinstance(now, datetime):
+        try:
+            return parse_timestamp(now, "now").timestamp()
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+    return float(now)
+
+
+__all__ = ["SIMILARITY_ONLY", "Retrieval", "VersionRule", "check_k"]
