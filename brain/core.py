@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from brain.chat import ChatMemory
     from brain.consolidate import ConsolidationReport
     from brain.embeddings.base import Embedder
-    from brain.mirror import EngramMirror
+    from brain.mirror import BackfillReport, EngramMirror
+    from brain.mirror.sync import SyncReport, VerifyReport
     from brain.results import Hit
     from brain.specialists import SpecialistRegistry
     from brain.summarizers import Summarizer
@@ -153,6 +154,27 @@ class Brain:
         from brain.consolidate import consolidate_memories
 
         return consolidate_memories(self.store, threshold=threshold, dry_run=dry_run)
+
+    # ---- the mirror ------------------------------------------------------------------------------
+    def sync_mirror(self) -> SyncReport:
+        """Make the mirror match the store (``brain mirror sync``): exactly the rows that differ are repaired."""
+        from brain.mirror.sync import sync_mirror
+
+        return sync_mirror(self.store, self.require_mirror(), types=self.settings.mirrored_types)
+
+    def verify_mirror(self) -> VerifyReport:
+        """Every difference between the store and the mirror, without writing (``brain mirror verify``)."""
+        from brain.mirror.sync import verify_mirror
+
+        return verify_mirror(self.store, self.require_mirror(), types=self.settings.mirrored_types)
+
+    def backfill_mirror(self, *, progress: bool = True) -> BackfillReport:
+        """Embed the mirrored documents that have no vector of the store's model (resumable)."""
+        from brain.mirror import BackfillReport
+
+        mirror = self.require_mirror()
+        embedded = mirror.backfill(self.store.embedder.embed_documents, progress=progress)
+        return BackfillReport(embedded, mirror.coverage())
 
     def health(self, *, detail: bool = False) -> dict[str, Any]:
         """Whether the store answers, the embedder, the summariser's status and the mirror's, with

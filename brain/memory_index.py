@@ -9,8 +9,11 @@ as int8 codes with a per-row scale and error bound (for the pre-score, a quarter
 importance, epoch, scope and row kind as arrays so the query-independent parts of the score and
 the filters are vector operations. The row kind comes from the typed fields: an active memory, a
 part (``part_of``: a chunk or vector row, ranked only when asked for) or retired (an inactive
-``status``: kept, ranked only by searches of every row). The store keeps it in step with every write it makes, and rebuilds it from Chroma when
-it notices that someone else changed the collection.
+``status``: kept, ranked only by searches of every row). The store keeps it in step with every write
+it makes, and rebuilds it from Chroma when it notices that someone else changed the collection.
+
+:class:`MemoryIndex` is longer than most classes here: the arrays must change together on every add,
+replace and remove, and keeping those operations in one class keeps that invariant in one place.
 
 Memory per memory document: 4*d (float32) + d (int8) + ~24 bytes of arrays, plus its text and
 metadata as Python objects. At d=768: about 3.9 KB + text.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import threading
 
 import pytest
@@ -127,3 +128,17 @@ def test_startup_prepares_a_given_brain(tmp_path, local_embedder):
         assert report.brain is b and report.store is b.store and report.persona.sections == 2
         with pytest.raises(ConfigError, match="not both"):
             startup(Settings(data_dir=tmp_path / "x"), brain=b)
+
+
+def test_the_mirror_calls_report_what_they_did(tmp_path, local_embedder):
+    with brain.open(api_settings(tmp_path), embedder=local_embedder) as b:
+        stored = b.store.upsert_memory("Alice is allergic to peanuts", importance=5)
+        with sqlite3.connect(b.mirror.path) as conn:  # as if engram had written the row without a vector
+            conn.execute("DELETE FROM memory_embeddings")
+        report = b.backfill_mirror(progress=False)
+        assert report.embedded == 1 and report.coverage.memories == 1 and report.coverage.with_vectors == 1
+        assert report.to_dict()["coverage"]["ratio"] == 1.0 and "1 of 1 memories" in report.summary()
+        assert b.verify_mirror().ok
+        b.store.col.update(ids=[stored], metadatas=[{"importance": 2}])  # in Chroma only
+        assert not b.verify_mirror().ok
+        assert b.sync_mirror().updated == 1 and b.verify_mirror().ok

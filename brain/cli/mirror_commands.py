@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,7 @@ def mirror() -> None:
 @pass_state
 def mirror_sync(state: State) -> None:
     """Make the mirror match the store in full (safe to repeat)."""
-    from brain.mirror.sync import sync_mirror
-
-    brain = state.brain()
-    report = sync_mirror(brain.store, brain.require_mirror(), types=brain.settings.mirrored_types)
+    report = state.brain().sync_mirror()
     emit(state, report.to_dict(), report.summary)
 
 
@@ -36,10 +32,7 @@ def mirror_sync(state: State) -> None:
 @pass_state
 def mirror_verify(state: State) -> None:
     """Report every difference between the store and the mirror (exit 1 if any)."""
-    from brain.mirror.sync import verify_mirror
-
-    brain = state.brain(create=False)
-    report = verify_mirror(brain.store, brain.require_mirror(), types=brain.settings.mirrored_types)
+    report = state.brain(create=False).verify_mirror()
     emit(state, report.to_dict(), report.summary)
     if not report.ok:
         raise CommandFailed("the mirror differs from the store; `brain mirror sync` reconciles them")
@@ -98,13 +91,8 @@ def mirror_rebuild(state: State, force: bool) -> None:
 @pass_state
 def mirror_backfill(state: State) -> None:
     """Embed the mirrored documents that have no vector of the configured model (resumable)."""
-    brain = state.brain()
-    mirror, embedder = brain.require_mirror(), brain.store.embedder
-    done = mirror.backfill(embedder.embed_documents, progress=True)
-    coverage = mirror.coverage()
-    emit(state, {"embedded": done, "coverage": asdict(coverage)},
-         lambda: f"embedded {done} documents; {coverage.with_vectors} of {coverage.memories} have "
-                 f"{embedder.name} vectors")
+    report = state.brain().backfill_mirror()
+    emit(state, report.to_dict(), report.summary)
 
 
 @cli.command()

@@ -201,7 +201,11 @@ class MigrationReport:
     migrated: int = 0
     skipped: list[SkippedRow] = field(default_factory=list)
 
-    def __str__(self) -> str:
+    def to_dict(self) -> dict[str, Any]:
+        return {"from_version": self.from_version, "to_version": self.to_version, "migrated": self.migrated,
+                "skipped": [{"memory_id": s.memory_id, "reason": s.reason} for s in self.skipped]}
+
+    def summary(self) -> str:
         head = (
             f"embedding protocol v{self.from_version or 1} -> v{self.to_version}: {self.migrated} embedding rows "
             f"migrated, {len(self.skipped)} skipped"
@@ -210,6 +214,8 @@ class MigrationReport:
         if len(self.skipped) > 20:
             lines.append(f"  ... and {len(self.skipped) - 20} more")
         return "\n".join(lines)
+
+    __str__ = summary
 
 
 def _legacy_vector(raw: Any) -> list[float] | np.ndarray:
@@ -327,8 +333,28 @@ class Coverage:
         """At least half the memories have a vector of the model (the protocol's threshold)."""
         return self.ratio >= 0.5
 
-    def __str__(self) -> str:
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "memories": self.memories, "with_vectors": self.with_vectors,
+                "ratio": self.ratio, "sufficient": self.sufficient}
+
+    def summary(self) -> str:
         return f"{self.with_vectors} of {self.memories} memories ({self.ratio:.0%}) have {self.model} vectors"
+
+    __str__ = summary
+
+
+@dataclass
+class BackfillReport:
+    """What a backfill embedded, and the coverage it left."""
+
+    embedded: int
+    coverage: Coverage
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"embedded": self.embedded, "coverage": self.coverage.to_dict()}
+
+    def summary(self) -> str:
+        return f"embedded {self.embedded} documents; {self.coverage.summary()}"
 
 
 def coverage(conn: sqlite3.Connection, model: str) -> Coverage:
