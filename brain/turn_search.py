@@ -36,7 +36,7 @@ import numpy as np
 
 from brain.errors import Problem, ValidationError
 from brain.results import Document
-from brain.schemas import parse_timestamp
+from brain.schemas import check_k, parse_timestamp
 from brain.text import BM25Index, tokenize
 
 __all__ = [
@@ -46,7 +46,6 @@ __all__ = [
     "search_turns",
 ]
 
-MAX_K = 1000
 
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
            "october", "november", "december")
@@ -249,7 +248,7 @@ class TurnIndex:
 
     def search(self, query_text: str, query_vector: Any, k: int) -> list[TurnHit]:
         """The ``k`` best turns for the query, best first (ties: earlier turn first)."""
-        k = _check_k(k)
+        k = check_k(k)
         tokens, vector = self._query(query_text, query_vector)
         if not self.turns:
             return []
@@ -280,12 +279,6 @@ class TurnIndex:
             )
             for i in top
         ]
-
-
-def _check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise ValidationError.of("k", f"k must be an integer between 1 and {MAX_K}, got {k!r}")
-    return k
 
 
 def search_turns(

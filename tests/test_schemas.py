@@ -770,3 +770,18 @@ def test_typed_fields_are_documented_in_the_schema():
     props = get_all_schemas()["memory"]["properties"]
     for key in ("created_at", "last_used", "status", "part_of", "merged_from"):
         assert props[key]["description"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1001, 2.0, "3", True])
+def test_one_k_rule_for_every_search(bad, embedded_store):
+    """The store, turn search, the mirror and the specialist registry take ``k`` by one rule."""
+    from brain.schemas import MAX_K, check_k
+    from brain.turn_search import search_turns
+
+    assert check_k(1) == 1 and check_k(MAX_K) == MAX_K
+    calls = [lambda: check_k(bad), lambda: embedded_store.retrieve_memories("x", k=bad),
+             lambda: search_turns("x", None, [], k=bad)]
+    for call in calls:
+        with pytest.raises(ValidationError) as err:
+            call()
+        assert err.value.problems[0]["field"] == "k" and f"got {bad!r}" in str(err.value)

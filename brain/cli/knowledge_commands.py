@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from brain.cli.group import cli
+from brain.schemas import MAX_K
 from brain.cli.shell import (
-    MAX_K,
     CommandFailed,
     EntityType,
     Interrupted,

@@ -20,9 +20,6 @@ from brain.errors import BrainError
 from brain.store import RagStore
 from brain.schemas import check_scope, entity_scope
 
-#: the largest --k of a search (the store's own bound)
-MAX_K = 1000
-
 
 class CommandFailed(click.ClickException):
     """A reported failure: one ``error: ...`` line on stderr, exit code 1."""

@@ -21,11 +21,11 @@ from brain.mirror.rows import (
     KeywordHit,
     MirrorDocument,
     as_list,
-    check_k,
     marks,
     named_corruption,
 )
 from brain.results import Hit
+from brain.schemas import check_k
 
 log = logging.getLogger("brain.mirror.store")
 

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from brain.errors import ValidationError
 from brain.mirror.integrity import corruption_named
 
 if TYPE_CHECKING:
@@ -80,9 +79,6 @@ def marks(n: int) -> str:
 
 
 
-def check_k(k: Any) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
-        raise ValidationError(f"k must be an integer between 1 and 1000, got {k!r}")
 
 
 

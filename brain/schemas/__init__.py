@@ -21,6 +21,7 @@ here: import from ``brain.schemas``.
 from brain.schemas.limits import (
     INACTIVE_STATUSES,
     LEGACY_STATUS_KEY,
+    MAX_K,
     MAX_KEY_LENGTH,
     MAX_LIST_ITEM_LENGTH,
     MAX_LIST_ITEMS,
@@ -38,6 +39,7 @@ from brain.schemas.limits import (
     Status,
     bounds_problems,
     check_extra_metadata,
+    check_k,
     is_inactive,
     is_part,
     metadata_value_problem,
@@ -86,6 +88,8 @@ from brain.schemas.values import (
 
 __all__ = [
     "CONVERSATION_ID_MAX_LENGTH",
+    "MAX_K",
+    "check_k",
     "CONVERSATION_ID_PATTERN",
     "DOC_TYPES",
     "ENTITY_MAX_LENGTH",

@@ -170,3 +170,14 @@ def check_extra_metadata(metadata: Any, arguments: tuple[str, ...] = (), *, call
         raise ValidationError(joined(problems) + " (nothing was written)", problems)
     return dict(metadata)
 
+
+
+#: the most results one search may ask for (store, turn search, mirror, specialists, the CLI's --k)
+MAX_K = 1000
+
+
+def check_k(k: Any) -> int:
+    """``k``, an int from 1 to :data:`MAX_K` (a bool is not a count)."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ValidationError.of("k", f"k must be an integer between 1 and {MAX_K}, got {k!r}")
+    return k

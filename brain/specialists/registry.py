@@ -30,6 +30,7 @@ import pydantic
 
 from brain.cache import LRUCache
 from brain.errors import ConfigError, EmbeddingModelMismatch, Problem, ValidationError
+from brain.schemas import check_k
 from brain.specialists.markers import SpecialistRequest, parse_specialist_requests
 from brain.specialists.model import DEFAULT_PATH, Specialist, load_specialists, validate_specialists
 from brain.specialists.scoring import (
@@ -337,11 +338,7 @@ class SpecialistRegistry:
         """The ``k`` best specialists for a request, best first, each with its score, parts and band."""
         if not isinstance(request, str) or not request.strip():
             raise ValidationError("request must be a non-empty string", [Problem("request", "empty")])
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
-            raise ValidationError(
-                f"k must be an integer between 1 and 1000, got {k!r}",
-                [Problem("k", "out of range")],
-            )
+        check_k(k)
         key = normalise_request(request)
         with self._lock:
             ranking = self._cache.get(key)

@@ -26,14 +26,14 @@ from brain.locking import DataDirLock
 from brain.memories import readable_scopes
 from brain.memory_index import MemoryIndex
 from brain.results import Document, Hit, MemoryHit
-from brain.schemas import DocType, check_extra_metadata, check_last_used, utc_now
+from brain.schemas import DocType, check_extra_metadata, check_k, check_last_used, utc_now
 from brain.store.chroma import ChromaAccess, GuardedCollection, missing_store, open_client, open_cosine_collection
 from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.indexes import InProcessState
 from brain.store.pipeline import WritePipeline
 from brain.store.plan import WriteResult, memory_edit, plan_write
 from brain.store.reads import find_ids, get_documents, type_value
-from brain.store.retrieval import Retrieval, VersionRule, check_k
+from brain.store.retrieval import Retrieval, VersionRule
 from brain.write_intents import WriteIntentLog
 from brain.migrations import migrate_typed_fields
 

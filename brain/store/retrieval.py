@@ -18,7 +18,7 @@ from brain.filters import to_chroma_where
 from brain.memories import search_scopes
 from brain.ranking import ScoreWeights
 from brain.results import Document, Hit, MemoryHit
-from brain.schemas import DocType, from_chroma, parse_timestamp, valid_conversation_id
+from brain.schemas import DocType, check_k, from_chroma, parse_timestamp, valid_conversation_id
 from brain.store.chroma import ChromaAccess
 from brain.store.indexes import InProcessState
 from brain.store.plan import check_vector
@@ -118,12 +118,6 @@ class Retrieval:
         return sorted(docs, key=lambda d: d.metadata.get("summary_index") or 0)
 
 
-def check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
-        raise ValidationError(f"k must be an integer between 1 and 1000, got {k!r}")
-    return k
-
-
 def _epoch(now: datetime | float | None) -> float:
     if now is None:
         return time.time()
@@ -135,4 +129,4 @@ def _epoch(now: datetime | float | None) -> float:
     return float(now)
 
 
-__all__ = ["SIMILARITY_ONLY", "Retrieval", "VersionRule", "check_k"]
+__all__ = ["SIMILARITY_ONLY", "Retrieval", "VersionRule"]

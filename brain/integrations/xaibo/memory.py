@@ -28,10 +28,10 @@ from brain.integrations.xaibo.keys import (
     REVISION_KEY,
 )
 from brain.integrations.xaibo.protocol_types import MemoryProtocol, MemorySearchResult
-from brain.integrations.xaibo.shared import check_k, check_text, resolve_store, scopes_for, unit_score
+from brain.integrations.xaibo.shared import check_text, resolve_store, scopes_for, unit_score
 from brain.memories import is_part, merged_importance, merged_tags
 from brain.store import SIMILARITY_ONLY
-from brain.schemas import GLOBAL_SCOPE, XAIBO_INDEX_PREFIX, DocType
+from brain.schemas import GLOBAL_SCOPE, XAIBO_INDEX_PREFIX, DocType, check_k
 
 _write_lock = threading.RLock()  # BrainMemory's read-modify-write sequences, across instances
 

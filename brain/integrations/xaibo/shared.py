@@ -137,12 +137,6 @@ def scopes_for(entity: Any, module: str) -> tuple[str, frozenset[str]]:
     return scope, visible_scopes(name)
 
 
-def check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
-        raise ValidationError(f"k must be an integer between 1 and 1000, got {k!r}")
-    return k
-
-
 def check_text(text: Any, field: str = "text") -> str:
     if not isinstance(text, str) or not text.strip():
         raise ValidationError(f"{field} must be a non-empty string, got {text!r}")

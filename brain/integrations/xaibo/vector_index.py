@@ -17,9 +17,9 @@ from brain.ids import new_id
 from brain.integrations.xaibo.attributes import decode_attributes, encode_attributes
 from brain.integrations.xaibo.keys import INDEX_KEY, PART_OF_KEY, TEXT_ATTRIBUTES, vector_index_part_of
 from brain.integrations.xaibo.protocol_types import VectorIndexProtocol, VectorSearchResult
-from brain.integrations.xaibo.shared import check_k, resolve_store, scopes_for, unit_score
+from brain.integrations.xaibo.shared import resolve_store, scopes_for, unit_score
 from brain.store import SIMILARITY_ONLY
-from brain.schemas import DocType
+from brain.schemas import DocType, check_k
 
 
 class BrainVectorIndex(VectorIndexProtocol):
