@@ -34,6 +34,8 @@ import numpy as np
 from brain.errors import EmbeddingModelMismatch, ValidationError
 from brain.mirror.fingerprint import content_hash, without_use
 from brain.mirror.store import EngramMirror, MirrorDocument
+from brain.results import Document
+from brain.schemas import from_chroma
 
 if TYPE_CHECKING:  # the store never imports the mirror: the mirror follows its write events
     from brain.store import RagStore
@@ -176,15 +178,15 @@ def _check_models(store: "RagStore", mirror: EngramMirror) -> None:
 
 
 def _store_pages(store: "RagStore", types: Sequence[str], page: int):
-    for doc_type in types:
-        offset = 0
-        while True:
-            docs = store.get(type=doc_type, limit=page, offset=offset, include_embeddings=True)
-            if docs:
-                yield docs
-            if len(docs) < page:
-                break
-            offset += len(docs)
+    """The store's documents of ``types`` with their vectors, a page at a time. One unfiltered pass:
+    a ``where`` on the type would make Chroma filter the whole collection again for every page."""
+    wanted = set(types)
+    for got in store.chroma.pages(None, ["documents", "metadatas", "embeddings"], page_size=page):
+        docs = [Document(id=i, text=d or "", metadata=from_chroma(m), embedding=np.asarray(e, dtype=np.float32))
+                for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"])
+                if (m or {}).get("type") in wanted]
+        if docs:
+            yield docs
 
 
 def _compare(doc, mirrored: MirrorDocument | None) -> str | None:

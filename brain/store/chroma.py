@@ -183,9 +183,10 @@ class ChromaAccess:
         return ChromaAccess(self.client, GuardedCollection(col, self.where), self.where)
 
     def pages(self, where: dict[str, Any] | None = None, include: Sequence[str] = (), limit: int | None = None,
-              offset: int | None = None) -> Iterator[dict[str, Any]]:
-        """Every document matching ``where`` (all when None), as Chroma result dicts of one page each."""
-        page_size = max(1, min(self.max_batch_size, PAGE))
+              offset: int | None = None, *, page_size: int = PAGE) -> Iterator[dict[str, Any]]:
+        """Every document matching ``where`` (all when None), as Chroma result dicts of one page each
+        (of at most ``page_size`` documents and Chroma's max batch size)."""
+        page_size = max(1, min(self.max_batch_size, page_size))
         start = offset or 0
         remaining = limit
         while remaining is None or remaining > 0:
