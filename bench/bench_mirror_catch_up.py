@@ -32,29 +32,13 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
 from brain.config import Settings  # noqa: E402
-from brain.embeddings.base import Embedder, Kind  # noqa: E402
 from brain.mirror import catch_up, verify_mirror  # noqa: E402
 from brain.core import open_store  # noqa: E402
 from brain.store import RagStore  # noqa: E402
+from bench_mirror import PrecomputedEmbedder  # noqa: E402  (documents bring their vectors)
 
 SEED = 1313
 BATCH = 1000
-
-
-class PrecomputedEmbedder(Embedder):
-    """Never asked to embed: every document brings its vector."""
-
-    def __init__(self, dim: int):
-        super().__init__(batch_size=64, cache_size=0)
-        self.name = f"bench/precomputed-{dim}"
-        self._dim = dim
-
-    @property
-    def dimension(self) -> int:
-        return self._dim
-
-    def _embed(self, texts: list[str], kind: Kind) -> np.ndarray:
-        raise AssertionError("the benchmark brings every vector")
 
 
 def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:

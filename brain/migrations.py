@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 OLD_KIND_KEY, OLD_CHUNK_KEY, OLD_MEMORY_ID_KEY = "xaibo.kind", "xaibo.chunk", "xaibo.memory_id"
 _INDEX_KEY = "xaibo.index"
 
-#: one query per old marker: every row written with it matches
+#: every row written with an old marker matches one of these
 OLD_MARKERS: tuple[dict[str, Any], ...] = (
     {LEGACY_STATUS_KEY: {"$in": list(STATUSES)}},
     {OLD_KIND_KEY: {"$in": ["memory", "vector"]}},
@@ -63,22 +63,22 @@ def migrate_typed_fields(col: Any, batch_size: int, mirror: Any = None) -> int:
     """Rewrite the memory rows of ``col`` (a Chroma collection) that carry old markers, ``batch_size``
     rows per call (the client's ``get_max_batch_size()``), and their rows in ``mirror`` (an
     :class:`~brain.mirror.EngramMirror`, or None). Returns how many rows were rewritten."""
+    # one query for every marker: a store that is already migrated pays one empty filtered read per open
+    where = {"$and": [{"type": DocType.MEMORY.value}, {"$or": list(OLD_MARKERS)}]}
     done = 0
-    for marker in OLD_MARKERS:
-        seen: set[str] = set()
-        while True:
-            page = col.get(where={"$and": [{"type": DocType.MEMORY.value}, marker]}, limit=batch_size,
-                           include=["documents", "metadatas", "embeddings"])
-            ids = [i for i in page["ids"] if i not in seen]
-            if not ids:
-                break
-            seen.update(ids)  # a row that cannot lose its marker is tried once, not forever
-            rows = {i: (d or "", typed(dict(m or {})), e)
-                    for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"])
-                    if i in ids}
-            mirror = _mirror_rows(mirror, rows)
-            col.update(ids=list(rows), metadatas=[meta for _, meta, _ in rows.values()])
-            done += len(rows)
+    seen: set[str] = set()
+    while True:
+        page = col.get(where=where, limit=batch_size, include=["documents", "metadatas", "embeddings"])
+        ids = [i for i in page["ids"] if i not in seen]
+        if not ids:
+            break
+        seen.update(ids)  # a row that cannot lose its marker is tried once, not forever
+        rows = {i: (d or "", typed(dict(m or {})), e)
+                for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"])
+                if i in ids}
+        mirror = _mirror_rows(mirror, rows)
+        col.update(ids=list(rows), metadatas=[meta for _, meta, _ in rows.values()])
+        done += len(rows)
     if done:
         log.info("%d stored rows rewritten from their old status / part markers to the typed fields", done)
     return done

@@ -34,8 +34,7 @@ import numpy as np
 from brain.errors import EmbeddingModelMismatch, ValidationError
 from brain.mirror.fingerprint import content_hash, without_use
 from brain.mirror.store import EngramMirror, MirrorDocument
-from brain.results import Document
-from brain.schemas import from_chroma
+from brain.store.reads import page_documents
 
 if TYPE_CHECKING:  # the store never imports the mirror: the mirror follows its write events
     from brain.store import RagStore
@@ -182,9 +181,7 @@ def _store_pages(store: "RagStore", types: Sequence[str], page: int):
     a ``where`` on the type would make Chroma filter the whole collection again for every page."""
     wanted = set(types)
     for got in store.chroma.pages(None, ["documents", "metadatas", "embeddings"], page_size=page):
-        docs = [Document(id=i, text=d or "", metadata=from_chroma(m), embedding=np.asarray(e, dtype=np.float32))
-                for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"])
-                if (m or {}).get("type") in wanted]
+        docs = [doc for doc in page_documents(got) if doc.metadata.get("type") in wanted]
         if docs:
             yield docs
 

@@ -29,17 +29,21 @@ def get_documents(chroma: ChromaAccess, ids: Sequence[str] | None, *, where: dic
             pages = [_slice_page(merge_pages(pages), offset or 0, limit)]
     else:
         pages = chroma.pages(to_chroma_where(where, type=doc_type, scope=scopes), include, limit, offset)
-    docs = [
-        Document(id=i, text=d or "", metadata=from_chroma(m),
-                 embedding=np.asarray(e, dtype=np.float32) if include_embeddings else None)
-        for page in pages
-        for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"],
-                              page.get("embeddings") if include_embeddings else [None] * len(page["ids"]))
-    ]
+    docs = [doc for page in pages for doc in page_documents(page)]
     if ids is not None:
         order = {i: n for n, i in enumerate(ids)}
         docs.sort(key=lambda doc: order.get(doc.id, len(order)))
     return docs
+
+
+def page_documents(page: dict[str, Any]) -> list[Document]:
+    """One Chroma result page (with documents and metadatas; embeddings when included) as Documents."""
+    vectors = page.get("embeddings")
+    if vectors is None:
+        vectors = [None] * len(page["ids"])
+    return [Document(id=i, text=d or "", metadata=from_chroma(m),
+                     embedding=None if e is None else np.asarray(e, dtype=np.float32))
+            for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], vectors)]
 
 
 def find_ids(chroma: ChromaAccess, ids: Sequence[str] | None, *, where: dict[str, Any] | None,
@@ -94,4 +98,4 @@ def type_value(doc_type: str | DocType | None) -> str | None:
     return doc_type.value if isinstance(doc_type, DocType) else doc_type
 
 
-__all__ = ["find_ids", "get_documents", "keep_scopes", "pages_of_ids", "type_value"]
+__all__ = ["find_ids", "get_documents", "keep_scopes", "page_documents", "pages_of_ids", "type_value"]
