@@ -67,7 +67,7 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         """Store a memory. The same text for the same entity updates the stored memory instead of adding one.
         Returns the stored memory with its id."""
         with _tool_errors():
-            return access(entity).create_memory(text, importance=importance, tags=tags, source="mcp").to_dict()
+            return access(entity).create_memory(text, importance=importance, tags=tags, source="chat").to_dict()
 
     @server.tool()
     def recall(
