@@ -7,7 +7,6 @@ to a store seeded through the library with alice's, bob's and a global memory.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import threading
 from concurrent.futures import Future
@@ -20,7 +19,9 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 import brain
 from brain.config import Settings
 
-TOOLS = {"remember", "recall", "forget", "list_memories"}
+TOOLS = {"remember", "recall", "update_memory", "forget", "list_memories", "search_knowledge", "get_context",
+         "record_exchange", "find_specialists"}
+SOURCE_ROOT = str(Path(brain.__file__).resolve().parents[1])
 
 
 class McpClient:
@@ -33,7 +34,8 @@ class McpClient:
         self.params = StdioServerParameters(
             command=sys.executable, args=["-m", "brain.cli", "--data-dir", str(workdir / "data"), "mcp", *args],
             cwd=workdir, env={"XDG_CONFIG_HOME": str(workdir / "xdg-config"),
-                              "XDG_DATA_HOME": str(workdir / "xdg-data")},
+                              "XDG_DATA_HOME": str(workdir / "xdg-data"),
+                              "PYTHONPATH": SOURCE_ROOT},  # the code under test, wherever it is checked out
         )
         self.stderr_path = workdir / "stderr.log"
         self.loop = asyncio.new_event_loop()
