@@ -170,14 +170,14 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
     @server.tool()
     def get_context(
         ctx: Context,
-        message: Annotated[str, Field(description="The user's new message.")],
+        user_message: Annotated[str, Field(description="The user's new message.")],
         conversation_id: Annotated[str | None, Field(description="The conversation it belongs to, if any.")] = None,
         entity: EntityArg = None,
     ) -> dict[str, Any]:
-        """The context brain gives a chat model for ``message``: persona, memories, knowledge, summaries
+        """The context brain gives a chat model for ``user_message``: persona, memories, knowledge, summaries
         and turns, within the budget, and the rendered ``prompt``; ``dropped`` says what did not fit."""
         with _tool_errors():
-            return access(ctx, entity).build_context(conversation_id, message).to_dict()
+            return access(ctx, entity).build_context(conversation_id, user_message).to_dict()
 
     @server.tool()
     def record_exchange(
