@@ -138,3 +138,23 @@ def test_what_stdio_writes_is_in_the_store_the_mirror_and_an_export(tmp_path, lo
         exported = export_pam(b.store, tmp_path / "export")
     memories = json.loads(exported.memory_store.read_text(encoding="utf-8"))["memories"]
     assert any(m["content"] == "Kai's bike lock code is 3141" for m in memories)
+
+
+def test_a_pinned_server_takes_its_own_entitys_token_only():
+    from types import SimpleNamespace
+
+    from brain.access import Caller
+    from brain.errors import Forbidden
+    from brain.mcp.server import request_caller
+
+    def ctx(caller):
+        return SimpleNamespace(request_context=SimpleNamespace(request=SimpleNamespace(scope={"brain.caller": caller})))
+
+    stdio_ctx = SimpleNamespace(request_context=SimpleNamespace(request=None))
+    assert request_caller(stdio_ctx, None).is_admin
+    assert request_caller(stdio_ctx, "alice") == Caller("alice", bound_by="server")
+    assert request_caller(ctx(Caller()), "alice") == Caller("alice", bound_by="server")  # the admin, narrowed
+    assert request_caller(ctx(Caller("alice")), "alice") == Caller("alice")
+    assert request_caller(ctx(Caller("bob")), None) == Caller("bob")
+    with pytest.raises(Forbidden, match="bound to entity 'bob' but the server serves entity 'alice'"):
+        request_caller(ctx(Caller("bob")), "alice")
