@@ -73,9 +73,11 @@ def _entity_of(scope: str) -> str | None:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is asking: the admin (``entity`` None) or a caller bound to one entity."""
+    """Who is asking: the admin (``entity`` None) or a caller bound to one entity. ``bound_by`` names
+    what binds it (an API token, an MCP server started with ``--entity``), for the messages."""
 
     entity: str | None = None
+    bound_by: str = "token"
 
     @property
     def is_admin(self) -> bool:
@@ -89,7 +91,7 @@ class Caller:
             return requested
         if requested is None or requested == self.entity:
             return self.entity
-        raise Forbidden(f"this token is bound to entity {self.entity!r}; it cannot act for {requested!r} "
+        raise Forbidden(f"this {self.bound_by} is bound to entity {self.entity!r}; it cannot act for {requested!r} "
                         "(leave entity out, or name its own)")
 
 
@@ -142,7 +144,7 @@ class Access:
     # ---- documents of any type ------------------------------------------------------------------
     def require_unrestricted(self, what: str) -> None:
         if self.entity is not None:
-            who = (f"a token bound to entity {self.entity!r}" if not self.caller.is_admin
+            who = (f"a {self.caller.bound_by} bound to entity {self.entity!r}" if not self.caller.is_admin
                    else f"a request acting for entity {self.entity!r}")
             raise Forbidden(f"{what} needs the admin token without an entity; {who} may not")
 
@@ -194,7 +196,7 @@ class Access:
             own = entity_scope(self.entity)
             if scope is not None and scope != own:
                 if not self.caller.is_admin:
-                    raise Forbidden(f"a token bound to entity {self.entity!r} creates memories in scope {own!r} "
+                    raise Forbidden(f"a {self.caller.bound_by} bound to entity {self.entity!r} creates memories in scope {own!r} "
                                     f"only, not {scope!r}")
                 message = f"scope {scope!r} disagrees with entity {self.entity!r} (whose scope is {own!r}); send one"
                 raise ValidationError.of("scope", message)
@@ -216,9 +218,18 @@ class Access:
                                         replace_metadata=replace_metadata)
 
     def delete_memory(self, doc_id: str) -> None:
-        self._changeable(doc_id)
-        if not self.store.delete([doc_id], type=DocType.MEMORY):
-            raise NotFound(f"no memory with id {doc_id!r}")
+        self.delete_memories([doc_id])
+
+    def delete_memories(self, doc_ids: Sequence[str]) -> list[str]:
+        """Delete memories the request may change, all or none: every id is checked before one is deleted."""
+        doc_ids = list(dict.fromkeys(doc_ids))
+        if not doc_ids:
+            raise ValidationError.of("ids", "ids is empty: give the id of at least one memory")
+        for doc_id in doc_ids:
+            self._changeable(doc_id)
+        if not self.store.delete(doc_ids, type=DocType.MEMORY):  # deleted by another request meanwhile
+            raise NotFound(f"no memory with id {doc_ids[0]!r}")
+        return doc_ids
 
     # ---- conversations --------------------------------------------------------------------------
     def _conversation_scopes(self, conversation_id: str) -> tuple[set[str], str | None]:

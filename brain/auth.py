@@ -21,6 +21,7 @@ on loopback only.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,24 @@ MIN_TOKEN_LENGTH = 16
 ADMIN_NAME = "admin"
 _LINE = re.compile(r"(?P<who>.*\S)\s+(?P<token>\S+)")
 TOKEN_HINT = "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_listen_address(host: str, tokens: TokenTable | None) -> None:
+    """Refuse to listen beyond this machine without a token: with none, every caller is the admin."""
+    if not is_loopback(host) and tokens is None:
+        raise ConfigError(
+            f"refusing to listen on {host} without a token: set BRAIN_API_TOKEN (clients then send "
+            f"'Authorization: Bearer <token>') or BRAIN_API_TOKENS_FILE, or bind 127.0.0.1"
+        )
 
 
 def token_problem(token: str) -> str | None:

@@ -29,7 +29,8 @@ from brain.api.factory import create_app
 from brain.api.json_bodies import MAX_JSON_DEPTH, parse_json_body
 from brain.api.middleware import Authenticate, BodyLimit
 from brain.api.models import MAX_OFFSET
-from brain.api.serving import is_loopback, serve
+from brain.api.serving import serve
+from brain.auth import is_loopback
 
 __all__ = ["MAX_JSON_DEPTH", "MAX_OFFSET", "Authenticate", "BodyLimit", "create_app", "is_loopback",
            "parse_json_body", "serve"]

@@ -25,15 +25,19 @@ log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None, *, brain: Brain | None = None, store: RagStore | None = None,
-               chat: Any | None = None, tokens: TokenTable | None = None) -> FastAPI:
+               chat: Any | None = None, tokens: TokenTable | None = None, host: str | None = None) -> FastAPI:
     """The API over ``brain`` (the caller's to close), or over a Brain wired at start-up around
     ``store`` and ``chat`` (the caller's too), or opened from ``settings`` (closed at shutdown).
-    ``tokens`` defaults to the tables of the settings (:class:`ConfigError` for a malformed tokens file)."""
+    ``tokens`` defaults to the tables of the settings (:class:`ConfigError` for a malformed tokens file);
+    ``host`` is the address served (default ``BRAIN_API_HOST``), which the MCP endpoint guards against
+    DNS rebinding when it is loopback."""
     if brain is not None and (store is not None or chat is not None):
         raise ConfigError("create_app: give a brain, or a store (and chat), not both")
     given = brain.store if brain is not None else store
     settings = settings or (given.settings if given is not None else Settings())
     tokens = tokens if tokens is not None else TokenTable.from_settings(settings)
+
+    mounted = _mcp_endpoint(host or settings.api_host) if settings.api_mcp else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -49,7 +53,11 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None, 
             except BrainError as exc:  # kept by the Brain: /v1/specialists answers with it
                 log.warning("specialists unavailable: %s", exc)
             app.state.brain = opened
-            yield
+            if mounted is None:
+                yield
+            else:
+                async with mounted.run(opened):
+                    yield
         finally:
             app.state.brain = None
             if own:
@@ -63,10 +71,20 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None, 
     app.state.brain = None
     install_error_handlers(app)
     add_routes(app)
+    if mounted is not None:
+        from brain.mcp import MCP_PATH
+
+        app.router.add_route(MCP_PATH, mounted, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     _document_security(app, tokens is not None)
     app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
     app.add_middleware(Authenticate, tokens=tokens)  # added last: runs first
     return app
+
+
+def _mcp_endpoint(host: str) -> Any:
+    from brain.mcp import MountedMcp  # the MCP SDK is imported only when the endpoint is on
+
+    return MountedMcp(host)
 
 
 def _document_security(app: FastAPI, protected: bool) -> None:

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 
 from brain.api.factory import create_app
-from brain.auth import TokenTable
+from brain.auth import TokenTable, check_listen_address
 from brain.config import Settings
 from brain.core import open as open_brain
 from brain.startup import catch_up_mirror
-from brain.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def serve(settings: Settings | None = None, *, host: str | None = None, port: int | None = None) -> None:
@@ -32,11 +21,7 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
     host = host or settings.api_host
     port = port or settings.api_port
     tokens = TokenTable.from_settings(settings)  # a malformed tokens file stops here, before the store opens
-    if not is_loopback(host) and tokens is None:
-        raise ConfigError(
-            f"refusing to listen on {host} without a token: set BRAIN_API_TOKEN (clients then send "
-            f"'Authorization: Bearer <token>') or BRAIN_API_TOKENS_FILE, or bind 127.0.0.1"
-        )
+    check_listen_address(host, tokens)
     if not settings.chroma_url:
         log.warning("embedded Chroma store: serving from this one process (threads); for several processes "
                     "run a Chroma server and set BRAIN_CHROMA_URL")
@@ -45,5 +30,5 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
         caught_up = catch_up_mirror(opened.store)  # a write the mirror missed is repaired before serving
         if caught_up is not None:
             log.info("%s", caught_up.summary())
-        uvicorn.run(create_app(settings, brain=opened, tokens=tokens), host=host, port=port, workers=1,
+        uvicorn.run(create_app(settings, brain=opened, tokens=tokens, host=host), host=host, port=port, workers=1,
                     log_level="info")

@@ -206,6 +206,9 @@ class ChatMemory:
         """Store the exchange as two turns (one write: both or neither) with consecutive ``turn_index``
         values; ``conversation_id`` ``None`` starts a new conversation (``conv-<uuid>``). With
         ``entity`` the turns are stored in that entity's scope. Schedules the summaries now due."""
+        for name, text in (("user_text", user_text), ("assistant_text", assistant_text)):
+            if not isinstance(text, str) or not text.strip():  # named here: the store would say "item 0"
+                raise ValidationError.of(name, f"{name} must be a non-empty string, got {text!r} (nothing was written)")
         conversation_id = _check_conversation(conversation_id) or new_conversation_id()
         extra = dict(metadata or {})
         clashing = sorted(k for k in extra if k in _TURN_KEYS)

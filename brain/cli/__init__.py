@@ -16,7 +16,7 @@ Modules: :mod:`~brain.cli.shell` (the error contract, state, parameter types, pr
 :mod:`~brain.cli.group` (the ``brain`` group and ``main``), and the commands by area:
 ``store_commands`` (init, persona, stats, paths, schema), ``knowledge_commands`` (ingest, search,
 turns), ``memory_commands`` (memory, consolidate), ``mirror_commands`` (mirror, restore),
-``pam_commands`` (export, import), ``specialists_commands``, ``serve_command`` (serve).
+``pam_commands`` (export, import), ``specialists_commands``, ``serve_command`` (serve), ``mcp_command`` (mcp).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 # imported for their commands, which register themselves on the group
 from brain.cli import (  # noqa: F401
     knowledge_commands,
+    mcp_command,
     memory_commands,
     mirror_commands,
     pam_commands,

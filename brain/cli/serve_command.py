@@ -13,9 +13,14 @@ from brain.cli.shell import State, pass_state
 @click.option("--host", help="Address to listen on (default BRAIN_API_HOST, 127.0.0.1). A non-loopback "
                              "address needs BRAIN_API_TOKEN.")
 @click.option("--port", type=click.IntRange(1, 65535), help="Port (default BRAIN_API_PORT, 5000).")
+@click.option("--mcp", "with_mcp", is_flag=True, help="Also serve MCP (streamable HTTP) at /mcp, behind the same "
+                                                     "tokens (or set BRAIN_API_MCP=true).")
 @pass_state
-def serve(state: State, host: str | None, port: int | None) -> None:
+def serve(state: State, host: str | None, port: int | None, with_mcp: bool) -> None:
     """Serve the HTTP API (one process; see the README for several)."""
     from brain.api import serve as run_server
 
-    run_server(state.settings(), host=host, port=port)
+    settings = state.settings()
+    if with_mcp:
+        settings = settings.model_copy(update={"api_mcp": True})
+    run_server(settings, host=host, port=port)

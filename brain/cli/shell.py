@@ -92,11 +92,11 @@ class State:
             self._settings = load_settings(self.project_dir, **overrides)
         return self._settings
 
-    def brain(self, *, create: bool = True) -> Brain:
+    def brain(self, *, create: bool = True, serving: bool = False) -> Brain:
         """The Brain; with ``create=False`` (read-only commands) a missing store is an error, not made.
-        No command keeps a chat layer running: no summary worker is started."""
+        Only a server (``serving``) keeps a chat layer running, with its summary worker."""
         if self._brain is None:
-            self._brain = open_brain(self.settings(), create=create, start_worker=False)
+            self._brain = open_brain(self.settings(), create=create, start_worker=serving)
         return self._brain
 
     def store(self, *, create: bool = True) -> RagStore:

@@ -252,6 +252,8 @@ class Settings(BaseSettings):
     api_max_body_bytes: int = api_setting(
         "BRAIN_API_MAX_BODY_BYTES", 1_000_000, "the largest request body accepted (bytes)",
                                   ge=1024, le=1_000_000_000)
+    api_mcp: bool = api_setting(
+        "BRAIN_API_MCP", False, "also serve MCP (streamable HTTP) at `/mcp` of `brain serve`, behind the same tokens")
 
     _layout: ProjectLayout | None = PrivateAttr(None)
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)
