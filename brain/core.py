@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from brain.chat import ChatMemory
     from brain.consolidate import ConsolidationReport
     from brain.embeddings.base import Embedder
+    from brain.forget import ForgetReport
     from brain.mirror import BackfillReport, EngramMirror
     from brain.mirror.sync import SyncReport, VerifyReport
     from brain.results import Hit
@@ -154,6 +155,20 @@ class Brain:
         from brain.consolidate import consolidate_memories
 
         return consolidate_memories(self.store, threshold=threshold, dry_run=dry_run)
+
+    def forget_entity(self, name: str) -> ForgetReport:
+        """Remove every document in ``name``'s scope (memories, and the turns and summaries recorded for
+        it) from the store, the mirror and the in-process indexes, and leave none of their text in the
+        data directory's files (see :mod:`brain.forget`). Summaries being written finish first, so
+        that none is written from the forgotten turns afterwards."""
+        from brain.forget import forget_entity
+
+        with self._lock:
+            self._check_open()
+            chat = self._chat
+        if chat is not None:
+            chat.wait_for_summaries(timeout=60)
+        return forget_entity(self.store, name)
 
     # ---- the mirror ------------------------------------------------------------------------------
     def sync_mirror(self) -> SyncReport:
