@@ -194,7 +194,9 @@ class Brain:
     def health(self, *, detail: bool = False) -> dict[str, Any]:
         """Whether the store answers, the embedder, the summariser's status and the mirror's, with
         ``status`` ``ok``, ``degraded`` (a damaged mirror: reads and writes still work, from Chroma) or
-        ``unavailable`` (the store is down). ``detail`` adds how much the store holds, and where."""
+        ``unavailable`` (the store is down). ``detail`` adds how much the store holds, and where: the
+        documents per type (``counts``) and whether the mirror matches the store (``mirror.verify``:
+        ``ok``, the documents checked and the number of each kind of difference; it reads both whole)."""
         report: dict[str, Any] = {}
         healthy = True
         try:
@@ -210,8 +212,21 @@ class Brain:
         report["summariser"] = self.chat.health()
         health = self.store.mirror_health  # None for a store opened without open_store: no mirror
         report["mirror"] = health.to_dict() if health is not None else {"status": "off", "ok": True, "path": None}
+        if detail and healthy:
+            report["counts"] = {t.value: self.store.count(t) for t in DocType}
+            if self.mirror is not None:
+                report["mirror"]["verify"] = self._verify_summary()
         report["status"] = "unavailable" if not healthy else "ok" if report["mirror"]["ok"] else "degraded"
         return report
+
+    def _verify_summary(self) -> dict[str, Any]:
+        try:
+            found = self.verify_mirror()
+        except BrainError as exc:  # a mirror that breaks while verified: health reports it, not raises it
+            return {"ok": False, "error": str(exc)}
+        return {"ok": found.ok, "checked": found.checked,
+                **{kind: len(getattr(found, kind)) for kind in ("missing", "extra", "text", "metadata", "vectors",
+                                                                "foreign")}}
 
     # ---- closing ---------------------------------------------------------------------------------
     def _check_open(self) -> None:
