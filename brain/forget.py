@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from brain.store import RagStore
 
 
+_PLURAL = {"summary": "summaries", "faq": "FAQ entries", "persona": "persona sections", "specialist": "specialists"}
+
+
 @dataclass
 class ForgetReport:
     """What :func:`forget_entity` removed: documents by type, mirror rows by table, and how each file
@@ -51,8 +54,8 @@ class ForgetReport:
                 "scrubbed": dict(self.scrubbed)}
 
     def summary(self) -> str:
-        kinds = ", ".join(f"{n} {t}{'s' if n != 1 else ''}" for t, n in self.deleted.items() if n) or "no documents"
-        lines = [f"forgot entity {self.entity!r}: {kinds}"]
+        kinds = ", ".join(f"{n} {_PLURAL.get(t, t + 's') if n != 1 else t}" for t, n in self.deleted.items() if n)
+        lines = [f"forgot entity {self.entity!r}: {kinds or 'no documents'}"]
         if self.mirror:
             lines.append("mirror: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in self.mirror.items()))
         if self.scrubbed.get("chroma") is None:
