@@ -168,7 +168,11 @@ class Brain:
             chat = self._chat
         if chat is not None:
             chat.wait_for_summaries(timeout=60)
-        return forget_entity(self.store, name)
+        report = forget_entity(self.store, name)
+        if chat is not None:  # a conversation id used again starts its summaries from the beginning
+            for conversation in report.conversations:
+                chat.summary_queue.schedule.forget(conversation)
+        return report
 
     # ---- the mirror ------------------------------------------------------------------------------
     def sync_mirror(self) -> SyncReport:

@@ -44,6 +44,7 @@ class ForgetReport:
     deleted: dict[str, int]
     mirror: dict[str, int] = field(default_factory=dict)
     scrubbed: dict[str, Any] = field(default_factory=dict)
+    conversations: list[str] = field(default_factory=list)  # ids of the conversations whose documents went
 
     @property
     def total(self) -> int:
@@ -51,7 +52,7 @@ class ForgetReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"entity": self.entity, "deleted": dict(self.deleted), "mirror": dict(self.mirror),
-                "scrubbed": dict(self.scrubbed)}
+                "scrubbed": dict(self.scrubbed), "conversations": list(self.conversations)}
 
     def summary(self) -> str:
         kinds = ", ".join(f"{n} {_PLURAL.get(t, t + 's') if n != 1 else t}" for t, n in self.deleted.items() if n)
@@ -92,7 +93,10 @@ def forget_entity(store: RagStore, entity: Any) -> ForgetReport:
         from brain.store.scrub import scrub_deleted
 
         scrubbed["chroma"] = scrub_deleted(chroma_dir, collection_id, scope, ids)
-    return ForgetReport(name, deleted, mirrored, scrubbed)
+    conversations = sorted({str(d.metadata["conversation_id"]) for d in docs
+                            if d.metadata.get("type") in (DocType.TURN.value, DocType.SUMMARY.value)
+                            and d.metadata.get("conversation_id")})
+    return ForgetReport(name, deleted, mirrored, scrubbed, conversations)
 
 
 def _traces(chroma_dir: Any, collection_id: str, scope: str) -> int:

@@ -49,6 +49,42 @@ def memory(client: httpx.Client, text: str, **fields) -> dict:
     return ok(client.post("/v1/memories", json={"text": text, **fields}), 201)
 
 
+# ---- the library calls behind the routes ----------------------------------------------------------
+
+def test_list_memories_library_filters_orders_and_pages(embedded_store):
+    from brain.errors import ValidationError
+    from brain.memory_listing import list_memories
+
+    store = embedded_store
+    ids = [store.upsert_memory(f"fact {i}", importance=1 + i % 5, timestamp=f"2026-02-{10 + i:02d}T00:00:00Z",
+                               entity="ada" if i % 2 else None) for i in range(6)]
+    store.update_memory(ids[2], metadata={"status": "retracted"}, timestamp="2026-02-12T00:00:00Z")
+    assert [d.id for d in list_memories(store, order="newest")] == ids[::-1]
+    assert [d.id for d in list_memories(store, order="newest", limit=2, offset=1)] == [ids[4], ids[3]]
+    assert [d.id for d in list_memories(store, scopes=["global"], order="newest")] == [ids[4], ids[2], ids[0]]
+    assert [d.id for d in list_memories(store, status=["retracted"])] == [ids[2]]
+    assert [d.id for d in list_memories(store, status=["active"], importance=[1, 3, 5], order="newest")] == [
+        ids[5], ids[4], ids[0]]
+    for bad in ({"order": "oldest"}, {"importance": [0]}, {"importance": [True]}, {"status": ["gone"]}):
+        with pytest.raises(ValidationError):
+            list_memories(store, **bad)
+
+
+def test_list_conversations_library_follows_the_access_rule(embedded_store):
+    from brain.browse import list_conversations
+
+    store = embedded_store
+    store.upsert_turn("conv-a", "hi", "hello", user_ts="2026-01-01T00:00:00Z", scope="entity:ada")
+    store.upsert_turn("conv-g", "hi", "hello", user_ts="2026-01-03T00:00:00Z")
+    store.upsert_turn("conv-m", "hi", "hello", user_ts="2026-01-02T00:00:00Z", scope="entity:ada")
+    store.upsert_turn("conv-m", "and", "more", user_ts="2026-01-04T00:00:00Z", scope="entity:bob")
+    every = list_conversations(store)
+    assert [c.conversation_id for c in every] == ["conv-m", "conv-g", "conv-a"]
+    assert every[0].entity == "ada" and every[0].turns == 4 and every[1].entity is None
+    assert [c.conversation_id for c in list_conversations(store, acting="ada")] == ["conv-a"]  # mixed: nobody's
+    assert list_conversations(store, acting="carol") == []
+
+
 # ---- memories: filters, order, status ------------------------------------------------------------
 
 def test_memories_newest_first_paged_and_filtered(deployed):

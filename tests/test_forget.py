@@ -194,3 +194,21 @@ def test_cli_forget_bad_input_is_one_line(cli_data):
     missing = CliRunner().invoke(cli, ["forget", "--yes"])
     assert missing.exit_code == 2
     assert files_holding(cli_data, "quinceberries")
+
+
+def test_a_forgotten_conversation_id_used_again_starts_afresh(settings, local_embedder):
+    from brain.summarizers import ExtractiveSummarizer
+
+    tuned = settings.model_copy(update={"summary_every_n": 1})
+    with brain.open(tuned, embedder=local_embedder, summarizer=ExtractiveSummarizer(), start_worker=False) as b:
+        b.chat.record_exchange("conv-ada9", ADA_TURN_USER, ADA_TURN_BOT, entity="ada")
+        b.chat.wait_for_summaries(60)
+        assert len(b.store.conversation_summaries("conv-ada9")) == 1
+        report = b.forget_entity("ada")
+        assert report.conversations == ["conv-ada9"] and report.deleted["summary"] == 1
+        exchange = b.chat.record_exchange("conv-ada9", "hello again", "welcome back", entity="ada")
+        b.chat.wait_for_summaries(60)
+        assert exchange.user_turn_index == 1  # turn indexes start at 1 again
+        summaries = b.store.conversation_summaries("conv-ada9")
+        assert [s.metadata["summary_index"] for s in summaries] == [1]
+        assert "zanzibarite" not in summaries[0].text

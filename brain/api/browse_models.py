@@ -58,6 +58,7 @@ class ForgetOut(BaseModel):
     deleted: dict[str, int] = Field(description="documents removed, by type (memory, turn, summary, ...)")
     mirror: dict[str, int] = Field(description="mirror rows removed: rows, vectors, access_log, content_hashes")
     scrubbed: dict[str, Any] = Field(description="how each file was compacted; chroma null for a Chroma server")
+    conversations: list[str] = Field(description="ids of the conversations whose turns or summaries were removed")
 
 
 EntityPath = Annotated[Entity, Path(description="an entity name")]
