@@ -8,7 +8,7 @@ applied here through :func:`~brain.access.may_use_conversation`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,7 +79,7 @@ def list_conversations(store: RagStore, *, acting: str | None = None, limit: int
             continue
         started = entry.first[2] if entry.first is not None else min(scopes)
         infos.append(ConversationInfo(conversation, entity_of(started), entry.turns, entry.summaries,
-                                      datetime.fromtimestamp(entry.latest, timezone.utc)))
+                                      datetime.fromtimestamp(entry.latest, UTC)))
     infos.sort(key=lambda c: (-c.last_activity.timestamp(), c.conversation_id))
     return infos[offset:] if limit is None else infos[offset:offset + limit]
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from brain.access import check_entity_name
 from brain.errors import NotFound
 from brain.schemas import DocType, entity_scope
+from brain.store.scrub import deleted_traces, scrub_deleted
 
 if TYPE_CHECKING:
     from brain.store import RagStore
@@ -75,10 +76,11 @@ def forget_entity(store: RagStore, entity: Any) -> ForgetReport:
     health = store.mirror_health
     if mirror is None and health is not None and health.error is not None:
         raise health.error  # a damaged mirror file would keep the texts: it names `brain mirror rebuild`
-    stray = [i for i in mirror.namespace_ids(scope) if i not in set(ids)] if mirror is not None else []
+    known = set(ids)
+    stray = [i for i in mirror.namespace_ids(scope) if i not in known] if mirror is not None else []
     chroma_dir = None if store.settings.chroma_url else store.settings.data_dir / "chroma"
     collection_id = str(store.col.id)
-    if not ids and not stray and (chroma_dir is None or not _traces(chroma_dir, collection_id, scope)):
+    if not ids and not stray and (chroma_dir is None or not deleted_traces(chroma_dir, collection_id, scope)):
         raise NotFound(f"nothing is stored for entity {name!r} (no document in scope {scope!r}); "
                        "`brain memory list` shows the scopes in use")
     counts = Counter(str(d.metadata.get("type")) for d in docs)
@@ -90,19 +92,11 @@ def forget_entity(store: RagStore, entity: Any) -> ForgetReport:
         mirror.delete(stray)
     scrubbed: dict[str, Any] = {"mirror": mirror.scrub() if mirror is not None else None, "chroma": None}
     if chroma_dir is not None:
-        from brain.store.scrub import scrub_deleted
-
         scrubbed["chroma"] = scrub_deleted(chroma_dir, collection_id, scope, ids)
     conversations = sorted({str(d.metadata["conversation_id"]) for d in docs
                             if d.metadata.get("type") in (DocType.TURN.value, DocType.SUMMARY.value)
                             and d.metadata.get("conversation_id")})
     return ForgetReport(name, deleted, mirrored, scrubbed, conversations)
-
-
-def _traces(chroma_dir: Any, collection_id: str, scope: str) -> int:
-    from brain.store.scrub import deleted_traces
-
-    return deleted_traces(chroma_dir, collection_id, scope)
 
 
 __all__ = ["ForgetReport", "forget_entity"]

@@ -38,11 +38,11 @@ BUSY_TIMEOUT_SECONDS = 30
 
 # a queue record that still holds text of a document deleted since: its id has a later delete record
 _TRACE = (
-    "metadata IS NOT NULL AND operation != {delete} AND substr(topic, -length(:collection)) = :collection "
+    "metadata IS NOT NULL AND operation != :delete AND substr(topic, -length(:collection)) = :collection "
     "AND (id IN (SELECT value FROM json_each(:ids)) OR json_extract(metadata, '$.scope') = :scope) "
     "AND seq_id < (SELECT MAX(d.seq_id) FROM embeddings_queue d WHERE d.id = embeddings_queue.id "
-    "AND d.topic = embeddings_queue.topic AND d.operation = {delete})"
-).format(delete=_DELETE)
+    "AND d.topic = embeddings_queue.topic AND d.operation = :delete)"
+)
 
 
 def deleted_traces(chroma_dir: Path, collection_id: str, scope: str, ids: Sequence[str] = ()) -> int:
@@ -71,7 +71,7 @@ def scrub_deleted(chroma_dir: Path, collection_id: str, scope: str, ids: Sequenc
 
 
 def _params(collection_id: str, scope: str, ids: Sequence[str]) -> dict[str, Any]:
-    return {"collection": str(collection_id), "scope": scope, "ids": json.dumps(list(ids))}
+    return {"collection": str(collection_id), "scope": scope, "ids": json.dumps(list(ids)), "delete": _DELETE}
 
 
 @contextmanager
