@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from brain.errors import Forbidden, NotFound, Problem, ValidationError, joined
 from brain.memories import may_change, may_read, readable_scopes
+from brain.memory_listing import list_memories
 from brain.schemas import (
     ENTITY_MAX_LENGTH,
     ENTITY_PATTERN,
@@ -150,15 +151,12 @@ class Access:
 
     # ---- memories -------------------------------------------------------------------------------
     def list_memories(self, *, tags: Sequence[str] | None = None, limit: int | None = None,
-                      offset: int | None = None) -> list[Any]:
-        """Memories the request may read, in storage order (unrestricted: every memory)."""
-        where: dict[str, Any] = {}
-        scopes = readable_scopes(self.entity)
-        if scopes is not None:
-            where["scope"] = scopes
-        if tags:
-            where["tags"] = list(tags)
-        return self.store.get(type=DocType.MEMORY, where=where or None, limit=limit, offset=offset)
+                      offset: int | None = None, importance: Sequence[int] = (), status: Sequence[str] = (),
+                      order: str = "stored") -> list[Any]:
+        """Memories the request may read (unrestricted: every memory), filtered and ordered as
+        :func:`brain.memory_listing.list_memories` does."""
+        return list_memories(self.store, scopes=readable_scopes(self.entity), tags=tags or (),
+                             importance=importance, status=status, order=order, limit=limit, offset=offset)
 
     def search_memories(self, query: str, k: int | None = None, *, tags: Sequence[str] | None = None) -> list[Any]:
         """Ranked memories: global ones and, acting as an entity, its own."""
@@ -210,9 +208,16 @@ class Access:
     def update_memory(
         self, doc_id: str, text: str | None = None, *, importance: int | None = None,
         tags: Sequence[str] | None = None, metadata: Mapping[str, Any] | None = None, replace_metadata: bool = False,
+        status: str | None = None,
     ) -> Any:
-        """Change one memory the request may change (see :meth:`RagStore.update_memory`)."""
+        """Change one memory the request may change (see :meth:`RagStore.update_memory`); ``status``
+        retires it (``retracted``, ...) or brings it back (``active``)."""
         refuse_field_keys(metadata, ("text", "importance", "tags"))
+        if status is not None:
+            if metadata and "status" in metadata and metadata["status"] != status:
+                raise ValidationError.of("status", f"status {status!r} disagrees with metadata.status "
+                                                   f"{metadata['status']!r}; send one")
+            metadata = {**(metadata or {}), "status": status}
         self._changeable(doc_id)
         return self.store.update_memory(doc_id, text, importance=importance, tags=tags, metadata=metadata,
                                         replace_metadata=replace_metadata)
@@ -273,6 +278,12 @@ class Access:
                 raise _no_conversation(conversation_id)
             return self.chat.record_exchange(conversation_id, user_text, assistant_text, entity=entity,
                                              timestamp=timestamp, metadata=metadata)
+
+    def list_conversations(self, *, limit: int | None = None, offset: int = 0) -> list[Any]:
+        """The conversations the request may use, most recent activity first (see :mod:`brain.browse`)."""
+        from brain.browse import list_conversations  # brain.browse applies this module's rule
+
+        return list_conversations(self.store, acting=self.entity, limit=limit, offset=offset)
 
     def conversation_turns(self, conversation_id: str, k: int | None = None) -> tuple[str, list[Any]]:
         """(the id, its turns in order; the last ``k`` when given)."""

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from brain.chat import ChatMemory
     from brain.consolidate import ConsolidationReport
     from brain.embeddings.base import Embedder
+    from brain.forget import ForgetReport
     from brain.mirror import BackfillReport, EngramMirror
     from brain.mirror.sync import SyncReport, VerifyReport
     from brain.results import Hit
@@ -155,6 +156,24 @@ class Brain:
 
         return consolidate_memories(self.store, threshold=threshold, dry_run=dry_run)
 
+    def forget_entity(self, name: str) -> ForgetReport:
+        """Remove every document in ``name``'s scope (memories, and the turns and summaries recorded for
+        it) from the store, the mirror and the in-process indexes, and leave none of their text in the
+        data directory's files (see :mod:`brain.forget`). Summaries being written finish first, so
+        that none is written from the forgotten turns afterwards."""
+        from brain.forget import forget_entity
+
+        with self._lock:
+            self._check_open()
+            chat = self._chat
+        if chat is not None:
+            chat.wait_for_summaries(timeout=60)
+        report = forget_entity(self.store, name)
+        if chat is not None:  # a conversation id used again starts its summaries from the beginning
+            for conversation in report.conversations:
+                chat.summary_queue.schedule.forget(conversation)
+        return report
+
     # ---- the mirror ------------------------------------------------------------------------------
     def sync_mirror(self) -> SyncReport:
         """Make the mirror match the store (``brain mirror sync``): exactly the rows that differ are repaired."""
@@ -179,7 +198,9 @@ class Brain:
     def health(self, *, detail: bool = False) -> dict[str, Any]:
         """Whether the store answers, the embedder, the summariser's status and the mirror's, with
         ``status`` ``ok``, ``degraded`` (a damaged mirror: reads and writes still work, from Chroma) or
-        ``unavailable`` (the store is down). ``detail`` adds how much the store holds, and where."""
+        ``unavailable`` (the store is down). ``detail`` adds how much the store holds, and where: the
+        documents per type (``counts``) and whether the mirror matches the store (``mirror.verify``:
+        ``ok``, the documents checked and the number of each kind of difference; it reads both whole)."""
         report: dict[str, Any] = {}
         healthy = True
         try:
@@ -195,8 +216,21 @@ class Brain:
         report["summariser"] = self.chat.health()
         health = self.store.mirror_health  # None for a store opened without open_store: no mirror
         report["mirror"] = health.to_dict() if health is not None else {"status": "off", "ok": True, "path": None}
+        if detail and healthy:
+            report["counts"] = {t.value: self.store.count(t) for t in DocType}
+            if self.mirror is not None:
+                report["mirror"]["verify"] = self._verify_summary()
         report["status"] = "unavailable" if not healthy else "ok" if report["mirror"]["ok"] else "degraded"
         return report
+
+    def _verify_summary(self) -> dict[str, Any]:
+        try:
+            found = self.verify_mirror()
+        except BrainError as exc:  # a mirror that breaks while verified: health reports it, not raises it
+            return {"ok": False, "error": str(exc)}
+        return {"ok": found.ok, "checked": found.checked,
+                **{kind: len(getattr(found, kind)) for kind in ("missing", "extra", "text", "metadata", "vectors",
+                                                                "foreign")}}
 
     # ---- closing ---------------------------------------------------------------------------------
     def _check_open(self) -> None:

@@ -15,6 +15,7 @@ from brain.schemas import (
     CONVERSATION_ID_MAX_LENGTH,
     CONVERSATION_ID_PATTERN,
     DOC_TYPES,
+    Status,
     ENTITY_MAX_LENGTH,
     ENTITY_PATTERN,
     check_conversation_id,
@@ -89,6 +90,8 @@ class MemoryPatch(_Body):
     tags: list[str] | None = None
     metadata: Metadata | None = Field(None, description="extra keys to add or change (not brain's own keys)")
     replace_metadata: bool = False
+    status: Status | None = Field(None, description="retire the memory (retracted, superseded, archived: kept, never "
+                                                    "ranked) or bring it back (active)")
 
 
 class DocCreate(_Body):

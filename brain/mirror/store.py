@@ -21,7 +21,7 @@ write, raises :class:`~brain.mirror.integrity.MirrorCorrupt` (see :mod:`brain.mi
 
 The class is assembled from one module per job: :mod:`brain.mirror.writes` (documents, vectors,
 deletes, backfill), :mod:`brain.mirror.reads` (documents, counts, hashes, health),
-:mod:`brain.mirror.recall` (vector and keyword recall); this module holds the connection, the
+:mod:`brain.mirror.recall` (vector and keyword recall), :mod:`brain.mirror.erase` (erasing for good); this module holds the connection, the
 opening and migration of the file, and the transactions.
 """
 
@@ -36,6 +36,7 @@ from typing import Any, Iterator, Sequence
 
 from brain.errors import StoreUnavailable, ValidationError
 from brain.mirror import protocol, schema
+from brain.mirror.erase import MirrorErase
 from brain.mirror.integrity import MirrorCorrupt, corruption_named, is_corruption, quick_check
 from brain.mirror.protocol import EmbeddingProtocolError, MigrationReport, check_model_name
 from brain.mirror.reads import MirrorReads
@@ -50,7 +51,7 @@ MIN_BATCH, MAX_BATCH = 100, 1000
 __all__ = ["MAX_BATCH", "MIN_BATCH", "EngramMirror", "KeywordHit", "MirrorDocument"]
 
 
-class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall):
+class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
     """The Engram-compatible SQLite mirror (see :mod:`brain.mirror`).
 
     ``model`` is our embedder's name (``provider/model``); recall and :meth:`iter_documents` use its
@@ -103,6 +104,8 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall):
             log.warning("mirror %s: WAL mode unavailable (journal_mode=%s)", self.path, mode)
         self._conn.execute("PRAGMA synchronous = NORMAL")
         self._conn.execute("PRAGMA foreign_keys = ON")
+        # a deleted memory's text is zeroed, not left in the file's free space (see brain.mirror.erase)
+        self._conn.execute("PRAGMA secure_delete = ON")
 
     # ---- opening -------------------------------------------------------------------------------
     def _set_up(self) -> int | None:

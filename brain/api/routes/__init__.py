@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from brain.api.routes import chat, documents, memories, service, specialists
+from brain.api.routes import browse, chat, documents, memories, service, specialists
 
 
 def add_routes(app: FastAPI) -> None:
     service.add_routes(app)
     chat.add_routes(app)
+    browse.add_routes(app)
     memories.add_routes(app)
     specialists.add_routes(app)
     documents.add_routes(app)

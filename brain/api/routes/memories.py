@@ -11,6 +11,7 @@ from brain.api.models import (
     Deleted,
     DocumentOut,
     EntityQuery,
+    Importance,
     MemoryCreate,
     MemoryList,
     MemoryPatch,
@@ -19,6 +20,8 @@ from brain.api.models import (
     link,
 )
 from brain.api.request_context import access_of
+from brain.memory_listing import Order as MemoryOrder
+from brain.schemas import Status
 
 
 def add_routes(app: FastAPI) -> None:
@@ -39,9 +42,15 @@ def add_routes(app: FastAPI) -> None:
     @app.get("/v1/memories", tags=["memories"], operation_id="list_memories",
              responses=documented_responses(400, 403, 422, 503, ok=(200, MemoryList)))
     def list_memories(request: Request, entity: EntityQuery = None, tags: list[str] = Query([]),
+                      importance: list[Importance] = Query([], description="any of these importances, 1-5 (repeatable)"),
+                      status: list[Status] = Query([], description="any of these statuses (repeatable); active "
+                                                                  "includes memories without a status"),
+                      order: MemoryOrder = Query("stored", description="stored (storage order) or newest "
+                                                                       "(latest timestamp first)"),
                       limit: int = Query(100, ge=1, le=1000),
                       offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Any:
-        docs = access_of(request, entity).list_memories(tags=tags, limit=limit, offset=offset)
+        docs = access_of(request, entity).list_memories(tags=tags, importance=importance, status=status,
+                                                        order=order, limit=limit, offset=offset)
         return {"memories": [d.to_dict() for d in docs], "limit": limit, "offset": offset}
 
     # declared before /v1/memories/{doc_id} so that "search" is not taken for an id
@@ -63,7 +72,7 @@ def add_routes(app: FastAPI) -> None:
     def patch_memory(doc_id: str, body: MemoryPatch, request: Request, entity: EntityQuery = None) -> Any:
         updated = access_of(request, entity).update_memory(
             doc_id, body.text, importance=body.importance, tags=body.tags, metadata=body.metadata,
-            replace_metadata=body.replace_metadata)
+            replace_metadata=body.replace_metadata, status=body.status)
         return updated.to_dict()
 
     @app.delete("/v1/memories/{doc_id}", tags=["memories"], operation_id="delete_memory",

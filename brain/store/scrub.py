@@ -1,0 +1,97 @@
+"""Leaving no bytes of deleted documents in the embedded Chroma store's SQLite file.
+
+Chroma deletes a document's rows, but its text survives in the file in three places:
+
+- its write-ahead queue (``embeddings_queue``), which keeps every write's record, text and metadata
+  included, until the vector index has persisted past it (every ``hnsw:sync_threshold`` writes);
+- its full-text index (``embedding_fulltext_search``, FTS5), whose segments keep a deleted row's
+  tokens until they are merged;
+- the freed space of the pages the rows were in.
+
+:func:`scrub_deleted` clears each, for documents already deleted through the store: the queue
+records of those documents (by id, or by the scope they were in) written before their delete lose their metadata (the only part holding text;
+their vectors stay, because the vector index replays the queue from its last persisted point and the
+later delete record still removes them), the FTS index is merged (``optimize``), and the file is
+vacuumed, which writes every live page afresh and drops the free ones. ``chroma utils vacuum`` does the
+same vacuum; Chroma documents it as safe while a client is connected, waiting for the database lock.
+
+A Chroma server (``BRAIN_CHROMA_URL``) keeps its file out of brain's reach: nothing is done there.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from brain.errors import StoreUnavailable
+
+#: the embedded store's file under ``<data dir>/chroma``
+CHROMA_FILE = "chroma.sqlite3"
+#: Chroma's operation code of a delete record in ``embeddings_queue``
+_DELETE = 3
+BUSY_TIMEOUT_SECONDS = 30
+
+
+# a queue record that still holds text of a document deleted since: its id has a later delete record
+_TRACE = (
+    "metadata IS NOT NULL AND operation != :delete AND substr(topic, -length(:collection)) = :collection "
+    "AND (id IN (SELECT value FROM json_each(:ids)) OR json_extract(metadata, '$.scope') = :scope) "
+    "AND seq_id < (SELECT MAX(d.seq_id) FROM embeddings_queue d WHERE d.id = embeddings_queue.id "
+    "AND d.topic = embeddings_queue.topic AND d.operation = :delete)"
+)
+
+
+def deleted_traces(chroma_dir: Path, collection_id: str, scope: str, ids: Sequence[str] = ()) -> int:
+    """How many queue records of ``collection_id`` still hold text of deleted documents that were in
+    ``scope`` or had one of ``ids``."""
+    with _connect(chroma_dir) as conn:
+        return conn.execute(f"SELECT COUNT(*) FROM embeddings_queue WHERE {_TRACE}",
+                            _params(collection_id, scope, ids)).fetchone()[0]
+
+
+def scrub_deleted(chroma_dir: Path, collection_id: str, scope: str, ids: Sequence[str] = ()) -> dict[str, Any]:
+    """Erase what the file still holds of deleted documents that were in ``scope`` or had one of ``ids``,
+    and compact the file. Returns ``{"queue_records_redacted": n, "vacuumed": True}``."""
+    with _connect(chroma_dir) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            redacted = conn.execute(f"UPDATE embeddings_queue SET metadata = NULL WHERE {_TRACE}",
+                                    _params(collection_id, scope, ids)).rowcount
+            conn.execute("INSERT INTO embedding_fulltext_search(embedding_fulltext_search) VALUES ('optimize')")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("VACUUM")
+    return {"queue_records_redacted": redacted, "vacuumed": True}
+
+
+def _params(collection_id: str, scope: str, ids: Sequence[str]) -> dict[str, Any]:
+    return {"collection": str(collection_id), "scope": scope, "ids": json.dumps(list(ids)), "delete": _DELETE}
+
+
+@contextmanager
+def _connect(chroma_dir: Path) -> Iterator[sqlite3.Connection]:
+    path = Path(chroma_dir) / CHROMA_FILE
+    if not path.is_file():
+        raise StoreUnavailable(f"no Chroma file at {path}; is BRAIN_DATA_DIR the store's data directory?")
+    try:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot open {path} to erase deleted documents: {exc}") from exc
+    try:
+        conn.execute("PRAGMA secure_delete = ON")  # what the redaction frees is zeroed too
+        yield conn
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"could not erase deleted documents' bytes from {path} ({exc}); the documents are "
+                               f"deleted, but their text may remain in the file: stop other programs using the "
+                               f"store and run the forget again") from exc
+    finally:
+        conn.close()
+
+
+__all__ = ["CHROMA_FILE", "deleted_traces", "scrub_deleted"]
