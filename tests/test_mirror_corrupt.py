@@ -172,7 +172,7 @@ def test_health_reports_a_damaged_mirror_and_the_api_keeps_working(kind, tmp_pat
 
             report = rebuild_mirror(store)
             assert report.sync.added == 33  # 31 memories, 2 turns
-            healed = http.get("/v1/health").json()
+            healed = http.get("/v1/health", params={"verify": "true"}).json()
             assert healed["status"] == "ok"
             verified = healed["mirror"].pop("verify")  # the admin's detail: the verify summary
             assert healed["mirror"] == {"status": "ok", "ok": True, "path": str(settings.mirror_file)}

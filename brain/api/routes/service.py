@@ -28,8 +28,10 @@ def add_routes(app: FastAPI) -> None:
     @app.get("/v1/health", tags=["health"], responses={
         **documented_responses(), 503: {"description": "the store is down (the report says why)",
                                         "content": {"application/json": {"schema": {"type": "object"}}}}})
-    def health(request: Request) -> JSONResponse:
+    def health(request: Request, verify: bool = Query(
+            False, description="admin only: also compare the mirror with the store (reads both whole)")) -> JSONResponse:
         # how much the store holds, and where, is the operator's business
-        report = brain_of(request).health(detail=caller_of(request).is_admin)
+        admin = caller_of(request).is_admin
+        report = brain_of(request).health(detail=admin, verify=verify and admin)
         status = 503 if report["status"] == "unavailable" else 200
         return JSONResponse(status_code=status, content={"version": __version__, **report})
