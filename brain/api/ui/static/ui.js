@@ -183,7 +183,8 @@ for (const tab of document.querySelectorAll(".tab")) {
 
 // ---- memories -----------------------------------------------------------------------------------
 
-const memories = { offset: 0, searching: false, count: 0 };
+// ``load`` numbers each listing: an answer to an older one (overtaken by a newer search) is dropped
+const memories = { offset: 0, searching: false, load: 0 };
 
 function memoryFilters() {
   const form = $("memory-filters");
@@ -314,9 +315,9 @@ async function patchMemory(docId, patch) {
 async function loadMemories({ keepNote = false } = {}) {
   const f = memoryFilters();
   const list = $("memory-list");
+  const load = ++memories.load;
   say("memories-error", "");
   if (!keepNote) say("memories-note", "");
-  memories.searching = Boolean(f.q);
   let docs;
   let res;
   if (f.q) {
@@ -334,6 +335,8 @@ async function loadMemories({ keepNote = false } = {}) {
     });
     if (res.ok) docs = res.data.memories;
   }
+  if (load !== memories.load) return;
+  memories.searching = Boolean(f.q);
   clear(list);
   if (!res.ok) {
     say("memories-error", problem(res));
@@ -341,7 +344,6 @@ async function loadMemories({ keepNote = false } = {}) {
     return;
   }
   for (const doc of docs) list.append(memoryRow(doc, f.q ? doc : null));
-  memories.count = docs.length;
   if (!docs.length) list.append(el("li", { class: "empty" }, f.q ? "No memory matches this search." : "No memories."));
   if (!keepNote) {
     say("memories-note", f.q ? `${docs.length} ranked by score (similarity + importance + recency)` :
