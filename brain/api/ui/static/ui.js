@@ -180,6 +180,10 @@ function showView(name) {
 for (const tab of document.querySelectorAll(".tab")) {
   tab.addEventListener("click", () => showView(tab.dataset.view));
 }
+window.addEventListener("hashchange", () => {
+  const view = location.hash.slice(1);
+  if (VIEWS[view] && !$("app").hidden) showView(view);
+});
 
 // ---- memories -----------------------------------------------------------------------------------
 
@@ -194,12 +198,17 @@ function memoryFilters() {
   };
 }
 
-function scoreBar(hit) {
+function barLength(hit) {
+  return [hit.similarity_part, hit.importance_part, hit.recency_part].reduce((sum, v) => sum + Math.max(v || 0, 0), 0);
+}
+
+// the score's three parts side by side; ``scale`` (the longest bar of the list) makes bars comparable
+function scoreBar(hit, scale) {
   const parts = [["similarity", hit.similarity_part], ["importance", hit.importance_part],
                  ["recency", hit.recency_part]];
   const label = `score ${fixed(hit.score)} = similarity ${fixed(hit.similarity_part)} + importance ` +
     `${fixed(hit.importance_part)} + recency ${fixed(hit.recency_part)}`;
-  const total = parts.reduce((sum, [, v]) => sum + Math.max(v || 0, 0), 0) || 1;
+  const total = scale || barLength(hit) || 1;
   const bar = el("div", { class: "scorebar", role: "img", "aria-label": label });
   for (const [name, value] of parts) {
     const part = el("span", { class: `part ${name}`, title: `${name} ${fixed(value)}` });
@@ -213,7 +222,7 @@ function scoreBar(hit) {
         `${name} ${fixed(value)}`))));
 }
 
-function memoryRow(doc, hit) {
+function memoryRow(doc, hit, scale) {
   const meta = doc.metadata || {};
   const status = meta.status || "active";
   const row = el("li", { class: `memory status-${status}`, "data-id": doc.id });
@@ -229,7 +238,7 @@ function memoryRow(doc, hit) {
   if (!(meta.tags || []).length) tags.append("none");
   facts.append(tags);
   row.append(facts);
-  if (hit) row.append(scoreBar(hit));
+  if (hit) row.append(scoreBar(hit, scale));
 
   const error = el("p", { class: "error", role: "alert" });
   const editButton = el("button", { type: "button", class: "edit" }, "Edit");
@@ -343,7 +352,8 @@ async function loadMemories({ keepNote = false } = {}) {
     updatePager(0);
     return;
   }
-  for (const doc of docs) list.append(memoryRow(doc, f.q ? doc : null));
+  const scale = Math.max(0, ...docs.map((d) => (f.q ? barLength(d) : 0)));
+  for (const doc of docs) list.append(memoryRow(doc, f.q ? doc : null, scale));
   if (!docs.length) list.append(el("li", { class: "empty" }, f.q ? "No memory matches this search." : "No memories."));
   if (!keepNote) {
     say("memories-note", f.q ? `${docs.length} ranked by score (similarity + importance + recency)` :
@@ -387,6 +397,7 @@ async function loadConversations() {
   const res = await api("GET", "/v1/conversations", { query: { limit: CONVERSATION_PAGE, offset: conversations.offset } });
   $("conv-prev").disabled = conversations.offset === 0;
   $("conv-next").disabled = true;
+  $("conv-pager").hidden = missingEndpoint(res);
   if (missingEndpoint(res)) {
     say("conversations-note", "This server cannot list conversations (it needs a newer brain): open one by id.");
     return;
@@ -517,14 +528,15 @@ $("try-form").addEventListener("submit", guard(async (event) => {
   out.append(el("p", { class: "note" }, ctx.enabled === false ? "Context is switched off on this server." :
     `${ctx.chars} characters${ctx.tokens != null ? `, ${ctx.tokens} tokens` : ""} in the prompt.`));
   for (const [name, items] of Object.entries(ctx.sections || {})) {
-    const section = el("section", { class: "context-section", "data-section": name },
-      el("h3", {}, SECTION_TITLES[name] || name, el("span", { class: "small" }, ` ${items.length}`)));
-    if (!items.length) section.append(el("p", { class: "empty" }, "nothing"));
+    const section = el("section", { class: `context-section${items.length ? "" : " nothing"}`, "data-section": name },
+      el("h3", {}, SECTION_TITLES[name] || name,
+        el("span", { class: "small" }, items.length ? ` ${items.length}` : " · nothing")));
     const list = el("ol", {});
+    const scale = Math.max(0, ...items.map((item) => barLength(item.scores || {})));
     for (const item of items) {
       const li = el("li", { "data-id": item.id }, el("p", { class: "text", text: item.text }));
       const s = item.scores || {};
-      if (s.score !== undefined && s.similarity_part !== undefined) li.append(scoreBar({ ...s }));
+      if (s.score !== undefined && s.similarity_part !== undefined) li.append(scoreBar(s, scale));
       else if (s.similarity !== undefined) li.append(el("p", { class: "small" }, `similarity ${fixed(s.similarity)}`));
       list.append(li);
     }
