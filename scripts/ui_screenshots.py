@@ -9,6 +9,7 @@ Usage: .venv/bin/python scripts/ui_screenshots.py [--out docs/img] [--chromium /
 from __future__ import annotations
 
 import argparse
+import re
 import socket
 import sys
 import tempfile
@@ -143,6 +144,8 @@ def shoot(url: str, token_url: str, out: Path, chromium: str) -> list[Path]:
         page.goto(f"{url}/ui#forget")
         page.get_by_label("Entity name").fill("bruno")
         page.get_by_role("button", name="Forget…").click()
+        page.get_by_role("button", name="Yes, forget").click()
+        expect(page.locator("#forget-result, #forget-error").filter(has_text=re.compile(r"\S"))).to_be_visible()
         save("forget")
 
         page.goto(f"{url}/ui#health")

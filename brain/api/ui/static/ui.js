@@ -389,7 +389,13 @@ $("next-page").addEventListener("click", guard(async () => {
 
 // ---- conversations ------------------------------------------------------------------------------
 
-const conversations = { offset: 0 };
+const conversations = { offset: 0, open: null };
+
+function markOpenConversation() {
+  for (const button of document.querySelectorAll(".open-conversation")) {
+    button.setAttribute("aria-current", String(button.dataset.id === conversations.open));
+  }
+}
 
 async function loadConversations() {
   const list = clear($("conversation-list"));
@@ -414,6 +420,7 @@ async function loadConversations() {
       ` ${c.entity ? `entity ${c.entity} · ` : ""}${c.turns} turns · ${c.summaries} summaries · ` +
       `last ${when(c.last_activity)}`)));
   }
+  markOpenConversation();
 }
 
 $("conv-prev").addEventListener("click", guard(async () => {
@@ -441,6 +448,8 @@ async function openConversation(id) {
     return;
   }
   say("conversation-title", `Conversation ${turns.data.conversation_id}`);
+  conversations.open = turns.data.conversation_id;
+  markOpenConversation();
   const ordered = [...turns.data.turns].sort((a, b) => (a.metadata.turn_index || 0) - (b.metadata.turn_index || 0));
   const pending = [...summaries.data.summaries].sort(
     (a, b) => (a.metadata.summary_index || 0) - (b.metadata.summary_index || 0));
@@ -474,6 +483,20 @@ $("open-conversation").addEventListener("submit", guard(async (event) => {
 
 // ---- knowledge and persona ----------------------------------------------------------------------
 
+// Markdown as written wraps its paragraphs at a fixed width: join a paragraph's lines so the text wraps at
+// the page's width; headings, list items, quotes, table rows and code fences keep their own lines
+function prose(text) {
+  const lines = String(text || "").split("\n");
+  const starts = (line) => /^\s*([-*+>|#]|\d+[.)]\s|```)/.test(line);
+  const ownLine = (line) => /^\s*(#|\||```)/.test(line);
+  return lines.reduce((out, line, i) => {
+    if (i === 0) return line;
+    const prev = lines[i - 1];
+    const join = prev.trim() && line.trim() && !starts(line) && !ownLine(prev);
+    return out + (join ? " " : "\n") + line;
+  }, "");
+}
+
 async function loadKnowledge() {
   const [persona, knowledge] = await Promise.all([api("GET", "/v1/persona"), api("GET", "/v1/knowledge")]);
   const personaBox = clear($("persona"));
@@ -485,7 +508,7 @@ async function loadKnowledge() {
     say("persona-note", p.version ? `version ${p.version}${p.source ? ` · from ${p.source}` : ""}` : "No persona stored.");
     for (const section of p.sections || []) {
       personaBox.append(el("article", { class: "persona-section" },
-        el("h4", { text: section.title || "(untitled)" }), el("p", { class: "text", text: section.text })));
+        el("h4", { text: section.title || "(untitled)" }), el("p", { class: "text", text: prose(section.text) })));
     }
   }
   const kb = clear($("knowledge"));
@@ -504,7 +527,7 @@ async function loadKnowledge() {
     for (const topic of file.topics || []) {
       details.append(el("h4", { text: topic.topic || "(no topic)" }));
       const docs = el("ul", { class: "kb-docs" });
-      for (const doc of topic.documents || []) docs.append(el("li", { class: "text", text: doc.text }));
+      for (const doc of topic.documents || []) docs.append(el("li", { class: "text", text: prose(doc.text) }));
       details.append(docs);
     }
     kb.append(details);
