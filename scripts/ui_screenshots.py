@@ -21,15 +21,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import uvicorn  # noqa: E402
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+import uvicorn
+from playwright.sync_api import expect, sync_playwright
 
-from brain.api import create_app  # noqa: E402
-from brain.config import Settings  # noqa: E402
-from brain.core import Brain  # noqa: E402
-from brain.core import open as open_brain  # noqa: E402
-from brain.ingest import ingest_paths  # noqa: E402
-from brain.startup import startup  # noqa: E402
+from brain.api import create_app
+from brain.config import Settings
+from brain.core import Brain
+from brain.core import open as open_brain
+from brain.ingest import ingest_paths
+from brain.startup import startup
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -170,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="brain-ui-") as tmp:
         # the summariser is unreachable on purpose: the conversation shows extractive fallback summaries
-        demo = dict(data_dir=Path(tmp) / "data", ollama_host="http://127.0.0.1:9", summary_retries=0,
-                    summary_backoff_seconds=0, summary_every_n=2, context_max_chars=1500)
+        demo = {"data_dir": Path(tmp) / "data", "ollama_host": "http://127.0.0.1:9", "summary_retries": 0,
+                "summary_backoff_seconds": 0, "summary_every_n": 2, "context_max_chars": 1500}
         settings = Settings(**demo)
         with open_brain(settings) as brain:
             seed(brain)

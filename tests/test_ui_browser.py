@@ -28,7 +28,8 @@ def chromium_executable() -> str | None:
 
 
 try:
-    from playwright.sync_api import Error as PlaywrightError, expect, sync_playwright
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import expect, sync_playwright
 except ImportError:  # pragma: no cover - the test extra installs it
     sync_playwright = None
 
@@ -258,8 +259,8 @@ def test_the_keyboard_alone_can_search_edit_and_change_views(serve):
 
 @NEEDS_API
 def test_without_a_query_the_list_is_newest_first_and_filters_apply(serve):
-    served = serve([{"text": f"memory number {n}", "importance": 1 + n % 5, "timestamp": f"2026-01-{n + 1:02d}T10:00:00+00:00"}
-                    for n in range(6)])
+    served = serve([{"text": f"memory number {n}", "importance": 1 + n % 5,
+                     "timestamp": f"2026-01-{n + 1:02d}T10:00:00+00:00"} for n in range(6)])
     served.open()
     expect(served.memory_rows().first).to_contain_text("memory number 5")
     expect(served.memory_rows().last).to_contain_text("memory number 0")

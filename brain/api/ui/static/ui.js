@@ -400,7 +400,8 @@ function markOpenConversation() {
 async function loadConversations() {
   const list = clear($("conversation-list"));
   say("conversations-note", "");
-  const res = await api("GET", "/v1/conversations", { query: { limit: CONVERSATION_PAGE, offset: conversations.offset } });
+  const res = await api("GET", "/v1/conversations",
+    { query: { limit: CONVERSATION_PAGE, offset: conversations.offset } });
   $("conv-prev").disabled = conversations.offset === 0;
   $("conv-next").disabled = true;
   $("conv-pager").hidden = missingEndpoint(res);
@@ -465,7 +466,8 @@ async function openConversation(id) {
   for (const turn of ordered) {
     const m = turn.metadata;
     items.append(el("li", { class: `turn ${m.role}` },
-      el("p", { class: "label" }, `${m.turn_index}. ${m.role}`, el("span", { class: "small" }, ` ${when(m.timestamp)}`)),
+      el("p", { class: "label" }, `${m.turn_index}. ${m.role}`,
+        el("span", { class: "small" }, ` ${when(m.timestamp)}`)),
       el("p", { class: "text", text: turn.text })));
     while (pending.length && (turnRange(pending[0]) || [0, Infinity])[1] <= (m.turn_index || 0)) {
       items.append(summaryItem(pending.shift()));
@@ -505,7 +507,8 @@ async function loadKnowledge() {
   else if (!persona.ok) say("persona-note", problem(persona));
   else {
     const p = persona.data;
-    say("persona-note", p.version ? `version ${p.version}${p.source ? ` · from ${p.source}` : ""}` : "No persona stored.");
+    const from = p.source ? ` · from ${p.source}` : "";
+    say("persona-note", p.version ? `version ${p.version}${from}` : "No persona stored.");
     for (const section of p.sections || []) {
       personaBox.append(el("article", { class: "persona-section" },
         el("h4", { text: section.title || "(untitled)" }), el("p", { class: "text", text: prose(section.text) })));
@@ -611,7 +614,8 @@ $("forget-yes").addEventListener("click", guard(async () => {
   }
   if (!res.ok) { say("forget-error", problem(res)); return; }
   out.append(el("p", { class: "done" }, `Forgot ${res.data.entity}.`));
-  for (const [title, counts] of [["Removed from the store", res.data.deleted], ["Removed from the mirror", res.data.mirror]]) {
+  const removed = [["Removed from the store", res.data.deleted], ["Removed from the mirror", res.data.mirror]];
+  for (const [title, counts] of removed) {
     if (!counts || typeof counts !== "object") continue;
     out.append(el("h3", { text: title }), objectList(counts));
   }
