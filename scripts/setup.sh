@@ -25,3 +25,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     fi
     touch "$stamp"
 fi
+# the browser tests drive Debian's Chromium (no browser downloads): install it where we can, quietly; without
+# it those tests skip with one line, so this never fails the setup
+install_chromium() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+if [ "$extra" = "test" ] && [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+    echo "Installing Debian's chromium for the browser tests (log: .venv/chromium.log) ..." >&2
+    { install_chromium || { apt-get update && install_chromium; }; } > .venv/chromium.log 2>&1 \
+        || echo "note: chromium could not be installed (see .venv/chromium.log); the browser tests will skip" >&2
+fi

@@ -8,6 +8,7 @@ from typing import Any
 
 from brain.access import Caller
 from brain.api.error_responses import error_response
+from brain.api.routes.ui import is_ui_shell
 from brain.auth import TokenTable
 
 
@@ -27,14 +28,15 @@ def _local_client(scope: dict) -> bool:
 class Authenticate:
     """Pure ASGI: who is calling, before the body is read or a route matched. A request without a valid
     bearer token gets 401 (with no token configured, non-loopback clients too); the caller is put in
-    ``scope["brain.caller"]`` for the routes."""
+    ``scope["brain.caller"]`` for the routes. The browser page and its assets (:func:`is_ui_shell`) hold
+    no data and pass without a caller: the page asks for the token, then calls the API with it."""
 
     def __init__(self, app: Any, tokens: TokenTable | None):
         self.app = app
         self.tokens = tokens
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or is_ui_shell(scope.get("method", ""), scope.get("path", "")):
             await self.app(scope, receive, send)
             return
         if self.tokens is None:

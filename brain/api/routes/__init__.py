@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from brain.api.routes import browse, chat, documents, memories, service, specialists
+from brain.api.routes import browse, chat, documents, memories, service, specialists, ui
 
 
 def add_routes(app: FastAPI) -> None:
@@ -15,3 +15,4 @@ def add_routes(app: FastAPI) -> None:
     memories.add_routes(app)
     specialists.add_routes(app)
     documents.add_routes(app)
+    ui.add_routes(app)
