@@ -26,7 +26,7 @@ def add_routes(app: FastAPI) -> None:
 
     # -- health ----------------------------------------------------------------------------------
     @app.get("/v1/health", tags=["health"], responses={
-        **documented_responses(), 503: {"description": "the store is down (the report says why)",
+        **documented_responses(422), 503: {"description": "the store is down (the report says why)",
                                         "content": {"application/json": {"schema": {"type": "object"}}}}})
     def health(request: Request, verify: bool = Query(
             False, description="admin only: also compare the mirror with the store (reads both whole)")) -> JSONResponse:
