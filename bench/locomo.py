@@ -21,7 +21,7 @@ the conversation) is asked of its own conversation, after its last turn, by ever
 
 - brain: :meth:`ChatMemory.related_turns_for` (:func:`retrieve`), the call ``build_context`` makes
   for its related turns (z-scored dense + BM25 over stemmed words with speaker and date, a bonus for
-  the speaker the question names, neighbouring-turn context), with k = 10 instead of
+  the speaker the question names, the best-matching session's share, neighbouring-turn context), with k = 10 instead of
   ``RAG_RELATED_TURN_TOP_K``; it leaves out the ``RAG_TURN_TOP_K`` latest turns, which the context
   shows anyway (the header counts the evidence turns among them). Ablations rank the same turns
   with :class:`~brain.turn_search.TurnIndex` and other weights, or without the speakers' names.
@@ -256,10 +256,11 @@ def run(args) -> str:
 
 
 METHODS = ["raw Chroma similarity (col.query, `speaker: text` embedded)", "dense, exact (`speaker: text` embedded)",
-           "BM25 (plain words)", "RRF dense + BM25", "brain (ChatMemory.related_turns_for)",
+           "BM25 (plain words)", "RRF dense + BM25", "brain (ChatMemory.related_turns_for)", "  without session context",
            "  without neighbour context", "  without speaker bonus", "  without speaker names on the turns"]
 BRAIN = METHODS[4]
 ABLATIONS = {
+    "  without session context": TurnSearchWeights(session=0.0),
     "  without neighbour context": TurnSearchWeights(neighbour=0.0),
     "  without speaker bonus": TurnSearchWeights(speaker=0.0),
 }
@@ -301,7 +302,7 @@ def measure(args, conversations: list[Conversation], chat: ChatMemory, raw) -> s
         dense_matrix = np.stack([speaker_vectors[i] for i in ids])
         plain = BM25Index([tokenize(t.text, stem=False, stop_words=False) for t in ordered])
         ablation_indexes = {name: TurnIndex(ordered, w) for name, w in ABLATIONS.items()}
-        ablation_indexes[METHODS[7]] = TurnIndex(without_speakers(ordered))
+        ablation_indexes[METHODS[-1]] = TurnIndex(without_speakers(ordered))
         for q in conv.questions:
             n_questions += 1
             in_recent += sum(by_id[i] in q["evidence"] for i in recent)

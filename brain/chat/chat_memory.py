@@ -249,11 +249,9 @@ class ChatMemory:
                 + (" (give user_name / assistant_name for speaker)" if "speaker" in clashing else ""),
                 [Problem(f"metadata.{k}", "reserved") for k in clashing],
             )
-        entity_name = None
         if entity is not None:
             extra["scope"] = valid_entity_scope(entity)
-            entity_name = entity
-        user, assistant = exchange_speakers(user_name, assistant_name, entity_name, self.persona_name)
+        user, assistant = exchange_speakers(user_name, assistant_name, entity, self.persona_name)
         if timestamp is None:
             timestamp = utc_now()
         turns = [(role, text, name) for role, text, name in
