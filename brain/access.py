@@ -261,12 +261,14 @@ class Access:
         return self.chat.build_context(conversation_id, user_message, entity=self.entity)
 
     def record_exchange(self, conversation_id: str | None, user_text: str, assistant_text: str, *,
-                        timestamp: Any = None, metadata: Mapping[str, Any] | None = None) -> Any:
+                        timestamp: Any = None, metadata: Mapping[str, Any] | None = None,
+                        user_name: str | None = None, assistant_name: str | None = None) -> Any:
         """:meth:`ChatMemory.record_exchange` into a new conversation, or one of the caller's: its turns stay
         in the scope the conversation started in."""
         if conversation_id is None:
             return self.chat.record_exchange(None, user_text, assistant_text, entity=self.entity,
-                                             timestamp=timestamp, metadata=metadata)
+                                             timestamp=timestamp, metadata=metadata, user_name=user_name,
+                                             assistant_name=assistant_name)
         conversation_id = valid_conversation_id(conversation_id)
         with _STRIPES[hash(conversation_id) % len(_STRIPES)]:
             scopes, first = self._conversation_scopes(conversation_id)
@@ -277,7 +279,8 @@ class Access:
             else:
                 raise _no_conversation(conversation_id)
             return self.chat.record_exchange(conversation_id, user_text, assistant_text, entity=entity,
-                                             timestamp=timestamp, metadata=metadata)
+                                             timestamp=timestamp, metadata=metadata, user_name=user_name,
+                                             assistant_name=assistant_name)
 
     def list_conversations(self, *, limit: int | None = None, offset: int = 0) -> list[Any]:
         """The conversations the request may use, most recent activity first (see :mod:`brain.browse`)."""

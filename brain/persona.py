@@ -7,23 +7,34 @@ section carries ``version`` (the UTC time of the load that introduced it), ``con
 ``position`` and ``sections`` (how many the version has) — and the previous version is removed
 afterwards. Readers use the newest *complete* version (all its sections present), so at no moment
 do they see a mix of versions or no persona at all, even if a load is interrupted half-way.
+
+The persona's **name** (the assistant's display name on the turns it speaks, see
+:meth:`brain.chat.ChatMemory.record_exchange`) is read from the text before the first heading: a
+line ``name: <Name>``, else an opening sentence ``You are <Name>,`` (or ``.``, ``!``, ``;``, ``:``)
+whose name is one to three capitalised words. A persona without either has no name.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from brain.errors import ValidationError
 from brain.ids import derived_id
-from brain.schemas import DocType, format_timestamp, parse_timestamp, utc_now
+from brain.schemas import DocType, check_speaker_name, format_timestamp, parse_timestamp, utc_now
 from brain.text.markdown import markdown_sections, slugify
 
 if TYPE_CHECKING:
     from brain.results import Document
     from brain.store import RagStore
+
+_NAME_LINE = re.compile(r"^[ \t]*name[ \t]*:(?P<name>.*)$", re.IGNORECASE | re.MULTILINE)
+# "You are Brain, the assistant of ..." -> Brain; "You are a helpful assistant" names no one
+_YOU_ARE = re.compile(r"^\s*You are (?P<name>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})\s*[,.;:!]")
+
 
 @dataclass(frozen=True)
 class PersonaSection:
@@ -63,6 +74,27 @@ def split_sections(markdown: str) -> list[PersonaSection]:
             topic = slugify(section.title) if section.level else "core"
             sections.append(PersonaSection(topic=topic, text=text, position=len(sections), heading=section.title))
     return sections
+
+
+def name_in(core_text: str) -> str | None:
+    """The persona's name in its text before the first heading (see the module docstring), or None.
+    A ``name:`` line that is not a valid display name raises ValueError saying why."""
+    line = _NAME_LINE.search(core_text)
+    if line is not None:
+        return check_speaker_name(line.group("name").strip(), "the persona's name: line")
+    opening = _YOU_ARE.match(core_text)
+    return opening.group("name") if opening is not None else None
+
+
+def persona_name(sections: Iterable[Document]) -> str | None:
+    """The name of a stored persona version (its sections), or None when it has none."""
+    for doc in sections:
+        if doc.metadata.get("topic") == "core" and not doc.metadata.get("heading"):
+            try:
+                return name_in(doc.text)
+            except ValueError:  # stored before the rule; load_persona refuses such a file now
+                return None
+    return None
 
 
 def current_version(metadatas: Iterable[dict[str, Any]]) -> str | None:
@@ -106,6 +138,11 @@ def load_persona(store: RagStore, path: str | Path) -> PersonaLoad:
     sections = split_sections(markdown)
     if not sections:
         raise ValidationError(f"persona file {path} has no text")
+    if sections[0].topic == "core" and not sections[0].heading:
+        try:
+            name_in(sections[0].text)
+        except ValueError as exc:
+            raise ValidationError.of("name", f"persona file {path}: {exc}") from None
     digest = hashlib.sha256(markdown.encode("utf-8")).hexdigest()[:16]
     existing = store.get(type=DocType.PERSONA)
     version = current_version(d.metadata for d in existing)

@@ -4,7 +4,8 @@ The caller hands in the turns (``Document`` objects with ``embedding`` set, e.g.
 ``store.get(where={"conversation_id": cid}, type="turn", include_embeddings=True)``) and a query
 (its text and its embedding). Every turn is scored; the top ``k`` come back with their parts::
 
-    fused(t)  = dense * z(cosine(q, t)) + lexical * z(bm25(q, t)) + speaker * [t's speaker is named in q]
+    own(t)    = dense * z(cosine(q, t)) + lexical * z(bm25(q, t)) + speaker * [t's speaker is named in q]
+    fused(t)  = own(t) + session * z(max own(u) over the turns u of t's session)
     score(t)  = fused(t) + neighbour * max(fused(previous turn), fused(next turn))
 
 - ``z`` standardises a signal over the conversation's turns (mean 0, standard deviation 1), so the
@@ -16,6 +17,10 @@ The caller hands in the turns (``Document`` objects with ``embedding`` set, e.g.
   in May 2023" matches on who and when as well as on what.
 - Questions name people. When the query names exactly one of the conversation's speakers (the
   ``speaker`` metadata), that speaker's turns get a bonus of ``speaker`` standard deviations.
+- A session is a stretch of the conversation without a pause longer than :data:`SESSION_GAP_SECONDS`
+  (by the turns' timestamps). Where the question's best match lies, the rest of that talk is more
+  likely to answer it too: each turn gets a share of its session's best own score (standardised
+  over the turns; a conversation of one session gets nothing from it).
 - A turn is often only understood with its neighbour ("What did you paint?" / "A sunrise."): each
   turn also gets a share of the better of its two neighbours' scores.
 
@@ -40,6 +45,7 @@ from brain.schemas import check_k, parse_timestamp
 from brain.text import BM25Index, tokenize
 
 __all__ = [
+    "SESSION_GAP_SECONDS",
     "TurnHit",
     "TurnIndex",
     "TurnSearchWeights",
@@ -47,25 +53,31 @@ __all__ = [
 ]
 
 
+#: a pause longer than this between two turns starts a new session (the usual inactivity timeout of
+#: a visit in web analytics; a chat resumed after it is another sitting)
+SESSION_GAP_SECONDS = 30 * 60
+
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
            "october", "november", "december")
 
 
 @dataclass(frozen=True)
 class TurnSearchWeights:
-    """The few parameters of the ranking; the defaults are round values, not fitted to a benchmark
-    (bench/LOCOMO_RESULTS.md shows how they hold on conversations they were not chosen on)."""
+    """The few parameters of the ranking. The defaults are round values; ``session`` was chosen among
+    0.15, 0.3, 0.5 and 0.75 on three LoCoMo conversations, with two others kept out of the choice
+    (bench/LOCOMO_RESULTS.md says which, and how each part does)."""
 
     dense: float = 0.5
     lexical: float = 0.5
     speaker: float = 1.0
     neighbour: float = 0.5
+    session: float = 0.3
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
 
     def __post_init__(self) -> None:
         problems: list[Problem] = []
-        for name in ("dense", "lexical", "speaker", "neighbour", "bm25_k1", "bm25_b"):
+        for name in ("dense", "lexical", "speaker", "neighbour", "session", "bm25_k1", "bm25_b"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 problems.append(Problem(name, f"{name} must be a finite number >= 0, got {value!r}"))
@@ -82,7 +94,7 @@ class TurnSearchWeights:
 
 @dataclass
 class TurnHit:
-    """A ranked turn: ``score = dense_part + lexical_part + speaker_part + neighbour_part``.
+    """A ranked turn: ``score = dense_part + lexical_part + speaker_part + session_part + neighbour_part``.
 
     ``similarity`` is the raw cosine similarity and ``bm25`` the raw BM25 score, for display;
     the parts are in standard deviations over the conversation's turns.
@@ -98,6 +110,7 @@ class TurnHit:
     lexical_part: float
     speaker_part: float
     neighbour_part: float
+    session_part: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,6 +138,21 @@ def _date_words(metadata: dict[str, Any]) -> str:
     except ValueError:
         return ""
     return f"{when.day} {_MONTHS[when.month - 1]} {when.year}"
+
+
+def _sessions(metadatas: Sequence[dict[str, Any]]) -> np.ndarray:
+    """Each turn's session number (turns in conversation order): a new session after a pause longer
+    than :data:`SESSION_GAP_SECONDS`; a turn without a usable time stays in the session before it."""
+    numbers = np.zeros(len(metadatas), dtype=np.int64)
+    session, last = 0, None
+    for i, meta in enumerate(metadatas):
+        epoch = meta.get("ts_epoch")
+        if isinstance(epoch, (int, float)) and not isinstance(epoch, bool) and math.isfinite(epoch):
+            if last is not None and epoch - last > SESSION_GAP_SECONDS:
+                session += 1
+            last = float(epoch)
+        numbers[i] = session
+    return numbers
 
 
 def _order_key(position: int, metadata: dict[str, Any]) -> tuple:
@@ -156,6 +184,10 @@ class TurnIndex:
             self.vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
         else:
             self.vectors = np.zeros((0, 0), dtype=np.float32)
+        self.sessions = _sessions([t.metadata for t in self.turns])
+        # sessions are runs of consecutive turns: where each starts, for a per-session maximum
+        self._session_starts = np.flatnonzero(np.r_[True, self.sessions[1:] != self.sessions[:-1]]) if self.turns \
+            else np.zeros(0, dtype=np.int64)
         speakers = [t.metadata.get("speaker") for t in self.turns]
         self.speakers = [s if isinstance(s, str) and s.strip() else None for s in speakers]
         # a speaker is "named" in a query when every word of the name is there
@@ -261,7 +293,12 @@ class TurnIndex:
         speaker_part = np.zeros(len(self.turns))
         if speaker is not None and w.speaker:
             speaker_part[[s == speaker for s in self.speakers]] = w.speaker
-        fused = dense_part + lexical_part + speaker_part
+        own = dense_part + lexical_part + speaker_part
+        session_part = np.zeros(len(self.turns))
+        if w.session and len(self._session_starts) > 1:
+            best = np.maximum.reduceat(own, self._session_starts)
+            session_part = w.session * _standardised(best)[self.sessions]
+        fused = own + session_part
         neighbour_part = np.zeros(len(self.turns))
         if w.neighbour and len(self.turns) > 1:
             best = np.full(len(self.turns), -np.inf)
@@ -276,6 +313,7 @@ class TurnIndex:
                 score=float(score[i]), similarity=float(similarity[i]), bm25=float(bm25[i]),
                 dense_part=float(dense_part[i]), lexical_part=float(lexical_part[i]),
                 speaker_part=float(speaker_part[i]), neighbour_part=float(neighbour_part[i]),
+                session_part=float(session_part[i]),
             )
             for i in top
         ]

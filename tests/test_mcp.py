@@ -19,8 +19,7 @@ from .mcp_client import project, stdio
 TOOLS = {"remember", "recall", "update_memory", "forget", "list_memories", "search_knowledge", "get_context",
          "record_exchange", "find_specialists"}
 
-PERSONA = """# Identity
-You are Juniper, the household's assistant.
+PERSONA = """You are Juniper, the household's assistant.
 
 # Tone
 Warm and brief.
@@ -170,6 +169,14 @@ def test_record_exchange_then_context_and_the_conversation_resource(server):
     turns = json.loads(server.read(f"brain://conversations/{conversation}"))["turns"]
     assert [t["text"] for t in turns] == ["Hi, I'm Hana. I keep bees.", "Lovely to meet you, Hana!",
                                           "The hives are behind the shed.", "Noted: behind the shed."]
+    # who said it: the entity's name and the persona's, unless the call names them
+    assert [t["metadata"].get("speaker") for t in turns] == ["hana", "Juniper"] * 2
+    named = server.call("record_exchange", conversation_id=conversation, entity="hana", user_name="Hana Kowalska",
+                        user_text="Do bees sleep?", assistant_text="They do rest, yes.")
+    named_turns = json.loads(server.read(f"brain://conversations/{conversation}"))["turns"][-2:]
+    assert [t["metadata"]["speaker"] for t in named_turns] == ["Hana Kowalska", "Juniper"]
+    assert named["user_turn_index"] == 5
+    assert "user_name" in server.error("record_exchange", user_text="a", assistant_text="b", user_name=" padded ")
     server.call("remember", text="Hana is allergic to bee stings", importance=5, entity="hana")
     context = server.call("get_context", user_message="What should I know before visiting the hives?",
                           conversation_id=conversation, entity="hana")

@@ -18,8 +18,11 @@ from brain.schemas import (
     Status,
     ENTITY_MAX_LENGTH,
     ENTITY_PATTERN,
+    SPEAKER_NAME_MAX_LENGTH,
+    SPEAKER_NAME_PATTERN,
     check_conversation_id,
     check_scope,
+    check_speaker_name,
 )
 
 #: the largest ``offset`` a listing takes (Chroma counts in 32 bits)
@@ -46,6 +49,9 @@ ConversationId = Annotated[str, AfterValidator(check_conversation_id), WithJsonS
 Scope = Annotated[str, AfterValidator(check_scope), WithJsonSchema({
     "type": "string", "pattern": "^(global|entity:" + ENTITY_PATTERN[1:-1] + ")$",
     "description": "'global' or 'entity:<name>'"})]
+SpeakerName = Annotated[str, AfterValidator(lambda value: check_speaker_name(value, "the name")), WithJsonSchema({
+    "type": "string", "minLength": 1, "maxLength": SPEAKER_NAME_MAX_LENGTH, "pattern": SPEAKER_NAME_PATTERN,
+    "description": "a display name: 1 to 128 characters, no control characters, no space at either end"})]
 DocTypeName = Literal[DOC_TYPES]  # type: ignore[valid-type]
 Importance = Annotated[int, Field(ge=1, le=5, description="1 (trivia) .. 5 (essential)")]
 Metadata = dict[str, Any]
@@ -71,6 +77,9 @@ class ExchangeRequest(_Body):
     entity: Entity | None = Field(None, description="whose conversation it is; a bound token's own")
     timestamp: str | None = Field(None, description="ISO 8601 time of the exchange; now when absent")
     metadata: Metadata | None = None
+    user_name: SpeakerName | None = Field(None, description="who wrote the user turn; the entity's name when absent")
+    assistant_name: SpeakerName | None = Field(
+        None, description="who wrote the assistant turn; the persona's name (persona.md) when absent")
 
 
 class MemoryCreate(_Body):

@@ -5,6 +5,7 @@ each with one job, data flowing one way (store -> candidates -> context; exchang
 
 - :mod:`brain.chat.context` — pure: the sections' candidates -> budget -> prompt (no store access);
 - :mod:`brain.chat.related_turns` — older turns that match the message (:mod:`brain.turn_search`, cached);
+- :mod:`brain.chat.speakers` — who said a turn: the user's and the assistant's display names;
 - :mod:`brain.chat.summary_queue` — when a summary is due, and the worker thread that writes them;
 - :mod:`brain.chat.summaries` — one summary: the model with retries in a deadline, the fallback, health;
 - :mod:`brain.chat.access` — access tracking (``last_used``): where it is written and why.
@@ -23,6 +24,7 @@ from brain.chat.context import (
     assemble_context,
     render_prompt,
 )
+from brain.chat.speakers import PersonaName, exchange_speakers
 from brain.chat.summaries import SummaryJob, SummaryWriter, summary_id
 from brain.chat.summary_queue import SummaryQueue, SummarySchedule
 
@@ -37,12 +39,14 @@ __all__ = [
     "ContextBudget",
     "ContextItem",
     "Exchange",
+    "PersonaName",
     "SummaryJob",
     "SummaryQueue",
     "SummarySchedule",
     "SummaryWriter",
     "TokenCounter",
     "assemble_context",
+    "exchange_speakers",
     "new_conversation_id",
     "render_prompt",
     "summary_id",

@@ -6,7 +6,8 @@ A facade over the parts of :mod:`brain.chat`; it gathers from the store and hand
   (persona, FAQ, memories, summaries, related and recent turns, each limited by its ``RAG_*``
   setting) and hands them to :func:`~brain.chat.context.assemble_context` (pure: budget and prompt).
 * :meth:`ChatMemory.record_exchange` — stores the user and assistant turns in one write, with
-  consecutive ``turn_index`` values, and queues the summaries now due (:mod:`brain.chat.summary_queue`,
+  consecutive ``turn_index`` values and who said each (:mod:`brain.chat.speakers`), and queues the
+  summaries now due (:mod:`brain.chat.summary_queue`,
   written by :mod:`brain.chat.summaries`).
 * :meth:`ChatMemory.remember`, :meth:`ChatMemory.consolidate` (see :mod:`brain.consolidate`) and
   access tracking (:mod:`brain.chat.access`).
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from brain.chat.access import ACCESS_FLUSH_SECONDS, AccessTracker
 from brain.chat.context import SECTIONS, Context, ContextItem, TokenCounter, assemble_context
 from brain.chat.related_turns import RelatedTurns
+from brain.chat.speakers import PersonaName, exchange_speakers
 from brain.chat.summaries import SummaryWriter
 from brain.chat.summary_queue import SummaryQueue, SummarySchedule
 from brain.config import Settings
@@ -31,7 +33,9 @@ from brain.consolidate import ConsolidationReport, consolidate_memories
 from brain.errors import Problem, ValidationError
 from brain.results import Hit
 from brain.schemas import (
+    DocType,
     check_extra_metadata,
+    check_k,
     format_timestamp,
     parse_timestamp,
     utc_now,
@@ -48,7 +52,7 @@ PERSONA_MAX_SECTIONS = 1000
 _LOCK_STRIPES = 64
 # keys record_exchange sets itself; metadata= may not override them
 _TURN_KEYS = frozenset({"text", "type", "id", "embedding", "role", "conversation_id", "turn_index",
-                        "timestamp", "ts_epoch", "source", "scope"})
+                        "timestamp", "ts_epoch", "source", "scope", "speaker"})
 
 
 def new_conversation_id() -> str:
@@ -58,13 +62,14 @@ def new_conversation_id() -> str:
 @dataclass
 class Exchange:
     """What :meth:`ChatMemory.record_exchange` stored; ``summaries_scheduled`` lists the turn ranges
-    queued for summarising because of this exchange (e.g. ``["1-10"]``)."""
+    queued for summarising because of this exchange (e.g. ``["1-10"]``). The id and index of a side
+    the exchange did not have (``user_text`` or ``assistant_text`` None) are None."""
 
     conversation_id: str
-    user_turn_id: str
-    assistant_turn_id: str
-    user_turn_index: int
-    assistant_turn_index: int
+    user_turn_id: str | None
+    assistant_turn_id: str | None
+    user_turn_index: int | None
+    assistant_turn_index: int | None
     summaries_scheduled: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,6 +118,7 @@ class ChatMemory:
             s.summary_cooldown_seconds if unavailable_cooldown is None else unavailable_cooldown,
         )
         self.related_turns = RelatedTurns(store)
+        self.persona_name = PersonaName(store)
         self._token_counter: TokenCounter | None = None
         self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._closed = False
@@ -183,9 +189,27 @@ class ChatMemory:
             turns = store.recent_turns(conversation_id, s.turn_top_k)
             ranked["turn"] = [ContextItem(d.id, d.text, d.metadata) for d in reversed(turns)]
             if want_related:
-                ranked["related"] = self.related_turns.find(conversation_id, user_message, vector,
-                                                            {d.id for d in turns}, s.related_turn_top_k)
+                ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k)
         return ranked
+
+    def related_turns_for(self, conversation_id: str, user_message: str, *, query_vector: Any = None,
+                          k: int | None = None) -> list[ContextItem]:
+        """The context's ``related`` candidates for ``user_message``, best first, before the budget: the
+        ``k`` (default ``RAG_RELATED_TURN_TOP_K``) older turns of the conversation that match it best
+        (:mod:`brain.turn_search`), outside the ``RAG_TURN_TOP_K`` recent turns the context shows anyway.
+        ``query_vector``: the message embedded by the store's embedder (embedded here when absent)."""
+        conversation_id = valid_conversation_id(conversation_id)
+        if not isinstance(user_message, str) or not user_message.strip():
+            raise ValidationError("user_message must be a non-empty string", [Problem("user_message", "empty")])
+        s = self.settings
+        k = s.related_turn_top_k if k is None else check_k(k)
+        vector = self.store.embedder.embed_query(user_message) if query_vector is None else query_vector
+        return self._related(conversation_id, user_message, vector,
+                             self.store.recent_turns(conversation_id, s.turn_top_k), k)
+
+    def _related(self, conversation_id: str, user_message: str, vector: Any, recent: Sequence[Any],
+                 k: int) -> list[ContextItem]:
+        return self.related_turns.find(conversation_id, user_message, vector, {d.id for d in recent}, k)
 
     def _tokens(self) -> TokenCounter:
         if self._token_counter is None:
@@ -196,38 +220,55 @@ class ChatMemory:
     def record_exchange(
         self,
         conversation_id: str | None,
-        user_text: str,
-        assistant_text: str,
+        user_text: str | None,
+        assistant_text: str | None,
         *,
         entity: str | None = None,
         timestamp: datetime | str | float | None = None,
         metadata: Mapping[str, Any] | None = None,
+        user_name: str | None = None,
+        assistant_name: str | None = None,
     ) -> Exchange:
         """Store the exchange as two turns (one write: both or neither) with consecutive ``turn_index``
         values; ``conversation_id`` ``None`` starts a new conversation (``conv-<uuid>``). With
-        ``entity`` the turns are stored in that entity's scope. Schedules the summaries now due."""
+        ``entity`` the turns are stored in that entity's scope. Schedules the summaries now due.
+
+        Each turn's ``speaker`` is who said it: ``user_name`` (default: the entity's name) and
+        ``assistant_name`` (default: the persona's name, see :mod:`brain.persona`); without a name a
+        turn has no speaker. One side may be ``None``: a session the assistant opens, or a message
+        left unanswered, is an exchange of one turn."""
         for name, text in (("user_text", user_text), ("assistant_text", assistant_text)):
-            if not isinstance(text, str) or not text.strip():  # named here: the store would say "item 0"
+            if text is not None and (not isinstance(text, str) or not text.strip()):  # the store would say "item 0"
                 raise ValidationError.of(name, f"{name} must be a non-empty string, got {text!r} (nothing was written)")
         conversation_id = _check_conversation(conversation_id) or new_conversation_id()
+        if user_text is None and assistant_text is None:
+            raise ValidationError("an exchange needs user_text, assistant_text or both; both are None",
+                                  [Problem("user_text", "missing"), Problem("assistant_text", "missing")])
         extra = dict(metadata or {})
         clashing = sorted(k for k in extra if k in _TURN_KEYS)
         if clashing:
             raise ValidationError(
-                f"metadata may not set {clashing}: record_exchange sets them itself",
+                f"metadata may not set {clashing}: record_exchange sets them itself"
+                + (" (give user_name / assistant_name for speaker)" if "speaker" in clashing else ""),
                 [Problem(f"metadata.{k}", "reserved") for k in clashing],
             )
         if entity is not None:
             extra["scope"] = valid_entity_scope(entity)
+        user, assistant = exchange_speakers(user_name, assistant_name, entity, self.persona_name)
         if timestamp is None:
             timestamp = utc_now()
+        turns = [(role, text, name) for role, text, name in
+                 (("user", user_text, user), ("assistant", assistant_text, assistant)) if text is not None]
+        docs = [{"text": text, "type": DocType.TURN, "conversation_id": conversation_id, "role": role,
+                 "timestamp": timestamp, "source": "chat", **extra, **({"speaker": name} if name else {})}
+                for role, text, name in turns]
         with self._stripes[hash(conversation_id) % _LOCK_STRIPES]:
-            written = self.store.write_turns(conversation_id, user_text, assistant_text, user_ts=timestamp,
-                                             assistant_ts=timestamp, source="chat", **extra)
-            user_id, assistant_id = written.ids
-            user_index, assistant_index = written.position(user_id), written.position(assistant_id)
-            scheduled = self.summary_queue.add(conversation_id, assistant_index)
-        return Exchange(conversation_id, user_id, assistant_id, user_index, assistant_index,
+            written = self.store.write_docs(docs)
+            ids = dict(zip((role for role, _, _ in turns), written.ids))
+            user_id, assistant_id = ids.get("user"), ids.get("assistant")
+            positions = {role: written.position(doc_id) for role, doc_id in ids.items()}
+            scheduled = self.summary_queue.add(conversation_id, max(positions.values()))
+        return Exchange(conversation_id, user_id, assistant_id, positions.get("user"), positions.get("assistant"),
                         [job.turn_range for job in scheduled])
 
     def remember(

@@ -1,6 +1,6 @@
 """Older turns of a conversation that match the user's message, for the context's ``related`` section.
 
-The ranking is :mod:`brain.turn_search` (dense + BM25, speaker, neighbouring turns); this module
+The ranking is :mod:`brain.turn_search` (dense + BM25, speaker, session, neighbouring turns); this module
 feeds it from the store and keeps each conversation's :class:`~brain.turn_search.TurnIndex` in
 process, rebuilt when the conversation's turns change, with each turn's vector fetched once.
 """
@@ -39,7 +39,7 @@ class RelatedTurns:
         return [ContextItem(h.id, h.text, h.metadata, {
                     "score": h.score, "similarity": h.similarity, "bm25": h.bm25, "dense_part": h.dense_part,
                     "lexical_part": h.lexical_part, "speaker_part": h.speaker_part,
-                    "neighbour_part": h.neighbour_part})
+                    "session_part": h.session_part, "neighbour_part": h.neighbour_part})
                 for h in hits if h.id not in recent][:k]
 
     def index(self, conversation_id: str, turns: list[Document]) -> TurnIndex:

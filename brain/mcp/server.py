@@ -186,11 +186,16 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         assistant_text: Annotated[str, Field(description="What the assistant answered.")],
         conversation_id: ConversationArg = None,
         entity: EntityArg = None,
+        user_name: Annotated[str | None, Field(description="Who the user is, as the turns should name them "
+                                                           "(default: the entity's name).")] = None,
+        assistant_name: Annotated[str | None, Field(description="The assistant's name (default: the "
+                                                                "persona's).")] = None,
     ) -> dict[str, Any]:
         """Append one user/assistant exchange to a conversation (a new one without ``conversation_id``).
         Returns the conversation's id and the turns' ids and positions."""
         with _tool_errors():
-            return access(ctx, entity).record_exchange(conversation_id, user_text, assistant_text).to_dict()
+            return access(ctx, entity).record_exchange(conversation_id, user_text, assistant_text, user_name=user_name,
+                                                       assistant_name=assistant_name).to_dict()
 
     @server.tool()
     def find_specialists(

@@ -27,6 +27,7 @@ from brain.schemas.values import (
     ConversationId,
     DocType,
     Source,
+    SpeakerName,
     check_last_used,
     check_scope,
     entity_of,
@@ -295,6 +296,8 @@ class TurnMetadata(BaseMetadata):
     conversation_id: ConversationId = Field(description="conversation id, conv-...")
     role: Literal["user", "assistant"] = Field(description="user or assistant")
     turn_index: int | None = Field(None, ge=1, strict=True, description="position in the conversation, from 1; assigned when absent")
+    speaker: SpeakerName | None = Field(None, description="who said it: a display name, 1 to 128 characters, no control "
+                                        "characters, no space at either end; absent on turns written without one")
 
     @field_validator("role", mode="before")
     @classmethod

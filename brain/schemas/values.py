@@ -38,6 +38,11 @@ ENTITY_MAX_LENGTH = 128
 #: a conversation id, ``conv-<id>``
 CONVERSATION_ID_PATTERN = r"^conv-[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 CONVERSATION_ID_MAX_LENGTH = 133
+#: a speaker's display name (who said a turn, e.g. "Alice", "Brain"): the entity name's rule, so an
+#: entity's name is always a valid speaker name (a name is shown on one line: no control characters)
+SPEAKER_NAME_PATTERN = ENTITY_PATTERN
+SPEAKER_NAME_MAX_LENGTH = ENTITY_MAX_LENGTH
+_SPEAKER_RE = re.compile(SPEAKER_NAME_PATTERN)
 _SCOPE_RE = re.compile(r"^entity:(?P<name>" + ENTITY_PATTERN[1:-1] + r")$")
 _CONV_RE = re.compile(CONVERSATION_ID_PATTERN)
 _RANGE_RE = re.compile(r"^(\d+)-(\d+)$")
@@ -132,6 +137,36 @@ def valid_entity_scope(entity: Any) -> str:
     except ValueError as exc:
         message = f"entity: {exc}"
         raise ValidationError.of("entity", message) from None
+
+
+def check_speaker_name(value: Any, field: str = "speaker") -> str:
+    """``value`` if it is a speaker's display name (:data:`SPEAKER_NAME_PATTERN`), else ValueError
+    saying what a name must look like."""
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be a display name (a string), got {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{field} is empty: give a display name such as 'Alice', or leave {field} out")
+    if len(value) > SPEAKER_NAME_MAX_LENGTH:
+        raise ValueError(f"{field} has {len(value)} characters; a display name has at most {SPEAKER_NAME_MAX_LENGTH}")
+    if value != value.strip():
+        raise ValueError(f"{field} {value!r} starts or ends with a space: give the name without them")
+    if not _SPEAKER_RE.fullmatch(value):
+        raise ValueError(f"{field} {value[:40]!r} contains a control character (a line break, a tab): "
+                         "a display name is one line of text")
+    return value
+
+
+def valid_speaker_name(value: Any, field: str = "speaker") -> str:
+    """``value`` if it is a speaker's display name, else :class:`ValidationError` naming ``field``
+    (for callers that take a name as an argument)."""
+    try:
+        return check_speaker_name(value, field)
+    except ValueError as exc:
+        raise ValidationError.of(field, str(exc)) from None
+
+
+#: a speaker's display name, checked with a message that says what it must look like
+SpeakerName = Annotated[str, BeforeValidator(check_speaker_name)]
 
 
 def check_last_used(value: Any) -> float:

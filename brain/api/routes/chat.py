@@ -37,7 +37,7 @@ def add_routes(app: FastAPI) -> None:
     def exchanges(body: ExchangeRequest, request: Request) -> Any:
         exchange = access_of(request, body.entity).record_exchange(
             body.conversation_id, body.user_text, body.assistant_text, timestamp=body.timestamp,
-            metadata=body.metadata)
+            metadata=body.metadata, user_name=body.user_name, assistant_name=body.assistant_name)
         return exchange.to_dict()
 
     @app.get("/v1/conversations/{conversation_id}/turns", tags=["chat"], operation_id="conversation_turns",

@@ -1,0 +1,54 @@
+"""Who said a turn: the display names :meth:`ChatMemory.record_exchange` stores as each turn's ``speaker``.
+
+The user's name defaults to the entity's name (the conversation's owner), the assistant's to the
+persona's (:func:`brain.persona.persona_name`). Names follow :func:`brain.schemas.check_speaker_name`;
+:mod:`brain.turn_search` uses them (a question that names a speaker favours that speaker's turns,
+and a turn's lexical document holds its speaker's name). A turn written without a name has none.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from brain.persona import current_persona, persona_name
+from brain.schemas import DocType, valid_speaker_name
+from brain.store.events import WriteEvent, WriteSubscriber
+
+if TYPE_CHECKING:
+    from brain.store import RagStore
+
+_UNKNOWN = object()
+
+
+class PersonaName(WriteSubscriber):
+    """The current persona's name, read once and again only after a write that may have changed it
+    (a persona document written, or anything deleted: delete events carry no type). Thread-safe."""
+
+    def __init__(self, store: RagStore):
+        self.store = store
+        self._lock = threading.Lock()
+        self._name: Any = _UNKNOWN
+        store.subscribe(self)
+
+    def get(self) -> str | None:
+        with self._lock:
+            if self._name is _UNKNOWN:
+                self._name = persona_name(current_persona(self.store))
+            return self._name
+
+    def commit(self, event: WriteEvent) -> None:
+        if event.op == "delete" or any(m.get("type") == DocType.PERSONA.value for m in event.metadatas or ()):
+            with self._lock:
+                self._name = _UNKNOWN
+
+
+def exchange_speakers(user_name: Any, assistant_name: Any, entity: str | None,
+                      persona: PersonaName) -> tuple[str | None, str | None]:
+    """The (user, assistant) display names of an exchange: the names given, checked, else the defaults."""
+    user = valid_speaker_name(user_name, "user_name") if user_name is not None else entity
+    assistant = valid_speaker_name(assistant_name, "assistant_name") if assistant_name is not None else persona.get()
+    return user, assistant
+
+
+__all__ = ["PersonaName", "exchange_speakers"]
