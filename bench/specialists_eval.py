@@ -265,7 +265,7 @@ def main() -> None:
         for name, table in tables.items():
             cells = []
             for band in ORDER:
-                n, right, wrong, none = table[band]
+                n, right, _wrong, none = table[band]
                 cells.append(f"{n}: {right / n:.2f} right, {none / n:.2f} none" if n else "0")
             print(f"| {LABELS.get(name, name)} | " + " | ".join(cells) + " |")
         pooled = {band: tuple(sum(t[band][i] for n, t in tables.items() if n in DEVELOPMENT) for i in range(4)) for band in ORDER}
@@ -277,7 +277,9 @@ def main() -> None:
                 print(agreement(name, run(registry, sets[name]), read_set(path)))
         # the previous rule, bands on the raw score, is the confidence with intercept 0, score 1 and no
         # length term and the thresholds mapped through the same logistic
-        sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+        def sig(v: float) -> float:
+            return float(1 / (1 + np.exp(-v)))
+
         rules = {
             "confidence bands (default)": registry,
             "previous rule: score bands 0.67 / 0.48 / 0.30": SpecialistRegistry(

@@ -58,7 +58,7 @@ def test_request_words_counts_runs_of_letters_and_digits():
     assert request_words("date,kwh\n2024-03-01,11.2") == 7
 
 
-@pytest.mark.parametrize("kwargs", [dict(score=-1.0), dict(intercept=float("nan")), dict(length=float("inf"))])
+@pytest.mark.parametrize("kwargs", [{"score": -1.0}, {"intercept": float("nan")}, {"length": float("inf")}])
 def test_bad_confidence_coefficients_are_named(kwargs):
     with pytest.raises(ConfigError, match="confidence coefficients"):
         SpecialistConfidence(**kwargs)

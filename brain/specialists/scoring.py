@@ -24,8 +24,8 @@ keeps one common word shared with one specialist a small share, not all of it.
 
 The band says how far a caller may trust a match. A raw score does not say it alone: all-MiniLM-L6-v2
 scores a right match around 0.2-0.6, and the longer the request, the lower its cosine to any short
-phrase tends to be, so a plain "what's 17 percent of 2,340" and a long request full of pasted data can both be
-right at a score a short chit-chat line also reaches. So each match gets a **confidence**, a logistic
+phrase tends to be, so a long request full of pasted data can be right at a score a short
+chit-chat line also reaches. So each match gets a **confidence**, a logistic
 fit on the development sets (``bench/SPECIALISTS_RESULTS.md``) of whether the top-1 is right and the
 request is one a specialist serves::
 
