@@ -4,6 +4,7 @@ bands, the request cache and SPECIALIST_REQUEST parsing -- with real Chroma and 
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from brain.core import open_store
 from brain.errors import ConfigError, EmbeddingModelMismatch, ValidationError
 from brain.specialists import (
     SpecialistBands,
+    SpecialistConfidence,
     SpecialistRegistry,
     SpecialistWeights,
     load_specialists,
@@ -306,7 +308,10 @@ def test_score_is_the_documented_formula_and_exact(shipped, local_embedder):
         assert m.penalty == pytest.approx(1.0 * max(0.0, max(nots) - 0.50), abs=1e-6)
         assert m.score == pytest.approx(
             0.5 * m.canonical + 0.3 * m.predicates + 0.2 * m.objects - m.penalty + 0.2 * m.lexical, abs=1e-6)
-        assert m.band == SpecialistBands().band(m.score)
+        words = len(request.split())  # plain words here, so the confidence's count is the split's
+        assert m.confidence == pytest.approx(
+            1 / (1 + math.exp(-(-6.30 + 13.75 * m.score + 1.36 * math.log(words)))), abs=1e-9)
+        assert m.band == SpecialistBands().band(m.confidence)
     # the lexical shares: BM25 of the request against each specialist's words, as shares of the total
     from brain.text import BM25Index as LexicalIndex, tokenize
 
@@ -348,10 +353,11 @@ def test_bands_follow_the_thresholds(shipped):
     assert [bands.band(s) for s in (0.95, 0.90, 0.85, 0.80, 0.75, 0.70, 0.69)] == [
         "strong", "good", "good", "good", "possible", "possible", "weak"]
     top = shipped.find_specialists("read the text in this photo", k=1)[0]
-    for cut, band in [(top.score - 0.01, "strong"), (top.score + 0.01, "weak")]:
+    # the bands are read from the confidence, not the raw score
+    for cut, band in [(top.confidence - 0.01, "strong"), (top.confidence + 0.01, "weak")]:
         reg = SpecialistRegistry(shipped.store, path=SHIPPED, bands=SpecialistBands(strong=cut, good=cut, possible=cut))
         assert reg.find_specialists("read the text in this photo", k=1)[0].band == band
-    reg = SpecialistRegistry(shipped.store, path=SHIPPED, bands=SpecialistBands(strong=0.99, good=top.score, possible=0.0))
+    reg = SpecialistRegistry(shipped.store, path=SHIPPED, bands=SpecialistBands(strong=1.0, good=top.confidence, possible=0.0))
     assert reg.find_specialists("read the text in this photo", k=1)[0].band == "good"
     with pytest.raises(ConfigError, match="possible <= good <= strong"):
         SpecialistBands(strong=0.5, good=0.6, possible=0.1)
@@ -462,16 +468,18 @@ def test_from_settings_reads_the_proposed_fields(embedded_store, small_yaml):
         specialist_weight_predicates=0.0, specialist_weight_objects=0.0, specialist_not_penalty=2.0,
         specialist_not_margin=0.6, specialist_band_strong=0.8, specialist_band_good=0.5,
         specialist_band_possible=0.3, specialist_cache_ttl_seconds=10.0, specialist_cache_size=7,
-        specialist_weight_lexical=0.4,
+        specialist_weight_lexical=0.4, specialist_confidence_intercept=-1.0, specialist_confidence_score=2.0,
+        specialist_confidence_length=0.5,
     )
     assert set(values) == set(SETTINGS_FIELDS)
     reg = SpecialistRegistry.from_settings(embedded_store, SimpleNamespace(chroma_url=None, **values))
     assert (reg.path, reg.collection_name, reg.weights.normalised(), reg.not_penalty, reg.not_margin) == (
         small_yaml, "spx", (1.0, 0.0, 0.0), 2.0, 0.6)
     assert reg.bands == SpecialistBands(0.8, 0.5, 0.3) and reg.cache_info()["ttl"] == 10.0 and reg.cache_info()["maxsize"] == 7
-    assert reg.lexical_weight == 0.4
+    assert reg.lexical_weight == 0.4 and reg.confidence == SpecialistConfidence(-1.0, 2.0, 0.5)
     plain = SpecialistRegistry.from_settings(embedded_store)  # today's Settings: the documented defaults
     assert plain.bands == SpecialistBands() and plain.collection_name == "specialists"
+    assert plain.confidence == SpecialistConfidence()
 
 
 TWINS = """

@@ -49,6 +49,7 @@ from brain.config.sections import (
     PATH_FIELDS,
     SETTING_GROUPS,
     SPECIALIST_BAND_DEFAULTS,
+    SPECIALIST_CONFIDENCE_DEFAULTS,
     DocTypeList,
     SettingGroup,
     SummarizerKind,
@@ -58,7 +59,7 @@ from brain.config.settings import Settings, load_settings
 
 __all__ = [
     "FOREIGN_VARIABLES", "LOCAL_ENV_FILE", "PATH_FIELDS", "PROJECT_MARKER", "SETTING_GROUPS",
-    "SPECIALIST_BAND_DEFAULTS", "DocTypeList", "ProjectLayout", "SettingGroup", "Settings", "SummarizerKind",
+    "SPECIALIST_BAND_DEFAULTS", "SPECIALIST_CONFIDENCE_DEFAULTS", "DocTypeList", "ProjectLayout", "SettingGroup", "Settings", "SummarizerKind",
     "allowed_range", "bounds", "describe_settings_error", "env_name", "env_names", "find_project_root",
     "load_settings", "specialist_bands_in_order",
 ]

@@ -15,9 +15,12 @@ from brain.schemas import DOC_TYPES
 
 #: the settings that name files or directories
 PATH_FIELDS = ("data_dir", "persona_path", "specialists_path", "mirror_path")
-#: the specialist bands' thresholds, calibrated for local/minilm-l6-v2 (bench/SPECIALISTS_RESULTS.md);
-#: the Settings defaults and brain.specialists.SpecialistBands' defaults
-SPECIALIST_BAND_DEFAULTS = {"strong": 0.67, "good": 0.48, "possible": 0.30}
+#: the specialist bands' thresholds on a match's confidence, calibrated for local/minilm-l6-v2
+#: (bench/SPECIALISTS_RESULTS.md); the Settings defaults and brain.specialists.SpecialistBands' defaults
+SPECIALIST_BAND_DEFAULTS = {"strong": 0.90, "good": 0.65, "possible": 0.62}
+#: the coefficients of a match's confidence, a logistic fit on the score and the request's length
+#: (brain.specialists.scoring.SpecialistConfidence); the Settings defaults and the class's defaults
+SPECIALIST_CONFIDENCE_DEFAULTS = {"intercept": -6.30, "score": 13.75, "length": 1.36}
 
 
 def specialist_bands_in_order(strong: float, good: float, possible: float) -> bool:
@@ -85,7 +88,8 @@ chat_setting = _group("chat", "BRAIN_", "Summaries and consolidation",
                       "conversation summaries (a model, with an extractive fallback) and memory consolidation")
 specialists_setting = _group("specialists", "BRAIN_", "Specialists",
                              "score = w_c*canonical + w_p*predicates + w_o*objects + w_l*lexical - penalty * "
-                             "max(0, similarity to the closest `not` example - margin); bands calibrated for MiniLM")
+                             "max(0, similarity to the closest `not` example - margin); confidence = logistic(intercept + "
+                             "c_s*score + c_l*ln(words, at most 40)); bands on the confidence, calibrated for MiniLM")
 api_setting = _group("api", "BRAIN_", "The HTTP API",
                      "`brain serve`; a token is required to bind a non-loopback address")
 

@@ -18,6 +18,7 @@ from brain.config.project import ProjectLayout
 from brain.config.sections import (
     PATH_FIELDS,
     SPECIALIST_BAND_DEFAULTS,
+    SPECIALIST_CONFIDENCE_DEFAULTS,
     DocTypeList,
     SummarizerKind,
     api_setting,
@@ -217,19 +218,31 @@ class Settings(BaseSettings):
     specialist_not_margin: float = specialists_setting(
         "BRAIN_SPECIALIST_NOT_MARGIN", 0.5, "similarity to a `not` example below which no penalty applies",
         ge=-1.0, le=1.0)
-    # bands calibrated for local/minilm-l6-v2 (see bench/SPECIALISTS_RESULTS.md)
+    # confidence = 1 / (1 + exp(-(intercept + c_s*score + c_l*ln(min(words, 40))))), a logistic fit on the
+    # development sets; the bands are thresholds on it (see bench/SPECIALISTS_RESULTS.md)
+    specialist_confidence_intercept: float = specialists_setting(
+        "BRAIN_SPECIALIST_CONFIDENCE_INTERCEPT", SPECIALIST_CONFIDENCE_DEFAULTS["intercept"],
+        "intercept of a match's confidence (logistic in the score and the request's length)",
+        ge=-100.0, le=100.0)
+    specialist_confidence_score: float = specialists_setting(
+        "BRAIN_SPECIALIST_CONFIDENCE_SCORE", SPECIALIST_CONFIDENCE_DEFAULTS["score"],
+        "c_s: coefficient of the match's score in its confidence", ge=0.0, le=100.0)
+    specialist_confidence_length: float = specialists_setting(
+        "BRAIN_SPECIALIST_CONFIDENCE_LENGTH", SPECIALIST_CONFIDENCE_DEFAULTS["length"],
+        "c_l: coefficient of ln(words in the request, at most 40) in a match's confidence (0: length ignored)",
+        ge=-100.0, le=100.0)
     specialist_band_strong: float = specialists_setting(
         "BRAIN_SPECIALIST_BAND_STRONG", SPECIALIST_BAND_DEFAULTS["strong"],
-        "lowest score of a strong match (at least BRAIN_SPECIALIST_BAND_GOOD)",
-        ge=-1.0, le=1.0)
+        "confidence above which a match is strong (at least BRAIN_SPECIALIST_BAND_GOOD)",
+        ge=0.0, le=1.0)
     specialist_band_good: float = specialists_setting(
         "BRAIN_SPECIALIST_BAND_GOOD", SPECIALIST_BAND_DEFAULTS["good"],
-        "lowest score of a good match (at least BRAIN_SPECIALIST_BAND_POSSIBLE)",
-        ge=-1.0, le=1.0)
+        "lowest confidence of a good match (at least BRAIN_SPECIALIST_BAND_POSSIBLE)",
+        ge=0.0, le=1.0)
     specialist_band_possible: float = specialists_setting(
         "BRAIN_SPECIALIST_BAND_POSSIBLE", SPECIALIST_BAND_DEFAULTS["possible"],
-        "lowest score of a possible match; below it, no match",
-        ge=-1.0, le=1.0)
+        "lowest confidence of a possible match; below it, weak (no specialist)",
+        ge=0.0, le=1.0)
     specialist_cache_ttl_seconds: float = specialists_setting(
         "BRAIN_SPECIALIST_CACHE_TTL_SECONDS", 300.0, "how long a request's matches are cached (seconds; 0: off)",
         ge=0.0, le=86400.0)

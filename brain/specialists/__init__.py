@@ -32,18 +32,22 @@ from brain.specialists.registry import (
 )
 from brain.specialists.scoring import (
     BANDS,
+    CONFIDENCE_MAX_WORDS,
     DEFAULT_LEXICAL_WEIGHT,
     LEXICAL_FLOOR,
     ScoringParams,
     ScoringTable,
     SpecialistBands,
+    SpecialistConfidence,
     SpecialistMatch,
     SpecialistVectors,
     SpecialistWeights,
+    request_words,
 )
 
 __all__ = [
     "BANDS",
+    "CONFIDENCE_MAX_WORDS",
     "DEFAULT_COLLECTION",
     "DEFAULT_LEXICAL_WEIGHT",
     "DEFAULT_PATH",
@@ -56,6 +60,7 @@ __all__ = [
     "ScoringTable",
     "Specialist",
     "SpecialistBands",
+    "SpecialistConfidence",
     "SpecialistMatch",
     "SpecialistParam",
     "SpecialistRegistry",
@@ -66,6 +71,7 @@ __all__ = [
     "load_specialists",
     "normalise_request",
     "parse_specialist_requests",
+    "request_words",
     "specialists_from_yaml",
     "validate_specialists",
 ]

@@ -40,6 +40,7 @@ from brain.specialists.scoring import (
     ScoringParams,
     ScoringTable,
     SpecialistBands,
+    SpecialistConfidence,
     SpecialistMatch,
     SpecialistVectors,
     SpecialistWeights,
@@ -59,6 +60,9 @@ SETTINGS_FIELDS: dict[str, tuple[str, str]] = {
     "specialist_not_penalty": ("not_penalty", "BRAIN_SPECIALIST_NOT_PENALTY"),
     "specialist_not_margin": ("not_margin", "BRAIN_SPECIALIST_NOT_MARGIN"),
     "specialist_weight_lexical": ("lexical_weight", "BRAIN_SPECIALIST_WEIGHT_LEXICAL"),
+    "specialist_confidence_intercept": ("confidence_intercept", "BRAIN_SPECIALIST_CONFIDENCE_INTERCEPT"),
+    "specialist_confidence_score": ("confidence_score", "BRAIN_SPECIALIST_CONFIDENCE_SCORE"),
+    "specialist_confidence_length": ("confidence_length", "BRAIN_SPECIALIST_CONFIDENCE_LENGTH"),
     "specialist_band_strong": ("band_strong", "BRAIN_SPECIALIST_BAND_STRONG"),
     "specialist_band_good": ("band_good", "BRAIN_SPECIALIST_BAND_GOOD"),
     "specialist_band_possible": ("band_possible", "BRAIN_SPECIALIST_BAND_POSSIBLE"),
@@ -108,8 +112,10 @@ class SpecialistRegistry:
     * ``weights`` [0.5 / 0.3 / 0.2] -- :class:`SpecialistWeights`.
     * ``not_penalty`` [1.0], ``not_margin`` [0.50] -- the ``not`` penalty (see :mod:`brain.specialists.scoring`).
     * ``lexical_weight`` [0.2] -- the weight of the lexical share.
-    * ``bands`` -- :class:`SpecialistBands` [strong 0.67 / good 0.48 / possible 0.30, for
-      all-MiniLM-L6-v2 with the lexical share].
+    * ``confidence`` -- :class:`SpecialistConfidence` [-6.30 + 13.75 * score + 1.36 * ln(words)], how
+      likely a match is right.
+    * ``bands`` -- :class:`SpecialistBands` on that confidence [strong 0.90 / good 0.65 / possible 0.62,
+      for all-MiniLM-L6-v2 with the lexical share].
     * ``cache_ttl`` [300 s], ``cache_size`` [1024] -- the request cache (0 disables it).
     * ``embedder`` -- defaults to the store's; must have the same name (tests wrap it to count calls).
     * ``clock`` [``time.monotonic``] -- the cache's clock.
@@ -126,6 +132,7 @@ class SpecialistRegistry:
         not_margin: float = DEFAULT_NOT_MARGIN,
         lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
         bands: SpecialistBands | None = None,
+        confidence: SpecialistConfidence | None = None,
         cache_ttl: float = 300.0,
         cache_size: int = 1024,
         embedder: Any | None = None,
@@ -134,6 +141,7 @@ class SpecialistRegistry:
         self.scoring = ScoringParams(
             weights=weights or SpecialistWeights(), not_penalty=float(not_penalty), not_margin=float(not_margin),
             lexical_weight=float(lexical_weight), bands=bands or SpecialistBands(),
+            confidence=confidence or SpecialistConfidence(),
         )
         if not math.isfinite(cache_ttl) or cache_ttl < 0:
             raise ConfigError(f"cache_ttl must be >= 0 seconds, got {cache_ttl}")
@@ -173,6 +181,10 @@ class SpecialistRegistry:
         bands = {k: kwargs.pop(f"band_{k}") for k in ("strong", "good", "possible") if f"band_{k}" in kwargs}
         if bands:
             kwargs["bands"] = SpecialistBands(**bands)
+        confidence = {k: kwargs.pop(f"confidence_{k}") for k in ("intercept", "score", "length")
+                      if f"confidence_{k}" in kwargs}
+        if confidence:
+            kwargs["confidence"] = SpecialistConfidence(**confidence)
         kwargs.update(overrides)
         return cls(store, **kwargs)
 
@@ -196,6 +208,10 @@ class SpecialistRegistry:
     @property
     def bands(self) -> SpecialistBands:
         return self.scoring.bands
+
+    @property
+    def confidence(self) -> SpecialistConfidence:
+        return self.scoring.confidence
 
     # ---- the collection ----------------------------------------------------------------------------
     def _open_collection(self):
@@ -335,7 +351,7 @@ class SpecialistRegistry:
             self._cache.clear()
 
     def find_specialists(self, request: str, k: int = 3) -> list[SpecialistMatch]:
-        """The ``k`` best specialists for a request, best first, each with its score, parts and band."""
+        """The ``k`` best specialists for a request, best first, each with its score, parts, confidence and band."""
         if not isinstance(request, str) or not request.strip():
             raise ValidationError("request must be a non-empty string", [Problem("request", "empty")])
         check_k(k)

@@ -22,22 +22,33 @@ decisive where the small embedder blurs a long, data-laden request. On a blind s
 lifted top-1 from 0.76 to the figures in ``bench/SPECIALISTS_RESULTS.md``. The floor of 4 points
 keeps one common word shared with one specialist a small share, not all of it.
 
-The band says how far a caller may trust the top match. The bands usually quoted (strong > 0.90,
-good 0.80-0.90, possible 0.70-0.80, weak < 0.70) were written for an embedder whose paraphrase
-similarities sit near 1; all-MiniLM-L6-v2 scores a right match around 0.2-0.6, so the defaults
-here are calibrated for it (see :class:`SpecialistBands` and ``bench/SPECIALISTS_RESULTS.md``).
+The band says how far a caller may trust a match. A raw score does not say it alone: all-MiniLM-L6-v2
+scores a right match around 0.2-0.6, and the longer the request, the lower its cosine to any short
+phrase tends to be, so a long request full of pasted data can be right at a score a short
+chit-chat line also reaches. So each match gets a **confidence**, a logistic
+fit on the development sets (``bench/SPECIALISTS_RESULTS.md``) of whether the top-1 is right and the
+request is one a specialist serves::
+
+    confidence = 1 / (1 + exp(-(intercept + c_s * score + c_l * ln(min(words, 40)))))
+
+with -6.30 / 13.75 / 1.36 by default (:class:`SpecialistConfidence`, ``BRAIN_SPECIALIST_CONFIDENCE_*``)
+and ``words`` the request's words (runs of letters and digits). Past 40 words the development sets
+have almost no requests, so the length term stops growing there. The bands are thresholds on the
+confidence (:class:`SpecialistBands`). The score's margin over the runner-up and the lexical share
+were tried as further features and added nothing once length was in.
 Ties in score rank by specialist id, so a ranking is deterministic.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from brain.config import SPECIALIST_BAND_DEFAULTS, specialist_bands_in_order
+from brain.config import SPECIALIST_BAND_DEFAULTS, SPECIALIST_CONFIDENCE_DEFAULTS, specialist_bands_in_order
 from brain.errors import ConfigError
 from brain.specialists.model import Specialist
 from brain.text import BM25Index, tokenize
@@ -51,6 +62,14 @@ DEFAULT_NOT_MARGIN = 0.50
 #: the BM25 total below which the lexical shares are scaled down
 LEXICAL_FLOOR = 4.0
 BANDS = ("strong", "good", "possible", "weak")
+#: the request length beyond which the confidence's length term stays put
+CONFIDENCE_MAX_WORDS = 40
+_WORD = re.compile(r"\w+")
+
+
+def request_words(request: str) -> int:
+    """The words of a request the confidence counts: runs of letters and digits, at least 1."""
+    return max(1, len(_WORD.findall(request)))
 
 
 @dataclass(frozen=True)
@@ -76,19 +95,20 @@ class SpecialistWeights:
 
 @dataclass(frozen=True)
 class SpecialistBands:
-    """Score thresholds of the bands: ``score > strong`` is strong, ``>= good`` good, ``>= possible``
-    possible, anything lower weak. Thresholds must be finite with ``possible <= good <= strong``
-    (the rule :func:`brain.config.specialist_bands_in_order` that Settings applies too); equal
-    thresholds leave the band between them empty.
+    """Thresholds of the bands on a match's confidence (:class:`SpecialistConfidence`):
+    ``confidence > strong`` is strong, ``>= good`` good, ``>= possible`` possible, anything lower weak.
+    Thresholds must be finite with ``possible <= good <= strong`` (the rule
+    :func:`brain.config.specialist_bands_in_order` that Settings applies too); equal thresholds leave
+    the band between them empty.
 
-    The defaults (``brain.config.SPECIALIST_BAND_DEFAULTS``, also Settings' defaults) are calibrated
-    for all-MiniLM-L6-v2 with the lexical share on the development sets (calibration, eval, holdout
-    and holdout2 of ``bench/``): ``possible`` is the cut that best separates the top scores of
-    requests that match a specialist from those that match none; ``good`` lies above every wrong
-    top-1 of those sets; ``strong`` is the median score of the specialists' own predicate phrases
-    sent as requests (a request that says it the way the YAML does). The usual 0.90 / 0.80 / 0.70
-    fit embedders whose paraphrases score near 1; with another embedder, re-run the bench and set
-    ``BRAIN_SPECIALIST_BAND_*``.
+    The defaults (``brain.config.SPECIALIST_BAND_DEFAULTS``, also Settings' defaults) were chosen on
+    the six development sets of ``bench/`` with the default confidence: ``possible`` (0.62) is the
+    cut that best serves both "a clear request is right and not weak" and "a request no specialist
+    serves is weak" (the larger of the two smaller shares; every leave-one-set-out fold put it
+    between 0.615 and 0.623); ``good`` (0.65) leaves a narrow possible band above that cut for
+    matches a slightly different set would have put below it; ``strong`` (0.90) is where at least 19
+    in 20 top-1s of the development sets are right. With another embedder, re-run the bench and
+    set ``BRAIN_SPECIALIST_CONFIDENCE_*`` and ``BRAIN_SPECIALIST_BAND_*``.
     """
 
     strong: float = SPECIALIST_BAND_DEFAULTS["strong"]
@@ -102,14 +122,41 @@ class SpecialistBands:
                 f"good={self.good}, strong={self.strong}"
             )
 
-    def band(self, score: float) -> str:
-        if score > self.strong:
+    def band(self, confidence: float) -> str:
+        if confidence > self.strong:
             return "strong"
-        if score >= self.good:
+        if confidence >= self.good:
             return "good"
-        if score >= self.possible:
+        if confidence >= self.possible:
             return "possible"
         return "weak"
+
+
+@dataclass(frozen=True)
+class SpecialistConfidence:
+    """How likely a match is right, from its score and the request's length (module docstring):
+    ``1 / (1 + exp(-(intercept + score * s + length * ln(min(words, 40)))))``.
+
+    ``score`` must be >= 0 (a higher score never lowers the confidence); ``length`` may have either
+    sign. The defaults are ``brain.config.SPECIALIST_CONFIDENCE_DEFAULTS``.
+    """
+
+    intercept: float = SPECIALIST_CONFIDENCE_DEFAULTS["intercept"]
+    score: float = SPECIALIST_CONFIDENCE_DEFAULTS["score"]
+    length: float = SPECIALIST_CONFIDENCE_DEFAULTS["length"]
+
+    def __post_init__(self) -> None:
+        values = (self.intercept, self.score, self.length)
+        if any(not math.isfinite(v) for v in values) or self.score < 0:
+            raise ConfigError(
+                f"specialist confidence coefficients must be finite with score >= 0, got intercept={self.intercept}, "
+                f"score={self.score}, length={self.length}"
+            )
+
+    def __call__(self, score: float, words: int) -> float:
+        z = self.intercept + self.score * score + self.length * math.log(min(max(words, 1), CONFIDENCE_MAX_WORDS))
+        # written so that exp never overflows, whatever the coefficients
+        return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
 
 
 @dataclass(frozen=True)
@@ -121,6 +168,7 @@ class ScoringParams:
     not_margin: float = DEFAULT_NOT_MARGIN
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
     bands: SpecialistBands = field(default_factory=SpecialistBands)
+    confidence: SpecialistConfidence = field(default_factory=SpecialistConfidence)
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.not_penalty) or self.not_penalty < 0:
@@ -133,7 +181,8 @@ class ScoringParams:
 
 @dataclass(frozen=True)
 class SpecialistMatch:
-    """One ranked specialist: ``score = weighted similarities - penalty + lexical``, with every part."""
+    """One ranked specialist: ``score = weighted similarities - penalty + lexical``, with every part,
+    and its ``confidence`` (from the score and the request's length), which gives the ``band``."""
 
     id: str
     description: str
@@ -146,6 +195,7 @@ class SpecialistMatch:
     closest_not: str | None  # that not example
     penalty: float
     lexical: float = 0.0  # this specialist's share of the request's BM25 evidence (0..1)
+    confidence: float = 0.0  # how likely the match is right (0..1); the band is read from it
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -210,7 +260,7 @@ class ScoringTable:
 
     def rank(self, q: np.ndarray, request: str, params: ScoringParams) -> tuple[SpecialistMatch, ...]:
         """Every specialist scored for the request vector ``q`` (and ``request``'s words for the
-        lexical share; "" leaves it out), best first."""
+        lexical share, "" leaves it out, and for the confidence's length), best first."""
         n = len(self.ids)
         if not n:
             return ()
@@ -233,15 +283,17 @@ class ScoringTable:
             lexical = bm25 / max(float(bm25.sum()), LEXICAL_FLOOR)
         scores = base - penalty + params.lexical_weight * lexical
         order = sorted(range(n), key=lambda i: (-scores[i], self.ids[i]))
+        words = request_words(request)
         out = []
         for i in order:
             spec = self._specs[i]
             has_not = not_arg[i] >= 0
+            confidence = params.confidence(float(scores[i]), words)
             out.append(SpecialistMatch(
                 id=spec.id, description=spec.description, score=float(scores[i]),
-                band=params.bands.band(float(scores[i])), canonical=float(sc[i]), predicates=float(sp[i]),
+                band=params.bands.band(confidence), canonical=float(sc[i]), predicates=float(sp[i]),
                 objects=float(so[i]), not_similarity=float(not_max[i]) if has_not else None,
                 closest_not=self._not_text[not_arg[i]] if has_not else None, penalty=float(penalty[i]),
-                lexical=float(lexical[i]),
+                lexical=float(lexical[i]), confidence=confidence,
             ))
         return tuple(out)
