@@ -25,7 +25,6 @@ import asyncio
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.chdir(ROOT)
 
 from bench_context import BATCH, SEED, make_docs, percentiles  # noqa: E402
-from bench_http import AsLocalModel  # noqa: E402
+from bench_http import AsLocalModel, free_port  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
@@ -58,12 +57,6 @@ TOPICS = ("my trip to Lisbon", "the dentist appointment", "Bob's birthday", "the
 def queries(n: int, start: int = 0) -> list[tuple[str, str | None]]:
     return [(f"What do you remember about {TOPICS[i % len(TOPICS)]}? (query {i})", (None, "alice")[i % 2])
             for i in range(start, start + n)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def server_env(data_dir: Path) -> dict[str, str]:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from brain.errors import ValidationError
-from brain.schemas import STATUSES, DocType
+from brain.schemas import STATUSES, DocType, check_importance
 
 if TYPE_CHECKING:
     from brain.results import Document
@@ -35,11 +35,11 @@ def check_statuses(statuses: Iterable[str] | None) -> list[str]:
 
 
 def check_importances(values: Iterable[int] | None) -> list[int]:
-    wanted = list(dict.fromkeys(values or ()))
-    bad = [v for v in wanted if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 5]
-    if bad:
-        raise ValidationError.of("importance", f"importance must be an integer from 1 to 5, got {bad[0]!r}")
-    return wanted
+    """The distinct importances asked for, each valid (:func:`brain.schemas.check_importance`)."""
+    try:
+        return list(dict.fromkeys(check_importance(v) for v in values or ()))
+    except ValueError as exc:
+        raise ValidationError.of("importance", str(exc)) from None
 
 
 def check_order(order: str) -> str:

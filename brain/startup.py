@@ -3,6 +3,7 @@ catch the mirror up, warm up."""
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,9 +12,11 @@ from typing import Any
 from brain.config import Settings
 from brain.core import Brain
 from brain.core import open as open_brain
-from brain.errors import ConfigError
+from brain.errors import BrainError, ConfigError
 from brain.persona import PersonaLoad, load_persona
 from brain.store import RagStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -92,3 +95,18 @@ def catch_up_mirror(store: RagStore) -> Any:
     from brain.mirror.sync import catch_up
 
     return catch_up(store, store.mirror, types=store.settings.mirrored_types)
+
+
+def prepare_to_serve(brain: Brain, *, catch_up: bool = True) -> None:
+    """What every server (``brain serve``, ``brain mcp``) does before its first request: repair the writes
+    the mirror missed (unless ``catch_up`` is False), and register the specialists now, so that reading
+    them never writes. A specialists file that fails is logged and kept by the Brain, whose
+    ``find_specialists`` then answers with that error."""
+    if catch_up:
+        caught_up = catch_up_mirror(brain.store)
+        if caught_up is not None:
+            log.info("%s", caught_up.summary())
+    try:
+        brain.register_specialists()
+    except BrainError as exc:
+        log.warning("specialists unavailable: %s", exc)

@@ -24,8 +24,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 import brain
 
+from .conftest import NOBODY  # nothing answers there: the summariser falls back at once
+
 SOURCE_ROOT = str(Path(brain.__file__).resolve().parents[1])
-NOBODY = "http://127.0.0.1:9"  # discard port: nothing answers, so the summariser falls back at once
 
 
 def project(workdir: Path) -> Path:

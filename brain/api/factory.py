@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -18,11 +17,9 @@ from brain.auth import TokenTable
 from brain.config import Settings
 from brain.core import Brain
 from brain.core import open as open_brain
-from brain.errors import BrainError, ConfigError
+from brain.errors import ConfigError
+from brain.startup import prepare_to_serve
 from brain.store import RagStore
-
-log = logging.getLogger(__name__)
-
 
 def create_app(settings: Settings | None = None, *, brain: Brain | None = None, store: RagStore | None = None,
                chat: Any | None = None, tokens: TokenTable | None = None, host: str | None = None) -> FastAPI:
@@ -48,10 +45,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None, 
         else:
             opened, own = open_brain(settings), True
         try:
-            try:
-                opened.register_specialists()  # now, at start-up: reading them never writes
-            except BrainError as exc:  # kept by the Brain: /v1/specialists answers with it
-                log.warning("specialists unavailable: %s", exc)
+            prepare_to_serve(opened, catch_up=False)  # the mirror's catch-up is the server's (brain.api.serve)
             app.state.brain = opened
             if mounted is None:
                 yield

@@ -8,7 +8,7 @@ from brain.api.factory import create_app
 from brain.auth import TokenTable, check_listen_address
 from brain.config import Settings
 from brain.core import open as open_brain
-from brain.startup import catch_up_mirror
+from brain.startup import prepare_to_serve
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +27,6 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
                     "run a Chroma server and set BRAIN_CHROMA_URL")
     # opened here, before uvicorn starts, so that a locked or unreachable store is a clear error
     with open_brain(settings) as opened:
-        caught_up = catch_up_mirror(opened.store)  # a write the mirror missed is repaired before serving
-        if caught_up is not None:
-            log.info("%s", caught_up.summary())
+        prepare_to_serve(opened)  # a write the mirror missed is repaired before serving
         uvicorn.run(create_app(settings, brain=opened, tokens=tokens, host=host), host=host, port=port, workers=1,
                     log_level="info")

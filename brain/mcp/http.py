@@ -16,6 +16,7 @@ from brain.auth import TokenTable, check_listen_address
 from brain.config import Settings
 from brain.core import Brain
 from brain.mcp.server import create_server
+from brain.startup import prepare_to_serve
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +74,7 @@ def serve_http(brain: Brain, *, tokens: TokenTable | None, host: str, port: int,
     import uvicorn
 
     check_listen_address(host, tokens)
-    from brain.mcp import prepare
-
-    prepare(brain)
+    prepare_to_serve(brain)
     log.info("MCP over streamable HTTP at http://%s:%d%s%s", host, port, MCP_PATH,
              "" if tokens else " (loopback only, no token)")
     uvicorn.run(http_app(brain, tokens=tokens, host=host, entity=entity), host=host, port=port, log_level="info")

@@ -28,6 +28,7 @@ from brain.schemas.values import (
     DocType,
     Source,
     SpeakerName,
+    check_importance,
     check_last_used,
     check_scope,
     entity_of,
@@ -188,13 +189,7 @@ class MemoryMetadata(BaseMetadata):
     @field_validator("importance", mode="before")
     @classmethod
     def _importance(cls, value: Any) -> int:
-        # strict: JSON numbers only (a whole float such as 4.0 is accepted, as JSON tools write it)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                isinstance(value, float) and not value.is_integer()):
-            raise ValueError(f"importance must be an integer between 1 and 5, got {value!r}")
-        if not 1 <= value <= 5:
-            raise ValueError(f"importance must be between 1 and 5, got {value:g}")
-        return int(value)
+        return check_importance(value)
 
     @field_validator("tags", mode="before")
     @classmethod

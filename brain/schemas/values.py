@@ -169,6 +169,17 @@ def valid_speaker_name(value: Any, field: str = "speaker") -> str:
 SpeakerName = Annotated[str, BeforeValidator(check_speaker_name)]
 
 
+def check_importance(value: Any) -> int:
+    """A memory's importance, 1 to 5; ValueError saying why not. Strict: JSON numbers only (a whole
+    float such as 4.0 is accepted, as JSON tools write it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"importance must be an integer between 1 and 5, got {value!r}")
+    if not 1 <= value <= 5:
+        raise ValueError(f"importance must be between 1 and 5, got {value:g}")
+    return int(value)
+
+
 def check_last_used(value: Any) -> float:
     """``value`` as a last-use time (epoch seconds, finite, >= 0), else ValueError saying so."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
