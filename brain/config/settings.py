@@ -122,7 +122,7 @@ class Settings(BaseSettings):
     feed_interval_seconds: float = storage_setting(
         "BRAIN_FEED_INTERVAL_SECONDS", 1.0,
         "with BRAIN_CHROMA_URL: how often each process applies other processes' writes from the change feed, on "
-        "a request and in the background (seconds; 0: on demand only)", ge=0.0, le=3600.0)
+        "a read and in the background (seconds; 0: on every read, no background thread)", ge=0.0, le=3600.0)
     feed_keep: int = storage_setting(
         "BRAIN_FEED_KEEP", 10000,
         "with BRAIN_CHROMA_URL: change-feed records kept before older ones are compacted; a process further "

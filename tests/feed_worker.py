@@ -1,0 +1,39 @@
+"""One worker process for test_feed_processes.py: a store on a Chroma server, driven by JSON lines.
+
+Each line on stdin is ``{"call": name, "args": {...}}``; each answer on stdout is one JSON line,
+``{"ok": result}`` or ``{"error": message}``. Run as ``python -m tests.feed_worker URL COLLECTION DATA_DIR``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from brain.config import Settings
+from brain.core import open_store
+
+
+def main() -> None:
+    url, collection, data_dir, interval = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    store = open_store(Settings(chroma_url=url, collection=collection, data_dir=data_dir,
+                                feed_interval_seconds=interval, mirror_enabled=False))
+    calls = {
+        "upsert_memory": lambda a: store.upsert_memory(**a),
+        "update_memory": lambda a: store.update_memory(**a).id,
+        "delete": lambda a: store.delete(**a),
+        "retrieve": lambda a: [{"id": h.id, "text": h.text, "importance": h.metadata.get("importance")}
+                               for h in store.retrieve_memories(**a)],
+        "last_sequence": lambda a: store.last_sequence,
+    }
+    print(json.dumps({"ok": "ready"}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            answer = {"ok": calls[request["call"]](request.get("args") or {})}
+        except Exception as exc:  # noqa: BLE001 - the test reads the error from the answer
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(answer), flush=True)
+    store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Several real processes on one real `chroma run` server: what one writes, the others serve, within
+their feed interval (each worker runs tests/feed_worker.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+INTERVAL = 0.5
+#: how long a test waits for a write to show in another process: far above the interval, so that a
+#: loaded machine does not fail it; the follower's mechanism is what is tested, not its speed
+PATIENCE = 60.0
+
+
+class Worker:
+    def __init__(self, url: str, collection: str, data_dir: Path):
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.feed_worker", url, collection, str(data_dir),
+                                      str(INTERVAL)], cwd=data_dir.parent, env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def ready(self) -> None:
+        assert json.loads(self.proc.stdout.readline()) == {"ok": "ready"}
+
+    def __call__(self, call: str, **args):
+        self.proc.stdin.write(json.dumps({"call": call, "args": args}) + "\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline())
+        assert "ok" in answer, answer
+        return answer["ok"]
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture
+def workers(chroma_server, tmp_path):
+    collection = f"p-{uuid.uuid4().hex[:12]}"
+    started = [Worker(chroma_server, collection, tmp_path / f"w{n}") for n in range(3)]
+    try:
+        for w in started:
+            w.ready()
+        yield started
+    finally:
+        for w in started:
+            w.close()
+
+
+def eventually(check, what: str):
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not seen within {PATIENCE:g} s: {what}")
+        time.sleep(INTERVAL / 5)
+
+
+def found(worker, query: str, **args) -> dict[str, dict]:
+    return {h["id"]: h for h in worker("retrieve", query=query, k=10, **args)}
+
+
+def test_writes_of_one_process_reach_the_others(workers):
+    writer, *readers = workers
+    office = writer("upsert_memory", text="The office is in Lyon", importance=2)
+    code = writer("upsert_memory", text="The door code is 4412")
+    for r in readers:  # each builds its index and caches now, then follows the feed
+        eventually(lambda: set(found(r, "office door code")) == {office, code}, "the first two memories")
+
+    writer("delete", ids=[code])
+    writer("update_memory", doc_id=office, text="The office is in Grenoble", importance=5)
+    lunch = writer("upsert_memory", text="Lunch is at noon in the canteen")
+    for r in readers:
+        def current(r=r):
+            hits = found(r, "office door code lunch")
+            return (set(hits) == {office, lunch} and hits[office]["text"] == "The office is in Grenoble"
+                    and hits[office]["importance"] == 5)
+        eventually(current, "the delete, the edit, the importance change and the new memory")
+
+    # deleted stays deleted: the readers ask again and again, a write in between
+    readers[0]("upsert_memory", text="An unrelated fact about parking")
+    for _ in range(10):
+        for r in readers:
+            assert code not in found(r, "door code 4412")
+        time.sleep(INTERVAL / 2)
+
+
+def test_entity_scoping_holds_across_processes(workers):
+    writer, *readers = workers
+    for r in readers:
+        assert found(r, "sister", entity="bob") == {}
+    ann = writer("upsert_memory", text="Bob's sister is called Ann", entity="bob")
+    for r in readers:
+        eventually(lambda r=r: set(found(r, "sister", entity="bob")) == {ann}, "bob's memory for bob")
+        assert found(r, "sister", entity="carol") == {} and found(r, "sister") == {}
+
+
+def test_a_read_asks_for_the_sequence_a_write_returned(workers):
+    writer, reader, _ = workers
+    reader("retrieve", query="anything", k=1)
+    doc = writer("upsert_memory", text="The new password rule is 12 characters")
+    seq = writer("last_sequence")
+    assert doc in found(reader, "password rule", min_sequence=seq)
