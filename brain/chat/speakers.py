@@ -23,7 +23,10 @@ _UNKNOWN = object()
 
 class PersonaName(WriteSubscriber):
     """The current persona's name, read once and again only after a write that may have changed it
-    (a persona document written, or anything deleted: delete events carry no type). Thread-safe."""
+    (a persona document written, or anything deleted: delete events carry no type), here or, through
+    the change feed, in another process. Thread-safe."""
+
+    cache = True
 
     def __init__(self, store: RagStore):
         self.store = store
