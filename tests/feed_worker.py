@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 from brain.config import Settings
 from brain.core import open_store
@@ -23,7 +24,10 @@ def main() -> None:
         "retrieve": lambda a: [{"id": h.id, "text": h.text, "importance": h.metadata.get("importance")}
                                for h in store.retrieve_memories(**a)],
         "last_sequence": lambda a: store.last_sequence,
+        "write_batch_and_hang": lambda a: write_batch_and_hang(store, **a),
     }
+    if len(sys.argv) > 5:  # how long a pending record of another writer is waited for
+        store.follower.grace = float(sys.argv[5])
     print(json.dumps({"ok": "ready"}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
@@ -33,6 +37,34 @@ def main() -> None:
             answer = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(answer), flush=True)
     store.close()
+
+
+def write_batch_and_hang(store, texts: list[str], chunk: int) -> None:
+    """Write ``texts`` in chunks of ``chunk``; after the first chunk reached Chroma, say "half" and
+    hang (the test kills the process there)."""
+    store.max_batch_size = chunk
+    real = store.chroma.collection.upsert
+    written = []
+
+    def upsert(**kwargs):
+        if written:
+            print(json.dumps({"ok": "half"}), flush=True)
+            time.sleep(3600)
+        real(**kwargs)
+        written.append(kwargs["ids"])
+
+    store.chroma.collection = _Wrapped(store.chroma.collection, upsert=upsert)
+    store.upsert_docs([{"text": t, "type": "memory"} for t in texts])
+
+
+class _Wrapped:
+    """``target`` with some of its methods replaced."""
+
+    def __init__(self, target, **methods):
+        self._target, self._methods = target, methods
+
+    def __getattr__(self, name):
+        return self._methods.get(name) or getattr(self._target, name)
 
 
 if __name__ == "__main__":

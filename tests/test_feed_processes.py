@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_feed import client_of
+
 ROOT = Path(__file__).resolve().parent.parent
 INTERVAL = 0.5
 #: how long a test waits for a write to show in another process: far above the interval, so that a
@@ -21,10 +23,11 @@ PATIENCE = 60.0
 
 
 class Worker:
-    def __init__(self, url: str, collection: str, data_dir: Path):
+    def __init__(self, url: str, collection: str, data_dir: Path, *, grace: float | None = None):
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        extra = [] if grace is None else [str(grace)]
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.feed_worker", url, collection, str(data_dir),
-                                      str(INTERVAL)], cwd=data_dir.parent, env=env, text=True,
+                                      str(INTERVAL), *extra], cwd=data_dir.parent, env=env, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def ready(self) -> None:
@@ -114,3 +117,46 @@ def test_a_read_asks_for_the_sequence_a_write_returned(workers):
     doc = writer("upsert_memory", text="The new password rule is 12 characters")
     seq = writer("last_sequence")
     assert doc in found(reader, "password rule", min_sequence=seq)
+
+
+def test_a_writer_killed_in_the_middle_of_a_batch(chroma_server, tmp_path):
+    """kill -9 after the first of four chunks reached Chroma: the other process serves exactly what
+    Chroma holds (once the dead writer's record is past its grace), keeps serving, and follows the
+    roll-back when the dead writer's data directory is opened again."""
+    collection = f"k-{uuid.uuid4().hex[:12]}"
+    writer = Worker(chroma_server, collection, tmp_path / "w0", grace=0.5)
+    reader = Worker(chroma_server, collection, tmp_path / "w1", grace=0.5)
+    try:
+        writer.ready()
+        reader.ready()
+        kept = writer("upsert_memory", text="A fact written before the crash")
+        assert set(found(reader, "fact")) == {kept}
+        texts = [f"Batch fact number {n}" for n in range(20)]
+        writer.proc.stdin.write(json.dumps({"call": "write_batch_and_hang", "args": {"texts": texts, "chunk": 5}}) + "\n")
+        writer.proc.stdin.flush()
+        assert json.loads(writer.proc.stdout.readline()) == {"ok": "half"}
+        writer.proc.kill()  # SIGKILL: no clean-up of any kind
+        writer.proc.wait(timeout=30)
+
+        col = client_of(chroma_server).get_collection(collection)
+        in_chroma = set(col.get(where={"type": "memory"})["ids"])
+        assert len(in_chroma) == 6  # the memory before, and the first chunk of five
+        feed = client_of(chroma_server).get_collection(collection + "__feed")
+        assert sorted(m["state"] for m in feed.get(include=["metadatas"])["metadatas"]) == ["done", "pending"]
+
+        served = lambda worker: {h["id"] for h in worker("retrieve", query="batch fact crash", k=50)}
+        eventually(lambda: served(reader) == in_chroma, "the first chunk, as Chroma holds it")
+        time.sleep(1.0)  # past the grace: the record is taken as settled, and the reader keeps serving
+        assert served(reader) == in_chroma
+
+        again = Worker(chroma_server, collection, tmp_path / "w0", grace=0.5)  # the dead writer's data dir
+        try:
+            again.ready()  # its open rolled the half-written batch back
+            assert set(col.get(where={"type": "memory"})["ids"]) == {kept}
+            eventually(lambda: served(reader) == {kept}, "the roll-back")
+            assert served(again) == {kept}
+        finally:
+            again.close()
+    finally:
+        writer.close()
+        reader.close()
