@@ -287,6 +287,7 @@ def open_store(settings: Settings | None = None, *, embedder: Embedder | None = 
     from brain.mirror.subscriber import open_mirror_subscriber
     from brain.persona import current_version
     from brain.store.feed import ChangeFeed
+    from brain.store.positions import PositionClaims
 
     settings = settings or Settings()
 
@@ -294,8 +295,8 @@ def open_store(settings: Settings | None = None, *, embedder: Embedder | None = 
         # several processes share a Chroma server, never an embedded store (its directory is locked):
         # only there do writes go through the change feed
         if settings.chroma_url:
-            store.attach_feed(ChangeFeed(store.client, settings.collection, settings.chroma_url,
-                                         keep=settings.feed_keep))
+            store.attach_feed(ChangeFeed(store.client, settings.collection, settings.chroma_url, keep=settings.feed_keep),
+                              PositionClaims(store.client, settings.collection, settings.chroma_url))
         link = open_mirror_subscriber(settings, store.embedder.name, mirror)
         store.mirror_link = store.subscribe(link, close=link.close)
 

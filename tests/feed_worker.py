@@ -25,6 +25,7 @@ def main() -> None:
                                for h in store.retrieve_memories(**a)],
         "last_sequence": lambda a: store.last_sequence,
         "write_batch_and_hang": lambda a: write_batch_and_hang(store, **a),
+        "write_turns": lambda a: list(store.write_turns(**a).positions.values()),
     }
     if len(sys.argv) > 5:  # how long a pending record of another writer is waited for
         store.follower.grace = float(sys.argv[5])

@@ -31,6 +31,7 @@ from brain.store.chroma import ChromaAccess, GuardedCollection, missing_store, o
 from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import ChangeFeed, FeedWriter
 from brain.store.follower import WAIT_SECONDS, FeedFollower, check_sequence
+from brain.store.positions import PositionClaims
 from brain.store.indexes import InProcessState
 from brain.store.pipeline import WritePipeline
 from brain.store.plan import WriteResult, memory_edit, plan_write
@@ -106,15 +107,17 @@ class RagStore:
             rename="use another BRAIN_COLLECTION or BRAIN_DATA_DIR",
         )
 
-    def attach_feed(self, feed: ChangeFeed) -> FeedFollower:
+    def attach_feed(self, feed: ChangeFeed, positions: PositionClaims | None = None) -> FeedFollower:
         """Number this store's writes in ``feed`` (each write adds its record) and follow the other
-        processes' records from it (see :mod:`brain.store.feed`). Called once, by the opener, before
-        anything is written or read."""
+        processes' records from it (see :mod:`brain.store.feed`); with ``positions``, claim the
+        ``turn_index`` and ``summary_index`` of new turns and summaries across processes
+        (:mod:`brain.store.positions`). Called once, by the opener, before anything is written or read."""
         with self._lock:
             writer = FeedWriter(feed)
             self.events.use_sequencer(writer)
             self.subscribe(writer)
             self.feed_writer = writer
+            self._writes.positions, self._writes.writer = positions, writer.writer
             self.follower = FeedFollower(feed, self.chroma, self.events, self._lock, writer.writer,
                                          interval=self.settings.feed_interval_seconds, rebuild=self.state.refresh)
             self.state.follower = self.follower

@@ -28,6 +28,7 @@ from brain.schemas import GLOBAL_SCOPE, DocType, read_stored
 from brain.store.chroma import ChromaAccess
 from brain.store.events import Op, WriteEvent, WriteEvents
 from brain.store.plan import POSITION_FIELDS, PreparedDoc, WritePlan, WriteResult
+from brain.store.positions import PositionClaims
 from brain.write_intents import PriorVersion, WriteIntent, WriteIntentLog
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,9 @@ class WritePipeline:
         self.events = events
         self.intents = intents
         self._turns_of = turns_of  # a conversation's turns, from the turn cache
+        # with several processes on one server: positions claimed across them, under this store's token
+        self.positions: PositionClaims | None = None
+        self.writer = ""
 
     # ---- upserts ----------------------------------------------------------------------------------
     def upsert(self, plan: WritePlan, *, merge_memories: bool) -> WriteResult:
@@ -98,7 +102,14 @@ class WritePipeline:
         raise BrainError("could not find a free id for a memory after 50 attempts")  # pragma: no cover
 
     def _assign_positions(self, docs: list[PreparedDoc]) -> list[PreparedDoc]:
-        """Give turns and summaries without an index the next one in their conversation."""
+        """Give turns and summaries without an index the next ones in their conversation (claimed
+        across processes when the store has position claims, :mod:`brain.store.positions`)."""
+        wanted: dict[tuple[str, str], int] = {}
+        for d in docs:
+            field = POSITION_FIELDS.get(d.type)
+            if field is not None and getattr(d.metadata, field) is None:
+                key = (d.type, d.metadata.conversation_id)
+                wanted[key] = wanted.get(key, 0) + 1
         next_free: dict[tuple[str, str], int] = {}
         out = []
         for d in docs:
@@ -118,6 +129,9 @@ class WritePipeline:
                 taken += [getattr(q.metadata, field) or 0 for q in docs
                           if q.type == d.type and getattr(q.metadata, "conversation_id", None) == conversation]
                 next_free[key] = max(taken, default=0) + 1
+                if self.positions is not None:
+                    next_free[key] = self.positions.claim(d.type, conversation, wanted[key], next_free[key],
+                                                          self.writer)
             meta = d.metadata.model_copy()
             setattr(meta, field, next_free[key])
             next_free[key] += 1
