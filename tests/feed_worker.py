@@ -1,4 +1,4 @@
-"""One worker process for test_feed_processes.py: a store on a Chroma server, driven by JSON lines.
+"""One worker process for test_feed_processes.py: a Brain on a Chroma server, driven by JSON lines.
 
 Each line on stdin is ``{"call": name, "args": {...}}``; each answer on stdout is one JSON line,
 ``{"ok": result}`` or ``{"error": message}``. Run as ``python -m tests.feed_worker URL COLLECTION DATA_DIR``."""
@@ -9,14 +9,16 @@ import json
 import sys
 import time
 
+import brain
 from brain.config import Settings
-from brain.core import open_store
 
 
 def main() -> None:
     url, collection, data_dir, interval = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-    store = open_store(Settings(chroma_url=url, collection=collection, data_dir=data_dir,
-                                feed_interval_seconds=interval, mirror_enabled=False))
+    opened = brain.open(Settings(chroma_url=url, collection=collection, data_dir=data_dir,
+                                 feed_interval_seconds=interval, mirror_enabled=False, summarizer="extractive",
+                                 summary_every_n=5))
+    store = opened.store
     calls = {
         "upsert_memory": lambda a: store.upsert_memory(**a),
         "update_memory": lambda a: store.update_memory(**a).id,
@@ -25,7 +27,8 @@ def main() -> None:
                                for h in store.retrieve_memories(**a)],
         "last_sequence": lambda a: store.last_sequence,
         "write_batch_and_hang": lambda a: write_batch_and_hang(store, **a),
-        "write_turns": lambda a: list(store.write_turns(**a).positions.values()),
+        "record_exchange": lambda a: opened.chat.record_exchange(**a).to_dict(),
+        "wait_for_summaries": lambda a: opened.chat.wait_for_summaries(timeout=120),
     }
     if len(sys.argv) > 5:  # how long a pending record of another writer is waited for
         store.follower.grace = float(sys.argv[5])
@@ -37,7 +40,7 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - the test reads the error from the answer
             answer = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(answer), flush=True)
-    store.close()
+    opened.close()
 
 
 def write_batch_and_hang(store, texts: list[str], chunk: int) -> None:

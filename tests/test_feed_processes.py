@@ -164,7 +164,8 @@ def test_a_writer_killed_in_the_middle_of_a_batch(chroma_server, tmp_path):
 
 def test_four_processes_append_to_one_conversation(chroma_server, tmp_path):
     """4 processes x 50 exchanges at once on one conversation: turn indexes 1..400, each once, each
-    exchange's two turns consecutive, and Chroma holds exactly those."""
+    exchange's two turns consecutive, Chroma holds exactly those, and every window of 10 turns has
+    its summary (summary_index 1..40)."""
     collection = f"t-{uuid.uuid4().hex[:12]}"
     workers = [Worker(chroma_server, collection, tmp_path / f"w{n}") for n in range(4)]
     try:
@@ -172,20 +173,27 @@ def test_four_processes_append_to_one_conversation(chroma_server, tmp_path):
             w.ready()
         for n, w in enumerate(workers):  # every request sent first: the four write at the same time
             for e in range(50):
-                w.proc.stdin.write(json.dumps({"call": "write_turns", "args": {
-                    "conversation_id": "conv-shared", "user_text": f"user {n}.{e}", "assistant_text": f"reply {n}.{e}"}}) + "\n")
+                w.proc.stdin.write(json.dumps({"call": "record_exchange", "args": {
+                    "conversation_id": "conv-shared", "user_text": f"user {n}.{e}",
+                    "assistant_text": f"reply {n}.{e}"}}) + "\n")
             w.proc.stdin.flush()
         pairs = []
         for w in workers:
             for _ in range(50):
                 answer = json.loads(w.proc.stdout.readline())
                 assert "ok" in answer, answer
-                pairs.append(answer["ok"])
+                pairs.append((answer["ok"]["user_turn_index"], answer["ok"]["assistant_turn_index"]))
+        for w in workers:
+            assert w("wait_for_summaries") is True
     finally:
         for w in workers:
             w.close()
     assert all(second == first + 1 for first, second in pairs)
     assert sorted(i for pair in pairs for i in pair) == list(range(1, 401))
     col = client_of(chroma_server).get_collection(collection)
-    stored = col.get(where={"conversation_id": "conv-shared"}, include=["metadatas"])["metadatas"]
-    assert sorted(m["turn_index"] for m in stored) == list(range(1, 401))
+    turns = col.get(where={"$and": [{"conversation_id": "conv-shared"}, {"type": "turn"}]}, include=["metadatas"])
+    assert sorted(m["turn_index"] for m in turns["metadatas"]) == list(range(1, 401))
+    summaries = col.get(where={"$and": [{"conversation_id": "conv-shared"}, {"type": "summary"}]},
+                        include=["metadatas"])["metadatas"]
+    assert sorted((m["summary_index"], m["turn_range"]) for m in summaries) == [
+        (k, f"{10 * k - 9}-{10 * k}") for k in range(1, 41)]
