@@ -19,6 +19,7 @@ import pytest
 from brain.config import Settings
 from brain.core import open_store
 from brain.errors import StoreUnavailable, ValidationError
+from brain.forget import forget_entity
 from brain.store.feed import ChangeFeed, FeedRecord, feed_name, record_id
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -241,3 +242,17 @@ def test_the_embedded_store_has_no_feed(embedded_store):
 
 def test_record_ids_sort_as_their_numbers():
     assert sorted(record_id(n) for n in (10, 9, 100)) == [record_id(9), record_id(10), record_id(100)]
+
+
+def test_positions_are_claimed_across_stores_and_released_when_forgotten(two):
+    a, b = two
+    a.write_turns("conv-p", "u1", "a1")
+    assert [t.metadata["turn_index"] for t in b.recent_turns("conv-p")] == [1, 2]
+    b.follower.interval = 3600.0  # b looked just now: it will not look again before its write
+    a.write_turns("conv-p", "u2", "a2")  # b's turn cache holds two turns; a adds two more
+    result = b.write_turns("conv-p", "u3", "a3")
+    assert sorted(result.positions.values()) == [5, 6]  # claimed after a's block, not from b's stale cache
+    assert b.count("turn") == 6
+    a.write_turns("conv-bob", "hi", "hello", scope="entity:bob")
+    forget_entity(a, "bob")
+    assert sorted(a.write_turns("conv-bob", "again", "hello again", scope="entity:bob").positions.values()) == [1, 2]

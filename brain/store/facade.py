@@ -141,6 +141,14 @@ class RagStore:
         else:
             self.follower.wait_for(check_sequence(min_sequence), timeout)
 
+    def release_positions(self, conversations: Sequence[str]) -> None:
+        """Forget the positions claimed for ``conversations`` across processes, once their turns and
+        summaries are deleted: such an id used again starts at ``turn_index`` 1 (without a change feed,
+        positions come from the stored documents alone, and there is nothing to forget)."""
+        if self._writes.positions is not None:
+            with self._lock:
+                self._writes.positions.release(list(conversations))
+
     def subscribe(self, subscriber: WriteSubscriber, *, close: Callable[[], None] | None = None) -> WriteSubscriber:
         """Let ``subscriber`` follow every write from now on; ``close`` runs when the store closes."""
         self.events.subscribe(subscriber)

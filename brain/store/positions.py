@@ -14,8 +14,8 @@ between them. A conversation written before positions were claimed (no blocks ye
 highest stored position.
 
 A write that fails after its claim leaves its block unused: the positions of a failed write are a
-gap, as its turns are absent. The records are small (no text) and stay as long as the store: one
-per write to a conversation.
+gap, as its turns are absent. The records are small (no text, the conversation id) and stay as long
+as their conversation: one per write to it; forgetting an entity releases its conversations'.
 """
 
 from __future__ import annotations
@@ -84,6 +84,13 @@ class PositionClaims:
             candidate = top
         raise StoreUnavailable(f"could not claim {kind} positions in conversation {conversation!r} after "
                                f"{MAX_CLAIMS} attempts; too many writers at once, retry the write")
+
+    def release(self, conversations: list[str]) -> None:
+        """Forget the claimed positions of ``conversations`` (their documents are gone): such an id
+        used again starts at position 1."""
+        for conversation in conversations:
+            self.col.delete(where={"conversation": conversation})
+            self._ends = {k: v for k, v in self._ends.items() if k[1] != conversation}
 
     def _blocks(self, kind: str, conversation: str, end_from: int) -> list[Block]:
         got = self.col.get(where={"$and": [{"conversation": conversation}, {"kind": kind}, {"end": {"$gte": end_from}}]},
