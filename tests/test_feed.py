@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
+import time
 import uuid
 from pathlib import Path
 
 import chromadb
+import httpx
 import numpy as np
 import pytest
 
@@ -21,6 +22,7 @@ from brain.core import open_store
 from brain.errors import StoreUnavailable, ValidationError
 from brain.forget import forget_entity
 from brain.store.feed import ChangeFeed, FeedRecord, feed_name, record_id
+from tests.conftest import chroma_executable, start_chroma_server, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,6 +41,22 @@ def two(server_settings, local_embedder, tmp_path):
     yield a, b
     a.close()
     b.close()
+
+
+def restart_chroma_server(path: Path, port: int) -> subprocess.Popen:
+    """`chroma run` again on the data and the port of a stopped one; waits until it answers."""
+    with open(path / "server.log", "ab") as log:
+        proc = subprocess.Popen([chroma_executable(), "run", "--path", str(path / "db"), "--host", "127.0.0.1",
+                                 "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, (path / "server.log").read_text()[-2000:]
+        time.sleep(0.2)
 
 
 def records(store) -> list[FeedRecord]:
@@ -256,3 +274,43 @@ def test_positions_are_claimed_across_stores_and_released_when_forgotten(two):
     a.write_turns("conv-bob", "hi", "hello", scope="entity:bob")
     forget_entity(a, "bob")
     assert sorted(a.write_turns("conv-bob", "again", "hello again", scope="entity:bob").positions.values()) == [1, 2]
+
+
+def test_the_background_thread_applies_writes_without_a_read(two):
+    a, b = two
+    b.memory_index()
+    b.follower.interval = 0.05
+    b.catch_up()  # the first poll starts the thread
+    doc = a.upsert_memory("Applied in the background")
+    deadline = time.monotonic() + 60
+    while b.follower.applied < a.last_sequence:
+        assert time.monotonic() < deadline, "the background thread did not apply the write"
+        time.sleep(0.05)
+    assert doc in b.memory_index()
+
+
+def test_a_chroma_restart_is_reported_then_caught_up(tmp_path, local_embedder):
+    """The server goes down: reads that need the feed raise StoreUnavailable (503 in the API), the
+    background thread backs off; once it is up again on the same address, the follower catches up."""
+    (tmp_path / "srv").mkdir()
+    proc, url = start_chroma_server(tmp_path / "srv")
+    port = int(url.rsplit(":", 1)[1])
+    settings = Settings(data_dir=tmp_path / "a", chroma_url=url, collection="restart", feed_interval_seconds=0.0)
+    a = open_store(settings, embedder=local_embedder)
+    b = open_store(settings.model_copy(update={"data_dir": tmp_path / "b"}), embedder=local_embedder)
+    try:
+        kept = a.upsert_memory("Written before the restart")
+        assert hit_ids(b, "restart") == [kept]
+        stop(proc)
+        with pytest.raises(StoreUnavailable):
+            b.retrieve_memories("restart")
+        with pytest.raises(StoreUnavailable):
+            a.upsert_memory("Not written while the server is down")
+        proc = restart_chroma_server(tmp_path / "srv", port)
+        later = a.upsert_memory("Written after the restart")
+        assert set(hit_ids(b, "restart")) == {kept, later}
+        assert b.follower.applied == a.last_sequence and [r.state for r in records(a)] == ["done", "done"]  # the failed write claimed nothing
+    finally:
+        a.close()
+        b.close()
+        stop(proc)
