@@ -119,7 +119,7 @@ class RagStore:
             self.feed_writer = writer
             self._writes.positions, self._writes.writer = positions, writer.writer
             self.follower = FeedFollower(feed, self.chroma, self.events, self._lock, writer.writer,
-                                         interval=self.settings.feed_interval_seconds, rebuild=self.state.refresh)
+                                         interval=self.settings.feed_interval_seconds, rebuild=self.state.rebuild)
             self.state.follower = self.follower
             self._closers.append(self.follower.close)
             return self.follower

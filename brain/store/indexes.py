@@ -160,6 +160,11 @@ class InProcessState(WriteSubscriber):
             if count == self._expected_count:
                 return
         log.info("collection changed outside this store; rebuilding the in-process state")
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        """Drop the turn cache and rebuild the indexes from Chroma, if they were built (else they are
+        built on first use, as always)."""
         with self._lock:
             self.conversations.clear()
             self._turn_conversation.clear()
