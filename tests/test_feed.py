@@ -14,7 +14,6 @@ from pathlib import Path
 
 import chromadb
 import httpx
-import numpy as np
 import pytest
 
 from brain.config import Settings

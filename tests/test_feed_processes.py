@@ -81,7 +81,7 @@ def test_writes_of_one_process_reach_the_others(workers):
     office = writer("upsert_memory", text="The office is in Lyon", importance=2)
     code = writer("upsert_memory", text="The door code is 4412")
     for r in readers:  # each builds its index and caches now, then follows the feed
-        eventually(lambda: set(found(r, "office door code")) == {office, code}, "the first two memories")
+        eventually(lambda r=r: set(found(r, "office door code")) == {office, code}, "the first two memories")
 
     writer("delete", ids=[code])
     writer("update_memory", doc_id=office, text="The office is in Grenoble", importance=5)

@@ -31,10 +31,10 @@ from brain.store.chroma import ChromaAccess, GuardedCollection, missing_store, o
 from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import ChangeFeed, FeedWriter
 from brain.store.follower import WAIT_SECONDS, FeedFollower, check_sequence
-from brain.store.positions import PositionClaims
 from brain.store.indexes import InProcessState
 from brain.store.pipeline import WritePipeline
 from brain.store.plan import WriteResult, memory_edit, plan_write
+from brain.store.positions import PositionClaims
 from brain.store.reads import find_ids, get_documents, type_value
 from brain.store.retrieval import Retrieval, VersionRule
 from brain.write_intents import WriteIntentLog

@@ -187,7 +187,7 @@ def _follow(ref: weakref.ref[FeedFollower], stop: threading.Event, interval: flo
         except StoreUnavailable as exc:
             pause = min(max(pause * 2, interval), 30.0)
             log.info("change feed: %s; next try in %.0f s", exc, pause)
-        except Exception:  # noqa: BLE001 - the thread must survive to keep following; the error is logged
+        except Exception:  # the thread must survive to keep following; the error is logged
             log.exception("change feed: applying other processes' writes failed; next try in %.0f s", pause)
         finally:
             del follower
