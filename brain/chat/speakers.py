@@ -32,18 +32,27 @@ class PersonaName(WriteSubscriber):
         self.store = store
         self._lock = threading.Lock()
         self._name: Any = _UNKNOWN
+        self._generation = 0  # writes that may have changed the name
         store.subscribe(self)
 
     def get(self) -> str | None:
+        # the store is read outside this lock: a write (or the change feed's follower) holds the store's
+        # lock while it tells this subscriber, so holding both in the other order could deadlock
         with self._lock:
-            if self._name is _UNKNOWN:
-                self._name = persona_name(current_persona(self.store))
-            return self._name
+            if self._name is not _UNKNOWN:
+                return self._name
+            generation = self._generation
+        name = persona_name(current_persona(self.store))
+        with self._lock:
+            if self._generation == generation:  # no write changed it meanwhile
+                self._name = name
+        return name
 
     def commit(self, event: WriteEvent) -> None:
         if event.op == "delete" or any(m.get("type") == DocType.PERSONA.value for m in event.metadatas or ()):
             with self._lock:
                 self._name = _UNKNOWN
+                self._generation += 1
 
 
 def exchange_speakers(user_name: Any, assistant_name: Any, entity: str | None,
