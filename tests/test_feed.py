@@ -313,3 +313,60 @@ def test_a_chroma_restart_is_reported_then_caught_up(tmp_path, local_embedder):
         a.close()
         b.close()
         stop(proc)
+
+
+def test_racing_stores_end_with_what_chroma_holds(server_settings, local_embedder, tmp_path):
+    """Three stores write, edit and delete the same few memories at once from three threads; once each
+    has caught up with every write, each one's index holds exactly what Chroma holds (the oracle)."""
+    import random
+    import threading
+
+    from brain.errors import NotFound, StoreError
+
+    stores = [open_store(server_settings.model_copy(update={"data_dir": tmp_path / f"s{n}"}), embedder=local_embedder)
+              for n in range(3)]
+    texts = [f"Shared fact number {n}" for n in range(6)]
+    vectors = dict(zip(texts, local_embedder.embed_documents(texts)))
+    for s in stores:
+        s.memory_index()
+    failures: list[BaseException] = []
+    failed: list[BaseException] = []  # writes Chroma failed; they must leave nothing behind either
+
+    def work(store, seed):
+        rnd = random.Random(seed)
+        try:
+            for _ in range(25):
+                text = rnd.choice(texts)
+                op = rnd.random()
+                if op < 0.5:
+                    store.upsert_memory(text, importance=rnd.randint(1, 5), embedding=vectors[text])
+                else:
+                    target = [h.id for h in store.retrieve_memories(text, k=1, all_scopes=True)]
+                    try:
+                        if target and op < 0.8:
+                            store.update_memory(target[0], importance=rnd.randint(1, 5))
+                        elif target:
+                            store.delete(target[0])
+                    except NotFound:  # another store deleted it meanwhile
+                        pass
+                    except StoreError as exc:  # Chroma fails a read of ids being deleted: the write failed whole
+                        assert "Error finding id" in str(exc)
+                        failed.append(exc)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s, n)) for n, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
+    last = max(s.last_sequence for s in stores)
+    truth = {d.id: (d.text, d.metadata["importance"]) for d in stores[0].get(type="memory")}
+    for s in stores:
+        s.catch_up(last)
+        served = {h.id: (h.text, h.metadata["importance"])
+                  for h in s.retrieve_memories("shared fact", k=50, all_scopes=True)}
+        assert served == truth
+    for s in stores:
+        s.close()

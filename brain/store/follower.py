@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from brain.errors import StoreUnavailable, ValidationError
+from brain.errors import StoreError, StoreUnavailable, ValidationError
 from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteEvents
 from brain.store.feed import PENDING_GRACE_SECONDS, ChangeFeed, FeedRecord
@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 #: how long a read that asks for a sequence waits for this process to reach it
 WAIT_SECONDS = 10.0
+#: how many times the follower reads the ids of a record before its poll fails
+FETCH_ATTEMPTS = 3
 
 
 def check_sequence(value: object) -> int:
@@ -131,7 +133,7 @@ class FeedFollower:
     def _resync(self, ids: list[str], sequence: int) -> None:
         """Tell the caches what the store holds now for ``ids``."""
         rows: dict[str, tuple[str, dict[str, Any], Any]] = {}
-        for page in self.chroma.get_ids(ids, ["documents", "metadatas", "embeddings"]):
+        for page in self._fetch(ids):
             for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"]):
                 rows[i] = (d or "", dict(m or {}), e)
         gone = tuple(i for i in ids if i not in rows)
@@ -142,6 +144,19 @@ class FeedFollower:
             self.events.publish_to_caches(WriteEvent(
                 sequence, "upsert", tuple(rows), tuple(r[0] for r in rows.values()),
                 tuple(r[1] for r in rows.values()), vectors))
+
+    def _fetch(self, ids: list[str]) -> list[dict[str, Any]]:
+        """The current version of ``ids``. Chroma can fail internally on a read of ids another process
+        is deleting at that moment (``Error finding id``); the read is tried again before it fails."""
+        for attempt in range(FETCH_ATTEMPTS):
+            try:
+                return self.chroma.get_ids(ids, ["documents", "metadatas", "embeddings"])
+            except StoreError as exc:
+                if attempt + 1 == FETCH_ATTEMPTS:
+                    raise
+                log.info("change feed: reading %d ids failed (%s); trying again", len(ids), exc)
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def wait_for(self, sequence: int, timeout: float = WAIT_SECONDS) -> None:
         """Return once every write up to ``sequence`` is applied here (read-your-writes for a client
