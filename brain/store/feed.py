@@ -14,8 +14,9 @@ adds ``n`` with its own token, then reads every record from ``n - 1`` up. The cl
 ``n`` carries its token and follows record ``n - 1`` (or is the highest). Otherwise another writer
 took ``n`` and this one tries the number after the highest it saw; or ``n`` was free only because
 compaction had deleted it (a writer that had not written for a long time), and the writer marks it
-``void`` (followers may be past it) before trying again above the highest. Every claim is at most one above the highest record its writer has read, so the
-claimed numbers stay contiguous, and a number is never claimed twice. The writer that ends up with
+``void`` (followers may be past it) before trying again above the highest. Every claim is at most one
+above the highest record its writer has read, so the claimed numbers stay contiguous, and a number is
+never claimed twice. The writer that ends up with
 the highest number always keeps it, so racing writers all finish.
 
 **The life of a record** follows the write's two phases (:mod:`brain.store.events`): it is claimed
