@@ -276,18 +276,27 @@ def _type_name(value: str | DocType | None) -> str | None:
 
 def open_store(settings: Settings | None = None, *, embedder: Embedder | None = None, client: Any | None = None,
                mirror: EngramMirror | bool | None = None, create: bool = True) -> RagStore:
-    """A :class:`~brain.store.RagStore` wired with what the store itself does not import: the mirror,
-    subscribed to its writes (before unfinished writes are rolled back at open, so the mirror follows
-    that too), and the persona's rule for the current version.
+    """A :class:`~brain.store.RagStore` wired with what the store itself does not import: the change
+    feed (with ``BRAIN_CHROMA_URL``: every write numbered across processes, other processes' writes
+    followed; see :mod:`brain.store.feed`), the mirror, subscribed to its writes (both before unfinished
+    writes are rolled back at open, so they follow that too), and the persona's rule for the current
+    version.
 
     ``mirror``: an open :class:`~brain.mirror.EngramMirror` (the caller closes it), ``False`` for
     none, or ``None`` for the mirror file of the settings when ``BRAIN_MIRROR_ENABLED``."""
     from brain.mirror.subscriber import open_mirror_subscriber
     from brain.persona import current_version
+    from brain.store.feed import ChangeFeed
+    from brain.store.positions import PositionClaims
 
     settings = settings or Settings()
 
     def attach(store: RagStore) -> None:
+        # several processes share a Chroma server, never an embedded store (its directory is locked):
+        # only there do writes go through the change feed
+        if settings.chroma_url:
+            store.attach_feed(ChangeFeed(store.client, settings.collection, settings.chroma_url, keep=settings.feed_keep),
+                              PositionClaims(store.client, settings.collection, settings.chroma_url))
         link = open_mirror_subscriber(settings, store.embedder.name, mirror)
         store.mirror_link = store.subscribe(link, close=link.close)
 

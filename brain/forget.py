@@ -96,6 +96,7 @@ def forget_entity(store: RagStore, entity: Any) -> ForgetReport:
     conversations = sorted({str(d.metadata["conversation_id"]) for d in docs
                             if d.metadata.get("type") in (DocType.TURN.value, DocType.SUMMARY.value)
                             and d.metadata.get("conversation_id")})
+    store.release_positions(conversations)
     return ForgetReport(name, deleted, mirrored, scrubbed, conversations)
 
 

@@ -12,6 +12,7 @@ from brain import __version__
 from brain.api.error_responses import install_error_handlers
 from brain.api.json_bodies import JsonRoute
 from brain.api.middleware import Authenticate, BodyLimit
+from brain.api.read_your_writes import ReadYourWrites
 from brain.api.routes import add_routes
 from brain.auth import TokenTable
 from brain.config import Settings
@@ -70,6 +71,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None, 
 
         app.router.add_route(MCP_PATH, mounted, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     _document_security(app, tokens is not None)
+    app.add_middleware(ReadYourWrites)  # after authentication and the body limit
     app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
     app.add_middleware(Authenticate, tokens=tokens)  # added last: runs first
     return app

@@ -23,24 +23,36 @@ _UNKNOWN = object()
 
 class PersonaName(WriteSubscriber):
     """The current persona's name, read once and again only after a write that may have changed it
-    (a persona document written, or anything deleted: delete events carry no type). Thread-safe."""
+    (a persona document written, or anything deleted: delete events carry no type), here or, through
+    the change feed, in another process. Thread-safe."""
+
+    cache = True
 
     def __init__(self, store: RagStore):
         self.store = store
         self._lock = threading.Lock()
         self._name: Any = _UNKNOWN
+        self._generation = 0  # writes that may have changed the name
         store.subscribe(self)
 
     def get(self) -> str | None:
+        # the store is read outside this lock: a write (or the change feed's follower) holds the store's
+        # lock while it tells this subscriber, so holding both in the other order could deadlock
         with self._lock:
-            if self._name is _UNKNOWN:
-                self._name = persona_name(current_persona(self.store))
-            return self._name
+            if self._name is not _UNKNOWN:
+                return self._name
+            generation = self._generation
+        name = persona_name(current_persona(self.store))
+        with self._lock:
+            if self._generation == generation:  # no write changed it meanwhile
+                self._name = name
+        return name
 
     def commit(self, event: WriteEvent) -> None:
         if event.op == "delete" or any(m.get("type") == DocType.PERSONA.value for m in event.metadatas or ()):
             with self._lock:
                 self._name = _UNKNOWN
+                self._generation += 1
 
 
 def exchange_speakers(user_name: Any, assistant_name: Any, entity: str | None,

@@ -119,6 +119,14 @@ class Settings(BaseSettings):
         "BRAIN_INDEX_REFRESH_SECONDS", 5.0,
         "how often the store checks for writes by another process and rebuilds its in-process state "
         "(seconds; 0: never)", ge=0.0, le=86400.0)
+    feed_interval_seconds: float = storage_setting(
+        "BRAIN_FEED_INTERVAL_SECONDS", 1.0,
+        "with BRAIN_CHROMA_URL: how often each process applies other processes' writes from the change feed, on "
+        "a read and in the background (seconds; 0: on every read, no background thread)", ge=0.0, le=3600.0)
+    feed_keep: int = storage_setting(
+        "BRAIN_FEED_KEEP", 10000,
+        "with BRAIN_CHROMA_URL: change-feed records kept before older ones are compacted; a process further "
+        "behind rebuilds its in-process state", ge=1000, le=10_000_000)
 
     # --- knowledge base and persona ---------------------------------------------------------------
     chunk_window: int = knowledge_setting(

@@ -6,6 +6,9 @@
 - :mod:`~brain.store.pipeline` -- ids, positions, the memory merge, embedding, the all-or-nothing commit
 - :mod:`~brain.store.events` -- one ``WriteEvent`` per write, and its subscribers (indexes, the mirror)
 - :mod:`~brain.store.indexes` -- the in-process indexes and turn cache
+- :mod:`~brain.store.feed`, :mod:`~brain.store.follower` -- with a Chroma server: every write numbered in a
+  change feed, and other processes' writes applied to the in-process state
+- :mod:`~brain.store.positions` -- turn and summary positions claimed across processes
 - :mod:`~brain.store.reads`, :mod:`~brain.store.retrieval` -- reading and retrieval per type
 """
 

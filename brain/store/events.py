@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -47,7 +47,13 @@ class WriteEvent:
 
 class WriteSubscriber:
     """A follower of the store's writes. Override what you need: ``stage`` and ``abort`` default to
-    doing nothing, so a follower of committed writes implements ``commit`` only."""
+    doing nothing, so a follower of committed writes implements ``commit`` only.
+
+    ``cache``: the subscriber keeps an in-process copy of what the store holds, so it is also told
+    (``commit`` only) what other processes wrote, as the change feed reports it
+    (:mod:`brain.store.follower`)."""
+
+    cache: bool = False
 
     def stage(self, event: WriteEvent) -> None:
         """Before Chroma is called; raising here fails the write before anything is stored."""
@@ -57,6 +63,12 @@ class WriteSubscriber:
 
     def abort(self, event: WriteEvent) -> None:
         """After Chroma refused the write (it was undone there); undo what ``stage`` did."""
+
+
+class Sequencer(Protocol):
+    """Numbers writes across processes (:class:`brain.store.feed.FeedWriter`)."""
+
+    def claim(self, op: Op, ids: Sequence[str]) -> int: ...
 
 
 class WriteEvents:
@@ -69,6 +81,7 @@ class WriteEvents:
         self._subscribers: list[WriteSubscriber] = []
         self._muted: set[int] = set()
         self._counter = itertools.count(start)
+        self._sequencer: Sequencer | None = None
         self._lock = threading.Lock()
 
     def subscribe(self, subscriber: WriteSubscriber) -> WriteSubscriber:
@@ -96,9 +109,22 @@ class WriteEvents:
             if not already:
                 self._muted.discard(key)
 
-    def next_sequence(self) -> int:
+    def use_sequencer(self, sequencer: Sequencer) -> None:
+        """Number writes with ``sequencer`` (the change feed, which orders writes across processes)
+        instead of this store's own counter."""
+        self._sequencer = sequencer
+
+    def next_sequence(self, op: Op = "upsert", ids: Sequence[str] = ()) -> int:
+        """The sequence number of the next write, of ``op`` on ``ids`` (a sequencer records them)."""
+        if self._sequencer is not None:
+            return self._sequencer.claim(op, ids)
         with self._lock:
             return next(self._counter)
+
+    def publish_to_caches(self, event: WriteEvent) -> None:
+        """Tell the in-process caches (subscribers with ``cache = True``) about ``event``: what Chroma
+        holds now after another process wrote. The others (the mirror) follow this process's writes only."""
+        self.commit(event, [s for s in self._subscribers if s.cache])
 
     def _listening(self) -> list[WriteSubscriber]:
         return [s for s in self._subscribers if id(s) not in self._muted]
@@ -139,4 +165,4 @@ class WriteEvents:
         self.commit(event, self.stage(event))
 
 
-__all__ = ["Op", "WriteEvent", "WriteEvents", "WriteSubscriber"]
+__all__ = ["Op", "Sequencer", "WriteEvent", "WriteEvents", "WriteSubscriber"]

@@ -29,9 +29,12 @@ from brain.results import Document, Hit, MemoryHit
 from brain.schemas import DocType, check_extra_metadata, check_k, check_last_used, utc_now
 from brain.store.chroma import ChromaAccess, GuardedCollection, missing_store, open_client, open_cosine_collection
 from brain.store.events import WriteEvents, WriteSubscriber
+from brain.store.feed import ChangeFeed, FeedWriter
+from brain.store.follower import WAIT_SECONDS, FeedFollower, check_sequence
 from brain.store.indexes import InProcessState
 from brain.store.pipeline import WritePipeline
 from brain.store.plan import WriteResult, memory_edit, plan_write
+from brain.store.positions import PositionClaims
 from brain.store.reads import find_ids, get_documents, type_value
 from brain.store.retrieval import Retrieval, VersionRule
 from brain.write_intents import WriteIntentLog
@@ -61,6 +64,8 @@ class RagStore:
         self._lock = threading.RLock()
         self._closers: list[Callable[[], None]] = []
         self.mirror_link: Any = None  # the mirror's subscriber (brain.mirror.subscriber), when one is attached
+        self.feed_writer: FeedWriter | None = None  # this store's side of the change feed, when it has one
+        self.follower: FeedFollower | None = None
         # embedded Chroma is single-process: claim the data directory before opening it
         self._dir_lock: DataDirLock | None = None
         if client is None and not self.settings.chroma_url:
@@ -101,6 +106,48 @@ class RagStore:
                     "new store (re-indexing an existing store is not supported yet)"),
             rename="use another BRAIN_COLLECTION or BRAIN_DATA_DIR",
         )
+
+    def attach_feed(self, feed: ChangeFeed, positions: PositionClaims | None = None) -> FeedFollower:
+        """Number this store's writes in ``feed`` (each write adds its record) and follow the other
+        processes' records from it (see :mod:`brain.store.feed`); with ``positions``, claim the
+        ``turn_index`` and ``summary_index`` of new turns and summaries across processes
+        (:mod:`brain.store.positions`). Called once, by the opener, before anything is written or read."""
+        with self._lock:
+            writer = FeedWriter(feed)
+            self.events.use_sequencer(writer)
+            self.subscribe(writer)
+            self.feed_writer = writer
+            self._writes.positions, self._writes.writer = positions, writer.writer
+            self.follower = FeedFollower(feed, self.chroma, self.events, self._lock, writer.writer,
+                                         interval=self.settings.feed_interval_seconds, rebuild=self.state.rebuild)
+            self.state.follower = self.follower
+            self._closers.append(self.follower.close)
+            return self.follower
+
+    @property
+    def last_sequence(self) -> int | None:
+        """The change feed's sequence of the latest write this store committed (None without a feed):
+        a read elsewhere that asks for at least it sees that write."""
+        return None if self.feed_writer is None else self.feed_writer.last_sequence
+
+    def catch_up(self, min_sequence: int | None = None, *, timeout: float = WAIT_SECONDS) -> None:
+        """Apply what other processes wrote, now; with ``min_sequence``, wait (up to ``timeout``
+        seconds, then :class:`StoreUnavailable`) until every write up to it is applied. Without a
+        change feed (the embedded store, which one process owns) there is nothing to apply."""
+        if self.follower is None:
+            return
+        if min_sequence is None:
+            self.follower.poll(force=True)
+        else:
+            self.follower.wait_for(check_sequence(min_sequence), timeout)
+
+    def release_positions(self, conversations: Sequence[str]) -> None:
+        """Forget the positions claimed for ``conversations`` across processes, once their turns and
+        summaries are deleted: such an id used again starts at ``turn_index`` 1 (without a change feed,
+        positions come from the stored documents alone, and there is nothing to forget)."""
+        if self._writes.positions is not None:
+            with self._lock:
+                self._writes.positions.release(list(conversations))
 
     def subscribe(self, subscriber: WriteSubscriber, *, close: Callable[[], None] | None = None) -> WriteSubscriber:
         """Let ``subscriber`` follow every write from now on; ``close`` runs when the store closes."""
@@ -350,13 +397,16 @@ class RagStore:
     def retrieve_memories(self, query: str, k: int | None = None, entity: str | None = None, *,
                           tags: Sequence[str] | None = None, min_importance: int | None = None,
                           all_scopes: bool = False, now: datetime | float | None = None,
-                          query_vector: np.ndarray | None = None) -> list[MemoryHit]:
+                          query_vector: np.ndarray | None = None, min_sequence: int | None = None) -> list[MemoryHit]:
         """The exact top-k memories by w_sim*similarity + w_imp*importance/5 + recency bonus.
 
         Scope: with ``entity``, that entity's memories and global ones; without, global ones only
         (``all_scopes=True`` searches every scope, for operators' tools). ``query_vector`` (the
         query already embedded, e.g. once for several document types) replaces ``query``.
+        ``min_sequence``: every write up to that change-feed sequence is reflected (see :meth:`catch_up`).
         """
+        if min_sequence is not None:
+            self.catch_up(min_sequence)
         return self.retrieval.memories(query, k, entity, tags=tags, min_importance=min_importance,
                                        all_scopes=all_scopes, now=now, query_vector=query_vector)
 

@@ -1,6 +1,7 @@
 """The store's in-process state: one :class:`~brain.memory_index.MemoryIndex` per indexed type and
 the turns of recently used conversations. It follows the store's committed writes (it is a
-:class:`~brain.store.events.WriteSubscriber`) and notices writes of other processes by the
+:class:`~brain.store.events.WriteSubscriber`), other processes' writes through the change feed
+when the store has one (:mod:`brain.store.follower`), and writes that bypassed every store by the
 collection's size, checked every ``BRAIN_INDEX_REFRESH_SECONDS``."""
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ CONVERSATIONS_CACHED = 1024
 class InProcessState(WriteSubscriber):
     """Indexes and the turn cache of one store, kept in step with its write events."""
 
+    cache = True
+
     def __init__(self, settings: Settings, chroma: ChromaAccess, dimension: int, lock: threading.RLock):
         self.settings = settings
         self.chroma = chroma
@@ -43,6 +46,7 @@ class InProcessState(WriteSubscriber):
         self._turn_conversation: dict[str, str] = {}
         self._expected_count: int | None = None  # collection size when this state was last in step
         self._last_check = 0.0
+        self.follower: Any = None  # a brain.store.follower.FeedFollower, when the store has a change feed
 
     # ---- following writes --------------------------------------------------------------------------
     def commit(self, event: WriteEvent) -> None:
@@ -138,15 +142,29 @@ class InProcessState(WriteSubscriber):
         return indexes[doc_type]
 
     def check_outside_changes(self) -> None:
-        """Every BRAIN_INDEX_REFRESH_SECONDS, compare the collection's size with the size it had when
-        this state was last in step; if another writer changed it, rebuild."""
+        """Apply other processes' writes from the change feed (every feed interval), and every
+        BRAIN_INDEX_REFRESH_SECONDS compare the collection's size with the size it had when this state
+        was last in step; if a write that bypassed the stores changed it, rebuild."""
+        if self.follower is not None:
+            self.follower.poll()
         every = self.settings.index_refresh_seconds
         if self._expected_count is None or every <= 0 or time.monotonic() - self._last_check < every:
             return
         self._last_check = time.monotonic()
-        if self.chroma.count() == self._expected_count:
-            return
+        with self._lock:
+            count = self.chroma.count()
+            # the count moves with other processes' writes too; those are the feed's, so the size says
+            # something only while no other writer's record is open or was just applied
+            if self.follower is not None and self.follower.poll(force=True):
+                return
+            if count == self._expected_count:
+                return
         log.info("collection changed outside this store; rebuilding the in-process state")
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        """Drop the turn cache and rebuild the indexes from Chroma, if they were built (else they are
+        built on first use, as always)."""
         with self._lock:
             self.conversations.clear()
             self._turn_conversation.clear()

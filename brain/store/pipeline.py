@@ -26,8 +26,9 @@ from brain.memories import created, merge_duplicate, same_text
 from brain.results import Document
 from brain.schemas import GLOBAL_SCOPE, DocType, read_stored
 from brain.store.chroma import ChromaAccess
-from brain.store.events import WriteEvent, WriteEvents
+from brain.store.events import Op, WriteEvent, WriteEvents
 from brain.store.plan import POSITION_FIELDS, PreparedDoc, WritePlan, WriteResult
+from brain.store.positions import PositionClaims
 from brain.write_intents import PriorVersion, WriteIntent, WriteIntentLog
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,9 @@ class WritePipeline:
         self.events = events
         self.intents = intents
         self._turns_of = turns_of  # a conversation's turns, from the turn cache
+        # with several processes on one server: positions claimed across them, under this store's token
+        self.positions: PositionClaims | None = None
+        self.writer = ""
 
     # ---- upserts ----------------------------------------------------------------------------------
     def upsert(self, plan: WritePlan, *, merge_memories: bool) -> WriteResult:
@@ -56,11 +60,12 @@ class WritePipeline:
         unique = _merge_duplicates(docs)
         if merge_memories:
             unique = self._merge_existing_memories(unique, stored)
+        sequence = None
         if unique:
             unique = self._embed_missing(unique)
-            self._commit_upsert(unique)
+            sequence = self._commit_upsert(unique)
         positions = {d.id: getattr(d.metadata, POSITION_FIELDS[d.type]) for d in docs if d.type in POSITION_FIELDS}
-        return WriteResult(tuple(d.id for d in docs), positions)
+        return WriteResult(tuple(d.id for d in docs), positions, sequence)
 
     def _stored(self, ids: Iterable[str], known: Stored) -> Stored:
         missing = [i for i in dict.fromkeys(ids) if i not in known]
@@ -97,7 +102,14 @@ class WritePipeline:
         raise BrainError("could not find a free id for a memory after 50 attempts")  # pragma: no cover
 
     def _assign_positions(self, docs: list[PreparedDoc]) -> list[PreparedDoc]:
-        """Give turns and summaries without an index the next one in their conversation."""
+        """Give turns and summaries without an index the next ones in their conversation (claimed
+        across processes when the store has position claims, :mod:`brain.store.positions`)."""
+        wanted: dict[tuple[str, str], int] = {}
+        for d in docs:
+            field = POSITION_FIELDS.get(d.type)
+            if field is not None and getattr(d.metadata, field) is None:
+                key = (d.type, d.metadata.conversation_id)
+                wanted[key] = wanted.get(key, 0) + 1
         next_free: dict[tuple[str, str], int] = {}
         out = []
         for d in docs:
@@ -117,6 +129,9 @@ class WritePipeline:
                 taken += [getattr(q.metadata, field) or 0 for q in docs
                           if q.type == d.type and getattr(q.metadata, "conversation_id", None) == conversation]
                 next_free[key] = max(taken, default=0) + 1
+                if self.positions is not None:
+                    next_free[key] = self.positions.claim(d.type, conversation, wanted[key], next_free[key],
+                                                          self.writer)
             meta = d.metadata.model_copy()
             setattr(meta, field, next_free[key])
             next_free[key] += 1
@@ -172,7 +187,7 @@ class WritePipeline:
             out[n] = out[n].with_(vector=vec)
         return out
 
-    def _commit_upsert(self, unique: list[PreparedDoc]) -> None:
+    def _commit_upsert(self, unique: list[PreparedDoc]) -> int:
         ids = [d.id for d in unique]
         texts = [d.text for d in unique]
         metas = [d.metadata.to_chroma() for d in unique]
@@ -181,15 +196,17 @@ class WritePipeline:
         prior = self.snapshot(ids)
         payload = _replacing(ids, metas, prior)
         intent = self.intents.begin(upserted=ids, prior=prior, mirrored=self.events.all_listening)
-        event = WriteEvent(self.events.next_sequence(), "upsert", tuple(ids), tuple(texts), tuple(metas), vectors)
+        event = WriteEvent(self._number(intent, "upsert", ids), "upsert", tuple(ids), tuple(texts), tuple(metas),
+                           vectors)
         self._commit(intent, event, "writing", lambda: self.chroma.upsert(ids, texts, payload, vectors))
+        return event.sequence
 
     # ---- deletes and metadata changes ---------------------------------------------------------------
     def delete(self, found: list[str]) -> None:
         """Delete ``found`` (ids Chroma holds) everywhere, all or nothing."""
         self.resolve_kept()
         intent = self.intents.begin(deleted=found, prior=self.snapshot(found), mirrored=self.events.all_listening)
-        event = WriteEvent(self.events.next_sequence(), "delete", tuple(found))
+        event = WriteEvent(self._number(intent, "delete", found), "delete", tuple(found))
         self._commit(intent, event, "deleting", lambda: self.chroma.delete(found))
 
     def update_metadata(self, changes: Mapping[str, dict[str, Any]]) -> None:
@@ -199,10 +216,19 @@ class WritePipeline:
         metas = [changes[i] for i in ids]
         self.resolve_kept()
         intent = self.intents.begin(upserted=ids, prior=self.snapshot(ids), mirrored=self.events.all_listening)
-        event = WriteEvent(self.events.next_sequence(), "metadata", tuple(ids), metadatas=tuple(metas))
+        event = WriteEvent(self._number(intent, "metadata", ids), "metadata", tuple(ids), metadatas=tuple(metas))
         self._commit(intent, event, "updating", lambda: self.chroma.update_metadata(ids, metas))
 
     # ---- the commit --------------------------------------------------------------------------------
+    def _number(self, intent: WriteIntent, op: Op, ids: Sequence[str]) -> int:
+        """The write's sequence number; when it cannot be had (the change feed is unreachable),
+        nothing was written, so the intent goes too."""
+        try:
+            return self.events.next_sequence(op, ids)
+        except BaseException:
+            intent.done()
+            raise
+
     def _commit(self, intent: WriteIntent, event: WriteEvent, doing: str, chroma_call: Callable[[], None]) -> None:
         """Stage ``event``, run ``chroma_call``, then commit the event, or undo Chroma and abort it."""
         n = len(event.ids)
@@ -288,10 +314,10 @@ class WritePipeline:
                 rows[i] = (d or "", dict(m or {}), np.asarray(e, dtype=np.float32))
         gone = tuple(i for i in ids if i not in rows)
         if gone:
-            self.events.publish(WriteEvent(self.events.next_sequence(), "delete", gone, restored=True))
+            self.events.publish(WriteEvent(self.events.next_sequence("delete", gone), "delete", gone, restored=True))
         if rows:
             self.events.publish(WriteEvent(
-                self.events.next_sequence(), "upsert", tuple(rows), tuple(r[0] for r in rows.values()),
+                self.events.next_sequence("upsert", tuple(rows)), "upsert", tuple(rows), tuple(r[0] for r in rows.values()),
                 tuple(r[1] for r in rows.values()), np.stack([r[2] for r in rows.values()]), restored=True))
 
 

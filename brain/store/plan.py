@@ -49,10 +49,13 @@ class WritePlan:
 @dataclass(frozen=True, slots=True)
 class WriteResult:
     """What a write stored: ``ids`` in input order (a repeated document repeats its id), and the
-    ``positions`` assigned: ``turn_index`` of turns and ``summary_index`` of summaries, by id."""
+    ``positions`` assigned: ``turn_index`` of turns and ``summary_index`` of summaries, by id.
+    ``sequence``: the write's number (with a change feed, its place among every process's writes, for
+    reads that ask for at least it); None when nothing needed writing."""
 
     ids: tuple[str, ...]
     positions: Mapping[str, int]
+    sequence: int | None = None
 
     def position(self, doc_id: str) -> int:
         return self.positions[doc_id]
