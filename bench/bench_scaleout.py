@@ -161,14 +161,29 @@ def context_throughput(tmp: Path, url: str, n: int, requests: int) -> tuple[dict
         served = Served(tmp, url, collection, workers)
         try:
             warm = [{"conversation_id": c, "user_message": f"warm up {i}", "entity": conversation_owner(c)}
-                    for i, c in enumerate(picked * workers)]
-            asyncio.run(load(served.url, warm, IN_FLIGHT))  # every worker: model loaded, indexes built
+                    for i, c in enumerate(picked * 2 * workers)]
+            asyncio.run(warm_every_worker(served.url, warm))
             latencies, wall = asyncio.run(load(served.url, bodies[k * requests : (k + 1) * requests], IN_FLIGHT))
             p50, p95 = percentiles(latencies)
             rows[workers] = (requests / wall, p50, p95, served.started)
         finally:
             served.stop()
     return rows, {"n": n, "counts": counts, "ingest": ingest}
+
+
+async def warm_every_worker(url: str, bodies: list[dict]) -> None:
+    """Send ``bodies`` on a new connection each, so that they spread over the workers (a kept-alive
+    connection stays with one): every worker loads its model and builds its indexes before the timing."""
+    limits = httpx.Limits(max_connections=IN_FLIGHT, max_keepalive_connections=0)
+    async with httpx.AsyncClient(timeout=300, limits=limits, headers={"Connection": "close"}) as client:
+        pending = list(bodies)
+
+        async def send() -> None:
+            while pending:
+                response = await client.post(f"{url}/v1/context", json=pending.pop())
+                response.raise_for_status()
+
+        await asyncio.gather(*(send() for _ in range(IN_FLIGHT)))
 
 
 # ---- (d) the feed's cost on writes --------------------------------------------------------------------------
