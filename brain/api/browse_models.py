@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Path
 from pydantic import BaseModel, Field
 
-from brain.api.models import DocumentOut, Entity
+from brain.api.models import DocumentOut, Entity, sequence_field
 
 
 class ConversationOut(BaseModel):
@@ -59,6 +59,7 @@ class ForgetOut(BaseModel):
     mirror: dict[str, int] = Field(description="mirror rows removed: rows, vectors, access_log, content_hashes")
     scrubbed: dict[str, Any] = Field(description="how each file was compacted; chroma null for a Chroma server")
     conversations: list[str] = Field(description="ids of the conversations whose turns or summaries were removed")
+    sequence: int | None = sequence_field()
 
 
 EntityPath = Annotated[Entity, Path(description="an entity name")]

@@ -12,7 +12,7 @@ from brain import __version__
 from brain.api.error_responses import install_error_handlers
 from brain.api.json_bodies import JsonRoute
 from brain.api.middleware import Authenticate, BodyLimit
-from brain.api.read_your_writes import ReadYourWrites
+from brain.api.read_your_writes import ReadYourWrites, track_request_writes
 from brain.api.routes import add_routes
 from brain.auth import TokenTable
 from brain.config import Settings
@@ -45,6 +45,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None, 
             opened, own = Brain(store, chat=chat), True  # closes only the chat layer it builds
         else:
             opened, own = open_brain(settings), True
+        untrack = track_request_writes(opened.store)
         try:
             prepare_to_serve(opened, catch_up=False)  # the mirror's catch-up is the server's (brain.api.serve)
             app.state.brain = opened
@@ -55,6 +56,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None, 
                     yield
         finally:
             app.state.brain = None
+            untrack()
             if own:
                 opened.close()
 

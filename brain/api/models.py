@@ -139,6 +139,16 @@ class DocumentOut(BaseModel):
     metadata: dict[str, Any]
 
 
+def sequence_field() -> Any:
+    return Field(description="the change feed's sequence of this request's write: send it as X-Brain-Min-Sequence "
+                             "to read the write through any worker (also in the X-Brain-Sequence header); null "
+                             "without a Chroma server, where there is one process and no feed")
+
+
+class DocumentWritten(DocumentOut):
+    sequence: int | None = sequence_field()
+
+
 class MemoryList(BaseModel):
     memories: list[DocumentOut]
     limit: int
@@ -161,6 +171,7 @@ class MemorySearch(BaseModel):
 
 class Deleted(BaseModel):
     deleted: str
+    sequence: int | None = sequence_field()
 
 
 class ExchangeOut(BaseModel):
@@ -170,6 +181,7 @@ class ExchangeOut(BaseModel):
     user_turn_index: int
     assistant_turn_index: int
     summaries_scheduled: list[str]
+    sequence: int | None = sequence_field()
 
 
 class TurnsOut(BaseModel):
@@ -184,6 +196,7 @@ class SummariesOut(BaseModel):
 
 class IdsOut(BaseModel):
     ids: list[str]
+    sequence: int | None = sequence_field()
 
 
 _ERROR_TEXT = {

@@ -1,25 +1,68 @@
-"""Read-your-writes across API workers: the change feed's sequence in HTTP headers.
+"""Read-your-writes across API workers: the change feed's sequence in write responses.
 
 Every successful write request (any method but GET, HEAD and OPTIONS) answers ``X-Brain-Sequence: N``,
-the change feed's sequence of the latest write this worker committed, which includes the request's own.
-A request that sends ``X-Brain-Min-Sequence: N`` is served once this worker has applied every write up
-to N, whichever worker made it (:meth:`brain.store.RagStore.catch_up`): 422 for a value that is not a
-sequence, 503 when it is not reached in time. Without a Chroma server (the embedded store, one process)
-there is no feed: the headers are neither sent nor needed."""
+and the routes that write carry the same N as ``"sequence"`` in their JSON body: the change feed's
+sequence of the latest write the request committed (:func:`request_sequence`). A request that sends
+``X-Brain-Min-Sequence: N`` is served once this worker has applied every write up to N, whichever
+worker made it (:meth:`brain.store.RagStore.catch_up`): 422 for a value that is not a sequence, 503
+when it is not reached in time. Without a Chroma server (the embedded store, one process) there is no
+feed: the header is neither sent nor needed, and the body's ``"sequence"`` is null."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
+from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
 from brain.api.error_responses import error_response
 from brain.errors import StoreUnavailable, ValidationError
+from brain.store import RagStore
+from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.follower import check_sequence
 
 MIN_SEQUENCE = b"x-brain-min-sequence"
 SEQUENCE = b"x-brain-sequence"
 _READS = {"GET", "HEAD", "OPTIONS"}
+
+# the sequences of the writes committed while serving the current request (None outside one); the
+# route's thread runs in a copy of the request's context, so it appends to the request's own list
+_written: ContextVar[list[int] | None] = ContextVar("brain_request_writes", default=None)
+
+
+class _RequestWrites(WriteSubscriber):
+    """Notes each committed write's sequence in the request that made it (none outside a request:
+    the summary worker's and the follower's threads do not carry one)."""
+
+    def commit(self, event: WriteEvent) -> None:
+        written = _written.get()
+        if written is not None:
+            written.append(event.sequence)
+
+
+def track_request_writes(store: RagStore) -> Callable[[], None]:
+    """Note the sequences of ``store``'s writes per request, for :func:`request_sequence`; returns
+    what stops it (the app calls both around its lifetime)."""
+    subscriber = store.events.subscribe(_RequestWrites())
+    return lambda: store.events.unsubscribe(subscriber)
+
+
+def request_sequence(store: RagStore) -> int | None:
+    """What a client waits for to read this request's writes on any worker: the sequence of the latest
+    write the request committed, or when it wrote nothing, the latest this worker committed (a read that
+    asks for it sees at least what this worker served). None without a change feed."""
+    if store.follower is None:
+        return None
+    written = _written.get()
+    return max(written) if written else store.last_sequence
+
+
+def with_sequence(request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    """A write route's response ``body`` with its ``"sequence"`` (see :func:`request_sequence`)."""
+    brain = request.app.state.brain
+    return {**body, "sequence": None if brain is None else request_sequence(brain.store)}
 
 
 class ReadYourWrites:
@@ -50,14 +93,21 @@ class ReadYourWrites:
         if scope.get("method") in _READS:
             await self.app(scope, receive, send)
             return
+        token = _written.set([])
 
         async def send_with_sequence(message: dict) -> None:
-            if message["type"] == "http.response.start" and message["status"] < 400 and store.last_sequence:
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  (SEQUENCE, str(store.last_sequence).encode())]}
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                sequence = request_sequence(store)
+                if sequence:
+                    message = {**message, "headers": [*message.get("headers", []),
+                                                      (SEQUENCE, str(sequence).encode())]}
             await send(message)
 
-        await self.app(scope, receive, send_with_sequence)
+        try:
+            await self.app(scope, receive, send_with_sequence)
+        finally:
+            _written.reset(token)
 
 
-__all__ = ["MIN_SEQUENCE", "SEQUENCE", "ReadYourWrites"]
+__all__ = ["MIN_SEQUENCE", "SEQUENCE", "ReadYourWrites", "request_sequence", "track_request_writes",
+           "with_sequence"]

@@ -15,12 +15,14 @@ from brain.cli.shell import State, pass_state
 @click.option("--port", type=click.IntRange(1, 65535), help="Port (default BRAIN_API_PORT, 5000).")
 @click.option("--mcp", "with_mcp", is_flag=True, help="Also serve MCP (streamable HTTP) at /mcp, behind the same "
                                                      "tokens (or set BRAIN_API_MCP=true).")
+@click.option("--workers", type=click.IntRange(1, 64), help="Worker processes on one port (default BRAIN_API_WORKERS, "
+                                                           "1). More than 1 needs a Chroma server (BRAIN_CHROMA_URL).")
 @pass_state
-def serve(state: State, host: str | None, port: int | None, with_mcp: bool) -> None:
-    """Serve the HTTP API (one process; see the README for several)."""
+def serve(state: State, host: str | None, port: int | None, with_mcp: bool, workers: int | None) -> None:
+    """Serve the HTTP API: one process (threads), or --workers N processes on a Chroma server."""
     from brain.api import serve as run_server
 
     settings = state.settings()
     if with_mcp:
         settings = settings.model_copy(update={"api_mcp": True})
-    run_server(settings, host=host, port=port)
+    run_server(settings, host=host, port=port, workers=workers)

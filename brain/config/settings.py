@@ -275,6 +275,10 @@ class Settings(BaseSettings):
                                   ge=1024, le=1_000_000_000)
     api_mcp: bool = api_setting(
         "BRAIN_API_MCP", False, "also serve MCP (streamable HTTP) at `/mcp` of `brain serve`, behind the same tokens")
+    api_workers: int = api_setting(
+        "BRAIN_API_WORKERS", 1,
+        "processes `brain serve` runs (uvicorn workers); more than 1 needs BRAIN_CHROMA_URL (the embedded store is "
+        "one process's)", ge=1, le=64)
 
     _layout: ProjectLayout | None = PrivateAttr(None)
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)

@@ -9,6 +9,7 @@ from fastapi import FastAPI, Query, Request
 
 from brain.api.browse_models import ConversationList, EntityPath, ForgetOut, KnowledgeOut, PersonaOut
 from brain.api.models import MAX_OFFSET, EntityQuery, documented_responses
+from brain.api.read_your_writes import with_sequence
 from brain.api.request_context import access_of, brain_of
 from brain.browse import knowledge_by_file, persona_sections
 
@@ -38,4 +39,4 @@ def add_routes(app: FastAPI) -> None:
         summaries) is removed from the store and the mirror, and the data directory's files are compacted
         so that none of their text remains. The admin token, or a token bound to that entity."""
         acting = access_of(request, name).entity  # a token bound to another entity: 403
-        return brain_of(request).forget_entity(acting).to_dict()
+        return with_sequence(request, brain_of(request).forget_entity(acting).to_dict())

@@ -17,6 +17,7 @@ from brain.api.models import (
     documented_responses,
     link,
 )
+from brain.api.read_your_writes import with_sequence
 from brain.api.request_context import access_of
 
 
@@ -38,7 +39,7 @@ def add_routes(app: FastAPI) -> None:
         exchange = access_of(request, body.entity).record_exchange(
             body.conversation_id, body.user_text, body.assistant_text, timestamp=body.timestamp,
             metadata=body.metadata, user_name=body.user_name, assistant_name=body.assistant_name)
-        return exchange.to_dict()
+        return with_sequence(request, exchange.to_dict())
 
     @app.get("/v1/conversations/{conversation_id}/turns", tags=["chat"], operation_id="conversation_turns",
              responses=documented_responses(400, 403, 404, 422, 503, ok=(200, TurnsOut)))

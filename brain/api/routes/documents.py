@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 
 from brain.api.models import DocsBody, DocsCreate, IdsOut, documented_responses
+from brain.api.read_your_writes import with_sequence
 from brain.api.request_context import access_of, brain_of
 
 
@@ -18,4 +19,4 @@ def add_routes(app: FastAPI) -> None:
         docs = body.docs if isinstance(body, DocsCreate) else [body]
         ids = brain_of(request).store.upsert_docs(
             [{**d.metadata, "text": d.text, "type": d.type, "id": d.id} for d in docs])
-        return {"ids": ids}
+        return with_sequence(request, {"ids": ids})

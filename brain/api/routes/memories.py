@@ -10,6 +10,7 @@ from brain.api.models import (
     MAX_OFFSET,
     Deleted,
     DocumentOut,
+    DocumentWritten,
     EntityQuery,
     Importance,
     MemoryCreate,
@@ -19,6 +20,7 @@ from brain.api.models import (
     documented_responses,
     link,
 )
+from brain.api.read_your_writes import with_sequence
 from brain.api.request_context import access_of
 from brain.memory_listing import Order as MemoryOrder
 from brain.schemas import Status
@@ -32,12 +34,12 @@ def add_routes(app: FastAPI) -> None:
     }
 
     @app.post("/v1/memories", tags=["memories"], status_code=201, operation_id="create_memory",
-              responses=documented_responses(400, 403, 413, 422, 503, ok=(201, DocumentOut), links=memory_links))
+              responses=documented_responses(400, 403, 413, 422, 503, ok=(201, DocumentWritten), links=memory_links))
     def create_memory(body: MemoryCreate, request: Request) -> Any:
         created = access_of(request, body.entity).create_memory(
             body.text, scope=body.scope, importance=body.importance, tags=body.tags,
             conversation_id=body.conversation_id, timestamp=body.timestamp, metadata=body.metadata)
-        return created.to_dict()
+        return with_sequence(request, created.to_dict())
 
     @app.get("/v1/memories", tags=["memories"], operation_id="list_memories",
              responses=documented_responses(400, 403, 422, 503, ok=(200, MemoryList)))
@@ -68,15 +70,15 @@ def add_routes(app: FastAPI) -> None:
         return access_of(request, entity).get_memory(doc_id).to_dict()
 
     @app.patch("/v1/memories/{doc_id}", tags=["memories"], operation_id="patch_memory",
-               responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(200, DocumentOut)))
+               responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(200, DocumentWritten)))
     def patch_memory(doc_id: str, body: MemoryPatch, request: Request, entity: EntityQuery = None) -> Any:
         updated = access_of(request, entity).update_memory(
             doc_id, body.text, importance=body.importance, tags=body.tags, metadata=body.metadata,
             replace_metadata=body.replace_metadata, status=body.status)
-        return updated.to_dict()
+        return with_sequence(request, updated.to_dict())
 
     @app.delete("/v1/memories/{doc_id}", tags=["memories"], operation_id="delete_memory",
                 responses=documented_responses(400, 403, 404, 422, 503, ok=(200, Deleted)))
     def delete_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
         access_of(request, entity).delete_memory(doc_id)
-        return {"deleted": doc_id}
+        return with_sequence(request, {"deleted": doc_id})
