@@ -94,6 +94,17 @@ class MirrorWrites:
         return len(rows)
 
     @named_corruption
+    def drop_models(self, keep: Iterable[str]) -> int:
+        """Delete the vectors of every model but ``keep`` (a re-index dropped its old collections);
+        returns how many were deleted."""
+        keep = sorted(set(keep) | {self.model})
+        with self.transaction():
+            removed = self._conn.execute(
+                f"DELETE FROM memory_embeddings WHERE model NOT IN ({marks(len(keep))})", keep).rowcount
+            self._generation += 1
+        return removed
+
+    @named_corruption
     def delete(self, ids: str | Iterable[str]) -> int:
         """Remove documents (their vectors, access log and links go with them); returns how many existed."""
         ids = [ids] if isinstance(ids, str) else list(ids)
