@@ -504,5 +504,27 @@ def drop_old(store: RagStore, *, keep: int = 0) -> DropReport:
     return report
 
 
+
+
+
+def open_live_store(settings: Any) -> RagStore:
+    """The store opened with the embedder its live collection records, whatever ``BRAIN_EMBEDDER``
+    says (a re-index reads the live collection with its own model); the mirror and, with a Chroma
+    server, the change feed attached as for serving (:func:`brain.core.open_store`)."""
+    from brain.core import open_store
+    from brain.store.chroma import open_client
+
+    recorded = live_embedder_name(open_client(settings, create=False), settings.collection)
+    if recorded is not None and recorded != settings.embedder:
+        settings = settings.model_copy(update={"embedder": recorded})
+    return open_store(settings, create=False)
+
+
+def embedder_named(settings: Any, name: str) -> Embedder:
+    """The embedder ``provider/model`` names, with the other embedder settings (Ollama's host, the batch size)."""
+    return get_embedder(settings.model_copy(update={"embedder": name}))
+
+
 __all__ = ["BATCH", "DropReport", "ReindexError", "ReindexPlan", "ReindexReport", "current_state", "drop_old",
+           "embedder_named", "open_live_store",
            "live_embedder_name", "plan", "rollback", "run"]
