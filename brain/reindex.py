@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -111,11 +112,13 @@ class ReindexReport:
     specialists: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0
+    specialists_seconds: float = 0.0
 
     @property
     def rate(self) -> float:
-        """Documents per second over the whole run."""
-        return (self.embedded + self.reused + self.skipped) / self.seconds if self.seconds > 0 else 0.0
+        """Documents per second of the run, the specialists' registration aside."""
+        seconds = self.seconds - self.specialists_seconds
+        return (self.embedded + self.reused + self.skipped) / seconds if seconds > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "rate": round(self.rate, 1)}
@@ -198,6 +201,7 @@ class _Copier:
         self.mirrored = set(store.settings.mirrored_types)
         self.dimension = int(embedder.dimension)
         self.batches = 0
+        self.mirror_has_model = self.mirror is not None and embedder.name in self.mirror.models()
 
     def diff(self, ids: Sequence[str]) -> tuple[list[tuple[str, str, dict]], list[tuple[str, str, dict]], list[str]]:
         """For ``ids`` of the source: (documents to write, documents the target has as they are, ids
@@ -220,7 +224,7 @@ class _Copier:
 
     def reusable(self, docs: Sequence[tuple[str, str, dict]]) -> dict[str, np.ndarray]:
         """The mirror's vectors of the new model for ``docs`` embedded from the same text."""
-        if self.mirror is None:
+        if not self.mirror_has_model:
             return {}
         wanted = [i for i, _, m in docs if m.get("type") in self.mirrored]
         if not wanted:
@@ -230,26 +234,43 @@ class _Copier:
                 if text == texts[i] and v.shape == (self.dimension,)}
 
     def write(self, docs: Sequence[tuple[str, str, dict]]) -> None:
-        """Embed (or reuse) and write ``docs`` into the target, one batch at a time."""
-        for s in range(0, len(docs), self.batch):
-            part = list(docs[s : s + self.batch])
-            reused = self.reusable(part)
-            fresh = [d for d in part if d[0] not in reused]
-            vectors = dict(reused)
-            if fresh:
-                started = time.monotonic()
-                embedded = self.embedder.embed_documents([t for _, t, _ in fresh])
-                self.report.embed_seconds += time.monotonic() - started
-                vectors.update(zip((i for i, _, _ in fresh), embedded))
-            self.target.upsert([i for i, _, _ in part], [t for _, t, _ in part], [m for _, _, m in part],
-                               np.asarray([vectors[i] for i, _, _ in part], dtype=np.float32))
-            self.report.embedded += len(fresh)
-            self.report.reused += len(reused)
-            self.to_mirror(part, vectors, reused)
-            self.progress.update(len(part))
-            self.batches += 1
-            if self.on_batch is not None:
-                self.on_batch(self.batches)
+        """Embed (or reuse) and write ``docs`` into the target, one batch at a time. A batch is
+        written (Chroma, then the mirror) in a second thread while the next one is embedded; batches
+        are written in order, one at a time, so what the target holds is always whole batches."""
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-reindex-writer") as writer:
+            pending: Future | None = None
+            try:
+                for s in range(0, len(docs), self.batch):
+                    part = list(docs[s : s + self.batch])
+                    reused = self.reusable(part)
+                    fresh = [d for d in part if d[0] not in reused]
+                    vectors = dict(reused)
+                    if fresh:
+                        started = time.monotonic()
+                        embedded = self.embedder.embed_documents([t for _, t, _ in fresh])
+                        self.report.embed_seconds += time.monotonic() - started
+                        vectors.update(zip((i for i, _, _ in fresh), embedded))
+                    if pending is not None:
+                        pending.result()
+                    pending = writer.submit(self._store, part, vectors, reused, len(fresh))
+                if pending is not None:
+                    pending.result()
+            except BaseException:
+                if pending is not None and not pending.done():
+                    pending.exception()  # the batch in flight finishes before the error goes up
+                raise
+
+    def _store(self, part: list[tuple[str, str, dict]], vectors: dict[str, np.ndarray],
+               reused: dict[str, np.ndarray], fresh: int) -> None:
+        self.target.upsert([i for i, _, _ in part], [t for _, t, _ in part], [m for _, _, m in part],
+                           np.asarray([vectors[i] for i, _, _ in part], dtype=np.float32))
+        self.report.embedded += fresh
+        self.report.reused += len(reused)
+        self.to_mirror(part, vectors, reused)
+        self.progress.update(len(part))
+        self.batches += 1
+        if self.on_batch is not None:
+            self.on_batch(self.batches)
 
     def to_mirror(self, docs: Sequence[tuple[str, str, dict]], vectors: dict[str, np.ndarray],
                   reused: dict[str, np.ndarray]) -> None:
@@ -257,12 +278,8 @@ class _Copier:
         if self.mirror is None:
             return
         items = [(i, vectors[i]) for i, _, m in docs if m.get("type") in self.mirrored and i not in reused]
-        if not items:
-            return
-        known = self.mirror._existing_ids([i for i, _ in items])
-        items = [(i, v) for i, v in items if i in known]
         if items:
-            self.report.mirror_vectors += self.mirror.upsert_embeddings(items, self.embedder.name)
+            self.report.mirror_vectors += self.mirror.upsert_embeddings(items, self.embedder.name, skip_unknown=True)
 
     def copy_ids(self, ids: Sequence[str]) -> int:
         """Bring ``ids`` in the target in line with the source; returns how many were written or deleted."""
@@ -362,7 +379,9 @@ def run(store: RagStore, embedder: Embedder, *, batch: int = BATCH,
             report.documents = target.count()
             report.seconds = time.monotonic() - started
             return report
+        registering = time.monotonic()
         report.specialists = _register_specialists(store, embedder, build.collection)
+        report.specialists_seconds = time.monotonic() - registering
         swap_seq = feed.claim("swap", [build.collection], store.feed_writer.writer) if feed is not None else None
         with store._lock:  # no write of this process between the last replay and the flip
             moved, seen = _replay(store, copier, recorder, feed, seen, until=swap_seq)

@@ -5,6 +5,7 @@ every embed request: "nothing embedded twice" is counted there."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -255,6 +256,7 @@ def test_kill_9_at_several_points_then_resume_embeds_nothing_twice(backend_setti
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.05)
+        time.sleep(0.5)  # the batch before it is written meanwhile (a second thread writes while the next embeds)
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
         hung.add(ollama.hang_after)
@@ -267,3 +269,31 @@ def test_kill_9_at_several_points_then_resume_embeds_nothing_twice(backend_setti
     assert len(answered) == len(set(answered)) == documents  # every text embedded once
     with open_store(settings.model_copy(update={"embedder": NOMIC})) as store:
         assert store.count() == documents and store.collection_name.endswith("__g2")
+
+
+def test_the_command_dry_run_rollback_and_usage(settings, local_embedder, ollama):
+    settings = settings.model_copy(update={"ollama_host": ollama.url})
+    with open_store(settings, embedder=local_embedder) as store:
+        fill(store)
+        documents = store.count()
+    proc = _cli(settings, "--embedder", NOMIC, "--dry-run")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    planned = json.loads(out)
+    assert (planned["documents"], planned["to_embed"], planned["reused"]) == (documents, documents, 0)
+    assert ollama.embed_requests() == []  # a dry run embeds nothing
+    proc = _cli(settings, "--embedder", NOMIC)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["collection"] == f"{settings.collection}__g2"
+    proc = _cli(settings, "--rollback")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["collection"] == settings.collection
+    proc = _cli(settings, "--rollback", "--drop-old")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "one of --rollback, --drop-old and --keep" in err
+    proc = _cli(settings, "--keep", "0")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["dropped"] == [f"{settings.collection}__g2"]

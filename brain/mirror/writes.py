@@ -66,8 +66,9 @@ class MirrorWrites:
         return len(prepared)
 
     @named_corruption
-    def upsert_embeddings(self, items: Iterable[tuple[str, Any]], model: str) -> int:
-        """Store vectors of any ``model`` for existing memories: ``[(memory_id, vector), ...]``; all or nothing."""
+    def upsert_embeddings(self, items: Iterable[tuple[str, Any]], model: str, *, skip_unknown: bool = False) -> int:
+        """Store vectors of any ``model`` for existing memories: ``[(memory_id, vector), ...]``; all or
+        nothing. An id the file does not hold is an error, or with ``skip_unknown`` left out."""
         model = check_model_name(model)
         rows = []
         try:
@@ -82,7 +83,11 @@ class MirrorWrites:
             ids = [r[0] for r in rows]
             known = self._existing_ids(ids)
             missing = [i for i in ids if i not in known]
-            if missing:
+            if missing and skip_unknown:
+                rows = [r for r in rows if r[0] in known]
+                if not rows:
+                    return 0
+            elif missing:
                 raise ValidationError(
                     f"no memory with id {missing[0]!r} in the mirror ({len(missing)} missing); write the memory first",
                     [Problem("memory_id", "unknown memory", ids.index(i)) for i in missing],
