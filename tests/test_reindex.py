@@ -297,3 +297,27 @@ def test_the_command_dry_run_rollback_and_usage(settings, local_embedder, ollama
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert json.loads(out)["dropped"] == [f"{settings.collection}__g2"]
+
+
+def test_a_write_of_a_process_that_had_not_seen_the_swap_is_carried_over(chroma_server, tmp_path, local_embedder,
+                                                                          ollama):
+    settings = Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection=f"t-{uuid.uuid4().hex[:12]}",
+                        ollama_host=ollama.url)
+    slow = settings.model_copy(update={"feed_interval_seconds": 3600})  # checks the feed only when asked
+    with open_store(settings, embedder=local_embedder) as writer, open_store(slow, embedder=local_embedder) as late:
+        fill(writer)
+        late.catch_up()
+        reindex.run(writer, reindex.embedder_named(settings, NOMIC), progress=False)
+        gone = late.get(type="faq")[0].id
+        late_id = late.upsert_memory("Written into the old collection after the swap")  # not seen yet
+        late.delete(gone)
+        assert late.collection_name == settings.collection
+        late.catch_up()  # the swap record: it moves, and carries its two writes over
+        assert late.collection_name == writer.collection_name and late.embedder.name == NOMIC
+        writer.catch_up()
+        for store in (writer, late):
+            assert store.get([late_id]) and not store.get([gone])
+            assert late_id in {h.id for h in store.retrieve_memories("anything", k=50, all_scopes=True)}
+        vector = writer.get([late_id], include_embeddings=True)[0].embedding
+        assert np.allclose(vector, writer.embedder.embed_documents(
+            ["Written into the old collection after the swap"])[0], atol=1e-6)

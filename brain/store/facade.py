@@ -131,11 +131,15 @@ class RagStore:
         if link is not None and link.mirror is not None and link.mirror.model != embedder.name:
             link.mirror.use_model(embedder.name)
 
-    def follow_live(self, *, embedder: Embedder | None = None) -> bool:
+    def follow_live(self, *, embedder: Embedder | None = None, since: int | None = None) -> bool:
         """Serve the collection the live pointer names now, if it is another one (a re-index swapped
         it, in this process or another): with ``embedder``, or one built for the model that
         collection records. Returns whether the store moved. Under the store's lock, so no write or
-        applied feed record straddles the move."""
+        applied feed record straddles the move.
+
+        ``since``: the change-feed sequence of the swap. This store's writes numbered after it went
+        to the old collection (it had not seen the swap yet); they are copied into the new one,
+        embedded with its model, and announced again, so no write is lost to the swap."""
         with self._lock:
             live = live_collection(self.client, self.settings.collection)
             if live == self.collection_name and embedder is None:
@@ -144,11 +148,30 @@ class RagStore:
             if embedder is None:
                 embedder = (self.embedder if recorded.get("embedder") == self.embedder.name
                             else get_embedder(self.settings.model_copy(update={"embedder": recorded.get("embedder")})))
+            old = self.chroma
             self.collection_name = live
             self._bind(open_cosine_collection(self.client, live, embedder, schema_version=1,
                                               switch=f"the live collection {live!r} changed model while it was opened",
                                               rename="use another BRAIN_COLLECTION"), embedder)
+            if since is not None and self.feed_writer is not None:
+                self._carry_late_writes(old, since)
             return True
+
+    def _carry_late_writes(self, old: ChromaAccess, since: int) -> None:
+        """Copy this store's writes numbered after ``since`` from ``old`` into the live collection."""
+        ids = list(dict.fromkeys(i for r in self.feed_writer.feed.after(since)
+                                 if r.writer == self.feed_writer.writer and r.op != "swap" for i in r.ids))
+        if not ids:
+            return
+        rows = {i: (d or "", dict(m or {})) for page in old.get_ids(ids, ["documents", "metadatas"])
+                for i, d, m in zip(page["ids"], page["documents"], page["metadatas"])}
+        gone = [i for i in ids if i not in rows]
+        if gone:
+            self.chroma.delete(gone)
+        if rows:
+            texts = [t for t, _ in rows.values()]
+            self.chroma.upsert(list(rows), texts, [m for _, m in rows.values()], self.embedder.embed_documents(texts))
+        self._writes.restate(ids)  # numbered again: the other processes fetch them from the live collection
 
     def attach_feed(self, feed: ChangeFeed, positions: PositionClaims | None = None) -> FeedFollower:
         """Number this store's writes in ``feed`` (each write adds its record) and follow the other
@@ -163,7 +186,7 @@ class RagStore:
             self._writes.positions, self._writes.writer = positions, writer.writer
             self.follower = FeedFollower(feed, self.chroma, self.events, self._lock, writer.writer,
                                          interval=self.settings.feed_interval_seconds, rebuild=self.state.rebuild,
-                                         swapped=lambda: self.follow_live())
+                                         swapped=lambda sequence: self.follow_live(since=sequence))
             self.state.follower = self.follower
             self._closers.append(self.follower.close)
             return self.follower
