@@ -23,18 +23,18 @@ import platform
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)
 
-from brain import reindex  # noqa: E402
-from brain.config import Settings  # noqa: E402
-from brain.core import open_store  # noqa: E402
-from brain.embeddings import LocalMiniLMEmbedder  # noqa: E402
-from tests.ollama_stub import OllamaStub  # noqa: E402
+from brain import reindex
+from brain.config import Settings
+from brain.core import open_store
+from brain.embeddings import LocalMiniLMEmbedder
+from tests.ollama_stub import OllamaStub
 
 NOMIC = "ollama/nomic-embed-text"
 TOPICS = ("travel", "food", "work", "family", "health", "music", "money", "sport")
@@ -99,7 +99,7 @@ def main() -> None:
     lines = [
         "# brain reindex benchmark",
         "",
-        f"Run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()}, {os.cpu_count()} cores "
+        f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()}, {os.cpu_count()} cores "
         f"shared with other jobs (numbers are indicative), Python {platform.python_version()}, embedded Chroma.",
         "`python bench/bench_reindex.py --n N`: see its docstring for the method.",
         "",

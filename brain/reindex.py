@@ -35,19 +35,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from brain.embeddings import Embedder, get_embedder
-from brain.errors import BrainError, StoreError, ValidationError
+from brain.errors import ReindexError, ValidationError
 from brain.progress import ProgressOptions, open_progress
 from brain.store import RagStore
 from brain.store.chroma import ChromaAccess, GuardedCollection, open_cosine_collection
 from brain.store.events import WriteEvent, WriteSubscriber
+from brain.store.feed import PENDING_GRACE_SECONDS
 from brain.store.live import (
     Build,
     PointerState,
@@ -62,10 +63,6 @@ log = logging.getLogger(__name__)
 #: documents embedded and written per step: large enough that a Chroma write per step costs little
 #: beside the embedding, small enough that an interruption loses little
 BATCH = 256
-
-
-class ReindexError(BrainError):
-    """A re-index that cannot start or go on; the live collection is untouched."""
 
 
 @dataclass
@@ -156,12 +153,14 @@ def current_state(store: RagStore) -> PointerState:
 
 def live_embedder_name(client: Any, logical: str) -> str | None:
     """The embedder the live collection of ``logical`` records (None: no such collection yet)."""
+    from chromadb.errors import NotFoundError
+
     from brain.store.live import live_collection
 
     name = live_collection(client, logical)
     try:
         col = client.get_collection(name, embedding_function=None)
-    except Exception:  # noqa: BLE001 - chromadb's NotFoundError/ValueError: the store does not exist yet
+    except (NotFoundError, ValueError):  # no such collection (older chromadb raise ValueError): no store yet
         return None
     return (col.metadata or {}).get("embedder")
 
@@ -299,18 +298,29 @@ def _target_access(store: RagStore, name: str, embedder: Embedder) -> ChromaAcce
     return ChromaAccess(store.client, GuardedCollection(col, where), where)
 
 
+def _build_for(store: RagStore, state: PointerState, embedder: Embedder) -> Build | None:
+    """The build under way for ``embedder`` (to resume), or None for a new one; raises when the live
+    collection is built with ``embedder`` already."""
+    build = state.building
+    if build is not None and build.embedder == embedder.name:
+        return build
+    if embedder.name == store.embedder.name:
+        raise ReindexError(f"the live collection {store.collection_name!r} is built with {embedder.name} already; "
+                           f"nothing to re-index (name another model with --embedder)")
+    return None
+
+
 def _start(store: RagStore, embedder: Embedder) -> tuple[PointerState, Build, bool]:
     """The pointer with the build for ``embedder`` (a build under way for it is resumed)."""
     state = current_state(store)
-    if embedder.name == store.embedder.name and state.building is None:
-        raise ReindexError(f"the live collection {store.collection_name!r} is built with {embedder.name} already; "
-                           f"nothing to re-index (name another model with --embedder)")
-    build = state.building
-    if build is not None and build.embedder == embedder.name:
-        return state, build, True
+    build = _build_for(store, state, embedder)
     if build is not None:
-        log.info("dropping the unfinished build %s (%s) for %s", build.collection, build.embedder, embedder.name)
-        _delete_collection(store, build.collection)
+        return state, build, True
+    unfinished = state.building
+    if unfinished is not None and state.kept_named(unfinished.collection) is None:  # never a kept collection
+        log.info("dropping the unfinished build %s (%s) for %s", unfinished.collection, unfinished.embedder,
+                 embedder.name)
+        _delete_collection(store, unfinished.collection)
     name = state.next_name(store.settings.collection)
     build = Build(name, embedder.name, int(embedder.dimension), started=time.time())
     return replace(state, building=build, generation=state.generation + 1), build, False
@@ -319,7 +329,7 @@ def _start(store: RagStore, embedder: Embedder) -> tuple[PointerState, Build, bo
 def plan(store: RagStore, embedder: Embedder) -> ReindexPlan:
     """What :func:`run` would do for ``embedder``, without writing anything (nor calling the embedder)."""
     state = current_state(store)
-    build = state.building if state.building is not None and state.building.embedder == embedder.name else None
+    build = _build_for(store, state, embedder)
     ids = store.chroma.ids()
     target = None
     if build is not None and build.collection in {c.name for c in store.client.list_collections()}:
@@ -346,7 +356,7 @@ def run(store: RagStore, embedder: Embedder, *, batch: int = BATCH,
     if batch < 1:
         raise ValidationError.of("batch", f"batch must be >= 1, not {batch}")
     started = time.monotonic()
-    state, build, resumed = _start(store, embedder)
+    state, build, _ = _start(store, embedder)
     previous = store.collection_name
     feed = store.feed_writer.feed if store.feed_writer is not None else None
     build = replace(build, start_sequence=feed.head() if feed is not None else None)
@@ -411,19 +421,27 @@ def _replay(store: RagStore, copier: _Copier, recorder: _Recorder, feed: Any, se
     up to ``until``); returns (ids copied or deleted, the feed sequence read up to)."""
     ids = dict.fromkeys(recorder.take())
     if feed is not None:
+        settled = True
         for record in feed.after(seen):
             if until is not None and record.seq >= until:
                 break
             if record.op != "swap":
                 ids.update(dict.fromkeys(record.ids))
-            seen = record.seq
+            # a write still under way is read again next time: the position stays before it
+            settled = settled and record.settled
+            if settled:
+                seen = record.seq
     return (copier.copy_ids(list(ids)) if ids else 0), seen
 
 
 def _replay_old(copier: _Copier, feed: Any, seen: int, until: int) -> int:
     """After the flip: the ids of records claimed before the swap (by processes that had not seen
     it) copied from the old collection, unless a later record touched them (written to the new one)."""
+    deadline = time.monotonic() + PENDING_GRACE_SECONDS
     records = feed.after(seen)
+    while any(not r.settled for r in records if r.seq < until) and time.monotonic() < deadline:
+        time.sleep(0.2)  # a write claimed before the swap is still under way in another process
+        records = feed.after(seen)
     before = {i for r in records if r.seq < until and r.op != "swap" for i in r.ids}
     after = {i for r in records if r.seq > until for i in r.ids}
     ids = sorted(before - after)
@@ -495,9 +513,11 @@ def rollback(store: RagStore, *, progress: bool | ProgressOptions = True) -> Rei
 
 
 def _delete_collection(store: RagStore, name: str) -> None:
+    from chromadb.errors import NotFoundError
+
     try:
         store.client.delete_collection(name)
-    except Exception as exc:  # noqa: BLE001 - chromadb's NotFoundError/ValueError: gone already
+    except (NotFoundError, ValueError) as exc:  # gone already (older chromadb raise ValueError)
         log.info("collection %s: %s", name, exc)
 
 
@@ -544,6 +564,18 @@ def embedder_named(settings: Any, name: str) -> Embedder:
     return get_embedder(settings.model_copy(update={"embedder": name}))
 
 
-__all__ = ["BATCH", "DropReport", "ReindexError", "ReindexPlan", "ReindexReport", "current_state", "drop_old",
-           "embedder_named", "open_live_store",
-           "live_embedder_name", "plan", "rollback", "run"]
+__all__ = [
+    "BATCH",
+    "DropReport",
+    "ReindexError",
+    "ReindexPlan",
+    "ReindexReport",
+    "current_state",
+    "drop_old",
+    "embedder_named",
+    "live_embedder_name",
+    "open_live_store",
+    "plan",
+    "rollback",
+    "run",
+]

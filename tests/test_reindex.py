@@ -262,7 +262,7 @@ def test_kill_9_at_several_points_then_resume_embeds_nothing_twice(backend_setti
         hung.add(ollama.hang_after)
     ollama.hang_after = None
     proc = _cli(settings, "--embedder", NOMIC, "--batch", "2")
-    out, err = proc.communicate(timeout=300)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     requests = ollama.embed_requests()
     answered = [t for n, r in enumerate(requests) if n not in hung for t in r.inputs]
