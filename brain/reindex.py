@@ -371,7 +371,8 @@ def run(store: RagStore, embedder: Embedder, *, batch: int = BATCH,
             todo, done, _ = copier.diff(ids)
             report.skipped = len(done)
             bar.update(len(done))
-            copier.write(todo)
+            # texts of like length in one batch pad less (what an embedder does within one call)
+            copier.write(sorted(todo, key=lambda d: len(d[1])))
         # documents the listing missed (a concurrent delete shifts the pages) and ids no longer live
         live_ids, target_ids = set(store.chroma.ids()), set(target.ids())
         extra = sorted(target_ids - live_ids)
