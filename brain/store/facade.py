@@ -12,6 +12,7 @@ few lines that check arguments and hand over to one part, and its docstring is t
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -186,7 +187,7 @@ class RagStore:
             self._writes.positions, self._writes.writer = positions, writer.writer
             self.follower = FeedFollower(feed, self.chroma, self.events, self._lock, writer.writer,
                                          interval=self.settings.feed_interval_seconds, rebuild=self.state.rebuild,
-                                         swapped=lambda sequence: self.follow_live(since=sequence))
+                                         swapped=_follow_live_of(weakref.ref(self)))
             self.state.follower = self.follower
             self._closers.append(self.follower.close)
             return self.follower
@@ -525,6 +526,15 @@ class RagStore:
             # rows the indexes could not use as stored (see index_problems); None until the indexes are built
             "unusable_rows": self.state.unusable_rows(),
         }
+
+
+def _follow_live_of(ref: weakref.ref[RagStore]) -> Callable[[int], object]:
+    """What the follower calls on a swap record: a weak reference, so that the follower (and its
+    thread) never keep a store alive that its owner let go."""
+    def swapped(sequence: int) -> object:
+        store = ref()
+        return store.follow_live(since=sequence) if store is not None else False
+    return swapped
 
 
 def _tree_bytes(path) -> int:
