@@ -139,6 +139,11 @@ class EmbeddingModelMismatch(BrainError):
     """The collection was built with another embedder; vectors from different spaces never mix."""
 
 
+class ReindexError(BrainError):
+    """A re-index that cannot start or go on (nothing to do, nothing to roll back to); the live
+    collection is untouched."""
+
+
 class SummarizerError(BrainError):
     """The summariser answered, but with something unusable (not JSON, no text, an error status)."""
 

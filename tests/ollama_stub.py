@@ -17,7 +17,9 @@ server runs) makes ``/api/chat`` misbehave the ways a real server or proxy can: 
 ``"not-json"`` (200 with an HTML body), ``"wrong-shape"`` (200 JSON without a message),
 ``"empty"`` (a message with no text), ``"error"`` (500 ``{"error": ...}``); ``chat_delay`` makes it
 slow. "Down" is simply a stopped stub (or a port nobody listens on). ``hang = True`` makes it hung: it
-accepts every connection and reads the request, then never answers (until the stub stops).
+accepts every connection and reads the request, then never answers (until the stub stops);
+``hang_after = n`` does so for every embed request after the first ``n`` (a process killed while it
+waits has had exactly ``n`` answers).
 
 Usage::
 
@@ -113,6 +115,7 @@ class OllamaStub:
         self.chat_mode = chat_mode
         self.chat_delay = chat_delay
         self.hang = hang
+        self.hang_after: int | None = None
         self._released = threading.Event()  # set when the stub stops: hung requests end then
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -256,6 +259,10 @@ class _Handler(BaseHTTPRequestHandler):
         model = body.get("model")
         if not model:
             self._send_json(400, {"error": "model is required"})
+            return
+        if self.stub.hang_after is not None and len(self.stub.embed_requests()) > self.stub.hang_after:
+            self.stub._released.wait()
+            self.close_connection = True
             return
         dimension = self.stub.dimension_of(str(model))
         if dimension is None:

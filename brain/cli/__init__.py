@@ -16,7 +16,7 @@ Modules: :mod:`~brain.cli.shell` (the error contract, state, parameter types, pr
 :mod:`~brain.cli.group` (the ``brain`` group and ``main``), and the commands by area:
 ``store_commands`` (init, persona, stats, paths, schema), ``knowledge_commands`` (ingest, search,
 turns), ``memory_commands`` (memory, consolidate), ``forget_command`` (forget), ``mirror_commands`` (mirror, restore),
-``pam_commands`` (export, import), ``specialists_commands``, ``serve_command`` (serve), ``mcp_command`` (mcp).
+``pam_commands`` (export, import), ``reindex_command`` (reindex), ``specialists_commands``, ``serve_command`` (serve), ``mcp_command`` (mcp).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from brain.cli import (  # noqa: F401
     memory_commands,
     mirror_commands,
     pam_commands,
+    reindex_command,
     serve_command,
     specialists_commands,
     store_commands,

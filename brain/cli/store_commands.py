@@ -95,7 +95,8 @@ def stats(state: State) -> None:
     store = state.store(create=False)
     data = store.stats()
     emit(state, data, lambda: "\n".join(
-        [f"collection  {data['collection']} ({data['backend']})",
+        [f"collection  {data['collection']} ({data['backend']})"
+         + (f", served by {data['live_collection']}" if data["live_collection"] != data["collection"] else ""),
          f"embedder    {data['embedder']} ({data['dimension']}-d)",
          f"documents   {data['documents']}"]
         + [f"  {t:<9} {n}" for t, n in data["by_type"].items()]

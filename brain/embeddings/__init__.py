@@ -24,6 +24,7 @@ __all__ = [
     "VALID_CHOICES",
     "get_embedder",
     "max_input_tokens",
+    "typical_rate",
 ]
 
 #: What ``BRAIN_EMBEDDER`` may be, for error messages.
@@ -48,3 +49,14 @@ def max_input_tokens(embedder: str) -> int:
     loading it; an unknown provider gets the local model's (the smallest)."""
     provider = embedder.partition("/")[0]
     return ollama_provider.MAX_TOKENS if provider == "ollama" else local_provider.MAX_TOKENS
+
+
+#: documents per second each provider embeds on common hardware (one CPU core for the local model; a
+#: GPU-less Ollama for nomic-embed-text), for the time estimates of a re-index that has not run yet;
+#: a re-index measures its own rate and records it with the collection it built
+TYPICAL_DOCS_PER_SECOND = {"local": 100.0, "ollama": 40.0}
+
+
+def typical_rate(embedder: str) -> float:
+    """The typical documents/s of the embedder ``provider/model`` names (see TYPICAL_DOCS_PER_SECOND)."""
+    return TYPICAL_DOCS_PER_SECOND.get(embedder.partition("/")[0], 40.0)

@@ -64,6 +64,18 @@ class MirrorReads:
         return {m: protocol.decode_embedding(b, d, memory_id=memory_id, model=m) for m, b, d in rows}
 
     @named_corruption
+    def vectors_of(self, ids: Iterable[str], model: str) -> dict[str, tuple[str, np.ndarray]]:
+        """The ``model`` vectors stored for ``ids``, with the text each was embedded from:
+        ``{id: (text, vector)}``; ids without one are absent. A re-index reuses them."""
+        found: dict[str, tuple[str, np.ndarray]] = {}
+        for part in chunks(list(ids)):
+            rows = self._read(
+                f"SELECT m.id, m.content, e.embedding, e.dimensions FROM memories m JOIN memory_embeddings e "
+                f"ON e.memory_id = m.id AND e.model = ? WHERE m.id IN ({marks(len(part))})", [model, *part])
+            for doc_id, text, blob, dimensions in rows:
+                found[doc_id] = (text, protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=model))
+        return found
+
     def content_hashes(self) -> dict[str, bytes | None]:
         """Our rows' ids with their stored content hash (:mod:`brain.mirror.fingerprint`); None where
         the row has none (written before hashes were kept, or changed by another writer since)."""

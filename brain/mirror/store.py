@@ -226,6 +226,15 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
         if self._conn is None:
             raise StoreUnavailable(f"the mirror {self.path} is closed")
 
+    def use_model(self, model: str) -> None:
+        """Recall and write ``model``'s vectors from now on (the store was re-indexed for it); the
+        vectors of other models stay until :meth:`drop_models`."""
+        model = check_model_name(model)
+        with self._lock:
+            self.model = model
+            self._cache = None
+            self._generation += 1
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:

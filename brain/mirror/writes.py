@@ -66,8 +66,9 @@ class MirrorWrites:
         return len(prepared)
 
     @named_corruption
-    def upsert_embeddings(self, items: Iterable[tuple[str, Any]], model: str) -> int:
-        """Store vectors of any ``model`` for existing memories: ``[(memory_id, vector), ...]``; all or nothing."""
+    def upsert_embeddings(self, items: Iterable[tuple[str, Any]], model: str, *, skip_unknown: bool = False) -> int:
+        """Store vectors of any ``model`` for existing memories: ``[(memory_id, vector), ...]``; all or
+        nothing. An id the file does not hold is an error, or with ``skip_unknown`` left out."""
         model = check_model_name(model)
         rows = []
         try:
@@ -82,7 +83,11 @@ class MirrorWrites:
             ids = [r[0] for r in rows]
             known = self._existing_ids(ids)
             missing = [i for i in ids if i not in known]
-            if missing:
+            if missing and skip_unknown:
+                rows = [r for r in rows if r[0] in known]
+                if not rows:
+                    return 0
+            elif missing:
                 raise ValidationError(
                     f"no memory with id {missing[0]!r} in the mirror ({len(missing)} missing); write the memory first",
                     [Problem("memory_id", "unknown memory", ids.index(i)) for i in missing],
@@ -92,6 +97,17 @@ class MirrorWrites:
             self._conn.executemany(UPSERT_EMBEDDING, [(i, model, b, len(b) // 4, now) for i, b in rows])
             self._generation += 1
         return len(rows)
+
+    @named_corruption
+    def drop_models(self, keep: Iterable[str]) -> int:
+        """Delete the vectors of every model but ``keep`` (a re-index dropped its old collections);
+        returns how many were deleted."""
+        keep = sorted(set(keep) | {self.model})
+        with self.transaction():
+            removed = self._conn.execute(
+                f"DELETE FROM memory_embeddings WHERE model NOT IN ({marks(len(keep))})", keep).rowcount
+            self._generation += 1
+        return removed
 
     @named_corruption
     def delete(self, ids: str | Iterable[str]) -> int:

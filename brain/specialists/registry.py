@@ -215,8 +215,12 @@ class SpecialistRegistry:
 
     # ---- the collection ----------------------------------------------------------------------------
     def _open_collection(self):
+        from brain.store.live import live_collection
+
+        # a re-index registers the specialists for its model in a collection of their own and flips
+        # this name's pointer to it with the store's (brain.reindex)
         return self.store.chroma.sibling(
-            self.collection_name, self.embedder, kind="specialists",
+            live_collection(self.store.chroma.client, self.collection_name), self.embedder, kind="specialists",
             switch=("Set BRAIN_SPECIALISTS_COLLECTION to a new name (registration re-embeds the YAML there) "
                     "or delete that collection"),
             rename="set BRAIN_SPECIALISTS_COLLECTION to another name",

@@ -5,7 +5,7 @@ Chroma's maximum batch size. Nothing here knows document types or brain's rules.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
@@ -118,13 +118,15 @@ class GuardedCollection:
         return StoreError(f"Chroma refused {what}: {type(exc).__name__}: {exc}")
 
 
-def open_cosine_collection(client: Any, name: str, embedder: Embedder, *, switch: str, rename: str,
+def open_cosine_collection(client: Any, name: str, embedder: Embedder, *,
+                           switch: str | Callable[[dict[str, Any], int], str], rename: str,
                            **meta_on_create: Any) -> Any:
     """Open (or create) collection ``name`` for ``embedder``'s vectors, in the cosine space.
 
     A new collection records the embedder's name and dimension; an existing one must record the same
     embedder, since vectors of two models never mix. ``switch`` and ``rename`` finish the error
-    messages (what to change when the embedder differs; how to pick another collection)."""
+    messages (what to change when the embedder differs, or a function of the collection's metadata
+    and document count that says it; how to pick another collection)."""
     try:
         col = client.get_or_create_collection(name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
     except Exception as exc:  # connection or server errors from chromadb
@@ -150,11 +152,35 @@ def open_cosine_collection(client: Any, name: str, embedder: Embedder, *, switch
             meta.update(embedder=embedder.name, dimension=int(embedder.dimension))
             col.modify(metadata=meta)
             return col
+        advice = switch(meta, col.count()) if callable(switch) else switch
         raise EmbeddingModelMismatch(
             f"collection {name!r} was built with embedder {recorded} ({meta.get('dimension')}-d) but BRAIN_EMBEDDER "
-            f"is {embedder.name}; vectors from different models cannot be mixed. {switch}"
+            f"is {embedder.name}; vectors from different models cannot be mixed. {advice}"
         )
     return col
+
+
+def switch_advice(settings: Settings, recorded: dict[str, Any], embedder: Embedder, count: int) -> str:
+    """What to do when the store's collection records another embedder than the configured one: keep
+    the recorded one, or re-index for the configured one, with the command and a rough estimate of its
+    time (the documents to embed at the configured embedder's typical rate, see
+    :func:`brain.embeddings.typical_rate`)."""
+    from brain.embeddings import typical_rate
+
+    rate = typical_rate(embedder.name)
+    seconds = count / rate if rate > 0 else 0.0
+    return (f"Set BRAIN_EMBEDDER={recorded.get('embedder')} to keep the store as it is, or re-index it for "
+            f"{embedder.name} with `brain reindex --embedder {embedder.name}` ({count} documents to embed: "
+            f"{_rough_duration(seconds)} at a typical {rate:g} documents/s for {embedder.name}, less for "
+            f"memories whose {embedder.name} vectors the mirror keeps; the store keeps serving meanwhile)")
+
+
+def _rough_duration(seconds: float) -> str:
+    if seconds < 60:
+        return "under a minute"
+    if seconds < 3600:
+        return f"about {seconds / 60:.0f} min"
+    return f"about {seconds / 3600:.1f} h"
 
 
 def _fixed_dimension(col: Any) -> int | None:
@@ -243,4 +269,4 @@ def merge_pages(pages: list[dict[str, Any]], keys: Sequence[str] = ("ids", "docu
 
 
 __all__ = ["PAGE", "ChromaAccess", "GuardedCollection", "merge_pages", "missing_store", "open_client",
-           "open_cosine_collection"]
+           "open_cosine_collection", "switch_advice"]

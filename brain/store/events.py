@@ -89,6 +89,11 @@ class WriteEvents:
             self._subscribers.append(subscriber)
         return subscriber
 
+    def replace(self, old: WriteSubscriber, new: WriteSubscriber) -> None:
+        """Put ``new`` where ``old`` was in the order of delivery (a store moving to another collection)."""
+        with self._lock:
+            self._subscribers = [new if s is old else s for s in self._subscribers]
+
     def unsubscribe(self, subscriber: WriteSubscriber) -> None:
         with self._lock:
             self._subscribers = [s for s in self._subscribers if s is not subscriber]

@@ -12,6 +12,7 @@ few lines that check arguments and hand over to one part, and its docstring is t
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -27,9 +28,11 @@ from brain.memories import readable_scopes
 from brain.memory_index import MemoryIndex
 from brain.results import Document, Hit, MemoryHit
 from brain.schemas import DocType, check_extra_metadata, check_k, check_last_used, utc_now
-from brain.store.chroma import ChromaAccess, GuardedCollection, missing_store, open_client, open_cosine_collection
+from brain.store.chroma import (ChromaAccess, GuardedCollection, missing_store, open_client, open_cosine_collection,
+                                switch_advice)
 from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import ChangeFeed, FeedWriter
+from brain.store.live import live_collection
 from brain.store.follower import WAIT_SECONDS, FeedFollower, check_sequence
 from brain.store.indexes import InProcessState
 from brain.store.pipeline import WritePipeline
@@ -74,20 +77,14 @@ class RagStore:
             self._dir_lock = DataDirLock(self.settings.data_dir).acquire()
         try:
             self.client = client or open_client(self.settings, create=create)
-            if not create and self.settings.collection not in {c.name for c in self.client.list_collections()}:
+            # the logical name serves through the pointer a re-index flips (brain.store.live)
+            self.collection_name = live_collection(self.client, self.settings.collection)
+            if not create and self.collection_name not in {c.name for c in self.client.list_collections()}:
                 raise missing_store(self.settings)
-            where = self.settings.chroma_url or "the data directory"
-            self.col = GuardedCollection(self._open_collection(), where)
-            self.chroma = ChromaAccess(self.client, self.col, where)
-            self.dimension = int(self.col.metadata["dimension"])
             self.events = WriteEvents()
-            self.state = InProcessState(self.settings, self.chroma, self.dimension, self._lock)
-            self.events.subscribe(self.state)
-            self.retrieval = Retrieval(self.settings, self.embedder, self.dimension, self.chroma, self.state,
-                                       persona_version)
-            self.weights = self.retrieval.weights
-            self._writes = WritePipeline(self.chroma, self.embedder, self.dimension, self.events,
-                                         WriteIntentLog(self.settings.data_dir), self.state.turns)
+            self._persona_version = persona_version
+            self.state: InProcessState | None = None
+            self._bind(self._open_collection(), self.embedder)
             if attach is not None:
                 attach(self)
             # a write a dead process left half done is rolled back before anything reads the store
@@ -101,11 +98,81 @@ class RagStore:
 
     def _open_collection(self):
         return open_cosine_collection(
-            self.client, self.settings.collection, self.embedder, schema_version=1,
-            switch=("Set BRAIN_EMBEDDER to the recorded embedder, or point BRAIN_DATA_DIR / BRAIN_COLLECTION at a "
-                    "new store (re-indexing an existing store is not supported yet)"),
+            self.client, self.collection_name, self.embedder, schema_version=1,
+            switch=lambda recorded, count: switch_advice(self.settings, recorded, self.embedder, count),
             rename="use another BRAIN_COLLECTION or BRAIN_DATA_DIR",
         )
+
+    def _bind(self, collection: Any, embedder: Embedder) -> None:
+        """Serve ``collection`` (an open Chroma collection bound to ``embedder``): the Chroma access,
+        the in-process state, retrieval and the write pipeline are built for it. At open, and again
+        when a re-index swaps the live collection (:meth:`follow_live`)."""
+        where = self.settings.chroma_url or "the data directory"
+        old_state, old_writes = self.state, getattr(self, "_writes", None)
+        self.embedder = embedder
+        self.col = GuardedCollection(collection, where)
+        self.chroma = ChromaAccess(self.client, self.col, where)
+        self.dimension = int(self.col.metadata["dimension"])
+        self.state = InProcessState(self.settings, self.chroma, self.dimension, self._lock)
+        if old_state is None:
+            self.events.subscribe(self.state)
+        else:
+            self.events.replace(old_state, self.state)
+        self.retrieval = Retrieval(self.settings, self.embedder, self.dimension, self.chroma, self.state,
+                                   self._persona_version)
+        self.weights = self.retrieval.weights
+        self._writes = WritePipeline(self.chroma, self.embedder, self.dimension, self.events,
+                                     WriteIntentLog(self.settings.data_dir), self.state.turns)
+        if old_writes is not None:
+            self._writes.positions, self._writes.writer = old_writes.positions, old_writes.writer
+        if self.follower is not None:
+            self.follower.rebind(self.chroma, self.state.rebuild)
+            self.state.follower = self.follower
+        link = self.mirror_link
+        if link is not None and link.mirror is not None and link.mirror.model != embedder.name:
+            link.mirror.use_model(embedder.name)
+
+    def follow_live(self, *, embedder: Embedder | None = None, since: int | None = None) -> bool:
+        """Serve the collection the live pointer names now, if it is another one (a re-index swapped
+        it, in this process or another): with ``embedder``, or one built for the model that
+        collection records. Returns whether the store moved. Under the store's lock, so no write or
+        applied feed record straddles the move.
+
+        ``since``: the change-feed sequence of the swap. This store's writes numbered after it went
+        to the old collection (it had not seen the swap yet); they are copied into the new one,
+        embedded with its model, and announced again, so no write is lost to the swap."""
+        with self._lock:
+            live = live_collection(self.client, self.settings.collection)
+            if live == self.collection_name and embedder is None:
+                return False
+            recorded = self.client.get_collection(live, embedding_function=None).metadata or {}
+            if embedder is None:
+                embedder = (self.embedder if recorded.get("embedder") == self.embedder.name
+                            else get_embedder(self.settings.model_copy(update={"embedder": recorded.get("embedder")})))
+            old = self.chroma
+            self.collection_name = live
+            self._bind(open_cosine_collection(self.client, live, embedder, schema_version=1,
+                                              switch=f"the live collection {live!r} changed model while it was opened",
+                                              rename="use another BRAIN_COLLECTION"), embedder)
+            if since is not None and self.feed_writer is not None:
+                self._carry_late_writes(old, since)
+            return True
+
+    def _carry_late_writes(self, old: ChromaAccess, since: int) -> None:
+        """Copy this store's writes numbered after ``since`` from ``old`` into the live collection."""
+        ids = list(dict.fromkeys(i for r in self.feed_writer.feed.after(since)
+                                 if r.writer == self.feed_writer.writer and r.op != "swap" for i in r.ids))
+        if not ids:
+            return
+        rows = {i: (d or "", dict(m or {})) for page in old.get_ids(ids, ["documents", "metadatas"])
+                for i, d, m in zip(page["ids"], page["documents"], page["metadatas"])}
+        gone = [i for i in ids if i not in rows]
+        if gone:
+            self.chroma.delete(gone)
+        if rows:
+            texts = [t for t, _ in rows.values()]
+            self.chroma.upsert(list(rows), texts, [m for _, m in rows.values()], self.embedder.embed_documents(texts))
+        self._writes.restate(ids)  # numbered again: the other processes fetch them from the live collection
 
     def attach_feed(self, feed: ChangeFeed, positions: PositionClaims | None = None) -> FeedFollower:
         """Number this store's writes in ``feed`` (each write adds its record) and follow the other
@@ -119,7 +186,8 @@ class RagStore:
             self.feed_writer = writer
             self._writes.positions, self._writes.writer = positions, writer.writer
             self.follower = FeedFollower(feed, self.chroma, self.events, self._lock, writer.writer,
-                                         interval=self.settings.feed_interval_seconds, rebuild=self.state.rebuild)
+                                         interval=self.settings.feed_interval_seconds, rebuild=self.state.rebuild,
+                                         swapped=_follow_live_of(weakref.ref(self)))
             self.state.follower = self.follower
             self._closers.append(self.follower.close)
             return self.follower
@@ -448,6 +516,7 @@ class RagStore:
         counts = {t.value: self.count(t) for t in DocType}
         return {
             "collection": self.settings.collection,
+            "live_collection": self.collection_name,
             "documents": sum(counts.values()),
             "by_type": counts,
             "embedder": self.embedder.name,
@@ -457,6 +526,15 @@ class RagStore:
             # rows the indexes could not use as stored (see index_problems); None until the indexes are built
             "unusable_rows": self.state.unusable_rows(),
         }
+
+
+def _follow_live_of(ref: weakref.ref[RagStore]) -> Callable[[int], object]:
+    """What the follower calls on a swap record: a weak reference, so that the follower (and its
+    thread) never keep a store alive that its owner let go."""
+    def swapped(sequence: int) -> object:
+        store = ref()
+        return store.follow_live(since=sequence) if store is not None else False
+    return swapped
 
 
 def _tree_bytes(path) -> int:

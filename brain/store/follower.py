@@ -56,7 +56,7 @@ class FeedFollower:
 
     def __init__(self, feed: ChangeFeed, chroma: ChromaAccess, events: WriteEvents, lock: threading.RLock,
                  writer: str, *, interval: float, rebuild: Callable[[], None],
-                 grace: float = PENDING_GRACE_SECONDS):
+                 grace: float = PENDING_GRACE_SECONDS, swapped: Callable[[int], object] | None = None):
         self.feed = feed
         self.chroma = chroma
         self.events = events
@@ -65,6 +65,7 @@ class FeedFollower:
         self.grace = grace
         self._lock = lock
         self._rebuild = rebuild
+        self._swapped = swapped  # a re-index swapped the live collection (at a sequence): the store moves to it
         self.applied = 0
         # records above the position as last applied: seq -> (state, when first seen)
         self._seen: dict[int, tuple[str, float]] = {}
@@ -72,6 +73,10 @@ class FeedFollower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.position()
+
+    def rebind(self, chroma: ChromaAccess, rebuild: Callable[[], None]) -> None:
+        """Fetch from ``chroma`` from now on (the store moved to another collection)."""
+        self.chroma, self._rebuild = chroma, rebuild
 
     # ---- the position --------------------------------------------------------------------------
     def position(self) -> None:
@@ -106,11 +111,23 @@ class FeedFollower:
         now = time.monotonic()
         fetch: dict[str, None] = {}
         moved = 0
+        swap: int | None = None
         for record in records:
             if record.writer == self.writer:
                 self._seen[record.seq] = ("done", now)
                 continue
             moved += 1
+            if record.op == "swap":  # done once the pointer names the new collection; no ids to fetch
+                state, first = self._seen.get(record.seq, (None, now))
+                if record.settled:
+                    if state != record.state and record.state == "done":
+                        swap = record.seq
+                    self._seen[record.seq] = (record.state, first)
+                elif state is None:
+                    self._seen[record.seq] = ("pending", now)
+                elif state == "pending" and now - first > self.grace:  # the pointer says whether it happened
+                    self._seen[record.seq], swap = ("expired", first), record.seq
+                continue
             state, first = self._seen.get(record.seq, (None, now))
             if state == record.state:
                 if state == "pending" and now - first > self.grace:
@@ -123,6 +140,8 @@ class FeedFollower:
             if not (record.state == "void" and state is None):  # a void record that was never pending wrote nothing
                 fetch.update(dict.fromkeys(record.ids))
             self._seen[record.seq] = (record.state, first)
+        if swap is not None and self._swapped is not None:
+            self._swapped(swap)  # the caches are rebuilt from the new collection; the fetch below is moot
         if fetch:
             self._resync(list(fetch), records[-1].seq)
         while self.applied + 1 in self._seen and self._seen[self.applied + 1][0] != "pending":

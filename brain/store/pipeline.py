@@ -305,9 +305,10 @@ class WritePipeline:
         # the subscribers took nothing of a write that failed in this process; a write found at open may
         # have reached them (e.g. the mirror committed before the process died), so they are told
         if intent.mirrored and not chroma_only:
-            self._restate(intent.ids)
+            self.restate(intent.ids)
 
-    def _restate(self, ids: list[str]) -> None:
+    def restate(self, ids: list[str]) -> None:
+        """Tell the subscribers what Chroma holds now for ``ids`` (``restored`` events, numbered anew)."""
         rows: dict[str, tuple[str, dict[str, Any], np.ndarray]] = {}
         for page in self.chroma.get_ids(ids, ["documents", "metadatas", "embeddings"]):
             for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"]):

@@ -1,0 +1,158 @@
+"""The live-collection pointer: which physical Chroma collection a logical collection name serves.
+
+``BRAIN_COLLECTION`` (``conversations``) is a *logical* name. The documents live in one *physical*
+collection: at first the logical name itself, and after a re-index (:mod:`brain.reindex`) a
+collection of the new model built beside it, ``<name>__g<generation>``. One small collection,
+``<name>__live``, holds one record (id ``live``) that names the physical collection serving now,
+every collection still kept (for a roll-back) and the build under way, if any. Flipping it is one
+Chroma upsert of that record, so a reader sees the old collection or the new one, never a mix; the
+same holds for the embedded client and for ``chroma run``. A store without the pointer collection
+(every store created before re-indexing existed) serves the logical name itself.
+
+The change feed and the position claims (``<name>__feed``, ``<name>__positions``) stay per logical
+name: the sequence of writes spans a swap, and a follower learns of a swap from the feed (a
+``swap`` record) on its next check.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from brain.errors import StoreUnavailable
+
+LIVE_SUFFIX = "__live"
+#: the id of the one record of the pointer collection
+RECORD_ID = "live"
+_VECTOR = [1.0]  # Chroma needs a vector per record; the pointer is never searched
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """One physical collection of a logical name: its model and when it started serving (0: never yet)."""
+
+    collection: str
+    embedder: str
+    dimension: int
+    since: float = 0.0
+    #: documents per second the build of this collection measured (0: unknown), for estimates
+    rate: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    """A re-index under way: the collection being filled, for which model, and the change-feed
+    sequence when it began (None without a feed: the embedded store, written by one process)."""
+
+    collection: str
+    embedder: str
+    dimension: int
+    start_sequence: int | None = None
+    started: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PointerState:
+    """What the pointer record holds. ``kept`` are the physical collections still on disk, newest
+    last; the live one is among them."""
+
+    live: str
+    kept: tuple[Generation, ...] = ()
+    building: Build | None = None
+    generation: int = 1
+    swapped_at: float = 0.0
+    #: the collection served before the last swap, for ``--rollback``
+    previous: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def kept_named(self, name: str) -> Generation | None:
+        return next((g for g in self.kept if g.collection == name), None)
+
+    def next_name(self, logical: str) -> str:
+        """The physical name of the next collection built for ``logical``."""
+        return f"{logical}__g{self.generation + 1}"
+
+    def to_json(self) -> str:
+        return json.dumps({"live": self.live, "kept": [asdict(g) for g in self.kept],
+                           "building": asdict(self.building) if self.building else None,
+                           "generation": self.generation, "swapped_at": self.swapped_at,
+                           "previous": self.previous, "extra": self.extra})
+
+    @classmethod
+    def from_json(cls, text: str) -> PointerState:
+        raw = json.loads(text)
+        return cls(live=raw["live"], kept=tuple(Generation(**g) for g in raw.get("kept", [])),
+                   building=Build(**raw["building"]) if raw.get("building") else None,
+                   generation=int(raw.get("generation", 1)), swapped_at=float(raw.get("swapped_at", 0.0)),
+                   previous=raw.get("previous"), extra=dict(raw.get("extra") or {}))
+
+
+def pointer_name(logical: str) -> str:
+    return logical + LIVE_SUFFIX
+
+
+def _translate(exc: Exception, what: str) -> StoreUnavailable:
+    return StoreUnavailable(f"cannot {what} the live-collection pointer: {exc}")
+
+
+def read_pointer(client: Any, logical: str) -> PointerState | None:
+    """The pointer of ``logical``, or None when it has none (the logical name is the collection)."""
+    from chromadb.errors import NotFoundError
+
+    try:
+        col = client.get_collection(pointer_name(logical), embedding_function=None)
+    except NotFoundError:
+        return None
+    except ValueError as exc:  # older chromadb raise ValueError for a missing collection
+        if "does not exist" in str(exc):
+            return None
+        raise _translate(exc, "read") from exc
+    except Exception as exc:  # connection or server errors from chromadb
+        raise _translate(exc, "read") from exc
+    try:
+        got = col.get(ids=[RECORD_ID], include=["documents"])
+    except Exception as exc:  # connection or server errors from chromadb
+        raise _translate(exc, "read") from exc
+    if not got["ids"]:
+        return None
+    return PointerState.from_json(got["documents"][0])
+
+
+def live_collection(client: Any, logical: str) -> str:
+    """The physical collection that serves ``logical`` now."""
+    state = read_pointer(client, logical)
+    return logical if state is None else state.live
+
+
+def write_pointer(client: Any, logical: str, state: PointerState) -> PointerState:
+    """Replace the pointer record with ``state`` (one upsert: readers see the old record or this one)."""
+    try:
+        col = client.get_or_create_collection(pointer_name(logical), embedding_function=None,
+                                              metadata={"brain": "live collection pointer", "of": logical})
+        col.upsert(ids=[RECORD_ID], documents=[state.to_json()], embeddings=[_VECTOR],
+                   metadatas=[{"live": state.live, "generation": state.generation, "at": time.time()}])
+    except Exception as exc:  # connection or server errors from chromadb
+        raise _translate(exc, "write") from exc
+    return state
+
+
+def initial_state(logical: str, live: str, embedder: str, dimension: int) -> PointerState:
+    """The pointer of a store that never had one: ``live`` serves (the logical name itself)."""
+    return PointerState(live=live, kept=(Generation(live, embedder, dimension),), generation=1)
+
+
+def swapped(state: PointerState, to: str, *, rate: float = 0.0) -> PointerState:
+    """``state`` after ``to`` (a kept collection, or the build) became live."""
+    build = state.building
+    kept = list(state.kept)
+    if build is not None and build.collection == to:
+        kept = [g for g in kept if g.collection != to] + [Generation(to, build.embedder, build.dimension, time.time(), rate)]
+    else:
+        kept = [g for g in kept if g.collection != to] + [replace(state.kept_named(to), since=time.time())]
+    return replace(state, live=to, kept=tuple(kept), building=None, swapped_at=time.time(), previous=state.live)
+
+
+__all__ = ["LIVE_SUFFIX", "Build", "Generation", "PointerState", "initial_state", "live_collection", "pointer_name",
+           "read_pointer", "swapped", "write_pointer"]
