@@ -145,6 +145,17 @@ def test_racing_writers_never_share_a_sequence(server_settings):
         assert r.writer == claimed[r.seq] and r.ids[0].startswith(r.writer)
 
 
+def test_the_first_number_is_kept_when_a_racing_writer_is_already_above_it(server_settings):
+    """Record 0 never exists: a writer that wins 1 while the loser has already added 2 keeps 1 (the
+    feed was never compacted), rather than taking it for a number compaction freed."""
+    client = client_of(server_settings.chroma_url)
+    feed = ChangeFeed(client, server_settings.collection, "test", keep=3)
+    feed.col.add(ids=[record_id(2)], documents=['["b-1"]'], embeddings=[[1.0]],
+                 metadatas=[{"seq": 2, "op": "upsert", "state": "pending", "writer": "w2", "at": 0.0}])
+    assert feed.claim("upsert", ["a-1"], "w1") == 1
+    assert {r.seq: (r.state, r.writer) for r in feed.after(0)} == {1: ("pending", "w1"), 2: ("pending", "w2")}
+
+
 def test_a_number_freed_by_compaction_is_voided_not_reused(server_settings):
     client = client_of(server_settings.chroma_url)
     feed = ChangeFeed(client, server_settings.collection, "test", keep=3)

@@ -12,9 +12,11 @@ store (:mod:`brain.store.follower`), so a record says *which* ids changed, never
 and a read after a write sees it. So adding the record of sequence ``n`` is a compare-and-set: a writer
 adds ``n`` with its own token, then reads every record from ``n - 1`` up. The claim holds when record
 ``n`` carries its token and follows record ``n - 1`` (or is the highest). Otherwise another writer
-took ``n`` and this one tries the number after the highest it saw; or ``n`` was free only because
-compaction had deleted it (a writer that had not written for a long time), and the writer marks it
-``void`` (followers may be past it) before trying again above the highest. Every claim is at most one
+took ``n`` and this one tries the number after the highest it saw. Record ``n - 1`` can be missing
+for two reasons: ``n`` is the feed's first number (a writer racing for ``n + 1`` may already be above
+it), or compaction deleted both (a writer that had not written for a long time). Compaction leaves a
+marker of its horizon before it deletes, so the writer can tell: a number at or below the horizon is
+marked ``void`` (followers may be past it) and the writer tries again above the highest. Every claim is at most one
 above the highest record its writer has read, so the claimed numbers stay contiguous, and a number is
 never claimed twice. The writer that ends up with
 the highest number always keeps it, so racing writers all finish.
@@ -58,6 +60,8 @@ COMPACT_EVERY = 1000
 #: a pending record older than this (by the follower's clock, from when it first saw it) is taken as
 #: settled: its writer died between the claim and the confirmation
 PENDING_GRACE_SECONDS = 30.0
+#: the id prefix of a compaction's horizon marker (metadata ``{horizon}``, no ``seq``: never a record)
+HORIZON_PREFIX = "horizon-"
 #: how many times a writer tries to claim a number before it gives up (each loss is another writer's win)
 MAX_CLAIMS = 1000
 # the feed's vectors: Chroma needs one per record; the feed is never searched by similarity
@@ -117,7 +121,7 @@ class ChangeFeed:
             metas = {int(m["seq"]): m for m in around["metadatas"]}
             mine = metas.get(candidate, {}).get("writer") == writer
             top = max(metas, default=candidate)
-            if mine and (top == candidate or candidate - 1 in metas):
+            if mine and (top == candidate or candidate - 1 in metas or not self._freed(candidate)):
                 self._seen(candidate)
                 if candidate % COMPACT_EVERY == 0:
                     self.compact(candidate)
@@ -139,11 +143,19 @@ class ChangeFeed:
         if horizon <= 0:
             return 0
         try:
+            # the marker goes first: a writer that finds a number free can then tell it was deleted
+            self.col.upsert(ids=[f"{HORIZON_PREFIX}{horizon:020d}"], documents=[""], embeddings=[_VECTOR],
+                            metadatas=[{"horizon": horizon}])
+            self.col.delete(where={"horizon": {"$lt": horizon}})
             self.col.delete(where={"seq": {"$lte": horizon}})
         except StoreUnavailable as exc:  # another writer compacts next time; the write itself is done
             log.warning("could not compact the change feed %s: %s", self.name, exc)
             return 0
         return horizon
+
+    def _freed(self, seq: int) -> bool:
+        """Whether compaction has deleted sequence ``seq`` (its horizon marker is at or above it)."""
+        return bool(self.col.get(where={"horizon": {"$gte": seq}}, include=[], limit=1)["ids"])
 
     def _seen(self, seq: int) -> None:
         with self._lock:
