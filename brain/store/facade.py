@@ -11,10 +11,12 @@ few lines that check arguments and hand over to one part, and its docstring is t
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
@@ -37,8 +39,11 @@ from brain.store.plan import WriteResult, memory_edit, plan_write
 from brain.store.positions import PositionClaims
 from brain.store.reads import find_ids, get_documents, type_value
 from brain.store.retrieval import Retrieval, VersionRule
+from brain.store.snapshot import SnapshotIdentity, SnapshotKeeper, snapshot_path
 from brain.write_intents import WriteIntentLog
 from brain.migrations import migrate_typed_fields
+
+log = logging.getLogger(__name__)
 
 
 class RagStore:
@@ -81,8 +86,11 @@ class RagStore:
             self.chroma = ChromaAccess(self.client, self.col, where)
             self.dimension = int(self.col.metadata["dimension"])
             self.events = WriteEvents()
-            self.state = InProcessState(self.settings, self.chroma, self.dimension, self._lock)
+            snapshots = self._snapshot_keeper()
+            self.state = InProcessState(self.settings, self.chroma, self.dimension, self._lock, snapshots)
             self.events.subscribe(self.state)
+            if snapshots is not None:
+                self.subscribe(snapshots, close=self._save_snapshot_at_close)  # runs after every later closer
             self.retrieval = Retrieval(self.settings, self.embedder, self.dimension, self.chroma, self.state,
                                        persona_version)
             self.weights = self.retrieval.weights
@@ -106,6 +114,31 @@ class RagStore:
                     "new store (re-indexing an existing store is not supported yet)"),
             rename="use another BRAIN_COLLECTION or BRAIN_DATA_DIR",
         )
+
+    def _snapshot_keeper(self) -> SnapshotKeeper | None:
+        if not self.settings.index_snapshot:
+            return None
+        identity = SnapshotIdentity(self.settings.collection, str(self.col.id), self.embedder.name, self.dimension,
+                                    tuple(self.settings.indexed_types))
+        # the embedded store is this process's alone; a server's writes are followed through the change feed
+        return SnapshotKeeper(snapshot_path(self.settings), identity, owned=self._dir_lock is not None)
+
+    def save_index_snapshot(self) -> Path | None:
+        """Save the in-process indexes to the index snapshot (BRAIN_INDEX_SNAPSHOT_PATH, else in the
+        data directory), which the next open loads instead of reading the whole collection (see
+        :mod:`brain.store.snapshot`); the store does this itself when it closes. Returns the file, or
+        None when snapshots are off, the indexes were never built, or the store could not prove a
+        snapshot current later (a Chroma server without the change feed)."""
+        return self.state.save_snapshot()
+
+    def _save_snapshot_at_close(self) -> None:
+        keeper = self.state.snapshots
+        if keeper is None or keeper.current:
+            return
+        try:
+            self.state.save_snapshot()
+        except (OSError, BrainError) as exc:  # closing goes on: the next start rebuilds instead
+            log.warning("could not save the index snapshot %s: %s", keeper.path, exc)
 
     def attach_feed(self, feed: ChangeFeed, positions: PositionClaims | None = None) -> FeedFollower:
         """Number this store's writes in ``feed`` (each write adds its record) and follow the other
