@@ -318,3 +318,27 @@ def test_a_snapshot_saved_without_the_feed_is_not_used_with_one(saved, chroma_se
     with open_store(served, embedder=local_embedder) as store:
         assert store.retrieve_memories("tea", k=5) == []
     assert len(ignored(caplog)) == 1
+
+
+# ---- the command ------------------------------------------------------------------------------------
+
+def test_brain_index_snapshot_saves_one(monkeypatch, local_embedder, tmp_path):
+    from click.testing import CliRunner
+
+    import brain.store.facade
+    from brain.cli import cli
+
+    (tmp_path / "config").mkdir(exist_ok=True)
+    (tmp_path / "config" / "defaults.env").touch()
+    monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
+    assert CliRunner().invoke(cli, ["memory", "add", "Alice is vegetarian", "--entity", "alice"]).exit_code == 0
+    path = tmp_path / "data" / "index_snapshots" / "conversations.npz"
+    assert not path.exists()  # that command never built the indexes
+    result = CliRunner().invoke(cli, ["--json", "index", "snapshot"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == {"path": str(path), "indexes": {"memory": 1, "persona": 0, "faq": 0,
+                                                                       "summary": 0}}
+    assert path.is_file()
+    off = CliRunner().invoke(cli, ["index", "snapshot"], env={"BRAIN_INDEX_SNAPSHOT": "false"})
+    assert off.exit_code == 1 and "BRAIN_INDEX_SNAPSHOT" in off.stderr

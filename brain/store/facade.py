@@ -124,11 +124,14 @@ class RagStore:
         return SnapshotKeeper(snapshot_path(self.settings), identity, owned=self._dir_lock is not None)
 
     def save_index_snapshot(self) -> Path | None:
-        """Save the in-process indexes to the index snapshot (BRAIN_INDEX_SNAPSHOT_PATH, else in the
-        data directory), which the next open loads instead of reading the whole collection (see
-        :mod:`brain.store.snapshot`); the store does this itself when it closes. Returns the file, or
-        None when snapshots are off, the indexes were never built, or the store could not prove a
-        snapshot current later (a Chroma server without the change feed)."""
+        """Save the in-process indexes (built first if need be) to the index snapshot
+        (BRAIN_INDEX_SNAPSHOT_PATH, else in the data directory), which the next open loads instead of
+        reading the whole collection (see :mod:`brain.store.snapshot`); the store also saves it when
+        it closes. Returns the file, or None when snapshots are off (BRAIN_INDEX_SNAPSHOT) or could not
+        be proven current later (a Chroma server without the change feed)."""
+        if self.state.snapshots is None:
+            return None
+        self.memory_index()
         return self.state.save_snapshot()
 
     def _save_snapshot_at_close(self) -> None:
