@@ -15,6 +15,7 @@ import pytest
 
 from brain.config import Settings
 from brain.core import open_store
+from brain.errors import StoreError
 from brain.store.snapshot import snapshot_path
 
 NOW = 2_000_000_000.0
@@ -213,6 +214,15 @@ def test_a_collection_changed_behind_the_store_is_not_served_from_the_snapshot(s
     with open_store(settings, embedder=local_embedder) as store:
         assert ids["Bob likes green tea"] not in {h.id for h in store.retrieve_memories("tea", k=20, all_scopes=True)}
     assert any("Chroma holds" in m for m in ignored(caplog))
+
+
+def test_a_write_that_cannot_delete_the_snapshot_is_refused_whole(settings, local_embedder, tmp_path):
+    blocked = tmp_path / "not-a-file"
+    (blocked / "inside").mkdir(parents=True)  # unlink fails on a directory
+    with open_store(settings.model_copy(update={"index_snapshot_path": blocked}), embedder=local_embedder) as store:
+        with pytest.raises(StoreError, match="cannot delete the index snapshot .* nothing was written"):
+            store.upsert_memory("A fact that must not be stored")
+        assert store.count() == 0
 
 
 def test_snapshots_can_be_turned_off(settings, local_embedder):

@@ -170,7 +170,11 @@ class InProcessState(WriteSubscriber):
         if why is None:
             self.indexes = snapshot.indexes
             if follower is not None:
-                why = follower.resume(snapshot.sequence)  # applies the writes after it to these indexes
+                try:
+                    why = follower.resume(snapshot.sequence)  # applies the writes after it to these indexes
+                except BaseException:  # caught up in part: the next build reads Chroma instead
+                    self.indexes = None
+                    raise
         if why is not None:
             self.indexes = None
             keeper.reject(why)

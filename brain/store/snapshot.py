@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from brain.config import Settings
+from brain.errors import StoreError
 from brain.memory_index import MemoryIndex
 from brain.store.events import WriteEvent, WriteSubscriber
 
@@ -174,13 +175,21 @@ class SnapshotKeeper(WriteSubscriber):
         self._file_may_exist = True
 
     def stage(self, event: WriteEvent) -> None:
-        if self.owned:
-            self.discard()
+        if self.owned:  # a file left behind would be served after this write: the write waits for it
+            try:
+                self.discard()
+            except OSError as exc:
+                raise StoreError(f"cannot delete the index snapshot {self.path} before writing ({exc}); nothing "
+                                 f"was written. Make it deletable, or set BRAIN_INDEX_SNAPSHOT=false") from exc
 
     def commit(self, event: WriteEvent) -> None:
         self.current = False
         if event.op == "delete":  # a deleted text must not stay on disk in a snapshot
-            self.discard()
+            try:
+                self.discard()
+            except OSError as exc:  # the delete itself is done (and a start applies it over the file)
+                log.warning("could not delete the index snapshot %s after a delete (%s): it may still hold "
+                            "deleted texts; delete it by hand", self.path, exc)
 
     def discard(self) -> None:
         """Delete the file (once, until the next save)."""
