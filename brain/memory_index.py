@@ -309,6 +309,10 @@ class MemoryIndex:
         if not len(texts) == len(metas) == len(tags) == n or len(set(ids)) != n:
             raise ValueError(f"{n} ids but {len(texts)} texts, {len(metas)} metadatas, {len(tags)} tag lists "
                              f"(or repeated ids)")
+        for what, values, kind in (("ids", ids, str), ("texts", texts, str), ("metas", metas, dict), ("tags", tags, list),
+                                   ("scopes", scopes, str)):
+            if not all(isinstance(v, kind) for v in values):
+                raise ValueError(f"{what} must all be of type {kind.__name__}")
         for name, (dtype, width) in _ARRAYS.items():
             arr = arrays.get(name.lstrip("_"))
             shape = (n, dimension) if width else (n,)

@@ -166,8 +166,16 @@ def _short_rows(path: Path) -> None:
     rewrite(path, entries={"memory/rows": np.frombuffer(json.dumps(rows).encode(), dtype=np.uint8)})
 
 
+def _metas_not_objects(path: Path) -> None:
+    with np.load(path, allow_pickle=False) as archive:
+        rows = json.loads(archive["memory/rows"].tobytes())
+    rows["metas"] = ["scope=global"] * len(rows["metas"])
+    rewrite(path, entries={"memory/rows": np.frombuffer(json.dumps(rows).encode(), dtype=np.uint8)})
+
+
 @pytest.mark.parametrize("damage, why", [
     (_truncate, "cannot be read"),
+    (_metas_not_objects, "metas must all be of type dict"),
     (_bad_json, "cannot be read (JSONDecodeError"),
     (_wrong_shape, "array f32 is float32"),
     (_short_rows, "texts"),
@@ -177,7 +185,7 @@ def _short_rows(path: Path) -> None:
     (lambda p: rewrite(p, header={"types": ["memory"]}), "saved for types ['memory']"),
     (lambda p: rewrite(p, header={"format": 99}), "format 99"),
     (lambda p: rewrite(p, header={"sequence": 7}), "saved with a change feed"),
-], ids=["truncated", "bad-json", "wrong-shape", "rows-of-another-length", "another-embedder", "another-dimension",
+], ids=["truncated", "metas-not-objects", "bad-json", "wrong-shape", "rows-of-another-length", "another-embedder", "another-dimension",
         "another-collection", "other-types", "other-format", "from-a-feed"])
 def test_a_damaged_or_foreign_snapshot_is_ignored_and_rebuilt(saved, local_embedder, caplog, damage, why):
     settings, _, before = saved
