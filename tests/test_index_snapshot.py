@@ -233,6 +233,18 @@ def test_a_write_that_cannot_delete_the_snapshot_is_refused_whole(settings, loca
         assert store.count() == 0
 
 
+def test_rows_migrated_at_open_are_not_served_from_the_snapshot(saved, local_embedder):
+    """An older writer marked a memory retracted straight in Chroma (count unchanged); the open's
+    migration rewrites it to the typed status, which the snapshot does not hold: it is dropped."""
+    settings, ids, _ = saved
+    client = chromadb.PersistentClient(path=str(settings.data_dir / "chroma"),
+                                       settings=chromadb.Settings(anonymized_telemetry=False))
+    client.get_collection(settings.collection).update(ids=[ids["Coffee is free on Mondays"]],
+                                                     metadatas=[{"pam_status": "retracted"}])
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ids["Coffee is free on Mondays"] not in {h.id for h in store.retrieve_memories("coffee", k=20, entity="bob")}
+
+
 def test_snapshots_can_be_turned_off(settings, local_embedder):
     off = settings.model_copy(update={"index_snapshot": False})
     with open_store(off, embedder=local_embedder) as store:

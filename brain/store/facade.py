@@ -101,8 +101,10 @@ class RagStore:
             # a write a dead process left half done is rolled back before anything reads the store
             self._writes.intents.resolve(self._writes.roll_back)
             link = self.mirror_link
-            migrate_typed_fields(self.col, self.chroma.max_batch_size,
-                                 link.mirror if link is not None and DocType.MEMORY.value in link.types else None)
+            migrated = migrate_typed_fields(self.col, self.chroma.max_batch_size,
+                                            link.mirror if link is not None and DocType.MEMORY.value in link.types else None)
+            if migrated and snapshots is not None:  # rows rewritten around the write events
+                snapshots.discard()
         except BaseException:
             self.close()
             raise
