@@ -48,6 +48,15 @@ Rows = Literal["memories", "parts", "memories_and_parts", "all"]
 _KINDS: dict[str, tuple[int, ...]] = {"memories": (MEMORY,), "parts": (PART,), "memories_and_parts": (MEMORY, PART)}
 
 
+# the per-row arrays (attribute -> dtype, whether it has a column per dimension), as _alloc lays them out
+_ARRAYS: dict[str, tuple[type, bool]] = {
+    "_f32": (np.float32, True), "_i8": (np.int8, True), "_scale": (np.float64, False), "_qerr": (np.float64, False),
+    "_importance": (np.float64, False), "_epoch": (np.float64, False),
+    "_used": (np.float64, False),  # last use (recency_from="last_used")
+    "_scope": (np.int32, False), "_kind": (np.int8, False),
+}
+
+
 def row_kind(meta: dict[str, Any]) -> int:
     """A row's kind: retired (an inactive status) before part (``part_of``) before memory."""
     if is_inactive(meta):
@@ -116,29 +125,13 @@ class MemoryIndex:
 
     # ---- layout ------------------------------------------------------------------------------
     def _alloc(self, capacity: int) -> None:
-        d = self.dimension
-        old = getattr(self, "_f32", None)
-        f32 = np.zeros((capacity, d), dtype=np.float32)
-        i8 = np.zeros((capacity, d), dtype=np.int8)
-        arrays = {
-            "_scale": np.zeros(capacity, dtype=np.float64),
-            "_qerr": np.zeros(capacity, dtype=np.float64),
-            "_importance": np.zeros(capacity, dtype=np.float64),
-            "_epoch": np.zeros(capacity, dtype=np.float64),
-            "_used": np.zeros(capacity, dtype=np.float64),  # last use (recency_from="last_used")
-            "_scope": np.zeros(capacity, dtype=np.int32),
-            "_kind": np.zeros(capacity, dtype=np.int8),
-        }
-        if old is not None:
-            n = self._n
-            f32[:n] = self._f32[:n]
-            i8[:n] = self._i8[:n]
-            for name, arr in arrays.items():
-                arr[:n] = getattr(self, name)[:n]
-        self._f32, self._i8 = f32, i8
-        self._growth = None
-        for name, arr in arrays.items():
+        old_n = self._n if hasattr(self, "_f32") else 0  # the rows kept from the arrays being replaced
+        for name, (dtype, per_dimension) in _ARRAYS.items():
+            arr = np.zeros((capacity, self.dimension) if per_dimension else capacity, dtype=dtype)
+            if old_n:
+                arr[:old_n] = getattr(self, name)[:old_n]
             setattr(self, name, arr)
+        self._growth = None
         self._capacity = capacity
 
     def __len__(self) -> int:
@@ -154,11 +147,7 @@ class MemoryIndex:
 
     def nbytes(self) -> int:
         """Bytes held by the numeric arrays (excluding texts and metadata)."""
-        return sum(
-            a.nbytes
-            for a in (self._f32, self._i8, self._scale, self._qerr, self._importance, self._epoch, self._used, self._scope,
-                      self._kind)
-        )
+        return sum(getattr(self, name).nbytes for name in _ARRAYS)
 
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in one allocation (e.g. before a rebuild of known size)."""
@@ -260,8 +249,8 @@ class MemoryIndex:
                     self._texts[row] = self._texts[last]
                     self._metas[row] = self._metas[last]
                     self._tags[row] = self._tags[last]
-                    for arr in (self._f32, self._i8, self._scale, self._qerr, self._importance, self._epoch, self._used,
-                                self._scope, self._kind):
+                    for name in _ARRAYS:
+                        arr = getattr(self, name)
                         arr[row] = arr[last]
                 self._ids.pop()
                 self._texts.pop()
@@ -293,6 +282,56 @@ class MemoryIndex:
                         del self._problems[doc_id]
                 out[doc_id] = dict(meta)
         return out
+
+    # ---- snapshots -----------------------------------------------------------------------------
+    def export(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Everything the index holds, as numeric arrays (row order, copies) and JSON-ready rows
+        (``ids``, ``texts``, ``metas``, ``tags``, ``scopes`` in code order, ``problems``), for
+        :meth:`restore` in another process (see :mod:`brain.store.snapshot`)."""
+        with self._lock:
+            n = self._n
+            arrays = {name.lstrip("_"): getattr(self, name)[:n].copy() for name in _ARRAYS}
+            rows = {"ids": list(self._ids), "texts": list(self._texts), "metas": [dict(m) for m in self._metas],
+                    "tags": [sorted(t) for t in self._tags],
+                    "scopes": sorted(self._scope_code, key=self._scope_code.__getitem__),
+                    "problems": {doc_id: dict(p) for doc_id, p in self._problems.items()}}
+        return arrays, rows
+
+    @classmethod
+    def restore(cls, dimension: int, arrays: dict[str, np.ndarray], rows: dict[str, Any]) -> MemoryIndex:
+        """The index :meth:`export` described, without recomputing a row. Raises ``ValueError`` naming
+        what does not fit (a missing array, a shape, a dtype, rows of another length)."""
+        ids, texts, metas, tags, scopes = (rows.get(key) for key in ("ids", "texts", "metas", "tags", "scopes"))
+        problems = rows.get("problems")
+        if not all(isinstance(v, list) for v in (ids, texts, metas, tags, scopes)) or not isinstance(problems, dict):
+            raise ValueError("rows need the lists ids, texts, metas, tags, scopes and the mapping problems")
+        n = len(ids)
+        if not len(texts) == len(metas) == len(tags) == n or len(set(ids)) != n:
+            raise ValueError(f"{n} ids but {len(texts)} texts, {len(metas)} metadatas, {len(tags)} tag lists "
+                             f"(or repeated ids)")
+        for what, values, kind in (("ids", ids, str), ("texts", texts, str), ("metas", metas, dict), ("tags", tags, list),
+                                   ("scopes", scopes, str)):
+            if not all(isinstance(v, kind) for v in values):
+                raise ValueError(f"{what} must all be of type {kind.__name__}")
+        for name, (dtype, width) in _ARRAYS.items():
+            arr = arrays.get(name.lstrip("_"))
+            shape = (n, dimension) if width else (n,)
+            if arr is None or arr.shape != shape or arr.dtype != np.dtype(dtype):
+                got = "missing" if arr is None else f"{arr.dtype}{list(arr.shape)}"
+                raise ValueError(f"array {name.lstrip('_')} is {got}, not {np.dtype(dtype)}{list(shape)}")
+        codes = arrays["scope"]
+        if n and (codes.min() < 0 or codes.max() >= len(scopes)):
+            raise ValueError(f"scope codes outside the {len(scopes)} scopes")
+        index = cls(dimension, capacity=max(n, 1024))
+        index._n = n
+        for name in _ARRAYS:
+            getattr(index, name)[:n] = arrays[name.lstrip("_")]
+        index._ids, index._texts, index._metas = list(ids), list(texts), list(metas)
+        index._row = {doc_id: row for row, doc_id in enumerate(ids)}
+        index._tags = [frozenset(t) for t in tags]
+        index._scope_code = {scope: code for code, scope in enumerate(scopes)}
+        index._problems = {doc_id: dict(p) for doc_id, p in problems.items()}
+        return index
 
     # ---- reads -------------------------------------------------------------------------------
     def metadata(self, doc_id: str) -> dict[str, Any] | None:

@@ -109,7 +109,8 @@ def test_repo_defaults_env_matches_built_in_defaults(tmp_path):
     # the shipped file names the project's own places, the same the project gives without it
     shipped = {name: getattr(settings, name) for name in PATH_FIELDS}
     assert shipped == {"data_dir": tmp_path / "data", "persona_path": tmp_path / "persona.md",
-                       "specialists_path": tmp_path / "config" / "specialists.yaml", "mirror_path": None}
+                       "specialists_path": tmp_path / "config" / "specialists.yaml", "mirror_path": None,
+                       "index_snapshot_path": None}
     (tmp_path / "config" / "defaults.env").write_text("", encoding="utf-8")
     assert {name: getattr(Settings(), name) for name in PATH_FIELDS} == shipped
 

@@ -15,8 +15,9 @@ of a failure instead.
 Modules: :mod:`~brain.cli.shell` (the error contract, state, parameter types, printing),
 :mod:`~brain.cli.group` (the ``brain`` group and ``main``), and the commands by area:
 ``store_commands`` (init, persona, stats, paths, schema), ``knowledge_commands`` (ingest, search,
-turns), ``memory_commands`` (memory, consolidate), ``forget_command`` (forget), ``mirror_commands`` (mirror, restore),
-``pam_commands`` (export, import), ``reindex_command`` (reindex), ``specialists_commands``, ``serve_command`` (serve), ``mcp_command`` (mcp).
+turns), ``memory_commands`` (memory, consolidate), ``forget_command`` (forget), ``index_commands`` (index snapshot),
+``mirror_commands`` (mirror, restore), ``pam_commands`` (export, import), ``reindex_command`` (reindex),
+``specialists_commands``, ``serve_command`` (serve), ``mcp_command`` (mcp).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 # imported for their commands, which register themselves on the group
 from brain.cli import (  # noqa: F401
     forget_command,
+    index_commands,
     knowledge_commands,
     mcp_command,
     memory_commands,

@@ -14,7 +14,7 @@ from pydantic_settings import NoDecode
 from brain.schemas import DOC_TYPES
 
 #: the settings that name files or directories
-PATH_FIELDS = ("data_dir", "persona_path", "specialists_path", "mirror_path")
+PATH_FIELDS = ("data_dir", "persona_path", "specialists_path", "mirror_path", "index_snapshot_path")
 #: the specialist bands' thresholds on a match's confidence, calibrated for local/minilm-l6-v2
 #: (bench/SPECIALISTS_RESULTS.md); the Settings defaults and brain.specialists.SpecialistBands' defaults
 SPECIALIST_BAND_DEFAULTS = {"strong": 0.90, "good": 0.65, "possible": 0.62}

@@ -127,6 +127,14 @@ class Settings(BaseSettings):
         "BRAIN_FEED_KEEP", 10000,
         "with BRAIN_CHROMA_URL: change-feed records kept before older ones are compacted; a process further "
         "behind rebuilds its in-process state", ge=1000, le=10_000_000)
+    index_snapshot: bool = storage_setting(
+        "BRAIN_INDEX_SNAPSHOT", True,
+        "save the in-process indexes when the store closes and load them at the next start instead of reading "
+        "the whole collection (ignored, and rebuilt, when they cannot be proven current)")
+    index_snapshot_path: Path | None = storage_setting(
+        "BRAIN_INDEX_SNAPSHOT_PATH", None,
+        "the index snapshot's file; unset: `<BRAIN_DATA_DIR>/index_snapshots/<BRAIN_COLLECTION>.npz`",
+        example="data/index_snapshots/conversations.npz")
 
     # --- knowledge base and persona ---------------------------------------------------------------
     chunk_window: int = knowledge_setting(

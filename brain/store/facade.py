@@ -11,11 +11,13 @@ few lines that check arguments and hand over to one part, and its docstring is t
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
@@ -40,8 +42,11 @@ from brain.store.plan import WriteResult, memory_edit, plan_write
 from brain.store.positions import PositionClaims
 from brain.store.reads import find_ids, get_documents, type_value
 from brain.store.retrieval import Retrieval, VersionRule
+from brain.store.snapshot import SnapshotIdentity, SnapshotKeeper, snapshot_path
 from brain.write_intents import WriteIntentLog
 from brain.migrations import migrate_typed_fields
+
+log = logging.getLogger(__name__)
 
 
 class RagStore:
@@ -85,13 +90,17 @@ class RagStore:
             self._persona_version = persona_version
             self.state: InProcessState | None = None
             self._bind(self._open_collection(), self.embedder)
+            # closers run last-added first: the snapshot is saved after the follower and the mirror stop
+            self._closers.append(self._save_snapshot_at_close)
             if attach is not None:
                 attach(self)
             # a write a dead process left half done is rolled back before anything reads the store
             self._writes.intents.resolve(self._writes.roll_back)
             link = self.mirror_link
-            migrate_typed_fields(self.col, self.chroma.max_batch_size,
-                                 link.mirror if link is not None and DocType.MEMORY.value in link.types else None)
+            migrated = migrate_typed_fields(self.col, self.chroma.max_batch_size,
+                                            link.mirror if link is not None and DocType.MEMORY.value in link.types else None)
+            if migrated and self.state.snapshots is not None:  # rows rewritten around the write events
+                self.state.snapshots.discard()
         except BaseException:
             self.close()
             raise
@@ -113,11 +122,17 @@ class RagStore:
         self.col = GuardedCollection(collection, where)
         self.chroma = ChromaAccess(self.client, self.col, where)
         self.dimension = int(self.col.metadata["dimension"])
-        self.state = InProcessState(self.settings, self.chroma, self.dimension, self._lock)
+        snapshots = self._snapshot_keeper()  # a snapshot belongs to one collection and model
+        self.state = InProcessState(self.settings, self.chroma, self.dimension, self._lock, snapshots)
         if old_state is None:
             self.events.subscribe(self.state)
         else:
             self.events.replace(old_state, self.state)
+        old_keeper = None if old_state is None else old_state.snapshots
+        if old_keeper is not None:
+            self.events.unsubscribe(old_keeper)
+        if snapshots is not None:
+            self.events.subscribe(snapshots)
         self.retrieval = Retrieval(self.settings, self.embedder, self.dimension, self.chroma, self.state,
                                    self._persona_version)
         self.weights = self.retrieval.weights
@@ -173,6 +188,34 @@ class RagStore:
             texts = [t for t, _ in rows.values()]
             self.chroma.upsert(list(rows), texts, [m for _, m in rows.values()], self.embedder.embed_documents(texts))
         self._writes.restate(ids)  # numbered again: the other processes fetch them from the live collection
+
+    def _snapshot_keeper(self) -> SnapshotKeeper | None:
+        if not self.settings.index_snapshot:
+            return None
+        identity = SnapshotIdentity(self.settings.collection, str(self.col.id), self.embedder.name, self.dimension,
+                                    tuple(self.settings.indexed_types))
+        # the embedded store is this process's alone; a server's writes are followed through the change feed
+        return SnapshotKeeper(snapshot_path(self.settings), identity, owned=self._dir_lock is not None)
+
+    def save_index_snapshot(self) -> Path | None:
+        """Save the in-process indexes (built first if need be) to the index snapshot
+        (BRAIN_INDEX_SNAPSHOT_PATH, else in the data directory), which the next open loads instead of
+        reading the whole collection (see :mod:`brain.store.snapshot`); the store also saves it when
+        it closes. Returns the file, or None when snapshots are off (BRAIN_INDEX_SNAPSHOT) or could not
+        be proven current later (a Chroma server without the change feed)."""
+        if self.state.snapshots is None:
+            return None
+        self.memory_index()
+        return self.state.save_snapshot()
+
+    def _save_snapshot_at_close(self) -> None:
+        keeper = self.state.snapshots
+        if keeper is None or keeper.current:
+            return
+        try:
+            self.state.save_snapshot()
+        except (OSError, BrainError) as exc:  # closing goes on: the next start rebuilds instead
+            log.warning("could not save the index snapshot %s: %s", keeper.path, exc)
 
     def attach_feed(self, feed: ChangeFeed, positions: PositionClaims | None = None) -> FeedFollower:
         """Number this store's writes in ``feed`` (each write adds its record) and follow the other

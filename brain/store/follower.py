@@ -88,6 +88,24 @@ class FeedFollower:
             self.applied = (min(open_) - 1) if open_ else (records[-1].seq if records else 0)
             self._seen.clear()
 
+    def resume(self, sequence: int) -> str | None:
+        """Follow from ``sequence``: the caches were just loaded as they were at it (an index
+        snapshot), so every record after it is applied now, this store's own too (they may predate
+        the load). Returns why that is impossible (records after it were compacted, or the feed never
+        reached it), changing nothing, or None once applied."""
+        with self._lock:
+            records = self.feed.after(sequence)
+            if records and records[0].seq != sequence + 1:
+                return (f"the change feed was compacted past it (its sequence is {sequence}, the oldest record "
+                        f"after it {records[0].seq})")
+            if not records and sequence > 0 and not self.feed.after(sequence - 1, with_ids=False):
+                return f"the change feed holds no record {sequence} (it was reset since)"
+            self.applied = sequence
+            self._seen.clear()
+            self._last_check = time.monotonic()
+            self._apply(records, own=True)
+            return None
+
     # ---- polling -------------------------------------------------------------------------------
     def poll(self, *, force: bool = False) -> int:
         """Apply what other processes wrote since the last poll, when the last one is older than the
@@ -107,13 +125,13 @@ class FeedFollower:
                 return len(records)
             return self._apply(records)
 
-    def _apply(self, records: list[FeedRecord]) -> int:
+    def _apply(self, records: list[FeedRecord], *, own: bool = False) -> int:
         now = time.monotonic()
         fetch: dict[str, None] = {}
         moved = 0
         swap: int | None = None
         for record in records:
-            if record.writer == self.writer:
+            if record.writer == self.writer and not own:
                 self._seen[record.seq] = ("done", now)
                 continue
             moved += 1

@@ -2,7 +2,11 @@
 the turns of recently used conversations. It follows the store's committed writes (it is a
 :class:`~brain.store.events.WriteSubscriber`), other processes' writes through the change feed
 when the store has one (:mod:`brain.store.follower`), and writes that bypassed every store by the
-collection's size, checked every ``BRAIN_INDEX_REFRESH_SECONDS``."""
+collection's size, checked every ``BRAIN_INDEX_REFRESH_SECONDS``.
+
+The indexes are built on first use: from the index snapshot when one is current
+(:mod:`brain.store.snapshot`; with a change feed, the records after it are applied on top), else
+from Chroma. :meth:`InProcessState.save_snapshot` writes the snapshot (the store does when it closes)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +27,7 @@ from brain.schemas import DocType, from_chroma
 from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.reads import get_documents
+from brain.store.snapshot import SnapshotKeeper
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +40,8 @@ class InProcessState(WriteSubscriber):
 
     cache = True
 
-    def __init__(self, settings: Settings, chroma: ChromaAccess, dimension: int, lock: threading.RLock):
+    def __init__(self, settings: Settings, chroma: ChromaAccess, dimension: int, lock: threading.RLock,
+                 snapshots: SnapshotKeeper | None = None):
         self.settings = settings
         self.chroma = chroma
         self.dimension = dimension
@@ -47,6 +54,8 @@ class InProcessState(WriteSubscriber):
         self._expected_count: int | None = None  # collection size when this state was last in step
         self._last_check = 0.0
         self.follower: Any = None  # a brain.store.follower.FeedFollower, when the store has a change feed
+        self.snapshots = snapshots  # the index snapshot's file, when snapshots are on
+        self._snapshot_tried = False  # only the first build may come from the snapshot: later ones are rebuilds
 
     # ---- following writes --------------------------------------------------------------------------
     def commit(self, event: WriteEvent) -> None:
@@ -122,9 +131,76 @@ class InProcessState(WriteSubscriber):
                         index.upsert([page["ids"][j] for j in rows], vectors[rows],
                                      [page["documents"][j] or "" for j in rows], [page["metadatas"][j] for j in rows])
             self.indexes = indexes
+            self._snapshot_tried = True
+            if self.snapshots is not None:
+                self.snapshots.current = False
             self._expected_count = self.chroma.count()
             self._last_check = time.monotonic()
             return indexes[DocType.MEMORY.value]
+
+    def build(self) -> None:
+        """Build the indexes: the first time from the snapshot when it is current, else from Chroma."""
+        with self._lock:
+            if not self._snapshot_tried:
+                self._snapshot_tried = True
+                if self._load_snapshot():
+                    return
+            self.refresh()
+
+    def _load_snapshot(self) -> bool:
+        """Take the indexes from the snapshot and catch up from there; False when it is not usable
+        (logged; the caller rebuilds)."""
+        keeper, follower = self.snapshots, self.follower
+        if keeper is None or (not keeper.owned and follower is None):
+            return False  # several processes may write, and no feed says what changed since it was saved
+        snapshot = keeper.load()
+        if snapshot is None:
+            return False
+        count = self.chroma.count()
+        if follower is None:
+            why = (f"it was saved with a change feed (sequence {snapshot.sequence})" if snapshot.sequence is not None
+                   else f"it holds a collection of {snapshot.count} documents, and Chroma holds {count}"
+                   if snapshot.count != count else None)
+        elif snapshot.sequence is None:
+            why = "it was saved without a change feed, so nothing says which writes it misses"
+        elif snapshot.feed_id != str(follower.feed.col.id):
+            why = f"it was saved with another change feed ({snapshot.feed_id})"
+        else:
+            why = None
+        if why is None:
+            self.indexes = snapshot.indexes
+            if follower is not None:
+                try:
+                    why = follower.resume(snapshot.sequence)  # applies the writes after it to these indexes
+                except BaseException:  # caught up in part: the next build reads Chroma instead
+                    self.indexes = None
+                    raise
+        if why is not None:
+            self.indexes = None
+            keeper.reject(why)
+            return False
+        # with a feed, a save records the sequence caught up to
+        keeper.current = follower is None or follower.applied == snapshot.sequence
+        self._expected_count = self.chroma.count() if follower is not None else count
+        self._last_check = time.monotonic()
+        log.info("in-process indexes loaded from the index snapshot %s (%s)", keeper.path,
+                 f"sequence {snapshot.sequence}, caught up to {follower.applied}" if follower is not None
+                 else f"{count} documents")
+        return True
+
+    def save_snapshot(self) -> Path | None:
+        """Save the indexes to the snapshot file, when they were built and snapshots are on (and a
+        snapshot could be proven current later: the store is owned or has a change feed). Returns
+        the file, or None when nothing was saved."""
+        keeper, follower = self.snapshots, self.follower
+        with self._lock:  # no write between the export and the file (an owned store's write deletes the file)
+            if keeper is None or self.indexes is None or (not keeper.owned and follower is None):
+                return None
+            if follower is not None:  # its position moves past this store's own records only when it polls
+                follower.poll(force=True)
+            return keeper.save(self.indexes, count=self.chroma.count(),
+                               sequence=None if follower is None else follower.applied,
+                               feed_id=None if follower is None else str(follower.feed.col.id))
 
     def index_for(self, doc_type: str) -> MemoryIndex | None:
         """The index of ``doc_type`` (built on first use, rebuilt when the collection changed behind
@@ -132,7 +208,7 @@ class InProcessState(WriteSubscriber):
         if doc_type not in self.settings.indexed_types:
             return None
         if self.indexes is None:
-            self.refresh()
+            self.build()
         else:
             self.check_outside_changes()
         indexes = self.indexes

@@ -1,0 +1,261 @@
+"""The index snapshot: the in-process indexes (:class:`~brain.memory_index.MemoryIndex`, one per
+indexed type) saved to one file, so that a start loads them instead of reading the whole collection.
+
+**The file** is a NumPy ``.npz`` archive (no pickle: loading one never runs code) holding a JSON
+header (``header``), and per indexed type its numeric arrays (``<type>/f32``, ``<type>/i8``, ...) and
+its rows as JSON (``<type>/rows``: ids, texts, metadata, tags, scopes, problems), each JSON text stored
+as a ``uint8`` array. It is written to a temporary file beside its place, flushed to disk and renamed
+over the old one, so a crash leaves the old snapshot or the new one, never half of one.
+
+**The header** says what the indexes belong to (the collection's name and Chroma id, the embedder
+and its dimension, the indexed types) and how current they are: with a change feed, the sequence up
+to which every write is in them (``sequence``, with the feed collection's id); without one (the
+embedded store, owned by one process), the collection's size when it was saved (``count``).
+
+**Proving a snapshot current** is the caller's (:class:`brain.store.indexes.InProcessState`): with a
+feed, the records after ``sequence`` must all still be in the feed (none compacted), and are applied
+on top; without one, the file itself is the proof. :class:`SnapshotKeeper` deletes it before the
+store's first write reaches Chroma (and on every delete, with or without a feed, so that no snapshot
+keeps a deleted text on disk); a new one is saved when the store closes. A file that exists therefore
+was saved after the last write through a store, and its ``count`` must match the collection's (which
+catches most writes that bypassed the store).
+
+A snapshot that cannot be used (missing, unreadable, another collection or embedder, not provably
+current) is ignored with one log line saying why, and the indexes are rebuilt from Chroma.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from brain.config import Settings
+from brain.errors import StoreError
+from brain.memory_index import MemoryIndex
+from brain.store.events import WriteEvent, WriteSubscriber
+
+log = logging.getLogger(__name__)
+
+#: the file layout's version; a snapshot of another version is ignored
+FORMAT = 1
+#: where the snapshot lives in the data directory, unless BRAIN_INDEX_SNAPSHOT_PATH says otherwise
+DIRECTORY = "index_snapshots"
+
+
+def snapshot_path(settings: Settings) -> Path:
+    """BRAIN_INDEX_SNAPSHOT_PATH, else ``<BRAIN_DATA_DIR>/index_snapshots/<collection>.npz``."""
+    if settings.index_snapshot_path is not None:
+        return settings.index_snapshot_path
+    return settings.data_dir / DIRECTORY / f"{settings.collection}.npz"
+
+
+class SnapshotUnusable(Exception):
+    """Why a snapshot cannot be used (the log line says it, then the indexes are rebuilt)."""
+
+
+@dataclass(frozen=True)
+class SnapshotIdentity:
+    """What a snapshot's indexes belong to; a snapshot of anything else is ignored."""
+
+    collection: str
+    collection_id: str
+    embedder: str
+    dimension: int
+    types: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"collection": self.collection, "collection_id": self.collection_id, "embedder": self.embedder,
+                "dimension": self.dimension, "types": list(self.types)}
+
+    def mismatch(self, header: dict[str, Any]) -> str | None:
+        """What in ``header`` differs from this identity, or None."""
+        for key, want in self.to_dict().items():
+            if header.get(key) != want:
+                return f"it was saved for {key} {header.get(key)!r}, not {want!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A loaded snapshot: its indexes and how current they are (``sequence`` and ``feed_id`` with a
+    change feed, None without; ``count``: the collection's size when saved)."""
+
+    indexes: dict[str, MemoryIndex]
+    sequence: int | None
+    feed_id: str | None
+    count: int
+    saved_at: float
+
+
+def write_snapshot(path: Path, identity: SnapshotIdentity, indexes: dict[str, MemoryIndex], *, count: int,
+                   sequence: int | None, feed_id: str | None) -> None:
+    """Save ``indexes`` to ``path`` atomically (a temporary file renamed over it)."""
+    header = {"format": FORMAT, **identity.to_dict(), "count": count, "sequence": sequence, "feed_id": feed_id,
+              "saved_at": time.time()}
+    entries: dict[str, np.ndarray] = {"header": _json_bytes(header)}
+    for doc_type, index in indexes.items():
+        arrays, rows = index.export()
+        entries.update({f"{doc_type}/{name}": arr for name, arr in arrays.items()})
+        entries[f"{doc_type}/rows"] = _json_bytes(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            np.savez(out, **entries)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def read_snapshot(path: Path, identity: SnapshotIdentity) -> Snapshot:
+    """The snapshot at ``path`` if it belongs to ``identity``; else :class:`SnapshotUnusable`."""
+    if not path.is_file():
+        raise SnapshotUnusable("there is none")
+    try:
+        with _no_cycle_collection(), np.load(path, allow_pickle=False) as archive:
+            header = _json_value(archive["header"])
+            if not isinstance(header, dict):
+                raise SnapshotUnusable("its header is not a JSON object")
+            if header.get("format") != FORMAT:
+                raise SnapshotUnusable(f"it has format {header.get('format')!r}, not {FORMAT}")
+            mismatch = identity.mismatch(header)
+            if mismatch:
+                raise SnapshotUnusable(mismatch)
+            indexes = {}
+            for doc_type in identity.types:
+                prefix = f"{doc_type}/"
+                arrays = {name[len(prefix):]: archive[name] for name in archive.files
+                          if name.startswith(prefix) and name != prefix + "rows"}
+                rows = _json_value(archive[prefix + "rows"])
+                if not isinstance(rows, dict):
+                    raise SnapshotUnusable(f"the rows of {doc_type} are not a JSON object")
+                indexes[doc_type] = MemoryIndex.restore(identity.dimension, arrays, rows)
+            sequence, feed_id, count = header.get("sequence"), header.get("feed_id"), header.get("count")
+            if not (sequence is None or _whole(sequence)) or not _whole(count):
+                raise SnapshotUnusable(f"its sequence {sequence!r} or count {count!r} is not a whole number")
+            return Snapshot(indexes, sequence, None if feed_id is None else str(feed_id), count,
+                            float(header.get("saved_at") or 0.0))
+    except SnapshotUnusable:
+        raise
+    except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        # a truncated or damaged archive, a missing entry, bad JSON, wrong shapes (MemoryIndex.restore)
+        raise SnapshotUnusable(f"it cannot be read ({type(exc).__name__}: {exc})") from None
+
+
+class SnapshotKeeper(WriteSubscriber):
+    """The snapshot file of one store: kept only while it is provably current (see the module
+    docstring), and told by the store whether its indexes changed since it was saved or loaded.
+
+    ``owned``: the store is the only writer (the embedded store), so the file must go before the
+    store's first write reaches Chroma; with a change feed the sequence proves it instead."""
+
+    cache = True  # deletes other processes made reach it too
+
+    def __init__(self, path: Path, identity: SnapshotIdentity, *, owned: bool):
+        self.path = path
+        self.identity = identity
+        self.owned = owned
+        self.current = False  # the file holds what the indexes hold
+        self._file_may_exist = True
+
+    def stage(self, event: WriteEvent) -> None:
+        if self.owned:  # a file left behind would be served after this write: the write waits for it
+            try:
+                self.discard()
+            except OSError as exc:
+                raise StoreError(f"cannot delete the index snapshot {self.path} before writing ({exc}); nothing "
+                                 f"was written. Make it deletable, or set BRAIN_INDEX_SNAPSHOT=false") from exc
+
+    def commit(self, event: WriteEvent) -> None:
+        self.current = False
+        if event.op == "delete":  # a deleted text must not stay on disk in a snapshot
+            try:
+                self.discard()
+            except OSError as exc:  # the delete itself is done (and a start applies it over the file)
+                log.warning("could not delete the index snapshot %s after a delete (%s): it may still hold "
+                            "deleted texts; delete it by hand", self.path, exc)
+
+    def discard(self) -> None:
+        """Delete the file (once, until the next save)."""
+        if self._file_may_exist:
+            self.path.unlink(missing_ok=True)
+            self._file_may_exist = False
+
+    def load(self) -> Snapshot | None:
+        """The snapshot, or None after logging why it cannot be used."""
+        try:
+            snapshot = read_snapshot(self.path, self.identity)
+        except SnapshotUnusable as exc:
+            self.reject(str(exc), quiet=not self.path.exists())
+            return None
+        return snapshot
+
+    def reject(self, why: str, *, quiet: bool = False) -> None:
+        """Log that the snapshot is ignored, and why."""
+        log.log(logging.INFO if quiet else logging.WARNING,
+                "index snapshot %s ignored: %s; rebuilding the in-process indexes from Chroma", self.path, why)
+
+    def save(self, indexes: dict[str, MemoryIndex], *, count: int, sequence: int | None,
+             feed_id: str | None) -> Path:
+        write_snapshot(self.path, self.identity, indexes, count=count, sequence=sequence, feed_id=feed_id)
+        self._file_may_exist = True
+        self.current = True
+        return self.path
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Pause the cyclic garbage collector: decoding a snapshot creates a few objects per row and
+    no cycles, and the collections those allocations trigger would double the load time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _json_bytes(value: Any) -> np.ndarray:
+    return np.frombuffer(json.dumps(value, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
+
+
+def _json_value(arr: np.ndarray) -> Any:
+    if arr.dtype != np.uint8 or arr.ndim != 1:
+        raise ValueError(f"a JSON entry is {arr.dtype}{list(arr.shape)}, not bytes")
+    return json.loads(arr.tobytes().decode("utf-8"))
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. Windows cannot open a directory
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+__all__ = ["DIRECTORY", "FORMAT", "Snapshot", "SnapshotIdentity", "SnapshotKeeper", "SnapshotUnusable",
+           "read_snapshot", "snapshot_path", "write_snapshot"]

@@ -1,0 +1,374 @@
+"""The index snapshot: a start loads the in-process indexes from a file (and, on a Chroma server,
+applies the change feed after it) instead of reading the whole collection; a snapshot that cannot be
+proven current is ignored with a log line and the indexes are rebuilt from Chroma."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from pathlib import Path
+
+import chromadb
+import numpy as np
+import pytest
+
+from brain.config import Settings
+from brain.core import open_store
+from brain.errors import StoreError
+from brain.store.snapshot import snapshot_path
+
+NOW = 2_000_000_000.0
+QUERIES = ["where does the team work", "favourite food and drinks", "deadline for the report"]
+FILTERS = [{}, {"entity": "bob"}, {"all_scopes": True}, {"tags": ["work"]}, {"min_importance": 4}]
+
+
+def fill(store) -> dict[str, str]:
+    """Memories of two scopes with tags and importances, a retired one, FAQ entries and summaries."""
+    ids = {}
+    facts = ["The team works from the Lyon office", "Bob likes green tea", "The report is due on Friday",
+             "Bob's favourite food is ramen", "The office moves to Grenoble next year", "Coffee is free on Mondays"]
+    for n, text in enumerate(facts):
+        ids[text] = store.upsert_memory(text, importance=1 + n % 5, entity="bob" if n % 2 else None,
+                                        tags=["work"] if "office" in text or "report" in text else None)
+    ids["retired"] = store.upsert_memory("The team used to work from Paris", status="superseded")
+    store.upsert_docs([{"text": "Expenses are filed by the 5th", "type": "faq", "topic": "money"},
+                       {"text": "The office opens at 8", "type": "faq", "topic": "office"}])
+    store.upsert_summary("conv-1", "They talked about the report deadline", turn_range="1-4", summary_index=1)
+    return ids
+
+
+def ranked(store) -> list:
+    """Every ranking the indexes serve, with ids, scores, texts and metadata."""
+    out = []
+    for query in QUERIES:
+        for kwargs in FILTERS:
+            out.append([(h.id, h.score, h.similarity, h.text, h.metadata)
+                        for h in store.retrieve_memories(query, k=8, now=NOW, **kwargs)])
+        out.append([(h.id, h.score) for h in store.retrieve_faq(query, k=3)])
+        out.append([(h.id, h.score) for h in store.retrieve_summaries(query, k=3)])
+    return out
+
+
+def loaded_from_snapshot(caplog) -> bool:
+    return any("loaded from the index snapshot" in r.getMessage() for r in caplog.records)
+
+
+def ignored(caplog, path: Path | None = None) -> list[str]:
+    """The log lines saying a snapshot (the one at ``path``, when given) was ignored."""
+    return [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()
+            and f"index snapshot {path or ''}" in r.getMessage()]
+
+
+def rewrite(path: Path, *, header: dict | None = None, entries: dict | None = None) -> None:
+    """Rewrite the snapshot at ``path`` with header fields or entries replaced (a tampered file)."""
+    with np.load(path, allow_pickle=False) as archive:
+        content = {name: archive[name] for name in archive.files}
+    if header:
+        values = json.loads(content["header"].tobytes()) | header
+        content["header"] = np.frombuffer(json.dumps(values).encode(), dtype=np.uint8)
+    content.update(entries or {})
+    with open(path, "wb") as out:
+        np.savez(out, **content)
+
+
+@pytest.fixture
+def saved(settings, local_embedder):
+    """An embedded store filled, ranked (its indexes built from Chroma) and closed: its snapshot saved."""
+    with open_store(settings, embedder=local_embedder) as store:
+        ids = fill(store)
+        before = ranked(store)
+    assert snapshot_path(settings).is_file()
+    return settings, ids, before
+
+
+# ---- the embedded store ----------------------------------------------------------------------------
+
+def test_a_reopened_store_ranks_from_the_snapshot_exactly_as_after_a_rebuild(saved, local_embedder, caplog):
+    settings, _, before = saved
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        from_snapshot = ranked(store)
+        assert loaded_from_snapshot(caplog)
+        problems = store.index_problems()
+        store.refresh_index()
+        assert ranked(store) == from_snapshot == before
+        assert store.index_problems() == problems
+
+
+def test_a_row_the_index_cannot_use_keeps_its_problem_through_the_snapshot(settings, local_embedder, caplog):
+    with open_store(settings, embedder=local_embedder) as store:
+        fill(store)
+        vec = local_embedder.embed_documents(["An odd row"])[0]
+        store.col.upsert(ids=["odd"], embeddings=[vec], documents=["An odd row"],
+                         metadatas=[{"type": "memory", "importance": 9, "scope": "global", "ts_epoch": 5.0}])
+        store.refresh_index()
+        problems = store.index_problems()
+        assert "importance" in problems["memory"]["odd"]
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert store.index_problems() == problems and loaded_from_snapshot(caplog)
+
+
+def test_a_write_deletes_the_snapshot_before_chroma_changes_and_close_saves_a_new_one(saved, local_embedder, caplog):
+    settings, ids, _ = saved
+    path = snapshot_path(settings)
+    with open_store(settings, embedder=local_embedder) as store:
+        store.memory_index()
+        new = store.upsert_memory("The team lunch is on Thursday", tags=["work"])
+        # a crash from here on finds no snapshot, so the next start rebuilds from Chroma
+        assert not path.exists()
+        store.delete(ids["Bob likes green tea"])
+        expected = ranked(store)
+    assert path.is_file()
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == expected and loaded_from_snapshot(caplog)
+        hits = {h.id for h in store.retrieve_memories("tea lunch", k=20, all_scopes=True)}
+        assert new in hits and ids["Bob likes green tea"] not in hits
+
+
+def test_a_store_that_wrote_before_building_its_indexes_does_not_load_the_old_snapshot(saved, local_embedder, caplog):
+    settings, ids, _ = saved
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        store.delete(ids["The report is due on Friday"])
+        assert ids["The report is due on Friday"] not in {h.id for h in store.retrieve_memories("report", k=20)}
+        assert not loaded_from_snapshot(caplog)
+
+
+def test_a_missing_snapshot_is_rebuilt_with_a_log_line(settings, local_embedder, caplog):
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        fill(store)
+        store.memory_index()
+    assert any("ignored: there is none" in m for m in ignored(caplog))
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _bad_json(path: Path) -> None:
+    rewrite(path, entries={"header": np.frombuffer(b"{not json", dtype=np.uint8)})
+
+
+def _wrong_shape(path: Path) -> None:
+    with np.load(path, allow_pickle=False) as archive:
+        f32 = archive["memory/f32"]
+    rewrite(path, entries={"memory/f32": np.ascontiguousarray(f32[:, :-1])})
+
+
+def _short_rows(path: Path) -> None:
+    with np.load(path, allow_pickle=False) as archive:
+        rows = json.loads(archive["memory/rows"].tobytes())
+    rows["texts"] = rows["texts"][:-1]
+    rewrite(path, entries={"memory/rows": np.frombuffer(json.dumps(rows).encode(), dtype=np.uint8)})
+
+
+def _metas_not_objects(path: Path) -> None:
+    with np.load(path, allow_pickle=False) as archive:
+        rows = json.loads(archive["memory/rows"].tobytes())
+    rows["metas"] = ["scope=global"] * len(rows["metas"])
+    rewrite(path, entries={"memory/rows": np.frombuffer(json.dumps(rows).encode(), dtype=np.uint8)})
+
+
+@pytest.mark.parametrize("damage, why", [
+    (_truncate, "cannot be read"),
+    (_metas_not_objects, "metas must all be of type dict"),
+    (_bad_json, "cannot be read (JSONDecodeError"),
+    (_wrong_shape, "array f32 is float32"),
+    (_short_rows, "texts"),
+    (lambda p: rewrite(p, header={"embedder": "another-model"}), "saved for embedder 'another-model'"),
+    (lambda p: rewrite(p, header={"dimension": 3}), "saved for dimension 3"),
+    (lambda p: rewrite(p, header={"collection_id": str(uuid.uuid4())}), "saved for collection_id"),
+    (lambda p: rewrite(p, header={"types": ["memory"]}), "saved for types ['memory']"),
+    (lambda p: rewrite(p, header={"format": 99}), "format 99"),
+    (lambda p: rewrite(p, header={"sequence": 7}), "saved with a change feed"),
+], ids=["truncated", "metas-not-objects", "bad-json", "wrong-shape", "rows-of-another-length", "another-embedder", "another-dimension",
+        "another-collection", "other-types", "other-format", "from-a-feed"])
+def test_a_damaged_or_foreign_snapshot_is_ignored_and_rebuilt(saved, local_embedder, caplog, damage, why):
+    settings, _, before = saved
+    damage(snapshot_path(settings))
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before
+    lines = ignored(caplog)
+    assert len(lines) == 1 and why in lines[0], lines
+    assert not loaded_from_snapshot(caplog)
+
+
+def test_a_snapshot_of_another_collection_is_ignored(settings, local_embedder, tmp_path, caplog):
+    shared = tmp_path / "one-snapshot.npz"
+    first = settings.model_copy(update={"index_snapshot_path": shared})
+    with open_store(first, embedder=local_embedder) as store:
+        fill(store)
+        store.memory_index()
+    second = Settings(data_dir=tmp_path / "other", index_snapshot_path=shared, collection="elsewhere")
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(second, embedder=local_embedder) as store:
+        assert store.retrieve_memories("collection", k=5) == []  # (a write first would drop the file)
+        store.upsert_memory("Only in the second collection")
+        assert [h.text for h in store.retrieve_memories("collection", k=5)] == ["Only in the second collection"]
+    assert any("saved for collection 'conversations', not 'elsewhere'" in m for m in ignored(caplog))
+
+
+def test_a_collection_changed_behind_the_store_is_not_served_from_the_snapshot(saved, local_embedder, caplog):
+    settings, ids, _ = saved
+    client = chromadb.PersistentClient(path=str(settings.data_dir / "chroma"),
+                                       settings=chromadb.Settings(anonymized_telemetry=False))
+    client.get_collection(settings.collection).delete(ids=[ids["Bob likes green tea"]])
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ids["Bob likes green tea"] not in {h.id for h in store.retrieve_memories("tea", k=20, all_scopes=True)}
+    assert any("Chroma holds" in m for m in ignored(caplog))
+
+
+def test_a_write_that_cannot_delete_the_snapshot_is_refused_whole(settings, local_embedder, tmp_path):
+    blocked = tmp_path / "not-a-file"
+    (blocked / "inside").mkdir(parents=True)  # unlink fails on a directory
+    with open_store(settings.model_copy(update={"index_snapshot_path": blocked}), embedder=local_embedder) as store:
+        with pytest.raises(StoreError, match="cannot delete the index snapshot .* nothing was written"):
+            store.upsert_memory("A fact that must not be stored")
+        assert store.count() == 0
+
+
+def test_rows_migrated_at_open_are_not_served_from_the_snapshot(saved, local_embedder):
+    """An older writer marked a memory retracted straight in Chroma (count unchanged); the open's
+    migration rewrites it to the typed status, which the snapshot does not hold: it is dropped."""
+    settings, ids, _ = saved
+    client = chromadb.PersistentClient(path=str(settings.data_dir / "chroma"),
+                                       settings=chromadb.Settings(anonymized_telemetry=False))
+    client.get_collection(settings.collection).update(ids=[ids["Coffee is free on Mondays"]],
+                                                     metadatas=[{"pam_status": "retracted"}])
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ids["Coffee is free on Mondays"] not in {h.id for h in store.retrieve_memories("coffee", k=20, entity="bob")}
+
+
+def test_snapshots_can_be_turned_off(settings, local_embedder):
+    off = settings.model_copy(update={"index_snapshot": False})
+    with open_store(off, embedder=local_embedder) as store:
+        fill(store)
+        store.memory_index()
+        assert store.save_index_snapshot() is None
+    assert not snapshot_path(off).exists()
+
+
+# ---- a Chroma server: the snapshot and the change feed after it ------------------------------------
+
+@pytest.fixture
+def server_settings(chroma_server, tmp_path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection=f"s-{uuid.uuid4().hex[:12]}",
+                    feed_interval_seconds=0.0)
+
+
+def test_a_snapshot_plus_the_feed_written_after_it_ends_exact(server_settings, local_embedder, tmp_path, caplog):
+    other = server_settings.model_copy(update={"data_dir": tmp_path / "data-b"})
+    with open_store(server_settings, embedder=local_embedder) as a:
+        ids = fill(a)
+        a.memory_index()
+        saved_at = a.save_index_snapshot()
+        assert saved_at == snapshot_path(server_settings)
+    with open_store(other, embedder=local_embedder) as b:  # another process writes after the snapshot
+        b.delete(ids["Bob likes green tea"])
+        b.update_memory(ids["The team works from the Lyon office"], "The team works from the Annecy office")
+        b.update_memory(ids["The report is due on Friday"], importance=5)
+        new = b.upsert_memory("Bob drinks green tea at four", entity="bob", tags=["work"])
+        caplog.set_level(logging.INFO, logger="brain.store")
+        with open_store(server_settings, embedder=local_embedder) as a:
+            from_snapshot = ranked(a)
+            assert loaded_from_snapshot(caplog) and not ignored(caplog)
+            assert a.follower.applied == b.last_sequence
+            a.refresh_index()
+            assert ranked(a) == from_snapshot
+            hits = {h.id: h for h in a.retrieve_memories("tea office report", k=20, all_scopes=True)}
+        assert ids["Bob likes green tea"] not in hits and new in hits
+        assert hits[ids["The team works from the Lyon office"]].text == "The team works from the Annecy office"
+        assert hits[ids["The report is due on Friday"]].metadata["importance"] == 5
+        assert ranked(b) == from_snapshot
+
+
+def test_a_delete_applied_from_the_feed_removes_the_snapshot_file(server_settings, local_embedder, tmp_path):
+    """No snapshot on disk keeps a deleted text: a delete this process follows drops the file."""
+    other = server_settings.model_copy(update={"data_dir": tmp_path / "data-b"})
+    with open_store(server_settings, embedder=local_embedder) as a, open_store(other, embedder=local_embedder) as b:
+        ids = fill(a)
+        a.memory_index()
+        path = a.save_index_snapshot()
+        b.delete(ids["Coffee is free on Mondays"])
+        a.catch_up()
+        assert not path.exists()
+    with np.load(path, allow_pickle=False) as archive:  # saved again at close, without it
+        assert "Coffee is free" not in archive["memory/rows"].tobytes().decode()
+
+
+def test_own_writes_before_the_indexes_are_built_are_applied_over_the_snapshot(server_settings, local_embedder, caplog):
+    with open_store(server_settings, embedder=local_embedder) as a:
+        ids = fill(a)
+        a.memory_index()
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(server_settings, embedder=local_embedder) as a:
+        edited = ids["The report is due on Friday"]
+        a.update_memory(edited, "The report is due on Monday", importance=5)
+        new = a.upsert_memory("The report needs a cover page", tags=["work"])
+        hits = {h.id: h for h in a.retrieve_memories("report", k=20, all_scopes=True)}
+        assert loaded_from_snapshot(caplog)
+        assert new in hits and hits[edited].text == "The report is due on Monday"
+        assert hits[edited].metadata["importance"] == 5
+        from_snapshot = ranked(a)
+        a.refresh_index()
+        assert ranked(a) == from_snapshot
+
+
+def test_a_snapshot_older_than_the_compaction_horizon_is_ignored(server_settings, local_embedder, tmp_path, caplog):
+    other = server_settings.model_copy(update={"data_dir": tmp_path / "data-b"})
+    with open_store(server_settings, embedder=local_embedder) as a:
+        ids = fill(a)
+        a.memory_index()
+    with open_store(other, embedder=local_embedder) as b:
+        b.delete(ids["Bob likes green tea"])
+        b.upsert_memory("Written after the snapshot")
+        b.follower.feed.keep = 0
+        b.follower.feed.compact(b.last_sequence)  # the records after the snapshot are gone
+        b.upsert_memory("And after the compaction")
+        caplog.set_level(logging.INFO, logger="brain.store")
+        with open_store(server_settings, embedder=local_embedder) as a:
+            expected = ranked(b)
+            assert ranked(a) == expected
+        lines = ignored(caplog, snapshot_path(server_settings))
+        assert len(lines) == 1 and "compacted past it" in lines[0], lines
+
+
+def test_a_snapshot_saved_without_the_feed_is_not_used_with_one(saved, chroma_server, local_embedder, caplog):
+    """An embedded store's snapshot moved to a server-backed worker: another collection (its id), ignored."""
+    settings, _, _ = saved
+    served = settings.model_copy(update={"chroma_url": chroma_server, "collection": f"s-{uuid.uuid4().hex[:12]}",
+                                         "index_snapshot_path": snapshot_path(settings)})
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(served, embedder=local_embedder) as store:
+        assert store.retrieve_memories("tea", k=5) == []
+    assert len(ignored(caplog)) == 1
+
+
+# ---- the command ------------------------------------------------------------------------------------
+
+def test_brain_index_snapshot_saves_one(monkeypatch, local_embedder, tmp_path):
+    from click.testing import CliRunner
+
+    import brain.store.facade
+    from brain.cli import cli
+
+    (tmp_path / "config").mkdir(exist_ok=True)
+    (tmp_path / "config" / "defaults.env").touch()
+    monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
+    assert CliRunner().invoke(cli, ["memory", "add", "Alice is vegetarian", "--entity", "alice"]).exit_code == 0
+    path = tmp_path / "data" / "index_snapshots" / "conversations.npz"
+    assert not path.exists()  # that command never built the indexes
+    result = CliRunner().invoke(cli, ["--json", "index", "snapshot"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == {"path": str(path), "indexes": {"memory": 1, "persona": 0, "faq": 0,
+                                                                       "summary": 0}}
+    assert path.is_file()
+    off = CliRunner().invoke(cli, ["index", "snapshot"], env={"BRAIN_INDEX_SNAPSHOT": "false"})
+    assert off.exit_code == 1 and "BRAIN_INDEX_SNAPSHOT" in off.stderr
