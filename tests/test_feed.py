@@ -193,6 +193,27 @@ def test_a_follower_applies_new_memories_deletes_edits_and_importance(two):
     assert b.follower.applied == a.last_sequence
 
 
+def test_a_write_whose_fetch_failed_is_applied_by_the_next_poll(two, monkeypatch):
+    a, b = two
+    b.memory_index()
+    gone = a.upsert_memory("The door code is 4412")
+    b.catch_up()
+    a.delete(gone)
+    new = a.upsert_memory("The door code is now 9051")
+    reads = b.follower.chroma.get_ids
+
+    def unreachable(*args, **kwargs):
+        raise StoreUnavailable("the Chroma server is gone for a moment")
+
+    monkeypatch.setattr(b.follower.chroma, "get_ids", unreachable)
+    with pytest.raises(StoreUnavailable):
+        b.follower.poll(force=True)
+    monkeypatch.setattr(b.follower.chroma, "get_ids", reads)
+    b.follower.poll(force=True)
+    assert hit_ids(b, "door code") == [new]
+    assert b.follower.applied == a.last_sequence
+
+
 def test_entity_scoping_holds_for_followed_writes(two):
     a, b = two
     b.memory_index()

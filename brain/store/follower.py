@@ -127,41 +127,45 @@ class FeedFollower:
 
     def _apply(self, records: list[FeedRecord], *, own: bool = False) -> int:
         now = time.monotonic()
+        # the states are kept only once the caches have the records' ids: a fetch that fails leaves
+        # them to the next poll, which fetches again
+        seen = dict(self._seen)
         fetch: dict[str, None] = {}
         moved = 0
         swap: int | None = None
         for record in records:
             if record.writer == self.writer and not own:
-                self._seen[record.seq] = ("done", now)
+                seen[record.seq] = ("done", now)
                 continue
             moved += 1
             if record.op == "swap":  # done once the pointer names the new collection; no ids to fetch
-                state, first = self._seen.get(record.seq, (None, now))
+                state, first = seen.get(record.seq, (None, now))
                 if record.settled:
                     if state != record.state and record.state == "done":
                         swap = record.seq
-                    self._seen[record.seq] = (record.state, first)
+                    seen[record.seq] = (record.state, first)
                 elif state is None:
-                    self._seen[record.seq] = ("pending", now)
+                    seen[record.seq] = ("pending", now)
                 elif state == "pending" and now - first > self.grace:  # the pointer says whether it happened
-                    self._seen[record.seq], swap = ("expired", first), record.seq
+                    seen[record.seq], swap = ("expired", first), record.seq
                 continue
-            state, first = self._seen.get(record.seq, (None, now))
+            state, first = seen.get(record.seq, (None, now))
             if state == record.state:
                 if state == "pending" and now - first > self.grace:
                     log.warning("change feed record %d (%s of %d ids) stayed pending for %.0f s: its writer is "
                                 "taken as dead, and the store's current version applied", record.seq, record.op,
                                 len(record.ids), now - first)
                     fetch.update(dict.fromkeys(record.ids))
-                    self._seen[record.seq] = ("expired", first)
+                    seen[record.seq] = ("expired", first)
                 continue
             if not (record.state == "void" and state is None):  # a void record that was never pending wrote nothing
                 fetch.update(dict.fromkeys(record.ids))
-            self._seen[record.seq] = (record.state, first)
+            seen[record.seq] = (record.state, first)
         if swap is not None and self._swapped is not None:
             self._swapped(swap)  # the caches are rebuilt from the new collection; the fetch below is moot
         if fetch:
             self._resync(list(fetch), records[-1].seq)
+        self._seen = seen
         while self.applied + 1 in self._seen and self._seen[self.applied + 1][0] != "pending":
             self.applied += 1
             del self._seen[self.applied]
