@@ -68,7 +68,8 @@ def one_error_line(result) -> str:
     ["memory"], ["memory", "add"], ["memory", "list"], ["memory", "show"], ["memory", "rm"],
     ["turns"], ["schema"], ["stats"], ["serve"], ["mirror"], ["mirror", "sync"], ["mirror", "verify"],
     ["mirror", "recall"], ["mirror", "backfill"], ["restore"], ["export"], ["import"], ["consolidate"],
-    ["specialists"], ["specialists", "list"], ["specialists", "find"],
+    ["specialists"], ["specialists", "list"], ["specialists", "find"], ["forget"], ["mcp"], ["reindex"],
+    ["index"], ["index", "snapshot"],
 ])
 def test_every_command_has_help(command):
     result = run(*command, "--help")
@@ -79,7 +80,7 @@ def test_every_command_has_help(command):
 def test_group_help_lists_the_command_tree():
     out = run("--help").stdout
     for name in ("init", "persona", "ingest", "search", "memory", "turns", "schema", "stats", "serve", "mirror",
-                 "restore", "export", "import", "consolidate", "specialists"):
+                 "restore", "export", "import", "consolidate", "specialists", "forget", "mcp", "reindex", "index"):
         assert f"  {name} " in out
     for option in ("--json", "--debug", "--data-dir"):
         assert option in out
