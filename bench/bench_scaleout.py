@@ -11,8 +11,9 @@ One `chroma run` server on loopback serves every part, in this one run:
 (b) ``POST /v1/context`` throughput with ``brain serve --workers`` 1, 2 and 4 on the chat-shaped corpus of
     ``bench_context.py`` (``--n`` documents, precomputed 384-d vectors recorded as the local model's), 16
     requests in flight, every message distinct and embedded by the real local model;
-(c) cold start from the index snapshot vs a rebuild from Chroma: ``run`` of ``bench/scaleout_cold_start.py``
-    when that module exists (skipped otherwise);
+(c) cold start from the index snapshot vs a rebuild from Chroma (``--cold-n`` documents, 768-d), on the
+    Chroma server and on the embedded store: ``run`` of ``bench/scaleout_cold_start.py``, each start in
+    a fresh process;
 (d) the feed's cost on writes: ``upsert_docs`` in batches of 1000 into a store with the feed, a store
     without it, and raw ``col.upsert`` (three collections of the same server, batch by batch in turn),
     and the latency of a one-memory ``upsert_docs`` with and without the feed.
@@ -230,13 +231,26 @@ def feed_cost(tmp: Path, url: str, n: int) -> dict[str, Any]:
 
 
 # ---- (c) cold start, from its own module --------------------------------------------------------------------
-def cold_start(n: int) -> list[dict] | None:
+def cold_start(n: int, url: str) -> list[tuple[str, ...]] | None:
+    """Rows of the table for a cold start on the Chroma server at ``url`` and on the embedded store."""
     if not COLD_START.is_file():
         return None
     spec = importlib.util.spec_from_file_location("scaleout_cold_start", COLD_START)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.run(n)
+    rows = []
+    for where, chroma_url in (("Chroma server", url), ("embedded", None)):
+        rebuild, snapshot, save = module.run(n, chroma_url=chroma_url)
+        rows += [
+            (f"(c) cold start, {where}: rebuild from Chroma", f"{rebuild['seconds']:.2f} s", rebuild["note"], "1.00",
+             "", ""),
+            (f"(c) cold start, {where}: index snapshot", f"{snapshot['seconds']:.2f} s",
+             f"rebuild {rebuild['seconds']:.2f} s", f"{snapshot['ratio']:.3f}", "<= 0.2x rebuild",
+             "yes" if snapshot["ratio"] <= 0.2 and "identically" in snapshot["note"] else "**NO**"),
+            (f"(c) index snapshot save, {where}", f"{save['seconds']:.2f} s", save["note"], f"{save['ratio']:.3f}",
+             "", ""),
+        ]
+    return rows
 
 
 def scaling_note(throughput: dict[int, tuple[float, float, float, float]]) -> str:
@@ -266,9 +280,9 @@ def main() -> None:
         shown, gone, interval = propagation_lag(tmp, url)
         throughput, corpus = context_throughput(tmp, url, args.n, args.requests)
         cost = feed_cost(tmp, url, args.upserts)
+        cold = cold_start(args.cold_n, url)
     finally:
         stop(chroma)
-    cold = cold_start(args.cold_n)
     shutil.rmtree(tmp, ignore_errors=True)
 
     def ok(good: bool) -> str:
@@ -295,8 +309,7 @@ def main() -> None:
         rows.append(("(c) cold start: snapshot vs rebuild from Chroma", "skipped: bench/scaleout_cold_start.py is "
                      "not there", "", "", "snapshot <= 0.2x rebuild", ""))
     else:
-        for row in cold:
-            rows.append(tuple(str(row.get(k, "")) for k in ("metric", "measured", "reference", "ratio", "target", "ok")))
+        rows += cold
     rows += [
         (f"(d) upsert_docs with the feed, batches of {UPSERT_BATCH} (docs/s)", f"{cost['fed_rate']:,.0f}",
          f"raw col.upsert {cost['raw_rate']:,.0f}", f"{cost['fed_rate'] / cost['raw_rate']:.3f}", ">= 0.8",
