@@ -233,6 +233,45 @@ def test_another_process_follows_the_swap_on_its_next_feed_check(chroma_server, 
         assert late in {h.id for h in writer.retrieve_memories("anything", k=50, all_scopes=True)}
 
 
+def test_another_process_finds_specialists_with_the_new_model_after_the_swap(chroma_server, tmp_path, local_embedder,
+                                                                            ollama):
+    from brain.specialists import SpecialistRegistry
+
+    (tmp_path / "specialists.yaml").write_text(SPECIALISTS_YAML, encoding="utf-8")
+    settings = Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection=f"t-{uuid.uuid4().hex[:12]}",
+                        specialists_collection=f"s-{uuid.uuid4().hex[:12]}", ollama_host=ollama.url,
+                        specialists_path=tmp_path / "specialists.yaml")
+    with open_store(settings, embedder=local_embedder) as writer, \
+            open_store(settings, embedder=local_embedder) as reader:
+        fill(writer)
+        registry = SpecialistRegistry.from_settings(reader, path=settings.specialists_path)
+        registry.register()
+        assert registry.find_specialists("what's the weather in Leeds tomorrow", k=1)[0].id == "weather"
+        reindex.run(writer, reindex.embedder_named(settings, NOMIC), progress=False)
+        reader.catch_up()
+        asked = len(ollama.embed_requests())
+        match = registry.find_specialists("is it going to rain in Leeds", k=2)
+        assert registry.embedder.name == NOMIC and len(ollama.embed_requests()) == asked + 1  # the new model
+        assert {m.id for m in match} == {"weather", "calculator"}  # ranked from the re-registered vectors
+
+
+SPECIALISTS_YAML = """\
+specialists:
+  - id: weather
+    description: Current weather and forecasts
+    semantics:
+      canonical: get the weather forecast for a place
+      predicates: [will it rain tomorrow, what is the temperature outside]
+      objects: [forecast, rain, temperature]
+  - id: calculator
+    description: Arithmetic
+    semantics:
+      canonical: calculate a sum
+      predicates: [what is 17 percent of 2340, add these numbers]
+      objects: [sum, percentage]
+"""
+
+
 def _cli(settings: Settings, *args: str, env_extra: dict | None = None) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(settings.data_dir),
            "OLLAMA_HOST": settings.ollama_host, **(env_extra or {})}

@@ -226,6 +226,20 @@ class SpecialistRegistry:
             rename="set BRAIN_SPECIALISTS_COLLECTION to another name",
         )
 
+    def _follow_store(self) -> None:
+        """Move to the store's model when a re-index swapped it (here or in another process, followed
+        through the change feed): the re-index registered the specialists for that model in their own
+        collection and flipped this name's pointer before the store's."""
+        if self.store.embedder.name == self.embedder.name:
+            return
+        with self._lock:
+            if self.store.embedder.name == self.embedder.name:
+                return
+            self.embedder = self.store.embedder
+            self.chroma = self._open_collection()
+            self.col = self.chroma.collection
+            self._load()
+
     def _all_records(self, include: list[str]) -> dict[str, list]:
         return self.chroma.get_all(None, include)
 
@@ -272,6 +286,7 @@ class SpecialistRegistry:
             specs = load_specialists(source)
         else:
             specs = validate_specialists([s.to_dict() if isinstance(s, Specialist) else s for s in source])
+        self._follow_store()
         report = RegistrationReport()
         with self._lock:
             to_embed: list[Specialist] = []
@@ -359,6 +374,7 @@ class SpecialistRegistry:
         if not isinstance(request, str) or not request.strip():
             raise ValidationError("request must be a non-empty string", [Problem("request", "empty")])
         check_k(k)
+        self._follow_store()
         key = normalise_request(request)
         with self._lock:
             ranking = self._cache.get(key)
