@@ -324,8 +324,8 @@ def main() -> None:
     lines = [
         "# Several processes on one Chroma server (bench/bench_scaleout.py)",
         "",
-        f"- machine: {os.cpu_count()} cores shared by the Chroma server, every worker and the client (and, in this "
-        f"run, other jobs of the machine); load average {load_avg[0]:.1f}/{load_avg[1]:.1f}/{load_avg[2]:.1f} at "
+        f"- machine: {os.cpu_count()} cores shared by the Chroma server, every worker and the client; load "
+        f"average {load_avg[0]:.1f}/{load_avg[1]:.1f}/{load_avg[2]:.1f} at "
         f"the end; Python {platform.python_version()}; chromadb {chromadb.__version__} (`chroma run` on loopback)",
         f"- run: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. (a) {LAG_SAMPLES} memories, each written through "
         f"one `brain serve`, searched for on another every 10 ms, then deleted and searched for until gone. (b) "
