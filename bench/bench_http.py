@@ -75,18 +75,25 @@ def start_server(data_dir: Path, port: int) -> subprocess.Popen:
            "RAG_SUMMARY_EVERY_N": "1000"}
     proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "serve", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=data_dir.parent)
+    return wait_until_serving(proc, f"http://127.0.0.1:{port}/v1/health", "brain serve",
+                              ready=lambda response: response.status_code == 200)
+
+
+def wait_until_serving(proc: subprocess.Popen, url: str, name: str,
+                       ready=lambda response: True) -> subprocess.Popen:
+    """``proc`` once ``url`` answers (and ``ready`` accepts the answer); its stderr when it exits first."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=5).status_code == 200:
+            if ready(httpx.get(url, timeout=5)):
                 return proc
         except httpx.HTTPError:
             pass
         if proc.poll() is not None:
-            raise RuntimeError(f"brain serve exited: {proc.stderr.read().decode()[-2000:]}")
+            raise RuntimeError(f"{name} exited: {proc.stderr.read().decode()[-2000:]}")
         time.sleep(0.5)
     proc.kill()
-    raise RuntimeError("brain serve did not become healthy")
+    raise RuntimeError(f"{name} did not start")
 
 
 async def load(url: str, bodies: list[dict], concurrency: int) -> tuple[list[float], float]:

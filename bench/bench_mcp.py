@@ -32,7 +32,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.chdir(ROOT)
 
 from bench_context import BATCH, SEED, make_docs, percentiles  # noqa: E402
-from bench_http import AsLocalModel, free_port  # noqa: E402
+from bench_http import AsLocalModel, free_port, wait_until_serving  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
@@ -113,18 +112,7 @@ def start_http(data_dir: Path, port: int) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "mcp", "--http", "--port", str(port)],
                             env=server_env(data_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             cwd=data_dir.parent)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=5)
-            return proc
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None:
-            raise RuntimeError(f"brain mcp --http exited: {proc.stderr.read().decode()[-2000:]}")
-        time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("brain mcp --http did not start")
+    return wait_until_serving(proc, f"http://127.0.0.1:{port}/mcp", "brain mcp --http")
 
 
 def main() -> None:
