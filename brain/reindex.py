@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 #: documents embedded and written per step: large enough that a Chroma write per step costs little
 #: beside the embedding, small enough that an interruption loses little
 BATCH = 256
+#: the least time between a swap and dropping the collection it retired, on a Chroma server
+DROP_GRACE_SECONDS = 30.0
 
 
 @dataclass
@@ -522,15 +524,34 @@ def _delete_collection(store: RagStore, name: str) -> None:
         log.info("collection %s: %s", name, exc)
 
 
-def drop_old(store: RagStore, *, keep: int = 0) -> DropReport:
+def drop_grace_seconds(store: RagStore) -> float:
+    """How long after a swap the collection it retired stays undroppable: on a Chroma server, other
+    processes serve it until their next feed check; an embedded store is this one process."""
+    if store.feed_writer is None:
+        return 0.0
+    return max(DROP_GRACE_SECONDS, 10 * store.settings.feed_interval_seconds)
+
+
+def drop_old(store: RagStore, *, keep: int = 0, grace_seconds: float | None = None) -> DropReport:
     """Delete the collections older than the live one beyond the ``keep`` newest, and the mirror's
-    vectors of models no kept collection uses."""
+    vectors of models no kept collection uses.
+
+    The collection the last swap retired is refused for ``grace_seconds`` after the swap (default
+    :func:`drop_grace_seconds`): a process that has not followed the swap yet still reads it."""
     if keep < 0:
         raise ValidationError.of("keep", f"keep must be >= 0, not {keep}")
     state = current_state(store)
     older = [g for g in state.kept if g.collection != state.live]
     older.sort(key=lambda g: g.since)
     dropped = older[: max(len(older) - keep, 0)]
+    grace = drop_grace_seconds(store) if grace_seconds is None else grace_seconds
+    waited = time.time() - state.swapped_at
+    if state.previous in {g.collection for g in dropped} and waited < grace:
+        raise ReindexError(
+            f"{state.previous!r} served {store.settings.collection!r} until {waited:.0f} s ago, and processes that "
+            f"have not followed the swap to {state.live!r} yet still read it; run this again in "
+            f"{grace - waited:.0f} s (nothing was deleted)"
+        )
     for g in dropped:
         _delete_collection(store, g.collection)
         _delete_collection(store, _specialists_name(store, g.collection))
@@ -572,6 +593,7 @@ __all__ = [
     "ReindexPlan",
     "ReindexReport",
     "current_state",
+    "drop_grace_seconds",
     "drop_old",
     "embedder_named",
     "live_embedder_name",
