@@ -101,6 +101,16 @@ class Embedder(ABC):
         self._query_cache.put(text, vector)
         return vector
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for many texts embedded as queries (as :meth:`embed_query` does one), in batches and
+        without the query cache: for labelled example queries learnt from, not searched with."""
+        if isinstance(texts, (str, bytes)):
+            raise ValidationError(
+                "texts must be a sequence of strings, not a single string; use embed_query for one text",
+                [Problem("texts", "expected a sequence of strings")],
+            )
+        return self._embed_all([_validate_text(text, i) for i, text in enumerate(texts)], "query")
+
     def cache_info(self) -> dict[str, int]:
         """Query-cache counters: ``hits``, ``misses``, ``size`` and ``maxsize``."""
         return self._query_cache.info()

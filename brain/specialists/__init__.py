@@ -6,12 +6,21 @@ package has one module per job:
 * :mod:`~brain.specialists.model` -- the YAML model, reading and validating a file whole;
 * :mod:`~brain.specialists.scoring` -- the score of a specialist for a request and its band
   (pure numpy; the formula is in its docstring);
+* :mod:`~brain.specialists.classifier` -- the confidence learnt from labelled requests
+  (``config/specialists_examples.jsonl``), when there are enough of them;
 * :mod:`~brain.specialists.registry` -- :class:`SpecialistRegistry`: registration into the
   ``specialists`` Chroma collection, loading from it, the request cache;
 * :mod:`~brain.specialists.markers` -- the ``SPECIALIST_REQUEST[name:{json}]`` markers in model
   output, checked against the registered params.
 """
 
+from brain.specialists.classifier import (
+    MIN_EXAMPLES,
+    SpecialistClassifier,
+    SpecialistExample,
+    examples_path,
+    load_examples,
+)
 from brain.specialists.markers import MARKER, SpecialistRequest, parse_specialist_requests
 from brain.specialists.model import (
     DEFAULT_PATH,
@@ -46,6 +55,11 @@ from brain.specialists.scoring import (
 )
 
 __all__ = [
+    "MIN_EXAMPLES",
+    "SpecialistClassifier",
+    "SpecialistExample",
+    "examples_path",
+    "load_examples",
     "BANDS",
     "CONFIDENCE_MAX_WORDS",
     "DEFAULT_COLLECTION",

@@ -6,6 +6,8 @@ Registration validates the whole file, then stores per specialist
   objects' vectors (see :class:`~brain.specialists.scoring.SpecialistVectors`),
 * one vector per ``not`` example,
 
+and one vector per labelled request of ``<stem>_examples.jsonl`` beside the YAML file, when there is
+one (:mod:`brain.specialists.classifier`: a model learnt from them gives each match its confidence),
 in the ``specialists`` collection (the ``conversations`` collection keeps only the documents of the
 data model). A content hash per specialist makes re-registering unchanged YAML embed nothing. The
 vectors are kept in process, so finding a specialist is exact scoring of every specialist
@@ -15,11 +17,13 @@ request for a while.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -31,6 +35,14 @@ import pydantic
 from brain.cache import LRUCache
 from brain.errors import ConfigError, EmbeddingModelMismatch, Problem, ValidationError
 from brain.schemas import check_k
+from brain.specialists.classifier import (
+    MIN_EXAMPLES,
+    SpecialistClassifier,
+    SpecialistExample,
+    examples_path,
+    load_examples,
+    request_features,
+)
 from brain.specialists.markers import SpecialistRequest, parse_specialist_requests
 from brain.specialists.model import DEFAULT_PATH, Specialist, load_specialists, validate_specialists
 from brain.specialists.scoring import (
@@ -44,6 +56,7 @@ from brain.specialists.scoring import (
     SpecialistMatch,
     SpecialistVectors,
     SpecialistWeights,
+    request_words,
 )
 
 log = logging.getLogger(__name__)
@@ -161,6 +174,9 @@ class SpecialistRegistry:
                                                                           clock=clock)
         self._entries: dict[str, SpecialistVectors] = {}
         self._table = ScoringTable([], int(self.embedder.dimension))
+        # labelled requests (normalised text, label, vector) and the model learnt from them
+        self._examples: list[tuple[str, str | None, np.ndarray]] = []
+        self._classifier: SpecialistClassifier | None = None
         self.chroma = self._open_collection()
         self.col = self.chroma.collection
         self._load()
@@ -248,8 +264,13 @@ class SpecialistRegistry:
         registration) are left out until the next :meth:`register` completes them."""
         records = self._all_records(["metadatas", "embeddings"])
         grouped: dict[str, dict[str, tuple[dict, np.ndarray]]] = {}
+        examples = []
         for rid, meta, emb in zip(records["ids"], records["metadatas"], records["embeddings"]):
             meta = meta or {}
+            if meta.get("kind") == "example":
+                examples.append((str(meta.get("text", "")), meta.get("label") or None,
+                                 np.asarray(emb, dtype=np.float32)))
+                continue
             sid = meta.get("specialist")
             if isinstance(sid, str):
                 grouped.setdefault(sid, {})[rid] = (meta, np.asarray(emb, dtype=np.float32))
@@ -262,11 +283,30 @@ class SpecialistRegistry:
             entries[sid] = entry
         with self._lock:
             self._entries = entries
+            self._examples = sorted(examples, key=lambda e: (e[0], e[1] or ""))
             self._rebuild()
 
     def _rebuild(self) -> None:
         self._table = ScoringTable(list(self._entries.values()), int(self.embedder.dimension))
+        self._classifier = self._train()
         self._cache.clear()
+
+    def _train(self) -> SpecialistClassifier | None:
+        """The classifier learnt from the stored labelled requests, or None (the confidence then comes
+        from the score and the length) when there are none, or too few for a specialist or for none."""
+        ids = self._table.ids
+        rows = [e for e in self._examples if e[1] is None or e[1] in self._entries]
+        if not rows or not ids:
+            return None
+        counts = Counter(label for _, label, _ in rows)
+        lacking = [i for i in ids if counts[i] < MIN_EXAMPLES] + (["none"] if counts[None] < MIN_EXAMPLES else [])
+        if lacking:
+            log.warning("specialists: fewer than %d labelled requests for %s; confidences come from the scores "
+                        "alone until the examples file has them", MIN_EXAMPLES, ", ".join(lacking))
+            return None
+        features = [request_features(vec, self._table.rank(vec, text, self.scoring), ids, request_words(text))
+                    for text, _, vec in rows]
+        return SpecialistClassifier.fit(np.stack(features), [label for _, label, _ in rows], ids)
 
     # ---- registration -------------------------------------------------------------------------------
     def register(
@@ -280,10 +320,12 @@ class SpecialistRegistry:
         default: the file is the registry) specialists that are no longer listed are deleted;
         ``prune=False`` only adds and updates. The request cache is cleared.
         """
-        if source is None:
-            specs = load_specialists(self.path)
-        elif isinstance(source, (str, Path)):
-            specs = load_specialists(source)
+        examples: list[SpecialistExample] = []
+        if source is None or isinstance(source, (str, Path)):
+            yaml_path = self.path if source is None else Path(source)
+            specs = load_specialists(yaml_path)
+            if examples_path(yaml_path).is_file():
+                examples = load_examples(examples_path(yaml_path))
         else:
             specs = validate_specialists([s.to_dict() if isinstance(s, Specialist) else s for s in source])
         self._follow_store()
@@ -322,6 +364,7 @@ class SpecialistRegistry:
                 row += n
             for spec in rewrite:  # same phrases, so the same vectors
                 new_entries[spec.id] = replace(self._entries[spec.id], spec=spec)
+            new_examples, example_records = self._examples_for(examples, new_entries, report)
 
             ids, embeddings, documents, metadatas = [], [], [], []
             for spec in [*to_embed, *rewrite]:
@@ -330,8 +373,14 @@ class SpecialistRegistry:
                     embeddings.append(vec)
                     documents.append(doc)
                     metadatas.append(meta)
-            self._write(ids, embeddings, documents, metadatas, new_entries)
+            for rid, vec, doc, meta in example_records:
+                ids.append(rid)
+                embeddings.append(vec)
+                documents.append(doc)
+                metadatas.append(meta)
+            self._write(ids, embeddings, documents, metadatas, new_entries, {e[0] for e in new_examples})
             self._entries = new_entries
+            self._examples = [e[1:] for e in new_examples]
             self._rebuild()
         log.info(
             "specialists: %d added, %d updated, %d unchanged, %d removed, %d texts embedded",
@@ -339,12 +388,38 @@ class SpecialistRegistry:
         )
         return report
 
-    def _write(self, ids, embeddings, documents, metadatas, entries: Mapping[str, SpecialistVectors]) -> None:
-        """Upsert the new records first, then delete every record that is not one of ``entries``'
-        (removed specialists, surplus ``not`` records, leftovers of an interrupted run): a crash in
-        between leaves only records that :meth:`_load` ignores and the next registration deletes."""
+    def _examples_for(self, examples: Sequence[SpecialistExample], entries: Mapping[str, SpecialistVectors],
+                      report: RegistrationReport) -> tuple[list[tuple[str, str, str | None, np.ndarray]], list]:
+        """The labelled requests of registered specialists (or of none), with their vectors: stored ones
+        reused, the others embedded now. Returns (record id, text, label, vector) per example and the
+        records to write."""
+        stored = {_example_id(text, label): (text, label, vec) for text, label, vec in self._examples}
+        wanted: dict[str, tuple[str, str | None]] = {}
+        skipped = 0
+        for example in examples:
+            if example.expected is not None and example.expected not in entries:
+                skipped += 1
+                continue
+            text = normalise_request(example.request)
+            wanted.setdefault(_example_id(text, example.expected), (text, example.expected))
+        if skipped:
+            log.info("specialists: %d labelled requests name no registered specialist and are left out", skipped)
+        missing = [rid for rid in wanted if rid not in stored]
+        vectors = self.embedder.embed_queries([wanted[rid][0] for rid in missing]) if missing else []
+        report.embedded += len(missing)
+        fresh = {rid: (*wanted[rid], vec) for rid, vec in zip(missing, vectors)}
+        out = [(rid, *(fresh.get(rid) or stored[rid])) for rid in sorted(wanted, key=lambda r: (wanted[r][0], wanted[r][1] or ""))]
+        records = [(rid, vec, text, {"kind": "example", "text": text, "label": label or ""})
+                   for rid, (text, label, vec) in fresh.items()]
+        return out, records
+
+    def _write(self, ids, embeddings, documents, metadatas, entries: Mapping[str, SpecialistVectors],
+               examples: set[str] = frozenset()) -> None:
+        """Upsert the new records first, then delete every record that is not one of ``entries``' or
+        ``examples`` (removed specialists, surplus ``not`` records, leftovers of an interrupted run):
+        a crash in between leaves only records that :meth:`_load` ignores and the next registration deletes."""
         self.chroma.upsert(ids, documents, metadatas, [np.asarray(e, dtype=np.float32) for e in embeddings])
-        wanted = {rid for entry in entries.values() for rid, *_ in _records(entry)}
+        wanted = {rid for entry in entries.values() for rid, *_ in _records(entry)} | set(examples)
         self.chroma.delete([rid for rid in self.chroma.ids() if rid not in wanted])
 
     # ---- reading --------------------------------------------------------------------------------------
@@ -384,6 +459,8 @@ class SpecialistRegistry:
             q = np.asarray(self.embedder.embed_query(key), dtype=np.float32)
             with self._lock:  # ranked against the specialists registered now
                 ranking = self._table.rank(q, key, self.scoring)
+                if self._classifier is not None:
+                    ranking = self._classifier.rerank(ranking, q, request_words(key), self.scoring.bands)
                 self._cache.put(key, ranking)
         return list(ranking[:k])
 
@@ -396,6 +473,11 @@ class SpecialistRegistry:
 
 
 # ---- the records of one specialist in the collection ----------------------------------------------
+def _example_id(text: str, label: str | None) -> str:
+    digest = hashlib.sha1(f"{label or ''}\n{text}".encode()).hexdigest()[:20]
+    return f"example#{digest}"
+
+
 def _record_id(sid: str, kind: str, position: int | None = None) -> str:
     return f"{sid}#{kind}" if position is None else f"{sid}#{kind}-{position}"
 
