@@ -59,6 +59,7 @@ from brain.specialists import (
     SpecialistConfidence,
     SpecialistRegistry,
     SpecialistWeights,
+    examples_path,
     normalise_request,
     request_words,
 )
@@ -72,12 +73,17 @@ SETS = {
     "holdout4": ROOT / "bench" / "specialists_holdout4.jsonl",
     "holdout5": ROOT / "bench" / "specialists_holdout5.jsonl",
     "holdout6": ROOT / "bench" / "specialists_holdout6.jsonl",
+    "holdout7": ROOT / "bench" / "specialists_holdout7.jsonl",
 }
+#: the sets config/specialists_examples.jsonl was made of (the classifier's training data)
+TRAINING = ("calibration", "eval", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6")
+#: the blind sets scored leave-one-set-out: the classifier trained on the other training sets
+LEAVE_ONE_OUT = ("holdout2", "holdout3", "holdout4", "holdout5", "holdout6")
 #: the sets the confidence and the bands were fitted on (holdout5 is not one of them)
 DEVELOPMENT = ("calibration", "eval", "holdout", "holdout2", "holdout3", "holdout4")
 #: holdout5's requests its writer hesitated over (their notes name a second defensible label):
 #: a phrase of each request, as the notes quote it
-HESITATIONS = {"holdout5": (
+HESITATIONS: dict[str, tuple[str, ...]] = {"holdout5": (
     "what's the euro trading at against the pound", "compute mean, median and standard deviation",
     "find all the primes under 500", "parse this csv", "scanned pdf of my payslip",
     "is there a penalty for cancelling the gym membership", "what does the sign say in this photo",
@@ -100,13 +106,16 @@ HESITATIONS = {"holdout5": (
     "how do people usually split a restaurant bill fairly", "explain what compound interest is like i'm 12",
     "organise my week so i don't burn out",
 )}
+HESITATIONS["holdout7"] = tuple(json.loads(
+    (ROOT / "bench" / "specialists_holdout7_hesitations.json").read_text(encoding="utf-8")))
 #: a second annotator's labels of holdout4 ({"n", "label", "alt"}), given the descriptions only
 SECOND_ANNOTATOR = {"holdout4": ROOT / "bench" / "specialists_holdout4_annotator2.jsonl"}
 LABELS = {"holdout": "holdout (seen)", "holdout2": "holdout2 (blind, then used to choose the lexical weight)",
           "holdout3": "holdout3 (blind, scored once; then seen)",
           "holdout4": "holdout4 (blind, scored once; then used to fit the confidence)",
           "holdout5": "holdout5 (blind, scored once; then seen)",
-          "holdout6": "holdout6 (blind, scored once)"}
+          "holdout6": "holdout6 (blind, scored once; then seen)",
+          "holdout7": "holdout7 (blind, scored once)"}
 ORDER = ("strong", "good", "possible", "weak")
 
 
@@ -206,6 +215,29 @@ def agreement(name: str, results: list[tuple[dict, list]], second: list[dict]) -
     )
 
 
+def leave_one_set_out(yaml: Path, sets: dict[str, list[dict]]) -> list[str]:
+    """Each blind training set scored by a classifier learnt from the other training sets (a fresh
+    store and an examples file without that set, beside a copy of the YAML)."""
+    lines = ["| left out | matching / no-match | top-1 | right and strong/good | no-match banded weak |",
+             "|---|---|---:|---:|---:|"]
+    for left_out in LEAVE_ONE_OUT:
+        if left_out not in sets or any(name not in sets for name in TRAINING):
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / yaml.name
+            copy.write_text(yaml.read_text(encoding="utf-8"), encoding="utf-8")
+            rows = [row for name in TRAINING if name != left_out for row in sets[name]]
+            examples_path(copy).write_text("".join(json.dumps({"request": r["request"], "expected": r["expected"]},
+                                                              ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+            with open_store(Settings(data_dir=Path(tmp) / "data"), mirror=False) as store:
+                registry = SpecialistRegistry(store, path=copy)
+                registry.register()
+                m = metrics(run(registry, sets[left_out]))
+        lines.append(f"| {left_out} | {m['n_match']} / {m['n_none']} | {m['top1']:.3f} | "
+                     f"{m['right_banded_sure']:.3f} | {m['none_weak']:.3f} |")
+    return lines
+
+
 def fmt_bands(counts: dict) -> str:
     return " / ".join(str(counts[b]) for b in ("strong", "good", "possible", "weak"))
 
@@ -237,12 +269,14 @@ def main() -> None:
         print(f"| unchanged YAML again | {again.embedded} | {t_again:.3f} |\n")
 
         defaults, confidence = SpecialistBands(), SpecialistConfidence()
+        scored = SpecialistRegistry(store, path=args.yaml, use_examples=False)  # the score order and confidence
         dev = [name for name in DEVELOPMENT if name in sets]
         if dev == list(DEVELOPMENT):
-            x, right, matching = (np.concatenate(parts) for parts in zip(*(features(run(registry, sets[n])) for n in dev)))
+            x, right, matching = (np.concatenate(parts) for parts in zip(*(features(run(scored, sets[n])) for n in dev)))
             beta = fit_logistic(x, right.astype(float))
             cut, served, weak = best_cut(1 / (1 + np.exp(-(beta[0] + x @ beta[1:]))), right, matching)
-            print("## Confidence fit on the six development sets (holdout5 is not one of them)\n")
+            print("## The score-and-length confidence (used without labelled requests), refitted on the six "
+                  "development sets\n")
             print("| coefficient | refitted | default in code |\n|---|---:|---:|")
             for label, value, default in zip(("intercept", "score", "ln(words, at most 40)"), beta,
                                               (confidence.intercept, confidence.score, confidence.length)):
@@ -301,9 +335,10 @@ def main() -> None:
             return float(1 / (1 + np.exp(-v)))
 
         rules = {
-            "confidence bands (default)": registry,
+            "classifier's probability (default, with config/specialists_examples.jsonl)": registry,
+            "score-and-length confidence (no labelled requests)": scored,
             "previous rule: score bands 0.67 / 0.48 / 0.30": SpecialistRegistry(
-                store, path=args.yaml, confidence=SpecialistConfidence(0.0, 1.0, 0.0),
+                store, path=args.yaml, use_examples=False, confidence=SpecialistConfidence(0.0, 1.0, 0.0),
                 bands=SpecialistBands(strong=sig(0.67), good=sig(0.48), possible=sig(0.30))),
         }
         print("\n## Band rules: right and strong/good, no-match banded weak, per set\n")
@@ -312,11 +347,14 @@ def main() -> None:
             cells = [metrics(run(variant, rows)) for rows in sets.values()]
             print(f"| {label} | " + " | ".join(f"{c['right_banded_sure']:.3f} / {c['none_weak']:.3f}" for c in cells) + " |")
 
-        print("\n## Scoring variants: top-1 per set\n")
+        print("\n## Scoring variants, in score order (no classifier): top-1 per set\n")
         print("| variant | " + " | ".join(LABELS.get(name, name) for name in sets) + " |\n|---|" + "---:|" * len(sets))
         for label, overrides in variants.items():
-            variant = SpecialistRegistry(store, path=args.yaml, **overrides)
+            variant = SpecialistRegistry(store, path=args.yaml, use_examples=False, **overrides)
             print(f"| {label} | " + " | ".join(f"{metrics(run(variant, rows))['top1']:.3f}" for rows in sets.values()) + " |")
+
+        print("\n## Leave one set out: the classifier learnt without the set it scores\n")
+        print("\n".join(leave_one_set_out(args.yaml, sets)))
 
         print("\n## Misses (default scoring)\n")
         for name, misses in all_misses.items():

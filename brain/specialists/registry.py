@@ -132,6 +132,8 @@ class SpecialistRegistry:
     * ``cache_ttl`` [300 s], ``cache_size`` [1024] -- the request cache (0 disables it).
     * ``embedder`` -- defaults to the store's; must have the same name (tests wrap it to count calls).
     * ``clock`` [``time.monotonic``] -- the cache's clock.
+    * ``use_examples`` [True] -- learn the confidence from the labelled requests beside the YAML file
+      (:mod:`brain.specialists.classifier`); False keeps the score-and-length confidence.
     """
 
     def __init__(
@@ -150,6 +152,7 @@ class SpecialistRegistry:
         cache_size: int = 1024,
         embedder: Any | None = None,
         clock: Callable[[], float] = time.monotonic,
+        use_examples: bool = True,
     ):
         self.scoring = ScoringParams(
             weights=weights or SpecialistWeights(), not_penalty=float(not_penalty), not_margin=float(not_margin),
@@ -177,6 +180,7 @@ class SpecialistRegistry:
         # labelled requests (normalised text, label, vector) and the model learnt from them
         self._examples: list[tuple[str, str | None, np.ndarray]] = []
         self._classifier: SpecialistClassifier | None = None
+        self.use_examples = use_examples
         self.chroma = self._open_collection()
         self.col = self.chroma.collection
         self._load()
@@ -296,7 +300,7 @@ class SpecialistRegistry:
         from the score and the length) when there are none, or too few for a specialist or for none."""
         ids = self._table.ids
         rows = [e for e in self._examples if e[1] is None or e[1] in self._entries]
-        if not rows or not ids:
+        if not rows or not ids or not self.use_examples:
             return None
         counts = Counter(label for _, label, _ in rows)
         lacking = [i for i in ids if counts[i] < MIN_EXAMPLES] + (["none"] if counts[None] < MIN_EXAMPLES else [])
