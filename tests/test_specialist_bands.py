@@ -32,6 +32,12 @@ def shipped(tmp_path_factory, local_embedder):
         yield reg
 
 
+@pytest.fixture(scope="module")
+def scored(shipped):
+    """The shipped specialists without their labelled requests: the score-and-length confidence."""
+    return SpecialistRegistry(shipped.store, path=SHIPPED, use_examples=False)
+
+
 # ---- the rule, without a store ---------------------------------------------------------------------------
 def test_confidence_is_the_documented_logistic():
     conf = SpecialistConfidence()
@@ -87,29 +93,36 @@ def test_chit_chat_no_specialist_serves_is_weak(shipped, request_text):
     assert top.band == "weak" and top.confidence < shipped.bands.possible
 
 
-def test_every_match_is_banded_by_its_confidence(shipped):
+def test_every_match_is_banded_by_its_confidence(shipped, scored):
     request = "can you check the forecast for Leeds and then email it to my sister"
     words = request_words(request)
-    for m in shipped.find_specialists(request, k=len(shipped)):
+    for m in scored.find_specialists(request, k=len(scored)):
         assert m.confidence == pytest.approx(SpecialistConfidence()(m.score, words), abs=1e-12)
+        assert m.band == scored.bands.band(m.confidence)
+        assert m.to_dict()["confidence"] == m.confidence
+    # with the labelled requests the confidence is the classifier's probability: ordered, summing to at most 1
+    learnt = shipped.find_specialists(request, k=len(shipped))
+    assert [m.confidence for m in learnt] == sorted((m.confidence for m in learnt), reverse=True)
+    assert 0.0 < sum(m.confidence for m in learnt) <= 1.0 + 1e-9
+    for m in learnt:
         assert m.band == shipped.bands.band(m.confidence)
         assert m.to_dict()["confidence"] == m.confidence
 
 
-def test_settings_thresholds_and_coefficients_are_applied(shipped):
+def test_settings_thresholds_and_coefficients_are_applied(scored):
     request = "what's 250 divided by 8"
-    default = shipped.find_specialists(request, k=1)[0]
+    default = scored.find_specialists(request, k=1)[0]
     assert default.band == "strong"
     # thresholds from the settings: a strong cut above this confidence makes it good, a possible cut
     # above it makes it weak
     for strong, good, possible, band in [(0.999, 0.5, 0.5, "good"), (0.9999, 0.9999, 0.9999, "weak")]:
         settings = Settings(specialist_band_strong=strong, specialist_band_good=good, specialist_band_possible=possible)
-        reg = SpecialistRegistry.from_settings(shipped.store, settings, path=SHIPPED)
+        reg = SpecialistRegistry.from_settings(scored.store, settings, path=SHIPPED, use_examples=False)
         assert reg.bands == SpecialistBands(strong, good, possible)
         assert reg.find_specialists(request, k=1)[0].band == band
     # coefficients from the settings: a lower intercept lowers every confidence, and the band with it
     settings = Settings(specialist_confidence_intercept=-12.0, specialist_confidence_length=0.0)
-    reg = SpecialistRegistry.from_settings(shipped.store, settings, path=SHIPPED)
+    reg = SpecialistRegistry.from_settings(scored.store, settings, path=SHIPPED, use_examples=False)
     top = reg.find_specialists(request, k=1)[0]
     assert reg.confidence == SpecialistConfidence(-12.0, 13.75, 0.0)
     assert top.id == default.id and top.score == pytest.approx(default.score, abs=1e-9)  # the ranking is untouched

@@ -383,9 +383,9 @@ class SpecialistRegistry:
                 documents.append(doc)
                 metadatas.append(meta)
             self._write(ids, embeddings, documents, metadatas, new_entries, {e[0] for e in new_examples})
-            self._entries = new_entries
-            self._examples = [e[1:] for e in new_examples]
-            self._rebuild()
+            # read back what was stored, so that this process scores and learns from exactly the vectors
+            # every other process loads (Chroma's copy differs from the embedder's in the last bits)
+            self._load()
         log.info(
             "specialists: %d added, %d updated, %d unchanged, %d removed, %d texts embedded",
             len(report.added), len(report.updated), len(report.unchanged), len(report.removed), report.embedded,
@@ -394,9 +394,8 @@ class SpecialistRegistry:
 
     def _examples_for(self, examples: Sequence[SpecialistExample], entries: Mapping[str, SpecialistVectors],
                       report: RegistrationReport) -> tuple[list[tuple[str, str, str | None, np.ndarray]], list]:
-        """The labelled requests of registered specialists (or of none), with their vectors: stored ones
-        reused, the others embedded now. Returns (record id, text, label, vector) per example and the
-        records to write."""
+        """The labelled requests of registered specialists (or of none): stored ones reused, the others
+        embedded now. Returns (record id, text, label, vector) per example and the records to write."""
         stored = {_example_id(text, label): (text, label, vec) for text, label, vec in self._examples}
         wanted: dict[str, tuple[str, str | None]] = {}
         skipped = 0
