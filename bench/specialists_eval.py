@@ -26,13 +26,21 @@ Labelled sets of requests ({"request", "expected": specialist id or null for "no
 * ``bench/specialists_holdout6.jsonl`` -- written blind the same way (150 / 50), committed before any
   further change was tried, and scored once with the confidence and the bands unchanged since
   holdout5, after the variants tried on the other sets (a stronger embedder, max-pooled predicates)
-  were dropped. Its writer's hesitations are left out of the "clear requests" figure the same way.
+  were dropped. Its writer's hesitations are left out of the "clear requests" figure the same way;
+* ``bench/specialists_holdout7.jsonl`` -- written blind the same way (150 / 50), committed unscored
+  after the classifier was frozen, and scored once with it. Its writer's hesitations are in
+  ``specialists_holdout7_hesitations.json``.
 
-The band is read from a match's confidence (:class:`brain.specialists.SpecialistConfidence`), a
-logistic fit on the score and ln(words) over the six development sets (calibration to holdout4).
-The script refits it on those sets and prints the coefficients and the band cut next to the
-defaults, then per set a reliability table: for each band of the top-1, how many requests, how
-many of them the top-1 got right, and how many match no specialist.
+The eight sets from calibration to holdout6 are the labelled requests of
+``config/specialists_examples.jsonl``: the classifier (:mod:`brain.specialists.classifier`) learns
+each match's confidence from them, so its figures on those sets are in-sample; the script also
+scores each blind one of them (holdout2 to holdout6) with a classifier learnt without it. The band is
+read from the confidence. Without labelled requests the confidence is a logistic fit on the score and
+ln(words) over the six development sets (calibration to holdout4,
+:class:`brain.specialists.SpecialistConfidence`): the script refits it and prints the coefficients
+and the band cut next to the defaults, and shows that rule beside the classifier. Per set it prints a
+reliability table: for each band of the top-1, how many requests, how many of them the top-1 got
+right, and how many match no specialist.
 
 Everything runs on a fresh embedded store in a temporary directory with the real local embedder.
 """
