@@ -183,3 +183,23 @@ def test_the_shipped_specialists_call_a_plain_percentage_strong(tmp_path, local_
         top = reg.find_specialists("what's 23 percent of 1,870", k=1)[0]
         assert (top.id, top.band) == ("calculator", "strong")
         assert reg.find_specialists("tell me a bedtime story about a dragon", k=1)[0].band == "weak"
+
+
+def test_a_list_of_specialists_keeps_the_stored_examples_and_a_file_without_them_removes_them(
+        tmp_path, small_yaml, local_embedder):
+    write_examples(small_yaml, EXAMPLES)
+    with open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder, mirror=False) as store:
+        reg = SpecialistRegistry(store, path=small_yaml)
+        reg.register()
+        request = "please copy out the text in this photo of a receipt"
+        learnt = reg.find_specialists(request, k=1)[0].confidence
+        assert reg.register(reg.list_specialists()).embedded == 0
+        assert reg.find_specialists(request, k=1)[0].confidence == learnt
+        assert len([i for i in reg.chroma.ids() if i.startswith("example#")]) == 24
+        bare = tmp_path / "other" / "specialists.yaml"
+        bare.parent.mkdir()
+        bare.write_text(SMALL, encoding="utf-8")
+        reg.register(bare)
+        assert [i for i in reg.chroma.ids() if i.startswith("example#")] == []
+        top = reg.find_specialists(request, k=1)[0]
+        assert top.confidence == pytest.approx(SpecialistConfidence()(top.score, request_words(request)), abs=1e-12)

@@ -322,14 +322,16 @@ class SpecialistRegistry:
         embed nothing; a specialist whose embedded phrases changed is re-embedded; one whose
         description or params alone changed is rewritten without embedding. With ``prune`` (the
         default: the file is the registry) specialists that are no longer listed are deleted;
-        ``prune=False`` only adds and updates. The request cache is cleared.
+        ``prune=False`` only adds and updates. The labelled requests beside a YAML file
+        (:func:`~brain.specialists.classifier.examples_path`) replace the stored ones, and no file beside
+        it removes them; a list of specialists leaves them as they are. The request cache is cleared.
         """
-        examples: list[SpecialistExample] = []
+        examples: list[SpecialistExample] | None = None  # None: a list of specialists keeps the stored ones
         if source is None or isinstance(source, (str, Path)):
             yaml_path = self.path if source is None else Path(source)
             specs = load_specialists(yaml_path)
-            if examples_path(yaml_path).is_file():
-                examples = load_examples(examples_path(yaml_path))
+            found = examples_path(yaml_path)
+            examples = load_examples(found) if found.is_file() else []
         else:
             specs = validate_specialists([s.to_dict() if isinstance(s, Specialist) else s for s in source])
         self._follow_store()
@@ -392,11 +394,13 @@ class SpecialistRegistry:
         )
         return report
 
-    def _examples_for(self, examples: Sequence[SpecialistExample], entries: Mapping[str, SpecialistVectors],
+    def _examples_for(self, examples: Sequence[SpecialistExample] | None, entries: Mapping[str, SpecialistVectors],
                       report: RegistrationReport) -> tuple[list[tuple[str, str, str | None, np.ndarray]], list]:
         """The labelled requests of registered specialists (or of none): stored ones reused, the others
         embedded now. Returns (record id, text, label, vector) per example and the records to write."""
         stored = {_example_id(text, label): (text, label, vec) for text, label, vec in self._examples}
+        if examples is None:
+            return [(rid, *row) for rid, row in stored.items()], []
         wanted: dict[str, tuple[str, str | None]] = {}
         skipped = 0
         for example in examples:
