@@ -5,6 +5,7 @@ Chroma's maximum batch size. Nothing here knows document types or brain's rules.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -74,9 +75,18 @@ except ImportError:  # pragma: no cover - httpx comes with chromadb
     _UNREACHABLE = (ConnectionError,)
 
 
+#: a Chroma server reading a vector segment while its first files are still being written fails with
+#: this, and the same read a moment later succeeds (seen with several processes writing one new collection)
+_TRANSIENT_READ_ERRORS = ("Nothing found on disk",)
+_READS = frozenset({"get", "query", "count", "peek"})
+#: waits before each retry of a read that failed transiently (seconds)
+READ_RETRY_WAITS = (0.05, 0.1, 0.2, 0.4, 0.8)
+
+
 class GuardedCollection:
     """The Chroma collection, except that its failures are brain's errors: losing the server raises
-    :class:`StoreUnavailable`, anything else Chroma raises :class:`StoreError` naming the call."""
+    :class:`StoreUnavailable`, anything else Chroma raises :class:`StoreError` naming the call. A read
+    that fails with one of Chroma's transient internal errors is tried again a few times first."""
 
     def __init__(self, collection: Any, where: str):
         from chromadb.errors import InternalError, NotFoundError
@@ -91,16 +101,24 @@ class GuardedCollection:
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return attr(*args, **kwargs)
-            except _UNREACHABLE as exc:
-                raise StoreUnavailable(
-                    f"the Chroma store at {self._where} is unreachable ({exc}); check that `chroma run` is up"
-                ) from exc
-            except BrainError:
-                raise
-            except Exception as exc:  # chromadb's own classes, and the ValueErrors of its client-side checks
-                raise self._translate(name, exc) from exc
+            waits = iter(READ_RETRY_WAITS if name in _READS else ())
+            while True:
+                try:
+                    return attr(*args, **kwargs)
+                except self._internal as exc:
+                    wait = next(waits, None) if any(m in str(exc) for m in _TRANSIENT_READ_ERRORS) else None
+                    if wait is None:
+                        raise self._translate(name, exc) from exc
+                    log.info("collection.%s() on %s: %s; trying again in %.2f s", name, self._where, exc, wait)
+                    time.sleep(wait)
+                except _UNREACHABLE as exc:
+                    raise StoreUnavailable(
+                        f"the Chroma store at {self._where} is unreachable ({exc}); check that `chroma run` is up"
+                    ) from exc
+                except BrainError:
+                    raise
+                except Exception as exc:  # chromadb's own classes, and the ValueErrors of its client-side checks
+                    raise self._translate(name, exc) from exc
 
         return call
 
