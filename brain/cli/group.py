@@ -34,7 +34,8 @@ def cli(ctx: click.Context, as_json: bool, debug: bool, data_dir: Path | None, p
 
     The project is --project or BRAIN_PROJECT_DIR, else the nearest folder at or above the
     working directory that holds config/defaults.env. Without one: ~/.config/brain (.env,
-    persona.md, specialists.yaml) and ~/.local/share/brain (the data), or the XDG_CONFIG_HOME
+    persona.md, specialists.yaml and its specialists_examples.jsonl) and ~/.local/share/brain
+    (the data), or the XDG_CONFIG_HOME
     and XDG_DATA_HOME equivalents. Relative paths in options and the environment are relative
     to the working directory; in env files, to the project. `brain paths` shows what was found.
 
