@@ -370,7 +370,7 @@ class SpecialistRegistry:
                 row += n
             for spec in rewrite:  # same phrases, so the same vectors
                 new_entries[spec.id] = replace(self._entries[spec.id], spec=spec)
-            new_examples, example_records = self._examples_for(examples, new_entries, report)
+            example_ids, example_records = self._examples_for(examples, new_entries, report)
 
             ids, embeddings, documents, metadatas = [], [], [], []
             for spec in [*to_embed, *rewrite]:
@@ -384,10 +384,12 @@ class SpecialistRegistry:
                 embeddings.append(vec)
                 documents.append(doc)
                 metadatas.append(meta)
-            self._write(ids, embeddings, documents, metadatas, new_entries, {e[0] for e in new_examples})
-            # read back what was stored, so that this process scores and learns from exactly the vectors
-            # every other process loads (Chroma's copy differs from the embedder's in the last bits)
-            self._load()
+            if self._write(ids, embeddings, documents, metadatas, new_entries, example_ids):
+                # read back what was stored, so that this process scores and learns from exactly the vectors
+                # every other process loads (Chroma's copy differs from the embedder's in the last bits)
+                self._load()
+            else:  # the store already held all of it, as loaded: nothing to read or learn again
+                self._cache.clear()
         log.info(
             "specialists: %d added, %d updated, %d unchanged, %d removed, %d texts embedded",
             len(report.added), len(report.updated), len(report.unchanged), len(report.removed), report.embedded,
@@ -395,12 +397,12 @@ class SpecialistRegistry:
         return report
 
     def _examples_for(self, examples: Sequence[SpecialistExample] | None, entries: Mapping[str, SpecialistVectors],
-                      report: RegistrationReport) -> tuple[list[tuple[str, str, str | None, np.ndarray]], list]:
-        """The labelled requests of registered specialists (or of none): stored ones reused, the others
-        embedded now. Returns (record id, text, label, vector) per example and the records to write."""
-        stored = {_example_id(text, label): (text, label, vec) for text, label, vec in self._examples}
+                      report: RegistrationReport) -> tuple[set[str], list]:
+        """The labelled requests of registered specialists (or of none): stored ones kept, the others
+        embedded now. Returns the record ids to keep and the records to write."""
+        stored = {_example_id(text, label) for text, label, _ in self._examples}
         if examples is None:
-            return [(rid, *row) for rid, row in stored.items()], []
+            return stored, []
         wanted: dict[str, tuple[str, str | None]] = {}
         skipped = 0
         for example in examples:
@@ -414,20 +416,21 @@ class SpecialistRegistry:
         missing = [rid for rid in wanted if rid not in stored]
         vectors = self.embedder.embed_queries([wanted[rid][0] for rid in missing]) if missing else []
         report.embedded += len(missing)
-        fresh = {rid: (*wanted[rid], vec) for rid, vec in zip(missing, vectors)}
-        out = [(rid, *(fresh.get(rid) or stored[rid])) for rid in sorted(wanted, key=lambda r: (wanted[r][0], wanted[r][1] or ""))]
-        records = [(rid, vec, text, {"kind": "example", "text": text, "label": label or ""})
-                   for rid, (text, label, vec) in fresh.items()]
-        return out, records
+        records = [(rid, vec, wanted[rid][0], {"kind": "example", "text": wanted[rid][0], "label": wanted[rid][1] or ""})
+                   for rid, vec in zip(missing, vectors)]
+        return set(wanted), records
 
     def _write(self, ids, embeddings, documents, metadatas, entries: Mapping[str, SpecialistVectors],
-               examples: set[str] = frozenset()) -> None:
+               examples: set[str] = frozenset()) -> bool:
         """Upsert the new records first, then delete every record that is not one of ``entries``' or
         ``examples`` (removed specialists, surplus ``not`` records, leftovers of an interrupted run):
-        a crash in between leaves only records that :meth:`_load` ignores and the next registration deletes."""
+        a crash in between leaves only records that :meth:`_load` ignores and the next registration
+        deletes. Returns whether anything was written or deleted."""
         self.chroma.upsert(ids, documents, metadatas, [np.asarray(e, dtype=np.float32) for e in embeddings])
         wanted = {rid for entry in entries.values() for rid, *_ in _records(entry)} | set(examples)
-        self.chroma.delete([rid for rid in self.chroma.ids() if rid not in wanted])
+        surplus = [rid for rid in self.chroma.ids() if rid not in wanted]
+        self.chroma.delete(surplus)
+        return bool(ids or surplus)
 
     # ---- reading --------------------------------------------------------------------------------------
     def list_specialists(self) -> list[Specialist]:
