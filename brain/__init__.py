@@ -29,7 +29,7 @@ from brain.chat import ChatMemory, Context, Exchange
 from brain.core import Brain, open as open, open_store  # noqa: A004 (brain.open, re-exported)
 from brain.mirror import EngramMirror, EmbeddingProtocolError
 from brain.pam import export_pam, import_pam
-from brain.store import RagStore
+from brain.rag_store import RagStore
 from brain.ranking import ScoreWeights
 from brain.results import Document, Hit, MemoryHit
 from brain.schemas import DocType, get_all_schemas, schema_info, validate_metadata

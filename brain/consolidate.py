@@ -31,7 +31,7 @@ from brain.schemas import PART_OF_KEY, DocType, MemoryMetadata, format_timestamp
 
 if TYPE_CHECKING:
     from brain.results import Document
-    from brain.store import RagStore
+    from brain.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class ConsolidationReport:
         return "\n".join(lines)
 
 
-def consolidate_memories(store: RagStore, *, threshold: float | None = None, dry_run: bool = False) -> ConsolidationReport:
+def consolidate_memories(store: Store, *, threshold: float | None = None, dry_run: bool = False) -> ConsolidationReport:
     """Find (and unless ``dry_run``, apply) the merges described in the module docstring; ``threshold``
     defaults to ``BRAIN_CONSOLIDATE_THRESHOLD``."""
     threshold = store.settings.consolidate_threshold if threshold is None else threshold

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from brain.config import Settings, load_settings
 from brain.errors import BrainError, ConfigError, StoreUnavailable, ValidationError
 from brain.schemas import DocType
-from brain.store import RagStore
+from brain.rag_store import RagStore
 
 if TYPE_CHECKING:
     from brain.chat import ChatMemory
@@ -276,32 +276,9 @@ def _type_name(value: str | DocType | None) -> str | None:
 
 def open_store(settings: Settings | None = None, *, embedder: Embedder | None = None, client: Any | None = None,
                mirror: EngramMirror | bool | None = None, create: bool = True) -> RagStore:
-    """A :class:`~brain.store.RagStore` wired with what the store itself does not import: the change
-    feed (with ``BRAIN_CHROMA_URL``: every write numbered across processes, other processes' writes
-    followed; see :mod:`brain.store.feed`), the mirror, subscribed to its writes (both before unfinished
-    writes are rolled back at open, so they follow that too), and the persona's rule for the current
-    version.
-
-    ``mirror``: an open :class:`~brain.mirror.EngramMirror` (the caller closes it), ``False`` for
-    none, or ``None`` for the mirror file of the settings when ``BRAIN_MIRROR_ENABLED``."""
-    from brain.mirror.subscriber import open_mirror_subscriber
-    from brain.persona import current_version
-    from brain.store.feed import ChangeFeed
-    from brain.store.positions import PositionClaims
-
-    settings = settings or Settings()
-
-    def attach(store: RagStore) -> None:
-        # several processes share a Chroma server, never an embedded store (its directory is locked):
-        # only there do writes go through the change feed
-        if settings.chroma_url:
-            store.attach_feed(ChangeFeed(store.client, settings.collection, settings.chroma_url, keep=settings.feed_keep),
-                              PositionClaims(store.client, settings.collection, settings.chroma_url))
-        link = open_mirror_subscriber(settings, store.embedder.name, mirror)
-        store.mirror_link = store.subscribe(link, close=link.close)
-
-    return RagStore(settings, embedder=embedder, client=client, create=create, attach=attach,
-                    persona_version=current_version)
+    """``RagStore(settings, ...)``: the store with its change feed, mirror and persona rule
+    (:mod:`brain.rag_store`). Kept as a function because the README and older callers use it."""
+    return RagStore(settings, embedder=embedder, client=client, mirror=mirror, create=create)
 
 
 def open(settings: Settings | None = None, *, create: bool = True, start_worker: bool = True,

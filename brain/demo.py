@@ -21,7 +21,7 @@ from brain.core import open as open_brain
 from brain.errors import BrainError, ConfigError
 from brain.ingest import ingest_paths
 from brain.startup import startup
-from brain.store import RagStore
+from brain.store import Store
 
 SAMPLE_QUESTION = "Can you read the text on the photo of my train ticket?"
 SAMPLE_MEMORIES = [
@@ -34,7 +34,7 @@ SAMPLE_MEMORIES = [
 DEMO_CONVERSATION = "conv-demo"
 
 
-def seed_conversation(store: RagStore, chat: ChatMemory) -> int:
+def seed_conversation(store: Store, chat: ChatMemory) -> int:
     """Memories (idempotent by text) and one exchange, unless the demo conversation exists already."""
     store.upsert_docs([{"type": "memory", "source": "chat", **m} for m in SAMPLE_MEMORIES])
     if store.recent_turns(DEMO_CONVERSATION, k=1):

@@ -30,7 +30,7 @@ from brain.schemas import DocType, entity_scope
 from brain.store.scrub import deleted_traces, scrub_deleted
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 
 _PLURAL = {"summary": "summaries", "faq": "FAQ entries", "persona": "persona sections", "specialist": "specialists"}
@@ -65,7 +65,7 @@ class ForgetReport:
         return "\n".join(lines)
 
 
-def forget_entity(store: RagStore, entity: Any) -> ForgetReport:
+def forget_entity(store: Store, entity: Any) -> ForgetReport:
     """Remove every document in ``entity``'s scope from the store, its mirror and the in-process indexes,
     and scrub the files of the data directory so that none of their text remains (see the module)."""
     name = check_entity_name(entity)

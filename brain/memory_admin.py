@@ -17,10 +17,10 @@ from brain.results import Document
 from brain.schemas import DocType
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 
-def add_memory(store: RagStore, text: str, *, scope: str | None = None, importance: int | None = None,
+def add_memory(store: Store, text: str, *, scope: str | None = None, importance: int | None = None,
                tags: Iterable[str] = ()) -> Document:
     """Store ``text`` as a memory (the same text in the same scope updates it) and return it as stored.
     ``scope`` and ``importance`` left None take the store's defaults (global, 3)."""
@@ -28,7 +28,7 @@ def add_memory(store: RagStore, text: str, *, scope: str | None = None, importan
     return store.get_one(store.upsert_memory(text, tags=list(tags), **given))
 
 
-def list_memories(store: RagStore, *, scope: str | None = None, tags: Sequence[str] = (),
+def list_memories(store: Store, *, scope: str | None = None, tags: Sequence[str] = (),
                   limit: int | None = None) -> list[Document]:
     """Memories in storage order: all, or those in exactly ``scope``, having every tag of ``tags``."""
     where: dict[str, Any] = {}
@@ -39,7 +39,7 @@ def list_memories(store: RagStore, *, scope: str | None = None, tags: Sequence[s
     return store.get(type=DocType.MEMORY, where=where or None, limit=limit)
 
 
-def get_memory(store: RagStore, doc_id: str) -> Document:
+def get_memory(store: Store, doc_id: str) -> Document:
     """The memory ``doc_id``; :class:`NotFound` when there is none (another type's id included)."""
     docs = store.get([doc_id], type=DocType.MEMORY)
     if not docs:
@@ -69,7 +69,7 @@ class MemoryRemoval:
         return NotFound(f"no memory with id {', '.join(repr(i) for i in self.not_found)}")
 
 
-def remove_memories(store: RagStore, doc_ids: Iterable[str]) -> MemoryRemoval:
+def remove_memories(store: Store, doc_ids: Iterable[str]) -> MemoryRemoval:
     """Delete the memories among ``doc_ids``; ids of other document types, or of nothing, are reported
     in ``not_found`` and left alone (repeated ids count once)."""
     wanted = list(dict.fromkeys(doc_ids))

@@ -29,7 +29,7 @@ from brain.text.markdown import markdown_sections, slugify
 
 if TYPE_CHECKING:
     from brain.results import Document
-    from brain.store import RagStore
+    from brain.store import Store
 
 _NAME_LINE = re.compile(r"^[ \t]*name[ \t]*:(?P<name>.*)$", re.IGNORECASE | re.MULTILINE)
 # "You are Brain, the assistant of ..." -> Brain; "You are a helpful assistant" names no one
@@ -118,7 +118,7 @@ def _version_order(version: str) -> tuple[float, str]:
         return (float("-inf"), version)  # a hand-written version sorts before loaded ones
 
 
-def current_persona(store: RagStore) -> list[Document]:
+def current_persona(store: Store) -> list[Document]:
     """The sections of the current persona version, in file order."""
     docs = store.get(type=DocType.PERSONA)
     version = current_version(d.metadata for d in docs)
@@ -126,7 +126,7 @@ def current_persona(store: RagStore) -> list[Document]:
     return sorted(chosen, key=lambda d: int(d.metadata.get("position", 0)))
 
 
-def load_persona(store: RagStore, path: str | Path) -> PersonaLoad:
+def load_persona(store: Store, path: str | Path) -> PersonaLoad:
     """Bring the stored persona in line with the file at ``path`` (see the module docstring)."""
     path = Path(path)
     try:
@@ -164,7 +164,7 @@ def load_persona(store: RagStore, path: str | Path) -> PersonaLoad:
     return PersonaLoad(str(path), True, new_version, digest, len(sections), removed)
 
 
-def persona_block(store: RagStore, max_chars: int | None = None) -> str:
+def persona_block(store: Store, max_chars: int | None = None) -> str:
     """The current persona as prompt-ready text, in file order."""
     block = "\n\n".join(
         (f"{d.metadata['heading']}:\n{d.text}" if d.metadata.get("heading") else d.text) for d in current_persona(store)

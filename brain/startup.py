@@ -14,7 +14,7 @@ from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError, ConfigError
 from brain.persona import PersonaLoad, load_persona
-from brain.store import RagStore
+from brain.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class StartupReport:
     mirror_sync: Any = None  # the mirror's catch-up, a brain.mirror.sync.SyncReport (None: no mirror)
 
     @property
-    def store(self) -> RagStore:
+    def store(self) -> Store:
         return self.brain.store
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,7 +87,7 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
     return StartupReport(brain, persona, time.perf_counter() - started, indexed, warnings, mirror_sync)
 
 
-def catch_up_mirror(store: RagStore) -> Any:
+def catch_up_mirror(store: Store) -> Any:
     """Bring the store's mirror in line with Chroma (:func:`brain.mirror.sync.catch_up`: content, not
     counts), or None when the mirror is off or damaged. Run by every entry point that serves."""
     if store.mirror is None:

@@ -9,7 +9,7 @@ from brain.config import Settings
 from brain.core import open_store
 from brain.errors import StoreUnavailable, ValidationError
 from brain.mirror.sync import restore_from_mirror, sync_mirror, verify_mirror
-from brain.store import RagStore
+from brain.rag_store import RagStore
 
 
 def chroma_vector(store: RagStore, doc_id: str) -> np.ndarray:

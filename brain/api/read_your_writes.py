@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from brain.api.error_responses import error_response
 from brain.errors import StoreUnavailable, ValidationError
-from brain.store import RagStore
+from brain.store import Store
 from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.follower import check_sequence
 
@@ -42,14 +42,14 @@ class _RequestWrites(WriteSubscriber):
             written.append(event.sequence)
 
 
-def track_request_writes(store: RagStore) -> Callable[[], None]:
+def track_request_writes(store: Store) -> Callable[[], None]:
     """Note the sequences of ``store``'s writes per request, for :func:`request_sequence`; returns
     what stops it (the app calls both around its lifetime)."""
     subscriber = store.events.subscribe(_RequestWrites())
     return lambda: store.events.unsubscribe(subscriber)
 
 
-def request_sequence(store: RagStore) -> int | None:
+def request_sequence(store: Store) -> int | None:
     """What a client waits for to read this request's writes on any worker: the sequence of the latest
     write the request committed, or when it wrote nothing, the latest this worker committed (a read that
     asks for it sees at least what this worker served). None without a change feed."""

@@ -45,7 +45,7 @@ from brain.schemas import (
 from brain.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 #: persona sections served per call (the whole current version; the cap only bounds a broken file)
 PERSONA_MAX_SECTIONS = 1000
@@ -100,7 +100,7 @@ class ChatMemory:
 
     def __init__(
         self,
-        store: RagStore,
+        store: Store,
         settings: Settings | None = None,
         *,
         summarizer: Summarizer | None = None,

@@ -17,7 +17,7 @@ from brain.config import Settings, load_settings
 from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError
-from brain.store import RagStore
+from brain.store import Store
 from brain.schemas import check_scope, entity_scope
 
 
@@ -99,7 +99,7 @@ class State:
             self._brain = open_brain(self.settings(), create=create, start_worker=serving)
         return self._brain
 
-    def store(self, *, create: bool = True) -> RagStore:
+    def store(self, *, create: bool = True) -> Store:
         return self.brain(create=create).store
 
     def close(self) -> None:

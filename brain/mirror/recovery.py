@@ -34,7 +34,7 @@ from brain.mirror.store import EngramMirror
 from brain.mirror.sync import RestoreReport, SyncReport, restore_from_mirror, sync_mirror
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class RecoveryReport:
 
 
 def recover_store(
-    store: "RagStore",
+    store: "Store",
     *,
     persona_path: str | Path | None = None,
     kb_paths: Sequence[str | Path] = (),
@@ -187,7 +187,7 @@ class RebuildReport:
         return "\n".join(lines)
 
 
-def rebuild_mirror(store: "RagStore", *, force: bool = False) -> RebuildReport:
+def rebuild_mirror(store: "Store", *, force: bool = False) -> RebuildReport:
     """Replace the store's mirror file by one rebuilt from the store (see the module docstring).
 
     Refuses, unless ``force``, when the store holds none of the mirrored types but the mirror file is

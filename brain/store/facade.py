@@ -1,7 +1,9 @@
-"""RagStore: the one Chroma collection (``conversations``) of typed, validated documents.
+"""Store: the one Chroma collection (``conversations``) of typed, validated documents.
 
-A thin facade over the parts of :mod:`brain.store`: Chroma access (:attr:`RagStore.chroma`), the
-write pipeline, the write events (:attr:`RagStore.events`), the in-process indexes and retrieval.
+A thin facade over the parts of :mod:`brain.store`: Chroma access (:attr:`Store.chroma`), the
+write pipeline, the write events (:attr:`Store.events`), the in-process indexes and retrieval.
+Callers open it as :class:`brain.rag_store.RagStore`, which adds what this layer does not import (the
+mirror, the persona rule) so that every way of opening a store wires it the same.
 Writes are validated whole before anything is embedded or stored; memories are deduplicated by
 (scope, text); turns and summaries get their per-conversation index.
 
@@ -30,8 +32,8 @@ from brain.memories import readable_scopes
 from brain.memory_index import MemoryIndex
 from brain.results import Document, Hit, MemoryHit
 from brain.schemas import DocType, check_extra_metadata, check_k, check_last_used, utc_now
-from brain.store.chroma import (ChromaAccess, GuardedCollection, missing_store, open_client, open_cosine_collection,
-                                switch_advice)
+from brain.store.chroma import (ChromaAccess, GuardedCollection, embedding_function, missing_store, open_client,
+                                open_cosine_collection, switch_advice)
 from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import ChangeFeed, FeedWriter
 from brain.store.live import live_collection
@@ -49,23 +51,24 @@ from brain.migrations import migrate_typed_fields
 log = logging.getLogger(__name__)
 
 
-class RagStore:
+class Store:
     """Typed documents in one Chroma collection, with exact memory ranking.
 
-    ``col`` is the underlying Chroma collection, for direct queries, and ``chroma`` the same with
-    paged reads and chunked writes. Writes through them bypass validation, the write events and the
+    ``col`` is the underlying Chroma collection, for direct queries: ``query_texts`` are embedded with
+    the store's embedder, and a ``where`` may and several keys as :meth:`get` does. ``chroma`` is the
+    same with paged reads and chunked writes. Writes through them bypass validation, the write events and the
     in-process state; call :meth:`refresh_index` after such writes.
 
     Followers of the writes subscribe to :attr:`events`; ``attach(store)``, when given, is called
     once the collection is open and before unfinished writes of a dead process are rolled back, so
-    that what it subscribes (the mirror, see :func:`brain.core.open_store`) follows that roll-back.
+    that what it subscribes (the mirror, see :class:`brain.rag_store.RagStore`) follows that roll-back.
     ``persona_version`` picks the persona version :meth:`retrieve_persona` reads
     (:func:`brain.persona.current_version`; without it every version is searched).
     """
 
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
                  client: Any | None = None, create: bool = True,
-                 attach: Callable[[RagStore], None] | None = None, persona_version: VersionRule | None = None):
+                 attach: Callable[[Store], None] | None = None, persona_version: VersionRule | None = None):
         """``create=False``: raise :class:`StoreNotFound` rather than create a store that does not exist."""
         self.settings = settings or Settings()
         self.embedder = embedder or get_embedder(self.settings)
@@ -119,7 +122,9 @@ class RagStore:
         where = self.settings.chroma_url or "the data directory"
         old_state, old_writes = self.state, getattr(self, "_writes", None)
         self.embedder = embedder
-        self.col = GuardedCollection(collection, where)
+        # the collection as callers query it directly: their query_texts embedded by this store's model
+        collection = self.client.get_collection(collection.name, embedding_function=embedding_function(embedder))
+        self.col = GuardedCollection(collection, where, friendly_where=True)
         self.chroma = ChromaAccess(self.client, self.col, where)
         self.dimension = int(self.col.metadata["dimension"])
         snapshots = self._snapshot_keeper()  # a snapshot belongs to one collection and model
@@ -571,7 +576,7 @@ class RagStore:
         }
 
 
-def _follow_live_of(ref: weakref.ref[RagStore]) -> Callable[[int], object]:
+def _follow_live_of(ref: weakref.ref[Store]) -> Callable[[int], object]:
     """What the follower calls on a swap record: a weak reference, so that the follower (and its
     thread) never keep a store alive that its owner let go."""
     def swapped(sequence: int) -> object:
@@ -585,4 +590,4 @@ def _tree_bytes(path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-__all__ = ["RagStore"]
+__all__ = ["Store"]
