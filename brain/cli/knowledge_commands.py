@@ -7,9 +7,10 @@ from pathlib import Path
 import click
 
 from brain.cli.group import cli
-from brain.schemas import MAX_K
 from brain.cli.shell import (
     CommandFailed,
+    CountType,
+    DocTypeChoice,
     EntityType,
     Interrupted,
     State,
@@ -19,7 +20,6 @@ from brain.cli.shell import (
     memory_hit_line,
     pass_state,
 )
-from brain.schemas import DOC_TYPES, DocType
 
 # ---- ingest --------------------------------------------------------------------------------------
 
@@ -54,9 +54,9 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
 
 @cli.command()
 @click.argument("query")
-@click.option("--type", "doc_type", type=click.Choice(DOC_TYPES),
+@click.option("--type", "doc_type", type=DocTypeChoice(),
               help="memory: ranked with score parts; faq, persona, summary: by similarity; turn or none: any document.")
-@click.option("--k", type=click.IntRange(1, MAX_K),
+@click.option("--k", type=CountType(),
               help="How many results (default: the RAG_*_TOP_K setting of the type, 5 otherwise).")
 @click.option("--entity", type=EntityType(),
               help="With --type memory: the memories in scope entity:NAME, and global ones; never another entity's.")
@@ -64,6 +64,8 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
 @pass_state
 def search(state: State, query: str, doc_type: str | None, k: int | None, entity: str | None) -> None:
     """Search the store for QUERY."""
+    from brain.schemas import DocType
+
     if entity is not None and doc_type != DocType.MEMORY.value:
         raise click.UsageError("--entity needs --type memory")
     hits = state.brain(create=False).search(query, type=doc_type, k=k, entity=entity)
@@ -78,7 +80,7 @@ def search(state: State, query: str, doc_type: str | None, k: int | None, entity
 
 @cli.command()
 @click.argument("conversation_id")
-@click.option("--k", type=click.IntRange(1, MAX_K), help="How many of the last turns (default: RAG_TURN_TOP_K).")
+@click.option("--k", type=CountType(), help="How many of the last turns (default: RAG_TURN_TOP_K).")
 @json_option
 @pass_state
 def turns(state: State, conversation_id: str, k: int | None) -> None:

@@ -6,7 +6,6 @@ import click
 
 from brain.cli.group import cli
 from brain.cli.shell import EntityType, ScopeType, State, emit, json_option, memory_line, pass_state, scope_of
-from brain.memory_admin import add_memory, get_memory, list_memories, remove_memories
 
 # ---- memory --------------------------------------------------------------------------------------
 
@@ -29,6 +28,8 @@ def memory_add(state: State, text: str, importance: int | None, tags: tuple[str,
                scope: str | None) -> None:
     """Store TEXT as a memory; the same text in the same scope updates the existing one
     (higher importance, all tags, later time)."""
+    from brain.memory_admin import add_memory
+
     scope = scope_of(entity, scope)  # a usage error before the store is opened (or created)
     doc = add_memory(state.store(), text, scope=scope, importance=importance, tags=tags)
     emit(state, doc.to_dict(), lambda: f"stored {memory_line(doc)}")
@@ -44,6 +45,8 @@ def memory_add(state: State, text: str, importance: int | None, tags: tuple[str,
 @pass_state
 def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple[str, ...], limit: int | None) -> None:
     """List stored memories: all of them, or those of one scope (--entity NAME is --scope entity:NAME)."""
+    from brain.memory_admin import list_memories
+
     scope = scope_of(entity, scope)
     docs = list_memories(state.store(create=False), scope=scope, tags=tags, limit=limit)
     emit(state, [d.to_dict() for d in docs],
@@ -56,6 +59,8 @@ def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple
 @pass_state
 def memory_show(state: State, doc_id: str) -> None:
     """Show one memory with all its metadata."""
+    from brain.memory_admin import get_memory
+
     doc = get_memory(state.store(create=False), doc_id)
     emit(state, doc.to_dict(), lambda: "\n".join(
         [f"id: {doc.id}", f"text: {doc.text}"] + [f"{key}: {value}" for key, value in sorted(doc.metadata.items())]
@@ -68,6 +73,8 @@ def memory_show(state: State, doc_id: str) -> None:
 @pass_state
 def memory_rm(state: State, doc_ids: tuple[str, ...]) -> None:
     """Remove memories by id; ids that are not memories are reported (exit 1) and left alone."""
+    from brain.memory_admin import remove_memories
+
     report = remove_memories(state.store(create=False), doc_ids)
     emit(state, report.to_dict(), report.summary)
     if not report.ok:  # the report (stdout) lists what was removed; stderr names the ids that were not

@@ -1,6 +1,9 @@
 """What every command shares: the error contract (:class:`CommandFailed`, :class:`BrainGroup`), the
 options' state and the Brain it opens (:class:`State`), the parameter types checked by the library's
-rules, and printing (:func:`emit`, one JSON document or text for people)."""
+rules, and printing (:func:`emit`, one JSON document or text for people).
+
+The library is imported where a command uses it, never when the commands are defined: ``brain --help``
+lists every command without loading Chroma, pydantic or a model."""
 
 from __future__ import annotations
 
@@ -9,16 +12,14 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from brain.config import Settings, load_settings
-from brain.core import Brain
-from brain.core import open as open_brain
-from brain.errors import BrainError
-from brain.store import Store
-from brain.schemas import check_scope, entity_scope
+if TYPE_CHECKING:
+    from brain.config import Settings
+    from brain.core import Brain
+    from brain.store import Store
 
 
 class CommandFailed(click.ClickException):
@@ -45,6 +46,8 @@ class BrainGroup(click.Group):
     as one line too, keeping click's exit codes (2 for usage errors)."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        from brain.errors import BrainError
+
         try:
             return super().invoke(ctx)
         except BrainError as exc:
@@ -88,6 +91,8 @@ class State:
 
     def settings(self) -> Settings:
         if self._settings is None:
+            from brain.config import load_settings
+
             overrides = {"data_dir": self.data_dir} if self.data_dir is not None else {}
             self._settings = load_settings(self.project_dir, **overrides)
         return self._settings
@@ -96,6 +101,8 @@ class State:
         """The Brain; with ``create=False`` (read-only commands) a missing store is an error, not made.
         Only a server (``serving``) keeps a chat layer running, with its summary worker."""
         if self._brain is None:
+            from brain.core import open as open_brain
+
             self._brain = open_brain(self.settings(), create=create, start_worker=serving)
         return self._brain
 
@@ -114,6 +121,8 @@ class ScopeType(click.ParamType):
     name = "scope"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from brain.schemas import check_scope
+
         try:
             return check_scope(value)
         except ValueError as exc:
@@ -126,6 +135,8 @@ class EntityType(click.ParamType):
     name = "name"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from brain.schemas import entity_scope
+
         try:
             entity_scope(value)
         except ValueError as exc:
@@ -135,12 +146,47 @@ class EntityType(click.ParamType):
 
 def scope_of(entity: str | None, scope: str | None) -> str | None:
     """The one scope ``--entity`` and ``--scope`` ask for (None: neither); both, disagreeing, is a usage error."""
+    from brain.schemas import entity_scope
+
     if entity is None:
         return scope
     wanted = entity_scope(entity)
     if scope is not None and scope != wanted:
         raise click.UsageError(f"--entity {entity} means --scope {wanted}, not --scope {scope}; give one of them")
     return wanted
+
+
+class DocTypeChoice(click.Choice):
+    """One of the document types, as the library's schemas name them (read when first needed)."""
+
+    def __init__(self) -> None:
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        from brain.schemas import DOC_TYPES
+
+        return DOC_TYPES
+
+
+class CountType(click.ParamType):
+    """A result count: an integer from 1 to the library's ``MAX_K``."""
+
+    name = "integer"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return "INTEGER"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from brain.schemas import MAX_K
+
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not an integer", param, ctx)
+        if not 1 <= number <= MAX_K:
+            self.fail(f"{number} is not in the range 1<=x<={MAX_K}", param, ctx)
+        return number
 
 
 pass_state = click.make_pass_decorator(State, ensure=True)
