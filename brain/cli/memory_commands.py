@@ -36,16 +36,20 @@ def memory_add(state: State, text: str, importance: int | None, tags: tuple[str,
 
 @memory.command("list")
 @click.option("--entity", type=EntityType(),
-              help="Only the memories in scope entity:NAME (global ones are not included; see --scope global).")
-@click.option("--scope", type=ScopeType(), help="Only the memories in this scope: 'global' or 'entity:<name>'.")
+              help="The memories for entity NAME: its own (scope entity:NAME) and the global ones, which every "
+                   "entity shares (their scope column says global).")
+@click.option("--scope", type=ScopeType(), help="Only the memories in exactly this scope: 'global' or 'entity:<name>'.")
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for several (all must match).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
 @json_option
 @pass_state
 def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple[str, ...], limit: int | None) -> None:
-    """List stored memories: all of them, or those of one scope (--entity NAME is --scope entity:NAME)."""
-    scope = scope_of(entity, scope)
-    docs = list_memories(state.store(create=False), scope=scope, tags=tags, limit=limit)
+    """List stored memories with their scope: all of them, those for one entity (--entity: its own and the
+    global ones), or those of exactly one scope (--scope)."""
+    if entity is not None and scope is not None:
+        raise click.UsageError(f"--entity {entity} lists {entity}'s memories and the global ones, --scope {scope} "
+                               "exactly that scope: give one of them")
+    docs = list_memories(state.store(create=False), scope=scope, entity=entity, tags=tags, limit=limit)
     emit(state, [d.to_dict() for d in docs],
          lambda: "\n".join(memory_line(d) for d in docs) if docs else "no memories")
 
@@ -64,11 +68,14 @@ def memory_show(state: State, doc_id: str) -> None:
 
 @memory.command("rm")
 @click.argument("doc_ids", nargs=-1, required=True, metavar="ID...")
+@click.option("--entity", type=EntityType(),
+              help="Remove only entity NAME's own memories: a global id is refused (nothing is removed) and "
+                   "another entity's is not found.")
 @json_option
 @pass_state
-def memory_rm(state: State, doc_ids: tuple[str, ...]) -> None:
+def memory_rm(state: State, doc_ids: tuple[str, ...], entity: str | None) -> None:
     """Remove memories by id; ids that are not memories are reported (exit 1) and left alone."""
-    report = remove_memories(state.store(create=False), doc_ids)
+    report = remove_memories(state.store(create=False), doc_ids, entity=entity)
     emit(state, report.to_dict(), report.summary)
     if not report.ok:  # the report (stdout) lists what was removed; stderr names the ids that were not
         raise report.error()
