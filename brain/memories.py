@@ -42,6 +42,7 @@ from datetime import datetime
 from typing import Any
 
 from brain.ids import normalize_memory_text
+from brain.wording import noun_for
 from brain.schemas import (
     GLOBAL_SCOPE,
     DocType,
@@ -173,11 +174,10 @@ def may_change(scope: str, acting: str | None) -> bool:
 def global_refusal(doc_ids: Sequence[str], acting: str, who: str = "a request acting for") -> str:
     """The message refusing to change or delete the global memories ``doc_ids`` for ``acting``: they are
     shared by every entity, so a change for one entity never reaches them (:func:`may_change`)."""
-    named = ", ".join(repr(i) for i in doc_ids)
-    return (f"{'memory' if len(doc_ids) == 1 else 'memories'} {named} "
-            f"{'is' if len(doc_ids) == 1 else 'are'} global (shared by every entity): {who} {acting!r} changes and "
-            f"deletes only {acting!r}'s own memories; leave {'it' if len(doc_ids) == 1 else 'them'} out, or ask "
-            "without an entity as the admin")
+    n, named = len(doc_ids), ", ".join(repr(i) for i in doc_ids)
+    return (f"{noun_for(n, 'memory')} {named} {noun_for(n, 'is')} global (shared by every entity): {who} "
+            f"{acting!r} changes and deletes only {acting!r}'s own memories; leave {noun_for(n, 'it')} out, or "
+            "ask without an entity as the admin")
 
 
 __all__ = [

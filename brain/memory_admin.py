@@ -18,7 +18,8 @@ from brain.errors import Forbidden, NotFound, ValidationError
 from brain.memories import global_refusal, may_change, scopes_for
 from brain.memory_listing import list_memories as listing
 from brain.results import Document
-from brain.schemas import GLOBAL_SCOPE, DocType
+from brain.schemas import GLOBAL_SCOPE, DocType, entity_of
+from brain.wording import noun_for
 
 if TYPE_CHECKING:
     from brain.store import RagStore
@@ -41,6 +42,34 @@ def list_memories(store: RagStore, *, scope: str | None = None, entity: str | No
                                           "ones), not both")
     scopes = [scope] if scope is not None else scopes_for(entity, listing=True)
     return listing(store, scopes=None if scopes is None else sorted(scopes), tags=tags, limit=limit)
+
+
+def entity_names(store: RagStore) -> set[str]:
+    """Every entity with a document in its scope (one pass over the metadata; no text is read)."""
+    names: set[str] = set()
+    for page in store.chroma.pages(None, ["metadatas"]):
+        for meta in page["metadatas"]:
+            name = entity_of(str((meta or {}).get("scope") or GLOBAL_SCOPE))
+            if name is not None:
+                names.add(name)
+    return names
+
+
+def case_variants(store: RagStore, entity: str) -> list[str]:
+    """The stored entity names that differ from ``entity`` only by case (entity names are case-sensitive:
+    ``Bob`` and ``bob`` are two entities), sorted."""
+    folded = entity.casefold()
+    return sorted(n for n in entity_names(store) if n != entity and n.casefold() == folded)
+
+
+def case_hint(store: RagStore, entity: str) -> str:
+    """``""``, or a clause for a message about ``entity`` finding nothing, naming the stored entities
+    that differ from it only by case."""
+    variants = case_variants(store, entity)
+    if not variants:
+        return ""
+    return (f"; entity names are case-sensitive, and {', '.join(repr(v) for v in variants)} "
+            f"{noun_for(len(variants), 'is')} stored")
 
 
 def get_memory(store: RagStore, doc_id: str) -> Document:

@@ -5,7 +5,19 @@ from __future__ import annotations
 import click
 
 from brain.cli.group import cli
-from brain.cli.shell import EntityType, ScopeType, State, emit, json_option, memory_line, pass_state, scope_of
+from brain.cli.shell import (
+    EntityType,
+    ScopeType,
+    State,
+    TextType,
+    emit,
+    json_option,
+    memory_line,
+    note_other_case,
+    pass_state,
+    scope_of,
+)
+from brain.errors import ValidationError
 from brain.memory_admin import add_memory, get_memory, list_memories, remove_memories
 
 # ---- memory --------------------------------------------------------------------------------------
@@ -16,11 +28,12 @@ def memory() -> None:
 
 
 @memory.command("add")
-@click.argument("text")
+@click.argument("text", type=TextType())
 @click.option("--importance", type=click.IntRange(1, 5), help="1 (trivia) .. 5 (essential); default 3.")
 @click.option("--tag", "tags", multiple=True, help="A label; repeat for several.")
 @click.option("--entity", type=EntityType(),
-              help="Whose memory it is: stored in scope entity:NAME (the same as --scope entity:NAME).")
+              help="Whose memory it is: stored in scope entity:NAME (the same as --scope entity:NAME). Names are "
+                   "case-sensitive: Bob and bob are two entities.")
 @click.option("--scope", type=ScopeType(),
               help="'global' (default: every entity sees it) or 'entity:<name>' (only that entity).")
 @json_option
@@ -30,14 +43,17 @@ def memory_add(state: State, text: str, importance: int | None, tags: tuple[str,
     """Store TEXT as a memory; the same text in the same scope updates the existing one
     (higher importance, all tags, later time)."""
     scope = scope_of(entity, scope)  # a usage error before the store is opened (or created)
-    doc = add_memory(state.store(), text, scope=scope, importance=importance, tags=tags)
+    try:
+        doc = add_memory(state.store(), text, scope=scope, importance=importance, tags=tags)
+    except ValidationError as exc:  # the text or the tags break a limit: the arguments are wrong
+        raise click.UsageError(str(exc)) from None
     emit(state, doc.to_dict(), lambda: f"stored {memory_line(doc)}")
 
 
 @memory.command("list")
 @click.option("--entity", type=EntityType(),
               help="The memories for entity NAME: its own (scope entity:NAME) and the global ones, which every "
-                   "entity shares (their scope column says global).")
+                   "entity shares (their scope column says global). Names are case-sensitive.")
 @click.option("--scope", type=ScopeType(), help="Only the memories in exactly this scope: 'global' or 'entity:<name>'.")
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for several (all must match).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
@@ -49,7 +65,9 @@ def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple
     if entity is not None and scope is not None:
         raise click.UsageError(f"--entity {entity} lists {entity}'s memories and the global ones, --scope {scope} "
                                "exactly that scope: give one of them")
-    docs = list_memories(state.store(create=False), scope=scope, entity=entity, tags=tags, limit=limit)
+    store = state.store(create=False)
+    docs = list_memories(store, scope=scope, entity=entity, tags=tags, limit=limit)
+    note_other_case(store, entity, docs)
     emit(state, [d.to_dict() for d in docs],
          lambda: "\n".join(memory_line(d) for d in docs) if docs else "no memories")
 

@@ -13,6 +13,8 @@ back to the model as tool errors carrying brain's message, which names the argum
 from __future__ import annotations
 
 import json
+import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
@@ -71,10 +73,25 @@ def request_caller(ctx: Context | None, pinned: str | None) -> Caller:
     return caller
 
 
+def plain_logs_off_a_terminal() -> None:
+    """Log one record per line when stderr is a file or a pipe. The SDK's server configures the root
+    logger with rich, which wraps every message to what its console width (80 off a terminal) leaves
+    after the time, level and source columns: about 35 columns in a log file. A root logger that is
+    already configured, or a terminal, is left as it is."""
+    root = logging.getLogger()
+    if root.handlers or sys.stderr is None or sys.stderr.isatty():
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)  # what the SDK would have set
+
+
 def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
     """An MCP server over ``brain``; with ``entity``, every tool acts in that entity's scope only."""
     if entity is not None:
         Caller(entity).acting_as(entity)  # a malformed name stops here, before the server starts
+    plain_logs_off_a_terminal()  # before the SDK's server, whose set-up does nothing once a handler exists
 
     def access(ctx: Context, requested: str | None) -> Access:
         return Access(brain.store, brain.chat, request_caller(ctx, entity), requested)
@@ -208,8 +225,9 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         request: Annotated[str, Field(description="What the user asks for, in their words.")],
         k: Annotated[int, Field(ge=1, le=50, description="How many specialists at most, 1 to 50.")] = 3,
     ) -> dict[str, Any]:
-        """The specialists (tools) best suited to ``request``, best first, each with a score and a band
-        (strong, good, weak): ask the user to clarify when the best is weak."""
+        """The specialists (tools) best suited to ``request``, best first by confidence (how likely each is
+        the right one), each with its band (strong, good, possible, weak) and the score the confidence is
+        learned from: ask the user to clarify when the best is weak."""
         with _tool_errors():
             return {"request": request, "results": [m.to_dict() for m in brain.specialists.find_specialists(request, k)]}
 
