@@ -78,8 +78,8 @@ class ConsolidationReport:
 
     def summary(self) -> str:
         verb = "would merge" if self.dry_run else "merged"
-        lines = [f"{counted(self.scanned, 'memory')} scanned (cosine > {self.threshold:g}): {verb} "
-                 f"{counted(self.removed, 'memory')} into {len(self.merges)}"]
+        lines = [f"{counted(self.scanned, 'memory')} scanned (cosine > {self.threshold:g}): {verb} {self.removed} "
+                 f"into {len(self.merges)}"]
         for m in self.merges:
             lines.append(f"  keep {m.kept_id} [{m.scope}] {m.kept_text!r}")
             for doc_id, text, sim in zip(m.merged_ids, m.merged_texts, m.similarities):
