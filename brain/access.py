@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from brain.errors import Forbidden, NotFound, Problem, ValidationError, joined
-from brain.memories import may_change, may_read, readable_scopes
+from brain.memories import global_refusal, may_change, may_read, readable_scopes
 from brain.memory_listing import list_memories
 from brain.schemas import (
     ENTITY_MAX_LENGTH,
@@ -171,9 +171,12 @@ class Access:
     def _changeable(self, doc_id: str) -> Any:
         doc = self._memory(doc_id)
         if not may_change(str(doc.metadata.get("scope", GLOBAL_SCOPE)), self.entity):
-            raise Forbidden(f"memory {doc_id!r} is global: only the admin token without an entity may change or "
-                            f"delete it, not a request acting for {self.entity!r}")
+            raise self._refused([doc_id])
         return doc
+
+    def _refused(self, doc_ids: Sequence[str]) -> Forbidden:
+        who = "a request acting for" if self.caller.is_admin else f"a {self.caller.bound_by} bound to"
+        return Forbidden(global_refusal(doc_ids, str(self.entity), who))
 
     def get_memory(self, doc_id: str) -> Any:
         return self._memory(doc_id)
@@ -230,8 +233,10 @@ class Access:
         doc_ids = list(dict.fromkeys(doc_ids))
         if not doc_ids:
             raise ValidationError.of("ids", "ids is empty: give the id of at least one memory")
-        for doc_id in doc_ids:
-            self._changeable(doc_id)
+        docs = [self._memory(doc_id) for doc_id in doc_ids]
+        shared = [d.id for d in docs if not may_change(str(d.metadata.get("scope", GLOBAL_SCOPE)), self.entity)]
+        if shared:  # every global id named at once, so that one retry without them succeeds
+            raise self._refused(shared)
         if not self.store.delete(doc_ids, type=DocType.MEMORY):  # deleted by another request meanwhile
             raise NotFound(f"no memory with id {doc_ids[0]!r}")
         return doc_ids

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings, load_settings
 from brain.errors import BrainError, ConfigError, StoreUnavailable, ValidationError
+from brain.memories import search_scopes
 from brain.schemas import DocType
 from brain.rag_store import RagStore
 
@@ -133,7 +134,8 @@ class Brain:
                entity: str | None = None) -> list[Hit]:
         """Search one document type the way it is ranked: memories by score (similarity, importance,
         recency; ``entity``'s and global ones), persona, FAQ and summaries by similarity from their
-        in-process indexes, turns or no type through Chroma. ``k`` defaults to the type's setting."""
+        in-process indexes, turns or no type through Chroma. ``k`` defaults to the type's setting. Memories
+        follow :func:`brain.memories.scopes_for` whatever the type: without ``entity``, global ones only."""
         doc_type = _type_name(type)
         kwargs: dict[str, Any] = {"k": k} if k is not None else {}
         if entity is not None and doc_type != DocType.MEMORY.value:
@@ -147,7 +149,10 @@ class Brain:
         }.get(doc_type or "")
         if by_similarity is not None:
             return by_similarity(query, **kwargs)
-        return self.store.search(query, type=doc_type, **kwargs)
+        where = None
+        if doc_type is None:  # memories among the other types: the scopes a memory search for no entity ranks
+            where = {"$or": [{"type": {"$ne": DocType.MEMORY.value}}, {"scope": sorted(search_scopes(None) or ())}]}
+        return self.store.search(query, type=doc_type, where=where, **kwargs)
 
     def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
         """Merge near-duplicate memories of each scope (see :mod:`brain.consolidate`); ``threshold``

@@ -25,15 +25,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from brain.access import check_entity_name
+from brain.memory_admin import case_hint
 from brain.errors import NotFound
 from brain.schemas import DocType, entity_scope
 from brain.store.scrub import deleted_traces, scrub_deleted
+from brain.wording import counted
 
 if TYPE_CHECKING:
     from brain.store import Store
 
 
-_PLURAL = {"summary": "summaries", "faq": "FAQ entries", "persona": "persona sections", "specialist": "specialists"}
+_NOUNS = {"faq": "FAQ entry", "persona": "persona section"}  # the other types are their own nouns
 
 
 @dataclass
@@ -56,8 +58,7 @@ class ForgetReport:
                 "scrubbed": dict(self.scrubbed), "conversations": list(self.conversations)}
 
     def summary(self) -> str:
-        kinds = ", ".join(f"{n} {_PLURAL.get(t, t + 's') if n != 1 else t}" for t, n in self.deleted.items() if n)
-        lines = [f"forgot entity {self.entity!r}: {kinds or 'no documents'}"]
+        lines = [f"forgot entity {self.entity!r}: {describe(self.deleted)}"]
         if self.mirror:
             lines.append("mirror: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in self.mirror.items()))
         if self.scrubbed.get("chroma") is None:
@@ -65,24 +66,54 @@ class ForgetReport:
         return "\n".join(lines)
 
 
-def forget_entity(store: Store, entity: Any) -> ForgetReport:
-    """Remove every document in ``entity``'s scope from the store, its mirror and the in-process indexes,
-    and scrub the files of the data directory so that none of their text remains (see the module)."""
+@dataclass
+class _Targets:
+    name: str
+    scope: str
+    docs: list[Any]
+    stray: list[str]  # mirror rows in the scope that Chroma does not hold
+    chroma_dir: Any
+    collection_id: str
+
+
+def _targets(store: Store, entity: Any) -> _Targets:
+    """What forgetting ``entity`` removes; :class:`NotFound` when nothing of it is stored (see the module)."""
     name = check_entity_name(entity)
     scope = entity_scope(name)
     docs = store.get(where={"scope": scope})
-    ids = [d.id for d in docs]
     mirror = store.mirror
     health = store.mirror_health
     if mirror is None and health is not None and health.error is not None:
         raise health.error  # a damaged mirror file would keep the texts: it names `brain mirror rebuild`
-    known = set(ids)
+    known = {d.id for d in docs}
     stray = [i for i in mirror.namespace_ids(scope) if i not in known] if mirror is not None else []
     chroma_dir = None if store.settings.chroma_url else store.settings.data_dir / "chroma"
     collection_id = str(store.col.id)
-    if not ids and not stray and (chroma_dir is None or not deleted_traces(chroma_dir, collection_id, scope)):
-        raise NotFound(f"nothing is stored for entity {name!r} (no document in scope {scope!r}); "
-                       "`brain memory list` shows the scopes in use")
+    if not docs and not stray and (chroma_dir is None or not deleted_traces(chroma_dir, collection_id, scope)):
+        raise NotFound(f"nothing is stored for entity {name!r} (no document in scope {scope!r})"
+                       f"{case_hint(store, name)}; `brain memory list` shows the scopes in use")
+    return _Targets(name, scope, docs, stray, chroma_dir, collection_id)
+
+
+def forget_preview(store: Store, entity: Any) -> dict[str, int]:
+    """What :func:`forget_entity` would delete, documents by type (only the types it has), without
+    changing anything; :class:`NotFound` (or :class:`ValidationError`) exactly as it would raise."""
+    targets = _targets(store, entity)
+    return dict(Counter(str(d.metadata.get("type")) for d in targets.docs))
+
+
+def describe(counts: dict[str, int]) -> str:
+    """Documents by type in words: ``2 memories, 1 summary`` (``no documents`` for none)."""
+    return ", ".join(counted(n, _NOUNS.get(t, t)) for t, n in counts.items() if n) or "no documents"
+
+
+def forget_entity(store: Store, entity: Any) -> ForgetReport:
+    """Remove every document in ``entity``'s scope from the store, its mirror and the in-process indexes,
+    and scrub the files of the data directory so that none of their text remains (see the module)."""
+    targets = _targets(store, entity)
+    name, scope, docs, stray = targets.name, targets.scope, targets.docs, targets.stray
+    chroma_dir, collection_id, mirror = targets.chroma_dir, targets.collection_id, store.mirror
+    ids = [d.id for d in docs]
     counts = Counter(str(d.metadata.get("type")) for d in docs)
     deleted = {t.value: counts.get(t.value, 0) for t in DocType}
     mirrored = mirror.footprint([*ids, *stray]) if mirror is not None else {}
@@ -100,4 +131,4 @@ def forget_entity(store: Store, entity: Any) -> ForgetReport:
     return ForgetReport(name, deleted, mirrored, scrubbed, conversations)
 
 
-__all__ = ["ForgetReport", "forget_entity"]
+__all__ = ["ForgetReport", "describe", "forget_entity", "forget_preview"]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from brain.errors import ValidationError
+from brain.wording import counted
 from brain.ids import derived_id
 from brain.schemas import DocType, check_speaker_name, format_timestamp, parse_timestamp, utc_now
 from brain.text.markdown import markdown_sections, slugify
@@ -60,8 +61,8 @@ class PersonaLoad:
 
     def summary(self) -> str:
         state = f"loaded version {self.version}" if self.changed else f"unchanged (version {self.version})"
-        removed = f", {self.removed} old sections removed" if self.removed else ""
-        return f"persona {self.path}: {self.sections} sections, {state}{removed}"
+        removed = f", {counted(self.removed, 'old section')} removed" if self.removed else ""
+        return f"persona {self.path}: {counted(self.sections, 'section')}, {state}{removed}"
 
 
 def split_sections(markdown: str) -> list[PersonaSection]:

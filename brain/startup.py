@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from brain.config import Settings
+from brain.wording import counted
 from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError, ConfigError
@@ -47,7 +48,7 @@ class StartupReport:
     def summary(self) -> str:
         stats = self.store.stats()
         lines = [
-            f"store: {stats['backend']} ({stats['embedder']}, {stats['dimension']}-d), {stats['documents']} documents",
+            f"store: {stats['backend']} ({stats['embedder']}, {stats['dimension']}-d), {counted(stats['documents'], 'document')}",
             self.persona.summary() if self.persona else "persona: none loaded",
             "in-process indexes: " + ", ".join(f"{t} {n}" for t, n in self.indexed.items()),
             f"ready in {self.seconds:.2f} s",

@@ -14,12 +14,15 @@ from brain.cli.shell import (
     EntityType,
     Interrupted,
     State,
+    TextType,
     emit,
     hit_line,
     json_option,
     memory_hit_line,
+    note_other_case,
     pass_state,
 )
+from brain.wording import counted
 
 # ---- ingest --------------------------------------------------------------------------------------
 
@@ -47,19 +50,20 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
     emit(state, report.to_dict(), report.summary)
     if not report.ok:  # the report (stdout) lists each error; stderr gets the one line every failure gets
         count = len(report.errors)
-        raise CommandFailed(f"ingest found {count} error{'' if count == 1 else 's'}; the report lists them")
+        raise CommandFailed(f"ingest found {counted(count, 'error')}; the report lists them")
 
 
 # ---- search --------------------------------------------------------------------------------------
 
 @cli.command()
-@click.argument("query")
+@click.argument("query", type=TextType())
 @click.option("--type", "doc_type", type=DocTypeChoice(),
               help="memory: ranked with score parts; faq, persona, summary: by similarity; turn or none: any document.")
 @click.option("--k", type=CountType(),
               help="How many results (default: the RAG_*_TOP_K setting of the type, 5 otherwise).")
 @click.option("--entity", type=EntityType(),
-              help="With --type memory: the memories in scope entity:NAME, and global ones; never another entity's.")
+              help="With --type memory: the memories in scope entity:NAME, and global ones; never another entity's. "
+                   "Names are case-sensitive.")
 @json_option
 @pass_state
 def search(state: State, query: str, doc_type: str | None, k: int | None, entity: str | None) -> None:
@@ -68,7 +72,9 @@ def search(state: State, query: str, doc_type: str | None, k: int | None, entity
 
     if entity is not None and doc_type != DocType.MEMORY.value:
         raise click.UsageError("--entity needs --type memory")
-    hits = state.brain(create=False).search(query, type=doc_type, k=k, entity=entity)
+    brain = state.brain(create=False)
+    hits = brain.search(query, type=doc_type, k=k, entity=entity)
+    note_other_case(brain.store, entity, hits)
     ranked = doc_type == DocType.MEMORY.value
     line = memory_hit_line if ranked else hit_line
     header = "score = similarity + importance + recency" if ranked else "similarity"

@@ -129,8 +129,20 @@ class ScopeType(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class TextType(click.ParamType):
+    """A text argument (a memory, a query, a request): empty or only spaces is a usage error."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if not isinstance(value, str) or not value.strip():
+            self.fail("is empty: give the text in quotes, e.g. \"Alice is vegetarian\"", param, ctx)
+        return value
+
+
 class EntityType(click.ParamType):
-    """An entity name; ``--entity NAME`` means the scope ``entity:NAME`` in every command."""
+    """An entity name; ``--entity NAME`` means the scope ``entity:NAME`` in every command. Names are
+    case-sensitive (``Bob`` and ``bob`` are two entities), as everywhere in brain."""
 
     name = "name"
 
@@ -189,6 +201,33 @@ class CountType(click.ParamType):
         return number
 
 
+def note_other_case(store: Store, entity: str | None, results: Sequence[Any]) -> None:
+    """When a command for ``entity`` found none of its own documents, say on stderr which stored entity
+    names differ from it only by case (names are case-sensitive: ``--entity Bob`` never finds ``bob``)."""
+    from brain.memory_admin import case_hint
+    from brain.schemas import entity_scope
+
+    if entity is None or any(r.metadata.get("scope") == entity_scope(entity) for r in results):
+        return
+    hint = case_hint(store, entity)
+    if hint:
+        click.echo(f"note: nothing is stored in scope entity:{entity}{hint}", err=True)
+
+
+def confirm(question: str) -> None:
+    """Ask ``question`` on stderr (stdout keeps the report alone) and go on only on a yes. A no stops the
+    command; so does no answer at all (stdin closed or empty, as in a script), saying to pass --yes."""
+    click.echo(f"{question} [y/N]: ", err=True, nl=False)
+    stdin = sys.stdin if sys.stdin is not None and not sys.stdin.closed else None
+    line = stdin.readline() if stdin is not None else ""
+    if not line:  # end of input: nobody can answer
+        click.echo(err=True)
+        raise click.UsageError("no answer to the question (stdin is closed or empty): pass --yes to go ahead "
+                               "without being asked")
+    if line.strip().lower() not in ("y", "yes"):
+        raise CommandFailed("nothing was done (the answer was not yes)")
+
+
 pass_state = click.make_pass_decorator(State, ensure=True)
 
 
@@ -231,6 +270,14 @@ def hit_line(hit: Any) -> str:
     m = hit.metadata
     label = m.get("topic") or m.get("conversation_id") or m.get("scope") or ""
     return f"{hit.similarity:.3f}  {m.get('type')}  [{label}]  {hit.id}  {short(hit.text)}"
+
+
+#: the columns of a specialist match, in the order they are sorted by (best first by confidence)
+SPECIALIST_HEADER = "confidence  band      score   specialist"
+
+
+def specialist_line(match: Any) -> str:
+    return f"{match.confidence:>10.3f}  {match.band:<8}  {match.score:6.3f}  {match.id}  {short(match.description, 70)}"
 
 
 def memory_hit_line(hit: Any) -> str:
