@@ -32,6 +32,7 @@ from brain.results import Document, Hit, MemoryHit
 from brain.schemas import DocType, check_extra_metadata, check_k, check_last_used, utc_now
 from brain.store.chroma import (ChromaAccess, GuardedCollection, missing_store, open_client, open_cosine_collection,
                                 switch_advice)
+from brain.store.disk import DiskGuard, guarded_paths
 from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import ChangeFeed, FeedWriter
 from brain.store.live import live_collection
@@ -87,6 +88,8 @@ class RagStore:
             if not create and self.collection_name not in {c.name for c in self.client.list_collections()}:
                 raise missing_store(self.settings)
             self.events = WriteEvents()
+            # writes are refused before the disk is full, where Chroma can hang (brain.store.disk)
+            self.disk = self.events.subscribe(DiskGuard(guarded_paths(self.settings), self.settings.min_free_disk_mb))
             self._persona_version = persona_version
             self.state: InProcessState | None = None
             self._bind(self._open_collection(), self.embedder)
