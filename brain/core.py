@@ -217,6 +217,8 @@ class Brain:
                               "dimension": int(self.store.embedder.dimension)}
         report["summariser"] = self.chat.health()
         health = self.store.mirror_health  # None for a store opened without open_store: no mirror
+        if health is not None and health.status == "degraded":
+            self.store.catch_up_mirror(wait=False)  # writable again: caught up now, not at the next write
         report["mirror"] = health.to_dict() if health is not None else {"status": "off", "ok": True, "path": None}
         report["disk"] = self.store.disk.status(detail=detail)  # below its margin, writes are refused; reads go on
         if detail and healthy:
@@ -301,6 +303,7 @@ def open_store(settings: Settings | None = None, *, embedder: Embedder | None = 
             store.attach_feed(ChangeFeed(store.client, settings.collection, settings.chroma_url, keep=settings.feed_keep),
                               PositionClaims(store.client, settings.collection, settings.chroma_url))
         link = open_mirror_subscriber(settings, store.embedder.name, mirror)
+        link.follow(store)  # what the mirror misses while it cannot be written is read back from the store
         store.mirror_link = store.subscribe(link, close=link.close)
 
     return RagStore(settings, embedder=embedder, client=client, create=create, attach=attach,

@@ -28,6 +28,7 @@ opening and migration of the file, and the transactions.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -225,6 +226,19 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
     def _check_open(self) -> None:
         if self._conn is None:
             raise StoreUnavailable(f"the mirror {self.path} is closed")
+
+    def unwritable(self) -> str | None:
+        """Why the file cannot be written now, or None. Checked before every write the store mirrors:
+        SQLite maps the shared-memory file (``-shm``), and writing a mapping of a file that became
+        read-only kills the process (SIGBUS) rather than raising, so such a file is never touched."""
+        for suffix in ("", "-wal", "-shm"):
+            part = self.path.with_name(self.path.name + suffix)
+            if part.exists() and not os.access(part, os.W_OK):
+                return f"{part} is read-only"
+        wal = self.path.with_name(self.path.name + "-wal")
+        if not wal.exists() and not os.access(self.path.parent, os.W_OK):  # the log is created there
+            return f"its directory {self.path.parent} is read-only"
+        return None
 
     def use_model(self, model: str) -> None:
         """Recall and write ``model``'s vectors from now on (the store was re-indexed for it); the

@@ -24,7 +24,7 @@ import numpy as np
 
 from brain.config import Settings
 from brain.embeddings import Embedder, get_embedder
-from brain.errors import BrainError, NotFound, ValidationError
+from brain.errors import BrainError, NotFound, StoreUnavailable, ValidationError
 from brain.locking import DataDirLock
 from brain.memories import readable_scopes
 from brain.memory_index import MemoryIndex
@@ -331,6 +331,20 @@ class RagStore:
                 return
             with self.events.muted(self.mirror_link):
                 yield
+
+    def catch_up_mirror(self, *, wait: bool = True) -> int:
+        """Mirror the documents whose writes the mirror missed while it could not be written (see
+        :mod:`brain.mirror.subscriber`); returns how many, 0 when none wait or (``wait=False``) a write
+        is in progress. While it still cannot be written they stay behind, and health says so."""
+        link = self.mirror_link
+        if link is None or not getattr(link, "behind", 0) or not self._lock.acquire(blocking=wait):
+            return 0
+        try:
+            return link.catch_up()
+        except StoreUnavailable:
+            return 0
+        finally:
+            self._lock.release()
 
     # ---- writes -----------------------------------------------------------------------------------
     def write_docs(self, docs: Sequence[Mapping[str, Any]], *, merge_memories: bool = True) -> WriteResult:
