@@ -223,7 +223,8 @@ class Brain:
         report["disk"] = self.store.disk.status(detail=detail)  # below its margin, writes are refused; reads go on
         if detail and healthy:
             report["counts"] = {t.value: self.store.count(t) for t in DocType}
-            if verify and self.mirror is not None:
+            # a mirror that cannot be written now is not read either (see EngramMirror.unwritable)
+            if verify and self.mirror is not None and report["mirror"]["status"] == "ok":
                 report["mirror"]["verify"] = self._verify_summary()
         degraded = not (report["mirror"]["ok"] and report["disk"]["ok"])
         report["status"] = "unavailable" if not healthy else "degraded" if degraded else "ok"

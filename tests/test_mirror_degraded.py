@@ -99,16 +99,20 @@ def wait_for(url: str, proc: subprocess.Popen, log: Path) -> None:
         time.sleep(0.3)
 
 
-def test_a_served_brain_answers_truthfully_and_survives_a_read_only_shm(tmp_path, local_embedder):
-    data = tmp_path / "data"
+def serve(tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(data), "OLLAMA_HOST": NOBODY,
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(tmp_path / "data"), "OLLAMA_HOST": NOBODY,
            "BRAIN_SUMMARY_RETRIES": "0"}
     log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
+    with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "serve", "--port", str(port)], cwd=tmp_path,
                                 env=env, stdout=out, stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}", log
+
+
+def test_a_served_brain_answers_truthfully_and_survives_a_read_only_shm(tmp_path, local_embedder):
+    data = tmp_path / "data"
+    proc, url, log = serve(tmp_path)
     body = {"user_text": "my sister's birthday is on the 9th", "assistant_text": "noted", "entity": "alice"}
     try:
         wait_for(url, proc, log)
@@ -144,3 +148,34 @@ def test_a_served_brain_answers_truthfully_and_survives_a_read_only_shm(tmp_path
         assert store.count() == 5
         with EngramMirror(data / "mirror.db", store.embedder.name) as mirror:
             assert verify_mirror(store, mirror).ok
+
+
+def test_a_served_brain_stops_cleanly_while_the_mirror_is_read_only_and_the_next_start_catches_up(
+        tmp_path, local_embedder):
+    data = tmp_path / "data"
+    proc, url, log = serve(tmp_path)
+    try:
+        wait_for(url, proc, log)
+        with httpx.Client(base_url=url, timeout=30) as client:
+            assert client.post("/v1/memories", json={"text": "first"}).json()["mirror_status"] == "ok"
+            with read_only(mirror_files(data / "mirror.db", shm=True)):
+                assert client.post("/v1/memories", json={"text": "second"}).json()["mirror_status"] == "degraded"
+                proc.send_signal(signal.SIGTERM)
+                assert proc.wait(timeout=60) in (0, -signal.SIGTERM), log.read_text()[-3000:]  # not SIGBUS
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    proc, url, log = serve(tmp_path)  # the start-up catch-up brings the mirror in line
+    try:
+        wait_for(url, proc, log)
+        assert httpx.get(f"{url}/v1/health", timeout=30).json()["mirror"]["status"] == "ok"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with open_store(Settings(data_dir=data), embedder=local_embedder) as store:
+        with EngramMirror(data / "mirror.db", store.embedder.name) as mirror:
+            assert store.count() == 2 and verify_mirror(store, mirror).ok

@@ -27,6 +27,7 @@ opening and migration of the file, and the transactions.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import sqlite3
@@ -252,7 +253,14 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
-                self._conn.close()
+                reason = self.unwritable()
+                if reason is None:
+                    self._conn.close()
+                else:
+                    # closing makes SQLite write its shared memory, which kills the process (SIGBUS) when the
+                    # file became read-only: the connection stays open, never freed, until the process ends
+                    log.warning("mirror %s left open (%s); the next start catches it up", self.path, reason)
+                    ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._conn))
                 self._conn = None  # type: ignore[assignment]
                 self._cache = None
 
