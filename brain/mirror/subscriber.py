@@ -41,7 +41,6 @@ class MirrorSubscriber(WriteSubscriber):
         self.health = health
         self.types = frozenset(types)
         self.owns = owns
-        self._caught = 0
         self._open: dict[int, ExitStack] = {}  # sequence -> the open transaction of a staged event
         self._behind: set[str] = set()  # ids whose writes the mirror missed while it could not be written
         # the store's Chroma access, where missed documents are read back from (set by the opener)
@@ -56,7 +55,7 @@ class MirrorSubscriber(WriteSubscriber):
             return
         reason = self.mirror.unwritable()  # before the file is touched (see EngramMirror.unwritable)
         if reason is None and self._behind:
-            reason = self._try_catch_up()
+            _, reason = self._try_catch_up()
         if reason is not None:
             self._fall_behind(event, reason)
             return
@@ -102,12 +101,15 @@ class MirrorSubscriber(WriteSubscriber):
         while the file still cannot be written (they stay behind)."""
         if not self._behind or self.mirror is None:
             return 0
-        reason = self.mirror.unwritable() or self._try_catch_up()
+        path, done = self.mirror.path, 0
+        reason = self.mirror.unwritable()
+        if reason is None:
+            done, reason = self._try_catch_up()
         if reason is not None:
             self.health.fell_behind(reason, len(self._behind))
-            raise StoreUnavailable(f"the mirror {self.mirror.path} still cannot be written ({reason}); "
+            raise StoreUnavailable(f"the mirror {path} still cannot be written ({reason}); "
                                    f"{len(self._behind)} documents wait to be mirrored")
-        return self._caught
+        return done
 
     def abort(self, event: WriteEvent) -> None:
         stack = self._open.pop(event.sequence, None)
@@ -152,11 +154,11 @@ class MirrorSubscriber(WriteSubscriber):
         self._behind.update(event.ids)
         self.health.fell_behind(reason, len(self._behind))
 
-    def _try_catch_up(self) -> str | None:
-        """Write the missed documents from Chroma, a batch per transaction; None when all are mirrored,
-        else why the mirror still cannot take them."""
+    def _try_catch_up(self) -> tuple[int, str | None]:
+        """Write the missed documents from Chroma, a batch per transaction: how many were written, and
+        None when all are mirrored, else why the mirror still cannot take them."""
         if self.source is None:  # nothing to read them from: a restart's catch-up repairs them
-            return "the documents it missed are caught up at the next start"
+            return 0, "the documents it missed are caught up at the next start"
         done = 0
         try:
             while self._behind:
@@ -176,12 +178,11 @@ class MirrorSubscriber(WriteSubscriber):
                 done += len(ids)
         except MirrorCorrupt as exc:
             self._broke(exc)
-            return None  # broken now: health says so, and a rebuild covers the documents
+            return done, None  # broken now: health says so, and a rebuild covers the documents
         except (StoreUnavailable, sqlite3.OperationalError) as exc:
-            return str(exc)
-        self._caught = done
+            return done, str(exc)
         self.health.caught_up(done)
-        return None
+        return done, None
 
     def _broke(self, error: MirrorCorrupt) -> None:
         """Switch a damaged mirror off (see :mod:`brain.mirror.integrity`)."""
