@@ -19,7 +19,7 @@ import pytest
 from brain.config import Settings
 from brain.core import open_store
 from brain.mirror import EngramMirror
-from brain.mirror.sync import verify_mirror
+from brain.mirror.sync import catch_up, verify_mirror
 from tests.conftest import NOBODY, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +85,21 @@ def test_the_next_write_catches_the_mirror_up(embedded_store):
     store.upsert_memory("written once it was writable again")
     assert store.mirror_health.status == "ok"
     assert [d.id for d in store.mirror.get(missed)] == [missed] and verify_mirror(store, store.mirror).ok
+
+
+def test_a_store_opened_on_a_read_only_mirror_serves_and_the_next_start_catches_up(settings, local_embedder):
+    with open_store(settings, embedder=local_embedder) as store:
+        store.upsert_memory("written before")
+    with read_only(mirror_files(settings.mirror_file)):
+        with open_store(settings, embedder=local_embedder) as store:
+            assert store.mirror is None and store.mirror_health.status == "degraded"
+            assert "restart once it is writable" in store.mirror_health.to_dict()["error"]
+            missed = store.upsert_memory("written while the mirror was read-only")
+            assert store.mirror_health.behind == 1
+    with open_store(settings, embedder=local_embedder) as store:
+        assert store.mirror_health.status == "ok"
+        assert catch_up(store, store.mirror).added == 1  # what every serving start runs
+        assert [d.id for d in store.mirror.get(missed)] == [missed] and verify_mirror(store, store.mirror).ok
 
 
 def wait_for(url: str, proc: subprocess.Popen, log: Path) -> None:

@@ -50,7 +50,23 @@ log = logging.getLogger(__name__)
 
 MIN_BATCH, MAX_BATCH = 100, 1000
 
-__all__ = ["MAX_BATCH", "MIN_BATCH", "EngramMirror", "KeywordHit", "MirrorDocument"]
+__all__ = ["MAX_BATCH", "MIN_BATCH", "EngramMirror", "KeywordHit", "MirrorDocument", "unwritable"]
+
+
+def unwritable(path: str | Path) -> str | None:
+    """Why the mirror file ``path`` (or its log or shared-memory file) cannot be written now, or None.
+    Checked before the store writes it: SQLite maps the shared-memory file (``-shm``), and writing a
+    mapping of a file that became read-only kills the process (SIGBUS) rather than raising, so such a
+    file is never touched."""
+    path = Path(path)
+    for suffix in ("", "-wal", "-shm"):
+        part = path.with_name(path.name + suffix)
+        if part.exists() and not os.access(part, os.W_OK):
+            return f"{part} is read-only"
+    wal = path.with_name(path.name + "-wal")
+    if not wal.exists() and not os.access(path.parent, os.W_OK):  # the log is created there
+        return f"its directory {path.parent} is read-only"
+    return None
 
 
 class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
@@ -229,17 +245,8 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
             raise StoreUnavailable(f"the mirror {self.path} is closed")
 
     def unwritable(self) -> str | None:
-        """Why the file cannot be written now, or None. Checked before every write the store mirrors:
-        SQLite maps the shared-memory file (``-shm``), and writing a mapping of a file that became
-        read-only kills the process (SIGBUS) rather than raising, so such a file is never touched."""
-        for suffix in ("", "-wal", "-shm"):
-            part = self.path.with_name(self.path.name + suffix)
-            if part.exists() and not os.access(part, os.W_OK):
-                return f"{part} is read-only"
-        wal = self.path.with_name(self.path.name + "-wal")
-        if not wal.exists() and not os.access(self.path.parent, os.W_OK):  # the log is created there
-            return f"its directory {self.path.parent} is read-only"
-        return None
+        """Why the file cannot be written now, or None (see :func:`unwritable`)."""
+        return unwritable(self.path)
 
     def use_model(self, model: str) -> None:
         """Recall and write ``model``'s vectors from now on (the store was re-indexed for it); the

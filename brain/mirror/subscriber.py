@@ -24,7 +24,7 @@ from typing import Any
 
 from brain.errors import EmbeddingModelMismatch, StoreUnavailable
 from brain.mirror.integrity import MirrorCorrupt, MirrorHealth
-from brain.mirror.store import EngramMirror
+from brain.mirror.store import EngramMirror, unwritable
 from brain.schemas import from_chroma
 from brain.store.events import WriteEvent, WriteSubscriber
 
@@ -51,7 +51,10 @@ class MirrorSubscriber(WriteSubscriber):
         if count is None:
             return
         if self.mirror is None:
-            self.health.missed(count, _ACTION[event.op])
+            if self.health.status == "degraded":  # it could not be written when the store opened
+                self._fall_behind(event, self.health.unwritable or "")
+            else:
+                self.health.missed(count, _ACTION[event.op])
             return
         reason = self.mirror.unwritable()  # before the file is touched (see EngramMirror.unwritable)
         if reason is None and self._behind:
@@ -209,6 +212,10 @@ def open_mirror_subscriber(settings: Any, embedder_name: str, mirror: EngramMirr
         return MirrorSubscriber(None, MirrorHealth(None, enabled=False), types)
     path: Path = settings.mirror_file
     health = MirrorHealth(path)
+    reason = unwritable(path)
+    if reason is not None:  # opening writes it: the store goes on without it, and the next start catches up
+        health.fell_behind(f"{reason} (since the store opened; restart once it is writable)", 0)
+        return MirrorSubscriber(None, health, types)
     try:
         opened = EngramMirror(path, embedder_name, batch_size=settings.mirror_batch_size)
     except MirrorCorrupt as exc:
