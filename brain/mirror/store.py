@@ -63,9 +63,12 @@ def unwritable(path: str | Path) -> str | None:
         part = path.with_name(path.name + suffix)
         if part.exists() and not os.access(part, os.W_OK):
             return f"{part} is read-only"
-    wal = path.with_name(path.name + "-wal")
-    if not wal.exists() and not os.access(path.parent, os.W_OK):  # the log is created there
-        return f"its directory {path.parent} is read-only"
+    if not path.with_name(path.name + "-wal").exists():  # the log is created beside it (the directory too)
+        directory = path.parent
+        while not directory.exists() and directory != directory.parent:
+            directory = directory.parent
+        if not os.access(directory, os.W_OK):
+            return f"the directory {directory} is read-only"
     return None
 
 
