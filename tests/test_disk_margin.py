@@ -15,8 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from brain.config import Settings
 import brain
+from brain.api import create_app
+from brain.config import Settings
 from brain.core import open_store
 from brain.errors import DiskSpaceLow
 from tests.conftest import NOBODY, LiveServer, free_port
@@ -89,8 +90,6 @@ def test_the_api_refuses_writes_and_keeps_answering(tmp_path, local_embedder):
     data = tmp_path / "data"
     settings = Settings(data_dir=data, ollama_host=NOBODY, summary_retries=0,
                         min_free_disk_mb=above_free(tmp_path))
-    from brain.api import create_app
-
     with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
         with httpx.Client(base_url=server.url, timeout=30) as client:
             refused = client.post("/v1/memories", json={"text": "not stored while the disk is low"})

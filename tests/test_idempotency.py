@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import uuid
 
-import httpx
 import pytest
 
 from brain.chat import ChatMemory
 from brain.core import open_store
 from brain.errors import ValidationError
-from tests.conftest import NOBODY
 from tests.test_serve_workers import WorkersServer, fresh, make_project
 
 
