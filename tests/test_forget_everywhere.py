@@ -100,7 +100,8 @@ def test_rebuilding_a_healthy_mirror_keeps_no_copy_but_a_damaged_ones_is_kept(se
     with brain.open(settings, embedder=local_embedder, start_worker=False) as b:
         seed(b)
         report = rebuild_mirror(b.store)
-        assert kept_copies(settings.mirror_file) == [] and report.moved_aside == []
+        assert kept_copies(settings.mirror_file) == [] and report.moved_aside == [] and report.old_deleted
+        assert "sound and all of it in the new one, was deleted" in report.summary()
         assert b.verify_mirror().ok
     with open(settings.mirror_file, "r+b") as damage:  # a garbage header: SQLite's "not a database"
         damage.write(b"this is not a database at all..")

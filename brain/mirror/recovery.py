@@ -175,6 +175,7 @@ class RebuildReport:
     foreign_copied: int = 0
     foreign_error: str | None = None
     seconds: float = 0.0
+    old_deleted: bool = False  # the old file was sound and the new one holds all its rows
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -185,7 +186,9 @@ class RebuildReport:
         return self.summary()
 
     def summary(self) -> str:
-        old = f"the old file is kept as {self.moved_aside[0]}" if self.moved_aside else "there was no old file"
+        old = (f"the old file is kept as {self.moved_aside[0]}" if self.moved_aside
+               else "the old file, sound and all of it in the new one, was deleted" if self.old_deleted
+               else "there was no old file")
         lines = [
             f"mirror rebuilt at {self.path} from the store: {self.sync.added} documents with their stored vectors "
             f"(nothing embedded); {old}",
@@ -239,7 +242,7 @@ def rebuild_mirror(store: "RagStore", *, force: bool = False) -> RebuildReport:
                     # has to reach: it goes
                     for old in moved:
                         old.unlink(missing_ok=True)
-                    report.moved_aside = []
+                    report.moved_aside, report.old_deleted = [], True
     except BaseException:
         mirror.close()
         raise
