@@ -267,13 +267,14 @@ class Access:
 
     def record_exchange(self, conversation_id: str | None, user_text: str, assistant_text: str, *,
                         timestamp: Any = None, metadata: Mapping[str, Any] | None = None,
-                        user_name: str | None = None, assistant_name: str | None = None) -> Any:
+                        user_name: str | None = None, assistant_name: str | None = None,
+                        idempotency_key: str | None = None) -> Any:
         """:meth:`ChatMemory.record_exchange` into a new conversation, or one of the caller's: its turns stay
         in the scope the conversation started in."""
         if conversation_id is None:
             return self.chat.record_exchange(None, user_text, assistant_text, entity=self.entity,
                                              timestamp=timestamp, metadata=metadata, user_name=user_name,
-                                             assistant_name=assistant_name)
+                                             assistant_name=assistant_name, idempotency_key=idempotency_key)
         conversation_id = valid_conversation_id(conversation_id)
         with _STRIPES[hash(conversation_id) % len(_STRIPES)]:
             scopes, first = self._conversation_scopes(conversation_id)
@@ -285,7 +286,7 @@ class Access:
                 raise _no_conversation(conversation_id)
             return self.chat.record_exchange(conversation_id, user_text, assistant_text, entity=entity,
                                              timestamp=timestamp, metadata=metadata, user_name=user_name,
-                                             assistant_name=assistant_name)
+                                             assistant_name=assistant_name, idempotency_key=idempotency_key)
 
     def list_conversations(self, *, limit: int | None = None, offset: int = 0) -> list[Any]:
         """The conversations the request may use, most recent activity first (see :mod:`brain.browse`)."""

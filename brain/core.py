@@ -202,7 +202,8 @@ class Brain:
 
     def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, Any]:
         """Whether the store answers, the embedder, the summariser's status and the mirror's, with
-        ``status`` ``ok``, ``degraded`` (a damaged mirror: reads and writes still work, from Chroma) or
+        ``status`` ``ok``, ``degraded`` (a damaged mirror: reads and writes still work, from Chroma; or
+        too little free disk, ``disk``: writes are refused, reads work) or
         ``unavailable`` (the store is down). ``detail`` adds how much the store holds, and where: the
         documents per type (``counts``). ``verify`` (with ``detail``) adds whether the mirror matches the
         store (``mirror.verify``: ``ok``, the documents checked and the number of each kind of difference);
@@ -221,12 +222,17 @@ class Brain:
                               "dimension": int(self.store.embedder.dimension)}
         report["summariser"] = self.chat.health()
         health = self.store.mirror_health  # None for a store opened without open_store: no mirror
+        if health is not None and health.status == "degraded":
+            self.store.catch_up_mirror(wait=False)  # writable again: caught up now, not at the next write
         report["mirror"] = health.to_dict() if health is not None else {"status": "off", "ok": True, "path": None}
+        report["disk"] = self.store.disk.status(detail=detail)  # below its margin, writes are refused; reads go on
         if detail and healthy:
             report["counts"] = {t.value: self.store.count(t) for t in DocType}
-            if verify and self.mirror is not None:
+            # a mirror that cannot be written now is not read either (see EngramMirror.unwritable)
+            if verify and self.mirror is not None and report["mirror"]["status"] == "ok":
                 report["mirror"]["verify"] = self._verify_summary()
-        report["status"] = "unavailable" if not healthy else "ok" if report["mirror"]["ok"] else "degraded"
+        degraded = not (report["mirror"]["ok"] and report["disk"]["ok"])
+        report["status"] = "unavailable" if not healthy else "degraded" if degraded else "ok"
         return report
 
     def _verify_summary(self) -> dict[str, Any]:

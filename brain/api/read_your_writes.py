@@ -60,9 +60,13 @@ def request_sequence(store: Store) -> int | None:
 
 
 def with_sequence(request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    """A write route's response ``body`` with its ``"sequence"`` (see :func:`request_sequence`)."""
+    """A write route's response ``body`` with its ``"sequence"`` (see :func:`request_sequence`) and its
+    ``"mirror_status"``: whether the mirror took the write (``ok``) or Chroma alone has it for now
+    (``degraded``: caught up once the mirror can be written; ``broken``), or ``off``."""
     brain = request.app.state.brain
-    return {**body, "sequence": None if brain is None else request_sequence(brain.store)}
+    health = None if brain is None else brain.store.mirror_health
+    return {**body, "sequence": None if brain is None else request_sequence(brain.store),
+            "mirror_status": "off" if health is None else health.status}
 
 
 class ReadYourWrites:

@@ -213,12 +213,16 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
                                                            "(default: the entity's name).")] = None,
         assistant_name: Annotated[str | None, Field(description="The assistant's name (default: the "
                                                                 "persona's).")] = None,
+        idempotency_key: Annotated[str | None, Field(description=(
+            "Makes a retry safe: the same exchange sent again with this key returns the first answer and "
+            "stores nothing (1 to 255 printable ASCII characters, e.g. a UUID)."))] = None,
     ) -> dict[str, Any]:
         """Append one user/assistant exchange to a conversation (a new one without ``conversation_id``).
         Returns the conversation's id and the turns' ids and positions."""
         with _tool_errors():
             return access(ctx, entity).record_exchange(conversation_id, user_text, assistant_text, user_name=user_name,
-                                                       assistant_name=assistant_name).to_dict()
+                                                       assistant_name=assistant_name,
+                                                       idempotency_key=idempotency_key).to_dict()
 
     @server.tool()
     def find_specialists(

@@ -26,7 +26,7 @@ import numpy as np
 
 from brain.config import Settings
 from brain.embeddings import Embedder, get_embedder
-from brain.errors import BrainError, NotFound, ValidationError
+from brain.errors import BrainError, NotFound, StoreUnavailable, ValidationError
 from brain.locking import DataDirLock
 from brain.memories import readable_scopes
 from brain.memory_index import MemoryIndex
@@ -34,6 +34,7 @@ from brain.results import Document, Hit, MemoryHit
 from brain.schemas import DocType, check_extra_metadata, check_k, check_last_used, utc_now
 from brain.store.chroma import (ChromaAccess, GuardedCollection, embedding_function, missing_store, open_client,
                                 open_cosine_collection, switch_advice)
+from brain.store.disk import DiskGuard, guarded_paths
 from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import ChangeFeed, FeedWriter
 from brain.store.live import live_collection
@@ -90,6 +91,8 @@ class Store:
             if not create and self.collection_name not in {c.name for c in self.client.list_collections()}:
                 raise missing_store(self.settings)
             self.events = WriteEvents()
+            # writes are refused before the disk is full, where Chroma can hang (brain.store.disk)
+            self.disk = self.events.subscribe(DiskGuard(guarded_paths(self.settings), self.settings.min_free_disk_mb))
             self._persona_version = persona_version
             self.state: InProcessState | None = None
             self._bind(self._open_collection(), self.embedder)
@@ -333,6 +336,20 @@ class Store:
                 return
             with self.events.muted(self.mirror_link):
                 yield
+
+    def catch_up_mirror(self, *, wait: bool = True) -> int:
+        """Mirror the documents whose writes the mirror missed while it could not be written (see
+        :mod:`brain.mirror.subscriber`); returns how many, 0 when none wait or (``wait=False``) a write
+        is in progress. While it still cannot be written they stay behind, and health says so."""
+        link = self.mirror_link
+        if link is None or not getattr(link, "behind", 0) or not self._lock.acquire(blocking=wait):
+            return 0
+        try:
+            return link.catch_up()
+        except StoreUnavailable:
+            return 0
+        finally:
+            self._lock.release()
 
     # ---- writes -----------------------------------------------------------------------------------
     def write_docs(self, docs: Sequence[Mapping[str, Any]], *, merge_memories: bool = True) -> WriteResult:
