@@ -46,6 +46,7 @@ import numpy as np
 
 from brain.embeddings import Embedder, get_embedder
 from brain.errors import ReindexError, ValidationError
+from brain.mirror.guard import StoreIdentity, store_moved
 from brain.progress import ProgressOptions, open_progress
 from brain.store import RagStore
 from brain.store.chroma import ChromaAccess, GuardedCollection, open_cosine_collection
@@ -367,6 +368,7 @@ def run(store: RagStore, embedder: Embedder, *, batch: int = BATCH,
     state = write_pointer(store.client, store.settings.collection, replace(state, building=build))
     target = _target_access(store, build.collection, embedder)
     report = ReindexReport(build.collection, previous, embedder.name)
+    served = StoreIdentity.of(store)
     recorder = store.subscribe(_Recorder())
     try:
         ids = store.chroma.ids()
@@ -410,6 +412,8 @@ def run(store: RagStore, embedder: Embedder, *, batch: int = BATCH,
             _flip_specialists(store, build.collection)
             write_pointer(store.client, store.settings.collection, state)
             store.follow_live(embedder=embedder)
+            if store.mirror is not None:  # the mirror follows the new collection, not a store created again
+                store_moved(store.mirror, served, store)
         if feed is not None and swap_seq is not None:
             feed.settle(swap_seq, "done")
             # writes other processes claimed before the swap record went to the old collection

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from brain import reindex
 from brain.config import Settings
 from brain.core import open_store
 from brain.errors import StoreLooksLost
@@ -25,6 +26,7 @@ from brain.mirror import catch_up, recover_store, verify_mirror
 from brain.startup import startup
 
 from .conftest import ROOT, free_port
+from .test_reindex import NOMIC, ollama  # noqa: F401 (a fixture)
 
 MEMORIES = 40
 CONVERSATIONS = 5
@@ -183,3 +185,31 @@ def test_brain_init_and_serve_refuse_a_lost_store(world, tmp_path):
     assert forced.returncode == 0, forced.stderr
     assert f"{len(before)} deleted" in forced.stdout
     assert mirror_rows(path) == {}
+
+
+def test_a_reindexed_store_is_not_taken_for_a_store_created_again(settings, local_embedder, ollama):
+    """A re-index serves a new collection (a new Chroma id) and may drop the old one: the mirror follows it."""
+    settings = settings.model_copy(update={"ollama_host": ollama.url})
+    with open_store(settings, embedder=local_embedder) as store:
+        fill(store)
+        reindex.run(store, reindex.embedder_named(settings, NOMIC), progress=False)
+        reindex.drop_old(store, keep=0)
+        gone = store.chroma.ids()[:3]
+        store.col.delete(ids=gone)
+        assert catch_up(store, store.mirror).deleted == 3
+
+
+def test_another_store_writes_nothing_into_the_mirror_before_it_is_refused(world, local_embedder, monkeypatch):
+    """With more differences than one repair transaction holds, rows would be written before the pass
+    ends: the store's ids are checked first."""
+    import brain.mirror.sync
+
+    settings, path, before = world
+    lose_store(settings)
+    monkeypatch.setattr(brain.mirror.sync, "REPAIR_BATCH", 5)
+    with open_store(settings, embedder=local_embedder) as store:
+        with store.mirror_paused():
+            store.upsert_docs([{"text": f"Someone else's fact {n}", "type": "memory"} for n in range(30)])
+        with pytest.raises(StoreLooksLost):
+            catch_up(store, store.mirror)
+    assert mirror_rows(path) == before

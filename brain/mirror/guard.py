@@ -18,7 +18,8 @@ deletes mirror rows (a catch-up, a rebuild) only while it plausibly is the store
 
 ``force`` is the user's explicit word that the store is right (``brain mirror sync --force``).
 The mirror records the collection it follows (:func:`record_store`) after every catch-up and restore,
-and an empty mirror the store it is attached to (:func:`adopt_store`).
+an empty mirror the store it is attached to (:func:`adopt_store`), and a re-index the collection it
+swapped to (:func:`store_moved`).
 
 The store's own open never deletes mirror rows in bulk: rolling back a write a dead process left
 half done touches that write's ids only (:mod:`brain.write_intents`), and a restore's writes bypass
@@ -103,6 +104,13 @@ def adopt_store(mirror: "EngramMirror", store: "RagStore") -> None:
             raise
         except StoreUnavailable as exc:  # e.g. a read-only file: the open goes on, the next catch-up records it
             log.warning("the mirror %s could not record the store it follows: %s", mirror.path, exc)
+
+
+def store_moved(mirror: "EngramMirror", before: StoreIdentity, store: "RagStore") -> None:
+    """``store`` serves another collection now (a re-index swapped it, or rolled it back): a mirror
+    that followed the one it served ``before`` follows the new one."""
+    if followed_store(mirror) in (None, before):
+        record_store(mirror, store)
 
 
 def unfinished_restore(mirror: "EngramMirror") -> dict[str, Any] | None:
@@ -199,5 +207,6 @@ __all__ = [
     "record_store",
     "restore_finished",
     "restore_started",
+    "store_moved",
     "unfinished_restore",
 ]

@@ -229,16 +229,20 @@ def catch_up(
 
     Before anything is written, a store that looks lost, much smaller than the mirror, created again or
     half restored raises :class:`~brain.errors.StoreLooksLost` rather than deleting the mirror's rows
-    (:mod:`brain.mirror.guard`); ``force`` says the store is right all the same."""
+    (:mod:`brain.mirror.guard`); ``force`` says the store is right all the same. The check uses the ids
+    the pass has seen; only when more than :data:`REPAIR_BATCH` rows differ, so that some are written
+    before the pass ends, does it read the store's ids first."""
     _check_models(store, mirror)
     types = store.settings.mirrored_types if types is None else types
     started = time.perf_counter()
     report = SyncReport()
     stored = mirror.content_hashes()
-    if stored:
-        present = _store_ids(store, tuple(types), page)
-        check_deletions(store, mirror, mirror_rows=len(stored), would_delete=len(set(stored) - present),
-                        store_rows=len(present), force=force)
+
+    def check(present: set[str]) -> None:  # before the first write (brain.mirror.guard)
+        if stored:
+            check_deletions(store, mirror, mirror_rows=len(stored), would_delete=len(stored.keys() - present),
+                            store_rows=len(present), force=force)
+
     seen: set[str] = set()
     repair = _Repair(mirror)
     for docs in _store_pages(store, tuple(types), page):
@@ -264,7 +268,10 @@ def catch_up(
                 report.added += difference == "missing"
                 report.updated += difference != "missing"
                 repair.docs.append(doc)
+        if repair.full and not repair.written:  # many rows differ: the ids of the whole store first
+            check(_store_ids(store, tuple(types), page))
         repair.flush_if_full()
+    check(seen)
     repair.gone = sorted(set(stored) - seen)
     repair.flush()
     record_store(mirror, store)
@@ -286,14 +293,20 @@ class _Repair:
     hashes: list[tuple[str, bytes]] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
     deleted: int = 0
+    written: bool = False  # a transaction was committed
+
+    @property
+    def full(self) -> bool:
+        return len(self.docs) + len(self.hashes) >= REPAIR_BATCH
 
     def flush_if_full(self) -> None:
-        if len(self.docs) + len(self.hashes) >= REPAIR_BATCH:
+        if self.full:
             self.flush()
 
     def flush(self) -> None:
         if not (self.docs or self.hashes or self.gone):
             return
+        self.written = True
         with self.mirror.transaction():
             if self.gone:
                 self.deleted += self.mirror.delete(self.gone)
