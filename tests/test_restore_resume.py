@@ -12,6 +12,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -96,11 +97,11 @@ def test_a_restore_killed_at_any_point_then_any_start_keeps_every_mirror_row(wor
     with pytest.raises(RestoreUnfinished) as refused:
         startup(settings, warm=False)
     assert "did not finish" in str(refused.value) and "brain restore --from-mirror" in str(refused.value)
-    for command in (["init"], ["mirror", "sync"]):
+    for command in (["init"], ["mirror", "sync"], ["mirror", "rebuild"]):
         ran = subprocess.run([sys.executable, "-m", "brain.cli", *command], cwd=tmp_path, env=_env(settings),
                              capture_output=True, text=True, timeout=300)
         assert ran.returncode == 1 and "did not finish" in ran.stderr, (command, ran.stdout, ran.stderr)
-    assert mirror_rows(path) == before
+    assert mirror_rows(path) == before and path.with_name("mirror.db").exists()
     # running the restore again completes it
     again = subprocess.run([sys.executable, "-m", "brain.cli", "restore", "--from-mirror"], cwd=tmp_path,
                            env=_env(settings), capture_output=True, text=True, timeout=300)
@@ -154,3 +155,47 @@ def test_unreadable_vectors_are_embedded_again_from_their_text_and_listed(world,
         assert set(started.store.mirror.vectors_of(ids, local_embedder.name)) == set(ids)
     finally:
         started.brain.close()
+
+
+@pytest.mark.slow
+def test_the_restore_command_killed_mid_way_then_init_keeps_every_row(tmp_path, local_embedder):
+    """`brain restore --from-mirror` itself, SIGKILLed from outside once it has started writing."""
+    settings = Settings(data_dir=tmp_path / "data", persona_path=tmp_path / "absent-persona.md")
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(3000, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with open_store(settings, embedder=local_embedder) as store:
+        store.upsert_docs([{"text": f"Remembered fact {n} about topic {n % 97}", "type": "memory", "embedding": v}
+                           for n, v in enumerate(vectors)])
+        path = store.mirror.path
+    before = mirror_rows(path)
+    documents = store_documents(settings, local_embedder)
+    lose_store(settings)
+    proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "restore", "--from-mirror"], cwd=tmp_path,
+                            env=_env(settings), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        intents = settings.data_dir / "write_intents"
+        writes: set[str] = set()  # one intent record per restore write: the third is under way
+        while len(writes) < 3:
+            writes |= {p.name for p in intents.glob("*.intent")} if intents.is_dir() else set()
+            assert proc.poll() is None, "the restore finished before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+    finally:
+        proc.kill()  # SIGKILL
+        proc.wait()
+    assert proc.returncode == -9
+    assert 0 < len(store_documents(settings, local_embedder)) < len(documents)
+    init = subprocess.run([sys.executable, "-m", "brain.cli", "init"], cwd=tmp_path, env=_env(settings),
+                          capture_output=True, text=True, timeout=300)
+    assert init.returncode == 1 and "did not finish" in init.stderr
+    assert mirror_rows(path) == before
+    again = subprocess.run([sys.executable, "-m", "brain.cli", "restore", "--from-mirror"], cwd=tmp_path,
+                           env=_env(settings), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert store_documents(settings, local_embedder) == documents
+    init = subprocess.run([sys.executable, "-m", "brain.cli", "init"], cwd=tmp_path, env=_env(settings),
+                          capture_output=True, text=True, timeout=300)
+    assert init.returncode == 0, init.stderr
+    assert "0 deleted" in init.stdout and set(mirror_rows(path)) == set(before)
