@@ -180,11 +180,13 @@ class Brain:
         return report
 
     # ---- the mirror ------------------------------------------------------------------------------
-    def sync_mirror(self) -> SyncReport:
-        """Make the mirror match the store (``brain mirror sync``): exactly the rows that differ are repaired."""
+    def sync_mirror(self, *, force: bool = False) -> SyncReport:
+        """Make the mirror match the store (``brain mirror sync``): exactly the rows that differ are repaired.
+        A store that looks lost or much smaller than the mirror raises :class:`~brain.errors.StoreLooksLost`
+        unless ``force`` (see :mod:`brain.mirror.guard`)."""
         from brain.mirror.sync import sync_mirror
 
-        return sync_mirror(self.store, self.require_mirror(), types=self.settings.mirrored_types)
+        return sync_mirror(self.store, self.require_mirror(), types=self.settings.mirrored_types, force=force)
 
     def verify_mirror(self) -> VerifyReport:
         """Every difference between the store and the mirror, without writing (``brain mirror verify``)."""

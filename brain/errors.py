@@ -199,6 +199,23 @@ class MirrorCorrupt(StoreUnavailable):
         )
 
 
+class StoreLooksLost(BrainError):
+    """The store does not look like the one the mirror follows (empty, much smaller, re-created, or
+    half restored), so it is not the truth the mirror is emptied to match: nothing was deleted. The
+    message says how to restore the store from the mirror, or how to confirm that the store is right.
+    ``mirror_rows``: brain's rows in the mirror; ``would_delete``: how many a catch-up would delete."""
+
+    def __init__(self, message: str, *, mirror_rows: int = 0, would_delete: int = 0):
+        super().__init__(message)
+        self.mirror_rows = mirror_rows
+        self.would_delete = would_delete
+
+
+class RestoreUnfinished(StoreLooksLost):
+    """A restore from the mirror into the store began and did not finish (a kill, a crash): the store
+    holds part of the mirror. Running ``brain restore --from-mirror`` again completes it."""
+
+
 class Forbidden(BrainError):
     """The caller may not do this: e.g. a token bound to one entity asked for another's data."""
 

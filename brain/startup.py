@@ -65,6 +65,7 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
     A missing persona file is a warning, not an error: the assistant still answers without one.
     """
     started = time.perf_counter()
+    owned = brain is None
     if brain is None:
         brain = open_brain(settings)
     elif settings is not None and settings is not brain.settings:
@@ -77,7 +78,12 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
         persona = load_persona(store, path)
     else:
         warnings.append(f"persona file {path} not found; the assistant runs without a persona (set BRAIN_PERSONA_PATH)")
-    mirror_sync = catch_up_mirror(store)
+    try:
+        mirror_sync = catch_up_mirror(store)
+    except BaseException:  # e.g. a lost store refused: the Brain opened here is not left holding the data directory
+        if owned:
+            brain.close()
+        raise
     indexed: dict[str, int] = {}
     if warm:
         store.refresh_index()
@@ -90,7 +96,9 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
 
 def catch_up_mirror(store: Store) -> Any:
     """Bring the store's mirror in line with Chroma (:func:`brain.mirror.sync.catch_up`: content, not
-    counts), or None when the mirror is off or damaged. Run by every entry point that serves."""
+    counts), or None when the mirror is off or damaged. Run by every entry point that serves. A store
+    that looks lost or half restored raises :class:`~brain.errors.StoreLooksLost` and the mirror keeps
+    every row (:mod:`brain.mirror.guard`): the server does not start."""
     if store.mirror is None:
         return None
     from brain.mirror.sync import catch_up
