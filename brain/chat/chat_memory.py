@@ -31,8 +31,10 @@ from brain.chat.summary_queue import SummaryQueue, SummarySchedule
 from brain.config import Settings
 from brain.consolidate import ConsolidationReport, consolidate_memories
 from brain.errors import Problem, ValidationError
+from brain.memories import may_use_conversation
 from brain.results import Hit
 from brain.schemas import (
+    GLOBAL_SCOPE,
     DocType,
     check_extra_metadata,
     check_k,
@@ -142,7 +144,12 @@ class ChatMemory:
 
     # ---- context ---------------------------------------------------------------------------------------
     def build_context(self, conversation_id: str | None, user_message: str, entity: str | None = None) -> Context:
-        """What the model should see for ``user_message`` (see :mod:`brain.chat.context` for the budget)."""
+        """What the model should see for ``user_message`` (see :mod:`brain.chat.context` for the budget).
+
+        ``conversation_id`` may name a conversation not yet recorded (a chat backend asks for the context
+        of its first message before recording the exchange): its context is that of an empty conversation,
+        persona, knowledge and memories without turns or summaries. With ``entity``, another entity's
+        conversation reads the same way, so a context never shows what another entity said."""
         conversation_id = _check_conversation(conversation_id)
         if not isinstance(user_message, str) or not user_message.strip():
             raise ValidationError("user_message must be a non-empty string",
@@ -161,6 +168,8 @@ class ChatMemory:
                     entity: str | None) -> dict[str, list[ContextItem]]:
         """Each section's candidates, best first (recent turns newest first); the message is embedded once."""
         s, store = self.settings, self.store
+        if conversation_id is not None and not self._shows_conversation(conversation_id, entity):
+            conversation_id = None  # read as a conversation not yet recorded: nothing of it is shown
         want_summaries = s.enable_summary and conversation_id is not None
         want_related = s.enable_turn and s.enable_related_turns and conversation_id is not None
         vector = None
@@ -191,6 +200,16 @@ class ChatMemory:
             if want_related:
                 ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k)
         return ranked
+
+    def _shows_conversation(self, conversation_id: str, entity: str | None) -> bool:
+        """Whether a context for ``entity`` shows the conversation's turns and summaries: with no entity,
+        any conversation's; for an entity, only a conversation whose turns (or, without turns, summaries)
+        are all in its scope (:func:`brain.memories.may_use_conversation`). Another entity's conversation
+        then reads exactly as one not yet recorded: empty."""
+        if entity is None:
+            return True
+        docs = self.store.conversation_turns(conversation_id) or self.store.conversation_summaries(conversation_id)
+        return may_use_conversation({str(d.metadata.get("scope", GLOBAL_SCOPE)) for d in docs}, entity)
 
     def related_turns_for(self, conversation_id: str, user_message: str, *, query_vector: Any = None,
                           k: int | None = None) -> list[ContextItem]:
