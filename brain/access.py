@@ -254,7 +254,14 @@ class Access:
     def build_context(self, conversation_id: str | None, user_message: str) -> Any:
         """:meth:`ChatMemory.build_context` for the acting entity. A conversation not yet recorded is an
         empty one (a chat backend asks for the context of a conversation's first message before recording
-        it), and so is another entity's: the chat layer shows only the acting entity's conversations."""
+        it), and so is every conversation that is not the acting entity's (the rule of this module)."""
+        if conversation_id is not None:
+            conversation_id = valid_conversation_id(conversation_id)
+            scopes, _ = self._conversation_scopes(conversation_id)
+            if not may_use_conversation(scopes, self.entity):
+                context = self.chat.build_context(None, user_message, entity=self.entity)
+                context.conversation_id = conversation_id  # the id asked for, as for one not yet recorded
+                return context
         return self.chat.build_context(conversation_id, user_message, entity=self.entity)
 
     def record_exchange(self, conversation_id: str | None, user_text: str, assistant_text: str, *,

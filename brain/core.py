@@ -197,7 +197,8 @@ class Brain:
 
     def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, Any]:
         """Whether the store answers, the embedder, the summariser's status and the mirror's, with
-        ``status`` ``ok``, ``degraded`` (a damaged mirror: reads and writes still work, from Chroma) or
+        ``status`` ``ok``, ``degraded`` (a damaged mirror, or a model summariser that cannot be reached:
+        reads and writes still work, from Chroma, and summaries come from the extractive fallback) or
         ``unavailable`` (the store is down). ``detail`` adds how much the store holds, and where: the
         documents per type (``counts``). ``verify`` (with ``detail``) adds whether the mirror matches the
         store (``mirror.verify``: ``ok``, the documents checked and the number of each kind of difference);
@@ -214,14 +215,17 @@ class Brain:
             report["store"] = {"ok": False, "error": str(exc)}
         report["embedder"] = {"ok": True, "name": self.store.embedder.name,
                               "dimension": int(self.store.embedder.dimension)}
-        report["summariser"] = self.chat.health()
+        # asks the summariser when nothing said how it is for a while: an unreachable one is not "ok"
+        summariser = report["summariser"] = self.chat.health(probe=None)
+        summariser["ok"] = summariser["reachable"] is not False
         health = self.store.mirror_health  # None for a store opened without open_store: no mirror
         report["mirror"] = health.to_dict() if health is not None else {"status": "off", "ok": True, "path": None}
         if detail and healthy:
             report["counts"] = {t.value: self.store.count(t) for t in DocType}
             if verify and self.mirror is not None:
                 report["mirror"]["verify"] = self._verify_summary()
-        report["status"] = "unavailable" if not healthy else "ok" if report["mirror"]["ok"] else "degraded"
+        report["status"] = ("unavailable" if not healthy
+                            else "ok" if report["mirror"]["ok"] and summariser["ok"] else "degraded")
         return report
 
     def _verify_summary(self) -> dict[str, Any]:

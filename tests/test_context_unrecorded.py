@@ -58,3 +58,6 @@ def test_the_library_shows_an_entity_none_of_another_entitys_conversation(api_st
         # bob, and the unrestricted caller, see the conversation
         assert "2468" in chat.build_context(bobs, question, entity="bob").prompt
         assert "2468" in chat.build_context(bobs, question).prompt
+        # a conversation recorded without an entity is shared, as global memories are
+        shared = chat.record_exchange(None, "The wifi code is 1357", "Noted.").conversation_id
+        assert "1357" in chat.build_context(shared, "wifi code?", entity="alice").prompt

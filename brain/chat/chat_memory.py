@@ -31,7 +31,7 @@ from brain.chat.summary_queue import SummaryQueue, SummarySchedule
 from brain.config import Settings
 from brain.consolidate import ConsolidationReport, consolidate_memories
 from brain.errors import Problem, ValidationError
-from brain.memories import may_use_conversation
+from brain.memories import may_read
 from brain.results import Hit
 from brain.schemas import (
     GLOBAL_SCOPE,
@@ -203,13 +203,13 @@ class ChatMemory:
 
     def _shows_conversation(self, conversation_id: str, entity: str | None) -> bool:
         """Whether a context for ``entity`` shows the conversation's turns and summaries: with no entity,
-        any conversation's; for an entity, only a conversation whose turns (or, without turns, summaries)
-        are all in its scope (:func:`brain.memories.may_use_conversation`). Another entity's conversation
-        then reads exactly as one not yet recorded: empty."""
+        any conversation's; for an entity, one whose turns (or, without turns, summaries) are all in scopes
+        it reads, its own and the global one (:func:`brain.memories.may_read`, the rule of memories).
+        Another entity's conversation then reads exactly as one not yet recorded: empty."""
         if entity is None:
             return True
         docs = self.store.conversation_turns(conversation_id) or self.store.conversation_summaries(conversation_id)
-        return may_use_conversation({str(d.metadata.get("scope", GLOBAL_SCOPE)) for d in docs}, entity)
+        return all(may_read(str(d.metadata.get("scope", GLOBAL_SCOPE)), entity) for d in docs)
 
     def related_turns_for(self, conversation_id: str, user_message: str, *, query_vector: Any = None,
                           k: int | None = None) -> list[ContextItem]:
@@ -337,8 +337,9 @@ class ChatMemory:
         self.flush_access()
         return True
 
-    def health(self, *, probe: bool = False) -> dict[str, Any]:
-        """The summariser's status: ``reachable`` (None until known; ``probe=True`` asks it now),
+    def health(self, *, probe: bool | None = False) -> dict[str, Any]:
+        """The summariser's status: ``reachable`` (None until known; ``probe=True`` asks it now, ``None``
+        when nothing said how it is for a while, see :meth:`SummaryWriter.health`),
         ``queue_length``, ``last_error``, and counts of summaries written by the model and the fallback."""
         status = self.summary_writer.health(probe=probe)
         fallback_for = status.pop("fallback_for_seconds")
