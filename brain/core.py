@@ -196,7 +196,8 @@ class Brain:
         return BackfillReport(embedded, mirror.coverage())
 
     def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, Any]:
-        """Whether the store answers, the embedder, the summariser's status and the mirror's, with
+        """Whether the store answers, the embedder, the summariser's status, the persona (the stored version
+        and whether it is ``BRAIN_PERSONA_PATH``'s, see :func:`brain.persona.persona_report`) and the mirror's, with
         ``status`` ``ok``, ``degraded`` (a damaged mirror, or a model summariser that cannot be reached:
         reads and writes still work, from Chroma, and summaries come from the extractive fallback) or
         ``unavailable`` (the store is down). ``detail`` adds how much the store holds, and where: the
@@ -218,6 +219,8 @@ class Brain:
         # asks the summariser when nothing said how it is for a while: an unreachable one is not "ok"
         summariser = report["summariser"] = self.chat.health(probe=None)
         summariser["ok"] = summariser["reachable"] is not False
+        if healthy:
+            report["persona"] = self._persona_health(detail)
         health = self.store.mirror_health  # None for a store opened without open_store: no mirror
         report["mirror"] = health.to_dict() if health is not None else {"status": "off", "ok": True, "path": None}
         if detail and healthy:
@@ -226,6 +229,18 @@ class Brain:
                 report["mirror"]["verify"] = self._verify_summary()
         report["status"] = ("unavailable" if not healthy
                             else "ok" if report["mirror"]["ok"] and summariser["ok"] else "degraded")
+        return report
+
+    def _persona_health(self, detail: bool) -> dict[str, Any]:
+        # reported, never loaded here: startup() (brain init, serve, mcp) loads persona.md
+        from brain.persona import persona_report
+
+        try:
+            report = persona_report(self.store, self.settings.persona_path)
+        except BrainError as exc:
+            return {"error": str(exc)}
+        if not detail:  # where the file is, is the operator's business
+            report.pop("file")
         return report
 
     def _verify_summary(self) -> dict[str, Any]:
