@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from brain.api.routes import browse, chat, documents, memories, service, specialists, ui
+from brain.api.routes import api_docs, browse, chat, documents, memories, service, specialists, ui
 
 
 def add_routes(app: FastAPI) -> None:
@@ -16,3 +16,4 @@ def add_routes(app: FastAPI) -> None:
     specialists.add_routes(app)
     documents.add_routes(app)
     ui.add_routes(app)
+    api_docs.add_routes(app)
