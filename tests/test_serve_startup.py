@@ -40,8 +40,8 @@ class Served:
         deadline = time.monotonic() + 180
         while True:
             try:
-                if httpx.get(f"{self.url}/v1/health", timeout=5).status_code == 200:
-                    return self
+                httpx.get(f"{self.url}/v1/health", timeout=5)  # any answer: serving (behind a token or not)
+                return self
             except httpx.TransportError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
