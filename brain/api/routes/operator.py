@@ -68,7 +68,7 @@ def add_routes(app: FastAPI) -> None:
         return {"query": q, "type": type, "results": [h.to_dict() for h in hits]}
 
     @app.get("/v1/stats", tags=["health"], operation_id="stats",
-             responses=documented_responses(403, 422, 503, ok=(200, StatsOut)))
+             responses=documented_responses(403, 503, ok=(200, StatsOut)))
     def stats(request: Request) -> Any:
         access_of(request).require_unrestricted("the store's figures (/v1/stats)")
         return brain_of(request).store.stats()
