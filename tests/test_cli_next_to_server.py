@@ -68,6 +68,17 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
         found = [json.loads(ok(cli(workdir, "--json", *args))) for args in searches]
         stats = json.loads(ok(cli(workdir, "--json", "stats")))
         missing = cli(workdir, "memory", "show", "doc-nothing")
+        # a command that needs the store itself names the server and the ways out
+        refused = cli(workdir, "export", str(workdir / "out"))
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        assert refused.stderr.strip() == (
+            f"error: `brain export` needs the store itself, and `brain serve` (process {served.proc.pid}) holds it, "
+            f"serving {served.url}: stop the server first, or use its HTTP API ({served.url}/docs)")
+        assert not (workdir / "out").exists()
+        # a token the server does not know is named as the cause
+        (workdir / ".env").write_text("BRAIN_API_TOKEN=not-the-servers-token-0123\n", encoding="utf-8")
+        wrong = cli(workdir, "memory", "list")
+        assert wrong.returncode == 1 and "refused the token" in wrong.stderr and "BRAIN_API_TOKEN" in wrong.stderr
     for args, (text, as_json) in through.items():  # the same command without a server: the same answer
         assert ok(cli(workdir, *args)) == text, args
         assert json.loads(ok(cli(workdir, "--json", *args))) == json.loads(as_json), args
@@ -98,22 +109,3 @@ def test_memory_add_and_rm_write_through_the_server(workdir):
     after = json.loads(ok(cli(workdir, "--json", "memory", "list")))  # the server wrote them to the store
     texts = {m["text"] for m in after}
     assert "Carol prefers trains" in texts and "Bob supports FC Porto" not in texts
-
-
-def test_a_command_that_needs_the_store_itself_names_the_server(workdir):
-    with Served(workdir) as served:
-        refused = cli(workdir, "export", str(workdir / "out"))
-        pid = served.proc.pid
-    assert refused.returncode == 1 and "Traceback" not in refused.stderr
-    assert refused.stderr.strip() == (
-        f"error: `brain export` needs the store itself, and `brain serve` (process {pid}) holds it, serving "
-        f"{served.url}: stop the server first, or use its HTTP API ({served.url}/docs)")
-    assert not (workdir / "out").exists()
-
-
-def test_a_wrong_token_is_named(workdir):
-    with Served(workdir):
-        (workdir / ".env").write_text("BRAIN_API_TOKEN=not-the-servers-token-0123\n", encoding="utf-8")
-        refused = cli(workdir, "memory", "list")
-    assert refused.returncode == 1
-    assert "refused the token" in refused.stderr and "BRAIN_API_TOKEN" in refused.stderr
