@@ -5,7 +5,8 @@ a second process must not open it. The server records its address in the lock fi
 beside it finds it there (:class:`~brain.errors.StoreLocked` carries it) and sends its reads and memory
 writes to the server instead: :class:`ServedBrain` and :class:`ServedStore` answer the calls the CLI's
 read commands and ``memory add``/``rm`` make, each one request to a route that makes the same library
-call (:mod:`brain.api.routes.operator`, ``/v1/docs``, ``/v1/memories``, the conversation routes), and
+call (:mod:`brain.api.routes.operator`, ``/v1/docs``, ``/v1/memories``, the conversation routes, health's
+``?stats=true``), and
 hand back the same result types. Anything else is :class:`~brain.errors.StoreLocked` naming the server,
 never a second opening of the directory.
 
@@ -90,7 +91,11 @@ class ServedStore:
         return [_document(d) for d in body["turns"]]
 
     def stats(self) -> dict[str, Any]:
-        return self._brain.request("GET", "/v1/stats")
+        report = self._brain.request("GET", "/v1/health", params={"stats": "true"})
+        if "stats" not in report:  # the store is down, or the token is not the admin's
+            raise StoreUnavailable(f"the server at {self._brain.url} gave no figures: health says "
+                                   f"{report.get('status')!r}; `brain stats` needs BRAIN_API_TOKEN, the admin token")
+        return report["stats"]
 
     def __getattr__(self, name: str) -> Any:
         raise self._brain.needs_the_store(f"RagStore.{name}")

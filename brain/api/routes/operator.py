@@ -1,5 +1,5 @@
-"""What an operator reads through a running server: documents of any type by id and filter, a search of
-any type, the store's figures (admin only). The CLI run beside ``brain serve`` on the same data directory
+"""What an operator reads through a running server: documents of any type by id and filter, and a search
+of any type (admin only; the store's figures are health's ``?stats=true``). The CLI run beside ``brain serve`` on the same data directory
 sends its reads here (:mod:`brain.served`); each route is one library call, so the answers are the CLI's own."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from brain.api.models import MAX_OFFSET, DocTypeName, DocumentOut, EntityQuery, documented_responses
 from brain.api.request_context import access_of, brain_of
@@ -24,12 +24,6 @@ class SearchOut(BaseModel):
     query: str
     type: str | None
     results: list[dict[str, Any]]
-
-
-class StatsOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    documents: int
-    by_type: dict[str, int]
 
 
 def _where(value: str | None) -> dict[str, Any] | None:
@@ -66,9 +60,3 @@ def add_routes(app: FastAPI) -> None:
         access_of(request).require_unrestricted("searching documents of any type (/v1/search)")
         hits = brain_of(request).search(q, type=type, k=k, entity=entity)
         return {"query": q, "type": type, "results": [h.to_dict() for h in hits]}
-
-    @app.get("/v1/stats", tags=["health"], operation_id="stats",
-             responses=documented_responses(403, 503, ok=(200, StatsOut)))
-    def stats(request: Request) -> Any:
-        access_of(request).require_unrestricted("the store's figures (/v1/stats)")
-        return brain_of(request).store.stats()
