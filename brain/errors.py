@@ -162,7 +162,14 @@ class StoreNotFound(StoreUnavailable):
 
 
 class StoreLocked(StoreUnavailable):
-    """Another process has the embedded data directory open (embedded Chroma is single-process)."""
+    """Another process has the embedded data directory open (embedded Chroma is single-process).
+    ``holder``: that process's id, when known; ``server_url``: where it serves the HTTP API, when it is
+    ``brain serve`` (the CLI then reaches the store through it)."""
+
+    def __init__(self, message: str, *, holder: int | None = None, server_url: str | None = None):
+        super().__init__(message)
+        self.holder = holder
+        self.server_url = server_url
 
 
 class StoreError(StoreUnavailable):

@@ -14,7 +14,7 @@ from brain.wording import counted
 from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError, ConfigError
-from brain.persona import PersonaLoad, load_persona
+from brain.persona import PersonaLoad, load_persona, persona_report
 from brain.store import Store
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,10 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
     if path.exists():
         persona = load_persona(store, path)
     else:
-        warnings.append(f"persona file {path} not found; the assistant runs without a persona (set BRAIN_PERSONA_PATH)")
+        stored = persona_report(store, path)["sections"]
+        warnings.append(f"persona file {path} not found; the assistant runs "
+                        + (f"with the persona stored before ({stored} sections)" if stored else "without a persona")
+                        + " (set BRAIN_PERSONA_PATH)")
     try:
         mirror_sync = catch_up_mirror(store)
     except BaseException:  # e.g. a lost store refused: the Brain opened here is not left holding the data directory
@@ -106,16 +109,24 @@ def catch_up_mirror(store: Store) -> Any:
     return catch_up(store, store.mirror, types=store.settings.mirrored_types)
 
 
-def prepare_to_serve(brain: Brain, *, catch_up: bool = True) -> None:
-    """What every server (``brain serve``, ``brain mcp``) does before its first request: repair the writes
-    the mirror missed (unless ``catch_up`` is False), and register the specialists now, so that reading
-    them never writes. A specialists file that fails is logged and kept by the Brain, whose
-    ``find_specialists`` then answers with that error."""
+def prepare_to_serve(brain: Brain, *, catch_up: bool = True) -> StartupReport | None:
+    """What every server (``brain serve``, ``brain mcp``) does before its first request: :func:`startup`
+    as ``brain init`` runs it (the persona brought in line with ``persona.md``, the writes the mirror
+    missed repaired), logged, unless ``catch_up`` is False (a worker process whose parent did it); then
+    register the specialists now, so that reading them never writes. A specialists file that fails is
+    logged and kept by the Brain, whose ``find_specialists`` then answers with that error. A persona
+    file that cannot be loaded is an error, as for ``brain init``."""
+    report = None
     if catch_up:
-        caught_up = catch_up_mirror(brain.store)
-        if caught_up is not None:
-            log.info("%s", caught_up.summary())
+        report = startup(brain=brain, warm=False)
+        if report.persona is not None:
+            log.info("%s", report.persona.summary())
+        for warning in report.warnings:
+            log.warning("%s", warning)
+        if report.mirror_sync is not None:
+            log.info("%s", report.mirror_sync.summary())
     try:
         brain.register_specialists()
     except BrainError as exc:
         log.warning("specialists unavailable: %s", exc)
+    return report
