@@ -238,7 +238,12 @@ def test_a_writer_killed_mid_batch_leaves_a_mirror_that_agrees_once_reopened(bac
             proc.send_signal(signal.SIGKILL)  # no clean-up of any kind
             proc.wait(timeout=30)
 
+        # opened again here (the library call), then by `brain mirror verify` in a new process
+        with RagStore() as store:
+            mine = verify_mirror(store, store.mirror)
+            assert mine.ok, f"kill {attempt} ({mode}): {mine.summary()}"
         report = _verify_in_a_new_process(data)
         assert report["ok"], f"kill {attempt} ({mode}): {report}"
+        assert report["checked"] == mine.checked
         if mode == "hang":  # the unfinished batch was rolled back: only the fact before it is left
             assert report["checked"] == 1
