@@ -7,8 +7,11 @@ One `chroma run` server on loopback serves every part, in this one run:
 
 (a) propagation lag: two `brain serve` processes on one collection (the default feed interval); a memory
     written through one (POST /v1/memories) is searched for on the other (GET /v1/memories/search, served
-    from its in-process index) every 10 ms until it shows; the same for its delete;
-(b) ``POST /v1/context`` throughput with ``brain serve --workers`` 1, 2 and 4 on the chat-shaped corpus of
+    from its in-process index) every 10 ms until it shows; the same for its in-place edit (PATCH), for its
+    delete with a new memory right after (the collection's size does not move) and for a delete
+    (bench/bench_propagation.py measures the same between two library processes, 200 of each);
+(b) ``POST /v1/context`` throughput with ``brain serve --workers`` 1, 2 and 4 (and each worker's CPU seconds,
+    which show how the client's kept-alive connections were spread over the workers) on the chat-shaped corpus of
     ``bench_context.py`` (``--n`` documents, precomputed 384-d vectors recorded as the local model's), 16
     requests in flight, every message distinct and embedded by the real local model;
 (c) cold start from the index snapshot vs a rebuild from Chroma (``--cold-n`` documents, 768-d), on the
