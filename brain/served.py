@@ -48,8 +48,11 @@ class ServedStore:
         self.settings = brain.settings
 
     def get(self, ids: str | Sequence[str] | None = None, *, where: dict[str, Any] | None = None,
-            type: str | DocType | None = None, limit: int | None = None, offset: int | None = None) -> list[Document]:
+            type: str | DocType | None = None, limit: int | None = None, offset: int | None = None,
+            entity: str | None = None) -> list[Document]:
         params: dict[str, Any] = {"ids": [ids] if isinstance(ids, str) else list(ids or [])}
+        if entity is not None:
+            params["entity"] = entity
         if where:
             params["where"] = json.dumps(where)
         if type is not None:

@@ -141,7 +141,7 @@ def test_the_mirror_calls_report_what_they_did(tmp_path, local_embedder):
         report = b.backfill_mirror(progress=False)
         assert report.embedded == 1 and report.coverage.memories == 1 and report.coverage.with_vectors == 1
         assert report.to_dict()["coverage"]["ratio"] == 1.0 and "1 of 1 memories" in report.summary()
-            assert report.summary().startswith("embedded 1 document;")
+        assert report.summary().startswith("embedded 1 document;")
         assert b.verify_mirror().ok
         b.store.col.update(ids=[stored], metadatas=[{"importance": 2}])  # in Chroma only
         assert not b.verify_mirror().ok

@@ -47,10 +47,10 @@ def add_routes(app: FastAPI) -> None:
                  where: str | None = Query(None, description='a metadata filter as a JSON object, e.g. '
                                                              '{"scope": "global", "tags": ["food"]}'),
                  limit: int | None = Query(None, ge=1, le=MAX_OFFSET),
-                 offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Any:
+                 offset: int = Query(0, ge=0, le=MAX_OFFSET), entity: EntityQuery = None) -> Any:
         access_of(request).require_unrestricted("reading documents of any type (/v1/docs)")
         docs = brain_of(request).store.get(ids or None, where=_where(where), type=type, limit=limit,
-                                           offset=offset or None)
+                                           offset=offset or None, entity=entity)
         return {"docs": [d.to_dict() for d in docs]}
 
     @app.get("/v1/search", tags=["documents"], operation_id="search",
