@@ -29,7 +29,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from brain.errors import Forbidden, NotFound, Problem, ValidationError, joined
+from brain.errors import ConversationOwned, Forbidden, NotFound, Problem, ValidationError, joined
 from brain.memories import may_change, may_read, readable_scopes
 from brain.memory_listing import list_memories
 from brain.schemas import (
@@ -278,9 +278,12 @@ class Access:
                 entity = _entity_of(first)
             else:
                 raise _no_conversation(conversation_id)
-            return self.chat.record_exchange(conversation_id, user_text, assistant_text, entity=entity,
-                                             timestamp=timestamp, metadata=metadata, user_name=user_name,
-                                             assistant_name=assistant_name)
+            try:
+                return self.chat.record_exchange(conversation_id, user_text, assistant_text, entity=entity,
+                                                 timestamp=timestamp, metadata=metadata, user_name=user_name,
+                                                 assistant_name=assistant_name)
+            except ConversationOwned:  # another scope claimed this id first (another process, meanwhile)
+                raise _no_conversation(conversation_id) from None
 
     def list_conversations(self, *, limit: int | None = None, offset: int = 0) -> list[Any]:
         """The conversations the request may use, most recent activity first (see :mod:`brain.browse`)."""
@@ -291,7 +294,7 @@ class Access:
     def conversation_turns(self, conversation_id: str, k: int | None = None) -> tuple[str, list[Any]]:
         """(the id, its turns in order; the last ``k`` when given)."""
         conversation_id, _ = self._conversation(conversation_id)
-        docs = self.store.conversation_turns(conversation_id)
+        docs = self.store.conversation_turns(conversation_id, entity=self.entity)
         return conversation_id, (docs[-k:] if k is not None else docs)
 
     def conversation_summaries(self, conversation_id: str) -> tuple[str, list[Any]]:

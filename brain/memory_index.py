@@ -369,9 +369,10 @@ class MemoryIndex:
         if equals:
             items = list(equals.items())
             metas = self._metas
-            mask = np.fromiter(
+            same = np.fromiter(
                 (all(metas[r].get(key) == value for key, value in items) for r in range(n)), dtype=bool, count=n
             )
+            mask = same if mask is None else mask & same
         if scopes is not None:
             codes = [self._scope_code[s] for s in scopes if s in self._scope_code]
             scope_mask: np.ndarray | None = None

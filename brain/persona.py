@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from brain.errors import ValidationError
 from brain.ids import derived_id
-from brain.schemas import DocType, check_speaker_name, format_timestamp, parse_timestamp, utc_now
+from brain.memories import visible_scopes
+from brain.schemas import GLOBAL_SCOPE, DocType, check_speaker_name, format_timestamp, parse_timestamp, utc_now
 from brain.text.markdown import markdown_sections, slugify
 
 if TYPE_CHECKING:
@@ -118,9 +119,11 @@ def _version_order(version: str) -> tuple[float, str]:
         return (float("-inf"), version)  # a hand-written version sorts before loaded ones
 
 
-def current_persona(store: RagStore) -> list[Document]:
-    """The sections of the current persona version, in file order."""
-    docs = store.get(type=DocType.PERSONA)
+def current_persona(store: RagStore, entity: str | None = None) -> list[Document]:
+    """The sections of the current persona version, in file order, as ``entity`` sees it: chosen among
+    the global sections and that entity's (without ``entity``, the global ones: the persona
+    ``persona.md`` loads)."""
+    docs = _persona_docs(store, entity)
     version = current_version(d.metadata for d in docs)
     chosen = [d for d in docs if d.metadata.get("version") == version]
     return sorted(chosen, key=lambda d: int(d.metadata.get("position", 0)))
@@ -144,7 +147,7 @@ def load_persona(store: RagStore, path: str | Path) -> PersonaLoad:
         except ValueError as exc:
             raise ValidationError.of("name", f"persona file {path}: {exc}") from None
     digest = hashlib.sha256(markdown.encode("utf-8")).hexdigest()[:16]
-    existing = store.get(type=DocType.PERSONA)
+    existing = _persona_docs(store, None)
     version = current_version(d.metadata for d in existing)
     current = [d for d in existing if d.metadata.get("version") == version]
     if current and all(d.metadata.get("content_hash") == digest for d in current):
@@ -162,6 +165,11 @@ def load_persona(store: RagStore, path: str | Path) -> PersonaLoad:
     stale = [d.id for d in existing]
     removed = store.delete(stale) if stale else 0
     return PersonaLoad(str(path), True, new_version, digest, len(sections), removed)
+
+
+def _persona_docs(store: RagStore, entity: str | None) -> list[Document]:
+    scopes = visible_scopes(entity)
+    return [d for d in store.get(type=DocType.PERSONA) if d.metadata.get("scope", GLOBAL_SCOPE) in scopes]
 
 
 def persona_block(store: RagStore, max_chars: int | None = None) -> str:

@@ -168,10 +168,11 @@ class ChatMemory:
             vector = store.embedder.embed_query(user_message)  # once, for every document type
         ranked: dict[str, list[ContextItem]] = {name: [] for name in SECTIONS}
         if s.enable_persona:
-            hits = store.retrieve_persona(None, PERSONA_MAX_SECTIONS, query_vector=vector)
+            hits = store.retrieve_persona(None, PERSONA_MAX_SECTIONS, query_vector=vector, entity=entity)
             ranked["persona"] = [_similarity_item(h) for h in hits]
         if s.enable_faq:
-            ranked["faq"] = [_similarity_item(h) for h in store.retrieve_faq(None, s.faq_top_k, query_vector=vector)]
+            hits = store.retrieve_faq(None, s.faq_top_k, query_vector=vector, entity=entity)
+            ranked["faq"] = [_similarity_item(h) for h in hits]
         if s.enable_memory:
             hits = store.retrieve_memories(None, s.memory_top_k, entity, query_vector=vector)
             ranked["memory"] = [
@@ -183,17 +184,21 @@ class ChatMemory:
             if s.track_access and hits:
                 self.access.note([h.id for h in hits])
         if want_summaries:
-            hits = store.retrieve_summaries(None, s.summary_top_k, conversation_id, query_vector=vector)
+            # the conversation's own documents: acting for an entity, those it may see; unrestricted, all
+            # of them, as its turns are
+            hits = store.retrieve_summaries(None, s.summary_top_k, conversation_id, query_vector=vector,
+                                            entity=entity, all_scopes=entity is None)
             ranked["summary"] = [_similarity_item(h) for h in hits]
         if s.enable_turn and conversation_id is not None:
-            turns = store.recent_turns(conversation_id, s.turn_top_k)
+            turns = store.recent_turns(conversation_id, s.turn_top_k, entity=entity)
             ranked["turn"] = [ContextItem(d.id, d.text, d.metadata) for d in reversed(turns)]
             if want_related:
-                ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k)
+                ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k,
+                                                  entity)
         return ranked
 
     def related_turns_for(self, conversation_id: str, user_message: str, *, query_vector: Any = None,
-                          k: int | None = None) -> list[ContextItem]:
+                          k: int | None = None, entity: str | None = None) -> list[ContextItem]:
         """The context's ``related`` candidates for ``user_message``, best first, before the budget: the
         ``k`` (default ``RAG_RELATED_TURN_TOP_K``) older turns of the conversation that match it best
         (:mod:`brain.turn_search`), outside the ``RAG_TURN_TOP_K`` recent turns the context shows anyway.
@@ -203,13 +208,15 @@ class ChatMemory:
             raise ValidationError("user_message must be a non-empty string", [Problem("user_message", "empty")])
         s = self.settings
         k = s.related_turn_top_k if k is None else check_k(k)
+        if entity is not None:
+            valid_entity_scope(entity)
         vector = self.store.embedder.embed_query(user_message) if query_vector is None else query_vector
         return self._related(conversation_id, user_message, vector,
-                             self.store.recent_turns(conversation_id, s.turn_top_k), k)
+                             self.store.recent_turns(conversation_id, s.turn_top_k, entity=entity), k, entity)
 
     def _related(self, conversation_id: str, user_message: str, vector: Any, recent: Sequence[Any],
-                 k: int) -> list[ContextItem]:
-        return self.related_turns.find(conversation_id, user_message, vector, {d.id for d in recent}, k)
+                 k: int, entity: str | None = None) -> list[ContextItem]:
+        return self.related_turns.find(conversation_id, user_message, vector, {d.id for d in recent}, k, entity)
 
     def _tokens(self) -> TokenCounter:
         if self._token_counter is None:

@@ -59,13 +59,11 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
 @click.option("--k", type=click.IntRange(1, MAX_K),
               help="How many results (default: the RAG_*_TOP_K setting of the type, 5 otherwise).")
 @click.option("--entity", type=EntityType(),
-              help="With --type memory: the memories in scope entity:NAME, and global ones; never another entity's.")
+              help="The documents in scope entity:NAME, and global ones; never another entity's.")
 @json_option
 @pass_state
 def search(state: State, query: str, doc_type: str | None, k: int | None, entity: str | None) -> None:
     """Search the store for QUERY."""
-    if entity is not None and doc_type != DocType.MEMORY.value:
-        raise click.UsageError("--entity needs --type memory")
     hits = state.brain(create=False).search(query, type=doc_type, k=k, entity=entity)
     ranked = doc_type == DocType.MEMORY.value
     line = memory_hit_line if ranked else hit_line
