@@ -213,11 +213,10 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
     # ---- resources ---------------------------------------------------------------------------------
     @server.resource("brain://persona", name="persona", mime_type="text/markdown",
                      description="The assistant's current persona, section by section.")
-    def persona(ctx: Context) -> str:
-        try:
-            sections = current_persona(brain.store, access(ctx, None).entity)
-        except BrainError as exc:
-            raise ResourceError(str(exc)) from exc
+    def persona() -> str:
+        # a static resource gets no request context: the persona as the pinned entity sees it, else the
+        # global one (never a section of another scope)
+        sections = current_persona(brain.store, entity)
         return "\n\n".join(f"## {d.metadata['heading']}\n\n{d.text}" if d.metadata.get("heading") else d.text
                            for d in sections)
 
