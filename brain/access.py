@@ -41,6 +41,7 @@ from brain.schemas import (
     check_scope,
     entity_scope,
     valid_conversation_id,
+    valid_name,
 )
 
 #: memory metadata keys a caller never sets through ``metadata``: the store's own keys, the fields that
@@ -52,20 +53,8 @@ MEMORY_FIELD_KEYS = RESERVED_KEYS | frozenset({
 })
 
 
-def check_entity_name(name: Any, field: str = "entity") -> str:
-    """``name`` if it is a valid entity name, else :class:`ValidationError` naming ``field``."""
-    if not isinstance(name, str):
-        message = f"{field} must be a string, got {type(name).__name__}"
-    elif name == "":
-        message = f"{field} is empty: give the entity's name, or leave {field} out"
-    else:
-        try:
-            entity_scope(name)
-            return name
-        except ValueError:
-            message = (f"{field} {name!r} is not a valid entity name: 1 to {ENTITY_MAX_LENGTH} characters, "
-                       "no control characters, no space at the start or end")
-    raise ValidationError.of(field, message)
+#: the one rule for entity names (:func:`brain.schemas.valid_name`), under the name this module exports
+check_entity_name = valid_name
 
 
 def _entity_of(scope: str) -> str | None:

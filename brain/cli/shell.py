@@ -18,7 +18,7 @@ from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError
 from brain.store import RagStore
-from brain.schemas import check_scope, entity_scope
+from brain.schemas import check_name, check_scope, entity_scope
 
 
 class CommandFailed(click.ClickException):
@@ -127,10 +127,9 @@ class EntityType(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         try:
-            entity_scope(value)
+            return check_name(value, "--entity")
         except ValueError as exc:
-            self.fail(f"{exc} (an entity name must be non-empty, without leading or trailing spaces)", param, ctx)
-        return value
+            self.fail(str(exc), param, ctx)
 
 
 def scope_of(entity: str | None, scope: str | None) -> str | None:

@@ -34,7 +34,7 @@ def add_routes(app: FastAPI) -> None:
         acting = access_of(request, entity).entity
         return persona_sections(brain_of(request).store, acting=acting)
 
-    @app.delete("/v1/entities/{name}", tags=["memories"], operation_id="forget_entity",
+    @app.delete("/v1/entities/{name:path}", tags=["memories"], operation_id="forget_entity",
                 responses=documented_responses(403, 404, 422, 503, ok=(200, ForgetOut)))
     def forget_entity(name: EntityPath, request: Request) -> Any:
         """Forget a person: every document in scope entity:<name> (memories, conversation turns and
