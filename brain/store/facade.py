@@ -42,7 +42,7 @@ from brain.store.plan import WriteResult, memory_edit, plan_write
 from brain.store.positions import PositionClaims
 from brain.store.reads import find_ids, get_documents, type_value
 from brain.store.retrieval import Retrieval, VersionRule
-from brain.store.snapshot import SnapshotIdentity, SnapshotKeeper, snapshot_path
+from brain.store.snapshot import SnapshotIdentity, SnapshotKeeper, snapshot_key, snapshot_path
 from brain.write_intents import WriteIntentLog
 from brain.migrations import migrate_typed_fields
 
@@ -195,7 +195,8 @@ class RagStore:
         identity = SnapshotIdentity(self.settings.collection, str(self.col.id), self.embedder.name, self.dimension,
                                     tuple(self.settings.indexed_types))
         # the embedded store is this process's alone; a server's writes are followed through the change feed
-        return SnapshotKeeper(snapshot_path(self.settings), identity, owned=self._dir_lock is not None)
+        return SnapshotKeeper(snapshot_path(self.settings), identity, owned=self._dir_lock is not None,
+                              key=snapshot_key(self.client, self.settings.collection))
 
     def save_index_snapshot(self) -> Path | None:
         """Save the in-process indexes (built first if need be) to the index snapshot
