@@ -26,12 +26,18 @@ from brain.errors import ValidationError
 from brain.ids import derived_id
 from brain.memories import visible_scopes
 from brain.schemas import GLOBAL_SCOPE, DocType, check_speaker_name, format_timestamp, parse_timestamp, utc_now
+from brain.text.bounded import TooLarge, read_bounded_text
 from brain.text.markdown import markdown_sections, slugify
 
 if TYPE_CHECKING:
     from brain.results import Document
     from brain.store import RagStore
 
+#: a persona file larger than this is refused: a persona is a few kilobytes, and every section of it is
+#: embedded, kept in process and put in every context
+MAX_PERSONA_BYTES = 1_000_000
+#: a persona of more sections than this is refused (the context serves at most this many)
+MAX_PERSONA_SECTIONS = 1000
 _NAME_LINE = re.compile(r"^[ \t]*name[ \t]*:(?P<name>.*)$", re.IGNORECASE | re.MULTILINE)
 # "You are Brain, the assistant of ..." -> Brain; "You are a helpful assistant" names no one
 _YOU_ARE = re.compile(r"^\s*You are (?P<name>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})\s*[,.;:!]")
@@ -133,7 +139,10 @@ def load_persona(store: RagStore, path: str | Path) -> PersonaLoad:
     """Bring the stored persona in line with the file at ``path`` (see the module docstring)."""
     path = Path(path)
     try:
-        markdown = path.read_text(encoding="utf-8")
+        markdown = read_bounded_text(path, MAX_PERSONA_BYTES)
+    except TooLarge as exc:
+        raise ValidationError(f"persona file {path}: {exc} (MAX_PERSONA_BYTES); a persona is a few kilobytes: "
+                              "check that BRAIN_PERSONA_PATH names the right file") from None
     except FileNotFoundError:
         raise ValidationError(f"persona file {path} does not exist; create it or set BRAIN_PERSONA_PATH") from None
     except UnicodeDecodeError as exc:
@@ -141,6 +150,10 @@ def load_persona(store: RagStore, path: str | Path) -> PersonaLoad:
     sections = split_sections(markdown)
     if not sections:
         raise ValidationError(f"persona file {path} has no text")
+    if len(sections) > MAX_PERSONA_SECTIONS:
+        raise ValidationError(f"persona file {path} has {len(sections)} sections; a persona has at most "
+                              f"{MAX_PERSONA_SECTIONS} (MAX_PERSONA_SECTIONS): check that BRAIN_PERSONA_PATH names "
+                              "the right file")
     if sections[0].topic == "core" and not sections[0].heading:
         try:
             name_in(sections[0].text)
