@@ -194,9 +194,10 @@ class RagStore:
             return None
         identity = SnapshotIdentity(self.settings.collection, str(self.col.id), self.embedder.name, self.dimension,
                                     tuple(self.settings.indexed_types))
+        client, collection = self.client, self.settings.collection
         # the embedded store is this process's alone; a server's writes are followed through the change feed
         return SnapshotKeeper(snapshot_path(self.settings), identity, owned=self._dir_lock is not None,
-                              key=snapshot_key(self.client, self.settings.collection))
+                              key=lambda: snapshot_key(client, collection))
 
     def save_index_snapshot(self) -> Path | None:
         """Save the in-process indexes (built first if need be) to the index snapshot

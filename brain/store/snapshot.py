@@ -47,7 +47,7 @@ import secrets
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,10 +239,12 @@ class SnapshotKeeper(WriteSubscriber):
 
     cache = True  # deletes other processes made reach it too
 
-    def __init__(self, path: Path, identity: SnapshotIdentity, *, owned: bool, key: bytes):
+    def __init__(self, path: Path, identity: SnapshotIdentity, *, owned: bool, key: Callable[[], bytes]):
+        """``key``: gives the store's snapshot key (:func:`snapshot_key`), asked once, on first use."""
         self.path = path
         self.identity = identity
-        self.key = key
+        self._key_source = key
+        self._key: bytes | None = None
         self.owned = owned
         self.current = False  # the file holds what the indexes hold
         self._file_may_exist = True
@@ -272,12 +274,23 @@ class SnapshotKeeper(WriteSubscriber):
 
     def load(self) -> Snapshot | None:
         """The snapshot, or None after logging why it cannot be used."""
+        if not self.path.is_file():
+            self.reject("there is none", quiet=True)
+            return None
         try:
-            snapshot = read_snapshot(self.path, self.identity, self.key)
+            snapshot = read_snapshot(self.path, self.identity, self.key())
         except SnapshotUnusable as exc:
             self.reject(str(exc), quiet=not self.path.exists())
             return None
+        except StoreUnavailable as exc:  # the key cannot be read: rebuild, as for any unusable snapshot
+            self.reject(str(exc))
+            return None
         return snapshot
+
+    def key(self) -> bytes:
+        if self._key is None:
+            self._key = self._key_source()
+        return self._key
 
     def reject(self, why: str, *, quiet: bool = False) -> None:
         """Log that the snapshot is ignored, and why."""
@@ -286,7 +299,8 @@ class SnapshotKeeper(WriteSubscriber):
 
     def save(self, indexes: dict[str, MemoryIndex], *, count: int, sequence: int | None,
              feed_id: str | None) -> Path:
-        write_snapshot(self.path, self.identity, indexes, count=count, sequence=sequence, feed_id=feed_id, key=self.key)
+        write_snapshot(self.path, self.identity, indexes, count=count, sequence=sequence, feed_id=feed_id,
+                       key=self.key())
         self._file_may_exist = True
         self.current = True
         return self.path
