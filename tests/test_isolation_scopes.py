@@ -112,3 +112,19 @@ def test_a_persona_load_leaves_other_scopes_out_of_the_version_it_compares(tmp_p
     first = load_persona(embedded_store, path)
     assert first.changed and first.removed == 1  # the hand-written global version, not Bob's section
     assert SECRET in embedded_store.retrieve_persona(QUERY, k=5, entity="bob")[0].text
+
+
+def test_a_summary_holds_the_words_of_its_own_scope_only(store):
+    from brain.chat.summaries import SummaryJob
+
+    chat = ChatMemory(store, summarizer=ExtractiveSummarizer(), start_worker=False)
+    try:
+        chat.record_exchange("conv-sum", "Alice plans a garden.", "Tomatoes grow well.", entity="alice")
+        store.upsert_docs([{"text": f"Bob whispers {SECRET}", "type": "turn", "conversation_id": "conv-sum",
+                            "role": "user", "turn_index": 3, "scope": "entity:bob"}])
+        chat.record_exchange("conv-sum", "And basil?", "Basil too.", entity="alice")  # turns 4 and 5
+        turns, docs = chat.summary_writer.read_window(SummaryJob("conv-sum", 1, 5, 1))
+        assert {d.metadata["scope"] for d in docs} == {"entity:alice"}
+        assert all(SECRET not in t.text for t in turns) and len(turns) == 4
+    finally:
+        chat.close()
