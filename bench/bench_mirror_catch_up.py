@@ -34,7 +34,7 @@ os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working dir
 from brain.config import Settings  # noqa: E402
 from brain.mirror import catch_up, verify_mirror  # noqa: E402
 from brain.core import open_store  # noqa: E402
-from brain.store import RagStore  # noqa: E402
+from brain.rag_store import RagStore  # noqa: E402
 from bench_mirror import PrecomputedEmbedder  # noqa: E402  (documents bring their vectors)
 
 SEED = 1313

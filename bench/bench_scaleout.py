@@ -56,7 +56,7 @@ import chromadb  # noqa: E402
 
 from brain.config import Settings  # noqa: E402
 from brain.core import open_store  # noqa: E402
-from brain.store import RagStore  # noqa: E402
+from brain.store import Store  # noqa: E402
 from tests.conftest import start_chroma_server, stop  # noqa: E402
 
 WORKERS = (1, 2, 4)
@@ -196,7 +196,7 @@ def feed_cost(tmp: Path, url: str, n: int) -> dict[str, Any]:
         return Settings(data_dir=tmp / name, chroma_url=url, collection=f"{name}-{uuid.uuid4().hex[:8]}")
 
     fed = open_store(settings("fed"), embedder=embedder, mirror=False)  # the change feed attached
-    bare = RagStore(settings("bare"), embedder=embedder)  # the same store, opened without the feed
+    bare = Store(settings("bare"), embedder=embedder)  # the same store, opened without the feed
     client = chromadb.HttpClient(host="127.0.0.1", port=int(url.rsplit(":", 1)[1]),
                                  settings=chromadb.Settings(anonymized_telemetry=False))
     raw = client.get_or_create_collection(f"raw-{uuid.uuid4().hex[:8]}", configuration={"hnsw": {"space": "cosine"}},

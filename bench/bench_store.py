@@ -44,7 +44,7 @@ from brain.core import open_store  # noqa: E402
 from brain.embeddings import get_embedder  # noqa: E402
 from brain.embeddings.base import Embedder, Kind  # noqa: E402
 from brain.memory_index import MemoryIndex  # noqa: E402
-from brain.store import RagStore  # noqa: E402
+from brain.rag_store import RagStore  # noqa: E402
 
 SEED = 20240611
 DAY = 86400

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from brain.errors import ConversationOwned, Forbidden, NotFound, Problem, ValidationError, joined
-from brain.memories import may_change, may_read, readable_scopes
+from brain.memories import global_refusal, may_change, may_read, readable_scopes
 from brain.memory_listing import list_memories
 from brain.schemas import (
     ENTITY_MAX_LENGTH,
@@ -160,9 +160,12 @@ class Access:
     def _changeable(self, doc_id: str) -> Any:
         doc = self._memory(doc_id)
         if not may_change(str(doc.metadata.get("scope", GLOBAL_SCOPE)), self.entity):
-            raise Forbidden(f"memory {doc_id!r} is global: only the admin token without an entity may change or "
-                            f"delete it, not a request acting for {self.entity!r}")
+            raise self._refused([doc_id])
         return doc
+
+    def _refused(self, doc_ids: Sequence[str]) -> Forbidden:
+        who = "a request acting for" if self.caller.is_admin else f"a {self.caller.bound_by} bound to"
+        return Forbidden(global_refusal(doc_ids, str(self.entity), who))
 
     def get_memory(self, doc_id: str) -> Any:
         return self._memory(doc_id)
@@ -219,8 +222,10 @@ class Access:
         doc_ids = list(dict.fromkeys(doc_ids))
         if not doc_ids:
             raise ValidationError.of("ids", "ids is empty: give the id of at least one memory")
-        for doc_id in doc_ids:
-            self._changeable(doc_id)
+        docs = [self._memory(doc_id) for doc_id in doc_ids]
+        shared = [d.id for d in docs if not may_change(str(d.metadata.get("scope", GLOBAL_SCOPE)), self.entity)]
+        if shared:  # every global id named at once, so that one retry without them succeeds
+            raise self._refused(shared)
         if not self.store.delete(doc_ids, type=DocType.MEMORY):  # deleted by another request meanwhile
             raise NotFound(f"no memory with id {doc_ids[0]!r}")
         return doc_ids
@@ -251,13 +256,14 @@ class Access:
 
     def record_exchange(self, conversation_id: str | None, user_text: str, assistant_text: str, *,
                         timestamp: Any = None, metadata: Mapping[str, Any] | None = None,
-                        user_name: str | None = None, assistant_name: str | None = None) -> Any:
+                        user_name: str | None = None, assistant_name: str | None = None,
+                        idempotency_key: str | None = None) -> Any:
         """:meth:`ChatMemory.record_exchange` into a new conversation, or one of the caller's: its turns stay
         in the scope the conversation started in."""
         if conversation_id is None:
             return self.chat.record_exchange(None, user_text, assistant_text, entity=self.entity,
                                              timestamp=timestamp, metadata=metadata, user_name=user_name,
-                                             assistant_name=assistant_name)
+                                             assistant_name=assistant_name, idempotency_key=idempotency_key)
         conversation_id = valid_conversation_id(conversation_id)
         with _STRIPES[hash(conversation_id) % len(_STRIPES)]:
             scopes, first = self._conversation_scopes(conversation_id)
@@ -270,7 +276,7 @@ class Access:
             try:
                 return self.chat.record_exchange(conversation_id, user_text, assistant_text, entity=entity,
                                                  timestamp=timestamp, metadata=metadata, user_name=user_name,
-                                                 assistant_name=assistant_name)
+                                                 assistant_name=assistant_name, idempotency_key=idempotency_key)
             except ConversationOwned:  # another scope claimed this id first (another process, meanwhile)
                 raise _no_conversation(conversation_id) from None
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from brain.schemas import GLOBAL_SCOPE, DocType, entity_of, format_timestamp
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 
 # ---- conversations --------------------------------------------------------------------------------
@@ -46,7 +46,7 @@ class _Seen:
     latest: float = 0.0
 
 
-def list_conversations(store: RagStore, *, acting: str | None = None, limit: int | None = None,
+def list_conversations(store: Store, *, acting: str | None = None, limit: int | None = None,
                        offset: int = 0) -> list[ConversationInfo]:
     """Conversations, most recent activity first (then by id), that a request acting as ``acting``
     may use (None: every one). One pass over the turns' and summaries' metadata; no text is read."""
@@ -86,7 +86,7 @@ def list_conversations(store: RagStore, *, acting: str | None = None, limit: int
 
 # ---- the knowledge base ---------------------------------------------------------------------------
 
-def knowledge_by_file(store: RagStore, *, acting: str | None = None) -> list[dict[str, Any]]:
+def knowledge_by_file(store: Store, *, acting: str | None = None) -> list[dict[str, Any]]:
     """The FAQ documents a request acting as ``acting`` may read (its own and global ones; None: every
     one) as ``[{"kb_file", "topics": [{"topic", "documents": [doc dict]}]}]``: files by
     name (documents written without a file last, as ``kb_file`` None), topics by name (untitled last),
@@ -110,8 +110,9 @@ def knowledge_by_file(store: RagStore, *, acting: str | None = None) -> list[dic
 
 # ---- the persona ----------------------------------------------------------------------------------
 
-def persona_sections(store: RagStore, *, acting: str | None = None) -> dict[str, Any]:
-    """The current persona version as ``acting`` sees it (see :func:`brain.persona.current_persona`): ``{"version", "source", "sections": [{"title", "text", "topic",
+def persona_sections(store: Store, *, acting: str | None = None) -> dict[str, Any]:
+    """The current persona version as ``acting`` sees it (see :func:`brain.persona.current_persona`):
+    ``{"version", "source", "sections": [{"title", "text", "topic",
     "position", "id"}]}`` in file order. ``version`` is None when no persona is stored; ``source`` is
     ``BRAIN_PERSONA_PATH`` when that file exists (it is what ``brain persona`` loads), else None."""
     from brain.persona import current_persona

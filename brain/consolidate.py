@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from brain.errors import Problem, ValidationError, joined
+from brain.wording import counted
 from brain.memories import created, is_part, merge_near_duplicates, merged_fields
 from brain.schemas import PART_OF_KEY, DocType, MemoryMetadata, format_timestamp, read_stored
 
 if TYPE_CHECKING:
     from brain.results import Document
-    from brain.store import RagStore
+    from brain.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class ConsolidationReport:
 
     def summary(self) -> str:
         verb = "would merge" if self.dry_run else "merged"
-        lines = [f"{self.scanned} memories scanned (cosine > {self.threshold:g}): {verb} {self.removed} "
+        lines = [f"{counted(self.scanned, 'memory')} scanned (cosine > {self.threshold:g}): {verb} {self.removed} "
                  f"into {len(self.merges)}"]
         for m in self.merges:
             lines.append(f"  keep {m.kept_id} [{m.scope}] {m.kept_text!r}")
@@ -88,7 +89,7 @@ class ConsolidationReport:
         return "\n".join(lines)
 
 
-def consolidate_memories(store: RagStore, *, threshold: float | None = None, dry_run: bool = False) -> ConsolidationReport:
+def consolidate_memories(store: Store, *, threshold: float | None = None, dry_run: bool = False) -> ConsolidationReport:
     """Find (and unless ``dry_run``, apply) the merges described in the module docstring; ``threshold``
     defaults to ``BRAIN_CONSOLIDATE_THRESHOLD``."""
     threshold = store.settings.consolidate_threshold if threshold is None else threshold

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings, load_settings
 from brain.errors import BrainError, ConfigError, StoreUnavailable, ValidationError
+from brain.memories import search_scopes
 from brain.schemas import DocType
-from brain.store import RagStore
+from brain.rag_store import RagStore
 
 if TYPE_CHECKING:
     from brain.chat import ChatMemory
@@ -134,8 +135,9 @@ class Brain:
         """Search one document type the way it is ranked: memories by score (similarity, importance,
         recency), persona, FAQ and summaries by similarity from their in-process indexes, turns or no
         type through Chroma. ``k`` defaults to the type's setting. With ``entity``, ``entity``'s
-        documents and global ones, never another entity's; without, the ranked types search global
-        documents only and turns or no type every scope (as :meth:`RagStore.search` does)."""
+        documents and global ones, never another entity's, whatever the type; without, the ranked types
+        and memories among the others global ones only (:func:`brain.memories.scopes_for`), turns every
+        scope (as :meth:`Store.search` does)."""
         doc_type = _type_name(type)
         kwargs: dict[str, Any] = {"k": k} if k is not None else {}
         if doc_type == DocType.MEMORY.value:
@@ -147,7 +149,10 @@ class Brain:
         }.get(doc_type or "")
         if by_similarity is not None:
             return by_similarity(query, entity=entity, **kwargs)
-        return self.store.search(query, type=doc_type, entity=entity, **kwargs)
+        where = None
+        if doc_type is None and entity is None:  # memories among the other types: as a memory search ranks
+            where = {"$or": [{"type": {"$ne": DocType.MEMORY.value}}, {"scope": sorted(search_scopes(None) or ())}]}
+        return self.store.search(query, type=doc_type, where=where, entity=entity, **kwargs)
 
     def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
         """Merge near-duplicate memories of each scope (see :mod:`brain.consolidate`); ``threshold``
@@ -197,7 +202,8 @@ class Brain:
 
     def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, Any]:
         """Whether the store answers, the embedder, the summariser's status and the mirror's, with
-        ``status`` ``ok``, ``degraded`` (a damaged mirror: reads and writes still work, from Chroma) or
+        ``status`` ``ok``, ``degraded`` (a damaged mirror: reads and writes still work, from Chroma; or
+        too little free disk, ``disk``: writes are refused, reads work) or
         ``unavailable`` (the store is down). ``detail`` adds how much the store holds, and where: the
         documents per type (``counts``). ``verify`` (with ``detail``) adds whether the mirror matches the
         store (``mirror.verify``: ``ok``, the documents checked and the number of each kind of difference);
@@ -216,12 +222,17 @@ class Brain:
                               "dimension": int(self.store.embedder.dimension)}
         report["summariser"] = self.chat.health()
         health = self.store.mirror_health  # None for a store opened without open_store: no mirror
+        if health is not None and health.status == "degraded":
+            self.store.catch_up_mirror(wait=False)  # writable again: caught up now, not at the next write
         report["mirror"] = health.to_dict() if health is not None else {"status": "off", "ok": True, "path": None}
+        report["disk"] = self.store.disk.status(detail=detail)  # below its margin, writes are refused; reads go on
         if detail and healthy:
             report["counts"] = {t.value: self.store.count(t) for t in DocType}
-            if verify and self.mirror is not None:
+            # a mirror that cannot be written now is not read either (see EngramMirror.unwritable)
+            if verify and self.mirror is not None and report["mirror"]["status"] == "ok":
                 report["mirror"]["verify"] = self._verify_summary()
-        report["status"] = "unavailable" if not healthy else "ok" if report["mirror"]["ok"] else "degraded"
+        degraded = not (report["mirror"]["ok"] and report["disk"]["ok"])
+        report["status"] = "unavailable" if not healthy else "degraded" if degraded else "ok"
         return report
 
     def _verify_summary(self) -> dict[str, Any]:
@@ -276,32 +287,9 @@ def _type_name(value: str | DocType | None) -> str | None:
 
 def open_store(settings: Settings | None = None, *, embedder: Embedder | None = None, client: Any | None = None,
                mirror: EngramMirror | bool | None = None, create: bool = True) -> RagStore:
-    """A :class:`~brain.store.RagStore` wired with what the store itself does not import: the change
-    feed (with ``BRAIN_CHROMA_URL``: every write numbered across processes, other processes' writes
-    followed; see :mod:`brain.store.feed`), the mirror, subscribed to its writes (both before unfinished
-    writes are rolled back at open, so they follow that too), and the persona's rule for the current
-    version.
-
-    ``mirror``: an open :class:`~brain.mirror.EngramMirror` (the caller closes it), ``False`` for
-    none, or ``None`` for the mirror file of the settings when ``BRAIN_MIRROR_ENABLED``."""
-    from brain.mirror.subscriber import open_mirror_subscriber
-    from brain.persona import current_version
-    from brain.store.feed import ChangeFeed
-    from brain.store.positions import PositionClaims
-
-    settings = settings or Settings()
-
-    def attach(store: RagStore) -> None:
-        # several processes share a Chroma server, never an embedded store (its directory is locked):
-        # only there do writes go through the change feed
-        if settings.chroma_url:
-            store.attach_feed(ChangeFeed(store.client, settings.collection, settings.chroma_url, keep=settings.feed_keep),
-                              PositionClaims(store.client, settings.collection, settings.chroma_url))
-        link = open_mirror_subscriber(settings, store.embedder.name, mirror)
-        store.mirror_link = store.subscribe(link, close=link.close)
-
-    return RagStore(settings, embedder=embedder, client=client, create=create, attach=attach,
-                    persona_version=current_version)
+    """``RagStore(settings, ...)``: the store with its change feed, mirror and persona rule
+    (:mod:`brain.rag_store`). Kept as a function because the README and older callers use it."""
+    return RagStore(settings, embedder=embedder, client=client, mirror=mirror, create=create)
 
 
 def open(settings: Settings | None = None, *, create: bool = True, start_worker: bool = True,

@@ -15,13 +15,14 @@ import sys
 from pathlib import Path
 
 from brain.chat import ChatMemory, Context
+from brain.wording import counted
 from brain.config import load_settings
 from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError, ConfigError
 from brain.ingest import ingest_paths
 from brain.startup import startup
-from brain.store import RagStore
+from brain.store import Store
 
 SAMPLE_QUESTION = "Can you read the text on the photo of my train ticket?"
 SAMPLE_MEMORIES = [
@@ -34,7 +35,7 @@ SAMPLE_MEMORIES = [
 DEMO_CONVERSATION = "conv-demo"
 
 
-def seed_conversation(store: RagStore, chat: ChatMemory) -> int:
+def seed_conversation(store: Store, chat: ChatMemory) -> int:
     """Memories (idempotent by text) and one exchange, unless the demo conversation exists already."""
     store.upsert_docs([{"type": "memory", "source": "chat", **m} for m in SAMPLE_MEMORIES])
     if store.recent_turns(DEMO_CONVERSATION, k=1):
@@ -61,8 +62,8 @@ def render(question: str, ctx: Context, specialists: list | None) -> str:
     for item in ctx.turn:
         out.append(f"  #{item.metadata['turn_index']} {item.metadata['role']}: {item.text}")
     if specialists is not None:
-        out += ["", "Specialists for this question (score, band):"]
-        out += [f"  {m.score:.3f}  {m.band:<8}  {m.id}" for m in specialists]
+        out += ["", "Specialists for this question (best first by confidence; the band is read from it):"]
+        out += [f"  confidence {m.confidence:.3f}  {m.band:<8}  score {m.score:.3f}  {m.id}" for m in specialists]
     out += ["", f"Prompt block (what the model sees, {ctx.chars} characters):"]
     out += ["  " + line for line in ctx.prompt.splitlines()]
     return "\n".join(out)
@@ -112,13 +113,13 @@ def _run(brain: Brain, args: argparse.Namespace, kb_path: Path) -> int:
         print(f"warning: {warning}")
     if report.persona:
         print(f"Persona: {report.persona.sections} sections, " + ("loaded" if report.persona.changed else "unchanged"))
-    print(f"Knowledge base: {kb.files_read} files, {kb.added} documents added, {kb.unchanged} unchanged, "
-          f"{kb.removed} removed; conversation: {turns} new turns")
+    print(f"Knowledge base: {counted(kb.files_read, 'file')}, {counted(kb.added, 'document')} added, "
+          f"{kb.unchanged} unchanged, {kb.removed} removed; conversation: {counted(turns, 'new turn')}")
     print(f"Documents: {stats['by_type']}")
     if store.mirror is not None:
         counts = store.mirror.count_by_type()
-        print(f"Engram mirror: {counts.get('memory', 0)} memories, {counts.get('turn', 0)} turns, "
-              f"{counts.get('summary', 0)} summaries in {store.mirror.path}")
+        print(f"Engram mirror: {counted(counts.get('memory', 0), 'memory')}, {counted(counts.get('turn', 0), 'turn')}, "
+              f"{counted(counts.get('summary', 0), 'summary')} in {store.mirror.path}")
     print()
     print(render(args.question, ctx, specialists))
     return 0

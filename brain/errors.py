@@ -15,6 +15,7 @@ The hierarchy, by what a caller does about it::
     │   └── SummarizerUnavailable     ... or cannot be reached
     ├── StoreUnavailable              the store cannot serve now: retry, or fix what the message names
     │   ├── StoreNotFound, StoreLocked, StoreError
+    │   ├── DiskSpaceLow              too little free disk: a write was refused before anything was written
     │   └── MirrorCorrupt             the mirror file is damaged: ``brain mirror rebuild``
     ├── Forbidden                     the caller may not do this
     └── NotFound (KeyError)           no document with that id
@@ -168,6 +169,21 @@ class StoreError(StoreUnavailable):
     """Chroma failed or refused an operation on the collection (an internal error, a request it
     cannot serve). The message names the operation and what to check; nothing of a failed write is
     kept by brain's own state."""
+
+
+class DiskSpaceLow(StoreUnavailable):
+    """A write was refused, before anything was written, because the disk holding the data has less free
+    space than ``BRAIN_MIN_FREE_DISK_MB``. ``path`` is the directory checked; ``free`` and ``margin`` in bytes."""
+
+    def __init__(self, path: str | Path, free: int, margin: int):
+        self.path = Path(path)
+        self.free = free
+        self.margin = margin
+        super().__init__(
+            f"the disk of {self.path} has {free / 2**20:.0f} MB free, less than BRAIN_MIN_FREE_DISK_MB "
+            f"({margin / 2**20:.0f} MB): the write was refused and nothing was written. Free some space, or "
+            f"lower BRAIN_MIN_FREE_DISK_MB; reads go on meanwhile"
+        )
 
 
 class MirrorCorrupt(StoreUnavailable):

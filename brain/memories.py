@@ -18,12 +18,21 @@ Other fields come from one version: for a duplicate (:func:`merge_duplicate`) th
 replace the older one's; for near-duplicates (:func:`merge_near_duplicates`) the kept memory's stay,
 and the ids of the memories it absorbs join its ``merged_from``.
 
-**Visibility.** A memory lives in one scope: ``global`` or ``entity:<name>``. Acting as an entity, a
-caller sees the global scope and its own (:func:`visible_scopes`), never another entity's, and changes
-only its own (:func:`may_change`). Unrestricted (the admin naming no entity) reads and changes every
-scope, but ranks global memories only (:func:`search_scopes`). A retired memory (an inactive
-``status``) and a part of something else (``part_of``) are kept but never ranked as memories
-(:func:`is_inactive`, :func:`is_part`; the memory index filters on them).
+**Visibility: the scope rule.** A memory lives in one scope: ``global`` or ``entity:<name>``. Every
+read of memories names an entity or none, and :func:`scopes_for` alone decides what it covers, in the
+library and in every shell (CLI, HTTP, MCP, the browser):
+
+- *for entity X* (a list, a search, a prompt's memories, a read by id): X's own memories and the
+  global ones, never another entity's;
+- *for no entity*: a search or a prompt ranks the global memories only; a listing (an operator's
+  inventory) shows every scope.
+
+Every memory a read returns carries its ``scope``, so a list for X shows which items are global (shared
+by every entity). Changes are narrower than reads (:func:`may_change`): acting for X, only X's own
+memories are changed or deleted, and a global one is refused with a message naming it; only an
+unrestricted caller changes a global memory. A retired memory (an inactive ``status``) and a part of
+something else (``part_of``) are kept but never ranked as memories (:func:`is_inactive`,
+:func:`is_part`; the memory index filters on them).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from datetime import datetime
 from typing import Any
 
 from brain.ids import normalize_memory_text
+from brain.wording import noun_for
 from brain.schemas import (
     GLOBAL_SCOPE,
     DocType,
@@ -117,28 +127,42 @@ def _validated(base: dict[str, Any], versions: Sequence[MemoryMetadata], fields:
 
 # ---- visibility ------------------------------------------------------------------------------------
 
-def visible_scopes(entity: Any) -> frozenset[str]:
-    """The scopes a caller acting for ``entity`` may see: the entity's own and the global one
-    (None: the global one only). Raises :class:`ValidationError` for a bad entity."""
+def scopes_for(entity: Any, *, listing: bool = False) -> frozenset[str] | None:
+    """The scope rule (see the module): the scopes a read of memories for ``entity`` covers. An entity:
+    its own scope and the global one. None: the global one for a search or a prompt; every scope (None)
+    for a ``listing``. Raises :class:`ValidationError` for a bad entity."""
     if entity is None:
-        return frozenset({GLOBAL_SCOPE})
+        return None if listing else frozenset({GLOBAL_SCOPE})
     return frozenset({GLOBAL_SCOPE, valid_entity_scope(entity)})
 
 
+def visible_scopes(entity: Any) -> frozenset[str]:
+    """The scopes a search for ``entity`` ranks (None: the global one only)."""
+    scopes = scopes_for(entity)
+    assert scopes is not None
+    return scopes
+
+
 def readable_scopes(acting: str | None) -> frozenset[str] | None:
-    """The scopes a request acting as ``acting`` may read, or None for every scope (unrestricted)."""
-    return None if acting is None else visible_scopes(acting)
+    """The scopes a listing for ``acting`` shows, or None for every scope (no entity named)."""
+    return scopes_for(acting, listing=True)
 
 
 def search_scopes(entity: str | None, *, all_scopes: bool = False) -> frozenset[str] | None:
-    """The scopes a memory search for ``entity`` ranks: the visible ones (no entity: global only), or
-    None (every scope; retired memories and parts too) for operators' all-scopes searches."""
-    return None if all_scopes else visible_scopes(entity)
+    """The scopes a memory search for ``entity`` ranks (:func:`scopes_for`), or None (every scope;
+    retired memories and parts too) for operators' all-scopes searches."""
+    return None if all_scopes else scopes_for(entity)
+
+
+def is_global(scope: Any) -> bool:
+    """Whether a memory of ``scope`` is global: shared by every entity (a missing scope reads as global)."""
+    return (scope or GLOBAL_SCOPE) == GLOBAL_SCOPE
 
 
 def may_read(scope: str, acting: str | None) -> bool:
     """Whether a memory of ``scope`` is visible to a request acting as ``acting``."""
-    return acting is None or scope == GLOBAL_SCOPE or scope == entity_scope(acting)
+    scopes = scopes_for(acting, listing=True)
+    return scopes is None or scope in scopes
 
 
 def may_change(scope: str, acting: str | None) -> bool:
@@ -147,8 +171,19 @@ def may_change(scope: str, acting: str | None) -> bool:
     return acting is None or scope == entity_scope(acting)
 
 
+def global_refusal(doc_ids: Sequence[str], acting: str, who: str = "a request acting for") -> str:
+    """The message refusing to change or delete the global memories ``doc_ids`` for ``acting``: they are
+    shared by every entity, so a change for one entity never reaches them (:func:`may_change`)."""
+    n, named = len(doc_ids), ", ".join(repr(i) for i in doc_ids)
+    return (f"{noun_for(n, 'memory')} {named} {noun_for(n, 'is')} global (shared by every entity): {who} "
+            f"{acting!r} changes and deletes only {acting!r}'s own memories; leave {noun_for(n, 'it')} out, or "
+            "ask without an entity as the admin")
+
+
 __all__ = [
     "created",
+    "global_refusal",
+    "is_global",
     "is_inactive",
     "is_part",
     "may_change",
@@ -160,6 +195,7 @@ __all__ = [
     "merged_tags",
     "readable_scopes",
     "same_text",
+    "scopes_for",
     "search_scopes",
     "visible_scopes",
 ]

@@ -1,8 +1,10 @@
-"""Memories as an operator handles them: unrestricted, by exact scope and by id (``brain memory ...``).
+"""Memories as an operator handles them: by scope, for an entity, and by id (``brain memory ...``).
 
-A request under a caller's identity (the HTTP API) goes through :mod:`brain.access` instead, which
-decides what that caller may see and change. Here every memory is visible: a scope filter is exact
-(``entity:ada`` lists Ada's memories, not the global ones too), and ids that are not memories are
+A request under a caller's identity (the HTTP API, MCP) goes through :mod:`brain.access` instead, which
+decides what that caller may see and change. Both read the scopes :func:`brain.memories.scopes_for`
+gives: a listing for an entity holds its memories and the global ones (each carrying its scope); a
+``scope`` filter is exact (``entity:ada`` lists Ada's own only). A removal for an entity removes only its
+own memories and refuses global ones, before anything is deleted; ids that are not memories are
 reported, never touched.
 """
 
@@ -12,15 +14,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from brain.errors import NotFound
+from brain.errors import Forbidden, NotFound, ValidationError
+from brain.memories import global_refusal, may_change, scopes_for
+from brain.memory_listing import list_memories as listing
 from brain.results import Document
-from brain.schemas import DocType
+from brain.schemas import GLOBAL_SCOPE, DocType, entity_of
+from brain.wording import noun_for
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 
-def add_memory(store: RagStore, text: str, *, scope: str | None = None, importance: int | None = None,
+def add_memory(store: Store, text: str, *, scope: str | None = None, importance: int | None = None,
                tags: Iterable[str] = ()) -> Document:
     """Store ``text`` as a memory (the same text in the same scope updates it) and return it as stored.
     ``scope`` and ``importance`` left None take the store's defaults (global, 3)."""
@@ -28,18 +33,46 @@ def add_memory(store: RagStore, text: str, *, scope: str | None = None, importan
     return store.get_one(store.upsert_memory(text, tags=list(tags), **given))
 
 
-def list_memories(store: RagStore, *, scope: str | None = None, tags: Sequence[str] = (),
-                  limit: int | None = None) -> list[Document]:
-    """Memories in storage order: all, or those in exactly ``scope``, having every tag of ``tags``."""
-    where: dict[str, Any] = {}
-    if scope is not None:
-        where["scope"] = scope
-    if tags:
-        where["tags"] = list(tags)
-    return store.get(type=DocType.MEMORY, where=where or None, limit=limit)
+def list_memories(store: Store, *, scope: str | None = None, entity: str | None = None,
+                  tags: Sequence[str] = (), limit: int | None = None) -> list[Document]:
+    """Memories in storage order: all, those in exactly ``scope``, or those a listing for ``entity``
+    shows (its own and the global ones, :func:`brain.memories.scopes_for`); having every tag of ``tags``."""
+    if scope is not None and entity is not None:
+        raise ValidationError.of("scope", "give scope (exactly one scope) or entity (its memories and the global "
+                                          "ones), not both")
+    scopes = [scope] if scope is not None else scopes_for(entity, listing=True)
+    return listing(store, scopes=None if scopes is None else sorted(scopes), tags=tags, limit=limit)
 
 
-def get_memory(store: RagStore, doc_id: str) -> Document:
+def entity_names(store: Store) -> set[str]:
+    """Every entity with a document in its scope (one pass over the metadata; no text is read)."""
+    names: set[str] = set()
+    for page in store.chroma.pages(None, ["metadatas"]):
+        for meta in page["metadatas"]:
+            name = entity_of(str((meta or {}).get("scope") or GLOBAL_SCOPE))
+            if name is not None:
+                names.add(name)
+    return names
+
+
+def case_variants(store: Store, entity: str) -> list[str]:
+    """The stored entity names that differ from ``entity`` only by case (entity names are case-sensitive:
+    ``Bob`` and ``bob`` are two entities), sorted."""
+    folded = entity.casefold()
+    return sorted(n for n in entity_names(store) if n != entity and n.casefold() == folded)
+
+
+def case_hint(store: Store, entity: str) -> str:
+    """``""``, or a clause for a message about ``entity`` finding nothing, naming the stored entities
+    that differ from it only by case."""
+    variants = case_variants(store, entity)
+    if not variants:
+        return ""
+    return (f"; entity names are case-sensitive, and {', '.join(repr(v) for v in variants)} "
+            f"{noun_for(len(variants), 'is')} stored")
+
+
+def get_memory(store: Store, doc_id: str) -> Document:
     """The memory ``doc_id``; :class:`NotFound` when there is none (another type's id included)."""
     docs = store.get([doc_id], type=DocType.MEMORY)
     if not docs:
@@ -69,11 +102,18 @@ class MemoryRemoval:
         return NotFound(f"no memory with id {', '.join(repr(i) for i in self.not_found)}")
 
 
-def remove_memories(store: RagStore, doc_ids: Iterable[str]) -> MemoryRemoval:
+def remove_memories(store: Store, doc_ids: Iterable[str], *, entity: str | None = None) -> MemoryRemoval:
     """Delete the memories among ``doc_ids``; ids of other document types, or of nothing, are reported
-    in ``not_found`` and left alone (repeated ids count once)."""
+    in ``not_found`` and left alone (repeated ids count once). With ``entity``, only its own memories are
+    deleted: another entity's ids are ``not_found`` (they do not exist for it) and a global id is
+    :class:`Forbidden` before anything is deleted (:func:`brain.memories.may_change`)."""
     wanted = list(dict.fromkeys(doc_ids))
-    found = [doc.id for doc in store.get(wanted, type=DocType.MEMORY)]
+    docs = store.get(wanted, type=DocType.MEMORY, entity=entity)
+    if entity is not None:
+        shared = [d.id for d in docs if not may_change(str(d.metadata.get("scope") or GLOBAL_SCOPE), entity)]
+        if shared:
+            raise Forbidden(global_refusal(shared, entity, "a removal for entity"))
+    found = [doc.id for doc in docs]
     if found:
         store.delete(found, type=DocType.MEMORY)
     present = set(found)

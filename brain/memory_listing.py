@@ -18,7 +18,7 @@ from brain.schemas import STATUSES, DocType, check_importance
 
 if TYPE_CHECKING:
     from brain.results import Document
-    from brain.store import RagStore
+    from brain.store import Store
 
 Order = Literal["stored", "newest"]
 ORDERS: tuple[str, ...] = ("stored", "newest")
@@ -58,7 +58,7 @@ def newest_first(docs: Iterable[Document]) -> list[Document]:
     return sorted(docs, key=lambda d: (-float(d.metadata.get("ts_epoch") or 0.0), d.id))
 
 
-def list_memories(store: RagStore, *, scopes: Sequence[str] | str | None = None, tags: Sequence[str] = (),
+def list_memories(store: Store, *, scopes: Sequence[str] | str | None = None, tags: Sequence[str] = (),
                   importance: Sequence[int] = (), status: Sequence[str] = (), order: str = "stored",
                   limit: int | None = None, offset: int | None = None) -> list[Document]:
     """Memories in ``scopes`` (None: all) having every tag of ``tags``, an importance among ``importance``

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from brain.errors import ValidationError
+from brain.wording import counted
 from brain.ids import derived_id
 from brain.memories import visible_scopes
 from brain.schemas import GLOBAL_SCOPE, DocType, check_speaker_name, format_timestamp, parse_timestamp, utc_now
@@ -31,7 +32,7 @@ from brain.text.markdown import markdown_sections, slugify
 
 if TYPE_CHECKING:
     from brain.results import Document
-    from brain.store import RagStore
+    from brain.store import Store
 
 #: a persona file larger than this is refused: a persona is a few kilobytes, and every section of it is
 #: embedded, kept in process and put in every context
@@ -67,8 +68,8 @@ class PersonaLoad:
 
     def summary(self) -> str:
         state = f"loaded version {self.version}" if self.changed else f"unchanged (version {self.version})"
-        removed = f", {self.removed} old sections removed" if self.removed else ""
-        return f"persona {self.path}: {self.sections} sections, {state}{removed}"
+        removed = f", {counted(self.removed, 'old section')} removed" if self.removed else ""
+        return f"persona {self.path}: {counted(self.sections, 'section')}, {state}{removed}"
 
 
 def split_sections(markdown: str) -> list[PersonaSection]:
@@ -125,7 +126,7 @@ def _version_order(version: str) -> tuple[float, str]:
         return (float("-inf"), version)  # a hand-written version sorts before loaded ones
 
 
-def current_persona(store: RagStore, entity: str | None = None) -> list[Document]:
+def current_persona(store: Store, entity: str | None = None) -> list[Document]:
     """The sections of the current persona version, in file order, as ``entity`` sees it: chosen among
     the global sections and that entity's (without ``entity``, the global ones: the persona
     ``persona.md`` loads)."""
@@ -135,7 +136,7 @@ def current_persona(store: RagStore, entity: str | None = None) -> list[Document
     return sorted(chosen, key=lambda d: int(d.metadata.get("position", 0)))
 
 
-def load_persona(store: RagStore, path: str | Path) -> PersonaLoad:
+def load_persona(store: Store, path: str | Path) -> PersonaLoad:
     """Bring the stored persona in line with the file at ``path`` (see the module docstring)."""
     path = Path(path)
     try:
@@ -180,12 +181,12 @@ def load_persona(store: RagStore, path: str | Path) -> PersonaLoad:
     return PersonaLoad(str(path), True, new_version, digest, len(sections), removed)
 
 
-def _persona_docs(store: RagStore, entity: str | None) -> list[Document]:
+def _persona_docs(store: Store, entity: str | None) -> list[Document]:
     scopes = visible_scopes(entity)
     return [d for d in store.get(type=DocType.PERSONA) if d.metadata.get("scope", GLOBAL_SCOPE) in scopes]
 
 
-def persona_block(store: RagStore, max_chars: int | None = None) -> str:
+def persona_block(store: Store, max_chars: int | None = None) -> str:
     """The current persona as prompt-ready text, in file order."""
     block = "\n\n".join(
         (f"{d.metadata['heading']}:\n{d.text}" if d.metadata.get("heading") else d.text) for d in current_persona(store)

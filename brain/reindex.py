@@ -45,7 +45,7 @@ import numpy as np
 from brain.embeddings import Embedder, get_embedder
 from brain.errors import ReindexError, ValidationError
 from brain.progress import ProgressOptions, open_progress
-from brain.store import RagStore
+from brain.store import Store
 from brain.store.chroma import ChromaAccess, GuardedCollection, open_cosine_collection
 from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.feed import PENDING_GRACE_SECONDS
@@ -145,7 +145,7 @@ class DropReport:
 
 # ---- the pointer of a store -------------------------------------------------------------------------
 
-def current_state(store: RagStore) -> PointerState:
+def current_state(store: Store) -> PointerState:
     """The store's pointer, or the one it implies when it never had one."""
     state = read_pointer(store.client, store.settings.collection)
     if state is not None:
@@ -189,7 +189,7 @@ class _Recorder(WriteSubscriber):
 class _Copier:
     """Copies documents from the live collection into the target, embedding or reusing vectors."""
 
-    def __init__(self, store: RagStore, target: ChromaAccess, embedder: Embedder, batch: int,
+    def __init__(self, store: Store, target: ChromaAccess, embedder: Embedder, batch: int,
                  report: ReindexReport, progress: Any, on_batch: Callable[[int], None] | None):
         self.store, self.target, self.embedder = store, target, embedder
         # the collection live when the run began (it stays this one after the swap: late writes come from it)
@@ -291,7 +291,7 @@ class _Copier:
         return len(todo) + len(gone)
 
 
-def _target_access(store: RagStore, name: str, embedder: Embedder) -> ChromaAccess:
+def _target_access(store: Store, name: str, embedder: Embedder) -> ChromaAccess:
     col = open_cosine_collection(store.client, name, embedder, schema_version=1,
                                  switch=f"the collection {name!r} is being built for another model; run "
                                         f"`brain reindex --embedder` with that model to finish it, or drop it",
@@ -300,7 +300,7 @@ def _target_access(store: RagStore, name: str, embedder: Embedder) -> ChromaAcce
     return ChromaAccess(store.client, GuardedCollection(col, where), where)
 
 
-def _build_for(store: RagStore, state: PointerState, embedder: Embedder) -> Build | None:
+def _build_for(store: Store, state: PointerState, embedder: Embedder) -> Build | None:
     """The build under way for ``embedder`` (to resume), or None for a new one; raises when the live
     collection is built with ``embedder`` already."""
     build = state.building
@@ -312,7 +312,7 @@ def _build_for(store: RagStore, state: PointerState, embedder: Embedder) -> Buil
     return None
 
 
-def _start(store: RagStore, embedder: Embedder) -> tuple[PointerState, Build, bool]:
+def _start(store: Store, embedder: Embedder) -> tuple[PointerState, Build, bool]:
     """The pointer with the build for ``embedder`` (a build under way for it is resumed)."""
     state = current_state(store)
     build = _build_for(store, state, embedder)
@@ -328,7 +328,7 @@ def _start(store: RagStore, embedder: Embedder) -> tuple[PointerState, Build, bo
     return replace(state, building=build, generation=state.generation + 1), build, False
 
 
-def plan(store: RagStore, embedder: Embedder) -> ReindexPlan:
+def plan(store: Store, embedder: Embedder) -> ReindexPlan:
     """What :func:`run` would do for ``embedder``, without writing anything (nor calling the embedder)."""
     state = current_state(store)
     build = _build_for(store, state, embedder)
@@ -346,7 +346,7 @@ def plan(store: RagStore, embedder: Embedder) -> ReindexPlan:
                        to_embed=len(todo) - reused, to_delete=extra, resumed=build is not None)
 
 
-def run(store: RagStore, embedder: Embedder, *, batch: int = BATCH,
+def run(store: Store, embedder: Embedder, *, batch: int = BATCH,
         progress: bool | ProgressOptions = True, on_batch: Callable[[int], None] | None = None,
         swap: bool = True) -> ReindexReport:
     """Re-index ``store`` for ``embedder`` and make the new collection live (see the module docstring).
@@ -418,7 +418,7 @@ def run(store: RagStore, embedder: Embedder, *, batch: int = BATCH,
     return report
 
 
-def _replay(store: RagStore, copier: _Copier, recorder: _Recorder, feed: Any, seen: int,
+def _replay(store: Store, copier: _Copier, recorder: _Recorder, feed: Any, seen: int,
             until: int | None = None) -> tuple[int, int]:
     """Copy again what was written since ``seen`` (this process's writes, and the feed's records
     up to ``until``); returns (ids copied or deleted, the feed sequence read up to)."""
@@ -453,14 +453,14 @@ def _replay_old(copier: _Copier, feed: Any, seen: int, until: int) -> int:
 
 # ---- the specialists -------------------------------------------------------------------------------
 
-def _specialists_name(store: RagStore, collection: str) -> str:
+def _specialists_name(store: Store, collection: str) -> str:
     """The specialists' collection that goes with the store's collection ``collection``."""
     base = store.settings.specialists_collection
     suffix = collection[len(store.settings.collection):]
     return base + suffix
 
 
-def _register_specialists(store: RagStore, embedder: Embedder, collection: str) -> int:
+def _register_specialists(store: Store, embedder: Embedder, collection: str) -> int:
     """Register the specialists for ``embedder`` in the collection that goes with ``collection``
     (before the swap: a failure leaves everything as it was). Returns how many texts were embedded;
     0 without a specialists file."""
@@ -478,14 +478,14 @@ def _register_specialists(store: RagStore, embedder: Embedder, collection: str) 
 class _EmbedderView:
     """The store as the specialist registry sees it, with the new embedder."""
 
-    def __init__(self, store: RagStore, embedder: Embedder):
+    def __init__(self, store: Store, embedder: Embedder):
         self._store, self.embedder = store, embedder
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
 
-def _flip_specialists(store: RagStore, collection: str) -> None:
+def _flip_specialists(store: Store, collection: str) -> None:
     """Point the specialists' logical name at the collection that goes with ``collection``."""
     from brain.store.live import Generation, PointerState
 
@@ -501,7 +501,7 @@ def _flip_specialists(store: RagStore, collection: str) -> None:
 
 # ---- roll-back and clean-up ----------------------------------------------------------------------
 
-def rollback(store: RagStore, *, progress: bool | ProgressOptions = True) -> ReindexReport:
+def rollback(store: Store, *, progress: bool | ProgressOptions = True) -> ReindexReport:
     """Make the collection served before the last swap live again. What was written since the swap
     is copied into it first (embedded with its model), so no write is lost."""
     state = current_state(store)
@@ -515,7 +515,7 @@ def rollback(store: RagStore, *, progress: bool | ProgressOptions = True) -> Rei
     return run(store, embedder, progress=progress)
 
 
-def _delete_collection(store: RagStore, name: str) -> None:
+def _delete_collection(store: Store, name: str) -> None:
     from chromadb.errors import NotFoundError
 
     try:
@@ -524,7 +524,7 @@ def _delete_collection(store: RagStore, name: str) -> None:
         log.info("collection %s: %s", name, exc)
 
 
-def drop_grace_seconds(store: RagStore) -> float:
+def drop_grace_seconds(store: Store) -> float:
     """How long after a swap the collection it retired stays undroppable: on a Chroma server, other
     processes serve it until their next feed check; an embedded store is this one process."""
     if store.feed_writer is None:
@@ -532,7 +532,7 @@ def drop_grace_seconds(store: RagStore) -> float:
     return max(DROP_GRACE_SECONDS, 10 * store.settings.feed_interval_seconds)
 
 
-def drop_old(store: RagStore, *, keep: int = 0, grace_seconds: float | None = None) -> DropReport:
+def drop_old(store: Store, *, keep: int = 0, grace_seconds: float | None = None) -> DropReport:
     """Delete the collections older than the live one beyond the ``keep`` newest, and the mirror's
     vectors of models no kept collection uses.
 
@@ -568,7 +568,7 @@ def drop_old(store: RagStore, *, keep: int = 0, grace_seconds: float | None = No
 
 
 
-def open_live_store(settings: Any) -> RagStore:
+def open_live_store(settings: Any) -> Store:
     """The store opened with the embedder its live collection records, whatever ``BRAIN_EMBEDDER``
     says (a re-index reads the live collection with its own model); the mirror and, with a Chroma
     server, the change feed attached as for serving (:func:`brain.core.open_store`)."""

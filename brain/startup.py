@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from brain.config import Settings
+from brain.wording import counted
 from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError, ConfigError
 from brain.persona import PersonaLoad, load_persona
-from brain.store import RagStore
+from brain.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class StartupReport:
     mirror_sync: Any = None  # the mirror's catch-up, a brain.mirror.sync.SyncReport (None: no mirror)
 
     @property
-    def store(self) -> RagStore:
+    def store(self) -> Store:
         return self.brain.store
 
     def to_dict(self) -> dict[str, Any]:
@@ -47,7 +48,7 @@ class StartupReport:
     def summary(self) -> str:
         stats = self.store.stats()
         lines = [
-            f"store: {stats['backend']} ({stats['embedder']}, {stats['dimension']}-d), {stats['documents']} documents",
+            f"store: {stats['backend']} ({stats['embedder']}, {stats['dimension']}-d), {counted(stats['documents'], 'document')}",
             self.persona.summary() if self.persona else "persona: none loaded",
             "in-process indexes: " + ", ".join(f"{t} {n}" for t, n in self.indexed.items()),
             f"ready in {self.seconds:.2f} s",
@@ -87,7 +88,7 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
     return StartupReport(brain, persona, time.perf_counter() - started, indexed, warnings, mirror_sync)
 
 
-def catch_up_mirror(store: RagStore) -> Any:
+def catch_up_mirror(store: Store) -> Any:
     """Bring the store's mirror in line with Chroma (:func:`brain.mirror.sync.catch_up`: content, not
     counts), or None when the mirror is off or damaged. Run by every entry point that serves."""
     if store.mirror is None:

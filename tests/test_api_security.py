@@ -23,7 +23,7 @@ from brain.chat import ChatMemory
 from brain.config import Settings
 from brain.core import open_store
 from brain.errors import ConfigError
-from brain.store import RagStore
+from brain.rag_store import RagStore
 from brain.summarizers import ExtractiveSummarizer
 
 from .conftest import ROOT, free_port

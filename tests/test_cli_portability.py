@@ -130,7 +130,7 @@ def test_specialists_list_and_find(monkeypatch):
     found = run_json("specialists", "find", "read the text in this photo", "--k", "2")["results"]
     assert found[0]["id"] == "ocr" and len(found) == 2
     text = run("specialists", "find", "look this up online")
-    assert text.exit_code == 0 and text.stdout.splitlines()[0].split()[2] == "web_search"
+    assert text.exit_code == 0 and text.stdout.splitlines()[1].split()[3] == "web_search"  # under the header
 
 
 def test_specialists_with_a_missing_file_is_one_error_line(monkeypatch, tmp_path):

@@ -33,7 +33,7 @@ from brain.integrations.xaibo import (
     BrainVectorIndex,
     UnsupportedModality,
 )
-from brain.store import RagStore
+from brain.rag_store import RagStore
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_YAML = ROOT / "config" / "xaibo" / "agent.yaml"

@@ -23,7 +23,7 @@ from brain.cli import cli
 from brain.config import Settings
 from brain.mirror import catch_up, verify_mirror
 from brain.core import open_store
-from brain.store import RagStore
+from brain.rag_store import RagStore
 from brain.startup import startup
 
 from .conftest import ROOT, free_port

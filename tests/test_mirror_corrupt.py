@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from brain.core import open_store
 import brain.embeddings
-from brain.store import RagStore
+from brain.rag_store import RagStore
 import brain.store.facade
 from brain.cli import cli
 from brain.config import Settings

@@ -14,7 +14,7 @@ from brain.chat import ChatMemory
 from brain.config import Settings
 from brain.core import open_store
 from brain.mirror import recover_store, verify_mirror
-from brain.store import RagStore
+from brain.rag_store import RagStore
 
 TYPES = ("memory", "turn", "summary", "persona", "faq")
 PERSONA = "# Tone\nWarm and brief.\n\n# Values\nHonest about what it does not know.\n"

@@ -13,7 +13,7 @@ from brain.embeddings.base import Embedder
 from brain.errors import EmbeddingModelMismatch
 from brain.mirror import EngramMirror, restore_from_mirror, sync_mirror, verify_mirror
 from brain.mirror.mapping import metadata_json
-from brain.store import RagStore
+from brain.rag_store import RagStore
 
 ALL_TYPES = ("memory", "persona", "faq", "summary", "turn")
 DEFAULT_TYPES = ("memory", "turn", "summary")  # BRAIN_MIRROR_TYPES' default

@@ -12,7 +12,7 @@ import brain
 from brain.config import Settings
 from brain.core import open_store
 from brain.errors import ConfigError, StoreNotFound, StoreUnavailable, ValidationError
-from brain.store import RagStore
+from brain.rag_store import RagStore
 from brain.summarizers import ExtractiveSummarizer
 
 from .conftest import ROOT, api_settings

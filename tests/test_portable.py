@@ -32,7 +32,7 @@ from brain.pam import (
     integrity_checksum,
     pam_tag,
 )
-from brain.store import RagStore
+from brain.rag_store import RagStore
 
 #: the PAM specification's example files (see tests/fixtures/pam/README.md for their source)
 EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "pam"

@@ -20,7 +20,7 @@ from brain.schemas import (
     MAX_TAG_LENGTH,
     MAX_TAGS,
     DocType,
-    FaqMetadata,
+    FAQMetadata,
     MemoryMetadata,
     PersonaMetadata,
     SummaryMetadata,
@@ -116,7 +116,7 @@ def test_persona_topic_is_optional_and_absent_when_not_given():
 
 def test_faq_to_chroma_uses_underscore_keys_and_default_version():
     meta = validate_metadata("faq", {"timestamp": TS, "topic": "billing", "_specialist_name": "calculator"})
-    assert isinstance(meta, FaqMetadata)
+    assert isinstance(meta, FAQMetadata)
     assert meta.to_chroma() == {
         "type": "faq",
         "timestamp": TS_UTC,
@@ -446,7 +446,7 @@ def test_persona_bad_version(version, rule):
     ],
 )
 def test_faq_accepts_underscore_and_plain_keyword_arguments(kwargs):
-    direct = FaqMetadata(type="faq", timestamp=TS, **kwargs)
+    direct = FAQMetadata(type="faq", timestamp=TS, **kwargs)
     validated = validate_metadata("faq", {"timestamp": TS, **kwargs})
     for meta in (direct, validated):
         assert meta.specialist_name == "calc"

@@ -171,10 +171,10 @@ def test_the_store_imports_neither_the_mirror_nor_the_persona():
 
 def test_a_bare_store_has_no_mirror_until_one_is_subscribed(tmp_path, local_embedder):
     from brain.mirror.subscriber import open_mirror_subscriber
-    from brain.store import RagStore
+    from brain.store import Store
 
     settings = Settings(data_dir=tmp_path / "data")
-    with RagStore(settings, embedder=local_embedder) as bare:
+    with Store(settings, embedder=local_embedder) as bare:
         bare.upsert_memory("Max collects stamps")
         assert bare.mirror is None and bare.mirror_health is None
         link = open_mirror_subscriber(settings, local_embedder.name)

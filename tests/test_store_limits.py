@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from brain.core import open_store
-from brain.errors import BrainError, StoreError, ValidationError
+from brain.errors import BrainError, FilterError, StoreError, ValidationError
 from brain.schemas import MAX_LIST_ITEMS, MAX_TAGS
-from brain.store import GuardedCollection, RagStore
+from brain.rag_store import RagStore
+from brain.store import GuardedCollection
 
 TAGS_5470 = [f"tag-{i}" for i in range(5470)]
 LIST_6000 = [f"item-{i}" for i in range(6000)]
@@ -80,4 +81,6 @@ def test_chroma_refusals_become_store_errors(embedded_store):
         embedded_store.col.add(ids=["x"], embeddings=[np.ones(3, dtype=np.float32)], documents=["x"],
                                metadatas=[{"type": "memory"}])  # 3-d vectors into a 384-d collection
     with pytest.raises(StoreError, match=r"Chroma refused collection.get\(\)"):
-        embedded_store.col.get(where={"$bogus": 1})
+        embedded_store.col.get(include=["bogus"])
+    with pytest.raises(FilterError, match=r"where\['\$bogus'\]: unknown key or operator"):
+        embedded_store.col.get(where={"$bogus": 1})  # read as store.get reads a filter, before Chroma

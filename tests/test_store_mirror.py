@@ -9,7 +9,7 @@ from brain.config import Settings
 from brain.core import open_store
 from brain.errors import StoreUnavailable, ValidationError
 from brain.mirror.sync import restore_from_mirror, sync_mirror, verify_mirror
-from brain.store import RagStore
+from brain.rag_store import RagStore
 
 
 def chroma_vector(store: RagStore, doc_id: str) -> np.ndarray:
@@ -208,10 +208,11 @@ def test_mirror_commit_failure_after_chroma_keeps_the_index_in_step(embedded_sto
             raise StoreUnavailable("disk I/O error")  # as if the outermost COMMIT failed
 
     monkeypatch.setattr(store.mirror, "transaction", failing_commit)
-    with pytest.raises(StoreUnavailable, match="written to Chroma but the mirror could not be updated.*mirror sync"):
-        store.update_memory(doc_id, "Erin plays the bassoon")
+    # stored in Chroma, so not reported as failed: the mirror is degraded and catches up later
+    store.update_memory(doc_id, "Erin plays the bassoon")
+    assert store.mirror_health.status == "degraded" and store.mirror_health.behind == 1
     monkeypatch.undo()
     assert store.get_one(doc_id).text == "Erin plays the bassoon"
     assert store.retrieve_memories("what instrument does Erin play?", k=1)[0].text == "Erin plays the bassoon"
-    sync_mirror(store, store.mirror)
+    assert store.catch_up_mirror() == 1 and store.mirror_health.status == "ok"
     assert verify_mirror(store, store.mirror).ok

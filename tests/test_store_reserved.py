@@ -12,7 +12,7 @@ from brain.chat import ChatMemory
 from brain.core import open_store
 from brain.errors import NotFound, ValidationError
 from brain.schemas import RESERVED_KEYS
-from brain.store import RagStore
+from brain.rag_store import RagStore
 
 TS = "2026-01-01T00:00:00+00:00"
 

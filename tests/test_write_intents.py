@@ -24,7 +24,7 @@ from brain.cli import cli
 from brain.config import Settings
 from brain.core import open_store
 from brain.mirror.sync import verify_mirror
-from brain.store import RagStore
+from brain.rag_store import RagStore
 from brain.write_intents import PriorVersion, WriteIntentLog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +114,7 @@ WRITER = textwrap.dedent("""
     import numpy as np
     from brain.config import Settings
     from brain.core import open_store
-    from brain.store import RagStore
+    from brain.rag_store import RagStore
 
     data_dir, action, version = sys.argv[1], sys.argv[2], sys.argv[3]
     count = int(sys.argv[4])

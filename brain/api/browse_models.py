@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Path
 from pydantic import BaseModel, Field
 
-from brain.api.models import DocumentOut, Entity, sequence_field
+from brain.api.models import DocumentOut, Entity, mirror_status_field, sequence_field
 
 
 class ConversationOut(BaseModel):
@@ -60,6 +60,7 @@ class ForgetOut(BaseModel):
     scrubbed: dict[str, Any] = Field(description="how each file was compacted; chroma null for a Chroma server")
     conversations: list[str] = Field(description="ids of the conversations whose turns or summaries were removed")
     sequence: int | None = sequence_field()
+    mirror_status: str = mirror_status_field()
 
 
 EntityPath = Annotated[Entity, Path(description="an entity name")]

@@ -17,6 +17,7 @@ from brain.api.models import DOC_BATCH, ONE_DOC
 from brain.errors import (
     BrainError,
     ConfigError,
+    DiskSpaceLow,
     EmbedderError,
     Forbidden,
     NotFound,
@@ -85,6 +86,7 @@ def _problem(err: dict[str, Any]) -> Problem:
 _BRAIN_ERRORS: dict[type[BrainError], tuple[int, str]] = {
     Forbidden: (403, "forbidden"),
     NotFound: (404, "not_found"),
+    DiskSpaceLow: (503, "insufficient_storage"),  # a refused write: nothing was written, reads go on
     StoreUnavailable: (503, "store_unavailable"),
     EmbedderError: (503, "embedder_unavailable"),
     ConfigError: (503, "not_configured"),

@@ -20,9 +20,9 @@ from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import ConfigError
 from brain.startup import prepare_to_serve
-from brain.store import RagStore
+from brain.store import Store
 
-def create_app(settings: Settings | None = None, *, brain: Brain | None = None, store: RagStore | None = None,
+def create_app(settings: Settings | None = None, *, brain: Brain | None = None, store: Store | None = None,
                chat: Any | None = None, tokens: TokenTable | None = None, host: str | None = None) -> FastAPI:
     """The API over ``brain`` (the caller's to close), or over a Brain wired at start-up around
     ``store`` and ``chat`` (the caller's too), or opened from ``settings`` (closed at shutdown).

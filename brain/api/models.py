@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Path, Query
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, WithJsonSchema
 
+from brain.chat.chat_memory import IDEMPOTENCY_KEY_MAX, check_idempotency_key
 from brain.errors import Problem
 from brain.schemas import (
     CONVERSATION_ID_MAX_LENGTH,
@@ -53,6 +54,9 @@ Scope = Annotated[str, AfterValidator(check_scope), WithJsonSchema({
 SpeakerName = Annotated[str, AfterValidator(lambda value: check_speaker_name(value, "the name")), WithJsonSchema({
     "type": "string", "minLength": 1, "maxLength": SPEAKER_NAME_MAX_LENGTH, "pattern": SPEAKER_NAME_PATTERN,
     "description": "a display name: 1 to 128 characters, no control characters, no space at either end"})]
+IdempotencyKey = Annotated[str, AfterValidator(check_idempotency_key), WithJsonSchema({
+    "type": "string", "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX, "pattern": r"^[ -~]*[!-~][ -~]*$",
+    "description": "1 to 255 printable ASCII characters, e.g. a UUID the client made for this exchange"})]
 DocTypeName = Literal[DOC_TYPES]  # type: ignore[valid-type]
 Importance = Annotated[int, Field(ge=1, le=5, description="1 (trivia) .. 5 (essential)")]
 Metadata = dict[str, Any]
@@ -81,6 +85,9 @@ class ExchangeRequest(_Body):
     user_name: SpeakerName | None = Field(None, description="who wrote the user turn; the entity's name when absent")
     assistant_name: SpeakerName | None = Field(
         None, description="who wrote the assistant turn; the persona's name (persona.md) when absent")
+    idempotency_key: IdempotencyKey | None = Field(
+        None, description="makes a retry safe: the same exchange sent again with this key returns the first "
+                          "answer and writes nothing (also the Idempotency-Key header)")
 
 
 class MemoryCreate(_Body):
@@ -146,8 +153,15 @@ def sequence_field() -> Any:
                              "without a Chroma server, where there is one process and no feed")
 
 
+def mirror_status_field() -> Any:
+    return Field(description="where the write stands in the mirror: `ok` (mirrored), `degraded` (stored in Chroma; "
+                             "the mirror cannot be written now and catches up by itself once it can), `broken` "
+                             "(stored in Chroma; the mirror is damaged: `brain mirror rebuild`) or `off`")
+
+
 class DocumentWritten(DocumentOut):
     sequence: int | None = sequence_field()
+    mirror_status: str = mirror_status_field()
 
 
 class MemoryList(BaseModel):
@@ -173,6 +187,7 @@ class MemorySearch(BaseModel):
 class Deleted(BaseModel):
     deleted: str
     sequence: int | None = sequence_field()
+    mirror_status: str = mirror_status_field()
 
 
 class ExchangeOut(BaseModel):
@@ -182,7 +197,9 @@ class ExchangeOut(BaseModel):
     user_turn_index: int
     assistant_turn_index: int
     summaries_scheduled: list[str]
+    replayed: bool = Field(description="true when an earlier request with this idempotency key stored the exchange")
     sequence: int | None = sequence_field()
+    mirror_status: str = mirror_status_field()
 
 
 class TurnsOut(BaseModel):
@@ -198,6 +215,7 @@ class SummariesOut(BaseModel):
 class IdsOut(BaseModel):
     ids: list[str]
     sequence: int | None = sequence_field()
+    mirror_status: str = mirror_status_field()
 
 
 _ERROR_TEXT = {

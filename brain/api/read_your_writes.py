@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from brain.api.error_responses import error_response
 from brain.errors import StoreUnavailable, ValidationError
-from brain.store import RagStore
+from brain.store import Store
 from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.follower import check_sequence
 
@@ -42,14 +42,14 @@ class _RequestWrites(WriteSubscriber):
             written.append(event.sequence)
 
 
-def track_request_writes(store: RagStore) -> Callable[[], None]:
+def track_request_writes(store: Store) -> Callable[[], None]:
     """Note the sequences of ``store``'s writes per request, for :func:`request_sequence`; returns
     what stops it (the app calls both around its lifetime)."""
     subscriber = store.events.subscribe(_RequestWrites())
     return lambda: store.events.unsubscribe(subscriber)
 
 
-def request_sequence(store: RagStore) -> int | None:
+def request_sequence(store: Store) -> int | None:
     """What a client waits for to read this request's writes on any worker: the sequence of the latest
     write the request committed, or when it wrote nothing, the latest this worker committed (a read that
     asks for it sees at least what this worker served). None without a change feed."""
@@ -60,9 +60,13 @@ def request_sequence(store: RagStore) -> int | None:
 
 
 def with_sequence(request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    """A write route's response ``body`` with its ``"sequence"`` (see :func:`request_sequence`)."""
+    """A write route's response ``body`` with its ``"sequence"`` (see :func:`request_sequence`) and its
+    ``"mirror_status"``: whether the mirror took the write (``ok``) or Chroma alone has it for now
+    (``degraded``: caught up once the mirror can be written; ``broken``), or ``off``."""
     brain = request.app.state.brain
-    return {**body, "sequence": None if brain is None else request_sequence(brain.store)}
+    health = None if brain is None else brain.store.mirror_health
+    return {**body, "sequence": None if brain is None else request_sequence(brain.store),
+            "mirror_status": "off" if health is None else health.status}
 
 
 class ReadYourWrites:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from brain.errors import BrainError
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class AccessTracker:
     ``on_due``: called when the buffer reached :data:`ACCESS_FLUSH_SIZE` (the chat layer wakes its
     worker to flush)."""
 
-    def __init__(self, store: RagStore, *, clock: Callable[[], float] = time.time,
+    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time,
                  on_due: Callable[[], object] | None = None):
         self.store = store
         self.clock = clock

@@ -31,8 +31,10 @@ from brain.chat.summary_queue import SummaryQueue, SummarySchedule
 from brain.config import Settings
 from brain.consolidate import ConsolidationReport, consolidate_memories
 from brain.errors import Problem, ValidationError
+from brain.ids import derived_id
 from brain.results import Hit
 from brain.schemas import (
+    GLOBAL_SCOPE,
     DocType,
     check_extra_metadata,
     check_k,
@@ -45,7 +47,7 @@ from brain.schemas import (
 from brain.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 #: persona sections served per call (the whole current version; the cap only bounds a broken file)
 PERSONA_MAX_SECTIONS = 1000
@@ -57,6 +59,29 @@ _TURN_KEYS = frozenset({"text", "type", "id", "embedding", "role", "conversation
 
 def new_conversation_id() -> str:
     return f"conv-{uuid.uuid4()}"
+
+
+#: how an idempotency key may look: what an HTTP header carries, without control characters
+IDEMPOTENCY_KEY_MAX = 255
+
+
+def check_idempotency_key(value: Any) -> str:
+    if (not isinstance(value, str) or not 1 <= len(value) <= IDEMPOTENCY_KEY_MAX
+            or not all(" " <= c <= "~" for c in value) or not value.strip()):
+        raise ValidationError.of("idempotency_key", (
+            f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters (e.g. a UUID), "
+            f"got {value!r} (nothing was written)"))
+    return value
+
+
+def idempotent_turn_id(key: str, scope: str, role: str) -> str:
+    """The id of the ``role`` turn of the exchange sent with ``key`` in ``scope`` (the same in every process)."""
+    return derived_id("exchange", scope, key, role)
+
+
+def idempotent_conversation_id(key: str, scope: str) -> str:
+    """The id of the conversation an exchange sent with ``key`` (and no conversation id) starts."""
+    return "conv-" + derived_id("conversation", scope, key).removeprefix("doc-")
 
 
 @dataclass
@@ -71,6 +96,7 @@ class Exchange:
     user_turn_index: int | None
     assistant_turn_index: int | None
     summaries_scheduled: list[str] = field(default_factory=list)
+    replayed: bool = False  # an earlier call with its idempotency key stored it: nothing was written now
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +106,7 @@ class Exchange:
             "user_turn_index": self.user_turn_index,
             "assistant_turn_index": self.assistant_turn_index,
             "summaries_scheduled": list(self.summaries_scheduled),
+            "replayed": self.replayed,
         }
 
 
@@ -100,7 +127,7 @@ class ChatMemory:
 
     def __init__(
         self,
-        store: RagStore,
+        store: Store,
         settings: Settings | None = None,
         *,
         summarizer: Summarizer | None = None,
@@ -121,6 +148,7 @@ class ChatMemory:
         self.persona_name = PersonaName(store)
         self._token_counter: TokenCounter | None = None
         self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+        self._key_stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]  # taken before _stripes
         self._closed = False
         self.access = AccessTracker(store, clock=clock, on_due=lambda: self.summary_queue.wake())
         self.summary_queue = SummaryQueue(self.summary_writer, SummarySchedule(store, s), start_worker=start_worker,
@@ -235,10 +263,17 @@ class ChatMemory:
         metadata: Mapping[str, Any] | None = None,
         user_name: str | None = None,
         assistant_name: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Exchange:
         """Store the exchange as two turns (one write: both or neither) with consecutive ``turn_index``
         values; ``conversation_id`` ``None`` starts a new conversation (``conv-<uuid>``). With
         ``entity`` the turns are stored in that entity's scope. Schedules the summaries now due.
+
+        ``idempotency_key`` (1..255 printable ASCII characters) makes a retry safe: the turn ids (and a
+        new conversation's id) are derived from it and the scope, so the same exchange sent again, by
+        this process or another on the same store, finds its turns and returns the first answer
+        without writing anything; the key sent with other texts or another conversation is a
+        :class:`ValidationError`. Without a key every call stores new turns.
 
         Each turn's ``speaker`` is who said it: ``user_name`` (default: the entity's name) and
         ``assistant_name`` (default: the persona's name, see :mod:`brain.persona`); without a name a
@@ -247,7 +282,8 @@ class ChatMemory:
         for name, text in (("user_text", user_text), ("assistant_text", assistant_text)):
             if text is not None and (not isinstance(text, str) or not text.strip()):  # the store would say "item 0"
                 raise ValidationError.of(name, f"{name} must be a non-empty string, got {text!r} (nothing was written)")
-        conversation_id = _check_conversation(conversation_id) or new_conversation_id()
+        key = None if idempotency_key is None else check_idempotency_key(idempotency_key)
+        conversation_id = _check_conversation(conversation_id)
         if user_text is None and assistant_text is None:
             raise ValidationError("an exchange needs user_text, assistant_text or both; both are None",
                                   [Problem("user_text", "missing"), Problem("assistant_text", "missing")])
@@ -261,13 +297,28 @@ class ChatMemory:
             )
         if entity is not None:
             extra["scope"] = valid_entity_scope(entity)
+        scope = extra.get("scope", GLOBAL_SCOPE)
+        if key is None:
+            conversation_id = conversation_id or new_conversation_id()
         user, assistant = exchange_speakers(user_name, assistant_name, entity, self.persona_name)
         if timestamp is None:
             timestamp = utc_now()
         turns = [(role, text, name) for role, text, name in
                  (("user", user_text, user), ("assistant", assistant_text, assistant)) if text is not None]
+        if key is None:
+            return self._record(conversation_id, turns, timestamp, extra)
+        with self._key_stripes[hash((scope, key)) % _LOCK_STRIPES]:  # the same key twice at once: one writes
+            replay = self._replay(key, scope, conversation_id, turns)
+            if replay is not None:
+                return replay
+            conversation_id = conversation_id or idempotent_conversation_id(key, scope)
+            return self._record(conversation_id, turns, timestamp, extra, key=key)
+
+    def _record(self, conversation_id: str, turns: list[tuple[str, str, str | None]], timestamp: Any,
+                extra: dict[str, Any], *, key: str | None = None) -> Exchange:
         docs = [{"text": text, "type": DocType.TURN, "conversation_id": conversation_id, "role": role,
-                 "timestamp": timestamp, "source": "chat", **extra, **({"speaker": name} if name else {})}
+                 "timestamp": timestamp, "source": "chat", **extra, **({"speaker": name} if name else {}),
+                 **({"id": idempotent_turn_id(key, extra.get("scope", GLOBAL_SCOPE), role)} if key else {})}
                 for role, text, name in turns]
         with self._stripes[hash(conversation_id) % _LOCK_STRIPES]:
             written = self.store.write_docs(docs)
@@ -277,6 +328,29 @@ class ChatMemory:
             scheduled = self.summary_queue.add(conversation_id, max(positions.values()))
         return Exchange(conversation_id, user_id, assistant_id, positions.get("user"), positions.get("assistant"),
                         [job.turn_range for job in scheduled])
+
+    def _replay(self, key: str, scope: str, conversation_id: str | None,
+                turns: list[tuple[str, str, str | None]]) -> Exchange | None:
+        """The answer of the exchange first stored under ``key``, or None when there is none."""
+        wanted = {role: idempotent_turn_id(key, scope, role) for role in ("user", "assistant")}
+        stored = {d.metadata.get("role"): d for d in self.store.get(list(wanted.values()))}
+        if not stored:
+            return None
+        sent = {role: text for role, text, _ in turns}
+        first = next(iter(stored.values())).metadata.get("conversation_id")
+        if (set(stored) != set(sent) or any(stored[r].text != sent[r] for r in sent)
+                or (conversation_id is not None and conversation_id != first)):
+            raise ValidationError.of("idempotency_key", (
+                f"idempotency key {key!r} was used for another exchange (other texts or another conversation); "
+                f"a retry sends the same exchange again, a new exchange needs a new key (nothing was written)"))
+        positions = {r: int(d.metadata["turn_index"]) for r, d in stored.items()}
+        window = 2 * self.settings.summary_every_n
+        low, high = min(positions.values()), max(positions.values())
+        # the windows this exchange completed, as its first answer listed them (windows are aligned)
+        scheduled = [f"{end - window + 1}-{end}" for end in range(low, high + 1) if end % window == 0]
+        return Exchange(str(first), stored.get("user") and stored["user"].id,
+                        stored.get("assistant") and stored["assistant"].id,
+                        positions.get("user"), positions.get("assistant"), scheduled, replayed=True)
 
     def remember(
         self,
@@ -365,4 +439,5 @@ def _check_conversation(value: Any) -> str | None:
     return None if value is None else valid_conversation_id(value)
 
 
-__all__ = ["PERSONA_MAX_SECTIONS", "ChatMemory", "Exchange", "new_conversation_id"]
+__all__ = ["PERSONA_MAX_SECTIONS", "ChatMemory", "Exchange", "check_idempotency_key", "idempotent_turn_id",
+           "new_conversation_id"]

@@ -14,7 +14,7 @@ from brain.chat.context import ContextItem
 from brain.results import Document
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
     from brain.turn_search import TurnIndex
 
 #: conversations whose turn search index is kept in process
@@ -24,7 +24,7 @@ TURN_INDEXES_CACHED = 256
 class RelatedTurns:
     """Finds the older turns that best match a message. Thread-safe (a race builds an index twice)."""
 
-    def __init__(self, store: RagStore, *, cached: int = TURN_INDEXES_CACHED):
+    def __init__(self, store: Store, *, cached: int = TURN_INDEXES_CACHED):
         self.store = store
         # conversation -> (its turn ids, TurnIndex, turn vectors by id), least recently used first
         self._indexes: LRUCache[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = LRUCache(cached)

@@ -16,7 +16,7 @@ from brain.schemas import DocType, valid_speaker_name
 from brain.store.events import WriteEvent, WriteSubscriber
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 _UNKNOWN = object()
 
@@ -28,7 +28,7 @@ class PersonaName(WriteSubscriber):
 
     cache = True
 
-    def __init__(self, store: RagStore):
+    def __init__(self, store: Store):
         self.store = store
         self._lock = threading.Lock()
         self._name: Any = _UNKNOWN

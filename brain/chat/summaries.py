@@ -35,7 +35,7 @@ from brain.schemas import (
 from brain.summarizers import Summarizer, SummarizerError, SummarizerUnavailable, TurnText
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class SummaryWriter:
 
     Thread-safe for one worker thread plus callers of :meth:`health` and :meth:`resummarize_fallbacks`."""
 
-    def __init__(self, store: RagStore, settings: Settings, summarizer: Summarizer, fallback: Summarizer,
+    def __init__(self, store: Store, settings: Settings, summarizer: Summarizer, fallback: Summarizer,
                  unavailable_cooldown: float):
         self.store = store
         self.settings = settings

@@ -29,7 +29,7 @@ from brain.errors import BrainError
 from brain.schemas import DocType, parse_turn_range
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class _Position:
 class SummarySchedule:
     """Which windows of a conversation are due for a summary. Callers serialise calls per conversation."""
 
-    def __init__(self, store: RagStore, settings: Settings):
+    def __init__(self, store: Store, settings: Settings):
         self.store = store
         self.settings = settings
         self._positions: LRUCache[str, _Position] = LRUCache(_STATES_CACHED)

@@ -7,19 +7,22 @@ from pathlib import Path
 import click
 
 from brain.cli.group import cli
-from brain.schemas import MAX_K
 from brain.cli.shell import (
     CommandFailed,
+    CountType,
+    DocTypeChoice,
     EntityType,
     Interrupted,
     State,
+    TextType,
     emit,
     hit_line,
     json_option,
     memory_hit_line,
+    note_other_case,
     pass_state,
 )
-from brain.schemas import DOC_TYPES, DocType
+from brain.wording import counted
 
 # ---- ingest --------------------------------------------------------------------------------------
 
@@ -47,24 +50,29 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
     emit(state, report.to_dict(), report.summary)
     if not report.ok:  # the report (stdout) lists each error; stderr gets the one line every failure gets
         count = len(report.errors)
-        raise CommandFailed(f"ingest found {count} error{'' if count == 1 else 's'}; the report lists them")
+        raise CommandFailed(f"ingest found {counted(count, 'error')}; the report lists them")
 
 
 # ---- search --------------------------------------------------------------------------------------
 
 @cli.command()
-@click.argument("query")
-@click.option("--type", "doc_type", type=click.Choice(DOC_TYPES),
+@click.argument("query", type=TextType())
+@click.option("--type", "doc_type", type=DocTypeChoice(),
               help="memory: ranked with score parts; faq, persona, summary: by similarity; turn or none: any document.")
-@click.option("--k", type=click.IntRange(1, MAX_K),
+@click.option("--k", type=CountType(),
               help="How many results (default: the RAG_*_TOP_K setting of the type, 5 otherwise).")
 @click.option("--entity", type=EntityType(),
-              help="The documents in scope entity:NAME, and global ones; never another entity's.")
+              help="The documents in scope entity:NAME, and global ones; never another entity's. "
+                   "Names are case-sensitive.")
 @json_option
 @pass_state
 def search(state: State, query: str, doc_type: str | None, k: int | None, entity: str | None) -> None:
     """Search the store for QUERY."""
-    hits = state.brain(create=False).search(query, type=doc_type, k=k, entity=entity)
+    from brain.schemas import DocType
+
+    brain = state.brain(create=False)
+    hits = brain.search(query, type=doc_type, k=k, entity=entity)
+    note_other_case(brain.store, entity, hits)
     ranked = doc_type == DocType.MEMORY.value
     line = memory_hit_line if ranked else hit_line
     header = "score = similarity + importance + recency" if ranked else "similarity"
@@ -76,7 +84,7 @@ def search(state: State, query: str, doc_type: str | None, k: int | None, entity
 
 @cli.command()
 @click.argument("conversation_id")
-@click.option("--k", type=click.IntRange(1, MAX_K), help="How many of the last turns (default: RAG_TURN_TOP_K).")
+@click.option("--k", type=CountType(), help="How many of the last turns (default: RAG_TURN_TOP_K).")
 @json_option
 @pass_state
 def turns(state: State, conversation_id: str, k: int | None) -> None:

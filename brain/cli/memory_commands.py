@@ -5,8 +5,19 @@ from __future__ import annotations
 import click
 
 from brain.cli.group import cli
-from brain.cli.shell import EntityType, ScopeType, State, emit, json_option, memory_line, pass_state, scope_of
-from brain.memory_admin import add_memory, get_memory, list_memories, remove_memories
+from brain.cli.shell import (
+    EntityType,
+    ScopeType,
+    State,
+    TextType,
+    emit,
+    json_option,
+    memory_line,
+    note_other_case,
+    pass_state,
+    scope_of,
+)
+from brain.errors import ValidationError
 
 # ---- memory --------------------------------------------------------------------------------------
 
@@ -16,11 +27,12 @@ def memory() -> None:
 
 
 @memory.command("add")
-@click.argument("text")
+@click.argument("text", type=TextType())
 @click.option("--importance", type=click.IntRange(1, 5), help="1 (trivia) .. 5 (essential); default 3.")
 @click.option("--tag", "tags", multiple=True, help="A label; repeat for several.")
 @click.option("--entity", type=EntityType(),
-              help="Whose memory it is: stored in scope entity:NAME (the same as --scope entity:NAME).")
+              help="Whose memory it is: stored in scope entity:NAME (the same as --scope entity:NAME). Names are "
+                   "case-sensitive: Bob and bob are two entities.")
 @click.option("--scope", type=ScopeType(),
               help="'global' (default: every entity sees it) or 'entity:<name>' (only that entity).")
 @json_option
@@ -30,22 +42,35 @@ def memory_add(state: State, text: str, importance: int | None, tags: tuple[str,
     """Store TEXT as a memory; the same text in the same scope updates the existing one
     (higher importance, all tags, later time)."""
     scope = scope_of(entity, scope)  # a usage error before the store is opened (or created)
-    doc = add_memory(state.store(), text, scope=scope, importance=importance, tags=tags)
+    from brain.memory_admin import add_memory
+
+    try:
+        doc = add_memory(state.store(), text, scope=scope, importance=importance, tags=tags)
+    except ValidationError as exc:  # the text or the tags break a limit: the arguments are wrong
+        raise click.UsageError(str(exc)) from None
     emit(state, doc.to_dict(), lambda: f"stored {memory_line(doc)}")
 
 
 @memory.command("list")
 @click.option("--entity", type=EntityType(),
-              help="Only the memories in scope entity:NAME (global ones are not included; see --scope global).")
-@click.option("--scope", type=ScopeType(), help="Only the memories in this scope: 'global' or 'entity:<name>'.")
+              help="The memories for entity NAME: its own (scope entity:NAME) and the global ones, which every "
+                   "entity shares (their scope column says global). Names are case-sensitive.")
+@click.option("--scope", type=ScopeType(), help="Only the memories in exactly this scope: 'global' or 'entity:<name>'.")
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for several (all must match).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
 @json_option
 @pass_state
 def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple[str, ...], limit: int | None) -> None:
-    """List stored memories: all of them, or those of one scope (--entity NAME is --scope entity:NAME)."""
-    scope = scope_of(entity, scope)
-    docs = list_memories(state.store(create=False), scope=scope, tags=tags, limit=limit)
+    """List stored memories with their scope: all of them, those for one entity (--entity: its own and the
+    global ones), or those of exactly one scope (--scope)."""
+    if entity is not None and scope is not None:
+        raise click.UsageError(f"--entity {entity} lists {entity}'s memories and the global ones, --scope {scope} "
+                               "exactly that scope: give one of them")
+    from brain.memory_admin import list_memories
+
+    store = state.store(create=False)
+    docs = list_memories(store, scope=scope, entity=entity, tags=tags, limit=limit)
+    note_other_case(store, entity, docs)
     emit(state, [d.to_dict() for d in docs],
          lambda: "\n".join(memory_line(d) for d in docs) if docs else "no memories")
 
@@ -56,6 +81,8 @@ def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple
 @pass_state
 def memory_show(state: State, doc_id: str) -> None:
     """Show one memory with all its metadata."""
+    from brain.memory_admin import get_memory
+
     doc = get_memory(state.store(create=False), doc_id)
     emit(state, doc.to_dict(), lambda: "\n".join(
         [f"id: {doc.id}", f"text: {doc.text}"] + [f"{key}: {value}" for key, value in sorted(doc.metadata.items())]
@@ -64,11 +91,16 @@ def memory_show(state: State, doc_id: str) -> None:
 
 @memory.command("rm")
 @click.argument("doc_ids", nargs=-1, required=True, metavar="ID...")
+@click.option("--entity", type=EntityType(),
+              help="Remove only entity NAME's own memories: a global id is refused (nothing is removed) and "
+                   "another entity's is not found.")
 @json_option
 @pass_state
-def memory_rm(state: State, doc_ids: tuple[str, ...]) -> None:
+def memory_rm(state: State, doc_ids: tuple[str, ...], entity: str | None) -> None:
     """Remove memories by id; ids that are not memories are reported (exit 1) and left alone."""
-    report = remove_memories(state.store(create=False), doc_ids)
+    from brain.memory_admin import remove_memories
+
+    report = remove_memories(state.store(create=False), doc_ids, entity=entity)
     emit(state, report.to_dict(), report.summary)
     if not report.ok:  # the report (stdout) lists what was removed; stderr names the ids that were not
         raise report.error()

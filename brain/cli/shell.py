@@ -1,6 +1,9 @@
 """What every command shares: the error contract (:class:`CommandFailed`, :class:`BrainGroup`), the
 options' state and the Brain it opens (:class:`State`), the parameter types checked by the library's
-rules, and printing (:func:`emit`, one JSON document or text for people)."""
+rules, and printing (:func:`emit`, one JSON document or text for people).
+
+The library is imported where a command uses it, never when the commands are defined: ``brain --help``
+lists every command without loading Chroma, pydantic or a model."""
 
 from __future__ import annotations
 
@@ -9,16 +12,14 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from brain.config import Settings, load_settings
-from brain.core import Brain
-from brain.core import open as open_brain
-from brain.errors import BrainError
-from brain.store import RagStore
-from brain.schemas import check_name, check_scope, entity_scope
+if TYPE_CHECKING:
+    from brain.config import Settings
+    from brain.core import Brain
+    from brain.store import Store
 
 
 class CommandFailed(click.ClickException):
@@ -45,6 +46,8 @@ class BrainGroup(click.Group):
     as one line too, keeping click's exit codes (2 for usage errors)."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        from brain.errors import BrainError
+
         try:
             return super().invoke(ctx)
         except BrainError as exc:
@@ -88,6 +91,8 @@ class State:
 
     def settings(self) -> Settings:
         if self._settings is None:
+            from brain.config import load_settings
+
             overrides = {"data_dir": self.data_dir} if self.data_dir is not None else {}
             self._settings = load_settings(self.project_dir, **overrides)
         return self._settings
@@ -96,10 +101,12 @@ class State:
         """The Brain; with ``create=False`` (read-only commands) a missing store is an error, not made.
         Only a server (``serving``) keeps a chat layer running, with its summary worker."""
         if self._brain is None:
+            from brain.core import open as open_brain
+
             self._brain = open_brain(self.settings(), create=create, start_worker=serving)
         return self._brain
 
-    def store(self, *, create: bool = True) -> RagStore:
+    def store(self, *, create: bool = True) -> Store:
         return self.brain(create=create).store
 
     def close(self) -> None:
@@ -114,18 +121,34 @@ class ScopeType(click.ParamType):
     name = "scope"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from brain.schemas import check_scope
+
         try:
             return check_scope(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
 
+class TextType(click.ParamType):
+    """A text argument (a memory, a query, a request): empty or only spaces is a usage error."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if not isinstance(value, str) or not value.strip():
+            self.fail("is empty: give the text in quotes, e.g. \"Alice is vegetarian\"", param, ctx)
+        return value
+
+
 class EntityType(click.ParamType):
-    """An entity name; ``--entity NAME`` means the scope ``entity:NAME`` in every command."""
+    """An entity name; ``--entity NAME`` means the scope ``entity:NAME`` in every command. Names are
+    case-sensitive (``Bob`` and ``bob`` are two entities), as everywhere in brain."""
 
     name = "name"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from brain.schemas import check_name
+
         try:
             return check_name(value, "--entity")
         except ValueError as exc:
@@ -134,12 +157,74 @@ class EntityType(click.ParamType):
 
 def scope_of(entity: str | None, scope: str | None) -> str | None:
     """The one scope ``--entity`` and ``--scope`` ask for (None: neither); both, disagreeing, is a usage error."""
+    from brain.schemas import entity_scope
+
     if entity is None:
         return scope
     wanted = entity_scope(entity)
     if scope is not None and scope != wanted:
         raise click.UsageError(f"--entity {entity} means --scope {wanted}, not --scope {scope}; give one of them")
     return wanted
+
+
+class DocTypeChoice(click.Choice):
+    """One of the document types, as the library's schemas name them (read when first needed)."""
+
+    def __init__(self) -> None:
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        from brain.schemas import DOC_TYPES
+
+        return DOC_TYPES
+
+
+class CountType(click.ParamType):
+    """A result count: an integer from 1 to the library's ``MAX_K``."""
+
+    name = "integer"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return "INTEGER"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from brain.schemas import MAX_K
+
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not an integer", param, ctx)
+        if not 1 <= number <= MAX_K:
+            self.fail(f"{number} is not in the range 1<=x<={MAX_K}", param, ctx)
+        return number
+
+
+def note_other_case(store: Store, entity: str | None, results: Sequence[Any]) -> None:
+    """When a command for ``entity`` found none of its own documents, say on stderr which stored entity
+    names differ from it only by case (names are case-sensitive: ``--entity Bob`` never finds ``bob``)."""
+    from brain.memory_admin import case_hint
+    from brain.schemas import entity_scope
+
+    if entity is None or any(r.metadata.get("scope") == entity_scope(entity) for r in results):
+        return
+    hint = case_hint(store, entity)
+    if hint:
+        click.echo(f"note: nothing is stored in scope entity:{entity}{hint}", err=True)
+
+
+def confirm(question: str) -> None:
+    """Ask ``question`` on stderr (stdout keeps the report alone) and go on only on a yes. A no stops the
+    command; so does no answer at all (stdin closed or empty, as in a script), saying to pass --yes."""
+    click.echo(f"{question} [y/N]: ", err=True, nl=False)
+    stdin = sys.stdin if sys.stdin is not None and not sys.stdin.closed else None
+    line = stdin.readline() if stdin is not None else ""
+    if not line:  # end of input: nobody can answer
+        click.echo(err=True)
+        raise click.UsageError("no answer to the question (stdin is closed or empty): pass --yes to go ahead "
+                               "without being asked")
+    if line.strip().lower() not in ("y", "yes"):
+        raise CommandFailed("nothing was done (the answer was not yes)")
 
 
 pass_state = click.make_pass_decorator(State, ensure=True)
@@ -184,6 +269,14 @@ def hit_line(hit: Any) -> str:
     m = hit.metadata
     label = m.get("topic") or m.get("conversation_id") or m.get("scope") or ""
     return f"{hit.similarity:.3f}  {m.get('type')}  [{label}]  {hit.id}  {short(hit.text)}"
+
+
+#: the columns of a specialist match, in the order they are sorted by (best first by confidence)
+SPECIALIST_HEADER = "confidence  band      score   specialist"
+
+
+def specialist_line(match: Any) -> str:
+    return f"{match.confidence:>10.3f}  {match.band:<8}  {match.score:6.3f}  {match.id}  {short(match.description, 70)}"
 
 
 def memory_hit_line(hit: Any) -> str:

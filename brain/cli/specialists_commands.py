@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from brain.cli.group import cli
-from brain.cli.shell import State, emit, json_option, pass_state, short
+from brain.cli.shell import SPECIALIST_HEADER, State, TextType, emit, json_option, pass_state, short, specialist_line
 
 # ---- specialists --------------------------------------------------------------------------------
 
@@ -25,12 +25,13 @@ def specialists_list(state: State) -> None:
 
 
 @specialists.command("find")
-@click.argument("request")
+@click.argument("request", type=TextType())
 @click.option("--k", type=click.IntRange(1, 50), default=3, show_default=True, help="How many specialists.")
 @json_option
 @pass_state
 def specialists_find(state: State, request: str, k: int) -> None:
-    """The specialists best suited to REQUEST, with score and band (strong, good, possible, weak)."""
+    """The specialists best suited to REQUEST, best first: ordered by confidence (how likely each is the
+    right one), which gives the band (strong, good, possible, weak); the score it is learned from is shown too."""
     matches = state.brain().specialists.find_specialists(request, k)
-    emit(state, {"request": request, "results": [m.to_dict() for m in matches]},
-         lambda: "\n".join(f"{m.score:.3f}  {m.band:<8}  {m.id}  {short(m.description, 80)}" for m in matches))
+    emit(state, {"request": request, "order": "confidence", "results": [m.to_dict() for m in matches]},
+         lambda: "\n".join([SPECIALIST_HEADER] + [specialist_line(m) for m in matches]))

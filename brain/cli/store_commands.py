@@ -9,8 +9,7 @@ from typing import Any
 import click
 
 from brain.cli.group import cli
-from brain.cli.shell import State, emit, json_option, pass_state
-from brain.schemas import DOC_TYPES, get_all_schemas, schema_info
+from brain.cli.shell import DocTypeChoice, State, emit, json_option, pass_state
 
 
 @cli.command()
@@ -61,13 +60,15 @@ def persona_show(state: State, max_chars: int | None) -> None:
 
 
 @cli.command()
-@click.argument("doc_type", required=False, metavar="[DOC_TYPE]", type=click.Choice(DOC_TYPES))
+@click.argument("doc_type", required=False, metavar="[DOC_TYPE]", type=DocTypeChoice())
 @json_option
 @pass_state
 def schema(state: State, doc_type: str | None) -> None:
     """Describe the metadata of a document type.
 
     DOC_TYPE is persona, faq, memory, turn or summary; without it, every type."""
+    from brain.schemas import DOC_TYPES, get_all_schemas, schema_info
+
     if doc_type is not None:
         info = schema_info(doc_type)
         emit(state, info, lambda: _schema_text(info))

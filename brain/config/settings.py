@@ -127,6 +127,11 @@ class Settings(BaseSettings):
         "BRAIN_FEED_KEEP", 10000,
         "with BRAIN_CHROMA_URL: change-feed records kept before older ones are compacted; a process further "
         "behind rebuilds its in-process state", ge=1000, le=10_000_000)
+    min_free_disk_mb: int = storage_setting(
+        "BRAIN_MIN_FREE_DISK_MB", 256,
+        "writes are refused while the disk of the data directory (or the mirror) has less free space than this, "
+        "before Chroma or SQLite meet a full disk; reads and health go on (MB; 0: never refused)",
+        ge=0, le=10_000_000)
     index_snapshot: bool = storage_setting(
         "BRAIN_INDEX_SNAPSHOT", True,
         "save the in-process indexes when the store closes and load them at the next start instead of reading "

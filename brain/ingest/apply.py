@@ -14,7 +14,7 @@ from brain.ingest.report import IngestReport
 from brain.progress import ProgressOptions, open_progress
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 
 #: new texts embedded per call, across files; each group is then written in one call. (Writing in a
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 EMBED_GROUP = 1024
 
 
-def _vectors(store: RagStore, group: list[FilePlan], text_index: dict[str, str], report: IngestReport,
+def _vectors(store: Store, group: list[FilePlan], text_index: dict[str, str], report: IngestReport,
              progress: Any) -> dict[str, Any]:
     """``{kb_text_hash: vector}`` for every document the group writes: stored vectors of identical
     texts where there are any, the embedder for the rest (unique texts only, one embedder batch at a
@@ -63,7 +63,7 @@ def _vectors(store: RagStore, group: list[FilePlan], text_index: dict[str, str],
 
 
 def ingest_paths(
-    store: RagStore,
+    store: Store,
     paths: Sequence[str | os.PathLike] | str | os.PathLike,
     *,
     prune: bool = False,
@@ -151,7 +151,7 @@ def _count(report: IngestReport, plan: FilePlan, removed: int) -> None:
         report.updated += 1
 
 
-def _write_group(store: RagStore, group: list[FilePlan], vectors: dict[str, Any], text_index: dict[str, str],
+def _write_group(store: Store, group: list[FilePlan], vectors: dict[str, Any], text_index: dict[str, str],
                  report: IngestReport) -> None:
     """Write the group's new and refreshed documents in one call (one Chroma transaction instead of one
     per file), then delete each file's stale documents: every file's new documents are stored before
@@ -171,7 +171,7 @@ def _write_group(store: RagStore, group: list[FilePlan], vectors: dict[str, Any]
         _write_file(store, plan, vectors, text_index, report)
 
 
-def _write_file(store: RagStore, plan: FilePlan, vectors: dict[str, Any], text_index: dict[str, str],
+def _write_file(store: Store, plan: FilePlan, vectors: dict[str, Any], text_index: dict[str, str],
                 report: IngestReport) -> None:
     """One file: its new and refreshed documents first, then its stale ones are deleted."""
     try:
@@ -184,7 +184,7 @@ def _write_file(store: RagStore, plan: FilePlan, vectors: dict[str, Any], text_i
     _finish_file(store, plan, text_index, report)
 
 
-def _finish_file(store: RagStore, plan: FilePlan, text_index: dict[str, str], report: IngestReport) -> None:
+def _finish_file(store: Store, plan: FilePlan, text_index: dict[str, str], report: IngestReport) -> None:
     """After a file's documents are written: delete its stale ones and count it."""
     for d in plan.new:
         text_index[d["kb_text_hash"]] = d["id"]

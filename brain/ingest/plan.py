@@ -14,7 +14,7 @@ from brain.ingest.report import IngestReport
 from brain.text.markdown import slugify
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 
 @dataclass
@@ -36,7 +36,7 @@ def _is_ingested(meta: dict[str, Any] | None) -> bool:
         meta.get("kb_file"), str) and isinstance(meta.get("kb_hash"), str) and isinstance(meta.get("kb_text_hash"), str)
 
 
-def scan_ingested(store: RagStore) -> dict[str, dict[str, dict[str, Any]]]:
+def scan_ingested(store: Store) -> dict[str, dict[str, dict[str, Any]]]:
     """Every ingested document's metadata: ``{kb_file: {id: metadata}}`` (metadata only, paged)."""
     where = {"$and": [{"type": "faq"}, {"source": "kb"}]}
     out: dict[str, dict[str, dict[str, Any]]] = {}

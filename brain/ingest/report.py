@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from brain.wording import counted
+
 
 @dataclass
 class IngestReport:
@@ -70,36 +72,33 @@ class IngestReport:
         return {**asdict(self), "ok": self.ok}
 
     def summary(self) -> str:
-        def plural(n: int, word: str) -> str:
-            return f"{n} {word}{'' if n == 1 else 's'}"
-
         verb = "would be " if self.dry_run else ""
         head = "Dry run, nothing written. " if self.dry_run else ""
-        files = f"{plural(self.files_read, 'file')} read, {self.files_new} new, {self.updated} changed, " \
+        files = f"{counted(self.files_read, 'file')} read, {self.files_new} new, {self.updated} changed, " \
                 f"{self.files_unchanged} unchanged"
         if self.files_migrated:
             files += f", {self.files_migrated} {verb}migrated to stable names"
         if self.files_bad:
-            files += f"; {plural(self.files_bad, 'bad file')}"
-        docs = (f"{plural(self.added, 'document')} {verb}added "
+            files += f"; {counted(self.files_bad, 'bad file')}"
+        docs = (f"{counted(self.added, 'document')} {verb}added "
                 f"({self.embedded} {'to embed' if self.dry_run else 'embedded'}), {self.unchanged} unchanged, "
                 f"{self.removed} {verb}removed")
         if self.migrated:
             docs += f", {self.migrated} {verb}re-keyed (vectors reused)"
         lines = [f"{head}{files}. {docs}."]
         if self.skipped:
-            lines.append(f"Skipped {plural(len(self.skipped), 'file')}:")
+            lines.append(f"Skipped {counted(len(self.skipped), 'file')}:")
             lines += [f"  {s['path']}: {s['reason']}" for s in self.skipped[:10]]
             if len(self.skipped) > 10:
                 lines.append(f"  ... and {len(self.skipped) - 10} more")
         if self.missing_files:
             action = (("would be removed" if self.dry_run else "removed") if self.pruned
                       else "kept; --prune removes them")
-            lines.append(f"{plural(len(self.missing_files), 'ingested file')} no longer present ({action}): "
+            lines.append(f"{counted(len(self.missing_files), 'ingested file')} no longer present ({action}): "
                          + ", ".join(self.missing_files[:10]) + (" ..." if len(self.missing_files) > 10 else ""))
         for kind, items in (("warning", self.warnings), ("error", self.errors)):
             if items:
-                lines.append(f"{plural(len(items), kind)}:")
+                lines.append(f"{counted(len(items), kind)}:")
                 for item in items[:20]:
                     where = item["path"] if item.get("line") is None else f"{item['path']}:{item['line']}"
                     lines.append(f"  {where}: {item['message']}")

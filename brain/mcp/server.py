@@ -13,6 +13,8 @@ back to the model as tool errors carrying brain's message, which names the argum
 from __future__ import annotations
 
 import json
+import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
@@ -27,7 +29,7 @@ from brain.core import Brain
 from brain.errors import BrainError, Forbidden, ValidationError
 from brain.mcp.paging import Page, decode_cursor
 from brain.persona import current_persona
-from brain.schemas import MAX_K, get_all_schemas, schema_info
+from brain.schemas import GLOBAL_SCOPE, MAX_K, get_all_schemas, schema_info
 
 INSTRUCTIONS = """\
 Long-term memory about the people you talk with. Call `recall` before answering a question that may \
@@ -71,10 +73,25 @@ def request_caller(ctx: Context | None, pinned: str | None) -> Caller:
     return caller
 
 
+def plain_logs_off_a_terminal() -> None:
+    """Log one record per line when stderr is a file or a pipe. The SDK's server configures the root
+    logger with rich, which wraps every message to what its console width (80 off a terminal) leaves
+    after the time, level and source columns: about 35 columns in a log file. A root logger that is
+    already configured, or a terminal, is left as it is."""
+    root = logging.getLogger()
+    if root.handlers or sys.stderr is None or sys.stderr.isatty():
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)  # what the SDK would have set
+
+
 def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
     """An MCP server over ``brain``; with ``entity``, every tool acts in that entity's scope only."""
     if entity is not None:
         Caller(entity).acting_as(entity)  # a malformed name stops here, before the server starts
+    plain_logs_off_a_terminal()  # before the SDK's server, whose set-up does nothing once a handler exists
 
     def access(ctx: Context, requested: str | None) -> Access:
         return Access(brain.store, brain.chat, request_caller(ctx, entity), requested)
@@ -104,12 +121,13 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         entity: EntityArg = None,
         tags: TagFilterArg = None,
     ) -> dict[str, Any]:
-        """The memories most relevant to ``query``, best first: the entity's own and global ones. Each result
-        has its id and score = similarity_part + importance_part + recency_part."""
+        """The memories most relevant to ``query``, best first: the entity's own and global ones (without an
+        entity, global ones only). Each result has its id, its scope ('global': shared by every entity) and
+        score = similarity_part + importance_part + recency_part."""
         with _tool_errors():
             acting = access(ctx, entity)
             hits = acting.search_memories(query, k, tags=tags)
-            return {"query": query, "entity": acting.entity, "results": [h.to_dict() for h in hits]}
+            return {"query": query, "entity": acting.entity, "results": [_scoped(h.to_dict()) for h in hits]}
 
     @server.tool()
     def update_memory(
@@ -133,7 +151,9 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         ids: Annotated[list[str] | None, Field(description="Several ids, deleted all or none.")] = None,
         entity: EntityArg = None,
     ) -> dict[str, Any]:
-        """Delete memories by id (give `id` or `ids`). Only memories of the entity acted for can be deleted."""
+        """Delete memories by id (give `id` or `ids`). With an entity, only that entity's own memories are
+        deleted: a global one (scope 'global', shared by every entity, as list_memories and recall mark them)
+        is refused and nothing is deleted. Without an entity, any memory, global ones included."""
         with _tool_errors():
             return {"deleted": access(ctx, entity).delete_memories(_one_or_many(id, ids))}
 
@@ -146,13 +166,16 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         cursor: Annotated[str | None, Field(description="next_cursor of the previous page; leave out for the "
                                                         "first page.")] = None,
     ) -> dict[str, Any]:
-        """The memories you may read (the entity's own and global ones), one page at a time, in storage
-        order. A page with more after it has `next_cursor`."""
+        """The memories for an entity: its own and the global ones, each with its scope ('global': shared by
+        every entity, not the entity's own; `forget` with the entity refuses those). Without an entity, every
+        memory you may read. One page at a time, in storage order; a page with more after it has `next_cursor`."""
         with _tool_errors():
             offset = decode_cursor(cursor)
-            docs = access(ctx, entity).list_memories(tags=tags, limit=limit + 1, offset=offset)
+            acting = access(ctx, entity)
+            docs = acting.list_memories(tags=tags, limit=limit + 1, offset=offset)
             page = Page.of(docs, offset, limit)
-            return {"memories": [d.to_dict() for d in page.items], "next_cursor": page.next_cursor}
+            return {"entity": acting.entity, "memories": [_scoped(d.to_dict()) for d in page.items],
+                    "next_cursor": page.next_cursor}
 
     # ---- knowledge, chat and specialists ---------------------------------------------------------------
     @server.tool()
@@ -193,20 +216,25 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
                                                            "(default: the entity's name).")] = None,
         assistant_name: Annotated[str | None, Field(description="The assistant's name (default: the "
                                                                 "persona's).")] = None,
+        idempotency_key: Annotated[str | None, Field(description=(
+            "Makes a retry safe: the same exchange sent again with this key returns the first answer and "
+            "stores nothing (1 to 255 printable ASCII characters, e.g. a UUID)."))] = None,
     ) -> dict[str, Any]:
         """Append one user/assistant exchange to a conversation (a new one without ``conversation_id``).
         Returns the conversation's id and the turns' ids and positions."""
         with _tool_errors():
             return access(ctx, entity).record_exchange(conversation_id, user_text, assistant_text, user_name=user_name,
-                                                       assistant_name=assistant_name).to_dict()
+                                                       assistant_name=assistant_name,
+                                                       idempotency_key=idempotency_key).to_dict()
 
     @server.tool()
     def find_specialists(
         request: Annotated[str, Field(description="What the user asks for, in their words.")],
         k: Annotated[int, Field(ge=1, le=50, description="How many specialists at most, 1 to 50.")] = 3,
     ) -> dict[str, Any]:
-        """The specialists (tools) best suited to ``request``, best first, each with a score and a band
-        (strong, good, weak): ask the user to clarify when the best is weak."""
+        """The specialists (tools) best suited to ``request``, best first by confidence (how likely each is
+        the right one), each with its band (strong, good, possible, weak) and the score the confidence is
+        learned from: ask the user to clarify when the best is weak."""
         with _tool_errors():
             return {"request": request, "results": [m.to_dict() for m in brain.specialists.find_specialists(request, k)]}
 
@@ -239,6 +267,11 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         return json.dumps({"conversation_id": found, "turns": [t.to_dict() for t in turns]})
 
     return server
+
+
+def _scoped(item: dict[str, Any]) -> dict[str, Any]:
+    """A memory as a tool returns it: its scope beside its id, where a model reading a list sees it."""
+    return {"id": item["id"], "scope": item["metadata"].get("scope", GLOBAL_SCOPE), **item}
 
 
 def _one_or_many(one: str | None, many: list[str] | None) -> list[str]:

@@ -5,12 +5,17 @@ the write-ahead log (``-wal``), and the full-text index, whose segments keep the
 until they are merged. :meth:`MirrorErase.scrub` clears each: the connection runs with
 ``secure_delete`` (freed space is zeroed; set when the file is opened), the FTS index is merged
 (``optimize``), the file is vacuumed and the log checkpointed and truncated.
+
+The copies ``brain mirror rebuild`` keeps beside the mirror (``mirror.broken-<time>.db``, see
+:func:`brain.mirror.integrity.move_aside`) hold the same rows: :func:`kept_copies` finds them and
+:func:`erase_from_copy` erases a namespace from one the same way.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from brain.errors import StoreUnavailable
@@ -60,4 +65,64 @@ class MirrorErase:
         return {"vacuumed": True, "wal_truncated": not busy}
 
 
-__all__ = ["MirrorErase"]
+def kept_copies(path: str | Path) -> list[Path]:
+    """The copies of the mirror ``path`` that ``brain mirror rebuild`` moved aside and kept."""
+    path = Path(path)
+    companions = ("-wal", "-shm", "-journal")
+    return sorted(p for p in path.parent.glob(f"{path.stem}.broken-*{path.suffix}")
+                  if p.is_file() and not p.name.endswith(companions))
+
+
+def copy_namespace_rows(copy: Path, namespace: str) -> int:
+    """How many rows of ``namespace`` the kept copy ``copy`` holds; a copy SQLite cannot read raises
+    :class:`StoreUnavailable` naming it (its bytes may hold the namespace's text)."""
+    with _copy_connection(copy) as conn:
+        return conn.execute("SELECT COUNT(*) FROM memories WHERE namespace = ?", (namespace,)).fetchone()[0]
+
+
+def erase_from_copy(copy: Path, namespace: str) -> int:
+    """Delete every row of ``namespace`` from the kept copy ``copy`` and leave no byte of them in it (as
+    :meth:`MirrorErase.scrub`); returns how many rows went."""
+    with _copy_connection(copy) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            removed = conn.execute("DELETE FROM memories WHERE namespace = ?", (namespace,)).rowcount
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_fts'").fetchone():
+                conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return max(removed, 0)
+
+
+class _copy_connection:
+    """A connection to a kept copy, set up to erase (``secure_delete``, cascading deletes); SQLite's
+    errors become :class:`StoreUnavailable` saying what to do with the copy."""
+
+    def __init__(self, copy: Path):
+        self.copy = Path(copy)
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self.conn = sqlite3.connect(str(self.copy), timeout=10, isolation_level=None)
+            self.conn.execute("PRAGMA secure_delete = ON")
+            self.conn.execute("PRAGMA foreign_keys = ON")  # vectors, access log and hashes go with their row
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+        return self.conn
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        self.conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise self._error(exc) from exc
+
+    def _error(self, exc: sqlite3.Error) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"cannot erase from {self.copy}, a copy of the mirror kept by `brain mirror rebuild` ({exc}); it may "
+            f"hold the text to forget. Delete that file once nothing in it is needed, then run the forget again")
+
+
+__all__ = ["MirrorErase", "copy_namespace_rows", "erase_from_copy", "kept_copies"]

@@ -101,23 +101,31 @@ def move_aside(path: str | Path) -> list[Path]:
 
 @dataclass
 class MirrorHealth:
-    """The state of a store's mirror, for ``/v1/health``: ``off`` (disabled), ``ok`` or ``broken``.
+    """The state of a store's mirror, for ``/v1/health``: ``off`` (disabled), ``ok``, ``degraded`` or
+    ``broken``.
 
     ``error`` is why it is broken; ``unmirrored`` counts the documents written or deleted in Chroma
-    alone since it broke (what a rebuild brings back into the mirror).
+    alone since it broke (what a rebuild brings back into the mirror). ``unwritable`` is why the file
+    cannot be written now (read-only, its disk full, locked by another program): the mirror is then
+    ``degraded``, ``behind`` counts the documents whose writes it missed, and they are caught up by
+    themselves once it can be written again (:class:`~brain.mirror.subscriber.MirrorSubscriber`).
     """
 
     path: Path | None
     enabled: bool = True
     error: MirrorCorrupt | None = None
     unmirrored: int = 0
+    unwritable: str | None = None
+    behind: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def status(self) -> str:
         if not self.enabled:
             return "off"
-        return "broken" if self.error is not None else "ok"
+        if self.error is not None:
+            return "broken"
+        return "degraded" if self.unwritable is not None else "ok"
 
     def broke(self, error: MirrorCorrupt) -> None:
         self.error = error
@@ -135,12 +143,29 @@ class MirrorHealth:
             "run `%s` to rebuild it from the store", count, action, total, self.path, REBUILD_COMMAND,
         )
 
+    def fell_behind(self, reason: str, behind: int) -> None:
+        """The mirror could not take a write (``reason``); ``behind`` documents now wait for it."""
+        first = self.unwritable is None
+        self.unwritable, self.behind = reason, behind
+        (log.warning if first else log.info)(
+            "the mirror %s cannot be written (%s): writes go on in Chroma, %d documents wait to be mirrored; they "
+            "are caught up once the file is writable again", self.path, reason, behind)
+
+    def caught_up(self, repaired: int) -> None:
+        if self.unwritable is not None:
+            log.warning("the mirror %s is writable again: %d documents caught up", self.path, repaired)
+        self.unwritable, self.behind = None, 0
+
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "status": self.status,
-            "ok": self.status != "broken",
+            "ok": self.status in ("ok", "off"),
             "path": None if self.path is None else str(self.path),
         }
         if self.error is not None:
             data.update(error=self.error.detail, fix=REBUILD_COMMAND, unmirrored=self.unmirrored)
+        elif self.unwritable is not None:
+            data.update(error=f"the mirror cannot be written: {self.unwritable}", behind=self.behind,
+                        fix="make the mirror file writable again (free space, permissions); the documents "
+                            "behind are caught up by themselves")
         return data

@@ -31,6 +31,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from brain.errors import EmbeddingProtocolError
+from brain.wording import counted, noun_for
 
 log = logging.getLogger(__name__)
 
@@ -338,7 +339,8 @@ class Coverage:
                 "ratio": self.ratio, "sufficient": self.sufficient}
 
     def summary(self) -> str:
-        return f"{self.with_vectors} of {self.memories} memories ({self.ratio:.0%}) have {self.model} vectors"
+        return (f"{self.with_vectors} of {counted(self.memories, 'memory')} ({self.ratio:.0%}) "
+                f"{noun_for(self.with_vectors, 'has')} {self.model} vectors")
 
     __str__ = summary
 

@@ -16,7 +16,8 @@ what exists nowhere else: memories, and the conversations (turns and summaries) 
 :func:`rebuild_mirror` (``brain mirror rebuild``) does the opposite for a damaged or unwanted mirror
 file: it moves the file aside (kept, under a timestamped name), writes a new one from the store with
 the store's vectors (nothing is embedded), and copies into it the rows engram wrote itself from the
-old file when they can still be read (they exist nowhere else).
+old file when they can still be read (they exist nowhere else). The old file of a sound mirror is
+then deleted when the new one holds every row it held; a damaged one is kept.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from brain.mirror.store import EngramMirror
 from brain.mirror.sync import RestoreReport, SyncReport, restore_from_mirror, sync_mirror
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class RecoveryReport:
 
 
 def recover_store(
-    store: "RagStore",
+    store: "Store",
     *,
     persona_path: str | Path | None = None,
     kb_paths: Sequence[str | Path] = (),
@@ -153,6 +154,16 @@ def _unrestorable(error: MirrorCorrupt) -> BrainError:
 
 # ---- the mirror from the store --------------------------------------------------------------------
 
+def _holds_nothing_more(old: Path, mirror: EngramMirror) -> bool:
+    """Whether every row of the mirror file ``old`` is in ``mirror`` too."""
+    try:
+        with sqlite3.connect(f"file:{old}?mode=ro", uri=True) as conn:
+            ids = [r[0] for r in conn.execute("SELECT id FROM memories")]
+    except sqlite3.Error:
+        return False
+    return len(mirror._existing_ids(ids)) == len(set(ids))
+
+
 @dataclass
 class RebuildReport:
     """``moved_aside``: the old file (and its WAL files) under their new names; ``foreign_copied``: rows
@@ -164,6 +175,7 @@ class RebuildReport:
     foreign_copied: int = 0
     foreign_error: str | None = None
     seconds: float = 0.0
+    old_deleted: bool = False  # the old file was sound and the new one holds all its rows
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -174,7 +186,9 @@ class RebuildReport:
         return self.summary()
 
     def summary(self) -> str:
-        old = f"the old file is kept as {self.moved_aside[0]}" if self.moved_aside else "there was no old file"
+        old = (f"the old file is kept as {self.moved_aside[0]}" if self.moved_aside
+               else "the old file, sound and all of it in the new one, was deleted" if self.old_deleted
+               else "there was no old file")
         lines = [
             f"mirror rebuilt at {self.path} from the store: {self.sync.added} documents with their stored vectors "
             f"(nothing embedded); {old}",
@@ -187,7 +201,7 @@ class RebuildReport:
         return "\n".join(lines)
 
 
-def rebuild_mirror(store: "RagStore", *, force: bool = False) -> RebuildReport:
+def rebuild_mirror(store: "Store", *, force: bool = False) -> RebuildReport:
     """Replace the store's mirror file by one rebuilt from the store (see the module docstring).
 
     Refuses, unless ``force``, when the store holds none of the mirrored types but the mirror file is
@@ -206,6 +220,7 @@ def rebuild_mirror(store: "RagStore", *, force: bool = False) -> RebuildReport:
             f"To bring a lost store back from the mirror run `brain restore --from-mirror`; to rebuild anyway "
             f"pass --force (the old file is kept under a new name)"
         )
+    healthy = health.error is None and store.mirror is not None
     if store.mirror is not None:
         store.mirror.close()
         store.mirror = None
@@ -221,6 +236,13 @@ def rebuild_mirror(store: "RagStore", *, force: bool = False) -> RebuildReport:
                 report.foreign_copied = mirror.copy_foreign_rows(moved[0])
             except (MirrorCorrupt, sqlite3.DatabaseError) as exc:  # the old file is kept: report, do not fail
                 report.foreign_error = exc.detail if isinstance(exc, MirrorCorrupt) else str(exc)
+            else:
+                if healthy and _holds_nothing_more(moved[0], mirror):
+                    # a copy of a sound file with nothing the new one lacks would only keep texts a forget
+                    # has to reach: it goes
+                    for old in moved:
+                        old.unlink(missing_ok=True)
+                    report.moved_aside, report.old_deleted = [], True
     except BaseException:
         mirror.close()
         raise

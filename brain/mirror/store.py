@@ -27,7 +27,9 @@ opening and migration of the file, and the transactions.
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -48,7 +50,26 @@ log = logging.getLogger(__name__)
 
 MIN_BATCH, MAX_BATCH = 100, 1000
 
-__all__ = ["MAX_BATCH", "MIN_BATCH", "EngramMirror", "KeywordHit", "MirrorDocument"]
+__all__ = ["MAX_BATCH", "MIN_BATCH", "EngramMirror", "KeywordHit", "MirrorDocument", "unwritable"]
+
+
+def unwritable(path: str | Path) -> str | None:
+    """Why the mirror file ``path`` (or its log or shared-memory file) cannot be written now, or None.
+    Checked before the store writes it: SQLite maps the shared-memory file (``-shm``), and writing a
+    mapping of a file that became read-only kills the process (SIGBUS) rather than raising, so such a
+    file is never touched."""
+    path = Path(path)
+    for suffix in ("", "-wal", "-shm"):
+        part = path.with_name(path.name + suffix)
+        if part.exists() and not os.access(part, os.W_OK):
+            return f"{part} is read-only"
+    if not path.with_name(path.name + "-wal").exists():  # the log is created beside it (the directory too)
+        directory = path.parent
+        while not directory.exists() and directory != directory.parent:
+            directory = directory.parent
+        if not os.access(directory, os.W_OK):
+            return f"the directory {directory} is read-only"
+    return None
 
 
 class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
@@ -226,6 +247,10 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
         if self._conn is None:
             raise StoreUnavailable(f"the mirror {self.path} is closed")
 
+    def unwritable(self) -> str | None:
+        """Why the file cannot be written now, or None (see :func:`unwritable`)."""
+        return unwritable(self.path)
+
     def use_model(self, model: str) -> None:
         """Recall and write ``model``'s vectors from now on (the store was re-indexed for it); the
         vectors of other models stay until :meth:`drop_models`."""
@@ -238,7 +263,14 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
-                self._conn.close()
+                reason = self.unwritable()
+                if reason is None:
+                    self._conn.close()
+                else:
+                    # closing makes SQLite write its shared memory, which kills the process (SIGBUS) when the
+                    # file became read-only: the connection stays open, never freed, until the process ends
+                    log.warning("mirror %s left open (%s); the next start catches it up", self.path, reason)
+                    ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._conn))
                 self._conn = None  # type: ignore[assignment]
                 self._cache = None
 

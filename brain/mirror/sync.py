@@ -37,7 +37,7 @@ from brain.mirror.store import EngramMirror, MirrorDocument
 from brain.store.reads import page_documents
 
 if TYPE_CHECKING:  # the store never imports the mirror: the mirror follows its write events
-    from brain.store import RagStore
+    from brain.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ def _same_vector(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     return bool(np.abs(a - b).max(initial=0.0) <= VECTOR_TOLERANCE * scale)
 
 
-def _check_models(store: "RagStore", mirror: EngramMirror) -> None:
+def _check_models(store: "Store", mirror: EngramMirror) -> None:
     if store.embedder.name != mirror.model:
         raise EmbeddingModelMismatch(
             f"the mirror {mirror.path} is opened for model {mirror.model} but the store embeds with "
@@ -176,7 +176,7 @@ def _check_models(store: "RagStore", mirror: EngramMirror) -> None:
         )
 
 
-def _store_pages(store: "RagStore", types: Sequence[str], page: int):
+def _store_pages(store: "Store", types: Sequence[str], page: int):
     """The store's documents of ``types`` with their vectors, a page at a time. One unfiltered pass:
     a ``where`` on the type would make Chroma filter the whole collection again for every page."""
     wanted = set(types)
@@ -202,7 +202,7 @@ def _compare(doc, mirrored: MirrorDocument | None) -> str | None:
 
 
 def catch_up(
-    store: "RagStore", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
+    store: "Store", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
 ) -> SyncReport:
     """Make the mirror match the store for ``types`` (default: the store's BRAIN_MIRROR_TYPES), repairing
     exactly the rows that differ; idempotent. See the module docstring."""
@@ -273,14 +273,14 @@ class _Repair:
 
 
 def sync_mirror(
-    store: "RagStore", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
+    store: "Store", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
 ) -> SyncReport:
     """The catch-up under its command's name (``brain mirror sync``): :func:`catch_up`."""
     return catch_up(store, mirror, types=types, page=page)
 
 
 def verify_mirror(
-    store: "RagStore", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
+    store: "Store", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
 ) -> VerifyReport:
     """Every difference between the store's documents of ``types`` (default: the store's
     BRAIN_MIRROR_TYPES) and the mirror, without writing."""
@@ -323,7 +323,7 @@ def _restorable(doc: MirrorDocument, reuse: bool, dimension: int) -> tuple[dict[
 
 
 def restore_from_mirror(
-    store: "RagStore", mirror: EngramMirror, *, include_foreign: bool = True, batch: int = 500
+    store: "Store", mirror: EngramMirror, *, include_foreign: bool = True, batch: int = 500
 ) -> RestoreReport:
     """Write the mirror's documents into ``store``; see the module docstring. Returns what happened."""
     started = time.perf_counter()

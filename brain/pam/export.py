@@ -42,14 +42,14 @@ from brain.pam.spec import (
 from brain.schemas import GLOBAL_SCOPE, DocType, entity_scope, valid_entity_scope
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 # uuid5 namespace of the owner ids derived from where the store lives (default_owner_id)
 _OWNER_NAMESPACE = uuid.UUID("3b8f6d1c-2f4e-4c51-9d0a-7e5b2a9c4f10")
 
 
 def export_pam(
-    store: RagStore, out_dir: str | Path, *, embeddings: bool = True, conversations: bool = True,
+    store: Store, out_dir: str | Path, *, embeddings: bool = True, conversations: bool = True,
     owner_id: str | None = None, force: bool = False, entity: str | None = None,
 ) -> ExportReport:
     """Write every memory of ``store`` to ``out_dir/memory-store.json``, with ``embeddings`` their
@@ -199,7 +199,7 @@ def export_pam(
     )
 
 
-def default_owner_id(store: RagStore) -> str:
+def default_owner_id(store: Store) -> str:
     """``BRAIN_OWNER_ID``, else a stable UUID derived from where the collection lives."""
     if store.settings.owner_id:
         return store.settings.owner_id
@@ -207,7 +207,7 @@ def default_owner_id(store: RagStore) -> str:
     return str(uuid.uuid5(_OWNER_NAMESPACE, f"{where}\x1f{store.settings.collection}"))
 
 
-def _store_conversations(store: RagStore, warnings: list[str], entity: str | None = None) -> dict[str, dict[str, Any]]:
+def _store_conversations(store: Store, warnings: list[str], entity: str | None = None) -> dict[str, dict[str, Any]]:
     """Every conversation of the store (of its turns and summaries) as a PAM document, by brain id; with
     ``entity``, those that are its own (:func:`brain.access.may_use_conversation`), with its documents only."""
     from brain.access import may_use_conversation

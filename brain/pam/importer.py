@@ -21,10 +21,10 @@ from brain.pam.reports import ImportReport
 from brain.schemas import from_chroma, validate_metadata
 
 if TYPE_CHECKING:
-    from brain.store import RagStore
+    from brain.store import Store
 
 
-def import_pam(store: RagStore, path: str | Path) -> ImportReport:
+def import_pam(store: Store, path: str | Path) -> ImportReport:
     """Import a PAM export (directory, or its memory-store file) into ``store``: its memories and the
     conversations its ``conversations_index`` names; see docs/pam.md."""
     started = time.perf_counter()

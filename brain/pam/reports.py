@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from brain.wording import counted
+
 
 @dataclass
 class ExportReport:
@@ -37,14 +39,14 @@ class ExportReport:
         return data
 
     def summary(self) -> str:
-        head = f"exported {self.memories} memories to {self.memory_store}"
+        head = f"exported {counted(self.memories, 'memory')} to {self.memory_store}"
         if self.embeddings:
-            head += f", {self.embeddings_written} vectors to {self.embeddings}"
+            head += f", {counted(self.embeddings_written, 'vector')} to {self.embeddings}"
         if self.conversations_dir:
-            head += (f", {self.conversations} conversations ({self.messages} messages, {self.summaries} summaries) "
-                     f"to {self.conversations_dir}")
+            head += (f", {counted(self.conversations, 'conversation')} ({counted(self.messages, 'message')}, "
+                     f"{counted(self.summaries, 'summary')}) to {self.conversations_dir}")
         if self.parts_skipped:
-            head += f"; {self.parts_skipped} Xaibo chunk and vector rows left out (parts, not memories)"
+            head += f"; {counted(self.parts_skipped, 'Xaibo chunk and vector row')} left out (parts, not memories)"
         lines = [f"{head} ({self.seconds:.1f} s)"]
         if self.replaced:
             lines.append(f"replaced: {', '.join(self.replaced)}")
@@ -88,11 +90,11 @@ class ImportReport:
         return data
 
     def summary(self) -> str:
-        vectors = f"{self.vectors_reused} vectors reused"
+        vectors = f"{counted(self.vectors_reused, 'vector')} reused"
         if self.vectors_normalised:
             vectors += f" ({self.vectors_normalised} normalised to unit length)"
-        head = (f"imported {self.memories} memories: {self.new} new, {self.updated} updated, {self.unchanged} "
-                f"unchanged; {vectors}, {self.vectors_embedded} embedded; {self.conversations} conversations: "
-                f"{self.turns} turns, {self.summaries} summaries ({self.conversation_new} new, "
+        head = (f"imported {counted(self.memories, 'memory')}: {self.new} new, {self.updated} updated, {self.unchanged} "
+                f"unchanged; {vectors}, {self.vectors_embedded} embedded; {counted(self.conversations, 'conversation')}: "
+                f"{counted(self.turns, 'turn')}, {counted(self.summaries, 'summary')} ({self.conversation_new} new, "
                 f"{self.conversation_unchanged} unchanged) ({self.seconds:.1f} s)")
         return "\n".join([head] + [f"warning: {w}" for w in self.warnings])

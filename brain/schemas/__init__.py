@@ -47,7 +47,7 @@ from brain.schemas.limits import (
 from brain.schemas.models import (
     MODELS,
     BaseMetadata,
-    FaqMetadata,
+    FAQMetadata,
     MemoryMetadata,
     PersonaMetadata,
     SummaryMetadata,
@@ -126,7 +126,7 @@ __all__ = [
     "BaseMetadata",
     "ConversationId",
     "DocType",
-    "FaqMetadata",
+    "FAQMetadata",
     "MemoryMetadata",
     "PersonaMetadata",
     "Source",

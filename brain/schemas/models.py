@@ -148,7 +148,7 @@ class PersonaMetadata(BaseMetadata):
         return value
 
 
-class FaqMetadata(BaseMetadata):
+class FAQMetadata(BaseMetadata):
     type: Literal[DocType.FAQ] = Field(description="document type")
     topic: str | None = Field(None, description="topic of the entry")
     specialist_name: str | None = Field(
@@ -318,7 +318,7 @@ class SummaryMetadata(BaseMetadata):
 
 MODELS: dict[str, type[BaseMetadata]] = {
     DocType.PERSONA.value: PersonaMetadata,
-    DocType.FAQ.value: FaqMetadata,
+    DocType.FAQ.value: FAQMetadata,
     DocType.MEMORY.value: MemoryMetadata,
     DocType.TURN.value: TurnMetadata,
     DocType.SUMMARY.value: SummaryMetadata,

@@ -455,7 +455,9 @@ class SpecialistRegistry:
             self._cache.clear()
 
     def find_specialists(self, request: str, k: int = 3) -> list[SpecialistMatch]:
-        """The ``k`` best specialists for a request, best first, each with its score, parts, confidence and band."""
+        """The ``k`` best specialists for a request, best first by ``confidence`` (the classifier's
+        probability when one is learned, else a function of the score, so then by score too), each with
+        its score, parts, confidence and band."""
         if not isinstance(request, str) or not request.strip():
             raise ValidationError("request must be a non-empty string", [Problem("request", "empty")])
         check_k(k)

@@ -1,6 +1,7 @@
 """The store: typed documents in one Chroma collection.
 
-- :mod:`~brain.store.facade` -- :class:`RagStore`, the thin facade every caller uses
+- :mod:`~brain.store.facade` -- :class:`Store`, the facade over the parts below (callers open it as
+  :class:`brain.rag_store.RagStore`, which wires the mirror and the persona rule)
 - :mod:`~brain.store.chroma` -- the client, the guarded collection, paged reads and chunked writes
 - :mod:`~brain.store.plan` -- the typed write steps: ``WritePlan`` in, ``WriteResult`` out
 - :mod:`~brain.store.pipeline` -- ids, positions, the memory merge, embedding, the all-or-nothing commit
@@ -15,12 +16,12 @@
 from brain.ids import derived_id, memory_id, new_id
 from brain.store.chroma import ChromaAccess, GuardedCollection, missing_store, open_client, open_cosine_collection
 from brain.store.events import WriteEvent, WriteEvents, WriteSubscriber
-from brain.store.facade import RagStore
+from brain.store.facade import Store
 from brain.store.plan import PreparedDoc, WritePlan, WriteResult
 from brain.store.retrieval import SIMILARITY_ONLY
 
 __all__ = [
-    "SIMILARITY_ONLY", "ChromaAccess", "GuardedCollection", "PreparedDoc", "RagStore", "WriteEvent", "WriteEvents",
+    "SIMILARITY_ONLY", "ChromaAccess", "GuardedCollection", "PreparedDoc", "Store", "WriteEvent", "WriteEvents",
     "WritePlan", "WriteResult", "WriteSubscriber", "derived_id", "memory_id", "missing_store", "new_id",
     "open_client", "open_cosine_collection",
 ]

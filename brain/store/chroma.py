@@ -83,17 +83,55 @@ _READS = frozenset({"get", "query", "count", "peek"})
 READ_RETRY_WAITS = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 
+def embedding_function(embedder: Embedder) -> Any:
+    """``embedder`` behind Chroma's ``EmbeddingFunction`` protocol: a collection opened with it embeds
+    ``query_texts`` (as queries) and documents written without vectors (as documents) with the store's
+    own model, so direct Chroma calls land in the same vector space as brain's writes."""
+    from chromadb.api.types import EmbeddingFunction
+
+    class StoreEmbeddingFunction(EmbeddingFunction):
+        def __init__(self, embedder: Embedder):  # noqa: D107 - Chroma inspects the signature
+            self.embedder = embedder
+
+        def __call__(self, input: Sequence[str]) -> list[np.ndarray]:
+            return list(self.embedder.embed_documents(list(input)))
+
+        def embed_query(self, input: Sequence[str]) -> list[np.ndarray]:
+            return list(self.embedder.embed_queries(list(input)))
+
+        @staticmethod
+        def name() -> str:
+            return "brain"
+
+        def get_config(self) -> dict[str, Any]:
+            return {"embedder": self.embedder.name}
+
+        @staticmethod
+        def build_from_config(config: dict[str, Any]) -> Any:
+            raise NotImplementedError("brain's embedding function is bound by the store that opens the collection")
+
+        def is_legacy(self) -> bool:
+            return False
+
+    return StoreEmbeddingFunction(embedder)
+
+
 class GuardedCollection:
     """The Chroma collection, except that its failures are brain's errors: losing the server raises
     :class:`StoreUnavailable`, anything else Chroma raises :class:`StoreError` naming the call. A read
-    that fails with one of Chroma's transient internal errors is tried again a few times first."""
+    that fails with one of Chroma's transient internal errors is tried again a few times first.
 
-    def __init__(self, collection: Any, where: str):
+    With ``friendly_where`` a ``where`` may be written as :func:`brain.filters.to_chroma_where` reads it
+    (several keys and-ed, ``tags`` as ``$contains``, ISO times): the reference's filters, such as
+    ``{"type": "faq", "topic": "specialists"}``, which Chroma itself refuses."""
+
+    def __init__(self, collection: Any, where: str, *, friendly_where: bool = False):
         from chromadb.errors import InternalError, NotFoundError
 
         self._collection = collection
         self._where = where
         self._internal, self._gone = InternalError, NotFoundError
+        self._friendly_where = friendly_where
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._collection, name)
@@ -101,6 +139,10 @@ class GuardedCollection:
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            if self._friendly_where and isinstance(kwargs.get("where"), dict):
+                from brain.filters import to_chroma_where
+
+                kwargs["where"] = to_chroma_where(kwargs["where"])
             waits = iter(READ_RETRY_WAITS if name in _READS else ())
             while True:
                 try:

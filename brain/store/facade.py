@@ -1,7 +1,9 @@
-"""RagStore: the one Chroma collection (``conversations``) of typed, validated documents.
+"""Store: the one Chroma collection (``conversations``) of typed, validated documents.
 
-A thin facade over the parts of :mod:`brain.store`: Chroma access (:attr:`RagStore.chroma`), the
-write pipeline, the write events (:attr:`RagStore.events`), the in-process indexes and retrieval.
+A thin facade over the parts of :mod:`brain.store`: Chroma access (:attr:`Store.chroma`), the
+write pipeline, the write events (:attr:`Store.events`), the in-process indexes and retrieval.
+Callers open it as :class:`brain.rag_store.RagStore`, which adds what this layer does not import (the
+mirror, the persona rule) so that every way of opening a store wires it the same.
 Writes are validated whole before anything is embedded or stored; memories are deduplicated by
 (scope, text); turns and summaries get their per-conversation index.
 
@@ -24,14 +26,15 @@ import numpy as np
 
 from brain.config import Settings
 from brain.embeddings import Embedder, get_embedder
-from brain.errors import BrainError, NotFound, ValidationError
+from brain.errors import BrainError, NotFound, StoreUnavailable, ValidationError
 from brain.locking import DataDirLock
 from brain.memories import readable_scopes, search_scopes
 from brain.memory_index import MemoryIndex
 from brain.results import Document, Hit, MemoryHit
 from brain.schemas import DocType, check_extra_metadata, check_k, check_last_used, utc_now
-from brain.store.chroma import (ChromaAccess, GuardedCollection, missing_store, open_client, open_cosine_collection,
-                                switch_advice)
+from brain.store.chroma import (ChromaAccess, GuardedCollection, embedding_function, missing_store, open_client,
+                                open_cosine_collection, switch_advice)
+from brain.store.disk import DiskGuard, guarded_paths
 from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import ChangeFeed, FeedWriter
 from brain.store.live import live_collection
@@ -49,23 +52,24 @@ from brain.migrations import migrate_typed_fields
 log = logging.getLogger(__name__)
 
 
-class RagStore:
+class Store:
     """Typed documents in one Chroma collection, with exact memory ranking.
 
-    ``col`` is the underlying Chroma collection, for direct queries, and ``chroma`` the same with
-    paged reads and chunked writes. Writes through them bypass validation, the write events and the
+    ``col`` is the underlying Chroma collection, for direct queries: ``query_texts`` are embedded with
+    the store's embedder, and a ``where`` may and several keys as :meth:`get` does. ``chroma`` is the
+    same with paged reads and chunked writes. Writes through them bypass validation, the write events and the
     in-process state; call :meth:`refresh_index` after such writes.
 
     Followers of the writes subscribe to :attr:`events`; ``attach(store)``, when given, is called
     once the collection is open and before unfinished writes of a dead process are rolled back, so
-    that what it subscribes (the mirror, see :func:`brain.core.open_store`) follows that roll-back.
+    that what it subscribes (the mirror, see :class:`brain.rag_store.RagStore`) follows that roll-back.
     ``persona_version`` picks the persona version :meth:`retrieve_persona` reads
     (:func:`brain.persona.current_version`; without it every version is searched).
     """
 
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
                  client: Any | None = None, create: bool = True,
-                 attach: Callable[[RagStore], None] | None = None, persona_version: VersionRule | None = None):
+                 attach: Callable[[Store], None] | None = None, persona_version: VersionRule | None = None):
         """``create=False``: raise :class:`StoreNotFound` rather than create a store that does not exist."""
         self.settings = settings or Settings()
         self.embedder = embedder or get_embedder(self.settings)
@@ -87,6 +91,8 @@ class RagStore:
             if not create and self.collection_name not in {c.name for c in self.client.list_collections()}:
                 raise missing_store(self.settings)
             self.events = WriteEvents()
+            # writes are refused before the disk is full, where Chroma can hang (brain.store.disk)
+            self.disk = self.events.subscribe(DiskGuard(guarded_paths(self.settings), self.settings.min_free_disk_mb))
             self._persona_version = persona_version
             self.state: InProcessState | None = None
             self._bind(self._open_collection(), self.embedder)
@@ -119,7 +125,9 @@ class RagStore:
         where = self.settings.chroma_url or "the data directory"
         old_state, old_writes = self.state, getattr(self, "_writes", None)
         self.embedder = embedder
-        self.col = GuardedCollection(collection, where)
+        # the collection as callers query it directly: their query_texts embedded by this store's model
+        collection = self.client.get_collection(collection.name, embedding_function=embedding_function(embedder))
+        self.col = GuardedCollection(collection, where, friendly_where=True)
         self.chroma = ChromaAccess(self.client, self.col, where)
         self.dimension = int(self.col.metadata["dimension"])
         snapshots = self._snapshot_keeper()  # a snapshot belongs to one collection and model
@@ -330,6 +338,20 @@ class RagStore:
                 return
             with self.events.muted(self.mirror_link):
                 yield
+
+    def catch_up_mirror(self, *, wait: bool = True) -> int:
+        """Mirror the documents whose writes the mirror missed while it could not be written (see
+        :mod:`brain.mirror.subscriber`); returns how many, 0 when none wait or (``wait=False``) a write
+        is in progress. While it still cannot be written they stay behind, and health says so."""
+        link = self.mirror_link
+        if link is None or not getattr(link, "behind", 0) or not self._lock.acquire(blocking=wait):
+            return 0
+        try:
+            return link.catch_up()
+        except StoreUnavailable:
+            return 0
+        finally:
+            self._lock.release()
 
     # ---- writes -----------------------------------------------------------------------------------
     def write_docs(self, docs: Sequence[Mapping[str, Any]], *, merge_memories: bool = True) -> WriteResult:
@@ -588,7 +610,7 @@ class RagStore:
         }
 
 
-def _follow_live_of(ref: weakref.ref[RagStore]) -> Callable[[int], object]:
+def _follow_live_of(ref: weakref.ref[Store]) -> Callable[[int], object]:
     """What the follower calls on a swap record: a weak reference, so that the follower (and its
     thread) never keep a store alive that its owner let go."""
     def swapped(sequence: int) -> object:
@@ -602,4 +624,4 @@ def _tree_bytes(path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-__all__ = ["RagStore"]
+__all__ = ["Store"]

@@ -45,29 +45,38 @@ _TRACE = (
 )
 
 
-def deleted_traces(chroma_dir: Path, collection_id: str, scope: str, ids: Sequence[str] = ()) -> int:
-    """How many queue records of ``collection_id`` still hold text of deleted documents that were in
-    ``scope`` or had one of ``ids``."""
+def deleted_traces(chroma_dir: Path, collection_ids: str | Sequence[str], scope: str, ids: Sequence[str] = ()) -> int:
+    """How many queue records of the collections ``collection_ids`` still hold text of deleted
+    documents that were in ``scope`` or had one of ``ids``."""
     with _connect(chroma_dir) as conn:
-        return conn.execute(f"SELECT COUNT(*) FROM embeddings_queue WHERE {_TRACE}",
-                            _params(collection_id, scope, ids)).fetchone()[0]
+        return sum(conn.execute(f"SELECT COUNT(*) FROM embeddings_queue WHERE {_TRACE}",
+                                _params(collection, scope, ids)).fetchone()[0]
+                   for collection in _as_list(collection_ids))
 
 
-def scrub_deleted(chroma_dir: Path, collection_id: str, scope: str, ids: Sequence[str] = ()) -> dict[str, Any]:
-    """Erase what the file still holds of deleted documents that were in ``scope`` or had one of ``ids``,
-    and compact the file. Returns ``{"queue_records_redacted": n, "vacuumed": True}``."""
+def scrub_deleted(chroma_dir: Path, collection_ids: str | Sequence[str], scope: str,
+                  ids: Sequence[str] = ()) -> dict[str, Any]:
+    """Erase what the file still holds of deleted documents of the collections ``collection_ids`` that
+    were in ``scope`` or had one of ``ids``, and compact the file (and empty its write-ahead log).
+    Returns ``{"queue_records_redacted": n, "vacuumed": True}``."""
     with _connect(chroma_dir) as conn:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            redacted = conn.execute(f"UPDATE embeddings_queue SET metadata = NULL WHERE {_TRACE}",
-                                    _params(collection_id, scope, ids)).rowcount
+            redacted = sum(conn.execute(f"UPDATE embeddings_queue SET metadata = NULL WHERE {_TRACE}",
+                                        _params(collection, scope, ids)).rowcount
+                           for collection in _as_list(collection_ids))
             conn.execute("INSERT INTO embedding_fulltext_search(embedding_fulltext_search) VALUES ('optimize')")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # old pages in a write-ahead log hold text too
     return {"queue_records_redacted": redacted, "vacuumed": True}
+
+
+def _as_list(collection_ids: str | Sequence[str]) -> list[str]:
+    return [str(collection_ids)] if isinstance(collection_ids, str) else [str(c) for c in collection_ids]
 
 
 def _params(collection_id: str, scope: str, ids: Sequence[str]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Header, Query, Request
 
 from brain.api.models import (
     ContextRequest,
@@ -12,6 +12,7 @@ from brain.api.models import (
     EntityQuery,
     ExchangeOut,
     ExchangeRequest,
+    IdempotencyKey,
     SummariesOut,
     TurnsOut,
     documented_responses,
@@ -19,6 +20,7 @@ from brain.api.models import (
 )
 from brain.api.read_your_writes import with_sequence
 from brain.api.request_context import access_of
+from brain.errors import ValidationError
 
 
 def add_routes(app: FastAPI) -> None:
@@ -35,10 +37,15 @@ def add_routes(app: FastAPI) -> None:
 
     @app.post("/v1/exchanges", tags=["chat"], status_code=201, operation_id="record_exchange",
               responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(201, ExchangeOut), links=conversation_links))
-    def exchanges(body: ExchangeRequest, request: Request) -> Any:
+    def exchanges(body: ExchangeRequest, request: Request, idempotency_key: IdempotencyKey | None = Header(
+            None, alias="Idempotency-Key", description="as the body's idempotency_key (give one, or both equal)")) -> Any:
+        if idempotency_key is not None and body.idempotency_key not in (None, idempotency_key):
+            raise ValidationError.of("idempotency_key", "the Idempotency-Key header and the body's idempotency_key "
+                                                        "differ; send one of them, or the same key in both")
         exchange = access_of(request, body.entity).record_exchange(
             body.conversation_id, body.user_text, body.assistant_text, timestamp=body.timestamp,
-            metadata=body.metadata, user_name=body.user_name, assistant_name=body.assistant_name)
+            metadata=body.metadata, user_name=body.user_name, assistant_name=body.assistant_name,
+            idempotency_key=idempotency_key or body.idempotency_key)
         return with_sequence(request, exchange.to_dict())
 
     @app.get("/v1/conversations/{conversation_id}/turns", tags=["chat"], operation_id="conversation_turns",

@@ -15,7 +15,7 @@ from brain.core import open as open_brain
 from brain.embeddings import get_embedder
 from brain.errors import ConfigError, ValidationError
 from brain.memories import visible_scopes
-from brain.store import RagStore
+from brain.store import Store
 from brain.schemas import GLOBAL_SCOPE, entity_scope
 
 
@@ -65,15 +65,15 @@ def shared_brain(settings: Settings) -> Brain:
         return brain
 
 
-def shared_store(settings: Settings) -> RagStore:
+def shared_store(settings: Settings) -> Store:
     """The store of :func:`shared_brain` for these storage settings."""
     return shared_brain(settings).store
 
 
-def register_shared_store(store: Brain | RagStore) -> None:
+def register_shared_store(store: Brain | Store) -> None:
     """Make Xaibo modules configured with the settings of ``store`` (a Brain or a RagStore, e.g. the
     chat backend's) use it."""
-    if isinstance(store, RagStore):
+    if isinstance(store, Store):
         store = Brain(store)  # wiring only: the store stays its owner's to close
     if not isinstance(store, Brain):
         raise ConfigError(f"register_shared_store needs a brain Brain or RagStore, got {type(store).__name__}")
@@ -110,11 +110,11 @@ def own_config(config: Any, own_keys: Sequence[str], module: str) -> dict[str, A
     return dict(config)
 
 
-def resolve_store(store: Any, settings: Any, config: Any, own_keys: Sequence[str], module: str) -> tuple[RagStore, dict]:
+def resolve_store(store: Any, settings: Any, config: Any, own_keys: Sequence[str], module: str) -> tuple[Store, dict]:
     if isinstance(store, Brain):
         store = store.store
     if store is not None:
-        if not isinstance(store, RagStore):
+        if not isinstance(store, Store):
             raise ConfigError(f"{module}: store must be a brain Brain or RagStore, got {type(store).__name__}")
         return store, own_config(config, own_keys, module)
     if settings is not None:
