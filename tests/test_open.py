@@ -89,7 +89,9 @@ def test_search_ranks_each_type_its_own_way(embedded_store):
     memories = b.search("what does Alice eat?", type="memory", entity="alice")
     assert [h.text for h in memories] == ["Alice is vegetarian"] and memories[0].importance_part > 0
     assert [h.metadata["type"] for h in b.search("read a photo", type="faq", k=1)] == ["faq"]
+    embedded_store.upsert_memory("Everyone in the house eats at seven")  # a search for no entity ranks global ones
     assert {h.metadata["type"] for h in b.search("Alice", k=10)} >= {"memory", "faq"}
+    assert not {h.metadata.get("scope") for h in b.search("Alice", k=10)} - {"global"}
     # every type keeps to the scope rule: Bob's entry exists for Bob only
     assert [h.text for h in b.search("read a photo", type="faq", entity="alice", k=5)] == ["OCR reads text in images."]
     assert len(b.search("read a photo", type="faq", entity="bob", k=5)) == 2
