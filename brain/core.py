@@ -135,9 +135,8 @@ class Brain:
         """Search one document type the way it is ranked: memories by score (similarity, importance,
         recency), persona, FAQ and summaries by similarity from their in-process indexes, turns or no
         type through Chroma. ``k`` defaults to the type's setting. With ``entity``, ``entity``'s
-        documents and global ones, never another entity's, whatever the type; without, the ranked types
-        and memories among the others global ones only (:func:`brain.memories.scopes_for`), turns every
-        scope (as :meth:`Store.search` does)."""
+        documents and global ones, never another entity's, whatever the type; without, global ones only
+        (:func:`brain.memories.scopes_for`; :meth:`Store.search` reads every scope)."""
         doc_type = _type_name(type)
         kwargs: dict[str, Any] = {"k": k} if k is not None else {}
         if doc_type == DocType.MEMORY.value:
@@ -149,9 +148,8 @@ class Brain:
         }.get(doc_type or "")
         if by_similarity is not None:
             return by_similarity(query, entity=entity, **kwargs)
-        where = None
-        if doc_type is None and entity is None:  # memories among the other types: as a memory search ranks
-            where = {"$or": [{"type": {"$ne": DocType.MEMORY.value}}, {"scope": sorted(search_scopes(None) or ())}]}
+        # a search for no entity ranks global documents only, of every type (brain.memories.scopes_for)
+        where = {"scope": sorted(search_scopes(None) or ())} if entity is None else None
         return self.store.search(query, type=doc_type, where=where, entity=entity, **kwargs)
 
     def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
