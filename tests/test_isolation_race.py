@@ -125,3 +125,16 @@ def test_two_workers_racing_for_one_new_id_give_it_to_one_entity(workers):
     finally:
         for client in clients.values():
             client.close()
+
+
+def test_an_exchange_without_an_entity_goes_on_in_the_conversations_scope(embedded_store):
+    from brain.chat import ChatMemory
+
+    chat = ChatMemory(embedded_store, start_worker=False)
+    try:
+        started = chat.record_exchange(None, "Alice here", "Hello", entity="alice")
+        chat.record_exchange(started.conversation_id, "Thanks!", "You're welcome.")  # the library, no entity
+        turns = embedded_store.conversation_turns(started.conversation_id)
+        assert [t.metadata["scope"] for t in turns] == ["entity:alice"] * 4
+    finally:
+        chat.close()

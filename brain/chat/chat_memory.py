@@ -267,7 +267,9 @@ class ChatMemory:
     ) -> Exchange:
         """Store the exchange as two turns (one write: both or neither) with consecutive ``turn_index``
         values; ``conversation_id`` ``None`` starts a new conversation (``conv-<uuid>``). With
-        ``entity`` the turns are stored in that entity's scope. Schedules the summaries now due.
+        ``entity`` the turns are stored in that entity's scope; without, in the scope the conversation
+        started in (a conversation belongs to one scope: another entity's turns are refused with
+        :class:`~brain.errors.ConversationOwned`). Schedules the summaries now due.
 
         ``idempotency_key`` (1..255 printable ASCII characters) makes a retry safe: the turn ids (and a
         new conversation's id) are derived from it and the scope, so the same exchange sent again, by
@@ -297,6 +299,10 @@ class ChatMemory:
             )
         if entity is not None:
             extra["scope"] = valid_entity_scope(entity)
+        elif conversation_id is not None:  # no entity named: the exchange goes on in the conversation's scope
+            started = self.store.conversation_turns(conversation_id)
+            if started:
+                extra["scope"] = str(started[0].metadata.get("scope") or GLOBAL_SCOPE)
         scope = extra.get("scope", GLOBAL_SCOPE)
         if key is None:
             conversation_id = conversation_id or new_conversation_id()
