@@ -11,9 +11,11 @@ Acting as entity ``E``:
   one can be read but not changed (:class:`Forbidden`).
 - **conversations**: a conversation belongs to the scope its turns were written in. ``E`` sees only
   conversations whose turns are all in ``entity:E``; any other id (another entity's, a shared one, an
-  unknown one) is :class:`NotFound` for every read, so a read never tells whether it exists. New
-  conversations ``E`` starts are written in ``entity:E``, and later exchanges stay in the scope the
-  conversation started in.
+  unknown one) is :class:`NotFound` for every read, so a read never tells whether it exists. The
+  context of a message is the exception that says the same thing another way: any other id gives the
+  context of an empty conversation (persona, knowledge and memories, no turns or summaries), as a
+  conversation not yet recorded does. New conversations ``E`` starts are written in ``entity:E``, and
+  later exchanges stay in the scope the conversation started in.
 - **documents of any type** (``/v1/docs``): unrestricted callers only.
 
 Unrestricted (the admin naming no entity): every memory and conversation; searches and contexts rank
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from brain.errors import ConversationOwned, Forbidden, NotFound, Problem, ValidationError, joined
-from brain.memories import global_refusal, may_change, may_read, readable_scopes
+from brain.memories import global_refusal, may_change, may_read, may_use_conversation, readable_scopes
 from brain.memory_listing import list_memories
 from brain.schemas import (
     ENTITY_MAX_LENGTH,
@@ -86,11 +88,6 @@ class Caller:
 
 
 ADMIN = Caller()
-
-
-def may_use_conversation(scopes: set[str], acting: str | None) -> bool:
-    """Whether a conversation whose turns are in ``scopes`` exists for a request acting as ``acting``."""
-    return bool(scopes) and (acting is None or scopes == {entity_scope(acting)})
 
 
 def refuse_field_keys(metadata: Mapping[str, Any] | None, top_level: Iterable[str] = ()) -> None:
@@ -249,9 +246,16 @@ class Access:
         return conversation_id, first
 
     def build_context(self, conversation_id: str | None, user_message: str) -> Any:
-        """:meth:`ChatMemory.build_context` for the acting entity, in one of its conversations."""
+        """:meth:`ChatMemory.build_context` for the acting entity. A conversation not yet recorded is an
+        empty one (a chat backend asks for the context of a conversation's first message before recording
+        it), and so is every conversation that is not the acting entity's (the rule of this module)."""
         if conversation_id is not None:
-            conversation_id, _ = self._conversation(conversation_id)
+            conversation_id = valid_conversation_id(conversation_id)
+            scopes, _ = self._conversation_scopes(conversation_id)
+            if not may_use_conversation(scopes, self.entity):
+                context = self.chat.build_context(None, user_message, entity=self.entity)
+                context.conversation_id = conversation_id  # the id asked for, as for one not yet recorded
+                return context
         return self.chat.build_context(conversation_id, user_message, entity=self.entity)
 
     def record_exchange(self, conversation_id: str | None, user_text: str, assistant_text: str, *,

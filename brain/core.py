@@ -178,11 +178,13 @@ class Brain:
         return report
 
     # ---- the mirror ------------------------------------------------------------------------------
-    def sync_mirror(self) -> SyncReport:
-        """Make the mirror match the store (``brain mirror sync``): exactly the rows that differ are repaired."""
+    def sync_mirror(self, *, force: bool = False) -> SyncReport:
+        """Make the mirror match the store (``brain mirror sync``): exactly the rows that differ are repaired.
+        A store that looks lost or much smaller than the mirror raises :class:`~brain.errors.StoreLooksLost`
+        unless ``force`` (see :mod:`brain.mirror.guard`)."""
         from brain.mirror.sync import sync_mirror
 
-        return sync_mirror(self.store, self.require_mirror(), types=self.settings.mirrored_types)
+        return sync_mirror(self.store, self.require_mirror(), types=self.settings.mirrored_types, force=force)
 
     def verify_mirror(self) -> VerifyReport:
         """Every difference between the store and the mirror, without writing (``brain mirror verify``)."""
@@ -199,8 +201,10 @@ class Brain:
         return BackfillReport(embedded, mirror.coverage())
 
     def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, Any]:
-        """Whether the store answers, the embedder, the summariser's status and the mirror's, with
-        ``status`` ``ok``, ``degraded`` (a damaged mirror: reads and writes still work, from Chroma; or
+        """Whether the store answers, the embedder, the summariser's status, the persona (the stored version
+        and whether it is ``BRAIN_PERSONA_PATH``'s, see :func:`brain.persona.persona_report`) and the mirror's, with
+        ``status`` ``ok``, ``degraded`` (a damaged or unwritable mirror, or a model summariser that cannot be
+        reached: reads and writes still work, from Chroma, and summaries come from the extractive fallback; or
         too little free disk, ``disk``: writes are refused, reads work) or
         ``unavailable`` (the store is down). ``detail`` adds how much the store holds, and where: the
         documents per type (``counts``). ``verify`` (with ``detail``) adds whether the mirror matches the
@@ -218,7 +222,11 @@ class Brain:
             report["store"] = {"ok": False, "error": str(exc)}
         report["embedder"] = {"ok": True, "name": self.store.embedder.name,
                               "dimension": int(self.store.embedder.dimension)}
-        report["summariser"] = self.chat.health()
+        # asks the summariser when nothing said how it is for a while: an unreachable one is not "ok"
+        summariser = report["summariser"] = self.chat.health(probe=None)
+        summariser["ok"] = summariser["reachable"] is not False
+        if healthy:
+            report["persona"] = self._persona_health(detail)
         health = self.store.mirror_health  # None for a store opened without open_store: no mirror
         if health is not None and health.status == "degraded":
             self.store.catch_up_mirror(wait=False)  # writable again: caught up now, not at the next write
@@ -229,8 +237,20 @@ class Brain:
             # a mirror that cannot be written now is not read either (see EngramMirror.unwritable)
             if verify and self.mirror is not None and report["mirror"]["status"] == "ok":
                 report["mirror"]["verify"] = self._verify_summary()
-        degraded = not (report["mirror"]["ok"] and report["disk"]["ok"])
+        degraded = not (report["mirror"]["ok"] and report["disk"]["ok"] and summariser["ok"])
         report["status"] = "unavailable" if not healthy else "degraded" if degraded else "ok"
+        return report
+
+    def _persona_health(self, detail: bool) -> dict[str, Any]:
+        # reported, never loaded here: startup() (brain init, serve, mcp) loads persona.md
+        from brain.persona import persona_report
+
+        try:
+            report = persona_report(self.store, self.settings.persona_path)
+        except BrainError as exc:
+            return {"error": str(exc)}
+        if not detail:  # where the file is, is the operator's business
+            report.pop("file")
         return report
 
     def _verify_summary(self) -> dict[str, Any]:

@@ -162,7 +162,14 @@ class StoreNotFound(StoreUnavailable):
 
 
 class StoreLocked(StoreUnavailable):
-    """Another process has the embedded data directory open (embedded Chroma is single-process)."""
+    """Another process has the embedded data directory open (embedded Chroma is single-process).
+    ``holder``: that process's id, when known; ``server_url``: where it serves the HTTP API, when it is
+    ``brain serve`` (the CLI then reaches the store through it)."""
+
+    def __init__(self, message: str, *, holder: int | None = None, server_url: str | None = None):
+        super().__init__(message)
+        self.holder = holder
+        self.server_url = server_url
 
 
 class StoreError(StoreUnavailable):
@@ -197,6 +204,23 @@ class MirrorCorrupt(StoreUnavailable):
             f"the mirror {self.path} is damaged ({detail}); brain keeps working from Chroma without it. "
             f"Run `{REBUILD_COMMAND}` to move the file aside and rebuild the mirror from the store"
         )
+
+
+class StoreLooksLost(BrainError):
+    """The store does not look like the one the mirror follows (empty, much smaller, re-created, or
+    half restored), so it is not the truth the mirror is emptied to match: nothing was deleted. The
+    message says how to restore the store from the mirror, or how to confirm that the store is right.
+    ``mirror_rows``: brain's rows in the mirror; ``would_delete``: how many a catch-up would delete."""
+
+    def __init__(self, message: str, *, mirror_rows: int = 0, would_delete: int = 0):
+        super().__init__(message)
+        self.mirror_rows = mirror_rows
+        self.would_delete = would_delete
+
+
+class RestoreUnfinished(StoreLooksLost):
+    """A restore from the mirror into the store began and did not finish (a kill, a crash): the store
+    holds part of the mirror. Running ``brain restore --from-mirror`` again completes it."""
 
 
 class Forbidden(BrainError):

@@ -7,7 +7,7 @@ expects their conversations gone too, not only the facts drawn from them. Global
 even where they mention the name: they are nobody's.
 
 Where from: every place brain keeps them. The live collection, through the store's write path
-(:meth:`brain.store.RagStore.delete`), so the write events update the mirror (its rows, and with them
+(:meth:`brain.store.Store.delete`), so the write events update the mirror (its rows, and with them
 their vectors, access log, content hashes and full-text entries) and every in-process index, as any
 delete does. The collections a re-index keeps for a roll-back and the one it is building
 (:mod:`brain.store.live`), directly. Rows the mirror holds in that namespace without Chroma having

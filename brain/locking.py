@@ -6,6 +6,10 @@ the same directory can corrupt it. The first process to open a data directory ta
 directory; a second process gets :class:`~brain.errors.StoreLocked` naming the holder's pid and
 the way out (a Chroma server via ``BRAIN_CHROMA_URL``). The kernel drops the lock when the holder
 exits, however it exits, so a crash never leaves a stale lock behind.
+
+The lock file holds the holder's pid and, when the holder is ``brain serve``, the address of its HTTP
+API (:func:`announce`): :class:`~brain.errors.StoreLocked` carries both, so the CLI run beside the
+server reaches the store through the server instead of opening the directory a second time.
 """
 
 from __future__ import annotations
@@ -67,23 +71,41 @@ class DataDirLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            holder = _read_pid(fd)
+            holder, url = _read_holder(fd)
             os.close(fd)
             who = f"process {holder}" if holder else "another process"
+            if url:
+                who = f"`brain serve` ({who}, serving {url})"
             raise StoreLocked(
                 f"the data directory {self.path.parent} is in use by {who}. The embedded Chroma store is "
                 f"single-process: stop the other process, give this one its own BRAIN_DATA_DIR, or run a "
                 f"Chroma server (`chroma run --path {self.path.parent / 'chroma'}`) and set BRAIN_CHROMA_URL "
-                f"in every process"
+                f"in every process",
+                holder=holder, server_url=url,
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         return fd
 
 
-def _read_pid(fd: int) -> str:
+def announce(data_dir: Path, url: str) -> None:
+    """Record ``url``, where this process serves the HTTP API, in the lock file of ``data_dir``, which
+    this process must hold (the kernel's lock going with the process, a stale address is never read)."""
+    path = (Path(data_dir) / LOCK_NAME).resolve()
+    with _guard:
+        fd, users = _held.get(path, (-1, 0))
+        if users == 0 or fd < 0:
+            raise StoreUnavailable(f"cannot announce {url}: this process does not hold {path}")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n{url}\n".encode(), 0)
+
+
+def _read_holder(fd: int) -> tuple[int | None, str | None]:
+    """(pid, server address) from a lock file; None for what it does not say."""
     try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        return os.read(fd, 32).decode(errors="replace").strip()
+        lines = os.pread(fd, 1024, 0).decode(errors="replace").split()
     except OSError:
-        return ""
+        return None, None
+    pid = int(lines[0]) if lines and lines[0].isdigit() else None
+    url = lines[1] if len(lines) > 1 and lines[1].startswith("http://") else None
+    return pid, url

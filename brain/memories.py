@@ -165,6 +165,12 @@ def may_read(scope: str, acting: str | None) -> bool:
     return scopes is None or scope in scopes
 
 
+def may_use_conversation(scopes: set[str], acting: str | None) -> bool:
+    """Whether a conversation whose turns are in ``scopes`` exists for a request acting as ``acting``:
+    unrestricted, any recorded one; acting as an entity, one whose turns are all in its scope."""
+    return bool(scopes) and (acting is None or scopes == {entity_scope(acting)})
+
+
 def may_change(scope: str, acting: str | None) -> bool:
     """Whether a request acting as ``acting`` may change or delete a memory of ``scope``: unrestricted,
     any; acting as an entity, only its own (a global memory is shared, so only the admin changes it)."""
@@ -188,6 +194,7 @@ __all__ = [
     "is_part",
     "may_change",
     "may_read",
+    "may_use_conversation",
     "merge_duplicate",
     "merge_near_duplicates",
     "merged_fields",

@@ -186,6 +186,34 @@ def _persona_docs(store: Store, entity: str | None) -> list[Document]:
     return [d for d in store.get(type=DocType.PERSONA) if d.metadata.get("scope", GLOBAL_SCOPE) in scopes]
 
 
+def persona_report(store: Store, path: str | Path | None = None) -> dict[str, Any]:
+    """The stored persona (``version``, ``sections``, ``name``; 0 sections: none loaded) and, given
+    ``path``, the file: ``file`` and ``file_state``: ``loaded`` (the stored version is this file),
+    ``changed`` (the file differs: ``brain persona load`` or a restart loads it), ``not loaded``,
+    ``missing``, ``unreadable`` (not UTF-8) or ``too large`` (over :data:`MAX_PERSONA_BYTES`)."""
+    sections = current_persona(store)
+    report: dict[str, Any] = {
+        "version": sections[0].metadata.get("version") if sections else None,
+        "sections": len(sections),
+        "name": persona_name(sections),
+    }
+    if path is not None:
+        path = Path(path)
+        try:  # hashed as load_persona hashes it
+            digest = hashlib.sha256(read_bounded_text(path, MAX_PERSONA_BYTES).encode("utf-8")).hexdigest()[:16]
+        except TooLarge:
+            state = "too large"
+        except OSError:
+            state = "missing"
+        except UnicodeDecodeError:
+            state = "unreadable"
+        else:
+            state = ("not loaded" if not sections
+                     else "loaded" if all(d.metadata.get("content_hash") == digest for d in sections) else "changed")
+        report.update(file=str(path), file_state=state)
+    return report
+
+
 def persona_block(store: Store, max_chars: int | None = None) -> str:
     """The current persona as prompt-ready text, in file order."""
     block = "\n\n".join(

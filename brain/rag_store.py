@@ -49,7 +49,7 @@ def _wire(store: Store, settings: Settings, mirror: EngramMirror | bool | None) 
 
         store.attach_feed(ChangeFeed(store.client, settings.collection, settings.chroma_url, keep=settings.feed_keep),
                           PositionClaims(store.client, settings.collection, settings.chroma_url))
-    link = open_mirror_subscriber(settings, store.embedder.name, mirror)
+    link = open_mirror_subscriber(settings, store.embedder.name, mirror, store=store)
     link.follow(store)  # what the mirror misses while it cannot be written is read back from the store
     store.mirror_link = store.subscribe(link, close=link.close)
 

@@ -7,7 +7,9 @@ unchanged, and flips the live pointer to it. Then:
 - **Vectors.** A memory whose vector of the new model the mirror keeps (Embedding Protocol v2 keeps
   several models per memory), for the same text and dimension, is copied without calling the
   embedder; every other document is embedded in batches. The new vectors of mirrored documents are
-  written to the mirror beside the old model's, which stay until :func:`drop_old`.
+  written to the mirror beside the old model's, which stay until :func:`drop_old`. Before the swap,
+  the vectors the mirror still lacks for documents the new collection holds (a run killed between
+  a batch's Chroma write and its mirror write) are copied from the new collection.
 - **Resumable.** The new collection is the record of what is done: a document there with the live
   text and metadata is done. A run after an interruption (kill -9, Ollama down) compares the two
   collections and embeds only what is missing or changed; nothing done is embedded again. The
@@ -44,6 +46,7 @@ import numpy as np
 
 from brain.embeddings import Embedder, get_embedder
 from brain.errors import ReindexError, ValidationError
+from brain.mirror.guard import StoreIdentity, store_moved
 from brain.progress import ProgressOptions, open_progress
 from brain.store import Store
 from brain.store.chroma import ChromaAccess, GuardedCollection, open_cosine_collection
@@ -365,6 +368,7 @@ def run(store: Store, embedder: Embedder, *, batch: int = BATCH,
     state = write_pointer(store.client, store.settings.collection, replace(state, building=build))
     target = _target_access(store, build.collection, embedder)
     report = ReindexReport(build.collection, previous, embedder.name)
+    served = StoreIdentity.of(store)
     recorder = store.subscribe(_Recorder())
     try:
         ids = store.chroma.ids()
@@ -388,6 +392,7 @@ def run(store: Store, embedder: Embedder, *, batch: int = BATCH,
             report.replayed += moved
             if not moved:
                 break
+        report.mirror_vectors += _complete_mirror(copier, target)
         if not swap:
             report.documents = target.count()
             report.seconds = time.monotonic() - started
@@ -407,6 +412,8 @@ def run(store: Store, embedder: Embedder, *, batch: int = BATCH,
             _flip_specialists(store, build.collection)
             write_pointer(store.client, store.settings.collection, state)
             store.follow_live(embedder=embedder)
+            if store.mirror is not None:  # the mirror follows the new collection, not a store created again
+                store_moved(store.mirror, served, store)
         if feed is not None and swap_seq is not None:
             feed.settle(swap_seq, "done")
             # writes other processes claimed before the swap record went to the old collection
@@ -416,6 +423,29 @@ def run(store: Store, embedder: Embedder, *, batch: int = BATCH,
     report.seconds = time.monotonic() - started
     log.info("%s", report.summary())
     return report
+
+
+def _complete_mirror(copier: _Copier, target: ChromaAccess) -> int:
+    """Copy from the target the new model's vectors the mirror lacks for documents the target holds with
+    the mirror's text: a run killed after a batch reached Chroma and before its vectors reached the
+    mirror left them out, and the resumed run finds that batch done. Returns how many were written."""
+    mirror = copier.mirror
+    if mirror is None:
+        return 0
+    missing = sorted(mirror.ids(foreign=False) - mirror.ids_with_vector(copier.embedder.name))
+    if not missing:
+        return 0
+    texts = {d.id: d.text for d in mirror.get(missing, bad_vectors="skip")}
+    written = 0
+    for page in target.get_ids(missing, ["documents", "metadatas", "embeddings"]):
+        items = [(i, e) for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"])
+                 if (m or {}).get("type") in copier.mirrored and texts.get(i) == d]
+        if items:
+            written += mirror.upsert_embeddings(items, copier.embedder.name, skip_unknown=True)
+    if written:
+        log.info("%d vectors of %s the mirror lacked copied from %s", written, copier.embedder.name,
+                 target.collection.name)
+    return written
 
 
 def _replay(store: Store, copier: _Copier, recorder: _Recorder, feed: Any, seen: int,
@@ -470,8 +500,10 @@ def _register_specialists(store: Store, embedder: Embedder, collection: str) -> 
     if not settings.specialists_path.exists():
         return 0
     view = _EmbedderView(store, embedder)
+    # the collection that goes with ``collection`` itself: on a roll-back its name is the logical one, whose
+    # pointer still names the live collection of the other model
     registry = SpecialistRegistry.from_settings(view, settings.model_copy(
-        update={"specialists_collection": _specialists_name(store, collection)}))
+        update={"specialists_collection": _specialists_name(store, collection)}), follow_pointer=False)
     return registry.register().embedded
 
 

@@ -14,7 +14,7 @@ from brain.wording import counted
 from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError, ConfigError
-from brain.persona import PersonaLoad, load_persona
+from brain.persona import PersonaLoad, load_persona, persona_report
 from brain.store import Store
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,7 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
     A missing persona file is a warning, not an error: the assistant still answers without one.
     """
     started = time.perf_counter()
+    owned = brain is None
     if brain is None:
         brain = open_brain(settings)
     elif settings is not None and settings is not brain.settings:
@@ -76,8 +77,16 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
     if path.exists():
         persona = load_persona(store, path)
     else:
-        warnings.append(f"persona file {path} not found; the assistant runs without a persona (set BRAIN_PERSONA_PATH)")
-    mirror_sync = catch_up_mirror(store)
+        stored = persona_report(store, path)["sections"]
+        warnings.append(f"persona file {path} not found; the assistant runs "
+                        + (f"with the persona stored before ({stored} sections)" if stored else "without a persona")
+                        + " (set BRAIN_PERSONA_PATH)")
+    try:
+        mirror_sync = catch_up_mirror(store)
+    except BaseException:  # e.g. a lost store refused: the Brain opened here is not left holding the data directory
+        if owned:
+            brain.close()
+        raise
     indexed: dict[str, int] = {}
     if warm:
         store.refresh_index()
@@ -90,7 +99,9 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
 
 def catch_up_mirror(store: Store) -> Any:
     """Bring the store's mirror in line with Chroma (:func:`brain.mirror.sync.catch_up`: content, not
-    counts), or None when the mirror is off or damaged. Run by every entry point that serves."""
+    counts), or None when the mirror is off or damaged. Run by every entry point that serves. A store
+    that looks lost or half restored raises :class:`~brain.errors.StoreLooksLost` and the mirror keeps
+    every row (:mod:`brain.mirror.guard`): the server does not start."""
     if store.mirror is None:
         return None
     from brain.mirror.sync import catch_up
@@ -98,16 +109,24 @@ def catch_up_mirror(store: Store) -> Any:
     return catch_up(store, store.mirror, types=store.settings.mirrored_types)
 
 
-def prepare_to_serve(brain: Brain, *, catch_up: bool = True) -> None:
-    """What every server (``brain serve``, ``brain mcp``) does before its first request: repair the writes
-    the mirror missed (unless ``catch_up`` is False), and register the specialists now, so that reading
-    them never writes. A specialists file that fails is logged and kept by the Brain, whose
-    ``find_specialists`` then answers with that error."""
+def prepare_to_serve(brain: Brain, *, catch_up: bool = True) -> StartupReport | None:
+    """What every server (``brain serve``, ``brain mcp``) does before its first request: :func:`startup`
+    as ``brain init`` runs it (the persona brought in line with ``persona.md``, the writes the mirror
+    missed repaired), logged, unless ``catch_up`` is False (a worker process whose parent did it); then
+    register the specialists now, so that reading them never writes. A specialists file that fails is
+    logged and kept by the Brain, whose ``find_specialists`` then answers with that error. A persona
+    file that cannot be loaded is an error, as for ``brain init``."""
+    report = None
     if catch_up:
-        caught_up = catch_up_mirror(brain.store)
-        if caught_up is not None:
-            log.info("%s", caught_up.summary())
+        report = startup(brain=brain, warm=False)
+        if report.persona is not None:
+            log.info("%s", report.persona.summary())
+        for warning in report.warnings:
+            log.warning("%s", warning)
+        if report.mirror_sync is not None:
+            log.info("%s", report.mirror_sync.summary())
     try:
         brain.register_specialists()
     except BrainError as exc:
         log.warning("specialists unavailable: %s", exc)
+    return report

@@ -358,11 +358,11 @@ def test_a_conversation_belongs_to_the_entity_that_started_it(deployment, client
     assert context.status_code == 200 and "4711" in context.json()["prompt"]
 
     unknown = "conv-nobody-started-this"
+    contexts = []
     for probe in (conv, unknown):  # another entity's conversation answers exactly like one that does not exist
         answers = [
             bob.get(f"/v1/conversations/{probe}/turns"),
             bob.get(f"/v1/conversations/{probe}/summaries"),
-            bob.post("/v1/context", json={"conversation_id": probe, "user_message": "what was the code?"}),
             admin.get(f"/v1/conversations/{probe}/turns", params={"entity": "bob"}),
         ]
         for answer in answers:
@@ -370,6 +370,12 @@ def test_a_conversation_belongs_to_the_entity_that_started_it(deployment, client
             assert answer.json()["message"].replace(probe, "<id>") == (
                 "no conversation '<id>' (a new one starts with an exchange sent without conversation_id)")
             assert "4711" not in answer.text and "9999" not in answer.text
+        # its context is an empty conversation's, as for one not yet recorded
+        context = bob.post("/v1/context", json={"conversation_id": probe, "user_message": "what was the code?"})
+        assert context.status_code == 200, context.text
+        assert "4711" not in context.text and "9999" not in context.text
+        contexts.append({**context.json(), "conversation_id": None})
+    assert contexts[0] == contexts[1]
     hijack = bob.post("/v1/exchanges", json={"conversation_id": conv, "user_text": "I am Alice",
                                              "assistant_text": "Hello Alice"})
     assert hijack.status_code == 404

@@ -183,8 +183,15 @@ def test_record_exchange_then_context_and_the_conversation_resource(server):
     assert "Hana is allergic to bee stings" in context["prompt"]
     assert "The hives are behind the shed." in context["prompt"]
     assert "Juniper" in context["prompt"]  # the persona
-    assert "no conversation 'conv-unknown'" in server.error("get_context", user_message="hi",
-                                                            conversation_id="conv-unknown")
+    # a conversation not yet recorded, and another entity's, read as empty: the persona and memories still come
+    for conversation_id, entity in (("conv-unknown", "hana"), (conversation, "bob")):
+        empty = server.call("get_context", user_message="What should I know before visiting the hives?",
+                            conversation_id=conversation_id, entity=entity)
+        assert empty["conversation_id"] == conversation_id and "Juniper" in empty["prompt"]
+        assert empty["sections"]["turn"] == [] and empty["sections"]["summary"] == []
+        assert "behind the shed" not in json.dumps(empty)
+    assert "Hana is allergic" in server.call("get_context", user_message="bee stings?", conversation_id="conv-new",
+                                             entity="hana")["prompt"]
     assert "user_text" in server.error("record_exchange", user_text="", assistant_text="ok")
 
 

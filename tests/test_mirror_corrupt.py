@@ -148,7 +148,8 @@ def test_a_damaged_mirror_is_worked_around_then_rebuilt_from_chroma(kind, cli_en
 
 @pytest.mark.parametrize("kind", ("header", "middle"))
 def test_health_reports_a_damaged_mirror_and_the_api_keeps_working(kind, tmp_path, local_embedder):
-    settings = Settings(data_dir=tmp_path / "data", ollama_host=NOBODY, summary_retries=0, summary_backoff_seconds=0)
+    settings = Settings(data_dir=tmp_path / "data", ollama_host=NOBODY, summary_retries=0, summary_backoff_seconds=0,
+                        summarizer="extractive")  # a summariser that is always there: health is the mirror's
     seed(settings, local_embedder)
     damage(settings.mirror_file, kind)
     with open_store(settings, embedder=local_embedder) as store:

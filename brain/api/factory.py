@@ -62,7 +62,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None, 
 
     # the documentation routes are served like every other route: behind the token when one is set
     app = FastAPI(title="brain", version=__version__, summary="The memory layer of a chat assistant",
-                  lifespan=lifespan)
+                  lifespan=lifespan, docs_url=None, redoc_url=None)  # /docs from local files: routes/api_docs.py
     app.router.route_class = JsonRoute
     app.state.settings = settings
     app.state.brain = None

@@ -33,6 +33,7 @@ from brain.auth import TokenTable, check_listen_address
 from brain.config import Settings
 from brain.core import open as open_brain
 from brain.errors import ConfigError
+from brain.locking import announce
 from brain.startup import prepare_to_serve
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
     # opened here, before uvicorn starts, so that a locked or unreachable store is a clear error
     with open_brain(settings) as opened:
         prepare_to_serve(opened)  # a write the mirror missed is repaired before serving
+        if not settings.chroma_url:  # the CLI run beside this server reaches the store through it
+            announce(settings.data_dir, local_url(host, port))
         if workers == 1:
             uvicorn.run(create_app(settings, brain=opened, tokens=tokens, host=host), host=host, port=port,
                         workers=1, log_level="info")
@@ -83,6 +86,13 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
     log.info("serving on %s:%d with %d worker processes", host, port, workers)
     with _settings_for_workers(served):
         uvicorn.run(WORKER_APP, factory=True, host=host, port=port, workers=workers, log_level="info")
+
+
+def local_url(host: str, port: int) -> str:
+    """The address a client on this machine reaches a server listening on ``host``:``port`` at."""
+    wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+    host = wildcard.get(host, host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def worker_app() -> FastAPI:

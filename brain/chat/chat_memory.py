@@ -32,6 +32,7 @@ from brain.config import Settings
 from brain.consolidate import ConsolidationReport, consolidate_memories
 from brain.errors import Problem, ValidationError
 from brain.ids import derived_id
+from brain.memories import may_read
 from brain.results import Hit
 from brain.schemas import (
     GLOBAL_SCOPE,
@@ -170,7 +171,12 @@ class ChatMemory:
 
     # ---- context ---------------------------------------------------------------------------------------
     def build_context(self, conversation_id: str | None, user_message: str, entity: str | None = None) -> Context:
-        """What the model should see for ``user_message`` (see :mod:`brain.chat.context` for the budget)."""
+        """What the model should see for ``user_message`` (see :mod:`brain.chat.context` for the budget).
+
+        ``conversation_id`` may name a conversation not yet recorded (a chat backend asks for the context
+        of its first message before recording the exchange): its context is that of an empty conversation,
+        persona, knowledge and memories without turns or summaries. With ``entity``, another entity's
+        conversation reads the same way, so a context never shows what another entity said."""
         conversation_id = _check_conversation(conversation_id)
         if not isinstance(user_message, str) or not user_message.strip():
             raise ValidationError("user_message must be a non-empty string",
@@ -189,6 +195,8 @@ class ChatMemory:
                     entity: str | None) -> dict[str, list[ContextItem]]:
         """Each section's candidates, best first (recent turns newest first); the message is embedded once."""
         s, store = self.settings, self.store
+        if conversation_id is not None and not self._shows_conversation(conversation_id, entity):
+            conversation_id = None  # read as a conversation not yet recorded: nothing of it is shown
         want_summaries = s.enable_summary and conversation_id is not None
         want_related = s.enable_turn and s.enable_related_turns and conversation_id is not None
         vector = None
@@ -224,6 +232,16 @@ class ChatMemory:
                 ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k,
                                                   entity)
         return ranked
+
+    def _shows_conversation(self, conversation_id: str, entity: str | None) -> bool:
+        """Whether a context for ``entity`` shows the conversation's turns and summaries: with no entity,
+        any conversation's; for an entity, one whose turns (or, without turns, summaries) are all in scopes
+        it reads, its own and the global one (:func:`brain.memories.may_read`, the rule of memories).
+        Another entity's conversation then reads exactly as one not yet recorded: empty."""
+        if entity is None:
+            return True
+        docs = self.store.conversation_turns(conversation_id) or self.store.conversation_summaries(conversation_id)
+        return all(may_read(str(d.metadata.get("scope", GLOBAL_SCOPE)), entity) for d in docs)
 
     def related_turns_for(self, conversation_id: str, user_message: str, *, query_vector: Any = None,
                           k: int | None = None, entity: str | None = None) -> list[ContextItem]:
@@ -405,8 +423,9 @@ class ChatMemory:
         self.flush_access()
         return True
 
-    def health(self, *, probe: bool = False) -> dict[str, Any]:
-        """The summariser's status: ``reachable`` (None until known; ``probe=True`` asks it now),
+    def health(self, *, probe: bool | None = False) -> dict[str, Any]:
+        """The summariser's status: ``reachable`` (None until known; ``probe=True`` asks it now, ``None``
+        when nothing said how it is for a while, see :meth:`SummaryWriter.health`),
         ``queue_length``, ``last_error``, and counts of summaries written by the model and the fallback."""
         status = self.summary_writer.health(probe=probe)
         fallback_for = status.pop("fallback_for_seconds")

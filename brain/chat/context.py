@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from brain.errors import BrainError
+from brain.schemas import parse_turn_range
+from brain.summarizers.extractive import ExtractiveSummarizer
 from brain.text.tokenizer import counting_tokenizer, tokenizer_path
 
 log = logging.getLogger(__name__)
@@ -227,6 +229,26 @@ def reading_order(ranked: Mapping[str, Sequence[ContextItem]]) -> dict[str, list
     }
 
 
+def repeats_shown_turns(ranked: Mapping[str, Sequence[ContextItem]]) -> list[ContextItem]:
+    """The extractive summaries among ``ranked["summary"]`` (the fallback's, ``fallback: true``, or the
+    extractive summariser's) whose every turn is among the recent or related turns: such a summary quotes
+    those turns' sentences word for word, so showing it adds nothing. The budget drops summaries before
+    those turns, so leaving it out never loses text. A model's summary restates, and stays."""
+    shown = {int(i.metadata["turn_index"]) for name in ("turn", "related") for i in ranked.get(name) or []
+             if isinstance(i.metadata.get("turn_index"), int)}
+    repeating = []
+    for item in ranked.get("summary") or []:
+        if item.metadata.get("fallback") is not True and item.metadata.get("summarizer") != ExtractiveSummarizer.name:
+            continue
+        try:
+            start, end = parse_turn_range(item.metadata.get("turn_range"))
+        except ValueError:
+            continue
+        if all(index in shown for index in range(start, end + 1)):
+            repeating.append(item)
+    return repeating
+
+
 def assemble_context(
     ranked: Mapping[str, Sequence[ContextItem]],
     *,
@@ -237,11 +259,15 @@ def assemble_context(
     counter: TokenCounter | None = None,
 ) -> Context:
     """Sections -> budget -> prompt. ``ranked``: per section (:data:`SECTIONS`), the candidates best
-    first (recent turns: newest first); a missing section is empty."""
+    first (recent turns: newest first); a missing section is empty. A fallback summary whose turns are
+    all shown (:func:`repeats_shown_turns`) stays out, listed in ``dropped`` with reason ``repeats_turns``."""
+    repeating = repeats_shown_turns(ranked)
+    if repeating:
+        ranked = {**ranked, "summary": [i for i in ranked.get("summary") or [] if i not in repeating]}
     budget = ContextBudget(reading_order(ranked), {name: list(reversed(ranked.get(name) or [])) for name in SECTIONS},
                            max_chars, max_tokens, counter)
     context = Context(conversation_id=conversation_id, entity=entity)
-    context.dropped = budget.fit()
+    context.dropped = [{"section": "summary", "id": i.id, "reason": "repeats_turns"} for i in repeating] + budget.fit()
     for name in SECTIONS:
         setattr(context, name, budget.sections[name])
     context.prompt = render_prompt(budget.sections)
@@ -262,4 +288,5 @@ __all__ = [
     "reading_order",
     "render_line",
     "render_prompt",
+    "repeats_shown_turns",
 ]

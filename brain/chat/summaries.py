@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: seconds after which health asks the summariser itself, when no summary or probe has said how it is since
+HEALTH_PROBE_SECONDS = 30.0
+
 
 @dataclass(frozen=True)
 class SummaryJob:
@@ -75,6 +78,8 @@ class SummaryWriter:
         self._down_until = 0.0  # monotonic time until which the model summariser is skipped
         self._status: dict[str, Any] = {"reachable": None, "last_error": None, "last_error_at": None,
                                         "last_success_at": None, "model_summaries": 0, "fallback_summaries": 0}
+        self._known_at: float | None = None  # monotonic time "reachable" was last learnt
+        self._probing = threading.Lock()  # one probe at a time; concurrent health calls use what is known
 
     # ---- one window ------------------------------------------------------------------------------------
     def read_window(self, job: SummaryJob) -> tuple[list[TurnText], list[Document]]:
@@ -128,6 +133,7 @@ class SummaryWriter:
             except SummarizerError as exc:
                 self._status.update(reachable=not isinstance(exc, SummarizerUnavailable),
                                     last_error=_one_line(str(exc)), last_error_at=_now_iso())
+                self._known_at = time.monotonic()
                 if attempt + 1 == attempts:
                     raise
                 delay = self.settings.summary_backoff_seconds * 2**attempt
@@ -142,6 +148,7 @@ class SummaryWriter:
                     raise
                 continue
             self._status.update(reachable=True, last_success_at=_now_iso())
+            self._known_at = time.monotonic()
             self._down_until = 0.0
             return text
         raise AssertionError("unreachable")  # pragma: no cover
@@ -163,6 +170,18 @@ class SummaryWriter:
             id=doc_id or summary_id(job.conversation_id, job.summary_index), **meta,
         )
         self._status["fallback_summaries" if reason is not None else "model_summaries"] += 1
+
+    def _probe(self) -> None:
+        if not self._probing.acquire(blocking=False):
+            return  # another caller is asking it now
+        try:
+            self.summarizer.ping()
+            self._status.update(reachable=True)
+        except SummarizerError as exc:
+            self._status.update(reachable=False, last_error=_one_line(str(exc)), last_error_at=_now_iso())
+        finally:
+            self._known_at = time.monotonic()
+            self._probing.release()
 
     # ---- later ------------------------------------------------------------------------------------------
     def resummarize_fallbacks(self, conversation_id: str | None = None) -> int:
@@ -199,16 +218,14 @@ class SummaryWriter:
             replaced += 1
         return replaced
 
-    def health(self, *, probe: bool = False) -> dict[str, Any]:
-        """``summarizer``, ``fallback``, ``reachable`` (None until known; ``probe=True`` asks it now),
+    def health(self, *, probe: bool | None = False) -> dict[str, Any]:
+        """``summarizer``, ``fallback``, ``reachable`` (None until known; ``probe=True`` asks it now,
+        ``probe=None`` asks it when nothing said how it is for :data:`HEALTH_PROBE_SECONDS`),
         ``last_error`` (and when), ``last_success_at``, counts of summaries written by the model and the
         fallback, and ``fallback_for_seconds``: how long new summaries still go straight to the fallback."""
-        if probe:
-            try:
-                self.summarizer.ping()
-                self._status.update(reachable=True)
-            except SummarizerError as exc:
-                self._status.update(reachable=False, last_error=_one_line(str(exc)), last_error_at=_now_iso())
+        stale = self._known_at is None or time.monotonic() - self._known_at >= HEALTH_PROBE_SECONDS
+        if probe or (probe is None and stale):
+            self._probe()
         return {
             "summarizer": self.summarizer.name,
             "fallback": self.fallback.name,

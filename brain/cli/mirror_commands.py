@@ -19,11 +19,17 @@ def mirror() -> None:
 
 
 @mirror.command("sync")
+@click.option("--force", is_flag=True,
+              help="The store is right even though it looks lost, much smaller than the mirror, created again or "
+                   "half restored: delete the mirror's rows it lacks.")
 @json_option
 @pass_state
-def mirror_sync(state: State) -> None:
-    """Make the mirror match the store in full (safe to repeat)."""
-    report = state.brain().sync_mirror()
+def mirror_sync(state: State, force: bool) -> None:
+    """Make the mirror match the store in full (safe to repeat).
+
+    A store that looks lost (empty, much smaller than the mirror, created again, or a restore into it
+    unfinished) is refused: nothing is deleted, and `brain restore --from-mirror` brings it back."""
+    report = state.brain().sync_mirror(force=force)
     emit(state, report.to_dict(), report.summary)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import click
 
 from brain.cli.group import cli
@@ -22,7 +24,18 @@ def serve(state: State, host: str | None, port: int | None, with_mcp: bool, work
     """Serve the HTTP API: one process (threads), or --workers N processes on a Chroma server."""
     from brain.api import serve as run_server
 
+    _log_to_stderr()
     settings = state.settings()
     if with_mcp:
         settings = settings.model_copy(update={"api_mcp": True})
     run_server(settings, host=host, port=port, workers=workers)
+
+
+def _log_to_stderr() -> None:
+    """brain's own start-up lines (the persona loaded, the mirror caught up) on stderr, as uvicorn shows its."""
+    logger = logging.getLogger("brain")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)

@@ -99,11 +99,26 @@ class State:
 
     def brain(self, *, create: bool = True, serving: bool = False) -> Brain:
         """The Brain; with ``create=False`` (read-only commands) a missing store is an error, not made.
-        Only a server (``serving``) keeps a chat layer running, with its summary worker."""
+        Only a server (``serving``) keeps a chat layer running, with its summary worker. While ``brain
+        serve`` holds the data directory, the commands of :data:`THROUGH_THE_SERVER` get a
+        :class:`~brain.served.ServedBrain` on it instead; the others, an error naming the server."""
         if self._brain is None:
             from brain.core import open as open_brain
+            from brain.errors import StoreLocked
 
-            self._brain = open_brain(self.settings(), create=create, start_worker=serving)
+            try:
+                self._brain = open_brain(self.settings(), create=create, start_worker=serving)
+            except StoreLocked as exc:
+                if exc.server_url is None or serving:
+                    raise
+                from brain.served import ServedBrain
+
+                served = ServedBrain(self.settings(), exc)
+                command = _command_name()
+                if command not in THROUGH_THE_SERVER:
+                    served.close()
+                    raise served.needs_the_store(f"`brain {command}`") from None
+                self._brain = served  # type: ignore[assignment]
         return self._brain
 
     def store(self, *, create: bool = True) -> Store:
@@ -113,6 +128,21 @@ class State:
         if self._brain is not None:
             self._brain.close()
             self._brain = None
+
+
+#: the commands that, while ``brain serve`` holds the data directory, go through its HTTP API (:mod:`brain.served`)
+THROUGH_THE_SERVER = frozenset({"memory list", "memory show", "memory add", "memory rm", "search", "turns", "stats",
+                                "persona show"})
+
+
+def _command_name() -> str:
+    """The running command without the program's name, e.g. ``memory list``."""
+    ctx = click.get_current_context(silent=True)
+    names = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(names))
 
 
 class ScopeType(click.ParamType):

@@ -38,22 +38,27 @@ class MirrorReads:
         return {r[0] for r in self._read(f"SELECT id FROM memories m WHERE {test} {IS_OURS}")}
 
     @named_corruption
-    def get(self, ids: str | Iterable[str]) -> list[MirrorDocument]:
-        """Documents by id, in the order asked; unknown ids are skipped."""
+    def get(self, ids: str | Iterable[str], *, bad_vectors: str = "raise") -> list[MirrorDocument]:
+        """Documents by id, in the order asked; unknown ids are skipped. ``bad_vectors``: as for
+        :meth:`iter_documents`."""
+        skip = _skip_bad(bad_vectors)
         ids = [ids] if isinstance(ids, str) else list(ids)
         found: dict[str, MirrorDocument] = {}
         for part in chunks(ids):
             rows = self._read(f"{SELECT_DOCS} WHERE m.id IN ({marks(len(part))})", [self.model, *part])
-            found.update((r[1], self._document(r)) for r in rows)
+            found.update((r[1], self._document(r, skip_bad_vector=skip)) for r in rows)
         return [found[i] for i in ids if i in found]
 
-    def iter_documents(self, batch: int = 1000) -> Iterator[MirrorDocument]:
-        """Every row in insertion order, ``batch`` rows per read (the lock is released between reads)."""
+    def iter_documents(self, batch: int = 1000, *, bad_vectors: str = "raise") -> Iterator[MirrorDocument]:
+        """Every row in insertion order, ``batch`` rows per read (the lock is released between reads).
+        A stored vector that breaks the protocol (NaN, a short BLOB) raises; with ``bad_vectors="skip"``
+        the row comes without it, ``vector_problem`` saying what was wrong (a restore embeds its text)."""
+        skip = _skip_bad(bad_vectors)
         last = 0
         while True:
             rows = self._read(f"{SELECT_DOCS} WHERE m.rowid > ? ORDER BY m.rowid LIMIT ?", (self.model, last, batch))
             for r in rows:
-                yield self._document(r)
+                yield self._document(r, skip_bad_vector=skip)
             if len(rows) < batch:
                 return
             last = rows[-1][0]
@@ -86,6 +91,17 @@ class MirrorReads:
         return {i: None if h is None else bytes(h) for i, h in rows}
 
     @named_corruption
+    def ids_with_vector(self, model: str) -> set[str]:
+        """The ids of the rows that have a vector of ``model``."""
+        return {r[0] for r in self._read("SELECT memory_id FROM memory_embeddings WHERE model = ?", (model,))}
+
+    @named_corruption
+    def meta(self, key: str) -> str | None:
+        """A value of ``engram_meta`` (None when absent)."""
+        rows = self._read("SELECT value FROM engram_meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    @named_corruption
     def models(self) -> dict[str, int]:
         """Vectors stored per model."""
         return dict(self._read("SELECT model, COUNT(*) FROM memory_embeddings GROUP BY model ORDER BY model"))
@@ -96,16 +112,21 @@ class MirrorReads:
             self._check_open()
             return protocol.coverage(self._conn, model or self.model)
 
-    def _document(self, row: tuple) -> MirrorDocument:
+    def _document(self, row: tuple, *, skip_bad_vector: bool = False) -> MirrorDocument:
         _, doc_id, content, raw_meta, memory_type, created_at, importance, namespace, blob, dimensions = row
         meta = mapping.brain_metadata(raw_meta)
         foreign = meta is None
         if foreign:
             meta = mapping.foreign_metadata(memory_type, created_at, importance, namespace)
-        vector = None
+        vector, problem = None, None
         if blob is not None:
-            vector = protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=self.model)
-        return MirrorDocument(doc_id, content or "", meta, vector, foreign)
+            try:
+                vector = protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=self.model)
+            except protocol.EmbeddingProtocolError as exc:
+                if not skip_bad_vector:
+                    raise
+                problem = str(exc)
+        return MirrorDocument(doc_id, content or "", meta, vector, foreign, problem)
 
     # ---- health --------------------------------------------------------------------------------
     def integrity_check(self) -> str:
@@ -141,3 +162,7 @@ class MirrorReads:
         }
 
 
+def _skip_bad(bad_vectors: str) -> bool:
+    if bad_vectors not in ("raise", "skip"):
+        raise ValueError(f"bad_vectors is 'raise' or 'skip', not {bad_vectors!r}")
+    return bad_vectors == "skip"

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 from brain.errors import BrainError
 from brain.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth, move_aside
 from brain.mirror.store import EngramMirror
-from brain.mirror.sync import RestoreReport, SyncReport, restore_from_mirror, sync_mirror
+from brain.mirror.guard import check_deletions
+from brain.mirror.sync import PAGE, RestoreReport, SyncReport, _store_ids, restore_from_mirror, sync_mirror
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -88,12 +89,14 @@ def recover_store(
     persona_path: str | Path | None = None,
     kb_paths: Sequence[str | Path] = (),
     include_foreign: bool = True,
+    batch: int = 500,
 ) -> RecoveryReport:
     """Rebuild ``store`` from its mirror and the files (see the module docstring).
 
     ``persona_path`` defaults to BRAIN_PERSONA_PATH; ``kb_paths`` are the knowledge-base files or
-    folders to ingest again. A damaged mirror cannot be restored from (the error says so, and what
-    to use instead).
+    folders to ingest again; ``batch``: documents written per store write. A damaged mirror cannot be
+    restored from (the error says so, and what to use instead). An interrupted restore is completed by
+    running it again; until then the store does not start (:mod:`brain.mirror.guard`).
     """
     mirror = store.mirror
     if mirror is None:
@@ -102,7 +105,7 @@ def recover_store(
             raise _unrestorable(health.error)
         raise _mirror_off()
     try:
-        restored = restore_from_mirror(store, mirror, include_foreign=include_foreign)
+        restored = restore_from_mirror(store, mirror, include_foreign=include_foreign, batch=batch)
     except MirrorCorrupt as exc:
         raise _unrestorable(exc) from exc
     report = RecoveryReport(restored)
@@ -206,6 +209,8 @@ def rebuild_mirror(store: "Store", *, force: bool = False) -> RebuildReport:
 
     Refuses, unless ``force``, when the store holds none of the mirrored types but the mirror file is
     not empty: that is a lost store, which ``brain restore --from-mirror`` rebuilds from the mirror.
+    A readable mirror is checked as a catch-up checks it (:mod:`brain.mirror.guard`: a store much
+    smaller than the mirror, created again, or half restored is refused too).
     Afterwards ``store.mirror`` is the new file and ``store.mirror_health`` is ok again.
     """
     health = store.mirror_health
@@ -214,6 +219,12 @@ def rebuild_mirror(store: "Store", *, force: bool = False) -> RebuildReport:
     started = time.perf_counter()
     path = store.mirror.path if store.mirror is not None else Path(health.path)
     types = store.settings.mirrored_types
+    if store.mirror is not None and not force:
+        ours = store.mirror.ids(foreign=False)
+        if ours:
+            present = _store_ids(store, types, PAGE)
+            check_deletions(store, store.mirror, mirror_rows=len(ours), would_delete=len(ours - present),
+                            store_rows=len(present))
     if not force and path.exists() and path.stat().st_size > 0 and not any(store.count(t) for t in types):
         raise BrainError(
             f"the store holds no {', '.join(types)} documents, so rebuilding would leave the mirror {path} empty. "

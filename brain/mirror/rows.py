@@ -22,7 +22,8 @@ class MirrorDocument:
 
     ``metadata`` is our metadata, rebuilt from the row's JSON (for a foreign row, derived from engram's
     columns, see :mod:`brain.mirror.mapping`); ``embedding`` is the configured model's vector or None;
-    ``foreign`` marks rows engram wrote itself.
+    ``foreign`` marks rows engram wrote itself; ``vector_problem`` says why a stored vector that could
+    not be read was left out (only when the reader asked to skip such vectors).
     """
 
     id: str
@@ -30,6 +31,7 @@ class MirrorDocument:
     metadata: dict[str, Any]
     embedding: np.ndarray | None = field(default=None, repr=False)
     foreign: bool = False
+    vector_problem: str | None = None
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.id, self.text, self.metadata, self.embedding))

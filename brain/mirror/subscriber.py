@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from brain.errors import EmbeddingModelMismatch, StoreUnavailable
+from brain.mirror.guard import adopt_store
 from brain.mirror.integrity import MirrorCorrupt, MirrorHealth
 from brain.mirror.store import EngramMirror, unwritable
 from brain.schemas import from_chroma
@@ -198,30 +199,44 @@ _ACTION = {"upsert": "written", "delete": "deleted", "metadata": "updated"}
 _CATCH_UP_BATCH = 1000
 
 
-def open_mirror_subscriber(settings: Any, embedder_name: str, mirror: EngramMirror | bool | None = None) -> MirrorSubscriber:
+def open_mirror_subscriber(settings: Any, embedder_name: str, mirror: EngramMirror | bool | None = None, *,
+                           store: Any = None) -> MirrorSubscriber:
     """The subscriber for a store's mirror: ``mirror`` itself (an open mirror; the caller closes it),
     none (``False``, or ``None`` with ``BRAIN_MIRROR_ENABLED`` off), or the mirror file of the settings,
     opened here. A damaged file is recorded in ``health`` (and logged with its fix) rather than
-    refusing to open: Chroma is the store."""
+    refusing to open: Chroma is the store.
+
+    ``store``: the :class:`~brain.store.RagStore` being opened; a mirror without rows starts following
+    its collection (:func:`brain.mirror.guard.adopt_store`), so that a store lost or created again
+    later is told from it. Nothing of the mirror is deleted here."""
     types = settings.mirrored_types
     if isinstance(mirror, EngramMirror):
         if mirror.model != embedder_name:
             raise EmbeddingModelMismatch(f"the mirror keeps {mirror.model} vectors but the store embeds with {embedder_name}")
-        return MirrorSubscriber(mirror, MirrorHealth(mirror.path), types, owns=False)
-    if mirror is False or (mirror is None and not settings.mirror_enabled):
+        opened, health, owns = mirror, MirrorHealth(mirror.path), False
+    elif mirror is False or (mirror is None and not settings.mirror_enabled):
         return MirrorSubscriber(None, MirrorHealth(None, enabled=False), types)
-    path: Path = settings.mirror_file
-    health = MirrorHealth(path)
-    reason = unwritable(path)
-    if reason is not None:  # opening writes it: the store goes on without it, and the next start catches up
-        health.fell_behind(f"{reason} (since the store opened; restart once it is writable)", 0)
-        return MirrorSubscriber(None, health, types)
-    try:
-        opened = EngramMirror(path, embedder_name, batch_size=settings.mirror_batch_size)
-    except MirrorCorrupt as exc:
-        health.broke(exc)
-        opened = None
-    return MirrorSubscriber(opened, health, types)
+    else:
+        path: Path = settings.mirror_file
+        health, owns = MirrorHealth(path), True
+        reason = unwritable(path)
+        if reason is not None:  # opening writes it: the store goes on without it, and the next start catches up
+            health.fell_behind(f"{reason} (since the store opened; restart once it is writable)", 0)
+            return MirrorSubscriber(None, health, types)
+        try:
+            opened = EngramMirror(path, embedder_name, batch_size=settings.mirror_batch_size)
+        except MirrorCorrupt as exc:
+            health.broke(exc)
+            opened = None
+    if opened is not None and store is not None:
+        try:
+            adopt_store(opened, store)
+        except MirrorCorrupt as exc:  # damaged beyond the open's quick check: off, as for any write
+            health.broke(exc)
+            if owns:
+                opened.close()
+            opened = None
+    return MirrorSubscriber(opened, health, types, owns=owns)
 
 
 __all__ = ["MirrorSubscriber", "open_mirror_subscriber"]

@@ -11,7 +11,9 @@
   the cost of reading the store. The repair is one mirror transaction (one per
   :data:`REPAIR_BATCH` rows when more differ, e.g. a new mirror). Running it twice changes nothing
   the second time. Every entry point that opens a brain for serving runs it
-  (:func:`brain.startup.startup`, ``brain serve``).
+  (:func:`brain.startup.startup`, ``brain serve``). A store that looks lost, much smaller than the
+  mirror, created again or half restored is refused before anything is written
+  (:mod:`brain.mirror.guard`): it never deletes the mirror's rows unless told to (``force``).
 - :func:`verify_mirror` reports every difference without writing.
 - :func:`restore_from_mirror` writes the mirror's documents of every type back into a store (e.g. a
   fresh one after Chroma was lost) with their ids, texts and metadata (a turn keeps its
@@ -19,7 +21,10 @@
   reusing the stored vectors of the store's embedder and embedding only the documents that have
   none. Foreign rows come back as memories
   (``include_foreign=False`` leaves them out). Into a store that already holds some of the ids, the
-  store's own upsert rules apply (a memory written again merges with the existing one).
+  store's own upsert rules apply (a memory written again merges with the existing one). A row whose
+  stored vector is unreadable (NaN, a short BLOB) is embedded again from its text, the authority, and
+  listed. The mirror carries a marker while a restore is under way, so that an interrupted one is
+  completed by running it again and nothing syncs the mirror from the half-restored store.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import numpy as np
 
 from brain.errors import EmbeddingModelMismatch, ValidationError
 from brain.mirror.fingerprint import content_hash, without_use
+from brain.mirror.guard import RESTORE_KEY, check_deletions, record_store, restore_finished, restore_started
 from brain.mirror.store import EngramMirror, MirrorDocument
 from brain.store.reads import page_documents
 
@@ -135,6 +141,8 @@ class RestoreReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     by_type: dict[str, int] = field(default_factory=dict)
+    #: rows whose stored vector could not be read, with why: restored with their text embedded again
+    bad_vectors: list[tuple[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,6 +159,10 @@ class RestoreReport:
             f"{len(self.skipped)} skipped ({self.seconds:.1f} s)"
         ]
         lines += [f"  skipped {doc_id!r}: {reason}" for doc_id, reason in self.skipped[:_SHOWN]]
+        if self.bad_vectors:
+            lines.append(f"{len(self.bad_vectors)} stored vectors could not be read; those documents were "
+                         f"embedded again from their text:")
+            lines += [f"  {doc_id!r}: {reason}" for doc_id, reason in self.bad_vectors[:_SHOWN]]
         return "\n".join(lines)
 
 
@@ -201,16 +213,36 @@ def _compare(doc, mirrored: MirrorDocument | None) -> str | None:
     return None
 
 
+def _store_ids(store: "Store", types: Sequence[str], page: int) -> set[str]:
+    """The ids of the store's documents of ``types`` (metadata only: no texts, no vectors)."""
+    wanted = set(types)
+    return {i for got in store.chroma.pages(None, ["metadatas"], page_size=page)
+            for i, m in zip(got["ids"], got["metadatas"]) if (m or {}).get("type") in wanted}
+
+
 def catch_up(
-    store: "Store", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
+    store: "Store", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE,
+    force: bool = False,
 ) -> SyncReport:
     """Make the mirror match the store for ``types`` (default: the store's BRAIN_MIRROR_TYPES), repairing
-    exactly the rows that differ; idempotent. See the module docstring."""
+    exactly the rows that differ; idempotent. See the module docstring.
+
+    Before anything is written, a store that looks lost, much smaller than the mirror, created again or
+    half restored raises :class:`~brain.errors.StoreLooksLost` rather than deleting the mirror's rows
+    (:mod:`brain.mirror.guard`); ``force`` says the store is right all the same. The check uses the ids
+    the pass has seen; only when more than :data:`REPAIR_BATCH` rows differ, so that some are written
+    before the pass ends, does it read the store's ids first."""
     _check_models(store, mirror)
     types = store.settings.mirrored_types if types is None else types
     started = time.perf_counter()
     report = SyncReport()
     stored = mirror.content_hashes()
+
+    def check(present: set[str]) -> None:  # before the first write (brain.mirror.guard)
+        if stored:
+            check_deletions(store, mirror, mirror_rows=len(stored), would_delete=len(stored.keys() - present),
+                            store_rows=len(present), force=force)
+
     seen: set[str] = set()
     repair = _Repair(mirror)
     for docs in _store_pages(store, tuple(types), page):
@@ -224,7 +256,8 @@ def catch_up(
                 suspects[doc.id] = (doc, digest)
         if not suspects:
             continue
-        mirrored = {d.id: d for d in mirror.get(list(suspects))}
+        # an unreadable stored vector differs from the store's: the row is rewritten with it
+        mirrored = {d.id: d for d in mirror.get(list(suspects), bad_vectors="skip")}
         for doc_id, (doc, digest) in suspects.items():
             difference = _compare(doc, mirrored.get(doc_id))
             if difference is None:  # equal, but the hash was missing or stale
@@ -235,9 +268,15 @@ def catch_up(
                 report.added += difference == "missing"
                 report.updated += difference != "missing"
                 repair.docs.append(doc)
+        if repair.full and not repair.written:  # many rows differ: the ids of the whole store first
+            check(_store_ids(store, tuple(types), page))
         repair.flush_if_full()
+    check(seen)
     repair.gone = sorted(set(stored) - seen)
     repair.flush()
+    record_store(mirror, store)
+    if force:
+        mirror.set_meta(RESTORE_KEY, None)  # the store as it is was confirmed: no restore to finish
     report.deleted = repair.deleted
     report.foreign = len(mirror.ids(foreign=True))
     report.seconds = time.perf_counter() - started
@@ -254,14 +293,20 @@ class _Repair:
     hashes: list[tuple[str, bytes]] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
     deleted: int = 0
+    written: bool = False  # a transaction was committed
+
+    @property
+    def full(self) -> bool:
+        return len(self.docs) + len(self.hashes) >= REPAIR_BATCH
 
     def flush_if_full(self) -> None:
-        if len(self.docs) + len(self.hashes) >= REPAIR_BATCH:
+        if self.full:
             self.flush()
 
     def flush(self) -> None:
         if not (self.docs or self.hashes or self.gone):
             return
+        self.written = True
         with self.mirror.transaction():
             if self.gone:
                 self.deleted += self.mirror.delete(self.gone)
@@ -273,10 +318,11 @@ class _Repair:
 
 
 def sync_mirror(
-    store: "Store", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
+    store: "Store", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE,
+    force: bool = False,
 ) -> SyncReport:
     """The catch-up under its command's name (``brain mirror sync``): :func:`catch_up`."""
-    return catch_up(store, mirror, types=types, page=page)
+    return catch_up(store, mirror, types=types, page=page, force=force)
 
 
 def verify_mirror(
@@ -289,7 +335,7 @@ def verify_mirror(
     report = VerifyReport()
     seen: set[str] = set()
     for docs in _store_pages(store, tuple(types), page):
-        mirrored = {d.id: d for d in mirror.get([d.id for d in docs])}
+        mirrored = {d.id: d for d in mirror.get([d.id for d in docs], bad_vectors="skip")}
         for doc in docs:
             seen.add(doc.id)
             report.checked += 1
@@ -370,16 +416,22 @@ def restore_from_mirror(
         pending_kinds.clear()
         pending_stats[:] = [0, 0, 0]
 
+    # until the last row is written, nothing may sync the mirror from the half-restored store
+    restore_started(mirror, store)
     # the documents come from the mirror: writing them back into it would turn rows engram wrote
     # itself into brain rows, so the store's write-through is paused while restoring
     with store.mirror_paused():
-        for doc in mirror.iter_documents(batch=batch):
+        for doc in mirror.iter_documents(batch=batch, bad_vectors="skip"):
             if doc.foreign and not include_foreign:
                 continue
             if not doc.text.strip():
                 report.skipped.append((doc.id, "empty text"))
                 log.warning("restore from mirror: skipped %r (empty text)", doc.id)
                 continue
+            if doc.vector_problem is not None:
+                report.bad_vectors.append((doc.id, doc.vector_problem))
+                log.warning("restore from mirror: the stored vector of %r is unreadable (%s); embedding its text",
+                            doc.id, doc.vector_problem)
             item, reused = _restorable(doc, reuse, store.dimension)
             pending.append(item)
             pending_kinds.append((reused, doc.foreign))
@@ -388,6 +440,7 @@ def restore_from_mirror(
             if len(pending) >= batch:
                 flush()
         flush()
+    restore_finished(mirror, store)
     report.by_type = {t: by_type[t] for t in sorted(by_type)}
     report.seconds = time.perf_counter() - started
     log.info("%s", report)

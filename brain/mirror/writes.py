@@ -121,6 +121,15 @@ class MirrorWrites:
         return removed
 
     @named_corruption
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Write one value of ``engram_meta``; None removes it."""
+        with self.transaction():
+            if value is None:
+                self._conn.execute("DELETE FROM engram_meta WHERE key = ?", (key,))
+            else:
+                self._conn.execute("INSERT OR REPLACE INTO engram_meta (key, value) VALUES (?, ?)", (key, value))
+
+    @named_corruption
     def set_content_hashes(self, items: Iterable[tuple[str, bytes]]) -> int:
         """Record ``[(memory_id, hash), ...]`` for rows found equal to the documents the hashes were
         computed from (:func:`brain.mirror.sync.catch_up` does); ids not in the file are skipped.

@@ -134,6 +134,9 @@ class SpecialistRegistry:
     * ``clock`` [``time.monotonic``] -- the cache's clock.
     * ``use_examples`` [True] -- learn the confidence from the labelled requests beside the YAML file
       (:mod:`brain.specialists.classifier`); False keeps the score-and-length confidence.
+    * ``follow_pointer`` [True] -- ``collection`` is a logical name, served by the collection its live
+      pointer names (a re-index flips it); False: ``collection`` is that physical collection itself (a
+      re-index registers the specialists of the collection it builds or rolls back to, whichever is live).
     """
 
     def __init__(
@@ -153,6 +156,7 @@ class SpecialistRegistry:
         embedder: Any | None = None,
         clock: Callable[[], float] = time.monotonic,
         use_examples: bool = True,
+        follow_pointer: bool = True,
     ):
         self.scoring = ScoringParams(
             weights=weights or SpecialistWeights(), not_penalty=float(not_penalty), not_margin=float(not_margin),
@@ -181,6 +185,7 @@ class SpecialistRegistry:
         self._examples: list[tuple[str, str | None, np.ndarray]] = []
         self._classifier: SpecialistClassifier | None = None
         self.use_examples = use_examples
+        self.follow_pointer = follow_pointer
         self.chroma = self._open_collection()
         self.col = self.chroma.collection
         self._load()
@@ -239,8 +244,10 @@ class SpecialistRegistry:
 
         # a re-index registers the specialists for its model in a collection of their own and flips
         # this name's pointer to it with the store's (brain.reindex)
+        name = (live_collection(self.store.chroma.client, self.collection_name) if self.follow_pointer
+                else self.collection_name)
         return self.store.chroma.sibling(
-            live_collection(self.store.chroma.client, self.collection_name), self.embedder, kind="specialists",
+            name, self.embedder, kind="specialists",
             switch=("Set BRAIN_SPECIALISTS_COLLECTION to a new name (registration re-embeds the YAML there) "
                     "or delete that collection"),
             rename="set BRAIN_SPECIALISTS_COLLECTION to another name",

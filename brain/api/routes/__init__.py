@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from brain.api.routes import browse, chat, documents, memories, service, specialists, ui
+from brain.api.routes import api_docs, browse, chat, documents, memories, operator, service, specialists, ui
 
 
 def add_routes(app: FastAPI) -> None:
@@ -15,4 +15,6 @@ def add_routes(app: FastAPI) -> None:
     memories.add_routes(app)
     specialists.add_routes(app)
     documents.add_routes(app)
+    operator.add_routes(app)
     ui.add_routes(app)
+    api_docs.add_routes(app)

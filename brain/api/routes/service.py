@@ -29,9 +29,14 @@ def add_routes(app: FastAPI) -> None:
         **documented_responses(422), 503: {"description": "the store is down (the report says why)",
                                         "content": {"application/json": {"schema": {"type": "object"}}}}})
     def health(request: Request, verify: bool = Query(
-            False, description="admin only: also compare the mirror with the store (reads both whole)")) -> JSONResponse:
+            False, description="admin only: also compare the mirror with the store (reads both whole)"),
+               stats: bool = Query(False, description="admin only: also the store's figures, as `brain stats` "
+                                                      "shows them (walks the data directory)")) -> JSONResponse:
         # how much the store holds, and where, is the operator's business
         admin = caller_of(request).is_admin
-        report = brain_of(request).health(detail=admin, verify=verify and admin)
+        opened = brain_of(request)
+        report = opened.health(detail=admin, verify=verify and admin)
+        if stats and admin and report["status"] != "unavailable":
+            report["stats"] = opened.store.stats()
         status = 503 if report["status"] == "unavailable" else 200
         return JSONResponse(status_code=status, content={"version": __version__, **report})
