@@ -100,9 +100,9 @@ def test_memory_add_and_rm_write_through_the_server(workdir):
         added = json.loads(ok(cli(workdir, "--json", "memory", "add", "Carol prefers trains", "--entity", "carol",
                                   "--importance", "4", "--tag", "travel")))
         assert added["metadata"]["scope"] == "entity:carol" and added["metadata"]["tags"] == ["travel"]
-        listed = json.loads(ok(cli(workdir, "--json", "memory", "list", "--entity", "carol")))
+        listed = json.loads(ok(cli(workdir, "--json", "memory", "list", "--scope", "entity:carol")))
         assert [m["id"] for m in listed] == [added["id"]]
-        bobs = json.loads(ok(cli(workdir, "--json", "memory", "list", "--entity", "bob")))[0]["id"]
+        bobs = json.loads(ok(cli(workdir, "--json", "memory", "list", "--scope", "entity:bob")))[0]["id"]
         removed = cli(workdir, "memory", "rm", bobs, "doc-nothing")
         assert removed.returncode == 1 and removed.stdout == f"removed {bobs}\n"
         assert "doc-nothing" in removed.stderr

@@ -61,7 +61,9 @@ def test_a_write_below_the_margin_is_refused_and_nothing_is_written(tmp_path, lo
 
 def test_health_says_writes_are_refused(tmp_path, local_embedder):
     data = tmp_path / "data"
-    with brain.open(Settings(data_dir=data, ollama_host=NOBODY), embedder=local_embedder) as opened:
+    # the extractive summariser: a model summariser nobody answers for would make health degraded too
+    with brain.open(Settings(data_dir=data, ollama_host=NOBODY, summarizer="extractive"),
+                    embedder=local_embedder) as opened:
         report = opened.health(detail=True)
         assert report["disk"]["ok"] is True and report["status"] == "ok"
         assert report["disk"]["min_free_mb"] == 256  # the default

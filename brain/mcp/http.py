@@ -15,7 +15,7 @@ from brain.api.middleware import Authenticate, BodyLimit
 from brain.auth import TokenTable, check_listen_address
 from brain.config import Settings
 from brain.core import Brain
-from brain.mcp.server import create_server
+from brain.mcp.server import create_server, plain_logs_off_a_terminal
 from brain.startup import prepare_to_serve
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,7 @@ def serve_http(brain: Brain, *, tokens: TokenTable | None, host: str, port: int,
     import uvicorn
 
     check_listen_address(host, tokens)
+    plain_logs_off_a_terminal()  # start-up's own lines (the persona, the mirror) are records too
     prepare_to_serve(brain)
     log.info("MCP over streamable HTTP at http://%s:%d%s%s", host, port, MCP_PATH,
              "" if tokens else " (loopback only, no token)")

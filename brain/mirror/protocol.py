@@ -31,7 +31,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from brain.errors import EmbeddingProtocolError
-from brain.wording import counted, noun_for
+from brain.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -339,8 +339,8 @@ class Coverage:
                 "ratio": self.ratio, "sufficient": self.sufficient}
 
     def summary(self) -> str:
-        return (f"{self.with_vectors} of {counted(self.memories, 'memory')} ({self.ratio:.0%}) "
-                f"{noun_for(self.with_vectors, 'has')} {self.model} vectors")
+        # "of N memories" reads as a share for every N, so the noun stays plural
+        return f"{self.with_vectors} of {self.memories} memories ({self.ratio:.0%}) with {self.model} vectors"
 
     __str__ = summary
 
@@ -356,7 +356,7 @@ class BackfillReport:
         return {"embedded": self.embedded, "coverage": self.coverage.to_dict()}
 
     def summary(self) -> str:
-        return f"embedded {self.embedded} documents; {self.coverage.summary()}"
+        return f"embedded {counted(self.embedded, 'document')}; {self.coverage.summary()}"
 
 
 def coverage(conn: sqlite3.Connection, model: str) -> Coverage:

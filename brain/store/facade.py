@@ -75,6 +75,7 @@ class Store:
         self.embedder = embedder or get_embedder(self.settings)
         self._lock = threading.RLock()
         self._closers: list[Callable[[], None]] = []
+        self._owned_client: Any = None  # the Chroma client this store opened (closed with it)
         self.mirror_link: Any = None  # the mirror's subscriber (brain.mirror.subscriber), when one is attached
         self.feed_writer: FeedWriter | None = None  # this store's side of the change feed, when it has one
         self.follower: FeedFollower | None = None
@@ -86,6 +87,8 @@ class Store:
             self._dir_lock = DataDirLock(self.settings.data_dir).acquire()
         try:
             self.client = client or open_client(self.settings, create=create)
+            if client is None:
+                self._owned_client = self.client
             # the logical name serves through the pointer a re-index flips (brain.store.live)
             self.collection_name = live_collection(self.client, self.settings.collection)
             if not create and self.collection_name not in {c.name for c in self.client.list_collections()}:
@@ -285,6 +288,11 @@ class Store:
             for close in reversed(closers):
                 close()
         finally:
+            # chromadb keeps one embedded store per path per process; left open, a later open in this
+            # process reads that stale copy and fails ("Error finding id") once another process wrote
+            owned, self._owned_client = self._owned_client, None
+            if owned is not None:
+                owned.close()
             if self._dir_lock is not None:
                 self._dir_lock.release()
                 self._dir_lock = None

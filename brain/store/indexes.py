@@ -139,8 +139,12 @@ class InProcessState(WriteSubscriber):
             return indexes[DocType.MEMORY.value]
 
     def build(self) -> None:
-        """Build the indexes: the first time from the snapshot when it is current, else from Chroma."""
+        """Build the indexes: the first time from the snapshot when it is current, else from Chroma.
+        A no-op when they are built: requests that found them missing together wait on the lock
+        while the first one builds, and must not each read the whole collection again."""
         with self._lock:
+            if self.indexes is not None:
+                return
             if not self._snapshot_tried:
                 self._snapshot_tried = True
                 if self._load_snapshot():
