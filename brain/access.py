@@ -31,7 +31,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from brain.errors import Forbidden, NotFound, Problem, ValidationError, joined
+from brain.errors import ConversationOwned, Forbidden, NotFound, Problem, ValidationError, joined
 from brain.memories import global_refusal, may_change, may_read, may_use_conversation, readable_scopes
 from brain.memory_listing import list_memories
 from brain.schemas import (
@@ -43,6 +43,7 @@ from brain.schemas import (
     check_scope,
     entity_scope,
     valid_conversation_id,
+    valid_name,
 )
 
 #: memory metadata keys a caller never sets through ``metadata``: the store's own keys, the fields that
@@ -54,20 +55,8 @@ MEMORY_FIELD_KEYS = RESERVED_KEYS | frozenset({
 })
 
 
-def check_entity_name(name: Any, field: str = "entity") -> str:
-    """``name`` if it is a valid entity name, else :class:`ValidationError` naming ``field``."""
-    if not isinstance(name, str):
-        message = f"{field} must be a string, got {type(name).__name__}"
-    elif name == "":
-        message = f"{field} is empty: give the entity's name, or leave {field} out"
-    else:
-        try:
-            entity_scope(name)
-            return name
-        except ValueError:
-            message = (f"{field} {name!r} is not a valid entity name: 1 to {ENTITY_MAX_LENGTH} characters, "
-                       "no control characters, no space at the start or end")
-    raise ValidationError.of(field, message)
+#: the one rule for entity names (:func:`brain.schemas.valid_name`), under the name this module exports
+check_entity_name = valid_name
 
 
 def _entity_of(scope: str) -> str | None:
@@ -288,9 +277,12 @@ class Access:
                 entity = _entity_of(first)
             else:
                 raise _no_conversation(conversation_id)
-            return self.chat.record_exchange(conversation_id, user_text, assistant_text, entity=entity,
-                                             timestamp=timestamp, metadata=metadata, user_name=user_name,
-                                             assistant_name=assistant_name, idempotency_key=idempotency_key)
+            try:
+                return self.chat.record_exchange(conversation_id, user_text, assistant_text, entity=entity,
+                                                 timestamp=timestamp, metadata=metadata, user_name=user_name,
+                                                 assistant_name=assistant_name, idempotency_key=idempotency_key)
+            except ConversationOwned:  # another scope claimed this id first (another process, meanwhile)
+                raise _no_conversation(conversation_id) from None
 
     def list_conversations(self, *, limit: int | None = None, offset: int = 0) -> list[Any]:
         """The conversations the request may use, most recent activity first (see :mod:`brain.browse`)."""
@@ -301,7 +293,7 @@ class Access:
     def conversation_turns(self, conversation_id: str, k: int | None = None) -> tuple[str, list[Any]]:
         """(the id, its turns in order; the last ``k`` when given)."""
         conversation_id, _ = self._conversation(conversation_id)
-        docs = self.store.conversation_turns(conversation_id)
+        docs = self.store.conversation_turns(conversation_id, entity=self.entity)
         return conversation_id, (docs[-k:] if k is not None else docs)
 
     def conversation_summaries(self, conversation_id: str) -> tuple[str, list[Any]]:

@@ -86,12 +86,13 @@ def list_conversations(store: Store, *, acting: str | None = None, limit: int | 
 
 # ---- the knowledge base ---------------------------------------------------------------------------
 
-def knowledge_by_file(store: Store) -> list[dict[str, Any]]:
-    """The FAQ documents as ``[{"kb_file", "topics": [{"topic", "documents": [doc dict]}]}]``: files by
+def knowledge_by_file(store: Store, *, acting: str | None = None) -> list[dict[str, Any]]:
+    """The FAQ documents a request acting as ``acting`` may read (its own and global ones; None: every
+    one) as ``[{"kb_file", "topics": [{"topic", "documents": [doc dict]}]}]``: files by
     name (documents written without a file last, as ``kb_file`` None), topics by name (untitled last),
     documents in their file's order (``kb_part``, then id)."""
     files: dict[str | None, dict[str | None, list[Any]]] = {}
-    for doc in store.get(type=DocType.FAQ):
+    for doc in store.get(type=DocType.FAQ, entity=acting):
         meta = doc.metadata
         files.setdefault(meta.get("kb_file"), {}).setdefault(meta.get("topic"), []).append(doc)
 
@@ -109,13 +110,14 @@ def knowledge_by_file(store: Store) -> list[dict[str, Any]]:
 
 # ---- the persona ----------------------------------------------------------------------------------
 
-def persona_sections(store: Store) -> dict[str, Any]:
-    """The current persona version: ``{"version", "source", "sections": [{"title", "text", "topic",
+def persona_sections(store: Store, *, acting: str | None = None) -> dict[str, Any]:
+    """The current persona version as ``acting`` sees it (see :func:`brain.persona.current_persona`):
+    ``{"version", "source", "sections": [{"title", "text", "topic",
     "position", "id"}]}`` in file order. ``version`` is None when no persona is stored; ``source`` is
     ``BRAIN_PERSONA_PATH`` when that file exists (it is what ``brain persona`` loads), else None."""
     from brain.persona import current_persona
 
-    docs = current_persona(store)
+    docs = current_persona(store, acting)
     path = Path(store.settings.persona_path)
     return {
         "version": docs[0].metadata.get("version") if docs else None,

@@ -133,13 +133,12 @@ class Brain:
     def search(self, query: str, *, type: str | DocType | None = None, k: int | None = None,
                entity: str | None = None) -> list[Hit]:
         """Search one document type the way it is ranked: memories by score (similarity, importance,
-        recency; ``entity``'s and global ones), persona, FAQ and summaries by similarity from their
-        in-process indexes, turns or no type through Chroma. ``k`` defaults to the type's setting. Memories
-        follow :func:`brain.memories.scopes_for` whatever the type: without ``entity``, global ones only."""
+        recency), persona, FAQ and summaries by similarity from their in-process indexes, turns or no
+        type through Chroma. ``k`` defaults to the type's setting. With ``entity``, ``entity``'s
+        documents and global ones, never another entity's, whatever the type; without, global ones only
+        (:func:`brain.memories.scopes_for`; :meth:`Store.search` reads every scope)."""
         doc_type = _type_name(type)
         kwargs: dict[str, Any] = {"k": k} if k is not None else {}
-        if entity is not None and doc_type != DocType.MEMORY.value:
-            raise ValidationError.of("entity", "entity applies to memories only: search with type 'memory'")
         if doc_type == DocType.MEMORY.value:
             return self.store.retrieve_memories(query, entity=entity, **kwargs)
         by_similarity = {
@@ -148,11 +147,10 @@ class Brain:
             DocType.SUMMARY.value: self.store.retrieve_summaries,
         }.get(doc_type or "")
         if by_similarity is not None:
-            return by_similarity(query, **kwargs)
-        where = None
-        if doc_type is None:  # memories among the other types: the scopes a memory search for no entity ranks
-            where = {"$or": [{"type": {"$ne": DocType.MEMORY.value}}, {"scope": sorted(search_scopes(None) or ())}]}
-        return self.store.search(query, type=doc_type, where=where, **kwargs)
+            return by_similarity(query, entity=entity, **kwargs)
+        # a search for no entity ranks global documents only, of every type (brain.memories.scopes_for)
+        where = {"scope": sorted(search_scopes(None) or ())} if entity is None else None
+        return self.store.search(query, type=doc_type, where=where, entity=entity, **kwargs)
 
     def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
         """Merge near-duplicate memories of each scope (see :mod:`brain.consolidate`); ``threshold``

@@ -227,6 +227,11 @@ class Forbidden(BrainError):
     """The caller may not do this: e.g. a token bound to one entity asked for another's data."""
 
 
+class ConversationOwned(Forbidden):
+    """Turns in one scope appended to a conversation another scope owns (a conversation belongs to the
+    scope of its first turns, claimed once, across processes too)."""
+
+
 class NotFound(BrainError, KeyError):
     """No document with that id."""
 

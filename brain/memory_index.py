@@ -322,6 +322,20 @@ class MemoryIndex:
         codes = arrays["scope"]
         if n and (codes.min() < 0 or codes.max() >= len(scopes)):
             raise ValueError(f"scope codes outside the {len(scopes)} scopes")
+        # what the rows claim must be what the arrays hold: a row is ranked by its arrays and shown with its
+        # metadata, so a scope code another scope's row carries would show that row to the wrong entity
+        for name, (dtype, _) in _ARRAYS.items():
+            if np.issubdtype(np.dtype(dtype), np.floating) and not np.isfinite(arrays[name.lstrip("_")]).all():
+                raise ValueError(f"array {name.lstrip('_')} holds values that are not finite (NaN or infinity)")
+        for row, (meta, code) in enumerate(zip(metas, codes.tolist())):
+            if meta.get("scope", GLOBAL_SCOPE) != scopes[code]:
+                raise ValueError(f"row {ids[row]!r} has scope {meta.get('scope', GLOBAL_SCOPE)!r} in its metadata "
+                                 f"but {scopes[code]!r} in the scope codes")
+        kinds = arrays["kind"].tolist()
+        for row, meta in enumerate(metas):
+            if row_kind(meta) != kinds[row]:
+                raise ValueError(f"row {ids[row]!r} has kind {kinds[row]} in the arrays, not the {row_kind(meta)} "
+                                 "its metadata says")
         index = cls(dimension, capacity=max(n, 1024))
         index._n = n
         for name in _ARRAYS:
@@ -369,9 +383,10 @@ class MemoryIndex:
         if equals:
             items = list(equals.items())
             metas = self._metas
-            mask = np.fromiter(
+            same = np.fromiter(
                 (all(metas[r].get(key) == value for key, value in items) for r in range(n)), dtype=bool, count=n
             )
+            mask = same if mask is None else mask & same
         if scopes is not None:
             codes = [self._scope_code[s] for s in scopes if s in self._scope_code]
             scope_mask: np.ndarray | None = None

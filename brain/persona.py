@@ -25,13 +25,20 @@ from typing import TYPE_CHECKING, Any, Iterable
 from brain.errors import ValidationError
 from brain.wording import counted
 from brain.ids import derived_id
-from brain.schemas import DocType, check_speaker_name, format_timestamp, parse_timestamp, utc_now
+from brain.memories import visible_scopes
+from brain.schemas import GLOBAL_SCOPE, DocType, check_speaker_name, format_timestamp, parse_timestamp, utc_now
+from brain.text.bounded import TooLarge, read_bounded_text
 from brain.text.markdown import markdown_sections, slugify
 
 if TYPE_CHECKING:
     from brain.results import Document
     from brain.store import Store
 
+#: a persona file larger than this is refused: a persona is a few kilobytes, and every section of it is
+#: embedded, kept in process and put in every context
+MAX_PERSONA_BYTES = 1_000_000
+#: a persona of more sections than this is refused (the context serves at most this many)
+MAX_PERSONA_SECTIONS = 1000
 _NAME_LINE = re.compile(r"^[ \t]*name[ \t]*:(?P<name>.*)$", re.IGNORECASE | re.MULTILINE)
 # "You are Brain, the assistant of ..." -> Brain; "You are a helpful assistant" names no one
 _YOU_ARE = re.compile(r"^\s*You are (?P<name>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})\s*[,.;:!]")
@@ -119,9 +126,11 @@ def _version_order(version: str) -> tuple[float, str]:
         return (float("-inf"), version)  # a hand-written version sorts before loaded ones
 
 
-def current_persona(store: Store) -> list[Document]:
-    """The sections of the current persona version, in file order."""
-    docs = store.get(type=DocType.PERSONA)
+def current_persona(store: Store, entity: str | None = None) -> list[Document]:
+    """The sections of the current persona version, in file order, as ``entity`` sees it: chosen among
+    the global sections and that entity's (without ``entity``, the global ones: the persona
+    ``persona.md`` loads)."""
+    docs = _persona_docs(store, entity)
     version = current_version(d.metadata for d in docs)
     chosen = [d for d in docs if d.metadata.get("version") == version]
     return sorted(chosen, key=lambda d: int(d.metadata.get("position", 0)))
@@ -131,7 +140,10 @@ def load_persona(store: Store, path: str | Path) -> PersonaLoad:
     """Bring the stored persona in line with the file at ``path`` (see the module docstring)."""
     path = Path(path)
     try:
-        markdown = path.read_text(encoding="utf-8")
+        markdown = read_bounded_text(path, MAX_PERSONA_BYTES)
+    except TooLarge as exc:
+        raise ValidationError(f"persona file {path}: {exc} (MAX_PERSONA_BYTES); a persona is a few kilobytes: "
+                              "check that BRAIN_PERSONA_PATH names the right file") from None
     except FileNotFoundError:
         raise ValidationError(f"persona file {path} does not exist; create it or set BRAIN_PERSONA_PATH") from None
     except UnicodeDecodeError as exc:
@@ -139,13 +151,17 @@ def load_persona(store: Store, path: str | Path) -> PersonaLoad:
     sections = split_sections(markdown)
     if not sections:
         raise ValidationError(f"persona file {path} has no text")
+    if len(sections) > MAX_PERSONA_SECTIONS:
+        raise ValidationError(f"persona file {path} has {len(sections)} sections; a persona has at most "
+                              f"{MAX_PERSONA_SECTIONS} (MAX_PERSONA_SECTIONS): check that BRAIN_PERSONA_PATH names "
+                              "the right file")
     if sections[0].topic == "core" and not sections[0].heading:
         try:
             name_in(sections[0].text)
         except ValueError as exc:
             raise ValidationError.of("name", f"persona file {path}: {exc}") from None
     digest = hashlib.sha256(markdown.encode("utf-8")).hexdigest()[:16]
-    existing = store.get(type=DocType.PERSONA)
+    existing = _persona_docs(store, None)
     version = current_version(d.metadata for d in existing)
     current = [d for d in existing if d.metadata.get("version") == version]
     if current and all(d.metadata.get("content_hash") == digest for d in current):
@@ -165,11 +181,16 @@ def load_persona(store: Store, path: str | Path) -> PersonaLoad:
     return PersonaLoad(str(path), True, new_version, digest, len(sections), removed)
 
 
+def _persona_docs(store: Store, entity: str | None) -> list[Document]:
+    scopes = visible_scopes(entity)
+    return [d for d in store.get(type=DocType.PERSONA) if d.metadata.get("scope", GLOBAL_SCOPE) in scopes]
+
+
 def persona_report(store: Store, path: str | Path | None = None) -> dict[str, Any]:
     """The stored persona (``version``, ``sections``, ``name``; 0 sections: none loaded) and, given
     ``path``, the file: ``file`` and ``file_state``: ``loaded`` (the stored version is this file),
     ``changed`` (the file differs: ``brain persona load`` or a restart loads it), ``not loaded``,
-    ``missing`` or ``unreadable`` (not UTF-8)."""
+    ``missing``, ``unreadable`` (not UTF-8) or ``too large`` (over :data:`MAX_PERSONA_BYTES`)."""
     sections = current_persona(store)
     report: dict[str, Any] = {
         "version": sections[0].metadata.get("version") if sections else None,
@@ -179,7 +200,9 @@ def persona_report(store: Store, path: str | Path | None = None) -> dict[str, An
     if path is not None:
         path = Path(path)
         try:  # hashed as load_persona hashes it
-            digest = hashlib.sha256(path.read_text(encoding="utf-8").encode("utf-8")).hexdigest()[:16]
+            digest = hashlib.sha256(read_bounded_text(path, MAX_PERSONA_BYTES).encode("utf-8")).hexdigest()[:16]
+        except TooLarge:
+            state = "too large"
         except OSError:
             state = "missing"
         except UnicodeDecodeError:

@@ -77,7 +77,10 @@ def test_list_conversations_library_follows_the_access_rule(embedded_store):
     store.upsert_turn("conv-a", "hi", "hello", user_ts="2026-01-01T00:00:00Z", scope="entity:ada")
     store.upsert_turn("conv-g", "hi", "hello", user_ts="2026-01-03T00:00:00Z")
     store.upsert_turn("conv-m", "hi", "hello", user_ts="2026-01-02T00:00:00Z", scope="entity:ada")
-    store.upsert_turn("conv-m", "and", "more", user_ts="2026-01-04T00:00:00Z", scope="entity:bob")
+    # appending in another scope is refused (a conversation has one owner); a copy with its positions is not
+    store.upsert_docs([{"text": t, "type": "turn", "conversation_id": "conv-m", "role": role, "turn_index": n,
+                        "timestamp": "2026-01-04T00:00:00Z", "scope": "entity:bob"}
+                       for n, (t, role) in enumerate([("and", "user"), ("more", "assistant")], start=3)])
     every = list_conversations(store)
     assert [c.conversation_id for c in every] == ["conv-m", "conv-g", "conv-a"]
     assert every[0].entity == "ada" and every[0].turns == 4 and every[1].entity is None

@@ -96,12 +96,6 @@ def test_usage_errors_are_one_line_and_exit_2():
     assert run("memory", "show").exit_code == 2  # missing ID
 
 
-def test_entity_applies_to_memory_search_only():
-    result = run("search", "food", "--entity", "alice")
-    assert result.exit_code == 2
-    assert "--entity needs --type memory" in one_error_line(result)
-
-
 def test_bad_setting_is_one_line_exit_1():
     result = run("stats", env={"RAG_MEMORY_TOP_K": "99"})
     assert result.exit_code == 1

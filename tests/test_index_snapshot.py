@@ -16,7 +16,8 @@ import pytest
 from brain.config import Settings
 from brain.core import open_store
 from brain.errors import StoreError
-from brain.store.snapshot import snapshot_path
+from brain.store.chroma import open_client
+from brain.store.snapshot import _json_bytes, _mac, snapshot_key, snapshot_path
 
 NOW = 2_000_000_000.0
 QUERIES = ["where does the team work", "favourite food and drinks", "deadline for the report"]
@@ -60,16 +61,24 @@ def ignored(caplog, path: Path | None = None) -> list[str]:
             and f"index snapshot {path or ''}" in r.getMessage()]
 
 
-def rewrite(path: Path, *, header: dict | None = None, entries: dict | None = None) -> None:
-    """Rewrite the snapshot at ``path`` with header fields or entries replaced (a tampered file)."""
+def rewrite(path: Path, *, header: dict | None = None, entries: dict | None = None, key: bytes | None = None) -> None:
+    """Rewrite the snapshot at ``path`` with header fields or entries replaced (a tampered file); with
+    ``key``, signed again with it (as by someone who holds the store's key)."""
     with np.load(path, allow_pickle=False) as archive:
         content = {name: archive[name] for name in archive.files}
     if header:
         values = json.loads(content["header"].tobytes()) | header
         content["header"] = np.frombuffer(json.dumps(values).encode(), dtype=np.uint8)
     content.update(entries or {})
+    if key is not None:
+        content["mac"] = _json_bytes(_mac(key, content))
     with open(path, "wb") as out:
         np.savez(out, **content)
+
+
+def key_of(path: Path) -> bytes:
+    """The snapshot key of the embedded store whose snapshot is ``path`` (in its default place)."""
+    return snapshot_key(open_client(Settings(data_dir=path.parent.parent)), "conversations")
 
 
 @pytest.fixture
@@ -184,9 +193,10 @@ def _metas_not_objects(path: Path) -> None:
     (lambda p: rewrite(p, header={"collection_id": str(uuid.uuid4())}), "saved for collection_id"),
     (lambda p: rewrite(p, header={"types": ["memory"]}), "saved for types ['memory']"),
     (lambda p: rewrite(p, header={"format": 99}), "format 99"),
-    (lambda p: rewrite(p, header={"sequence": 7}), "saved with a change feed"),
+    (lambda p: rewrite(p, header={"sequence": 7}, key=key_of(p)), "saved with a change feed"),
+    (lambda p: rewrite(p, header={"sequence": 7}), "not signed with this store's snapshot key"),
 ], ids=["truncated", "metas-not-objects", "bad-json", "wrong-shape", "rows-of-another-length", "another-embedder", "another-dimension",
-        "another-collection", "other-types", "other-format", "from-a-feed"])
+        "another-collection", "other-types", "other-format", "from-a-feed", "edited-without-the-key"])
 def test_a_damaged_or_foreign_snapshot_is_ignored_and_rebuilt(saved, local_embedder, caplog, damage, why):
     settings, _, before = saved
     damage(snapshot_path(settings))

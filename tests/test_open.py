@@ -85,15 +85,17 @@ def test_search_ranks_each_type_its_own_way(embedded_store):
     embedded_store.upsert_memory("Bob eats anything", entity="bob")
     embedded_store.upsert_memory("Alice's team meets on Mondays")
     embedded_store.upsert_doc("OCR reads text in images.", "faq", topic="ocr")
+    embedded_store.upsert_doc("Bob's camera reads text in images.", "faq", topic="ocr", scope="entity:bob")
     b = brain.Brain(embedded_store)
     memories = b.search("what does Alice eat?", type="memory", entity="alice")
     assert memories[0].text == "Alice is vegetarian" and memories[0].importance_part > 0
     assert [h.metadata["type"] for h in b.search("read a photo", type="faq", k=1)] == ["faq"]
     untyped = b.search("Alice", k=10)
     assert {h.metadata["type"] for h in untyped} >= {"memory", "faq"}
-    assert {h.metadata["scope"] for h in untyped if h.metadata["type"] == "memory"} == {"global"}  # no entity's
-    with pytest.raises(ValidationError, match="memories only"):
-        b.search("x", type="faq", entity="alice")
+    assert {h.metadata["scope"] for h in untyped} == {"global"}  # a search for no entity: no entity's documents
+    # every type keeps to the scope rule: Bob's entry exists for Bob only
+    assert [h.text for h in b.search("read a photo", type="faq", entity="alice", k=5)] == ["OCR reads text in images."]
+    assert len(b.search("read a photo", type="faq", entity="bob", k=5)) == 2
     with pytest.raises(ValidationError, match="recipe"):
         b.search("x", type="recipe")
 

@@ -394,8 +394,8 @@ def test_a_global_memory_has_no_entity():
     assert "entity" not in validate_metadata("memory", {"timestamp": TS}).to_chroma()
 
 
-@pytest.mark.parametrize("entity, message", [("", "the entity is empty"), ("  ", "the entity is empty"),
-                                             (7, "an entity is a name")])
+@pytest.mark.parametrize("entity, message", [("", "entity is empty"), ("  ", "entity is empty"),
+                                             (7, "must be an entity name"), ("a\x1bb", "U+001B")])
 def test_bad_entity_is_named(entity, message):
     err = invalid("memory", {"timestamp": TS, "entity": entity})
     assert message in str(err) and err.problems[0]["field"] == "entity"

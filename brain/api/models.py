@@ -10,7 +10,6 @@ from fastapi import Path, Query
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, WithJsonSchema
 
 from brain.chat.chat_memory import IDEMPOTENCY_KEY_MAX, check_idempotency_key
-from brain.access import check_entity_name
 from brain.errors import Problem
 from brain.schemas import (
     CONVERSATION_ID_MAX_LENGTH,
@@ -24,6 +23,7 @@ from brain.schemas import (
     check_conversation_id,
     check_scope,
     check_speaker_name,
+    valid_name,
 )
 
 #: the largest ``offset`` a listing takes (Chroma counts in 32 bits)
@@ -38,13 +38,14 @@ def _non_blank(value: str) -> str:
 
 
 def _entity(value: str) -> str:
-    return check_entity_name(value)  # wrapped: pydantic would pass its ValidationInfo as the field name
+    return valid_name(value)  # wrapped: pydantic would pass its ValidationInfo as the field name
 
 
 Text = Annotated[str, AfterValidator(_non_blank), WithJsonSchema({"type": "string", "minLength": 1, "pattern": r"\S"})]
 Entity = Annotated[str, AfterValidator(_entity), WithJsonSchema({
     "type": "string", "minLength": 1, "maxLength": ENTITY_MAX_LENGTH, "pattern": ENTITY_PATTERN,
-    "description": "an entity name: 1 to 128 characters, no control characters, no space at either end"})]
+    "description": "an entity name: 1 to 128 characters, no control or formatting characters (Unicode Cc, Cf, Zl, "
+                   "Zp), no space at either end"})]
 ConversationId = Annotated[str, AfterValidator(check_conversation_id), WithJsonSchema({
     "type": "string", "pattern": CONVERSATION_ID_PATTERN, "maxLength": CONVERSATION_ID_MAX_LENGTH, "description": "conv-<id>"})]
 Scope = Annotated[str, AfterValidator(check_scope), WithJsonSchema({

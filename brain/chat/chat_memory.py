@@ -204,10 +204,11 @@ class ChatMemory:
             vector = store.embedder.embed_query(user_message)  # once, for every document type
         ranked: dict[str, list[ContextItem]] = {name: [] for name in SECTIONS}
         if s.enable_persona:
-            hits = store.retrieve_persona(None, PERSONA_MAX_SECTIONS, query_vector=vector)
+            hits = store.retrieve_persona(None, PERSONA_MAX_SECTIONS, query_vector=vector, entity=entity)
             ranked["persona"] = [_similarity_item(h) for h in hits]
         if s.enable_faq:
-            ranked["faq"] = [_similarity_item(h) for h in store.retrieve_faq(None, s.faq_top_k, query_vector=vector)]
+            hits = store.retrieve_faq(None, s.faq_top_k, query_vector=vector, entity=entity)
+            ranked["faq"] = [_similarity_item(h) for h in hits]
         if s.enable_memory:
             hits = store.retrieve_memories(None, s.memory_top_k, entity, query_vector=vector)
             ranked["memory"] = [
@@ -219,13 +220,17 @@ class ChatMemory:
             if s.track_access and hits:
                 self.access.note([h.id for h in hits])
         if want_summaries:
-            hits = store.retrieve_summaries(None, s.summary_top_k, conversation_id, query_vector=vector)
+            # the conversation's own documents: acting for an entity, those it may see; unrestricted, all
+            # of them, as its turns are
+            hits = store.retrieve_summaries(None, s.summary_top_k, conversation_id, query_vector=vector,
+                                            entity=entity, all_scopes=entity is None)
             ranked["summary"] = [_similarity_item(h) for h in hits]
         if s.enable_turn and conversation_id is not None:
-            turns = store.recent_turns(conversation_id, s.turn_top_k)
+            turns = store.recent_turns(conversation_id, s.turn_top_k, entity=entity)
             ranked["turn"] = [ContextItem(d.id, d.text, d.metadata) for d in reversed(turns)]
             if want_related:
-                ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k)
+                ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k,
+                                                  entity)
         return ranked
 
     def _shows_conversation(self, conversation_id: str, entity: str | None) -> bool:
@@ -239,7 +244,7 @@ class ChatMemory:
         return all(may_read(str(d.metadata.get("scope", GLOBAL_SCOPE)), entity) for d in docs)
 
     def related_turns_for(self, conversation_id: str, user_message: str, *, query_vector: Any = None,
-                          k: int | None = None) -> list[ContextItem]:
+                          k: int | None = None, entity: str | None = None) -> list[ContextItem]:
         """The context's ``related`` candidates for ``user_message``, best first, before the budget: the
         ``k`` (default ``RAG_RELATED_TURN_TOP_K``) older turns of the conversation that match it best
         (:mod:`brain.turn_search`), outside the ``RAG_TURN_TOP_K`` recent turns the context shows anyway.
@@ -249,13 +254,15 @@ class ChatMemory:
             raise ValidationError("user_message must be a non-empty string", [Problem("user_message", "empty")])
         s = self.settings
         k = s.related_turn_top_k if k is None else check_k(k)
+        if entity is not None:
+            valid_entity_scope(entity)
         vector = self.store.embedder.embed_query(user_message) if query_vector is None else query_vector
         return self._related(conversation_id, user_message, vector,
-                             self.store.recent_turns(conversation_id, s.turn_top_k), k)
+                             self.store.recent_turns(conversation_id, s.turn_top_k, entity=entity), k, entity)
 
     def _related(self, conversation_id: str, user_message: str, vector: Any, recent: Sequence[Any],
-                 k: int) -> list[ContextItem]:
-        return self.related_turns.find(conversation_id, user_message, vector, {d.id for d in recent}, k)
+                 k: int, entity: str | None = None) -> list[ContextItem]:
+        return self.related_turns.find(conversation_id, user_message, vector, {d.id for d in recent}, k, entity)
 
     def _tokens(self) -> TokenCounter:
         if self._token_counter is None:
@@ -278,7 +285,9 @@ class ChatMemory:
     ) -> Exchange:
         """Store the exchange as two turns (one write: both or neither) with consecutive ``turn_index``
         values; ``conversation_id`` ``None`` starts a new conversation (``conv-<uuid>``). With
-        ``entity`` the turns are stored in that entity's scope. Schedules the summaries now due.
+        ``entity`` the turns are stored in that entity's scope; without, in the scope the conversation
+        started in (a conversation belongs to one scope: another entity's turns are refused with
+        :class:`~brain.errors.ConversationOwned`). Schedules the summaries now due.
 
         ``idempotency_key`` (1..255 printable ASCII characters) makes a retry safe: the turn ids (and a
         new conversation's id) are derived from it and the scope, so the same exchange sent again, by
@@ -308,6 +317,10 @@ class ChatMemory:
             )
         if entity is not None:
             extra["scope"] = valid_entity_scope(entity)
+        elif conversation_id is not None:  # no entity named: the exchange goes on in the conversation's scope
+            started = self.store.conversation_turns(conversation_id)
+            if started:
+                extra["scope"] = str(started[0].metadata.get("scope") or GLOBAL_SCOPE)
         scope = extra.get("scope", GLOBAL_SCOPE)
         if key is None:
             conversation_id = conversation_id or new_conversation_id()

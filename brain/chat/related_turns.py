@@ -29,9 +29,11 @@ class RelatedTurns:
         # conversation -> (its turn ids, TurnIndex, turn vectors by id), least recently used first
         self._indexes: LRUCache[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = LRUCache(cached)
 
-    def find(self, conversation_id: str, user_message: str, vector: Any, recent: set[str], k: int) -> list[ContextItem]:
-        """The ``k`` turns outside ``recent`` (ids of the recent window) that best match the message."""
-        turns = self.store.conversation_turns(conversation_id)
+    def find(self, conversation_id: str, user_message: str, vector: Any, recent: set[str], k: int,
+             entity: str | None = None) -> list[ContextItem]:
+        """The ``k`` turns outside ``recent`` (ids of the recent window) that best match the message;
+        with ``entity``, among the turns it may see."""
+        turns = self.store.conversation_turns(conversation_id, entity=entity)
         if len(turns) <= len(recent):
             return []
         index = self.index(conversation_id, turns)

@@ -83,12 +83,17 @@ class SummaryWriter:
 
     # ---- one window ------------------------------------------------------------------------------------
     def read_window(self, job: SummaryJob) -> tuple[list[TurnText], list[Document]]:
-        """The window's turns, in order: as the summariser reads them, and as stored."""
+        """The window's turns, in order: as the summariser reads them, and as stored. Only the turns in
+        the scope of its last one, the scope the summary is stored in: a summary never holds the words of
+        another scope's turns (copies written with their positions under the same conversation id)."""
         docs = self.store.get(
             where={"conversation_id": job.conversation_id, "turn_index": {"$gte": job.start, "$lte": job.end}},
             type=DocType.TURN,
         )
         docs.sort(key=lambda d: int(d.metadata.get("turn_index") or 0))
+        if docs:
+            scope = docs[-1].metadata.get("scope", GLOBAL_SCOPE)
+            docs = [d for d in docs if d.metadata.get("scope", GLOBAL_SCOPE) == scope]
         turns = [TurnText(int(d.metadata["turn_index"]), str(d.metadata.get("role", "user")), d.text) for d in docs]
         return turns, docs
 

@@ -62,7 +62,7 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
 @click.option("--k", type=CountType(),
               help="How many results (default: the RAG_*_TOP_K setting of the type, 5 otherwise).")
 @click.option("--entity", type=EntityType(),
-              help="With --type memory: the memories in scope entity:NAME, and global ones; never another entity's. "
+              help="The documents in scope entity:NAME, and global ones; never another entity's. "
                    "Names are case-sensitive.")
 @json_option
 @pass_state
@@ -70,8 +70,6 @@ def search(state: State, query: str, doc_type: str | None, k: int | None, entity
     """Search the store for QUERY."""
     from brain.schemas import DocType
 
-    if entity is not None and doc_type != DocType.MEMORY.value:
-        raise click.UsageError("--entity needs --type memory")
     brain = state.brain(create=False)
     hits = brain.search(query, type=doc_type, k=k, entity=entity)
     note_other_case(brain.store, entity, hits)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from brain.cli.group import cli
-from brain.cli.shell import State, emit, json_option, pass_state
+from brain.cli.shell import EntityType, State, emit, json_option, pass_state
 
 # ---- Portable AI Memory --------------------------------------------------------------------------
 
@@ -21,10 +21,12 @@ from brain.cli.shell import State, emit, json_option, pass_state
 @click.option("--force", is_flag=True,
               help="Export into a non-empty directory that holds no brain export (files of the same name are "
                    "overwritten; nothing is deleted).")
+@click.option("--entity", type=EntityType(),
+              help="Export for entity NAME only: global memories and its own, and its own conversations.")
 @json_option
 @pass_state
 def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_conversations: bool,
-               owner: str | None, force: bool) -> None:
+               owner: str | None, force: bool, entity: str | None) -> None:
     """Export the store to OUT_DIR: memory-store.json, embeddings.json and conversations/<id>.json.
 
     OUT_DIR must be new, empty or a previous brain export (replaced file for file; the files it no
@@ -32,7 +34,7 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
     from brain.pam import export_pam
 
     report = export_pam(state.store(create=False), out_dir, embeddings=not no_embeddings,
-                        conversations=not no_conversations, owner_id=owner, force=force)
+                        conversations=not no_conversations, owner_id=owner, force=force, entity=entity)
     emit(state, report.to_dict(), report.summary)
 
 

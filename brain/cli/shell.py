@@ -177,13 +177,12 @@ class EntityType(click.ParamType):
     name = "name"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from brain.schemas import entity_scope
+        from brain.schemas import check_name
 
         try:
-            entity_scope(value)
+            return check_name(value, "--entity")
         except ValueError as exc:
-            self.fail(f"{exc} (an entity name must be non-empty, without leading or trailing spaces)", param, ctx)
-        return value
+            self.fail(str(exc), param, ctx)
 
 
 def scope_of(entity: str | None, scope: str | None) -> str | None:

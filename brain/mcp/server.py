@@ -180,14 +180,17 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
     # ---- knowledge, chat and specialists ---------------------------------------------------------------
     @server.tool()
     def search_knowledge(
+        ctx: Context,
         query: Annotated[str, Field(description="The question, in plain words.")],
         k: Annotated[int | None, Field(description=f"How many entries at most, 1 to {MAX_K} "
                                                    "(default: the server's setting).")] = None,
         topic: Annotated[str | None, Field(description="Only entries of this topic.")] = None,
+        entity: EntityArg = None,
     ) -> dict[str, Any]:
-        """The knowledge-base (FAQ) entries closest in meaning to ``query``, best first."""
+        """The knowledge-base (FAQ) entries closest in meaning to ``query``, best first: global ones and the
+        entity's own."""
         with _tool_errors():
-            hits = brain.store.retrieve_faq(query, k, topic)
+            hits = brain.store.retrieve_faq(query, k, topic, entity=access(ctx, entity).entity)
             return {"query": query, "results": [h.to_dict() for h in hits]}
 
     @server.tool()
@@ -239,7 +242,9 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
     @server.resource("brain://persona", name="persona", mime_type="text/markdown",
                      description="The assistant's current persona, section by section.")
     def persona() -> str:
-        sections = current_persona(brain.store)
+        # a static resource gets no request context: the persona as the pinned entity sees it, else the
+        # global one (never a section of another scope)
+        sections = current_persona(brain.store, entity)
         return "\n\n".join(f"## {d.metadata['heading']}\n\n{d.text}" if d.metadata.get("heading") else d.text
                            for d in sections)
 

@@ -39,7 +39,7 @@ from brain.pam.spec import (
     integrity_checksum,
     pam_time,
 )
-from brain.schemas import DocType
+from brain.schemas import GLOBAL_SCOPE, DocType, entity_scope, valid_entity_scope
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -50,7 +50,7 @@ _OWNER_NAMESPACE = uuid.UUID("3b8f6d1c-2f4e-4c51-9d0a-7e5b2a9c4f10")
 
 def export_pam(
     store: Store, out_dir: str | Path, *, embeddings: bool = True, conversations: bool = True,
-    owner_id: str | None = None, force: bool = False,
+    owner_id: str | None = None, force: bool = False, entity: str | None = None,
 ) -> ExportReport:
     """Write every memory of ``store`` to ``out_dir/memory-store.json``, with ``embeddings`` their
     vectors to ``out_dir/embeddings.json`` and, with ``conversations``, every conversation (its turns
@@ -62,8 +62,13 @@ def export_pam(
     the store) are deleted, and the report lists what was replaced and removed. Files brain did not
     write are never deleted (with ``force`` one of the same name as an export file is overwritten).
     Files are replaced atomically, the memory store last: a failed export leaves the previous files
-    (or none) in place."""
+    (or none) in place.
+
+    ``entity``: an export for that entity only, under the scope rule: the global memories and its own,
+    and the conversations that are its own (every turn in its scope), never another entity's."""
     started = time.perf_counter()
+    if entity is not None:
+        valid_entity_scope(entity)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValidationError(f"{out} is a file; give the directory to export into")
@@ -81,7 +86,7 @@ def export_pam(
     owner = owner_id or default_owner_id(store)
     model = store.embedder.name
     warnings: list[str] = []
-    convs = _store_conversations(store, warnings) if conversations else {}
+    convs = _store_conversations(store, warnings, entity) if conversations else {}
     refs = {cid: conv["id"] for cid, conv in convs.items()} if conversations else None
     if refs is not None and len(set(refs.values())) < len(refs):
         seen: dict[str, str] = {}
@@ -92,7 +97,7 @@ def export_pam(
                     f"(in the {CONVERSATION_KEY} metadata of their first turn); change or remove one"
                 )
             seen[pam_id] = cid
-    stored = store.get(type=DocType.MEMORY, include_embeddings=embeddings)
+    stored = store.get(type=DocType.MEMORY, include_embeddings=embeddings, entity=entity)
     docs = sorted((d for d in stored if not is_part(d.metadata)), key=lambda d: d.id)
     parts_skipped = len(stored) - len(docs)
     memories = [
@@ -202,12 +207,22 @@ def default_owner_id(store: Store) -> str:
     return str(uuid.uuid5(_OWNER_NAMESPACE, f"{where}\x1f{store.settings.collection}"))
 
 
-def _store_conversations(store: Store, warnings: list[str]) -> dict[str, dict[str, Any]]:
-    """Every conversation of the store (of its turns and summaries) as a PAM document, by brain id."""
+def _store_conversations(store: Store, warnings: list[str], entity: str | None = None) -> dict[str, dict[str, Any]]:
+    """Every conversation of the store (of its turns and summaries) as a PAM document, by brain id; with
+    ``entity``, those that are its own (:func:`brain.access.may_use_conversation`), with its documents only."""
+    from brain.access import may_use_conversation
+
     grouped: dict[str, tuple[list, list]] = {}
+    scopes: dict[str, tuple[set[str], set[str]]] = {}
     for doc_type, slot in ((DocType.TURN, 0), (DocType.SUMMARY, 1)):
         for doc in store.get(type=doc_type):
-            grouped.setdefault(doc.metadata["conversation_id"], ([], []))[slot].append((doc.id, doc.text, doc.metadata))
+            cid = doc.metadata["conversation_id"]
+            scopes.setdefault(cid, (set(), set()))[slot].add(str(doc.metadata.get("scope") or GLOBAL_SCOPE))
+            if entity is None or doc.metadata.get("scope") == entity_scope(entity):
+                grouped.setdefault(cid, ([], []))[slot].append((doc.id, doc.text, doc.metadata))
+    if entity is not None:  # as brain.access decides it: by its turns' scopes (its summaries' without turns)
+        grouped = {cid: docs for cid, docs in grouped.items()
+                   if may_use_conversation(scopes[cid][0] or scopes[cid][1], entity)}
     return {cid: conversation_to_pam(cid, t, s, warnings) for cid, (t, s) in sorted(grouped.items())}
 
 

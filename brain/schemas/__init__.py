@@ -74,9 +74,11 @@ from brain.schemas.values import (
     DocType,
     Source,
     SpeakerName,
+    UNPRINTABLE_CLASS,
     check_conversation_id,
     check_importance,
     check_last_used,
+    check_name,
     check_scope,
     check_speaker_name,
     entity_of,
@@ -89,6 +91,7 @@ from brain.schemas.values import (
     utc_now,
     valid_conversation_id,
     valid_entity_scope,
+    valid_name,
     valid_speaker_name,
 )
 
@@ -137,7 +140,9 @@ __all__ = [
     "check_last_used",
     "check_scope",
     "check_importance",
+    "check_name",
     "check_speaker_name",
+    "UNPRINTABLE_CLASS",
     "entity_of",
     "entity_scope",
     "format_timestamp",
@@ -156,6 +161,7 @@ __all__ = [
     "utc_now",
     "valid_conversation_id",
     "valid_entity_scope",
+    "valid_name",
     "valid_speaker_name",
     "validate_metadata",
 ]

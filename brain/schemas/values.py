@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from brain.errors import Problem, ValidationError
+from brain.errors import ValidationError
 
 
 class DocType(str, Enum):
@@ -31,9 +32,17 @@ class Source(str, Enum):
 
 DOC_TYPES: tuple[str, ...] = tuple(t.value for t in DocType)
 GLOBAL_SCOPE = "global"
-#: an entity name (the ``<name>`` of an ``entity:<name>`` scope): 1 to 128 characters, no control
-#: characters, no space at either end; published as is in the API's schema
-ENTITY_PATTERN = r"^\S(?:[^\x00-\x1f]{0,126}\S)?$"
+#: characters no name may hold, as a regex class body: the Unicode categories Cc (control characters:
+#: C0, DEL, C1), Cf (format characters: bidirectional overrides, zero-width ones, ...), Zl and Zp (line
+#: and paragraph separators) and Cs (lone surrogates) as of Unicode 14. A terminal or a log line shows
+#: a name holding one of them as something else (an escape sequence, text reversed, a line break).
+UNPRINTABLE_CLASS = (r"\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e"
+                     r"\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
+                     r"\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+                     r"\U000e0001\U000e0020-\U000e007f")
+#: an entity name (the ``<name>`` of an ``entity:<name>`` scope): 1 to 128 characters, none of them
+#: unprinting (:data:`UNPRINTABLE_CLASS`), no space at either end; published as is in the API's schema
+ENTITY_PATTERN = rf"^[^\s{UNPRINTABLE_CLASS}](?:[^{UNPRINTABLE_CLASS}]{{0,126}}[^\s{UNPRINTABLE_CLASS}])?$"
 ENTITY_MAX_LENGTH = 128
 #: a conversation id, ``conv-<id>``
 CONVERSATION_ID_PATTERN = r"^conv-[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
@@ -42,8 +51,10 @@ CONVERSATION_ID_MAX_LENGTH = 133
 #: entity's name is always a valid speaker name (a name is shown on one line: no control characters)
 SPEAKER_NAME_PATTERN = ENTITY_PATTERN
 SPEAKER_NAME_MAX_LENGTH = ENTITY_MAX_LENGTH
-_SPEAKER_RE = re.compile(SPEAKER_NAME_PATTERN)
-_SCOPE_RE = re.compile(r"^entity:(?P<name>" + ENTITY_PATTERN[1:-1] + r")$")
+_NAME_RE = re.compile(ENTITY_PATTERN)
+_UNPRINTABLE_RE = re.compile(f"[{UNPRINTABLE_CLASS}]")
+_UNPRINTABLE_KINDS = {"Cc": "control character", "Cf": "formatting character", "Zl": "line separator",
+                      "Zp": "paragraph separator", "Cs": "lone surrogate"}
 _CONV_RE = re.compile(CONVERSATION_ID_PATTERN)
 _RANGE_RE = re.compile(r"^(\d+)-(\d+)$")
 
@@ -89,21 +100,57 @@ def format_timestamp(value: datetime) -> str:
     return value.astimezone(timezone.utc).isoformat()
 
 
+def check_name(value: Any, field: str = "entity", what: str = "an entity name") -> str:
+    """``value`` if it is a name under the one rule for entity names (:data:`ENTITY_PATTERN`; speaker
+    names follow it too), else ValueError saying what is wrong and what a name must look like. Every
+    place that takes an entity name checks it here. The message shows the name escaped (``repr``), so an
+    escape sequence in it is never printed raw."""
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be {what} (a string), got {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{field} is empty: give {what} such as 'alice', or leave {field} out")
+    if len(value) > ENTITY_MAX_LENGTH:
+        raise ValueError(f"{field} has {len(value)} characters; {what} has at most {ENTITY_MAX_LENGTH}")
+    shown = repr(value[:40]) + ("..." if len(value) > 40 else "")
+    bad = _UNPRINTABLE_RE.search(value)
+    if bad is not None:
+        char = bad.group()
+        kind = _UNPRINTABLE_KINDS.get(unicodedata.category(char), "unprinting character")
+        name = unicodedata.name(char, "") or {"\n": "LINE FEED", "\r": "CARRIAGE RETURN", "\t": "TAB"}.get(char, "")
+        raise ValueError(f"{field} {shown} is not a valid {what.split(' ', 1)[1]}: it holds the {kind} "
+                         f"U+{ord(char):04X}{f' ({name})' if name else ''} at position {bad.start()}; a name is one "
+                         "line of printable text")
+    if not _NAME_RE.fullmatch(value):
+        raise ValueError(f"{field} {shown} is not a valid {what.split(' ', 1)[1]}: it starts or ends with a space "
+                         "(give the name without them)")
+    return value
+
+
+def valid_name(value: Any, field: str = "entity") -> str:
+    """``value`` if it is an entity name (:func:`check_name`), else :class:`ValidationError` naming ``field``."""
+    try:
+        return check_name(value, field)
+    except ValueError as exc:
+        raise ValidationError.of(field, str(exc)) from None
+
+
 def check_scope(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"scope must be 'global' or 'entity:<name>', got {value!r}")
-    if value == GLOBAL_SCOPE or _SCOPE_RE.fullmatch(value):
+    if value == GLOBAL_SCOPE:
         return value
-    raise ValueError(f"scope must be 'global' or 'entity:<name>' (name without leading/trailing spaces), got {value!r}")
+    if value.startswith("entity:"):
+        try:
+            check_name(value.removeprefix("entity:"), "its name")
+            return value
+        except ValueError as exc:
+            raise ValueError(f"scope must be 'global' or 'entity:<name>', got {value[:80]!r}: {exc}") from None
+    raise ValueError(f"scope must be 'global' or 'entity:<name>', got {value[:60]!r}")
 
 
 def entity_scope(entity: str) -> str:
-    """The scope string of an entity, validated."""
-    if not isinstance(entity, str):
-        raise ValueError(f"an entity is a name (a string), got {entity!r}")
-    if not entity.strip():
-        raise ValueError("the entity is empty: give a name such as 'alice'")
-    return check_scope(f"entity:{entity}")
+    """The scope string of an entity, validated (:func:`check_name`)."""
+    return f"entity:{check_name(entity)}"
 
 
 def entity_of(scope: str) -> str | None:
@@ -130,30 +177,15 @@ def memory_scope(scope: Any = None, entity: Any = None) -> str:
 def valid_entity_scope(entity: Any) -> str:
     """``entity``'s scope, or :class:`ValidationError` naming the field (for callers that take an
     entity as an argument)."""
-    if not isinstance(entity, str):
-        raise ValidationError(f"entity must be a string, got {entity!r}", [Problem("entity", "not a string")])
-    try:
-        return entity_scope(entity)
-    except ValueError as exc:
-        message = f"entity: {exc}"
-        raise ValidationError.of("entity", message) from None
+    return f"entity:{valid_name(entity)}"
 
 
 def check_speaker_name(value: Any, field: str = "speaker") -> str:
     """``value`` if it is a speaker's display name (:data:`SPEAKER_NAME_PATTERN`), else ValueError
     saying what a name must look like."""
-    if not isinstance(value, str):
-        raise ValueError(f"{field} must be a display name (a string), got {type(value).__name__}")
-    if not value.strip():
+    if isinstance(value, str) and value and not value.strip():
         raise ValueError(f"{field} is empty: give a display name such as 'Alice', or leave {field} out")
-    if len(value) > SPEAKER_NAME_MAX_LENGTH:
-        raise ValueError(f"{field} has {len(value)} characters; a display name has at most {SPEAKER_NAME_MAX_LENGTH}")
-    if value != value.strip():
-        raise ValueError(f"{field} {value!r} starts or ends with a space: give the name without them")
-    if not _SPEAKER_RE.fullmatch(value):
-        raise ValueError(f"{field} {value[:40]!r} contains a control character (a line break, a tab): "
-                         "a display name is one line of text")
-    return value
+    return check_name(value, field, "a display name")
 
 
 def valid_speaker_name(value: Any, field: str = "speaker") -> str:

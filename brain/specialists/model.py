@@ -18,8 +18,13 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, field_validator
 
 from brain.errors import ConfigError, Problem, ValidationError
+from brain.text.bounded import TooLarge, load_yaml_bounded, read_bounded_text
 
 DEFAULT_PATH = Path("config") / "specialists.yaml"
+#: a specialists file larger than this is refused (a long list of specialists is tens of kilobytes)
+MAX_FILE_BYTES = 1_000_000
+#: a specialists document whose nodes, every YAML alias expanded, are more than this is refused
+MAX_YAML_NODES = 200_000
 ParamType = Literal["string", "integer", "number", "boolean", "array", "object"]
 PARAM_TYPES: tuple[str, ...] = get_args(ParamType)
 
@@ -106,7 +111,10 @@ def load_specialists(path: str | Path) -> list[Specialist]:
     """Read and validate a specialists YAML file, whole: one bad specialist and none are returned."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded_text(path, MAX_FILE_BYTES)
+    except TooLarge as exc:
+        raise ConfigError(f"specialists file {path}: {exc} (MAX_FILE_BYTES); a specialists file is a few "
+                          "kilobytes: check that BRAIN_SPECIALISTS_PATH names the right file") from None
     except FileNotFoundError:
         raise ConfigError(
             f"specialists file {path} does not exist; create it (see config/specialists.yaml) "
@@ -118,11 +126,17 @@ def load_specialists(path: str | Path) -> list[Specialist]:
 
 
 def specialists_from_yaml(text: str, *, source: str = "<string>") -> list[Specialist]:
-    """Parse and validate specialists YAML text (``source`` names it in errors)."""
+    """Parse and validate specialists YAML text (``source`` names it in errors), bounded: text past
+    :data:`MAX_FILE_BYTES` or whose aliases expand past :data:`MAX_YAML_NODES` nodes is refused."""
     import yaml
 
     try:
-        data = yaml.safe_load(text)
+        if len(text) > MAX_FILE_BYTES:
+            raise TooLarge(f"it is longer than {MAX_FILE_BYTES:,} characters (MAX_FILE_BYTES)")
+        data = load_yaml_bounded(text, MAX_YAML_NODES)
+    except TooLarge as exc:
+        message = f"{source}: refused: {exc}; write each specialist out (without nested aliases)"
+        raise ValidationError(message, [Problem("yaml", message, file=source)]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

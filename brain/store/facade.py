@@ -28,7 +28,7 @@ from brain.config import Settings
 from brain.embeddings import Embedder, get_embedder
 from brain.errors import BrainError, NotFound, StoreUnavailable, ValidationError
 from brain.locking import DataDirLock
-from brain.memories import readable_scopes
+from brain.memories import readable_scopes, search_scopes
 from brain.memory_index import MemoryIndex
 from brain.results import Document, Hit, MemoryHit
 from brain.schemas import DocType, check_extra_metadata, check_k, check_last_used, utc_now
@@ -45,7 +45,7 @@ from brain.store.plan import WriteResult, memory_edit, plan_write
 from brain.store.positions import PositionClaims
 from brain.store.reads import find_ids, get_documents, type_value
 from brain.store.retrieval import Retrieval, VersionRule
-from brain.store.snapshot import SnapshotIdentity, SnapshotKeeper, snapshot_path
+from brain.store.snapshot import SnapshotIdentity, SnapshotKeeper, snapshot_key, snapshot_path
 from brain.write_intents import WriteIntentLog
 from brain.migrations import migrate_typed_fields
 
@@ -205,8 +205,10 @@ class Store:
             return None
         identity = SnapshotIdentity(self.settings.collection, str(self.col.id), self.embedder.name, self.dimension,
                                     tuple(self.settings.indexed_types))
+        client, collection = self.client, self.settings.collection
         # the embedded store is this process's alone; a server's writes are followed through the change feed
-        return SnapshotKeeper(snapshot_path(self.settings), identity, owned=self._dir_lock is not None)
+        return SnapshotKeeper(snapshot_path(self.settings), identity, owned=self._dir_lock is not None,
+                              key=lambda: snapshot_key(client, collection))
 
     def save_index_snapshot(self) -> Path | None:
         """Save the in-process indexes (built first if need be) to the index snapshot
@@ -552,38 +554,53 @@ class Store:
                                        all_scopes=all_scopes, now=now, query_vector=query_vector)
 
     def search(self, query: str | None, k: int = 5, *, type: str | DocType | None = None,
-               where: dict[str, Any] | None = None, query_vector: np.ndarray | None = None) -> list[Hit]:
-        """Plain similarity search over any documents (Chroma's vector index, filtered)."""
-        return self.retrieval.search(query, k, type, where, query_vector)
+               where: dict[str, Any] | None = None, query_vector: np.ndarray | None = None,
+               entity: str | None = None) -> list[Hit]:
+        """Plain similarity search over any documents (Chroma's vector index, filtered). With
+        ``entity``, only documents that entity may see (its own scope and the global one); without,
+        every scope, as :meth:`get` reads."""
+        return self.retrieval.search(query, k, type, where, query_vector, readable_scopes(entity))
 
     def retrieve_faq(self, query: str | None, k: int | None = None, topic: str | None = None, *,
-                     query_vector: np.ndarray | None = None) -> list[Hit]:
-        """The FAQ entries closest in meaning to ``query`` (optionally of one topic)."""
+                     query_vector: np.ndarray | None = None, entity: str | None = None,
+                     all_scopes: bool = False) -> list[Hit]:
+        """The FAQ entries closest in meaning to ``query`` (optionally of one topic). Scope as for
+        :meth:`retrieve_memories`: ``entity``'s entries and global ones; without ``entity``, global
+        ones only (``all_scopes=True``: every scope)."""
         k = self.settings.faq_top_k if k is None else k
-        return self.retrieval.similar(query, k, DocType.FAQ, {"topic": topic}, query_vector)
+        return self.retrieval.similar(query, k, DocType.FAQ, {"topic": topic}, query_vector,
+                                      search_scopes(entity, all_scopes=all_scopes))
 
-    def retrieve_persona(self, query: str | None, k: int = 3, *, query_vector: np.ndarray | None = None) -> list[Hit]:
-        """Sections of the current persona closest in meaning to ``query`` (identity, tone, ... questions)."""
-        return self.retrieval.persona(query, k, query_vector)
+    def retrieve_persona(self, query: str | None, k: int = 3, *, query_vector: np.ndarray | None = None,
+                         entity: str | None = None, all_scopes: bool = False) -> list[Hit]:
+        """Sections of the current persona closest in meaning to ``query`` (identity, tone, ...
+        questions). Scope as for :meth:`retrieve_faq`; the current version is chosen among the
+        sections in scope."""
+        return self.retrieval.persona(query, k, query_vector, search_scopes(entity, all_scopes=all_scopes))
 
     def retrieve_summaries(self, query: str | None, k: int | None = None, conversation_id: str | None = None, *,
-                           query_vector: np.ndarray | None = None) -> list[Hit]:
-        """Conversation summaries closest in meaning to ``query`` (optionally of one conversation)."""
+                           query_vector: np.ndarray | None = None, entity: str | None = None,
+                           all_scopes: bool = False) -> list[Hit]:
+        """Conversation summaries closest in meaning to ``query`` (optionally of one conversation).
+        Scope as for :meth:`retrieve_faq`: a summary in another entity's scope is never returned, even
+        under a conversation id this entity uses."""
         k = self.settings.summary_top_k if k is None else k
-        return self.retrieval.similar(query, k, DocType.SUMMARY, {"conversation_id": conversation_id}, query_vector)
+        return self.retrieval.similar(query, k, DocType.SUMMARY, {"conversation_id": conversation_id}, query_vector,
+                                      search_scopes(entity, all_scopes=all_scopes))
 
-    def conversation_turns(self, conversation_id: str) -> list[Document]:
-        """Every turn of a conversation, oldest first (served from the in-process turn cache)."""
-        return self.retrieval.conversation_turns(conversation_id)
+    def conversation_turns(self, conversation_id: str, *, entity: str | None = None) -> list[Document]:
+        """Every turn of a conversation, oldest first (served from the in-process turn cache). With
+        ``entity``, only the turns that entity may see (its own scope and the global one)."""
+        return self.retrieval.conversation_turns(conversation_id, readable_scopes(entity))
 
-    def recent_turns(self, conversation_id: str, k: int | None = None) -> list[Document]:
-        """The last ``k`` turns of a conversation, oldest first."""
+    def recent_turns(self, conversation_id: str, k: int | None = None, *, entity: str | None = None) -> list[Document]:
+        """The last ``k`` turns of a conversation, oldest first (with ``entity``, of those it may see)."""
         k = self.settings.turn_top_k if k is None else check_k(k)
-        return self.retrieval.conversation_turns(conversation_id)[-k:]
+        return self.retrieval.conversation_turns(conversation_id, readable_scopes(entity))[-k:]
 
-    def conversation_summaries(self, conversation_id: str) -> list[Document]:
-        """Every summary of a conversation, in ``summary_index`` order."""
-        return self.retrieval.conversation_summaries(conversation_id)
+    def conversation_summaries(self, conversation_id: str, *, entity: str | None = None) -> list[Document]:
+        """Every summary of a conversation, in ``summary_index`` order (with ``entity``, of those it may see)."""
+        return self.retrieval.conversation_summaries(conversation_id, readable_scopes(entity))
 
     def stats(self) -> dict[str, Any]:
         counts = {t.value: self.count(t) for t in DocType}

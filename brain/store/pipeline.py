@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from brain.embeddings import Embedder
-from brain.errors import BrainError, Problem, StoreUnavailable, ValidationError
+from brain.errors import BrainError, ConversationOwned, Problem, StoreUnavailable, ValidationError
 from brain.filters import to_chroma_where
 from brain.ids import memory_id, new_id
 from brain.memories import created, merge_duplicate, same_text
@@ -56,6 +56,7 @@ class WritePipeline:
     def upsert(self, plan: WritePlan, *, merge_memories: bool) -> WriteResult:
         stored: Stored = {}
         docs = self._assign_ids(list(plan.docs), stored)
+        self._check_owners(docs)
         docs = self._assign_positions(docs)
         unique = _merge_duplicates(docs)
         if merge_memories:
@@ -100,6 +101,29 @@ class WritePipeline:
                 docs[n] = docs[n].with_(id=memory_id(docs[n].text, docs[n].metadata.scope, attempt))
             derived = taken
         raise BrainError("could not find a free id for a memory after 50 attempts")  # pragma: no cover
+
+    def _check_owners(self, docs: list[PreparedDoc]) -> None:
+        """Turns appended to a conversation (no ``turn_index`` given) must be in the scope that owns it:
+        the scope of its first turns, claimed across processes when the store has position claims
+        (:mod:`brain.store.positions`). Raises :class:`ConversationOwned` otherwise, before anything
+        is written. Turns written with their positions (a restore, an import) are copies of what was
+        stored and are not checked."""
+        appended: dict[str, str] = {}
+        for d in docs:
+            if d.type != DocType.TURN.value or d.metadata.turn_index is not None:
+                continue
+            conversation, scope = d.metadata.conversation_id, d.metadata.scope
+            if appended.setdefault(conversation, scope) != scope:
+                raise ConversationOwned(f"one write appends turns in scopes {appended[conversation]!r} and {scope!r} "
+                                        f"to conversation {conversation!r}; a conversation belongs to one scope")
+        for conversation, scope in appended.items():
+            existing = sorted(self._turns_of(conversation), key=lambda t: int(t.metadata.get("turn_index") or 0))
+            owner = str(existing[0].metadata.get("scope") or GLOBAL_SCOPE) if existing else scope
+            if self.positions is not None:
+                owner = self.positions.claim_owner(conversation, owner, self.writer)
+            if owner != scope:
+                raise ConversationOwned(f"conversation {conversation!r} belongs to scope {owner!r}; turns in scope "
+                                        f"{scope!r} cannot be added to it (start a new conversation)")
 
     def _assign_positions(self, docs: list[PreparedDoc]) -> list[PreparedDoc]:
         """Give turns and summaries without an index the next ones in their conversation (claimed

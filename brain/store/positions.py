@@ -16,6 +16,12 @@ highest stored position.
 A write that fails after its claim leaves its block unused: the positions of a failed write are a
 gap, as its turns are absent. The records are small (no text, the conversation id) and stay as long
 as their conversation: one per write to it; forgetting an entity releases its conversations'.
+
+**The owner.** A conversation belongs to one scope: the scope of its first turns
+(:meth:`PositionClaims.claim_owner`). The claim is the same compare-and-set: a record under an id of
+the conversation alone, whose first ``add`` wins; every writer appending turns reads it back and
+appends only in the scope it names. Two entities starting one new conversation id at once: one of them
+owns it, the other's write is refused. Released with the positions.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ log = logging.getLogger(__name__)
 
 POSITIONS_SUFFIX = "__positions"
 MAX_CLAIMS = 1000
+OWNER = "owner"
 _VECTOR = [1.0]
 
 
@@ -45,6 +52,10 @@ class Block:
 def block_id(kind: str, conversation: str, start: int) -> str:
     digest = hashlib.sha256(conversation.encode("utf-8")).hexdigest()[:32]
     return f"{kind}:{digest}:{start:012d}"
+
+
+def owner_id(conversation: str) -> str:
+    return f"{OWNER}:{hashlib.sha256(conversation.encode('utf-8')).hexdigest()[:32]}"
 
 
 class PositionClaims:
@@ -85,6 +96,20 @@ class PositionClaims:
         raise StoreUnavailable(f"could not claim {kind} positions in conversation {conversation!r} after "
                                f"{MAX_CLAIMS} attempts; too many writers at once, retry the write")
 
+    def claim_owner(self, conversation: str, scope: str, writer: str) -> str:
+        """The scope that owns ``conversation``: ``scope`` when this is the first claim, else the scope
+        of the claim that came first."""
+        record = owner_id(conversation)
+        for _ in range(MAX_CLAIMS):
+            self.col.add(ids=[record], documents=[""], embeddings=[_VECTOR],
+                         metadatas=[{"kind": OWNER, "conversation": conversation, "scope": scope, "writer": writer}])
+            got = self.col.get(ids=[record], include=["metadatas"])
+            if got["ids"]:
+                return str(got["metadatas"][0]["scope"])
+            # released between the add and the read (the conversation was forgotten): claim again
+        raise StoreUnavailable(f"could not claim the owner of conversation {conversation!r} after {MAX_CLAIMS} "
+                               "attempts; retry the write")
+
     def release(self, conversations: list[str]) -> None:
         """Forget the claimed positions of ``conversations`` (their documents are gone): such an id
         used again starts at position 1."""
@@ -98,4 +123,4 @@ class PositionClaims:
         return [Block(int(m["start"]), int(m["end"]), str(m["writer"])) for m in got["metadatas"]]
 
 
-__all__ = ["POSITIONS_SUFFIX", "Block", "PositionClaims", "block_id"]
+__all__ = ["OWNER", "POSITIONS_SUFFIX", "Block", "PositionClaims", "block_id", "owner_id"]

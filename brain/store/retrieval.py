@@ -5,7 +5,7 @@ summaries of one conversation in order."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +18,7 @@ from brain.filters import to_chroma_where
 from brain.memories import search_scopes
 from brain.ranking import ScoreWeights
 from brain.results import Document, Hit, MemoryHit
-from brain.schemas import DocType, check_k, from_chroma, parse_timestamp, valid_conversation_id
+from brain.schemas import GLOBAL_SCOPE, DocType, check_k, from_chroma, parse_timestamp, valid_conversation_id
 from brain.store.chroma import ChromaAccess
 from brain.store.indexes import InProcessState
 from brain.store.plan import check_vector
@@ -61,12 +61,14 @@ class Retrieval:
         return hits
 
     def search(self, query: str | None, k: int, doc_type: str | DocType | None, where: dict[str, Any] | None,
-               query_vector: np.ndarray | None) -> list[Hit]:
-        """Plain similarity search over any documents (Chroma's vector index, filtered)."""
+               query_vector: np.ndarray | None, scopes: Collection[str] | None = None) -> list[Hit]:
+        """Plain similarity search over any documents (Chroma's vector index, filtered); with
+        ``scopes``, documents of those scopes only."""
         k = check_k(k)
         vector = self.query_vector(query, query_vector)
+        scope = None if scopes is None else sorted(scopes)
         got = self.chroma.collection.query(query_embeddings=[vector], n_results=k,
-                                           where=to_chroma_where(where, type=type_value(doc_type)),
+                                           where=to_chroma_where(where, type=type_value(doc_type), scope=scope),
                                            include=["documents", "metadatas", "distances"])
         return [Hit(id=i, text=d or "", metadata=from_chroma(m), similarity=1.0 - float(dist))
                 for i, d, m, dist in zip(got["ids"][0], got["documents"][0], got["metadatas"][0], got["distances"][0])]
@@ -83,38 +85,44 @@ class Retrieval:
         return vec
 
     def similar(self, query: str | None, k: int, doc_type: DocType, equals: dict[str, Any],
-                query_vector: np.ndarray | None = None) -> list[Hit]:
-        """Exact similarity search of one type: in process when indexed, else Chroma's filtered query."""
+                query_vector: np.ndarray | None = None, scopes: Collection[str] | None = None) -> list[Hit]:
+        """Exact similarity search of one type: in process when indexed, else Chroma's filtered query;
+        with ``scopes``, documents of those scopes only (None: every scope)."""
         k = check_k(k)
         equals = {key: value for key, value in equals.items() if value is not None}
         vector = self.query_vector(query, query_vector)
         index = self.state.index_for(doc_type.value)
         if index is None:
-            return self.search(None, k, doc_type, equals or None, vector)
-        rows = index.search(vector, k, SIMILARITY_ONLY, 0.0, equals=equals or None)
+            return self.search(None, k, doc_type, equals or None, vector, scopes)
+        rows = index.search(vector, k, SIMILARITY_ONLY, 0.0, scopes=scopes, equals=equals or None, rows="all")
         return [Hit(id=r.id, text=r.text, metadata=from_chroma(r.metadata), similarity=r.similarity) for r in rows]
 
-    def persona(self, query: str | None, k: int, query_vector: np.ndarray | None) -> list[Hit]:
-        """Sections of the persona version ``persona_version`` picks (every section without a rule)."""
+    def persona(self, query: str | None, k: int, query_vector: np.ndarray | None,
+                scopes: Collection[str] | None = None) -> list[Hit]:
+        """Sections of the persona version ``persona_version`` picks among the sections of ``scopes``
+        (every section without a rule)."""
         equals: dict[str, Any] = {}
         if self.persona_version is not None:
             index = self.state.index_for(DocType.PERSONA.value)
             metas = index.metadatas() if index is not None else [d.metadata for d in get_documents(
                 self.chroma, None, where=None, doc_type=DocType.PERSONA.value, limit=None, offset=None,
                 include_embeddings=False, scopes=None)]
+            if scopes is not None:  # another scope's sections never decide which version this reader sees
+                metas = [m for m in metas if m.get("scope", GLOBAL_SCOPE) in scopes]
             version = self.persona_version(metas)
             if version is None:
                 return []
             equals["version"] = version
-        return self.similar(query, k, DocType.PERSONA, equals, query_vector)
+        return self.similar(query, k, DocType.PERSONA, equals, query_vector, scopes)
 
-    def conversation_turns(self, conversation_id: str) -> list[Document]:
-        return self.state.turns(valid_conversation_id(conversation_id))
+    def conversation_turns(self, conversation_id: str, scopes: Collection[str] | None = None) -> list[Document]:
+        turns = self.state.turns(valid_conversation_id(conversation_id))
+        return turns if scopes is None else [d for d in turns if d.metadata.get("scope", GLOBAL_SCOPE) in scopes]
 
-    def conversation_summaries(self, conversation_id: str) -> list[Document]:
+    def conversation_summaries(self, conversation_id: str, scopes: Collection[str] | None = None) -> list[Document]:
         docs = get_documents(self.chroma, None, where={"conversation_id": valid_conversation_id(conversation_id)},
                              doc_type=DocType.SUMMARY.value, limit=None, offset=None, include_embeddings=False,
-                             scopes=None)
+                             scopes=None if scopes is None else sorted(scopes))
         return sorted(docs, key=lambda d: d.metadata.get("summary_index") or 0)
 
 

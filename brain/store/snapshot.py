@@ -20,20 +20,34 @@ keeps a deleted text on disk); a new one is saved when the store closes. A file 
 was saved after the last write through a store, and its ``count`` must match the collection's (which
 catches most writes that bypassed the store).
 
+**Trust.** The snapshot is a cache, and what it holds decides who sees which row, so a load checks it
+against what it claims and binds it to its store. Each index must be consistent (finite vectors and
+values; every row's scope code and kind those its metadata says; the rows per scope the header
+lists), and the file must carry the keyed hash (HMAC-SHA256, ``mac``) of everything in it under the key
+its store keeps (:func:`snapshot_key`: a random key in a side collection of the store,
+``<collection>__snapshot_key``). A file edited and re-checksummed without that key (scopes relabelled,
+rows moved) is refused. On a Chroma server the key is on the server, out of reach of whoever can
+write the data directory; on the embedded store it is in the Chroma file, so it binds a snapshot
+kept apart from its store (BRAIN_INDEX_SNAPSHOT_PATH) to that store.
+
 A snapshot that cannot be used (missing, unreadable, another collection or embedder, not provably
-current) is ignored with one log line saying why, and the indexes are rebuilt from Chroma.
+current, inconsistent, not signed with its store's key) is ignored with one log line saying why, and
+the indexes are rebuilt from Chroma.
 """
 
 from __future__ import annotations
 
 import gc
+import hashlib
+import hmac
 import json
 import logging
 import os
+import secrets
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +56,9 @@ from typing import Any
 import numpy as np
 
 from brain.config import Settings
-from brain.errors import StoreError
+from brain.errors import StoreError, StoreUnavailable
 from brain.memory_index import MemoryIndex
+from brain.schemas import GLOBAL_SCOPE
 from brain.store.events import WriteEvent, WriteSubscriber
 
 log = logging.getLogger(__name__)
@@ -52,6 +67,9 @@ log = logging.getLogger(__name__)
 FORMAT = 1
 #: where the snapshot lives in the data directory, unless BRAIN_INDEX_SNAPSHOT_PATH says otherwise
 DIRECTORY = "index_snapshots"
+#: the side collection that keeps a store's snapshot key
+KEY_SUFFIX = "__snapshot_key"
+_KEY_ID = "key"
 
 
 def snapshot_path(settings: Settings) -> Path:
@@ -59,6 +77,46 @@ def snapshot_path(settings: Settings) -> Path:
     if settings.index_snapshot_path is not None:
         return settings.index_snapshot_path
     return settings.data_dir / DIRECTORY / f"{settings.collection}.npz"
+
+
+def snapshot_key(client: Any, collection: str) -> bytes:
+    """The key a store's snapshots are signed with: made once at random and kept in the side collection
+    ``<collection>__snapshot_key`` (the first process to add it wins; every other reads that one)."""
+    name = collection + KEY_SUFFIX
+    try:
+        col = client.get_or_create_collection(name, embedding_function=None,
+                                              metadata={"brain": "index snapshot key", "of": collection})
+        got = col.get(ids=[_KEY_ID], include=["documents"])
+        if not got["ids"]:
+            col.add(ids=[_KEY_ID], documents=[secrets.token_hex(32)], embeddings=[[1.0]])
+            got = col.get(ids=[_KEY_ID], include=["documents"])
+        return bytes.fromhex(got["documents"][0])
+    except ValueError as exc:  # a key that is not hex: written by hand
+        raise StoreError(f"the index snapshot key in collection {name!r} is damaged ({exc}); delete that "
+                         f"collection (a new key is made) or set BRAIN_INDEX_SNAPSHOT=false") from None
+    except Exception as exc:  # connection or server errors from chromadb
+        raise StoreUnavailable(f"cannot read the index snapshot key {name!r}: {exc}") from exc
+
+
+def _mac(key: bytes, entries: dict[str, np.ndarray]) -> str:
+    """The keyed hash (HMAC-SHA256: hardware-accelerated, twice BLAKE2b's speed here) of every entry but
+    ``mac``: names, dtypes, shapes and bytes, in name order."""
+    digest = hmac.new(key, digestmod=hashlib.sha256)
+    for name in sorted(entries):
+        if name == "mac":
+            continue
+        arr = np.ascontiguousarray(entries[name])
+        digest.update(json.dumps([name, arr.dtype.str, list(arr.shape)]).encode("utf-8"))
+        digest.update(memoryview(arr.reshape(-1)).cast("B"))  # the bytes, without copying them
+    return digest.hexdigest()
+
+
+def _scope_counts(metas: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for meta in metas:
+        scope = str(meta.get("scope", GLOBAL_SCOPE))
+        counts[scope] = counts.get(scope, 0) + 1
+    return counts
 
 
 class SnapshotUnusable(Exception):
@@ -100,15 +158,19 @@ class Snapshot:
 
 
 def write_snapshot(path: Path, identity: SnapshotIdentity, indexes: dict[str, MemoryIndex], *, count: int,
-                   sequence: int | None, feed_id: str | None) -> None:
-    """Save ``indexes`` to ``path`` atomically (a temporary file renamed over it)."""
-    header = {"format": FORMAT, **identity.to_dict(), "count": count, "sequence": sequence, "feed_id": feed_id,
-              "saved_at": time.time()}
-    entries: dict[str, np.ndarray] = {"header": _json_bytes(header)}
+                   sequence: int | None, feed_id: str | None, key: bytes) -> None:
+    """Save ``indexes`` to ``path`` atomically (a temporary file renamed over it), signed with ``key``."""
+    entries: dict[str, np.ndarray] = {}
+    scopes: dict[str, dict[str, int]] = {}
     for doc_type, index in indexes.items():
         arrays, rows = index.export()
         entries.update({f"{doc_type}/{name}": arr for name, arr in arrays.items()})
         entries[f"{doc_type}/rows"] = _json_bytes(rows)
+        scopes[doc_type] = _scope_counts(rows["metas"])
+    header = {"format": FORMAT, **identity.to_dict(), "count": count, "sequence": sequence, "feed_id": feed_id,
+              "saved_at": time.time(), "scopes": scopes}
+    entries["header"] = _json_bytes(header)
+    entries["mac"] = _json_bytes(_mac(key, entries))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -123,12 +185,14 @@ def write_snapshot(path: Path, identity: SnapshotIdentity, indexes: dict[str, Me
     _fsync_dir(path.parent)
 
 
-def read_snapshot(path: Path, identity: SnapshotIdentity) -> Snapshot:
-    """The snapshot at ``path`` if it belongs to ``identity``; else :class:`SnapshotUnusable`."""
+def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapshot:
+    """The snapshot at ``path`` if it belongs to ``identity``, is consistent and is signed with ``key``;
+    else :class:`SnapshotUnusable`."""
     if not path.is_file():
         raise SnapshotUnusable("there is none")
     try:
-        with _no_cycle_collection(), np.load(path, allow_pickle=False) as archive:
+        with _no_cycle_collection(), np.load(path, allow_pickle=False) as opened:
+            archive = {name: opened[name] for name in opened.files}  # each entry read once
             header = _json_value(archive["header"])
             if not isinstance(header, dict):
                 raise SnapshotUnusable("its header is not a JSON object")
@@ -137,18 +201,26 @@ def read_snapshot(path: Path, identity: SnapshotIdentity) -> Snapshot:
             mismatch = identity.mismatch(header)
             if mismatch:
                 raise SnapshotUnusable(mismatch)
-            indexes = {}
+            indexes, held = {}, {}
             for doc_type in identity.types:
                 prefix = f"{doc_type}/"
-                arrays = {name[len(prefix):]: archive[name] for name in archive.files
+                arrays = {name[len(prefix):]: arr for name, arr in archive.items()
                           if name.startswith(prefix) and name != prefix + "rows"}
                 rows = _json_value(archive[prefix + "rows"])
                 if not isinstance(rows, dict):
                     raise SnapshotUnusable(f"the rows of {doc_type} are not a JSON object")
                 indexes[doc_type] = MemoryIndex.restore(identity.dimension, arrays, rows)
+                held[doc_type] = _scope_counts(rows["metas"])
             sequence, feed_id, count = header.get("sequence"), header.get("feed_id"), header.get("count")
             if not (sequence is None or _whole(sequence)) or not _whole(count):
                 raise SnapshotUnusable(f"its sequence {sequence!r} or count {count!r} is not a whole number")
+            if "mac" not in archive or not hmac.compare_digest(str(_json_value(archive["mac"])), _mac(key, archive)):
+                raise SnapshotUnusable("it is not signed with this store's snapshot key (edited, or saved for "
+                                       "another store)")
+            claimed = header.get("scopes")
+            for doc_type in indexes:
+                if not isinstance(claimed, dict) or claimed.get(doc_type) != held[doc_type]:
+                    raise SnapshotUnusable(f"its {doc_type} rows per scope are not those its header lists")
             return Snapshot(indexes, sequence, None if feed_id is None else str(feed_id), count,
                             float(header.get("saved_at") or 0.0))
     except SnapshotUnusable:
@@ -167,9 +239,12 @@ class SnapshotKeeper(WriteSubscriber):
 
     cache = True  # deletes other processes made reach it too
 
-    def __init__(self, path: Path, identity: SnapshotIdentity, *, owned: bool):
+    def __init__(self, path: Path, identity: SnapshotIdentity, *, owned: bool, key: Callable[[], bytes]):
+        """``key``: gives the store's snapshot key (:func:`snapshot_key`), asked once, on first use."""
         self.path = path
         self.identity = identity
+        self._key_source = key
+        self._key: bytes | None = None
         self.owned = owned
         self.current = False  # the file holds what the indexes hold
         self._file_may_exist = True
@@ -199,12 +274,23 @@ class SnapshotKeeper(WriteSubscriber):
 
     def load(self) -> Snapshot | None:
         """The snapshot, or None after logging why it cannot be used."""
+        if not self.path.is_file():
+            self.reject("there is none", quiet=True)
+            return None
         try:
-            snapshot = read_snapshot(self.path, self.identity)
+            snapshot = read_snapshot(self.path, self.identity, self.key())
         except SnapshotUnusable as exc:
             self.reject(str(exc), quiet=not self.path.exists())
             return None
+        except StoreUnavailable as exc:  # the key cannot be read: rebuild, as for any unusable snapshot
+            self.reject(str(exc))
+            return None
         return snapshot
+
+    def key(self) -> bytes:
+        if self._key is None:
+            self._key = self._key_source()
+        return self._key
 
     def reject(self, why: str, *, quiet: bool = False) -> None:
         """Log that the snapshot is ignored, and why."""
@@ -213,7 +299,8 @@ class SnapshotKeeper(WriteSubscriber):
 
     def save(self, indexes: dict[str, MemoryIndex], *, count: int, sequence: int | None,
              feed_id: str | None) -> Path:
-        write_snapshot(self.path, self.identity, indexes, count=count, sequence=sequence, feed_id=feed_id)
+        write_snapshot(self.path, self.identity, indexes, count=count, sequence=sequence, feed_id=feed_id,
+                       key=self.key())
         self._file_may_exist = True
         self.current = True
         return self.path
@@ -257,5 +344,5 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["DIRECTORY", "FORMAT", "Snapshot", "SnapshotIdentity", "SnapshotKeeper", "SnapshotUnusable",
+__all__ = ["DIRECTORY", "FORMAT", "KEY_SUFFIX", "snapshot_key", "Snapshot", "SnapshotIdentity", "SnapshotKeeper", "SnapshotUnusable",
            "read_snapshot", "snapshot_path", "write_snapshot"]

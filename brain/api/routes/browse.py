@@ -23,16 +23,18 @@ def add_routes(app: FastAPI) -> None:
         return {"conversations": [c.to_dict() for c in found], "limit": limit, "offset": offset}
 
     @app.get("/v1/knowledge", tags=["knowledge"], operation_id="knowledge",
-             responses=documented_responses(503, ok=(200, KnowledgeOut)))
-    def knowledge(request: Request) -> Any:
-        return {"files": knowledge_by_file(brain_of(request).store)}
+             responses=documented_responses(403, 422, 503, ok=(200, KnowledgeOut)))
+    def knowledge(request: Request, entity: EntityQuery = None) -> Any:
+        acting = access_of(request, entity).entity
+        return {"files": knowledge_by_file(brain_of(request).store, acting=acting)}
 
     @app.get("/v1/persona", tags=["knowledge"], operation_id="persona",
-             responses=documented_responses(503, ok=(200, PersonaOut)))
-    def persona(request: Request) -> Any:
-        return persona_sections(brain_of(request).store)
+             responses=documented_responses(403, 422, 503, ok=(200, PersonaOut)))
+    def persona(request: Request, entity: EntityQuery = None) -> Any:
+        acting = access_of(request, entity).entity
+        return persona_sections(brain_of(request).store, acting=acting)
 
-    @app.delete("/v1/entities/{name}", tags=["memories"], operation_id="forget_entity",
+    @app.delete("/v1/entities/{name:path}", tags=["memories"], operation_id="forget_entity",
                 responses=documented_responses(403, 404, 422, 503, ok=(200, ForgetOut)))
     def forget_entity(name: EntityPath, request: Request) -> Any:
         """Forget a person: every document in scope entity:<name> (memories, conversation turns and
