@@ -4,6 +4,7 @@ summaries of one conversation in order."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -17,7 +18,8 @@ from brain.errors import ValidationError
 from brain.filters import to_chroma_where
 from brain.memories import search_scopes
 from brain.ranking import ScoreWeights
-from brain.results import Document, Hit, MemoryHit
+from brain.relevance import METADATA_KEY, Calibration, calibrate, recorded
+from brain.results import Document, Hit, GatedHits
 from brain.schemas import DocType, check_k, from_chroma, parse_timestamp, valid_conversation_id
 from brain.store.chroma import ChromaAccess
 from brain.store.indexes import InProcessState
@@ -41,12 +43,47 @@ class Retrieval:
         self.dimension = dimension
         self.chroma = chroma
         self.state = state
+        # the relevance ranking's floor and margin wait for the embedder's calibration (memory_weights)
         self.weights = ScoreWeights.from_settings(settings)
         self.persona_version = persona_version
+        self._calibration: Calibration | None = None
+        self._calibrating = threading.Lock()
+
+    @property
+    def gated(self) -> bool:
+        """Whether the relevance ranking is on (``RAG_MEMORY_RANKING=relevance``)."""
+        return self.settings.memory_ranking == "relevance"
+
+    def calibration(self) -> Calibration:
+        """The embedder's relevance calibration (:mod:`brain.relevance`): the one the collection
+        records for this embedder and data, else measured now and recorded."""
+        with self._calibrating:
+            if self._calibration is None:
+                collection = self.chroma.collection
+                metadata = dict(collection.metadata or {})
+                cal = recorded(metadata, self.embedder)
+                if cal is None:
+                    cal = calibrate(self.embedder)
+                    collection.modify(metadata={**metadata, METADATA_KEY: cal.to_json()})
+                self._calibration = cal
+            return self._calibration
+
+    def memory_weights(self) -> ScoreWeights:
+        """The shipped score: the settings' weights, and under the relevance ranking the calibrated
+        floor (unless ``RAG_RELEVANCE_FLOOR`` is set) and margin."""
+        if self.gated and not self.weights.gated:
+            s, cal = self.settings, self.calibration()
+            floor = cal.floor(s.relevance_floor_z) if s.relevance_floor is None else s.relevance_floor
+            self.weights = ScoreWeights.from_settings(s, floor=floor, margin=cal.margin(s.relevance_margin))
+        return self.weights
+
+    def relevance_floor(self) -> float | None:
+        """The lowest similarity a FAQ entry, summary or memory is shown at (None: reference ranking)."""
+        return self.memory_weights().floor if self.gated else None
 
     def memories(self, query: str | None, k: int | None, entity: str | None, *, tags: Sequence[str] | None,
                  min_importance: int | None, all_scopes: bool, now: datetime | float | None,
-                 query_vector: np.ndarray | None) -> list[MemoryHit]:
+                 query_vector: np.ndarray | None) -> GatedHits:
         k = self.settings.memory_top_k if k is None else check_k(k)
         scopes = search_scopes(entity, all_scopes=all_scopes)
         if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
@@ -55,7 +92,9 @@ class Retrieval:
         vector = self.query_vector(query, query_vector)
         index = self.state.index_for(DocType.MEMORY.value)
         assert index is not None  # settings guarantee memory is indexed
-        hits = index.search(vector, k, self.weights, now_epoch, scopes, tags, min_importance)
+        text = query if isinstance(query, str) and query.strip() else None  # what the lexical part matches
+        hits = index.search(vector, k, self.memory_weights(), now_epoch, scopes, tags, min_importance,
+                            query_text=text)
         for hit in hits:
             hit.metadata = from_chroma(hit.metadata)
         return hits
