@@ -162,8 +162,9 @@ class ChatMemory:
     def _candidates(self, conversation_id: str | None, user_message: str, entity: str | None,
                     relevance: dict[str, dict[str, Any]]) -> dict[str, list[ContextItem]]:
         """Each section's candidates, best first (recent turns newest first); the message is embedded once.
-        Under the relevance ranking FAQ entries, memories and summaries below the embedder's floor are
-        left out; ``relevance`` receives what the gate did per section."""
+        Under the relevance ranking memories are gated by the store (relevance floor and margin), FAQ
+        entries and summaries below the embedder's similarity floor are left out; ``relevance`` receives
+        what the gate did per section."""
         s, store = self.settings, self.store
         want_summaries = s.enable_summary and conversation_id is not None
         want_related = s.enable_turn and s.enable_related_turns and conversation_id is not None
@@ -171,7 +172,7 @@ class ChatMemory:
         if s.enable_persona or s.enable_faq or s.enable_memory or want_summaries or want_related:
             vector = store.embedder.embed_query(user_message)  # once, for every document type
         ranked: dict[str, list[ContextItem]] = {name: [] for name in SECTIONS}
-        floor = store.retrieval.relevance_floor() if vector is not None else None
+        floor = store.retrieval.similarity_floor() if vector is not None else None
         if s.enable_persona:
             hits = store.retrieve_persona(None, PERSONA_MAX_SECTIONS, query_vector=vector)
             ranked["persona"] = [_similarity_item("persona", h, None) for h in hits]
@@ -180,10 +181,9 @@ class ChatMemory:
             ranked["faq"] = _above_floor("faq", hits, floor, relevance)
         if s.enable_memory:
             hits = store.retrieve_memories(user_message, s.memory_top_k, entity, query_vector=vector)
-            ranked["memory"] = [_memory_item(h, floor) for h in hits]
-            gate = getattr(hits, "gate", None)
-            if floor is not None and gate is not None:
-                relevance["memory"] = {**gate(), "shown": len(hits)}
+            ranked["memory"] = [_memory_item(h, getattr(hits, "floor", None)) for h in hits]
+            if getattr(hits, "floor", None) is not None:
+                relevance["memory"] = {**hits.gate(), "shown": len(hits)}
             if s.track_access and hits:
                 self.access.note([h.id for h in hits])
         if want_summaries:

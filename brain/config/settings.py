@@ -90,20 +90,23 @@ class Settings(BaseSettings):
         "weights, every memory eligible")
     relevance_floor: float | None = ranking_setting(
         "RAG_RELEVANCE_FLOOR", None,
-        "the lowest relevance shown (a memory's similarity + w_lex * lexical match; a FAQ entry's or summary's "
-        "similarity); unset: calibrated for the embedder (the mean similarity of unrelated message/fact pairs + "
-        "RAG_RELEVANCE_FLOOR_Z standard deviations, stored with the collection)",
-        example="0.51", ge=-1.0, le=2.0)
+        "the lowest relevance (similarity + w_lex * lexical match) a memory is shown at; unset: calibrated for "
+        "the embedder (the mean similarity of unrelated message/fact pairs + RAG_RELEVANCE_FLOOR_Z standard "
+        "deviations, stored with the collection)", example="0.51", ge=-1.0, le=6.0)
     relevance_floor_z: float = ranking_setting(
         "RAG_RELEVANCE_FLOOR_Z", 6.0,
         "the calibrated floor's distance above unrelated pairs' mean similarity (standard deviations)",
         ge=0.0, le=20.0)
+    relevance_similarity_floor_z: float = ranking_setting(
+        "RAG_RELEVANCE_SIMILARITY_FLOOR_Z", 4.0,
+        "the calibrated floor of FAQ entries and summaries, ranked by similarity alone (standard deviations above "
+        "unrelated pairs' mean similarity; lower than a memory's, which has a lexical part)", ge=0.0, le=20.0)
     relevance_margin: float = ranking_setting(
-        "RAG_RELEVANCE_MARGIN", 2.5,
+        "RAG_RELEVANCE_MARGIN", 3.0,
         "how far below the best memory's relevance another may be and still be shown (standard deviations of "
         "unrelated pairs' similarity, as calibrated)", ge=0.0, le=100.0)
     relevance_lexical: float = ranking_setting(
-        "RAG_RELEVANCE_LEXICAL", 0.5,
+        "RAG_RELEVANCE_LEXICAL", 1.0,
         "w_lex: weight of the lexical match (BM25 over keywords / its largest value, 0..1) in a memory's relevance",
         ge=0.0, le=5.0)
     relevance_importance: float = ranking_setting(

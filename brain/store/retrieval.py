@@ -77,9 +77,11 @@ class Retrieval:
             self.weights = ScoreWeights.from_settings(s, floor=floor, margin=cal.margin(s.relevance_margin))
         return self.weights
 
-    def relevance_floor(self) -> float | None:
-        """The lowest similarity a FAQ entry, summary or memory is shown at (None: reference ranking)."""
-        return self.memory_weights().floor if self.gated else None
+    def similarity_floor(self) -> float | None:
+        """The lowest similarity a FAQ entry or summary is shown at (None: the reference ranking, no floor)."""
+        if not self.gated:
+            return None
+        return self.calibration().floor(self.settings.relevance_similarity_floor_z)
 
     def memories(self, query: str | None, k: int | None, entity: str | None, *, tags: Sequence[str] | None,
                  min_importance: int | None, all_scopes: bool, now: datetime | float | None,
