@@ -67,17 +67,25 @@ class ScoreWeights:
         return self.floor is not None or self.margin is not None
 
     @classmethod
-    def from_settings(cls, settings, floor: float | None = None, margin: float | None = None) -> "ScoreWeights":
-        """The weights ``RAG_MEMORY_RANKING`` names: ``reference`` (the ``RAG_WEIGHT_*`` formula, no
-        gate) or ``relevance`` (the ``RAG_RELEVANCE_*`` weights and the gate of ``floor`` and ``margin``,
-        in cosine units: the caller calibrates them, see :mod:`brain.relevance`)."""
-        common = dict(half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
-                      recency_from=getattr(settings, "recency_from", "created"))
-        if getattr(settings, "memory_ranking", "reference") == "reference":
-            return cls(similarity=settings.weight_similarity, importance=settings.weight_importance,
-                       recency=settings.weight_recency, **common)
+    def reference(cls, settings) -> "ScoreWeights":
+        """The reference formula of the ``RAG_WEIGHT_*`` settings: no gate, no lexical part."""
+        return cls(similarity=settings.weight_similarity, importance=settings.weight_importance,
+                   recency=settings.weight_recency, half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
+                   recency_from=getattr(settings, "recency_from", "created"))
+
+    @classmethod
+    def relevance(cls, settings, floor: float | None, margin: float | None) -> "ScoreWeights":
+        """The relevance ranking: the ``RAG_RELEVANCE_*`` weights behind the gate of ``floor`` and
+        ``margin``, in cosine units (the caller calibrates them, see :mod:`brain.relevance`)."""
         return cls(similarity=1.0, importance=settings.relevance_importance, recency=settings.relevance_recency,
-                   lexical=settings.relevance_lexical, floor=floor, margin=margin, **common)
+                   half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
+                   recency_from=getattr(settings, "recency_from", "created"), lexical=settings.relevance_lexical,
+                   floor=floor, margin=margin)
+
+    @classmethod
+    def from_settings(cls, settings) -> "ScoreWeights":
+        """The reference formula of the settings (what searches rank by)."""
+        return cls.reference(settings)
 
 
 def recency_epoch(metadata: dict) -> float:

@@ -167,3 +167,29 @@ def test_unreadable_calibration_data_is_a_named_error(local_embedder, tmp_path):
     broken.write_text("{")
     with pytest.raises(CalibrationError, match="RAG_RELEVANCE_FLOOR"):
         relevance.calibrate(local_embedder, broken)
+
+
+def test_the_relevance_settings_are_read_from_the_environment_and_checked(monkeypatch):
+    from brain.errors import ConfigError
+
+    monkeypatch.setenv("RAG_MEMORY_RANKING", "reference")
+    monkeypatch.setenv("RAG_RELEVANCE_FLOOR", "0.4")
+    settings = Settings()
+    assert settings.memory_ranking == "reference" and settings.relevance_floor == 0.4
+    monkeypatch.setenv("RAG_MEMORY_RANKING", "fancy")
+    with pytest.raises(ConfigError, match="RAG_MEMORY_RANKING"):
+        Settings()
+    monkeypatch.setenv("RAG_MEMORY_RANKING", "relevance")
+    monkeypatch.setenv("RAG_RELEVANCE_MARGIN", "-1")
+    with pytest.raises(ConfigError, match="RAG_RELEVANCE_MARGIN"):
+        Settings()
+
+
+def test_searches_keep_the_reference_formula_and_can_ask_for_the_contexts(embedded_store):
+    embedded_store.upsert_memory("Dana is allergic to peanuts.", importance=1, entity="dana")
+    embedded_store.upsert_memory("Dana's passport expires in March 2027.", importance=5, entity="dana")
+    searched = embedded_store.retrieve_memories("Can I eat peanut butter?", 2, "dana")
+    assert [h.text for h in searched][0].startswith("Dana's passport")  # 0.5 * importance outweighs similarity
+    relevant = embedded_store.retrieve_memories("Can I eat peanut butter?", 2, "dana", relevance=True)
+    assert [h.text for h in relevant] == ["Dana is allergic to peanuts."]
+    assert relevant.below_floor == 1 and relevant.candidates == 2

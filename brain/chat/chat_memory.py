@@ -180,7 +180,7 @@ class ChatMemory:
             hits = store.retrieve_faq(None, s.faq_top_k, query_vector=vector)
             ranked["faq"] = _above_floor("faq", hits, floor, relevance)
         if s.enable_memory:
-            hits = store.retrieve_memories(user_message, s.memory_top_k, entity, query_vector=vector)
+            hits = store.retrieve_memories(user_message, s.memory_top_k, entity, query_vector=vector, relevance=True)
             ranked["memory"] = [_memory_item(h, getattr(hits, "floor", None)) for h in hits]
             if getattr(hits, "floor", None) is not None:
                 relevance["memory"] = {**hits.gate(), "shown": len(hits)}

@@ -43,8 +43,10 @@ class Retrieval:
         self.dimension = dimension
         self.chroma = chroma
         self.state = state
-        # the relevance ranking's floor and margin wait for the embedder's calibration (memory_weights)
-        self.weights = ScoreWeights.from_settings(settings)
+        # searches rank by the reference formula; the context by RAG_MEMORY_RANKING (context_weights),
+        # whose relevance floor and margin wait for the embedder's calibration
+        self.weights = ScoreWeights.reference(settings)
+        self._context_weights: ScoreWeights | None = None
         self.persona_version = persona_version
         self._calibration: Calibration | None = None
         self._calibrating = threading.Lock()
@@ -68,14 +70,27 @@ class Retrieval:
                 self._calibration = cal
             return self._calibration
 
-    def memory_weights(self) -> ScoreWeights:
-        """The shipped score: the settings' weights, and under the relevance ranking the calibrated
-        floor (unless ``RAG_RELEVANCE_FLOOR`` is set) and margin."""
-        if self.gated and not self.weights.gated:
+    def use_calibration(self, calibration: Calibration) -> None:
+        """Rank with ``calibration`` (for embedders that cannot embed the calibration data, e.g. a
+        benchmark's precomputed vectors, measured on their own unrelated pairs); recorded like a
+        measured one."""
+        with self._calibrating:
+            metadata = dict(self.chroma.collection.metadata or {})
+            self.chroma.collection.modify(metadata={**metadata, METADATA_KEY: calibration.to_json()})
+            self._calibration = calibration
+            self._context_weights = None
+
+    def memory_weights(self, relevance: bool = True) -> ScoreWeights:
+        """The score memories are ranked by: with ``relevance`` the context's (``RAG_MEMORY_RANKING``;
+        under the relevance ranking with the calibrated floor, unless ``RAG_RELEVANCE_FLOOR`` is set, and
+        margin), else the reference formula of the ``RAG_WEIGHT_*`` settings."""
+        if not relevance or not self.gated:
+            return self.weights
+        if self._context_weights is None:
             s, cal = self.settings, self.calibration()
             floor = cal.floor(s.relevance_floor_z) if s.relevance_floor is None else s.relevance_floor
-            self.weights = ScoreWeights.from_settings(s, floor=floor, margin=cal.margin(s.relevance_margin))
-        return self.weights
+            self._context_weights = ScoreWeights.relevance(s, floor=floor, margin=cal.margin(s.relevance_margin))
+        return self._context_weights
 
     def similarity_floor(self) -> float | None:
         """The lowest similarity a FAQ entry or summary is shown at (None: the reference ranking, no floor)."""
@@ -85,7 +100,7 @@ class Retrieval:
 
     def memories(self, query: str | None, k: int | None, entity: str | None, *, tags: Sequence[str] | None,
                  min_importance: int | None, all_scopes: bool, now: datetime | float | None,
-                 query_vector: np.ndarray | None) -> GatedHits:
+                 query_vector: np.ndarray | None, relevance: bool = False) -> GatedHits:
         k = self.settings.memory_top_k if k is None else check_k(k)
         scopes = search_scopes(entity, all_scopes=all_scopes)
         if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
@@ -95,7 +110,7 @@ class Retrieval:
         index = self.state.index_for(DocType.MEMORY.value)
         assert index is not None  # settings guarantee memory is indexed
         text = query if isinstance(query, str) and query.strip() else None  # what the lexical part matches
-        hits = index.search(vector, k, self.memory_weights(), now_epoch, scopes, tags, min_importance,
+        hits = index.search(vector, k, self.memory_weights(relevance), now_epoch, scopes, tags, min_importance,
                             query_text=text)
         for hit in hits:
             hit.metadata = from_chroma(hit.metadata)
