@@ -193,3 +193,20 @@ def test_searches_keep_the_reference_formula_and_can_ask_for_the_contexts(embedd
     relevant = embedded_store.retrieve_memories("Can I eat peanut butter?", 2, "dana", relevance=True)
     assert [h.text for h in relevant] == ["Dana is allergic to peanuts."]
     assert relevant.below_floor == 1 and relevant.candidates == 2
+
+
+def test_a_reindex_for_another_embedder_calibrates_it_again(settings, local_embedder):
+    from brain import reindex
+    from tests.ollama_stub import OllamaStub
+
+    with OllamaStub() as stub:
+        switched = settings.model_copy(update={"ollama_host": stub.url})
+        with open_store(switched, embedder=local_embedder) as store:
+            store.upsert_memory("Dana is allergic to peanuts.", entity="dana")
+            local = store.retrieval.calibration()
+            nomic = reindex.embedder_named(switched, "ollama/nomic-embed-text")
+            reindex.run(store, nomic, progress=False)
+            cal = store.retrieval.calibration()
+            assert cal.embedder == "ollama/nomic-embed-text" and (cal.mean, cal.sd) != (local.mean, local.sd)
+            assert json.loads(store.col.metadata[METADATA_KEY])["embedder"] == "ollama/nomic-embed-text"
+            assert store.retrieval.memory_weights().floor == pytest.approx(cal.floor(switched.relevance_floor_z))
