@@ -304,6 +304,19 @@ def report(args, convs, questions, observations, store_s, kb, results, faq, faq_
                      f"{TARGETS['foreign_empty']}) **{'met' if met else 'NOT met'}**")
     gap = max(abs(brain["held out"][key] - brain["tuning"][key]) for key in TARGETS)
     lines += [f"- largest gap between tuning and held-out conversations: {gap:.3f} (goal: within 0.03)", ""]
+    lines += ["## How the choices were made", "",
+              "On the tuning conversations only (questions of the held-out ones were never looked at):",
+              "- the gate: a floor on similarity alone vs on relevance (similarity + lexical part). Equal on the "
+              "tuning figures; the relevance floor keeps a first-person message (\"Can I eat peanut butter?\") "
+              "with its fact (\"Dana is allergic to peanuts.\", similarity 0.35) — chosen;",
+              "- the floor's z in 4, 5, 6, 7 sd above the unrelated pairs' mean: 4 and 5 left foreign sections full "
+              "(foreign empty 0.07-0.41 with the lexical part), 6 is the lowest that empties most (0.79), 7 costs "
+              "recall; the margin in 1.5, 2, 2.5, 3 sd; the lexical weight in 0.2-1.0 (BM25 / its maximum; BM25 "
+              "over its best document measured the same); the importance weight in 0, 0.1, 1.0 (0.1: the same recall "
+              "as 0, and importance still orders equals); k in 3, 4, 5 (more recall, less precision: 3 kept, "
+              "the default of `RAG_MEMORY_TOP_K`). Chosen: z 6, margin 3, w_lex 1.0, w_imp 0.1, k 3;",
+              "- the FAQ floor (similarity alone, z 4) was read off the FAQ messages below, which are therefore "
+              "not held out.", ""]
     lines += ["## FAQ section on config/kb", "",
               f"Floor {faq_floor:.3f} (similarity alone: mean + {args.similarity_z:g} sd of the calibration).", "",
               "| message | expected topic | shown (topic, similarity) | nearest entry's similarity | right |",
