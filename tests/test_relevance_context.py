@@ -133,7 +133,8 @@ def test_an_explicit_floor_setting_wins_over_the_calibration(settings, local_emb
 
 
 # ---- calibration ---------------------------------------------------------------------------------------
-def test_the_calibration_is_measured_once_and_kept_with_the_collection(settings, local_embedder, monkeypatch):
+def test_the_calibration_is_measured_once_and_kept_with_the_collection(backend_settings, local_embedder, monkeypatch):
+    settings = backend_settings  # embedded and a `chroma run` server: the metadata write works on both
     with open_store(settings, embedder=local_embedder) as store:
         cal = store.retrieval.calibration()
         recorded = json.loads(store.col.metadata[METADATA_KEY])
