@@ -492,7 +492,7 @@ class MemoryIndex:
                 lex = 0.0 if lex_part is None else lex_part[rows]
                 if weights.gated:
                     order, below = ranking.gated_top_k_reference(sims, lex, static[rows], [ids[r] for r in rows],
-                                                                 k, weights)
+                                                                 k, weights, self._importance[rows])
                     order = np.asarray(order, dtype=np.intp)
                 else:
                     totals = weights.similarity * (sims + lex) + static[rows]
@@ -502,7 +502,8 @@ class MemoryIndex:
                 approx, slack = ranking.approx_similarities(q, self._i8[:n], self._scale[:n], self._qerr[:n])
                 if weights.gated:
                     top, top_sims, below = ranking.gated_bounded_top_k(
-                        static, approx, slack, lex_part, k, exact, weights, candidates=rows, keys=self._ids)
+                        static, approx, slack, lex_part, k, exact, weights, candidates=rows, keys=self._ids,
+                        importance=self._importance[:n])
                 else:
                     with_lex = static if lex_part is None else static + weights.similarity * lex_part
                     top, top_sims = ranking.bounded_top_k(

@@ -8,7 +8,10 @@ the query's keyword tokens divided by the largest score those tokens can reach (
 :meth:`brain.text.BM25Index.max_score`). With a relevance gate (``floor`` and/or ``margin`` set) a
 memory is a candidate only when it is relevant:
 
-    relevance >= floor   and   relevance >= (best relevance among the candidates) - margin
+    relevance >= floor - w_fi * (importance - 1) / 4   and   relevance >= (best relevance among those) - margin
+
+(``w_fi``, ``floor_importance``: a critical memory gets a lower bar than a trivial one, since missing
+it costs more than showing it)
 
 and the score orders the candidates. Without a gate and with ``w_lex = 0`` this is the reference
 formula ``w_sim * similarity + w_imp * importance / 5 + recency``.
@@ -61,6 +64,8 @@ class ScoreWeights:
     floor: float | None = None
     #: a memory whose relevance is further than this below the best one's is not shown (None: no margin)
     margin: float | None = None
+    #: w_fi: how much lower the floor is for an importance-5 memory than for an importance-1 one
+    floor_importance: float = 0.0
 
     @property
     def gated(self) -> bool:
@@ -80,7 +85,7 @@ class ScoreWeights:
         return cls(similarity=1.0, importance=settings.relevance_importance, recency=settings.relevance_recency,
                    half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
                    recency_from=getattr(settings, "recency_from", "created"), lexical=settings.relevance_lexical,
-                   floor=floor, margin=margin)
+                   floor=floor, margin=margin, floor_importance=settings.relevance_floor_importance)
 
     @classmethod
     def from_settings(cls, settings) -> "ScoreWeights":
@@ -125,27 +130,37 @@ def total_scores(similarity, importance, epochs, now: float, weights: ScoreWeigh
     )
 
 
-def relevance_gate(similarity: np.ndarray, lexical_part: np.ndarray | float, weights: ScoreWeights) -> np.ndarray:
+def floors(weights: ScoreWeights, importance) -> np.ndarray | float:
+    """Each candidate's floor: ``floor - w_fi * (importance - 1) / 4`` (-inf without a floor)."""
+    if weights.floor is None:
+        return -np.inf
+    if not weights.floor_importance:
+        return weights.floor
+    return weights.floor - weights.floor_importance * (np.asarray(importance, dtype=np.float64) - 1.0) / 4.0
+
+
+def relevance_gate(similarity: np.ndarray, lexical_part: np.ndarray | float, weights: ScoreWeights,
+                   importance=None) -> np.ndarray:
     """Which candidates pass the gate (all of them without one); ``lexical_part`` is ``w_lex * lexical``."""
     relevance = np.asarray(similarity, dtype=np.float64) + lexical_part
-    ok = np.ones(relevance.shape[0], dtype=bool) if weights.floor is None else relevance >= weights.floor
+    ok = np.ones(relevance.shape[0], dtype=bool) if weights.floor is None else relevance >= floors(weights, importance)
     if weights.margin is not None and ok.any():
         ok &= relevance >= float(relevance[ok].max()) - weights.margin
     return ok
 
 
 def gated_top_k_reference(similarity, lexical_part, static, keys: Sequence[str], k: int,
-                          weights: ScoreWeights) -> tuple[list[int], int]:
+                          weights: ScoreWeights, importance=None) -> tuple[list[int], int]:
     """Brute force: positions of the top ``k`` among the candidates that pass the gate, by
     ``w_sim * (similarity + lexical_part) + static``, ties by key; and how many were less relevant than
     the floor."""
     sims = np.asarray(similarity, dtype=np.float64)
     lex = np.broadcast_to(np.asarray(lexical_part, dtype=np.float64), sims.shape)
-    ok = relevance_gate(sims, lex, weights)
+    ok = relevance_gate(sims, lex, weights, importance)
     totals = weights.similarity * (sims + lex) + np.asarray(static, dtype=np.float64)
     passing = np.flatnonzero(ok)
     order = top_k_positions(totals[passing], lambda i: keys[passing[i]], k)
-    below = 0 if weights.floor is None else int(np.count_nonzero(sims + lex < weights.floor))
+    below = 0 if weights.floor is None else int(np.count_nonzero(sims + lex < floors(weights, importance)))
     return [int(passing[i]) for i in order], below
 
 
@@ -279,6 +294,7 @@ def gated_bounded_top_k(
     weights: ScoreWeights,
     candidates: np.ndarray | None = None,
     keys: Sequence[str] | None = None,
+    importance: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """:func:`bounded_top_k` behind the relevance gate: ``(rows, similarities, below_floor)``, equal
     to :func:`gated_top_k_reference` over the candidates. ``lexical_part`` (by row, ``w_lex *
@@ -295,7 +311,7 @@ def gated_bounded_top_k(
     rows = np.arange(static.shape[0]) if candidates is None else np.asarray(candidates)
     if rows.size == 0 or k <= 0:
         return rows[:0], np.zeros(0), 0
-    floor = -np.inf if weights.floor is None else weights.floor
+    floor = floors(weights, None if importance is None else np.asarray(importance)[rows])  # scalar or by row
     lex = np.zeros(rows.size) if lexical_part is None else np.asarray(lexical_part, dtype=np.float64)[rows]
     approx, slack = approx_similarity[rows], similarity_slack[rows]
     lo, hi = approx - slack, approx + slack

@@ -211,3 +211,23 @@ def test_a_reindex_for_another_embedder_calibrates_it_again(settings, local_embe
             assert cal.embedder == "ollama/nomic-embed-text" and (cal.mean, cal.sd) != (local.mean, local.sd)
             assert json.loads(store.col.metadata[METADATA_KEY])["embedder"] == "ollama/nomic-embed-text"
             assert store.retrieval.memory_weights().floor == pytest.approx(cal.floor(switched.relevance_floor_z))
+
+
+def test_a_critical_memory_has_a_lower_bar_than_a_trivial_one(embedded_store, local_embedder, chat):
+    message = "Where does my sister live now?"
+    q = local_embedder.embed_query(message)
+    q = q / np.linalg.norm(q)
+    other = np.random.default_rng(9).standard_normal(q.shape[0])
+    other -= (other @ q) * q
+    other /= np.linalg.norm(other)
+    weights = embedded_store.retrieval.memory_weights()
+    # relevance between the importance-5 floor and the importance-1 floor, nothing lexical in common
+    sim = weights.floor - 0.5 * weights.floor_importance
+    vector = (sim * q + np.sqrt(1 - sim ** 2) * other).astype(np.float32)
+    trivial, critical = embedded_store.upsert_docs([
+        {"text": "note one", "type": "memory", "entity": "dana", "importance": 1, "embedding": vector},
+        {"text": "note two", "type": "memory", "entity": "dana", "importance": 5, "embedding": vector},
+    ])
+    ctx = chat.build_context(None, message, entity="dana")
+    assert [i.id for i in ctx.memory] == [critical]
+    assert ctx.relevance["memory"]["below_floor"] == 1

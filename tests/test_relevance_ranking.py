@@ -41,7 +41,7 @@ def brute_force(ids, vectors, texts, metas, query, query_text, k, weights, scope
     static = (ranking.importance_part([metas[j]["importance"] for j in keep], weights)
               + ranking.recency_part([metas[j]["ts_epoch"] for j in keep], NOW, weights))
     order, below = ranking.gated_top_k_reference(sims, weights.lexical * lexical, static, [ids[j] for j in keep], k,
-                                                 weights)
+                                                 weights, [metas[j]["importance"] for j in keep])
     return [ids[keep[j]] for j in order], below
 
 
@@ -51,10 +51,12 @@ GATED = [
     ScoreWeights(1.0, 0.5, 0.1, lexical=0.0, floor=None, margin=0.05),
     ScoreWeights(0.5, 0.9, 0.5, lexical=2.0, floor=0.1, margin=0.4, half_life_seconds=3600.0),
     ScoreWeights(1.0, 0.1, 0.0, lexical=0.5, floor=0.9, margin=0.1),  # nothing reaches the floor
+    ScoreWeights(1.0, 0.1, 0.05, lexical=1.0, floor=0.3, margin=0.2, floor_importance=0.15),
 ]
 
 
-@pytest.mark.parametrize("weights", GATED, ids=["shipped-like", "floor-only", "margin-only", "heavy", "empty"])
+@pytest.mark.parametrize("weights", GATED, ids=["shipped-like", "floor-only", "margin-only", "heavy", "empty",
+                                                "importance-floor"])
 @pytest.mark.parametrize("n", [300, 3 * SMALL_CANDIDATE_SET])  # exhaustive path and int8 pre-score path
 def test_gated_top_k_equals_brute_force(weights, n):
     rng = np.random.default_rng(7 + n)

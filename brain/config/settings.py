@@ -101,6 +101,10 @@ class Settings(BaseSettings):
         "RAG_RELEVANCE_SIMILARITY_FLOOR_Z", 4.0,
         "the calibrated floor of FAQ entries and summaries, ranked by similarity alone (standard deviations above "
         "unrelated pairs' mean similarity; lower than a memory's, which has a lexical part)", ge=0.0, le=20.0)
+    relevance_floor_importance: float = ranking_setting(
+        "RAG_RELEVANCE_FLOOR_IMPORTANCE", 0.15,
+        "how much lower the floor is for an importance-5 memory than for an importance-1 one (a critical fact "
+        "gets a lower bar; linear in between)", ge=0.0, le=1.0)
     relevance_margin: float = ranking_setting(
         "RAG_RELEVANCE_MARGIN", 3.0,
         "how far below the best memory's relevance another may be and still be shown (standard deviations of "
