@@ -5,8 +5,9 @@ Cosine similarities mean different things for different models: MiniLM puts unre
 
     floor  = mean + z * sd        margin = m * sd
 
-(a memory's relevance, its similarity plus its weighted lexical match, must reach the floor; a FAQ
-entry's or summary's similarity)
+(a memory's relevance, its similarity plus its weighted lexical match, must reach the floor, lowered by
+``RAG_RELEVANCE_FLOOR_IMPORTANCE`` for important memories; a FAQ entry's or summary's similarity must
+reach mean + ``RAG_RELEVANCE_SIMILARITY_FLOOR_Z`` sd)
 where ``mean`` and ``sd`` are the mean and standard deviation of the similarities between messages and
 facts that do not answer them: the ``pairs`` of ``brain/data/relevance_calibration.json`` (messages a
 user might send and the remembered fact that answers each), every message against every other
