@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.chdir(ROOT)
 
 from bench_store import DAY, NOW, TOPICS, PrecomputedEmbedder, _iso, make_space, topic_vectors  # noqa: E402
+from brain.relevance import Calibration  # noqa: E402
 
 from brain.chat import ChatMemory  # noqa: E402
 from brain.config import Settings  # noqa: E402
@@ -135,6 +136,14 @@ def main() -> None:
         embedder = PrecomputedEmbedder(queries)
         embedder.name = f"bench/precomputed-{args.dim}"
         store = open_store(settings, embedder=embedder)
+        # the precomputed embedder cannot embed the shipped calibration pairs: calibrate on the synthetic
+        # space's own unrelated pairs (random query, document)
+        pick = space_rng.integers(len(docs), size=4000)
+        sims = np.einsum("ij,ij->i", queries[space_rng.integers(len(queries), size=4000)],
+                         np.stack([docs[int(j)]["embedding"] for j in pick]))
+        store.retrieval.use_calibration(Calibration(embedder=embedder.name, mean=float(sims.mean()),
+                                                    sd=float(sims.std()), related_median=0.0, pairs=4000,
+                                                    data="synthetic"))
         t0 = time.perf_counter()
         for s in range(0, len(docs), BATCH):
             store.upsert_docs(docs[s : s + BATCH])

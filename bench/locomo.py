@@ -227,12 +227,19 @@ def top_ids(scores: np.ndarray, ids: list[str], k: int = TOP) -> list[str]:
     return [ids[i] for i in np.lexsort((np.arange(len(scores)), -scores))[:k]]
 
 
-def metrics(found: list[str], evidence: list[str]) -> tuple[float, float, float]:
+def session_of(dia_id: str) -> str:
+    return dia_id.split(":", 1)[0]
+
+
+def metrics(found: list[str], evidence: list[str]) -> tuple[float, float, float, float]:
+    """(R@5, R@10, H@5, session-level R@10: the share of the evidence's sessions among the sessions of the top 10)."""
     top5, top10 = set(found[:5]), set(found[:10])
+    sessions, evidence_sessions = {session_of(d) for d in found[:10]}, {session_of(e) for e in evidence}
     return (
         sum(e in top5 for e in evidence) / len(evidence),
         sum(e in top10 for e in evidence) / len(evidence),
         float(any(e in top5 for e in evidence)),
+        len(evidence_sessions & sessions) / len(evidence_sessions),
     )
 
 
@@ -354,7 +361,7 @@ def measure(args, conversations: list[Conversation], chat: ChatMemory, raw) -> s
 
 
 def mean3(rows) -> np.ndarray:
-    return np.mean(np.array(rows), axis=0) if rows else np.full(3, np.nan)
+    return np.mean(np.array(rows), axis=0) if rows else np.full(4, np.nan)
 
 
 def report_header(args, conversations, n_turns, n_questions, ingest_s, raw_s, embed_s, in_recent, store) -> list[str]:
@@ -384,7 +391,7 @@ def report_header(args, conversations, n_turns, n_questions, ingest_s, raw_s, em
 
 def main_table(methods, per_q, seconds, n_questions) -> list[str]:
     base = mean3([m for _, _, m in per_q[methods[0]]])
-    head = "| method | R@5 | R@10 | H@5 | " + " | ".join(f"{c} {CATEGORIES[c]} R@10 / H@5" for c in CATEGORIES) + " | ms/query | R@10 vs raw |"
+    head = "| method | R@5 | R@10 | H@5 | session R@10 | " + " | ".join(f"{c} {CATEGORIES[c]} R@10 / H@5" for c in CATEGORIES) + " | ms/query | R@10 vs raw |"
     lines = ["## All questions", "", head, "|" + "---|" * (head.count("|") - 1)]
     for name in methods:
         overall = mean3([m for _, _, m in per_q[name]])
@@ -393,7 +400,8 @@ def main_table(methods, per_q, seconds, n_questions) -> list[str]:
             cat = mean3([m for cat_, _, m in per_q[name] if cat_ == c])
             cells.append(f"{cat[1]:.3f} / {cat[2]:.3f}" if not np.isnan(cat[1]) else "no questions")
         label = name.replace("  ", "&nbsp;&nbsp;") if name.startswith("  ") else name
-        lines.append(f"| {label} | {overall[0]:.3f} | {overall[1]:.3f} | {overall[2]:.3f} | " + " | ".join(cells)
+        lines.append(f"| {label} | {overall[0]:.3f} | {overall[1]:.3f} | {overall[2]:.3f} | {overall[3]:.3f} | "
+                     + " | ".join(cells)
                      + f" | {1000 * seconds[name] / n_questions:.2f} | {overall[1] / base[1]:.2f}x |")
     rows = per_q[BRAIN]
     brain = mean3([m for _, _, m in rows])
@@ -426,13 +434,13 @@ def split_table(conversations, rows, left_out: tuple[str, ...]) -> list[str]:
     if not out or not chosen_on:
         return []
     lines = ["## Choosing and left-out conversations", "",
-             "| conversations | questions | brain R@10 / H@5 | " + " | ".join(
+             "| conversations | questions | brain R@10 / H@5 / session R@10 | " + " | ".join(
                  f"{c} {CATEGORIES[c]} R@10" for c in CATEGORIES) + " |", "|---|---|---|" + "---|" * len(CATEGORIES)]
     for label, group in (("choices made on", chosen_on), ("left out", out)):
         mine = [(c, m) for c, cid, m in rows if cid in group]
         m = mean3([m for _, m in mine])
         cats = [mean3([m for c, m in mine if c == cat])[1] for cat in CATEGORIES]
-        lines.append(f"| {label}: {', '.join(group)} | {len(mine)} | {m[1]:.3f} / {m[2]:.3f} | "
+        lines.append(f"| {label}: {', '.join(group)} | {len(mine)} | {m[1]:.3f} / {m[2]:.3f} / {m[3]:.3f} | "
                      + " | ".join("-" if np.isnan(v) else f"{v:.3f}" for v in cats) + " |")
     return lines + [""]
 

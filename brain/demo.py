@@ -29,7 +29,7 @@ SAMPLE_MEMORIES = [
     {"text": "The user commutes by train to Porto every weekday", "importance": 3, "tags": ["travel", "routine"]},
     {"text": "The user's passport expires in March 2027", "importance": 5, "tags": ["documents"]},
     {"text": "The user prefers answers in short bullet points", "importance": 4, "tags": ["preferences"]},
-    {"text": "Alice keeps her receipts as photos on her phone", "importance": 3, "tags": ["documents"],
+    {"text": "Alice keeps photos of her train tickets and receipts on her phone", "importance": 3, "tags": ["documents"],
      "scope": "entity:alice"},
 ]
 DEMO_CONVERSATION = "conv-demo"
@@ -47,13 +47,19 @@ def seed_conversation(store: Store, chat: ChatMemory) -> int:
 
 def render(question: str, ctx: Context, specialists: list | None) -> str:
     out = [f"Question: {question}" + (f"   (entity: {ctx.entity})" if ctx.entity else ""), ""]
-    out.append(f"Ranked memories (top {len(ctx.memory)}; score = similarity part + importance part + recency part):")
+    gate = ctx.relevance.get("memory")
+    out.append(f"Ranked memories (top {len(ctx.memory)}; score = similarity part + words-in-common part + importance "
+               f"part + recency part):")
     for item in ctx.memory:
         sc, m = item.scores, item.metadata
         out.append(
-            f"  {sc['score']:.3f} = {sc['similarity_part']:.3f} + {sc['importance_part']:.3f} + {sc['recency_part']:.3f}"
-            f"  [importance {m['importance']}, {m['scope']}]  {item.text}"
+            f"  {sc['score']:.3f} = {sc['similarity_part']:.3f} + {sc.get('lexical_part', 0.0):.3f} + "
+            f"{sc['importance_part']:.3f} + {sc['recency_part']:.3f}  [importance {m['importance']}, {m['scope']}]  "
+            f"{item.text}"
         )
+    if gate:
+        out.append(f"  ({gate['below_floor']} of {gate['candidates']} memories below the relevance floor "
+                   f"{gate['floor']:.2f}: not relevant to this question, so not shown)")
     out += ["", f"FAQ hits (top {len(ctx.faq)}):"]
     for item in ctx.faq:
         first = item.text.splitlines()[0]

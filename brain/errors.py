@@ -140,6 +140,10 @@ class EmbeddingModelMismatch(BrainError):
     """The collection was built with another embedder; vectors from different spaces never mix."""
 
 
+class CalibrationError(BrainError):
+    """The relevance calibration data cannot be read (a damaged installation)."""
+
+
 class ReindexError(BrainError):
     """A re-index that cannot start or go on (nothing to do, nothing to roll back to); the live
     collection is untouched."""

@@ -30,8 +30,9 @@ import numpy as np
 
 from brain import ranking
 from brain.ranking import ScoreWeights
-from brain.results import MemoryHit
+from brain.results import MemoryHit, GatedHits
 from brain.schemas import GLOBAL_SCOPE, check_scope, is_inactive, is_part
+from brain.text import BM25Index, tokenize
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,10 @@ class MemoryIndex:
         self._problems: dict[str, dict[str, str]] = {}
         # (half_life, recency_from, t_ref, 2**((t-t_ref)/h))
         self._growth: tuple[float, str, float, np.ndarray | None] | None = None
+        # the lexical side, built on the first search that weighs it and again after a change:
+        # BM25 over every row in row order, and each text's keyword tokens by id (kept across rebuilds)
+        self._bm25: BM25Index | None = None
+        self._tokens: dict[str, list[str]] = {}
         self._alloc(capacity)
 
     # ---- layout ------------------------------------------------------------------------------
@@ -167,6 +172,7 @@ class MemoryIndex:
             self._ids, self._row, self._texts, self._metas, self._tags = [], {}, [], [], []
             self._scope_code = {}
             self._problems = {}
+            self._bm25, self._tokens = None, {}
             self._alloc(1024)
 
     def _code(self, scope: str) -> int:
@@ -189,6 +195,7 @@ class MemoryIndex:
         codes, scale, qerr = ranking.quantize_rows(unit)
         with self._lock:
             self._growth = None
+            self._bm25 = None
             unusable, reported = [], []
             for j, doc_id in enumerate(ids):
                 meta = metadatas[j]
@@ -221,6 +228,8 @@ class MemoryIndex:
                 self._used[row] = values["used"]
                 self._scope[row] = self._code(values["scope"])
                 self._kind[row] = values["kind"]
+                if self._texts[row] != texts[j]:
+                    self._tokens.pop(doc_id, None)
                 self._texts[row] = texts[j]
                 self._metas[row] = dict(meta)
                 self._tags[row] = values["tags"]
@@ -236,8 +245,10 @@ class MemoryIndex:
         removed = 0
         with self._lock:
             self._growth = None
+            self._bm25 = None
             for doc_id in ids:
                 self._problems.pop(doc_id, None)
+                self._tokens.pop(doc_id, None)
                 row = self._row.pop(doc_id, None)
                 if row is None:
                     continue
@@ -409,6 +420,22 @@ class MemoryIndex:
             mask = tag_mask if mask is None else mask & tag_mask
         return None if mask is None else np.flatnonzero(mask)
 
+    def lexical(self, query_text: str) -> np.ndarray:
+        """Every row's lexical match with ``query_text``, 0..1: its BM25 score (over every row, in
+        keyword tokens) divided by the largest score the query's tokens can reach."""
+        with self._lock:
+            n = self._n
+            if self._bm25 is None:
+                for doc_id, text in zip(self._ids, self._texts):
+                    if doc_id not in self._tokens:
+                        self._tokens[doc_id] = tokenize(text)
+                self._bm25 = BM25Index([self._tokens[doc_id] for doc_id in self._ids])
+            tokens = tokenize(query_text)
+            top = self._bm25.max_score(tokens)
+            if top <= 0:
+                return np.zeros(n)
+            return self._bm25.scores(tokens) / top
+
     def _recency(self, now: float, weights: ScoreWeights) -> np.ndarray:
         """w_rec * 0.5**(age/h) for every row, as one multiply per row.
 
@@ -443,23 +470,30 @@ class MemoryIndex:
         min_importance: int | None = None,
         equals: dict[str, Any] | None = None,
         rows: Rows | None = None,
-    ) -> list[MemoryHit]:
-        """The exact top ``k`` rows for a unit ``query`` vector. ``scopes`` keeps rows of those scopes
-        (None: every scope); ``rows`` which kinds of row (:data:`Rows`; by default active memories when
-        ``scopes`` are given, as an entity's search wants, and every row when not, as an operator's
-        all-scopes search wants); ``equals`` keeps rows whose metadata has exactly those values (e.g.
-        ``{"topic": "ocr"}``)."""
+        query_text: str | None = None,
+    ) -> GatedHits:
+        """The exact top ``k`` rows for a unit ``query`` vector, behind the weights' relevance gate
+        (see :mod:`brain.ranking`). ``scopes`` keeps rows of those scopes (None: every scope); ``rows``
+        which kinds of row (:data:`Rows`; by default active memories when ``scopes`` are given, as an
+        entity's search wants, and every row when not, as an operator's all-scopes search wants);
+        ``equals`` keeps rows whose metadata has exactly those values (e.g. ``{"topic": "ocr"}``);
+        ``query_text`` is what the lexical part matches (no lexical part without it)."""
         if rows is None:
             rows = "all" if scopes is None else "memories"
         q = ranking.normalize_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
+        gate = {"floor": weights.floor, "margin": weights.margin}
         with self._lock:
             n = self._n
             if n == 0 or k <= 0:
-                return []
+                return GatedHits(**gate)
             rows = self._candidate_rows(scopes, tags, min_importance, equals, rows)
+            candidates = n if rows is None else int(rows.size)
             imp_part = ranking.importance_part(self._importance[:n], weights)
             rec_part = self._recency(now, weights)
             static = imp_part + rec_part
+            lex_part = None
+            if weights.lexical > 0 and query_text:
+                lex_part = weights.lexical * self.lexical(query_text)
             f32 = self._f32
 
             ids = self._ids
@@ -467,26 +501,41 @@ class MemoryIndex:
             def exact(sel: np.ndarray) -> np.ndarray:
                 return ranking.float_dots(q, f32[sel])
 
+            below = 0
             if rows is not None and rows.size <= max(SMALL_CANDIDATE_SET, 4 * k):
                 sims = exact(rows)
-                totals = weights.similarity * sims + static[rows]
-                order = ranking.top_k_positions(totals, lambda i: ids[rows[i]], k)
+                lex = 0.0 if lex_part is None else lex_part[rows]
+                if weights.gated:
+                    order, below = ranking.gated_top_k_reference(sims, lex, static[rows], [ids[r] for r in rows],
+                                                                 k, weights, self._importance[rows])
+                    order = np.asarray(order, dtype=np.intp)
+                else:
+                    totals = weights.similarity * (sims + lex) + static[rows]
+                    order = ranking.top_k_positions(totals, lambda i: ids[rows[i]], k)
                 top, top_sims = rows[order], sims[order]
             else:
                 approx, slack = ranking.approx_similarities(q, self._i8[:n], self._scale[:n], self._qerr[:n])
-                top, top_sims = ranking.bounded_top_k(
-                    static, approx, slack, k, exact, weights.similarity, candidates=rows, keys=self._ids
-                )
-            return [
-                MemoryHit(
+                if weights.gated:
+                    top, top_sims, below = ranking.gated_bounded_top_k(
+                        static, approx, slack, lex_part, k, exact, weights, candidates=rows, keys=self._ids,
+                        importance=self._importance[:n])
+                else:
+                    with_lex = static if lex_part is None else static + weights.similarity * lex_part
+                    top, top_sims = ranking.bounded_top_k(
+                        with_lex, approx, slack, k, exact, weights.similarity, candidates=rows, keys=self._ids
+                    )
+            hits = []
+            for r, s in zip(top, top_sims):
+                lexical = 0.0 if lex_part is None else float(weights.similarity * lex_part[r])
+                hits.append(MemoryHit(
                     id=self._ids[r],
                     text=self._texts[r],
                     metadata=dict(self._metas[r]),
-                    score=float(weights.similarity * s + static[r]),
+                    score=float(weights.similarity * s + lexical + static[r]),
                     similarity=float(s),
                     similarity_part=float(weights.similarity * s),
                     importance_part=float(imp_part[r]),
                     recency_part=float(rec_part[r]),
-                )
-                for r, s in zip(top, top_sims)
-            ]
+                    lexical_part=lexical,
+                ))
+            return GatedHits(hits, candidates=candidates, below_floor=below, **gate)

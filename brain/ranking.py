@@ -1,13 +1,28 @@
 """Memory scoring and exact top-k, as pure functions over numpy arrays.
 
-score = w_sim * similarity + w_imp * importance / 5 + w_rec * 0.5 ** (age / half_life)
+    relevance = similarity + w_lex * lexical
+    score     = w_sim * relevance + w_imp * importance / 5 + w_rec * 0.5 ** (age / half_life)
 
-``similarity`` is the cosine similarity of unit vectors. The importance and recency parts do not
-depend on the query, so for a query only the similarity has to be computed — and only for the
-memories that could still reach the top k. :func:`bounded_top_k` finds those with an int8 pre-score
-whose error is bounded per memory (see :func:`quantize_rows`), then rescores the survivors in
-float32. Every memory it skips provably scores below the k-th result, so the answer equals an
-exhaustive float32 scoring of every candidate.
+``similarity`` is the cosine similarity of unit vectors; ``lexical`` is the memory's BM25 score for
+the query's keyword tokens divided by the largest score those tokens can reach (so 0..1; see
+:meth:`brain.text.BM25Index.max_score`). With a relevance gate (``floor`` and/or ``margin`` set) a
+memory is a candidate only when it is relevant:
+
+    relevance >= floor - w_fi * (importance - 1) / 4   and   relevance >= (best relevance among those) - margin
+
+(``w_fi``, ``floor_importance``: a critical memory gets a lower bar than a trivial one, since missing
+it costs more than showing it)
+
+and the score orders the candidates. Without a gate and with ``w_lex = 0`` this is the reference
+formula ``w_sim * similarity + w_imp * importance / 5 + recency``.
+
+The importance and recency parts do not depend on the query, and the lexical part is computed
+exactly for every memory from postings, so only the similarity has to be computed per query — and
+only for the memories that could still be shown. :func:`bounded_top_k` (no gate) and
+:func:`gated_bounded_top_k` find those with an int8 pre-score whose error is bounded per memory (see
+:func:`quantize_rows`), then rescore the survivors in float32. Every memory they skip provably fails
+the gate or scores below the k-th result, so the answer equals an exhaustive float32 scoring of
+every candidate (:func:`gated_top_k_reference`).
 """
 
 from __future__ import annotations
@@ -43,16 +58,39 @@ class ScoreWeights:
     #: what a memory's age is measured from: "created" (its timestamp) or "last_used" (when it was
     #: last retrieved, ``last_used`` in its metadata; its timestamp until then)
     recency_from: str = "created"
+    #: w_lex: weight of the lexical match (0..1) in a memory's relevance
+    lexical: float = 0.0
+    #: a memory less relevant than this is never shown (None: no floor)
+    floor: float | None = None
+    #: a memory whose relevance is further than this below the best one's is not shown (None: no margin)
+    margin: float | None = None
+    #: w_fi: how much lower the floor is for an importance-5 memory than for an importance-1 one
+    floor_importance: float = 0.0
+
+    @property
+    def gated(self) -> bool:
+        return self.floor is not None or self.margin is not None
+
+    @classmethod
+    def reference(cls, settings) -> "ScoreWeights":
+        """The reference formula of the ``RAG_WEIGHT_*`` settings: no gate, no lexical part."""
+        return cls(similarity=settings.weight_similarity, importance=settings.weight_importance,
+                   recency=settings.weight_recency, half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
+                   recency_from=getattr(settings, "recency_from", "created"))
+
+    @classmethod
+    def relevance(cls, settings, floor: float | None, margin: float | None) -> "ScoreWeights":
+        """The relevance ranking: the ``RAG_RELEVANCE_*`` weights behind the gate of ``floor`` and
+        ``margin``, in cosine units (the caller calibrates them, see :mod:`brain.relevance`)."""
+        return cls(similarity=1.0, importance=settings.relevance_importance, recency=settings.relevance_recency,
+                   half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
+                   recency_from=getattr(settings, "recency_from", "created"), lexical=settings.relevance_lexical,
+                   floor=floor, margin=margin, floor_importance=settings.relevance_floor_importance)
 
     @classmethod
     def from_settings(cls, settings) -> "ScoreWeights":
-        return cls(
-            similarity=settings.weight_similarity,
-            importance=settings.weight_importance,
-            recency=settings.weight_recency,
-            half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
-            recency_from=getattr(settings, "recency_from", "created"),
-        )
+        """The reference formula of the settings (what searches rank by)."""
+        return cls.reference(settings)
 
 
 def recency_epoch(metadata: dict) -> float:
@@ -80,13 +118,50 @@ def similarity_part(similarity: np.ndarray, weights: ScoreWeights) -> np.ndarray
     return weights.similarity * np.asarray(similarity, dtype=np.float64)
 
 
-def total_scores(similarity, importance, epochs, now: float, weights: ScoreWeights) -> np.ndarray:
-    """Scores of every candidate (used by brute-force checks and small candidate sets)."""
+def total_scores(similarity, importance, epochs, now: float, weights: ScoreWeights,
+                 lexical=None) -> np.ndarray:
+    """Scores of every candidate (used by brute-force checks and small candidate sets); ``lexical``:
+    each candidate's lexical match (0..1), absent for none."""
+    lex = 0.0 if lexical is None else weights.lexical * np.asarray(lexical, dtype=np.float64)
     return (
-        similarity_part(similarity, weights)
+        weights.similarity * (np.asarray(similarity, dtype=np.float64) + lex)
         + importance_part(importance, weights)
         + recency_part(epochs, now, weights)
     )
+
+
+def floors(weights: ScoreWeights, importance) -> np.ndarray | float:
+    """Each candidate's floor: ``floor - w_fi * (importance - 1) / 4`` (-inf without a floor)."""
+    if weights.floor is None:
+        return -np.inf
+    if not weights.floor_importance:
+        return weights.floor
+    return weights.floor - weights.floor_importance * (np.asarray(importance, dtype=np.float64) - 1.0) / 4.0
+
+
+def relevance_gate(similarity: np.ndarray, lexical_part: np.ndarray | float, weights: ScoreWeights,
+                   importance=None) -> np.ndarray:
+    """Which candidates pass the gate (all of them without one); ``lexical_part`` is ``w_lex * lexical``."""
+    relevance = np.asarray(similarity, dtype=np.float64) + lexical_part
+    ok = np.ones(relevance.shape[0], dtype=bool) if weights.floor is None else relevance >= floors(weights, importance)
+    if weights.margin is not None and ok.any():
+        ok &= relevance >= float(relevance[ok].max()) - weights.margin
+    return ok
+
+
+def gated_top_k_reference(similarity, lexical_part, static, keys: Sequence[str], k: int,
+                          weights: ScoreWeights, importance=None) -> tuple[list[int], int]:
+    """Brute force: positions of the top ``k`` among the candidates that pass the gate, by
+    ``w_sim * (similarity + lexical_part) + static``, ties by key; and how many were less relevant than
+    the floor."""
+    sims = np.asarray(similarity, dtype=np.float64)
+    lex = np.broadcast_to(np.asarray(lexical_part, dtype=np.float64), sims.shape)
+    ok = relevance_gate(sims, lex, weights, importance)
+    totals = weights.similarity * (sims + lex) + np.asarray(static, dtype=np.float64)
+    passing = np.flatnonzero(ok)
+    order = top_k_positions(totals[passing], lambda i: keys[passing[i]], k)
+    below = 0 if weights.floor is None else int(np.count_nonzero(sims + lex < floors(weights, importance)))
+    return [int(passing[i]) for i in order], below
 
 
 #: a vector whose L2 norm is further than this from 1 is scaled to unit length before it is stored: the
@@ -207,6 +282,80 @@ def bounded_top_k(
     else:
         order = top_k_positions(totals, lambda i: keys[survivors[i]], k)
     return survivors[order], sims[order]
+
+
+def gated_bounded_top_k(
+    static: np.ndarray,
+    approx_similarity: np.ndarray,
+    similarity_slack: np.ndarray,
+    lexical_part: np.ndarray | None,
+    k: int,
+    exact_similarity: Callable[[np.ndarray], np.ndarray],
+    weights: ScoreWeights,
+    candidates: np.ndarray | None = None,
+    keys: Sequence[str] | None = None,
+    importance: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`bounded_top_k` behind the relevance gate: ``(rows, similarities, below_floor)``, equal
+    to :func:`gated_top_k_reference` over the candidates. ``lexical_part`` (by row, ``w_lex *
+    lexical``) is exact, so only the similarity is bounded (``approx ± slack``). In order:
+
+    1. rows whose relevance cannot reach the floor are out; those whose lower bound reaches it are in;
+    2. the best relevance is at least the best lower bound ``L`` of the rows surely in, so only rows
+       whose upper bound reaches ``L`` can hold it: they are rescored and the best found exactly;
+    3. with the best known, rows whose upper relevance is below ``best - margin`` are out, and the
+       k-th best lower-bound score of the rows surely in prunes the rest, as in :func:`bounded_top_k`;
+    4. the survivors are rescored and gated exactly; the rows in the uncertain band around the floor
+       that were pruned are rescored too, so that the count below the floor is exact.
+    """
+    rows = np.arange(static.shape[0]) if candidates is None else np.asarray(candidates)
+    if rows.size == 0 or k <= 0:
+        return rows[:0], np.zeros(0), 0
+    floor = floors(weights, None if importance is None else np.asarray(importance)[rows])  # scalar or by row
+    lex = np.zeros(rows.size) if lexical_part is None else np.asarray(lexical_part, dtype=np.float64)[rows]
+    approx, slack = approx_similarity[rows], similarity_slack[rows]
+    lo, hi = approx - slack, approx + slack
+    exact = np.full(rows.size, np.nan)
+
+    def rescore(mask: np.ndarray) -> None:
+        todo = np.flatnonzero(mask & np.isnan(exact))
+        if todo.size:
+            exact[todo] = np.asarray(exact_similarity(rows[todo]), dtype=np.float64)
+
+    possible = hi + lex >= floor
+    certain = lo + lex >= floor
+    best = None
+    if weights.margin is not None and possible.any():
+        lower_best = float((lo + lex)[certain].max()) if certain.any() else -np.inf
+        rescore(possible & (hi + lex >= lower_best))
+        gated = possible & ~np.isnan(exact) & (exact + lex >= floor)
+        if not gated.any():  # nothing reaches the floor
+            rescore(possible)
+            return rows[:0], np.zeros(0), int(np.count_nonzero(~possible) + np.count_nonzero((exact + lex)[possible] < floor))
+        best = float((exact + lex)[gated].max())
+        possible &= hi + lex >= best - weights.margin
+        certain &= lo + lex >= best - weights.margin
+    w = weights.similarity
+    st = static[rows]
+    if np.count_nonzero(certain) > k:
+        threshold = kth_largest_lower_bound(w * (lo + lex)[certain] + st[certain], k)
+        possible &= w * (hi + lex) + st >= threshold
+    rescore(possible)
+    ok = possible & (exact + lex >= floor)
+    if best is not None:  # the best row itself may have been pruned by the score threshold
+        ok &= exact + lex >= best - weights.margin
+    below = 0
+    if weights.floor is not None:
+        rescore((lo + lex < floor) & (hi + lex >= floor))  # the uncertain band: decided exactly
+        below = int(np.count_nonzero(hi + lex < floor) + np.count_nonzero((hi + lex >= floor) & (exact + lex < floor)))
+    chosen = np.flatnonzero(ok)
+    totals = w * (exact[chosen] + lex[chosen]) + st[chosen]
+    if keys is None:
+        order = np.lexsort((rows[chosen], -totals))[:k]
+    else:
+        order = top_k_positions(totals, lambda i: keys[rows[chosen[i]]], k)
+    picked = chosen[order]
+    return rows[picked], exact[picked], below
 
 
 def kth_largest_lower_bound(values: np.ndarray, k: int) -> float:

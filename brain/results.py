@@ -45,7 +45,8 @@ class Hit:
 
 @dataclass
 class MemoryHit:
-    """A ranked memory with the parts of its score: score = similarity_part + importance_part + recency_part."""
+    """A ranked memory with the parts of its score:
+    score = similarity_part + lexical_part + importance_part + recency_part (see :mod:`brain.ranking`)."""
 
     id: str
     text: str
@@ -55,6 +56,27 @@ class MemoryHit:
     similarity_part: float
     importance_part: float
     recency_part: float
+    lexical_part: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class GatedHits(list):
+    """The hits a search returns, best first (e.g. :class:`MemoryHit`), and what the relevance gate
+    did: ``candidates`` searched, ``below_floor`` of them less similar than ``floor``
+    (None: no floor), ``margin`` (None: none). An empty list with candidates is an answer: nothing
+    was relevant enough."""
+
+    def __init__(self, hits=(), *, candidates: int = 0, below_floor: int = 0, floor: float | None = None,
+                 margin: float | None = None):
+        super().__init__(hits)
+        self.candidates = candidates
+        self.below_floor = below_floor
+        self.floor = floor
+        self.margin = margin
+
+    def gate(self) -> dict[str, Any]:
+        """What the gate did, for explanations: candidates, below_floor, floor, margin."""
+        return {"candidates": self.candidates, "below_floor": self.below_floor, "floor": self.floor,
+                "margin": self.margin}

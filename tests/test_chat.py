@@ -409,17 +409,23 @@ def populate(chat, tmp_path):
     chat.wait_for_summaries(30)
 
 
+#: the section mechanics below (limits, switches, the budget) want every candidate shown: the reference
+#: ranking has no relevance floor (tests/test_relevance_context.py covers the floor)
+EVERY_CANDIDATE = {"memory_ranking": "reference"}
+
+
 def test_context_has_every_section_scoped_and_limited(make_chat, tmp_path):
-    chat = make_chat(summary_every_n=2, turn_top_k=3, faq_top_k=2, memory_top_k=2, summary_top_k=1)
+    chat = make_chat(summary_every_n=2, turn_top_k=3, faq_top_k=2, memory_top_k=2, summary_top_k=1, **EVERY_CANDIDATE)
     populate(chat, tmp_path)
     ctx = chat.build_context("conv-ctx", "What does my cat eat?", entity="alice")
     assert [i.metadata["topic"] for i in ctx.persona] == ["core", "tone", "limits"]  # whole persona, file order
     assert all("similarity" in i.scores for i in ctx.persona + ctx.faq + ctx.summary)
     assert len(ctx.faq) == 2
     assert [i.text for i in ctx.memory] == ["Alice is allergic to cats.", "The user's cat is called Miso."]
-    assert set(ctx.memory[0].scores) == {"score", "similarity", "similarity_part", "importance_part", "recency_part"}
+    assert set(ctx.memory[0].scores) == {"score", "similarity", "similarity_part", "lexical_part", "importance_part",
+                                         "recency_part"}
     assert ctx.memory[0].scores["score"] == pytest.approx(
-        sum(ctx.memory[0].scores[k] for k in ("similarity_part", "importance_part", "recency_part")))
+        sum(ctx.memory[0].scores[k] for k in ("similarity_part", "lexical_part", "importance_part", "recency_part")))
     assert len(ctx.summary) == 1 and ctx.summary[0].metadata["conversation_id"] == "conv-ctx"
     assert [i.metadata["turn_index"] for i in ctx.turn] == [6, 7, 8]
     assert ctx.dropped == []
@@ -436,7 +442,7 @@ def test_context_has_every_section_scoped_and_limited(make_chat, tmp_path):
 
 @pytest.mark.parametrize("section", ["persona", "faq", "memory", "summary", "turn"])
 def test_each_section_can_be_switched_off(make_chat, tmp_path, section):
-    chat = make_chat(summary_every_n=2, **{f"enable_{section}": False})
+    chat = make_chat(summary_every_n=2, **{f"enable_{section}": False}, **EVERY_CANDIDATE)
     populate(chat, tmp_path)
     ctx = chat.build_context("conv-ctx", "What does my cat eat?")
     off = {section, "related"} if section == "turn" else {section}  # related turns are turns too
@@ -466,7 +472,7 @@ def test_rag_disabled_touches_neither_store_nor_embedder(make_chat, tmp_path, lo
 
 def test_message_is_embedded_once_and_persona_costs_no_chroma_read(make_chat, tmp_path, local_embedder):
     counting = CountingEmbedder(local_embedder)
-    chat = make_chat(embedder=counting, summary_every_n=2)
+    chat = make_chat(embedder=counting, summary_every_n=2, **EVERY_CANDIDATE)
     populate(chat, tmp_path)
     chat.build_context("conv-ctx", "warm-up message")  # builds the in-process indexes, caches the turns
     counting.queries.clear()
@@ -490,7 +496,7 @@ def test_message_is_embedded_once_and_persona_costs_no_chroma_read(make_chat, tm
 
 
 def test_budget_drops_whole_items_lowest_priority_first(make_chat, tmp_path):
-    chat = make_chat(summary_every_n=2, turn_top_k=4, faq_top_k=3, memory_top_k=3, summary_top_k=2)
+    chat = make_chat(summary_every_n=2, turn_top_k=4, faq_top_k=3, memory_top_k=3, summary_top_k=2, **EVERY_CANDIDATE)
     populate(chat, tmp_path)
     full = chat.build_context("conv-ctx", "What does my cat eat?", entity="alice")
     assert full.dropped == [] and len(full.faq) == 3 and len(full.summary) == 2 and len(full.memory) == 3

@@ -465,3 +465,22 @@ def test_views_say_so_when_this_server_lacks_their_endpoint(tmp_path, local_embe
             page.get_by_role("button", name="Yes, forget").click()
             expect(page.locator("#forget-error")).to_contain_text("cannot forget a person")
             context.close()
+
+
+def test_trying_a_message_says_why_each_memory_is_there_and_what_the_floor_kept_out(serve):
+    served = serve(SEEDED)
+    served.open("try")
+    body = {"user_message": "what is the name of my cat?"}
+    expected = served.api("POST", "/v1/context", json=body).json()
+    served.page.get_by_label("User message").fill(body["user_message"])
+    served.page.get_by_role("button", name="Build context").click()
+    section = served.page.locator('.context-section[data-section="memory"]')
+    expect(section.locator("li").first.locator(".why")).to_have_text(expected["sections"]["memory"][0]["why"])
+    gate = expected["relevance"]["memory"]
+    expect(section.locator(".gate")).to_contain_text(f"{gate['below_floor']} of {gate['candidates']} below the "
+                                                     f"relevance floor {gate['floor']:.3f}")
+    served.page.get_by_label("User message").fill("What is the boiling point of nitrogen?")
+    served.page.get_by_role("button", name="Build context").click()
+    expect(section.locator(".gate")).to_have_text(
+        f"{len(SEEDED)} of {len(SEEDED)} below the relevance floor {gate['floor']:.3f}: nothing relevant to this message")
+    expect(section.locator("li")).to_have_count(0)

@@ -176,6 +176,7 @@ class MemoryHitOut(DocumentOut):
     similarity_part: float
     importance_part: float
     recency_part: float
+    lexical_part: float = 0.0
 
 
 class MemorySearch(BaseModel):

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from brain.chat.access import ACCESS_FLUSH_SECONDS, AccessTracker
-from brain.chat.context import SECTIONS, Context, ContextItem, TokenCounter, assemble_context
+from brain.chat.context import SECTIONS, Context, ContextItem, TokenCounter, assemble_context, explain
 from brain.chat.related_turns import RelatedTurns
 from brain.chat.speakers import PersonaName, exchange_speakers
 from brain.chat.summaries import SummaryWriter
@@ -186,14 +186,19 @@ class ChatMemory:
         s = self.settings
         if not s.rag_enabled:  # nothing is read: not the store, not the embedder
             return Context(conversation_id=conversation_id, entity=entity, enabled=False)
-        ranked = self._candidates(conversation_id, user_message, entity)
+        relevance: dict[str, dict[str, Any]] = {}
+        ranked = self._candidates(conversation_id, user_message, entity, relevance)
         counter = self._tokens() if s.context_max_tokens > 0 else None
         return assemble_context(ranked, conversation_id=conversation_id, entity=entity,
-                                max_chars=s.context_max_chars, max_tokens=s.context_max_tokens, counter=counter)
+                                max_chars=s.context_max_chars, max_tokens=s.context_max_tokens, counter=counter,
+                                relevance=relevance)
 
-    def _candidates(self, conversation_id: str | None, user_message: str,
-                    entity: str | None) -> dict[str, list[ContextItem]]:
-        """Each section's candidates, best first (recent turns newest first); the message is embedded once."""
+    def _candidates(self, conversation_id: str | None, user_message: str, entity: str | None,
+                    relevance: dict[str, dict[str, Any]]) -> dict[str, list[ContextItem]]:
+        """Each section's candidates, best first (recent turns newest first); the message is embedded once.
+        Under the relevance ranking memories are gated by the store (relevance floor and margin), FAQ
+        entries and summaries below the embedder's similarity floor are left out; ``relevance`` receives
+        what the gate did per section."""
         s, store = self.settings, self.store
         if conversation_id is not None and not self._shows_conversation(conversation_id, entity):
             conversation_id = None  # read as a conversation not yet recorded: nothing of it is shown
@@ -203,20 +208,18 @@ class ChatMemory:
         if s.enable_persona or s.enable_faq or s.enable_memory or want_summaries or want_related:
             vector = store.embedder.embed_query(user_message)  # once, for every document type
         ranked: dict[str, list[ContextItem]] = {name: [] for name in SECTIONS}
+        floor = store.retrieval.similarity_floor() if vector is not None else None
         if s.enable_persona:
             hits = store.retrieve_persona(None, PERSONA_MAX_SECTIONS, query_vector=vector, entity=entity)
-            ranked["persona"] = [_similarity_item(h) for h in hits]
+            ranked["persona"] = [_similarity_item("persona", h, None) for h in hits]
         if s.enable_faq:
             hits = store.retrieve_faq(None, s.faq_top_k, query_vector=vector, entity=entity)
-            ranked["faq"] = [_similarity_item(h) for h in hits]
+            ranked["faq"] = _above_floor("faq", hits, floor, relevance)
         if s.enable_memory:
-            hits = store.retrieve_memories(None, s.memory_top_k, entity, query_vector=vector)
-            ranked["memory"] = [
-                ContextItem(h.id, h.text, h.metadata, {
-                    "score": h.score, "similarity": h.similarity, "similarity_part": h.similarity_part,
-                    "importance_part": h.importance_part, "recency_part": h.recency_part})
-                for h in hits
-            ]
+            hits = store.retrieve_memories(user_message, s.memory_top_k, entity, query_vector=vector, relevance=True)
+            ranked["memory"] = [_memory_item(h, getattr(hits, "floor", None)) for h in hits]
+            if getattr(hits, "floor", None) is not None:
+                relevance["memory"] = {**hits.gate(), "shown": len(hits)}
             if s.track_access and hits:
                 self.access.note([h.id for h in hits])
         if want_summaries:
@@ -224,10 +227,11 @@ class ChatMemory:
             # of them, as its turns are
             hits = store.retrieve_summaries(None, s.summary_top_k, conversation_id, query_vector=vector,
                                             entity=entity, all_scopes=entity is None)
-            ranked["summary"] = [_similarity_item(h) for h in hits]
+            ranked["summary"] = _above_floor("summary", hits, floor, relevance)
         if s.enable_turn and conversation_id is not None:
             turns = store.recent_turns(conversation_id, s.turn_top_k, entity=entity)
-            ranked["turn"] = [ContextItem(d.id, d.text, d.metadata) for d in reversed(turns)]
+            ranked["turn"] = [ContextItem(d.id, d.text, d.metadata, why=explain("turn", {}, None))
+                              for d in reversed(turns)]
             if want_related:
                 ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k,
                                                   entity)
@@ -455,8 +459,27 @@ class ChatMemory:
         self.flush_access()
 
 
-def _similarity_item(hit: Hit) -> ContextItem:
-    return ContextItem(hit.id, hit.text, hit.metadata, {"similarity": hit.similarity})
+def _similarity_item(section: str, hit: Hit, floor: float | None) -> ContextItem:
+    scores = {"similarity": hit.similarity}
+    return ContextItem(hit.id, hit.text, hit.metadata, scores, why=explain(section, scores, floor))
+
+
+def _memory_item(hit: Any, floor: float | None) -> ContextItem:
+    scores = {"score": hit.score, "similarity": hit.similarity, "similarity_part": hit.similarity_part,
+              "lexical_part": hit.lexical_part, "importance_part": hit.importance_part,
+              "recency_part": hit.recency_part}
+    return ContextItem(hit.id, hit.text, hit.metadata, scores, why=explain("memory", scores, floor))
+
+
+def _above_floor(section: str, hits: Sequence[Hit], floor: float | None,
+                 relevance: dict[str, dict[str, Any]]) -> list[ContextItem]:
+    """The nearest ``hits`` that reach ``floor`` (all without one); records in ``relevance`` how many of
+    the nearest were looked at and how many fell below."""
+    kept = [h for h in hits if floor is None or h.similarity >= floor]
+    if floor is not None:
+        relevance[section] = {"floor": floor, "candidates": len(hits), "below_floor": len(hits) - len(kept),
+                              "shown": len(kept)}
+    return [_similarity_item(section, h, floor) for h in kept]
 
 
 def _check_conversation(value: Any) -> str | None:

@@ -10,6 +10,12 @@ to; memories are the durable personal facts; summaries restate older turns (part
 memories); FAQ entries are generic knowledge the model often partly has. Inside a section the
 weakest item goes first (lowest score or similarity; for turns, the oldest).
 
+Relevance first: the caller puts a memory, FAQ entry or summary among the candidates only when it is
+relevant to the message (the gate of :mod:`brain.ranking`, with the embedder's calibrated floor, see
+:mod:`brain.relevance`); a section may be empty, and :attr:`Context.relevance` says why — how many
+candidates were looked at and how many fell below the floor — while each item's ``why`` says what
+let it in (its similarity against the floor, the parts of its score).
+
 Sizes are counted per rendered line and added up, so dropping an item never re-renders the prompt:
 characters exactly; tokens with :class:`TokenCounter`, whose pieces split at whitespace and
 punctuation, so the counts of lines add up to the count of the prompt.
@@ -50,16 +56,40 @@ _SEPARATOR = {"persona": "\n\n"}
 @dataclass
 class ContextItem:
     """One document in a context. ``scores``: memories have ``score``, ``similarity``,
-    ``similarity_part``, ``importance_part``, ``recency_part``; persona, FAQ and summaries
-    ``similarity``; turns none (they are chosen by position)."""
+    ``similarity_part``, ``lexical_part``, ``importance_part``, ``recency_part``; persona, FAQ and
+    summaries ``similarity``; turns none (they are chosen by position). ``why``: what put it there,
+    in words (see :func:`explain`)."""
 
     id: str
     text: str
     metadata: dict[str, Any]
     scores: dict[str, float] = field(default_factory=dict)
+    why: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "text": self.text, "metadata": dict(self.metadata), "scores": dict(self.scores)}
+        return {"id": self.id, "text": self.text, "metadata": dict(self.metadata), "scores": dict(self.scores),
+                "why": self.why}
+
+
+def explain(section: str, scores: Mapping[str, float], floor: float | None) -> str:
+    """Why an item is in its section, from its scores and the floor it passed (None: no floor)."""
+    if section == "turn":
+        return "one of the latest turns"
+    sim = scores.get("similarity")
+    if section == "persona" or sim is None:
+        return "the persona is always shown" if section == "persona" else ""
+    passed = f"similarity {sim:.2f}" + (f" >= floor {floor:.2f}" if floor is not None else "")
+    if section == "memory" and "score" in scores:
+        relevance = sim + scores.get("lexical_part", 0.0)
+        passed = f"relevance {relevance:.2f}" + (f" >= floor {floor:.2f}" if floor is not None else "")
+        parts = [f"similarity {scores.get('similarity_part', 0.0):.2f}"]
+        if scores.get("lexical_part"):
+            parts.append(f"words in common {scores['lexical_part']:.2f}")
+        parts += [f"importance {scores.get('importance_part', 0.0):.2f}", f"recency {scores.get('recency_part', 0.0):.2f}"]
+        return f"{passed}; score {scores['score']:.2f} = " + " + ".join(parts)
+    if section == "related" and "score" in scores:
+        return f"similarity {sim:.2f}; turn search score {scores['score']:.2f} (dense, words, speaker, session)"
+    return passed
 
 
 @dataclass
@@ -80,6 +110,9 @@ class Context:
     chars: int = 0
     tokens: int | None = None
     dropped: list[dict[str, str]] = field(default_factory=list)
+    #: per gated section, what the gate did: ``floor``, ``candidates`` looked at, ``below_floor`` (and
+    #: for memories ``margin``); a section with candidates and no items had nothing relevant enough
+    relevance: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def sections(self) -> dict[str, list[ContextItem]]:
         return {name: getattr(self, name) for name in SECTIONS}
@@ -94,6 +127,7 @@ class Context:
             "chars": self.chars,
             "tokens": self.tokens,
             "dropped": [dict(d) for d in self.dropped],
+            "relevance": {name: dict(gate) for name, gate in self.relevance.items()},
         }
 
 
@@ -257,16 +291,19 @@ def assemble_context(
     max_chars: int,
     max_tokens: int = 0,
     counter: TokenCounter | None = None,
+    relevance: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Context:
     """Sections -> budget -> prompt. ``ranked``: per section (:data:`SECTIONS`), the candidates best
     first (recent turns: newest first); a missing section is empty. A fallback summary whose turns are
-    all shown (:func:`repeats_shown_turns`) stays out, listed in ``dropped`` with reason ``repeats_turns``."""
+    all shown (:func:`repeats_shown_turns`) stays out, listed in ``dropped`` with reason ``repeats_turns``.
+    ``relevance``: what the gate did per section (:attr:`Context.relevance`)."""
     repeating = repeats_shown_turns(ranked)
     if repeating:
         ranked = {**ranked, "summary": [i for i in ranked.get("summary") or [] if i not in repeating]}
     budget = ContextBudget(reading_order(ranked), {name: list(reversed(ranked.get(name) or [])) for name in SECTIONS},
                            max_chars, max_tokens, counter)
-    context = Context(conversation_id=conversation_id, entity=entity)
+    context = Context(conversation_id=conversation_id, entity=entity,
+                      relevance={name: dict(gate) for name, gate in (relevance or {}).items()})
     context.dropped = [{"section": "summary", "id": i.id, "reason": "repeats_turns"} for i in repeating] + budget.fit()
     for name in SECTIONS:
         setattr(context, name, budget.sections[name])
@@ -285,6 +322,7 @@ __all__ = [
     "ContextItem",
     "TokenCounter",
     "assemble_context",
+    "explain",
     "reading_order",
     "render_line",
     "render_prompt",

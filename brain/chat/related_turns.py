@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from brain.cache import LRUCache
-from brain.chat.context import ContextItem
+from brain.chat.context import ContextItem, explain
 from brain.results import Document
 
 if TYPE_CHECKING:
@@ -38,11 +38,15 @@ class RelatedTurns:
             return []
         index = self.index(conversation_id, turns)
         hits = index.search(user_message, vector, min(len(turns), k + len(recent)))
-        return [ContextItem(h.id, h.text, h.metadata, {
-                    "score": h.score, "similarity": h.similarity, "bm25": h.bm25, "dense_part": h.dense_part,
-                    "lexical_part": h.lexical_part, "speaker_part": h.speaker_part,
-                    "session_part": h.session_part, "neighbour_part": h.neighbour_part})
-                for h in hits if h.id not in recent][:k]
+        items = []
+        for h in hits:
+            if h.id in recent:
+                continue
+            scores = {"score": h.score, "similarity": h.similarity, "bm25": h.bm25, "dense_part": h.dense_part,
+                      "lexical_part": h.lexical_part, "speaker_part": h.speaker_part,
+                      "session_part": h.session_part, "neighbour_part": h.neighbour_part}
+            items.append(ContextItem(h.id, h.text, h.metadata, scores, why=explain("related", scores, None)))
+        return items[:k]
 
     def index(self, conversation_id: str, turns: list[Document]) -> TurnIndex:
         """The conversation's search index over ``turns``, rebuilt when they changed."""

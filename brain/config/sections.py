@@ -78,7 +78,11 @@ def _group(key: str, prefix: str, title: str, about: str) -> Callable[..., Any]:
 context_setting = _group("context", "RAG_", "Context",
                          "what a chat request's context block holds: which sections, how many items, the budget")
 ranking_setting = _group("ranking", "RAG_", "Ranking memories",
-                         "score = w_sim * similarity + w_imp * importance/5 + w_rec * 0.5 ** (age / half-life)")
+                         "relevance first: a memory is shown only when its relevance (similarity + w_lex * lexical "
+                         "match) reaches the floor and is within the margin of the best one's; "
+                         "score = w_sim * relevance + w_imp * importance/5 + w_rec * 0.5 ** (age / half-life) "
+                         "orders those (RAG_MEMORY_RANKING=reference: no gate, no lexical part, the RAG_WEIGHT_* "
+                         "weights)")
 storage_setting = _group("storage", "BRAIN_", "Storage", "where the data lives and how retrieval is served")
 knowledge_setting = _group("knowledge", "BRAIN_", "Knowledge base and persona",
                            "chunking of ingested files; the persona file")

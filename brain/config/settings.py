@@ -83,13 +83,50 @@ class Settings(BaseSettings):
         ge=0, le=1_000_000)
 
     # --- how memories are ranked (RAG_*) --------------------------------------------------------
+    memory_ranking: Literal["relevance", "reference"] = ranking_setting(
+        "RAG_MEMORY_RANKING", "relevance",
+        "relevance: the relevance gate (floor, margin) and the RAG_RELEVANCE_* weights, also a floor for the FAQ "
+        "and summaries; reference: w_sim * similarity + w_imp * importance/5 + recency with the RAG_WEIGHT_* "
+        "weights, every memory eligible")
+    relevance_floor: float | None = ranking_setting(
+        "RAG_RELEVANCE_FLOOR", None,
+        "the lowest relevance (similarity + w_lex * lexical match) a memory is shown at; unset: calibrated for "
+        "the embedder (the mean similarity of unrelated message/fact pairs + RAG_RELEVANCE_FLOOR_Z standard "
+        "deviations, stored with the collection)", example="0.51", ge=-1.0, le=6.0)
+    relevance_floor_z: float = ranking_setting(
+        "RAG_RELEVANCE_FLOOR_Z", 6.0,
+        "the calibrated floor's distance above unrelated pairs' mean similarity (standard deviations)",
+        ge=0.0, le=20.0)
+    relevance_similarity_floor_z: float = ranking_setting(
+        "RAG_RELEVANCE_SIMILARITY_FLOOR_Z", 4.0,
+        "the calibrated floor of FAQ entries and summaries, ranked by similarity alone (standard deviations above "
+        "unrelated pairs' mean similarity; lower than a memory's, which has a lexical part)", ge=0.0, le=20.0)
+    relevance_floor_importance: float = ranking_setting(
+        "RAG_RELEVANCE_FLOOR_IMPORTANCE", 0.15,
+        "how much lower the floor is for an importance-5 memory than for an importance-1 one (a critical fact "
+        "gets a lower bar; linear in between)", ge=0.0, le=1.0)
+    relevance_margin: float = ranking_setting(
+        "RAG_RELEVANCE_MARGIN", 3.0,
+        "how far below the best memory's relevance another may be and still be shown (standard deviations of "
+        "unrelated pairs' similarity, as calibrated)", ge=0.0, le=100.0)
+    relevance_lexical: float = ranking_setting(
+        "RAG_RELEVANCE_LEXICAL", 1.0,
+        "w_lex: weight of the lexical match (BM25 over keywords / its largest value, 0..1) in a memory's relevance",
+        ge=0.0, le=5.0)
+    relevance_importance: float = ranking_setting(
+        "RAG_RELEVANCE_IMPORTANCE", 0.1,
+        "w_imp among relevant memories: weight of importance / 5 (0.1: importance 5 beats importance 1 at up to "
+        "0.08 less relevance)", ge=0.0, le=1.0)
+    relevance_recency: float = ranking_setting(
+        "RAG_RELEVANCE_RECENCY", 0.05, "w_rec among relevant memories: weight of the recency decay", ge=0.0, le=1.0)
     weight_similarity: float = ranking_setting(
-        "RAG_WEIGHT_SIMILARITY", 0.5, "w_sim: weight of cosine similarity to the message",
+        "RAG_WEIGHT_SIMILARITY", 0.5,
+        "reference ranking: w_sim, weight of cosine similarity to the message",
                                        ge=0.0, le=1.0)
     weight_importance: float = ranking_setting(
-        "RAG_WEIGHT_IMPORTANCE", 0.5, "w_imp: weight of importance / 5", ge=0.0, le=1.0)
+        "RAG_WEIGHT_IMPORTANCE", 0.5, "reference ranking: w_imp, weight of importance / 5", ge=0.0, le=1.0)
     weight_recency: float = ranking_setting(
-        "RAG_WEIGHT_RECENCY", 0.1, "w_rec: weight of the recency decay", ge=0.0, le=1.0)
+        "RAG_WEIGHT_RECENCY", 0.1, "reference ranking: w_rec, weight of the recency decay", ge=0.0, le=1.0)
     recency_half_life_days: float = ranking_setting(
         "RAG_RECENCY_HALF_LIFE_DAYS", 30.0, "age at which the recency part halves (days)", gt=0.0, le=36500.0)
     recency_from: Literal["created", "last_used"] = ranking_setting(

@@ -540,8 +540,11 @@ class Store:
     def retrieve_memories(self, query: str, k: int | None = None, entity: str | None = None, *,
                           tags: Sequence[str] | None = None, min_importance: int | None = None,
                           all_scopes: bool = False, now: datetime | float | None = None,
-                          query_vector: np.ndarray | None = None, min_sequence: int | None = None) -> list[MemoryHit]:
-        """The exact top-k memories by w_sim*similarity + w_imp*importance/5 + recency bonus.
+                          query_vector: np.ndarray | None = None, min_sequence: int | None = None,
+                          relevance: bool = False) -> list[MemoryHit]:
+        """The exact top-k memories by w_sim*similarity + w_imp*importance/5 + recency bonus; with
+        ``relevance``, by the ranking the context uses (``RAG_MEMORY_RANKING``; by default only relevant
+        memories, see :mod:`brain.ranking`). The list tells what the gate did (:class:`~brain.results.GatedHits`).
 
         Scope: with ``entity``, that entity's memories and global ones; without, global ones only
         (``all_scopes=True`` searches every scope, for operators' tools). ``query_vector`` (the
@@ -551,7 +554,7 @@ class Store:
         if min_sequence is not None:
             self.catch_up(min_sequence)
         return self.retrieval.memories(query, k, entity, tags=tags, min_importance=min_importance,
-                                       all_scopes=all_scopes, now=now, query_vector=query_vector)
+                                       all_scopes=all_scopes, now=now, query_vector=query_vector, relevance=relevance)
 
     def search(self, query: str | None, k: int = 5, *, type: str | DocType | None = None,
                where: dict[str, Any] | None = None, query_vector: np.ndarray | None = None,

@@ -4,6 +4,7 @@ summaries of one conversation in order."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
@@ -17,7 +18,8 @@ from brain.errors import ValidationError
 from brain.filters import to_chroma_where
 from brain.memories import search_scopes
 from brain.ranking import ScoreWeights
-from brain.results import Document, Hit, MemoryHit
+from brain.relevance import METADATA_KEY, Calibration, calibrate, recorded
+from brain.results import Document, GatedHits, Hit
 from brain.schemas import GLOBAL_SCOPE, DocType, check_k, from_chroma, parse_timestamp, valid_conversation_id
 from brain.store.chroma import ChromaAccess
 from brain.store.indexes import InProcessState
@@ -41,12 +43,64 @@ class Retrieval:
         self.dimension = dimension
         self.chroma = chroma
         self.state = state
-        self.weights = ScoreWeights.from_settings(settings)
+        # searches rank by the reference formula; the context by RAG_MEMORY_RANKING (context_weights),
+        # whose relevance floor and margin wait for the embedder's calibration
+        self.weights = ScoreWeights.reference(settings)
+        self._context_weights: ScoreWeights | None = None
         self.persona_version = persona_version
+        self._calibration: Calibration | None = None
+        self._calibrating = threading.Lock()
+
+    @property
+    def gated(self) -> bool:
+        """Whether the relevance ranking is on (``RAG_MEMORY_RANKING=relevance``)."""
+        return self.settings.memory_ranking == "relevance"
+
+    def calibration(self) -> Calibration:
+        """The embedder's relevance calibration (:mod:`brain.relevance`): the one the collection
+        records for this embedder and data, else measured now and recorded."""
+        with self._calibrating:
+            if self._calibration is None:
+                collection = self.chroma.collection
+                metadata = dict(collection.metadata or {})
+                cal = recorded(metadata, self.embedder)
+                if cal is None:
+                    cal = calibrate(self.embedder)
+                    collection.modify(metadata={**metadata, METADATA_KEY: cal.to_json()})
+                self._calibration = cal
+            return self._calibration
+
+    def use_calibration(self, calibration: Calibration) -> None:
+        """Rank with ``calibration`` (for embedders that cannot embed the calibration data, e.g. a
+        benchmark's precomputed vectors, measured on their own unrelated pairs); recorded like a
+        measured one."""
+        with self._calibrating:
+            metadata = dict(self.chroma.collection.metadata or {})
+            self.chroma.collection.modify(metadata={**metadata, METADATA_KEY: calibration.to_json()})
+            self._calibration = calibration
+            self._context_weights = None
+
+    def memory_weights(self, relevance: bool = True) -> ScoreWeights:
+        """The score memories are ranked by: with ``relevance`` the context's (``RAG_MEMORY_RANKING``;
+        under the relevance ranking with the calibrated floor, unless ``RAG_RELEVANCE_FLOOR`` is set, and
+        margin), else the reference formula of the ``RAG_WEIGHT_*`` settings."""
+        if not relevance or not self.gated:
+            return self.weights
+        if self._context_weights is None:
+            s, cal = self.settings, self.calibration()
+            floor = cal.floor(s.relevance_floor_z) if s.relevance_floor is None else s.relevance_floor
+            self._context_weights = ScoreWeights.relevance(s, floor=floor, margin=cal.margin(s.relevance_margin))
+        return self._context_weights
+
+    def similarity_floor(self) -> float | None:
+        """The lowest similarity a FAQ entry or summary is shown at (None: the reference ranking, no floor)."""
+        if not self.gated:
+            return None
+        return self.calibration().floor(self.settings.relevance_similarity_floor_z)
 
     def memories(self, query: str | None, k: int | None, entity: str | None, *, tags: Sequence[str] | None,
                  min_importance: int | None, all_scopes: bool, now: datetime | float | None,
-                 query_vector: np.ndarray | None) -> list[MemoryHit]:
+                 query_vector: np.ndarray | None, relevance: bool = False) -> GatedHits:
         k = self.settings.memory_top_k if k is None else check_k(k)
         scopes = search_scopes(entity, all_scopes=all_scopes)
         if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
@@ -55,7 +109,9 @@ class Retrieval:
         vector = self.query_vector(query, query_vector)
         index = self.state.index_for(DocType.MEMORY.value)
         assert index is not None  # settings guarantee memory is indexed
-        hits = index.search(vector, k, self.weights, now_epoch, scopes, tags, min_importance)
+        text = query if isinstance(query, str) and query.strip() else None  # what the lexical part matches
+        hits = index.search(vector, k, self.memory_weights(relevance), now_epoch, scopes, tags, min_importance,
+                            query_text=text)
         for hit in hits:
             hit.metadata = from_chroma(hit.metadata)
         return hits

@@ -50,5 +50,11 @@ class BM25Index:
             out[rows] += idf * freqs * (self._k1 + 1.0) / (freqs + self._norm[rows])
         return out
 
+    def max_score(self, query_tokens: Sequence[str]) -> float:
+        """An upper bound of :meth:`scores` for these tokens: ``sum(idf * (k1 + 1))`` over the distinct
+        tokens some document holds (term frequency saturates below ``k1 + 1``). Dividing by it puts a
+        query's lexical match on a 0..1 scale whatever the query's length."""
+        return sum(self._postings[t][2] * (self._k1 + 1.0) for t in dict.fromkeys(query_tokens) if t in self._postings)
+
 
 __all__ = ["BM25Index"]

@@ -199,15 +199,17 @@ function memoryFilters() {
 }
 
 function barLength(hit) {
-  return [hit.similarity_part, hit.importance_part, hit.recency_part].reduce((sum, v) => sum + Math.max(v || 0, 0), 0);
+  return [hit.similarity_part, hit.lexical_part, hit.importance_part, hit.recency_part]
+    .reduce((sum, v) => sum + Math.max(v || 0, 0), 0);
 }
 
 // the score's three parts side by side; ``scale`` (the longest bar of the list) makes bars comparable
 function scoreBar(hit, scale) {
-  const parts = [["similarity", hit.similarity_part], ["importance", hit.importance_part],
-                 ["recency", hit.recency_part]];
-  const label = `score ${fixed(hit.score)} = similarity ${fixed(hit.similarity_part)} + importance ` +
-    `${fixed(hit.importance_part)} + recency ${fixed(hit.recency_part)}`;
+  const parts = [["similarity", hit.similarity_part], ["lexical", hit.lexical_part || 0],
+                 ["importance", hit.importance_part], ["recency", hit.recency_part]];
+  const label = `score ${fixed(hit.score)} = similarity ${fixed(hit.similarity_part)} + ` +
+    (hit.lexical_part ? `words in common ${fixed(hit.lexical_part)} + ` : "") +
+    `importance ${fixed(hit.importance_part)} + recency ${fixed(hit.recency_part)}`;
   const total = scale || barLength(hit) || 1;
   const bar = el("div", { class: "scorebar", role: "img", "aria-label": label });
   for (const [name, value] of parts) {
@@ -557,6 +559,12 @@ $("try-form").addEventListener("submit", guard(async (event) => {
     const section = el("section", { class: `context-section${items.length ? "" : " nothing"}`, "data-section": name },
       el("h3", {}, SECTION_TITLES[name] || name,
         el("span", { class: "small" }, items.length ? ` ${items.length}` : " · nothing")));
+    const gate = (ctx.relevance || {})[name];
+    if (gate) {
+      // empty is an answer: say how many candidates the relevance floor kept out
+      section.append(el("p", { class: "small gate" }, `${gate.below_floor} of ${gate.candidates} below the ` +
+        `relevance floor ${fixed(gate.floor)}` + (items.length ? "" : ": nothing relevant to this message")));
+    }
     const list = el("ol", {});
     const scale = Math.max(0, ...items.map((item) => barLength(item.scores || {})));
     for (const item of items) {
@@ -564,6 +572,7 @@ $("try-form").addEventListener("submit", guard(async (event) => {
       const s = item.scores || {};
       if (s.score !== undefined && s.similarity_part !== undefined) li.append(scoreBar(s, scale));
       else if (s.similarity !== undefined) li.append(el("p", { class: "small" }, `similarity ${fixed(s.similarity)}`));
+      if (item.why) li.append(el("p", { class: "small why", text: item.why }));
       list.append(li);
     }
     if (items.length) section.append(list);

@@ -1,0 +1,105 @@
+"""The relevance gate is exact: top-k behind the gate equals brute force under the shipped score,
+with the int8 pre-score, the lexical part and the floor/margin together."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from brain import ranking
+from brain.memory_index import SMALL_CANDIDATE_SET, MemoryIndex
+from brain.ranking import ScoreWeights
+from brain.text import BM25Index, tokenize
+
+NOW = 1_800_000_000.0
+VOCAB = ["apple", "river", "piano", "garden", "passport", "peanut", "violin", "harbour", "winter", "cello",
+         "lemon", "marathon", "ferry", "kitten", "lantern", "meadow"]
+
+
+def corpus(rng, n, d, topics=12):
+    centres = rng.standard_normal((topics, d))
+    topic = rng.integers(topics, size=n)
+    vectors = (centres[topic] + 0.9 * rng.standard_normal((n, d))).astype(np.float32)
+    texts = [" ".join(rng.choice(VOCAB, size=int(rng.integers(1, 6)))) for _ in range(n)]
+    ids = [f"m-{i:06d}" for i in range(n)]
+    metas = [{"importance": int(rng.integers(1, 6)), "ts_epoch": NOW - float(rng.random() * 3e7),
+              "scope": "global" if i % 3 else f"entity:e{i % 4}"} for i in range(n)]
+    index = MemoryIndex(d)
+    index.upsert(ids, vectors, texts, metas)
+    return index, ids, vectors, texts, metas
+
+
+def brute_force(ids, vectors, texts, metas, query, query_text, k, weights, scopes=None):
+    """Every candidate scored in float64 from scratch: similarity, BM25 / its maximum, the gate."""
+    keep = [j for j, m in enumerate(metas) if scopes is None or m["scope"] in scopes]
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    sims = unit[keep].astype(np.float64) @ (query / np.linalg.norm(query)).astype(np.float64)
+    bm25 = BM25Index([tokenize(t) for t in texts])
+    tokens = tokenize(query_text)
+    top = bm25.max_score(tokens)
+    lexical = (bm25.scores(tokens) / top if top > 0 else np.zeros(len(texts)))[keep]
+    static = (ranking.importance_part([metas[j]["importance"] for j in keep], weights)
+              + ranking.recency_part([metas[j]["ts_epoch"] for j in keep], NOW, weights))
+    order, below = ranking.gated_top_k_reference(sims, weights.lexical * lexical, static, [ids[j] for j in keep], k,
+                                                 weights, [metas[j]["importance"] for j in keep])
+    return [ids[keep[j]] for j in order], below
+
+
+GATED = [
+    ScoreWeights(1.0, 0.1, 0.05, lexical=0.5, floor=0.05, margin=0.15),
+    ScoreWeights(1.0, 0.1, 0.05, lexical=0.5, floor=0.2, margin=None),
+    ScoreWeights(1.0, 0.5, 0.1, lexical=0.0, floor=None, margin=0.05),
+    ScoreWeights(0.5, 0.9, 0.5, lexical=2.0, floor=0.1, margin=0.4, half_life_seconds=3600.0),
+    ScoreWeights(1.0, 0.1, 0.0, lexical=0.5, floor=0.9, margin=0.1),  # nothing reaches the floor
+    ScoreWeights(1.0, 0.1, 0.05, lexical=1.0, floor=0.3, margin=0.2, floor_importance=0.15),
+]
+
+
+@pytest.mark.parametrize("weights", GATED, ids=["shipped-like", "floor-only", "margin-only", "heavy", "empty",
+                                                "importance-floor"])
+@pytest.mark.parametrize("n", [300, 3 * SMALL_CANDIDATE_SET])  # exhaustive path and int8 pre-score path
+def test_gated_top_k_equals_brute_force(weights, n):
+    rng = np.random.default_rng(7 + n)
+    d = 48
+    index, ids, vectors, texts, metas = corpus(rng, n, d)
+    mismatches = 0
+    for trial in range(25):
+        q = vectors[int(rng.integers(n))] + 0.6 * rng.standard_normal(d).astype(np.float32)
+        text = " ".join(rng.choice(VOCAB, size=2))
+        scopes = None if trial % 2 else {"global", "entity:e1"}
+        k = [1, 3, 10][trial % 3]
+        hits = index.search(q, k, weights, NOW, scopes, rows="all", query_text=text)
+        expected, below = brute_force(ids, vectors, texts, metas, q, text, k, weights, scopes)
+        mismatches += [h.id for h in hits] != expected or hits.below_floor != below
+        assert hits.candidates == (n if scopes is None else sum(m["scope"] in scopes for m in metas))
+    assert mismatches == 0
+
+
+def test_the_gate_shows_nothing_when_nothing_reaches_the_floor_and_counts_it():
+    rng = np.random.default_rng(1)
+    index, ids, vectors, texts, metas = corpus(rng, 200, 32)
+    hits = index.search(-vectors[0], 5, ScoreWeights(1.0, 0.1, 0.0, floor=0.95, margin=0.1), NOW)
+    assert list(hits) == [] and hits.below_floor == 200 and hits.candidates == 200
+
+
+def test_without_a_gate_the_search_is_the_reference_formula():
+    rng = np.random.default_rng(2)
+    index, ids, vectors, texts, metas = corpus(rng, 500, 32)
+    weights = ScoreWeights()  # 0.5 / 0.5 / 0.1, no lexical part, no gate
+    q = vectors[3]
+    hits = index.search(q, 5, weights, NOW, query_text="apple river")
+    sims = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)) @ (q / np.linalg.norm(q))
+    totals = ranking.total_scores(sims, [m["importance"] for m in metas], [m["ts_epoch"] for m in metas], NOW, weights)
+    assert [h.id for h in hits] == [ids[i] for i in ranking.top_k_by_score(totals, ids, 5)]
+    assert hits.below_floor == 0 and hits.floor is None
+
+
+def test_the_lexical_part_is_bm25_over_its_largest_value():
+    index = MemoryIndex(4)
+    index.upsert(["a", "b", "c"], np.eye(4, dtype=np.float32)[:3],
+                 ["peanut allergy", "passport expires in March", "cycling to work"], [{"scope": "global"}] * 3)
+    lexical = index.lexical("Am I allergic to peanuts?")
+    assert lexical[1] == lexical[2] == 0.0 and 0.0 < lexical[0] <= 1.0
+    assert np.all(index.lexical("nothing in common here") == 0.0)
+    index.upsert(["d"], np.eye(4, dtype=np.float32)[3:], ["peanut butter"], [{"scope": "global"}])
+    assert index.lexical("peanut")[3] > 0  # a write rebuilds the lexical side
