@@ -45,7 +45,7 @@ def test_the_library_shows_an_entity_none_of_another_entitys_conversation(api_st
     with ChatMemory(api_store, start_worker=False) as chat:
         bobs = chat.record_exchange(None, "My safe code is 2468", "Noted, Bob.", entity="bob").conversation_id
         chat.wait_for_summaries()
-        question = "what is the safe code?"
+        question = "what is the safe code? and can I eat peanuts?"
         as_alice = chat.build_context(bobs, question, entity="alice")
         unrecorded = chat.build_context("conv-never-recorded", question, entity="alice")
         assert "2468" not in as_alice.prompt and as_alice.turn == [] and as_alice.summary == []

@@ -45,6 +45,7 @@ from brain.store.plan import WriteResult, memory_edit, plan_write
 from brain.store.positions import PositionClaims
 from brain.store.reads import find_ids, get_documents, type_value
 from brain.store.retrieval import Retrieval, VersionRule
+from brain.store.scrub import clear_unused_index_space
 from brain.store.snapshot import SnapshotIdentity, SnapshotKeeper, snapshot_key, snapshot_path
 from brain.write_intents import WriteIntentLog
 from brain.migrations import migrate_typed_fields
@@ -293,6 +294,8 @@ class Store:
             owned, self._owned_client = self._owned_client, None
             if owned is not None:
                 owned.close()
+                if self._dir_lock is not None:  # the directory is this process's: no client writes it now
+                    clear_unused_index_space(self.settings.data_dir / "chroma")
             if self._dir_lock is not None:
                 self._dir_lock.release()
                 self._dir_lock = None

@@ -21,7 +21,9 @@ A Chroma server (``BRAIN_CHROMA_URL``) keeps its file out of brain's reach: noth
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -104,3 +106,41 @@ def _connect(chroma_dir: Path) -> Iterator[sqlite3.Connection]:
 
 
 __all__ = ["CHROMA_FILE", "deleted_traces", "scrub_deleted"]
+
+
+#: the vector index's header (Chroma's hnswlib files): a 4-byte format number, then offsetLevel0,
+#: max_elements, cur_element_count and size_data_per_element as 8-byte integers
+_HEADER = struct.Struct("<4xQQQQ")
+
+
+def clear_unused_index_space(chroma_dir: Path) -> int:
+    """Zero the slots past the last element in each vector index file (``data_level0.bin``) of the
+    embedded store; returns how many files changed.
+
+    The index is written from a buffer allocated for ``max_elements`` slots and never cleared, so the
+    slots no element uses yet hold whatever the process's memory held: text it read among it. Nothing
+    reads those slots (the header's element count bounds every read). Run only with no client open on
+    the directory, which would write its buffer back: :meth:`brain.store.Store.close` does, after the
+    client it owns is closed. A file whose header does not describe it is left as it is."""
+    changed = 0
+    for header in Path(chroma_dir).glob("*/header.bin"):
+        level0 = header.with_name("data_level0.bin")
+        try:
+            _, max_elements, used, per_element = _HEADER.unpack_from(header.read_bytes())
+            size = level0.stat().st_size
+        except (OSError, struct.error):
+            continue
+        if per_element <= 0 or used > max_elements or size != max_elements * per_element:
+            continue
+        start = used * per_element
+        with open(level0, "r+b") as out:
+            out.seek(start)
+            tail = out.read()
+            if tail.count(0) == len(tail):
+                continue
+            out.seek(start)
+            out.write(bytes(len(tail)))
+            out.flush()
+            os.fsync(out.fileno())
+        changed += 1
+    return changed
