@@ -1,8 +1,9 @@
 """A lost, wrong or much smaller store never empties the mirror: start-up refuses and says to restore.
 
 The mirror is the copy that survives a lost Chroma store. Starting brain on such a store (a lost disk,
-a wrong BRAIN_DATA_DIR, an empty new server behind BRAIN_CHROMA_URL) used to run the catch-up with the
-empty store as the truth, deleting every mirror row before ``brain restore --from-mirror`` could read them.
+a wrong BRAIN_DATA_DIR, an empty new server behind BRAIN_CHROMA_URL) must not run the catch-up with the
+empty store as the truth: that would delete every mirror row before ``brain restore --from-mirror`` could
+read them.
 """
 
 from __future__ import annotations
