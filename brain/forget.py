@@ -175,6 +175,7 @@ def _forget(store: Store, targets: _Targets) -> ForgetReport:
                                 "mirror_copies": copied, "resumed": bool(targets.resumed)}
     if targets.chroma_dir is not None:
         scrubbed["chroma"] = scrub_deleted(targets.chroma_dir, targets.collection_ids, scope, every_id)
+        store.clear_unused_index_space()  # slots of the vector index's files may hold text the process read
     conversations = sorted({str(d.metadata["conversation_id"]) for d in docs
                             if d.metadata.get("type") in (DocType.TURN.value, DocType.SUMMARY.value)
                             and d.metadata.get("conversation_id")})

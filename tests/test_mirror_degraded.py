@@ -117,7 +117,7 @@ def wait_for(url: str, proc: subprocess.Popen, log: Path) -> None:
 def serve(tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(tmp_path / "data"), "OLLAMA_HOST": NOBODY,
-           "BRAIN_SUMMARY_RETRIES": "0"}
+           "BRAIN_SUMMARY_RETRIES": "0", "BRAIN_SUMMARIZER": "extractive"}  # health speaks of the mirror alone
     log = tmp_path / "serve.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "serve", "--port", str(port)], cwd=tmp_path,

@@ -966,8 +966,12 @@ def fill_conversations(store: RagStore) -> None:
                       user_ts="2025-05-01T09:00:00+00:00", assistant_ts="2025-05-01T09:00:02.5+00:00", lang="en")
     store.upsert_turn("conv-a", "In June, with my sister", "June is a great month for Lisbon.",
                       user_ts="2025-05-01T09:01:00+00:00", assistant_ts="2025-05-01T09:01:03+00:00")
-    store.upsert_turn("conv-a", "Book a hotel near the river", "Noted: a hotel near the Tagus.",
-                      user_ts="2025-05-01T09:02:00+00:00", scope="entity:alice", source="system")
+    # a turn of another scope inside conv-a: only a write that gives its positions (an import, a restore)
+    # can make one, since a conversation keeps to its owner's scope
+    hotel = {"type": "turn", "conversation_id": "conv-a", "timestamp": "2025-05-01T09:02:00+00:00",
+             "scope": "entity:alice", "source": "system"}
+    store.upsert_docs([{**hotel, "text": "Book a hotel near the river", "role": "user", "turn_index": 5},
+                       {**hotel, "text": "Noted: a hotel near the Tagus.", "role": "assistant", "turn_index": 6}])
     store.upsert_summary("conv-a", "The user plans a June trip to Lisbon with their sister.", turn_range="1-4",
                          timestamp="2025-05-01T09:01:10+00:00", model_name="stub")
     store.upsert_summary("conv-a", "They want a hotel near the river.", turn_range="5-6",

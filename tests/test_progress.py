@@ -88,5 +88,5 @@ def test_backfill_reports_per_batch_and_draws_no_bar_off_a_terminal(tmp_path, lo
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
     result = CliRunner().invoke(cli, ["mirror", "backfill"])  # stderr is not a terminal here
     assert result.exit_code == 0, result.stderr
-    assert "embedded 1 documents" in result.stdout
+    assert "embedded 1 document;" in result.stdout
     assert result.stderr == ""  # no tqdm bar (and the job was shorter than a log interval)

@@ -447,7 +447,7 @@ def test_forgetting_a_person_asks_first_and_shows_the_counts(serve):
 def test_views_say_so_when_this_server_lacks_their_endpoint(tmp_path, local_embedder, browser):
     """An older brain without the listing endpoints: each view says what is missing instead of failing."""
     settings = api_settings(tmp_path)
-    newer = {"/v1/conversations", "/v1/knowledge", "/v1/persona", "/v1/entities/{name}"}
+    newer = {"/v1/conversations", "/v1/knowledge", "/v1/persona", "/v1/entities/{name:path}"}
     with open_store(settings, embedder=local_embedder) as store:
         app = create_app(settings, store=store)
         app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", "") not in newer]

@@ -17,9 +17,8 @@ from brain.schemas import (
     DOC_TYPES,
     Status,
     ENTITY_MAX_LENGTH,
-    ENTITY_PATTERN,
+    PUBLISHED_ENTITY_PATTERN,
     SPEAKER_NAME_MAX_LENGTH,
-    SPEAKER_NAME_PATTERN,
     check_conversation_id,
     check_scope,
     check_speaker_name,
@@ -43,16 +42,16 @@ def _entity(value: str) -> str:
 
 Text = Annotated[str, AfterValidator(_non_blank), WithJsonSchema({"type": "string", "minLength": 1, "pattern": r"\S"})]
 Entity = Annotated[str, AfterValidator(_entity), WithJsonSchema({
-    "type": "string", "minLength": 1, "maxLength": ENTITY_MAX_LENGTH, "pattern": ENTITY_PATTERN,
+    "type": "string", "minLength": 1, "maxLength": ENTITY_MAX_LENGTH, "pattern": PUBLISHED_ENTITY_PATTERN,
     "description": "an entity name: 1 to 128 characters, no control or formatting characters (Unicode Cc, Cf, Zl, "
                    "Zp), no space at either end"})]
 ConversationId = Annotated[str, AfterValidator(check_conversation_id), WithJsonSchema({
     "type": "string", "pattern": CONVERSATION_ID_PATTERN, "maxLength": CONVERSATION_ID_MAX_LENGTH, "description": "conv-<id>"})]
 Scope = Annotated[str, AfterValidator(check_scope), WithJsonSchema({
-    "type": "string", "pattern": "^(global|entity:" + ENTITY_PATTERN[1:-1] + ")$",
+    "type": "string", "pattern": "^(global|entity:" + PUBLISHED_ENTITY_PATTERN[1:-1] + ")$",
     "description": "'global' or 'entity:<name>'"})]
 SpeakerName = Annotated[str, AfterValidator(lambda value: check_speaker_name(value, "the name")), WithJsonSchema({
-    "type": "string", "minLength": 1, "maxLength": SPEAKER_NAME_MAX_LENGTH, "pattern": SPEAKER_NAME_PATTERN,
+    "type": "string", "minLength": 1, "maxLength": SPEAKER_NAME_MAX_LENGTH, "pattern": PUBLISHED_ENTITY_PATTERN,
     "description": "a display name: 1 to 128 characters, no control characters, no space at either end"})]
 IdempotencyKey = Annotated[str, AfterValidator(check_idempotency_key), WithJsonSchema({
     "type": "string", "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX, "pattern": r"^[ -~]*[!-~][ -~]*$",

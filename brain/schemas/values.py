@@ -41,8 +41,13 @@ UNPRINTABLE_CLASS = (r"\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u08
                      r"\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
                      r"\U000e0001\U000e0020-\U000e007f")
 #: an entity name (the ``<name>`` of an ``entity:<name>`` scope): 1 to 128 characters, none of them
-#: unprinting (:data:`UNPRINTABLE_CLASS`), no space at either end; published as is in the API's schema
+#: unprinting (:data:`UNPRINTABLE_CLASS`), no space at either end
 ENTITY_PATTERN = rf"^[^\s{UNPRINTABLE_CLASS}](?:[^{UNPRINTABLE_CLASS}]{{0,126}}[^\s{UNPRINTABLE_CLASS}])?$"
+#: the name rule as the API's JSON Schema publishes it (ECMA-262 regexes, as schema tools read them): the
+#: class's characters of the Basic Multilingual Plane, lone surrogates aside (JSON text cannot hold one);
+#: the server's own check (:func:`check_name`) refuses the rest too
+_PUBLISHED_CLASS = UNPRINTABLE_CLASS.split(r"\U")[0].replace(r"\ud800-\udfff", "")
+PUBLISHED_ENTITY_PATTERN = rf"^[^\s{_PUBLISHED_CLASS}](?:[^{_PUBLISHED_CLASS}]{{0,126}}[^\s{_PUBLISHED_CLASS}])?$"
 ENTITY_MAX_LENGTH = 128
 #: a conversation id, ``conv-<id>``
 CONVERSATION_ID_PATTERN = r"^conv-[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"

@@ -300,6 +300,15 @@ class Store:
                 self._dir_lock.release()
                 self._dir_lock = None
 
+    def clear_unused_index_space(self) -> int:
+        """Zero the vector index files' unused slots now (:func:`brain.store.scrub.clear_unused_index_space`):
+        on the embedded store this process holds, under the store's lock, so no write of Chroma's index
+        happens meanwhile. Returns how many files changed (0 on a Chroma server, whose files are its own)."""
+        if self._dir_lock is None:
+            return 0
+        with self._lock:
+            return clear_unused_index_space(self.settings.data_dir / "chroma")
+
     def __enter__(self) -> Self:
         return self
 

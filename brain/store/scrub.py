@@ -119,9 +119,10 @@ def clear_unused_index_space(chroma_dir: Path) -> int:
 
     The index is written from a buffer allocated for ``max_elements`` slots and never cleared, so the
     slots no element uses yet hold whatever the process's memory held: text it read among it. Nothing
-    reads those slots (the header's element count bounds every read). Run only with no client open on
-    the directory, which would write its buffer back: :meth:`brain.store.Store.close` does, after the
-    client it owns is closed. A file whose header does not describe it is left as it is."""
+    reads those slots (the header's element count bounds every read), and Chroma writes them again only
+    when it writes the whole file (a new or resized index): :meth:`brain.store.Store.close` clears them
+    after closing its client, and a forget right after its scrub, under the store's lock. A file whose
+    header does not describe it is left as it is."""
     changed = 0
     for header in Path(chroma_dir).glob("*/header.bin"):
         level0 = header.with_name("data_level0.bin")
