@@ -588,3 +588,8 @@ def test_a_given_vector_is_stored_at_unit_length(store):
     assert np.array_equal(stored[unit_id], unit)
     hit = store.retrieve_memories("anything", 2, query_vector=np.full(store.dimension, 1.0))[0]
     assert hit.id == long_id and hit.similarity == pytest.approx(1.0, abs=1e-3)
+
+
+def test_get_with_an_id_given_twice_returns_it_once(store):
+    kept = store.upsert_memory("Ada plays the cello")
+    assert [d.id for d in store.get([kept, "doc-missing", kept])] == [kept]

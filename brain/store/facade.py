@@ -512,6 +512,8 @@ class Store:
         ``entity``, only documents that entity may see (its own scope and the global one)."""
         if isinstance(ids, str):
             ids = [ids]
+        elif ids is not None:
+            ids = list(dict.fromkeys(ids))  # an id asked twice is one document (Chroma refuses duplicates)
         return get_documents(self.chroma, ids, where=where, doc_type=type_value(type), limit=limit, offset=offset,
                              include_embeddings=include_embeddings, scopes=readable_scopes(entity))
 
