@@ -72,6 +72,15 @@ def start_chroma_server(path: Path) -> tuple[subprocess.Popen, str]:
         time.sleep(0.2)
 
 
+def cli_env(settings: Settings) -> dict[str, str]:
+    """The environment a `brain` subprocess needs to open the store ``settings`` name (this checkout's code)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(settings.data_dir),
+           "BRAIN_PERSONA_PATH": str(settings.persona_path)}
+    if settings.chroma_url:
+        env.update(BRAIN_CHROMA_URL=settings.chroma_url, BRAIN_COLLECTION=settings.collection)
+    return env
+
+
 def stop(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:

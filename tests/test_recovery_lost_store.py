@@ -8,12 +8,10 @@ read them.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -26,7 +24,7 @@ from brain.errors import StoreLooksLost
 from brain.mirror import catch_up, recover_store, verify_mirror
 from brain.startup import startup
 
-from .conftest import ROOT, free_port
+from .conftest import cli_env, free_port
 from .test_reindex import NOMIC, ollama  # noqa: F401 (a fixture)
 
 MEMORIES = 40
@@ -150,18 +148,10 @@ def test_a_recreated_store_is_not_the_truth_even_when_it_holds_most_documents(wo
         assert catch_up(store, store.mirror).deleted == 1
 
 
-def _env(settings: Settings) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(settings.data_dir),
-           "BRAIN_PERSONA_PATH": str(settings.persona_path)}
-    if settings.chroma_url:
-        env.update(BRAIN_CHROMA_URL=settings.chroma_url, BRAIN_COLLECTION=settings.collection)
-    return env
-
-
 def test_brain_init_and_serve_refuse_a_lost_store(world, tmp_path):
     settings, path, before = world
     lose_store(settings)
-    env = _env(settings)
+    env = cli_env(settings)
     init = subprocess.run([sys.executable, "-m", "brain.cli", "init"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert init.returncode == 1, init.stdout

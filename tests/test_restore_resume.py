@@ -7,7 +7,6 @@ after the last write): in-process hooks make the points exact, the kill itself i
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import struct
 import subprocess
@@ -23,7 +22,7 @@ from brain.errors import RestoreUnfinished
 from brain.mirror import NON_FINITE_VALUE, BLOB_LENGTH_INVALID, recover_store
 from brain.startup import startup
 
-from .conftest import ROOT
+from .conftest import cli_env
 from .test_recovery_lost_store import fill, lose_store, mirror_rows
 
 # runs in the killed process: the restore a user runs, with SIGKILL at one point of it
@@ -56,14 +55,6 @@ print("finished")
 """
 
 
-def _env(settings: Settings) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(settings.data_dir),
-           "BRAIN_PERSONA_PATH": str(settings.persona_path)}
-    if settings.chroma_url:
-        env.update(BRAIN_CHROMA_URL=settings.chroma_url, BRAIN_COLLECTION=settings.collection)
-    return env
-
-
 def store_documents(settings: Settings, embedder) -> dict[str, tuple]:
     from chromadb.api.client import SharedSystemClient
 
@@ -89,7 +80,7 @@ def test_a_restore_killed_at_any_point_then_any_start_keeps_every_mirror_row(wor
                                                                             where, n):
     settings, path, before, documents = world
     lose_store(settings)
-    killed = subprocess.run([sys.executable, "-c", KILLED_RESTORE, where, str(n)], cwd=tmp_path, env=_env(settings),
+    killed = subprocess.run([sys.executable, "-c", KILLED_RESTORE, where, str(n)], cwd=tmp_path, env=cli_env(settings),
                             capture_output=True, text=True, timeout=300)
     assert killed.returncode == -9, killed.stderr
     assert mirror_rows(path) == before
@@ -98,13 +89,13 @@ def test_a_restore_killed_at_any_point_then_any_start_keeps_every_mirror_row(wor
         startup(settings, warm=False)
     assert "did not finish" in str(refused.value) and "brain restore --from-mirror" in str(refused.value)
     for command in (["init"], ["mirror", "sync"], ["mirror", "rebuild"]):
-        ran = subprocess.run([sys.executable, "-m", "brain.cli", *command], cwd=tmp_path, env=_env(settings),
+        ran = subprocess.run([sys.executable, "-m", "brain.cli", *command], cwd=tmp_path, env=cli_env(settings),
                              capture_output=True, text=True, timeout=300)
         assert ran.returncode == 1 and "did not finish" in ran.stderr, (command, ran.stdout, ran.stderr)
     assert mirror_rows(path) == before and path.with_name("mirror.db").exists()
     # running the restore again completes it
     again = subprocess.run([sys.executable, "-m", "brain.cli", "restore", "--from-mirror"], cwd=tmp_path,
-                           env=_env(settings), capture_output=True, text=True, timeout=300)
+                           env=cli_env(settings), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert store_documents(settings, local_embedder) == documents
     started = startup(settings, warm=False)
@@ -172,7 +163,7 @@ def test_the_restore_command_killed_mid_way_then_init_keeps_every_row(tmp_path, 
     documents = store_documents(settings, local_embedder)
     lose_store(settings)
     proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "restore", "--from-mirror"], cwd=tmp_path,
-                            env=_env(settings), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=cli_env(settings), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         intents = settings.data_dir / "write_intents"
@@ -187,15 +178,15 @@ def test_the_restore_command_killed_mid_way_then_init_keeps_every_row(tmp_path, 
         proc.wait()
     assert proc.returncode == -9
     assert 0 < len(store_documents(settings, local_embedder)) < len(documents)
-    init = subprocess.run([sys.executable, "-m", "brain.cli", "init"], cwd=tmp_path, env=_env(settings),
+    init = subprocess.run([sys.executable, "-m", "brain.cli", "init"], cwd=tmp_path, env=cli_env(settings),
                           capture_output=True, text=True, timeout=300)
     assert init.returncode == 1 and "did not finish" in init.stderr
     assert mirror_rows(path) == before
     again = subprocess.run([sys.executable, "-m", "brain.cli", "restore", "--from-mirror"], cwd=tmp_path,
-                           env=_env(settings), capture_output=True, text=True, timeout=300)
+                           env=cli_env(settings), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert store_documents(settings, local_embedder) == documents
-    init = subprocess.run([sys.executable, "-m", "brain.cli", "init"], cwd=tmp_path, env=_env(settings),
+    init = subprocess.run([sys.executable, "-m", "brain.cli", "init"], cwd=tmp_path, env=cli_env(settings),
                           capture_output=True, text=True, timeout=300)
     assert init.returncode == 0, init.stderr
     assert "0 deleted" in init.stdout and set(mirror_rows(path)) == set(before)
