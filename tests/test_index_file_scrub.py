@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from brain.config import Settings
 from brain.rag_store import RagStore
@@ -15,21 +16,24 @@ def level0_files(data_dir):
     return sorted((data_dir / "chroma").glob("*/data_level0.bin"))
 
 
-def test_closing_the_store_zeroes_the_slots_no_element_uses(tmp_path, local_embedder):
+@pytest.mark.parametrize("name", ["data_level0.bin", "length.bin"])
+def test_closing_the_store_zeroes_the_slots_no_element_uses(tmp_path, local_embedder, name):
     settings = Settings(data_dir=tmp_path / "data")
     with RagStore(settings, embedder=local_embedder) as store:
         store.upsert_memory("Ada eats quinceberries")
     (level0,) = level0_files(settings.data_dir)
     _, max_elements, used, per_element = _HEADER.unpack_from(level0.with_name("header.bin").read_bytes())
-    assert level0.stat().st_size == max_elements * per_element and used < max_elements
-    with open(level0, "r+b") as out:  # what an unlucky allocation leaves: text in a slot nothing uses
-        out.seek(used * per_element + 10)
+    slot = per_element if name == "data_level0.bin" else 4  # length.bin: one 4-byte length per element
+    target = level0.with_name(name)
+    assert target.stat().st_size == max_elements * slot and used < max_elements
+    with open(target, "r+b") as out:  # what an unlucky allocation leaves: text in a slot nothing uses
+        out.seek(used * slot + 4)
         out.write(SECRET)
-    assert SECRET in level0.read_bytes()
+    assert SECRET in target.read_bytes()
     with RagStore(settings, embedder=local_embedder) as store:
         assert [h.text for h in store.retrieve_memories("what does Ada eat?", entity="ada")] == [
             "Ada eats quinceberries"]
-    assert SECRET not in level0.read_bytes()
+    assert SECRET not in target.read_bytes()
     assert clear_unused_index_space(settings.data_dir / "chroma") == 0  # nothing left to clear
 
 

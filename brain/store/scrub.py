@@ -114,34 +114,46 @@ _HEADER = struct.Struct("<4xQQQQ")
 
 
 def clear_unused_index_space(chroma_dir: Path) -> int:
-    """Zero the slots past the last element in each vector index file (``data_level0.bin``) of the
-    embedded store; returns how many files changed.
+    """Zero the slots past the last element in each vector index's per-element files
+    (``data_level0.bin`` and ``length.bin``) of the embedded store; returns how many files changed.
 
-    The index is written from a buffer allocated for ``max_elements`` slots and never cleared, so the
+    Both files are written from buffers allocated for ``max_elements`` slots and never cleared, so the
     slots no element uses yet hold whatever the process's memory held: text it read among it. Nothing
     reads those slots (the header's element count bounds every read), and Chroma writes them again only
     when it writes the whole file (a new or resized index): :meth:`brain.store.Store.close` clears them
     after closing its client, and a forget right after its scrub, under the store's lock. A file whose
-    header does not describe it is left as it is."""
+    size does not match its header is left as it is."""
     changed = 0
     for header in Path(chroma_dir).glob("*/header.bin"):
-        level0 = header.with_name("data_level0.bin")
         try:
             _, max_elements, used, per_element = _HEADER.unpack_from(header.read_bytes())
-            size = level0.stat().st_size
         except (OSError, struct.error):
             continue
-        if per_element <= 0 or used > max_elements or size != max_elements * per_element:
+        if per_element <= 0 or used > max_elements:
             continue
-        start = used * per_element
-        with open(level0, "r+b") as out:
+        for name, slot in (("data_level0.bin", per_element), (_LENGTHS, _LENGTH_SLOT)):
+            changed += _zero_tail(header.with_name(name), max_elements * slot, used * slot)
+    return changed
+
+
+#: one link-list length per element, a 4-byte unsigned integer each
+_LENGTHS = "length.bin"
+_LENGTH_SLOT = 4
+
+
+def _zero_tail(path: Path, expected_size: int, start: int) -> int:
+    try:
+        if path.stat().st_size != expected_size:
+            return 0
+        with open(path, "r+b") as out:
             out.seek(start)
             tail = out.read()
             if tail.count(0) == len(tail):
-                continue
+                return 0
             out.seek(start)
             out.write(bytes(len(tail)))
             out.flush()
             os.fsync(out.fileno())
-        changed += 1
-    return changed
+    except OSError:
+        return 0
+    return 1
