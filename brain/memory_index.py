@@ -436,6 +436,13 @@ class MemoryIndex:
                 return np.zeros(n)
             return self._bm25.scores(tokens) / top
 
+    def prefix_match(self, query_text: str) -> np.ndarray:
+        """Every row's stem-prefix match with ``query_text``, 0..1 (:meth:`BM25Index.prefix_match`):
+        the evidence an important memory needs for its lower floor."""
+        with self._lock:
+            self.lexical(query_text)  # builds the lexical side when a write changed it
+            return self._bm25.prefix_match(tokenize(query_text))
+
     def _recency(self, now: float, weights: ScoreWeights) -> np.ndarray:
         """w_rec * 0.5**(age/h) for every row, as one multiply per row.
 
@@ -494,6 +501,9 @@ class MemoryIndex:
             lex_part = None
             if weights.lexical > 0 and query_text:
                 lex_part = weights.lexical * self.lexical(query_text)
+            match = None  # the evidence an important memory needs for its lower floor
+            if ranking.lowers_floor(weights) and weights.floor_importance_match > 0 and query_text:
+                match = self.prefix_match(query_text)
             f32 = self._f32
 
             ids = self._ids
@@ -507,7 +517,8 @@ class MemoryIndex:
                 lex = 0.0 if lex_part is None else lex_part[rows]
                 if weights.gated:
                     order, below = ranking.gated_top_k_reference(sims, lex, static[rows], [ids[r] for r in rows],
-                                                                 k, weights, self._importance[rows])
+                                                                 k, weights, self._importance[rows],
+                                                                 None if match is None else match[rows])
                     order = np.asarray(order, dtype=np.intp)
                 else:
                     totals = weights.similarity * (sims + lex) + static[rows]
@@ -518,7 +529,7 @@ class MemoryIndex:
                 if weights.gated:
                     top, top_sims, below = ranking.gated_bounded_top_k(
                         static, approx, slack, lex_part, k, exact, weights, candidates=rows, keys=self._ids,
-                        importance=self._importance[:n])
+                        importance=self._importance[:n], match=match)
                 else:
                     with_lex = static if lex_part is None else static + weights.similarity * lex_part
                     top, top_sims = ranking.bounded_top_k(
@@ -527,6 +538,8 @@ class MemoryIndex:
             hits = []
             for r, s in zip(top, top_sims):
                 lexical = 0.0 if lex_part is None else float(weights.similarity * lex_part[r])
+                floor = None if weights.floor is None else float(ranking.floors(
+                    weights, self._importance[r], None if match is None else match[r]))
                 hits.append(MemoryHit(
                     id=self._ids[r],
                     text=self._texts[r],
@@ -537,5 +550,6 @@ class MemoryIndex:
                     importance_part=float(imp_part[r]),
                     recency_part=float(rec_part[r]),
                     lexical_part=lexical,
+                    floor=floor,
                 ))
             return GatedHits(hits, candidates=candidates, below_floor=below, **gate)

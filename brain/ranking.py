@@ -8,16 +8,21 @@ the query's keyword tokens divided by the largest score those tokens can reach (
 :meth:`brain.text.BM25Index.max_score`). With a relevance gate (``floor`` and/or ``margin`` set) a
 memory is a candidate only when it is relevant:
 
-    relevance >= floor - w_fi * (importance - 1) / 4   and   relevance >= (best relevance among those) - margin
+    relevance >= floor - w_fi * (importance - 1) / 4 * [match >= m_fi]
+    and relevance >= (best relevance among those) - margin
 
 (``w_fi``, ``floor_importance``: a critical memory gets a lower bar than a trivial one, since missing
-it costs more than showing it)
+it costs more than showing it; but only with words in common with the query: ``match`` is the
+memory's stem-prefix match (:meth:`brain.text.BM25Index.prefix_match`, 0..1, "allergies" meets
+"allergic") and ``m_fi`` is ``floor_importance_match``. Without that evidence an important memory of
+someone else, as close in meaning as any unrelated sentence can be, would pass the lowered bar.
+With ``m_fi = 0`` every memory gets it.)
 
 and the score orders the candidates. Without a gate and with ``w_lex = 0`` this is the reference
 formula ``w_sim * similarity + w_imp * importance / 5 + recency``.
 
-The importance and recency parts do not depend on the query, and the lexical part is computed
-exactly for every memory from postings, so only the similarity has to be computed per query — and
+The importance and recency parts do not depend on the query, and the lexical part and the match are
+computed exactly for every memory from postings, so only the similarity has to be computed per query — and
 only for the memories that could still be shown. :func:`bounded_top_k` (no gate) and
 :func:`gated_bounded_top_k` find those with an int8 pre-score whose error is bounded per memory (see
 :func:`quantize_rows`), then rescore the survivors in float32. Every memory they skip provably fails
@@ -47,6 +52,11 @@ FLOAT32_DOT_SLACK = 1e-4
 INT8_THREADS = 1
 # rows per block when taking the pruning threshold from block maxima
 THRESHOLD_BLOCK = 64
+#: m_fi of the relevance ranking: the stem-prefix match an important memory needs for its lower floor.
+#: Chosen on LoCoMo's tuning conversations (bench/RELEVANCE_RESULTS.md): from 0.3 up, another person's
+#: memories pass no more often than with no lowering at all; a fact sharing one of a short message's
+#: two words ("Which allergies should I know about?" / "Alice is allergic to peanuts") has about 0.45.
+FLOOR_IMPORTANCE_MATCH = 0.3
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,8 @@ class ScoreWeights:
     margin: float | None = None
     #: w_fi: how much lower the floor is for an importance-5 memory than for an importance-1 one
     floor_importance: float = 0.0
+    #: m_fi: the stem-prefix match with the query (0..1) a memory needs for that lower floor (0: none)
+    floor_importance_match: float = 0.0
 
     @property
     def gated(self) -> bool:
@@ -85,7 +97,8 @@ class ScoreWeights:
         return cls(similarity=1.0, importance=settings.relevance_importance, recency=settings.relevance_recency,
                    half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
                    recency_from=getattr(settings, "recency_from", "created"), lexical=settings.relevance_lexical,
-                   floor=floor, margin=margin, floor_importance=settings.relevance_floor_importance)
+                   floor=floor, margin=margin, floor_importance=settings.relevance_floor_importance,
+                   floor_importance_match=FLOOR_IMPORTANCE_MATCH)
 
     @classmethod
     def from_settings(cls, settings) -> "ScoreWeights":
@@ -130,37 +143,50 @@ def total_scores(similarity, importance, epochs, now: float, weights: ScoreWeigh
     )
 
 
-def floors(weights: ScoreWeights, importance) -> np.ndarray | float:
-    """Each candidate's floor: ``floor - w_fi * (importance - 1) / 4`` (-inf without a floor)."""
+def lowers_floor(weights: ScoreWeights) -> bool:
+    """Whether importance lowers the floor, so that a search needs each memory's importance."""
+    return weights.floor is not None and weights.floor_importance > 0
+
+
+def floors(weights: ScoreWeights, importance, match=None) -> np.ndarray | float:
+    """Each candidate's floor: ``floor - w_fi * (importance - 1) / 4`` where its stem-prefix ``match``
+    reaches ``m_fi`` (every candidate when ``m_fi`` is 0; none when ``match`` is None), else ``floor``
+    (-inf without a floor)."""
     if weights.floor is None:
         return -np.inf
-    if not weights.floor_importance:
+    if not lowers_floor(weights):
         return weights.floor
-    return weights.floor - weights.floor_importance * (np.asarray(importance, dtype=np.float64) - 1.0) / 4.0
+    lowering = weights.floor_importance * (np.asarray(importance, dtype=np.float64) - 1.0) / 4.0
+    if weights.floor_importance_match > 0:
+        if match is None:
+            return weights.floor
+        lowering = np.where(np.asarray(match, dtype=np.float64) >= weights.floor_importance_match, lowering, 0.0)
+    return weights.floor - lowering
 
 
 def relevance_gate(similarity: np.ndarray, lexical_part: np.ndarray | float, weights: ScoreWeights,
-                   importance=None) -> np.ndarray:
+                   importance=None, match=None) -> np.ndarray:
     """Which candidates pass the gate (all of them without one); ``lexical_part`` is ``w_lex * lexical``."""
     relevance = np.asarray(similarity, dtype=np.float64) + lexical_part
-    ok = np.ones(relevance.shape[0], dtype=bool) if weights.floor is None else relevance >= floors(weights, importance)
+    ok = (np.ones(relevance.shape[0], dtype=bool) if weights.floor is None
+          else relevance >= floors(weights, importance, match))
     if weights.margin is not None and ok.any():
         ok &= relevance >= float(relevance[ok].max()) - weights.margin
     return ok
 
 
 def gated_top_k_reference(similarity, lexical_part, static, keys: Sequence[str], k: int,
-                          weights: ScoreWeights, importance=None) -> tuple[list[int], int]:
+                          weights: ScoreWeights, importance=None, match=None) -> tuple[list[int], int]:
     """Brute force: positions of the top ``k`` among the candidates that pass the gate, by
     ``w_sim * (similarity + lexical_part) + static``, ties by key; and how many were less relevant than
-    the floor."""
+    their floor."""
     sims = np.asarray(similarity, dtype=np.float64)
     lex = np.broadcast_to(np.asarray(lexical_part, dtype=np.float64), sims.shape)
-    ok = relevance_gate(sims, lex, weights, importance)
+    ok = relevance_gate(sims, lex, weights, importance, match)
     totals = weights.similarity * (sims + lex) + np.asarray(static, dtype=np.float64)
     passing = np.flatnonzero(ok)
     order = top_k_positions(totals[passing], lambda i: keys[passing[i]], k)
-    below = 0 if weights.floor is None else int(np.count_nonzero(sims + lex < floors(weights, importance)))
+    below = 0 if weights.floor is None else int(np.count_nonzero(sims + lex < floors(weights, importance, match)))
     return [int(passing[i]) for i in order], below
 
 
@@ -295,10 +321,12 @@ def gated_bounded_top_k(
     candidates: np.ndarray | None = None,
     keys: Sequence[str] | None = None,
     importance: np.ndarray | None = None,
+    match: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """:func:`bounded_top_k` behind the relevance gate: ``(rows, similarities, below_floor)``, equal
     to :func:`gated_top_k_reference` over the candidates. ``lexical_part`` (by row, ``w_lex *
-    lexical``) is exact, so only the similarity is bounded (``approx ± slack``). In order:
+    lexical``) is exact, so only the similarity is bounded (``approx ± slack``); ``importance`` and the
+    stem-prefix ``match`` (by row) give each row its floor (:func:`floors`). In order:
 
     1. rows whose relevance cannot reach the floor are out; those whose lower bound reaches it are in;
     2. the best relevance is at least the best lower bound ``L`` of the rows surely in, so only rows
@@ -311,7 +339,8 @@ def gated_bounded_top_k(
     rows = np.arange(static.shape[0]) if candidates is None else np.asarray(candidates)
     if rows.size == 0 or k <= 0:
         return rows[:0], np.zeros(0), 0
-    floor = floors(weights, None if importance is None else np.asarray(importance)[rows])  # scalar or by row
+    floor = floors(weights, None if importance is None else np.asarray(importance)[rows],
+                   None if match is None else np.asarray(match)[rows])  # scalar or by row
     lex = np.zeros(rows.size) if lexical_part is None else np.asarray(lexical_part, dtype=np.float64)[rows]
     approx, slack = approx_similarity[rows], similarity_slack[rows]
     lo, hi = approx - slack, approx + slack

@@ -46,7 +46,9 @@ class Hit:
 @dataclass
 class MemoryHit:
     """A ranked memory with the parts of its score:
-    score = similarity_part + lexical_part + importance_part + recency_part (see :mod:`brain.ranking`)."""
+    score = similarity_part + lexical_part + importance_part + recency_part (see :mod:`brain.ranking`);
+    ``floor``: the relevance it had to reach (lower for an important memory with words in common with
+    the query; None without a relevance gate)."""
 
     id: str
     text: str
@@ -57,9 +59,13 @@ class MemoryHit:
     importance_part: float
     recency_part: float
     lexical_part: float = 0.0
+    floor: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if data["floor"] is None:  # searches rank without a gate: nothing to say
+            del data["floor"]
+        return data
 
 
 class GatedHits(list):

@@ -3,6 +3,8 @@ with the int8 pre-score, the lexical part and the floor/margin together."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -13,7 +15,8 @@ from brain.text import BM25Index, tokenize
 
 NOW = 1_800_000_000.0
 VOCAB = ["apple", "river", "piano", "garden", "passport", "peanut", "violin", "harbour", "winter", "cello",
-         "lemon", "marathon", "ferry", "kitten", "lantern", "meadow"]
+         "lemon", "marathon", "ferry", "kitten", "lantern", "meadow",
+         "violinist", "meadowlark", "harbourmaster", "kittenish"]  # stems that meet another's by prefix
 
 
 def corpus(rng, n, d, topics=12):
@@ -29,8 +32,35 @@ def corpus(rng, n, d, topics=12):
     return index, ids, vectors, texts, metas
 
 
+def prefix_match_by_hand(texts, query_text, min_prefix=5, k1=1.2, b=0.75):
+    """Each text's BM25 match by stem prefix over its largest value, word by word in plain Python."""
+    docs = [tokenize(t) for t in texts]
+    mean_length = sum(map(len, docs)) / len(docs)
+
+    def related(a, c):
+        short, long_ = sorted((a, c), key=len)
+        return a == c or (len(short) >= min_prefix and long_.startswith(short))
+
+    held_by = Counter(t for d in docs for t in set(d))
+
+    def idf(term):
+        return np.log(1 + (len(docs) - held_by[term] + 0.5) / (held_by[term] + 0.5))
+
+    out, top = np.zeros(len(docs)), 0.0
+    for word in dict.fromkeys(tokenize(query_text)):
+        terms = [t for t in held_by if related(word, t)]
+        if not terms:
+            continue
+        top += max(idf(t) for t in terms) * (k1 + 1)
+        for j, d in enumerate(docs):
+            norm = k1 * (1 - b + b * len(d) / mean_length)
+            out[j] += max([idf(t) * d.count(t) * (k1 + 1) / (d.count(t) + norm) for t in terms if t in d], default=0.0)
+    return out / top if top > 0 else out
+
+
 def brute_force(ids, vectors, texts, metas, query, query_text, k, weights, scopes=None):
-    """Every candidate scored in float64 from scratch: similarity, BM25 / its maximum, the gate."""
+    """Every candidate scored in float64 from scratch: similarity, BM25 / its maximum, the gate (with
+    each memory's importance and its match by stem prefix)."""
     keep = [j for j, m in enumerate(metas) if scopes is None or m["scope"] in scopes]
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     sims = unit[keep].astype(np.float64) @ (query / np.linalg.norm(query)).astype(np.float64)
@@ -38,10 +68,11 @@ def brute_force(ids, vectors, texts, metas, query, query_text, k, weights, scope
     tokens = tokenize(query_text)
     top = bm25.max_score(tokens)
     lexical = (bm25.scores(tokens) / top if top > 0 else np.zeros(len(texts)))[keep]
+    match = prefix_match_by_hand(texts, query_text)[keep] if weights.floor_importance_match else None
     static = (ranking.importance_part([metas[j]["importance"] for j in keep], weights)
               + ranking.recency_part([metas[j]["ts_epoch"] for j in keep], NOW, weights))
     order, below = ranking.gated_top_k_reference(sims, weights.lexical * lexical, static, [ids[j] for j in keep], k,
-                                                 weights, [metas[j]["importance"] for j in keep])
+                                                 weights, [metas[j]["importance"] for j in keep], match)
     return [ids[keep[j]] for j in order], below
 
 
@@ -52,11 +83,12 @@ GATED = [
     ScoreWeights(0.5, 0.9, 0.5, lexical=2.0, floor=0.1, margin=0.4, half_life_seconds=3600.0),
     ScoreWeights(1.0, 0.1, 0.0, lexical=0.5, floor=0.9, margin=0.1),  # nothing reaches the floor
     ScoreWeights(1.0, 0.1, 0.05, lexical=1.0, floor=0.3, margin=0.2, floor_importance=0.15),
+    ScoreWeights(1.0, 0.1, 0.05, lexical=1.0, floor=0.3, margin=0.2, floor_importance=0.3, floor_importance_match=0.3),
 ]
 
 
 @pytest.mark.parametrize("weights", GATED, ids=["shipped-like", "floor-only", "margin-only", "heavy", "empty",
-                                                "importance-floor"])
+                                                "importance-floor", "importance-floor-with-words"])
 @pytest.mark.parametrize("n", [300, 3 * SMALL_CANDIDATE_SET])  # exhaustive path and int8 pre-score path
 def test_gated_top_k_equals_brute_force(weights, n):
     rng = np.random.default_rng(7 + n)
@@ -103,3 +135,16 @@ def test_the_lexical_part_is_bm25_over_its_largest_value():
     assert np.all(index.lexical("nothing in common here") == 0.0)
     index.upsert(["d"], np.eye(4, dtype=np.float32)[3:], ["peanut butter"], [{"scope": "global"}])
     assert index.lexical("peanut")[3] > 0  # a write rebuilds the lexical side
+
+
+def test_the_match_by_stem_prefix_joins_forms_the_stemmer_cuts_apart():
+    texts = ["Alice is allergic to peanuts", "Bob is allergic to shellfish", "The household shops on Saturdays",
+             "Carol reads art books", "Dan is ready"]
+    bm25 = BM25Index([tokenize(t) for t in texts])
+    assert tokenize("allergies") == ["allergi"] and bm25.scores(tokenize("Which allergies?")).max() == 0.0
+    match = bm25.prefix_match(tokenize("Which allergies should I know about?"))
+    assert match == pytest.approx(prefix_match_by_hand(texts, "Which allergies should I know about?"))
+    assert match[0] == match[1] > 0.3 and match[2:].max() == 0.0
+    # a short stem meets only itself: "read" not "readi" ("ready"), "art" not "artist"
+    short = bm25.prefix_match(tokenize("the artist read"))
+    assert short[3] > 0 and short[4] == 0.0 and short == pytest.approx(prefix_match_by_hand(texts, "the artist read"))

@@ -465,6 +465,8 @@ def _similarity_item(section: str, hit: Hit, floor: float | None) -> ContextItem
 
 
 def _memory_item(hit: Any, floor: float | None) -> ContextItem:
+    own = getattr(hit, "floor", None)  # the floor this memory had to reach: lower for an important one
+    floor = floor if own is None else own
     scores = {"score": hit.score, "similarity": hit.similarity, "similarity_part": hit.similarity_part,
               "lexical_part": hit.lexical_part, "importance_part": hit.importance_part,
               "recency_part": hit.recency_part}

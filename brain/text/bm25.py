@@ -8,6 +8,7 @@ so one implementation keeps their lexical scores on the same scale.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Sequence
 
 import numpy as np
@@ -38,6 +39,7 @@ class BM25Index:
             freqs = np.fromiter(per_doc.values(), dtype=np.float64, count=len(per_doc))
             idf = math.log(1.0 + (self.size - len(per_doc) + 0.5) / (len(per_doc) + 0.5))
             self._postings[token] = (rows, freqs, idf)
+        self._vocabulary: list[str] | None = None  # sorted, for prefix lookups; built on first use
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
         """BM25 score of every document; a query word counts once however often it is repeated."""
@@ -55,6 +57,43 @@ class BM25Index:
         tokens some document holds (term frequency saturates below ``k1 + 1``). Dividing by it puts a
         query's lexical match on a 0..1 scale whatever the query's length."""
         return sum(self._postings[t][2] * (self._k1 + 1.0) for t in dict.fromkeys(query_tokens) if t in self._postings)
+
+    def related_terms(self, token: str, min_prefix: int = 5) -> list[str]:
+        """The indexed terms ``token`` matches by stem prefix: itself, and every term one of the two is
+        a prefix of, the shorter being at least ``min_prefix`` characters long. Snowball stems some
+        forms of a word differently ("allergies" -> "allergi", "allergic" -> "allerg"); the prefix
+        joins them, and the minimum length keeps short stems ("art", "read") from matching widely."""
+        terms = [token] if token in self._postings else []
+        if len(token) < min_prefix:
+            return terms
+        terms += [token[:n] for n in range(min_prefix, len(token)) if token[:n] in self._postings]
+        if self._vocabulary is None:
+            self._vocabulary = sorted(self._postings)
+        at = bisect_left(self._vocabulary, token)
+        while at < len(self._vocabulary) and self._vocabulary[at].startswith(token):
+            if self._vocabulary[at] != token:
+                terms.append(self._vocabulary[at])
+            at += 1
+        return terms
+
+    def prefix_match(self, query_tokens: Sequence[str], min_prefix: int = 5) -> np.ndarray:
+        """Every document's match with the query by stem prefix, 0..1: per distinct query token the best
+        BM25 term score among its :meth:`related_terms`, summed, over the largest sum possible (each
+        token's best ``idf * (k1 + 1)``). Tokens no document matches count for nothing, as in
+        :meth:`max_score`; no such token at all gives zeros."""
+        out = np.zeros(self.size, dtype=np.float64)
+        top = 0.0
+        for token in dict.fromkeys(query_tokens):
+            terms = self.related_terms(token, min_prefix)
+            if not terms:
+                continue
+            best = np.zeros(self.size, dtype=np.float64)
+            for term in terms:
+                rows, freqs, idf = self._postings[term]
+                best[rows] = np.maximum(best[rows], idf * freqs * (self._k1 + 1.0) / (freqs + self._norm[rows]))
+            out += best
+            top += max(self._postings[t][2] for t in terms) * (self._k1 + 1.0)
+        return out / top if top > 0 else out
 
 
 __all__ = ["BM25Index"]
