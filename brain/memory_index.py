@@ -424,24 +424,27 @@ class MemoryIndex:
         """Every row's lexical match with ``query_text``, 0..1: its BM25 score (over every row, in
         keyword tokens) divided by the largest score the query's tokens can reach."""
         with self._lock:
-            n = self._n
-            if self._bm25 is None:
-                for doc_id, text in zip(self._ids, self._texts):
-                    if doc_id not in self._tokens:
-                        self._tokens[doc_id] = tokenize(text)
-                self._bm25 = BM25Index([self._tokens[doc_id] for doc_id in self._ids])
+            bm25 = self._lexical_side()
             tokens = tokenize(query_text)
-            top = self._bm25.max_score(tokens)
+            top = bm25.max_score(tokens)
             if top <= 0:
-                return np.zeros(n)
-            return self._bm25.scores(tokens) / top
+                return np.zeros(self._n)
+            return bm25.scores(tokens) / top
 
     def prefix_match(self, query_text: str) -> np.ndarray:
         """Every row's stem-prefix match with ``query_text``, 0..1 (:meth:`BM25Index.prefix_match`):
         the evidence an important memory needs for its lower floor."""
         with self._lock:
-            self.lexical(query_text)  # builds the lexical side when a write changed it
-            return self._bm25.prefix_match(tokenize(query_text))
+            return self._lexical_side().prefix_match(tokenize(query_text))
+
+    def _lexical_side(self) -> BM25Index:
+        """BM25 over every row, built again after a write changed the rows (the caller holds the lock)."""
+        if self._bm25 is None:
+            for doc_id, text in zip(self._ids, self._texts):
+                if doc_id not in self._tokens:
+                    self._tokens[doc_id] = tokenize(text)
+            self._bm25 = BM25Index([self._tokens[doc_id] for doc_id in self._ids])
+        return self._bm25
 
     def _recency(self, now: float, weights: ScoreWeights) -> np.ndarray:
         """w_rec * 0.5**(age/h) for every row, as one multiply per row.

@@ -87,11 +87,15 @@ class BM25Index:
             terms = self.related_terms(token, min_prefix)
             if not terms:
                 continue
-            best = np.zeros(self.size, dtype=np.float64)
-            for term in terms:
-                rows, freqs, idf = self._postings[term]
-                best[rows] = np.maximum(best[rows], idf * freqs * (self._k1 + 1.0) / (freqs + self._norm[rows]))
-            out += best
+            if len(terms) == 1:  # the usual case: add the term's scores in place
+                rows, freqs, idf = self._postings[terms[0]]
+                out[rows] += idf * freqs * (self._k1 + 1.0) / (freqs + self._norm[rows])
+            else:
+                best = np.zeros(self.size, dtype=np.float64)
+                for term in terms:
+                    rows, freqs, idf = self._postings[term]
+                    best[rows] = np.maximum(best[rows], idf * freqs * (self._k1 + 1.0) / (freqs + self._norm[rows]))
+                out += best
             top += max(self._postings[t][2] for t in terms) * (self._k1 + 1.0)
         return out / top if top > 0 else out
 
