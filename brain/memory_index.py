@@ -481,13 +481,16 @@ class MemoryIndex:
         equals: dict[str, Any] | None = None,
         rows: Rows | None = None,
         query_text: str | None = None,
+        topic_texts: Sequence[str] = (),
     ) -> GatedHits:
         """The exact top ``k`` rows for a unit ``query`` vector, behind the weights' relevance gate
         (see :mod:`brain.ranking`). ``scopes`` keeps rows of those scopes (None: every scope); ``rows``
         which kinds of row (:data:`Rows`; by default active memories when ``scopes`` are given, as an
         entity's search wants, and every row when not, as an operator's all-scopes search wants);
         ``equals`` keeps rows whose metadata has exactly those values (e.g. ``{"topic": "ocr"}``);
-        ``query_text`` is what the lexical part matches (no lexical part without it)."""
+        ``query_text`` is what the lexical part matches (no lexical part without it); an important
+        memory's lower floor needs words in common with it or with one of ``topic_texts`` (e.g. the
+        conversation's latest turns)."""
         if rows is None:
             rows = "all" if scopes is None else "memories"
         q = ranking.normalize_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
@@ -505,8 +508,9 @@ class MemoryIndex:
             if weights.lexical > 0 and query_text:
                 lex_part = weights.lexical * self.lexical(query_text)
             match = None  # the evidence an important memory needs for its lower floor
-            if ranking.lowers_floor(weights) and weights.floor_importance_match > 0 and query_text:
-                match = self.prefix_match(query_text)
+            texts = [t for t in (query_text, *topic_texts) if t]
+            if ranking.lowers_floor(weights) and weights.floor_importance_match > 0 and texts:
+                match = np.max([self.prefix_match(t) for t in texts], axis=0)
             f32 = self._f32
 
             ids = self._ids

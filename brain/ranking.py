@@ -12,9 +12,10 @@ memory is a candidate only when it is relevant:
     and relevance >= (best relevance among those) - margin
 
 (``w_fi``, ``floor_importance``: a critical memory gets a lower bar than a trivial one, since missing
-it costs more than showing it; but only with words in common with the query: ``match`` is the
-memory's stem-prefix match (:meth:`brain.text.BM25Index.prefix_match`, 0..1, "allergies" meets
-"allergic") and ``m_fi`` is ``floor_importance_match``. Without that evidence an important memory of
+it costs more than showing it; but only with words in common with the query, or with the
+conversation's latest turns when the context asks: ``match`` is the memory's best stem-prefix match
+with those texts (:meth:`brain.text.BM25Index.prefix_match`, 0..1, "allergies" meets "allergic") and
+``m_fi`` is ``floor_importance_match``. Without that evidence an important memory of
 someone else, as close in meaning as any unrelated sentence can be, would pass the lowered bar.
 With ``m_fi = 0`` every memory gets it.)
 

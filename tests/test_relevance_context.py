@@ -247,3 +247,13 @@ def test_a_critical_fact_asked_about_in_other_words_reaches_the_context(chat):
     ctx = chat.build_context(None, "Which allergies should I know about?", entity="alice")
     assert [i.id for i in ctx.memory] == [alice]
     assert chat.build_context(None, "Which allergies should I know about?", entity="carol").memory == []
+
+
+def test_a_critical_fact_on_the_conversations_topic_has_the_lower_bar(chat):
+    # similarity 0.43 and no word in common with the message; the conversation is about bees
+    hana, = remember(chat, ("Hana is allergic to bee stings", 5), entity="hana")
+    message = "What should I know before visiting the hives?"
+    assert chat.build_context(None, message, entity="hana").memory == []
+    exchange = chat.record_exchange(None, "I keep bees, did I tell you?", "You did!", entity="hana")
+    ctx = chat.build_context(exchange.conversation_id, message, entity="hana")
+    assert [i.id for i in ctx.memory] == [hana]

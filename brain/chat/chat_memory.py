@@ -215,8 +215,11 @@ class ChatMemory:
         if s.enable_faq:
             hits = store.retrieve_faq(None, s.faq_top_k, query_vector=vector, entity=entity)
             ranked["faq"] = _above_floor("faq", hits, floor, relevance)
+        turns = store.recent_turns(conversation_id, s.turn_top_k, entity=entity) if conversation_id is not None else []
         if s.enable_memory:
-            hits = store.retrieve_memories(user_message, s.memory_top_k, entity, query_vector=vector, relevance=True)
+            # a critical memory sharing words with the message or with the latest turns gets a lower floor
+            hits = store.retrieve_memories(user_message, s.memory_top_k, entity, query_vector=vector, relevance=True,
+                                           topic_texts=[d.text for d in turns])
             ranked["memory"] = [_memory_item(h, getattr(hits, "floor", None)) for h in hits]
             if getattr(hits, "floor", None) is not None:
                 relevance["memory"] = {**hits.gate(), "shown": len(hits)}
@@ -229,7 +232,6 @@ class ChatMemory:
                                             entity=entity, all_scopes=entity is None)
             ranked["summary"] = _above_floor("summary", hits, floor, relevance)
         if s.enable_turn and conversation_id is not None:
-            turns = store.recent_turns(conversation_id, s.turn_top_k, entity=entity)
             ranked["turn"] = [ContextItem(d.id, d.text, d.metadata, why=explain("turn", {}, None))
                               for d in reversed(turns)]
             if want_related:

@@ -555,7 +555,7 @@ class Store:
                           tags: Sequence[str] | None = None, min_importance: int | None = None,
                           all_scopes: bool = False, now: datetime | float | None = None,
                           query_vector: np.ndarray | None = None, min_sequence: int | None = None,
-                          relevance: bool = False) -> list[MemoryHit]:
+                          relevance: bool = False, topic_texts: Sequence[str] = ()) -> list[MemoryHit]:
         """The exact top-k memories by w_sim*similarity + w_imp*importance/5 + recency bonus; with
         ``relevance``, by the ranking the context uses (``RAG_MEMORY_RANKING``; by default only relevant
         memories, see :mod:`brain.ranking`). The list tells what the gate did (:class:`~brain.results.GatedHits`).
@@ -564,11 +564,14 @@ class Store:
         (``all_scopes=True`` searches every scope, for operators' tools). ``query_vector`` (the
         query already embedded, e.g. once for several document types) replaces ``query``.
         ``min_sequence``: every write up to that change-feed sequence is reflected (see :meth:`catch_up`).
+        ``topic_texts``: besides the query, texts whose words in common with an important memory earn it
+        the lower floor of the relevance ranking (the context passes the conversation's latest turns).
         """
         if min_sequence is not None:
             self.catch_up(min_sequence)
         return self.retrieval.memories(query, k, entity, tags=tags, min_importance=min_importance,
-                                       all_scopes=all_scopes, now=now, query_vector=query_vector, relevance=relevance)
+                                       all_scopes=all_scopes, now=now, query_vector=query_vector, relevance=relevance,
+                                       topic_texts=topic_texts)
 
     def search(self, query: str | None, k: int = 5, *, type: str | DocType | None = None,
                where: dict[str, Any] | None = None, query_vector: np.ndarray | None = None,

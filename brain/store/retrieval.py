@@ -100,7 +100,8 @@ class Retrieval:
 
     def memories(self, query: str | None, k: int | None, entity: str | None, *, tags: Sequence[str] | None,
                  min_importance: int | None, all_scopes: bool, now: datetime | float | None,
-                 query_vector: np.ndarray | None, relevance: bool = False) -> GatedHits:
+                 query_vector: np.ndarray | None, relevance: bool = False,
+                 topic_texts: Sequence[str] = ()) -> GatedHits:
         k = self.settings.memory_top_k if k is None else check_k(k)
         scopes = search_scopes(entity, all_scopes=all_scopes)
         if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
@@ -111,7 +112,7 @@ class Retrieval:
         assert index is not None  # settings guarantee memory is indexed
         text = query if isinstance(query, str) and query.strip() else None  # what the lexical part matches
         hits = index.search(vector, k, self.memory_weights(relevance), now_epoch, scopes, tags, min_importance,
-                            query_text=text)
+                            query_text=text, topic_texts=topic_texts)
         for hit in hits:
             hit.metadata = from_chroma(hit.metadata)
         return hits
