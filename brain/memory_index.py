@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from dataclasses import replace
 from typing import Any, Collection, Iterable, Literal, Sequence
 
 import numpy as np
@@ -431,11 +432,28 @@ class MemoryIndex:
                 return np.zeros(self._n)
             return bm25.scores(tokens) / top
 
-    def prefix_match(self, query_text: str) -> np.ndarray:
-        """Every row's stem-prefix match with ``query_text``, 0..1 (:meth:`BM25Index.prefix_match`):
-        the evidence an important memory needs for its lower floor."""
+    def prefix_match(self, query_text: str, rows: np.ndarray | None = None) -> np.ndarray:
+        """Each row's stem-prefix match with ``query_text``, 0..1 (:meth:`BM25Index.prefix_match`):
+        the evidence an important memory needs for its lower floor. ``rows``: only those."""
         with self._lock:
-            return self._lexical_side().prefix_match(tokenize(query_text))
+            return self._lexical_side().prefix_match(tokenize(query_text), docs=rows)
+
+    def _matches(self, texts: Sequence[str], rows: np.ndarray) -> np.ndarray:
+        """The best stem-prefix match of each of ``rows`` with any of ``texts``."""
+        return np.max([self.prefix_match(t, rows) for t in texts], axis=0)
+
+    def _band_match(self, texts: Sequence[str], rows: np.ndarray, low: np.ndarray, high: np.ndarray,
+                    weights: ScoreWeights) -> np.ndarray:
+        """The match of every row (NaN: not needed), computed only for the ``rows`` whose relevance,
+        between ``low`` and ``high`` (by position in ``rows``), may fall between their lowest possible
+        floor and the plain one: a row above the plain floor or below its lowest passes or fails
+        whatever its match, so the gate and its count below the floor are the same as with every match."""
+        match = np.full(self._n, np.nan)
+        lowest = ranking.floors(replace(weights, floor_importance_match=0.0), self._importance[rows])
+        band = rows[(high >= lowest) & (low < weights.floor)]
+        if band.size:
+            match[band] = self._matches(texts, band)
+        return match
 
     def _lexical_side(self) -> BM25Index:
         """BM25 over every row, built again after a write changed the rows (the caller holds the lock)."""
@@ -509,8 +527,7 @@ class MemoryIndex:
                 lex_part = weights.lexical * self.lexical(query_text)
             match = None  # the evidence an important memory needs for its lower floor
             texts = [t for t in (query_text, *topic_texts) if t]
-            if ranking.lowers_floor(weights) and weights.floor_importance_match > 0 and texts:
-                match = np.max([self.prefix_match(t) for t in texts], axis=0)
+            needs_match = ranking.lowers_floor(weights) and weights.floor_importance_match > 0 and bool(texts)
             f32 = self._f32
 
             ids = self._ids
@@ -522,6 +539,8 @@ class MemoryIndex:
             if rows is not None and rows.size <= max(SMALL_CANDIDATE_SET, 4 * k):
                 sims = exact(rows)
                 lex = 0.0 if lex_part is None else lex_part[rows]
+                if needs_match:
+                    match = self._band_match(texts, rows, sims + lex, sims + lex, weights)
                 if weights.gated:
                     order, below = ranking.gated_top_k_reference(sims, lex, static[rows], [ids[r] for r in rows],
                                                                  k, weights, self._importance[rows],
@@ -533,6 +552,11 @@ class MemoryIndex:
                 top, top_sims = rows[order], sims[order]
             else:
                 approx, slack = ranking.approx_similarities(q, self._i8[:n], self._scale[:n], self._qerr[:n])
+                if needs_match:
+                    cand = np.arange(n) if rows is None else rows
+                    lex = 0.0 if lex_part is None else lex_part[cand]
+                    match = self._band_match(texts, cand, approx[cand] - slack[cand] + lex,
+                                             approx[cand] + slack[cand] + lex, weights)
                 if weights.gated:
                     top, top_sims, below = ranking.gated_bounded_top_k(
                         static, approx, slack, lex_part, k, exact, weights, candidates=rows, keys=self._ids,
@@ -542,6 +566,10 @@ class MemoryIndex:
                     top, top_sims = ranking.bounded_top_k(
                         with_lex, approx, slack, k, exact, weights.similarity, candidates=rows, keys=self._ids
                     )
+            if match is not None:  # the hits' own matches, for the floor each reached
+                unknown = np.asarray(top)[np.isnan(match[top])]
+                if unknown.size:
+                    match[unknown] = self._matches(texts, unknown)
             hits = []
             for r, s in zip(top, top_sims):
                 lexical = 0.0 if lex_part is None else float(weights.similarity * lex_part[r])

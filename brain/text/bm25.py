@@ -76,28 +76,32 @@ class BM25Index:
             at += 1
         return terms
 
-    def prefix_match(self, query_tokens: Sequence[str], min_prefix: int = 5) -> np.ndarray:
-        """Every document's match with the query by stem prefix, 0..1: per distinct query token the best
+    def prefix_match(self, query_tokens: Sequence[str], min_prefix: int = 5, docs=None) -> np.ndarray:
+        """Each document's match with the query by stem prefix, 0..1: per distinct query token the best
         BM25 term score among its :meth:`related_terms`, summed, over the largest sum possible (each
         token's best ``idf * (k1 + 1)``). Tokens no document matches count for nothing, as in
-        :meth:`max_score`; no such token at all gives zeros."""
-        out = np.zeros(self.size, dtype=np.float64)
+        :meth:`max_score`; no such token at all gives zeros. ``docs`` (document numbers): only those,
+        in that order (a search needs a few, and a few cost a few binary searches per term)."""
+        docs = np.arange(self.size) if docs is None else np.asarray(docs, dtype=np.int64)
+        out = np.zeros(docs.size, dtype=np.float64)
         top = 0.0
         for token in dict.fromkeys(query_tokens):
             terms = self.related_terms(token, min_prefix)
             if not terms:
                 continue
-            if len(terms) == 1:  # the usual case: add the term's scores in place
-                rows, freqs, idf = self._postings[terms[0]]
-                out[rows] += idf * freqs * (self._k1 + 1.0) / (freqs + self._norm[rows])
-            else:
-                best = np.zeros(self.size, dtype=np.float64)
-                for term in terms:
-                    rows, freqs, idf = self._postings[term]
-                    best[rows] = np.maximum(best[rows], idf * freqs * (self._k1 + 1.0) / (freqs + self._norm[rows]))
-                out += best
+            best = np.zeros(docs.size, dtype=np.float64)
+            for term in terms:
+                np.maximum(best, self._term_scores(term, docs), out=best)
+            out += best
             top += max(self._postings[t][2] for t in terms) * (self._k1 + 1.0)
         return out / top if top > 0 else out
+
+    def _term_scores(self, term: str, docs: np.ndarray) -> np.ndarray:
+        """BM25 score of one indexed term in each of ``docs`` (its postings are in document order)."""
+        rows, freqs, idf = self._postings[term]
+        at = np.minimum(np.searchsorted(rows, docs), rows.size - 1)
+        tf = np.where(rows[at] == docs, freqs[at], 0.0)
+        return idf * tf * (self._k1 + 1.0) / (tf + self._norm[docs])
 
 
 __all__ = ["BM25Index"]
