@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from brain.cache import LRUCache
 from brain.chat.context import ContextItem, explain
 from brain.results import Document
@@ -30,9 +32,16 @@ class RelatedTurns:
         self._indexes: LRUCache[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = LRUCache(cached)
 
     def find(self, conversation_id: str, user_message: str, vector: Any, recent: set[str], k: int,
-             entity: str | None = None) -> list[ContextItem]:
+             entity: str | None = None, *, floor: float | None = None,
+             relevance: dict[str, dict[str, Any]] | None = None) -> list[ContextItem]:
         """The ``k`` turns outside ``recent`` (ids of the recent window) that best match the message;
-        with ``entity``, among the turns it may see."""
+        with ``entity``, among the turns it may see.
+
+        With a similarity ``floor`` the section is gated as a whole: it is empty unless the closest of
+        those turns reaches the floor. Each turn is not held to it: a chat turn's cosine to a question
+        is low even when it answers it (on LoCoMo, dropping each turn below the FAQ floor loses half
+        of the evidence), while a conversation that has nothing on the message has no turn close to
+        it. ``relevance`` (a dict) receives what the gate did under the key ``"related"``."""
         turns = self.store.conversation_turns(conversation_id, entity=entity)
         if len(turns) <= len(recent):
             return []
@@ -45,8 +54,18 @@ class RelatedTurns:
             scores = {"score": h.score, "similarity": h.similarity, "bm25": h.bm25, "dense_part": h.dense_part,
                       "lexical_part": h.lexical_part, "speaker_part": h.speaker_part,
                       "session_part": h.session_part, "neighbour_part": h.neighbour_part}
-            items.append(ContextItem(h.id, h.text, h.metadata, scores, why=explain("related", scores, None)))
-        return items[:k]
+            items.append(ContextItem(h.id, h.text, h.metadata, scores, why=explain("related", scores, floor)))
+        items = items[:k]
+        if floor is None or not items:
+            return items
+        older = [i for i, turn in enumerate(index.turns) if turn.id not in recent]
+        unit = np.asarray(vector, dtype=np.float32)
+        best = float(index.similarities(unit / np.linalg.norm(unit))[older].max())
+        shown = items if best >= floor else []
+        if relevance is not None:
+            relevance["related"] = {"floor": floor, "best_similarity": best, "candidates": len(items),
+                                    "below_floor": len(items) - len(shown), "shown": len(shown)}
+        return shown
 
     def index(self, conversation_id: str, turns: list[Document]) -> TurnIndex:
         """The conversation's search index over ``turns``, rebuilt when they changed."""
