@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from brain.chat import ChatMemory
+from brain.chat.related_turns import RELATED_TURN_FLOOR_Z
 from brain.core import open_store
 
 TRIP = [
@@ -36,7 +37,8 @@ def test_a_message_the_conversation_has_nothing_on_gets_no_related_turns(chat):
     ctx = chat.build_context(conv, "What is the boiling point of nitrogen in kelvin?")
     assert ctx.related == []
     gate = ctx.relevance["related"]
-    floor = chat.store.retrieval.similarity_floor()
+    floor = chat.store.retrieval.calibration().floor(RELATED_TURN_FLOOR_Z)
+    assert floor == pytest.approx(chat.related_turns.floor())
     assert gate["floor"] == pytest.approx(floor) and gate["best_similarity"] < floor
     assert gate["candidates"] > 0 and gate["below_floor"] == gate["candidates"] and gate["shown"] == 0
     assert "## Earlier turns related to this message" not in ctx.prompt

@@ -198,7 +198,8 @@ class ChatMemory:
         """Each section's candidates, best first (recent turns newest first); the message is embedded once.
         Under the relevance ranking memories are gated by the store (relevance floor and margin), FAQ
         entries and summaries below the embedder's similarity floor are left out, and related turns are
-        shown only when the closest one reaches it; ``relevance`` receives what the gate did per section."""
+        shown only when the closest one reaches a floor of their own; ``relevance`` receives what the gate
+        did per section."""
         s, store = self.settings, self.store
         if conversation_id is not None and not self._shows_conversation(conversation_id, entity):
             conversation_id = None  # read as a conversation not yet recorded: nothing of it is shown
@@ -234,7 +235,7 @@ class ChatMemory:
                               for d in reversed(turns)]
             if want_related:
                 ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k,
-                                                  entity, floor, relevance)
+                                                  entity, self.related_turns.floor(), relevance)
         return ranked
 
     def _shows_conversation(self, conversation_id: str, entity: str | None) -> bool:
@@ -252,8 +253,8 @@ class ChatMemory:
         """The context's ``related`` candidates for ``user_message``, best first, before the budget: the
         ``k`` (default ``RAG_RELATED_TURN_TOP_K``) older turns of the conversation that match it best
         (:mod:`brain.turn_search`), outside the ``RAG_TURN_TOP_K`` recent turns the context shows anyway;
-        none when the closest of those turns is below the embedder's similarity floor (the FAQ's, under the
-        relevance ranking). ``query_vector``: the message embedded by the store's embedder (embedded here
+        none when the closest of those turns is below the embedder's similarity floor (under the relevance
+        ranking; :data:`~brain.chat.related_turns.RELATED_TURN_FLOOR_Z`). ``query_vector``: the message embedded by the store's embedder (embedded here
         when absent)."""
         conversation_id = valid_conversation_id(conversation_id)
         if not isinstance(user_message, str) or not user_message.strip():
@@ -265,7 +266,7 @@ class ChatMemory:
         vector = self.store.embedder.embed_query(user_message) if query_vector is None else query_vector
         return self._related(conversation_id, user_message, vector,
                              self.store.recent_turns(conversation_id, s.turn_top_k, entity=entity), k, entity,
-                             self.store.retrieval.similarity_floor())
+                             self.related_turns.floor())
 
     def _related(self, conversation_id: str, user_message: str, vector: Any, recent: Sequence[Any],
                  k: int, entity: str | None = None, floor: float | None = None,
