@@ -113,7 +113,8 @@ class Context:
     tokens: int | None = None
     dropped: list[dict[str, str]] = field(default_factory=list)
     #: per gated section, what the gate did: ``floor``, ``candidates`` looked at, ``below_floor`` (and
-    #: for memories ``margin``); a section with candidates and no items had nothing relevant enough
+    #: for memories ``margin``; for related turns ``best_similarity``, the closest turn's, which the floor
+    #: is held against); a section with candidates and no items had nothing relevant enough
     relevance: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def sections(self) -> dict[str, list[ContextItem]]:
