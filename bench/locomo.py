@@ -378,7 +378,8 @@ def measure(args, conversations: list[Conversation], chat: ChatMemory, raw) -> s
     lines.insert(-1, f"- The related section's gate (shown only when the conversation's closest turn reaches the "
                      f"similarity floor, {chat.related_turns.floor():.3f} for this embedder): empty for "
                      f"{gated['own']} of the {n_questions} questions asked of their own conversation, and for "
-                     f"{gated['foreign']} of {gated['foreign asked']} ({gated['foreign'] / max(1, gated['foreign asked']):.0%}) "
+                     f"{gated['foreign']} of {gated['foreign asked']} "
+                     f"({gated['foreign'] / max(1, gated['foreign asked']):.0%}) "
                      "asked of the next conversation (about other people).")
     lines += main_table(METHODS, per_q, seconds, n_questions)
     lines += per_conversation_table(conversations, per_q, METHODS[0], METHODS[3], BRAIN)

@@ -82,7 +82,8 @@ class TurnSearchWeights:
     def __post_init__(self) -> None:
         problems: list[Problem] = []
         if not isinstance(self.previous_words, bool):
-            problems.append(Problem("previous_words", f"previous_words must be True or False, got {self.previous_words!r}"))
+            problems.append(Problem("previous_words",
+                                    f"previous_words must be True or False, got {self.previous_words!r}"))
         for name in ("dense", "lexical", "speaker", "neighbour", "session", "bm25_k1", "bm25_b"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:

@@ -254,8 +254,8 @@ class ChatMemory:
         ``k`` (default ``RAG_RELATED_TURN_TOP_K``) older turns of the conversation that match it best
         (:mod:`brain.turn_search`), outside the ``RAG_TURN_TOP_K`` recent turns the context shows anyway;
         none when the closest of those turns is below the embedder's similarity floor (under the relevance
-        ranking; :data:`~brain.chat.related_turns.RELATED_TURN_FLOOR_Z`). ``query_vector``: the message embedded by the store's embedder (embedded here
-        when absent)."""
+        ranking; :data:`~brain.chat.related_turns.RELATED_TURN_FLOOR_Z`). ``query_vector``: the message
+        embedded by the store's embedder (embedded here when absent)."""
         conversation_id = valid_conversation_id(conversation_id)
         if not isinstance(user_message, str) or not user_message.strip():
             raise ValidationError("user_message must be a non-empty string", [Problem("user_message", "empty")])

@@ -88,7 +88,8 @@ def explain(section: str, scores: Mapping[str, float], floor: float | None) -> s
         parts += [f"importance {scores.get('importance_part', 0.0):.2f}", f"recency {scores.get('recency_part', 0.0):.2f}"]
         return f"{passed}; score {scores['score']:.2f} = " + " + ".join(parts)
     if section == "related" and "score" in scores:
-        why = f"similarity {sim:.2f}; turn search score {scores['score']:.2f} (dense, words, speaker, session, neighbours)"
+        why = (f"similarity {sim:.2f}; turn search score {scores['score']:.2f} "
+               "(dense, words, speaker, session, neighbours)")
         # the floor gates the section, not the turn: it is there because the closest turn reached it
         return why + (f"; the conversation's closest turn reaches floor {floor:.2f}" if floor is not None else "")
     return passed
