@@ -207,15 +207,13 @@ class TurnIndex:
     def _lexical_documents(self) -> list[list[str]]:
         """Each turn's BM25 tokens: its text, speaker and date, then the previous turn's text when that
         turn is in the same session (and ``previous_words`` is on)."""
-        own = [tokenize(" ".join(filter(None, (t.text, s, _date_words(t.metadata)))))
-               for t, s in zip(self.turns, self.speakers)]
+        texts = [tokenize(t.text) for t in self.turns]  # words are cut one by one: token lists concatenate
+        own = [words + tokenize(" ".join(filter(None, (s, _date_words(t.metadata)))))
+               for words, t, s in zip(texts, self.turns, self.speakers)]
         if not self.weights.previous_words:
             return own
-        documents = [own[0]] if own else []
-        for i in range(1, len(self.turns)):
-            same_session = self.sessions[i] == self.sessions[i - 1]
-            documents.append(own[i] + tokenize(self.turns[i - 1].text) if same_session else own[i])
-        return documents
+        return [own[i] + texts[i - 1] if i and self.sessions[i] == self.sessions[i - 1] else own[i]
+                for i in range(len(own))]
 
     @staticmethod
     def _checked_turns(turns: Any) -> list[Document]:
