@@ -14,7 +14,9 @@ The caller hands in the turns (``Document`` objects with ``embedding`` set, e.g.
 - The lexical signal is Okapi BM25 (:mod:`brain.text.bm25`) over the keyword tokens of
   :mod:`brain.text.keywords` (stemmed words without stop words). A turn's lexical document is its
   text plus its speaker's name and the words of its date ("8 May 2023"), so "what did Caroline say
-  in May 2023" matches on who and when as well as on what.
+  in May 2023" matches on who and when as well as on what; and, with ``previous_words``, the words
+  of the turn before it in the same session. An answer rarely repeats its question ("What did you
+  paint?" / "A sunrise over the lake."), and a question about it uses the words of both.
 - Questions name people. When the query names exactly one of the conversation's speakers (the
   ``speaker`` metadata), that speaker's turns get a bonus of ``speaker`` standard deviations.
 - A session is a stretch of the conversation without a pause longer than :data:`SESSION_GAP_SECONDS`
@@ -64,19 +66,24 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
 @dataclass(frozen=True)
 class TurnSearchWeights:
     """The few parameters of the ranking. The defaults are round values; ``session`` was chosen among
-    0.15, 0.3, 0.5 and 0.75 on three LoCoMo conversations, with two others kept out of the choice
-    (bench/LOCOMO_RESULTS.md says which, and how each part does)."""
+    0.15, 0.3, 0.5 and 0.75, and ``neighbour`` among 0, 0.25 and 0.5 once the previous turn's words
+    joined the lexical document, on three LoCoMo conversations, with two others kept out of the
+    choice (bench/LOCOMO_RESULTS.md says which, and how each part does)."""
 
     dense: float = 0.5
     lexical: float = 0.5
     speaker: float = 1.0
-    neighbour: float = 0.5
+    neighbour: float = 0.25
     session: float = 0.3
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
+    previous_words: bool = True
 
     def __post_init__(self) -> None:
         problems: list[Problem] = []
+        if not isinstance(self.previous_words, bool):
+            problems.append(Problem("previous_words",
+                                    f"previous_words must be True or False, got {self.previous_words!r}"))
         for name in ("dense", "lexical", "speaker", "neighbour", "session", "bm25_k1", "bm25_b"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
@@ -192,14 +199,21 @@ class TurnIndex:
         self.speakers = [s if isinstance(s, str) and s.strip() else None for s in speakers]
         # a speaker is "named" in a query when every word of the name is there
         self._speaker_words = {s: set(_plain_words(s)) for s in dict.fromkeys(self.speakers) if s and _plain_words(s)}
-        self.lexical = BM25Index(
-            [tokenize(" ".join(filter(None, (t.text, s, _date_words(t.metadata))))) for t, s in zip(self.turns, self.speakers)],
-            k1=self.weights.bm25_k1,
-            b=self.weights.bm25_b,
-        )
+        self.lexical = BM25Index(self._lexical_documents(), k1=self.weights.bm25_k1, b=self.weights.bm25_b)
 
     def __len__(self) -> int:
         return len(self.turns)
+
+    def _lexical_documents(self) -> list[list[str]]:
+        """Each turn's BM25 tokens: its text, speaker and date, then the previous turn's text when that
+        turn is in the same session (and ``previous_words`` is on)."""
+        texts = [tokenize(t.text) for t in self.turns]  # words are cut one by one: token lists concatenate
+        own = [words + tokenize(" ".join(filter(None, (s, _date_words(t.metadata)))))
+               for words, t, s in zip(texts, self.turns, self.speakers)]
+        if not self.weights.previous_words:
+            return own
+        return [own[i] + texts[i - 1] if i and self.sessions[i] == self.sessions[i - 1] else own[i]
+                for i in range(len(own))]
 
     @staticmethod
     def _checked_turns(turns: Any) -> list[Document]:

@@ -86,3 +86,13 @@ def test_one_session_or_no_times_adds_nothing(make_turns, local_embedder):
 def test_the_session_weight_is_checked(bad):
     with pytest.raises(ValidationError, match="session must be a finite number >= 0"):
         TurnSearchWeights(session=bad)
+
+
+def test_the_previous_turn_of_another_session_lends_no_words(make_turns, local_embedder):
+    query = "What about the harbour watercolour?"
+    question = "Did you finish the watercolour of the harbour?"
+    answer = "Yes, it is drying on the easel now."
+    for pause, lends in ((1, True), (DAY, False)):
+        turns = make_turns([(0, "Cam", question), (pause, "Mel", answer), (pause + 1, "Cam", "Soup tonight.")])
+        hits = {h.id: h for h in search_turns(query, local_embedder.embed_query(query), turns, 3)}
+        assert (hits["t2"].bm25 > 0) is lends

@@ -197,8 +197,9 @@ class ChatMemory:
                     relevance: dict[str, dict[str, Any]]) -> dict[str, list[ContextItem]]:
         """Each section's candidates, best first (recent turns newest first); the message is embedded once.
         Under the relevance ranking memories are gated by the store (relevance floor and margin), FAQ
-        entries and summaries below the embedder's similarity floor are left out; ``relevance`` receives
-        what the gate did per section."""
+        entries and summaries below the embedder's similarity floor are left out, and related turns are
+        shown only when the closest one reaches a floor of their own; ``relevance`` receives what the gate
+        did per section."""
         s, store = self.settings, self.store
         if conversation_id is not None and not self._shows_conversation(conversation_id, entity):
             conversation_id = None  # read as a conversation not yet recorded: nothing of it is shown
@@ -236,7 +237,7 @@ class ChatMemory:
                               for d in reversed(turns)]
             if want_related:
                 ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k,
-                                                  entity)
+                                                  entity, self.related_turns.floor(), relevance)
         return ranked
 
     def _shows_conversation(self, conversation_id: str, entity: str | None) -> bool:
@@ -253,8 +254,10 @@ class ChatMemory:
                           k: int | None = None, entity: str | None = None) -> list[ContextItem]:
         """The context's ``related`` candidates for ``user_message``, best first, before the budget: the
         ``k`` (default ``RAG_RELATED_TURN_TOP_K``) older turns of the conversation that match it best
-        (:mod:`brain.turn_search`), outside the ``RAG_TURN_TOP_K`` recent turns the context shows anyway.
-        ``query_vector``: the message embedded by the store's embedder (embedded here when absent)."""
+        (:mod:`brain.turn_search`), outside the ``RAG_TURN_TOP_K`` recent turns the context shows anyway;
+        none when the closest of those turns is below the embedder's similarity floor (under the relevance
+        ranking; :data:`~brain.chat.related_turns.RELATED_TURN_FLOOR_Z`). ``query_vector``: the message
+        embedded by the store's embedder (embedded here when absent)."""
         conversation_id = valid_conversation_id(conversation_id)
         if not isinstance(user_message, str) or not user_message.strip():
             raise ValidationError("user_message must be a non-empty string", [Problem("user_message", "empty")])
@@ -264,11 +267,14 @@ class ChatMemory:
             valid_entity_scope(entity)
         vector = self.store.embedder.embed_query(user_message) if query_vector is None else query_vector
         return self._related(conversation_id, user_message, vector,
-                             self.store.recent_turns(conversation_id, s.turn_top_k, entity=entity), k, entity)
+                             self.store.recent_turns(conversation_id, s.turn_top_k, entity=entity), k, entity,
+                             self.related_turns.floor())
 
     def _related(self, conversation_id: str, user_message: str, vector: Any, recent: Sequence[Any],
-                 k: int, entity: str | None = None) -> list[ContextItem]:
-        return self.related_turns.find(conversation_id, user_message, vector, {d.id for d in recent}, k, entity)
+                 k: int, entity: str | None = None, floor: float | None = None,
+                 relevance: dict[str, dict[str, Any]] | None = None) -> list[ContextItem]:
+        return self.related_turns.find(conversation_id, user_message, vector, {d.id for d in recent}, k, entity,
+                                       floor=floor, relevance=relevance)
 
     def _tokens(self) -> TokenCounter:
         if self._token_counter is None:

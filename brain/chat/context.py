@@ -88,7 +88,10 @@ def explain(section: str, scores: Mapping[str, float], floor: float | None) -> s
         parts += [f"importance {scores.get('importance_part', 0.0):.2f}", f"recency {scores.get('recency_part', 0.0):.2f}"]
         return f"{passed}; score {scores['score']:.2f} = " + " + ".join(parts)
     if section == "related" and "score" in scores:
-        return f"similarity {sim:.2f}; turn search score {scores['score']:.2f} (dense, words, speaker, session)"
+        why = (f"similarity {sim:.2f}; turn search score {scores['score']:.2f} "
+               "(dense, words, speaker, session, neighbours)")
+        # the floor gates the section, not the turn: it is there because the closest turn reached it
+        return why + (f"; the conversation's closest turn reaches floor {floor:.2f}" if floor is not None else "")
     return passed
 
 
@@ -111,7 +114,8 @@ class Context:
     tokens: int | None = None
     dropped: list[dict[str, str]] = field(default_factory=list)
     #: per gated section, what the gate did: ``floor``, ``candidates`` looked at, ``below_floor`` (and
-    #: for memories ``margin``); a section with candidates and no items had nothing relevant enough
+    #: for memories ``margin``; for related turns ``best_similarity``, the closest turn's, which the floor
+    #: is held against); a section with candidates and no items had nothing relevant enough
     relevance: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def sections(self) -> dict[str, list[ContextItem]]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from brain.cache import LRUCache
 from brain.chat.context import ContextItem, explain
 from brain.results import Document
@@ -20,6 +22,14 @@ if TYPE_CHECKING:
 #: conversations whose turn search index is kept in process
 TURN_INDEXES_CACHED = 256
 
+#: the related section is shown when the conversation's closest turn reaches the embedder's calibrated
+#: floor at this many standard deviations above unrelated pairs' mean similarity (MiniLM: 0.27), one below
+#: the FAQ's: a conversation of one or two sittings that does answer the question must still open it. On
+#: the tuning LoCoMo conversations (conv-26, conv-30, conv-41), with only the question's evidence sessions
+#: to search, 3 sd empties the section for 1.3% of questions (4 sd: 7.3%) and for 74% of questions about
+#: other people asked of 20 turns (4 sd: 97%); with whole conversations, 0% and 18% (4 sd: 0% and 61%).
+RELATED_TURN_FLOOR_Z = 3.0
+
 
 class RelatedTurns:
     """Finds the older turns that best match a message. Thread-safe (a race builds an index twice)."""
@@ -29,10 +39,23 @@ class RelatedTurns:
         # conversation -> (its turn ids, TurnIndex, turn vectors by id), least recently used first
         self._indexes: LRUCache[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = LRUCache(cached)
 
+    def floor(self) -> float | None:
+        """The similarity the closest turn must reach for the section to be shown (None: the reference
+        ranking, no gate)."""
+        retrieval = self.store.retrieval
+        return retrieval.calibration().floor(RELATED_TURN_FLOOR_Z) if retrieval.gated else None
+
     def find(self, conversation_id: str, user_message: str, vector: Any, recent: set[str], k: int,
-             entity: str | None = None) -> list[ContextItem]:
+             entity: str | None = None, *, floor: float | None = None,
+             relevance: dict[str, dict[str, Any]] | None = None) -> list[ContextItem]:
         """The ``k`` turns outside ``recent`` (ids of the recent window) that best match the message;
-        with ``entity``, among the turns it may see."""
+        with ``entity``, among the turns it may see.
+
+        With a similarity ``floor`` (:meth:`floor`) the section is gated as a whole: it is empty unless
+        the closest of those turns reaches the floor. Each turn is not held to it: a chat turn's cosine
+        to a question is low even when it answers it (on LoCoMo, dropping each top-10 turn below 0.35
+        loses half of the evidence), while a conversation that has nothing on the message seldom has a
+        turn close to it. ``relevance`` (a dict) receives what the gate did under the key ``"related"``."""
         turns = self.store.conversation_turns(conversation_id, entity=entity)
         if len(turns) <= len(recent):
             return []
@@ -45,8 +68,18 @@ class RelatedTurns:
             scores = {"score": h.score, "similarity": h.similarity, "bm25": h.bm25, "dense_part": h.dense_part,
                       "lexical_part": h.lexical_part, "speaker_part": h.speaker_part,
                       "session_part": h.session_part, "neighbour_part": h.neighbour_part}
-            items.append(ContextItem(h.id, h.text, h.metadata, scores, why=explain("related", scores, None)))
-        return items[:k]
+            items.append(ContextItem(h.id, h.text, h.metadata, scores, why=explain("related", scores, floor)))
+        items = items[:k]
+        if floor is None or not items:
+            return items
+        older = [i for i, turn in enumerate(index.turns) if turn.id not in recent]
+        unit = np.asarray(vector, dtype=np.float32)
+        best = float(index.similarities(unit / np.linalg.norm(unit))[older].max())
+        shown = items if best >= floor else []
+        if relevance is not None:
+            relevance["related"] = {"floor": floor, "best_similarity": best, "candidates": len(items),
+                                    "below_floor": len(items) - len(shown), "shown": len(shown)}
+        return shown
 
     def index(self, conversation_id: str, turns: list[Document]) -> TurnIndex:
         """The conversation's search index over ``turns``, rebuilt when they changed."""
@@ -68,4 +101,4 @@ class RelatedTurns:
         return index
 
 
-__all__ = ["TURN_INDEXES_CACHED", "RelatedTurns"]
+__all__ = ["RELATED_TURN_FLOOR_Z", "TURN_INDEXES_CACHED", "RelatedTurns"]
