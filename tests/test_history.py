@@ -3,6 +3,7 @@ then, and expired memories stop ranking at their expiry."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -362,3 +363,86 @@ def test_a_process_killed_mid_supersession_leaves_none_of_it(tmp_path, calls):
         assert verify_mirror(store, store.mirror).ok
         # and the supersession can simply be made again
         assert store.supersede(old_id, "Alice lives in Berlin", entity="alice").old.metadata["status"] == "superseded"
+
+
+# ---- carried by the mirror, PAM and forget -----------------------------------------------------------
+
+CHAIN_FIELDS = ("status", "valid_from", "valid_until", "superseded_by", "supersedes", "change", "expires_at")
+
+
+def _chain(store):
+    old_id = _paris(store)
+    done = store.supersede(old_id, "Alice lives in Berlin", kind="contradict", at=MOVED, entity="alice",
+                           expires_at=MOVED + timedelta(days=3650))
+    return old_id, done.new.id
+
+
+def test_the_mirror_carries_the_history(embedded_store):
+    store = embedded_store
+    old_id, new_id = _chain(store)
+    rows = {r.id: r for r in store.mirror.get([old_id, new_id])}
+    for doc in store.get([old_id, new_id]):
+        mirrored = rows[doc.id].metadata
+        assert {k: mirrored.get(k) for k in CHAIN_FIELDS} == {k: doc.metadata.get(k) for k in CHAIN_FIELDS}
+    assert rows[old_id].metadata["superseded_by"] == new_id and rows[new_id].metadata["supersedes"] == old_id
+    assert verify_mirror(store, store.mirror).ok
+
+
+def test_forget_removes_the_whole_chain_of_the_entity(embedded_store):
+    store = embedded_store
+    old_id, new_id = _chain(store)
+    bobs = store.upsert_memory("Bob lives in Oslo", entity="bob")
+    bobs_new = store.supersede(bobs, "Bob lives in Bergen", entity="bob").new.id
+    report = forget_entity(store, "alice")
+    assert report.deleted["memory"] == 2
+    assert store.get([old_id, new_id]) == [] and store.mirror.get([old_id, new_id]) == []
+    with pytest.raises(NotFound):
+        store.history(old_id)
+    assert store.retrieve_memories("where does Alice live", entity="alice", as_of=MOVED - timedelta(days=1)) == []
+    assert [d.id for d in store.history(bobs)] == [bobs, bobs_new]
+
+
+def test_pam_export_and_import_keep_the_history(embedded_store, tmp_path, local_embedder):
+    import portable_ai_memory as pam
+
+    from brain.pam import export_pam, import_pam
+
+    store = embedded_store
+    old_id, new_id = _chain(store)
+    report = export_pam(store, tmp_path / "out")
+    exported = {m["id"]: m for m in json.loads(report.memory_store.read_text(encoding="utf-8"))["memories"]}
+    old, new = exported[old_id], exported[new_id]
+    assert old["status"] == "superseded"
+    assert old["temporal"]["valid_until"] == MOVED.isoformat().replace("+00:00", "Z")
+    assert old["temporal"]["superseded_by"] == new_id
+    assert new["status"] == "active" and new["temporal"]["valid_from"] == MOVED.isoformat().replace("+00:00", "Z")
+    result = pam.validate(pam.load(report.memory_store))
+    assert result.is_valid, str(result)
+    with open_store(Settings(data_dir=tmp_path / "copy"), embedder=local_embedder) as copy:
+        import_pam(copy, tmp_path / "out")
+        for doc in store.get([old_id, new_id]):
+            copied = copy.get_one(doc.id)
+            assert {k: copied.metadata.get(k) for k in CHAIN_FIELDS} == {k: doc.metadata.get(k) for k in CHAIN_FIELDS}
+        assert [d.id for d in copy.history(new_id)] == [old_id, new_id]
+        assert [h.id for h in copy.retrieve_memories("Alice lives", entity="alice",
+                                                     as_of=MOVED - timedelta(days=1))] == [old_id]
+
+
+def test_a_pam_history_with_forward_links_only_is_one_chain(embedded_store, tmp_path):
+    """Another tool's export names the successor (temporal.superseded_by) but nothing points back."""
+    from brain.pam import export_pam, import_pam
+
+    store = embedded_store
+    old_id, new_id = _chain(store)
+    out = export_pam(store, tmp_path / "out").memory_store
+    data = json.loads(out.read_text(encoding="utf-8"))
+    for memory in data["memories"]:
+        memory["metadata"].pop("brain", None)  # a foreign producer: no brain block, no back-link
+    data.pop("integrity", None)
+    out.write_text(json.dumps(data), encoding="utf-8")
+    with open_store(Settings(data_dir=tmp_path / "copy"), embedder=store.embedder) as copy:
+        import_pam(copy, tmp_path / "out")
+        assert "supersedes" not in copy.get_one(new_id).metadata
+        assert copy.get_one(old_id).metadata["valid_until"] == MOVED.isoformat()
+        assert [d.id for d in copy.history(new_id)] == [old_id, new_id]
+        assert [d.id for d in copy.history(old_id)] == [old_id, new_id]

@@ -499,10 +499,14 @@ class Store:
             found = self.get([doc_id], type=DocType.MEMORY, entity=entity)
             return found[0] if found else None
 
+        def predecessor(doc_id: str) -> Document | None:
+            found = self.get(where={"superseded_by": doc_id}, type=DocType.MEMORY, entity=entity)
+            return found[0] if len(found) == 1 else None  # two claim it: no single history to tell
+
         doc = fetch(memory_id)
         if doc is None:
             raise NotFound(f"no memory with id {memory_id!r}" + (f" visible to entity {entity!r}" if entity else ""))
-        return chain(doc, fetch)
+        return chain(doc, fetch, predecessor)
 
     def upsert_memory(self, text: str, scope: str | None = None, importance: int = 3,
                       tags: Iterable[str] | None = None, timestamp: datetime | str | None = None,

@@ -109,16 +109,22 @@ def supersession_docs(old: Document, new_id: str, text: str, kind: str, at: date
     return [{**retired, "id": old.id, "text": old.text, "embedding": old.embedding}, new]
 
 
-def chain(doc: Document, fetch: Callable[[str], Document | None]) -> list[Document]:
-    """The history ``doc`` belongs to, oldest first: back along ``supersedes``, forward along
-    ``superseded_by``. A link to a memory that is gone (deleted) or that does not link back ends the walk."""
+def chain(doc: Document, fetch: Callable[[str], Document | None],
+          predecessor: Callable[[str], Document | None] | None = None) -> list[Document]:
+    """The history ``doc`` belongs to, oldest first: back along ``supersedes`` (or, for a chain imported
+    with forward links only, as PAM writes them, the memory ``predecessor`` finds superseded by it), forward
+    along ``superseded_by``. A link to a memory that is gone (deleted), or to one that links elsewhere,
+    ends the walk."""
     older: list[Document] = []
     seen = {doc.id}
     current = doc
     while len(seen) < MAX_CHAIN:
         previous_id = current.metadata.get("supersedes")
         previous = fetch(previous_id) if isinstance(previous_id, str) and previous_id not in seen else None
-        if previous is None or previous.metadata.get("superseded_by") != current.id:
+        if (previous is None or previous.metadata.get("superseded_by") != current.id) and predecessor is not None \
+                and previous_id is None:
+            previous = predecessor(current.id)
+        if previous is None or previous.id in seen or previous.metadata.get("superseded_by") != current.id:
             break
         older.append(previous)
         seen.add(previous.id)
@@ -128,7 +134,7 @@ def chain(doc: Document, fetch: Callable[[str], Document | None]) -> list[Docume
     while len(seen) < MAX_CHAIN:
         next_id = current.metadata.get("superseded_by")
         following = fetch(next_id) if isinstance(next_id, str) and next_id not in seen else None
-        if following is None or following.metadata.get("supersedes") != current.id:
+        if following is None or following.metadata.get("supersedes") not in (None, current.id):
             break
         newer.append(following)
         seen.add(following.id)
