@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from datetime import datetime
 from typing import Any, Collection, Iterable, Literal, Sequence
 
 import numpy as np
@@ -33,7 +34,7 @@ import numpy as np
 from brain import ranking
 from brain.ranking import ScoreWeights
 from brain.results import MemoryHit, GatedHits
-from brain.schemas import GLOBAL_SCOPE, check_scope, is_inactive, is_part, parse_timestamp
+from brain.schemas import GLOBAL_SCOPE, check_scope, is_inactive, is_part
 from brain.text import BM25Index, tokenize
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str
     if used is None:
         problems["last_used"] = f"last_used {meta.get('last_used')!r} is not epoch seconds; ignored"
         used = epoch
-    created = _time(meta, "created_at", problems)
+    created = _time(meta, "created_at", {})  # only the fallback start of the window: not the index's to report
     valid_from = _time(meta, "valid_from", problems)
     valid_from = valid_from if valid_from is not None else created if created is not None else epoch
     valid_until = _time(meta, "valid_until", problems)
@@ -127,10 +128,13 @@ def _time(meta: dict[str, Any], key: str, problems: dict[str, str]) -> float | N
         return None
     try:
         if isinstance(value, str):
-            return parse_timestamp(value, key).timestamp()
+            # stored times are normalised ISO strings: the plain parser reads them (a rebuild reads many)
+            when = datetime.fromisoformat(value)
+            if when.tzinfo is not None:
+                return when.timestamp()
     except ValueError:
         pass
-    problems[key] = f"{key} {value!r} is not an ISO time; ignored"
+    problems[key] = f"{key} {value!r} is not an ISO time with a timezone; ignored"
     return None
 
 

@@ -20,6 +20,7 @@ from brain.chat import ChatMemory
 from brain.config import Settings
 from brain.core import open_store
 from brain.errors import NotFound, ValidationError
+from brain.consolidate import consolidate_memories as store_consolidate
 from brain.forget import forget_entity
 from brain.memory_index import MemoryIndex
 from brain.mirror.sync import verify_mirror
@@ -446,3 +447,21 @@ def test_a_pam_history_with_forward_links_only_is_one_chain(embedded_store, tmp_
         assert copy.get_one(old_id).metadata["valid_until"] == MOVED.isoformat()
         assert [d.id for d in copy.history(new_id)] == [old_id, new_id]
         assert [d.id for d in copy.history(old_id)] == [old_id, new_id]
+
+
+def test_remembering_and_consolidating_never_fold_a_history(embedded_store):
+    store = embedded_store
+    first = _paris(store)
+    second = store.supersede(first, "Alice lives in Berlin", at=MOVED).new.id
+    third = store.supersede(second, "Alice lives in Paris", at=MOVED + timedelta(days=30)).new.id
+    # the same words remembered again restate the current memory, never the superseded one
+    assert store.upsert_memory("alice lives in  Paris", entity="alice", importance=5) == third
+    assert store.get_one(third).metadata["importance"] == 5
+    assert store.get_one(first).metadata["status"] == "superseded"
+    near = store.upsert_memory("Alice lives in Paris.", entity="alice", importance=1)
+    report = store_consolidate(store)
+    # the near duplicate is absorbed by the current memory; the history keeps its three texts
+    assert [(m.kept_id, m.merged_ids) for m in report.merges] == [(third, [near])]
+    assert [d.id for d in store.history(first)] == [first, second, third]
+    assert [d.text for d in store.history(third)] == ["Alice lives in Paris", "Alice lives in Berlin",
+                                                      "Alice lives in Paris"]

@@ -129,3 +129,9 @@ def test_the_cli_supersedes_and_shows_the_history(tmp_path):
     assert refused.exit_code == 1 and "visible to entity 'bob'" in refused.output
     hidden = runner.invoke(cli, [*base, "memory", "history", new_id, "--entity", "bob"])
     assert hidden.exit_code == 1 and "no memory with id" in hidden.output
+    then = runner.invoke(cli, ["--json", *base, "search", "where does Ada work", "--type", "memory", "--entity", "ada",
+                               "--as-of", BEFORE])
+    assert then.exit_code == 0, then.output
+    assert [h["id"] for h in json.loads(then.stdout)["results"]] == [old_id]
+    wrong = runner.invoke(cli, [*base, "search", "Ada", "--as-of", BEFORE])
+    assert wrong.exit_code == 2 and "--type memory" in wrong.output
