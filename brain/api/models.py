@@ -58,6 +58,8 @@ IdempotencyKey = Annotated[str, AfterValidator(check_idempotency_key), WithJsonS
     "description": "1 to 255 printable ASCII characters, e.g. a UUID the client made for this exchange"})]
 DocTypeName = Literal[DOC_TYPES]  # type: ignore[valid-type]
 Importance = Annotated[int, Field(ge=1, le=5, description="1 (trivia) .. 5 (essential)")]
+#: an ISO 8601 time with a timezone (checked by the library, which names the field when it is not one)
+Time = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 Metadata = dict[str, Any]
 
 
@@ -106,11 +108,11 @@ class MemorySupersede(_Body):
     text: Text = Field(description="what holds now, replacing the memory's text")
     kind: Literal["update", "contradict"] = Field("update", description="update: the fact changed; contradict: "
                                                                         "the old memory was wrong")
-    at: str | None = Field(None, description="ISO 8601 time of the change (the old memory's valid_until, the new "
+    at: Time | None = Field(None, description="ISO 8601 time of the change (the old memory's valid_until, the new "
                                              "one's valid_from); now when absent")
     importance: Importance | None = Field(None, description="the old memory's when absent")
     tags: list[str] | None = Field(None, description="the old memory's when absent")
-    expires_at: str | None = Field(None, description="ISO 8601 time at which the new memory stops being ranked")
+    expires_at: Time | None = Field(None, description="ISO 8601 time at which the new memory stops being ranked")
     conversation_id: ConversationId | None = Field(None, description="the conversation the change came from")
     metadata: Metadata | None = None
 

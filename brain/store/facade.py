@@ -42,8 +42,7 @@ from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import ChangeFeed, FeedWriter
 from brain.store.live import live_collection
 from brain.store.follower import WAIT_SECONDS, FeedFollower, check_sequence
-from brain.store.history import (chain, change_time, check_change, refuse_chain_edit, refuse_supersession,
-                                 supersession_docs)
+from brain.store.history import chain, refuse_chain_edit, refuse_supersession, supersede_arguments, supersession_docs
 from brain.store.indexes import InProcessState
 from brain.store.pipeline import WritePipeline
 from brain.store.plan import WriteResult, memory_edit, plan_write
@@ -450,8 +449,7 @@ class Store:
         cannot see) and :class:`ValidationError` for a memory that is not current (superseded already,
         retracted, archived, a part), a text equal to the old one's or to another current memory's of the
         scope, or a time before the old memory started holding."""
-        kind = check_change(kind)
-        when = change_time(at)
+        kind, when, expires = supersede_arguments(kind, at, expires_at)
         extra = check_extra_metadata(metadata, ("importance", "tags", "expires_at", "conversation_id"), call="supersede")
         own = sorted(set(extra) & (CHAIN_KEYS | {"status", "valid_from", "created_at"}))
         if own:
@@ -468,7 +466,7 @@ class Store:
             refuse_supersession(old, new_text, None if entity is None else entity_scope(entity))
             new_id = self._successor_id(new_text, str(old.metadata.get("scope")))
             items = supersession_docs(old, new_id, new_text, kind, when, importance=importance, tags=tags,
-                                      source=source, conversation_id=conversation_id, expires_at=expires_at,
+                                      source=source, conversation_id=conversation_id, expires_at=expires,
                                       extra=extra)
             self.write_docs(items, merge_memories=False)
             stored = {d.id: d for d in self.get([old_id, new_id])}

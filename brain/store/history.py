@@ -49,6 +49,13 @@ def change_time(value: datetime | str | float | None, field: str = "at") -> date
         raise ValidationError.of(field, str(exc)) from None
 
 
+def supersede_arguments(kind: Any, at: Any, expires_at: Any) -> tuple[str, datetime, datetime | None]:
+    """The checked arguments of a supersession: its kind, its time (now when None) and the new memory's
+    expiry (None: none). Checked before the memory is looked up, so bad input is named as such."""
+    return (check_change(kind), change_time(at),
+            None if expires_at is None else change_time(expires_at, "expires_at"))
+
+
 def refuse_supersession(old: Document, text: str, scope: str | None) -> None:
     """Raise :class:`ValidationError` when ``old`` cannot be superseded by ``text`` (a memory of ``scope``,
     when given): another scope, a memory already superseded or retired, a part of another one, its own text."""
@@ -158,4 +165,4 @@ def refuse_chain_edit(old: Document, changes: Mapping[str, Any]) -> None:
 
 
 __all__ = ["MAX_CHAIN", "chain", "change_time", "check_change", "refuse_chain_edit", "refuse_supersession",
-           "supersession_docs"]
+           "supersede_arguments", "supersession_docs"]

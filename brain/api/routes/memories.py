@@ -34,6 +34,8 @@ def add_routes(app: FastAPI) -> None:
         "get": link("get_memory", doc_id="$response.body#/id"),
         "patch": link("patch_memory", doc_id="$response.body#/id"),
         "delete": link("delete_memory", doc_id="$response.body#/id"),
+        "supersede": link("supersede_memory", doc_id="$response.body#/id"),
+        "history": link("memory_history", doc_id="$response.body#/id"),
     }
 
     @app.post("/v1/memories", tags=["memories"], status_code=201, operation_id="create_memory",
