@@ -35,6 +35,7 @@ from brain.errors import ConversationOwned, Forbidden, NotFound, Problem, Valida
 from brain.memories import global_refusal, may_change, may_read, may_use_conversation, readable_scopes
 from brain.memory_listing import list_memories
 from brain.schemas import (
+    CHAIN_KEYS,
     ENTITY_MAX_LENGTH,
     ENTITY_PATTERN,
     GLOBAL_SCOPE,
@@ -49,7 +50,7 @@ from brain.schemas import (
 #: memory metadata keys a caller never sets through ``metadata``: the store's own keys, the fields that
 #: decide who a memory belongs to, and the fields requests carry at their top level
 #: (the store refuses the reserved ones too; this names the field before anything is read)
-MEMORY_FIELD_KEYS = RESERVED_KEYS | frozenset({
+MEMORY_FIELD_KEYS = RESERVED_KEYS | CHAIN_KEYS | frozenset({
     "id", "text", "embedding", "ts_epoch", "importance", "tags", "entity", "scope", "conversation_id",
     "created_at", "last_used",
 })
@@ -144,9 +145,11 @@ class Access:
         return list_memories(self.store, scopes=readable_scopes(self.entity), tags=tags or (),
                              importance=importance, status=status, order=order, limit=limit, offset=offset)
 
-    def search_memories(self, query: str, k: int | None = None, *, tags: Sequence[str] | None = None) -> list[Any]:
-        """Ranked memories: global ones and, acting as an entity, its own."""
-        return self.store.retrieve_memories(query, k, entity=self.entity, tags=tags or None)
+    def search_memories(self, query: str, k: int | None = None, *, tags: Sequence[str] | None = None,
+                        as_of: Any = None) -> list[Any]:
+        """Ranked memories: global ones and, acting as an entity, its own; with ``as_of``, those held true
+        then (see :meth:`RagStore.retrieve_memories`)."""
+        return self.store.retrieve_memories(query, k, entity=self.entity, tags=tags or None, as_of=as_of)
 
     def _memory(self, doc_id: str) -> Any:
         docs = self.store.get([doc_id], type=DocType.MEMORY)
@@ -170,7 +173,7 @@ class Access:
     def create_memory(
         self, text: str, *, scope: str | None = None, importance: int = 3, tags: Sequence[str] | None = None,
         conversation_id: str | None = None, timestamp: Any = None, metadata: Mapping[str, Any] | None = None,
-        source: str = "system",
+        source: str = "system", expires_at: Any = None,
     ) -> Any:
         """Store a memory in the acting entity's scope (unrestricted: ``scope``, default global)."""
         refuse_field_keys(metadata, ("text", "importance", "tags", "entity", "scope", "conversation_id", "timestamp"))
@@ -191,7 +194,7 @@ class Access:
         entity = _entity_of(scope or GLOBAL_SCOPE)
         doc_id = self.chat.remember(text, importance=importance, tags=tags, entity=entity,
                                     conversation_id=conversation_id, timestamp=timestamp, source=source,
-                                    metadata=metadata)
+                                    metadata=metadata, expires_at=expires_at)
         return self.store.get_one(doc_id)
 
     def update_memory(
@@ -210,6 +213,24 @@ class Access:
         self._changeable(doc_id)
         return self.store.update_memory(doc_id, text, importance=importance, tags=tags, metadata=metadata,
                                         replace_metadata=replace_metadata)
+
+    def supersede_memory(
+        self, doc_id: str, text: str, *, kind: str = "update", at: Any = None, importance: int | None = None,
+        tags: Sequence[str] | None = None, expires_at: Any = None, conversation_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None, source: str = "system",
+    ) -> Any:
+        """Replace a memory the request may change with ``text``, keeping it as history
+        (:meth:`RagStore.supersede`): the new memory is in the old one's scope, never another entity's."""
+        refuse_field_keys(metadata, ("text", "importance", "tags", "conversation_id"))
+        self._changeable(doc_id)
+        return self.store.supersede(doc_id, text, kind=kind, at=at, importance=importance, tags=tags,
+                                    expires_at=expires_at, conversation_id=conversation_id, metadata=metadata,
+                                    source=source, entity=self.entity)
+
+    def memory_history(self, doc_id: str) -> list[Any]:
+        """The supersession chain of a memory the request may read, oldest first (:meth:`RagStore.history`)."""
+        self._memory(doc_id)
+        return self.store.history(doc_id, entity=self.entity)
 
     def delete_memory(self, doc_id: str) -> None:
         self.delete_memories([doc_id])

@@ -7,7 +7,8 @@ merged into a global one or another entity's.
 Clustering is greedy and anchored, so every merged memory is itself close to the one it is merged
 into (no chains A~B~C where A and C differ): memories are visited best first — highest importance,
 then earliest creation, then id — and each one not yet merged keeps its text and id and absorbs every
-later memory above the threshold. The kept memory and those it absorbs merge by the memory rule
+later memory above the threshold. Memories of a supersession history stay as they are: a superseded
+one is left out, and one that superseded another may absorb duplicates but is never absorbed. The kept memory and those it absorbs merge by the memory rule
 (:func:`brain.memories.merge_near_duplicates`): the kept text and vector, every tag (its own first), the
 highest importance, the earliest creation, the latest timestamp and use; ``merged_from`` lists the ids
 it absorbed (and those they had absorbed).
@@ -99,7 +100,9 @@ def consolidate_memories(store: Store, *, threshold: float | None = None, dry_ru
     # parts is described by them too: merging either would orphan or misdescribe the parts
     stored = store.get(type=DocType.MEMORY, include_embeddings=True)
     whole = {d.metadata[PART_OF_KEY] for d in stored if is_part(d.metadata)}
-    docs = [d for d in stored if not is_part(d.metadata) and d.id not in whole]
+    # a superseded memory is history, not a duplicate of what replaced it (see _plan_scope for the rest)
+    docs = [d for d in stored if not is_part(d.metadata) and d.id not in whole
+            and d.metadata.get("status") != "superseded"]
     skipped: dict[str, str] = {}
     metas = {doc.id: meta for doc in docs if (meta := _readable(doc, skipped)) is not None}
     docs = [d for d in docs if d.id in metas]
@@ -165,7 +168,8 @@ def _plan_scope(scope: str, group: list[Document], metas: dict[str, MemoryMetada
     for i in range(n):
         if merged[i]:
             continue
-        members = [(j, sim) for j, sim in neighbours[i] if not merged[j]]
+        # a memory that superseded another is a link of that history: it may absorb, never be absorbed
+        members = [(j, sim) for j, sim in neighbours[i] if not merged[j] and not metas[group[j].id].supersedes]
         if not members:
             continue
         for j, _ in members:

@@ -131,16 +131,19 @@ class Brain:
 
     # ---- what the shells call --------------------------------------------------------------------
     def search(self, query: str, *, type: str | DocType | None = None, k: int | None = None,
-               entity: str | None = None) -> list[Hit]:
+               entity: str | None = None, as_of: Any = None) -> list[Hit]:
         """Search one document type the way it is ranked: memories by score (similarity, importance,
         recency), persona, FAQ and summaries by similarity from their in-process indexes, turns or no
         type through Chroma. ``k`` defaults to the type's setting. With ``entity``, ``entity``'s
         documents and global ones, never another entity's, whatever the type; without, global ones only
-        (:func:`brain.memories.scopes_for`; :meth:`Store.search` reads every scope)."""
+        (:func:`brain.memories.scopes_for`; :meth:`Store.search` reads every scope). ``as_of`` (memories
+        only): what was held true at that time (see :meth:`RagStore.retrieve_memories`)."""
         doc_type = _type_name(type)
         kwargs: dict[str, Any] = {"k": k} if k is not None else {}
+        if as_of is not None and doc_type != DocType.MEMORY.value:
+            raise ValidationError.of("as_of", "as_of ranks memories only: search with type memory")
         if doc_type == DocType.MEMORY.value:
-            return self.store.retrieve_memories(query, entity=entity, **kwargs)
+            return self.store.retrieve_memories(query, entity=entity, as_of=as_of, **kwargs)
         by_similarity = {
             DocType.FAQ.value: self.store.retrieve_faq,
             DocType.PERSONA.value: self.store.retrieve_persona,

@@ -26,10 +26,12 @@ if TYPE_CHECKING:
 
 
 def add_memory(store: Store, text: str, *, scope: str | None = None, importance: int | None = None,
-               tags: Iterable[str] = ()) -> Document:
+               tags: Iterable[str] = (), expires_at: Any = None) -> Document:
     """Store ``text`` as a memory (the same text in the same scope updates it) and return it as stored.
-    ``scope`` and ``importance`` left None take the store's defaults (global, 3)."""
-    given = {key: value for key, value in {"scope": scope, "importance": importance}.items() if value is not None}
+    ``scope`` and ``importance`` left None take the store's defaults (global, 3); ``expires_at``: when it
+    stops being ranked."""
+    given = {key: value for key, value in {"scope": scope, "importance": importance,
+                                           "expires_at": expires_at}.items() if value is not None}
     return store.get_one(store.upsert_memory(text, tags=list(tags), **given))
 
 

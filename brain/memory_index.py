@@ -6,10 +6,12 @@ summary documents are ranked by similarity alone with the same machinery, becaus
 filtered query (``where={"type": ...}``) scans metadata and measured 40-110 ms at 100k documents.
 Layout: unit vectors in one contiguous float32 matrix (for exact rescoring), the same vectors
 as int8 codes with a per-row scale and error bound (for the pre-score, a quarter of the bytes), and
-importance, epoch, scope and row kind as arrays so the query-independent parts of the score and
-the filters are vector operations. The row kind comes from the typed fields: an active memory, a
-part (``part_of``: a chunk or vector row, ranked only when asked for) or retired (an inactive
-``status``: kept, ranked only by searches of every row). The store keeps it in step with every write
+importance, epoch, scope, validity window, expiry and row kind as arrays so the query-independent
+parts of the score and the filters are vector operations. The row kind comes from the typed fields: an
+active memory, a part (``part_of``: a chunk or vector row, ranked only when asked for), superseded
+(``status: superseded``: ranked only by searches of every row, and by searches of a past time, ``at``,
+that fall in its validity window) or retired (another inactive ``status``: ranked only by searches of
+every row). A memory past its ``expires_at`` is left out of every search but those of every row. The store keeps it in step with every write
 it makes, and rebuilds it from Chroma when it notices that someone else changed the collection.
 
 :class:`MemoryIndex` is longer than most classes here: the arrays must change together on every add,
@@ -25,6 +27,7 @@ import logging
 import math
 import threading
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, Collection, Iterable, Literal, Sequence
 
 import numpy as np
@@ -43,11 +46,13 @@ SMALL_CANDIDATE_SET = 2048
 DEFAULT_IMPORTANCE = 3.0
 
 # row kinds (see the module docstring)
-MEMORY, PART, RETIRED = 0, 1, 2
+MEMORY, PART, RETIRED, SUPERSEDED = 0, 1, 2, 3
 #: which rows a search ranks: "memories" (active memories of their own), "parts" (active parts),
-#: "memories_and_parts", or "all" (every row, retired ones too)
-Rows = Literal["memories", "parts", "memories_and_parts", "all"]
-_KINDS: dict[str, tuple[int, ...]] = {"memories": (MEMORY,), "parts": (PART,), "memories_and_parts": (MEMORY, PART)}
+#: "memories_and_parts", "held" (active and superseded memories, for a search of a past time), or "all"
+#: (every row, retired and expired ones too)
+Rows = Literal["memories", "parts", "memories_and_parts", "held", "all"]
+_KINDS: dict[str, tuple[int, ...]] = {"memories": (MEMORY,), "parts": (PART,), "memories_and_parts": (MEMORY, PART),
+                                      "held": (MEMORY, SUPERSEDED)}
 
 
 # the per-row arrays (attribute -> dtype, whether it has a column per dimension), as _alloc lays them out
@@ -56,13 +61,17 @@ _ARRAYS: dict[str, tuple[type, bool]] = {
     "_importance": (np.float64, False), "_epoch": (np.float64, False),
     "_used": (np.float64, False),  # last use (recency_from="last_used")
     "_scope": (np.int32, False), "_kind": (np.int8, False),
+    # the validity window [valid_from, valid_until) and the expiry, epoch seconds (inf: none)
+    "_from": (np.float64, False), "_until": (np.float64, False), "_expires": (np.float64, False),
 }
+#: arrays where infinity means "never"
+_OPEN_ENDED = frozenset({"_until", "_expires"})
 
 
 def row_kind(meta: dict[str, Any]) -> int:
-    """A row's kind: retired (an inactive status) before part (``part_of``) before memory."""
+    """A row's kind: superseded or retired (an inactive status) before part (``part_of``) before memory."""
     if is_inactive(meta):
-        return RETIRED
+        return SUPERSEDED if meta.get("status") == "superseded" else RETIRED
     return PART if is_part(meta) else MEMORY
 
 
@@ -97,13 +106,37 @@ def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str
     if used is None:
         problems["last_used"] = f"last_used {meta.get('last_used')!r} is not epoch seconds; ignored"
         used = epoch
+    created = _time(meta, "created_at", {})  # only the fallback start of the window: not the index's to report
+    valid_from = _time(meta, "valid_from", problems)
+    valid_from = valid_from if valid_from is not None else created if created is not None else epoch
+    valid_until = _time(meta, "valid_until", problems)
+    expires = _time(meta, "expires_at", problems)
     tags = meta.get("tags")
     if tags is not None and (isinstance(tags, str) or not isinstance(tags, (list, tuple))
                              or not all(isinstance(t, str) for t in tags)):
         problems["tags"] = f"tags {tags!r} are not a list of strings; ignored"
         tags = None
     return {"importance": importance, "epoch": epoch, "used": used, "scope": scope, "kind": row_kind(meta),
-            "tags": frozenset(tags or ())}, problems
+            "tags": frozenset(tags or ()), "from": valid_from,
+            "until": math.inf if valid_until is None else valid_until,
+            "expires": math.inf if expires is None else expires}, problems
+
+
+def _time(meta: dict[str, Any], key: str, problems: dict[str, str]) -> float | None:
+    """``meta[key]`` (an ISO time) as epoch seconds; None when absent or, with a problem, unreadable."""
+    value = meta.get(key)
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str):
+            # stored times are normalised ISO strings: the plain parser reads them (a rebuild reads many)
+            when = datetime.fromisoformat(value)
+            if when.tzinfo is not None:
+                return when.timestamp()
+    except ValueError:
+        pass
+    problems[key] = f"{key} {value!r} is not an ISO time with a timezone; ignored"
+    return None
 
 
 class MemoryIndex:
@@ -229,6 +262,9 @@ class MemoryIndex:
                 self._used[row] = values["used"]
                 self._scope[row] = self._code(values["scope"])
                 self._kind[row] = values["kind"]
+                self._from[row] = values["from"]
+                self._until[row] = values["until"]
+                self._expires[row] = values["expires"]
                 if self._texts[row] != texts[j]:
                     self._tokens.pop(doc_id, None)
                 self._texts[row] = texts[j]
@@ -337,7 +373,12 @@ class MemoryIndex:
         # what the rows claim must be what the arrays hold: a row is ranked by its arrays and shown with its
         # metadata, so a scope code another scope's row carries would show that row to the wrong entity
         for name, (dtype, _) in _ARRAYS.items():
-            if np.issubdtype(np.dtype(dtype), np.floating) and not np.isfinite(arrays[name.lstrip("_")]).all():
+            values = arrays[name.lstrip("_")]
+            if not np.issubdtype(np.dtype(dtype), np.floating):
+                continue
+            if name in _OPEN_ENDED and (np.isnan(values).any() or (values == -np.inf).any()):
+                raise ValueError(f"array {name.lstrip('_')} holds NaN or minus infinity")
+            if name not in _OPEN_ENDED and not np.isfinite(values).all():
                 raise ValueError(f"array {name.lstrip('_')} holds values that are not finite (NaN or infinity)")
         for row, (meta, code) in enumerate(zip(metas, codes.tolist())):
             if meta.get("scope", GLOBAL_SCOPE) != scopes[code]:
@@ -383,8 +424,12 @@ class MemoryIndex:
         min_importance: int | None,
         equals: dict[str, Any] | None = None,
         rows: Rows = "all",
+        now: float | None = None,
+        at: float | None = None,
     ) -> np.ndarray | None:
-        """Row indexes passing the filters, or None for 'every row'."""
+        """Row indexes passing the filters, or None for 'every row'. Unless every row is asked for, rows
+        expired at ``now`` are left out; with ``at``, only rows whose validity window holds ``at`` and that
+        had not expired by then."""
         n = self._n
         mask: np.ndarray | None = None
         if rows != "all":
@@ -392,6 +437,11 @@ class MemoryIndex:
             mask = self._kind[:n] == kinds[0]
             for kind in kinds[1:]:
                 mask |= self._kind[:n] == kind
+            if now is not None and at is None:
+                mask &= self._expires[:n] > now
+        if at is not None:
+            held = (self._from[:n] <= at) & (self._until[:n] > at) & (self._expires[:n] > at)
+            mask = held if mask is None else mask & held
         if equals:
             items = list(equals.items())
             metas = self._metas
@@ -500,6 +550,7 @@ class MemoryIndex:
         rows: Rows | None = None,
         query_text: str | None = None,
         topic_texts: Sequence[str] = (),
+        at: float | None = None,
     ) -> GatedHits:
         """The exact top ``k`` rows for a unit ``query`` vector, behind the weights' relevance gate
         (see :mod:`brain.ranking`). ``scopes`` keeps rows of those scopes (None: every scope); ``rows``
@@ -508,16 +559,20 @@ class MemoryIndex:
         ``equals`` keeps rows whose metadata has exactly those values (e.g. ``{"topic": "ocr"}``);
         ``query_text`` is what the lexical part matches (no lexical part without it); an important
         memory's lower floor needs words in common with it or with one of ``topic_texts`` (e.g. the
-        conversation's latest turns)."""
+        conversation's latest turns). Rows past their
+        expiry at ``now`` are left out unless every row is asked for. ``at`` (epoch seconds): what was held
+        true then: active and superseded memories whose validity window holds ``at``, not expired by then."""
         if rows is None:
             rows = "all" if scopes is None else "memories"
+        if at is not None:
+            rows = "held"
         q = ranking.normalize_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
         gate = {"floor": weights.floor, "margin": weights.margin}
         with self._lock:
             n = self._n
             if n == 0 or k <= 0:
                 return GatedHits(**gate)
-            rows = self._candidate_rows(scopes, tags, min_importance, equals, rows)
+            rows = self._candidate_rows(scopes, tags, min_importance, equals, rows, now, at)
             candidates = n if rows is None else int(rows.size)
             imp_part = ranking.importance_part(self._importance[:n], weights)
             rec_part = self._recency(now, weights)

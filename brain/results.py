@@ -27,6 +27,19 @@ class Document:
 
 
 @dataclass
+class Supersession:
+    """What :meth:`RagStore.supersede` wrote: the ``old`` memory, now superseded, and the ``new`` one that
+    replaced it (``kind``: ``update`` or ``contradict``), both as stored."""
+
+    old: Document
+    new: Document
+    kind: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "old": self.old.to_dict(), "new": self.new.to_dict()}
+
+
+@dataclass
 class Hit:
     """A similarity search result (FAQ, persona, summaries)."""
 

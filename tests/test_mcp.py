@@ -16,8 +16,8 @@ from brain.persona import load_persona
 
 from .mcp_client import project, stdio
 
-TOOLS = {"remember", "recall", "update_memory", "forget", "list_memories", "search_knowledge", "get_context",
-         "record_exchange", "find_specialists"}
+TOOLS = {"remember", "recall", "update_memory", "supersede_memory", "memory_history", "forget", "list_memories",
+         "search_knowledge", "get_context", "record_exchange", "find_specialists"}
 
 PERSONA = """You are Juniper, the household's assistant.
 
@@ -151,6 +151,25 @@ def test_list_memories_pages_with_an_opaque_cursor(server):
     assert "cursor is not one this server gave" in server.error("list_memories", cursor="not-a-cursor")
 
 
+def test_supersede_keeps_the_old_fact_as_history_and_recall_as_of_finds_it(server):
+    old = server.call("remember", text="Gina lives in Lyon", entity="gina", importance=4)
+    done = server.call("supersede_memory", id=old["id"], text="Gina lives in Porto", entity="gina",
+                       at="2100-01-01T00:00:00+00:00")
+    assert done["kind"] == "update" and done["old"]["metadata"]["status"] == "superseded"
+    assert done["new"]["metadata"]["supersedes"] == old["id"] and done["new"]["metadata"]["scope"] == "entity:gina"
+    history = server.call("memory_history", id=done["new"]["id"], entity="gina")["history"]
+    assert [m["text"] for m in history] == ["Gina lives in Lyon", "Gina lives in Porto"]
+    now = [r["id"] for r in server.call("recall", query="Where does Gina live?", entity="gina")["results"]]
+    assert now[0] == done["new"]["id"] and old["id"] not in now
+    then = server.call("recall", query="Where does Gina live?", entity="gina", as_of="2099-06-01T00:00:00+00:00")
+    assert then["results"][0]["id"] == old["id"] and done["new"]["id"] not in {r["id"] for r in then["results"]}
+    assert "was superseded already" in server.error("supersede_memory", id=old["id"], text="Gina lives in Nice")
+    assert "kind" in server.error("supersede_memory", id=done["new"]["id"], text="Gina lives in Nice", kind="guess")
+    expiring = server.call("remember", text="Gina's parcel arrives today", entity="gina",
+                           expires_at="2020-01-01T00:00:00+00:00")
+    assert expiring["id"] not in {r["id"] for r in server.call("recall", query="parcel", entity="gina")["results"]}
+
+
 def test_search_knowledge_answers_from_the_faq(server):
     found = server.call("search_knowledge", query="When do the bins go out?")
     assert found["results"][0]["text"] == FAQ[0]["text"]
@@ -242,6 +261,16 @@ def test_bound_server_writes_and_deletes_in_its_own_scope_only(alice_server, see
     assert "is global" in alice_server.error("forget", id=ids["global"])
     assert stored["id"] in {m["id"] for m in alice_server.call("list_memories")["memories"]}
     assert alice_server.call("forget", ids=[stored["id"]]) == {"deleted": [stored["id"]]}
+
+
+def test_bound_server_never_reaches_another_entitys_history(alice_server, seeded):
+    _, ids = seeded
+    assert "no memory with id" in alice_server.error("supersede_memory", id=ids["bob"], text="Bob eats shellfish")
+    assert "no memory with id" in alice_server.error("memory_history", id=ids["bob"])
+    assert "is global" in alice_server.error("supersede_memory", id=ids["global"], text="The household shops daily")
+    assert "bound to entity 'alice'" in alice_server.error("memory_history", id=ids["alice"], entity="bob")
+    history = alice_server.call("memory_history", id=ids["alice"])["history"]
+    assert [m["id"] for m in history] == [ids["alice"]]
 
 
 def test_bound_server_keeps_conversations_and_context_in_its_scope(alice_server, server):

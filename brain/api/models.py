@@ -58,6 +58,8 @@ IdempotencyKey = Annotated[str, AfterValidator(check_idempotency_key), WithJsonS
     "description": "1 to 255 printable ASCII characters, e.g. a UUID the client made for this exchange"})]
 DocTypeName = Literal[DOC_TYPES]  # type: ignore[valid-type]
 Importance = Annotated[int, Field(ge=1, le=5, description="1 (trivia) .. 5 (essential)")]
+#: an ISO 8601 time with a timezone (checked by the library, which names the field when it is not one)
+Time = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 Metadata = dict[str, Any]
 
 
@@ -97,6 +99,21 @@ class MemoryCreate(_Body):
     scope: Scope | None = Field(None, description="'global' or 'entity:<name>' (admin; must agree with entity)")
     conversation_id: ConversationId | None = Field(None, description="the conversation the memory came from")
     timestamp: str | None = Field(None, description="ISO 8601 time of the memory; now when absent")
+    expires_at: str | None = Field(None, description="ISO 8601 time at which the memory stops being ranked "
+                                                     "(kept afterwards); never when absent")
+    metadata: Metadata | None = None
+
+
+class MemorySupersede(_Body):
+    text: Text = Field(description="what holds now, replacing the memory's text")
+    kind: Literal["update", "contradict"] = Field("update", description="update: the fact changed; contradict: "
+                                                                        "the old memory was wrong")
+    at: Time | None = Field(None, description="ISO 8601 time of the change (the old memory's valid_until, the new "
+                                             "one's valid_from); now when absent")
+    importance: Importance | None = Field(None, description="the old memory's when absent")
+    tags: list[str] | None = Field(None, description="the old memory's when absent")
+    expires_at: Time | None = Field(None, description="ISO 8601 time at which the new memory stops being ranked")
+    conversation_id: ConversationId | None = Field(None, description="the conversation the change came from")
     metadata: Metadata | None = None
 
 
@@ -161,6 +178,20 @@ def mirror_status_field() -> Any:
 class DocumentWritten(DocumentOut):
     sequence: int | None = sequence_field()
     mirror_status: str = mirror_status_field()
+
+
+class SupersessionOut(BaseModel):
+    kind: str = Field(description="update or contradict")
+    old: DocumentOut = Field(description="the memory replaced, now status superseded")
+    new: DocumentOut = Field(description="the memory that replaced it (current)")
+    sequence: int | None = sequence_field()
+    mirror_status: str = mirror_status_field()
+
+
+class MemoryHistory(BaseModel):
+    id: str = Field(description="the memory asked about")
+    history: list[DocumentOut] = Field(description="its supersession chain, oldest first; the current memory "
+                                                   "is the one without superseded_by")
 
 
 class MemoryList(BaseModel):

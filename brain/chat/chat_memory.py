@@ -399,10 +399,15 @@ class ChatMemory:
         timestamp: datetime | str | float | None = None,
         source: str = "chat",
         metadata: Mapping[str, Any] | None = None,
+        expires_at: datetime | str | None = None,
     ) -> str:
         """Store an explicit memory (in ``entity``'s scope, else global); returns its id. The same text
-        in the same scope updates the existing memory. ``created_at`` records the first write."""
-        extra = check_extra_metadata(metadata, ("importance", "tags", "entity", "conversation_id"), call="remember")
+        in the same scope updates the existing memory. ``created_at`` records the first write.
+        ``expires_at``: when it stops being ranked (e.g. "the exam is tomorrow"); kept afterwards."""
+        extra = check_extra_metadata(metadata, ("importance", "tags", "entity", "conversation_id", "expires_at"),
+                                     call="remember")
+        if expires_at is not None:
+            extra["expires_at"] = expires_at
         try:
             when = parse_timestamp(timestamp if timestamp is not None else utc_now())
         except ValueError as exc:

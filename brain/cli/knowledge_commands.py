@@ -64,14 +64,19 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
 @click.option("--entity", type=EntityType(),
               help="The documents in scope entity:NAME, and global ones; never another entity's. "
                    "Names are case-sensitive.")
+@click.option("--as-of", help="ISO 8601 time (memories only): rank what was held true then, memories superseded "
+                              "since included.")
 @json_option
 @pass_state
-def search(state: State, query: str, doc_type: str | None, k: int | None, entity: str | None) -> None:
+def search(state: State, query: str, doc_type: str | None, k: int | None, entity: str | None,
+           as_of: str | None) -> None:
     """Search the store for QUERY."""
     from brain.schemas import DocType
 
+    if as_of is not None and doc_type != DocType.MEMORY.value:
+        raise click.UsageError("--as-of ranks memories: give --type memory with it")
     brain = state.brain(create=False)
-    hits = brain.search(query, type=doc_type, k=k, entity=entity)
+    hits = brain.search(query, type=doc_type, k=k, entity=entity, as_of=as_of)
     note_other_case(brain.store, entity, hits)
     ranked = doc_type == DocType.MEMORY.value
     line = memory_hit_line if ranked else hit_line

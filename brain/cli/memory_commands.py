@@ -35,17 +35,18 @@ def memory() -> None:
                    "case-sensitive: Bob and bob are two entities.")
 @click.option("--scope", type=ScopeType(),
               help="'global' (default: every entity sees it) or 'entity:<name>' (only that entity).")
+@click.option("--expires-at", help="ISO 8601 time at which the memory stops being ranked (it is kept).")
 @json_option
 @pass_state
 def memory_add(state: State, text: str, importance: int | None, tags: tuple[str, ...], entity: str | None,
-               scope: str | None) -> None:
+               scope: str | None, expires_at: str | None) -> None:
     """Store TEXT as a memory; the same text in the same scope updates the existing one
     (higher importance, all tags, later time)."""
     scope = scope_of(entity, scope)  # a usage error before the store is opened (or created)
     from brain.memory_admin import add_memory
 
     try:
-        doc = add_memory(state.store(), text, scope=scope, importance=importance, tags=tags)
+        doc = add_memory(state.store(), text, scope=scope, importance=importance, tags=tags, expires_at=expires_at)
     except ValidationError as exc:  # the text or the tags break a limit: the arguments are wrong
         raise click.UsageError(str(exc)) from None
     emit(state, doc.to_dict(), lambda: f"stored {memory_line(doc)}")
@@ -87,6 +88,50 @@ def memory_show(state: State, doc_id: str) -> None:
     emit(state, doc.to_dict(), lambda: "\n".join(
         [f"id: {doc.id}", f"text: {doc.text}"] + [f"{key}: {value}" for key, value in sorted(doc.metadata.items())]
     ))
+
+
+@memory.command("supersede")
+@click.argument("doc_id", metavar="ID")
+@click.argument("text", type=TextType())
+@click.option("--kind", type=click.Choice(["update", "contradict"]), default="update", show_default=True,
+              help="update: the fact changed (moved to Berlin); contradict: the old memory was wrong.")
+@click.option("--at", help="ISO 8601 time of the change (the old memory's valid_until, the new one's valid_from); "
+                           "now by default.")
+@click.option("--importance", type=click.IntRange(1, 5), help="1 (trivia) .. 5 (essential); the old memory's by default.")
+@click.option("--tag", "tags", multiple=True, help="A label; repeat for several (the old memory's by default).")
+@click.option("--expires-at", help="ISO 8601 time at which the new memory stops being ranked.")
+@click.option("--entity", type=EntityType(),
+              help="Supersede only entity NAME's own memory: another entity's is not found, a global one refused.")
+@json_option
+@pass_state
+def memory_supersede(state: State, doc_id: str, text: str, kind: str, at: str | None, importance: int | None,
+                     tags: tuple[str, ...], expires_at: str | None, entity: str | None) -> None:
+    """Replace memory ID with TEXT, keeping ID as history: ID becomes superseded (kept, no longer ranked,
+    still answered for a time before the change) and the new memory, in the same scope, points back to it."""
+    store = state.store(create=False)
+    done = store.supersede(doc_id, text, kind=kind, at=at, importance=importance, tags=tags or None,
+                           expires_at=expires_at, entity=entity)
+    emit(state, done.to_dict(), lambda: f"superseded {done.old.id} ({kind})\nnow {memory_line(done.new)}")
+
+
+@memory.command("history")
+@click.argument("doc_id", metavar="ID")
+@click.option("--entity", type=EntityType(), help="Only when entity NAME may see the memory (its own or a global one).")
+@json_option
+@pass_state
+def memory_history(state: State, doc_id: str, entity: str | None) -> None:
+    """Show the history of memory ID: every memory of its chain of changes, oldest first, with the time each
+    held from and until; the last one without an end is current."""
+    chain = state.store(create=False).history(doc_id, entity=entity)
+    emit(state, [d.to_dict() for d in chain], lambda: "\n".join(history_line(d) for d in chain))
+
+
+def history_line(doc) -> str:
+    m = doc.metadata
+    since = m.get("valid_from") or m.get("created_at") or m.get("timestamp")
+    until = m.get("valid_until") or ("now" if m.get("status") != "superseded" else "?")
+    change = f"  ({m['change']})" if m.get("change") else ""
+    return f"{since} .. {until}{change}  {memory_line(doc)}"
 
 
 @memory.command("rm")

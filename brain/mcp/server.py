@@ -17,7 +17,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -34,8 +34,9 @@ from brain.schemas import GLOBAL_SCOPE, MAX_K, get_all_schemas, schema_info
 INSTRUCTIONS = """\
 Long-term memory about the people you talk with. Call `recall` before answering a question that may \
 depend on what you were told earlier; call `remember` when you learn a durable fact or preference \
-(importance 5: essential, e.g. an allergy; 1: trivia), and `update_memory` or `forget` when one changes \
-or is withdrawn. Memories belong to an entity (a person) or are global; each result carries the id the \
+(importance 5: essential, e.g. an allergy; 1: trivia), `supersede_memory` when a fact changes (the old \
+one stays as history: `memory_history`, `recall` with `as_of`), `update_memory` to correct one and `forget` \
+when one is withdrawn. Memories belong to an entity (a person) or are global; each result carries the id the \
 other tools take. `search_knowledge` answers from the knowledge base; `get_context` gives the whole \
 context brain would prompt a chat model with; `find_specialists` names the tool best suited to a request."""
 
@@ -106,11 +107,14 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         importance: ImportanceArg = 3,
         tags: TagsArg = None,
         entity: EntityArg = None,
+        expires_at: Annotated[str | None, Field(description="ISO 8601 time at which the memory stops being "
+                                                            "recalled, e.g. for 'the exam is tomorrow'.")] = None,
     ) -> dict[str, Any]:
         """Store a memory. The same text for the same entity updates the stored memory instead of adding one.
         Returns the stored memory with its id."""
         with _tool_errors():
-            return access(ctx, entity).create_memory(text, importance=importance, tags=tags, source="chat").to_dict()
+            return access(ctx, entity).create_memory(text, importance=importance, tags=tags, source="chat",
+                                                     expires_at=expires_at).to_dict()
 
     @server.tool()
     def recall(
@@ -120,13 +124,15 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
                                                    "(default: the server's setting).")] = None,
         entity: EntityArg = None,
         tags: TagFilterArg = None,
+        as_of: Annotated[str | None, Field(description="ISO 8601 time: recall what was held true then, memories "
+                                                       "superseded since included.")] = None,
     ) -> dict[str, Any]:
         """The memories most relevant to ``query``, best first: the entity's own and global ones (without an
         entity, global ones only). Each result has its id, its scope ('global': shared by every entity) and
         score = similarity_part + importance_part + recency_part."""
         with _tool_errors():
             acting = access(ctx, entity)
-            hits = acting.search_memories(query, k, tags=tags)
+            hits = acting.search_memories(query, k, tags=tags, as_of=as_of)
             return {"query": query, "entity": acting.entity, "results": [_scoped(h.to_dict()) for h in hits]}
 
     @server.tool()
@@ -143,6 +149,32 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
             if text is None and importance is None and tags is None:
                 raise ValidationError.of("text", "nothing to change: give text, importance or tags")
             return access(ctx, entity).update_memory(id, text, importance=importance, tags=tags).to_dict()
+
+    @server.tool()
+    def supersede_memory(
+        ctx: Context,
+        id: Annotated[str, Field(description="The id of the memory that no longer holds.")],
+        text: Annotated[str, Field(description="What holds now, as one self-contained sentence.")],
+        kind: Annotated[Literal["update", "contradict"], Field(
+            description="update: the fact changed (moved to Berlin); contradict: the old memory was wrong.")] = "update",
+        at: Annotated[str | None, Field(description="ISO 8601 time of the change; now when left out.")] = None,
+        entity: EntityArg = None,
+    ) -> dict[str, Any]:
+        """Replace a memory with a new one, keeping the old one as history (never deleted: recall with as_of
+        still finds it for a time before the change). The new memory is the same entity's. Returns both."""
+        with _tool_errors():
+            return access(ctx, entity).supersede_memory(id, text, kind=kind, at=at, source="chat").to_dict()
+
+    @server.tool()
+    def memory_history(
+        ctx: Context,
+        id: Annotated[str, Field(description="The id of any memory of the history.")],
+        entity: EntityArg = None,
+    ) -> dict[str, Any]:
+        """The history of a memory, oldest first: every memory that replaced another, each with valid_from and
+        valid_until; the current one has no superseded_by."""
+        with _tool_errors():
+            return {"id": id, "history": [_scoped(d.to_dict()) for d in access(ctx, entity).memory_history(id)]}
 
     @server.tool()
     def forget(

@@ -41,8 +41,10 @@ from brain.schemas import (
 _CORE_KEYS = frozenset(
     {"type", "timestamp", "ts_epoch", "source", "scope", "importance", "tags", "entity", "conversation_id"}
 )
+# the validity window and the successor are PAM's temporal fields of the same names
+_TEMPORAL_KEYS = ("valid_from", "valid_until", "superseded_by")
 # the memory's status is PAM's "status" (the legacy name too: it is read as the status)
-_PAM_KEYS = frozenset({TYPE_KEY, STATUS_KEY, LEGACY_STATUS_KEY, EXTRA_KEY})
+_PAM_KEYS = frozenset({TYPE_KEY, STATUS_KEY, LEGACY_STATUS_KEY, EXTRA_KEY, *_TEMPORAL_KEYS})
 # keys an extra metadata field may not have: they mean something else in an upsert_docs item
 _NOT_EXTRA = _CORE_KEYS | _PAM_KEYS | {"text", "id", "embedding"}
 _BRAIN_FIELDS = ("scope", "source", "importance", "tags", "entity", "conversation_id", "extra")
@@ -155,6 +157,10 @@ def memory_to_pam(
         if key in extra:
             memory[key] = extra[key]
     memory["temporal"] = _temporal(ts, extra.get("temporal"))
+    for key in _TEMPORAL_KEYS:  # the memory's own window and successor, over what an import kept
+        value = meta.get(key)
+        if value is not None:
+            memory["temporal"][key] = value if key == "superseded_by" else pam_time(value)
     memory["provenance"] = _provenance(meta, extra.get("provenance"), conversation_refs)
     if "access" in extra:
         memory["access"] = extra["access"]
@@ -239,6 +245,9 @@ def pam_to_memory(
         meta[TYPE_KEY] = pam_type
     if mem.get("status", "active") != "active":
         meta[STATUS_KEY] = mem["status"]
+    for key in _TEMPORAL_KEYS:
+        if temporal.get(key) is not None:
+            meta[key] = temporal[key]
     # what an export of the memory as mapped so far would write; keep what differs from it
     try:
         refs = None if conversations is None else {b: p for p, b in conversations.items()}
@@ -269,6 +278,8 @@ def _brain_path(where: str, field_name: str) -> str:
     top = field_name.split(".")[0]
     if top == "timestamp":
         return f"{where}.temporal"
+    if top in _TEMPORAL_KEYS:
+        return f"{where}.temporal.{top}"
     if top == "tags":
         return f"{where}.tags"
     if top in _BRAIN_FIELDS:

@@ -19,6 +19,8 @@ here: import from ``brain.schemas``.
 """
 
 from brain.schemas.limits import (
+    CHAIN_KEYS,
+    CHANGES,
     INACTIVE_STATUSES,
     LEGACY_STATUS_KEY,
     MAX_K,
@@ -36,6 +38,7 @@ from brain.schemas.limits import (
     STATUS_KEY,
     STATUSES,
     XAIBO_INDEX_PREFIX,
+    Change,
     Status,
     bounds_problems,
     check_extra_metadata,
@@ -106,6 +109,8 @@ __all__ = [
     "ENTITY_PATTERN",
     "PUBLISHED_ENTITY_PATTERN",
     "GLOBAL_SCOPE",
+    "CHAIN_KEYS",
+    "CHANGES",
     "INACTIVE_STATUSES",
     "LEGACY_STATUS_KEY",
     "MAX_KEY_LENGTH",
@@ -133,6 +138,7 @@ __all__ = [
     "PersonaMetadata",
     "Source",
     "SpeakerName",
+    "Change",
     "Status",
     "SummaryMetadata",
     "TurnMetadata",

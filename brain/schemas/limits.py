@@ -55,6 +55,11 @@ STATUS_KEY = "status"
 STATUSES = ("active", "superseded", "deprecated", "retracted", "archived")
 Status = Literal["active", "superseded", "deprecated", "retracted", "archived"]
 INACTIVE_STATUSES = frozenset({"superseded", "retracted", "archived"})
+#: how a memory replaced the one it supersedes (``change``): the fact changed, or the old one was wrong
+CHANGES = ("update", "contradict")
+Change = Literal["update", "contradict"]
+#: the fields that link a supersession chain: written by ``RagStore.supersede`` (and imports), never edited
+CHAIN_KEYS = frozenset({"supersedes", "superseded_by", "valid_until", "change"})
 #: the name stores written before ``status`` existed used; still read as ``status`` on input
 LEGACY_STATUS_KEY = "pam_status"
 #: the id of what a row is a part of (a long memory a chunk continues, an index a raw vector row

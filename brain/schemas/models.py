@@ -17,7 +17,9 @@ from brain.schemas.limits import (
     MAX_TAGS,
     RESERVED_HINTS,
     RESERVED_KEYS,
+    CHANGES,
     STATUSES,
+    Change,
     Status,
     _key_error,
     _storable_extra,
@@ -185,6 +187,18 @@ class MemoryMetadata(BaseMetadata):
         description="the id of what this row is a part of (the memory a continuation chunk belongs to, the index "
                     "a vector row belongs to); parts are never ranked as memories")
     merged_from: list[str] | None = Field(None, description="ids of the memories consolidation merged into this one")
+    valid_from: datetime | None = Field(None, description="when what the memory says became true (ISO 8601 with a "
+                                                          "timezone, stored in UTC); its creation when absent")
+    valid_until: datetime | None = Field(None, description="when it stopped being true: set when another memory "
+                                                           "superseded it (ISO 8601, UTC); absent while it holds")
+    expires_at: datetime | None = Field(None, description="when the memory stops being ranked (ISO 8601, UTC), "
+                                                          "e.g. for 'the exam is tomorrow'; never when absent")
+    supersedes: str | None = Field(None, max_length=MAX_KEY_LENGTH * 2,
+                                   description="the id of the memory this one replaced (see RagStore.supersede)")
+    superseded_by: str | None = Field(None, max_length=MAX_KEY_LENGTH * 2,
+                                      description="the id of the memory that replaced this one (status superseded)")
+    change: Change | None = Field(None, description="how this memory replaced the one it supersedes: 'update' "
+                                                    "(the fact changed) or 'contradict' (the old one was wrong)")
 
     @field_validator("importance", mode="before")
     @classmethod
@@ -220,6 +234,30 @@ class MemoryMetadata(BaseMetadata):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             raise ValueError(f"created_at must be an ISO 8601 time such as 2026-11-21T09:30:00+00:00, got {value!r}")
         return parse_timestamp(value, "created_at")
+
+    @field_validator("valid_from", "valid_until", "expires_at", mode="before")
+    @classmethod
+    def _validity_times(cls, value: Any, info: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            raise ValueError(f"{info.field_name} must be an ISO 8601 time such as 2026-11-21T09:30:00+00:00, "
+                             f"got {value!r}")
+        return parse_timestamp(value, info.field_name)
+
+    @field_validator("supersedes", "superseded_by", mode="before")
+    @classmethod
+    def _chain_ids(cls, value: Any, info: Any) -> Any:
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ValueError(f"{info.field_name} must be the id of a memory, got {value!r}")
+        return value
+
+    @field_validator("change", mode="before")
+    @classmethod
+    def _change(cls, value: Any) -> Any:
+        if value is not None and value not in CHANGES:
+            raise ValueError(f"change must be one of {', '.join(CHANGES)}, got {value!r}")
+        return value
 
     @field_validator("last_used", mode="before")
     @classmethod
@@ -283,6 +321,15 @@ class MemoryMetadata(BaseMetadata):
     @model_validator(mode="after")
     def _entity_from_scope(self) -> "MemoryMetadata":
         self.entity = entity_of(self.scope)
+        return self
+
+    @model_validator(mode="after")
+    def _validity_window(self) -> "MemoryMetadata":
+        if self.valid_from is not None and self.valid_until is not None and self.valid_until < self.valid_from:
+            raise _key_error("valid_until", f"valid_until {format_timestamp(self.valid_until)} is before valid_from "
+                                            f"{format_timestamp(self.valid_from)}; a memory holds from one to the other")
+        if self.superseded_by is not None and self.superseded_by == self.supersedes:
+            raise _key_error("superseded_by", "superseded_by and supersedes name the same memory")
         return self
 
 

@@ -30,8 +30,11 @@ from brain.errors import BrainError, NotFound, StoreUnavailable, ValidationError
 from brain.locking import DataDirLock
 from brain.memories import readable_scopes, search_scopes
 from brain.memory_index import MemoryIndex
-from brain.results import Document, Hit, MemoryHit
-from brain.schemas import DocType, check_extra_metadata, check_k, check_last_used, utc_now
+from brain.ids import memory_id
+from brain.memories import same_text
+from brain.results import Document, Hit, MemoryHit, Supersession
+from brain.schemas import (CHAIN_KEYS, DocType, check_extra_metadata, check_k, check_last_used, entity_scope, is_inactive,
+                           utc_now)
 from brain.store.chroma import (ChromaAccess, GuardedCollection, embedding_function, missing_store, open_client,
                                 open_cosine_collection, switch_advice)
 from brain.store.disk import DiskGuard, guarded_paths
@@ -39,6 +42,7 @@ from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import ChangeFeed, FeedWriter
 from brain.store.live import live_collection
 from brain.store.follower import WAIT_SECONDS, FeedFollower, check_sequence
+from brain.store.history import chain, refuse_chain_edit, refuse_supersession, supersede_arguments, supersession_docs
 from brain.store.indexes import InProcessState
 from brain.store.pipeline import WritePipeline
 from brain.store.plan import WriteResult, memory_edit, plan_write
@@ -422,10 +426,85 @@ class Store:
             docs = self.get([doc_id], type=DocType.MEMORY, include_embeddings=True, entity=entity)
             if not docs:
                 raise NotFound(f"no memory with id {doc_id!r}" + (f" visible to entity {entity!r}" if visible else ""))
+            refuse_chain_edit(docs[0], extra)
             doc = memory_edit(docs[0], text, importance=importance, tags=tags, extra=extra,
                               replace_metadata=replace_metadata, timestamp=timestamp)
             self.write_docs([doc], merge_memories=False)
             return self.get_one(doc_id)
+
+    def supersede(self, old_id: str, new_text: str, *, kind: str = "update", at: datetime | str | float | None = None,
+                  importance: int | None = None, tags: Iterable[str] | None = None,
+                  expires_at: datetime | str | None = None, source: str | None = None,
+                  conversation_id: str | None = None, metadata: Mapping[str, Any] | None = None,
+                  entity: str | None = None) -> Supersession:
+        """Replace memory ``old_id`` with ``new_text``, keeping the old one as history (see
+        :mod:`brain.store.history`): the old memory becomes ``superseded`` with ``valid_until`` = ``at``
+        (default now) and ``superseded_by`` the new id; the new one, in the same scope, gets ``supersedes``,
+        ``valid_from`` = ``at`` and ``change`` = ``kind`` (``update``: the fact changed; ``contradict``: the
+        old one was wrong). Importance and tags are the old one's unless given. Both documents are one
+        write: all or nothing, also across a crash.
+
+        ``entity``: the memory must be that entity's own (a supersession never crosses an entity; a global
+        memory is superseded without one). Raises :class:`NotFound` for an unknown id (or one ``entity``
+        cannot see) and :class:`ValidationError` for a memory that is not current (superseded already,
+        retracted, archived, a part), a text equal to the old one's or to another current memory's of the
+        scope, or a time before the old memory started holding."""
+        kind, when, expires = supersede_arguments(kind, at, expires_at)
+        extra = check_extra_metadata(metadata, ("importance", "tags", "expires_at", "conversation_id"), call="supersede")
+        own = sorted(set(extra) & (CHAIN_KEYS | {"status", "valid_from", "created_at"}))
+        if own:
+            raise ValidationError.of(f"metadata.{own[0]}", f"supersede sets {', '.join(own)} itself; leave "
+                                                           f"{'them' if len(own) > 1 else 'it'} out of metadata "
+                                                           f"(nothing was written)")
+        if not isinstance(new_text, str) or not new_text.strip():
+            raise ValidationError.of("text", "the new text must be a non-empty string (nothing was written)")
+        with self._lock:
+            docs = self.get([old_id], type=DocType.MEMORY, include_embeddings=True, entity=entity)
+            if not docs:
+                raise NotFound(f"no memory with id {old_id!r}" + (f" visible to entity {entity!r}" if entity else ""))
+            old = docs[0]
+            refuse_supersession(old, new_text, None if entity is None else entity_scope(entity))
+            new_id = self._successor_id(new_text, str(old.metadata.get("scope")))
+            items = supersession_docs(old, new_id, new_text, kind, when, importance=importance, tags=tags,
+                                      source=source, conversation_id=conversation_id, expires_at=expires,
+                                      extra=extra)
+            self.write_docs(items, merge_memories=False)
+            stored = {d.id: d for d in self.get([old_id, new_id])}
+            return Supersession(stored[old_id], stored[new_id], kind)
+
+    def _successor_id(self, text: str, scope: str) -> str:
+        """The id of a superseding memory: its derived id, or the next one when that is taken by another
+        text or by a memory no longer current (the same words said again after a change, e.g. a move back,
+        are a new memory in the chain, not the old one brought back)."""
+        for attempt in range(50):
+            candidate = memory_id(text, scope, attempt)
+            found = self.get([candidate])
+            if not found:
+                return candidate
+            held = found[0]
+            if same_text(held.text, text) and held.type == DocType.MEMORY.value and not is_inactive(held.metadata):
+                raise ValidationError.of("text", (
+                    f"memory {held.id!r} already says this in scope {scope!r}; retire the old memory with "
+                    f"update_memory(status='retracted') or supersede it with other words (nothing was written)"))
+        raise BrainError("could not find a free id for a memory after 50 attempts")  # pragma: no cover
+
+    def history(self, memory_id: str, *, entity: str | None = None) -> list[Document]:
+        """The supersession chain memory ``memory_id`` belongs to, oldest first (one document when it was
+        never superseded nor superseded another); the current memory is the one without ``superseded_by``.
+        With ``entity``, :class:`NotFound` unless that entity may see the memory (a chain never leaves its
+        scope)."""
+        def fetch(doc_id: str) -> Document | None:
+            found = self.get([doc_id], type=DocType.MEMORY, entity=entity)
+            return found[0] if found else None
+
+        def predecessor(doc_id: str) -> Document | None:
+            found = self.get(where={"superseded_by": doc_id}, type=DocType.MEMORY, entity=entity)
+            return found[0] if len(found) == 1 else None  # two claim it: no single history to tell
+
+        doc = fetch(memory_id)
+        if doc is None:
+            raise NotFound(f"no memory with id {memory_id!r}" + (f" visible to entity {entity!r}" if entity else ""))
+        return chain(doc, fetch, predecessor)
 
     def upsert_memory(self, text: str, scope: str | None = None, importance: int = 3,
                       tags: Iterable[str] | None = None, timestamp: datetime | str | None = None,
@@ -555,7 +634,8 @@ class Store:
                           tags: Sequence[str] | None = None, min_importance: int | None = None,
                           all_scopes: bool = False, now: datetime | float | None = None,
                           query_vector: np.ndarray | None = None, min_sequence: int | None = None,
-                          relevance: bool = False, topic_texts: Sequence[str] = ()) -> list[MemoryHit]:
+                          relevance: bool = False, topic_texts: Sequence[str] = (),
+                          as_of: datetime | str | float | None = None) -> list[MemoryHit]:
         """The exact top-k memories by w_sim*similarity + w_imp*importance/5 + recency bonus; with
         ``relevance``, by the ranking the context uses (``RAG_MEMORY_RANKING``; by default only relevant
         memories, see :mod:`brain.ranking`). The list tells what the gate did (:class:`~brain.results.GatedHits`).
@@ -566,12 +646,17 @@ class Store:
         ``min_sequence``: every write up to that change-feed sequence is reflected (see :meth:`catch_up`).
         ``topic_texts``: besides the query, texts whose words in common with an important memory earn it
         the lower floor of the relevance ranking (the context passes the conversation's latest turns).
+
+        Memories past their ``expires_at`` (at ``now``) are not ranked. ``as_of`` (an ISO time, datetime or
+        epoch seconds) ranks what was held true then instead: memories whose validity window
+        (``valid_from``, else their creation, up to ``valid_until``) holds that time and that had not expired
+        by then, the ones superseded since included; recency is reckoned from then unless ``now`` is given.
         """
         if min_sequence is not None:
             self.catch_up(min_sequence)
         return self.retrieval.memories(query, k, entity, tags=tags, min_importance=min_importance,
                                        all_scopes=all_scopes, now=now, query_vector=query_vector, relevance=relevance,
-                                       topic_texts=topic_texts)
+                                       topic_texts=topic_texts, as_of=as_of)
 
     def search(self, query: str | None, k: int = 5, *, type: str | DocType | None = None,
                where: dict[str, Any] | None = None, query_vector: np.ndarray | None = None,

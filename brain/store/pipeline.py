@@ -88,15 +88,17 @@ class WritePipeline:
 
     def _avoid_rewritten_ids(self, docs: list[PreparedDoc], stored: Stored) -> None:
         """A derived memory id whose stored memory now has another text (changed in place by
-        update_memory) belongs to that memory: the new text takes the next derived id whose memory
-        is absent or has this very text, so writing it never overwrites the changed memory."""
+        update_memory) belongs to that memory, and one whose memory was superseded belongs to the
+        history: the new text takes the next derived id whose memory is absent or has this very text
+        (and is not history), so writing it never overwrites the changed memory nor merges into a past one."""
         derived = [n for n, d in enumerate(docs) if d.derived]
         for attempt in range(1, 50):
             if not derived:
                 return
             self._stored((docs[n].id for n in derived), stored)
             taken = [n for n in derived if stored[docs[n].id] is not None
-                     and not same_text(stored[docs[n].id][0] or "", docs[n].text)]
+                     and (not same_text(stored[docs[n].id][0] or "", docs[n].text)
+                          or (stored[docs[n].id][1] or {}).get("status") == "superseded")]
             for n in taken:
                 docs[n] = docs[n].with_(id=memory_id(docs[n].text, docs[n].metadata.scope, attempt))
             derived = taken

@@ -101,8 +101,11 @@ class Retrieval:
     def memories(self, query: str | None, k: int | None, entity: str | None, *, tags: Sequence[str] | None,
                  min_importance: int | None, all_scopes: bool, now: datetime | float | None,
                  query_vector: np.ndarray | None, relevance: bool = False,
-                 topic_texts: Sequence[str] = ()) -> GatedHits:
+                 topic_texts: Sequence[str] = (), as_of: datetime | str | float | None = None) -> GatedHits:
         k = self.settings.memory_top_k if k is None else check_k(k)
+        at = None if as_of is None else _epoch(as_of, "as_of")
+        if at is not None and now is None:
+            now = at  # recency as it was then
         scopes = search_scopes(entity, all_scopes=all_scopes)
         if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
             raise ValidationError(f"tags must be a list of strings, got {tags!r}")
@@ -112,7 +115,7 @@ class Retrieval:
         assert index is not None  # settings guarantee memory is indexed
         text = query if isinstance(query, str) and query.strip() else None  # what the lexical part matches
         hits = index.search(vector, k, self.memory_weights(relevance), now_epoch, scopes, tags, min_importance,
-                            query_text=text, topic_texts=topic_texts)
+                            query_text=text, topic_texts=topic_texts, at=at)
         for hit in hits:
             hit.metadata = from_chroma(hit.metadata)
         return hits
@@ -183,14 +186,14 @@ class Retrieval:
         return sorted(docs, key=lambda d: d.metadata.get("summary_index") or 0)
 
 
-def _epoch(now: datetime | float | None) -> float:
+def _epoch(now: datetime | str | float | None, field: str = "now") -> float:
     if now is None:
         return time.time()
-    if isinstance(now, datetime):
+    if isinstance(now, (datetime, str)) or isinstance(now, bool):
         try:
-            return parse_timestamp(now, "now").timestamp()
+            return parse_timestamp(now, field).timestamp()
         except ValueError as exc:
-            raise ValidationError(str(exc)) from None
+            raise ValidationError.of(field, str(exc)) from None
     return float(now)
 
 

@@ -64,7 +64,7 @@ from brain.store.events import WriteEvent, WriteSubscriber
 log = logging.getLogger(__name__)
 
 #: the file layout's version; a snapshot of another version is ignored
-FORMAT = 1
+FORMAT = 2
 #: where the snapshot lives in the data directory, unless BRAIN_INDEX_SNAPSHOT_PATH says otherwise
 DIRECTORY = "index_snapshots"
 #: the side collection that keeps a store's snapshot key
