@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from brain.embeddings.vectors import unit_rows
 from brain.errors import Problem, ValidationError, joined
 from brain.wording import counted
 from brain.memories import created, is_part, merge_near_duplicates, merged_fields
@@ -150,8 +151,7 @@ def _plan_scope(scope: str, group: list[Document], metas: dict[str, MemoryMetada
     n = len(group)
     if n < 2:
         return []
-    x = np.stack([np.asarray(d.embedding, dtype=np.float32) for d in group])
-    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    x = unit_rows(np.stack([np.asarray(d.embedding, dtype=np.float32) for d in group]))
     neighbours: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for start in range(0, n, BLOCK_ROWS):
         sims = x[start : start + BLOCK_ROWS] @ x.T

@@ -36,11 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brain.access import check_entity_name
 from brain.errors import NotFound, StoreUnavailable
 from brain.memory_admin import case_hint
 from brain.mirror.erase import copy_namespace_rows, erase_from_copy, kept_copies
-from brain.schemas import DocType, entity_scope
+from brain.schemas import DocType, entity_scope, valid_name
 from brain.store.live import read_pointer
 from brain.store.scrub import deleted_traces, scrub_deleted
 from brain.wording import counted
@@ -131,7 +130,7 @@ def _targets(store: Store, name: str) -> _Targets:
 def forget_preview(store: Store, entity: Any) -> dict[str, int]:
     """What :func:`forget_entity` would delete from the store, documents by type (only the types it has),
     without deleting anything; :class:`NotFound` (or :class:`ValidationError`) exactly as it would raise."""
-    targets = _targets(store, check_entity_name(entity))
+    targets = _targets(store, valid_name(entity))
     return dict(Counter(str(d.metadata.get("type")) for d in targets.docs))
 
 
@@ -144,7 +143,7 @@ def forget_entity(store: Store, entity: Any) -> ForgetReport:
     """Remove every document in ``entity``'s scope from the store, the collections a re-index keeps,
     the mirror, its kept copies and the in-process indexes, and scrub the files of the data directory
     so that none of their text remains (see the module)."""
-    name = check_entity_name(entity)
+    name = valid_name(entity)
     for other in _pending(store):  # an interrupted forget of someone else is finished first
         if other["entity"] != name:
             forget_entity(store, other["entity"])

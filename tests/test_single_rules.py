@@ -1,0 +1,159 @@
+"""Rules written once: each has one home, and the code that needs it calls that home instead of
+spelling the rule again. Each test pins the rule's behaviour and, where a source scan can say so,
+that no module keeps a copy of its own."""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import brain.memory_index
+from brain import ranking
+from brain.embeddings.vectors import unit_rows, zero_rows
+from brain.errors import ValidationError
+from brain.integrations.xaibo.attributes import encode_attributes
+from brain.memory_index import read_row
+from brain.mirror.mapping import foreign_metadata
+from brain.schemas import entity_of, entity_scope, valid_entity_scope
+
+BRAIN = Path(__file__).resolve().parents[1] / "brain"
+
+
+def _modules() -> list[tuple[Path, ast.Module]]:
+    return [(p, ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(BRAIN.rglob("*.py"))]
+
+
+def _where(path: Path, node: ast.AST) -> str:
+    return f"{path.relative_to(BRAIN.parent)}:{node.lineno}"
+
+
+# ---- the entity-name rule and the scope of an entity ------------------------------------------------
+
+def test_only_the_schemas_build_or_take_apart_an_entitys_scope():
+    """The scope string of an entity is built by ``entity_scope`` and read back by ``entity_of``; no
+    other module spells the prefix in code (messages and docstrings may name it)."""
+    home = BRAIN / "schemas" / "values.py"
+    copies = []
+    for path, tree in _modules():
+        if path == home:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                    "startswith", "removeprefix", "partition", "split") and any(
+                    isinstance(a, ast.Constant) and a.value == "entity:" for a in node.args):
+                copies.append(_where(path, node))
+            if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant) \
+                    and node.values[0].value == "entity:":
+                copies.append(_where(path, node))
+            if isinstance(node, ast.BinOp) and isinstance(node.left, ast.Constant) and node.left.value == "entity:":
+                copies.append(_where(path, node))
+    assert copies == []
+
+
+def test_no_module_exports_a_second_name_for_the_entity_name_check():
+    import brain.access
+
+    assert not hasattr(brain.access, "check_entity_name")
+
+
+@pytest.mark.parametrize("name", ["bob", "Mary Ann", "team/ops", "李雷"])
+def test_an_entitys_scope_round_trips(name):
+    assert entity_of(entity_scope(name)) == name
+    assert valid_entity_scope(name) == entity_scope(name)
+    assert entity_of("global") is None
+
+
+@pytest.mark.parametrize("name", ["", " bob", "bo\x1bb", "x" * 129, 7])
+def test_both_scope_builders_refuse_the_same_names_with_the_same_words(name):
+    with pytest.raises(ValueError) as plain:
+        entity_scope(name)
+    with pytest.raises(ValidationError) as typed:
+        valid_entity_scope(name)
+    assert str(plain.value) in str(typed.value)
+
+
+def test_engrams_namespace_and_xaibos_entity_attribute_follow_the_scope_rule():
+    assert foreign_metadata("factual", 0.0, 0.6, "entity:team/ops")["entity"] == "team/ops"
+    assert "entity" not in foreign_metadata("factual", 0.0, 0.6, "default")
+    assert encode_attributes({"entity": "team/ops"}, "entity:team/ops").fields == {"entity": "team/ops"}
+    assert encode_attributes({"entity": "bob"}, "entity:alice").fields == {}  # another entity's scope
+    assert encode_attributes({"entity": "bob "}, "entity:bob ").fields == {}  # not a name
+
+
+# ---- unit length ---------------------------------------------------------------------------------
+
+def test_a_zero_vector_stays_zero_and_never_becomes_nan():
+    rows = np.array([[3.0, 4.0], [0.0, 0.0], [1e-30, 0.0]], dtype=np.float32)
+    unit = unit_rows(rows)
+    assert np.isfinite(unit).all()
+    assert np.allclose(unit, [[0.6, 0.8], [0.0, 0.0], [0.0, 0.0]])
+    assert zero_rows(rows).tolist() == [False, True, True]
+    assert np.isfinite(unit_rows(np.zeros(384))).all() and not unit_rows(np.zeros(384)).any()
+    assert unit.dtype == np.float32 and unit.flags.c_contiguous
+    assert unit_rows(rows, np.float64).dtype == np.float64
+
+
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False, width=32), min_size=1, max_size=16))
+def test_unit_rows_is_unit_length_or_zero(values):
+    unit = unit_rows(np.asarray(values))
+    norm = float(np.linalg.norm(unit.astype(np.float64)))
+    assert math.isfinite(norm)
+    assert abs(norm - 1.0) < 1e-5 if not zero_rows(np.asarray(values)) else norm == 0.0
+
+
+def test_every_scaled_copy_of_a_zero_vector_is_zero_not_nan():
+    """The callers that scale vectors themselves go through unit_rows, so they agree on a zero vector."""
+    assert not np.isnan(ranking.normalize_rows(np.zeros((2, 4)))).any()
+    unit, scaled = ranking.to_unit_length(np.zeros(4))
+    assert scaled and not np.isnan(unit).any()
+
+
+def test_no_module_divides_by_a_norm_outside_the_vectors_module():
+    home = BRAIN / "embeddings" / "vectors.py"
+    copies = []
+    for path, tree in _modules():
+        if path == home:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.Div):
+                right = node.right if isinstance(node, ast.BinOp) else node.value
+                text = ast.unparse(right)
+                if "linalg.norm" in text or text in ("norm", "norms"):
+                    copies.append(_where(path, node))
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "np.divide" and \
+                    any("norm" in ast.unparse(a) for a in node.args[1:2]):
+                copies.append(_where(path, node))
+    assert copies == []
+
+
+# ---- the epoch recency counts from ----------------------------------------------------------------
+
+@pytest.mark.parametrize("meta, epoch", [
+    ({"ts_epoch": 100.0, "last_used": 250.0}, 250.0),
+    ({"ts_epoch": 100.0}, 100.0),
+    ({"ts_epoch": 100.0, "last_used": "yesterday"}, 100.0),
+    ({"ts_epoch": 100.0, "last_used": True}, 100.0),
+    ({"ts_epoch": 100.0, "last_used": float("nan")}, 100.0),
+    ({"ts_epoch": "soon"}, 0.0),
+    ({}, 0.0),
+])
+def test_the_index_measures_age_from_recency_epoch(meta, epoch):
+    assert ranking.recency_epoch(meta) == epoch
+    row, _ = read_row({"scope": "global", **meta})
+    assert row is not None and row["used"] == epoch
+
+
+def test_the_index_calls_the_one_recency_rule(monkeypatch):
+    monkeypatch.setattr(brain.memory_index.ranking, "recency_epoch", lambda meta: 42.0)
+    row, _ = read_row({"scope": "global", "ts_epoch": 1.0, "last_used": 2.0})
+    assert row["used"] == 42.0
+
+
+def test_an_unusable_last_use_is_still_reported():
+    _, problems = read_row({"scope": "global", "ts_epoch": 1.0, "last_used": "yesterday"})
+    assert "last_used" in problems
