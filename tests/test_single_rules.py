@@ -6,20 +6,28 @@ from __future__ import annotations
 
 import ast
 import math
+import threading
 from pathlib import Path
 
+import httpx
 import numpy as np
+import ollama
 import pytest
 from hypothesis import given, strategies as st
 
 import brain.memory_index
 from brain import ranking
+from brain.config import Settings
+from brain.embeddings import OllamaEmbedder
+from brain.embeddings.ollama import ollama_errors
 from brain.embeddings.vectors import unit_rows, zero_rows
-from brain.errors import ValidationError
+from brain.errors import Backoff, EmbedderError, EmbedderUnavailable, ValidationError, retry
 from brain.integrations.xaibo.attributes import encode_attributes
 from brain.memory_index import read_row
 from brain.mirror.mapping import foreign_metadata
 from brain.schemas import entity_of, entity_scope, valid_entity_scope
+from brain.summarizers import OllamaSummarizer, SummarizerError, SummarizerUnavailable, TurnText
+from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub
 
 BRAIN = Path(__file__).resolve().parents[1] / "brain"
 
@@ -157,3 +165,140 @@ def test_the_index_calls_the_one_recency_rule(monkeypatch):
 def test_an_unusable_last_use_is_still_reported():
     _, problems = read_row({"scope": "global", "ts_epoch": 1.0, "last_used": "yesterday"})
     assert "last_used" in problems
+
+
+# ---- the Ollama error ladder ----------------------------------------------------------------------
+
+LADDERS = {
+    "embed": (EmbedderUnavailable, EmbedderError),
+    "chat": (SummarizerUnavailable, SummarizerError),
+}
+
+
+def _through_ladder(endpoint: str, failure: BaseException) -> BaseException:
+    unavailable, error = LADDERS[endpoint]
+    with pytest.raises(error) as caught:
+        with ollama_errors("http://127.0.0.1:1", endpoint, "m:1", unavailable=unavailable, error=error,
+                           timed_out="too slow: raise THE_TIMEOUT", doing="work"):
+            raise failure
+    return caught.value
+
+
+@pytest.mark.parametrize("endpoint", sorted(LADDERS))
+@pytest.mark.parametrize("failure, unavailable, words", [
+    (ConnectionError("refused"), True, "ollama serve"),
+    (httpx.ReadTimeout("slow"), True, "THE_TIMEOUT"),
+    (httpx.RemoteProtocolError("reset"), True, "connection to Ollama"),
+    (ollama.ResponseError('model "m:1" not found, try pulling it first', 404), True, "ollama pull m:1"),
+    (ollama.ResponseError("404 page not found", 404), True, "upgrade Ollama"),
+    (ollama.ResponseError("llama runner process has terminated", 500), True, "failed (500)"),
+    (ollama.ResponseError("bad option", 400), False, "refused to work with 'm:1': bad option"),
+    (ValueError("not json"), False, "not an Ollama"),
+])
+def test_both_ollama_providers_translate_a_failure_the_same_way(endpoint, failure, unavailable, words):
+    raised = _through_ladder(endpoint, failure)
+    assert isinstance(raised, LADDERS[endpoint][0]) == unavailable
+    assert words in str(raised)
+
+
+def test_an_ollama_without_the_endpoint_says_to_upgrade_for_embeddings_and_summaries():
+    with OllamaStub(chat_models=DEFAULT_CHAT_MODELS) as stub:
+        old = stub.url + "/old"  # every path under it is unknown to the stub: a plain 404
+        with pytest.raises(EmbedderUnavailable, match="upgrade Ollama"):
+            OllamaEmbedder("nomic-embed-text", Settings(ollama_host=old)).embed_query("hello")
+        with pytest.raises(SummarizerUnavailable, match="upgrade Ollama") as info:
+            OllamaSummarizer(host=old, timeout=5).summarize([TurnText(1, "user", "hello")])
+        assert "ollama pull" not in str(info.value)
+
+
+def test_only_the_ladder_catches_what_the_ollama_client_raises():
+    home = BRAIN / "embeddings" / "ollama.py"
+    catches = []
+    for path, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ExceptHandler) and node.type is not None and \
+                    "ResponseError" in ast.unparse(node.type) and path != home:
+                catches.append(_where(path, node))
+    assert catches == []
+
+
+# ---- trying again ---------------------------------------------------------------------------------
+
+def test_each_named_schedule_waits_what_it_says():
+    from itertools import islice
+
+    from brain.chat.summaries import summary_backoff
+    from brain.store.chroma import READ_RETRIES
+    from brain.store.follower import FETCH_RETRIES, WAIT_POLLS
+
+    assert list(READ_RETRIES.waits()) == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.8])
+    assert list(FETCH_RETRIES.waits()) == pytest.approx([0.05, 0.1])
+    assert list(islice(WAIT_POLLS.waits(), 7)) == pytest.approx([0.02, 0.04, 0.08, 0.16, 0.32, 0.5, 0.5])
+    settings = Settings(summary_retries=3, summary_backoff_seconds=0.5)
+    assert list(summary_backoff(settings).waits()) == [0.5, 1.0, 2.0]
+    assert summary_backoff(settings).wait(2) == 2.0
+
+
+class Flaky:
+    def __init__(self, failures: int, error: type[Exception] = OSError):
+        self.failures, self.error, self.calls = failures, error, 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error(f"failure {self.calls}")
+        return "done"
+
+
+def test_retry_waits_the_schedule_then_returns():
+    slept: list[float] = []
+    flaky = Flaky(2)
+    assert retry(flaky, Backoff(first=0.1, retries=3), on=OSError, sleep=slept.append) == "done"
+    assert flaky.calls == 3 and slept == pytest.approx([0.1, 0.2])
+
+
+def test_retry_raises_the_last_failure_once_the_schedule_is_spent():
+    slept: list[float] = []
+    flaky = Flaky(10)
+    with pytest.raises(OSError, match="failure 3"):
+        retry(flaky, Backoff(first=1.0, retries=2, factor=3.0), on=OSError, sleep=slept.append)
+    assert slept == [1.0, 3.0]
+
+
+def test_retry_gives_up_at_once_on_what_it_is_not_told_to_retry():
+    flaky = Flaky(1, KeyError)
+    with pytest.raises(KeyError):
+        retry(flaky, Backoff(first=0.0, retries=5), on=OSError, sleep=lambda s: None)
+    picky = Flaky(1)
+    with pytest.raises(OSError):
+        retry(picky, Backoff(first=0.0, retries=5), on=OSError, when=lambda exc: "transient" in str(exc))
+    assert flaky.calls == 1 and picky.calls == 1
+
+
+def test_retry_stops_early_when_told():
+    stop = threading.Event()
+    stop.set()
+    flaky = Flaky(3)
+    with pytest.raises(OSError, match="failure 1"):
+        retry(flaky, Backoff(first=30.0, retries=5), on=OSError, sleep=stop.wait)  # a set event: no wait
+
+    def no_time_left(exc, n, wait):
+        raise TimeoutError(f"{n + 1} attempts")
+
+    with pytest.raises(TimeoutError, match="1 attempts"):
+        retry(Flaky(3), Backoff(first=30.0, retries=5), on=OSError, before_wait=no_time_left)
+
+
+def test_no_module_keeps_a_retry_loop_of_its_own():
+    home = BRAIN / "errors.py"
+    loops = []
+    for path, tree in _modules():
+        if path == home:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ExceptHandler) and any(
+                    isinstance(n, ast.Call) and ast.unparse(n.func) == "time.sleep" for n in ast.walk(node)):
+                loops.append(_where(path, node))
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and "attempt" in ast.unparse(node.right):
+                loops.append(_where(path, node))
+    assert loops == []
