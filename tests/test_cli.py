@@ -609,16 +609,18 @@ def test_subprocess_debug_shows_the_traceback(tmp_path):
 
 # ---- the reports the commands print --------------------------------------------------------------
 
-def test_every_mirror_report_has_to_dict_and_summary():
+def test_every_mirror_report_has_to_dict_and_text():
+    from brain.cli.reports import rebuild_text, recovery_text, restore_text, verify_text
     from brain.mirror import RebuildReport, RecoveryReport, RestoreReport, SyncReport, VerifyReport
 
     sync = SyncReport(added=2, unchanged=1)
     reports = [sync, VerifyReport(checked=3, missing=["doc-a"]), RestoreReport(restored=1, by_type={"memory": 1}),
                RecoveryReport(RestoreReport(restored=1), not_restored=["the FAQ: brain ingest"]),
                RebuildReport("m.db", ["m.db.old"], sync)]
-    for report in reports:
+    texts = [SyncReport.summary, verify_text, restore_text, recovery_text, rebuild_text]
+    for report, text in zip(reports, texts):
         data = report.to_dict()
         json.dumps(data)
-        assert report.summary() == str(report) and report.summary()
+        assert text(report)
     assert reports[0].to_dict()["changed"] == 2 and reports[1].to_dict()["ok"] is False
     assert reports[3].to_dict()["mirror"]["restored"] == 1 and reports[4].to_dict()["written"] == 2

@@ -125,8 +125,9 @@ class MirrorRecall:
             generation = self._generation
         if not cov.sufficient:
             log.warning(
-                "mirror recall: only %s; results miss the rest. Run the backfill (brain mirror backfill) "
-                "to embed them with %s", cov, self.model,
+                "mirror recall: only %d of %d memories (%.0f%%) with %s vectors; results miss the rest. Run the "
+                "backfill (brain mirror backfill) to embed them with %s",
+                cov.with_vectors, cov.memories, 100 * cov.ratio, cov.model, self.model,
             )
         ids = [r[0] for r in rows]
         matrix = protocol.decode_matrix(ids, [r[1] for r in rows], [r[2] for r in rows], model=self.model)
