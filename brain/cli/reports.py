@@ -1,6 +1,9 @@
 """The CLI's text for what the library returns: each function renders one report (a dataclass of
 data from the library) as the lines ``brain`` prints. ``--json`` prints the report's ``to_dict()``
-instead. Nothing here is imported before a command runs (``brain --help`` stays light)."""
+instead. Nothing here is imported before a command runs (``brain --help`` stays light).
+
+The mirror's sync report and the persona load still word themselves (``summary()``): servers log those
+lines at start-up and ``brain init --json`` carries the sync's line."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ if TYPE_CHECKING:
     from brain.mirror.sync import RestoreReport, VerifyReport
     from brain.pam.reports import ExportReport, ImportReport
     from brain.reindex import DropReport, ReindexPlan, ReindexReport
+    from brain.startup import StartupReport
 
 #: ids listed in a line before "... (N more)"
 _SHOWN = 10
@@ -234,3 +238,14 @@ def migration_text(report: "MigrationReport") -> str:
     if len(report.skipped) > 20:
         lines.append(f"  ... and {len(report.skipped) - 20} more")
     return "\n".join(lines)
+
+
+def startup_text(report: "StartupReport") -> str:
+    stats = report.store.stats()
+    lines = [
+        f"store: {stats['backend']} ({stats['embedder']}, {stats['dimension']}-d), {counted(stats['documents'], 'document')}",
+        report.persona.summary() if report.persona else "persona: none loaded",
+        "in-process indexes: " + ", ".join(f"{t} {n}" for t, n in report.indexed.items()),
+        f"ready in {report.seconds:.2f} s",
+    ] + ([report.mirror_sync.summary()] if report.mirror_sync is not None else [])
+    return "\n".join(lines + [f"warning: {w}" for w in report.warnings])
