@@ -308,41 +308,67 @@ def test_no_module_keeps_a_retry_loop_of_its_own():
 
 #: what ``brain`` printed for each report before its words moved to the CLI (byte for byte)
 PRINTED = {
-    'forget': "forgot entity 'bob': 2 memories, 1 FAQ entry\nmirror: 2 memories\ncollection old (kept by a re-index): 3 documents\nnote: the Chroma server's own files are not scrubbed by brain (BRAIN_CHROMA_URL)",
-    'ingest': 'Dry run, nothing written. 3 files read, 1 new, 1 changed, 1 unchanged. 4 documents would be added (2 to embed), 0 unchanged, 1 would be removed.\nSkipped 1 file:\n  a.bin: not a knowledge-base file\n1 ingested file no longer present (would be removed): gone.md\n1 error:\n  bad.csv:3: no answer',
-    'verify': 'mirror verify: 12 documents checked, 12 missing, 0 extra, 0 with another text, 0 with other metadata, 1 with another or no vector; 1 rows written by engram\n  missing in the mirror (12): m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, ... (2 more)\n  vector differs (1): v1',
-    'recovery': "restore from mirror: 3 documents (3 memory), 0 of them written by engram; 2 stored vectors reused, 1 embedded, 1 skipped (0.0 s)\n  skipped 'x': empty text\npersona: reloaded from p.md (2 sections)\nnot restored: the FAQ: brain ingest",
-    'rebuild': 'mirror rebuilt at m.db from the store: 5 documents with their stored vectors (nothing embedded); the old file is kept as m.db.old\n2 rows engram wrote itself copied from the old file',
-    'migration': "embedding protocol v1 -> v2: 4 embedding rows migrated, 1 skipped\n  skipped 'a': bad vector",
-    'backfill': 'embedded 3 documents; 3 of 4 memories (75%) with minilm vectors',
-    'reindex': 'c2 (local/minilm) is live, c1 kept for `brain reindex --rollback`: 10 documents, 6 embedded, 4 vectors reused from the mirror, 0 done before, 0 written meanwhile and copied again (2.0 s, 5.0 documents/s)',
-    'drop': 'dropped 1 collections (c0); kept c1, c2; 7 mirror vectors of dropped models deleted',
-    'removal': 'removed doc-1\nremoved doc-2',
+    "forget": "forgot entity 'bob': 2 memories, 1 FAQ entry\n"
+              "mirror: 2 memories\n"
+              "collection old (kept by a re-index): 3 documents\n"
+              "note: the Chroma server's own files are not scrubbed by brain (BRAIN_CHROMA_URL)",
+    "ingest": "Dry run, nothing written. 3 files read, 1 new, 1 changed, 1 unchanged. 4 documents would be added "
+              "(2 to embed), 0 unchanged, 1 would be removed.\n"
+              "Skipped 1 file:\n"
+              "  a.bin: not a knowledge-base file\n"
+              "1 ingested file no longer present (would be removed): gone.md\n"
+              "1 error:\n"
+              "  bad.csv:3: no answer",
+    "verify": "mirror verify: 12 documents checked, 12 missing, 0 extra, 0 with another text, 0 with other metadata, "
+              "1 with another or no vector; 1 rows written by engram\n"
+              "  missing in the mirror (12): m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, ... (2 more)\n"
+              "  vector differs (1): v1",
+    "recovery": "restore from mirror: 3 documents (3 memory), 0 of them written by engram; 2 stored vectors reused, "
+                "1 embedded, 1 skipped (0.0 s)\n"
+                "  skipped 'x': empty text\n"
+                "persona: reloaded from p.md (2 sections)\n"
+                "not restored: the FAQ: brain ingest",
+    "rebuild": "mirror rebuilt at m.db from the store: 5 documents with their stored vectors (nothing embedded); "
+               "the old file is kept as m.db.old\n"
+               "2 rows engram wrote itself copied from the old file",
+    "migration": "embedding protocol v1 -> v2: 4 embedding rows migrated, 1 skipped\n"
+                 "  skipped 'a': bad vector",
+    "backfill": "embedded 3 documents; 3 of 4 memories (75%) with minilm vectors",
+    "reindex": "c2 (local/minilm) is live, c1 kept for `brain reindex --rollback`: 10 documents, 6 embedded, "
+               "4 vectors reused from the mirror, 0 done before, 0 written meanwhile and copied again "
+               "(2.0 s, 5.0 documents/s)",
+    "drop": "dropped 1 collections (c0); kept c1, c2; 7 mirror vectors of dropped models deleted",
+    "removal": "removed doc-1\nremoved doc-2",
 }
 
 
 def _reports() -> dict:
     from brain.forget import ForgetReport
     from brain.ingest import IngestReport
-    from brain.mirror.sync import VerifyReport, RestoreReport, SyncReport
-    from brain.mirror.protocol import MigrationReport, SkippedRow, BackfillReport, Coverage
-    from brain.mirror.recovery import RecoveryReport, RebuildReport
-    from brain.reindex import ReindexReport, DropReport
     from brain.memory_admin import MemoryRemoval
+    from brain.mirror.protocol import BackfillReport, Coverage, MigrationReport, SkippedRow
+    from brain.mirror.recovery import RebuildReport, RecoveryReport
+    from brain.mirror.sync import RestoreReport, SyncReport, VerifyReport
+    from brain.reindex import DropReport, ReindexReport
+
     return {
- "forget": ForgetReport("bob", {"memory": 2, "faq": 1, "turn": 0}, mirror={"memories": 2}, scrubbed={"chroma": None, "retained": {"old": 3}}),
- "ingest": IngestReport(files_read=3, added=4, embedded=2, updated=1, removed=1, dry_run=True, files_new=1, files_unchanged=1,
-                        skipped=[{"path": "a.bin", "reason": "not a knowledge-base file"}], missing_files=["gone.md"], pruned=True,
-                        errors=[{"path": "bad.csv", "line": 3, "message": "no answer"}]),
- "verify": VerifyReport(checked=12, missing=[f"m{i}" for i in range(12)], vectors=["v1"], foreign=["f"]),
- "recovery": RecoveryReport(RestoreReport(restored=3, reused_vectors=2, embedded=1, by_type={"memory": 3}, skipped=[("x", "empty text")]),
-                            persona={"path": "p.md", "sections": 2}, not_restored=["the FAQ: brain ingest"]),
- "rebuild": RebuildReport("m.db", ["m.db.old"], SyncReport(added=5), foreign_copied=2),
- "migration": MigrationReport(1, migrated=4, skipped=[SkippedRow("a", "bad vector")]),
- "backfill": BackfillReport(3, Coverage("minilm", 4, 3)),
- "reindex": ReindexReport("c2", "c1", "local/minilm", documents=10, embedded=6, reused=4, seconds=2.0),
- "drop": DropReport(dropped=["c0"], kept=["c1", "c2"], mirror_vectors=7),
- "removal": MemoryRemoval(removed=["doc-1", "doc-2"])}
+        "forget": ForgetReport("bob", {"memory": 2, "faq": 1, "turn": 0}, mirror={"memories": 2},
+                               scrubbed={"chroma": None, "retained": {"old": 3}}),
+        "ingest": IngestReport(files_read=3, added=4, embedded=2, updated=1, removed=1, dry_run=True, files_new=1,
+                               files_unchanged=1, skipped=[{"path": "a.bin", "reason": "not a knowledge-base file"}],
+                               missing_files=["gone.md"], pruned=True,
+                               errors=[{"path": "bad.csv", "line": 3, "message": "no answer"}]),
+        "verify": VerifyReport(checked=12, missing=[f"m{i}" for i in range(12)], vectors=["v1"], foreign=["f"]),
+        "recovery": RecoveryReport(RestoreReport(restored=3, reused_vectors=2, embedded=1, by_type={"memory": 3},
+                                                 skipped=[("x", "empty text")]),
+                                   persona={"path": "p.md", "sections": 2}, not_restored=["the FAQ: brain ingest"]),
+        "rebuild": RebuildReport("m.db", ["m.db.old"], SyncReport(added=5), foreign_copied=2),
+        "migration": MigrationReport(1, migrated=4, skipped=[SkippedRow("a", "bad vector")]),
+        "backfill": BackfillReport(3, Coverage("minilm", 4, 3)),
+        "reindex": ReindexReport("c2", "c1", "local/minilm", documents=10, embedded=6, reused=4, seconds=2.0),
+        "drop": DropReport(dropped=["c0"], kept=["c1", "c2"], mirror_vectors=7),
+        "removal": MemoryRemoval(removed=["doc-1", "doc-2"]),
+    }
 
 
 def test_the_cli_prints_each_report_as_before():
