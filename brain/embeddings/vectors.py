@@ -25,6 +25,7 @@ def unit_rows(vectors: Any, dtype: Any = np.float32) -> np.ndarray:
     return np.divide(x, norms, out=np.zeros_like(x, order="C"), where=norms >= ZERO_NORM)
 
 
-def zero_rows(vectors: Any) -> np.ndarray:
-    """Which of ``vectors`` (rows, or one vector: a 0-d answer) are zero vectors, which :func:`unit_rows` leaves at zero."""
-    return np.linalg.norm(np.asarray(vectors, dtype=np.float64), axis=-1) < ZERO_NORM
+def zero_rows(vectors: Any, dtype: Any = np.float32) -> np.ndarray:
+    """Which of ``vectors`` (rows, or one vector: a 0-d answer) are zero vectors: the ones :func:`unit_rows`
+    leaves at zero when given the same ``dtype``."""
+    return np.linalg.norm(np.asarray(vectors, dtype=dtype), axis=-1) < ZERO_NORM

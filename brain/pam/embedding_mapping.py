@@ -57,7 +57,7 @@ def vector_problems(files: PamFiles, model: str, dimension: int) -> list[Problem
                 f"{who} is labelled {model}, whose vectors have {dimension} dimensions, but has "
                 f"{emb['dimensions']}; {fix}", j,
             ))
-        elif emb.get("vector") is not None and zero_rows(emb["vector"]):
+        elif emb.get("vector") is not None and zero_rows(emb["vector"], np.float64):
             problems.append(problem_at(efile, f"embeddings[{j}].vector", f"{who} is all zeros (no direction); {fix}", j))
     return problems
 
