@@ -42,6 +42,7 @@ from brain.schemas import (
     RESERVED_KEYS,
     DocType,
     check_scope,
+    entity_of,
     entity_scope,
     valid_conversation_id,
     valid_name,
@@ -55,13 +56,6 @@ MEMORY_FIELD_KEYS = RESERVED_KEYS | CHAIN_KEYS | frozenset({
     "created_at", "last_used",
 })
 
-
-#: the one rule for entity names (:func:`brain.schemas.valid_name`), under the name this module exports
-check_entity_name = valid_name
-
-
-def _entity_of(scope: str) -> str | None:
-    return None if scope == GLOBAL_SCOPE else scope.removeprefix("entity:")
 
 
 @dataclass(frozen=True)
@@ -79,7 +73,7 @@ class Caller:
     def acting_as(self, requested: str | None) -> str | None:
         """The entity a request acts as (None: unrestricted), given the entity it names."""
         if requested is not None:
-            check_entity_name(requested)
+            valid_name(requested)
         if self.entity is None:
             return requested
         if requested is None or requested == self.entity:
@@ -191,7 +185,7 @@ class Access:
                 message = f"scope {scope!r} disagrees with entity {self.entity!r} (whose scope is {own!r}); send one"
                 raise ValidationError.of("scope", message)
             scope = own
-        entity = _entity_of(scope or GLOBAL_SCOPE)
+        entity = entity_of(scope or GLOBAL_SCOPE)
         doc_id = self.chat.remember(text, importance=importance, tags=tags, entity=entity,
                                     conversation_id=conversation_id, timestamp=timestamp, source=source,
                                     metadata=metadata, expires_at=expires_at)
@@ -295,7 +289,7 @@ class Access:
             if first is None:
                 entity = self.entity  # a new conversation, under an id the caller chose
             elif may_use_conversation(scopes, self.entity):
-                entity = _entity_of(first)
+                entity = entity_of(first)
             else:
                 raise _no_conversation(conversation_id)
             try:
@@ -333,7 +327,6 @@ __all__ = [
     "ENTITY_MAX_LENGTH",
     "ENTITY_PATTERN",
     "MEMORY_FIELD_KEYS",
-    "check_entity_name",
     "may_change",
     "may_read",
     "may_use_conversation",

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brain.access import ADMIN, Caller, check_entity_name
+from brain.access import ADMIN, Caller
 from brain.errors import ConfigError, ValidationError
+from brain.schemas import valid_name
 
 MIN_TOKEN_LENGTH = 16
 ADMIN_NAME = "admin"
@@ -129,7 +130,7 @@ def _read_tokens_file(path: Path) -> list[tuple[str, bytes, Caller]]:
             caller = ADMIN
         else:
             try:
-                caller = Caller(check_entity_name(who, "the name"))
+                caller = Caller(valid_name(who, "the name"))
             except ValidationError as exc:
                 raise ConfigError(f"BRAIN_API_TOKENS_FILE {place}: {exc}") from None
         found.append((place, token.encode(), caller))

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from brain.embeddings.vectors import unit_rows
 from brain.errors import Problem, ValidationError, joined
-from brain.wording import counted
 from brain.memories import created, is_part, merge_near_duplicates, merged_fields
 from brain.schemas import PART_OF_KEY, DocType, MemoryMetadata, format_timestamp, read_stored
 
@@ -76,18 +76,6 @@ class ConsolidationReport:
     def to_dict(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "dry_run": self.dry_run, "scanned": self.scanned, "skipped": self.skipped,
                 "removed": self.removed, "merges": [m.to_dict() for m in self.merges]}
-
-    def summary(self) -> str:
-        verb = "would merge" if self.dry_run else "merged"
-        lines = [f"{counted(self.scanned, 'memory')} scanned (cosine > {self.threshold:g}): {verb} {self.removed} "
-                 f"into {len(self.merges)}"]
-        for m in self.merges:
-            lines.append(f"  keep {m.kept_id} [{m.scope}] {m.kept_text!r}")
-            for doc_id, text, sim in zip(m.merged_ids, m.merged_texts, m.similarities):
-                lines.append(f"    <- {doc_id} ({sim:.3f}) {text!r}")
-        for doc_id, why in self.skipped.items():
-            lines.append(f"  skipped {doc_id}: {why}")
-        return "\n".join(lines)
 
 
 def consolidate_memories(store: Store, *, threshold: float | None = None, dry_run: bool = False) -> ConsolidationReport:
@@ -153,8 +141,7 @@ def _plan_scope(scope: str, group: list[Document], metas: dict[str, MemoryMetada
     n = len(group)
     if n < 2:
         return []
-    x = np.stack([np.asarray(d.embedding, dtype=np.float32) for d in group])
-    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    x = unit_rows(np.stack([np.asarray(d.embedding, dtype=np.float32) for d in group]))
     neighbours: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for start in range(0, n, BLOCK_ROWS):
         sims = x[start : start + BLOCK_ROWS] @ x.T

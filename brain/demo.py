@@ -20,6 +20,7 @@ from brain.config import load_settings
 from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError, ConfigError
+from brain.cli.reports import ingest_text
 from brain.ingest import ingest_paths
 from brain.startup import startup
 from brain.store import Store
@@ -106,7 +107,7 @@ def _run(brain: Brain, args: argparse.Namespace, kb_path: Path) -> int:
     store = brain.store
     kb = ingest_paths(store, [kb_path])
     if not kb.ok:
-        print(kb.summary(), file=sys.stderr)
+        print(ingest_text(kb), file=sys.stderr)
         return 1
     turns = seed_conversation(store, brain.chat)
     ctx = brain.chat.build_context(DEMO_CONVERSATION, args.question, entity=args.entity)

@@ -22,14 +22,21 @@ The hierarchy, by what a caller does about it::
 
 The shells map them in one place each: the API to HTTP statuses (``brain.api``), the CLI to one
 ``error: ...`` line and exit code 1 (``brain.cli``).
+
+A failure worth trying again is tried again by :func:`retry` on a :class:`Backoff` schedule, the one
+way brain waits between attempts (each caller names its schedule).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: the command that repairs a damaged mirror, named in every message about one
 REBUILD_COMMAND = "brain mirror rebuild"
@@ -241,3 +248,52 @@ class NotFound(BrainError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else "not found"
+
+
+# ---- trying again ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Backoff:
+    """A retry schedule: wait ``first`` seconds after the first failure and ``factor`` times the last
+    wait after each next one, never more than ``cap``; ``retries`` waits in all (None: no end, for a
+    caller that polls until a deadline of its own)."""
+
+    first: float
+    retries: int | None
+    factor: float = 2.0
+    cap: float = math.inf
+
+    def wait(self, n: int) -> float:
+        """The wait before retry ``n`` (0 for the first)."""
+        return min(self.first * self.factor ** n, self.cap)
+
+    def waits(self) -> Iterator[float]:
+        n = 0
+        while self.retries is None or n < self.retries:
+            yield self.wait(n)
+            n += 1
+
+
+def retry(call: Callable[[], T], schedule: Backoff, *, on: type[BaseException] | tuple[type[BaseException], ...],
+          when: Callable[[BaseException], bool] | None = None,
+          before_wait: Callable[[BaseException, int, float], None] | None = None,
+          sleep: Callable[[float], Any] = time.sleep) -> T:
+    """``call()``, called again after each failure of type ``on`` (that ``when``, if given, accepts)
+    once the schedule's next wait has passed; the failure is raised when the schedule is spent.
+    ``before_wait(failure, retry number, wait)`` runs before each wait and may raise to give up early
+    (a deadline); ``sleep`` returning True (a stop event's ``wait``) gives up too, raising the failure."""
+    waits = schedule.waits()
+    n = 0
+    while True:
+        try:
+            return call()
+        except on as exc:
+            wait = next(waits, None) if when is None or when(exc) else None
+            if wait is None:
+                raise
+            if before_wait is not None:
+                before_wait(exc, n, wait)
+            if sleep(wait) is True:
+                raise
+            n += 1
+

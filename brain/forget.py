@@ -36,20 +36,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brain.access import check_entity_name
 from brain.errors import NotFound, StoreUnavailable
 from brain.memory_admin import case_hint
 from brain.mirror.erase import copy_namespace_rows, erase_from_copy, kept_copies
-from brain.schemas import DocType, entity_scope
+from brain.schemas import DocType, entity_scope, valid_name
 from brain.store.live import read_pointer
 from brain.store.scrub import deleted_traces, scrub_deleted
-from brain.wording import counted
 
 if TYPE_CHECKING:
     from brain.store import Store
 
 
-_NOUNS = {"faq": "FAQ entry", "persona": "persona section"}  # the other types are their own nouns
 #: the marker of forgets under way, in the data directory
 MARKER = "forget.pending"
 
@@ -75,20 +72,6 @@ class ForgetReport:
     def to_dict(self) -> dict[str, Any]:
         return {"entity": self.entity, "deleted": dict(self.deleted), "mirror": dict(self.mirror),
                 "scrubbed": dict(self.scrubbed), "conversations": list(self.conversations)}
-
-    def summary(self) -> str:
-        lines = [f"forgot entity {self.entity!r}: {describe(self.deleted)}"]
-        if self.scrubbed.get("resumed"):
-            lines.append("finished a forget of this entity that was interrupted")
-        if self.mirror:
-            lines.append("mirror: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in self.mirror.items()))
-        for name, n in (self.scrubbed.get("retained") or {}).items():
-            lines.append(f"collection {name} (kept by a re-index): {counted(n, 'document')}")
-        for name, n in (self.scrubbed.get("mirror_copies") or {}).items():
-            lines.append(f"mirror copy {name}: {counted(n, 'row')}")
-        if self.scrubbed.get("chroma") is None:
-            lines.append("note: the Chroma server's own files are not scrubbed by brain (BRAIN_CHROMA_URL)")
-        return "\n".join(lines)
 
 
 @dataclass
@@ -131,20 +114,15 @@ def _targets(store: Store, name: str) -> _Targets:
 def forget_preview(store: Store, entity: Any) -> dict[str, int]:
     """What :func:`forget_entity` would delete from the store, documents by type (only the types it has),
     without deleting anything; :class:`NotFound` (or :class:`ValidationError`) exactly as it would raise."""
-    targets = _targets(store, check_entity_name(entity))
+    targets = _targets(store, valid_name(entity))
     return dict(Counter(str(d.metadata.get("type")) for d in targets.docs))
-
-
-def describe(counts: dict[str, int]) -> str:
-    """Documents by type in words: ``2 memories, 1 summary`` (``no documents`` for none)."""
-    return ", ".join(counted(n, _NOUNS.get(t, t)) for t, n in counts.items() if n) or "no documents"
 
 
 def forget_entity(store: Store, entity: Any) -> ForgetReport:
     """Remove every document in ``entity``'s scope from the store, the collections a re-index keeps,
     the mirror, its kept copies and the in-process indexes, and scrub the files of the data directory
     so that none of their text remains (see the module)."""
-    name = check_entity_name(entity)
+    name = valid_name(entity)
     for other in _pending(store):  # an interrupted forget of someone else is finished first
         if other["entity"] != name:
             forget_entity(store, other["entity"])
@@ -291,4 +269,4 @@ def _write_marker(store: Store, entries: list[dict[str, Any]]) -> None:
                                f"deleted: free space or fix the permissions and run the forget again") from exc
 
 
-__all__ = ["MARKER", "ForgetReport", "describe", "forget_entity", "forget_preview"]
+__all__ = ["MARKER", "ForgetReport", "forget_entity", "forget_preview"]

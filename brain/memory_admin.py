@@ -96,9 +96,6 @@ class MemoryRemoval:
     def to_dict(self) -> dict[str, Any]:
         return {"removed": list(self.removed), "not_found": list(self.not_found)}
 
-    def summary(self) -> str:
-        return "\n".join(f"removed {doc_id}" for doc_id in self.removed)
-
     def error(self) -> NotFound:
         """The failure a caller raises when not every id was a memory."""
         return NotFound(f"no memory with id {', '.join(repr(i) for i in self.not_found)}")

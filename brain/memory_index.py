@@ -102,10 +102,9 @@ def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str
     if epoch is None:
         problems["ts_epoch"] = f"ts_epoch {meta.get('ts_epoch')!r} is not epoch seconds; ranked as oldest"
         epoch = 0.0
-    used = _number(meta["last_used"]) if meta.get("last_used") is not None else epoch
-    if used is None:
+    if meta.get("last_used") is not None and _number(meta["last_used"]) is None:
         problems["last_used"] = f"last_used {meta.get('last_used')!r} is not epoch seconds; ignored"
-        used = epoch
+    used = ranking.recency_epoch(meta)
     created = _time(meta, "created_at", {})  # only the fallback start of the window: not the index's to report
     valid_from = _time(meta, "valid_from", problems)
     valid_from = valid_from if valid_from is not None else created if created is not None else epoch

@@ -39,6 +39,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from brain.embeddings.vectors import unit_rows
+
 try:  # SIMD int8 dot products; numpy has no fast int8 matrix-vector product
     import simsimd as _simsimd
 except ImportError:  # pragma: no cover - simsimd is a declared dependency
@@ -198,20 +200,17 @@ UNIT_TOLERANCE = 1e-4
 
 def to_unit_length(vector: Any) -> tuple[np.ndarray, bool]:
     """``vector`` as float32 at unit length, and whether it had to be scaled. A vector already within
-    :data:`UNIT_TOLERANCE` of unit length is returned as given, so a round trip is bit for bit.
-    The caller refuses zero and non-finite vectors first."""
+    :data:`UNIT_TOLERANCE` of unit length is returned as given, so a round trip is bit for bit. A zero
+    vector comes back all zeros (:func:`~brain.embeddings.vectors.unit_rows`); the store refuses it first."""
     given = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(np.asarray(vector, dtype=np.float64)))
     if abs(norm - 1.0) <= UNIT_TOLERANCE:
         return given, False
-    return (np.asarray(vector, dtype=np.float64) / norm).astype(np.float32), True
+    return unit_rows(vector, np.float64).astype(np.float32), True
 
 
-def normalize_rows(vectors: np.ndarray) -> np.ndarray:
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(vectors / norms, dtype=np.float32)
+#: rows at unit length (float32), a zero row left at zero: :func:`brain.embeddings.vectors.unit_rows`
+normalize_rows = unit_rows
 
 
 def quantize_rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -90,12 +90,6 @@ class ReindexPlan:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def summary(self) -> str:
-        resumed = f", resuming {self.collection} ({self.done} done)" if self.resumed else ""
-        return (f"re-index {self.live} ({self.from_embedder}) -> {self.collection} ({self.to_embedder}, "
-                f"{self.dimension}-d){resumed}: {self.documents} documents, {self.to_embed} to embed, "
-                f"{self.reused} vectors reused from the mirror")
-
 
 @dataclass
 class ReindexReport:
@@ -125,12 +119,6 @@ class ReindexReport:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "rate": round(self.rate, 1)}
 
-    def summary(self) -> str:
-        return (f"{self.collection} ({self.embedder}) is live, {self.previous} kept for `brain reindex --rollback`: "
-                f"{self.documents} documents, {self.embedded} embedded, {self.reused} vectors reused from the mirror, "
-                f"{self.skipped} done before, {self.replayed} written meanwhile and copied again "
-                f"({self.seconds:.1f} s, {self.rate:.1f} documents/s)")
-
 
 @dataclass
 class DropReport:
@@ -140,10 +128,6 @@ class DropReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    def summary(self) -> str:
-        return (f"dropped {len(self.dropped)} collections ({', '.join(self.dropped) or 'none'}); kept "
-                f"{', '.join(self.kept)}; {self.mirror_vectors} mirror vectors of dropped models deleted")
 
 
 # ---- the pointer of a store -------------------------------------------------------------------------
@@ -421,7 +405,9 @@ def run(store: Store, embedder: Embedder, *, batch: int = BATCH,
     finally:
         store.events.unsubscribe(recorder)
     report.seconds = time.monotonic() - started
-    log.info("%s", report.summary())
+    log.info("re-index: %s (%s) is live, %s kept; %d documents, %d embedded, %d vectors reused (%.1f s)",
+             report.collection, report.embedder, report.previous, report.documents, report.embedded, report.reused,
+             report.seconds)
     return report
 
 

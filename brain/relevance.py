@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from brain.embeddings import Embedder
+from brain.embeddings.vectors import unit_rows
 from brain.errors import CalibrationError
 
 #: the labelled messages and facts the calibration reads
@@ -94,8 +95,7 @@ def calibrate(embedder: Embedder, path: Path = CALIBRATION_FILE) -> Calibration:
     messages, facts, digest = calibration_pairs(path)
     queries = np.stack([np.asarray(embedder.embed_query(m), dtype=np.float64) for m in messages])
     docs = np.asarray(embedder.embed_documents(facts), dtype=np.float64)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
+    queries, docs = unit_rows(queries, np.float64), unit_rows(docs, np.float64)
     sims = queries @ docs.T
     unrelated = sims[~np.eye(len(messages), dtype=bool)]
     return Calibration(embedder=embedder.name, mean=float(unrelated.mean()), sd=float(unrelated.std()),

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from brain.config import Settings
-from brain.wording import counted
 from brain.core import Brain
 from brain.core import open as open_brain
 from brain.errors import BrainError, ConfigError
@@ -44,16 +43,6 @@ class StartupReport:
             "mirror_sync": None if self.mirror_sync is None else self.mirror_sync.summary(),
             "store": self.store.stats(),
         }
-
-    def summary(self) -> str:
-        stats = self.store.stats()
-        lines = [
-            f"store: {stats['backend']} ({stats['embedder']}, {stats['dimension']}-d), {counted(stats['documents'], 'document')}",
-            self.persona.summary() if self.persona else "persona: none loaded",
-            "in-process indexes: " + ", ".join(f"{t} {n}" for t, n in self.indexed.items()),
-            f"ready in {self.seconds:.2f} s",
-        ] + ([self.mirror_sync.summary()] if self.mirror_sync is not None else [])
-        return "\n".join(lines + [f"warning: {w}" for w in self.warnings])
 
 
 def startup(settings: Settings | None = None, *, persona_path: str | Path | None = None, warm: bool = True,

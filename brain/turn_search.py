@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from brain.embeddings.vectors import unit_rows
 from brain.errors import Problem, ValidationError
 from brain.results import Document
 from brain.schemas import check_k, parse_timestamp
@@ -188,7 +189,7 @@ class TurnIndex:
         self.dimension = int(turns[0].embedding.shape[0]) if turns else None
         if self.turns:
             vectors = np.stack([np.asarray(t.embedding, dtype=np.float32) for t in self.turns])
-            self.vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+            self.vectors = unit_rows(vectors)
         else:
             self.vectors = np.zeros((0, 0), dtype=np.float32)
         self.sessions = _sessions([t.metadata for t in self.turns])
@@ -280,7 +281,7 @@ class TurnIndex:
         if self.dimension is not None and vector.shape[0] != self.dimension:
             raise ValidationError.of("query_vector", f"query_vector has {vector.shape[0]} dimensions but the turns are "
                            f"{self.dimension}-d; embed the query with the store's embedder")
-        return tokenize(query_text), vector / np.linalg.norm(vector)
+        return tokenize(query_text), unit_rows(vector)
 
     def named_speaker(self, query_text: str) -> str | None:
         """The one speaker of this conversation the query names, or None (none or several named)."""

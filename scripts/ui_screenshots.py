@@ -28,6 +28,7 @@ from brain.api import create_app
 from brain.config import Settings
 from brain.core import Brain
 from brain.core import open as open_brain
+from brain.cli.reports import ingest_text
 from brain.ingest import ingest_paths
 from brain.startup import startup
 
@@ -86,7 +87,7 @@ def seed(brain: Brain) -> None:
     startup(brain=brain, persona_path=ROOT / "persona.md")
     report = ingest_paths(brain.store, [ROOT / "config" / "kb"])
     if not report.ok:
-        raise SystemExit(report.summary())
+        raise SystemExit(ingest_text(report))
     brain.store.upsert_docs([{"type": "memory", "source": "chat", **m} for m in MEMORIES])
     for user, assistant in EXCHANGES:
         brain.chat.record_exchange("conv-porto-trip", user, assistant)

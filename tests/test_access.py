@@ -7,10 +7,11 @@ import re
 import pytest
 from hypothesis import given, strategies as st
 
-from brain.access import ADMIN, ENTITY_PATTERN, Access, Caller, check_entity_name, may_change, may_read, \
+from brain.access import ADMIN, ENTITY_PATTERN, Access, Caller, may_change, may_read, \
     may_use_conversation
 from brain.chat import ChatMemory
 from brain.errors import Forbidden, NotFound, ValidationError
+from brain.schemas import valid_name as check_entity_name
 from brain.summarizers import ExtractiveSummarizer
 
 

@@ -21,7 +21,9 @@ from click.testing import CliRunner
 
 import brain.store.facade
 from brain.cli import cli
+from brain.cli.reports import ingest_text
 from brain.errors import NotFound
+from brain.ingest.report import IngestReport
 from brain.schemas import DOC_TYPES
 
 PERSONA = """You are Brain, a careful household assistant.
@@ -411,16 +413,9 @@ def test_data_dir_option_overrides_the_environment(tmp_path):
 
 # ---- init and ingest: the CLI's wiring, with stand-ins for the library calls -----------------------
 
-class FakeReport:
-    def __init__(self, ok=True):
-        self.ok = ok
-        self.errors = [] if ok else [{"path": "kb/bad.jsonl", "line": 3, "message": "not valid JSON"}]
-
-    def to_dict(self):
-        return {"ok": self.ok, "errors": self.errors}
-
-    def summary(self):
-        return "2 files read, 5 added" + ("" if self.ok else ", 1 error")
+def ingest_report(ok=True):
+    errors = [] if ok else [{"path": "kb/bad.jsonl", "line": 3, "message": "not valid JSON"}]
+    return IngestReport(files_read=2, added=5, files_new=2, embedded=5, errors=errors)
 
 
 def test_ingest_passes_options_through_and_exits_1_on_errors(monkeypatch, tmp_path):
@@ -428,17 +423,19 @@ def test_ingest_passes_options_through_and_exits_1_on_errors(monkeypatch, tmp_pa
 
     def ingest_paths(store, paths, *, prune=False, dry_run=False, progress=False):
         calls.append((paths, prune, dry_run, progress))
-        return FakeReport(ok=not any(p.name == "bad" for p in paths))
+        return ingest_report(ok=not any(p.name == "bad" for p in paths))
 
     monkeypatch.setitem(sys.modules, "brain.ingest", types.SimpleNamespace(ingest_paths=ingest_paths))
     (tmp_path / "kb").mkdir()
     (tmp_path / "bad").mkdir()
     ok = run("ingest", "kb", "--prune", "--dry-run")
-    assert ok.exit_code == 0 and ok.stdout.strip() == "2 files read, 5 added"
+    assert ok.exit_code == 0 and ok.stdout.strip() == ingest_text(ingest_report())
+    assert ok.stdout.startswith("2 files read, 2 new, 0 changed, 0 unchanged. 5 documents added (5 embedded)")
     assert calls == [([Path("kb")], True, True, True)]
     failed = run("ingest", "bad")
     assert failed.exit_code == 1
-    assert failed.stdout.strip() == "2 files read, 5 added, 1 error"
+    assert failed.stdout.strip() == ingest_text(ingest_report(ok=False))
+    assert failed.stdout.strip().endswith("1 error:\n  kb/bad.jsonl:3: not valid JSON")
     assert failed.stderr.strip() == "error: ingest found 1 error; the report lists them"
     as_json = run("--json", "ingest", "bad")
     assert as_json.exit_code == 1 and json.loads(as_json.stdout)["ok"] is False
@@ -468,12 +465,15 @@ def test_a_command_closes_what_it_opened(tmp_path):
 def test_init_calls_startup_with_settings_and_persona_path(monkeypatch, tmp_path):
     calls = []
 
+    class Store:
+        def stats(self):
+            return {"backend": "embedded", "embedder": "local/minilm-l6-v2", "dimension": 384, "documents": 0}
+
     class Report:
+        store, persona, indexed, seconds, warnings, mirror_sync = Store(), None, {"memory": 0}, 0.5, [], None
+
         def to_dict(self):
             return {"persona": None}
-
-        def summary(self):
-            return "store: ready"
 
     def startup(settings=None, *, persona_path=None):
         calls.append((settings.data_dir, persona_path))
@@ -481,7 +481,9 @@ def test_init_calls_startup_with_settings_and_persona_path(monkeypatch, tmp_path
 
     monkeypatch.setitem(sys.modules, "brain.startup", types.SimpleNamespace(startup=startup))
     result = run("--data-dir", str(tmp_path / "d"), "init", "--persona", "p.md")
-    assert result.exit_code == 0 and result.stdout.strip() == "store: ready"
+    assert result.exit_code == 0 and result.stdout.strip() == (
+        "store: embedded (local/minilm-l6-v2, 384-d), 0 documents\npersona: none loaded\nin-process indexes: memory 0\n"
+        "ready in 0.50 s")
     assert calls == [(tmp_path / "d", Path("p.md"))]
     assert run_json("init") == {"persona": None}
 
@@ -609,16 +611,18 @@ def test_subprocess_debug_shows_the_traceback(tmp_path):
 
 # ---- the reports the commands print --------------------------------------------------------------
 
-def test_every_mirror_report_has_to_dict_and_summary():
+def test_every_mirror_report_has_to_dict_and_text():
+    from brain.cli.reports import rebuild_text, recovery_text, restore_text, verify_text
     from brain.mirror import RebuildReport, RecoveryReport, RestoreReport, SyncReport, VerifyReport
 
     sync = SyncReport(added=2, unchanged=1)
     reports = [sync, VerifyReport(checked=3, missing=["doc-a"]), RestoreReport(restored=1, by_type={"memory": 1}),
                RecoveryReport(RestoreReport(restored=1), not_restored=["the FAQ: brain ingest"]),
                RebuildReport("m.db", ["m.db.old"], sync)]
-    for report in reports:
+    texts = [SyncReport.summary, verify_text, restore_text, recovery_text, rebuild_text]
+    for report, text in zip(reports, texts):
         data = report.to_dict()
         json.dumps(data)
-        assert report.summary() == str(report) and report.summary()
+        assert text(report)
     assert reports[0].to_dict()["changed"] == 2 and reports[1].to_dict()["ok"] is False
     assert reports[3].to_dict()["mirror"]["restored"] == 1 and reports[4].to_dict()["written"] == 2

@@ -12,6 +12,7 @@ from brain.config import Settings
 from brain.consolidate import consolidate_memories
 from brain.core import open_store
 from brain.errors import ValidationError
+from brain.cli.reports import consolidation_text
 
 DIM = 384
 
@@ -70,7 +71,7 @@ def test_near_duplicates_merge_with_united_fields(store):
     assert kept["merged_from"] == [ids[0], ids[2]]
     assert {d.id for d in store.get(type="memory")} == {ids[1], ids[3]}
     assert {h.id for h in store.retrieve_memories("cat", k=5)} == {ids[1], ids[3]}  # the index followed
-    assert "would merge" not in report.summary() and ids[0] in report.summary()
+    assert "would merge" not in consolidation_text(report) and ids[0] in consolidation_text(report)
 
 
 def test_dry_run_changes_nothing_and_reports_the_same(store):
@@ -78,7 +79,7 @@ def test_dry_run_changes_nothing_and_reports_the_same(store):
     before = snapshot(store)
     dry = consolidate_memories(store, threshold=0.9, dry_run=True)
     assert snapshot(store) == before
-    assert dry.dry_run and dry.removed == 1 and "would merge 1 into 1" in dry.summary()
+    assert dry.dry_run and dry.removed == 1 and "would merge 1 into 1" in consolidation_text(dry)
     real = consolidate_memories(store, threshold=0.9)
     assert [m.to_dict() for m in real.merges] == [m.to_dict() for m in dry.merges]
     assert len(snapshot(store)) == 2
@@ -137,7 +138,7 @@ def test_rows_written_around_the_schema_are_left_alone_and_reported(store, bad):
     raw_before = {d.id: d.metadata for d in store.get(["doc-raw-1", "doc-raw-2"])}
     report = consolidate_memories(store, threshold=0.9)
     assert set(report.skipped) == {"doc-raw-1", "doc-raw-2"}
-    assert next(iter(bad)) in report.skipped["doc-raw-1"] and "skipped doc-raw-1" in report.summary()
+    assert next(iter(bad)) in report.skipped["doc-raw-1"] and "skipped doc-raw-1" in consolidation_text(report)
     assert [m.kept_id for m in report.merges] == [kept[0]] and report.merges[0].merged_ids == [kept[1]]
     assert {d.id: d.metadata for d in store.get(["doc-raw-1", "doc-raw-2"])} == raw_before  # untouched
 

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 import brain
 import brain.store.facade
 from brain import reindex
+from brain.cli.reports import forget_text, rebuild_text
 from brain.cli import cli
 from brain.errors import NotFound, StoreUnavailable
 from brain.mirror.recovery import rebuild_mirror
@@ -70,7 +71,7 @@ def test_forget_reaches_the_collections_a_reindex_keeps(backend_settings, local_
             assert holding(settings.data_dir) == {}
             assert holding(settings.data_dir, KEPT_WORDS)  # the check can find words: Bob's are there
         assert report.scrubbed["retained"] == {name: 4 for name in kept}
-        assert f"collection {kept[0]} (kept by a re-index): 4 documents" in report.summary()
+        assert f"collection {kept[0]} (kept by a re-index): 4 documents" in forget_text(report)
         with pytest.raises(NotFound):
             b.forget_entity("ada")
         if then == "reindex":  # a roll-back after the forget brings nothing of Ada's back
@@ -101,7 +102,7 @@ def test_rebuilding_a_healthy_mirror_keeps_no_copy_but_a_damaged_ones_is_kept(se
         seed(b)
         report = rebuild_mirror(b.store)
         assert kept_copies(settings.mirror_file) == [] and report.moved_aside == [] and report.old_deleted
-        assert "sound and all of it in the new one, was deleted" in report.summary()
+        assert "sound and all of it in the new one, was deleted" in rebuild_text(report)
         assert b.verify_mirror().ok
     with open(settings.mirror_file, "r+b") as damage:  # a garbage header: SQLite's "not a database"
         damage.write(b"this is not a database at all..")

@@ -12,6 +12,7 @@ import pytest
 from brain.chunking import TokenChunker
 from brain.errors import StoreUnavailable
 from brain.ingest import ingest_paths, kb_name, scan_ingested
+from brain.cli.reports import ingest_text
 
 _WORDS = ("scanner settings window overlap embedder chunk section receipt folder answer question model vector store "
           "server update prune report batch token limit heading topic file line error retry index memory").split()
@@ -198,7 +199,7 @@ def test_a_removed_file_stays_without_prune_and_goes_with_it(embedded_store, tmp
 
     kept = ingest_paths(embedded_store, [kb])
     assert kept.ok and kept.removed == 0 and kept.missing_files == ["kb/faq.jsonl", "kb/notes.txt"]
-    assert "--prune" in kept.summary() and embedded_store.count("faq") == total
+    assert "--prune" in ingest_text(kept) and embedded_store.count("faq") == total
 
     dry = ingest_paths(embedded_store, [kb], prune=True, dry_run=True)
     assert dry.removed == len(notes) + len(jsonl) and embedded_store.count("faq") == total
@@ -262,7 +263,7 @@ def test_malformed_files_are_reported_with_file_and_line_and_the_rest_is_ingeste
     assert kb_docs(embedded_store, "kb/faq.jsonl") == old_jsonl
     assert all(kb_docs(embedded_store, f"kb/{name}") == [] for name in ("bad.md", "broken.csv", "rows.csv"))
     assert report.files_read == 4 and report.added == 1  # guide, table, notes, new
-    text = report.summary()
+    text = ingest_text(report)
     assert "kb/faq.jsonl:2: not valid JSON" in text and "kb/bad.md:3" in text
     json.dumps(report.to_dict())
 
@@ -284,7 +285,7 @@ def test_dry_run_reports_the_same_counts_and_writes_nothing(embedded_store, embe
     real = ingest_paths(embedded_store, [kb], prune=True)
     assert (dry.added, dry.removed, dry.updated) == (1, 2, 1)
     assert all(getattr(dry, f) == getattr(real, f) for f in fields)
-    assert "Dry run" in dry.summary() and "would be removed" in dry.summary()
+    assert "Dry run" in ingest_text(dry) and "would be removed" in ingest_text(dry)
 
 
 def expected_state(tmp_path, local_embedder, kb) -> set[tuple[str, str, str]]:

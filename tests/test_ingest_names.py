@@ -19,6 +19,7 @@ from brain.ingest import KB_NAMES, ingest_paths, kb_name
 from brain.ingest.files import decode_text, file_documents, file_hash
 from brain.ingest.parsers import PARSERS
 from brain.text.markdown import slugify
+from brain.cli.reports import ingest_text
 from tests.test_ingest import expected_state, kb_docs, state, write_kb
 
 
@@ -86,7 +87,7 @@ def test_documents_named_by_the_working_directory_are_rekeyed_without_embedding(
     report = ingest_paths(embedded_store, [kb])
     assert report.ok and embed_calls == [] and report.embedded == 0
     assert (report.files_migrated, report.migrated, report.added, report.removed) == (4, count, 0, 0)
-    assert "4 migrated to stable names" in report.summary()
+    assert "4 migrated to stable names" in ingest_text(report)
     assert set(state(embedded_store)) == expected_state(tmp_path, local_embedder, kb)  # as if ingested anew
     assert all(d.metadata["kb_names"] == KB_NAMES for d in kb_docs(embedded_store))
     assert {d.text: d.metadata["timestamp"] for d in kb_docs(embedded_store)} == first_ingested
@@ -113,7 +114,7 @@ def test_prune_removes_older_named_documents_of_files_that_are_gone(embedded_sto
     kept = ingest_paths(embedded_store, [kb])
     gone = f"{tmp_path.name}/kb/notes.txt"
     assert kept.missing_files == [gone] and kb_docs(embedded_store, gone)
-    assert "--prune removes them" in kept.summary()
+    assert "--prune removes them" in ingest_text(kept)
     pruned = ingest_paths(embedded_store, [kb], prune=True)
     assert pruned.missing_files == [gone] and pruned.removed == 1 and kb_docs(embedded_store, gone) == []
     assert {d.metadata["kb_file"] for d in kb_docs(embedded_store)} == {"kb/guide.md", "kb/faq.jsonl",

@@ -6,6 +6,7 @@ import pytest
 
 from brain.errors import NotFound
 from brain.memory_admin import MemoryRemoval, add_memory, get_memory, list_memories, remove_memories
+from brain.cli.reports import removal_text
 
 
 def test_add_returns_the_memory_as_stored_and_merges_the_same_text(embedded_store):
@@ -42,7 +43,7 @@ def test_remove_reports_what_it_removed_and_leaves_other_ids_alone(embedded_stor
     assert report == MemoryRemoval(removed=[drop.id], not_found=[turn_id, "doc-missing"])
     assert not report.ok
     assert report.to_dict() == {"removed": [drop.id], "not_found": [turn_id, "doc-missing"]}
-    assert report.summary() == f"removed {drop.id}"
+    assert removal_text(report) == f"removed {drop.id}"
     assert "doc-missing" in str(report.error())
     assert embedded_store.get([turn_id]) and [d.id for d in list_memories(embedded_store)] == [keep.id]
     assert remove_memories(embedded_store, [keep.id]).ok

@@ -24,6 +24,7 @@ from brain.mirror import (
     decode_embedding,
     encode_embedding,
 )
+from brain.cli.reports import migration_text
 
 MODEL = "local/minilm-l6-v2"
 
@@ -292,7 +293,7 @@ def test_migration_from_v1_with_corrupt_rows(tmp_path, caplog, engram_shape):
     assert sorted(s.memory_id for s in report.skipped) == sorted(corrupt)
     for mid in corrupt:
         assert repr(mid) in caplog.text  # each skipped row logged with its memory_id
-    assert f"{len(good)} embedding rows migrated, {len(corrupt)} skipped" in str(report)
+    assert f"{len(good)} embedding rows migrated, {len(corrupt)} skipped" in migration_text(report)
     legacy = "legacy/nomic-embed-text" if engram_shape else LEGACY_MODEL
     assert mirror.models() == {legacy: len(good)}
     for mid, vec in good.items():

@@ -14,6 +14,7 @@ from brain.errors import EmbeddingModelMismatch
 from brain.mirror import EngramMirror, restore_from_mirror, sync_mirror, verify_mirror
 from brain.mirror.mapping import metadata_json
 from brain.rag_store import RagStore
+from brain.cli.reports import verify_text
 
 ALL_TYPES = ("memory", "persona", "faq", "summary", "turn")
 DEFAULT_TYPES = ("memory", "turn", "summary")  # BRAIN_MIRROR_TYPES' default
@@ -144,7 +145,7 @@ def test_verify_finds_each_kind_of_difference(embedded_store, mirror, tmp_path):
     assert report.metadata == [meta]
     assert report.vectors == [vector]
     assert report.checked == 4
-    shown = str(report)
+    shown = verify_text(report)
     assert "1 missing, 1 extra" in shown and "orphan" in shown
     # a vector absent from the mirror is a difference too; sync repairs everything
     with sqlite3.connect(tmp_path / "mirror.db") as raw:

@@ -14,6 +14,7 @@ from brain.core import open_store
 from brain.errors import ConfigError, StoreNotFound, StoreUnavailable, ValidationError
 from brain.rag_store import RagStore
 from brain.summarizers import ExtractiveSummarizer
+from brain.cli.reports import backfill_text
 
 from .conftest import ROOT, api_settings
 
@@ -142,8 +143,8 @@ def test_the_mirror_calls_report_what_they_did(tmp_path, local_embedder):
             conn.execute("DELETE FROM memory_embeddings")
         report = b.backfill_mirror(progress=False)
         assert report.embedded == 1 and report.coverage.memories == 1 and report.coverage.with_vectors == 1
-        assert report.to_dict()["coverage"]["ratio"] == 1.0 and "1 of 1 memories" in report.summary()
-        assert report.summary().startswith("embedded 1 document;")
+        assert report.to_dict()["coverage"]["ratio"] == 1.0 and "1 of 1 memories" in backfill_text(report)
+        assert backfill_text(report).startswith("embedded 1 document;")
         assert b.verify_mirror().ok
         b.store.col.update(ids=[stored], metadatas=[{"importance": 2}])  # in Chroma only
         assert not b.verify_mirror().ok

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from brain.cli.reports import startup_text
 from brain.errors import ValidationError
 from brain.persona import load_persona, persona_block, split_sections
 
@@ -123,7 +124,7 @@ def test_startup_opens_loads_and_warms(tmp_path, local_embedder):
     assert first.indexed["persona"] == 3
     second = startup(settings)
     assert not second.persona.changed and second.persona.version == first.persona.version
-    assert "unchanged" in second.summary()
+    assert "unchanged" in startup_text(second)
     missing = startup(Settings(data_dir=tmp_path / "other", persona_path=tmp_path / "nope.md"))
     assert missing.persona is None and "not found" in missing.warnings[0]
     assert missing.to_dict()["store"]["by_type"]["persona"] == 0

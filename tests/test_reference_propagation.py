@@ -24,6 +24,7 @@ from brain.mirror import EngramMirror, verify_mirror
 from brain.rag_store import RagStore
 from brain.store.feed import FeedWriter
 from brain.store.follower import FeedFollower
+from brain.cli.reports import verify_text
 from tests.test_feed import client_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -241,7 +242,7 @@ def test_a_writer_killed_mid_batch_leaves_a_mirror_that_agrees_once_reopened(bac
         # opened again here (the library call), then by `brain mirror verify` in a new process
         with RagStore() as store:
             mine = verify_mirror(store, store.mirror)
-            assert mine.ok, f"kill {attempt} ({mode}): {mine.summary()}"
+            assert mine.ok, f"kill {attempt} ({mode}): {verify_text(mine)}"
         report = _verify_in_a_new_process(data)
         assert report["ok"], f"kill {attempt} ({mode}): {report}"
         assert report["checked"] == mine.checked

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
+from brain.cli.reports import restore_text
 from brain.core import open_store
 from brain.errors import RestoreUnfinished
 from brain.mirror import NON_FINITE_VALUE, BLOB_LENGTH_INVALID, recover_store
@@ -136,7 +137,7 @@ def test_unreadable_vectors_are_embedded_again_from_their_text_and_listed(world,
         assert NON_FINITE_VALUE in dict(report.bad_vectors)[ids[0]]
         assert BLOB_LENGTH_INVALID in dict(report.bad_vectors)[ids[1]]
         assert report.embedded == 2 and report.reused_vectors == len(before) - 2
-        assert "2 stored vectors could not be read" in report.summary() and ids[0] in report.summary()
+        assert "2 stored vectors could not be read" in restore_text(report) and ids[0] in restore_text(report)
         for doc in store.get(ids, include_embeddings=True):
             np.testing.assert_allclose(doc.embedding, local_embedder.embed_documents([doc.text])[0], atol=1e-6)
     assert store_documents(settings, local_embedder) == documents

@@ -26,6 +26,7 @@ from brain.core import open_store
 from brain.mirror.sync import verify_mirror
 from brain.rag_store import RagStore
 from brain.write_intents import PriorVersion, WriteIntentLog
+from brain.cli.reports import verify_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -191,7 +192,7 @@ def _open_and_check(data_dir: Path, entry: str, count: int, server: dict[str, st
         assert WriteIntentLog(data_dir).pending() == []
         if entry != "cli":  # the CLI's verify ran above
             report = verify_mirror(store, store.mirror)
-            assert report.ok, report.summary()
+            assert report.ok, verify_text(report)
         return _batch_state(store, count)
 
 

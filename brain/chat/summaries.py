@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings
+from brain.errors import Backoff, retry
 from brain.ids import derived_id
 from brain.results import Document
 from brain.schemas import (
@@ -41,6 +42,12 @@ log = logging.getLogger(__name__)
 
 #: seconds after which health asks the summariser itself, when no summary or probe has said how it is since
 HEALTH_PROBE_SECONDS = 30.0
+
+
+def summary_backoff(settings: Settings) -> Backoff:
+    """How a failed summary (the model's answer, or storing it) is tried again: BRAIN_SUMMARY_RETRIES
+    times, the first after BRAIN_SUMMARY_BACKOFF_SECONDS, each next wait twice the last."""
+    return Backoff(first=settings.summary_backoff_seconds, retries=settings.summary_retries)
 
 
 @dataclass(frozen=True)
@@ -123,35 +130,32 @@ class SummaryWriter:
 
         A hung server (it accepts the connection and never answers) costs one deadline, not a timeout per
         attempt: the first timeout marks it unreachable in :meth:`health`, and no attempt outlives the deadline."""
-        attempts = self.settings.summary_retries + 1
         budget = self.settings.summary_deadline_seconds
         deadline = time.monotonic() + budget
-        for attempt in range(attempts):
+
+        def attempt() -> str:
             try:
                 left = deadline - time.monotonic()
-                text = self.summarizer.summarize(turns, timeout=min(self.settings.summary_timeout, max(left, 0.001)))
+                return self.summarizer.summarize(turns, timeout=min(self.settings.summary_timeout, max(left, 0.001)))
             except SummarizerError as exc:
                 self._status.update(reachable=not isinstance(exc, SummarizerUnavailable),
                                     last_error=_one_line(str(exc)), last_error_at=_now_iso())
                 self._known_at = time.monotonic()
-                if attempt + 1 == attempts:
-                    raise
-                delay = self.settings.summary_backoff_seconds * 2**attempt
-                if time.monotonic() + delay >= deadline:
-                    raise type(exc)(  # the same kind of failure, said to have run out of time
-                        f"no model summary within BRAIN_SUMMARY_DEADLINE_SECONDS={budget:g} after {attempt + 1} "
-                        f"attempt{'s' if attempt else ''}; the last: {_one_line(str(exc))}"
-                    ) from None
-                if stop is None:
-                    time.sleep(delay)
-                elif stop.wait(delay):
-                    raise
-                continue
-            self._status.update(reachable=True, last_success_at=_now_iso())
-            self._known_at = time.monotonic()
-            self._down_until = 0.0
-            return text
-        raise AssertionError("unreachable")  # pragma: no cover
+                raise
+
+        def within_deadline(exc: BaseException, n: int, delay: float) -> None:
+            if time.monotonic() + delay >= deadline:
+                raise type(exc)(  # the same kind of failure, said to have run out of time
+                    f"no model summary within BRAIN_SUMMARY_DEADLINE_SECONDS={budget:g} after {n + 1} "
+                    f"attempt{'s' if n else ''}; the last: {_one_line(str(exc))}"
+                ) from None
+
+        text = retry(attempt, summary_backoff(self.settings), on=SummarizerError, before_wait=within_deadline,
+                     sleep=time.sleep if stop is None else stop.wait)
+        self._status.update(reachable=True, last_success_at=_now_iso())
+        self._known_at = time.monotonic()
+        self._down_until = 0.0
+        return text
 
     def write_summary(self, job: SummaryJob, text: str, name: str, reason: str | None, docs: list[Document],
                       *, doc_id: str | None = None, timestamp: Any = None) -> None:

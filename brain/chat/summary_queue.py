@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from brain.cache import LRUCache
-from brain.chat.summaries import SummaryJob, SummaryWriter
+from brain.chat.summaries import SummaryJob, SummaryWriter, summary_backoff
 from brain.config import Settings
 from brain.errors import BrainError
 from brain.schemas import DocType, parse_turn_range
@@ -143,8 +143,9 @@ class SummaryQueue:
             text, name, reason = writer.summarize(turns, job, use_model=use_model, stop=self._stop)
             writer.write_summary(job, text, name, reason, docs)
         except BrainError as exc:  # the store failed: try the same window again, then give up on it for now
-            if job.attempt < writer.settings.summary_retries and not self._stop.is_set():
-                delay = writer.settings.summary_backoff_seconds * 2 ** job.attempt
+            schedule = summary_backoff(writer.settings)
+            if job.attempt < schedule.retries and not self._stop.is_set():
+                delay = schedule.wait(job.attempt)
                 log.warning("could not store the summary of %s turns %s (%s); retrying in %.1f s",
                             job.conversation_id, job.turn_range, exc, delay)
                 self._stop.wait(delay)

@@ -19,11 +19,12 @@ def forget(state: State, entity: str, yes: bool) -> None:
     removed from the store and the mirror, and the data directory's files are compacted so that
     none of their text remains. Global memories stay. Asks first (naming what goes), unless --yes;
     an entity with nothing stored is an error before any question. Entity names are case-sensitive."""
-    from brain.forget import describe, forget_preview
+    from brain.cli.reports import documents_in_words, forget_text
+    from brain.forget import forget_preview
 
     brain = state.brain(create=False)
     going = forget_preview(brain.store, entity)  # nothing stored: the error comes before the question
     if not yes:
-        confirm(f"Forget entity {entity!r}: delete {describe(going)} in scope entity:{entity} for good?")
+        confirm(f"Forget entity {entity!r}: delete {documents_in_words(going)} in scope entity:{entity} for good?")
     report = brain.forget_entity(entity)
-    emit(state, report.to_dict(), report.summary)
+    emit(state, report.to_dict(), lambda: forget_text(report))

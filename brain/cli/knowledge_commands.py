@@ -41,13 +41,14 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
     knowledge base; documents named by older versions are re-keyed without re-embedding.
     Progress goes to stderr: a bar on a terminal, a line every few seconds otherwise; Ctrl-C stops
     it (exit 130) and running the same command again completes the work without duplicates."""
+    from brain.cli.reports import ingest_text
     from brain.ingest import ingest_paths
 
     try:
         report = ingest_paths(state.store(), list(paths), prune=prune, dry_run=dry_run, progress=True)
     except KeyboardInterrupt:
         raise Interrupted("interrupted; run the same command again to complete (nothing is duplicated)") from None
-    emit(state, report.to_dict(), report.summary)
+    emit(state, report.to_dict(), lambda: ingest_text(report))
     if not report.ok:  # the report (stdout) lists each error; stderr gets the one line every failure gets
         count = len(report.errors)
         raise CommandFailed(f"ingest found {counted(count, 'error')}; the report lists them")

@@ -143,10 +143,11 @@ def history_line(doc) -> str:
 @pass_state
 def memory_rm(state: State, doc_ids: tuple[str, ...], entity: str | None) -> None:
     """Remove memories by id; ids that are not memories are reported (exit 1) and left alone."""
+    from brain.cli.reports import removal_text
     from brain.memory_admin import remove_memories
 
     report = remove_memories(state.store(create=False), doc_ids, entity=entity)
-    emit(state, report.to_dict(), report.summary)
+    emit(state, report.to_dict(), lambda: removal_text(report))
     if not report.ok:  # the report (stdout) lists what was removed; stderr names the ids that were not
         raise report.error()
 
@@ -161,5 +162,7 @@ def memory_rm(state: State, doc_ids: tuple[str, ...], entity: str | None) -> Non
 @pass_state
 def consolidate(state: State, dry_run: bool, threshold: float | None) -> None:
     """Merge near-duplicate memories of the same scope; lists every merge."""
+    from brain.cli.reports import consolidation_text
+
     report = state.brain(create=False).consolidate(dry_run=dry_run, threshold=threshold)
-    emit(state, report.to_dict(), report.summary)
+    emit(state, report.to_dict(), lambda: consolidation_text(report))

@@ -38,8 +38,10 @@ def mirror_sync(state: State, force: bool) -> None:
 @pass_state
 def mirror_verify(state: State) -> None:
     """Report every difference between the store and the mirror (exit 1 if any)."""
+    from brain.cli.reports import verify_text
+
     report = state.brain(create=False).verify_mirror()
-    emit(state, report.to_dict(), report.summary)
+    emit(state, report.to_dict(), lambda: verify_text(report))
     if not report.ok:
         raise CommandFailed("the mirror differs from the store; `brain mirror sync` reconciles them")
 
@@ -86,10 +88,11 @@ def mirror_rebuild(state: State, force: bool) -> None:
 
     The repair for a damaged mirror; nothing is embedded. Rows engram wrote itself are copied over
     from the old file when it can still be read."""
+    from brain.cli.reports import rebuild_text
     from brain.mirror.recovery import rebuild_mirror
 
     report = rebuild_mirror(state.store(), force=force)
-    emit(state, report.to_dict(), report.summary)
+    emit(state, report.to_dict(), lambda: rebuild_text(report))
 
 
 @mirror.command("backfill")
@@ -97,8 +100,10 @@ def mirror_rebuild(state: State, force: bool) -> None:
 @pass_state
 def mirror_backfill(state: State) -> None:
     """Embed the mirrored documents that have no vector of the configured model (resumable)."""
+    from brain.cli.reports import backfill_text
+
     report = state.brain().backfill_mirror()
-    emit(state, report.to_dict(), report.summary)
+    emit(state, report.to_dict(), lambda: backfill_text(report))
 
 
 @cli.command()
@@ -116,7 +121,8 @@ def restore(state: State, from_mirror: bool, persona_path: Path | None, kb_paths
 
     For a lost or broken Chroma store: move the broken BRAIN_DATA_DIR/chroma aside first. The report
     lists what could not be restored and what to do about it."""
+    from brain.cli.reports import recovery_text
     from brain.mirror.recovery import recover_store
 
     report = recover_store(state.store(), persona_path=persona_path, kb_paths=kb_paths)
-    emit(state, report.to_dict(), report.summary)
+    emit(state, report.to_dict(), lambda: recovery_text(report))

@@ -31,11 +31,12 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
 
     OUT_DIR must be new, empty or a previous brain export (replaced file for file; the files it no
     longer needs are removed and listed), unless --force."""
+    from brain.cli.reports import export_text
     from brain.pam import export_pam
 
     report = export_pam(state.store(create=False), out_dir, embeddings=not no_embeddings,
                         conversations=not no_conversations, owner_id=owner, force=force, entity=entity)
-    emit(state, report.to_dict(), report.summary)
+    emit(state, report.to_dict(), lambda: export_text(report))
 
 
 @cli.command("import")
@@ -44,7 +45,8 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
 @pass_state
 def import_cmd(state: State, path: Path) -> None:
     """Import a PAM export (its directory or memory-store.json); validated whole first."""
+    from brain.cli.reports import import_text
     from brain.pam import import_pam
 
     report = import_pam(state.store(), path)
-    emit(state, report.to_dict(), report.summary)
+    emit(state, report.to_dict(), lambda: import_text(report))

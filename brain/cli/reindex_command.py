@@ -27,6 +27,7 @@ def reindex(state: State, embedder_name: str | None, dry_run: bool, rollback: bo
     --drop-old or --keep N deletes it). An interrupted run (Ctrl-C, kill, the embedder down) is
     resumed by running the same command again: nothing done is embedded twice."""
     from brain import reindex as library
+    from brain.cli.reports import drop_text, plan_text, reindex_text
 
     if sum(map(bool, (rollback, drop_old, keep is not None))) > 1:
         raise click.UsageError("give one of --rollback, --drop-old and --keep")
@@ -36,13 +37,13 @@ def reindex(state: State, embedder_name: str | None, dry_run: bool, rollback: bo
     store = library.open_live_store(settings)
     try:
         if rollback:
-            report = library.rollback(store)
+            report, text = library.rollback(store), reindex_text
         elif drop_old or keep is not None:
-            report = library.drop_old(store, keep=keep or 0)
+            report, text = library.drop_old(store, keep=keep or 0), drop_text
         else:
             embedder = library.embedder_named(settings, embedder_name or settings.embedder)
-            report = (library.plan(store, embedder) if dry_run
-                      else library.run(store, embedder, batch=batch, progress=True))
-        emit(state, report.to_dict(), report.summary)
+            report, text = ((library.plan(store, embedder), plan_text) if dry_run
+                            else (library.run(store, embedder, batch=batch, progress=True), reindex_text))
+        emit(state, report.to_dict(), lambda: text(report))
     finally:
         store.close()

@@ -19,10 +19,11 @@ from brain.cli.shell import DocTypeChoice, State, emit, json_option, pass_state
 @pass_state
 def init(state: State, persona_path: Path | None) -> None:
     """Create the store (or open it) and load the persona."""
+    from brain.cli.reports import startup_text
     from brain.startup import startup
 
     report = startup(state.settings(), persona_path=persona_path)
-    emit(state, report.to_dict(), report.summary)
+    emit(state, report.to_dict(), lambda: startup_text(report))
 
 
 # ---- persona -------------------------------------------------------------------------------------

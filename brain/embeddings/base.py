@@ -15,13 +15,10 @@ from typing import Literal
 import numpy as np
 
 from brain.cache import LRUCache
+from brain.embeddings.vectors import unit_rows, zero_rows
 from brain.errors import EmbedderError, Problem, ValidationError
 
 Kind = Literal["document", "query"]
-
-#: Rows whose norm is below this are treated as "the model returned nothing":
-#: normalising them would amplify noise into an arbitrary direction.
-_MIN_NORM = 1e-12
 
 
 def _validate_text(text: object, item: int | None) -> str:
@@ -154,7 +151,6 @@ class Embedder(ABC):
             )
         if not np.isfinite(vectors).all():
             raise EmbedderError(f"{self.name} returned NaN or infinite values")
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        if (norms < _MIN_NORM).any():
+        if zero_rows(vectors).any():
             raise EmbedderError(f"{self.name} returned an all-zero vector")
-        return np.ascontiguousarray(vectors / norms, dtype=np.float32)
+        return unit_rows(vectors)

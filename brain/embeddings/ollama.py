@@ -1,4 +1,6 @@
-"""Embeddings from a local Ollama server through the official ``ollama`` client.
+"""Embeddings from a local Ollama server through the official ``ollama`` client, and the one
+ladder (:func:`ollama_errors`) from what that client raises to brain's errors, which the Ollama
+summariser uses too.
 
 Every way Ollama can be unusable (not running, model not pulled, too slow) becomes an
 :class:`EmbedderUnavailable` whose message says the one thing to do about it, because
@@ -8,6 +10,8 @@ the person reading it is usually setting brain up for the first time.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import httpx
 import numpy as np
@@ -46,6 +50,51 @@ def open_ollama_client(host: str, timeout: float, error: type[BrainError]) -> ol
         return ollama.Client(host=host, timeout=timeout)
     except (ValueError, httpx.InvalidURL) as exc:
         raise error(f"OLLAMA_HOST={host!r} is not a usable address ({exc}); use e.g. http://127.0.0.1:11434") from None
+
+
+#: the first Ollama release that serves each endpoint, for the message when a server lacks it
+_ENDPOINT_SINCE = {"embed": "0.3", "chat": "0.1.14", "tags": "0.1"}
+
+
+@contextmanager
+def ollama_errors(host: str, endpoint: str, model: str, *, unavailable: type[BrainError], error: type[BrainError],
+                  timed_out: str, doing: str, refusals: Sequence[tuple[str, str]] = ()) -> Iterator[None]:
+    """Run one call of the ollama client to ``/api/<endpoint>`` of ``host`` and turn its failures into
+    ``unavailable`` (Ollama cannot serve now: not running, too slow, model not pulled, endpoint
+    missing, a server failure) or ``error`` (it answered, but not with something usable), each
+    message saying what to do. ``timed_out`` is the timeout's message (it names the caller's
+    setting); ``doing`` completes "refused to ..."; ``refusals`` are ``(words in Ollama's error,
+    our message)`` pairs a provider knows how to explain (raised as ``error``)."""
+    try:
+        yield
+    except ConnectionError:  # what the ollama client raises for httpx.ConnectError
+        raise unavailable(f"cannot reach Ollama at {host}: start it with `ollama serve`, "
+                          "or set OLLAMA_HOST to the address it listens on") from None
+    except httpx.TimeoutException:
+        raise unavailable(timed_out) from None
+    except httpx.InvalidURL as exc:
+        raise unavailable(f"OLLAMA_HOST={host!r} is not a usable address ({exc}); use e.g. http://127.0.0.1:11434") \
+            from None
+    except httpx.TransportError as exc:
+        raise unavailable(f"the connection to Ollama at {host} failed: {exc}") from None
+    except ollama.ResponseError as exc:
+        message = str(exc.error)
+        lowered = message.lower()
+        if "not found" in lowered and "model" in lowered:
+            raise unavailable(f"Ollama at {host} does not have the model {model!r}: run `ollama pull {model}`") \
+                from None
+        for words, explained in refusals:
+            if words in lowered:
+                raise error(explained) from None
+        if exc.status_code == 404:  # an older Ollama answers an endpoint it lacks with "404 page not found"
+            raise unavailable(f"Ollama at {host} has no /api/{endpoint} endpoint ({message}); upgrade Ollama to "
+                              f"{_ENDPOINT_SINCE.get(endpoint, 'a recent release')} or later") from None
+        if exc.status_code >= 500:
+            raise unavailable(f"Ollama at {host} failed ({exc.status_code}): {message}") from None
+        raise error(f"Ollama at {host} refused to {doing} with {model!r}: {message}") from None
+    except ValueError as exc:  # a 200 whose body is not JSON, or JSON of the wrong shape (pydantic)
+        raise error(f"{host} answered /api/{endpoint} with something that is not an Ollama {endpoint} response: "
+                    f"{exc}") from None
 
 
 def _base_model(model: str) -> str:
@@ -93,27 +142,14 @@ class OllamaEmbedder(Embedder):
         if self._prefixes is not None:
             texts = [self._prefixes[kind] + text for text in texts]
         client = self._get_client()
-        try:
+        timed_out = (f"Ollama at {self.host} did not answer within {self.timeout:g}s while embedding "
+                     f"{len(texts)} texts with {self.model!r}; the first call may be loading the model. "
+                     f"Raise {env_name('ollama_timeout')} or lower {env_name('embed_batch_size')}")
+        not_embedding = (f"{self.model!r} is not an embedding model; set {env_name('embedder')} to e.g. "
+                         f"ollama/{DEFAULT_MODEL}")
+        with ollama_errors(self.host, "embed", self.model, unavailable=EmbedderUnavailable, error=EmbedderError,
+                           timed_out=timed_out, doing="embed", refusals=[("does not support embeddings", not_embedding)]):
             response = client.embed(model=self.model, input=texts)
-        except ConnectionError:  # what the ollama client raises for httpx.ConnectError
-            raise EmbedderUnavailable(
-                f"cannot reach Ollama at {self.host}: start it with `ollama serve`, "
-                f"or set OLLAMA_HOST to the address it listens on"
-            ) from None
-        except httpx.TimeoutException:
-            raise EmbedderUnavailable(
-                f"Ollama at {self.host} did not answer within {self.timeout:g}s while embedding "
-                f"{len(texts)} texts with {self.model!r}; the first call may be loading the model. "
-                f"Raise {env_name('ollama_timeout')} or lower {env_name('embed_batch_size')}"
-            ) from None
-        except httpx.TransportError as exc:
-            raise EmbedderUnavailable(f"the connection to Ollama at {self.host} failed: {exc}") from None
-        except ollama.ResponseError as exc:
-            raise self._translate(exc) from None
-        except ValueError as exc:  # a 200 whose body is not JSON or not an embed response (pydantic)
-            raise EmbedderError(
-                f"{self.host} answered /api/embed with something that is not an Ollama embed response: {exc}"
-            ) from None
 
         try:
             vectors = np.array(response.embeddings, dtype=np.float32)
@@ -126,22 +162,3 @@ class OllamaEmbedder(Embedder):
         if self._dimension is None:
             self._dimension = int(vectors.shape[1])
         return vectors
-
-    def _translate(self, exc: ollama.ResponseError) -> EmbedderError:
-        """Turn Ollama's error response into a message that says what to do."""
-        message = str(exc.error)
-        lowered = message.lower()
-        if "not found" in lowered and "model" in lowered:
-            return EmbedderUnavailable(
-                f"Ollama at {self.host} does not have the model {self.model!r}: run `ollama pull {self.model}`"
-            )
-        if exc.status_code == 404:
-            # Ollama before 0.3 has no /api/embed and answers a plain "404 page not found".
-            return EmbedderUnavailable(
-                f"Ollama at {self.host} has no /api/embed endpoint ({message}); upgrade Ollama to 0.3 or later"
-            )
-        if "does not support embeddings" in lowered:
-            return EmbedderError(
-                f"{self.model!r} is not an embedding model; set {env_name('embedder')} to e.g. ollama/{DEFAULT_MODEL}"
-            )
-        return EmbedderError(f"Ollama at {self.host} failed to embed with {self.model!r}: {exc}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from brain.wording import counted
 
 
 @dataclass
@@ -70,41 +69,6 @@ class IngestReport:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ok": self.ok}
-
-    def summary(self) -> str:
-        verb = "would be " if self.dry_run else ""
-        head = "Dry run, nothing written. " if self.dry_run else ""
-        files = f"{counted(self.files_read, 'file')} read, {self.files_new} new, {self.updated} changed, " \
-                f"{self.files_unchanged} unchanged"
-        if self.files_migrated:
-            files += f", {self.files_migrated} {verb}migrated to stable names"
-        if self.files_bad:
-            files += f"; {counted(self.files_bad, 'bad file')}"
-        docs = (f"{counted(self.added, 'document')} {verb}added "
-                f"({self.embedded} {'to embed' if self.dry_run else 'embedded'}), {self.unchanged} unchanged, "
-                f"{self.removed} {verb}removed")
-        if self.migrated:
-            docs += f", {self.migrated} {verb}re-keyed (vectors reused)"
-        lines = [f"{head}{files}. {docs}."]
-        if self.skipped:
-            lines.append(f"Skipped {counted(len(self.skipped), 'file')}:")
-            lines += [f"  {s['path']}: {s['reason']}" for s in self.skipped[:10]]
-            if len(self.skipped) > 10:
-                lines.append(f"  ... and {len(self.skipped) - 10} more")
-        if self.missing_files:
-            action = (("would be removed" if self.dry_run else "removed") if self.pruned
-                      else "kept; --prune removes them")
-            lines.append(f"{counted(len(self.missing_files), 'ingested file')} no longer present ({action}): "
-                         + ", ".join(self.missing_files[:10]) + (" ..." if len(self.missing_files) > 10 else ""))
-        for kind, items in (("warning", self.warnings), ("error", self.errors)):
-            if items:
-                lines.append(f"{counted(len(items), kind)}:")
-                for item in items[:20]:
-                    where = item["path"] if item.get("line") is None else f"{item['path']}:{item['line']}"
-                    lines.append(f"  {where}: {item['message']}")
-                if len(items) > 20:
-                    lines.append(f"  ... and {len(items) - 20} more")
-        return "\n".join(lines)
 
     def add_error(self, path: str, line: int | None, message: str) -> None:
         self.errors.append({"path": path, "line": line, "message": message})

@@ -44,7 +44,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
-from brain.schemas import GLOBAL_SCOPE, check_scope
+from brain.schemas import GLOBAL_SCOPE, check_scope, entity_of
 
 ENGRAM_TYPES = ("factual", "episodic", "relational", "emotional", "procedural", "opinion", "causal")
 ENGRAM_LAYERS = ("core", "working", "archive")
@@ -157,8 +157,9 @@ def foreign_metadata(memory_type: str, created_at: float, importance_value: floa
         ORIGIN_KEY: "engram",
         TYPE_KEY: memory_type if memory_type in ENGRAM_TYPES else "factual",
     }
-    if scope != GLOBAL_SCOPE:
-        meta["entity"] = scope.removeprefix("entity:")
+    entity = entity_of(scope)
+    if entity is not None:
+        meta["entity"] = entity
     if leftover is not None:
         meta[NAMESPACE_KEY] = leftover
     return meta

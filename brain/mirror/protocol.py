@@ -31,7 +31,6 @@ from typing import Any, Iterable
 import numpy as np
 
 from brain.errors import EmbeddingProtocolError
-from brain.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -206,18 +205,6 @@ class MigrationReport:
         return {"from_version": self.from_version, "to_version": self.to_version, "migrated": self.migrated,
                 "skipped": [{"memory_id": s.memory_id, "reason": s.reason} for s in self.skipped]}
 
-    def summary(self) -> str:
-        head = (
-            f"embedding protocol v{self.from_version or 1} -> v{self.to_version}: {self.migrated} embedding rows "
-            f"migrated, {len(self.skipped)} skipped"
-        )
-        lines = [head] + [f"  skipped {s.memory_id!r}: {s.reason}" for s in self.skipped[:20]]
-        if len(self.skipped) > 20:
-            lines.append(f"  ... and {len(self.skipped) - 20} more")
-        return "\n".join(lines)
-
-    __str__ = summary
-
 
 def _legacy_vector(raw: Any) -> list[float] | np.ndarray:
     """A v1 ``embedding`` value (JSON text, JSON bytes or raw float32 bytes) as numbers."""
@@ -311,10 +298,10 @@ def migrate_v1(conn: sqlite3.Connection, create_v2_table: Iterable[str]) -> Migr
     conn.execute("DROP TABLE memory_embeddings_v1")
     write_version(conn)
     report.migrated = len(good)
-    if report.skipped:
-        log.warning("%s", report)
-    else:
-        log.info("%s", report)
+    log.log(logging.WARNING if report.skipped else logging.INFO,
+            "embedding protocol v%s -> v%s: %d embedding rows migrated, %d skipped%s", report.from_version or 1,
+            report.to_version, report.migrated, len(report.skipped),
+            "".join(f"\n  skipped {s.memory_id!r}: {s.reason}" for s in report.skipped[:20]))
     return report
 
 
@@ -338,12 +325,6 @@ class Coverage:
         return {"model": self.model, "memories": self.memories, "with_vectors": self.with_vectors,
                 "ratio": self.ratio, "sufficient": self.sufficient}
 
-    def summary(self) -> str:
-        # "of N memories" reads as a share for every N, so the noun stays plural
-        return f"{self.with_vectors} of {self.memories} memories ({self.ratio:.0%}) with {self.model} vectors"
-
-    __str__ = summary
-
 
 @dataclass
 class BackfillReport:
@@ -354,9 +335,6 @@ class BackfillReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"embedded": self.embedded, "coverage": self.coverage.to_dict()}
-
-    def summary(self) -> str:
-        return f"embedded {counted(self.embedded, 'document')}; {self.coverage.summary()}"
 
 
 def coverage(conn: sqlite3.Connection, model: str) -> Coverage:

@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from brain.embeddings.vectors import unit_rows, zero_rows
 from brain.errors import ValidationError
 from brain.mirror import mapping, protocol, schema
 from brain.mirror.protocol import DIMENSION_MISMATCH, EmbeddingProtocolError
@@ -81,10 +82,9 @@ class MirrorRecall:
                 f"the query vector has {query.shape[0]} dimensions but the stored vectors have {cache.matrix.shape[1]}",
                 model=self.model,
             )
-        norm = float(np.linalg.norm(query))
-        if norm == 0.0:
+        if zero_rows(query):
             raise ValidationError("the query vector is all zeros")
-        scores = cache.matrix @ (query / norm)
+        scores = cache.matrix @ unit_rows(query)
         mask = cache.mask(types, scopes)
         available = n
         if mask is not None:
@@ -125,14 +125,14 @@ class MirrorRecall:
             generation = self._generation
         if not cov.sufficient:
             log.warning(
-                "mirror recall: only %s; results miss the rest. Run the backfill (brain mirror backfill) "
-                "to embed them with %s", cov, self.model,
+                "mirror recall: only %d of %d memories (%.0f%%) with %s vectors; results miss the rest. Run the "
+                "backfill (brain mirror backfill) to embed them with %s",
+                cov.with_vectors, cov.memories, 100 * cov.ratio, cov.model, self.model,
             )
         ids = [r[0] for r in rows]
         matrix = protocol.decode_matrix(ids, [r[1] for r in rows], [r[2] for r in rows], model=self.model)
         if len(ids):
-            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-            np.divide(matrix, norms, out=matrix, where=norms > 0)
+            matrix = unit_rows(matrix)
         type_names: dict[str, int] = {}
         scope_names: dict[str, int] = {}
         type_codes = np.fromiter((type_names.setdefault(r[3] or "memory", len(type_names)) for r in rows), np.int32, len(rows))

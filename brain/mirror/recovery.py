@@ -68,20 +68,6 @@ class RecoveryReport:
             "not_restored": self.not_restored,
         }
 
-    def __str__(self) -> str:
-        return self.summary()
-
-    def summary(self) -> str:
-        lines = [self.mirror.summary()]
-        if self.persona is not None:
-            lines.append(f"persona: reloaded from {self.persona['path']} ({self.persona['sections']} sections)")
-        if self.knowledge_base is not None:
-            kb = self.knowledge_base
-            lines.append(f"faq: {kb['added']} documents ingested again from the knowledge base "
-                         f"({kb['files_read']} files, {len(kb['errors'])} errors)")
-        lines += [f"not restored: {note}" for note in self.not_restored]
-        return "\n".join(lines)
-
 
 def recover_store(
     store: "Store",
@@ -143,7 +129,9 @@ def recover_store(
             "memory: when each memory was last used in a context is kept in Chroma alone (it changes on every "
             "retrieval); restored memories carry the last-use time of their last write"
         )
-    log.info("%s", report)
+    log.info("recovered the store from the mirror: %d documents, %d stored vectors reused, %d embedded; %d not "
+             "restored", report.mirror.restored, report.mirror.reused_vectors, report.mirror.embedded,
+             len(report.not_restored))
     return report
 
 
@@ -184,24 +172,6 @@ class RebuildReport:
         from dataclasses import asdict
 
         return {**asdict(self), "written": self.sync.added}
-
-    def __str__(self) -> str:
-        return self.summary()
-
-    def summary(self) -> str:
-        old = (f"the old file is kept as {self.moved_aside[0]}" if self.moved_aside
-               else "the old file, sound and all of it in the new one, was deleted" if self.old_deleted
-               else "there was no old file")
-        lines = [
-            f"mirror rebuilt at {self.path} from the store: {self.sync.added} documents with their stored vectors "
-            f"(nothing embedded); {old}",
-        ]
-        if self.foreign_copied:
-            lines.append(f"{self.foreign_copied} rows engram wrote itself copied from the old file")
-        if self.foreign_error:
-            lines.append(f"rows engram wrote itself, if it held any, could not be read from the old file "
-                         f"({self.foreign_error}); they stay in {self.moved_aside[0]}")
-        return "\n".join(lines)
 
 
 def rebuild_mirror(store: "Store", *, force: bool = False) -> RebuildReport:
@@ -260,5 +230,6 @@ def rebuild_mirror(store: "Store", *, force: bool = False) -> RebuildReport:
     store.mirror = mirror
     store.mirror_health = MirrorHealth(path)
     report.seconds = time.perf_counter() - started
-    log.info("%s", report)
+    log.info("mirror rebuilt at %s from the store: %d documents (%.1f s)", report.path, report.sync.added,
+             report.seconds)
     return report

@@ -50,14 +50,6 @@ log = logging.getLogger(__name__)
 PAGE = 1000
 #: rows rewritten per mirror transaction by a catch-up: bounds the documents (and vectors) held in memory
 REPAIR_BATCH = 10_000
-_SHOWN = 10
-
-
-def _ids_line(label: str, ids: Sequence[str]) -> str | None:
-    if not ids:
-        return None
-    shown = ", ".join(ids[:_SHOWN]) + (f", ... ({len(ids) - _SHOWN} more)" if len(ids) > _SHOWN else "")
-    return f"  {label} ({len(ids)}): {shown}"
 
 
 @dataclass
@@ -109,26 +101,6 @@ class VerifyReport:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
 
-    def __str__(self) -> str:
-        return self.summary()
-
-    def summary(self) -> str:
-        head = f"mirror verify: {self.checked} documents checked, " + (
-            "no differences" if self.ok else
-            f"{len(self.missing)} missing, {len(self.extra)} extra, {len(self.text)} with another text, "
-            f"{len(self.metadata)} with other metadata, {len(self.vectors)} with another or no vector"
-        ) + (f"; {len(self.foreign)} rows written by engram" if self.foreign else "")
-        lines = [head] + [
-            line for line in (
-                _ids_line("missing in the mirror", self.missing),
-                _ids_line("extra in the mirror", self.extra),
-                _ids_line("text differs", self.text),
-                _ids_line("metadata differs", self.metadata),
-                _ids_line("vector differs", self.vectors),
-            ) if line
-        ]
-        return "\n".join(lines)
-
 
 @dataclass
 class RestoreReport:
@@ -146,24 +118,6 @@ class RestoreReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    def __str__(self) -> str:
-        return self.summary()
-
-    def summary(self) -> str:
-        kinds = ", ".join(f"{n} {t}" for t, n in self.by_type.items())
-        lines = [
-            f"restore from mirror: {self.restored} documents{f' ({kinds})' if kinds else ''}, "
-            f"{self.foreign} of them written by engram; "
-            f"{self.reused_vectors} stored vectors reused, {self.embedded} embedded, "
-            f"{len(self.skipped)} skipped ({self.seconds:.1f} s)"
-        ]
-        lines += [f"  skipped {doc_id!r}: {reason}" for doc_id, reason in self.skipped[:_SHOWN]]
-        if self.bad_vectors:
-            lines.append(f"{len(self.bad_vectors)} stored vectors could not be read; those documents were "
-                         f"embedded again from their text:")
-            lines += [f"  {doc_id!r}: {reason}" for doc_id, reason in self.bad_vectors[:_SHOWN]]
-        return "\n".join(lines)
 
 
 #: Chroma hands back a stored float32 vector a few units in the last place away from what it was given
@@ -443,5 +397,6 @@ def restore_from_mirror(
     restore_finished(mirror, store)
     report.by_type = {t: by_type[t] for t in sorted(by_type)}
     report.seconds = time.perf_counter() - started
-    log.info("%s", report)
+    log.info("restore from mirror: %d documents, %d stored vectors reused, %d embedded, %d skipped (%.1f s)",
+             report.restored, report.reused_vectors, report.embedded, len(report.skipped), report.seconds)
     return report

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from brain.embeddings.vectors import zero_rows
 from brain.errors import Problem
 from brain.pam.problems import problem_at
 from brain.pam.spec import EMBEDDINGS_FILE, SCHEMA_VERSION, embedding_id
@@ -19,9 +20,6 @@ from brain.ranking import to_unit_length
 
 if TYPE_CHECKING:
     from brain.pam.read import PamFiles
-
-#: below this norm a vector has no direction (the embedders refuse such output too)
-_MIN_NORM = 1e-12
 
 
 def embeddings_document(docs, memories: list[dict[str, Any]], model: str) -> dict[str, Any]:
@@ -59,7 +57,7 @@ def vector_problems(files: PamFiles, model: str, dimension: int) -> list[Problem
                 f"{who} is labelled {model}, whose vectors have {dimension} dimensions, but has "
                 f"{emb['dimensions']}; {fix}", j,
             ))
-        elif emb.get("vector") is not None and float(np.linalg.norm(np.asarray(emb["vector"], np.float64))) < _MIN_NORM:
+        elif emb.get("vector") is not None and zero_rows(emb["vector"], np.float64):
             problems.append(problem_at(efile, f"embeddings[{j}].vector", f"{who} is all zeros (no direction); {fix}", j))
     return problems
 

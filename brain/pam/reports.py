@@ -1,4 +1,5 @@
-"""What an export or an import did, as returned to callers: ``to_dict()`` for JSON, ``summary()`` for people."""
+"""What an export or an import did, as returned to callers: ``to_dict()`` for JSON; the CLI words it
+(:mod:`brain.cli.reports`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brain.wording import counted
 
 
 @dataclass
@@ -37,22 +37,6 @@ class ExportReport:
         for key in ("out_dir", "memory_store", "embeddings", "conversations_dir"):
             data[key] = None if data[key] is None else str(data[key])
         return data
-
-    def summary(self) -> str:
-        head = f"exported {counted(self.memories, 'memory')} to {self.memory_store}"
-        if self.embeddings:
-            head += f", {counted(self.embeddings_written, 'vector')} to {self.embeddings}"
-        if self.conversations_dir:
-            head += (f", {counted(self.conversations, 'conversation')} ({counted(self.messages, 'message')}, "
-                     f"{counted(self.summaries, 'summary')}) to {self.conversations_dir}")
-        if self.parts_skipped:
-            head += f"; {counted(self.parts_skipped, 'Xaibo chunk and vector row')} left out (parts, not memories)"
-        lines = [f"{head} ({self.seconds:.1f} s)"]
-        if self.replaced:
-            lines.append(f"replaced: {', '.join(self.replaced)}")
-        if self.removed:
-            lines.append(f"removed (of the previous export, no longer written): {', '.join(self.removed)}")
-        return "\n".join(lines + [f"warning: {w}" for w in self.warnings])
 
 
 @dataclass
@@ -88,13 +72,3 @@ class ImportReport:
         data["embeddings"] = None if self.embeddings is None else str(self.embeddings)
         data["written"] = self.written
         return data
-
-    def summary(self) -> str:
-        vectors = f"{counted(self.vectors_reused, 'vector')} reused"
-        if self.vectors_normalised:
-            vectors += f" ({self.vectors_normalised} normalised to unit length)"
-        head = (f"imported {counted(self.memories, 'memory')}: {self.new} new, {self.updated} updated, {self.unchanged} "
-                f"unchanged; {vectors}, {self.vectors_embedded} embedded; {counted(self.conversations, 'conversation')}: "
-                f"{counted(self.turns, 'turn')}, {counted(self.summaries, 'summary')} ({self.conversation_new} new, "
-                f"{self.conversation_unchanged} unchanged) ({self.seconds:.1f} s)")
-        return "\n".join([head] + [f"warning: {w}" for w in self.warnings])

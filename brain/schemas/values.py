@@ -32,6 +32,8 @@ class Source(str, Enum):
 
 DOC_TYPES: tuple[str, ...] = tuple(t.value for t in DocType)
 GLOBAL_SCOPE = "global"
+#: an entity's scope is this prefix and its name (:func:`entity_scope`, :func:`entity_of`)
+ENTITY_SCOPE_PREFIX = "entity:"
 #: characters no name may hold, as a regex class body: the Unicode categories Cc (control characters:
 #: C0, DEL, C1), Cf (format characters: bidirectional overrides, zero-width ones, ...), Zl and Zp (line
 #: and paragraph separators) and Cs (lone surrogates) as of Unicode 14. A terminal or a log line shows
@@ -144,9 +146,9 @@ def check_scope(value: Any) -> str:
         raise ValueError(f"scope must be 'global' or 'entity:<name>', got {value!r}")
     if value == GLOBAL_SCOPE:
         return value
-    if value.startswith("entity:"):
+    if value.startswith(ENTITY_SCOPE_PREFIX):
         try:
-            check_name(value.removeprefix("entity:"), "its name")
+            check_name(value.removeprefix(ENTITY_SCOPE_PREFIX), "its name")
             return value
         except ValueError as exc:
             raise ValueError(f"scope must be 'global' or 'entity:<name>', got {value[:80]!r}: {exc}") from None
@@ -154,13 +156,14 @@ def check_scope(value: Any) -> str:
 
 
 def entity_scope(entity: str) -> str:
-    """The scope string of an entity, validated (:func:`check_name`)."""
-    return f"entity:{check_name(entity)}"
+    """The scope string of an entity, validated (:func:`check_name`; ValueError saying why not).
+    Every scope string of an entity is built here."""
+    return ENTITY_SCOPE_PREFIX + check_name(entity)
 
 
 def entity_of(scope: str) -> str | None:
-    """The entity whose scope ``scope`` is, or None for the global scope."""
-    return scope.removeprefix("entity:") if scope.startswith("entity:") else None
+    """The entity whose scope ``scope`` is, or None for the global scope (the inverse of :func:`entity_scope`)."""
+    return scope.removeprefix(ENTITY_SCOPE_PREFIX) if scope.startswith(ENTITY_SCOPE_PREFIX) else None
 
 
 def memory_scope(scope: Any = None, entity: Any = None) -> str:
@@ -182,7 +185,7 @@ def memory_scope(scope: Any = None, entity: Any = None) -> str:
 def valid_entity_scope(entity: Any) -> str:
     """``entity``'s scope, or :class:`ValidationError` naming the field (for callers that take an
     entity as an argument)."""
-    return f"entity:{valid_name(entity)}"
+    return entity_scope(valid_name(entity))
 
 
 def check_speaker_name(value: Any, field: str = "speaker") -> str:

@@ -101,10 +101,6 @@ class RegistrationReport:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def summary(self) -> str:
-        return (f"specialists: {len(self.added)} added, {len(self.updated)} updated, {len(self.unchanged)} "
-                f"unchanged, {len(self.removed)} removed; {self.embedded} texts embedded")
-
 
 def normalise_request(text: str) -> str:
     """The cache key of a request: lower case, runs of whitespace collapsed."""

@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from brain.config import SPECIALIST_BAND_DEFAULTS, SPECIALIST_CONFIDENCE_DEFAULTS, specialist_bands_in_order
+from brain.embeddings.vectors import unit_rows
 from brain.errors import ConfigError
 from brain.specialists.model import Specialist
 from brain.text import BM25Index, tokenize
@@ -228,9 +229,8 @@ class SpecialistVectors:
 def unit_mean(rows: np.ndarray) -> np.ndarray:
     """The mean of unit vectors, renormalised to unit length."""
     mean = rows.mean(axis=0)
-    norm = float(np.linalg.norm(mean))
     # the inputs are unit vectors of phrases about one thing; a mean near zero would mean they cancel
-    return (mean / norm if norm > 1e-6 else rows[0]).astype(np.float32)
+    return unit_rows(mean if float(np.linalg.norm(mean)) > 1e-6 else rows[0])
 
 
 class ScoringTable:

@@ -5,7 +5,6 @@ Chroma's maximum batch size. Nothing here knows document types or brain's rules.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -14,7 +13,15 @@ import numpy as np
 
 from brain.config import Settings
 from brain.embeddings import Embedder
-from brain.errors import BrainError, EmbeddingModelMismatch, StoreError, StoreNotFound, StoreUnavailable
+from brain.errors import (
+    Backoff,
+    BrainError,
+    EmbeddingModelMismatch,
+    StoreError,
+    StoreNotFound,
+    StoreUnavailable,
+    retry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +86,13 @@ except ImportError:  # pragma: no cover - httpx comes with chromadb
 #: this, and the same read a moment later succeeds (seen with several processes writing one new collection)
 _TRANSIENT_READ_ERRORS = ("Nothing found on disk",)
 _READS = frozenset({"get", "query", "count", "peek"})
-#: waits before each retry of a read that failed transiently (seconds)
-READ_RETRY_WAITS = (0.05, 0.1, 0.2, 0.4, 0.8)
+#: a read that failed transiently is tried again after 0.05, 0.1, 0.2, 0.4 and 0.8 s
+READ_RETRIES = Backoff(first=0.05, retries=5)
+_NO_RETRY = Backoff(first=0.0, retries=0)
+
+
+def _transient(exc: BaseException) -> bool:
+    return any(m in str(exc) for m in _TRANSIENT_READ_ERRORS)
 
 
 def embedding_function(embedder: Embedder) -> Any:
@@ -143,24 +155,22 @@ class GuardedCollection:
                 from brain.filters import to_chroma_where
 
                 kwargs["where"] = to_chroma_where(kwargs["where"])
-            waits = iter(READ_RETRY_WAITS if name in _READS else ())
-            while True:
-                try:
-                    return attr(*args, **kwargs)
-                except self._internal as exc:
-                    wait = next(waits, None) if any(m in str(exc) for m in _TRANSIENT_READ_ERRORS) else None
-                    if wait is None:
-                        raise self._translate(name, exc) from exc
-                    log.info("collection.%s() on %s: %s; trying again in %.2f s", name, self._where, exc, wait)
-                    time.sleep(wait)
-                except _UNREACHABLE as exc:
-                    raise StoreUnavailable(
-                        f"the Chroma store at {self._where} is unreachable ({exc}); check that `chroma run` is up"
-                    ) from exc
-                except BrainError:
-                    raise
-                except Exception as exc:  # chromadb's own classes, and the ValueErrors of its client-side checks
-                    raise self._translate(name, exc) from exc
+            def noted(exc: BaseException, _: int, wait: float) -> None:
+                log.info("collection.%s() on %s: %s; trying again in %.2f s", name, self._where, exc, wait)
+
+            try:
+                return retry(lambda: attr(*args, **kwargs), READ_RETRIES if name in _READS else _NO_RETRY,
+                             on=self._internal, when=_transient, before_wait=noted)
+            except self._internal as exc:
+                raise self._translate(name, exc) from exc
+            except _UNREACHABLE as exc:
+                raise StoreUnavailable(
+                    f"the Chroma store at {self._where} is unreachable ({exc}); check that `chroma run` is up"
+                ) from exc
+            except BrainError:
+                raise
+            except Exception as exc:  # chromadb's own classes, and the ValueErrors of its client-side checks
+                raise self._translate(name, exc) from exc
 
         return call
 

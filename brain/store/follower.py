@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from brain.errors import StoreError, StoreUnavailable, ValidationError
+from brain.errors import Backoff, StoreError, StoreUnavailable, ValidationError, retry
 from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteEvents
 from brain.store.feed import PENDING_GRACE_SECONDS, ChangeFeed, FeedRecord
@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 
 #: how long a read that asks for a sequence waits for this process to reach it
 WAIT_SECONDS = 10.0
-#: how many times the follower reads the ids of a record before its poll fails
-FETCH_ATTEMPTS = 3
+#: a read of a record's ids that failed is tried again after 0.05 and 0.1 s before the poll fails
+FETCH_RETRIES = Backoff(first=0.05, retries=2)
+#: how often :meth:`FeedFollower.wait_for` polls: from 20 ms, doubling, at most every 0.5 s
+WAIT_POLLS = Backoff(first=0.02, retries=None, cap=0.5)
 
 
 def check_sequence(value: object) -> int:
@@ -189,21 +191,17 @@ class FeedFollower:
     def _fetch(self, ids: list[str]) -> list[dict[str, Any]]:
         """The current version of ``ids``. Chroma can fail internally on a read of ids another process
         is deleting at that moment (``Error finding id``); the read is tried again before it fails."""
-        for attempt in range(FETCH_ATTEMPTS):
-            try:
-                return self.chroma.get_ids(ids, ["documents", "metadatas", "embeddings"])
-            except StoreError as exc:
-                if attempt + 1 == FETCH_ATTEMPTS:
-                    raise
-                log.info("change feed: reading %d ids failed (%s); trying again", len(ids), exc)
-                time.sleep(0.05 * (attempt + 1))
-        raise AssertionError("unreachable")  # pragma: no cover
+        def noted(exc: BaseException, _: int, wait: float) -> None:
+            log.info("change feed: reading %d ids failed (%s); trying again in %.2f s", len(ids), exc, wait)
+
+        return retry(lambda: self.chroma.get_ids(ids, ["documents", "metadatas", "embeddings"]), FETCH_RETRIES,
+                     on=StoreError, before_wait=noted)
 
     def wait_for(self, sequence: int, timeout: float = WAIT_SECONDS) -> None:
         """Return once every write up to ``sequence`` is applied here (read-your-writes for a client
         that wrote through another process); raises :class:`StoreUnavailable` after ``timeout``."""
         deadline = time.monotonic() + timeout
-        pause = 0.02
+        pauses = WAIT_POLLS.waits()
         while self.applied < sequence:
             self.poll(force=True)
             if self.applied >= sequence:
@@ -214,8 +212,7 @@ class FeedFollower:
                        if head < sequence else "a write before it is still unfinished")
                 raise StoreUnavailable(f"this process has applied the change feed up to sequence {self.applied}, "
                                        f"not {sequence}, after {timeout:g} s ({why}); retry the read")
-            time.sleep(pause)
-            pause = min(pause * 2, 0.5)
+            time.sleep(next(pauses))
 
     # ---- the background thread -----------------------------------------------------------------
     def _start_thread(self) -> None:

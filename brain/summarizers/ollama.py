@@ -12,10 +12,9 @@ import re
 import threading
 from typing import Sequence
 
-import httpx
 import ollama
 
-from brain.embeddings.ollama import open_ollama_client
+from brain.embeddings.ollama import ollama_errors, open_ollama_client
 from brain.summarizers.base import SummarizerError, SummarizerUnavailable, TurnText, transcript
 
 DEFAULT_MODEL = "llama3.2:3b"
@@ -85,31 +84,17 @@ class OllamaSummarizer:
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": f"Conversation turns {first} to {last}:\n\n{transcript(turns)}"},
         ]
-        try:
+        timed_out = (f"Ollama at {self.host} timed out: no answer within {limit:.3g} s while summarising with "
+                     f"{self.model!r}; raise BRAIN_SUMMARY_TIMEOUT and BRAIN_SUMMARY_DEADLINE_SECONDS or use a smaller "
+                     "BRAIN_SUMMARY_MODEL")
+        with ollama_errors(self.host, "chat", self.model, unavailable=SummarizerUnavailable, error=SummarizerError,
+                           timed_out=timed_out, doing="summarise"):
             response = client.chat(
                 model=self.model,
                 messages=messages,
                 stream=False,
                 options={"temperature": 0, "num_predict": MAX_PREDICT},
             )
-        except ConnectionError:  # what the ollama client raises for httpx.ConnectError
-            raise SummarizerUnavailable(
-                f"cannot reach Ollama at {self.host}: start it with `ollama serve`, or set OLLAMA_HOST"
-            ) from None
-        except httpx.TimeoutException:
-            raise SummarizerUnavailable(
-                f"Ollama at {self.host} timed out: no answer within {limit:.3g} s while summarising with "
-                f"{self.model!r}; raise BRAIN_SUMMARY_TIMEOUT and BRAIN_SUMMARY_DEADLINE_SECONDS or use a smaller "
-                "BRAIN_SUMMARY_MODEL"
-            ) from None
-        except httpx.TransportError as exc:
-            raise SummarizerUnavailable(f"the connection to Ollama at {self.host} failed: {exc}") from None
-        except ollama.ResponseError as exc:
-            raise self._translate(exc) from None
-        except ValueError as exc:  # a 200 whose body is not JSON, or JSON that is not a chat response
-            raise SummarizerError(
-                f"{self.host} answered /api/chat with something that is not an Ollama chat response: {exc}"
-            ) from None
         message = getattr(response, "message", None)
         content = getattr(message, "content", None)
         if not isinstance(content, str):
@@ -122,31 +107,16 @@ class OllamaSummarizer:
     def ping(self) -> None:
         """One short request to ``/api/tags``: is Ollama up and is the model pulled?"""
         timeout = min(self.timeout, PING_TIMEOUT)
-        try:
-            client = ollama.Client(host=self.host, timeout=timeout)
-            listed = client.list()
-        except httpx.TimeoutException:  # it accepts connections but does not answer: hung or overloaded
-            raise SummarizerUnavailable(
-                f"Ollama at {self.host} timed out: no answer to /api/tags within {timeout:.3g} s"
-            ) from None
-        except (ConnectionError, httpx.TransportError, httpx.InvalidURL):
-            raise SummarizerUnavailable(f"cannot reach Ollama at {self.host}") from None
-        except (ollama.ResponseError, ValueError) as exc:
-            raise SummarizerUnavailable(f"Ollama at {self.host} did not list its models: {exc}") from None
+        # every failure of the probe means the model cannot summarise now: unavailable, whatever the answer
+        with ollama_errors(self.host, "tags", self.model, unavailable=SummarizerUnavailable,
+                           error=SummarizerUnavailable, doing="list its models",
+                           timed_out=f"Ollama at {self.host} timed out: no answer to /api/tags within {timeout:.3g} s"):
+            with open_ollama_client(self.host, timeout, SummarizerUnavailable) as client:
+                listed = client.list()
         names = {m.model for m in listed.models if m.model}
         wanted = self.model if ":" in self.model else f"{self.model}:latest"
         if wanted not in names and self.model not in names:
             raise SummarizerUnavailable(f"Ollama at {self.host} does not have {self.model!r}: run `ollama pull {self.model}`")
-
-    def _translate(self, exc: ollama.ResponseError) -> SummarizerError:
-        message = str(exc.error)
-        if exc.status_code == 404 or ("not found" in message.lower() and "model" in message.lower()):
-            return SummarizerUnavailable(
-                f"Ollama at {self.host} does not have the model {self.model!r}: run `ollama pull {self.model}`"
-            )
-        if exc.status_code >= 500:
-            return SummarizerUnavailable(f"Ollama at {self.host} failed ({exc.status_code}): {message}")
-        return SummarizerError(f"Ollama at {self.host} refused to summarise with {self.model!r}: {message}")
 
 
 def clean_summary(content: str) -> str:

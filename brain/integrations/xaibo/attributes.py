@@ -9,7 +9,7 @@ from typing import Any
 
 from brain.errors import Problem, ValidationError, joined
 from brain.integrations.xaibo.keys import ATTR_PREFIX, JSON_PREFIX, MAPPED_FIELDS, MAPPED_KEY, written_by_xaibo
-from brain.schemas import GLOBAL_SCOPE, check_conversation_id, check_name, metadata_value_problem
+from brain.schemas import GLOBAL_SCOPE, check_conversation_id, entity_scope, metadata_value_problem
 
 
 @dataclass
@@ -34,10 +34,10 @@ def _mapped_value(key: str, value: Any, scope: str) -> tuple[bool, Any]:
         if not isinstance(value, str):
             return False, None
         try:
-            check_name(value)
+            own = entity_scope(value)
         except ValueError:
             return False, None
-        if scope != f"entity:{value}":  # an entity is a scope: a global memory has none
+        if scope != own:  # an entity is a scope: a global memory has none
             return False, None
         return True, value
     if key == "conversation_id":
