@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 
 from brain.cache import LRUCache
 from brain.chat.context import ContextItem, explain
+from brain.embeddings.vectors import unit_rows
 from brain.results import Document
 
 if TYPE_CHECKING:
@@ -73,8 +73,7 @@ class RelatedTurns:
         if floor is None or not items:
             return items
         older = [i for i, turn in enumerate(index.turns) if turn.id not in recent]
-        unit = np.asarray(vector, dtype=np.float32)
-        best = float(index.similarities(unit / np.linalg.norm(unit))[older].max())
+        best = float(index.similarities(unit_rows(vector))[older].max())
         shown = items if best >= floor else []
         if relevance is not None:
             relevance["related"] = {"floor": floor, "best_similarity": best, "candidates": len(items),
