@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-
 from brain.cache import LRUCache
 from brain.chat.context import ContextItem, explain
 from brain.embeddings.vectors import unit_rows
