@@ -160,6 +160,30 @@ def test_the_readme_python_quickstart_runs_as_printed(tmp_path, monkeypatch, cap
     assert namespace["ex"].conversation_id.startswith("conv-")
 
 
+def test_the_getting_started_python_session_runs_as_printed(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("BRAIN_SUMMARIZER", "extractive")
+    page = (DOCS / "getting-started.md").read_text(encoding="utf-8")
+    block = re.search(r"## A first session from Python\n.*?```python\n(.*?)```", page, re.S)
+    assert block is not None, "getting-started.md has no Python session"
+    exec(compile(block.group(1), "<getting started>", "exec"), {"__name__": "getting_started"})  # noqa: S102
+    printed = capsys.readouterr().out
+    assert re.search(r"^\d\.\d{3} Alice is vegetarian$", printed, re.M)  # the ranked hit
+    assert "- Alice is vegetarian" in printed  # and the memory in the prompt
+
+
+def test_every_benchmark_results_file_has_a_page_that_includes_it():
+    included = set()
+    for page in (DOCS / "benchmarks").glob("*.md"):
+        text = page.read_text(encoding="utf-8")
+        for name in re.findall(r'^--8<-- "(bench/[^"]+)"$', text, re.M):
+            assert (ROOT / name).is_file(), f"{page.name} includes {name}, which does not exist"
+            assert "## Reproduce" in text and "bench/" in text.split("## Reproduce", 1)[1], page.name
+            included.add(name)
+    results = {p.relative_to(ROOT).as_posix() for p in (ROOT / "bench").glob("*RESULTS.md")}
+    assert results <= included, f"no page includes {sorted(results - included)}"
+
+
 # ---- the build ---------------------------------------------------------------------------------------------
 
 
