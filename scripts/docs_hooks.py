@@ -88,9 +88,9 @@ def _type(schema: dict[str, Any]) -> str:
         return f"array of {_type(schema.get('items', {}))}"
     if "enum" in schema:
         return " \\| ".join(f"`{v}`" for v in schema["enum"])
-    limits = [f"{word} {schema[key]}" for key, word in (("minimum", ">="), ("maximum", "<="), ("minLength", "length >="),
-                                                       ("maxLength", "length <="), ("maxItems", "items <="))
-              if key in schema]
+    words = (("minimum", ">="), ("maximum", "<="), ("minLength", "length >="), ("maxLength", "length <="),
+             ("maxItems", "items <="))
+    limits = [f"{word} {schema[key]}" for key, word in words if key in schema]
     return kind + (f" ({', '.join(limits)})" if limits else "")
 
 

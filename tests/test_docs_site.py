@@ -144,7 +144,8 @@ def test_the_readme_is_short_and_its_links_resolve():
         target = (ROOT / path).resolve() if path else README
         assert target.is_relative_to(ROOT) and target.exists(), f"README links to {link}, which does not exist"
         if anchor:
-            assert anchor in heading_anchors(target.read_text(encoding="utf-8")), f"README links to {link}: no such heading"
+            anchors = heading_anchors(target.read_text(encoding="utf-8"))
+            assert anchor in anchors, f"README links to {link}: no such heading"
 
 
 def test_the_readme_python_quickstart_runs_as_printed(tmp_path, monkeypatch, capsys):
