@@ -1,4 +1,4 @@
-"""Write config/defaults.env and the README's settings table from brain/config's Settings.
+"""Write config/defaults.env and the docs site's settings table from brain/config's Settings.
 
     python scripts/gen_config_docs.py          # rewrite both files
     python scripts/gen_config_docs.py --check  # exit 1, naming the stale files, when they differ
@@ -16,14 +16,16 @@ sys.path.insert(0, str(ROOT))
 from brain.config_docs import render_defaults_env, update_readme
 
 DEFAULTS_ENV = ROOT / "config" / "defaults.env"
-README = ROOT / "README.md"
+#: the settings reference page of the docs site, which holds the generated table
+SETTINGS_PAGE = ROOT / "docs" / "reference" / "settings.md"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     args = parser.parse_args(argv)
-    wanted = {DEFAULTS_ENV: render_defaults_env(), README: update_readme(README.read_text(encoding="utf-8"))}
+    wanted = {DEFAULTS_ENV: render_defaults_env(),
+              SETTINGS_PAGE: update_readme(SETTINGS_PAGE.read_text(encoding="utf-8"))}
     stale = [path for path, text in wanted.items() if path.read_text(encoding="utf-8") != text]
     if args.check:
         for path in stale:

@@ -13,6 +13,8 @@ from brain.errors import BrainError, ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO_DEFAULTS = ROOT / "config" / "defaults.env"
+#: the docs site's settings reference, whose table is generated from the model
+SETTINGS_PAGE = ROOT / "docs" / "reference" / "settings.md"
 
 BUILT_IN = {
     "rag_enabled": True,
@@ -590,16 +592,16 @@ def test_summary_model_is_checked_by_the_providers_rule(model):
     assert f"BRAIN_SUMMARY_MODEL={model!r} is not allowed: {model_name_problem(model)}" in message
 
 
-def test_committed_defaults_env_and_readme_table_are_generated_from_the_model():
+def test_committed_defaults_env_and_settings_page_are_generated_from_the_model():
     from brain.config_docs import readme_table, render_defaults_env, render_readme_table
 
     stale = "is stale: run python scripts/gen_config_docs.py"
     assert REPO_DEFAULTS.read_text(encoding="utf-8") == render_defaults_env(), f"config/defaults.env {stale}"
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert readme_table(readme) == render_readme_table(), f"the README's settings table {stale}"
+    page = SETTINGS_PAGE.read_text(encoding="utf-8")
+    assert readme_table(page) == render_readme_table(), f"the settings table of {SETTINGS_PAGE.name} {stale}"
 
 
-def test_every_setting_appears_in_defaults_env_and_the_readme_with_its_default():
+def test_every_setting_appears_in_defaults_env_and_the_settings_page_with_its_default():
     """Independent of the renderer: read the committed files as a user would."""
     from dotenv import dotenv_values
 
@@ -609,7 +611,7 @@ def test_every_setting_appears_in_defaults_env_and_the_readme_with_its_default()
     values = dotenv_values(REPO_DEFAULTS)
     from brain.config_docs import readme_table
 
-    table = readme_table((ROOT / "README.md").read_text(encoding="utf-8"))
+    table = readme_table(SETTINGS_PAGE.read_text(encoding="utf-8"))
     for name, field in Settings.model_fields.items():
         var, default = env_name(name), field.get_default(call_default_factory=True)
         if default is None:
@@ -617,5 +619,5 @@ def test_every_setting_appears_in_defaults_env_and_the_readme_with_its_default()
         else:
             assert values.get(var) == env_value(default), var
         row = next((line for line in table.splitlines() if line.startswith(f"| `{var}` |")), None)
-        assert row is not None, f"{var} is missing from the README's table"
+        assert row is not None, f"{var} is missing from the settings table of {SETTINGS_PAGE.name}"
         assert ("unset" if default is None else env_value(default).replace("\\", "/")) in row, var
