@@ -264,6 +264,7 @@ TIERS: dict[str, tuple[str, ...]] = {
     "test_mirror_restore.py::test_cli_restore_from_mirror": ("subprocess",),
     "test_outside_reads.py::test_a_session_that_reads_beside_the_repository_fails_and_names_the_paths": ("subprocess",),
     "test_outside_reads.py::test_a_session_that_reads_only_its_own_files_passes": ("subprocess",),
+    "test_outside_reads.py::test_a_read_in_an_xdist_worker_fails_the_session_too": ("subprocess",),
     "test_recovery_lost_store.py::test_brain_init_and_serve_refuse_a_lost_store": ("subprocess",),
     "test_reference_propagation.py::test_a_writer_killed_mid_batch_leaves_a_mirror_that_agrees_once_reopened":
         ("subprocess",),
