@@ -224,6 +224,7 @@ TIERS: dict[str, tuple[str, ...]] = {
     "test_mcp.py": ("subprocess",),
     "test_serve_workers.py": ("subprocess",),
     "test_startup_imports.py": ("subprocess",),
+    "test_specialist_bands.py": ("slow",),  # the shipped registry's bands, example by example (benchmark-like)
     "test_ui_browser.py": ("browser",),
     # single tests
     "test_api.py::test_a_bad_setting_breaks_the_app_not_the_import": ("subprocess",),
