@@ -1,6 +1,16 @@
 #!/usr/bin/env bash
-# Set up and run the whole test suite (real Chroma, a real `chroma run` server, the real local embedder).
+# Set up and run the tests on every core (real Chroma, the real local embedder).
+#   scripts/test.sh           the fast tier: everything not marked `slow` (a few minutes on two cores)
+#   scripts/test.sh --all     every tier: also a real `chroma run` server, subprocesses and kill -9, the browser,
+#                             stress and fuzzing (what .ci/run calls)
+# Other arguments go to pytest, e.g. `scripts/test.sh tests/test_store.py -x` or `scripts/test.sh --all -n 0`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tier=(-m "not slow")
+args=()
+for arg in "$@"; do
+    if [ "$arg" = "--all" ]; then tier=(); else args+=("$arg"); fi
+done
 bash scripts/setup.sh test
-exec .venv/bin/python -m pytest "$@"
+# modules stay on one worker (--dist loadscope), so a module's expensive fixtures are built once
+exec .venv/bin/python -m pytest -n auto --dist loadscope "${tier[@]}" "${args[@]}"

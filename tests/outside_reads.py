@@ -6,7 +6,8 @@ this process opens and every directory it lists; a path under the parent but out
 is recorded, unless it lies in the Python installation (a virtualenv may sit beside the clone) or in
 the session's temporary directory. At the end the session fails and the paths are listed.
 
-Subprocesses (the ``brain`` CLI, ``chroma run``) are not watched: they run the library code the
+Under pytest-xdist each worker records its own reads and hands them to the controller, which fails
+the session. Subprocesses (the ``brain`` CLI, ``chroma run``) are not watched: they run the library code the
 in-process tests already cover. ``tests/conftest.py`` loads this plugin; ``-p tests.outside_reads``
 loads it into any other pytest run.
 """
@@ -99,8 +100,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: its exit status is ignored, the controller reports
+        workeroutput["outside_reads"] = dict(_RECORDER.paths)
+        return
     if _RECORDER.paths and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """The xdist controller gathers what each worker recorded (its own process runs no test)."""
+    _RECORDER.paths.update(getattr(node, "workeroutput", {}).get("outside_reads", {}))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

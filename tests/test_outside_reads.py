@@ -37,12 +37,13 @@ def test_the_python_installation_is_allowed():
     assert any(os.path.abspath(installed.__file__).startswith(root + os.sep) for root in roots)
 
 
-def _run_pytest(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
+def _run_pytest(tmp_path: Path, body: str, *options: str) -> subprocess.CompletedProcess:
     test_file = tmp_path / "test_probe.py"
     test_file.write_text(textwrap.dedent(body))
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.outside_reads", "-p", "no:cacheprovider", "-q", str(test_file)],
+        [sys.executable, "-m", "pytest", "-p", "tests.outside_reads", "-p", "no:cacheprovider", "-q", *options,
+         str(test_file)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
 
@@ -82,3 +83,22 @@ def test_a_session_that_reads_only_its_own_files_passes(tmp_path):
     """)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "files read outside the repository" not in result.stdout
+
+
+def test_a_read_in_an_xdist_worker_fails_the_session_too(tmp_path):
+    """Under pytest-xdist the tests run in worker processes, whose own exit status the controller ignores."""
+    probe = REPOSITORY.parent / f"brain-outside-read-probe-{uuid.uuid4().hex}"
+    result = _run_pytest(tmp_path, f"""
+        def test_reads_a_sibling_file():
+            try:
+                open({str(probe / "specs.json")!r}).read()
+            except FileNotFoundError:
+                pass
+
+        def test_reads_nothing():
+            pass
+    """, "-p", "xdist", "-n", "2")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
+    assert "files read outside the repository" in result.stdout
+    assert f"open: {probe / 'specs.json'}" in result.stdout
