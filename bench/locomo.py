@@ -24,7 +24,7 @@ the conversation) is asked of its own conversation, after its last turn, by ever
   the speaker the question names, the best-matching session's share, neighbouring-turn context), with k = 10 instead of
   ``RAG_RELATED_TURN_TOP_K``; it leaves out the ``RAG_TURN_TOP_K`` latest turns, which the context
   shows anyway (the header counts the evidence turns among them). Ablations rank the same turns
-  with :class:`~brain.turn_search.TurnIndex` and other weights, or without the speakers' names.
+  with :class:`~brain.rules.turn_search.TurnIndex` and other weights, or without the speakers' names.
 - raw Chroma similarity: ``col.query`` with ``where={"conversation_id": ...}`` on a plain Chroma
   collection of the same turns embedded as ``"<speaker>: <text>"`` (the stronger raw baseline)
 - BM25: Okapi BM25 over the turn texts, plain lower-case words (no stemming, no stop words)
@@ -61,14 +61,14 @@ INVOKED_FROM = Path.cwd()  # --data and --out are relative to where the script w
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from brain.chat import ChatMemory  # noqa: E402
+from brain.features.chat import ChatMemory  # noqa: E402
 from brain.config import Settings  # noqa: E402
-from brain.core import open_store  # noqa: E402
-from brain.results import Document  # noqa: E402
-from brain.schemas import check_conversation_id  # noqa: E402
-from brain.summarizers import ExtractiveSummarizer  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
+from brain.model.results import Document  # noqa: E402
+from brain.model.schemas import check_conversation_id  # noqa: E402
+from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
 from brain.text import BM25Index, tokenize  # noqa: E402
-from brain.turn_search import TurnIndex, TurnSearchWeights  # noqa: E402
+from brain.rules.turn_search import TurnIndex, TurnSearchWeights  # noqa: E402
 
 DEFAULT_DATA = ROOT / "bench" / "data" / "locomo10.json"
 LOCOMO_SOURCE = "https://github.com/snap-research/locomo (the file data/locomo10.json)"

@@ -24,12 +24,12 @@ sys.path.insert(0, str(ROOT))
 import uvicorn
 from playwright.sync_api import expect, sync_playwright
 
-from brain.api import create_app
+from brain.shells.api import create_app
 from brain.config import Settings
-from brain.core import Brain
-from brain.core import open as open_brain
-from brain.ingest import ingest_paths
-from brain.startup import startup
+from brain.app.core import Brain
+from brain.app.core import open as open_brain
+from brain.features.ingest import ingest_paths
+from brain.app.startup import startup
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]

@@ -10,10 +10,10 @@ import pytest
 
 import brain
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import ConfigError, StoreNotFound, StoreUnavailable, ValidationError
-from brain.rag_store import RagStore
-from brain.summarizers import ExtractiveSummarizer
+from brain.app.core import open_store
+from brain.model.errors import ConfigError, StoreNotFound, StoreUnavailable, ValidationError
+from brain.app.rag_store import RagStore
+from brain.providers.summarizers import ExtractiveSummarizer
 
 from .conftest import ROOT, api_settings
 
@@ -124,7 +124,7 @@ def test_health_reports_each_part(tmp_path, local_embedder):
 
 
 def test_startup_prepares_a_given_brain(tmp_path, local_embedder):
-    from brain.startup import startup
+    from brain.app.startup import startup
 
     (tmp_path / "persona.md").write_text("You are Brain.\n\n## Tone\nWarm.\n", encoding="utf-8")
     settings = api_settings(tmp_path, persona_path=tmp_path / "persona.md")

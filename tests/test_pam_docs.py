@@ -1,11 +1,11 @@
-"""docs/pam.md, the PAM mapping's specification, names every module of brain/pam and the public API."""
+"""docs/pam.md, the PAM mapping's specification, names every module of brain/features/pam and the public API."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-import brain.pam
+import brain.features.pam
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "pam.md"
@@ -20,4 +20,4 @@ def test_every_pam_module_is_in_the_docs_module_table():
 def test_the_package_exports_what_callers_use():
     for name in ("export_pam", "import_pam", "ExportReport", "ImportReport", "content_hash", "pam_tag",
                  "MEMORY_STORE_FILE", "EMBEDDINGS_FILE", "CONVERSATIONS_DIR", "MAX_NESTING"):
-        assert name in brain.pam.__all__ and hasattr(brain.pam, name), name
+        assert name in brain.features.pam.__all__ and hasattr(brain.features.pam, name), name

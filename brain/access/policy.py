@@ -22,7 +22,7 @@ Unrestricted (the admin naming no entity): every memory and conversation; search
 global memories only, as :meth:`RagStore.retrieve_memories` does without an entity.
 
 :class:`Access` applies these rules to the store and the chat layer; the HTTP API calls nothing else
-for memories and conversations. Which scopes an entity reads and changes is :mod:`brain.memories`' rule.
+for memories and conversations. Which scopes an entity reads and changes is :mod:`brain.rules.memories`' rule.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from brain.errors import ConversationOwned, Forbidden, NotFound, Problem, ValidationError, joined
-from brain.memories import global_refusal, may_change, may_read, may_use_conversation, readable_scopes
-from brain.memory_listing import list_memories
-from brain.schemas import (
+from brain.model.errors import ConversationOwned, Forbidden, NotFound, Problem, ValidationError, joined
+from brain.rules.memories import global_refusal, may_change, may_read, may_use_conversation, readable_scopes
+from brain.store.memory_listing import list_memories
+from brain.model.schemas import (
     ENTITY_MAX_LENGTH,
     ENTITY_PATTERN,
     GLOBAL_SCOPE,
@@ -55,7 +55,7 @@ MEMORY_FIELD_KEYS = RESERVED_KEYS | frozenset({
 })
 
 
-#: the one rule for entity names (:func:`brain.schemas.valid_name`), under the name this module exports
+#: the one rule for entity names (:func:`brain.model.schemas.valid_name`), under the name this module exports
 check_entity_name = valid_name
 
 
@@ -140,7 +140,7 @@ class Access:
                       offset: int | None = None, importance: Sequence[int] = (), status: Sequence[str] = (),
                       order: str = "stored") -> list[Any]:
         """Memories the request may read (unrestricted: every memory), filtered and ordered as
-        :func:`brain.memory_listing.list_memories` does."""
+        :func:`brain.store.memory_listing.list_memories` does."""
         return list_memories(self.store, scopes=readable_scopes(self.entity), tags=tags or (),
                              importance=importance, status=status, order=order, limit=limit, offset=offset)
 
@@ -285,8 +285,8 @@ class Access:
                 raise _no_conversation(conversation_id) from None
 
     def list_conversations(self, *, limit: int | None = None, offset: int = 0) -> list[Any]:
-        """The conversations the request may use, most recent activity first (see :mod:`brain.browse`)."""
-        from brain.browse import list_conversations  # brain.browse applies this module's rule
+        """The conversations the request may use, most recent activity first (see :mod:`brain.app.browse`)."""
+        from brain.app.browse import list_conversations  # brain.app.browse applies this module's rule
 
         return list_conversations(self.store, acting=self.entity, limit=limit, offset=offset)
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brain.access import ADMIN, Caller, check_entity_name
-from brain.errors import ConfigError, ValidationError
+from brain.access.policy import ADMIN, Caller, check_entity_name
+from brain.model.errors import ConfigError, ValidationError
 
 MIN_TOKEN_LENGTH = 16
 ADMIN_NAME = "admin"

@@ -1,8 +1,8 @@
 """Read-only views over the store for people looking inside it (the memory browser, ``/v1/...`` reads):
 the conversations by last activity, the knowledge base by file and topic, the current persona by section.
 
-Each is a plain function of the store; who may see which conversation is :mod:`brain.access`'s rule,
-applied here through :func:`~brain.access.may_use_conversation`.
+Each is a plain function of the store; who may see which conversation is :mod:`brain.access.policy`'s rule,
+applied here through :func:`~brain.access.policy.may_use_conversation`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brain.schemas import GLOBAL_SCOPE, DocType, entity_of, format_timestamp
+from brain.model.schemas import GLOBAL_SCOPE, DocType, entity_of, format_timestamp
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -50,7 +50,7 @@ def list_conversations(store: Store, *, acting: str | None = None, limit: int | 
                        offset: int = 0) -> list[ConversationInfo]:
     """Conversations, most recent activity first (then by id), that a request acting as ``acting``
     may use (None: every one). One pass over the turns' and summaries' metadata; no text is read."""
-    from brain.access import may_use_conversation
+    from brain.access.policy import may_use_conversation
 
     seen: dict[str, _Seen] = {}
     where = {"type": {"$in": [DocType.TURN.value, DocType.SUMMARY.value]}}
@@ -73,7 +73,7 @@ def list_conversations(store: Store, *, acting: str | None = None, limit: int | 
                 entry.summary_scopes.add(scope)
     infos = []
     for conversation, entry in seen.items():
-        # as brain.access decides it: a conversation belongs to its turns' scopes (its summaries' without turns)
+        # as brain.access.policy decides it: a conversation belongs to its turns' scopes (its summaries' without turns)
         scopes = entry.turn_scopes or entry.summary_scopes
         if not may_use_conversation(scopes, acting):
             continue
@@ -111,11 +111,11 @@ def knowledge_by_file(store: Store, *, acting: str | None = None) -> list[dict[s
 # ---- the persona ----------------------------------------------------------------------------------
 
 def persona_sections(store: Store, *, acting: str | None = None) -> dict[str, Any]:
-    """The current persona version as ``acting`` sees it (see :func:`brain.persona.current_persona`):
+    """The current persona version as ``acting`` sees it (see :func:`brain.features.persona.current_persona`):
     ``{"version", "source", "sections": [{"title", "text", "topic",
     "position", "id"}]}`` in file order. ``version`` is None when no persona is stored; ``source`` is
     ``BRAIN_PERSONA_PATH`` when that file exists (it is what ``brain persona`` loads), else None."""
-    from brain.persona import current_persona
+    from brain.features.persona import current_persona
 
     docs = current_persona(store, acting)
     path = Path(store.settings.persona_path)

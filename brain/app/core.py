@@ -23,21 +23,21 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings, load_settings
-from brain.errors import BrainError, ConfigError, StoreUnavailable, ValidationError
-from brain.memories import search_scopes
-from brain.schemas import DocType
-from brain.rag_store import RagStore
+from brain.model.errors import BrainError, ConfigError, StoreUnavailable, ValidationError
+from brain.rules.memories import search_scopes
+from brain.model.schemas import DocType
+from brain.app.rag_store import RagStore
 
 if TYPE_CHECKING:
-    from brain.chat import ChatMemory
-    from brain.consolidate import ConsolidationReport
-    from brain.embeddings.base import Embedder
-    from brain.forget import ForgetReport
-    from brain.mirror import BackfillReport, EngramMirror
-    from brain.mirror.sync import SyncReport, VerifyReport
-    from brain.results import Hit
-    from brain.specialists import SpecialistRegistry
-    from brain.summarizers import Summarizer
+    from brain.features.chat import ChatMemory
+    from brain.features.consolidate import ConsolidationReport
+    from brain.providers.embeddings.base import Embedder
+    from brain.app.forget import ForgetReport
+    from brain.features.mirror import BackfillReport, EngramMirror
+    from brain.features.mirror.sync import SyncReport, VerifyReport
+    from brain.model.results import Hit
+    from brain.features.specialists import SpecialistRegistry
+    from brain.providers.summarizers import Summarizer
 
 
 class Brain:
@@ -80,7 +80,7 @@ class Brain:
         """The model summariser ``BRAIN_SUMMARIZER`` names (the server is not contacted here)."""
         with self._lock:
             if self._summarizer is None:
-                from brain.summarizers import get_summarizer
+                from brain.providers.summarizers import get_summarizer
 
                 self._summarizer = get_summarizer(self.settings)
             return self._summarizer
@@ -91,7 +91,7 @@ class Brain:
         with self._lock:
             self._check_open()
             if self._chat is None:
-                from brain.chat import ChatMemory  # the chat layer starts a thread: only when used
+                from brain.features.chat import ChatMemory  # the chat layer starts a thread: only when used
 
                 self._chat = ChatMemory(self.store, self.settings, summarizer=self.summarizer,
                                         start_worker=self._start_worker)
@@ -118,7 +118,7 @@ class Brain:
             return self.specialists
 
     def _register_specialists(self) -> None:
-        from brain.specialists import SpecialistRegistry
+        from brain.features.specialists import SpecialistRegistry
 
         self._check_open()
         try:
@@ -136,7 +136,7 @@ class Brain:
         recency), persona, FAQ and summaries by similarity from their in-process indexes, turns or no
         type through Chroma. ``k`` defaults to the type's setting. With ``entity``, ``entity``'s
         documents and global ones, never another entity's, whatever the type; without, global ones only
-        (:func:`brain.memories.scopes_for`; :meth:`Store.search` reads every scope)."""
+        (:func:`brain.rules.memories.scopes_for`; :meth:`Store.search` reads every scope)."""
         doc_type = _type_name(type)
         kwargs: dict[str, Any] = {"k": k} if k is not None else {}
         if doc_type == DocType.MEMORY.value:
@@ -148,23 +148,23 @@ class Brain:
         }.get(doc_type or "")
         if by_similarity is not None:
             return by_similarity(query, entity=entity, **kwargs)
-        # a search for no entity ranks global documents only, of every type (brain.memories.scopes_for)
+        # a search for no entity ranks global documents only, of every type (brain.rules.memories.scopes_for)
         where = {"scope": sorted(search_scopes(None) or ())} if entity is None else None
         return self.store.search(query, type=doc_type, where=where, entity=entity, **kwargs)
 
     def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
-        """Merge near-duplicate memories of each scope (see :mod:`brain.consolidate`); ``threshold``
+        """Merge near-duplicate memories of each scope (see :mod:`brain.features.consolidate`); ``threshold``
         defaults to ``BRAIN_CONSOLIDATE_THRESHOLD``. Needs no chat layer."""
-        from brain.consolidate import consolidate_memories
+        from brain.features.consolidate import consolidate_memories
 
         return consolidate_memories(self.store, threshold=threshold, dry_run=dry_run)
 
     def forget_entity(self, name: str) -> ForgetReport:
         """Remove every document in ``name``'s scope (memories, and the turns and summaries recorded for
         it) from the store, the mirror and the in-process indexes, and leave none of their text in the
-        data directory's files (see :mod:`brain.forget`). Summaries being written finish first, so
+        data directory's files (see :mod:`brain.app.forget`). Summaries being written finish first, so
         that none is written from the forgotten turns afterwards."""
-        from brain.forget import forget_entity
+        from brain.app.forget import forget_entity
 
         with self._lock:
             self._check_open()
@@ -180,21 +180,21 @@ class Brain:
     # ---- the mirror ------------------------------------------------------------------------------
     def sync_mirror(self, *, force: bool = False) -> SyncReport:
         """Make the mirror match the store (``brain mirror sync``): exactly the rows that differ are repaired.
-        A store that looks lost or much smaller than the mirror raises :class:`~brain.errors.StoreLooksLost`
-        unless ``force`` (see :mod:`brain.mirror.guard`)."""
-        from brain.mirror.sync import sync_mirror
+        A store that looks lost or much smaller than the mirror raises :class:`~brain.model.errors.StoreLooksLost`
+        unless ``force`` (see :mod:`brain.features.mirror.guard`)."""
+        from brain.features.mirror.sync import sync_mirror
 
         return sync_mirror(self.store, self.require_mirror(), types=self.settings.mirrored_types, force=force)
 
     def verify_mirror(self) -> VerifyReport:
         """Every difference between the store and the mirror, without writing (``brain mirror verify``)."""
-        from brain.mirror.sync import verify_mirror
+        from brain.features.mirror.sync import verify_mirror
 
         return verify_mirror(self.store, self.require_mirror(), types=self.settings.mirrored_types)
 
     def backfill_mirror(self, *, progress: bool = True) -> BackfillReport:
         """Embed the mirrored documents that have no vector of the store's model (resumable)."""
-        from brain.mirror import BackfillReport
+        from brain.features.mirror import BackfillReport
 
         mirror = self.require_mirror()
         embedded = mirror.backfill(self.store.embedder.embed_documents, progress=progress)
@@ -202,7 +202,7 @@ class Brain:
 
     def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, Any]:
         """Whether the store answers, the embedder, the summariser's status, the persona (the stored version
-        and whether it is ``BRAIN_PERSONA_PATH``'s, see :func:`brain.persona.persona_report`) and the mirror's, with
+        and whether it is ``BRAIN_PERSONA_PATH``'s, see :func:`brain.features.persona.persona_report`) and the mirror's, with
         ``status`` ``ok``, ``degraded`` (a damaged or unwritable mirror, or a model summariser that cannot be
         reached: reads and writes still work, from Chroma, and summaries come from the extractive fallback; or
         too little free disk, ``disk``: writes are refused, reads work) or
@@ -243,7 +243,7 @@ class Brain:
 
     def _persona_health(self, detail: bool) -> dict[str, Any]:
         # reported, never loaded here: startup() (brain init, serve, mcp) loads persona.md
-        from brain.persona import persona_report
+        from brain.features.persona import persona_report
 
         try:
             report = persona_report(self.store, self.settings.persona_path)
@@ -306,7 +306,7 @@ def _type_name(value: str | DocType | None) -> str | None:
 def open_store(settings: Settings | None = None, *, embedder: Embedder | None = None, client: Any | None = None,
                mirror: EngramMirror | bool | None = None, create: bool = True) -> RagStore:
     """``RagStore(settings, ...)``: the store with its change feed, mirror and persona rule
-    (:mod:`brain.rag_store`). Kept as a function because the README and older callers use it."""
+    (:mod:`brain.app.rag_store`). Kept as a function because the README and older callers use it."""
     return RagStore(settings, embedder=embedder, client=client, mirror=mirror, create=create)
 
 
@@ -316,8 +316,8 @@ def open(settings: Settings | None = None, *, create: bool = True, start_worker:
 
     ``settings`` default to :func:`~brain.config.load_settings` with ``overrides`` (Settings fields by
     name, e.g. ``data_dir=...``); give one or the other. ``create=False`` raises
-    :class:`~brain.errors.StoreNotFound` instead of creating a store (for read-only tools).
-    ``start_worker=False``: the chat layer starts no summary thread (see :class:`~brain.chat.ChatMemory`).
+    :class:`~brain.model.errors.StoreNotFound` instead of creating a store (for read-only tools).
+    ``start_worker=False``: the chat layer starts no summary thread (see :class:`~brain.features.chat.ChatMemory`).
     ``embedder`` and ``summarizer`` replace the ones the settings name.
     """
     if settings is None:

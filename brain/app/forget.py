@@ -2,7 +2,7 @@
 
 What goes: every document whose scope is ``entity:<name>``, whatever its type: the memories about
 the entity, and the turns and summaries of the conversations recorded for it (they are written in
-its scope, see :meth:`brain.chat.ChatMemory.record_exchange`). Someone asking to forget a person
+its scope, see :meth:`brain.features.chat.ChatMemory.record_exchange`). Someone asking to forget a person
 expects their conversations gone too, not only the facts drawn from them. Global documents stay,
 even where they mention the name: they are nobody's.
 
@@ -12,8 +12,8 @@ their vectors, access log, content hashes and full-text entries) and every in-pr
 delete does. The collections a re-index keeps for a roll-back and the one it is building
 (:mod:`brain.store.live`), directly. Rows the mirror holds in that namespace without Chroma having
 them (written by engram itself). The copies of the mirror ``brain mirror rebuild`` kept
-(:func:`brain.mirror.erase.kept_copies`). Then the bytes go: the mirror file and its kept copies are
-scrubbed (:meth:`brain.mirror.EngramMirror.scrub`) and so is the embedded Chroma file, for every
+(:func:`brain.features.mirror.erase.kept_copies`). Then the bytes go: the mirror file and its kept copies are
+scrubbed (:meth:`brain.features.mirror.EngramMirror.scrub`) and so is the embedded Chroma file, for every
 collection (:func:`brain.store.scrub.scrub_deleted`); a Chroma server's file is out of brain's reach,
 which the report says.
 
@@ -36,14 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brain.access import check_entity_name
-from brain.errors import NotFound, StoreUnavailable
-from brain.memory_admin import case_hint
-from brain.mirror.erase import copy_namespace_rows, erase_from_copy, kept_copies
-from brain.schemas import DocType, entity_scope
+from brain.access.policy import check_entity_name
+from brain.model.errors import NotFound, StoreUnavailable
+from brain.app.memory_admin import case_hint
+from brain.features.mirror.erase import copy_namespace_rows, erase_from_copy, kept_copies
+from brain.model.schemas import DocType, entity_scope
 from brain.store.live import read_pointer
 from brain.store.scrub import deleted_traces, scrub_deleted
-from brain.wording import counted
+from brain.text.wording import counted
 
 if TYPE_CHECKING:
     from brain.store import Store

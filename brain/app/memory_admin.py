@@ -1,7 +1,7 @@
 """Memories as an operator handles them: by scope, for an entity, and by id (``brain memory ...``).
 
-A request under a caller's identity (the HTTP API, MCP) goes through :mod:`brain.access` instead, which
-decides what that caller may see and change. Both read the scopes :func:`brain.memories.scopes_for`
+A request under a caller's identity (the HTTP API, MCP) goes through :mod:`brain.access.policy` instead, which
+decides what that caller may see and change. Both read the scopes :func:`brain.rules.memories.scopes_for`
 gives: a listing for an entity holds its memories and the global ones (each carrying its scope); a
 ``scope`` filter is exact (``entity:ada`` lists Ada's own only). A removal for an entity removes only its
 own memories and refuses global ones, before anything is deleted; ids that are not memories are
@@ -14,12 +14,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from brain.errors import Forbidden, NotFound, ValidationError
-from brain.memories import global_refusal, may_change, scopes_for
-from brain.memory_listing import list_memories as listing
-from brain.results import Document
-from brain.schemas import GLOBAL_SCOPE, DocType, entity_of
-from brain.wording import noun_for
+from brain.model.errors import Forbidden, NotFound, ValidationError
+from brain.rules.memories import global_refusal, may_change, scopes_for
+from brain.store.memory_listing import list_memories as listing
+from brain.model.results import Document
+from brain.model.schemas import GLOBAL_SCOPE, DocType, entity_of
+from brain.text.wording import noun_for
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -36,7 +36,7 @@ def add_memory(store: Store, text: str, *, scope: str | None = None, importance:
 def list_memories(store: Store, *, scope: str | None = None, entity: str | None = None,
                   tags: Sequence[str] = (), limit: int | None = None) -> list[Document]:
     """Memories in storage order: all, those in exactly ``scope``, or those a listing for ``entity``
-    shows (its own and the global ones, :func:`brain.memories.scopes_for`); having every tag of ``tags``."""
+    shows (its own and the global ones, :func:`brain.rules.memories.scopes_for`); having every tag of ``tags``."""
     if scope is not None and entity is not None:
         raise ValidationError.of("scope", "give scope (exactly one scope) or entity (its memories and the global "
                                           "ones), not both")
@@ -106,7 +106,7 @@ def remove_memories(store: Store, doc_ids: Iterable[str], *, entity: str | None 
     """Delete the memories among ``doc_ids``; ids of other document types, or of nothing, are reported
     in ``not_found`` and left alone (repeated ids count once). With ``entity``, only its own memories are
     deleted: another entity's ids are ``not_found`` (they do not exist for it) and a global id is
-    :class:`Forbidden` before anything is deleted (:func:`brain.memories.may_change`)."""
+    :class:`Forbidden` before anything is deleted (:func:`brain.rules.memories.may_change`)."""
     wanted = list(dict.fromkeys(doc_ids))
     docs = store.get(wanted, type=DocType.MEMORY, entity=entity)
     if entity is not None:

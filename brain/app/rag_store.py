@@ -1,4 +1,4 @@
-"""``from brain.rag_store import RagStore``: the store, opened the one way every entry point uses.
+"""``from brain.app.rag_store import RagStore``: the store, opened the one way every entry point uses.
 
 ``RagStore()``, ``RagStore(settings)``, :func:`brain.open_store` and ``brain.open().store`` are the same
 object wired the same: the change feed on a Chroma server (every write numbered across processes, other
@@ -16,22 +16,22 @@ from brain.config import Settings
 from brain.store import Store
 
 if TYPE_CHECKING:
-    from brain.embeddings.base import Embedder
-    from brain.mirror import EngramMirror
+    from brain.providers.embeddings.base import Embedder
+    from brain.features.mirror import EngramMirror
 
 
 class RagStore(Store):
     """Typed documents in one Chroma collection, with exact memory ranking, wired as the module says.
 
     ``settings`` default to ``Settings()`` (the environment and the project's env files). ``mirror``: an
-    open :class:`~brain.mirror.EngramMirror` (the caller closes it), ``False`` for none, or ``None`` for
+    open :class:`~brain.features.mirror.EngramMirror` (the caller closes it), ``False`` for none, or ``None`` for
     the mirror file of the settings when ``BRAIN_MIRROR_ENABLED``. ``create=False`` raises
-    :class:`~brain.errors.StoreNotFound` rather than create a store that does not exist.
+    :class:`~brain.model.errors.StoreNotFound` rather than create a store that does not exist.
     """
 
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
                  client: Any | None = None, create: bool = True, mirror: EngramMirror | bool | None = None):
-        from brain.persona import current_version
+        from brain.features.persona import current_version
 
         settings = settings or Settings()
         super().__init__(settings, embedder=embedder, client=client, create=create,
@@ -39,7 +39,7 @@ class RagStore(Store):
 
 
 def _wire(store: Store, settings: Settings, mirror: EngramMirror | bool | None) -> None:
-    from brain.mirror.subscriber import open_mirror_subscriber
+    from brain.features.mirror.subscriber import open_mirror_subscriber
 
     # several processes share a Chroma server, never an embedded store (its directory is locked):
     # only there do writes go through the change feed

@@ -44,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from brain.embeddings import Embedder, get_embedder
-from brain.errors import ReindexError, ValidationError
-from brain.mirror.guard import StoreIdentity, store_moved
-from brain.progress import ProgressOptions, open_progress
+from brain.providers.embeddings import Embedder, get_embedder
+from brain.model.errors import ReindexError, ValidationError
+from brain.features.mirror.guard import StoreIdentity, store_moved
+from brain.text.progress import ProgressOptions, open_progress
 from brain.store import Store
 from brain.store.chroma import ChromaAccess, GuardedCollection, open_cosine_collection
 from brain.store.events import WriteEvent, WriteSubscriber
@@ -356,7 +356,7 @@ def run(store: Store, embedder: Embedder, *, batch: int = BATCH,
 
     ``on_batch(n)`` is called after the n-th batch is written (for tests and callers that report
     progress their own way). ``swap=False`` builds without swapping (a later run swaps). An
-    embedder failure raises its :class:`~brain.errors.EmbedderError`; the live collection is
+    embedder failure raises its :class:`~brain.model.errors.EmbedderError`; the live collection is
     untouched and the build resumes from where it stopped."""
     if batch < 1:
         raise ValidationError.of("batch", f"batch must be >= 1, not {batch}")
@@ -494,7 +494,7 @@ def _register_specialists(store: Store, embedder: Embedder, collection: str) -> 
     """Register the specialists for ``embedder`` in the collection that goes with ``collection``
     (before the swap: a failure leaves everything as it was). Returns how many texts were embedded;
     0 without a specialists file."""
-    from brain.specialists import SpecialistRegistry
+    from brain.features.specialists import SpecialistRegistry
 
     settings = store.settings
     if not settings.specialists_path.exists():
@@ -603,8 +603,8 @@ def drop_old(store: Store, *, keep: int = 0, grace_seconds: float | None = None)
 def open_live_store(settings: Any) -> Store:
     """The store opened with the embedder its live collection records, whatever ``BRAIN_EMBEDDER``
     says (a re-index reads the live collection with its own model); the mirror and, with a Chroma
-    server, the change feed attached as for serving (:func:`brain.core.open_store`)."""
-    from brain.core import open_store
+    server, the change feed attached as for serving (:func:`brain.app.core.open_store`)."""
+    from brain.app.core import open_store
     from brain.store.chroma import open_client
 
     recorded = live_embedder_name(open_client(settings, create=False), settings.collection)

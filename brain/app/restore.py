@@ -3,7 +3,7 @@
 :func:`recover_store` (``brain restore --from-mirror``) rebuilds a lost Chroma store. The mirror holds
 what exists nowhere else: memories, and the conversations (turns and summaries) with the default
 ``BRAIN_MIRROR_TYPES``. Every document in it comes back with its id, text, metadata and stored vector
-(:func:`brain.mirror.sync.restore_from_mirror`). What the mirror does not hold comes from its files:
+(:func:`brain.features.mirror.sync.restore_from_mirror`). What the mirror does not hold comes from its files:
 
 - persona: reloaded from ``persona.md`` (BRAIN_PERSONA_PATH) when the file is there;
 - FAQ: re-ingested from the knowledge-base folders given (``--kb``); without them the report says to
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from brain.errors import BrainError
-from brain.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth, move_aside
-from brain.mirror.store import EngramMirror
-from brain.mirror.guard import check_deletions
-from brain.mirror.sync import PAGE, RestoreReport, SyncReport, _store_ids, restore_from_mirror, sync_mirror
+from brain.model.errors import BrainError
+from brain.features.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth, move_aside
+from brain.features.mirror.store import EngramMirror
+from brain.features.mirror.guard import check_deletions
+from brain.features.mirror.sync import PAGE, RestoreReport, SyncReport, _store_ids, restore_from_mirror, sync_mirror
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -52,8 +52,8 @@ class RecoveryReport:
     """What :func:`recover_store` brought back, from where, and what it could not."""
 
     mirror: RestoreReport
-    persona: dict[str, Any] | None = None         # brain.persona.PersonaLoad.to_dict()
-    knowledge_base: dict[str, Any] | None = None  # brain.ingest.IngestReport.to_dict()
+    persona: dict[str, Any] | None = None         # brain.features.persona.PersonaLoad.to_dict()
+    knowledge_base: dict[str, Any] | None = None  # brain.features.ingest.IngestReport.to_dict()
     not_restored: list[str] = field(default_factory=list)  # what is missing and what to do about it
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,7 +96,7 @@ def recover_store(
     ``persona_path`` defaults to BRAIN_PERSONA_PATH; ``kb_paths`` are the knowledge-base files or
     folders to ingest again; ``batch``: documents written per store write. A damaged mirror cannot be
     restored from (the error says so, and what to use instead). An interrupted restore is completed by
-    running it again; until then the store does not start (:mod:`brain.mirror.guard`).
+    running it again; until then the store does not start (:mod:`brain.features.mirror.guard`).
     """
     mirror = store.mirror
     if mirror is None:
@@ -114,7 +114,7 @@ def recover_store(
 
     path = Path(persona_path) if persona_path is not None else store.settings.persona_path
     if path.is_file():
-        from brain.persona import load_persona
+        from brain.features.persona import load_persona
 
         report.persona = load_persona(store, path).to_dict()
     elif "persona" not in present:
@@ -123,7 +123,7 @@ def recover_store(
         )
 
     if kb_paths:
-        from brain.ingest import ingest_paths
+        from brain.features.ingest import ingest_paths
 
         report.knowledge_base = ingest_paths(store, list(kb_paths)).to_dict()
     elif "faq" not in present:
@@ -209,7 +209,7 @@ def rebuild_mirror(store: "Store", *, force: bool = False) -> RebuildReport:
 
     Refuses, unless ``force``, when the store holds none of the mirrored types but the mirror file is
     not empty: that is a lost store, which ``brain restore --from-mirror`` rebuilds from the mirror.
-    A readable mirror is checked as a catch-up checks it (:mod:`brain.mirror.guard`: a store much
+    A readable mirror is checked as a catch-up checks it (:mod:`brain.features.mirror.guard`: a store much
     smaller than the mirror, created again, or half restored is refused too).
     Afterwards ``store.mirror`` is the new file and ``store.mirror_health`` is ok again.
     """

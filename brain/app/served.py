@@ -1,13 +1,13 @@
 """A store that a running ``brain serve`` holds, reached through its HTTP API.
 
-Embedded Chroma is single-process: while ``brain serve`` has the data directory open (:mod:`brain.locking`),
+Embedded Chroma is single-process: while ``brain serve`` has the data directory open (:mod:`brain.store.locking`),
 a second process must not open it. The server records its address in the lock file, so a command run
-beside it finds it there (:class:`~brain.errors.StoreLocked` carries it) and sends its reads and memory
+beside it finds it there (:class:`~brain.model.errors.StoreLocked` carries it) and sends its reads and memory
 writes to the server instead: :class:`ServedBrain` and :class:`ServedStore` answer the calls the CLI's
 read commands and ``memory add``/``rm`` make, each one request to a route that makes the same library
-call (:mod:`brain.api.routes.operator`, ``/v1/docs``, ``/v1/memories``, the conversation routes, health's
+call (:mod:`brain.shells.api.routes.operator`, ``/v1/docs``, ``/v1/memories``, the conversation routes, health's
 ``?stats=true``), and
-hand back the same result types. Anything else is :class:`~brain.errors.StoreLocked` naming the server,
+hand back the same result types. Anything else is :class:`~brain.model.errors.StoreLocked` naming the server,
 never a second opening of the directory.
 
 The admin token (``BRAIN_API_TOKEN``), when the server has one, comes from the same settings.
@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from brain.config import Settings
-from brain.errors import (
+from brain.model.errors import (
     BrainError,
     ConfigError,
     Forbidden,
@@ -33,8 +33,8 @@ from brain.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from brain.results import Document, Hit, MemoryHit
-from brain.schemas import DocType
+from brain.model.results import Document, Hit, MemoryHit
+from brain.model.schemas import DocType
 
 #: seconds a request to the server may take (a search embeds the query; a first request may load the model)
 TIMEOUT = 120.0
@@ -105,7 +105,7 @@ class ServedStore:
 
 
 class ServedBrain:
-    """The part of :class:`~brain.core.Brain` the CLI's forwarded commands use, over the HTTP API of the
+    """The part of :class:`~brain.app.core.Brain` the CLI's forwarded commands use, over the HTTP API of the
     ``brain serve`` that holds the data directory (``locked``: the error that said so). Close it."""
 
     def __init__(self, settings: Settings, locked: StoreLocked):

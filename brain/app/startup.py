@@ -1,4 +1,4 @@
-"""What a chat backend calls once at start-up: open a :class:`~brain.core.Brain`, load the persona,
+"""What a chat backend calls once at start-up: open a :class:`~brain.app.core.Brain`, load the persona,
 catch the mirror up, warm up."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from brain.config import Settings
-from brain.wording import counted
-from brain.core import Brain
-from brain.core import open as open_brain
-from brain.errors import BrainError, ConfigError
-from brain.persona import PersonaLoad, load_persona, persona_report
+from brain.text.wording import counted
+from brain.app.core import Brain
+from brain.app.core import open as open_brain
+from brain.model.errors import BrainError, ConfigError
+from brain.features.persona import PersonaLoad, load_persona, persona_report
 from brain.store import Store
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class StartupReport:
     seconds: float
     indexed: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    mirror_sync: Any = None  # the mirror's catch-up, a brain.mirror.sync.SyncReport (None: no mirror)
+    mirror_sync: Any = None  # the mirror's catch-up, a brain.features.mirror.sync.SyncReport (None: no mirror)
 
     @property
     def store(self) -> Store:
@@ -98,13 +98,13 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
 
 
 def catch_up_mirror(store: Store) -> Any:
-    """Bring the store's mirror in line with Chroma (:func:`brain.mirror.sync.catch_up`: content, not
+    """Bring the store's mirror in line with Chroma (:func:`brain.features.mirror.sync.catch_up`: content, not
     counts), or None when the mirror is off or damaged. Run by every entry point that serves. A store
-    that looks lost or half restored raises :class:`~brain.errors.StoreLooksLost` and the mirror keeps
-    every row (:mod:`brain.mirror.guard`): the server does not start."""
+    that looks lost or half restored raises :class:`~brain.model.errors.StoreLooksLost` and the mirror keeps
+    every row (:mod:`brain.features.mirror.guard`): the server does not start."""
     if store.mirror is None:
         return None
-    from brain.mirror.sync import catch_up
+    from brain.features.mirror.sync import catch_up
 
     return catch_up(store, store.mirror, types=store.settings.mirrored_types)
 

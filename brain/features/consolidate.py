@@ -8,7 +8,7 @@ Clustering is greedy and anchored, so every merged memory is itself close to the
 into (no chains A~B~C where A and C differ): memories are visited best first — highest importance,
 then earliest creation, then id — and each one not yet merged keeps its text and id and absorbs every
 later memory above the threshold. The kept memory and those it absorbs merge by the memory rule
-(:func:`brain.memories.merge_near_duplicates`): the kept text and vector, every tag (its own first), the
+(:func:`brain.rules.memories.merge_near_duplicates`): the kept text and vector, every tag (its own first), the
 highest importance, the earliest creation, the latest timestamp and use; ``merged_from`` lists the ids
 it absorbed (and those they had absorbed).
 
@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from brain.errors import Problem, ValidationError, joined
-from brain.wording import counted
-from brain.memories import created, is_part, merge_near_duplicates, merged_fields
-from brain.schemas import PART_OF_KEY, DocType, MemoryMetadata, format_timestamp, read_stored
+from brain.model.errors import Problem, ValidationError, joined
+from brain.text.wording import counted
+from brain.rules.memories import created, is_part, merge_near_duplicates, merged_fields
+from brain.model.schemas import PART_OF_KEY, DocType, MemoryMetadata, format_timestamp, read_stored
 
 if TYPE_CHECKING:
-    from brain.results import Document
+    from brain.model.results import Document
     from brain.store import Store
 
 log = logging.getLogger(__name__)

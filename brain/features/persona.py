@@ -9,7 +9,7 @@ afterwards. Readers use the newest *complete* version (all its sections present)
 do they see a mix of versions or no persona at all, even if a load is interrupted half-way.
 
 The persona's **name** (the assistant's display name on the turns it speaks, see
-:meth:`brain.chat.ChatMemory.record_exchange`) is read from the text before the first heading: a
+:meth:`brain.features.chat.ChatMemory.record_exchange`) is read from the text before the first heading: a
 line ``name: <Name>``, else an opening sentence ``You are <Name>,`` (or ``.``, ``!``, ``;``, ``:``)
 whose name is one to three capitalised words. A persona without either has no name.
 """
@@ -22,16 +22,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from brain.errors import ValidationError
-from brain.wording import counted
-from brain.ids import derived_id
-from brain.memories import visible_scopes
-from brain.schemas import GLOBAL_SCOPE, DocType, check_speaker_name, format_timestamp, parse_timestamp, utc_now
+from brain.model.errors import ValidationError
+from brain.text.wording import counted
+from brain.model.ids import derived_id
+from brain.rules.memories import visible_scopes
+from brain.model.schemas import GLOBAL_SCOPE, DocType, check_speaker_name, format_timestamp, parse_timestamp, utc_now
 from brain.text.bounded import TooLarge, read_bounded_text
 from brain.text.markdown import markdown_sections, slugify
 
 if TYPE_CHECKING:
-    from brain.results import Document
+    from brain.model.results import Document
     from brain.store import Store
 
 #: a persona file larger than this is refused: a persona is a few kilobytes, and every section of it is

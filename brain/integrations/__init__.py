@@ -1,2 +1,2 @@
 """brain inside other frameworks: adapters that speak a framework's interfaces over brain's store
-(:mod:`brain.integrations.xaibo`: Xaibo's memory protocols)."""
+(:mod:`brain.shells.xaibo`: Xaibo's memory protocols)."""

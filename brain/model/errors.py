@@ -20,8 +20,8 @@ The hierarchy, by what a caller does about it::
     ├── Forbidden                     the caller may not do this
     └── NotFound (KeyError)           no document with that id
 
-The shells map them in one place each: the API to HTTP statuses (``brain.api``), the CLI to one
-``error: ...`` line and exit code 1 (``brain.cli``).
+The shells map them in one place each: the API to HTTP statuses (``brain.shells.api``), the CLI to one
+``error: ...`` line and exit code 1 (``brain.shells.cli``).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class FilterError(ValidationError):
 
 
 class EmbeddingProtocolError(BrainError, ValueError):
-    """A vector or model name that breaks the Engram Embedding Protocol v2 (:mod:`brain.mirror.protocol`).
+    """A vector or model name that breaks the Engram Embedding Protocol v2 (:mod:`brain.features.mirror.protocol`).
 
     ``code`` is one of that module's ``ERROR_CODES``; ``memory_id`` and ``model`` say which row, when known.
     """

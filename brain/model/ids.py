@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from brain.schemas import GLOBAL_SCOPE
+from brain.model.schemas import GLOBAL_SCOPE
 
 # uuid5 namespace of brain's derived ids
 _NAMESPACE = uuid.UUID("5f0c7f0e-4a55-4a8e-9a77-6a3a9b1e2c10")

@@ -46,7 +46,7 @@ class Hit:
 @dataclass
 class MemoryHit:
     """A ranked memory with the parts of its score:
-    score = similarity_part + lexical_part + importance_part + recency_part (see :mod:`brain.ranking`)."""
+    score = similarity_part + lexical_part + importance_part + recency_part (see :mod:`brain.rules.ranking`)."""
 
     id: str
     text: str

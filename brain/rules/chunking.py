@@ -31,14 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from brain.errors import ConfigError
+from brain.model.errors import ConfigError
 from brain.text.tokenizer import counting_tokenizer
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP]
 
 
 def _local_max_tokens() -> int:
-    from brain.embeddings.local import MAX_TOKENS
+    from brain.providers.embeddings.local import MAX_TOKENS
 
     return MAX_TOKENS
 
@@ -70,7 +70,7 @@ class TokenChunker:
     @classmethod
     def from_settings(cls, settings: Any) -> "TokenChunker":
         """``BRAIN_CHUNK_WINDOW`` / ``BRAIN_CHUNK_OVERLAP``, checked against ``BRAIN_EMBEDDER``'s input limit."""
-        from brain.embeddings import max_input_tokens  # the providers own their input limits
+        from brain.providers.embeddings import max_input_tokens  # the providers own their input limits
 
         max_tokens = max_input_tokens(str(getattr(settings, "embedder", "local/")))
         try:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from brain.errors import FilterError, Problem
-from brain.schemas import parse_timestamp
+from brain.model.errors import FilterError, Problem
+from brain.model.schemas import parse_timestamp
 
 SCALAR = (str, int, float, bool)
 COMPARISON = {"$eq", "$ne"}

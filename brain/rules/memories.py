@@ -41,9 +41,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from brain.ids import normalize_memory_text
-from brain.wording import noun_for
-from brain.schemas import (
+from brain.model.ids import normalize_memory_text
+from brain.text.wording import noun_for
+from brain.model.schemas import (
     GLOBAL_SCOPE,
     DocType,
     MemoryMetadata,

@@ -81,7 +81,7 @@ class ScoreWeights:
     @classmethod
     def relevance(cls, settings, floor: float | None, margin: float | None) -> "ScoreWeights":
         """The relevance ranking: the ``RAG_RELEVANCE_*`` weights behind the gate of ``floor`` and
-        ``margin``, in cosine units (the caller calibrates them, see :mod:`brain.relevance`)."""
+        ``margin``, in cosine units (the caller calibrates them, see :mod:`brain.rules.relevance`)."""
         return cls(similarity=1.0, importance=settings.relevance_importance, recency=settings.relevance_recency,
                    half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
                    recency_from=getattr(settings, "recency_from", "created"), lexical=settings.relevance_lexical,

@@ -9,7 +9,7 @@ Cosine similarities mean different things for different models: MiniLM puts unre
 ``RAG_RELEVANCE_FLOOR_IMPORTANCE`` for important memories; a FAQ entry's or summary's similarity must
 reach mean + ``RAG_RELEVANCE_SIMILARITY_FLOOR_Z`` sd)
 where ``mean`` and ``sd`` are the mean and standard deviation of the similarities between messages and
-facts that do not answer them: the ``pairs`` of ``brain/data/relevance_calibration.json`` (messages a
+facts that do not answer them: the ``pairs`` of ``brain/rules/data/relevance_calibration.json`` (messages a
 user might send and the remembered fact that answers each), every message against every other
 message's fact. ``z`` is ``RAG_RELEVANCE_FLOOR_Z`` and ``m`` is ``RAG_RELEVANCE_MARGIN``; both were
 chosen on LoCoMo conversations (bench/RELEVANCE_RESULTS.md says which).
@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from brain.embeddings import Embedder
-from brain.errors import CalibrationError
+from brain.providers.embeddings import Embedder
+from brain.model.errors import CalibrationError
 
 #: the labelled messages and facts the calibration reads
 CALIBRATION_FILE = Path(__file__).resolve().parent / "data" / "relevance_calibration.json"

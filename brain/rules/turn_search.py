@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from brain.errors import Problem, ValidationError
-from brain.results import Document
-from brain.schemas import check_k, parse_timestamp
+from brain.model.errors import Problem, ValidationError
+from brain.model.results import Document
+from brain.model.schemas import check_k, parse_timestamp
 from brain.text import BM25Index, tokenize
 
 __all__ = [

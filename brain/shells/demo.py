@@ -1,8 +1,8 @@
 """The main job on the embedded default: build the local store and show what a chat backend gets.
 
-Opens the Chroma store under ``./data/`` as one :class:`~brain.core.Brain` (``brain.startup``:
+Opens the Chroma store under ``./data/`` as one :class:`~brain.app.core.Brain` (``brain.app.startup``:
 persona, warm-up, Engram mirror),
-ingests the sample knowledge base in ``config/kb/`` (``brain.ingest``), stores a few memories and an
+ingests the sample knowledge base in ``config/kb/`` (``brain.features.ingest``), stores a few memories and an
 exchange (``ChatMemory.record_exchange``), then prints the context of a sample question
 (``ChatMemory.build_context``): the ranked memories with their score parts, the FAQ hits, the recent
 turns, the best specialists, and the rendered prompt block. Safe to re-run: a second run writes nothing.
@@ -14,14 +14,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from brain.chat import ChatMemory, Context
-from brain.wording import counted
+from brain.features.chat import ChatMemory, Context
+from brain.text.wording import counted
 from brain.config import load_settings
-from brain.core import Brain
-from brain.core import open as open_brain
-from brain.errors import BrainError, ConfigError
-from brain.ingest import ingest_paths
-from brain.startup import startup
+from brain.app.core import Brain
+from brain.app.core import open as open_brain
+from brain.model.errors import BrainError, ConfigError
+from brain.features.ingest import ingest_paths
+from brain.app.startup import startup
 from brain.store import Store
 
 SAMPLE_QUESTION = "Can you read the text on the photo of my train ticket?"

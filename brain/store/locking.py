@@ -3,12 +3,12 @@
 Embedded Chroma (``PersistentClient``) is thread-safe but not process-safe: two processes writing
 the same directory can corrupt it. The first process to open a data directory takes an exclusive
 ``flock`` on ``<data dir>/brain.lock`` and keeps it while any store in that process uses the
-directory; a second process gets :class:`~brain.errors.StoreLocked` naming the holder's pid and
+directory; a second process gets :class:`~brain.model.errors.StoreLocked` naming the holder's pid and
 the way out (a Chroma server via ``BRAIN_CHROMA_URL``). The kernel drops the lock when the holder
 exits, however it exits, so a crash never leaves a stale lock behind.
 
 The lock file holds the holder's pid and, when the holder is ``brain serve``, the address of its HTTP
-API (:func:`announce`): :class:`~brain.errors.StoreLocked` carries both, so the CLI run beside the
+API (:func:`announce`): :class:`~brain.model.errors.StoreLocked` carries both, so the CLI run beside the
 server reaches the store through the server instead of opening the directory a second time.
 """
 
@@ -18,7 +18,7 @@ import os
 import threading
 from pathlib import Path
 
-from brain.errors import StoreLocked, StoreUnavailable
+from brain.model.errors import StoreLocked, StoreUnavailable
 
 try:
     import fcntl

@@ -28,10 +28,10 @@ from typing import Any, Collection, Iterable, Literal, Sequence
 
 import numpy as np
 
-from brain import ranking
-from brain.ranking import ScoreWeights
-from brain.results import MemoryHit, GatedHits
-from brain.schemas import GLOBAL_SCOPE, check_scope, is_inactive, is_part
+from brain.rules import ranking
+from brain.rules.ranking import ScoreWeights
+from brain.model.results import MemoryHit, GatedHits
+from brain.model.schemas import GLOBAL_SCOPE, check_scope, is_inactive, is_part
 from brain.text import BM25Index, tokenize
 
 log = logging.getLogger(__name__)
@@ -473,7 +473,7 @@ class MemoryIndex:
         query_text: str | None = None,
     ) -> GatedHits:
         """The exact top ``k`` rows for a unit ``query`` vector, behind the weights' relevance gate
-        (see :mod:`brain.ranking`). ``scopes`` keeps rows of those scopes (None: every scope); ``rows``
+        (see :mod:`brain.rules.ranking`). ``scopes`` keeps rows of those scopes (None: every scope); ``rows``
         which kinds of row (:data:`Rows`; by default active memories when ``scopes`` are given, as an
         entity's search wants, and every row when not, as an operator's all-scopes search wants);
         ``equals`` keeps rows whose metadata has exactly those values (e.g. ``{"topic": "ocr"}``);

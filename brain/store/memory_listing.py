@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from brain.errors import ValidationError
-from brain.schemas import STATUSES, DocType, check_importance
+from brain.model.errors import ValidationError
+from brain.model.schemas import STATUSES, DocType, check_importance
 
 if TYPE_CHECKING:
-    from brain.results import Document
+    from brain.model.results import Document
     from brain.store import Store
 
 Order = Literal["stored", "newest"]
@@ -26,7 +26,7 @@ ACTIVE = "active"
 
 
 def check_statuses(statuses: Iterable[str] | None) -> list[str]:
-    """The distinct statuses asked for, each one of :data:`brain.schemas.STATUSES`."""
+    """The distinct statuses asked for, each one of :data:`brain.model.schemas.STATUSES`."""
     wanted = list(dict.fromkeys(statuses or ()))
     bad = [s for s in wanted if s not in STATUSES]
     if bad:
@@ -35,7 +35,7 @@ def check_statuses(statuses: Iterable[str] | None) -> list[str]:
 
 
 def check_importances(values: Iterable[int] | None) -> list[int]:
-    """The distinct importances asked for, each valid (:func:`brain.schemas.check_importance`)."""
+    """The distinct importances asked for, each valid (:func:`brain.model.schemas.check_importance`)."""
     try:
         return list(dict.fromkeys(check_importance(v) for v in values or ()))
     except ValueError as exc:

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from brain.errors import MirrorCorrupt
-from brain.schemas import LEGACY_STATUS_KEY, PART_OF_KEY, STATUS_KEY, STATUSES, XAIBO_INDEX_PREFIX, DocType, from_chroma
+from brain.model.errors import MirrorCorrupt
+from brain.model.schemas import LEGACY_STATUS_KEY, PART_OF_KEY, STATUS_KEY, STATUSES, XAIBO_INDEX_PREFIX, DocType, from_chroma
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def typed(meta: dict[str, Any]) -> dict[str, Any]:
 def migrate_typed_fields(col: Any, batch_size: int, mirror: Any = None) -> int:
     """Rewrite the memory rows of ``col`` (a Chroma collection) that carry old markers, ``batch_size``
     rows per call (the client's ``get_max_batch_size()``), and their rows in ``mirror`` (an
-    :class:`~brain.mirror.EngramMirror`, or None). Returns how many rows were rewritten."""
+    :class:`~brain.features.mirror.EngramMirror`, or None). Returns how many rows were rewritten."""
     # one query for every marker: a store that is already migrated pays one empty filtered read per open
     where = {"$and": [{"type": DocType.MEMORY.value}, {"$or": list(OLD_MARKERS)}]}
     done = 0

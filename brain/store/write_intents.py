@@ -34,7 +34,7 @@ A write whose in-process undo failed (Chroma unreachable) keeps its record; the 
 before its next write, so a later write to the same ids is never rolled back by an older record.
 
 **Scope.** Records live in a directory of the data directory, one file per write in progress. With
-the embedded store the data directory is one process's (see :mod:`brain.locking`). With a Chroma
+the embedded store the data directory is one process's (see :mod:`brain.store.locking`). With a Chroma
 server (``BRAIN_CHROMA_URL``) several processes may write: each process's records sit in its own
 data directory and the locks tell running writers from dead ones, so a crash is resolved by the
 next open of that data directory (by any process), never while its writer lives. Not covered: two
@@ -58,7 +58,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from brain.errors import StoreUnavailable
+from brain.model.errors import StoreUnavailable
 
 try:
     import fcntl

@@ -1,6 +1,6 @@
 """Access tracking (``RAG_TRACK_ACCESS``): when each memory was last put into a context.
 
-A memory's ``last_used`` (epoch seconds, a typed field of :class:`~brain.schemas.MemoryMetadata`)
+A memory's ``last_used`` (epoch seconds, a typed field of :class:`~brain.model.schemas.MemoryMetadata`)
 lets ranking measure its age from its last use (``RAG_RECENCY_FROM=last_used``). :meth:`AccessTracker.note`
 sets it in the store's in-process memory index at once, so the next ranking sees it, and buffers it;
 the buffer is persisted about every second by the summary worker, and by :meth:`AccessTracker.flush`
@@ -18,7 +18,7 @@ into Chroma's stored metadata. It deliberately bypasses the full write path, bec
   meanwhile (importance, tags); merging the single key cannot.
 
 The mirror therefore never holds ``last_used`` from tracking: ``brain mirror verify`` and sync ignore
-the key (:mod:`brain.mirror.sync`), and a store restored from the mirror gives memories the
+the key (:mod:`brain.features.mirror.sync`), and a store restored from the mirror gives memories the
 ``last_used`` of their last full write, so recency by last use falls back to that after a restore.
 Nothing else is lost: ``last_used`` is not part of a memory's content. Uses noted but not yet
 flushed when the process dies are lost the same way (at most about a second's worth).
@@ -31,7 +31,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from brain.errors import BrainError
+from brain.model.errors import BrainError
 
 if TYPE_CHECKING:
     from brain.store import Store

@@ -1,16 +1,16 @@
 """ChatMemory: the one object a chat backend holds (the HTTP API is a thin shell over it).
 
-A facade over the parts of :mod:`brain.chat`; it gathers from the store and hands on:
+A facade over the parts of :mod:`brain.features.chat`; it gathers from the store and hands on:
 
 * :meth:`ChatMemory.build_context` — embeds the message once, gathers each section's candidates
   (persona, FAQ, memories, summaries, related and recent turns, each limited by its ``RAG_*``
-  setting) and hands them to :func:`~brain.chat.context.assemble_context` (pure: budget and prompt).
+  setting) and hands them to :func:`~brain.features.chat.context.assemble_context` (pure: budget and prompt).
 * :meth:`ChatMemory.record_exchange` — stores the user and assistant turns in one write, with
-  consecutive ``turn_index`` values and who said each (:mod:`brain.chat.speakers`), and queues the
-  summaries now due (:mod:`brain.chat.summary_queue`,
-  written by :mod:`brain.chat.summaries`).
-* :meth:`ChatMemory.remember`, :meth:`ChatMemory.consolidate` (see :mod:`brain.consolidate`) and
-  access tracking (:mod:`brain.chat.access`).
+  consecutive ``turn_index`` values and who said each (:mod:`brain.features.chat.speakers`), and queues the
+  summaries now due (:mod:`brain.features.chat.summary_queue`,
+  written by :mod:`brain.features.chat.summaries`).
+* :meth:`ChatMemory.remember`, :meth:`ChatMemory.consolidate` (see :mod:`brain.features.consolidate`) and
+  access tracking (:mod:`brain.features.chat.access`).
 """
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from brain.chat.access import ACCESS_FLUSH_SECONDS, AccessTracker
-from brain.chat.context import SECTIONS, Context, ContextItem, TokenCounter, assemble_context, explain
-from brain.chat.related_turns import RelatedTurns
-from brain.chat.speakers import PersonaName, exchange_speakers
-from brain.chat.summaries import SummaryWriter
-from brain.chat.summary_queue import SummaryQueue, SummarySchedule
+from brain.features.chat.access import ACCESS_FLUSH_SECONDS, AccessTracker
+from brain.features.chat.context import SECTIONS, Context, ContextItem, TokenCounter, assemble_context, explain
+from brain.features.chat.related_turns import RelatedTurns
+from brain.features.chat.speakers import PersonaName, exchange_speakers
+from brain.features.chat.summaries import SummaryWriter
+from brain.features.chat.summary_queue import SummaryQueue, SummarySchedule
 from brain.config import Settings
-from brain.consolidate import ConsolidationReport, consolidate_memories
-from brain.errors import Problem, ValidationError
-from brain.ids import derived_id
-from brain.memories import may_read
-from brain.results import Hit
-from brain.schemas import (
+from brain.features.consolidate import ConsolidationReport, consolidate_memories
+from brain.model.errors import Problem, ValidationError
+from brain.model.ids import derived_id
+from brain.rules.memories import may_read
+from brain.model.results import Hit
+from brain.model.schemas import (
     GLOBAL_SCOPE,
     DocType,
     check_extra_metadata,
@@ -45,7 +45,7 @@ from brain.schemas import (
     valid_conversation_id,
     valid_entity_scope,
 )
-from brain.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
+from brain.providers.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -171,7 +171,7 @@ class ChatMemory:
 
     # ---- context ---------------------------------------------------------------------------------------
     def build_context(self, conversation_id: str | None, user_message: str, entity: str | None = None) -> Context:
-        """What the model should see for ``user_message`` (see :mod:`brain.chat.context` for the budget).
+        """What the model should see for ``user_message`` (see :mod:`brain.features.chat.context` for the budget).
 
         ``conversation_id`` may name a conversation not yet recorded (a chat backend asks for the context
         of its first message before recording the exchange): its context is that of an empty conversation,
@@ -240,7 +240,7 @@ class ChatMemory:
     def _shows_conversation(self, conversation_id: str, entity: str | None) -> bool:
         """Whether a context for ``entity`` shows the conversation's turns and summaries: with no entity,
         any conversation's; for an entity, one whose turns (or, without turns, summaries) are all in scopes
-        it reads, its own and the global one (:func:`brain.memories.may_read`, the rule of memories).
+        it reads, its own and the global one (:func:`brain.rules.memories.may_read`, the rule of memories).
         Another entity's conversation then reads exactly as one not yet recorded: empty."""
         if entity is None:
             return True
@@ -251,7 +251,7 @@ class ChatMemory:
                           k: int | None = None, entity: str | None = None) -> list[ContextItem]:
         """The context's ``related`` candidates for ``user_message``, best first, before the budget: the
         ``k`` (default ``RAG_RELATED_TURN_TOP_K``) older turns of the conversation that match it best
-        (:mod:`brain.turn_search`), outside the ``RAG_TURN_TOP_K`` recent turns the context shows anyway.
+        (:mod:`brain.rules.turn_search`), outside the ``RAG_TURN_TOP_K`` recent turns the context shows anyway.
         ``query_vector``: the message embedded by the store's embedder (embedded here when absent)."""
         conversation_id = valid_conversation_id(conversation_id)
         if not isinstance(user_message, str) or not user_message.strip():
@@ -291,7 +291,7 @@ class ChatMemory:
         values; ``conversation_id`` ``None`` starts a new conversation (``conv-<uuid>``). With
         ``entity`` the turns are stored in that entity's scope; without, in the scope the conversation
         started in (a conversation belongs to one scope: another entity's turns are refused with
-        :class:`~brain.errors.ConversationOwned`). Schedules the summaries now due.
+        :class:`~brain.model.errors.ConversationOwned`). Schedules the summaries now due.
 
         ``idempotency_key`` (1..255 printable ASCII characters) makes a retry safe: the turn ids (and a
         new conversation's id) are derived from it and the scope, so the same exchange sent again, by
@@ -300,7 +300,7 @@ class ChatMemory:
         :class:`ValidationError`. Without a key every call stores new turns.
 
         Each turn's ``speaker`` is who said it: ``user_name`` (default: the entity's name) and
-        ``assistant_name`` (default: the persona's name, see :mod:`brain.persona`); without a name a
+        ``assistant_name`` (default: the persona's name, see :mod:`brain.features.persona`); without a name a
         turn has no speaker. One side may be ``None``: a session the assistant opens, or a message
         left unanswered, is an exchange of one turn."""
         for name, text in (("user_text", user_text), ("assistant_text", assistant_text)):
@@ -406,7 +406,7 @@ class ChatMemory:
         )
 
     def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
-        """Merge near-duplicate memories of each scope (see :mod:`brain.consolidate`)."""
+        """Merge near-duplicate memories of each scope (see :mod:`brain.features.consolidate`)."""
         return consolidate_memories(self.store, threshold=threshold, dry_run=dry_run)
 
     # ---- summaries, access, lifetime -----------------------------------------------------------------------
@@ -444,7 +444,7 @@ class ChatMemory:
 
     def flush_access(self) -> int:
         """Persist the memory uses recorded since the last flush (``last_used`` in their metadata; see
-        :mod:`brain.chat.access` for where it is written); the worker does this about every second.
+        :mod:`brain.features.chat.access` for where it is written); the worker does this about every second.
         Returns how many memories were written."""
         return self.access.flush()
 

@@ -1,6 +1,6 @@
 """What the model sees for one message: sections -> budget -> prompt. Pure: no store access.
 
-The caller (:class:`~brain.chat.ChatMemory`) gathers the candidates of each section, best first, and
+The caller (:class:`~brain.features.chat.ChatMemory`) gathers the candidates of each section, best first, and
 hands them to :func:`assemble_context`, which orders them for reading, drops whole items until the
 prompt fits the character (and optionally token) budget, and renders the prompt.
 
@@ -11,8 +11,8 @@ memories); FAQ entries are generic knowledge the model often partly has. Inside 
 weakest item goes first (lowest score or similarity; for turns, the oldest).
 
 Relevance first: the caller puts a memory, FAQ entry or summary among the candidates only when it is
-relevant to the message (the gate of :mod:`brain.ranking`, with the embedder's calibrated floor, see
-:mod:`brain.relevance`); a section may be empty, and :attr:`Context.relevance` says why — how many
+relevant to the message (the gate of :mod:`brain.rules.ranking`, with the embedder's calibrated floor, see
+:mod:`brain.rules.relevance`); a section may be empty, and :attr:`Context.relevance` says why — how many
 candidates were looked at and how many fell below the floor — while each item's ``why`` says what
 let it in (its similarity against the floor, the parts of its score).
 
@@ -28,9 +28,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from brain.errors import BrainError
-from brain.schemas import parse_turn_range
-from brain.summarizers.extractive import ExtractiveSummarizer
+from brain.model.errors import BrainError
+from brain.model.schemas import parse_turn_range
+from brain.providers.summarizers.extractive import ExtractiveSummarizer
 from brain.text.tokenizer import counting_tokenizer, tokenizer_path
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Older turns of a conversation that match the user's message, for the context's ``related`` section.
 
-The ranking is :mod:`brain.turn_search` (dense + BM25, speaker, session, neighbouring turns); this module
-feeds it from the store and keeps each conversation's :class:`~brain.turn_search.TurnIndex` in
+The ranking is :mod:`brain.rules.turn_search` (dense + BM25, speaker, session, neighbouring turns); this module
+feeds it from the store and keeps each conversation's :class:`~brain.rules.turn_search.TurnIndex` in
 process, rebuilt when the conversation's turns change, with each turn's vector fetched once.
 """
 
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from brain.cache import LRUCache
-from brain.chat.context import ContextItem, explain
-from brain.results import Document
+from brain.providers.cache import LRUCache
+from brain.features.chat.context import ContextItem, explain
+from brain.model.results import Document
 
 if TYPE_CHECKING:
     from brain.store import Store
-    from brain.turn_search import TurnIndex
+    from brain.rules.turn_search import TurnIndex
 
 #: conversations whose turn search index is kept in process
 TURN_INDEXES_CACHED = 256
@@ -50,7 +50,7 @@ class RelatedTurns:
 
     def index(self, conversation_id: str, turns: list[Document]) -> TurnIndex:
         """The conversation's search index over ``turns``, rebuilt when they changed."""
-        from brain.turn_search import TurnIndex  # on first use: keeps `import brain.chat` light
+        from brain.rules.turn_search import TurnIndex  # on first use: keeps `import brain.features.chat` light
 
         key = tuple(t.id for t in turns)
         cached = self._indexes.get(conversation_id)

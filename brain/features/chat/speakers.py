@@ -1,8 +1,8 @@
 """Who said a turn: the display names :meth:`ChatMemory.record_exchange` stores as each turn's ``speaker``.
 
 The user's name defaults to the entity's name (the conversation's owner), the assistant's to the
-persona's (:func:`brain.persona.persona_name`). Names follow :func:`brain.schemas.check_speaker_name`;
-:mod:`brain.turn_search` uses them (a question that names a speaker favours that speaker's turns,
+persona's (:func:`brain.features.persona.persona_name`). Names follow :func:`brain.model.schemas.check_speaker_name`;
+:mod:`brain.rules.turn_search` uses them (a question that names a speaker favours that speaker's turns,
 and a turn's lexical document holds its speaker's name). A turn written without a name has none.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from brain.persona import current_persona, persona_name
-from brain.schemas import DocType, valid_speaker_name
+from brain.features.persona import current_persona, persona_name
+from brain.model.schemas import DocType, valid_speaker_name
 from brain.store.events import WriteEvent, WriteSubscriber
 
 if TYPE_CHECKING:

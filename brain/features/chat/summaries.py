@@ -9,7 +9,7 @@ straight to the fallback instead of waiting through the retries again (a queue w
 up while Ollama is down). :meth:`SummaryWriter.resummarize_fallbacks` upgrades fallbacks later.
 
 Summaries have stable ids (:func:`summary_id`), so writing a window twice (a retry, a second
-process) replaces it. When to summarise and on which thread is :mod:`brain.chat.summary_queue`'s job.
+process) replaces it. When to summarise and on which thread is :mod:`brain.features.chat.summary_queue`'s job.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings
-from brain.ids import derived_id
-from brain.results import Document
-from brain.schemas import (
+from brain.model.ids import derived_id
+from brain.model.results import Document
+from brain.model.schemas import (
     GLOBAL_SCOPE,
     DocType,
     format_timestamp,
@@ -32,7 +32,7 @@ from brain.schemas import (
     utc_now,
     valid_conversation_id,
 )
-from brain.summarizers import Summarizer, SummarizerError, SummarizerUnavailable, TurnText
+from brain.providers.summarizers import Summarizer, SummarizerError, SummarizerUnavailable, TurnText
 
 if TYPE_CHECKING:
     from brain.store import Store

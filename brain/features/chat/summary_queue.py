@@ -3,7 +3,7 @@
 Every ``RAG_SUMMARY_EVERY_N`` exchanges a window of ``2 * RAG_SUMMARY_EVERY_N`` turns is due
 (:class:`SummarySchedule`, which learns a conversation's position from its stored summaries, so a
 restart keeps the cadence). Due windows go on a queue; one worker thread takes them in order and hands
-each to the :class:`~brain.chat.summaries.SummaryWriter`. A chat request never waits for a summariser.
+each to the :class:`~brain.features.chat.summaries.SummaryWriter`. A chat request never waits for a summariser.
 
 A window whose summary could not be stored (the store failed) is tried again first in line — so the
 windows stay in order — up to ``BRAIN_SUMMARY_RETRIES`` times with doubling back-off; after that its
@@ -22,11 +22,11 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
-from brain.cache import LRUCache
-from brain.chat.summaries import SummaryJob, SummaryWriter
+from brain.providers.cache import LRUCache
+from brain.features.chat.summaries import SummaryJob, SummaryWriter
 from brain.config import Settings
-from brain.errors import BrainError
-from brain.schemas import DocType, parse_turn_range
+from brain.model.errors import BrainError
+from brain.model.schemas import DocType, parse_turn_range
 
 if TYPE_CHECKING:
     from brain.store import Store

@@ -21,7 +21,7 @@ nothing duplicated, nothing stale, nothing re-embedded that did not change.
   reserved name); otherwise they are dropped and reported as a warning.
 - ``.txt``: the whole file, topic from the file name.
 
-Every document is then split by :class:`~brain.chunking.TokenChunker` so none exceeds the
+Every document is then split by :class:`~brain.rules.chunking.TokenChunker` so none exceeds the
 embedder's input (``kb_part`` / ``kb_parts`` number the pieces of one section or entry).
 
 **Names.** A file is named by the knowledge-base root it was found under and its path inside that
@@ -75,20 +75,20 @@ a given directory when it starts with the directory's path as seen from one of i
 that wrote it was started above the directory).
 
 **Progress** (``progress=True``): a bar on a terminal, moved by every embedded batch, else a log line
-now and then (:mod:`brain.progress`).
+now and then (:mod:`brain.text.progress`).
 
-Modules: :mod:`~brain.ingest.parsers` (file -> drafts), :mod:`~brain.ingest.files` (names, collecting,
-hashing, drafts -> documents), :mod:`~brain.ingest.plan` (what the store holds, what to change),
-:mod:`~brain.ingest.apply` (embedding and writing; :func:`ingest_paths`), :mod:`~brain.ingest.report`.
+Modules: :mod:`~brain.features.ingest.parsers` (file -> drafts), :mod:`~brain.features.ingest.files` (names, collecting,
+hashing, drafts -> documents), :mod:`~brain.features.ingest.plan` (what the store holds, what to change),
+:mod:`~brain.features.ingest.apply` (embedding and writing; :func:`ingest_paths`), :mod:`~brain.features.ingest.report`.
 """
 
 from __future__ import annotations
 
-from brain.ingest.apply import ingest_paths
-from brain.ingest.files import KB_NAMES, PARSER_VERSION, SUPPORTED, kb_name, kb_root_name
-from brain.ingest.parsers import parse_csv, parse_jsonl, parse_markdown, parse_text
-from brain.ingest.plan import scan_ingested
-from brain.ingest.report import IngestReport
+from brain.features.ingest.apply import ingest_paths
+from brain.features.ingest.files import KB_NAMES, PARSER_VERSION, SUPPORTED, kb_name, kb_root_name
+from brain.features.ingest.parsers import parse_csv, parse_jsonl, parse_markdown, parse_text
+from brain.features.ingest.plan import scan_ingested
+from brain.features.ingest.report import IngestReport
 
 __all__ = ["KB_NAMES", "PARSER_VERSION", "SUPPORTED", "IngestReport", "ingest_paths", "kb_name",
            "kb_root_name", "parse_csv", "parse_jsonl", "parse_markdown", "parse_text", "scan_ingested"]

@@ -7,11 +7,11 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from brain.chunking import TokenChunker
-from brain.ingest.files import collect_files, hash_text, legacy_name_under, name_under, older_names
-from brain.ingest.plan import FilePlan, embed_groups, plan_file, scan_ingested, would_embed
-from brain.ingest.report import IngestReport
-from brain.progress import ProgressOptions, open_progress
+from brain.rules.chunking import TokenChunker
+from brain.features.ingest.files import collect_files, hash_text, legacy_name_under, name_under, older_names
+from brain.features.ingest.plan import FilePlan, embed_groups, plan_file, scan_ingested, would_embed
+from brain.features.ingest.report import IngestReport
+from brain.text.progress import ProgressOptions, open_progress
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -198,7 +198,7 @@ def _finish_file(store: Store, plan: FilePlan, text_index: dict[str, str], repor
 
 
 def _describe(exc: BaseException) -> str:
-    from brain.errors import BrainError
+    from brain.model.errors import BrainError
 
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if isinstance(exc, BrainError) else f"{type(exc).__name__}: {text}"

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brain.chunking import TokenChunker
+from brain.rules.chunking import TokenChunker
 from brain.config import find_project_root
-from brain.ids import derived_id
-from brain.ingest.parsers import Draft
-from brain.ingest.report import IngestReport
+from brain.model.ids import derived_id
+from brain.features.ingest.parsers import Draft
+from brain.features.ingest.report import IngestReport
 
 #: bumped when parsing changes what documents a file gives: every file is then re-read once
 PARSER_VERSION = "kb-parser/1"

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain.schemas import metadata_value_problem
+from brain.model.schemas import metadata_value_problem
 from brain.text.markdown import markdown_sections, slugify
 
 #: metadata keys an input may not set through extra fields / columns

@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from brain.chunking import TokenChunker
-from brain.ingest.files import KB_NAMES, SourceFile, decode_text, file_documents, file_hash, utf8_problem
-from brain.ingest.parsers import MAX_PROBLEMS_PER_FILE, PARSERS
-from brain.ingest.report import IngestReport
+from brain.rules.chunking import TokenChunker
+from brain.features.ingest.files import KB_NAMES, SourceFile, decode_text, file_documents, file_hash, utf8_problem
+from brain.features.ingest.parsers import MAX_PROBLEMS_PER_FILE, PARSERS
+from brain.features.ingest.report import IngestReport
 from brain.text.markdown import slugify
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from brain.wording import counted
+from brain.text.wording import counted
 
 
 @dataclass

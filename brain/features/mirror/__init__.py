@@ -5,19 +5,19 @@ the Engram memory system (``engramai``) opens as its own, with vectors stored pe
 Protocol v2. The mirror lets an Engram instance read and recall our memories, and lets a lost Chroma
 store be rebuilt without calling the embedder again.
 
-- :mod:`brain.mirror.protocol`: the v2 BLOB format, its validation codes, v1 -> v2 migration, coverage
-- :mod:`brain.mirror.schema`: the tables (engramai's, with the v2 ``memory_embeddings``)
-- :mod:`brain.mirror.mapping`: our document <-> engram row (types, layers, importance, namespaces)
-- :mod:`brain.mirror.store`: :class:`EngramMirror`, the file itself (writes, recall, backfill)
-- :mod:`brain.mirror.integrity`: a damaged file (:class:`MirrorCorrupt`), the store's
+- :mod:`brain.features.mirror.protocol`: the v2 BLOB format, its validation codes, v1 -> v2 migration, coverage
+- :mod:`brain.features.mirror.schema`: the tables (engramai's, with the v2 ``memory_embeddings``)
+- :mod:`brain.features.mirror.mapping`: our document <-> engram row (types, layers, importance, namespaces)
+- :mod:`brain.features.mirror.store`: :class:`EngramMirror`, the file itself (writes, recall, backfill)
+- :mod:`brain.features.mirror.integrity`: a damaged file (:class:`MirrorCorrupt`), the store's
   :class:`MirrorHealth`, moving a file aside
-- :mod:`brain.mirror.fingerprint`: a row's content hash, what the catch-up compares
-- :mod:`brain.mirror.sync`: the catch-up with the store (content, not counts), verification, restore
-- :mod:`brain.mirror.recovery`: disaster recovery: the store from the mirror and the files
+- :mod:`brain.features.mirror.fingerprint`: a row's content hash, what the catch-up compares
+- :mod:`brain.features.mirror.sync`: the catch-up with the store (content, not counts), verification, restore
+- :mod:`brain.app.restore`: disaster recovery: the store from the mirror and the files
   (:func:`recover_store`), the mirror from the store (:func:`rebuild_mirror`)
 """
 
-from brain.mirror.protocol import (
+from brain.features.mirror.protocol import (
     BLOB_LENGTH_INVALID,
     DIMENSION_MISMATCH,
     ERROR_CODES,
@@ -33,9 +33,9 @@ from brain.mirror.protocol import (
     decode_embedding,
     encode_embedding,
 )
-from brain.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth
-from brain.mirror.store import EngramMirror, KeywordHit, MirrorDocument
-from brain.mirror.sync import (
+from brain.features.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth
+from brain.features.mirror.store import EngramMirror, KeywordHit, MirrorDocument
+from brain.features.mirror.sync import (
     RestoreReport,
     SyncReport,
     VerifyReport,
@@ -44,7 +44,7 @@ from brain.mirror.sync import (
     sync_mirror,
     verify_mirror,
 )
-from brain.mirror.recovery import RebuildReport, RecoveryReport, rebuild_mirror, recover_store
+from brain.app.restore import RebuildReport, RecoveryReport, rebuild_mirror, recover_store
 
 __all__ = [
     "BLOB_LENGTH_INVALID",

@@ -7,7 +7,7 @@ until they are merged. :meth:`MirrorErase.scrub` clears each: the connection run
 (``optimize``), the file is vacuumed and the log checkpointed and truncated.
 
 The copies ``brain mirror rebuild`` keeps beside the mirror (``mirror.broken-<time>.db``, see
-:func:`brain.mirror.integrity.move_aside`) hold the same rows: :func:`kept_copies` finds them and
+:func:`brain.features.mirror.integrity.move_aside`) hold the same rows: :func:`kept_copies` finds them and
 :func:`erase_from_copy` erases a namespace from one the same way.
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from brain.errors import StoreUnavailable
-from brain.mirror.rows import chunks, marks, named_corruption
+from brain.model.errors import StoreUnavailable
+from brain.features.mirror.rows import chunks, marks, named_corruption
 
 #: the tables whose rows belong to one mirrored document (all cascade from ``memories``)
 _DEPENDENT = (("vectors", "memory_embeddings"), ("access_log", "access_log"),
@@ -27,7 +27,7 @@ _DEPENDENT = (("vectors", "memory_embeddings"), ("access_log", "access_log"),
 
 
 class MirrorErase:
-    """The erasing part of :class:`~brain.mirror.store.EngramMirror` (its connection, lock and transactions)."""
+    """The erasing part of :class:`~brain.features.mirror.store.EngramMirror` (its connection, lock and transactions)."""
 
     @named_corruption
     def namespace_ids(self, namespace: str) -> list[str]:

@@ -4,7 +4,7 @@ The hash covers everything a mirrored document is made of and a write can change
 write Chroma took and the mirror missed shows up as a different hash:
 
 - the text (an in-place update of a memory);
-- the metadata as callers see it (:func:`brain.schemas.from_chroma`), as canonical JSON, minus
+- the metadata as callers see it (:func:`brain.model.schemas.from_chroma`), as canonical JSON, minus
   ``last_used`` (access tracking updates it in Chroma alone, see :func:`without_use`);
 - the configured model's vector, as its little-endian float32 bytes (the mirror's own BLOB format).
   A vector can change while the text stays (a write that brings its own vector, e.g. a restore or a
@@ -13,7 +13,7 @@ write Chroma took and the mirror missed shows up as a different hash:
 The mirror stores the hash of what it was given with each row (``brain_content_hashes``); triggers
 drop it whenever anything else changes the row or its vectors (engram itself, a backfill), so a
 stored hash never vouches for content it was not computed from. A missing or different hash only
-sends the row to the exact comparison (:func:`brain.mirror.sync.catch_up`), so the hash can
+sends the row to the exact comparison (:func:`brain.features.mirror.sync.catch_up`), so the hash can
 only cause extra work, never hide a difference (short of a 128-bit collision).
 """
 
@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from brain.schemas import from_chroma
+from brain.model.schemas import from_chroma
 
 #: bytes of the BLAKE2b digest: 128 bits, far beyond any store's number of rows
 DIGEST_SIZE = 16

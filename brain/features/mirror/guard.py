@@ -2,10 +2,10 @@
 
 The mirror is the copy that survives the loss of the Chroma store, so the store is the truth that
 deletes mirror rows (a catch-up, a rebuild) only while it plausibly is the store the mirror follows.
-:func:`check_deletions` refuses, with :class:`~brain.errors.StoreLooksLost`, when:
+:func:`check_deletions` refuses, with :class:`~brain.model.errors.StoreLooksLost`, when:
 
 - a restore from the mirror into the store began and never finished (a kill -9 in the middle): the
-  store holds part of the mirror (:class:`~brain.errors.RestoreUnfinished`; running the restore
+  store holds part of the mirror (:class:`~brain.model.errors.RestoreUnfinished`; running the restore
   again completes it). :func:`restore_started` leaves the marker in the mirror file, which travels
   with the rows it protects, and :func:`restore_finished` removes it;
 - the store holds none of the mirrored documents while the mirror holds some (a lost disk, a wrong
@@ -22,7 +22,7 @@ an empty mirror the store it is attached to (:func:`adopt_store`), and a re-inde
 swapped to (:func:`store_moved`).
 
 The store's own open never deletes mirror rows in bulk: rolling back a write a dead process left
-half done touches that write's ids only (:mod:`brain.write_intents`), and a restore's writes bypass
+half done touches that write's ids only (:mod:`brain.store.write_intents`), and a restore's writes bypass
 the mirror, so rolling one back leaves the mirror alone.
 """
 
@@ -34,10 +34,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from brain.errors import MirrorCorrupt, RestoreUnfinished, StoreLooksLost, StoreUnavailable
+from brain.model.errors import MirrorCorrupt, RestoreUnfinished, StoreLooksLost, StoreUnavailable
 
 if TYPE_CHECKING:
-    from brain.mirror.store import EngramMirror
+    from brain.features.mirror.store import EngramMirror
     from brain.store import Store
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ database, or fails ``PRAGMA quick_check`` when it is opened, raises :class:`Mirr
 then opens without its mirror and records why in its :class:`MirrorHealth` (reported by
 ``/v1/health``). Damage found later, by a read or a write, raises :class:`MirrorCorrupt` as well, and
 the store switches the mirror off the same way. While it is off, every write goes to Chroma alone and
-is counted and logged as not mirrored. ``brain mirror rebuild`` (:func:`brain.mirror.sync.rebuild_mirror`)
+is counted and logged as not mirrored. ``brain mirror rebuild`` (:func:`brain.features.mirror.sync.rebuild_mirror`)
 moves the damaged file aside under a timestamped name (nothing is deleted) and rebuilds the mirror from
 Chroma with Chroma's vectors.
 
@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from brain.errors import REBUILD_COMMAND, MirrorCorrupt, StoreUnavailable
+from brain.model.errors import REBUILD_COMMAND, MirrorCorrupt, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class MirrorHealth:
     alone since it broke (what a rebuild brings back into the mirror). ``unwritable`` is why the file
     cannot be written now (read-only, its disk full, locked by another program): the mirror is then
     ``degraded``, ``behind`` counts the documents whose writes it missed, and they are caught up by
-    themselves once it can be written again (:class:`~brain.mirror.subscriber.MirrorSubscriber`).
+    themselves once it can be written again (:class:`~brain.features.mirror.subscriber.MirrorSubscriber`).
     """
 
     path: Path | None

@@ -29,7 +29,7 @@ engram's dynamic columns (``working_strength`` after creation, ``pinned``, ``con
 never overwrites them.
 
 Rows engram added itself (``metadata`` without a ``"brain"`` object) are *foreign*. They are never
-deleted or rewritten by :func:`brain.mirror.sync.sync_mirror`, reported by ``verify_mirror``, and read
+deleted or rewritten by :func:`brain.features.mirror.sync.sync_mirror`, reported by ``verify_mirror``, and read
 back by :func:`foreign_metadata` as memories so that a restore keeps them:
 type ``memory``, source ``import``, timestamp from ``created_at``, importance
 ``round(importance * 5)`` clamped to 1..5, scope from the namespace (``default`` -> global, a valid
@@ -44,7 +44,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
-from brain.schemas import GLOBAL_SCOPE, check_scope
+from brain.model.schemas import GLOBAL_SCOPE, check_scope
 
 ENGRAM_TYPES = ("factual", "episodic", "relational", "emotional", "procedural", "opinion", "causal")
 ENGRAM_LAYERS = ("core", "working", "archive")

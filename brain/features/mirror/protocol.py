@@ -30,8 +30,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from brain.errors import EmbeddingProtocolError
-from brain.wording import counted
+from brain.model.errors import EmbeddingProtocolError
+from brain.text.wording import counted
 
 log = logging.getLogger(__name__)
 

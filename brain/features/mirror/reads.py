@@ -8,13 +8,13 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from brain.mirror import mapping, protocol
-from brain.mirror.protocol import Coverage
-from brain.mirror.rows import IS_OURS, SELECT_DOCS, MirrorDocument, chunks, marks, named_corruption
+from brain.features.mirror import mapping, protocol
+from brain.features.mirror.protocol import Coverage
+from brain.features.mirror.rows import IS_OURS, SELECT_DOCS, MirrorDocument, chunks, marks, named_corruption
 
 
 class MirrorReads:
-    """The reading half of :class:`~brain.mirror.store.EngramMirror`."""
+    """The reading half of :class:`~brain.features.mirror.store.EngramMirror`."""
 
     @named_corruption
     def count(self) -> int:
@@ -82,7 +82,7 @@ class MirrorReads:
         return found
 
     def content_hashes(self) -> dict[str, bytes | None]:
-        """Our rows' ids with their stored content hash (:mod:`brain.mirror.fingerprint`); None where
+        """Our rows' ids with their stored content hash (:mod:`brain.features.mirror.fingerprint`); None where
         the row has none (written before hashes were kept, or changed by another writer since)."""
         rows = self._read(
             f"SELECT m.id, h.hash FROM memories m LEFT JOIN brain_content_hashes h ON h.memory_id = m.id "

@@ -10,10 +10,10 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from brain.errors import ValidationError
-from brain.mirror import mapping, protocol, schema
-from brain.mirror.protocol import DIMENSION_MISMATCH, EmbeddingProtocolError
-from brain.mirror.rows import (
+from brain.model.errors import ValidationError
+from brain.features.mirror import mapping, protocol, schema
+from brain.features.mirror.protocol import DIMENSION_MISMATCH, EmbeddingProtocolError
+from brain.features.mirror.rows import (
     BRAIN_FIELD,
     ROW_COLUMNS,
     SELECT_MATRIX,
@@ -24,10 +24,10 @@ from brain.mirror.rows import (
     marks,
     named_corruption,
 )
-from brain.results import Hit
-from brain.schemas import check_k
+from brain.model.results import Hit
+from brain.model.schemas import check_k
 
-log = logging.getLogger("brain.mirror.store")
+log = logging.getLogger("brain.features.mirror.store")
 
 
 @dataclass
@@ -57,7 +57,7 @@ class _Matrix:
 
 
 class MirrorRecall:
-    """The recall half of :class:`~brain.mirror.store.EngramMirror`."""
+    """The recall half of :class:`~brain.features.mirror.store.EngramMirror`."""
 
     @named_corruption
     def recall(

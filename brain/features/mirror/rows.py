@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from brain.mirror.integrity import corruption_named
+from brain.features.mirror.integrity import corruption_named
 
 if TYPE_CHECKING:
-    from brain.mirror.store import EngramMirror
+    from brain.features.mirror.store import EngramMirror
 
 _CHUNK = 500  # ids per IN (...) list
 
@@ -21,7 +21,7 @@ class MirrorDocument:
     """One mirrored document. Unpacks as ``id, text, metadata, embedding``.
 
     ``metadata`` is our metadata, rebuilt from the row's JSON (for a foreign row, derived from engram's
-    columns, see :mod:`brain.mirror.mapping`); ``embedding`` is the configured model's vector or None;
+    columns, see :mod:`brain.features.mirror.mapping`); ``embedding`` is the configured model's vector or None;
     ``foreign`` marks rows engram wrote itself; ``vector_problem`` says why a stored vector that could
     not be read was left out (only when the reader asked to skip such vectors).
     """

@@ -169,7 +169,7 @@ CHANGE_TRIGGERS: tuple[str, ...] = (
     f"CREATE TRIGGER IF NOT EXISTS brain_memories_au AFTER UPDATE OF metadata, namespace ON memories BEGIN {_BUMP} END",
 )
 
-#: each of our rows' content hash (:mod:`brain.mirror.fingerprint`), written with the row; engramai
+#: each of our rows' content hash (:mod:`brain.features.mirror.fingerprint`), written with the row; engramai
 #: never reads it. Any change to a row's text, metadata or vectors that does not write a new hash (engram's
 #: own writes, a backfill) drops it, so a hash is there only while it describes the row. Files written
 #: before this table existed get it, empty, when opened: their rows are compared in full once.

@@ -17,11 +17,11 @@ metadata or namespaces, or deleted rows (``PRAGMA data_version`` says another co
 trigger-kept counter in ``engram_meta`` says whether recall is affected).
 
 Opening checks the file (``PRAGMA quick_check``); a damaged file, then or during any later read or
-write, raises :class:`~brain.mirror.integrity.MirrorCorrupt` (see :mod:`brain.mirror.integrity`).
+write, raises :class:`~brain.features.mirror.integrity.MirrorCorrupt` (see :mod:`brain.features.mirror.integrity`).
 
-The class is assembled from one module per job: :mod:`brain.mirror.writes` (documents, vectors,
-deletes, backfill), :mod:`brain.mirror.reads` (documents, counts, hashes, health),
-:mod:`brain.mirror.recall` (vector and keyword recall), :mod:`brain.mirror.erase` (erasing for good); this module holds the connection, the
+The class is assembled from one module per job: :mod:`brain.features.mirror.writes` (documents, vectors,
+deletes, backfill), :mod:`brain.features.mirror.reads` (documents, counts, hashes, health),
+:mod:`brain.features.mirror.recall` (vector and keyword recall), :mod:`brain.features.mirror.erase` (erasing for good); this module holds the connection, the
 opening and migration of the file, and the transactions.
 """
 
@@ -36,15 +36,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from brain.errors import StoreUnavailable, ValidationError
-from brain.mirror import protocol, schema
-from brain.mirror.erase import MirrorErase
-from brain.mirror.integrity import MirrorCorrupt, corruption_named, is_corruption, quick_check
-from brain.mirror.protocol import EmbeddingProtocolError, MigrationReport, check_model_name
-from brain.mirror.reads import MirrorReads
-from brain.mirror.recall import MirrorRecall, _Matrix
-from brain.mirror.rows import KeywordHit, MirrorDocument, named_corruption
-from brain.mirror.writes import MirrorWrites
+from brain.model.errors import StoreUnavailable, ValidationError
+from brain.features.mirror import protocol, schema
+from brain.features.mirror.erase import MirrorErase
+from brain.features.mirror.integrity import MirrorCorrupt, corruption_named, is_corruption, quick_check
+from brain.features.mirror.protocol import EmbeddingProtocolError, MigrationReport, check_model_name
+from brain.features.mirror.reads import MirrorReads
+from brain.features.mirror.recall import MirrorRecall, _Matrix
+from brain.features.mirror.rows import KeywordHit, MirrorDocument, named_corruption
+from brain.features.mirror.writes import MirrorWrites
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +73,13 @@ def unwritable(path: str | Path) -> str | None:
 
 
 class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
-    """The Engram-compatible SQLite mirror (see :mod:`brain.mirror`).
+    """The Engram-compatible SQLite mirror (see :mod:`brain.features.mirror`).
 
     ``model`` is our embedder's name (``provider/model``); recall and :meth:`iter_documents` use its
-    vectors only. ``migration`` holds the :class:`~brain.mirror.protocol.MigrationReport` when opening
+    vectors only. ``migration`` holds the :class:`~brain.features.mirror.protocol.MigrationReport` when opening
     migrated an older file, else None; ``protocol_version`` the version the file declared on open;
     ``fts_rebuilt`` is True when opening rebuilt the keyword index with the stemming tokenizer.
-    A damaged file raises :class:`~brain.mirror.integrity.MirrorCorrupt`.
+    A damaged file raises :class:`~brain.features.mirror.integrity.MirrorCorrupt`.
     """
 
     def __init__(self, path: str | Path, model: str, *, batch_size: int = 500):
@@ -125,7 +125,7 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
             log.warning("mirror %s: WAL mode unavailable (journal_mode=%s)", self.path, mode)
         self._conn.execute("PRAGMA synchronous = NORMAL")
         self._conn.execute("PRAGMA foreign_keys = ON")
-        # a deleted memory's text is zeroed, not left in the file's free space (see brain.mirror.erase)
+        # a deleted memory's text is zeroed, not left in the file's free space (see brain.features.mirror.erase)
         self._conn.execute("PRAGMA secure_delete = ON")
 
     # ---- opening -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ documents it missed from then on) and the store goes on with Chroma alone. Nor d
 cannot be written now (a read-only file, a full disk, another program holding its lock): the write
 goes on in Chroma, the mirror is ``degraded`` and notes the ids it missed, and before each later
 write (and on :meth:`MirrorSubscriber.catch_up`) it tries to write them again from what Chroma holds,
-until it succeeds; a restart's catch-up (:func:`brain.mirror.sync.catch_up`) covers them too. Access times
+until it succeeds; a restart's catch-up (:func:`brain.features.mirror.sync.catch_up`) covers them too. Access times
 (``metadata`` events that change only ``last_used``) are not mirrored: the mirror keeps content.
 """
 
@@ -22,11 +22,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from brain.errors import EmbeddingModelMismatch, StoreUnavailable
-from brain.mirror.guard import adopt_store
-from brain.mirror.integrity import MirrorCorrupt, MirrorHealth
-from brain.mirror.store import EngramMirror, unwritable
-from brain.schemas import from_chroma
+from brain.model.errors import EmbeddingModelMismatch, StoreUnavailable
+from brain.features.mirror.guard import adopt_store
+from brain.features.mirror.integrity import MirrorCorrupt, MirrorHealth
+from brain.features.mirror.store import EngramMirror, unwritable
+from brain.model.schemas import from_chroma
 from brain.store.events import WriteEvent, WriteSubscriber
 
 
@@ -189,7 +189,7 @@ class MirrorSubscriber(WriteSubscriber):
         return done, None
 
     def _broke(self, error: MirrorCorrupt) -> None:
-        """Switch a damaged mirror off (see :mod:`brain.mirror.integrity`)."""
+        """Switch a damaged mirror off (see :mod:`brain.features.mirror.integrity`)."""
         self.health.broke(error)
         self.close()
 
@@ -207,7 +207,7 @@ def open_mirror_subscriber(settings: Any, embedder_name: str, mirror: EngramMirr
     refusing to open: Chroma is the store.
 
     ``store``: the :class:`~brain.store.RagStore` being opened; a mirror without rows starts following
-    its collection (:func:`brain.mirror.guard.adopt_store`), so that a store lost or created again
+    its collection (:func:`brain.features.mirror.guard.adopt_store`), so that a store lost or created again
     later is told from it. Nothing of the mirror is deleted here."""
     types = settings.mirrored_types
     if isinstance(mirror, EngramMirror):

@@ -4,16 +4,16 @@
   rows added or rewritten where text, metadata or the configured model's vector differ (vectors: by
   more than :data:`VECTOR_TOLERANCE`, Chroma's own rounding; the vectors Chroma holds are reused, so
   nothing is embedded), and our rows whose documents are gone deleted. Rows engram wrote itself
-  (foreign, see :mod:`brain.mirror.mapping`) are left alone. It compares content, not counts: each
-  document's hash (:mod:`brain.mirror.fingerprint`) against the one the mirror stored with the row,
+  (foreign, see :mod:`brain.features.mirror.mapping`) are left alone. It compares content, not counts: each
+  document's hash (:mod:`brain.features.mirror.fingerprint`) against the one the mirror stored with the row,
   and only rows whose hash is missing or different are decoded and compared exactly, so a write
   Chroma took and the mirror missed (an update in place, a delete plus an add) is found at about
   the cost of reading the store. The repair is one mirror transaction (one per
   :data:`REPAIR_BATCH` rows when more differ, e.g. a new mirror). Running it twice changes nothing
   the second time. Every entry point that opens a brain for serving runs it
-  (:func:`brain.startup.startup`, ``brain serve``). A store that looks lost, much smaller than the
+  (:func:`brain.app.startup.startup`, ``brain serve``). A store that looks lost, much smaller than the
   mirror, created again or half restored is refused before anything is written
-  (:mod:`brain.mirror.guard`): it never deletes the mirror's rows unless told to (``force``).
+  (:mod:`brain.features.mirror.guard`): it never deletes the mirror's rows unless told to (``force``).
 - :func:`verify_mirror` reports every difference without writing.
 - :func:`restore_from_mirror` writes the mirror's documents of every type back into a store (e.g. a
   fresh one after Chroma was lost) with their ids, texts and metadata (a turn keeps its
@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from brain.errors import EmbeddingModelMismatch, ValidationError
-from brain.mirror.fingerprint import content_hash, without_use
-from brain.mirror.guard import RESTORE_KEY, check_deletions, record_store, restore_finished, restore_started
-from brain.mirror.store import EngramMirror, MirrorDocument
+from brain.model.errors import EmbeddingModelMismatch, ValidationError
+from brain.features.mirror.fingerprint import content_hash, without_use
+from brain.features.mirror.guard import RESTORE_KEY, check_deletions, record_store, restore_finished, restore_started
+from brain.features.mirror.store import EngramMirror, MirrorDocument
 from brain.store.reads import page_documents
 
 if TYPE_CHECKING:  # the store never imports the mirror: the mirror follows its write events
@@ -228,8 +228,8 @@ def catch_up(
     exactly the rows that differ; idempotent. See the module docstring.
 
     Before anything is written, a store that looks lost, much smaller than the mirror, created again or
-    half restored raises :class:`~brain.errors.StoreLooksLost` rather than deleting the mirror's rows
-    (:mod:`brain.mirror.guard`); ``force`` says the store is right all the same. The check uses the ids
+    half restored raises :class:`~brain.model.errors.StoreLooksLost` rather than deleting the mirror's rows
+    (:mod:`brain.features.mirror.guard`); ``force`` says the store is right all the same. The check uses the ids
     the pass has seen; only when more than :data:`REPAIR_BATCH` rows differ, so that some are written
     before the pass ends, does it read the store's ids first."""
     _check_models(store, mirror)
@@ -238,7 +238,7 @@ def catch_up(
     report = SyncReport()
     stored = mirror.content_hashes()
 
-    def check(present: set[str]) -> None:  # before the first write (brain.mirror.guard)
+    def check(present: set[str]) -> None:  # before the first write (brain.features.mirror.guard)
         if stored:
             check_deletions(store, mirror, mirror_rows=len(stored), would_delete=len(stored.keys() - present),
                             store_rows=len(present), force=force)

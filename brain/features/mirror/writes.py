@@ -11,24 +11,24 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from brain.errors import EmbedderError, Problem, ValidationError
-from brain.mirror import mapping, protocol
-from brain.mirror.fingerprint import content_hash
-from brain.mirror.integrity import corruption_named
-from brain.mirror.protocol import DIMENSION_MISMATCH, EmbeddingProtocolError, check_model_name
-from brain.mirror.rows import IS_OURS, UPSERT_EMBEDDING, UPSERT_HASH, UPSERT_MEMORY, chunks, marks, named_corruption
-from brain.progress import ProgressOptions, open_progress
-from brain.schemas import DOC_TYPES, check_scope, from_chroma, parse_timestamp
+from brain.model.errors import EmbedderError, Problem, ValidationError
+from brain.features.mirror import mapping, protocol
+from brain.features.mirror.fingerprint import content_hash
+from brain.features.mirror.integrity import corruption_named
+from brain.features.mirror.protocol import DIMENSION_MISMATCH, EmbeddingProtocolError, check_model_name
+from brain.features.mirror.rows import IS_OURS, UPSERT_EMBEDDING, UPSERT_HASH, UPSERT_MEMORY, chunks, marks, named_corruption
+from brain.text.progress import ProgressOptions, open_progress
+from brain.model.schemas import DOC_TYPES, check_scope, from_chroma, parse_timestamp
 
-log = logging.getLogger("brain.mirror.store")
+log = logging.getLogger("brain.features.mirror.store")
 
 
 class MirrorWrites:
-    """The writing half of :class:`~brain.mirror.store.EngramMirror` (its connection, lock and transactions)."""
+    """The writing half of :class:`~brain.features.mirror.store.EngramMirror` (its connection, lock and transactions)."""
 
     @named_corruption
     def upsert(self, docs: Iterable[Any]) -> int:
-        """Write documents (dicts or :class:`brain.results.Document`) with their vector for ``model``.
+        """Write documents (dicts or :class:`brain.model.results.Document`) with their vector for ``model``.
 
         The whole batch is validated first (``ValidationError`` or ``EmbeddingProtocolError``; nothing
         written). A new row also gets its creation in ``access_log``; a changed text drops the row's
@@ -132,7 +132,7 @@ class MirrorWrites:
     @named_corruption
     def set_content_hashes(self, items: Iterable[tuple[str, bytes]]) -> int:
         """Record ``[(memory_id, hash), ...]`` for rows found equal to the documents the hashes were
-        computed from (:func:`brain.mirror.sync.catch_up` does); ids not in the file are skipped.
+        computed from (:func:`brain.features.mirror.sync.catch_up` does); ids not in the file are skipped.
         Returns the number recorded."""
         rows = [(i, bytes(h)) for i, h in items]
         if not rows:
@@ -146,7 +146,7 @@ class MirrorWrites:
         """Copy the rows engram wrote itself, with their vectors, from another mirror file ``source``
         (e.g. a damaged one moved aside: they exist nowhere else). All or nothing; ids this file
         already has are kept. Returns the number of rows copied; a damaged ``source`` raises
-        :class:`~brain.mirror.integrity.MirrorCorrupt` naming it."""
+        :class:`~brain.features.mirror.integrity.MirrorCorrupt` naming it."""
         with self._lock:
             self._check_open()
             with corruption_named(source):
@@ -261,7 +261,7 @@ class MirrorWrites:
         Works in transactions of ``batch_size`` rows, each committed on its own, so an interrupted run
         keeps what it finished and a rerun does the rest. A text changed meanwhile is not written
         (its old vector would describe the wrong text). Returns the number of vectors written.
-        ``progress``: a bar on a terminal, else a log line now and then (:mod:`brain.progress`).
+        ``progress``: a bar on a terminal, else a log line now and then (:mod:`brain.text.progress`).
         """
         model = check_model_name(model or self.model)
         missing_sql = ("FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e "

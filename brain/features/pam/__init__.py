@@ -12,18 +12,18 @@ PAM-only fields), ``problems`` (problems by file and JSON path; schema checks), 
 (files and their validation), ``export``, ``importer``, ``reports``.
 """
 
-from brain.pam.conversation_mapping import (
+from brain.features.pam.conversation_mapping import (
     ConversationItems,
     conversation_to_pam,
     foreign_conversation_id,
     pam_to_conversation,
 )
-from brain.pam.export import default_owner_id, export_pam
-from brain.pam.importer import import_pam
-from brain.pam.memory_mapping import memory_to_pam, pam_to_memory
-from brain.pam.read import ConversationFile, PamFiles, read_pam
-from brain.pam.reports import ExportReport, ImportReport
-from brain.pam.spec import (
+from brain.features.pam.export import default_owner_id, export_pam
+from brain.features.pam.importer import import_pam
+from brain.features.pam.memory_mapping import memory_to_pam, pam_to_memory
+from brain.features.pam.read import ConversationFile, PamFiles, read_pam
+from brain.features.pam.reports import ExportReport, ImportReport
+from brain.features.pam.spec import (
     CONVERSATIONS_DIR,
     EMBEDDINGS_FILE,
     MAX_NESTING,

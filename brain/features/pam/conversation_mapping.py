@@ -18,12 +18,12 @@ from typing import Any
 
 import orjson
 
-from brain.errors import Problem, ValidationError
-from brain.ids import derived_id
-from brain.pam.keys import BRAIN_KEY, CONVERSATION_KEY, EXTRA_KEY, load_extra
-from brain.pam.problems import problem_at
-from brain.pam.spec import PLATFORM, SCHEMA_VERSION, pam_time
-from brain.schemas import (
+from brain.model.errors import Problem, ValidationError
+from brain.model.ids import derived_id
+from brain.features.pam.keys import BRAIN_KEY, CONVERSATION_KEY, EXTRA_KEY, load_extra
+from brain.features.pam.problems import problem_at
+from brain.features.pam.spec import PLATFORM, SCHEMA_VERSION, pam_time
+from brain.model.schemas import (
     GLOBAL_SCOPE,
     DocType,
     Source,

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from brain.errors import Problem
-from brain.pam.problems import problem_at
-from brain.pam.spec import EMBEDDINGS_FILE, SCHEMA_VERSION, embedding_id
-from brain.ranking import to_unit_length
+from brain.model.errors import Problem
+from brain.features.pam.problems import problem_at
+from brain.features.pam.spec import EMBEDDINGS_FILE, SCHEMA_VERSION, embedding_id
+from brain.rules.ranking import to_unit_length
 
 if TYPE_CHECKING:
-    from brain.pam.read import PamFiles
+    from brain.features.pam.read import PamFiles
 
 #: below this norm a vector has no direction (the embedders refuse such output too)
 _MIN_NORM = 1e-12

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from brain.errors import BrainError, Problem, ValidationError
-from brain.memories import is_part
-from brain.pam.conversation_mapping import conversation_file_name, conversation_to_pam, index_entry
-from brain.pam.embedding_mapping import embeddings_document
-from brain.pam.keys import BRAIN_KEY, CONVERSATION_KEY, EXTRA_KEY
-from brain.pam.memory_mapping import memory_to_pam
-from brain.pam.problems import schema_problems, summarize
-from brain.pam.reports import ExportReport
-from brain.pam.spec import (
+from brain.model.errors import BrainError, Problem, ValidationError
+from brain.rules.memories import is_part
+from brain.features.pam.conversation_mapping import conversation_file_name, conversation_to_pam, index_entry
+from brain.features.pam.embedding_mapping import embeddings_document
+from brain.features.pam.keys import BRAIN_KEY, CONVERSATION_KEY, EXTRA_KEY
+from brain.features.pam.memory_mapping import memory_to_pam
+from brain.features.pam.problems import schema_problems, summarize
+from brain.features.pam.reports import ExportReport
+from brain.features.pam.spec import (
     CONVERSATIONS_DIR,
     EMBEDDINGS_FILE,
     MEMORY_STORE_FILE,
@@ -39,7 +39,7 @@ from brain.pam.spec import (
     integrity_checksum,
     pam_time,
 )
-from brain.schemas import GLOBAL_SCOPE, DocType, entity_scope, valid_entity_scope
+from brain.model.schemas import GLOBAL_SCOPE, DocType, entity_scope, valid_entity_scope
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -209,8 +209,8 @@ def default_owner_id(store: Store) -> str:
 
 def _store_conversations(store: Store, warnings: list[str], entity: str | None = None) -> dict[str, dict[str, Any]]:
     """Every conversation of the store (of its turns and summaries) as a PAM document, by brain id; with
-    ``entity``, those that are its own (:func:`brain.access.may_use_conversation`), with its documents only."""
-    from brain.access import may_use_conversation
+    ``entity``, those that are its own (:func:`brain.access.policy.may_use_conversation`), with its documents only."""
+    from brain.access.policy import may_use_conversation
 
     grouped: dict[str, tuple[list, list]] = {}
     scopes: dict[str, tuple[set[str], set[str]]] = {}
@@ -220,7 +220,7 @@ def _store_conversations(store: Store, warnings: list[str], entity: str | None =
             scopes.setdefault(cid, (set(), set()))[slot].add(str(doc.metadata.get("scope") or GLOBAL_SCOPE))
             if entity is None or doc.metadata.get("scope") == entity_scope(entity):
                 grouped.setdefault(cid, ([], []))[slot].append((doc.id, doc.text, doc.metadata))
-    if entity is not None:  # as brain.access decides it: by its turns' scopes (its summaries' without turns)
+    if entity is not None:  # as brain.access.policy decides it: by its turns' scopes (its summaries' without turns)
         grouped = {cid: docs for cid, docs in grouped.items()
                    if may_use_conversation(scopes[cid][0] or scopes[cid][1], entity)}
     return {cid: conversation_to_pam(cid, t, s, warnings) for cid, (t, s) in sorted(grouped.items())}

@@ -11,14 +11,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brain.errors import Problem
-from brain.pam.conversation_mapping import ConversationItems, pam_to_conversation
-from brain.pam.embedding_mapping import usable_vector, vector_problems
-from brain.pam.memory_mapping import pam_to_memory
-from brain.pam.problems import problem_at, reject
-from brain.pam.read import read_pam
-from brain.pam.reports import ImportReport
-from brain.schemas import from_chroma, validate_metadata
+from brain.model.errors import Problem
+from brain.features.pam.conversation_mapping import ConversationItems, pam_to_conversation
+from brain.features.pam.embedding_mapping import usable_vector, vector_problems
+from brain.features.pam.memory_mapping import pam_to_memory
+from brain.features.pam.problems import problem_at, reject
+from brain.features.pam.read import read_pam
+from brain.features.pam.reports import ImportReport
+from brain.model.schemas import from_chroma, validate_metadata
 
 if TYPE_CHECKING:
     from brain.store import Store

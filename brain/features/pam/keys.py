@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 #: brain metadata keys that carry PAM-only information (a memory's status is brain's own typed field,
-#: :data:`brain.schemas.STATUS_KEY`)
+#: :data:`brain.model.schemas.STATUS_KEY`)
 TYPE_KEY, EXTRA_KEY = "pam_type", "pam_extra"
 #: the key of brain's block inside a PAM memory's ``metadata`` (and a conversation's ``raw_metadata``)
 BRAIN_KEY = "brain"

@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
-from brain.errors import Problem, ValidationError
-from brain.pam.keys import BRAIN_KEY, EXTRA_KEY, TYPE_KEY, load_extra
-from brain.pam.problems import problem_at
-from brain.pam.spec import (
+from brain.model.errors import Problem, ValidationError
+from brain.features.pam.keys import BRAIN_KEY, EXTRA_KEY, TYPE_KEY, load_extra
+from brain.features.pam.problems import problem_at
+from brain.features.pam.spec import (
     DEFAULT_TYPE,
     MEMORY_STORE_FILE,
     PAM_STATUSES,
@@ -26,7 +26,7 @@ from brain.pam.spec import (
     pam_tags,
     pam_time,
 )
-from brain.schemas import (
+from brain.model.schemas import (
     GLOBAL_SCOPE,
     LEGACY_STATUS_KEY,
     STATUS_KEY,

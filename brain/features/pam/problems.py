@@ -1,7 +1,7 @@
 """Problems found in PAM files, each naming its file and JSON path (``memory-store.json:
 memories[3].tags[0]: ...``), and the official JSON Schema checks that produce most of them.
 
-One place for turning PAM findings into :class:`~brain.errors.Problem` (``file`` set, ``field`` the JSON
+One place for turning PAM findings into :class:`~brain.model.errors.Problem` (``file`` set, ``field`` the JSON
 path) and a list of them into a ValidationError, so reading, mapping and export report alike.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from brain.errors import Problem, ValidationError
+from brain.model.errors import Problem, ValidationError
 
 _MAX_REPORTED = 20  # problems spelled out in an error message (all of them are in .problems)
 

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from brain.errors import Problem, ValidationError
-from brain.pam.problems import json_path, problem_at, reject, schema_problems
-from brain.pam.spec import (
+from brain.model.errors import Problem, ValidationError
+from brain.features.pam.problems import json_path, problem_at, reject, schema_problems
+from brain.features.pam.spec import (
     EMBEDDINGS_FILE,
     MAX_NESTING,
     MEMORY_STORE_FILE,

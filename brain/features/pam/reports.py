@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brain.wording import counted
+from brain.text.wording import counted
 
 
 @dataclass

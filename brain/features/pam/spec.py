@@ -16,8 +16,8 @@ from typing import Any
 
 import rfc8785
 
-from brain.errors import Problem, ValidationError
-from brain.schemas import parse_timestamp
+from brain.model.errors import Problem, ValidationError
+from brain.model.schemas import parse_timestamp
 
 SCHEMA_VERSION = "1.0"
 MEMORY_STORE_FILE = "memory-store.json"

@@ -3,26 +3,26 @@
 A specialist is described in ``config/specialists.yaml`` (see that file for the format). The
 package has one module per job:
 
-* :mod:`~brain.specialists.model` -- the YAML model, reading and validating a file whole;
-* :mod:`~brain.specialists.scoring` -- the score of a specialist for a request and its band
+* :mod:`~brain.features.specialists.model` -- the YAML model, reading and validating a file whole;
+* :mod:`~brain.features.specialists.scoring` -- the score of a specialist for a request and its band
   (pure numpy; the formula is in its docstring);
-* :mod:`~brain.specialists.classifier` -- the confidence learnt from labelled requests
+* :mod:`~brain.features.specialists.classifier` -- the confidence learnt from labelled requests
   (``config/specialists_examples.jsonl``), when there are enough of them;
-* :mod:`~brain.specialists.registry` -- :class:`SpecialistRegistry`: registration into the
+* :mod:`~brain.features.specialists.registry` -- :class:`SpecialistRegistry`: registration into the
   ``specialists`` Chroma collection, loading from it, the request cache;
-* :mod:`~brain.specialists.markers` -- the ``SPECIALIST_REQUEST[name:{json}]`` markers in model
+* :mod:`~brain.features.specialists.markers` -- the ``SPECIALIST_REQUEST[name:{json}]`` markers in model
   output, checked against the registered params.
 """
 
-from brain.specialists.classifier import (
+from brain.features.specialists.classifier import (
     MIN_EXAMPLES,
     SpecialistClassifier,
     SpecialistExample,
     examples_path,
     load_examples,
 )
-from brain.specialists.markers import MARKER, SpecialistRequest, parse_specialist_requests
-from brain.specialists.model import (
+from brain.features.specialists.markers import MARKER, SpecialistRequest, parse_specialist_requests
+from brain.features.specialists.model import (
     DEFAULT_PATH,
     PARAM_TYPES,
     Specialist,
@@ -32,14 +32,14 @@ from brain.specialists.model import (
     specialists_from_yaml,
     validate_specialists,
 )
-from brain.specialists.registry import (
+from brain.features.specialists.registry import (
     DEFAULT_COLLECTION,
     SETTINGS_FIELDS,
     RegistrationReport,
     SpecialistRegistry,
     normalise_request,
 )
-from brain.specialists.scoring import (
+from brain.features.specialists.scoring import (
     BANDS,
     CONFIDENCE_MAX_WORDS,
     DEFAULT_LEXICAL_WEIGHT,

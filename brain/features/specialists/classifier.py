@@ -1,6 +1,6 @@
 """Which specialist a request is for, learnt from labelled requests: a softmax regression.
 
-The semantic score (:mod:`brain.specialists.scoring`) measures what a request is *about*. Users'
+The semantic score (:mod:`brain.features.specialists.scoring`) measures what a request is *about*. Users'
 requests often name another specialist's subject ("draft a reply to Tom saying I can't make
 Friday" is about a day, and asks for email) or talk about a specialist's subject without asking for
 its action ("how does OCR work"). Requests labelled with the specialist that serves them, or with
@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pydantic
 
-from brain.errors import ConfigError
-from brain.specialists.scoring import CONFIDENCE_MAX_WORDS, SpecialistBands, SpecialistMatch
+from brain.model.errors import ConfigError
+from brain.features.specialists.scoring import CONFIDENCE_MAX_WORDS, SpecialistBands, SpecialistMatch
 
 #: a specialist (and "none") needs at least this many labelled requests for the classifier to be used
 MIN_EXAMPLES = 5

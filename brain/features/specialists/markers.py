@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from brain.errors import Problem, ValidationError, joined
-from brain.specialists.model import Specialist
+from brain.model.errors import Problem, ValidationError, joined
+from brain.features.specialists.model import Specialist
 
 MARKER = "SPECIALIST_REQUEST["
 _NAME = re.compile(r"[^\s:\]\[{]+")

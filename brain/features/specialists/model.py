@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, get_args
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, field_validator
 
-from brain.errors import ConfigError, Problem, ValidationError
+from brain.model.errors import ConfigError, Problem, ValidationError
 from brain.text.bounded import TooLarge, load_yaml_bounded, read_bounded_text
 
 DEFAULT_PATH = Path("config") / "specialists.yaml"

@@ -3,15 +3,15 @@
 Registration validates the whole file, then stores per specialist
 
 * three vectors: the canonical phrase, the mean of its predicates' vectors and the mean of its
-  objects' vectors (see :class:`~brain.specialists.scoring.SpecialistVectors`),
+  objects' vectors (see :class:`~brain.features.specialists.scoring.SpecialistVectors`),
 * one vector per ``not`` example,
 
 and one vector per labelled request of ``<stem>_examples.jsonl`` beside the YAML file, when there is
-one (:mod:`brain.specialists.classifier`: a model learnt from them gives each match its confidence),
+one (:mod:`brain.features.specialists.classifier`: a model learnt from them gives each match its confidence),
 in the ``specialists`` collection (the ``conversations`` collection keeps only the documents of the
 data model). A content hash per specialist makes re-registering unchanged YAML embed nothing. The
 vectors are kept in process, so finding a specialist is exact scoring of every specialist
-(:mod:`brain.specialists.scoring`), with no vector-index query; rankings are cached per normalised
+(:mod:`brain.features.specialists.scoring`), with no vector-index query; rankings are cached per normalised
 request for a while.
 """
 
@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 import pydantic
 
-from brain.cache import LRUCache
-from brain.errors import ConfigError, EmbeddingModelMismatch, Problem, ValidationError
-from brain.schemas import check_k
-from brain.specialists.classifier import (
+from brain.providers.cache import LRUCache
+from brain.model.errors import ConfigError, EmbeddingModelMismatch, Problem, ValidationError
+from brain.model.schemas import check_k
+from brain.features.specialists.classifier import (
     MIN_EXAMPLES,
     SpecialistClassifier,
     SpecialistExample,
@@ -43,9 +43,9 @@ from brain.specialists.classifier import (
     load_examples,
     request_features,
 )
-from brain.specialists.markers import SpecialistRequest, parse_specialist_requests
-from brain.specialists.model import DEFAULT_PATH, Specialist, load_specialists, validate_specialists
-from brain.specialists.scoring import (
+from brain.features.specialists.markers import SpecialistRequest, parse_specialist_requests
+from brain.features.specialists.model import DEFAULT_PATH, Specialist, load_specialists, validate_specialists
+from brain.features.specialists.scoring import (
     DEFAULT_LEXICAL_WEIGHT,
     DEFAULT_NOT_MARGIN,
     DEFAULT_NOT_PENALTY,
@@ -123,7 +123,7 @@ class SpecialistRegistry:
     * ``path`` [``config/specialists.yaml``] -- the YAML file :meth:`register` reads by default.
     * ``collection`` [``specialists``] -- the Chroma collection of the specialists' vectors.
     * ``weights`` [0.5 / 0.3 / 0.2] -- :class:`SpecialistWeights`.
-    * ``not_penalty`` [1.0], ``not_margin`` [0.50] -- the ``not`` penalty (see :mod:`brain.specialists.scoring`).
+    * ``not_penalty`` [1.0], ``not_margin`` [0.50] -- the ``not`` penalty (see :mod:`brain.features.specialists.scoring`).
     * ``lexical_weight`` [0.2] -- the weight of the lexical share.
     * ``confidence`` -- :class:`SpecialistConfidence` [-6.30 + 13.75 * score + 1.36 * ln(words)], how
       likely a match is right.
@@ -133,7 +133,7 @@ class SpecialistRegistry:
     * ``embedder`` -- defaults to the store's; must have the same name (tests wrap it to count calls).
     * ``clock`` [``time.monotonic``] -- the cache's clock.
     * ``use_examples`` [True] -- learn the confidence from the labelled requests beside the YAML file
-      (:mod:`brain.specialists.classifier`); False keeps the score-and-length confidence.
+      (:mod:`brain.features.specialists.classifier`); False keeps the score-and-length confidence.
     * ``follow_pointer`` [True] -- ``collection`` is a logical name, served by the collection its live
       pointer names (a re-index flips it); False: ``collection`` is that physical collection itself (a
       re-index registers the specialists of the collection it builds or rolls back to, whichever is live).
@@ -243,7 +243,7 @@ class SpecialistRegistry:
         from brain.store.live import live_collection
 
         # a re-index registers the specialists for its model in a collection of their own and flips
-        # this name's pointer to it with the store's (brain.reindex)
+        # this name's pointer to it with the store's (brain.app.reindex)
         name = (live_collection(self.store.chroma.client, self.collection_name) if self.follow_pointer
                 else self.collection_name)
         return self.store.chroma.sibling(
@@ -330,7 +330,7 @@ class SpecialistRegistry:
         description or params alone changed is rewritten without embedding. With ``prune`` (the
         default: the file is the registry) specialists that are no longer listed are deleted;
         ``prune=False`` only adds and updates. The labelled requests beside a YAML file
-        (:func:`~brain.specialists.classifier.examples_path`) replace the stored ones, and no file beside
+        (:func:`~brain.features.specialists.classifier.examples_path`) replace the stored ones, and no file beside
         it removes them; a list of specialists leaves them as they are. The request cache is cleared.
         """
         examples: list[SpecialistExample] | None = None  # None: a list of specialists keeps the stored ones
@@ -485,7 +485,7 @@ class SpecialistRegistry:
 
     def parse_specialist_request(self, text: str) -> list[SpecialistRequest]:
         """Every ``SPECIALIST_REQUEST[name:{json}]`` marker in ``text``, checked against the registered
-        specialists; see :func:`~brain.specialists.markers.parse_specialist_requests`."""
+        specialists; see :func:`~brain.features.specialists.markers.parse_specialist_requests`."""
         with self._lock:
             known = {s: e.spec for s, e in self._entries.items()}
         return parse_specialist_requests(text, known)

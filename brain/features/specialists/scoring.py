@@ -16,7 +16,7 @@ matches on the calibration set: "check my rental agreement" is 0.59 from docs' "
 to my landlord").
 
 The lexical share (``w_lex`` 0.2, ``BRAIN_SPECIALIST_WEIGHT_LEXICAL``; 0 turns it off) is Okapi BM25
-(:mod:`brain.turn_search`, stemmed words) of the request against each specialist's canonical phrase,
+(:mod:`brain.rules.turn_search`, stemmed words) of the request against each specialist's canonical phrase,
 predicates and objects, as a share of the total: words like "fahrenheit", "python" or "forecast" are
 decisive where the small embedder blurs a long, data-laden request. On a blind set of requests it
 lifted top-1 from 0.76 to the figures in ``bench/SPECIALISTS_RESULTS.md``. The floor of 4 points
@@ -49,8 +49,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from brain.config import SPECIALIST_BAND_DEFAULTS, SPECIALIST_CONFIDENCE_DEFAULTS, specialist_bands_in_order
-from brain.errors import ConfigError
-from brain.specialists.model import Specialist
+from brain.model.errors import ConfigError
+from brain.features.specialists.model import Specialist
 from brain.text import BM25Index, tokenize
 
 #: weight of the lexical share (BM25 over each specialist's canonical, predicates and objects) added to

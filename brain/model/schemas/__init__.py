@@ -15,10 +15,10 @@ metadata values and then refuses every later write to the collection.
 The package: :mod:`.values` (types, scopes, times, ids and their checks), :mod:`.limits` (reserved
 keys, bounds, the keys the store interprets), :mod:`.models` (one metadata model per type) and
 :mod:`.validation` (validating metadata, reading back what Chroma holds). Everything is re-exported
-here: import from ``brain.schemas``.
+here: import from ``brain.model.schemas``.
 """
 
-from brain.schemas.limits import (
+from brain.model.schemas.limits import (
     INACTIVE_STATUSES,
     LEGACY_STATUS_KEY,
     MAX_K,
@@ -44,7 +44,7 @@ from brain.schemas.limits import (
     is_part,
     metadata_value_problem,
 )
-from brain.schemas.models import (
+from brain.model.schemas.models import (
     MODELS,
     BaseMetadata,
     FAQMetadata,
@@ -53,7 +53,7 @@ from brain.schemas.models import (
     SummaryMetadata,
     TurnMetadata,
 )
-from brain.schemas.validation import (
+from brain.model.schemas.validation import (
     from_chroma,
     get_all_schemas,
     model_for,
@@ -61,7 +61,7 @@ from brain.schemas.validation import (
     schema_info,
     validate_metadata,
 )
-from brain.schemas.values import (
+from brain.model.schemas.values import (
     CONVERSATION_ID_MAX_LENGTH,
     CONVERSATION_ID_PATTERN,
     DOC_TYPES,

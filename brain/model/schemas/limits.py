@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic_core import PydanticCustomError
 
-from brain.errors import Problem, ValidationError, joined
+from brain.model.errors import Problem, ValidationError, joined
 
 #: ``RagStore.update_memory`` (a document's id, text, vector, type, scope, origin and time are its own)
 RESERVED_KEYS = frozenset({"type", "timestamp", "ts_epoch", "source", "scope", "id", "text", "embedding"})

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from brain.schemas.limits import (
+from brain.model.schemas.limits import (
     _CHROMA_RESERVED_PREFIXES,
     LEGACY_STATUS_KEY,
     MAX_KEY_LENGTH,
@@ -22,7 +22,7 @@ from brain.schemas.limits import (
     _key_error,
     _storable_extra,
 )
-from brain.schemas.values import (
+from brain.model.schemas.values import (
     GLOBAL_SCOPE,
     ConversationId,
     DocType,

@@ -7,10 +7,10 @@ from typing import Any
 
 import pydantic
 
-from brain.errors import Problem, ValidationError, joined
-from brain.schemas.limits import bounds_problems
-from brain.schemas.models import MODELS, BaseMetadata
-from brain.schemas.values import DOC_TYPES, GLOBAL_SCOPE, DocType, parse_timestamp
+from brain.model.errors import Problem, ValidationError, joined
+from brain.model.schemas.limits import bounds_problems
+from brain.model.schemas.models import MODELS, BaseMetadata
+from brain.model.schemas.values import DOC_TYPES, GLOBAL_SCOPE, DocType, parse_timestamp
 
 
 def model_for(doc_type: Any) -> type[BaseMetadata]:

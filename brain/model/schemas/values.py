@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from brain.errors import ValidationError
+from brain.model.errors import ValidationError
 
 
 class DocType(str, Enum):

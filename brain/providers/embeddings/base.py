@@ -14,8 +14,8 @@ from typing import Literal
 
 import numpy as np
 
-from brain.cache import LRUCache
-from brain.errors import EmbedderError, Problem, ValidationError
+from brain.providers.cache import LRUCache
+from brain.model.errors import EmbedderError, Problem, ValidationError
 
 Kind = Literal["document", "query"]
 

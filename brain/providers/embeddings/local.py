@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from brain.config import Settings
-from brain.embeddings.base import Embedder, Kind
-from brain.errors import EmbedderError
+from brain.providers.embeddings.base import Embedder, Kind
+from brain.model.errors import EmbedderError
 from brain.text.tokenizer import load_tokenizer, package_file, tokenizer_path
 
 if TYPE_CHECKING:

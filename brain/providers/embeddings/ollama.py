@@ -14,8 +14,8 @@ import numpy as np
 import ollama
 
 from brain.config import Settings, env_name
-from brain.embeddings.base import Embedder, Kind
-from brain.errors import BrainError, EmbedderError, EmbedderUnavailable
+from brain.providers.embeddings.base import Embedder, Kind
+from brain.model.errors import BrainError, EmbedderError, EmbedderUnavailable
 
 DEFAULT_MODEL = "nomic-embed-text"
 #: input limit assumed for chunking (tokens, [CLS]/[SEP] included). Ollama models vary; 512 is the

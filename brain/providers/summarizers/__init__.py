@@ -1,13 +1,13 @@
 """Conversation summarisers: ``get_summarizer(settings)`` gives the model summariser; the
-extractive one is the deterministic fallback (see :mod:`brain.summarizers.base` for the contract)."""
+extractive one is the deterministic fallback (see :mod:`brain.providers.summarizers.base` for the contract)."""
 
 from __future__ import annotations
 
 from brain.config import Settings
-from brain.errors import ConfigError
-from brain.summarizers.base import Summarizer, SummarizerError, SummarizerUnavailable, TurnText, transcript
-from brain.summarizers.extractive import ExtractiveSummarizer
-from brain.summarizers.ollama import OllamaSummarizer
+from brain.model.errors import ConfigError
+from brain.providers.summarizers.base import Summarizer, SummarizerError, SummarizerUnavailable, TurnText, transcript
+from brain.providers.summarizers.extractive import ExtractiveSummarizer
+from brain.providers.summarizers.ollama import OllamaSummarizer
 
 __all__ = [
     "ExtractiveSummarizer",

@@ -1,7 +1,7 @@
 """The summariser contract: one small class per provider, like the embedders.
 
 A summariser turns a span of conversation turns into a short text. It either returns that text
-or raises one of the two errors below; the chat layer (:mod:`brain.chat`) decides what to do
+or raises one of the two errors below; the chat layer (:mod:`brain.features.chat`) decides what to do
 about a failure (retry with back-off, then fall back to :class:`ExtractiveSummarizer`).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
-from brain.errors import SummarizerError, SummarizerUnavailable  # noqa: F401 (importable from here too)
+from brain.model.errors import SummarizerError, SummarizerUnavailable  # noqa: F401 (importable from here too)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from typing import Sequence
 
-from brain.summarizers.base import SummarizerError, TurnText
+from brain.providers.summarizers.base import SummarizerError, TurnText
 from brain.text.stop_words import CHAT_FILLERS, STOP_WORDS
 
 DEFAULT_MAX_CHARS = 600

@@ -15,8 +15,8 @@ from typing import Sequence
 import httpx
 import ollama
 
-from brain.embeddings.ollama import open_ollama_client
-from brain.summarizers.base import SummarizerError, SummarizerUnavailable, TurnText, transcript
+from brain.providers.embeddings.ollama import open_ollama_client
+from brain.providers.summarizers.base import SummarizerError, SummarizerUnavailable, TurnText, transcript
 
 DEFAULT_MODEL = "llama3.2:3b"
 #: a summary longer than this is cut at a sentence end (a model that rambles is still useful)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Path
 from pydantic import BaseModel, Field
 
-from brain.api.models import DocumentOut, Entity, mirror_status_field, sequence_field
+from brain.shells.api.models import DocumentOut, Entity, mirror_status_field, sequence_field
 
 
 class ConversationOut(BaseModel):

@@ -1,5 +1,5 @@
 """The app factory: :func:`create_app` wires the error handlers, the routes and the middleware around a
-:class:`~brain.core.Brain` opened (or given) for the app's lifetime."""
+:class:`~brain.app.core.Brain` opened (or given) for the app's lifetime."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ from typing import Any
 from fastapi import FastAPI
 
 from brain import __version__
-from brain.api.error_responses import install_error_handlers
-from brain.api.json_bodies import JsonRoute
-from brain.api.middleware import Authenticate, BodyLimit
-from brain.api.read_your_writes import ReadYourWrites, track_request_writes
-from brain.api.routes import add_routes
-from brain.auth import TokenTable
+from brain.shells.web.error_responses import install_error_handlers
+from brain.shells.api.json_bodies import JsonRoute
+from brain.shells.web.middleware import Authenticate, BodyLimit
+from brain.shells.api.read_your_writes import ReadYourWrites, track_request_writes
+from brain.shells.api.routes import add_routes
+from brain.access.tokens import TokenTable
 from brain.config import Settings
-from brain.core import Brain
-from brain.core import open as open_brain
-from brain.errors import ConfigError
-from brain.startup import prepare_to_serve
+from brain.app.core import Brain
+from brain.app.core import open as open_brain
+from brain.model.errors import ConfigError
+from brain.app.startup import prepare_to_serve
 from brain.store import Store
 
 def create_app(settings: Settings | None = None, *, brain: Brain | None = None, store: Store | None = None,
@@ -47,7 +47,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None, 
             opened, own = open_brain(settings), True
         untrack = track_request_writes(opened.store)
         try:
-            prepare_to_serve(opened, catch_up=False)  # the mirror's catch-up is the server's (brain.api.serve)
+            prepare_to_serve(opened, catch_up=False)  # the mirror's catch-up is the server's (brain.shells.api.serve)
             app.state.brain = opened
             if mounted is None:
                 yield
@@ -69,7 +69,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None, 
     install_error_handlers(app)
     add_routes(app)
     if mounted is not None:
-        from brain.mcp import MCP_PATH
+        from brain.shells.mcp import MCP_PATH
 
         app.router.add_route(MCP_PATH, mounted, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     _document_security(app, tokens is not None)
@@ -80,7 +80,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None, 
 
 
 def _mcp_endpoint(host: str) -> Any:
-    from brain.mcp import MountedMcp  # the MCP SDK is imported only when the endpoint is on
+    from brain.shells.mcp import MountedMcp  # the MCP SDK is imported only when the endpoint is on
 
     return MountedMcp(host)
 

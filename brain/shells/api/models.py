@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal
 from fastapi import Path, Query
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, WithJsonSchema
 
-from brain.chat.chat_memory import IDEMPOTENCY_KEY_MAX, check_idempotency_key
-from brain.errors import Problem
-from brain.schemas import (
+from brain.features.chat.chat_memory import IDEMPOTENCY_KEY_MAX, check_idempotency_key
+from brain.model.errors import Problem
+from brain.model.schemas import (
     CONVERSATION_ID_MAX_LENGTH,
     CONVERSATION_ID_PATTERN,
     DOC_TYPES,

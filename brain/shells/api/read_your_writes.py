@@ -17,8 +17,8 @@ from typing import Any
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from brain.api.error_responses import error_response
-from brain.errors import StoreUnavailable, ValidationError
+from brain.shells.web.error_responses import error_response
+from brain.model.errors import StoreUnavailable, ValidationError
 from brain.store import Store
 from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.follower import check_sequence

@@ -1,13 +1,13 @@
-"""What a route works with: the app's open :class:`~brain.core.Brain`, the authenticated caller, and
-the caller's :class:`~brain.access.Access` to memories and conversations."""
+"""What a route works with: the app's open :class:`~brain.app.core.Brain`, the authenticated caller, and
+the caller's :class:`~brain.access.policy.Access` to memories and conversations."""
 
 from __future__ import annotations
 
 from fastapi import Request
 
-from brain.access import Access, Caller
-from brain.core import Brain
-from brain.errors import StoreUnavailable
+from brain.access.policy import Access, Caller
+from brain.app.core import Brain
+from brain.model.errors import StoreUnavailable
 
 
 def brain_of(request: Request) -> Brain:

@@ -1,9 +1,9 @@
-"""Serving the API under uvicorn, in one process or in several worker processes (see :mod:`brain.api`).
+"""Serving the API under uvicorn, in one process or in several worker processes (see :mod:`brain.shells.api`).
 
 One process (the default) opens the store, checks and prepares it, and serves it with threads.
 
 Several workers (``workers > 1``, ``BRAIN_API_WORKERS``) need a Chroma server (``BRAIN_CHROMA_URL``):
-the embedded store is one process's (:mod:`brain.locking`). The parent checks everything once, with
+the embedded store is one process's (:mod:`brain.store.locking`). The parent checks everything once, with
 the same errors as one process (the tokens, the listen address, the store reachable, the mirror
 caught up, the specialists registered), closes its store, and runs uvicorn's worker processes on one
 port. Each worker builds its app with :func:`worker_app` from the parent's settings, which it finds in
@@ -15,8 +15,8 @@ The workers share the data directory and the mirror file: the mirror is SQLite i
 worker writes its own writes to it in ``BEGIN IMMEDIATE`` transactions held across the Chroma call
 (so the workers' writes reach the mirror in the order they reach Chroma), waits for another's
 transaction up to SQLite's busy timeout, and notices the others' commits before it recalls
-(:mod:`brain.mirror.store`); write records are per write and locked by their writer
-(:mod:`brain.write_intents`)."""
+(:mod:`brain.features.mirror.store`); write records are per write and locked by their writer
+(:mod:`brain.store.write_intents`)."""
 
 from __future__ import annotations
 
@@ -28,20 +28,20 @@ from contextlib import contextmanager
 
 from fastapi import FastAPI
 
-from brain.api.factory import create_app
-from brain.auth import TokenTable, check_listen_address
+from brain.shells.api.factory import create_app
+from brain.access.tokens import TokenTable, check_listen_address
 from brain.config import Settings
-from brain.core import open as open_brain
-from brain.errors import ConfigError
-from brain.locking import announce
-from brain.startup import prepare_to_serve
+from brain.app.core import open as open_brain
+from brain.model.errors import ConfigError
+from brain.store.locking import announce
+from brain.app.startup import prepare_to_serve
 
 log = logging.getLogger(__name__)
 
 #: the environment variable that carries the parent's settings to its worker processes (JSON)
 WORKER_SETTINGS = "BRAIN_SERVE_WORKER_SETTINGS"
 #: the import string of the workers' app factory
-WORKER_APP = "brain.api.serving:worker_app"
+WORKER_APP = "brain.shells.api.serving:worker_app"
 
 
 def check_workers(settings: Settings, workers: int) -> None:

@@ -1,6 +1,6 @@
-"""``python -m brain.cli``: the same as the ``brain`` command."""
+"""``python -m brain.shells.cli``: the same as the ``brain`` command."""
 
-from brain.cli import main
+from brain.shells.cli import main
 
 if __name__ == "__main__":
     main()

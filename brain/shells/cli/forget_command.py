@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from brain.cli.group import cli
-from brain.cli.shell import EntityType, State, confirm, emit, json_option, pass_state
+from brain.shells.cli.group import cli
+from brain.shells.cli.shell import EntityType, State, confirm, emit, json_option, pass_state
 
 
 @cli.command()
@@ -19,7 +19,7 @@ def forget(state: State, entity: str, yes: bool) -> None:
     removed from the store and the mirror, and the data directory's files are compacted so that
     none of their text remains. Global memories stay. Asks first (naming what goes), unless --yes;
     an entity with nothing stored is an error before any question. Entity names are case-sensitive."""
-    from brain.forget import describe, forget_preview
+    from brain.app.forget import describe, forget_preview
 
     brain = state.brain(create=False)
     going = forget_preview(brain.store, entity)  # nothing stored: the error comes before the question

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from brain import __version__
-from brain.cli.shell import BrainGroup, State
+from brain.shells.cli.shell import BrainGroup, State
 
 # ---- the group -----------------------------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from brain.cli.group import cli
-from brain.cli.shell import CommandFailed, State, emit, json_option, pass_state
+from brain.shells.cli.group import cli
+from brain.shells.cli.shell import CommandFailed, State, emit, json_option, pass_state
 
 
 @cli.group()

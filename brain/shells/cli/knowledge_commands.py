@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from brain.cli.group import cli
-from brain.cli.shell import (
+from brain.shells.cli.group import cli
+from brain.shells.cli.shell import (
     CommandFailed,
     CountType,
     DocTypeChoice,
@@ -22,7 +22,7 @@ from brain.cli.shell import (
     note_other_case,
     pass_state,
 )
-from brain.wording import counted
+from brain.text.wording import counted
 
 # ---- ingest --------------------------------------------------------------------------------------
 
@@ -41,7 +41,7 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
     knowledge base; documents named by older versions are re-keyed without re-embedding.
     Progress goes to stderr: a bar on a terminal, a line every few seconds otherwise; Ctrl-C stops
     it (exit 130) and running the same command again completes the work without duplicates."""
-    from brain.ingest import ingest_paths
+    from brain.features.ingest import ingest_paths
 
     try:
         report = ingest_paths(state.store(), list(paths), prune=prune, dry_run=dry_run, progress=True)
@@ -68,7 +68,7 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
 @pass_state
 def search(state: State, query: str, doc_type: str | None, k: int | None, entity: str | None) -> None:
     """Search the store for QUERY."""
-    from brain.schemas import DocType
+    from brain.model.schemas import DocType
 
     brain = state.brain(create=False)
     hits = brain.search(query, type=doc_type, k=k, entity=entity)

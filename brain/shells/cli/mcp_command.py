@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from brain.cli.group import cli
-from brain.cli.shell import EntityType, State, pass_state
+from brain.shells.cli.group import cli
+from brain.shells.cli.shell import EntityType, State, pass_state
 
 
 @cli.command()
@@ -20,7 +20,7 @@ from brain.cli.shell import EntityType, State, pass_state
 def mcp(state: State, entity: str | None, use_http: bool, host: str | None, port: int | None) -> None:
     """Serve brain's memory to an MCP client: over stdio (stdout is the protocol; logs go to stderr), or
     over streamable HTTP with --http."""
-    from brain.mcp import listen_tokens, serve_http, serve_stdio
+    from brain.shells.mcp import listen_tokens, serve_http, serve_stdio
 
     if not use_http:
         if host is not None or port is not None:

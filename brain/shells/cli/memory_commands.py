@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from brain.cli.group import cli
-from brain.cli.shell import (
+from brain.shells.cli.group import cli
+from brain.shells.cli.shell import (
     EntityType,
     ScopeType,
     State,
@@ -17,7 +17,7 @@ from brain.cli.shell import (
     pass_state,
     scope_of,
 )
-from brain.errors import ValidationError
+from brain.model.errors import ValidationError
 
 # ---- memory --------------------------------------------------------------------------------------
 
@@ -42,7 +42,7 @@ def memory_add(state: State, text: str, importance: int | None, tags: tuple[str,
     """Store TEXT as a memory; the same text in the same scope updates the existing one
     (higher importance, all tags, later time)."""
     scope = scope_of(entity, scope)  # a usage error before the store is opened (or created)
-    from brain.memory_admin import add_memory
+    from brain.app.memory_admin import add_memory
 
     try:
         doc = add_memory(state.store(), text, scope=scope, importance=importance, tags=tags)
@@ -66,7 +66,7 @@ def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple
     if entity is not None and scope is not None:
         raise click.UsageError(f"--entity {entity} lists {entity}'s memories and the global ones, --scope {scope} "
                                "exactly that scope: give one of them")
-    from brain.memory_admin import list_memories
+    from brain.app.memory_admin import list_memories
 
     store = state.store(create=False)
     docs = list_memories(store, scope=scope, entity=entity, tags=tags, limit=limit)
@@ -81,7 +81,7 @@ def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple
 @pass_state
 def memory_show(state: State, doc_id: str) -> None:
     """Show one memory with all its metadata."""
-    from brain.memory_admin import get_memory
+    from brain.app.memory_admin import get_memory
 
     doc = get_memory(state.store(create=False), doc_id)
     emit(state, doc.to_dict(), lambda: "\n".join(
@@ -98,7 +98,7 @@ def memory_show(state: State, doc_id: str) -> None:
 @pass_state
 def memory_rm(state: State, doc_ids: tuple[str, ...], entity: str | None) -> None:
     """Remove memories by id; ids that are not memories are reported (exit 1) and left alone."""
-    from brain.memory_admin import remove_memories
+    from brain.app.memory_admin import remove_memories
 
     report = remove_memories(state.store(create=False), doc_ids, entity=entity)
     emit(state, report.to_dict(), report.summary)

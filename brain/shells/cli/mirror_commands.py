@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from brain.cli.group import cli
-from brain.cli.shell import CommandFailed, State, emit, json_option, pass_state, short
-from brain.errors import StoreNotFound
+from brain.shells.cli.group import cli
+from brain.shells.cli.shell import CommandFailed, State, emit, json_option, pass_state, short
+from brain.model.errors import StoreNotFound
 
 # ---- the Engram mirror ---------------------------------------------------------------------------
 
@@ -53,8 +53,8 @@ def mirror_verify(state: State) -> None:
 @pass_state
 def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
     """Search the mirror alone (Chroma is not opened)."""
-    from brain.embeddings import get_embedder
-    from brain.mirror import EngramMirror
+    from brain.providers.embeddings import get_embedder
+    from brain.features.mirror import EngramMirror
 
     settings = state.settings()
     if not settings.mirror_file.is_file():
@@ -69,7 +69,7 @@ def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
 
 def _mirror_hit_line(hit: Any) -> str:
     """A keyword hit shows its BM25 relevance, a vector hit its cosine similarity: two different scales."""
-    from brain.mirror import KeywordHit
+    from brain.features.mirror import KeywordHit
 
     value = f"bm25 {hit.bm25:.3f}" if isinstance(hit, KeywordHit) else f"cosine {hit.similarity:.3f}"
     m = hit.metadata
@@ -86,7 +86,7 @@ def mirror_rebuild(state: State, force: bool) -> None:
 
     The repair for a damaged mirror; nothing is embedded. Rows engram wrote itself are copied over
     from the old file when it can still be read."""
-    from brain.mirror.recovery import rebuild_mirror
+    from brain.app.restore import rebuild_mirror
 
     report = rebuild_mirror(state.store(), force=force)
     emit(state, report.to_dict(), report.summary)
@@ -116,7 +116,7 @@ def restore(state: State, from_mirror: bool, persona_path: Path | None, kb_paths
 
     For a lost or broken Chroma store: move the broken BRAIN_DATA_DIR/chroma aside first. The report
     lists what could not be restored and what to do about it."""
-    from brain.mirror.recovery import recover_store
+    from brain.app.restore import recover_store
 
     report = recover_store(state.store(), persona_path=persona_path, kb_paths=kb_paths)
     emit(state, report.to_dict(), report.summary)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from brain.cli.group import cli
-from brain.cli.shell import EntityType, State, emit, json_option, pass_state
+from brain.shells.cli.group import cli
+from brain.shells.cli.shell import EntityType, State, emit, json_option, pass_state
 
 # ---- Portable AI Memory --------------------------------------------------------------------------
 
@@ -31,7 +31,7 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
 
     OUT_DIR must be new, empty or a previous brain export (replaced file for file; the files it no
     longer needs are removed and listed), unless --force."""
-    from brain.pam import export_pam
+    from brain.features.pam import export_pam
 
     report = export_pam(state.store(create=False), out_dir, embeddings=not no_embeddings,
                         conversations=not no_conversations, owner_id=owner, force=force, entity=entity)
@@ -44,7 +44,7 @@ def export_cmd(state: State, out_dir: Path, fmt: str, no_embeddings: bool, no_co
 @pass_state
 def import_cmd(state: State, path: Path) -> None:
     """Import a PAM export (its directory or memory-store.json); validated whole first."""
-    from brain.pam import import_pam
+    from brain.features.pam import import_pam
 
     report = import_pam(state.store(), path)
     emit(state, report.to_dict(), report.summary)

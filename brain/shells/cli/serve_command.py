@@ -6,8 +6,8 @@ import logging
 
 import click
 
-from brain.cli.group import cli
-from brain.cli.shell import State, pass_state
+from brain.shells.cli.group import cli
+from brain.shells.cli.shell import State, pass_state
 
 # ---- the HTTP API --------------------------------------------------------------------------------
 
@@ -22,7 +22,7 @@ from brain.cli.shell import State, pass_state
 @pass_state
 def serve(state: State, host: str | None, port: int | None, with_mcp: bool, workers: int | None) -> None:
     """Serve the HTTP API: one process (threads), or --workers N processes on a Chroma server."""
-    from brain.api import serve as run_server
+    from brain.shells.api import serve as run_server
 
     _log_to_stderr()
     settings = state.settings()

@@ -18,7 +18,7 @@ import click
 
 if TYPE_CHECKING:
     from brain.config import Settings
-    from brain.core import Brain
+    from brain.app.core import Brain
     from brain.store import Store
 
 
@@ -46,7 +46,7 @@ class BrainGroup(click.Group):
     as one line too, keeping click's exit codes (2 for usage errors)."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from brain.errors import BrainError
+        from brain.model.errors import BrainError
 
         try:
             return super().invoke(ctx)
@@ -101,17 +101,17 @@ class State:
         """The Brain; with ``create=False`` (read-only commands) a missing store is an error, not made.
         Only a server (``serving``) keeps a chat layer running, with its summary worker. While ``brain
         serve`` holds the data directory, the commands of :data:`THROUGH_THE_SERVER` get a
-        :class:`~brain.served.ServedBrain` on it instead; the others, an error naming the server."""
+        :class:`~brain.app.served.ServedBrain` on it instead; the others, an error naming the server."""
         if self._brain is None:
-            from brain.core import open as open_brain
-            from brain.errors import StoreLocked
+            from brain.app.core import open as open_brain
+            from brain.model.errors import StoreLocked
 
             try:
                 self._brain = open_brain(self.settings(), create=create, start_worker=serving)
             except StoreLocked as exc:
                 if exc.server_url is None or serving:
                     raise
-                from brain.served import ServedBrain
+                from brain.app.served import ServedBrain
 
                 served = ServedBrain(self.settings(), exc)
                 command = _command_name()
@@ -130,7 +130,7 @@ class State:
             self._brain = None
 
 
-#: the commands that, while ``brain serve`` holds the data directory, go through its HTTP API (:mod:`brain.served`)
+#: the commands that, while ``brain serve`` holds the data directory, go through its HTTP API (:mod:`brain.app.served`)
 THROUGH_THE_SERVER = frozenset({"memory list", "memory show", "memory add", "memory rm", "search", "turns", "stats",
                                 "persona show"})
 
@@ -151,7 +151,7 @@ class ScopeType(click.ParamType):
     name = "scope"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from brain.schemas import check_scope
+        from brain.model.schemas import check_scope
 
         try:
             return check_scope(value)
@@ -177,7 +177,7 @@ class EntityType(click.ParamType):
     name = "name"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from brain.schemas import check_name
+        from brain.model.schemas import check_name
 
         try:
             return check_name(value, "--entity")
@@ -187,7 +187,7 @@ class EntityType(click.ParamType):
 
 def scope_of(entity: str | None, scope: str | None) -> str | None:
     """The one scope ``--entity`` and ``--scope`` ask for (None: neither); both, disagreeing, is a usage error."""
-    from brain.schemas import entity_scope
+    from brain.model.schemas import entity_scope
 
     if entity is None:
         return scope
@@ -205,7 +205,7 @@ class DocTypeChoice(click.Choice):
 
     @property
     def choices(self) -> tuple[str, ...]:  # type: ignore[override]
-        from brain.schemas import DOC_TYPES
+        from brain.model.schemas import DOC_TYPES
 
         return DOC_TYPES
 
@@ -219,7 +219,7 @@ class CountType(click.ParamType):
         return "INTEGER"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from brain.schemas import MAX_K
+        from brain.model.schemas import MAX_K
 
         try:
             number = int(value)
@@ -233,8 +233,8 @@ class CountType(click.ParamType):
 def note_other_case(store: Store, entity: str | None, results: Sequence[Any]) -> None:
     """When a command for ``entity`` found none of its own documents, say on stderr which stored entity
     names differ from it only by case (names are case-sensitive: ``--entity Bob`` never finds ``bob``)."""
-    from brain.memory_admin import case_hint
-    from brain.schemas import entity_scope
+    from brain.app.memory_admin import case_hint
+    from brain.model.schemas import entity_scope
 
     if entity is None or any(r.metadata.get("scope") == entity_scope(entity) for r in results):
         return

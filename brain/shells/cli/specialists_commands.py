@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from brain.cli.group import cli
-from brain.cli.shell import SPECIALIST_HEADER, State, TextType, emit, json_option, pass_state, short, specialist_line
+from brain.shells.cli.group import cli
+from brain.shells.cli.shell import SPECIALIST_HEADER, State, TextType, emit, json_option, pass_state, short, specialist_line
 
 # ---- specialists --------------------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from brain.cli.group import cli
-from brain.cli.shell import DocTypeChoice, State, emit, json_option, pass_state
+from brain.shells.cli.group import cli
+from brain.shells.cli.shell import DocTypeChoice, State, emit, json_option, pass_state
 
 
 @cli.command()
@@ -19,7 +19,7 @@ from brain.cli.shell import DocTypeChoice, State, emit, json_option, pass_state
 @pass_state
 def init(state: State, persona_path: Path | None) -> None:
     """Create the store (or open it) and load the persona."""
-    from brain.startup import startup
+    from brain.app.startup import startup
 
     report = startup(state.settings(), persona_path=persona_path)
     emit(state, report.to_dict(), report.summary)
@@ -38,7 +38,7 @@ def persona() -> None:
 @pass_state
 def persona_load(state: State, path: Path | None) -> None:
     """Load PATH (default: BRAIN_PERSONA_PATH) as the persona; an unchanged file writes nothing."""
-    from brain.persona import load_persona
+    from brain.features.persona import load_persona
 
     path = path or state.settings().persona_path
     loaded = load_persona(state.store(), path)
@@ -51,7 +51,7 @@ def persona_load(state: State, path: Path | None) -> None:
 @pass_state
 def persona_show(state: State, max_chars: int | None) -> None:
     """Print the persona block a prompt gets."""
-    from brain.persona import persona_block
+    from brain.features.persona import persona_block
 
     block = persona_block(state.store(create=False), max_chars=max_chars)
     if not block and not state.json:
@@ -67,7 +67,7 @@ def schema(state: State, doc_type: str | None) -> None:
     """Describe the metadata of a document type.
 
     DOC_TYPE is persona, faq, memory, turn or summary; without it, every type."""
-    from brain.schemas import DOC_TYPES, get_all_schemas, schema_info
+    from brain.model.schemas import DOC_TYPES, get_all_schemas, schema_info
 
     if doc_type is not None:
         info = schema_info(doc_type)

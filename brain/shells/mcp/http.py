@@ -11,12 +11,12 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 
-from brain.api.middleware import Authenticate, BodyLimit
-from brain.auth import TokenTable, check_listen_address
+from brain.shells.web.middleware import Authenticate, BodyLimit
+from brain.access.tokens import TokenTable, check_listen_address
 from brain.config import Settings
-from brain.core import Brain
-from brain.mcp.server import create_server, plain_logs_off_a_terminal
-from brain.startup import prepare_to_serve
+from brain.app.core import Brain
+from brain.shells.mcp.server import create_server, plain_logs_off_a_terminal
+from brain.app.startup import prepare_to_serve
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class MountedMcp:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if self._endpoint is None:  # only before start-up or after shutdown
-            from brain.api.error_responses import error_response
+            from brain.shells.web.error_responses import error_response
 
             await error_response(503, "unavailable", "the MCP endpoint is not running")(scope, receive, send)
             return

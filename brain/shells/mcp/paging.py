@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from brain.errors import ValidationError
+from brain.model.errors import ValidationError
 
 _BAD_CURSOR = "cursor is not one this server gave: pass next_cursor from the previous page, or leave it out"
 

@@ -1,8 +1,8 @@
 """The MCP server: brain's memory as tools and resources for a model, one library call each.
 
-Who may read and change which memory is :mod:`brain.access`' rule, applied exactly as for the HTTP API.
+Who may read and change which memory is :mod:`brain.access.policy`' rule, applied exactly as for the HTTP API.
 The caller is the admin over stdio (the user started the process), and over HTTP whoever the bearer token
-names (:mod:`brain.mcp.http` authenticates before a message reaches a tool). A server pinned to one
+names (:mod:`brain.shells.mcp.http` authenticates before a message reaches a tool). A server pinned to one
 entity (``create_server(brain, entity="alice")``) narrows that further: every tool acts for ``alice``,
 an ``entity`` argument naming another is refused, and another entity's memories do not exist for it.
 
@@ -24,12 +24,12 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
 from brain import __version__
-from brain.access import ADMIN, Access, Caller
-from brain.core import Brain
-from brain.errors import BrainError, Forbidden, ValidationError
-from brain.mcp.paging import Page, decode_cursor
-from brain.persona import current_persona
-from brain.schemas import GLOBAL_SCOPE, MAX_K, get_all_schemas, schema_info
+from brain.access.policy import ADMIN, Access, Caller
+from brain.app.core import Brain
+from brain.model.errors import BrainError, Forbidden, ValidationError
+from brain.shells.mcp.paging import Page, decode_cursor
+from brain.features.persona import current_persona
+from brain.model.schemas import GLOBAL_SCOPE, MAX_K, get_all_schemas, schema_info
 
 INSTRUCTIONS = """\
 Long-term memory about the people you talk with. Call `recall` before answering a question that may \

@@ -13,8 +13,8 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from brain.api.models import DOC_BATCH, ONE_DOC
-from brain.errors import (
+from brain.shells.api.models import DOC_BATCH, ONE_DOC
+from brain.model.errors import (
     BrainError,
     ConfigError,
     DiskSpaceLow,

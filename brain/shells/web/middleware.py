@@ -6,10 +6,10 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from brain.access import Caller
-from brain.api.error_responses import error_response
-from brain.api.routes.ui import is_ui_shell
-from brain.auth import TokenTable
+from brain.access.policy import Caller
+from brain.shells.web.error_responses import error_response
+from brain.shells.api.routes.ui import is_ui_shell
+from brain.access.tokens import TokenTable
 
 
 def _local_client(scope: dict) -> bool:

@@ -3,7 +3,7 @@ Agents built with Xaibo (``pip install brain[xaibo]``) use brain as their memory
 code: name a class below in the agent's YAML and Xaibo wires it (each class subclasses the Xaibo
 protocol it implements, so Xaibo sees what it provides).
 
-- :class:`BrainChunker` (``ChunkingProtocol``): the token-window chunker of :mod:`brain.chunking`.
+- :class:`BrainChunker` (``ChunkingProtocol``): the token-window chunker of :mod:`brain.rules.chunking`.
 - :class:`BrainEmbedder` (``EmbeddingProtocol``): text through the configured embedder; images and
   audio raise :class:`UnsupportedModality`.
 - :class:`BrainVectorIndex` (``VectorIndexProtocol``): raw vectors in the ``conversations``
@@ -25,7 +25,7 @@ Deleting a memory removes the head and every chunk of every revision.
 
 - Ids: a new memory gets the store's id for its text and scope (``doc-<uuid5>``), so storing the same
   text again (case and whitespace aside) returns the same id and merges by the store's rule
-  (:mod:`brain.memories`): the first spelling of the text stays, attributes are united (the new value
+  (:mod:`brain.rules.memories`): the first spelling of the text stays, attributes are united (the new value
   wins per key), importance is the higher, tags are united. A memory
   written by the rest of the assistant with that text is the same memory. (After
   ``update_memory`` changed a memory's text, its id stays; storing that new text again creates a
@@ -44,7 +44,7 @@ Deleting a memory removes the head and every chunk of every revision.
   ``xaibo.attr.<key>`` when Chroma can store the value as is (string, number, boolean, non-empty
   list of one of those) and as JSON text under ``xaibo.json.<key>`` otherwise (objects, empty or
   mixed lists, null); both come back as given. Values JSON cannot express (bytes, NaN, objects of
-  other classes) are refused with :class:`~brain.errors.ValidationError`, and nothing is written.
+  other classes) are refused with :class:`~brain.model.errors.ValidationError`, and nothing is written.
 - ``update_memory(id, text, attributes)`` merges ``attributes`` into the old ones the way JSON Merge
   Patch (RFC 7396) does at the top level: a key set to ``None`` is removed, other keys are set.
   ``{"$replace": True, ...}`` replaces the attributes wholesale instead (the store's own fields that
@@ -55,7 +55,7 @@ Deleting a memory removes the head and every chunk of every revision.
 
 Construction: Xaibo calls ``Cls(config={...})``; the config holds the module's own keys (see each
 class) and any :class:`~brain.config.Settings` field (``data_dir``, ``collection``, ``embedder``,
-``chroma_url``, ...). Modules with the same storage settings share one :class:`~brain.core.Brain` (and
+``chroma_url``, ...). Modules with the same storage settings share one :class:`~brain.app.core.Brain` (and
 so one :class:`RagStore`) per process (:func:`shared_store`; :func:`register_shared_store` hands them
 the Brain or store the application already opened). From Python pass ``store=`` (or ``settings=``) instead.
 
@@ -70,12 +70,12 @@ Layout: :mod:`.protocol_types` (Xaibo's protocol classes, or stand-ins without t
 :mod:`.vector_index` and :mod:`.memory` (one protocol each).
 """
 
-from brain.errors import UnsupportedModality
-from brain.ids import memory_id as derived_memory_id
-from brain.integrations.xaibo.attributes import decode_attributes, encode_attributes
-from brain.integrations.xaibo.chunker import BrainChunker
-from brain.integrations.xaibo.embedder import BrainEmbedder
-from brain.integrations.xaibo.keys import (
+from brain.model.errors import UnsupportedModality
+from brain.model.ids import memory_id as derived_memory_id
+from brain.shells.xaibo.attributes import decode_attributes, encode_attributes
+from brain.shells.xaibo.chunker import BrainChunker
+from brain.shells.xaibo.embedder import BrainEmbedder
+from brain.shells.xaibo.keys import (
     ATTR_PREFIX,
     CHUNKS_KEY,
     INDEX_KEY,
@@ -86,16 +86,16 @@ from brain.integrations.xaibo.keys import (
     REPLACE,
     REVISION_KEY,
 )
-from brain.integrations.xaibo.memory import BrainMemory
-from brain.integrations.xaibo.protocol_types import XAIBO_AVAILABLE, MemorySearchResult, VectorSearchResult
-from brain.integrations.xaibo.shared import (
+from brain.shells.xaibo.memory import BrainMemory
+from brain.shells.xaibo.protocol_types import XAIBO_AVAILABLE, MemorySearchResult, VectorSearchResult
+from brain.shells.xaibo.shared import (
     close_shared_stores,
     register_shared_store,
     settings_from_config,
     shared_brain,
     shared_store,
 )
-from brain.integrations.xaibo.vector_index import BrainVectorIndex
+from brain.shells.xaibo.vector_index import BrainVectorIndex
 
 __all__ = [
     "ATTR_PREFIX",

@@ -1,4 +1,4 @@
-"""Xaibo attributes <-> the store's metadata (the rules are in :mod:`brain.integrations.xaibo`)."""
+"""Xaibo attributes <-> the store's metadata (the rules are in :mod:`brain.shells.xaibo`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from brain.errors import Problem, ValidationError, joined
-from brain.integrations.xaibo.keys import ATTR_PREFIX, JSON_PREFIX, MAPPED_FIELDS, MAPPED_KEY, written_by_xaibo
-from brain.schemas import GLOBAL_SCOPE, check_conversation_id, check_name, metadata_value_problem
+from brain.model.errors import Problem, ValidationError, joined
+from brain.shells.xaibo.keys import ATTR_PREFIX, JSON_PREFIX, MAPPED_FIELDS, MAPPED_KEY, written_by_xaibo
+from brain.model.schemas import GLOBAL_SCOPE, check_conversation_id, check_name, metadata_value_problem
 
 
 @dataclass

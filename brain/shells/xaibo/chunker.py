@@ -3,20 +3,20 @@
 """Xaibo's ``ChunkingProtocol`` over brain's token-window chunker.
 
 No ``from __future__ import annotations`` here: Xaibo resolves a module's dependencies from the
-*evaluated* annotations of ``__init__`` (see :mod:`brain.integrations.xaibo`).
+*evaluated* annotations of ``__init__`` (see :mod:`brain.shells.xaibo`).
 """
 
 import asyncio
 from typing import List, Optional
 
-from brain.chunking import TokenChunker
-from brain.errors import ConfigError, ValidationError
-from brain.integrations.xaibo.protocol_types import ChunkingProtocol
-from brain.integrations.xaibo.shared import own_config, settings_from_config
+from brain.rules.chunking import TokenChunker
+from brain.model.errors import ConfigError, ValidationError
+from brain.shells.xaibo.protocol_types import ChunkingProtocol
+from brain.shells.xaibo.shared import own_config, settings_from_config
 
 
 class BrainChunker(ChunkingProtocol):
-    """``chunk(text)``: the token-window chunker of :mod:`brain.chunking` (MiniLM WordPiece tokens).
+    """``chunk(text)``: the token-window chunker of :mod:`brain.rules.chunking` (MiniLM WordPiece tokens).
 
     Config: ``window_size`` and ``window_overlap`` (tokens; defaults ``BRAIN_CHUNK_WINDOW`` /
     ``BRAIN_CHUNK_OVERLAP``), checked against the embedder's input limit.

@@ -3,7 +3,7 @@
 """Xaibo's ``EmbeddingProtocol`` over brain's configured embedder.
 
 No ``from __future__ import annotations`` here: Xaibo resolves a module's dependencies from the
-*evaluated* annotations of ``__init__`` (see :mod:`brain.integrations.xaibo`).
+*evaluated* annotations of ``__init__`` (see :mod:`brain.shells.xaibo`).
 """
 
 import asyncio
@@ -11,9 +11,9 @@ from typing import Optional
 
 import numpy as np
 
-from brain.errors import ConfigError, UnsupportedModality
-from brain.integrations.xaibo.protocol_types import EmbeddingProtocol
-from brain.integrations.xaibo.shared import check_text, own_config, settings_from_config, shared_embedder
+from brain.model.errors import ConfigError, UnsupportedModality
+from brain.shells.xaibo.protocol_types import EmbeddingProtocol
+from brain.shells.xaibo.shared import check_text, own_config, settings_from_config, shared_embedder
 
 
 class BrainEmbedder(EmbeddingProtocol):

@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from typing import Any
 
-from brain.schemas import PART_OF_KEY, XAIBO_INDEX_PREFIX, MemoryMetadata
+from brain.model.schemas import PART_OF_KEY, XAIBO_INDEX_PREFIX, MemoryMetadata
 
 # A continuation chunk is a part of its memory (``part_of`` = the memory's id), a vector row a part of
 # its index (``part_of`` = XAIBO_INDEX_PREFIX + the index name): the store's typed field, which keeps

@@ -2,9 +2,9 @@
 # ruff: noqa: UP006, UP035, UP045
 """Xaibo's ``MemoryProtocol``: memories as ``memory`` documents of the store, long ones chunked (the
 
-layout is described in :mod:`brain.integrations.xaibo`).
+layout is described in :mod:`brain.shells.xaibo`).
 No ``from __future__ import annotations`` here: Xaibo resolves a module's dependencies from the
-*evaluated* annotations of ``__init__`` (see :mod:`brain.integrations.xaibo`).
+*evaluated* annotations of ``__init__`` (see :mod:`brain.shells.xaibo`).
 """
 
 import asyncio
@@ -13,12 +13,12 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, List, Optional
 
-from brain.errors import ConfigError, ValidationError
-from brain.ids import derived_id
-from brain.ids import memory_id as derived_memory_id
-from brain.integrations.xaibo.attributes import Encoded, decode_attributes, encode_attributes
-from brain.integrations.xaibo.chunker import BrainChunker
-from brain.integrations.xaibo.keys import (
+from brain.model.errors import ConfigError, ValidationError
+from brain.model.ids import derived_id
+from brain.model.ids import memory_id as derived_memory_id
+from brain.shells.xaibo.attributes import Encoded, decode_attributes, encode_attributes
+from brain.shells.xaibo.chunker import BrainChunker
+from brain.shells.xaibo.keys import (
     CHUNKS_KEY,
     MAPPED_FIELDS,
     MAPPED_KEY,
@@ -27,11 +27,11 @@ from brain.integrations.xaibo.keys import (
     REPLACE,
     REVISION_KEY,
 )
-from brain.integrations.xaibo.protocol_types import MemoryProtocol, MemorySearchResult
-from brain.integrations.xaibo.shared import check_text, resolve_store, scopes_for, unit_score
-from brain.memories import is_part, merged_importance, merged_tags
+from brain.shells.xaibo.protocol_types import MemoryProtocol, MemorySearchResult
+from brain.shells.xaibo.shared import check_text, resolve_store, scopes_for, unit_score
+from brain.rules.memories import is_part, merged_importance, merged_tags
 from brain.store import SIMILARITY_ONLY
-from brain.schemas import GLOBAL_SCOPE, XAIBO_INDEX_PREFIX, DocType, check_k
+from brain.model.schemas import GLOBAL_SCOPE, XAIBO_INDEX_PREFIX, DocType, check_k
 
 _write_lock = threading.RLock()  # BrainMemory's read-modify-write sequences, across instances
 

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from brain.config import Settings
-from brain.core import Brain
-from brain.core import open as open_brain
-from brain.embeddings import get_embedder
-from brain.errors import ConfigError, ValidationError
-from brain.memories import visible_scopes
+from brain.app.core import Brain
+from brain.app.core import open as open_brain
+from brain.providers.embeddings import get_embedder
+from brain.model.errors import ConfigError, ValidationError
+from brain.rules.memories import visible_scopes
 from brain.store import Store
-from brain.schemas import GLOBAL_SCOPE, entity_scope
+from brain.model.schemas import GLOBAL_SCOPE, entity_scope
 
 
 def settings_from_config(config: Any, own_keys: Sequence[str], module: str) -> tuple[Settings, dict[str, Any]]:
@@ -49,7 +49,7 @@ _stores_lock = threading.Lock()
 
 
 def shared_brain(settings: Settings) -> Brain:
-    """The process's :class:`~brain.core.Brain` for these storage settings, opened on first use
+    """The process's :class:`~brain.app.core.Brain` for these storage settings, opened on first use
     (without a summary worker: the modules write memories, not conversations).
 
     Xaibo builds a module instance per agent request; opening a store each time would reload the

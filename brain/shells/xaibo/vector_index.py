@@ -3,7 +3,7 @@
 """Xaibo's ``VectorIndexProtocol``: raw vectors as ``memory`` documents of the store.
 
 No ``from __future__ import annotations`` here: Xaibo resolves a module's dependencies from the
-*evaluated* annotations of ``__init__`` (see :mod:`brain.integrations.xaibo`).
+*evaluated* annotations of ``__init__`` (see :mod:`brain.shells.xaibo`).
 """
 
 import asyncio
@@ -12,14 +12,14 @@ from typing import Any, List, Optional
 
 import numpy as np
 
-from brain.errors import ConfigError, Problem, ValidationError, joined
-from brain.ids import new_id
-from brain.integrations.xaibo.attributes import decode_attributes, encode_attributes
-from brain.integrations.xaibo.keys import INDEX_KEY, PART_OF_KEY, TEXT_ATTRIBUTES, vector_index_part_of
-from brain.integrations.xaibo.protocol_types import VectorIndexProtocol, VectorSearchResult
-from brain.integrations.xaibo.shared import resolve_store, scopes_for, unit_score
+from brain.model.errors import ConfigError, Problem, ValidationError, joined
+from brain.model.ids import new_id
+from brain.shells.xaibo.attributes import decode_attributes, encode_attributes
+from brain.shells.xaibo.keys import INDEX_KEY, PART_OF_KEY, TEXT_ATTRIBUTES, vector_index_part_of
+from brain.shells.xaibo.protocol_types import VectorIndexProtocol, VectorSearchResult
+from brain.shells.xaibo.shared import resolve_store, scopes_for, unit_score
 from brain.store import SIMILARITY_ONLY
-from brain.schemas import DocType, check_k
+from brain.model.schemas import DocType, check_k
 
 
 class BrainVectorIndex(VectorIndexProtocol):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from brain.api.routes import api_docs, browse, chat, documents, memories, operator, service, specialists, ui
+from brain.shells.api.routes import api_docs, browse, chat, documents, memories, operator, service, specialists, ui
 
 
 def add_routes(app: FastAPI) -> None:

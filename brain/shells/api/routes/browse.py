@@ -7,11 +7,11 @@ from typing import Any
 
 from fastapi import FastAPI, Query, Request
 
-from brain.api.browse_models import ConversationList, EntityPath, ForgetOut, KnowledgeOut, PersonaOut
-from brain.api.models import MAX_OFFSET, EntityQuery, documented_responses
-from brain.api.read_your_writes import with_sequence
-from brain.api.request_context import access_of, brain_of
-from brain.browse import knowledge_by_file, persona_sections
+from brain.shells.api.browse_models import ConversationList, EntityPath, ForgetOut, KnowledgeOut, PersonaOut
+from brain.shells.api.models import MAX_OFFSET, EntityQuery, documented_responses
+from brain.shells.api.read_your_writes import with_sequence
+from brain.shells.api.request_context import access_of, brain_of
+from brain.app.browse import knowledge_by_file, persona_sections
 
 
 def add_routes(app: FastAPI) -> None:

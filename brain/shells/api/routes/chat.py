@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI, Header, Query, Request
 
-from brain.api.models import (
+from brain.shells.api.models import (
     ContextRequest,
     ConversationPath,
     EntityQuery,
@@ -18,9 +18,9 @@ from brain.api.models import (
     documented_responses,
     link,
 )
-from brain.api.read_your_writes import with_sequence
-from brain.api.request_context import access_of
-from brain.errors import ValidationError
+from brain.shells.api.read_your_writes import with_sequence
+from brain.shells.api.request_context import access_of
+from brain.model.errors import ValidationError
 
 
 def add_routes(app: FastAPI) -> None:

@@ -6,9 +6,9 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 
-from brain.api.models import DocsBody, DocsCreate, IdsOut, documented_responses
-from brain.api.read_your_writes import with_sequence
-from brain.api.request_context import access_of, brain_of
+from brain.shells.api.models import DocsBody, DocsCreate, IdsOut, documented_responses
+from brain.shells.api.read_your_writes import with_sequence
+from brain.shells.api.request_context import access_of, brain_of
 
 
 def add_routes(app: FastAPI) -> None:

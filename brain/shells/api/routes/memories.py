@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI, Query, Request
 
-from brain.api.models import (
+from brain.shells.api.models import (
     MAX_OFFSET,
     Deleted,
     DocumentOut,
@@ -20,10 +20,10 @@ from brain.api.models import (
     documented_responses,
     link,
 )
-from brain.api.read_your_writes import with_sequence
-from brain.api.request_context import access_of
-from brain.memory_listing import Order as MemoryOrder
-from brain.schemas import Status
+from brain.shells.api.read_your_writes import with_sequence
+from brain.shells.api.request_context import access_of
+from brain.store.memory_listing import Order as MemoryOrder
+from brain.model.schemas import Status
 
 
 def add_routes(app: FastAPI) -> None:

@@ -1,6 +1,6 @@
 """What an operator reads through a running server: documents of any type by id and filter, and a search
 of any type (admin only; the store's figures are health's ``?stats=true``). The CLI run beside ``brain serve`` on the same data directory
-sends its reads here (:mod:`brain.served`); each route is one library call, so the answers are the CLI's own."""
+sends its reads here (:mod:`brain.app.served`); each route is one library call, so the answers are the CLI's own."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 from fastapi import FastAPI, Query, Request
 from pydantic import BaseModel
 
-from brain.api.models import MAX_OFFSET, DocTypeName, DocumentOut, EntityQuery, documented_responses
-from brain.api.request_context import access_of, brain_of
-from brain.errors import ValidationError
-from brain.schemas import MAX_K
+from brain.shells.api.models import MAX_OFFSET, DocTypeName, DocumentOut, EntityQuery, documented_responses
+from brain.shells.api.request_context import access_of, brain_of
+from brain.model.errors import ValidationError
+from brain.model.schemas import MAX_K
 
 
 class DocsOut(BaseModel):

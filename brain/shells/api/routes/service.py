@@ -8,9 +8,9 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 
 from brain import __version__
-from brain.api.models import DocTypeName, documented_responses
-from brain.api.request_context import brain_of, caller_of
-from brain.schemas import get_all_schemas, schema_info
+from brain.shells.api.models import DocTypeName, documented_responses
+from brain.shells.api.request_context import brain_of, caller_of
+from brain.model.schemas import get_all_schemas, schema_info
 
 
 def add_routes(app: FastAPI) -> None:

@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import FastAPI, Query, Request
 
-from brain.api.models import documented_responses
-from brain.api.request_context import brain_of
+from brain.shells.api.models import documented_responses
+from brain.shells.api.request_context import brain_of
 
 
 def add_routes(app: FastAPI) -> None:

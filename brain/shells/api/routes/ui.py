@@ -1,7 +1,7 @@
 """The memory browser: one HTML page at ``/ui`` and its static assets under ``/ui/static/``.
 
 The page and its assets hold no data, so they load without a token (see
-:class:`~brain.api.middleware.Authenticate`); everything the page shows comes from the JSON API, called by
+:class:`~brain.shells.web.middleware.Authenticate`); everything the page shows comes from the JSON API, called by
 the page's script with the token the user typed, which the browser keeps in ``sessionStorage``. Every asset
 is served from the package, so the page works offline; the Content-Security-Policy lets it load nothing
 from anywhere else."""
