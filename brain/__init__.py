@@ -54,7 +54,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "validate_metadata": ("brain.model.schemas", "validate_metadata"),
 }
 
-__version__ = "0.1.0"
+from brain.model.version import __version__
 
 # `open` is left out of __all__: `from brain import *` must not shadow the built-in open
 __all__ = [

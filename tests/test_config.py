@@ -583,7 +583,7 @@ def test_provider_facts_come_from_the_providers():
 
 @pytest.mark.parametrize("model", ["", "  ", "llama 3"])
 def test_summary_model_is_checked_by_the_providers_rule(model):
-    from brain.providers.summarizers.ollama import model_name_problem
+    from brain.config.values import model_name_problem
 
     assert model_name_problem(model)
     message = config_error(summary_model=model)

@@ -13,7 +13,8 @@ import pytest
 from brain.features.chat import ChatMemory
 from brain.config import Settings
 from brain.app.core import open_store
-from brain.features.mirror import recover_store, verify_mirror
+from brain.app.restore import recover_store
+from brain.features.mirror import verify_mirror
 from brain.app.rag_store import RagStore
 
 TYPES = ("memory", "turn", "summary", "persona", "faq")

@@ -21,7 +21,8 @@ from brain.app import reindex
 from brain.config import Settings
 from brain.app.core import open_store
 from brain.model.errors import StoreLooksLost
-from brain.features.mirror import catch_up, recover_store, verify_mirror
+from brain.app.restore import recover_store
+from brain.features.mirror import catch_up, verify_mirror
 from brain.app.startup import startup
 
 from .conftest import cli_env, free_port

@@ -19,7 +19,8 @@ import pytest
 from brain.config import Settings
 from brain.app.core import open_store
 from brain.model.errors import RestoreUnfinished
-from brain.features.mirror import NON_FINITE_VALUE, BLOB_LENGTH_INVALID, recover_store
+from brain.app.restore import recover_store
+from brain.features.mirror import NON_FINITE_VALUE, BLOB_LENGTH_INVALID
 from brain.app.startup import startup
 
 from .conftest import cli_env
@@ -31,7 +32,7 @@ import os, signal, sys
 import brain.features.mirror.sync as sync
 from brain.config import Settings
 from brain.app.core import open_store
-from brain.features.mirror import recover_store
+from brain.app.restore import recover_store
 from brain.store.chroma import ChromaAccess
 
 where, n = sys.argv[1], int(sys.argv[2])

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from brain.shells.api import create_app
-from brain.shells.api.routes.ui import is_ui_shell
+from brain.shells.web.middleware import is_ui_shell
 from brain.app.core import open_store
 
 from .conftest import LiveServer, api_settings

@@ -33,6 +33,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from brain.model.errors import ConversationOwned, Forbidden, NotFound, Problem, ValidationError, joined
 from brain.rules.memories import global_refusal, may_change, may_read, may_use_conversation, readable_scopes
+from brain.app.browse import list_conversations
 from brain.store.memory_listing import list_memories
 from brain.model.schemas import (
     ENTITY_MAX_LENGTH,
@@ -286,8 +287,6 @@ class Access:
 
     def list_conversations(self, *, limit: int | None = None, offset: int = 0) -> list[Any]:
         """The conversations the request may use, most recent activity first (see :mod:`brain.app.browse`)."""
-        from brain.app.browse import list_conversations  # brain.app.browse applies this module's rule
-
         return list_conversations(self.store, acting=self.entity, limit=limit, offset=offset)
 
     def conversation_turns(self, conversation_id: str, k: int | None = None) -> tuple[str, list[Any]]:

@@ -29,11 +29,10 @@ from typing import Any
 
 from brain.access.policy import ADMIN, Caller, check_entity_name
 from brain.model.errors import ConfigError, ValidationError
+from brain.config.values import MIN_TOKEN_LENGTH, token_problem
 
-MIN_TOKEN_LENGTH = 16
 ADMIN_NAME = "admin"
 _LINE = re.compile(r"(?P<who>.*\S)\s+(?P<token>\S+)")
-TOKEN_HINT = "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
 def is_loopback(host: str) -> bool:
@@ -52,15 +51,6 @@ def check_listen_address(host: str, tokens: TokenTable | None) -> None:
             f"refusing to listen on {host} without a token: set BRAIN_API_TOKEN (clients then send "
             f"'Authorization: Bearer <token>') or BRAIN_API_TOKENS_FILE, or bind 127.0.0.1"
         )
-
-
-def token_problem(token: str) -> str | None:
-    """Why ``token`` cannot be a token, or None."""
-    if len(token) < MIN_TOKEN_LENGTH:
-        return f"a token must be at least {MIN_TOKEN_LENGTH} characters long, got {len(token)}; {TOKEN_HINT}"
-    if not all(33 <= ord(c) <= 126 for c in token):  # it travels in an HTTP header
-        return f"a token may hold printable ASCII characters only, without spaces; {TOKEN_HINT}"
-    return None
 
 
 @dataclass(frozen=True)

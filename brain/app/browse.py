@@ -2,7 +2,7 @@
 the conversations by last activity, the knowledge base by file and topic, the current persona by section.
 
 Each is a plain function of the store; who may see which conversation is :mod:`brain.access.policy`'s rule,
-applied here through :func:`~brain.access.policy.may_use_conversation`.
+applied here through :func:`~brain.rules.memories.may_use_conversation`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from brain.features.persona import current_persona
 from brain.model.schemas import GLOBAL_SCOPE, DocType, entity_of, format_timestamp
+from brain.rules.memories import may_use_conversation
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -50,8 +52,6 @@ def list_conversations(store: Store, *, acting: str | None = None, limit: int | 
                        offset: int = 0) -> list[ConversationInfo]:
     """Conversations, most recent activity first (then by id), that a request acting as ``acting``
     may use (None: every one). One pass over the turns' and summaries' metadata; no text is read."""
-    from brain.access.policy import may_use_conversation
-
     seen: dict[str, _Seen] = {}
     where = {"type": {"$in": [DocType.TURN.value, DocType.SUMMARY.value]}}
     for page in store.chroma.pages(where, ["metadatas"]):
@@ -115,8 +115,6 @@ def persona_sections(store: Store, *, acting: str | None = None) -> dict[str, An
     ``{"version", "source", "sections": [{"title", "text", "topic",
     "position", "id"}]}`` in file order. ``version`` is None when no persona is stored; ``source`` is
     ``BRAIN_PERSONA_PATH`` when that file exists (it is what ``brain persona`` loads), else None."""
-    from brain.features.persona import current_persona
-
     docs = current_persona(store, acting)
     path = Path(store.settings.persona_path)
     return {

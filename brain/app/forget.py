@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brain.access.policy import check_entity_name
+from brain.model.schemas import valid_name as check_entity_name
 from brain.model.errors import NotFound, StoreUnavailable
 from brain.app.memory_admin import case_hint
 from brain.features.mirror.erase import copy_namespace_rows, erase_from_copy, kept_copies

@@ -34,6 +34,8 @@ from brain.features.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, Mirr
 from brain.features.mirror.store import EngramMirror
 from brain.features.mirror.guard import check_deletions
 from brain.features.mirror.sync import PAGE, RestoreReport, SyncReport, _store_ids, restore_from_mirror, sync_mirror
+from brain.features.ingest import ingest_paths
+from brain.features.persona import load_persona
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -114,8 +116,6 @@ def recover_store(
 
     path = Path(persona_path) if persona_path is not None else store.settings.persona_path
     if path.is_file():
-        from brain.features.persona import load_persona
-
         report.persona = load_persona(store, path).to_dict()
     elif "persona" not in present:
         report.not_restored.append(
@@ -123,8 +123,6 @@ def recover_store(
         )
 
     if kb_paths:
-        from brain.features.ingest import ingest_paths
-
         report.knowledge_base = ingest_paths(store, list(kb_paths)).to_dict()
     elif "faq" not in present:
         report.not_restored.append(

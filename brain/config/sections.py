@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BeforeValidator, Field
 from pydantic_settings import NoDecode
 
+from brain.config.values import DEFAULT_EMBEDDER, DEFAULT_SUMMARY_MODEL
 from brain.model.schemas import DOC_TYPES
 
 #: the settings that name files or directories
@@ -113,15 +114,11 @@ DocTypeList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(document_type
 
 
 def default_embedder() -> str:
-    from brain.providers.embeddings.local import LocalMiniLMEmbedder  # the provider owns its name
-
-    return LocalMiniLMEmbedder.name
+    return DEFAULT_EMBEDDER
 
 
 def default_summary_model() -> str:
-    from brain.providers.summarizers.ollama import DEFAULT_MODEL  # the provider owns its default model
-
-    return DEFAULT_MODEL
+    return DEFAULT_SUMMARY_MODEL
 
 
 

@@ -13,8 +13,9 @@ store be rebuilt without calling the embedder again.
   :class:`MirrorHealth`, moving a file aside
 - :mod:`brain.features.mirror.fingerprint`: a row's content hash, what the catch-up compares
 - :mod:`brain.features.mirror.sync`: the catch-up with the store (content, not counts), verification, restore
-- :mod:`brain.app.restore`: disaster recovery: the store from the mirror and the files
-  (:func:`recover_store`), the mirror from the store (:func:`rebuild_mirror`)
+
+Disaster recovery (the store from the mirror and the files, the mirror from the store) is an operation over
+the whole store: :mod:`brain.app.restore`.
 """
 
 from brain.features.mirror.protocol import (
@@ -44,7 +45,6 @@ from brain.features.mirror.sync import (
     sync_mirror,
     verify_mirror,
 )
-from brain.app.restore import RebuildReport, RecoveryReport, rebuild_mirror, recover_store
 
 __all__ = [
     "BLOB_LENGTH_INVALID",
@@ -64,8 +64,6 @@ __all__ = [
     "MirrorCorrupt",
     "MirrorHealth",
     "MirrorDocument",
-    "RebuildReport",
-    "RecoveryReport",
     "RestoreReport",
     "SyncReport",
     "VerifyReport",
@@ -73,8 +71,6 @@ __all__ = [
     "check_model_name",
     "decode_embedding",
     "encode_embedding",
-    "rebuild_mirror",
-    "recover_store",
     "restore_from_mirror",
     "sync_mirror",
     "verify_mirror",

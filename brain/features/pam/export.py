@@ -209,8 +209,8 @@ def default_owner_id(store: Store) -> str:
 
 def _store_conversations(store: Store, warnings: list[str], entity: str | None = None) -> dict[str, dict[str, Any]]:
     """Every conversation of the store (of its turns and summaries) as a PAM document, by brain id; with
-    ``entity``, those that are its own (:func:`brain.access.policy.may_use_conversation`), with its documents only."""
-    from brain.access.policy import may_use_conversation
+    ``entity``, those that are its own (:func:`brain.rules.memories.may_use_conversation`), with its documents only."""
+    from brain.rules.memories import may_use_conversation
 
     grouped: dict[str, tuple[list, list]] = {}
     scopes: dict[str, tuple[set[str], set[str]]] = {}
@@ -306,6 +306,6 @@ def _discard(pending: list[tuple[Path, Path]]) -> None:
 
 @lru_cache(maxsize=1)
 def _version() -> str:
-    from brain import __version__
+    from brain.model.version import __version__
 
     return __version__

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from brain.config import Settings
+from brain.config.values import DEFAULT_EMBEDDER
 from brain.providers.embeddings.base import Embedder, Kind
 from brain.model.errors import EmbedderError
 from brain.text.tokenizer import load_tokenizer, package_file, tokenizer_path
@@ -27,7 +28,7 @@ from brain.text.tokenizer import load_tokenizer, package_file, tokenizer_path
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-MODEL_NAME = "minilm-l6-v2"
+MODEL_NAME = DEFAULT_EMBEDDER.partition("/")[2]  # configuration names the default
 DIMENSION = 384
 #: sentence-transformers' max_seq_length for this model. The bundled tokenizer.json says
 #: 128 with fixed padding; we override both (longer context, and padding only to the

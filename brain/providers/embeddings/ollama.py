@@ -15,7 +15,8 @@ import ollama
 
 from brain.config import Settings, env_name
 from brain.providers.embeddings.base import Embedder, Kind
-from brain.model.errors import BrainError, EmbedderError, EmbedderUnavailable
+from brain.model.errors import EmbedderError, EmbedderUnavailable
+from brain.providers.ollama_client import open_ollama_client
 
 DEFAULT_MODEL = "nomic-embed-text"
 #: input limit assumed for chunking (tokens, [CLS]/[SEP] included). Ollama models vary; 512 is the
@@ -38,14 +39,6 @@ _NOMIC_PREFIXES: dict[str, str] = {
 }
 
 _PROBE_TEXT = "dimension probe"
-
-
-def open_ollama_client(host: str, timeout: float, error: type[BrainError]) -> ollama.Client:
-    """The official client for ``host``; a host it cannot use raises ``error`` naming OLLAMA_HOST."""
-    try:
-        return ollama.Client(host=host, timeout=timeout)
-    except (ValueError, httpx.InvalidURL) as exc:
-        raise error(f"OLLAMA_HOST={host!r} is not a usable address ({exc}); use e.g. http://127.0.0.1:11434") from None
 
 
 def _base_model(model: str) -> str:

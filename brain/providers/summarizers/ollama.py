@@ -15,10 +15,11 @@ from typing import Sequence
 import httpx
 import ollama
 
-from brain.providers.embeddings.ollama import open_ollama_client
+from brain.providers.ollama_client import open_ollama_client
 from brain.providers.summarizers.base import SummarizerError, SummarizerUnavailable, TurnText, transcript
+from brain.config.values import DEFAULT_SUMMARY_MODEL, model_name_problem
 
-DEFAULT_MODEL = "llama3.2:3b"
+DEFAULT_MODEL = DEFAULT_SUMMARY_MODEL
 #: a summary longer than this is cut at a sentence end (a model that rambles is still useful)
 MAX_SUMMARY_CHARS = 2000
 #: tokens the model may generate; a few sentences need far fewer
@@ -31,13 +32,6 @@ SYSTEM_PROMPT = (
     "preferences, decisions and open questions; drop greetings and small talk. Output only the summary."
 )
 
-
-
-def model_name_problem(model: str) -> str | None:
-    """Why ``model`` cannot be an Ollama model name, or None (BRAIN_SUMMARY_MODEL is checked with this)."""
-    if not isinstance(model, str) or not model.strip() or any(c.isspace() for c in model):
-        return f"must be an Ollama model name such as {DEFAULT_MODEL}"
-    return None
 
 
 # reasoning models (deepseek-r1, qwen3) put their thinking in the answer between these tags

@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from brain import __version__
+from brain.model.version import __version__
 from brain.shells.web.error_responses import install_error_handlers
 from brain.shells.api.json_bodies import JsonRoute
 from brain.shells.web.middleware import Authenticate, BodyLimit

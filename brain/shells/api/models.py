@@ -24,6 +24,7 @@ from brain.model.schemas import (
     check_speaker_name,
     valid_name,
 )
+from brain.shells.web.error_responses import DOC_BATCH, ONE_DOC  # union tags (see _field_of there)
 
 #: the largest ``offset`` a listing takes (Chroma counts in 32 bits)
 MAX_OFFSET = 2**31 - 1
@@ -121,7 +122,6 @@ class DocsCreate(_Body):
     docs: list[DocCreate] = Field(min_length=1)
 
 
-ONE_DOC, DOC_BATCH = "one-document", "document-batch"  # union tags: never field names (see _field_of)
 
 
 def _doc_body_kind(value: Any) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from brain import __version__
+from brain.model.version import __version__
 from brain.shells.cli.shell import BrainGroup, State
 
 # ---- the group -----------------------------------------------------------------------------------

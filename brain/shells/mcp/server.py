@@ -23,7 +23,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
-from brain import __version__
+from brain.model.version import __version__
 from brain.access.policy import ADMIN, Access, Caller
 from brain.app.core import Brain
 from brain.model.errors import BrainError, Forbidden, ValidationError

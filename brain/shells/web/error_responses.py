@@ -13,7 +13,6 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from brain.shells.api.models import DOC_BATCH, ONE_DOC
 from brain.model.errors import (
     BrainError,
     ConfigError,
@@ -26,6 +25,9 @@ from brain.model.errors import (
     ValidationError,
     joined,
 )
+
+ONE_DOC, DOC_BATCH = "one-document", "document-batch"  # the API's body union tags: never field names
+
 
 
 def error_response(status: int, kind: str, message: str, problems: list[dict[str, Any]] | None = None,

@@ -8,8 +8,21 @@ from typing import Any
 
 from brain.access.policy import Caller
 from brain.shells.web.error_responses import error_response
-from brain.shells.api.routes.ui import is_ui_shell
 from brain.access.tokens import TokenTable
+
+#: the memory browser's page and its assets (served by the API, :mod:`brain.shells.api.routes.ui`)
+UI_PATH = "/ui"
+STATIC_PREFIX = "/ui/static/"
+
+
+def is_ui_shell(method: str, path: str) -> bool:
+    """Whether a request asks for the page or one of its assets: the only data-free requests, which the
+    token check lets through. GET and HEAD only, and no ``..`` segment (nothing can climb out)."""
+    if method not in ("GET", "HEAD"):
+        return False
+    if path == UI_PATH:
+        return True
+    return path.startswith(STATIC_PREFIX) and ".." not in path.split("/") and "\\" not in path
 
 
 def _local_client(scope: dict) -> bool:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 
-from brain import __version__
+from brain.model.version import __version__
 from brain.shells.api.models import DocTypeName, documented_responses
 from brain.shells.api.request_context import brain_of, caller_of
 from brain.model.schemas import get_all_schemas, schema_info

@@ -14,9 +14,9 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from starlette.staticfiles import StaticFiles
 
+from brain.shells.web.middleware import STATIC_PREFIX, UI_PATH  # the paths the token check lets through
+
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
-UI_PATH = "/ui"
-STATIC_PREFIX = "/ui/static/"
 
 #: nothing from another origin, no inline script, no framing; the token never leaves in a Referer
 SECURITY_HEADERS = {
@@ -26,16 +26,6 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }
-
-
-def is_ui_shell(method: str, path: str) -> bool:
-    """Whether a request asks for the page or one of its assets: the only data-free requests, which the
-    token check lets through. GET and HEAD only, and no ``..`` segment (nothing can climb out)."""
-    if method not in ("GET", "HEAD"):
-        return False
-    if path == UI_PATH:
-        return True
-    return path.startswith(STATIC_PREFIX) and ".." not in path.split("/") and "\\" not in path
 
 
 class _UiStatic(StaticFiles):
