@@ -24,7 +24,8 @@ import brain.store.facade
 from brain.shells.cli import cli
 from brain.config import Settings
 from brain.model.errors import BrainError
-from brain.features.mirror import EngramMirror, MirrorCorrupt, rebuild_mirror, recover_store, verify_mirror
+from brain.app.restore import rebuild_mirror, recover_store
+from brain.features.mirror import EngramMirror, MirrorCorrupt, verify_mirror
 
 from .conftest import NOBODY, LiveServer
 
