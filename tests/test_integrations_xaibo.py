@@ -567,7 +567,7 @@ def test_example_yaml_wires_brain_memory_into_xaibos_memory_tools():
     assert wiring[("memory-tools", "MemoryProtocol")] == "memory"
     assert wiring[("orchestrator", "ToolProviderProtocol")] == "memory-tools"
     memory = next(m for m in config.modules if m.id == "memory")
-    assert memory.module == "brain.shells.xaibo.BrainMemory" and memory.provides == ["MemoryProtocol"]
+    assert memory.module == "brain.integrations.xaibo.BrainMemory" and memory.provides == ["MemoryProtocol"]
 
 
 def test_a_xaibo_exchange_stores_and_retrieves_through_brain(tmp_path, local_embedder):

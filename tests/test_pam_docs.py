@@ -13,7 +13,7 @@ DOC = ROOT / "docs" / "pam.md"
 
 def test_every_pam_module_is_in_the_docs_module_table():
     listed = set(re.findall(r"^\| `(\w+\.py)` \|", DOC.read_text(encoding="utf-8"), flags=re.MULTILINE))
-    modules = {p.name for p in (ROOT / "brain" / "pam").glob("*.py") if p.name != "__init__.py"}
+    modules = {p.name for p in (ROOT / "brain" / "features" / "pam").glob("*.py") if p.name != "__init__.py"}
     assert listed == modules
 
 
