@@ -1,4 +1,4 @@
-"""brain.features.chat.access: a recorded use goes to the index at once and to Chroma at the flush, never to the
+"""brain.features.chat.last_used: a recorded use goes to the index at once and to Chroma at the flush, never to the
 mirror (the documented choice); a failed flush keeps the uses; a deleted memory is not brought back."""
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ each with one job, data flowing one way (store -> candidates -> context; exchang
 - :mod:`brain.features.chat.speakers` — who said a turn: the user's and the assistant's display names;
 - :mod:`brain.features.chat.summary_queue` — when a summary is due, and the worker thread that writes them;
 - :mod:`brain.features.chat.summaries` — one summary: the model with retries in a deadline, the fallback, health;
-- :mod:`brain.features.chat.access` — access tracking (``last_used``): where it is written and why.
+- :mod:`brain.features.chat.last_used` — access tracking (``last_used``): where it is written and why.
 """
 
-from brain.features.chat.access import AccessTracker
+from brain.features.chat.last_used import AccessTracker
 from brain.features.chat.chat_memory import PERSONA_MAX_SECTIONS, ChatMemory, Exchange, new_conversation_id
 from brain.features.chat.context import (
     DROP_PRIORITY,

@@ -10,7 +10,7 @@ A facade over the parts of :mod:`brain.features.chat`; it gathers from the store
   summaries now due (:mod:`brain.features.chat.summary_queue`,
   written by :mod:`brain.features.chat.summaries`).
 * :meth:`ChatMemory.remember`, :meth:`ChatMemory.consolidate` (see :mod:`brain.features.consolidate`) and
-  access tracking (:mod:`brain.features.chat.access`).
+  access tracking (:mod:`brain.features.chat.last_used`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from brain.features.chat.access import ACCESS_FLUSH_SECONDS, AccessTracker
+from brain.features.chat.last_used import ACCESS_FLUSH_SECONDS, AccessTracker
 from brain.features.chat.context import SECTIONS, Context, ContextItem, TokenCounter, assemble_context, explain
 from brain.features.chat.related_turns import RelatedTurns
 from brain.features.chat.speakers import PersonaName, exchange_speakers
@@ -444,7 +444,7 @@ class ChatMemory:
 
     def flush_access(self) -> int:
         """Persist the memory uses recorded since the last flush (``last_used`` in their metadata; see
-        :mod:`brain.features.chat.access` for where it is written); the worker does this about every second.
+        :mod:`brain.features.chat.last_used` for where it is written); the worker does this about every second.
         Returns how many memories were written."""
         return self.access.flush()
 
