@@ -33,13 +33,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.chdir(ROOT)
 
 from bench_store import DAY, NOW, TOPICS, PrecomputedEmbedder, _iso, make_space, topic_vectors  # noqa: E402
-from brain.relevance import Calibration  # noqa: E402
+from brain.rules.relevance import Calibration  # noqa: E402
 
-from brain.chat import ChatMemory  # noqa: E402
+from brain.features.chat import ChatMemory  # noqa: E402
 from brain.config import Settings  # noqa: E402
-from brain.core import open_store  # noqa: E402
-from brain.embeddings import get_embedder  # noqa: E402
-from brain.summarizers import ExtractiveSummarizer  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
+from brain.providers.embeddings import get_embedder  # noqa: E402
+from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
 
 SEED = 20241121
 SHARES = {"memory": 0.38, "turn": 0.45, "faq": 0.125}  # the rest: summaries (one per 10 turns) + 6 persona sections

@@ -43,11 +43,11 @@ os.chdir(ROOT)
 from bench_context import BATCH, SEED, conversation_owner, make_docs, percentiles  # noqa: E402
 from bench_store import PrecomputedEmbedder  # noqa: E402
 
-from brain.chat import ChatMemory  # noqa: E402
+from brain.features.chat import ChatMemory  # noqa: E402
 from brain.config import Settings  # noqa: E402
-from brain.core import open_store  # noqa: E402
-from brain.embeddings import get_embedder  # noqa: E402
-from brain.summarizers import ExtractiveSummarizer  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
+from brain.providers.embeddings import get_embedder  # noqa: E402
+from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
 
 CONCURRENCY = (1, 8, 32)
 
@@ -73,7 +73,7 @@ def free_port() -> int:
 def start_server(data_dir: Path, port: int) -> subprocess.Popen:
     env = {**os.environ, "BRAIN_DATA_DIR": str(data_dir), "BRAIN_SUMMARIZER": "extractive",
            "RAG_SUMMARY_EVERY_N": "1000"}
-    proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "serve", "--port", str(port)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=data_dir.parent)
     return wait_until_serving(proc, f"http://127.0.0.1:{port}/v1/health", "brain serve",
                               ready=lambda response: response.status_code == 200)

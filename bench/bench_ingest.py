@@ -32,14 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
-from brain.core import open_store  # noqa: E402
-import brain.ingest as brain_ingest  # noqa: E402
-import brain.ingest.apply as ingest_apply  # noqa: E402
-import brain.ingest.files as ingest_files  # noqa: E402
-from brain.chunking import TokenChunker  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
+import brain.features.ingest as brain_ingest  # noqa: E402
+import brain.features.ingest.apply as ingest_apply  # noqa: E402
+import brain.features.ingest.files as ingest_files  # noqa: E402
+from brain.rules.chunking import TokenChunker  # noqa: E402
 from brain.config import Settings  # noqa: E402
-from brain.embeddings import LocalMiniLMEmbedder  # noqa: E402
-from brain.ingest import ingest_paths  # noqa: E402
+from brain.providers.embeddings import LocalMiniLMEmbedder  # noqa: E402
+from brain.features.ingest import ingest_paths  # noqa: E402
 from brain.text.markdown import slugify  # noqa: E402
 
 TARGET_RATIO = 0.9
@@ -322,7 +322,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20241121)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "INGEST_RESULTS.md")
     parser.add_argument("--progress", action="store_true", help="show the ingestion's progress bar")
-    parser.add_argument("--group", type=int, help="override brain.ingest.apply.EMBED_GROUP (texts embedded per batch)")
+    parser.add_argument("--group", type=int, help="override brain.features.ingest.apply.EMBED_GROUP (texts embedded per batch)")
     args = parser.parse_args()
     if args.group:
         ingest_apply.EMBED_GROUP = args.group

@@ -46,7 +46,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 import brain  # noqa: E402
 from brain.config import Settings  # noqa: E402
-from brain.core import open_store  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
 
 WARMUP = 5
 TOPICS = ("my trip to Lisbon", "the dentist appointment", "Bob's birthday", "the budget for June",
@@ -94,7 +94,7 @@ async def drive(session: ClientSession, timed: list[tuple[str, str | None]]) -> 
 
 
 async def over_stdio(data_dir: Path, timed: list[tuple[str, str | None]]) -> list[float]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "brain.cli", "mcp"], env=server_env(data_dir),
+    params = StdioServerParameters(command=sys.executable, args=["-m", "brain.shells.cli", "mcp"], env=server_env(data_dir),
                                    cwd=data_dir.parent)
     with open(data_dir.parent / "stdio.log", "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
@@ -109,7 +109,7 @@ async def over_http(url: str, timed: list[tuple[str, str | None]]) -> list[float
 
 
 def start_http(data_dir: Path, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "mcp", "--http", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "mcp", "--http", "--port", str(port)],
                             env=server_env(data_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             cwd=data_dir.parent)
     return wait_until_serving(proc, f"http://127.0.0.1:{port}/mcp", "brain mcp --http")

@@ -40,10 +40,10 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
 from brain.config import Settings  # noqa: E402
-from brain.core import open_store  # noqa: E402
-from brain.embeddings.base import Embedder, Kind  # noqa: E402
-from brain.mirror import EngramMirror, sync_mirror  # noqa: E402
-from brain.mirror import schema  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
+from brain.providers.embeddings.base import Embedder, Kind  # noqa: E402
+from brain.features.mirror import EngramMirror, sync_mirror  # noqa: E402
+from brain.features.mirror import schema  # noqa: E402
 
 SEED = 4242
 TOPICS = 200

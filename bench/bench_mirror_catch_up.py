@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark of the mirror's content catch-up (:func:`brain.mirror.sync.catch_up`) against reading the
+"""Benchmark of the mirror's content catch-up (:func:`brain.features.mirror.sync.catch_up`) against reading the
 collection raw with Chroma, measured in the same run.
 
     .venv/bin/python bench/bench_mirror_catch_up.py [--n 10000 100000] [--dim 384] [--out bench/MIRROR_CATCH_UP_RESULTS.md]
@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
 from brain.config import Settings  # noqa: E402
-from brain.mirror import catch_up, verify_mirror  # noqa: E402
-from brain.core import open_store  # noqa: E402
-from brain.rag_store import RagStore  # noqa: E402
+from brain.features.mirror import catch_up, verify_mirror  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
+from brain.app.rag_store import RagStore  # noqa: E402
 from bench_mirror import PrecomputedEmbedder  # noqa: E402  (documents bring their vectors)
 
 SEED = 1313

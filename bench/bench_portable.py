@@ -44,10 +44,10 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
 from brain.config import Settings  # noqa: E402
-from brain.core import open_store  # noqa: E402
-from brain.embeddings import LocalMiniLMEmbedder  # noqa: E402
-from brain.pam import EMBEDDINGS_FILE, MEMORY_STORE_FILE, export_pam, import_pam  # noqa: E402
-from brain.rag_store import RagStore  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
+from brain.providers.embeddings import LocalMiniLMEmbedder  # noqa: E402
+from brain.features.pam import EMBEDDINGS_FILE, MEMORY_STORE_FILE, export_pam, import_pam  # noqa: E402
+from brain.app.rag_store import RagStore  # noqa: E402
 
 WORDS = (
     "alice bob carol dave likes prefers visits works lives in near with tea coffee jazz hiking paris berlin "

@@ -51,7 +51,7 @@ GIVE_UP = 30.0
 
 # ---- the two ends, each a process of its own ---------------------------------------------------------------
 def writer_loop() -> None:
-    from brain.rag_store import RagStore
+    from brain.app.rag_store import RagStore
 
     store = RagStore()
 
@@ -82,7 +82,7 @@ def writer_loop() -> None:
 
 
 def reader_loop() -> None:
-    from brain.rag_store import RagStore
+    from brain.app.rag_store import RagStore
 
     store = RagStore()
     vectors: dict[str, np.ndarray] = {}

@@ -1,11 +1,11 @@
 #!/usr/bin/env python
-"""brain's Xaibo memory (``brain.integrations.xaibo.BrainMemory``) against Xaibo's own ``VectorMemory``, same run.
+"""brain's Xaibo memory (``brain.shells.xaibo.BrainMemory``) against Xaibo's own ``VectorMemory``, same run.
 
     .venv/bin/python bench/bench_protocols.py [--n 2000] [--k 5] [--latency-queries 200]
                                               [--seed 6] [--out bench/PROTOCOLS_RESULTS.md]
 
 Both sides get the same memories, the same operations in the same order and the same embedder
-(brain's local MiniLM; Xaibo's side reaches it through ``brain.integrations.xaibo.BrainEmbedder``):
+(brain's local MiniLM; Xaibo's side reaches it through ``brain.shells.xaibo.BrainEmbedder``):
 
 - xaibo: ``xaibo.primitives.modules.memory.VectorMemory`` over Xaibo's ``NumpyVectorIndex`` (both
   persisting to a temp dir, as Xaibo's own modules do), chunked by ``BrainChunker`` (Xaibo's
@@ -61,8 +61,8 @@ os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working dir
 from xaibo.primitives.modules.memory import NumpyVectorIndex, VectorMemory
 
 from brain.config import Settings
-from brain.core import open_store
-from brain.integrations.xaibo import BrainChunker, BrainEmbedder, BrainMemory
+from brain.app.core import open_store
+from brain.shells.xaibo import BrainChunker, BrainEmbedder, BrainMemory
 
 BLOCK = 100  # store_memory: the sides take turns every BLOCK memories
 SLACK = 0.02  # a score this far above what the current text explains came from a stale vector

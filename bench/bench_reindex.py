@@ -8,7 +8,7 @@
 2. Times the local model (MiniLM, 384-d) embedding the same texts in one call (it batches them in
    length order): the embedder's own throughput, the ceiling of a re-index. Timed before and after
    (3), and averaged, since the machine is shared.
-3. Re-indexes the store for the local model (``brain.reindex.run``) and reports its documents/s and
+3. Re-indexes the store for the local model (``brain.app.reindex.run``) and reports its documents/s and
    the ratio to (2) (target >= 0.85: reading, writing Chroma and the mirror cost little beside the model).
 4. Re-indexes back for nomic-embed-text: the mirror holds the nomic vectors of the mirrored documents
    from (1), so those are reused, not embedded; reports the share reused.
@@ -36,10 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)
 
-from brain import reindex
+from brain.app import reindex
 from brain.config import Settings
-from brain.core import open_store
-from brain.embeddings import LocalMiniLMEmbedder
+from brain.app.core import open_store
+from brain.providers.embeddings import LocalMiniLMEmbedder
 from tests.ollama_stub import OllamaStub
 
 NOMIC = "ollama/nomic-embed-text"

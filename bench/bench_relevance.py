@@ -56,13 +56,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from locomo import CATEGORIES, EVIDENCE_RE, conversation_id, session_date  # noqa: E402
 
-from brain.chat import ChatMemory  # noqa: E402
+from brain.features.chat import ChatMemory  # noqa: E402
 from brain.config import Settings  # noqa: E402
-from brain.core import open_store  # noqa: E402
-from brain.ingest.apply import ingest_paths  # noqa: E402
-from brain.memories import search_scopes  # noqa: E402
-from brain.ranking import ScoreWeights  # noqa: E402
-from brain.summarizers import ExtractiveSummarizer  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
+from brain.features.ingest.apply import ingest_paths  # noqa: E402
+from brain.rules.memories import search_scopes  # noqa: E402
+from brain.rules.ranking import ScoreWeights  # noqa: E402
+from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
 #: the conversations every choice of the relevance ranking was made on; the others are held out

@@ -58,7 +58,7 @@ from bench_store import UPSERT_BATCH, PrecomputedEmbedder, make_corpus  # noqa: 
 import chromadb  # noqa: E402
 
 from brain.config import Settings  # noqa: E402
-from brain.core import open_store  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
 from brain.store import Store  # noqa: E402
 from tests.conftest import start_chroma_server, stop  # noqa: E402
 
@@ -86,7 +86,7 @@ class Served:
         t0 = time.perf_counter()
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "brain.cli", "serve", "--workers", str(workers), "--port", str(self.port)],
+                [sys.executable, "-m", "brain.shells.cli", "serve", "--workers", str(workers), "--port", str(self.port)],
                 env={**os.environ, "PYTHONPATH": str(ROOT), **settings_env}, cwd=data,
                 stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 900

@@ -34,7 +34,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
-BRAIN = [PY, "-m", "brain.cli"]
+BRAIN = [PY, "-m", "brain.shells.cli"]
 NOBODY = "http://127.0.0.1:9"  # nothing answers there: no summariser or Ollama embedder is reached
 
 LIST_WITH_CHROMA = """
@@ -107,7 +107,7 @@ def mcp_initialized(project: Path) -> float:
 def build_store(project: Path, memories: int) -> None:
     sys.path.insert(0, str(ROOT))
     from brain.config import Settings
-    from brain.rag_store import RagStore
+    from brain.app.rag_store import RagStore
 
     (project / "config").mkdir(parents=True, exist_ok=True)
     (project / "config" / "defaults.env").touch()

@@ -38,14 +38,14 @@ os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working dir
 
 import chromadb  # noqa: E402
 
-from brain import ranking  # noqa: E402
+from brain.rules import ranking  # noqa: E402
 from brain.config import Settings  # noqa: E402
-from brain.core import open_store  # noqa: E402
-from brain.embeddings import get_embedder  # noqa: E402
-from brain.embeddings.base import Embedder, Kind  # noqa: E402
-from brain.memory_index import MemoryIndex  # noqa: E402
-from brain.rag_store import RagStore  # noqa: E402
-from brain.relevance import Calibration  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
+from brain.providers.embeddings import get_embedder  # noqa: E402
+from brain.providers.embeddings.base import Embedder, Kind  # noqa: E402
+from brain.store.memory_index import MemoryIndex  # noqa: E402
+from brain.app.rag_store import RagStore  # noqa: E402
+from brain.rules.relevance import Calibration  # noqa: E402
 from brain.text import BM25Index, tokenize  # noqa: E402
 
 SEED = 20240611
@@ -571,7 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "memories); raw filtered = `where={'type': 'memory'}` (all scopes). Exactness: default, "
         f"entity={ENTITIES[0]!r} and all_scopes, `retrieve_memories(relevance=True)` (the context's score, gate "
         "included, calibrated on the synthetic space's random pairs) vs brute-force scoring of every candidate "
-        "memory (a BM25 of its own, brain.ranking.gated_top_k_reference).",
+        "memory (a BM25 of its own, brain.rules.ranking.gated_top_k_reference).",
         "",
     ]
     print("\n".join(parts), flush=True)

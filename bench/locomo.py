@@ -63,14 +63,14 @@ INVOKED_FROM = Path.cwd()  # --data and --out are relative to where the script w
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from brain.chat import ChatMemory  # noqa: E402
+from brain.features.chat import ChatMemory  # noqa: E402
 from brain.config import Settings  # noqa: E402
-from brain.core import open_store  # noqa: E402
-from brain.results import Document  # noqa: E402
-from brain.schemas import check_conversation_id  # noqa: E402
-from brain.summarizers import ExtractiveSummarizer  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
+from brain.model.results import Document  # noqa: E402
+from brain.model.schemas import check_conversation_id  # noqa: E402
+from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
 from brain.text import BM25Index, tokenize  # noqa: E402
-from brain.turn_search import TurnIndex, TurnSearchWeights  # noqa: E402
+from brain.rules.turn_search import TurnIndex, TurnSearchWeights  # noqa: E402
 
 DEFAULT_DATA = ROOT / "bench" / "data" / "locomo10.json"
 LOCOMO_SOURCE = "https://github.com/snap-research/locomo (the file data/locomo10.json)"

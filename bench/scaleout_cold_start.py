@@ -35,7 +35,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from bench_store import NOW, PrecomputedEmbedder, make_corpus  # noqa: E402  (chdirs to ROOT)
 
 from brain.config import Settings  # noqa: E402
-from brain.core import open_store  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
 
 QUERIES = 50
 K = 5

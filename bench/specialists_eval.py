@@ -32,12 +32,12 @@ Labelled sets of requests ({"request", "expected": specialist id or null for "no
   ``specialists_holdout7_hesitations.json``.
 
 The eight sets from calibration to holdout6 are the labelled requests of
-``config/specialists_examples.jsonl``: the classifier (:mod:`brain.specialists.classifier`) learns
+``config/specialists_examples.jsonl``: the classifier (:mod:`brain.features.specialists.classifier`) learns
 each match's confidence from them, so its figures on those sets are in-sample; the script also
 scores each blind one of them (holdout2 to holdout6) with a classifier learnt without it. The band is
 read from the confidence. Without labelled requests the confidence is a logistic fit on the score and
 ln(words) over the six development sets (calibration to holdout4,
-:class:`brain.specialists.SpecialistConfidence`): the script refits it and prints the coefficients
+:class:`brain.features.specialists.SpecialistConfidence`): the script refits it and prints the coefficients
 and the band cut next to the defaults, and shows that rule beside the classifier. Per set it prints a
 reliability table: for each band of the top-1, how many requests, how many of them the top-1 got
 right, and how many match no specialist.
@@ -60,8 +60,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from brain.config import Settings
-from brain.core import open_store
-from brain.specialists import (
+from brain.app.core import open_store
+from brain.features.specialists import (
     CONFIDENCE_MAX_WORDS,
     SpecialistBands,
     SpecialistConfidence,

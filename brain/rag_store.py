@@ -1,57 +1,5 @@
-"""``from brain.rag_store import RagStore``: the store, opened the one way every entry point uses.
+"""``from brain.rag_store import RagStore``: the reference's path to the store (it lives in :mod:`brain.app.rag_store`)."""
 
-``RagStore()``, ``RagStore(settings)``, :func:`brain.open_store` and ``brain.open().store`` are the same
-object wired the same: the change feed on a Chroma server (every write numbered across processes, other
-processes' writes followed; :mod:`brain.store.feed`), the Engram mirror per ``BRAIN_MIRROR_ENABLED``
-(subscribed before the unfinished writes of a dead process are rolled back, so the mirror follows that
-roll-back too) and the persona rule that reads the current version. The machinery is
-:class:`brain.store.Store`; this layer adds the parts the store does not import.
-"""
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-from brain.config import Settings
-from brain.store import Store
-
-if TYPE_CHECKING:
-    from brain.embeddings.base import Embedder
-    from brain.mirror import EngramMirror
-
-
-class RagStore(Store):
-    """Typed documents in one Chroma collection, with exact memory ranking, wired as the module says.
-
-    ``settings`` default to ``Settings()`` (the environment and the project's env files). ``mirror``: an
-    open :class:`~brain.mirror.EngramMirror` (the caller closes it), ``False`` for none, or ``None`` for
-    the mirror file of the settings when ``BRAIN_MIRROR_ENABLED``. ``create=False`` raises
-    :class:`~brain.errors.StoreNotFound` rather than create a store that does not exist.
-    """
-
-    def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
-                 client: Any | None = None, create: bool = True, mirror: EngramMirror | bool | None = None):
-        from brain.persona import current_version
-
-        settings = settings or Settings()
-        super().__init__(settings, embedder=embedder, client=client, create=create,
-                         attach=lambda store: _wire(store, settings, mirror), persona_version=current_version)
-
-
-def _wire(store: Store, settings: Settings, mirror: EngramMirror | bool | None) -> None:
-    from brain.mirror.subscriber import open_mirror_subscriber
-
-    # several processes share a Chroma server, never an embedded store (its directory is locked):
-    # only there do writes go through the change feed
-    if settings.chroma_url:
-        from brain.store.feed import ChangeFeed
-        from brain.store.positions import PositionClaims
-
-        store.attach_feed(ChangeFeed(store.client, settings.collection, settings.chroma_url, keep=settings.feed_keep),
-                          PositionClaims(store.client, settings.collection, settings.chroma_url))
-    link = open_mirror_subscriber(settings, store.embedder.name, mirror, store=store)
-    link.follow(store)  # what the mirror misses while it cannot be written is read back from the store
-    store.mirror_link = store.subscribe(link, close=link.close)
-
+from brain.app.rag_store import RagStore
 
 __all__ = ["RagStore"]

@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m brain.demo "$@"
+exec .venv/bin/python -m brain.shells.demo "$@"

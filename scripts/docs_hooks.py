@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 #: the line of docs/reference/http.md that the rendered endpoints and schemas replace
-OPENAPI_MARKER = "<!-- openapi: rendered from brain.api.create_app().openapi() by scripts/docs_hooks.py -->"
+OPENAPI_MARKER = "<!-- openapi: rendered from brain.shells.api.create_app().openapi() by scripts/docs_hooks.py -->"
 
 
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
     if OPENAPI_MARKER not in markdown:
         return markdown
-    from brain.api import create_app
+    from brain.shells.api import create_app
     from brain.config import Settings
 
     return markdown.replace(OPENAPI_MARKER, render_openapi(create_app(Settings()).openapi()))

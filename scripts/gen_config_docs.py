@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from brain.config_docs import render_defaults_env, update_readme
+from brain.config.docs import render_defaults_env, update_readme
 
 DEFAULTS_ENV = ROOT / "config" / "defaults.env"
 #: the settings reference page of the docs site, which holds the generated table

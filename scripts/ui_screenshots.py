@@ -24,13 +24,13 @@ sys.path.insert(0, str(ROOT))
 import uvicorn
 from playwright.sync_api import expect, sync_playwright
 
-from brain.api import create_app
+from brain.shells.api import create_app
 from brain.config import Settings
-from brain.core import Brain
-from brain.core import open as open_brain
-from brain.cli.reports import ingest_text
-from brain.ingest import ingest_paths
-from brain.startup import startup
+from brain.app.core import Brain
+from brain.app.core import open as open_brain
+from brain.shells.cli.reports import ingest_text
+from brain.features.ingest import ingest_paths
+from brain.app.startup import startup
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -90,11 +90,11 @@ def seed(brain: Brain) -> None:
         raise SystemExit(ingest_text(report))
     brain.store.upsert_docs([{"type": "memory", "source": "chat", **m} for m in MEMORIES])
     for user, assistant in EXCHANGES:
-        brain.chat.record_exchange("conv-porto-trip", user, assistant)
-    brain.chat.record_exchange("conv-alice-receipts", "Where did I put the receipt for the printer?",
+        brain.features.chat.record_exchange("conv-porto-trip", user, assistant)
+    brain.features.chat.record_exchange("conv-alice-receipts", "Where did I put the receipt for the printer?",
                                "You keep receipts as photos on your phone: look in the album from May.",
                                entity="alice")
-    brain.chat.wait_for_summaries(120)
+    brain.features.chat.wait_for_summaries(120)
 
 
 def shoot(url: str, token_url: str, out: Path, chromium: str) -> list[Path]:

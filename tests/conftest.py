@@ -16,10 +16,10 @@ import httpx
 import pytest
 import uvicorn
 
-from brain.api import create_app
+from brain.shells.api import create_app
 from brain.config import Settings
-from brain.core import open_store
-from brain.embeddings import LocalMiniLMEmbedder
+from brain.app.core import open_store
+from brain.providers.embeddings import LocalMiniLMEmbedder
 from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub
 
 # the session fails when a test reads anything beside the repository (see tests/outside_reads.py)

@@ -46,7 +46,7 @@ def server_env(workdir: Path, **extra: str) -> dict[str, str]:
 
 
 def brain_command(workdir: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "brain.cli", "--data-dir", str(workdir / "data"), "mcp", *args]
+    return [sys.executable, "-m", "brain.shells.cli", "--data-dir", str(workdir / "data"), "mcp", *args]
 
 
 class McpClient:

@@ -1,4 +1,4 @@
-"""brain.access: the caller rules as a library, without HTTP."""
+"""brain.access.policy: the caller rules as a library, without HTTP."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import re
 import pytest
 from hypothesis import given, strategies as st
 
-from brain.access import ADMIN, ENTITY_PATTERN, Access, Caller, may_change, may_read, \
+from brain.access.policy import ADMIN, ENTITY_PATTERN, Access, Caller, may_change, may_read, \
     may_use_conversation
-from brain.chat import ChatMemory
-from brain.errors import Forbidden, NotFound, ValidationError
-from brain.schemas import valid_name as check_entity_name
-from brain.summarizers import ExtractiveSummarizer
+from brain.features.chat import ChatMemory
+from brain.model.errors import Forbidden, NotFound, ValidationError
+from brain.model.schemas import valid_name as check_entity_name
+from brain.providers.summarizers import ExtractiveSummarizer
 
 
 @given(st.text(max_size=140) | st.sampled_from(["", " a", "a ", "a\x01b", "Mary Ann", "x" * 128, "x" * 129]))

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 import brain
-from brain.api import create_app, is_loopback, serve
-from brain.core import open_store
-from brain.embeddings.ollama import OllamaEmbedder
-from brain.errors import ConfigError
-from brain.schemas import DOC_TYPES
+from brain.shells.api import create_app, is_loopback, serve
+from brain.app.core import open_store
+from brain.providers.embeddings.ollama import OllamaEmbedder
+from brain.model.errors import ConfigError
+from brain.model.schemas import DOC_TYPES
 
 from .conftest import ROOT, LiveServer, api_settings, free_port, start_chroma_server, stop
 from .ollama_stub import OllamaStub
@@ -283,7 +283,7 @@ def test_context_and_exchanges_round_trip(live, api_store):
 
 def test_serve_command_refuses_a_second_process_on_the_same_data_dir(api_store, tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "brain.cli", "--data-dir", str(api_store.settings.data_dir), "serve",
+        [sys.executable, "-m", "brain.shells.cli", "--data-dir", str(api_store.settings.data_dir), "serve",
          "--port", str(free_port())],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )
@@ -330,7 +330,7 @@ def test_create_app_takes_a_brain_or_a_store_not_both(api_store):
 
 
 def test_a_bad_setting_breaks_the_app_not_the_import(tmp_path):
-    code = ("import brain.api as api\nprint('imported')\ntry:\n    api.app\n"
+    code = ("import brain.shells.api as api\nprint('imported')\ntry:\n    api.app\n"
             "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
     result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "BRAIN_API_MAX_BODY_BYTES": "lots"},
                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -341,7 +341,7 @@ def test_a_bad_setting_breaks_the_app_not_the_import(tmp_path):
 
 
 def test_the_module_app_is_built_once_from_the_environment(tmp_path):
-    code = ("import brain.api as api\nassert api.app is api.app\nprint(api.app.state.settings.data_dir)\n"
+    code = ("import brain.shells.api as api\nassert api.app is api.app\nprint(api.app.state.settings.data_dir)\n"
             "try:\n    api.no_such_thing\nexcept AttributeError:\n    print('no such thing')\n")
     result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "BRAIN_DATA_DIR": str(tmp_path / "d")},
                             cwd=tmp_path, capture_output=True, text=True, timeout=120)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from brain.api import create_app
-from brain.chat import ChatMemory
-from brain.core import open_store
-from brain.summarizers import ExtractiveSummarizer
+from brain.shells.api import create_app
+from brain.features.chat import ChatMemory
+from brain.app.core import open_store
+from brain.providers.summarizers import ExtractiveSummarizer
 
 from .conftest import LiveServer, api_settings
 from .test_api_security import ADMIN, TOKENS, write_tokens
@@ -52,8 +52,8 @@ def memory(client: httpx.Client, text: str, **fields) -> dict:
 # ---- the library calls behind the routes ----------------------------------------------------------
 
 def test_list_memories_library_filters_orders_and_pages(embedded_store):
-    from brain.errors import ValidationError
-    from brain.memory_listing import list_memories
+    from brain.model.errors import ValidationError
+    from brain.store.memory_listing import list_memories
 
     store = embedded_store
     ids = [store.upsert_memory(f"fact {i}", importance=1 + i % 5, timestamp=f"2026-02-{10 + i:02d}T00:00:00Z",
@@ -71,7 +71,7 @@ def test_list_memories_library_filters_orders_and_pages(embedded_store):
 
 
 def test_list_conversations_library_follows_the_access_rule(embedded_store):
-    from brain.browse import list_conversations
+    from brain.app.browse import list_conversations
 
     store = embedded_store
     store.upsert_turn("conv-a", "hi", "hello", user_ts="2026-01-01T00:00:00Z", scope="entity:ada")
@@ -209,7 +209,7 @@ def test_persona_by_section(deployed, tmp_path):
     store, _, c = deployed
     assert ok(c["admin"].get("/v1/persona")) == {"version": None, "source": str(tmp_path / "persona.md"),
                                                    "sections": []}
-    from brain.persona import load_persona
+    from brain.features.persona import load_persona
 
     loaded = load_persona(store, tmp_path / "persona.md")
     persona = ok(c["admin"].get("/v1/persona"))

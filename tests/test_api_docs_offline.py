@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from brain.api import create_app
+from brain.shells.api import create_app
 
 from .conftest import LiveServer
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from brain.api import MAX_JSON_DEPTH, MAX_OFFSET
-from brain.schemas import DOC_TYPES
+from brain.shells.api import MAX_JSON_DEPTH, MAX_OFFSET
+from brain.model.schemas import DOC_TYPES
 
 
 JSON = {"content-type": "application/json"}

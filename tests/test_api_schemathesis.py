@@ -15,10 +15,10 @@ import sys
 
 import pytest
 
-from brain.api import create_app
-from brain.chat import ChatMemory
-from brain.core import open_store
-from brain.summarizers import ExtractiveSummarizer
+from brain.shells.api import create_app
+from brain.features.chat import ChatMemory
+from brain.app.core import open_store
+from brain.providers.summarizers import ExtractiveSummarizer
 
 from .conftest import ROOT
 from .conftest import LiveServer, api_settings

@@ -16,15 +16,15 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from brain.access import Caller
-from brain.api import create_app, serve
-from brain.auth import TokenTable
-from brain.chat import ChatMemory
+from brain.access.policy import Caller
+from brain.shells.api import create_app, serve
+from brain.access.tokens import TokenTable
+from brain.features.chat import ChatMemory
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import ConfigError
-from brain.rag_store import RagStore
-from brain.summarizers import ExtractiveSummarizer
+from brain.app.core import open_store
+from brain.model.errors import ConfigError
+from brain.app.rag_store import RagStore
+from brain.providers.summarizers import ExtractiveSummarizer
 
 from .conftest import ROOT, free_port
 from .conftest import LiveServer, api_settings
@@ -68,7 +68,7 @@ def test_serve_refuses_a_public_address_with_an_empty_token(tmp_path, monkeypatc
 def test_brain_serve_refuses_a_public_address_with_an_empty_token(tmp_path):
     env = {**os.environ, "BRAIN_API_TOKEN": "", "PYTHONPATH": str(ROOT)}
     result = subprocess.run(
-        [sys.executable, "-m", "brain.cli", "--data-dir", str(tmp_path / "data"), "serve", "--host", "0.0.0.0",
+        [sys.executable, "-m", "brain.shells.cli", "--data-dir", str(tmp_path / "data"), "serve", "--host", "0.0.0.0",
          "--port", str(free_port())],
         capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
     )

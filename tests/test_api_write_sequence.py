@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from brain.api import create_app
+from brain.shells.api import create_app
 from tests.test_api_read_your_writes import two_workers  # noqa: F401  (the fixture)
 
 CONVERSATION = "conv-sequence"

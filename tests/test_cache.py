@@ -1,4 +1,4 @@
-"""brain.cache.LRUCache: the one bounded map behind the query, turn, summary-position and ranking caches."""
+"""brain.providers.cache.LRUCache: the one bounded map behind the query, turn, summary-position and ranking caches."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from brain.cache import LRUCache
+from brain.providers.cache import LRUCache
 
 
 def test_least_recently_used_goes_first_and_put_reports_it():

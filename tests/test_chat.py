@@ -1,4 +1,4 @@
-"""brain.chat: context assembly, exchanges, summaries at their cadence, fallbacks, access tracking.
+"""brain.features.chat: context assembly, exchanges, summaries at their cadence, fallbacks, access tracking.
 
 Real Chroma, the real local embedder and a real loopback HTTP server speaking Ollama's /api/chat.
 """
@@ -13,15 +13,15 @@ import time
 import numpy as np
 import pytest
 
-from brain import ranking
-from brain.chat import DROP_PRIORITY, ChatMemory, TokenCounter, render_prompt, summary_id
+from brain.rules import ranking
+from brain.features.chat import DROP_PRIORITY, ChatMemory, TokenCounter, render_prompt, summary_id
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import ValidationError
-from brain.memory_index import MemoryIndex
-from brain.persona import load_persona
-from brain.ranking import ScoreWeights
-from brain.summarizers import SummarizerUnavailable, transcript
+from brain.app.core import open_store
+from brain.model.errors import ValidationError
+from brain.store.memory_index import MemoryIndex
+from brain.features.persona import load_persona
+from brain.rules.ranking import ScoreWeights
+from brain.providers.summarizers import SummarizerUnavailable, transcript
 from tests.ollama_stub import dead_url, stub_chat_reply
 
 CONV_RE = re.compile(r"^conv-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -236,7 +236,7 @@ def test_summary_covers_exactly_its_turns(make_chat, stub):
     assert chat.wait_for_summaries(30)
     first, second = stub.chat_requests()
     stored = turns_of(chat.store, conv)
-    from brain.summarizers import TurnText
+    from brain.providers.summarizers import TurnText
     for request, part in ((first, stored[0:4]), (second, stored[4:8])):
         expected = transcript([TurnText(d.metadata["turn_index"], d.metadata["role"], d.text) for d in part])
         assert request.body["messages"][-1]["content"].endswith(expected)
@@ -244,7 +244,7 @@ def test_summary_covers_exactly_its_turns(make_chat, stub):
 
 def test_ollama_down_falls_back_without_blocking_the_chat(make_chat, caplog):
     chat = make_chat(url=dead_url(), summary_every_n=1)
-    with caplog.at_level(logging.WARNING, logger="brain.chat"):
+    with caplog.at_level(logging.WARNING, logger="brain.features.chat"):
         ex = chat.record_exchange("conv-down", "My sister Lena lives in Oslo.", "Oslo is beautiful in June.")
         assert ex.summaries_scheduled == ["1-2"]
         context = chat.build_context("conv-down", "where does Lena live?")  # the chat goes on
@@ -667,7 +667,7 @@ def test_the_summary_worker_survives_an_unexpected_error(make_chat, monkeypatch)
 
 
 def test_a_summary_whose_write_failed_once_is_written_on_retry(make_chat, monkeypatch):
-    from brain.errors import StoreUnavailable
+    from brain.model.errors import StoreUnavailable
 
     # no worker: both windows are queued before the first runs (the jobs run in wait_for_summaries)
     chat = make_chat(summary_every_n=1, summary_backoff_seconds=0.05, start_worker=False)

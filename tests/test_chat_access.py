@@ -1,4 +1,4 @@
-"""brain.chat.access: a recorded use goes to the index at once and to Chroma at the flush, never to the
+"""brain.features.chat.last_used: a recorded use goes to the index at once and to Chroma at the flush, never to the
 mirror (the documented choice); a failed flush keeps the uses; a deleted memory is not brought back."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from brain.chat import ChatMemory
+from brain.features.chat import ChatMemory
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import NotFound, StoreUnavailable
-from brain.mirror import verify_mirror
+from brain.app.core import open_store
+from brain.model.errors import NotFound, StoreUnavailable
+from brain.features.mirror import verify_mirror
 
 NOW = 1_800_000_000.0
 

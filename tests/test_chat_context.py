@@ -1,4 +1,4 @@
-"""brain.chat.context: sections -> budget -> prompt with no store at all (the module is pure)."""
+"""brain.features.chat.context: sections -> budget -> prompt with no store at all (the module is pure)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import brain.chat.context as context_module
-from brain.chat import DROP_PRIORITY, SECTIONS, ContextItem, TokenCounter, assemble_context, render_prompt
+import brain.features.chat.context as context_module
+from brain.features.chat import DROP_PRIORITY, SECTIONS, ContextItem, TokenCounter, assemble_context, render_prompt
 
 
 def item(doc_id: str, text: str, similarity: float = 0.0, **meta) -> ContextItem:

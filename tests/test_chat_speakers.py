@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from brain.chat import ChatMemory
-from brain.core import open_store
-from brain.errors import ValidationError
-from brain.persona import load_persona, name_in
-from brain.summarizers import ExtractiveSummarizer
+from brain.features.chat import ChatMemory
+from brain.app.core import open_store
+from brain.model.errors import ValidationError
+from brain.features.persona import load_persona, name_in
+from brain.providers.summarizers import ExtractiveSummarizer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from brain.chunking import TokenChunker
+from brain.rules.chunking import TokenChunker
 from brain.config import Settings
-from brain.errors import ConfigError
+from brain.model.errors import ConfigError
 from brain.text import counting_tokenizer
 
 PARAGRAPH = (
@@ -65,7 +65,7 @@ def test_windows_are_bounded_overlap_and_cover_the_text(window, overlap):
 
 
 def test_chunks_fit_the_embedder_without_truncation(local_embedder):
-    from brain.embeddings.local import MAX_TOKENS, _load_runtime
+    from brain.providers.embeddings.local import MAX_TOKENS, _load_runtime
 
     chunker = TokenChunker(MAX_TOKENS - 2, 40)
     chunks = chunker.chunk(LONG)

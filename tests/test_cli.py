@@ -20,11 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 import brain.store.facade
-from brain.cli import cli
-from brain.cli.reports import ingest_text
-from brain.errors import NotFound
-from brain.ingest.report import IngestReport
-from brain.schemas import DOC_TYPES
+from brain.shells.cli import cli
+from brain.shells.cli.reports import ingest_text
+from brain.model.errors import NotFound
+from brain.features.ingest.report import IngestReport
+from brain.model.schemas import DOC_TYPES
 
 PERSONA = """You are Brain, a careful household assistant.
 
@@ -425,7 +425,7 @@ def test_ingest_passes_options_through_and_exits_1_on_errors(monkeypatch, tmp_pa
         calls.append((paths, prune, dry_run, progress))
         return ingest_report(ok=not any(p.name == "bad" for p in paths))
 
-    monkeypatch.setitem(sys.modules, "brain.ingest", types.SimpleNamespace(ingest_paths=ingest_paths))
+    monkeypatch.setitem(sys.modules, "brain.features.ingest", types.SimpleNamespace(ingest_paths=ingest_paths))
     (tmp_path / "kb").mkdir()
     (tmp_path / "bad").mkdir()
     ok = run("ingest", "kb", "--prune", "--dry-run")
@@ -447,7 +447,7 @@ def test_ingest_stopped_with_ctrl_c_exits_130_saying_how_to_complete(monkeypatch
     def ingest_paths(store, paths, **options):
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(sys.modules, "brain.ingest", types.SimpleNamespace(ingest_paths=ingest_paths))
+    monkeypatch.setitem(sys.modules, "brain.features.ingest", types.SimpleNamespace(ingest_paths=ingest_paths))
     (tmp_path / "kb").mkdir()
     result = run("ingest", "kb")
     assert result.exit_code == 130 and result.stdout == ""
@@ -479,7 +479,7 @@ def test_init_calls_startup_with_settings_and_persona_path(monkeypatch, tmp_path
         calls.append((settings.data_dir, persona_path))
         return Report()
 
-    monkeypatch.setitem(sys.modules, "brain.startup", types.SimpleNamespace(startup=startup))
+    monkeypatch.setitem(sys.modules, "brain.app.startup", types.SimpleNamespace(startup=startup))
     result = run("--data-dir", str(tmp_path / "d"), "init", "--persona", "p.md")
     assert result.exit_code == 0 and result.stdout.strip() == (
         "store: embedded (local/minilm-l6-v2, 384-d), 0 documents\npersona: none loaded\nin-process indexes: memory 0\n"
@@ -491,7 +491,7 @@ def test_init_calls_startup_with_settings_and_persona_path(monkeypatch, tmp_path
 # ---- init and ingest against the real modules ------------------------------------------------------
 
 def test_init_opens_the_store_and_loads_the_persona(tmp_path):
-    pytest.importorskip("brain.startup")
+    pytest.importorskip("brain.app.startup")
     (tmp_path / "persona.md").write_text(PERSONA, encoding="utf-8")
     first = run_json("init")
     assert first["persona"]["changed"] is True and first["persona"]["sections"] == 3
@@ -503,7 +503,7 @@ def test_init_opens_the_store_and_loads_the_persona(tmp_path):
 
 
 def test_init_without_persona_file_still_starts(tmp_path):
-    pytest.importorskip("brain.startup")
+    pytest.importorskip("brain.app.startup")
     result = run("init", "--persona", "nowhere.md")
     assert result.exit_code == 0, result.stderr
     assert "nowhere.md" in result.stdout
@@ -521,7 +521,7 @@ def _write_kb(directory: Path) -> Path:
 
 
 def test_ingest_adds_then_finds_nothing_new(tmp_path):
-    pytest.importorskip("brain.ingest")
+    pytest.importorskip("brain.features.ingest")
     _write_kb(tmp_path / "kb")
     dry = run_json("ingest", "kb", "--dry-run")
     assert dry["dry_run"] is True and dry["errors"] == []
@@ -536,7 +536,7 @@ def test_ingest_adds_then_finds_nothing_new(tmp_path):
 
 
 def test_ingest_reports_a_bad_line_and_exits_1(tmp_path):
-    pytest.importorskip("brain.ingest")
+    pytest.importorskip("brain.features.ingest")
     path = _write_kb(tmp_path / "kb")
     path.write_text(path.read_text(encoding="utf-8") + "{not json\n", encoding="utf-8")
     result = run("--json", "ingest", "kb")
@@ -554,7 +554,7 @@ def test_ingest_reports_a_bad_line_and_exits_1(tmp_path):
 def brain_subprocess(tmp_path: Path, *args: str, extra_env: dict[str, str] | None = None):
     env = {**os.environ, "BRAIN_DATA_DIR": str(tmp_path / "data"), **(extra_env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "brain.cli", *args], cwd=tmp_path, env=env,
+        [sys.executable, "-m", "brain.shells.cli", *args], cwd=tmp_path, env=env,
         capture_output=True, text=True, timeout=120,
     )
 
@@ -612,8 +612,8 @@ def test_subprocess_debug_shows_the_traceback(tmp_path):
 # ---- the reports the commands print --------------------------------------------------------------
 
 def test_every_mirror_report_has_to_dict_and_text():
-    from brain.cli.reports import rebuild_text, recovery_text, restore_text, verify_text
-    from brain.mirror import RebuildReport, RecoveryReport, RestoreReport, SyncReport, VerifyReport
+    from brain.shells.cli.reports import rebuild_text, recovery_text, restore_text, verify_text
+    from brain.features.mirror import RebuildReport, RecoveryReport, RestoreReport, SyncReport, VerifyReport
 
     sync = SyncReport(added=2, unchanged=1)
     reports = [sync, VerifyReport(checked=3, missing=["doc-a"]), RestoreReport(restored=1, by_type={"memory": 1}),

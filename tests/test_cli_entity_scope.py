@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 import brain.store.facade
-from brain.cli import cli
+from brain.shells.cli import cli
 
 
 @pytest.fixture(autouse=True)

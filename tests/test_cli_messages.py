@@ -17,9 +17,9 @@ from click.testing import CliRunner
 
 import brain
 import brain.store.facade
-from brain.cli import cli
+from brain.shells.cli import cli
 from brain.config import Settings
-from brain.wording import counted, plural
+from brain.text.wording import counted, plural
 
 from .conftest import free_port
 from .mcp_client import SOURCE_ROOT, HttpServer, http, project, stdio

@@ -14,7 +14,7 @@ import pytest
 
 import brain
 from brain.config import Settings
-from brain.locking import LOCK_NAME
+from brain.store.locking import LOCK_NAME
 
 from .conftest import NOBODY
 from .mcp_client import project
@@ -28,7 +28,7 @@ def cli(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("BRAIN_", "RAG_"))}
     env.update(PYTHONPATH=str(ROOT), OLLAMA_HOST=NOBODY, BRAIN_SUMMARY_RETRIES="0",
                XDG_CONFIG_HOME=str(workdir / "xdg-config"), XDG_DATA_HOME=str(workdir / "xdg-data"))
-    return subprocess.run([sys.executable, "-m", "brain.cli", *args], capture_output=True, text=True, cwd=workdir,
+    return subprocess.run([sys.executable, "-m", "brain.shells.cli", *args], capture_output=True, text=True, cwd=workdir,
                           env=env, timeout=300)
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import brain.embeddings
+import brain.providers.embeddings
 import brain.store.facade
-from brain.cli import cli
+from brain.shells.cli import cli
 
 PERSONA = "You are Brain.\n\n## Tone\nWarm and brief.\n"
 FAQ = "".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in [
@@ -32,7 +32,7 @@ GUIDE = "# Scanning\nLay the page flat.\n\n## Light\nUse even light.\n"
 @pytest.fixture(autouse=True)
 def _model(monkeypatch, local_embedder):
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
-    monkeypatch.setattr(brain.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
 
 
 @pytest.fixture
@@ -169,10 +169,10 @@ def test_first_ingest_summary_counts_new_and_bad_files(proj):
 def test_subprocess_from_a_subfolder_finds_the_project(proj):
     env = {**os.environ}
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
-    missing = subprocess.run([sys.executable, "-m", "brain.cli", "stats"], cwd=proj / "config" / "kb", env=env,
+    missing = subprocess.run([sys.executable, "-m", "brain.shells.cli", "stats"], cwd=proj / "config" / "kb", env=env,
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 1 and "brain init" in missing.stderr and data_dirs(proj.parent) == []
-    made = subprocess.run([sys.executable, "-m", "brain.cli", "--json", "init"], cwd=proj / "config", env=env,
+    made = subprocess.run([sys.executable, "-m", "brain.shells.cli", "--json", "init"], cwd=proj / "config", env=env,
                           capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
     assert data_dirs(proj.parent) == [proj / "data"]

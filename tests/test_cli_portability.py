@@ -7,10 +7,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from brain.core import open_store
-import brain.embeddings
+from brain.app.core import open_store
+import brain.providers.embeddings
 import brain.store.facade
-from brain.cli import cli
+from brain.shells.cli import cli
 from brain.config import Settings
 
 
@@ -18,7 +18,7 @@ from brain.config import Settings
 def _cli_env(monkeypatch, local_embedder, tmp_path):
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
-    monkeypatch.setattr(brain.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
 
 
 def run(*args: str, env: dict[str, str] | None = None):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from brain.config import PATH_FIELDS, Settings, env_name, find_project_root, load_settings
-from brain.errors import BrainError, ConfigError
+from brain.model.errors import BrainError, ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO_DEFAULTS = ROOT / "config" / "defaults.env"
@@ -348,7 +348,7 @@ def test_kwargs_beat_environment_and_files(tmp_path, monkeypatch):
 
 def test_chunk_overlap_must_be_below_the_window():
     from brain.config import Settings
-    from brain.errors import ConfigError
+    from brain.model.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
         Settings(chunk_window=50, chunk_overlap=60)
@@ -487,7 +487,7 @@ def test_a_section_refuses_a_variable_against_its_prefix():
 @pytest.mark.parametrize("var", DOCUMENTED_NAMES)
 def test_every_documented_name_still_sets_its_setting(monkeypatch, var):
     from brain.config import env_names
-    from brain.config_docs import env_value
+    from brain.config.docs import env_value
 
     field = next((name for name in Settings.model_fields if var in env_names(name)), None)
     assert field is not None, f"{var} no longer sets any setting"
@@ -525,8 +525,8 @@ def test_a_variable_named_like_a_field_is_not_a_setting(tmp_path, monkeypatch, v
 def test_closed_sets_are_literal_types():
     from typing import get_args
 
-    from brain.config_docs import choices
-    from brain.summarizers import SUMMARIZER_KINDS
+    from brain.config.docs import choices
+    from brain.providers.summarizers import SUMMARIZER_KINDS
 
     assert set(choices("summarizer")) == set(SUMMARIZER_KINDS)
     assert choices("recency_from") == ("created", "last_used")
@@ -568,11 +568,11 @@ def test_bad_document_type_lists(monkeypatch, var, value, expected):
 
 
 def test_provider_facts_come_from_the_providers():
-    from brain.embeddings import local as local_embedder
-    from brain.embeddings import max_input_tokens
-    from brain.embeddings import ollama as ollama_embedder
-    from brain.summarizers import ExtractiveSummarizer, OllamaSummarizer, get_summarizer
-    from brain.summarizers import ollama as ollama_summarizer
+    from brain.providers.embeddings import local as local_embedder
+    from brain.providers.embeddings import max_input_tokens
+    from brain.providers.embeddings import ollama as ollama_embedder
+    from brain.providers.summarizers import ExtractiveSummarizer, OllamaSummarizer, get_summarizer
+    from brain.providers.summarizers import ollama as ollama_summarizer
 
     settings = Settings()
     assert settings.embedder == local_embedder.LocalMiniLMEmbedder.name
@@ -585,7 +585,7 @@ def test_provider_facts_come_from_the_providers():
 
 @pytest.mark.parametrize("model", ["", "  ", "llama 3"])
 def test_summary_model_is_checked_by_the_providers_rule(model):
-    from brain.summarizers.ollama import model_name_problem
+    from brain.config.values import model_name_problem
 
     assert model_name_problem(model)
     message = config_error(summary_model=model)
@@ -593,7 +593,7 @@ def test_summary_model_is_checked_by_the_providers_rule(model):
 
 
 def test_committed_defaults_env_and_settings_page_are_generated_from_the_model():
-    from brain.config_docs import readme_table, render_defaults_env, render_readme_table
+    from brain.config.docs import readme_table, render_defaults_env, render_readme_table
 
     stale = "is stale: run python scripts/gen_config_docs.py"
     assert REPO_DEFAULTS.read_text(encoding="utf-8") == render_defaults_env(), f"config/defaults.env {stale}"
@@ -605,11 +605,11 @@ def test_every_setting_appears_in_defaults_env_and_the_settings_page_with_its_de
     """Independent of the renderer: read the committed files as a user would."""
     from dotenv import dotenv_values
 
-    from brain.config_docs import env_value
+    from brain.config.docs import env_value
 
     text = REPO_DEFAULTS.read_text(encoding="utf-8")
     values = dotenv_values(REPO_DEFAULTS)
-    from brain.config_docs import readme_table
+    from brain.config.docs import readme_table
 
     table = readme_table(SETTINGS_PAGE.read_text(encoding="utf-8"))
     for name, field in Settings.model_fields.items():

@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from brain.chat import ChatMemory
+from brain.features.chat import ChatMemory
 from brain.config import Settings
-from brain.consolidate import consolidate_memories
-from brain.core import open_store
-from brain.errors import ValidationError
-from brain.cli.reports import consolidation_text
+from brain.features.consolidate import consolidate_memories
+from brain.app.core import open_store
+from brain.model.errors import ValidationError
+from brain.shells.cli.reports import consolidation_text
 
 DIM = 384
 

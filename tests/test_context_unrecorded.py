@@ -4,8 +4,8 @@ in the library, over HTTP (and MCP: tests/test_mcp.py)."""
 
 from __future__ import annotations
 
-from brain.chat import ChatMemory, new_conversation_id
-from brain.persona import load_persona
+from brain.features.chat import ChatMemory, new_conversation_id
+from brain.features.persona import load_persona
 
 PERSONA = "You are Juniper, the household's assistant.\n\n## Tone\nWarm and brief.\n"
 

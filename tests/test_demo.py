@@ -6,7 +6,7 @@ import re
 import sqlite3
 import shutil
 
-from brain.demo import main
+from brain.shells.demo import main
 from tests.conftest import ROOT
 
 
@@ -54,7 +54,7 @@ def test_demo_reports_bad_settings_as_one_line(tmp_path, monkeypatch, capsys):
 def _stored(tmp_path, local_embedder) -> tuple[dict, dict]:
     """Everything the demo stored: Chroma's documents (text, metadata, vector) and the mirror's tables."""
     from brain.config import Settings
-    from brain.core import open_store
+    from brain.app.core import open_store
 
     settings = Settings(data_dir=tmp_path / "data")
     with open_store(settings, embedder=local_embedder, mirror=False) as store:

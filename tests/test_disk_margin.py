@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 import brain
-from brain.api import create_app
+from brain.shells.api import create_app
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import DiskSpaceLow
+from brain.app.core import open_store
+from brain.model.errors import DiskSpaceLow
 from tests.conftest import NOBODY, LiveServer, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +114,7 @@ def test_brain_serve_below_the_margin_answers_and_stops_on_sigterm(tmp_path):
            "BRAIN_MIN_FREE_DISK_MB": str(above_free(tmp_path))}
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "serve", "--port", str(port)], cwd=tmp_path,
+        proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)], cwd=tmp_path,
                                 env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -15,7 +15,7 @@ import click
 import pytest
 import yaml
 
-from brain.cli import cli
+from brain.shells.cli import cli
 from brain.config import Settings, env_names
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,7 +193,7 @@ def test_mkdocs_build_strict_passes_and_the_references_cover_the_code(tmp_path, 
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
-    from brain.api import create_app
+    from brain.shells.api import create_app
 
     monkeypatch.chdir(ROOT)  # the benchmark pages include bench/*.md by paths relative to the project
     site = tmp_path / "site"

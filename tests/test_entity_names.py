@@ -1,4 +1,4 @@
-"""One rule for entity names (:func:`brain.schemas.check_name`), enforced by every entry point: the library, the
+"""One rule for entity names (:func:`brain.model.schemas.check_name`), enforced by every entry point: the library, the
 HTTP API (bodies, queries and the forget path), the CLI, MCP, the tokens file, the Xaibo attributes and the
 scopes stored documents carry. A name holding a control or formatting character is refused with a message that
 shows it escaped; a name with a ``/`` is a name like any other, forgotten over HTTP too."""
@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from hypothesis import given, strategies as st
 
 import brain.store.facade
-from brain.access import Caller
-from brain.auth import TokenTable
-from brain.cli import cli
-from brain.errors import ConfigError, ValidationError
-from brain.integrations.xaibo.attributes import encode_attributes
-from brain.schemas import ENTITY_PATTERN, check_name, check_scope, entity_scope, valid_name, validate_metadata
-from brain.schemas.values import UNPRINTABLE_CLASS
+from brain.access.policy import Caller
+from brain.access.tokens import TokenTable
+from brain.shells.cli import cli
+from brain.model.errors import ConfigError, ValidationError
+from brain.shells.xaibo.attributes import encode_attributes
+from brain.model.schemas import ENTITY_PATTERN, check_name, check_scope, entity_scope, valid_name, validate_metadata
+from brain.model.schemas.values import UNPRINTABLE_CLASS
 
 #: each was accepted once, and printed raw by the CLI
 BAD = ["\x00", "\x1b[2Jm", "\x7f", "\u2028", "\u202eevil", "evil\u202e", "a\x1b[31mb", "bob\u200b", "\ufeffbob",
@@ -115,7 +115,7 @@ def test_http_creates_and_forgets_a_name_with_a_slash_and_refuses_bad_ones(live,
 def test_mcp_refuses_a_bad_pinned_entity(tmp_path, local_embedder):
     import brain as brain_package
     from brain.config import Settings
-    from brain.mcp.server import create_server
+    from brain.shells.mcp.server import create_server
 
     with brain_package.open(Settings(data_dir=tmp_path / "data"), embedder=local_embedder, start_worker=False) as b:
         with pytest.raises(ValidationError, match="U\\+001B"):

@@ -1,4 +1,4 @@
-"""brain.errors: one hierarchy of named errors, importable where callers found them, and one Problem type."""
+"""brain.model.errors: one hierarchy of named errors, importable where callers found them, and one Problem type."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import inspect
 import pytest
 
 import brain
-import brain.errors as errors
-from brain.errors import BrainError, FilterError, Problem, ValidationError
+import brain.model.errors as errors
+from brain.model.errors import BrainError, FilterError, Problem, ValidationError
 
 
 def test_every_error_class_of_brain_lives_in_brain_errors():
@@ -24,17 +24,17 @@ def test_every_error_class_of_brain_lives_in_brain_errors():
             continue
         for name, value in vars(module).items():
             if inspect.isclass(value) and issubclass(value, BrainError) and value.__module__ == info.name \
-                    and info.name != "brain.errors":
+                    and info.name != "brain.model.errors":
                 defined_elsewhere.append(f"{info.name}.{name}")
     assert not defined_elsewhere, defined_elsewhere
 
 
 @pytest.mark.parametrize("where, names", [
-    ("brain.mirror", ["MirrorCorrupt", "EmbeddingProtocolError", "REBUILD_COMMAND"]),
-    ("brain.mirror.integrity", ["MirrorCorrupt", "REBUILD_COMMAND"]),
-    ("brain.mirror.protocol", ["EmbeddingProtocolError"]),
-    ("brain.summarizers", ["SummarizerError", "SummarizerUnavailable"]),
-    ("brain.summarizers.base", ["SummarizerError", "SummarizerUnavailable"]),
+    ("brain.features.mirror", ["MirrorCorrupt", "EmbeddingProtocolError", "REBUILD_COMMAND"]),
+    ("brain.features.mirror.integrity", ["MirrorCorrupt", "REBUILD_COMMAND"]),
+    ("brain.features.mirror.protocol", ["EmbeddingProtocolError"]),
+    ("brain.providers.summarizers", ["SummarizerError", "SummarizerUnavailable"]),
+    ("brain.providers.summarizers.base", ["SummarizerError", "SummarizerUnavailable"]),
     ("brain", ["EmbeddingProtocolError", "SummarizerError", "SummarizerUnavailable", "ValidationError"]),
 ])
 def test_errors_stay_importable_from_where_callers_import_them(where, names):
@@ -51,7 +51,7 @@ def test_the_hierarchy_says_what_a_caller_does():
     assert issubclass(errors.EmbeddingProtocolError, ValueError) and issubclass(ValidationError, ValueError)
     assert issubclass(FilterError, ValidationError)
     for value in vars(errors).values():
-        if inspect.isclass(value) and issubclass(value, Exception) and value.__module__ == "brain.errors":
+        if inspect.isclass(value) and issubclass(value, Exception) and value.__module__ == "brain.model.errors":
             assert issubclass(value, BrainError) and value.__doc__, value
 
 
@@ -86,8 +86,8 @@ def test_validation_error_reads_mappings_as_problems():
 
 
 def test_library_errors_carry_problems():
-    from brain.filters import to_chroma_where
-    from brain.schemas import validate_metadata
+    from brain.rules.filters import to_chroma_where
+    from brain.model.schemas import validate_metadata
 
     with pytest.raises(ValidationError) as caught:
         validate_metadata("memory", {"importance": 9, "tags": "not-a-list"})

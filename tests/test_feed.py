@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import StoreUnavailable, ValidationError
-from brain.forget import forget_entity
+from brain.app.core import open_store
+from brain.model.errors import StoreUnavailable, ValidationError
+from brain.app.forget import forget_entity
 from brain.store.feed import ChangeFeed, FeedRecord, feed_name, record_id
 from tests.conftest import chroma_executable, start_chroma_server, stop
 
@@ -353,7 +353,7 @@ def test_racing_stores_end_with_what_chroma_holds(server_settings, local_embedde
     import random
     import threading
 
-    from brain.errors import NotFound, StoreError
+    from brain.model.errors import NotFound, StoreError
 
     stores = [open_store(server_settings.model_copy(update={"data_dir": tmp_path / f"s{n}"}), embedder=local_embedder)
               for n in range(3)]

@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 import chromadb
 import pytest
 
-from brain.errors import FilterError, ValidationError
-from brain.filters import to_chroma_where
-from brain.schemas import validate_metadata
+from brain.model.errors import FilterError, ValidationError
+from brain.rules.filters import to_chroma_where
+from brain.model.schemas import validate_metadata
 
 
 def epoch(iso: str) -> float:

@@ -1,4 +1,4 @@
-"""Forgetting a person (brain.forget, Brain.forget_entity, `brain forget`): every document of the
+"""Forgetting a person (brain.app.forget, Brain.forget_entity, `brain forget`): every document of the
 entity's scope gone from Chroma, the mirror and the indexes, and no byte of their text left under the
 data directory."""
 
@@ -13,12 +13,12 @@ from click.testing import CliRunner
 
 import brain
 import brain.store.facade
-from brain.cli import cli
+from brain.shells.cli import cli
 from brain.config import Settings
-from brain.core import Brain, open_store
-from brain.errors import NotFound, ValidationError
-from brain.schemas import DocType
-from brain.cli.reports import forget_text
+from brain.app.core import Brain, open_store
+from brain.model.errors import NotFound, ValidationError
+from brain.model.schemas import DocType
+from brain.shells.cli.reports import forget_text
 
 # distinctive words: each appears in exactly one document, so a byte search finds it or not
 ADA_MEMORY = "Ada is allergic to quinceberries and hates xylophagous beetles"
@@ -198,7 +198,7 @@ def test_cli_forget_bad_input_is_one_line(cli_data):
 
 
 def test_a_forgotten_conversation_id_used_again_starts_afresh(settings, local_embedder):
-    from brain.summarizers import ExtractiveSummarizer
+    from brain.providers.summarizers import ExtractiveSummarizer
 
     tuned = settings.model_copy(update={"summary_every_n": 1})
     with brain.open(tuned, embedder=local_embedder, summarizer=ExtractiveSummarizer(), start_worker=False) as b:

@@ -18,10 +18,10 @@ from click.testing import CliRunner
 import brain
 import brain.store.facade
 from brain import reindex
-from brain.cli.reports import forget_text, rebuild_text
-from brain.cli import cli
-from brain.errors import NotFound, StoreUnavailable
-from brain.mirror.recovery import rebuild_mirror
+from brain.shells.cli.reports import forget_text, rebuild_text
+from brain.shells.cli import cli
+from brain.model.errors import NotFound, StoreUnavailable
+from brain.app.restore import rebuild_mirror
 from brain.store.live import read_pointer
 from tests.ollama_stub import OllamaStub
 from tests.test_forget import FORGOTTEN_WORDS, KEPT_WORDS, files_holding, seed
@@ -130,17 +130,17 @@ def test_forget_refuses_while_the_mirror_cannot_be_written(settings, local_embed
 
 KILLER = """
 import os, signal, sys
-import brain, brain.forget, brain.mirror.erase
+import brain, brain.app.forget, brain.features.mirror.erase
 from brain.config import Settings
-from brain.embeddings import LocalMiniLMEmbedder
+from brain.providers.embeddings import LocalMiniLMEmbedder
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
 if sys.argv[2] == "mirror":
-    brain.mirror.erase.MirrorErase.scrub = die
+    brain.features.mirror.erase.MirrorErase.scrub = die
 elif sys.argv[2] == "chroma":
-    brain.forget.scrub_deleted = die
+    brain.app.forget.scrub_deleted = die
 else:  # inside the Chroma file's scrub: its queue records redacted and committed, its VACUUM not done
     import contextlib
     import brain.store.scrub as scrub

@@ -4,7 +4,7 @@ never shows in the prompt next to the very turns it quotes."""
 from __future__ import annotations
 
 import brain
-from brain.chat import ChatMemory
+from brain.features.chat import ChatMemory
 
 from .conftest import api_settings
 

@@ -16,17 +16,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 from brain import ranking
-from brain.chat import ChatMemory
+from brain.features.chat import ChatMemory
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import NotFound, ValidationError
-from brain.consolidate import consolidate_memories as store_consolidate
-from brain.forget import forget_entity
-from brain.memory_index import MemoryIndex
-from brain.mirror.sync import verify_mirror
-from brain.ranking import ScoreWeights
-from brain.schemas import utc_now
-from brain.write_intents import WriteIntentLog
+from brain.app.core import open_store
+from brain.model.errors import NotFound, ValidationError
+from brain.features.consolidate import consolidate_memories as store_consolidate
+from brain.app.forget import forget_entity
+from brain.store.memory_index import MemoryIndex
+from brain.features.mirror.sync import verify_mirror
+from brain.rules.ranking import ScoreWeights
+from brain.model.schemas import utc_now
+from brain.store.write_intents import WriteIntentLog
 
 from .conftest import ROOT
 
@@ -321,7 +321,7 @@ def test_any_sequence_keeps_one_current_memory_per_chain_in_one_entity(embedded_
 SUPERSEDER = textwrap.dedent("""
     import sys, time
     from brain.config import Settings
-    from brain.core import open_store
+    from brain.app.core import open_store
 
     store = open_store(Settings(data_dir=sys.argv[1]))
     old_id = store.upsert_memory("Alice lives in Paris", entity="alice")
@@ -406,7 +406,7 @@ def test_forget_removes_the_whole_chain_of_the_entity(embedded_store):
 def test_pam_export_and_import_keep_the_history(embedded_store, tmp_path, local_embedder):
     import portable_ai_memory as pam
 
-    from brain.pam import export_pam, import_pam
+    from brain.features.pam import export_pam, import_pam
 
     store = embedded_store
     old_id, new_id = _chain(store)
@@ -431,7 +431,7 @@ def test_pam_export_and_import_keep_the_history(embedded_store, tmp_path, local_
 
 def test_a_pam_history_with_forward_links_only_is_one_chain(embedded_store, tmp_path):
     """Another tool's export names the successor (temporal.superseded_by) but nothing points back."""
-    from brain.pam import export_pam, import_pam
+    from brain.features.pam import export_pam, import_pam
 
     store = embedded_store
     old_id, new_id = _chain(store)

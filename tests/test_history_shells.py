@@ -8,11 +8,11 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from brain.api import create_app
-from brain.chat import ChatMemory
-from brain.cli import cli
-from brain.core import open_store
-from brain.summarizers import ExtractiveSummarizer
+from brain.shells.api import create_app
+from brain.features.chat import ChatMemory
+from brain.shells.cli import cli
+from brain.app.core import open_store
+from brain.providers.summarizers import ExtractiveSummarizer
 
 from .conftest import LiveServer, api_settings
 

@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from brain.chat import ChatMemory
-from brain.core import open_store
-from brain.errors import ValidationError
+from brain.features.chat import ChatMemory
+from brain.app.core import open_store
+from brain.model.errors import ValidationError
 from tests.test_serve_workers import WorkersServer, fresh, make_project
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
-from brain.rag_store import RagStore
+from brain.app.rag_store import RagStore
 from brain.store.scrub import _HEADER, clear_unused_index_space
 
 SECRET = b"quinceberries-secret-garbage"

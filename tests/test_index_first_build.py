@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from brain.rag_store import RagStore
+from brain.app.rag_store import RagStore
 
 
 def test_concurrent_first_reads_build_the_indexes_once(backend_settings, local_embedder):

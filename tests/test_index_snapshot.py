@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import StoreError
+from brain.app.core import open_store
+from brain.model.errors import StoreError
 from brain.store.chroma import open_client
 from brain.store.snapshot import _json_bytes, _mac, snapshot_key, snapshot_path
 
@@ -366,7 +366,7 @@ def test_brain_index_snapshot_saves_one(monkeypatch, local_embedder, tmp_path):
     from click.testing import CliRunner
 
     import brain.store.facade
-    from brain.cli import cli
+    from brain.shells.cli import cli
 
     (tmp_path / "config").mkdir(exist_ok=True)
     (tmp_path / "config" / "defaults.env").touch()

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from brain.chunking import TokenChunker
-from brain.errors import StoreUnavailable
-from brain.ingest import ingest_paths, kb_name, scan_ingested
-from brain.cli.reports import ingest_text
+from brain.rules.chunking import TokenChunker
+from brain.model.errors import StoreUnavailable
+from brain.features.ingest import ingest_paths, kb_name, scan_ingested
+from brain.shells.cli.reports import ingest_text
 
 _WORDS = ("scanner settings window overlap embedder chunk section receipt folder answer question model vector store "
           "server update prune report batch token limit heading topic file line error retry index memory").split()
@@ -95,7 +95,7 @@ def test_first_run_ingests_every_format_and_a_second_run_writes_nothing(store, t
 
     writes = []
     # unchanged files are recognised by their hash: not even parsed
-    monkeypatch.setattr("brain.ingest.plan.PARSERS", {})
+    monkeypatch.setattr("brain.features.ingest.plan.PARSERS", {})
     monkeypatch.setattr(store, "upsert_docs", lambda docs: writes.append(docs))
     monkeypatch.setattr(store, "delete", lambda *a, **k: writes.append((a, k)))
     before = snapshot(store)
@@ -291,7 +291,7 @@ def test_dry_run_reports_the_same_counts_and_writes_nothing(embedded_store, embe
 def expected_state(tmp_path, local_embedder, kb) -> set[tuple[str, str, str]]:
     """(id, kb_file, text) of a clean ingest of ``kb`` into a fresh store."""
     from brain.config import Settings
-    from brain.core import open_store
+    from brain.app.core import open_store
 
     fresh = open_store(Settings(data_dir=tmp_path / "fresh"), embedder=local_embedder)
     ingest_paths(fresh, [kb])

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 import brain
 import brain.store.facade
 from brain.config import Settings
-from brain.errors import ConfigError, ValidationError
-from brain.persona import MAX_PERSONA_BYTES, MAX_PERSONA_SECTIONS, load_persona
-from brain.specialists import load_specialists, specialists_from_yaml
-from brain.specialists.model import MAX_FILE_BYTES, MAX_YAML_NODES
+from brain.model.errors import ConfigError, ValidationError
+from brain.features.persona import MAX_PERSONA_BYTES, MAX_PERSONA_SECTIONS, load_persona
+from brain.features.specialists import load_specialists, specialists_from_yaml
+from brain.features.specialists.model import MAX_FILE_BYTES, MAX_YAML_NODES
 from brain.text.bounded import TooLarge, load_yaml_bounded, read_bounded_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,7 +140,7 @@ def test_read_bounded_text_reads_no_further_than_the_limit(tmp_path):
 
 def test_the_cli_says_what_is_wrong_with_the_persona(tmp_path, monkeypatch, local_embedder):
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
-    from brain.cli import cli
+    from brain.shells.cli import cli
 
     path = tmp_path / "persona.md"
     with open(path, "wb") as out:

@@ -1,4 +1,4 @@
-"""brain.integrations.xaibo against Xaibo's real protocol classes, a real store and a real Xaibo exchange."""
+"""brain.shells.xaibo against Xaibo's real protocol classes, a real store and a real Xaibo exchange."""
 
 from __future__ import annotations
 
@@ -21,19 +21,19 @@ from xaibo.primitives.modules.memory import MemoryToolProvider, VectorMemory
 
 from brain import Brain
 from brain.integrations import xaibo as protocols
-from brain.chunking import TokenChunker
+from brain.rules.chunking import TokenChunker
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import BrainError, ConfigError, EmbedderError, ValidationError
-from brain.pam import MEMORY_STORE_FILE, export_pam
-from brain.integrations.xaibo import (
+from brain.app.core import open_store
+from brain.model.errors import BrainError, ConfigError, EmbedderError, ValidationError
+from brain.features.pam import MEMORY_STORE_FILE, export_pam
+from brain.shells.xaibo import (
     BrainChunker,
     BrainEmbedder,
     BrainMemory,
     BrainVectorIndex,
     UnsupportedModality,
 )
-from brain.rag_store import RagStore
+from brain.app.rag_store import RagStore
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_YAML = ROOT / "config" / "xaibo" / "agent.yaml"
@@ -118,7 +118,7 @@ def test_init_follows_xaibos_wiring_rules(cls):
     # Xaibo injects every annotated __init__ parameter except config, by the annotation's __name__
     assert set(cls.__init__.__annotations__) == {"config"}
     assert not isinstance(cls.__init__.__annotations__["config"], str), "annotations must be evaluated"
-    config = AgentConfig.from_yaml(f"id: t\nmodules:\n  - module: brain.integrations.xaibo.{cls.__name__}\n    id: m\n")
+    config = AgentConfig.from_yaml(f"id: t\nmodules:\n  - module: brain.shells.xaibo.{cls.__name__}\n    id: m\n")
     module = next(m for m in config.modules if m.id == "m")
     assert module.provides == [dict(PAIRS)[cls].__name__]
     assert not module.uses
@@ -645,7 +645,7 @@ def test_an_exchange_with_the_memory_handed_in_from_python(embedded_store):
 
 def test_consolidation_leaves_xaibo_documents_alone(embedded_store, local_embedder):
     """Two vector-index rows with the same text, and a chunked memory, are not consolidated away."""
-    from brain.consolidate import consolidate_memories
+    from brain.features.consolidate import consolidate_memories
 
     index = BrainVectorIndex(store=embedded_store)
     vector = local_embedder.embed_documents(["the invoice total is 42 euros"])[0]

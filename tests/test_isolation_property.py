@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 from mcp import StdioServerParameters, stdio_client
 
 import brain
-from brain.api import create_app
-from brain.chat import ChatMemory
-from brain.core import open_store
-from brain.pam import export_pam
-from brain.summarizers import ExtractiveSummarizer
+from brain.shells.api import create_app
+from brain.features.chat import ChatMemory
+from brain.app.core import open_store
+from brain.features.pam import export_pam
+from brain.providers.summarizers import ExtractiveSummarizer
 
 from .conftest import LiveServer, api_settings
 from .mcp_client import McpClient, brain_command, http, project, server_env

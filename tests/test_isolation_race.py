@@ -12,7 +12,7 @@ import pytest
 
 import brain
 from brain.config import Settings
-from brain.errors import ConversationOwned
+from brain.model.errors import ConversationOwned
 
 from .test_serve_workers import WorkersServer, make_project
 
@@ -57,7 +57,7 @@ def test_the_second_scope_is_refused_though_its_process_has_not_seen_the_first(c
 
 
 def test_one_process_refuses_another_scope_on_a_conversation(embedded_store):
-    from brain.chat import ChatMemory
+    from brain.features.chat import ChatMemory
 
     chat = ChatMemory(embedded_store, start_worker=False)
     try:
@@ -128,7 +128,7 @@ def test_two_workers_racing_for_one_new_id_give_it_to_one_entity(workers):
 
 
 def test_an_exchange_without_an_entity_goes_on_in_the_conversations_scope(embedded_store):
-    from brain.chat import ChatMemory
+    from brain.features.chat import ChatMemory
 
     chat = ChatMemory(embedded_store, start_worker=False)
     try:

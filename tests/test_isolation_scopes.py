@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 import brain
-from brain.chat import ChatMemory
-from brain.persona import current_persona
-from brain.summarizers import ExtractiveSummarizer
+from brain.features.chat import ChatMemory
+from brain.features.persona import current_persona
+from brain.providers.summarizers import ExtractiveSummarizer
 
 SECRET = "zebracode"  # in every one of Bob's documents, in none of anyone else's
 QUERY = f"the locker {SECRET} combination"
@@ -104,7 +104,7 @@ def test_turns_of_another_scope_under_alices_conversation_id_stay_out_of_her_rea
 
 
 def test_a_persona_load_leaves_other_scopes_out_of_the_version_it_compares(tmp_path, embedded_store):
-    from brain.persona import load_persona
+    from brain.features.persona import load_persona
 
     seed(embedded_store)
     path = tmp_path / "persona.md"
@@ -115,7 +115,7 @@ def test_a_persona_load_leaves_other_scopes_out_of_the_version_it_compares(tmp_p
 
 
 def test_a_summary_holds_the_words_of_its_own_scope_only(store):
-    from brain.chat.summaries import SummaryJob
+    from brain.features.chat.summaries import SummaryJob
 
     chat = ChatMemory(store, summarizer=ExtractiveSummarizer(), start_worker=False)
     try:

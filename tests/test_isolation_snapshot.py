@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
-from brain.core import open_store
+from brain.app.core import open_store
 from brain.store.snapshot import _json_bytes, _mac, snapshot_key, snapshot_path
 
 BOB_FACTS = ["Bob's bank PIN is 4417", "Bob's locker code is 9921", "Bob sees a doctor on Tuesdays"]

@@ -9,15 +9,15 @@ import textwrap
 import pytest
 
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import StoreLocked, StoreUnavailable
+from brain.app.core import open_store
+from brain.model.errors import StoreLocked, StoreUnavailable
 
 OPEN_IN_CHILD = textwrap.dedent(
     """
     import sys
     from brain.config import Settings
-    from brain.errors import StoreLocked
-    from brain.locking import DataDirLock
+    from brain.model.errors import StoreLocked
+    from brain.store.locking import DataDirLock
     try:
         DataDirLock(Settings(data_dir=sys.argv[1]).data_dir).acquire()
     except StoreLocked as exc:

@@ -12,7 +12,7 @@ import pytest
 
 import brain
 from brain.config import Settings
-from brain.persona import load_persona
+from brain.features.persona import load_persona
 
 from .mcp_client import project, stdio
 

@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 import brain
-from brain.api import create_app
+from brain.shells.api import create_app
 from brain.config import Settings
-from brain.core import open_store
-from brain.pam import export_pam
+from brain.app.core import open_store
+from brain.features.pam import export_pam
 
 from .conftest import LiveServer, api_settings, free_port
 from .mcp_client import HttpServer, brain_command, http, project, server_env, stdio
@@ -143,9 +143,9 @@ def test_what_stdio_writes_is_in_the_store_the_mirror_and_an_export(tmp_path, lo
 def test_a_pinned_server_takes_its_own_entitys_token_only():
     from types import SimpleNamespace
 
-    from brain.access import Caller
-    from brain.errors import Forbidden
-    from brain.mcp.server import request_caller
+    from brain.access.policy import Caller
+    from brain.model.errors import Forbidden
+    from brain.shells.mcp.server import request_caller
 
     def ctx(caller):
         return SimpleNamespace(request_context=SimpleNamespace(request=SimpleNamespace(scope={"brain.caller": caller})))

@@ -1,4 +1,4 @@
-"""The memory rules (brain/memories.py) as properties: the merge of versions of a memory, and which
+"""The memory rules (brain/rules/memories.py) as properties: the merge of versions of a memory, and which
 scopes an entity sees; then the store, consolidation and the memory index following them."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from brain.consolidate import consolidate_memories
-from brain.errors import ValidationError
-from brain.memories import (
+from brain.features.consolidate import consolidate_memories
+from brain.model.errors import ValidationError
+from brain.rules.memories import (
     created,
     is_inactive,
     is_part,
@@ -25,7 +25,7 @@ from brain.memories import (
     search_scopes,
     visible_scopes,
 )
-from brain.schemas import GLOBAL_SCOPE, INACTIVE_STATUSES, STATUSES, DocType, entity_scope, validate_metadata
+from brain.model.schemas import GLOBAL_SCOPE, INACTIVE_STATUSES, STATUSES, DocType, entity_scope, validate_metadata
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
@@ -174,7 +174,7 @@ ENTITIES = ["alice", "bob", "Zoë"]
 @pytest.fixture(scope="module")
 def scoped_store(tmp_path_factory, local_embedder):
     from brain.config import Settings
-    from brain.core import open_store
+    from brain.app.core import open_store
 
     s = open_store(Settings(data_dir=tmp_path_factory.mktemp("memories") / "data"), embedder=local_embedder)
     s.upsert_memory("The office opens at nine")

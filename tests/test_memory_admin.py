@@ -1,12 +1,12 @@
-"""brain.memory_admin: memories by exact scope and by id, as `brain memory ...` handles them."""
+"""brain.app.memory_admin: memories by exact scope and by id, as `brain memory ...` handles them."""
 
 from __future__ import annotations
 
 import pytest
 
-from brain.errors import NotFound
-from brain.memory_admin import MemoryRemoval, add_memory, get_memory, list_memories, remove_memories
-from brain.cli.reports import removal_text
+from brain.model.errors import NotFound
+from brain.app.memory_admin import MemoryRemoval, add_memory, get_memory, list_memories, remove_memories
+from brain.shells.cli.reports import removal_text
 
 
 def test_add_returns_the_memory_as_stored_and_merges_the_same_text(embedded_store):

@@ -1,4 +1,4 @@
-"""brain.migrations: a store written with the old status and part markers, opened by today's code."""
+"""brain.store.migrations: a store written with the old status and part markers, opened by today's code."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from brain.integrations.xaibo import BrainMemory, BrainVectorIndex
-from brain.migrations import migrate_typed_fields
-from brain.mirror.sync import verify_mirror
-from brain.core import open_store
+from brain.shells.xaibo import BrainMemory, BrainVectorIndex
+from brain.store.migrations import migrate_typed_fields
+from brain.features.mirror.sync import verify_mirror
+from brain.app.core import open_store
 
 WHEN = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 OLD_KEYS = ("pam_status", "xaibo.kind", "xaibo.chunk", "xaibo.memory_id")

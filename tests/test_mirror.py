@@ -9,9 +9,9 @@ import threading
 import numpy as np
 import pytest
 
-from brain.errors import ValidationError
-from brain.mirror import EngramMirror
-from brain.results import Document
+from brain.model.errors import ValidationError
+from brain.features.mirror import EngramMirror
+from brain.model.results import Document
 
 MODEL = "local/minilm-l6-v2"
 TS = "2026-03-01T10:00:00+00:00"
@@ -323,12 +323,12 @@ def test_coverage_warning(tmp_path, caplog):
     m = EngramMirror(tmp_path / "m.db", MODEL)
     m.upsert([{"id": f"d{i}", "text": f"t{i}", "metadata": meta(), **({"embedding": np.ones(3)} if i == 0 else {})}
               for i in range(4)])
-    with caplog.at_level(logging.WARNING, logger="brain.mirror"):
+    with caplog.at_level(logging.WARNING, logger="brain.features.mirror"):
         assert [h.id for h in m.recall(np.ones(3), 4)] == ["d0"]
     assert "1 of 4 memories (25%)" in caplog.text
     caplog.clear()
     m.upsert_embeddings([("d1", np.ones(3))], MODEL)
-    with caplog.at_level(logging.WARNING, logger="brain.mirror"):
+    with caplog.at_level(logging.WARNING, logger="brain.features.mirror"):
         assert len(m.recall(np.ones(3), 4)) == 2
     assert "memories" not in caplog.text  # 50% is enough
     assert m.coverage().ratio == 0.5 and m.coverage("x/y").with_vectors == 0
@@ -408,14 +408,14 @@ def test_cached_vectors_survive_other_writers_unrelated_commits(mirror, tmp_path
 
 
 def mapping_json(metadata):
-    from brain.mirror.mapping import metadata_json
+    from brain.features.mirror.mapping import metadata_json
 
     return metadata_json(metadata)
 
 
 def test_chroma_shaped_metadata_is_stored_as_the_store_reads_it(tmp_path):
     """to_chroma() drops empty tag lists; the mirror keeps what store.get() returns (tags [])."""
-    from brain.schemas import validate_metadata
+    from brain.model.schemas import validate_metadata
 
     stored = validate_metadata("memory", {"timestamp": TS, "importance": 2}).to_chroma()
     assert "tags" not in stored

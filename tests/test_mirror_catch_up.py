@@ -19,12 +19,12 @@ import pytest
 from click.testing import CliRunner
 
 import brain.store.facade
-from brain.cli import cli
+from brain.shells.cli import cli
 from brain.config import Settings
-from brain.mirror import catch_up, verify_mirror
-from brain.core import open_store
-from brain.rag_store import RagStore
-from brain.startup import startup
+from brain.features.mirror import catch_up, verify_mirror
+from brain.app.core import open_store
+from brain.app.rag_store import RagStore
+from brain.app.startup import startup
 
 from .conftest import ROOT, free_port
 
@@ -192,7 +192,7 @@ def test_brain_serve_repairs_the_mirror_before_answering(tmp_path, local_embedde
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "brain.cli", "--data-dir", str(data), "serve", "--port", str(port)],
+        [sys.executable, "-m", "brain.shells.cli", "--data-dir", str(data), "serve", "--port", str(port)],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:

@@ -17,14 +17,15 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from brain.core import open_store
-import brain.embeddings
-from brain.rag_store import RagStore
+from brain.app.core import open_store
+import brain.providers.embeddings
+from brain.app.rag_store import RagStore
 import brain.store.facade
-from brain.cli import cli
+from brain.shells.cli import cli
 from brain.config import Settings
-from brain.errors import BrainError
-from brain.mirror import EngramMirror, MirrorCorrupt, rebuild_mirror, recover_store, verify_mirror
+from brain.model.errors import BrainError
+from brain.app.restore import rebuild_mirror, recover_store
+from brain.features.mirror import EngramMirror, MirrorCorrupt, verify_mirror
 
 from .conftest import NOBODY, LiveServer
 
@@ -78,7 +79,7 @@ def _all_tables(path: Path) -> list[str]:
 def cli_env(monkeypatch, local_embedder, tmp_path):
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
-    monkeypatch.setattr(brain.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
     return Settings(data_dir=tmp_path / "data")
 
 
@@ -153,7 +154,7 @@ def test_health_reports_a_damaged_mirror_and_the_api_keeps_working(kind, tmp_pat
     seed(settings, local_embedder)
     damage(settings.mirror_file, kind)
     with open_store(settings, embedder=local_embedder) as store:
-        from brain.api import create_app
+        from brain.shells.api import create_app
 
         with LiveServer(create_app(settings, store=store)) as server, \
                 httpx.Client(base_url=server.url, timeout=30) as http:

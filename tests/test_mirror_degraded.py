@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from brain.config import Settings
-from brain.core import open_store
-from brain.mirror import EngramMirror
-from brain.mirror.sync import catch_up, verify_mirror
+from brain.app.core import open_store
+from brain.features.mirror import EngramMirror
+from brain.features.mirror.sync import catch_up, verify_mirror
 from tests.conftest import NOBODY, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,7 +120,7 @@ def serve(tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
            "BRAIN_SUMMARY_RETRIES": "0", "BRAIN_SUMMARIZER": "extractive"}  # health speaks of the mirror alone
     log = tmp_path / "serve.log"
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "serve", "--port", str(port)], cwd=tmp_path,
+        proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)], cwd=tmp_path,
                                 env=env, stdout=out, stderr=subprocess.STDOUT)
     return proc, f"http://127.0.0.1:{port}", log
 

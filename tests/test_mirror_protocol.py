@@ -11,8 +11,8 @@ import struct
 import numpy as np
 import pytest
 
-from brain.errors import BrainError
-from brain.mirror import (
+from brain.model.errors import BrainError
+from brain.features.mirror import (
     BLOB_LENGTH_INVALID,
     DIMENSION_MISMATCH,
     LEGACY_MODEL,
@@ -24,7 +24,7 @@ from brain.mirror import (
     decode_embedding,
     encode_embedding,
 )
-from brain.cli.reports import migration_text
+from brain.shells.cli.reports import migration_text
 
 MODEL = "local/minilm-l6-v2"
 
@@ -111,7 +111,7 @@ def test_bad_vectors_reject_the_whole_batch(tmp_path, caplog):
         DIMENSION_MISMATCH: np.ones((2, 2), np.float32),
     }
     for code, vec in cases.items():
-        with caplog.at_level(logging.WARNING, logger="brain.mirror"), pytest.raises(EmbeddingProtocolError) as info:
+        with caplog.at_level(logging.WARNING, logger="brain.features.mirror"), pytest.raises(EmbeddingProtocolError) as info:
             mirror.upsert([good, {"id": "bad", "text": "x", "metadata": meta(), "embedding": vec}])
         assert info.value.code == code
         assert "bad" in str(info.value)
@@ -285,7 +285,7 @@ def test_migration_from_v1_with_corrupt_rows(tmp_path, caplog, engram_shape):
     conn.commit()
     conn.close()
 
-    with caplog.at_level(logging.WARNING, logger="brain.mirror"):
+    with caplog.at_level(logging.WARNING, logger="brain.features.mirror"):
         mirror = EngramMirror(path, MODEL)
     report = mirror.migration
     assert report is not None and report.from_version is None
@@ -318,7 +318,7 @@ def test_a_newer_protocol_version_only_warns(tmp_path, caplog):
     EngramMirror(path, MODEL).upsert([{"id": "a", "text": "alpha", "metadata": meta(), "embedding": np.ones(3)}])
     with sqlite3.connect(path) as raw:
         raw.execute("UPDATE engram_meta SET value = '3' WHERE key = 'embedding_protocol_version'")
-    with caplog.at_level(logging.WARNING, logger="brain.mirror"):
+    with caplog.at_level(logging.WARNING, logger="brain.features.mirror"):
         mirror = EngramMirror(path, MODEL)
     assert mirror.protocol_version == 3 and mirror.migration is None
     assert "protocol version 3" in caplog.text

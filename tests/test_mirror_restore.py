@@ -10,11 +10,12 @@ import sys
 
 import numpy as np
 import pytest
-from brain.chat import ChatMemory
+from brain.features.chat import ChatMemory
 from brain.config import Settings
-from brain.core import open_store
-from brain.mirror import recover_store, verify_mirror
-from brain.rag_store import RagStore
+from brain.app.core import open_store
+from brain.app.restore import recover_store
+from brain.features.mirror import verify_mirror
+from brain.app.rag_store import RagStore
 
 TYPES = ("memory", "turn", "summary", "persona", "faq")
 PERSONA = "# Tone\nWarm and brief.\n\n# Values\nHonest about what it does not know.\n"
@@ -51,8 +52,8 @@ def world(tmp_path, local_embedder):
     (tmp_path / "kb" / "faq.md").write_text(FAQ, encoding="utf-8")
     settings = Settings(data_dir=tmp_path / "data", persona_path=tmp_path / "persona.md",
                         summarizer="extractive", summary_every_n=1)
-    from brain.ingest import ingest_paths
-    from brain.persona import load_persona
+    from brain.features.ingest import ingest_paths
+    from brain.features.persona import load_persona
 
     with open_store(settings, embedder=local_embedder) as store, ChatMemory(store, settings) as chat:
         load_persona(store, settings.persona_path)
@@ -129,7 +130,7 @@ def test_turns_are_lost_only_when_they_are_not_mirrored(tmp_path, local_embedder
 def brain_command(tmp_path, settings: Settings, *args: str) -> subprocess.CompletedProcess:
     """``brain ARGS`` in a new process, on the world's data directory and persona."""
     env = {**os.environ, "BRAIN_DATA_DIR": str(settings.data_dir), "BRAIN_PERSONA_PATH": str(tmp_path / "persona.md")}
-    return subprocess.run([sys.executable, "-m", "brain.cli", *args], cwd=tmp_path, env=env,
+    return subprocess.run([sys.executable, "-m", "brain.shells.cli", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
 
 

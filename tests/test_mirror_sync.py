@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
-from brain.core import open_store
-from brain.embeddings.base import Embedder
-from brain.errors import EmbeddingModelMismatch
-from brain.mirror import EngramMirror, restore_from_mirror, sync_mirror, verify_mirror
-from brain.mirror.mapping import metadata_json
-from brain.rag_store import RagStore
-from brain.cli.reports import verify_text
+from brain.app.core import open_store
+from brain.providers.embeddings.base import Embedder
+from brain.model.errors import EmbeddingModelMismatch
+from brain.features.mirror import EngramMirror, restore_from_mirror, sync_mirror, verify_mirror
+from brain.features.mirror.mapping import metadata_json
+from brain.app.rag_store import RagStore
+from brain.shells.cli.reports import verify_text
 
 ALL_TYPES = ("memory", "persona", "faq", "summary", "turn")
 DEFAULT_TYPES = ("memory", "turn", "summary")  # BRAIN_MIRROR_TYPES' default

@@ -10,11 +10,11 @@ import pytest
 
 import brain
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import ConfigError, StoreNotFound, StoreUnavailable, ValidationError
-from brain.rag_store import RagStore
-from brain.summarizers import ExtractiveSummarizer
-from brain.cli.reports import backfill_text
+from brain.app.core import open_store
+from brain.model.errors import ConfigError, StoreNotFound, StoreUnavailable, ValidationError
+from brain.app.rag_store import RagStore
+from brain.providers.summarizers import ExtractiveSummarizer
+from brain.shells.cli.reports import backfill_text
 
 from .conftest import ROOT, api_settings
 
@@ -125,7 +125,7 @@ def test_health_reports_each_part(tmp_path, local_embedder):
 
 
 def test_startup_prepares_a_given_brain(tmp_path, local_embedder):
-    from brain.startup import startup
+    from brain.app.startup import startup
 
     (tmp_path / "persona.md").write_text("You are Brain.\n\n## Tone\nWarm.\n", encoding="utf-8")
     settings = api_settings(tmp_path, persona_path=tmp_path / "persona.md")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from brain.cli.reports import startup_text
-from brain.errors import ValidationError
-from brain.persona import load_persona, persona_block, split_sections
+from brain.shells.cli.reports import startup_text
+from brain.model.errors import ValidationError
+from brain.features.persona import load_persona, persona_block, split_sections
 
 PERSONA = """You are Brain.
 
@@ -64,7 +64,7 @@ def test_missing_or_empty_persona_is_a_clear_error(embedded_store, tmp_path):
 def test_readers_never_see_a_mix_or_an_empty_persona_while_it_changes(embedded_store, tmp_path):
     import threading
 
-    from brain.persona import current_persona
+    from brain.features.persona import current_persona
 
     path = tmp_path / "persona.md"
     path.write_text(PERSONA, encoding="utf-8")
@@ -115,7 +115,7 @@ def test_an_interrupted_load_keeps_the_old_persona_and_a_rerun_completes_it(embe
 
 def test_startup_opens_loads_and_warms(tmp_path, local_embedder):
     from brain.config import Settings
-    from brain.startup import startup
+    from brain.app.startup import startup
 
     (tmp_path / "persona.md").write_text(PERSONA, encoding="utf-8")
     settings = Settings(data_dir=tmp_path / "data", persona_path=tmp_path / "persona.md")
@@ -132,8 +132,8 @@ def test_startup_opens_loads_and_warms(tmp_path, local_embedder):
 
 def test_startup_brings_a_lagging_mirror_up_to_date(tmp_path, local_embedder):
     from brain.config import Settings
-    from brain.core import open_store
-    from brain.startup import startup
+    from brain.app.core import open_store
+    from brain.app.startup import startup
 
     settings = Settings(data_dir=tmp_path / "data", persona_path=tmp_path / "none.md")
     with open_store(settings, embedder=local_embedder, mirror=False) as store:  # written while the mirror was off

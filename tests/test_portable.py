@@ -19,9 +19,9 @@ from portable_ai_memory.models import MemoryObject
 from portable_ai_memory.schemas import load_schema
 
 from brain.config import Settings
-from brain.core import open_store as open_wired_store
-from brain.errors import ValidationError
-from brain.pam import (
+from brain.app.core import open_store as open_wired_store
+from brain.model.errors import ValidationError
+from brain.features.pam import (
     CONVERSATIONS_DIR,
     EMBEDDINGS_FILE,
     MEMORY_STORE_FILE,
@@ -32,7 +32,7 @@ from brain.pam import (
     integrity_checksum,
     pam_tag,
 )
-from brain.rag_store import RagStore
+from brain.app.rag_store import RagStore
 
 #: the PAM specification's example files (see tests/fixtures/pam/README.md for their source)
 EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "pam"
@@ -363,15 +363,15 @@ def test_export_into_an_existing_empty_directory(embedded_store, tmp_path):
 def test_cli_export_refuses_then_forces(embedded_store, tmp_path, monkeypatch, local_embedder):
     from click.testing import CliRunner
 
-    import brain.embeddings
+    import brain.providers.embeddings
     import brain.store.facade
-    from brain.cli import cli
+    from brain.shells.cli import cli
 
     fill(embedded_store)
     embedded_store.close()  # the CLI opens the same data directory
     monkeypatch.setenv("BRAIN_DATA_DIR", str(embedded_store.settings.data_dir))
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
-    monkeypatch.setattr(brain.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
     out = tmp_path / "out"
     out.mkdir()
     (out / EMBEDDINGS_FILE).write_bytes(FOREIGN_EMBEDDINGS)
@@ -949,8 +949,8 @@ def test_owner_id_comes_from_the_setting(tmp_path, local_embedder):
     import json as _json
 
     from brain.config import Settings
-    from brain.core import open_store
-    from brain.pam import export_pam
+    from brain.app.core import open_store
+    from brain.features.pam import export_pam
 
     with open_store(Settings(data_dir=tmp_path / "d", owner_id="household-42"), embedder=local_embedder) as store:
         store.upsert_memory("Alice likes tea")
@@ -1270,8 +1270,8 @@ def test_a_failed_export_keeps_the_previous_conversation_files(embedded_store, t
 
 def test_export_removes_only_its_own_stale_conversation_files(tmp_path, local_embedder):
     from brain.config import Settings
-    from brain.core import open_store
-    from brain.pam import export_pam
+    from brain.app.core import open_store
+    from brain.features.pam import export_pam
 
     with open_store(Settings(data_dir=tmp_path / "d"), embedder=local_embedder) as store:
         store.upsert_turn("conv-keep", "hello", "hi")

@@ -9,10 +9,10 @@ import re
 from click.testing import CliRunner
 
 import brain.store.facade
-from brain.cli import cli
-from brain.ingest import ingest_paths
-from brain.mirror import EngramMirror
-from brain.progress import Progress, ProgressOptions, open_progress
+from brain.shells.cli import cli
+from brain.features.ingest import ingest_paths
+from brain.features.mirror import EngramMirror
+from brain.text.progress import Progress, ProgressOptions, open_progress
 from tests.test_ingest import write_kb
 
 MODEL = "local/minilm-l6-v2"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from brain import ranking
-from brain.memory_index import MemoryIndex
-from brain.ranking import ScoreWeights
+from brain.rules import ranking
+from brain.store.memory_index import MemoryIndex
+from brain.rules.ranking import ScoreWeights
 
 NOW = 1_800_000_000.0
 

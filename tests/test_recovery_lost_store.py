@@ -17,12 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from brain import reindex
+from brain.app import reindex
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import StoreLooksLost
-from brain.mirror import catch_up, recover_store, verify_mirror
-from brain.startup import startup
+from brain.app.core import open_store
+from brain.model.errors import StoreLooksLost
+from brain.app.restore import recover_store
+from brain.features.mirror import catch_up, verify_mirror
+from brain.app.startup import startup
 
 from .conftest import cli_env, free_port
 from .test_reindex import NOMIC, ollama  # noqa: F401 (a fixture)
@@ -152,13 +153,13 @@ def test_brain_init_and_serve_refuse_a_lost_store(world, tmp_path):
     settings, path, before = world
     lose_store(settings)
     env = cli_env(settings)
-    init = subprocess.run([sys.executable, "-m", "brain.cli", "init"], cwd=tmp_path, env=env,
+    init = subprocess.run([sys.executable, "-m", "brain.shells.cli", "init"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert init.returncode == 1, init.stdout
     assert "brain restore --from-mirror" in init.stderr and "0 added" not in init.stdout
     assert mirror_rows(path) == before
     port = free_port()
-    serve = subprocess.Popen([sys.executable, "-m", "brain.cli", "serve", "--port", str(port)], cwd=tmp_path, env=env,
+    serve = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)], cwd=tmp_path, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _, err = serve.communicate(timeout=300)
@@ -171,7 +172,7 @@ def test_brain_init_and_serve_refuse_a_lost_store(world, tmp_path):
         httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=2)
     assert mirror_rows(path) == before
     # the confirmation is explicit: `brain mirror sync --force` makes the mirror follow the store
-    forced = subprocess.run([sys.executable, "-m", "brain.cli", "mirror", "sync", "--force"], cwd=tmp_path, env=env,
+    forced = subprocess.run([sys.executable, "-m", "brain.shells.cli", "mirror", "sync", "--force"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=300)
     assert forced.returncode == 0, forced.stderr
     assert f"{len(before)} deleted" in forced.stdout
@@ -193,11 +194,11 @@ def test_a_reindexed_store_is_not_taken_for_a_store_created_again(settings, loca
 def test_another_store_writes_nothing_into_the_mirror_before_it_is_refused(world, local_embedder, monkeypatch):
     """With more differences than one repair transaction holds, rows would be written before the pass
     ends: the store's ids are checked first."""
-    import brain.mirror.sync
+    import brain.features.mirror.sync
 
     settings, path, before = world
     lose_store(settings)
-    monkeypatch.setattr(brain.mirror.sync, "REPAIR_BATCH", 5)
+    monkeypatch.setattr(brain.features.mirror.sync, "REPAIR_BATCH", 5)
     with open_store(settings, embedder=local_embedder) as store:
         with store.mirror_paused():
             store.upsert_docs([{"text": f"Someone else's fact {n}", "type": "memory"} for n in range(30)])

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from brain.errors import ValidationError
-from brain.rag_store import RagStore
+from brain.model.errors import ValidationError
+from brain.app.rag_store import RagStore
 from brain.config import Settings
 from tests.fixtures.ada_examples import EXAMPLES
 

@@ -20,11 +20,11 @@ import pytest
 
 import brain
 from brain.config import Settings
-from brain.mirror import EngramMirror, verify_mirror
-from brain.rag_store import RagStore
+from brain.features.mirror import EngramMirror, verify_mirror
+from brain.app.rag_store import RagStore
 from brain.store.feed import FeedWriter
 from brain.store.follower import FeedFollower
-from brain.cli.reports import verify_text
+from brain.shells.cli.reports import verify_text
 from tests.test_feed import client_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,7 +213,7 @@ def _start_writer(mode: str, data: Path) -> subprocess.Popen:
 def _verify_in_a_new_process(data: Path) -> dict:
     """``brain mirror verify --json`` on the environment's store: a new process opens it (rolling back
     what the dead writer left unfinished) and compares the mirror with Chroma."""
-    done = subprocess.run([sys.executable, "-m", "brain.cli", "mirror", "verify", "--json"], cwd=data.parent,
+    done = subprocess.run([sys.executable, "-m", "brain.shells.cli", "mirror", "verify", "--json"], cwd=data.parent,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
     assert done.stdout.strip(), done.stderr[-3000:]
     report = json.loads(done.stdout)

@@ -16,10 +16,10 @@ import uuid
 import numpy as np
 import pytest
 
-from brain import reindex
+from brain.app import reindex
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import EmbedderUnavailable, EmbeddingModelMismatch
+from brain.app.core import open_store
+from brain.model.errors import EmbedderUnavailable, EmbeddingModelMismatch
 from brain.store.live import read_pointer
 from tests.conftest import ROOT
 from tests.ollama_stub import OllamaStub
@@ -240,7 +240,7 @@ def test_another_process_follows_the_swap_on_its_next_feed_check(chroma_server, 
 
 def test_another_process_finds_specialists_with_the_new_model_after_the_swap(chroma_server, tmp_path, local_embedder,
                                                                             ollama):
-    from brain.specialists import SpecialistRegistry
+    from brain.features.specialists import SpecialistRegistry
 
     (tmp_path / "specialists.yaml").write_text(SPECIALISTS_YAML, encoding="utf-8")
     settings = Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection=f"t-{uuid.uuid4().hex[:12]}",
@@ -282,7 +282,7 @@ def _cli(settings: Settings, *args: str, env_extra: dict | None = None) -> subpr
            "OLLAMA_HOST": settings.ollama_host, **(env_extra or {})}
     if settings.chroma_url:
         env.update(BRAIN_CHROMA_URL=settings.chroma_url, BRAIN_COLLECTION=settings.collection)
-    return subprocess.Popen([sys.executable, "-m", "brain.cli", "--json", "reindex", *args], env=env,
+    return subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "--json", "reindex", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

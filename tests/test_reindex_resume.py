@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
-from brain.core import open_store
-from brain.specialists import SpecialistRegistry
+from brain.app.core import open_store
+from brain.features.specialists import SpecialistRegistry
 
 from .test_reindex import LOCAL, NOMIC, SPECIALISTS_YAML, _cli, fill, ollama  # noqa: F401 (a fixture)
 
@@ -22,9 +22,9 @@ from .test_reindex import LOCAL, NOMIC, SPECIALISTS_YAML, _cli, fill, ollama  # 
 # before the mirror got that batch's new vectors
 KILLED_REINDEX = r"""
 import os, signal, sys
-from brain import reindex
+from brain.app import reindex
 from brain.config import Settings
-from brain.mirror import EngramMirror
+from brain.features.mirror import EngramMirror
 
 calls = [0]
 real = EngramMirror.upsert_embeddings

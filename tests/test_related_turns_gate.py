@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from brain.chat import ChatMemory
-from brain.chat.related_turns import RELATED_TURN_FLOOR_Z
-from brain.core import open_store
+from brain.features.chat import ChatMemory
+from brain.features.chat.related_turns import RELATED_TURN_FLOOR_Z
+from brain.app.core import open_store
 
 TRIP = [
     ("I put my passport in the blue folder under the desk.", "Noted: passport, blue folder, under the desk."),

@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from brain import relevance
-from brain.chat import ChatMemory
+from brain.rules import relevance
+from brain.features.chat import ChatMemory
 from brain.config import Settings
-from brain.core import open_store
-from brain.relevance import METADATA_KEY, Calibration
+from brain.app.core import open_store
+from brain.rules.relevance import METADATA_KEY, Calibration
 
 
 @pytest.fixture
@@ -164,7 +164,7 @@ def test_a_calibration_of_another_embedder_or_other_data_is_not_used(local_embed
 
 
 def test_unreadable_calibration_data_is_a_named_error(local_embedder, tmp_path):
-    from brain.errors import CalibrationError
+    from brain.model.errors import CalibrationError
 
     broken = tmp_path / "pairs.json"
     broken.write_text("{")
@@ -173,7 +173,7 @@ def test_unreadable_calibration_data_is_a_named_error(local_embedder, tmp_path):
 
 
 def test_the_relevance_settings_are_read_from_the_environment_and_checked(monkeypatch):
-    from brain.errors import ConfigError
+    from brain.model.errors import ConfigError
 
     monkeypatch.setenv("RAG_MEMORY_RANKING", "reference")
     monkeypatch.setenv("RAG_RELEVANCE_FLOOR", "0.4")
@@ -199,7 +199,7 @@ def test_searches_keep_the_reference_formula_and_can_ask_for_the_contexts(embedd
 
 
 def test_a_reindex_for_another_embedder_calibrates_it_again(settings, local_embedder):
-    from brain import reindex
+    from brain.app import reindex
     from tests.ollama_stub import OllamaStub
 
     with OllamaStub() as stub:

@@ -8,9 +8,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from brain import ranking
-from brain.memory_index import SMALL_CANDIDATE_SET, MemoryIndex
-from brain.ranking import ScoreWeights
+from brain.rules import ranking
+from brain.store.memory_index import SMALL_CANDIDATE_SET, MemoryIndex
+from brain.rules.ranking import ScoreWeights
 from brain.text import BM25Index, tokenize
 
 NOW = 1_800_000_000.0

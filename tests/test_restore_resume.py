@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
-from brain.cli.reports import restore_text
-from brain.core import open_store
-from brain.errors import RestoreUnfinished
-from brain.mirror import NON_FINITE_VALUE, BLOB_LENGTH_INVALID, recover_store
-from brain.startup import startup
+from brain.shells.cli.reports import restore_text
+from brain.app.core import open_store
+from brain.model.errors import RestoreUnfinished
+from brain.features.mirror import NON_FINITE_VALUE, BLOB_LENGTH_INVALID, recover_store
+from brain.app.startup import startup
 
 from .conftest import cli_env
 from .test_recovery_lost_store import fill, lose_store, mirror_rows
@@ -29,10 +29,10 @@ from .test_recovery_lost_store import fill, lose_store, mirror_rows
 # runs in the killed process: the restore a user runs, with SIGKILL at one point of it
 KILLED_RESTORE = r"""
 import os, signal, sys
-import brain.mirror.sync as sync
+import brain.features.mirror.sync as sync
 from brain.config import Settings
-from brain.core import open_store
-from brain.mirror import recover_store
+from brain.app.core import open_store
+from brain.app.restore import recover_store
 from brain.store.chroma import ChromaAccess
 
 where, n = sys.argv[1], int(sys.argv[2])
@@ -90,12 +90,12 @@ def test_a_restore_killed_at_any_point_then_any_start_keeps_every_mirror_row(wor
         startup(settings, warm=False)
     assert "did not finish" in str(refused.value) and "brain restore --from-mirror" in str(refused.value)
     for command in (["init"], ["mirror", "sync"], ["mirror", "rebuild"]):
-        ran = subprocess.run([sys.executable, "-m", "brain.cli", *command], cwd=tmp_path, env=cli_env(settings),
+        ran = subprocess.run([sys.executable, "-m", "brain.shells.cli", *command], cwd=tmp_path, env=cli_env(settings),
                              capture_output=True, text=True, timeout=300)
         assert ran.returncode == 1 and "did not finish" in ran.stderr, (command, ran.stdout, ran.stderr)
     assert mirror_rows(path) == before and path.with_name("mirror.db").exists()
     # running the restore again completes it
-    again = subprocess.run([sys.executable, "-m", "brain.cli", "restore", "--from-mirror"], cwd=tmp_path,
+    again = subprocess.run([sys.executable, "-m", "brain.shells.cli", "restore", "--from-mirror"], cwd=tmp_path,
                            env=cli_env(settings), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert store_documents(settings, local_embedder) == documents
@@ -163,7 +163,7 @@ def test_the_restore_command_killed_mid_way_then_init_keeps_every_row(tmp_path, 
     before = mirror_rows(path)
     documents = store_documents(settings, local_embedder)
     lose_store(settings)
-    proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "restore", "--from-mirror"], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "restore", "--from-mirror"], cwd=tmp_path,
                             env=cli_env(settings), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
@@ -179,15 +179,15 @@ def test_the_restore_command_killed_mid_way_then_init_keeps_every_row(tmp_path, 
         proc.wait()
     assert proc.returncode == -9
     assert 0 < len(store_documents(settings, local_embedder)) < len(documents)
-    init = subprocess.run([sys.executable, "-m", "brain.cli", "init"], cwd=tmp_path, env=cli_env(settings),
+    init = subprocess.run([sys.executable, "-m", "brain.shells.cli", "init"], cwd=tmp_path, env=cli_env(settings),
                           capture_output=True, text=True, timeout=300)
     assert init.returncode == 1 and "did not finish" in init.stderr
     assert mirror_rows(path) == before
-    again = subprocess.run([sys.executable, "-m", "brain.cli", "restore", "--from-mirror"], cwd=tmp_path,
+    again = subprocess.run([sys.executable, "-m", "brain.shells.cli", "restore", "--from-mirror"], cwd=tmp_path,
                            env=cli_env(settings), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert store_documents(settings, local_embedder) == documents
-    init = subprocess.run([sys.executable, "-m", "brain.cli", "init"], cwd=tmp_path, env=cli_env(settings),
+    init = subprocess.run([sys.executable, "-m", "brain.shells.cli", "init"], cwd=tmp_path, env=cli_env(settings),
                           capture_output=True, text=True, timeout=300)
     assert init.returncode == 0, init.stderr
     assert "0 deleted" in init.stdout and set(mirror_rows(path)) == set(before)

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 import chromadb
 import pytest
 
-from brain.errors import BrainError, ValidationError
-from brain.schemas import (
+from brain.model.errors import BrainError, ValidationError
+from brain.model.schemas import (
     DOC_TYPES,
     MAX_KEY_LENGTH,
     MAX_LIST_ITEM_LENGTH,
@@ -775,8 +775,8 @@ def test_typed_fields_are_documented_in_the_schema():
 @pytest.mark.parametrize("bad", [0, -1, 1001, 2.0, "3", True])
 def test_one_k_rule_for_every_search(bad, embedded_store):
     """The store, turn search, the mirror and the specialist registry take ``k`` by one rule."""
-    from brain.schemas import MAX_K, check_k
-    from brain.turn_search import search_turns
+    from brain.model.schemas import MAX_K, check_k
+    from brain.rules.turn_search import search_turns
 
     assert check_k(1) == 1 and check_k(MAX_K) == MAX_K
     calls = [lambda: check_k(bad), lambda: embedded_store.retrieve_memories("x", k=bad),

@@ -1,6 +1,6 @@
 """One scope rule for reads "for entity X", the same in the library, the CLI, HTTP and MCP.
 
-The rule (:func:`brain.memories.scopes_for`): a list or a search for X returns X's own memories and the
+The rule (:func:`brain.rules.memories.scopes_for`): a list or a search for X returns X's own memories and the
 global ones, never another entity's, each carrying its scope; a search for no entity ranks global memories
 only. A delete made for X removes only X's own memories: given ids that include global ones (as a list for
 X returns them), it refuses with a message naming them and deletes nothing.
@@ -27,15 +27,15 @@ from mcp.client.client import Client
 
 import brain
 import brain.store.facade
-from brain.access import ADMIN, Access
-from brain.api import create_app
-from brain.cli import cli
+from brain.access.policy import ADMIN, Access
+from brain.shells.api import create_app
+from brain.shells.cli import cli
 from brain.config import Settings
-from brain.errors import Forbidden
-from brain.mcp.server import create_server
-from brain.memories import scopes_for
-from brain.memory_admin import list_memories, remove_memories
-from brain.schemas import GLOBAL_SCOPE
+from brain.model.errors import Forbidden
+from brain.shells.mcp.server import create_server
+from brain.rules.memories import scopes_for
+from brain.app.memory_admin import list_memories, remove_memories
+from brain.model.schemas import GLOBAL_SCOPE
 
 from .conftest import NOBODY
 

@@ -1,4 +1,4 @@
-"""Every way of starting brain brings the persona in line with persona.md the same way (:func:`brain.startup`):
+"""Every way of starting brain brings the persona in line with persona.md the same way (:func:`brain.app.startup`):
 `brain serve` and `brain mcp` on a fresh data directory serve it at once and say so; `brain.open()` reports it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 import brain
-from brain.startup import startup
+from brain.app.startup import startup
 
 from .conftest import NOBODY, api_settings, free_port
 from .mcp_client import project, stdio
@@ -33,7 +33,7 @@ class Served:
                "XDG_CONFIG_HOME": str(workdir / "xdg-config"), "XDG_DATA_HOME": str(workdir / "xdg-data")}
         env = {k: v for k, v in env.items() if not k.startswith(("BRAIN_PERSONA", "BRAIN_DATA", "RAG_"))}
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "serve", "--port", str(self.port)],
+            self.proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(self.port)],
                                          cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
 
     def __enter__(self) -> "Served":

@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from brain.api.serving import WORKER_SETTINGS
+from brain.shells.api.serving import WORKER_SETTINGS
 from brain.config import Settings
-from brain.core import open_store
+from brain.app.core import open_store
 from tests.conftest import NOBODY, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +27,7 @@ PATIENCE = 60.0
 
 
 def brain_command(*args: str, cwd: Path, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "brain.cli", *args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "brain.shells.cli", *args], capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, "PYTHONPATH": str(ROOT), **env}, timeout=timeout)
 
 
@@ -67,7 +67,7 @@ class WorkersServer:
         elsewhere.mkdir(exist_ok=True)
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "brain.cli", "--project", str(project), "serve", "--workers", str(workers),
+                [sys.executable, "-m", "brain.shells.cli", "--project", str(project), "serve", "--workers", str(workers),
                  "--port", str(self.port), *extra],
                 cwd=elsewhere, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=log, stderr=subprocess.STDOUT)
 
@@ -239,8 +239,8 @@ def until_all(check, what: str, *, in_a_row: int = 20) -> None:
 
 
 def test_the_workers_app_is_not_for_uvicorn_alone(monkeypatch):
-    from brain.api.serving import worker_app
-    from brain.errors import ConfigError
+    from brain.shells.api.serving import worker_app
+    from brain.model.errors import ConfigError
 
     monkeypatch.delenv(WORKER_SETTINGS, raising=False)
     with pytest.raises(ConfigError, match="brain serve --workers N"):

@@ -15,18 +15,18 @@ import ollama
 import pytest
 from hypothesis import given, strategies as st
 
-import brain.memory_index
+import brain.store.memory_index
 from brain import ranking
 from brain.config import Settings
-from brain.embeddings import OllamaEmbedder
-from brain.embeddings.ollama import ollama_errors
-from brain.embeddings.vectors import unit_rows, zero_rows
-from brain.errors import Backoff, EmbedderError, EmbedderUnavailable, ValidationError, retry
-from brain.integrations.xaibo.attributes import encode_attributes
-from brain.memory_index import read_row
-from brain.mirror.mapping import foreign_metadata
-from brain.schemas import entity_of, entity_scope, valid_entity_scope
-from brain.summarizers import OllamaSummarizer, SummarizerError, SummarizerUnavailable, TurnText
+from brain.providers.embeddings import OllamaEmbedder
+from brain.providers.ollama_client import ollama_errors
+from brain.providers.embeddings.vectors import unit_rows, zero_rows
+from brain.model.errors import Backoff, EmbedderError, EmbedderUnavailable, ValidationError, retry
+from brain.shells.xaibo.attributes import encode_attributes
+from brain.store.memory_index import read_row
+from brain.features.mirror.mapping import foreign_metadata
+from brain.model.schemas import entity_of, entity_scope, valid_entity_scope
+from brain.providers.summarizers import OllamaSummarizer, SummarizerError, SummarizerUnavailable, TurnText
 from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub
 
 BRAIN = Path(__file__).resolve().parents[1] / "brain"
@@ -64,9 +64,9 @@ def test_only_the_schemas_build_or_take_apart_an_entitys_scope():
 
 
 def test_no_module_exports_a_second_name_for_the_entity_name_check():
-    import brain.access
+    import brain.access.policy
 
-    assert not hasattr(brain.access, "check_entity_name")
+    assert not hasattr(brain.access.policy, "check_entity_name")
 
 
 @pytest.mark.parametrize("name", ["bob", "Mary Ann", "team/ops", "李雷"])
@@ -157,7 +157,7 @@ def test_the_index_measures_age_from_recency_epoch(meta, epoch):
 
 
 def test_the_index_calls_the_one_recency_rule(monkeypatch):
-    monkeypatch.setattr(brain.memory_index.ranking, "recency_epoch", lambda meta: 42.0)
+    monkeypatch.setattr(brain.store.memory_index.ranking, "recency_epoch", lambda meta: 42.0)
     row, _ = read_row({"scope": "global", "ts_epoch": 1.0, "last_used": 2.0})
     assert row["used"] == 42.0
 
@@ -227,7 +227,7 @@ def test_only_the_ladder_catches_what_the_ollama_client_raises():
 def test_each_named_schedule_waits_what_it_says():
     from itertools import islice
 
-    from brain.chat.summaries import summary_backoff
+    from brain.features.chat.summaries import summary_backoff
     from brain.store.chroma import READ_RETRIES
     from brain.store.follower import FETCH_RETRIES, WAIT_POLLS
 
@@ -343,13 +343,13 @@ PRINTED = {
 
 
 def _reports() -> dict:
-    from brain.forget import ForgetReport
-    from brain.ingest import IngestReport
-    from brain.memory_admin import MemoryRemoval
-    from brain.mirror.protocol import BackfillReport, Coverage, MigrationReport, SkippedRow
-    from brain.mirror.recovery import RebuildReport, RecoveryReport
-    from brain.mirror.sync import RestoreReport, SyncReport, VerifyReport
-    from brain.reindex import DropReport, ReindexReport
+    from brain.app.forget import ForgetReport
+    from brain.features.ingest import IngestReport
+    from brain.app.memory_admin import MemoryRemoval
+    from brain.features.mirror.protocol import BackfillReport, Coverage, MigrationReport, SkippedRow
+    from brain.app.restore import RebuildReport, RecoveryReport
+    from brain.features.mirror.sync import RestoreReport, SyncReport, VerifyReport
+    from brain.app.reindex import DropReport, ReindexReport
 
     return {
         "forget": ForgetReport("bob", {"memory": 2, "faq": 1, "turn": 0}, mirror={"memories": 2},
@@ -372,7 +372,7 @@ def _reports() -> dict:
 
 
 def test_the_cli_prints_each_report_as_before():
-    from brain.cli import reports as text
+    from brain.shells.cli import reports as text
 
     renderers = {"forget": text.forget_text, "ingest": text.ingest_text, "verify": text.verify_text,
                  "recovery": text.recovery_text, "rebuild": text.rebuild_text, "migration": text.migration_text,
@@ -383,7 +383,7 @@ def test_the_cli_prints_each_report_as_before():
 
 
 #: reports whose words are still the library's: the server logs them at start-up and ``brain init --json``
-#: carries the sync's line (see the module docstring of brain.cli.reports)
+#: carries the sync's line (see the module docstring of brain.shells.cli.reports)
 STILL_WORDED = {"SyncReport", "PersonaLoad"}
 
 

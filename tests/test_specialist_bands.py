@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from brain.config import SPECIALIST_CONFIDENCE_DEFAULTS, Settings
-from brain.core import open_store
-from brain.errors import ConfigError
-from brain.specialists import (
+from brain.app.core import open_store
+from brain.model.errors import ConfigError
+from brain.features.specialists import (
     CONFIDENCE_MAX_WORDS,
     SpecialistBands,
     SpecialistConfidence,

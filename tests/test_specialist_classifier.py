@@ -1,4 +1,4 @@
-"""The confidence learnt from labelled requests (brain.specialists.classifier) and the registry's use of it."""
+"""The confidence learnt from labelled requests (brain.features.specialists.classifier) and the registry's use of it."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import ConfigError
-from brain.specialists import (
+from brain.app.core import open_store
+from brain.model.errors import ConfigError
+from brain.features.specialists import (
     MIN_EXAMPLES,
     SpecialistClassifier,
     SpecialistConfidence,
@@ -147,7 +147,7 @@ def test_a_changed_examples_file_embeds_only_its_new_requests(tmp_path, small_ya
 def test_too_few_examples_keep_the_score_confidence_and_say_which(tmp_path, small_yaml, local_embedder, caplog):
     write_examples(small_yaml, {**EXAMPLES, "email": EXAMPLES["email"][: MIN_EXAMPLES - 1]})
     with open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder, mirror=False) as store, \
-            caplog.at_level(logging.WARNING, logger="brain.specialists.registry"):
+            caplog.at_level(logging.WARNING, logger="brain.features.specialists.registry"):
         reg = SpecialistRegistry(store, path=small_yaml)
         reg.register()
         request = "copy the text from this receipt"

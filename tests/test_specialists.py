@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import ConfigError, EmbeddingModelMismatch, ValidationError
-from brain.specialists import (
+from brain.app.core import open_store
+from brain.model.errors import ConfigError, EmbeddingModelMismatch, ValidationError
+from brain.features.specialists import (
     SpecialistBands,
     SpecialistConfidence,
     SpecialistRegistry,
@@ -473,7 +473,7 @@ def test_parse_reports_every_bad_marker_and_accepts_numbers(registry):
 def test_from_settings_reads_the_proposed_fields(embedded_store, small_yaml):
     from types import SimpleNamespace
 
-    from brain.specialists import SETTINGS_FIELDS
+    from brain.features.specialists import SETTINGS_FIELDS
 
     values = dict(
         specialists_path=small_yaml, specialists_collection="spx", specialist_weight_canonical=1.0,
@@ -572,7 +572,7 @@ def test_band_defaults_are_written_once():
 
 
 def test_scoring_table_ranks_exactly_what_the_registry_does(registry, local_embedder):
-    from brain.specialists import ScoringParams, ScoringTable, SpecialistVectors
+    from brain.features.specialists import ScoringParams, ScoringTable, SpecialistVectors
 
     specs = specialists_from_yaml(SMALL)
     table = ScoringTable(
@@ -603,7 +603,7 @@ def test_scoring_table_ranks_exactly_what_the_registry_does(registry, local_embe
      ({"lexical_weight": float("nan")}, "lexical_weight must be between 0 and 1")],
 )
 def test_scoring_params_are_checked_by_the_registry_too(embedded_store, kwargs, words):
-    from brain.specialists import ScoringParams
+    from brain.features.specialists import ScoringParams
 
     with pytest.raises(ConfigError, match=words):
         ScoringParams(**kwargs)

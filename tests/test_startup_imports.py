@@ -29,19 +29,19 @@ def heavy(modules: set[str]) -> set[str]:
 
 def test_brain_help_loads_no_store_model_or_server_library():
     modules = loaded_after("""
-from brain.cli import cli
+from brain.shells.cli import cli
 try:
     cli.main(["--help"], prog_name="brain", standalone_mode=False)
 except SystemExit:
     pass
 """)
-    assert "brain.cli.memory_commands" in modules  # every command was defined...
+    assert "brain.shells.cli.memory_commands" in modules  # every command was defined...
     assert heavy(modules) == set()  # ...without loading the library behind it
 
 
 def test_a_commands_help_loads_no_store_either():
     modules = loaded_after("""
-from brain.cli import cli
+from brain.shells.cli import cli
 for args in (["search", "--help"], ["memory", "list", "--help"], ["schema", "--help"]):
     try:
         cli.main(args, prog_name="brain", standalone_mode=False)
@@ -53,6 +53,6 @@ for args in (["search", "--help"], ["memory", "list", "--help"], ["schema", "--h
 
 def test_import_brain_and_its_errors_load_nothing_heavy():
     assert heavy(loaded_after("import brain")) == set()
-    assert heavy(loaded_after("import brain.errors")) == set()
+    assert heavy(loaded_after("import brain.model.errors")) == set()
     # a public name is there on first use
-    assert "brain.rag_store" in loaded_after("import brain\nbrain.RagStore")
+    assert "brain.app.rag_store" in loaded_after("import brain\nbrain.RagStore")

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from brain.chat import ChatMemory
+from brain.features.chat import ChatMemory
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import EmbeddingModelMismatch, FilterError, NotFound, StoreUnavailable, ValidationError
-from brain.integrations.xaibo import BrainMemory
+from brain.app.core import open_store
+from brain.model.errors import EmbeddingModelMismatch, FilterError, NotFound, StoreUnavailable, ValidationError
+from brain.shells.xaibo import BrainMemory
 from brain.store import memory_id
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
@@ -425,7 +425,7 @@ def test_faq_updates_and_deletes_reach_typed_retrieval(store):
 
 
 def test_index_types_setting_is_validated():
-    from brain.errors import ConfigError
+    from brain.model.errors import ConfigError
 
     with pytest.raises(ConfigError, match="BRAIN_INDEX_TYPES.*must include memory"):
         Settings(index_types="faq")

@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import EmbedderUnavailable
+from brain.app.core import open_store
+from brain.model.errors import EmbedderUnavailable
 from tests.ollama_stub import OllamaStub
 
 

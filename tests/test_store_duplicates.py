@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from brain.chat import ChatMemory
+from brain.features.chat import ChatMemory
 
 T0 = "2026-01-01T09:00:00+00:00"
 T1 = "2026-03-01T09:00:00+00:00"

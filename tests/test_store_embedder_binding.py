@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from brain.core import open_store
-from brain.errors import EmbedderUnavailable, EmbeddingModelMismatch
+from brain.app.core import open_store
+from brain.model.errors import EmbedderUnavailable, EmbeddingModelMismatch
 from tests.ollama_stub import OllamaStub, dead_url
 
 NOMIC = "ollama/nomic-embed-text"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from brain.chat import ChatMemory
+from brain.features.chat import ChatMemory
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import StoreUnavailable
-from brain.mirror import EngramMirror
+from brain.app.core import open_store
+from brain.model.errors import StoreUnavailable
+from brain.features.mirror import EngramMirror
 from brain.store import WriteEvent, WriteSubscriber
 
 
@@ -166,11 +166,11 @@ def test_the_store_imports_neither_the_mirror_nor_the_persona():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        assert not {m for m in imported if m.startswith(("brain.mirror", "brain.persona"))}, path.name
+        assert not {m for m in imported if m.startswith(("brain.features.mirror", "brain.features.persona"))}, path.name
 
 
 def test_a_bare_store_has_no_mirror_until_one_is_subscribed(tmp_path, local_embedder):
-    from brain.mirror.subscriber import open_mirror_subscriber
+    from brain.features.mirror.subscriber import open_mirror_subscriber
     from brain.store import Store
 
     settings = Settings(data_dir=tmp_path / "data")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from brain.core import open_store
-from brain.errors import BrainError, FilterError, StoreError, ValidationError
-from brain.schemas import MAX_LIST_ITEMS, MAX_TAGS
-from brain.rag_store import RagStore
+from brain.app.core import open_store
+from brain.model.errors import BrainError, FilterError, StoreError, ValidationError
+from brain.model.schemas import MAX_LIST_ITEMS, MAX_TAGS
+from brain.app.rag_store import RagStore
 from brain.store import GuardedCollection
 
 TAGS_5470 = [f"tag-{i}" for i in range(5470)]

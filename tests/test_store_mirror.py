@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
-from brain.core import open_store
-from brain.errors import StoreUnavailable, ValidationError
-from brain.mirror.sync import restore_from_mirror, sync_mirror, verify_mirror
-from brain.rag_store import RagStore
+from brain.app.core import open_store
+from brain.model.errors import StoreUnavailable, ValidationError
+from brain.features.mirror.sync import restore_from_mirror, sync_mirror, verify_mirror
+from brain.app.rag_store import RagStore
 
 
 def chroma_vector(store: RagStore, doc_id: str) -> np.ndarray:
@@ -166,7 +166,7 @@ def test_restore_keeps_rows_engram_wrote_itself(tmp_path, local_embedder):
 
 
 def test_access_tracking_does_not_make_the_mirror_differ(tmp_path, local_embedder):
-    from brain.chat import ChatMemory
+    from brain.features.chat import ChatMemory
 
     settings = Settings(data_dir=tmp_path / "data", track_access=True, summarizer="extractive")
     with open_store(settings, embedder=local_embedder) as store, ChatMemory(store, start_worker=False) as chat:

@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from brain.rag_store import RagStore
+from brain.app.rag_store import RagStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
 OTHER_PROCESS = """
-from brain.rag_store import RagStore
+from brain.app.rag_store import RagStore
 with RagStore() as store:
     ids = store.upsert_docs([{"type": "memory", "text": f"other fact {n}"} for n in range(300)])
     store.delete(ids[::2])

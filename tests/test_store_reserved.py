@@ -8,11 +8,11 @@ import logging
 import numpy as np
 import pytest
 
-from brain.chat import ChatMemory
-from brain.core import open_store
-from brain.errors import NotFound, ValidationError
-from brain.schemas import RESERVED_KEYS
-from brain.rag_store import RagStore
+from brain.features.chat import ChatMemory
+from brain.app.core import open_store
+from brain.model.errors import NotFound, ValidationError
+from brain.model.schemas import RESERVED_KEYS
+from brain.app.rag_store import RagStore
 
 TS = "2026-01-01T00:00:00+00:00"
 
@@ -79,7 +79,7 @@ def test_rows_the_index_cannot_use_never_break_search_or_context(backend_setting
             write_raw(store, doc_id, f"The user's passport note {doc_id}", **meta)
         write_raw(store, "doc-bad-scope", "The user's passport is blue", scope="entity:")
         write_raw(store, "doc-legacy-entity", "Bob's passport is red", entity="bob")  # global + entity: older code
-    with caplog.at_level(logging.WARNING, logger="brain.memory_index"), \
+    with caplog.at_level(logging.WARNING, logger="brain.store.memory_index"), \
             open_store(backend_settings, embedder=local_embedder) as store:  # across a restart
         hits = store.retrieve_memories("when does the passport expire?", k=10)
         ids = {h.id for h in hits}

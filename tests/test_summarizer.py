@@ -7,7 +7,7 @@ import time
 import pytest
 
 from brain.config import Settings
-from brain.summarizers import (
+from brain.providers.summarizers import (
     ExtractiveSummarizer,
     OllamaSummarizer,
     SummarizerError,
@@ -16,7 +16,7 @@ from brain.summarizers import (
     get_summarizer,
     transcript,
 )
-from brain.summarizers.ollama import MAX_SUMMARY_CHARS, clean_summary
+from brain.providers.summarizers.ollama import MAX_SUMMARY_CHARS, clean_summary
 from tests.ollama_stub import dead_url, stub_chat_reply
 
 TURNS = [
@@ -119,7 +119,7 @@ def test_clean_summary_drops_reasoning_and_caps_length():
 
 
 def test_the_summary_deadline_setting():
-    from brain.errors import ConfigError
+    from brain.model.errors import ConfigError
 
     assert Settings().summary_deadline_seconds == 60.0
     assert Settings(summary_deadline_seconds=5).summary_deadline_seconds == 5.0
@@ -161,8 +161,8 @@ def test_extractive_cuts_a_single_long_sentence():
 
 def test_brain_summarizer_setting_chooses_the_summariser():
     from brain.config import Settings
-    from brain.errors import ConfigError
-    from brain.summarizers import ExtractiveSummarizer, OllamaSummarizer, get_summarizer
+    from brain.model.errors import ConfigError
+    from brain.providers.summarizers import ExtractiveSummarizer, OllamaSummarizer, get_summarizer
 
     assert isinstance(get_summarizer(Settings()), OllamaSummarizer)
     assert isinstance(get_summarizer(Settings(summarizer="extractive")), ExtractiveSummarizer)

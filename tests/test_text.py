@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from brain.chat import TokenCounter
-from brain.chunking import TokenChunker
-from brain.ingest import parse_markdown
-from brain.persona import split_sections
-from brain.schemas import SummaryMetadata, format_turn_range, parse_turn_range
-from brain.summarizers import ExtractiveSummarizer, TurnText
+from brain.features.chat import TokenCounter
+from brain.rules.chunking import TokenChunker
+from brain.features.ingest import parse_markdown
+from brain.features.persona import split_sections
+from brain.model.schemas import SummaryMetadata, format_turn_range, parse_turn_range
+from brain.providers.summarizers import ExtractiveSummarizer, TurnText
 from brain.text import (
     CHAT_FILLERS,
     STOP_WORDS,

@@ -1,4 +1,4 @@
-"""Hybrid retrieval over one conversation's turns (brain.turn_search), with the real local embedder."""
+"""Hybrid retrieval over one conversation's turns (brain.rules.turn_search), with the real local embedder."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import random
 import numpy as np
 import pytest
 
-from brain.errors import Problem, ValidationError
-from brain.results import Document
+from brain.model.errors import Problem, ValidationError
+from brain.model.results import Document
 from brain.text import BM25Index as LexicalIndex
 from brain.text import tokenize
-from brain.turn_search import TurnIndex, TurnSearchWeights, search_turns
+from brain.rules.turn_search import TurnIndex, TurnSearchWeights, search_turns
 
 DENSE_ONLY = TurnSearchWeights(dense=1.0, lexical=0.0, speaker=0.0, neighbour=0.0)
 MAY = "2023-05-08T13:56:00+00:00"

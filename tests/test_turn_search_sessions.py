@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from brain.errors import ValidationError
-from brain.results import Document
-from brain.turn_search import SESSION_GAP_SECONDS, TurnIndex, TurnSearchWeights, search_turns
+from brain.model.errors import ValidationError
+from brain.model.results import Document
+from brain.rules.turn_search import SESSION_GAP_SECONDS, TurnIndex, TurnSearchWeights, search_turns
 
 START = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
 

@@ -12,9 +12,9 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
-from brain.api import create_app
-from brain.api.routes.ui import is_ui_shell
-from brain.core import open_store
+from brain.shells.api import create_app
+from brain.shells.web.middleware import is_ui_shell
+from brain.app.core import open_store
 
 from .conftest import LiveServer, api_settings
 
@@ -105,7 +105,7 @@ def test_which_requests_are_the_shell(method, path, shell):
 
 
 def test_the_assets_ship_inside_the_package():
-    ui = resources.files("brain.api").joinpath("ui")
+    ui = resources.files("brain.shells.api").joinpath("ui")
     assert ui.joinpath("index.html").is_file()
     for name in ASSETS:
         assert ui.joinpath("static", name).is_file()

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from brain.api import create_app
-from brain.core import Brain, open_store
+from brain.shells.api import create_app
+from brain.app.core import Brain, open_store
 
 from .conftest import LiveServer, api_settings
 

@@ -1,4 +1,4 @@
-"""Writes are all or nothing, even when the writer is killed: the intent log (brain/write_intents.py)
+"""Writes are all or nothing, even when the writer is killed: the intent log (brain/store/write_intents.py)
 alone, then a real store whose writer process is SIGKILLed at random points of 6,000-document
 batches (two Chroma calls each), opened afterwards through the library, brain.open and the CLI."""
 
@@ -20,13 +20,13 @@ import pytest
 from click.testing import CliRunner
 
 import brain
-from brain.cli import cli
+from brain.shells.cli import cli
 from brain.config import Settings
-from brain.core import open_store
-from brain.mirror.sync import verify_mirror
-from brain.rag_store import RagStore
-from brain.write_intents import PriorVersion, WriteIntentLog
-from brain.cli.reports import verify_text
+from brain.app.core import open_store
+from brain.features.mirror.sync import verify_mirror
+from brain.app.rag_store import RagStore
+from brain.store.write_intents import PriorVersion, WriteIntentLog
+from brain.shells.cli.reports import verify_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,7 +99,7 @@ def test_an_unreadable_record_is_a_clear_error(tmp_path):
     log = WriteIntentLog(tmp_path)
     log.directory.mkdir(parents=True)
     (log.directory / "0123.intent").write_bytes(b"not json")
-    with pytest.raises(brain.errors.StoreUnavailable, match="0123.intent cannot be read.*mirror verify"):
+    with pytest.raises(brain.model.errors.StoreUnavailable, match="0123.intent cannot be read.*mirror verify"):
         log.resolve(lambda i: None)
 
 
@@ -114,8 +114,8 @@ WRITER = textwrap.dedent("""
     import os, sys, time
     import numpy as np
     from brain.config import Settings
-    from brain.core import open_store
-    from brain.rag_store import RagStore
+    from brain.app.core import open_store
+    from brain.app.rag_store import RagStore
 
     data_dir, action, version = sys.argv[1], sys.argv[2], sys.argv[3]
     count = int(sys.argv[4])

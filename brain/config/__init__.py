@@ -12,7 +12,7 @@ brain and the Ollama tools (:data:`FOREIGN_VARIABLES`). The fields are declared 
 renamed to follow the rule keeps its older name working (``also=``; ``RAG_SUMMARY_EVERY_N``).
 
 **Each field** has a ``description`` (what it does, its unit) and its range as constraints;
-:mod:`brain.config_docs` renders ``config/defaults.env`` and the docs site's settings table from them. Closed
+:mod:`brain.config.docs` renders ``config/defaults.env`` and the docs site's settings table from them. Closed
 sets are ``Literal`` types, lists are tuples (comma-separated in the environment), and facts about a
 provider (its model's name, default model, naming rule, input limit) stay in the provider's module.
 :class:`Settings` is longer than brain's other classes because it is the one declaration of every

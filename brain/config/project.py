@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from brain.errors import ConfigError
+from brain.model.errors import ConfigError
 
 #: a directory holding this file is a project root
 PROJECT_MARKER = Path("config") / "defaults.env"

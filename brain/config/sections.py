@@ -11,15 +11,16 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BeforeValidator, Field
 from pydantic_settings import NoDecode
 
-from brain.schemas import DOC_TYPES
+from brain.config.values import DEFAULT_EMBEDDER, DEFAULT_SUMMARY_MODEL
+from brain.model.schemas import DOC_TYPES
 
 #: the settings that name files or directories
 PATH_FIELDS = ("data_dir", "persona_path", "specialists_path", "mirror_path", "index_snapshot_path")
 #: the specialist bands' thresholds on a match's confidence, calibrated for local/minilm-l6-v2
-#: (bench/SPECIALISTS_RESULTS.md); the Settings defaults and brain.specialists.SpecialistBands' defaults
+#: (bench/SPECIALISTS_RESULTS.md); the Settings defaults and brain.features.specialists.SpecialistBands' defaults
 SPECIALIST_BAND_DEFAULTS = {"strong": 0.90, "good": 0.65, "possible": 0.62}
 #: the coefficients of a match's confidence, a logistic fit on the score and the request's length
-#: (brain.specialists.scoring.SpecialistConfidence); the Settings defaults and the class's defaults
+#: (brain.features.specialists.scoring.SpecialistConfidence); the Settings defaults and the class's defaults
 SPECIALIST_CONFIDENCE_DEFAULTS = {"intercept": -6.30, "score": 13.75, "length": 1.36}
 
 
@@ -97,7 +98,7 @@ specialists_setting = _group("specialists", "BRAIN_", "Specialists",
 api_setting = _group("api", "BRAIN_", "The HTTP API",
                      "`brain serve`; a token is required to bind a non-loopback address")
 
-#: the closed set of summarisers; each is the ``kind`` of a class in brain.summarizers
+#: the closed set of summarisers; each is the ``kind`` of a class in brain.providers.summarizers
 SummarizerKind = Literal["ollama", "extractive"]
 
 
@@ -113,15 +114,11 @@ DocTypeList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(document_type
 
 
 def default_embedder() -> str:
-    from brain.embeddings.local import LocalMiniLMEmbedder  # the provider owns its name
-
-    return LocalMiniLMEmbedder.name
+    return DEFAULT_EMBEDDER
 
 
 def default_summary_model() -> str:
-    from brain.summarizers.ollama import DEFAULT_MODEL  # the provider owns its default model
-
-    return DEFAULT_MODEL
+    return DEFAULT_SUMMARY_MODEL
 
 
 

@@ -37,7 +37,8 @@ from brain.config.sections import (
     storage_setting,
 )
 from brain.config.sources import LOADING, Loading, anchored
-from brain.errors import ConfigError
+from brain.config.values import model_name_problem, token_problem
+from brain.model.errors import ConfigError
 
 
 class Settings(BaseSettings):
@@ -378,8 +379,6 @@ class Settings(BaseSettings):
             value = value.get_secret_value()
         if value is None or (isinstance(value, str) and not value.strip()):
             return None  # `BRAIN_API_TOKEN=` (as in config/defaults.env) means no token, not an empty one
-        from brain.auth import token_problem  # the token rule lives with the tokens file's
-
         value = value.strip() if isinstance(value, str) else value
         problem = token_problem(value) if isinstance(value, str) else None
         if problem:
@@ -482,8 +481,6 @@ class Settings(BaseSettings):
     @field_validator("summary_model")
     @classmethod
     def _summary_model(cls, value: str) -> str:
-        from brain.summarizers.ollama import model_name_problem  # the provider owns its naming rule
-
         problem = model_name_problem(value)
         if problem:
             raise ValueError(problem)

@@ -1,2 +1,2 @@
-"""brain inside other frameworks: adapters that speak a framework's interfaces over brain's store
-(:mod:`brain.integrations.xaibo`: Xaibo's memory protocols)."""
+"""``brain.integrations.xaibo``: the path Xaibo agent configurations name the adapters by (``module:
+brain.integrations.xaibo.BrainMemory``); the adapters live in :mod:`brain.shells.xaibo`."""

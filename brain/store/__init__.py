@@ -1,7 +1,7 @@
 """The store: typed documents in one Chroma collection.
 
 - :mod:`~brain.store.facade` -- :class:`Store`, the facade over the parts below (callers open it as
-  :class:`brain.rag_store.RagStore`, which wires the mirror and the persona rule)
+  :class:`brain.app.rag_store.RagStore`, which wires the mirror and the persona rule)
 - :mod:`~brain.store.chroma` -- the client, the guarded collection, paged reads and chunked writes
 - :mod:`~brain.store.plan` -- the typed write steps: ``WritePlan`` in, ``WriteResult`` out
 - :mod:`~brain.store.pipeline` -- ids, positions, the memory merge, embedding, the all-or-nothing commit
@@ -13,7 +13,7 @@
 - :mod:`~brain.store.reads`, :mod:`~brain.store.retrieval` -- reading and retrieval per type
 """
 
-from brain.ids import derived_id, memory_id, new_id
+from brain.model.ids import derived_id, memory_id, new_id
 from brain.store.chroma import ChromaAccess, GuardedCollection, missing_store, open_client, open_cosine_collection
 from brain.store.events import WriteEvent, WriteEvents, WriteSubscriber
 from brain.store.facade import Store

@@ -12,8 +12,8 @@ from urllib.parse import urlparse
 import numpy as np
 
 from brain.config import Settings
-from brain.embeddings import Embedder
-from brain.errors import (
+from brain.providers.embeddings import Embedder
+from brain.model.errors import (
     Backoff,
     BrainError,
     EmbeddingModelMismatch,
@@ -133,7 +133,7 @@ class GuardedCollection:
     :class:`StoreUnavailable`, anything else Chroma raises :class:`StoreError` naming the call. A read
     that fails with one of Chroma's transient internal errors is tried again a few times first.
 
-    With ``friendly_where`` a ``where`` may be written as :func:`brain.filters.to_chroma_where` reads it
+    With ``friendly_where`` a ``where`` may be written as :func:`brain.rules.filters.to_chroma_where` reads it
     (several keys and-ed, ``tags`` as ``$contains``, ISO times): the reference's filters, such as
     ``{"type": "faq", "topic": "specialists"}``, which Chroma itself refuses."""
 
@@ -152,7 +152,7 @@ class GuardedCollection:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if self._friendly_where and isinstance(kwargs.get("where"), dict):
-                from brain.filters import to_chroma_where
+                from brain.rules.filters import to_chroma_where
 
                 kwargs["where"] = to_chroma_where(kwargs["where"])
             def noted(exc: BaseException, _: int, wait: float) -> None:
@@ -234,8 +234,8 @@ def switch_advice(settings: Settings, recorded: dict[str, Any], embedder: Embedd
     """What to do when the store's collection records another embedder than the configured one: keep
     the recorded one, or re-index for the configured one, with the command and a rough estimate of its
     time (the documents to embed at the configured embedder's typical rate, see
-    :func:`brain.embeddings.typical_rate`)."""
-    from brain.embeddings import typical_rate
+    :func:`brain.providers.embeddings.typical_rate`)."""
+    from brain.providers.embeddings import typical_rate
 
     rate = typical_rate(embedder.name)
     seconds = count / rate if rate > 0 else 0.0

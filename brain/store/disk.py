@@ -4,7 +4,7 @@ A full disk is worse than a refused write: Chroma's bindings can block in a writ
 interpreter's lock, and then nothing answers, not even health, and the process ignores SIGTERM. So
 every write is checked first: while the disk of a directory brain writes to (the data directory; the
 mirror's, when it lives elsewhere) has less free space than the margin (``BRAIN_MIN_FREE_DISK_MB``),
-the write is refused with :class:`~brain.errors.DiskSpaceLow` before anything is written, and reads
+the write is refused with :class:`~brain.model.errors.DiskSpaceLow` before anything is written, and reads
 and health go on. The check is one ``statvfs`` per directory and write.
 
 The guard is a write subscriber (:mod:`brain.store.events`): ``stage`` runs before Chroma is called,
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from brain.errors import DiskSpaceLow
+from brain.model.errors import DiskSpaceLow
 from brain.store.events import WriteEvent, WriteSubscriber
 
 MB = 2**20

@@ -2,7 +2,7 @@
 
 A thin facade over the parts of :mod:`brain.store`: Chroma access (:attr:`Store.chroma`), the
 write pipeline, the write events (:attr:`Store.events`), the in-process indexes and retrieval.
-Callers open it as :class:`brain.rag_store.RagStore`, which adds what this layer does not import (the
+Callers open it as :class:`brain.app.rag_store.RagStore`, which adds what this layer does not import (the
 mirror, the persona rule) so that every way of opening a store wires it the same.
 Writes are validated whole before anything is embedded or stored; memories are deduplicated by
 (scope, text); turns and summaries get their per-conversation index.
@@ -25,15 +25,15 @@ from typing import Any, Self
 import numpy as np
 
 from brain.config import Settings
-from brain.embeddings import Embedder, get_embedder
-from brain.errors import BrainError, NotFound, StoreUnavailable, ValidationError
-from brain.locking import DataDirLock
-from brain.memories import readable_scopes, search_scopes
-from brain.memory_index import MemoryIndex
-from brain.ids import memory_id
-from brain.memories import same_text
-from brain.results import Document, Hit, MemoryHit, Supersession
-from brain.schemas import (CHAIN_KEYS, DocType, check_extra_metadata, check_k, check_last_used, entity_scope, is_inactive,
+from brain.providers.embeddings import Embedder, get_embedder
+from brain.model.errors import BrainError, NotFound, StoreUnavailable, ValidationError
+from brain.store.locking import DataDirLock
+from brain.rules.memories import readable_scopes, search_scopes
+from brain.store.memory_index import MemoryIndex
+from brain.model.ids import memory_id
+from brain.rules.memories import same_text
+from brain.model.results import Document, Hit, MemoryHit, Supersession
+from brain.model.schemas import (CHAIN_KEYS, DocType, check_extra_metadata, check_k, check_last_used, entity_scope, is_inactive,
                            utc_now)
 from brain.store.chroma import (ChromaAccess, GuardedCollection, embedding_function, missing_store, open_client,
                                 open_cosine_collection, switch_advice)
@@ -51,8 +51,8 @@ from brain.store.reads import find_ids, get_documents, type_value
 from brain.store.retrieval import Retrieval, VersionRule
 from brain.store.scrub import clear_unused_index_space
 from brain.store.snapshot import SnapshotIdentity, SnapshotKeeper, snapshot_key, snapshot_path
-from brain.write_intents import WriteIntentLog
-from brain.migrations import migrate_typed_fields
+from brain.store.write_intents import WriteIntentLog
+from brain.store.migrations import migrate_typed_fields
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +67,9 @@ class Store:
 
     Followers of the writes subscribe to :attr:`events`; ``attach(store)``, when given, is called
     once the collection is open and before unfinished writes of a dead process are rolled back, so
-    that what it subscribes (the mirror, see :class:`brain.rag_store.RagStore`) follows that roll-back.
+    that what it subscribes (the mirror, see :class:`brain.app.rag_store.RagStore`) follows that roll-back.
     ``persona_version`` picks the persona version :meth:`retrieve_persona` reads
-    (:func:`brain.persona.current_version`; without it every version is searched).
+    (:func:`brain.features.persona.current_version`; without it every version is searched).
     """
 
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
@@ -81,7 +81,7 @@ class Store:
         self._lock = threading.RLock()
         self._closers: list[Callable[[], None]] = []
         self._owned_client: Any = None  # the Chroma client this store opened (closed with it)
-        self.mirror_link: Any = None  # the mirror's subscriber (brain.mirror.subscriber), when one is attached
+        self.mirror_link: Any = None  # the mirror's subscriber (brain.features.mirror.subscriber), when one is attached
         self.feed_writer: FeedWriter | None = None  # this store's side of the change feed, when it has one
         self.follower: FeedFollower | None = None
         # embedded Chroma is single-process: claim the data directory before opening it
@@ -341,7 +341,7 @@ class Store:
 
     @property
     def mirror_health(self) -> Any:
-        """The mirror's :class:`~brain.mirror.MirrorHealth`; None when no mirror is attached."""
+        """The mirror's :class:`~brain.features.mirror.MirrorHealth`; None when no mirror is attached."""
         return None if self.mirror_link is None else self.mirror_link.health
 
     @mirror_health.setter
@@ -350,7 +350,7 @@ class Store:
 
     def _require_link(self) -> Any:
         if self.mirror_link is None:
-            raise BrainError("this store has no mirror attached; open it with brain.open() or brain.core.open_store()")
+            raise BrainError("this store has no mirror attached; open it with brain.open() or brain.app.core.open_store()")
         return self.mirror_link
 
     @contextmanager
@@ -365,7 +365,7 @@ class Store:
 
     def catch_up_mirror(self, *, wait: bool = True) -> int:
         """Mirror the documents whose writes the mirror missed while it could not be written (see
-        :mod:`brain.mirror.subscriber`); returns how many, 0 when none wait or (``wait=False``) a write
+        :mod:`brain.features.mirror.subscriber`); returns how many, 0 when none wait or (``wait=False``) a write
         is in progress. While it still cannot be written they stay behind, and health says so."""
         link = self.mirror_link
         if link is None or not getattr(link, "behind", 0) or not self._lock.acquire(blocking=wait):
@@ -414,11 +414,11 @@ class Store:
         Unlike writing the same text again (which merges: higher importance, united tags), the
         given values replace the old ones. ``metadata`` adds or overwrites extra keys (with
         ``replace_metadata=True`` it replaces all extra keys); it cannot hold the reserved keys
-        (:data:`brain.schemas.RESERVED_KEYS`): a memory's scope never changes here, and its vector is
+        (:data:`brain.model.schemas.RESERVED_KEYS`): a memory's scope never changes here, and its vector is
         always the store's embedding of its text. A new ``text`` is embedded again; the timestamp
         becomes ``timestamp`` or now (``created_at`` keeps the first one). Raises :class:`NotFound`
         for an unknown id, and, with ``entity``, for a memory that entity cannot see (see
-        :func:`brain.memories.visible_scopes`).
+        :func:`brain.rules.memories.visible_scopes`).
         """
         extra = check_extra_metadata(metadata, call="update_memory")
         visible = readable_scopes(entity)
@@ -638,7 +638,7 @@ class Store:
                           as_of: datetime | str | float | None = None) -> list[MemoryHit]:
         """The exact top-k memories by w_sim*similarity + w_imp*importance/5 + recency bonus; with
         ``relevance``, by the ranking the context uses (``RAG_MEMORY_RANKING``; by default only relevant
-        memories, see :mod:`brain.ranking`). The list tells what the gate did (:class:`~brain.results.GatedHits`).
+        memories, see :mod:`brain.rules.ranking`). The list tells what the gate did (:class:`~brain.model.results.GatedHits`).
 
         Scope: with ``entity``, that entity's memories and global ones; without, global ones only
         (``all_scopes=True`` searches every scope, for operators' tools). ``query_vector`` (the

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from brain.errors import StoreUnavailable
+from brain.model.errors import StoreUnavailable
 from brain.store.chroma import GuardedCollection
 from brain.store.events import WriteEvent, WriteSubscriber
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from brain.errors import Backoff, StoreError, StoreUnavailable, ValidationError, retry
+from brain.model.errors import Backoff, StoreError, StoreUnavailable, ValidationError, retry
 from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteEvents
 from brain.store.feed import PENDING_GRACE_SECONDS, ChangeFeed, FeedRecord

@@ -1,7 +1,7 @@
 """Change with history: a memory superseded by another, and the chain such changes make.
 
 A supersession never deletes. It is one write of two documents (all or nothing, like every write:
-:mod:`brain.write_intents`):
+:mod:`brain.store.write_intents`):
 
 - the old memory keeps its text, vector and fields, and gets ``status: superseded`` (kept, never
   ranked as current), ``valid_until`` (when it stopped holding) and ``superseded_by`` (the new id);
@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from brain.errors import Problem, ValidationError
-from brain.memories import same_text
-from brain.results import Document
-from brain.schemas import CHAIN_KEYS, CHANGES, DocType, format_timestamp, is_part, parse_timestamp, read_stored, utc_now
+from brain.model.errors import Problem, ValidationError
+from brain.rules.memories import same_text
+from brain.model.results import Document
+from brain.model.schemas import CHAIN_KEYS, CHANGES, DocType, format_timestamp, is_part, parse_timestamp, read_stored, utc_now
 
 #: how many links a history walk follows before it stops (a chain written by hand could loop)
 MAX_CHAIN = 10_000

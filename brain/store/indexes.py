@@ -1,4 +1,4 @@
-"""The store's in-process state: one :class:`~brain.memory_index.MemoryIndex` per indexed type and
+"""The store's in-process state: one :class:`~brain.store.memory_index.MemoryIndex` per indexed type and
 the turns of recently used conversations. It follows the store's committed writes (it is a
 :class:`~brain.store.events.WriteSubscriber`), other processes' writes through the change feed
 when the store has one (:mod:`brain.store.follower`), and writes that bypassed every store by the
@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from brain.cache import LRUCache
+from brain.providers.cache import LRUCache
 from brain.config import Settings
-from brain.memory_index import MemoryIndex
-from brain.results import Document
-from brain.schemas import DocType, from_chroma
+from brain.store.memory_index import MemoryIndex
+from brain.model.results import Document
+from brain.model.schemas import DocType, from_chroma
 from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.reads import get_documents

@@ -1,7 +1,7 @@
 """The live-collection pointer: which physical Chroma collection a logical collection name serves.
 
 ``BRAIN_COLLECTION`` (``conversations``) is a *logical* name. The documents live in one *physical*
-collection: at first the logical name itself, and after a re-index (:mod:`brain.reindex`) a
+collection: at first the logical name itself, and after a re-index (:mod:`brain.app.reindex`) a
 collection of the new model built beside it, ``<name>__g<generation>``. One small collection,
 ``<name>__live``, holds one record (id ``live``) that names the physical collection serving now,
 every collection still kept (for a roll-back) and the build under way, if any. Flipping it is one
@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from brain.errors import StoreUnavailable
+from brain.model.errors import StoreUnavailable
 
 LIVE_SUFFIX = "__live"
 #: the id of the one record of the pointer collection

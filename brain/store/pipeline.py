@@ -3,8 +3,8 @@
 
 The steps of an upsert: assign ids (memories derive theirs from scope and text), assign positions
 (``turn_index``, ``summary_index``), merge repeated and already stored memories (the rule:
-:func:`brain.memories.merge_duplicate`), embed what has no vector, then commit: a durable intent
-(:mod:`brain.write_intents`) is written before the first Chroma call, the event is staged with the
+:func:`brain.rules.memories.merge_duplicate`), embed what has no vector, then commit: a durable intent
+(:mod:`brain.store.write_intents`) is written before the first Chroma call, the event is staged with the
 subscribers (:mod:`brain.store.events`), Chroma is written in chunks, and the subscribers commit
 (or abort, after the chunks written were rolled back). Deletes and metadata changes take the same
 commit path.
@@ -18,18 +18,18 @@ from typing import Any
 
 import numpy as np
 
-from brain.embeddings import Embedder
-from brain.errors import BrainError, ConversationOwned, Problem, StoreUnavailable, ValidationError
-from brain.filters import to_chroma_where
-from brain.ids import memory_id, new_id
-from brain.memories import created, merge_duplicate, same_text
-from brain.results import Document
-from brain.schemas import GLOBAL_SCOPE, DocType, read_stored
+from brain.providers.embeddings import Embedder
+from brain.model.errors import BrainError, ConversationOwned, Problem, StoreUnavailable, ValidationError
+from brain.rules.filters import to_chroma_where
+from brain.model.ids import memory_id, new_id
+from brain.rules.memories import created, merge_duplicate, same_text
+from brain.model.results import Document
+from brain.model.schemas import GLOBAL_SCOPE, DocType, read_stored
 from brain.store.chroma import ChromaAccess
 from brain.store.events import Op, WriteEvent, WriteEvents
 from brain.store.plan import POSITION_FIELDS, PreparedDoc, WritePlan, WriteResult
 from brain.store.positions import PositionClaims
-from brain.write_intents import PriorVersion, WriteIntent, WriteIntentLog
+from brain.store.write_intents import PriorVersion, WriteIntent, WriteIntentLog
 
 log = logging.getLogger(__name__)
 

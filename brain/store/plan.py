@@ -1,7 +1,7 @@
 """The typed steps of a write: a validated :class:`WritePlan` of :class:`PreparedDoc` in, a
 :class:`WriteResult` (ids and positions, in input order) out.
 
-:func:`plan_write` checks a whole batch and raises one :class:`~brain.errors.ValidationError`
+:func:`plan_write` checks a whole batch and raises one :class:`~brain.model.errors.ValidationError`
 listing every problem, so nothing of a bad batch is embedded or stored.
 """
 
@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from brain.errors import Problem, ValidationError
-from brain.memories import created
-from brain.ranking import to_unit_length
-from brain.schemas import DocType, read_stored, utc_now, validate_metadata
+from brain.model.errors import Problem, ValidationError
+from brain.rules.memories import created
+from brain.rules.ranking import to_unit_length
+from brain.model.schemas import DocType, read_stored, utc_now, validate_metadata
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class PreparedDoc:
 
     id: str | None
     text: str
-    metadata: Any  # the type's metadata model (brain.schemas)
+    metadata: Any  # the type's metadata model (brain.model.schemas)
     vector: np.ndarray | None = None
     derived: bool = False
 

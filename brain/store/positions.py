@@ -31,7 +31,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from brain.errors import StoreUnavailable
+from brain.model.errors import StoreUnavailable
 from brain.store.chroma import GuardedCollection
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Reading documents by id and filter: Chroma's pages turned into :class:`~brain.results.Document`
+"""Reading documents by id and filter: Chroma's pages turned into :class:`~brain.model.results.Document`
 lists, with the type and scope checks done here when Chroma would do them slowly."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from brain.filters import to_chroma_where
-from brain.results import Document
-from brain.schemas import GLOBAL_SCOPE, DocType, from_chroma, model_for
+from brain.rules.filters import to_chroma_where
+from brain.model.results import Document
+from brain.model.schemas import GLOBAL_SCOPE, DocType, from_chroma, model_for
 from brain.store.chroma import ChromaAccess, merge_pages
 
 

@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 
 from brain.config import Settings
-from brain.embeddings import Embedder
-from brain.errors import ValidationError
-from brain.filters import to_chroma_where
-from brain.memories import search_scopes
-from brain.ranking import ScoreWeights
-from brain.relevance import METADATA_KEY, Calibration, calibrate, recorded
-from brain.results import Document, GatedHits, Hit
-from brain.schemas import GLOBAL_SCOPE, DocType, check_k, from_chroma, parse_timestamp, valid_conversation_id
+from brain.providers.embeddings import Embedder
+from brain.model.errors import ValidationError
+from brain.rules.filters import to_chroma_where
+from brain.rules.memories import search_scopes
+from brain.rules.ranking import ScoreWeights
+from brain.rules.relevance import METADATA_KEY, Calibration, calibrate, recorded
+from brain.model.results import Document, GatedHits, Hit
+from brain.model.schemas import GLOBAL_SCOPE, DocType, check_k, from_chroma, parse_timestamp, valid_conversation_id
 from brain.store.chroma import ChromaAccess
 from brain.store.indexes import InProcessState
 from brain.store.plan import check_vector
@@ -57,7 +57,7 @@ class Retrieval:
         return self.settings.memory_ranking == "relevance"
 
     def calibration(self) -> Calibration:
-        """The embedder's relevance calibration (:mod:`brain.relevance`): the one the collection
+        """The embedder's relevance calibration (:mod:`brain.rules.relevance`): the one the collection
         records for this embedder and data, else measured now and recorded."""
         with self._calibrating:
             if self._calibration is None:

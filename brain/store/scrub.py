@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from brain.errors import StoreUnavailable
+from brain.model.errors import StoreUnavailable
 
 #: the embedded store's file under ``<data dir>/chroma``
 CHROMA_FILE = "chroma.sqlite3"

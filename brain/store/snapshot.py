@@ -1,4 +1,4 @@
-"""The index snapshot: the in-process indexes (:class:`~brain.memory_index.MemoryIndex`, one per
+"""The index snapshot: the in-process indexes (:class:`~brain.store.memory_index.MemoryIndex`, one per
 indexed type) saved to one file, so that a start loads them instead of reading the whole collection.
 
 **The file** is a NumPy ``.npz`` archive (no pickle: loading one never runs code) holding a JSON
@@ -56,9 +56,9 @@ from typing import Any
 import numpy as np
 
 from brain.config import Settings
-from brain.errors import StoreError, StoreUnavailable
-from brain.memory_index import MemoryIndex
-from brain.schemas import GLOBAL_SCOPE
+from brain.model.errors import StoreError, StoreUnavailable
+from brain.store.memory_index import MemoryIndex
+from brain.model.schemas import GLOBAL_SCOPE
 from brain.store.events import WriteEvent, WriteSubscriber
 
 log = logging.getLogger(__name__)

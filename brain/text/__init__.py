@@ -6,13 +6,28 @@
 - :mod:`brain.text.keywords` — keyword tokens: words, stop words dropped, Snowball stems.
 - :mod:`brain.text.bm25` — Okapi BM25 over tokenised documents (pure numpy).
 - :mod:`brain.text.markdown` — Markdown sections (fenced code blocks respected) and heading slugs.
+- :mod:`brain.text.wording` — counts in words for what people read (``1 memory``, ``2 memories``).
+- :mod:`brain.text.progress` — progress of a long job on stderr.
 """
 
-from brain.text.bm25 import BM25Index
-from brain.text.keywords import tokenize
-from brain.text.markdown import MarkdownLine, MarkdownSection, markdown_sections, slugify
-from brain.text.stop_words import CHAT_FILLERS, STOP_WORDS
-from brain.text.tokenizer import counting_tokenizer, load_tokenizer, package_file, tokenizer_path
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# each name is imported on first use: the CLI's wording must not load numpy (bm25) or the tokenizer
+_EXPORTS = {
+    "BM25Index": "brain.text.bm25",
+    "tokenize": "brain.text.keywords",
+    "MarkdownLine": "brain.text.markdown",
+    "MarkdownSection": "brain.text.markdown",
+    "markdown_sections": "brain.text.markdown",
+    "slugify": "brain.text.markdown",
+    "CHAT_FILLERS": "brain.text.stop_words",
+    "STOP_WORDS": "brain.text.stop_words",
+    "counting_tokenizer": "brain.text.tokenizer",
+    "load_tokenizer": "brain.text.tokenizer",
+    "package_file": "brain.text.tokenizer",
+    "tokenizer_path": "brain.text.tokenizer",
+}
 
 __all__ = [
     "CHAT_FILLERS",
@@ -28,3 +43,21 @@ __all__ = [
     "tokenize",
     "tokenizer_path",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'brain.text' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from brain.text.bm25 import BM25Index
+    from brain.text.keywords import tokenize
+    from brain.text.markdown import MarkdownLine, MarkdownSection, markdown_sections, slugify
+    from brain.text.stop_words import CHAT_FILLERS, STOP_WORDS
+    from brain.text.tokenizer import counting_tokenizer, load_tokenizer, package_file, tokenizer_path

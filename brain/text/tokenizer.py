@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from brain.errors import EmbedderError
+from brain.model.errors import EmbedderError
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

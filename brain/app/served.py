@@ -1,0 +1,190 @@
+"""A store that a running ``brain serve`` holds, reached through its HTTP API.
+
+Embedded Chroma is single-process: while ``brain serve`` has the data directory open (:mod:`brain.store.locking`),
+a second process must not open it. The server records its address in the lock file, so a command run
+beside it finds it there (:class:`~brain.model.errors.StoreLocked` carries it) and sends its reads and memory
+writes to the server instead: :class:`ServedBrain` and :class:`ServedStore` answer the calls the CLI's
+read commands and ``memory add``/``rm`` make, each one request to a route that makes the same library
+call (:mod:`brain.shells.api.routes.operator`, ``/v1/docs``, ``/v1/memories``, the conversation routes, health's
+``?stats=true``), and
+hand back the same result types. Anything else is :class:`~brain.model.errors.StoreLocked` naming the server,
+never a second opening of the directory.
+
+The admin token (``BRAIN_API_TOKEN``), when the server has one, comes from the same settings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import httpx
+
+from brain.config import Settings
+from brain.model.errors import (
+    BrainError,
+    ConfigError,
+    Forbidden,
+    NotFound,
+    Problem,
+    StoreError,
+    StoreLocked,
+    StoreUnavailable,
+    ValidationError,
+)
+from brain.model.results import Document, Hit, MemoryHit
+from brain.model.schemas import DocType
+
+#: seconds a request to the server may take (a search embeds the query; a first request may load the model)
+TIMEOUT = 120.0
+
+
+class ServedStore:
+    """The part of :class:`~brain.store.RagStore` the CLI's forwarded commands use, over HTTP."""
+
+    def __init__(self, brain: ServedBrain):
+        self._brain = brain
+        self.settings = brain.settings
+
+    def get(self, ids: str | Sequence[str] | None = None, *, where: dict[str, Any] | None = None,
+            type: str | DocType | None = None, limit: int | None = None, offset: int | None = None,
+            entity: str | None = None) -> list[Document]:
+        params: dict[str, Any] = {"ids": [ids] if isinstance(ids, str) else list(ids or [])}
+        if entity is not None:
+            params["entity"] = entity
+        if where:
+            params["where"] = json.dumps(where)
+        if type is not None:
+            params["type"] = DocType(type).value
+        if limit is not None:
+            params["limit"] = limit
+        if offset:
+            params["offset"] = offset
+        body = self._brain.request("GET", "/v1/docs", params=params)
+        return [_document(d) for d in body["docs"]]
+
+    def get_one(self, doc_id: str) -> Document:
+        docs = self.get([doc_id])
+        if not docs:
+            raise NotFound(f"no document with id {doc_id!r}")
+        return docs[0]
+
+    def upsert_memory(self, text: str, scope: str | None = None, importance: int = 3,
+                      tags: Iterable[str] | None = None) -> str:
+        metadata: dict[str, Any] = {"importance": importance, "tags": list(tags or [])}
+        if scope is not None:
+            metadata["scope"] = scope
+        body = self._brain.request("POST", "/v1/docs", json={"text": text, "type": "memory", "metadata": metadata})
+        return body["ids"][0]
+
+    def delete(self, ids: Sequence[str], *, type: str | DocType | None = None) -> int:
+        if type is None or DocType(type) is not DocType.MEMORY:
+            raise self._brain.needs_the_store("deleting documents other than memories")
+        for doc_id in ids:
+            self._brain.request("DELETE", f"/v1/memories/{doc_id}")
+        return len(ids)
+
+    def recent_turns(self, conversation_id: str, k: int | None = None) -> list[Document]:
+        params = {"k": k} if k is not None else {}
+        try:
+            body = self._brain.request("GET", f"/v1/conversations/{conversation_id}/turns", params=params)
+        except NotFound:  # the admin sees every conversation: not found is none recorded
+            return []
+        return [_document(d) for d in body["turns"]]
+
+    def stats(self) -> dict[str, Any]:
+        report = self._brain.request("GET", "/v1/health", params={"stats": "true"})
+        if "stats" not in report:  # the store is down, or the token is not the admin's
+            raise StoreUnavailable(f"the server at {self._brain.url} gave no figures: health says "
+                                   f"{report.get('status')!r}; `brain stats` needs BRAIN_API_TOKEN, the admin token")
+        return report["stats"]
+
+    def __getattr__(self, name: str) -> Any:
+        raise self._brain.needs_the_store(f"RagStore.{name}")
+
+
+class ServedBrain:
+    """The part of :class:`~brain.app.core.Brain` the CLI's forwarded commands use, over the HTTP API of the
+    ``brain serve`` that holds the data directory (``locked``: the error that said so). Close it."""
+
+    def __init__(self, settings: Settings, locked: StoreLocked):
+        if locked.server_url is None:
+            raise locked
+        self.settings = settings
+        self.url = locked.server_url
+        self.locked = locked
+        token = settings.api_token.get_secret_value() if settings.api_token is not None else None
+        self._http = httpx.Client(base_url=self.url, timeout=TIMEOUT,
+                                  headers={"Authorization": f"Bearer {token}"} if token else {})
+        self.store = ServedStore(self)
+
+    def search(self, query: str, *, type: str | DocType | None = None, k: int | None = None,
+               entity: str | None = None) -> list[Hit | MemoryHit]:
+        params: dict[str, Any] = {"q": query}
+        for key, value in (("type", None if type is None else DocType(type).value), ("k", k), ("entity", entity)):
+            if value is not None:
+                params[key] = value
+        return [_hit(h) for h in self.request("GET", "/v1/search", params=params)["results"]]
+
+    def needs_the_store(self, what: str) -> StoreLocked:
+        return StoreLocked(f"{what} needs the store itself, and `brain serve` (process {self.locked.holder}) holds "
+                           f"it, serving {self.url}: stop the server first, or use its HTTP API ({self.url}/docs)",
+                           holder=self.locked.holder, server_url=self.url)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The JSON answer of one request; the server's error as the BrainError it was."""
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise StoreUnavailable(f"the data directory {self.settings.data_dir} is held by `brain serve` (process "
+                                   f"{self.locked.holder}), which does not answer at {self.url} ({exc}); wait for "
+                                   "it to start, or stop it") from None
+        if response.status_code < 400:
+            return response.json()
+        raise _error(response, self.url)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ServedBrain:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _document(data: dict[str, Any]) -> Document:
+    return Document(data["id"], data["text"], data["metadata"])
+
+
+def _hit(data: dict[str, Any]) -> Hit | MemoryHit:
+    fields = {key: data[key] for key in ("id", "text", "metadata")}
+    if "similarity_part" in data:
+        return MemoryHit(**fields, **{key: data[key] for key in (
+            "score", "similarity", "similarity_part", "importance_part", "recency_part")})
+    return Hit(**fields, similarity=data["similarity"])
+
+
+def _error(response: httpx.Response, url: str) -> BrainError:
+    try:
+        body = response.json()
+        message = str(body["message"])
+    except (ValueError, KeyError, TypeError):
+        return StoreError(f"the server at {url} answered {response.status_code}: {response.text[:200]}")
+    status = response.status_code
+    if status == 401:
+        return ConfigError(f"the server at {url} refused the token: {message} (the CLI sends BRAIN_API_TOKEN)")
+    if status == 403:
+        return Forbidden(message)
+    if status == 404:
+        return NotFound(message)
+    if status in (400, 413, 422):
+        problems = [Problem.of(p) for p in body.get("problems") or [] if isinstance(p, dict)]
+        return ValidationError(message, problems)
+    if status == 503:
+        return StoreUnavailable(message)
+    return StoreError(f"the server at {url} answered {status}: {message}")
+
+
+__all__ = ["ServedBrain", "ServedStore"]

@@ -1,0 +1,506 @@
+"""ChatMemory: the one object a chat backend holds (the HTTP API is a thin shell over it).
+
+A facade over the parts of :mod:`brain.features.chat`; it gathers from the store and hands on:
+
+* :meth:`ChatMemory.build_context` — embeds the message once, gathers each section's candidates
+  (persona, FAQ, memories, summaries, related and recent turns, each limited by its ``RAG_*``
+  setting) and hands them to :func:`~brain.features.chat.context.assemble_context` (pure: budget and prompt).
+* :meth:`ChatMemory.record_exchange` — stores the user and assistant turns in one write, with
+  consecutive ``turn_index`` values and who said each (:mod:`brain.features.chat.speakers`), and queues the
+  summaries now due (:mod:`brain.features.chat.summary_queue`,
+  written by :mod:`brain.features.chat.summaries`).
+* :meth:`ChatMemory.remember`, :meth:`ChatMemory.consolidate` (see :mod:`brain.features.consolidate`) and
+  access tracking (:mod:`brain.features.chat.last_used`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from brain.features.chat.last_used import ACCESS_FLUSH_SECONDS, AccessTracker
+from brain.features.chat.context import SECTIONS, Context, ContextItem, TokenCounter, assemble_context, explain
+from brain.features.chat.related_turns import RelatedTurns
+from brain.features.chat.speakers import PersonaName, exchange_speakers
+from brain.features.chat.summaries import SummaryWriter
+from brain.features.chat.summary_queue import SummaryQueue, SummarySchedule
+from brain.config import Settings
+from brain.features.consolidate import ConsolidationReport, consolidate_memories
+from brain.model.errors import Problem, ValidationError
+from brain.model.ids import derived_id
+from brain.rules.memories import may_read
+from brain.model.results import Hit
+from brain.model.schemas import (
+    GLOBAL_SCOPE,
+    DocType,
+    check_extra_metadata,
+    check_k,
+    format_timestamp,
+    parse_timestamp,
+    utc_now,
+    valid_conversation_id,
+    valid_entity_scope,
+)
+from brain.providers.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
+
+if TYPE_CHECKING:
+    from brain.store import Store
+
+#: persona sections served per call (the whole current version; the cap only bounds a broken file)
+PERSONA_MAX_SECTIONS = 1000
+_LOCK_STRIPES = 64
+# keys record_exchange sets itself; metadata= may not override them
+_TURN_KEYS = frozenset({"text", "type", "id", "embedding", "role", "conversation_id", "turn_index",
+                        "timestamp", "ts_epoch", "source", "scope", "speaker"})
+
+
+def new_conversation_id() -> str:
+    return f"conv-{uuid.uuid4()}"
+
+
+#: how an idempotency key may look: what an HTTP header carries, without control characters
+IDEMPOTENCY_KEY_MAX = 255
+
+
+def check_idempotency_key(value: Any) -> str:
+    if (not isinstance(value, str) or not 1 <= len(value) <= IDEMPOTENCY_KEY_MAX
+            or not all(" " <= c <= "~" for c in value) or not value.strip()):
+        raise ValidationError.of("idempotency_key", (
+            f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters (e.g. a UUID), "
+            f"got {value!r} (nothing was written)"))
+    return value
+
+
+def idempotent_turn_id(key: str, scope: str, role: str) -> str:
+    """The id of the ``role`` turn of the exchange sent with ``key`` in ``scope`` (the same in every process)."""
+    return derived_id("exchange", scope, key, role)
+
+
+def idempotent_conversation_id(key: str, scope: str) -> str:
+    """The id of the conversation an exchange sent with ``key`` (and no conversation id) starts."""
+    return "conv-" + derived_id("conversation", scope, key).removeprefix("doc-")
+
+
+@dataclass
+class Exchange:
+    """What :meth:`ChatMemory.record_exchange` stored; ``summaries_scheduled`` lists the turn ranges
+    queued for summarising because of this exchange (e.g. ``["1-10"]``). The id and index of a side
+    the exchange did not have (``user_text`` or ``assistant_text`` None) are None."""
+
+    conversation_id: str
+    user_turn_id: str | None
+    assistant_turn_id: str | None
+    user_turn_index: int | None
+    assistant_turn_index: int | None
+    summaries_scheduled: list[str] = field(default_factory=list)
+    replayed: bool = False  # an earlier call with its idempotency key stored it: nothing was written now
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.conversation_id,
+            "user_turn_id": self.user_turn_id,
+            "assistant_turn_id": self.assistant_turn_id,
+            "user_turn_index": self.user_turn_index,
+            "assistant_turn_index": self.assistant_turn_index,
+            "summaries_scheduled": list(self.summaries_scheduled),
+            "replayed": self.replayed,
+        }
+
+
+class ChatMemory:
+    """Context assembly, conversation recording, summaries and memories over one :class:`RagStore`.
+
+    ``settings`` defaults to the store's. ``summarizer`` defaults to the Ollama model of
+    ``BRAIN_SUMMARY_MODEL``; ``fallback`` to :class:`ExtractiveSummarizer`. With ``start_worker=False``
+    no thread is started: scheduled summaries wait until :meth:`wait_for_summaries` (which then
+    runs them in the caller's thread) or :meth:`close` (which writes extractive ones).
+    ``unavailable_cooldown``: after a summary needed the fallback, later ones use it at once for this
+    many seconds (default ``BRAIN_SUMMARY_COOLDOWN_SECONDS``). ``clock``: the epoch time access tracking
+    records a use at. Thread-safe; a context manager (``close`` on exit).
+
+    The parts are public for callers that need one of them: :attr:`summary_writer` (the summariser,
+    its retries and health), :attr:`summary_queue` (the worker), :attr:`access` (access tracking).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings | None = None,
+        *,
+        summarizer: Summarizer | None = None,
+        fallback: Summarizer | None = None,
+        start_worker: bool = True,
+        unavailable_cooldown: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.store = store
+        self.settings = settings if settings is not None else store.settings
+        s = self.settings
+        self.summary_writer = SummaryWriter(
+            store, s, summarizer if summarizer is not None else get_summarizer(s),
+            fallback if fallback is not None else ExtractiveSummarizer(),
+            s.summary_cooldown_seconds if unavailable_cooldown is None else unavailable_cooldown,
+        )
+        self.related_turns = RelatedTurns(store)
+        self.persona_name = PersonaName(store)
+        self._token_counter: TokenCounter | None = None
+        self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+        self._key_stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]  # taken before _stripes
+        self._closed = False
+        self.access = AccessTracker(store, clock=clock, on_due=lambda: self.summary_queue.wake())
+        self.summary_queue = SummaryQueue(self.summary_writer, SummarySchedule(store, s), start_worker=start_worker,
+                                          tick=self.access.maybe_flush, tick_seconds=ACCESS_FLUSH_SECONDS)
+
+    @property
+    def summarizer(self) -> Summarizer:
+        return self.summary_writer.summarizer
+
+    @property
+    def fallback(self) -> Summarizer:
+        return self.summary_writer.fallback
+
+    def __enter__(self) -> ChatMemory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ---- context ---------------------------------------------------------------------------------------
+    def build_context(self, conversation_id: str | None, user_message: str, entity: str | None = None) -> Context:
+        """What the model should see for ``user_message`` (see :mod:`brain.features.chat.context` for the budget).
+
+        ``conversation_id`` may name a conversation not yet recorded (a chat backend asks for the context
+        of its first message before recording the exchange): its context is that of an empty conversation,
+        persona, knowledge and memories without turns or summaries. With ``entity``, another entity's
+        conversation reads the same way, so a context never shows what another entity said."""
+        conversation_id = _check_conversation(conversation_id)
+        if not isinstance(user_message, str) or not user_message.strip():
+            raise ValidationError("user_message must be a non-empty string",
+                                  [Problem("user_message", "empty")])
+        if entity is not None:
+            valid_entity_scope(entity)
+        s = self.settings
+        if not s.rag_enabled:  # nothing is read: not the store, not the embedder
+            return Context(conversation_id=conversation_id, entity=entity, enabled=False)
+        relevance: dict[str, dict[str, Any]] = {}
+        ranked = self._candidates(conversation_id, user_message, entity, relevance)
+        counter = self._tokens() if s.context_max_tokens > 0 else None
+        return assemble_context(ranked, conversation_id=conversation_id, entity=entity,
+                                max_chars=s.context_max_chars, max_tokens=s.context_max_tokens, counter=counter,
+                                relevance=relevance)
+
+    def _candidates(self, conversation_id: str | None, user_message: str, entity: str | None,
+                    relevance: dict[str, dict[str, Any]]) -> dict[str, list[ContextItem]]:
+        """Each section's candidates, best first (recent turns newest first); the message is embedded once.
+        Under the relevance ranking memories are gated by the store (relevance floor and margin), FAQ
+        entries and summaries below the embedder's similarity floor are left out, and related turns are
+        shown only when the closest one reaches a floor of their own; ``relevance`` receives what the gate
+        did per section."""
+        s, store = self.settings, self.store
+        if conversation_id is not None and not self._shows_conversation(conversation_id, entity):
+            conversation_id = None  # read as a conversation not yet recorded: nothing of it is shown
+        want_summaries = s.enable_summary and conversation_id is not None
+        want_related = s.enable_turn and s.enable_related_turns and conversation_id is not None
+        vector = None
+        if s.enable_persona or s.enable_faq or s.enable_memory or want_summaries or want_related:
+            vector = store.embedder.embed_query(user_message)  # once, for every document type
+        ranked: dict[str, list[ContextItem]] = {name: [] for name in SECTIONS}
+        floor = store.retrieval.similarity_floor() if vector is not None else None
+        if s.enable_persona:
+            hits = store.retrieve_persona(None, PERSONA_MAX_SECTIONS, query_vector=vector, entity=entity)
+            ranked["persona"] = [_similarity_item("persona", h, None) for h in hits]
+        if s.enable_faq:
+            hits = store.retrieve_faq(None, s.faq_top_k, query_vector=vector, entity=entity)
+            ranked["faq"] = _above_floor("faq", hits, floor, relevance)
+        turns = store.recent_turns(conversation_id, s.turn_top_k, entity=entity) if conversation_id is not None else []
+        if s.enable_memory:
+            # a critical memory sharing words with the message or with the latest turns gets a lower floor
+            hits = store.retrieve_memories(user_message, s.memory_top_k, entity, query_vector=vector, relevance=True,
+                                           topic_texts=[d.text for d in turns])
+            ranked["memory"] = [_memory_item(h, getattr(hits, "floor", None)) for h in hits]
+            if getattr(hits, "floor", None) is not None:
+                relevance["memory"] = {**hits.gate(), "shown": len(hits)}
+            if s.track_access and hits:
+                self.access.note([h.id for h in hits])
+        if want_summaries:
+            # the conversation's own documents: acting for an entity, those it may see; unrestricted, all
+            # of them, as its turns are
+            hits = store.retrieve_summaries(None, s.summary_top_k, conversation_id, query_vector=vector,
+                                            entity=entity, all_scopes=entity is None)
+            ranked["summary"] = _above_floor("summary", hits, floor, relevance)
+        if s.enable_turn and conversation_id is not None:
+            ranked["turn"] = [ContextItem(d.id, d.text, d.metadata, why=explain("turn", {}, None))
+                              for d in reversed(turns)]
+            if want_related:
+                ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k,
+                                                  entity, self.related_turns.floor(), relevance)
+        return ranked
+
+    def _shows_conversation(self, conversation_id: str, entity: str | None) -> bool:
+        """Whether a context for ``entity`` shows the conversation's turns and summaries: with no entity,
+        any conversation's; for an entity, one whose turns (or, without turns, summaries) are all in scopes
+        it reads, its own and the global one (:func:`brain.rules.memories.may_read`, the rule of memories).
+        Another entity's conversation then reads exactly as one not yet recorded: empty."""
+        if entity is None:
+            return True
+        docs = self.store.conversation_turns(conversation_id) or self.store.conversation_summaries(conversation_id)
+        return all(may_read(str(d.metadata.get("scope", GLOBAL_SCOPE)), entity) for d in docs)
+
+    def related_turns_for(self, conversation_id: str, user_message: str, *, query_vector: Any = None,
+                          k: int | None = None, entity: str | None = None) -> list[ContextItem]:
+        """The context's ``related`` candidates for ``user_message``, best first, before the budget: the
+        ``k`` (default ``RAG_RELATED_TURN_TOP_K``) older turns of the conversation that match it best
+        (:mod:`brain.rules.turn_search`), outside the ``RAG_TURN_TOP_K`` recent turns the context shows anyway;
+        none when the closest of those turns is below the embedder's similarity floor (under the relevance
+        ranking; :data:`~brain.features.chat.related_turns.RELATED_TURN_FLOOR_Z`). ``query_vector``: the message
+        embedded by the store's embedder (embedded here when absent)."""
+        conversation_id = valid_conversation_id(conversation_id)
+        if not isinstance(user_message, str) or not user_message.strip():
+            raise ValidationError("user_message must be a non-empty string", [Problem("user_message", "empty")])
+        s = self.settings
+        k = s.related_turn_top_k if k is None else check_k(k)
+        if entity is not None:
+            valid_entity_scope(entity)
+        vector = self.store.embedder.embed_query(user_message) if query_vector is None else query_vector
+        return self._related(conversation_id, user_message, vector,
+                             self.store.recent_turns(conversation_id, s.turn_top_k, entity=entity), k, entity,
+                             self.related_turns.floor())
+
+    def _related(self, conversation_id: str, user_message: str, vector: Any, recent: Sequence[Any],
+                 k: int, entity: str | None = None, floor: float | None = None,
+                 relevance: dict[str, dict[str, Any]] | None = None) -> list[ContextItem]:
+        return self.related_turns.find(conversation_id, user_message, vector, {d.id for d in recent}, k, entity,
+                                       floor=floor, relevance=relevance)
+
+    def _tokens(self) -> TokenCounter:
+        if self._token_counter is None:
+            self._token_counter = TokenCounter()
+        return self._token_counter
+
+    # ---- recording ---------------------------------------------------------------------------------------
+    def record_exchange(
+        self,
+        conversation_id: str | None,
+        user_text: str | None,
+        assistant_text: str | None,
+        *,
+        entity: str | None = None,
+        timestamp: datetime | str | float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        user_name: str | None = None,
+        assistant_name: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Exchange:
+        """Store the exchange as two turns (one write: both or neither) with consecutive ``turn_index``
+        values; ``conversation_id`` ``None`` starts a new conversation (``conv-<uuid>``). With
+        ``entity`` the turns are stored in that entity's scope; without, in the scope the conversation
+        started in (a conversation belongs to one scope: another entity's turns are refused with
+        :class:`~brain.model.errors.ConversationOwned`). Schedules the summaries now due.
+
+        ``idempotency_key`` (1..255 printable ASCII characters) makes a retry safe: the turn ids (and a
+        new conversation's id) are derived from it and the scope, so the same exchange sent again, by
+        this process or another on the same store, finds its turns and returns the first answer
+        without writing anything; the key sent with other texts or another conversation is a
+        :class:`ValidationError`. Without a key every call stores new turns.
+
+        Each turn's ``speaker`` is who said it: ``user_name`` (default: the entity's name) and
+        ``assistant_name`` (default: the persona's name, see :mod:`brain.features.persona`); without a name a
+        turn has no speaker. One side may be ``None``: a session the assistant opens, or a message
+        left unanswered, is an exchange of one turn."""
+        for name, text in (("user_text", user_text), ("assistant_text", assistant_text)):
+            if text is not None and (not isinstance(text, str) or not text.strip()):  # the store would say "item 0"
+                raise ValidationError.of(name, f"{name} must be a non-empty string, got {text!r} (nothing was written)")
+        key = None if idempotency_key is None else check_idempotency_key(idempotency_key)
+        conversation_id = _check_conversation(conversation_id)
+        if user_text is None and assistant_text is None:
+            raise ValidationError("an exchange needs user_text, assistant_text or both; both are None",
+                                  [Problem("user_text", "missing"), Problem("assistant_text", "missing")])
+        extra = dict(metadata or {})
+        clashing = sorted(k for k in extra if k in _TURN_KEYS)
+        if clashing:
+            raise ValidationError(
+                f"metadata may not set {clashing}: record_exchange sets them itself"
+                + (" (give user_name / assistant_name for speaker)" if "speaker" in clashing else ""),
+                [Problem(f"metadata.{k}", "reserved") for k in clashing],
+            )
+        if entity is not None:
+            extra["scope"] = valid_entity_scope(entity)
+        elif conversation_id is not None:  # no entity named: the exchange goes on in the conversation's scope
+            started = self.store.conversation_turns(conversation_id)
+            if started:
+                extra["scope"] = str(started[0].metadata.get("scope") or GLOBAL_SCOPE)
+        scope = extra.get("scope", GLOBAL_SCOPE)
+        if key is None:
+            conversation_id = conversation_id or new_conversation_id()
+        user, assistant = exchange_speakers(user_name, assistant_name, entity, self.persona_name)
+        if timestamp is None:
+            timestamp = utc_now()
+        turns = [(role, text, name) for role, text, name in
+                 (("user", user_text, user), ("assistant", assistant_text, assistant)) if text is not None]
+        if key is None:
+            return self._record(conversation_id, turns, timestamp, extra)
+        with self._key_stripes[hash((scope, key)) % _LOCK_STRIPES]:  # the same key twice at once: one writes
+            replay = self._replay(key, scope, conversation_id, turns)
+            if replay is not None:
+                return replay
+            conversation_id = conversation_id or idempotent_conversation_id(key, scope)
+            return self._record(conversation_id, turns, timestamp, extra, key=key)
+
+    def _record(self, conversation_id: str, turns: list[tuple[str, str, str | None]], timestamp: Any,
+                extra: dict[str, Any], *, key: str | None = None) -> Exchange:
+        docs = [{"text": text, "type": DocType.TURN, "conversation_id": conversation_id, "role": role,
+                 "timestamp": timestamp, "source": "chat", **extra, **({"speaker": name} if name else {}),
+                 **({"id": idempotent_turn_id(key, extra.get("scope", GLOBAL_SCOPE), role)} if key else {})}
+                for role, text, name in turns]
+        with self._stripes[hash(conversation_id) % _LOCK_STRIPES]:
+            written = self.store.write_docs(docs)
+            ids = dict(zip((role for role, _, _ in turns), written.ids))
+            user_id, assistant_id = ids.get("user"), ids.get("assistant")
+            positions = {role: written.position(doc_id) for role, doc_id in ids.items()}
+            scheduled = self.summary_queue.add(conversation_id, max(positions.values()))
+        return Exchange(conversation_id, user_id, assistant_id, positions.get("user"), positions.get("assistant"),
+                        [job.turn_range for job in scheduled])
+
+    def _replay(self, key: str, scope: str, conversation_id: str | None,
+                turns: list[tuple[str, str, str | None]]) -> Exchange | None:
+        """The answer of the exchange first stored under ``key``, or None when there is none."""
+        wanted = {role: idempotent_turn_id(key, scope, role) for role in ("user", "assistant")}
+        stored = {d.metadata.get("role"): d for d in self.store.get(list(wanted.values()))}
+        if not stored:
+            return None
+        sent = {role: text for role, text, _ in turns}
+        first = next(iter(stored.values())).metadata.get("conversation_id")
+        if (set(stored) != set(sent) or any(stored[r].text != sent[r] for r in sent)
+                or (conversation_id is not None and conversation_id != first)):
+            raise ValidationError.of("idempotency_key", (
+                f"idempotency key {key!r} was used for another exchange (other texts or another conversation); "
+                f"a retry sends the same exchange again, a new exchange needs a new key (nothing was written)"))
+        positions = {r: int(d.metadata["turn_index"]) for r, d in stored.items()}
+        window = 2 * self.settings.summary_every_n
+        low, high = min(positions.values()), max(positions.values())
+        # the windows this exchange completed, as its first answer listed them (windows are aligned)
+        scheduled = [f"{end - window + 1}-{end}" for end in range(low, high + 1) if end % window == 0]
+        return Exchange(str(first), stored.get("user") and stored["user"].id,
+                        stored.get("assistant") and stored["assistant"].id,
+                        positions.get("user"), positions.get("assistant"), scheduled, replayed=True)
+
+    def remember(
+        self,
+        text: str,
+        *,
+        importance: int = 3,
+        tags: Sequence[str] | None = None,
+        entity: str | None = None,
+        conversation_id: str | None = None,
+        timestamp: datetime | str | float | None = None,
+        source: str = "chat",
+        metadata: Mapping[str, Any] | None = None,
+        expires_at: datetime | str | None = None,
+    ) -> str:
+        """Store an explicit memory (in ``entity``'s scope, else global); returns its id. The same text
+        in the same scope updates the existing memory. ``created_at`` records the first write.
+        ``expires_at``: when it stops being ranked (e.g. "the exam is tomorrow"); kept afterwards."""
+        extra = check_extra_metadata(metadata, ("importance", "tags", "entity", "conversation_id", "expires_at"),
+                                     call="remember")
+        if expires_at is not None:
+            extra["expires_at"] = expires_at
+        try:
+            when = parse_timestamp(timestamp if timestamp is not None else utc_now())
+        except ValueError as exc:
+            raise ValidationError.of("timestamp", str(exc)) from None
+        extra.setdefault("created_at", format_timestamp(when))
+        return self.store.upsert_memory(
+            text, importance=importance, tags=tags, timestamp=when, source=source,
+            entity=entity, conversation_id=conversation_id, **extra,
+        )
+
+    def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
+        """Merge near-duplicate memories of each scope (see :mod:`brain.features.consolidate`)."""
+        return consolidate_memories(self.store, threshold=threshold, dry_run=dry_run)
+
+    # ---- summaries, access, lifetime -----------------------------------------------------------------------
+    def resummarize_fallbacks(self, conversation_id: str | None = None) -> int:
+        """Replace extractive fallback summaries with the model's (same id, index and range), in the
+        caller's thread; see :meth:`SummaryWriter.resummarize_fallbacks`."""
+        return self.summary_writer.resummarize_fallbacks(_check_conversation(conversation_id))
+
+    def pending_summaries(self) -> int:
+        """Summaries queued or being written."""
+        return self.summary_queue.pending()
+
+    def wait_for_summaries(self, timeout: float | None = None) -> bool:
+        """Block until every scheduled summary is stored (True) or ``timeout`` seconds passed (False),
+        then persist recorded memory uses. Without a worker thread the queued jobs run here."""
+        if not self.summary_queue.wait(timeout):
+            return False
+        self.flush_access()
+        return True
+
+    def health(self, *, probe: bool | None = False) -> dict[str, Any]:
+        """The summariser's status: ``reachable`` (None until known; ``probe=True`` asks it now, ``None``
+        when nothing said how it is for a while, see :meth:`SummaryWriter.health`),
+        ``queue_length``, ``last_error``, and counts of summaries written by the model and the fallback."""
+        status = self.summary_writer.health(probe=probe)
+        fallback_for = status.pop("fallback_for_seconds")
+        return {
+            **status,
+            "queue_length": self.pending_summaries(),
+            "worker_running": self.summary_queue.worker_running,
+            # seconds during which new summaries go straight to the fallback after a failure
+            "fallback_for_seconds": fallback_for,
+            "summary_every_n": self.settings.summary_every_n,
+        }
+
+    def flush_access(self) -> int:
+        """Persist the memory uses recorded since the last flush (``last_used`` in their metadata; see
+        :mod:`brain.features.chat.last_used` for where it is written); the worker does this about every second.
+        Returns how many memories were written."""
+        return self.access.flush()
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Stop the worker (after the summary in progress; a back-off wait is cut short), write
+        extractive summaries for the windows still queued — so none is missing; the model can
+        replace them later — and persist recorded memory uses. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.summary_queue.close(timeout)
+        self.flush_access()
+
+
+def _similarity_item(section: str, hit: Hit, floor: float | None) -> ContextItem:
+    scores = {"similarity": hit.similarity}
+    return ContextItem(hit.id, hit.text, hit.metadata, scores, why=explain(section, scores, floor))
+
+
+def _memory_item(hit: Any, floor: float | None) -> ContextItem:
+    own = getattr(hit, "floor", None)  # the floor this memory had to reach: lower for an important one
+    floor = floor if own is None else own
+    scores = {"score": hit.score, "similarity": hit.similarity, "similarity_part": hit.similarity_part,
+              "lexical_part": hit.lexical_part, "importance_part": hit.importance_part,
+              "recency_part": hit.recency_part}
+    return ContextItem(hit.id, hit.text, hit.metadata, scores, why=explain("memory", scores, floor))
+
+
+def _above_floor(section: str, hits: Sequence[Hit], floor: float | None,
+                 relevance: dict[str, dict[str, Any]]) -> list[ContextItem]:
+    """The nearest ``hits`` that reach ``floor`` (all without one); records in ``relevance`` how many of
+    the nearest were looked at and how many fell below."""
+    kept = [h for h in hits if floor is None or h.similarity >= floor]
+    if floor is not None:
+        relevance[section] = {"floor": floor, "candidates": len(hits), "below_floor": len(hits) - len(kept),
+                              "shown": len(kept)}
+    return [_similarity_item(section, h, floor) for h in kept]
+
+
+def _check_conversation(value: Any) -> str | None:
+    """A conversation id, or None (none given)."""
+    return None if value is None else valid_conversation_id(value)
+
+
+__all__ = ["PERSONA_MAX_SECTIONS", "ChatMemory", "Exchange", "check_idempotency_key", "idempotent_turn_id",
+           "new_conversation_id"]

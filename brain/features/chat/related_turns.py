@@ -1,0 +1,102 @@
+"""Older turns of a conversation that match the user's message, for the context's ``related`` section.
+
+The ranking is :mod:`brain.rules.turn_search` (dense + BM25, speaker, session, neighbouring turns); this module
+feeds it from the store and keeps each conversation's :class:`~brain.rules.turn_search.TurnIndex` in
+process, rebuilt when the conversation's turns change, with each turn's vector fetched once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from brain.providers.cache import LRUCache
+from brain.features.chat.context import ContextItem, explain
+from brain.providers.embeddings.vectors import unit_rows
+from brain.model.results import Document
+
+if TYPE_CHECKING:
+    from brain.store import Store
+    from brain.rules.turn_search import TurnIndex
+
+#: conversations whose turn search index is kept in process
+TURN_INDEXES_CACHED = 256
+
+#: the related section is shown when the conversation's closest turn reaches the embedder's calibrated
+#: floor at this many standard deviations above unrelated pairs' mean similarity (MiniLM: 0.27), one below
+#: the FAQ's: a conversation of one or two sittings that does answer the question must still open it. On
+#: the tuning LoCoMo conversations (conv-26, conv-30, conv-41), with only the question's evidence sessions
+#: to search, 3 sd empties the section for 1.3% of questions (4 sd: 7.3%) and for 74% of questions about
+#: other people asked of 20 turns (4 sd: 97%); with whole conversations, 0% and 18% (4 sd: 0% and 61%).
+RELATED_TURN_FLOOR_Z = 3.0
+
+
+class RelatedTurns:
+    """Finds the older turns that best match a message. Thread-safe (a race builds an index twice)."""
+
+    def __init__(self, store: Store, *, cached: int = TURN_INDEXES_CACHED):
+        self.store = store
+        # conversation -> (its turn ids, TurnIndex, turn vectors by id), least recently used first
+        self._indexes: LRUCache[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = LRUCache(cached)
+
+    def floor(self) -> float | None:
+        """The similarity the closest turn must reach for the section to be shown (None: the reference
+        ranking, no gate)."""
+        retrieval = self.store.retrieval
+        return retrieval.calibration().floor(RELATED_TURN_FLOOR_Z) if retrieval.gated else None
+
+    def find(self, conversation_id: str, user_message: str, vector: Any, recent: set[str], k: int,
+             entity: str | None = None, *, floor: float | None = None,
+             relevance: dict[str, dict[str, Any]] | None = None) -> list[ContextItem]:
+        """The ``k`` turns outside ``recent`` (ids of the recent window) that best match the message;
+        with ``entity``, among the turns it may see.
+
+        With a similarity ``floor`` (:meth:`floor`) the section is gated as a whole: it is empty unless
+        the closest of those turns reaches the floor. Each turn is not held to it: a chat turn's cosine
+        to a question is low even when it answers it (on LoCoMo, dropping each top-10 turn below 0.35
+        loses half of the evidence), while a conversation that has nothing on the message seldom has a
+        turn close to it. ``relevance`` (a dict) receives what the gate did under the key ``"related"``."""
+        turns = self.store.conversation_turns(conversation_id, entity=entity)
+        if len(turns) <= len(recent):
+            return []
+        index = self.index(conversation_id, turns)
+        hits = index.search(user_message, vector, min(len(turns), k + len(recent)))
+        items = []
+        for h in hits:
+            if h.id in recent:
+                continue
+            scores = {"score": h.score, "similarity": h.similarity, "bm25": h.bm25, "dense_part": h.dense_part,
+                      "lexical_part": h.lexical_part, "speaker_part": h.speaker_part,
+                      "session_part": h.session_part, "neighbour_part": h.neighbour_part}
+            items.append(ContextItem(h.id, h.text, h.metadata, scores, why=explain("related", scores, floor)))
+        items = items[:k]
+        if floor is None or not items:
+            return items
+        older = [i for i, turn in enumerate(index.turns) if turn.id not in recent]
+        best = float(index.similarities(unit_rows(vector))[older].max())
+        shown = items if best >= floor else []
+        if relevance is not None:
+            relevance["related"] = {"floor": floor, "best_similarity": best, "candidates": len(items),
+                                    "below_floor": len(items) - len(shown), "shown": len(shown)}
+        return shown
+
+    def index(self, conversation_id: str, turns: list[Document]) -> TurnIndex:
+        """The conversation's search index over ``turns``, rebuilt when they changed."""
+        from brain.rules.turn_search import TurnIndex  # on first use: keeps `import brain.features.chat` light
+
+        key = tuple(t.id for t in turns)
+        cached = self._indexes.get(conversation_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        vectors = cached[2] if cached is not None else {}
+        missing = [t.id for t in turns if t.id not in vectors]
+        if missing:
+            # by id alone: the ids are turns already, and a type filter makes Chroma scan metadata
+            vectors = {**vectors, **{d.id: d.embedding for d in self.store.get(missing, include_embeddings=True)}}
+        with_vectors = [t for t in turns if t.id in vectors]
+        index = TurnIndex([type(t)(id=t.id, text=t.text, metadata=t.metadata, embedding=vectors[t.id])
+                           for t in with_vectors])
+        self._indexes.put(conversation_id, (key, index, {t.id: vectors[t.id] for t in with_vectors}))
+        return index
+
+
+__all__ = ["RELATED_TURN_FLOOR_Z", "TURN_INDEXES_CACHED", "RelatedTurns"]

@@ -1,0 +1,121 @@
+"""What the mirror's modules share: the documents it hands out, the SQL that reads our rows, small helpers."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from brain.features.mirror.integrity import corruption_named
+
+if TYPE_CHECKING:
+    from brain.features.mirror.store import EngramMirror
+
+_CHUNK = 500  # ids per IN (...) list
+
+
+@dataclass
+class MirrorDocument:
+    """One mirrored document. Unpacks as ``id, text, metadata, embedding``.
+
+    ``metadata`` is our metadata, rebuilt from the row's JSON (for a foreign row, derived from engram's
+    columns, see :mod:`brain.features.mirror.mapping`); ``embedding`` is the configured model's vector or None;
+    ``foreign`` marks rows engram wrote itself; ``vector_problem`` says why a stored vector that could
+    not be read was left out (only when the reader asked to skip such vectors).
+    """
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    embedding: np.ndarray | None = field(default=None, repr=False)
+    foreign: bool = False
+    vector_problem: str | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.id, self.text, self.metadata, self.embedding))
+
+
+@dataclass
+class KeywordHit:
+    """A full-text match. ``bm25`` is its BM25 relevance from SQLite FTS5 (higher is better): it depends
+    on the query and on the whole file, so it ranks the hits of one query and is no cosine similarity."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    bm25: float
+
+    @property
+    def score(self) -> float:
+        return self.bm25
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "text": self.text, "metadata": self.metadata, "bm25": self.bm25}
+
+
+
+def named_corruption(method: Callable) -> Callable:
+    """SQLite's corruption errors inside ``method`` become :class:`MirrorCorrupt` naming the file."""
+
+    @functools.wraps(method)
+    def wrapper(self: "EngramMirror", *args: Any, **kwargs: Any) -> Any:
+        with corruption_named(self.path):
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def as_list(values: Iterable[str] | str) -> list[str]:
+    return [values] if isinstance(values, str) else list(values)
+
+
+def chunks(seq: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(seq), size):
+        yield seq[start : start + size]
+
+
+def marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+
+
+
+
+# our rows carry {"brain": {"type": ...}} in metadata; anything else (or malformed JSON) is engram's own
+IS_OURS = "(json_valid(m.metadata) AND coalesce(json_type(m.metadata, '$.brain.type') = 'text', 0))"
+BRAIN_FIELD = "(CASE WHEN json_valid(m.metadata) THEN json_extract(m.metadata, '$.brain.{}') END)"
+ROW_COLUMNS = "m.id, m.content, m.metadata, m.memory_type, m.created_at, m.importance, m.namespace"
+SELECT_ROWS = f"SELECT m.rowid, {ROW_COLUMNS} FROM memories m"
+SELECT_DOCS = (
+    f"SELECT m.rowid, {ROW_COLUMNS}, e.embedding, e.dimensions FROM memories m "
+    "LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND e.model = ?"
+)
+SELECT_MATRIX = (
+    f"SELECT e.memory_id, e.embedding, e.dimensions, {BRAIN_FIELD.format('type')}, m.namespace, "
+    f"{BRAIN_FIELD.format('scope')} "
+    "FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id WHERE e.model = ? ORDER BY m.rowid"
+)
+# An update touches only the columns derived from our document, and only when one of them changed:
+# engram's own columns (strengths, pinned, consolidation, contradictions) are left alone, and an
+# unchanged document costs no FTS work.
+UPSERT_MEMORY = """
+INSERT INTO memories (id, content, memory_type, layer, created_at, working_strength, core_strength, importance,
+                      source, namespace, metadata)
+VALUES (:id, :content, :memory_type, :layer, :created_at, 1.0, :core_strength, :importance, :source, :namespace,
+        :metadata)
+ON CONFLICT(id) DO UPDATE SET
+    content = excluded.content, memory_type = excluded.memory_type, layer = excluded.layer,
+    created_at = excluded.created_at, importance = excluded.importance, source = excluded.source,
+    namespace = excluded.namespace, metadata = excluded.metadata
+WHERE content IS NOT excluded.content OR memory_type IS NOT excluded.memory_type OR layer IS NOT excluded.layer
+   OR created_at IS NOT excluded.created_at OR importance IS NOT excluded.importance
+   OR source IS NOT excluded.source OR namespace IS NOT excluded.namespace OR metadata IS NOT excluded.metadata
+"""
+UPSERT_HASH = "INSERT OR REPLACE INTO brain_content_hashes (memory_id, hash) VALUES (?, ?)"
+UPSERT_EMBEDDING = (
+    "INSERT OR REPLACE INTO memory_embeddings (memory_id, model, embedding, dimensions, created_at) VALUES (?, ?, ?, ?, ?)"
+)
+

@@ -1,0 +1,32 @@
+"""Document ids: ``doc-<uuid>``, random for new documents, derived from content where re-writing the
+same thing must land on the same document (memories, ingested chunks, persona sections)."""
+
+from __future__ import annotations
+
+import uuid
+
+from brain.model.schemas import GLOBAL_SCOPE
+
+# uuid5 namespace of brain's derived ids
+_NAMESPACE = uuid.UUID("5f0c7f0e-4a55-4a8e-9a77-6a3a9b1e2c10")
+
+
+def new_id() -> str:
+    return f"doc-{uuid.uuid4()}"
+
+
+def normalize_memory_text(text: str) -> str:
+    """What makes two memory texts 'the same': case and runs of whitespace do not count."""
+    return " ".join(text.split()).casefold()
+
+
+def memory_id(text: str, scope: str = GLOBAL_SCOPE, attempt: int = 0) -> str:
+    """The derived id of a memory; ``attempt`` > 0 gives the alternatives used when the first one is
+    held by a memory whose text was changed in place."""
+    key = scope + chr(31) + normalize_memory_text(text) + (f"{chr(31)}{attempt}" if attempt else "")
+    return f"doc-{uuid.uuid5(_NAMESPACE, key)}"
+
+
+def derived_id(*parts: str) -> str:
+    """A stable ``doc-<uuid>`` from the parts that identify a document (e.g. source file, position, hash)."""
+    return f"doc-{uuid.uuid5(_NAMESPACE, chr(31).join(parts))}"

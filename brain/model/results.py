@@ -1,0 +1,101 @@
+"""What the store hands back: plain dataclasses, easy to print, serialise and test."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Document:
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    embedding: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def type(self) -> str:
+        return self.metadata.get("type", "")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {"id": self.id, "text": self.text, "metadata": self.metadata}
+        if self.embedding is not None:
+            data["embedding"] = [float(x) for x in self.embedding]
+        return data
+
+
+@dataclass
+class Supersession:
+    """What :meth:`RagStore.supersede` wrote: the ``old`` memory, now superseded, and the ``new`` one that
+    replaced it (``kind``: ``update`` or ``contradict``), both as stored."""
+
+    old: Document
+    new: Document
+    kind: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "old": self.old.to_dict(), "new": self.new.to_dict()}
+
+
+@dataclass
+class Hit:
+    """A similarity search result (FAQ, persona, summaries)."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    similarity: float
+
+    @property
+    def score(self) -> float:
+        return self.similarity
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class MemoryHit:
+    """A ranked memory with the parts of its score:
+    score = similarity_part + lexical_part + importance_part + recency_part (see :mod:`brain.rules.ranking`);
+    ``floor``: the relevance it had to reach (lower for an important memory with words in common with
+    the query; None without a relevance gate)."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    score: float
+    similarity: float
+    similarity_part: float
+    importance_part: float
+    recency_part: float
+    lexical_part: float = 0.0
+    floor: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if data["floor"] is None:  # searches rank without a gate: nothing to say
+            del data["floor"]
+        return data
+
+
+class GatedHits(list):
+    """The hits a search returns, best first (e.g. :class:`MemoryHit`), and what the relevance gate
+    did: ``candidates`` searched, ``below_floor`` of them less similar than ``floor``
+    (None: no floor), ``margin`` (None: none). An empty list with candidates is an answer: nothing
+    was relevant enough."""
+
+    def __init__(self, hits=(), *, candidates: int = 0, below_floor: int = 0, floor: float | None = None,
+                 margin: float | None = None):
+        super().__init__(hits)
+        self.candidates = candidates
+        self.below_floor = below_floor
+        self.floor = floor
+        self.margin = margin
+
+    def gate(self) -> dict[str, Any]:
+        """What the gate did, for explanations: candidates, below_floor, floor, margin."""
+        return {"candidates": self.candidates, "below_floor": self.below_floor, "floor": self.floor,
+                "margin": self.margin}

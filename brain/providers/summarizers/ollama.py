@@ -1,0 +1,123 @@
+"""Summaries from a chat model served by Ollama, through the official ``ollama`` client's chat API.
+
+Every way Ollama can fail becomes one of two errors: :class:`SummarizerUnavailable` (not running,
+model not pulled, too slow) or :class:`SummarizerError` (it answered with something that is not a
+usable summary: not JSON, the wrong shape, no text). The chat layer retries both and then falls
+back to an extractive summary, so neither ever reaches a chat request.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Sequence
+
+import ollama
+
+from brain.config.values import DEFAULT_SUMMARY_MODEL, model_name_problem
+from brain.providers.ollama_client import ollama_errors, open_ollama_client
+from brain.providers.summarizers.base import SummarizerError, SummarizerUnavailable, TurnText, transcript
+
+DEFAULT_MODEL = DEFAULT_SUMMARY_MODEL
+#: a summary longer than this is cut at a sentence end (a model that rambles is still useful)
+MAX_SUMMARY_CHARS = 2000
+#: tokens the model may generate; a few sentences need far fewer
+MAX_PREDICT = 400
+PING_TIMEOUT = 3.0
+
+SYSTEM_PROMPT = (
+    "You summarise part of a conversation between a user and an assistant so that the assistant can "
+    "remember it later. Write 2 to 5 plain sentences in the third person. Keep names, dates, numbers, "
+    "preferences, decisions and open questions; drop greetings and small talk. Output only the summary."
+)
+
+
+
+# reasoning models (deepseek-r1, qwen3) put their thinking in the answer between these tags
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+class OllamaSummarizer:
+    """A chat model served by Ollama; ``name`` is ``ollama/<model>``. Construction touches no network."""
+
+    #: the BRAIN_SUMMARIZER value that selects this summariser
+    kind = "ollama"
+
+    def __init__(self, model: str = DEFAULT_MODEL, *, host: str = "http://127.0.0.1:11434", timeout: float = 120.0):
+        if model_name_problem(model):
+            raise SummarizerError(f"invalid Ollama model name {model!r}")
+        self.model = model
+        self.name = f"ollama/{model}"
+        self.host = host
+        self.timeout = timeout
+        self._client: ollama.Client | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OllamaSummarizer(model={self.model!r}, host={self.host!r})"
+
+    def _get_client(self) -> ollama.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = open_ollama_client(self.host, self.timeout, SummarizerUnavailable)
+            return self._client
+
+    def summarize(self, turns: Sequence[TurnText], *, timeout: float | None = None) -> str:
+        """The model's summary; ``timeout`` (seconds, at most the summariser's own) bounds this call."""
+        if not turns:
+            raise SummarizerError("nothing to summarise: no turns given")
+        limit = self.timeout if timeout is None else min(float(timeout), self.timeout)
+        if limit < self.timeout:  # a client of its own: the shared one keeps the configured timeout
+            with open_ollama_client(self.host, limit, SummarizerUnavailable) as client:
+                return self._summarize(client, turns, limit)
+        return self._summarize(self._get_client(), turns, limit)
+
+    def _summarize(self, client: ollama.Client, turns: Sequence[TurnText], limit: float) -> str:
+        first, last = turns[0].turn_index, turns[-1].turn_index
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"Conversation turns {first} to {last}:\n\n{transcript(turns)}"},
+        ]
+        timed_out = (f"Ollama at {self.host} timed out: no answer within {limit:.3g} s while summarising with "
+                     f"{self.model!r}; raise BRAIN_SUMMARY_TIMEOUT and BRAIN_SUMMARY_DEADLINE_SECONDS or use a smaller "
+                     "BRAIN_SUMMARY_MODEL")
+        with ollama_errors(self.host, "chat", self.model, unavailable=SummarizerUnavailable, error=SummarizerError,
+                           timed_out=timed_out, doing="summarise"):
+            response = client.chat(
+                model=self.model,
+                messages=messages,
+                stream=False,
+                options={"temperature": 0, "num_predict": MAX_PREDICT},
+            )
+        message = getattr(response, "message", None)
+        content = getattr(message, "content", None)
+        if not isinstance(content, str):
+            raise SummarizerError(f"Ollama's chat response from {self.model!r} has no message text")
+        text = clean_summary(content)
+        if not text:
+            raise SummarizerError(f"Ollama's {self.model!r} returned an empty summary")
+        return text
+
+    def ping(self) -> None:
+        """One short request to ``/api/tags``: is Ollama up and is the model pulled?"""
+        timeout = min(self.timeout, PING_TIMEOUT)
+        # every failure of the probe means the model cannot summarise now: unavailable, whatever the answer
+        with ollama_errors(self.host, "tags", self.model, unavailable=SummarizerUnavailable,
+                           error=SummarizerUnavailable, doing="list its models",
+                           timed_out=f"Ollama at {self.host} timed out: no answer to /api/tags within {timeout:.3g} s"):
+            with open_ollama_client(self.host, timeout, SummarizerUnavailable) as client:
+                listed = client.list()
+        names = {m.model for m in listed.models if m.model}
+        wanted = self.model if ":" in self.model else f"{self.model}:latest"
+        if wanted not in names and self.model not in names:
+            raise SummarizerUnavailable(f"Ollama at {self.host} does not have {self.model!r}: run `ollama pull {self.model}`")
+
+
+def clean_summary(content: str) -> str:
+    """The model's answer as a stored summary: no reasoning block, single-spaced, at most MAX_SUMMARY_CHARS."""
+    text = " ".join(_THINK.sub(" ", content).split())
+    if len(text) <= MAX_SUMMARY_CHARS:
+        return text
+    cut = text[:MAX_SUMMARY_CHARS]
+    end = max(cut.rfind(". "), cut.rfind("! "), cut.rfind("? "))
+    return cut[: end + 1] if end > MAX_SUMMARY_CHARS // 2 else cut.rsplit(" ", 1)[0] + "…"

@@ -1,0 +1,62 @@
+"""Chat: the context for a new message, recording an exchange, and a conversation's turns and summaries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Header, Query, Request
+
+from brain.shells.api.models import (
+    ContextRequest,
+    ConversationPath,
+    EntityQuery,
+    ExchangeOut,
+    ExchangeRequest,
+    IdempotencyKey,
+    SummariesOut,
+    TurnsOut,
+    documented_responses,
+    link,
+)
+from brain.shells.api.read_your_writes import with_sequence
+from brain.shells.api.request_context import access_of
+from brain.model.errors import ValidationError
+
+
+def add_routes(app: FastAPI) -> None:
+    conversation_links = {
+        "turns": link("conversation_turns", conversation_id="$response.body#/conversation_id"),
+        "summaries": link("conversation_summaries", conversation_id="$response.body#/conversation_id"),
+    }
+
+    @app.post("/v1/context", tags=["chat"], operation_id="context",
+              responses=documented_responses(400, 403, 404, 413, 422, 503))
+    def context(body: ContextRequest, request: Request) -> Any:
+        built = access_of(request, body.entity).build_context(body.conversation_id, body.user_message)
+        return built.to_dict()
+
+    @app.post("/v1/exchanges", tags=["chat"], status_code=201, operation_id="record_exchange",
+              responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(201, ExchangeOut), links=conversation_links))
+    def exchanges(body: ExchangeRequest, request: Request, idempotency_key: IdempotencyKey | None = Header(
+            None, alias="Idempotency-Key", description="as the body's idempotency_key (give one, or both equal)")) -> Any:
+        if idempotency_key is not None and body.idempotency_key not in (None, idempotency_key):
+            raise ValidationError.of("idempotency_key", "the Idempotency-Key header and the body's idempotency_key "
+                                                        "differ; send one of them, or the same key in both")
+        exchange = access_of(request, body.entity).record_exchange(
+            body.conversation_id, body.user_text, body.assistant_text, timestamp=body.timestamp,
+            metadata=body.metadata, user_name=body.user_name, assistant_name=body.assistant_name,
+            idempotency_key=idempotency_key or body.idempotency_key)
+        return with_sequence(request, exchange.to_dict())
+
+    @app.get("/v1/conversations/{conversation_id}/turns", tags=["chat"], operation_id="conversation_turns",
+             responses=documented_responses(400, 403, 404, 422, 503, ok=(200, TurnsOut)))
+    def conversation_turns(conversation_id: ConversationPath, request: Request, entity: EntityQuery = None,
+                           k: int | None = Query(None, ge=1, le=1000, description="only the last k turns")) -> Any:
+        conversation_id, docs = access_of(request, entity).conversation_turns(conversation_id, k)
+        return {"conversation_id": conversation_id, "turns": [d.to_dict() for d in docs]}
+
+    @app.get("/v1/conversations/{conversation_id}/summaries", tags=["chat"], operation_id="conversation_summaries",
+             responses=documented_responses(400, 403, 404, 422, 503, ok=(200, SummariesOut)))
+    def conversation_summaries(conversation_id: ConversationPath, request: Request, entity: EntityQuery = None) -> Any:
+        conversation_id, docs = access_of(request, entity).conversation_summaries(conversation_id)
+        return {"conversation_id": conversation_id, "summaries": [d.to_dict() for d in docs]}

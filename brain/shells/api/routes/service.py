@@ -1,0 +1,42 @@
+"""The service itself: the document schemas, and health (how much the store holds only for an admin)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse
+
+from brain.model.version import __version__
+from brain.shells.api.models import DocTypeName, documented_responses
+from brain.shells.api.request_context import brain_of, caller_of
+from brain.model.schemas import get_all_schemas, schema_info
+
+
+def add_routes(app: FastAPI) -> None:
+    # -- schema ----------------------------------------------------------------------------------
+    def schema(doc_type: Annotated[DocTypeName | None, Query(description="one type; all when absent")] = None) -> Any:
+        if doc_type is None:
+            return {name: schema_info(name) for name in get_all_schemas()}
+        return schema_info(doc_type)
+
+    app.get("/v1/schema", tags=["schema"], responses=documented_responses(422), operation_id="schema")(schema)
+    app.get("/api/schema", tags=["schema"], responses=documented_responses(422),
+            operation_id="schema_legacy")(schema)
+
+    # -- health ----------------------------------------------------------------------------------
+    @app.get("/v1/health", tags=["health"], responses={
+        **documented_responses(422), 503: {"description": "the store is down (the report says why)",
+                                        "content": {"application/json": {"schema": {"type": "object"}}}}})
+    def health(request: Request, verify: bool = Query(
+            False, description="admin only: also compare the mirror with the store (reads both whole)"),
+               stats: bool = Query(False, description="admin only: also the store's figures, as `brain stats` "
+                                                      "shows them (walks the data directory)")) -> JSONResponse:
+        # how much the store holds, and where, is the operator's business
+        admin = caller_of(request).is_admin
+        opened = brain_of(request)
+        report = opened.health(detail=admin, verify=verify and admin)
+        if stats and admin and report["status"] != "unavailable":
+            report["stats"] = opened.store.stats()
+        status = 503 if report["status"] == "unavailable" else 200
+        return JSONResponse(status_code=status, content={"version": __version__, **report})

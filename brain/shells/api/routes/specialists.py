@@ -1,0 +1,21 @@
+"""The specialists (tools), found by meaning; registered when the server starts, so reading never writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+
+from brain.shells.api.models import documented_responses
+from brain.shells.api.request_context import brain_of
+
+
+def add_routes(app: FastAPI) -> None:
+    @app.get("/v1/specialists", tags=["specialists"], operation_id="specialists",
+             responses=documented_responses(400, 422, 503))
+    def find_specialists(request: Request, q: str | None = Query(None, min_length=1),
+                         k: int = Query(3, ge=1, le=50)) -> Any:
+        registry = brain_of(request).specialists
+        if q is None:
+            return {"specialists": [s.to_dict() for s in registry.list_specialists()]}
+        return {"request": q, "results": [m.to_dict() for m in registry.find_specialists(q, k)]}

@@ -1,0 +1,168 @@
+"""Long-term memories: memory add/list/show/rm, and consolidate."""
+
+from __future__ import annotations
+
+import click
+
+from brain.shells.cli.group import cli
+from brain.shells.cli.shell import (
+    EntityType,
+    ScopeType,
+    State,
+    TextType,
+    emit,
+    json_option,
+    memory_line,
+    note_other_case,
+    pass_state,
+    scope_of,
+)
+from brain.model.errors import ValidationError
+
+# ---- memory --------------------------------------------------------------------------------------
+
+@cli.group()
+def memory() -> None:
+    """Add, list, show and remove long-term memories."""
+
+
+@memory.command("add")
+@click.argument("text", type=TextType())
+@click.option("--importance", type=click.IntRange(1, 5), help="1 (trivia) .. 5 (essential); default 3.")
+@click.option("--tag", "tags", multiple=True, help="A label; repeat for several.")
+@click.option("--entity", type=EntityType(),
+              help="Whose memory it is: stored in scope entity:NAME (the same as --scope entity:NAME). Names are "
+                   "case-sensitive: Bob and bob are two entities.")
+@click.option("--scope", type=ScopeType(),
+              help="'global' (default: every entity sees it) or 'entity:<name>' (only that entity).")
+@click.option("--expires-at", help="ISO 8601 time at which the memory stops being ranked (it is kept).")
+@json_option
+@pass_state
+def memory_add(state: State, text: str, importance: int | None, tags: tuple[str, ...], entity: str | None,
+               scope: str | None, expires_at: str | None) -> None:
+    """Store TEXT as a memory; the same text in the same scope updates the existing one
+    (higher importance, all tags, later time)."""
+    scope = scope_of(entity, scope)  # a usage error before the store is opened (or created)
+    from brain.app.memory_admin import add_memory
+
+    try:
+        doc = add_memory(state.store(), text, scope=scope, importance=importance, tags=tags, expires_at=expires_at)
+    except ValidationError as exc:  # the text or the tags break a limit: the arguments are wrong
+        raise click.UsageError(str(exc)) from None
+    emit(state, doc.to_dict(), lambda: f"stored {memory_line(doc)}")
+
+
+@memory.command("list")
+@click.option("--entity", type=EntityType(),
+              help="The memories for entity NAME: its own (scope entity:NAME) and the global ones, which every "
+                   "entity shares (their scope column says global). Names are case-sensitive.")
+@click.option("--scope", type=ScopeType(), help="Only the memories in exactly this scope: 'global' or 'entity:<name>'.")
+@click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for several (all must match).")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
+@json_option
+@pass_state
+def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple[str, ...], limit: int | None) -> None:
+    """List stored memories with their scope: all of them, those for one entity (--entity: its own and the
+    global ones), or those of exactly one scope (--scope)."""
+    if entity is not None and scope is not None:
+        raise click.UsageError(f"--entity {entity} lists {entity}'s memories and the global ones, --scope {scope} "
+                               "exactly that scope: give one of them")
+    from brain.app.memory_admin import list_memories
+
+    store = state.store(create=False)
+    docs = list_memories(store, scope=scope, entity=entity, tags=tags, limit=limit)
+    note_other_case(store, entity, docs)
+    emit(state, [d.to_dict() for d in docs],
+         lambda: "\n".join(memory_line(d) for d in docs) if docs else "no memories")
+
+
+@memory.command("show")
+@click.argument("doc_id", metavar="ID")
+@json_option
+@pass_state
+def memory_show(state: State, doc_id: str) -> None:
+    """Show one memory with all its metadata."""
+    from brain.app.memory_admin import get_memory
+
+    doc = get_memory(state.store(create=False), doc_id)
+    emit(state, doc.to_dict(), lambda: "\n".join(
+        [f"id: {doc.id}", f"text: {doc.text}"] + [f"{key}: {value}" for key, value in sorted(doc.metadata.items())]
+    ))
+
+
+@memory.command("supersede")
+@click.argument("doc_id", metavar="ID")
+@click.argument("text", type=TextType())
+@click.option("--kind", type=click.Choice(["update", "contradict"]), default="update", show_default=True,
+              help="update: the fact changed (moved to Berlin); contradict: the old memory was wrong.")
+@click.option("--at", help="ISO 8601 time of the change (the old memory's valid_until, the new one's valid_from); "
+                           "now by default.")
+@click.option("--importance", type=click.IntRange(1, 5), help="1 (trivia) .. 5 (essential); the old memory's by default.")
+@click.option("--tag", "tags", multiple=True, help="A label; repeat for several (the old memory's by default).")
+@click.option("--expires-at", help="ISO 8601 time at which the new memory stops being ranked.")
+@click.option("--entity", type=EntityType(),
+              help="Supersede only entity NAME's own memory: another entity's is not found, a global one refused.")
+@json_option
+@pass_state
+def memory_supersede(state: State, doc_id: str, text: str, kind: str, at: str | None, importance: int | None,
+                     tags: tuple[str, ...], expires_at: str | None, entity: str | None) -> None:
+    """Replace memory ID with TEXT, keeping ID as history: ID becomes superseded (kept, no longer ranked,
+    still answered for a time before the change) and the new memory, in the same scope, points back to it."""
+    store = state.store(create=False)
+    done = store.supersede(doc_id, text, kind=kind, at=at, importance=importance, tags=tags or None,
+                           expires_at=expires_at, entity=entity)
+    emit(state, done.to_dict(), lambda: f"superseded {done.old.id} ({kind})\nnow {memory_line(done.new)}")
+
+
+@memory.command("history")
+@click.argument("doc_id", metavar="ID")
+@click.option("--entity", type=EntityType(), help="Only when entity NAME may see the memory (its own or a global one).")
+@json_option
+@pass_state
+def memory_history(state: State, doc_id: str, entity: str | None) -> None:
+    """Show the history of memory ID: every memory of its chain of changes, oldest first, with the time each
+    held from and until; the last one without an end is current."""
+    chain = state.store(create=False).history(doc_id, entity=entity)
+    emit(state, [d.to_dict() for d in chain], lambda: "\n".join(history_line(d) for d in chain))
+
+
+def history_line(doc) -> str:
+    m = doc.metadata
+    since = m.get("valid_from") or m.get("created_at") or m.get("timestamp")
+    until = m.get("valid_until") or ("now" if m.get("status") != "superseded" else "?")
+    change = f"  ({m['change']})" if m.get("change") else ""
+    return f"{since} .. {until}{change}  {memory_line(doc)}"
+
+
+@memory.command("rm")
+@click.argument("doc_ids", nargs=-1, required=True, metavar="ID...")
+@click.option("--entity", type=EntityType(),
+              help="Remove only entity NAME's own memories: a global id is refused (nothing is removed) and "
+                   "another entity's is not found.")
+@json_option
+@pass_state
+def memory_rm(state: State, doc_ids: tuple[str, ...], entity: str | None) -> None:
+    """Remove memories by id; ids that are not memories are reported (exit 1) and left alone."""
+    from brain.shells.cli.reports import removal_text
+    from brain.app.memory_admin import remove_memories
+
+    report = remove_memories(state.store(create=False), doc_ids, entity=entity)
+    emit(state, report.to_dict(), lambda: removal_text(report))
+    if not report.ok:  # the report (stdout) lists what was removed; stderr names the ids that were not
+        raise report.error()
+
+
+# ---- memory consolidation ------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Only report what would be merged.")
+@click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True),
+              help="Cosine similarity above which two memories of one scope merge (default BRAIN_CONSOLIDATE_THRESHOLD).")
+@json_option
+@pass_state
+def consolidate(state: State, dry_run: bool, threshold: float | None) -> None:
+    """Merge near-duplicate memories of the same scope; lists every merge."""
+    from brain.shells.cli.reports import consolidation_text
+
+    report = state.brain(create=False).consolidate(dry_run=dry_run, threshold=threshold)
+    emit(state, report.to_dict(), lambda: consolidation_text(report))

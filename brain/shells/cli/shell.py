@@ -1,0 +1,317 @@
+"""What every command shares: the error contract (:class:`CommandFailed`, :class:`BrainGroup`), the
+options' state and the Brain it opens (:class:`State`), the parameter types checked by the library's
+rules, and printing (:func:`emit`, one JSON document or text for people).
+
+The library is imported where a command uses it, never when the commands are defined: ``brain --help``
+lists every command without loading Chroma, pydantic or a model."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from brain.config import Settings
+    from brain.app.core import Brain
+    from brain.store import Store
+
+
+class CommandFailed(click.ClickException):
+    """A reported failure: one ``error: ...`` line on stderr, exit code 1."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+class Interrupted(CommandFailed):
+    """Ctrl-C during a command whose work a re-run completes: exit code 130, as a shell reports SIGINT."""
+
+    exit_code = 130
+
+
+def one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+class BrainGroup(click.Group):
+    """Turns library errors into one-line messages (unless ``--debug``) and formats usage errors
+    as one line too, keeping click's exit codes (2 for usage errors)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from brain.model.errors import BrainError
+
+        try:
+            return super().invoke(ctx)
+        except BrainError as exc:
+            if ctx.params.get("debug"):
+                raise
+            raise CommandFailed(one_line(str(exc))) from exc
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `brain`: the help text, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            click.echo(f"error: {one_line(exc.format_message())}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@dataclass
+class State:
+    """What the group's options decide, and the settings and Brain opened on first use (closed when
+    the command ends)."""
+
+    json: bool = False
+    debug: bool = False
+    data_dir: Path | None = None
+    project_dir: Path | None = None
+    _settings: Settings | None = None
+    _brain: Brain | None = None
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            from brain.config import load_settings
+
+            overrides = {"data_dir": self.data_dir} if self.data_dir is not None else {}
+            self._settings = load_settings(self.project_dir, **overrides)
+        return self._settings
+
+    def brain(self, *, create: bool = True, serving: bool = False) -> Brain:
+        """The Brain; with ``create=False`` (read-only commands) a missing store is an error, not made.
+        Only a server (``serving``) keeps a chat layer running, with its summary worker. While ``brain
+        serve`` holds the data directory, the commands of :data:`THROUGH_THE_SERVER` get a
+        :class:`~brain.app.served.ServedBrain` on it instead; the others, an error naming the server."""
+        if self._brain is None:
+            from brain.app.core import open as open_brain
+            from brain.model.errors import StoreLocked
+
+            try:
+                self._brain = open_brain(self.settings(), create=create, start_worker=serving)
+            except StoreLocked as exc:
+                if exc.server_url is None or serving:
+                    raise
+                from brain.app.served import ServedBrain
+
+                served = ServedBrain(self.settings(), exc)
+                command = _command_name()
+                if command not in THROUGH_THE_SERVER:
+                    served.close()
+                    raise served.needs_the_store(f"`brain {command}`") from None
+                self._brain = served  # type: ignore[assignment]
+        return self._brain
+
+    def store(self, *, create: bool = True) -> Store:
+        return self.brain(create=create).store
+
+    def close(self) -> None:
+        if self._brain is not None:
+            self._brain.close()
+            self._brain = None
+
+
+#: the commands that, while ``brain serve`` holds the data directory, go through its HTTP API (:mod:`brain.app.served`)
+THROUGH_THE_SERVER = frozenset({"memory list", "memory show", "memory add", "memory rm", "search", "turns", "stats",
+                                "persona show"})
+
+
+def _command_name() -> str:
+    """The running command without the program's name, e.g. ``memory list``."""
+    ctx = click.get_current_context(silent=True)
+    names = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(names))
+
+
+class ScopeType(click.ParamType):
+    """A memory scope, 'global' or 'entity:<name>', checked by the library's rule."""
+
+    name = "scope"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from brain.model.schemas import check_scope
+
+        try:
+            return check_scope(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class TextType(click.ParamType):
+    """A text argument (a memory, a query, a request): empty or only spaces is a usage error."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if not isinstance(value, str) or not value.strip():
+            self.fail("is empty: give the text in quotes, e.g. \"Alice is vegetarian\"", param, ctx)
+        return value
+
+
+class EntityType(click.ParamType):
+    """An entity name; ``--entity NAME`` means the scope ``entity:NAME`` in every command. Names are
+    case-sensitive (``Bob`` and ``bob`` are two entities), as everywhere in brain."""
+
+    name = "name"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from brain.model.schemas import check_name
+
+        try:
+            return check_name(value, "--entity")
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def scope_of(entity: str | None, scope: str | None) -> str | None:
+    """The one scope ``--entity`` and ``--scope`` ask for (None: neither); both, disagreeing, is a usage error."""
+    from brain.model.schemas import entity_scope
+
+    if entity is None:
+        return scope
+    wanted = entity_scope(entity)
+    if scope is not None and scope != wanted:
+        raise click.UsageError(f"--entity {entity} means --scope {wanted}, not --scope {scope}; give one of them")
+    return wanted
+
+
+class DocTypeChoice(click.Choice):
+    """One of the document types, as the library's schemas name them (read when first needed)."""
+
+    def __init__(self) -> None:
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        from brain.model.schemas import DOC_TYPES
+
+        return DOC_TYPES
+
+
+class CountType(click.ParamType):
+    """A result count: an integer from 1 to the library's ``MAX_K``."""
+
+    name = "integer"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return "INTEGER"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from brain.model.schemas import MAX_K
+
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not an integer", param, ctx)
+        if not 1 <= number <= MAX_K:
+            self.fail(f"{number} is not in the range 1<=x<={MAX_K}", param, ctx)
+        return number
+
+
+def note_other_case(store: Store, entity: str | None, results: Sequence[Any]) -> None:
+    """When a command for ``entity`` found none of its own documents, say on stderr which stored entity
+    names differ from it only by case (names are case-sensitive: ``--entity Bob`` never finds ``bob``)."""
+    from brain.app.memory_admin import case_hint
+    from brain.model.schemas import entity_scope
+
+    if entity is None or any(r.metadata.get("scope") == entity_scope(entity) for r in results):
+        return
+    hint = case_hint(store, entity)
+    if hint:
+        click.echo(f"note: nothing is stored in scope entity:{entity}{hint}", err=True)
+
+
+def confirm(question: str) -> None:
+    """Ask ``question`` on stderr (stdout keeps the report alone) and go on only on a yes. A no stops the
+    command; so does no answer at all (stdin closed or empty, as in a script), saying to pass --yes."""
+    click.echo(f"{question} [y/N]: ", err=True, nl=False)
+    stdin = sys.stdin if sys.stdin is not None and not sys.stdin.closed else None
+    line = stdin.readline() if stdin is not None else ""
+    if not line:  # end of input: nobody can answer
+        click.echo(err=True)
+        raise click.UsageError("no answer to the question (stdin is closed or empty): pass --yes to go ahead "
+                               "without being asked")
+    if line.strip().lower() not in ("y", "yes"):
+        raise CommandFailed("nothing was done (the answer was not yes)")
+
+
+pass_state = click.make_pass_decorator(State, ensure=True)
+
+
+def _set_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(State).json = True
+
+
+def json_option(command: Callable) -> Callable:
+    """``--json`` on a command, the same as ``brain --json <command>``."""
+    return click.option(
+        "--json", is_flag=True, expose_value=False, callback=_set_json,
+        help="Print one JSON document on stdout instead of text.",
+    )(command)
+
+
+def emit(state: State, data: Any, text: Callable[[], str]) -> None:
+    """One JSON document, or the text for people."""
+    if state.json:
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    else:
+        out = text()
+        if out:
+            click.echo(out)
+
+
+def short(text: str, width: int = 100) -> str:
+    line = one_line(text)
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def memory_line(doc: Any) -> str:
+    m = doc.metadata
+    tags = ",".join(m.get("tags") or []) or "-"
+    return (f"{doc.id}  imp {m.get('importance')}  {m.get('scope')}  tags {tags}  {m.get('timestamp')}"
+            f"  {short(doc.text)}")
+
+
+def hit_line(hit: Any) -> str:
+    m = hit.metadata
+    label = m.get("topic") or m.get("conversation_id") or m.get("scope") or ""
+    return f"{hit.similarity:.3f}  {m.get('type')}  [{label}]  {hit.id}  {short(hit.text)}"
+
+
+#: the columns of a specialist match, in the order they are sorted by (best first by confidence)
+SPECIALIST_HEADER = "confidence  band      score   specialist"
+
+
+def specialist_line(match: Any) -> str:
+    return f"{match.confidence:>10.3f}  {match.band:<8}  {match.score:6.3f}  {match.id}  {short(match.description, 70)}"
+
+
+def memory_hit_line(hit: Any) -> str:
+    m = hit.metadata
+    return (
+        f"{hit.score:.3f} = {hit.similarity_part:.3f} + {hit.importance_part:.3f} + {hit.recency_part:.3f}"
+        f"  imp {m.get('importance')}  {m.get('scope')}  {hit.id}  {short(hit.text)}"
+    )

@@ -1,0 +1,644 @@
+"""The in-process ranking index of memory documents (and of the other searchable types).
+
+Chroma is the store of record; this index is a cache of every ``memory`` document laid out for
+exact ranking. The store keeps one per indexed type (``BRAIN_INDEX_TYPES``): persona, faq and
+summary documents are ranked by similarity alone with the same machinery, because Chroma's
+filtered query (``where={"type": ...}``) scans metadata and measured 40-110 ms at 100k documents.
+Layout: unit vectors in one contiguous float32 matrix (for exact rescoring), the same vectors
+as int8 codes with a per-row scale and error bound (for the pre-score, a quarter of the bytes), and
+importance, epoch, scope, validity window, expiry and row kind as arrays so the query-independent
+parts of the score and the filters are vector operations. The row kind comes from the typed fields: an
+active memory, a part (``part_of``: a chunk or vector row, ranked only when asked for), superseded
+(``status: superseded``: ranked only by searches of every row, and by searches of a past time, ``at``,
+that fall in its validity window) or retired (another inactive ``status``: ranked only by searches of
+every row). A memory past its ``expires_at`` is left out of every search but those of every row. The store keeps it in step with every write
+it makes, and rebuilds it from Chroma when it notices that someone else changed the collection.
+
+:class:`MemoryIndex` is longer than most classes here: the arrays must change together on every add,
+replace and remove, and keeping those operations in one class keeps that invariant in one place.
+
+Memory per memory document: 4*d (float32) + d (int8) + ~24 bytes of arrays, plus its text and
+metadata as Python objects. At d=768: about 3.9 KB + text.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Collection, Iterable, Literal, Sequence
+
+import numpy as np
+
+from brain.rules import ranking
+from brain.rules.ranking import ScoreWeights
+from brain.model.results import MemoryHit, GatedHits
+from brain.model.schemas import GLOBAL_SCOPE, check_scope, is_inactive, is_part
+from brain.text import BM25Index, tokenize
+
+log = logging.getLogger(__name__)
+
+# Below this many candidate rows, exact float32 scoring of just those rows beats a full int8 pass.
+SMALL_CANDIDATE_SET = 2048
+#: importance of a row whose stored importance cannot be read (the schema's default)
+DEFAULT_IMPORTANCE = 3.0
+
+# row kinds (see the module docstring)
+MEMORY, PART, RETIRED, SUPERSEDED = 0, 1, 2, 3
+#: which rows a search ranks: "memories" (active memories of their own), "parts" (active parts),
+#: "memories_and_parts", "held" (active and superseded memories, for a search of a past time), or "all"
+#: (every row, retired and expired ones too)
+Rows = Literal["memories", "parts", "memories_and_parts", "held", "all"]
+_KINDS: dict[str, tuple[int, ...]] = {"memories": (MEMORY,), "parts": (PART,), "memories_and_parts": (MEMORY, PART),
+                                      "held": (MEMORY, SUPERSEDED)}
+
+
+# the per-row arrays (attribute -> dtype, whether it has a column per dimension), as _alloc lays them out
+_ARRAYS: dict[str, tuple[type, bool]] = {
+    "_f32": (np.float32, True), "_i8": (np.int8, True), "_scale": (np.float64, False), "_qerr": (np.float64, False),
+    "_importance": (np.float64, False), "_epoch": (np.float64, False),
+    "_used": (np.float64, False),  # last use (recency_from="last_used")
+    "_scope": (np.int32, False), "_kind": (np.int8, False),
+    # the validity window [valid_from, valid_until) and the expiry, epoch seconds (inf: none)
+    "_from": (np.float64, False), "_until": (np.float64, False), "_expires": (np.float64, False),
+}
+#: arrays where infinity means "never"
+_OPEN_ENDED = frozenset({"_until", "_expires"})
+
+
+def row_kind(meta: dict[str, Any]) -> int:
+    """A row's kind: superseded or retired (an inactive status) before part (``part_of``) before memory."""
+    if is_inactive(meta):
+        return SUPERSEDED if meta.get("status") == "superseded" else RETIRED
+    return PART if is_part(meta) else MEMORY
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite float, or None when it is not a number (booleans and strings are not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """What the index needs of a stored row: ``({"importance", "epoch", "used", "scope", "kind", "tags"}, problems)``.
+
+    Rows are validated on the way in, but one written by an older version or directly through Chroma
+    may hold anything. A value that cannot be used gets a safe default (importance 3, epoch 0, no last
+    use, no tags) and a problem; a row without a valid scope is not usable at all (None): guessing its
+    scope could show it to the wrong entity."""
+    problems: dict[str, str] = {}
+    try:
+        scope = check_scope(meta.get("scope", GLOBAL_SCOPE))
+    except ValueError:
+        return None, {"scope": f"scope {meta.get('scope')!r} is not 'global' or 'entity:<name>'; row left out"}
+    importance = _number(meta.get("importance", DEFAULT_IMPORTANCE))
+    if importance is None or not 1 <= importance <= 5:
+        problems["importance"] = f"importance {meta.get('importance')!r} is not 1..5; ranked as {DEFAULT_IMPORTANCE:g}"
+        importance = DEFAULT_IMPORTANCE
+    epoch = _number(meta.get("ts_epoch"))
+    if epoch is None:
+        problems["ts_epoch"] = f"ts_epoch {meta.get('ts_epoch')!r} is not epoch seconds; ranked as oldest"
+        epoch = 0.0
+    if meta.get("last_used") is not None and _number(meta["last_used"]) is None:
+        problems["last_used"] = f"last_used {meta.get('last_used')!r} is not epoch seconds; ignored"
+    used = ranking.recency_epoch(meta)
+    created = _time(meta, "created_at", {})  # only the fallback start of the window: not the index's to report
+    valid_from = _time(meta, "valid_from", problems)
+    valid_from = valid_from if valid_from is not None else created if created is not None else epoch
+    valid_until = _time(meta, "valid_until", problems)
+    expires = _time(meta, "expires_at", problems)
+    tags = meta.get("tags")
+    if tags is not None and (isinstance(tags, str) or not isinstance(tags, (list, tuple))
+                             or not all(isinstance(t, str) for t in tags)):
+        problems["tags"] = f"tags {tags!r} are not a list of strings; ignored"
+        tags = None
+    return {"importance": importance, "epoch": epoch, "used": used, "scope": scope, "kind": row_kind(meta),
+            "tags": frozenset(tags or ()), "from": valid_from,
+            "until": math.inf if valid_until is None else valid_until,
+            "expires": math.inf if expires is None else expires}, problems
+
+
+def _time(meta: dict[str, Any], key: str, problems: dict[str, str]) -> float | None:
+    """``meta[key]`` (an ISO time) as epoch seconds; None when absent or, with a problem, unreadable."""
+    value = meta.get(key)
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str):
+            # stored times are normalised ISO strings: the plain parser reads them (a rebuild reads many)
+            when = datetime.fromisoformat(value)
+            if when.tzinfo is not None:
+                return when.timestamp()
+    except ValueError:
+        pass
+    problems[key] = f"{key} {value!r} is not an ISO time with a timezone; ignored"
+    return None
+
+
+class MemoryIndex:
+    """Exact top-k over memory vectors. Thread-safe."""
+
+    def __init__(self, dimension: int, capacity: int = 1024):
+        self.dimension = dimension
+        self._lock = threading.RLock()
+        self._n = 0
+        self._ids: list[str] = []
+        self._row: dict[str, int] = {}
+        self._texts: list[str] = []
+        self._metas: list[dict[str, Any]] = []
+        self._tags: list[frozenset[str]] = []
+        self._scope_code: dict[str, int] = {}
+        # rows stored with values the index cannot use: id -> {field: what was done instead}
+        self._problems: dict[str, dict[str, str]] = {}
+        # (half_life, recency_from, t_ref, 2**((t-t_ref)/h))
+        self._growth: tuple[float, str, float, np.ndarray | None] | None = None
+        # the lexical side, built on the first search that weighs it and again after a change:
+        # BM25 over every row in row order, and each text's keyword tokens by id (kept across rebuilds)
+        self._bm25: BM25Index | None = None
+        self._tokens: dict[str, list[str]] = {}
+        self._alloc(capacity)
+
+    # ---- layout ------------------------------------------------------------------------------
+    def _alloc(self, capacity: int) -> None:
+        old_n = self._n if hasattr(self, "_f32") else 0  # the rows kept from the arrays being replaced
+        for name, (dtype, per_dimension) in _ARRAYS.items():
+            arr = np.zeros((capacity, self.dimension) if per_dimension else capacity, dtype=dtype)
+            if old_n:
+                arr[:old_n] = getattr(self, name)[:old_n]
+            setattr(self, name, arr)
+        self._growth = None
+        self._capacity = capacity
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __contains__(self, doc_id: str) -> bool:
+        return doc_id in self._row
+
+    @property
+    def ids(self) -> list[str]:
+        with self._lock:
+            return list(self._ids)
+
+    def nbytes(self) -> int:
+        """Bytes held by the numeric arrays (excluding texts and metadata)."""
+        return sum(getattr(self, name).nbytes for name in _ARRAYS)
+
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows in one allocation (e.g. before a rebuild of known size)."""
+        with self._lock:
+            if rows > self._capacity:
+                self._alloc(rows)
+
+    def problems(self) -> dict[str, dict[str, str]]:
+        """Rows stored with values the index could not use: ``{id: {field: what was done instead}}``
+        (rows left out entirely are listed too, under ``scope``)."""
+        with self._lock:
+            return {doc_id: dict(p) for doc_id, p in self._problems.items()}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._n = 0
+            self._ids, self._row, self._texts, self._metas, self._tags = [], {}, [], [], []
+            self._scope_code = {}
+            self._problems = {}
+            self._bm25, self._tokens = None, {}
+            self._alloc(1024)
+
+    def _code(self, scope: str) -> int:
+        code = self._scope_code.get(scope)
+        if code is None:
+            code = self._scope_code[scope] = len(self._scope_code)
+        return code
+
+    # ---- writes ------------------------------------------------------------------------------
+    def upsert(
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        texts: Sequence[str],
+        metadatas: Sequence[dict[str, Any]],
+    ) -> None:
+        if not len(ids):
+            return
+        unit = ranking.normalize_rows(np.asarray(vectors, dtype=np.float32).reshape(len(ids), self.dimension))
+        codes, scale, qerr = ranking.quantize_rows(unit)
+        with self._lock:
+            self._growth = None
+            self._bm25 = None
+            unusable, reported = [], []
+            for j, doc_id in enumerate(ids):
+                meta = metadatas[j]
+                values, problems = read_row(meta)
+                if problems:
+                    self._problems[doc_id] = problems
+                    reported.append(f"{doc_id}: {'; '.join(problems.values())}")
+                else:
+                    self._problems.pop(doc_id, None)
+                if values is None:
+                    unusable.append(doc_id)
+                    continue
+                row = self._row.get(doc_id)
+                if row is None:
+                    if self._n == self._capacity:
+                        self._alloc(max(self._capacity + self._capacity // 2, 1024))
+                    row = self._n
+                    self._n += 1
+                    self._row[doc_id] = row
+                    self._ids.append(doc_id)
+                    self._texts.append("")
+                    self._metas.append({})
+                    self._tags.append(frozenset())
+                self._f32[row] = unit[j]
+                self._i8[row] = codes[j]
+                self._scale[row] = scale[j]
+                self._qerr[row] = qerr[j]
+                self._importance[row] = values["importance"]
+                self._epoch[row] = values["epoch"]
+                self._used[row] = values["used"]
+                self._scope[row] = self._code(values["scope"])
+                self._kind[row] = values["kind"]
+                self._from[row] = values["from"]
+                self._until[row] = values["until"]
+                self._expires[row] = values["expires"]
+                if self._texts[row] != texts[j]:
+                    self._tokens.pop(doc_id, None)
+                self._texts[row] = texts[j]
+                self._metas[row] = dict(meta)
+                self._tags[row] = values["tags"]
+            if unusable:  # a row rewritten into something unusable leaves the index
+                problems = {doc_id: self._problems[doc_id] for doc_id in unusable}
+                self.remove(unusable)
+                self._problems.update(problems)
+        if reported:
+            log.warning("%d stored rows hold values the index cannot use (RagStore.index_problems() lists them): %s",
+                        len(reported), " | ".join(reported[:5]) + (" | ..." if len(reported) > 5 else ""))
+
+    def remove(self, ids: Iterable[str]) -> int:
+        removed = 0
+        with self._lock:
+            self._growth = None
+            self._bm25 = None
+            for doc_id in ids:
+                self._problems.pop(doc_id, None)
+                self._tokens.pop(doc_id, None)
+                row = self._row.pop(doc_id, None)
+                if row is None:
+                    continue
+                last = self._n - 1
+                if row != last:  # move the last row into the hole
+                    moved = self._ids[last]
+                    self._row[moved] = row
+                    self._ids[row] = moved
+                    self._texts[row] = self._texts[last]
+                    self._metas[row] = self._metas[last]
+                    self._tags[row] = self._tags[last]
+                    for name in _ARRAYS:
+                        arr = getattr(self, name)
+                        arr[row] = arr[last]
+                self._ids.pop()
+                self._texts.pop()
+                self._metas.pop()
+                self._tags.pop()
+                self._n -= 1
+                removed += 1
+        return removed
+
+    def set_last_used(self, used: dict[str, float]) -> dict[str, dict[str, Any]]:
+        """Record when rows were last retrieved (``last_used`` epoch; never moves back in time).
+
+        Returns the updated metadata of each row still present, for persisting.
+        """
+        out: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for doc_id, epoch in used.items():
+                row = self._row.get(doc_id)
+                if row is None:
+                    continue
+                meta = self._metas[row]
+                before = _number(meta.get("last_used"))  # None too when the stored value is unusable
+                if before is None or before < epoch:
+                    meta = self._metas[row] = {**meta, "last_used": float(epoch)}
+                    self._used[row] = float(epoch)
+                    self._growth = None
+                    problems = self._problems.get(doc_id)
+                    if problems and problems.pop("last_used", None) and not problems:
+                        del self._problems[doc_id]
+                out[doc_id] = dict(meta)
+        return out
+
+    # ---- snapshots -----------------------------------------------------------------------------
+    def export(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Everything the index holds, as numeric arrays (row order, copies) and JSON-ready rows
+        (``ids``, ``texts``, ``metas``, ``tags``, ``scopes`` in code order, ``problems``), for
+        :meth:`restore` in another process (see :mod:`brain.store.snapshot`)."""
+        with self._lock:
+            n = self._n
+            arrays = {name.lstrip("_"): getattr(self, name)[:n].copy() for name in _ARRAYS}
+            rows = {"ids": list(self._ids), "texts": list(self._texts), "metas": [dict(m) for m in self._metas],
+                    "tags": [sorted(t) for t in self._tags],
+                    "scopes": sorted(self._scope_code, key=self._scope_code.__getitem__),
+                    "problems": {doc_id: dict(p) for doc_id, p in self._problems.items()}}
+        return arrays, rows
+
+    @classmethod
+    def restore(cls, dimension: int, arrays: dict[str, np.ndarray], rows: dict[str, Any]) -> MemoryIndex:
+        """The index :meth:`export` described, without recomputing a row. Raises ``ValueError`` naming
+        what does not fit (a missing array, a shape, a dtype, rows of another length)."""
+        ids, texts, metas, tags, scopes = (rows.get(key) for key in ("ids", "texts", "metas", "tags", "scopes"))
+        problems = rows.get("problems")
+        if not all(isinstance(v, list) for v in (ids, texts, metas, tags, scopes)) or not isinstance(problems, dict):
+            raise ValueError("rows need the lists ids, texts, metas, tags, scopes and the mapping problems")
+        n = len(ids)
+        if not len(texts) == len(metas) == len(tags) == n or len(set(ids)) != n:
+            raise ValueError(f"{n} ids but {len(texts)} texts, {len(metas)} metadatas, {len(tags)} tag lists "
+                             f"(or repeated ids)")
+        for what, values, kind in (("ids", ids, str), ("texts", texts, str), ("metas", metas, dict), ("tags", tags, list),
+                                   ("scopes", scopes, str)):
+            if not all(isinstance(v, kind) for v in values):
+                raise ValueError(f"{what} must all be of type {kind.__name__}")
+        for name, (dtype, width) in _ARRAYS.items():
+            arr = arrays.get(name.lstrip("_"))
+            shape = (n, dimension) if width else (n,)
+            if arr is None or arr.shape != shape or arr.dtype != np.dtype(dtype):
+                got = "missing" if arr is None else f"{arr.dtype}{list(arr.shape)}"
+                raise ValueError(f"array {name.lstrip('_')} is {got}, not {np.dtype(dtype)}{list(shape)}")
+        codes = arrays["scope"]
+        if n and (codes.min() < 0 or codes.max() >= len(scopes)):
+            raise ValueError(f"scope codes outside the {len(scopes)} scopes")
+        # what the rows claim must be what the arrays hold: a row is ranked by its arrays and shown with its
+        # metadata, so a scope code another scope's row carries would show that row to the wrong entity
+        for name, (dtype, _) in _ARRAYS.items():
+            values = arrays[name.lstrip("_")]
+            if not np.issubdtype(np.dtype(dtype), np.floating):
+                continue
+            if name in _OPEN_ENDED and (np.isnan(values).any() or (values == -np.inf).any()):
+                raise ValueError(f"array {name.lstrip('_')} holds NaN or minus infinity")
+            if name not in _OPEN_ENDED and not np.isfinite(values).all():
+                raise ValueError(f"array {name.lstrip('_')} holds values that are not finite (NaN or infinity)")
+        for row, (meta, code) in enumerate(zip(metas, codes.tolist())):
+            if meta.get("scope", GLOBAL_SCOPE) != scopes[code]:
+                raise ValueError(f"row {ids[row]!r} has scope {meta.get('scope', GLOBAL_SCOPE)!r} in its metadata "
+                                 f"but {scopes[code]!r} in the scope codes")
+        kinds = arrays["kind"].tolist()
+        for row, meta in enumerate(metas):
+            if row_kind(meta) != kinds[row]:
+                raise ValueError(f"row {ids[row]!r} has kind {kinds[row]} in the arrays, not the {row_kind(meta)} "
+                                 "its metadata says")
+        index = cls(dimension, capacity=max(n, 1024))
+        index._n = n
+        for name in _ARRAYS:
+            getattr(index, name)[:n] = arrays[name.lstrip("_")]
+        index._ids, index._texts, index._metas = list(ids), list(texts), list(metas)
+        index._row = {doc_id: row for row, doc_id in enumerate(ids)}
+        index._tags = [frozenset(t) for t in tags]
+        index._scope_code = {scope: code for code, scope in enumerate(scopes)}
+        index._problems = {doc_id: dict(p) for doc_id, p in problems.items()}
+        return index
+
+    # ---- reads -------------------------------------------------------------------------------
+    def metadata(self, doc_id: str) -> dict[str, Any] | None:
+        """A copy of one row's metadata, or None."""
+        with self._lock:
+            row = self._row.get(doc_id)
+            return None if row is None else dict(self._metas[row])
+
+    def metadatas(self) -> list[dict[str, Any]]:
+        """Copies of every row's metadata, in row order."""
+        with self._lock:
+            return [dict(m) for m in self._metas]
+
+    def vectors(self) -> tuple[list[str], np.ndarray]:
+        """(ids, unit float32 vectors): a copy, for checks and exports."""
+        with self._lock:
+            return list(self._ids), self._f32[: self._n].copy()
+
+    def _candidate_rows(
+        self,
+        scopes: Collection[str] | None,
+        tags: Sequence[str] | None,
+        min_importance: int | None,
+        equals: dict[str, Any] | None = None,
+        rows: Rows = "all",
+        now: float | None = None,
+        at: float | None = None,
+    ) -> np.ndarray | None:
+        """Row indexes passing the filters, or None for 'every row'. Unless every row is asked for, rows
+        expired at ``now`` are left out; with ``at``, only rows whose validity window holds ``at`` and that
+        had not expired by then."""
+        n = self._n
+        mask: np.ndarray | None = None
+        if rows != "all":
+            kinds = _KINDS[rows]
+            mask = self._kind[:n] == kinds[0]
+            for kind in kinds[1:]:
+                mask |= self._kind[:n] == kind
+            if now is not None and at is None:
+                mask &= self._expires[:n] > now
+        if at is not None:
+            held = (self._from[:n] <= at) & (self._until[:n] > at) & (self._expires[:n] > at)
+            mask = held if mask is None else mask & held
+        if equals:
+            items = list(equals.items())
+            metas = self._metas
+            same = np.fromiter(
+                (all(metas[r].get(key) == value for key, value in items) for r in range(n)), dtype=bool, count=n
+            )
+            mask = same if mask is None else mask & same
+        if scopes is not None:
+            codes = [self._scope_code[s] for s in scopes if s in self._scope_code]
+            scope_mask: np.ndarray | None = None
+            if len(codes) == len(self._scope_code):
+                pass  # every scope present is allowed: no mask
+            elif len(codes) <= 4:  # a comparison per scope beats np.isin's sort for the usual 1-2 scopes
+                scope_mask = np.zeros(n, dtype=bool)
+                for code in codes:
+                    scope_mask |= self._scope[:n] == code
+            else:
+                scope_mask = np.isin(self._scope[:n], np.asarray(codes, dtype=np.int32))
+            if scope_mask is not None:
+                mask = scope_mask if mask is None else mask & scope_mask
+        if min_importance is not None:
+            imp = self._importance[:n] >= min_importance
+            mask = imp if mask is None else mask & imp
+        if tags:
+            wanted = frozenset(tags)
+            tag_mask = np.fromiter((wanted <= t for t in self._tags), dtype=bool, count=n)
+            mask = tag_mask if mask is None else mask & tag_mask
+        return None if mask is None else np.flatnonzero(mask)
+
+    def lexical(self, query_text: str) -> np.ndarray:
+        """Every row's lexical match with ``query_text``, 0..1: its BM25 score (over every row, in
+        keyword tokens) divided by the largest score the query's tokens can reach."""
+        with self._lock:
+            bm25 = self._lexical_side()
+            tokens = tokenize(query_text)
+            top = bm25.max_score(tokens)
+            if top <= 0:
+                return np.zeros(self._n)
+            return bm25.scores(tokens) / top
+
+    def prefix_match(self, query_text: str, rows: np.ndarray | None = None) -> np.ndarray:
+        """Each row's stem-prefix match with ``query_text``, 0..1 (:meth:`BM25Index.prefix_match`):
+        the evidence an important memory needs for its lower floor. ``rows``: only those."""
+        with self._lock:
+            return self._lexical_side().prefix_match(tokenize(query_text), docs=rows)
+
+    def _matches(self, texts: Sequence[str], rows: np.ndarray) -> np.ndarray:
+        """The best stem-prefix match of each of ``rows`` with any of ``texts``."""
+        return np.max([self.prefix_match(t, rows) for t in texts], axis=0)
+
+    def _band_match(self, texts: Sequence[str], rows: np.ndarray, low: np.ndarray, high: np.ndarray,
+                    weights: ScoreWeights) -> np.ndarray:
+        """The match of every row (NaN: not needed), computed only for the ``rows`` whose relevance,
+        between ``low`` and ``high`` (by position in ``rows``), may fall between their lowest possible
+        floor and the plain one: a row above the plain floor or below its lowest passes or fails
+        whatever its match, so the gate and its count below the floor are the same as with every match."""
+        match = np.full(self._n, np.nan)
+        lowest = ranking.floors(replace(weights, floor_importance_match=0.0), self._importance[rows])
+        band = rows[(high >= lowest) & (low < weights.floor)]
+        if band.size:
+            match[band] = self._matches(texts, band)
+        return match
+
+    def _lexical_side(self) -> BM25Index:
+        """BM25 over every row, built again after a write changed the rows (the caller holds the lock)."""
+        if self._bm25 is None:
+            for doc_id, text in zip(self._ids, self._texts):
+                if doc_id not in self._tokens:
+                    self._tokens[doc_id] = tokenize(text)
+            self._bm25 = BM25Index([self._tokens[doc_id] for doc_id in self._ids])
+        return self._bm25
+
+    def _recency(self, now: float, weights: ScoreWeights) -> np.ndarray:
+        """w_rec * 0.5**(age/h) for every row, as one multiply per row.
+
+        0.5**((now-t)/h) = 2**((t_ref-now)/h) * 2**((t-t_ref)/h); the second factor is cached per
+        half-life until the next write. Where that factor would overflow, fall back to exp2.
+        """
+        n = self._n
+        h = weights.half_life_seconds
+        source = weights.recency_from
+        epochs = self._used[:n] if source == "last_used" else self._epoch[:n]
+        if self._growth is None or self._growth[:2] != (h, source):
+            t_ref = float(epochs.max()) if n else 0.0
+            exponent = (epochs - t_ref) / h
+            # below 2**-1000 the factor underflows: then compute exp2 per query instead
+            self._growth = (h, source, t_ref, np.exp2(exponent) if n and exponent.min() > -1000 else None)
+        _, _, t_ref, growth = self._growth
+        if growth is None or (t_ref - now) / h > 1000:
+            return ranking.recency_part(epochs, now, weights)
+        out = growth * (2.0 ** ((t_ref - now) / h))
+        np.minimum(out, 1.0, out=out)  # timestamps in the future count as age 0
+        out *= weights.recency
+        return out
+
+    def search(
+        self,
+        query: np.ndarray,
+        k: int,
+        weights: ScoreWeights,
+        now: float,
+        scopes: Collection[str] | None = None,
+        tags: Sequence[str] | None = None,
+        min_importance: int | None = None,
+        equals: dict[str, Any] | None = None,
+        rows: Rows | None = None,
+        query_text: str | None = None,
+        topic_texts: Sequence[str] = (),
+        at: float | None = None,
+    ) -> GatedHits:
+        """The exact top ``k`` rows for a unit ``query`` vector, behind the weights' relevance gate
+        (see :mod:`brain.rules.ranking`). ``scopes`` keeps rows of those scopes (None: every scope); ``rows``
+        which kinds of row (:data:`Rows`; by default active memories when ``scopes`` are given, as an
+        entity's search wants, and every row when not, as an operator's all-scopes search wants);
+        ``equals`` keeps rows whose metadata has exactly those values (e.g. ``{"topic": "ocr"}``);
+        ``query_text`` is what the lexical part matches (no lexical part without it); an important
+        memory's lower floor needs words in common with it or with one of ``topic_texts`` (e.g. the
+        conversation's latest turns). Rows past their
+        expiry at ``now`` are left out unless every row is asked for. ``at`` (epoch seconds): what was held
+        true then: active and superseded memories whose validity window holds ``at``, not expired by then."""
+        if rows is None:
+            rows = "all" if scopes is None else "memories"
+        if at is not None:
+            rows = "held"
+        q = ranking.normalize_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
+        gate = {"floor": weights.floor, "margin": weights.margin}
+        with self._lock:
+            n = self._n
+            if n == 0 or k <= 0:
+                return GatedHits(**gate)
+            rows = self._candidate_rows(scopes, tags, min_importance, equals, rows, now, at)
+            candidates = n if rows is None else int(rows.size)
+            imp_part = ranking.importance_part(self._importance[:n], weights)
+            rec_part = self._recency(now, weights)
+            static = imp_part + rec_part
+            lex_part = None
+            if weights.lexical > 0 and query_text:
+                lex_part = weights.lexical * self.lexical(query_text)
+            match = None  # the evidence an important memory needs for its lower floor
+            texts = [t for t in (query_text, *topic_texts) if t]
+            needs_match = ranking.lowers_floor(weights) and weights.floor_importance_match > 0 and bool(texts)
+            f32 = self._f32
+
+            ids = self._ids
+
+            def exact(sel: np.ndarray) -> np.ndarray:
+                return ranking.float_dots(q, f32[sel])
+
+            below = 0
+            if rows is not None and rows.size <= max(SMALL_CANDIDATE_SET, 4 * k):
+                sims = exact(rows)
+                lex = 0.0 if lex_part is None else lex_part[rows]
+                if needs_match:
+                    match = self._band_match(texts, rows, sims + lex, sims + lex, weights)
+                if weights.gated:
+                    order, below = ranking.gated_top_k_reference(sims, lex, static[rows], [ids[r] for r in rows],
+                                                                 k, weights, self._importance[rows],
+                                                                 None if match is None else match[rows])
+                    order = np.asarray(order, dtype=np.intp)
+                else:
+                    totals = weights.similarity * (sims + lex) + static[rows]
+                    order = ranking.top_k_positions(totals, lambda i: ids[rows[i]], k)
+                top, top_sims = rows[order], sims[order]
+            else:
+                approx, slack = ranking.approx_similarities(q, self._i8[:n], self._scale[:n], self._qerr[:n])
+                if needs_match:
+                    cand = np.arange(n) if rows is None else rows
+                    lex = 0.0 if lex_part is None else lex_part[cand]
+                    match = self._band_match(texts, cand, approx[cand] - slack[cand] + lex,
+                                             approx[cand] + slack[cand] + lex, weights)
+                if weights.gated:
+                    top, top_sims, below = ranking.gated_bounded_top_k(
+                        static, approx, slack, lex_part, k, exact, weights, candidates=rows, keys=self._ids,
+                        importance=self._importance[:n], match=match)
+                else:
+                    with_lex = static if lex_part is None else static + weights.similarity * lex_part
+                    top, top_sims = ranking.bounded_top_k(
+                        with_lex, approx, slack, k, exact, weights.similarity, candidates=rows, keys=self._ids
+                    )
+            if match is not None:  # the hits' own matches, for the floor each reached
+                unknown = np.asarray(top)[np.isnan(match[top])]
+                if unknown.size:
+                    match[unknown] = self._matches(texts, unknown)
+            hits = []
+            for r, s in zip(top, top_sims):
+                lexical = 0.0 if lex_part is None else float(weights.similarity * lex_part[r])
+                floor = None if weights.floor is None else float(ranking.floors(
+                    weights, self._importance[r], None if match is None else match[r]))
+                hits.append(MemoryHit(
+                    id=self._ids[r],
+                    text=self._texts[r],
+                    metadata=dict(self._metas[r]),
+                    score=float(weights.similarity * s + lexical + static[r]),
+                    similarity=float(s),
+                    similarity_part=float(weights.similarity * s),
+                    importance_part=float(imp_part[r]),
+                    recency_part=float(rec_part[r]),
+                    lexical_part=lexical,
+                    floor=floor,
+                ))
+            return GatedHits(hits, candidates=candidates, below_floor=below, **gate)

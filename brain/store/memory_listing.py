@@ -1,0 +1,87 @@
+"""Listing memories for a browser: filtered by scope, tags, importance and status, in storage order or
+newest first, one page at a time.
+
+Storage order with filters Chroma can express (scope, tags, importance, a non-active status) is paged
+by Chroma itself. Newest first, or the ``active`` status (which is also the *absence* of a status, and
+Chroma's filters cannot match a missing key), need every matching memory's metadata: those are read
+whole, filtered and sorted here, and the page is cut afterwards. Fine for the thousands of memories
+one person's assistant holds; a store with millions would want a timestamp index in Chroma.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from brain.model.errors import ValidationError
+from brain.model.schemas import STATUSES, DocType, check_importance
+
+if TYPE_CHECKING:
+    from brain.model.results import Document
+    from brain.store import Store
+
+Order = Literal["stored", "newest"]
+ORDERS: tuple[str, ...] = ("stored", "newest")
+ACTIVE = "active"
+
+
+def check_statuses(statuses: Iterable[str] | None) -> list[str]:
+    """The distinct statuses asked for, each one of :data:`brain.model.schemas.STATUSES`."""
+    wanted = list(dict.fromkeys(statuses or ()))
+    bad = [s for s in wanted if s not in STATUSES]
+    if bad:
+        raise ValidationError.of("status", f"status must be one of {', '.join(STATUSES)}, got {bad[0]!r}")
+    return wanted
+
+
+def check_importances(values: Iterable[int] | None) -> list[int]:
+    """The distinct importances asked for, each valid (:func:`brain.model.schemas.check_importance`)."""
+    try:
+        return list(dict.fromkeys(check_importance(v) for v in values or ()))
+    except ValueError as exc:
+        raise ValidationError.of("importance", str(exc)) from None
+
+
+def check_order(order: str) -> str:
+    if order not in ORDERS:
+        raise ValidationError.of("order", f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    return order
+
+
+def is_status(metadata: dict[str, Any], statuses: Sequence[str]) -> bool:
+    """Whether a memory's status is one of ``statuses`` (no status at all is ``active``)."""
+    return str(metadata.get("status") or ACTIVE) in statuses
+
+
+def newest_first(docs: Iterable[Document]) -> list[Document]:
+    """Latest timestamp first; equal times by id, so that pages never overlap."""
+    return sorted(docs, key=lambda d: (-float(d.metadata.get("ts_epoch") or 0.0), d.id))
+
+
+def list_memories(store: Store, *, scopes: Sequence[str] | str | None = None, tags: Sequence[str] = (),
+                  importance: Sequence[int] = (), status: Sequence[str] = (), order: str = "stored",
+                  limit: int | None = None, offset: int | None = None) -> list[Document]:
+    """Memories in ``scopes`` (None: all) having every tag of ``tags``, an importance among ``importance``
+    and a status among ``status`` (empty: any), in ``order``, from ``offset``, at most ``limit``."""
+    importance, status, order = check_importances(importance), check_statuses(status), check_order(order)
+    where: dict[str, Any] = {}
+    if scopes is not None:
+        where["scope"] = scopes if isinstance(scopes, str) else list(scopes)
+    if tags:
+        where["tags"] = list(tags)
+    if importance:
+        where["importance"] = importance
+    if status and ACTIVE not in status:
+        where["status"] = status
+    if order == "stored" and (not status or ACTIVE not in status):
+        return store.get(type=DocType.MEMORY, where=where or None, limit=limit, offset=offset)
+    docs = store.get(type=DocType.MEMORY, where=where or None)
+    if status:
+        docs = [d for d in docs if is_status(d.metadata, status)]
+    if order == "newest":
+        docs = newest_first(docs)
+    start = offset or 0
+    return docs[start:] if limit is None else docs[start:start + limit]
+
+
+__all__ = ["ORDERS", "Order", "check_importances", "check_order", "check_statuses", "list_memories", "newest_first"]

@@ -1,0 +1,103 @@
+"""Stores written before the typed ``status`` and ``part_of`` fields, rewritten to them when opened.
+
+Older stores said what these fields say with adapter strings: ``pam_status`` (the PAM importer's
+status), and the Xaibo modules' ``xaibo.kind`` / ``xaibo.chunk`` / ``xaibo.memory_id`` markers (a
+continuation chunk of a long memory, a row of a vector index). :func:`migrate_typed_fields` rewrites
+such rows: ``pam_status`` becomes ``status``; a chunk gets ``part_of`` = its memory's id, a vector row
+``part_of`` = ``xaibo-index:<index>``; the old markers go. The old index-scope prefixes (``retired:``,
+``part:``) lived only in memory and need nothing.
+
+Cheap when nothing is old: one ``where`` query per old marker, each answering no rows. Idempotent:
+a migrated row no longer matches, so a migration killed halfway finishes at the next open. The mirror
+(which keeps each row's metadata as JSON) is rewritten first, each page in its own transaction, then
+Chroma; killed between the two, the row is still old in Chroma and both are rewritten again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from brain.model.errors import MirrorCorrupt
+from brain.model.schemas import LEGACY_STATUS_KEY, PART_OF_KEY, STATUS_KEY, STATUSES, XAIBO_INDEX_PREFIX, DocType, from_chroma
+
+log = logging.getLogger(__name__)
+
+# the markers older Xaibo modules wrote
+OLD_KIND_KEY, OLD_CHUNK_KEY, OLD_MEMORY_ID_KEY = "xaibo.kind", "xaibo.chunk", "xaibo.memory_id"
+_INDEX_KEY = "xaibo.index"
+
+#: every row written with an old marker matches one of these
+OLD_MARKERS: tuple[dict[str, Any], ...] = (
+    {LEGACY_STATUS_KEY: {"$in": list(STATUSES)}},
+    {OLD_KIND_KEY: {"$in": ["memory", "vector"]}},
+    {OLD_CHUNK_KEY: {"$gte": 0}},
+)  # (xaibo.memory_id never came without xaibo.kind)
+
+
+def typed(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with the old markers replaced by the typed fields (the old keys set to None, which
+    removes them in a Chroma update)."""
+    out = dict(meta)
+    if LEGACY_STATUS_KEY in out:
+        status = out.pop(LEGACY_STATUS_KEY)
+        out[LEGACY_STATUS_KEY] = None
+        if status in STATUSES and STATUS_KEY not in meta:
+            out[STATUS_KEY] = status
+    kind = out.get(OLD_KIND_KEY)
+    chunk = out.get(OLD_CHUNK_KEY)
+    owner = out.get(OLD_MEMORY_ID_KEY)
+    if kind == "vector" and isinstance(out.get(_INDEX_KEY), str):
+        out[PART_OF_KEY] = XAIBO_INDEX_PREFIX + out[_INDEX_KEY]
+    elif chunk and isinstance(owner, str) and owner:
+        out[PART_OF_KEY] = owner
+    for key in (OLD_KIND_KEY, OLD_CHUNK_KEY, OLD_MEMORY_ID_KEY):
+        if key in out:
+            out[key] = None
+    return out
+
+
+def migrate_typed_fields(col: Any, batch_size: int, mirror: Any = None) -> int:
+    """Rewrite the memory rows of ``col`` (a Chroma collection) that carry old markers, ``batch_size``
+    rows per call (the client's ``get_max_batch_size()``), and their rows in ``mirror`` (an
+    :class:`~brain.features.mirror.EngramMirror`, or None). Returns how many rows were rewritten."""
+    # one query for every marker: a store that is already migrated pays one empty filtered read per open
+    where = {"$and": [{"type": DocType.MEMORY.value}, {"$or": list(OLD_MARKERS)}]}
+    done = 0
+    seen: set[str] = set()
+    while True:
+        page = col.get(where=where, limit=batch_size, include=["documents", "metadatas", "embeddings"])
+        ids = [i for i in page["ids"] if i not in seen]
+        if not ids:
+            break
+        seen.update(ids)  # a row that cannot lose its marker is tried once, not forever
+        rows = {i: (d or "", typed(dict(m or {})), e)
+                for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"])
+                if i in ids}
+        mirror = _mirror_rows(mirror, rows)
+        col.update(ids=list(rows), metadatas=[meta for _, meta, _ in rows.values()])
+        done += len(rows)
+    if done:
+        log.info("%d stored rows rewritten from their old status / part markers to the typed fields", done)
+    return done
+
+
+def _mirror_rows(mirror: Any, rows: dict[str, tuple[str, dict[str, Any], Any]]) -> Any:
+    """Write ``rows`` to ``mirror``; a damaged mirror is left alone (the store reports it when it opens
+    it again) and None returned so the rest of the migration skips it."""
+    if mirror is None:
+        return None
+    clean = {i: (d, {k: v for k, v in m.items() if v is not None}, e) for i, (d, m, e) in rows.items()}
+    try:
+        with mirror.transaction():
+            mirror.upsert({"id": i, "text": d, "metadata": from_chroma(m), "embedding": np.asarray(e, dtype=np.float32)}
+                          for i, (d, m, e) in clean.items())
+    except MirrorCorrupt as exc:
+        log.warning("the mirror was not migrated: %s", exc)
+        return None
+    return mirror
+
+
+__all__ = ["OLD_MARKERS", "migrate_typed_fields", "typed"]
