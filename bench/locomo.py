@@ -25,7 +25,7 @@ the conversation) is asked of its own conversation, after its last turn, by ever
   neighbouring-turn context; nothing when no turn reaches the embedder's similarity floor), with k = 10
   instead of ``RAG_RELATED_TURN_TOP_K``; it leaves out the ``RAG_TURN_TOP_K`` latest turns, which the
   context shows anyway (the header counts the evidence turns among them). Ablations rank the same turns
-  with :class:`~brain.turn_search.TurnIndex` and other weights, or without the speakers' names (and
+  with :class:`~brain.rules.turn_search.TurnIndex` and other weights, or without the speakers' names (and
   without the gate). The gate is also measured on each question asked of the next conversation.
 - raw Chroma similarity: ``col.query`` with ``where={"conversation_id": ...}`` on a plain Chroma
   collection of the same turns embedded as ``"<speaker>: <text>"`` (the stronger raw baseline)

@@ -1,5 +1,5 @@
 """A griffe extension for the docs site's Python reference: brain's docstrings cross-reference with Sphinx
-roles (``:class:`~brain.core.Brain```), which Markdown would print as they are; each becomes inline code
+roles (``:class:`~brain.app.core.Brain```), which Markdown would print as they are; each becomes inline code
 of the name a reader sees (the last part with ``~``, the whole path without)."""
 
 from __future__ import annotations

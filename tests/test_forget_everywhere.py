@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 import brain
 import brain.store.facade
-from brain import reindex
+from brain.app import reindex
 from brain.shells.cli.reports import forget_text, rebuild_text
 from brain.shells.cli import cli
 from brain.model.errors import NotFound, StoreUnavailable

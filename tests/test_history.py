@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from brain import ranking
+from brain.rules import ranking
 from brain.features.chat import ChatMemory
 from brain.config import Settings
 from brain.app.core import open_store

@@ -26,7 +26,7 @@ def reindex(state: State, embedder_name: str | None, dry_run: bool, rollback: bo
     The live collection keeps serving meanwhile and is kept after the swap (--rollback goes back;
     --drop-old or --keep N deletes it). An interrupted run (Ctrl-C, kill, the embedder down) is
     resumed by running the same command again: nothing done is embedded twice."""
-    from brain import reindex as library
+    from brain.app import reindex as library
     from brain.shells.cli.reports import drop_text, plan_text, reindex_text
 
     if sum(map(bool, (rollback, drop_old, keep is not None))) > 1:
