@@ -90,11 +90,11 @@ def seed(brain: Brain) -> None:
         raise SystemExit(ingest_text(report))
     brain.store.upsert_docs([{"type": "memory", "source": "chat", **m} for m in MEMORIES])
     for user, assistant in EXCHANGES:
-        brain.features.chat.record_exchange("conv-porto-trip", user, assistant)
-    brain.features.chat.record_exchange("conv-alice-receipts", "Where did I put the receipt for the printer?",
+        brain.chat.record_exchange("conv-porto-trip", user, assistant)
+    brain.chat.record_exchange("conv-alice-receipts", "Where did I put the receipt for the printer?",
                                "You keep receipts as photos on your phone: look in the album from May.",
                                entity="alice")
-    brain.features.chat.wait_for_summaries(120)
+    brain.chat.wait_for_summaries(120)
 
 
 def shoot(url: str, token_url: str, out: Path, chromium: str) -> list[Path]:

@@ -613,7 +613,8 @@ def test_subprocess_debug_shows_the_traceback(tmp_path):
 
 def test_every_mirror_report_has_to_dict_and_text():
     from brain.shells.cli.reports import rebuild_text, recovery_text, restore_text, verify_text
-    from brain.features.mirror import RebuildReport, RecoveryReport, RestoreReport, SyncReport, VerifyReport
+    from brain.app.restore import RebuildReport, RecoveryReport
+    from brain.features.mirror import RestoreReport, SyncReport, VerifyReport
 
     sync = SyncReport(added=2, unchanged=1)
     reports = [sync, VerifyReport(checked=3, missing=["doc-a"]), RestoreReport(restored=1, by_type={"memory": 1}),

@@ -20,7 +20,8 @@ from brain.config import Settings
 from brain.shells.cli.reports import restore_text
 from brain.app.core import open_store
 from brain.model.errors import RestoreUnfinished
-from brain.features.mirror import NON_FINITE_VALUE, BLOB_LENGTH_INVALID, recover_store
+from brain.app.restore import recover_store
+from brain.features.mirror import NON_FINITE_VALUE, BLOB_LENGTH_INVALID
 from brain.app.startup import startup
 
 from .conftest import cli_env

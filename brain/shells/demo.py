@@ -109,11 +109,11 @@ def _run(brain: Brain, args: argparse.Namespace, kb_path: Path) -> int:
     if not kb.ok:
         print(ingest_text(kb), file=sys.stderr)
         return 1
-    turns = seed_conversation(store, brain.features.chat)
-    ctx = brain.features.chat.build_context(DEMO_CONVERSATION, args.question, entity=args.entity)
+    turns = seed_conversation(store, brain.chat)
+    ctx = brain.chat.build_context(DEMO_CONVERSATION, args.question, entity=args.entity)
     specialists = None
     if brain.settings.specialists_path.exists():
-        specialists = brain.features.specialists.find_specialists(args.question, k=3)
+        specialists = brain.specialists.find_specialists(args.question, k=3)
     stats = store.stats()
     print(f"Store: {stats['backend']} ({store.embedder.name}, {store.dimension}-d)")
     for warning in report.warnings:

@@ -95,7 +95,7 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
     plain_logs_off_a_terminal()  # before the SDK's server, whose set-up does nothing once a handler exists
 
     def access(ctx: Context, requested: str | None) -> Access:
-        return Access(brain.store, brain.features.chat, request_caller(ctx, entity), requested)
+        return Access(brain.store, brain.chat, request_caller(ctx, entity), requested)
 
     server = MCPServer("brain", version=__version__, instructions=INSTRUCTIONS)
 
@@ -268,7 +268,7 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         the right one), each with its band (strong, good, possible, weak) and the score the confidence is
         learned from: ask the user to clarify when the best is weak."""
         with _tool_errors():
-            return {"request": request, "results": [m.to_dict() for m in brain.features.specialists.find_specialists(request, k)]}
+            return {"request": request, "results": [m.to_dict() for m in brain.specialists.find_specialists(request, k)]}
 
     # ---- resources ---------------------------------------------------------------------------------
     @server.resource("brain://persona", name="persona", mime_type="text/markdown",
