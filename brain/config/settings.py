@@ -105,7 +105,8 @@ class Settings(BaseSettings):
     relevance_floor_importance: float = ranking_setting(
         "RAG_RELEVANCE_FLOOR_IMPORTANCE", 0.15,
         "how much lower the floor is for an importance-5 memory than for an importance-1 one (a critical fact "
-        "gets a lower bar; linear in between)", ge=0.0, le=1.0)
+        "gets a lower bar; linear in between), for a memory sharing words (by stem prefix) with the message or the "
+        "latest turns", ge=0.0, le=1.0)
     relevance_margin: float = ranking_setting(
         "RAG_RELEVANCE_MARGIN", 3.0,
         "how far below the best memory's relevance another may be and still be shown (standard deviations of "
