@@ -35,7 +35,8 @@ def test_every_error_class_of_brain_lives_in_brain_errors():
     ("brain.features.mirror.protocol", ["EmbeddingProtocolError"]),
     ("brain.providers.summarizers", ["SummarizerError", "SummarizerUnavailable"]),
     ("brain.providers.summarizers.base", ["SummarizerError", "SummarizerUnavailable"]),
-    ("brain", ["EmbeddingProtocolError", "SummarizerError", "SummarizerUnavailable", "ValidationError"]),
+    ("brain.errors", ["EmbeddingProtocolError", "SummarizerError", "SummarizerUnavailable", "ValidationError", "Backoff"]),
+    ("brain", ["BrainError"]),
 ])
 def test_errors_stay_importable_from_where_callers_import_them(where, names):
     import importlib
