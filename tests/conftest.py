@@ -315,7 +315,7 @@ def tier_kinds(item: pytest.Item) -> set[str]:
              for kind in TIERS.get(key, ())}
     callspec = getattr(item, "callspec", None)
     params = callspec.params.values() if callspec else ()
-    if "chroma_server" in item.fixturenames or any(isinstance(v, str) and v == "server" for v in params):
+    if "chroma_server" in getattr(item, "fixturenames", ()) or any(isinstance(v, str) and v == "server" for v in params):
         kinds.add("server")  # the store behind it is a real `chroma run` (a param resolves it at run time)
     return kinds
 
@@ -324,7 +324,5 @@ def tier_kinds(item: pytest.Item) -> set[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         kinds = tier_kinds(item)
-        for kind in sorted(kinds):
+        for kind in sorted(kinds | ({"slow"} if kinds else set())):
             item.add_marker(kind)
-        if kinds or item.get_closest_marker("slow"):
-            item.add_marker("slow")
