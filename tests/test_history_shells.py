@@ -67,7 +67,7 @@ def test_supersede_history_and_as_of_over_http(served):
     bad = alice.get("/v1/memories/search", params={"q": "where", "as_of": "yesterday"})
     assert bad.status_code == 422 and "as_of" in bad.json()["message"]
     again = alice.post(f"/v1/memories/{old['id']}/supersede", json={"text": "Alice lives in Rome"})
-    assert again.status_code == 422 and "superseded already" in again.json()["message"]
+    assert again.status_code == 409 and again.json()["error"] == "conflict" and "superseded already" in again.json()["message"]
     assert alice.post(f"/v1/memories/{new['id']}/supersede", json={"text": "x", "kind": "guess"}).status_code == 422
     # a chain field is never set through metadata
     sneaky = alice.patch(f"/v1/memories/{new['id']}", json={"metadata": {"superseded_by": old["id"]}})

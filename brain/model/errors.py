@@ -5,7 +5,8 @@ The hierarchy, by what a caller does about it::
     BrainError
     ├── ConfigError                   fix a setting
     ├── ValidationError (ValueError)  fix the input; .problems lists each Problem, nothing was written
-    │   └── FilterError               a ``where`` filter the store cannot express
+    │   ├── FilterError               a ``where`` filter the store cannot express
+    │   └── Conflict                  ... or one the document's current state refuses: read it again
     ├── EmbeddingProtocolError (ValueError)   a vector or model name breaking the Engram protocol
     ├── EmbedderError                 the embedder failed
     │   ├── EmbedderUnavailable       ... or cannot be reached: start it, pull the model
@@ -114,6 +115,11 @@ class ValidationError(BrainError, ValueError):
 
 class FilterError(ValidationError):
     """A ``where`` filter that the store cannot express."""
+
+
+class Conflict(ValidationError):
+    """Valid input that the document's current state refuses (a memory superseded already: its successor is
+    the one to supersede); nothing was written. Read the document again and act on what it is now."""
 
 
 class EmbeddingProtocolError(BrainError, ValueError):

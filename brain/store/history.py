@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from brain.model.errors import Problem, ValidationError
+from brain.model.errors import Conflict, Problem, ValidationError
 from brain.rules.memories import same_text
 from brain.model.results import Document
 from brain.model.schemas import CHAIN_KEYS, CHANGES, DocType, format_timestamp, is_part, parse_timestamp, read_stored, utc_now
@@ -68,7 +68,7 @@ def refuse_supersession(old: Document, text: str, scope: str | None) -> None:
         current = meta.get("superseded_by")
         hint = (f"its successor is {current!r}: supersede the current memory of its history" if current
                 else "it has no successor recorded")
-        raise ValidationError.of("id", f"memory {old.id!r} was superseded already; {hint} (nothing was written)")
+        raise Conflict.of("id", f"memory {old.id!r} was superseded already; {hint} (nothing was written)")
     if meta.get("status") in ("retracted", "archived"):
         raise ValidationError.of("id", (
             f"memory {old.id!r} is {meta['status']}: only a current memory is superseded; set its status "

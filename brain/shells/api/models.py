@@ -254,6 +254,7 @@ _ERROR_TEXT = {
     401: "missing or wrong bearer token",
     403: "a token bound to one entity asked for another's data, or for an admin-only route",
     404: "no such id (or not the caller's)",
+    409: "the document's current state refuses the request (e.g. a memory superseded already)",
     413: "body over BRAIN_API_MAX_BODY_BYTES",
     422: "invalid input, naming the field",
     503: "the store or the embedder is unavailable",

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from brain.model.errors import (
     BrainError,
+    Conflict,
     ConfigError,
     DiskSpaceLow,
     EmbedderError,
@@ -116,6 +117,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ValidationError)
     async def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
         return error_response(422, "validation_error", str(exc), [p.to_dict() for p in exc.problems])
+
+    @app.exception_handler(Conflict)
+    async def _conflict(request: Request, exc: Conflict) -> JSONResponse:
+        return error_response(409, "conflict", str(exc), [p.to_dict() for p in exc.problems])
 
     for error_class, (status, kind) in _BRAIN_ERRORS.items():
         app.add_exception_handler(error_class, _status_handler(status, kind))

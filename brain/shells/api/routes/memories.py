@@ -86,7 +86,7 @@ def add_routes(app: FastAPI) -> None:
         return with_sequence(request, updated.to_dict())
 
     @app.post("/v1/memories/{doc_id}/supersede", tags=["memories"], status_code=201, operation_id="supersede_memory",
-              responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(201, SupersessionOut)))
+              responses=documented_responses(400, 403, 404, 409, 413, 422, 503, ok=(201, SupersessionOut)))
     def supersede_memory(doc_id: str, body: MemorySupersede, request: Request, entity: EntityQuery = None) -> Any:
         done = access_of(request, entity).supersede_memory(
             doc_id, body.text, kind=body.kind, at=body.at, importance=body.importance, tags=body.tags,
