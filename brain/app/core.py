@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings, load_settings
 from brain.model.errors import BrainError, ConfigError, StoreUnavailable, ValidationError
-from brain.rules.memories import search_scopes
+from brain.rules.memories import check_as_of_search, search_scopes
 from brain.model.schemas import DocType
 from brain.app.rag_store import RagStore
 
@@ -140,8 +140,7 @@ class Brain:
         only): what was held true at that time (see :meth:`RagStore.retrieve_memories`)."""
         doc_type = _type_name(type)
         kwargs: dict[str, Any] = {"k": k} if k is not None else {}
-        if as_of is not None and doc_type != DocType.MEMORY.value:
-            raise ValidationError.of("as_of", "as_of ranks memories only: search with type memory")
+        check_as_of_search(doc_type, as_of)
         if doc_type == DocType.MEMORY.value:
             return self.store.retrieve_memories(query, entity=entity, as_of=as_of, **kwargs)
         by_similarity = {

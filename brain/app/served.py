@@ -35,6 +35,7 @@ from brain.model.errors import (
 )
 from brain.model.results import Document, Hit, MemoryHit
 from brain.model.schemas import DocType
+from brain.rules.memories import check_as_of_search
 
 #: seconds a request to the server may take (a search embeds the query; a first request may load the model)
 TIMEOUT = 120.0
@@ -120,12 +121,19 @@ class ServedBrain:
         self.store = ServedStore(self)
 
     def search(self, query: str, *, type: str | DocType | None = None, k: int | None = None,
-               entity: str | None = None) -> list[Hit | MemoryHit]:
+               entity: str | None = None, as_of: str | None = None) -> list[Hit | MemoryHit]:
         params: dict[str, Any] = {"q": query}
-        for key, value in (("type", None if type is None else DocType(type).value), ("k", k), ("entity", entity)):
-            if value is not None:
-                params[key] = value
-        return [_hit(h) for h in self.request("GET", "/v1/search", params=params)["results"]]
+        check_as_of_search(None if type is None else DocType(type).value, as_of)
+        if as_of is not None:
+            params["as_of"] = as_of
+            path = "/v1/memories/search"
+        else:
+            params["type"] = None if type is None else DocType(type).value
+            path = "/v1/search"
+        for key, value in (("k", k), ("entity", entity)):
+            params[key] = value
+        params = {key: value for key, value in params.items() if value is not None}
+        return [_hit(h) for h in self.request("GET", path, params=params)["results"]]
 
     def needs_the_store(self, what: str) -> StoreLocked:
         return StoreLocked(f"{what} needs the store itself, and `brain serve` (process {self.locked.holder}) holds "

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from brain.model.errors import ValidationError
 from brain.model.ids import normalize_memory_text
 from brain.text.wording import noun_for
 from brain.model.schemas import (
@@ -206,3 +207,9 @@ __all__ = [
     "search_scopes",
     "visible_scopes",
 ]
+
+
+def check_as_of_search(doc_type: str | None, as_of: Any) -> None:
+    """A search ``as_of`` a time asks what memories were held true then: it needs ``type`` memory."""
+    if as_of is not None and doc_type != DocType.MEMORY.value:
+        raise ValidationError.of("as_of", "as_of ranks memories only: search with type memory")
