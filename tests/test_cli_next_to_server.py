@@ -59,7 +59,9 @@ READS = [("memory", "list"), ("memory", "list", "--tag", "office", "--limit", "1
 def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
     ids = [d["id"] for d in json.loads(ok(cli(workdir, "--json", "memory", "list")))]
     searches = [("search", "who has an allergy?", "--type", "memory", "--entity", "alice"),
-                ("search", "when is the office closed?")]
+                ("search", "when is the office closed?"),
+                ("search", "who has an allergy?", "--type", "memory", "--entity", "alice", "--as-of",
+                 "2100-01-01T00:00:00Z")]
     with Served(workdir) as served:
         lock = (workdir / "data" / LOCK_NAME).read_text().split()
         assert lock == [str(served.proc.pid), served.url]  # the server says where it is
@@ -87,7 +89,7 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
         alone = json.loads(ok(cli(workdir, "--json", *args)))
         assert [h["id"] for h in answer["results"]] == [h["id"] for h in alone["results"]]
         assert answer["results"][0]["text"] == alone["results"][0]["text"]
-    assert found[0]["results"][0]["text"] == "Alice is allergic to peanuts"
+    assert found[0]["results"][0]["text"] == found[2]["results"][0]["text"] == "Alice is allergic to peanuts"
     alone = json.loads(ok(cli(workdir, "--json", "stats")))
     unsettled = {"disk_bytes": None, "unusable_rows": None}  # Chroma's files, and the server's built indexes
     assert {**stats, **unsettled} == {**alone, **unsettled}
