@@ -20,7 +20,7 @@ from brain.rules import ranking
 from brain.config import Settings
 from brain.providers.embeddings import OllamaEmbedder
 from brain.providers.ollama_client import ollama_errors
-from brain.providers.embeddings.vectors import unit_rows, zero_rows
+from brain.model.vectors import unit_rows, zero_rows
 from brain.model.errors import Backoff, EmbedderError, EmbedderUnavailable, ValidationError, retry
 from brain.shells.xaibo.attributes import encode_attributes
 from brain.store.memory_index import read_row
@@ -122,7 +122,7 @@ def test_every_scaled_copy_of_a_zero_vector_is_zero_not_nan():
 
 
 def test_no_module_divides_by_a_norm_outside_the_vectors_module():
-    home = BRAIN / "providers" / "embeddings" / "vectors.py"
+    home = BRAIN / "model" / "vectors.py"
     copies = []
     for path, tree in _modules():
         if path == home:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from brain.providers.embeddings.vectors import unit_rows
+from brain.model.vectors import unit_rows
 from brain.model.errors import Problem, ValidationError, joined
 from brain.rules.memories import created, is_part, merge_near_duplicates, merged_fields
 from brain.model.schemas import PART_OF_KEY, DocType, MemoryMetadata, format_timestamp, read_stored

@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from brain.providers.embeddings.vectors import unit_rows
+from brain.model.vectors import unit_rows
 
 try:  # SIMD int8 dot products; numpy has no fast int8 matrix-vector product
     import simsimd as _simsimd
@@ -201,7 +201,7 @@ UNIT_TOLERANCE = 1e-4
 def to_unit_length(vector: Any) -> tuple[np.ndarray, bool]:
     """``vector`` as float32 at unit length, and whether it had to be scaled. A vector already within
     :data:`UNIT_TOLERANCE` of unit length is returned as given, so a round trip is bit for bit. A zero
-    vector comes back all zeros (:func:`~brain.providers.embeddings.vectors.unit_rows`); the store refuses it first."""
+    vector comes back all zeros (:func:`~brain.model.vectors.unit_rows`); the store refuses it first."""
     given = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(np.asarray(vector, dtype=np.float64)))
     if abs(norm - 1.0) <= UNIT_TOLERANCE:
@@ -209,7 +209,7 @@ def to_unit_length(vector: Any) -> tuple[np.ndarray, bool]:
     return unit_rows(vector, np.float64).astype(np.float32), True
 
 
-#: rows at unit length (float32), a zero row left at zero: :func:`brain.providers.embeddings.vectors.unit_rows`
+#: rows at unit length (float32), a zero row left at zero: :func:`brain.model.vectors.unit_rows`
 normalize_rows = unit_rows
 
 

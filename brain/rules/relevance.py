@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from brain.providers.embeddings import Embedder
-from brain.providers.embeddings.vectors import unit_rows
+from brain.model.vectors import unit_rows
 from brain.model.errors import CalibrationError
 
 #: the labelled messages and facts the calibration reads

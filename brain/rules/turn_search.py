@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from brain.providers.embeddings.vectors import unit_rows
+from brain.model.vectors import unit_rows
 from brain.model.errors import Problem, ValidationError
 from brain.model.results import Document
 from brain.model.schemas import check_k, parse_timestamp

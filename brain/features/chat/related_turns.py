@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from brain.providers.cache import LRUCache
 from brain.features.chat.context import ContextItem, explain
-from brain.providers.embeddings.vectors import unit_rows
+from brain.model.vectors import unit_rows
 from brain.model.results import Document
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from brain.providers.embeddings.vectors import unit_rows, zero_rows
+from brain.model.vectors import unit_rows, zero_rows
 from brain.model.errors import ValidationError
 from brain.features.mirror import mapping, protocol, schema
 from brain.features.mirror.protocol import DIMENSION_MISMATCH, EmbeddingProtocolError

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from brain.providers.embeddings.vectors import zero_rows
+from brain.model.vectors import zero_rows
 from brain.model.errors import Problem
 from brain.features.pam.problems import problem_at
 from brain.features.pam.spec import EMBEDDINGS_FILE, SCHEMA_VERSION, embedding_id

@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from brain.config import SPECIALIST_BAND_DEFAULTS, SPECIALIST_CONFIDENCE_DEFAULTS, specialist_bands_in_order
-from brain.providers.embeddings.vectors import unit_rows
+from brain.model.vectors import unit_rows
 from brain.model.errors import ConfigError
 from brain.features.specialists.model import Specialist
 from brain.text import BM25Index, tokenize

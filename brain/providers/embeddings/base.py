@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 
 from brain.providers.cache import LRUCache
-from brain.providers.embeddings.vectors import unit_rows, zero_rows
+from brain.model.vectors import unit_rows, zero_rows
 from brain.model.errors import EmbedderError, Problem, ValidationError
 
 Kind = Literal["document", "query"]
