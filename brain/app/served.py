@@ -122,16 +122,12 @@ class ServedBrain:
 
     def search(self, query: str, *, type: str | DocType | None = None, k: int | None = None,
                entity: str | None = None, as_of: str | None = None) -> list[Hit | MemoryHit]:
-        params: dict[str, Any] = {"q": query}
-        check_as_of_search(None if type is None else DocType(type).value, as_of)
-        if as_of is not None:
-            params["as_of"] = as_of
-            path = "/v1/memories/search"
-        else:
-            params["type"] = None if type is None else DocType(type).value
-            path = "/v1/search"
-        for key, value in (("k", k), ("entity", entity)):
-            params[key] = value
+        doc_type = None if type is None else DocType(type).value
+        check_as_of_search(doc_type, as_of)
+        # what was held true then is the memory search's to answer; everything else is /v1/search's
+        path, params = (("/v1/search", {"type": doc_type}) if as_of is None
+                        else ("/v1/memories/search", {"as_of": as_of}))
+        params.update(q=query, k=k, entity=entity)
         params = {key: value for key, value in params.items() if value is not None}
         return [_hit(h) for h in self.request("GET", path, params=params)["results"]]
 

@@ -226,18 +226,9 @@ class MemoryMetadata(BaseMetadata):
             raise ValueError(f"tags: {len(seen)} tags given; a memory has at most {MAX_TAGS} (MAX_TAGS)")
         return list(seen)
 
-    @field_validator("created_at", mode="before")
+    @field_validator("created_at", "valid_from", "valid_until", "expires_at", mode="before")
     @classmethod
-    def _created_at(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            raise ValueError(f"created_at must be an ISO 8601 time such as 2026-11-21T09:30:00+00:00, got {value!r}")
-        return parse_timestamp(value, "created_at")
-
-    @field_validator("valid_from", "valid_until", "expires_at", mode="before")
-    @classmethod
-    def _validity_times(cls, value: Any, info: Any) -> Any:
+    def _iso_times(cls, value: Any, info: Any) -> Any:
         if value is None:
             return None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
