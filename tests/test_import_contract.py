@@ -24,6 +24,15 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
+def lint_with_an_added_line(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess[str]:
+    """lint-imports on a copy of the tree where ``line`` is appended to ``module`` (a path under brain/)."""
+    shutil.copytree(ROOT / "brain", tmp_path / "brain", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    path = tmp_path / "brain" / module
+    path.write_text(path.read_text() + line)
+    return lint_imports(tmp_path)
+
+
 def test_the_layer_contracts_hold():
     result = lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -33,13 +42,9 @@ def test_the_layer_contracts_hold():
 
 
 def test_configuration_importing_the_token_table_breaks_the_contract(tmp_path):
-    shutil.copytree(ROOT / "brain", tmp_path / "brain", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    values = tmp_path / "brain" / "config" / "values.py"
-    values.write_text(values.read_text() + "\n\ndef _check(token: str) -> None:\n"
-                      "    from brain.access.tokens import TokenTable  # configuration reaching up to the API's tokens\n")
-
-    result = lint_imports(tmp_path)
+    # configuration reaching up to the API's tokens
+    result = lint_with_an_added_line(tmp_path, "config/values.py", "\n\ndef _check(token: str) -> None:\n"
+                                     "    from brain.access.tokens import TokenTable\n")
 
     assert result.returncode == 1, result.stdout + result.stderr
     assert "brain's layers: each imports only the layers below it BROKEN" in result.stdout
@@ -48,12 +53,8 @@ def test_configuration_importing_the_token_table_breaks_the_contract(tmp_path):
 
 
 def test_one_provider_importing_another_breaks_the_contract(tmp_path):
-    shutil.copytree(ROOT / "brain", tmp_path / "brain", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    ollama = tmp_path / "brain" / "providers" / "summarizers" / "ollama.py"
-    ollama.write_text(ollama.read_text() + "\nfrom brain.providers.embeddings.ollama import OllamaEmbedder  # noqa\n")
-
-    result = lint_imports(tmp_path)
+    result = lint_with_an_added_line(tmp_path, "providers/summarizers/ollama.py",
+                                     "\nfrom brain.providers.embeddings.ollama import OllamaEmbedder  # noqa\n")
 
     assert result.returncode == 1, result.stdout + result.stderr
     assert "one provider never imports another BROKEN" in result.stdout
