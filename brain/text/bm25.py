@@ -49,8 +49,12 @@ class BM25Index:
             if posting is None:
                 continue
             rows, freqs, idf = posting
-            out[rows] += idf * freqs * (self._k1 + 1.0) / (freqs + self._norm[rows])
+            out[rows] += self._term_weight(idf, freqs, rows)
         return out
+
+    def _term_weight(self, idf: float, tf: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        """BM25's weight of a term occurring ``tf`` times in each of ``docs``."""
+        return idf * tf * (self._k1 + 1.0) / (tf + self._norm[docs])
 
     def max_score(self, query_tokens: Sequence[str]) -> float:
         """An upper bound of :meth:`scores` for these tokens: ``sum(idf * (k1 + 1))`` over the distinct
@@ -100,8 +104,7 @@ class BM25Index:
         """BM25 score of one indexed term in each of ``docs`` (its postings are in document order)."""
         rows, freqs, idf = self._postings[term]
         at = np.minimum(np.searchsorted(rows, docs), rows.size - 1)
-        tf = np.where(rows[at] == docs, freqs[at], 0.0)
-        return idf * tf * (self._k1 + 1.0) / (tf + self._norm[docs])
+        return self._term_weight(idf, np.where(rows[at] == docs, freqs[at], 0.0), docs)
 
 
 __all__ = ["BM25Index"]
