@@ -186,6 +186,8 @@ def test_the_schema_is_self_contained_and_constrains_the_answer():
     assert item["properties"]["action"]["enum"] == ["add", "same", "update", "contradict"]
     assert set(item["required"]) == {"text", "importance", "entity", "turns"}
     assert item["additionalProperties"] is False
+    # the format sits on the string branch, where a grammar built from the schema applies it
+    assert {"type": "string", "format": "date-time"} in item["properties"]["expires_at"]["anyOf"]
 
 
 def test_a_repair_request_shows_the_refused_answer_and_every_problem():

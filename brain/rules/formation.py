@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -61,6 +61,8 @@ MAX_REPAIR_ECHO_CHARS = 4000
 MAX_REPAIR_PROBLEMS = 20
 
 Action = Literal["add", "same", "update", "contradict"]
+#: a time in the answer: the schema's ``date-time`` format makes a constrained model write one with a timezone
+IsoTime = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
 #: the actions that name a known memory (``target``)
 TARGETED_ACTIONS = ("same", "update", "contradict")
 
@@ -184,10 +186,8 @@ class FormedFact(BaseModel):
     action: Action = Field("add", description="what the fact does to the known memories")
     target: str | None = Field(None, validate_default=True,
                                description="the known memory's key (M1, M2, ...) for same, update, contradict")
-    expires_at: str | None = Field(None, json_schema_extra={"format": "date-time"},
-                                   description="when the fact stops being true (ISO 8601 with timezone)")
-    valid_from: str | None = Field(None, json_schema_extra={"format": "date-time"},
-                                   description="when the fact became true (ISO 8601 with timezone)")
+    expires_at: IsoTime | None = Field(None, description="when the fact stops being true (ISO 8601 with timezone)")
+    valid_from: IsoTime | None = Field(None, description="when the fact became true (ISO 8601 with timezone)")
     turns: list[int] = Field(min_length=1, description="the numbers of the turns the fact comes from")
 
     @field_validator("text", mode="before")
