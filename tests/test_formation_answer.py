@@ -171,6 +171,11 @@ def test_the_request_lists_the_turns_and_the_known_memories_by_key_never_by_id()
     assert candidate_keys(CANDIDATES) == {"M1": CANDIDATES[0], "M2": CANDIDATES[1]}
 
 
+def test_a_request_without_turns_is_refused():
+    with pytest.raises(ValidationError, match="at least one turn"):
+        formation_messages([], CANDIDATES, entity="alice", now="2026-03-02T18:01:02Z")
+
+
 def test_a_global_conversation_asks_for_global_facts_about_the_speaker():
     system, user = formation_messages(TURNS, [], entity=None, now="2026-03-02T18:01:02Z")
     assert 'entity: always "global"' in system["content"] and "about Alice" in system["content"]

@@ -39,7 +39,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from brain.model.errors import FormationAnswerError, Problem, joined
+from brain.model.errors import FormationAnswerError, Problem, ValidationError, joined
 from brain.model.schemas import (
     GLOBAL_SCOPE,
     check_importance,
@@ -110,7 +110,7 @@ def formation_messages(turns: Sequence[WindowTurn], candidates: Sequence[Candida
     known memories (keys from :func:`candidate_keys`); ``entity`` the conversation's entity (None: global);
     ``now`` the conversation's time (the last turn's), from which "tomorrow" is reckoned."""
     if not turns:
-        raise ValueError("formation needs at least one turn")
+        raise ValidationError.of("turns", "formation needs at least one turn: there is nothing to form memories from")
     person = entity if entity is not None else _user_name(turns)
     system = _SYSTEM.format(person=person, entity=accepted_entity(entity))
     known = "\n".join(f"{key}{_since(c.valid_from)}: {_one_line(c.text, MAX_TURN_CHARS)}"
@@ -130,6 +130,7 @@ For each fact:
 ("{person} is vegetarian."), never "I", "you" or "the user".
 - importance: 1 trivia, 2 minor detail, 3 useful, 4 important (plans, relationships, decisions), \
 5 essential (health, safety, firm commitments).
+- tags: up to three short lowercase labels (food, work, family).
 - entity: always "{entity}".
 - turns: the numbers of the turns the fact comes from.
 - valid_from: when it became true, an ISO time with timezone, only if the conversation says; else null.
