@@ -7,7 +7,15 @@ import json
 
 import pytest
 
-from brain.errors import FormationAnswerError, ValidationError
+from brain.config import Settings
+from brain.errors import ConfigError, FormationAnswerError, ValidationError
+from brain.providers.extractors import (
+    ExtractorError,
+    ExtractorUnavailable,
+    OllamaExtractor,
+    formation_off_reason,
+    get_extractor,
+)
 from brain.rules.formation import (
     MAX_FACTS,
     Candidate,
@@ -19,6 +27,7 @@ from brain.rules.formation import (
     formation_messages,
     repair_messages,
 )
+from tests.ollama_stub import dead_url
 
 TURNS = [
     WindowTurn(11, "user", "I'm vegetarian, and I moved to Berlin last month.", "2026-03-02T18:00:00Z", "Alice"),
@@ -162,6 +171,11 @@ def test_the_request_lists_the_turns_and_the_known_memories_by_key_never_by_id()
     assert candidate_keys(CANDIDATES) == {"M1": CANDIDATES[0], "M2": CANDIDATES[1]}
 
 
+def test_a_request_without_turns_is_refused():
+    with pytest.raises(ValidationError, match="at least one turn"):
+        formation_messages([], CANDIDATES, entity="alice", now="2026-03-02T18:01:02Z")
+
+
 def test_a_global_conversation_asks_for_global_facts_about_the_speaker():
     system, user = formation_messages(TURNS, [], entity=None, now="2026-03-02T18:01:02Z")
     assert 'entity: always "global"' in system["content"] and "about Alice" in system["content"]
@@ -177,6 +191,8 @@ def test_the_schema_is_self_contained_and_constrains_the_answer():
     assert item["properties"]["action"]["enum"] == ["add", "same", "update", "contradict"]
     assert set(item["required"]) == {"text", "importance", "entity", "turns"}
     assert item["additionalProperties"] is False
+    # the format sits on the string branch, where a grammar built from the schema applies it
+    assert {"type": "string", "format": "date-time"} in item["properties"]["expires_at"]["anyOf"]
 
 
 def test_a_repair_request_shows_the_refused_answer_and_every_problem():
@@ -192,3 +208,109 @@ def test_a_repair_request_shows_the_refused_answer_and_every_problem():
     assert repaired[3]["role"] == "user"
     assert "facts.0.importance" in repaired[3]["content"] and "facts.1.entity" in repaired[3]["content"]
     assert len(repaired) == 4
+
+
+# ---- the Ollama extractor, against the Ollama-speaking test server ---------------------------------------
+
+
+def test_the_extractor_sends_the_schema_as_format_and_counts_the_tokens(stub):
+    messages = formation_messages(TURNS, CANDIDATES, entity="alice", now="2026-03-02T18:01:02Z")
+    reply = answer(fact(text="Alice lives in Berlin.", action="update", target="M1"))
+    stub.chat_script = [reply]
+    extractor = OllamaExtractor("llama3.2:3b", host=stub.url, timeout=5)
+
+    got = extractor.ask(messages, answer_schema())
+
+    (request,) = stub.chat_requests()
+    assert request.body["format"] == answer_schema()
+    assert request.body["messages"] == messages
+    assert request.body["stream"] is False and request.body["options"]["temperature"] == 0
+    assert got.content == reply
+    sent_words = sum(len(m["content"].split()) for m in messages)
+    assert (got.prompt_tokens, got.eval_tokens) == (sent_words, len(reply.split()))
+    assert 0 < got.seconds < 5
+    assert extractor.name == "ollama/llama3.2:3b"
+    (moved,) = check(got.content)
+    assert (moved.action, moved.target) == ("update", "M1")
+
+
+def test_a_repair_is_asked_in_the_same_conversation(stub):
+    messages = formation_messages(TURNS, CANDIDATES, entity="alice", now="2026-03-02T18:01:02Z")
+    # the corrected answer is computed from what the repair request sent: the turn the request shows
+    def corrected(body):
+        return answer(fact(turns=[11 * body["messages"][1]["content"].count("[11]")]))
+
+    stub.chat_script = ['{"facts": [', corrected]
+    extractor = OllamaExtractor("llama3.2:3b", host=stub.url, timeout=5)
+
+    first = extractor.ask(messages, answer_schema())
+    with pytest.raises(FormationAnswerError) as info:
+        check(first.content)
+    second = extractor.ask(repair_messages(messages, first.content, info.value), answer_schema())
+
+    assert [f.turns for f in check(second.content)] == [[11]]
+    assert stub.chat_requests()[1].body["messages"][2] == {"role": "assistant", "content": '{"facts": ['}
+
+
+def test_ollama_down_is_unavailable():
+    extractor = OllamaExtractor("llama3.2:3b", host=dead_url(), timeout=2)
+    with pytest.raises(ExtractorUnavailable, match="ollama serve"):
+        extractor.ask([{"role": "user", "content": "hi"}], answer_schema())
+
+
+def test_a_server_failure_is_unavailable_and_the_next_call_works(stub):
+    stub.chat_script = [500, '{"facts": []}']
+    extractor = OllamaExtractor("llama3.2:3b", host=stub.url, timeout=5)
+    with pytest.raises(ExtractorUnavailable, match="failed \\(500\\)"):
+        extractor.ask([{"role": "user", "content": "hi"}], answer_schema())
+    assert extractor.ask([{"role": "user", "content": "hi"}], answer_schema()).content == '{"facts": []}'
+
+
+def test_a_model_that_is_not_pulled_is_unavailable(stub):
+    extractor = OllamaExtractor("qwen2.5:7b", host=stub.url, timeout=5)
+    with pytest.raises(ExtractorUnavailable, match="ollama pull qwen2.5:7b"):
+        extractor.ask([{"role": "user", "content": "hi"}], answer_schema())
+
+
+@pytest.mark.parametrize("mode", ["not-json", "wrong-shape"])
+def test_an_answer_that_is_not_a_chat_response_is_an_extractor_error(stub, mode):
+    stub.chat_mode = mode
+    extractor = OllamaExtractor("llama3.2:3b", host=stub.url, timeout=5)
+    with pytest.raises(ExtractorError) as info:
+        extractor.ask([{"role": "user", "content": "hi"}], answer_schema())
+    assert not isinstance(info.value, ExtractorUnavailable)
+
+
+def test_a_slow_model_times_out_as_unavailable_naming_the_setting(stub):
+    stub.chat_delay = 2.0
+    extractor = OllamaExtractor("llama3.2:3b", host=stub.url, timeout=5)
+    with pytest.raises(ExtractorUnavailable, match="BRAIN_FORMATION_TIMEOUT"):
+        extractor.ask([{"role": "user", "content": "hi"}], answer_schema(), timeout=0.3)
+
+
+def test_an_invalid_model_name_is_refused_before_any_request():
+    with pytest.raises(ExtractorError, match="BRAIN_FORMATION_MODEL"):
+        OllamaExtractor("llama 3")
+
+
+def test_formation_needs_the_setting_and_a_model(tmp_path):
+    off = Settings(data_dir=tmp_path)
+    assert get_extractor(off) is None and "BRAIN_FORMATION" in formation_off_reason(off)
+    no_model = Settings(data_dir=tmp_path, formation=True, summarizer="extractive")
+    assert get_extractor(no_model) is None and "BRAIN_SUMMARIZER=extractive" in formation_off_reason(no_model)
+
+    on = Settings(data_dir=tmp_path, formation=True, formation_model="qwen2.5:3b", formation_timeout=30,
+                  ollama_host="http://127.0.0.1:9")
+    extractor = get_extractor(on)
+    assert formation_off_reason(on) is None
+    assert (extractor.model, extractor.host, extractor.timeout) == ("qwen2.5:3b", "http://127.0.0.1:9", 30)
+
+
+def test_the_formation_settings_and_their_defaults(tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    assert (settings.formation, settings.formation_model, settings.formation_retries, settings.formation_timeout,
+            settings.formation_candidates) == (False, settings.summary_model, 3, 120.0, 8)
+    with pytest.raises(ConfigError, match="BRAIN_FORMATION_MODEL"):
+        Settings(data_dir=tmp_path, formation_model="llama 3")
+    with pytest.raises(ConfigError, match="BRAIN_FORMATION_CANDIDATES"):
+        Settings(data_dir=tmp_path, formation_candidates=51)

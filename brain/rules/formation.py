@@ -34,12 +34,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from brain.model.errors import FormationAnswerError, Problem, joined
+from brain.model.errors import FormationAnswerError, Problem, ValidationError, joined
 from brain.model.schemas import (
     GLOBAL_SCOPE,
     check_importance,
@@ -61,6 +61,8 @@ MAX_REPAIR_ECHO_CHARS = 4000
 MAX_REPAIR_PROBLEMS = 20
 
 Action = Literal["add", "same", "update", "contradict"]
+#: a time in the answer: the schema's ``date-time`` format makes a constrained model write one with a timezone
+IsoTime = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
 #: the actions that name a known memory (``target``)
 TARGETED_ACTIONS = ("same", "update", "contradict")
 
@@ -108,7 +110,7 @@ def formation_messages(turns: Sequence[WindowTurn], candidates: Sequence[Candida
     known memories (keys from :func:`candidate_keys`); ``entity`` the conversation's entity (None: global);
     ``now`` the conversation's time (the last turn's), from which "tomorrow" is reckoned."""
     if not turns:
-        raise ValueError("formation needs at least one turn")
+        raise ValidationError.of("turns", "formation needs at least one turn: there is nothing to form memories from")
     person = entity if entity is not None else _user_name(turns)
     system = _SYSTEM.format(person=person, entity=accepted_entity(entity))
     known = "\n".join(f"{key}{_since(c.valid_from)}: {_one_line(c.text, MAX_TURN_CHARS)}"
@@ -128,6 +130,7 @@ For each fact:
 ("{person} is vegetarian."), never "I", "you" or "the user".
 - importance: 1 trivia, 2 minor detail, 3 useful, 4 important (plans, relationships, decisions), \
 5 essential (health, safety, firm commitments).
+- tags: up to three short lowercase labels (food, work, family).
 - entity: always "{entity}".
 - turns: the numbers of the turns the fact comes from.
 - valid_from: when it became true, an ISO time with timezone, only if the conversation says; else null.
@@ -184,10 +187,8 @@ class FormedFact(BaseModel):
     action: Action = Field("add", description="what the fact does to the known memories")
     target: str | None = Field(None, validate_default=True,
                                description="the known memory's key (M1, M2, ...) for same, update, contradict")
-    expires_at: str | None = Field(None, json_schema_extra={"format": "date-time"},
-                                   description="when the fact stops being true (ISO 8601 with timezone)")
-    valid_from: str | None = Field(None, json_schema_extra={"format": "date-time"},
-                                   description="when the fact became true (ISO 8601 with timezone)")
+    expires_at: IsoTime | None = Field(None, description="when the fact stops being true (ISO 8601 with timezone)")
+    valid_from: IsoTime | None = Field(None, description="when the fact became true (ISO 8601 with timezone)")
     turns: list[int] = Field(min_length=1, description="the numbers of the turns the fact comes from")
 
     @field_validator("text", mode="before")
