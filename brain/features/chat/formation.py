@@ -55,6 +55,7 @@ from brain.model.schemas import (
     utc_now,
     valid_conversation_id,
 )
+from brain.providers.extractors import formation_off_reason
 from brain.rules.formation import (
     Candidate,
     FormedFact,
@@ -73,6 +74,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: candidates are shown from the embedder's mean similarity of unrelated pairs up (z = 0 of its calibration,
+#: :mod:`brain.rules.relevance`), far below the context's floor: a change is said in other words than the fact it
+#: changes ("I moved to Berlin" is about 0.15 from "Alice lives in Paris" with the local model), and a memory the
+#: model is not shown cannot be updated or contradicted, only repeated beside it
+CANDIDATE_FLOOR_Z = 0.0
 #: the summary keys a batch's state is read from, and their defaults
 _COUNTERS = {"formation_attempts": 0, "formation_facts": 0, "formation_prompt_tokens": 0,
              "formation_eval_tokens": 0, "formation_seconds": 0.0}
@@ -190,17 +196,15 @@ class Formation:
     # ---- on or off --------------------------------------------------------------------------------------
     @property
     def enabled(self) -> bool:
-        return bool(self.settings.formation) and self.extractor is not None
+        return self.off_reason is None
 
     @property
     def off_reason(self) -> str | None:
         """Why formation is off (None when on), saying how to turn it on."""
-        if not self.settings.formation:
-            return "BRAIN_FORMATION is false: set BRAIN_FORMATION=true to form memories from conversations"
-        if self.extractor is None:
-            return (f"no model is configured (BRAIN_SUMMARIZER={self.settings.summarizer}): set "
-                    f"BRAIN_SUMMARIZER=ollama and BRAIN_FORMATION_MODEL to an Ollama chat model")
-        return None
+        reason = formation_off_reason(self.settings)
+        if reason is None and self.extractor is None:
+            return "no model was given to form memories with: set BRAIN_FORMATION_MODEL to an Ollama chat model"
+        return reason
 
     # ---- one batch --------------------------------------------------------------------------------------
     def run(self, conversation_id: str, turn_range: str, *, stop: threading.Event | None = None) -> FormationBatch:
@@ -323,14 +327,14 @@ class Formation:
 
     def candidates(self, turns: Sequence[Document], scope: str) -> list[Candidate]:
         """The current memories of ``scope`` closest in meaning to ``turns`` (their texts embedded as one
-        query), at most ``BRAIN_FORMATION_CANDIDATES``, none below the store's similarity floor (when the
-        relevance ranking has one); expired, superseded and retired memories are never shown."""
+        query), at most ``BRAIN_FORMATION_CANDIDATES``, none less alike than an unrelated pair is on average
+        (:data:`CANDIDATE_FLOOR_Z`); expired, superseded and retired memories are never shown."""
         k = self.settings.formation_candidates
         if k <= 0:
             return []
         vector = self.store.embedder.embed_query("\n".join(t.text for t in turns))
         hits = self.store.memory_index().search(vector, k, SIMILARITY_ONLY, time.time(), frozenset({scope}))
-        floor = self.store.retrieval.similarity_floor()
+        floor = self.store.retrieval.calibration().floor(CANDIDATE_FLOOR_Z)
         return [Candidate(h.id, h.text, h.metadata.get("valid_from") or h.metadata.get("created_at")
                           or h.metadata.get("timestamp"))
                 for h in hits if floor is None or h.similarity >= floor]
@@ -455,4 +459,4 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-__all__ = ["Formation", "FormationBatch", "FormationReport", "FormationStopped"]
+__all__ = ["CANDIDATE_FLOOR_Z", "Formation", "FormationBatch", "FormationReport", "FormationStopped"]
