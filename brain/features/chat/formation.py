@@ -379,6 +379,14 @@ class Formation:
         out["seconds"] = round(out["seconds"], 3)
         return out
 
+    def totals_by_conversation(self) -> dict[str, dict[str, int]]:
+        """``{conversation id: {"pending": n, "failed": n, "done": n}}`` for every conversation with a batch
+        (one read of the store, for listings)."""
+        out: dict[str, dict[str, int]] = {}
+        for batch in self.batches():
+            out.setdefault(batch.conversation_id, {s: 0 for s in FORMATION_STATES})[batch.status] += 1
+        return out
+
     def health(self) -> dict[str, Any]:
         """``enabled``, ``model`` (None when there is none), ``off_reason`` (None when on), the batches by
         status and the tokens and seconds spent (:meth:`totals`), and ``last_error``: the newest failed
