@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from brain.app.core import open_store
+from brain.app.core import Brain, open_store
 from brain.config import Settings
 from brain.features.chat import ChatMemory
 from brain.features.mirror.sync import verify_mirror
@@ -241,6 +241,9 @@ def test_a_failing_batch_is_visible_then_runs_again(make_chat, stub):
     health = chat.health()["formation"]
     assert (health["failed"], health["done"], health["pending"]) == (1, 0, 0)
     assert health["last_error"] == batch.error
+    report = Brain(chat.store, chat=chat).health()
+    assert report["formation"]["failed"] == 1 and "formation" not in report["summariser"]
+    assert report["status"] == "ok"  # shown, waiting to be run again: reads and writes are unaffected
 
     stub.chat_script = [answer(fact("Alice works as a nurse", [1], importance=4))]
     report = chat.extract_memories(ex.conversation_id)
@@ -293,6 +296,17 @@ def test_a_target_superseded_meanwhile_fails_the_attempt_and_the_next_asks_again
     assert lyon.metadata["superseded_by"] == memories(chat.store)["Alice lives in Berlin"].id
     [batch] = chat.formation_batches()
     assert (batch.status, batch.attempts) == ("done", 2)
+
+
+def test_a_change_is_never_dated_before_the_memory_it_changes(make_chat, stub):
+    chat = make_chat()
+    old = chat.remember("Alice lives in Paris", entity="alice")  # today: after the conversation's own time
+    stub.chat_script = [answer(fact("Alice lives in Berlin", [1], action="update", target="M1"))]
+    exchange(chat, "I live in Berlin.", "Noted.")  # recorded at T0, months ago
+    assert chat.wait_for_summaries(timeout=WAIT)
+    paris = chat.store.get_one(old).metadata
+    assert paris["status"] == "superseded" and paris["valid_until"] == paris["created_at"]
+    assert [b.status for b in chat.formation_batches()] == ["done"]
 
 
 def test_with_formation_off_nothing_is_scheduled_and_extract_says_why(make_chat, stub):
@@ -391,7 +405,7 @@ def test_apply_changes_writes_memories_and_the_record_as_one_write(embedded_stor
 # Chroma call per document (max batch 1); the call number argv[3] is followed by a pause, so the kill lands there.
 FORMER = textwrap.dedent("""
     import sys, time
-    from brain.app.core import open_store
+    from brain.app.core import Brain, open_store
     from brain.config import Settings
     from brain.features.chat import ChatMemory
     from brain.providers.summarizers import ExtractiveSummarizer

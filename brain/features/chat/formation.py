@@ -79,6 +79,7 @@ log = logging.getLogger(__name__)
 #: changes ("I moved to Berlin" is about 0.15 from "Alice lives in Paris" with the local model), and a memory the
 #: model is not shown cannot be updated or contradicted, only repeated beside it
 CANDIDATE_FLOOR_Z = 0.0
+_LOCK_STRIPES = 64
 #: the summary keys a batch's state is read from, and their defaults
 _COUNTERS = {"formation_attempts": 0, "formation_facts": 0, "formation_prompt_tokens": 0,
              "formation_eval_tokens": 0, "formation_seconds": 0.0}
@@ -190,8 +191,7 @@ class Formation:
         self.settings = settings
         self.extractor = extractor
         self._sleep = sleep
-        self._guard = threading.Lock()
-        self._running: dict[tuple[str, str], threading.Lock] = {}
+        self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]  # a window runs once at a time
 
     # ---- on or off --------------------------------------------------------------------------------------
     @property
@@ -366,18 +366,9 @@ class Formation:
         return sorted(windows, key=lambda w: (w[0], _window(w[1])))
 
     def totals(self, conversation_id: str | None = None) -> dict[str, Any]:
-        """Batches by status (``pending``, ``failed``, ``done``) and the model's tokens and seconds summed
-        over all of them."""
-        out: dict[str, Any] = {s: 0 for s in FORMATION_STATES}
-        out.update(prompt_tokens=0, eval_tokens=0, seconds=0.0, facts=0)
-        for batch in self.batches(conversation_id):
-            out[batch.status] += 1
-            out["prompt_tokens"] += batch.prompt_tokens
-            out["eval_tokens"] += batch.eval_tokens
-            out["seconds"] += batch.seconds
-            out["facts"] += batch.facts
-        out["seconds"] = round(out["seconds"], 3)
-        return out
+        """Batches by status (``pending``, ``failed``, ``done``), the facts applied, and the model's tokens and
+        seconds summed over all of them."""
+        return _totals(self.batches(conversation_id))
 
     def totals_by_conversation(self) -> dict[str, dict[str, int]]:
         """``{conversation id: {"pending": n, "failed": n, "done": n}}`` for every conversation with a batch
@@ -391,10 +382,10 @@ class Formation:
         """``enabled``, ``model`` (None when there is none), ``off_reason`` (None when on), the batches by
         status and the tokens and seconds spent (:meth:`totals`), and ``last_error``: the newest failed
         batch's error."""
-        failed = self.batches(status="failed")
-        newest = max(failed, key=lambda b: b.at or "", default=None)
+        batches = self.batches()
+        newest = max((b for b in batches if b.status == "failed"), key=lambda b: b.at or "", default=None)
         return {"enabled": self.enabled, "model": None if self.extractor is None else self.extractor.name,
-                "off_reason": self.off_reason, **self.totals(),
+                "off_reason": self.off_reason, **_totals(batches),
                 "last_error": None if newest is None else newest.error}
 
     # ---- helpers ----------------------------------------------------------------------------------------
@@ -407,8 +398,20 @@ class Formation:
         return docs[0]
 
     def _window_lock(self, conversation_id: str, turn_range: str) -> threading.Lock:
-        with self._guard:
-            return self._running.setdefault((conversation_id, turn_range), threading.Lock())
+        return self._stripes[hash((conversation_id, turn_range)) % _LOCK_STRIPES]
+
+
+def _totals(batches: Iterable[FormationBatch]) -> dict[str, Any]:
+    out: dict[str, Any] = {s: 0 for s in FORMATION_STATES}
+    out.update(facts=0, prompt_tokens=0, eval_tokens=0, seconds=0.0)
+    for batch in batches:
+        out[batch.status] += 1
+        out["facts"] += batch.facts
+        out["prompt_tokens"] += batch.prompt_tokens
+        out["eval_tokens"] += batch.eval_tokens
+        out["seconds"] += batch.seconds
+    out["seconds"] = round(out["seconds"], 3)
+    return out
 
 
 def _window(turn_range: str) -> tuple[int, int]:
@@ -426,13 +429,17 @@ def _window_turn(doc: Document) -> WindowTurn:
 
 def _change(fact: FormedFact, keys: dict[str, Candidate], turns: Sequence[Document]) -> MemoryChange:
     """A checked fact as a change of the scope's memories: its turns' ids, and its start (its own, else
-    its last turn's time)."""
+    its last turn's time; a change never before the start of the memory it changes: a fact remembered by
+    hand today is changed by a conversation recorded with older times from its own start on)."""
     sources = [t for t in turns if int(t.metadata["turn_index"]) in set(fact.turns)]
-    at = fact.valid_from or (sources[-1].metadata.get("timestamp") if sources else None)
+    value = fact.valid_from or (sources[-1].metadata.get("timestamp") if sources else None)
+    at = None if value is None else parse_timestamp(value)
+    target = None if fact.target is None else keys[fact.target]
+    if at is not None and target is not None and fact.action != "same" and target.valid_from is not None:
+        at = max(at, parse_timestamp(target.valid_from))
     return MemoryChange(
-        action=fact.action, text=fact.text, target=None if fact.target is None else keys[fact.target].id,
-        importance=fact.importance, tags=tuple(fact.tags),
-        at=None if at is None else parse_timestamp(at),
+        action=fact.action, text=fact.text, target=None if target is None else target.id,
+        importance=fact.importance, tags=tuple(fact.tags), at=at,
         expires_at=None if fact.expires_at is None else parse_timestamp(fact.expires_at, "expires_at"),
         source_turns=tuple(t.id for t in sources))
 
