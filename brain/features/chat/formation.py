@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings
-from brain.features.chat.summaries import formation_state, window_turns
+from brain.features.chat.summaries import window_turns
 from brain.model.errors import Backoff, ConfigError, ExtractorError, FormationAnswerError, NotFound, ValidationError
 from brain.model.results import Document
 from brain.model.schemas import (
