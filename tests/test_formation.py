@@ -239,6 +239,9 @@ def test_a_failing_batch_is_visible_then_runs_again(make_chat, stub):
     assert (batch.status, batch.attempts, batch.facts) == ("failed", 2, 0)
     assert "not JSON" in batch.error
     assert [b.turn_range for b in chat.formation_batches(status="failed")] == ["1-2"]
+    assert chat.formation_batches(status=["pending", "done"]) == []
+    with pytest.raises(ValidationError, match="status must be one of pending, done, failed"):
+        chat.formation_batches(status="stuck")
     health = chat.health()["formation"]
     assert (health["failed"], health["done"], health["pending"]) == (1, 0, 0)
     assert health["last_error"] == batch.error
