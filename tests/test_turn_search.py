@@ -317,3 +317,81 @@ def test_bm25_matches_the_formula_on_a_small_corpus():
     assert scores[0] == pytest.approx(expected)
     assert scores[1] == 0 and scores[2] == 0
     assert LexicalIndex([]).scores(["a"]).shape == (0,)
+
+
+# ---- the speakers' names left out of the dense signal ----------------------------------------------
+
+PAINTING = [
+    ("Caroline", "I've been busy painting - here's a sunset I just finished on a small easel."),
+    ("Melanie", "Wow, Caroline, that is awesome! You are so talented, Caroline."),
+    ("Caroline", "Thanks! How are the kids?"),
+    ("Melanie", "Caroline, the kids are great, we went camping."),
+    ("Caroline", "I love hiking in the woods."),
+    ("Melanie", "Caroline! Caroline, you are the best friend ever."),
+]
+DENSE_ALONE = TurnSearchWeights(dense=1.0, lexical=0.0, speaker=0.0, neighbour=0.0, session=0.0)
+
+
+@pytest.fixture
+def names(local_embedder):
+    return dict(zip(("Caroline", "Melanie"), local_embedder.embed_documents(["Caroline", "Melanie"])))
+
+
+@pytest.mark.parametrize("query", ["What kind of art does Caroline make?", "What has Caroline painted?"])
+def test_a_reply_that_only_calls_the_asked_about_speaker_by_name_is_not_taken_for_the_answer(
+        make_turns, local_embedder, names, query):
+    turns = make_turns(PAINTING)
+    vector = local_embedder.embed_query(query)
+    raw = TurnIndex(turns, DENSE_ALONE).search(query, vector, 6)
+    # on the raw vectors the name carries the replies that say "Caroline" past the painting
+    assert ids(raw).index("t1") >= 2 and ids(raw)[0] in {"t2", "t4", "t6"}
+    hits = TurnIndex(turns, DENSE_ALONE, name_vectors=names).search(query, vector, 6)
+    assert hits[0].id == "t1"
+    by_id = {h.id: h for h in raw}
+    for h in hits:  # the raw similarity is still reported (the gate and the display use it)
+        assert h.similarity == pytest.approx(by_id[h.id].similarity, abs=1e-6)
+        assert h.content_similarity != pytest.approx(h.similarity, abs=1e-3)
+    assert all(h.content_similarity == pytest.approx(h.similarity, abs=1e-6) for h in raw)
+
+
+def test_the_dense_part_is_the_cosine_with_the_names_projected_out(make_turns, local_embedder, names):
+    turns = make_turns(PAINTING)
+    query = "What has Caroline painted?"
+    q = np.asarray(local_embedder.embed_query(query), dtype=np.float64)
+    hits = TurnIndex(turns, name_vectors=names).search(query, q, 6)
+    basis = np.linalg.qr(np.stack([names["Caroline"], names["Melanie"]]).T.astype(np.float64))[0]
+
+    def content(v):
+        v = np.asarray(v, dtype=np.float64)
+        v = v / np.linalg.norm(v)
+        rest = v - basis @ (basis.T @ v)
+        return rest / np.linalg.norm(rest)
+
+    expected = np.array([content(t.embedding) @ content(q) for t in turns])
+    z = (expected - expected.mean()) / expected.std()
+    by_id = {h.id: h for h in hits}
+    for t, cos, zed in zip(turns, expected, z):
+        assert by_id[t.id].content_similarity == pytest.approx(cos, abs=1e-5)
+        assert by_id[t.id].dense_part == pytest.approx(TurnSearchWeights().dense * zed, abs=1e-4)
+
+
+def test_a_turn_that_is_only_a_name_keeps_its_direction(make_turns, local_embedder, names):
+    turns = make_turns([("Melanie", "Caroline"), *PAINTING[:3]])
+    query = "Caroline"
+    hits = TurnIndex(turns, name_vectors={"Caroline": names["Caroline"]}).search(
+        query, local_embedder.embed_query(query), 4)
+    assert len(hits) == 4 and all(math.isfinite(h.score) and math.isfinite(h.content_similarity) for h in hits)
+
+
+def test_bad_name_vectors_are_refused(make_turns, names):
+    turns = make_turns(PAINTING[:2])
+    for bad, says in (
+        (["Caroline"], "must map each name"),
+        ({"Caroline": np.zeros(len(names["Caroline"]))}, "non-zero"),
+        ({"Caroline": [float("nan")] * len(names["Caroline"])}, "non-zero, finite"),
+        ({"Caroline": names["Caroline"][:10]}, "has 10 dimensions"),
+        ({"Caroline": "Caroline"}, "numbers"),
+    ):
+        with pytest.raises(ValidationError, match=says) as caught:
+            TurnIndex(turns, name_vectors=bad)
+        assert caught.value.problems[0].field == "name_vectors"

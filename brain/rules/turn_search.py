@@ -4,13 +4,20 @@ The caller hands in the turns (``Document`` objects with ``embedding`` set, e.g.
 ``store.get(where={"conversation_id": cid}, type="turn", include_embeddings=True)``) and a query
 (its text and its embedding). Every turn is scored; the top ``k`` come back with their parts::
 
-    own(t)    = dense * z(cosine(q, t)) + lexical * z(bm25(q, t)) + speaker * [t's speaker is named in q]
+    own(t)    = dense * z(cosine(P q, P t)) + lexical * z(bm25(q, t)) + speaker * [t's speaker is named in q]
     fused(t)  = own(t) + session * z(max own(u) over the turns u of t's session)
     score(t)  = fused(t) + neighbour * max(fused(previous turn), fused(next turn))
 
 - ``z`` standardises a signal over the conversation's turns (mean 0, standard deviation 1), so the
   two signals add in the same unit whatever their raw scales; a signal that does not vary (no
   query word occurs anywhere) contributes nothing.
+- ``P`` takes the speakers' names out of the vectors: with ``name_vectors`` (each speaker's name embedded
+  by the same embedder), the dense signal compares what is left of the query and of each turn once the
+  names' directions are removed (projection onto the complement of their span). A question names
+  people ("What kind of art does Caroline make?"), and so do the other speaker's replies ("Wow,
+  Caroline, that painting is awesome!"): on the raw vectors those replies come close to the question
+  by the name alone, ahead of the turn that answers it. Who is asked about is the speaker bonus's and
+  BM25's business; the dense signal is left the meaning. Without ``name_vectors``, ``P`` is the identity.
 - The lexical signal is Okapi BM25 (:mod:`brain.text.bm25`) over the keyword tokens of
   :mod:`brain.text.keywords` (stemmed words without stop words). A turn's lexical document is its
   text plus its speaker's name and the words of its date ("8 May 2023"), so "what did Caroline say
@@ -34,7 +41,7 @@ pre-selection and the ranking is exact. The BM25 index is the costly part; build
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -105,7 +112,9 @@ class TurnHit:
     """A ranked turn: ``score = dense_part + lexical_part + speaker_part + session_part + neighbour_part``.
 
     ``similarity`` is the raw cosine similarity and ``bm25`` the raw BM25 score, for display;
-    the parts are in standard deviations over the conversation's turns.
+    ``content_similarity`` the cosine the dense part standardises (the names taken out; equal to
+    ``similarity`` when the index has no name vectors); the parts are in standard deviations over the
+    conversation's turns.
     """
 
     id: str
@@ -119,6 +128,7 @@ class TurnHit:
     speaker_part: float
     neighbour_part: float
     session_part: float = 0.0
+    content_similarity: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -175,10 +185,12 @@ class TurnIndex:
     """The turns of one conversation, ready to be searched (vectors normalised, BM25 built).
 
     Turns are put in conversation order (``turn_index``, then time, then the order given), which
-    defines each turn's neighbours.
+    defines each turn's neighbours. ``name_vectors`` maps names (the speakers') to their embeddings by
+    the turns' embedder; their directions are left out of the dense signal (see the module docstring).
     """
 
-    def __init__(self, turns: Sequence[Document], weights: TurnSearchWeights | None = None):
+    def __init__(self, turns: Sequence[Document], weights: TurnSearchWeights | None = None, *,
+                 name_vectors: Mapping[str, Any] | None = None):
         self.weights = weights if weights is not None else TurnSearchWeights()
         if not isinstance(self.weights, TurnSearchWeights):
             raise ValidationError.of("weights",
@@ -192,6 +204,8 @@ class TurnIndex:
             self.vectors = unit_rows(vectors)
         else:
             self.vectors = np.zeros((0, 0), dtype=np.float32)
+        self._names = self._name_basis(name_vectors)
+        self.content_vectors = self._without_names(self.vectors)
         self.sessions = _sessions([t.metadata for t in self.turns])
         # sessions are runs of consecutive turns: where each starts, for a per-session maximum
         self._session_starts = np.flatnonzero(np.r_[True, self.sessions[1:] != self.sessions[:-1]]) if self.turns \
@@ -215,6 +229,44 @@ class TurnIndex:
             return own
         return [own[i] + texts[i - 1] if i and self.sessions[i] == self.sessions[i - 1] else own[i]
                 for i in range(len(own))]
+
+    def _name_basis(self, name_vectors: Any) -> np.ndarray | None:
+        """An orthonormal basis (columns) of the span of the name vectors; None without any."""
+        if name_vectors is None:
+            return None
+        if not isinstance(name_vectors, Mapping):
+            raise ValidationError.of("name_vectors", "name_vectors must map each name to its embedding, got "
+                                     f"{type(name_vectors).__name__}")
+        rows = []
+        for name, vector in name_vectors.items():
+            try:
+                row = np.asarray(vector, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValidationError.of("name_vectors", f"the vector of {name!r} must be a list of numbers") from None
+            if row.ndim != 1 or not np.isfinite(row).all() or not np.any(row):
+                raise ValidationError.of("name_vectors", f"the vector of {name!r} must be a non-zero, finite 1-d "
+                                         "vector")
+            if self.dimension is not None and row.shape[0] != self.dimension:
+                raise ValidationError.of("name_vectors", f"the vector of {name!r} has {row.shape[0]} dimensions but "
+                                         f"the turns are {self.dimension}-d; embed the names with the turns' embedder")
+            rows.append(row / np.linalg.norm(row))
+        if not rows or self.dimension is None:
+            return None
+        # names embedded alike ("Jon", "Jo") span fewer directions than there are names: keep the real ones
+        basis, spread, _ = np.linalg.svd(np.stack(rows).T, full_matrices=False)
+        return basis[:, spread > 1e-6 * spread[0]]
+
+    def _without_names(self, vectors: np.ndarray) -> np.ndarray:
+        """``vectors`` (unit rows, or one unit vector) with the names' directions removed, at unit length
+        again; a vector that was nothing but a name keeps its own direction."""
+        if self._names is None or vectors.size == 0:
+            return vectors
+        x = np.asarray(vectors, dtype=np.float64)
+        rest = x - (x @ self._names) @ self._names.T
+        # a vector that was (almost) only a name has no content left to compare: it keeps its own direction
+        empty = np.linalg.norm(rest, axis=-1) < 1e-3
+        rest = np.where(np.expand_dims(empty, -1), x, rest)
+        return unit_rows(rest)
 
     @staticmethod
     def _checked_turns(turns: Any) -> list[Document]:
@@ -301,8 +353,9 @@ class TurnIndex:
             return []
         w = self.weights
         similarity = self.similarities(vector)
+        content = similarity if self._names is None else self.content_vectors @ self._without_names(vector)
         bm25 = self.lexical.scores(tokens)
-        dense_part = w.dense * _standardised(similarity)
+        dense_part = w.dense * _standardised(content)
         lexical_part = w.lexical * _standardised(bm25)
         speaker = self.named_speaker(query_text)
         speaker_part = np.zeros(len(self.turns))
@@ -328,7 +381,7 @@ class TurnIndex:
                 score=float(score[i]), similarity=float(similarity[i]), bm25=float(bm25[i]),
                 dense_part=float(dense_part[i]), lexical_part=float(lexical_part[i]),
                 speaker_part=float(speaker_part[i]), neighbour_part=float(neighbour_part[i]),
-                session_part=float(session_part[i]),
+                session_part=float(session_part[i]), content_similarity=float(content[i]),
             )
             for i in top
         ]
@@ -340,10 +393,13 @@ def search_turns(
     turns: Sequence[Document],
     k: int,
     weights: TurnSearchWeights | None = None,
+    *,
+    name_vectors: Mapping[str, Any] | None = None,
 ) -> list[TurnHit]:
     """The ``k`` turns of one conversation that best answer the query, best first.
 
     ``turns`` are ``Document`` objects with embeddings (``store.get(..., include_embeddings=True)``);
-    ``query_vector`` is the query embedded by the same embedder. Fewer than ``k`` turns: all of them.
+    ``query_vector`` is the query embedded by the same embedder, and ``name_vectors`` the speakers' names
+    (see :class:`TurnIndex`). Fewer than ``k`` turns: all of them.
     """
-    return TurnIndex(turns, weights).search(query_text, query_vector, k)
+    return TurnIndex(turns, weights, name_vectors=name_vectors).search(query_text, query_vector, k)
