@@ -22,7 +22,8 @@ the conversation) is asked of its own conversation, after its last turn, by ever
 - brain: :meth:`ChatMemory.related_turns_for` (:func:`retrieve`), the call ``build_context`` makes
   for its related turns (z-scored dense, with the speakers' names projected out of the vectors, + BM25
   over stemmed words with speaker, date and the previous turn's words, a bonus for the speaker the
-  question names, the best-matching session's share,
+  question names and one for the turns that say when if the question asks when, the best-matching
+  session's share,
   neighbouring-turn context; nothing when no turn reaches the embedder's similarity floor), with k = 10
   instead of ``RAG_RELATED_TURN_TOP_K``; it leaves out the ``RAG_TURN_TOP_K`` latest turns, which the
   context shows anyway (the header counts the evidence turns among them). Ablations rank the same turns
@@ -269,7 +270,8 @@ METHODS = ["raw Chroma similarity (col.query, `speaker: text` embedded)", "dense
            "BM25 (plain words)", "RRF dense + BM25", "brain (ChatMemory.related_turns_for)", "  without session context",
            "  without neighbour context", "  without the previous turn's words",
            "  without the previous turn's words, neighbour 0.5 (the former default)", "  without speaker bonus",
-           "  with the names left in the dense signal", "  without speaker names on the turns"]
+           "  without the time bonus for questions asking when", "  with the names left in the dense signal",
+           "  without speaker names on the turns"]
 BRAIN = METHODS[4]
 ABLATIONS = {
     "  without session context": TurnSearchWeights(session=0.0),
@@ -278,6 +280,7 @@ ABLATIONS = {
     "  without the previous turn's words, neighbour 0.5 (the former default)":
         TurnSearchWeights(previous_words=False, neighbour=0.5),
     "  without speaker bonus": TurnSearchWeights(speaker=0.0),
+    "  without the time bonus for questions asking when": TurnSearchWeights(time=0.0),
 }
 
 

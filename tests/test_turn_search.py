@@ -12,7 +12,7 @@ from brain.model.errors import Problem, ValidationError
 from brain.model.results import Document
 from brain.text import BM25Index as LexicalIndex
 from brain.text import tokenize
-from brain.rules.turn_search import TurnIndex, TurnSearchWeights, search_turns
+from brain.rules.turn_search import TurnIndex, TurnSearchWeights, asks_when, search_turns, speaks_of_time
 
 DENSE_ONLY = TurnSearchWeights(dense=1.0, lexical=0.0, speaker=0.0, neighbour=0.0)
 MAY = "2023-05-08T13:56:00+00:00"
@@ -412,3 +412,47 @@ def test_bad_name_vectors_are_refused(make_turns, names):
         with pytest.raises(ValidationError, match=says) as caught:
             TurnIndex(turns, name_vectors=bad)
         assert caught.value.problems[0].field == "name_vectors"
+
+
+# ---- a question that asks when, and the turns that say when -----------------------------------------
+
+def test_a_question_asking_when_favours_the_turn_that_says_when(make_turns, ask):
+    turns = make_turns([
+        ("Alice", "We went to the Lumineers concert."), ("Bob", "Nice, I like them too."),
+        ("Alice", "We went to the Lumineers concert last Saturday, it was loud."),
+        ("Bob", "Which song did they open with?"), ("Alice", "My garden needs watering."),
+        ("Bob", "The car needs new tyres."), ("Alice", "I read a book about sailors."), ("Bob", "Pasta tonight?"),
+    ])
+    when = "When did Alice go to the Lumineers concert?"
+    assert ids(ask(when, turns, weights=TurnSearchWeights(time=0.0)))[0] == "t1"  # the shorter match, on words
+    assert ids(ask(when, turns, weights=TurnSearchWeights(time=1.0)))[0] == "t3"
+    hits = {h.id: h for h in ask(when, turns)}
+    assert hits["t3"].time_part == TurnSearchWeights().time and hits["t1"].time_part == 0.0
+    # the bonus goes by what a turn says, whoever says it: "Pasta tonight?" says when, the tyres do not
+    assert hits["t8"].time_part == TurnSearchWeights().time and hits["t6"].time_part == 0.0
+    for h in hits.values():
+        assert h.score == pytest.approx(h.dense_part + h.lexical_part + h.speaker_part + h.session_part
+                                        + h.neighbour_part + h.time_part)
+    # a question that does not ask when gives no one the bonus
+    assert all(h.time_part == 0.0 for h in ask("Did Alice go to the Lumineers concert?", turns))
+
+
+@pytest.mark.parametrize("question, asks", [
+    ("When did Caroline go to the support group?", True), ("when was that?", True),
+    ("In what year did Jon lose his job?", True), ("Which month did they move?", True),
+    ("How long ago did Maria start volunteering?", True),
+    ("What did Caroline paint?", False), ("Where did they go on holiday?", False),
+    ("What does Melanie do whenever she is stressed?", False),
+])
+def test_which_questions_ask_when(question, asks):
+    assert asks_when(question) is asks
+
+
+@pytest.mark.parametrize("text, says", [
+    ("I went to a support group yesterday.", True), ("We moved two years ago.", True),
+    ("Last weekend we camped.", True), ("See you on Friday!", True), ("It opened in June.", True),
+    ("I started in 2019.", True), ("On 7 May we met.", True), ("Back in May 2022.", True),
+    ("I may go to the march.", False), ("I love painting sunsets.", False), ("Next time, bring cake.", False),
+])
+def test_which_turns_say_when(text, says):
+    assert speaks_of_time(text) is says

@@ -86,7 +86,7 @@ class RelatedTurns:
             scores = {"score": h.score, "similarity": h.similarity, "content_similarity": h.content_similarity,
                       "bm25": h.bm25, "dense_part": h.dense_part,
                       "lexical_part": h.lexical_part, "speaker_part": h.speaker_part,
-                      "session_part": h.session_part, "neighbour_part": h.neighbour_part}
+                      "session_part": h.session_part, "neighbour_part": h.neighbour_part, "time_part": h.time_part}
             items.append(ContextItem(h.id, h.text, h.metadata, scores, why=explain("related", scores, floor)))
         items = items[:k]
         if floor is None or not items:
