@@ -20,8 +20,10 @@ Each question of categories 1-4 (multi-hop, temporal, open-domain, single-hop; 5
 the conversation) is asked of its own conversation, after its last turn, by every method:
 
 - brain: :meth:`ChatMemory.related_turns_for` (:func:`retrieve`), the call ``build_context`` makes
-  for its related turns (z-scored dense + BM25 over stemmed words with speaker, date and the previous
-  turn's words, a bonus for the speaker the question names, the best-matching session's share,
+  for its related turns (z-scored dense, with the speakers' names projected out of the vectors, + BM25
+  over stemmed words with speaker, date and the previous turn's words, a bonus for the speaker the
+  question names and one for the turns that say when if the question asks when, the best-matching
+  session's share,
   neighbouring-turn context; nothing when no turn reaches the embedder's similarity floor), with k = 10
   instead of ``RAG_RELATED_TURN_TOP_K``; it leaves out the ``RAG_TURN_TOP_K`` latest turns, which the
   context shows anyway (the header counts the evidence turns among them). Ablations rank the same turns
@@ -268,6 +270,7 @@ METHODS = ["raw Chroma similarity (col.query, `speaker: text` embedded)", "dense
            "BM25 (plain words)", "RRF dense + BM25", "brain (ChatMemory.related_turns_for)", "  without session context",
            "  without neighbour context", "  without the previous turn's words",
            "  without the previous turn's words, neighbour 0.5 (the former default)", "  without speaker bonus",
+           "  without the time bonus for questions asking when", "  with the names left in the dense signal",
            "  without speaker names on the turns"]
 BRAIN = METHODS[4]
 ABLATIONS = {
@@ -277,6 +280,7 @@ ABLATIONS = {
     "  without the previous turn's words, neighbour 0.5 (the former default)":
         TurnSearchWeights(previous_words=False, neighbour=0.5),
     "  without speaker bonus": TurnSearchWeights(speaker=0.0),
+    "  without the time bonus for questions asking when": TurnSearchWeights(time=0.0),
 }
 
 
@@ -318,7 +322,9 @@ def measure(args, conversations: list[Conversation], chat: ChatMemory, raw) -> s
         dia = [by_id[i] for i in ids]
         dense_matrix = np.stack([speaker_vectors[i] for i in ids])
         plain = BM25Index([tokenize(t.text, stem=False, stop_words=False) for t in ordered])
-        ablation_indexes = {name: TurnIndex(ordered, w) for name, w in ABLATIONS.items()}
+        names = chat.related_turns.name_vectors(conv.speakers)  # what the chat path's index is given
+        ablation_indexes = {name: TurnIndex(ordered, w, name_vectors=names) for name, w in ABLATIONS.items()}
+        ablation_indexes["  with the names left in the dense signal"] = TurnIndex(ordered)
         ablation_indexes[METHODS[-1]] = TurnIndex(without_speakers(ordered))
         for q in conv.questions:
             n_questions += 1

@@ -154,13 +154,38 @@ def test_related_turns_favour_the_named_speaker_and_old_turns_still_rank(chat, s
     for _ in range(4):  # the recent window the context shows anyway
         chat.record_exchange("conv-mixed", "ok", "sure", user_name="Caroline", assistant_name="Melanie")
     named = chat.related_turns_for("conv-mixed", "What pet does Caroline have?", k=6)
-    assert named[0].text == "I adopted a puppy named Oscar."
+    # both of Caroline's turns about her dog answer it, ahead of everything else
+    assert {item.text for item in named[:2]} == {"I adopted a puppy named Oscar.", "My own dog hates baths."}
     assert {item.metadata.get("speaker") for item in named} >= {"Caroline", "Melanie", None}
     for item in named:  # the bonus goes to the named speaker's turns alone
         assert (item.scores["speaker_part"] > 0) == (item.metadata.get("speaker") == "Caroline")
     garden = chat.related_turns_for("conv-mixed", "what did we plan to grow in the garden", k=2)
     assert garden[0].text == "We should plan the garden this spring."  # an old turn, no speaker
     assert "speaker" not in garden[0].metadata
+
+
+def test_related_turns_leave_the_speakers_names_out_of_the_dense_signal(chat, store):
+    painting = [("I've been busy painting - here's a sunset I just finished.", "Wow, Caroline, that is awesome!"),
+                ("Thanks! How are the kids?", "Caroline, the kids are great, we went camping."),
+                ("I love hiking in the woods.", "Caroline! You are the best friend ever.")]
+    for user, assistant in painting + [("ok", "sure")] * 2:  # the last two: the recent window
+        chat.record_exchange("conv-art", user, assistant, user_name="Caroline", assistant_name="Melanie")
+    embed = chat.store.embedder.embed_documents
+    calls = []
+    chat.store.embedder.embed_documents = lambda texts: calls.append(list(texts)) or embed(texts)
+    try:
+        hits = chat.related_turns_for("conv-art", "What has Caroline painted?", k=6)
+        chat.record_exchange("conv-art", "ok", "sure", user_name="Caroline", assistant_name="Melanie")
+        again = chat.related_turns_for("conv-art", "What has Caroline painted?", k=6)  # a new index, the same names
+    finally:
+        del chat.store.embedder.embed_documents
+    # each name embedded once, as a document (the other calls embed the turns and the calibration texts)
+    assert [texts for texts in calls if set(texts) & {"Caroline", "Melanie"}] == [["Caroline", "Melanie"]]
+    assert hits[0].text.startswith("I've been busy painting") and again[0].id == hits[0].id
+    for item in hits:  # the dense part compares what is left once the names are out; the raw cosine is reported
+        assert item.scores["content_similarity"] != pytest.approx(item.scores["similarity"], abs=1e-3)
+    vocative = next(i for i in hits if i.text == "Caroline! You are the best friend ever.")
+    assert vocative.scores["content_similarity"] < vocative.scores["similarity"] - 0.2
 
 
 # ---- HTTP --------------------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ def explain(section: str, scores: Mapping[str, float], floor: float | None) -> s
         return f"{passed}; score {scores['score']:.2f} = " + " + ".join(parts)
     if section == "related" and "score" in scores:
         why = (f"similarity {sim:.2f}; turn search score {scores['score']:.2f} "
-               "(dense, words, speaker, session, neighbours)")
+               "(dense, words, speaker, session, neighbours, time)")
         # the floor gates the section, not the turn: it is there because the closest turn reached it
         return why + (f"; the conversation's closest turn reaches floor {floor:.2f}" if floor is not None else "")
     return passed

@@ -2,7 +2,8 @@
 
 The ranking is :mod:`brain.rules.turn_search` (dense + BM25, speaker, session, neighbouring turns); this module
 feeds it from the store and keeps each conversation's :class:`~brain.rules.turn_search.TurnIndex` in
-process, rebuilt when the conversation's turns change, with each turn's vector fetched once.
+process, rebuilt when the conversation's turns change, with each turn's vector fetched once and each
+speaker's name embedded once (the index leaves the names out of its dense signal).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
 #: conversations whose turn search index is kept in process
 TURN_INDEXES_CACHED = 256
 
+#: speakers' names whose embedding is kept in process
+NAME_VECTORS_CACHED = 4096
+
 #: the related section is shown when the conversation's closest turn reaches the embedder's calibrated
 #: floor at this many standard deviations above unrelated pairs' mean similarity (MiniLM: 0.27), one below
 #: the FAQ's: a conversation of one or two sittings that does answer the question must still open it. On
@@ -37,6 +41,21 @@ class RelatedTurns:
         self.store = store
         # conversation -> (its turn ids, TurnIndex, turn vectors by id), least recently used first
         self._indexes: LRUCache[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = LRUCache(cached)
+        # (embedder name, speaker's name) -> the name embedded as a document
+        self._names: LRUCache[tuple[str, str], Any] = LRUCache(NAME_VECTORS_CACHED)
+
+    def name_vectors(self, names: Any) -> dict[str, Any]:
+        """Each of ``names`` embedded by the store's embedder as a document (the turns are documents),
+        each embedded once per process."""
+        embedder = self.store.embedder
+        wanted = list(dict.fromkeys(n for n in names if isinstance(n, str) and n.strip()))
+        found = {n: self._names.get((embedder.name, n)) for n in wanted}
+        missing = [n for n, v in found.items() if v is None]
+        if missing:
+            for name, vector in zip(missing, embedder.embed_documents(missing)):
+                self._names.put((embedder.name, name), vector)
+                found[name] = vector
+        return found
 
     def floor(self) -> float | None:
         """The similarity the closest turn must reach for the section to be shown (None: the reference
@@ -64,9 +83,10 @@ class RelatedTurns:
         for h in hits:
             if h.id in recent:
                 continue
-            scores = {"score": h.score, "similarity": h.similarity, "bm25": h.bm25, "dense_part": h.dense_part,
+            scores = {"score": h.score, "similarity": h.similarity, "content_similarity": h.content_similarity,
+                      "bm25": h.bm25, "dense_part": h.dense_part,
                       "lexical_part": h.lexical_part, "speaker_part": h.speaker_part,
-                      "session_part": h.session_part, "neighbour_part": h.neighbour_part}
+                      "session_part": h.session_part, "neighbour_part": h.neighbour_part, "time_part": h.time_part}
             items.append(ContextItem(h.id, h.text, h.metadata, scores, why=explain("related", scores, floor)))
         items = items[:k]
         if floor is None or not items:
@@ -93,10 +113,11 @@ class RelatedTurns:
             # by id alone: the ids are turns already, and a type filter makes Chroma scan metadata
             vectors = {**vectors, **{d.id: d.embedding for d in self.store.get(missing, include_embeddings=True)}}
         with_vectors = [t for t in turns if t.id in vectors]
+        names = self.name_vectors(t.metadata.get("speaker") for t in with_vectors)
         index = TurnIndex([type(t)(id=t.id, text=t.text, metadata=t.metadata, embedding=vectors[t.id])
-                           for t in with_vectors])
+                           for t in with_vectors], name_vectors=names or None)
         self._indexes.put(conversation_id, (key, index, {t.id: vectors[t.id] for t in with_vectors}))
         return index
 
 
-__all__ = ["RELATED_TURN_FLOOR_Z", "TURN_INDEXES_CACHED", "RelatedTurns"]
+__all__ = ["NAME_VECTORS_CACHED", "RELATED_TURN_FLOOR_Z", "TURN_INDEXES_CACHED", "RelatedTurns"]
