@@ -441,13 +441,6 @@ class MemoryIndex:
         if at is not None:
             held = (self._from[:n] <= at) & (self._until[:n] > at) & (self._expires[:n] > at)
             mask = held if mask is None else mask & held
-        if equals:
-            items = list(equals.items())
-            metas = self._metas
-            same = np.fromiter(
-                (all(metas[r].get(key) == value for key, value in items) for r in range(n)), dtype=bool, count=n
-            )
-            mask = same if mask is None else mask & same
         if scopes is not None:
             codes = [self._scope_code[s] for s in scopes if s in self._scope_code]
             scope_mask: np.ndarray | None = None
@@ -468,6 +461,12 @@ class MemoryIndex:
             wanted = frozenset(tags)
             tag_mask = np.fromiter((wanted <= t for t in self._tags), dtype=bool, count=n)
             mask = tag_mask if mask is None else mask & tag_mask
+        if equals:  # last, and only over the rows still in: a metadata read per row is the slow test
+            items = list(equals.items())
+            metas = self._metas
+            rows_in = range(n) if mask is None else np.flatnonzero(mask).tolist()
+            kept = [r for r in rows_in if all(metas[r].get(key) == value for key, value in items)]
+            return np.asarray(kept, dtype=np.intp)
         return None if mask is None else np.flatnonzero(mask)
 
     def lexical(self, query_text: str) -> np.ndarray:
