@@ -1,0 +1,142 @@
+"""bench/bench_formation.py: its fact scoring on a LoCoMo-shaped fixture of our own (two small conversations
+with their gold observations), and its pipeline against the Ollama test server."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "formation" / "locomo-mini.json"
+
+
+def load_bench():
+    """bench/bench_formation.py as a module (a script, not a package: imported by path)."""
+    if "formation_bench" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("formation_bench", ROOT / "bench" / "bench_formation.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["formation_bench"] = module  # its dataclasses look their module up while being defined
+        spec.loader.exec_module(module)
+    return sys.modules["formation_bench"]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load_bench()
+
+
+@pytest.fixture(scope="module")
+def gold(bench) -> dict[str, list[str]]:
+    """Each fixture conversation's gold observations, read by the relevance benchmark's loader."""
+    observations, _ = bench.relevance.load(FIXTURE)
+    return {conv: [text for text, _, _ in facts] for conv, facts in observations.items()}
+
+
+#: the orchard conversation's observations reworded as a small model words them (shorter, other words)
+RESTATED = [
+    "Priya planted an apple orchard.",
+    "Priya planted 12 trees, most of them Honeycrisp.",
+    "Priya's dad helped dig the holes for her trees.",
+    "Priya has a dog allergy.",
+    "Tomas got a greyhound called Pixel from a shelter.",
+    "Pixel, Tomas's dog, sleeps a lot.",
+    "Tomas starts work as a bus driver.",
+    "Priya entered cider into the county fair's competition.",
+    "Priya's cider competition at the county fair is in September.",
+    "Priya is doing a beekeeping course so bees will pollinate the orchard.",
+    "Anjali, Priya's sister, lives in Lisbon.",
+    "Priya thinks Tomas should meet her sister Anjali.",
+    "Tomas drives route 14 in the old town.",
+    "Tomas is studying Portuguese.",
+    "Tomas will visit his grandmother in Porto in June.",
+    "Pixel has learned to sit.",
+    "Frost killed three of Priya's apple trees.",
+    "Priya is replacing the lost apple trees with pear trees.",
+    "Priya sells honey at the Saturday farmers market.",
+    "Anjali is moving back in the autumn.",
+    "Tomas had a wonderful time in Porto.",
+    "Tomas's grandmother is ninety.",
+    "Tomas became a shift supervisor at the bus depot.",
+    "Tomas will run a half marathon in October.",
+    "Tomas plans to buy honey from Priya.",
+]
+
+
+# ---- score_facts ------------------------------------------------------------------------------------
+
+def test_the_gold_observations_returned_as_the_model_s_facts_score_one(bench, gold, local_embedder):
+    for conv, facts in gold.items():
+        score = bench.score_facts(facts, facts, local_embedder, bench.THRESHOLD)
+        assert (score.extracted, score.gold, score.matched) == (len(facts), len(facts), len(facts)), conv
+        assert score.recall == score.precision == score.f1 == 1.0
+        assert sorted((i, j) for i, j, _ in score.pairs) == [(i, i) for i in range(len(facts))]
+
+
+def test_the_same_facts_in_another_order_still_score_one(bench, gold, local_embedder):
+    facts = gold["conv-orchard"]
+    order = list(range(len(facts)))[::-1]
+    score = bench.score_facts([facts[i] for i in order], facts, local_embedder, bench.THRESHOLD)
+    assert score.recall == score.precision == 1.0
+    assert sorted((order[i], j) for i, j, _ in score.pairs) == [(j, j) for j in range(len(facts))]
+
+
+def test_another_conversation_s_observations_score_near_zero(bench, gold, local_embedder):
+    orchard, workshop = gold["conv-orchard"], gold["conv-workshop"]
+    for formed, expected in ((workshop, orchard), (orchard, workshop)):
+        score = bench.score_facts(formed, expected, local_embedder, bench.THRESHOLD)
+        assert score.recall <= 0.1 and score.precision <= 0.1, score
+
+
+def test_restated_facts_match_their_own_observation(bench, gold, local_embedder):
+    """The threshold lets a restatement in other words count (a model never copies the gold's wording)."""
+    facts = gold["conv-orchard"]
+    assert len(RESTATED) == len(facts)
+    score = bench.score_facts(RESTATED, facts, local_embedder, bench.THRESHOLD)
+    assert score.recall >= 0.9 and score.precision >= 0.9, score
+    own = sum(i == j for i, j, _ in score.pairs)
+    assert own >= 0.9 * len(facts), sorted((i, j) for i, j, _ in score.pairs if i != j)
+    # a stricter threshold misses them: the figure depends on the threshold, and the threshold is stated
+    assert bench.score_facts(RESTATED, facts, local_embedder, 0.97).recall < 0.5
+
+
+def test_matching_is_one_to_one(bench, gold, local_embedder):
+    facts = gold["conv-workshop"]
+    twice = [facts[0], facts[0]]
+    score = bench.score_facts(twice, facts, local_embedder, bench.THRESHOLD)
+    assert score.matched == 1 and score.precision == 0.5 and score.recall == pytest.approx(1 / len(facts))
+    # one formed fact said twice in the gold counts once
+    score = bench.score_facts([facts[0]], [facts[0], facts[0]], local_embedder, bench.THRESHOLD)
+    assert score.matched == 1 and score.precision == 1.0 and score.recall == 0.5
+
+
+def test_the_most_similar_pair_is_matched_first(bench, local_embedder):
+    gold = ["Tomas adopted a greyhound named Pixel.", "Tomas drives a bus."]
+    formed = ["Tomas has a dog.", "Tomas adopted a greyhound called Pixel."]
+    score = bench.score_facts(formed, gold, local_embedder, 0.3)
+    assert score.pairs[0][:2] == (1, 0)  # the close restatement takes the greyhound, not the vague fact
+
+
+def test_empty_sides(bench, local_embedder):
+    nothing_formed = bench.score_facts([], ["Lena plays the double bass."], local_embedder, bench.THRESHOLD)
+    assert (nothing_formed.precision, nothing_formed.recall, nothing_formed.f1) == (0.0, 0.0, 0.0)
+    nothing_to_form = bench.score_facts(["Lena plays the double bass."], [], local_embedder, bench.THRESHOLD)
+    assert (nothing_to_form.precision, nothing_to_form.recall) == (0.0, 1.0)
+    both = bench.score_facts([], [], local_embedder, bench.THRESHOLD)
+    assert (both.precision, both.recall, both.f1) == (1.0, 1.0, 1.0)
+
+
+def test_scores_pool_over_conversations(bench, gold, local_embedder):
+    orchard = bench.score_facts(gold["conv-orchard"][:10], gold["conv-orchard"], local_embedder, bench.THRESHOLD)
+    workshop = bench.score_facts(gold["conv-workshop"], gold["conv-workshop"], local_embedder, bench.THRESHOLD)
+    pooled = orchard + workshop
+    assert (pooled.extracted, pooled.gold, pooled.matched) == (21, 36, 21)
+    assert pooled.recall == pytest.approx(21 / 36) and pooled.precision == 1.0
+
+
+@pytest.mark.parametrize("threshold", [0.0, -0.5, 1.5])
+def test_a_threshold_outside_0_1_is_refused(bench, local_embedder, threshold):
+    with pytest.raises(ValueError, match="threshold must be in"):
+        bench.score_facts(["a fact"], ["a fact"], local_embedder, threshold)
