@@ -60,6 +60,11 @@ CHANGES = ("update", "contradict")
 Change = Literal["update", "contradict"]
 #: the fields that link a supersession chain: written by ``RagStore.supersede`` (and imports), never edited
 CHAIN_KEYS = frozenset({"supersedes", "superseded_by", "valid_until", "change"})
+#: where the memory formation of a summary's window stands (``formation`` on the summary)
+FORMATION_STATES = ("pending", "done", "failed")
+FormationState = Literal["pending", "done", "failed"]
+#: characters of the last formation failure kept on the summary (``formation_error``)
+FORMATION_ERROR_LENGTH = 500
 #: the name stores written before ``status`` existed used; still read as ``status`` on input
 LEGACY_STATUS_KEY = "pam_status"
 #: the id of what a row is a part of (a long memory a chunk continues, an index a raw vector row
