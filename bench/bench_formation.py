@@ -137,3 +137,222 @@ def score_facts(extracted: list[str], gold: list[str], embedder, threshold: floa
         used_gold.add(j)
         pairs.append((i, j, float(similarity[i, j])))
     return FactScore(len(extracted), len(gold), threshold, tuple(pairs))
+
+
+# ---- the pipeline -------------------------------------------------------------------------------
+@dataclass
+class Formed:
+    """What formation made of one conversation."""
+
+    conversation: locomo.Conversation
+    exchanges: int
+    record_seconds: float  # record_exchange, summed over the exchanges
+    batches: list  # FormationBatch
+    memories: list  # Document: the formed memories, every status
+    gold: list[tuple[str, list[str], object]]  # the gold observations inside formed windows
+    gold_outside: int  # gold observations with a source turn in no formed window
+    score: FactScore | None = None
+
+
+def covered_dia_ids(store, conv: locomo.Conversation, batches) -> set[str]:
+    """The LoCoMo turn ids of the turns in a window whose formation ran (done or failed)."""
+    from brain.model.schemas import parse_turn_range
+
+    ranges = [parse_turn_range(b.turn_range) for b in batches if b.status != "pending"]
+    covered = set()
+    for turn in store.conversation_turns(conv.id):
+        index = int(turn.metadata["turn_index"])
+        if any(lo <= index <= hi for lo, hi in ranges):
+            covered.add(conv.dia_by_turn_id[turn.id])
+    return covered
+
+
+def formed_memories(store, conversation_id: str) -> list:
+    """The memories formation made from the conversation, superseded ones included, oldest first."""
+    from brain.model.schemas import DocType
+
+    docs = store.get(where={"conversation_id": conversation_id}, type=DocType.MEMORY)
+    return sorted((d for d in docs if d.metadata.get("source") == "chat"),
+                  key=lambda d: (str(d.metadata.get("timestamp")), d.id))
+
+
+def form(chat, conversations: list[locomo.Conversation], observations, timeout: float) -> list[Formed]:
+    """Feed every conversation (its entity named after it), wait for the summary worker's queue, read
+    what was formed."""
+    timings = {}
+    for conv in conversations:
+        t = time.perf_counter()
+        locomo.ingest(chat, conv, entity=conv.id)
+        timings[conv.id] = time.perf_counter() - t
+    if not chat.wait_for_summaries(timeout):
+        raise TimeoutError(f"the summary worker's queue did not drain in {timeout:g} s (--timeout); "
+                           f"{chat.pending_summaries()} windows still queued")
+    out = []
+    for conv in conversations:
+        batches = chat.formation_batches(conversation_id=conv.id)
+        covered = covered_dia_ids(chat.store, conv, batches)
+        gold = [o for o in observations[conv.id] if all(dia in covered for dia in o[1])]
+        out.append(Formed(conv, len(locomo.exchanges(conv)), timings[conv.id], batches,
+                          formed_memories(chat.store, conv.id), gold, len(observations[conv.id]) - len(gold)))
+    return out
+
+
+def context_measure(chat, questions, sources: dict[str, list[str]], ids_of: dict[str, set[str]],
+                    foreign_of: dict[str, str]) -> dict[str, float]:
+    """bench_relevance's memory-section measurement (through ``build_context``) over ``questions``."""
+    for q in questions:
+        q.answerable = any(t in q.evidence for m in ids_of.get(q.conversation, ()) for t in sources.get(m, ()))
+
+    def brain(q, entity: str) -> list[str]:
+        return [item.id for item in chat.build_context(None, q.text, entity=entity).memory]
+
+    return relevance.measure(brain, questions, sources, foreign_of)["all"]
+
+
+def run(args) -> str:
+    from brain.app.core import open_store
+    from brain.config import Settings
+    from brain.features.chat import ChatMemory
+    from brain.providers.summarizers import ExtractiveSummarizer
+
+    conversations = args.conversations
+    observations, questions = relevance.load(args.data)
+    chosen = [c.id for c in conversations]
+    questions = [q for q in questions if q.conversation in chosen]
+    foreign_of = {c: chosen[(i + 1) % len(chosen)] for i, c in enumerate(chosen)}
+    with tempfile.TemporaryDirectory(prefix="brain-formation-") as tmp:
+        settings = Settings(data_dir=Path(tmp) / "formed", mirror_enabled=False, formation=True,
+                            summary_every_n=args.every_n)
+        check_model(settings)
+        t0 = time.perf_counter()
+        with open_store(settings) as store, ChatMemory(store) as chat:
+            formed = form(chat, conversations, observations, args.timeout)
+            wall = time.perf_counter() - t0
+            embedder = store.embedder
+            for f in formed:
+                f.score = score_facts([m.text for m in f.memories], [text for text, _, _ in f.gold], embedder,
+                                      THRESHOLD)
+            sources = {m.id: [f.conversation.dia_by_turn_id[t] for t in m.metadata.get("source_turns") or []
+                              if t in f.conversation.dia_by_turn_id] for f in formed for m in f.memories}
+            ids_of = {f.conversation.id: {m.id for m in f.memories} for f in formed}
+            extracted_context = context_measure(chat, questions, sources, ids_of, foreign_of)
+        gold_settings = Settings(data_dir=Path(tmp) / "gold", mirror_enabled=False, summary_every_n=1000)
+        with open_store(gold_settings, embedder=embedder) as store, \
+                ChatMemory(store, start_worker=False, summarizer=ExtractiveSummarizer()) as chat:
+            gold_sources, gold_ids = relevance.store_memories(chat, {f.conversation.id: f.gold for f in formed})
+            gold_context = context_measure(chat, questions, gold_sources, gold_ids, foreign_of)
+    return report(args, settings, formed, wall, extracted_context, gold_context, len(questions))
+
+
+def check_model(settings) -> None:
+    """A clear error, before anything is fed, when the endpoint is down or the model is not pulled."""
+    import httpx
+
+    host = settings.ollama_host.rstrip("/")
+    try:
+        names = {m.get("name") for m in httpx.get(f"{host}/api/tags", timeout=10).json().get("models", [])}
+    except (httpx.HTTPError, ValueError) as exc:
+        raise SystemExit(f"bench_formation: no Ollama at OLLAMA_HOST={host} ({type(exc).__name__}: {exc}); "
+                         "start one or point OLLAMA_HOST at one")
+    model = settings.formation_model
+    if model not in names and f"{model}:latest" not in names:
+        raise SystemExit(f"bench_formation: {host} has no model {model!r} (BRAIN_FORMATION_MODEL); pull it "
+                         f"(`ollama pull {model}`) or choose one of: {', '.join(sorted(n for n in names if n))}")
+
+
+# ---- report -------------------------------------------------------------------------------------
+def report(args, settings, formed: list[Formed], wall: float, extracted_context, gold_context, n_questions) -> str:
+    def per_exchange(total: float, exchanges: int) -> float:
+        return total / exchanges if exchanges else float("nan")
+
+    lines = [
+        "# Memory formation on LoCoMo",
+        "",
+        f"`{args.command}` on {args.data.name} ({', '.join(f.conversation.id for f in formed)}); "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
+        "",
+        f"- model {settings.formation_model} at {settings.ollama_host}; BRAIN_SUMMARY_EVERY_N={settings.summary_every_n} "
+        f"(a batch every {settings.summary_every_n} exchanges); fed and formed in {wall:.0f} s",
+        f"- facts matched at cosine >= {THRESHOLD} (local MiniLM), one to one, most similar first",
+        "",
+        "| conversation | exchanges | batches done / failed / pending | formed | gold (outside formed windows) "
+        "| matched | precision | recall | F1 | prompt tokens / exchange | eval tokens / exchange "
+        "| model s / exchange | record_exchange ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    pooled = FactScore(0, 0, THRESHOLD)
+    totals = dict(exchanges=0, prompt=0, eval=0, seconds=0.0, record=0.0)
+    for f in formed:
+        status = {s: sum(b.status == s for b in f.batches) for s in ("done", "failed", "pending")}
+        prompt = sum(b.prompt_tokens or 0 for b in f.batches)
+        evals = sum(b.eval_tokens or 0 for b in f.batches)
+        seconds = sum(b.seconds or 0.0 for b in f.batches)
+        totals["exchanges"] += f.exchanges
+        totals["prompt"] += prompt
+        totals["eval"] += evals
+        totals["seconds"] += seconds
+        totals["record"] += f.record_seconds
+        pooled = pooled + f.score
+        lines.append(row(f.conversation.id, f.exchanges, f"{status['done']} / {status['failed']} / {status['pending']}",
+                         f.score, f"{len(f.gold)} ({f.gold_outside})", per_exchange(prompt, f.exchanges),
+                         per_exchange(evals, f.exchanges), per_exchange(seconds, f.exchanges),
+                         1000 * per_exchange(f.record_seconds, f.exchanges)))
+    n = totals["exchanges"]
+    lines.append(row("**all**", n, "", pooled, f"{pooled.gold} ({sum(f.gold_outside for f in formed)})",
+                     per_exchange(totals["prompt"], n), per_exchange(totals["eval"], n),
+                     per_exchange(totals["seconds"], n), 1000 * per_exchange(totals["record"], n)))
+    lines += [
+        "",
+        "## The memory section of the context (bench_relevance's measurement)",
+        "",
+        f"{n_questions} questions of categories 1-4 asked through `build_context` with the conversation's entity; "
+        "a memory is relevant when one of its source turns is in the question's evidence; foreign empty: asked "
+        "with the next conversation's entity" + (" (one conversation: its own, so not meaningful)" if len(formed) == 1 else "")
+        + ".",
+        "",
+        "| memories | answerable questions | recall | precision | foreign empty | shown |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, m in (("formed by the model", extracted_context), ("gold observations (as bench_relevance)", gold_context)):
+        lines.append(f"| {name} | {int(m['answerable'])} | {m['recall']:.3f} | {m['precision']:.3f} | "
+                     f"{m['foreign_empty']:.3f} | {m['shown']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def row(name, exchanges, batches, score: FactScore, gold: str, prompt, evals, seconds, record_ms) -> str:
+    return (f"| {name} | {exchanges} | {batches} | {score.extracted} | {gold} | {score.matched} | "
+            f"{score.precision:.3f} | {score.recall:.3f} | {score.f1:.3f} | {prompt:.0f} | {evals:.0f} | "
+            f"{seconds:.2f} | {record_ms:.1f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=relevance.DEFAULT_DATA,
+                        help=f"LoCoMo JSON with observations (default {relevance.DEFAULT_DATA})")
+    parser.add_argument("--samples", default=",".join(locomo.DEV_SAMPLES),
+                        help="comma-separated sample ids, or 'all' (default: the development split)")
+    parser.add_argument("--every-n", type=int, default=5, help="BRAIN_SUMMARY_EVERY_N: exchanges per formation batch")
+    parser.add_argument("--timeout", type=float, default=24 * 3600.0,
+                        help="seconds to wait for the formation queue after feeding")
+    parser.add_argument("--out", type=Path, help="also write the report to this file")
+    args = parser.parse_args()
+    args.command = "bench/bench_formation.py " + " ".join(sys.argv[1:])
+    if not args.data.is_absolute():
+        args.data = INVOKED_FROM / args.data
+    if not args.data.is_file():
+        parser.error(f"{args.data} does not exist: pass --data PATH to a LoCoMo JSON file with observations "
+                     f"(LoCoMo: {locomo.LOCOMO_SOURCE})")
+    try:
+        args.conversations = locomo.select(locomo.load(args.data), args.samples, args.data)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        parser.error(f"{args.data} is not a usable LoCoMo file: {type(exc).__name__}: {exc}")
+    os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
+    text = run(args)
+    print(text)
+    if args.out:
+        out = args.out if args.out.is_absolute() else INVOKED_FROM / args.out
+        out.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
