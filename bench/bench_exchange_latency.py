@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -54,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import locomo  # noqa: E402
+from bench_formation import request_turns  # noqa: E402
 from bench_http import free_port, wait_until_serving  # noqa: E402
 from bench_relevance import DEFAULT_DATA  # noqa: E402
 from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub  # noqa: E402
@@ -115,8 +117,17 @@ class ScriptedModel:
 
 
 def formation_answer(body: dict) -> dict:
-    """A formation answer with no fact: the batch is applied (its state written) all the same."""
-    return {"facts": []}
+    """One fact per user turn of the batch (so formation writes and embeds memories, as with a real model)."""
+    entity, turns = request_turns(body)
+    facts = []
+    for index, line in turns:
+        said = re.match(r"(?:\s\S+)?\s+User(?: \(([^)]*)\))?: (.*)$", line)
+        if said:
+            who, text = said.group(1) or "The user", said.group(2)
+            facts.append({"text": f"{who} said: {text}"[:300], "importance": 3, "tags": [], "entity": entity,
+                          "action": "add", "target": None, "expires_at": None, "valid_from": None,
+                          "turns": [index]})
+    return {"facts": facts}
 
 
 # ---- the server ---------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -209,25 +210,35 @@ def context_measure(chat, questions, sources: dict[str, list[str]], ids_of: dict
     return relevance.measure(brain, questions, sources, foreign_of)["all"]
 
 
-def run(args) -> str:
+@dataclass
+class Results:
+    settings: object  # Settings
+    formed: list[Formed]
+    seconds: float  # feeding and forming, wall time
+    context: dict[str, dict[str, float]]  # the memory-section measurement: "formed" and "gold"
+    questions: int
+
+
+def evaluate(args, *, embedder=None, **settings) -> Results:
+    """Form, score and measure ``args.conversations`` of ``args.data``; ``settings`` override the
+    environment's (the tests point OLLAMA_HOST at the test server this way)."""
     from brain.app.core import open_store
     from brain.config import Settings
     from brain.features.chat import ChatMemory
     from brain.providers.summarizers import ExtractiveSummarizer
 
-    conversations = args.conversations
     observations, questions = relevance.load(args.data)
-    chosen = [c.id for c in conversations]
+    chosen = [c.id for c in args.conversations]
     questions = [q for q in questions if q.conversation in chosen]
     foreign_of = {c: chosen[(i + 1) % len(chosen)] for i, c in enumerate(chosen)}
     with tempfile.TemporaryDirectory(prefix="brain-formation-") as tmp:
-        settings = Settings(data_dir=Path(tmp) / "formed", mirror_enabled=False, formation=True,
-                            summary_every_n=args.every_n)
-        check_model(settings)
+        formation_settings = Settings(**{"mirror_enabled": False, "summary_every_n": args.every_n, **settings,
+                                         "data_dir": Path(tmp) / "formed", "formation": True})
+        check_model(formation_settings)
         t0 = time.perf_counter()
-        with open_store(settings) as store, ChatMemory(store) as chat:
-            formed = form(chat, conversations, observations, args.timeout)
-            wall = time.perf_counter() - t0
+        with open_store(formation_settings, embedder=embedder) as store, ChatMemory(store) as chat:
+            formed = form(chat, args.conversations, observations, args.timeout)
+            seconds = time.perf_counter() - t0
             embedder = store.embedder
             for f in formed:
                 f.score = score_facts([m.text for m in f.memories], [text for text, _, _ in f.gold], embedder,
@@ -235,13 +246,23 @@ def run(args) -> str:
             sources = {m.id: [f.conversation.dia_by_turn_id[t] for t in m.metadata.get("source_turns") or []
                               if t in f.conversation.dia_by_turn_id] for f in formed for m in f.memories}
             ids_of = {f.conversation.id: {m.id for m in f.memories} for f in formed}
-            extracted_context = context_measure(chat, questions, sources, ids_of, foreign_of)
+            context = {"formed": context_measure(chat, questions, sources, ids_of, foreign_of)}
         gold_settings = Settings(data_dir=Path(tmp) / "gold", mirror_enabled=False, summary_every_n=1000)
         with open_store(gold_settings, embedder=embedder) as store, \
                 ChatMemory(store, start_worker=False, summarizer=ExtractiveSummarizer()) as chat:
             gold_sources, gold_ids = relevance.store_memories(chat, {f.conversation.id: f.gold for f in formed})
-            gold_context = context_measure(chat, questions, gold_sources, gold_ids, foreign_of)
-    return report(args, settings, formed, wall, extracted_context, gold_context, len(questions))
+            context["gold"] = context_measure(chat, questions, gold_sources, gold_ids, foreign_of)
+    return Results(formation_settings, formed, seconds, context, len(questions))
+
+
+def request_turns(body: dict) -> tuple[str | None, list[tuple[int, str]]]:
+    """What a formation request sent to the model holds: the entity the answer must name, and the window's
+    turns as (turn_index, transcript line). For scripted models (the latency benchmark, the tests)."""
+    system = next((m["content"] for m in body.get("messages", []) if m.get("role") == "system"), "")
+    user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
+    entity = re.search(r'entity: always "([^"]*)"', system)
+    turns = [(int(m.group(1)), m.group(2)) for m in re.finditer(r"^\[(\d+)\](.*)$", user, re.MULTILINE)]
+    return (entity.group(1) if entity else None), turns
 
 
 def check_model(settings) -> None:
@@ -261,7 +282,8 @@ def check_model(settings) -> None:
 
 
 # ---- report -------------------------------------------------------------------------------------
-def report(args, settings, formed: list[Formed], wall: float, extracted_context, gold_context, n_questions) -> str:
+def report(args, results: Results) -> str:
+    settings, formed, wall, n_questions = results.settings, results.formed, results.seconds, results.questions
     def per_exchange(total: float, exchanges: int) -> float:
         return total / exchanges if exchanges else float("nan")
 
@@ -313,7 +335,8 @@ def report(args, settings, formed: list[Formed], wall: float, extracted_context,
         "| memories | answerable questions | recall | precision | foreign empty | shown |",
         "|---|---|---|---|---|---|",
     ]
-    for name, m in (("formed by the model", extracted_context), ("gold observations (as bench_relevance)", gold_context)):
+    for name, m in (("formed by the model", results.context["formed"]),
+                    ("gold observations (as bench_relevance)", results.context["gold"])):
         lines.append(f"| {name} | {int(m['answerable'])} | {m['recall']:.3f} | {m['precision']:.3f} | "
                      f"{m['foreign_empty']:.3f} | {m['shown']:.2f} |")
     return "\n".join(lines) + "\n"
@@ -347,7 +370,7 @@ def main() -> None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         parser.error(f"{args.data} is not a usable LoCoMo file: {type(exc).__name__}: {exc}")
     os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
-    text = run(args)
+    text = report(args, evaluate(args))
     print(text)
     if args.out:
         out = args.out if args.out.is_absolute() else INVOKED_FROM / args.out
