@@ -9,6 +9,8 @@ A facade over the parts of :mod:`brain.features.chat`; it gathers from the store
   consecutive ``turn_index`` values and who said each (:mod:`brain.features.chat.speakers`), and queues the
   summaries now due (:mod:`brain.features.chat.summary_queue`,
   written by :mod:`brain.features.chat.summaries`).
+* :meth:`ChatMemory.extract_memories` — memory formation (:mod:`brain.features.chat.formation`), which the
+  summary worker runs after each window's summary.
 * :meth:`ChatMemory.remember`, :meth:`ChatMemory.consolidate` (see :mod:`brain.features.consolidate`) and
   access tracking (:mod:`brain.features.chat.last_used`).
 """
@@ -26,6 +28,7 @@ from brain.features.chat.last_used import ACCESS_FLUSH_SECONDS, AccessTracker
 from brain.features.chat.context import SECTIONS, Context, ContextItem, TokenCounter, assemble_context, explain
 from brain.features.chat.related_turns import RelatedTurns
 from brain.features.chat.speakers import PersonaName, exchange_speakers
+from brain.features.chat.formation import Formation, FormationBatch, FormationReport
 from brain.features.chat.summaries import SummaryWriter
 from brain.features.chat.summary_queue import SummaryQueue, SummarySchedule
 from brain.config import Settings
@@ -45,9 +48,11 @@ from brain.model.schemas import (
     valid_conversation_id,
     valid_entity_scope,
 )
+from brain.providers.extractors import get_extractor
 from brain.providers.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
 
 if TYPE_CHECKING:
+    from brain.providers.extractors import OllamaExtractor
     from brain.store import Store
 
 #: persona sections served per call (the whole current version; the cap only bounds a broken file)
@@ -122,8 +127,12 @@ class ChatMemory:
     many seconds (default ``BRAIN_SUMMARY_COOLDOWN_SECONDS``). ``clock``: the epoch time access tracking
     records a use at. Thread-safe; a context manager (``close`` on exit).
 
+    ``extractor``: memory formation's model (default: ``get_extractor(settings)``, None when formation is off;
+    see :meth:`extract_memories`).
+
     The parts are public for callers that need one of them: :attr:`summary_writer` (the summariser,
-    its retries and health), :attr:`summary_queue` (the worker), :attr:`access` (access tracking).
+    its retries and health), :attr:`summary_queue` (the worker), :attr:`formation` (memory formation),
+    :attr:`access` (access tracking).
     """
 
     def __init__(
@@ -136,6 +145,7 @@ class ChatMemory:
         start_worker: bool = True,
         unavailable_cooldown: float | None = None,
         clock: Callable[[], float] = time.time,
+        extractor: OllamaExtractor | None = None,
     ):
         self.store = store
         self.settings = settings if settings is not None else store.settings
@@ -145,6 +155,8 @@ class ChatMemory:
             fallback if fallback is not None else ExtractiveSummarizer(),
             s.summary_cooldown_seconds if unavailable_cooldown is None else unavailable_cooldown,
         )
+        self.formation = Formation(store, s, extractor if extractor is not None else get_extractor(s))
+        self.summary_writer.formation = self.formation.enabled
         self.related_turns = RelatedTurns(store)
         self.persona_name = PersonaName(store)
         self._token_counter: TokenCounter | None = None
@@ -153,7 +165,11 @@ class ChatMemory:
         self._closed = False
         self.access = AccessTracker(store, clock=clock, on_due=lambda: self.summary_queue.wake())
         self.summary_queue = SummaryQueue(self.summary_writer, SummarySchedule(store, s), start_worker=start_worker,
-                                          tick=self.access.maybe_flush, tick_seconds=ACCESS_FLUSH_SECONDS)
+                                          tick=self.access.maybe_flush, tick_seconds=ACCESS_FLUSH_SECONDS,
+                                          formation=self.formation)
+        if start_worker and self.formation.enabled:  # windows a stopped (or killed) process left pending
+            self.summary_queue.add_formation((b.conversation_id, b.turn_range)
+                                             for b in self.formation.batches(status="pending"))
 
     @property
     def summarizer(self) -> Summarizer:
@@ -428,6 +444,21 @@ class ChatMemory:
         caller's thread; see :meth:`SummaryWriter.resummarize_fallbacks`."""
         return self.summary_writer.resummarize_fallbacks(_check_conversation(conversation_id))
 
+    # ---- memory formation ---------------------------------------------------------------------------------
+    def extract_memories(self, conversation_id: str | None = None, *, again: bool = False) -> FormationReport:
+        """Form memories now, in the caller's thread, from the summarised windows of ``conversation_id`` (all
+        conversations when None) whose formation is pending or failed, or was never scheduled; ``again``:
+        the done ones too (a batch applied again converges: what is known already merges). See
+        :mod:`brain.features.chat.formation`. Raises :class:`~brain.model.errors.ConfigError` when formation
+        is off (``BRAIN_FORMATION``, or no model: ``BRAIN_SUMMARIZER=extractive``)."""
+        return self.formation.extract(_check_conversation(conversation_id), again=again)
+
+    def formation_batches(self, conversation_id: str | None = None,
+                          status: str | Sequence[str] | None = None) -> list[FormationBatch]:
+        """The windows memory formation was scheduled for, as their summaries record them (of one
+        conversation, or all; ``status``: ``pending``, ``done``, ``failed`` or several), in order."""
+        return self.formation.batches(_check_conversation(conversation_id), status)
+
     def pending_summaries(self) -> int:
         """Summaries queued or being written."""
         return self.summary_queue.pending()
@@ -443,7 +474,9 @@ class ChatMemory:
     def health(self, *, probe: bool | None = False) -> dict[str, Any]:
         """The summariser's status: ``reachable`` (None until known; ``probe=True`` asks it now, ``None``
         when nothing said how it is for a while, see :meth:`SummaryWriter.health`),
-        ``queue_length``, ``last_error``, and counts of summaries written by the model and the fallback."""
+        ``queue_length``, ``last_error``, counts of summaries written by the model and the fallback, and
+        ``formation``: memory formation's state (:meth:`Formation.health`: on or why off, batches pending,
+        failed and done, tokens and seconds)."""
         status = self.summary_writer.health(probe=probe)
         fallback_for = status.pop("fallback_for_seconds")
         return {
@@ -453,6 +486,7 @@ class ChatMemory:
             # seconds during which new summaries go straight to the fallback after a failure
             "fallback_for_seconds": fallback_for,
             "summary_every_n": self.settings.summary_every_n,
+            "formation": self.formation.health(),
         }
 
     def flush_access(self) -> int:

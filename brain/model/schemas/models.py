@@ -27,6 +27,7 @@ from brain.model.schemas.limits import (
     Status,
     _key_error,
     _storable_extra,
+    check_tags,
 )
 from brain.model.schemas.values import (
     GLOBAL_SCOPE,
@@ -215,23 +216,7 @@ class MemoryMetadata(BaseMetadata):
     @field_validator("tags", mode="before")
     @classmethod
     def _tags(cls, value: Any) -> list[str]:
-        if value is None:
-            return []
-        if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
-            raise ValueError(f"tags must be a list of strings, got {value!r}")
-        seen: dict[str, None] = {}
-        for tag in value:
-            if not isinstance(tag, str):
-                raise ValueError(f"tags must be a list of strings, got {tag!r} ({type(tag).__name__}) in it")
-            tag = tag.strip()
-            if len(tag) > MAX_TAG_LENGTH:
-                raise ValueError(f"tags: a tag of {len(tag)} characters ({tag[:30]!r}...); at most {MAX_TAG_LENGTH} "
-                                 f"(MAX_TAG_LENGTH)")
-            if tag:
-                seen.setdefault(tag, None)
-        if len(seen) > MAX_TAGS:
-            raise ValueError(f"tags: {len(seen)} tags given; a memory has at most {MAX_TAGS} (MAX_TAGS)")
-        return list(seen)
+        return check_tags(value)
 
     @field_validator("created_at", "valid_from", "valid_until", "expires_at", mode="before")
     @classmethod
