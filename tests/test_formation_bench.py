@@ -3,11 +3,15 @@ with their gold observations), and its pipeline against the Ollama test server."
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "formation" / "locomo-mini.json"
@@ -140,3 +144,55 @@ def test_scores_pool_over_conversations(bench, gold, local_embedder):
 def test_a_threshold_outside_0_1_is_refused(bench, local_embedder, threshold):
     with pytest.raises(ValueError, match="threshold must be in"):
         bench.score_facts(["a fact"], ["a fact"], local_embedder, threshold)
+
+
+# ---- the pipeline, against the Ollama test server ---------------------------------------------------
+
+def gold_model(bench, observations, conversations):
+    """A model that answers each formation request with the gold observations of the batch's turns (and
+    each summary request with a sentence)."""
+    text_of = {(c.id, t.dia_id): t.text for c in conversations for t in c.turns}
+
+    def answer(body) -> str:
+        if not body.get("format"):
+            return "They caught up on their news."
+        entity, turns = bench.request_turns(body)
+        facts = [{"text": text, "importance": 3, "tags": [], "entity": entity, "action": "add", "target": None,
+                  "expires_at": None, "valid_from": None, "turns": [index]}
+                 for index, line in turns for text, dias, _ in observations[entity]
+                 if any(text_of[(entity, dia)] in line for dia in dias)]
+        return json.dumps({"facts": facts})
+
+    return answer
+
+
+def test_the_pipeline_scores_a_model_answering_the_gold_facts_at_recall_one(bench, local_embedder):
+    conversations = bench.locomo.load(FIXTURE)
+    observations, _ = bench.relevance.load(FIXTURE)
+    with OllamaStub(models={}, chat_models=DEFAULT_CHAT_MODELS) as stub:
+        stub.chat_script.extend([gold_model(bench, observations, conversations)] * 200)
+        args = argparse.Namespace(data=FIXTURE, conversations=conversations, every_n=2, timeout=300,
+                                  command="bench/bench_formation.py --data tests/fixtures/formation/locomo-mini.json")
+        results = bench.evaluate(args, embedder=local_embedder, ollama_host=stub.url, summarizer="ollama",
+                                 summary_model=DEFAULT_CHAT_MODELS[0], formation_model=DEFAULT_CHAT_MODELS[0])
+        formation_calls = [r for r in stub.chat_requests() if r.body.get("format")]
+    assert [f.conversation.id for f in results.formed] == ["conv-orchard", "conv-workshop"]
+    for f in results.formed:
+        assert f.batches and all(b.status == "done" for b in f.batches), [b.to_dict() for b in f.batches]
+        assert f.gold_outside == 0 and len(f.gold) == len(observations[f.conversation.id])
+        assert f.score.recall == 1.0 and f.score.precision == 1.0, f.score
+        # every formed memory knows the turns it came from, and they are its gold observation's
+        for memory in f.memories:
+            assert memory.metadata["source_turns"]
+    # tokens and seconds come from the batches' counters (the test server counts words)
+    assert len(formation_calls) == sum(len(f.batches) for f in results.formed)
+    assert sum(b.prompt_tokens for f in results.formed for b in f.batches) > 0
+    assert sum(b.eval_tokens for f in results.formed for b in f.batches) > 0
+    # the memory section over the formed memories (their source turns read back) is the gold observations'
+    formed, gold = results.context["formed"], results.context["gold"]
+    assert formed["answerable"] == gold["answerable"] == results.questions == 7
+    assert (formed["recall"], formed["precision"], formed["foreign_empty"]) == \
+        (gold["recall"], gold["precision"], gold["foreign_empty"])
+    assert formed["recall"] > 0.5
+    text = bench.report(args, results)
+    assert "| **all** | 19 |" in text and "| 1.000 | 1.000 | 1.000 |" in text
