@@ -2,24 +2,27 @@
 """Does a chat turn get slower when memories form? p50/p90 of ``POST /v1/exchanges``, formation off vs on.
 
     .venv/bin/python bench/bench_exchange_latency.py [--data ../shared/bench/locomo/locomo-dev.json]
-                                                     [--exchanges 150] [--rounds 2] [--every-n 2]
-                                                     [--delay 0.5,2.0] [--out bench/FORMATION_RESULTS.md]
+                                                     [--exchanges 60] [--rounds 8] [--every-n 2]
+                                                     [--interval 0.5] [--delay 0.5,2.0]
+                                                     [--out bench/FORMATION_RESULTS.md]
 
 One run, the same data both ways: the first ``--exchanges`` LoCoMo exchanges that have both a user and an
-assistant turn (bench/locomo.py's loader; each conversation's entity named after it), posted one after
-the other, as fast as the server answers, to a real ``brain serve`` (its own process, the real local
-embedder, every other setting the default) in a fresh data directory:
+assistant turn (bench/locomo.py's loader; each conversation's entity named after it), posted one at a
+time, one every ``--interval`` seconds (or as soon as the previous one is answered), to a real
+``brain serve`` (its own process, the real local embedder, every other setting the default) in a fresh
+data directory:
 
 - off: ``BRAIN_FORMATION=false``;
 - on: ``BRAIN_FORMATION=true``.
 
 Both ways the summaries come from a model, so that formation is the only difference: the Ollama test
 server (tests/ollama_stub.py, in this process) answers every chat call after a delay drawn from
-``--delay`` (seconds, uniform, derived from the request so both ways wait alike), a summary with a
-sentence and a formation call with one fact per exchange of the batch. ``BRAIN_SUMMARY_EVERY_N`` is
-``--every-n``, so a formation batch falls due every ``--every-n`` exchanges: requests arrive much faster
-than the model answers, the worker's queue never empties, and formation runs all through the measurement
-(the report counts the formation calls answered while requests were being measured).
+``--delay`` (seconds, uniform, derived from the request so both ways wait alike): a summary with a
+sentence, a formation call with one fact per user turn of the batch (so formation embeds and writes
+memories, as with a real model). ``BRAIN_SUMMARY_EVERY_N`` is ``--every-n``: a batch falls due every
+``--every-n`` exchanges, i.e. every second at the defaults, while the model needs a summary call and a
+formation call for it (2.5 s on average), so the worker never idles and formation runs all through the
+measurement (the report counts the formation calls answered while requests were being measured).
 
 The two ways are run ``--rounds`` times in the order off, on, on, off, ... (a new server each time), so a
 change of the machine's load during the run weighs on both alike; the percentiles pool each way's rounds.
@@ -152,9 +155,13 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def post_all(client: httpx.Client, bodies: list[dict]) -> list[float]:
+def post_all(client: httpx.Client, bodies: list[dict], interval: float = 0.0) -> list[float]:
+    """Post ``bodies`` one at a time, each ``interval`` seconds after the previous one started (or at once
+    when the previous one took longer); their latencies."""
     latencies = []
-    for body in bodies:
+    started = time.perf_counter()
+    for i, body in enumerate(bodies):
+        time.sleep(max(0.0, started + i * interval - time.perf_counter()))
         t = time.perf_counter()
         response = client.post("/v1/exchanges", json=body)
         latencies.append(time.perf_counter() - t)
@@ -164,14 +171,14 @@ def post_all(client: httpx.Client, bodies: list[dict]) -> list[float]:
 
 
 def one_run(tmp: Path, name: str, formation: bool, bodies: list[dict], stub: OllamaStub, model: ScriptedModel,
-            every_n: int) -> dict:
+            every_n: int, interval: float) -> dict:
     port = free_port()
     server = start_server(tmp / name, port, stub.url, formation, every_n)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
             post_all(client, warm_up_bodies())
             start = time.monotonic()
-            latencies = post_all(client, bodies)
+            latencies = post_all(client, bodies, interval)
             end = time.monotonic()
             health = client.get("/v1/health").json()
     finally:
@@ -199,7 +206,8 @@ def report(args, runs: dict[str, list[dict]], n: int) -> str:
         f"- run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores shared with the server, its "
         f"embedder, the client and the test server (and whatever else runs: load average {load[0]:.1f}/"
         f"{load[1]:.1f}/{load[2]:.1f} at the end); Python {platform.python_version()}",
-        f"- {n} exchanges of {args.data.name} per run, one at a time; {args.rounds} rounds (order off, on, on, off, "
+        f"- {n} exchanges of {args.data.name} per run, one at a time, one every {args.interval:g} s (or as soon as "
+        f"the previous one is answered); {args.rounds} rounds (order off, on, on, off, "
         f"...); BRAIN_SUMMARY_EVERY_N={args.every_n}; the model (Ollama test server) answers after "
         f"{args.delay[0]:g}-{args.delay[1]:g} s",
         "",
@@ -210,25 +218,35 @@ def report(args, runs: dict[str, list[dict]], n: int) -> str:
         lat = pooled[way]
         lines.append(f"| {way} | {len(lat)} | {p50[way]:.1f} ms | {p90[way]:.1f} ms | {1000 * np.mean(lat):.1f} ms | "
                      f"{sum(r['formation_calls'] for r in runs[way])} | {sum(r['summary_calls'] for r in runs[way])} |")
-    lines += ["", "Per round:", ""]
-    for way in ("off", "on"):
-        for i, run in enumerate(runs[way], start=1):
-            lines.append(f"- {way} #{i}: p50 {pct(run['latencies'], 50):.1f} ms, p90 {pct(run['latencies'], 90):.1f} ms, "
-                         f"{len(run['latencies']) / run['seconds']:.1f} requests/s, formation calls "
-                         f"{run['formation_calls']}, summaries {run['summary_calls']}; health's formation section "
-                         f"after the run: {json.dumps(run['health'].get('formation'))}")
+    pairs = [pct(on["latencies"], 50) / pct(off["latencies"], 50) for off, on in zip(runs["off"], runs["on"])]
+    offs = [pct(run["latencies"], 50) for run in runs["off"]]
     lines += ["", f"p50 on/off: **{ratio:.2f}x** (p90 {p90['on'] / p90['off']:.2f}x); target <= {TARGET_P50_RATIO}x: "
-              f"**{'met' if ratio <= TARGET_P50_RATIO else 'NOT met'}**.", ""]
+              f"**{'met' if ratio <= TARGET_P50_RATIO else 'NOT met'}**. Round by round (each on run against the off "
+              f"run next to it in time): median {np.median(pairs):.2f}x, from {min(pairs):.2f}x to {max(pairs):.2f}x; "
+              f"the off runs alone differ by up to {max(offs) / min(offs):.2f}x between themselves (the machine's "
+              "noise).", "", "Per run, in the order run:", ""]
+    order = [(way, i) for i in range(args.rounds) for way in (("off", "on") if i % 2 == 0 else ("on", "off"))]
+    for way, i in order:
+        run = runs[way][i]
+        formation = run["health"].get("formation") or {}
+        kept = {k: formation.get(k) for k in ("pending", "done", "failed", "facts", "prompt_tokens", "eval_tokens")}
+        lines.append(f"- {way}: p50 {pct(run['latencies'], 50):.1f} ms, p90 {pct(run['latencies'], 90):.1f} ms, "
+                     f"{len(run['latencies']) / run['seconds']:.1f} requests/s, formation calls {run['formation_calls']}, "
+                     f"summaries {run['summary_calls']}" + (f"; formation in health afterwards: {json.dumps(kept)}"
+                                                           if formation.get("enabled") else ""))
+    lines.append("")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"LoCoMo JSON (default {DEFAULT_DATA})")
-    parser.add_argument("--exchanges", type=int, default=150, help="exchanges measured per run")
-    parser.add_argument("--rounds", type=int, default=2, help="runs each way (order off, on, on, off, ...)")
+    parser.add_argument("--exchanges", type=int, default=60, help="exchanges measured per run")
+    parser.add_argument("--rounds", type=int, default=8, help="runs each way (order off, on, on, off, ...)")
     parser.add_argument("--every-n", type=int, default=2, help="BRAIN_SUMMARY_EVERY_N: exchanges per batch")
     parser.add_argument("--delay", default="0.5,2.0", help="the model's delay, seconds: low,high")
+    parser.add_argument("--interval", type=float, default=0.5,
+                        help="seconds from one request's start to the next's (0: back to back)")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     args = parser.parse_args()
     args.command = "bench/bench_exchange_latency.py " + " ".join(sys.argv[1:])
@@ -253,7 +271,8 @@ def main() -> None:
             stub.chat_script.extend([model] * 1_000_000)  # every chat call, however many
             for r in range(args.rounds):
                 for way in (("off", "on") if r % 2 == 0 else ("on", "off")):
-                    runs[way].append(one_run(tmp, f"{way}-{r}", way == "on", bodies, stub, model, args.every_n))
+                    runs[way].append(one_run(tmp, f"{way}-{r}", way == "on", bodies, stub, model, args.every_n,
+                                             args.interval))
                     print(f"round {r + 1} {way}: p50 {pct(runs[way][-1]['latencies'], 50):.1f} ms", file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
