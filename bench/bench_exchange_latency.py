@@ -249,7 +249,7 @@ def main() -> None:
                         help="seconds from one request's start to the next's (0: back to back)")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     args = parser.parse_args()
-    args.command = "bench/bench_exchange_latency.py " + " ".join(sys.argv[1:])
+    args.command = ".venv/bin/python bench/bench_exchange_latency.py " + " ".join(sys.argv[1:])
     if not args.data.is_absolute():
         args.data = INVOKED_FROM / args.data
     if not args.data.is_file():

@@ -237,6 +237,8 @@ def evaluate(args, *, embedder=None, **settings) -> Results:
         check_model(formation_settings)
         t0 = time.perf_counter()
         with open_store(formation_settings, embedder=embedder) as store, ChatMemory(store) as chat:
+            if not chat.formation.enabled:
+                raise SystemExit(f"bench_formation: formation is off: {chat.formation.off_reason}")
             formed = form(chat, args.conversations, observations, args.timeout)
             seconds = time.perf_counter() - t0
             embedder = store.embedder
@@ -284,6 +286,7 @@ def check_model(settings) -> None:
 # ---- report -------------------------------------------------------------------------------------
 def report(args, results: Results) -> str:
     settings, formed, wall, n_questions = results.settings, results.formed, results.seconds, results.questions
+
     def per_exchange(total: float, exchanges: int) -> float:
         return total / exchanges if exchanges else float("nan")
 
@@ -359,7 +362,7 @@ def main() -> None:
                         help="seconds to wait for the formation queue after feeding")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     args = parser.parse_args()
-    args.command = "bench/bench_formation.py " + " ".join(sys.argv[1:])
+    args.command = ".venv/bin/python bench/bench_formation.py " + " ".join(sys.argv[1:])
     if not args.data.is_absolute():
         args.data = INVOKED_FROM / args.data
     if not args.data.is_file():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub
+from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub, dead_url
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "formation" / "locomo-mini.json"
@@ -196,3 +196,14 @@ def test_the_pipeline_scores_a_model_answering_the_gold_facts_at_recall_one(benc
     assert formed["recall"] > 0.5
     text = bench.report(args, results)
     assert "| **all** | 19 |" in text and "| 1.000 | 1.000 | 1.000 |" in text
+
+
+def test_a_missing_endpoint_or_model_is_named_before_anything_is_fed(bench, tmp_path):
+    from brain.config import Settings
+
+    with pytest.raises(SystemExit, match=r"no Ollama at OLLAMA_HOST=http://127\.0\.0\.1:\d+"):
+        bench.check_model(Settings(data_dir=tmp_path, ollama_host=dead_url(), formation_model="llama3.2:3b"))
+    with OllamaStub(models={}, chat_models=["qwen2.5:0.5b"]) as stub:
+        with pytest.raises(SystemExit, match=r"has no model 'llama3.2:3b' \(BRAIN_FORMATION_MODEL\); pull it "
+                                             r"\(`ollama pull llama3.2:3b`\) or choose one of: qwen2.5:0.5b"):
+            bench.check_model(Settings(data_dir=tmp_path, ollama_host=stub.url, formation_model="llama3.2:3b"))
