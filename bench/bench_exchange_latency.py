@@ -231,7 +231,8 @@ def report(args, runs: dict[str, list[dict]], n: int) -> str:
         formation = run["health"].get("formation") or {}
         kept = {k: formation.get(k) for k in ("pending", "done", "failed", "facts", "prompt_tokens", "eval_tokens")}
         lines.append(f"- {way}: p50 {pct(run['latencies'], 50):.1f} ms, p90 {pct(run['latencies'], 90):.1f} ms, "
-                     f"{len(run['latencies']) / run['seconds']:.1f} requests/s, formation calls {run['formation_calls']}, "
+                     f"{len(run['latencies']) / run['seconds']:.1f} requests/s, "
+                     f"formation calls {run['formation_calls']}, "
                      f"summaries {run['summary_calls']}" + (f"; formation in health afterwards: {json.dumps(kept)}"
                                                            if formation.get("enabled") else ""))
     lines.append("")

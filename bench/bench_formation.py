@@ -4,10 +4,12 @@
     OLLAMA_HOST=http://<host>:11434 BRAIN_FORMATION_MODEL=<model> \\
         .venv/bin/python bench/bench_formation.py [--data ../shared/bench/locomo/locomo-dev.json]
                                                   [--samples conv-26,conv-30|all] [--every-n 5]
-                                                  [--out bench/FORMATION_QUALITY_RESULTS.md]
+                                                  [--timeout SECONDS] [--out bench/FORMATION_QUALITY_RESULTS.md]
 
 Any Ollama endpoint will do (``OLLAMA_HOST``; the model from ``BRAIN_FORMATION_MODEL``, the summaries'
-model from ``BRAIN_SUMMARY_MODEL``): every other setting is the default, in a temporary store.
+model from ``BRAIN_SUMMARY_MODEL``); the other settings come from the environment as in service (the
+mirror off), in a temporary store. A CPU-only Ollama takes seconds to minutes per batch: start with one
+conversation (``--samples conv-26``: about 210 exchanges, 40-odd batches at the default ``--every-n``).
 
 Feeding. Each conversation is recorded exchange by exchange through ``ChatMemory.record_exchange``
 (bench/locomo.py's :func:`~locomo.exchanges` and :func:`~locomo.ingest`: speaker A as the user, B as the
@@ -296,7 +298,8 @@ def report(args, results: Results) -> str:
         f"`{args.command}` on {args.data.name} ({', '.join(f.conversation.id for f in formed)}); "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
         "",
-        f"- model {settings.formation_model} at {settings.ollama_host}; BRAIN_SUMMARY_EVERY_N={settings.summary_every_n} "
+        f"- model {settings.formation_model} at {settings.ollama_host}; "
+        f"BRAIN_SUMMARY_EVERY_N={settings.summary_every_n} "
         f"(a batch every {settings.summary_every_n} exchanges); fed and formed in {wall:.0f} s",
         f"- facts matched at cosine >= {THRESHOLD} (local MiniLM), one to one, most similar first",
         "",
@@ -332,7 +335,8 @@ def report(args, results: Results) -> str:
         "",
         f"{n_questions} questions of categories 1-4 asked through `build_context` with the conversation's entity; "
         "a memory is relevant when one of its source turns is in the question's evidence; foreign empty: asked "
-        "with the next conversation's entity" + (" (one conversation: its own, so not meaningful)" if len(formed) == 1 else "")
+        "with the next conversation's entity"
+        + (" (one conversation: its own, so not meaningful)" if len(formed) == 1 else "")
         + ".",
         "",
         "| memories | answerable questions | recall | precision | foreign empty | shown |",
