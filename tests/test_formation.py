@@ -17,6 +17,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 from brain.app.core import Brain, open_store
 from brain.config import Settings
@@ -238,6 +239,9 @@ def test_a_failing_batch_is_visible_then_runs_again(make_chat, stub):
     assert (batch.status, batch.attempts, batch.facts) == ("failed", 2, 0)
     assert "not JSON" in batch.error
     assert [b.turn_range for b in chat.formation_batches(status="failed")] == ["1-2"]
+    assert chat.formation_batches(status=["pending", "done"]) == []
+    with pytest.raises(ValidationError, match="status must be one of pending, done, failed"):
+        chat.formation_batches(status="stuck")
     health = chat.health()["formation"]
     assert (health["failed"], health["done"], health["pending"]) == (1, 0, 0)
     assert health["last_error"] == batch.error
@@ -397,6 +401,72 @@ def test_apply_changes_writes_memories_and_the_record_as_one_write(embedded_stor
     stored = memories(store)
     assert stored["Alice has a dog"].metadata["source_turns"] == ["t-1"]
     assert stored["Alice lives in Paris"].metadata["superseded_by"] == done.ids[0] == stored["Alice lives in Berlin"].id
+
+
+# ---- the chain rule, through formation's write, as a property ------------------------------------------------
+
+_RUN = iter(range(10**6))
+_BATCHES = st.lists(st.tuples(
+    st.sampled_from(["alice", "bob", None]),  # whose conversation the batch is from
+    st.lists(st.tuples(st.sampled_from(["add", "again", "same", "update", "contradict", "cross"]), st.integers(0, 50)),
+             min_size=1, max_size=4)), min_size=1, max_size=6)
+
+
+@hypothesis_settings(max_examples=20, deadline=None, derandomize=True,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(batches=_BATCHES)
+def test_any_sequence_of_formed_batches_keeps_the_chain_rule(embedded_store, batches):
+    """Batches of add / the same text again / same / update / contradict / a target of another entity, applied
+    as formation applies them: each batch is all or nothing, every chain keeps exactly one current memory, all
+    in one scope, and no text is lost."""
+    store = embedded_store
+    run = next(_RUN)
+    names = {"alice": f"alice{run}", "bob": f"bob{run}", None: None}
+    chains: dict[str, list[tuple[str, str]]] = {}  # first id -> [(id, text)], oldest first
+    owner: dict[str, str] = {}  # first id -> scope
+    for n, (who, ops) in enumerate(batches):
+        scope = "global" if names[who] is None else f"entity:{names[who]}"
+        heads = {links[-1][0]: first for first, links in chains.items() if owner[first] == scope}
+        others = [links[-1][0] for first, links in chains.items() if owner[first] != scope]
+        changes, free = [], sorted(heads)
+        for i, (op, pick) in enumerate(ops):
+            if op in ("same", "update", "contradict", "again") and free:
+                target = free.pop(pick % len(free))
+                text = dict(chains[heads[target]])[target]
+                if op == "again":
+                    changes.append(MemoryChange("add", text.upper()))  # a current memory's text: merges into it
+                else:
+                    changes.append(MemoryChange(op, text if op == "same" else f"fact {run}.{n}.{i} ({op})",
+                                                target=target))
+            elif op == "cross" and others:
+                changes.append(MemoryChange("update", f"fact {run}.{n}.{i} from elsewhere",
+                                            target=others[pick % len(others)]))
+            else:
+                changes.append(MemoryChange("add", f"fact {run}.{n}.{i} of {who or 'everyone'}"))
+        before = {(d.id, d.text, json.dumps(d.metadata, sort_keys=True)) for d in store.get(type="memory")}
+        try:
+            done = store.apply_changes(changes, scope=scope)
+        except (ValidationError, NotFound):
+            assert any(c.target in others for c in changes)  # only a target of another scope is refused here
+            after = {(d.id, d.text, json.dumps(d.metadata, sort_keys=True)) for d in store.get(type="memory")}
+            assert after == before  # nothing of a refused batch
+            continue
+        for change, doc_id, action in zip(changes, done.ids, done.actions):
+            if action == "add":
+                chains[doc_id], owner[doc_id] = [(doc_id, change.text)], scope
+            elif action in ("update", "contradict"):
+                chains[heads[change.target]].append((doc_id, change.text))
+            else:
+                assert doc_id in heads  # merged into a current memory of this scope
+    for first, links in chains.items():
+        history = store.history(links[-1][0])
+        assert [(d.id, d.text) for d in history] == links  # every text kept, in order
+        assert sum("status" not in d.metadata for d in history) == 1 and "status" not in history[-1].metadata
+        assert {d.metadata["scope"] for d in history} == {owner[first]}
+    mine = {f"entity:{names['alice']}", f"entity:{names['bob']}"}  # this example's; the store is shared by all
+    stored = {d.id for d in store.get(type="memory") if d.metadata["scope"] in mine
+              or d.text.casefold().startswith(f"fact {run}.")}
+    assert stored == {i for links in chains.values() for i, _ in links}
 
 
 # ---- killed in the middle -----------------------------------------------------------------------------------

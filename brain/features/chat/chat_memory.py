@@ -460,12 +460,13 @@ class ChatMemory:
         return self.formation.batches(_check_conversation(conversation_id), status)
 
     def pending_summaries(self) -> int:
-        """Summaries queued or being written."""
+        """Summaries queued or being written (and, with formation on, windows whose formation is queued)."""
         return self.summary_queue.pending()
 
     def wait_for_summaries(self, timeout: float | None = None) -> bool:
-        """Block until every scheduled summary is stored (True) or ``timeout`` seconds passed (False),
-        then persist recorded memory uses. Without a worker thread the queued jobs run here."""
+        """Block until every scheduled summary is stored, and with formation on its window's memories formed
+        (True), or ``timeout`` seconds passed (False), then persist recorded memory uses. Without a worker
+        thread the queued jobs run here."""
         if not self.summary_queue.wait(timeout):
             return False
         self.flush_access()

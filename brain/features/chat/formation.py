@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings
-from brain.features.chat.summaries import formation_state, window_turns
+from brain.features.chat.summaries import window_turns
 from brain.model.errors import Backoff, ConfigError, ExtractorError, FormationAnswerError, NotFound, ValidationError
 from brain.model.results import Document
 from brain.model.schemas import (
@@ -259,7 +259,11 @@ class Formation:
         start, end = _window(turn_range)
         turn_range = f"{start}-{end}"
         with self._window_lock(conversation_id, turn_range):
-            summary = self._summary(conversation_id, turn_range)
+            summary = self._find_summary(conversation_id, turn_range)
+            if summary is None and only is None:
+                raise _no_summary(conversation_id, turn_range)
+            if summary is None:  # deleted since it was queued (a forgotten entity's conversation)
+                return _Outcome(FormationBatch(conversation_id, turn_range, "", "pending"), None, _Spent(), ran=False)
             if only is not None and summary.metadata.get("formation") not in only:
                 return _Outcome(FormationBatch.of(summary), None, _Spent(), ran=False)
             return self._locked_run(conversation_id, start, end, summary, stop)
@@ -389,16 +393,24 @@ class Formation:
                 "last_error": None if newest is None else newest.error}
 
     # ---- helpers ----------------------------------------------------------------------------------------
-    def _summary(self, conversation_id: str, turn_range: str) -> Document:
+    def _find_summary(self, conversation_id: str, turn_range: str) -> Document | None:
         docs = self.store.get(where={"conversation_id": conversation_id, "turn_range": turn_range},
                               type=DocType.SUMMARY, include_embeddings=True)
-        if not docs:
-            raise NotFound(f"conversation {conversation_id!r} has no summary of turns {turn_range}: memory formation "
-                           f"runs on summarised windows (wait for the summaries first)")
-        return docs[0]
+        return docs[0] if docs else None
+
+    def _summary(self, conversation_id: str, turn_range: str) -> Document:
+        summary = self._find_summary(conversation_id, turn_range)
+        if summary is None:
+            raise _no_summary(conversation_id, turn_range)
+        return summary
 
     def _window_lock(self, conversation_id: str, turn_range: str) -> threading.Lock:
         return self._stripes[hash((conversation_id, turn_range)) % _LOCK_STRIPES]
+
+
+def _no_summary(conversation_id: str, turn_range: str) -> NotFound:
+    return NotFound(f"conversation {conversation_id!r} has no summary of turns {turn_range}: memory formation runs "
+                    f"on summarised windows (wait for the summaries first)")
 
 
 def _totals(batches: Iterable[FormationBatch]) -> dict[str, Any]:
