@@ -261,7 +261,8 @@ def evaluate(args, *, embedder=None, **settings) -> Results:
 
 def request_turns(body: dict) -> tuple[str | None, list[tuple[int, str]]]:
     """What a formation request sent to the model holds: the entity the answer must name, and the window's
-    turns as (turn_index, transcript line). For scripted models (the latency benchmark, the tests)."""
+    turns as (turn_index, transcript line), read off the messages ``brain.rules.formation.formation_messages``
+    writes. For scripted models (the latency benchmark, the tests)."""
     system = next((m["content"] for m in body.get("messages", []) if m.get("role") == "system"), "")
     user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
     entity = re.search(r'entity: always "([^"]*)"', system)
