@@ -194,14 +194,14 @@ def exchanges(conv: Conversation) -> list[tuple[datetime, Turn | None, Turn | No
     return out
 
 
-def ingest(chat: ChatMemory, conv: Conversation) -> int:
-    """Record ``conv`` through ``chat.record_exchange`` (see the module docstring); returns the turns
-    written and fills ``conv.dia_by_turn_id``."""
+def ingest(chat: ChatMemory, conv: Conversation, *, entity: str | None = None) -> int:
+    """Record ``conv`` through ``chat.record_exchange`` (see the module docstring), in ``entity``'s scope
+    when given; returns the turns written and fills ``conv.dia_by_turn_id``."""
     user, assistant = conv.speakers
     written = 0
     for when, user_turn, assistant_turn in exchanges(conv):
         exchange = chat.record_exchange(conv.id, user_turn.text if user_turn else None,
-                                        assistant_turn.text if assistant_turn else None,
+                                        assistant_turn.text if assistant_turn else None, entity=entity,
                                         timestamp=when, user_name=user, assistant_name=assistant)
         for turn_id, turn in ((exchange.user_turn_id, user_turn), (exchange.assistant_turn_id, assistant_turn)):
             if turn is not None:
