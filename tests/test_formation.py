@@ -260,6 +260,27 @@ def test_a_failing_batch_is_visible_then_runs_again(make_chat, stub):
     assert len(stub.chat_requests()) == 4
 
 
+def test_the_worker_does_not_wait_on_a_model_that_was_just_unreachable(make_chat, stub):
+    """One window found the model unreachable through every attempt: the windows queued behind it fail at
+    once, without asking, so the summaries behind them do not wait; asked by hand, they run."""
+    chat = make_chat(summary_cooldown_seconds=300)
+    stub.chat_script = [500]
+    first = exchange(chat, "I work as a nurse.", "That is a demanding job.")
+    assert chat.wait_for_summaries(timeout=WAIT)
+    second = exchange(chat, "I live in Lyon.", "A lovely city.", conversation=first.conversation_id)
+    assert chat.wait_for_summaries(timeout=WAIT)
+
+    assert len(stub.chat_requests()) == 1  # the second window never asked
+    batches = chat.formation_batches(first.conversation_id)
+    assert [(b.turn_range, b.status, b.attempts) for b in batches] == [("1-2", "failed", 1), ("3-4", "failed", 0)]
+    assert "not asked: the model was unreachable" in batches[1].error
+    assert len(chat.store.conversation_summaries(first.conversation_id)) == 2  # the summaries did not wait
+
+    stub.chat_script = [answer(fact("Alice works as a nurse", [1])), answer(fact("Alice lives in Lyon", [3]))]
+    report = chat.extract_memories(first.conversation_id)
+    assert (report.done, report.failed, report.added) == (2, 0, 2)
+
+
 @pytest.mark.parametrize("bad, problem", [
     (fact("Bob lives in Oslo", [1], entity="bob"), "entity 'bob' is refused"),
     (fact("Alice lives in Rome", [1], action="update", target="M7"), "target 'M7' is not a listed memory"),

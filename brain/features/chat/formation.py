@@ -40,7 +40,15 @@ from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings
 from brain.features.chat.summaries import window_turns
-from brain.model.errors import Backoff, ConfigError, ExtractorError, FormationAnswerError, NotFound, ValidationError
+from brain.model.errors import (
+    Backoff,
+    ConfigError,
+    ExtractorError,
+    ExtractorUnavailable,
+    FormationAnswerError,
+    NotFound,
+    ValidationError,
+)
 from brain.model.results import Document
 from brain.model.schemas import (
     FORMATION_ERROR_LENGTH,
@@ -192,6 +200,10 @@ class Formation:
         self.extractor = extractor
         self._sleep = sleep
         self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]  # a window runs once at a time
+        # monotonic time until which the worker's windows fail at once: the model was unreachable through a
+        # window's every attempt, and retrying each queued window would hold the summaries behind it
+        self._down_until = 0.0
+        self._down_error = ""
 
     # ---- on or off --------------------------------------------------------------------------------------
     @property
@@ -219,7 +231,7 @@ class Formation:
                        stop: threading.Event | None = None) -> FormationBatch | None:
         """:meth:`run` when the window's summary says ``pending`` (another process may have run it since it
         was queued); None when it does not."""
-        outcome = self._run(conversation_id, turn_range, stop=stop, only=("pending",))
+        outcome = self._run(conversation_id, turn_range, stop=stop, only=("pending",), patient=False)
         return outcome.batch if outcome.ran else None
 
     def extract(self, conversation_id: str | None = None, *, again: bool = False) -> FormationReport:
@@ -250,9 +262,11 @@ class Formation:
         return report
 
     def _run(self, conversation_id: str, turn_range: str, *, stop: threading.Event | None = None,
-             only: Sequence[str | None] | None = None) -> _Outcome:
+             only: Sequence[str | None] | None = None, patient: bool = True) -> _Outcome:
         """One window's run; ``only``: run it only when its summary's ``formation`` is one of these (None:
-        never scheduled), else report it as it stands."""
+        never scheduled), else report it as it stands. Not ``patient`` (the worker): within
+        ``BRAIN_SUMMARY_COOLDOWN_SECONDS`` of a window that found the model unreachable, the window fails at
+        once without asking it."""
         if not self.enabled:
             raise ConfigError(f"memory formation is off: {self.off_reason}")
         conversation_id = valid_conversation_id(conversation_id)
@@ -266,6 +280,9 @@ class Formation:
                 return _Outcome(FormationBatch(conversation_id, turn_range, "", "pending"), None, _Spent(), ran=False)
             if only is not None and summary.metadata.get("formation") not in only:
                 return _Outcome(FormationBatch.of(summary), None, _Spent(), ran=False)
+            if not patient and time.monotonic() < self._down_until:
+                return self._failed(summary, 0, _Spent(), f"not asked: the model was unreachable for a window "
+                                    f"moments ago ({self._down_error})")
             return self._locked_run(conversation_id, start, end, summary, stop)
 
     def _locked_run(self, conversation_id: str, start: int, end: int, summary: Document,
@@ -280,13 +297,16 @@ class Formation:
         waits = Backoff(first=self.settings.summary_backoff_seconds, retries=self.settings.formation_retries).waits()
         attempts = 0
         error = ""
+        unreachable = False
         while True:
             attempts += 1
             try:
                 applied = self._attempt(conversation_id, turns, scope, entity, summary, spent, attempts)
+                self._down_until = 0.0
                 return _Outcome(FormationBatch.of(self.store.get_one(summary.id)), applied, spent)
             except (ExtractorError, ValidationError, NotFound) as exc:  # refused: by the model's rules, or the store's
                 error = _one_line(str(exc))
+                unreachable = isinstance(exc, ExtractorUnavailable)
                 log.warning("memory formation of %s turns %s, attempt %d: %s", conversation_id, turn_range,
                             attempts, error)
             wait = next(waits, None)
@@ -295,9 +315,17 @@ class Formation:
             if (stop.wait(wait) if stop is not None else self._sleep(wait)) is True:
                 raise FormationStopped(f"stopped while retrying the formation of {conversation_id} {turn_range}")
             summary = self._summary(conversation_id, turn_range)  # another process may have changed it
+        if unreachable:
+            self._down_until = time.monotonic() + self.settings.summary_cooldown_seconds
+            self._down_error = error
+        return self._failed(summary, attempts, spent, error)
+
+    def _failed(self, summary: Document, attempts: int, spent: _Spent, error: str) -> _Outcome:
+        """Mark the window's batch failed with ``error`` (nothing else is written)."""
         self.store.write_docs([_summary_doc(summary, {
             **_counted(summary, attempts, spent), "formation": "failed",
             "formation_error": error[:FORMATION_ERROR_LENGTH]})], merge_memories=False)
+        conversation_id, turn_range = summary.metadata["conversation_id"], summary.metadata["turn_range"]
         log.error("memory formation of %s turns %s failed after %d attempts: %s; run it again with "
                   "`brain memory extract --conversation %s`", conversation_id, turn_range, attempts, error,
                   conversation_id)
