@@ -246,7 +246,8 @@ class Settings(BaseSettings):
         "fallback (seconds)", gt=0.0, le=3600.0)
     summary_cooldown_seconds: float = chat_setting(
         "BRAIN_SUMMARY_COOLDOWN_SECONDS", 30.0,
-        "after a fallback summary, use the fallback at once for this long, so no retries queue up while "
+        "after a fallback summary, use the fallback at once for this long, and after a formation batch found "
+        "the model unreachable, fail the next batches at once for this long, so no retries queue up while "
         "Ollama is down (seconds)", ge=0.0, le=86400.0)
     formation: bool = chat_setting(
         "BRAIN_FORMATION", False,
