@@ -268,6 +268,64 @@ def test_without_a_query_the_list_is_newest_first_and_filters_apply(serve):
     expect(served.memory_rows().first).to_contain_text("memory number 4")
 
 
+def test_a_superseded_memory_opens_its_history_oldest_first_with_the_current_one_marked(serve):
+    paris = "The user lives in Paris"
+    served = serve([{"text": paris, "importance": 4, "timestamp": "2025-01-10T09:00:00+00:00"}, {"text": CAT}])
+    old_id = served.ids[0]
+    berlin = served.store.supersede(old_id, "The user moved to Berlin", kind="update", at="2025-06-01T12:00:00+00:00")
+    munich = served.store.supersede(berlin.new.id, "The user lives in Munich, never in Berlin", kind="contradict",
+                                    at="2025-07-01T12:00:00+00:00")
+    expected = [d.text for d in served.store.history(old_id)]
+    assert expected == [paris, "The user moved to Berlin", "The user lives in Munich, never in Berlin"]
+    served.open()
+    expect(served.memory_rows()).to_have_count(4)
+    # only a memory that is part of a chain offers its history
+    expect(served.row(served.ids[1]).get_by_role("button", name="History")).to_have_count(0)
+    # the superseded memory is listed (not ranked) and its history is one click away
+    served.page.locator("#f-status").select_option("superseded")
+    served.page.get_by_role("button", name="Show").click()
+    expect(served.memory_rows()).to_have_count(2)
+    row = served.row(old_id)
+    expect(row.locator(".status")).to_have_text("status superseded")
+    row.get_by_role("button", name="History").click()
+    expect(row.get_by_role("button", name="History")).to_have_attribute("aria-expanded", "true")
+    versions = row.locator(".history .chain > li")
+    expect(versions).to_have_count(3)
+    expect(versions.locator(".text")).to_have_text(expected)
+    expect(versions.nth(0).locator(".valid-from")).to_have_text("valid from 2025-01-10 09:00:00 UTC")
+    expect(versions.nth(0).locator(".valid-until")).to_have_text("valid until 2025-06-01 12:00:00 UTC")
+    expect(versions.nth(0).locator(".change")).to_have_text("first version")
+    expect(versions.nth(0).locator(".this")).to_have_text("this memory")
+    expect(versions.nth(1).locator(".change")).to_have_text("change update")
+    expect(versions.nth(1).locator(".valid-until")).to_have_text("valid until 2025-07-01 12:00:00 UTC")
+    expect(versions.nth(2).locator(".change")).to_have_text("change contradict")
+    expect(versions.nth(2).locator(".valid-from")).to_have_text("valid from 2025-07-01 12:00:00 UTC")
+    expect(versions.nth(2).locator(".valid-until")).to_have_text("still holds")
+    expect(versions.locator(".status")).to_have_text(["status superseded", "status superseded", "status active"])
+    # exactly one version is current: the last one
+    expect(row.locator('.chain > li[aria-current="true"]')).to_have_count(1)
+    expect(versions.nth(2)).to_have_attribute("aria-current", "true")
+    expect(versions.nth(2).locator(".current-badge")).to_have_text("current")
+    expect(versions.nth(2)).to_have_attribute("data-id", munich.new.id)
+    # closing hides it again
+    row.get_by_role("button", name="History").click()
+    expect(row.locator(".history")).to_be_hidden()
+
+
+def test_the_current_memory_of_a_chain_shows_the_same_history(serve):
+    served = serve([{"text": "The user's favourite colour is blue"}])
+    done = served.store.supersede(served.ids[0], "The user's favourite colour is green")
+    served.open()
+    row = served.row(done.new.id)
+    row.get_by_role("button", name="History").click()
+    versions = row.locator(".history .chain > li")
+    expect(versions.locator(".text")).to_have_text(["The user's favourite colour is blue",
+                                                    "The user's favourite colour is green"])
+    expect(versions.nth(1)).to_have_attribute("aria-current", "true")
+    expect(versions.nth(1).locator(".this")).to_have_text("this memory")
+    expect(versions.nth(0)).not_to_have_attribute("aria-current", "true")
+
+
 # ---- conversations ----------------------------------------------------------------------------------
 
 def record_conversation(served: Served, exchanges: int = 3) -> str:

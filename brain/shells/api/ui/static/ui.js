@@ -247,6 +247,19 @@ function memoryRow(doc, hit, scale) {
   const deleteButton = el("button", { type: "button", class: "delete danger" }, "Delete");
   const actions = el("div", { class: "actions" }, editButton, deleteButton);
   row.append(actions);
+  // a memory that replaced another or was replaced has a history to show; the list reaches superseded ones
+  if (meta.supersedes || meta.superseded_by) {
+    const historyButton = el("button", { type: "button", class: "show-history", "aria-expanded": "false" }, "History");
+    const panel = el("section", { class: "history", hidden: true, "aria-label": "History of this memory" });
+    actions.prepend(historyButton);
+    row.append(panel);
+    historyButton.addEventListener("click", guard(async () => {
+      const open = panel.hidden;
+      historyButton.setAttribute("aria-expanded", String(open));
+      panel.hidden = !open;
+      if (open) await showHistory(doc.id, panel);
+    }));
+  }
 
   // in-place edit
   const id = `m-${doc.id.replace(/[^A-Za-z0-9_-]/g, "_")}`;
@@ -311,6 +324,40 @@ function memoryRow(doc, hit, scale) {
     await loadMemories({ keepNote: true });
   }));
   return row;
+}
+
+// the chain ``docId`` belongs to, oldest first; the current memory is the one nothing superseded
+async function showHistory(docId, panel) {
+  clear(panel).append(el("p", { class: "note" }, "Loading the history…"));
+  const res = await api("GET", `/v1/memories/${encodeURIComponent(docId)}/history`);
+  clear(panel);
+  if (missingEndpoint(res)) {
+    panel.append(el("p", { class: "note" }, "This server cannot show a memory's history (it needs a newer brain)."));
+    return;
+  }
+  if (!res.ok) { panel.append(el("p", { class: "error", role: "alert" }, problem(res))); return; }
+  const chain = res.data.history || [];
+  panel.append(el("h3", {}, "History", el("span", { class: "small" },
+    ` ${chain.length} version${chain.length === 1 ? "" : "s"}, oldest first`)));
+  const list = el("ol", { class: "chain" });
+  for (const version of chain) {
+    const m = version.metadata || {};
+    const current = !m.superseded_by && (m.status || "active") !== "superseded";
+    const item = el("li", { class: `version status-${m.status || "active"}${current ? " current" : ""}`,
+                            "data-id": version.id, "aria-current": current ? "true" : null },
+      el("p", { class: "text", text: version.text }));
+    const facts = el("ul", { class: "facts" },
+      el("li", { class: "valid-from" }, `valid from ${when(m.valid_from || m.created_at || m.timestamp)}`),
+      el("li", { class: "valid-until" }, m.valid_until ? `valid until ${when(m.valid_until)}` : "still holds"),
+      el("li", { class: "change" }, m.change ? `change ${m.change}` : "first version"),
+      el("li", { class: "status" }, `status ${m.status || "active"}`));
+    if (m.expires_at) facts.append(el("li", { class: "expires" }, `expires ${when(m.expires_at)}`));
+    if (current) item.prepend(el("p", { class: "label" }, el("span", { class: "badge current-badge" }, "current")));
+    if (version.id === docId) facts.append(el("li", { class: "this" }, "this memory"));
+    item.append(facts);
+    list.append(item);
+  }
+  panel.append(list);
 }
 
 // status is a field of the patch where the server takes it there, else a metadata key (both validated)
