@@ -377,6 +377,33 @@ def test_conversations_are_listed_by_last_activity(serve):
     expect(served.page.locator("#conversation-items > li")).to_have_count(7)
 
 
+def test_conversations_show_their_pending_and_failed_memory_formation(serve):
+    served = serve()
+    store = served.store
+    for n in range(4):
+        store.upsert_turn("conv-forming", f"question {n}", f"answer {n}", user_ts=f"2026-03-0{n + 1}T10:00:00+00:00")
+    store.upsert_turn("conv-quiet", "hello", "hi", user_ts="2026-03-01T09:00:00+00:00")
+    error = "the model answered 'not json' (not JSON): ..."
+    for index, (first, state, extra) in enumerate([(1, "done", {"formation_facts": 2}),
+                                                   (3, "failed", {"formation_attempts": 3, "formation_error": error}),
+                                                   (5, "pending", {})], start=1):
+        store.upsert_summary("conv-forming", f"summary of turns {first}-{first + 1}", turn_range=f"{first}-{first + 1}",
+                             summary_index=index, formation=state, **extra)
+    served.open("conversations")
+    listed = served.page.locator("#conversation-list > li")
+    expect(listed).to_have_count(2)
+    forming = served.page.locator('#conversation-list > li[data-id="conv-forming"]')
+    expect(forming.locator('.formation .badge[data-state="pending"]')).to_have_text("1 pending")
+    expect(forming.locator('.formation .badge[data-state="failed"]')).to_have_text("1 failed")
+    # a conversation with nothing pending or failed has no formation line
+    expect(served.page.locator('#conversation-list > li[data-id="conv-quiet"] .formation')).to_have_count(0)
+    forming.get_by_role("button", name="conv-forming").click()
+    badges = served.page.locator("#conversation-items li.summary .badge.formation")
+    expect(badges).to_have_text(["memories formed: 2", "memory formation failed after 3 attempts",
+                                 "memory formation pending"])
+    expect(served.page.locator("#conversation-items .formation-error")).to_have_text(error)
+
+
 # ---- try a message ----------------------------------------------------------------------------------
 
 LONG = [{"text": f"The user's {thing} " + "and some more words to make this memory long " * 2, "importance": 4}

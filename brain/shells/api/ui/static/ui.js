@@ -466,11 +466,21 @@ async function loadConversations() {
     const button = el("button", { type: "button", class: "open-conversation", "data-id": c.conversation_id },
       c.conversation_id);
     button.addEventListener("click", guard(() => openConversation(c.conversation_id)));
-    list.append(el("li", {}, button, el("span", { class: "small" },
+    list.append(el("li", { "data-id": c.conversation_id }, button, el("span", { class: "small" },
       ` ${c.entity ? `entity ${c.entity} · ` : ""}${c.turns} turns · ${c.summaries} summaries · ` +
-      `last ${when(c.last_activity)}`)));
+      `last ${when(c.last_activity)}`), formationLine(c.formation)));
   }
   markOpenConversation();
+}
+
+// memories still to be formed from a conversation (pending) or that could not be (failed); an older
+// server sends no counts, and a conversation with neither needs no line
+function formationLine(counts) {
+  if (!counts || !(counts.pending || counts.failed)) return null;
+  const line = el("span", { class: "small formation" }, "memory formation: ");
+  if (counts.pending) line.append(el("span", { class: "badge pending", "data-state": "pending" }, `${counts.pending} pending`));
+  if (counts.failed) line.append(el("span", { class: "badge failed", "data-state": "failed" }, `${counts.failed} failed`));
+  return line;
 }
 
 $("conv-prev").addEventListener("click", guard(async () => {
@@ -485,6 +495,16 @@ $("conv-next").addEventListener("click", guard(async () => {
 function turnRange(summary) {
   const match = /^(\d+)-(\d+)$/.exec(String(summary.metadata.turn_range || ""));
   return match ? [Number(match[1]), Number(match[2])] : null;
+}
+
+// a summary's window: its memories formed (how many), still pending, or failed (with the last error)
+function formationBadge(meta) {
+  const state = meta.formation;
+  if (!state) return null;
+  const text = state === "done" ? `memories formed: ${meta.formation_facts ?? 0}` :
+    state === "failed" ? `memory formation failed after ${meta.formation_attempts ?? 0} attempts` :
+    "memory formation pending";
+  return el("span", { class: `badge formation ${state}`, "data-state": state, title: meta.formation_error || "" }, text);
 }
 
 async function openConversation(id) {
@@ -509,8 +529,10 @@ async function openConversation(id) {
     return el("li", { class: `summary${fallback ? " fallback" : ""}` },
       el("p", { class: "label" }, range ? `Summary of turns ${range[0]}–${range[1]}` : "Summary",
         fallback ? el("span", { class: "badge", title: s.metadata.fallback_reason || "" },
-          "extractive fallback") : null),
-      el("p", { class: "text", text: s.text }));
+          "extractive fallback") : null, formationBadge(s.metadata)),
+      el("p", { class: "text", text: s.text }),
+      s.metadata.formation === "failed" && s.metadata.formation_error ?
+        el("p", { class: "small formation-error", text: s.metadata.formation_error }) : null);
   };
   for (const turn of ordered) {
     const m = turn.metadata;
