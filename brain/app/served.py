@@ -95,11 +95,7 @@ class ServedStore:
         return [_document(d) for d in body["turns"]]
 
     def stats(self) -> dict[str, Any]:
-        report = self._brain.request("GET", "/v1/health", params={"stats": "true"})
-        if "stats" not in report:  # the store is down, or the token is not the admin's
-            raise StoreUnavailable(f"the server at {self._brain.url} gave no figures: health says "
-                                   f"{report.get('status')!r}; `brain stats` needs BRAIN_API_TOKEN, the admin token")
-        return report["stats"]
+        return self._brain.stats()
 
     def __getattr__(self, name: str) -> Any:
         raise self._brain.needs_the_store(f"RagStore.{name}")
@@ -131,6 +127,24 @@ class ServedBrain:
         params = {key: value for key, value in params.items() if value is not None}
         return [_hit(h) for h in self.request("GET", path, params=params)["results"]]
 
+    def stats(self) -> dict[str, Any]:
+        """The server's figures (:meth:`Brain.stats <brain.app.core.Brain.stats>`), from health's ``?stats=true``."""
+        report = self.request("GET", "/v1/health", params={"stats": "true"})
+        if "stats" not in report:  # the store is down, or the token is not the admin's
+            raise StoreUnavailable(f"the server at {self.url} gave no figures: health says "
+                                   f"{report.get('status')!r}; `brain stats` needs BRAIN_API_TOKEN, the admin token")
+        return report["stats"]
+
+    def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, Any]:
+        """The server's ``GET /v1/health`` (its figures need the admin token): the report of
+        :meth:`Brain.health <brain.app.core.Brain.health>`, also when it says the store is unavailable (503)."""
+        response = self._send("GET", "/v1/health", params={"verify": "true"} if verify else {})
+        if response.status_code not in (200, 503):
+            raise _error(response, self.url)
+        report = response.json()
+        report.pop("version", None)
+        return report
+
     def needs_the_store(self, what: str) -> StoreLocked:
         return StoreLocked(f"{what} needs the store itself, and `brain serve` (process {self.locked.holder}) holds "
                            f"it, serving {self.url}: stop the server first, or use its HTTP API ({self.url}/docs)",
@@ -138,15 +152,18 @@ class ServedBrain:
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """The JSON answer of one request; the server's error as the BrainError it was."""
+        response = self._send(method, path, **kwargs)
+        if response.status_code < 400:
+            return response.json()
+        raise _error(response, self.url)
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = self._http.request(method, path, **kwargs)
+            return self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise StoreUnavailable(f"the data directory {self.settings.data_dir} is held by `brain serve` (process "
                                    f"{self.locked.holder}), which does not answer at {self.url} ({exc}); wait for "
                                    "it to start, or stop it") from None
-        if response.status_code < 400:
-            return response.json()
-        raise _error(response, self.url)
 
     def close(self) -> None:
         self._http.close()

@@ -37,6 +37,6 @@ def add_routes(app: FastAPI) -> None:
         opened = brain_of(request)
         report = opened.health(detail=admin, verify=verify and admin)
         if stats and admin and report["status"] != "unavailable":
-            report["stats"] = opened.store.stats()
+            report["stats"] = opened.stats()
         status = 503 if report["status"] == "unavailable" else 200
         return JSONResponse(status_code=status, content={"version": __version__, **report})

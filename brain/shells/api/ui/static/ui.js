@@ -724,9 +724,9 @@ async function loadHealth() {
   const h = res.data;
   box.append(el("p", { class: `status-line ${h.status}` }, `Status: ${h.status}`,
     el("span", { class: "small" }, ` · brain ${h.version}`)));
-  const order = ["counts", "store", "embedder", "mirror", "summariser"];
+  const order = ["counts", "store", "embedder", "mirror", "summariser", "formation"];
   const titles = { counts: "Documents by type", store: "Store", embedder: "Embedder", mirror: "Mirror (SQLite)",
-                   summariser: "Summariser" };
+                   summariser: "Summariser", formation: "Memory formation" };
   for (const key of order.concat(Object.keys(h).filter((k) => !order.includes(k) && typeof h[k] === "object"))) {
     if (!h[key] || typeof h[key] !== "object") continue;
     box.append(el("section", { class: "health-part", "data-part": key }, el("h3", { text: titles[key] || key }),
