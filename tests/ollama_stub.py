@@ -16,8 +16,13 @@ Chat answers are deterministic too (:func:`stub_chat_reply`). ``chat_mode`` (cha
 server runs) makes ``/api/chat`` misbehave the ways a real server or proxy can: ``"ok"``,
 ``"not-json"`` (200 with an HTML body), ``"wrong-shape"`` (200 JSON without a message),
 ``"empty"`` (a message with no text), ``"error"`` (500 ``{"error": ...}``); ``chat_delay`` makes it
-slow. "Down" is simply a stopped stub (or a port nobody listens on). ``hang = True`` makes it hung: it
-accepts every connection and reads the request, then never answers (until the stub stops);
+slow. ``chat_script`` scripts the answers instead: a list consumed in order, one item per chat request,
+each a string (the message content), a callable ``(request_body) -> str`` (the content, computed from
+what was sent), or an int (answer with that HTTP error status); when the script is empty the
+deterministic reply (or ``chat_mode``) answers. Chat answers carry ``prompt_eval_count`` (the words of
+the messages sent) and ``eval_count`` (the words of the answer), as Ollama's token counts.
+"Down" is simply a stopped stub (or a port nobody listens on). ``hang = True`` makes it hung: it accepts
+every connection and reads the request, then never answers (until the stub stops);
 ``hang_after = n`` does so for every embed request after the first ``n`` (a process killed while it
 waits has had exactly ``n`` answers).
 
@@ -35,7 +40,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -45,6 +50,7 @@ import numpy as np
 DEFAULT_MODELS: Mapping[str, int] = {"nomic-embed-text": 768}
 DEFAULT_CHAT_MODELS: tuple[str, ...] = ("llama3.2:3b",)
 CHAT_MODES = ("ok", "not-json", "wrong-shape", "empty", "error")
+ScriptedAnswer = str | Callable[[Any], str] | int
 _FAKE_DIGEST = "0a109f422b47e3a30ba2b10eca18548e944e8a23073ee3f3e947efcf3c45e59f"
 
 
@@ -114,6 +120,7 @@ class OllamaStub:
         self.delay = delay
         self.chat_mode = chat_mode
         self.chat_delay = chat_delay
+        self.chat_script: list[ScriptedAnswer] = []
         self.hang = hang
         self.hang_after: int | None = None
         self._released = threading.Event()  # set when the stub stops: hung requests end then
@@ -172,6 +179,11 @@ class OllamaStub:
     def chat_requests(self) -> list[RecordedRequest]:
         with self._lock:
             return [r for r in self.requests if r.method == "POST" and r.path == "/api/chat"]
+
+    def next_scripted(self) -> ScriptedAnswer | None:
+        """The next scripted chat answer, taken off the script; None when the script is empty."""
+        with self._lock:
+            return self.chat_script.pop(0) if self.chat_script else None
 
     def clear(self) -> None:
         with self._lock:
@@ -302,6 +314,15 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.stub.chat_delay:
             time.sleep(self.stub.chat_delay)
+        messages = body.get("messages") or []
+        scripted = self.stub.next_scripted()
+        if isinstance(scripted, int):
+            self._send_json(scripted, {"error": f"scripted failure {scripted}"})
+            return
+        if scripted is not None:
+            content = scripted if isinstance(scripted, str) else scripted(body)
+            self._send_json(200, _chat_reply(model, messages, content))
+            return
         mode = self.stub.chat_mode
         if mode == "not-json":
             self._send(200, "text/html", b"<html><body>502 Bad Gateway</body></html>")
@@ -309,20 +330,26 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "error":
             self._send_json(500, {"error": "llama runner process has terminated: signal: killed"})
             return
-        content = "" if mode == "empty" else stub_chat_reply(body.get("messages") or [])
-        reply: dict[str, Any] = {
-            "model": model,
-            "created_at": "2025-01-01T00:00:00.000000000Z",
-            "message": {"role": "assistant", "content": content},
-            "done_reason": "stop",
-            "done": True,
-            "total_duration": 512_000_000,
-            "prompt_eval_count": 120,
-            "eval_count": 40,
-        }
+        content = "" if mode == "empty" else stub_chat_reply(messages)
+        reply = _chat_reply(model, messages, content)
         if mode == "wrong-shape":
             reply = {"model": model, "message": ["not", "a", "message"], "done": True}
         self._send_json(200, reply)
+
+
+def _chat_reply(model: str, messages: list[Any], content: str) -> dict[str, Any]:
+    """A non-streamed chat answer; token counts are word counts, so a test can predict them."""
+    sent = sum(len(str(m.get("content", "")).split()) for m in messages if isinstance(m, dict))
+    return {
+        "model": model,
+        "created_at": "2025-01-01T00:00:00.000000000Z",
+        "message": {"role": "assistant", "content": content},
+        "done_reason": "stop",
+        "done": True,
+        "total_duration": 512_000_000,
+        "prompt_eval_count": sent,
+        "eval_count": len(content.split()),
+    }
 
 
 def _model_entry(name: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ def test_every_error_class_of_brain_lives_in_brain_errors():
     ("brain.providers.summarizers", ["SummarizerError", "SummarizerUnavailable"]),
     ("brain.providers.summarizers.base", ["SummarizerError", "SummarizerUnavailable"]),
     ("brain.errors", ["EmbeddingProtocolError", "SummarizerError", "SummarizerUnavailable", "ValidationError", "Backoff"]),
+    ("brain.errors", ["FormationAnswerError", "ExtractorError", "ExtractorUnavailable"]),
     ("brain", ["BrainError"]),
 ])
 def test_errors_stay_importable_from_where_callers_import_them(where, names):
@@ -51,6 +52,8 @@ def test_the_hierarchy_says_what_a_caller_does():
     assert issubclass(errors.SummarizerUnavailable, errors.SummarizerError)
     assert issubclass(errors.EmbeddingProtocolError, ValueError) and issubclass(ValidationError, ValueError)
     assert issubclass(FilterError, ValidationError)
+    assert issubclass(errors.FormationAnswerError, ValidationError)  # a refused answer: nothing was written
+    assert issubclass(errors.ExtractorUnavailable, errors.ExtractorError)
     for value in vars(errors).values():
         if inspect.isclass(value) and issubclass(value, Exception) and value.__module__ == "brain.model.errors":
             assert issubclass(value, BrainError) and value.__doc__, value

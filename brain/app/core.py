@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from brain.features.mirror.sync import SyncReport, VerifyReport
     from brain.model.results import Hit
     from brain.features.specialists import SpecialistRegistry
+    from brain.providers.extractors import OllamaExtractor
     from brain.providers.summarizers import Summarizer
 
 
@@ -46,12 +47,13 @@ class Brain:
     (``Brain(store)``: the caller keeps closing the store). Thread-safe."""
 
     def __init__(self, store: RagStore, *, chat: ChatMemory | None = None, summarizer: Summarizer | None = None,
-                 start_worker: bool = True, owns_store: bool = False):
+                 start_worker: bool = True, owns_store: bool = False, extractor: OllamaExtractor | None = None):
         self.store = store
         self.settings: Settings = store.settings
         self._chat = chat
         self._owns_chat = chat is None
         self._summarizer = summarizer if summarizer is not None else (chat.summarizer if chat is not None else None)
+        self._extractor = extractor
         self._start_worker = start_worker
         self._owns_store = owns_store
         self._specialists: SpecialistRegistry | None = None
@@ -86,6 +88,17 @@ class Brain:
             return self._summarizer
 
     @property
+    def extractor(self) -> OllamaExtractor | None:
+        """The memory-formation model ``BRAIN_FORMATION_MODEL`` names; None when no model is configured (the
+        server is not contacted here)."""
+        with self._lock:
+            if self._extractor is None:
+                from brain.providers.extractors import get_extractor
+
+                self._extractor = get_extractor(self.settings)
+            return self._extractor
+
+    @property
     def chat(self) -> ChatMemory:
         """The chat layer over the store, built on first use (its summary worker starts with it)."""
         with self._lock:
@@ -94,7 +107,7 @@ class Brain:
                 from brain.features.chat import ChatMemory  # the chat layer starts a thread: only when used
 
                 self._chat = ChatMemory(self.store, self.settings, summarizer=self.summarizer,
-                                        start_worker=self._start_worker)
+                                        extractor=self.extractor, start_worker=self._start_worker)
             return self._chat
 
     @property
@@ -208,7 +221,8 @@ class Brain:
         ``status`` ``ok``, ``degraded`` (a damaged or unwritable mirror, or a model summariser that cannot be
         reached: reads and writes still work, from Chroma, and summaries come from the extractive fallback; or
         too little free disk, ``disk``: writes are refused, reads work) or
-        ``unavailable`` (the store is down). ``detail`` adds how much the store holds, and where: the
+        ``unavailable`` (the store is down). ``formation``: memory formation, on or why off, and its batches
+        pending, failed and done (shown; a failed batch waits to be run again and does not degrade the status). ``detail`` adds how much the store holds, and where: the
         documents per type (``counts``). ``verify`` (with ``detail``) adds whether the mirror matches the
         store (``mirror.verify``: ``ok``, the documents checked and the number of each kind of difference);
         it reads both whole, so a probe that polls health leaves it out."""
@@ -227,6 +241,7 @@ class Brain:
         # asks the summariser when nothing said how it is for a while: an unreachable one is not "ok"
         summariser = report["summariser"] = self.chat.health(probe=None)
         summariser["ok"] = summariser["reachable"] is not False
+        report["formation"] = summariser.pop("formation")  # batches pending or failed are shown, not degrading
         if healthy:
             report["persona"] = self._persona_health(detail)
         health = self.store.mirror_health  # None for a store opened without open_store: no mirror
@@ -319,14 +334,15 @@ def open_store(settings: Settings | None = None, *, embedder: Embedder | None = 
 
 
 def open(settings: Settings | None = None, *, create: bool = True, start_worker: bool = True,
-         embedder: Embedder | None = None, summarizer: Summarizer | None = None, **overrides: Any) -> Brain:
+         embedder: Embedder | None = None, summarizer: Summarizer | None = None,
+         extractor: OllamaExtractor | None = None, **overrides: Any) -> Brain:
     """Open the store and wire a :class:`Brain` around it (close it, or use ``with``).
 
     ``settings`` default to :func:`~brain.config.load_settings` with ``overrides`` (Settings fields by
     name, e.g. ``data_dir=...``); give one or the other. ``create=False`` raises
     :class:`~brain.model.errors.StoreNotFound` instead of creating a store (for read-only tools).
     ``start_worker=False``: the chat layer starts no summary thread (see :class:`~brain.features.chat.ChatMemory`).
-    ``embedder`` and ``summarizer`` replace the ones the settings name.
+    ``embedder``, ``summarizer`` and ``extractor`` (memory formation's model) replace the ones the settings name.
     """
     if settings is None:
         settings = load_settings(**overrides)
@@ -334,7 +350,7 @@ def open(settings: Settings | None = None, *, create: bool = True, start_worker:
         raise ConfigError(f"brain.open: give settings or Settings fields ({', '.join(sorted(overrides))}), not both; "
                           "Settings(...) takes the fields")
     store = open_store(settings, embedder=embedder, create=create)
-    return Brain(store, summarizer=summarizer, start_worker=start_worker, owns_store=True)
+    return Brain(store, summarizer=summarizer, extractor=extractor, start_worker=start_worker, owns_store=True)
 
 
 __all__ = ["Brain", "open", "open_store"]

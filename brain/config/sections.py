@@ -89,8 +89,9 @@ knowledge_setting = _group("knowledge", "BRAIN_", "Knowledge base and persona",
                            "chunking of ingested files; the persona file")
 embedding_setting = _group("embedding", "BRAIN_", "Embedders", "the embedding model and its server")
 mirror_setting = _group("mirror", "BRAIN_", "The Engram mirror", "the SQLite mirror of memories and conversations")
-chat_setting = _group("chat", "BRAIN_", "Summaries and consolidation",
-                      "conversation summaries (a model, with an extractive fallback) and memory consolidation")
+chat_setting = _group("chat", "BRAIN_", "Summaries, formation and consolidation",
+                      "conversation summaries (a model, with an extractive fallback), memories formed from the "
+                      "conversation by a model, and memory consolidation")
 specialists_setting = _group("specialists", "BRAIN_", "Specialists",
                              "score = w_c*canonical + w_p*predicates + w_o*objects + w_l*lexical - penalty * "
                              "max(0, similarity to the closest `not` example - margin); confidence = logistic(intercept + "

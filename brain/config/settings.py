@@ -248,6 +248,21 @@ class Settings(BaseSettings):
         "BRAIN_SUMMARY_COOLDOWN_SECONDS", 30.0,
         "after a fallback summary, use the fallback at once for this long, so no retries queue up while "
         "Ollama is down (seconds)", ge=0.0, le=86400.0)
+    formation: bool = chat_setting(
+        "BRAIN_FORMATION", False,
+        "form memories from conversations: after each summary, the model BRAIN_FORMATION_MODEL picks the durable "
+        "facts of the summary's turns; off, with health saying why, when BRAIN_SUMMARIZER=extractive (no model)")
+    formation_model: str = chat_setting("BRAIN_FORMATION_MODEL", default_summary_model,
+                                "the Ollama chat model that forms memories (an Ollama model name)")
+    formation_retries: int = chat_setting(
+        "BRAIN_FORMATION_RETRIES", 3, "retries of a failed formation batch, the back-off doubling from "
+        "BRAIN_SUMMARY_BACKOFF_SECONDS (count)", ge=0, le=20)
+    formation_timeout: float = chat_setting(
+        "BRAIN_FORMATION_TIMEOUT", 120.0, "time limit of one request to the formation model (seconds)",
+        gt=0.0, le=3600.0)
+    formation_candidates: int = chat_setting(
+        "BRAIN_FORMATION_CANDIDATES", 8, "existing memories shown to the formation model, so it can say that a "
+        "new fact is the same, an update or a contradiction (count)", ge=0, le=50)
     consolidate_threshold: float = chat_setting(
         "BRAIN_CONSOLIDATE_THRESHOLD", 0.92,
         "consolidation merges same-scope memories whose cosine similarity is above this", gt=0.0, le=1.0)
@@ -479,9 +494,9 @@ class Settings(BaseSettings):
         """Where the mirror lives: BRAIN_MIRROR_PATH, else <BRAIN_DATA_DIR>/mirror.db."""
         return self.mirror_path if self.mirror_path is not None else self.data_dir / "mirror.db"
 
-    @field_validator("summary_model")
+    @field_validator("summary_model", "formation_model")
     @classmethod
-    def _summary_model(cls, value: str) -> str:
+    def _model_name(cls, value: str) -> str:
         problem = model_name_problem(value)
         if problem:
             raise ValueError(problem)

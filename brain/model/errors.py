@@ -6,6 +6,7 @@ The hierarchy, by what a caller does about it::
     ├── ConfigError                   fix a setting
     ├── ValidationError (ValueError)  fix the input; .problems lists each Problem, nothing was written
     │   ├── FilterError               a ``where`` filter the store cannot express
+    │   ├── FormationAnswerError      a model's memory-formation answer, refused whole: .problems says why
     │   └── Conflict                  ... or one the document's current state refuses: read it again
     ├── EmbeddingProtocolError (ValueError)   a vector or model name breaking the Engram protocol
     ├── EmbedderError                 the embedder failed
@@ -14,6 +15,8 @@ The hierarchy, by what a caller does about it::
     ├── EmbeddingModelMismatch        the collection was built with another embedder
     ├── SummarizerError               the summariser answered with something unusable
     │   └── SummarizerUnavailable     ... or cannot be reached
+    ├── ExtractorError                the memory-formation model answered with something unusable
+    │   └── ExtractorUnavailable      ... or cannot be reached
     ├── StoreUnavailable              the store cannot serve now: retry, or fix what the message names
     │   ├── StoreNotFound, StoreLocked, StoreError
     │   ├── DiskSpaceLow              too little free disk: a write was refused before anything was written
@@ -117,6 +120,18 @@ class FilterError(ValidationError):
     """A ``where`` filter that the store cannot express."""
 
 
+class FormationAnswerError(ValidationError):
+    """A model's answer to a memory-formation request that is refused whole: not JSON, the wrong shape, or
+    facts that break a rule (an importance out of range, an unknown turn or memory key, another entity).
+    ``problems`` names every problem (the field's path in the answer and what is wrong), so one repair
+    request can ask for all of it; ``content`` is the answer as the model gave it. Nothing was written."""
+
+    def __init__(self, message: str, problems: Iterable[Problem | Mapping[str, Any]] | None = None, *,
+                 content: str = ""):
+        super().__init__(message, problems)
+        self.content = content
+
+
 class Conflict(ValidationError):
     """Valid input that the document's current state refuses (a memory superseded already: its successor is
     the one to supersede); nothing was written. Read the document again and act on what it is now."""
@@ -168,6 +183,15 @@ class SummarizerError(BrainError):
 
 class SummarizerUnavailable(SummarizerError):
     """The summariser cannot be reached or did not answer in time (e.g. Ollama is not running)."""
+
+
+class ExtractorError(BrainError):
+    """The memory-formation model answered at the transport level with something unusable (not an Ollama
+    chat response, no message text, a refused request)."""
+
+
+class ExtractorUnavailable(ExtractorError):
+    """The memory-formation model cannot be reached, did not answer in time, or is not pulled."""
 
 
 class StoreUnavailable(BrainError):

@@ -17,11 +17,12 @@ from brain.model.ids import derived_id, memory_id, new_id
 from brain.store.chroma import ChromaAccess, GuardedCollection, missing_store, open_client, open_cosine_collection
 from brain.store.events import WriteEvent, WriteEvents, WriteSubscriber
 from brain.store.facade import Store
+from brain.store.history import AppliedChanges, MemoryChange
 from brain.store.plan import PreparedDoc, WritePlan, WriteResult
 from brain.store.retrieval import SIMILARITY_ONLY
 
 __all__ = [
-    "SIMILARITY_ONLY", "ChromaAccess", "GuardedCollection", "PreparedDoc", "Store", "WriteEvent", "WriteEvents",
+    "SIMILARITY_ONLY", "AppliedChanges", "ChromaAccess", "GuardedCollection", "MemoryChange", "PreparedDoc", "Store", "WriteEvent", "WriteEvents",
     "WritePlan", "WriteResult", "WriteSubscriber", "derived_id", "memory_id", "missing_store", "new_id",
     "open_client", "open_cosine_collection",
 ]

@@ -30,11 +30,11 @@ from brain.model.errors import BrainError, NotFound, StoreUnavailable, Validatio
 from brain.store.locking import DataDirLock
 from brain.rules.memories import readable_scopes, search_scopes
 from brain.store.memory_index import MemoryIndex
-from brain.model.ids import memory_id
+from brain.model.ids import memory_id, normalize_memory_text
 from brain.rules.memories import same_text
 from brain.model.results import Document, Hit, MemoryHit, Supersession
-from brain.model.schemas import (CHAIN_KEYS, DocType, check_extra_metadata, check_k, check_last_used, entity_scope, is_inactive,
-                           utc_now)
+from brain.model.schemas import (CHAIN_KEYS, CHANGES, DocType, check_extra_metadata, check_k, check_last_used, check_scope,
+                           entity_scope, is_inactive, utc_now)
 from brain.store.chroma import (ChromaAccess, GuardedCollection, embedding_function, missing_store, open_client,
                                 open_cosine_collection, switch_advice)
 from brain.store.disk import DiskGuard, guarded_paths
@@ -42,7 +42,9 @@ from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import ChangeFeed, FeedWriter
 from brain.store.live import live_collection
 from brain.store.follower import WAIT_SECONDS, FeedFollower, check_sequence
-from brain.store.history import chain, refuse_chain_edit, refuse_supersession, supersede_arguments, supersession_docs
+from brain.store.history import (AppliedChanges, MemoryChange, added_doc, chain, change_time, check_changes, joined_turns,
+                                 merged_change_doc, refuse_chain_edit, refuse_supersession, refuse_target,
+                                 supersede_arguments, supersession_docs)
 from brain.store.indexes import InProcessState
 from brain.store.pipeline import WritePipeline
 from brain.store.plan import WriteResult, memory_edit, plan_write
@@ -472,21 +474,107 @@ class Store:
             stored = {d.id: d for d in self.get([old_id, new_id])}
             return Supersession(stored[old_id], stored[new_id], kind)
 
-    def _successor_id(self, text: str, scope: str) -> str:
+    def apply_changes(self, changes: Sequence[MemoryChange], *, scope: str, source: str | None = "chat",
+                      conversation_id: str | None = None,
+                      with_docs: Sequence[Mapping[str, Any]] = ()) -> AppliedChanges:
+        """Apply facts to the memories of ``scope`` in one write, all or nothing (also across a crash), together
+        with ``with_docs`` (e.g. the record that the facts were applied): see :class:`~brain.store.history.MemoryChange`.
+        ``add`` stores a new memory (``source``, ``conversation_id``, ``source_turns``, ``valid_from`` = its
+        ``at``); an ``add`` whose text a current memory of the scope says already, or a ``same``, merges into
+        that memory (highest importance, every tag, the turns joined; its text stays); ``update`` and
+        ``contradict`` supersede their target as :meth:`supersede` does, at the change's ``at``.
+
+        Refused whole, nothing written: a target that is unknown (:class:`NotFound`), in another scope, or no
+        longer current (:class:`~brain.model.errors.Conflict` when superseded meanwhile); a new text another
+        current memory of the scope says; changes that contradict each other (:func:`check_changes`); any
+        document that fails validation."""
+        check_changes(changes)
+        try:
+            scope = check_scope(scope)
+        except ValueError as exc:
+            raise ValidationError.of("scope", str(exc)) from None
+        with self._lock:
+            wanted = [c.target for c in changes if c.target is not None]
+            found = {d.id: d for d in self.get(wanted, type=DocType.MEMORY, include_embeddings=True)}
+            missing = [t for t in wanted if t not in found]
+            if missing:
+                raise NotFound(f"no memory with id {missing[0]!r} (deleted meanwhile?); nothing was written")
+            docs: list[Mapping[str, Any]] = []
+            landed: list[tuple[str, str] | None] = [None] * len(changes)
+            claimed: set[str] = set()  # ids this write gives to new memories
+            superseded = {c.target for c in changes if c.action in CHANGES}
+            for n, change in enumerate(changes):
+                if change.action in CHANGES:
+                    old = found[str(change.target)]
+                    refuse_supersession(old, change.text, scope)
+                    new_id = self._successor_id(change.text, scope, skip=claimed)
+                    claimed.add(new_id)
+                    docs.extend(supersession_docs(
+                        old, new_id, change.text, change.action, change_time(change.at), importance=change.importance,
+                        tags=list(change.tags), source=source, conversation_id=conversation_id,
+                        expires_at=change.expires_at,
+                        extra={"source_turns": joined_turns(change.source_turns)} if change.source_turns else {}))
+                    landed[n] = (new_id, change.action)
+            merges: dict[str, list[int]] = {}
+            added: dict[str, list[int]] = {}
+            for n, change in enumerate(changes):
+                if change.action == "same":
+                    merges.setdefault(str(change.target), []).append(n)
+                elif change.action == "add":
+                    added.setdefault(normalize_memory_text(change.text), []).append(n)
+            for indices in added.values():
+                group = [changes[n] for n in indices]
+                new_id, held = self._free_memory_id(group[0].text, scope, skip=claimed)
+                if held is None:
+                    claimed.add(new_id)
+                    docs.append(added_doc(new_id, group, scope, source=source, conversation_id=conversation_id))
+                    for n in indices:
+                        landed[n] = (new_id, "add")
+                    continue
+                if held.id not in found:
+                    found[held.id] = self.get([held.id], include_embeddings=True)[0]
+                merges.setdefault(held.id, []).extend(indices)
+            for target, indices in merges.items():
+                if target in superseded:
+                    raise ValidationError.of("target", (
+                        f"memory {target!r} is superseded by one fact of this batch and the same as another; "
+                        f"nothing was written"))
+                old = found[target]
+                refuse_target(old, scope, doing="merge into")
+                docs.append(merged_change_doc(old, [changes[n] for n in indices]))
+                for n in indices:
+                    landed[n] = (target, "same")
+            written = self.write_docs([*docs, *with_docs], merge_memories=False)
+        return AppliedChanges(tuple(i for i, _ in landed), tuple(a for _, a in landed),  # type: ignore[misc]
+                              written.sequence)
+
+    def _free_memory_id(self, text: str, scope: str, *,
+                        skip: Iterable[str] = ()) -> tuple[str, Document | None]:
+        """The first derived id of ``text`` in ``scope`` held by no document (nor in ``skip``), or the
+        current memory of the scope that says ``text`` already (with that one's id)."""
+        skip = set(skip)
+        for attempt in range(50):
+            candidate = memory_id(text, scope, attempt)
+            if candidate in skip:
+                continue
+            found = self.get([candidate])
+            if not found:
+                return candidate, None
+            held = found[0]
+            if same_text(held.text, text) and held.type == DocType.MEMORY.value and not is_inactive(held.metadata):
+                return candidate, held
+        raise BrainError("could not find a free id for a memory after 50 attempts")  # pragma: no cover
+
+    def _successor_id(self, text: str, scope: str, *, skip: Iterable[str] = ()) -> str:
         """The id of a superseding memory: its derived id, or the next one when that is taken by another
         text or by a memory no longer current (the same words said again after a change, e.g. a move back,
         are a new memory in the chain, not the old one brought back)."""
-        for attempt in range(50):
-            candidate = memory_id(text, scope, attempt)
-            found = self.get([candidate])
-            if not found:
-                return candidate
-            held = found[0]
-            if same_text(held.text, text) and held.type == DocType.MEMORY.value and not is_inactive(held.metadata):
-                raise ValidationError.of("text", (
-                    f"memory {held.id!r} already says this in scope {scope!r}; retire the old memory with "
-                    f"update_memory(status='retracted') or supersede it with other words (nothing was written)"))
-        raise BrainError("could not find a free id for a memory after 50 attempts")  # pragma: no cover
+        candidate, held = self._free_memory_id(text, scope, skip=skip)
+        if held is not None:
+            raise ValidationError.of("text", (
+                f"memory {held.id!r} already says this in scope {scope!r}; retire the old memory with "
+                f"update_memory(status='retracted') or supersede it with other words (nothing was written)"))
+        return candidate
 
     def history(self, memory_id: str, *, entity: str | None = None) -> list[Document]:
         """The supersession chain memory ``memory_id`` belongs to, oldest first (one document when it was

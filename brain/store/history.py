@@ -19,14 +19,17 @@ Pure functions over documents; the store reads and writes (:meth:`brain.store.St
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from brain.model.errors import Conflict, Problem, ValidationError
-from brain.rules.memories import same_text
+from brain.rules.memories import merged_importance, merged_tags, same_text
 from brain.model.results import Document
-from brain.model.schemas import CHAIN_KEYS, CHANGES, DocType, format_timestamp, is_part, parse_timestamp, read_stored, utc_now
+from brain.model.schemas import (CHAIN_KEYS, CHANGES, MAX_LIST_ITEMS, DocType, format_timestamp, is_part,
+                                 parse_timestamp, read_stored, utc_now)
+from brain.store.plan import memory_edit
 
 #: how many links a history walk follows before it stops (a chain written by hand could loop)
 MAX_CHAIN = 10_000
@@ -56,26 +59,33 @@ def supersede_arguments(kind: Any, at: Any, expires_at: Any) -> tuple[str, datet
             None if expires_at is None else change_time(expires_at, "expires_at"))
 
 
-def refuse_supersession(old: Document, text: str, scope: str | None) -> None:
-    """Raise :class:`ValidationError` when ``old`` cannot be superseded by ``text`` (a memory of ``scope``,
-    when given): another scope, a memory already superseded or retired, a part of another one, its own text."""
+def refuse_target(old: Document, scope: str | None, *, doing: str = "supersede") -> None:
+    """Raise :class:`ValidationError` when ``old`` cannot take a change for a memory of ``scope`` (when given):
+    another scope, a memory already superseded or retired, a part of another one. ``doing`` names the change
+    (``supersede``, ``merge into``) in the message."""
     meta = old.metadata
     if scope is not None and meta.get("scope") != scope:
         raise ValidationError.of("entity", (
-            f"memory {old.id!r} is in scope {meta.get('scope')!r}, not {scope!r}: a supersession never crosses "
-            f"an entity; supersede it for its own entity, or remember the new fact separately (nothing was written)"))
+            f"memory {old.id!r} is in scope {meta.get('scope')!r}, not {scope!r}: a change never crosses "
+            f"an entity; {doing} it for its own entity, or remember the new fact separately (nothing was written)"))
     if meta.get("status") == "superseded":
         current = meta.get("superseded_by")
-        hint = (f"its successor is {current!r}: supersede the current memory of its history" if current
+        hint = (f"its successor is {current!r}: {doing} the current memory of its history" if current
                 else "it has no successor recorded")
         raise Conflict.of("id", f"memory {old.id!r} was superseded already; {hint} (nothing was written)")
     if meta.get("status") in ("retracted", "archived"):
         raise ValidationError.of("id", (
-            f"memory {old.id!r} is {meta['status']}: only a current memory is superseded; set its status "
-            f"to active first (nothing was written)"))
+            f"memory {old.id!r} is {meta['status']}: only a current memory can be changed this way; set its "
+            f"status to active first (nothing was written)"))
     if is_part(meta):
         raise ValidationError.of("id", (
-            f"{old.id!r} is a part of memory {meta.get('part_of')!r}; supersede that memory (nothing was written)"))
+            f"{old.id!r} is a part of memory {meta.get('part_of')!r}; {doing} that memory (nothing was written)"))
+
+
+def refuse_supersession(old: Document, text: str, scope: str | None) -> None:
+    """Raise :class:`ValidationError` when ``old`` cannot be superseded by ``text`` (a memory of ``scope``,
+    when given): another scope, a memory already superseded or retired, a part of another one, its own text."""
+    refuse_target(old, scope)
     if same_text(old.text, text):
         raise ValidationError.of("text", (
             f"the new text is the text of memory {old.id!r} already; change its fields with update_memory instead "
@@ -114,6 +124,115 @@ def supersession_docs(old: Document, new_id: str, text: str, kind: str, at: date
     if expires_at is not None:
         new["expires_at"] = expires_at
     return [{**retired, "id": old.id, "text": old.text, "embedding": old.embedding}, new]
+
+
+#: what one change of :meth:`brain.store.Store.apply_changes` does with its fact
+ACTIONS = ("add", "same", "update", "contradict")
+
+
+@dataclass(frozen=True)
+class MemoryChange:
+    """One fact to apply to the memories of a scope (see :meth:`brain.store.Store.apply_changes`): ``add`` it
+    as a new memory (the same text as a current memory of the scope merges into that one), merge it into
+    memory ``target`` (``same``: the target keeps its text), or supersede ``target`` with it (``update``,
+    ``contradict``). ``at``: when it became true (the new memory's ``valid_from``, the supersession's time);
+    now when None. ``source_turns``: ids of the turns it was formed from."""
+
+    action: str
+    text: str
+    target: str | None = None
+    importance: int = 3
+    tags: tuple[str, ...] = ()
+    at: datetime | None = None
+    expires_at: datetime | None = None
+    source_turns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AppliedChanges:
+    """What :meth:`brain.store.Store.apply_changes` wrote: for each change in order, the memory it landed on
+    (``ids``) and what was done (``actions``: an ``add`` of a current memory's text is ``same``), and the
+    write's sequence (None when nothing needed writing)."""
+
+    ids: tuple[str, ...]
+    actions: tuple[str, ...]
+    sequence: int | None = None
+
+    def count(self, action: str) -> int:
+        return sum(1 for a in self.actions if a == action)
+
+
+def check_changes(changes: Sequence[MemoryChange]) -> None:
+    """Refuse, whole, a set of changes that cannot be applied together: an unknown action, a target missing
+    or given to ``add``, one text said by two changes unless both add it, a memory superseded by one change
+    and changed by another."""
+    problems: list[Problem] = []
+    texts: dict[str, tuple[int, str]] = {}
+    targets: dict[str, list[tuple[int, str]]] = {}
+    for n, change in enumerate(changes):
+        if change.action not in ACTIONS:
+            problems.append(Problem("action", f"change {n}: action must be one of {', '.join(ACTIONS)}, "
+                                              f"got {change.action!r}", n))
+            continue
+        if (change.target is None) != (change.action == "add"):
+            problems.append(Problem("target", f"change {n}: {change.action!r} " + (
+                "takes no target" if change.action == "add" else "needs the target memory's id"), n))
+        if not isinstance(change.text, str) or not change.text.strip():
+            problems.append(Problem("text", f"change {n}: the text must be a non-empty string", n))
+            continue
+        key = " ".join(change.text.split()).casefold()
+        if key in texts and not (change.action == "add" and texts[key][1] == "add"):
+            problems.append(Problem("text", f"changes {texts[key][0]} and {n} both say {change.text!r}; "
+                                            f"say it once", n))
+        texts.setdefault(key, (n, change.action))
+        if change.target is not None:
+            targets.setdefault(change.target, []).append((n, change.action))
+    for target, uses in targets.items():
+        if len(uses) > 1 and any(action in CHANGES for _, action in uses):
+            problems.append(Problem("target", f"changes {', '.join(str(n) for n, _ in uses)} all change memory "
+                                              f"{target!r}; a memory superseded takes no other change in the "
+                                              f"same batch", uses[-1][0]))
+    if problems:
+        raise ValidationError("; ".join(p.message for p in problems) + " (nothing was written)", problems)
+
+
+def joined_turns(*lists: Sequence[str] | None) -> list[str]:
+    """The turn ids of merged facts: each once, in the order first seen, the latest ``MAX_LIST_ITEMS``."""
+    return merged_tags(turns or () for turns in lists)[-MAX_LIST_ITEMS:]
+
+
+def merged_change_doc(old: Document, changes: Sequence[MemoryChange]) -> dict[str, Any]:
+    """The write of facts that are memory ``old`` again (``same``): it keeps its text, vector and time of
+    holding; importance becomes the highest, tags the union, and the facts' turns join ``source_turns``."""
+    old_meta, problems = read_stored(DocType.MEMORY, old.metadata)
+    if old_meta is None:
+        raise ValidationError(f"memory {old.id!r} as stored cannot be read ({'; '.join(problems.values())}); "
+                              f"delete it and store it again (nothing was written)")
+    return memory_edit(
+        old, None, importance=merged_importance([old_meta.importance, *(c.importance for c in changes)]),
+        tags=merged_tags([old_meta.tags, *(c.tags for c in changes)]),
+        extra={"source_turns": joined_turns(old_meta.source_turns, *(c.source_turns for c in changes))},
+        replace_metadata=False, timestamp=None)
+
+
+def added_doc(new_id: str, changes: Sequence[MemoryChange], scope: str, *, source: str | None,
+              conversation_id: str | None) -> dict[str, Any]:
+    """The write of a new memory from ``changes`` (one fact, or the same text added by several): holding from
+    the earliest ``at`` (now when none), the highest importance, every tag and turn."""
+    first = changes[0]
+    times = [c.at for c in changes if c.at is not None]
+    at = min(times) if times else utc_now()
+    expiries = [c.expires_at for c in changes if c.expires_at is not None]
+    doc: dict[str, Any] = {
+        "id": new_id, "text": first.text, "type": DocType.MEMORY.value, "scope": scope,
+        "importance": merged_importance(c.importance for c in changes),
+        "tags": merged_tags(c.tags for c in changes), "timestamp": utc_now(), "created_at": at, "valid_from": at,
+    }
+    turns = joined_turns(*(c.source_turns for c in changes))
+    optional = {"source": source, "conversation_id": conversation_id, "source_turns": turns or None,
+                "expires_at": max(expiries) if expiries else None}
+    doc.update((k, v) for k, v in optional.items() if v is not None)
+    return doc
 
 
 def chain(doc: Document, fetch: Callable[[str], Document | None],
@@ -164,5 +283,6 @@ def refuse_chain_edit(old: Document, changes: Mapping[str, Any]) -> None:
         raise ValidationError("; ".join(p.message for p in problems) + " (nothing was written)", problems)
 
 
-__all__ = ["MAX_CHAIN", "chain", "change_time", "check_change", "refuse_chain_edit", "refuse_supersession",
+__all__ = ["ACTIONS", "MAX_CHAIN", "AppliedChanges", "MemoryChange", "added_doc", "chain", "change_time", "check_change", "check_changes",
+           "joined_turns", "merged_change_doc", "refuse_chain_edit", "refuse_supersession", "refuse_target",
            "supersede_arguments", "supersession_docs"]

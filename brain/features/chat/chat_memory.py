@@ -26,6 +26,7 @@ from brain.features.chat.last_used import ACCESS_FLUSH_SECONDS, AccessTracker
 from brain.features.chat.context import SECTIONS, Context, ContextItem, TokenCounter, assemble_context, explain
 from brain.features.chat.related_turns import RelatedTurns
 from brain.features.chat.speakers import PersonaName, exchange_speakers
+from brain.features.chat.formation import Formation, FormationBatch, FormationReport
 from brain.features.chat.summaries import SummaryWriter
 from brain.features.chat.summary_queue import SummaryQueue, SummarySchedule
 from brain.config import Settings
@@ -45,9 +46,11 @@ from brain.model.schemas import (
     valid_conversation_id,
     valid_entity_scope,
 )
+from brain.providers.extractors import get_extractor
 from brain.providers.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
 
 if TYPE_CHECKING:
+    from brain.providers.extractors import OllamaExtractor
     from brain.store import Store
 
 #: persona sections served per call (the whole current version; the cap only bounds a broken file)
@@ -136,6 +139,7 @@ class ChatMemory:
         start_worker: bool = True,
         unavailable_cooldown: float | None = None,
         clock: Callable[[], float] = time.time,
+        extractor: OllamaExtractor | None = None,
     ):
         self.store = store
         self.settings = settings if settings is not None else store.settings
@@ -145,6 +149,8 @@ class ChatMemory:
             fallback if fallback is not None else ExtractiveSummarizer(),
             s.summary_cooldown_seconds if unavailable_cooldown is None else unavailable_cooldown,
         )
+        self.formation = Formation(store, s, extractor if extractor is not None else get_extractor(s))
+        self.summary_writer.formation = self.formation.enabled
         self.related_turns = RelatedTurns(store)
         self.persona_name = PersonaName(store)
         self._token_counter: TokenCounter | None = None
@@ -153,7 +159,11 @@ class ChatMemory:
         self._closed = False
         self.access = AccessTracker(store, clock=clock, on_due=lambda: self.summary_queue.wake())
         self.summary_queue = SummaryQueue(self.summary_writer, SummarySchedule(store, s), start_worker=start_worker,
-                                          tick=self.access.maybe_flush, tick_seconds=ACCESS_FLUSH_SECONDS)
+                                          tick=self.access.maybe_flush, tick_seconds=ACCESS_FLUSH_SECONDS,
+                                          formation=self.formation)
+        if start_worker and self.formation.enabled:  # windows a stopped (or killed) process left pending
+            self.summary_queue.add_formation((b.conversation_id, b.turn_range)
+                                             for b in self.formation.batches(status="pending"))
 
     @property
     def summarizer(self) -> Summarizer:
@@ -428,6 +438,21 @@ class ChatMemory:
         caller's thread; see :meth:`SummaryWriter.resummarize_fallbacks`."""
         return self.summary_writer.resummarize_fallbacks(_check_conversation(conversation_id))
 
+    # ---- memory formation ---------------------------------------------------------------------------------
+    def extract_memories(self, conversation_id: str | None = None, *, again: bool = False) -> FormationReport:
+        """Form memories now, in the caller's thread, from the summarised windows of ``conversation_id`` (all
+        conversations when None) whose formation is pending or failed, or was never scheduled; ``again``:
+        the done ones too (a batch applied again converges: what is known already merges). See
+        :mod:`brain.features.chat.formation`. Raises :class:`~brain.model.errors.ConfigError` when formation
+        is off (``BRAIN_FORMATION``, or no model: ``BRAIN_SUMMARIZER=extractive``)."""
+        return self.formation.extract(_check_conversation(conversation_id), again=again)
+
+    def formation_batches(self, conversation_id: str | None = None,
+                          status: str | Sequence[str] | None = None) -> list[FormationBatch]:
+        """The windows memory formation was scheduled for, as their summaries record them (of one
+        conversation, or all; ``status``: ``pending``, ``done``, ``failed`` or several), in order."""
+        return self.formation.batches(_check_conversation(conversation_id), status)
+
     def pending_summaries(self) -> int:
         """Summaries queued or being written."""
         return self.summary_queue.pending()
@@ -443,7 +468,9 @@ class ChatMemory:
     def health(self, *, probe: bool | None = False) -> dict[str, Any]:
         """The summariser's status: ``reachable`` (None until known; ``probe=True`` asks it now, ``None``
         when nothing said how it is for a while, see :meth:`SummaryWriter.health`),
-        ``queue_length``, ``last_error``, and counts of summaries written by the model and the fallback."""
+        ``queue_length``, ``last_error``, counts of summaries written by the model and the fallback, and
+        ``formation``: memory formation's state (:meth:`Formation.health`: on or why off, batches pending,
+        failed and done, tokens and seconds)."""
         status = self.summary_writer.health(probe=probe)
         fallback_for = status.pop("fallback_for_seconds")
         return {
@@ -453,6 +480,7 @@ class ChatMemory:
             # seconds during which new summaries go straight to the fallback after a failure
             "fallback_for_seconds": fallback_for,
             "summary_every_n": self.settings.summary_every_n,
+            "formation": self.formation.health(),
         }
 
     def flush_access(self) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,13 +53,15 @@ def summary_backoff(settings: Settings) -> Backoff:
 
 @dataclass(frozen=True)
 class SummaryJob:
-    """One window of turns to summarise, ``start``..``end`` inclusive, as summary ``summary_index``."""
+    """One window of turns to summarise, ``start``..``end`` inclusive, as summary ``summary_index``; then
+    (or, ``formation_only``, instead) the memory formation of the window."""
 
     conversation_id: str
     start: int
     end: int
     summary_index: int
     attempt: int = 0  # failed store writes so far
+    formation_only: bool = False  # summarised already: only its memory formation is to run
 
     @property
     def turn_range(self) -> str:
@@ -87,20 +90,13 @@ class SummaryWriter:
                                         "last_success_at": None, "model_summaries": 0, "fallback_summaries": 0}
         self._known_at: float | None = None  # monotonic time "reachable" was last learnt
         self._probing = threading.Lock()  # one probe at a time; concurrent health calls use what is known
+        #: whether new summaries are written with memory formation ``pending`` (formation is on)
+        self.formation = False
 
     # ---- one window ------------------------------------------------------------------------------------
     def read_window(self, job: SummaryJob) -> tuple[list[TurnText], list[Document]]:
-        """The window's turns, in order: as the summariser reads them, and as stored. Only the turns in
-        the scope of its last one, the scope the summary is stored in: a summary never holds the words of
-        another scope's turns (copies written with their positions under the same conversation id)."""
-        docs = self.store.get(
-            where={"conversation_id": job.conversation_id, "turn_index": {"$gte": job.start, "$lte": job.end}},
-            type=DocType.TURN,
-        )
-        docs.sort(key=lambda d: int(d.metadata.get("turn_index") or 0))
-        if docs:
-            scope = docs[-1].metadata.get("scope", GLOBAL_SCOPE)
-            docs = [d for d in docs if d.metadata.get("scope", GLOBAL_SCOPE) == scope]
+        """The window's turns, in order: as the summariser reads them, and as stored (:func:`window_turns`)."""
+        docs = window_turns(self.store, job.conversation_id, job.start, job.end)
         turns = [TurnText(int(d.metadata["turn_index"]), str(d.metadata.get("role", "user")), d.text) for d in docs]
         return turns, docs
 
@@ -160,18 +156,26 @@ class SummaryWriter:
     def write_summary(self, job: SummaryJob, text: str, name: str, reason: str | None, docs: list[Document],
                       *, doc_id: str | None = None, timestamp: Any = None) -> None:
         """Store the window's summary (in the scope of its last turn), written by ``name``; ``reason``
-        not None marks it a fallback. ``doc_id``/``timestamp``: replace an existing summary in place."""
+        not None marks it a fallback. ``doc_id``/``timestamp``: replace an existing summary in place.
+
+        The summary records where the memory formation of its window stands (``formation`` and the
+        ``formation_*`` counters, see :mod:`brain.features.chat.formation`): a summary written again keeps
+        what the stored one says; a new one is ``pending`` when formation is on (:attr:`formation`)."""
         last = docs[-1].metadata
+        doc_id = doc_id or summary_id(job.conversation_id, job.summary_index)
         meta: dict[str, Any] = {"summarizer": name, "fallback": reason is not None}
         if reason is not None:
             meta["fallback_reason"] = reason[:500]
+        stored = self.store.get([doc_id], type=DocType.SUMMARY)
+        meta.update(formation_state(stored[0].metadata) if stored else {})
+        if "formation" not in meta and self.formation:
+            meta["formation"] = "pending"
         scope = last.get("scope")
         if scope and scope != GLOBAL_SCOPE:
             meta["scope"] = scope
         self.store.upsert_summary(
             job.conversation_id, text, turn_range=job.turn_range, summary_index=job.summary_index,
-            timestamp=timestamp or last.get("timestamp"), source="system",
-            id=doc_id or summary_id(job.conversation_id, job.summary_index), **meta,
+            timestamp=timestamp or last.get("timestamp"), source="system", id=doc_id, **meta,
         )
         self._status["fallback_summaries" if reason is not None else "model_summaries"] += 1
 
@@ -238,6 +242,24 @@ class SummaryWriter:
         }
 
 
+def window_turns(store: Store, conversation_id: str, start: int, end: int) -> list[Document]:
+    """The turns ``start``..``end`` of a conversation as stored, in order. Only the turns in the scope of
+    its last one, the scope its summary (and what is formed from it) is stored in: a summary never holds
+    the words of another scope's turns (copies written with their positions under the same conversation id)."""
+    docs = store.get(where={"conversation_id": conversation_id, "turn_index": {"$gte": start, "$lte": end}},
+                     type=DocType.TURN)
+    docs.sort(key=lambda d: int(d.metadata.get("turn_index") or 0))
+    if docs:
+        scope = docs[-1].metadata.get("scope", GLOBAL_SCOPE)
+        docs = [d for d in docs if d.metadata.get("scope", GLOBAL_SCOPE) == scope]
+    return docs
+
+
+def formation_state(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The memory formation keys of a summary's metadata (``formation`` and ``formation_*``)."""
+    return {k: v for k, v in meta.items() if k == "formation" or k.startswith("formation_")}
+
+
 def _one_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
@@ -246,4 +268,4 @@ def _now_iso() -> str:
     return format_timestamp(utc_now())
 
 
-__all__ = ["SummaryJob", "SummaryWriter", "summary_id"]
+__all__ = ["SummaryJob", "SummaryWriter", "formation_state", "summary_id", "window_turns"]

@@ -20,9 +20,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from brain.providers.cache import LRUCache
+from brain.features.chat.formation import Formation, FormationStopped
 from brain.features.chat.summaries import SummaryJob, SummaryWriter, summary_backoff
 from brain.config import Settings
 from brain.model.errors import BrainError
@@ -91,9 +92,11 @@ class SummaryQueue:
     persists recorded memory uses there); :meth:`wake` wakes it early."""
 
     def __init__(self, writer: SummaryWriter, schedule: SummarySchedule, *, start_worker: bool = True,
-                 tick: Callable[[], object] | None = None, tick_seconds: float = 1.0):
+                 tick: Callable[[], object] | None = None, tick_seconds: float = 1.0,
+                 formation: Formation | None = None):
         self.writer = writer
         self.schedule = schedule
+        self.formation = formation  # runs each window's memory formation after its summary, when given
         self._tick = tick
         self._tick_seconds = tick_seconds
         self._cond = threading.Condition()
@@ -119,6 +122,19 @@ class SummaryQueue:
                 self._cond.notify_all()
         return jobs
 
+    def add_formation(self, windows: Iterable[tuple[str, str]]) -> int:
+        """Queue the memory formation of summarised windows ``(conversation id, turn range)``, in order
+        (those whose summary still says ``pending`` when their turn comes are run). Returns how many."""
+        jobs = []
+        for conversation_id, turn_range in windows:
+            start, end = parse_turn_range(turn_range)
+            jobs.append(SummaryJob(conversation_id, start, end, 0, formation_only=True))
+        if jobs:
+            with self._cond:
+                self._jobs.extend(jobs)
+                self._cond.notify_all()
+        return len(jobs)
+
     def pending(self) -> int:
         """Summaries queued or being written."""
         with self._cond:
@@ -135,6 +151,10 @@ class SummaryQueue:
         (after a back-off) until the retries are spent; a summariser failure is the fallback's to
         cover. Raises only what is not one of brain's errors."""
         writer = self.writer
+        if job.formation_only:
+            if use_model:
+                self._form(job)
+            return
         try:
             turns, docs = writer.read_window(job)
             if not turns:
@@ -142,20 +162,40 @@ class SummaryQueue:
                 return
             text, name, reason = writer.summarize(turns, job, use_model=use_model, stop=self._stop)
             writer.write_summary(job, text, name, reason, docs)
-        except BrainError as exc:  # the store failed: try the same window again, then give up on it for now
-            schedule = summary_backoff(writer.settings)
-            if job.attempt < schedule.retries and not self._stop.is_set():
-                delay = schedule.wait(job.attempt)
-                log.warning("could not store the summary of %s turns %s (%s); retrying in %.1f s",
-                            job.conversation_id, job.turn_range, exc, delay)
-                self._stop.wait(delay)
-                with self._cond:  # first in line again, so the windows stay in order
-                    self._jobs.appendleft(replace(job, attempt=job.attempt + 1))
-                    self._cond.notify_all()
-                return
-            log.error("could not store the summary of %s turns %s: %s; it is scheduled again on the next exchange",
+        except BrainError as exc:
+            self._store_failed(job, exc)
+            return
+        if use_model:  # closing: the window's formation stays pending, for the next start
+            self._form(job)
+
+    def _form(self, job: SummaryJob) -> None:
+        """The window's memory formation, when formation is on and its summary says pending. A failure to
+        store it leaves it pending: it is queued again at the next start, or run by extract_memories."""
+        if self.formation is None or not self.formation.enabled:
+            return
+        try:
+            self.formation.run_if_pending(job.conversation_id, job.turn_range, stop=self._stop)
+        except FormationStopped:
+            pass
+        except BrainError as exc:
+            log.error("memory formation of %s turns %s could not run (%s); it stays pending",
                       job.conversation_id, job.turn_range, exc)
-            self.schedule.forget(job.conversation_id)
+
+    def _store_failed(self, job: SummaryJob, exc: BrainError) -> None:
+        """The store failed to take the window's summary: try the same window again, then give up on it for now."""
+        schedule = summary_backoff(self.writer.settings)
+        if job.attempt < schedule.retries and not self._stop.is_set():
+            delay = schedule.wait(job.attempt)
+            log.warning("could not store the summary of %s turns %s (%s); retrying in %.1f s",
+                        job.conversation_id, job.turn_range, exc, delay)
+            self._stop.wait(delay)
+            with self._cond:  # first in line again, so the windows stay in order
+                self._jobs.appendleft(replace(job, attempt=job.attempt + 1))
+                self._cond.notify_all()
+            return
+        log.error("could not store the summary of %s turns %s: %s; it is scheduled again on the next exchange",
+                  job.conversation_id, job.turn_range, exc)
+        self.schedule.forget(job.conversation_id)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every queued summary is stored (True) or ``timeout`` seconds passed (False).

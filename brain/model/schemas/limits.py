@@ -60,6 +60,11 @@ CHANGES = ("update", "contradict")
 Change = Literal["update", "contradict"]
 #: the fields that link a supersession chain: written by ``RagStore.supersede`` (and imports), never edited
 CHAIN_KEYS = frozenset({"supersedes", "superseded_by", "valid_until", "change"})
+#: where the memory formation of a summary's window stands (``formation`` on the summary)
+FORMATION_STATES = ("pending", "done", "failed")
+FormationState = Literal["pending", "done", "failed"]
+#: characters of the last formation failure kept on the summary (``formation_error``)
+FORMATION_ERROR_LENGTH = 500
 #: the name stores written before ``status`` existed used; still read as ``status`` on input
 LEGACY_STATUS_KEY = "pam_status"
 #: the id of what a row is a part of (a long memory a chunk continues, an index a raw vector row
@@ -117,6 +122,28 @@ def metadata_value_problem(value: Any) -> str | None:
     if isinstance(value, dict):
         return "nested objects cannot be stored"
     return f"values of type {type(value).__name__} cannot be stored"
+
+
+def check_tags(value: Any) -> list[str]:
+    """A memory's tags: a list of strings, each stripped, blanks and repeats dropped (first seen kept), at
+    most MAX_TAGS of at most MAX_TAG_LENGTH characters; ValueError saying what is wrong. None is no tags."""
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise ValueError(f"tags must be a list of strings, got {value!r}")
+    seen: dict[str, None] = {}
+    for tag in value:
+        if not isinstance(tag, str):
+            raise ValueError(f"tags must be a list of strings, got {tag!r} ({type(tag).__name__}) in it")
+        tag = tag.strip()
+        if len(tag) > MAX_TAG_LENGTH:
+            raise ValueError(f"tags: a tag of {len(tag)} characters ({tag[:30]!r}...); at most {MAX_TAG_LENGTH} "
+                             f"(MAX_TAG_LENGTH)")
+        if tag:
+            seen.setdefault(tag, None)
+    if len(seen) > MAX_TAGS:
+        raise ValueError(f"tags: {len(seen)} tags given; a memory has at most {MAX_TAGS} (MAX_TAGS)")
+    return list(seen)
 
 
 def _key_error(key: str, message: str) -> PydanticCustomError:

@@ -18,11 +18,16 @@ from brain.model.schemas.limits import (
     RESERVED_HINTS,
     RESERVED_KEYS,
     CHANGES,
+    FORMATION_ERROR_LENGTH,
+    FORMATION_STATES,
+    MAX_LIST_ITEMS,
     STATUSES,
     Change,
+    FormationState,
     Status,
     _key_error,
     _storable_extra,
+    check_tags,
 )
 from brain.model.schemas.values import (
     GLOBAL_SCOPE,
@@ -199,6 +204,9 @@ class MemoryMetadata(BaseMetadata):
                                       description="the id of the memory that replaced this one (status superseded)")
     change: Change | None = Field(None, description="how this memory replaced the one it supersedes: 'update' "
                                                     "(the fact changed) or 'contradict' (the old one was wrong)")
+    source_turns: list[str] | None = Field(
+        None, description="ids of the conversation turns the memory was formed from (memory formation), "
+                          f"the latest {MAX_LIST_ITEMS} at most")
 
     @field_validator("importance", mode="before")
     @classmethod
@@ -208,23 +216,7 @@ class MemoryMetadata(BaseMetadata):
     @field_validator("tags", mode="before")
     @classmethod
     def _tags(cls, value: Any) -> list[str]:
-        if value is None:
-            return []
-        if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
-            raise ValueError(f"tags must be a list of strings, got {value!r}")
-        seen: dict[str, None] = {}
-        for tag in value:
-            if not isinstance(tag, str):
-                raise ValueError(f"tags must be a list of strings, got {tag!r} ({type(tag).__name__}) in it")
-            tag = tag.strip()
-            if len(tag) > MAX_TAG_LENGTH:
-                raise ValueError(f"tags: a tag of {len(tag)} characters ({tag[:30]!r}...); at most {MAX_TAG_LENGTH} "
-                                 f"(MAX_TAG_LENGTH)")
-            if tag:
-                seen.setdefault(tag, None)
-        if len(seen) > MAX_TAGS:
-            raise ValueError(f"tags: {len(seen)} tags given; a memory has at most {MAX_TAGS} (MAX_TAGS)")
-        return list(seen)
+        return check_tags(value)
 
     @field_validator("created_at", "valid_from", "valid_until", "expires_at", mode="before")
     @classmethod
@@ -269,14 +261,14 @@ class MemoryMetadata(BaseMetadata):
             raise ValueError(f"part_of must be the id of what the row is a part of, got {value!r}")
         return value
 
-    @field_validator("merged_from", mode="before")
+    @field_validator("merged_from", "source_turns", mode="before")
     @classmethod
-    def _merged_from(cls, value: Any) -> Any:
+    def _id_lists(cls, value: Any, info: Any) -> Any:
         if value is None:
             return None
         if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(
                 isinstance(i, str) and i for i in value):
-            raise ValueError(f"merged_from must be a list of document ids, got {value!r}")
+            raise ValueError(f"{info.field_name} must be a list of document ids, got {value!r}")
         return list(value)
 
     @model_validator(mode="before")
@@ -345,6 +337,22 @@ class SummaryMetadata(BaseMetadata):
     conversation_id: ConversationId = Field(description="conversation id, conv-...")
     turn_range: str | None = Field(None, description="'<start>-<end>' turn indexes covered, start <= end")
     summary_index: int | None = Field(None, ge=1, strict=True, description="position among the conversation's summaries, from 1; assigned when absent")
+    # memory formation of the summary's window (brain.features.chat.formation); absent: never scheduled
+    formation: FormationState | None = Field(
+        None, description="memory formation of the window: pending (to run), done or failed (attempts spent)")
+    formation_attempts: Annotated[int | None, _whole_number("formation_attempts", 0)] = Field(
+        None, description="model attempts formation made for the window")
+    formation_error: str | None = Field(
+        None, max_length=FORMATION_ERROR_LENGTH, description="the last failure of the window's formation")
+    formation_at: datetime | None = Field(None, description="when formation last ran for the window (ISO 8601, UTC)")
+    formation_facts: Annotated[int | None, _whole_number("formation_facts", 0)] = Field(
+        None, description="facts formation applied from the window")
+    formation_prompt_tokens: Annotated[int | None, _whole_number("formation_prompt_tokens", 0)] = Field(
+        None, description="prompt tokens of the window's formation calls (Ollama's prompt_eval_count, summed)")
+    formation_eval_tokens: Annotated[int | None, _whole_number("formation_eval_tokens", 0)] = Field(
+        None, description="answer tokens of the window's formation calls (Ollama's eval_count, summed)")
+    formation_seconds: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="seconds the window's formation calls took, summed")
 
     @field_validator("turn_range", mode="before")
     @classmethod
@@ -352,6 +360,18 @@ class SummaryMetadata(BaseMetadata):
         if value is not None:
             parse_turn_range(value)
         return value
+
+    @field_validator("formation", mode="before")
+    @classmethod
+    def _formation(cls, value: Any) -> Any:
+        if value is not None and value not in FORMATION_STATES:
+            raise ValueError(f"formation must be one of {', '.join(FORMATION_STATES)}, got {value!r}")
+        return value
+
+    @field_validator("formation_at", mode="before")
+    @classmethod
+    def _formation_at(cls, value: Any) -> Any:
+        return None if value is None else parse_timestamp(value, "formation_at")
 
 
 MODELS: dict[str, type[BaseMetadata]] = {

@@ -28,7 +28,8 @@ def _type_name(model: type[BaseMetadata]) -> str:
     return next(name for name, m in MODELS.items() if m is model)
 
 
-def _problems(exc: pydantic.ValidationError) -> list[Problem]:
+def pydantic_problems(exc: pydantic.ValidationError) -> list[Problem]:
+    """Pydantic's findings as Problems: the field's dotted path, and a message that names it."""
     problems = []
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or (err.get("ctx") or {}).get("key") or "metadata"
@@ -65,7 +66,7 @@ def validate_metadata(doc_type: Any, meta: dict[str, Any] | None = None) -> Base
     try:
         validated = model(**data)
     except pydantic.ValidationError as exc:
-        problems = _problems(exc)
+        problems = pydantic_problems(exc)
         raise ValidationError(joined(problems), problems) from None
     except TypeError as exc:  # e.g. non-string keyword names
         raise ValidationError(f"metadata: {exc}", [Problem("metadata", str(exc))]) from None

@@ -1,0 +1,458 @@
+"""Memory formation: the durable facts of a conversation, asked of a model window by window, applied to the
+memories of the conversation's scope with their history.
+
+A **batch** is a summary's window (``2 * BRAIN_SUMMARY_EVERY_N`` turns of one conversation). After the window's
+summary is stored, the summary worker (:mod:`brain.features.chat.summary_queue`) runs :meth:`Formation.run` for
+it, never the chat request. The batch's state lives on the window's summary (durable, shared by every process
+on a Chroma server, carried by the mirror): ``formation`` is ``pending``, ``done`` or ``failed``, with
+``formation_attempts``, ``formation_error``, ``formation_at``, ``formation_facts`` and the model's tokens and
+seconds (``formation_prompt_tokens``, ``formation_eval_tokens``, ``formation_seconds``, summed over every call).
+
+One run of a batch:
+
+1. the window's turns (in the scope of its last one, as for its summary) and the candidates: the current
+   memories of that scope closest to the turns (``BRAIN_FORMATION_CANDIDATES`` of them, at or above the
+   store's similarity floor when the relevance ranking is on);
+2. the model is asked (:mod:`brain.rules.formation`); an answer it refuses gets one repair request showing
+   every problem;
+3. the facts are applied in **one write** together with the summary marked ``done``
+   (:meth:`brain.store.Store.apply_changes`): a process killed meanwhile leaves all of it or none of it, and
+   the batch pending. New memories are ``source: chat`` with the ``conversation_id``, the ids of the turns
+   they come from (``source_turns``), ``valid_from`` (the fact's, else its last turn's time) and ``expires_at``;
+4. a model that is down, slow or answers what is refused (also at the write: a memory superseded meanwhile)
+   fails the attempt; ``BRAIN_FORMATION_RETRIES`` more follow with doubling back-off from
+   ``BRAIN_SUMMARY_BACKOFF_SECONDS``, each asking the model again with the store as it is then. When they are
+   spent the summary says ``failed`` with the last error (nothing else is written), and the batch waits to be
+   run again (:meth:`brain.features.chat.ChatMemory.extract_memories`).
+
+Derived ids make a batch applied twice converge: a fact whose text a current memory of the scope says
+already merges into it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from brain.config import Settings
+from brain.features.chat.summaries import formation_state, window_turns
+from brain.model.errors import Backoff, ConfigError, ExtractorError, FormationAnswerError, NotFound, ValidationError
+from brain.model.results import Document
+from brain.model.schemas import (
+    FORMATION_ERROR_LENGTH,
+    FORMATION_STATES,
+    GLOBAL_SCOPE,
+    DocType,
+    entity_of,
+    format_timestamp,
+    parse_timestamp,
+    parse_turn_range,
+    read_stored,
+    utc_now,
+    valid_conversation_id,
+)
+from brain.rules.formation import (
+    Candidate,
+    FormedFact,
+    WindowTurn,
+    answer_schema,
+    candidate_keys,
+    check_answer,
+    formation_messages,
+    repair_messages,
+)
+from brain.store import SIMILARITY_ONLY, AppliedChanges, MemoryChange
+
+if TYPE_CHECKING:
+    from brain.providers.extractors import ModelAnswer, OllamaExtractor
+    from brain.store import Store
+
+log = logging.getLogger(__name__)
+
+#: the summary keys a batch's state is read from, and their defaults
+_COUNTERS = {"formation_attempts": 0, "formation_facts": 0, "formation_prompt_tokens": 0,
+             "formation_eval_tokens": 0, "formation_seconds": 0.0}
+
+
+@dataclass(frozen=True)
+class FormationBatch:
+    """Where the formation of one window stands, as its summary records it. ``status``: ``pending``,
+    ``done`` or ``failed``; ``attempts`` the model attempts made so far; ``error`` the last failure;
+    ``facts`` the facts the last successful run applied; tokens and seconds summed over every model call;
+    ``at`` when it last ran (ISO time)."""
+
+    conversation_id: str
+    turn_range: str
+    summary_id: str
+    status: str
+    attempts: int = 0
+    error: str | None = None
+    facts: int = 0
+    prompt_tokens: int = 0
+    eval_tokens: int = 0
+    seconds: float = 0.0
+    at: str | None = None
+
+    @classmethod
+    def of(cls, summary: Document) -> FormationBatch:
+        """The batch a stored summary records (``pending`` when it records none)."""
+        meta = summary.metadata
+        state = {key: meta.get(key, default) for key, default in _COUNTERS.items()}
+        return cls(
+            conversation_id=str(meta.get("conversation_id")), turn_range=str(meta.get("turn_range")),
+            summary_id=summary.id, status=str(meta.get("formation") or "pending"),
+            attempts=int(state["formation_attempts"]), error=meta.get("formation_error"),
+            facts=int(state["formation_facts"]), prompt_tokens=int(state["formation_prompt_tokens"]),
+            eval_tokens=int(state["formation_eval_tokens"]), seconds=float(state["formation_seconds"]),
+            at=meta.get("formation_at"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"conversation_id": self.conversation_id, "turn_range": self.turn_range,
+                "summary_id": self.summary_id, "status": self.status, "attempts": self.attempts,
+                "error": self.error, "facts": self.facts, "prompt_tokens": self.prompt_tokens,
+                "eval_tokens": self.eval_tokens, "seconds": round(self.seconds, 3), "at": self.at}
+
+
+@dataclass
+class FormationReport:
+    """What a run of several batches did (:meth:`brain.features.chat.ChatMemory.extract_memories`): the
+    batches as they stand afterwards, how many ended done and failed, the facts applied by what they did
+    (``added``, ``merged``: the same as a memory, ``updated``, ``contradicted``), and the model's tokens and
+    seconds spent by this run."""
+
+    batches: list[FormationBatch] = field(default_factory=list)
+    done: int = 0
+    failed: int = 0
+    added: int = 0
+    merged: int = 0
+    updated: int = 0
+    contradicted: int = 0
+    prompt_tokens: int = 0
+    eval_tokens: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batches": [b.to_dict() for b in self.batches], "done": self.done, "failed": self.failed,
+                "added": self.added, "merged": self.merged, "updated": self.updated,
+                "contradicted": self.contradicted, "prompt_tokens": self.prompt_tokens,
+                "eval_tokens": self.eval_tokens, "seconds": round(self.seconds, 3)}
+
+
+class _Spent:
+    """The model calls of one run: tokens and seconds summed."""
+
+    def __init__(self) -> None:
+        self.prompt_tokens = 0
+        self.eval_tokens = 0
+        self.seconds = 0.0
+
+    def add(self, answer: ModelAnswer) -> ModelAnswer:
+        self.prompt_tokens += int(answer.prompt_tokens or 0)
+        self.eval_tokens += int(answer.eval_tokens or 0)
+        self.seconds += float(answer.seconds or 0.0)
+        return answer
+
+
+@dataclass
+class _Outcome:
+    """One window's run: the batch afterwards, what was applied (None: nothing), the model's spending, and
+    whether it ran at all."""
+
+    batch: FormationBatch
+    applied: AppliedChanges | None
+    spent: _Spent
+    ran: bool = True
+
+
+class FormationStopped(Exception):
+    """Raised inside a run when the caller asked it to stop during a back-off wait: the batch stays pending."""
+
+
+class Formation:
+    """Runs the formation of windows (see the module) over ``store`` with ``extractor`` (None: no model).
+    On when ``BRAIN_FORMATION`` is and a model is configured; :meth:`health` says why not otherwise.
+    Thread-safe: one window runs once at a time in this process."""
+
+    def __init__(self, store: Store, settings: Settings, extractor: OllamaExtractor | None, *,
+                 sleep: Callable[[float], Any] = time.sleep):
+        self.store = store
+        self.settings = settings
+        self.extractor = extractor
+        self._sleep = sleep
+        self._guard = threading.Lock()
+        self._running: dict[tuple[str, str], threading.Lock] = {}
+
+    # ---- on or off --------------------------------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        return bool(self.settings.formation) and self.extractor is not None
+
+    @property
+    def off_reason(self) -> str | None:
+        """Why formation is off (None when on), saying how to turn it on."""
+        if not self.settings.formation:
+            return "BRAIN_FORMATION is false: set BRAIN_FORMATION=true to form memories from conversations"
+        if self.extractor is None:
+            return (f"no model is configured (BRAIN_SUMMARIZER={self.settings.summarizer}): set "
+                    f"BRAIN_SUMMARIZER=ollama and BRAIN_FORMATION_MODEL to an Ollama chat model")
+        return None
+
+    # ---- one batch --------------------------------------------------------------------------------------
+    def run(self, conversation_id: str, turn_range: str, *, stop: threading.Event | None = None) -> FormationBatch:
+        """Run the formation of one window now (see the module); returns the batch as it stands afterwards.
+        Raises :class:`ConfigError` when formation is off, :class:`NotFound` when the window has no summary
+        (formation follows the summary), and the store's errors when the store cannot be written (the batch
+        stays as it was). ``stop`` set during a back-off wait raises :class:`FormationStopped`, the batch
+        left as it was."""
+        return self._run(conversation_id, turn_range, stop=stop).batch
+
+    def run_if_pending(self, conversation_id: str, turn_range: str, *,
+                       stop: threading.Event | None = None) -> FormationBatch | None:
+        """:meth:`run` when the window's summary says ``pending`` (another process may have run it since it
+        was queued); None when it does not."""
+        outcome = self._run(conversation_id, turn_range, stop=stop, only=("pending",))
+        return outcome.batch if outcome.ran else None
+
+    def extract(self, conversation_id: str | None = None, *, again: bool = False) -> FormationReport:
+        """Run now, in the caller's thread, every pending and failed batch (of one conversation, or of all),
+        and the summarised windows formation was never scheduled for; ``again``: the done ones too. A batch
+        another thread finished meanwhile is not run twice (unless ``again``)."""
+        if not self.enabled:
+            raise ConfigError(f"memory formation is off: {self.off_reason}")
+        statuses = ("pending", "failed", "done") if again else ("pending", "failed")
+        windows = [(b.conversation_id, b.turn_range) for b in self.batches(conversation_id, statuses)]
+        windows += self.unscheduled(conversation_id)
+        report = FormationReport()
+        for conversation, turn_range in sorted(set(windows), key=lambda w: (w[0], _window(w[1]))):
+            outcome = self._run(conversation, turn_range, only=None if again else ("pending", "failed", None))
+            report.batches.append(outcome.batch)
+            if not outcome.ran:
+                continue
+            report.done += outcome.batch.status == "done"
+            report.failed += outcome.batch.status == "failed"
+            if outcome.applied is not None:
+                report.added += outcome.applied.count("add")
+                report.merged += outcome.applied.count("same")
+                report.updated += outcome.applied.count("update")
+                report.contradicted += outcome.applied.count("contradict")
+            report.prompt_tokens += outcome.spent.prompt_tokens
+            report.eval_tokens += outcome.spent.eval_tokens
+            report.seconds += outcome.spent.seconds
+        return report
+
+    def _run(self, conversation_id: str, turn_range: str, *, stop: threading.Event | None = None,
+             only: Sequence[str | None] | None = None) -> _Outcome:
+        """One window's run; ``only``: run it only when its summary's ``formation`` is one of these (None:
+        never scheduled), else report it as it stands."""
+        if not self.enabled:
+            raise ConfigError(f"memory formation is off: {self.off_reason}")
+        conversation_id = valid_conversation_id(conversation_id)
+        start, end = _window(turn_range)
+        turn_range = f"{start}-{end}"
+        with self._window_lock(conversation_id, turn_range):
+            summary = self._summary(conversation_id, turn_range)
+            if only is not None and summary.metadata.get("formation") not in only:
+                return _Outcome(FormationBatch.of(summary), None, _Spent(), ran=False)
+            return self._locked_run(conversation_id, start, end, summary, stop)
+
+    def _locked_run(self, conversation_id: str, start: int, end: int, summary: Document,
+                    stop: threading.Event | None) -> _Outcome:
+        turn_range = f"{start}-{end}"
+        spent = _Spent()
+        turns = window_turns(self.store, conversation_id, start, end)
+        if not turns:
+            raise NotFound(f"conversation {conversation_id!r} has no turns {turn_range} (deleted?)")
+        scope = str(turns[-1].metadata.get("scope") or GLOBAL_SCOPE)
+        entity = entity_of(scope)
+        waits = Backoff(first=self.settings.summary_backoff_seconds, retries=self.settings.formation_retries).waits()
+        attempts = 0
+        error = ""
+        while True:
+            attempts += 1
+            try:
+                applied = self._attempt(conversation_id, turns, scope, entity, summary, spent, attempts)
+                return _Outcome(FormationBatch.of(self.store.get_one(summary.id)), applied, spent)
+            except (ExtractorError, ValidationError, NotFound) as exc:  # refused: by the model's rules, or the store's
+                error = _one_line(str(exc))
+                log.warning("memory formation of %s turns %s, attempt %d: %s", conversation_id, turn_range,
+                            attempts, error)
+            wait = next(waits, None)
+            if wait is None:
+                break
+            if (stop.wait(wait) if stop is not None else self._sleep(wait)) is True:
+                raise FormationStopped(f"stopped while retrying the formation of {conversation_id} {turn_range}")
+            summary = self._summary(conversation_id, turn_range)  # another process may have changed it
+        self.store.write_docs([_summary_doc(summary, {
+            **_counted(summary, attempts, spent), "formation": "failed",
+            "formation_error": error[:FORMATION_ERROR_LENGTH]})], merge_memories=False)
+        log.error("memory formation of %s turns %s failed after %d attempts: %s; run it again with "
+                  "`brain memory extract --conversation %s`", conversation_id, turn_range, attempts, error,
+                  conversation_id)
+        return _Outcome(FormationBatch.of(self.store.get_one(summary.id)), None, spent)
+
+    def _attempt(self, conversation_id: str, turns: list[Document], scope: str, entity: str | None,
+                 summary: Document, spent: _Spent, attempts: int) -> AppliedChanges:
+        """Ask, check (one repair), apply with the summary marked done; raises what refused it."""
+        assert self.extractor is not None
+        candidates = self.candidates(turns, scope)
+        keys = candidate_keys(candidates)
+        messages = formation_messages([_window_turn(t) for t in turns], candidates, entity=entity,
+                                      now=str(turns[-1].metadata.get("timestamp")))
+        schema = answer_schema()
+        indices = {int(t.metadata["turn_index"]) for t in turns}
+        timeout = self.settings.formation_timeout
+        answer = spent.add(self.extractor.ask(messages, schema, timeout=timeout))
+        try:
+            facts = check_answer(answer.content, entity=entity, turn_indices=indices, candidate_keys=set(keys))
+        except FormationAnswerError as refused:
+            repaired = spent.add(self.extractor.ask(repair_messages(messages, answer.content, refused), schema,
+                                                    timeout=timeout))
+            facts = check_answer(repaired.content, entity=entity, turn_indices=indices,
+                                 candidate_keys=set(keys))
+        changes = [_change(fact, keys, turns) for fact in facts]
+        done = _summary_doc(summary, {**_counted(summary, attempts, spent), "formation": "done",
+                                      "formation_facts": len(changes)})
+        done.pop("formation_error", None)
+        return self.store.apply_changes(changes, scope=scope, source="chat", conversation_id=conversation_id,
+                                        with_docs=[done])
+
+    def candidates(self, turns: Sequence[Document], scope: str) -> list[Candidate]:
+        """The current memories of ``scope`` closest in meaning to ``turns`` (their texts embedded as one
+        query), at most ``BRAIN_FORMATION_CANDIDATES``, none below the store's similarity floor (when the
+        relevance ranking has one); expired, superseded and retired memories are never shown."""
+        k = self.settings.formation_candidates
+        if k <= 0:
+            return []
+        vector = self.store.embedder.embed_query("\n".join(t.text for t in turns))
+        hits = self.store.memory_index().search(vector, k, SIMILARITY_ONLY, time.time(), frozenset({scope}))
+        floor = self.store.retrieval.similarity_floor()
+        return [Candidate(h.id, h.text, h.metadata.get("valid_from") or h.metadata.get("created_at")
+                          or h.metadata.get("timestamp"))
+                for h in hits if floor is None or h.similarity >= floor]
+
+    # ---- what stands ------------------------------------------------------------------------------------
+    def batches(self, conversation_id: str | None = None,
+                status: str | Iterable[str] | None = None) -> list[FormationBatch]:
+        """The windows formation was scheduled for (their summaries say so), by conversation and window;
+        ``status``: only those in it (one of ``pending``, ``done``, ``failed``, or several)."""
+        wanted = list(FORMATION_STATES) if status is None else [status] if isinstance(status, str) else list(status)
+        bad = [s for s in wanted if s not in FORMATION_STATES]
+        if bad or not wanted:
+            raise ValidationError.of("status", f"status must be one of {', '.join(FORMATION_STATES)}, got {bad or status!r}")
+        where: dict[str, Any] = {"formation": wanted}
+        if conversation_id is not None:
+            where["conversation_id"] = valid_conversation_id(conversation_id)
+        docs = self.store.get(where=where, type=DocType.SUMMARY)
+        batches = [FormationBatch.of(d) for d in docs]
+        batches.sort(key=lambda b: (b.conversation_id, _window(b.turn_range)))
+        return batches
+
+    def unscheduled(self, conversation_id: str | None = None) -> list[tuple[str, str]]:
+        """``(conversation id, turn range)`` of the summarised windows formation was never scheduled for
+        (summarised while it was off), in order."""
+        where = None if conversation_id is None else {"conversation_id": valid_conversation_id(conversation_id)}
+        windows = [(str(d.metadata.get("conversation_id")), str(d.metadata.get("turn_range")))
+                   for d in self.store.get(where=where, type=DocType.SUMMARY)
+                   if "formation" not in d.metadata and d.metadata.get("turn_range")]
+        return sorted(windows, key=lambda w: (w[0], _window(w[1])))
+
+    def totals(self, conversation_id: str | None = None) -> dict[str, Any]:
+        """Batches by status (``pending``, ``failed``, ``done``) and the model's tokens and seconds summed
+        over all of them."""
+        out: dict[str, Any] = {s: 0 for s in FORMATION_STATES}
+        out.update(prompt_tokens=0, eval_tokens=0, seconds=0.0, facts=0)
+        for batch in self.batches(conversation_id):
+            out[batch.status] += 1
+            out["prompt_tokens"] += batch.prompt_tokens
+            out["eval_tokens"] += batch.eval_tokens
+            out["seconds"] += batch.seconds
+            out["facts"] += batch.facts
+        out["seconds"] = round(out["seconds"], 3)
+        return out
+
+    def health(self) -> dict[str, Any]:
+        """``enabled``, ``model`` (None when there is none), ``off_reason`` (None when on), the batches by
+        status and the tokens and seconds spent (:meth:`totals`), and ``last_error``: the newest failed
+        batch's error."""
+        failed = self.batches(status="failed")
+        newest = max(failed, key=lambda b: b.at or "", default=None)
+        return {"enabled": self.enabled, "model": None if self.extractor is None else self.extractor.name,
+                "off_reason": self.off_reason, **self.totals(),
+                "last_error": None if newest is None else newest.error}
+
+    # ---- helpers ----------------------------------------------------------------------------------------
+    def _summary(self, conversation_id: str, turn_range: str) -> Document:
+        docs = self.store.get(where={"conversation_id": conversation_id, "turn_range": turn_range},
+                              type=DocType.SUMMARY, include_embeddings=True)
+        if not docs:
+            raise NotFound(f"conversation {conversation_id!r} has no summary of turns {turn_range}: memory formation "
+                           f"runs on summarised windows (wait for the summaries first)")
+        return docs[0]
+
+    def _window_lock(self, conversation_id: str, turn_range: str) -> threading.Lock:
+        with self._guard:
+            return self._running.setdefault((conversation_id, turn_range), threading.Lock())
+
+
+def _window(turn_range: str) -> tuple[int, int]:
+    try:
+        return parse_turn_range(turn_range)
+    except ValueError as exc:
+        raise ValidationError.of("turn_range", str(exc)) from None
+
+
+def _window_turn(doc: Document) -> WindowTurn:
+    meta = doc.metadata
+    return WindowTurn(int(meta["turn_index"]), str(meta.get("role", "user")), doc.text, meta.get("timestamp"),
+                      meta.get("speaker"))
+
+
+def _change(fact: FormedFact, keys: dict[str, Candidate], turns: Sequence[Document]) -> MemoryChange:
+    """A checked fact as a change of the scope's memories: its turns' ids, and its start (its own, else
+    its last turn's time)."""
+    sources = [t for t in turns if int(t.metadata["turn_index"]) in set(fact.turns)]
+    at = fact.valid_from or (sources[-1].metadata.get("timestamp") if sources else None)
+    return MemoryChange(
+        action=fact.action, text=fact.text, target=None if fact.target is None else keys[fact.target].id,
+        importance=fact.importance, tags=tuple(fact.tags),
+        at=None if at is None else parse_timestamp(at),
+        expires_at=None if fact.expires_at is None else parse_timestamp(fact.expires_at, "expires_at"),
+        source_turns=tuple(t.id for t in sources))
+
+
+def _counted(summary: Document, attempts: int, spent: _Spent) -> dict[str, Any]:
+    """The summary's counters with this run's attempts, tokens and seconds added, and the time of the run."""
+    meta = summary.metadata
+    return {
+        "formation_attempts": int(meta.get("formation_attempts") or 0) + attempts,
+        "formation_prompt_tokens": int(meta.get("formation_prompt_tokens") or 0) + spent.prompt_tokens,
+        "formation_eval_tokens": int(meta.get("formation_eval_tokens") or 0) + spent.eval_tokens,
+        "formation_seconds": round(float(meta.get("formation_seconds") or 0.0) + spent.seconds, 3),
+        "formation_at": format_timestamp(utc_now()),
+    }
+
+
+def _summary_doc(summary: Document, state: dict[str, Any]) -> dict[str, Any]:
+    """The summary written again (same id, text, vector and fields) with the formation keys ``state``."""
+    meta, problems = read_stored(DocType.SUMMARY, summary.metadata)
+    if meta is None:
+        raise ValidationError(f"summary {summary.id!r} as stored cannot be read ({'; '.join(problems.values())}); "
+                              f"summarise the window again")
+    fields = meta.model_dump(by_alias=True, exclude_none=True)
+    fields.update(state)
+    doc = {**fields, "id": summary.id, "text": summary.text, "type": DocType.SUMMARY.value}
+    if summary.embedding is not None:
+        doc["embedding"] = summary.embedding
+    return doc
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+__all__ = ["Formation", "FormationBatch", "FormationReport", "FormationStopped"]

@@ -1,0 +1,39 @@
+"""The extractor contract: one small class per provider, like the summarisers.
+
+An extractor is the model memory formation asks (:mod:`brain.features.chat.formation`): given chat
+messages and a JSON schema, it returns the model's answer text with what it cost, or raises one of the
+two errors below. It does not read the answer: :mod:`brain.rules.formation` checks it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+from brain.model.errors import ExtractorError, ExtractorUnavailable  # noqa: F401 (importable from here too)
+
+
+@dataclass(frozen=True)
+class ModelAnswer:
+    """What one model call gave: the message text, the tokens it read (``prompt_tokens``, Ollama's
+    ``prompt_eval_count``) and wrote (``eval_tokens``, ``eval_count``), and its wall time in seconds."""
+
+    content: str
+    prompt_tokens: int
+    eval_tokens: int
+    seconds: float
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """``ask(messages, schema) -> ModelAnswer``; ``name`` (``ollama/<model>``) says which model answered."""
+
+    name: str
+
+    def ask(self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], *,
+            timeout: float | None = None) -> ModelAnswer:
+        """The model's answer to ``messages``, constrained to the JSON ``schema``; raises
+        :class:`ExtractorUnavailable` (down, slow, model not pulled) or :class:`ExtractorError` (an answer
+        that is not a chat response). ``timeout``: give up after this many seconds (at most the
+        extractor's own limit; None: that limit)."""
+        ...
