@@ -213,7 +213,7 @@ def test_memory_extract_re_runs_a_failed_batch_and_reports_it(cli_forming):
     lines = done.stdout.splitlines()
     assert lines[0] == "1 batch: 1 done, 0 failed; 1 memory added, 0 merged, 0 updated, 0 contradicted"
     assert lines[1].startswith("model: ") and "prompt tokens" in lines[1]
-    assert lines[2] == "  conv-peanuts turns 1-2: done, 1 fact, 1 attempt"
+    assert lines[2] == "  conv-peanuts turns 1-2: done, 1 fact, 3 attempts"  # attempts count over every run
     assert [m["text"] for m in json.loads(run("--json", "memory", "list").stdout)] == [PEANUTS]
     # nothing left to run, in this conversation or any
     assert run("memory", "extract").stdout.startswith("no formation batch to run")
@@ -228,8 +228,10 @@ def test_memory_extract_re_runs_a_failed_batch_and_reports_it(cli_forming):
 def test_memory_extract_without_formation_or_with_a_bad_id_says_what_to_change(cli_forming, monkeypatch):
     bad = run("memory", "extract", "--conversation", "not a conversation")
     assert bad.exit_code == 2 and "--conversation" in bad.stderr
-    monkeypatch.setenv("BRAIN_FORMATION", "false")
     run("memory", "add", "One fact")  # a store to open
+    unknown = run("memory", "extract", "--conversation", "conv-nobody")
+    assert unknown.exit_code == 1 and unknown.stderr.startswith("error: no conversation 'conv-nobody' is stored")
+    monkeypatch.setenv("BRAIN_FORMATION", "false")
     off = run("memory", "extract")
     assert off.exit_code == 1 and off.stderr.startswith("error: memory formation is off") and "BRAIN_FORMATION" in off.stderr
 

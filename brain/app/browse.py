@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brain.features.persona import current_persona
-from brain.model.schemas import GLOBAL_SCOPE, DocType, entity_of, format_timestamp
+from brain.model.schemas import FORMATION_STATES, GLOBAL_SCOPE, DocType, entity_of, format_timestamp
 from brain.rules.memories import may_use_conversation
 
 if TYPE_CHECKING:
@@ -21,10 +21,6 @@ if TYPE_CHECKING:
 
 
 # ---- conversations --------------------------------------------------------------------------------
-
-#: the states of a formation batch as its summary records them (``formation``); absent: never scheduled
-FORMATION_STATES = ("pending", "failed", "done")
-
 
 @dataclass
 class ConversationInfo:
@@ -138,4 +134,4 @@ def persona_sections(store: Store, *, acting: str | None = None) -> dict[str, An
     }
 
 
-__all__ = ["FORMATION_STATES", "ConversationInfo", "knowledge_by_file", "list_conversations", "persona_sections"]
+__all__ = ["ConversationInfo", "knowledge_by_file", "list_conversations", "persona_sections"]

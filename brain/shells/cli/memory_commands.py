@@ -156,7 +156,13 @@ def memory_extract(state: State, conversation_id: str | None, again: bool) -> No
             conversation_id = check_conversation_id(conversation_id)
         except ValueError as exc:
             raise click.UsageError(f"--conversation: {exc}") from None
-    report = state.brain(create=False).chat.extract_memories(conversation_id, again=again)
+    opened = state.brain(create=False)
+    if conversation_id is not None and not opened.store.conversation_turns(conversation_id):
+        from brain.model.errors import NotFound
+
+        raise NotFound(f"no conversation {conversation_id!r} is stored (`brain turns {conversation_id}` shows its "
+                       f"turns when there is one)")
+    report = opened.chat.extract_memories(conversation_id, again=again)
     emit(state, report.to_dict(), lambda: formation_text(report))
     if report.failed:
         raise CommandFailed(f"{counted(report.failed, 'batch')} failed; re-run `brain memory extract"
