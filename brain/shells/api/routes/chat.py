@@ -28,6 +28,7 @@ def add_routes(app: FastAPI) -> None:
     conversation_links = {
         "turns": link("conversation_turns", conversation_id="$response.body#/conversation_id"),
         "summaries": link("conversation_summaries", conversation_id="$response.body#/conversation_id"),
+        "extract": link("extract_memories", conversation_id="$response.body#/conversation_id"),
     }
 
     @app.post("/v1/context", tags=["chat"], operation_id="context",
