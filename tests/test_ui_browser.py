@@ -491,6 +491,11 @@ def test_health_shows_the_embedder_mirror_and_summariser(serve):
     expect(embedder).to_contain_text(served.store.embedder.name)
     expect(served.page.locator('.health-part[data-part="mirror"] dd[data-key="status"]').first).to_have_text("ok")
     expect(served.page.locator('.health-part[data-part="summariser"] dd[data-key="reachable"]')).to_be_visible()
+    # memory formation: off here (BRAIN_FORMATION is false), and health says why
+    formation = served.page.locator('.health-part[data-part="formation"]')
+    expect(formation.locator("h3")).to_have_text("Memory formation")
+    expect(formation.locator('dd[data-key="enabled"]')).to_have_text("false")
+    expect(formation.locator('dd[data-key="off_reason"]')).to_contain_text("BRAIN_FORMATION")
 
 
 def test_health_shows_counts_per_type_and_the_mirror_verify(serve):
