@@ -377,18 +377,23 @@ def test_conversations_are_listed_by_last_activity(serve):
     expect(served.page.locator("#conversation-items > li")).to_have_count(7)
 
 
-def test_conversations_show_their_pending_and_failed_memory_formation(serve):
-    served = serve()
-    store = served.store
+def seed_formation(store, error: str) -> None:
+    """conv-forming: 8 turns, its windows 1-2 done, 3-4 failed and 5-6 pending; conv-quiet: none of them."""
     for n in range(4):
         store.upsert_turn("conv-forming", f"question {n}", f"answer {n}", user_ts=f"2026-03-0{n + 1}T10:00:00+00:00")
     store.upsert_turn("conv-quiet", "hello", "hi", user_ts="2026-03-01T09:00:00+00:00")
-    error = "the model answered 'not json' (not JSON): ..."
     for index, (first, state, extra) in enumerate([(1, "done", {"formation_facts": 2}),
                                                    (3, "failed", {"formation_attempts": 3, "formation_error": error}),
                                                    (5, "pending", {})], start=1):
         store.upsert_summary("conv-forming", f"summary of turns {first}-{first + 1}", turn_range=f"{first}-{first + 1}",
                              summary_index=index, formation=state, **extra)
+
+
+def test_conversations_show_their_pending_and_failed_memory_formation(serve):
+    served = serve()
+    store = served.store
+    error = "the model answered 'not json' (not JSON): ..."
+    seed_formation(store, error)
     served.open("conversations")
     listed = served.page.locator("#conversation-list > li")
     expect(listed).to_have_count(2)
@@ -402,6 +407,34 @@ def test_conversations_show_their_pending_and_failed_memory_formation(serve):
     expect(badges).to_have_text(["memories formed: 2", "memory formation failed after 3 attempts",
                                  "memory formation pending"])
     expect(served.page.locator("#conversation-items .formation-error")).to_have_text(error)
+    # formation is off on this server: the button says so in the API's words
+    served.page.get_by_role("button", name="Form memories now").click()
+    message = served.api("POST", "/v1/conversations/conv-forming/extract").json()["message"]
+    expect(served.page.locator("#formation-result")).to_have_text(message)
+    # a conversation with nothing pending or failed has no button
+    served.page.locator('#conversation-list .open-conversation[data-id="conv-quiet"]').click()
+    expect(served.page.locator("#conversation-title")).to_have_text("Conversation conv-quiet")
+    expect(served.page.get_by_role("button", name="Form memories now")).to_be_hidden()
+
+
+def test_forming_memories_from_the_browser_runs_the_pending_and_failed_batches(serve):
+    # formation on, its model unreachable: each batch fails again, and the page says why
+    served = serve(formation=True, formation_retries=0)
+    seed_formation(served.store, "an earlier failure")
+    served.open("conversations")
+    served.page.locator('#conversation-list .open-conversation[data-id="conv-forming"]').click()
+    served.page.get_by_role("button", name="Form memories now").click()
+    result = served.page.locator("#formation-result")
+    expect(result).to_contain_text("2 batches: 0 done, 2 failed; 0 added")
+    expect(result).to_contain_text("3-4: ")
+    expect(result).to_contain_text("OLLAMA_HOST")  # the unreachable model's error, as the API reported it
+    forming = served.page.locator('#conversation-list > li[data-id="conv-forming"]')
+    expect(forming.locator('.formation .badge[data-state="failed"]')).to_have_text("2 failed")
+    expect(forming.locator('.formation .badge[data-state="pending"]')).to_have_count(0)
+    expect(served.page.locator("#conversation-items li.summary .badge.formation")).to_have_text(
+        # the server's worker may have run the pending window once already, when it started
+        ["memories formed: 2", "memory formation failed after 4 attempts",
+         re.compile(r"^memory formation failed after (1 attempt|2 attempts)$")])
 
 
 # ---- try a message ----------------------------------------------------------------------------------

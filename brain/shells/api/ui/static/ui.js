@@ -502,23 +502,28 @@ function formationBadge(meta) {
   const state = meta.formation;
   if (!state) return null;
   const text = state === "done" ? `memories formed: ${meta.formation_facts ?? 0}` :
-    state === "failed" ? `memory formation failed after ${meta.formation_attempts ?? 0} attempts` :
+    state === "failed" ? `memory formation failed after ${meta.formation_attempts ?? 0} ` +
+      `attempt${meta.formation_attempts === 1 ? "" : "s"}` :
     "memory formation pending";
   return el("span", { class: `badge formation ${state}`, "data-state": state, title: meta.formation_error || "" }, text);
 }
 
-async function openConversation(id) {
+async function openConversation(id, { keepResult = false } = {}) {
   say("conversations-error", "");
+  if (!keepResult) say("formation-result", "");
   const path = `/v1/conversations/${encodeURIComponent(id)}`;
   const [turns, summaries] = await Promise.all([api("GET", `${path}/turns`), api("GET", `${path}/summaries`)]);
   const items = clear($("conversation-items"));
   if (!turns.ok || !summaries.ok) {
+    $("conversation-formation").hidden = true;
     say("conversation-title", "No conversation open");
     say("conversations-error", problem(turns.ok ? summaries : turns));
     return;
   }
   say("conversation-title", `Conversation ${turns.data.conversation_id}`);
   conversations.open = turns.data.conversation_id;
+  $("conversation-formation").hidden = !summaries.data.summaries.some(
+    (s) => s.metadata.formation === "pending" || s.metadata.formation === "failed");
   markOpenConversation();
   const ordered = [...turns.data.turns].sort((a, b) => (a.metadata.turn_index || 0) - (b.metadata.turn_index || 0));
   const pending = [...summaries.data.summaries].sort(
@@ -547,6 +552,32 @@ async function openConversation(id) {
   for (const s of pending) items.append(summaryItem(s));
   if (!ordered.length) items.append(el("li", { class: "empty" }, "This conversation has no turns."));
 }
+
+// the report of a formation run, in the words `brain memory extract` uses
+function formationReport(r) {
+  if (!r.batches.length) return "Nothing to run: no memory formation is pending or failed.";
+  const failed = r.batches.filter((b) => b.status === "failed" && b.error).map((b) => ` ${b.turn_range}: ${b.error}`);
+  return `${r.batches.length} batch${r.batches.length === 1 ? "" : "es"}: ${r.done} done, ${r.failed} failed; ` +
+    `${r.added} added, ${r.merged} merged, ${r.updated} updated, ${r.contradicted} contradicted ` +
+    `(${r.prompt_tokens} prompt and ${r.eval_tokens} generated tokens, ${fixed(r.seconds)} s)` +
+    (failed.length ? `. Failed:${failed.join(";")}` : "");
+}
+
+$("extract-memories").addEventListener("click", guard(async () => {
+  const id = conversations.open;
+  if (!id) return;
+  const button = $("extract-memories");
+  button.disabled = true;
+  say("formation-result", "Forming memories… (the model answers in its own time)");
+  try {
+    const res = await api("POST", `/v1/conversations/${encodeURIComponent(id)}/extract`);
+    if (missingEndpoint(res)) say("formation-result", "This server cannot form memories (it needs a newer brain).");
+    else say("formation-result", res.ok ? formationReport(res.data) : problem(res));
+  } finally {
+    button.disabled = false;
+  }
+  await Promise.all([openConversation(id, { keepResult: true }), loadConversations()]);
+}));
 
 $("open-conversation").addEventListener("submit", guard(async (event) => {
   event.preventDefault();
