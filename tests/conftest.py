@@ -246,6 +246,7 @@ TIERS: dict[str, tuple[str, ...]] = {
     "test_feed.py::test_racing_writers_never_share_a_sequence": ("stress", "subprocess"),
     "test_feed.py::test_racing_stores_end_with_what_chroma_holds": ("stress",),
     "test_forget_everywhere.py::test_a_forget_killed_while_scrubbing_finishes_on_the_next_run": ("subprocess",),
+    "test_formation.py::test_a_process_killed_mid_formation_leaves_none_of_it_and_the_batch_pending": ("subprocess",),
     "test_idempotency.py::test_retries_across_two_workers_store_the_exchange_once": ("subprocess",),
     "test_isolation_race.py::test_two_workers_racing_for_one_new_id_give_it_to_one_entity": ("stress", "subprocess"),
     "test_locking.py::test_failed_open_releases_the_claim": ("subprocess",),

@@ -30,10 +30,10 @@ from brain.model.errors import BrainError, NotFound, StoreUnavailable, Validatio
 from brain.store.locking import DataDirLock
 from brain.rules.memories import readable_scopes, search_scopes
 from brain.store.memory_index import MemoryIndex
-from brain.model.ids import memory_id, normalize_memory_text
+from brain.model.ids import memory_id
 from brain.rules.memories import same_text
 from brain.model.results import Document, Hit, MemoryHit, Supersession
-from brain.model.schemas import (CHAIN_KEYS, CHANGES, DocType, check_extra_metadata, check_k, check_last_used, check_scope,
+from brain.model.schemas import (CHAIN_KEYS, DocType, check_extra_metadata, check_k, check_last_used, check_scope,
                            entity_scope, is_inactive, utc_now)
 from brain.store.chroma import (ChromaAccess, GuardedCollection, embedding_function, missing_store, open_client,
                                 open_cosine_collection, switch_advice)
@@ -42,9 +42,8 @@ from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import ChangeFeed, FeedWriter
 from brain.store.live import live_collection
 from brain.store.follower import WAIT_SECONDS, FeedFollower, check_sequence
-from brain.store.history import (AppliedChanges, MemoryChange, added_doc, chain, change_time, check_changes, joined_turns,
-                                 merged_change_doc, refuse_chain_edit, refuse_supersession, refuse_target,
-                                 supersede_arguments, supersession_docs)
+from brain.store.history import (AppliedChanges, MemoryChange, chain, change_docs, refuse_chain_edit,
+                                 refuse_supersession, supersede_arguments, supersession_docs)
 from brain.store.indexes import InProcessState
 from brain.store.pipeline import WritePipeline
 from brain.store.plan import WriteResult, memory_edit, plan_write
@@ -486,67 +485,22 @@ class Store:
 
         Refused whole, nothing written: a target that is unknown (:class:`NotFound`), in another scope, or no
         longer current (:class:`~brain.model.errors.Conflict` when superseded meanwhile); a new text another
-        current memory of the scope says; changes that contradict each other (:func:`check_changes`); any
+        current memory of the scope says; changes that contradict each other (:func:`~brain.store.history.check_changes`); any
         document that fails validation."""
-        check_changes(changes)
         try:
             scope = check_scope(scope)
         except ValueError as exc:
             raise ValidationError.of("scope", str(exc)) from None
         with self._lock:
+            def held(doc_id: str) -> Document:
+                return self.get([doc_id], include_embeddings=True)[0]
+
             wanted = [c.target for c in changes if c.target is not None]
-            found = {d.id: d for d in self.get(wanted, type=DocType.MEMORY, include_embeddings=True)}
-            missing = [t for t in wanted if t not in found]
-            if missing:
-                raise NotFound(f"no memory with id {missing[0]!r} (deleted meanwhile?); nothing was written")
-            docs: list[Mapping[str, Any]] = []
-            landed: list[tuple[str, str] | None] = [None] * len(changes)
-            claimed: set[str] = set()  # ids this write gives to new memories
-            superseded = {c.target for c in changes if c.action in CHANGES}
-            for n, change in enumerate(changes):
-                if change.action in CHANGES:
-                    old = found[str(change.target)]
-                    refuse_supersession(old, change.text, scope)
-                    new_id = self._successor_id(change.text, scope, skip=claimed)
-                    claimed.add(new_id)
-                    docs.extend(supersession_docs(
-                        old, new_id, change.text, change.action, change_time(change.at), importance=change.importance,
-                        tags=list(change.tags), source=source, conversation_id=conversation_id,
-                        expires_at=change.expires_at,
-                        extra={"source_turns": joined_turns(change.source_turns)} if change.source_turns else {}))
-                    landed[n] = (new_id, change.action)
-            merges: dict[str, list[int]] = {}
-            added: dict[str, list[int]] = {}
-            for n, change in enumerate(changes):
-                if change.action == "same":
-                    merges.setdefault(str(change.target), []).append(n)
-                elif change.action == "add":
-                    added.setdefault(normalize_memory_text(change.text), []).append(n)
-            for indices in added.values():
-                group = [changes[n] for n in indices]
-                new_id, held = self._free_memory_id(group[0].text, scope, skip=claimed)
-                if held is None:
-                    claimed.add(new_id)
-                    docs.append(added_doc(new_id, group, scope, source=source, conversation_id=conversation_id))
-                    for n in indices:
-                        landed[n] = (new_id, "add")
-                    continue
-                if held.id not in found:
-                    found[held.id] = self.get([held.id], include_embeddings=True)[0]
-                merges.setdefault(held.id, []).extend(indices)
-            for target, indices in merges.items():
-                if target in superseded:
-                    raise ValidationError.of("target", (
-                        f"memory {target!r} is superseded by one fact of this batch and the same as another; "
-                        f"nothing was written"))
-                old = found[target]
-                refuse_target(old, scope, doing="merge into")
-                docs.append(merged_change_doc(old, [changes[n] for n in indices]))
-                for n in indices:
-                    landed[n] = (target, "same")
+            targets = {d.id: d for d in self.get(wanted, type=DocType.MEMORY, include_embeddings=True)}
+            docs, landed = change_docs(changes, scope, targets, self._free_memory_id, held, self._successor_id,
+                                       source=source, conversation_id=conversation_id)
             written = self.write_docs([*docs, *with_docs], merge_memories=False)
-        return AppliedChanges(tuple(i for i, _ in landed), tuple(a for _, a in landed),  # type: ignore[misc]
-                              written.sequence)
+        return AppliedChanges(tuple(i for i, _ in landed), tuple(a for _, a in landed), written.sequence)
 
     def _free_memory_id(self, text: str, scope: str, *,
                         skip: Iterable[str] = ()) -> tuple[str, Document | None]:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from brain.model.errors import Conflict, Problem, ValidationError
+from brain.model.errors import Conflict, NotFound, Problem, ValidationError
+from brain.model.ids import normalize_memory_text
 from brain.rules.memories import merged_importance, merged_tags, same_text
 from brain.model.results import Document
 from brain.model.schemas import (CHAIN_KEYS, CHANGES, MAX_LIST_ITEMS, DocType, format_timestamp, is_part,
@@ -235,6 +236,66 @@ def added_doc(new_id: str, changes: Sequence[MemoryChange], scope: str, *, sourc
     return doc
 
 
+def change_docs(changes: Sequence[MemoryChange], scope: str, targets: Mapping[str, Document],
+                free_id: Callable[..., tuple[str, Document | None]], fetch: Callable[[str], Document],
+                successor_id: Callable[..., str], *, source: str | None,
+                conversation_id: str | None) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The write of a batch of changes to the memories of ``scope`` (``upsert_docs`` items, written with
+    ``merge_memories=False``), and for each change the memory it lands on and what it does. The store's reads
+    come as callables: ``targets`` (the changes' targets as stored, with vectors), ``free_id(text, scope,
+    skip=ids)`` (the first free derived id, or the current memory saying the text), ``fetch(id)`` (a memory
+    with its vector) and ``successor_id(text, scope, skip=ids)`` (the id of a superseding memory). Raises
+    what refuses the batch whole (see :meth:`brain.store.Store.apply_changes`)."""
+    check_changes(changes)
+    missing = [c.target for c in changes if c.target is not None and c.target not in targets]
+    if missing:
+        raise NotFound(f"no memory with id {missing[0]!r} (deleted meanwhile?); nothing was written")
+    found = dict(targets)
+    docs: list[dict[str, Any]] = []
+    landed: list[tuple[str, str] | None] = [None] * len(changes)
+    claimed: set[str] = set()  # ids this write gives to new memories
+    superseded = {c.target for c in changes if c.action in CHANGES}
+    for n, change in enumerate(changes):  # supersessions first: the ids they take are claimed
+        if change.action in CHANGES:
+            old = found[str(change.target)]
+            refuse_supersession(old, change.text, scope)
+            new_id = successor_id(change.text, scope, skip=claimed)
+            claimed.add(new_id)
+            docs.extend(supersession_docs(
+                old, new_id, change.text, change.action, change_time(change.at), importance=change.importance,
+                tags=list(change.tags), source=source, conversation_id=conversation_id, expires_at=change.expires_at,
+                extra={"source_turns": joined_turns(change.source_turns)} if change.source_turns else {}))
+            landed[n] = (new_id, change.action)
+    merges: dict[str, list[int]] = {}
+    added: dict[str, list[int]] = {}
+    for n, change in enumerate(changes):
+        if change.action == "same":
+            merges.setdefault(str(change.target), []).append(n)
+        elif change.action == "add":
+            added.setdefault(normalize_memory_text(change.text), []).append(n)
+    for indices in added.values():
+        group = [changes[n] for n in indices]
+        new_id, held = free_id(group[0].text, scope, skip=claimed)
+        if held is None:
+            claimed.add(new_id)
+            docs.append(added_doc(new_id, group, scope, source=source, conversation_id=conversation_id))
+            for n in indices:
+                landed[n] = (new_id, "add")
+        else:  # a current memory says it already: the same as that one
+            found.setdefault(held.id, fetch(held.id))
+            merges.setdefault(held.id, []).extend(indices)
+    for target, indices in merges.items():
+        if target in superseded:
+            raise ValidationError.of("target", (
+                f"memory {target!r} is superseded by one change of this batch and the same as another; "
+                f"nothing was written"))
+        refuse_target(found[target], scope, doing="merge into")
+        docs.append(merged_change_doc(found[target], [changes[n] for n in indices]))
+        for n in indices:
+            landed[n] = (target, "same")
+    return docs, landed  # type: ignore[return-value]  # every change landed somewhere
+
+
 def chain(doc: Document, fetch: Callable[[str], Document | None],
           predecessor: Callable[[str], Document | None] | None = None) -> list[Document]:
     """The history ``doc`` belongs to, oldest first: back along ``supersedes`` (or, for a chain imported
@@ -283,6 +344,6 @@ def refuse_chain_edit(old: Document, changes: Mapping[str, Any]) -> None:
         raise ValidationError("; ".join(p.message for p in problems) + " (nothing was written)", problems)
 
 
-__all__ = ["ACTIONS", "MAX_CHAIN", "AppliedChanges", "MemoryChange", "added_doc", "chain", "change_time", "check_change", "check_changes",
+__all__ = ["ACTIONS", "MAX_CHAIN", "AppliedChanges", "MemoryChange", "added_doc", "chain", "change_docs", "change_time", "check_change", "check_changes",
            "joined_turns", "merged_change_doc", "refuse_chain_edit", "refuse_supersession", "refuse_target",
            "supersede_arguments", "supersession_docs"]

@@ -8,6 +8,7 @@ each with one job, data flowing one way (store -> candidates -> context; exchang
 - :mod:`brain.features.chat.speakers` — who said a turn: the user's and the assistant's display names;
 - :mod:`brain.features.chat.summary_queue` — when a summary is due, and the worker thread that writes them;
 - :mod:`brain.features.chat.summaries` — one summary: the model with retries in a deadline, the fallback, health;
+- :mod:`brain.features.chat.formation` — memory formation: a summarised window's facts, asked of a model and applied;
 - :mod:`brain.features.chat.last_used` — access tracking (``last_used``): where it is written and why.
 """
 
@@ -24,6 +25,7 @@ from brain.features.chat.context import (
     assemble_context,
     render_prompt,
 )
+from brain.features.chat.formation import Formation, FormationBatch, FormationReport
 from brain.features.chat.speakers import PersonaName, exchange_speakers
 from brain.features.chat.summaries import SummaryJob, SummaryWriter, summary_id
 from brain.features.chat.summary_queue import SummaryQueue, SummarySchedule
@@ -39,6 +41,9 @@ __all__ = [
     "ContextBudget",
     "ContextItem",
     "Exchange",
+    "Formation",
+    "FormationBatch",
+    "FormationReport",
     "PersonaName",
     "SummaryJob",
     "SummaryQueue",

@@ -9,6 +9,8 @@ A facade over the parts of :mod:`brain.features.chat`; it gathers from the store
   consecutive ``turn_index`` values and who said each (:mod:`brain.features.chat.speakers`), and queues the
   summaries now due (:mod:`brain.features.chat.summary_queue`,
   written by :mod:`brain.features.chat.summaries`).
+* :meth:`ChatMemory.extract_memories` — memory formation (:mod:`brain.features.chat.formation`), which the
+  summary worker runs after each window's summary.
 * :meth:`ChatMemory.remember`, :meth:`ChatMemory.consolidate` (see :mod:`brain.features.consolidate`) and
   access tracking (:mod:`brain.features.chat.last_used`).
 """
@@ -125,8 +127,12 @@ class ChatMemory:
     many seconds (default ``BRAIN_SUMMARY_COOLDOWN_SECONDS``). ``clock``: the epoch time access tracking
     records a use at. Thread-safe; a context manager (``close`` on exit).
 
+    ``extractor``: memory formation's model (default: ``get_extractor(settings)``, None when formation is off;
+    see :meth:`extract_memories`).
+
     The parts are public for callers that need one of them: :attr:`summary_writer` (the summariser,
-    its retries and health), :attr:`summary_queue` (the worker), :attr:`access` (access tracking).
+    its retries and health), :attr:`summary_queue` (the worker), :attr:`formation` (memory formation),
+    :attr:`access` (access tracking).
     """
 
     def __init__(
@@ -454,12 +460,13 @@ class ChatMemory:
         return self.formation.batches(_check_conversation(conversation_id), status)
 
     def pending_summaries(self) -> int:
-        """Summaries queued or being written."""
+        """Summaries queued or being written (and, with formation on, windows whose formation is queued)."""
         return self.summary_queue.pending()
 
     def wait_for_summaries(self, timeout: float | None = None) -> bool:
-        """Block until every scheduled summary is stored (True) or ``timeout`` seconds passed (False),
-        then persist recorded memory uses. Without a worker thread the queued jobs run here."""
+        """Block until every scheduled summary is stored, and with formation on its window's memories formed
+        (True), or ``timeout`` seconds passed (False), then persist recorded memory uses. Without a worker
+        thread the queued jobs run here."""
         if not self.summary_queue.wait(timeout):
             return False
         self.flush_access()

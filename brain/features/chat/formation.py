@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings
-from brain.features.chat.summaries import formation_state, window_turns
+from brain.features.chat.summaries import window_turns
 from brain.model.errors import Backoff, ConfigError, ExtractorError, FormationAnswerError, NotFound, ValidationError
 from brain.model.results import Document
 from brain.model.schemas import (
@@ -55,6 +55,7 @@ from brain.model.schemas import (
     utc_now,
     valid_conversation_id,
 )
+from brain.providers.extractors import formation_off_reason
 from brain.rules.formation import (
     Candidate,
     FormedFact,
@@ -73,6 +74,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: candidates are shown from the embedder's mean similarity of unrelated pairs up (z = 0 of its calibration,
+#: :mod:`brain.rules.relevance`), far below the context's floor: a change is said in other words than the fact it
+#: changes ("I moved to Berlin" is about 0.15 from "Alice lives in Paris" with the local model), and a memory the
+#: model is not shown cannot be updated or contradicted, only repeated beside it
+CANDIDATE_FLOOR_Z = 0.0
+_LOCK_STRIPES = 64
 #: the summary keys a batch's state is read from, and their defaults
 _COUNTERS = {"formation_attempts": 0, "formation_facts": 0, "formation_prompt_tokens": 0,
              "formation_eval_tokens": 0, "formation_seconds": 0.0}
@@ -184,23 +191,20 @@ class Formation:
         self.settings = settings
         self.extractor = extractor
         self._sleep = sleep
-        self._guard = threading.Lock()
-        self._running: dict[tuple[str, str], threading.Lock] = {}
+        self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]  # a window runs once at a time
 
     # ---- on or off --------------------------------------------------------------------------------------
     @property
     def enabled(self) -> bool:
-        return bool(self.settings.formation) and self.extractor is not None
+        return self.off_reason is None
 
     @property
     def off_reason(self) -> str | None:
         """Why formation is off (None when on), saying how to turn it on."""
-        if not self.settings.formation:
-            return "BRAIN_FORMATION is false: set BRAIN_FORMATION=true to form memories from conversations"
-        if self.extractor is None:
-            return (f"no model is configured (BRAIN_SUMMARIZER={self.settings.summarizer}): set "
-                    f"BRAIN_SUMMARIZER=ollama and BRAIN_FORMATION_MODEL to an Ollama chat model")
-        return None
+        reason = formation_off_reason(self.settings)
+        if reason is None and self.extractor is None:
+            return "no model was given to form memories with: set BRAIN_FORMATION_MODEL to an Ollama chat model"
+        return reason
 
     # ---- one batch --------------------------------------------------------------------------------------
     def run(self, conversation_id: str, turn_range: str, *, stop: threading.Event | None = None) -> FormationBatch:
@@ -255,7 +259,11 @@ class Formation:
         start, end = _window(turn_range)
         turn_range = f"{start}-{end}"
         with self._window_lock(conversation_id, turn_range):
-            summary = self._summary(conversation_id, turn_range)
+            summary = self._find_summary(conversation_id, turn_range)
+            if summary is None and only is None:
+                raise _no_summary(conversation_id, turn_range)
+            if summary is None:  # deleted since it was queued (a forgotten entity's conversation)
+                return _Outcome(FormationBatch(conversation_id, turn_range, "", "pending"), None, _Spent(), ran=False)
             if only is not None and summary.metadata.get("formation") not in only:
                 return _Outcome(FormationBatch.of(summary), None, _Spent(), ran=False)
             return self._locked_run(conversation_id, start, end, summary, stop)
@@ -323,14 +331,14 @@ class Formation:
 
     def candidates(self, turns: Sequence[Document], scope: str) -> list[Candidate]:
         """The current memories of ``scope`` closest in meaning to ``turns`` (their texts embedded as one
-        query), at most ``BRAIN_FORMATION_CANDIDATES``, none below the store's similarity floor (when the
-        relevance ranking has one); expired, superseded and retired memories are never shown."""
+        query), at most ``BRAIN_FORMATION_CANDIDATES``, none less alike than an unrelated pair is on average
+        (:data:`CANDIDATE_FLOOR_Z`); expired, superseded and retired memories are never shown."""
         k = self.settings.formation_candidates
         if k <= 0:
             return []
         vector = self.store.embedder.embed_query("\n".join(t.text for t in turns))
         hits = self.store.memory_index().search(vector, k, SIMILARITY_ONLY, time.time(), frozenset({scope}))
-        floor = self.store.retrieval.similarity_floor()
+        floor = self.store.retrieval.calibration().floor(CANDIDATE_FLOOR_Z)
         return [Candidate(h.id, h.text, h.metadata.get("valid_from") or h.metadata.get("created_at")
                           or h.metadata.get("timestamp"))
                 for h in hits if floor is None or h.similarity >= floor]
@@ -362,41 +370,60 @@ class Formation:
         return sorted(windows, key=lambda w: (w[0], _window(w[1])))
 
     def totals(self, conversation_id: str | None = None) -> dict[str, Any]:
-        """Batches by status (``pending``, ``failed``, ``done``) and the model's tokens and seconds summed
-        over all of them."""
-        out: dict[str, Any] = {s: 0 for s in FORMATION_STATES}
-        out.update(prompt_tokens=0, eval_tokens=0, seconds=0.0, facts=0)
-        for batch in self.batches(conversation_id):
-            out[batch.status] += 1
-            out["prompt_tokens"] += batch.prompt_tokens
-            out["eval_tokens"] += batch.eval_tokens
-            out["seconds"] += batch.seconds
-            out["facts"] += batch.facts
-        out["seconds"] = round(out["seconds"], 3)
+        """Batches by status (``pending``, ``failed``, ``done``), the facts applied, and the model's tokens and
+        seconds summed over all of them."""
+        return _totals(self.batches(conversation_id))
+
+    def totals_by_conversation(self) -> dict[str, dict[str, int]]:
+        """``{conversation id: {"pending": n, "failed": n, "done": n}}`` for every conversation with a batch
+        (one read of the store, for listings)."""
+        out: dict[str, dict[str, int]] = {}
+        for batch in self.batches():
+            out.setdefault(batch.conversation_id, {s: 0 for s in FORMATION_STATES})[batch.status] += 1
         return out
 
     def health(self) -> dict[str, Any]:
         """``enabled``, ``model`` (None when there is none), ``off_reason`` (None when on), the batches by
         status and the tokens and seconds spent (:meth:`totals`), and ``last_error``: the newest failed
         batch's error."""
-        failed = self.batches(status="failed")
-        newest = max(failed, key=lambda b: b.at or "", default=None)
+        batches = self.batches()
+        newest = max((b for b in batches if b.status == "failed"), key=lambda b: b.at or "", default=None)
         return {"enabled": self.enabled, "model": None if self.extractor is None else self.extractor.name,
-                "off_reason": self.off_reason, **self.totals(),
+                "off_reason": self.off_reason, **_totals(batches),
                 "last_error": None if newest is None else newest.error}
 
     # ---- helpers ----------------------------------------------------------------------------------------
-    def _summary(self, conversation_id: str, turn_range: str) -> Document:
+    def _find_summary(self, conversation_id: str, turn_range: str) -> Document | None:
         docs = self.store.get(where={"conversation_id": conversation_id, "turn_range": turn_range},
                               type=DocType.SUMMARY, include_embeddings=True)
-        if not docs:
-            raise NotFound(f"conversation {conversation_id!r} has no summary of turns {turn_range}: memory formation "
-                           f"runs on summarised windows (wait for the summaries first)")
-        return docs[0]
+        return docs[0] if docs else None
+
+    def _summary(self, conversation_id: str, turn_range: str) -> Document:
+        summary = self._find_summary(conversation_id, turn_range)
+        if summary is None:
+            raise _no_summary(conversation_id, turn_range)
+        return summary
 
     def _window_lock(self, conversation_id: str, turn_range: str) -> threading.Lock:
-        with self._guard:
-            return self._running.setdefault((conversation_id, turn_range), threading.Lock())
+        return self._stripes[hash((conversation_id, turn_range)) % _LOCK_STRIPES]
+
+
+def _no_summary(conversation_id: str, turn_range: str) -> NotFound:
+    return NotFound(f"conversation {conversation_id!r} has no summary of turns {turn_range}: memory formation runs "
+                    f"on summarised windows (wait for the summaries first)")
+
+
+def _totals(batches: Iterable[FormationBatch]) -> dict[str, Any]:
+    out: dict[str, Any] = {s: 0 for s in FORMATION_STATES}
+    out.update(facts=0, prompt_tokens=0, eval_tokens=0, seconds=0.0)
+    for batch in batches:
+        out[batch.status] += 1
+        out["facts"] += batch.facts
+        out["prompt_tokens"] += batch.prompt_tokens
+        out["eval_tokens"] += batch.eval_tokens
+        out["seconds"] += batch.seconds
+    out["seconds"] = round(out["seconds"], 3)
+    return out
 
 
 def _window(turn_range: str) -> tuple[int, int]:
@@ -414,13 +441,17 @@ def _window_turn(doc: Document) -> WindowTurn:
 
 def _change(fact: FormedFact, keys: dict[str, Candidate], turns: Sequence[Document]) -> MemoryChange:
     """A checked fact as a change of the scope's memories: its turns' ids, and its start (its own, else
-    its last turn's time)."""
+    its last turn's time; a change never before the start of the memory it changes: a fact remembered by
+    hand today is changed by a conversation recorded with older times from its own start on)."""
     sources = [t for t in turns if int(t.metadata["turn_index"]) in set(fact.turns)]
-    at = fact.valid_from or (sources[-1].metadata.get("timestamp") if sources else None)
+    value = fact.valid_from or (sources[-1].metadata.get("timestamp") if sources else None)
+    at = None if value is None else parse_timestamp(value)
+    target = None if fact.target is None else keys[fact.target]
+    if at is not None and target is not None and fact.action != "same" and target.valid_from is not None:
+        at = max(at, parse_timestamp(target.valid_from))
     return MemoryChange(
-        action=fact.action, text=fact.text, target=None if fact.target is None else keys[fact.target].id,
-        importance=fact.importance, tags=tuple(fact.tags),
-        at=None if at is None else parse_timestamp(at),
+        action=fact.action, text=fact.text, target=None if target is None else target.id,
+        importance=fact.importance, tags=tuple(fact.tags), at=at,
         expires_at=None if fact.expires_at is None else parse_timestamp(fact.expires_at, "expires_at"),
         source_turns=tuple(t.id for t in sources))
 
@@ -455,4 +486,4 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-__all__ = ["Formation", "FormationBatch", "FormationReport", "FormationStopped"]
+__all__ = ["CANDIDATE_FLOOR_Z", "Formation", "FormationBatch", "FormationReport", "FormationStopped"]

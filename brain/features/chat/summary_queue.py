@@ -11,6 +11,10 @@ conversation's position is forgotten and the window is due again on the next exc
 error is logged and does not stop the worker. Without a worker thread (``start_worker=False``) the
 queue runs in the thread that calls :meth:`SummaryQueue.wait`; :meth:`SummaryQueue.close` writes
 extractive summaries for whatever is still queued, so no window is left unsummarised.
+
+With memory formation on, the worker runs a window's formation (:mod:`brain.features.chat.formation`) after
+its summary is stored, and takes up windows whose summary still says ``pending`` (queued with
+:meth:`SummaryQueue.add_formation`); closing leaves a window's formation pending for the next start.
 """
 
 from __future__ import annotations
