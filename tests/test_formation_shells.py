@@ -122,6 +122,9 @@ def test_a_failed_batch_is_listed_in_health_and_re_run_over_http_by_its_owner(fo
     health = ok(admin.get("/v1/health"))["formation"]
     assert health["enabled"] is True and health["model"] == f"ollama/{MODEL}"
     assert (health["pending"], health["failed"], health["done"]) == (0, 1, 0) and health["last_error"]
+    # a token bound to an entity learns whether formation is on, not which batches failed nor why
+    assert ok(bob.get("/v1/health"))["formation"] == {"enabled": True, "model": f"ollama/{MODEL}",
+                                                      "off_reason": None}
     # another entity's token cannot run it, nor can the admin acting for that entity: not found, nothing asked
     asked = len(model.asked)
     for refused in (bob.post(f"/v1/conversations/{conversation}/extract"),
