@@ -151,8 +151,9 @@ $("login-form").addEventListener("submit", (event) => {
 
 $("logout").addEventListener("click", () => {
   sessionStorage.removeItem(TOKEN_KEY);
-  for (const id of ["memory-list", "conversation-list", "conversation-items", "persona", "knowledge",
-                    "try-result", "forget-result", "health"]) clear($(id));
+  for (const id of ["memory-list", "conversation-list", "conversation-items", "formation-result", "persona",
+                    "knowledge", "try-result", "forget-result", "health"]) clear($(id));
+  $("conversation-formation").hidden = true;
   showLogin("");
 });
 
