@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -36,6 +36,9 @@ from brain.model.errors import (
 from brain.model.results import Document, Hit, MemoryHit
 from brain.model.schemas import DocType
 from brain.rules.memories import check_as_of_search
+
+if TYPE_CHECKING:
+    from brain.features.chat.formation import FormationReport
 
 #: seconds a request to the server may take (a search embeds the query; a first request may load the model)
 TIMEOUT = 120.0
@@ -101,6 +104,41 @@ class ServedStore:
         raise self._brain.needs_the_store(f"RagStore.{name}")
 
 
+class ServedChat:
+    """The part of :class:`~brain.features.chat.ChatMemory` the CLI's forwarded commands use: memory formation
+    run by the server (``POST /v1/conversations/{id}/extract``), so it writes with the server's own model."""
+
+    def __init__(self, brain: ServedBrain):
+        self._brain = brain
+
+    def extract_memories(self, conversation_id: str | None = None, *, again: bool = False) -> FormationReport:
+        """One conversation's, or each conversation's in turn, as the server reports them, summed."""
+        from brain.features.chat.formation import FormationBatch, FormationReport
+
+        ids = [conversation_id] if conversation_id is not None else self._conversations()
+        total = FormationReport()
+        for conversation in ids:
+            # no client time limit: the server's model calls have theirs (BRAIN_FORMATION_TIMEOUT, retries)
+            body = self._brain.request("POST", f"/v1/conversations/{conversation}/extract",
+                                       params={"again": "true"} if again else {}, timeout=None)
+            total.batches += [FormationBatch(**batch) for batch in body["batches"]]
+            for key in ("done", "failed", "added", "merged", "updated", "contradicted", "prompt_tokens",
+                        "eval_tokens", "seconds"):
+                setattr(total, key, getattr(total, key) + body[key])
+        return total
+
+    def _conversations(self) -> list[str]:
+        ids: list[str] = []
+        while True:
+            page = self._brain.request("GET", "/v1/conversations", params={"limit": 1000, "offset": len(ids)})
+            ids += [c["conversation_id"] for c in page["conversations"]]
+            if len(page["conversations"]) < 1000:
+                return ids
+
+    def __getattr__(self, name: str) -> Any:
+        raise self._brain.needs_the_store(f"ChatMemory.{name}")
+
+
 class ServedBrain:
     """The part of :class:`~brain.app.core.Brain` the CLI's forwarded commands use, over the HTTP API of the
     ``brain serve`` that holds the data directory (``locked``: the error that said so). Close it."""
@@ -115,6 +153,7 @@ class ServedBrain:
         self._http = httpx.Client(base_url=self.url, timeout=TIMEOUT,
                                   headers={"Authorization": f"Bearer {token}"} if token else {})
         self.store = ServedStore(self)
+        self.chat = ServedChat(self)
 
     def search(self, query: str, *, type: str | DocType | None = None, k: int | None = None,
                entity: str | None = None, as_of: str | None = None) -> list[Hit | MemoryHit]:
@@ -203,6 +242,8 @@ def _error(response: httpx.Response, url: str) -> BrainError:
     if status in (400, 413, 422):
         problems = [Problem.of(p) for p in body.get("problems") or [] if isinstance(p, dict)]
         return ValidationError(message, problems)
+    if status == 503 and body.get("error") == "not_configured":
+        return ConfigError(message)
     if status == 503:
         return StoreUnavailable(message)
     return StoreError(f"the server at {url} answered {status}: {message}")

@@ -157,7 +157,7 @@ def memory_extract(state: State, conversation_id: str | None, again: bool) -> No
         except ValueError as exc:
             raise click.UsageError(f"--conversation: {exc}") from None
     opened = state.brain(create=False)
-    if conversation_id is not None and not opened.store.conversation_turns(conversation_id):
+    if conversation_id is not None and not opened.store.recent_turns(conversation_id, 1):
         from brain.model.errors import NotFound
 
         raise NotFound(f"no conversation {conversation_id!r} is stored (`brain turns {conversation_id}` shows its "
