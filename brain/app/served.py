@@ -3,11 +3,11 @@
 Embedded Chroma is single-process: while ``brain serve`` has the data directory open (:mod:`brain.store.locking`),
 a second process must not open it. The server records its address in the lock file, so a command run
 beside it finds it there (:class:`~brain.model.errors.StoreLocked` carries it) and sends its reads and memory
-writes to the server instead: :class:`ServedBrain` and :class:`ServedStore` answer the calls the CLI's
-read commands and ``memory add``/``rm`` make, each one request to a route that makes the same library
-call (:mod:`brain.shells.api.routes.operator`, ``/v1/docs``, ``/v1/memories``, the conversation routes, health's
-``?stats=true``), and
-hand back the same result types. Anything else is :class:`~brain.model.errors.StoreLocked` naming the server,
+writes to the server instead: :class:`ServedBrain`, :class:`ServedStore` and :class:`ServedChat` answer the
+calls the CLI's read commands, ``health``, ``memory add``/``rm`` and ``memory extract`` make, each one request
+to a route that makes the same library call (:mod:`brain.shells.api.routes.operator`, ``/v1/docs``,
+``/v1/memories``, the conversation routes and their ``extract``, health and its ``?stats=true``), and hand back
+the same result types. Anything else is :class:`~brain.model.errors.StoreLocked` naming the server,
 never a second opening of the directory.
 
 The admin token (``BRAIN_API_TOKEN``), when the server has one, comes from the same settings.
