@@ -275,3 +275,10 @@ def test_health_shows_formation_on_with_its_batches_or_off_with_why(cli_forming,
     monkeypatch.setenv("BRAIN_FORMATION", "false")
     off = run("health")
     assert off.exit_code == 0 and "formation   off: BRAIN_FORMATION is false" in off.stdout
+
+
+def test_the_health_line_says_when_the_batches_cannot_be_read():
+    from brain.shells.cli.reports import formation_health_line
+
+    down = {"enabled": True, "model": f"ollama/{MODEL}", "off_reason": None, "error": "the Chroma store is unreachable"}
+    assert formation_health_line(down) == f"on, ollama/{MODEL}: batches unknown (the Chroma store is unreachable)"

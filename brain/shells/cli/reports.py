@@ -155,6 +155,8 @@ def formation_health_line(part: Mapping[str, Any]) -> str:
     """Memory formation in health: on (its model, batches, tokens, last failure) or off and why."""
     if not part.get("enabled"):
         return f"off: {part.get('off_reason') or 'BRAIN_FORMATION is false'}"
+    if part.get("error"):  # the store could not be read: no batches to count
+        return f"on, {part.get('model')}: batches unknown ({part['error']})"
     line = f"on, {part.get('model')}: {formation_totals_line(part)}"
     if part.get("failed") and part.get("last_error"):
         line += f"; last failure: {part['last_error']}"
