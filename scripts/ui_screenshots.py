@@ -88,7 +88,9 @@ def seed(brain: Brain) -> None:
     report = ingest_paths(brain.store, [ROOT / "config" / "kb"])
     if not report.ok:
         raise SystemExit(ingest_text(report))
-    brain.store.upsert_docs([{"type": "memory", "source": "chat", **m} for m in MEMORIES])
+    ids = brain.store.upsert_docs([{"type": "memory", "source": "chat", **m} for m in MEMORIES])
+    # a fact that changed, so a memory has a history to show
+    brain.store.supersede(ids[0], "The user commutes to Porto by bus since the line closed for works", kind="update")
     for user, assistant in EXCHANGES:
         brain.chat.record_exchange("conv-porto-trip", user, assistant)
     brain.chat.record_exchange("conv-alice-receipts", "Where did I put the receipt for the printer?",
@@ -122,6 +124,14 @@ def shoot(url: str, token_url: str, out: Path, chromium: str) -> list[Path]:
         second = page.locator("#memory-list li.memory").nth(1)
         second.get_by_role("button", name="Edit").click()
         save("edit")
+
+        page.goto(f"{url}/ui#memories")
+        page.reload()  # the search above is still in the form: the plain list, newest first
+        changed = page.locator("#memory-list li.memory").filter(has=page.get_by_role("button", name="History")).first
+        changed.get_by_role("button", name="History").click()
+        expect(changed.locator(".chain > li")).to_have_count(2)
+        changed.evaluate("row => row.scrollIntoView({block: 'center'})")
+        save("history")
 
         page.goto(f"{url}/ui#conversations")
         page.get_by_label("Open a conversation by id").fill("conv-porto-trip")

@@ -175,7 +175,8 @@ def test_conversations_by_last_activity_with_counts(deployed):
     assert top["entity"] == "alice" and top["turns"] == 4 and top["summaries"] >= 1
     assert top["last_activity"].startswith("2026-03-03T10:00:00")
     assert listed["conversations"][1] == {"conversation_id": second, "entity": "bob", "turns": 2, "summaries": 0,
-                                          "last_activity": listed["conversations"][1]["last_activity"]}
+                                          "last_activity": listed["conversations"][1]["last_activity"],
+                                          "formation": {"pending": 0, "failed": 0, "done": 0}}
     paged = ok(c["admin"].get("/v1/conversations", params={"limit": 1, "offset": 1}))["conversations"]
     assert [x["conversation_id"] for x in paged] == [second]
     assert [x["conversation_id"] for x in ok(c["alice"].get("/v1/conversations"))["conversations"]] == [first]

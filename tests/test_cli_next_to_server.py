@@ -69,6 +69,10 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
         shown = [json.loads(ok(cli(workdir, "--json", "memory", "show", doc_id))) for doc_id in ids]
         found = [json.loads(ok(cli(workdir, "--json", *args))) for args in searches]
         stats = json.loads(ok(cli(workdir, "--json", "stats")))
+        health = json.loads(ok(cli(workdir, "--json", "health")))
+        # memory extract asks the server, whose formation is off: its refusal, not "needs the store itself"
+        extract = cli(workdir, "memory", "extract", "--conversation", "conv-lunch")
+        unknown = cli(workdir, "memory", "extract", "--conversation", "conv-none")
         missing = cli(workdir, "memory", "show", "doc-nothing")
         # a command that needs the store itself names the server and the ways out
         refused = cli(workdir, "export", str(workdir / "out"))
@@ -94,6 +98,13 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
     unsettled = {"disk_bytes": None, "unusable_rows": None}  # Chroma's files, and the server's built indexes
     assert {**stats, **unsettled} == {**alone, **unsettled}
     assert stats["by_type"]["memory"] == 3 and stats["by_type"]["persona"] == 2  # serve loaded persona.md
+    assert stats["formation"] == alone["formation"] and stats["formation"]["pending"] == 0
+    # the server's health: its worker runs, so its summariser part differs; what the store holds does not
+    assert health["summariser"]["worker_running"] is True and "version" not in health
+    assert health["counts"] == json.loads(ok(cli(workdir, "--json", "health")))["counts"]
+    assert health["formation"]["enabled"] is False and "BRAIN_FORMATION" in health["formation"]["off_reason"]
+    assert extract.returncode == 1 and extract.stderr.startswith("error: memory formation is off: BRAIN_FORMATION")
+    assert unknown.returncode == 1 and unknown.stderr.startswith("error: no conversation 'conv-none' is stored")
     assert missing.returncode == 1 and missing.stderr.startswith("error: no memory with id 'doc-nothing'")
 
 

@@ -17,7 +17,7 @@ from brain.features.persona import load_persona
 from .mcp_client import project, stdio
 
 TOOLS = {"remember", "recall", "update_memory", "supersede_memory", "memory_history", "forget", "list_memories",
-         "search_knowledge", "get_context", "record_exchange", "find_specialists"}
+         "search_knowledge", "get_context", "record_exchange", "extract_memories", "find_specialists"}
 
 PERSONA = """You are Juniper, the household's assistant.
 
@@ -282,4 +282,14 @@ def test_bound_server_keeps_conversations_and_context_in_its_scope(alice_server,
     assert "Bob is allergic to shellfish" not in context["prompt"]
     assert "bound to entity 'alice'" in alice_server.error("get_context", user_message="hi", entity="bob")
     assert "bound to entity 'alice'" in alice_server.error("record_exchange", user_text="a", assistant_text="b",
+                                                           entity="bob")
+
+
+def test_extract_memories_keeps_to_the_entitys_conversations_and_says_when_formation_is_off(alice_server):
+    mine = alice_server.call("record_exchange", user_text="I am allergic to peanuts.", assistant_text="Noted.")
+    # this server has no formation model (BRAIN_FORMATION is off): the tool says which setting turns it on
+    assert "BRAIN_FORMATION" in alice_server.error("extract_memories", conversation_id=mine["conversation_id"])
+    # another entity's conversation, or none, is not found before anything else
+    assert "no conversation 'conv-nobody'" in alice_server.error("extract_memories", conversation_id="conv-nobody")
+    assert "bound to entity 'alice'" in alice_server.error("extract_memories", conversation_id=mine["conversation_id"],
                                                            entity="bob")

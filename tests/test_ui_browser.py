@@ -268,6 +268,64 @@ def test_without_a_query_the_list_is_newest_first_and_filters_apply(serve):
     expect(served.memory_rows().first).to_contain_text("memory number 4")
 
 
+def test_a_superseded_memory_opens_its_history_oldest_first_with_the_current_one_marked(serve):
+    paris = "The user lives in Paris"
+    served = serve([{"text": paris, "importance": 4, "timestamp": "2025-01-10T09:00:00+00:00"}, {"text": CAT}])
+    old_id = served.ids[0]
+    berlin = served.store.supersede(old_id, "The user moved to Berlin", kind="update", at="2025-06-01T12:00:00+00:00")
+    munich = served.store.supersede(berlin.new.id, "The user lives in Munich, never in Berlin", kind="contradict",
+                                    at="2025-07-01T12:00:00+00:00")
+    expected = [d.text for d in served.store.history(old_id)]
+    assert expected == [paris, "The user moved to Berlin", "The user lives in Munich, never in Berlin"]
+    served.open()
+    expect(served.memory_rows()).to_have_count(4)
+    # only a memory that is part of a chain offers its history
+    expect(served.row(served.ids[1]).get_by_role("button", name="History")).to_have_count(0)
+    # the superseded memory is listed (not ranked) and its history is one click away
+    served.page.locator("#f-status").select_option("superseded")
+    served.page.get_by_role("button", name="Show").click()
+    expect(served.memory_rows()).to_have_count(2)
+    row = served.row(old_id)
+    expect(row.locator(".status")).to_have_text("status superseded")
+    row.get_by_role("button", name="History").click()
+    expect(row.get_by_role("button", name="History")).to_have_attribute("aria-expanded", "true")
+    versions = row.locator(".history .chain > li")
+    expect(versions).to_have_count(3)
+    expect(versions.locator(".text")).to_have_text(expected)
+    expect(versions.nth(0).locator(".valid-from")).to_have_text("valid from 2025-01-10 09:00:00 UTC")
+    expect(versions.nth(0).locator(".valid-until")).to_have_text("valid until 2025-06-01 12:00:00 UTC")
+    expect(versions.nth(0).locator(".change")).to_have_text("first version")
+    expect(versions.nth(0).locator(".this")).to_have_text("this memory")
+    expect(versions.nth(1).locator(".change")).to_have_text("change update")
+    expect(versions.nth(1).locator(".valid-until")).to_have_text("valid until 2025-07-01 12:00:00 UTC")
+    expect(versions.nth(2).locator(".change")).to_have_text("change contradict")
+    expect(versions.nth(2).locator(".valid-from")).to_have_text("valid from 2025-07-01 12:00:00 UTC")
+    expect(versions.nth(2).locator(".valid-until")).to_have_text("still holds")
+    expect(versions.locator(".status")).to_have_text(["status superseded", "status superseded", "status active"])
+    # exactly one version is current: the last one
+    expect(row.locator('.chain > li[aria-current="true"]')).to_have_count(1)
+    expect(versions.nth(2)).to_have_attribute("aria-current", "true")
+    expect(versions.nth(2).locator(".current-badge")).to_have_text("current")
+    expect(versions.nth(2)).to_have_attribute("data-id", munich.new.id)
+    # closing hides it again
+    row.get_by_role("button", name="History").click()
+    expect(row.locator(".history")).to_be_hidden()
+
+
+def test_the_current_memory_of_a_chain_shows_the_same_history(serve):
+    served = serve([{"text": "The user's favourite colour is blue"}])
+    done = served.store.supersede(served.ids[0], "The user's favourite colour is green")
+    served.open()
+    row = served.row(done.new.id)
+    row.get_by_role("button", name="History").click()
+    versions = row.locator(".history .chain > li")
+    expect(versions.locator(".text")).to_have_text(["The user's favourite colour is blue",
+                                                    "The user's favourite colour is green"])
+    expect(versions.nth(1)).to_have_attribute("aria-current", "true")
+    expect(versions.nth(1).locator(".this")).to_have_text("this memory")
+    expect(versions.nth(0)).not_to_have_attribute("aria-current", "true")
+
+
 # ---- conversations ----------------------------------------------------------------------------------
 
 def record_conversation(served: Served, exchanges: int = 3) -> str:
@@ -317,6 +375,66 @@ def test_conversations_are_listed_by_last_activity(serve):
     expect(buttons.nth(1)).to_have_text(older)
     buttons.nth(1).click()
     expect(served.page.locator("#conversation-items > li")).to_have_count(7)
+
+
+def seed_formation(store, error: str) -> None:
+    """conv-forming: 8 turns, its windows 1-2 done, 3-4 failed and 5-6 pending; conv-quiet: none of them."""
+    for n in range(4):
+        store.upsert_turn("conv-forming", f"question {n}", f"answer {n}", user_ts=f"2026-03-0{n + 1}T10:00:00+00:00")
+    store.upsert_turn("conv-quiet", "hello", "hi", user_ts="2026-03-01T09:00:00+00:00")
+    for index, (first, state, extra) in enumerate([(1, "done", {"formation_facts": 2}),
+                                                   (3, "failed", {"formation_attempts": 3, "formation_error": error}),
+                                                   (5, "pending", {})], start=1):
+        store.upsert_summary("conv-forming", f"summary of turns {first}-{first + 1}", turn_range=f"{first}-{first + 1}",
+                             summary_index=index, formation=state, **extra)
+
+
+def test_conversations_show_their_pending_and_failed_memory_formation(serve):
+    served = serve()
+    store = served.store
+    error = "the model answered 'not json' (not JSON): ..."
+    seed_formation(store, error)
+    served.open("conversations")
+    listed = served.page.locator("#conversation-list > li")
+    expect(listed).to_have_count(2)
+    forming = served.page.locator('#conversation-list > li[data-id="conv-forming"]')
+    expect(forming.locator('.formation .badge[data-state="pending"]')).to_have_text("1 pending")
+    expect(forming.locator('.formation .badge[data-state="failed"]')).to_have_text("1 failed")
+    # a conversation with nothing pending or failed has no formation line
+    expect(served.page.locator('#conversation-list > li[data-id="conv-quiet"] .formation')).to_have_count(0)
+    forming.get_by_role("button", name="conv-forming").click()
+    badges = served.page.locator("#conversation-items li.summary .badge.formation")
+    expect(badges).to_have_text(["memories formed: 2", "memory formation failed after 3 attempts",
+                                 "memory formation pending"])
+    expect(served.page.locator("#conversation-items .formation-error")).to_have_text(error)
+    # formation is off on this server: the button says so in the API's words
+    served.page.get_by_role("button", name="Form memories now").click()
+    message = served.api("POST", "/v1/conversations/conv-forming/extract").json()["message"]
+    expect(served.page.locator("#formation-result")).to_have_text(message)
+    # a conversation with nothing pending or failed has no button
+    served.page.locator('#conversation-list .open-conversation[data-id="conv-quiet"]').click()
+    expect(served.page.locator("#conversation-title")).to_have_text("Conversation conv-quiet")
+    expect(served.page.get_by_role("button", name="Form memories now")).to_be_hidden()
+
+
+def test_forming_memories_from_the_browser_runs_the_pending_and_failed_batches(serve):
+    # formation on, its model unreachable: each batch fails again, and the page says why
+    served = serve(formation=True, formation_retries=0)
+    seed_formation(served.store, "an earlier failure")
+    served.open("conversations")
+    served.page.locator('#conversation-list .open-conversation[data-id="conv-forming"]').click()
+    served.page.get_by_role("button", name="Form memories now").click()
+    result = served.page.locator("#formation-result")
+    expect(result).to_contain_text("2 batches: 0 done, 2 failed; 0 added")
+    expect(result).to_contain_text("3-4: ")
+    expect(result).to_contain_text("OLLAMA_HOST")  # the unreachable model's error, as the API reported it
+    forming = served.page.locator('#conversation-list > li[data-id="conv-forming"]')
+    expect(forming.locator('.formation .badge[data-state="failed"]')).to_have_text("2 failed")
+    expect(forming.locator('.formation .badge[data-state="pending"]')).to_have_count(0)
+    expect(served.page.locator("#conversation-items li.summary .badge.formation")).to_have_text(
+        # the server's worker may have run the pending window once already, when it started
+        ["memories formed: 2", "memory formation failed after 4 attempts",
+         re.compile(r"^memory formation failed after (1 attempt|2 attempts)$")])
 
 
 # ---- try a message ----------------------------------------------------------------------------------
@@ -406,6 +524,11 @@ def test_health_shows_the_embedder_mirror_and_summariser(serve):
     expect(embedder).to_contain_text(served.store.embedder.name)
     expect(served.page.locator('.health-part[data-part="mirror"] dd[data-key="status"]').first).to_have_text("ok")
     expect(served.page.locator('.health-part[data-part="summariser"] dd[data-key="reachable"]')).to_be_visible()
+    # memory formation: off here (BRAIN_FORMATION is false), and health says why
+    formation = served.page.locator('.health-part[data-part="formation"]')
+    expect(formation.locator("h3")).to_have_text("Memory formation")
+    expect(formation.locator('dd[data-key="enabled"]')).to_have_text("false")
+    expect(formation.locator('dd[data-key="off_reason"]')).to_contain_text("BRAIN_FORMATION")
 
 
 def test_health_shows_counts_per_type_and_the_mirror_verify(serve):

@@ -300,6 +300,13 @@ class Access:
             except ConversationOwned:  # another scope claimed this id first (another process, meanwhile)
                 raise _no_conversation(conversation_id) from None
 
+    def extract_memories(self, conversation_id: str, *, again: bool = False) -> Any:
+        """Form memories now from one of the caller's conversations (:meth:`ChatMemory.extract_memories`):
+        its pending and failed windows, and with ``again`` the done ones too. The memories are in the
+        conversation's scope, so a caller forms memories only of a conversation it may use."""
+        conversation_id, _ = self._conversation(conversation_id)
+        return self.chat.extract_memories(conversation_id, again=again)
+
     def list_conversations(self, *, limit: int | None = None, offset: int = 0) -> list[Any]:
         """The conversations the request may use, most recent activity first (see :mod:`brain.app.browse`)."""
         return list_conversations(self.store, acting=self.entity, limit=limit, offset=offset)

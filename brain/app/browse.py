@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brain.features.persona import current_persona
-from brain.model.schemas import GLOBAL_SCOPE, DocType, entity_of, format_timestamp
+from brain.model.schemas import FORMATION_STATES, GLOBAL_SCOPE, DocType, entity_of, format_timestamp
 from brain.rules.memories import may_use_conversation
 
 if TYPE_CHECKING:
@@ -25,17 +25,20 @@ if TYPE_CHECKING:
 @dataclass
 class ConversationInfo:
     """One conversation: whose it is (the entity of the scope it started in; None for global), how many
-    turns and summaries it has, and its latest turn's or summary's time."""
+    turns and summaries it has, its latest turn's or summary's time, and its memory-formation batches
+    by state (``{"pending": n, "failed": n, "done": n}``, read from its summaries)."""
 
     conversation_id: str
     entity: str | None
     turns: int
     summaries: int
     last_activity: datetime
+    formation: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FORMATION_STATES, 0))
 
     def to_dict(self) -> dict[str, Any]:
         return {"conversation_id": self.conversation_id, "entity": self.entity, "turns": self.turns,
-                "summaries": self.summaries, "last_activity": format_timestamp(self.last_activity)}
+                "summaries": self.summaries, "last_activity": format_timestamp(self.last_activity),
+                "formation": dict(self.formation)}
 
 
 @dataclass
@@ -46,12 +49,14 @@ class _Seen:
     turns: int = 0
     summaries: int = 0
     latest: float = 0.0
+    formation: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FORMATION_STATES, 0))
 
 
 def list_conversations(store: Store, *, acting: str | None = None, limit: int | None = None,
                        offset: int = 0) -> list[ConversationInfo]:
     """Conversations, most recent activity first (then by id), that a request acting as ``acting``
-    may use (None: every one). One pass over the turns' and summaries' metadata; no text is read."""
+    may use (None: every one). One pass over the turns' and summaries' metadata (which also carry the
+    formation state of each summary's window); no text is read."""
     seen: dict[str, _Seen] = {}
     where = {"type": {"$in": [DocType.TURN.value, DocType.SUMMARY.value]}}
     for page in store.chroma.pages(where, ["metadatas"]):
@@ -71,6 +76,9 @@ def list_conversations(store: Store, *, acting: str | None = None, limit: int | 
             else:
                 entry.summaries += 1
                 entry.summary_scopes.add(scope)
+                state = meta.get("formation")
+                if state in entry.formation:
+                    entry.formation[state] += 1
     infos = []
     for conversation, entry in seen.items():
         # as brain.access.policy decides it: a conversation belongs to its turns' scopes (its summaries' without turns)
@@ -79,7 +87,7 @@ def list_conversations(store: Store, *, acting: str | None = None, limit: int | 
             continue
         started = entry.first[2] if entry.first is not None else min(scopes)
         infos.append(ConversationInfo(conversation, entity_of(started), entry.turns, entry.summaries,
-                                      datetime.fromtimestamp(entry.latest, UTC)))
+                                      datetime.fromtimestamp(entry.latest, UTC), entry.formation))
     infos.sort(key=lambda c: (-c.last_activity.timestamp(), c.conversation_id))
     return infos[offset:] if limit is None else infos[offset:offset + limit]
 

@@ -258,6 +258,12 @@ class Brain:
         report["status"] = "unavailable" if not healthy else "degraded" if degraded else "ok"
         return report
 
+    def stats(self) -> dict[str, Any]:
+        """The store's figures (:meth:`RagStore.stats`: documents per type, the embedder, the size on disk)
+        and memory formation's totals (``formation``: its batches by state, the facts they applied, the
+        model's tokens and seconds summed over them)."""
+        return {**self.store.stats(), "formation": self.chat.formation.totals()}
+
     def _persona_health(self, detail: bool) -> dict[str, Any]:
         # reported, never loaded here: startup() (brain init, serve, mcp) loads persona.md
         from brain.features.persona import persona_report

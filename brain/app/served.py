@@ -3,11 +3,11 @@
 Embedded Chroma is single-process: while ``brain serve`` has the data directory open (:mod:`brain.store.locking`),
 a second process must not open it. The server records its address in the lock file, so a command run
 beside it finds it there (:class:`~brain.model.errors.StoreLocked` carries it) and sends its reads and memory
-writes to the server instead: :class:`ServedBrain` and :class:`ServedStore` answer the calls the CLI's
-read commands and ``memory add``/``rm`` make, each one request to a route that makes the same library
-call (:mod:`brain.shells.api.routes.operator`, ``/v1/docs``, ``/v1/memories``, the conversation routes, health's
-``?stats=true``), and
-hand back the same result types. Anything else is :class:`~brain.model.errors.StoreLocked` naming the server,
+writes to the server instead: :class:`ServedBrain`, :class:`ServedStore` and :class:`ServedChat` answer the
+calls the CLI's read commands, ``health``, ``memory add``/``rm`` and ``memory extract`` make, each one request
+to a route that makes the same library call (:mod:`brain.shells.api.routes.operator`, ``/v1/docs``,
+``/v1/memories``, the conversation routes and their ``extract``, health and its ``?stats=true``), and hand back
+the same result types. Anything else is :class:`~brain.model.errors.StoreLocked` naming the server,
 never a second opening of the directory.
 
 The admin token (``BRAIN_API_TOKEN``), when the server has one, comes from the same settings.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -36,6 +36,9 @@ from brain.model.errors import (
 from brain.model.results import Document, Hit, MemoryHit
 from brain.model.schemas import DocType
 from brain.rules.memories import check_as_of_search
+
+if TYPE_CHECKING:
+    from brain.features.chat.formation import FormationReport
 
 #: seconds a request to the server may take (a search embeds the query; a first request may load the model)
 TIMEOUT = 120.0
@@ -95,14 +98,45 @@ class ServedStore:
         return [_document(d) for d in body["turns"]]
 
     def stats(self) -> dict[str, Any]:
-        report = self._brain.request("GET", "/v1/health", params={"stats": "true"})
-        if "stats" not in report:  # the store is down, or the token is not the admin's
-            raise StoreUnavailable(f"the server at {self._brain.url} gave no figures: health says "
-                                   f"{report.get('status')!r}; `brain stats` needs BRAIN_API_TOKEN, the admin token")
-        return report["stats"]
+        return self._brain.stats()
 
     def __getattr__(self, name: str) -> Any:
         raise self._brain.needs_the_store(f"RagStore.{name}")
+
+
+class ServedChat:
+    """The part of :class:`~brain.features.chat.ChatMemory` the CLI's forwarded commands use: memory formation
+    run by the server (``POST /v1/conversations/{id}/extract``), so it writes with the server's own model."""
+
+    def __init__(self, brain: ServedBrain):
+        self._brain = brain
+
+    def extract_memories(self, conversation_id: str | None = None, *, again: bool = False) -> FormationReport:
+        """One conversation's, or each conversation's in turn, as the server reports them, summed."""
+        from brain.features.chat.formation import FormationBatch, FormationReport
+
+        ids = [conversation_id] if conversation_id is not None else self._conversations()
+        total = FormationReport()
+        for conversation in ids:
+            # no client time limit: the server's model calls have theirs (BRAIN_FORMATION_TIMEOUT, retries)
+            body = self._brain.request("POST", f"/v1/conversations/{conversation}/extract",
+                                       params={"again": "true"} if again else {}, timeout=None)
+            total.batches += [FormationBatch(**batch) for batch in body["batches"]]
+            for key in ("done", "failed", "added", "merged", "updated", "contradicted", "prompt_tokens",
+                        "eval_tokens", "seconds"):
+                setattr(total, key, getattr(total, key) + body[key])
+        return total
+
+    def _conversations(self) -> list[str]:
+        ids: list[str] = []
+        while True:
+            page = self._brain.request("GET", "/v1/conversations", params={"limit": 1000, "offset": len(ids)})
+            ids += [c["conversation_id"] for c in page["conversations"]]
+            if len(page["conversations"]) < 1000:
+                return ids
+
+    def __getattr__(self, name: str) -> Any:
+        raise self._brain.needs_the_store(f"ChatMemory.{name}")
 
 
 class ServedBrain:
@@ -119,6 +153,7 @@ class ServedBrain:
         self._http = httpx.Client(base_url=self.url, timeout=TIMEOUT,
                                   headers={"Authorization": f"Bearer {token}"} if token else {})
         self.store = ServedStore(self)
+        self.chat = ServedChat(self)
 
     def search(self, query: str, *, type: str | DocType | None = None, k: int | None = None,
                entity: str | None = None, as_of: str | None = None) -> list[Hit | MemoryHit]:
@@ -131,6 +166,24 @@ class ServedBrain:
         params = {key: value for key, value in params.items() if value is not None}
         return [_hit(h) for h in self.request("GET", path, params=params)["results"]]
 
+    def stats(self) -> dict[str, Any]:
+        """The server's figures (:meth:`Brain.stats <brain.app.core.Brain.stats>`), from health's ``?stats=true``."""
+        report = self.request("GET", "/v1/health", params={"stats": "true"})
+        if "stats" not in report:  # the store is down, or the token is not the admin's
+            raise StoreUnavailable(f"the server at {self.url} gave no figures: health says "
+                                   f"{report.get('status')!r}; `brain stats` needs BRAIN_API_TOKEN, the admin token")
+        return report["stats"]
+
+    def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, Any]:
+        """The server's ``GET /v1/health`` (its figures need the admin token): the report of
+        :meth:`Brain.health <brain.app.core.Brain.health>`, also when it says the store is unavailable (503)."""
+        response = self._send("GET", "/v1/health", params={"verify": "true"} if verify else {})
+        if response.status_code not in (200, 503):
+            raise _error(response, self.url)
+        report = response.json()
+        report.pop("version", None)
+        return report
+
     def needs_the_store(self, what: str) -> StoreLocked:
         return StoreLocked(f"{what} needs the store itself, and `brain serve` (process {self.locked.holder}) holds "
                            f"it, serving {self.url}: stop the server first, or use its HTTP API ({self.url}/docs)",
@@ -138,15 +191,18 @@ class ServedBrain:
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """The JSON answer of one request; the server's error as the BrainError it was."""
+        response = self._send(method, path, **kwargs)
+        if response.status_code < 400:
+            return response.json()
+        raise _error(response, self.url)
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = self._http.request(method, path, **kwargs)
+            return self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise StoreUnavailable(f"the data directory {self.settings.data_dir} is held by `brain serve` (process "
                                    f"{self.locked.holder}), which does not answer at {self.url} ({exc}); wait for "
                                    "it to start, or stop it") from None
-        if response.status_code < 400:
-            return response.json()
-        raise _error(response, self.url)
 
     def close(self) -> None:
         self._http.close()
@@ -186,6 +242,8 @@ def _error(response: httpx.Response, url: str) -> BrainError:
     if status in (400, 413, 422):
         problems = [Problem.of(p) for p in body.get("problems") or [] if isinstance(p, dict)]
         return ValidationError(message, problems)
+    if status == 503 and body.get("error") == "not_configured":
+        return ConfigError(message)
     if status == 503:
         return StoreUnavailable(message)
     return StoreError(f"the server at {url} answered {status}: {message}")

@@ -47,6 +47,7 @@ from brain.model.errors import (
     ExtractorUnavailable,
     FormationAnswerError,
     NotFound,
+    StoreUnavailable,
     ValidationError,
 )
 from brain.model.results import Document
@@ -413,12 +414,16 @@ class Formation:
     def health(self) -> dict[str, Any]:
         """``enabled``, ``model`` (None when there is none), ``off_reason`` (None when on), the batches by
         status and the tokens and seconds spent (:meth:`totals`), and ``last_error``: the newest failed
-        batch's error."""
-        batches = self.batches()
+        batch's error. A store that cannot be read gives ``error`` instead of the batches: health reports a
+        store that is down, it does not fail with it."""
+        state = {"enabled": self.enabled, "model": None if self.extractor is None else self.extractor.name,
+                 "off_reason": self.off_reason}
+        try:
+            batches = self.batches()
+        except StoreUnavailable as exc:
+            return {**state, "error": str(exc)}
         newest = max((b for b in batches if b.status == "failed"), key=lambda b: b.at or "", default=None)
-        return {"enabled": self.enabled, "model": None if self.extractor is None else self.extractor.name,
-                "off_reason": self.off_reason, **_totals(batches),
-                "last_error": None if newest is None else newest.error}
+        return {**state, **_totals(batches), "last_error": None if newest is None else newest.error}
 
     # ---- helpers ----------------------------------------------------------------------------------------
     def _find_summary(self, conversation_id: str, turn_range: str) -> Document | None:

@@ -11,12 +11,21 @@ from pydantic import BaseModel, Field
 from brain.shells.api.models import DocumentOut, Entity, mirror_status_field, sequence_field
 
 
+class FormationCounts(BaseModel):
+    pending: int = Field(description="windows whose memories are still to be formed (queued or being retried)")
+    failed: int = Field(description="windows whose formation spent its attempts: re-run with "
+                                    "POST /v1/conversations/{id}/extract")
+    done: int = Field(description="windows whose memories were formed")
+
+
 class ConversationOut(BaseModel):
     conversation_id: str
     entity: str | None = Field(description="the entity whose scope the conversation started in; null: global")
     turns: int
     summaries: int
     last_activity: str = Field(description="ISO 8601 time of its latest turn or summary")
+    formation: FormationCounts = Field(description="its summary windows by memory-formation state (windows "
+                                                   "formation never ran for are not counted)")
 
 
 class ConversationList(BaseModel):

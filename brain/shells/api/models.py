@@ -243,6 +243,35 @@ class SummariesOut(BaseModel):
     summaries: list[DocumentOut]
 
 
+class FormationBatchOut(BaseModel):
+    conversation_id: str
+    turn_range: str = Field(description="the window's turns, '<first>-<last>'")
+    summary_id: str = Field(description="the summary document that records the window's formation state")
+    status: str = Field(description="pending, done or failed")
+    attempts: int
+    error: str | None = Field(description="the last failure, when the batch failed")
+    facts: int = Field(description="facts applied")
+    prompt_tokens: int
+    eval_tokens: int
+    seconds: float = Field(description="model time of the batch")
+    at: str | None = Field(description="ISO 8601 time of the last attempt")
+
+
+class FormationReportOut(BaseModel):
+    batches: list[FormationBatchOut] = Field(description="the windows run, each as it stands afterwards")
+    done: int
+    failed: int
+    added: int = Field(description="new memories")
+    merged: int = Field(description="facts a current memory already held (its importance, tags and sources grew)")
+    updated: int = Field(description="memories superseded because the fact changed")
+    contradicted: int = Field(description="memories superseded because they were wrong")
+    prompt_tokens: int
+    eval_tokens: int
+    seconds: float
+    sequence: int | None = sequence_field()
+    mirror_status: str = mirror_status_field()
+
+
 class IdsOut(BaseModel):
     ids: list[str]
     sequence: int | None = sequence_field()

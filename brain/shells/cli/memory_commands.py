@@ -1,4 +1,4 @@
-"""Long-term memories: memory add/list/show/rm, and consolidate."""
+"""Long-term memories: memory add/list/show/supersede/history/extract/rm, and consolidate."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import click
 
 from brain.shells.cli.group import cli
 from brain.shells.cli.shell import (
+    CommandFailed,
     EntityType,
     ScopeType,
     State,
@@ -132,6 +133,41 @@ def history_line(doc) -> str:
     until = m.get("valid_until") or ("now" if m.get("status") != "superseded" else "?")
     change = f"  ({m['change']})" if m.get("change") else ""
     return f"{since} .. {until}{change}  {memory_line(doc)}"
+
+
+@memory.command("extract")
+@click.option("--conversation", "conversation_id", metavar="ID",
+              help="Only this conversation (conv-...); without it, every conversation.")
+@click.option("--again", is_flag=True, help="Also re-run the windows whose memories were formed already.")
+@json_option
+@pass_state
+def memory_extract(state: State, conversation_id: str | None, again: bool) -> None:
+    """Form memories from conversations now: every window whose formation is pending or failed (with
+    --again, every window) goes to the formation model (BRAIN_FORMATION_MODEL) and its facts are stored,
+    changed or merged. Prints what each batch did, its tokens and time; exits 1 when a batch failed again
+    (the report says why; the batch stays failed, to be re-run)."""
+    from brain.shells.cli.reports import formation_text
+    from brain.text.wording import counted
+
+    if conversation_id is not None:
+        from brain.model.schemas import check_conversation_id
+
+        try:
+            conversation_id = check_conversation_id(conversation_id)
+        except ValueError as exc:
+            raise click.UsageError(f"--conversation: {exc}") from None
+    opened = state.brain(create=False)
+    if conversation_id is not None and not opened.store.recent_turns(conversation_id, 1):
+        from brain.model.errors import NotFound
+
+        raise NotFound(f"no conversation {conversation_id!r} is stored (`brain turns {conversation_id}` shows its "
+                       f"turns when there is one)")
+    report = opened.chat.extract_memories(conversation_id, again=again)
+    emit(state, report.to_dict(), lambda: formation_text(report))
+    if report.failed:
+        raise CommandFailed(f"{counted(report.failed, 'batch')} failed; re-run `brain memory extract"
+                            f"{f' --conversation {conversation_id}' if conversation_id else ''}` once the model "
+                            f"answers")
 
 
 @memory.command("rm")

@@ -8,11 +8,12 @@ lines at start-up and ``brain init --json`` carries the sync's line."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from brain.text.wording import counted
 
 if TYPE_CHECKING:
+    from brain.features.chat.formation import FormationReport
     from brain.features.consolidate import ConsolidationReport
     from brain.app.forget import ForgetReport
     from brain.features.ingest import IngestReport
@@ -109,6 +110,74 @@ def consolidation_text(report: "ConsolidationReport") -> str:
             lines.append(f"    <- {doc_id} ({sim:.3f}) {text!r}")
     for doc_id, why in report.skipped.items():
         lines.append(f"  skipped {doc_id}: {why}")
+    return "\n".join(lines)
+
+
+def formation_text(report: "FormationReport") -> str:
+    """What a run of formation batches did: the facts, the tokens and model time, then each batch."""
+    if not report.batches:
+        return "no formation batch to run (none pending or failed; --again re-runs the done ones)"
+    lines = [
+        f"{counted(len(report.batches), 'batch')}: {report.done} done, {report.failed} failed; "
+        f"{counted(report.added, 'memory')} added, {report.merged} merged, {report.updated} updated, "
+        f"{report.contradicted} contradicted",
+        f"model: {report.prompt_tokens} prompt tokens, {report.eval_tokens} generated, {report.seconds:.1f} s",
+    ]
+    for batch in report.batches:
+        line = (f"  {batch.conversation_id} turns {batch.turn_range}: {batch.status}, "
+                f"{counted(batch.facts, 'fact')}, {counted(batch.attempts, 'attempt')}")
+        if batch.status == "failed" and batch.error:
+            line += f": {batch.error}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _health_value(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return str(value)
+
+
+def formation_totals_line(totals: Mapping[str, Any]) -> str:
+    """Formation batches by state, the facts they applied, and the model's tokens and time summed."""
+    batches = ", ".join(f"{totals.get(state, 0)} {state}" for state in ("pending", "failed", "done"))
+    return (f"batches {batches}; {counted(totals.get('facts', 0), 'fact')}; {totals.get('prompt_tokens', 0)} prompt "
+            f"and {totals.get('eval_tokens', 0)} generated tokens in {totals.get('seconds', 0.0):.1f} s")
+
+
+def formation_health_line(part: Mapping[str, Any]) -> str:
+    """Memory formation in health: on (its model, batches, tokens, last failure) or off and why."""
+    if not part.get("enabled"):
+        return f"off: {part.get('off_reason') or 'BRAIN_FORMATION is false'}"
+    if part.get("error"):  # the store could not be read: no batches to count
+        return f"on, {part.get('model')}: batches unknown ({part['error']})"
+    line = f"on, {part.get('model')}: {formation_totals_line(part)}"
+    if part.get("failed") and part.get("last_error"):
+        line += f"; last failure: {part['last_error']}"
+    return line
+
+
+def health_text(report: Mapping[str, Any]) -> str:
+    """``Brain.health`` for people: the status, then one line per part with its scalar fields."""
+    lines = [f"{'status':<11} {report['status']}"]
+    for name, part in report.items():
+        if not isinstance(part, Mapping):
+            continue
+        if name == "formation":
+            lines.append(f"{name:<11} {formation_health_line(part)}")
+            continue
+        fields = ", ".join(f"{key.replace('_', ' ')} {_health_value(value)}" for key, value in part.items()
+                           if not isinstance(value, Mapping))
+        lines.append(f"{name:<11} {fields}")
+        lines += [f"{'':<11}   {key.replace('_', ' ')}: " + ", ".join(
+                      f"{k.replace('_', ' ')} {_health_value(v)}" for k, v in value.items())
+                  for key, value in part.items() if isinstance(value, Mapping)]
     return "\n".join(lines)
 
 

@@ -132,7 +132,7 @@ class State:
 
 #: the commands that, while ``brain serve`` holds the data directory, go through its HTTP API (:mod:`brain.app.served`)
 THROUGH_THE_SERVER = frozenset({"memory list", "memory show", "memory add", "memory rm", "search", "turns", "stats",
-                                "persona show"})
+                                "persona show", "health", "memory extract"})
 
 
 def _command_name() -> str:

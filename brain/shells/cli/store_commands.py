@@ -1,4 +1,4 @@
-"""Setting up and looking around: init, persona, stats, paths, schema."""
+"""Setting up and looking around: init, persona, stats, health, paths, schema."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from brain.shells.cli.group import cli
-from brain.shells.cli.shell import DocTypeChoice, State, emit, json_option, pass_state
+from brain.shells.cli.shell import CommandFailed, DocTypeChoice, State, emit, json_option, pass_state
 
 
 @cli.command()
@@ -91,11 +91,13 @@ def _schema_text(info: dict[str, Any]) -> str:
 @json_option
 @pass_state
 def stats(state: State) -> None:
-    """Documents per type, the embedder, the size on disk.
+    """Documents per type, the embedder, the size on disk, and memory formation's batches (pending,
+    failed, done) with the model's tokens and seconds summed over them.
 
     The size on disk is reported for the embedded store only (null with BRAIN_CHROMA_URL)."""
-    store = state.store(create=False)
-    data = store.stats()
+    from brain.shells.cli.reports import formation_totals_line
+
+    data = state.brain(create=False).stats()
     emit(state, data, lambda: "\n".join(
         [f"collection  {data['collection']} ({data['backend']})"
          + (f", served by {data['live_collection']}" if data["live_collection"] != data["collection"] else ""),
@@ -103,7 +105,24 @@ def stats(state: State) -> None:
          f"documents   {data['documents']}"]
         + [f"  {t:<9} {n}" for t, n in data["by_type"].items()]
         + ([f"on disk     {_human_bytes(data['disk_bytes'])}"] if data["disk_bytes"] is not None else [])
+        + [f"formation   {formation_totals_line(data['formation'])}"]
     ))
+
+
+@cli.command()
+@click.option("--verify", is_flag=True, help="Also compare the mirror with the store (reads both whole).")
+@json_option
+@pass_state
+def health(state: State, verify: bool) -> None:
+    """Whether each part works: the store, the embedder, the summariser, memory formation (on or off and
+    why, its pending and failed batches), the persona, the mirror and the disk, and the overall status
+    (ok, degraded or unavailable, as GET /v1/health says it). Exits 1 when the store is unavailable."""
+    from brain.shells.cli.reports import health_text
+
+    report = state.brain(create=False).health(detail=True, verify=verify)
+    emit(state, report, lambda: health_text(report))
+    if report["status"] == "unavailable":
+        raise CommandFailed(f"the store is unavailable: {report['store'].get('error', 'no answer')}")
 
 
 @cli.command()

@@ -260,6 +260,19 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
                                                        idempotency_key=idempotency_key).to_dict()
 
     @server.tool()
+    def extract_memories(
+        ctx: Context,
+        conversation_id: Annotated[str, Field(description="The conversation's id, as record_exchange returned it.")],
+        again: Annotated[bool, Field(description="Also re-run the parts whose memories were formed already.")] = False,
+        entity: EntityArg = None,
+    ) -> dict[str, Any]:
+        """Form memories from a conversation now (brain also does it by itself after every few exchanges when
+        memory formation is on): each part whose formation is pending or failed goes to the formation model.
+        Returns the batches run, the memories added, merged, updated and contradicted, and the tokens spent."""
+        with _tool_errors():
+            return access(ctx, entity).extract_memories(conversation_id, again=again).to_dict()
+
+    @server.tool()
     def find_specialists(
         request: Annotated[str, Field(description="What the user asks for, in their words.")],
         k: Annotated[int, Field(ge=1, le=50, description="How many specialists at most, 1 to 50.")] = 3,

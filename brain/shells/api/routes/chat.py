@@ -12,6 +12,7 @@ from brain.shells.api.models import (
     EntityQuery,
     ExchangeOut,
     ExchangeRequest,
+    FormationReportOut,
     IdempotencyKey,
     SummariesOut,
     TurnsOut,
@@ -27,6 +28,7 @@ def add_routes(app: FastAPI) -> None:
     conversation_links = {
         "turns": link("conversation_turns", conversation_id="$response.body#/conversation_id"),
         "summaries": link("conversation_summaries", conversation_id="$response.body#/conversation_id"),
+        "extract": link("extract_memories", conversation_id="$response.body#/conversation_id"),
     }
 
     @app.post("/v1/context", tags=["chat"], operation_id="context",
@@ -60,3 +62,15 @@ def add_routes(app: FastAPI) -> None:
     def conversation_summaries(conversation_id: ConversationPath, request: Request, entity: EntityQuery = None) -> Any:
         conversation_id, docs = access_of(request, entity).conversation_summaries(conversation_id)
         return {"conversation_id": conversation_id, "summaries": [d.to_dict() for d in docs]}
+
+    @app.post("/v1/conversations/{conversation_id}/extract", tags=["chat"], operation_id="extract_memories",
+              responses=documented_responses(400, 403, 404, 422, 503, ok=(200, FormationReportOut)))
+    def extract_memories(conversation_id: ConversationPath, request: Request, entity: EntityQuery = None,
+                         again: bool = Query(False, description="also re-run the windows whose memories were "
+                                                                "formed already")) -> Any:
+        """Form memories from a conversation now, in this request: each of its windows whose formation is
+        pending or failed (with `again`, every window) is sent to the formation model and its facts are
+        stored. The report counts the batches and the facts, and a batch that failed again says why.
+        503 when memory formation is off (BRAIN_FORMATION, BRAIN_SUMMARIZER)."""
+        report = access_of(request, entity).extract_memories(conversation_id, again=again)
+        return with_sequence(request, report.to_dict())

@@ -36,7 +36,11 @@ def add_routes(app: FastAPI) -> None:
         admin = caller_of(request).is_admin
         opened = brain_of(request)
         report = opened.health(detail=admin, verify=verify and admin)
+        if not admin and isinstance(report.get("formation"), dict):
+            # which conversations' formation failed, and the model's complaints (names of entities among
+            # them), are the operator's business: others learn whether it is on
+            report["formation"] = {key: report["formation"].get(key) for key in ("enabled", "model", "off_reason")}
         if stats and admin and report["status"] != "unavailable":
-            report["stats"] = opened.store.stats()
+            report["stats"] = opened.stats()
         status = 503 if report["status"] == "unavailable" else 200
         return JSONResponse(status_code=status, content={"version": __version__, **report})

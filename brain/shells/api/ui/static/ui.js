@@ -151,8 +151,9 @@ $("login-form").addEventListener("submit", (event) => {
 
 $("logout").addEventListener("click", () => {
   sessionStorage.removeItem(TOKEN_KEY);
-  for (const id of ["memory-list", "conversation-list", "conversation-items", "persona", "knowledge",
-                    "try-result", "forget-result", "health"]) clear($(id));
+  for (const id of ["memory-list", "conversation-list", "conversation-items", "formation-result", "persona",
+                    "knowledge", "try-result", "forget-result", "health"]) clear($(id));
+  $("conversation-formation").hidden = true;
   showLogin("");
 });
 
@@ -247,6 +248,19 @@ function memoryRow(doc, hit, scale) {
   const deleteButton = el("button", { type: "button", class: "delete danger" }, "Delete");
   const actions = el("div", { class: "actions" }, editButton, deleteButton);
   row.append(actions);
+  // a memory that replaced another or was replaced has a history to show; the list reaches superseded ones
+  if (meta.supersedes || meta.superseded_by) {
+    const historyButton = el("button", { type: "button", class: "show-history", "aria-expanded": "false" }, "History");
+    const panel = el("section", { class: "history", hidden: true, "aria-label": "History of this memory" });
+    actions.prepend(historyButton);
+    row.append(panel);
+    historyButton.addEventListener("click", guard(async () => {
+      const open = panel.hidden;
+      historyButton.setAttribute("aria-expanded", String(open));
+      panel.hidden = !open;
+      if (open) await showHistory(doc.id, panel);
+    }));
+  }
 
   // in-place edit
   const id = `m-${doc.id.replace(/[^A-Za-z0-9_-]/g, "_")}`;
@@ -311,6 +325,40 @@ function memoryRow(doc, hit, scale) {
     await loadMemories({ keepNote: true });
   }));
   return row;
+}
+
+// the chain ``docId`` belongs to, oldest first; the current memory is the one nothing superseded
+async function showHistory(docId, panel) {
+  clear(panel).append(el("p", { class: "note" }, "Loading the history…"));
+  const res = await api("GET", `/v1/memories/${encodeURIComponent(docId)}/history`);
+  clear(panel);
+  if (missingEndpoint(res)) {
+    panel.append(el("p", { class: "note" }, "This server cannot show a memory's history (it needs a newer brain)."));
+    return;
+  }
+  if (!res.ok) { panel.append(el("p", { class: "error", role: "alert" }, problem(res))); return; }
+  const chain = res.data.history || [];
+  panel.append(el("h3", {}, "History", el("span", { class: "small" },
+    ` ${chain.length} version${chain.length === 1 ? "" : "s"}, oldest first`)));
+  const list = el("ol", { class: "chain" });
+  for (const version of chain) {
+    const m = version.metadata || {};
+    const current = !m.superseded_by && (m.status || "active") !== "superseded";
+    const item = el("li", { class: `version status-${m.status || "active"}${current ? " current" : ""}`,
+                            "data-id": version.id, "aria-current": current ? "true" : null },
+      el("p", { class: "text", text: version.text }));
+    const facts = el("ul", { class: "facts" },
+      el("li", { class: "valid-from" }, `valid from ${when(m.valid_from || m.created_at || m.timestamp)}`),
+      el("li", { class: "valid-until" }, m.valid_until ? `valid until ${when(m.valid_until)}` : "still holds"),
+      el("li", { class: "change" }, m.change ? `change ${m.change}` : "first version"),
+      el("li", { class: "status" }, `status ${m.status || "active"}`));
+    if (m.expires_at) facts.append(el("li", { class: "expires" }, `expires ${when(m.expires_at)}`));
+    if (current) item.prepend(el("p", { class: "label" }, el("span", { class: "badge current-badge" }, "current")));
+    if (version.id === docId) facts.append(el("li", { class: "this" }, "this memory"));
+    item.append(facts);
+    list.append(item);
+  }
+  panel.append(list);
 }
 
 // status is a field of the patch where the server takes it there, else a metadata key (both validated)
@@ -419,11 +467,21 @@ async function loadConversations() {
     const button = el("button", { type: "button", class: "open-conversation", "data-id": c.conversation_id },
       c.conversation_id);
     button.addEventListener("click", guard(() => openConversation(c.conversation_id)));
-    list.append(el("li", {}, button, el("span", { class: "small" },
+    list.append(el("li", { "data-id": c.conversation_id }, button, el("span", { class: "small" },
       ` ${c.entity ? `entity ${c.entity} · ` : ""}${c.turns} turns · ${c.summaries} summaries · ` +
-      `last ${when(c.last_activity)}`)));
+      `last ${when(c.last_activity)}`), formationLine(c.formation)));
   }
   markOpenConversation();
+}
+
+// memories still to be formed from a conversation (pending) or that could not be (failed); an older
+// server sends no counts, and a conversation with neither needs no line
+function formationLine(counts) {
+  if (!counts || !(counts.pending || counts.failed)) return null;
+  const line = el("span", { class: "small formation" }, "memory formation: ");
+  if (counts.pending) line.append(el("span", { class: "badge pending", "data-state": "pending" }, `${counts.pending} pending`));
+  if (counts.failed) line.append(el("span", { class: "badge failed", "data-state": "failed" }, `${counts.failed} failed`));
+  return line;
 }
 
 $("conv-prev").addEventListener("click", guard(async () => {
@@ -440,18 +498,33 @@ function turnRange(summary) {
   return match ? [Number(match[1]), Number(match[2])] : null;
 }
 
-async function openConversation(id) {
+// a summary's window: its memories formed (how many), still pending, or failed (with the last error)
+function formationBadge(meta) {
+  const state = meta.formation;
+  if (!state) return null;
+  const text = state === "done" ? `memories formed: ${meta.formation_facts ?? 0}` :
+    state === "failed" ? `memory formation failed after ${meta.formation_attempts ?? 0} ` +
+      `attempt${meta.formation_attempts === 1 ? "" : "s"}` :
+    "memory formation pending";
+  return el("span", { class: `badge formation ${state}`, "data-state": state, title: meta.formation_error || "" }, text);
+}
+
+async function openConversation(id, { keepResult = false } = {}) {
   say("conversations-error", "");
+  if (!keepResult) say("formation-result", "");
   const path = `/v1/conversations/${encodeURIComponent(id)}`;
   const [turns, summaries] = await Promise.all([api("GET", `${path}/turns`), api("GET", `${path}/summaries`)]);
   const items = clear($("conversation-items"));
   if (!turns.ok || !summaries.ok) {
+    $("conversation-formation").hidden = true;
     say("conversation-title", "No conversation open");
     say("conversations-error", problem(turns.ok ? summaries : turns));
     return;
   }
   say("conversation-title", `Conversation ${turns.data.conversation_id}`);
   conversations.open = turns.data.conversation_id;
+  $("conversation-formation").hidden = !summaries.data.summaries.some(
+    (s) => s.metadata.formation === "pending" || s.metadata.formation === "failed");
   markOpenConversation();
   const ordered = [...turns.data.turns].sort((a, b) => (a.metadata.turn_index || 0) - (b.metadata.turn_index || 0));
   const pending = [...summaries.data.summaries].sort(
@@ -462,8 +535,10 @@ async function openConversation(id) {
     return el("li", { class: `summary${fallback ? " fallback" : ""}` },
       el("p", { class: "label" }, range ? `Summary of turns ${range[0]}–${range[1]}` : "Summary",
         fallback ? el("span", { class: "badge", title: s.metadata.fallback_reason || "" },
-          "extractive fallback") : null),
-      el("p", { class: "text", text: s.text }));
+          "extractive fallback") : null, formationBadge(s.metadata)),
+      el("p", { class: "text", text: s.text }),
+      s.metadata.formation === "failed" && s.metadata.formation_error ?
+        el("p", { class: "small formation-error", text: s.metadata.formation_error }) : null);
   };
   for (const turn of ordered) {
     const m = turn.metadata;
@@ -478,6 +553,32 @@ async function openConversation(id) {
   for (const s of pending) items.append(summaryItem(s));
   if (!ordered.length) items.append(el("li", { class: "empty" }, "This conversation has no turns."));
 }
+
+// the report of a formation run, in the words `brain memory extract` uses
+function formationReport(r) {
+  if (!r.batches.length) return "Nothing to run: no memory formation is pending or failed.";
+  const failed = r.batches.filter((b) => b.status === "failed" && b.error).map((b) => ` ${b.turn_range}: ${b.error}`);
+  return `${r.batches.length} batch${r.batches.length === 1 ? "" : "es"}: ${r.done} done, ${r.failed} failed; ` +
+    `${r.added} added, ${r.merged} merged, ${r.updated} updated, ${r.contradicted} contradicted ` +
+    `(${r.prompt_tokens} prompt and ${r.eval_tokens} generated tokens, ${fixed(r.seconds)} s)` +
+    (failed.length ? `. Failed:${failed.join(";")}` : "");
+}
+
+$("extract-memories").addEventListener("click", guard(async () => {
+  const id = conversations.open;
+  if (!id) return;
+  const button = $("extract-memories");
+  button.disabled = true;
+  say("formation-result", "Forming memories… (the model answers in its own time)");
+  try {
+    const res = await api("POST", `/v1/conversations/${encodeURIComponent(id)}/extract`);
+    if (missingEndpoint(res)) say("formation-result", "This server cannot form memories (it needs a newer brain).");
+    else say("formation-result", res.ok ? formationReport(res.data) : problem(res));
+  } finally {
+    button.disabled = false;
+  }
+  await Promise.all([openConversation(id, { keepResult: true }), loadConversations()]);
+}));
 
 $("open-conversation").addEventListener("submit", guard(async (event) => {
   event.preventDefault();
@@ -655,9 +756,9 @@ async function loadHealth() {
   const h = res.data;
   box.append(el("p", { class: `status-line ${h.status}` }, `Status: ${h.status}`,
     el("span", { class: "small" }, ` · brain ${h.version}`)));
-  const order = ["counts", "store", "embedder", "mirror", "summariser"];
+  const order = ["counts", "store", "embedder", "mirror", "summariser", "formation"];
   const titles = { counts: "Documents by type", store: "Store", embedder: "Embedder", mirror: "Mirror (SQLite)",
-                   summariser: "Summariser" };
+                   summariser: "Summariser", formation: "Memory formation" };
   for (const key of order.concat(Object.keys(h).filter((k) => !order.includes(k) && typeof h[k] === "object"))) {
     if (!h[key] || typeof h[key] !== "object") continue;
     box.append(el("section", { class: "health-part", "data-part": key }, el("h3", { text: titles[key] || key }),
