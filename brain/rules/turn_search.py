@@ -300,11 +300,11 @@ class TurnIndex:
             if self.dimension is not None and row.shape[0] != self.dimension:
                 raise ValidationError.of("name_vectors", f"the vector of {name!r} has {row.shape[0]} dimensions but "
                                          f"the turns are {self.dimension}-d; embed the names with the turns' embedder")
-            rows.append(row / np.linalg.norm(row))
+            rows.append(row)
         if not rows or self.dimension is None:
             return None
         # names embedded alike ("Jon", "Jo") span fewer directions than there are names: keep the real ones
-        basis, spread, _ = np.linalg.svd(np.stack(rows).T, full_matrices=False)
+        basis, spread, _ = np.linalg.svd(unit_rows(np.stack(rows), dtype=np.float64).T, full_matrices=False)
         return basis[:, spread > 1e-6 * spread[0]]
 
     def _without_names(self, vectors: np.ndarray) -> np.ndarray:
