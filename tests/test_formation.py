@@ -260,25 +260,33 @@ def test_a_failing_batch_is_visible_then_runs_again(make_chat, stub):
     assert len(stub.chat_requests()) == 4
 
 
-def test_the_worker_does_not_wait_on_a_model_that_was_just_unreachable(make_chat, stub):
-    """One window found the model unreachable through every attempt: the windows queued behind it fail at
-    once, without asking, so the summaries behind them do not wait; asked by hand, they run."""
+def test_windows_wait_for_an_unreachable_model_and_run_when_it_answers(make_chat, stub):
+    """A window that found the model unreachable through every attempt stays pending; the windows queued
+    behind it wait without asking it (the summaries are not held up); when a later window is formed, the
+    waiting ones run."""
     chat = make_chat(summary_cooldown_seconds=300)
     stub.chat_script = [500]
     first = exchange(chat, "I work as a nurse.", "That is a demanding job.")
     assert chat.wait_for_summaries(timeout=WAIT)
-    second = exchange(chat, "I live in Lyon.", "A lovely city.", conversation=first.conversation_id)
+    cid = first.conversation_id
+    exchange(chat, "I live in Lyon.", "A lovely city.", conversation=cid)
     assert chat.wait_for_summaries(timeout=WAIT)
 
     assert len(stub.chat_requests()) == 1  # the second window never asked
-    batches = chat.formation_batches(first.conversation_id)
-    assert [(b.turn_range, b.status, b.attempts) for b in batches] == [("1-2", "failed", 1), ("3-4", "failed", 0)]
-    assert "not asked: the model was unreachable" in batches[1].error
-    assert len(chat.store.conversation_summaries(first.conversation_id)) == 2  # the summaries did not wait
+    batches = chat.formation_batches(cid)
+    assert [(b.turn_range, b.status, b.attempts) for b in batches] == [("1-2", "pending", 1), ("3-4", "pending", 0)]
+    assert "failed (500)" in batches[0].error and "not asked: the model was unreachable" in batches[1].error
+    assert len(chat.store.conversation_summaries(cid)) == 2  # the summaries did not wait
+    assert chat.health()["formation"]["pending"] == 2
 
-    stub.chat_script = [answer(fact("Alice works as a nurse", [1])), answer(fact("Alice lives in Lyon", [3]))]
-    report = chat.extract_memories(first.conversation_id)
-    assert (report.done, report.failed, report.added) == (2, 0, 2)
+    chat.formation._down_until = 0.0  # the cooldown is over: the next window asks the model
+    stub.chat_script = [answer(fact("Alice plays the cello", [5])), answer(fact("Alice works as a nurse", [1])),
+                        answer(fact("Alice lives in Lyon", [3]))]
+    exchange(chat, "I play the cello.", "Lovely.", conversation=cid)
+    assert chat.wait_for_summaries(timeout=WAIT)
+    assert [(b.turn_range, b.status, b.error) for b in chat.formation_batches(cid)] == [
+        ("1-2", "done", None), ("3-4", "done", None), ("5-6", "done", None)]
+    assert {"Alice works as a nurse", "Alice lives in Lyon", "Alice plays the cello"} <= set(memories(chat.store))
 
 
 @pytest.mark.parametrize("bad, problem", [

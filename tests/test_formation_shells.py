@@ -232,13 +232,14 @@ def test_memory_extract_re_runs_a_failed_batch_and_reports_it(cli_forming):
     failed = run("memory", "extract", "--conversation", "conv-peanuts")
     assert failed.exit_code == 1
     assert "1 batch: 0 done, 1 failed" in failed.stdout and "conv-peanuts turns 1-2: failed" in failed.stdout
-    assert failed.stderr.strip() == ("error: 1 batch failed; re-run `brain memory extract --conversation "
+    assert failed.stderr.strip() == ("error: 1 batch not formed; re-run `brain memory extract --conversation "
                                      "conv-peanuts` once the model answers")
     model.answers.append(answer(fact(PEANUTS, "alice")))
     done = run("memory", "extract", "--conversation", "conv-peanuts")
     assert done.exit_code == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "1 batch: 1 done, 0 failed; 1 memory added, 0 merged, 0 updated, 0 contradicted"
+    assert lines[0] == ("1 batch: 1 done, 0 failed, 0 waiting for the model; 1 memory added, 0 merged, 0 updated, "
+                        "0 contradicted")
     assert lines[1].startswith("model: ") and "prompt tokens" in lines[1]
     assert lines[2] == "  conv-peanuts turns 1-2: done, 1 fact, 3 attempts"  # attempts count over every run
     assert [m["text"] for m in json.loads(run("--json", "memory", "list").stdout)] == [PEANUTS]

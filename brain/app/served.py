@@ -122,7 +122,7 @@ class ServedChat:
             body = self._brain.request("POST", f"/v1/conversations/{conversation}/extract",
                                        params={"again": "true"} if again else {}, timeout=None)
             total.batches += [FormationBatch(**batch) for batch in body["batches"]]
-            for key in ("done", "failed", "added", "merged", "updated", "contradicted", "prompt_tokens",
+            for key in ("done", "failed", "waiting", "added", "merged", "updated", "contradicted", "prompt_tokens",
                         "eval_tokens", "seconds"):
                 setattr(total, key, getattr(total, key) + body[key])
         return total

@@ -23,7 +23,10 @@ One run of a batch:
    fails the attempt; ``BRAIN_FORMATION_RETRIES`` more follow with doubling back-off from
    ``BRAIN_SUMMARY_BACKOFF_SECONDS``, each asking the model again with the store as it is then. When they are
    spent the summary says ``failed`` with the last error (nothing else is written), and the batch waits to be
-   run again (:meth:`brain.features.chat.ChatMemory.extract_memories`).
+   run again (:meth:`brain.features.chat.ChatMemory.extract_memories`). When the last attempt found the model
+   unreachable, the batch stays ``pending`` with that error instead: the worker runs it again once a later
+   window is formed (the model answers again), and for ``BRAIN_SUMMARY_COOLDOWN_SECONDS`` does not ask the
+   model for the windows queued behind it (they wait the same way), so the summaries are not held up.
 
 Derived ids make a batch applied twice converge: a fact whose text a current memory of the scope says
 already merges into it.
@@ -137,13 +140,15 @@ class FormationBatch:
 @dataclass
 class FormationReport:
     """What a run of several batches did (:meth:`brain.features.chat.ChatMemory.extract_memories`): the
-    batches as they stand afterwards, how many ended done and failed, the facts applied by what they did
+    batches as they stand afterwards, how many ended done, failed, or still pending because the model could not
+    be reached (``waiting``: they run again once it answers), the facts applied by what they did
     (``added``, ``merged``: the same as a memory, ``updated``, ``contradicted``), and the model's tokens and
     seconds spent by this run."""
 
     batches: list[FormationBatch] = field(default_factory=list)
     done: int = 0
     failed: int = 0
+    waiting: int = 0
     added: int = 0
     merged: int = 0
     updated: int = 0
@@ -154,7 +159,7 @@ class FormationReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"batches": [b.to_dict() for b in self.batches], "done": self.done, "failed": self.failed,
-                "added": self.added, "merged": self.merged, "updated": self.updated,
+                "waiting": self.waiting, "added": self.added, "merged": self.merged, "updated": self.updated,
                 "contradicted": self.contradicted, "prompt_tokens": self.prompt_tokens,
                 "eval_tokens": self.eval_tokens, "seconds": round(self.seconds, 3)}
 
@@ -201,10 +206,13 @@ class Formation:
         self.extractor = extractor
         self._sleep = sleep
         self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]  # a window runs once at a time
-        # monotonic time until which the worker's windows fail at once: the model was unreachable through a
-        # window's every attempt, and retrying each queued window would hold the summaries behind it
+        # monotonic time until which the worker does not ask the model: it was unreachable through a window's
+        # every attempt, and retrying each queued window would hold the summaries behind it
         self._down_until = 0.0
         self._down_error = ""
+        # windows left pending for want of the model, to run again once it answers (see take_waiting)
+        self._waiting: dict[tuple[str, str], None] = {}
+        self._waiting_lock = threading.Lock()
 
     # ---- on or off --------------------------------------------------------------------------------------
     @property
@@ -252,6 +260,7 @@ class Formation:
                 continue
             report.done += outcome.batch.status == "done"
             report.failed += outcome.batch.status == "failed"
+            report.waiting += outcome.batch.status == "pending"
             if outcome.applied is not None:
                 report.added += outcome.applied.count("add")
                 report.merged += outcome.applied.count("same")
@@ -266,8 +275,8 @@ class Formation:
              only: Sequence[str | None] | None = None, patient: bool = True) -> _Outcome:
         """One window's run; ``only``: run it only when its summary's ``formation`` is one of these (None:
         never scheduled), else report it as it stands. Not ``patient`` (the worker): within
-        ``BRAIN_SUMMARY_COOLDOWN_SECONDS`` of a window that found the model unreachable, the window fails at
-        once without asking it."""
+        ``BRAIN_SUMMARY_COOLDOWN_SECONDS`` of a window that found the model unreachable, the window waits for
+        the model (stays pending, see :meth:`take_waiting`) without asking it."""
         if not self.enabled:
             raise ConfigError(f"memory formation is off: {self.off_reason}")
         conversation_id = valid_conversation_id(conversation_id)
@@ -282,8 +291,8 @@ class Formation:
             if only is not None and summary.metadata.get("formation") not in only:
                 return _Outcome(FormationBatch.of(summary), None, _Spent(), ran=False)
             if not patient and time.monotonic() < self._down_until:
-                return self._failed(summary, 0, _Spent(), f"not asked: the model was unreachable for a window "
-                                    f"moments ago ({self._down_error})")
+                return self._wait_for_model(summary, 0, _Spent(), f"not asked: the model was unreachable for a "
+                                            f"window moments ago ({self._down_error})")
             return self._locked_run(conversation_id, start, end, summary, stop)
 
     def _locked_run(self, conversation_id: str, start: int, end: int, summary: Document,
@@ -319,7 +328,27 @@ class Formation:
         if unreachable:
             self._down_until = time.monotonic() + self.settings.summary_cooldown_seconds
             self._down_error = error
+            return self._wait_for_model(summary, attempts, spent, error)
         return self._failed(summary, attempts, spent, error)
+
+    def take_waiting(self) -> list[tuple[str, str]]:
+        """The windows (conversation id, turn range) left pending in this process because the model could not
+        be reached, oldest first, and forget them: the worker queues them again once a window is formed."""
+        with self._waiting_lock:
+            windows, self._waiting = list(self._waiting), {}
+        return windows
+
+    def _wait_for_model(self, summary: Document, attempts: int, spent: _Spent, error: str) -> _Outcome:
+        """Leave the window's batch pending with ``error``: an unreachable model is no fault of the window,
+        which runs again when the model answers (:meth:`take_waiting`), at the next start, or by hand."""
+        self.store.write_docs([_summary_doc(summary, {
+            **_counted(summary, attempts, spent), "formation": "pending",
+            "formation_error": error[:FORMATION_ERROR_LENGTH]})], merge_memories=False)
+        conversation_id, turn_range = summary.metadata["conversation_id"], summary.metadata["turn_range"]
+        with self._waiting_lock:
+            self._waiting[(conversation_id, turn_range)] = None
+        log.warning("memory formation of %s turns %s waits for the model: %s", conversation_id, turn_range, error)
+        return _Outcome(FormationBatch.of(self.store.get_one(summary.id)), None, spent)
 
     def _failed(self, summary: Document, attempts: int, spent: _Spent, error: str) -> _Outcome:
         """Mark the window's batch failed with ``error`` (nothing else is written)."""

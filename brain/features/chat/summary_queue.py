@@ -14,7 +14,8 @@ extractive summaries for whatever is still queued, so no window is left unsummar
 
 With memory formation on, the worker runs a window's formation (:mod:`brain.features.chat.formation`) after
 its summary is stored, and takes up windows whose summary still says ``pending`` (queued with
-:meth:`SummaryQueue.add_formation`); closing leaves a window's formation pending for the next start.
+:meth:`SummaryQueue.add_formation`); closing leaves a window's formation pending for the next start. Windows
+left pending because the model could not be reached are queued again after the next window it forms.
 """
 
 from __future__ import annotations
@@ -178,7 +179,9 @@ class SummaryQueue:
         if self.formation is None or not self.formation.enabled:
             return
         try:
-            self.formation.run_if_pending(job.conversation_id, job.turn_range, stop=self._stop)
+            batch = self.formation.run_if_pending(job.conversation_id, job.turn_range, stop=self._stop)
+            if batch is not None and batch.status == "done":  # the model answers again: what waited for it runs
+                self.add_formation(self.formation.take_waiting())
         except FormationStopped:
             pass
         except BrainError as exc:

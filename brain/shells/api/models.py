@@ -261,6 +261,8 @@ class FormationReportOut(BaseModel):
     batches: list[FormationBatchOut] = Field(description="the windows run, each as it stands afterwards")
     done: int
     failed: int
+    waiting: int = Field(description="batches still pending because the model could not be reached (they run "
+                                     "again once it answers)")
     added: int = Field(description="new memories")
     merged: int = Field(description="facts a current memory already held (its importance, tags and sources grew)")
     updated: int = Field(description="memories superseded because the fact changed")

@@ -164,8 +164,8 @@ def memory_extract(state: State, conversation_id: str | None, again: bool) -> No
                        f"turns when there is one)")
     report = opened.chat.extract_memories(conversation_id, again=again)
     emit(state, report.to_dict(), lambda: formation_text(report))
-    if report.failed:
-        raise CommandFailed(f"{counted(report.failed, 'batch')} failed; re-run `brain memory extract"
+    if report.failed or report.waiting:
+        raise CommandFailed(f"{counted(report.failed + report.waiting, 'batch')} not formed; re-run `brain memory extract"
                             f"{f' --conversation {conversation_id}' if conversation_id else ''}` once the model "
                             f"answers")
 

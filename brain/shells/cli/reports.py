@@ -118,7 +118,8 @@ def formation_text(report: "FormationReport") -> str:
     if not report.batches:
         return "no formation batch to run (none pending or failed; --again re-runs the done ones)"
     lines = [
-        f"{counted(len(report.batches), 'batch')}: {report.done} done, {report.failed} failed; "
+        f"{counted(len(report.batches), 'batch')}: {report.done} done, {report.failed} failed, "
+        f"{report.waiting} waiting for the model; "
         f"{counted(report.added, 'memory')} added, {report.merged} merged, {report.updated} updated, "
         f"{report.contradicted} contradicted",
         f"model: {report.prompt_tokens} prompt tokens, {report.eval_tokens} generated, {report.seconds:.1f} s",
@@ -126,7 +127,7 @@ def formation_text(report: "FormationReport") -> str:
     for batch in report.batches:
         line = (f"  {batch.conversation_id} turns {batch.turn_range}: {batch.status}, "
                 f"{counted(batch.facts, 'fact')}, {counted(batch.attempts, 'attempt')}")
-        if batch.status == "failed" and batch.error:
+        if batch.status != "done" and batch.error:
             line += f": {batch.error}"
         lines.append(line)
     return "\n".join(lines)

@@ -498,14 +498,15 @@ function turnRange(summary) {
   return match ? [Number(match[1]), Number(match[2])] : null;
 }
 
-// a summary's window: its memories formed (how many), still pending, or failed (with the last error)
+// a summary's window: its memories formed (how many), still pending (waiting for an unreachable model when
+// an error is recorded), or failed (with the last error)
 function formationBadge(meta) {
   const state = meta.formation;
   if (!state) return null;
   const text = state === "done" ? `memories formed: ${meta.formation_facts ?? 0}` :
     state === "failed" ? `memory formation failed after ${meta.formation_attempts ?? 0} ` +
       `attempt${meta.formation_attempts === 1 ? "" : "s"}` :
-    "memory formation pending";
+    meta.formation_error ? "memory formation waiting for the model" : "memory formation pending";
   return el("span", { class: `badge formation ${state}`, "data-state": state, title: meta.formation_error || "" }, text);
 }
 
@@ -557,11 +558,12 @@ async function openConversation(id, { keepResult = false } = {}) {
 // the report of a formation run, in the words `brain memory extract` uses
 function formationReport(r) {
   if (!r.batches.length) return "Nothing to run: no memory formation is pending or failed.";
-  const failed = r.batches.filter((b) => b.status === "failed" && b.error).map((b) => ` ${b.turn_range}: ${b.error}`);
-  return `${r.batches.length} batch${r.batches.length === 1 ? "" : "es"}: ${r.done} done, ${r.failed} failed; ` +
+  const failed = r.batches.filter((b) => b.status !== "done" && b.error).map((b) => ` ${b.turn_range}: ${b.error}`);
+  return `${r.batches.length} batch${r.batches.length === 1 ? "" : "es"}: ${r.done} done, ${r.failed} failed, ` +
+    `${r.waiting} waiting for the model; ` +
     `${r.added} added, ${r.merged} merged, ${r.updated} updated, ${r.contradicted} contradicted ` +
     `(${r.prompt_tokens} prompt and ${r.eval_tokens} generated tokens, ${fixed(r.seconds)} s)` +
-    (failed.length ? `. Failed:${failed.join(";")}` : "");
+    (failed.length ? `. Not formed:${failed.join(";")}` : "");
 }
 
 $("extract-memories").addEventListener("click", guard(async () => {
