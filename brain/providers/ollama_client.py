@@ -1,14 +1,16 @@
-"""The official Ollama client, opened the one way both Ollama providers (embedder, summariser) open it, and
-the one ladder from what it raises to brain's errors."""
+"""The official Ollama client, opened the one way every Ollama provider (embedder, summariser, extractor) opens
+it, the one ladder from what it raises to brain's errors, and the client holder of the chat-model providers."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import httpx
 import ollama
 
+from brain.config.values import model_name_problem
 from brain.model.errors import BrainError
 
 
@@ -63,3 +65,43 @@ def ollama_errors(host: str, endpoint: str, model: str, *, unavailable: type[Bra
     except ValueError as exc:  # a 200 whose body is not JSON, or JSON of the wrong shape (pydantic)
         raise error(f"{host} answered /api/{endpoint} with something that is not an Ollama {endpoint} response: "
                     f"{exc}") from None
+
+
+class OllamaChatModel:
+    """A chat model on one Ollama server (``name`` is ``ollama/<model>``), its client opened on first use and
+    kept; construction touches no network. Subclasses name their two errors (the model cannot serve now /
+    answered something unusable) and the setting that names the model."""
+
+    unavailable: type[BrainError] = BrainError
+    error: type[BrainError] = BrainError
+    #: the setting that names the model, for the message when the name is not one
+    model_setting = ""
+
+    def __init__(self, model: str, *, host: str, timeout: float):
+        if model_name_problem(model):
+            raise self.error(f"invalid Ollama model name {model!r}: set {self.model_setting} to an Ollama model "
+                             "name such as llama3.2:3b")
+        self.model = model
+        self.name = f"ollama/{model}"
+        self.host = host
+        self.timeout = timeout
+        self._client: ollama.Client | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, host={self.host!r})"
+
+    @contextmanager
+    def client(self, timeout: float | None = None) -> Iterator[tuple[ollama.Client, float]]:
+        """The client for one call, and that call's time limit: ``timeout``, at most the model's own. A shorter
+        limit gets a client of its own, so the shared one keeps the configured timeout."""
+        limit = self.timeout if timeout is None else min(float(timeout), self.timeout)
+        if limit < self.timeout:
+            with open_ollama_client(self.host, limit, self.unavailable) as client:
+                yield client, limit
+            return
+        with self._lock:
+            if self._client is None:
+                self._client = open_ollama_client(self.host, self.timeout, self.unavailable)
+            shared = self._client
+        yield shared, limit

@@ -9,15 +9,14 @@ a chat response, or without message text). Formation retries both with back-off;
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any, Mapping, Sequence
 
 import ollama
 
-from brain.config.values import DEFAULT_SUMMARY_MODEL, model_name_problem
+from brain.config.values import DEFAULT_SUMMARY_MODEL
 from brain.providers.extractors.base import ExtractorError, ExtractorUnavailable, ModelAnswer
-from brain.providers.ollama_client import ollama_errors, open_ollama_client
+from brain.providers.ollama_client import OllamaChatModel, ollama_errors
 
 DEFAULT_MODEL = DEFAULT_SUMMARY_MODEL
 #: tokens the model may write: ample for the facts of a window, and a stop for a model that loops on
@@ -25,28 +24,15 @@ DEFAULT_MODEL = DEFAULT_SUMMARY_MODEL
 MAX_PREDICT = 2048
 
 
-class OllamaExtractor:
+class OllamaExtractor(OllamaChatModel):
     """A chat model served by Ollama; ``name`` is ``ollama/<model>``. Construction touches no network."""
 
+    unavailable = ExtractorUnavailable
+    error = ExtractorError
+    model_setting = "BRAIN_FORMATION_MODEL"
+
     def __init__(self, model: str = DEFAULT_MODEL, *, host: str = "http://127.0.0.1:11434", timeout: float = 120.0):
-        if model_name_problem(model):
-            raise ExtractorError(f"invalid Ollama model name {model!r}: set BRAIN_FORMATION_MODEL to one such as "
-                                 f"{DEFAULT_MODEL}")
-        self.model = model
-        self.name = f"ollama/{model}"
-        self.host = host
-        self.timeout = timeout
-        self._client: ollama.Client | None = None
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"OllamaExtractor(model={self.model!r}, host={self.host!r})"
-
-    def _get_client(self) -> ollama.Client:
-        with self._lock:
-            if self._client is None:
-                self._client = open_ollama_client(self.host, self.timeout, ExtractorUnavailable)
-            return self._client
+        super().__init__(model, host=host, timeout=timeout)
 
     def ask(self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], *,
             timeout: float | None = None) -> ModelAnswer:
@@ -54,11 +40,8 @@ class OllamaExtractor:
         extractor's own) bounds this call."""
         if not messages:
             raise ExtractorError("nothing to ask: no messages given")
-        limit = self.timeout if timeout is None else min(float(timeout), self.timeout)
-        if limit < self.timeout:  # a client of its own: the shared one keeps the configured timeout
-            with open_ollama_client(self.host, limit, ExtractorUnavailable) as client:
-                return self._ask(client, messages, schema, limit)
-        return self._ask(self._get_client(), messages, schema, limit)
+        with self.client(timeout) as (client, limit):
+            return self._ask(client, messages, schema, limit)
 
     def _ask(self, client: ollama.Client, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any],
              limit: float) -> ModelAnswer:

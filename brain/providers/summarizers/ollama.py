@@ -9,13 +9,12 @@ back to an extractive summary, so neither ever reaches a chat request.
 from __future__ import annotations
 
 import re
-import threading
 from typing import Sequence
 
 import ollama
 
-from brain.config.values import DEFAULT_SUMMARY_MODEL, model_name_problem
-from brain.providers.ollama_client import ollama_errors, open_ollama_client
+from brain.config.values import DEFAULT_SUMMARY_MODEL
+from brain.providers.ollama_client import OllamaChatModel, ollama_errors, open_ollama_client
 from brain.providers.summarizers.base import SummarizerError, SummarizerUnavailable, TurnText, transcript
 
 DEFAULT_MODEL = DEFAULT_SUMMARY_MODEL
@@ -37,40 +36,24 @@ SYSTEM_PROMPT = (
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 
 
-class OllamaSummarizer:
+class OllamaSummarizer(OllamaChatModel):
     """A chat model served by Ollama; ``name`` is ``ollama/<model>``. Construction touches no network."""
 
     #: the BRAIN_SUMMARIZER value that selects this summariser
     kind = "ollama"
+    unavailable = SummarizerUnavailable
+    error = SummarizerError
+    model_setting = "BRAIN_SUMMARY_MODEL"
 
     def __init__(self, model: str = DEFAULT_MODEL, *, host: str = "http://127.0.0.1:11434", timeout: float = 120.0):
-        if model_name_problem(model):
-            raise SummarizerError(f"invalid Ollama model name {model!r}")
-        self.model = model
-        self.name = f"ollama/{model}"
-        self.host = host
-        self.timeout = timeout
-        self._client: ollama.Client | None = None
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"OllamaSummarizer(model={self.model!r}, host={self.host!r})"
-
-    def _get_client(self) -> ollama.Client:
-        with self._lock:
-            if self._client is None:
-                self._client = open_ollama_client(self.host, self.timeout, SummarizerUnavailable)
-            return self._client
+        super().__init__(model, host=host, timeout=timeout)
 
     def summarize(self, turns: Sequence[TurnText], *, timeout: float | None = None) -> str:
         """The model's summary; ``timeout`` (seconds, at most the summariser's own) bounds this call."""
         if not turns:
             raise SummarizerError("nothing to summarise: no turns given")
-        limit = self.timeout if timeout is None else min(float(timeout), self.timeout)
-        if limit < self.timeout:  # a client of its own: the shared one keeps the configured timeout
-            with open_ollama_client(self.host, limit, SummarizerUnavailable) as client:
-                return self._summarize(client, turns, limit)
-        return self._summarize(self._get_client(), turns, limit)
+        with self.client(timeout) as (client, limit):
+            return self._summarize(client, turns, limit)
 
     def _summarize(self, client: ollama.Client, turns: Sequence[TurnText], limit: float) -> str:
         first, last = turns[0].turn_index, turns[-1].turn_index
