@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import httpx
 import ollama
 
-from brain.config.values import model_name_problem
+from brain.config.values import DEFAULT_SUMMARY_MODEL, model_name_problem
 from brain.model.errors import BrainError
 
 
@@ -80,7 +80,7 @@ class OllamaChatModel:
     def __init__(self, model: str, *, host: str, timeout: float):
         if model_name_problem(model):
             raise self.error(f"invalid Ollama model name {model!r}: set {self.model_setting} to an Ollama model "
-                             "name such as llama3.2:3b")
+                             f"name such as {DEFAULT_SUMMARY_MODEL}")
         self.model = model
         self.name = f"ollama/{model}"
         self.host = host
