@@ -29,8 +29,8 @@ from brain.model.ids import normalize_memory_text
 from brain.rules.memories import merged_importance, merged_tags, same_text
 from brain.model.results import Document
 from brain.model.schemas import (CHAIN_KEYS, CHANGES, MAX_LIST_ITEMS, DocType, format_timestamp, is_part,
-                                 parse_timestamp, read_stored, utc_now)
-from brain.store.plan import memory_edit
+                                 parse_timestamp, read_for_rewrite, utc_now)
+from brain.store.plan import UNREADABLE_MEMORY, memory_edit
 
 #: how many links a history walk follows before it stops (a chain written by hand could loop)
 MAX_CHAIN = 10_000
@@ -99,10 +99,7 @@ def supersession_docs(old: Document, new_id: str, text: str, kind: str, at: date
     """The write of a supersession: ``[old memory retired, new memory]`` as ``upsert_docs`` items.
     The old one keeps its vector (``old.embedding``) and its own timestamp; the new one keeps the old
     one's importance and tags unless given."""
-    old_meta, problems = read_stored(DocType.MEMORY, old.metadata)
-    if old_meta is None:
-        raise ValidationError(f"memory {old.id!r} as stored cannot be read ({'; '.join(problems.values())}); "
-                              f"delete it and store it again (nothing was written)")
+    old_meta = read_for_rewrite(DocType.MEMORY, old.id, old.metadata, UNREADABLE_MEMORY)
     since = old_meta.valid_from or old_meta.created_at or old_meta.timestamp
     if at < since:
         raise ValidationError.of("at", (
@@ -181,7 +178,7 @@ def check_changes(changes: Sequence[MemoryChange]) -> None:
         if not isinstance(change.text, str) or not change.text.strip():
             problems.append(Problem("text", f"change {n}: the text must be a non-empty string", n))
             continue
-        key = " ".join(change.text.split()).casefold()
+        key = normalize_memory_text(change.text)
         if key in texts and not (change.action == "add" and texts[key][1] == "add"):
             problems.append(Problem("text", f"changes {texts[key][0]} and {n} both say {change.text!r}; "
                                             f"say it once", n))
@@ -205,10 +202,7 @@ def joined_turns(*lists: Sequence[str] | None) -> list[str]:
 def merged_change_doc(old: Document, changes: Sequence[MemoryChange]) -> dict[str, Any]:
     """The write of facts that are memory ``old`` again (``same``): it keeps its text, vector and time of
     holding; importance becomes the highest, tags the union, and the facts' turns join ``source_turns``."""
-    old_meta, problems = read_stored(DocType.MEMORY, old.metadata)
-    if old_meta is None:
-        raise ValidationError(f"memory {old.id!r} as stored cannot be read ({'; '.join(problems.values())}); "
-                              f"delete it and store it again (nothing was written)")
+    old_meta = read_for_rewrite(DocType.MEMORY, old.id, old.metadata, UNREADABLE_MEMORY)
     return memory_edit(
         old, None, importance=merged_importance([old_meta.importance, *(c.importance for c in changes)]),
         tags=merged_tags([old_meta.tags, *(c.tags for c in changes)]),
@@ -344,6 +338,6 @@ def refuse_chain_edit(old: Document, changes: Mapping[str, Any]) -> None:
         raise ValidationError("; ".join(p.message for p in problems) + " (nothing was written)", problems)
 
 
-__all__ = ["ACTIONS", "MAX_CHAIN", "AppliedChanges", "MemoryChange", "added_doc", "chain", "change_docs", "change_time", "check_change", "check_changes",
-           "joined_turns", "merged_change_doc", "refuse_chain_edit", "refuse_supersession", "refuse_target",
-           "supersede_arguments", "supersession_docs"]
+__all__ = ["ACTIONS", "MAX_CHAIN", "AppliedChanges", "MemoryChange", "added_doc", "chain", "change_docs",
+           "change_time", "check_change", "check_changes", "joined_turns", "merged_change_doc", "refuse_chain_edit",
+           "refuse_supersession", "refuse_target", "supersede_arguments", "supersession_docs"]

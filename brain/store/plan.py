@@ -16,7 +16,7 @@ import numpy as np
 from brain.model.errors import Problem, ValidationError
 from brain.rules.memories import created
 from brain.rules.ranking import to_unit_length
-from brain.model.schemas import DocType, read_stored, utc_now, validate_metadata
+from brain.model.schemas import DocType, read_for_rewrite, utc_now, validate_metadata
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +65,15 @@ class WriteResult:
 POSITION_FIELDS = {"turn": "turn_index", "summary": "summary_index"}
 
 
+#: what to do about a memory whose stored fields cannot be read any more, when a write must rewrite it
+UNREADABLE_MEMORY = "delete it and store it again (nothing was written)"
+
 def memory_edit(old: Any, text: str | None, *, importance: int | None, tags: Any, extra: Mapping[str, Any],
                 replace_metadata: bool, timestamp: Any) -> dict[str, Any]:
     """The document that replaces memory ``old`` (a Document with its vector) in an in-place edit:
     the given values replace the old ones; ``created_at`` keeps the first time; an unchanged text
     keeps its vector (a new one is embedded again)."""
-    old_meta, problems = read_stored(DocType.MEMORY, old.metadata)
-    if old_meta is None:
-        raise ValidationError(f"memory {old.id!r} as stored cannot be read ({'; '.join(problems.values())}); "
-                              f"delete it and store it again (nothing was written)")
+    old_meta = read_for_rewrite(DocType.MEMORY, old.id, old.metadata, UNREADABLE_MEMORY)
     meta = old_meta.model_dump(by_alias=True, exclude_none=True)
     meta["created_at"] = created(old_meta)
     if replace_metadata:

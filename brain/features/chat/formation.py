@@ -63,7 +63,7 @@ from brain.model.schemas import (
     format_timestamp,
     parse_timestamp,
     parse_turn_range,
-    read_stored,
+    read_for_rewrite,
     utc_now,
     valid_conversation_id,
 )
@@ -532,10 +532,7 @@ def _counted(summary: Document, attempts: int, spent: _Spent) -> dict[str, Any]:
 
 def _summary_doc(summary: Document, state: dict[str, Any]) -> dict[str, Any]:
     """The summary written again (same id, text, vector and fields) with the formation keys ``state``."""
-    meta, problems = read_stored(DocType.SUMMARY, summary.metadata)
-    if meta is None:
-        raise ValidationError(f"summary {summary.id!r} as stored cannot be read ({'; '.join(problems.values())}); "
-                              f"summarise the window again")
+    meta = read_for_rewrite(DocType.SUMMARY, summary.id, summary.metadata, "summarise the window again")
     fields = meta.model_dump(by_alias=True, exclude_none=True)
     fields.update(state)
     doc = {**fields, "id": summary.id, "text": summary.text, "type": DocType.SUMMARY.value}

@@ -112,6 +112,16 @@ def read_stored(doc_type: Any, meta: Mapping[str, Any] | None) -> tuple[BaseMeta
     return None, problems  # pragma: no cover - every pass drops a key
 
 
+def read_for_rewrite(doc_type: Any, doc_id: str, meta: Mapping[str, Any] | None, remedy: str) -> BaseMetadata:
+    """:func:`read_stored` for a write that rewrites the document: its model, or a :class:`ValidationError`
+    naming what cannot be read and ``remedy`` (what the caller can do instead)."""
+    model, problems = read_stored(doc_type, meta)
+    if model is None:
+        raise ValidationError(f"{DocType(doc_type).value} {doc_id!r} as stored cannot be read "
+                              f"({'; '.join(problems.values())}); {remedy}")
+    return model
+
+
 def from_chroma(meta: dict[str, Any]) -> dict[str, Any]:
     """Stored metadata as callers see it: lists restored (``tags`` absent -> [])."""
     out = dict(meta or {})
