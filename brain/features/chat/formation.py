@@ -92,9 +92,6 @@ log = logging.getLogger(__name__)
 #: model is not shown cannot be updated or contradicted, only repeated beside it
 CANDIDATE_FLOOR_Z = 0.0
 _LOCK_STRIPES = 64
-#: the summary keys a batch's state is read from, and their defaults
-_COUNTERS = {"formation_attempts": 0, "formation_facts": 0, "formation_prompt_tokens": 0,
-             "formation_eval_tokens": 0, "formation_seconds": 0.0}
 
 
 @dataclass(frozen=True)
@@ -120,14 +117,13 @@ class FormationBatch:
     def of(cls, summary: Document) -> FormationBatch:
         """The batch a stored summary records (``pending`` when it records none)."""
         meta = summary.metadata
-        state = {key: meta.get(key, default) for key, default in _COUNTERS.items()}
         return cls(
             conversation_id=str(meta.get("conversation_id")), turn_range=str(meta.get("turn_range")),
             summary_id=summary.id, status=str(meta.get("formation") or "pending"),
-            attempts=int(state["formation_attempts"]), error=meta.get("formation_error"),
-            facts=int(state["formation_facts"]), prompt_tokens=int(state["formation_prompt_tokens"]),
-            eval_tokens=int(state["formation_eval_tokens"]), seconds=float(state["formation_seconds"]),
-            at=meta.get("formation_at"),
+            attempts=int(meta.get("formation_attempts") or 0), error=meta.get("formation_error"),
+            facts=int(meta.get("formation_facts") or 0), prompt_tokens=int(meta.get("formation_prompt_tokens") or 0),
+            eval_tokens=int(meta.get("formation_eval_tokens") or 0),
+            seconds=float(meta.get("formation_seconds") or 0.0), at=meta.get("formation_at"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -409,7 +405,8 @@ class Formation:
         wanted = list(FORMATION_STATES) if status is None else [status] if isinstance(status, str) else list(status)
         bad = [s for s in wanted if s not in FORMATION_STATES]
         if bad or not wanted:
-            raise ValidationError.of("status", f"status must be one of {', '.join(FORMATION_STATES)}, got {bad or status!r}")
+            raise ValidationError.of("status", f"status must be one of {', '.join(FORMATION_STATES)}, "
+                                               f"got {bad or status!r}")
         where: dict[str, Any] = {"formation": wanted}
         if conversation_id is not None:
             where["conversation_id"] = valid_conversation_id(conversation_id)
@@ -520,12 +517,12 @@ def _change(fact: FormedFact, keys: dict[str, Candidate], turns: Sequence[Docume
 
 def _counted(summary: Document, attempts: int, spent: _Spent) -> dict[str, Any]:
     """The summary's counters with this run's attempts, tokens and seconds added, and the time of the run."""
-    meta = summary.metadata
+    before = FormationBatch.of(summary)
     return {
-        "formation_attempts": int(meta.get("formation_attempts") or 0) + attempts,
-        "formation_prompt_tokens": int(meta.get("formation_prompt_tokens") or 0) + spent.prompt_tokens,
-        "formation_eval_tokens": int(meta.get("formation_eval_tokens") or 0) + spent.eval_tokens,
-        "formation_seconds": round(float(meta.get("formation_seconds") or 0.0) + spent.seconds, 3),
+        "formation_attempts": before.attempts + attempts,
+        "formation_prompt_tokens": before.prompt_tokens + spent.prompt_tokens,
+        "formation_eval_tokens": before.eval_tokens + spent.eval_tokens,
+        "formation_seconds": round(before.seconds + spent.seconds, 3),
         "formation_at": format_timestamp(utc_now()),
     }
 
