@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any, Literal
@@ -44,6 +45,13 @@ from brain.model.schemas.values import (
     parse_timestamp,
     parse_turn_range,
 )
+
+
+def _one_of(field: str, value: Any, choices: Sequence[str]) -> Any:
+    """``value`` when it is None or one of ``choices``."""
+    if value is not None and value not in choices:
+        raise ValueError(f"{field} must be one of {', '.join(choices)}, got {value!r}")
+    return value
 
 
 class BaseMetadata(BaseModel):
@@ -238,9 +246,7 @@ class MemoryMetadata(BaseMetadata):
     @field_validator("change", mode="before")
     @classmethod
     def _change(cls, value: Any) -> Any:
-        if value is not None and value not in CHANGES:
-            raise ValueError(f"change must be one of {', '.join(CHANGES)}, got {value!r}")
-        return value
+        return _one_of("change", value, CHANGES)
 
     @field_validator("last_used", mode="before")
     @classmethod
@@ -250,9 +256,7 @@ class MemoryMetadata(BaseMetadata):
     @field_validator("status", mode="before")
     @classmethod
     def _status(cls, value: Any) -> Any:
-        if value is not None and value not in STATUSES:
-            raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {value!r}")
-        return value
+        return _one_of("status", value, STATUSES)
 
     @field_validator("part_of", mode="before")
     @classmethod
@@ -364,9 +368,7 @@ class SummaryMetadata(BaseMetadata):
     @field_validator("formation", mode="before")
     @classmethod
     def _formation(cls, value: Any) -> Any:
-        if value is not None and value not in FORMATION_STATES:
-            raise ValueError(f"formation must be one of {', '.join(FORMATION_STATES)}, got {value!r}")
-        return value
+        return _one_of("formation", value, FORMATION_STATES)
 
     @field_validator("formation_at", mode="before")
     @classmethod
