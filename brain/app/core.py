@@ -217,15 +217,16 @@ class Brain:
 
     def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, Any]:
         """Whether the store answers, the embedder, the summariser's status, the persona (the stored version
-        and whether it is ``BRAIN_PERSONA_PATH``'s, see :func:`brain.features.persona.persona_report`) and the mirror's, with
-        ``status`` ``ok``, ``degraded`` (a damaged or unwritable mirror, or a model summariser that cannot be
-        reached: reads and writes still work, from Chroma, and summaries come from the extractive fallback; or
-        too little free disk, ``disk``: writes are refused, reads work) or
+        and whether it is ``BRAIN_PERSONA_PATH``'s, see :func:`brain.features.persona.persona_report`) and the
+        mirror's, with ``status`` ``ok``, ``degraded`` (a damaged or unwritable mirror, or a model summariser
+        that cannot be reached: reads and writes still work, from Chroma, and summaries come from the
+        extractive fallback; or too little free disk, ``disk``: writes are refused, reads work) or
         ``unavailable`` (the store is down). ``formation``: memory formation, on or why off, and its batches
-        pending, failed and done (shown; a failed batch waits to be run again and does not degrade the status). ``detail`` adds how much the store holds, and where: the
-        documents per type (``counts``). ``verify`` (with ``detail``) adds whether the mirror matches the
-        store (``mirror.verify``: ``ok``, the documents checked and the number of each kind of difference);
-        it reads both whole, so a probe that polls health leaves it out."""
+        pending, failed and done (shown; a failed batch waits to be run again and does not degrade the
+        status). ``detail`` adds how much the store holds, and where: the documents per type (``counts``).
+        ``verify`` (with ``detail``) adds whether the mirror matches the store (``mirror.verify``: ``ok``, the
+        documents checked and the number of each kind of difference); it reads both whole, so a probe that
+        polls health leaves it out."""
         report: dict[str, Any] = {}
         healthy = True
         try:
