@@ -121,24 +121,22 @@ class SummaryQueue:
     def add(self, conversation_id: str, last_turn: int) -> list[SummaryJob]:
         """Queue the windows of ``conversation_id`` due now that its last turn is ``last_turn``."""
         jobs = self.schedule.due(conversation_id, last_turn)
-        if jobs:
-            with self._cond:
-                self._jobs.extend(jobs)
-                self._cond.notify_all()
+        self._enqueue(jobs)
         return jobs
 
     def add_formation(self, windows: Iterable[tuple[str, str]]) -> int:
         """Queue the memory formation of summarised windows ``(conversation id, turn range)``, in order
         (those whose summary still says ``pending`` when their turn comes are run). Returns how many."""
-        jobs = []
-        for conversation_id, turn_range in windows:
-            start, end = parse_turn_range(turn_range)
-            jobs.append(SummaryJob(conversation_id, start, end, 0, formation_only=True))
+        jobs = [SummaryJob(conversation_id, *parse_turn_range(turn_range), 0, formation_only=True)
+                for conversation_id, turn_range in windows]
+        self._enqueue(jobs)
+        return len(jobs)
+
+    def _enqueue(self, jobs: list[SummaryJob]) -> None:
         if jobs:
             with self._cond:
                 self._jobs.extend(jobs)
                 self._cond.notify_all()
-        return len(jobs)
 
     def pending(self) -> int:
         """Summaries queued or being written."""
