@@ -498,9 +498,9 @@ def select(conversations: list[Conversation], samples: str, path: Path) -> list[
     return [c for c in conversations if c.id in wanted]
 
 
-def main() -> None:
-    os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The LoCoMo file and the conversations to measure, from the command line; a usage error (exit 2)
+    that says where LoCoMo comes from when the file is missing or is not LoCoMo's."""
     parser.add_argument("--data", type=Path, help=f"a LoCoMo JSON file (list of samples; default {DEFAULT_DATA})")
     parser.add_argument("--samples", default=",".join(DEV_SAMPLES),
                         help="comma-separated sample ids to measure, or 'all' (default: the development split)")
@@ -517,6 +517,12 @@ def main() -> None:
         args.conversations = select(load(args.data), args.samples, args.data)
     except (OSError, ValueError, KeyError, TypeError) as exc:  # not JSON, or not LoCoMo's shape
         parser.error(f"{args.data} is not a usable LoCoMo file: {type(exc).__name__}: {exc}")
+    return args
+
+
+def main() -> None:
+    os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
+    args = parse_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     report = run(args)
     print(report)
     if args.out:

@@ -255,7 +255,7 @@ class TurnIndex:
         else:
             self.vectors = np.zeros((0, 0), dtype=np.float32)
         self._names = self._name_basis(name_vectors)
-        self.content_vectors = self._without_names(self.vectors)
+        self.content_vectors = self.without_names(self.vectors)
         self.sessions = _sessions([t.metadata for t in self.turns])
         # sessions are runs of consecutive turns: where each starts, for a per-session maximum
         self._session_starts = np.flatnonzero(np.r_[True, self.sessions[1:] != self.sessions[:-1]]) if self.turns \
@@ -307,7 +307,7 @@ class TurnIndex:
         basis, spread, _ = np.linalg.svd(unit_rows(np.stack(rows), dtype=np.float64).T, full_matrices=False)
         return basis[:, spread > 1e-6 * spread[0]]
 
-    def _without_names(self, vectors: np.ndarray) -> np.ndarray:
+    def without_names(self, vectors: np.ndarray) -> np.ndarray:
         """``vectors`` (unit rows, or one unit vector) with the names' directions removed, at unit length
         again; a vector that was nothing but a name keeps its own direction."""
         if self._names is None or vectors.size == 0:
@@ -405,7 +405,7 @@ class TurnIndex:
             return []
         w = self.weights
         similarity = self.similarities(vector)
-        content = similarity if self._names is None else self.content_vectors @ self._without_names(vector)
+        content = similarity if self._names is None else self.content_vectors @ self.without_names(vector)
         bm25 = self.lexical.scores(tokens)
         dense_part = w.dense * _standardised(content)
         lexical_part = w.lexical * _standardised(bm25)
