@@ -75,9 +75,9 @@ def small_locomo(path: Path) -> None:
                       {"speaker": b, "dia_id": f"D1:{2 * i + 2}", "text": said_b}]
         qa = [{"question": f"What did {a} say about {word}?", "category": 4, "evidence": [f"D1:{2 * i + 1}"]}
               for i, (word, _) in enumerate(topics[:3])]
-        topics_text = {"speaker_a": a, "speaker_b": b, "session_1": turns,
+        conversation = {"speaker_a": a, "speaker_b": b, "session_1": turns,
                        "session_1_date_time": "1:56 pm on 8 May, 2023"}
-        return {"sample_id": sid, "conversation": topics_text, "qa": qa}
+        return {"sample_id": sid, "conversation": conversation, "qa": qa}
     words = ["gardening", "chess", "sailing", "baking", "cycling", "painting", "climbing", "fishing", "pottery",
              "astronomy", "knitting", "surfing", "archery", "juggling", "origami"]
     first = [(w, f"Nice. I tried {words[-1 - i]} once.") for i, w in enumerate(words)]
