@@ -54,6 +54,8 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -258,11 +260,18 @@ def without_speakers(turns: list[Document]) -> list[Document]:
 
 
 # ---- run --------------------------------------------------------------------------------------
-def run(args) -> str:
+@contextmanager
+def chat_memory() -> Iterator[tuple[Path, ChatMemory]]:
+    """A temporary directory and the chat memory of a store in it, as the benchmarks record conversations."""
     with tempfile.TemporaryDirectory(prefix="brain-locomo-") as tmp, \
             open_store(bench_settings(Path(tmp))) as store, \
             ChatMemory(store, start_worker=False, summarizer=ExtractiveSummarizer()) as chat:
-        raw = chromadb.PersistentClient(path=str(Path(tmp) / "raw"), settings=chromadb.Settings(anonymized_telemetry=False))
+        yield Path(tmp), chat
+
+
+def run(args) -> str:
+    with chat_memory() as (tmp, chat):
+        raw = chromadb.PersistentClient(path=str(tmp / "raw"), settings=chromadb.Settings(anonymized_telemetry=False))
         return measure(args, args.conversations, chat, raw)
 
 
@@ -520,14 +529,17 @@ def parse_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
     return args
 
 
+def publish(report: str, out: Path | None) -> None:
+    """Print the report, and write it to ``out`` (relative to where the script was started) when given."""
+    print(report)
+    if out:
+        (out if out.is_absolute() else INVOKED_FROM / out).write_text(report, encoding="utf-8")
+
+
 def main() -> None:
     os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
     args = parse_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
-    report = run(args)
-    print(report)
-    if args.out:
-        out = args.out if args.out.is_absolute() else INVOKED_FROM / args.out
-        out.write_text(report, encoding="utf-8")
+    publish(run(args), args.out)
 
 
 if __name__ == "__main__":

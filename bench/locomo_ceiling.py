@@ -33,7 +33,6 @@ import argparse
 import os
 import re
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,10 +44,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import locomo  # noqa: E402
-from brain.app.core import open_store  # noqa: E402
 from brain.features.chat import ChatMemory  # noqa: E402
 from brain.model.vectors import unit_rows  # noqa: E402
-from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
 
 SIGNALS = ("dense", "lexical", "session", "neighbour", "speaker", "time", "sentence", "question", "length")
 #: grid of each weight's candidate values, and their negatives
@@ -217,14 +214,9 @@ def main() -> None:
     os.chdir(ROOT)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     args = locomo.parse_args(parser)
-    with tempfile.TemporaryDirectory(prefix="brain-ceiling-") as tmp, \
-            open_store(locomo.bench_settings(Path(tmp))) as store, \
-            ChatMemory(store, start_worker=False, summarizer=ExtractiveSummarizer()) as chat:
+    with locomo.chat_memory() as (_, chat):
         report = measure(args, chat)
-    print(report)
-    if args.out:
-        out = args.out if args.out.is_absolute() else locomo.INVOKED_FROM / args.out
-        out.write_text(report, encoding="utf-8")
+    locomo.publish(report, args.out)
 
 
 if __name__ == "__main__":

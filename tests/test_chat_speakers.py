@@ -3,9 +3,7 @@ without names, and the LoCoMo bench measuring exactly what ``build_context`` rel
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from brain.app.core import open_store
 from brain.model.errors import ValidationError
 from brain.features.persona import load_persona, name_in
 from brain.providers.summarizers import ExtractiveSummarizer
+from tests.bench_scripts import bench_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -209,16 +208,6 @@ def test_http_exchanges_take_the_two_names(live, api_store, tmp_path):
 
 # ---- the bench measures what build_context relates ---------------------------------------------------
 
-def load_bench():
-    """bench/locomo.py as a module (a script, not a package: imported by path)."""
-    if "locomo_bench" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("locomo_bench", ROOT / "bench" / "locomo.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["locomo_bench"] = module  # its dataclasses look their module up while being defined
-        spec.loader.exec_module(module)
-    return sys.modules["locomo_bench"]
-
-
 SESSIONS = [
     ("1:56 pm on 8 May, 2023", [
         ("Nadia", "I started pottery classes last week.", None),
@@ -253,7 +242,7 @@ def locomo_sample() -> list[dict]:
 
 
 def test_build_context_relates_exactly_what_the_locomo_bench_measures(tmp_path, local_embedder):
-    bench = load_bench()
+    bench = bench_script("locomo.py")
     (tmp_path / "locomo.json").write_text(json.dumps(locomo_sample()), encoding="utf-8")
     [conv] = bench.load(tmp_path / "locomo.json")
     settings = bench.bench_settings(tmp_path / "data").model_copy(

@@ -4,32 +4,21 @@ with their gold observations), and its pipeline against the Ollama test server."
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.bench_scripts import bench_script
 from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub, dead_url
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "formation" / "locomo-mini.json"
 
 
-def load_bench():
-    """bench/bench_formation.py as a module (a script, not a package: imported by path)."""
-    if "formation_bench" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("formation_bench", ROOT / "bench" / "bench_formation.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["formation_bench"] = module  # its dataclasses look their module up while being defined
-        spec.loader.exec_module(module)
-    return sys.modules["formation_bench"]
-
-
 @pytest.fixture(scope="module")
 def bench():
-    return load_bench()
+    return bench_script("bench_formation.py")
 
 
 @pytest.fixture(scope="module")
