@@ -46,6 +46,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -229,11 +230,21 @@ def run(args) -> str:
 
             timing = {"build_context": 0.0}
 
+            contexts: dict[tuple[str, str], Any] = {}
+
+            def context(q: Question, entity: str) -> Any:
+                if (q.text, entity) not in contexts:
+                    t = time.perf_counter()
+                    contexts[(q.text, entity)] = chat.build_context(None, q.text, entity=entity)
+                    timing["build_context"] += time.perf_counter() - t
+                return contexts[(q.text, entity)]
+
             def brain(q: Question, entity: str) -> list[str]:
-                t = time.perf_counter()
-                ctx = chat.build_context(None, q.text, entity=entity)
-                timing["build_context"] += time.perf_counter() - t
-                return [i.id for i in ctx.memory]
+                return [i.id for i in context(q, entity).memory]
+
+            def brain_with_core(q: Question, entity: str) -> list[str]:
+                ctx = context(q, entity)
+                return [i.id for i in ctx.core] + [i.id for i in ctx.memory]
 
             def via(search):
                 return lambda q, entity: search(q.text, vectors[q.text], entity)
@@ -241,6 +252,7 @@ def run(args) -> str:
             reference = ScoreWeights.from_settings(settings.model_copy(update={"memory_ranking": "reference"}))
             methods = {
                 "brain (build_context, default settings)": brain,
+                "  with the always-shown facts (RAG_CORE_*) counted": brain_with_core,
                 "reference formula (RAG_MEMORY_RANKING=reference)": via(library_method(store, reference, k)),
                 "similarity only": via(library_method(store, ScoreWeights(1.0, 0.0, 0.0), k)),
                 "BM25 only": via(bm25_method(store, k)),

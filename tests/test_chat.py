@@ -436,7 +436,8 @@ def test_context_has_every_section_scoped_and_limited(make_chat, tmp_path):
                     "## Recent turns"):
         assert heading in ctx.prompt
     data = ctx.to_dict()
-    assert set(data["sections"]) == {"persona", "faq", "memory", "summary", "related", "turn"}
+    assert set(data["sections"]) == {"persona", "core", "faq", "memory", "summary", "related", "turn"}
+    assert data["sections"]["core"] == []  # no entity: no person whose facts are always shown
     assert data["sections"]["memory"][0]["id"] == ctx.memory[0].id
 
 
@@ -446,6 +447,7 @@ def test_each_section_can_be_switched_off(make_chat, tmp_path, section):
     populate(chat, tmp_path)
     ctx = chat.build_context("conv-ctx", "What does my cat eat?")
     off = {section, "related"} if section == "turn" else {section}  # related turns are turns too
+    off.add("core")  # no entity: no person whose facts are always shown
     for name, items in ctx.sections().items():
         assert (len(items) == 0) == (name in off), name
 
@@ -517,7 +519,7 @@ def test_budget_drops_whole_items_lowest_priority_first(make_chat, tmp_path):
     faq_drops = [d["id"] for d in tight.dropped[:3]]
     by_similarity = sorted(full.faq, key=lambda i: i.scores["similarity"])
     assert faq_drops == [i.id for i in by_similarity]
-    assert DROP_PRIORITY == ("persona", "turn", "memory", "related", "summary", "faq")
+    assert DROP_PRIORITY == ("persona", "core", "turn", "memory", "related", "summary", "faq")
 
 
 def make_chat_with_budget(chat, **overrides):
@@ -597,7 +599,7 @@ def test_recency_from_last_use_changes_the_recency_part(make_chat):
                      clock=lambda: 1_700_000_000.0 + 60 * day)
     old = chat.remember("The user's cat is called Miso.", timestamp=1_700_000_000.0)
     chat.build_context(None, "what is my cat called?")
-    (hit,) = chat.store.retrieve_memories("what is my cat called?", now=1_700_000_000.0 + 60 * day)
+    (hit,) = chat.store.retrieve_memories("what is my cat called?", now=1_700_000_000.0 + 60 * day, relevance=False)
     assert hit.id == old
     assert hit.recency_part == pytest.approx(1.0)  # used just now, though written 60 days ago
 

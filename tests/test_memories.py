@@ -189,7 +189,7 @@ def scoped_store(tmp_path_factory, local_embedder):
 @pytest.mark.parametrize("entity", [None, *ENTITIES])
 def test_every_store_read_shows_an_entity_its_visible_scopes_only(scoped_store, entity):
     seen = visible_scopes(entity)
-    hits = scoped_store.retrieve_memories("garden diary", k=20, entity=entity)
+    hits = scoped_store.retrieve_memories("garden diary", k=20, entity=entity, relevance=False)  # every memory eligible
     assert {h.metadata["scope"] for h in hits} == seen
     assert all(h.metadata.get("status") != "archived" for h in hits)
     if entity is not None:

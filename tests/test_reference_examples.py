@@ -32,7 +32,12 @@ def run_examples(namespace: dict) -> dict[str, dict]:
     return seen
 
 
-def test_every_reference_example_runs_verbatim_and_finds_what_it_wrote(reference_env):
+@pytest.mark.parametrize("ranking", ["relevance", "reference"])
+def test_every_reference_example_runs_verbatim_and_finds_what_it_wrote(reference_env, ranking, monkeypatch):
+    """By default ``retrieve_memories`` ranks as the chat context does, so a memory unrelated to the query is
+    not found; with ``RAG_MEMORY_RANKING=reference`` it ranks by the reference's formula (every memory
+    eligible, importance weighing as much as similarity)."""
+    monkeypatch.setenv("RAG_MEMORY_RANKING", ranking)
     namespace = {"__name__": "reference", "RAG_TURN_TOP_K": Settings().turn_top_k}
     try:
         seen = run_examples(namespace)
@@ -49,11 +54,16 @@ def test_every_reference_example_runs_verbatim_and_finds_what_it_wrote(reference
         assert all(m["conversation_id"] == "conv-abc123" for m in turns["metadatas"][0])
         assert seen["summary query"]["results"]["ids"] == [[]]  # nothing summarised yet
         assert len(seen["basic semantic query"]["results"]["ids"][0]) == 5  # persona, FAQ, memory, two turns
-        assert [h.text for h in seen["retrieve memories"]["memories"]] == ["luna prefers Python over JavaScript"]
         assert len(namespace["recent_turns"]["ids"][0]) == 2
+        preferences = [h.text for h in seen["retrieve memories"]["memories"]]
         # project-alpha has no memories of its own: its search reads global ones, as every entity's does
-        assert [h.text for h in seen["importance-weighted retrieval"]["memories"]] == [
-            "luna prefers Python over JavaScript"]
+        status = [h.text for h in seen["importance-weighted retrieval"]["memories"]]
+        if ranking == "reference":
+            assert preferences == status == ["luna prefers Python over JavaScript"]
+        else:
+            assert status == []  # "project status" and a language preference: nothing relevant
+            assert preferences == [h.text for h in rag_store.retrieve_memories("user preferences", 5, None)]
+            assert all(h.floor is not None for h in seen["retrieve memories"]["memories"])
 
         # the reference's invalid metadata raises, naming the range
         with pytest.raises(ValidationError, match=r"importance must be between 1 and 5"):

@@ -188,14 +188,15 @@ def test_the_relevance_settings_are_read_from_the_environment_and_checked(monkey
         Settings()
 
 
-def test_searches_keep_the_reference_formula_and_can_ask_for_the_contexts(embedded_store):
+def test_searches_rank_as_the_context_and_can_ask_for_the_reference_formula(embedded_store):
     embedded_store.upsert_memory("Dana is allergic to peanuts.", importance=1, entity="dana")
     embedded_store.upsert_memory("Dana's passport expires in March 2027.", importance=5, entity="dana")
     searched = embedded_store.retrieve_memories("Can I eat peanut butter?", 2, "dana")
-    assert [h.text for h in searched][0].startswith("Dana's passport")  # 0.5 * importance outweighs similarity
-    relevant = embedded_store.retrieve_memories("Can I eat peanut butter?", 2, "dana", relevance=True)
-    assert [h.text for h in relevant] == ["Dana is allergic to peanuts."]
-    assert relevant.below_floor == 1 and relevant.candidates == 2
+    assert [h.text for h in searched] == ["Dana is allergic to peanuts."]  # relevance first, the same floor
+    assert searched.below_floor == 1 and searched.candidates == 2
+    assert searched[0].floor is not None and searched[0].similarity_part > 0
+    reference = embedded_store.retrieve_memories("Can I eat peanut butter?", 2, "dana", relevance=False)
+    assert [h.text for h in reference][0].startswith("Dana's passport")  # 0.5 * importance outweighs similarity
 
 
 def test_a_reindex_for_another_embedder_calibrates_it_again(settings, local_embedder):

@@ -114,6 +114,8 @@ def searched_by_shell(settings: Settings, reader: str | None, query: str) -> dic
     out: dict[str, set[str]] = {}
     with brain.open(settings, start_worker=False) as b:
         out["library"] = {h.id for h in b.store.retrieve_memories(query, 50, entity=reader)}
+        # every memory eligible (no relevance gate): what the scope rule alone lets through
+        out["ungated"] = {h.id for h in b.store.retrieve_memories(query, 50, entity=reader, relevance=False)}
         with TestClient(create_app(brain=b)) as http:
             params = {"q": query, "k": 50, **({"entity": reader} if reader else {})}
             got = http.get("/v1/memories/search", params=params)
@@ -143,9 +145,11 @@ def test_a_list_or_search_for_an_entity_is_its_memories_and_the_global_ones_in_e
             assert listed[shell] == expected, shell  # the same items, each with its own scope
         for_reader = searched_by_shell(settings, reader, query)
         for_nobody = searched_by_shell(settings, None, query)
-        for shell in SHELLS:
-            assert for_reader[shell] == set(expected), shell
-            assert for_nobody[shell] == {i for i, s in written.items() if s == GLOBAL_SCOPE}, shell
+        assert for_reader["ungated"] == set(expected)
+        assert for_nobody["ungated"] == {i for i, s in written.items() if s == GLOBAL_SCOPE}
+        for shell in SHELLS:  # every shell ranks as the library does: the relevant ones among those
+            assert for_reader[shell] == for_reader["library"] <= set(expected), shell
+            assert for_nobody[shell] == for_nobody["library"] <= for_nobody["ungated"], shell
 
 
 def test_a_search_of_every_type_shows_no_entitys_memory_without_an_entity(tmp_path):

@@ -234,14 +234,15 @@ def test_memories_stored_global_with_an_entity_by_older_versions_read_as_global(
 def test_score_parts_add_up_and_importance_matters(store):
     store.upsert_memory("The user is allergic to peanuts", importance=5, timestamp=T0)
     store.upsert_memory("The user is allergic to cats", importance=1, timestamp=T0)
-    hits = store.retrieve_memories("is the user allergic to anything?", k=2, now=T0)
+    hits = store.retrieve_memories("is the user allergic to anything?", k=2, now=T0, relevance=False)
     assert [h.text for h in hits][0] == "The user is allergic to peanuts"
     for h in hits:
         assert h.score == pytest.approx(h.similarity_part + h.importance_part + h.recency_part)
         assert h.similarity_part == pytest.approx(0.5 * h.similarity)
         assert h.importance_part == pytest.approx(0.5 * h.metadata["importance"] / 5)
         assert h.recency_part == pytest.approx(0.1)  # age 0 at `now`
-    later = store.retrieve_memories("is the user allergic to anything?", k=1, now=T0 + timedelta(days=30))
+    later = store.retrieve_memories("is the user allergic to anything?", k=1, now=T0 + timedelta(days=30),
+                                   relevance=False)
     assert later[0].recency_part == pytest.approx(0.05)  # one half-life later
 
 
@@ -254,7 +255,7 @@ def test_exact_ranking_finds_an_important_memory_that_similarity_alone_would_bur
     query = "what is the weather forecast?"
     by_similarity = store.search(query, k=30, type="memory")
     assert key not in {h.id for h in by_similarity}  # buried by similarity
-    top = store.retrieve_memories(query, k=1, now=T0)
+    top = store.retrieve_memories(query, k=1, now=T0, relevance=False)  # the reference formula
     assert top[0].id == key
     # and the whole top-k equals brute force over every stored memory
     docs = store.get(type="memory", include_embeddings=True)
@@ -265,7 +266,7 @@ def test_exact_ranking_finds_an_important_memory_that_similarity_alone_would_bur
         scores[d.id] = 0.5 * float(v @ q) + 0.5 * d.metadata["importance"] / 5 + 0.1 * 0.5 ** (
             max(T0.timestamp() - d.metadata["ts_epoch"], 0) / (30 * 86400))
     expected = sorted(scores, key=lambda i: (-scores[i], i))[:10]
-    got = store.retrieve_memories(query, k=10, now=T0)
+    got = store.retrieve_memories(query, k=10, now=T0, relevance=False)
     assert [h.id for h in got] == expected
     assert [h.score for h in got] == pytest.approx([scores[i] for i in expected], abs=1e-6)
 
@@ -323,9 +324,9 @@ def test_index_notices_writes_that_bypassed_the_store(backend_settings, local_em
     store.col.add(ids=["doc-sneaky"], embeddings=[vec], documents=["Sneaked in memory"],
                   metadatas=[{"type": "memory", "importance": 5, "scope": "global", "ts_epoch": 1.0,
                               "timestamp": "1970-01-01T00:00:01+00:00", "source": "system"}])
-    assert store.retrieve_memories("sneaked", k=1)[0].id != "doc-sneaky"  # refresh disabled
+    assert store.retrieve_memories("sneaked", k=1, relevance=False)[0].id != "doc-sneaky"  # refresh disabled
     store.refresh_index()
-    assert store.retrieve_memories("sneaked", k=1)[0].id == "doc-sneaky"
+    assert store.retrieve_memories("sneaked", k=1, relevance=False)[0].id == "doc-sneaky"
     quick = open_store(backend_settings.model_copy(update={"index_refresh_seconds": 1e-9}), embedder=local_embedder)
     quick.memory_index()
     store.col.delete(ids=["doc-sneaky"])

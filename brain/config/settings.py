@@ -72,6 +72,17 @@ class Settings(BaseSettings):
         "RAG_RELATED_TURN_TOP_K", 3, "older matching turns shown (count)", ge=1, le=20)
     faq_top_k: int = context_setting("RAG_FAQ_TOP_K", 2, "knowledge-base passages shown (count)", ge=1, le=10)
     memory_top_k: int = context_setting("RAG_MEMORY_TOP_K", 3, "memories shown (count)", ge=1, le=20)
+    core_top_k: int = context_setting(
+        "RAG_CORE_TOP_K", 3,
+        "facts about the entity always shown whatever the message (its own most important memories, "
+        "importance first, then closeness to the message, then the newest; count; 0: none)", ge=0, le=20)
+    core_min_importance: int = context_setting(
+        "RAG_CORE_MIN_IMPORTANCE", 4, "the importance a memory needs to be one of those always shown",
+        ge=1, le=5)
+    core_max_chars: int = context_setting(
+        "RAG_CORE_MAX_CHARS", 600,
+        "budget of the always-shown facts in characters (about 150 tokens); a fact that does not fit is left to "
+        "the relevance-ranked memories", ge=0, le=100_000)
     summary_top_k: int = context_setting(
         "RAG_SUMMARY_TOP_K", 2, "summaries shown, most relevant first (count)", ge=1, le=10)
     context_max_chars: int = context_setting(

@@ -104,6 +104,15 @@ class ScoreWeights:
                    floor_importance_match=FLOOR_IMPORTANCE_MATCH)
 
     @classmethod
+    def core(cls, settings) -> "ScoreWeights":
+        """The order of the facts always shown: importance first; among equal importance the closer to
+        the message, then the newer. Importance steps are 0.2 apart and the other two parts span at most
+        0.1 + 0.05, so they only break ties."""
+        return cls(similarity=0.05, importance=1.0, recency=0.05,
+                   half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
+                   recency_from=getattr(settings, "recency_from", "created"))
+
+    @classmethod
     def from_settings(cls, settings) -> "ScoreWeights":
         """The reference formula of the settings (what searches rank by)."""
         return cls.reference(settings)

@@ -34,7 +34,7 @@ from brain.model.ids import memory_id
 from brain.rules.memories import same_text
 from brain.model.results import Document, Hit, MemoryHit, Supersession
 from brain.model.schemas import (CHAIN_KEYS, DocType, check_extra_metadata, check_k, check_last_used, check_scope,
-                           entity_scope, is_inactive, utc_now)
+                           entity_scope, is_inactive, utc_now, valid_name)
 from brain.store.chroma import (ChromaAccess, GuardedCollection, embedding_function, missing_store, open_client,
                                 open_cosine_collection, switch_advice)
 from brain.store.disk import DiskGuard, guarded_paths
@@ -676,11 +676,14 @@ class Store:
                           tags: Sequence[str] | None = None, min_importance: int | None = None,
                           all_scopes: bool = False, now: datetime | float | None = None,
                           query_vector: np.ndarray | None = None, min_sequence: int | None = None,
-                          relevance: bool = False, topic_texts: Sequence[str] = (),
+                          relevance: bool = True, topic_texts: Sequence[str] = (),
                           as_of: datetime | str | float | None = None) -> list[MemoryHit]:
-        """The exact top-k memories by w_sim*similarity + w_imp*importance/5 + recency bonus; with
-        ``relevance``, by the ranking the context uses (``RAG_MEMORY_RANKING``; by default only relevant
-        memories, see :mod:`brain.rules.ranking`). The list tells what the gate did (:class:`~brain.model.results.GatedHits`).
+        """The exact top-k memories in the order the context shows them (``RAG_MEMORY_RANKING``; by default
+        only relevant memories, relevance first, then importance and recency, see :mod:`brain.rules.ranking`),
+        so a search answers "why is this memory in my prompt, and why not that one". The list tells what the
+        gate did (:class:`~brain.model.results.GatedHits`). ``relevance=False``: the reference formula
+        w_sim*similarity + w_imp*importance/5 + recency bonus of the ``RAG_WEIGHT_*`` settings, every memory
+        eligible.
 
         Scope: with ``entity``, that entity's memories and global ones; without, global ones only
         (``all_scopes=True`` searches every scope, for operators' tools). ``query_vector`` (the
@@ -699,6 +702,19 @@ class Store:
         return self.retrieval.memories(query, k, entity, tags=tags, min_importance=min_importance,
                                        all_scopes=all_scopes, now=now, query_vector=query_vector, relevance=relevance,
                                        topic_texts=topic_texts, as_of=as_of)
+
+    def core_memories(self, entity: str, k: int | None = None, *, query: str | None = None,
+                      query_vector: np.ndarray | None = None, min_importance: int | None = None,
+                      now: datetime | float | None = None) -> list[MemoryHit]:
+        """The facts about ``entity`` a context always shows, whatever the message: its own current memories
+        (never global ones or another entity's) of at least ``min_importance`` (default
+        ``RAG_CORE_MIN_IMPORTANCE``), most important first, then the closest to ``query`` (or
+        ``query_vector``), then the newest; ``k`` defaults to ``RAG_CORE_TOP_K``."""
+        s = self.settings
+        k = s.core_top_k if k is None else check_k(k)
+        floor = s.core_min_importance if min_importance is None else min_importance
+        vector = self.retrieval.query_vector(query, query_vector)
+        return self.retrieval.core_memories(valid_name(entity), k, floor, vector, now)
 
     def search(self, query: str | None, k: int = 5, *, type: str | DocType | None = None,
                where: dict[str, Any] | None = None, query_vector: np.ndarray | None = None,

@@ -20,7 +20,8 @@ from brain.rules.memories import search_scopes
 from brain.rules.ranking import ScoreWeights
 from brain.rules.relevance import METADATA_KEY, Calibration, calibrate, recorded
 from brain.model.results import Document, GatedHits, Hit
-from brain.model.schemas import GLOBAL_SCOPE, DocType, check_k, from_chroma, parse_timestamp, valid_conversation_id
+from brain.model.schemas import (GLOBAL_SCOPE, DocType, check_k, entity_scope, from_chroma, parse_timestamp,
+                                 valid_conversation_id)
 from brain.store.chroma import ChromaAccess
 from brain.store.indexes import InProcessState
 from brain.store.plan import check_vector
@@ -116,6 +117,19 @@ class Retrieval:
         text = query if isinstance(query, str) and query.strip() else None  # what the lexical part matches
         hits = index.search(vector, k, self.memory_weights(relevance), now_epoch, scopes, tags, min_importance,
                             query_text=text, topic_texts=topic_texts, at=at)
+        for hit in hits:
+            hit.metadata = from_chroma(hit.metadata)
+        return hits
+
+    def core_memories(self, entity: str, k: int, min_importance: int, query_vector: np.ndarray,
+                      now: datetime | float | None = None) -> GatedHits:
+        """The facts about ``entity`` always shown: its own active memories (not global ones, not another
+        entity's) of at least ``min_importance``, by :meth:`ScoreWeights.core`."""
+        scopes = frozenset({entity_scope(entity)})
+        index = self.state.index_for(DocType.MEMORY.value)
+        assert index is not None  # settings guarantee memory is indexed
+        hits = index.search(self.query_vector(None, query_vector), k, ScoreWeights.core(self.settings),
+                            _epoch(now), scopes, None, min_importance)
         for hit in hits:
             hit.metadata = from_chroma(hit.metadata)
         return hits

@@ -25,7 +25,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from brain.features.chat.last_used import ACCESS_FLUSH_SECONDS, AccessTracker
-from brain.features.chat.context import SECTIONS, Context, ContextItem, TokenCounter, assemble_context, explain
+from brain.features.chat.context import (SECTIONS, Context, ContextItem, TokenCounter, assemble_context, explain,
+                                         render_line)
 from brain.features.chat.related_turns import RelatedTurns
 from brain.features.chat.speakers import PersonaName, exchange_speakers
 from brain.features.chat.formation import Formation, FormationBatch, FormationReport
@@ -235,11 +236,14 @@ class ChatMemory:
         turns = store.recent_turns(conversation_id, s.turn_top_k, entity=entity) if conversation_id is not None else []
         if s.enable_memory:
             # a critical memory sharing words with the message or with the latest turns gets a lower floor
-            hits = store.retrieve_memories(user_message, s.memory_top_k, entity, query_vector=vector, relevance=True,
-                                           topic_texts=[d.text for d in turns])
+            hits = store.retrieve_memories(user_message, s.memory_top_k, entity, query_vector=vector,
+                                           relevance=True, topic_texts=[d.text for d in turns])
             ranked["memory"] = [_memory_item(h, getattr(hits, "floor", None)) for h in hits]
             if getattr(hits, "floor", None) is not None:
                 relevance["memory"] = {**hits.gate(), "shown": len(hits)}
+            # the person's most important facts the relevant ones do not already show
+            if entity is not None and s.core_top_k > 0:
+                ranked["core"] = self._core(entity, vector, {h.id for h in hits})
             if s.track_access and hits:
                 self.access.note([h.id for h in hits])
         if want_summaries:
@@ -255,6 +259,24 @@ class ChatMemory:
                 ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k,
                                                   entity, self.related_turns.floor(), relevance)
         return ranked
+
+    def _core(self, entity: str, vector: Any, shown: set[str]) -> list[ContextItem]:
+        """The facts about ``entity`` every context shows (``RAG_CORE_*``): its most important memories
+        (those the memory section already ``shown`` stay there), as many as fit ``RAG_CORE_MAX_CHARS``.
+        They are the ones whose absence costs most (an allergy when asked for a recipe), and a message can
+        need one without sharing a word or much meaning with it."""
+        s = self.settings
+        items, used = [], 0
+        for hit in self.store.core_memories(entity, s.core_top_k, query_vector=vector):
+            if hit.id in shown:
+                continue
+            scores = {"importance": float(hit.metadata.get("importance") or 0), "similarity": hit.similarity}
+            item = ContextItem(hit.id, hit.text, hit.metadata, scores, why=explain("core", scores, None))
+            size = len(render_line("core", item)) + 1
+            if used + size <= s.core_max_chars:
+                items.append(item)
+                used += size
+        return items
 
     def _shows_conversation(self, conversation_id: str, entity: str | None) -> bool:
         """Whether a context for ``entity`` shows the conversation's turns and summaries: with no entity,

@@ -5,7 +5,8 @@ hands them to :func:`assemble_context`, which orders them for reading, drops who
 prompt fits the character (and optionally token) budget, and renders the prompt.
 
 When the budget is tight, whole items are dropped, lowest priority first (:data:`DROP_PRIORITY`):
-the persona is who the assistant is and goes last; the recent turns are what the user is replying
+the persona is who the assistant is and goes last; the facts always kept in mind about the person (``core``:
+their most important memories, shown whatever the message) next; the recent turns are what the user is replying
 to; memories are the durable personal facts; summaries restate older turns (partly covered by the
 memories); FAQ entries are generic knowledge the model often partly has. Inside a section the
 weakest item goes first (lowest score or similarity; for turns, the oldest).
@@ -36,11 +37,12 @@ from brain.text.tokenizer import counting_tokenizer, tokenizer_path
 log = logging.getLogger(__name__)
 
 #: sections in the order they appear in the prompt
-SECTIONS = ("persona", "faq", "memory", "summary", "related", "turn")
+SECTIONS = ("persona", "core", "faq", "memory", "summary", "related", "turn")
 #: sections in the order they are kept when the budget is tight (the last is dropped first)
-DROP_PRIORITY = ("persona", "turn", "memory", "related", "summary", "faq")
+DROP_PRIORITY = ("persona", "core", "turn", "memory", "related", "summary", "faq")
 HEADINGS = {
     "persona": "## Persona",
+    "core": "## Always keep in mind about this person",
     "faq": "## Knowledge base",
     "memory": "## What you remember",
     "summary": "## Earlier in this conversation",
@@ -76,6 +78,9 @@ def explain(section: str, scores: Mapping[str, float], floor: float | None) -> s
     if section == "turn":
         return "one of the latest turns"
     sim = scores.get("similarity")
+    if section == "core":
+        return (f"always shown: importance {scores.get('importance', 0):.0f}, among the person's most important "
+                f"facts" + (f" (similarity {sim:.2f})" if sim is not None else ""))
     if section == "persona" or sim is None:
         return "the persona is always shown" if section == "persona" else ""
     passed = f"similarity {sim:.2f}" + (f" >= floor {floor:.2f}" if floor is not None else "")
@@ -104,6 +109,7 @@ class Context:
     entity: str | None
     enabled: bool = True
     persona: list[ContextItem] = field(default_factory=list)
+    core: list[ContextItem] = field(default_factory=list)
     faq: list[ContextItem] = field(default_factory=list)
     memory: list[ContextItem] = field(default_factory=list)
     summary: list[ContextItem] = field(default_factory=list)
@@ -176,8 +182,12 @@ def render_line(section: str, item: ContextItem) -> str:
     meta = item.metadata
     if section == "persona":
         return f"{meta['heading']}:\n{text}" if meta.get("heading") else text
-    if section == "memory":
-        return f"- {text}" + (f" (about {meta['entity']})" if meta.get("entity") else "")
+    if section in ("memory", "core"):
+        notes = [f"about {meta['entity']}"] if meta.get("entity") else []
+        learned = learned_on(meta)
+        if learned:
+            notes.append(learned)
+        return f"- {text}" + (f" ({', '.join(notes)})" if notes else "")
     if section == "summary":
         return f"- (turns {meta['turn_range']}) {text}" if meta.get("turn_range") else f"- {text}"
     if section == "turn":
@@ -186,6 +196,16 @@ def render_line(section: str, item: ContextItem) -> str:
         when = str(meta.get("timestamp", ""))[:10]
         return f"{str(meta.get('role', 'user')).capitalize()} (turn {meta.get('turn_index')}, {when}): {text}"
     return f"- {text}"
+
+
+def learned_on(metadata: Mapping[str, Any]) -> str:
+    """The day a memory was learned, in the conversation's time: when it became true (``valid_from``),
+    else its timestamp; "" when neither is a date."""
+    for key in ("valid_from", "timestamp"):
+        value = metadata.get(key)
+        if isinstance(value, str) and len(value) >= 10 and value[4] == "-" and value[7] == "-":
+            return value[:10]
+    return ""
 
 
 def render_prompt(sections: Mapping[str, Sequence[ContextItem]]) -> str:
@@ -259,6 +279,7 @@ def reading_order(ranked: Mapping[str, Sequence[ContextItem]]) -> dict[str, list
 
     return {
         "persona": sorted(of("persona"), key=lambda i: int(i.metadata.get("position", 0))),
+        "core": of("core"),
         "faq": of("faq"),
         "memory": of("memory"),
         "summary": sorted(of("summary"), key=lambda i: int(i.metadata.get("summary_index") or 0)),
@@ -327,6 +348,7 @@ __all__ = [
     "TokenCounter",
     "assemble_context",
     "explain",
+    "learned_on",
     "reading_order",
     "render_line",
     "render_prompt",

@@ -127,9 +127,10 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         as_of: Annotated[str | None, Field(description="ISO 8601 time: recall what was held true then, memories "
                                                        "superseded since included.")] = None,
     ) -> dict[str, Any]:
-        """The memories most relevant to ``query``, best first: the entity's own and global ones (without an
-        entity, global ones only). Each result has its id, its scope ('global': shared by every entity) and
-        score = similarity_part + importance_part + recency_part."""
+        """The memories relevant to ``query``, best first, in the order the chat context shows them (none when
+        nothing is relevant enough): the entity's own and global ones (without an entity, global ones only).
+        Each result has its id, its scope ('global': shared by every entity) and
+        score = similarity_part + lexical_part + importance_part + recency_part."""
         with _tool_errors():
             acting = access(ctx, entity)
             hits = acting.search_memories(query, k, tags=tags, as_of=as_of)
