@@ -16,9 +16,11 @@ stamp=".venv/.brain-installed${extra:+-$extra}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     spec="."
     [ -n "$extra" ] && spec=".[$extra]"
-    echo "Installing brain${extra:+ with [$extra]} into .venv (log: .venv/install.log) ..." >&2
-    if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e "$spec"; } \
-            > .venv/install.log 2>&1; then
+    echo "Installing brain${extra:+ with [$extra]} into .venv, a minute or two the first time (log: .venv/install.log) ..." >&2
+    # one line per package fetched, so a first run shows it is moving; the whole output goes to the log
+    if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install --progress-bar off -e "$spec"; } \
+            2>&1 | tee .venv/install.log | { grep --line-buffered -E '^(Collecting|Successfully installed)' || true; } \
+            | sed -u -e 's/^Collecting /  fetching /' -e 's/^Successfully installed .*/  installed/' >&2; then
         tail -n 40 .venv/install.log >&2
         echo "error: installing brain failed; the full log is .venv/install.log" >&2
         exit 1

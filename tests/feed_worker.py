@@ -24,7 +24,7 @@ def main() -> None:
         "update_memory": lambda a: store.update_memory(**a).id,
         "delete": lambda a: store.delete(**a),
         "retrieve": lambda a: [{"id": h.id, "text": h.text, "importance": h.metadata.get("importance")}
-                               for h in store.retrieve_memories(**a)],
+                               for h in store.retrieve_memories(**a, relevance=False)],
         "last_sequence": lambda a: store.last_sequence,
         "write_batch_and_hang": lambda a: write_batch_and_hang(store, **a),
         "record_exchange": lambda a: opened.chat.record_exchange(**a).to_dict(),

@@ -228,7 +228,7 @@ def created(response: httpx.Response) -> dict:
 
 def test_a_bound_token_reads_global_and_its_own_memories_only(clients):
     admin, alice, bob = clients["admin"], clients["alice"], clients["bob"]
-    shared = created(admin.post("/v1/memories", json={"text": "The office is closed on Sundays"}))
+    shared = created(admin.post("/v1/memories", json={"text": "The office door code changes on Sundays"}))
     mine = created(alice.post("/v1/memories", json={"text": "Alice's door code is 4711", "importance": 5}))
     theirs = created(bob.post("/v1/memories", json={"text": "Bob's door code is 1234", "importance": 5}))
     assert mine["metadata"]["scope"] == "entity:alice" and theirs["metadata"]["scope"] == "entity:bob"

@@ -263,7 +263,7 @@ def test_search_memories_shows_score_parts(seeded):
     result = run("search", "what should I cook for Alice?", "--type", "memory", "--entity", "alice")
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "score = similarity + importance + recency"
+    assert lines[0] == "score = similarity + words in common + importance + recency"
     assert lines[1].split()[1] == "=" and "Alice is vegetarian" in lines[1]
     assert "Bob" not in result.stdout  # another entity's memory is never returned
 
@@ -271,15 +271,15 @@ def test_search_memories_shows_score_parts(seeded):
 def test_search_memories_json_carries_every_part(seeded):
     data = run_json("search", "what should I cook for Alice?", "--type", "memory", "--entity", "alice", "--k", "2")
     assert data["query"] == "what should I cook for Alice?" and data["type"] == "memory"
-    assert len(data["results"]) == 2
+    assert len(data["results"]) == 1  # the relevant one: ranked as the context ranks, behind the same floor
     for hit in data["results"]:
-        assert set(hit) >= {"id", "text", "metadata", "score", "similarity", "similarity_part",
-                            "importance_part", "recency_part"}
-        parts = hit["similarity_part"] + hit["importance_part"] + hit["recency_part"]
+        assert set(hit) >= {"id", "text", "metadata", "score", "similarity", "similarity_part", "lexical_part",
+                            "importance_part", "recency_part", "floor"}
+        parts = hit["similarity_part"] + hit["lexical_part"] + hit["importance_part"] + hit["recency_part"]
         assert hit["score"] == pytest.approx(parts, abs=1e-5)
         assert hit["metadata"]["scope"] in ("global", "entity:alice")
     assert data["results"][0]["text"] == "Alice is vegetarian"
-    global_only = run_json("search", "food", "--type", "memory")
+    global_only = run_json("search", "how does the user commute?", "--type", "memory")
     assert {h["metadata"]["scope"] for h in global_only["results"]} == {"global"}
 
 

@@ -70,7 +70,7 @@ def test_near_duplicates_merge_with_united_fields(store):
     assert kept["last_used"] == 1_750_000_000.0
     assert kept["merged_from"] == [ids[0], ids[2]]
     assert {d.id for d in store.get(type="memory")} == {ids[1], ids[3]}
-    assert {h.id for h in store.retrieve_memories("cat", k=5)} == {ids[1], ids[3]}  # the index followed
+    assert {h.id for h in store.retrieve_memories("cat", k=5, relevance=False)} == {ids[1], ids[3]}  # the index followed
     assert "would merge" not in consolidation_text(report) and ids[0] in consolidation_text(report)
 
 

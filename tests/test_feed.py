@@ -172,7 +172,7 @@ def test_a_number_freed_by_compaction_is_voided_not_reused(server_settings):
 # ---- following it --------------------------------------------------------------------------------
 
 def hit_ids(store, query, **kwargs):
-    return [h.id for h in store.retrieve_memories(query, k=10, **kwargs)]
+    return [h.id for h in store.retrieve_memories(query, k=10, **kwargs, relevance=False)]
 
 
 def test_a_follower_applies_new_memories_deletes_edits_and_importance(two):
@@ -184,12 +184,12 @@ def test_a_follower_applies_new_memories_deletes_edits_and_importance(two):
     a.update_memory(keep, "The office is in Grenoble")
     new = a.upsert_memory("Lunch is at noon")
     b.catch_up()
-    hits = {h.id: h for h in b.retrieve_memories("office door lunch", k=10)}
+    hits = {h.id: h for h in b.retrieve_memories("office door lunch", k=10, relevance=False)}
     assert set(hits) == {keep, new}
     assert hits[keep].text == "The office is in Grenoble"
     a.update_memory(keep, importance=5)
     b.catch_up()
-    assert {h.id: h.metadata["importance"] for h in b.retrieve_memories("office", k=10)}[keep] == 5
+    assert {h.id: h.metadata["importance"] for h in b.retrieve_memories("office", k=10, relevance=False)}[keep] == 5
     assert b.follower.applied == a.last_sequence
 
 
@@ -245,7 +245,7 @@ def test_min_sequence_reads_what_another_process_wrote(two):
     with pytest.raises(StoreUnavailable, match="sequence 99 was never written"):
         b.catch_up(99, timeout=0.2)
     with pytest.raises(ValidationError, match="min_sequence"):
-        b.retrieve_memories("x", min_sequence=-1)
+        b.retrieve_memories("x", min_sequence=-1, relevance=False)
 
 
 def test_a_pending_record_of_a_dead_writer_is_applied_and_then_passed(two, local_embedder):
@@ -334,7 +334,7 @@ def test_a_chroma_restart_is_reported_then_caught_up(tmp_path, local_embedder):
         assert hit_ids(b, "restart") == [kept]
         stop(proc)
         with pytest.raises(StoreUnavailable):
-            b.retrieve_memories("restart")
+            b.retrieve_memories("restart", relevance=False)
         with pytest.raises(StoreUnavailable):
             a.upsert_memory("Not written while the server is down")
         proc = restart_chroma_server(tmp_path / "srv", port)
@@ -373,7 +373,7 @@ def test_racing_stores_end_with_what_chroma_holds(server_settings, local_embedde
                 if op < 0.5:
                     store.upsert_memory(text, importance=rnd.randint(1, 5), embedding=vectors[text])
                 else:
-                    target = [h.id for h in store.retrieve_memories(text, k=1, all_scopes=True)]
+                    target = [h.id for h in store.retrieve_memories(text, k=1, all_scopes=True, relevance=False)]
                     try:
                         if target and op < 0.8:
                             store.update_memory(target[0], importance=rnd.randint(1, 5))
@@ -398,7 +398,7 @@ def test_racing_stores_end_with_what_chroma_holds(server_settings, local_embedde
     for s in stores:
         s.catch_up(last)
         served = {h.id: (h.text, h.metadata["importance"])
-                  for h in s.retrieve_memories("shared fact", k=50, all_scopes=True)}
+                  for h in s.retrieve_memories("shared fact", k=50, all_scopes=True, relevance=False)}
         assert served == truth
     for s in stores:
         s.close()

@@ -66,7 +66,7 @@ def opened(settings, local_embedder):
 
 def test_forget_reports_counts_and_removes_every_document_of_the_scope(opened):
     ids = seed(opened)
-    opened.store.retrieve_memories("quinceberries", entity="ada")  # the indexes are built before the forget
+    opened.store.retrieve_memories("quinceberries", entity="ada", relevance=False)  # the indexes are built before the forget
     report = opened.forget_entity("ada")
     assert report.entity == "ada"
     assert report.deleted["memory"] == 1 and report.deleted["turn"] == 2 and report.deleted["summary"] == 1
@@ -80,8 +80,8 @@ def test_forget_reports_counts_and_removes_every_document_of_the_scope(opened):
     assert store.get([ids["ada_memory"], *ids["ada_turns"], ids["ada_summary"]]) == []
     assert {d.id for d in store.get(where={"scope": "entity:bob"})} == {ids["bob_memory"], *ids["bob_turns"]}
     # the in-process indexes followed the delete: nothing of Ada's is ranked, Bob's still is
-    assert [h.id for h in store.retrieve_memories("quinceberries allergy", entity="ada")] == [ids["global"]]
-    assert store.retrieve_memories("vintage orreries", entity="bob")[0].id == ids["bob_memory"]
+    assert [h.id for h in store.retrieve_memories("quinceberries allergy", entity="ada", relevance=False)] == [ids["global"]]
+    assert store.retrieve_memories("vintage orreries", entity="bob", relevance=False)[0].id == ids["bob_memory"]
     assert store.conversation_turns("conv-ada1") == [] and store.conversation_summaries("conv-ada1") == []
     assert [h.id for h in store.retrieve_summaries("zanzibarite codeword")] == []
 
@@ -117,14 +117,14 @@ def test_no_file_under_the_data_dir_holds_the_forgotten_texts(settings, local_em
     for word in KEPT_WORDS:
         assert files_holding(settings.data_dir, word), word
     with brain.open(settings, embedder=local_embedder, start_worker=False) as b:  # reopened: Bob's still there
-        assert b.store.retrieve_memories("vintage orreries", entity="bob")[0].id == ids["bob_memory"]
-        assert [h.id for h in b.store.retrieve_memories("quinceberries", entity="ada")] == [ids["global"]]
+        assert b.store.retrieve_memories("vintage orreries", entity="bob", relevance=False)[0].id == ids["bob_memory"]
+        assert [h.id for h in b.store.retrieve_memories("quinceberries", entity="ada", relevance=False)] == [ids["global"]]
         assert b.store.get([ids["ada_memory"]]) == []
         assert len(b.store.conversation_turns("conv-bob1")) == 2
         assert b.verify_mirror().ok
         # the store still takes writes, and Ada may be remembered again from scratch
         again = b.store.upsert_memory("Ada likes tea", entity="ada")
-        assert b.store.retrieve_memories("tea", entity="ada")[0].id == again
+        assert b.store.retrieve_memories("tea", entity="ada", relevance=False)[0].id == again
 
 
 def test_unknown_or_malformed_entity_changes_nothing(opened):

@@ -99,11 +99,11 @@ def test_a_fact_is_formed_by_the_worker_and_ranked(make_chat, stub):
     assert formed["source_turns"] == [ex.user_turn_id]
     assert formed["valid_from"] == T0.isoformat()  # the fact's last turn's time: conversation time
 
-    hits = chat.store.retrieve_memories("What is Alice allergic to?", entity="alice")
+    hits = chat.store.retrieve_memories("What is Alice allergic to?", entity="alice", relevance=False)
     assert hits[0].text == "Alice is allergic to peanuts"
     context = chat.build_context(ex.conversation_id, "Can I have a peanut butter sandwich?", entity="alice")
     assert "Alice is allergic to peanuts" in [item.text for item in context.memory]
-    assert chat.store.retrieve_memories("What is Alice allergic to?", entity="bob", k=5) == []
+    assert chat.store.retrieve_memories("What is Alice allergic to?", entity="bob", k=5, relevance=False) == []
 
     [batch] = chat.formation_batches(ex.conversation_id)
     assert (batch.status, batch.turn_range, batch.facts, batch.attempts, batch.error) == ("done", "1-2", 1, 1, None)
@@ -140,10 +140,10 @@ def test_a_contradiction_supersedes_with_history_and_as_of_answers_the_old_fact(
     assert berlin.metadata["source_turns"] == [second.user_turn_id]
     assert [d.text for d in chat.store.history(berlin.id)] == ["Alice lives in Paris", "Alice lives in Berlin"]
 
-    now = [h.text for h in chat.store.retrieve_memories("Where does Alice live?", entity="alice")]
+    now = [h.text for h in chat.store.retrieve_memories("Where does Alice live?", entity="alice", relevance=False)]
     assert now[0] == "Alice lives in Berlin" and "Alice lives in Paris" not in now
     then = [h.text for h in chat.store.retrieve_memories("Where does Alice live?", entity="alice",
-                                                         as_of=T0 + timedelta(days=1))]
+                                                         as_of=T0 + timedelta(days=1), relevance=False)]
     assert then[0] == "Alice lives in Paris" and "Alice lives in Berlin" not in then
     assert [b.status for b in chat.formation_batches(first.conversation_id)] == ["done", "done"]
 
@@ -158,11 +158,11 @@ def test_an_expired_formed_fact_stops_ranking(make_chat, stub):
 
     formed = memories(chat.store)["Alice has her chemistry exam tomorrow"]
     assert formed.metadata["expires_at"] == exam_ends.isoformat()
-    before = chat.store.retrieve_memories("When is Alice's exam?", entity="alice", now=T0 + timedelta(hours=2))
+    before = chat.store.retrieve_memories("When is Alice's exam?", entity="alice", now=T0 + timedelta(hours=2), relevance=False)
     assert [h.text for h in before][:1] == ["Alice has her chemistry exam tomorrow"]
     assert chat.store.retrieve_memories("When is Alice's exam?", entity="alice",
-                                        now=exam_ends + timedelta(minutes=1)) == []
-    assert chat.store.retrieve_memories("When is Alice's exam?", entity="alice") == []  # today is long after
+                                        now=exam_ends + timedelta(minutes=1), relevance=False) == []
+    assert chat.store.retrieve_memories("When is Alice's exam?", entity="alice", relevance=False) == []  # today is long after
 
 
 def test_a_fact_already_known_merges_instead_of_repeating(make_chat, stub):

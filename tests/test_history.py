@@ -60,7 +60,7 @@ def test_a_supersession_keeps_the_old_memory_linked_to_the_new_one(embedded_stor
     assert "status" not in new.metadata
     assert done.old.metadata == old.metadata and done.new.id == new.id and done.kind == "update"
     # only the current memory ranks
-    assert _texts(store.retrieve_memories("where does Alice live", entity="alice")) == ["Alice lives in Berlin"]
+    assert _texts(store.retrieve_memories("where does Alice live", entity="alice", relevance=False)) == ["Alice lives in Berlin"]
     # the history is one call, oldest first, from either end
     assert [d.id for d in store.history(old_id)] == [old_id, new.id]
     assert [d.id for d in store.history(new.id, entity="alice")] == [old_id, new.id]
@@ -72,16 +72,16 @@ def test_as_of_answers_with_what_was_held_true_then(embedded_store):
     new_id = store.supersede(old_id, "Alice lives in Berlin", kind="contradict", at=MOVED, entity="alice").new.id
     assert store.get_one(new_id).metadata["change"] == "contradict"
     query = "where does Alice live"
-    before = store.retrieve_memories(query, entity="alice", as_of=MOVED - timedelta(days=1))
+    before = store.retrieve_memories(query, entity="alice", as_of=MOVED - timedelta(days=1), relevance=False)
     assert [h.id for h in before] == [old_id]
-    assert _texts(store.retrieve_memories(query, entity="alice", as_of=MOVED.isoformat())) == ["Alice lives in Berlin"]
-    assert store.retrieve_memories(query, entity="alice", as_of=T0 - timedelta(days=1)) == []  # nothing yet
-    assert _texts(store.retrieve_memories(query, entity="alice", as_of=MOVED.timestamp() + 60)) == [
+    assert _texts(store.retrieve_memories(query, entity="alice", as_of=MOVED.isoformat(), relevance=False)) == ["Alice lives in Berlin"]
+    assert store.retrieve_memories(query, entity="alice", as_of=T0 - timedelta(days=1), relevance=False) == []  # nothing yet
+    assert _texts(store.retrieve_memories(query, entity="alice", as_of=MOVED.timestamp() + 60, relevance=False)) == [
         "Alice lives in Berlin"]
     # another entity never sees alice's past either
-    assert store.retrieve_memories(query, entity="bob", as_of=MOVED - timedelta(days=1)) == []
+    assert store.retrieve_memories(query, entity="bob", as_of=MOVED - timedelta(days=1), relevance=False) == []
     with pytest.raises(ValidationError, match="as_of"):
-        store.retrieve_memories(query, entity="alice", as_of="last tuesday")
+        store.retrieve_memories(query, entity="alice", as_of="last tuesday", relevance=False)
 
 
 def test_a_chain_keeps_one_current_memory_and_every_text(embedded_store):
@@ -95,9 +95,9 @@ def test_a_chain_keeps_one_current_memory_and_every_text(embedded_store):
     assert [d.id for d in chain] == [first, second, third]
     assert [d.text for d in chain] == ["Alice lives in Paris", "Alice lives in Berlin", "Alice lives in Paris"]
     assert [d.metadata.get("status") for d in chain] == ["superseded", "superseded", None]
-    assert [h.id for h in store.retrieve_memories("Alice lives", entity="alice")] == [third]
+    assert [h.id for h in store.retrieve_memories("Alice lives", entity="alice", relevance=False)] == [third]
     # the middle of the chain answered for its own time
-    middle = store.retrieve_memories("Alice lives", entity="alice", as_of=MOVED + timedelta(days=1))
+    middle = store.retrieve_memories("Alice lives", entity="alice", as_of=MOVED + timedelta(days=1), relevance=False)
     assert [h.id for h in middle] == [second]
     # a memory that never changed is a history of one
     lone = store.upsert_memory("Alice likes tea", entity="alice")
@@ -159,12 +159,12 @@ def test_expired_memories_stop_ranking_at_their_expiry(embedded_store, settings)
                                valid_from=now - timedelta(days=1))
     assert store.get_one(exam).metadata["expires_at"] == (now + timedelta(days=1)).isoformat()
     query = "what does Alice have coming up"
-    assert {h.id for h in store.retrieve_memories(query, entity="alice")} == {exam}
-    assert {h.id for h in store.retrieve_memories(query, entity="alice", now=now - timedelta(hours=2))} == {exam, gone}
-    assert store.retrieve_memories(query, entity="alice", now=now + timedelta(days=2)) == []
+    assert {h.id for h in store.retrieve_memories(query, entity="alice", relevance=False)} == {exam}
+    assert {h.id for h in store.retrieve_memories(query, entity="alice", now=now - timedelta(hours=2), relevance=False)} == {exam, gone}
+    assert store.retrieve_memories(query, entity="alice", now=now + timedelta(days=2), relevance=False) == []
     # what held an hour before the dentist's expiry includes it; nothing held before either began
-    assert store.retrieve_memories(query, entity="alice", as_of=now - timedelta(days=2)) == []
-    assert gone in {h.id for h in store.retrieve_memories(query, entity="alice", as_of=now - timedelta(hours=2))}
+    assert store.retrieve_memories(query, entity="alice", as_of=now - timedelta(days=2), relevance=False) == []
+    assert gone in {h.id for h in store.retrieve_memories(query, entity="alice", as_of=now - timedelta(hours=2), relevance=False)}
     # the context a chat backend gets skips it too, while the memory itself is kept
     chat = ChatMemory(store, settings, start_worker=False)
     try:
@@ -399,7 +399,7 @@ def test_forget_removes_the_whole_chain_of_the_entity(embedded_store):
     assert store.get([old_id, new_id]) == [] and store.mirror.get([old_id, new_id]) == []
     with pytest.raises(NotFound):
         store.history(old_id)
-    assert store.retrieve_memories("where does Alice live", entity="alice", as_of=MOVED - timedelta(days=1)) == []
+    assert store.retrieve_memories("where does Alice live", entity="alice", as_of=MOVED - timedelta(days=1), relevance=False) == []
     assert [d.id for d in store.history(bobs)] == [bobs, bobs_new]
 
 
@@ -426,7 +426,7 @@ def test_pam_export_and_import_keep_the_history(embedded_store, tmp_path, local_
             assert {k: copied.metadata.get(k) for k in CHAIN_FIELDS} == {k: doc.metadata.get(k) for k in CHAIN_FIELDS}
         assert [d.id for d in copy.history(new_id)] == [old_id, new_id]
         assert [h.id for h in copy.retrieve_memories("Alice lives", entity="alice",
-                                                     as_of=MOVED - timedelta(days=1))] == [old_id]
+                                                     as_of=MOVED - timedelta(days=1), relevance=False)] == [old_id]
 
 
 def test_a_pam_history_with_forward_links_only_is_one_chain(embedded_store, tmp_path):

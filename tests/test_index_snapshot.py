@@ -45,7 +45,7 @@ def ranked(store) -> list:
     for query in QUERIES:
         for kwargs in FILTERS:
             out.append([(h.id, h.score, h.similarity, h.text, h.metadata)
-                        for h in store.retrieve_memories(query, k=8, now=NOW, **kwargs)])
+                        for h in store.retrieve_memories(query, k=8, now=NOW, **kwargs, relevance=False)])
         out.append([(h.id, h.score) for h in store.retrieve_faq(query, k=3)])
         out.append([(h.id, h.score) for h in store.retrieve_summaries(query, k=3)])
     return out
@@ -133,7 +133,7 @@ def test_a_write_deletes_the_snapshot_before_chroma_changes_and_close_saves_a_ne
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(settings, embedder=local_embedder) as store:
         assert ranked(store) == expected and loaded_from_snapshot(caplog)
-        hits = {h.id for h in store.retrieve_memories("tea lunch", k=20, all_scopes=True)}
+        hits = {h.id for h in store.retrieve_memories("tea lunch", k=20, all_scopes=True, relevance=False)}
         assert new in hits and ids["Bob likes green tea"] not in hits
 
 
@@ -142,7 +142,7 @@ def test_a_store_that_wrote_before_building_its_indexes_does_not_load_the_old_sn
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(settings, embedder=local_embedder) as store:
         store.delete(ids["The report is due on Friday"])
-        assert ids["The report is due on Friday"] not in {h.id for h in store.retrieve_memories("report", k=20)}
+        assert ids["The report is due on Friday"] not in {h.id for h in store.retrieve_memories("report", k=20, relevance=False)}
         assert not loaded_from_snapshot(caplog)
 
 
@@ -217,9 +217,9 @@ def test_a_snapshot_of_another_collection_is_ignored(settings, local_embedder, t
     second = Settings(data_dir=tmp_path / "other", index_snapshot_path=shared, collection="elsewhere")
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(second, embedder=local_embedder) as store:
-        assert store.retrieve_memories("collection", k=5) == []  # (a write first would drop the file)
+        assert store.retrieve_memories("collection", k=5, relevance=False) == []  # (a write first would drop the file)
         store.upsert_memory("Only in the second collection")
-        assert [h.text for h in store.retrieve_memories("collection", k=5)] == ["Only in the second collection"]
+        assert [h.text for h in store.retrieve_memories("collection", k=5, relevance=False)] == ["Only in the second collection"]
     assert any("saved for collection 'conversations', not 'elsewhere'" in m for m in ignored(caplog))
 
 
@@ -230,7 +230,7 @@ def test_a_collection_changed_behind_the_store_is_not_served_from_the_snapshot(s
     client.get_collection(settings.collection).delete(ids=[ids["Bob likes green tea"]])
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(settings, embedder=local_embedder) as store:
-        assert ids["Bob likes green tea"] not in {h.id for h in store.retrieve_memories("tea", k=20, all_scopes=True)}
+        assert ids["Bob likes green tea"] not in {h.id for h in store.retrieve_memories("tea", k=20, all_scopes=True, relevance=False)}
     assert any("Chroma holds" in m for m in ignored(caplog))
 
 
@@ -252,7 +252,7 @@ def test_rows_migrated_at_open_are_not_served_from_the_snapshot(saved, local_emb
     client.get_collection(settings.collection).update(ids=[ids["Coffee is free on Mondays"]],
                                                      metadatas=[{"pam_status": "retracted"}])
     with open_store(settings, embedder=local_embedder) as store:
-        assert ids["Coffee is free on Mondays"] not in {h.id for h in store.retrieve_memories("coffee", k=20, entity="bob")}
+        assert ids["Coffee is free on Mondays"] not in {h.id for h in store.retrieve_memories("coffee", k=20, entity="bob", relevance=False)}
 
 
 def test_snapshots_can_be_turned_off(settings, local_embedder):
@@ -291,7 +291,7 @@ def test_a_snapshot_plus_the_feed_written_after_it_ends_exact(server_settings, l
             assert a.follower.applied == b.last_sequence
             a.refresh_index()
             assert ranked(a) == from_snapshot
-            hits = {h.id: h for h in a.retrieve_memories("tea office report", k=20, all_scopes=True)}
+            hits = {h.id: h for h in a.retrieve_memories("tea office report", k=20, all_scopes=True, relevance=False)}
         assert ids["Bob likes green tea"] not in hits and new in hits
         assert hits[ids["The team works from the Lyon office"]].text == "The team works from the Annecy office"
         assert hits[ids["The report is due on Friday"]].metadata["importance"] == 5
@@ -321,7 +321,7 @@ def test_own_writes_before_the_indexes_are_built_are_applied_over_the_snapshot(s
         edited = ids["The report is due on Friday"]
         a.update_memory(edited, "The report is due on Monday", importance=5)
         new = a.upsert_memory("The report needs a cover page", tags=["work"])
-        hits = {h.id: h for h in a.retrieve_memories("report", k=20, all_scopes=True)}
+        hits = {h.id: h for h in a.retrieve_memories("report", k=20, all_scopes=True, relevance=False)}
         assert loaded_from_snapshot(caplog)
         assert new in hits and hits[edited].text == "The report is due on Monday"
         assert hits[edited].metadata["importance"] == 5
@@ -356,7 +356,7 @@ def test_a_snapshot_saved_without_the_feed_is_not_used_with_one(saved, chroma_se
                                          "index_snapshot_path": snapshot_path(settings)})
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(served, embedder=local_embedder) as store:
-        assert store.retrieve_memories("tea", k=5) == []
+        assert store.retrieve_memories("tea", k=5, relevance=False) == []
     assert len(ignored(caplog)) == 1
 
 

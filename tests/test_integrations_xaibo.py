@@ -342,7 +342,7 @@ def test_update_leaves_no_stale_text(memory, embedded_store):
     assert hit.similarity_score == pytest.approx(max(0.0, cos(query, new_vec)), abs=1e-4)
     assert hit.content == "The shed has a new blue door."
     # the same for the store's own ranking and the mirror
-    assert all("walrus" not in h.text for h in embedded_store.retrieve_memories(question, k=10))
+    assert all("walrus" not in h.text for h in embedded_store.retrieve_memories(question, k=10, relevance=False))
     assert [d.text for d in embedded_store.mirror.get([mid])] == ["The shed has a new blue door."]
     # attributes were kept
     got = run(memory.get_memory(mid))
@@ -393,7 +393,7 @@ def test_delete_removes_every_chunk(store):
     assert memory_docs(store, mid) == [] and store.count(type="memory") == before
     assert run(memory.get_memory(mid)) is None
     assert [r.memory_id for r in run(memory.search_memory("vault combination", k=5))] == [keep]
-    assert all(h.id == keep for h in store.retrieve_memories("vault combination", k=5))
+    assert all(h.id == keep for h in store.retrieve_memories("vault combination", k=5, relevance=False))
     if store.mirror is not None:
         assert store.mirror.ids() == {keep}
     assert run(memory.delete_memory(mid)) is False
@@ -428,7 +428,7 @@ def test_an_interrupted_write_never_returns_a_stale_chunk(memory, embedded_store
 
 def test_memories_show_up_in_the_store_mirror_and_pam(memory, embedded_store, tmp_path):
     mid = run(memory.store_memory(FACTS[1], {"importance": 5, "tags": ["travel"], "trip": {"to": "Lisbon"}}))
-    hits = embedded_store.retrieve_memories("when is Bob's flight?", k=1)
+    hits = embedded_store.retrieve_memories("when is Bob's flight?", k=1, relevance=False)
     assert hits[0].id == mid and hits[0].metadata["importance"] == 5
     mirrored = embedded_store.mirror.get([mid])
     assert mirrored[0].text == FACTS[1] and mirrored[0].metadata["tags"] == ["travel"]
@@ -453,12 +453,12 @@ def test_parts_are_not_memories_of_their_own(memory, embedded_store, local_embed
     part_ids |= {d.id for d in embedded_store.get(type="memory", where={protocols.INDEX_KEY: "default"})}
     assert len(part_ids) == len(chunks) - 1 + 2
 
-    hits = embedded_store.retrieve_memories("what is the vault combination?", k=20)
+    hits = embedded_store.retrieve_memories("what is the vault combination?", k=20, relevance=False)
     assert sorted(h.id for h in hits) == sorted([mid, *(protocols.derived_memory_id(f, "global") for f in FACTS)])
     assert [h.text for h in hits if h.id == mid] == [text]  # the whole text, once
-    assert embedded_store.retrieve_memories("garden", k=20, tags=["garden"])[0].id == mid
+    assert embedded_store.retrieve_memories("garden", k=20, tags=["garden"], relevance=False)[0].id == mid
     # operators' all_scopes view still sees every row; the Xaibo modules still find their parts
-    assert part_ids <= {h.id for h in embedded_store.retrieve_memories("vault", k=50, all_scopes=True)}
+    assert part_ids <= {h.id for h in embedded_store.retrieve_memories("vault", k=50, all_scopes=True, relevance=False)}
     assert run(memory.search_memory("what is the vault combination?", k=1))[0].memory_id == mid
     found = run(index.search(local_embedder.embed_query(secret), k=1))[0]
     assert found.attributes == {"chunk_text": secret}
@@ -480,7 +480,7 @@ def test_entity_scope(embedded_store):
     assert [r.memory_id for r in run(everyone.search_memory("locker code"))] == [shared]
     assert {r.memory_id for r in run(alice.search_memory("locker code"))} == {private, shared}
     assert {m["id"] for m in run(alice.list_memories())} == {private, shared}
-    assert embedded_store.retrieve_memories("locker code", k=1, entity="alice")[0].id == private
+    assert embedded_store.retrieve_memories("locker code", k=1, entity="alice", relevance=False)[0].id == private
     # an entity attribute that contradicts the scope stays an attribute
     other = run(alice.store_memory("Alice owes Bob lunch", {"entity": "bob"}))
     assert embedded_store.get_one(other).metadata["entity"] == "alice"
@@ -602,7 +602,7 @@ def test_a_xaibo_exchange_stores_and_retrieves_through_brain(tmp_path, local_emb
         assert searched.result[0]["content"] == "The user's daughter Mia turns 7 on 12 May"
         assert searched.result[0]["attributes"]["said_in"] == {"channel": "chat"}
         # it is a memory of the assistant's store, ranked by its own retrieval too
-        hit = store.retrieve_memories("Mia's birthday", k=1)[0]
+        hit = store.retrieve_memories("Mia's birthday", k=1, relevance=False)[0]
         assert hit.id == mid and hit.metadata["importance"] == 5 and hit.metadata["tags"] == ["family"]
 
         # a later exchange (new module instances, same store) updates and then deletes it through the tools

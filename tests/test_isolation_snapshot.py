@@ -30,7 +30,7 @@ def fill(store) -> None:
 
 
 def alice_sees(store) -> set[str]:
-    return {h.text for h in store.retrieve_memories(QUERY, k=20, entity="alice")}
+    return {h.text for h in store.retrieve_memories(QUERY, k=20, entity="alice", relevance=False)}
 
 
 def tamper(path, *, relabel: bool = False, metas_too: bool = False, nan: bool = False, key: bytes | None = None) -> None:
@@ -70,7 +70,7 @@ def reopened(settings, embedder, caplog) -> tuple[set[str], list[str]]:
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(settings, embedder=embedder) as store:
         seen = alice_sees(store)
-        total = len(store.retrieve_memories(QUERY, k=20, all_scopes=True))
+        total = len(store.retrieve_memories(QUERY, k=20, all_scopes=True, relevance=False))
     assert total == len(BOB_FACTS) + len(ALICE_FACTS) + 1  # nothing silently missing
     return seen, [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()]
 

@@ -112,7 +112,7 @@ def test_serve_mounts_mcp_behind_the_same_token(api_with_mcp, tmp_path):
         exchange = client.call("record_exchange", user_text="How is Bubbles doing?", assistant_text="Bubbling.",
                                entity="jonas")
     # what the tool wrote is the library's, the mirror's and the export's at once
-    hits = store.retrieve_memories("What is the sourdough starter called?", entity="jonas")
+    hits = store.retrieve_memories("What is the sourdough starter called?", entity="jonas", relevance=False)
     assert hits[0].id == stored["id"]
     assert [d.text for d in store.mirror.get(stored["id"])] == ["Jonas keeps a sourdough starter called Bubbles"]
     exported = export_pam(store, tmp_path / "export")
@@ -133,7 +133,7 @@ def test_what_stdio_writes_is_in_the_store_the_mirror_and_an_export(tmp_path, lo
     with stdio(workdir) as client:
         stored = client.call("remember", text="Kai's bike lock code is 3141", importance=5, entity="kai")
     with brain.open(Settings(data_dir=workdir / "data"), embedder=local_embedder, start_worker=False) as b:
-        assert b.store.retrieve_memories("What is Kai's lock code?", entity="kai")[0].id == stored["id"]
+        assert b.store.retrieve_memories("What is Kai's lock code?", entity="kai", relevance=False)[0].id == stored["id"]
         assert [d.text for d in b.store.mirror.get(stored["id"])] == ["Kai's bike lock code is 3141"]
         exported = export_pam(b.store, tmp_path / "export")
     memories = json.loads(exported.memory_store.read_text(encoding="utf-8"))["memories"]

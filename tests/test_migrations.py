@@ -75,9 +75,9 @@ def test_an_old_store_opens_with_every_memory_part_and_status_intact(old_store, 
         assert docs["doc-vector"].metadata["xaibo.attr.chunk_text"] == "x"
 
         # ranking: active memories only (deprecated is active), each once by its head
-        ranked = {h.id for h in store.retrieve_memories("where does Alice live?", k=20)}
+        ranked = {h.id for h in store.retrieve_memories("where does Alice live?", k=20, relevance=False)}
         assert ranked == {"doc-active", "doc-deprecated", "doc-head"}
-        everything = {h.id for h in store.retrieve_memories("where does Alice live?", k=20, all_scopes=True)}
+        everything = {h.id for h in store.retrieve_memories("where does Alice live?", k=20, all_scopes=True, relevance=False)}
         assert everything == set(OLD_ROWS)
 
         # the Xaibo modules find their parts: the chunk's secret under its memory, the vector row in its index
@@ -113,4 +113,4 @@ def test_pam_status_given_by_a_caller_is_the_status(embedded_store):
     doc_id = embedded_store.upsert_memory("Bob lives in Leeds", pam_status="retracted")
     meta = embedded_store.get_one(doc_id).metadata
     assert meta["status"] == "retracted" and "pam_status" not in meta
-    assert doc_id not in {h.id for h in embedded_store.retrieve_memories("where does Bob live?", k=5)}
+    assert doc_id not in {h.id for h in embedded_store.retrieve_memories("where does Bob live?", k=5, relevance=False)}

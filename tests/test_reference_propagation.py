@@ -74,7 +74,7 @@ def two_ends(chroma_server, collection, tmp_path, monkeypatch):
 
 def served(store: RagStore, text: str) -> dict[str, str]:
     """What ``retrieve_memories`` finds for ``text`` (id -> text)."""
-    return {h.id: h.text for h in store.retrieve_memories(text, k=5)}
+    return {h.id: h.text for h in store.retrieve_memories(text, k=5, relevance=False)}
 
 
 def stored(store: RagStore, doc_id: str) -> str | None:
@@ -157,7 +157,7 @@ def test_every_way_of_opening_a_store_follows_the_feed_and_writes_the_mirror(way
 
             # it follows the other end's writes, an in-place edit too (the collection's size never moves)
             assert other.update_memory(mine, text="The staff canteen serves lunch from one o'clock").id == mine
-            eventually(lambda: {h.id: h.text for h in store.retrieve_memories("canteen lunch", k=3)}.get(mine)
+            eventually(lambda: {h.id: h.text for h in store.retrieve_memories("canteen lunch", k=3, relevance=False)}.get(mine)
                        == "The staff canteen serves lunch from one o'clock", f"the other end's edit in {way}")
         finally:
             close()

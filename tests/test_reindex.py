@@ -59,7 +59,7 @@ def results(store) -> list:
     """Retrieval of every kind, exact: ids and scores."""
     out = []
     for q in QUERIES:
-        out.append([(h.id, round(h.score, 5)) for h in store.retrieve_memories(q, k=4, all_scopes=True, now=NOW)])
+        out.append([(h.id, round(h.score, 5)) for h in store.retrieve_memories(q, k=4, all_scopes=True, now=NOW, relevance=False)])
         out.append([(h.id, round(h.score, 5)) for h in store.search(q, k=5)])
         out.append([h.id for h in store.retrieve_faq(q, k=2)])
     return out
@@ -137,7 +137,7 @@ def test_writes_during_the_reindex_are_in_the_new_collection(backend_settings, l
         old = store.client.get_collection(settings.collection, embedding_function=None)
         got = old.get(include=["documents", "metadatas"])
         assert live == {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
-        ranked = {h.id for h in store.retrieve_memories("anything", k=50, all_scopes=True)}
+        ranked = {h.id for h in store.retrieve_memories("anything", k=50, all_scopes=True, relevance=False)}
         assert written[0] in ranked  # in the memory index of the new collection
         vector = store.get([written[0]], include_embeddings=True)[0].embedding
         assert np.allclose(vector, store.embedder.embed_documents(["Erin joined the team in May"])[0], atol=1e-6)
@@ -235,7 +235,7 @@ def test_another_process_follows_the_swap_on_its_next_feed_check(chroma_server, 
         assert results(reader) == results(writer)
         late = reader.upsert_memory("Written by the reader after it followed the swap")
         writer.catch_up()
-        assert late in {h.id for h in writer.retrieve_memories("anything", k=50, all_scopes=True)}
+        assert late in {h.id for h in writer.retrieve_memories("anything", k=50, all_scopes=True, relevance=False)}
 
 
 def test_another_process_finds_specialists_with_the_new_model_after_the_swap(chroma_server, tmp_path, local_embedder,
@@ -361,7 +361,7 @@ def test_a_write_of_a_process_that_had_not_seen_the_swap_is_carried_over(chroma_
         writer.catch_up()
         for store in (writer, late):
             assert store.get([late_id]) and not store.get([gone])
-            assert late_id in {h.id for h in store.retrieve_memories("anything", k=50, all_scopes=True)}
+            assert late_id in {h.id for h in store.retrieve_memories("anything", k=50, all_scopes=True, relevance=False)}
         vector = writer.get([late_id], include_embeddings=True)[0].embedding
         assert np.allclose(vector, writer.embedder.embed_documents(
             ["Written into the old collection after the swap"])[0], atol=1e-6)

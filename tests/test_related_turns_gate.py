@@ -65,3 +65,54 @@ def test_the_reference_ranking_has_no_related_turn_gate(settings, local_embedder
         conv = record(chat)
         ctx = chat.build_context(conv, "What is the boiling point of nitrogen in kelvin?")
         assert len(ctx.related) == chat.settings.related_turn_top_k and "related" not in ctx.relevance
+
+
+EVENING = [
+    ("What should I cook for dinner tonight?", "How about a mushroom risotto?"),
+    ("Emma is coming over, she doesn't eat meat.", "Then the risotto is perfect for Emma too."),
+    ("Should I make a starter as well?", "A simple tomato bruschetta would go well."),
+    ("Emma loves chocolate, any dessert ideas?", "A chocolate mousse is easy and can be made ahead."),
+    ("Great, I'll buy the ingredients after work.", "Enjoy the evening with Emma!"),
+]
+
+
+@pytest.mark.parametrize("message", [
+    "I'm so tired after work, any tips for sleeping during the day?",
+    "How do I renew my driving licence?",
+    "What's the best way to learn to touch type?",
+])
+def test_a_message_about_something_else_gets_no_related_turns_from_a_conversation_about_dinner(chat, message):
+    conv = None
+    for user, assistant in EVENING:
+        conv = chat.record_exchange(conv, user, assistant).conversation_id
+    ctx = chat.build_context(conv, message)
+    assert ctx.related == [], [i.text for i in ctx.related]
+    assert ctx.relevance["related"]["best_similarity"] < ctx.relevance["related"]["floor"]
+
+
+@pytest.mark.parametrize("message, needle", [
+    ("Which dessert did you suggest for Emma?", "mousse"),
+    ("What was the starter you recommended?", "bruschetta"),
+    ("What did we decide to cook for dinner?", "risotto"),
+])
+def test_a_message_about_an_earlier_turn_still_gets_it(chat, message, needle):
+    conv = None
+    for user, assistant in EVENING:
+        conv = chat.record_exchange(conv, user, assistant).conversation_id
+    for filler in range(4):  # the turns asked about leave the recent window
+        conv = chat.record_exchange(conv, f"Unrelated note number {filler} about the weather.", "Noted.").conversation_id
+    ctx = chat.build_context(conv, message)
+    assert any(needle in item.text for item in ctx.related), (ctx.relevance["related"], [i.text for i in ctx.related])
+
+
+def test_a_message_naming_one_of_the_speakers_opens_the_section_at_the_lower_floor(chat):
+    conv = None
+    for user, assistant in TRIP:
+        conv = chat.record_exchange(conv, user, assistant, user_name="Nadia", assistant_name="Ada").conversation_id
+    floor, named = chat.related_turns.floor(), chat.related_turns.named_floor()
+    assert named < floor
+    message = "What did Nadia say about the tomatoes?"
+    ctx = chat.build_context(conv, message)
+    gate = ctx.relevance["related"]
+    assert gate["floor"] == pytest.approx(named if gate["best_similarity"] < floor else floor)
+    assert any("tomatoes" in item.text for item in ctx.related)

@@ -779,7 +779,7 @@ def test_one_k_rule_for_every_search(bad, embedded_store):
     from brain.rules.turn_search import search_turns
 
     assert check_k(1) == 1 and check_k(MAX_K) == MAX_K
-    calls = [lambda: check_k(bad), lambda: embedded_store.retrieve_memories("x", k=bad),
+    calls = [lambda: check_k(bad), lambda: embedded_store.retrieve_memories("x", k=bad, relevance=False),
              lambda: search_turns("x", None, [], k=bad)]
     for call in calls:
         with pytest.raises(ValidationError) as err:

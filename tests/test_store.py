@@ -175,7 +175,7 @@ def test_entity_scoping_never_leaks_another_entity(store, writes):
             xaibo = BrainMemory({"entity": viewer} if viewer else {}, store=store)
             seen = {
                 "retrieve_memories": {h.metadata["scope"] for h in store.retrieve_memories("what is the code?", k=50,
-                                                                                            entity=viewer)},
+                                                                                            entity=viewer, relevance=False)},
                 # get/update/delete without an entity are the operator's (every scope)
                 "get": {d.metadata["scope"] for d in store.get(type="memory", entity=viewer)} if viewer else set(),
                 "build_context": {i.metadata["scope"] for i in chat.build_context(None, "what is the code?",
@@ -220,7 +220,7 @@ def test_memories_stored_global_with_an_entity_by_older_versions_read_as_global(
                               "timestamp": "2025-01-01T00:00:00+00:00", "ts_epoch": 1735689600.0}])
     store.refresh_index()
     for viewer in (None, "alice", "bob"):
-        assert [h.id for h in store.retrieve_memories("which floor is the office on?", k=1, entity=viewer)] == [legacy]
+        assert [h.id for h in store.retrieve_memories("which floor is the office on?", k=1, entity=viewer, relevance=False)] == [legacy]
     assert store.get([legacy], entity="alice")[0].id == legacy
     # writing the same memory again merges with it (and drops the stray entity) instead of failing
     assert store.upsert_memory("bob's office is on floor 3", importance=4) == legacy
@@ -273,12 +273,12 @@ def test_exact_ranking_finds_an_important_memory_that_similarity_alone_would_bur
 
 def test_delete_and_update_reach_the_ranking(store):
     doomed = store.upsert_memory("The user's locker code is 4711", importance=5)
-    assert store.retrieve_memories("locker code", k=1)[0].id == doomed
+    assert store.retrieve_memories("locker code", k=1, relevance=False)[0].id == doomed
     assert store.delete(doomed) == 1
-    assert all(h.id != doomed for h in store.retrieve_memories("locker code", k=5))
+    assert all(h.id != doomed for h in store.retrieve_memories("locker code", k=5, relevance=False))
     kept = store.upsert_memory("The user's bike is blue", importance=1, tags=["bike"])
     store.upsert_memory("the user's bike is blue", importance=5)
-    assert store.retrieve_memories("bike colour", k=1)[0].metadata["importance"] == 5
+    assert store.retrieve_memories("bike colour", k=1, relevance=False)[0].metadata["importance"] == 5
     assert store.delete(where={"tags": "bike"}, type="memory") == 1
     assert store.get(kept) == []
     with pytest.raises(ValidationError, match="refusing to delete everything"):
@@ -288,9 +288,9 @@ def test_delete_and_update_reach_the_ranking(store):
 def test_tags_and_min_importance_filter_retrieval(store):
     store.upsert_memory("Prefers window seats on planes", importance=2, tags=["travel"])
     store.upsert_memory("Prefers aisle seats at the cinema", importance=4, tags=["leisure"])
-    hits = store.retrieve_memories("seat preference", k=5, tags=["travel"])
+    hits = store.retrieve_memories("seat preference", k=5, tags=["travel"], relevance=False)
     assert [h.text for h in hits] == ["Prefers window seats on planes"]
-    assert [h.text for h in store.retrieve_memories("seat preference", k=5, min_importance=3)] == [
+    assert [h.text for h in store.retrieve_memories("seat preference", k=5, min_importance=3, relevance=False)] == [
         "Prefers aisle seats at the cinema"]
 
 
@@ -330,7 +330,7 @@ def test_index_notices_writes_that_bypassed_the_store(backend_settings, local_em
     quick = open_store(backend_settings.model_copy(update={"index_refresh_seconds": 1e-9}), embedder=local_embedder)
     quick.memory_index()
     store.col.delete(ids=["doc-sneaky"])
-    assert all(h.id != "doc-sneaky" for h in quick.retrieve_memories("sneaked", k=2))
+    assert all(h.id != "doc-sneaky" for h in quick.retrieve_memories("sneaked", k=2, relevance=False))
 
 
 def test_reopening_with_another_embedder_is_refused(settings, local_embedder):
@@ -377,12 +377,12 @@ def test_unreachable_chroma_server_is_a_clear_error(tmp_path, local_embedder):
 
 def test_retrieval_arguments_are_validated(store):
     with pytest.raises(ValidationError, match="query"):
-        store.retrieve_memories("   ")
+        store.retrieve_memories("   ", relevance=False)
     with pytest.raises(ValidationError, match="k must be"):
-        store.retrieve_memories("x", k=0)
+        store.retrieve_memories("x", k=0, relevance=False)
     with pytest.raises(ValidationError, match="entity"):
-        store.retrieve_memories("x", entity=" padded ")
-    assert store.retrieve_memories("nothing stored yet") == []
+        store.retrieve_memories("x", entity=" padded ", relevance=False)
+    assert store.retrieve_memories("nothing stored yet", relevance=False) == []
     assert math.isfinite(store.weights.half_life_seconds)
 
 
@@ -497,7 +497,7 @@ def test_update_memory_replaces_values_and_keeps_the_id(store):
     assert updated.metadata["source"] == "chat"
     assert store.count("memory") == 1
     # the new text is what retrieval finds now, through the in-process index and Chroma alike
-    hit = store.retrieve_memories("what does Alice drink, tea?", k=1)[0]
+    hit = store.retrieve_memories("what does Alice drink, tea?", k=1, relevance=False)[0]
     assert hit.id == doc_id and hit.text == "Alice drinks tea now"
     fresh = store.embedder.embed_documents(["Alice drinks tea now"])[0]
     stored = store.get([doc_id], include_embeddings=True)[0].embedding
@@ -554,13 +554,13 @@ def test_retracted_superseded_and_archived_memories_are_kept_but_never_retrieved
     gone = {status: store.upsert_memory(f"Alice lives in Lisbon ({status})", importance=5, pam_status=status)
             for status in ("retracted", "superseded", "archived")}
     deprecated = store.upsert_memory("Alice lives in Faro (deprecated)", importance=5, pam_status="deprecated")
-    hits = {h.id for h in store.retrieve_memories("where does Alice live?", k=10)}
+    hits = {h.id for h in store.retrieve_memories("where does Alice live?", k=10, relevance=False)}
     assert live in hits and deprecated in hits and not hits & set(gone.values())
     assert store.count("memory") == 5  # still stored
-    operator = {h.id for h in store.retrieve_memories("where does Alice live?", k=10, all_scopes=True)}
+    operator = {h.id for h in store.retrieve_memories("where does Alice live?", k=10, all_scopes=True, relevance=False)}
     assert set(gone.values()) <= operator
     store.update_memory(gone["retracted"], metadata={"pam_status": "active"})  # reinstated
-    assert gone["retracted"] in {h.id for h in store.retrieve_memories("where does Alice live?", k=10)}
+    assert gone["retracted"] in {h.id for h in store.retrieve_memories("where does Alice live?", k=10, relevance=False)}
 
 
 def test_writing_a_memorys_old_text_after_an_in_place_change_keeps_both(store):
@@ -587,7 +587,7 @@ def test_a_given_vector_is_stored_at_unit_length(store):
     assert np.linalg.norm(stored[long_id]) == pytest.approx(1.0, abs=1e-5)
     assert np.allclose(stored[long_id], 1 / np.sqrt(store.dimension), atol=1e-6)
     assert np.array_equal(stored[unit_id], unit)
-    hit = store.retrieve_memories("anything", 2, query_vector=np.full(store.dimension, 1.0))[0]
+    hit = store.retrieve_memories("anything", 2, query_vector=np.full(store.dimension, 1.0), relevance=False)[0]
     assert hit.id == long_id and hit.similarity == pytest.approx(1.0, abs=1e-3)
 
 

@@ -22,11 +22,11 @@ def test_store_with_the_ollama_embedder_records_it_and_embeds_in_batches(tmp_pat
         ids = store.upsert_docs([{"text": f"fact number {i}", "type": "memory"} for i in range(40)])
         assert len(set(ids)) == 40
         assert len(stub.embed_requests()) == 3  # 40 texts in batches of 16
-        store.retrieve_memories("fact number 7", k=3)
-        store.retrieve_memories("fact number 7", k=5)
+        store.retrieve_memories("fact number 7", k=3, relevance=False)
+        store.retrieve_memories("fact number 7", k=5, relevance=False)
         assert len(stub.embed_requests()) == 4  # the repeated query came from the cache
         # the stub's vectors are hashes (no meaning), so only the shape of the answer can be checked
-        hits = store.retrieve_memories("fact number 7", k=4)
+        hits = store.retrieve_memories("fact number 7", k=4, relevance=False)
         assert len(hits) == 4 and all(h.text.startswith("fact number ") for h in hits)
         assert hits[0].score >= hits[-1].score
 
@@ -58,7 +58,7 @@ def test_concurrent_writers_and_readers_leave_index_and_chroma_in_agreement(embe
     def reader() -> None:
         try:
             for _ in range(40):
-                for hit in store.retrieve_memories("what does the writer remember?", k=5):
+                for hit in store.retrieve_memories("what does the writer remember?", k=5, relevance=False):
                     assert hit.score == pytest.approx(hit.similarity_part + hit.importance_part + hit.recency_part)
         except BaseException as exc:
             errors.append(exc)

@@ -36,7 +36,7 @@ def test_last_used_yesterday_is_refused_by_every_write_path(store):
             write()
     assert store.get_one(memory_id).metadata == before
     assert store.count("memory") == 1
-    assert store.retrieve_memories("bike", k=1)[0].id == memory_id
+    assert store.retrieve_memories("bike", k=1, relevance=False)[0].id == memory_id
 
 
 def test_chat_remember_refuses_reserved_and_own_keys_in_metadata(store):
@@ -81,10 +81,10 @@ def test_rows_the_index_cannot_use_never_break_search_or_context(backend_setting
         write_raw(store, "doc-legacy-entity", "Bob's passport is red", entity="bob")  # global + entity: older code
     with caplog.at_level(logging.WARNING, logger="brain.store.memory_index"), \
             open_store(backend_settings, embedder=local_embedder) as store:  # across a restart
-        hits = store.retrieve_memories("when does the passport expire?", k=10)
+        hits = store.retrieve_memories("when does the passport expire?", k=10, relevance=False)
         ids = {h.id for h in hits}
         assert good in ids and set(BAD_ROWS) <= ids and "doc-legacy-entity" in ids
-        assert "doc-bad-scope" not in {h.id for h in store.retrieve_memories("passport", k=20, all_scopes=True)}
+        assert "doc-bad-scope" not in {h.id for h in store.retrieve_memories("passport", k=20, all_scopes=True, relevance=False)}
         problems = store.index_problems()["memory"]
         assert {doc_id for doc_id, (_, field) in BAD_ROWS.items() if field} | {"doc-bad-scope"} == set(problems)
         for doc_id, (_, field) in BAD_ROWS.items():
@@ -142,7 +142,7 @@ def test_update_memory_never_moves_a_memory_into_another_scope(store):
     store.update_memory(bob, "Bob's locker code is 1234", replace_metadata=True, metadata={"note": "x"})
     meta = store.get_one(bob).metadata
     assert meta["scope"] == "entity:bob" and meta["note"] == "x"
-    assert store.retrieve_memories("locker code", k=5) == []  # still not global
+    assert store.retrieve_memories("locker code", k=5, relevance=False) == []  # still not global
     # the new text got the store's own embedding of it
     (doc,) = store.get([bob], include_embeddings=True)
     expected = store.embedder.embed_documents(["Bob's locker code is 1234"])[0]
@@ -170,7 +170,7 @@ def test_an_explicit_id_cannot_move_a_memory_into_another_scope(store):
         store.upsert_docs([{"id": bob, "text": "Bob's locker code is 4711", "type": "memory", "scope": "global"}])
     assert info.value.problems[0]["field"] == "scope"
     assert store.get_one(bob).metadata["scope"] == "entity:bob"
-    assert store.retrieve_memories("locker code", k=5) == []
+    assert store.retrieve_memories("locker code", k=5, relevance=False) == []
 
 
 @pytest.mark.parametrize("value", [float("inf"), -1.0, float("nan"), True, "yesterday"])

@@ -136,7 +136,7 @@ def test_a_search_shows_the_expected_memory_first_with_its_score_parts(serve):
     served.open()
     served.search("what is the name of my cat?")
     expect(served.memory_rows().first).to_contain_text(CAT)
-    [best, *_] = served.store.retrieve_memories("what is the name of my cat?", 50)
+    [best, *_] = served.store.retrieve_memories("what is the name of my cat?", 50, relevance=False)
     assert best.text == CAT
     first = served.memory_rows().first
     for part in ("similarity", "importance", "recency"):
@@ -156,7 +156,7 @@ def test_editing_importance_in_place_changes_the_order(serve):
     served.open()
     query = "hiking in the mountains"
     served.search(query)
-    ranked = [h.id for h in served.store.retrieve_memories(query, 2)]
+    ranked = [h.id for h in served.store.retrieve_memories(query, 2, relevance=False)]
     expect(served.memory_rows().first).to_have_attribute("data-id", ranked[0])
     second = served.row(ranked[1])
     second.get_by_role("button", name="Edit").click()
@@ -165,7 +165,7 @@ def test_editing_importance_in_place_changes_the_order(serve):
     expect(served.page.locator("#memories-note")).to_have_text("Saved.")
     expect(served.memory_rows().first).to_have_attribute("data-id", ranked[1])
     expect(served.memory_rows().first.locator(".facts .importance")).to_have_text("importance 5")
-    assert served.store.retrieve_memories(query, 1)[0].id == ranked[1]
+    assert served.store.retrieve_memories(query, 1, relevance=False)[0].id == ranked[1]
     assert served.store.get([ranked[1]])[0].metadata["importance"] == 5
 
 
@@ -209,7 +209,7 @@ def test_retracting_a_memory_in_place_takes_it_out_of_search(serve):
     assert served.store.get([served.ids[0]])[0].metadata["status"] == "retracted"
     served.search("what is the name of my cat?")
     expect(served.memory_rows().first).not_to_have_attribute("data-id", served.ids[0])
-    assert served.ids[0] not in [h.id for h in served.store.retrieve_memories("cat", 50)]
+    assert served.ids[0] not in [h.id for h in served.store.retrieve_memories("cat", 50, relevance=False)]
 
 
 def test_delete_asks_first_then_the_memory_is_gone_everywhere(serve):
@@ -227,7 +227,7 @@ def test_delete_asks_first_then_the_memory_is_gone_everywhere(serve):
     expect(served.page.locator("#memories-note")).to_have_text("Deleted.")
     expect(served.row(cat)).to_have_count(0)
     expect(served.memory_rows().first).to_be_visible()
-    assert cat not in [h.id for h in served.store.retrieve_memories("what is the name of my cat?", 50)]
+    assert cat not in [h.id for h in served.store.retrieve_memories("what is the name of my cat?", 50, relevance=False)]
     assert cat not in served.store.mirror.ids() and served.store.mirror.get([cat]) == []
     assert served.store.get([cat]) == []
 

@@ -134,11 +134,12 @@ class Access:
     # ---- memories -------------------------------------------------------------------------------
     def list_memories(self, *, tags: Sequence[str] | None = None, limit: int | None = None,
                       offset: int | None = None, importance: Sequence[int] = (), status: Sequence[str] = (),
-                      order: str = "stored") -> list[Any]:
+                      order: str = "stored", history: bool = False) -> list[Any]:
         """Memories the request may read (unrestricted: every memory), filtered and ordered as
-        :func:`brain.store.memory_listing.list_memories` does."""
+        :func:`brain.store.memory_listing.list_memories` does: the current ones unless ``history``."""
         return list_memories(self.store, scopes=readable_scopes(self.entity), tags=tags or (),
-                             importance=importance, status=status, order=order, limit=limit, offset=offset)
+                             importance=importance, status=status, order=order, limit=limit, offset=offset,
+                             history=history)
 
     def search_memories(self, query: str, k: int | None = None, *, tags: Sequence[str] | None = None,
                         as_of: Any = None) -> list[Any]:

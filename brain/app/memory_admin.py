@@ -36,14 +36,15 @@ def add_memory(store: Store, text: str, *, scope: str | None = None, importance:
 
 
 def list_memories(store: Store, *, scope: str | None = None, entity: str | None = None,
-                  tags: Sequence[str] = (), limit: int | None = None) -> list[Document]:
+                  tags: Sequence[str] = (), limit: int | None = None, history: bool = False) -> list[Document]:
     """Memories in storage order: all, those in exactly ``scope``, or those a listing for ``entity``
-    shows (its own and the global ones, :func:`brain.rules.memories.scopes_for`); having every tag of ``tags``."""
+    shows (its own and the global ones, :func:`brain.rules.memories.scopes_for`); having every tag of ``tags``;
+    the current ones unless ``history`` (see :func:`brain.store.memory_listing.list_memories`)."""
     if scope is not None and entity is not None:
         raise ValidationError.of("scope", "give scope (exactly one scope) or entity (its memories and the global "
                                           "ones), not both")
     scopes = [scope] if scope is not None else scopes_for(entity, listing=True)
-    return listing(store, scopes=None if scopes is None else sorted(scopes), tags=tags, limit=limit)
+    return listing(store, scopes=None if scopes is None else sorted(scopes), tags=tags, limit=limit, history=history)
 
 
 def entity_names(store: Store) -> set[str]:

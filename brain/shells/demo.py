@@ -26,12 +26,19 @@ from brain.app.startup import startup
 from brain.store import Store
 
 SAMPLE_QUESTION = "Can you read the text on the photo of my train ticket?"
+#: whose conversation the demo records: what is about a person is stored in that person's scope, so that
+#: another entity is never shown it (a global memory is shared by every entity)
+DEMO_ENTITY = "alice"
 SAMPLE_MEMORIES = [
-    {"text": "The user commutes by train to Porto every weekday", "importance": 3, "tags": ["travel", "routine"]},
-    {"text": "The user's passport expires in March 2027", "importance": 5, "tags": ["documents"]},
-    {"text": "The user prefers answers in short bullet points", "importance": 4, "tags": ["preferences"]},
+    {"text": "Alice commutes by train to Porto every weekday", "importance": 3, "tags": ["travel", "routine"],
+     "scope": f"entity:{DEMO_ENTITY}"},
+    {"text": "Alice's passport expires in March 2027", "importance": 5, "tags": ["documents"],
+     "scope": f"entity:{DEMO_ENTITY}"},
+    {"text": "Alice prefers answers in short bullet points", "importance": 4, "tags": ["preferences"],
+     "scope": f"entity:{DEMO_ENTITY}"},
     {"text": "Alice keeps photos of her train tickets and receipts on her phone", "importance": 3, "tags": ["documents"],
-     "scope": "entity:alice"},
+     "scope": f"entity:{DEMO_ENTITY}"},
+    {"text": "Regional trains in Portugal can be booked in the CP app", "importance": 2, "tags": ["travel"]},
 ]
 DEMO_CONVERSATION = "conv-demo"
 
@@ -42,13 +49,17 @@ def seed_conversation(store: Store, chat: ChatMemory) -> int:
     if store.recent_turns(DEMO_CONVERSATION, k=1):
         return 0
     chat.record_exchange(DEMO_CONVERSATION, "I'm off to Porto again tomorrow morning.",
-                         "Safe travels! Want me to check the train times?")
+                         "Safe travels! Want me to check the train times?", entity=DEMO_ENTITY)
     return 2
 
 
 def render(question: str, ctx: Context, specialists: list | None) -> str:
     out = [f"Question: {question}" + (f"   (entity: {ctx.entity})" if ctx.entity else ""), ""]
     gate = ctx.relevance.get("memory")
+    if ctx.core:
+        out.append(f"Always kept in mind about {ctx.entity} (their most important facts, whatever the question):")
+        out += [f"  [importance {item.metadata['importance']}]  {item.text}" for item in ctx.core]
+        out.append("")
     out.append(f"Ranked memories (top {len(ctx.memory)}; score = similarity part + words-in-common part + importance "
                f"part + recency part):")
     for item in ctx.memory:
@@ -60,7 +71,8 @@ def render(question: str, ctx: Context, specialists: list | None) -> str:
         )
     if gate:
         out.append(f"  ({gate['below_floor']} of {gate['candidates']} memories below the relevance floor "
-                   f"{gate['floor']:.2f}: not relevant to this question, so not shown)")
+                   f"{gate['floor']:.2f}: not relevant to this question, so not ranked here"
+                   + ("; the ones always kept in mind are above)" if ctx.core else ")"))
     out += ["", f"FAQ hits (top {len(ctx.faq)}):"]
     for item in ctx.faq:
         first = item.text.splitlines()[0]
@@ -88,7 +100,8 @@ def _project_kb(settings) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="brain-demo", description=__doc__.splitlines()[0])
     parser.add_argument("question", nargs="?", default=SAMPLE_QUESTION)
-    parser.add_argument("--entity", default="alice", help="entity whose memories may be used (default: alice)")
+    parser.add_argument("--entity", default=DEMO_ENTITY,
+                        help=f"entity whose memories may be used (default: {DEMO_ENTITY})")
     parser.add_argument("--persona", help="the persona file (default: BRAIN_PERSONA_PATH, the project's persona.md)")
     parser.add_argument("--kb", help="the knowledge base (default: the project's config/kb)")
     args = parser.parse_args(argv)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from brain.model.errors import ValidationError
-from brain.model.schemas import STATUSES, DocType, check_importance
+from brain.model.schemas import INACTIVE_STATUSES, STATUSES, DocType, check_importance
 
 if TYPE_CHECKING:
     from brain.model.results import Document
@@ -48,9 +48,14 @@ def check_order(order: str) -> str:
     return order
 
 
+def status_of(metadata: dict[str, Any]) -> str:
+    """A memory's status as lists show it (no status at all is ``active``)."""
+    return str(metadata.get("status") or ACTIVE)
+
+
 def is_status(metadata: dict[str, Any], statuses: Sequence[str]) -> bool:
-    """Whether a memory's status is one of ``statuses`` (no status at all is ``active``)."""
-    return str(metadata.get("status") or ACTIVE) in statuses
+    """Whether a memory's status is one of ``statuses``."""
+    return status_of(metadata) in statuses
 
 
 def newest_first(docs: Iterable[Document]) -> list[Document]:
@@ -60,10 +65,14 @@ def newest_first(docs: Iterable[Document]) -> list[Document]:
 
 def list_memories(store: Store, *, scopes: Sequence[str] | str | None = None, tags: Sequence[str] = (),
                   importance: Sequence[int] = (), status: Sequence[str] = (), order: str = "stored",
-                  limit: int | None = None, offset: int | None = None) -> list[Document]:
+                  limit: int | None = None, offset: int | None = None, history: bool = False) -> list[Document]:
     """Memories in ``scopes`` (None: all) having every tag of ``tags``, an importance among ``importance``
-    and a status among ``status`` (empty: any), in ``order``, from ``offset``, at most ``limit``."""
+    and a status among ``status``, in ``order``, from ``offset``, at most ``limit``. With no ``status``,
+    the current ones: every status but those that retire a memory (superseded, retracted, archived), so a
+    list never shows a replaced fact as if it held; ``history`` lists those too."""
     importance, status, order = check_importances(importance), check_statuses(status), check_order(order)
+    if not status and not history:
+        status = [s for s in STATUSES if s not in INACTIVE_STATUSES]
     where: dict[str, Any] = {}
     if scopes is not None:
         where["scope"] = scopes if isinstance(scopes, str) else list(scopes)
@@ -84,4 +93,5 @@ def list_memories(store: Store, *, scopes: Sequence[str] | str | None = None, ta
     return docs[start:] if limit is None else docs[start:start + limit]
 
 
-__all__ = ["ORDERS", "Order", "check_importances", "check_order", "check_statuses", "list_memories", "newest_first"]
+__all__ = ["ORDERS", "Order", "check_importances", "check_order", "check_statuses", "list_memories", "newest_first",
+           "status_of"]

@@ -25,13 +25,17 @@ TURN_INDEXES_CACHED = 256
 #: speakers' names whose embedding is kept in process
 NAME_VECTORS_CACHED = 4096
 
-#: the related section is shown when the conversation's closest turn reaches the embedder's calibrated
-#: floor at this many standard deviations above unrelated pairs' mean similarity (MiniLM: 0.27), one below
-#: the FAQ's: a conversation of one or two sittings that does answer the question must still open it. On
-#: the tuning LoCoMo conversations (conv-26, conv-30, conv-41), with only the question's evidence sessions
-#: to search, 3 sd empties the section for 1.3% of questions (4 sd: 7.3%) and for 74% of questions about
-#: other people asked of 20 turns (4 sd: 97%); with whole conversations, 0% and 18% (4 sd: 0% and 61%).
-RELATED_TURN_FLOOR_Z = 3.0
+#: the related section is shown when the conversation's closest older turn reaches the embedder's calibrated
+#: floor at this many standard deviations above unrelated pairs' mean similarity (MiniLM: 0.395). A long
+#: conversation nearly always holds some turn faintly like any message, so a lower floor shows unrelated
+#: turns. On the tuning LoCoMo conversations (conv-26, conv-30, conv-41), whole conversations, a question
+#: asked of its own conversation finds its closest turn at 0.475 or more nine times in ten, one asked of
+#: another conversation at 0.41 or less: 3 sd left 22% of the foreign questions' sections empty, 4 sd 69%,
+#: 4.5 sd 87% (and 0.8% of the own ones), 5 sd 95% (3.1%).
+RELATED_TURN_FLOOR_Z = 4.5
+#: the lower floor when the message names one of the conversation's speakers (then it is about this
+#: conversation's people): with it, 4.5 sd empties 0.3% of the own questions' sections on those conversations
+RELATED_TURN_NAMED_FLOOR_Z = 3.0
 
 
 class RelatedTurns:
@@ -63,6 +67,10 @@ class RelatedTurns:
         retrieval = self.store.retrieval
         return retrieval.calibration().floor(RELATED_TURN_FLOOR_Z) if retrieval.gated else None
 
+    def named_floor(self) -> float:
+        """The floor instead of :meth:`floor` for a message naming one of the conversation's speakers."""
+        return self.store.retrieval.calibration().floor(RELATED_TURN_NAMED_FLOOR_Z)
+
     def find(self, conversation_id: str, user_message: str, vector: Any, recent: set[str], k: int,
              entity: str | None = None, *, floor: float | None = None,
              relevance: dict[str, dict[str, Any]] | None = None) -> list[ContextItem]:
@@ -70,7 +78,8 @@ class RelatedTurns:
         with ``entity``, among the turns it may see.
 
         With a similarity ``floor`` (:meth:`floor`) the section is gated as a whole: it is empty unless
-        the closest of those turns reaches the floor. Each turn is not held to it: a chat turn's cosine
+        the closest of those turns reaches the floor (or :meth:`named_floor`, when the message names one of
+        the conversation's speakers). Each turn is not held to it: a chat turn's cosine
         to a question is low even when it answers it (on LoCoMo, dropping each top-10 turn below 0.35
         loses half of the evidence), while a conversation that has nothing on the message seldom has a
         turn close to it. ``relevance`` (a dict) receives what the gate did under the key ``"related"``."""
@@ -93,6 +102,8 @@ class RelatedTurns:
             return items
         older = [i for i, turn in enumerate(index.turns) if turn.id not in recent]
         best = float(index.similarities(unit_rows(vector))[older].max())
+        if best < floor and index.named_speaker(user_message) is not None:
+            floor = min(floor, self.named_floor())
         shown = items if best >= floor else []
         if relevance is not None:
             relevance["related"] = {"floor": floor, "best_similarity": best, "candidates": len(items),

@@ -194,8 +194,13 @@ class MemoryHistory(BaseModel):
                                                    "is the one without superseded_by")
 
 
+class ListedMemory(DocumentOut):
+    status: str = Field(description="active (current; also when no status is stored), deprecated, superseded, "
+                                    "retracted or archived")
+
+
 class MemoryList(BaseModel):
-    memories: list[DocumentOut]
+    memories: list[ListedMemory]
     limit: int
     offset: int
 

@@ -56,10 +56,15 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
 
 # ---- search --------------------------------------------------------------------------------------
 
+#: the parts of a memory's score, in the order a search line prints them
+MEMORY_SCORE_HEADER = "score = similarity + words in common + importance + recency"
+
+
 @cli.command()
 @click.argument("query", type=TextType())
 @click.option("--type", "doc_type", type=DocTypeChoice(),
-              help="memory: ranked with score parts; faq, persona, summary: by similarity; turn or none: any document.")
+              help="memory: ranked as the chat context ranks them (relevance first, the same floor), with score "
+                   "parts; faq, persona, summary: by similarity; turn or none: any document.")
 @click.option("--k", type=CountType(),
               help="How many results (default: the RAG_*_TOP_K setting of the type, 5 otherwise).")
 @click.option("--entity", type=EntityType(),
@@ -81,9 +86,10 @@ def search(state: State, query: str, doc_type: str | None, k: int | None, entity
     note_other_case(brain.store, entity, hits)
     ranked = doc_type == DocType.MEMORY.value
     line = memory_hit_line if ranked else hit_line
-    header = "score = similarity + importance + recency" if ranked else "similarity"
+    header = MEMORY_SCORE_HEADER if ranked else "similarity"
+    empty = "no memory relevant enough (the context's floor)" if ranked else "no results"
     emit(state, {"query": query, "type": doc_type, "results": [h.to_dict() for h in hits]},
-         lambda: "\n".join([header] + [line(h) for h in hits]) if hits else "no results")
+         lambda: "\n".join([header] + [line(h) for h in hits]) if hits else empty)
 
 
 # ---- turns, schema, stats ------------------------------------------------------------------------

@@ -60,18 +60,21 @@ def memory_add(state: State, text: str, importance: int | None, tags: tuple[str,
 @click.option("--scope", type=ScopeType(), help="Only the memories in exactly this scope: 'global' or 'entity:<name>'.")
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for several (all must match).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
+@click.option("--history", is_flag=True,
+              help="Also the memories no longer current: superseded, retracted and archived ones.")
 @json_option
 @pass_state
-def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple[str, ...], limit: int | None) -> None:
-    """List stored memories with their scope: all of them, those for one entity (--entity: its own and the
-    global ones), or those of exactly one scope (--scope)."""
+def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple[str, ...], limit: int | None,
+                history: bool) -> None:
+    """List the current memories with their scope and status: all of them, those for one entity (--entity: its
+    own and the global ones), or those of exactly one scope (--scope); --history adds the replaced ones."""
     if entity is not None and scope is not None:
         raise click.UsageError(f"--entity {entity} lists {entity}'s memories and the global ones, --scope {scope} "
                                "exactly that scope: give one of them")
     from brain.app.memory_admin import list_memories
 
     store = state.store(create=False)
-    docs = list_memories(store, scope=scope, entity=entity, tags=tags, limit=limit)
+    docs = list_memories(store, scope=scope, entity=entity, tags=tags, limit=limit, history=history)
     note_other_case(store, entity, docs)
     emit(state, [d.to_dict() for d in docs],
          lambda: "\n".join(memory_line(d) for d in docs) if docs else "no memories")

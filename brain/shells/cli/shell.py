@@ -291,7 +291,10 @@ def short(text: str, width: int = 100) -> str:
 def memory_line(doc: Any) -> str:
     m = doc.metadata
     tags = ",".join(m.get("tags") or []) or "-"
-    return (f"{doc.id}  imp {m.get('importance')}  {m.get('scope')}  tags {tags}  {m.get('timestamp')}"
+    from brain.store.memory_listing import status_of
+
+    status = status_of(m)
+    return (f"{doc.id}  imp {m.get('importance')}  {m.get('scope')}  {status}  tags {tags}  {m.get('timestamp')}"
             f"  {short(doc.text)}")
 
 
@@ -312,6 +315,7 @@ def specialist_line(match: Any) -> str:
 def memory_hit_line(hit: Any) -> str:
     m = hit.metadata
     return (
-        f"{hit.score:.3f} = {hit.similarity_part:.3f} + {hit.importance_part:.3f} + {hit.recency_part:.3f}"
+        f"{hit.score:.3f} = {hit.similarity_part:.3f} + {getattr(hit, 'lexical_part', 0.0):.3f} + "
+        f"{hit.importance_part:.3f} + {hit.recency_part:.3f}"
         f"  imp {m.get('importance')}  {m.get('scope')}  {hit.id}  {short(hit.text)}"
     )

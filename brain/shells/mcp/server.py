@@ -30,6 +30,7 @@ from brain.model.errors import BrainError, Forbidden, ValidationError
 from brain.shells.mcp.paging import Page, decode_cursor
 from brain.features.persona import current_persona
 from brain.model.schemas import GLOBAL_SCOPE, MAX_K, get_all_schemas, schema_info
+from brain.store.memory_listing import status_of
 
 INSTRUCTIONS = """\
 Long-term memory about the people you talk with. Call `recall` before answering a question that may \
@@ -198,14 +199,17 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         limit: Annotated[int, Field(ge=1, le=MAX_K, description=f"Page size, 1 to {MAX_K}.")] = 100,
         cursor: Annotated[str | None, Field(description="next_cursor of the previous page; leave out for the "
                                                         "first page.")] = None,
+        history: Annotated[bool, Field(description="Also the memories no longer current (superseded, retracted, "
+                                                   "archived).")] = False,
     ) -> dict[str, Any]:
         """The memories for an entity: its own and the global ones, each with its scope ('global': shared by
-        every entity, not the entity's own; `forget` with the entity refuses those). Without an entity, every
-        memory you may read. One page at a time, in storage order; a page with more after it has `next_cursor`."""
+        every entity, not the entity's own; `forget` with the entity refuses those) and its status. Without an
+        entity, every memory you may read. The current ones unless `history`. One page at a time, in storage
+        order; a page with more after it has `next_cursor`."""
         with _tool_errors():
             offset = decode_cursor(cursor)
             acting = access(ctx, entity)
-            docs = acting.list_memories(tags=tags, limit=limit + 1, offset=offset)
+            docs = acting.list_memories(tags=tags, limit=limit + 1, offset=offset, history=history)
             page = Page.of(docs, offset, limit)
             return {"entity": acting.entity, "memories": [_scoped(d.to_dict()) for d in page.items],
                     "next_cursor": page.next_cursor}
@@ -317,7 +321,8 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
 
 def _scoped(item: dict[str, Any]) -> dict[str, Any]:
     """A memory as a tool returns it: its scope beside its id, where a model reading a list sees it."""
-    return {"id": item["id"], "scope": item["metadata"].get("scope", GLOBAL_SCOPE), **item}
+    return {"id": item["id"], "scope": item["metadata"].get("scope", GLOBAL_SCOPE),
+            "status": status_of(item["metadata"]), **item}
 
 
 def _one_or_many(one: str | None, many: list[str] | None) -> list[str]:

@@ -25,7 +25,7 @@ from brain.shells.api.models import (
 )
 from brain.shells.api.read_your_writes import with_sequence
 from brain.shells.api.request_context import access_of
-from brain.store.memory_listing import Order as MemoryOrder
+from brain.store.memory_listing import Order as MemoryOrder, status_of
 from brain.model.schemas import Status
 
 
@@ -52,14 +52,19 @@ def add_routes(app: FastAPI) -> None:
     def list_memories(request: Request, entity: EntityQuery = None, tags: list[str] = Query([]),
                       importance: list[Importance] = Query([], description="any of these importances, 1-5 (repeatable)"),
                       status: list[Status] = Query([], description="any of these statuses (repeatable); active "
-                                                                  "includes memories without a status"),
+                                                                  "includes memories without a status; none: the "
+                                                                  "current ones (not superseded, retracted or "
+                                                                  "archived)"),
+                      history: bool = Query(False, description="with no status: every memory, the superseded, "
+                                                               "retracted and archived ones too"),
                       order: MemoryOrder = Query("stored", description="stored (storage order) or newest "
                                                                        "(latest timestamp first)"),
                       limit: int = Query(100, ge=1, le=1000),
                       offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Any:
         docs = access_of(request, entity).list_memories(tags=tags, importance=importance, status=status,
-                                                        order=order, limit=limit, offset=offset)
-        return {"memories": [d.to_dict() for d in docs], "limit": limit, "offset": offset}
+                                                        order=order, limit=limit, offset=offset, history=history)
+        return {"memories": [{**d.to_dict(), "status": status_of(d.metadata)} for d in docs], "limit": limit,
+                "offset": offset}
 
     # declared before /v1/memories/{doc_id} so that "search" is not taken for an id
     @app.get("/v1/memories/search", tags=["memories"], operation_id="search_memories",

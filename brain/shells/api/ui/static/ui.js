@@ -385,12 +385,13 @@ async function loadMemories({ keepNote = false } = {}) {
       // search ranks active memories only, and filters by entity and tag on the server
       docs = res.data.results.filter((hit) =>
         (!f.importance || String(hit.metadata.importance) === f.importance) &&
-        (!f.status || (hit.metadata.status || "active") === f.status));
+        (!f.status || f.status === "history" || (hit.metadata.status || "active") === f.status));
     }
   } else {
     res = await api("GET", "/v1/memories", {
+      // no status: the current memories; "history": every status
       query: { order: "newest", limit: PAGE_SIZE, offset: memories.offset, entity: f.entity, tags: f.tag,
-               importance: f.importance, status: f.status },
+               importance: f.importance, ...(f.status === "history" ? { history: "true" } : { status: f.status }) },
     });
     if (res.ok) docs = res.data.memories;
   }
