@@ -28,7 +28,9 @@ class CommandFailed(click.ClickException):
     exit_code = 1
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
+        from brain.text.printable import printable
+
+        click.echo(printable(f"error: {self.format_message()}"), err=True)
 
 
 class Interrupted(CommandFailed):
@@ -274,23 +276,31 @@ def json_option(command: Callable) -> Callable:
 
 
 def emit(state: State, data: Any, text: Callable[[], str]) -> None:
-    """One JSON document, or the text for people."""
+    """One JSON document, or the text for people; either printed with every control and format
+    character escaped (:func:`brain.text.printable.printable`), the layout's line breaks kept."""
+    from brain.text.printable import printable
+
     if state.json:
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        click.echo(printable(json.dumps(data, indent=2, ensure_ascii=False, default=str), keep="\n"))
     else:
         out = text()
         if out:
-            click.echo(out)
+            click.echo(printable(out, keep="\n"))
 
 
 def short(text: str, width: int = 100) -> str:
-    line = one_line(text)
+    """``text`` on one line: its line breaks and other unprintable characters escaped, at most ``width`` long."""
+    from brain.text.printable import printable
+
+    line = printable(text)
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def memory_line(doc: Any) -> str:
+    from brain.text.printable import printable
+
     m = doc.metadata
-    tags = ",".join(m.get("tags") or []) or "-"
+    tags = printable(",".join(m.get("tags") or [])) or "-"
     return (f"{doc.id}  imp {m.get('importance')}  {m.get('scope')}  tags {tags}  {m.get('timestamp')}"
             f"  {short(doc.text)}")
 
