@@ -173,8 +173,8 @@ class TextType(click.ParamType):
 
 
 class EntityType(click.ParamType):
-    """An entity name; ``--entity NAME`` means the scope ``entity:NAME`` in every command. Names are
-    case-sensitive (``Bob`` and ``bob`` are two entities), as everywhere in brain."""
+    """An entity name; ``--entity NAME`` means the scope ``entity:NAME`` in every command. A name is
+    taken in its canonical form (``Bob`` is ``bob``), as everywhere in brain."""
 
     name = "name"
 
@@ -230,19 +230,6 @@ class CountType(click.ParamType):
         if not 1 <= number <= MAX_K:
             self.fail(f"{number} is not in the range 1<=x<={MAX_K}", param, ctx)
         return number
-
-
-def note_other_case(store: Store, entity: str | None, results: Sequence[Any]) -> None:
-    """When a command for ``entity`` found none of its own documents, say on stderr which stored entity
-    names differ from it only by case (names are case-sensitive: ``--entity Bob`` never finds ``bob``)."""
-    from brain.app.memory_admin import case_hint
-    from brain.model.schemas import entity_scope
-
-    if entity is None or any(r.metadata.get("scope") == entity_scope(entity) for r in results):
-        return
-    hint = case_hint(store, entity)
-    if hint:
-        click.echo(f"note: nothing is stored in scope entity:{entity}{hint}", err=True)
 
 
 def confirm(question: str) -> None:
