@@ -249,3 +249,13 @@ def test_http_reads_and_writes_one_entity_and_a_bound_token_never_reaches_bob(tm
                 assert refused.status_code == (201 if name.casefold() == "bob" or name.startswith("\uff42") else 422)
             scopes = {d["metadata"]["scope"] for d in as_admin.get("/v1/memories").json()["memories"]}
             assert scopes == {"entity:alice", "entity:bob"}
+
+
+def test_mcp_pinned_to_a_spelling_of_alice_serves_alice(tmp_path, local_embedder):
+    import brain as brain_package
+    from brain.config import Settings
+    from brain.shells.mcp.server import create_server, request_caller
+
+    with brain_package.open(Settings(data_dir=tmp_path / "data"), embedder=local_embedder, start_worker=False) as b:
+        create_server(b, entity="ＡＬＩＣＥ")  # fullwidth capitals: alice
+        assert request_caller(None, "alice").entity == "alice"
