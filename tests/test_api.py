@@ -361,5 +361,19 @@ def test_specialists_without_their_file_is_503_naming_the_setting(tmp_path, loca
         assert "missing.yaml" in response.json()["message"]
 
 
+@pytest.mark.parametrize("content", ["specialists: [[[\n", "specialists: 5\n",
+                                     "specialists:\n  - id: web_search\n    nothing_else: 1\n"])
+def test_specialists_with_an_invalid_file_is_503_naming_it(tmp_path, local_embedder, content):
+    bad = tmp_path / "bad_specialists.yaml"
+    bad.write_text(content)
+    settings = api_settings(tmp_path, specialists_path=bad)
+    with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+        for params in ({"q": "weather"}, {}):
+            response = httpx.get(f"{server.url}/v1/specialists", params=params, timeout=60)
+            assert response.status_code == 503, response.text
+            assert response.json()["error"] == "not_configured"
+            assert "bad_specialists.yaml" in response.json()["message"]
+
+
 def test_documentation_is_served_without_a_token(live):
     assert live.get("/openapi.json").status_code == 200

@@ -136,6 +136,20 @@ def test_memory_add_list_show_rm_text_output():
     assert run("memory", "list").stdout.strip() == "no memories"
 
 
+@pytest.mark.parametrize("char, escaped", [("\x00", "\\u0000"), ("\u202e", "\\u202e"), ("\u2028", "\\u2028"),
+                                           ("\x1b", "\\u001b"), ("\n", "\\n")])
+def test_memory_list_escapes_every_control_and_format_character(char, escaped):
+    added = run_json("memory", "add", f"before{char}after", "--tag", f"t{char}g")
+    assert added["text"] == f"before{char}after"  # stored as given; only printing escapes it
+    for args in (["memory", "list"], ["--json", "memory", "list"], ["memory", "show", added["id"]]):
+        shown = run(*args)
+        assert shown.exit_code == 0, shown.stderr
+        assert char == "\n" or char not in shown.stdout, args  # a line break is the layout's too
+    line = run("memory", "list").stdout
+    assert f"before{escaped}after" in line and f"t{escaped}g" in line and len(line.strip().splitlines()) == 1
+    assert json.loads(run("--json", "memory", "list").stdout)[0]["text"] == f"before{char}after"
+
+
 def test_memory_add_json_shape_and_defaults():
     doc = run_json("memory", "add", "The user likes trains", "--tag", "travel", "--tag", "routine")
     assert set(doc) == {"id", "text", "metadata"}

@@ -1,5 +1,5 @@
 """What the `brain` command says: counts in words, questions a script cannot answer, the order specialists
-are listed in, log files, usage errors and case-sensitive entity names.
+are listed in, log files, usage errors and entity names in one canonical form.
 
 In process with click's CliRunner against a real embedded store and the real embedder; the MCP log test
 runs `brain mcp` as a subprocess with its stderr in a file.
@@ -143,7 +143,7 @@ def test_mcp_logs_to_a_file_are_not_wrapped(tmp_path, transport):
         assert RECORD.match(line), log
 
 
-# ---- usage errors, and entity names are case-sensitive ---------------------------------------------
+# ---- usage errors, and entity names in one form -------------------------------------------------
 
 @pytest.mark.parametrize("args", [
     ["memory", "add", ""], ["memory", "add", "   "], ["search", ""], ["search", " ", "--type", "memory"],
@@ -155,17 +155,19 @@ def test_empty_text_or_a_tag_over_its_limit_is_a_usage_error(args):
     assert result.stderr.startswith("error: ") and result.stdout == ""
 
 
-def test_entity_names_are_case_sensitive_and_a_miss_names_the_other_case(tmp_path, local_embedder):
+def test_entity_names_are_one_canonical_form_in_every_command(tmp_path, local_embedder):
     seed(tmp_path, local_embedder)
-    listed = run("--json", "memory", "list", "--entity", "Bob")
-    assert listed.exit_code == 0
-    assert {d["metadata"]["scope"] for d in json.loads(listed.stdout)} == {"global"}  # Bob is not bob
-    assert "case-sensitive" in listed.stderr and "'bob'" in listed.stderr
-    found = run("--json", "search", "bees", "--type", "memory", "--entity", "Bob")
-    assert found.exit_code == 0 and "'bob'" in found.stderr
-    assert all(h["metadata"]["scope"] == "global" for h in json.loads(found.stdout)["results"])
+    own = json.loads(run("--json", "memory", "list", "--entity", "bob").stdout)
+    for name in ("Bob", "BOB", "\uff42\uff4f\uff42"):  # the last one fullwidth
+        listed = run("--json", "memory", "list", "--entity", name)
+        assert listed.exit_code == 0 and json.loads(listed.stdout) == own, name
+        found = run("--json", "search", "bees", "--type", "memory", "--entity", name)
+        assert found.exit_code == 0 and json.loads(found.stdout)["results"][0]["text"] == "bob keeps bees"
+    for name in ("entity:bob", "../bob", "/", "a\\b", "bob\u202e"):
+        refused = run("memory", "list", "--entity", name)
+        assert refused.exit_code == 2 and refused.stderr.startswith("error: "), name
     forgot = run("forget", "--entity", "BOB", "--yes")
-    assert forgot.exit_code == 1 and "case-sensitive" in forgot.stderr and "'bob'" in forgot.stderr
-    own = run("--json", "memory", "list", "--entity", "bob")
-    assert own.exit_code == 0 and own.stderr == ""  # no note when the entity has documents
-    assert re.search(r"case-\s*sensitive", run("memory", "add", "--help").stdout)
+    assert forgot.exit_code == 0, forgot.stderr
+    assert json.loads(run("--json", "memory", "list", "--entity", "bob").stdout) == [
+        d for d in own if d["metadata"]["scope"] == "global"]
+    assert re.search(r"Bob and bob are\s+one\s+entity", run("memory", "add", "--help").stdout)

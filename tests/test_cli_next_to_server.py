@@ -68,6 +68,9 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
         through = {args: (ok(cli(workdir, *args)), ok(cli(workdir, "--json", *args))) for args in READS}
         shown = [json.loads(ok(cli(workdir, "--json", "memory", "show", doc_id))) for doc_id in ids]
         found = [json.loads(ok(cli(workdir, "--json", *args))) for args in searches]
+        # what was held true before anything was stored: nothing, answered by the server too
+        before = json.loads(ok(cli(workdir, "--json", "search", "who has an allergy?", "--type", "memory",
+                                   "--entity", "Alice", "--as-of", "2000-01-01T00:00:00Z")))
         stats = json.loads(ok(cli(workdir, "--json", "stats")))
         health = json.loads(ok(cli(workdir, "--json", "health")))
         # memory extract asks the server, whose formation is off: its refusal, not "needs the store itself"
@@ -94,6 +97,7 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
         assert [h["id"] for h in answer["results"]] == [h["id"] for h in alone["results"]]
         assert answer["results"][0]["text"] == alone["results"][0]["text"]
     assert found[0]["results"][0]["text"] == found[2]["results"][0]["text"] == "Alice is allergic to peanuts"
+    assert before["results"] == []
     alone = json.loads(ok(cli(workdir, "--json", "stats")))
     unsettled = {"disk_bytes": None, "unusable_rows": None}  # Chroma's files, and the server's built indexes
     assert {**stats, **unsettled} == {**alone, **unsettled}

@@ -19,6 +19,7 @@ import brain
 from brain.shells.api import create_app
 from brain.config import Settings
 from brain.app.core import open_store
+from brain.app.startup import startup
 from brain.model.errors import DiskSpaceLow
 from tests.conftest import NOBODY, LiveServer, free_port
 
@@ -133,6 +134,57 @@ def test_brain_serve_below_the_margin_answers_and_stops_on_sigterm(tmp_path):
             assert refused.status_code == 503 and refused.json()["error"] == "insufficient_storage"
         assert httpx.get(f"{url}/v1/health", timeout=10).json()["disk"]["ok"] is False
         assert httpx.get(f"{url}/ui", timeout=10).status_code in (200, 401)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) is not None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_brain_serve_starts_below_the_margin_and_serves_reads(tmp_path, local_embedder):
+    """A persona file to bring in line (a start-up write) does not stop the server: it starts, reads
+    answer, health says why writes are refused, and a write is refused naming the setting."""
+    data = tmp_path / "data"
+    persona = tmp_path / "persona.md"
+    persona.write_text("You are Brain, a careful household assistant.\n\n## Tone\nWarm and brief.\n")
+    with brain.open(Settings(data_dir=data, ollama_host=NOBODY, persona_path=persona),
+                    embedder=local_embedder) as opened:
+        startup(brain=opened, warm=False)  # the persona stored
+        opened.chat.remember("Alice is allergic to peanuts", importance=5, entity="alice")
+    persona.write_text(persona.read_text() + "\n## Boundaries\nNever share one person's memories.\n")  # changed
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(data), "OLLAMA_HOST": NOBODY,
+           "BRAIN_PERSONA_PATH": str(persona), "BRAIN_SUMMARIZER": "extractive",
+           "BRAIN_MIN_FREE_DISK_MB": str(above_free(tmp_path))}
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)], cwd=tmp_path,
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.3)
+        health = httpx.get(f"{url}/v1/health", timeout=10).json()
+        assert health["status"] == "degraded" and health["disk"]["ok"] is False
+        assert "MB free" in health["disk"]["error"] and "BRAIN_MIN_FREE_DISK_MB" in health["disk"]["error"]
+        listed = httpx.get(f"{url}/v1/memories", params={"entity": "alice"}, timeout=30)
+        assert listed.status_code == 200 and "peanuts" in listed.text
+        context = httpx.post(f"{url}/v1/context", json={"user_message": "Can I eat peanut butter?",
+                                                         "entity": "alice"}, timeout=60)
+        assert context.status_code == 200 and "peanuts" in context.json()["prompt"]
+        assert "careful household assistant" in context.json()["prompt"]  # the persona stored before
+        refused = httpx.post(f"{url}/v1/memories", json={"text": "Bob likes tea", "entity": "bob"}, timeout=30)
+        assert refused.status_code == 503 and refused.json()["error"] == "insufficient_storage"
+        assert "BRAIN_MIN_FREE_DISK_MB" in refused.json()["message"]
+        assert "persona file" in log.read_text() and "not loaded" in log.read_text()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) is not None
     finally:

@@ -74,7 +74,7 @@ def test_memory_full_to_chroma_exact():
         {
             "timestamp": TS,
             "source": "chat",
-            "scope": "entity:Ann Lee",
+            "scope": "entity:ann lee",
             "importance": 5,
             "tags": ["food", "likes"],
             "conversation_id": "conv-42",
@@ -86,10 +86,10 @@ def test_memory_full_to_chroma_exact():
         "timestamp": TS_UTC,
         "ts_epoch": TS_EPOCH,
         "source": "chat",
-        "scope": "entity:Ann Lee",
+        "scope": "entity:ann lee",
         "importance": 5,
         "tags": ["food", "likes"],
-        "entity": "Ann Lee",
+        "entity": "ann lee",
         "conversation_id": "conv-42",
     }
 
@@ -290,7 +290,7 @@ def test_unknown_source_is_rejected(source):
 
 @pytest.mark.parametrize(
     "scope, entity",
-    [("global", None), ("entity:bob", "bob"), ("entity:Ann Lee", "Ann Lee"), ("entity:x", "x"), ("entity:a:b", "a:b")],
+    [("global", None), ("entity:bob", "bob"), ("entity:ann lee", "ann lee"), ("entity:x", "x"), ("entity:a:b", "a:b")],
 )
 def test_valid_scopes_and_derived_entity(scope, entity):
     meta = validate_metadata("memory", {"timestamp": TS, "scope": scope})

@@ -74,7 +74,7 @@ class Caller:
     def acting_as(self, requested: str | None) -> str | None:
         """The entity a request acts as (None: unrestricted), given the entity it names."""
         if requested is not None:
-            valid_name(requested)
+            requested = valid_name(requested)  # canonical, as the bound name is: "Alice" is "alice"
         if self.entity is None:
             return requested
         if requested is None or requested == self.entity:

@@ -123,6 +123,13 @@ def _read_tokens_file(path: Path) -> list[tuple[str, bytes, Caller]]:
                 caller = Caller(valid_name(who, "the name"))
             except ValidationError as exc:
                 raise ConfigError(f"BRAIN_API_TOKENS_FILE {place}: {exc}") from None
+            if caller.entity != who:
+                # names were once case-sensitive: 'Bob' may have been another entity than 'bob', whose
+                # memories this token would now reach; the operator says which person it is
+                raise ConfigError(f"BRAIN_API_TOKENS_FILE {place}: the name {who!r} is {caller.entity!r} in its "
+                                  f"canonical form (entity names are compared case-folded and NFKC-normalised); "
+                                  f"write {caller.entity!r} in the file once you have checked that the token is "
+                                  f"that entity's")
         found.append((place, token.encode(), caller))
     if not found:
         raise ConfigError(f"BRAIN_API_TOKENS_FILE={str(path)!r} holds no tokens: add lines '<admin or entity name> "

@@ -137,6 +137,10 @@ class Brain:
         try:
             registry = SpecialistRegistry.from_settings(self.store, self.settings)
             registry.register()  # embeds only new or changed specialists
+        except ValidationError as exc:  # the configured file is wrong, not the caller's request
+            self._specialists, self._specialists_error = None, ConfigError(
+                f"the specialists file (BRAIN_SPECIALISTS_PATH) is invalid: {exc}. Fix it and restart")
+            return
         except BrainError as exc:
             self._specialists, self._specialists_error = None, exc
             return

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brain.model.errors import NotFound, StoreUnavailable
-from brain.app.memory_admin import case_hint
 from brain.features.mirror.erase import copy_namespace_rows, erase_from_copy, kept_copies
 from brain.model.schemas import DocType, entity_scope, valid_name
 from brain.store.live import read_pointer
@@ -106,8 +105,8 @@ def _targets(store: Store, name: str) -> _Targets:
     resumed = [p for p in _pending(store) if p["entity"] == name]
     if not (docs or stray or any(held.values()) or any(copy_rows.values()) or resumed) and (
             chroma_dir is None or not deleted_traces(chroma_dir, collection_ids, scope)):
-        raise NotFound(f"nothing is stored for entity {name!r} (no document in scope {scope!r})"
-                       f"{case_hint(store, name)}; `brain memory list` shows the scopes in use")
+        raise NotFound(f"nothing is stored for entity {name!r} (no document in scope {scope!r}); "
+                       "`brain memory list` shows the scopes in use")
     return _Targets(name, scope, docs, stray, retained, held, copies, chroma_dir, collection_ids, resumed)
 
 

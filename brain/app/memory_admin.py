@@ -18,8 +18,7 @@ from brain.model.errors import Forbidden, NotFound, ValidationError
 from brain.rules.memories import global_refusal, may_change, scopes_for
 from brain.store.memory_listing import list_memories as listing
 from brain.model.results import Document
-from brain.model.schemas import GLOBAL_SCOPE, DocType, entity_of
-from brain.text.wording import noun_for
+from brain.model.schemas import GLOBAL_SCOPE, DocType
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -45,34 +44,6 @@ def list_memories(store: Store, *, scope: str | None = None, entity: str | None 
                                           "ones), not both")
     scopes = [scope] if scope is not None else scopes_for(entity, listing=True)
     return listing(store, scopes=None if scopes is None else sorted(scopes), tags=tags, limit=limit, history=history)
-
-
-def entity_names(store: Store) -> set[str]:
-    """Every entity with a document in its scope (one pass over the metadata; no text is read)."""
-    names: set[str] = set()
-    for page in store.chroma.pages(None, ["metadatas"]):
-        for meta in page["metadatas"]:
-            name = entity_of(str((meta or {}).get("scope") or GLOBAL_SCOPE))
-            if name is not None:
-                names.add(name)
-    return names
-
-
-def case_variants(store: Store, entity: str) -> list[str]:
-    """The stored entity names that differ from ``entity`` only by case (entity names are case-sensitive:
-    ``Bob`` and ``bob`` are two entities), sorted."""
-    folded = entity.casefold()
-    return sorted(n for n in entity_names(store) if n != entity and n.casefold() == folded)
-
-
-def case_hint(store: Store, entity: str) -> str:
-    """``""``, or a clause for a message about ``entity`` finding nothing, naming the stored entities
-    that differ from it only by case."""
-    variants = case_variants(store, entity)
-    if not variants:
-        return ""
-    return (f"; entity names are case-sensitive, and {', '.join(repr(v) for v in variants)} "
-            f"{noun_for(len(variants), 'is')} stored")
 
 
 def get_memory(store: Store, doc_id: str) -> Document:

@@ -25,12 +25,14 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from brain.model.errors import BrainError
-from brain.features.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth, move_aside
+from brain.features.mirror.integrity import (REBUILD_COMMAND, MirrorCorrupt, MirrorHealth, companions, drop_empty_wal,
+                                             move_aside)
 from brain.features.mirror.store import EngramMirror
 from brain.features.mirror.guard import check_deletions
 from brain.features.mirror.sync import PAGE, RestoreReport, SyncReport, _store_ids, restore_from_mirror, sync_mirror
@@ -146,7 +148,7 @@ def _unrestorable(error: MirrorCorrupt) -> BrainError:
 def _holds_nothing_more(old: Path, mirror: EngramMirror) -> bool:
     """Whether every row of the mirror file ``old`` is in ``mirror`` too."""
     try:
-        with sqlite3.connect(f"file:{old}?mode=ro", uri=True) as conn:
+        with closing(sqlite3.connect(f"file:{old}?mode=ro", uri=True)) as conn:
             ids = [r[0] for r in conn.execute("SELECT id FROM memories")]
     except sqlite3.Error:
         return False
@@ -218,10 +220,11 @@ def rebuild_mirror(store: "Store", *, force: bool = False) -> RebuildReport:
             else:
                 if healthy and _holds_nothing_more(moved[0], mirror):
                     # a copy of a sound file with nothing the new one lacks would only keep texts a forget
-                    # has to reach: it goes
-                    for old in moved:
+                    # has to reach: it goes, with the files its reads left beside it
+                    for old in [*moved, *companions(moved[0])]:
                         old.unlink(missing_ok=True)
                     report.moved_aside, report.old_deleted = [], True
+            drop_empty_wal(moved[0])  # the reads above opened the old file: no empty -wal/-shm left beside it
     except BaseException:
         mirror.close()
         raise

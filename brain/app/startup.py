@@ -12,7 +12,7 @@ from typing import Any
 from brain.config import Settings
 from brain.app.core import Brain
 from brain.app.core import open as open_brain
-from brain.model.errors import BrainError, ConfigError
+from brain.model.errors import BrainError, ConfigError, DiskSpaceLow
 from brain.features.persona import PersonaLoad, load_persona, persona_report
 from brain.store import Store
 
@@ -51,7 +51,9 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
     mirror up with the store and (with ``warm``) build the in-process indexes and load the embedding model now
     rather than on the first chat message. ``report.brain`` is the caller's to close.
 
-    A missing persona file is a warning, not an error: the assistant still answers without one.
+    A missing persona file is a warning, not an error: the assistant still answers without one. So is a
+    persona that cannot be written for lack of disk space (:class:`~brain.model.errors.DiskSpaceLow`,
+    ``BRAIN_MIN_FREE_DISK_MB``): the store is read-only for writes until space frees, and reads go on.
     """
     started = time.perf_counter()
     owned = brain is None
@@ -64,7 +66,11 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
     warnings: list[str] = []
     persona = None
     if path.exists():
-        persona = load_persona(store, path)
+        try:
+            persona = load_persona(store, path)
+        except DiskSpaceLow as exc:  # below the margin the store still serves reads: start, and say why
+            warnings.append(f"persona file {path} not loaded: {exc}. The persona stored before is used until a "
+                            "start with enough free space")
     else:
         stored = persona_report(store, path)["sections"]
         warnings.append(f"persona file {path} not found; the assistant runs "

@@ -94,6 +94,9 @@ def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str
         scope = check_scope(meta.get("scope", GLOBAL_SCOPE))
     except ValueError:
         return None, {"scope": f"scope {meta.get('scope')!r} is not 'global' or 'entity:<name>'; row left out"}
+    if scope != meta.get("scope", GLOBAL_SCOPE):  # shown as its canonical name's, it could be another entity's
+        return None, {"scope": f"scope {meta.get('scope')!r} names its entity in another form than the canonical "
+                               f"{scope!r} (stored before names were canonical); row left out"}
     importance = _number(meta.get("importance", DEFAULT_IMPORTANCE))
     if importance is None or not 1 <= importance <= 5:
         problems["importance"] = f"importance {meta.get('importance')!r} is not 1..5; ranked as {DEFAULT_IMPORTANCE:g}"

@@ -16,7 +16,7 @@ import numpy as np
 from brain.model.errors import Problem, ValidationError
 from brain.rules.memories import created
 from brain.rules.ranking import to_unit_length
-from brain.model.schemas import DocType, read_for_rewrite, utc_now, validate_metadata
+from brain.model.schemas import DocType, memory_text_problem, read_for_rewrite, utc_now, validate_metadata
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +127,8 @@ def plan_write(docs: Sequence[Mapping[str, Any]], dimension: int) -> WritePlan:
         item: list[Problem] = []
         if not isinstance(text, str) or not text.strip():
             item.append(Problem("text", "text must be a non-empty string", item=i))
+        elif doc_type in (DocType.MEMORY, DocType.MEMORY.value) and (too_long := memory_text_problem(text)):
+            item.append(Problem("text", too_long, item=i))
         if doc_id is not None and (not isinstance(doc_id, str) or not doc_id.strip()):
             item.append(Problem("id", f"id must be a non-empty string, got {doc_id!r}", item=i))
         if data.get("timestamp") is None:

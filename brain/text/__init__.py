@@ -8,6 +8,7 @@
 - :mod:`brain.text.markdown` — Markdown sections (fenced code blocks respected) and heading slugs.
 - :mod:`brain.text.wording` — counts in words for what people read (``1 memory``, ``2 memories``).
 - :mod:`brain.text.progress` — progress of a long job on stderr.
+- :mod:`brain.text.printable` — text safe to print: control and format characters escaped.
 """
 
 import importlib

@@ -48,6 +48,7 @@ from brain.model.schemas import (
     utc_now,
     valid_conversation_id,
     valid_entity_scope,
+    valid_name,
 )
 from brain.providers.extractors import get_extractor
 from brain.providers.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
@@ -199,7 +200,7 @@ class ChatMemory:
             raise ValidationError("user_message must be a non-empty string",
                                   [Problem("user_message", "empty")])
         if entity is not None:
-            valid_entity_scope(entity)
+            entity = valid_name(entity)  # one canonical form: "Alice" is "alice"
         s = self.settings
         if not s.rag_enabled:  # nothing is read: not the store, not the embedder
             return Context(conversation_id=conversation_id, entity=entity, enabled=False)
@@ -302,7 +303,7 @@ class ChatMemory:
         s = self.settings
         k = s.related_turn_top_k if k is None else check_k(k)
         if entity is not None:
-            valid_entity_scope(entity)
+            entity = valid_name(entity)
         vector = self.store.embedder.embed_query(user_message) if query_vector is None else query_vector
         return self._related(conversation_id, user_message, vector,
                              self.store.recent_turns(conversation_id, s.turn_top_k, entity=entity), k, entity,

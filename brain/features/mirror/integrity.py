@@ -76,6 +76,24 @@ def aside_path(path: Path, when: datetime | None = None) -> Path:
     return candidate
 
 
+def companions(path: str | Path) -> list[Path]:
+    """The WAL, shared-memory and journal files of the SQLite file ``path`` that exist."""
+    path = Path(path)
+    return [c for c in (path.with_name(path.name + suffix) for suffix in _COMPANIONS) if c.exists()]
+
+
+def drop_empty_wal(path: str | Path) -> None:
+    """Remove the ``-wal`` and ``-shm`` files a read of ``path`` left behind (a read-only connection
+    cannot remove them when it closes), when the WAL holds nothing: then they only index an empty log.
+    Call it with no connection to ``path`` open."""
+    path = Path(path)
+    wal, shm = path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+    if wal.exists() and wal.stat().st_size > 0:
+        return  # it holds writes the file lacks: kept with it
+    for sidecar in (wal, shm):
+        sidecar.unlink(missing_ok=True)
+
+
 def move_aside(path: str | Path) -> list[Path]:
     """Rename the file and its WAL, shared-memory and journal files to a timestamped name (kept, never
     deleted); returns the new paths, the database file first. Nothing to move -> ``[]``."""

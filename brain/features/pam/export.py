@@ -39,7 +39,7 @@ from brain.features.pam.spec import (
     integrity_checksum,
     pam_time,
 )
-from brain.model.schemas import GLOBAL_SCOPE, DocType, entity_scope, valid_entity_scope
+from brain.model.schemas import GLOBAL_SCOPE, DocType, entity_scope, valid_name
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -68,7 +68,7 @@ def export_pam(
     and the conversations that are its own (every turn in its scope), never another entity's."""
     started = time.perf_counter()
     if entity is not None:
-        valid_entity_scope(entity)
+        entity = valid_name(entity)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValidationError(f"{out} is a file; give the directory to export into")

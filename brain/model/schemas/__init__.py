@@ -29,6 +29,7 @@ from brain.model.schemas.limits import (
     MAX_KEY_LENGTH,
     MAX_LIST_ITEM_LENGTH,
     MAX_LIST_ITEMS,
+    MAX_MEMORY_CHARS,
     MAX_METADATA_ENTRIES,
     MAX_METADATA_KEYS,
     MAX_STRING_LENGTH,
@@ -49,6 +50,7 @@ from brain.model.schemas.limits import (
     check_tags,
     is_inactive,
     is_part,
+    memory_text_problem,
     metadata_value_problem,
 )
 from brain.model.schemas.models import (
@@ -123,6 +125,7 @@ __all__ = [
     "LEGACY_STATUS_KEY",
     "MAX_KEY_LENGTH",
     "MAX_LIST_ITEMS",
+    "MAX_MEMORY_CHARS",
     "MAX_LIST_ITEM_LENGTH",
     "MAX_METADATA_ENTRIES",
     "MAX_METADATA_KEYS",
@@ -170,6 +173,7 @@ __all__ = [
     "is_inactive",
     "is_part",
     "memory_scope",
+    "memory_text_problem",
     "metadata_value_problem",
     "model_for",
     "parse_timestamp",

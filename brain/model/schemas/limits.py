@@ -47,6 +47,19 @@ MAX_TAGS = 100
 MAX_TAG_LENGTH = 100
 #: keys plus list items of one document (what Chroma stores as rows)
 MAX_METADATA_ENTRIES = 2_048
+#: characters of a memory's text: half the default context budget (RAG_CONTEXT_MAX_CHARS, 8,000), so a
+#: memory fits a prompt whole beside the persona and the message; a longer one would be stored and then
+#: dropped from every prompt (the budget drops whole items)
+MAX_MEMORY_CHARS = 4_000
+
+
+def memory_text_problem(text: str) -> str | None:
+    """Why a memory's ``text`` is too long to store (:data:`MAX_MEMORY_CHARS`), or None."""
+    if len(text) <= MAX_MEMORY_CHARS:
+        return None
+    return (f"a memory of {len(text):,} characters; at most {MAX_MEMORY_CHARS:,} (MAX_MEMORY_CHARS, half the default "
+            f"RAG_CONTEXT_MAX_CHARS) are stored, as a prompt could not show a longer one: split it into several "
+            f"memories, or ingest it as a knowledge-base document")
 
 # ---- keys the store interprets ------------------------------------------------------------------
 #: a memory's lifecycle status (PAM's vocabulary); absent means active. Memories with an inactive one

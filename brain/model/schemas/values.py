@@ -107,11 +107,10 @@ def format_timestamp(value: datetime) -> str:
     return value.astimezone(timezone.utc).isoformat()
 
 
-def check_name(value: Any, field: str = "entity", what: str = "an entity name") -> str:
-    """``value`` if it is a name under the one rule for entity names (:data:`ENTITY_PATTERN`; speaker
-    names follow it too), else ValueError saying what is wrong and what a name must look like. Every
-    place that takes an entity name checks it here. The message shows the name escaped (``repr``), so an
-    escape sequence in it is never printed raw."""
+def _check_printable_name(value: Any, field: str, what: str) -> str:
+    """``value`` if it is one line of printable text of 1 to 128 characters with no space at either end
+    (:data:`ENTITY_PATTERN`), else ValueError saying what is wrong. The message shows the name escaped
+    (``repr``), so an escape sequence in it is never printed raw."""
     if not isinstance(value, str):
         raise ValueError(f"{field} must be {what} (a string), got {type(value).__name__}")
     if not value.strip():
@@ -133,6 +132,35 @@ def check_name(value: Any, field: str = "entity", what: str = "an entity name") 
     return value
 
 
+def canonical_name(value: str) -> str:
+    """An entity name's one form: Unicode compatibility normalisation and case folding (NFKC_Casefold:
+    NFKC, case folding, NFKC again), so ``Alice``, ``ALICE`` and fullwidth ``ａｌｉｃｅ`` are ``alice``."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", value).casefold())
+
+
+def check_name(value: Any, field: str = "entity") -> str:
+    """The canonical form (:func:`canonical_name`) of the entity name ``value``, else ValueError saying
+    what is wrong and what a name must look like. Every place that takes an entity name checks it here,
+    so two spellings of one name are one entity everywhere. A name is one line of printable text
+    (:data:`ENTITY_PATTERN`), holds no scope prefix (``entity:``) and is no path: no ``\\``, no ``/`` at
+    either end, no empty, ``.`` or ``..`` part between slashes (``team/ops`` is a name)."""
+    _check_printable_name(value, field, "an entity name")
+    name = canonical_name(value)
+    shown = repr(value[:40]) + ("..." if len(value) > 40 else "")
+    if name != value:  # compatibility forms can hold spaces, or grow past the length
+        _check_printable_name(name, f"{field} {shown} (as {name[:40]!r})", "an entity name")
+    if ENTITY_SCOPE_PREFIX in name:
+        bare = name.rsplit(ENTITY_SCOPE_PREFIX, 1)[1]
+        raise ValueError(f"{field} {shown} is not a valid entity name: it holds the scope prefix "
+                         f"{ENTITY_SCOPE_PREFIX!r}; give the name alone (e.g. {bare!r})")
+    parts = name.split("/")
+    if "\\" in name or any(part in ("", ".", "..") for part in parts):
+        raise ValueError(f"{field} {shown} is not a valid entity name: it looks like a file path (a backslash, a "
+                         "'/' at either end, or an empty, '.' or '..' part between slashes); a name such as "
+                         "'team/ops' is fine")
+    return name
+
+
 def valid_name(value: Any, field: str = "entity") -> str:
     """``value`` if it is an entity name (:func:`check_name`), else :class:`ValidationError` naming ``field``."""
     try:
@@ -142,14 +170,15 @@ def valid_name(value: Any, field: str = "entity") -> str:
 
 
 def check_scope(value: Any) -> str:
+    """``value`` as a scope, its entity's name in canonical form (``entity:Alice`` is ``entity:alice``),
+    else ValueError saying what a scope must look like."""
     if not isinstance(value, str):
         raise ValueError(f"scope must be 'global' or 'entity:<name>', got {value!r}")
     if value == GLOBAL_SCOPE:
         return value
     if value.startswith(ENTITY_SCOPE_PREFIX):
         try:
-            check_name(value.removeprefix(ENTITY_SCOPE_PREFIX), "its name")
-            return value
+            return ENTITY_SCOPE_PREFIX + check_name(value.removeprefix(ENTITY_SCOPE_PREFIX), "its name")
         except ValueError as exc:
             raise ValueError(f"scope must be 'global' or 'entity:<name>', got {value[:80]!r}: {exc}") from None
     raise ValueError(f"scope must be 'global' or 'entity:<name>', got {value[:60]!r}")
@@ -193,7 +222,7 @@ def check_speaker_name(value: Any, field: str = "speaker") -> str:
     saying what a name must look like."""
     if isinstance(value, str) and value and not value.strip():
         raise ValueError(f"{field} is empty: give a display name such as 'Alice', or leave {field} out")
-    return check_name(value, field, "a display name")
+    return _check_printable_name(value, field, "a display name")
 
 
 def valid_speaker_name(value: Any, field: str = "speaker") -> str:

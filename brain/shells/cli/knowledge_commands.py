@@ -19,7 +19,6 @@ from brain.shells.cli.shell import (
     hit_line,
     json_option,
     memory_hit_line,
-    note_other_case,
     pass_state,
 )
 from brain.text.wording import counted
@@ -69,7 +68,7 @@ MEMORY_SCORE_HEADER = "score = similarity + words in common + importance + recen
               help="How many results (default: the RAG_*_TOP_K setting of the type, 5 otherwise).")
 @click.option("--entity", type=EntityType(),
               help="The documents in scope entity:NAME, and global ones; never another entity's. "
-                   "Names are case-sensitive.")
+                   "Bob and bob are one entity.")
 @click.option("--as-of", help="ISO 8601 time (memories only): rank what was held true then, memories superseded "
                               "since included.")
 @json_option
@@ -83,7 +82,6 @@ def search(state: State, query: str, doc_type: str | None, k: int | None, entity
         raise click.UsageError("--as-of ranks memories: give --type memory with it")
     brain = state.brain(create=False)
     hits = brain.search(query, type=doc_type, k=k, entity=entity, as_of=as_of)
-    note_other_case(brain.store, entity, hits)
     ranked = doc_type == DocType.MEMORY.value
     line = memory_hit_line if ranked else hit_line
     header = MEMORY_SCORE_HEADER if ranked else "similarity"

@@ -14,7 +14,6 @@ from brain.shells.cli.shell import (
     emit,
     json_option,
     memory_line,
-    note_other_case,
     pass_state,
     scope_of,
 )
@@ -33,7 +32,7 @@ def memory() -> None:
 @click.option("--tag", "tags", multiple=True, help="A label; repeat for several.")
 @click.option("--entity", type=EntityType(),
               help="Whose memory it is: stored in scope entity:NAME (the same as --scope entity:NAME). Names are "
-                   "case-sensitive: Bob and bob are two entities.")
+                   "case-insensitive: Bob and bob are one entity.")
 @click.option("--scope", type=ScopeType(),
               help="'global' (default: every entity sees it) or 'entity:<name>' (only that entity).")
 @click.option("--expires-at", help="ISO 8601 time at which the memory stops being ranked (it is kept).")
@@ -56,7 +55,7 @@ def memory_add(state: State, text: str, importance: int | None, tags: tuple[str,
 @memory.command("list")
 @click.option("--entity", type=EntityType(),
               help="The memories for entity NAME: its own (scope entity:NAME) and the global ones, which every "
-                   "entity shares (their scope column says global). Names are case-sensitive.")
+                   "entity shares (their scope column says global). Bob and bob are one entity.")
 @click.option("--scope", type=ScopeType(), help="Only the memories in exactly this scope: 'global' or 'entity:<name>'.")
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for several (all must match).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
@@ -75,7 +74,6 @@ def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple
 
     store = state.store(create=False)
     docs = list_memories(store, scope=scope, entity=entity, tags=tags, limit=limit, history=history)
-    note_other_case(store, entity, docs)
     emit(state, [d.to_dict() for d in docs],
          lambda: "\n".join(memory_line(d) for d in docs) if docs else "no memories")
 

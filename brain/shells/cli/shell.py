@@ -28,7 +28,9 @@ class CommandFailed(click.ClickException):
     exit_code = 1
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
+        from brain.text.printable import printable
+
+        click.echo(printable(f"error: {self.format_message()}"), err=True)
 
 
 class Interrupted(CommandFailed):
@@ -171,8 +173,8 @@ class TextType(click.ParamType):
 
 
 class EntityType(click.ParamType):
-    """An entity name; ``--entity NAME`` means the scope ``entity:NAME`` in every command. Names are
-    case-sensitive (``Bob`` and ``bob`` are two entities), as everywhere in brain."""
+    """An entity name; ``--entity NAME`` means the scope ``entity:NAME`` in every command. A name is
+    taken in its canonical form (``Bob`` is ``bob``), as everywhere in brain."""
 
     name = "name"
 
@@ -230,19 +232,6 @@ class CountType(click.ParamType):
         return number
 
 
-def note_other_case(store: Store, entity: str | None, results: Sequence[Any]) -> None:
-    """When a command for ``entity`` found none of its own documents, say on stderr which stored entity
-    names differ from it only by case (names are case-sensitive: ``--entity Bob`` never finds ``bob``)."""
-    from brain.app.memory_admin import case_hint
-    from brain.model.schemas import entity_scope
-
-    if entity is None or any(r.metadata.get("scope") == entity_scope(entity) for r in results):
-        return
-    hint = case_hint(store, entity)
-    if hint:
-        click.echo(f"note: nothing is stored in scope entity:{entity}{hint}", err=True)
-
-
 def confirm(question: str) -> None:
     """Ask ``question`` on stderr (stdout keeps the report alone) and go on only on a yes. A no stops the
     command; so does no answer at all (stdin closed or empty, as in a script), saying to pass --yes."""
@@ -274,27 +263,33 @@ def json_option(command: Callable) -> Callable:
 
 
 def emit(state: State, data: Any, text: Callable[[], str]) -> None:
-    """One JSON document, or the text for people."""
+    """One JSON document, or the text for people; either printed with every control and format
+    character escaped (:func:`brain.text.printable.printable`), the layout's line breaks kept."""
+    from brain.text.printable import printable
+
     if state.json:
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        click.echo(printable(json.dumps(data, indent=2, ensure_ascii=False, default=str), keep="\n"))
     else:
         out = text()
         if out:
-            click.echo(out)
+            click.echo(printable(out, keep="\n"))
 
 
 def short(text: str, width: int = 100) -> str:
-    line = one_line(text)
+    """``text`` on one line: its line breaks and other unprintable characters escaped, at most ``width`` long."""
+    from brain.text.printable import printable
+
+    line = printable(text)
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def memory_line(doc: Any) -> str:
-    m = doc.metadata
-    tags = ",".join(m.get("tags") or []) or "-"
     from brain.store.memory_listing import status_of
+    from brain.text.printable import printable
 
-    status = status_of(m)
-    return (f"{doc.id}  imp {m.get('importance')}  {m.get('scope')}  {status}  tags {tags}  {m.get('timestamp')}"
+    m = doc.metadata
+    tags = printable(",".join(m.get("tags") or [])) or "-"
+    return (f"{doc.id}  imp {m.get('importance')}  {m.get('scope')}  {status_of(m)}  tags {tags}  {m.get('timestamp')}"
             f"  {short(doc.text)}")
 
 

@@ -92,7 +92,7 @@ def plain_logs_off_a_terminal() -> None:
 def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
     """An MCP server over ``brain``; with ``entity``, every tool acts in that entity's scope only."""
     if entity is not None:
-        Caller(entity).acting_as(entity)  # a malformed name stops here, before the server starts
+        entity = ADMIN.acting_as(entity)  # canonical; a malformed name stops here, before the server starts
     plain_logs_off_a_terminal()  # before the SDK's server, whose set-up does nothing once a handler exists
 
     def access(ctx: Context, requested: str | None) -> Access:
