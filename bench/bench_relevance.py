@@ -253,6 +253,9 @@ def run(args) -> str:
             methods = {
                 "brain (build_context, default settings)": brain,
                 "  with the always-shown facts (RAG_CORE_*) counted": brain_with_core,
+                "search: retrieve_memories, default ranking, top 3": via(
+                    lambda text, vector, entity: [h.id for h in store.retrieve_memories(text, 3, entity,
+                                                                                         query_vector=vector)]),
                 "reference formula (RAG_MEMORY_RANKING=reference)": via(library_method(store, reference, k)),
                 "similarity only": via(library_method(store, ScoreWeights(1.0, 0.0, 0.0), k)),
                 "BM25 only": via(bm25_method(store, k)),

@@ -136,7 +136,7 @@ def test_a_search_shows_the_expected_memory_first_with_its_score_parts(serve):
     served.open()
     served.search("what is the name of my cat?")
     expect(served.memory_rows().first).to_contain_text(CAT)
-    [best, *_] = served.store.retrieve_memories("what is the name of my cat?", 50, relevance=False)
+    [best, *_] = served.store.retrieve_memories("what is the name of my cat?", 50)
     assert best.text == CAT
     first = served.memory_rows().first
     for part in ("similarity", "importance", "recency"):
@@ -156,7 +156,7 @@ def test_editing_importance_in_place_changes_the_order(serve):
     served.open()
     query = "hiking in the mountains"
     served.search(query)
-    ranked = [h.id for h in served.store.retrieve_memories(query, 2, relevance=False)]
+    ranked = [h.id for h in served.store.retrieve_memories(query, 2)]
     expect(served.memory_rows().first).to_have_attribute("data-id", ranked[0])
     second = served.row(ranked[1])
     second.get_by_role("button", name="Edit").click()
@@ -165,7 +165,7 @@ def test_editing_importance_in_place_changes_the_order(serve):
     expect(served.page.locator("#memories-note")).to_have_text("Saved.")
     expect(served.memory_rows().first).to_have_attribute("data-id", ranked[1])
     expect(served.memory_rows().first.locator(".facts .importance")).to_have_text("importance 5")
-    assert served.store.retrieve_memories(query, 1, relevance=False)[0].id == ranked[1]
+    assert served.store.retrieve_memories(query, 1)[0].id == ranked[1]
     assert served.store.get([ranked[1]])[0].metadata["importance"] == 5
 
 
@@ -205,10 +205,15 @@ def test_retracting_a_memory_in_place_takes_it_out_of_search(serve):
     row.get_by_role("button", name="Edit").click()
     row.get_by_label("Status").select_option("retracted")
     row.get_by_role("button", name="Save").click()
+    expect(served.row(served.ids[0])).to_have_count(0)  # the list shows current memories
+    served.page.get_by_label("Status").first.select_option("history")
+    served.page.get_by_role("button", name="Show").click()
     expect(served.row(served.ids[0]).locator(".status")).to_have_text("status retracted")
     assert served.store.get([served.ids[0]])[0].metadata["status"] == "retracted"
+    served.page.get_by_role("button", name="Clear").click()
     served.search("what is the name of my cat?")
-    expect(served.memory_rows().first).not_to_have_attribute("data-id", served.ids[0])
+    expect(served.page.locator("#memory-list")).to_contain_text("No memory is relevant enough to this search")
+    expect(served.row(served.ids[0])).to_have_count(0)
     assert served.ids[0] not in [h.id for h in served.store.retrieve_memories("cat", 50, relevance=False)]
 
 
@@ -226,7 +231,6 @@ def test_delete_asks_first_then_the_memory_is_gone_everywhere(serve):
     row.get_by_role("button", name="Yes, delete").click()
     expect(served.page.locator("#memories-note")).to_have_text("Deleted.")
     expect(served.row(cat)).to_have_count(0)
-    expect(served.memory_rows().first).to_be_visible()
     assert cat not in [h.id for h in served.store.retrieve_memories("what is the name of my cat?", 50, relevance=False)]
     assert cat not in served.store.mirror.ids() and served.store.mirror.get([cat]) == []
     assert served.store.get([cat]) == []
@@ -278,6 +282,9 @@ def test_a_superseded_memory_opens_its_history_oldest_first_with_the_current_one
     expected = [d.text for d in served.store.history(old_id)]
     assert expected == [paris, "The user moved to Berlin", "The user lives in Munich, never in Berlin"]
     served.open()
+    expect(served.memory_rows()).to_have_count(2)  # the current ones: Munich and the cat
+    served.page.locator("#f-status").select_option("history")
+    served.page.get_by_role("button", name="Show").click()
     expect(served.memory_rows()).to_have_count(4)
     # only a memory that is part of a chain offers its history
     expect(served.row(served.ids[1]).get_by_role("button", name="History")).to_have_count(0)
@@ -605,3 +612,20 @@ def test_trying_a_message_says_why_each_memory_is_there_and_what_the_floor_kept_
     expect(section.locator(".gate")).to_have_text(
         f"{len(SEEDED)} of {len(SEEDED)} below the relevance floor {gate['floor']:.3f}: nothing relevant to this message")
     expect(section.locator("li")).to_have_count(0)
+
+
+def test_the_browsers_search_lists_memories_in_the_order_of_the_prompt(serve):
+    """What the memory section of a prompt shows for a message, the browser's search shows first, in that order."""
+    served = serve([{"text": "Alice is allergic to peanuts", "importance": 5, "scope": "entity:alice"},
+                    {"text": "Alice's passport expires in March 2027", "importance": 5, "scope": "entity:alice"},
+                    {"text": "Alice loves peanut butter cookies", "importance": 2, "scope": "entity:alice"},
+                    {"text": "Peanut oil is used in the office kitchen", "importance": 3},
+                    {"text": "Bob is allergic to peanuts", "importance": 5, "scope": "entity:bob"}])
+    message = "Tell me what you know about peanuts"
+    prompt = [i.id for i in served.brain.chat.build_context(None, message, entity="alice").memory]
+    assert len(prompt) >= 2
+    served.open()
+    served.page.locator("#f-entity").fill("alice")
+    served.search(message)
+    expect(served.memory_rows()).to_have_count(len(prompt))
+    assert [served.memory_rows().nth(i).get_attribute("data-id") for i in range(len(prompt))] == prompt

@@ -405,7 +405,7 @@ async function loadMemories({ keepNote = false } = {}) {
   }
   const scale = Math.max(0, ...docs.map((d) => (f.q ? barLength(d) : 0)));
   for (const doc of docs) list.append(memoryRow(doc, f.q ? doc : null, scale));
-  if (!docs.length) list.append(el("li", { class: "empty" }, f.q ? "No memory matches this search." : "No memories."));
+  if (!docs.length) list.append(el("li", { class: "empty" }, f.q ? "No memory is relevant enough to this search (the chat context's floor)." : "No memories."));
   if (!keepNote) {
     say("memories-note", f.q ? `${docs.length} ranked by score (similarity + importance + recency)` :
       `newest first, ${docs.length ? `${memories.offset + 1}–${memories.offset + docs.length}` : "none"}`);
