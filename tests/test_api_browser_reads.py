@@ -59,9 +59,11 @@ def test_list_memories_library_filters_orders_and_pages(embedded_store):
     ids = [store.upsert_memory(f"fact {i}", importance=1 + i % 5, timestamp=f"2026-02-{10 + i:02d}T00:00:00Z",
                                entity="ada" if i % 2 else None) for i in range(6)]
     store.update_memory(ids[2], metadata={"status": "retracted"}, timestamp="2026-02-12T00:00:00Z")
-    assert [d.id for d in list_memories(store, order="newest")] == ids[::-1]
+    assert [d.id for d in list_memories(store, order="newest", history=True)] == ids[::-1]
+    assert [d.id for d in list_memories(store, order="newest")] == [i for i in ids[::-1] if i != ids[2]]  # current
     assert [d.id for d in list_memories(store, order="newest", limit=2, offset=1)] == [ids[4], ids[3]]
-    assert [d.id for d in list_memories(store, scopes=["global"], order="newest")] == [ids[4], ids[2], ids[0]]
+    assert [d.id for d in list_memories(store, scopes=["global"], order="newest", history=True)] == [
+        ids[4], ids[2], ids[0]]
     assert [d.id for d in list_memories(store, status=["retracted"])] == [ids[2]]
     assert [d.id for d in list_memories(store, status=["active"], importance=[1, 3, 5], order="newest")] == [
         ids[5], ids[4], ids[0]]

@@ -78,17 +78,17 @@ def test_brain_serve_refuses_a_public_address_with_an_empty_token(tmp_path):
 
 def test_tokens_file_is_read_into_identities(tmp_path):
     path = tmp_path / "tokens"
-    write_tokens(path, admin="second-admin-token-0123456789", **{"Mary Ann": "mary-ann-token-0123456789"})
+    write_tokens(path, admin="second-admin-token-0123456789", **{"mary ann": "mary-ann-token-0123456789"})
     table = TokenTable.from_settings(Settings(api_token=ADMIN, api_tokens_file=path))
     assert table.identify(f"Bearer {ADMIN}") == Caller()
     assert table.identify("Bearer second-admin-token-0123456789") == Caller()
     assert table.identify(f"bearer {TOKENS['alice']}") == Caller("alice")
     assert table.identify(f"Bearer   {TOKENS['bob']}  ") == Caller("bob")
-    assert table.identify("Bearer mary-ann-token-0123456789") == Caller("Mary Ann")
+    assert table.identify("Bearer mary-ann-token-0123456789") == Caller("mary ann")
     for header in [None, "", "Bearer", "Bearer ", "Bearer    ", f"Basic {ADMIN}", f"{ADMIN}", "Bearer nope",
                    f"Bearer {TOKENS['alice']}x", f"Bearer {TOKENS['alice'][:-1]}"]:
         assert table.identify(header) is None, header
-    assert table.entities == ["Mary Ann", "alice", "bob", "carol"]
+    assert table.entities == ["alice", "bob", "carol", "mary ann"]
     assert TokenTable.from_settings(Settings()) is None
     only_file = TokenTable.from_settings(Settings(api_tokens_file=path))
     assert only_file is not None and only_file.identify(f"Bearer {ADMIN}") is None

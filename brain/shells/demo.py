@@ -20,6 +20,7 @@ from brain.config import load_settings
 from brain.app.core import Brain
 from brain.app.core import open as open_brain
 from brain.model.errors import BrainError, ConfigError
+from brain.model.schemas import entity_scope
 from brain.shells.cli.reports import ingest_text
 from brain.features.ingest import ingest_paths
 from brain.app.startup import startup
@@ -31,13 +32,13 @@ SAMPLE_QUESTION = "Can you read the text on the photo of my train ticket?"
 DEMO_ENTITY = "alice"
 SAMPLE_MEMORIES = [
     {"text": "Alice commutes by train to Porto every weekday", "importance": 3, "tags": ["travel", "routine"],
-     "scope": f"entity:{DEMO_ENTITY}"},
+     "scope": entity_scope(DEMO_ENTITY)},
     {"text": "Alice's passport expires in March 2027", "importance": 5, "tags": ["documents"],
-     "scope": f"entity:{DEMO_ENTITY}"},
+     "scope": entity_scope(DEMO_ENTITY)},
     {"text": "Alice prefers answers in short bullet points", "importance": 4, "tags": ["preferences"],
-     "scope": f"entity:{DEMO_ENTITY}"},
+     "scope": entity_scope(DEMO_ENTITY)},
     {"text": "Alice keeps photos of her train tickets and receipts on her phone", "importance": 3, "tags": ["documents"],
-     "scope": f"entity:{DEMO_ENTITY}"},
+     "scope": entity_scope(DEMO_ENTITY)},
     {"text": "Regional trains in Portugal can be booked in the CP app", "importance": 2, "tags": ["travel"]},
 ]
 DEMO_CONVERSATION = "conv-demo"
