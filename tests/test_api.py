@@ -252,8 +252,9 @@ def test_property_entity_scoping_never_leaks_over_http(live, api_store, facts, a
     mine = {f"{o}'s {t} is secret-{o}-{t}" for o, t, _ in facts if o == asker}
     assert {h["text"] for h in hits if h["metadata"]["scope"] != "global"} <= mine
     context = live.post("/v1/context", json={"user_message": query, "entity": asker}).json()
-    leaked = [item for item in context["sections"]["memory"] if item["metadata"].get("scope") not in
-              ("global", f"entity:{asker}")]
+    leaked = [item for name in ("core", "memory") for item in context["sections"][name]
+              if item["metadata"].get("scope") not in ("global", f"entity:{asker}")]
+    assert all(item["metadata"]["scope"] == f"entity:{asker}" for item in context["sections"]["core"])
     assert leaked == []
 
 
