@@ -17,7 +17,7 @@ from brain.config import Settings
 from brain.app.core import open_store
 from brain.model.errors import StoreError
 from brain.store.chroma import open_client
-from brain.store.snapshot import _json_bytes, _mac, snapshot_key, snapshot_path
+from brain.store.snapshot import snapshot_key, snapshot_path, write_archive
 
 NOW = 2_000_000_000.0
 QUERIES = ["where does the team work", "favourite food and drinks", "deadline for the report"]
@@ -61,19 +61,17 @@ def ignored(caplog, path: Path | None = None) -> list[str]:
             and f"index snapshot {path or ''}" in r.getMessage()]
 
 
-def rewrite(path: Path, *, header: dict | None = None, entries: dict | None = None, key: bytes | None = None) -> None:
-    """Rewrite the snapshot at ``path`` with header fields or entries replaced (a tampered file); with
-    ``key``, signed again with it (as by someone who holds the store's key)."""
+def rewrite(path: Path, *, header: dict | None = None, entries: dict | None = None, signed: bool = True) -> None:
+    """Rewrite the snapshot at ``path`` with header fields or entries replaced (a tampered file), signed
+    again with the store's key (as by someone who read it from the data directory) unless ``signed`` is
+    False."""
     with np.load(path, allow_pickle=False) as archive:
         content = {name: archive[name] for name in archive.files}
     if header:
         values = json.loads(content["header"].tobytes()) | header
         content["header"] = np.frombuffer(json.dumps(values).encode(), dtype=np.uint8)
     content.update(entries or {})
-    if key is not None:
-        content["mac"] = _json_bytes(_mac(key, content))
-    with open(path, "wb") as out:
-        np.savez(out, **content)
+    write_archive(path, content, key_of(path) if signed else b"a key that is not the store's")
 
 
 def key_of(path: Path) -> bytes:
@@ -183,7 +181,7 @@ def _metas_not_objects(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage, why", [
-    (_truncate, "cannot be read"),
+    (_truncate, "not signed with this store's snapshot key"),
     (_metas_not_objects, "metas must all be of type dict"),
     (_bad_json, "cannot be read (JSONDecodeError"),
     (_wrong_shape, "array f32 is float32"),
@@ -193,8 +191,8 @@ def _metas_not_objects(path: Path) -> None:
     (lambda p: rewrite(p, header={"collection_id": str(uuid.uuid4())}), "saved for collection_id"),
     (lambda p: rewrite(p, header={"types": ["memory"]}), "saved for types ['memory']"),
     (lambda p: rewrite(p, header={"format": 99}), "format 99"),
-    (lambda p: rewrite(p, header={"sequence": 7}, key=key_of(p)), "saved with a change feed"),
-    (lambda p: rewrite(p, header={"sequence": 7}), "not signed with this store's snapshot key"),
+    (lambda p: rewrite(p, header={"sequence": 7}), "saved with a change feed"),
+    (lambda p: rewrite(p, header={"sequence": 7}, signed=False), "not signed with this store's snapshot key"),
 ], ids=["truncated", "metas-not-objects", "bad-json", "wrong-shape", "rows-of-another-length", "another-embedder", "another-dimension",
         "another-collection", "other-types", "other-format", "from-a-feed", "edited-without-the-key"])
 def test_a_damaged_or_foreign_snapshot_is_ignored_and_rebuilt(saved, local_embedder, caplog, damage, why):
@@ -220,7 +218,8 @@ def test_a_snapshot_of_another_collection_is_ignored(settings, local_embedder, t
         assert store.retrieve_memories("collection", k=5) == []  # (a write first would drop the file)
         store.upsert_memory("Only in the second collection")
         assert [h.text for h in store.retrieve_memories("collection", k=5)] == ["Only in the second collection"]
-    assert any("saved for collection 'conversations', not 'elsewhere'" in m for m in ignored(caplog))
+    # each collection signs with its own key, checked before the header is read
+    assert any("not signed with this store's snapshot key" in m for m in ignored(caplog))
 
 
 def test_a_collection_changed_behind_the_store_is_not_served_from_the_snapshot(saved, local_embedder, caplog):

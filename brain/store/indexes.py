@@ -116,7 +116,7 @@ class InProcessState(WriteSubscriber):
             self._turn_conversation.clear()
             types = list(self.settings.indexed_types)
             indexes = {t: MemoryIndex(self.dimension) for t in types}
-            where = {"type": types[0]} if len(types) == 1 else {"type": {"$in": types}}
+            where = self._indexed_where()
             sizes: dict[str, int] = {}
             for page in self.chroma.pages(where, ["metadatas"]):  # one pass to size every index once
                 for meta in page["metadatas"]:
@@ -137,6 +137,10 @@ class InProcessState(WriteSubscriber):
             self._expected_count = self.chroma.count()
             self._last_check = time.monotonic()
             return indexes[DocType.MEMORY.value]
+
+    def _indexed_where(self) -> dict[str, Any]:
+        types = list(self.settings.indexed_types)
+        return {"type": types[0]} if len(types) == 1 else {"type": {"$in": types}}
 
     def build(self) -> None:
         """Build the indexes: the first time from the snapshot when it is current, else from Chroma.
@@ -165,6 +169,8 @@ class InProcessState(WriteSubscriber):
             why = (f"it was saved with a change feed (sequence {snapshot.sequence})" if snapshot.sequence is not None
                    else f"it holds a collection of {snapshot.count} documents, and Chroma holds {count}"
                    if snapshot.count != count else None)
+            if why is None:  # its key is in the data directory: only Chroma's rows vouch for it
+                why = snapshot.differs_from(self.chroma.pages(self._indexed_where(), ["documents", "metadatas"]))
         elif snapshot.sequence is None:
             why = "it was saved without a change feed, so nothing says which writes it misses"
         elif snapshot.feed_id != str(follower.feed.col.id):

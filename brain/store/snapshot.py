@@ -21,14 +21,22 @@ was saved after the last write through a store, and its ``count`` must match the
 catches most writes that bypassed the store).
 
 **Trust.** The snapshot is a cache, and what it holds decides who sees which row, so a load checks it
-against what it claims and binds it to its store. Each index must be consistent (finite vectors and
-values; every row's scope code and kind those its metadata says; the rows per scope the header
-lists), and the file must carry the keyed hash (HMAC-SHA256, ``mac``) of everything in it under the key
-its store keeps (:func:`snapshot_key`: a random key in a side collection of the store,
-``<collection>__snapshot_key``). A file edited and re-checksummed without that key (scopes relabelled,
-rows moved) is refused. On a Chroma server the key is on the server, out of reach of whoever can
-write the data directory; on the embedded store it is in the Chroma file, so it binds a snapshot
-kept apart from its store (BRAIN_INDEX_SNAPSHOT_PATH) to that store.
+against what it claims and binds it to its store. The file ends with the keyed hash (HMAC-SHA256) of
+all its bytes under the key its store keeps (:func:`snapshot_key`: a random key in a side collection of
+the store, ``<collection>__snapshot_key``), checked over the raw bytes before anything in the file is
+parsed. Then every entry must be stored uncompressed (as brain writes it), so that no entry can
+declare more bytes than the file holds: a zip bomb is refused from its headers, unread. JSON nested
+past Python's recursion limit is refused too. Each index must be consistent (finite vectors and
+values; every row's scope code and kind those its metadata says; the rows per scope the header lists).
+
+On a Chroma server the key is on the server, out of reach of whoever can write the data directory, so
+a file that passes was saved by a store of that server. On the embedded store the key is in the
+Chroma file inside the data directory: whoever can write the directory can read it and re-sign an
+edited snapshot. So an embedded store also checks every row of the snapshot against Chroma's before
+it uses it (:meth:`Snapshot.differs_from`: ids, types, texts and metadata, scopes included; not the
+vectors, which rank but decide no access): a snapshot can then show nobody a row Chroma would not.
+That read of documents and metadatas costs a fraction of a rebuild, which also reads every vector and
+builds the indexes (figures in ``docs/architecture.md``).
 
 A snapshot that cannot be used (missing, unreadable, another collection or embedder, not provably
 current, inconsistent, not signed with its store's key) is ignored with one log line saying why, and
@@ -47,9 +55,9 @@ import secrets
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +72,18 @@ from brain.store.events import WriteEvent, WriteSubscriber
 log = logging.getLogger(__name__)
 
 #: the file layout's version; a snapshot of another version is ignored
-FORMAT = 2
+FORMAT = 3
 #: where the snapshot lives in the data directory, unless BRAIN_INDEX_SNAPSHOT_PATH says otherwise
 DIRECTORY = "index_snapshots"
 #: the side collection that keeps a store's snapshot key
 KEY_SUFFIX = "__snapshot_key"
 _KEY_ID = "key"
+#: the hash's length (hex HMAC-SHA256), the archive comment that ends the file
+MAC_SIZE = 64
+#: a file's bytes hashed per read
+_CHUNK = 1 << 20
+#: an array entry's ``.npy`` header, at most (NumPy's own default bound)
+_MAX_NPY_HEADER = 10_000
 
 
 def snapshot_path(settings: Settings) -> Path:
@@ -98,17 +112,17 @@ def snapshot_key(client: Any, collection: str) -> bytes:
         raise StoreUnavailable(f"cannot read the index snapshot key {name!r}: {exc}") from exc
 
 
-def _mac(key: bytes, entries: dict[str, np.ndarray]) -> str:
-    """The keyed hash (HMAC-SHA256: hardware-accelerated, twice BLAKE2b's speed here) of every entry but
-    ``mac``: names, dtypes, shapes and bytes, in name order."""
+def _file_mac(key: bytes, stream: Any, size: int) -> bytes:
+    """The keyed hash (HMAC-SHA256, hex) of the next ``size`` bytes of ``stream``, read a chunk at a time."""
     digest = hmac.new(key, digestmod=hashlib.sha256)
-    for name in sorted(entries):
-        if name == "mac":
-            continue
-        arr = np.ascontiguousarray(entries[name])
-        digest.update(json.dumps([name, arr.dtype.str, list(arr.shape)]).encode("utf-8"))
-        digest.update(memoryview(arr.reshape(-1)).cast("B"))  # the bytes, without copying them
-    return digest.hexdigest()
+    left = size
+    while left > 0:
+        chunk = stream.read(min(left, _CHUNK))
+        if not chunk:
+            raise SnapshotUnusable(f"it ends {left} bytes early")
+        digest.update(chunk)
+        left -= len(chunk)
+    return digest.hexdigest().encode("ascii")
 
 
 def _scope_counts(metas: list[dict[str, Any]]) -> dict[str, int]:
@@ -155,6 +169,27 @@ class Snapshot:
     feed_id: str | None
     count: int
     saved_at: float
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # per type, as MemoryIndex.export
+
+    def differs_from(self, pages: Iterable[dict[str, Any]]) -> str | None:
+        """Why the snapshot's rows are not ``pages`` (Chroma's ids, documents and metadatas of the indexed
+        types), or None when every row is there with the same type, text and metadata. Scopes are part of
+        the metadata, so a snapshot that passes can show nobody a row Chroma does not give them."""
+        held: dict[str, tuple[str, str, dict[str, Any]]] = {}
+        for doc_type, rows in self.rows.items():
+            held.update((i, (doc_type, t, m)) for i, t, m in zip(rows["ids"], rows["texts"], rows["metas"]))
+        seen = 0
+        for page in pages:
+            for doc_id, text, meta in zip(page["ids"], page["documents"], page["metadatas"]):
+                row = held.get(doc_id)
+                if row is None:
+                    return f"it lacks {doc_id!r}, which Chroma holds"
+                if row[1] != (text or "") or row[2] != meta or (meta or {}).get("type") != row[0]:
+                    return f"its row {doc_id!r} is not Chroma's (type, text or metadata differ)"
+                seen += 1
+        if seen != len(held):
+            return f"it holds {len(held) - seen} rows Chroma does not"
+        return None
 
 
 def write_snapshot(path: Path, identity: SnapshotIdentity, indexes: dict[str, MemoryIndex], *, count: int,
@@ -170,12 +205,26 @@ def write_snapshot(path: Path, identity: SnapshotIdentity, indexes: dict[str, Me
     header = {"format": FORMAT, **identity.to_dict(), "count": count, "sequence": sequence, "feed_id": feed_id,
               "saved_at": time.time(), "scopes": scopes}
     entries["header"] = _json_bytes(header)
-    entries["mac"] = _json_bytes(_mac(key, entries))
+    write_archive(path, entries, key)
+
+
+def write_archive(path: Path, entries: dict[str, np.ndarray], key: bytes) -> None:
+    """Write ``entries`` as an uncompressed ``.npz`` at ``path`` atomically, its last :data:`MAC_SIZE` bytes (the
+    archive comment) the keyed hash of every byte before them."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as out:
-            np.savez(out, **entries)
+        with os.fdopen(fd, "w+b") as out:
+            with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+                for name, arr in entries.items():
+                    with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
+                archive.comment = b"0" * MAC_SIZE  # a place for the hash, written below
+            end = out.tell()
+            out.seek(0)
+            digest = _file_mac(key, out, end - MAC_SIZE)
+            out.seek(end - MAC_SIZE)
+            out.write(digest)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
@@ -191,8 +240,8 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
     if not path.is_file():
         raise SnapshotUnusable("there is none")
     try:
-        with _no_cycle_collection(), np.load(path, allow_pickle=False) as opened:
-            archive = {name: opened[name] for name in opened.files}  # each entry read once
+        with _no_cycle_collection(), open(path, "rb") as stream:
+            archive = _read_archive(stream, key)
             header = _json_value(archive["header"])
             if not isinstance(header, dict):
                 raise SnapshotUnusable("its header is not a JSON object")
@@ -201,7 +250,7 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
             mismatch = identity.mismatch(header)
             if mismatch:
                 raise SnapshotUnusable(mismatch)
-            indexes, held = {}, {}
+            indexes, held, texts = {}, {}, {}
             for doc_type in identity.types:
                 prefix = f"{doc_type}/"
                 arrays = {name[len(prefix):]: arr for name, arr in archive.items()
@@ -211,23 +260,80 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
                     raise SnapshotUnusable(f"the rows of {doc_type} are not a JSON object")
                 indexes[doc_type] = MemoryIndex.restore(identity.dimension, arrays, rows)
                 held[doc_type] = _scope_counts(rows["metas"])
+                texts[doc_type] = rows
             sequence, feed_id, count = header.get("sequence"), header.get("feed_id"), header.get("count")
             if not (sequence is None or _whole(sequence)) or not _whole(count):
                 raise SnapshotUnusable(f"its sequence {sequence!r} or count {count!r} is not a whole number")
-            if "mac" not in archive or not hmac.compare_digest(str(_json_value(archive["mac"])), _mac(key, archive)):
-                raise SnapshotUnusable("it is not signed with this store's snapshot key (edited, or saved for "
-                                       "another store)")
             claimed = header.get("scopes")
             for doc_type in indexes:
                 if not isinstance(claimed, dict) or claimed.get(doc_type) != held[doc_type]:
                     raise SnapshotUnusable(f"its {doc_type} rows per scope are not those its header lists")
             return Snapshot(indexes, sequence, None if feed_id is None else str(feed_id), count,
-                            float(header.get("saved_at") or 0.0))
+                            float(header.get("saved_at") or 0.0), texts)
     except SnapshotUnusable:
         raise
+    except RecursionError:
+        raise SnapshotUnusable("a JSON entry is nested deeper than Python's recursion limit") from None
     except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         # a truncated or damaged archive, a missing entry, bad JSON, wrong shapes (MemoryIndex.restore)
         raise SnapshotUnusable(f"it cannot be read ({type(exc).__name__}: {exc})") from None
+
+
+def _read_archive(stream: Any, key: bytes) -> dict[str, np.ndarray]:
+    """The entries of a snapshot file, read at a bounded cost: first the keyed hash of the raw bytes
+    (nothing is parsed before it matches); then every member must be stored uncompressed, as
+    :func:`write_archive` writes it, so that no member can be larger than its share of the file, and
+    each array must declare no more bytes than its member holds. A crafted archive (a zip bomb, a
+    header claiming a huge array) is refused from the sizes it declares, before anything is read."""
+    size = os.fstat(stream.fileno()).st_size
+    if size <= MAC_SIZE:
+        raise SnapshotUnusable(f"it is {size} bytes, too short to be a snapshot")
+    stream.seek(size - MAC_SIZE)
+    stored = stream.read(MAC_SIZE)
+    stream.seek(0)
+    if not hmac.compare_digest(stored, _file_mac(key, stream, size - MAC_SIZE)):
+        raise SnapshotUnusable("it is not signed with this store's snapshot key (edited, of an older format, or "
+                               "saved for another store)")
+    stream.seek(0)
+    with zipfile.ZipFile(stream) as opened:
+        members = opened.infolist()
+        declared = 0
+        for info in members:
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+                raise SnapshotUnusable(f"its entry {info.filename!r} is compressed (method {info.compress_type}, "
+                                       f"{info.compress_size} bytes declaring {info.file_size}); brain writes none")
+            declared += info.file_size
+        if declared > size:
+            raise SnapshotUnusable(f"its entries declare {declared} bytes, more than the file's {size}")
+        archive: dict[str, np.ndarray] = {}
+        for info in members:
+            name = info.filename.removesuffix(".npy")
+            if name in archive:
+                raise SnapshotUnusable(f"it holds the entry {name!r} twice")
+            with opened.open(info) as member:
+                archive[name] = _read_array(member, info.file_size, name)
+    return archive
+
+
+def _read_array(member: Any, size: int, name: str) -> np.ndarray:
+    """One ``.npy`` member of ``size`` bytes: a plain dtype, and exactly the bytes its shape needs."""
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(member, max_header_size=_MAX_NPY_HEADER)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(member, max_header_size=_MAX_NPY_HEADER)
+    else:
+        raise SnapshotUnusable(f"its entry {name!r} is .npy version {version}")
+    if dtype.hasobject:
+        raise SnapshotUnusable(f"its entry {name!r} holds Python objects")
+    needed = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize if shape else dtype.itemsize
+    left = size - member.tell()
+    if needed != left:
+        raise SnapshotUnusable(f"its entry {name!r} declares {needed} bytes of data but holds {left}")
+    data = bytearray(member.read(needed))  # writable, as np.load gives
+    if len(data) != needed:
+        raise SnapshotUnusable(f"its entry {name!r} ends early")
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
 
 class SnapshotKeeper(WriteSubscriber):
@@ -326,6 +432,8 @@ def _json_bytes(value: Any) -> np.ndarray:
 def _json_value(arr: np.ndarray) -> Any:
     if arr.dtype != np.uint8 or arr.ndim != 1:
         raise ValueError(f"a JSON entry is {arr.dtype}{list(arr.shape)}, not bytes")
+    # the C parser stops at Python's recursion limit with RecursionError, which the reader turns into
+    # "unusable": that bounds the depth without a second pass over the text
     return json.loads(arr.tobytes().decode("utf-8"))
 
 
