@@ -4,8 +4,12 @@ proven current is ignored with a log line and the indexes are rebuilt from Chrom
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import io
 import json
 import logging
+import zipfile
 import uuid
 from pathlib import Path
 
@@ -204,6 +208,76 @@ def test_a_damaged_or_foreign_snapshot_is_ignored_and_rebuilt(saved, local_embed
     lines = ignored(caplog)
     assert len(lines) == 1 and why in lines[0], lines
     assert not loaded_from_snapshot(caplog)
+
+
+def test_json_nested_past_the_recursion_limit_is_ignored_and_search_answers(saved, local_embedder, caplog):
+    settings, _, before = saved
+    rewrite(snapshot_path(settings), entries={"memory/rows": np.frombuffer(b"[" * 100_000, dtype=np.uint8)})
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before
+    [line] = ignored(caplog)
+    assert "nested deeper than Python's recursion limit" in line
+    assert not loaded_from_snapshot(caplog)
+
+
+def signed_zip(path: Path, members: dict[str, tuple[bytes, int]]) -> None:
+    """A zip at ``path`` with ``members`` (name: (bytes, compression)), signed with its store's key as
+    brain signs a snapshot: the last 64 bytes, the archive comment, the HMAC-SHA256 of all before them."""
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, (data, compression) in members.items():
+            archive.writestr(name, data, compress_type=compression)
+        archive.comment = b"0" * 64
+    raw = path.read_bytes()[:-64]
+    path.write_bytes(raw + hmac.new(key_of(path), raw, hashlib.sha256).hexdigest().encode())
+
+
+def npy(arr: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.lib.format.write_array(out, arr, allow_pickle=False)
+    return out.getvalue()
+
+
+def test_a_zip_bomb_is_refused_from_its_headers_without_decompressing(saved, local_embedder, caplog, monkeypatch):
+    """A signed archive (the key can be read from the data directory) whose entry inflates to 64 MiB from a
+    few KiB: refused because its header says it is compressed, before any byte of it is inflated."""
+    settings, _, before = saved
+    path = snapshot_path(settings)
+    with np.load(path, allow_pickle=False) as archive:
+        members = {f"{name}.npy": (npy(archive[name]), zipfile.ZIP_STORED) for name in archive.files}
+    members["memory/f32.npy"] = (npy(np.zeros((1 << 24,), dtype=np.float32)), zipfile.ZIP_DEFLATED)
+    signed_zip(path, members)
+    assert path.stat().st_size < 1 << 20
+    inflated = []
+    real = zipfile._get_decompressor
+    monkeypatch.setattr(zipfile, "_get_decompressor", lambda kind: inflated.append(kind) or real(kind))
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before
+    assert inflated == []
+    [line] = ignored(caplog)
+    assert "'memory/f32.npy' is compressed" in line and f"declaring {(1 << 26) + 128}" in line
+
+
+def test_an_array_header_claiming_more_than_its_entry_holds_is_refused_unread(saved, local_embedder, caplog):
+    settings, _, before = saved
+    path = snapshot_path(settings)
+    with np.load(path, allow_pickle=False) as archive:
+        members = {f"{name}.npy": (npy(archive[name]), zipfile.ZIP_STORED) for name in archive.files}
+    members["memory/f32.npy"] = (_npy_claiming((1 << 40,)), zipfile.ZIP_STORED)
+    signed_zip(path, members)
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before
+    [line] = ignored(caplog)
+    assert "'memory/f32' declares 4398046511104 bytes of data but holds 16" in line
+
+
+def _npy_claiming(shape: tuple[int, ...]) -> bytes:
+    """A float32 ``.npy`` whose header declares ``shape`` followed by 16 bytes of data."""
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(out, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    return out.getvalue() + bytes(16)
 
 
 def test_a_snapshot_of_another_collection_is_ignored(settings, local_embedder, tmp_path, caplog):
