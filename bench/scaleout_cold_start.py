@@ -43,8 +43,9 @@ TARGET = 0.2  # snapshot start <= 0.2x the rebuild
 
 
 def _settings(data_dir: Path, chroma_url: str | None, collection: str, snapshot: bool) -> Settings:
+    # the embedded store's snapshot key beside the temporary data directory, not in the user's state directory
     return Settings(data_dir=data_dir, chroma_url=chroma_url, collection=collection, index_snapshot=snapshot,
-                    mirror_enabled=False)
+                    mirror_enabled=False, snapshot_key_dir=data_dir.parent / "snapshot-keys")
 
 
 def cold_start(data_dir: Path, chroma_url: str | None, collection: str, snapshot: bool,

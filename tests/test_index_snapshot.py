@@ -9,6 +9,8 @@ import hmac
 import io
 import json
 import logging
+import os
+import shutil
 import zipfile
 import uuid
 from pathlib import Path
@@ -19,9 +21,9 @@ import pytest
 
 from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import StoreError
+from brain.model.errors import ConfigError, StoreError
 from brain.store.chroma import open_client
-from brain.store.snapshot import snapshot_key, snapshot_path, write_archive
+from brain.store.snapshot import KEY_SUFFIX, KeyFile, snapshot_key, snapshot_path, write_archive
 
 NOW = 2_000_000_000.0
 QUERIES = ["where does the team work", "favourite food and drinks", "deadline for the report"]
@@ -67,8 +69,7 @@ def ignored(caplog, path: Path | None = None) -> list[str]:
 
 def rewrite(path: Path, *, header: dict | None = None, entries: dict | None = None, signed: bool = True) -> None:
     """Rewrite the snapshot at ``path`` with header fields or entries replaced (a tampered file), signed
-    again with the store's key (as by someone who read it from the data directory) unless ``signed`` is
-    False."""
+    again with the store's key (as by someone who holds it: a leak, or a bug) unless ``signed`` is False."""
     with np.load(path, allow_pickle=False) as archive:
         content = {name: archive[name] for name in archive.files}
     if header:
@@ -80,7 +81,7 @@ def rewrite(path: Path, *, header: dict | None = None, entries: dict | None = No
 
 def key_of(path: Path) -> bytes:
     """The snapshot key of the embedded store whose snapshot is ``path`` (in its default place)."""
-    return snapshot_key(open_client(Settings(data_dir=path.parent.parent)), "conversations")
+    return KeyFile(Settings(data_dir=path.parent.parent)).read()
 
 
 @pytest.fixture
@@ -239,7 +240,7 @@ def npy(arr: np.ndarray) -> bytes:
 
 
 def test_a_zip_bomb_is_refused_from_its_headers_without_decompressing(saved, local_embedder, caplog, monkeypatch):
-    """A signed archive (the key can be read from the data directory) whose entry inflates to 64 MiB from a
+    """A signed archive (as by someone holding the key) whose entry inflates to 64 MiB from a
     few KiB: refused because its header says it is compressed, before any byte of it is inflated."""
     settings, _, before = saved
     path = snapshot_path(settings)
@@ -292,8 +293,8 @@ def test_a_snapshot_of_another_collection_is_ignored(settings, local_embedder, t
         assert store.retrieve_memories("collection", k=5) == []  # (a write first would drop the file)
         store.upsert_memory("Only in the second collection")
         assert [h.text for h in store.retrieve_memories("collection", k=5)] == ["Only in the second collection"]
-    # each collection signs with its own key, checked before the header is read
-    assert any("not signed with this store's snapshot key" in m for m in ignored(caplog))
+    # each store signs with its own key, checked before the header is read: this one has none yet
+    assert any("key file" in m and "is missing" in m for m in ignored(caplog))
 
 
 def test_a_collection_changed_behind_the_store_is_not_served_from_the_snapshot(saved, local_embedder, caplog):
@@ -335,6 +336,97 @@ def test_snapshots_can_be_turned_off(settings, local_embedder):
         store.memory_index()
         assert store.save_index_snapshot() is None
     assert not snapshot_path(off).exists()
+
+
+# ---- the embedded store's key file -------------------------------------------------------------------
+
+def test_a_missing_key_file_leaves_the_snapshot_unverifiable_and_nothing_is_lost(saved, local_embedder, caplog):
+    """A new machine or a copied data directory: the snapshot is ignored with the reason, the indexes are
+    rebuilt from Chroma, and the next save writes a new key that the start after it verifies."""
+    settings, ids, before = saved
+    keys = KeyFile(settings)
+    keys.path.unlink()
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before
+        assert {h.id for h in store.retrieve_memories("office", k=20, all_scopes=True)} >= {
+            ids["The team works from the Lyon office"], ids["The office moves to Grenoble next year"]}
+    [line] = ignored(caplog)
+    assert f"key file {keys.path} is missing" in line and not loaded_from_snapshot(caplog)
+    assert keys.path.is_file()  # written by the save at close
+    caplog.clear()
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before and loaded_from_snapshot(caplog)
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda p: p.write_text("not hex\n"), "is damaged"),
+    (lambda p: p.chmod(0o644), "open to other users (mode 644)"),
+], ids=["damaged", "readable-by-others"])
+def test_a_key_file_that_cannot_be_trusted_leaves_the_snapshot_unverifiable(saved, local_embedder, caplog,
+                                                                            damage, why):
+    settings, _, before = saved
+    keys = KeyFile(settings)
+    damage(keys.path)
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before
+    [line] = ignored(caplog)
+    assert why in line and not loaded_from_snapshot(caplog)
+
+
+def test_the_key_file_is_private_outside_the_data_directory(saved):
+    settings, _, _ = saved
+    keys = KeyFile(settings)
+    assert keys.path.parent == settings.snapshot_key_dir and settings.data_dir not in keys.path.parents
+    assert keys.path.stat().st_mode & 0o777 == 0o600 and keys.path.parent.stat().st_mode & 0o777 == 0o700
+    assert os.listdir(keys.path.parent) == [keys.path.name]  # no temporary file left
+
+
+@pytest.mark.parametrize("built", [False, True], ids=["no-save-after-the-write", "saved-after-the-write"])
+def test_an_older_snapshot_put_back_after_a_write_does_not_verify(saved, local_embedder, caplog, tmp_path, built):
+    """The key goes with the snapshot before a write and a new one is written at every save, so a copy kept
+    aside (which still lists a row the write deleted, or its old scope) is refused even when the collection's
+    size is the copy's again."""
+    settings, ids, _ = saved
+    keys, kept = KeyFile(settings), tmp_path / "kept.npz"
+    old_key = keys.read()
+    shutil.copy(snapshot_path(settings), kept)
+    with open_store(settings, embedder=local_embedder) as store:
+        if built:
+            store.memory_index()
+        store.delete(ids["Bob likes green tea"])
+        assert not keys.path.exists()
+        store.upsert_memory("Bob now drinks coffee")
+    assert keys.read() != old_key if built else not keys.path.exists()
+    shutil.copy(kept, snapshot_path(settings))
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ids["Bob likes green tea"] not in {h.id for h in store.retrieve_memories("tea", k=20, all_scopes=True)}
+    [line] = ignored(caplog)
+    assert ("not signed with this store's snapshot key" if built else "is missing") in line
+
+
+def test_each_store_has_its_own_key_file(settings, tmp_path):
+    other = Settings(data_dir=tmp_path / "other")
+    renamed = settings.model_copy(update={"collection": "elsewhere"})
+    assert len({KeyFile(s).path for s in (settings, other, renamed)}) == 3
+
+
+def test_a_key_dir_inside_the_data_directory_is_refused_at_open(settings, local_embedder):
+    """Settings changed after validation (``model_copy``) are checked again when the store opens."""
+    inside = settings.model_copy(update={"snapshot_key_dir": settings.data_dir / "keys"})
+    with pytest.raises(ConfigError, match="BRAIN_SNAPSHOT_KEY_DIR .* is inside BRAIN_DATA_DIR .* re-sign"):
+        open_store(inside, embedder=local_embedder)
+    assert not (settings.data_dir / "keys").exists()
+
+
+def test_the_key_an_older_version_kept_in_chroma_is_dropped_at_open(saved, local_embedder):
+    settings, _, _ = saved
+    client = open_client(settings)
+    snapshot_key(client, settings.collection)  # as brain kept it before the key file
+    with open_store(settings, embedder=local_embedder) as store:
+        assert settings.collection + KEY_SUFFIX not in {c.name for c in store.client.list_collections()}
 
 
 # ---- a Chroma server: the snapshot and the change feed after it ------------------------------------

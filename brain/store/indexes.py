@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -138,14 +138,6 @@ class InProcessState(WriteSubscriber):
             self._last_check = time.monotonic()
             return indexes[DocType.MEMORY.value]
 
-    def _indexed_pages(self, include: list[str]) -> Iterator[dict[str, list]]:
-        """The indexed types' rows, a page at a time, read in one unfiltered pass: a ``where`` on the
-        type makes Chroma filter the whole collection again for every page."""
-        wanted = set(self.settings.indexed_types)
-        for page in self.chroma.pages(None, include):
-            keep = [j for j, m in enumerate(page["metadatas"]) if (m or {}).get("type") in wanted]
-            yield {key: [page[key][j] for j in keep] for key in ("ids", *include)}
-
     def _indexed_where(self) -> dict[str, Any]:
         types = list(self.settings.indexed_types)
         return {"type": types[0]} if len(types) == 1 else {"type": {"$in": types}}
@@ -177,8 +169,6 @@ class InProcessState(WriteSubscriber):
             why = (f"it was saved with a change feed (sequence {snapshot.sequence})" if snapshot.sequence is not None
                    else f"it holds a collection of {snapshot.count} documents, and Chroma holds {count}"
                    if snapshot.count != count else None)
-            if why is None:  # its key is in the data directory: only Chroma's rows vouch for it
-                why = snapshot.differs_from(self._indexed_pages(["documents", "metadatas"]))
         elif snapshot.sequence is None:
             why = "it was saved without a change feed, so nothing says which writes it misses"
         elif snapshot.feed_id != str(follower.feed.col.id):

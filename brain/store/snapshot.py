@@ -22,21 +22,21 @@ catches most writes that bypassed the store).
 
 **Trust.** The snapshot is a cache, and what it holds decides who sees which row, so a load checks it
 against what it claims and binds it to its store. The file ends with the keyed hash (HMAC-SHA256) of
-all its bytes under the key its store keeps (:func:`snapshot_key`: a random key in a side collection of
-the store, ``<collection>__snapshot_key``), checked over the raw bytes before anything in the file is
-parsed. Then every entry must be stored uncompressed (as brain writes it), so that no entry can
-declare more bytes than the file holds: a zip bomb is refused from its headers, unread. JSON nested
-past Python's recursion limit is refused too. Each index must be consistent (finite vectors and
-values; every row's scope code and kind those its metadata says; the rows per scope the header lists).
+all its bytes under its store's key, checked over the raw bytes before anything in the file is parsed.
+Then every entry must be stored uncompressed (as brain writes it), so that no entry can declare more
+bytes than the file holds: a zip bomb is refused from its headers, unread. JSON nested past Python's
+recursion limit is refused too. Each index must be consistent (finite vectors and values; every row's
+scope code and kind those its metadata says; the rows per scope the header lists).
 
-On a Chroma server the key is on the server, out of reach of whoever can write the data directory, so
-a file that passes was saved by a store of that server. On the embedded store the key is in the
-Chroma file inside the data directory: whoever can write the directory can read it and re-sign an
-edited snapshot. So an embedded store also checks every row of the snapshot against Chroma's before
-it uses it (:meth:`Snapshot.differs_from`: ids, types, texts and metadata, scopes included; not the
-vectors, which rank but decide no access): a snapshot can then show nobody a row Chroma would not.
-That read of documents and metadatas costs a fraction of a rebuild, which also reads every vector and
-builds the indexes (figures in ``docs/architecture.md``).
+The key is kept where whoever can write the data directory cannot read it. The embedded store's is a
+file of its own (:class:`KeyFile`) in BRAIN_SNAPSHOT_KEY_DIR (default
+``$XDG_STATE_HOME/brain/snapshot-keys``, refused inside the data directory), named by a hash of the
+resolved data directory and the collection, mode 0600 in a 0700 directory; a new random key is written
+at every save and deleted with the snapshot before a write, so an older snapshot kept aside and put
+back no longer verifies. A missing or unreadable key file (a
+new machine, a data directory copied or moved) leaves the snapshot unverifiable: it is ignored and the
+indexes rebuilt, and the next save writes a key. A Chroma server's key is a random key in a side
+collection on the server (:func:`snapshot_key`, ``<collection>__snapshot_key``), shared by its processes.
 
 A snapshot that cannot be used (missing, unreadable, another collection or embedder, not provably
 current, inconsistent, not signed with its store's key) is ignored with one log line saying why, and
@@ -55,16 +55,16 @@ import secrets
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from brain.config import Settings
-from brain.model.errors import StoreError, StoreUnavailable
+from brain.config import Settings, key_dir_problem
+from brain.model.errors import ConfigError, StoreError, StoreUnavailable
 from brain.store.memory_index import MemoryIndex
 from brain.model.schemas import GLOBAL_SCOPE
 from brain.store.events import WriteEvent, WriteSubscriber
@@ -75,9 +75,11 @@ log = logging.getLogger(__name__)
 FORMAT = 3
 #: where the snapshot lives in the data directory, unless BRAIN_INDEX_SNAPSHOT_PATH says otherwise
 DIRECTORY = "index_snapshots"
-#: the side collection that keeps a store's snapshot key
+#: the side collection that keeps a Chroma server's snapshot key
 KEY_SUFFIX = "__snapshot_key"
 _KEY_ID = "key"
+#: a key's length in hex digits (32 random bytes)
+_KEY_HEX = 64
 #: the hash's length (hex HMAC-SHA256), the archive comment that ends the file
 MAC_SIZE = 64
 #: a file's bytes hashed per read
@@ -94,8 +96,8 @@ def snapshot_path(settings: Settings) -> Path:
 
 
 def snapshot_key(client: Any, collection: str) -> bytes:
-    """The key a store's snapshots are signed with: made once at random and kept in the side collection
-    ``<collection>__snapshot_key`` (the first process to add it wins; every other reads that one)."""
+    """The key a Chroma server's snapshots are signed with: made once at random and kept in the side
+    collection ``<collection>__snapshot_key`` (the first process to add it wins; every other reads that one)."""
     name = collection + KEY_SUFFIX
     try:
         col = client.get_or_create_collection(name, embedding_function=None,
@@ -110,6 +112,98 @@ def snapshot_key(client: Any, collection: str) -> bytes:
                          f"collection (a new key is made) or set BRAIN_INDEX_SNAPSHOT=false") from None
     except Exception as exc:  # connection or server errors from chromadb
         raise StoreUnavailable(f"cannot read the index snapshot key {name!r}: {exc}") from exc
+
+
+def drop_server_key(client: Any, collection: str) -> None:
+    """Delete the side collection an embedded store kept its key in before it had a key file: a copy in
+    the data directory would let whoever can write it sign a snapshot."""
+    name = collection + KEY_SUFFIX
+    if name in {c.name for c in client.list_collections()}:
+        client.delete_collection(name)
+        log.info("deleted the index snapshot key kept in the data directory (%s); the key now lives in "
+                 "BRAIN_SNAPSHOT_KEY_DIR", name)
+
+
+class KeyFile:
+    """An embedded store's snapshot key: 32 random bytes, hex, in a file of its own outside the data
+    directory. :meth:`read` gives the key the last save wrote; :meth:`renew` writes a new one, before
+    every save."""
+
+    def __init__(self, settings: Settings):
+        key_dir = settings.snapshot_key_dir
+        problem = key_dir_problem(key_dir, settings.data_dir)  # settings changed after validation
+        if problem:
+            raise ConfigError(problem)
+        store = f"{settings.data_dir.resolve()}\0{settings.collection}".encode("utf-8", "surrogateescape")
+        self.path = key_dir / f"{hashlib.sha256(store).hexdigest()[:32]}.key"
+
+    def read(self) -> bytes:
+        """The key, or :class:`SnapshotUnusable` saying why there is none to check with."""
+        try:
+            with open(self.path, "rb") as stream:
+                mode = os.fstat(stream.fileno()).st_mode
+                text = stream.read(_KEY_HEX + 2)
+        except FileNotFoundError:
+            raise SnapshotUnusable(f"its key file {self.path} is missing (a new machine, a data directory copied or "
+                                   f"moved, or another BRAIN_SNAPSHOT_KEY_DIR), so it cannot be verified") from None
+        except OSError as exc:
+            raise SnapshotUnusable(f"its key file {self.path} cannot be read ({exc})") from None
+        if os.name == "posix" and mode & 0o077:  # another user may have written it
+            raise SnapshotUnusable(f"its key file {self.path} is open to other users (mode {mode & 0o777:o})")
+        try:
+            key = bytes.fromhex(text.decode("ascii").strip())
+        except ValueError:
+            key = b""
+        if len(key) * 2 != _KEY_HEX:
+            raise SnapshotUnusable(f"its key file {self.path} is damaged (not {_KEY_HEX} hex digits)")
+        return key
+
+    def forget(self) -> None:
+        """Delete the key, so that no snapshot saved before now verifies again."""
+        self.path.unlink(missing_ok=True)
+
+    def renew(self) -> bytes:
+        """Write a new random key (atomically, mode 0600, its directory 0700) and return it."""
+        key = secrets.token_bytes(_KEY_HEX // 2)
+        directory = self.path.parent
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if os.name == "posix" and directory.stat().st_mode & 0o077:
+                directory.chmod(0o700)
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)  # 0600
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(key.hex().encode("ascii") + b"\n")
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            _fsync_dir(directory)
+        except OSError as exc:
+            raise StoreError(f"cannot write the index snapshot key {self.path} ({exc}); make {directory} writable, "
+                             f"set BRAIN_SNAPSHOT_KEY_DIR to a writable directory outside the data directory, or set "
+                             f"BRAIN_INDEX_SNAPSHOT=false") from exc
+        return key
+
+
+class ServerKey:
+    """A Chroma server's snapshot key (:func:`snapshot_key`): one for every process and save."""
+
+    def __init__(self, client: Any, collection: str):
+        self._client, self._collection = client, collection
+        self._key: bytes | None = None
+
+    def read(self) -> bytes:
+        if self._key is None:
+            self._key = snapshot_key(self._client, self._collection)
+        return self._key
+
+    renew = read
+
+    def forget(self) -> None:
+        """Nothing: the change feed's sequence, not the key, proves a server's snapshot current."""
 
 
 def _file_mac(key: bytes, stream: Any, size: int) -> bytes:
@@ -169,27 +263,6 @@ class Snapshot:
     feed_id: str | None
     count: int
     saved_at: float
-    rows: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # per type, as MemoryIndex.export
-
-    def differs_from(self, pages: Iterable[dict[str, Any]]) -> str | None:
-        """Why the snapshot's rows are not ``pages`` (Chroma's ids, documents and metadatas of the indexed
-        types), or None when every row is there with the same type, text and metadata. Scopes are part of
-        the metadata, so a snapshot that passes can show nobody a row Chroma does not give them."""
-        held: dict[str, tuple[str, str, dict[str, Any]]] = {}
-        for doc_type, rows in self.rows.items():
-            held.update((i, (doc_type, t, m)) for i, t, m in zip(rows["ids"], rows["texts"], rows["metas"]))
-        seen = 0
-        for page in pages:
-            for doc_id, text, meta in zip(page["ids"], page["documents"], page["metadatas"]):
-                row = held.get(doc_id)
-                if row is None:
-                    return f"it lacks {doc_id!r}, which Chroma holds"
-                if row[1] != (text or "") or row[2] != meta or (meta or {}).get("type") != row[0]:
-                    return f"its row {doc_id!r} is not Chroma's (type, text or metadata differ)"
-                seen += 1
-        if seen != len(held):
-            return f"it holds {len(held) - seen} rows Chroma does not"
-        return None
 
 
 def write_snapshot(path: Path, identity: SnapshotIdentity, indexes: dict[str, MemoryIndex], *, count: int,
@@ -250,7 +323,7 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
             mismatch = identity.mismatch(header)
             if mismatch:
                 raise SnapshotUnusable(mismatch)
-            indexes, held, texts = {}, {}, {}
+            indexes, held = {}, {}
             for doc_type in identity.types:
                 prefix = f"{doc_type}/"
                 arrays = {name[len(prefix):]: arr for name, arr in archive.items()
@@ -260,7 +333,6 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
                     raise SnapshotUnusable(f"the rows of {doc_type} are not a JSON object")
                 indexes[doc_type] = MemoryIndex.restore(identity.dimension, arrays, rows)
                 held[doc_type] = _scope_counts(rows["metas"])
-                texts[doc_type] = rows
             sequence, feed_id, count = header.get("sequence"), header.get("feed_id"), header.get("count")
             if not (sequence is None or _whole(sequence)) or not _whole(count):
                 raise SnapshotUnusable(f"its sequence {sequence!r} or count {count!r} is not a whole number")
@@ -269,7 +341,7 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
                 if not isinstance(claimed, dict) or claimed.get(doc_type) != held[doc_type]:
                     raise SnapshotUnusable(f"its {doc_type} rows per scope are not those its header lists")
             return Snapshot(indexes, sequence, None if feed_id is None else str(feed_id), count,
-                            float(header.get("saved_at") or 0.0), texts)
+                            float(header.get("saved_at") or 0.0))
     except SnapshotUnusable:
         raise
     except RecursionError:
@@ -345,12 +417,11 @@ class SnapshotKeeper(WriteSubscriber):
 
     cache = True  # deletes other processes made reach it too
 
-    def __init__(self, path: Path, identity: SnapshotIdentity, *, owned: bool, key: Callable[[], bytes]):
-        """``key``: gives the store's snapshot key (:func:`snapshot_key`), asked once, on first use."""
+    def __init__(self, path: Path, identity: SnapshotIdentity, *, owned: bool, keys: KeyFile | ServerKey):
+        """``keys``: the store's snapshot key, read at a load and renewed at a save."""
         self.path = path
         self.identity = identity
-        self._key_source = key
-        self._key: bytes | None = None
+        self.keys = keys
         self.owned = owned
         self.current = False  # the file holds what the indexes hold
         self._file_may_exist = True
@@ -360,7 +431,7 @@ class SnapshotKeeper(WriteSubscriber):
             try:
                 self.discard()
             except OSError as exc:
-                raise StoreError(f"cannot delete the index snapshot {self.path} before writing ({exc}); nothing "
+                raise StoreError(f"cannot delete the index snapshot {self.path} or its key before writing ({exc}); nothing "
                                  f"was written. Make it deletable, or set BRAIN_INDEX_SNAPSHOT=false") from exc
 
     def commit(self, event: WriteEvent) -> None:
@@ -373,9 +444,11 @@ class SnapshotKeeper(WriteSubscriber):
                             "deleted texts; delete it by hand", self.path, exc)
 
     def discard(self) -> None:
-        """Delete the file (once, until the next save)."""
+        """Delete the file and, for the embedded store, its key (once, until the next save): a copy of the
+        file kept aside and put back after a write would otherwise still verify."""
         if self._file_may_exist:
             self.path.unlink(missing_ok=True)
+            self.keys.forget()
             self._file_may_exist = False
 
     def load(self) -> Snapshot | None:
@@ -384,7 +457,7 @@ class SnapshotKeeper(WriteSubscriber):
             self.reject("there is none", quiet=True)
             return None
         try:
-            snapshot = read_snapshot(self.path, self.identity, self.key())
+            snapshot = read_snapshot(self.path, self.identity, self.keys.read())
         except SnapshotUnusable as exc:
             self.reject(str(exc), quiet=not self.path.exists())
             return None
@@ -392,11 +465,6 @@ class SnapshotKeeper(WriteSubscriber):
             self.reject(str(exc))
             return None
         return snapshot
-
-    def key(self) -> bytes:
-        if self._key is None:
-            self._key = self._key_source()
-        return self._key
 
     def reject(self, why: str, *, quiet: bool = False) -> None:
         """Log that the snapshot is ignored, and why."""
@@ -406,7 +474,7 @@ class SnapshotKeeper(WriteSubscriber):
     def save(self, indexes: dict[str, MemoryIndex], *, count: int, sequence: int | None,
              feed_id: str | None) -> Path:
         write_snapshot(self.path, self.identity, indexes, count=count, sequence=sequence, feed_id=feed_id,
-                       key=self.key())
+                       key=self.keys.renew())
         self._file_may_exist = True
         self.current = True
         return self.path
@@ -452,5 +520,5 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["DIRECTORY", "FORMAT", "KEY_SUFFIX", "snapshot_key", "Snapshot", "SnapshotIdentity", "SnapshotKeeper", "SnapshotUnusable",
-           "read_snapshot", "snapshot_path", "write_snapshot"]
+__all__ = ["DIRECTORY", "FORMAT", "KEY_SUFFIX", "KeyFile", "ServerKey", "Snapshot", "SnapshotIdentity", "SnapshotKeeper",
+           "SnapshotUnusable", "drop_server_key", "read_snapshot", "snapshot_key", "snapshot_path", "write_snapshot"]
