@@ -31,12 +31,13 @@ scope code and kind those its metadata says; the rows per scope the header lists
 The key is kept where whoever can write the data directory cannot read it. The embedded store's is a
 file of its own (:class:`KeyFile`) in BRAIN_SNAPSHOT_KEY_DIR (default
 ``$XDG_STATE_HOME/brain/snapshot-keys``, refused inside the data directory), named by a hash of the
-resolved data directory and the collection, mode 0600 in a 0700 directory; a new random key is written
+resolved data directory and the collection, mode 0600 in a 0700 directory. A new random key is written
 at every save and deleted with the snapshot before a write, so an older snapshot kept aside and put
-back no longer verifies. A missing or unreadable key file (a
-new machine, a data directory copied or moved) leaves the snapshot unverifiable: it is ignored and the
-indexes rebuilt, and the next save writes a key. A Chroma server's key is a random key in a side
-collection on the server (:func:`snapshot_key`, ``<collection>__snapshot_key``), shared by its processes.
+back no longer verifies. A missing or unreadable key file (a new machine, a data directory copied or
+moved) leaves the snapshot unverifiable: it is ignored and the indexes rebuilt, and the next save
+writes a key. A Chroma server's key is a random key in a side collection on the server
+(:func:`snapshot_key`, ``<collection>__snapshot_key``), shared by its processes; a key an older brain
+kept there for an embedded store (in ``chroma.sqlite3``) is deleted at open (:func:`drop_server_key`).
 
 A snapshot that cannot be used (missing, unreadable, another collection or embedder, not provably
 current, inconsistent, not signed with its store's key) is ignored with one log line saying why, and
