@@ -1,14 +1,15 @@
 #!/usr/bin/env python
 """Cold start of a worker: the in-process indexes from the index snapshot vs a rebuild from Chroma.
 
-    .venv/bin/python bench/scaleout_cold_start.py [--n 100000] [--dim 768] [--chroma-url URL]
+    .venv/bin/python bench/scaleout_cold_start.py [--n 100000] [--dim 768] [--chroma-url URL] [--out FILE]
 
 Builds bench_store's synthetic mixed-type corpus (precomputed vectors) through a RagStore, embedded or on
 a Chroma server (``--chroma-url``; then with the change feed), saves the index snapshot, and then times
 a cold start in a fresh Python process per case: ``open_store`` plus the first index build
 (``memory_index()``), imports excluded. Cases: snapshots off (a rebuild reading the whole collection)
 and snapshots on (the snapshot loaded; with a server, the change feed after it applied). Both starts
-then rank the same queries, and the results must be identical (ids and scores).
+then rank the same queries, and the results must be identical (ids and scores). ``--out`` also writes
+the table, with the machine and the command, to a Markdown file (``bench/COLD_START_RESULTS.md``).
 
 :func:`run` returns the rows (``bench/bench_scaleout.py`` prints them as its part (c)).
 """
@@ -32,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from bench_store import NOW, PrecomputedEmbedder, make_corpus  # noqa: E402  (chdirs to ROOT)
+from bench_store import NOW, PrecomputedEmbedder, machine_info, make_corpus  # noqa: E402  (chdirs to ROOT)
 
 from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
@@ -43,8 +44,9 @@ TARGET = 0.2  # snapshot start <= 0.2x the rebuild
 
 
 def _settings(data_dir: Path, chroma_url: str | None, collection: str, snapshot: bool) -> Settings:
+    # the embedded store's snapshot key beside the temporary data directory, not in the user's state directory
     return Settings(data_dir=data_dir, chroma_url=chroma_url, collection=collection, index_snapshot=snapshot,
-                    mirror_enabled=False)
+                    mirror_enabled=False, snapshot_key_dir=data_dir.parent / "snapshot-keys")
 
 
 def cold_start(data_dir: Path, chroma_url: str | None, collection: str, snapshot: bool,
@@ -124,9 +126,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=100_000, help="documents in the collection")
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--chroma-url", default=None, help="a Chroma server (default: the embedded store)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the table to this Markdown file")
     args = parser.parse_args(argv)
+    machine = machine_info()
     rows = run(args.n, dim=args.dim, chroma_url=args.chroma_url)
     print(table(rows))
+    if args.out is not None:
+        command = " ".join(["bench/scaleout_cold_start.py", *(argv if argv is not None else sys.argv[1:])])
+        args.out.write_text(f"# Cold start: the index snapshot vs a rebuild from Chroma\n\n"
+                            f"- run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `{command}`\n"
+                            f"- machine: {machine}\n\n{table(rows)}\n", encoding="utf-8")
     return 0 if rows[1]["ratio"] <= TARGET and "identically" in rows[1]["note"] else 1
 
 

@@ -3,6 +3,7 @@ the path settings point from any working directory."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -98,6 +99,7 @@ def test_built_in_defaults_without_any_file(tmp_path):
     assert settings.specialists_path == tmp_path / "xdg-config" / "brain" / "specialists.yaml"
     assert settings.mirror_file == tmp_path / "xdg-data" / "brain" / "mirror.db"
     assert settings.layout.root is None and "user-level" in settings.origin("data_dir")
+    assert settings.snapshot_key_dir == Path(os.environ["XDG_STATE_HOME"]) / "brain" / "snapshot-keys"
 
 
 def test_repo_defaults_env_matches_built_in_defaults(tmp_path):
@@ -112,7 +114,8 @@ def test_repo_defaults_env_matches_built_in_defaults(tmp_path):
     shipped = {name: getattr(settings, name) for name in PATH_FIELDS}
     assert shipped == {"data_dir": tmp_path / "data", "persona_path": tmp_path / "persona.md",
                        "specialists_path": tmp_path / "config" / "specialists.yaml", "mirror_path": None,
-                       "index_snapshot_path": None}
+                       "index_snapshot_path": None,
+                       "snapshot_key_dir": Path(os.environ["XDG_STATE_HOME"]) / "brain" / "snapshot-keys"}
     (tmp_path / "config" / "defaults.env").write_text("", encoding="utf-8")
     assert {name: getattr(Settings(), name) for name in PATH_FIELDS} == shipped
 
@@ -621,3 +624,34 @@ def test_every_setting_appears_in_defaults_env_and_the_settings_page_with_its_de
         row = next((line for line in table.splitlines() if line.startswith(f"| `{var}` |")), None)
         assert row is not None, f"{var} is missing from the settings table of {SETTINGS_PAGE.name}"
         assert ("unset" if default is None else env_value(default).replace("\\", "/")) in row, var
+
+
+# --- the index snapshot keys --------------------------------------------------------------------
+
+
+def test_snapshot_keys_live_in_the_user_state_directory_or_where_BRAIN_SNAPSHOT_KEY_DIR_says(tmp_path, monkeypatch):
+    project(tmp_path / "proj")
+    monkeypatch.chdir(tmp_path / "proj")
+    # with a project too: the keys are the user's, outside the project's data directory
+    assert Settings().snapshot_key_dir == Path(os.environ["XDG_STATE_HOME"]) / "brain" / "snapshot-keys"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert Settings().snapshot_key_dir == tmp_path / "home" / ".local" / "state" / "brain" / "snapshot-keys"
+    monkeypatch.setenv("BRAIN_SNAPSHOT_KEY_DIR", "keys")
+    assert Settings().snapshot_key_dir == tmp_path / "proj" / "keys"
+
+
+@pytest.mark.parametrize("inside", ["data", "data/keys", "data/../data/sub/keys"])
+def test_a_snapshot_key_dir_inside_the_data_directory_is_refused(tmp_path, inside):
+    message = config_error(data_dir=tmp_path / "data", snapshot_key_dir=tmp_path / inside)
+    assert "BRAIN_SNAPSHOT_KEY_DIR" in message and "inside BRAIN_DATA_DIR" in message
+    assert "re-sign" in message and "outside it" in message  # why, and what to set
+    # a Chroma server keeps its key on the server: the directory is not used
+    Settings(data_dir=tmp_path / "data", snapshot_key_dir=tmp_path / inside, chroma_url="http://127.0.0.1:8000")
+
+
+def test_a_symlink_into_the_data_directory_is_inside_it(tmp_path):
+    (tmp_path / "data" / "keys").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "data" / "keys")
+    assert "inside BRAIN_DATA_DIR" in config_error(data_dir=tmp_path / "data", snapshot_key_dir=tmp_path / "link")
+    Settings(data_dir=tmp_path / "data", snapshot_key_dir=tmp_path / "datakeys")  # a sibling with a shared prefix

@@ -4,8 +4,14 @@ proven current is ignored with a log line and the indexes are rebuilt from Chrom
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import io
 import json
 import logging
+import os
+import shutil
+import zipfile
 import uuid
 from pathlib import Path
 
@@ -15,9 +21,9 @@ import pytest
 
 from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import StoreError
+from brain.model.errors import ConfigError, StoreError
 from brain.store.chroma import open_client
-from brain.store.snapshot import _json_bytes, _mac, snapshot_key, snapshot_path
+from brain.store.snapshot import KEY_SUFFIX, KeyFile, snapshot_key, snapshot_path, write_archive
 
 NOW = 2_000_000_000.0
 QUERIES = ["where does the team work", "favourite food and drinks", "deadline for the report"]
@@ -61,24 +67,21 @@ def ignored(caplog, path: Path | None = None) -> list[str]:
             and f"index snapshot {path or ''}" in r.getMessage()]
 
 
-def rewrite(path: Path, *, header: dict | None = None, entries: dict | None = None, key: bytes | None = None) -> None:
-    """Rewrite the snapshot at ``path`` with header fields or entries replaced (a tampered file); with
-    ``key``, signed again with it (as by someone who holds the store's key)."""
+def rewrite(path: Path, *, header: dict | None = None, entries: dict | None = None, signed: bool = True) -> None:
+    """Rewrite the snapshot at ``path`` with header fields or entries replaced (a tampered file), signed
+    again with the store's key (as by someone who holds it: a leak, or a bug) unless ``signed`` is False."""
     with np.load(path, allow_pickle=False) as archive:
         content = {name: archive[name] for name in archive.files}
     if header:
         values = json.loads(content["header"].tobytes()) | header
         content["header"] = np.frombuffer(json.dumps(values).encode(), dtype=np.uint8)
     content.update(entries or {})
-    if key is not None:
-        content["mac"] = _json_bytes(_mac(key, content))
-    with open(path, "wb") as out:
-        np.savez(out, **content)
+    write_archive(path, content, key_of(path) if signed else b"a key that is not the store's")
 
 
 def key_of(path: Path) -> bytes:
     """The snapshot key of the embedded store whose snapshot is ``path`` (in its default place)."""
-    return snapshot_key(open_client(Settings(data_dir=path.parent.parent)), "conversations")
+    return KeyFile(Settings(data_dir=path.parent.parent)).read()
 
 
 @pytest.fixture
@@ -183,7 +186,7 @@ def _metas_not_objects(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage, why", [
-    (_truncate, "cannot be read"),
+    (_truncate, "not signed with this store's snapshot key"),
     (_metas_not_objects, "metas must all be of type dict"),
     (_bad_json, "cannot be read (JSONDecodeError"),
     (_wrong_shape, "array f32 is float32"),
@@ -193,8 +196,8 @@ def _metas_not_objects(path: Path) -> None:
     (lambda p: rewrite(p, header={"collection_id": str(uuid.uuid4())}), "saved for collection_id"),
     (lambda p: rewrite(p, header={"types": ["memory"]}), "saved for types ['memory']"),
     (lambda p: rewrite(p, header={"format": 99}), "format 99"),
-    (lambda p: rewrite(p, header={"sequence": 7}, key=key_of(p)), "saved with a change feed"),
-    (lambda p: rewrite(p, header={"sequence": 7}), "not signed with this store's snapshot key"),
+    (lambda p: rewrite(p, header={"sequence": 7}), "saved with a change feed"),
+    (lambda p: rewrite(p, header={"sequence": 7}, signed=False), "not signed with this store's snapshot key"),
 ], ids=["truncated", "metas-not-objects", "bad-json", "wrong-shape", "rows-of-another-length", "another-embedder", "another-dimension",
         "another-collection", "other-types", "other-format", "from-a-feed", "edited-without-the-key"])
 def test_a_damaged_or_foreign_snapshot_is_ignored_and_rebuilt(saved, local_embedder, caplog, damage, why):
@@ -208,6 +211,76 @@ def test_a_damaged_or_foreign_snapshot_is_ignored_and_rebuilt(saved, local_embed
     assert not loaded_from_snapshot(caplog)
 
 
+def test_json_nested_past_the_recursion_limit_is_ignored_and_search_answers(saved, local_embedder, caplog):
+    settings, _, before = saved
+    rewrite(snapshot_path(settings), entries={"memory/rows": np.frombuffer(b"[" * 100_000, dtype=np.uint8)})
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before
+    [line] = ignored(caplog)
+    assert "nested deeper than Python's recursion limit" in line
+    assert not loaded_from_snapshot(caplog)
+
+
+def signed_zip(path: Path, members: dict[str, tuple[bytes, int]]) -> None:
+    """A zip at ``path`` with ``members`` (name: (bytes, compression)), signed with its store's key as
+    brain signs a snapshot: the last 64 bytes, the archive comment, the HMAC-SHA256 of all before them."""
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, (data, compression) in members.items():
+            archive.writestr(name, data, compress_type=compression)
+        archive.comment = b"0" * 64
+    raw = path.read_bytes()[:-64]
+    path.write_bytes(raw + hmac.new(key_of(path), raw, hashlib.sha256).hexdigest().encode())
+
+
+def npy(arr: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.lib.format.write_array(out, arr, allow_pickle=False)
+    return out.getvalue()
+
+
+def test_a_zip_bomb_is_refused_from_its_headers_without_decompressing(saved, local_embedder, caplog, monkeypatch):
+    """A signed archive (as by someone holding the key) whose entry inflates to 64 MiB from a
+    few KiB: refused because its header says it is compressed, before any byte of it is inflated."""
+    settings, _, before = saved
+    path = snapshot_path(settings)
+    with np.load(path, allow_pickle=False) as archive:
+        members = {f"{name}.npy": (npy(archive[name]), zipfile.ZIP_STORED) for name in archive.files}
+    members["memory/f32.npy"] = (npy(np.zeros((1 << 24,), dtype=np.float32)), zipfile.ZIP_DEFLATED)
+    signed_zip(path, members)
+    assert path.stat().st_size < 1 << 20
+    inflated = []
+    real = zipfile._get_decompressor
+    monkeypatch.setattr(zipfile, "_get_decompressor", lambda kind: inflated.append(kind) or real(kind))
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before
+    assert inflated == []
+    [line] = ignored(caplog)
+    assert "'memory/f32.npy' is compressed" in line and f"declaring {(1 << 26) + 128}" in line
+
+
+def test_an_array_header_claiming_more_than_its_entry_holds_is_refused_unread(saved, local_embedder, caplog):
+    settings, _, before = saved
+    path = snapshot_path(settings)
+    with np.load(path, allow_pickle=False) as archive:
+        members = {f"{name}.npy": (npy(archive[name]), zipfile.ZIP_STORED) for name in archive.files}
+    members["memory/f32.npy"] = (_npy_claiming((1 << 40,)), zipfile.ZIP_STORED)
+    signed_zip(path, members)
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before
+    [line] = ignored(caplog)
+    assert "'memory/f32' declares 4398046511104 bytes of data but holds 16" in line
+
+
+def _npy_claiming(shape: tuple[int, ...]) -> bytes:
+    """A float32 ``.npy`` whose header declares ``shape`` followed by 16 bytes of data."""
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(out, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    return out.getvalue() + bytes(16)
+
+
 def test_a_snapshot_of_another_collection_is_ignored(settings, local_embedder, tmp_path, caplog):
     shared = tmp_path / "one-snapshot.npz"
     first = settings.model_copy(update={"index_snapshot_path": shared})
@@ -219,8 +292,10 @@ def test_a_snapshot_of_another_collection_is_ignored(settings, local_embedder, t
     with open_store(second, embedder=local_embedder) as store:
         assert store.retrieve_memories("collection", k=5, relevance=False) == []  # (a write first would drop the file)
         store.upsert_memory("Only in the second collection")
-        assert [h.text for h in store.retrieve_memories("collection", k=5, relevance=False)] == ["Only in the second collection"]
-    assert any("saved for collection 'conversations', not 'elsewhere'" in m for m in ignored(caplog))
+        assert [h.text for h in store.retrieve_memories("collection", k=5, relevance=False)] == [
+            "Only in the second collection"]
+    # each store signs with its own key, checked before the header is read: this one has none yet
+    assert any("key file" in m and "is missing" in m for m in ignored(caplog))
 
 
 def test_a_collection_changed_behind_the_store_is_not_served_from_the_snapshot(saved, local_embedder, caplog):
@@ -262,6 +337,97 @@ def test_snapshots_can_be_turned_off(settings, local_embedder):
         store.memory_index()
         assert store.save_index_snapshot() is None
     assert not snapshot_path(off).exists()
+
+
+# ---- the embedded store's key file -------------------------------------------------------------------
+
+def test_a_missing_key_file_leaves_the_snapshot_unverifiable_and_nothing_is_lost(saved, local_embedder, caplog):
+    """A new machine or a copied data directory: the snapshot is ignored with the reason, the indexes are
+    rebuilt from Chroma, and the next save writes a new key that the start after it verifies."""
+    settings, ids, before = saved
+    keys = KeyFile(settings)
+    keys.path.unlink()
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before
+        assert {h.id for h in store.retrieve_memories("office", k=20, all_scopes=True, relevance=False)} >= {
+            ids["The team works from the Lyon office"], ids["The office moves to Grenoble next year"]}
+    [line] = ignored(caplog)
+    assert f"key file {keys.path} is missing" in line and not loaded_from_snapshot(caplog)
+    assert keys.path.is_file()  # written by the save at close
+    caplog.clear()
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before and loaded_from_snapshot(caplog)
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda p: p.write_text("not hex\n"), "is damaged"),
+    (lambda p: p.chmod(0o644), "open to other users (mode 644)"),
+], ids=["damaged", "readable-by-others"])
+def test_a_key_file_that_cannot_be_trusted_leaves_the_snapshot_unverifiable(saved, local_embedder, caplog,
+                                                                            damage, why):
+    settings, _, before = saved
+    keys = KeyFile(settings)
+    damage(keys.path)
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ranked(store) == before
+    [line] = ignored(caplog)
+    assert why in line and not loaded_from_snapshot(caplog)
+
+
+def test_the_key_file_is_private_outside_the_data_directory(saved):
+    settings, _, _ = saved
+    keys = KeyFile(settings)
+    assert keys.path.parent == settings.snapshot_key_dir and settings.data_dir not in keys.path.parents
+    assert keys.path.stat().st_mode & 0o777 == 0o600 and keys.path.parent.stat().st_mode & 0o777 == 0o700
+    assert os.listdir(keys.path.parent) == [keys.path.name]  # no temporary file left
+
+
+@pytest.mark.parametrize("built", [False, True], ids=["no-save-after-the-write", "saved-after-the-write"])
+def test_an_older_snapshot_put_back_after_a_write_does_not_verify(saved, local_embedder, caplog, tmp_path, built):
+    """The key goes with the snapshot before a write and a new one is written at every save, so a copy kept
+    aside (which still lists a row the write deleted, or its old scope) is refused even when the collection's
+    size is the copy's again."""
+    settings, ids, _ = saved
+    keys, kept = KeyFile(settings), tmp_path / "kept.npz"
+    old_key = keys.read()
+    shutil.copy(snapshot_path(settings), kept)
+    with open_store(settings, embedder=local_embedder) as store:
+        if built:
+            store.memory_index()
+        store.delete(ids["Bob likes green tea"])
+        assert not keys.path.exists()
+        store.upsert_memory("Bob now drinks coffee")
+    assert keys.read() != old_key if built else not keys.path.exists()
+    shutil.copy(kept, snapshot_path(settings))
+    caplog.set_level(logging.INFO, logger="brain.store")
+    with open_store(settings, embedder=local_embedder) as store:
+        assert ids["Bob likes green tea"] not in {h.id for h in store.retrieve_memories("tea", k=20, all_scopes=True, relevance=False)}
+    [line] = ignored(caplog)
+    assert ("not signed with this store's snapshot key" if built else "is missing") in line
+
+
+def test_each_store_has_its_own_key_file(settings, tmp_path):
+    other = Settings(data_dir=tmp_path / "other")
+    renamed = settings.model_copy(update={"collection": "elsewhere"})
+    assert len({KeyFile(s).path for s in (settings, other, renamed)}) == 3
+
+
+def test_a_key_dir_inside_the_data_directory_is_refused_at_open(settings, local_embedder):
+    """Settings changed after validation (``model_copy``) are checked again when the store opens."""
+    inside = settings.model_copy(update={"snapshot_key_dir": settings.data_dir / "keys"})
+    with pytest.raises(ConfigError, match="BRAIN_SNAPSHOT_KEY_DIR .* is inside BRAIN_DATA_DIR .* re-sign"):
+        open_store(inside, embedder=local_embedder)
+    assert not (settings.data_dir / "keys").exists()
+
+
+def test_the_key_an_older_version_kept_in_chroma_is_dropped_at_open(saved, local_embedder):
+    settings, _, _ = saved
+    client = open_client(settings)
+    snapshot_key(client, settings.collection)  # as brain kept it before the key file
+    with open_store(settings, embedder=local_embedder) as store:
+        assert settings.collection + KEY_SUFFIX not in {c.name for c in store.client.list_collections()}
 
 
 # ---- a Chroma server: the snapshot and the change feed after it ------------------------------------

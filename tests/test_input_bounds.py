@@ -17,6 +17,7 @@ from brain.config import Settings
 from brain.model.errors import ConfigError, ValidationError
 from brain.features.persona import MAX_PERSONA_BYTES, MAX_PERSONA_SECTIONS, load_persona
 from brain.features.specialists import load_specialists, specialists_from_yaml
+from brain.providers.embeddings.local import BATCH_TOKENS, MAX_TOKENS, _load_runtime
 from brain.features.specialists.model import MAX_FILE_BYTES, MAX_YAML_NODES
 from brain.text.bounded import TooLarge, load_yaml_bounded, read_bounded_text
 
@@ -118,6 +119,43 @@ def test_a_huge_persona_is_refused_and_nothing_is_written(tmp_path, embedded_sto
         bounded(lambda: load_persona(embedded_store, path), megabytes=10)
     assert str(path) in str(caught.value) and f"{MAX_PERSONA_BYTES:,} bytes" in str(caught.value)
     assert embedded_store.count("persona") == 0
+
+
+def test_a_persona_over_the_cap_is_refused_naming_file_size_cap_and_fix(tmp_path, embedded_store):
+    path = tmp_path / "persona.md"
+    path.write_text("You are Juniper.\n\n# Tone\n" + "warm " * (MAX_PERSONA_BYTES // 5), encoding="utf-8")
+    size = path.stat().st_size
+    with pytest.raises(ValidationError) as caught:
+        load_persona(embedded_store, path)
+    message = str(caught.value)
+    assert str(path) in message and f"{size:,} bytes" in message and f"{MAX_PERSONA_BYTES:,} bytes" in message
+    assert "brain ingest" in message
+    assert embedded_store.count("persona") == 0
+
+
+def test_a_persona_at_the_cap_is_embedded_in_bounded_batches(tmp_path, embedded_store, monkeypatch):
+    """The model's memory grows with (texts x longest text) per call: no call may exceed BATCH_TOKENS,
+    however many long sections the largest accepted persona has."""
+    embedder = embedded_store.embedder
+    calls: list[tuple[int, int]] = []
+    real = type(embedder)._embed
+
+    def counting(self, texts, kind):
+        lengths = [len(e.ids) for e in _load_runtime().tokenizer.encode_batch(texts)]
+        calls.append((len(texts), max(lengths)))
+        return real(self, texts, kind)
+
+    monkeypatch.setattr(type(embedder), "_embed", counting)
+    sentence = "The assistant keeps to what it knows and asks when a request is unclear. "
+    sections = "".join(f"# Part {n}\n{sentence * 20}\n" for n in range(MAX_PERSONA_BYTES // 1560))
+    path = tmp_path / "persona.md"
+    path.write_text("You are Juniper.\n\n" + sections, encoding="utf-8")
+    assert MAX_PERSONA_BYTES * 0.9 < path.stat().st_size <= MAX_PERSONA_BYTES
+    report = load_persona(embedded_store, path)
+    assert report.sections == MAX_PERSONA_BYTES // 1560 + 1
+    assert sum(n for n, _ in calls) == report.sections
+    assert max(n * longest for n, longest in calls) <= BATCH_TOKENS
+    assert max(longest for _, longest in calls) == MAX_TOKENS  # the long sections did fill the model's window
 
 
 def test_a_persona_of_too_many_sections_is_refused(tmp_path, embedded_store):

@@ -1,7 +1,8 @@
 """A crafted index snapshot never decides who sees what: a file whose scope codes were relabelled (Bob's rows
 made Alice's) and whose zip checksums were recomputed, or whose vectors hold NaN, is refused and the indexes
-are rebuilt from Chroma, on the embedded store and on a ``chroma run`` server (where the key that signs the
-snapshot lives on the server, not in the data directory)."""
+are rebuilt from Chroma, on the embedded store and on a ``chroma run`` server. The key that signs the
+snapshot is never in the data directory: on a server it is on the server, and the embedded store keeps it
+in a file of BRAIN_SNAPSHOT_KEY_DIR (tests: a temporary state directory)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 
 from brain.config import Settings
 from brain.app.core import open_store
-from brain.store.snapshot import _json_bytes, _mac, snapshot_key, snapshot_path
+from brain.store.chroma import open_client
+from brain.store.snapshot import KEY_SUFFIX, KeyFile, snapshot_key, snapshot_path, write_archive
 
 BOB_FACTS = ["Bob's bank PIN is 4417", "Bob's locker code is 9921", "Bob sees a doctor on Tuesdays"]
 ALICE_FACTS = ["Alice likes green tea", "Alice's locker is number 12"]
@@ -59,10 +61,7 @@ def tamper(path, *, relabel: bool = False, metas_too: bool = False, nan: bool = 
         f32 = content["memory/f32"].copy()
         f32[0, 0] = np.nan
         content["memory/f32"] = f32
-    if key is not None:
-        content["mac"] = _json_bytes(_mac(key, content))
-    with open(path, "wb") as out:
-        np.savez(out, **content)
+    write_archive(path, content, key if key is not None else b"a key that is not the store's")
 
 
 def reopened(settings, embedder, caplog) -> tuple[set[str], list[str]]:
@@ -85,23 +84,47 @@ def saved(request, tmp_path, local_embedder):
     with open_store(settings, embedder=local_embedder) as store:
         fill(store)
         expected = alice_sees(store)
-        key = snapshot_key(store.client, settings.collection)
         assert store.save_index_snapshot() == snapshot_path(settings)
+        key = snapshot_key(store.client, settings.collection) if settings.chroma_url else None
     assert not expected & set(BOB_FACTS)
-    return settings, expected, key
+    return settings, expected, key if key is not None else KeyFile(settings).read()
 
 
-@pytest.mark.parametrize("how, why", [
-    ({"relabel": True}, "in the scope codes"),  # the rows disagree with their codes: refused before the key
-    ({"relabel": True, "metas_too": True}, "not signed with this store's snapshot key"),
-    ({"nan": True}, "not finite"),
-], ids=["codes-relabelled", "codes-and-metadata-relabelled", "nan-vector"])
-def test_a_crafted_snapshot_without_the_key_is_refused(saved, local_embedder, caplog, how, why):
+def keys_in_the_data_directory(settings) -> list[bytes]:
+    """Every key an attacker who can read and write the data directory can get: the side collection a
+    snapshot key was once kept in (made anew by them if it is gone), with its hex text."""
+    key = snapshot_key(open_client(settings), settings.collection)
+    return [key, key.hex().encode()]
+
+
+@pytest.mark.parametrize("how", [{"relabel": True}, {"relabel": True, "metas_too": True}, {"nan": True}],
+                         ids=["codes-relabelled", "codes-and-metadata-relabelled", "nan-vector"])
+def test_a_crafted_snapshot_without_the_key_is_refused(saved, local_embedder, caplog, how):
+    """The signature is checked over the raw bytes before anything in the file is parsed."""
     settings, expected, _ = saved
     tamper(snapshot_path(settings), **how)
     seen, lines = reopened(settings, local_embedder, caplog)
     assert seen == expected and not seen & set(BOB_FACTS)
-    assert len(lines) == 1 and why in lines[0], lines
+    assert len(lines) == 1 and "not signed with this store's snapshot key" in lines[0], lines
+
+
+def test_a_relabelled_snapshot_re_signed_with_the_key_from_the_data_directory_leaks_nothing(
+        saved, local_embedder, caplog):
+    """Whoever can write the data directory re-signs a snapshot whose codes, metadata and header all say
+    Bob's memories are Alice's, with any key the directory holds: the embedded store's key is not there
+    (no file of the data directory holds it), so the signature fails and the indexes are rebuilt."""
+    settings, expected, key = saved
+    if settings.chroma_url:
+        pytest.skip("on a Chroma server the key is on the server, out of the data directory's reach")
+    held = [p.read_bytes() for p in settings.data_dir.rglob("*") if p.is_file()]
+    assert not any(key in raw or key.hex().encode() in raw for raw in held)
+    for forged in keys_in_the_data_directory(settings):
+        tamper(snapshot_path(settings), relabel=True, metas_too=True, key=forged)
+        seen, lines = reopened(settings, local_embedder, caplog)
+        assert seen == expected and not seen & set(BOB_FACTS)
+        assert len(lines) == 1 and "not signed with this store's snapshot key" in lines[0], lines
+        # the side collection is dropped at open, so no key stays in the data directory
+        assert settings.collection + KEY_SUFFIX not in {c.name for c in open_client(settings).list_collections()}
 
 
 @pytest.mark.parametrize("how, why", [
@@ -136,6 +159,7 @@ def test_a_snapshot_of_another_store_with_the_same_collection_is_refused(saved, 
     with open_store(other, embedder=local_embedder) as store:
         store.upsert_memory("Bob's bank PIN is 4417", entity="alice")  # under Alice's scope, in another store
         store.memory_index()
+    other_key = KeyFile(other).read()
     # the collection id differs too; make the header claim ours to reach the key check
     with np.load(snapshot_path(settings), allow_pickle=False) as archive:
         content = {name: archive[name] for name in archive.files}
@@ -143,8 +167,7 @@ def test_a_snapshot_of_another_store_with_the_same_collection_is_refused(saved, 
         ours = str(store.col.id)
     header = json.loads(content["header"].tobytes()) | {"collection_id": ours}
     content["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
-    with open(snapshot_path(settings), "wb") as out:
-        np.savez(out, **content)
+    write_archive(snapshot_path(settings), content, other_key)
     caplog.clear()
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(settings, embedder=local_embedder) as store:

@@ -138,18 +138,32 @@ def test_bad_vectors_reject_the_whole_batch(tmp_path, caplog):
         (struct.pack("<4f", 1, 2, 3, 4), 3, DIMENSION_MISMATCH),
         (struct.pack("<4f", 1, math.inf, 3, 4), 4, NON_FINITE_VALUE),
         (struct.pack("<4f", 1, math.nan, 3, 4), 4, NON_FINITE_VALUE),
+        ("text", 4, BLOB_LENGTH_INVALID),  # TEXT, not a BLOB: made below with ||, not valid UTF-8
     ],
 )
-def test_corrupt_stored_rows_raise_on_read(tmp_path, blob, dims, code):
+def test_corrupt_stored_rows_raise_on_read_and_recall_leaves_them_out(tmp_path, caplog, blob, dims, code):
     path = tmp_path / "m.db"
     mirror = EngramMirror(path, MODEL)
-    mirror.upsert([{"id": "a", "text": "alpha", "metadata": meta(), "embedding": np.ones(4, np.float32)}])
+    mirror.upsert([{"id": "a", "text": "alpha", "metadata": meta(), "embedding": np.ones(4, np.float32)},
+                   {"id": "b", "text": "beta", "metadata": meta(), "embedding": np.arange(1, 5, dtype=np.float32)}])
     with sqlite3.connect(path) as raw:
-        raw.execute("UPDATE memory_embeddings SET embedding = ?, dimensions = ? WHERE memory_id = 'a'", (blob, dims))
-    for read in (lambda: mirror.get(["a"]), lambda: mirror.recall(np.ones(4), 1), lambda: list(mirror.iter_documents())):
+        if blob == "text":  # a BLOB concatenated with || is TEXT; these bytes are not UTF-8
+            raw.execute("UPDATE memory_embeddings SET embedding = x'0000c07f' || substr(embedding, 5) "
+                        "WHERE memory_id = 'a'")
+            assert raw.execute("SELECT typeof(embedding) FROM memory_embeddings WHERE memory_id = 'a'").fetchone() == (
+                "text",)
+        else:
+            raw.execute("UPDATE memory_embeddings SET embedding = ?, dimensions = ? WHERE memory_id = 'a'", (blob, dims))
+    for read in (lambda: mirror.get(["a"]), lambda: list(mirror.iter_documents()), lambda: mirror.embeddings("a")):
         with pytest.raises(EmbeddingProtocolError) as info:
             read()
         assert info.value.code == code and info.value.memory_id == "a"
+    [doc] = mirror.get(["a"], bad_vectors="skip")
+    assert doc.embedding is None and code in doc.vector_problem and doc.text == "alpha"
+    with caplog.at_level(logging.WARNING, logger="brain.features.mirror"):
+        hits = mirror.recall(np.ones(4), 5)
+    assert [h.id for h in hits] == ["b"]
+    assert code in caplog.text and "'a'" in caplog.text and "brain mirror sync" in caplog.text
 
 
 # ---- a v2 file written by another implementation -------------------------------------------------

@@ -21,7 +21,7 @@ from brain.shells.cli.reports import restore_text
 from brain.app.core import open_store
 from brain.model.errors import RestoreUnfinished
 from brain.app.restore import recover_store
-from brain.features.mirror import NON_FINITE_VALUE, BLOB_LENGTH_INVALID
+from brain.features.mirror import NON_FINITE_VALUE, BLOB_LENGTH_INVALID, verify_mirror
 from brain.app.startup import startup
 
 from .conftest import cli_env
@@ -148,6 +148,61 @@ def test_unreadable_vectors_are_embedded_again_from_their_text_and_listed(world,
         assert set(started.store.mirror.vectors_of(ids, local_embedder.name)) == set(ids)
     finally:
         started.brain.close()
+
+
+def make_text_vector(path, memory_id: str) -> None:
+    """The stored vector of ``memory_id`` as SQLite TEXT that is not UTF-8 (``||`` of BLOBs makes TEXT):
+    plain sqlite3 cannot even fetch it."""
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE memory_embeddings SET embedding = x'0000c07f' || substr(embedding, 5) WHERE memory_id = ?",
+                    (memory_id,))
+        with pytest.raises(sqlite3.OperationalError, match="decode"):
+            raw.execute("SELECT embedding FROM memory_embeddings WHERE memory_id = ?", (memory_id,)).fetchall()
+
+
+def test_a_vector_stored_as_text_is_embedded_again_and_the_restore_finishes(world, local_embedder):
+    settings, path, before, documents = world
+    with sqlite3.connect(path) as raw:
+        (bad,) = raw.execute("SELECT memory_id FROM memory_embeddings ORDER BY memory_id LIMIT 1").fetchone()
+    make_text_vector(path, bad)
+    lose_store(settings)
+    with open_store(settings, embedder=local_embedder) as store:
+        report = recover_store(store, batch=7).mirror
+        assert report.restored == len(before) and report.skipped == []
+        assert list(dict(report.bad_vectors)) == [bad] and "stored as SQLite text" in dict(report.bad_vectors)[bad]
+        assert report.embedded == 1 and report.reused_vectors == len(before) - 1
+        assert store.mirror.meta("brain_restore_unfinished") is None
+        [doc] = store.get([bad], include_embeddings=True)
+        np.testing.assert_allclose(doc.embedding, local_embedder.embed_documents([doc.text])[0], atol=1e-6)
+    assert store_documents(settings, local_embedder) == documents
+    started = startup(settings, warm=False)  # the catch-up writes the row's vector again, as a BLOB
+    try:
+        assert started.mirror_sync.updated == 1 and started.mirror_sync.deleted == 0
+        assert set(started.store.mirror.vectors_of([bad], local_embedder.name)) == {bad}
+    finally:
+        started.brain.close()
+    after = mirror_rows(path)  # plain sqlite3 reads every row again
+    assert set(after) == set(before) and {i: r[:2] for i, r in after.items()} == {i: r[:2] for i, r in before.items()}
+
+
+def test_a_vector_stored_as_text_in_a_sound_store_is_reported_and_repaired(world, local_embedder):
+    settings, path, before, documents = world
+    with sqlite3.connect(path) as raw:
+        (bad,) = raw.execute("SELECT memory_id FROM memory_embeddings ORDER BY memory_id LIMIT 1").fetchone()
+    make_text_vector(path, bad)
+    with open_store(settings, embedder=local_embedder) as store:
+        verified = verify_mirror(store, store.mirror)
+        assert verified.vectors == [bad] and verified.missing == [] and verified.text == []
+        query = local_embedder.embed_query("the colour shade")
+        hits = store.mirror.recall(query, 100)
+        assert len(hits) == len(before) - 1 and bad not in {h.id for h in hits}
+    ran = subprocess.run([sys.executable, "-m", "brain.shells.cli", "init"], cwd=path.parent.parent,
+                         env=cli_env(settings), capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    after = mirror_rows(path)  # start-up's catch-up wrote the vector again from the store: a BLOB
+    assert {i: r[:2] for i, r in after.items()} == {i: r[:2] for i, r in before.items()}
+    with open_store(settings, embedder=local_embedder) as store:
+        assert verify_mirror(store, store.mirror).ok
 
 
 @pytest.mark.slow

@@ -27,7 +27,9 @@ or above the working directory that holds ``config/defaults.env`` (a brain check
 ``config/defaults.env`` and ``.env`` are read, and its files are the defaults: ``data/``,
 ``persona.md``, ``config/specialists.yaml``. Without a project brain uses user-level places:
 ``$XDG_CONFIG_HOME/brain`` (``~/.config/brain``) for ``.env``, ``persona.md`` and
-``specialists.yaml``, and ``$XDG_DATA_HOME/brain`` (``~/.local/share/brain``) for the data.
+``specialists.yaml``, and ``$XDG_DATA_HOME/brain`` (``~/.local/share/brain``) for the data. The embedded
+store's index snapshot keys are the user's with or without a project: ``$XDG_STATE_HOME/brain/snapshot-keys``
+(``~/.local/state/brain/snapshot-keys``), never inside the data directory.
 
 **Relative paths** given as arguments or in the environment are relative to the working directory,
 as any command-line path; relative paths written in an env file are relative to the project root
@@ -53,6 +55,7 @@ from brain.config.sections import (
     DocTypeList,
     SettingGroup,
     SummarizerKind,
+    key_dir_problem,
     specialist_bands_in_order,
 )
 from brain.config.settings import Settings, load_settings
@@ -61,5 +64,5 @@ __all__ = [
     "FOREIGN_VARIABLES", "LOCAL_ENV_FILE", "PATH_FIELDS", "PROJECT_MARKER", "SETTING_GROUPS",
     "SPECIALIST_BAND_DEFAULTS", "SPECIALIST_CONFIDENCE_DEFAULTS", "DocTypeList", "ProjectLayout", "SettingGroup", "Settings", "SummarizerKind",
     "allowed_range", "bounds", "describe_settings_error", "env_name", "env_names", "find_project_root",
-    "load_settings", "specialist_bands_in_order",
+    "key_dir_problem", "load_settings", "specialist_bands_in_order",
 ]

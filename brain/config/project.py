@@ -57,15 +57,19 @@ class ProjectLayout:
                                   f"holds config/defaults.env")
         else:
             root, how = find_project_root(here), f"found from {here}"
+        # the snapshot keys are the user's, out of every data directory, with or without a project
+        key_dir = _xdg_home(environ, "XDG_STATE_HOME", ".local/state") / "brain" / "snapshot-keys"
         if root is not None:
             return cls(root, root, (root / PROJECT_MARKER, root / LOCAL_ENV_FILE),
                        {"data_dir": root / "data", "persona_path": root / "persona.md",
-                        "specialists_path": root / "config" / "specialists.yaml"}, here, how)
+                        "specialists_path": root / "config" / "specialists.yaml", "snapshot_key_dir": key_dir},
+                       here, how)
         config_home = _xdg_home(environ, "XDG_CONFIG_HOME", ".config") / "brain"
         data_home = _xdg_home(environ, "XDG_DATA_HOME", ".local/share") / "brain"
         return cls(None, config_home, (config_home / LOCAL_ENV_FILE,),
                    {"data_dir": data_home, "persona_path": config_home / "persona.md",
-                    "specialists_path": config_home / "specialists.yaml"}, here, "user-level")
+                    "specialists_path": config_home / "specialists.yaml", "snapshot_key_dir": key_dir},
+                   here, "user-level")
 
     def describe(self) -> str:
         if self.root is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field
@@ -15,13 +16,25 @@ from brain.config.values import DEFAULT_EMBEDDER, DEFAULT_SUMMARY_MODEL
 from brain.model.schemas import DOC_TYPES
 
 #: the settings that name files or directories
-PATH_FIELDS = ("data_dir", "persona_path", "specialists_path", "mirror_path", "index_snapshot_path")
+PATH_FIELDS = ("data_dir", "persona_path", "specialists_path", "mirror_path", "index_snapshot_path", "snapshot_key_dir")
 #: the specialist bands' thresholds on a match's confidence, calibrated for local/minilm-l6-v2
 #: (bench/SPECIALISTS_RESULTS.md); the Settings defaults and brain.features.specialists.SpecialistBands' defaults
 SPECIALIST_BAND_DEFAULTS = {"strong": 0.90, "good": 0.65, "possible": 0.62}
 #: the coefficients of a match's confidence, a logistic fit on the score and the request's length
 #: (brain.features.specialists.scoring.SpecialistConfidence); the Settings defaults and the class's defaults
 SPECIALIST_CONFIDENCE_DEFAULTS = {"intercept": -6.30, "score": 13.75, "length": 1.36}
+
+
+def key_dir_problem(key_dir: Path, data_dir: Path) -> str | None:
+    """Why ``key_dir`` cannot hold the embedded store's index snapshot keys, or None: inside the data
+    directory, whoever can write that directory could read the key and re-sign an edited snapshot."""
+    key, data = key_dir.resolve(), data_dir.resolve()
+    if key != data and data not in key.parents:
+        return None
+    return (f"BRAIN_SNAPSHOT_KEY_DIR ({key_dir}) is inside BRAIN_DATA_DIR ({data_dir}): the key that signs the index "
+            f"snapshot must be out of reach of whoever can write the data directory, or they could re-sign an edited "
+            f"snapshot. Set BRAIN_SNAPSHOT_KEY_DIR to a directory outside it (the default is "
+            f"$XDG_STATE_HOME/brain/snapshot-keys, ~/.local/state/brain/snapshot-keys), or BRAIN_INDEX_SNAPSHOT=false")
 
 
 def specialist_bands_in_order(strong: float, good: float, possible: float) -> bool:

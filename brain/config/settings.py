@@ -28,6 +28,7 @@ from brain.config.sections import (
     default_embedder,
     default_summary_model,
     document_types,
+    key_dir_problem,
     embedding_setting,
     knowledge_setting,
     mirror_setting,
@@ -190,6 +191,12 @@ class Settings(BaseSettings):
         "BRAIN_INDEX_SNAPSHOT_PATH", None,
         "the index snapshot's file; unset: `<BRAIN_DATA_DIR>/index_snapshots/<BRAIN_COLLECTION>.npz`",
         example="data/index_snapshots/conversations.npz")
+    snapshot_key_dir: Path | None = storage_setting(
+        "BRAIN_SNAPSHOT_KEY_DIR", None,
+        "where the embedded store keeps the keys that sign its index snapshots (one 0600 file per store, in a 0700 "
+        "directory); must be outside BRAIN_DATA_DIR, so that writing the data directory is not enough to forge a "
+        "snapshot; unset: `$XDG_STATE_HOME/brain/snapshot-keys` (`~/.local/state/brain/snapshot-keys`)",
+        example="~/.local/state/brain/snapshot-keys")
 
     # --- knowledge base and persona ---------------------------------------------------------------
     chunk_window: int = knowledge_setting(
@@ -382,6 +389,9 @@ class Settings(BaseSettings):
             if value is not None and not value.is_absolute():  # e.g. a Path given after loading
                 value = loading.cwd / value
             self.__dict__[name] = value
+        problem = None if self.chroma_url else key_dir_problem(self.snapshot_key_dir, self.data_dir)
+        if problem:  # only the embedded store's keys live there
+            raise ConfigError(problem)
         self._layout = layout
         self._origins = loading.origins
 

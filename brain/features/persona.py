@@ -35,8 +35,10 @@ if TYPE_CHECKING:
     from brain.store import Store
 
 #: a persona file larger than this is refused: a persona is a few kilobytes, and every section of it is
-#: embedded, kept in process and put in every context
-MAX_PERSONA_BYTES = 1_000_000
+#: embedded at each load, kept in process and put in every context. Set from bench/bench_persona.py: at
+#: 1,000,000 bytes of ~1 KB sections `brain init` took minutes and 2.5 GB; the cost grows with the bytes
+#: (each embedded token), and at this cap it stays within a few seconds of the shipped persona's
+MAX_PERSONA_BYTES = 32_768
 #: a persona of more sections than this is refused (the context serves at most this many)
 MAX_PERSONA_SECTIONS = 1000
 _NAME_LINE = re.compile(r"^[ \t]*name[ \t]*:(?P<name>.*)$", re.IGNORECASE | re.MULTILINE)
@@ -141,9 +143,12 @@ def load_persona(store: Store, path: str | Path) -> PersonaLoad:
     path = Path(path)
     try:
         markdown = read_bounded_text(path, MAX_PERSONA_BYTES)
-    except TooLarge as exc:
-        raise ValidationError(f"persona file {path}: {exc} (MAX_PERSONA_BYTES); a persona is a few kilobytes: "
-                              "check that BRAIN_PERSONA_PATH names the right file") from None
+    except TooLarge:
+        raise ValidationError(
+            f"persona file {path} is {_size_of(path)}, over the cap of {MAX_PERSONA_BYTES:,} bytes "
+            f"(MAX_PERSONA_BYTES; every section is embedded at each load). Keep the persona to who the assistant "
+            f"is and how it speaks, a few kilobytes, and move reference material into the knowledge base "
+            f"(`brain ingest <kb>`); or check that BRAIN_PERSONA_PATH names the right file") from None
     except FileNotFoundError:
         raise ValidationError(f"persona file {path} does not exist; create it or set BRAIN_PERSONA_PATH") from None
     except UnicodeDecodeError as exc:
@@ -179,6 +184,14 @@ def load_persona(store: Store, path: str | Path) -> PersonaLoad:
     stale = [d.id for d in existing]
     removed = store.delete(stale) if stale else 0
     return PersonaLoad(str(path), True, new_version, digest, len(sections), removed)
+
+
+def _size_of(path: Path) -> str:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    return f"{size:,} bytes" if size > MAX_PERSONA_BYTES else f"larger than {MAX_PERSONA_BYTES:,} bytes"
 
 
 def _persona_docs(store: Store, entity: str | None) -> list[Document]:

@@ -51,7 +51,7 @@ from brain.store.positions import PositionClaims
 from brain.store.reads import find_ids, get_documents, type_value
 from brain.store.retrieval import Retrieval, VersionRule
 from brain.store.scrub import clear_unused_index_space
-from brain.store.snapshot import SnapshotIdentity, SnapshotKeeper, snapshot_key, snapshot_path
+from brain.store.snapshot import KeyFile, ServerKey, SnapshotIdentity, SnapshotKeeper, drop_server_key, snapshot_path
 from brain.store.write_intents import WriteIntentLog
 from brain.store.migrations import migrate_typed_fields
 
@@ -97,6 +97,8 @@ class Store:
                 self._owned_client = self.client
             # the logical name serves through the pointer a re-index flips (brain.store.live)
             self.collection_name = live_collection(self.client, self.settings.collection)
+            if self._dir_lock is not None:
+                drop_server_key(self.client, self.settings.collection)
             if not create and self.collection_name not in {c.name for c in self.client.list_collections()}:
                 raise missing_store(self.settings)
             self.events = WriteEvents()
@@ -211,10 +213,11 @@ class Store:
             return None
         identity = SnapshotIdentity(self.settings.collection, str(self.col.id), self.embedder.name, self.dimension,
                                     tuple(self.settings.indexed_types))
-        client, collection = self.client, self.settings.collection
         # the embedded store is this process's alone; a server's writes are followed through the change feed
-        return SnapshotKeeper(snapshot_path(self.settings), identity, owned=self._dir_lock is not None,
-                              key=lambda: snapshot_key(client, collection))
+        owned = self._dir_lock is not None
+        # the embedded store's key must be out of the data directory, which holds its Chroma
+        keys = KeyFile(self.settings) if owned else ServerKey(self.client, self.settings.collection)
+        return SnapshotKeeper(snapshot_path(self.settings), identity, owned=owned, keys=keys)
 
     def save_index_snapshot(self) -> Path | None:
         """Save the in-process indexes (built first if need be) to the index snapshot

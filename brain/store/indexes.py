@@ -116,7 +116,7 @@ class InProcessState(WriteSubscriber):
             self._turn_conversation.clear()
             types = list(self.settings.indexed_types)
             indexes = {t: MemoryIndex(self.dimension) for t in types}
-            where = {"type": types[0]} if len(types) == 1 else {"type": {"$in": types}}
+            where = self._indexed_where()
             sizes: dict[str, int] = {}
             for page in self.chroma.pages(where, ["metadatas"]):  # one pass to size every index once
                 for meta in page["metadatas"]:
@@ -137,6 +137,10 @@ class InProcessState(WriteSubscriber):
             self._expected_count = self.chroma.count()
             self._last_check = time.monotonic()
             return indexes[DocType.MEMORY.value]
+
+    def _indexed_where(self) -> dict[str, Any]:
+        types = list(self.settings.indexed_types)
+        return {"type": types[0]} if len(types) == 1 else {"type": {"$in": types}}
 
     def build(self) -> None:
         """Build the indexes: the first time from the snapshot when it is current, else from Chroma.

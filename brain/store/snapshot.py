@@ -21,14 +21,23 @@ was saved after the last write through a store, and its ``count`` must match the
 catches most writes that bypassed the store).
 
 **Trust.** The snapshot is a cache, and what it holds decides who sees which row, so a load checks it
-against what it claims and binds it to its store. Each index must be consistent (finite vectors and
-values; every row's scope code and kind those its metadata says; the rows per scope the header
-lists), and the file must carry the keyed hash (HMAC-SHA256, ``mac``) of everything in it under the key
-its store keeps (:func:`snapshot_key`: a random key in a side collection of the store,
-``<collection>__snapshot_key``). A file edited and re-checksummed without that key (scopes relabelled,
-rows moved) is refused. On a Chroma server the key is on the server, out of reach of whoever can
-write the data directory; on the embedded store it is in the Chroma file, so it binds a snapshot
-kept apart from its store (BRAIN_INDEX_SNAPSHOT_PATH) to that store.
+against what it claims and binds it to its store. The file ends with the keyed hash (HMAC-SHA256) of
+all its bytes under its store's key, checked over the raw bytes before anything in the file is parsed.
+Then every entry must be stored uncompressed (as brain writes it), so that no entry can declare more
+bytes than the file holds: a zip bomb is refused from its headers, unread. JSON nested past Python's
+recursion limit is refused too. Each index must be consistent (finite vectors and values; every row's
+scope code and kind those its metadata says; the rows per scope the header lists).
+
+The key is kept where whoever can write the data directory cannot read it. The embedded store's is a
+file of its own (:class:`KeyFile`) in BRAIN_SNAPSHOT_KEY_DIR (default
+``$XDG_STATE_HOME/brain/snapshot-keys``, refused inside the data directory), named by a hash of the
+resolved data directory and the collection, mode 0600 in a 0700 directory. A new random key is written
+at every save and deleted with the snapshot before a write, so an older snapshot kept aside and put
+back no longer verifies. A missing or unreadable key file (a new machine, a data directory copied or
+moved) leaves the snapshot unverifiable: it is ignored and the indexes rebuilt, and the next save
+writes a key. A Chroma server's key is a random key in a side collection on the server
+(:func:`snapshot_key`, ``<collection>__snapshot_key``), shared by its processes; a key an older brain
+kept there for an embedded store (in ``chroma.sqlite3``) is deleted at open (:func:`drop_server_key`).
 
 A snapshot that cannot be used (missing, unreadable, another collection or embedder, not provably
 current, inconsistent, not signed with its store's key) is ignored with one log line saying why, and
@@ -47,7 +56,7 @@ import secrets
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,8 +64,8 @@ from typing import Any
 
 import numpy as np
 
-from brain.config import Settings
-from brain.model.errors import StoreError, StoreUnavailable
+from brain.config import Settings, key_dir_problem
+from brain.model.errors import ConfigError, StoreError, StoreUnavailable
 from brain.store.memory_index import MemoryIndex
 from brain.model.schemas import GLOBAL_SCOPE
 from brain.store.events import WriteEvent, WriteSubscriber
@@ -64,12 +73,20 @@ from brain.store.events import WriteEvent, WriteSubscriber
 log = logging.getLogger(__name__)
 
 #: the file layout's version; a snapshot of another version is ignored
-FORMAT = 2
+FORMAT = 3
 #: where the snapshot lives in the data directory, unless BRAIN_INDEX_SNAPSHOT_PATH says otherwise
 DIRECTORY = "index_snapshots"
-#: the side collection that keeps a store's snapshot key
+#: the side collection that keeps a Chroma server's snapshot key
 KEY_SUFFIX = "__snapshot_key"
 _KEY_ID = "key"
+#: a key's length in hex digits (32 random bytes)
+_KEY_HEX = 64
+#: the hash's length (hex HMAC-SHA256), the archive comment that ends the file
+MAC_SIZE = 64
+#: a file's bytes hashed per read
+_CHUNK = 1 << 20
+#: an array entry's ``.npy`` header, at most (NumPy's own default bound)
+_MAX_NPY_HEADER = 10_000
 
 
 def snapshot_path(settings: Settings) -> Path:
@@ -80,8 +97,8 @@ def snapshot_path(settings: Settings) -> Path:
 
 
 def snapshot_key(client: Any, collection: str) -> bytes:
-    """The key a store's snapshots are signed with: made once at random and kept in the side collection
-    ``<collection>__snapshot_key`` (the first process to add it wins; every other reads that one)."""
+    """The key a Chroma server's snapshots are signed with: made once at random and kept in the side
+    collection ``<collection>__snapshot_key`` (the first process to add it wins; every other reads that one)."""
     name = collection + KEY_SUFFIX
     try:
         col = client.get_or_create_collection(name, embedding_function=None,
@@ -98,17 +115,109 @@ def snapshot_key(client: Any, collection: str) -> bytes:
         raise StoreUnavailable(f"cannot read the index snapshot key {name!r}: {exc}") from exc
 
 
-def _mac(key: bytes, entries: dict[str, np.ndarray]) -> str:
-    """The keyed hash (HMAC-SHA256: hardware-accelerated, twice BLAKE2b's speed here) of every entry but
-    ``mac``: names, dtypes, shapes and bytes, in name order."""
+def drop_server_key(client: Any, collection: str) -> None:
+    """Delete the side collection an embedded store kept its key in before it had a key file: a copy in
+    the data directory would let whoever can write it sign a snapshot."""
+    name = collection + KEY_SUFFIX
+    if name in {c.name for c in client.list_collections()}:
+        client.delete_collection(name)
+        log.info("deleted the index snapshot key kept in the data directory (%s); the key now lives in "
+                 "BRAIN_SNAPSHOT_KEY_DIR", name)
+
+
+class KeyFile:
+    """An embedded store's snapshot key: 32 random bytes, hex, in a file of its own outside the data
+    directory. :meth:`read` gives the key the last save wrote; :meth:`renew` writes a new one, before
+    every save."""
+
+    def __init__(self, settings: Settings):
+        key_dir = settings.snapshot_key_dir
+        problem = key_dir_problem(key_dir, settings.data_dir)  # settings changed after validation
+        if problem:
+            raise ConfigError(problem)
+        store = f"{settings.data_dir.resolve()}\0{settings.collection}".encode("utf-8", "surrogateescape")
+        self.path = key_dir / f"{hashlib.sha256(store).hexdigest()[:32]}.key"
+
+    def read(self) -> bytes:
+        """The key, or :class:`SnapshotUnusable` saying why there is none to check with."""
+        try:
+            with open(self.path, "rb") as stream:
+                mode = os.fstat(stream.fileno()).st_mode
+                text = stream.read(_KEY_HEX + 2)
+        except FileNotFoundError:
+            raise SnapshotUnusable(f"its key file {self.path} is missing (a new machine, a data directory copied or "
+                                   f"moved, or another BRAIN_SNAPSHOT_KEY_DIR), so it cannot be verified") from None
+        except OSError as exc:
+            raise SnapshotUnusable(f"its key file {self.path} cannot be read ({exc})") from None
+        if os.name == "posix" and mode & 0o077:  # another user may have written it
+            raise SnapshotUnusable(f"its key file {self.path} is open to other users (mode {mode & 0o777:o})")
+        try:
+            key = bytes.fromhex(text.decode("ascii").strip())
+        except ValueError:
+            key = b""
+        if len(key) * 2 != _KEY_HEX:
+            raise SnapshotUnusable(f"its key file {self.path} is damaged (not {_KEY_HEX} hex digits)")
+        return key
+
+    def forget(self) -> None:
+        """Delete the key, so that no snapshot saved before now verifies again."""
+        self.path.unlink(missing_ok=True)
+
+    def renew(self) -> bytes:
+        """Write a new random key (atomically, mode 0600, its directory 0700) and return it."""
+        key = secrets.token_bytes(_KEY_HEX // 2)
+        directory = self.path.parent
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if os.name == "posix" and directory.stat().st_mode & 0o077:
+                directory.chmod(0o700)
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)  # 0600
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(key.hex().encode("ascii") + b"\n")
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            _fsync_dir(directory)
+        except OSError as exc:
+            raise StoreError(f"cannot write the index snapshot key {self.path} ({exc}); make {directory} writable, "
+                             f"set BRAIN_SNAPSHOT_KEY_DIR to a writable directory outside the data directory, or set "
+                             f"BRAIN_INDEX_SNAPSHOT=false") from exc
+        return key
+
+
+class ServerKey:
+    """A Chroma server's snapshot key (:func:`snapshot_key`): one for every process and save."""
+
+    def __init__(self, client: Any, collection: str):
+        self._client, self._collection = client, collection
+        self._key: bytes | None = None
+
+    def read(self) -> bytes:
+        if self._key is None:
+            self._key = snapshot_key(self._client, self._collection)
+        return self._key
+
+    renew = read
+
+    def forget(self) -> None:
+        """Nothing: the change feed's sequence, not the key, proves a server's snapshot current."""
+
+
+def _file_mac(key: bytes, stream: Any, size: int) -> bytes:
+    """The keyed hash (HMAC-SHA256, hex) of the next ``size`` bytes of ``stream``, read a chunk at a time."""
     digest = hmac.new(key, digestmod=hashlib.sha256)
-    for name in sorted(entries):
-        if name == "mac":
-            continue
-        arr = np.ascontiguousarray(entries[name])
-        digest.update(json.dumps([name, arr.dtype.str, list(arr.shape)]).encode("utf-8"))
-        digest.update(memoryview(arr.reshape(-1)).cast("B"))  # the bytes, without copying them
-    return digest.hexdigest()
+    left = size
+    while left > 0:
+        chunk = stream.read(min(left, _CHUNK))
+        if not chunk:
+            raise SnapshotUnusable(f"it ends {left} bytes early")
+        digest.update(chunk)
+        left -= len(chunk)
+    return digest.hexdigest().encode("ascii")
 
 
 def _scope_counts(metas: list[dict[str, Any]]) -> dict[str, int]:
@@ -170,12 +279,26 @@ def write_snapshot(path: Path, identity: SnapshotIdentity, indexes: dict[str, Me
     header = {"format": FORMAT, **identity.to_dict(), "count": count, "sequence": sequence, "feed_id": feed_id,
               "saved_at": time.time(), "scopes": scopes}
     entries["header"] = _json_bytes(header)
-    entries["mac"] = _json_bytes(_mac(key, entries))
+    write_archive(path, entries, key)
+
+
+def write_archive(path: Path, entries: dict[str, np.ndarray], key: bytes) -> None:
+    """Write ``entries`` as an uncompressed ``.npz`` at ``path`` atomically, its last :data:`MAC_SIZE` bytes (the
+    archive comment) the keyed hash of every byte before them."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as out:
-            np.savez(out, **entries)
+        with os.fdopen(fd, "w+b") as out:
+            with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+                for name, arr in entries.items():
+                    with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
+                archive.comment = b"0" * MAC_SIZE  # a place for the hash, written below
+            end = out.tell()
+            out.seek(0)
+            digest = _file_mac(key, out, end - MAC_SIZE)
+            out.seek(end - MAC_SIZE)
+            out.write(digest)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
@@ -191,8 +314,8 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
     if not path.is_file():
         raise SnapshotUnusable("there is none")
     try:
-        with _no_cycle_collection(), np.load(path, allow_pickle=False) as opened:
-            archive = {name: opened[name] for name in opened.files}  # each entry read once
+        with _no_cycle_collection(), open(path, "rb") as stream:
+            archive = _read_archive(stream, key)
             header = _json_value(archive["header"])
             if not isinstance(header, dict):
                 raise SnapshotUnusable("its header is not a JSON object")
@@ -214,9 +337,6 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
             sequence, feed_id, count = header.get("sequence"), header.get("feed_id"), header.get("count")
             if not (sequence is None or _whole(sequence)) or not _whole(count):
                 raise SnapshotUnusable(f"its sequence {sequence!r} or count {count!r} is not a whole number")
-            if "mac" not in archive or not hmac.compare_digest(str(_json_value(archive["mac"])), _mac(key, archive)):
-                raise SnapshotUnusable("it is not signed with this store's snapshot key (edited, or saved for "
-                                       "another store)")
             claimed = header.get("scopes")
             for doc_type in indexes:
                 if not isinstance(claimed, dict) or claimed.get(doc_type) != held[doc_type]:
@@ -225,9 +345,68 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
                             float(header.get("saved_at") or 0.0))
     except SnapshotUnusable:
         raise
+    except RecursionError:
+        raise SnapshotUnusable("a JSON entry is nested deeper than Python's recursion limit") from None
     except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         # a truncated or damaged archive, a missing entry, bad JSON, wrong shapes (MemoryIndex.restore)
         raise SnapshotUnusable(f"it cannot be read ({type(exc).__name__}: {exc})") from None
+
+
+def _read_archive(stream: Any, key: bytes) -> dict[str, np.ndarray]:
+    """The entries of a snapshot file, read at a bounded cost: first the keyed hash of the raw bytes
+    (nothing is parsed before it matches); then every member must be stored uncompressed, as
+    :func:`write_archive` writes it, so that no member can be larger than its share of the file, and
+    each array must declare no more bytes than its member holds. A crafted archive (a zip bomb, a
+    header claiming a huge array) is refused from the sizes it declares, before anything is read."""
+    size = os.fstat(stream.fileno()).st_size
+    if size <= MAC_SIZE:
+        raise SnapshotUnusable(f"it is {size} bytes, too short to be a snapshot")
+    stream.seek(size - MAC_SIZE)
+    stored = stream.read(MAC_SIZE)
+    stream.seek(0)
+    if not hmac.compare_digest(stored, _file_mac(key, stream, size - MAC_SIZE)):
+        raise SnapshotUnusable("it is not signed with this store's snapshot key (edited, of an older format, or "
+                               "saved for another store)")
+    stream.seek(0)
+    with zipfile.ZipFile(stream) as opened:
+        members = opened.infolist()
+        declared = 0
+        for info in members:
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+                raise SnapshotUnusable(f"its entry {info.filename!r} is compressed (method {info.compress_type}, "
+                                       f"{info.compress_size} bytes declaring {info.file_size}); brain writes none")
+            declared += info.file_size
+        if declared > size:
+            raise SnapshotUnusable(f"its entries declare {declared} bytes, more than the file's {size}")
+        archive: dict[str, np.ndarray] = {}
+        for info in members:
+            name = info.filename.removesuffix(".npy")
+            if name in archive:
+                raise SnapshotUnusable(f"it holds the entry {name!r} twice")
+            with opened.open(info) as member:
+                archive[name] = _read_array(member, info.file_size, name)
+    return archive
+
+
+def _read_array(member: Any, size: int, name: str) -> np.ndarray:
+    """One ``.npy`` member of ``size`` bytes: a plain dtype, and exactly the bytes its shape needs."""
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(member, max_header_size=_MAX_NPY_HEADER)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(member, max_header_size=_MAX_NPY_HEADER)
+    else:
+        raise SnapshotUnusable(f"its entry {name!r} is .npy version {version}")
+    if dtype.hasobject:
+        raise SnapshotUnusable(f"its entry {name!r} holds Python objects")
+    needed = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize if shape else dtype.itemsize
+    left = size - member.tell()
+    if needed != left:
+        raise SnapshotUnusable(f"its entry {name!r} declares {needed} bytes of data but holds {left}")
+    data = bytearray(member.read(needed))  # writable, as np.load gives
+    if len(data) != needed:
+        raise SnapshotUnusable(f"its entry {name!r} ends early")
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
 
 class SnapshotKeeper(WriteSubscriber):
@@ -239,12 +418,11 @@ class SnapshotKeeper(WriteSubscriber):
 
     cache = True  # deletes other processes made reach it too
 
-    def __init__(self, path: Path, identity: SnapshotIdentity, *, owned: bool, key: Callable[[], bytes]):
-        """``key``: gives the store's snapshot key (:func:`snapshot_key`), asked once, on first use."""
+    def __init__(self, path: Path, identity: SnapshotIdentity, *, owned: bool, keys: KeyFile | ServerKey):
+        """``keys``: the store's snapshot key, read at a load and renewed at a save."""
         self.path = path
         self.identity = identity
-        self._key_source = key
-        self._key: bytes | None = None
+        self.keys = keys
         self.owned = owned
         self.current = False  # the file holds what the indexes hold
         self._file_may_exist = True
@@ -254,7 +432,7 @@ class SnapshotKeeper(WriteSubscriber):
             try:
                 self.discard()
             except OSError as exc:
-                raise StoreError(f"cannot delete the index snapshot {self.path} before writing ({exc}); nothing "
+                raise StoreError(f"cannot delete the index snapshot {self.path} or its key before writing ({exc}); nothing "
                                  f"was written. Make it deletable, or set BRAIN_INDEX_SNAPSHOT=false") from exc
 
     def commit(self, event: WriteEvent) -> None:
@@ -267,9 +445,11 @@ class SnapshotKeeper(WriteSubscriber):
                             "deleted texts; delete it by hand", self.path, exc)
 
     def discard(self) -> None:
-        """Delete the file (once, until the next save)."""
+        """Delete the file and, for the embedded store, its key (once, until the next save): a copy of the
+        file kept aside and put back after a write would otherwise still verify."""
         if self._file_may_exist:
             self.path.unlink(missing_ok=True)
+            self.keys.forget()
             self._file_may_exist = False
 
     def load(self) -> Snapshot | None:
@@ -278,7 +458,7 @@ class SnapshotKeeper(WriteSubscriber):
             self.reject("there is none", quiet=True)
             return None
         try:
-            snapshot = read_snapshot(self.path, self.identity, self.key())
+            snapshot = read_snapshot(self.path, self.identity, self.keys.read())
         except SnapshotUnusable as exc:
             self.reject(str(exc), quiet=not self.path.exists())
             return None
@@ -286,11 +466,6 @@ class SnapshotKeeper(WriteSubscriber):
             self.reject(str(exc))
             return None
         return snapshot
-
-    def key(self) -> bytes:
-        if self._key is None:
-            self._key = self._key_source()
-        return self._key
 
     def reject(self, why: str, *, quiet: bool = False) -> None:
         """Log that the snapshot is ignored, and why."""
@@ -300,7 +475,7 @@ class SnapshotKeeper(WriteSubscriber):
     def save(self, indexes: dict[str, MemoryIndex], *, count: int, sequence: int | None,
              feed_id: str | None) -> Path:
         write_snapshot(self.path, self.identity, indexes, count=count, sequence=sequence, feed_id=feed_id,
-                       key=self.key())
+                       key=self.keys.renew())
         self._file_may_exist = True
         self.current = True
         return self.path
@@ -326,6 +501,8 @@ def _json_bytes(value: Any) -> np.ndarray:
 def _json_value(arr: np.ndarray) -> Any:
     if arr.dtype != np.uint8 or arr.ndim != 1:
         raise ValueError(f"a JSON entry is {arr.dtype}{list(arr.shape)}, not bytes")
+    # the C parser stops at Python's recursion limit with RecursionError, which the reader turns into
+    # "unusable": that bounds the depth without a second pass over the text
     return json.loads(arr.tobytes().decode("utf-8"))
 
 
@@ -344,5 +521,5 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["DIRECTORY", "FORMAT", "KEY_SUFFIX", "snapshot_key", "Snapshot", "SnapshotIdentity", "SnapshotKeeper", "SnapshotUnusable",
-           "read_snapshot", "snapshot_path", "write_snapshot"]
+__all__ = ["DIRECTORY", "FORMAT", "KEY_SUFFIX", "KeyFile", "ServerKey", "Snapshot", "SnapshotIdentity", "SnapshotKeeper",
+           "SnapshotUnusable", "drop_server_key", "read_snapshot", "snapshot_key", "snapshot_path", "write_snapshot"]

@@ -91,8 +91,17 @@ def encode_embedding(vector: Any, *, memory_id: str | None = None, model: str | 
     return as_vector(vector, memory_id=memory_id, model=model).astype(_FLOAT32_LE, copy=False).tobytes()
 
 
-def check_blob(blob: Any, dimensions: Any, *, memory_id: str | None = None, model: str | None = None) -> None:
-    """Raise unless ``blob`` is ``dimensions`` little-endian float32 values (length checks only)."""
+def check_blob(
+    blob: Any, dimensions: Any, *, memory_id: str | None = None, model: str | None = None, stored_as: str = "blob"
+) -> None:
+    """Raise unless ``blob`` is ``dimensions`` little-endian float32 values (length checks only).
+    ``stored_as`` is the value's SQLite storage class (``typeof``): a reader selects it beside the value
+    because a TEXT value that is not UTF-8 cannot even be fetched, and must be a bad row, not a crash."""
+    if stored_as != "blob":
+        raise EmbeddingProtocolError(
+            BLOB_LENGTH_INVALID, f"the embedding is stored as SQLite {stored_as}, not as a BLOB",
+            memory_id=memory_id, model=model,
+        )
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise EmbeddingProtocolError(
             BLOB_LENGTH_INVALID, f"the embedding must be a BLOB, got {type(blob).__name__}",
@@ -111,9 +120,11 @@ def check_blob(blob: Any, dimensions: Any, *, memory_id: str | None = None, mode
         )
 
 
-def decode_embedding(blob: Any, dimensions: Any, *, memory_id: str | None = None, model: str | None = None) -> np.ndarray:
-    """The float32 vector of a v2 BLOB, validated (length, dimensions, finiteness)."""
-    check_blob(blob, dimensions, memory_id=memory_id, model=model)
+def decode_embedding(
+    blob: Any, dimensions: Any, *, memory_id: str | None = None, model: str | None = None, stored_as: str = "blob"
+) -> np.ndarray:
+    """The float32 vector of a v2 BLOB, validated (storage class, length, dimensions, finiteness)."""
+    check_blob(blob, dimensions, memory_id=memory_id, model=model, stored_as=stored_as)
     vec = np.frombuffer(bytes(blob), dtype=_FLOAT32_LE).astype(np.float32)
     if not np.isfinite(vec).all():
         raise EmbeddingProtocolError(
@@ -123,27 +134,42 @@ def decode_embedding(blob: Any, dimensions: Any, *, memory_id: str | None = None
 
 
 def decode_matrix(
-    ids: list[str], blobs: list[bytes], dimensions: list[int], *, model: str
-) -> np.ndarray:
-    """Many BLOBs of one model as an ``(n, d)`` float32 matrix, each validated; raises naming the first bad row."""
-    if not blobs:
-        return np.empty((0, 0), dtype=np.float32)
-    dim = dimensions[0]
-    for memory_id, blob, d in zip(ids, blobs, dimensions):
-        check_blob(blob, d, memory_id=memory_id, model=model)
-        if d != dim:
-            raise EmbeddingProtocolError(
-                DIMENSION_MISMATCH, f"{d}-d vector among {dim}-d vectors of the same model",
-                memory_id=memory_id, model=model,
-            )
-    matrix = np.frombuffer(b"".join(blobs), dtype=_FLOAT32_LE).reshape(len(blobs), dim).astype(np.float32)
+    ids: list[str], blobs: list[Any], dimensions: list[Any], *, model: str, stored_as: list[str] | None = None
+) -> tuple[np.ndarray, list[int], list[tuple[str, str]]]:
+    """Many BLOBs of one model as an ``(n, d)`` float32 matrix, each validated as by :func:`decode_embedding`.
+
+    A row that breaks the protocol is left out rather than failing the others: returns the matrix of the
+    good rows, their positions in ``ids``, and ``(id, reason)`` for each row left out. ``d`` is the first
+    good row's dimension; a row of another dimension is left out. ``stored_as``: as for :func:`check_blob`.
+    """
+    kinds = stored_as if stored_as is not None else ["blob"] * len(blobs)
+    kept: list[int] = []
+    problems: list[tuple[str, str]] = []
+    dim: int | None = None
+    for j, (memory_id, blob, d, kind) in enumerate(zip(ids, blobs, dimensions, kinds)):
+        try:
+            check_blob(blob, d, memory_id=memory_id, model=model, stored_as=kind)
+            if dim is not None and d != dim:
+                raise EmbeddingProtocolError(
+                    DIMENSION_MISMATCH, f"{d}-d vector among {dim}-d vectors of the same model",
+                    memory_id=memory_id, model=model,
+                )
+        except EmbeddingProtocolError as exc:
+            problems.append((memory_id, str(exc)))
+            continue
+        dim = d if dim is None else dim
+        kept.append(j)
+    if not kept:
+        return np.empty((0, 0), dtype=np.float32), [], problems
+    matrix = np.frombuffer(b"".join(bytes(blobs[j]) for j in kept), dtype=_FLOAT32_LE).reshape(len(kept), dim)
     finite = np.isfinite(matrix).all(axis=1)
     if not finite.all():
-        bad = ids[int(np.argmin(finite))]
-        raise EmbeddingProtocolError(
-            NON_FINITE_VALUE, "the stored embedding contains NaN or infinite values", memory_id=bad, model=model
-        )
-    return matrix
+        message = str(EmbeddingProtocolError(NON_FINITE_VALUE, "the stored embedding contains NaN or infinite values"))
+        problems += [(ids[kept[j]], f"{message} (memory {ids[kept[j]]!r}, model {model!r})")
+                     for j in np.flatnonzero(~finite)]
+        kept = [kept[j] for j in np.flatnonzero(finite)]
+        matrix = matrix[finite]
+    return matrix.astype(np.float32), kept, problems
 
 
 def now_iso() -> str:

@@ -10,7 +10,7 @@ import numpy as np
 
 from brain.features.mirror import mapping, protocol
 from brain.features.mirror.protocol import Coverage
-from brain.features.mirror.rows import IS_OURS, SELECT_DOCS, MirrorDocument, chunks, marks, named_corruption
+from brain.features.mirror.rows import IS_OURS, SELECT_DOCS, VECTOR_COLUMNS, MirrorDocument, chunks, marks, named_corruption
 
 
 class MirrorReads:
@@ -65,8 +65,8 @@ class MirrorReads:
 
     def embeddings(self, memory_id: str) -> dict[str, np.ndarray]:
         """Every stored vector of one memory, by model (validated)."""
-        rows = self._read("SELECT model, embedding, dimensions FROM memory_embeddings WHERE memory_id = ?", (memory_id,))
-        return {m: protocol.decode_embedding(b, d, memory_id=memory_id, model=m) for m, b, d in rows}
+        rows = self._read(f"SELECT e.model, {VECTOR_COLUMNS} FROM memory_embeddings e WHERE e.memory_id = ?", (memory_id,))
+        return {m: protocol.decode_embedding(b, d, memory_id=memory_id, model=m, stored_as=k) for m, b, k, d in rows}
 
     @named_corruption
     def vectors_of(self, ids: Iterable[str], model: str) -> dict[str, tuple[str, np.ndarray]]:
@@ -75,10 +75,11 @@ class MirrorReads:
         found: dict[str, tuple[str, np.ndarray]] = {}
         for part in chunks(list(ids)):
             rows = self._read(
-                f"SELECT m.id, m.content, e.embedding, e.dimensions FROM memories m JOIN memory_embeddings e "
+                f"SELECT m.id, m.content, {VECTOR_COLUMNS} FROM memories m JOIN memory_embeddings e "
                 f"ON e.memory_id = m.id AND e.model = ? WHERE m.id IN ({marks(len(part))})", [model, *part])
-            for doc_id, text, blob, dimensions in rows:
-                found[doc_id] = (text, protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=model))
+            for doc_id, text, blob, kind, dimensions in rows:
+                found[doc_id] = (text, protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=model,
+                                                                 stored_as=kind))
         return found
 
     def content_hashes(self) -> dict[str, bytes | None]:
@@ -113,15 +114,16 @@ class MirrorReads:
             return protocol.coverage(self._conn, model or self.model)
 
     def _document(self, row: tuple, *, skip_bad_vector: bool = False) -> MirrorDocument:
-        _, doc_id, content, raw_meta, memory_type, created_at, importance, namespace, blob, dimensions = row
+        _, doc_id, content, raw_meta, memory_type, created_at, importance, namespace, blob, kind, dimensions = row
         meta = mapping.brain_metadata(raw_meta)
         foreign = meta is None
         if foreign:
             meta = mapping.foreign_metadata(memory_type, created_at, importance, namespace)
         vector, problem = None, None
-        if blob is not None:
+        if kind not in (None, "null"):  # None: the row has no vector of this model
             try:
-                vector = protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=self.model)
+                vector = protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=self.model,
+                                                   stored_as=kind)
             except protocol.EmbeddingProtocolError as exc:
                 if not skip_bad_vector:
                     raise

@@ -106,7 +106,7 @@ class MirrorRecall:
     def _get_rows(self, ids: list[str]) -> list[MirrorDocument]:
         """Rows without their vectors (what recall returns)."""
         rows = self._read(f"{SELECT_ROWS} WHERE m.id IN ({marks(len(ids))})", ids)
-        return [self._document((*r, None, None)) for r in rows]
+        return [self._document((*r, None, None, None)) for r in rows]
 
     def _matrix(self) -> _Matrix:
         with self._lock:
@@ -129,15 +129,25 @@ class MirrorRecall:
                 "backfill (brain mirror backfill) to embed them with %s",
                 cov.with_vectors, cov.memories, 100 * cov.ratio, cov.model, self.model,
             )
+        matrix, kept, problems = protocol.decode_matrix(
+            [r[0] for r in rows], [r[1] for r in rows], [r[3] for r in rows], model=self.model,
+            stored_as=[r[2] for r in rows],
+        )
+        if problems:  # one bad row must not stop recall over the others; the catch-up writes it again
+            log.warning(
+                "mirror recall: %d stored vectors could not be read and are left out of recall (%s%s); "
+                "`brain mirror sync` writes them again from the store", len(problems),
+                "; ".join(reason for _, reason in problems[:3]), ", ..." if len(problems) > 3 else "",
+            )
+        rows = [rows[j] for j in kept]
         ids = [r[0] for r in rows]
-        matrix = protocol.decode_matrix(ids, [r[1] for r in rows], [r[2] for r in rows], model=self.model)
         if len(ids):
             matrix = unit_rows(matrix)
         type_names: dict[str, int] = {}
         scope_names: dict[str, int] = {}
-        type_codes = np.fromiter((type_names.setdefault(r[3] or "memory", len(type_names)) for r in rows), np.int32, len(rows))
+        type_codes = np.fromiter((type_names.setdefault(r[4] or "memory", len(type_names)) for r in rows), np.int32, len(rows))
         scope_codes = np.fromiter(
-            (scope_names.setdefault(mapping.scope_of(r[4])[0] if r[5] is None else r[5], len(scope_names)) for r in rows),
+            (scope_names.setdefault(mapping.scope_of(r[5])[0] if r[6] is None else r[6], len(scope_names)) for r in rows),
             np.int32, len(rows),
         )
         cache = _Matrix(generation, data_version, changes, ids, np.ascontiguousarray(matrix), type_codes, type_names,
@@ -183,6 +193,6 @@ class MirrorRecall:
         return [  # SQLite's bm25() is the BM25 score negated, so that ascending order puts the best first
             KeywordHit(id=d.id, text=d.text, metadata=d.metadata, bm25=-float(r[-1]))
             for r in rows
-            for d in [self._document((*r[:-1], None, None))]
+            for d in [self._document((*r[:-1], None, None, None))]
         ]
 

@@ -89,12 +89,16 @@ IS_OURS = "(json_valid(m.metadata) AND coalesce(json_type(m.metadata, '$.brain.t
 BRAIN_FIELD = "(CASE WHEN json_valid(m.metadata) THEN json_extract(m.metadata, '$.brain.{}') END)"
 ROW_COLUMNS = "m.id, m.content, m.metadata, m.memory_type, m.created_at, m.importance, m.namespace"
 SELECT_ROWS = f"SELECT m.rowid, {ROW_COLUMNS} FROM memories m"
+# The stored vector, its SQLite storage class and its dimensions. Only a BLOB is fetched as such: a TEXT
+# value (``x'..' || ...`` makes one) that is not UTF-8 cannot be fetched at all, and would stop every
+# reader at that row; the storage class lets the reader report it as a bad vector instead.
+VECTOR_COLUMNS = "CASE WHEN typeof(e.embedding) = 'blob' THEN e.embedding END, typeof(e.embedding), e.dimensions"
 SELECT_DOCS = (
-    f"SELECT m.rowid, {ROW_COLUMNS}, e.embedding, e.dimensions FROM memories m "
+    f"SELECT m.rowid, {ROW_COLUMNS}, {VECTOR_COLUMNS} FROM memories m "
     "LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND e.model = ?"
 )
 SELECT_MATRIX = (
-    f"SELECT e.memory_id, e.embedding, e.dimensions, {BRAIN_FIELD.format('type')}, m.namespace, "
+    f"SELECT e.memory_id, {VECTOR_COLUMNS}, {BRAIN_FIELD.format('type')}, m.namespace, "
     f"{BRAIN_FIELD.format('scope')} "
     "FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id WHERE e.model = ? ORDER BY m.rowid"
 )

