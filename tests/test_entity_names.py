@@ -259,3 +259,40 @@ def test_mcp_pinned_to_a_spelling_of_alice_serves_alice(tmp_path, local_embedder
     with brain_package.open(Settings(data_dir=tmp_path / "data"), embedder=local_embedder, start_worker=False) as b:
         create_server(b, entity="ＡＬＩＣＥ")  # fullwidth capitals: alice
         assert request_caller(None, "alice").entity == "alice"
+
+
+def test_a_store_written_before_names_were_canonical_moves_each_name_once_and_never_merges_two(tmp_path,
+                                                                                               local_embedder):
+    """Rows under 'entity:Alice' (names were case-sensitive) move to 'entity:alice' at the next open, mirror
+    included, when nothing else is 'alice'; 'Bob' and 'bob', two spellings in use, are left apart."""
+    from brain.app.core import open_store
+    from brain.config import Settings
+    from brain.store.migrations import NAMES_MIGRATED_KEY
+
+    settings = Settings(data_dir=tmp_path / "data")
+    with open_store(settings, embedder=local_embedder) as store:
+        template = store.col.get(ids=[store.upsert_memory("seed", scope="entity:carol")],
+                                 include=["metadatas"])["metadatas"][0]
+        legacy = {"old-alice": ("Alice is allergic to peanuts", "entity:Alice"),
+                  "old-alice-2": ("Alice lives in Porto", "entity:Alice"),
+                  "old-Bob": ("Bob keeps wasps", "entity:Bob"), "old-bob": ("bob keeps bees", "entity:bob")}
+        texts = [t for t, _ in legacy.values()]
+        store.col.upsert(ids=list(legacy), documents=texts, embeddings=list(local_embedder.embed_documents(texts)),
+                         metadatas=[{**template, "scope": scope, "entity": scope.removeprefix("entity:")}
+                                    for _, scope in legacy.values()])
+        store.mirror.upsert({"id": i, "text": t, "metadata": {**template, "scope": s}, "embedding":
+                             local_embedder.embed_documents([t])[0]} for i, (t, s) in legacy.items())
+        store.col.modify(metadata={k: v for k, v in store.col.metadata.items() if k != NAMES_MIGRATED_KEY})
+    with open_store(settings, embedder=local_embedder) as store:
+        got = store.col.get(ids=list(legacy), include=["metadatas"])
+        scopes = {i: m["scope"] for i, m in zip(got["ids"], got["metadatas"])}
+        assert scopes == {"old-alice": "entity:alice", "old-alice-2": "entity:alice", "old-Bob": "entity:Bob",
+                          "old-bob": "entity:bob"}
+        assert store.get_one("old-alice").metadata["entity"] == "alice"
+        hits = store.retrieve_memories("allergies", k=5, entity="ALICE", relevance=False)
+        assert {h.id for h in hits} >= {"old-alice", "old-alice-2"}
+        assert [d.metadata["scope"] for d in store.mirror.get(["old-alice"])] == ["entity:alice"]
+        # the two spellings of bob stay apart: the one already canonical is bob's, the other nobody's
+        assert {h.id for h in store.retrieve_memories("who keeps wasps?", k=5, entity="bob", relevance=False)
+                if h.id.startswith("old-")} == {"old-bob"}
+        assert store.col.metadata[NAMES_MIGRATED_KEY] == 1

@@ -53,7 +53,7 @@ from brain.store.retrieval import Retrieval, VersionRule
 from brain.store.scrub import clear_unused_index_space
 from brain.store.snapshot import KeyFile, ServerKey, SnapshotIdentity, SnapshotKeeper, drop_server_key, snapshot_path
 from brain.store.write_intents import WriteIntentLog
-from brain.store.migrations import migrate_typed_fields
+from brain.store.migrations import migrate_entity_names, migrate_typed_fields
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +116,9 @@ class Store:
             link = self.mirror_link
             migrated = migrate_typed_fields(self.col, self.chroma.max_batch_size,
                                             link.mirror if link is not None and DocType.MEMORY.value in link.types else None)
+            names = migrate_entity_names(self.col, self.chroma.max_batch_size,
+                                         link.mirror if link is not None else None, link.types if link else ())
+            migrated += names["rows"]
             if migrated and self.state.snapshots is not None:  # rows rewritten around the write events
                 self.state.snapshots.discard()
         except BaseException:

@@ -100,4 +100,76 @@ def _mirror_rows(mirror: Any, rows: dict[str, tuple[str, dict[str, Any], Any]]) 
     return mirror
 
 
-__all__ = ["OLD_MARKERS", "migrate_typed_fields", "typed"]
+
+
+#: recorded in the collection's metadata once every entity scope is in its canonical form (or left alone on
+#: purpose): the scan of every row's scope runs once per store, not at every open
+NAMES_MIGRATED_KEY = "brain_entity_names_canonical"
+
+
+def migrate_entity_names(col: Any, batch_size: int, mirror: Any = None, mirror_types: Any = ()) -> dict[str, Any]:
+    """Move the rows stored under an entity name that is not in its canonical form (``entity:Alice``, written
+    when names were case-sensitive) to the canonical scope (``entity:alice``), when that is safe: no row is
+    in the canonical scope yet and no other spelling maps to it. Otherwise two people once told apart by
+    spelling would become one, so those rows are left where they are (ranked for nobody, see
+    :func:`brain.store.memory_index.read_row`) and returned under ``"left"``. Ids do not change. The mirror
+    (rows of ``mirror_types``) is rewritten first, then Chroma, so a migration killed halfway is finished at
+    the next open. Runs once per store (:data:`NAMES_MIGRATED_KEY`). Returns ``{"moved": {old scope: new},
+    "rows": n, "left": {old scope: why}}``."""
+    from brain.model.schemas import check_scope, entity_of
+
+    report: dict[str, Any] = {"moved": {}, "rows": 0, "left": {}}
+    if (col.metadata or {}).get(NAMES_MIGRATED_KEY):
+        return report
+    rows_of: dict[str, list[str]] = {}
+    start = 0
+    while True:  # every row's scope, a page at a time
+        page = col.get(include=["metadatas"], limit=batch_size, offset=start)
+        for doc_id, meta in zip(page["ids"], page["metadatas"]):
+            rows_of.setdefault(str((meta or {}).get("scope") or ""), []).append(doc_id)
+        if len(page["ids"]) < batch_size:
+            break
+        start += len(page["ids"])
+    spellings: dict[str, list[str]] = {}
+    for scope in rows_of:
+        if entity_of(scope) is None:
+            continue
+        try:
+            canonical = check_scope(scope)
+        except ValueError:
+            continue  # not a name at all: the index reports it
+        if canonical != scope:
+            spellings.setdefault(canonical, []).append(scope)
+    for canonical, olds in sorted(spellings.items()):
+        if canonical in rows_of or len(olds) > 1:
+            for old in olds:
+                report["left"][old] = (f"{canonical} holds rows already" if canonical in rows_of
+                                       else f"{', '.join(sorted(olds))} are all {canonical}")
+            continue
+        (old,) = olds
+        ids = rows_of[old]
+        for first in range(0, len(ids), batch_size):
+            batch = ids[first:first + batch_size]
+            page = col.get(ids=batch, include=["documents", "metadatas", "embeddings"])
+            rows = {}
+            for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"]):
+                meta = dict(m or {})
+                meta["scope"] = canonical
+                if "entity" in meta:
+                    meta["entity"] = entity_of(canonical)
+                rows[i] = (d or "", meta, e)
+            kept = {i: r for i, r in rows.items() if r[1].get("type") in mirror_types}
+            if mirror is not None and kept:
+                mirror = _mirror_rows(mirror, kept)
+            col.update(ids=list(rows), metadatas=[meta for _, meta, _ in rows.values()])
+            report["rows"] += len(rows)
+        report["moved"][old] = canonical
+    for old, new in report["moved"].items():
+        log.info("entity scope %r moved to its canonical form %r", old, new)
+    for old, why in report["left"].items():
+        log.warning("entity scope %r left as it is, ranked for nobody: %s; rename its rows by hand", old, why)
+    col.modify(metadata={**(col.metadata or {}), NAMES_MIGRATED_KEY: 1})
+    return report
+
+
+__all__ = ["NAMES_MIGRATED_KEY", "OLD_MARKERS", "migrate_entity_names", "migrate_typed_fields", "typed"]
