@@ -18,7 +18,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     [ -n "$extra" ] && spec=".[$extra]"
     echo "Installing brain${extra:+ with [$extra]} into .venv, a minute or two the first time (log: .venv/install.log) ..." >&2
     # one line per package fetched, so a first run shows it is moving; the whole output goes to the log
-    if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install --progress-bar off -e "$spec"; } \
+    if ! { export PYTHONUNBUFFERED=1; .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install --progress-bar off -e "$spec"; } \
             2>&1 | tee .venv/install.log | { grep --line-buffered -E '^(Collecting|Successfully installed)' || true; } \
             | sed -u -e 's/^Collecting /  fetching /' -e 's/^Successfully installed .*/  installed/' >&2; then
         tail -n 40 .venv/install.log >&2
