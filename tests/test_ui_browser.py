@@ -629,3 +629,16 @@ def test_the_browsers_search_lists_memories_in_the_order_of_the_prompt(serve):
     served.search(message)
     expect(served.memory_rows()).to_have_count(len(prompt))
     assert [served.memory_rows().nth(i).get_attribute("data-id") for i in range(len(prompt))] == prompt
+
+
+def test_trying_a_message_for_a_person_shows_what_is_always_kept_in_mind(serve):
+    served = serve([{"text": "Alice is allergic to peanuts", "importance": 5, "scope": "entity:alice"},
+                    {"text": "Alice likes jazz", "importance": 2, "scope": "entity:alice"}])
+    served.open("try")
+    served.page.get_by_label("User message").fill("What about dessert? Something with nuts?")
+    served.page.locator("#try-entity").fill("alice")
+    served.page.get_by_role("button", name="Build context").click()
+    core = served.page.locator('.context-section[data-section="core"]')
+    expect(core.locator("h3")).to_contain_text("Always kept in mind about this person")
+    expect(core.locator("li")).to_have_count(1)
+    expect(core.locator("li").first).to_contain_text("Alice is allergic to peanuts")

@@ -8,7 +8,7 @@ const PAGE_SIZE = 50;
 const SEARCH_K = 50;
 const CONVERSATION_PAGE = 20;
 const SECTION_TITLES = {
-  persona: "Persona", faq: "Knowledge base", memory: "What you remember",
+  persona: "Persona", core: "Always kept in mind about this person", faq: "Knowledge base", memory: "What you remember",
   summary: "Earlier in this conversation", related: "Earlier turns related to this message", turn: "Recent turns",
 };
 const DROP_REASONS = {
