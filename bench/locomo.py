@@ -391,7 +391,8 @@ def measure(args, conversations: list[Conversation], chat: ChatMemory, raw) -> s
 
     lines = report_header(args, conversations, n_turns, n_questions, ingest_s, raw_s, embed_s, in_recent, store)
     lines.insert(-1, f"- The related section's gate (shown only when the conversation's closest turn reaches the "
-                     f"similarity floor, {chat.related_turns.floor():.3f} for this embedder): empty for "
+                     f"similarity floor, {chat.related_turns.floor():.3f} for this embedder, or "
+                     f"{chat.related_turns.named_floor():.3f} when the question names one of its speakers): empty for "
                      f"{gated['own']} of the {n_questions} questions asked of their own conversation, and for "
                      f"{gated['foreign']} of {gated['foreign asked']} "
                      f"({gated['foreign'] / max(1, gated['foreign asked']):.0%}) "
