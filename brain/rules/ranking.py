@@ -106,9 +106,10 @@ class ScoreWeights:
     @classmethod
     def core(cls, settings) -> "ScoreWeights":
         """The order of the facts always shown: importance first; among equal importance the closer to
-        the message, then the newer. Importance steps are 0.2 apart and the other two parts span at most
-        0.1 + 0.05, so they only break ties."""
-        return cls(similarity=0.05, importance=1.0, recency=0.05,
+        the message, then the newer. Importance steps are 0.2 apart and the similarity part spans at most 0.1,
+        so it only breaks ties of importance; the recency part (at most 0.0005) only those of similarity
+        (within 0.01): a fact learned later is not thereby closer to what is asked."""
+        return cls(similarity=0.05, importance=1.0, recency=0.0005,
                    half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
                    recency_from=getattr(settings, "recency_from", "created"))
 
