@@ -246,6 +246,7 @@ TIERS: dict[str, tuple[str, ...]] = {
     "test_cli_paths.py::test_subprocess_from_a_subfolder_finds_the_project": ("subprocess",),
     "test_disk_margin.py::test_brain_serve_below_the_margin_answers_and_stops_on_sigterm": ("subprocess",),
     "test_disk_margin.py::test_brain_serve_starts_below_the_margin_and_serves_reads": ("subprocess",),
+    "test_disk_margin.py::test_sigterm_closes_the_store_as_ctrl_c_does": ("subprocess",),
     "test_feed.py::test_a_chroma_restart_is_reported_then_caught_up": ("server", "subprocess"),
     "test_feed.py::test_racing_writers_never_share_a_sequence": ("stress", "subprocess"),
     "test_feed.py::test_racing_stores_end_with_what_chroma_holds": ("stress",),

@@ -96,6 +96,10 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
         alone = json.loads(ok(cli(workdir, "--json", *args)))
         assert [h["id"] for h in answer["results"]] == [h["id"] for h in alone["results"]]
         assert answer["results"][0]["text"] == alone["results"][0]["text"]
+        for through_server, own in zip(answer["results"], alone["results"]):  # every part of the score, the same
+            parts = ("score", "similarity_part", "lexical_part", "importance_part", "recency_part", "floor")
+            assert {p: through_server.get(p) for p in parts} == pytest.approx({p: own.get(p) for p in parts},
+                                                                               abs=1e-4), args  # recency ages
     assert found[0]["results"][0]["text"] == found[2]["results"][0]["text"] == "Alice is allergic to peanuts"
     assert before["results"] == []
     alone = json.loads(ok(cli(workdir, "--json", "stats")))

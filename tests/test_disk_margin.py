@@ -191,3 +191,42 @@ def test_brain_serve_starts_below_the_margin_and_serves_reads(tmp_path, local_em
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_sigterm_closes_the_store_as_ctrl_c_does(tmp_path, local_embedder):
+    """systemd and `docker stop` send SIGTERM: the server shuts down gracefully and closes its store, so the
+    index snapshot is saved (and queued summaries written) before the process ends."""
+    data = tmp_path / "data"
+    with brain.open(Settings(data_dir=data, ollama_host=NOBODY), embedder=local_embedder) as opened:
+        opened.chat.remember("Alice is allergic to peanuts", importance=5, entity="alice")
+    snapshots = data / "index_snapshots"
+    for path in snapshots.glob("*"):
+        path.unlink()
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(data), "OLLAMA_HOST": NOBODY,
+           "BRAIN_SUMMARIZER": "extractive"}
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)], cwd=tmp_path,
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.3)
+        found = httpx.get(f"{url}/v1/memories/search", params={"q": "peanut allergy", "entity": "alice"}, timeout=60)
+        assert found.status_code == 200 and found.json()["results"]  # the in-process indexes are built
+        assert not any(snapshots.glob("*.npz"))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+        assert any(snapshots.glob("*.npz")), log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

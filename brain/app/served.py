@@ -221,8 +221,9 @@ def _document(data: dict[str, Any]) -> Document:
 def _hit(data: dict[str, Any]) -> Hit | MemoryHit:
     fields = {key: data[key] for key in ("id", "text", "metadata")}
     if "similarity_part" in data:
+        optional = {key: data[key] for key in ("lexical_part", "floor") if data.get(key) is not None}
         return MemoryHit(**fields, **{key: data[key] for key in (
-            "score", "similarity", "similarity_part", "importance_part", "recency_part")})
+            "score", "similarity", "similarity_part", "importance_part", "recency_part")}, **optional)
     return Hit(**fields, similarity=data["similarity"])
 
 

@@ -23,8 +23,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -73,7 +76,7 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
         log.warning("embedded Chroma store: serving from this one process (threads); for several processes "
                     "run a Chroma server and set BRAIN_CHROMA_URL")
     # opened here, before uvicorn starts, so that a locked or unreachable store is a clear error
-    with open_brain(settings) as opened:
+    with _closing_on_sigterm(), open_brain(settings) as opened:
         prepare_to_serve(opened)  # a write the mirror missed is repaired before serving
         if not settings.chroma_url:  # the CLI run beside this server reaches the store through it
             announce(settings.data_dir, local_url(host, port))
@@ -86,6 +89,25 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
     log.info("serving on %s:%d with %d worker processes", host, port, workers)
     with _settings_for_workers(served):
         uvicorn.run(WORKER_APP, factory=True, host=host, port=port, workers=workers, log_level="info")
+
+
+@contextmanager
+def _closing_on_sigterm() -> Iterator[None]:
+    """SIGTERM (systemd, ``docker stop``) ends the server as Ctrl-C does: the store is closed, so queued
+    summaries are written and the index snapshot saved. uvicorn shuts down gracefully on it and then raises the
+    signal again, whose default action would end the process before the store is closed."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(0)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def local_url(host: str, port: int) -> str:
