@@ -87,8 +87,8 @@ from __future__ import annotations
 from brain.features.ingest.apply import ingest_paths
 from brain.features.ingest.files import KB_NAMES, PARSER_VERSION, SUPPORTED, kb_name, kb_root_name
 from brain.features.ingest.parsers import parse_csv, parse_jsonl, parse_markdown, parse_text
-from brain.features.ingest.plan import scan_ingested
+from brain.features.ingest.plan import MAX_KB_FILE_BYTES, scan_ingested
 from brain.features.ingest.report import IngestReport
 
-__all__ = ["KB_NAMES", "PARSER_VERSION", "SUPPORTED", "IngestReport", "ingest_paths", "kb_name",
+__all__ = ["KB_NAMES", "MAX_KB_FILE_BYTES", "PARSER_VERSION", "SUPPORTED", "IngestReport", "ingest_paths", "kb_name",
            "kb_root_name", "parse_csv", "parse_jsonl", "parse_markdown", "parse_text", "scan_ingested"]
