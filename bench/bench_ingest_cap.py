@@ -1,16 +1,16 @@
 #!/usr/bin/env python
 """What one knowledge-base file costs `brain ingest` as it grows: the largest shipped `config/kb` file
-against generated Markdown of 256 KB, 1 MB, 4 MB and the cap, each in a fresh data directory.
+against generated Markdown of 256 KiB, the cap and 4 MiB (``--sizes``; the cap is always added), each
+in a fresh data directory.
 
-    .venv/bin/python bench/bench_ingest_cap.py [--runs 1] [--sizes 262144,1048576,4194304] \
-        [--out bench/INGEST_CAP_RESULTS.md]
+    .venv/bin/python bench/bench_ingest_cap.py [--runs 1] [--sizes 262144,4194304] [--out bench/INGEST_CAP_RESULTS.md]
 
 Every figure is a whole new `brain --data-dir DIR ingest FILE` process (a fresh data directory each
 time, so every chunk is embedded and written), timed from spawn to exit; its peak RSS is the child's
 ``ru_maxrss`` (``resource.getrusage(RUSAGE_CHILDREN)``, read by a small parent process that runs only
 that child). The generated files are sections of ~0.5-3 KB of prose (a heading, sentences of words
-drawn with a fixed seed, so no two chunks share a text and none re-uses another's vector), cut to
-just under the size. A size over ``MAX_KB_FILE_BYTES`` is refused, which the table shows; the
+drawn with a fixed seed, so no two chunks share a text and none re-uses another's vector), whole
+sections up to the size. A size over ``MAX_KB_FILE_BYTES`` is refused, which the table shows; the
 ``at the cap`` row is the largest file ingest accepts. The median of ``--runs`` runs is printed as one
 Markdown table and written to ``--out``.
 """
@@ -108,7 +108,7 @@ def largest_shipped() -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--sizes", default="262144,1048576,4194304",
+    parser.add_argument("--sizes", default="262144,4194304",
                         help="generated file sizes in bytes, comma separated (the cap is added)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "INGEST_CAP_RESULTS.md")
     args = parser.parse_args()
