@@ -34,7 +34,7 @@ _BOOKKEEPING = ("kb_hash", "kb_docs", "kb_names")
 #: a knowledge-base file larger than this is refused (reported as a bad file, nothing of it written):
 #: a file's documents are embedded and written as one group whatever its size, so its cost grows with
 #: its bytes. Set from bench/bench_ingest_cap.py: 1 MiB of prose is ~1,300 documents, about one
-#: EMBED_GROUP, ingested in ~1.5 minutes within ~0.9 GB on 2 cores; 4 MiB took 6.4 minutes and 1.06 GB
+#: EMBED_GROUP, ingested in ~2.5 minutes within ~850 MiB on 2 busy cores; 4 MiB took 6.4 minutes, 1.06 GB
 MAX_KB_FILE_BYTES = 1024 * 1024
 
 
