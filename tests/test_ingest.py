@@ -432,3 +432,40 @@ def test_identical_entries_in_one_file_are_kept_apart_and_stable(embedded_store,
     (kb / "dupes.jsonl").write_text(f"{row}\n", encoding="utf-8")
     report = ingest_paths(embedded_store, [kb])
     assert (report.added, report.removed, report.unchanged) == (0, 1, 1)
+
+
+def _markdown_of(n_bytes: int, title: str) -> str:
+    """Exactly ``n_bytes`` of Markdown (ASCII): a heading and words, padded with newlines."""
+    words = " ".join(_rng.choice(_WORDS) for _ in range(n_bytes // 4))
+    return (f"# {title}\n" + words)[:n_bytes - 1].rstrip().ljust(n_bytes, "\n")
+
+
+def test_a_file_over_the_cap_is_refused_and_one_at_the_cap_is_ingested(embedded_store, tmp_path, monkeypatch):
+    import brain.features.ingest.plan as plan
+
+    monkeypatch.setattr(plan, "MAX_KB_FILE_BYTES", 4096)
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    at_cap = _markdown_of(4096, "At the cap")
+    (kb / "at_cap.md").write_text(at_cap, encoding="utf-8")
+    assert (kb / "at_cap.md").stat().st_size == 4096
+    (kb / "grows.md").write_text("# Grows\nSmall for now.\n", encoding="utf-8")
+    assert ingest_paths(embedded_store, [kb]).ok
+    before = kb_docs(embedded_store, "kb/grows.md")
+    assert [d.text for d in before] == ["# Grows\nSmall for now."]
+
+    (kb / "big.md").write_text(at_cap + "x", encoding="utf-8")
+    (kb / "grows.md").write_text(_markdown_of(9000, "Grows"), encoding="utf-8")
+    (kb / "new.md").write_text("# New\nA new good file.\n", encoding="utf-8")
+    report = ingest_paths(embedded_store, [kb], prune=True)
+
+    assert report.files_bad == 2 and report.files_new == 1 and report.files_unchanged == 1
+    errors = {e["path"]: e["message"] for e in report.errors}
+    assert set(errors) == {"kb/big.md", "kb/grows.md"}
+    assert "4,097 bytes, over the cap of 4,096 bytes" in errors["kb/big.md"] and "split it" in errors["kb/big.md"]
+    assert "9,000 bytes" in errors["kb/grows.md"] and "MAX_KB_FILE_BYTES" in errors["kb/grows.md"]
+    # nothing of an over-cap file is written, a file ingested before keeps its documents, the rest proceeds
+    assert kb_docs(embedded_store, "kb/big.md") == []
+    assert kb_docs(embedded_store, "kb/grows.md") == before
+    assert kb_docs(embedded_store, "kb/at_cap.md") and kb_docs(embedded_store, "kb/new.md")
+    assert "kb/big.md: the file is 4,097 bytes" in ingest_text(report)

@@ -14,15 +14,20 @@ class TooLarge(ValueError):
     """A file or document past its limit; the message says which limit and by how much."""
 
 
-def read_bounded_text(path: str | Path, max_bytes: int) -> str:
-    """The UTF-8 text of ``path``, at most ``max_bytes`` bytes (read no further than one byte past it, so
-    a huge file or an endless device costs nothing). Raises :class:`TooLarge`, or the OSError /
-    UnicodeDecodeError of reading and decoding it."""
+def read_bounded_bytes(path: str | Path, max_bytes: int) -> bytes:
+    """The bytes of ``path``, at most ``max_bytes`` (read no further than one byte past it, so a huge
+    file or an endless device costs nothing). Raises :class:`TooLarge`, or the OSError of reading it."""
     with open(path, "rb") as handle:
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise TooLarge(f"it is larger than {max_bytes:,} bytes")
-    return data.decode("utf-8")
+    return data
+
+
+def read_bounded_text(path: str | Path, max_bytes: int) -> str:
+    """The UTF-8 text of ``path``, at most ``max_bytes`` bytes (see :func:`read_bounded_bytes`). Raises
+    :class:`TooLarge`, or the OSError / UnicodeDecodeError of reading and decoding it."""
+    return read_bounded_bytes(path, max_bytes).decode("utf-8")
 
 
 #: how deeply YAML collections may nest (PyYAML scans deep flow nesting in quadratic time, and composes
@@ -104,4 +109,4 @@ def _children(node: Any) -> list[Any]:
     return []
 
 
-__all__ = ["MAX_YAML_DEPTH", "TooLarge", "load_yaml_bounded", "read_bounded_text"]
+__all__ = ["MAX_YAML_DEPTH", "TooLarge", "load_yaml_bounded", "read_bounded_bytes", "read_bounded_text"]

@@ -61,7 +61,10 @@ embedded, in large batches across files), documents whose id is kept get their b
 refreshed (a metadata-only write, no embedding), then its stale documents are deleted. A run that
 is interrupted anywhere leaves each file either as before, or with its new documents next to old
 ones; the next run sees the mismatch and finishes the file. A file that cannot be read or parsed is
-reported (file and line) and left exactly as it was in the store; the other files are ingested.
+reported (file and line) and left exactly as it was in the store; the other files are ingested. So
+is a file larger than ``MAX_KB_FILE_BYTES`` (1 MiB; a file's documents are embedded and written as
+one group, so its size bounds the run's memory): the report names its size and the cap, and says to
+split it.
 
 **Counts** in :class:`IngestReport` (identical with ``dry_run``, which writes and embeds nothing):
 files are counted as ``files_new``, ``updated`` (changed), ``files_unchanged``, ``files_migrated``
@@ -87,8 +90,8 @@ from __future__ import annotations
 from brain.features.ingest.apply import ingest_paths
 from brain.features.ingest.files import KB_NAMES, PARSER_VERSION, SUPPORTED, kb_name, kb_root_name
 from brain.features.ingest.parsers import parse_csv, parse_jsonl, parse_markdown, parse_text
-from brain.features.ingest.plan import scan_ingested
+from brain.features.ingest.plan import MAX_KB_FILE_BYTES, scan_ingested
 from brain.features.ingest.report import IngestReport
 
-__all__ = ["KB_NAMES", "PARSER_VERSION", "SUPPORTED", "IngestReport", "ingest_paths", "kb_name",
+__all__ = ["KB_NAMES", "MAX_KB_FILE_BYTES", "PARSER_VERSION", "SUPPORTED", "IngestReport", "ingest_paths", "kb_name",
            "kb_root_name", "parse_csv", "parse_jsonl", "parse_markdown", "parse_text", "scan_ingested"]

@@ -11,6 +11,7 @@ from brain.rules.chunking import TokenChunker
 from brain.features.ingest.files import KB_NAMES, SourceFile, decode_text, file_documents, file_hash, utf8_problem
 from brain.features.ingest.parsers import MAX_PROBLEMS_PER_FILE, PARSERS
 from brain.features.ingest.report import IngestReport
+from brain.text.bounded import TooLarge, read_bounded_bytes
 from brain.text.markdown import slugify
 
 if TYPE_CHECKING:
@@ -29,6 +30,22 @@ class FilePlan:
 
 
 _BOOKKEEPING = ("kb_hash", "kb_docs", "kb_names")
+
+#: a knowledge-base file larger than this is refused (reported as a bad file, nothing of it written):
+#: a file's documents are embedded and written as one group whatever its size, so its cost grows with
+#: its bytes. Set from bench/bench_ingest_cap.py: 1 MiB of prose is ~1,300 documents, about one
+#: EMBED_GROUP, ingested in ~2.5 minutes within ~850 MiB on 2 busy cores; 4 MiB took 6.4 minutes, 1.06 GB
+MAX_KB_FILE_BYTES = 1024 * 1024
+
+
+def _too_large(source: SourceFile, cap: int) -> str:
+    try:
+        size = f"{source.path.stat().st_size:,} bytes"
+    except OSError:
+        size = f"larger than {cap:,} bytes"
+    return (f"the file is {size}, over the cap of {cap:,} bytes for one knowledge-base file "
+            f"(MAX_KB_FILE_BYTES; a file is embedded and written in one piece); split it into several "
+            f"files, e.g. one per chapter. File not ingested; its documents in the store are unchanged")
 
 
 def _is_ingested(meta: dict[str, Any] | None) -> bool:
@@ -53,8 +70,13 @@ def plan_file(source: SourceFile, stored: dict[str, dict[str, Any]],
     """Read, compare, parse: the file's plan (None when there is nothing to write; counted here), and
     the older names whose documents the plan takes over. ``older``: (name, exact, documents) of the
     older names that fit the file; a guess (not exact) is taken over only if the texts agree."""
+    cap = MAX_KB_FILE_BYTES  # read at call time, so a test can lower it
     try:
-        raw = source.path.read_bytes()
+        raw = read_bounded_bytes(source.path, cap)
+    except TooLarge:
+        report.add_error(source.kb_file, None, _too_large(source, cap))
+        report.files_bad += 1
+        return None, []
     except OSError as exc:
         report.add_error(source.kb_file, None, f"cannot read the file: {exc.strerror or exc}")
         report.files_bad += 1

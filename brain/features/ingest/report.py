@@ -20,8 +20,8 @@ class IngestReport:
     - ``files_unchanged``: files whose documents were already in step (nothing written).
     - ``files_migrated``: unchanged files whose documents were stored under an older name (see the
       module docstring) and were re-keyed under the current one, with their stored vectors.
-    - ``files_bad``: files (or given paths) that could not be found, read or parsed; ``errors`` says
-      why. They are left exactly as they were in the store.
+    - ``files_bad``: files (or given paths) that could not be found, read or parsed, or are larger
+      than ``MAX_KB_FILE_BYTES``; ``errors`` says why. They are left exactly as they were in the store.
 
     Documents:
 
