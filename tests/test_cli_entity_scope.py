@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 import brain.store.facade
+from brain.model.schemas import valid_name
 from brain.shells.cli import cli
 
 
@@ -59,18 +60,19 @@ _writes = st.lists(st.tuples(_texts, st.one_of(st.none(), _names), st.integers(1
 def test_no_command_with_entity_returns_another_entitys_memory(writes, reader, query):
     """Whatever is written with --entity for other entities (or globally), every command run with
     --entity READER returns only READER's memories and global ones."""
-    reader = reader.strip() or "alice"
+    reader = valid_name(reader.strip() or "alice")  # every spelling of a name is its one canonical form
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         others: set[str] = set()
         for text, owner, importance in writes:
             owner = owner.strip() if owner else None
+            canonical = valid_name(owner) if owner else None
             args = ["memory", "add", text, "--importance", str(importance)]
             if owner:
                 args.append(f"--entity={owner}")
             doc = brain_json(data, *args)
-            assert doc["metadata"]["scope"] == (f"entity:{owner}" if owner else "global")
-            if owner and owner != reader:
+            assert doc["metadata"]["scope"] == (f"entity:{canonical}" if owner else "global")
+            if owner and canonical != reader:
                 others.add(doc["id"])
         mine = brain_json(data, "memory", "add", query, f"--entity={reader}")
         assert mine["id"] not in others and mine["metadata"]["scope"] == f"entity:{reader}"

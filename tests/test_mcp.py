@@ -91,8 +91,9 @@ def test_remember_then_recall_finds_it_first(server):
     assert found["entity"] == "carol"
     first = found["results"][0]
     assert first["id"] == stored["id"]
-    assert first["score"] == pytest.approx(first["similarity_part"] + first["importance_part"]
+    assert first["score"] == pytest.approx(first["similarity_part"] + first["lexical_part"] + first["importance_part"]
                                            + first["recency_part"])
+    assert first["floor"] is not None  # ranked as the chat context ranks: behind its floor
     # without an entity only global memories are ranked
     assert stored["id"] not in {r["id"] for r in server.call("recall", query="green tea")["results"]}
     tagged = server.call("list_memories", entity="carol", tags=["drinks"])["memories"]
@@ -245,10 +246,11 @@ def test_bound_server_refuses_another_entity(alice_server):
 def test_bound_server_never_shows_another_entitys_memory(alice_server, seeded):
     _, ids = seeded
     recalled = {r["id"] for r in alice_server.call("recall", query="Who is allergic to shellfish?", k=10)["results"]}
-    assert ids["alice"] in recalled and ids["global"] in recalled
-    assert ids["bob"] not in recalled
+    assert ids["bob"] not in recalled  # the closest memory of all, and bob's
+    mine = {r["id"] for r in alice_server.call("recall", query="Who is allergic to peanuts?", k=10)["results"]}
+    assert ids["alice"] in mine and ids["bob"] not in mine
     listed = {m["id"] for m in alice_server.call("list_memories")["memories"]}
-    assert ids["bob"] not in listed and ids["alice"] in listed
+    assert ids["bob"] not in listed and ids["alice"] in listed and ids["global"] in listed
 
 
 def test_bound_server_writes_and_deletes_in_its_own_scope_only(alice_server, seeded):

@@ -35,7 +35,7 @@ from brain.model.errors import Forbidden
 from brain.shells.mcp.server import create_server
 from brain.rules.memories import scopes_for
 from brain.app.memory_admin import list_memories, remove_memories
-from brain.model.schemas import GLOBAL_SCOPE
+from brain.model.schemas import GLOBAL_SCOPE, valid_name
 
 from .conftest import NOBODY
 
@@ -100,7 +100,7 @@ def listed_by_shell(settings: Settings, reader: str) -> dict[str, dict[str, str]
             out["http"] = {d["id"]: d["metadata"]["scope"] for d in got.json()["memories"]}
         is_error, got = mcp_call(create_server(b), "list_memories", entity=reader, limit=100)
         assert not is_error, got
-        assert got["entity"] == reader
+        assert got["entity"] == valid_name(reader)  # the name in its one canonical form
         out["mcp"] = {d["id"]: d["scope"] for d in got["memories"]}  # the scope beside the id, for a model
         assert all(d["scope"] == d["metadata"]["scope"] for d in got["memories"])
     code, listed, err = cli_run(settings, "memory", "list", "--entity", reader)
