@@ -30,21 +30,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from bench_persona import MEASURED, NOBODY, PY  # noqa: E402  (one way to measure a command's time and memory)
 
 from brain.features.ingest import MAX_KB_FILE_BYTES  # noqa: E402
 
-PY = sys.executable
-NOBODY = "http://127.0.0.1:9"  # nothing answers there: no summariser or Ollama embedder is reached
-# runs one command and reports its wall time and peak RSS (KiB on Linux), and only its own
-MEASURED = """
-import json, resource, subprocess, sys, time
-start = time.perf_counter()
-done = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-seconds = time.perf_counter() - start
-print(json.dumps({"rc": done.returncode, "seconds": seconds, "stdout": done.stdout[-4000:],
-                  "stderr": done.stderr[-2000:], "peak_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
-"""
 WORDS = ("the a an of to in for on with by from at as is are was be can will should may must not and or but "
          "if when then so because scanner settings window overlap embedder chunk section receipt folder answer "
          "question model vector store server update prune report batch token limit heading topic file line error "

@@ -33,14 +33,15 @@ from brain.features.persona import MAX_PERSONA_BYTES, MAX_PERSONA_SECTIONS  # no
 
 PY = sys.executable
 NOBODY = "http://127.0.0.1:9"  # nothing answers there: no summariser or Ollama embedder is reached
-# runs one command and reports its wall time and peak RSS (KiB on Linux), and only its own
+# runs one command and reports its wall time and peak RSS (KiB on Linux), and only its own (bench_ingest_cap.py
+# measures with it too)
 MEASURED = """
 import json, resource, subprocess, sys, time
 start = time.perf_counter()
-done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+done = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 seconds = time.perf_counter() - start
-print(json.dumps({"rc": done.returncode, "seconds": seconds, "stderr": done.stderr[-2000:],
-                  "peak_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
+print(json.dumps({"rc": done.returncode, "seconds": seconds, "stdout": done.stdout[-4000:],
+                  "stderr": done.stderr[-2000:], "peak_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
 """
 WORDS = ("the assistant answers plainly and kindly, keeps to what it knows, asks when a request is unclear, "
          "and never invents facts about the people it talks to; ").split()

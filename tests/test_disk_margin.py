@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -34,6 +36,34 @@ def above_free(path: Path) -> int:
         probe = probe.parent
     return shutil.disk_usage(probe).free // MB + 10_000
 
+
+
+@contextmanager
+def brain_serve(tmp_path: Path, data: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+    """``brain serve`` on ``data`` as a real process with ``env`` added, once its health answers: (its URL, the
+    process, its log). Killed at the end if a test left it running."""
+    port = free_port()
+    full = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(data), "OLLAMA_HOST": NOBODY, **env}
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)],
+                                cwd=tmp_path, env=full, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.3)
+        yield url, proc, log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 def test_a_write_below_the_margin_is_refused_and_nothing_is_written(tmp_path, local_embedder):
     data = tmp_path / "data"
@@ -109,25 +139,7 @@ def test_the_api_refuses_writes_and_keeps_answering(tmp_path, local_embedder):
 
 
 def test_brain_serve_below_the_margin_answers_and_stops_on_sigterm(tmp_path):
-    data = tmp_path / "data"
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(data), "OLLAMA_HOST": NOBODY,
-           "BRAIN_MIN_FREE_DISK_MB": str(above_free(tmp_path))}
-    log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)], cwd=tmp_path,
-                                env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.3)
+    with brain_serve(tmp_path, tmp_path / "data", BRAIN_MIN_FREE_DISK_MB=str(above_free(tmp_path))) as (url, proc, _):
         for _ in range(3):
             refused = httpx.post(f"{url}/v1/exchanges", json={"user_text": "hi", "assistant_text": "hello"},
                                  timeout=30)
@@ -136,10 +148,6 @@ def test_brain_serve_below_the_margin_answers_and_stops_on_sigterm(tmp_path):
         assert httpx.get(f"{url}/ui", timeout=10).status_code in (200, 401)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) is not None
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_brain_serve_starts_below_the_margin_and_serves_reads(tmp_path, local_embedder):
@@ -153,25 +161,8 @@ def test_brain_serve_starts_below_the_margin_and_serves_reads(tmp_path, local_em
         startup(brain=opened, warm=False)  # the persona stored
         opened.chat.remember("Alice is allergic to peanuts", importance=5, entity="alice")
     persona.write_text(persona.read_text() + "\n## Boundaries\nNever share one person's memories.\n")  # changed
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(data), "OLLAMA_HOST": NOBODY,
-           "BRAIN_PERSONA_PATH": str(persona), "BRAIN_SUMMARIZER": "extractive",
-           "BRAIN_MIN_FREE_DISK_MB": str(above_free(tmp_path))}
-    log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)], cwd=tmp_path,
-                                env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.3)
+    with brain_serve(tmp_path, data, BRAIN_PERSONA_PATH=str(persona), BRAIN_SUMMARIZER="extractive",
+                     BRAIN_MIN_FREE_DISK_MB=str(above_free(tmp_path))) as (url, proc, log):
         health = httpx.get(f"{url}/v1/health", timeout=10).json()
         assert health["status"] == "degraded" and health["disk"]["ok"] is False
         assert "MB free" in health["disk"]["error"] and "BRAIN_MIN_FREE_DISK_MB" in health["disk"]["error"]
@@ -187,10 +178,6 @@ def test_brain_serve_starts_below_the_margin_and_serves_reads(tmp_path, local_em
         assert "persona file" in log.read_text() and "not loaded" in log.read_text()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) is not None
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_sigterm_closes_the_store_as_ctrl_c_does(tmp_path, local_embedder):
@@ -202,31 +189,10 @@ def test_sigterm_closes_the_store_as_ctrl_c_does(tmp_path, local_embedder):
     snapshots = data / "index_snapshots"
     for path in snapshots.glob("*"):
         path.unlink()
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(data), "OLLAMA_HOST": NOBODY,
-           "BRAIN_SUMMARIZER": "extractive"}
-    log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)], cwd=tmp_path,
-                                env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.3)
+    with brain_serve(tmp_path, data, BRAIN_SUMMARIZER="extractive") as (url, proc, log):
         found = httpx.get(f"{url}/v1/memories/search", params={"q": "peanut allergy", "entity": "alice"}, timeout=60)
         assert found.status_code == 200 and found.json()["results"]  # the in-process indexes are built
         assert not any(snapshots.glob("*.npz"))
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
         assert any(snapshots.glob("*.npz")), log.read_text()[-3000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
