@@ -4,7 +4,7 @@ The suite must pass from a fresh clone, so nothing under the repository's parent
 read: no sibling folder, no sibling checkout. An audit hook (PEP 578) sees every file
 this process opens and every directory it lists; a path under the parent but outside the repository
 is recorded, unless it lies in the Python installation (a virtualenv may sit beside the clone) or in
-the session's temporary directory. At the end the session fails and the paths are listed.
+the session's temporary directory (with pytest's folder of runs around it). At the end the session fails and the paths are listed.
 
 Under pytest-xdist each worker records its own reads and hands them to the controller, which fails
 the session. Subprocesses (the ``brain`` CLI, ``chroma run``) are not watched: they run the library code the
@@ -95,7 +95,10 @@ _RECORDER = OutsideReads()
 def pytest_sessionstart(session: pytest.Session) -> None:
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is not None:
-        _RECORDER.allow(factory.getbasetemp())
+        # pytest's own folder of runs (pytest-of-<user>): it lists and cleans up older runs there, which is
+        # beside the repository when the clone sits in the temporary directory itself (/tmp/brain)
+        basetemp = factory.getbasetemp()
+        _RECORDER.allow(basetemp.parent if basetemp.parent.name.startswith("pytest-of-") else basetemp)
     _RECORDER.start()
 
 
