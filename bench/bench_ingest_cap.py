@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from bench_persona import MEASURED, NOBODY, PY  # noqa: E402  (one way to measure a command's time and memory)
+from bench_persona import MEASURED, NOBODY, PY, in_turn, spread  # noqa: E402  (one way to measure a command)
 
 from brain.features.ingest import MAX_KB_FILE_BYTES  # noqa: E402
 
@@ -113,11 +112,7 @@ def main() -> None:
             path = project / f"kb-{n}.md"
             path.write_text(knowledge_file(n, seed=n), encoding="utf-8")
             files[("at the cap" if n == MAX_KB_FILE_BYTES else f"{n / 1024:,.0f} KiB") + " generated"] = path
-        results: dict[str, list[dict]] = {name: [] for name in files}
-        for run in range(args.runs):  # in turn, so a busy machine slows every case alike
-            for name, path in files.items():
-                results[name].append(ingest_once(project, path, run))
-                print(f"{name}: {results[name][-1]['seconds']:.1f} s", file=sys.stderr, flush=True)
+        results = in_turn(files, args.runs, lambda path, run: ingest_once(project, path, run))
         sizes_of = {name: path.stat().st_size for name, path in files.items()}
 
     lines = [f"# One knowledge-base file ingested ({datetime.now(timezone.utc):%Y-%m-%d}, {platform.machine()}, "
@@ -125,11 +120,8 @@ def main() -> None:
              f"fresh data directory; cap {MAX_KB_FILE_BYTES:,} bytes)", "",
              "| file | bytes | documents | seconds (min-max) | peak RSS MiB (min-max) |", "|---|---|---|---|---|"]
     for name, runs in results.items():
-        seconds = [r["seconds"] for r in runs]
-        mib = [r["peak_kib"] / 1024 for r in runs]
         docs = "refused (over the cap)" if runs[0]["refused"] else f"{runs[0]['added']:,}"
-        lines.append(f"| {name} | {sizes_of[name]:,} | {docs} | {statistics.median(seconds):.2f} ({min(seconds):.2f}-"
-                     f"{max(seconds):.2f}) | {statistics.median(mib):.0f} ({min(mib):.0f}-{max(mib):.0f}) |")
+        lines.append(f"| {name} | {sizes_of[name]:,} | {docs} | {spread(runs)} |")
     table = "\n".join(lines) + "\n"
     print(table)
     args.out.write_text(table, encoding="utf-8")

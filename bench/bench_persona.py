@@ -94,6 +94,24 @@ def init_once(project: Path, persona: Path, run: int) -> dict:
     return result
 
 
+def in_turn(cases: dict[str, Path], runs: int, measure) -> dict[str, list[dict]]:
+    """``measure(path, run)`` of every case, ``runs`` rounds in turn, so a busy machine slows every case alike."""
+    results: dict[str, list[dict]] = {name: [] for name in cases}
+    for run in range(runs):
+        for name, path in cases.items():
+            results[name].append(measure(path, run))
+            print(f"{name}: {results[name][-1]['seconds']:.1f} s", file=sys.stderr, flush=True)
+    return results
+
+
+def spread(runs: list[dict]) -> str:
+    """The table cells of several runs: median seconds (min-max) | median peak RSS MiB (min-max)."""
+    seconds = [r["seconds"] for r in runs]
+    mib = [r["peak_kib"] / 1024 for r in runs]
+    return (f"{statistics.median(seconds):.2f} ({min(seconds):.2f}-{max(seconds):.2f}) | "
+            f"{statistics.median(mib):.0f} ({min(mib):.0f}-{max(mib):.0f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -107,10 +125,7 @@ def main() -> None:
             path = project / f"persona-{name}.md"
             path.write_text(make(MAX_PERSONA_BYTES), encoding="utf-8")
             personas[f"at the cap, {name.replace('-', ' ')}"] = path
-        results: dict[str, list[dict]] = {name: [] for name in personas}
-        for run in range(args.runs):  # in turn, so a busy machine slows every case alike
-            for name, path in personas.items():
-                results[name].append(init_once(project, path, run))
+        results = in_turn(personas, args.runs, lambda path, run: init_once(project, path, run))
         sizes = {name: path.stat().st_size for name, path in personas.items()}
 
     lines = [f"# Persona at start-up ({datetime.now(timezone.utc):%Y-%m-%d}, {platform.machine()}, "
@@ -118,10 +133,7 @@ def main() -> None:
              f"cap {MAX_PERSONA_BYTES:,} bytes)", "",
              "| persona | bytes | seconds (min-max) | peak RSS MiB (min-max) |", "|---|---|---|---|"]
     for name, runs in results.items():
-        seconds = [r["seconds"] for r in runs]
-        mib = [r["peak_kib"] / 1024 for r in runs]
-        lines.append(f"| {name} | {sizes[name]:,} | {statistics.median(seconds):.2f} ({min(seconds):.2f}-"
-                     f"{max(seconds):.2f}) | {statistics.median(mib):.0f} ({min(mib):.0f}-{max(mib):.0f}) |")
+        lines.append(f"| {name} | {sizes[name]:,} | {spread(runs)} |")
     table = "\n".join(lines) + "\n"
     print(table)
     args.out.write_text(table, encoding="utf-8")

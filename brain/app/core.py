@@ -150,8 +150,8 @@ class Brain:
     def search(self, query: str, *, type: str | DocType | None = None, k: int | None = None,
                entity: str | None = None, as_of: Any = None) -> list[Hit]:
         """Search one document type the way it is ranked: memories as the context ranks them (relevance
-        first, the same floor; :meth:`RagStore.retrieve_memories`), persona, FAQ and summaries by similarity from their in-process indexes, turns or no
-        type through Chroma. ``k`` defaults to the type's setting. With ``entity``, ``entity``'s
+        first, the same floor; :meth:`RagStore.retrieve_memories`), persona, FAQ and summaries by similarity
+        from their in-process indexes, turns or no type through Chroma. ``k`` defaults to the type's setting. With ``entity``, ``entity``'s
         documents and global ones, never another entity's, whatever the type; without, global ones only
         (:func:`brain.rules.memories.scopes_for`; :meth:`Store.search` reads every scope). ``as_of`` (memories
         only): what was held true at that time (see :meth:`RagStore.retrieve_memories`)."""

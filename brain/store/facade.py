@@ -116,8 +116,8 @@ class Store:
             link = self.mirror_link
             migrated = migrate_typed_fields(self.col, self.chroma.max_batch_size,
                                             link.mirror if link is not None and DocType.MEMORY.value in link.types else None)
-            names = migrate_entity_names(self.col, self.chroma.max_batch_size,
-                                         link.mirror if link is not None else None, link.types if link else ())
+            names = migrate_entity_names(self.chroma, link.mirror if link is not None else None,
+                                         link.types if link is not None else ())
             migrated += names["rows"]
             if migrated and self.state.snapshots is not None:  # rows rewritten around the write events
                 self.state.snapshots.discard()
@@ -719,8 +719,7 @@ class Store:
         s = self.settings
         k = s.core_top_k if k is None else check_k(k)
         floor = s.core_min_importance if min_importance is None else min_importance
-        vector = self.retrieval.query_vector(query, query_vector)
-        return self.retrieval.core_memories(valid_name(entity), k, floor, vector, now)
+        return self.retrieval.core_memories(valid_name(entity), k, floor, query, query_vector, now)
 
     def search(self, query: str | None, k: int = 5, *, type: str | DocType | None = None,
                where: dict[str, Any] | None = None, query_vector: np.ndarray | None = None,

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from brain.model.errors import MirrorCorrupt
-from brain.model.schemas import LEGACY_STATUS_KEY, PART_OF_KEY, STATUS_KEY, STATUSES, XAIBO_INDEX_PREFIX, DocType, from_chroma
+from brain.model.schemas import (LEGACY_STATUS_KEY, PART_OF_KEY, STATUS_KEY, STATUSES, XAIBO_INDEX_PREFIX, DocType,
+                                 check_scope, entity_of, from_chroma)
 
 log = logging.getLogger(__name__)
 
@@ -107,54 +108,45 @@ def _mirror_rows(mirror: Any, rows: dict[str, tuple[str, dict[str, Any], Any]]) 
 NAMES_MIGRATED_KEY = "brain_entity_names_canonical"
 
 
-def migrate_entity_names(col: Any, batch_size: int, mirror: Any = None, mirror_types: Any = ()) -> dict[str, Any]:
+def migrate_entity_names(chroma: Any, mirror: Any = None, mirror_types: Any = ()) -> dict[str, Any]:
     """Move the rows stored under an entity name that is not in its canonical form (``entity:Alice``, written
     when names were case-sensitive) to the canonical scope (``entity:alice``), when that is safe: no row is
     in the canonical scope yet and no other spelling maps to it. Otherwise two people once told apart by
     spelling would become one, so those rows are left where they are (ranked for nobody, see
-    :func:`brain.store.memory_index.read_row`) and returned under ``"left"``. Ids do not change. The mirror
-    (rows of ``mirror_types``) is rewritten first, then Chroma, so a migration killed halfway is finished at
-    the next open. Runs once per store (:data:`NAMES_MIGRATED_KEY`). Returns ``{"moved": {old scope: new},
-    "rows": n, "left": {old scope: why}}``."""
-    from brain.model.schemas import check_scope, entity_of
-
+    :func:`brain.store.memory_index.read_row`) and returned under ``"left"``. ``chroma``: the store's
+    :class:`~brain.store.chroma.ChromaAccess`. Ids do not change. The mirror (rows of ``mirror_types``) is
+    rewritten first, then Chroma, so a migration killed halfway is finished at the next open. Runs once per
+    store (:data:`NAMES_MIGRATED_KEY`). Returns ``{"moved": {old scope: new}, "rows": n, "left": {old scope:
+    why}}``."""
+    col, batch_size = chroma.collection, chroma.max_batch_size
     report: dict[str, Any] = {"moved": {}, "rows": 0, "left": {}}
     if (col.metadata or {}).get(NAMES_MIGRATED_KEY):
         return report
-    rows_of: dict[str, list[str]] = {}
-    start = 0
-    while True:  # every row's scope, a page at a time
-        page = col.get(include=["metadatas"], limit=batch_size, offset=start)
+    canonical_of: dict[str, str | None] = {}  # each scope seen -> its canonical form when it differs, else None
+    legacy_ids: dict[str, list[str]] = {}  # the ids of the rows of those scopes only
+    for page in chroma.pages(None, ["metadatas"]):
         for doc_id, meta in zip(page["ids"], page["metadatas"]):
-            rows_of.setdefault(str((meta or {}).get("scope") or ""), []).append(doc_id)
-        if len(page["ids"]) < batch_size:
-            break
-        start += len(page["ids"])
+            scope = str((meta or {}).get("scope") or "")
+            if scope not in canonical_of:
+                canonical_of[scope] = _other_form(scope)
+            if canonical_of[scope] is not None:
+                legacy_ids.setdefault(scope, []).append(doc_id)
     spellings: dict[str, list[str]] = {}
-    for scope in rows_of:
-        if entity_of(scope) is None:
-            continue
-        try:
-            canonical = check_scope(scope)
-        except ValueError:
-            continue  # not a name at all: the index reports it
-        if canonical != scope:
-            spellings.setdefault(canonical, []).append(scope)
+    for old in legacy_ids:
+        spellings.setdefault(str(canonical_of[old]), []).append(old)
     for canonical, olds in sorted(spellings.items()):
-        if canonical in rows_of or len(olds) > 1:
+        if canonical in canonical_of or len(olds) > 1:
             for old in olds:
-                report["left"][old] = (f"{canonical} holds rows already" if canonical in rows_of
+                report["left"][old] = (f"{canonical} holds rows already" if canonical in canonical_of
                                        else f"{', '.join(sorted(olds))} are all {canonical}")
             continue
         (old,) = olds
-        ids = rows_of[old]
+        ids = legacy_ids[old]
         for first in range(0, len(ids), batch_size):
-            batch = ids[first:first + batch_size]
-            page = col.get(ids=batch, include=["documents", "metadatas", "embeddings"])
+            page = col.get(ids=ids[first:first + batch_size], include=["documents", "metadatas", "embeddings"])
             rows = {}
             for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"]):
-                meta = dict(m or {})
-                meta["scope"] = canonical
+                meta = {**(m or {}), "scope": canonical}
                 if "entity" in meta:
                     meta["entity"] = entity_of(canonical)
                 rows[i] = (d or "", meta, e)
@@ -171,5 +163,16 @@ def migrate_entity_names(col: Any, batch_size: int, mirror: Any = None, mirror_t
     col.modify(metadata={**(col.metadata or {}), NAMES_MIGRATED_KEY: 1})
     return report
 
+
+def _other_form(scope: str) -> str | None:
+    """The canonical form of an entity scope written in another form, else None (the global scope, a scope
+    already canonical, or one that names no valid entity: the index reports those)."""
+    if entity_of(scope) is None:
+        return None
+    try:
+        canonical = check_scope(scope)
+    except ValueError:
+        return None
+    return canonical if canonical != scope else None
 
 __all__ = ["NAMES_MIGRATED_KEY", "OLD_MARKERS", "migrate_entity_names", "migrate_typed_fields", "typed"]

@@ -110,26 +110,23 @@ class Retrieval:
         scopes = search_scopes(entity, all_scopes=all_scopes)
         if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
             raise ValidationError(f"tags must be a list of strings, got {tags!r}")
-        now_epoch = _epoch(now)
-        vector = self.query_vector(query, query_vector)
-        index = self.state.index_for(DocType.MEMORY.value)
-        assert index is not None  # settings guarantee memory is indexed
         text = query if isinstance(query, str) and query.strip() else None  # what the lexical part matches
-        hits = index.search(vector, k, self.memory_weights(relevance), now_epoch, scopes, tags, min_importance,
-                            query_text=text, topic_texts=topic_texts, at=at)
-        for hit in hits:
-            hit.metadata = from_chroma(hit.metadata)
-        return hits
+        return self._ranked(self.query_vector(query, query_vector), k, self.memory_weights(relevance), _epoch(now),
+                            scopes, tags, min_importance, query_text=text, topic_texts=topic_texts, at=at)
 
-    def core_memories(self, entity: str, k: int, min_importance: int, query_vector: np.ndarray,
-                      now: datetime | float | None = None) -> GatedHits:
+    def core_memories(self, entity: str, k: int, min_importance: int, query: str | None,
+                      query_vector: np.ndarray | None, now: datetime | float | None = None) -> GatedHits:
         """The facts about ``entity`` always shown: its own active memories (not global ones, not another
         entity's) of at least ``min_importance``, by :meth:`ScoreWeights.core`."""
-        scopes = frozenset({entity_scope(entity)})
+        return self._ranked(self.query_vector(query, query_vector), k, ScoreWeights.core(self.settings), _epoch(now),
+                            frozenset({entity_scope(entity)}), None, min_importance)
+
+    def _ranked(self, vector: np.ndarray, k: int, weights: ScoreWeights, now: float, scopes: Any, tags: Any,
+                min_importance: int | None, **options: Any) -> GatedHits:
+        """The memory index's exact top ``k`` under ``weights``, each hit's metadata as stored."""
         index = self.state.index_for(DocType.MEMORY.value)
         assert index is not None  # settings guarantee memory is indexed
-        hits = index.search(self.query_vector(None, query_vector), k, ScoreWeights.core(self.settings),
-                            _epoch(now), scopes, None, min_importance)
+        hits = index.search(vector, k, weights, now, scopes, tags, min_importance, **options)
         for hit in hits:
             hit.metadata = from_chroma(hit.metadata)
         return hits
