@@ -78,22 +78,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the names as type checkers and IDEs see them
-    from brain.app.core import Brain
-    from brain.model.errors import BrainError
-    from brain.features.chat import ChatMemory
-    from brain.features.chat import Context
-    from brain.model.results import Document
-    from brain.features.chat import Exchange
-    from brain.model.results import MemoryHit
+    from brain.app.core import Brain, open, open_store
     from brain.app.rag_store import RagStore
-    from brain.config import Settings
-    from brain.app.startup import StartupReport
-    from brain.features.pam import export_pam
-    from brain.model.schemas import get_all_schemas
-    from brain.features.pam import import_pam
-    from brain.config import load_settings
-    from brain.app.core import open
-    from brain.app.core import open_store
-    from brain.model.schemas import schema_info
-    from brain.app.startup import startup
-    from brain.model.schemas import validate_metadata
+    from brain.app.startup import StartupReport, startup
+    from brain.config import Settings, load_settings
+    from brain.features.chat import ChatMemory, Context, Exchange
+    from brain.features.pam import export_pam, import_pam
+    from brain.model.errors import BrainError
+    from brain.model.results import Document, MemoryHit
+    from brain.model.schemas import get_all_schemas, schema_info, validate_metadata

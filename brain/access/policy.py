@@ -28,13 +28,12 @@ for memories and conversations. Which scopes an entity reads and changes is :mod
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from brain.model.errors import ConversationOwned, Forbidden, NotFound, Problem, ValidationError, joined
-from brain.rules.memories import global_refusal, may_change, may_read, may_use_conversation, readable_scopes
 from brain.app.browse import list_conversations
-from brain.store.memory_listing import list_memories
+from brain.model.errors import ConversationOwned, Forbidden, NotFound, Problem, ValidationError, joined
 from brain.model.schemas import (
     CHAIN_KEYS,
     ENTITY_MAX_LENGTH,
@@ -48,15 +47,31 @@ from brain.model.schemas import (
     valid_conversation_id,
     valid_name,
 )
+from brain.rules.memories import global_refusal, may_change, may_read, may_use_conversation, readable_scopes
+from brain.store.memory_listing import list_memories
 
 #: memory metadata keys a caller never sets through ``metadata``: the store's own keys, the fields that
 #: decide who a memory belongs to, and the fields requests carry at their top level
 #: (the store refuses the reserved ones too; this names the field before anything is read)
-MEMORY_FIELD_KEYS = RESERVED_KEYS | CHAIN_KEYS | frozenset({
-    "id", "text", "embedding", "ts_epoch", "importance", "tags", "entity", "scope", "conversation_id",
-    "created_at", "last_used",
-})
-
+MEMORY_FIELD_KEYS = (
+    RESERVED_KEYS
+    | CHAIN_KEYS
+    | frozenset(
+        {
+            "id",
+            "text",
+            "embedding",
+            "ts_epoch",
+            "importance",
+            "tags",
+            "entity",
+            "scope",
+            "conversation_id",
+            "created_at",
+            "last_used",
+        }
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -79,8 +94,10 @@ class Caller:
             return requested
         if requested is None or requested == self.entity:
             return self.entity
-        raise Forbidden(f"this {self.bound_by} is bound to entity {self.entity!r}; it cannot act for {requested!r} "
-                        "(leave entity out, or name its own)")
+        raise Forbidden(
+            f"this {self.bound_by} is bound to entity {self.entity!r}; it cannot act for {requested!r} "
+            "(leave entity out, or name its own)"
+        )
 
 
 ADMIN = Caller()
@@ -94,9 +111,12 @@ def refuse_field_keys(metadata: Mapping[str, Any] | None, top_level: Iterable[st
         return
     top = set(top_level)
     problems = [
-        Problem(f"metadata.{key}",
-                f"metadata.{key}: {key!r} is a field of its own; send it at the top level of the body"
-                if key in top else f"metadata.{key}: {key!r} is set by brain and cannot be sent")
+        Problem(
+            f"metadata.{key}",
+            f"metadata.{key}: {key!r} is a field of its own; send it at the top level of the body"
+            if key in top
+            else f"metadata.{key}: {key!r} is set by brain and cannot be sent",
+        )
         for key in clash
     ]
     raise ValidationError(joined(problems), problems)
@@ -104,8 +124,9 @@ def refuse_field_keys(metadata: Mapping[str, Any] | None, top_level: Iterable[st
 
 def _no_conversation(conversation_id: str) -> NotFound:
     # the same answer for another entity's conversation and for none at all
-    return NotFound(f"no conversation {conversation_id!r} (a new one starts with an exchange sent without "
-                    "conversation_id)")
+    return NotFound(
+        f"no conversation {conversation_id!r} (a new one starts with an exchange sent without conversation_id)"
+    )
 
 
 # conversation ids hashed onto these locks: checking who owns a conversation and appending to it is one step
@@ -127,22 +148,42 @@ class Access:
     # ---- documents of any type ------------------------------------------------------------------
     def require_unrestricted(self, what: str) -> None:
         if self.entity is not None:
-            who = (f"a {self.caller.bound_by} bound to entity {self.entity!r}" if not self.caller.is_admin
-                   else f"a request acting for entity {self.entity!r}")
+            who = (
+                f"a {self.caller.bound_by} bound to entity {self.entity!r}"
+                if not self.caller.is_admin
+                else f"a request acting for entity {self.entity!r}"
+            )
             raise Forbidden(f"{what} needs the admin token without an entity; {who} may not")
 
     # ---- memories -------------------------------------------------------------------------------
-    def list_memories(self, *, tags: Sequence[str] | None = None, limit: int | None = None,
-                      offset: int | None = None, importance: Sequence[int] = (), status: Sequence[str] = (),
-                      order: str = "stored", history: bool = False) -> list[Any]:
+    def list_memories(
+        self,
+        *,
+        tags: Sequence[str] | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        importance: Sequence[int] = (),
+        status: Sequence[str] = (),
+        order: str = "stored",
+        history: bool = False,
+    ) -> list[Any]:
         """Memories the request may read (unrestricted: every memory), filtered and ordered as
         :func:`brain.store.memory_listing.list_memories` does: the current ones unless ``history``."""
-        return list_memories(self.store, scopes=readable_scopes(self.entity), tags=tags or (),
-                             importance=importance, status=status, order=order, limit=limit, offset=offset,
-                             history=history)
+        return list_memories(
+            self.store,
+            scopes=readable_scopes(self.entity),
+            tags=tags or (),
+            importance=importance,
+            status=status,
+            order=order,
+            limit=limit,
+            offset=offset,
+            history=history,
+        )
 
-    def search_memories(self, query: str, k: int | None = None, *, tags: Sequence[str] | None = None,
-                        as_of: Any = None) -> list[Any]:
+    def search_memories(
+        self, query: str, k: int | None = None, *, tags: Sequence[str] | None = None, as_of: Any = None
+    ) -> list[Any]:
         """Ranked memories: global ones and, acting as an entity, its own; with ``as_of``, those held true
         then (see :meth:`RagStore.retrieve_memories`)."""
         return self.store.retrieve_memories(query, k, entity=self.entity, tags=tags or None, as_of=as_of)
@@ -167,9 +208,17 @@ class Access:
         return self._memory(doc_id)
 
     def create_memory(
-        self, text: str, *, scope: str | None = None, importance: int = 3, tags: Sequence[str] | None = None,
-        conversation_id: str | None = None, timestamp: Any = None, metadata: Mapping[str, Any] | None = None,
-        source: str = "system", expires_at: Any = None,
+        self,
+        text: str,
+        *,
+        scope: str | None = None,
+        importance: int = 3,
+        tags: Sequence[str] | None = None,
+        conversation_id: str | None = None,
+        timestamp: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        source: str = "system",
+        expires_at: Any = None,
     ) -> Any:
         """Store a memory in the acting entity's scope (unrestricted: ``scope``, default global)."""
         refuse_field_keys(metadata, ("text", "importance", "tags", "entity", "scope", "conversation_id", "timestamp"))
@@ -182,20 +231,36 @@ class Access:
             own = entity_scope(self.entity)
             if scope is not None and scope != own:
                 if not self.caller.is_admin:
-                    raise Forbidden(f"a {self.caller.bound_by} bound to entity {self.entity!r} creates memories in scope {own!r} "
-                                    f"only, not {scope!r}")
+                    raise Forbidden(
+                        f"a {self.caller.bound_by} bound to entity {self.entity!r} creates memories in scope {own!r} "
+                        f"only, not {scope!r}"
+                    )
                 message = f"scope {scope!r} disagrees with entity {self.entity!r} (whose scope is {own!r}); send one"
                 raise ValidationError.of("scope", message)
             scope = own
         entity = entity_of(scope or GLOBAL_SCOPE)
-        doc_id = self.chat.remember(text, importance=importance, tags=tags, entity=entity,
-                                    conversation_id=conversation_id, timestamp=timestamp, source=source,
-                                    metadata=metadata, expires_at=expires_at)
+        doc_id = self.chat.remember(
+            text,
+            importance=importance,
+            tags=tags,
+            entity=entity,
+            conversation_id=conversation_id,
+            timestamp=timestamp,
+            source=source,
+            metadata=metadata,
+            expires_at=expires_at,
+        )
         return self.store.get_one(doc_id)
 
     def update_memory(
-        self, doc_id: str, text: str | None = None, *, importance: int | None = None,
-        tags: Sequence[str] | None = None, metadata: Mapping[str, Any] | None = None, replace_metadata: bool = False,
+        self,
+        doc_id: str,
+        text: str | None = None,
+        *,
+        importance: int | None = None,
+        tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        replace_metadata: bool = False,
         status: str | None = None,
     ) -> Any:
         """Change one memory the request may change (see :meth:`RagStore.update_memory`); ``status``
@@ -203,25 +268,46 @@ class Access:
         refuse_field_keys(metadata, ("text", "importance", "tags"))
         if status is not None:
             if metadata and "status" in metadata and metadata["status"] != status:
-                raise ValidationError.of("status", f"status {status!r} disagrees with metadata.status "
-                                                   f"{metadata['status']!r}; send one")
+                raise ValidationError.of(
+                    "status", f"status {status!r} disagrees with metadata.status {metadata['status']!r}; send one"
+                )
             metadata = {**(metadata or {}), "status": status}
         self._changeable(doc_id)
-        return self.store.update_memory(doc_id, text, importance=importance, tags=tags, metadata=metadata,
-                                        replace_metadata=replace_metadata)
+        return self.store.update_memory(
+            doc_id, text, importance=importance, tags=tags, metadata=metadata, replace_metadata=replace_metadata
+        )
 
     def supersede_memory(
-        self, doc_id: str, text: str, *, kind: str = "update", at: Any = None, importance: int | None = None,
-        tags: Sequence[str] | None = None, expires_at: Any = None, conversation_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None, source: str = "system",
+        self,
+        doc_id: str,
+        text: str,
+        *,
+        kind: str = "update",
+        at: Any = None,
+        importance: int | None = None,
+        tags: Sequence[str] | None = None,
+        expires_at: Any = None,
+        conversation_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        source: str = "system",
     ) -> Any:
         """Replace a memory the request may change with ``text``, keeping it as history
         (:meth:`RagStore.supersede`): the new memory is in the old one's scope, never another entity's."""
         refuse_field_keys(metadata, ("text", "importance", "tags", "conversation_id"))
         self._changeable(doc_id)
-        return self.store.supersede(doc_id, text, kind=kind, at=at, importance=importance, tags=tags,
-                                    expires_at=expires_at, conversation_id=conversation_id, metadata=metadata,
-                                    source=source, entity=self.entity)
+        return self.store.supersede(
+            doc_id,
+            text,
+            kind=kind,
+            at=at,
+            importance=importance,
+            tags=tags,
+            expires_at=expires_at,
+            conversation_id=conversation_id,
+            metadata=metadata,
+            source=source,
+            entity=self.entity,
+        )
 
     def memory_history(self, doc_id: str) -> list[Any]:
         """The supersession chain of a memory the request may read, oldest first (:meth:`RagStore.history`)."""
@@ -275,16 +361,32 @@ class Access:
                 return context
         return self.chat.build_context(conversation_id, user_message, entity=self.entity)
 
-    def record_exchange(self, conversation_id: str | None, user_text: str, assistant_text: str, *,
-                        timestamp: Any = None, metadata: Mapping[str, Any] | None = None,
-                        user_name: str | None = None, assistant_name: str | None = None,
-                        idempotency_key: str | None = None) -> Any:
+    def record_exchange(
+        self,
+        conversation_id: str | None,
+        user_text: str,
+        assistant_text: str,
+        *,
+        timestamp: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        user_name: str | None = None,
+        assistant_name: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Any:
         """:meth:`ChatMemory.record_exchange` into a new conversation, or one of the caller's: its turns stay
         in the scope the conversation started in."""
         if conversation_id is None:
-            return self.chat.record_exchange(None, user_text, assistant_text, entity=self.entity,
-                                             timestamp=timestamp, metadata=metadata, user_name=user_name,
-                                             assistant_name=assistant_name, idempotency_key=idempotency_key)
+            return self.chat.record_exchange(
+                None,
+                user_text,
+                assistant_text,
+                entity=self.entity,
+                timestamp=timestamp,
+                metadata=metadata,
+                user_name=user_name,
+                assistant_name=assistant_name,
+                idempotency_key=idempotency_key,
+            )
         conversation_id = valid_conversation_id(conversation_id)
         with _STRIPES[hash(conversation_id) % len(_STRIPES)]:
             scopes, first = self._conversation_scopes(conversation_id)
@@ -295,9 +397,17 @@ class Access:
             else:
                 raise _no_conversation(conversation_id)
             try:
-                return self.chat.record_exchange(conversation_id, user_text, assistant_text, entity=entity,
-                                                 timestamp=timestamp, metadata=metadata, user_name=user_name,
-                                                 assistant_name=assistant_name, idempotency_key=idempotency_key)
+                return self.chat.record_exchange(
+                    conversation_id,
+                    user_text,
+                    assistant_text,
+                    entity=entity,
+                    timestamp=timestamp,
+                    metadata=metadata,
+                    user_name=user_name,
+                    assistant_name=assistant_name,
+                    idempotency_key=idempotency_key,
+                )
             except ConversationOwned:  # another scope claimed this id first (another process, meanwhile)
                 raise _no_conversation(conversation_id) from None
 

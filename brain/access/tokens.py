@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from brain.access.policy import ADMIN, Caller
-from brain.model.errors import ConfigError, ValidationError
 from brain.config.values import MIN_TOKEN_LENGTH, token_problem
+from brain.model.errors import ConfigError, ValidationError
 from brain.model.schemas import valid_name
 
 ADMIN_NAME = "admin"
@@ -73,8 +73,10 @@ class TokenTable:
         if settings.api_tokens_file is not None:
             for place, token, caller in _read_tokens_file(Path(settings.api_tokens_file)):
                 if token in where:
-                    raise ConfigError(f"BRAIN_API_TOKENS_FILE {place}: the token is already used by {where[token]}; "
-                                      f"every token must be different")
+                    raise ConfigError(
+                        f"BRAIN_API_TOKENS_FILE {place}: the token is already used by {where[token]}; "
+                        f"every token must be different"
+                    )
                 where[token] = place
                 entries.append((token, caller))
         return cls(tuple(entries)) if entries else None
@@ -126,14 +128,18 @@ def _read_tokens_file(path: Path) -> list[tuple[str, bytes, Caller]]:
             if caller.entity != who:
                 # names were once case-sensitive: 'Bob' may have been another entity than 'bob', whose
                 # memories this token would now reach; the operator says which person it is
-                raise ConfigError(f"BRAIN_API_TOKENS_FILE {place}: the name {who!r} is {caller.entity!r} in its "
-                                  f"canonical form (entity names are compared case-folded and NFKC-normalised); "
-                                  f"write {caller.entity!r} in the file once you have checked that the token is "
-                                  f"that entity's")
+                raise ConfigError(
+                    f"BRAIN_API_TOKENS_FILE {place}: the name {who!r} is {caller.entity!r} in its "
+                    f"canonical form (entity names are compared case-folded and NFKC-normalised); "
+                    f"write {caller.entity!r} in the file once you have checked that the token is "
+                    f"that entity's"
+                )
         found.append((place, token.encode(), caller))
     if not found:
-        raise ConfigError(f"BRAIN_API_TOKENS_FILE={str(path)!r} holds no tokens: add lines '<admin or entity name> "
-                          f"<token>', or unset BRAIN_API_TOKENS_FILE")
+        raise ConfigError(
+            f"BRAIN_API_TOKENS_FILE={str(path)!r} holds no tokens: add lines '<admin or entity name> "
+            f"<token>', or unset BRAIN_API_TOKENS_FILE"
+        )
     return found
 
 

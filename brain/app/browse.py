@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 # ---- conversations --------------------------------------------------------------------------------
 
+
 @dataclass
 class ConversationInfo:
     """One conversation: whose it is (the entity of the scope it started in; None for global), how many
@@ -36,9 +37,14 @@ class ConversationInfo:
     formation: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FORMATION_STATES, 0))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"conversation_id": self.conversation_id, "entity": self.entity, "turns": self.turns,
-                "summaries": self.summaries, "last_activity": format_timestamp(self.last_activity),
-                "formation": dict(self.formation)}
+        return {
+            "conversation_id": self.conversation_id,
+            "entity": self.entity,
+            "turns": self.turns,
+            "summaries": self.summaries,
+            "last_activity": format_timestamp(self.last_activity),
+            "formation": dict(self.formation),
+        }
 
 
 @dataclass
@@ -52,8 +58,9 @@ class _Seen:
     formation: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FORMATION_STATES, 0))
 
 
-def list_conversations(store: Store, *, acting: str | None = None, limit: int | None = None,
-                       offset: int = 0) -> list[ConversationInfo]:
+def list_conversations(
+    store: Store, *, acting: str | None = None, limit: int | None = None, offset: int = 0
+) -> list[ConversationInfo]:
     """Conversations, most recent activity first (then by id), that a request acting as ``acting``
     may use (None: every one). One pass over the turns' and summaries' metadata (which also carry the
     formation state of each summary's window); no text is read."""
@@ -86,13 +93,22 @@ def list_conversations(store: Store, *, acting: str | None = None, limit: int | 
         if not may_use_conversation(scopes, acting):
             continue
         started = entry.first[2] if entry.first is not None else min(scopes)
-        infos.append(ConversationInfo(conversation, entity_of(started), entry.turns, entry.summaries,
-                                      datetime.fromtimestamp(entry.latest, UTC), entry.formation))
+        infos.append(
+            ConversationInfo(
+                conversation,
+                entity_of(started),
+                entry.turns,
+                entry.summaries,
+                datetime.fromtimestamp(entry.latest, UTC),
+                entry.formation,
+            )
+        )
     infos.sort(key=lambda c: (-c.last_activity.timestamp(), c.conversation_id))
-    return infos[offset:] if limit is None else infos[offset:offset + limit]
+    return infos[offset:] if limit is None else infos[offset : offset + limit]
 
 
 # ---- the knowledge base ---------------------------------------------------------------------------
+
 
 def knowledge_by_file(store: Store, *, acting: str | None = None) -> list[dict[str, Any]]:
     """The FAQ documents a request acting as ``acting`` may read (its own and global ones; None: every
@@ -108,15 +124,24 @@ def knowledge_by_file(store: Store, *, acting: str | None = None) -> list[dict[s
         return (name is None, name or "")
 
     return [
-        {"kb_file": kb_file,
-         "topics": [{"topic": topic,
-                     "documents": [d.to_dict() for d in sorted(docs, key=lambda d: (int(d.metadata.get("kb_part") or 0), d.id))]}
-                    for topic, docs in sorted(topics.items(), key=lambda item: named_last(item[0]))]}
+        {
+            "kb_file": kb_file,
+            "topics": [
+                {
+                    "topic": topic,
+                    "documents": [
+                        d.to_dict() for d in sorted(docs, key=lambda d: (int(d.metadata.get("kb_part") or 0), d.id))
+                    ],
+                }
+                for topic, docs in sorted(topics.items(), key=lambda item: named_last(item[0]))
+            ],
+        }
         for kb_file, topics in sorted(files.items(), key=lambda item: named_last(item[0]))
     ]
 
 
 # ---- the persona ----------------------------------------------------------------------------------
+
 
 def persona_sections(store: Store, *, acting: str | None = None) -> dict[str, Any]:
     """The current persona version as ``acting`` sees it (see :func:`brain.features.persona.current_persona`):
@@ -128,9 +153,16 @@ def persona_sections(store: Store, *, acting: str | None = None) -> dict[str, An
     return {
         "version": docs[0].metadata.get("version") if docs else None,
         "source": str(path) if path.is_file() else None,
-        "sections": [{"id": d.id, "title": d.metadata.get("heading") or d.metadata.get("topic") or "",
-                      "topic": d.metadata.get("topic"), "position": d.metadata.get("position"), "text": d.text}
-                     for d in docs],
+        "sections": [
+            {
+                "id": d.id,
+                "title": d.metadata.get("heading") or d.metadata.get("topic") or "",
+                "topic": d.metadata.get("topic"),
+                "position": d.metadata.get("position"),
+                "text": d.text,
+            }
+            for d in docs
+        ],
     }
 
 

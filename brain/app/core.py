@@ -22,21 +22,21 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from brain.app.rag_store import RagStore
 from brain.config import Settings, load_settings
 from brain.model.errors import BrainError, ConfigError, StoreUnavailable, ValidationError
-from brain.rules.memories import check_as_of_search, search_scopes
 from brain.model.schemas import DocType
-from brain.app.rag_store import RagStore
+from brain.rules.memories import check_as_of_search, search_scopes
 
 if TYPE_CHECKING:
+    from brain.app.forget import ForgetReport
     from brain.features.chat import ChatMemory
     from brain.features.consolidate import ConsolidationReport
-    from brain.providers.embeddings.base import Embedder
-    from brain.app.forget import ForgetReport
     from brain.features.mirror import BackfillReport, EngramMirror
     from brain.features.mirror.sync import SyncReport, VerifyReport
-    from brain.model.results import Hit
     from brain.features.specialists import SpecialistRegistry
+    from brain.model.results import Hit
+    from brain.providers.embeddings.base import Embedder
     from brain.providers.extractors import OllamaExtractor
     from brain.providers.summarizers import Summarizer
 
@@ -46,8 +46,16 @@ class Brain:
     process, wired once. Build it with :func:`open`, or around a store the caller already opened
     (``Brain(store)``: the caller keeps closing the store). Thread-safe."""
 
-    def __init__(self, store: RagStore, *, chat: ChatMemory | None = None, summarizer: Summarizer | None = None,
-                 start_worker: bool = True, owns_store: bool = False, extractor: OllamaExtractor | None = None):
+    def __init__(
+        self,
+        store: RagStore,
+        *,
+        chat: ChatMemory | None = None,
+        summarizer: Summarizer | None = None,
+        start_worker: bool = True,
+        owns_store: bool = False,
+        extractor: OllamaExtractor | None = None,
+    ):
         self.store = store
         self.settings: Settings = store.settings
         self._chat = chat
@@ -106,8 +114,13 @@ class Brain:
             if self._chat is None:
                 from brain.features.chat import ChatMemory  # the chat layer starts a thread: only when used
 
-                self._chat = ChatMemory(self.store, self.settings, summarizer=self.summarizer,
-                                        extractor=self.extractor, start_worker=self._start_worker)
+                self._chat = ChatMemory(
+                    self.store,
+                    self.settings,
+                    summarizer=self.summarizer,
+                    extractor=self.extractor,
+                    start_worker=self._start_worker,
+                )
             return self._chat
 
     @property
@@ -138,8 +151,10 @@ class Brain:
             registry = SpecialistRegistry.from_settings(self.store, self.settings)
             registry.register()  # embeds only new or changed specialists
         except ValidationError as exc:  # the configured file is wrong, not the caller's request
-            self._specialists, self._specialists_error = None, ConfigError(
-                f"the specialists file (BRAIN_SPECIALISTS_PATH) is invalid: {exc}. Fix it and restart")
+            self._specialists, self._specialists_error = (
+                None,
+                ConfigError(f"the specialists file (BRAIN_SPECIALISTS_PATH) is invalid: {exc}. Fix it and restart"),
+            )
             return
         except BrainError as exc:
             self._specialists, self._specialists_error = None, exc
@@ -147,8 +162,15 @@ class Brain:
         self._specialists, self._specialists_error = registry, None
 
     # ---- what the shells call --------------------------------------------------------------------
-    def search(self, query: str, *, type: str | DocType | None = None, k: int | None = None,
-               entity: str | None = None, as_of: Any = None) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        *,
+        type: str | DocType | None = None,
+        k: int | None = None,
+        entity: str | None = None,
+        as_of: Any = None,
+    ) -> list[Hit]:
         """Search one document type the way it is ranked: memories as the context ranks them (relevance
         first, the same floor; :meth:`RagStore.retrieve_memories`), persona, FAQ and summaries by similarity
         from their in-process indexes, turns or no type through Chroma. ``k`` defaults to the type's setting. With ``entity``, ``entity``'s
@@ -241,8 +263,11 @@ class Brain:
         except Exception as exc:  # any Chroma failure means the store is down: report it, not raise it
             healthy = False
             report["store"] = {"ok": False, "error": str(exc)}
-        report["embedder"] = {"ok": True, "name": self.store.embedder.name,
-                              "dimension": int(self.store.embedder.dimension)}
+        report["embedder"] = {
+            "ok": True,
+            "name": self.store.embedder.name,
+            "dimension": int(self.store.embedder.dimension),
+        }
         # asks the summariser when nothing said how it is for a while: an unreachable one is not "ok"
         summariser = report["summariser"] = self.chat.health(probe=None)
         summariser["ok"] = summariser["reachable"] is not False
@@ -286,9 +311,14 @@ class Brain:
             found = self.verify_mirror()
         except BrainError as exc:  # a mirror that breaks while verified: health reports it, not raises it
             return {"ok": False, "error": str(exc)}
-        return {"ok": found.ok, "checked": found.checked,
-                **{kind: len(getattr(found, kind)) for kind in ("missing", "extra", "text", "metadata", "vectors",
-                                                                "foreign")}}
+        return {
+            "ok": found.ok,
+            "checked": found.checked,
+            **{
+                kind: len(getattr(found, kind))
+                for kind in ("missing", "extra", "text", "metadata", "vectors", "foreign")
+            },
+        }
 
     # ---- closing ---------------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -327,20 +357,34 @@ def _type_name(value: str | DocType | None) -> str | None:
     try:
         return DocType(value).value
     except ValueError:
-        raise ValidationError.of("type", f"type {value!r} is not a document type; "
-                               f"one of {', '.join(t.value for t in DocType)}") from None
+        raise ValidationError.of(
+            "type", f"type {value!r} is not a document type; one of {', '.join(t.value for t in DocType)}"
+        ) from None
 
 
-def open_store(settings: Settings | None = None, *, embedder: Embedder | None = None, client: Any | None = None,
-               mirror: EngramMirror | bool | None = None, create: bool = True) -> RagStore:
+def open_store(
+    settings: Settings | None = None,
+    *,
+    embedder: Embedder | None = None,
+    client: Any | None = None,
+    mirror: EngramMirror | bool | None = None,
+    create: bool = True,
+) -> RagStore:
     """``RagStore(settings, ...)``: the store with its change feed, mirror and persona rule
     (:mod:`brain.app.rag_store`). Kept as a function because the README and older callers use it."""
     return RagStore(settings, embedder=embedder, client=client, mirror=mirror, create=create)
 
 
-def open(settings: Settings | None = None, *, create: bool = True, start_worker: bool = True,
-         embedder: Embedder | None = None, summarizer: Summarizer | None = None,
-         extractor: OllamaExtractor | None = None, **overrides: Any) -> Brain:
+def open(
+    settings: Settings | None = None,
+    *,
+    create: bool = True,
+    start_worker: bool = True,
+    embedder: Embedder | None = None,
+    summarizer: Summarizer | None = None,
+    extractor: OllamaExtractor | None = None,
+    **overrides: Any,
+) -> Brain:
     """Open the store and wire a :class:`Brain` around it (close it, or use ``with``).
 
     ``settings`` default to :func:`~brain.config.load_settings` with ``overrides`` (Settings fields by
@@ -352,8 +396,10 @@ def open(settings: Settings | None = None, *, create: bool = True, start_worker:
     if settings is None:
         settings = load_settings(**overrides)
     elif overrides:
-        raise ConfigError(f"brain.open: give settings or Settings fields ({', '.join(sorted(overrides))}), not both; "
-                          "Settings(...) takes the fields")
+        raise ConfigError(
+            f"brain.open: give settings or Settings fields ({', '.join(sorted(overrides))}), not both; "
+            "Settings(...) takes the fields"
+        )
     store = open_store(settings, embedder=embedder, create=create)
     return Brain(store, summarizer=summarizer, extractor=extractor, start_worker=start_worker, owns_store=True)
 

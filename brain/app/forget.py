@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brain.model.errors import NotFound, StoreUnavailable
 from brain.features.mirror.erase import copy_namespace_rows, erase_from_copy, kept_copies
+from brain.model.errors import NotFound, StoreUnavailable
 from brain.model.schemas import DocType, entity_scope, valid_name
 from brain.store.live import read_pointer
 from brain.store.scrub import deleted_traces, scrub_deleted
@@ -69,8 +69,13 @@ class ForgetReport:
         return sum(self.deleted.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"entity": self.entity, "deleted": dict(self.deleted), "mirror": dict(self.mirror),
-                "scrubbed": dict(self.scrubbed), "conversations": list(self.conversations)}
+        return {
+            "entity": self.entity,
+            "deleted": dict(self.deleted),
+            "mirror": dict(self.mirror),
+            "scrubbed": dict(self.scrubbed),
+            "conversations": list(self.conversations),
+        }
 
 
 @dataclass
@@ -104,9 +109,12 @@ def _targets(store: Store, name: str) -> _Targets:
     collection_ids = [str(store.col.id), *(str(col.id) for col in retained.values())]
     resumed = [p for p in _pending(store) if p["entity"] == name]
     if not (docs or stray or any(held.values()) or any(copy_rows.values()) or resumed) and (
-            chroma_dir is None or not deleted_traces(chroma_dir, collection_ids, scope)):
-        raise NotFound(f"nothing is stored for entity {name!r} (no document in scope {scope!r}); "
-                       "`brain memory list` shows the scopes in use")
+        chroma_dir is None or not deleted_traces(chroma_dir, collection_ids, scope)
+    ):
+        raise NotFound(
+            f"nothing is stored for entity {name!r} (no document in scope {scope!r}); "
+            "`brain memory list` shows the scopes in use"
+        )
     return _Targets(name, scope, docs, stray, retained, held, copies, chroma_dir, collection_ids, resumed)
 
 
@@ -132,8 +140,9 @@ def _forget(store: Store, targets: _Targets) -> ForgetReport:
     name, scope, docs, stray, held = targets.name, targets.scope, targets.docs, targets.stray, targets.held
     mirror = store.mirror
     ids = [d.id for d in docs]
-    every_id = sorted({*ids, *stray, *(i for found in held.values() for i in found),
-                       *(i for p in targets.resumed for i in p["ids"])})
+    every_id = sorted(
+        {*ids, *stray, *(i for found in held.values() for i in found), *(i for p in targets.resumed for i in p["ids"])}
+    )
     _mark(store, name, scope, every_id)
     counts = Counter(str(d.metadata.get("type")) for d in docs)
     deleted = {t.value: counts.get(t.value, 0) for t in DocType}
@@ -147,15 +156,24 @@ def _forget(store: Store, targets: _Targets) -> ForgetReport:
         if found:
             _delete_ids(targets.retained[collection], found)
     copied = {c.name: erase_from_copy(c, scope) for c in targets.copies}
-    scrubbed: dict[str, Any] = {"mirror": mirror.scrub() if mirror is not None else None, "chroma": None,
-                                "retained": {n: len(found) for n, found in held.items()},
-                                "mirror_copies": copied, "resumed": bool(targets.resumed)}
+    scrubbed: dict[str, Any] = {
+        "mirror": mirror.scrub() if mirror is not None else None,
+        "chroma": None,
+        "retained": {n: len(found) for n, found in held.items()},
+        "mirror_copies": copied,
+        "resumed": bool(targets.resumed),
+    }
     if targets.chroma_dir is not None:
         scrubbed["chroma"] = scrub_deleted(targets.chroma_dir, targets.collection_ids, scope, every_id)
         store.clear_unused_index_space()  # slots of the vector index's files may hold text the process read
-    conversations = sorted({str(d.metadata["conversation_id"]) for d in docs
-                            if d.metadata.get("type") in (DocType.TURN.value, DocType.SUMMARY.value)
-                            and d.metadata.get("conversation_id")})
+    conversations = sorted(
+        {
+            str(d.metadata["conversation_id"])
+            for d in docs
+            if d.metadata.get("type") in (DocType.TURN.value, DocType.SUMMARY.value)
+            and d.metadata.get("conversation_id")
+        }
+    )
     store.release_positions(conversations)
     _unmark(store, name)
     return ForgetReport(name, deleted, mirrored, scrubbed, conversations)
@@ -169,8 +187,10 @@ def _writable_mirror(store: Store) -> Any:
     if health is not None and health.status == "degraded":
         store.catch_up_mirror()
         if health.status == "degraded":
-            raise StoreUnavailable(f"the mirror cannot be written now ({health.unwritable}) and holds the texts to "
-                                   f"forget; nothing was deleted. Make it writable again and run the forget again")
+            raise StoreUnavailable(
+                f"the mirror cannot be written now ({health.unwritable}) and holds the texts to "
+                f"forget; nothing was deleted. Make it writable again and run the forget again"
+            )
     return store.mirror
 
 
@@ -179,9 +199,11 @@ def _check_mirror_followed(store: Store) -> None:
     stays, and the next forget erases the rows."""
     health = store.mirror_health
     if health is not None and health.status == "degraded":
-        raise StoreUnavailable(f"the documents were deleted from the store, but the mirror could not be written "
-                               f"({health.unwritable}) and still holds their texts; make it writable again and "
-                               f"run the forget again to finish")
+        raise StoreUnavailable(
+            f"the documents were deleted from the store, but the mirror could not be written "
+            f"({health.unwritable}) and still holds their texts; make it writable again and "
+            f"run the forget again to finish"
+        )
 
 
 def _retained_collections(store: Store) -> dict[str, Any]:
@@ -198,7 +220,9 @@ def _retained_collections(store: Store) -> dict[str, Any]:
             try:
                 out[collection] = store.client.get_collection(collection, embedding_function=None)
             except Exception as exc:  # connection or server errors from chromadb
-                raise StoreUnavailable(f"cannot open the kept collection {collection!r} to forget from it: {exc}") from exc
+                raise StoreUnavailable(
+                    f"cannot open the kept collection {collection!r} to forget from it: {exc}"
+                ) from exc
     return out
 
 
@@ -212,13 +236,15 @@ def _ids_in_scope(collection: Any, scope: str) -> list[str]:
 def _delete_ids(collection: Any, ids: list[str], batch: int = 1000) -> None:
     try:
         for start in range(0, len(ids), batch):
-            collection.delete(ids=ids[start:start + batch])
+            collection.delete(ids=ids[start : start + batch])
     except Exception as exc:  # connection or server errors from chromadb
-        raise StoreUnavailable(f"cannot delete from the kept collection {collection.name!r}: {exc}; run the forget "
-                               f"again to finish") from exc
+        raise StoreUnavailable(
+            f"cannot delete from the kept collection {collection.name!r}: {exc}; run the forget again to finish"
+        ) from exc
 
 
 # ---- the marker of forgets under way ------------------------------------------------------------------
+
 
 def _marker_path(store: Store) -> Path:
     return Path(store.settings.data_dir) / MARKER
@@ -231,8 +257,10 @@ def _pending(store: Store) -> list[dict[str, Any]]:
     except FileNotFoundError:
         return []
     except (OSError, ValueError) as exc:
-        raise StoreUnavailable(f"cannot read {path}, the record of an unfinished forget ({exc}); if you know "
-                               f"which entity it was, run its forget again, then delete the file") from exc
+        raise StoreUnavailable(
+            f"cannot read {path}, the record of an unfinished forget ({exc}); if you know "
+            f"which entity it was, run its forget again, then delete the file"
+        ) from exc
 
 
 def _mark(store: Store, name: str, scope: str, ids: list[str]) -> None:
@@ -264,8 +292,10 @@ def _write_marker(store: Store, entries: list[dict[str, Any]]) -> None:
         finally:
             os.close(directory)
     except OSError as exc:
-        raise StoreUnavailable(f"cannot write {path}, the record of a forget under way ({exc}); nothing more was "
-                               f"deleted: free space or fix the permissions and run the forget again") from exc
+        raise StoreUnavailable(
+            f"cannot write {path}, the record of a forget under way ({exc}); nothing more was "
+            f"deleted: free space or fix the permissions and run the forget again"
+        ) from exc
 
 
 __all__ = ["MARKER", "ForgetReport", "forget_entity", "forget_preview"]

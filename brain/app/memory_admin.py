@@ -15,33 +15,51 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from brain.model.errors import Forbidden, NotFound, ValidationError
-from brain.rules.memories import global_refusal, may_change, scopes_for
-from brain.store.memory_listing import list_memories as listing
 from brain.model.results import Document
 from brain.model.schemas import GLOBAL_SCOPE, DocType
+from brain.rules.memories import global_refusal, may_change, scopes_for
+from brain.store.memory_listing import list_memories as listing
 
 if TYPE_CHECKING:
     from brain.store import Store
 
 
-def add_memory(store: Store, text: str, *, scope: str | None = None, importance: int | None = None,
-               tags: Iterable[str] = (), expires_at: Any = None) -> Document:
+def add_memory(
+    store: Store,
+    text: str,
+    *,
+    scope: str | None = None,
+    importance: int | None = None,
+    tags: Iterable[str] = (),
+    expires_at: Any = None,
+) -> Document:
     """Store ``text`` as a memory (the same text in the same scope updates it) and return it as stored.
     ``scope`` and ``importance`` left None take the store's defaults (global, 3); ``expires_at``: when it
     stops being ranked."""
-    given = {key: value for key, value in {"scope": scope, "importance": importance,
-                                           "expires_at": expires_at}.items() if value is not None}
+    given = {
+        key: value
+        for key, value in {"scope": scope, "importance": importance, "expires_at": expires_at}.items()
+        if value is not None
+    }
     return store.get_one(store.upsert_memory(text, tags=list(tags), **given))
 
 
-def list_memories(store: Store, *, scope: str | None = None, entity: str | None = None,
-                  tags: Sequence[str] = (), limit: int | None = None, history: bool = False) -> list[Document]:
+def list_memories(
+    store: Store,
+    *,
+    scope: str | None = None,
+    entity: str | None = None,
+    tags: Sequence[str] = (),
+    limit: int | None = None,
+    history: bool = False,
+) -> list[Document]:
     """Memories in storage order: all, those in exactly ``scope``, or those a listing for ``entity``
     shows (its own and the global ones, :func:`brain.rules.memories.scopes_for`); having every tag of ``tags``;
     the current ones unless ``history`` (see :func:`brain.store.memory_listing.list_memories`)."""
     if scope is not None and entity is not None:
-        raise ValidationError.of("scope", "give scope (exactly one scope) or entity (its memories and the global "
-                                          "ones), not both")
+        raise ValidationError.of(
+            "scope", "give scope (exactly one scope) or entity (its memories and the global ones), not both"
+        )
     scopes = [scope] if scope is not None else scopes_for(entity, listing=True)
     return listing(store, scopes=None if scopes is None else sorted(scopes), tags=tags, limit=limit, history=history)
 

@@ -16,8 +16,8 @@ from brain.config import Settings
 from brain.store import Store
 
 if TYPE_CHECKING:
-    from brain.providers.embeddings.base import Embedder
     from brain.features.mirror import EngramMirror
+    from brain.providers.embeddings.base import Embedder
 
 
 class RagStore(Store):
@@ -29,13 +29,26 @@ class RagStore(Store):
     :class:`~brain.model.errors.StoreNotFound` rather than create a store that does not exist.
     """
 
-    def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
-                 client: Any | None = None, create: bool = True, mirror: EngramMirror | bool | None = None):
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        client: Any | None = None,
+        create: bool = True,
+        mirror: EngramMirror | bool | None = None,
+    ):
         from brain.features.persona import current_version
 
         settings = settings or Settings()
-        super().__init__(settings, embedder=embedder, client=client, create=create,
-                         attach=lambda store: _wire(store, settings, mirror), persona_version=current_version)
+        super().__init__(
+            settings,
+            embedder=embedder,
+            client=client,
+            create=create,
+            attach=lambda store: _wire(store, settings, mirror),
+            persona_version=current_version,
+        )
 
 
 def _wire(store: Store, settings: Settings, mirror: EngramMirror | bool | None) -> None:
@@ -47,8 +60,10 @@ def _wire(store: Store, settings: Settings, mirror: EngramMirror | bool | None) 
         from brain.store.feed import ChangeFeed
         from brain.store.positions import PositionClaims
 
-        store.attach_feed(ChangeFeed(store.client, settings.collection, settings.chroma_url, keep=settings.feed_keep),
-                          PositionClaims(store.client, settings.collection, settings.chroma_url))
+        store.attach_feed(
+            ChangeFeed(store.client, settings.collection, settings.chroma_url, keep=settings.feed_keep),
+            PositionClaims(store.client, settings.collection, settings.chroma_url),
+        )
     link = open_mirror_subscriber(settings, store.embedder.name, mirror, store=store)
     link.follow(store)  # what the mirror misses while it cannot be written is read back from the store
     store.mirror_link = store.subscribe(link, close=link.close)

@@ -44,10 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from brain.providers.embeddings import Embedder, get_embedder
-from brain.model.errors import ReindexError, ValidationError
 from brain.features.mirror.guard import StoreIdentity, store_moved
-from brain.text.progress import ProgressOptions, open_progress
+from brain.model.errors import ReindexError, ValidationError
+from brain.providers.embeddings import Embedder, get_embedder
 from brain.store import Store
 from brain.store.chroma import ChromaAccess, GuardedCollection, open_cosine_collection
 from brain.store.events import WriteEvent, WriteSubscriber
@@ -60,6 +59,7 @@ from brain.store.live import (
     swapped,
     write_pointer,
 )
+from brain.text.progress import ProgressOptions, open_progress
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,7 @@ class DropReport:
 
 # ---- the pointer of a store -------------------------------------------------------------------------
 
+
 def current_state(store: Store) -> PointerState:
     """The store's pointer, or the one it implies when it never had one."""
     state = read_pointer(store.client, store.settings.collection)
@@ -156,6 +157,7 @@ def live_embedder_name(client: Any, logical: str) -> str | None:
 
 # ---- building ----------------------------------------------------------------------------------------
 
+
 class _Recorder(WriteSubscriber):
     """The ids this process writes while a re-index runs."""
 
@@ -176,8 +178,16 @@ class _Recorder(WriteSubscriber):
 class _Copier:
     """Copies documents from the live collection into the target, embedding or reusing vectors."""
 
-    def __init__(self, store: Store, target: ChromaAccess, embedder: Embedder, batch: int,
-                 report: ReindexReport, progress: Any, on_batch: Callable[[int], None] | None):
+    def __init__(
+        self,
+        store: Store,
+        target: ChromaAccess,
+        embedder: Embedder,
+        batch: int,
+        report: ReindexReport,
+        progress: Any,
+        on_batch: Callable[[int], None] | None,
+    ):
         self.store, self.target, self.embedder = store, target, embedder
         # the collection live when the run began (it stays this one after the swap: late writes come from it)
         self.source = store.chroma
@@ -218,8 +228,11 @@ class _Copier:
         if not wanted:
             return {}
         texts = {i: t for i, t, _ in docs}
-        return {i: v for i, (text, v) in self.mirror.vectors_of(wanted, self.embedder.name).items()
-                if text == texts[i] and v.shape == (self.dimension,)}
+        return {
+            i: v
+            for i, (text, v) in self.mirror.vectors_of(wanted, self.embedder.name).items()
+            if text == texts[i] and v.shape == (self.dimension,)
+        }
 
     def write(self, docs: Sequence[tuple[str, str, dict]]) -> None:
         """Embed (or reuse) and write ``docs`` into the target, one batch at a time. A batch is
@@ -248,10 +261,19 @@ class _Copier:
                     pending.exception()  # the batch in flight finishes before the error goes up
                 raise
 
-    def _store(self, part: list[tuple[str, str, dict]], vectors: dict[str, np.ndarray],
-               reused: dict[str, np.ndarray], fresh: int) -> None:
-        self.target.upsert([i for i, _, _ in part], [t for _, t, _ in part], [m for _, _, m in part],
-                           np.asarray([vectors[i] for i, _, _ in part], dtype=np.float32))
+    def _store(
+        self,
+        part: list[tuple[str, str, dict]],
+        vectors: dict[str, np.ndarray],
+        reused: dict[str, np.ndarray],
+        fresh: int,
+    ) -> None:
+        self.target.upsert(
+            [i for i, _, _ in part],
+            [t for _, t, _ in part],
+            [m for _, _, m in part],
+            np.asarray([vectors[i] for i, _, _ in part], dtype=np.float32),
+        )
         self.report.embedded += fresh
         self.report.reused += len(reused)
         self.to_mirror(part, vectors, reused)
@@ -260,8 +282,9 @@ class _Copier:
         if self.on_batch is not None:
             self.on_batch(self.batches)
 
-    def to_mirror(self, docs: Sequence[tuple[str, str, dict]], vectors: dict[str, np.ndarray],
-                  reused: dict[str, np.ndarray]) -> None:
+    def to_mirror(
+        self, docs: Sequence[tuple[str, str, dict]], vectors: dict[str, np.ndarray], reused: dict[str, np.ndarray]
+    ) -> None:
         """The new model's vectors of mirrored documents, beside the old model's."""
         if self.mirror is None:
             return
@@ -279,10 +302,15 @@ class _Copier:
 
 
 def _target_access(store: Store, name: str, embedder: Embedder) -> ChromaAccess:
-    col = open_cosine_collection(store.client, name, embedder, schema_version=1,
-                                 switch=f"the collection {name!r} is being built for another model; run "
-                                        f"`brain reindex --embedder` with that model to finish it, or drop it",
-                                 rename="use another BRAIN_COLLECTION")
+    col = open_cosine_collection(
+        store.client,
+        name,
+        embedder,
+        schema_version=1,
+        switch=f"the collection {name!r} is being built for another model; run "
+        f"`brain reindex --embedder` with that model to finish it, or drop it",
+        rename="use another BRAIN_COLLECTION",
+    )
     where = store.settings.chroma_url or "the data directory"
     return ChromaAccess(store.client, GuardedCollection(col, where), where)
 
@@ -294,8 +322,10 @@ def _build_for(store: Store, state: PointerState, embedder: Embedder) -> Build |
     if build is not None and build.embedder == embedder.name:
         return build
     if embedder.name == store.embedder.name:
-        raise ReindexError(f"the live collection {store.collection_name!r} is built with {embedder.name} already; "
-                           f"nothing to re-index (name another model with --embedder)")
+        raise ReindexError(
+            f"the live collection {store.collection_name!r} is built with {embedder.name} already; "
+            f"nothing to re-index (name another model with --embedder)"
+        )
     return None
 
 
@@ -307,8 +337,9 @@ def _start(store: Store, embedder: Embedder) -> tuple[PointerState, Build, bool]
         return state, build, True
     unfinished = state.building
     if unfinished is not None and state.kept_named(unfinished.collection) is None:  # never a kept collection
-        log.info("dropping the unfinished build %s (%s) for %s", unfinished.collection, unfinished.embedder,
-                 embedder.name)
+        log.info(
+            "dropping the unfinished build %s (%s) for %s", unfinished.collection, unfinished.embedder, embedder.name
+        )
         _delete_collection(store, unfinished.collection)
     name = state.next_name(store.settings.collection)
     build = Build(name, embedder.name, int(embedder.dimension), started=time.time())
@@ -327,15 +358,30 @@ def plan(store: Store, embedder: Embedder) -> ReindexPlan:
     todo, done, _ = copier.diff(ids)
     extra = len(set(target.ids()) - set(ids)) if target is not None else 0
     reused = len(copier.reusable(todo))
-    return ReindexPlan(collection=build.collection if build else state.next_name(store.settings.collection),
-                       live=store.collection_name, from_embedder=store.embedder.name, to_embedder=embedder.name,
-                       dimension=int(embedder.dimension), documents=len(ids), done=len(done), reused=reused,
-                       to_embed=len(todo) - reused, to_delete=extra, resumed=build is not None)
+    return ReindexPlan(
+        collection=build.collection if build else state.next_name(store.settings.collection),
+        live=store.collection_name,
+        from_embedder=store.embedder.name,
+        to_embedder=embedder.name,
+        dimension=int(embedder.dimension),
+        documents=len(ids),
+        done=len(done),
+        reused=reused,
+        to_embed=len(todo) - reused,
+        to_delete=extra,
+        resumed=build is not None,
+    )
 
 
-def run(store: Store, embedder: Embedder, *, batch: int = BATCH,
-        progress: bool | ProgressOptions = True, on_batch: Callable[[int], None] | None = None,
-        swap: bool = True) -> ReindexReport:
+def run(
+    store: Store,
+    embedder: Embedder,
+    *,
+    batch: int = BATCH,
+    progress: bool | ProgressOptions = True,
+    on_batch: Callable[[int], None] | None = None,
+    swap: bool = True,
+) -> ReindexReport:
     """Re-index ``store`` for ``embedder`` and make the new collection live (see the module docstring).
 
     ``on_batch(n)`` is called after the n-th batch is written (for tests and callers that report
@@ -390,8 +436,9 @@ def run(store: Store, embedder: Embedder, *, batch: int = BATCH,
             report.replayed += moved
             report.documents = target.count()
             report.seconds = time.monotonic() - started
-            state = swapped(read_pointer(store.client, store.settings.collection) or state, build.collection,
-                            rate=report.rate)
+            state = swapped(
+                read_pointer(store.client, store.settings.collection) or state, build.collection, rate=report.rate
+            )
             # the specialists first: killed between the two, the build is still pending and a rerun swaps
             _flip_specialists(store, build.collection)
             write_pointer(store.client, store.settings.collection, state)
@@ -405,9 +452,16 @@ def run(store: Store, embedder: Embedder, *, batch: int = BATCH,
     finally:
         store.events.unsubscribe(recorder)
     report.seconds = time.monotonic() - started
-    log.info("re-index: %s (%s) is live, %s kept; %d documents, %d embedded, %d vectors reused (%.1f s)",
-             report.collection, report.embedder, report.previous, report.documents, report.embedded, report.reused,
-             report.seconds)
+    log.info(
+        "re-index: %s (%s) is live, %s kept; %d documents, %d embedded, %d vectors reused (%.1f s)",
+        report.collection,
+        report.embedder,
+        report.previous,
+        report.documents,
+        report.embedded,
+        report.reused,
+        report.seconds,
+    )
     return report
 
 
@@ -424,18 +478,23 @@ def _complete_mirror(copier: _Copier, target: ChromaAccess) -> int:
     texts = {d.id: d.text for d in mirror.get(missing, bad_vectors="skip")}
     written = 0
     for page in target.get_ids(missing, ["documents", "metadatas", "embeddings"]):
-        items = [(i, e) for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"])
-                 if (m or {}).get("type") in copier.mirrored and texts.get(i) == d]
+        items = [
+            (i, e)
+            for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"])
+            if (m or {}).get("type") in copier.mirrored and texts.get(i) == d
+        ]
         if items:
             written += mirror.upsert_embeddings(items, copier.embedder.name, skip_unknown=True)
     if written:
-        log.info("%d vectors of %s the mirror lacked copied from %s", written, copier.embedder.name,
-                 target.collection.name)
+        log.info(
+            "%d vectors of %s the mirror lacked copied from %s", written, copier.embedder.name, target.collection.name
+        )
     return written
 
 
-def _replay(store: Store, copier: _Copier, recorder: _Recorder, feed: Any, seen: int,
-            until: int | None = None) -> tuple[int, int]:
+def _replay(
+    store: Store, copier: _Copier, recorder: _Recorder, feed: Any, seen: int, until: int | None = None
+) -> tuple[int, int]:
     """Copy again what was written since ``seen`` (this process's writes, and the feed's records
     up to ``until``); returns (ids copied or deleted, the feed sequence read up to)."""
     ids = dict.fromkeys(recorder.take())
@@ -469,10 +528,11 @@ def _replay_old(copier: _Copier, feed: Any, seen: int, until: int) -> int:
 
 # ---- the specialists -------------------------------------------------------------------------------
 
+
 def _specialists_name(store: Store, collection: str) -> str:
     """The specialists' collection that goes with the store's collection ``collection``."""
     base = store.settings.specialists_collection
-    suffix = collection[len(store.settings.collection):]
+    suffix = collection[len(store.settings.collection) :]
     return base + suffix
 
 
@@ -488,8 +548,11 @@ def _register_specialists(store: Store, embedder: Embedder, collection: str) -> 
     view = _EmbedderView(store, embedder)
     # the collection that goes with ``collection`` itself: on a roll-back its name is the logical one, whose
     # pointer still names the live collection of the other model
-    registry = SpecialistRegistry.from_settings(view, settings.model_copy(
-        update={"specialists_collection": _specialists_name(store, collection)}), follow_pointer=False)
+    registry = SpecialistRegistry.from_settings(
+        view,
+        settings.model_copy(update={"specialists_collection": _specialists_name(store, collection)}),
+        follow_pointer=False,
+    )
     return registry.register().embedded
 
 
@@ -513,11 +576,13 @@ def _flip_specialists(store: Store, collection: str) -> None:
         return
     state = read_pointer(store.client, logical) or PointerState(live=logical)
     kept = tuple(g for g in state.kept if g.collection != name) + (Generation(name, "", 0, time.time()),)
-    write_pointer(store.client, logical, replace(state, live=name, kept=kept, previous=state.live,
-                                                 swapped_at=time.time()))
+    write_pointer(
+        store.client, logical, replace(state, live=name, kept=kept, previous=state.live, swapped_at=time.time())
+    )
 
 
 # ---- roll-back and clean-up ----------------------------------------------------------------------
+
 
 def rollback(store: Store, *, progress: bool | ProgressOptions = True) -> ReindexReport:
     """Make the collection served before the last swap live again. What was written since the swap
@@ -525,8 +590,10 @@ def rollback(store: Store, *, progress: bool | ProgressOptions = True) -> Reinde
     state = current_state(store)
     previous = state.kept_named(state.previous) if state.previous else None
     if previous is None:
-        raise ReindexError(f"there is no previous collection to roll back to for {store.settings.collection!r} "
-                           f"(it was dropped, or the store was never re-indexed)")
+        raise ReindexError(
+            f"there is no previous collection to roll back to for {store.settings.collection!r} "
+            f"(it was dropped, or the store was never re-indexed)"
+        )
     embedder = get_embedder(store.settings.model_copy(update={"embedder": previous.embedder}))
     build = Build(previous.collection, previous.embedder, previous.dimension, started=time.time())
     write_pointer(store.client, store.settings.collection, replace(state, building=build))
@@ -581,9 +648,6 @@ def drop_old(store: Store, *, keep: int = 0, grace_seconds: float | None = None)
     if store.mirror is not None:
         report.mirror_vectors = store.mirror.drop_models({g.embedder for g in kept})
     return report
-
-
-
 
 
 def open_live_store(settings: Any) -> Store:

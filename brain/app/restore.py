@@ -25,19 +25,26 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
-from brain.model.errors import BrainError
-from brain.features.mirror.integrity import (REBUILD_COMMAND, MirrorCorrupt, MirrorHealth, companions, drop_empty_wal,
-                                             move_aside)
-from brain.features.mirror.store import EngramMirror
-from brain.features.mirror.guard import check_deletions
-from brain.features.mirror.sync import PAGE, RestoreReport, SyncReport, _store_ids, restore_from_mirror, sync_mirror
 from brain.features.ingest import ingest_paths
+from brain.features.mirror.guard import check_deletions
+from brain.features.mirror.integrity import (
+    REBUILD_COMMAND,
+    MirrorCorrupt,
+    MirrorHealth,
+    companions,
+    drop_empty_wal,
+    move_aside,
+)
+from brain.features.mirror.store import EngramMirror
+from brain.features.mirror.sync import PAGE, RestoreReport, SyncReport, _store_ids, restore_from_mirror, sync_mirror
 from brain.features.persona import load_persona
+from brain.model.errors import BrainError
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -51,12 +58,13 @@ def _mirror_off() -> BrainError:
 
 # ---- the store from the mirror --------------------------------------------------------------------
 
+
 @dataclass
 class RecoveryReport:
     """What :func:`recover_store` brought back, from where, and what it could not."""
 
     mirror: RestoreReport
-    persona: dict[str, Any] | None = None         # brain.features.persona.PersonaLoad.to_dict()
+    persona: dict[str, Any] | None = None  # brain.features.persona.PersonaLoad.to_dict()
     knowledge_base: dict[str, Any] | None = None  # brain.features.ingest.IngestReport.to_dict()
     not_restored: list[str] = field(default_factory=list)  # what is missing and what to do about it
 
@@ -74,7 +82,7 @@ class RecoveryReport:
 
 
 def recover_store(
-    store: "Store",
+    store: Store,
     *,
     persona_path: str | Path | None = None,
     kb_paths: Sequence[str | Path] = (),
@@ -129,9 +137,13 @@ def recover_store(
             "memory: when each memory was last used in a context is kept in Chroma alone (it changes on every "
             "retrieval); restored memories carry the last-use time of their last write"
         )
-    log.info("recovered the store from the mirror: %d documents, %d stored vectors reused, %d embedded; %d not "
-             "restored", report.mirror.restored, report.mirror.reused_vectors, report.mirror.embedded,
-             len(report.not_restored))
+    log.info(
+        "recovered the store from the mirror: %d documents, %d stored vectors reused, %d embedded; %d not restored",
+        report.mirror.restored,
+        report.mirror.reused_vectors,
+        report.mirror.embedded,
+        len(report.not_restored),
+    )
     return report
 
 
@@ -144,6 +156,7 @@ def _unrestorable(error: MirrorCorrupt) -> BrainError:
 
 
 # ---- the mirror from the store --------------------------------------------------------------------
+
 
 def _holds_nothing_more(old: Path, mirror: EngramMirror) -> bool:
     """Whether every row of the mirror file ``old`` is in ``mirror`` too."""
@@ -174,7 +187,7 @@ class RebuildReport:
         return {**asdict(self), "written": self.sync.added}
 
 
-def rebuild_mirror(store: "Store", *, force: bool = False) -> RebuildReport:
+def rebuild_mirror(store: Store, *, force: bool = False) -> RebuildReport:
     """Replace the store's mirror file by one rebuilt from the store (see the module docstring).
 
     Refuses, unless ``force``, when the store holds none of the mirrored types but the mirror file is
@@ -193,8 +206,9 @@ def rebuild_mirror(store: "Store", *, force: bool = False) -> RebuildReport:
         ours = store.mirror.ids(foreign=False)
         if ours:
             present = _store_ids(store, types, PAGE)
-            check_deletions(store, store.mirror, mirror_rows=len(ours), would_delete=len(ours - present),
-                            store_rows=len(present))
+            check_deletions(
+                store, store.mirror, mirror_rows=len(ours), would_delete=len(ours - present), store_rows=len(present)
+            )
     if not force and path.exists() and path.stat().st_size > 0 and not any(store.count(t) for t in types):
         raise BrainError(
             f"the store holds no {', '.join(types)} documents, so rebuilding would leave the mirror {path} empty. "
@@ -231,6 +245,7 @@ def rebuild_mirror(store: "Store", *, force: bool = False) -> RebuildReport:
     store.mirror = mirror
     store.mirror_health = MirrorHealth(path)
     report.seconds = time.perf_counter() - started
-    log.info("mirror rebuilt at %s from the store: %d documents (%.1f s)", report.path, report.sync.added,
-             report.seconds)
+    log.info(
+        "mirror rebuilt at %s from the store: %d documents (%.1f s)", report.path, report.sync.added, report.seconds
+    )
     return report

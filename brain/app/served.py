@@ -51,9 +51,16 @@ class ServedStore:
         self._brain = brain
         self.settings = brain.settings
 
-    def get(self, ids: str | Sequence[str] | None = None, *, where: dict[str, Any] | None = None,
-            type: str | DocType | None = None, limit: int | None = None, offset: int | None = None,
-            entity: str | None = None) -> list[Document]:
+    def get(
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: dict[str, Any] | None = None,
+        type: str | DocType | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        entity: str | None = None,
+    ) -> list[Document]:
         params: dict[str, Any] = {"ids": [ids] if isinstance(ids, str) else list(ids or [])}
         if entity is not None:
             params["entity"] = entity
@@ -74,8 +81,9 @@ class ServedStore:
             raise NotFound(f"no document with id {doc_id!r}")
         return docs[0]
 
-    def upsert_memory(self, text: str, scope: str | None = None, importance: int = 3,
-                      tags: Iterable[str] | None = None) -> str:
+    def upsert_memory(
+        self, text: str, scope: str | None = None, importance: int = 3, tags: Iterable[str] | None = None
+    ) -> str:
         metadata: dict[str, Any] = {"importance": importance, "tags": list(tags or [])}
         if scope is not None:
             metadata["scope"] = scope
@@ -119,11 +127,25 @@ class ServedChat:
         total = FormationReport()
         for conversation in ids:
             # no client time limit: the server's model calls have theirs (BRAIN_FORMATION_TIMEOUT, retries)
-            body = self._brain.request("POST", f"/v1/conversations/{conversation}/extract",
-                                       params={"again": "true"} if again else {}, timeout=None)
+            body = self._brain.request(
+                "POST",
+                f"/v1/conversations/{conversation}/extract",
+                params={"again": "true"} if again else {},
+                timeout=None,
+            )
             total.batches += [FormationBatch(**batch) for batch in body["batches"]]
-            for key in ("done", "failed", "waiting", "added", "merged", "updated", "contradicted", "prompt_tokens",
-                        "eval_tokens", "seconds"):
+            for key in (
+                "done",
+                "failed",
+                "waiting",
+                "added",
+                "merged",
+                "updated",
+                "contradicted",
+                "prompt_tokens",
+                "eval_tokens",
+                "seconds",
+            ):
                 setattr(total, key, getattr(total, key) + body[key])
         return total
 
@@ -150,18 +172,27 @@ class ServedBrain:
         self.url = locked.server_url
         self.locked = locked
         token = settings.api_token.get_secret_value() if settings.api_token is not None else None
-        self._http = httpx.Client(base_url=self.url, timeout=TIMEOUT,
-                                  headers={"Authorization": f"Bearer {token}"} if token else {})
+        self._http = httpx.Client(
+            base_url=self.url, timeout=TIMEOUT, headers={"Authorization": f"Bearer {token}"} if token else {}
+        )
         self.store = ServedStore(self)
         self.chat = ServedChat(self)
 
-    def search(self, query: str, *, type: str | DocType | None = None, k: int | None = None,
-               entity: str | None = None, as_of: str | None = None) -> list[Hit | MemoryHit]:
+    def search(
+        self,
+        query: str,
+        *,
+        type: str | DocType | None = None,
+        k: int | None = None,
+        entity: str | None = None,
+        as_of: str | None = None,
+    ) -> list[Hit | MemoryHit]:
         doc_type = None if type is None else DocType(type).value
         check_as_of_search(doc_type, as_of)
         # what was held true then is the memory search's to answer; everything else is /v1/search's
-        path, params = (("/v1/search", {"type": doc_type}) if as_of is None
-                        else ("/v1/memories/search", {"as_of": as_of}))
+        path, params = (
+            ("/v1/search", {"type": doc_type}) if as_of is None else ("/v1/memories/search", {"as_of": as_of})
+        )
         params.update(q=query, k=k, entity=entity)
         params = {key: value for key, value in params.items() if value is not None}
         return [_hit(h) for h in self.request("GET", path, params=params)["results"]]
@@ -170,8 +201,10 @@ class ServedBrain:
         """The server's figures (:meth:`Brain.stats <brain.app.core.Brain.stats>`), from health's ``?stats=true``."""
         report = self.request("GET", "/v1/health", params={"stats": "true"})
         if "stats" not in report:  # the store is down, or the token is not the admin's
-            raise StoreUnavailable(f"the server at {self.url} gave no figures: health says "
-                                   f"{report.get('status')!r}; `brain stats` needs BRAIN_API_TOKEN, the admin token")
+            raise StoreUnavailable(
+                f"the server at {self.url} gave no figures: health says "
+                f"{report.get('status')!r}; `brain stats` needs BRAIN_API_TOKEN, the admin token"
+            )
         return report["stats"]
 
     def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, Any]:
@@ -185,9 +218,12 @@ class ServedBrain:
         return report
 
     def needs_the_store(self, what: str) -> StoreLocked:
-        return StoreLocked(f"{what} needs the store itself, and `brain serve` (process {self.locked.holder}) holds "
-                           f"it, serving {self.url}: stop the server first, or use its HTTP API ({self.url}/docs)",
-                           holder=self.locked.holder, server_url=self.url)
+        return StoreLocked(
+            f"{what} needs the store itself, and `brain serve` (process {self.locked.holder}) holds "
+            f"it, serving {self.url}: stop the server first, or use its HTTP API ({self.url}/docs)",
+            holder=self.locked.holder,
+            server_url=self.url,
+        )
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """The JSON answer of one request; the server's error as the BrainError it was."""
@@ -200,9 +236,11 @@ class ServedBrain:
         try:
             return self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise StoreUnavailable(f"the data directory {self.settings.data_dir} is held by `brain serve` (process "
-                                   f"{self.locked.holder}), which does not answer at {self.url} ({exc}); wait for "
-                                   "it to start, or stop it") from None
+            raise StoreUnavailable(
+                f"the data directory {self.settings.data_dir} is held by `brain serve` (process "
+                f"{self.locked.holder}), which does not answer at {self.url} ({exc}); wait for "
+                "it to start, or stop it"
+            ) from None
 
     def close(self) -> None:
         self._http.close()
@@ -222,8 +260,11 @@ def _hit(data: dict[str, Any]) -> Hit | MemoryHit:
     fields = {key: data[key] for key in ("id", "text", "metadata")}
     if "similarity_part" in data:
         optional = {key: data[key] for key in ("lexical_part", "floor") if data.get(key) is not None}
-        return MemoryHit(**fields, **{key: data[key] for key in (
-            "score", "similarity", "similarity_part", "importance_part", "recency_part")}, **optional)
+        return MemoryHit(
+            **fields,
+            **{key: data[key] for key in ("score", "similarity", "similarity_part", "importance_part", "recency_part")},
+            **optional,
+        )
     return Hit(**fields, similarity=data["similarity"])
 
 

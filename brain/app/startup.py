@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brain.config import Settings
 from brain.app.core import Brain
 from brain.app.core import open as open_brain
-from brain.model.errors import BrainError, ConfigError, DiskSpaceLow
+from brain.config import Settings
 from brain.features.persona import PersonaLoad, load_persona, persona_report
+from brain.model.errors import BrainError, ConfigError, DiskSpaceLow
 from brain.store import Store
 
 log = logging.getLogger(__name__)
@@ -45,8 +45,13 @@ class StartupReport:
         }
 
 
-def startup(settings: Settings | None = None, *, persona_path: str | Path | None = None, warm: bool = True,
-            brain: Brain | None = None) -> StartupReport:
+def startup(
+    settings: Settings | None = None,
+    *,
+    persona_path: str | Path | None = None,
+    warm: bool = True,
+    brain: Brain | None = None,
+) -> StartupReport:
     """Open a Brain (or prepare ``brain``), bring the persona in line with ``persona.md``, catch the
     mirror up with the store and (with ``warm``) build the in-process indexes and load the embedding model now
     rather than on the first chat message. ``report.brain`` is the caller's to close.
@@ -69,13 +74,17 @@ def startup(settings: Settings | None = None, *, persona_path: str | Path | None
         try:
             persona = load_persona(store, path)
         except DiskSpaceLow as exc:  # below the margin the store still serves reads: start, and say why
-            warnings.append(f"persona file {path} not loaded: {exc}. The persona stored before is used until a "
-                            "start with enough free space")
+            warnings.append(
+                f"persona file {path} not loaded: {exc}. The persona stored before is used until a "
+                "start with enough free space"
+            )
     else:
         stored = persona_report(store, path)["sections"]
-        warnings.append(f"persona file {path} not found; the assistant runs "
-                        + (f"with the persona stored before ({stored} sections)" if stored else "without a persona")
-                        + " (set BRAIN_PERSONA_PATH)")
+        warnings.append(
+            f"persona file {path} not found; the assistant runs "
+            + (f"with the persona stored before ({stored} sections)" if stored else "without a persona")
+            + " (set BRAIN_PERSONA_PATH)"
+        )
     try:
         mirror_sync = catch_up_mirror(store)
     except BaseException:  # e.g. a lost store refused: the Brain opened here is not left holding the data directory

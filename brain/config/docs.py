@@ -115,7 +115,7 @@ def readme_table(readme: str) -> str:
     start, end = readme.find(README_BEGIN), readme.find(README_END)
     if start < 0 or end < start:
         raise ValueError(f"the page has no settings table between {README_BEGIN!r} and {README_END!r}")
-    return readme[start:end + len(README_END)]
+    return readme[start : end + len(README_END)]
 
 
 def update_readme(readme: str) -> str:
@@ -140,13 +140,27 @@ def _cell(text: str) -> str:
 
 
 def _comment(text: str) -> str:
-    return "\n".join(textwrap.wrap(text, 108, initial_indent="# ", subsequent_indent="#   ",
-                                   break_long_words=False, break_on_hyphens=False))
+    return "\n".join(
+        textwrap.wrap(
+            text, 108, initial_indent="# ", subsequent_indent="#   ", break_long_words=False, break_on_hyphens=False
+        )
+    )
 
 
 def _extra(field: Any) -> dict[str, Any]:
     return field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
 
 
-__all__ = ["README_BEGIN", "README_END", "choices", "default_value", "env_value", "groups", "meaning",
-           "readme_table", "render_defaults_env", "render_readme_table", "update_readme"]
+__all__ = [
+    "README_BEGIN",
+    "README_END",
+    "choices",
+    "default_value",
+    "env_value",
+    "groups",
+    "meaning",
+    "readme_table",
+    "render_defaults_env",
+    "render_readme_table",
+    "update_readme",
+]

@@ -41,8 +41,13 @@ class ProjectLayout:
     how: str = ""  # how the root was found, for messages
 
     @classmethod
-    def discover(cls, project_dir: str | os.PathLike | None = None, *, environ: Mapping[str, str] | None = None,
-                 cwd: str | os.PathLike | None = None) -> ProjectLayout:
+    def discover(
+        cls,
+        project_dir: str | os.PathLike | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike | None = None,
+    ) -> ProjectLayout:
         """The layout for ``project_dir``, else ``BRAIN_PROJECT_DIR``, else the project found upward
         from ``cwd`` (default: the working directory), else the user-level places."""
         environ = os.environ if environ is None else environ
@@ -53,23 +58,43 @@ class ProjectLayout:
         if project_dir is not None:
             root = (here / Path(project_dir).expanduser()).resolve()
             if not root.is_dir():
-                raise ConfigError(f"{how}={str(project_dir)!r} is not a directory; point it at the folder that "
-                                  f"holds config/defaults.env")
+                raise ConfigError(
+                    f"{how}={str(project_dir)!r} is not a directory; point it at the folder that "
+                    f"holds config/defaults.env"
+                )
         else:
             root, how = find_project_root(here), f"found from {here}"
         # the snapshot keys are the user's, out of every data directory, with or without a project
         key_dir = _xdg_home(environ, "XDG_STATE_HOME", ".local/state") / "brain" / "snapshot-keys"
         if root is not None:
-            return cls(root, root, (root / PROJECT_MARKER, root / LOCAL_ENV_FILE),
-                       {"data_dir": root / "data", "persona_path": root / "persona.md",
-                        "specialists_path": root / "config" / "specialists.yaml", "snapshot_key_dir": key_dir},
-                       here, how)
+            return cls(
+                root,
+                root,
+                (root / PROJECT_MARKER, root / LOCAL_ENV_FILE),
+                {
+                    "data_dir": root / "data",
+                    "persona_path": root / "persona.md",
+                    "specialists_path": root / "config" / "specialists.yaml",
+                    "snapshot_key_dir": key_dir,
+                },
+                here,
+                how,
+            )
         config_home = _xdg_home(environ, "XDG_CONFIG_HOME", ".config") / "brain"
         data_home = _xdg_home(environ, "XDG_DATA_HOME", ".local/share") / "brain"
-        return cls(None, config_home, (config_home / LOCAL_ENV_FILE,),
-                   {"data_dir": data_home, "persona_path": config_home / "persona.md",
-                    "specialists_path": config_home / "specialists.yaml", "snapshot_key_dir": key_dir},
-                   here, "user-level")
+        return cls(
+            None,
+            config_home,
+            (config_home / LOCAL_ENV_FILE,),
+            {
+                "data_dir": data_home,
+                "persona_path": config_home / "persona.md",
+                "specialists_path": config_home / "specialists.yaml",
+                "snapshot_key_dir": key_dir,
+            },
+            here,
+            "user-level",
+        )
 
     def describe(self) -> str:
         if self.root is None:
@@ -82,4 +107,3 @@ def _xdg_home(environ: Mapping[str, str], variable: str, fallback: str) -> Path:
     if value and os.path.isabs(value):  # the XDG spec ignores relative values
         return Path(value)
     return Path.home() / fallback
-

@@ -31,17 +31,18 @@ def key_dir_problem(key_dir: Path, data_dir: Path) -> str | None:
     key, data = key_dir.resolve(), data_dir.resolve()
     if key != data and data not in key.parents:
         return None
-    return (f"BRAIN_SNAPSHOT_KEY_DIR ({key_dir}) is inside BRAIN_DATA_DIR ({data_dir}): the key that signs the index "
-            f"snapshot must be out of reach of whoever can write the data directory, or they could re-sign an edited "
-            f"snapshot. Set BRAIN_SNAPSHOT_KEY_DIR to a directory outside it (the default is "
-            f"$XDG_STATE_HOME/brain/snapshot-keys, ~/.local/state/brain/snapshot-keys), or BRAIN_INDEX_SNAPSHOT=false")
+    return (
+        f"BRAIN_SNAPSHOT_KEY_DIR ({key_dir}) is inside BRAIN_DATA_DIR ({data_dir}): the key that signs the index "
+        f"snapshot must be out of reach of whoever can write the data directory, or they could re-sign an edited "
+        f"snapshot. Set BRAIN_SNAPSHOT_KEY_DIR to a directory outside it (the default is "
+        f"$XDG_STATE_HOME/brain/snapshot-keys, ~/.local/state/brain/snapshot-keys), or BRAIN_INDEX_SNAPSHOT=false"
+    )
 
 
 def specialist_bands_in_order(strong: float, good: float, possible: float) -> bool:
     """The one rule for the specialist bands: finite, and ``possible <= good <= strong``. Equal
     thresholds are allowed: they leave the band between them empty."""
     return all(math.isfinite(v) for v in (strong, good, possible)) and possible <= good <= strong
-
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,15 @@ def _group(key: str, prefix: str, title: str, about: str) -> Callable[..., Any]:
     default. The section's prefix is enforced here, so the naming rule cannot drift."""
     SETTING_GROUPS[key] = SettingGroup(key, prefix, title, about)
 
-    def setting(env: str, default: Any, description: str, *, also: tuple[str, ...] = (),
-                example: str | None = None, **constraints: Any) -> Any:
+    def setting(
+        env: str,
+        default: Any,
+        description: str,
+        *,
+        also: tuple[str, ...] = (),
+        example: str | None = None,
+        **constraints: Any,
+    ) -> Any:
         if not env.startswith(prefix) and env not in FOREIGN_VARIABLES:
             raise TypeError(f"{env}: settings in the {key!r} section are named {prefix}*")
         extra: dict[str, Any] = {"group": key}
@@ -83,34 +91,53 @@ def _group(key: str, prefix: str, title: str, about: str) -> Callable[..., Any]:
             constraints["default_factory"] = default
         else:
             constraints["default"] = default
-        return Field(validation_alias=AliasChoices(env, *also), description=description, json_schema_extra=extra,
-                     **constraints)
+        return Field(
+            validation_alias=AliasChoices(env, *also), description=description, json_schema_extra=extra, **constraints
+        )
 
     return setting
 
 
-context_setting = _group("context", "RAG_", "Context",
-                         "what a chat request's context block holds: which sections, how many items, the budget")
-ranking_setting = _group("ranking", "RAG_", "Ranking memories",
-                         "relevance first: a memory is shown only when its relevance (similarity + w_lex * lexical "
-                         "match) reaches the floor and is within the margin of the best one's; "
-                         "score = w_sim * relevance + w_imp * importance/5 + w_rec * 0.5 ** (age / half-life) "
-                         "orders those (RAG_MEMORY_RANKING=reference: no gate, no lexical part, the RAG_WEIGHT_* "
-                         "weights)")
+context_setting = _group(
+    "context",
+    "RAG_",
+    "Context",
+    "what a chat request's context block holds: which sections, how many items, the budget",
+)
+ranking_setting = _group(
+    "ranking",
+    "RAG_",
+    "Ranking memories",
+    "relevance first: a memory is shown only when its relevance (similarity + w_lex * lexical "
+    "match) reaches the floor and is within the margin of the best one's; "
+    "score = w_sim * relevance + w_imp * importance/5 + w_rec * 0.5 ** (age / half-life) "
+    "orders those (RAG_MEMORY_RANKING=reference: no gate, no lexical part, the RAG_WEIGHT_* "
+    "weights)",
+)
 storage_setting = _group("storage", "BRAIN_", "Storage", "where the data lives and how retrieval is served")
-knowledge_setting = _group("knowledge", "BRAIN_", "Knowledge base and persona",
-                           "chunking of ingested files; the persona file")
+knowledge_setting = _group(
+    "knowledge", "BRAIN_", "Knowledge base and persona", "chunking of ingested files; the persona file"
+)
 embedding_setting = _group("embedding", "BRAIN_", "Embedders", "the embedding model and its server")
 mirror_setting = _group("mirror", "BRAIN_", "The Engram mirror", "the SQLite mirror of memories and conversations")
-chat_setting = _group("chat", "BRAIN_", "Summaries, formation and consolidation",
-                      "conversation summaries (a model, with an extractive fallback), memories formed from the "
-                      "conversation by a model, and memory consolidation")
-specialists_setting = _group("specialists", "BRAIN_", "Specialists",
-                             "score = w_c*canonical + w_p*predicates + w_o*objects + w_l*lexical - penalty * "
-                             "max(0, similarity to the closest `not` example - margin); confidence = logistic(intercept + "
-                             "c_s*score + c_l*ln(words, at most 40)); bands on the confidence, calibrated for MiniLM")
-api_setting = _group("api", "BRAIN_", "The HTTP API",
-                     "`brain serve`; a token is required to bind a non-loopback address")
+chat_setting = _group(
+    "chat",
+    "BRAIN_",
+    "Summaries, formation and consolidation",
+    "conversation summaries (a model, with an extractive fallback), memories formed from the "
+    "conversation by a model, and memory consolidation",
+)
+specialists_setting = _group(
+    "specialists",
+    "BRAIN_",
+    "Specialists",
+    "score = w_c*canonical + w_p*predicates + w_o*objects + w_l*lexical - penalty * "
+    "max(0, similarity to the closest `not` example - margin); confidence = logistic(intercept + "
+    "c_s*score + c_l*ln(words, at most 40)); bands on the confidence, calibrated for MiniLM",
+)
+api_setting = _group(
+    "api", "BRAIN_", "The HTTP API", "`brain serve`; a token is required to bind a non-loopback address"
+)
 
 #: the closed set of summarisers; each is the ``kind`` of a class in brain.providers.summarizers
 SummarizerKind = Literal["ollama", "extractive"]
@@ -135,7 +162,6 @@ def default_summary_model() -> str:
     return DEFAULT_SUMMARY_MODEL
 
 
-
 def checked_types(value: tuple[str, ...], why_memory: str) -> tuple[str, ...]:
     unknown = [v for v in value if v not in DOC_TYPES]
     if unknown:
@@ -143,4 +169,3 @@ def checked_types(value: tuple[str, ...], why_memory: str) -> tuple[str, ...]:
     if "memory" not in value:
         raise ValueError(f"must include memory ({why_memory})")
     return tuple(dict.fromkeys(value))
-

@@ -28,8 +28,8 @@ from brain.config.sections import (
     default_embedder,
     default_summary_model,
     document_types,
-    key_dir_problem,
     embedding_setting,
+    key_dir_problem,
     knowledge_setting,
     mirror_setting,
     ranking_setting,
@@ -58,313 +58,525 @@ class Settings(BaseSettings):
 
     # --- what a chat request's context holds (RAG_*) --------------------------------------------
     rag_enabled: bool = context_setting(
-        "RAG_ENABLED", True, "master switch: false gives every chat request an empty context")
+        "RAG_ENABLED", True, "master switch: false gives every chat request an empty context"
+    )
     enable_persona: bool = context_setting("RAG_ENABLE_PERSONA", True, "include the persona section")
     enable_faq: bool = context_setting(
-        "RAG_ENABLE_FAQ", True, "include knowledge-base (FAQ) passages matching the message")
+        "RAG_ENABLE_FAQ", True, "include knowledge-base (FAQ) passages matching the message"
+    )
     enable_memory: bool = context_setting("RAG_ENABLE_MEMORY", True, "include the best-ranked memories")
     enable_turn: bool = context_setting("RAG_ENABLE_TURN", True, "include the conversation's latest turns")
     enable_summary: bool = context_setting("RAG_ENABLE_SUMMARY", True, "include the conversation's summaries")
     enable_related_turns: bool = context_setting(
-        "RAG_ENABLE_RELATED_TURNS", True,
-        "include older turns of the conversation that match the message (hybrid dense + BM25 search)")
+        "RAG_ENABLE_RELATED_TURNS",
+        True,
+        "include older turns of the conversation that match the message (hybrid dense + BM25 search)",
+    )
     turn_top_k: int = context_setting("RAG_TURN_TOP_K", 4, "latest turns shown (count)", ge=1, le=20)
     related_turn_top_k: int = context_setting(
-        "RAG_RELATED_TURN_TOP_K", 3, "older matching turns shown (count)", ge=1, le=20)
+        "RAG_RELATED_TURN_TOP_K", 3, "older matching turns shown (count)", ge=1, le=20
+    )
     faq_top_k: int = context_setting("RAG_FAQ_TOP_K", 2, "knowledge-base passages shown (count)", ge=1, le=10)
     memory_top_k: int = context_setting("RAG_MEMORY_TOP_K", 3, "memories shown (count)", ge=1, le=20)
     core_top_k: int = context_setting(
-        "RAG_CORE_TOP_K", 3,
+        "RAG_CORE_TOP_K",
+        3,
         "facts about the entity always shown whatever the message (its own most important memories, "
-        "importance first, then closeness to the message, then the newest; count; 0: none)", ge=0, le=20)
+        "importance first, then closeness to the message, then the newest; count; 0: none)",
+        ge=0,
+        le=20,
+    )
     core_min_importance: int = context_setting(
-        "RAG_CORE_MIN_IMPORTANCE", 4, "the importance a memory needs to be one of those always shown",
-        ge=1, le=5)
+        "RAG_CORE_MIN_IMPORTANCE", 4, "the importance a memory needs to be one of those always shown", ge=1, le=5
+    )
     core_max_chars: int = context_setting(
-        "RAG_CORE_MAX_CHARS", 600,
+        "RAG_CORE_MAX_CHARS",
+        600,
         "budget of the always-shown facts in characters (about 150 tokens); a fact that does not fit is left to "
-        "the relevance-ranked memories", ge=0, le=100_000)
+        "the relevance-ranked memories",
+        ge=0,
+        le=100_000,
+    )
     summary_top_k: int = context_setting(
-        "RAG_SUMMARY_TOP_K", 2, "summaries shown, most relevant first (count)", ge=1, le=10)
+        "RAG_SUMMARY_TOP_K", 2, "summaries shown, most relevant first (count)", ge=1, le=10
+    )
     context_max_chars: int = context_setting(
-        "RAG_CONTEXT_MAX_CHARS", 8000,
+        "RAG_CONTEXT_MAX_CHARS",
+        8000,
         "budget of the rendered context block in characters; whole items are dropped, lowest priority first",
-        ge=200, le=1_000_000)
+        ge=200,
+        le=1_000_000,
+    )
     context_max_tokens: int = context_setting(
-        "RAG_CONTEXT_MAX_TOKENS", 0,
+        "RAG_CONTEXT_MAX_TOKENS",
+        0,
         "budget of the rendered context block in tokens (the local WordPiece tokenizer); 0: characters only",
-        ge=0, le=1_000_000)
+        ge=0,
+        le=1_000_000,
+    )
 
     # --- how memories are ranked (RAG_*) --------------------------------------------------------
     memory_ranking: Literal["relevance", "reference"] = ranking_setting(
-        "RAG_MEMORY_RANKING", "relevance",
+        "RAG_MEMORY_RANKING",
+        "relevance",
         "relevance: the relevance gate (floor, margin) and the RAG_RELEVANCE_* weights, also a floor for the FAQ "
         "and summaries; reference: w_sim * similarity + w_imp * importance/5 + recency with the RAG_WEIGHT_* "
-        "weights, every memory eligible")
+        "weights, every memory eligible",
+    )
     relevance_floor: float | None = ranking_setting(
-        "RAG_RELEVANCE_FLOOR", None,
+        "RAG_RELEVANCE_FLOOR",
+        None,
         "the lowest relevance (similarity + w_lex * lexical match) a memory is shown at; unset: calibrated for "
         "the embedder (the mean similarity of unrelated message/fact pairs + RAG_RELEVANCE_FLOOR_Z standard "
-        "deviations, stored with the collection)", example="0.51", ge=-1.0, le=6.0)
+        "deviations, stored with the collection)",
+        example="0.51",
+        ge=-1.0,
+        le=6.0,
+    )
     relevance_floor_z: float = ranking_setting(
-        "RAG_RELEVANCE_FLOOR_Z", 6.0,
+        "RAG_RELEVANCE_FLOOR_Z",
+        6.0,
         "the calibrated floor's distance above unrelated pairs' mean similarity (standard deviations)",
-        ge=0.0, le=20.0)
+        ge=0.0,
+        le=20.0,
+    )
     relevance_similarity_floor_z: float = ranking_setting(
-        "RAG_RELEVANCE_SIMILARITY_FLOOR_Z", 4.0,
+        "RAG_RELEVANCE_SIMILARITY_FLOOR_Z",
+        4.0,
         "the calibrated floor of FAQ entries and summaries, ranked by similarity alone (standard deviations above "
-        "unrelated pairs' mean similarity; lower than a memory's, which has a lexical part)", ge=0.0, le=20.0)
+        "unrelated pairs' mean similarity; lower than a memory's, which has a lexical part)",
+        ge=0.0,
+        le=20.0,
+    )
     relevance_floor_importance: float = ranking_setting(
-        "RAG_RELEVANCE_FLOOR_IMPORTANCE", 0.15,
+        "RAG_RELEVANCE_FLOOR_IMPORTANCE",
+        0.15,
         "how much lower the floor is for an importance-5 memory than for an importance-1 one (a critical fact "
         "gets a lower bar; linear in between), for a memory sharing words (by stem prefix) with the message or the "
-        "latest turns", ge=0.0, le=1.0)
+        "latest turns",
+        ge=0.0,
+        le=1.0,
+    )
     relevance_margin: float = ranking_setting(
-        "RAG_RELEVANCE_MARGIN", 3.0,
+        "RAG_RELEVANCE_MARGIN",
+        3.0,
         "how far below the best memory's relevance another may be and still be shown (standard deviations of "
-        "unrelated pairs' similarity, as calibrated)", ge=0.0, le=100.0)
+        "unrelated pairs' similarity, as calibrated)",
+        ge=0.0,
+        le=100.0,
+    )
     relevance_lexical: float = ranking_setting(
-        "RAG_RELEVANCE_LEXICAL", 1.0,
+        "RAG_RELEVANCE_LEXICAL",
+        1.0,
         "w_lex: weight of the lexical match (BM25 over keywords / its largest value, 0..1) in a memory's relevance",
-        ge=0.0, le=5.0)
+        ge=0.0,
+        le=5.0,
+    )
     relevance_importance: float = ranking_setting(
-        "RAG_RELEVANCE_IMPORTANCE", 0.1,
+        "RAG_RELEVANCE_IMPORTANCE",
+        0.1,
         "w_imp among relevant memories: weight of importance / 5 (0.1: importance 5 beats importance 1 at up to "
-        "0.08 less relevance)", ge=0.0, le=1.0)
+        "0.08 less relevance)",
+        ge=0.0,
+        le=1.0,
+    )
     relevance_recency: float = ranking_setting(
-        "RAG_RELEVANCE_RECENCY", 0.05, "w_rec among relevant memories: weight of the recency decay", ge=0.0, le=1.0)
+        "RAG_RELEVANCE_RECENCY", 0.05, "w_rec among relevant memories: weight of the recency decay", ge=0.0, le=1.0
+    )
     weight_similarity: float = ranking_setting(
-        "RAG_WEIGHT_SIMILARITY", 0.5,
+        "RAG_WEIGHT_SIMILARITY",
+        0.5,
         "reference ranking: w_sim, weight of cosine similarity to the message",
-                                       ge=0.0, le=1.0)
+        ge=0.0,
+        le=1.0,
+    )
     weight_importance: float = ranking_setting(
-        "RAG_WEIGHT_IMPORTANCE", 0.5, "reference ranking: w_imp, weight of importance / 5", ge=0.0, le=1.0)
+        "RAG_WEIGHT_IMPORTANCE", 0.5, "reference ranking: w_imp, weight of importance / 5", ge=0.0, le=1.0
+    )
     weight_recency: float = ranking_setting(
-        "RAG_WEIGHT_RECENCY", 0.1, "reference ranking: w_rec, weight of the recency decay", ge=0.0, le=1.0)
+        "RAG_WEIGHT_RECENCY", 0.1, "reference ranking: w_rec, weight of the recency decay", ge=0.0, le=1.0
+    )
     recency_half_life_days: float = ranking_setting(
-        "RAG_RECENCY_HALF_LIFE_DAYS", 30.0, "age at which the recency part halves (days)", gt=0.0, le=36500.0)
+        "RAG_RECENCY_HALF_LIFE_DAYS", 30.0, "age at which the recency part halves (days)", gt=0.0, le=36500.0
+    )
     recency_from: Literal["created", "last_used"] = ranking_setting(
-        "RAG_RECENCY_FROM", "created",
+        "RAG_RECENCY_FROM",
+        "created",
         "what a memory's age counts from: created (when it was written) or last_used (when it was last "
-        "retrieved; needs RAG_TRACK_ACCESS)")
+        "retrieved; needs RAG_TRACK_ACCESS)",
+    )
     track_access: bool = ranking_setting(
-        "RAG_TRACK_ACCESS", False,
-        "record when each memory is retrieved (its last_used), for RAG_RECENCY_FROM=last_used")
+        "RAG_TRACK_ACCESS",
+        False,
+        "record when each memory is retrieved (its last_used), for RAG_RECENCY_FROM=last_used",
+    )
 
     # --- where the data lives and how it is served --------------------------------------------------
     # path settings: unset, they default to the project's (or the user-level) places; see the module docstring
     data_dir: Path = storage_setting(
-        "BRAIN_DATA_DIR", Path("data"),
-        "the data directory: the embedded store lives in `<dir>/chroma`, the mirror in `<dir>/mirror.db`")
+        "BRAIN_DATA_DIR",
+        Path("data"),
+        "the data directory: the embedded store lives in `<dir>/chroma`, the mirror in `<dir>/mirror.db`",
+    )
     chroma_url: str | None = storage_setting(
-        "BRAIN_CHROMA_URL", None,
+        "BRAIN_CHROMA_URL",
+        None,
         "an http(s) URL of a Chroma server (`chroma run --path ./data/chroma --port 8000`); unset: the embedded "
-        "store in BRAIN_DATA_DIR", example="http://127.0.0.1:8000")
-    collection: str = storage_setting("BRAIN_COLLECTION", "conversations",
-                              "the Chroma collection of all five document types (3..512 characters)")
+        "store in BRAIN_DATA_DIR",
+        example="http://127.0.0.1:8000",
+    )
+    collection: str = storage_setting(
+        "BRAIN_COLLECTION", "conversations", "the Chroma collection of all five document types (3..512 characters)"
+    )
     index_types: DocTypeList = storage_setting(
-        "BRAIN_INDEX_TYPES", ("memory", "persona", "faq", "summary"),
+        "BRAIN_INDEX_TYPES",
+        ("memory", "persona", "faq", "summary"),
         "document types ranked from the in-process exact index instead of Chroma's (comma-separated; "
-        "memory is required)")
+        "memory is required)",
+    )
     index_refresh_seconds: float = storage_setting(
-        "BRAIN_INDEX_REFRESH_SECONDS", 5.0,
+        "BRAIN_INDEX_REFRESH_SECONDS",
+        5.0,
         "how often the store checks for writes by another process and rebuilds its in-process state "
-        "(seconds; 0: never)", ge=0.0, le=86400.0)
+        "(seconds; 0: never)",
+        ge=0.0,
+        le=86400.0,
+    )
     feed_interval_seconds: float = storage_setting(
-        "BRAIN_FEED_INTERVAL_SECONDS", 1.0,
+        "BRAIN_FEED_INTERVAL_SECONDS",
+        1.0,
         "with BRAIN_CHROMA_URL: how often each process applies other processes' writes from the change feed, on "
-        "a read and in the background (seconds; 0: on every read, no background thread)", ge=0.0, le=3600.0)
+        "a read and in the background (seconds; 0: on every read, no background thread)",
+        ge=0.0,
+        le=3600.0,
+    )
     feed_keep: int = storage_setting(
-        "BRAIN_FEED_KEEP", 10000,
+        "BRAIN_FEED_KEEP",
+        10000,
         "with BRAIN_CHROMA_URL: change-feed records kept before older ones are compacted; a process further "
-        "behind rebuilds its in-process state", ge=1000, le=10_000_000)
+        "behind rebuilds its in-process state",
+        ge=1000,
+        le=10_000_000,
+    )
     min_free_disk_mb: int = storage_setting(
-        "BRAIN_MIN_FREE_DISK_MB", 256,
+        "BRAIN_MIN_FREE_DISK_MB",
+        256,
         "writes are refused while the disk of the data directory (or the mirror) has less free space than this, "
         "before Chroma or SQLite meet a full disk; reads and health go on (MB; 0: never refused)",
-        ge=0, le=10_000_000)
+        ge=0,
+        le=10_000_000,
+    )
     index_snapshot: bool = storage_setting(
-        "BRAIN_INDEX_SNAPSHOT", True,
+        "BRAIN_INDEX_SNAPSHOT",
+        True,
         "save the in-process indexes when the store closes and load them at the next start instead of reading "
-        "the whole collection (ignored, and rebuilt, when they cannot be proven current)")
+        "the whole collection (ignored, and rebuilt, when they cannot be proven current)",
+    )
     index_snapshot_path: Path | None = storage_setting(
-        "BRAIN_INDEX_SNAPSHOT_PATH", None,
+        "BRAIN_INDEX_SNAPSHOT_PATH",
+        None,
         "the index snapshot's file; unset: `<BRAIN_DATA_DIR>/index_snapshots/<BRAIN_COLLECTION>.npz`",
-        example="data/index_snapshots/conversations.npz")
+        example="data/index_snapshots/conversations.npz",
+    )
     snapshot_key_dir: Path | None = storage_setting(
-        "BRAIN_SNAPSHOT_KEY_DIR", None,
+        "BRAIN_SNAPSHOT_KEY_DIR",
+        None,
         "where the embedded store keeps the keys that sign its index snapshots (one 0600 file per store, in a 0700 "
         "directory); must be outside BRAIN_DATA_DIR, so that writing the data directory is not enough to forge a "
         "snapshot; unset: `$XDG_STATE_HOME/brain/snapshot-keys` (`~/.local/state/brain/snapshot-keys`)",
-        example="~/.local/state/brain/snapshot-keys")
+        example="~/.local/state/brain/snapshot-keys",
+    )
 
     # --- knowledge base and persona ---------------------------------------------------------------
     chunk_window: int = knowledge_setting(
-        "BRAIN_CHUNK_WINDOW", 200,
+        "BRAIN_CHUNK_WINDOW",
+        200,
         "knowledge-base chunk size in tokens of the embedder's tokenizer; must fit the embedder's input",
-        ge=16, le=8192)
+        ge=16,
+        le=8192,
+    )
     chunk_overlap: int = knowledge_setting(
-        "BRAIN_CHUNK_OVERLAP", 40, "tokens shared by consecutive chunks; smaller than BRAIN_CHUNK_WINDOW",
-        ge=0, le=4096)
-    persona_path: Path = knowledge_setting("BRAIN_PERSONA_PATH", Path("persona.md"),
-                                   "the persona file `brain init` and start-up load")
+        "BRAIN_CHUNK_OVERLAP", 40, "tokens shared by consecutive chunks; smaller than BRAIN_CHUNK_WINDOW", ge=0, le=4096
+    )
+    persona_path: Path = knowledge_setting(
+        "BRAIN_PERSONA_PATH", Path("persona.md"), "the persona file `brain init` and start-up load"
+    )
 
     # --- embedders ------------------------------------------------------------------------------------
     embedder: str = embedding_setting(
-        "BRAIN_EMBEDDER", default_embedder,
+        "BRAIN_EMBEDDER",
+        default_embedder,
         "the embedding model as `provider/model`: `local/minilm-l6-v2` (in-process) or `ollama/<model>`, "
-        "e.g. `ollama/nomic-embed-text`")
-    embed_batch_size: int = embedding_setting("BRAIN_EMBED_BATCH_SIZE", 64, "texts per embedding call (count)",
-                                      ge=1, le=4096)
+        "e.g. `ollama/nomic-embed-text`",
+    )
+    embed_batch_size: int = embedding_setting(
+        "BRAIN_EMBED_BATCH_SIZE", 64, "texts per embedding call (count)", ge=1, le=4096
+    )
     query_cache_size: int = embedding_setting(
-        "BRAIN_QUERY_CACHE_SIZE", 1024, "query embeddings kept in memory for repeated queries (entries; 0: off)",
-        ge=0, le=1_000_000)
+        "BRAIN_QUERY_CACHE_SIZE",
+        1024,
+        "query embeddings kept in memory for repeated queries (entries; 0: off)",
+        ge=0,
+        le=1_000_000,
+    )
     ollama_host: str = embedding_setting(
-        "OLLAMA_HOST", "http://127.0.0.1:11434", "the Ollama server for ollama/ embedders and the summariser (URL)")
+        "OLLAMA_HOST", "http://127.0.0.1:11434", "the Ollama server for ollama/ embedders and the summariser (URL)"
+    )
     ollama_timeout: float = embedding_setting(
-        "BRAIN_OLLAMA_TIMEOUT", 30.0, "time limit of one embedding request to Ollama "
-                                      "(seconds)", gt=0.0, le=3600.0)
+        "BRAIN_OLLAMA_TIMEOUT", 30.0, "time limit of one embedding request to Ollama (seconds)", gt=0.0, le=3600.0
+    )
 
     # --- the Engram-compatible SQLite mirror ---------------------------------------------------------
-    mirror_enabled: bool = mirror_setting("BRAIN_MIRROR_ENABLED", True,
-                                  "keep the SQLite mirror in step with every write to the store")
+    mirror_enabled: bool = mirror_setting(
+        "BRAIN_MIRROR_ENABLED", True, "keep the SQLite mirror in step with every write to the store"
+    )
     mirror_path: Path | None = mirror_setting(
-        "BRAIN_MIRROR_PATH", None, "the mirror's file; unset: `<BRAIN_DATA_DIR>/mirror.db`", example="data/mirror.db")
+        "BRAIN_MIRROR_PATH", None, "the mirror's file; unset: `<BRAIN_DATA_DIR>/mirror.db`", example="data/mirror.db"
+    )
     # memories and the conversations (turns, summaries) exist nowhere else; persona and FAQ come from files
     mirror_types: DocTypeList = mirror_setting(
-        "BRAIN_MIRROR_TYPES", ("memory", "turn", "summary"),
-        "document types the mirror keeps (comma-separated; memory is required)")
+        "BRAIN_MIRROR_TYPES",
+        ("memory", "turn", "summary"),
+        "document types the mirror keeps (comma-separated; memory is required)",
+    )
     mirror_batch_size: int = mirror_setting(
-        "BRAIN_MIRROR_BATCH_SIZE", 500, "rows per mirror transaction in sync and backfill (rows)", ge=100, le=1000)
+        "BRAIN_MIRROR_BATCH_SIZE", 500, "rows per mirror transaction in sync and backfill (rows)", ge=100, le=1000
+    )
     owner_id: str | None = mirror_setting(
-        "BRAIN_OWNER_ID", None, "owner.id of PAM exports; unset: a UUID derived from the store's location",
-        min_length=1)
+        "BRAIN_OWNER_ID", None, "owner.id of PAM exports; unset: a UUID derived from the store's location", min_length=1
+    )
 
     # --- summaries and consolidation -----------------------------------------------------------------
     summary_every_n: int = chat_setting(
-        "BRAIN_SUMMARY_EVERY_N", 5, "exchanges (user + assistant turns) per conversation summary (count)",
-        also=("RAG_SUMMARY_EVERY_N",), ge=1, le=1000)
+        "BRAIN_SUMMARY_EVERY_N",
+        5,
+        "exchanges (user + assistant turns) per conversation summary (count)",
+        also=("RAG_SUMMARY_EVERY_N",),
+        ge=1,
+        le=1000,
+    )
     summarizer: SummarizerKind = chat_setting(
-        "BRAIN_SUMMARIZER", "ollama",
+        "BRAIN_SUMMARIZER",
+        "ollama",
         "who writes summaries: ollama (the chat model BRAIN_SUMMARY_MODEL on OLLAMA_HOST) or extractive (no "
-        "model); the extractive summariser is always the fallback")
-    summary_model: str = chat_setting("BRAIN_SUMMARY_MODEL", default_summary_model,
-                              "the Ollama chat model that writes summaries (an Ollama model name)")
+        "model); the extractive summariser is always the fallback",
+    )
+    summary_model: str = chat_setting(
+        "BRAIN_SUMMARY_MODEL",
+        default_summary_model,
+        "the Ollama chat model that writes summaries (an Ollama model name)",
+    )
     summary_retries: int = chat_setting(
-        "BRAIN_SUMMARY_RETRIES", 3, "retries of a failed model summary (count)", ge=0, le=20)
+        "BRAIN_SUMMARY_RETRIES", 3, "retries of a failed model summary (count)", ge=0, le=20
+    )
     summary_backoff_seconds: float = chat_setting(
-        "BRAIN_SUMMARY_BACKOFF_SECONDS", 1.0, "first back-off between retries, doubled each retry (seconds)",
-        ge=0.0, le=600.0)
+        "BRAIN_SUMMARY_BACKOFF_SECONDS",
+        1.0,
+        "first back-off between retries, doubled each retry (seconds)",
+        ge=0.0,
+        le=600.0,
+    )
     summary_timeout: float = chat_setting(
-        "BRAIN_SUMMARY_TIMEOUT", 120.0, "time limit of one request to the summary model "
-                                  "(seconds)", gt=0.0, le=3600.0)
+        "BRAIN_SUMMARY_TIMEOUT", 120.0, "time limit of one request to the summary model (seconds)", gt=0.0, le=3600.0
+    )
     summary_deadline_seconds: float = chat_setting(
-        "BRAIN_SUMMARY_DEADLINE_SECONDS", 60.0,
+        "BRAIN_SUMMARY_DEADLINE_SECONDS",
+        60.0,
         "time limit of one model summary, every attempt, retry and back-off included; then the extractive "
-        "fallback (seconds)", gt=0.0, le=3600.0)
+        "fallback (seconds)",
+        gt=0.0,
+        le=3600.0,
+    )
     summary_cooldown_seconds: float = chat_setting(
-        "BRAIN_SUMMARY_COOLDOWN_SECONDS", 30.0,
+        "BRAIN_SUMMARY_COOLDOWN_SECONDS",
+        30.0,
         "after a fallback summary, use the fallback at once for this long, and after a formation batch found "
         "the model unreachable, fail the next batches at once for this long, so no retries queue up while "
-        "Ollama is down (seconds)", ge=0.0, le=86400.0)
+        "Ollama is down (seconds)",
+        ge=0.0,
+        le=86400.0,
+    )
     formation: bool = chat_setting(
-        "BRAIN_FORMATION", False,
+        "BRAIN_FORMATION",
+        False,
         "form memories from conversations: after each summary, the model BRAIN_FORMATION_MODEL picks the durable "
-        "facts of the summary's turns; off, with health saying why, when BRAIN_SUMMARIZER=extractive (no model)")
-    formation_model: str = chat_setting("BRAIN_FORMATION_MODEL", default_summary_model,
-                                "the Ollama chat model that forms memories (an Ollama model name)")
+        "facts of the summary's turns; off, with health saying why, when BRAIN_SUMMARIZER=extractive (no model)",
+    )
+    formation_model: str = chat_setting(
+        "BRAIN_FORMATION_MODEL",
+        default_summary_model,
+        "the Ollama chat model that forms memories (an Ollama model name)",
+    )
     formation_retries: int = chat_setting(
-        "BRAIN_FORMATION_RETRIES", 3, "retries of a failed formation batch, the back-off doubling from "
-        "BRAIN_SUMMARY_BACKOFF_SECONDS (count)", ge=0, le=20)
+        "BRAIN_FORMATION_RETRIES",
+        3,
+        "retries of a failed formation batch, the back-off doubling from BRAIN_SUMMARY_BACKOFF_SECONDS (count)",
+        ge=0,
+        le=20,
+    )
     formation_timeout: float = chat_setting(
-        "BRAIN_FORMATION_TIMEOUT", 120.0, "time limit of one request to the formation model (seconds)",
-        gt=0.0, le=3600.0)
+        "BRAIN_FORMATION_TIMEOUT",
+        120.0,
+        "time limit of one request to the formation model (seconds)",
+        gt=0.0,
+        le=3600.0,
+    )
     formation_candidates: int = chat_setting(
-        "BRAIN_FORMATION_CANDIDATES", 8, "existing memories shown to the formation model, so it can say that a "
-        "new fact is the same, an update or a contradiction (count)", ge=0, le=50)
+        "BRAIN_FORMATION_CANDIDATES",
+        8,
+        "existing memories shown to the formation model, so it can say that a "
+        "new fact is the same, an update or a contradiction (count)",
+        ge=0,
+        le=50,
+    )
     consolidate_threshold: float = chat_setting(
-        "BRAIN_CONSOLIDATE_THRESHOLD", 0.92,
-        "consolidation merges same-scope memories whose cosine similarity is above this", gt=0.0, le=1.0)
+        "BRAIN_CONSOLIDATE_THRESHOLD",
+        0.92,
+        "consolidation merges same-scope memories whose cosine similarity is above this",
+        gt=0.0,
+        le=1.0,
+    )
 
     # --- the specialist registry (semantic discovery of tools) ------------------------------------
     # score = w_c*canonical + w_p*predicates + w_o*objects + w_l*lexical
     #         - penalty * max(0, similarity to the closest `not` example - margin)
-    specialists_path: Path = specialists_setting("BRAIN_SPECIALISTS_PATH", Path("config/specialists.yaml"),
-                                         "the YAML file of specialists that registration reads")
+    specialists_path: Path = specialists_setting(
+        "BRAIN_SPECIALISTS_PATH",
+        Path("config/specialists.yaml"),
+        "the YAML file of specialists that registration reads",
+    )
     specialists_collection: str = specialists_setting(
-        "BRAIN_SPECIALISTS_COLLECTION", "specialists", "the Chroma collection of the specialists' vectors",
-        min_length=3, max_length=512)
+        "BRAIN_SPECIALISTS_COLLECTION",
+        "specialists",
+        "the Chroma collection of the specialists' vectors",
+        min_length=3,
+        max_length=512,
+    )
     specialist_weight_canonical: float = specialists_setting(
-        "BRAIN_SPECIALIST_WEIGHT_CANONICAL", 0.5, "w_c: weight of similarity to the canonical description",
-        ge=0.0, le=1.0)
+        "BRAIN_SPECIALIST_WEIGHT_CANONICAL",
+        0.5,
+        "w_c: weight of similarity to the canonical description",
+        ge=0.0,
+        le=1.0,
+    )
     specialist_weight_predicates: float = specialists_setting(
-        "BRAIN_SPECIALIST_WEIGHT_PREDICATES", 0.3, "w_p: weight of similarity to the predicates (what it does)",
-        ge=0.0, le=1.0)
+        "BRAIN_SPECIALIST_WEIGHT_PREDICATES",
+        0.3,
+        "w_p: weight of similarity to the predicates (what it does)",
+        ge=0.0,
+        le=1.0,
+    )
     specialist_weight_objects: float = specialists_setting(
-        "BRAIN_SPECIALIST_WEIGHT_OBJECTS", 0.2, "w_o: weight of similarity to the objects (what it acts on)",
-        ge=0.0, le=1.0)
+        "BRAIN_SPECIALIST_WEIGHT_OBJECTS",
+        0.2,
+        "w_o: weight of similarity to the objects (what it acts on)",
+        ge=0.0,
+        le=1.0,
+    )
     specialist_weight_lexical: float = specialists_setting(
-        "BRAIN_SPECIALIST_WEIGHT_LEXICAL", 0.2,
+        "BRAIN_SPECIALIST_WEIGHT_LEXICAL",
+        0.2,
         "w_l: weight of the specialist's share of the request's BM25 evidence (0: the dense formula only)",
-        ge=0.0, le=1.0)
+        ge=0.0,
+        le=1.0,
+    )
     specialist_not_penalty: float = specialists_setting(
-        "BRAIN_SPECIALIST_NOT_PENALTY", 1.0, "penalty factor for similarity to a `not` example", ge=0.0, le=10.0)
+        "BRAIN_SPECIALIST_NOT_PENALTY", 1.0, "penalty factor for similarity to a `not` example", ge=0.0, le=10.0
+    )
     specialist_not_margin: float = specialists_setting(
-        "BRAIN_SPECIALIST_NOT_MARGIN", 0.5, "similarity to a `not` example below which no penalty applies",
-        ge=-1.0, le=1.0)
+        "BRAIN_SPECIALIST_NOT_MARGIN",
+        0.5,
+        "similarity to a `not` example below which no penalty applies",
+        ge=-1.0,
+        le=1.0,
+    )
     # confidence = 1 / (1 + exp(-(intercept + c_s*score + c_l*ln(min(words, 40))))), a logistic fit on the
     # development sets; the bands are thresholds on it (see bench/SPECIALISTS_RESULTS.md)
     specialist_confidence_intercept: float = specialists_setting(
-        "BRAIN_SPECIALIST_CONFIDENCE_INTERCEPT", SPECIALIST_CONFIDENCE_DEFAULTS["intercept"],
+        "BRAIN_SPECIALIST_CONFIDENCE_INTERCEPT",
+        SPECIALIST_CONFIDENCE_DEFAULTS["intercept"],
         "intercept of a match's confidence (logistic in the score and the request's length)",
-        ge=-100.0, le=100.0)
+        ge=-100.0,
+        le=100.0,
+    )
     specialist_confidence_score: float = specialists_setting(
-        "BRAIN_SPECIALIST_CONFIDENCE_SCORE", SPECIALIST_CONFIDENCE_DEFAULTS["score"],
-        "c_s: coefficient of the match's score in its confidence", ge=0.0, le=100.0)
+        "BRAIN_SPECIALIST_CONFIDENCE_SCORE",
+        SPECIALIST_CONFIDENCE_DEFAULTS["score"],
+        "c_s: coefficient of the match's score in its confidence",
+        ge=0.0,
+        le=100.0,
+    )
     specialist_confidence_length: float = specialists_setting(
-        "BRAIN_SPECIALIST_CONFIDENCE_LENGTH", SPECIALIST_CONFIDENCE_DEFAULTS["length"],
+        "BRAIN_SPECIALIST_CONFIDENCE_LENGTH",
+        SPECIALIST_CONFIDENCE_DEFAULTS["length"],
         "c_l: coefficient of ln(words in the request, at most 40) in a match's confidence (0: length ignored)",
-        ge=-100.0, le=100.0)
+        ge=-100.0,
+        le=100.0,
+    )
     specialist_band_strong: float = specialists_setting(
-        "BRAIN_SPECIALIST_BAND_STRONG", SPECIALIST_BAND_DEFAULTS["strong"],
+        "BRAIN_SPECIALIST_BAND_STRONG",
+        SPECIALIST_BAND_DEFAULTS["strong"],
         "confidence above which a match is strong (at least BRAIN_SPECIALIST_BAND_GOOD)",
-        ge=0.0, le=1.0)
+        ge=0.0,
+        le=1.0,
+    )
     specialist_band_good: float = specialists_setting(
-        "BRAIN_SPECIALIST_BAND_GOOD", SPECIALIST_BAND_DEFAULTS["good"],
+        "BRAIN_SPECIALIST_BAND_GOOD",
+        SPECIALIST_BAND_DEFAULTS["good"],
         "lowest confidence of a good match (at least BRAIN_SPECIALIST_BAND_POSSIBLE)",
-        ge=0.0, le=1.0)
+        ge=0.0,
+        le=1.0,
+    )
     specialist_band_possible: float = specialists_setting(
-        "BRAIN_SPECIALIST_BAND_POSSIBLE", SPECIALIST_BAND_DEFAULTS["possible"],
+        "BRAIN_SPECIALIST_BAND_POSSIBLE",
+        SPECIALIST_BAND_DEFAULTS["possible"],
         "lowest confidence of a possible match; below it, weak (no specialist)",
-        ge=0.0, le=1.0)
+        ge=0.0,
+        le=1.0,
+    )
     specialist_cache_ttl_seconds: float = specialists_setting(
-        "BRAIN_SPECIALIST_CACHE_TTL_SECONDS", 300.0, "how long a request's matches are cached (seconds; 0: off)",
-        ge=0.0, le=86400.0)
+        "BRAIN_SPECIALIST_CACHE_TTL_SECONDS",
+        300.0,
+        "how long a request's matches are cached (seconds; 0: off)",
+        ge=0.0,
+        le=86400.0,
+    )
     specialist_cache_size: int = specialists_setting(
-        "BRAIN_SPECIALIST_CACHE_SIZE", 1024, "requests whose matches are cached (entries; 0: off)",
-        ge=0, le=1_000_000)
+        "BRAIN_SPECIALIST_CACHE_SIZE", 1024, "requests whose matches are cached (entries; 0: off)", ge=0, le=1_000_000
+    )
 
     # --- the HTTP API (brain serve) -------------------------------------------------------------------
-    api_host: str = api_setting("BRAIN_API_HOST", "127.0.0.1",
-                        "the address `brain serve` binds; a non-loopback address needs a token")
+    api_host: str = api_setting(
+        "BRAIN_API_HOST", "127.0.0.1", "the address `brain serve` binds; a non-loopback address needs a token"
+    )
     api_port: int = api_setting("BRAIN_API_PORT", 5000, "the port `brain serve` listens on", ge=1, le=65535)
     api_token: pydantic.SecretStr | None = api_setting(
-        "BRAIN_API_TOKEN", None,
+        "BRAIN_API_TOKEN",
+        None,
         "the admin token, at least 16 printable characters, e.g. from `python -c 'import secrets; "
-        "print(secrets.token_urlsafe(32))'`; empty or unset: no admin token", example="")
+        "print(secrets.token_urlsafe(32))'`; empty or unset: no admin token",
+        example="",
+    )
     api_tokens_file: Path | None = api_setting(
-        "BRAIN_API_TOKENS_FILE", None,
+        "BRAIN_API_TOKENS_FILE",
+        None,
         "a file of entity-bound (and further admin) tokens, one `<entity name or admin> <token>` per line",
-        example="config/api-tokens")
+        example="config/api-tokens",
+    )
     api_max_body_bytes: int = api_setting(
-        "BRAIN_API_MAX_BODY_BYTES", 1_000_000, "the largest request body accepted (bytes)",
-                                  ge=1024, le=1_000_000_000)
+        "BRAIN_API_MAX_BODY_BYTES", 1_000_000, "the largest request body accepted (bytes)", ge=1024, le=1_000_000_000
+    )
     api_mcp: bool = api_setting(
-        "BRAIN_API_MCP", False, "also serve MCP (streamable HTTP) at `/mcp` of `brain serve`, behind the same tokens")
+        "BRAIN_API_MCP", False, "also serve MCP (streamable HTTP) at `/mcp` of `brain serve`, behind the same tokens"
+    )
     api_workers: int = api_setting(
-        "BRAIN_API_WORKERS", 1,
+        "BRAIN_API_WORKERS",
+        1,
         "processes `brain serve` runs (uvicorn workers); more than 1 needs BRAIN_CHROMA_URL (the embedded store is "
-        "one process's)", ge=1, le=64)
+        "one process's)",
+        ge=1,
+        le=64,
+    )
 
     _layout: ProjectLayout | None = PrivateAttr(None)
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)
@@ -396,10 +608,15 @@ class Settings(BaseSettings):
         self._origins = loading.origins
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
-                                   file_secret_settings):
-        return (anchored(init_settings, "argument", cls), anchored(env_settings, "environment", cls),
-                anchored(dotenv_settings, "file", cls), file_secret_settings)
+    def settings_customise_sources(
+        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+    ):
+        return (
+            anchored(init_settings, "argument", cls),
+            anchored(env_settings, "environment", cls),
+            anchored(dotenv_settings, "file", cls),
+            file_secret_settings,
+        )
 
     @property
     def layout(self) -> ProjectLayout:
@@ -495,6 +712,7 @@ class Settings(BaseSettings):
     def describe_paths(self) -> dict[str, Any]:
         """Where these settings point and why: the project, the env files, each path setting with
         its origin and whether it exists, and whether a store is there (for ``brain paths``)."""
+
         def entry(path: Path, origin: str) -> dict[str, Any]:
             return {"path": str(path), "exists": path.exists(), "from": origin}
 
@@ -504,8 +722,10 @@ class Settings(BaseSettings):
             "project": str(layout.root) if layout.root is not None else None,
             "found": layout.describe(),
             "env_files": [{"path": str(p), "exists": p.is_file()} for p in layout.env_files],
-            **{name: entry(getattr(self, name), self.origin(name))
-               for name in ("data_dir", "persona_path", "specialists_path")},
+            **{
+                name: entry(getattr(self, name), self.origin(name))
+                for name in ("data_dir", "persona_path", "specialists_path")
+            },
             "mirror_file": entry(self.mirror_file, mirror_origin),
             "chroma_url": self.chroma_url,
             "store": None if self.chroma_url else self.has_embedded_store(),
@@ -530,7 +750,6 @@ class Settings(BaseSettings):
         if not (3 <= len(value) <= 512):
             raise ValueError("must be 3 to 512 characters long")
         return value
-
 
 
 def load_settings(project_dir: str | os.PathLike | None = None, **overrides: Any) -> Settings:

@@ -39,8 +39,9 @@ def _path_aliases(model: type[BaseSettings]) -> dict[str, str]:
     return out
 
 
-def anchored(source: Callable[[], dict[str, Any]], kind: str,
-             model: type[BaseSettings]) -> Callable[[], dict[str, Any]]:
+def anchored(
+    source: Callable[[], dict[str, Any]], kind: str, model: type[BaseSettings]
+) -> Callable[[], dict[str, Any]]:
     """``source`` with its path settings made absolute: against the working directory for arguments
     and the environment, against the project root for env files; an empty value means unset."""
 
@@ -80,4 +81,3 @@ def _origin(kind: str, key: str, layout: ProjectLayout) -> str:
         if path.is_file() and key.lower() in {k.lower() for k in dotenv_values(path)}:
             return f"{key.upper()} in {path}"
     return f"{key.upper()} in {', '.join(map(str, layout.env_files))}"
-

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from brain.model.vectors import unit_rows
 from brain.model.errors import Problem, ValidationError, joined
-from brain.rules.memories import created, is_part, merge_near_duplicates, merged_fields
 from brain.model.schemas import PART_OF_KEY, DocType, MemoryMetadata, format_timestamp, read_stored
+from brain.model.vectors import unit_rows
+from brain.rules.memories import created, is_part, merge_near_duplicates, merged_fields
 
 if TYPE_CHECKING:
     from brain.model.results import Document
@@ -74,8 +74,14 @@ class ConsolidationReport:
         return sum(len(m.merged_ids) for m in self.merges)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, "dry_run": self.dry_run, "scanned": self.scanned, "skipped": self.skipped,
-                "removed": self.removed, "merges": [m.to_dict() for m in self.merges]}
+        return {
+            "threshold": self.threshold,
+            "dry_run": self.dry_run,
+            "scanned": self.scanned,
+            "skipped": self.skipped,
+            "removed": self.removed,
+            "merges": [m.to_dict() for m in self.merges],
+        }
 
 
 def consolidate_memories(store: Store, *, threshold: float | None = None, dry_run: bool = False) -> ConsolidationReport:
@@ -89,8 +95,9 @@ def consolidate_memories(store: Store, *, threshold: float | None = None, dry_ru
     stored = store.get(type=DocType.MEMORY, include_embeddings=True)
     whole = {d.metadata[PART_OF_KEY] for d in stored if is_part(d.metadata)}
     # a superseded memory is history, not a duplicate of what replaced it (see _plan_scope for the rest)
-    docs = [d for d in stored if not is_part(d.metadata) and d.id not in whole
-            and d.metadata.get("status") != "superseded"]
+    docs = [
+        d for d in stored if not is_part(d.metadata) and d.id not in whole and d.metadata.get("status") != "superseded"
+    ]
     skipped: dict[str, str] = {}
     metas = {doc.id: meta for doc in docs if (meta := _readable(doc, skipped)) is not None}
     docs = [d for d in docs if d.id in metas]
@@ -113,11 +120,13 @@ def consolidate_memories(store: Store, *, threshold: float | None = None, dry_ru
             problems.extend(Problem(p.field, f"{keeper.id}: {p.message}", n) for p in exc.problems)
             continue
         meta = {k: v for k, v in merged.to_chroma().items() if k not in ("ts_epoch", "type")}
-        writes.append({"id": keeper.id, "text": keeper.text, "type": DocType.MEMORY.value,
-                       "embedding": keeper.embedding, **meta})
+        writes.append(
+            {"id": keeper.id, "text": keeper.text, "type": DocType.MEMORY.value, "embedding": keeper.embedding, **meta}
+        )
     if problems:
-        raise ValidationError("consolidation would write invalid metadata; nothing was changed: "
-                              + joined(problems), problems)
+        raise ValidationError(
+            "consolidation would write invalid metadata; nothing was changed: " + joined(problems), problems
+        )
     store.upsert_docs(writes)
     store.delete([doc_id for merge in report.merges for doc_id in merge.merged_ids])
     return report
@@ -136,8 +145,9 @@ def _readable(doc: Document, skipped: dict[str, str]) -> MemoryMetadata | None:
     return meta  # type: ignore[return-value]
 
 
-def _plan_scope(scope: str, group: list[Document], metas: dict[str, MemoryMetadata],
-                threshold: float) -> list[tuple[Merge, Document, list[Document]]]:
+def _plan_scope(
+    scope: str, group: list[Document], metas: dict[str, MemoryMetadata], threshold: float
+) -> list[tuple[Merge, Document, list[Document]]]:
     n = len(group)
     if n < 2:
         return []

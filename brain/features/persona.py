@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from brain.model.errors import ValidationError
-from brain.text.wording import counted
 from brain.model.ids import derived_id
-from brain.rules.memories import visible_scopes
 from brain.model.schemas import GLOBAL_SCOPE, DocType, check_speaker_name, format_timestamp, parse_timestamp, utc_now
+from brain.rules.memories import visible_scopes
 from brain.text.bounded import TooLarge, read_bounded_text
 from brain.text.markdown import markdown_sections, slugify
+from brain.text.wording import counted
 
 if TYPE_CHECKING:
     from brain.model.results import Document
@@ -148,7 +149,8 @@ def load_persona(store: Store, path: str | Path) -> PersonaLoad:
             f"persona file {path} is {_size_of(path)}, over the cap of {MAX_PERSONA_BYTES:,} bytes "
             f"(MAX_PERSONA_BYTES; every section is embedded at each load). Keep the persona to who the assistant "
             f"is and how it speaks, a few kilobytes, and move reference material into the knowledge base "
-            f"(`brain ingest <kb>`); or check that BRAIN_PERSONA_PATH names the right file") from None
+            f"(`brain ingest <kb>`); or check that BRAIN_PERSONA_PATH names the right file"
+        ) from None
     except FileNotFoundError:
         raise ValidationError(f"persona file {path} does not exist; create it or set BRAIN_PERSONA_PATH") from None
     except UnicodeDecodeError as exc:
@@ -157,9 +159,11 @@ def load_persona(store: Store, path: str | Path) -> PersonaLoad:
     if not sections:
         raise ValidationError(f"persona file {path} has no text")
     if len(sections) > MAX_PERSONA_SECTIONS:
-        raise ValidationError(f"persona file {path} has {len(sections)} sections; a persona has at most "
-                              f"{MAX_PERSONA_SECTIONS} (MAX_PERSONA_SECTIONS): check that BRAIN_PERSONA_PATH names "
-                              "the right file")
+        raise ValidationError(
+            f"persona file {path} has {len(sections)} sections; a persona has at most "
+            f"{MAX_PERSONA_SECTIONS} (MAX_PERSONA_SECTIONS): check that BRAIN_PERSONA_PATH names "
+            "the right file"
+        )
     if sections[0].topic == "core" and not sections[0].heading:
         try:
             name_in(sections[0].text)
@@ -174,12 +178,23 @@ def load_persona(store: Store, path: str | Path) -> PersonaLoad:
         removed = store.delete(stale) if stale else 0  # leftovers of an interrupted load
         return PersonaLoad(str(path), False, version or "", digest, len(current), removed)
     new_version = format_timestamp(utc_now())
-    store.upsert_docs([
-        {"id": derived_id("persona", new_version, str(s.position)), "text": s.text, "type": DocType.PERSONA,
-         "version": new_version, "topic": s.topic, "position": s.position, "sections": len(sections),
-         "content_hash": digest, "source": "system", **({"heading": s.heading} if s.heading else {})}
-        for s in sections
-    ])
+    store.upsert_docs(
+        [
+            {
+                "id": derived_id("persona", new_version, str(s.position)),
+                "text": s.text,
+                "type": DocType.PERSONA,
+                "version": new_version,
+                "topic": s.topic,
+                "position": s.position,
+                "sections": len(sections),
+                "content_hash": digest,
+                "source": "system",
+                **({"heading": s.heading} if s.heading else {}),
+            }
+            for s in sections
+        ]
+    )
     # the new version is complete and newest: readers use it from here on; now drop the rest
     stale = [d.id for d in existing]
     removed = store.delete(stale) if stale else 0
@@ -221,8 +236,13 @@ def persona_report(store: Store, path: str | Path | None = None) -> dict[str, An
         except UnicodeDecodeError:
             state = "unreadable"
         else:
-            state = ("not loaded" if not sections
-                     else "loaded" if all(d.metadata.get("content_hash") == digest for d in sections) else "changed")
+            state = (
+                "not loaded"
+                if not sections
+                else "loaded"
+                if all(d.metadata.get("content_hash") == digest for d in sections)
+                else "changed"
+            )
         report.update(file=str(path), file_state=state)
     return report
 

@@ -65,8 +65,12 @@ class Problem(Mapping[str, Any]):
         """``problem`` as a Problem (a mapping with ``field`` and ``message``; ``item`` and ``file`` optional)."""
         if isinstance(problem, Problem):
             return problem
-        return cls(field=str(problem.get("field") or ""), message=str(problem.get("message") or ""),
-                   item=problem.get("item"), file=problem.get("file"))
+        return cls(
+            field=str(problem.get("field") or ""),
+            message=str(problem.get("message") or ""),
+            item=problem.get("item"),
+            file=problem.get("file"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"item": self.item, "field": self.field, "message": self.message}
@@ -126,8 +130,9 @@ class FormationAnswerError(ValidationError):
     ``problems`` names every problem (the field's path in the answer and what is wrong), so one repair
     request can ask for all of it; ``content`` is the answer as the model gave it. Nothing was written."""
 
-    def __init__(self, message: str, problems: Iterable[Problem | Mapping[str, Any]] | None = None, *,
-                 content: str = ""):
+    def __init__(
+        self, message: str, problems: Iterable[Problem | Mapping[str, Any]] | None = None, *, content: str = ""
+    ):
         super().__init__(message, problems)
         self.content = content
 
@@ -282,6 +287,7 @@ class NotFound(BrainError, KeyError):
 
 # ---- trying again ------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Backoff:
     """A retry schedule: wait ``first`` seconds after the first failure and ``factor`` times the last
@@ -295,7 +301,7 @@ class Backoff:
 
     def wait(self, n: int) -> float:
         """The wait before retry ``n`` (0 for the first)."""
-        return min(self.first * self.factor ** n, self.cap)
+        return min(self.first * self.factor**n, self.cap)
 
     def waits(self) -> Iterator[float]:
         n = 0
@@ -304,10 +310,15 @@ class Backoff:
             n += 1
 
 
-def retry(call: Callable[[], T], schedule: Backoff, *, on: type[BaseException] | tuple[type[BaseException], ...],
-          when: Callable[[BaseException], bool] | None = None,
-          before_wait: Callable[[BaseException, int, float], None] | None = None,
-          sleep: Callable[[float], Any] = time.sleep) -> T:
+def retry(
+    call: Callable[[], T],
+    schedule: Backoff,
+    *,
+    on: type[BaseException] | tuple[type[BaseException], ...],
+    when: Callable[[BaseException], bool] | None = None,
+    before_wait: Callable[[BaseException, int, float], None] | None = None,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> T:
     """``call()``, called again after each failure of type ``on`` (that ``when``, if given, accepts)
     once the schedule's next wait has passed; the failure is raised when the schedule is spent.
     ``before_wait(failure, retry number, wait)`` runs before each wait and may raise to give up early
@@ -326,4 +337,3 @@ def retry(call: Callable[[], T], schedule: Backoff, *, on: type[BaseException] |
             if sleep(wait) is True:
                 raise
             n += 1
-

@@ -87,8 +87,15 @@ class GatedHits(list):
     (None: no floor), ``margin`` (None: none). An empty list with candidates is an answer: nothing
     was relevant enough."""
 
-    def __init__(self, hits=(), *, candidates: int = 0, below_floor: int = 0, floor: float | None = None,
-                 margin: float | None = None):
+    def __init__(
+        self,
+        hits=(),
+        *,
+        candidates: int = 0,
+        below_floor: int = 0,
+        floor: float | None = None,
+        margin: float | None = None,
+    ):
         super().__init__(hits)
         self.candidates = candidates
         self.below_floor = below_floor
@@ -97,5 +104,9 @@ class GatedHits(list):
 
     def gate(self) -> dict[str, Any]:
         """What the gate did, for explanations: candidates, below_floor, floor, margin."""
-        return {"candidates": self.candidates, "below_floor": self.below_floor, "floor": self.floor,
-                "margin": self.margin}
+        return {
+            "candidates": self.candidates,
+            "below_floor": self.below_floor,
+            "floor": self.floor,
+            "margin": self.margin,
+        }

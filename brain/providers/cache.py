@@ -100,8 +100,12 @@ class LRUCache(Generic[K, V]):
 
     def info(self) -> dict[str, float | int | None]:
         with self._lock:
-            info: dict[str, float | int | None] = {"hits": self.hits, "misses": self.misses,
-                                                   "size": len(self._data), "maxsize": self.maxsize}
+            info: dict[str, float | int | None] = {
+                "hits": self.hits,
+                "misses": self.misses,
+                "size": len(self._data),
+                "maxsize": self.maxsize,
+            }
         if self.ttl is not None:
             info["ttl"] = self.ttl
         return info

@@ -27,8 +27,17 @@ _ENDPOINT_SINCE = {"embed": "0.3", "chat": "0.1.14", "tags": "0.1"}
 
 
 @contextmanager
-def ollama_errors(host: str, endpoint: str, model: str, *, unavailable: type[BrainError], error: type[BrainError],
-                  timed_out: str, doing: str, refusals: Sequence[tuple[str, str]] = ()) -> Iterator[None]:
+def ollama_errors(
+    host: str,
+    endpoint: str,
+    model: str,
+    *,
+    unavailable: type[BrainError],
+    error: type[BrainError],
+    timed_out: str,
+    doing: str,
+    refusals: Sequence[tuple[str, str]] = (),
+) -> Iterator[None]:
     """Run one call of the ollama client to ``/api/<endpoint>`` of ``host`` and turn its failures into
     ``unavailable`` (Ollama cannot serve now: not running, too slow, model not pulled, endpoint
     missing, a server failure) or ``error`` (it answered, but not with something usable), each
@@ -38,33 +47,40 @@ def ollama_errors(host: str, endpoint: str, model: str, *, unavailable: type[Bra
     try:
         yield
     except ConnectionError:  # what the ollama client raises for httpx.ConnectError
-        raise unavailable(f"cannot reach Ollama at {host}: start it with `ollama serve`, "
-                          "or set OLLAMA_HOST to the address it listens on") from None
+        raise unavailable(
+            f"cannot reach Ollama at {host}: start it with `ollama serve`, "
+            "or set OLLAMA_HOST to the address it listens on"
+        ) from None
     except httpx.TimeoutException:
         raise unavailable(timed_out) from None
     except httpx.InvalidURL as exc:
-        raise unavailable(f"OLLAMA_HOST={host!r} is not a usable address ({exc}); use e.g. http://127.0.0.1:11434") \
-            from None
+        raise unavailable(
+            f"OLLAMA_HOST={host!r} is not a usable address ({exc}); use e.g. http://127.0.0.1:11434"
+        ) from None
     except httpx.TransportError as exc:
         raise unavailable(f"the connection to Ollama at {host} failed: {exc}") from None
     except ollama.ResponseError as exc:
         message = str(exc.error)
         lowered = message.lower()
         if "not found" in lowered and "model" in lowered:
-            raise unavailable(f"Ollama at {host} does not have the model {model!r}: run `ollama pull {model}`") \
-                from None
+            raise unavailable(
+                f"Ollama at {host} does not have the model {model!r}: run `ollama pull {model}`"
+            ) from None
         for words, explained in refusals:
             if words in lowered:
                 raise error(explained) from None
         if exc.status_code == 404:  # an older Ollama answers an endpoint it lacks with "404 page not found"
-            raise unavailable(f"Ollama at {host} has no /api/{endpoint} endpoint ({message}); upgrade Ollama to "
-                              f"{_ENDPOINT_SINCE.get(endpoint, 'a recent release')} or later") from None
+            raise unavailable(
+                f"Ollama at {host} has no /api/{endpoint} endpoint ({message}); upgrade Ollama to "
+                f"{_ENDPOINT_SINCE.get(endpoint, 'a recent release')} or later"
+            ) from None
         if exc.status_code >= 500:
             raise unavailable(f"Ollama at {host} failed ({exc.status_code}): {message}") from None
         raise error(f"Ollama at {host} refused to {doing} with {model!r}: {message}") from None
     except ValueError as exc:  # a 200 whose body is not JSON, or JSON of the wrong shape (pydantic)
-        raise error(f"{host} answered /api/{endpoint} with something that is not an Ollama {endpoint} response: "
-                    f"{exc}") from None
+        raise error(
+            f"{host} answered /api/{endpoint} with something that is not an Ollama {endpoint} response: {exc}"
+        ) from None
 
 
 class OllamaChatModel:
@@ -79,8 +95,10 @@ class OllamaChatModel:
 
     def __init__(self, model: str, *, host: str, timeout: float):
         if model_name_problem(model):
-            raise self.error(f"invalid Ollama model name {model!r}: set {self.model_setting} to an Ollama model "
-                             f"name such as {DEFAULT_SUMMARY_MODEL}")
+            raise self.error(
+                f"invalid Ollama model name {model!r}: set {self.model_setting} to an Ollama model "
+                f"name such as {DEFAULT_SUMMARY_MODEL}"
+            )
         self.model = model
         self.name = f"ollama/{model}"
         self.host = host

@@ -62,13 +62,15 @@ class TokenChunker:
                 f"(including [CLS] and [SEP]): use at most {max_tokens - SPECIAL_TOKENS}"
             )
         if not 0 <= window_overlap < window_size:
-            raise ValueError(f"window_overlap must be between 0 and window_size - 1 ({window_size - 1}), got {window_overlap}")
+            raise ValueError(
+                f"window_overlap must be between 0 and window_size - 1 ({window_size - 1}), got {window_overlap}"
+            )
         self.window_size = window_size
         self.window_overlap = window_overlap
         self.max_tokens = max_tokens
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "TokenChunker":
+    def from_settings(cls, settings: Any) -> TokenChunker:
         """``BRAIN_CHUNK_WINDOW`` / ``BRAIN_CHUNK_OVERLAP``, checked against ``BRAIN_EMBEDDER``'s input limit."""
         from brain.providers.embeddings import max_input_tokens  # the providers own their input limits
 
@@ -154,8 +156,11 @@ class TokenChunker:
             if e >= n:
                 break
             target = e - overlap
-            nxt = (latest(gap, max(s, target - slack), target) or latest(word, s, target)
-                   or earliest(word, max(s, target), e))
+            nxt = (
+                latest(gap, max(s, target - slack), target)
+                or latest(word, s, target)
+                or earliest(word, max(s, target), e)
+            )
             if nxt is None:  # inside one very long word
                 nxt = max(target, s + 1)
             s = nxt

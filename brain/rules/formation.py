@@ -73,6 +73,7 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
 
 # ---- what the model is shown ------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class WindowTurn:
     """One turn of the window, as the model sees it: ``timestamp`` is the turn's time (ISO or datetime),
@@ -104,8 +105,9 @@ def accepted_entity(entity: str | None) -> str:
     return GLOBAL_SCOPE if entity is None else entity
 
 
-def formation_messages(turns: Sequence[WindowTurn], candidates: Sequence[Candidate], *, entity: str | None,
-                       now: str | datetime) -> list[dict[str, str]]:
+def formation_messages(
+    turns: Sequence[WindowTurn], candidates: Sequence[Candidate], *, entity: str | None, now: str | datetime
+) -> list[dict[str, str]]:
     """The chat messages that ask for the durable facts of ``turns`` (system + user). ``candidates`` are the
     known memories (keys from :func:`candidate_keys`); ``entity`` the conversation's entity (None: global);
     ``now`` the conversation's time (the last turn's), from which "tomorrow" is reckoned."""
@@ -113,10 +115,17 @@ def formation_messages(turns: Sequence[WindowTurn], candidates: Sequence[Candida
         raise ValidationError.of("turns", "formation needs at least one turn: there is nothing to form memories from")
     person = entity if entity is not None else _user_name(turns)
     system = _SYSTEM.format(person=person, entity=accepted_entity(entity))
-    known = "\n".join(f"{key}{_since(c.valid_from)}: {_one_line(c.text, MAX_TURN_CHARS)}"
-                      for key, c in candidate_keys(candidates).items()) or "(none)"
-    user = (f"Current time: {_iso(now)}\n\nKnown memories:\n{known}\n\n"
-            f"Conversation:\n{_transcript(turns)}\n\nWhich durable facts does this conversation state?")
+    known = (
+        "\n".join(
+            f"{key}{_since(c.valid_from)}: {_one_line(c.text, MAX_TURN_CHARS)}"
+            for key, c in candidate_keys(candidates).items()
+        )
+        or "(none)"
+    )
+    user = (
+        f"Current time: {_iso(now)}\n\nKnown memories:\n{known}\n\n"
+        f"Conversation:\n{_transcript(turns)}\n\nWhich durable facts does this conversation state?"
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -173,6 +182,7 @@ def _transcript(turns: Sequence[WindowTurn]) -> str:
 
 # ---- what the model answers ---------------------------------------------------------------------------
 
+
 class FormedFact(BaseModel):
     """One fact of a model's answer. Checked against a request when validated with the context
     ``{"entity": <accepted entity>, "turn_indices": set, "candidate_keys": set}`` (:func:`check_answer`)."""
@@ -180,13 +190,13 @@ class FormedFact(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str = Field(description="one self-contained fact in the third person")
-    importance: int = Field(json_schema_extra={"minimum": 1, "maximum": 5},
-                            description="1 trivia .. 5 essential")
+    importance: int = Field(json_schema_extra={"minimum": 1, "maximum": 5}, description="1 trivia .. 5 essential")
     tags: list[str] = Field(default_factory=list, description="short labels")
     entity: str = Field(description="who the fact is about: the conversation's entity, or 'global'")
     action: Action = Field("add", description="what the fact does to the known memories")
-    target: str | None = Field(None, validate_default=True,
-                               description="the known memory's key (M1, M2, ...) for same, update, contradict")
+    target: str | None = Field(
+        None, validate_default=True, description="the known memory's key (M1, M2, ...) for same, update, contradict"
+    )
     expires_at: IsoTime | None = Field(None, description="when the fact stops being true (ISO 8601 with timezone)")
     valid_from: IsoTime | None = Field(None, description="when the fact became true (ISO 8601 with timezone)")
     turns: list[int] = Field(min_length=1, description="the numbers of the turns the fact comes from")
@@ -200,8 +210,9 @@ class FormedFact(BaseModel):
         if not text:
             raise ValueError("text is empty: give the fact as a sentence")
         if len(text) > MAX_FACT_CHARS:
-            raise ValueError(f"text has {len(text)} characters; a fact has at most {MAX_FACT_CHARS}: "
-                             "split it into shorter facts")
+            raise ValueError(
+                f"text has {len(text)} characters; a fact has at most {MAX_FACT_CHARS}: split it into shorter facts"
+            )
         return text
 
     @field_validator("importance", mode="before")
@@ -223,10 +234,14 @@ class FormedFact(BaseModel):
         if value.strip().casefold() == accepted.casefold():
             return accepted
         if accepted == GLOBAL_SCOPE:
-            raise ValueError(f"entity {value!r} is refused: this conversation belongs to no entity, so every "
-                             f"fact's entity is {GLOBAL_SCOPE!r}")
-        raise ValueError(f"entity {value!r} is refused: this conversation belongs to {accepted!r}, so every fact's "
-                         f"entity is {accepted!r} (never another entity, never {GLOBAL_SCOPE!r})")
+            raise ValueError(
+                f"entity {value!r} is refused: this conversation belongs to no entity, so every "
+                f"fact's entity is {GLOBAL_SCOPE!r}"
+            )
+        raise ValueError(
+            f"entity {value!r} is refused: this conversation belongs to {accepted!r}, so every fact's "
+            f"entity is {accepted!r} (never another entity, never {GLOBAL_SCOPE!r})"
+        )
 
     @field_validator("target")
     @classmethod
@@ -239,8 +254,10 @@ class FormedFact(BaseModel):
         keys = (info.context or {}).get("candidate_keys")
         if value is None or not value.strip():
             listed = f" ({', '.join(_ordered_keys(keys))})" if keys else ""
-            raise ValueError(f"target is required for action {action!r}: the key of the known memory{listed} "
-                             "it is the same as, updates or contradicts; or use action 'add'")
+            raise ValueError(
+                f"target is required for action {action!r}: the key of the known memory{listed} "
+                "it is the same as, updates or contradicts; or use action 'add'"
+            )
         value = value.strip()
         if keys is not None and value not in keys:
             listed = f"the known memories are {', '.join(_ordered_keys(keys))}" if keys else "no memories are known"
@@ -260,8 +277,9 @@ class FormedFact(BaseModel):
         known = (info.context or {}).get("turn_indices")
         unknown = [] if known is None else [n for n in value if n not in known]
         if unknown:
-            raise ValueError(f"turns {unknown} are not turns of this conversation window: the turns shown are "
-                             f"{_span(known)}")
+            raise ValueError(
+                f"turns {unknown} are not turns of this conversation window: the turns shown are {_span(known)}"
+            )
         return sorted(set(value))
 
 
@@ -293,8 +311,9 @@ def answer_schema() -> dict[str, Any]:
     return inline(schema)
 
 
-def check_answer(content: str, *, entity: str | None, turn_indices: set[int],
-                 candidate_keys: set[str]) -> list[FormedFact]:
+def check_answer(
+    content: str, *, entity: str | None, turn_indices: set[int], candidate_keys: set[str]
+) -> list[FormedFact]:
     """The facts of the model's answer ``content``, checked against its request: ``entity`` the
     conversation's entity (None: global; the scope rule), ``turn_indices`` the window's turns,
     ``candidate_keys`` the keys the request listed. Raises :class:`FormationAnswerError` naming every
@@ -302,14 +321,16 @@ def check_answer(content: str, *, entity: str | None, turn_indices: set[int],
     data, problem = _parse(content)
     if problem is not None:
         raise FormationAnswerError(problem.message, [problem], content=content)
-    context = {"entity": accepted_entity(entity), "turn_indices": set(turn_indices),
-               "candidate_keys": set(candidate_keys)}
+    context = {
+        "entity": accepted_entity(entity),
+        "turn_indices": set(turn_indices),
+        "candidate_keys": set(candidate_keys),
+    }
     try:
         answer = FormationAnswer.model_validate(data, context=context)
     except pydantic.ValidationError as exc:
         problems = pydantic_problems(exc)
-        raise FormationAnswerError(f"the answer was refused: {joined(problems)}", problems, content=content) \
-            from None
+        raise FormationAnswerError(f"the answer was refused: {joined(problems)}", problems, content=content) from None
     return list(answer.facts)
 
 
@@ -326,29 +347,33 @@ def _parse(content: Any) -> tuple[Any, Problem | None]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        return None, Problem("answer", f"the answer is not JSON ({exc.msg} at line {exc.lineno} column "
-                                       f"{exc.colno}): answer with one JSON object {{\"facts\": [...]}}")
+        return None, Problem(
+            "answer",
+            f"the answer is not JSON ({exc.msg} at line {exc.lineno} column "
+            f'{exc.colno}): answer with one JSON object {{"facts": [...]}}',
+        )
     if not isinstance(data, dict):
-        return None, Problem("answer", f'the answer must be a JSON object {{"facts": [...]}}, got a '
-                                       f"{_json_kind(data)}")
+        return None, Problem("answer", f'the answer must be a JSON object {{"facts": [...]}}, got a {_json_kind(data)}')
     return data, None
 
 
-def repair_messages(messages: Sequence[Mapping[str, str]], content: str,
-                    error: FormationAnswerError) -> list[dict[str, str]]:
+def repair_messages(
+    messages: Sequence[Mapping[str, str]], content: str, error: FormationAnswerError
+) -> list[dict[str, str]]:
     """``messages`` followed by the refused answer ``content`` and a request to correct every problem
     ``error`` names; the model's one chance to repair its answer."""
     shown = error.problems[:MAX_REPAIR_PROBLEMS]
-    lines = [f"- {p.field}: {p.message}" if p.field and p.field not in p.message else f"- {p.message}"
-             for p in shown]
+    lines = [f"- {p.field}: {p.message}" if p.field and p.field not in p.message else f"- {p.message}" for p in shown]
     if len(error.problems) > len(shown):
         lines.append(f"- and {len(error.problems) - len(shown)} more problems")
     echo = content if len(content) <= MAX_REPAIR_ECHO_CHARS else content[:MAX_REPAIR_ECHO_CHARS] + " …"
-    request = ("Your answer was refused as a whole, for these problems:\n" + "\n".join(lines) +
-               '\nAnswer again with the complete corrected JSON object {"facts": [...]}, every fact, and '
-               "nothing else.")
-    return [*(dict(m) for m in messages), {"role": "assistant", "content": echo},
-            {"role": "user", "content": request}]
+    request = (
+        "Your answer was refused as a whole, for these problems:\n"
+        + "\n".join(lines)
+        + '\nAnswer again with the complete corrected JSON object {"facts": [...]}, every fact, and '
+        "nothing else."
+    )
+    return [*(dict(m) for m in messages), {"role": "assistant", "content": echo}, {"role": "user", "content": request}]
 
 
 def _ordered_keys(keys: Iterable[str]) -> list[str]:

@@ -43,7 +43,6 @@ from typing import Any
 
 from brain.model.errors import ValidationError
 from brain.model.ids import normalize_memory_text
-from brain.text.wording import noun_for
 from brain.model.schemas import (
     GLOBAL_SCOPE,
     DocType,
@@ -54,6 +53,7 @@ from brain.model.schemas import (
     valid_entity_scope,
     validate_metadata,
 )
+from brain.text.wording import noun_for
 
 # ---- merge -----------------------------------------------------------------------------------------
 
@@ -128,6 +128,7 @@ def _validated(base: dict[str, Any], versions: Sequence[MemoryMetadata], fields:
 
 # ---- visibility ------------------------------------------------------------------------------------
 
+
 def scopes_for(entity: Any, *, listing: bool = False) -> frozenset[str] | None:
     """The scope rule (see the module): the scopes a read of memories for ``entity`` covers. An entity:
     its own scope and the global one. None: the global one for a search or a prompt; every scope (None)
@@ -182,9 +183,11 @@ def global_refusal(doc_ids: Sequence[str], acting: str, who: str = "a request ac
     """The message refusing to change or delete the global memories ``doc_ids`` for ``acting``: they are
     shared by every entity, so a change for one entity never reaches them (:func:`may_change`)."""
     n, named = len(doc_ids), ", ".join(repr(i) for i in doc_ids)
-    return (f"{noun_for(n, 'memory')} {named} {noun_for(n, 'is')} global (shared by every entity): {who} "
-            f"{acting!r} changes and deletes only {acting!r}'s own memories; leave {noun_for(n, 'it')} out, or "
-            "ask without an entity as the admin")
+    return (
+        f"{noun_for(n, 'memory')} {named} {noun_for(n, 'is')} global (shared by every entity): {who} "
+        f"{acting!r} changes and deletes only {acting!r}'s own memories; leave {noun_for(n, 'it')} out, or "
+        "ask without an entity as the admin"
+    )
 
 
 __all__ = [

@@ -34,8 +34,9 @@ every candidate (:func:`gated_top_k_reference`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -87,34 +88,49 @@ class ScoreWeights:
         return self.floor is not None or self.margin is not None
 
     @classmethod
-    def reference(cls, settings) -> "ScoreWeights":
+    def reference(cls, settings) -> ScoreWeights:
         """The reference formula of the ``RAG_WEIGHT_*`` settings: no gate, no lexical part."""
-        return cls(similarity=settings.weight_similarity, importance=settings.weight_importance,
-                   recency=settings.weight_recency, half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
-                   recency_from=getattr(settings, "recency_from", "created"))
+        return cls(
+            similarity=settings.weight_similarity,
+            importance=settings.weight_importance,
+            recency=settings.weight_recency,
+            half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
+            recency_from=getattr(settings, "recency_from", "created"),
+        )
 
     @classmethod
-    def relevance(cls, settings, floor: float | None, margin: float | None) -> "ScoreWeights":
+    def relevance(cls, settings, floor: float | None, margin: float | None) -> ScoreWeights:
         """The relevance ranking: the ``RAG_RELEVANCE_*`` weights behind the gate of ``floor`` and
         ``margin``, in cosine units (the caller calibrates them, see :mod:`brain.rules.relevance`)."""
-        return cls(similarity=1.0, importance=settings.relevance_importance, recency=settings.relevance_recency,
-                   half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
-                   recency_from=getattr(settings, "recency_from", "created"), lexical=settings.relevance_lexical,
-                   floor=floor, margin=margin, floor_importance=settings.relevance_floor_importance,
-                   floor_importance_match=FLOOR_IMPORTANCE_MATCH)
+        return cls(
+            similarity=1.0,
+            importance=settings.relevance_importance,
+            recency=settings.relevance_recency,
+            half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
+            recency_from=getattr(settings, "recency_from", "created"),
+            lexical=settings.relevance_lexical,
+            floor=floor,
+            margin=margin,
+            floor_importance=settings.relevance_floor_importance,
+            floor_importance_match=FLOOR_IMPORTANCE_MATCH,
+        )
 
     @classmethod
-    def core(cls, settings) -> "ScoreWeights":
+    def core(cls, settings) -> ScoreWeights:
         """The order of the facts always shown: importance first; among equal importance the closer to
         the message, then the newer. Importance steps are 0.2 apart and the similarity part spans at most 0.1,
         so it only breaks ties of importance; the recency part (at most 0.0005) only those of similarity
         (within 0.01): a fact learned later is not thereby closer to what is asked."""
-        return cls(similarity=0.05, importance=1.0, recency=0.0005,
-                   half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
-                   recency_from=getattr(settings, "recency_from", "created"))
+        return cls(
+            similarity=0.05,
+            importance=1.0,
+            recency=0.0005,
+            half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
+            recency_from=getattr(settings, "recency_from", "created"),
+        )
 
     @classmethod
-    def from_settings(cls, settings) -> "ScoreWeights":
+    def from_settings(cls, settings) -> ScoreWeights:
         """The reference formula of the settings (what searches rank by)."""
         return cls.reference(settings)
 
@@ -144,8 +160,7 @@ def similarity_part(similarity: np.ndarray, weights: ScoreWeights) -> np.ndarray
     return weights.similarity * np.asarray(similarity, dtype=np.float64)
 
 
-def total_scores(similarity, importance, epochs, now: float, weights: ScoreWeights,
-                 lexical=None) -> np.ndarray:
+def total_scores(similarity, importance, epochs, now: float, weights: ScoreWeights, lexical=None) -> np.ndarray:
     """Scores of every candidate (used by brute-force checks and small candidate sets); ``lexical``:
     each candidate's lexical match (0..1), absent for none."""
     lex = 0.0 if lexical is None else weights.lexical * np.asarray(lexical, dtype=np.float64)
@@ -177,19 +192,24 @@ def floors(weights: ScoreWeights, importance, match=None) -> np.ndarray | float:
     return weights.floor - lowering
 
 
-def relevance_gate(similarity: np.ndarray, lexical_part: np.ndarray | float, weights: ScoreWeights,
-                   importance=None, match=None) -> np.ndarray:
+def relevance_gate(
+    similarity: np.ndarray, lexical_part: np.ndarray | float, weights: ScoreWeights, importance=None, match=None
+) -> np.ndarray:
     """Which candidates pass the gate (all of them without one); ``lexical_part`` is ``w_lex * lexical``."""
     relevance = np.asarray(similarity, dtype=np.float64) + lexical_part
-    ok = (np.ones(relevance.shape[0], dtype=bool) if weights.floor is None
-          else relevance >= floors(weights, importance, match))
+    ok = (
+        np.ones(relevance.shape[0], dtype=bool)
+        if weights.floor is None
+        else relevance >= floors(weights, importance, match)
+    )
     if weights.margin is not None and ok.any():
         ok &= relevance >= float(relevance[ok].max()) - weights.margin
     return ok
 
 
-def gated_top_k_reference(similarity, lexical_part, static, keys: Sequence[str], k: int,
-                          weights: ScoreWeights, importance=None, match=None) -> tuple[list[int], int]:
+def gated_top_k_reference(
+    similarity, lexical_part, static, keys: Sequence[str], k: int, weights: ScoreWeights, importance=None, match=None
+) -> tuple[list[int], int]:
     """Brute force: positions of the top ``k`` among the candidates that pass the gate, by
     ``w_sim * (similarity + lexical_part) + static``, ties by key; and how many were less relevant than
     their floor."""
@@ -349,8 +369,11 @@ def gated_bounded_top_k(
     rows = np.arange(static.shape[0]) if candidates is None else np.asarray(candidates)
     if rows.size == 0 or k <= 0:
         return rows[:0], np.zeros(0), 0
-    floor = floors(weights, None if importance is None else np.asarray(importance)[rows],
-                   None if match is None else np.asarray(match)[rows])  # scalar or by row
+    floor = floors(
+        weights,
+        None if importance is None else np.asarray(importance)[rows],
+        None if match is None else np.asarray(match)[rows],
+    )  # scalar or by row
     lex = np.zeros(rows.size) if lexical_part is None else np.asarray(lexical_part, dtype=np.float64)[rows]
     approx, slack = approx_similarity[rows], similarity_slack[rows]
     lo, hi = approx - slack, approx + slack
@@ -370,7 +393,11 @@ def gated_bounded_top_k(
         gated = possible & ~np.isnan(exact) & (exact + lex >= floor)
         if not gated.any():  # nothing reaches the floor
             rescore(possible)
-            return rows[:0], np.zeros(0), int(np.count_nonzero(~possible) + np.count_nonzero((exact + lex)[possible] < floor))
+            return (
+                rows[:0],
+                np.zeros(0),
+                int(np.count_nonzero(~possible) + np.count_nonzero((exact + lex)[possible] < floor)),
+            )
         best = float((exact + lex)[gated].max())
         possible &= hi + lex >= best - weights.margin
         certain &= lo + lex >= best - weights.margin

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from brain.providers.embeddings import Embedder
-from brain.model.vectors import unit_rows
 from brain.model.errors import CalibrationError
+from brain.model.vectors import unit_rows
+from brain.providers.embeddings import Embedder
 
 #: the labelled messages and facts the calibration reads
 CALIBRATION_FILE = Path(__file__).resolve().parent / "data" / "relevance_calibration.json"
@@ -83,8 +83,10 @@ def calibration_pairs(path: Path = CALIBRATION_FILE) -> tuple[list[str], list[st
         messages = [str(p["message"]) for p in pairs]
         facts = [str(p["fact"]) for p in pairs]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CalibrationError(f"cannot read the relevance calibration data {path}: {exc}; reinstall brain, or set "
-                               f"RAG_RELEVANCE_FLOOR and RAG_MEMORY_RANKING=reference to rank without it") from None
+        raise CalibrationError(
+            f"cannot read the relevance calibration data {path}: {exc}; reinstall brain, or set "
+            f"RAG_RELEVANCE_FLOOR and RAG_MEMORY_RANKING=reference to rank without it"
+        ) from None
     if len(pairs) < 3:
         raise CalibrationError(f"{path} holds {len(pairs)} pairs; the calibration needs at least 3")
     return messages, facts, hashlib.sha256(raw).hexdigest()[:16]
@@ -98,8 +100,14 @@ def calibrate(embedder: Embedder, path: Path = CALIBRATION_FILE) -> Calibration:
     queries, docs = unit_rows(queries, np.float64), unit_rows(docs, np.float64)
     sims = queries @ docs.T
     unrelated = sims[~np.eye(len(messages), dtype=bool)]
-    return Calibration(embedder=embedder.name, mean=float(unrelated.mean()), sd=float(unrelated.std()),
-                       related_median=float(np.median(np.diag(sims))), pairs=len(messages), data=digest)
+    return Calibration(
+        embedder=embedder.name,
+        mean=float(unrelated.mean()),
+        sd=float(unrelated.std()),
+        related_median=float(np.median(np.diag(sims))),
+        pairs=len(messages),
+        data=digest,
+    )
 
 
 def recorded(metadata: dict[str, Any] | None, embedder: Embedder, path: Path = CALIBRATION_FILE) -> Calibration | None:
@@ -110,5 +118,12 @@ def recorded(metadata: dict[str, Any] | None, embedder: Embedder, path: Path = C
     return cal
 
 
-__all__ = ["CALIBRATION_FILE", "METADATA_KEY", "Calibration", "CalibrationError", "calibrate", "calibration_pairs",
-           "recorded"]
+__all__ = [
+    "CALIBRATION_FILE",
+    "METADATA_KEY",
+    "Calibration",
+    "CalibrationError",
+    "calibrate",
+    "calibration_pairs",
+    "recorded",
+]

@@ -61,10 +61,10 @@ from typing import Any
 
 import numpy as np
 
-from brain.model.vectors import unit_rows
 from brain.model.errors import Problem, ValidationError
 from brain.model.results import Document
 from brain.model.schemas import check_k, parse_timestamp
+from brain.model.vectors import unit_rows
 from brain.text import BM25Index, tokenize
 
 __all__ = [
@@ -82,8 +82,20 @@ __all__ = [
 #: a visit in web analytics; a chat resumed after it is another sitting)
 SESSION_GAP_SECONDS = 30 * 60
 
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
-           "october", "november", "december")
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 
 
 @dataclass(frozen=True)
@@ -108,8 +120,9 @@ class TurnSearchWeights:
     def __post_init__(self) -> None:
         problems: list[Problem] = []
         if not isinstance(self.previous_words, bool):
-            problems.append(Problem("previous_words",
-                                    f"previous_words must be True or False, got {self.previous_words!r}"))
+            problems.append(
+                Problem("previous_words", f"previous_words must be True or False, got {self.previous_words!r}")
+            )
         for name in ("dense", "lexical", "speaker", "neighbour", "session", "time", "bm25_k1", "bm25_b"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
@@ -166,15 +179,19 @@ def _plain_words(text: str) -> list[str]:
     return tokenize(text, stem=False, stop_words=False)
 
 
-_TIME_UNITS = (r"(?:day|week|weekend|month|year|night|morning|afternoon|evening|summer|winter|spring|fall|autumn"
-               r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)")
+_TIME_UNITS = (
+    r"(?:day|week|weekend|month|year|night|morning|afternoon|evening|summer|winter|spring|fall|autumn"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+)
 #: words that say when: relative times, weekdays, months ("may" and "march" only next to a number: they
 #: are verbs too), years
 _TIME_WORDS = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|ago|recently|(?:last|next|this|past) " + _TIME_UNITS + r"s?"
     r"|(?:mon|tues|wednes|thurs|fri|satur|sun)days?|january|february|april|june|july|august|september"
     r"|october|november|december|(?:may|march)\s+\d|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:may|march)\b"
-    r"|(?:19|20)\d\d)\b", re.IGNORECASE)
+    r"|(?:19|20)\d\d)\b",
+    re.IGNORECASE,
+)
 _ASKS_WHEN = re.compile(r"^\W*when\b|\b(?:what|which) (?:year|month|day|date|week)\b|\bhow long ago\b", re.IGNORECASE)
 
 
@@ -239,12 +256,18 @@ class TurnIndex:
     the turns' embedder; their directions are left out of the dense signal (see the module docstring).
     """
 
-    def __init__(self, turns: Sequence[Document], weights: TurnSearchWeights | None = None, *,
-                 name_vectors: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        turns: Sequence[Document],
+        weights: TurnSearchWeights | None = None,
+        *,
+        name_vectors: Mapping[str, Any] | None = None,
+    ):
         self.weights = weights if weights is not None else TurnSearchWeights()
         if not isinstance(self.weights, TurnSearchWeights):
-            raise ValidationError.of("weights",
-                                     f"weights must be a TurnSearchWeights, got {type(self.weights).__name__}")
+            raise ValidationError.of(
+                "weights", f"weights must be a TurnSearchWeights, got {type(self.weights).__name__}"
+            )
         turns = self._checked_turns(turns)
         order = sorted(range(len(turns)), key=lambda i: _order_key(i, turns[i].metadata))
         self.turns: list[Document] = [turns[i] for i in order]
@@ -258,8 +281,11 @@ class TurnIndex:
         self.content_vectors = self.without_names(self.vectors)
         self.sessions = _sessions([t.metadata for t in self.turns])
         # sessions are runs of consecutive turns: where each starts, for a per-session maximum
-        self._session_starts = np.flatnonzero(np.r_[True, self.sessions[1:] != self.sessions[:-1]]) if self.turns \
+        self._session_starts = (
+            np.flatnonzero(np.r_[True, self.sessions[1:] != self.sessions[:-1]])
+            if self.turns
             else np.zeros(0, dtype=np.int64)
+        )
         speakers = [t.metadata.get("speaker") for t in self.turns]
         self.speakers = [s if isinstance(s, str) and s.strip() else None for s in speakers]
         # a speaker is "named" in a query when every word of the name is there
@@ -274,20 +300,24 @@ class TurnIndex:
         """Each turn's BM25 tokens: its text, speaker and date, then the previous turn's text when that
         turn is in the same session (and ``previous_words`` is on)."""
         texts = [tokenize(t.text) for t in self.turns]  # words are cut one by one: token lists concatenate
-        own = [words + tokenize(" ".join(filter(None, (s, _date_words(t.metadata)))))
-               for words, t, s in zip(texts, self.turns, self.speakers)]
+        own = [
+            words + tokenize(" ".join(filter(None, (s, _date_words(t.metadata)))))
+            for words, t, s in zip(texts, self.turns, self.speakers)
+        ]
         if not self.weights.previous_words:
             return own
-        return [own[i] + texts[i - 1] if i and self.sessions[i] == self.sessions[i - 1] else own[i]
-                for i in range(len(own))]
+        return [
+            own[i] + texts[i - 1] if i and self.sessions[i] == self.sessions[i - 1] else own[i] for i in range(len(own))
+        ]
 
     def _name_basis(self, name_vectors: Any) -> np.ndarray | None:
         """An orthonormal basis (columns) of the span of the name vectors; None without any."""
         if name_vectors is None:
             return None
         if not isinstance(name_vectors, Mapping):
-            raise ValidationError.of("name_vectors", "name_vectors must map each name to its embedding, got "
-                                     f"{type(name_vectors).__name__}")
+            raise ValidationError.of(
+                "name_vectors", f"name_vectors must map each name to its embedding, got {type(name_vectors).__name__}"
+            )
         rows = []
         for name, vector in name_vectors.items():
             try:
@@ -295,11 +325,15 @@ class TurnIndex:
             except (TypeError, ValueError):
                 raise ValidationError.of("name_vectors", f"the vector of {name!r} must be a list of numbers") from None
             if row.ndim != 1 or not np.isfinite(row).all() or not np.any(row):
-                raise ValidationError.of("name_vectors", f"the vector of {name!r} must be a non-zero, finite 1-d "
-                                         "vector")
+                raise ValidationError.of(
+                    "name_vectors", f"the vector of {name!r} must be a non-zero, finite 1-d vector"
+                )
             if self.dimension is not None and row.shape[0] != self.dimension:
-                raise ValidationError.of("name_vectors", f"the vector of {name!r} has {row.shape[0]} dimensions but "
-                                         f"the turns are {self.dimension}-d; embed the names with the turns' embedder")
+                raise ValidationError.of(
+                    "name_vectors",
+                    f"the vector of {name!r} has {row.shape[0]} dimensions but "
+                    f"the turns are {self.dimension}-d; embed the names with the turns' embedder",
+                )
             rows.append(row)
         if not rows or self.dimension is None:
             return None
@@ -343,8 +377,13 @@ class TurnIndex:
             if turn.metadata.get("conversation_id") is not None:
                 conversations.add(turn.metadata["conversation_id"])
             if turn.embedding is None:
-                problems.append(Problem("embedding", f"turn {i} ({turn.id!r}) has no embedding; "
-                                        "fetch turns with include_embeddings=True", i))
+                problems.append(
+                    Problem(
+                        "embedding",
+                        f"turn {i} ({turn.id!r}) has no embedding; fetch turns with include_embeddings=True",
+                        i,
+                    )
+                )
                 continue
             vector = np.asarray(turn.embedding, dtype=np.float32)
             if vector.ndim != 1 or vector.size == 0:
@@ -353,16 +392,27 @@ class TurnIndex:
             if dimension is None:
                 dimension = vector.shape[0]
             if vector.shape[0] != dimension:
-                problems.append(Problem("embedding", f"turn {i} ({turn.id!r}): embedding has {vector.shape[0]} "
-                                        f"dimensions, the first turn has {dimension}", i))
+                problems.append(
+                    Problem(
+                        "embedding",
+                        f"turn {i} ({turn.id!r}): embedding has {vector.shape[0]} "
+                        f"dimensions, the first turn has {dimension}",
+                        i,
+                    )
+                )
             elif not np.isfinite(vector).all() or not np.any(vector):
-                problems.append(Problem("embedding", f"turn {i} ({turn.id!r}): embedding is all zeros or not finite",
-                                        i))
+                problems.append(
+                    Problem("embedding", f"turn {i} ({turn.id!r}): embedding is all zeros or not finite", i)
+                )
             checked.append(Document(id=turn.id, text=turn.text, metadata=turn.metadata, embedding=vector))
         if len(conversations) > 1:
             names = ", ".join(sorted(map(str, conversations)))
-            problems.append(Problem("conversation_id", f"turns come from several conversations ({names}); "
-                                    "search one conversation at a time"))
+            problems.append(
+                Problem(
+                    "conversation_id",
+                    f"turns come from several conversations ({names}); search one conversation at a time",
+                )
+            )
         if problems:
             message = "; ".join(p.message for p in problems[:5])
             if len(problems) > 5:
@@ -382,15 +432,21 @@ class TurnIndex:
         if not np.isfinite(vector).all() or not np.any(vector):
             raise ValidationError.of("query_vector", "query_vector is all zeros or contains NaN/Inf")
         if self.dimension is not None and vector.shape[0] != self.dimension:
-            raise ValidationError.of("query_vector", f"query_vector has {vector.shape[0]} dimensions but the turns are "
-                           f"{self.dimension}-d; embed the query with the store's embedder")
+            raise ValidationError.of(
+                "query_vector",
+                f"query_vector has {vector.shape[0]} dimensions but the turns are "
+                f"{self.dimension}-d; embed the query with the store's embedder",
+            )
         return tokenize(query_text), unit_rows(vector)
 
     def named_speaker(self, query_text: str) -> str | None:
         """The one speaker of this conversation the query names, or None (none or several named). A name
         that only addresses someone, first or last and set off by a comma, does not count."""
-        named = [s for s, name_words in self._speaker_words.items()
-                 if name_words <= set(_plain_words(_without_address(query_text, s)))]
+        named = [
+            s
+            for s, name_words in self._speaker_words.items()
+            if name_words <= set(_plain_words(_without_address(query_text, s)))
+        ]
         return named[0] if len(named) == 1 else None
 
     def similarities(self, query_vector: np.ndarray) -> np.ndarray:
@@ -432,11 +488,18 @@ class TurnIndex:
         top = np.lexsort((np.arange(len(score)), -score))[:k]
         return [
             TurnHit(
-                id=self.turns[i].id, text=self.turns[i].text, metadata=self.turns[i].metadata,
-                score=float(score[i]), similarity=float(similarity[i]), bm25=float(bm25[i]),
-                dense_part=float(dense_part[i]), lexical_part=float(lexical_part[i]),
-                speaker_part=float(speaker_part[i]), neighbour_part=float(neighbour_part[i]),
-                session_part=float(session_part[i]), time_part=float(time_part[i]),
+                id=self.turns[i].id,
+                text=self.turns[i].text,
+                metadata=self.turns[i].metadata,
+                score=float(score[i]),
+                similarity=float(similarity[i]),
+                bm25=float(bm25[i]),
+                dense_part=float(dense_part[i]),
+                lexical_part=float(lexical_part[i]),
+                speaker_part=float(speaker_part[i]),
+                neighbour_part=float(neighbour_part[i]),
+                session_part=float(session_part[i]),
+                time_part=float(time_part[i]),
                 content_similarity=float(content[i]),
             )
             for i in top

@@ -14,31 +14,47 @@ import argparse
 import sys
 from pathlib import Path
 
-from brain.features.chat import ChatMemory, Context
-from brain.text.wording import counted
-from brain.config import load_settings
 from brain.app.core import Brain
 from brain.app.core import open as open_brain
+from brain.app.startup import startup
+from brain.config import load_settings
+from brain.features.chat import ChatMemory, Context
+from brain.features.ingest import ingest_paths
 from brain.model.errors import BrainError, ConfigError
 from brain.model.schemas import entity_scope
 from brain.shells.cli.reports import ingest_text
-from brain.features.ingest import ingest_paths
-from brain.app.startup import startup
 from brain.store import Store
+from brain.text.wording import counted
 
 SAMPLE_QUESTION = "Can you read the text on the photo of my train ticket?"
 #: whose conversation the demo records: what is about a person is stored in that person's scope, so that
 #: another entity is never shown it (a global memory is shared by every entity)
 DEMO_ENTITY = "alice"
 SAMPLE_MEMORIES = [
-    {"text": "Alice commutes by train to Porto every weekday", "importance": 3, "tags": ["travel", "routine"],
-     "scope": entity_scope(DEMO_ENTITY)},
-    {"text": "Alice's passport expires in March 2027", "importance": 5, "tags": ["documents"],
-     "scope": entity_scope(DEMO_ENTITY)},
-    {"text": "Alice prefers answers in short bullet points", "importance": 4, "tags": ["preferences"],
-     "scope": entity_scope(DEMO_ENTITY)},
-    {"text": "Alice keeps photos of her train tickets and receipts on her phone", "importance": 3, "tags": ["documents"],
-     "scope": entity_scope(DEMO_ENTITY)},
+    {
+        "text": "Alice commutes by train to Porto every weekday",
+        "importance": 3,
+        "tags": ["travel", "routine"],
+        "scope": entity_scope(DEMO_ENTITY),
+    },
+    {
+        "text": "Alice's passport expires in March 2027",
+        "importance": 5,
+        "tags": ["documents"],
+        "scope": entity_scope(DEMO_ENTITY),
+    },
+    {
+        "text": "Alice prefers answers in short bullet points",
+        "importance": 4,
+        "tags": ["preferences"],
+        "scope": entity_scope(DEMO_ENTITY),
+    },
+    {
+        "text": "Alice keeps photos of her train tickets and receipts on her phone",
+        "importance": 3,
+        "tags": ["documents"],
+        "scope": entity_scope(DEMO_ENTITY),
+    },
     {"text": "Regional trains in Portugal can be booked in the CP app", "importance": 2, "tags": ["travel"]},
 ]
 DEMO_CONVERSATION = "conv-demo"
@@ -49,8 +65,12 @@ def seed_conversation(store: Store, chat: ChatMemory) -> int:
     store.upsert_docs([{"type": "memory", "source": "chat", **m} for m in SAMPLE_MEMORIES])
     if store.recent_turns(DEMO_CONVERSATION, k=1):
         return 0
-    chat.record_exchange(DEMO_CONVERSATION, "I'm off to Porto again tomorrow morning.",
-                         "Safe travels! Want me to check the train times?", entity=DEMO_ENTITY)
+    chat.record_exchange(
+        DEMO_CONVERSATION,
+        "I'm off to Porto again tomorrow morning.",
+        "Safe travels! Want me to check the train times?",
+        entity=DEMO_ENTITY,
+    )
     return 2
 
 
@@ -61,8 +81,10 @@ def render(question: str, ctx: Context, specialists: list | None) -> str:
         out.append(f"Always kept in mind about {ctx.entity} (their most important facts, whatever the question):")
         out += [f"  [importance {item.metadata['importance']}]  {item.text}" for item in ctx.core]
         out.append("")
-    out.append(f"Ranked memories (top {len(ctx.memory)}; score = similarity part + words-in-common part + importance "
-               f"part + recency part):")
+    out.append(
+        f"Ranked memories (top {len(ctx.memory)}; score = similarity part + words-in-common part + importance "
+        f"part + recency part):"
+    )
     for item in ctx.memory:
         sc, m = item.scores, item.metadata
         out.append(
@@ -71,9 +93,11 @@ def render(question: str, ctx: Context, specialists: list | None) -> str:
             f"{item.text}"
         )
     if gate:
-        out.append(f"  ({gate['below_floor']} of {gate['candidates']} memories below the relevance floor "
-                   f"{gate['floor']:.2f}: not relevant to this question, so not ranked here"
-                   + ("; the ones always kept in mind are above)" if ctx.core else ")"))
+        out.append(
+            f"  ({gate['below_floor']} of {gate['candidates']} memories below the relevance floor "
+            f"{gate['floor']:.2f}: not relevant to this question, so not ranked here"
+            + ("; the ones always kept in mind are above)" if ctx.core else ")")
+        )
     out += ["", f"FAQ hits (top {len(ctx.faq)}):"]
     for item in ctx.faq:
         first = item.text.splitlines()[0]
@@ -93,16 +117,18 @@ def _project_kb(settings) -> Path:
     """The sample knowledge base of the project the settings come from, whatever the working directory."""
     root = settings.layout.root
     if root is None or not (root / "config" / "kb").is_dir():
-        raise ConfigError(f"no knowledge base to ingest: {settings.layout.describe()} has no config/kb; "
-                          "give one with --kb")
+        raise ConfigError(
+            f"no knowledge base to ingest: {settings.layout.describe()} has no config/kb; give one with --kb"
+        )
     return root / "config" / "kb"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="brain-demo", description=__doc__.splitlines()[0])
     parser.add_argument("question", nargs="?", default=SAMPLE_QUESTION)
-    parser.add_argument("--entity", default=DEMO_ENTITY,
-                        help=f"entity whose memories may be used (default: {DEMO_ENTITY})")
+    parser.add_argument(
+        "--entity", default=DEMO_ENTITY, help=f"entity whose memories may be used (default: {DEMO_ENTITY})"
+    )
     parser.add_argument("--persona", help="the persona file (default: BRAIN_PERSONA_PATH, the project's persona.md)")
     parser.add_argument("--kb", help="the knowledge base (default: the project's config/kb)")
     args = parser.parse_args(argv)
@@ -134,13 +160,17 @@ def _run(brain: Brain, args: argparse.Namespace, kb_path: Path) -> int:
         print(f"warning: {warning}")
     if report.persona:
         print(f"Persona: {report.persona.sections} sections, " + ("loaded" if report.persona.changed else "unchanged"))
-    print(f"Knowledge base: {counted(kb.files_read, 'file')}, {counted(kb.added, 'document')} added, "
-          f"{kb.unchanged} unchanged, {kb.removed} removed; conversation: {counted(turns, 'new turn')}")
+    print(
+        f"Knowledge base: {counted(kb.files_read, 'file')}, {counted(kb.added, 'document')} added, "
+        f"{kb.unchanged} unchanged, {kb.removed} removed; conversation: {counted(turns, 'new turn')}"
+    )
     print(f"Documents: {stats['by_type']}")
     if store.mirror is not None:
         counts = store.mirror.count_by_type()
-        print(f"Engram mirror: {counted(counts.get('memory', 0), 'memory')}, {counted(counts.get('turn', 0), 'turn')}, "
-              f"{counted(counts.get('summary', 0), 'summary')} in {store.mirror.path}")
+        print(
+            f"Engram mirror: {counted(counts.get('memory', 0), 'memory')}, {counted(counts.get('turn', 0), 'turn')}, "
+            f"{counted(counts.get('summary', 0), 'summary')} in {store.mirror.path}"
+        )
     print()
     print(render(args.question, ctx, specialists))
     return 0

@@ -22,7 +22,22 @@ from brain.store.plan import PreparedDoc, WritePlan, WriteResult
 from brain.store.retrieval import SIMILARITY_ONLY
 
 __all__ = [
-    "SIMILARITY_ONLY", "AppliedChanges", "ChromaAccess", "GuardedCollection", "MemoryChange", "PreparedDoc", "Store", "WriteEvent", "WriteEvents",
-    "WritePlan", "WriteResult", "WriteSubscriber", "derived_id", "memory_id", "missing_store", "new_id",
-    "open_client", "open_cosine_collection",
+    "SIMILARITY_ONLY",
+    "AppliedChanges",
+    "ChromaAccess",
+    "GuardedCollection",
+    "MemoryChange",
+    "PreparedDoc",
+    "Store",
+    "WriteEvent",
+    "WriteEvents",
+    "WritePlan",
+    "WriteResult",
+    "WriteSubscriber",
+    "derived_id",
+    "memory_id",
+    "missing_store",
+    "new_id",
+    "open_client",
+    "open_cosine_collection",
 ]

@@ -12,7 +12,6 @@ from urllib.parse import urlparse
 import numpy as np
 
 from brain.config import Settings
-from brain.providers.embeddings import Embedder
 from brain.model.errors import (
     Backoff,
     BrainError,
@@ -22,6 +21,7 @@ from brain.model.errors import (
     StoreUnavailable,
     retry,
 )
+from brain.providers.embeddings import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,10 @@ def missing_store(settings: Settings) -> StoreNotFound:
     """The error for a store that does not exist: where brain looked and how to make one."""
     make = "create it with `brain init` (or `brain ingest PATH`)"
     if settings.chroma_url:
-        return StoreNotFound(f"the Chroma server at {settings.chroma_url} has no collection {settings.collection!r}; "
-                             f"{make}, or set BRAIN_COLLECTION to an existing one")
+        return StoreNotFound(
+            f"the Chroma server at {settings.chroma_url} has no collection {settings.collection!r}; "
+            f"{make}, or set BRAIN_COLLECTION to an existing one"
+        )
     return StoreNotFound(
         f"there is no brain store in {settings.data_dir} (the data directory, from {settings.origin('data_dir')}); "
         f"{make}, or point --data-dir or BRAIN_DATA_DIR at an existing store"
@@ -155,12 +157,18 @@ class GuardedCollection:
                 from brain.rules.filters import to_chroma_where
 
                 kwargs["where"] = to_chroma_where(kwargs["where"])
+
             def noted(exc: BaseException, _: int, wait: float) -> None:
                 log.info("collection.%s() on %s: %s; trying again in %.2f s", name, self._where, exc, wait)
 
             try:
-                return retry(lambda: attr(*args, **kwargs), READ_RETRIES if name in _READS else _NO_RETRY,
-                             on=self._internal, when=_transient, before_wait=noted)
+                return retry(
+                    lambda: attr(*args, **kwargs),
+                    READ_RETRIES if name in _READS else _NO_RETRY,
+                    on=self._internal,
+                    when=_transient,
+                    before_wait=noted,
+                )
             except self._internal as exc:
                 raise self._translate(name, exc) from exc
             except _UNREACHABLE as exc:
@@ -183,14 +191,22 @@ class GuardedCollection:
                 f"`brain restore --from-mirror`"
             )
         if isinstance(exc, self._gone):
-            return StoreError(f"{what}: the collection no longer exists ({exc}); was it deleted by another "
-                              f"process? Restart to create it again")
+            return StoreError(
+                f"{what}: the collection no longer exists ({exc}); was it deleted by another "
+                f"process? Restart to create it again"
+            )
         return StoreError(f"Chroma refused {what}: {type(exc).__name__}: {exc}")
 
 
-def open_cosine_collection(client: Any, name: str, embedder: Embedder, *,
-                           switch: str | Callable[[dict[str, Any], int], str], rename: str,
-                           **meta_on_create: Any) -> Any:
+def open_cosine_collection(
+    client: Any,
+    name: str,
+    embedder: Embedder,
+    *,
+    switch: str | Callable[[dict[str, Any], int], str],
+    rename: str,
+    **meta_on_create: Any,
+) -> Any:
     """Open (or create) collection ``name`` for ``embedder``'s vectors, in the cosine space.
 
     A new collection records the embedder's name and dimension; an existing one must record the same
@@ -198,7 +214,9 @@ def open_cosine_collection(client: Any, name: str, embedder: Embedder, *,
     messages (what to change when the embedder differs, or a function of the collection's metadata
     and document count that says it; how to pick another collection)."""
     try:
-        col = client.get_or_create_collection(name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
+        col = client.get_or_create_collection(
+            name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+        )
     except Exception as exc:  # connection or server errors from chromadb
         raise StoreUnavailable(f"cannot open Chroma collection {name!r}: {exc}") from exc
     meta = dict(col.metadata or {})
@@ -239,10 +257,12 @@ def switch_advice(settings: Settings, recorded: dict[str, Any], embedder: Embedd
 
     rate = typical_rate(embedder.name)
     seconds = count / rate if rate > 0 else 0.0
-    return (f"Set BRAIN_EMBEDDER={recorded.get('embedder')} to keep the store as it is, or re-index it for "
-            f"{embedder.name} with `brain reindex --embedder {embedder.name}` ({count} documents to embed: "
-            f"{_rough_duration(seconds)} at a typical {rate:g} documents/s for {embedder.name}, less for "
-            f"memories whose {embedder.name} vectors the mirror keeps; the store keeps serving meanwhile)")
+    return (
+        f"Set BRAIN_EMBEDDER={recorded.get('embedder')} to keep the store as it is, or re-index it for "
+        f"{embedder.name} with `brain reindex --embedder {embedder.name}` ({count} documents to embed: "
+        f"{_rough_duration(seconds)} at a typical {rate:g} documents/s for {embedder.name}, less for "
+        f"memories whose {embedder.name} vectors the mirror keeps; the store keeps serving meanwhile)"
+    )
 
 
 def _rough_duration(seconds: float) -> str:
@@ -272,14 +292,23 @@ class ChromaAccess:
         self.where = where
         self.max_batch_size = int(client.get_max_batch_size())
 
-    def sibling(self, name: str, embedder: Embedder, *, switch: str, rename: str, **meta_on_create: Any) -> ChromaAccess:
+    def sibling(
+        self, name: str, embedder: Embedder, *, switch: str, rename: str, **meta_on_create: Any
+    ) -> ChromaAccess:
         """Another collection of the same client (opened or created, bound to ``embedder``; see
         :func:`open_cosine_collection`), guarded and paged like this one."""
         col = open_cosine_collection(self.client, name, embedder, switch=switch, rename=rename, **meta_on_create)
         return ChromaAccess(self.client, GuardedCollection(col, self.where), self.where)
 
-    def pages(self, where: dict[str, Any] | None = None, include: Sequence[str] = (), limit: int | None = None,
-              offset: int | None = None, *, page_size: int = PAGE) -> Iterator[dict[str, Any]]:
+    def pages(
+        self,
+        where: dict[str, Any] | None = None,
+        include: Sequence[str] = (),
+        limit: int | None = None,
+        offset: int | None = None,
+        *,
+        page_size: int = PAGE,
+    ) -> Iterator[dict[str, Any]]:
         """Every document matching ``where`` (all when None), as Chroma result dicts of one page each
         (of at most ``page_size`` documents and Chroma's max batch size)."""
         page_size = max(1, min(self.max_batch_size, page_size))
@@ -304,20 +333,33 @@ class ChromaAccess:
     def ids(self, where: dict[str, Any] | None = None) -> list[str]:
         return [i for page in self.pages(where) for i in page["ids"]]
 
-    def get_ids(self, ids: Sequence[str], include: Sequence[str], where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    def get_ids(
+        self, ids: Sequence[str], include: Sequence[str], where: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
         """Pages of the given ids (missing ids are absent), one Chroma get per max batch."""
         ids = list(ids)
-        return [self.collection.get(ids=ids[s : s + self.max_batch_size], where=where, include=list(include))
-                for s in range(0, len(ids), self.max_batch_size)]
+        return [
+            self.collection.get(ids=ids[s : s + self.max_batch_size], where=where, include=list(include))
+            for s in range(0, len(ids), self.max_batch_size)
+        ]
 
-    def upsert(self, ids: Sequence[str], documents: Sequence[str], metadatas: Sequence[dict[str, Any]],
-               embeddings: np.ndarray | Sequence[Any]) -> None:
+    def upsert(
+        self,
+        ids: Sequence[str],
+        documents: Sequence[str],
+        metadatas: Sequence[dict[str, Any]],
+        embeddings: np.ndarray | Sequence[Any],
+    ) -> None:
         """Chroma's upserts, one per max batch. Not atomic: a failure leaves the chunks before it
         written (the store's write pipeline undoes them from its intent)."""
         for s in range(0, len(ids), self.max_batch_size):
             e = s + self.max_batch_size
-            self.collection.upsert(ids=list(ids[s:e]), documents=list(documents[s:e]), metadatas=list(metadatas[s:e]),
-                                   embeddings=embeddings[s:e])
+            self.collection.upsert(
+                ids=list(ids[s:e]),
+                documents=list(documents[s:e]),
+                metadatas=list(metadatas[s:e]),
+                embeddings=embeddings[s:e],
+            )
 
     def update_metadata(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
         """Chroma's metadata updates (merged into what is stored), one per max batch."""
@@ -334,9 +376,19 @@ class ChromaAccess:
         return self.collection.count()
 
 
-def merge_pages(pages: list[dict[str, Any]], keys: Sequence[str] = ("ids", "documents", "metadatas", "embeddings")) -> dict[str, list]:
+def merge_pages(
+    pages: list[dict[str, Any]], keys: Sequence[str] = ("ids", "documents", "metadatas", "embeddings")
+) -> dict[str, list]:
     return {key: [x for page in pages for x in (page.get(key) if page.get(key) is not None else [])] for key in keys}
 
 
-__all__ = ["PAGE", "ChromaAccess", "GuardedCollection", "merge_pages", "missing_store", "open_client",
-           "open_cosine_collection", "switch_advice"]
+__all__ = [
+    "PAGE",
+    "ChromaAccess",
+    "GuardedCollection",
+    "merge_pages",
+    "missing_store",
+    "open_client",
+    "open_cosine_collection",
+    "switch_advice",
+]

@@ -54,9 +54,11 @@ class DiskGuard(WriteSubscriber):
         if detail:
             report.update(free_mb=None if least is None else least // MB, min_free_mb=self.margin // MB)
         if not ok:
-            report["error"] = (f"writes are refused: the disk has {least / MB:.0f} MB free, less than "
-                               f"BRAIN_MIN_FREE_DISK_MB ({self.margin // MB} MB); reads go on. Free some space, "
-                               "or lower BRAIN_MIN_FREE_DISK_MB")
+            report["error"] = (
+                f"writes are refused: the disk has {least / MB:.0f} MB free, less than "
+                f"BRAIN_MIN_FREE_DISK_MB ({self.margin // MB} MB); reads go on. Free some space, "
+                "or lower BRAIN_MIN_FREE_DISK_MB"
+            )
         return report
 
     def _free(self) -> list[tuple[Path, int | None]]:

@@ -25,26 +25,51 @@ from typing import Any, Self
 import numpy as np
 
 from brain.config import Settings
-from brain.providers.embeddings import Embedder, get_embedder
 from brain.model.errors import BrainError, NotFound, StoreUnavailable, ValidationError
-from brain.store.locking import DataDirLock
-from brain.rules.memories import readable_scopes, search_scopes
-from brain.store.memory_index import MemoryIndex
 from brain.model.ids import memory_id
-from brain.rules.memories import same_text
 from brain.model.results import Document, Hit, MemoryHit, Supersession
-from brain.model.schemas import (CHAIN_KEYS, DocType, check_extra_metadata, check_k, check_last_used, check_scope,
-                           entity_scope, is_inactive, utc_now, valid_name)
-from brain.store.chroma import (ChromaAccess, GuardedCollection, embedding_function, missing_store, open_client,
-                                open_cosine_collection, switch_advice)
+from brain.model.schemas import (
+    CHAIN_KEYS,
+    DocType,
+    check_extra_metadata,
+    check_k,
+    check_last_used,
+    check_scope,
+    entity_scope,
+    is_inactive,
+    utc_now,
+    valid_name,
+)
+from brain.providers.embeddings import Embedder, get_embedder
+from brain.rules.memories import readable_scopes, same_text, search_scopes
+from brain.store.chroma import (
+    ChromaAccess,
+    GuardedCollection,
+    embedding_function,
+    missing_store,
+    open_client,
+    open_cosine_collection,
+    switch_advice,
+)
 from brain.store.disk import DiskGuard, guarded_paths
 from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import ChangeFeed, FeedWriter
-from brain.store.live import live_collection
 from brain.store.follower import WAIT_SECONDS, FeedFollower, check_sequence
-from brain.store.history import (AppliedChanges, MemoryChange, chain, change_docs, refuse_chain_edit,
-                                 refuse_supersession, supersede_arguments, supersession_docs)
+from brain.store.history import (
+    AppliedChanges,
+    MemoryChange,
+    chain,
+    change_docs,
+    refuse_chain_edit,
+    refuse_supersession,
+    supersede_arguments,
+    supersession_docs,
+)
 from brain.store.indexes import InProcessState
+from brain.store.live import live_collection
+from brain.store.locking import DataDirLock
+from brain.store.memory_index import MemoryIndex
+from brain.store.migrations import migrate_entity_names, migrate_typed_fields
 from brain.store.pipeline import WritePipeline
 from brain.store.plan import WriteResult, memory_edit, plan_write
 from brain.store.positions import PositionClaims
@@ -53,7 +78,6 @@ from brain.store.retrieval import Retrieval, VersionRule
 from brain.store.scrub import clear_unused_index_space
 from brain.store.snapshot import KeyFile, ServerKey, SnapshotIdentity, SnapshotKeeper, drop_server_key, snapshot_path
 from brain.store.write_intents import WriteIntentLog
-from brain.store.migrations import migrate_entity_names, migrate_typed_fields
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +97,16 @@ class Store:
     (:func:`brain.features.persona.current_version`; without it every version is searched).
     """
 
-    def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
-                 client: Any | None = None, create: bool = True,
-                 attach: Callable[[Store], None] | None = None, persona_version: VersionRule | None = None):
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        client: Any | None = None,
+        create: bool = True,
+        attach: Callable[[Store], None] | None = None,
+        persona_version: VersionRule | None = None,
+    ):
         """``create=False``: raise :class:`StoreNotFound` rather than create a store that does not exist."""
         self.settings = settings or Settings()
         self.embedder = embedder or get_embedder(self.settings)
@@ -114,10 +145,14 @@ class Store:
             # a write a dead process left half done is rolled back before anything reads the store
             self._writes.intents.resolve(self._writes.roll_back)
             link = self.mirror_link
-            migrated = migrate_typed_fields(self.col, self.chroma.max_batch_size,
-                                            link.mirror if link is not None and DocType.MEMORY.value in link.types else None)
-            names = migrate_entity_names(self.chroma, link.mirror if link is not None else None,
-                                         link.types if link is not None else ())
+            migrated = migrate_typed_fields(
+                self.col,
+                self.chroma.max_batch_size,
+                link.mirror if link is not None and DocType.MEMORY.value in link.types else None,
+            )
+            names = migrate_entity_names(
+                self.chroma, link.mirror if link is not None else None, link.types if link is not None else ()
+            )
             migrated += names["rows"]
             if migrated and self.state.snapshots is not None:  # rows rewritten around the write events
                 self.state.snapshots.discard()
@@ -127,7 +162,10 @@ class Store:
 
     def _open_collection(self):
         return open_cosine_collection(
-            self.client, self.collection_name, self.embedder, schema_version=1,
+            self.client,
+            self.collection_name,
+            self.embedder,
+            schema_version=1,
             switch=lambda recorded, count: switch_advice(self.settings, recorded, self.embedder, count),
             rename="use another BRAIN_COLLECTION or BRAIN_DATA_DIR",
         )
@@ -155,11 +193,18 @@ class Store:
             self.events.unsubscribe(old_keeper)
         if snapshots is not None:
             self.events.subscribe(snapshots)
-        self.retrieval = Retrieval(self.settings, self.embedder, self.dimension, self.chroma, self.state,
-                                   self._persona_version)
+        self.retrieval = Retrieval(
+            self.settings, self.embedder, self.dimension, self.chroma, self.state, self._persona_version
+        )
         self.weights = self.retrieval.weights
-        self._writes = WritePipeline(self.chroma, self.embedder, self.dimension, self.events,
-                                     WriteIntentLog(self.settings.data_dir), self.state.turns)
+        self._writes = WritePipeline(
+            self.chroma,
+            self.embedder,
+            self.dimension,
+            self.events,
+            WriteIntentLog(self.settings.data_dir),
+            self.state.turns,
+        )
         if old_writes is not None:
             self._writes.positions, self._writes.writer = old_writes.positions, old_writes.writer
         if self.follower is not None:
@@ -184,25 +229,45 @@ class Store:
                 return False
             recorded = self.client.get_collection(live, embedding_function=None).metadata or {}
             if embedder is None:
-                embedder = (self.embedder if recorded.get("embedder") == self.embedder.name
-                            else get_embedder(self.settings.model_copy(update={"embedder": recorded.get("embedder")})))
+                embedder = (
+                    self.embedder
+                    if recorded.get("embedder") == self.embedder.name
+                    else get_embedder(self.settings.model_copy(update={"embedder": recorded.get("embedder")}))
+                )
             old = self.chroma
             self.collection_name = live
-            self._bind(open_cosine_collection(self.client, live, embedder, schema_version=1,
-                                              switch=f"the live collection {live!r} changed model while it was opened",
-                                              rename="use another BRAIN_COLLECTION"), embedder)
+            self._bind(
+                open_cosine_collection(
+                    self.client,
+                    live,
+                    embedder,
+                    schema_version=1,
+                    switch=f"the live collection {live!r} changed model while it was opened",
+                    rename="use another BRAIN_COLLECTION",
+                ),
+                embedder,
+            )
             if since is not None and self.feed_writer is not None:
                 self._carry_late_writes(old, since)
             return True
 
     def _carry_late_writes(self, old: ChromaAccess, since: int) -> None:
         """Copy this store's writes numbered after ``since`` from ``old`` into the live collection."""
-        ids = list(dict.fromkeys(i for r in self.feed_writer.feed.after(since)
-                                 if r.writer == self.feed_writer.writer and r.op != "swap" for i in r.ids))
+        ids = list(
+            dict.fromkeys(
+                i
+                for r in self.feed_writer.feed.after(since)
+                if r.writer == self.feed_writer.writer and r.op != "swap"
+                for i in r.ids
+            )
+        )
         if not ids:
             return
-        rows = {i: (d or "", dict(m or {})) for page in old.get_ids(ids, ["documents", "metadatas"])
-                for i, d, m in zip(page["ids"], page["documents"], page["metadatas"])}
+        rows = {
+            i: (d or "", dict(m or {}))
+            for page in old.get_ids(ids, ["documents", "metadatas"])
+            for i, d, m in zip(page["ids"], page["documents"], page["metadatas"])
+        }
         gone = [i for i in ids if i not in rows]
         if gone:
             self.chroma.delete(gone)
@@ -214,8 +279,13 @@ class Store:
     def _snapshot_keeper(self) -> SnapshotKeeper | None:
         if not self.settings.index_snapshot:
             return None
-        identity = SnapshotIdentity(self.settings.collection, str(self.col.id), self.embedder.name, self.dimension,
-                                    tuple(self.settings.indexed_types))
+        identity = SnapshotIdentity(
+            self.settings.collection,
+            str(self.col.id),
+            self.embedder.name,
+            self.dimension,
+            tuple(self.settings.indexed_types),
+        )
         # the embedded store is this process's alone; a server's writes are followed through the change feed
         owned = self._dir_lock is not None
         # the embedded store's key must be out of the data directory, which holds its Chroma
@@ -253,9 +323,16 @@ class Store:
             self.subscribe(writer)
             self.feed_writer = writer
             self._writes.positions, self._writes.writer = positions, writer.writer
-            self.follower = FeedFollower(feed, self.chroma, self.events, self._lock, writer.writer,
-                                         interval=self.settings.feed_interval_seconds, rebuild=self.state.rebuild,
-                                         swapped=_follow_live_of(weakref.ref(self)))
+            self.follower = FeedFollower(
+                feed,
+                self.chroma,
+                self.events,
+                self._lock,
+                writer.writer,
+                interval=self.settings.feed_interval_seconds,
+                rebuild=self.state.rebuild,
+                swapped=_follow_live_of(weakref.ref(self)),
+            )
             self.state.follower = self.follower
             self._closers.append(self.follower.close)
             return self.follower
@@ -357,7 +434,9 @@ class Store:
 
     def _require_link(self) -> Any:
         if self.mirror_link is None:
-            raise BrainError("this store has no mirror attached; open it with brain.open() or brain.app.core.open_store()")
+            raise BrainError(
+                "this store has no mirror attached; open it with brain.open() or brain.app.core.open_store()"
+            )
         return self.mirror_link
 
     @contextmanager
@@ -403,19 +482,36 @@ class Store:
         change nothing but the time writes nothing."""
         return list(self.write_docs(docs).ids)
 
-    def upsert_doc(self, text: str, type: str | DocType, *, scope: str | None = None,
-                   timestamp: datetime | str | None = None, source: str | None = None, id: str | None = None,
-                   embedding: Sequence[float] | np.ndarray | None = None, **meta: Any) -> str:
+    def upsert_doc(
+        self,
+        text: str,
+        type: str | DocType,
+        *,
+        scope: str | None = None,
+        timestamp: datetime | str | None = None,
+        source: str | None = None,
+        id: str | None = None,
+        embedding: Sequence[float] | np.ndarray | None = None,
+        **meta: Any,
+    ) -> str:
         """Store one document of any type; returns its id."""
         doc = {"text": text, "type": type, "scope": scope, "timestamp": timestamp, "source": source, "id": id, **meta}
         if embedding is not None:
             doc["embedding"] = embedding
         return self.upsert_docs([doc])[0]
 
-    def update_memory(self, doc_id: str, text: str | None = None, *, importance: int | None = None,
-                      tags: Iterable[str] | None = None, metadata: Mapping[str, Any] | None = None,
-                      replace_metadata: bool = False, timestamp: datetime | str | None = None,
-                      entity: str | None = None) -> Document:
+    def update_memory(
+        self,
+        doc_id: str,
+        text: str | None = None,
+        *,
+        importance: int | None = None,
+        tags: Iterable[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        replace_metadata: bool = False,
+        timestamp: datetime | str | None = None,
+        entity: str | None = None,
+    ) -> Document:
         """Change one memory in place, keeping its id; returns it as stored.
 
         Unlike writing the same text again (which merges: higher importance, united tags), the
@@ -434,16 +530,33 @@ class Store:
             if not docs:
                 raise NotFound(f"no memory with id {doc_id!r}" + (f" visible to entity {entity!r}" if visible else ""))
             refuse_chain_edit(docs[0], extra)
-            doc = memory_edit(docs[0], text, importance=importance, tags=tags, extra=extra,
-                              replace_metadata=replace_metadata, timestamp=timestamp)
+            doc = memory_edit(
+                docs[0],
+                text,
+                importance=importance,
+                tags=tags,
+                extra=extra,
+                replace_metadata=replace_metadata,
+                timestamp=timestamp,
+            )
             self.write_docs([doc], merge_memories=False)
             return self.get_one(doc_id)
 
-    def supersede(self, old_id: str, new_text: str, *, kind: str = "update", at: datetime | str | float | None = None,
-                  importance: int | None = None, tags: Iterable[str] | None = None,
-                  expires_at: datetime | str | None = None, source: str | None = None,
-                  conversation_id: str | None = None, metadata: Mapping[str, Any] | None = None,
-                  entity: str | None = None) -> Supersession:
+    def supersede(
+        self,
+        old_id: str,
+        new_text: str,
+        *,
+        kind: str = "update",
+        at: datetime | str | float | None = None,
+        importance: int | None = None,
+        tags: Iterable[str] | None = None,
+        expires_at: datetime | str | None = None,
+        source: str | None = None,
+        conversation_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        entity: str | None = None,
+    ) -> Supersession:
         """Replace memory ``old_id`` with ``new_text``, keeping the old one as history (see
         :mod:`brain.store.history`): the old memory becomes ``superseded`` with ``valid_until`` = ``at``
         (default now) and ``superseded_by`` the new id; the new one, in the same scope, gets ``supersedes``,
@@ -457,12 +570,17 @@ class Store:
         retracted, archived, a part), a text equal to the old one's or to another current memory's of the
         scope, or a time before the old memory started holding."""
         kind, when, expires = supersede_arguments(kind, at, expires_at)
-        extra = check_extra_metadata(metadata, ("importance", "tags", "expires_at", "conversation_id"), call="supersede")
+        extra = check_extra_metadata(
+            metadata, ("importance", "tags", "expires_at", "conversation_id"), call="supersede"
+        )
         own = sorted(set(extra) & (CHAIN_KEYS | {"status", "valid_from", "created_at"}))
         if own:
-            raise ValidationError.of(f"metadata.{own[0]}", f"supersede sets {', '.join(own)} itself; leave "
-                                                           f"{'them' if len(own) > 1 else 'it'} out of metadata "
-                                                           f"(nothing was written)")
+            raise ValidationError.of(
+                f"metadata.{own[0]}",
+                f"supersede sets {', '.join(own)} itself; leave "
+                f"{'them' if len(own) > 1 else 'it'} out of metadata "
+                f"(nothing was written)",
+            )
         if not isinstance(new_text, str) or not new_text.strip():
             raise ValidationError.of("text", "the new text must be a non-empty string (nothing was written)")
         with self._lock:
@@ -472,16 +590,32 @@ class Store:
             old = docs[0]
             refuse_supersession(old, new_text, None if entity is None else entity_scope(entity))
             new_id = self._successor_id(new_text, str(old.metadata.get("scope")))
-            items = supersession_docs(old, new_id, new_text, kind, when, importance=importance, tags=tags,
-                                      source=source, conversation_id=conversation_id, expires_at=expires,
-                                      extra=extra)
+            items = supersession_docs(
+                old,
+                new_id,
+                new_text,
+                kind,
+                when,
+                importance=importance,
+                tags=tags,
+                source=source,
+                conversation_id=conversation_id,
+                expires_at=expires,
+                extra=extra,
+            )
             self.write_docs(items, merge_memories=False)
             stored = {d.id: d for d in self.get([old_id, new_id])}
             return Supersession(stored[old_id], stored[new_id], kind)
 
-    def apply_changes(self, changes: Sequence[MemoryChange], *, scope: str, source: str | None = "chat",
-                      conversation_id: str | None = None,
-                      with_docs: Sequence[Mapping[str, Any]] = ()) -> AppliedChanges:
+    def apply_changes(
+        self,
+        changes: Sequence[MemoryChange],
+        *,
+        scope: str,
+        source: str | None = "chat",
+        conversation_id: str | None = None,
+        with_docs: Sequence[Mapping[str, Any]] = (),
+    ) -> AppliedChanges:
         """Apply facts to the memories of ``scope`` in one write, all or nothing (also across a crash), together
         with ``with_docs`` (e.g. the record that the facts were applied): see :class:`~brain.store.history.MemoryChange`.
         ``add`` stores a new memory (``source``, ``conversation_id``, ``source_turns``, ``valid_from`` = its
@@ -498,18 +632,26 @@ class Store:
         except ValueError as exc:
             raise ValidationError.of("scope", str(exc)) from None
         with self._lock:
+
             def held(doc_id: str) -> Document:
                 return self.get([doc_id], include_embeddings=True)[0]
 
             wanted = [c.target for c in changes if c.target is not None]
             targets = {d.id: d for d in self.get(wanted, type=DocType.MEMORY, include_embeddings=True)}
-            docs, landed = change_docs(changes, scope, targets, self._free_memory_id, held, self._successor_id,
-                                       source=source, conversation_id=conversation_id)
+            docs, landed = change_docs(
+                changes,
+                scope,
+                targets,
+                self._free_memory_id,
+                held,
+                self._successor_id,
+                source=source,
+                conversation_id=conversation_id,
+            )
             written = self.write_docs([*docs, *with_docs], merge_memories=False)
         return AppliedChanges(tuple(i for i, _ in landed), tuple(a for _, a in landed), written.sequence)
 
-    def _free_memory_id(self, text: str, scope: str, *,
-                        skip: Iterable[str] = ()) -> tuple[str, Document | None]:
+    def _free_memory_id(self, text: str, scope: str, *, skip: Iterable[str] = ()) -> tuple[str, Document | None]:
         """The first derived id of ``text`` in ``scope`` held by no document (nor in ``skip``), or the
         current memory of the scope that says ``text`` already (with that one's id)."""
         skip = set(skip)
@@ -531,9 +673,13 @@ class Store:
         are a new memory in the chain, not the old one brought back)."""
         candidate, held = self._free_memory_id(text, scope, skip=skip)
         if held is not None:
-            raise ValidationError.of("text", (
-                f"memory {held.id!r} already says this in scope {scope!r}; retire the old memory with "
-                f"update_memory(status='retracted') or supersede it with other words (nothing was written)"))
+            raise ValidationError.of(
+                "text",
+                (
+                    f"memory {held.id!r} already says this in scope {scope!r}; retire the old memory with "
+                    f"update_memory(status='retracted') or supersede it with other words (nothing was written)"
+                ),
+            )
         return candidate
 
     def history(self, memory_id: str, *, entity: str | None = None) -> list[Document]:
@@ -541,6 +687,7 @@ class Store:
         never superseded nor superseded another); the current memory is the one without ``superseded_by``.
         With ``entity``, :class:`NotFound` unless that entity may see the memory (a chain never leaves its
         scope)."""
+
         def fetch(doc_id: str) -> Document | None:
             found = self.get([doc_id], type=DocType.MEMORY, entity=entity)
             return found[0] if found else None
@@ -554,50 +701,117 @@ class Store:
             raise NotFound(f"no memory with id {memory_id!r}" + (f" visible to entity {entity!r}" if entity else ""))
         return chain(doc, fetch, predecessor)
 
-    def upsert_memory(self, text: str, scope: str | None = None, importance: int = 3,
-                      tags: Iterable[str] | None = None, timestamp: datetime | str | None = None,
-                      source: str | None = None, *, entity: str | None = None,
-                      conversation_id: str | None = None, **meta: Any) -> str:
+    def upsert_memory(
+        self,
+        text: str,
+        scope: str | None = None,
+        importance: int = 3,
+        tags: Iterable[str] | None = None,
+        timestamp: datetime | str | None = None,
+        source: str | None = None,
+        *,
+        entity: str | None = None,
+        conversation_id: str | None = None,
+        **meta: Any,
+    ) -> str:
         """Store a long-term fact. ``entity`` is its scope: ``entity="bob"`` stores it in
         ``entity:bob`` (a ``scope`` given too must agree); with neither it is global. The same text in
         the same scope is the same memory: see :meth:`upsert_docs` for how it merges."""
         return self.upsert_doc(
-            text, DocType.MEMORY, scope=scope, timestamp=timestamp, source=source, importance=importance,
+            text,
+            DocType.MEMORY,
+            scope=scope,
+            timestamp=timestamp,
+            source=source,
+            importance=importance,
             tags=list(tags) if tags is not None and not isinstance(tags, str) else tags,
-            entity=entity, conversation_id=conversation_id, **meta,
+            entity=entity,
+            conversation_id=conversation_id,
+            **meta,
         )
 
-    def write_turns(self, conversation_id: str, user_text: str, assistant_text: str,
-                    user_ts: datetime | str | None = None, assistant_ts: datetime | str | None = None,
-                    source: str = "chat", **meta: Any) -> WriteResult:
+    def write_turns(
+        self,
+        conversation_id: str,
+        user_text: str,
+        assistant_text: str,
+        user_ts: datetime | str | None = None,
+        assistant_ts: datetime | str | None = None,
+        source: str = "chat",
+        **meta: Any,
+    ) -> WriteResult:
         """Store one exchange as two turn documents with consecutive ``turn_index`` (one write: both
         or neither); the result holds both ids and their ``turn_index``."""
         now = utc_now()
-        return self.write_docs([
-            {"text": user_text, "type": DocType.TURN, "conversation_id": conversation_id, "role": "user",
-             "timestamp": user_ts or now, "source": source, **meta},
-            {"text": assistant_text, "type": DocType.TURN, "conversation_id": conversation_id, "role": "assistant",
-             "timestamp": assistant_ts or user_ts or now, "source": source, **meta},
-        ])
+        return self.write_docs(
+            [
+                {
+                    "text": user_text,
+                    "type": DocType.TURN,
+                    "conversation_id": conversation_id,
+                    "role": "user",
+                    "timestamp": user_ts or now,
+                    "source": source,
+                    **meta,
+                },
+                {
+                    "text": assistant_text,
+                    "type": DocType.TURN,
+                    "conversation_id": conversation_id,
+                    "role": "assistant",
+                    "timestamp": assistant_ts or user_ts or now,
+                    "source": source,
+                    **meta,
+                },
+            ]
+        )
 
-    def upsert_turn(self, conversation_id: str, user_text: str, assistant_text: str,
-                    user_ts: datetime | str | None = None, assistant_ts: datetime | str | None = None,
-                    source: str = "chat", **meta: Any) -> tuple[str, str]:
+    def upsert_turn(
+        self,
+        conversation_id: str,
+        user_text: str,
+        assistant_text: str,
+        user_ts: datetime | str | None = None,
+        assistant_ts: datetime | str | None = None,
+        source: str = "chat",
+        **meta: Any,
+    ) -> tuple[str, str]:
         """Store one exchange as two turn documents with consecutive ``turn_index``; returns both ids."""
-        user_id, assistant_id = self.write_turns(conversation_id, user_text, assistant_text, user_ts, assistant_ts,
-                                                 source, **meta).ids
+        user_id, assistant_id = self.write_turns(
+            conversation_id, user_text, assistant_text, user_ts, assistant_ts, source, **meta
+        ).ids
         return user_id, assistant_id
 
-    def upsert_summary(self, conversation_id: str, text: str, turn_range: str | None = None,
-                       summary_index: int | None = None, timestamp: datetime | str | None = None,
-                       source: str | None = None, **meta: Any) -> str:
+    def upsert_summary(
+        self,
+        conversation_id: str,
+        text: str,
+        turn_range: str | None = None,
+        summary_index: int | None = None,
+        timestamp: datetime | str | None = None,
+        source: str | None = None,
+        **meta: Any,
+    ) -> str:
         """Store a conversation summary; ``summary_index`` is assigned when absent."""
-        return self.upsert_doc(text, DocType.SUMMARY, timestamp=timestamp, source=source,
-                               conversation_id=conversation_id, turn_range=turn_range,
-                               summary_index=summary_index, **meta)
+        return self.upsert_doc(
+            text,
+            DocType.SUMMARY,
+            timestamp=timestamp,
+            source=source,
+            conversation_id=conversation_id,
+            turn_range=turn_range,
+            summary_index=summary_index,
+            **meta,
+        )
 
-    def delete(self, ids: str | Sequence[str] | None = None, *, where: dict[str, Any] | None = None,
-               type: str | DocType | None = None, entity: str | None = None) -> int:
+    def delete(
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: dict[str, Any] | None = None,
+        type: str | DocType | None = None,
+        entity: str | None = None,
+    ) -> int:
         """Delete by ids and/or filter; returns how many documents were removed. With ``entity``,
         only documents that entity may see (its own scope and the global one) are deleted."""
         if ids is None and where is None and type is None:
@@ -623,8 +837,9 @@ class Store:
             except ValueError:
                 bad.append(key)
         if bad:
-            raise ValidationError.of("used", f"last-use times must be epoch seconds (finite, >= 0); "
-                                             f"bad entries for {bad[:5]}")
+            raise ValidationError.of(
+                "used", f"last-use times must be epoch seconds (finite, >= 0); bad entries for {bad[:5]}"
+            )
         with self._lock:
             metas = self.memory_index().set_last_used(times)
             if metas:
@@ -632,17 +847,33 @@ class Store:
         return len(metas)
 
     # ---- reads ------------------------------------------------------------------------------------
-    def get(self, ids: str | Sequence[str] | None = None, *, where: dict[str, Any] | None = None,
-            type: str | DocType | None = None, limit: int | None = None, offset: int | None = None,
-            include_embeddings: bool = False, entity: str | None = None) -> list[Document]:
+    def get(
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: dict[str, Any] | None = None,
+        type: str | DocType | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        include_embeddings: bool = False,
+        entity: str | None = None,
+    ) -> list[Document]:
         """Documents by id and/or filter (ids keep their order; missing ids are skipped). With
         ``entity``, only documents that entity may see (its own scope and the global one)."""
         if isinstance(ids, str):
             ids = [ids]
         elif ids is not None:
             ids = list(dict.fromkeys(ids))  # an id asked twice is one document (Chroma refuses duplicates)
-        return get_documents(self.chroma, ids, where=where, doc_type=type_value(type), limit=limit, offset=offset,
-                             include_embeddings=include_embeddings, scopes=readable_scopes(entity))
+        return get_documents(
+            self.chroma,
+            ids,
+            where=where,
+            doc_type=type_value(type),
+            limit=limit,
+            offset=offset,
+            include_embeddings=include_embeddings,
+            scopes=readable_scopes(entity),
+        )
 
     def get_one(self, doc_id: str) -> Document:
         docs = self.get([doc_id])
@@ -678,12 +909,22 @@ class Store:
         through the store (``update_memory``) or deleting them clears the entry."""
         return {t: self.state.index_for(t).problems() for t in self.settings.indexed_types}
 
-    def retrieve_memories(self, query: str, k: int | None = None, entity: str | None = None, *,
-                          tags: Sequence[str] | None = None, min_importance: int | None = None,
-                          all_scopes: bool = False, now: datetime | float | None = None,
-                          query_vector: np.ndarray | None = None, min_sequence: int | None = None,
-                          relevance: bool = True, topic_texts: Sequence[str] = (),
-                          as_of: datetime | str | float | None = None) -> list[MemoryHit]:
+    def retrieve_memories(
+        self,
+        query: str,
+        k: int | None = None,
+        entity: str | None = None,
+        *,
+        tags: Sequence[str] | None = None,
+        min_importance: int | None = None,
+        all_scopes: bool = False,
+        now: datetime | float | None = None,
+        query_vector: np.ndarray | None = None,
+        min_sequence: int | None = None,
+        relevance: bool = True,
+        topic_texts: Sequence[str] = (),
+        as_of: datetime | str | float | None = None,
+    ) -> list[MemoryHit]:
         """The exact top-k memories in the order the context shows them (``RAG_MEMORY_RANKING``; by default
         only relevant memories, relevance first, then importance and recency, see :mod:`brain.rules.ranking`),
         so a search answers "why is this memory in my prompt, and why not that one". The list tells what the
@@ -705,13 +946,30 @@ class Store:
         """
         if min_sequence is not None:
             self.catch_up(min_sequence)
-        return self.retrieval.memories(query, k, entity, tags=tags, min_importance=min_importance,
-                                       all_scopes=all_scopes, now=now, query_vector=query_vector, relevance=relevance,
-                                       topic_texts=topic_texts, as_of=as_of)
+        return self.retrieval.memories(
+            query,
+            k,
+            entity,
+            tags=tags,
+            min_importance=min_importance,
+            all_scopes=all_scopes,
+            now=now,
+            query_vector=query_vector,
+            relevance=relevance,
+            topic_texts=topic_texts,
+            as_of=as_of,
+        )
 
-    def core_memories(self, entity: str, k: int | None = None, *, query: str | None = None,
-                      query_vector: np.ndarray | None = None, min_importance: int | None = None,
-                      now: datetime | float | None = None) -> list[MemoryHit]:
+    def core_memories(
+        self,
+        entity: str,
+        k: int | None = None,
+        *,
+        query: str | None = None,
+        query_vector: np.ndarray | None = None,
+        min_importance: int | None = None,
+        now: datetime | float | None = None,
+    ) -> list[MemoryHit]:
         """The facts about ``entity`` a context always shows, whatever the message: its own current memories
         (never global ones or another entity's) of at least ``min_importance`` (default
         ``RAG_CORE_MIN_IMPORTANCE``), most important first, then the closest to ``query`` (or
@@ -721,40 +979,75 @@ class Store:
         floor = s.core_min_importance if min_importance is None else min_importance
         return self.retrieval.core_memories(valid_name(entity), k, floor, query, query_vector, now)
 
-    def search(self, query: str | None, k: int = 5, *, type: str | DocType | None = None,
-               where: dict[str, Any] | None = None, query_vector: np.ndarray | None = None,
-               entity: str | None = None) -> list[Hit]:
+    def search(
+        self,
+        query: str | None,
+        k: int = 5,
+        *,
+        type: str | DocType | None = None,
+        where: dict[str, Any] | None = None,
+        query_vector: np.ndarray | None = None,
+        entity: str | None = None,
+    ) -> list[Hit]:
         """Plain similarity search over any documents (Chroma's vector index, filtered). With
         ``entity``, only documents that entity may see (its own scope and the global one); without,
         every scope, as :meth:`get` reads."""
         return self.retrieval.search(query, k, type, where, query_vector, readable_scopes(entity))
 
-    def retrieve_faq(self, query: str | None, k: int | None = None, topic: str | None = None, *,
-                     query_vector: np.ndarray | None = None, entity: str | None = None,
-                     all_scopes: bool = False) -> list[Hit]:
+    def retrieve_faq(
+        self,
+        query: str | None,
+        k: int | None = None,
+        topic: str | None = None,
+        *,
+        query_vector: np.ndarray | None = None,
+        entity: str | None = None,
+        all_scopes: bool = False,
+    ) -> list[Hit]:
         """The FAQ entries closest in meaning to ``query`` (optionally of one topic). Scope as for
         :meth:`retrieve_memories`: ``entity``'s entries and global ones; without ``entity``, global
         ones only (``all_scopes=True``: every scope)."""
         k = self.settings.faq_top_k if k is None else k
-        return self.retrieval.similar(query, k, DocType.FAQ, {"topic": topic}, query_vector,
-                                      search_scopes(entity, all_scopes=all_scopes))
+        return self.retrieval.similar(
+            query, k, DocType.FAQ, {"topic": topic}, query_vector, search_scopes(entity, all_scopes=all_scopes)
+        )
 
-    def retrieve_persona(self, query: str | None, k: int = 3, *, query_vector: np.ndarray | None = None,
-                         entity: str | None = None, all_scopes: bool = False) -> list[Hit]:
+    def retrieve_persona(
+        self,
+        query: str | None,
+        k: int = 3,
+        *,
+        query_vector: np.ndarray | None = None,
+        entity: str | None = None,
+        all_scopes: bool = False,
+    ) -> list[Hit]:
         """Sections of the current persona closest in meaning to ``query`` (identity, tone, ...
         questions). Scope as for :meth:`retrieve_faq`; the current version is chosen among the
         sections in scope."""
         return self.retrieval.persona(query, k, query_vector, search_scopes(entity, all_scopes=all_scopes))
 
-    def retrieve_summaries(self, query: str | None, k: int | None = None, conversation_id: str | None = None, *,
-                           query_vector: np.ndarray | None = None, entity: str | None = None,
-                           all_scopes: bool = False) -> list[Hit]:
+    def retrieve_summaries(
+        self,
+        query: str | None,
+        k: int | None = None,
+        conversation_id: str | None = None,
+        *,
+        query_vector: np.ndarray | None = None,
+        entity: str | None = None,
+        all_scopes: bool = False,
+    ) -> list[Hit]:
         """Conversation summaries closest in meaning to ``query`` (optionally of one conversation).
         Scope as for :meth:`retrieve_faq`: a summary in another entity's scope is never returned, even
         under a conversation id this entity uses."""
         k = self.settings.summary_top_k if k is None else k
-        return self.retrieval.similar(query, k, DocType.SUMMARY, {"conversation_id": conversation_id}, query_vector,
-                                      search_scopes(entity, all_scopes=all_scopes))
+        return self.retrieval.similar(
+            query,
+            k,
+            DocType.SUMMARY,
+            {"conversation_id": conversation_id},
+            query_vector,
+            search_scopes(entity, all_scopes=all_scopes),
+        )
 
     def conversation_turns(self, conversation_id: str, *, entity: str | None = None) -> list[Document]:
         """Every turn of a conversation, oldest first (served from the in-process turn cache). With
@@ -789,9 +1082,11 @@ class Store:
 def _follow_live_of(ref: weakref.ref[Store]) -> Callable[[int], object]:
     """What the follower calls on a swap record: a weak reference, so that the follower (and its
     thread) never keep a store alive that its owner let go."""
+
     def swapped(sequence: int) -> object:
         store = ref()
         return store.follow_live(since=sequence) if store is not None else False
+
     return swapped
 
 

@@ -96,8 +96,9 @@ class ChangeFeed:
 
     def __init__(self, client: Any, collection: str, where: str, *, keep: int):
         try:
-            col = client.get_or_create_collection(feed_name(collection), embedding_function=None,
-                                                  metadata={"brain": "change feed", "of": collection})
+            col = client.get_or_create_collection(
+                feed_name(collection), embedding_function=None, metadata={"brain": "change feed", "of": collection}
+            )
         except Exception as exc:  # connection or server errors from chromadb
             raise StoreUnavailable(f"cannot open the change feed {feed_name(collection)!r}: {exc}") from exc
         self.col = GuardedCollection(col, where)
@@ -130,8 +131,10 @@ class ChangeFeed:
                 self.settle(candidate, "void")
             self._seen(top)
             candidate = top + 1
-        raise StoreUnavailable(f"could not claim a sequence number in the change feed {self.name!r} after "
-                               f"{MAX_CLAIMS} attempts; too many writers at once, retry the write")
+        raise StoreUnavailable(
+            f"could not claim a sequence number in the change feed {self.name!r} after "
+            f"{MAX_CLAIMS} attempts; too many writers at once, retry the write"
+        )
 
     def settle(self, seq: int, state: State) -> None:
         self.col.update(ids=[record_id(seq)], metadatas=[{"state": state}])
@@ -144,8 +147,12 @@ class ChangeFeed:
             return 0
         try:
             # the marker goes first: a writer that finds a number free can then tell it was deleted
-            self.col.upsert(ids=[f"{HORIZON_PREFIX}{horizon:020d}"], documents=[""], embeddings=[_VECTOR],
-                            metadatas=[{"horizon": horizon}])
+            self.col.upsert(
+                ids=[f"{HORIZON_PREFIX}{horizon:020d}"],
+                documents=[""],
+                embeddings=[_VECTOR],
+                metadatas=[{"horizon": horizon}],
+            )
             self.col.delete(where={"horizon": {"$lt": horizon}})
             self.col.delete(where={"seq": {"$lte": horizon}})
         except StoreUnavailable as exc:  # another writer compacts next time; the write itself is done
@@ -168,12 +175,19 @@ class ChangeFeed:
         records: list[FeedRecord] = []
         offset = 0
         while True:
-            page = self.col.get(where={"seq": {"$gt": seq}}, include=include, limit=self.max_batch_size,
-                                offset=offset)
+            page = self.col.get(where={"seq": {"$gt": seq}}, include=include, limit=self.max_batch_size, offset=offset)
             for n, meta in enumerate(page["metadatas"]):
                 ids = tuple(json.loads(page["documents"][n] or "[]")) if with_ids else ()
-                records.append(FeedRecord(int(meta["seq"]), str(meta.get("op")), str(meta.get("state")),
-                                          str(meta.get("writer")), float(meta.get("at") or 0.0), ids))
+                records.append(
+                    FeedRecord(
+                        int(meta["seq"]),
+                        str(meta.get("op")),
+                        str(meta.get("state")),
+                        str(meta.get("writer")),
+                        float(meta.get("at") or 0.0),
+                        ids,
+                    )
+                )
             if len(page["ids"]) < self.max_batch_size:
                 break
             offset += len(page["ids"])
@@ -213,9 +227,22 @@ class FeedWriter(WriteSubscriber):
             self.feed.settle(event.sequence, state)
         except StoreUnavailable as exc:
             # the write itself is decided; a follower treats the record as settled after its grace period
-            log.warning("change feed record %d stays pending (%s): other processes see it within %.0f s",
-                        event.sequence, exc, PENDING_GRACE_SECONDS)
+            log.warning(
+                "change feed record %d stays pending (%s): other processes see it within %.0f s",
+                event.sequence,
+                exc,
+                PENDING_GRACE_SECONDS,
+            )
 
 
-__all__ = ["COMPACT_EVERY", "FEED_SUFFIX", "PENDING_GRACE_SECONDS", "SETTLED", "ChangeFeed", "FeedRecord",
-           "FeedWriter", "feed_name", "record_id"]
+__all__ = [
+    "COMPACT_EVERY",
+    "FEED_SUFFIX",
+    "PENDING_GRACE_SECONDS",
+    "SETTLED",
+    "ChangeFeed",
+    "FeedRecord",
+    "FeedWriter",
+    "feed_name",
+    "record_id",
+]

@@ -44,8 +44,9 @@ WAIT_POLLS = Backoff(first=0.02, retries=None, cap=0.5)
 def check_sequence(value: object) -> int:
     """A sequence a read asks for: a whole number >= 0."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError.of("min_sequence", f"min_sequence must be a whole number >= 0 (a write's sequence), "
-                                                 f"not {value!r}")
+        raise ValidationError.of(
+            "min_sequence", f"min_sequence must be a whole number >= 0 (a write's sequence), not {value!r}"
+        )
     return value
 
 
@@ -56,9 +57,19 @@ class FeedFollower:
     (a version fetched before an own write must not be applied after it). ``rebuild`` rebuilds the
     caches from the store, for a follower that fell behind the feed's compaction."""
 
-    def __init__(self, feed: ChangeFeed, chroma: ChromaAccess, events: WriteEvents, lock: threading.RLock,
-                 writer: str, *, interval: float, rebuild: Callable[[], None],
-                 grace: float = PENDING_GRACE_SECONDS, swapped: Callable[[int], object] | None = None):
+    def __init__(
+        self,
+        feed: ChangeFeed,
+        chroma: ChromaAccess,
+        events: WriteEvents,
+        lock: threading.RLock,
+        writer: str,
+        *,
+        interval: float,
+        rebuild: Callable[[], None],
+        grace: float = PENDING_GRACE_SECONDS,
+        swapped: Callable[[int], object] | None = None,
+    ):
         self.feed = feed
         self.chroma = chroma
         self.events = events
@@ -98,8 +109,10 @@ class FeedFollower:
         with self._lock:
             records = self.feed.after(sequence)
             if records and records[0].seq != sequence + 1:
-                return (f"the change feed was compacted past it (its sequence is {sequence}, the oldest record "
-                        f"after it {records[0].seq})")
+                return (
+                    f"the change feed was compacted past it (its sequence is {sequence}, the oldest record "
+                    f"after it {records[0].seq})"
+                )
             if not records and sequence > 0 and not self.feed.after(sequence - 1, with_ids=False):
                 return f"the change feed holds no record {sequence} (it was reset since)"
             self.applied = sequence
@@ -120,8 +133,12 @@ class FeedFollower:
             self._last_check = time.monotonic()
             records = self.feed.after(self.applied)
             if records and records[0].seq > self.applied + 1:
-                log.warning("the change feed was compacted past this process's position (%d; oldest record %d): "
-                            "rebuilding the in-process state from the store", self.applied, records[0].seq)
+                log.warning(
+                    "the change feed was compacted past this process's position (%d; oldest record %d): "
+                    "rebuilding the in-process state from the store",
+                    self.applied,
+                    records[0].seq,
+                )
                 self.position()
                 self._rebuild()
                 return len(records)
@@ -154,9 +171,14 @@ class FeedFollower:
             state, first = seen.get(record.seq, (None, now))
             if state == record.state:
                 if state == "pending" and now - first > self.grace:
-                    log.warning("change feed record %d (%s of %d ids) stayed pending for %.0f s: its writer is "
-                                "taken as dead, and the store's current version applied", record.seq, record.op,
-                                len(record.ids), now - first)
+                    log.warning(
+                        "change feed record %d (%s of %d ids) stayed pending for %.0f s: its writer is "
+                        "taken as dead, and the store's current version applied",
+                        record.seq,
+                        record.op,
+                        len(record.ids),
+                        now - first,
+                    )
                     fetch.update(dict.fromkeys(record.ids))
                     seen[record.seq] = ("expired", first)
                 continue
@@ -184,18 +206,30 @@ class FeedFollower:
             self.events.publish_to_caches(WriteEvent(sequence, "delete", gone))
         if rows:
             vectors = np.asarray([r[2] for r in rows.values()], dtype=np.float32)
-            self.events.publish_to_caches(WriteEvent(
-                sequence, "upsert", tuple(rows), tuple(r[0] for r in rows.values()),
-                tuple(r[1] for r in rows.values()), vectors))
+            self.events.publish_to_caches(
+                WriteEvent(
+                    sequence,
+                    "upsert",
+                    tuple(rows),
+                    tuple(r[0] for r in rows.values()),
+                    tuple(r[1] for r in rows.values()),
+                    vectors,
+                )
+            )
 
     def _fetch(self, ids: list[str]) -> list[dict[str, Any]]:
         """The current version of ``ids``. Chroma can fail internally on a read of ids another process
         is deleting at that moment (``Error finding id``); the read is tried again before it fails."""
+
         def noted(exc: BaseException, _: int, wait: float) -> None:
             log.info("change feed: reading %d ids failed (%s); trying again in %.2f s", len(ids), exc, wait)
 
-        return retry(lambda: self.chroma.get_ids(ids, ["documents", "metadatas", "embeddings"]), FETCH_RETRIES,
-                     on=StoreError, before_wait=noted)
+        return retry(
+            lambda: self.chroma.get_ids(ids, ["documents", "metadatas", "embeddings"]),
+            FETCH_RETRIES,
+            on=StoreError,
+            before_wait=noted,
+        )
 
     def wait_for(self, sequence: int, timeout: float = WAIT_SECONDS) -> None:
         """Return once every write up to ``sequence`` is applied here (read-your-writes for a client
@@ -208,18 +242,24 @@ class FeedFollower:
                 return
             if time.monotonic() > deadline:
                 head = self.feed.head()
-                why = (f"the feed's last write is {head}: sequence {sequence} was never written"
-                       if head < sequence else "a write before it is still unfinished")
-                raise StoreUnavailable(f"this process has applied the change feed up to sequence {self.applied}, "
-                                       f"not {sequence}, after {timeout:g} s ({why}); retry the read")
+                why = (
+                    f"the feed's last write is {head}: sequence {sequence} was never written"
+                    if head < sequence
+                    else "a write before it is still unfinished"
+                )
+                raise StoreUnavailable(
+                    f"this process has applied the change feed up to sequence {self.applied}, "
+                    f"not {sequence}, after {timeout:g} s ({why}); retry the read"
+                )
             time.sleep(next(pauses))
 
     # ---- the background thread -----------------------------------------------------------------
     def _start_thread(self) -> None:
         if self._thread is not None or self._stop.is_set() or self.interval <= 0:
             return
-        self._thread = threading.Thread(target=_follow, args=(weakref.ref(self), self._stop, self.interval),
-                                        name="brain-feed-follower", daemon=True)
+        self._thread = threading.Thread(
+            target=_follow, args=(weakref.ref(self), self._stop, self.interval), name="brain-feed-follower", daemon=True
+        )
         self._thread.start()
 
     def close(self) -> None:

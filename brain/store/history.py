@@ -26,10 +26,19 @@ from typing import Any
 
 from brain.model.errors import Conflict, NotFound, Problem, ValidationError
 from brain.model.ids import normalize_memory_text
-from brain.rules.memories import merged_importance, merged_tags, same_text
 from brain.model.results import Document
-from brain.model.schemas import (CHAIN_KEYS, CHANGES, MAX_LIST_ITEMS, DocType, format_timestamp, is_part,
-                                 parse_timestamp, read_for_rewrite, utc_now)
+from brain.model.schemas import (
+    CHAIN_KEYS,
+    CHANGES,
+    MAX_LIST_ITEMS,
+    DocType,
+    format_timestamp,
+    is_part,
+    parse_timestamp,
+    read_for_rewrite,
+    utc_now,
+)
+from brain.rules.memories import merged_importance, merged_tags, same_text
 from brain.store.plan import UNREADABLE_MEMORY, memory_edit
 
 #: how many links a history walk follows before it stops (a chain written by hand could loop)
@@ -56,8 +65,7 @@ def change_time(value: datetime | str | float | None, field: str = "at") -> date
 def supersede_arguments(kind: Any, at: Any, expires_at: Any) -> tuple[str, datetime, datetime | None]:
     """The checked arguments of a supersession: its kind, its time (now when None) and the new memory's
     expiry (None: none). Checked before the memory is looked up, so bad input is named as such."""
-    return (check_change(kind), change_time(at),
-            None if expires_at is None else change_time(expires_at, "expires_at"))
+    return (check_change(kind), change_time(at), None if expires_at is None else change_time(expires_at, "expires_at"))
 
 
 def refuse_target(old: Document, scope: str | None, *, doing: str = "supersede") -> None:
@@ -66,21 +74,33 @@ def refuse_target(old: Document, scope: str | None, *, doing: str = "supersede")
     (``supersede``, ``merge into``) in the message."""
     meta = old.metadata
     if scope is not None and meta.get("scope") != scope:
-        raise ValidationError.of("entity", (
-            f"memory {old.id!r} is in scope {meta.get('scope')!r}, not {scope!r}: a change never crosses "
-            f"an entity; {doing} it for its own entity, or remember the new fact separately (nothing was written)"))
+        raise ValidationError.of(
+            "entity",
+            (
+                f"memory {old.id!r} is in scope {meta.get('scope')!r}, not {scope!r}: a change never crosses "
+                f"an entity; {doing} it for its own entity, or remember the new fact separately (nothing was written)"
+            ),
+        )
     if meta.get("status") == "superseded":
         current = meta.get("superseded_by")
-        hint = (f"its successor is {current!r}: {doing} the current memory of its history" if current
-                else "it has no successor recorded")
+        hint = (
+            f"its successor is {current!r}: {doing} the current memory of its history"
+            if current
+            else "it has no successor recorded"
+        )
         raise Conflict.of("id", f"memory {old.id!r} was superseded already; {hint} (nothing was written)")
     if meta.get("status") in ("retracted", "archived"):
-        raise ValidationError.of("id", (
-            f"memory {old.id!r} is {meta['status']}: only a current memory can be changed this way; set its "
-            f"status to active first (nothing was written)"))
+        raise ValidationError.of(
+            "id",
+            (
+                f"memory {old.id!r} is {meta['status']}: only a current memory can be changed this way; set its "
+                f"status to active first (nothing was written)"
+            ),
+        )
     if is_part(meta):
-        raise ValidationError.of("id", (
-            f"{old.id!r} is a part of memory {meta.get('part_of')!r}; {doing} that memory (nothing was written)"))
+        raise ValidationError.of(
+            "id", (f"{old.id!r} is a part of memory {meta.get('part_of')!r}; {doing} that memory (nothing was written)")
+        )
 
 
 def refuse_supersession(old: Document, text: str, scope: str | None) -> None:
@@ -88,32 +108,57 @@ def refuse_supersession(old: Document, text: str, scope: str | None) -> None:
     when given): another scope, a memory already superseded or retired, a part of another one, its own text."""
     refuse_target(old, scope)
     if same_text(old.text, text):
-        raise ValidationError.of("text", (
-            f"the new text is the text of memory {old.id!r} already; change its fields with update_memory instead "
-            f"(nothing was written)"))
+        raise ValidationError.of(
+            "text",
+            (
+                f"the new text is the text of memory {old.id!r} already; change its fields with update_memory instead "
+                f"(nothing was written)"
+            ),
+        )
 
 
-def supersession_docs(old: Document, new_id: str, text: str, kind: str, at: datetime, *,
-                      importance: int | None, tags: Any, source: str | None, conversation_id: str | None,
-                      expires_at: Any, extra: Mapping[str, Any]) -> list[dict[str, Any]]:
+def supersession_docs(
+    old: Document,
+    new_id: str,
+    text: str,
+    kind: str,
+    at: datetime,
+    *,
+    importance: int | None,
+    tags: Any,
+    source: str | None,
+    conversation_id: str | None,
+    expires_at: Any,
+    extra: Mapping[str, Any],
+) -> list[dict[str, Any]]:
     """The write of a supersession: ``[old memory retired, new memory]`` as ``upsert_docs`` items.
     The old one keeps its vector (``old.embedding``) and its own timestamp; the new one keeps the old
     one's importance and tags unless given."""
     old_meta = read_for_rewrite(DocType.MEMORY, old.id, old.metadata, UNREADABLE_MEMORY)
     since = old_meta.valid_from or old_meta.created_at or old_meta.timestamp
     if at < since:
-        raise ValidationError.of("at", (
-            f"the change at {format_timestamp(at)} is before memory {old.id!r} started holding "
-            f"({format_timestamp(since)}); give a later time (nothing was written)"))
+        raise ValidationError.of(
+            "at",
+            (
+                f"the change at {format_timestamp(at)} is before memory {old.id!r} started holding "
+                f"({format_timestamp(since)}); give a later time (nothing was written)"
+            ),
+        )
     retired = old_meta.model_dump(by_alias=True, exclude_none=True)
     retired.update(status="superseded", valid_until=at, superseded_by=new_id)
     new: dict[str, Any] = {
         **extra,
-        "id": new_id, "text": text, "type": DocType.MEMORY.value, "scope": old_meta.scope,
+        "id": new_id,
+        "text": text,
+        "type": DocType.MEMORY.value,
+        "scope": old_meta.scope,
         "importance": old_meta.importance if importance is None else importance,
         "tags": list(old_meta.tags) if tags is None else (list(tags) if not isinstance(tags, str) else tags),
-        "timestamp": utc_now(), "created_at": at, "valid_from": at,
-        "supersedes": old.id, "change": kind,
+        "timestamp": utc_now(),
+        "created_at": at,
+        "valid_from": at,
+        "supersedes": old.id,
+        "change": kind,
     }
     if source is not None:
         new["source"] = source
@@ -169,27 +214,41 @@ def check_changes(changes: Sequence[MemoryChange]) -> None:
     targets: dict[str, list[tuple[int, str]]] = {}
     for n, change in enumerate(changes):
         if change.action not in ACTIONS:
-            problems.append(Problem("action", f"change {n}: action must be one of {', '.join(ACTIONS)}, "
-                                              f"got {change.action!r}", n))
+            problems.append(
+                Problem("action", f"change {n}: action must be one of {', '.join(ACTIONS)}, got {change.action!r}", n)
+            )
             continue
         if (change.target is None) != (change.action == "add"):
-            problems.append(Problem("target", f"change {n}: {change.action!r} " + (
-                "takes no target" if change.action == "add" else "needs the target memory's id"), n))
+            problems.append(
+                Problem(
+                    "target",
+                    f"change {n}: {change.action!r} "
+                    + ("takes no target" if change.action == "add" else "needs the target memory's id"),
+                    n,
+                )
+            )
         if not isinstance(change.text, str) or not change.text.strip():
             problems.append(Problem("text", f"change {n}: the text must be a non-empty string", n))
             continue
         key = normalize_memory_text(change.text)
         if key in texts and not (change.action == "add" and texts[key][1] == "add"):
-            problems.append(Problem("text", f"changes {texts[key][0]} and {n} both say {change.text!r}; "
-                                            f"say it once", n))
+            problems.append(
+                Problem("text", f"changes {texts[key][0]} and {n} both say {change.text!r}; say it once", n)
+            )
         texts.setdefault(key, (n, change.action))
         if change.target is not None:
             targets.setdefault(change.target, []).append((n, change.action))
     for target, uses in targets.items():
         if len(uses) > 1 and any(action in CHANGES for _, action in uses):
-            problems.append(Problem("target", f"changes {', '.join(str(n) for n, _ in uses)} all change memory "
-                                              f"{target!r}; a memory superseded takes no other change in the "
-                                              f"same batch", uses[-1][0]))
+            problems.append(
+                Problem(
+                    "target",
+                    f"changes {', '.join(str(n) for n, _ in uses)} all change memory "
+                    f"{target!r}; a memory superseded takes no other change in the "
+                    f"same batch",
+                    uses[-1][0],
+                )
+            )
     if problems:
         raise ValidationError("; ".join(p.message for p in problems) + " (nothing was written)", problems)
 
@@ -204,14 +263,19 @@ def merged_change_doc(old: Document, changes: Sequence[MemoryChange]) -> dict[st
     holding; importance becomes the highest, tags the union, and the facts' turns join ``source_turns``."""
     old_meta = read_for_rewrite(DocType.MEMORY, old.id, old.metadata, UNREADABLE_MEMORY)
     return memory_edit(
-        old, None, importance=merged_importance([old_meta.importance, *(c.importance for c in changes)]),
+        old,
+        None,
+        importance=merged_importance([old_meta.importance, *(c.importance for c in changes)]),
         tags=merged_tags([old_meta.tags, *(c.tags for c in changes)]),
         extra={"source_turns": joined_turns(old_meta.source_turns, *(c.source_turns for c in changes))},
-        replace_metadata=False, timestamp=None)
+        replace_metadata=False,
+        timestamp=None,
+    )
 
 
-def added_doc(new_id: str, changes: Sequence[MemoryChange], scope: str, *, source: str | None,
-              conversation_id: str | None) -> dict[str, Any]:
+def added_doc(
+    new_id: str, changes: Sequence[MemoryChange], scope: str, *, source: str | None, conversation_id: str | None
+) -> dict[str, Any]:
     """The write of a new memory from ``changes`` (one fact, or the same text added by several): holding from
     the earliest ``at`` (now when none), the highest importance, every tag and turn."""
     first = changes[0]
@@ -219,21 +283,38 @@ def added_doc(new_id: str, changes: Sequence[MemoryChange], scope: str, *, sourc
     at = min(times) if times else utc_now()
     expiries = [c.expires_at for c in changes if c.expires_at is not None]
     doc: dict[str, Any] = {
-        "id": new_id, "text": first.text, "type": DocType.MEMORY.value, "scope": scope,
+        "id": new_id,
+        "text": first.text,
+        "type": DocType.MEMORY.value,
+        "scope": scope,
         "importance": merged_importance(c.importance for c in changes),
-        "tags": merged_tags(c.tags for c in changes), "timestamp": utc_now(), "created_at": at, "valid_from": at,
+        "tags": merged_tags(c.tags for c in changes),
+        "timestamp": utc_now(),
+        "created_at": at,
+        "valid_from": at,
     }
     turns = joined_turns(*(c.source_turns for c in changes))
-    optional = {"source": source, "conversation_id": conversation_id, "source_turns": turns or None,
-                "expires_at": max(expiries) if expiries else None}
+    optional = {
+        "source": source,
+        "conversation_id": conversation_id,
+        "source_turns": turns or None,
+        "expires_at": max(expiries) if expiries else None,
+    }
     doc.update((k, v) for k, v in optional.items() if v is not None)
     return doc
 
 
-def change_docs(changes: Sequence[MemoryChange], scope: str, targets: Mapping[str, Document],
-                free_id: Callable[..., tuple[str, Document | None]], fetch: Callable[[str], Document],
-                successor_id: Callable[..., str], *, source: str | None,
-                conversation_id: str | None) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+def change_docs(
+    changes: Sequence[MemoryChange],
+    scope: str,
+    targets: Mapping[str, Document],
+    free_id: Callable[..., tuple[str, Document | None]],
+    fetch: Callable[[str], Document],
+    successor_id: Callable[..., str],
+    *,
+    source: str | None,
+    conversation_id: str | None,
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """The write of a batch of changes to the memories of ``scope`` (``upsert_docs`` items, written with
     ``merge_memories=False``), and for each change the memory it lands on and what it does. The store's reads
     come as callables: ``targets`` (the changes' targets as stored, with vectors), ``free_id(text, scope,
@@ -255,10 +336,21 @@ def change_docs(changes: Sequence[MemoryChange], scope: str, targets: Mapping[st
             refuse_supersession(old, change.text, scope)
             new_id = successor_id(change.text, scope, skip=claimed)
             claimed.add(new_id)
-            docs.extend(supersession_docs(
-                old, new_id, change.text, change.action, change_time(change.at), importance=change.importance,
-                tags=list(change.tags), source=source, conversation_id=conversation_id, expires_at=change.expires_at,
-                extra={"source_turns": joined_turns(change.source_turns)} if change.source_turns else {}))
+            docs.extend(
+                supersession_docs(
+                    old,
+                    new_id,
+                    change.text,
+                    change.action,
+                    change_time(change.at),
+                    importance=change.importance,
+                    tags=list(change.tags),
+                    source=source,
+                    conversation_id=conversation_id,
+                    expires_at=change.expires_at,
+                    extra={"source_turns": joined_turns(change.source_turns)} if change.source_turns else {},
+                )
+            )
             landed[n] = (new_id, change.action)
     merges: dict[str, list[int]] = {}
     added: dict[str, list[int]] = {}
@@ -280,9 +372,13 @@ def change_docs(changes: Sequence[MemoryChange], scope: str, targets: Mapping[st
             merges.setdefault(held.id, []).extend(indices)
     for target, indices in merges.items():
         if target in superseded:
-            raise ValidationError.of("target", (
-                f"memory {target!r} is superseded by one change of this batch and the same as another; "
-                f"nothing was written"))
+            raise ValidationError.of(
+                "target",
+                (
+                    f"memory {target!r} is superseded by one change of this batch and the same as another; "
+                    f"nothing was written"
+                ),
+            )
         refuse_target(found[target], scope, doing="merge into")
         docs.append(merged_change_doc(found[target], [changes[n] for n in indices]))
         for n in indices:
@@ -290,8 +386,9 @@ def change_docs(changes: Sequence[MemoryChange], scope: str, targets: Mapping[st
     return docs, landed  # type: ignore[return-value]  # every change landed somewhere
 
 
-def chain(doc: Document, fetch: Callable[[str], Document | None],
-          predecessor: Callable[[str], Document | None] | None = None) -> list[Document]:
+def chain(
+    doc: Document, fetch: Callable[[str], Document | None], predecessor: Callable[[str], Document | None] | None = None
+) -> list[Document]:
     """The history ``doc`` belongs to, oldest first: back along ``supersedes`` (or, for a chain imported
     with forward links only, as PAM writes them, the memory ``predecessor`` finds superseded by it), forward
     along ``superseded_by``. A link to a memory that is gone (deleted), or to one that links elsewhere,
@@ -302,8 +399,11 @@ def chain(doc: Document, fetch: Callable[[str], Document | None],
     while len(seen) < MAX_CHAIN:
         previous_id = current.metadata.get("supersedes")
         previous = fetch(previous_id) if isinstance(previous_id, str) and previous_id not in seen else None
-        if (previous is None or previous.metadata.get("superseded_by") != current.id) and predecessor is not None \
-                and previous_id is None:
+        if (
+            (previous is None or previous.metadata.get("superseded_by") != current.id)
+            and predecessor is not None
+            and previous_id is None
+        ):
             previous = predecessor(current.id)
         if previous is None or previous.id in seen or previous.metadata.get("superseded_by") != current.id:
             break
@@ -326,18 +426,41 @@ def chain(doc: Document, fetch: Callable[[str], Document | None],
 def refuse_chain_edit(old: Document, changes: Mapping[str, Any]) -> None:
     """An in-place edit may not relink a chain or bring a superseded memory back as current (its
     successor is current): :class:`ValidationError` naming the field."""
-    problems = [Problem(f"metadata.{key}", f"metadata.{key}: {key!r} links a supersession chain and is set by "
-                                           f"supersede only")
-                for key in sorted(set(changes) & CHAIN_KEYS)]
+    problems = [
+        Problem(f"metadata.{key}", f"metadata.{key}: {key!r} links a supersession chain and is set by supersede only")
+        for key in sorted(set(changes) & CHAIN_KEYS)
+    ]
     status = changes.get("status", old.metadata.get("status"))
     if old.metadata.get("status") == "superseded" and old.metadata.get("superseded_by") and status != "superseded":
-        problems.append(Problem("status", (
-            f"status: memory {old.id!r} was superseded by {old.metadata['superseded_by']!r}, which is current; "
-            f"supersede that one to change the fact again")))
+        problems.append(
+            Problem(
+                "status",
+                (
+                    f"status: memory {old.id!r} was superseded by {old.metadata['superseded_by']!r}, which is current; "
+                    f"supersede that one to change the fact again"
+                ),
+            )
+        )
     if problems:
         raise ValidationError("; ".join(p.message for p in problems) + " (nothing was written)", problems)
 
 
-__all__ = ["ACTIONS", "MAX_CHAIN", "AppliedChanges", "MemoryChange", "added_doc", "chain", "change_docs",
-           "change_time", "check_change", "check_changes", "joined_turns", "merged_change_doc", "refuse_chain_edit",
-           "refuse_supersession", "refuse_target", "supersede_arguments", "supersession_docs"]
+__all__ = [
+    "ACTIONS",
+    "MAX_CHAIN",
+    "AppliedChanges",
+    "MemoryChange",
+    "added_doc",
+    "chain",
+    "change_docs",
+    "change_time",
+    "check_change",
+    "check_changes",
+    "joined_turns",
+    "merged_change_doc",
+    "refuse_chain_edit",
+    "refuse_supersession",
+    "refuse_target",
+    "supersede_arguments",
+    "supersession_docs",
+]

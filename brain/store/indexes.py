@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from brain.providers.cache import LRUCache
 from brain.config import Settings
-from brain.store.memory_index import MemoryIndex
 from brain.model.results import Document
 from brain.model.schemas import DocType, from_chroma
+from brain.providers.cache import LRUCache
 from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteSubscriber
+from brain.store.memory_index import MemoryIndex
 from brain.store.reads import get_documents
 from brain.store.snapshot import SnapshotKeeper
 
@@ -40,8 +40,14 @@ class InProcessState(WriteSubscriber):
 
     cache = True
 
-    def __init__(self, settings: Settings, chroma: ChromaAccess, dimension: int, lock: threading.RLock,
-                 snapshots: SnapshotKeeper | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        chroma: ChromaAccess,
+        dimension: int,
+        lock: threading.RLock,
+        snapshots: SnapshotKeeper | None = None,
+    ):
         self.settings = settings
         self.chroma = chroma
         self.dimension = dimension
@@ -74,7 +80,9 @@ class InProcessState(WriteSubscriber):
         ids, texts, metas, vectors = list(event.ids), event.texts or (), event.metadatas or (), event.vectors
         self._forget_turns(ids)  # an id may have changed type or conversation
         for doc_id, text, meta in zip(ids, texts, metas):
-            cached = self.conversations.peek(meta.get("conversation_id")) if meta.get("type") == DocType.TURN.value else None
+            cached = (
+                self.conversations.peek(meta.get("conversation_id")) if meta.get("type") == DocType.TURN.value else None
+            )
             if cached is not None:
                 cached[doc_id] = Document(id=doc_id, text=text, metadata=from_chroma(meta))
                 self._turn_conversation[doc_id] = meta["conversation_id"]
@@ -128,8 +136,12 @@ class InProcessState(WriteSubscriber):
                 for doc_type, index in indexes.items():
                     rows = [j for j, m in enumerate(page["metadatas"]) if m and m.get("type") == doc_type]
                     if rows:
-                        index.upsert([page["ids"][j] for j in rows], vectors[rows],
-                                     [page["documents"][j] or "" for j in rows], [page["metadatas"][j] for j in rows])
+                        index.upsert(
+                            [page["ids"][j] for j in rows],
+                            vectors[rows],
+                            [page["documents"][j] or "" for j in rows],
+                            [page["metadatas"][j] for j in rows],
+                        )
             self.indexes = indexes
             self._snapshot_tried = True
             if self.snapshots is not None:
@@ -166,9 +178,13 @@ class InProcessState(WriteSubscriber):
             return False
         count = self.chroma.count()
         if follower is None:
-            why = (f"it was saved with a change feed (sequence {snapshot.sequence})" if snapshot.sequence is not None
-                   else f"it holds a collection of {snapshot.count} documents, and Chroma holds {count}"
-                   if snapshot.count != count else None)
+            why = (
+                f"it was saved with a change feed (sequence {snapshot.sequence})"
+                if snapshot.sequence is not None
+                else f"it holds a collection of {snapshot.count} documents, and Chroma holds {count}"
+                if snapshot.count != count
+                else None
+            )
         elif snapshot.sequence is None:
             why = "it was saved without a change feed, so nothing says which writes it misses"
         elif snapshot.feed_id != str(follower.feed.col.id):
@@ -191,9 +207,13 @@ class InProcessState(WriteSubscriber):
         keeper.current = follower is None or follower.applied == snapshot.sequence
         self._expected_count = self.chroma.count() if follower is not None else count
         self._last_check = time.monotonic()
-        log.info("in-process indexes loaded from the index snapshot %s (%s)", keeper.path,
-                 f"sequence {snapshot.sequence}, caught up to {follower.applied}" if follower is not None
-                 else f"{count} documents")
+        log.info(
+            "in-process indexes loaded from the index snapshot %s (%s)",
+            keeper.path,
+            f"sequence {snapshot.sequence}, caught up to {follower.applied}"
+            if follower is not None
+            else f"{count} documents",
+        )
         return True
 
     def save_snapshot(self) -> Path | None:
@@ -206,9 +226,12 @@ class InProcessState(WriteSubscriber):
                 return None
             if follower is not None:  # its position moves past this store's own records only when it polls
                 follower.poll(force=True)
-            return keeper.save(self.indexes, count=self.chroma.count(),
-                               sequence=None if follower is None else follower.applied,
-                               feed_id=None if follower is None else str(follower.feed.col.id))
+            return keeper.save(
+                self.indexes,
+                count=self.chroma.count(),
+                sequence=None if follower is None else follower.applied,
+                feed_id=None if follower is None else str(follower.feed.col.id),
+            )
 
     def index_for(self, doc_type: str) -> MemoryIndex | None:
         """The index of ``doc_type`` (built on first use, rebuilt when the collection changed behind
@@ -268,9 +291,16 @@ class InProcessState(WriteSubscriber):
         with self._lock:
             cached = self.conversations.get(conversation_id)
             if cached is None:
-                docs = get_documents(self.chroma, None, where={"conversation_id": conversation_id},
-                                     doc_type=DocType.TURN.value, limit=None, offset=None,
-                                     include_embeddings=False, scopes=None)
+                docs = get_documents(
+                    self.chroma,
+                    None,
+                    where={"conversation_id": conversation_id},
+                    doc_type=DocType.TURN.value,
+                    limit=None,
+                    offset=None,
+                    include_embeddings=False,
+                    scopes=None,
+                )
                 cached = {d.id: d for d in docs}
                 self._turn_conversation.update((d.id, conversation_id) for d in docs)
                 for _, dropped in self.conversations.put(conversation_id, cached):

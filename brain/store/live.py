@@ -75,18 +75,30 @@ class PointerState:
         return f"{logical}__g{self.generation + 1}"
 
     def to_json(self) -> str:
-        return json.dumps({"live": self.live, "kept": [asdict(g) for g in self.kept],
-                           "building": asdict(self.building) if self.building else None,
-                           "generation": self.generation, "swapped_at": self.swapped_at,
-                           "previous": self.previous, "extra": self.extra})
+        return json.dumps(
+            {
+                "live": self.live,
+                "kept": [asdict(g) for g in self.kept],
+                "building": asdict(self.building) if self.building else None,
+                "generation": self.generation,
+                "swapped_at": self.swapped_at,
+                "previous": self.previous,
+                "extra": self.extra,
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> PointerState:
         raw = json.loads(text)
-        return cls(live=raw["live"], kept=tuple(Generation(**g) for g in raw.get("kept", [])),
-                   building=Build(**raw["building"]) if raw.get("building") else None,
-                   generation=int(raw.get("generation", 1)), swapped_at=float(raw.get("swapped_at", 0.0)),
-                   previous=raw.get("previous"), extra=dict(raw.get("extra") or {}))
+        return cls(
+            live=raw["live"],
+            kept=tuple(Generation(**g) for g in raw.get("kept", [])),
+            building=Build(**raw["building"]) if raw.get("building") else None,
+            generation=int(raw.get("generation", 1)),
+            swapped_at=float(raw.get("swapped_at", 0.0)),
+            previous=raw.get("previous"),
+            extra=dict(raw.get("extra") or {}),
+        )
 
 
 def pointer_name(logical: str) -> str:
@@ -129,10 +141,15 @@ def live_collection(client: Any, logical: str) -> str:
 def write_pointer(client: Any, logical: str, state: PointerState) -> PointerState:
     """Replace the pointer record with ``state`` (one upsert: readers see the old record or this one)."""
     try:
-        col = client.get_or_create_collection(pointer_name(logical), embedding_function=None,
-                                              metadata={"brain": "live collection pointer", "of": logical})
-        col.upsert(ids=[RECORD_ID], documents=[state.to_json()], embeddings=[_VECTOR],
-                   metadatas=[{"live": state.live, "generation": state.generation, "at": time.time()}])
+        col = client.get_or_create_collection(
+            pointer_name(logical), embedding_function=None, metadata={"brain": "live collection pointer", "of": logical}
+        )
+        col.upsert(
+            ids=[RECORD_ID],
+            documents=[state.to_json()],
+            embeddings=[_VECTOR],
+            metadatas=[{"live": state.live, "generation": state.generation, "at": time.time()}],
+        )
     except Exception as exc:  # connection or server errors from chromadb
         raise _translate(exc, "write") from exc
     return state
@@ -148,11 +165,23 @@ def swapped(state: PointerState, to: str, *, rate: float = 0.0) -> PointerState:
     build = state.building
     kept = list(state.kept)
     if build is not None and build.collection == to:
-        kept = [g for g in kept if g.collection != to] + [Generation(to, build.embedder, build.dimension, time.time(), rate)]
+        kept = [g for g in kept if g.collection != to] + [
+            Generation(to, build.embedder, build.dimension, time.time(), rate)
+        ]
     else:
         kept = [g for g in kept if g.collection != to] + [replace(state.kept_named(to), since=time.time())]
     return replace(state, live=to, kept=tuple(kept), building=None, swapped_at=time.time(), previous=state.live)
 
 
-__all__ = ["LIVE_SUFFIX", "Build", "Generation", "PointerState", "initial_state", "live_collection", "pointer_name",
-           "read_pointer", "swapped", "write_pointer"]
+__all__ = [
+    "LIVE_SUFFIX",
+    "Build",
+    "Generation",
+    "PointerState",
+    "initial_state",
+    "live_collection",
+    "pointer_name",
+    "read_pointer",
+    "swapped",
+    "write_pointer",
+]

@@ -38,7 +38,7 @@ class DataDirLock:
         self.path = (Path(data_dir) / LOCK_NAME).resolve()
         self._released = True
 
-    def acquire(self) -> "DataDirLock":
+    def acquire(self) -> DataDirLock:
         with _guard:
             fd, users = _held.get(self.path, (-1, 0))
             if users == 0:
@@ -81,7 +81,8 @@ class DataDirLock:
                 f"single-process: stop the other process, give this one its own BRAIN_DATA_DIR, or run a "
                 f"Chroma server (`chroma run --path {self.path.parent / 'chroma'}`) and set BRAIN_CHROMA_URL "
                 f"in every process",
-                holder=holder, server_url=url,
+                holder=holder,
+                server_url=url,
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())

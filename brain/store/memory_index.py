@@ -26,16 +26,17 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Collection, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
+from brain.model.results import GatedHits, MemoryHit
+from brain.model.schemas import GLOBAL_SCOPE, check_scope, is_inactive, is_part
 from brain.rules import ranking
 from brain.rules.ranking import ScoreWeights
-from brain.model.results import MemoryHit, GatedHits
-from brain.model.schemas import GLOBAL_SCOPE, check_scope, is_inactive, is_part
 from brain.text import BM25Index, tokenize
 
 log = logging.getLogger(__name__)
@@ -51,18 +52,29 @@ MEMORY, PART, RETIRED, SUPERSEDED = 0, 1, 2, 3
 #: "memories_and_parts", "held" (active and superseded memories, for a search of a past time), or "all"
 #: (every row, retired and expired ones too)
 Rows = Literal["memories", "parts", "memories_and_parts", "held", "all"]
-_KINDS: dict[str, tuple[int, ...]] = {"memories": (MEMORY,), "parts": (PART,), "memories_and_parts": (MEMORY, PART),
-                                      "held": (MEMORY, SUPERSEDED)}
+_KINDS: dict[str, tuple[int, ...]] = {
+    "memories": (MEMORY,),
+    "parts": (PART,),
+    "memories_and_parts": (MEMORY, PART),
+    "held": (MEMORY, SUPERSEDED),
+}
 
 
 # the per-row arrays (attribute -> dtype, whether it has a column per dimension), as _alloc lays them out
 _ARRAYS: dict[str, tuple[type, bool]] = {
-    "_f32": (np.float32, True), "_i8": (np.int8, True), "_scale": (np.float64, False), "_qerr": (np.float64, False),
-    "_importance": (np.float64, False), "_epoch": (np.float64, False),
+    "_f32": (np.float32, True),
+    "_i8": (np.int8, True),
+    "_scale": (np.float64, False),
+    "_qerr": (np.float64, False),
+    "_importance": (np.float64, False),
+    "_epoch": (np.float64, False),
     "_used": (np.float64, False),  # last use (recency_from="last_used")
-    "_scope": (np.int32, False), "_kind": (np.int8, False),
+    "_scope": (np.int32, False),
+    "_kind": (np.int8, False),
     # the validity window [valid_from, valid_until) and the expiry, epoch seconds (inf: none)
-    "_from": (np.float64, False), "_until": (np.float64, False), "_expires": (np.float64, False),
+    "_from": (np.float64, False),
+    "_until": (np.float64, False),
+    "_expires": (np.float64, False),
 }
 #: arrays where infinity means "never"
 _OPEN_ENDED = frozenset({"_until", "_expires"})
@@ -95,8 +107,10 @@ def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str
     except ValueError:
         return None, {"scope": f"scope {meta.get('scope')!r} is not 'global' or 'entity:<name>'; row left out"}
     if scope != meta.get("scope", GLOBAL_SCOPE):  # shown as its canonical name's, it could be another entity's
-        return None, {"scope": f"scope {meta.get('scope')!r} names its entity in another form than the canonical "
-                               f"{scope!r} (stored before names were canonical); row left out"}
+        return None, {
+            "scope": f"scope {meta.get('scope')!r} names its entity in another form than the canonical "
+            f"{scope!r} (stored before names were canonical); row left out"
+        }
     importance = _number(meta.get("importance", DEFAULT_IMPORTANCE))
     if importance is None or not 1 <= importance <= 5:
         problems["importance"] = f"importance {meta.get('importance')!r} is not 1..5; ranked as {DEFAULT_IMPORTANCE:g}"
@@ -114,14 +128,22 @@ def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str
     valid_until = _time(meta, "valid_until", problems)
     expires = _time(meta, "expires_at", problems)
     tags = meta.get("tags")
-    if tags is not None and (isinstance(tags, str) or not isinstance(tags, (list, tuple))
-                             or not all(isinstance(t, str) for t in tags)):
+    if tags is not None and (
+        isinstance(tags, str) or not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags)
+    ):
         problems["tags"] = f"tags {tags!r} are not a list of strings; ignored"
         tags = None
-    return {"importance": importance, "epoch": epoch, "used": used, "scope": scope, "kind": row_kind(meta),
-            "tags": frozenset(tags or ()), "from": valid_from,
-            "until": math.inf if valid_until is None else valid_until,
-            "expires": math.inf if expires is None else expires}, problems
+    return {
+        "importance": importance,
+        "epoch": epoch,
+        "used": used,
+        "scope": scope,
+        "kind": row_kind(meta),
+        "tags": frozenset(tags or ()),
+        "from": valid_from,
+        "until": math.inf if valid_until is None else valid_until,
+        "expires": math.inf if expires is None else expires,
+    }, problems
 
 
 def _time(meta: dict[str, Any], key: str, problems: dict[str, str]) -> float | None:
@@ -277,8 +299,11 @@ class MemoryIndex:
                 self.remove(unusable)
                 self._problems.update(problems)
         if reported:
-            log.warning("%d stored rows hold values the index cannot use (RagStore.index_problems() lists them): %s",
-                        len(reported), " | ".join(reported[:5]) + (" | ..." if len(reported) > 5 else ""))
+            log.warning(
+                "%d stored rows hold values the index cannot use (RagStore.index_problems() lists them): %s",
+                len(reported),
+                " | ".join(reported[:5]) + (" | ..." if len(reported) > 5 else ""),
+            )
 
     def remove(self, ids: Iterable[str]) -> int:
         removed = 0
@@ -341,10 +366,14 @@ class MemoryIndex:
         with self._lock:
             n = self._n
             arrays = {name.lstrip("_"): getattr(self, name)[:n].copy() for name in _ARRAYS}
-            rows = {"ids": list(self._ids), "texts": list(self._texts), "metas": [dict(m) for m in self._metas],
-                    "tags": [sorted(t) for t in self._tags],
-                    "scopes": sorted(self._scope_code, key=self._scope_code.__getitem__),
-                    "problems": {doc_id: dict(p) for doc_id, p in self._problems.items()}}
+            rows = {
+                "ids": list(self._ids),
+                "texts": list(self._texts),
+                "metas": [dict(m) for m in self._metas],
+                "tags": [sorted(t) for t in self._tags],
+                "scopes": sorted(self._scope_code, key=self._scope_code.__getitem__),
+                "problems": {doc_id: dict(p) for doc_id, p in self._problems.items()},
+            }
         return arrays, rows
 
     @classmethod
@@ -357,10 +386,16 @@ class MemoryIndex:
             raise ValueError("rows need the lists ids, texts, metas, tags, scopes and the mapping problems")
         n = len(ids)
         if not len(texts) == len(metas) == len(tags) == n or len(set(ids)) != n:
-            raise ValueError(f"{n} ids but {len(texts)} texts, {len(metas)} metadatas, {len(tags)} tag lists "
-                             f"(or repeated ids)")
-        for what, values, kind in (("ids", ids, str), ("texts", texts, str), ("metas", metas, dict), ("tags", tags, list),
-                                   ("scopes", scopes, str)):
+            raise ValueError(
+                f"{n} ids but {len(texts)} texts, {len(metas)} metadatas, {len(tags)} tag lists (or repeated ids)"
+            )
+        for what, values, kind in (
+            ("ids", ids, str),
+            ("texts", texts, str),
+            ("metas", metas, dict),
+            ("tags", tags, list),
+            ("scopes", scopes, str),
+        ):
             if not all(isinstance(v, kind) for v in values):
                 raise ValueError(f"{what} must all be of type {kind.__name__}")
         for name, (dtype, width) in _ARRAYS.items():
@@ -384,13 +419,16 @@ class MemoryIndex:
                 raise ValueError(f"array {name.lstrip('_')} holds values that are not finite (NaN or infinity)")
         for row, (meta, code) in enumerate(zip(metas, codes.tolist())):
             if meta.get("scope", GLOBAL_SCOPE) != scopes[code]:
-                raise ValueError(f"row {ids[row]!r} has scope {meta.get('scope', GLOBAL_SCOPE)!r} in its metadata "
-                                 f"but {scopes[code]!r} in the scope codes")
+                raise ValueError(
+                    f"row {ids[row]!r} has scope {meta.get('scope', GLOBAL_SCOPE)!r} in its metadata "
+                    f"but {scopes[code]!r} in the scope codes"
+                )
         kinds = arrays["kind"].tolist()
         for row, meta in enumerate(metas):
             if row_kind(meta) != kinds[row]:
-                raise ValueError(f"row {ids[row]!r} has kind {kinds[row]} in the arrays, not the {row_kind(meta)} "
-                                 "its metadata says")
+                raise ValueError(
+                    f"row {ids[row]!r} has kind {kinds[row]} in the arrays, not the {row_kind(meta)} its metadata says"
+                )
         index = cls(dimension, capacity=max(n, 1024))
         index._n = n
         for name in _ARRAYS:
@@ -493,8 +531,9 @@ class MemoryIndex:
         """The best stem-prefix match of each of ``rows`` with any of ``texts``."""
         return np.max([self.prefix_match(t, rows) for t in texts], axis=0)
 
-    def _band_match(self, texts: Sequence[str], rows: np.ndarray, low: np.ndarray, high: np.ndarray,
-                    weights: ScoreWeights) -> np.ndarray:
+    def _band_match(
+        self, texts: Sequence[str], rows: np.ndarray, low: np.ndarray, high: np.ndarray, weights: ScoreWeights
+    ) -> np.ndarray:
         """The match of every row (NaN: not needed), computed only for the ``rows`` whose relevance,
         between ``low`` and ``high`` (by position in ``rows``), may fall between their lowest possible
         floor and the plain one: a row above the plain floor or below its lowest passes or fails
@@ -598,9 +637,16 @@ class MemoryIndex:
                 if needs_match:
                     match = self._band_match(texts, rows, sims + lex, sims + lex, weights)
                 if weights.gated:
-                    order, below = ranking.gated_top_k_reference(sims, lex, static[rows], [ids[r] for r in rows],
-                                                                 k, weights, self._importance[rows],
-                                                                 None if match is None else match[rows])
+                    order, below = ranking.gated_top_k_reference(
+                        sims,
+                        lex,
+                        static[rows],
+                        [ids[r] for r in rows],
+                        k,
+                        weights,
+                        self._importance[rows],
+                        None if match is None else match[rows],
+                    )
                     order = np.asarray(order, dtype=np.intp)
                 else:
                     totals = weights.similarity * (sims + lex) + static[rows]
@@ -611,12 +657,23 @@ class MemoryIndex:
                 if needs_match:
                     cand = np.arange(n) if rows is None else rows
                     lex = 0.0 if lex_part is None else lex_part[cand]
-                    match = self._band_match(texts, cand, approx[cand] - slack[cand] + lex,
-                                             approx[cand] + slack[cand] + lex, weights)
+                    match = self._band_match(
+                        texts, cand, approx[cand] - slack[cand] + lex, approx[cand] + slack[cand] + lex, weights
+                    )
                 if weights.gated:
                     top, top_sims, below = ranking.gated_bounded_top_k(
-                        static, approx, slack, lex_part, k, exact, weights, candidates=rows, keys=self._ids,
-                        importance=self._importance[:n], match=match)
+                        static,
+                        approx,
+                        slack,
+                        lex_part,
+                        k,
+                        exact,
+                        weights,
+                        candidates=rows,
+                        keys=self._ids,
+                        importance=self._importance[:n],
+                        match=match,
+                    )
                 else:
                     with_lex = static if lex_part is None else static + weights.similarity * lex_part
                     top, top_sims = ranking.bounded_top_k(
@@ -629,18 +686,23 @@ class MemoryIndex:
             hits = []
             for r, s in zip(top, top_sims):
                 lexical = 0.0 if lex_part is None else float(weights.similarity * lex_part[r])
-                floor = None if weights.floor is None else float(ranking.floors(
-                    weights, self._importance[r], None if match is None else match[r]))
-                hits.append(MemoryHit(
-                    id=self._ids[r],
-                    text=self._texts[r],
-                    metadata=dict(self._metas[r]),
-                    score=float(weights.similarity * s + lexical + static[r]),
-                    similarity=float(s),
-                    similarity_part=float(weights.similarity * s),
-                    importance_part=float(imp_part[r]),
-                    recency_part=float(rec_part[r]),
-                    lexical_part=lexical,
-                    floor=floor,
-                ))
+                floor = (
+                    None
+                    if weights.floor is None
+                    else float(ranking.floors(weights, self._importance[r], None if match is None else match[r]))
+                )
+                hits.append(
+                    MemoryHit(
+                        id=self._ids[r],
+                        text=self._texts[r],
+                        metadata=dict(self._metas[r]),
+                        score=float(weights.similarity * s + lexical + static[r]),
+                        similarity=float(s),
+                        similarity_part=float(weights.similarity * s),
+                        importance_part=float(imp_part[r]),
+                        recency_part=float(rec_part[r]),
+                        lexical_part=lexical,
+                        floor=floor,
+                    )
+                )
             return GatedHits(hits, candidates=candidates, below_floor=below, **gate)

@@ -63,9 +63,18 @@ def newest_first(docs: Iterable[Document]) -> list[Document]:
     return sorted(docs, key=lambda d: (-float(d.metadata.get("ts_epoch") or 0.0), d.id))
 
 
-def list_memories(store: Store, *, scopes: Sequence[str] | str | None = None, tags: Sequence[str] = (),
-                  importance: Sequence[int] = (), status: Sequence[str] = (), order: str = "stored",
-                  limit: int | None = None, offset: int | None = None, history: bool = False) -> list[Document]:
+def list_memories(
+    store: Store,
+    *,
+    scopes: Sequence[str] | str | None = None,
+    tags: Sequence[str] = (),
+    importance: Sequence[int] = (),
+    status: Sequence[str] = (),
+    order: str = "stored",
+    limit: int | None = None,
+    offset: int | None = None,
+    history: bool = False,
+) -> list[Document]:
     """Memories in ``scopes`` (None: all) having every tag of ``tags``, an importance among ``importance``
     and a status among ``status``, in ``order``, from ``offset``, at most ``limit``. With no ``status``,
     the current ones: every status but those that retire a memory (superseded, retracted, archived), so a
@@ -90,8 +99,16 @@ def list_memories(store: Store, *, scopes: Sequence[str] | str | None = None, ta
     if order == "newest":
         docs = newest_first(docs)
     start = offset or 0
-    return docs[start:] if limit is None else docs[start:start + limit]
+    return docs[start:] if limit is None else docs[start : start + limit]
 
 
-__all__ = ["ORDERS", "Order", "check_importances", "check_order", "check_statuses", "list_memories", "newest_first",
-           "status_of"]
+__all__ = [
+    "ORDERS",
+    "Order",
+    "check_importances",
+    "check_order",
+    "check_statuses",
+    "list_memories",
+    "newest_first",
+    "status_of",
+]

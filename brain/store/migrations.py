@@ -21,8 +21,17 @@ from typing import Any
 import numpy as np
 
 from brain.model.errors import MirrorCorrupt
-from brain.model.schemas import (LEGACY_STATUS_KEY, PART_OF_KEY, STATUS_KEY, STATUSES, XAIBO_INDEX_PREFIX, DocType,
-                                 check_scope, entity_of, from_chroma)
+from brain.model.schemas import (
+    LEGACY_STATUS_KEY,
+    PART_OF_KEY,
+    STATUS_KEY,
+    STATUSES,
+    XAIBO_INDEX_PREFIX,
+    DocType,
+    check_scope,
+    entity_of,
+    from_chroma,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +83,11 @@ def migrate_typed_fields(col: Any, batch_size: int, mirror: Any = None) -> int:
         if not ids:
             break
         seen.update(ids)  # a row that cannot lose its marker is tried once, not forever
-        rows = {i: (d or "", typed(dict(m or {})), e)
-                for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"])
-                if i in ids}
+        rows = {
+            i: (d or "", typed(dict(m or {})), e)
+            for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"])
+            if i in ids
+        }
         mirror = _mirror_rows(mirror, rows)
         col.update(ids=list(rows), metadatas=[meta for _, meta, _ in rows.values()])
         done += len(rows)
@@ -93,14 +104,14 @@ def _mirror_rows(mirror: Any, rows: dict[str, tuple[str, dict[str, Any], Any]]) 
     clean = {i: (d, {k: v for k, v in m.items() if v is not None}, e) for i, (d, m, e) in rows.items()}
     try:
         with mirror.transaction():
-            mirror.upsert({"id": i, "text": d, "metadata": from_chroma(m), "embedding": np.asarray(e, dtype=np.float32)}
-                          for i, (d, m, e) in clean.items())
+            mirror.upsert(
+                {"id": i, "text": d, "metadata": from_chroma(m), "embedding": np.asarray(e, dtype=np.float32)}
+                for i, (d, m, e) in clean.items()
+            )
     except MirrorCorrupt as exc:
         log.warning("the mirror was not migrated: %s", exc)
         return None
     return mirror
-
-
 
 
 #: recorded in the collection's metadata once every entity scope is in its canonical form (or left alone on
@@ -137,13 +148,16 @@ def migrate_entity_names(chroma: Any, mirror: Any = None, mirror_types: Any = ()
     for canonical, olds in sorted(spellings.items()):
         if canonical in canonical_of or len(olds) > 1:
             for old in olds:
-                report["left"][old] = (f"{canonical} holds rows already" if canonical in canonical_of
-                                       else f"{', '.join(sorted(olds))} are all {canonical}")
+                report["left"][old] = (
+                    f"{canonical} holds rows already"
+                    if canonical in canonical_of
+                    else f"{', '.join(sorted(olds))} are all {canonical}"
+                )
             continue
         (old,) = olds
         ids = legacy_ids[old]
         for first in range(0, len(ids), batch_size):
-            page = col.get(ids=ids[first:first + batch_size], include=["documents", "metadatas", "embeddings"])
+            page = col.get(ids=ids[first : first + batch_size], include=["documents", "metadatas", "embeddings"])
             rows = {}
             for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"]):
                 meta = {**(m or {}), "scope": canonical}
@@ -174,5 +188,6 @@ def _other_form(scope: str) -> str | None:
     except ValueError:
         return None
     return canonical if canonical != scope else None
+
 
 __all__ = ["NAMES_MIGRATED_KEY", "OLD_MARKERS", "migrate_entity_names", "migrate_typed_fields", "typed"]

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from brain.providers.embeddings import Embedder
 from brain.model.errors import BrainError, ConversationOwned, Problem, StoreUnavailable, ValidationError
-from brain.rules.filters import to_chroma_where
 from brain.model.ids import memory_id, new_id
-from brain.rules.memories import created, merge_duplicate, same_text
 from brain.model.results import Document
 from brain.model.schemas import GLOBAL_SCOPE, DocType, read_stored
+from brain.providers.embeddings import Embedder
+from brain.rules.filters import to_chroma_where
+from brain.rules.memories import created, merge_duplicate, same_text
 from brain.store.chroma import ChromaAccess
 from brain.store.events import Op, WriteEvent, WriteEvents
 from brain.store.plan import POSITION_FIELDS, PreparedDoc, WritePlan, WriteResult
@@ -40,8 +40,15 @@ Stored = dict[str, "tuple[str, dict[str, Any]] | None"]
 class WritePipeline:
     """Runs the steps of every write. The caller holds the store's lock around each call."""
 
-    def __init__(self, chroma: ChromaAccess, embedder: Embedder, dimension: int, events: WriteEvents,
-                 intents: WriteIntentLog, turns_of: Callable[[str], list[Document]]):
+    def __init__(
+        self,
+        chroma: ChromaAccess,
+        embedder: Embedder,
+        dimension: int,
+        events: WriteEvents,
+        intents: WriteIntentLog,
+        turns_of: Callable[[str], list[Document]],
+    ):
         self.chroma = chroma
         self.embedder = embedder
         self.dimension = dimension
@@ -96,9 +103,15 @@ class WritePipeline:
             if not derived:
                 return
             self._stored((docs[n].id for n in derived), stored)
-            taken = [n for n in derived if stored[docs[n].id] is not None
-                     and (not same_text(stored[docs[n].id][0] or "", docs[n].text)
-                          or (stored[docs[n].id][1] or {}).get("status") == "superseded")]
+            taken = [
+                n
+                for n in derived
+                if stored[docs[n].id] is not None
+                and (
+                    not same_text(stored[docs[n].id][0] or "", docs[n].text)
+                    or (stored[docs[n].id][1] or {}).get("status") == "superseded"
+                )
+            ]
             for n in taken:
                 docs[n] = docs[n].with_(id=memory_id(docs[n].text, docs[n].metadata.scope, attempt))
             derived = taken
@@ -116,16 +129,20 @@ class WritePipeline:
                 continue
             conversation, scope = d.metadata.conversation_id, d.metadata.scope
             if appended.setdefault(conversation, scope) != scope:
-                raise ConversationOwned(f"one write appends turns in scopes {appended[conversation]!r} and {scope!r} "
-                                        f"to conversation {conversation!r}; a conversation belongs to one scope")
+                raise ConversationOwned(
+                    f"one write appends turns in scopes {appended[conversation]!r} and {scope!r} "
+                    f"to conversation {conversation!r}; a conversation belongs to one scope"
+                )
         for conversation, scope in appended.items():
             existing = sorted(self._turns_of(conversation), key=lambda t: int(t.metadata.get("turn_index") or 0))
             owner = str(existing[0].metadata.get("scope") or GLOBAL_SCOPE) if existing else scope
             if self.positions is not None:
                 owner = self.positions.claim_owner(conversation, owner, self.writer)
             if owner != scope:
-                raise ConversationOwned(f"conversation {conversation!r} belongs to scope {owner!r}; turns in scope "
-                                        f"{scope!r} cannot be added to it (start a new conversation)")
+                raise ConversationOwned(
+                    f"conversation {conversation!r} belongs to scope {owner!r}; turns in scope "
+                    f"{scope!r} cannot be added to it (start a new conversation)"
+                )
 
     def _assign_positions(self, docs: list[PreparedDoc]) -> list[PreparedDoc]:
         """Give turns and summaries without an index the next ones in their conversation (claimed
@@ -149,15 +166,20 @@ class WritePipeline:
                 if d.type == DocType.TURN.value:
                     existing = [t.metadata for t in self._turns_of(conversation)]
                 else:
-                    existing = self.chroma.get_all(to_chroma_where(None, type=d.type, conversation_id=conversation),
-                                                   ["metadatas"])["metadatas"]
+                    existing = self.chroma.get_all(
+                        to_chroma_where(None, type=d.type, conversation_id=conversation), ["metadatas"]
+                    )["metadatas"]
                 taken = [int(m.get(field) or 0) for m in existing]
-                taken += [getattr(q.metadata, field) or 0 for q in docs
-                          if q.type == d.type and getattr(q.metadata, "conversation_id", None) == conversation]
+                taken += [
+                    getattr(q.metadata, field) or 0
+                    for q in docs
+                    if q.type == d.type and getattr(q.metadata, "conversation_id", None) == conversation
+                ]
                 next_free[key] = max(taken, default=0) + 1
                 if self.positions is not None:
-                    next_free[key] = self.positions.claim(d.type, conversation, wanted[key], next_free[key],
-                                                          self.writer)
+                    next_free[key] = self.positions.claim(
+                        d.type, conversation, wanted[key], next_free[key], self.writer
+                    )
             meta = d.metadata.model_copy()
             setattr(meta, field, next_free[key])
             next_free[key] += 1
@@ -181,8 +203,11 @@ class WritePipeline:
                 continue
             old_model, problems = read_stored(DocType.MEMORY, old)
             if old_model is None:  # unreadable as stored: the new write replaces it
-                log.warning("memory %s as stored cannot be read (%s); replaced by the new write",
-                            d.id, "; ".join(problems.values()))
+                log.warning(
+                    "memory %s as stored cannot be read (%s); replaced by the new write",
+                    d.id,
+                    "; ".join(problems.values()),
+                )
                 out.append(d)
                 continue
             d = d.with_(metadata=merge_duplicate(old_model, d.metadata))
@@ -193,8 +218,11 @@ class WritePipeline:
                 keep_vector.append(len(out))
             out.append(d)
         if keep_vector:
-            vectors = {i: v for page in self.chroma.get_ids([out[n].id for n in keep_vector], ["embeddings"])
-                       for i, v in zip(page["ids"], page["embeddings"])}
+            vectors = {
+                i: v
+                for page in self.chroma.get_ids([out[n].id for n in keep_vector], ["embeddings"])
+                for i, v in zip(page["ids"], page["embeddings"])
+            }
             for n in keep_vector:
                 if out[n].id in vectors:
                     out[n] = out[n].with_(vector=np.asarray(vectors[out[n].id], dtype=np.float32))
@@ -206,8 +234,10 @@ class WritePipeline:
             return unique
         vectors = self.embedder.embed_documents([unique[n].text for n in todo])
         if vectors.shape != (len(todo), self.dimension):
-            raise BrainError(f"embedder {self.embedder.name} returned vectors of shape {vectors.shape}, "
-                             f"expected ({len(todo)}, {self.dimension})")
+            raise BrainError(
+                f"embedder {self.embedder.name} returned vectors of shape {vectors.shape}, "
+                f"expected ({len(todo)}, {self.dimension})"
+            )
         out = list(unique)
         for n, vec in zip(todo, vectors):
             out[n] = out[n].with_(vector=vec)
@@ -222,8 +252,9 @@ class WritePipeline:
         prior = self.snapshot(ids)
         payload = _replacing(ids, metas, prior)
         intent = self.intents.begin(upserted=ids, prior=prior, mirrored=self.events.all_listening)
-        event = WriteEvent(self._number(intent, "upsert", ids), "upsert", tuple(ids), tuple(texts), tuple(metas),
-                           vectors)
+        event = WriteEvent(
+            self._number(intent, "upsert", ids), "upsert", tuple(ids), tuple(texts), tuple(metas), vectors
+        )
         self._commit(intent, event, "writing", lambda: self.chroma.upsert(ids, texts, payload, vectors))
         return event.sequence
 
@@ -318,16 +349,23 @@ class WritePipeline:
         self.chroma.delete(intent.inserted)
         old = list(intent.prior)
         if old:
-            current = {i: m for page in self.chroma.get_ids(old, ["metadatas"])
-                       for i, m in zip(page["ids"], page["metadatas"] or [])}
+            current = {
+                i: m
+                for page in self.chroma.get_ids(old, ["metadatas"])
+                for i, m in zip(page["ids"], page["metadatas"] or [])
+            }
             metadatas = []
             for i in old:
                 version = intent.prior[i].metadata
                 # Chroma merges metadata on upsert: keys the undone write added are removed (None)
                 added = [k for k in (current.get(i) or {}) if k not in version]
                 metadatas.append({**dict.fromkeys(added), **version} if added else version)
-            self.chroma.upsert(old, [intent.prior[i].document for i in old], metadatas,
-                               np.stack([intent.prior[i].embedding for i in old]))
+            self.chroma.upsert(
+                old,
+                [intent.prior[i].document for i in old],
+                metadatas,
+                np.stack([intent.prior[i].embedding for i in old]),
+            )
         # the subscribers took nothing of a write that failed in this process; a write found at open may
         # have reached them (e.g. the mirror committed before the process died), so they are told
         if intent.mirrored and not chroma_only:
@@ -343,9 +381,17 @@ class WritePipeline:
         if gone:
             self.events.publish(WriteEvent(self.events.next_sequence("delete", gone), "delete", gone, restored=True))
         if rows:
-            self.events.publish(WriteEvent(
-                self.events.next_sequence("upsert", tuple(rows)), "upsert", tuple(rows), tuple(r[0] for r in rows.values()),
-                tuple(r[1] for r in rows.values()), np.stack([r[2] for r in rows.values()]), restored=True))
+            self.events.publish(
+                WriteEvent(
+                    self.events.next_sequence("upsert", tuple(rows)),
+                    "upsert",
+                    tuple(rows),
+                    tuple(r[0] for r in rows.values()),
+                    tuple(r[1] for r in rows.values()),
+                    np.stack([r[2] for r in rows.values()]),
+                    restored=True,
+                )
+            )
 
 
 def _merge_duplicates(docs: list[PreparedDoc]) -> list[PreparedDoc]:
@@ -367,10 +413,20 @@ def _refuse_scope_moves(unique: list[PreparedDoc], stored: Stored) -> None:
     problems = []
     for d in unique:
         old = (stored.get(d.id) or (None, None))[1]
-        if old and old.get("type") == d.type == DocType.MEMORY.value and old.get("scope", GLOBAL_SCOPE) != d.metadata.scope:
-            problems.append(Problem("scope", (
-                f"memory {d.id!r} is stored in scope {old.get('scope')!r}, not {d.metadata.scope!r}: a memory's "
-                f"scope never changes; store it without an id, or delete the old one first")))
+        if (
+            old
+            and old.get("type") == d.type == DocType.MEMORY.value
+            and old.get("scope", GLOBAL_SCOPE) != d.metadata.scope
+        ):
+            problems.append(
+                Problem(
+                    "scope",
+                    (
+                        f"memory {d.id!r} is stored in scope {old.get('scope')!r}, not {d.metadata.scope!r}: a memory's "
+                        f"scope never changes; store it without an id, or delete the old one first"
+                    ),
+                )
+            )
     if problems:
         raise ValidationError("; ".join(p.message for p in problems) + " (nothing was written)", problems)
 

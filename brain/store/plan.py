@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from brain.model.errors import Problem, ValidationError
+from brain.model.schemas import DocType, memory_text_problem, read_for_rewrite, utc_now, validate_metadata
 from brain.rules.memories import created
 from brain.rules.ranking import to_unit_length
-from brain.model.schemas import DocType, memory_text_problem, read_for_rewrite, utc_now, validate_metadata
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +68,17 @@ POSITION_FIELDS = {"turn": "turn_index", "summary": "summary_index"}
 #: what to do about a memory whose stored fields cannot be read any more, when a write must rewrite it
 UNREADABLE_MEMORY = "delete it and store it again (nothing was written)"
 
-def memory_edit(old: Any, text: str | None, *, importance: int | None, tags: Any, extra: Mapping[str, Any],
-                replace_metadata: bool, timestamp: Any) -> dict[str, Any]:
+
+def memory_edit(
+    old: Any,
+    text: str | None,
+    *,
+    importance: int | None,
+    tags: Any,
+    extra: Mapping[str, Any],
+    replace_metadata: bool,
+    timestamp: Any,
+) -> dict[str, Any]:
     """The document that replaces memory ``old`` (a Document with its vector) in an in-place edit:
     the given values replace the old ones; ``created_at`` keeps the first time; an unchanged text
     keeps its vector (a new one is embedded again)."""

@@ -64,8 +64,9 @@ class PositionClaims:
     def __init__(self, client: Any, collection: str, where: str):
         name = collection + POSITIONS_SUFFIX
         try:
-            col = client.get_or_create_collection(name, embedding_function=None,
-                                                  metadata={"brain": "conversation positions", "of": collection})
+            col = client.get_or_create_collection(
+                name, embedding_function=None, metadata={"brain": "conversation positions", "of": collection}
+            )
         except Exception as exc:  # connection or server errors from chromadb
             raise StoreUnavailable(f"cannot open the position claims {name!r}: {exc}") from exc
         self.col = GuardedCollection(col, where)
@@ -80,9 +81,20 @@ class PositionClaims:
         blocks = self._blocks(kind, conversation, known)
         candidate = max((b.end for b in blocks), default=known)
         for _ in range(MAX_CLAIMS):
-            self.col.add(ids=[block_id(kind, conversation, candidate)], documents=[""], embeddings=[_VECTOR],
-                         metadatas=[{"kind": kind, "conversation": conversation, "start": candidate,
-                                     "end": candidate + count, "writer": writer}])
+            self.col.add(
+                ids=[block_id(kind, conversation, candidate)],
+                documents=[""],
+                embeddings=[_VECTOR],
+                metadatas=[
+                    {
+                        "kind": kind,
+                        "conversation": conversation,
+                        "start": candidate,
+                        "end": candidate + count,
+                        "writer": writer,
+                    }
+                ],
+            )
             blocks = self._blocks(kind, conversation, candidate)
             mine = [b for b in blocks if b.start == candidate and b.writer == writer]
             clash = [b for b in blocks if b.start != candidate and b.start < candidate + count and b.end > candidate]
@@ -93,22 +105,29 @@ class PositionClaims:
             if mine:  # cannot happen while every claim starts at an end it read; kept unused
                 log.warning("position block %s of %s overlaps another; claiming after it", candidate, conversation)
             candidate = top
-        raise StoreUnavailable(f"could not claim {kind} positions in conversation {conversation!r} after "
-                               f"{MAX_CLAIMS} attempts; too many writers at once, retry the write")
+        raise StoreUnavailable(
+            f"could not claim {kind} positions in conversation {conversation!r} after "
+            f"{MAX_CLAIMS} attempts; too many writers at once, retry the write"
+        )
 
     def claim_owner(self, conversation: str, scope: str, writer: str) -> str:
         """The scope that owns ``conversation``: ``scope`` when this is the first claim, else the scope
         of the claim that came first."""
         record = owner_id(conversation)
         for _ in range(MAX_CLAIMS):
-            self.col.add(ids=[record], documents=[""], embeddings=[_VECTOR],
-                         metadatas=[{"kind": OWNER, "conversation": conversation, "scope": scope, "writer": writer}])
+            self.col.add(
+                ids=[record],
+                documents=[""],
+                embeddings=[_VECTOR],
+                metadatas=[{"kind": OWNER, "conversation": conversation, "scope": scope, "writer": writer}],
+            )
             got = self.col.get(ids=[record], include=["metadatas"])
             if got["ids"]:
                 return str(got["metadatas"][0]["scope"])
             # released between the add and the read (the conversation was forgotten): claim again
-        raise StoreUnavailable(f"could not claim the owner of conversation {conversation!r} after {MAX_CLAIMS} "
-                               "attempts; retry the write")
+        raise StoreUnavailable(
+            f"could not claim the owner of conversation {conversation!r} after {MAX_CLAIMS} attempts; retry the write"
+        )
 
     def release(self, conversations: list[str]) -> None:
         """Forget the claimed positions of ``conversations`` (their documents are gone): such an id
@@ -118,8 +137,10 @@ class PositionClaims:
             self._ends = {k: v for k, v in self._ends.items() if k[1] != conversation}
 
     def _blocks(self, kind: str, conversation: str, end_from: int) -> list[Block]:
-        got = self.col.get(where={"$and": [{"conversation": conversation}, {"kind": kind}, {"end": {"$gte": end_from}}]},
-                           include=["metadatas"])
+        got = self.col.get(
+            where={"$and": [{"conversation": conversation}, {"kind": kind}, {"end": {"$gte": end_from}}]},
+            include=["metadatas"],
+        )
         return [Block(int(m["start"]), int(m["end"]), str(m["writer"])) for m in got["metadatas"]]
 
 

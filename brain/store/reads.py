@@ -8,15 +8,23 @@ from typing import Any
 
 import numpy as np
 
-from brain.rules.filters import to_chroma_where
 from brain.model.results import Document
 from brain.model.schemas import GLOBAL_SCOPE, DocType, from_chroma, model_for
+from brain.rules.filters import to_chroma_where
 from brain.store.chroma import ChromaAccess, merge_pages
 
 
-def get_documents(chroma: ChromaAccess, ids: Sequence[str] | None, *, where: dict[str, Any] | None,
-                  doc_type: str | None, limit: int | None, offset: int | None, include_embeddings: bool,
-                  scopes: Sequence[str] | None) -> list[Document]:
+def get_documents(
+    chroma: ChromaAccess,
+    ids: Sequence[str] | None,
+    *,
+    where: dict[str, Any] | None,
+    doc_type: str | None,
+    limit: int | None,
+    offset: int | None,
+    include_embeddings: bool,
+    scopes: Sequence[str] | None,
+) -> list[Document]:
     """Documents by id and/or filter (ids keep their order; missing ids are skipped); with ``scopes``,
     only documents in those scopes."""
     include = ["documents", "metadatas"] + (["embeddings"] if include_embeddings else [])
@@ -41,13 +49,25 @@ def page_documents(page: dict[str, Any]) -> list[Document]:
     vectors = page.get("embeddings")
     if vectors is None:
         vectors = [None] * len(page["ids"])
-    return [Document(id=i, text=d or "", metadata=from_chroma(m),
-                     embedding=None if e is None else np.asarray(e, dtype=np.float32))
-            for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], vectors)]
+    return [
+        Document(
+            id=i,
+            text=d or "",
+            metadata=from_chroma(m),
+            embedding=None if e is None else np.asarray(e, dtype=np.float32),
+        )
+        for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], vectors)
+    ]
 
 
-def find_ids(chroma: ChromaAccess, ids: Sequence[str] | None, *, where: dict[str, Any] | None,
-             doc_type: str | None, scopes: Sequence[str] | None) -> list[str]:
+def find_ids(
+    chroma: ChromaAccess,
+    ids: Sequence[str] | None,
+    *,
+    where: dict[str, Any] | None,
+    doc_type: str | None,
+    scopes: Sequence[str] | None,
+) -> list[str]:
     """The stored ids among ``ids`` (or all) that match ``where``, ``doc_type`` and ``scopes``."""
     if ids is None:
         return chroma.ids(to_chroma_where(where, type=doc_type, scope=scopes))
@@ -59,8 +79,9 @@ def find_ids(chroma: ChromaAccess, ids: Sequence[str] | None, *, where: dict[str
     return [i for page in pages for i in page["ids"]]
 
 
-def pages_of_ids(chroma: ChromaAccess, ids: list[str], where: dict[str, Any] | None, doc_type: str | None,
-                 include: list[str]) -> list[dict[str, Any]]:
+def pages_of_ids(
+    chroma: ChromaAccess, ids: list[str], where: dict[str, Any] | None, doc_type: str | None, include: list[str]
+) -> list[dict[str, Any]]:
     """Pages of the given ids. A type alone is checked here, not by Chroma: Chroma applies a
     ``where`` by scanning metadata, which costs about 100 ms at 100k documents even for one id."""
     by_type = where is None and doc_type is not None

@@ -13,15 +13,22 @@ from typing import Any
 import numpy as np
 
 from brain.config import Settings
-from brain.providers.embeddings import Embedder
 from brain.model.errors import ValidationError
+from brain.model.results import Document, GatedHits, Hit
+from brain.model.schemas import (
+    GLOBAL_SCOPE,
+    DocType,
+    check_k,
+    entity_scope,
+    from_chroma,
+    parse_timestamp,
+    valid_conversation_id,
+)
+from brain.providers.embeddings import Embedder
 from brain.rules.filters import to_chroma_where
 from brain.rules.memories import search_scopes
 from brain.rules.ranking import ScoreWeights
 from brain.rules.relevance import METADATA_KEY, Calibration, calibrate, recorded
-from brain.model.results import Document, GatedHits, Hit
-from brain.model.schemas import (GLOBAL_SCOPE, DocType, check_k, entity_scope, from_chroma, parse_timestamp,
-                                 valid_conversation_id)
 from brain.store.chroma import ChromaAccess
 from brain.store.indexes import InProcessState
 from brain.store.plan import check_vector
@@ -37,8 +44,15 @@ VersionRule = Callable[[Iterable[dict[str, Any]]], "str | None"]
 class Retrieval:
     """The store's read side over Chroma and the in-process state."""
 
-    def __init__(self, settings: Settings, embedder: Embedder, dimension: int, chroma: ChromaAccess,
-                 state: InProcessState, persona_version: VersionRule | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        embedder: Embedder,
+        dimension: int,
+        chroma: ChromaAccess,
+        state: InProcessState,
+        persona_version: VersionRule | None = None,
+    ):
         self.settings = settings
         self.embedder = embedder
         self.dimension = dimension
@@ -99,10 +113,21 @@ class Retrieval:
             return None
         return self.calibration().floor(self.settings.relevance_similarity_floor_z)
 
-    def memories(self, query: str | None, k: int | None, entity: str | None, *, tags: Sequence[str] | None,
-                 min_importance: int | None, all_scopes: bool, now: datetime | float | None,
-                 query_vector: np.ndarray | None, relevance: bool = False,
-                 topic_texts: Sequence[str] = (), as_of: datetime | str | float | None = None) -> GatedHits:
+    def memories(
+        self,
+        query: str | None,
+        k: int | None,
+        entity: str | None,
+        *,
+        tags: Sequence[str] | None,
+        min_importance: int | None,
+        all_scopes: bool,
+        now: datetime | float | None,
+        query_vector: np.ndarray | None,
+        relevance: bool = False,
+        topic_texts: Sequence[str] = (),
+        as_of: datetime | str | float | None = None,
+    ) -> GatedHits:
         k = self.settings.memory_top_k if k is None else check_k(k)
         at = None if as_of is None else _epoch(as_of, "as_of")
         if at is not None and now is None:
@@ -111,18 +136,51 @@ class Retrieval:
         if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
             raise ValidationError(f"tags must be a list of strings, got {tags!r}")
         text = query if isinstance(query, str) and query.strip() else None  # what the lexical part matches
-        return self._ranked(self.query_vector(query, query_vector), k, self.memory_weights(relevance), _epoch(now),
-                            scopes, tags, min_importance, query_text=text, topic_texts=topic_texts, at=at)
+        return self._ranked(
+            self.query_vector(query, query_vector),
+            k,
+            self.memory_weights(relevance),
+            _epoch(now),
+            scopes,
+            tags,
+            min_importance,
+            query_text=text,
+            topic_texts=topic_texts,
+            at=at,
+        )
 
-    def core_memories(self, entity: str, k: int, min_importance: int, query: str | None,
-                      query_vector: np.ndarray | None, now: datetime | float | None = None) -> GatedHits:
+    def core_memories(
+        self,
+        entity: str,
+        k: int,
+        min_importance: int,
+        query: str | None,
+        query_vector: np.ndarray | None,
+        now: datetime | float | None = None,
+    ) -> GatedHits:
         """The facts about ``entity`` always shown: its own active memories (not global ones, not another
         entity's) of at least ``min_importance``, by :meth:`ScoreWeights.core`."""
-        return self._ranked(self.query_vector(query, query_vector), k, ScoreWeights.core(self.settings), _epoch(now),
-                            frozenset({entity_scope(entity)}), None, min_importance)
+        return self._ranked(
+            self.query_vector(query, query_vector),
+            k,
+            ScoreWeights.core(self.settings),
+            _epoch(now),
+            frozenset({entity_scope(entity)}),
+            None,
+            min_importance,
+        )
 
-    def _ranked(self, vector: np.ndarray, k: int, weights: ScoreWeights, now: float, scopes: Any, tags: Any,
-                min_importance: int | None, **options: Any) -> GatedHits:
+    def _ranked(
+        self,
+        vector: np.ndarray,
+        k: int,
+        weights: ScoreWeights,
+        now: float,
+        scopes: Any,
+        tags: Any,
+        min_importance: int | None,
+        **options: Any,
+    ) -> GatedHits:
         """The memory index's exact top ``k`` under ``weights``, each hit's metadata as stored."""
         index = self.state.index_for(DocType.MEMORY.value)
         assert index is not None  # settings guarantee memory is indexed
@@ -131,18 +189,30 @@ class Retrieval:
             hit.metadata = from_chroma(hit.metadata)
         return hits
 
-    def search(self, query: str | None, k: int, doc_type: str | DocType | None, where: dict[str, Any] | None,
-               query_vector: np.ndarray | None, scopes: Collection[str] | None = None) -> list[Hit]:
+    def search(
+        self,
+        query: str | None,
+        k: int,
+        doc_type: str | DocType | None,
+        where: dict[str, Any] | None,
+        query_vector: np.ndarray | None,
+        scopes: Collection[str] | None = None,
+    ) -> list[Hit]:
         """Plain similarity search over any documents (Chroma's vector index, filtered); with
         ``scopes``, documents of those scopes only."""
         k = check_k(k)
         vector = self.query_vector(query, query_vector)
         scope = None if scopes is None else sorted(scopes)
-        got = self.chroma.collection.query(query_embeddings=[vector], n_results=k,
-                                           where=to_chroma_where(where, type=type_value(doc_type), scope=scope),
-                                           include=["documents", "metadatas", "distances"])
-        return [Hit(id=i, text=d or "", metadata=from_chroma(m), similarity=1.0 - float(dist))
-                for i, d, m, dist in zip(got["ids"][0], got["documents"][0], got["metadatas"][0], got["distances"][0])]
+        got = self.chroma.collection.query(
+            query_embeddings=[vector],
+            n_results=k,
+            where=to_chroma_where(where, type=type_value(doc_type), scope=scope),
+            include=["documents", "metadatas", "distances"],
+        )
+        return [
+            Hit(id=i, text=d or "", metadata=from_chroma(m), similarity=1.0 - float(dist))
+            for i, d, m, dist in zip(got["ids"][0], got["documents"][0], got["metadatas"][0], got["distances"][0])
+        ]
 
     def query_vector(self, query: str | None, query_vector: np.ndarray | None) -> np.ndarray:
         """``query_vector`` checked, or ``query`` embedded."""
@@ -155,8 +225,15 @@ class Retrieval:
             raise ValidationError(f"query_vector: {problem}")
         return vec
 
-    def similar(self, query: str | None, k: int, doc_type: DocType, equals: dict[str, Any],
-                query_vector: np.ndarray | None = None, scopes: Collection[str] | None = None) -> list[Hit]:
+    def similar(
+        self,
+        query: str | None,
+        k: int,
+        doc_type: DocType,
+        equals: dict[str, Any],
+        query_vector: np.ndarray | None = None,
+        scopes: Collection[str] | None = None,
+    ) -> list[Hit]:
         """Exact similarity search of one type: in process when indexed, else Chroma's filtered query;
         with ``scopes``, documents of those scopes only (None: every scope)."""
         k = check_k(k)
@@ -168,16 +245,31 @@ class Retrieval:
         rows = index.search(vector, k, SIMILARITY_ONLY, 0.0, scopes=scopes, equals=equals or None, rows="all")
         return [Hit(id=r.id, text=r.text, metadata=from_chroma(r.metadata), similarity=r.similarity) for r in rows]
 
-    def persona(self, query: str | None, k: int, query_vector: np.ndarray | None,
-                scopes: Collection[str] | None = None) -> list[Hit]:
+    def persona(
+        self, query: str | None, k: int, query_vector: np.ndarray | None, scopes: Collection[str] | None = None
+    ) -> list[Hit]:
         """Sections of the persona version ``persona_version`` picks among the sections of ``scopes``
         (every section without a rule)."""
         equals: dict[str, Any] = {}
         if self.persona_version is not None:
             index = self.state.index_for(DocType.PERSONA.value)
-            metas = index.metadatas() if index is not None else [d.metadata for d in get_documents(
-                self.chroma, None, where=None, doc_type=DocType.PERSONA.value, limit=None, offset=None,
-                include_embeddings=False, scopes=None)]
+            metas = (
+                index.metadatas()
+                if index is not None
+                else [
+                    d.metadata
+                    for d in get_documents(
+                        self.chroma,
+                        None,
+                        where=None,
+                        doc_type=DocType.PERSONA.value,
+                        limit=None,
+                        offset=None,
+                        include_embeddings=False,
+                        scopes=None,
+                    )
+                ]
+            )
             if scopes is not None:  # another scope's sections never decide which version this reader sees
                 metas = [m for m in metas if m.get("scope", GLOBAL_SCOPE) in scopes]
             version = self.persona_version(metas)
@@ -191,9 +283,16 @@ class Retrieval:
         return turns if scopes is None else [d for d in turns if d.metadata.get("scope", GLOBAL_SCOPE) in scopes]
 
     def conversation_summaries(self, conversation_id: str, scopes: Collection[str] | None = None) -> list[Document]:
-        docs = get_documents(self.chroma, None, where={"conversation_id": valid_conversation_id(conversation_id)},
-                             doc_type=DocType.SUMMARY.value, limit=None, offset=None, include_embeddings=False,
-                             scopes=None if scopes is None else sorted(scopes))
+        docs = get_documents(
+            self.chroma,
+            None,
+            where={"conversation_id": valid_conversation_id(conversation_id)},
+            doc_type=DocType.SUMMARY.value,
+            limit=None,
+            offset=None,
+            include_embeddings=False,
+            scopes=None if scopes is None else sorted(scopes),
+        )
         return sorted(docs, key=lambda d: d.metadata.get("summary_index") or 0)
 
 

@@ -51,22 +51,29 @@ def deleted_traces(chroma_dir: Path, collection_ids: str | Sequence[str], scope:
     """How many queue records of the collections ``collection_ids`` still hold text of deleted
     documents that were in ``scope`` or had one of ``ids``."""
     with _connect(chroma_dir) as conn:
-        return sum(conn.execute(f"SELECT COUNT(*) FROM embeddings_queue WHERE {_TRACE}",
-                                _params(collection, scope, ids)).fetchone()[0]
-                   for collection in _as_list(collection_ids))
+        return sum(
+            conn.execute(
+                f"SELECT COUNT(*) FROM embeddings_queue WHERE {_TRACE}", _params(collection, scope, ids)
+            ).fetchone()[0]
+            for collection in _as_list(collection_ids)
+        )
 
 
-def scrub_deleted(chroma_dir: Path, collection_ids: str | Sequence[str], scope: str,
-                  ids: Sequence[str] = ()) -> dict[str, Any]:
+def scrub_deleted(
+    chroma_dir: Path, collection_ids: str | Sequence[str], scope: str, ids: Sequence[str] = ()
+) -> dict[str, Any]:
     """Erase what the file still holds of deleted documents of the collections ``collection_ids`` that
     were in ``scope`` or had one of ``ids``, and compact the file (and empty its write-ahead log).
     Returns ``{"queue_records_redacted": n, "vacuumed": True}``."""
     with _connect(chroma_dir) as conn:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            redacted = sum(conn.execute(f"UPDATE embeddings_queue SET metadata = NULL WHERE {_TRACE}",
-                                        _params(collection, scope, ids)).rowcount
-                           for collection in _as_list(collection_ids))
+            redacted = sum(
+                conn.execute(
+                    f"UPDATE embeddings_queue SET metadata = NULL WHERE {_TRACE}", _params(collection, scope, ids)
+                ).rowcount
+                for collection in _as_list(collection_ids)
+            )
             conn.execute("INSERT INTO embedding_fulltext_search(embedding_fulltext_search) VALUES ('optimize')")
             conn.execute("COMMIT")
         except BaseException:
@@ -98,9 +105,11 @@ def _connect(chroma_dir: Path) -> Iterator[sqlite3.Connection]:
         conn.execute("PRAGMA secure_delete = ON")  # what the redaction frees is zeroed too
         yield conn
     except sqlite3.Error as exc:
-        raise StoreUnavailable(f"could not erase deleted documents' bytes from {path} ({exc}); the documents are "
-                               f"deleted, but their text may remain in the file: stop other programs using the "
-                               f"store and run the forget again") from exc
+        raise StoreUnavailable(
+            f"could not erase deleted documents' bytes from {path} ({exc}); the documents are "
+            f"deleted, but their text may remain in the file: stop other programs using the "
+            f"store and run the forget again"
+        ) from exc
     finally:
         conn.close()
 

@@ -66,9 +66,9 @@ import numpy as np
 
 from brain.config import Settings, key_dir_problem
 from brain.model.errors import ConfigError, StoreError, StoreUnavailable
-from brain.store.memory_index import MemoryIndex
 from brain.model.schemas import GLOBAL_SCOPE
 from brain.store.events import WriteEvent, WriteSubscriber
+from brain.store.memory_index import MemoryIndex
 
 log = logging.getLogger(__name__)
 
@@ -101,16 +101,19 @@ def snapshot_key(client: Any, collection: str) -> bytes:
     collection ``<collection>__snapshot_key`` (the first process to add it wins; every other reads that one)."""
     name = collection + KEY_SUFFIX
     try:
-        col = client.get_or_create_collection(name, embedding_function=None,
-                                              metadata={"brain": "index snapshot key", "of": collection})
+        col = client.get_or_create_collection(
+            name, embedding_function=None, metadata={"brain": "index snapshot key", "of": collection}
+        )
         got = col.get(ids=[_KEY_ID], include=["documents"])
         if not got["ids"]:
             col.add(ids=[_KEY_ID], documents=[secrets.token_hex(32)], embeddings=[[1.0]])
             got = col.get(ids=[_KEY_ID], include=["documents"])
         return bytes.fromhex(got["documents"][0])
     except ValueError as exc:  # a key that is not hex: written by hand
-        raise StoreError(f"the index snapshot key in collection {name!r} is damaged ({exc}); delete that "
-                         f"collection (a new key is made) or set BRAIN_INDEX_SNAPSHOT=false") from None
+        raise StoreError(
+            f"the index snapshot key in collection {name!r} is damaged ({exc}); delete that "
+            f"collection (a new key is made) or set BRAIN_INDEX_SNAPSHOT=false"
+        ) from None
     except Exception as exc:  # connection or server errors from chromadb
         raise StoreUnavailable(f"cannot read the index snapshot key {name!r}: {exc}") from exc
 
@@ -121,8 +124,11 @@ def drop_server_key(client: Any, collection: str) -> None:
     name = collection + KEY_SUFFIX
     if name in {c.name for c in client.list_collections()}:
         client.delete_collection(name)
-        log.info("deleted the index snapshot key kept in the data directory (%s); the key now lives in "
-                 "BRAIN_SNAPSHOT_KEY_DIR", name)
+        log.info(
+            "deleted the index snapshot key kept in the data directory (%s); the key now lives in "
+            "BRAIN_SNAPSHOT_KEY_DIR",
+            name,
+        )
 
 
 class KeyFile:
@@ -145,8 +151,10 @@ class KeyFile:
                 mode = os.fstat(stream.fileno()).st_mode
                 text = stream.read(_KEY_HEX + 2)
         except FileNotFoundError:
-            raise SnapshotUnusable(f"its key file {self.path} is missing (a new machine, a data directory copied or "
-                                   f"moved, or another BRAIN_SNAPSHOT_KEY_DIR), so it cannot be verified") from None
+            raise SnapshotUnusable(
+                f"its key file {self.path} is missing (a new machine, a data directory copied or "
+                f"moved, or another BRAIN_SNAPSHOT_KEY_DIR), so it cannot be verified"
+            ) from None
         except OSError as exc:
             raise SnapshotUnusable(f"its key file {self.path} cannot be read ({exc})") from None
         if os.name == "posix" and mode & 0o077:  # another user may have written it
@@ -183,9 +191,11 @@ class KeyFile:
                 raise
             _fsync_dir(directory)
         except OSError as exc:
-            raise StoreError(f"cannot write the index snapshot key {self.path} ({exc}); make {directory} writable, "
-                             f"set BRAIN_SNAPSHOT_KEY_DIR to a writable directory outside the data directory, or set "
-                             f"BRAIN_INDEX_SNAPSHOT=false") from exc
+            raise StoreError(
+                f"cannot write the index snapshot key {self.path} ({exc}); make {directory} writable, "
+                f"set BRAIN_SNAPSHOT_KEY_DIR to a writable directory outside the data directory, or set "
+                f"BRAIN_INDEX_SNAPSHOT=false"
+            ) from exc
         return key
 
 
@@ -243,8 +253,13 @@ class SnapshotIdentity:
     types: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"collection": self.collection, "collection_id": self.collection_id, "embedder": self.embedder,
-                "dimension": self.dimension, "types": list(self.types)}
+        return {
+            "collection": self.collection,
+            "collection_id": self.collection_id,
+            "embedder": self.embedder,
+            "dimension": self.dimension,
+            "types": list(self.types),
+        }
 
     def mismatch(self, header: dict[str, Any]) -> str | None:
         """What in ``header`` differs from this identity, or None."""
@@ -266,8 +281,16 @@ class Snapshot:
     saved_at: float
 
 
-def write_snapshot(path: Path, identity: SnapshotIdentity, indexes: dict[str, MemoryIndex], *, count: int,
-                   sequence: int | None, feed_id: str | None, key: bytes) -> None:
+def write_snapshot(
+    path: Path,
+    identity: SnapshotIdentity,
+    indexes: dict[str, MemoryIndex],
+    *,
+    count: int,
+    sequence: int | None,
+    feed_id: str | None,
+    key: bytes,
+) -> None:
     """Save ``indexes`` to ``path`` atomically (a temporary file renamed over it), signed with ``key``."""
     entries: dict[str, np.ndarray] = {}
     scopes: dict[str, dict[str, int]] = {}
@@ -276,8 +299,15 @@ def write_snapshot(path: Path, identity: SnapshotIdentity, indexes: dict[str, Me
         entries.update({f"{doc_type}/{name}": arr for name, arr in arrays.items()})
         entries[f"{doc_type}/rows"] = _json_bytes(rows)
         scopes[doc_type] = _scope_counts(rows["metas"])
-    header = {"format": FORMAT, **identity.to_dict(), "count": count, "sequence": sequence, "feed_id": feed_id,
-              "saved_at": time.time(), "scopes": scopes}
+    header = {
+        "format": FORMAT,
+        **identity.to_dict(),
+        "count": count,
+        "sequence": sequence,
+        "feed_id": feed_id,
+        "saved_at": time.time(),
+        "scopes": scopes,
+    }
     entries["header"] = _json_bytes(header)
     write_archive(path, entries, key)
 
@@ -327,8 +357,11 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
             indexes, held = {}, {}
             for doc_type in identity.types:
                 prefix = f"{doc_type}/"
-                arrays = {name[len(prefix):]: arr for name, arr in archive.items()
-                          if name.startswith(prefix) and name != prefix + "rows"}
+                arrays = {
+                    name[len(prefix) :]: arr
+                    for name, arr in archive.items()
+                    if name.startswith(prefix) and name != prefix + "rows"
+                }
                 rows = _json_value(archive[prefix + "rows"])
                 if not isinstance(rows, dict):
                     raise SnapshotUnusable(f"the rows of {doc_type} are not a JSON object")
@@ -341,8 +374,13 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
             for doc_type in indexes:
                 if not isinstance(claimed, dict) or claimed.get(doc_type) != held[doc_type]:
                     raise SnapshotUnusable(f"its {doc_type} rows per scope are not those its header lists")
-            return Snapshot(indexes, sequence, None if feed_id is None else str(feed_id), count,
-                            float(header.get("saved_at") or 0.0))
+            return Snapshot(
+                indexes,
+                sequence,
+                None if feed_id is None else str(feed_id),
+                count,
+                float(header.get("saved_at") or 0.0),
+            )
     except SnapshotUnusable:
         raise
     except RecursionError:
@@ -365,16 +403,19 @@ def _read_archive(stream: Any, key: bytes) -> dict[str, np.ndarray]:
     stored = stream.read(MAC_SIZE)
     stream.seek(0)
     if not hmac.compare_digest(stored, _file_mac(key, stream, size - MAC_SIZE)):
-        raise SnapshotUnusable("it is not signed with this store's snapshot key (edited, of an older format, or "
-                               "saved for another store)")
+        raise SnapshotUnusable(
+            "it is not signed with this store's snapshot key (edited, of an older format, or saved for another store)"
+        )
     stream.seek(0)
     with zipfile.ZipFile(stream) as opened:
         members = opened.infolist()
         declared = 0
         for info in members:
             if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
-                raise SnapshotUnusable(f"its entry {info.filename!r} is compressed (method {info.compress_type}, "
-                                       f"{info.compress_size} bytes declaring {info.file_size}); brain writes none")
+                raise SnapshotUnusable(
+                    f"its entry {info.filename!r} is compressed (method {info.compress_type}, "
+                    f"{info.compress_size} bytes declaring {info.file_size}); brain writes none"
+                )
             declared += info.file_size
         if declared > size:
             raise SnapshotUnusable(f"its entries declare {declared} bytes, more than the file's {size}")
@@ -432,8 +473,10 @@ class SnapshotKeeper(WriteSubscriber):
             try:
                 self.discard()
             except OSError as exc:
-                raise StoreError(f"cannot delete the index snapshot {self.path} or its key before writing ({exc}); nothing "
-                                 f"was written. Make it deletable, or set BRAIN_INDEX_SNAPSHOT=false") from exc
+                raise StoreError(
+                    f"cannot delete the index snapshot {self.path} or its key before writing ({exc}); nothing "
+                    f"was written. Make it deletable, or set BRAIN_INDEX_SNAPSHOT=false"
+                ) from exc
 
     def commit(self, event: WriteEvent) -> None:
         self.current = False
@@ -441,8 +484,12 @@ class SnapshotKeeper(WriteSubscriber):
             try:
                 self.discard()
             except OSError as exc:  # the delete itself is done (and a start applies it over the file)
-                log.warning("could not delete the index snapshot %s after a delete (%s): it may still hold "
-                            "deleted texts; delete it by hand", self.path, exc)
+                log.warning(
+                    "could not delete the index snapshot %s after a delete (%s): it may still hold "
+                    "deleted texts; delete it by hand",
+                    self.path,
+                    exc,
+                )
 
     def discard(self) -> None:
         """Delete the file and, for the embedded store, its key (once, until the next save): a copy of the
@@ -469,13 +516,17 @@ class SnapshotKeeper(WriteSubscriber):
 
     def reject(self, why: str, *, quiet: bool = False) -> None:
         """Log that the snapshot is ignored, and why."""
-        log.log(logging.INFO if quiet else logging.WARNING,
-                "index snapshot %s ignored: %s; rebuilding the in-process indexes from Chroma", self.path, why)
+        log.log(
+            logging.INFO if quiet else logging.WARNING,
+            "index snapshot %s ignored: %s; rebuilding the in-process indexes from Chroma",
+            self.path,
+            why,
+        )
 
-    def save(self, indexes: dict[str, MemoryIndex], *, count: int, sequence: int | None,
-             feed_id: str | None) -> Path:
-        write_snapshot(self.path, self.identity, indexes, count=count, sequence=sequence, feed_id=feed_id,
-                       key=self.keys.renew())
+    def save(self, indexes: dict[str, MemoryIndex], *, count: int, sequence: int | None, feed_id: str | None) -> Path:
+        write_snapshot(
+            self.path, self.identity, indexes, count=count, sequence=sequence, feed_id=feed_id, key=self.keys.renew()
+        )
         self._file_may_exist = True
         self.current = True
         return self.path
@@ -521,5 +572,19 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["DIRECTORY", "FORMAT", "KEY_SUFFIX", "KeyFile", "ServerKey", "Snapshot", "SnapshotIdentity", "SnapshotKeeper",
-           "SnapshotUnusable", "drop_server_key", "read_snapshot", "snapshot_key", "snapshot_path", "write_snapshot"]
+__all__ = [
+    "DIRECTORY",
+    "FORMAT",
+    "KEY_SUFFIX",
+    "KeyFile",
+    "ServerKey",
+    "Snapshot",
+    "SnapshotIdentity",
+    "SnapshotKeeper",
+    "SnapshotUnusable",
+    "drop_server_key",
+    "read_snapshot",
+    "snapshot_key",
+    "snapshot_path",
+    "write_snapshot",
+]

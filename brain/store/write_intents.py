@@ -52,9 +52,10 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -91,7 +92,7 @@ class WriteIntent:
     deleted: tuple[str, ...] = ()
     prior: dict[str, PriorVersion] = field(default_factory=dict)
     mirrored: bool = True  # False: the write bypassed the mirror, so a roll-back leaves it alone
-    _log: "WriteIntentLog | None" = field(default=None, repr=False, compare=False)
+    _log: WriteIntentLog | None = field(default=None, repr=False, compare=False)
     _fd: int | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -128,8 +129,14 @@ class WriteIntentLog:
         """Whether this process left a record behind (an undo that failed) that is still unresolved."""
         return self._kept > 0
 
-    def begin(self, *, upserted: Iterable[str] = (), deleted: Iterable[str] = (),
-              prior: Mapping[str, PriorVersion] | None = None, mirrored: bool = True) -> WriteIntent:
+    def begin(
+        self,
+        *,
+        upserted: Iterable[str] = (),
+        deleted: Iterable[str] = (),
+        prior: Mapping[str, PriorVersion] | None = None,
+        mirrored: bool = True,
+    ) -> WriteIntent:
         """Record a write durably before it starts; the caller ends it with ``done()`` or ``keep()``."""
         intent = WriteIntent(uuid.uuid4().hex, tuple(upserted), tuple(deleted), dict(prior or {}), mirrored, self)
         body = json.dumps(_encode(intent), separators=(",", ":")).encode()
@@ -138,8 +145,10 @@ class WriteIntentLog:
             self.directory.mkdir(parents=True, exist_ok=True)
             fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError as exc:
-            raise StoreUnavailable(f"cannot record a write in {self.directory}: {exc}; check that the data "
-                                   f"directory is writable (nothing was written)") from exc
+            raise StoreUnavailable(
+                f"cannot record a write in {self.directory}: {exc}; check that the data "
+                f"directory is writable (nothing was written)"
+            ) from exc
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # a fresh file: nobody else can hold it
@@ -150,8 +159,9 @@ class WriteIntentLog:
         except OSError as exc:
             os.close(fd)
             _unlink(partial)
-            raise StoreUnavailable(f"cannot record a write in {self.directory}: {exc}; check the free disk space "
-                                   f"(nothing was written)") from exc
+            raise StoreUnavailable(
+                f"cannot record a write in {self.directory}: {exc}; check the free disk space (nothing was written)"
+            ) from exc
         intent._fd = fd
         return intent
 
@@ -183,7 +193,8 @@ class WriteIntentLog:
                 os.close(fd)
                 raise StoreUnavailable(
                     f"the write record {path} cannot be read ({exc}); the write it describes may be half done. "
-                    f"Check the store with `brain mirror verify`, then delete the file") from exc
+                    f"Check the store with `brain mirror verify`, then delete the file"
+                ) from exc
             intent._log, intent._fd = self, fd
             try:
                 undo(intent)
@@ -192,8 +203,9 @@ class WriteIntentLog:
                 raise
             self._remove(intent)
             resolved += 1
-            log.warning("a write of %d documents that never finished was rolled back (record %s)",
-                        len(intent.ids), intent.id)
+            log.warning(
+                "a write of %d documents that never finished was rolled back (record %s)", len(intent.ids), intent.id
+            )
         self._kept = 0  # every record no writer holds is resolved, this process's own included
         return resolved
 
@@ -245,8 +257,12 @@ def _encode(intent: WriteIntent) -> dict[str, Any]:
         "upserted": list(intent.upserted),
         "deleted": list(intent.deleted),
         "prior": [
-            {"id": doc_id, "document": p.document, "metadata": p.metadata,
-             "embedding": base64.b64encode(np.asarray(p.embedding, dtype="<f4").tobytes()).decode("ascii")}
+            {
+                "id": doc_id,
+                "document": p.document,
+                "metadata": p.metadata,
+                "embedding": base64.b64encode(np.asarray(p.embedding, dtype="<f4").tobytes()).decode("ascii"),
+            }
             for doc_id, p in intent.prior.items()
         ],
     }
@@ -257,8 +273,11 @@ def _decode(body: bytes, intent_id: str) -> WriteIntent:
     if data.get("format") != _FORMAT:
         raise ValueError(f"unknown record format {data.get('format')!r}")
     prior = {
-        p["id"]: PriorVersion(p["document"], dict(p["metadata"]),
-                              np.frombuffer(base64.b64decode(p["embedding"]), dtype="<f4").astype(np.float32))
+        p["id"]: PriorVersion(
+            p["document"],
+            dict(p["metadata"]),
+            np.frombuffer(base64.b64decode(p["embedding"]), dtype="<f4").astype(np.float32),
+        )
         for p in data["prior"]
     }
     return WriteIntent(intent_id, tuple(data["upserted"]), tuple(data["deleted"]), prior, bool(data["mirrored"]))
@@ -267,7 +286,7 @@ def _decode(body: bytes, intent_id: str) -> WriteIntent:
 def _write_all(fd: int, body: bytes) -> None:
     view = memoryview(body)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _read_all(fd: int) -> bytes:

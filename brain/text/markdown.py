@@ -59,8 +59,12 @@ def _fence_step(fence: str | None, line: str) -> tuple[str | None, bool]:
     """(the open fence after ``line`` or None, whether ``line`` is code or a fence)."""
     match = _FENCE.match(line)
     if fence is not None:
-        if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) \
-                and not line.strip()[len(match.group(1)):].strip():
+        if (
+            match
+            and match.group(1)[0] == fence[0]
+            and len(match.group(1)) >= len(fence)
+            and not line.strip()[len(match.group(1)) :].strip()
+        ):
             return None, True
         return fence, True
     if match:

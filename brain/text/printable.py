@@ -10,13 +10,13 @@ rule says what is unprintable.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 
 #: the short escapes people and JSON read alike
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _unprintable(keep: str) -> re.Pattern[str]:
     from brain.model.schemas.values import UNPRINTABLE_CLASS  # on first use: the CLI's import stays light
 

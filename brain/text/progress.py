@@ -36,8 +36,9 @@ class ProgressOptions:
 class Progress:
     """Counts done units of a job of ``total`` units and shows it (see the module docstring)."""
 
-    def __init__(self, total: int, desc: str, unit: str, options: ProgressOptions | None = None, *,
-                 enabled: bool = True):
+    def __init__(
+        self, total: int, desc: str, unit: str, options: ProgressOptions | None = None, *, enabled: bool = True
+    ):
         options = options or ProgressOptions()
         self.total = max(int(total), 0)
         self.desc = desc
@@ -77,7 +78,7 @@ class Progress:
             self._write(f"{self.desc}: {self.done}/{self.total} {_plural(self.unit)} done in {_duration(elapsed)}")
         self._enabled = False
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -87,7 +88,9 @@ class Progress:
         elapsed = max(now - self._started, 1e-9)
         rate = self.done / elapsed
         percent = 100.0 * self.done / self.total
-        left = f", about {_duration((self.total - self.done) / rate)} left" if rate > 0 and self.done < self.total else ""
+        left = (
+            f", about {_duration((self.total - self.done) / rate)} left" if rate > 0 and self.done < self.total else ""
+        )
         units = _plural(self.unit)
         return f"{self.desc}: {self.done}/{self.total} {units} ({percent:.0f}%), {rate:.1f} {units}/s{left}"
 

@@ -74,5 +74,12 @@ def counting_tokenizer() -> Tokenizer:
     return _counting
 
 
-__all__ = ["TOKENIZER_DIST", "TOKENIZER_FILE", "TOKENIZER_PACKAGE", "counting_tokenizer", "load_tokenizer",
-           "package_file", "tokenizer_path"]
+__all__ = [
+    "TOKENIZER_DIST",
+    "TOKENIZER_FILE",
+    "TOKENIZER_PACKAGE",
+    "counting_tokenizer",
+    "load_tokenizer",
+    "package_file",
+    "tokenizer_path",
+]

@@ -12,7 +12,6 @@ each with one job, data flowing one way (store -> candidates -> context; exchang
 - :mod:`brain.features.chat.last_used` — access tracking (``last_used``): where it is written and why.
 """
 
-from brain.features.chat.last_used import AccessTracker
 from brain.features.chat.chat_memory import PERSONA_MAX_SECTIONS, ChatMemory, Exchange, new_conversation_id
 from brain.features.chat.context import (
     DROP_PRIORITY,
@@ -26,6 +25,7 @@ from brain.features.chat.context import (
     render_prompt,
 )
 from brain.features.chat.formation import Formation, FormationBatch, FormationReport
+from brain.features.chat.last_used import AccessTracker
 from brain.features.chat.speakers import PersonaName, exchange_speakers
 from brain.features.chat.summaries import SummaryJob, SummaryWriter, summary_id
 from brain.features.chat.summary_queue import SummaryQueue, SummarySchedule

@@ -20,23 +20,30 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from brain.config import Settings
+from brain.features.chat.context import (
+    SECTIONS,
+    Context,
+    ContextItem,
+    TokenCounter,
+    assemble_context,
+    explain,
+    render_line,
+)
+from brain.features.chat.formation import Formation, FormationBatch, FormationReport
 from brain.features.chat.last_used import ACCESS_FLUSH_SECONDS, AccessTracker
-from brain.features.chat.context import (SECTIONS, Context, ContextItem, TokenCounter, assemble_context, explain,
-                                         render_line)
 from brain.features.chat.related_turns import RelatedTurns
 from brain.features.chat.speakers import PersonaName, exchange_speakers
-from brain.features.chat.formation import Formation, FormationBatch, FormationReport
 from brain.features.chat.summaries import SummaryWriter
 from brain.features.chat.summary_queue import SummaryQueue, SummarySchedule
-from brain.config import Settings
 from brain.features.consolidate import ConsolidationReport, consolidate_memories
 from brain.model.errors import Problem, ValidationError
 from brain.model.ids import derived_id
-from brain.rules.memories import may_read
 from brain.model.results import Hit
 from brain.model.schemas import (
     GLOBAL_SCOPE,
@@ -52,6 +59,7 @@ from brain.model.schemas import (
 )
 from brain.providers.extractors import get_extractor
 from brain.providers.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
+from brain.rules.memories import may_read
 
 if TYPE_CHECKING:
     from brain.providers.extractors import OllamaExtractor
@@ -61,8 +69,22 @@ if TYPE_CHECKING:
 PERSONA_MAX_SECTIONS = 1000
 _LOCK_STRIPES = 64
 # keys record_exchange sets itself; metadata= may not override them
-_TURN_KEYS = frozenset({"text", "type", "id", "embedding", "role", "conversation_id", "turn_index",
-                        "timestamp", "ts_epoch", "source", "scope", "speaker"})
+_TURN_KEYS = frozenset(
+    {
+        "text",
+        "type",
+        "id",
+        "embedding",
+        "role",
+        "conversation_id",
+        "turn_index",
+        "timestamp",
+        "ts_epoch",
+        "source",
+        "scope",
+        "speaker",
+    }
+)
 
 
 def new_conversation_id() -> str:
@@ -74,11 +96,19 @@ IDEMPOTENCY_KEY_MAX = 255
 
 
 def check_idempotency_key(value: Any) -> str:
-    if (not isinstance(value, str) or not 1 <= len(value) <= IDEMPOTENCY_KEY_MAX
-            or not all(" " <= c <= "~" for c in value) or not value.strip()):
-        raise ValidationError.of("idempotency_key", (
-            f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters (e.g. a UUID), "
-            f"got {value!r} (nothing was written)"))
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= IDEMPOTENCY_KEY_MAX
+        or not all(" " <= c <= "~" for c in value)
+        or not value.strip()
+    ):
+        raise ValidationError.of(
+            "idempotency_key",
+            (
+                f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters (e.g. a UUID), "
+                f"got {value!r} (nothing was written)"
+            ),
+        )
     return value
 
 
@@ -153,7 +183,9 @@ class ChatMemory:
         self.settings = settings if settings is not None else store.settings
         s = self.settings
         self.summary_writer = SummaryWriter(
-            store, s, summarizer if summarizer is not None else get_summarizer(s),
+            store,
+            s,
+            summarizer if summarizer is not None else get_summarizer(s),
             fallback if fallback is not None else ExtractiveSummarizer(),
             s.summary_cooldown_seconds if unavailable_cooldown is None else unavailable_cooldown,
         )
@@ -166,12 +198,18 @@ class ChatMemory:
         self._key_stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]  # taken before _stripes
         self._closed = False
         self.access = AccessTracker(store, clock=clock, on_due=lambda: self.summary_queue.wake())
-        self.summary_queue = SummaryQueue(self.summary_writer, SummarySchedule(store, s), start_worker=start_worker,
-                                          tick=self.access.maybe_flush, tick_seconds=ACCESS_FLUSH_SECONDS,
-                                          formation=self.formation)
+        self.summary_queue = SummaryQueue(
+            self.summary_writer,
+            SummarySchedule(store, s),
+            start_worker=start_worker,
+            tick=self.access.maybe_flush,
+            tick_seconds=ACCESS_FLUSH_SECONDS,
+            formation=self.formation,
+        )
         if start_worker and self.formation.enabled:  # windows a stopped (or killed) process left pending
-            self.summary_queue.add_formation((b.conversation_id, b.turn_range)
-                                             for b in self.formation.batches(status="pending"))
+            self.summary_queue.add_formation(
+                (b.conversation_id, b.turn_range) for b in self.formation.batches(status="pending")
+            )
 
     @property
     def summarizer(self) -> Summarizer:
@@ -197,8 +235,7 @@ class ChatMemory:
         conversation reads the same way, so a context never shows what another entity said."""
         conversation_id = _check_conversation(conversation_id)
         if not isinstance(user_message, str) or not user_message.strip():
-            raise ValidationError("user_message must be a non-empty string",
-                                  [Problem("user_message", "empty")])
+            raise ValidationError("user_message must be a non-empty string", [Problem("user_message", "empty")])
         if entity is not None:
             entity = valid_name(entity)  # one canonical form: "Alice" is "alice"
         s = self.settings
@@ -207,12 +244,19 @@ class ChatMemory:
         relevance: dict[str, dict[str, Any]] = {}
         ranked = self._candidates(conversation_id, user_message, entity, relevance)
         counter = self._tokens() if s.context_max_tokens > 0 else None
-        return assemble_context(ranked, conversation_id=conversation_id, entity=entity,
-                                max_chars=s.context_max_chars, max_tokens=s.context_max_tokens, counter=counter,
-                                relevance=relevance)
+        return assemble_context(
+            ranked,
+            conversation_id=conversation_id,
+            entity=entity,
+            max_chars=s.context_max_chars,
+            max_tokens=s.context_max_tokens,
+            counter=counter,
+            relevance=relevance,
+        )
 
-    def _candidates(self, conversation_id: str | None, user_message: str, entity: str | None,
-                    relevance: dict[str, dict[str, Any]]) -> dict[str, list[ContextItem]]:
+    def _candidates(
+        self, conversation_id: str | None, user_message: str, entity: str | None, relevance: dict[str, dict[str, Any]]
+    ) -> dict[str, list[ContextItem]]:
         """Each section's candidates, best first (recent turns newest first); the message is embedded once.
         Under the relevance ranking memories are gated by the store (relevance floor and margin), FAQ
         entries and summaries below the embedder's similarity floor are left out, and related turns are
@@ -237,8 +281,14 @@ class ChatMemory:
         turns = store.recent_turns(conversation_id, s.turn_top_k, entity=entity) if conversation_id is not None else []
         if s.enable_memory:
             # a critical memory sharing words with the message or with the latest turns gets a lower floor
-            hits = store.retrieve_memories(user_message, s.memory_top_k, entity, query_vector=vector,
-                                           relevance=True, topic_texts=[d.text for d in turns])
+            hits = store.retrieve_memories(
+                user_message,
+                s.memory_top_k,
+                entity,
+                query_vector=vector,
+                relevance=True,
+                topic_texts=[d.text for d in turns],
+            )
             ranked["memory"] = [_memory_item(h, getattr(hits, "floor", None)) for h in hits]
             if getattr(hits, "floor", None) is not None:
                 relevance["memory"] = {**hits.gate(), "shown": len(hits)}
@@ -250,15 +300,25 @@ class ChatMemory:
         if want_summaries:
             # the conversation's own documents: acting for an entity, those it may see; unrestricted, all
             # of them, as its turns are
-            hits = store.retrieve_summaries(None, s.summary_top_k, conversation_id, query_vector=vector,
-                                            entity=entity, all_scopes=entity is None)
+            hits = store.retrieve_summaries(
+                None, s.summary_top_k, conversation_id, query_vector=vector, entity=entity, all_scopes=entity is None
+            )
             ranked["summary"] = _above_floor("summary", hits, floor, relevance)
         if s.enable_turn and conversation_id is not None:
-            ranked["turn"] = [ContextItem(d.id, d.text, d.metadata, why=explain("turn", {}, None))
-                              for d in reversed(turns)]
+            ranked["turn"] = [
+                ContextItem(d.id, d.text, d.metadata, why=explain("turn", {}, None)) for d in reversed(turns)
+            ]
             if want_related:
-                ranked["related"] = self._related(conversation_id, user_message, vector, turns, s.related_turn_top_k,
-                                                  entity, self.related_turns.floor(), relevance)
+                ranked["related"] = self._related(
+                    conversation_id,
+                    user_message,
+                    vector,
+                    turns,
+                    s.related_turn_top_k,
+                    entity,
+                    self.related_turns.floor(),
+                    relevance,
+                )
         return ranked
 
     def _core(self, entity: str, vector: Any, shown: set[str]) -> list[ContextItem]:
@@ -289,8 +349,15 @@ class ChatMemory:
         docs = self.store.conversation_turns(conversation_id) or self.store.conversation_summaries(conversation_id)
         return all(may_read(str(d.metadata.get("scope", GLOBAL_SCOPE)), entity) for d in docs)
 
-    def related_turns_for(self, conversation_id: str, user_message: str, *, query_vector: Any = None,
-                          k: int | None = None, entity: str | None = None) -> list[ContextItem]:
+    def related_turns_for(
+        self,
+        conversation_id: str,
+        user_message: str,
+        *,
+        query_vector: Any = None,
+        k: int | None = None,
+        entity: str | None = None,
+    ) -> list[ContextItem]:
         """The context's ``related`` candidates for ``user_message``, best first, before the budget: the
         ``k`` (default ``RAG_RELATED_TURN_TOP_K``) older turns of the conversation that match it best
         (:mod:`brain.rules.turn_search`), outside the ``RAG_TURN_TOP_K`` recent turns the context shows anyway;
@@ -305,15 +372,30 @@ class ChatMemory:
         if entity is not None:
             entity = valid_name(entity)
         vector = self.store.embedder.embed_query(user_message) if query_vector is None else query_vector
-        return self._related(conversation_id, user_message, vector,
-                             self.store.recent_turns(conversation_id, s.turn_top_k, entity=entity), k, entity,
-                             self.related_turns.floor())
+        return self._related(
+            conversation_id,
+            user_message,
+            vector,
+            self.store.recent_turns(conversation_id, s.turn_top_k, entity=entity),
+            k,
+            entity,
+            self.related_turns.floor(),
+        )
 
-    def _related(self, conversation_id: str, user_message: str, vector: Any, recent: Sequence[Any],
-                 k: int, entity: str | None = None, floor: float | None = None,
-                 relevance: dict[str, dict[str, Any]] | None = None) -> list[ContextItem]:
-        return self.related_turns.find(conversation_id, user_message, vector, {d.id for d in recent}, k, entity,
-                                       floor=floor, relevance=relevance)
+    def _related(
+        self,
+        conversation_id: str,
+        user_message: str,
+        vector: Any,
+        recent: Sequence[Any],
+        k: int,
+        entity: str | None = None,
+        floor: float | None = None,
+        relevance: dict[str, dict[str, Any]] | None = None,
+    ) -> list[ContextItem]:
+        return self.related_turns.find(
+            conversation_id, user_message, vector, {d.id for d in recent}, k, entity, floor=floor, relevance=relevance
+        )
 
     def _tokens(self) -> TokenCounter:
         if self._token_counter is None:
@@ -356,8 +438,10 @@ class ChatMemory:
         key = None if idempotency_key is None else check_idempotency_key(idempotency_key)
         conversation_id = _check_conversation(conversation_id)
         if user_text is None and assistant_text is None:
-            raise ValidationError("an exchange needs user_text, assistant_text or both; both are None",
-                                  [Problem("user_text", "missing"), Problem("assistant_text", "missing")])
+            raise ValidationError(
+                "an exchange needs user_text, assistant_text or both; both are None",
+                [Problem("user_text", "missing"), Problem("assistant_text", "missing")],
+            )
         extra = dict(metadata or {})
         clashing = sorted(k for k in extra if k in _TURN_KEYS)
         if clashing:
@@ -378,8 +462,11 @@ class ChatMemory:
         user, assistant = exchange_speakers(user_name, assistant_name, entity, self.persona_name)
         if timestamp is None:
             timestamp = utc_now()
-        turns = [(role, text, name) for role, text, name in
-                 (("user", user_text, user), ("assistant", assistant_text, assistant)) if text is not None]
+        turns = [
+            (role, text, name)
+            for role, text, name in (("user", user_text, user), ("assistant", assistant_text, assistant))
+            if text is not None
+        ]
         if key is None:
             return self._record(conversation_id, turns, timestamp, extra)
         with self._key_stripes[hash((scope, key)) % _LOCK_STRIPES]:  # the same key twice at once: one writes
@@ -389,23 +476,47 @@ class ChatMemory:
             conversation_id = conversation_id or idempotent_conversation_id(key, scope)
             return self._record(conversation_id, turns, timestamp, extra, key=key)
 
-    def _record(self, conversation_id: str, turns: list[tuple[str, str, str | None]], timestamp: Any,
-                extra: dict[str, Any], *, key: str | None = None) -> Exchange:
-        docs = [{"text": text, "type": DocType.TURN, "conversation_id": conversation_id, "role": role,
-                 "timestamp": timestamp, "source": "chat", **extra, **({"speaker": name} if name else {}),
-                 **({"id": idempotent_turn_id(key, extra.get("scope", GLOBAL_SCOPE), role)} if key else {})}
-                for role, text, name in turns]
+    def _record(
+        self,
+        conversation_id: str,
+        turns: list[tuple[str, str, str | None]],
+        timestamp: Any,
+        extra: dict[str, Any],
+        *,
+        key: str | None = None,
+    ) -> Exchange:
+        docs = [
+            {
+                "text": text,
+                "type": DocType.TURN,
+                "conversation_id": conversation_id,
+                "role": role,
+                "timestamp": timestamp,
+                "source": "chat",
+                **extra,
+                **({"speaker": name} if name else {}),
+                **({"id": idempotent_turn_id(key, extra.get("scope", GLOBAL_SCOPE), role)} if key else {}),
+            }
+            for role, text, name in turns
+        ]
         with self._stripes[hash(conversation_id) % _LOCK_STRIPES]:
             written = self.store.write_docs(docs)
             ids = dict(zip((role for role, _, _ in turns), written.ids))
             user_id, assistant_id = ids.get("user"), ids.get("assistant")
             positions = {role: written.position(doc_id) for role, doc_id in ids.items()}
             scheduled = self.summary_queue.add(conversation_id, max(positions.values()))
-        return Exchange(conversation_id, user_id, assistant_id, positions.get("user"), positions.get("assistant"),
-                        [job.turn_range for job in scheduled])
+        return Exchange(
+            conversation_id,
+            user_id,
+            assistant_id,
+            positions.get("user"),
+            positions.get("assistant"),
+            [job.turn_range for job in scheduled],
+        )
 
-    def _replay(self, key: str, scope: str, conversation_id: str | None,
-                turns: list[tuple[str, str, str | None]]) -> Exchange | None:
+    def _replay(
+        self, key: str, scope: str, conversation_id: str | None, turns: list[tuple[str, str, str | None]]
+    ) -> Exchange | None:
         """The answer of the exchange first stored under ``key``, or None when there is none."""
         wanted = {role: idempotent_turn_id(key, scope, role) for role in ("user", "assistant")}
         stored = {d.metadata.get("role"): d for d in self.store.get(list(wanted.values()))}
@@ -413,19 +524,32 @@ class ChatMemory:
             return None
         sent = {role: text for role, text, _ in turns}
         first = next(iter(stored.values())).metadata.get("conversation_id")
-        if (set(stored) != set(sent) or any(stored[r].text != sent[r] for r in sent)
-                or (conversation_id is not None and conversation_id != first)):
-            raise ValidationError.of("idempotency_key", (
-                f"idempotency key {key!r} was used for another exchange (other texts or another conversation); "
-                f"a retry sends the same exchange again, a new exchange needs a new key (nothing was written)"))
+        if (
+            set(stored) != set(sent)
+            or any(stored[r].text != sent[r] for r in sent)
+            or (conversation_id is not None and conversation_id != first)
+        ):
+            raise ValidationError.of(
+                "idempotency_key",
+                (
+                    f"idempotency key {key!r} was used for another exchange (other texts or another conversation); "
+                    f"a retry sends the same exchange again, a new exchange needs a new key (nothing was written)"
+                ),
+            )
         positions = {r: int(d.metadata["turn_index"]) for r, d in stored.items()}
         window = 2 * self.settings.summary_every_n
         low, high = min(positions.values()), max(positions.values())
         # the windows this exchange completed, as its first answer listed them (windows are aligned)
         scheduled = [f"{end - window + 1}-{end}" for end in range(low, high + 1) if end % window == 0]
-        return Exchange(str(first), stored.get("user") and stored["user"].id,
-                        stored.get("assistant") and stored["assistant"].id,
-                        positions.get("user"), positions.get("assistant"), scheduled, replayed=True)
+        return Exchange(
+            str(first),
+            stored.get("user") and stored["user"].id,
+            stored.get("assistant") and stored["assistant"].id,
+            positions.get("user"),
+            positions.get("assistant"),
+            scheduled,
+            replayed=True,
+        )
 
     def remember(
         self,
@@ -443,8 +567,9 @@ class ChatMemory:
         """Store an explicit memory (in ``entity``'s scope, else global); returns its id. The same text
         in the same scope updates the existing memory. ``created_at`` records the first write.
         ``expires_at``: when it stops being ranked (e.g. "the exam is tomorrow"); kept afterwards."""
-        extra = check_extra_metadata(metadata, ("importance", "tags", "entity", "conversation_id", "expires_at"),
-                                     call="remember")
+        extra = check_extra_metadata(
+            metadata, ("importance", "tags", "entity", "conversation_id", "expires_at"), call="remember"
+        )
         if expires_at is not None:
             extra["expires_at"] = expires_at
         try:
@@ -453,8 +578,14 @@ class ChatMemory:
             raise ValidationError.of("timestamp", str(exc)) from None
         extra.setdefault("created_at", format_timestamp(when))
         return self.store.upsert_memory(
-            text, importance=importance, tags=tags, timestamp=when, source=source,
-            entity=entity, conversation_id=conversation_id, **extra,
+            text,
+            importance=importance,
+            tags=tags,
+            timestamp=when,
+            source=source,
+            entity=entity,
+            conversation_id=conversation_id,
+            **extra,
         )
 
     def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
@@ -476,8 +607,9 @@ class ChatMemory:
         is off (``BRAIN_FORMATION``, or no model: ``BRAIN_SUMMARIZER=extractive``)."""
         return self.formation.extract(_check_conversation(conversation_id), again=again)
 
-    def formation_batches(self, conversation_id: str | None = None,
-                          status: str | Sequence[str] | None = None) -> list[FormationBatch]:
+    def formation_batches(
+        self, conversation_id: str | None = None, status: str | Sequence[str] | None = None
+    ) -> list[FormationBatch]:
         """The windows memory formation was scheduled for, as their summaries record them (of one
         conversation, or all; ``status``: ``pending``, ``done``, ``failed`` or several), in order."""
         return self.formation.batches(_check_conversation(conversation_id), status)
@@ -538,20 +670,30 @@ def _similarity_item(section: str, hit: Hit, floor: float | None) -> ContextItem
 def _memory_item(hit: Any, floor: float | None) -> ContextItem:
     own = getattr(hit, "floor", None)  # the floor this memory had to reach: lower for an important one
     floor = floor if own is None else own
-    scores = {"score": hit.score, "similarity": hit.similarity, "similarity_part": hit.similarity_part,
-              "lexical_part": hit.lexical_part, "importance_part": hit.importance_part,
-              "recency_part": hit.recency_part}
+    scores = {
+        "score": hit.score,
+        "similarity": hit.similarity,
+        "similarity_part": hit.similarity_part,
+        "lexical_part": hit.lexical_part,
+        "importance_part": hit.importance_part,
+        "recency_part": hit.recency_part,
+    }
     return ContextItem(hit.id, hit.text, hit.metadata, scores, why=explain("memory", scores, floor))
 
 
-def _above_floor(section: str, hits: Sequence[Hit], floor: float | None,
-                 relevance: dict[str, dict[str, Any]]) -> list[ContextItem]:
+def _above_floor(
+    section: str, hits: Sequence[Hit], floor: float | None, relevance: dict[str, dict[str, Any]]
+) -> list[ContextItem]:
     """The nearest ``hits`` that reach ``floor`` (all without one); records in ``relevance`` how many of
     the nearest were looked at and how many fell below."""
     kept = [h for h in hits if floor is None or h.similarity >= floor]
     if floor is not None:
-        relevance[section] = {"floor": floor, "candidates": len(hits), "below_floor": len(hits) - len(kept),
-                              "shown": len(kept)}
+        relevance[section] = {
+            "floor": floor,
+            "candidates": len(hits),
+            "below_floor": len(hits) - len(kept),
+            "shown": len(kept),
+        }
     return [_similarity_item(section, h, floor) for h in kept]
 
 
@@ -560,5 +702,11 @@ def _check_conversation(value: Any) -> str | None:
     return None if value is None else valid_conversation_id(value)
 
 
-__all__ = ["PERSONA_MAX_SECTIONS", "ChatMemory", "Exchange", "check_idempotency_key", "idempotent_turn_id",
-           "new_conversation_id"]
+__all__ = [
+    "PERSONA_MAX_SECTIONS",
+    "ChatMemory",
+    "Exchange",
+    "check_idempotency_key",
+    "idempotent_turn_id",
+    "new_conversation_id",
+]

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from brain.model.errors import BrainError
 from brain.model.schemas import parse_turn_range
@@ -69,8 +70,13 @@ class ContextItem:
     why: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "text": self.text, "metadata": dict(self.metadata), "scores": dict(self.scores),
-                "why": self.why}
+        return {
+            "id": self.id,
+            "text": self.text,
+            "metadata": dict(self.metadata),
+            "scores": dict(self.scores),
+            "why": self.why,
+        }
 
 
 def explain(section: str, scores: Mapping[str, float], floor: float | None) -> str:
@@ -79,8 +85,10 @@ def explain(section: str, scores: Mapping[str, float], floor: float | None) -> s
         return "one of the latest turns"
     sim = scores.get("similarity")
     if section == "core":
-        return (f"always shown: importance {scores.get('importance', 0):.0f}, among the person's most important "
-                f"facts" + (f" (similarity {sim:.2f})" if sim is not None else ""))
+        return (
+            f"always shown: importance {scores.get('importance', 0):.0f}, among the person's most important "
+            f"facts" + (f" (similarity {sim:.2f})" if sim is not None else "")
+        )
     if section == "persona" or sim is None:
         return "the persona is always shown" if section == "persona" else ""
     passed = f"similarity {sim:.2f}" + (f" >= floor {floor:.2f}" if floor is not None else "")
@@ -90,11 +98,16 @@ def explain(section: str, scores: Mapping[str, float], floor: float | None) -> s
         parts = [f"similarity {scores.get('similarity_part', 0.0):.2f}"]
         if scores.get("lexical_part"):
             parts.append(f"words in common {scores['lexical_part']:.2f}")
-        parts += [f"importance {scores.get('importance_part', 0.0):.2f}", f"recency {scores.get('recency_part', 0.0):.2f}"]
+        parts += [
+            f"importance {scores.get('importance_part', 0.0):.2f}",
+            f"recency {scores.get('recency_part', 0.0):.2f}",
+        ]
         return f"{passed}; score {scores['score']:.2f} = " + " + ".join(parts)
     if section == "related" and "score" in scores:
-        why = (f"similarity {sim:.2f}; turn search score {scores['score']:.2f} "
-               "(dense, words, speaker, session, neighbours, time)")
+        why = (
+            f"similarity {sim:.2f}; turn search score {scores['score']:.2f} "
+            "(dense, words, speaker, session, neighbours, time)"
+        )
         # the floor gates the section, not the turn: it is there because the closest turn reached it
         return why + (f"; the conversation's closest turn reaches floor {floor:.2f}" if floor is not None else "")
     return passed
@@ -226,8 +239,14 @@ class ContextBudget:
     ``sections``: the items as shown (reading order); ``drop_order``: per section, the order in which
     its items go (weakest first). ``max_tokens`` 0, or no ``counter``: characters only."""
 
-    def __init__(self, sections: Mapping[str, Sequence[ContextItem]], drop_order: Mapping[str, Sequence[ContextItem]],
-                 max_chars: int, max_tokens: int = 0, counter: TokenCounter | None = None):
+    def __init__(
+        self,
+        sections: Mapping[str, Sequence[ContextItem]],
+        drop_order: Mapping[str, Sequence[ContextItem]],
+        max_chars: int,
+        max_tokens: int = 0,
+        counter: TokenCounter | None = None,
+    ):
         self.sections = {name: list(sections.get(name) or []) for name in SECTIONS}
         self.drop_order = {name: list(drop_order.get(name) or []) for name in SECTIONS}
         self.max_chars = max_chars
@@ -274,6 +293,7 @@ class ContextBudget:
 def reading_order(ranked: Mapping[str, Sequence[ContextItem]]) -> dict[str, list[ContextItem]]:
     """Each section as the prompt shows it: the persona in file order, summaries and related turns in
     conversation order, recent turns oldest first; FAQ entries and memories best first."""
+
     def of(name: str) -> list[ContextItem]:
         return list(ranked.get(name) or [])
 
@@ -293,8 +313,12 @@ def repeats_shown_turns(ranked: Mapping[str, Sequence[ContextItem]]) -> list[Con
     extractive summariser's) whose every turn is among the recent or related turns: such a summary quotes
     those turns' sentences word for word, so showing it adds nothing. The budget drops summaries before
     those turns, so leaving it out never loses text. A model's summary restates, and stays."""
-    shown = {int(i.metadata["turn_index"]) for name in ("turn", "related") for i in ranked.get(name) or []
-             if isinstance(i.metadata.get("turn_index"), int)}
+    shown = {
+        int(i.metadata["turn_index"])
+        for name in ("turn", "related")
+        for i in ranked.get(name) or []
+        if isinstance(i.metadata.get("turn_index"), int)
+    }
     repeating = []
     for item in ranked.get("summary") or []:
         if item.metadata.get("fallback") is not True and item.metadata.get("summarizer") != ExtractiveSummarizer.name:
@@ -325,10 +349,18 @@ def assemble_context(
     repeating = repeats_shown_turns(ranked)
     if repeating:
         ranked = {**ranked, "summary": [i for i in ranked.get("summary") or [] if i not in repeating]}
-    budget = ContextBudget(reading_order(ranked), {name: list(reversed(ranked.get(name) or [])) for name in SECTIONS},
-                           max_chars, max_tokens, counter)
-    context = Context(conversation_id=conversation_id, entity=entity,
-                      relevance={name: dict(gate) for name, gate in (relevance or {}).items()})
+    budget = ContextBudget(
+        reading_order(ranked),
+        {name: list(reversed(ranked.get(name) or [])) for name in SECTIONS},
+        max_chars,
+        max_tokens,
+        counter,
+    )
+    context = Context(
+        conversation_id=conversation_id,
+        entity=entity,
+        relevance={name: dict(gate) for name, gate in (relevance or {}).items()},
+    )
     context.dropped = [{"section": "summary", "id": i.id, "reason": "repeats_turns"} for i in repeating] + budget.fit()
     for name in SECTIONS:
         setattr(context, name, budget.sections[name])

@@ -118,19 +118,33 @@ class FormationBatch:
         """The batch a stored summary records (``pending`` when it records none)."""
         meta = summary.metadata
         return cls(
-            conversation_id=str(meta.get("conversation_id")), turn_range=str(meta.get("turn_range")),
-            summary_id=summary.id, status=str(meta.get("formation") or "pending"),
-            attempts=int(meta.get("formation_attempts") or 0), error=meta.get("formation_error"),
-            facts=int(meta.get("formation_facts") or 0), prompt_tokens=int(meta.get("formation_prompt_tokens") or 0),
+            conversation_id=str(meta.get("conversation_id")),
+            turn_range=str(meta.get("turn_range")),
+            summary_id=summary.id,
+            status=str(meta.get("formation") or "pending"),
+            attempts=int(meta.get("formation_attempts") or 0),
+            error=meta.get("formation_error"),
+            facts=int(meta.get("formation_facts") or 0),
+            prompt_tokens=int(meta.get("formation_prompt_tokens") or 0),
             eval_tokens=int(meta.get("formation_eval_tokens") or 0),
-            seconds=float(meta.get("formation_seconds") or 0.0), at=meta.get("formation_at"),
+            seconds=float(meta.get("formation_seconds") or 0.0),
+            at=meta.get("formation_at"),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"conversation_id": self.conversation_id, "turn_range": self.turn_range,
-                "summary_id": self.summary_id, "status": self.status, "attempts": self.attempts,
-                "error": self.error, "facts": self.facts, "prompt_tokens": self.prompt_tokens,
-                "eval_tokens": self.eval_tokens, "seconds": round(self.seconds, 3), "at": self.at}
+        return {
+            "conversation_id": self.conversation_id,
+            "turn_range": self.turn_range,
+            "summary_id": self.summary_id,
+            "status": self.status,
+            "attempts": self.attempts,
+            "error": self.error,
+            "facts": self.facts,
+            "prompt_tokens": self.prompt_tokens,
+            "eval_tokens": self.eval_tokens,
+            "seconds": round(self.seconds, 3),
+            "at": self.at,
+        }
 
 
 @dataclass
@@ -154,10 +168,19 @@ class FormationReport:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"batches": [b.to_dict() for b in self.batches], "done": self.done, "failed": self.failed,
-                "waiting": self.waiting, "added": self.added, "merged": self.merged, "updated": self.updated,
-                "contradicted": self.contradicted, "prompt_tokens": self.prompt_tokens,
-                "eval_tokens": self.eval_tokens, "seconds": round(self.seconds, 3)}
+        return {
+            "batches": [b.to_dict() for b in self.batches],
+            "done": self.done,
+            "failed": self.failed,
+            "waiting": self.waiting,
+            "added": self.added,
+            "merged": self.merged,
+            "updated": self.updated,
+            "contradicted": self.contradicted,
+            "prompt_tokens": self.prompt_tokens,
+            "eval_tokens": self.eval_tokens,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 class _Spent:
@@ -195,8 +218,14 @@ class Formation:
     On when ``BRAIN_FORMATION`` is and a model is configured; :meth:`health` says why not otherwise.
     Thread-safe: one window runs once at a time in this process."""
 
-    def __init__(self, store: Store, settings: Settings, extractor: OllamaExtractor | None, *,
-                 sleep: Callable[[float], Any] = time.sleep):
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        extractor: OllamaExtractor | None,
+        *,
+        sleep: Callable[[float], Any] = time.sleep,
+    ):
         self.store = store
         self.settings = settings
         self.extractor = extractor
@@ -232,8 +261,9 @@ class Formation:
         left as it was."""
         return self._run(conversation_id, turn_range, stop=stop).batch
 
-    def run_if_pending(self, conversation_id: str, turn_range: str, *,
-                       stop: threading.Event | None = None) -> FormationBatch | None:
+    def run_if_pending(
+        self, conversation_id: str, turn_range: str, *, stop: threading.Event | None = None
+    ) -> FormationBatch | None:
         """:meth:`run` when the window's summary says ``pending`` (another process may have run it since it
         was queued); None when it does not."""
         outcome = self._run(conversation_id, turn_range, stop=stop, only=("pending",), patient=False)
@@ -267,8 +297,15 @@ class Formation:
             report.seconds += outcome.spent.seconds
         return report
 
-    def _run(self, conversation_id: str, turn_range: str, *, stop: threading.Event | None = None,
-             only: Sequence[str | None] | None = None, patient: bool = True) -> _Outcome:
+    def _run(
+        self,
+        conversation_id: str,
+        turn_range: str,
+        *,
+        stop: threading.Event | None = None,
+        only: Sequence[str | None] | None = None,
+        patient: bool = True,
+    ) -> _Outcome:
         """One window's run; ``only``: run it only when its summary's ``formation`` is one of these (None:
         never scheduled), else report it as it stands. Not ``patient`` (the worker): within
         ``BRAIN_SUMMARY_COOLDOWN_SECONDS`` of a window that found the model unreachable, the window waits for
@@ -287,12 +324,17 @@ class Formation:
             if only is not None and summary.metadata.get("formation") not in only:
                 return _Outcome(FormationBatch.of(summary), None, _Spent(), ran=False)
             if not patient and time.monotonic() < self._down_until:
-                return self._wait_for_model(summary, 0, _Spent(), f"not asked: the model was unreachable for a "
-                                            f"window moments ago ({self._down_error})")
+                return self._wait_for_model(
+                    summary,
+                    0,
+                    _Spent(),
+                    f"not asked: the model was unreachable for a window moments ago ({self._down_error})",
+                )
             return self._locked_run(conversation_id, start, end, summary, stop)
 
-    def _locked_run(self, conversation_id: str, start: int, end: int, summary: Document,
-                    stop: threading.Event | None) -> _Outcome:
+    def _locked_run(
+        self, conversation_id: str, start: int, end: int, summary: Document, stop: threading.Event | None
+    ) -> _Outcome:
         turn_range = f"{start}-{end}"
         spent = _Spent()
         turns = window_turns(self.store, conversation_id, start, end)
@@ -313,8 +355,9 @@ class Formation:
             except (ExtractorError, ValidationError, NotFound) as exc:  # refused: by the model's rules, or the store's
                 error = _one_line(str(exc))
                 unreachable = isinstance(exc, ExtractorUnavailable)
-                log.warning("memory formation of %s turns %s, attempt %d: %s", conversation_id, turn_range,
-                            attempts, error)
+                log.warning(
+                    "memory formation of %s turns %s, attempt %d: %s", conversation_id, turn_range, attempts, error
+                )
             wait = next(waits, None)
             if wait is None:
                 break
@@ -337,9 +380,19 @@ class Formation:
     def _wait_for_model(self, summary: Document, attempts: int, spent: _Spent, error: str) -> _Outcome:
         """Leave the window's batch pending with ``error``: an unreachable model is no fault of the window,
         which runs again when the model answers (:meth:`take_waiting`), at the next start, or by hand."""
-        self.store.write_docs([_summary_doc(summary, {
-            **_counted(summary, attempts, spent), "formation": "pending",
-            "formation_error": error[:FORMATION_ERROR_LENGTH]})], merge_memories=False)
+        self.store.write_docs(
+            [
+                _summary_doc(
+                    summary,
+                    {
+                        **_counted(summary, attempts, spent),
+                        "formation": "pending",
+                        "formation_error": error[:FORMATION_ERROR_LENGTH],
+                    },
+                )
+            ],
+            merge_memories=False,
+        )
         conversation_id, turn_range = summary.metadata["conversation_id"], summary.metadata["turn_range"]
         with self._waiting_lock:
             self._waiting[(conversation_id, turn_range)] = None
@@ -348,23 +401,48 @@ class Formation:
 
     def _failed(self, summary: Document, attempts: int, spent: _Spent, error: str) -> _Outcome:
         """Mark the window's batch failed with ``error`` (nothing else is written)."""
-        self.store.write_docs([_summary_doc(summary, {
-            **_counted(summary, attempts, spent), "formation": "failed",
-            "formation_error": error[:FORMATION_ERROR_LENGTH]})], merge_memories=False)
+        self.store.write_docs(
+            [
+                _summary_doc(
+                    summary,
+                    {
+                        **_counted(summary, attempts, spent),
+                        "formation": "failed",
+                        "formation_error": error[:FORMATION_ERROR_LENGTH],
+                    },
+                )
+            ],
+            merge_memories=False,
+        )
         conversation_id, turn_range = summary.metadata["conversation_id"], summary.metadata["turn_range"]
-        log.error("memory formation of %s turns %s failed after %d attempts: %s; run it again with "
-                  "`brain memory extract --conversation %s`", conversation_id, turn_range, attempts, error,
-                  conversation_id)
+        log.error(
+            "memory formation of %s turns %s failed after %d attempts: %s; run it again with "
+            "`brain memory extract --conversation %s`",
+            conversation_id,
+            turn_range,
+            attempts,
+            error,
+            conversation_id,
+        )
         return _Outcome(FormationBatch.of(self.store.get_one(summary.id)), None, spent)
 
-    def _attempt(self, conversation_id: str, turns: list[Document], scope: str, entity: str | None,
-                 summary: Document, spent: _Spent, attempts: int) -> AppliedChanges:
+    def _attempt(
+        self,
+        conversation_id: str,
+        turns: list[Document],
+        scope: str,
+        entity: str | None,
+        summary: Document,
+        spent: _Spent,
+        attempts: int,
+    ) -> AppliedChanges:
         """Ask, check (one repair), apply with the summary marked done; raises what refused it."""
         assert self.extractor is not None
         candidates = self.candidates(turns, scope)
         keys = candidate_keys(candidates)
-        messages = formation_messages([_window_turn(t) for t in turns], candidates, entity=entity,
-                                      now=str(turns[-1].metadata.get("timestamp")))
+        messages = formation_messages(
+            [_window_turn(t) for t in turns], candidates, entity=entity, now=str(turns[-1].metadata.get("timestamp"))
+        )
         schema = answer_schema()
         indices = {int(t.metadata["turn_index"]) for t in turns}
         timeout = self.settings.formation_timeout
@@ -372,16 +450,18 @@ class Formation:
         try:
             facts = check_answer(answer.content, entity=entity, turn_indices=indices, candidate_keys=set(keys))
         except FormationAnswerError as refused:
-            repaired = spent.add(self.extractor.ask(repair_messages(messages, answer.content, refused), schema,
-                                                    timeout=timeout))
-            facts = check_answer(repaired.content, entity=entity, turn_indices=indices,
-                                 candidate_keys=set(keys))
+            repaired = spent.add(
+                self.extractor.ask(repair_messages(messages, answer.content, refused), schema, timeout=timeout)
+            )
+            facts = check_answer(repaired.content, entity=entity, turn_indices=indices, candidate_keys=set(keys))
         changes = [_change(fact, keys, turns) for fact in facts]
-        done = _summary_doc(summary, {**_counted(summary, attempts, spent), "formation": "done",
-                                      "formation_facts": len(changes)})
+        done = _summary_doc(
+            summary, {**_counted(summary, attempts, spent), "formation": "done", "formation_facts": len(changes)}
+        )
         done.pop("formation_error", None)
-        return self.store.apply_changes(changes, scope=scope, source="chat", conversation_id=conversation_id,
-                                        with_docs=[done])
+        return self.store.apply_changes(
+            changes, scope=scope, source="chat", conversation_id=conversation_id, with_docs=[done]
+        )
 
     def candidates(self, turns: Sequence[Document], scope: str) -> list[Candidate]:
         """The current memories of ``scope`` closest in meaning to ``turns`` (their texts embedded as one
@@ -393,20 +473,28 @@ class Formation:
         vector = self.store.embedder.embed_query("\n".join(t.text for t in turns))
         hits = self.store.memory_index().search(vector, k, SIMILARITY_ONLY, time.time(), frozenset({scope}))
         floor = self.store.retrieval.calibration().floor(CANDIDATE_FLOOR_Z)
-        return [Candidate(h.id, h.text, h.metadata.get("valid_from") or h.metadata.get("created_at")
-                          or h.metadata.get("timestamp"))
-                for h in hits if floor is None or h.similarity >= floor]
+        return [
+            Candidate(
+                h.id,
+                h.text,
+                h.metadata.get("valid_from") or h.metadata.get("created_at") or h.metadata.get("timestamp"),
+            )
+            for h in hits
+            if floor is None or h.similarity >= floor
+        ]
 
     # ---- what stands ------------------------------------------------------------------------------------
-    def batches(self, conversation_id: str | None = None,
-                status: str | Iterable[str] | None = None) -> list[FormationBatch]:
+    def batches(
+        self, conversation_id: str | None = None, status: str | Iterable[str] | None = None
+    ) -> list[FormationBatch]:
         """The windows formation was scheduled for (their summaries say so), by conversation and window;
         ``status``: only those in it (one of ``pending``, ``done``, ``failed``, or several)."""
         wanted = list(FORMATION_STATES) if status is None else [status] if isinstance(status, str) else list(status)
         bad = [s for s in wanted if s not in FORMATION_STATES]
         if bad or not wanted:
-            raise ValidationError.of("status", f"status must be one of {', '.join(FORMATION_STATES)}, "
-                                               f"got {bad or status!r}")
+            raise ValidationError.of(
+                "status", f"status must be one of {', '.join(FORMATION_STATES)}, got {bad or status!r}"
+            )
         where: dict[str, Any] = {"formation": wanted}
         if conversation_id is not None:
             where["conversation_id"] = valid_conversation_id(conversation_id)
@@ -419,9 +507,11 @@ class Formation:
         """``(conversation id, turn range)`` of the summarised windows formation was never scheduled for
         (summarised while it was off), in order."""
         where = None if conversation_id is None else {"conversation_id": valid_conversation_id(conversation_id)}
-        windows = [(str(d.metadata.get("conversation_id")), str(d.metadata.get("turn_range")))
-                   for d in self.store.get(where=where, type=DocType.SUMMARY)
-                   if "formation" not in d.metadata and d.metadata.get("turn_range")]
+        windows = [
+            (str(d.metadata.get("conversation_id")), str(d.metadata.get("turn_range")))
+            for d in self.store.get(where=where, type=DocType.SUMMARY)
+            if "formation" not in d.metadata and d.metadata.get("turn_range")
+        ]
         return sorted(windows, key=lambda w: (w[0], _window(w[1])))
 
     def totals(self, conversation_id: str | None = None) -> dict[str, Any]:
@@ -442,8 +532,11 @@ class Formation:
         status and the tokens and seconds spent (:meth:`totals`), and ``last_error``: the newest failed
         batch's error. A store that cannot be read gives ``error`` instead of the batches: health reports a
         store that is down, it does not fail with it."""
-        state = {"enabled": self.enabled, "model": None if self.extractor is None else self.extractor.name,
-                 "off_reason": self.off_reason}
+        state = {
+            "enabled": self.enabled,
+            "model": None if self.extractor is None else self.extractor.name,
+            "off_reason": self.off_reason,
+        }
         try:
             batches = self.batches()
         except StoreUnavailable as exc:
@@ -453,8 +546,11 @@ class Formation:
 
     # ---- helpers ----------------------------------------------------------------------------------------
     def _find_summary(self, conversation_id: str, turn_range: str) -> Document | None:
-        docs = self.store.get(where={"conversation_id": conversation_id, "turn_range": turn_range},
-                              type=DocType.SUMMARY, include_embeddings=True)
+        docs = self.store.get(
+            where={"conversation_id": conversation_id, "turn_range": turn_range},
+            type=DocType.SUMMARY,
+            include_embeddings=True,
+        )
         return docs[0] if docs else None
 
     def _summary(self, conversation_id: str, turn_range: str) -> Document:
@@ -468,8 +564,10 @@ class Formation:
 
 
 def _no_summary(conversation_id: str, turn_range: str) -> NotFound:
-    return NotFound(f"conversation {conversation_id!r} has no summary of turns {turn_range}: memory formation runs "
-                    f"on summarised windows (wait for the summaries first)")
+    return NotFound(
+        f"conversation {conversation_id!r} has no summary of turns {turn_range}: memory formation runs "
+        f"on summarised windows (wait for the summaries first)"
+    )
 
 
 def _totals(batches: Iterable[FormationBatch]) -> dict[str, Any]:
@@ -494,8 +592,9 @@ def _window(turn_range: str) -> tuple[int, int]:
 
 def _window_turn(doc: Document) -> WindowTurn:
     meta = doc.metadata
-    return WindowTurn(int(meta["turn_index"]), str(meta.get("role", "user")), doc.text, meta.get("timestamp"),
-                      meta.get("speaker"))
+    return WindowTurn(
+        int(meta["turn_index"]), str(meta.get("role", "user")), doc.text, meta.get("timestamp"), meta.get("speaker")
+    )
 
 
 def _change(fact: FormedFact, keys: dict[str, Candidate], turns: Sequence[Document]) -> MemoryChange:
@@ -509,10 +608,15 @@ def _change(fact: FormedFact, keys: dict[str, Candidate], turns: Sequence[Docume
     if at is not None and target is not None and fact.action != "same" and target.valid_from is not None:
         at = max(at, parse_timestamp(target.valid_from))
     return MemoryChange(
-        action=fact.action, text=fact.text, target=None if target is None else target.id,
-        importance=fact.importance, tags=tuple(fact.tags), at=at,
+        action=fact.action,
+        text=fact.text,
+        target=None if target is None else target.id,
+        importance=fact.importance,
+        tags=tuple(fact.tags),
+        at=at,
         expires_at=None if fact.expires_at is None else parse_timestamp(fact.expires_at, "expires_at"),
-        source_turns=tuple(t.id for t in sources))
+        source_turns=tuple(t.id for t in sources),
+    )
 
 
 def _counted(summary: Document, attempts: int, spent: _Spent) -> dict[str, Any]:

@@ -29,7 +29,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from brain.model.errors import BrainError
 
@@ -50,8 +51,9 @@ class AccessTracker:
     ``on_due``: called when the buffer reached :data:`ACCESS_FLUSH_SIZE` (the chat layer wakes its
     worker to flush)."""
 
-    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time,
-                 on_due: Callable[[], object] | None = None):
+    def __init__(
+        self, store: Store, *, clock: Callable[[], float] = time.time, on_due: Callable[[], object] | None = None
+    ):
         self.store = store
         self.clock = clock
         self._on_due = on_due
@@ -78,8 +80,9 @@ class AccessTracker:
     def maybe_flush(self) -> int:
         """:meth:`flush` when a second has passed since the last one or the buffer is full, else 0."""
         with self._lock:
-            due = bool(self._used) and (time.monotonic() - self._last_flush >= ACCESS_FLUSH_SECONDS
-                                        or len(self._used) >= ACCESS_FLUSH_SIZE)
+            due = bool(self._used) and (
+                time.monotonic() - self._last_flush >= ACCESS_FLUSH_SECONDS or len(self._used) >= ACCESS_FLUSH_SIZE
+            )
         return self.flush() if due else 0
 
     def flush(self) -> int:

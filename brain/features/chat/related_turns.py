@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from brain.providers.cache import LRUCache
 from brain.features.chat.context import ContextItem, explain
-from brain.model.vectors import unit_rows
 from brain.model.results import Document
+from brain.model.vectors import unit_rows
+from brain.providers.cache import LRUCache
 
 if TYPE_CHECKING:
-    from brain.store import Store
     from brain.rules.turn_search import TurnIndex
+    from brain.store import Store
 
 #: conversations whose turn search index is kept in process
 TURN_INDEXES_CACHED = 256
@@ -71,9 +71,18 @@ class RelatedTurns:
         """The floor instead of :meth:`floor` for a message naming one of the conversation's speakers."""
         return self.store.retrieval.calibration().floor(RELATED_TURN_NAMED_FLOOR_Z)
 
-    def find(self, conversation_id: str, user_message: str, vector: Any, recent: set[str], k: int,
-             entity: str | None = None, *, floor: float | None = None,
-             relevance: dict[str, dict[str, Any]] | None = None) -> list[ContextItem]:
+    def find(
+        self,
+        conversation_id: str,
+        user_message: str,
+        vector: Any,
+        recent: set[str],
+        k: int,
+        entity: str | None = None,
+        *,
+        floor: float | None = None,
+        relevance: dict[str, dict[str, Any]] | None = None,
+    ) -> list[ContextItem]:
         """The ``k`` turns outside ``recent`` (ids of the recent window) that best match the message;
         with ``entity``, among the turns it may see.
 
@@ -92,10 +101,18 @@ class RelatedTurns:
         for h in hits:
             if h.id in recent:
                 continue
-            scores = {"score": h.score, "similarity": h.similarity, "content_similarity": h.content_similarity,
-                      "bm25": h.bm25, "dense_part": h.dense_part,
-                      "lexical_part": h.lexical_part, "speaker_part": h.speaker_part,
-                      "session_part": h.session_part, "neighbour_part": h.neighbour_part, "time_part": h.time_part}
+            scores = {
+                "score": h.score,
+                "similarity": h.similarity,
+                "content_similarity": h.content_similarity,
+                "bm25": h.bm25,
+                "dense_part": h.dense_part,
+                "lexical_part": h.lexical_part,
+                "speaker_part": h.speaker_part,
+                "session_part": h.session_part,
+                "neighbour_part": h.neighbour_part,
+                "time_part": h.time_part,
+            }
             items.append(ContextItem(h.id, h.text, h.metadata, scores, why=explain("related", scores, floor)))
         items = items[:k]
         if floor is None or not items:
@@ -106,8 +123,13 @@ class RelatedTurns:
             floor = min(floor, self.named_floor())
         shown = items if best >= floor else []
         if relevance is not None:
-            relevance["related"] = {"floor": floor, "best_similarity": best, "candidates": len(items),
-                                    "below_floor": len(items) - len(shown), "shown": len(shown)}
+            relevance["related"] = {
+                "floor": floor,
+                "best_similarity": best,
+                "candidates": len(items),
+                "below_floor": len(items) - len(shown),
+                "shown": len(shown),
+            }
         return shown
 
     def index(self, conversation_id: str, turns: list[Document]) -> TurnIndex:
@@ -125,8 +147,10 @@ class RelatedTurns:
             vectors = {**vectors, **{d.id: d.embedding for d in self.store.get(missing, include_embeddings=True)}}
         with_vectors = [t for t in turns if t.id in vectors]
         names = self.name_vectors(t.metadata.get("speaker") for t in with_vectors)
-        index = TurnIndex([type(t)(id=t.id, text=t.text, metadata=t.metadata, embedding=vectors[t.id])
-                           for t in with_vectors], name_vectors=names or None)
+        index = TurnIndex(
+            [type(t)(id=t.id, text=t.text, metadata=t.metadata, embedding=vectors[t.id]) for t in with_vectors],
+            name_vectors=names or None,
+        )
         self._indexes.put(conversation_id, (key, index, {t.id: vectors[t.id] for t in with_vectors}))
         return index
 

@@ -55,8 +55,9 @@ class PersonaName(WriteSubscriber):
                 self._generation += 1
 
 
-def exchange_speakers(user_name: Any, assistant_name: Any, entity: str | None,
-                      persona: PersonaName) -> tuple[str | None, str | None]:
+def exchange_speakers(
+    user_name: Any, assistant_name: Any, entity: str | None, persona: PersonaName
+) -> tuple[str | None, str | None]:
     """The (user, assistant) display names of an exchange: the names given, checked, else the defaults."""
     user = valid_speaker_name(user_name, "user_name") if user_name is not None else entity
     assistant = valid_speaker_name(assistant_name, "assistant_name") if assistant_name is not None else persona.get()

@@ -78,16 +78,28 @@ class SummaryWriter:
 
     Thread-safe for one worker thread plus callers of :meth:`health` and :meth:`resummarize_fallbacks`."""
 
-    def __init__(self, store: Store, settings: Settings, summarizer: Summarizer, fallback: Summarizer,
-                 unavailable_cooldown: float):
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        summarizer: Summarizer,
+        fallback: Summarizer,
+        unavailable_cooldown: float,
+    ):
         self.store = store
         self.settings = settings
         self.summarizer = summarizer
         self.fallback = fallback
         self.unavailable_cooldown = unavailable_cooldown
         self._down_until = 0.0  # monotonic time until which the model summariser is skipped
-        self._status: dict[str, Any] = {"reachable": None, "last_error": None, "last_error_at": None,
-                                        "last_success_at": None, "model_summaries": 0, "fallback_summaries": 0}
+        self._status: dict[str, Any] = {
+            "reachable": None,
+            "last_error": None,
+            "last_error_at": None,
+            "last_success_at": None,
+            "model_summaries": 0,
+            "fallback_summaries": 0,
+        }
         self._known_at: float | None = None  # monotonic time "reachable" was last learnt
         self._probing = threading.Lock()  # one probe at a time; concurrent health calls use what is known
         #: whether new summaries are written with memory formation ``pending`` (formation is on)
@@ -100,8 +112,9 @@ class SummaryWriter:
         turns = [TurnText(int(d.metadata["turn_index"]), str(d.metadata.get("role", "user")), d.text) for d in docs]
         return turns, docs
 
-    def summarize(self, turns: list[TurnText], job: SummaryJob, *, use_model: bool = True,
-                  stop: threading.Event | None = None) -> tuple[str, str, str | None]:
+    def summarize(
+        self, turns: list[TurnText], job: SummaryJob, *, use_model: bool = True, stop: threading.Event | None = None
+    ) -> tuple[str, str, str | None]:
         """(text, summariser name, fallback reason or None). ``use_model=False``: the fallback at once;
         ``stop`` set cuts a back-off wait short."""
         reason = None
@@ -115,8 +128,9 @@ class SummaryWriter:
             except SummarizerError as exc:
                 reason = _one_line(str(exc))
                 self._down_until = time.monotonic() + self.unavailable_cooldown
-        log.warning("summary of %s turns %s written by the extractive fallback: %s",
-                    job.conversation_id, job.turn_range, reason)
+        log.warning(
+            "summary of %s turns %s written by the extractive fallback: %s", job.conversation_id, job.turn_range, reason
+        )
         return self.fallback.summarize(turns), self.fallback.name, reason
 
     def model_summary(self, turns: list[TurnText], *, stop: threading.Event | None = None) -> str:
@@ -134,8 +148,11 @@ class SummaryWriter:
                 left = deadline - time.monotonic()
                 return self.summarizer.summarize(turns, timeout=min(self.settings.summary_timeout, max(left, 0.001)))
             except SummarizerError as exc:
-                self._status.update(reachable=not isinstance(exc, SummarizerUnavailable),
-                                    last_error=_one_line(str(exc)), last_error_at=_now_iso())
+                self._status.update(
+                    reachable=not isinstance(exc, SummarizerUnavailable),
+                    last_error=_one_line(str(exc)),
+                    last_error_at=_now_iso(),
+                )
                 self._known_at = time.monotonic()
                 raise
 
@@ -146,15 +163,29 @@ class SummaryWriter:
                     f"attempt{'s' if n else ''}; the last: {_one_line(str(exc))}"
                 ) from None
 
-        text = retry(attempt, summary_backoff(self.settings), on=SummarizerError, before_wait=within_deadline,
-                     sleep=time.sleep if stop is None else stop.wait)
+        text = retry(
+            attempt,
+            summary_backoff(self.settings),
+            on=SummarizerError,
+            before_wait=within_deadline,
+            sleep=time.sleep if stop is None else stop.wait,
+        )
         self._status.update(reachable=True, last_success_at=_now_iso())
         self._known_at = time.monotonic()
         self._down_until = 0.0
         return text
 
-    def write_summary(self, job: SummaryJob, text: str, name: str, reason: str | None, docs: list[Document],
-                      *, doc_id: str | None = None, timestamp: Any = None) -> None:
+    def write_summary(
+        self,
+        job: SummaryJob,
+        text: str,
+        name: str,
+        reason: str | None,
+        docs: list[Document],
+        *,
+        doc_id: str | None = None,
+        timestamp: Any = None,
+    ) -> None:
         """Store the window's summary (in the scope of its last turn), written by ``name``; ``reason``
         not None marks it a fallback. ``doc_id``/``timestamp``: replace an existing summary in place.
 
@@ -174,8 +205,14 @@ class SummaryWriter:
         if scope and scope != GLOBAL_SCOPE:
             meta["scope"] = scope
         self.store.upsert_summary(
-            job.conversation_id, text, turn_range=job.turn_range, summary_index=job.summary_index,
-            timestamp=timestamp or last.get("timestamp"), source="system", id=doc_id, **meta,
+            job.conversation_id,
+            text,
+            turn_range=job.turn_range,
+            summary_index=job.summary_index,
+            timestamp=timestamp or last.get("timestamp"),
+            source="system",
+            id=doc_id,
+            **meta,
         )
         self._status["fallback_summaries" if reason is not None else "model_summaries"] += 1
 
@@ -221,8 +258,9 @@ class SummaryWriter:
             except SummarizerError as exc:
                 log.warning("kept the fallback summary %s: %s", doc.id, _one_line(str(exc)))
                 continue
-            self.write_summary(job, text, self.summarizer.name, None, turn_docs, doc_id=doc.id,
-                               timestamp=doc.metadata.get("timestamp"))
+            self.write_summary(
+                job, text, self.summarizer.name, None, turn_docs, doc_id=doc.id, timestamp=doc.metadata.get("timestamp")
+            )
             replaced += 1
         return replaced
 
@@ -246,8 +284,9 @@ def window_turns(store: Store, conversation_id: str, start: int, end: int) -> li
     """The turns ``start``..``end`` of a conversation as stored, in order. Only the turns in the scope of
     its last one, the scope its summary (and what is formed from it) is stored in: a summary never holds
     the words of another scope's turns (copies written with their positions under the same conversation id)."""
-    docs = store.get(where={"conversation_id": conversation_id, "turn_index": {"$gte": start, "$lte": end}},
-                     type=DocType.TURN)
+    docs = store.get(
+        where={"conversation_id": conversation_id, "turn_index": {"$gte": start, "$lte": end}}, type=DocType.TURN
+    )
     docs.sort(key=lambda d: int(d.metadata.get("turn_index") or 0))
     if docs:
         scope = docs[-1].metadata.get("scope", GLOBAL_SCOPE)

@@ -24,15 +24,16 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING
 
-from brain.providers.cache import LRUCache
+from brain.config import Settings
 from brain.features.chat.formation import Formation, FormationStopped
 from brain.features.chat.summaries import SummaryJob, SummaryWriter, summary_backoff
-from brain.config import Settings
 from brain.model.errors import BrainError
 from brain.model.schemas import DocType, parse_turn_range
+from brain.providers.cache import LRUCache
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -64,8 +65,9 @@ class SummarySchedule:
         position = self._position(conversation_id)
         jobs = []
         while last_turn - position.covered >= window:
-            jobs.append(SummaryJob(conversation_id, position.covered + 1, position.covered + window,
-                                   position.next_index))
+            jobs.append(
+                SummaryJob(conversation_id, position.covered + 1, position.covered + window, position.next_index)
+            )
             position.covered += window
             position.next_index += 1
         return jobs
@@ -96,9 +98,16 @@ class SummaryQueue:
     ``tick``: called by the worker whenever it wakes, at least every ``tick_seconds`` (the chat layer
     persists recorded memory uses there); :meth:`wake` wakes it early."""
 
-    def __init__(self, writer: SummaryWriter, schedule: SummarySchedule, *, start_worker: bool = True,
-                 tick: Callable[[], object] | None = None, tick_seconds: float = 1.0,
-                 formation: Formation | None = None):
+    def __init__(
+        self,
+        writer: SummaryWriter,
+        schedule: SummarySchedule,
+        *,
+        start_worker: bool = True,
+        tick: Callable[[], object] | None = None,
+        tick_seconds: float = 1.0,
+        formation: Formation | None = None,
+    ):
         self.writer = writer
         self.schedule = schedule
         self.formation = formation  # runs each window's memory formation after its summary, when given
@@ -127,8 +136,10 @@ class SummaryQueue:
     def add_formation(self, windows: Iterable[tuple[str, str]]) -> int:
         """Queue the memory formation of summarised windows ``(conversation id, turn range)``, in order
         (those whose summary still says ``pending`` when their turn comes are run). Returns how many."""
-        jobs = [SummaryJob(conversation_id, *parse_turn_range(turn_range), 0, formation_only=True)
-                for conversation_id, turn_range in windows]
+        jobs = [
+            SummaryJob(conversation_id, *parse_turn_range(turn_range), 0, formation_only=True)
+            for conversation_id, turn_range in windows
+        ]
         self._enqueue(jobs)
         return len(jobs)
 
@@ -183,23 +194,36 @@ class SummaryQueue:
         except FormationStopped:
             pass
         except BrainError as exc:
-            log.error("memory formation of %s turns %s could not run (%s); it stays pending",
-                      job.conversation_id, job.turn_range, exc)
+            log.error(
+                "memory formation of %s turns %s could not run (%s); it stays pending",
+                job.conversation_id,
+                job.turn_range,
+                exc,
+            )
 
     def _store_failed(self, job: SummaryJob, exc: BrainError) -> None:
         """The store failed to take the window's summary: try the same window again, then give up on it for now."""
         schedule = summary_backoff(self.writer.settings)
         if job.attempt < schedule.retries and not self._stop.is_set():
             delay = schedule.wait(job.attempt)
-            log.warning("could not store the summary of %s turns %s (%s); retrying in %.1f s",
-                        job.conversation_id, job.turn_range, exc, delay)
+            log.warning(
+                "could not store the summary of %s turns %s (%s); retrying in %.1f s",
+                job.conversation_id,
+                job.turn_range,
+                exc,
+                delay,
+            )
             self._stop.wait(delay)
             with self._cond:  # first in line again, so the windows stay in order
                 self._jobs.appendleft(replace(job, attempt=job.attempt + 1))
                 self._cond.notify_all()
             return
-        log.error("could not store the summary of %s turns %s: %s; it is scheduled again on the next exchange",
-                  job.conversation_id, job.turn_range, exc)
+        log.error(
+            "could not store the summary of %s turns %s: %s; it is scheduled again on the next exchange",
+            job.conversation_id,
+            job.turn_range,
+            exc,
+        )
         self.schedule.forget(job.conversation_id)
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -93,5 +93,18 @@ from brain.features.ingest.parsers import parse_csv, parse_jsonl, parse_markdown
 from brain.features.ingest.plan import MAX_KB_FILE_BYTES, scan_ingested
 from brain.features.ingest.report import IngestReport
 
-__all__ = ["KB_NAMES", "MAX_KB_FILE_BYTES", "PARSER_VERSION", "SUPPORTED", "IngestReport", "ingest_paths", "kb_name",
-           "kb_root_name", "parse_csv", "parse_jsonl", "parse_markdown", "parse_text", "scan_ingested"]
+__all__ = [
+    "KB_NAMES",
+    "MAX_KB_FILE_BYTES",
+    "PARSER_VERSION",
+    "SUPPORTED",
+    "IngestReport",
+    "ingest_paths",
+    "kb_name",
+    "kb_root_name",
+    "parse_csv",
+    "parse_jsonl",
+    "parse_markdown",
+    "parse_text",
+    "scan_ingested",
+]

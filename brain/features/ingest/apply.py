@@ -7,10 +7,10 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from brain.rules.chunking import TokenChunker
 from brain.features.ingest.files import collect_files, hash_text, legacy_name_under, name_under, older_names
 from brain.features.ingest.plan import FilePlan, embed_groups, plan_file, scan_ingested, would_embed
 from brain.features.ingest.report import IngestReport
+from brain.rules.chunking import TokenChunker
 from brain.text.progress import ProgressOptions, open_progress
 
 if TYPE_CHECKING:
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 EMBED_GROUP = 1024
 
 
-def _vectors(store: Store, group: list[FilePlan], text_index: dict[str, str], report: IngestReport,
-             progress: Any) -> dict[str, Any]:
+def _vectors(
+    store: Store, group: list[FilePlan], text_index: dict[str, str], report: IngestReport, progress: Any
+) -> dict[str, Any]:
     """``{kb_text_hash: vector}`` for every document the group writes: stored vectors of identical
     texts where there are any, the embedder for the rest (unique texts only, one embedder batch at a
     time so that ``progress`` moves with each)."""
@@ -53,7 +54,7 @@ def _vectors(store: Store, group: list[FilePlan], text_index: dict[str, str], re
     todo = sorted(((h, t) for h, t in wanted.items() if h not in vectors), key=lambda item: len(item[1]))
     size = max(1, int(store.embedder.batch_size))
     for start in range(0, len(todo), size):
-        batch = todo[start:start + size]
+        batch = todo[start : start + size]
         embedded = store.embedder.embed_documents([t for _, t in batch])
         report.embedded += len(batch)
         for (text_hash, _), vector in zip(batch, embedded):
@@ -99,8 +100,9 @@ def ingest_paths(
 
     total = sum(len(p.new) + len(p.refresh) for p in plans)
     group_size = max(EMBED_GROUP, store.embedder.batch_size)
-    with open_progress(progress, total=total, desc="planning" if dry_run else "embedding and writing",
-                       unit="doc") as bar:
+    with open_progress(
+        progress, total=total, desc="planning" if dry_run else "embedding and writing", unit="doc"
+    ) as bar:
         if dry_run:
             for group in embed_groups(plans, group_size):
                 report.embedded += would_embed(group, text_index)
@@ -118,9 +120,17 @@ def ingest_paths(
                 _write_group(store, group, vectors, text_index, report)
 
     seen = {source.kb_file for source in files} | taken
-    report.missing_files = sorted(name for name, docs in stored.items() if name not in seen and (
-        any(name_under(name, d.name) for d in directories)
-        or (not any("kb_names" in m for m in docs.values()) and any(legacy_name_under(name, d) for d in directories))))
+    report.missing_files = sorted(
+        name
+        for name, docs in stored.items()
+        if name not in seen
+        and (
+            any(name_under(name, d.name) for d in directories)
+            or (
+                not any("kb_names" in m for m in docs.values()) and any(legacy_name_under(name, d) for d in directories)
+            )
+        )
+    )
     report.pruned = prune
     if prune and report.missing_files:
         gone = [doc_id for name in report.missing_files for doc_id in stored[name]]
@@ -151,8 +161,9 @@ def _count(report: IngestReport, plan: FilePlan, removed: int) -> None:
         report.updated += 1
 
 
-def _write_group(store: Store, group: list[FilePlan], vectors: dict[str, Any], text_index: dict[str, str],
-                 report: IngestReport) -> None:
+def _write_group(
+    store: Store, group: list[FilePlan], vectors: dict[str, Any], text_index: dict[str, str], report: IngestReport
+) -> None:
     """Write the group's new and refreshed documents in one call (one Chroma transaction instead of one
     per file), then delete each file's stale documents: every file's new documents are stored before
     any of its old ones go. If the shared write fails, each file is written on its own so that one bad
@@ -171,8 +182,9 @@ def _write_group(store: Store, group: list[FilePlan], vectors: dict[str, Any], t
         _write_file(store, plan, vectors, text_index, report)
 
 
-def _write_file(store: Store, plan: FilePlan, vectors: dict[str, Any], text_index: dict[str, str],
-                report: IngestReport) -> None:
+def _write_file(
+    store: Store, plan: FilePlan, vectors: dict[str, Any], text_index: dict[str, str], report: IngestReport
+) -> None:
     """One file: its new and refreshed documents first, then its stale ones are deleted."""
     try:
         docs = [{**d, "embedding": vectors[d["kb_text_hash"]]} for d in plan.new + plan.refresh]
@@ -191,8 +203,9 @@ def _finish_file(store: Store, plan: FilePlan, text_index: dict[str, str], repor
     try:
         removed = store.delete(ids=plan.stale) if plan.stale else 0
     except Exception as exc:
-        report.add_error(plan.kb_file, None,
-                         f"removing its old documents failed: {_describe(exc)}; re-run to complete it")
+        report.add_error(
+            plan.kb_file, None, f"removing its old documents failed: {_describe(exc)}; re-run to complete it"
+        )
         return
     _count(report, plan, removed)
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brain.rules.chunking import TokenChunker
 from brain.config import find_project_root
-from brain.model.ids import derived_id
 from brain.features.ingest.parsers import Draft
 from brain.features.ingest.report import IngestReport
+from brain.model.ids import derived_id
+from brain.rules.chunking import TokenChunker
 
 #: bumped when parsing changes what documents a file gives: every file is then re-read once
 PARSER_VERSION = "kb-parser/1"
@@ -82,8 +82,9 @@ def legacy_name_under(old_name: str, directory: _GivenDirectory) -> bool:
     return False
 
 
-def collect_files(paths: Sequence[str | os.PathLike],
-                  report: IngestReport) -> tuple[list[SourceFile], list[_GivenDirectory]]:
+def collect_files(
+    paths: Sequence[str | os.PathLike], report: IngestReport
+) -> tuple[list[SourceFile], list[_GivenDirectory]]:
     files: dict[str, SourceFile] = {}
     directories: list[_GivenDirectory] = []
 
@@ -91,8 +92,12 @@ def collect_files(paths: Sequence[str | os.PathLike],
         kind = SUPPORTED.get(path.suffix.lower())
         name = _joined(root_name, path.relative_to(root).as_posix())
         if kind is None:
-            report.skipped.append({"path": name, "reason": f"unsupported file type {path.suffix or '(none)'!r}; "
-                                                           f"expected {', '.join(SUPPORTED)}"})
+            report.skipped.append(
+                {
+                    "path": name,
+                    "reason": f"unsupported file type {path.suffix or '(none)'!r}; expected {', '.join(SUPPORTED)}",
+                }
+            )
         elif name not in files:
             files[name] = SourceFile(path, name, kind)
 
@@ -101,8 +106,9 @@ def collect_files(paths: Sequence[str | os.PathLike],
         if path.is_dir():
             root = path.resolve()
             name = kb_root_name(root)
-            directories.append(_GivenDirectory(name, tuple(dict.fromkeys([root.as_posix(),
-                                                                           Path(os.path.abspath(path)).as_posix()]))))
+            directories.append(
+                _GivenDirectory(name, tuple(dict.fromkeys([root.as_posix(), Path(os.path.abspath(path)).as_posix()])))
+            )
             for folder, dirs, names in os.walk(root):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for file_name in sorted(names):
@@ -119,14 +125,16 @@ def collect_files(paths: Sequence[str | os.PathLike],
     return list(files.values()), directories
 
 
-def older_names(files: list[SourceFile], stored: dict[str, dict[str, dict[str, Any]]],
-                 report: IngestReport) -> dict[str, list[tuple[str, bool]]]:
+def older_names(
+    files: list[SourceFile], stored: dict[str, dict[str, dict[str, Any]]], report: IngestReport
+) -> dict[str, list[tuple[str, bool]]]:
     """``{kb_file: [(older name, exact), ...]}``: stored names written by an earlier version (no
     ``kb_names``) that belong to a file of this run. ``exact``: an absolute name resolving to the
     file; otherwise a relative name the file's path ends with (claimed only if the texts agree)."""
     current = {f.kb_file for f in files}
-    older = [name for name, docs in stored.items()
-             if name not in current and not any("kb_names" in m for m in docs.values())]
+    older = [
+        name for name, docs in stored.items() if name not in current and not any("kb_names" in m for m in docs.values())
+    ]
     if not older:
         return {}
     exact: dict[str, str] = {}
@@ -148,9 +156,16 @@ def older_names(files: list[SourceFile], stored: dict[str, dict[str, dict[str, A
         if len(owners) == 1:
             found.setdefault(next(iter(owners)), []).append((name, False))
         elif owners:
-            report.warnings.append({"path": name, "line": None, "message": (
-                f"ingested under an older name that fits {len(owners)} files ({', '.join(sorted(owners)[:3])}); "
-                f"left as is (--prune on its folder removes it)")})
+            report.warnings.append(
+                {
+                    "path": name,
+                    "line": None,
+                    "message": (
+                        f"ingested under an older name that fits {len(owners)} files ({', '.join(sorted(owners)[:3])}); "
+                        f"left as is (--prune on its folder removes it)"
+                    ),
+                }
+            )
     return found
 
 
@@ -165,8 +180,7 @@ def decode_text(raw: bytes) -> str:
 def utf8_problem(raw: bytes, exc: UnicodeDecodeError) -> tuple[int, str]:
     line = raw.count(b"\n", 0, exc.start) + 1
     column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-    return line, (f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {column}); "
-                  f"save the file as UTF-8")
+    return line, (f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {column}); save the file as UTF-8")
 
 
 def _digest(*parts: Any) -> str:
@@ -196,9 +210,18 @@ def file_documents(kb_file: str, kb_hash: str, drafts: list[Draft], chunker: Tok
         digest = _digest(text, meta)
         n = seen.get(digest, 0)
         seen[digest] = n + 1
-        docs.append({
-            "id": derived_id("kb", kb_file, str(n), digest), "text": text, "type": "faq", "source": "kb", **meta,
-            "kb_file": kb_file, "kb_names": KB_NAMES, "kb_hash": kb_hash, "kb_docs": len(pieces),
-            "kb_text_hash": hash_text(text),
-        })
+        docs.append(
+            {
+                "id": derived_id("kb", kb_file, str(n), digest),
+                "text": text,
+                "type": "faq",
+                "source": "kb",
+                **meta,
+                "kb_file": kb_file,
+                "kb_names": KB_NAMES,
+                "kb_hash": kb_hash,
+                "kb_docs": len(pieces),
+                "kb_text_hash": hash_text(text),
+            }
+        )
     return docs

@@ -15,10 +15,27 @@ from brain.model.schemas import metadata_value_problem
 from brain.text.markdown import markdown_sections, slugify
 
 #: metadata keys an input may not set through extra fields / columns
-RESERVED_FIELDS = frozenset({
-    "id", "text", "embedding", "document", "type", "timestamp", "ts_epoch", "source", "scope",
-    "question", "answer", "topic", "specialist", "specialist_name", "_specialist_name", "version", "_version",
-})
+RESERVED_FIELDS = frozenset(
+    {
+        "id",
+        "text",
+        "embedding",
+        "document",
+        "type",
+        "timestamp",
+        "ts_epoch",
+        "source",
+        "scope",
+        "question",
+        "answer",
+        "topic",
+        "specialist",
+        "specialist_name",
+        "_specialist_name",
+        "version",
+        "_version",
+    }
+)
 
 
 MAX_PROBLEMS_PER_FILE = 20
@@ -126,13 +143,15 @@ def parse_markdown(text: str, default_topic: str) -> _Parsed:
                 answered[-1] = True
             blocks[-1].append((line.number, line.text))
         if "\n".join(line for _, line in blocks[0]).strip():
-            parsed.drafts.append(Draft("\n".join(line for _, line in head + blocks[0]).strip(),
-                                        {**base, "kb_kind": "section"}))
+            parsed.drafts.append(
+                Draft("\n".join(line for _, line in head + blocks[0]).strip(), {**base, "kb_kind": "section"})
+            )
         for block, has_answer in zip(blocks[1:], answered[1:]):
             qa = "\n".join(line for _, line in block).strip()
             if not has_answer:
-                parsed.warnings.append((block[0][0], f"a question without an 'A:' line (kept as written): "
-                                                     f"{qa.splitlines()[0][:80]!r}"))
+                parsed.warnings.append(
+                    (block[0][0], f"a question without an 'A:' line (kept as written): {qa.splitlines()[0][:80]!r}")
+                )
             parsed.drafts.append(Draft(qa, {**base, "kb_kind": "qa"}))
     return parsed
 
@@ -153,8 +172,13 @@ def _row_fields(row: dict[str, Any], line: int, parsed: _Parsed, default_topic: 
         parsed.errors.append((line, "; ".join(problems)))
         return
     topic = slugify(values["topic"]) if values.get("topic") and values["topic"].strip() else default_topic
-    draft = _faq_draft(values["question"], values["answer"], topic,
-                       (values.get("specialist") or "").strip() or None, (values.get("version") or "").strip() or None)
+    draft = _faq_draft(
+        values["question"],
+        values["answer"],
+        topic,
+        (values.get("specialist") or "").strip() or None,
+        (values.get("version") or "").strip() or None,
+    )
     known_cols = set(known.values())
     _add_extras(draft.meta, ((k, v) for k, v in row.items() if k not in known_cols), parsed, line)
     parsed.drafts.append(draft)
@@ -202,13 +226,23 @@ def parse_csv(text: str, default_topic: str) -> _Parsed:
                 known = {name: header[lowered.index(name)] for name in _ROW_FIELDS if name in lowered}
                 missing = [name for name in ("question", "answer") if name not in known]
                 if missing:
-                    parsed.errors.append((line_no, f"no {' or '.join(repr(m) for m in missing)} column in the header "
-                                                   f"(columns: {', '.join(header) or 'none'})"))
+                    parsed.errors.append(
+                        (
+                            line_no,
+                            f"no {' or '.join(repr(m) for m in missing)} column in the header "
+                            f"(columns: {', '.join(header) or 'none'})",
+                        )
+                    )
                     return parsed
                 continue
             if len(row) != len(header):
-                parsed.errors.append((line_no, f"row has {len(row)} fields but the header (line {header_line}) has "
-                                               f"{len(header)}; quote values that contain commas"))
+                parsed.errors.append(
+                    (
+                        line_no,
+                        f"row has {len(row)} fields but the header (line {header_line}) has "
+                        f"{len(header)}; quote values that contain commas",
+                    )
+                )
                 continue
             cells = {}
             for key, value in zip(header, row):

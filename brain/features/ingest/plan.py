@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from brain.rules.chunking import TokenChunker
 from brain.features.ingest.files import KB_NAMES, SourceFile, decode_text, file_documents, file_hash, utf8_problem
 from brain.features.ingest.parsers import MAX_PROBLEMS_PER_FILE, PARSERS
 from brain.features.ingest.report import IngestReport
+from brain.rules.chunking import TokenChunker
 from brain.text.bounded import TooLarge, read_bounded_bytes
 from brain.text.markdown import slugify
 
@@ -43,14 +43,22 @@ def _too_large(source: SourceFile, cap: int) -> str:
         size = f"{source.path.stat().st_size:,} bytes"
     except OSError:
         size = f"larger than {cap:,} bytes"
-    return (f"the file is {size}, over the cap of {cap:,} bytes for one knowledge-base file "
-            f"(MAX_KB_FILE_BYTES; a file is embedded and written in one piece); split it into several "
-            f"files, e.g. one per chapter. File not ingested; its documents in the store are unchanged")
+    return (
+        f"the file is {size}, over the cap of {cap:,} bytes for one knowledge-base file "
+        f"(MAX_KB_FILE_BYTES; a file is embedded and written in one piece); split it into several "
+        f"files, e.g. one per chapter. File not ingested; its documents in the store are unchanged"
+    )
 
 
 def _is_ingested(meta: dict[str, Any] | None) -> bool:
-    return bool(meta) and meta.get("type") == "faq" and meta.get("source") == "kb" and isinstance(
-        meta.get("kb_file"), str) and isinstance(meta.get("kb_hash"), str) and isinstance(meta.get("kb_text_hash"), str)
+    return (
+        bool(meta)
+        and meta.get("type") == "faq"
+        and meta.get("source") == "kb"
+        and isinstance(meta.get("kb_file"), str)
+        and isinstance(meta.get("kb_hash"), str)
+        and isinstance(meta.get("kb_text_hash"), str)
+    )
 
 
 def scan_ingested(store: Store) -> dict[str, dict[str, dict[str, Any]]]:
@@ -64,9 +72,13 @@ def scan_ingested(store: Store) -> dict[str, dict[str, dict[str, Any]]]:
     return out
 
 
-def plan_file(source: SourceFile, stored: dict[str, dict[str, Any]],
-               older: list[tuple[str, bool, dict[str, dict[str, Any]]]], chunker: TokenChunker,
-               report: IngestReport) -> tuple[FilePlan | None, list[str]]:
+def plan_file(
+    source: SourceFile,
+    stored: dict[str, dict[str, Any]],
+    older: list[tuple[str, bool, dict[str, dict[str, Any]]]],
+    chunker: TokenChunker,
+    report: IngestReport,
+) -> tuple[FilePlan | None, list[str]]:
     """Read, compare, parse: the file's plan (None when there is nothing to write; counted here), and
     the older names whose documents the plan takes over. ``older``: (name, exact, documents) of the
     older names that fit the file; a guess (not exact) is taken over only if the texts agree."""
@@ -82,8 +94,14 @@ def plan_file(source: SourceFile, stored: dict[str, dict[str, Any]],
         report.files_bad += 1
         return None, []
     kb_hash = file_hash(raw, chunker)
-    if not older and stored and all(m.get("kb_hash") == kb_hash and m.get("kb_docs") == len(stored)
-                                    and m.get("kb_names") == KB_NAMES for m in stored.values()):
+    if (
+        not older
+        and stored
+        and all(
+            m.get("kb_hash") == kb_hash and m.get("kb_docs") == len(stored) and m.get("kb_names") == KB_NAMES
+            for m in stored.values()
+        )
+    ):
         report.files_read += 1
         report.files_unchanged += 1
         report.unchanged += len(stored)
@@ -100,22 +118,31 @@ def plan_file(source: SourceFile, stored: dict[str, dict[str, Any]],
         for line, message in parsed.errors[:MAX_PROBLEMS_PER_FILE]:
             report.add_error(source.kb_file, line, message)
         if len(parsed.errors) > MAX_PROBLEMS_PER_FILE:
-            report.add_error(source.kb_file, None,
-                             f"... and {len(parsed.errors) - MAX_PROBLEMS_PER_FILE} more problems")
+            report.add_error(
+                source.kb_file, None, f"... and {len(parsed.errors) - MAX_PROBLEMS_PER_FILE} more problems"
+            )
         report.add_error(source.kb_file, None, "file not ingested; its documents in the store are unchanged")
         report.files_bad += 1
         return None, []
-    report.warnings.extend({"path": source.kb_file, "line": line, "message": message}
-                           for line, message in parsed.warnings)
+    report.warnings.extend(
+        {"path": source.kb_file, "line": line, "message": message} for line, message in parsed.warnings
+    )
     report.files_read += 1
     docs = file_documents(source.kb_file, kb_hash, parsed.drafts, chunker)
     texts = {d["kb_text_hash"] for d in docs}
     claimed = []
     for name, exact, group in older:
         if not exact and not any(m.get("kb_hash") == kb_hash or m.get("kb_text_hash") in texts for m in group.values()):
-            report.warnings.append({"path": name, "line": None, "message": (
-                f"ingested under an older name that fits {source.kb_file} but shares no text with it; "
-                f"left as is (--prune on its folder removes it)")})
+            report.warnings.append(
+                {
+                    "path": name,
+                    "line": None,
+                    "message": (
+                        f"ingested under an older name that fits {source.kb_file} but shares no text with it; "
+                        f"left as is (--prune on its folder removes it)"
+                    ),
+                }
+            )
             continue
         claimed.append(name)
         stored = {**stored, **group}
@@ -125,8 +152,7 @@ def plan_file(source: SourceFile, stored: dict[str, dict[str, Any]],
                 d.setdefault("timestamp", first_seen[d["kb_text_hash"]])
     ids = {d["id"] for d in docs}
     new = [d for d in docs if d["id"] not in stored]
-    refresh = [d for d in docs if d["id"] in stored
-               and any(stored[d["id"]].get(key) != d[key] for key in _BOOKKEEPING)]
+    refresh = [d for d in docs if d["id"] in stored and any(stored[d["id"]].get(key) != d[key] for key in _BOOKKEEPING)]
     stale = [doc_id for doc_id in stored if doc_id not in ids]
     kept = len(docs) - len(new)
     if not (new or refresh or stale):
@@ -138,7 +164,8 @@ def plan_file(source: SourceFile, stored: dict[str, dict[str, Any]],
     if not stored:
         category = "new"
     elif all(m.get("kb_hash") == kb_hash for m in stored.values()) and (
-            claimed or any(m.get("kb_names") != KB_NAMES for m in stored.values())):
+        claimed or any(m.get("kb_names") != KB_NAMES for m in stored.values())
+    ):
         category = "migrated"
     else:
         category = "changed"

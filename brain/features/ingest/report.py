@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
-
 @dataclass
 class IngestReport:
     """What a run did (or, with ``dry_run``, would do: the same numbers, nothing written or embedded).

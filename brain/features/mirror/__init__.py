@@ -18,6 +18,7 @@ Disaster recovery (the store from the mirror and the files, the mirror from the 
 the whole store: :mod:`brain.app.restore`.
 """
 
+from brain.features.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth
 from brain.features.mirror.protocol import (
     BLOB_LENGTH_INVALID,
     DIMENSION_MISMATCH,
@@ -34,7 +35,6 @@ from brain.features.mirror.protocol import (
     decode_embedding,
     encode_embedding,
 )
-from brain.features.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth
 from brain.features.mirror.store import EngramMirror, KeywordHit, MirrorDocument
 from brain.features.mirror.sync import (
     RestoreReport,

@@ -18,12 +18,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from brain.model.errors import StoreUnavailable
 from brain.features.mirror.rows import chunks, marks, named_corruption
+from brain.model.errors import StoreUnavailable
 
 #: the tables whose rows belong to one mirrored document (all cascade from ``memories``)
-_DEPENDENT = (("vectors", "memory_embeddings"), ("access_log", "access_log"),
-              ("content_hashes", "brain_content_hashes"))
+_DEPENDENT = (
+    ("vectors", "memory_embeddings"),
+    ("access_log", "access_log"),
+    ("content_hashes", "brain_content_hashes"),
+)
 
 
 class MirrorErase:
@@ -43,7 +46,8 @@ class MirrorErase:
             counts["rows"] += self._read(f"SELECT COUNT(*) FROM memories WHERE id IN ({marks(len(part))})", part)[0][0]
             for name, table in _DEPENDENT:  # table names are our constants, not input
                 counts[name] += self._read(
-                    f"SELECT COUNT(*) FROM {table} WHERE memory_id IN ({marks(len(part))})", part)[0][0]
+                    f"SELECT COUNT(*) FROM {table} WHERE memory_id IN ({marks(len(part))})", part
+                )[0][0]
         return counts
 
     @named_corruption
@@ -58,9 +62,11 @@ class MirrorErase:
                 self._conn.execute("VACUUM")
                 busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             except sqlite3.OperationalError as exc:
-                raise StoreUnavailable(f"could not compact the mirror {self.path} ({exc}); the rows are deleted, "
-                                       f"but their bytes may remain in the file until it is compacted: close other "
-                                       f"programs using it and run the forget again") from exc
+                raise StoreUnavailable(
+                    f"could not compact the mirror {self.path} ({exc}); the rows are deleted, "
+                    f"but their bytes may remain in the file until it is compacted: close other "
+                    f"programs using it and run the forget again"
+                ) from exc
             self._generation += 1
         return {"vacuumed": True, "wal_truncated": not busy}
 
@@ -69,8 +75,11 @@ def kept_copies(path: str | Path) -> list[Path]:
     """The copies of the mirror ``path`` that ``brain mirror rebuild`` moved aside and kept."""
     path = Path(path)
     companions = ("-wal", "-shm", "-journal")
-    return sorted(p for p in path.parent.glob(f"{path.stem}.broken-*{path.suffix}")
-                  if p.is_file() and not p.name.endswith(companions))
+    return sorted(
+        p
+        for p in path.parent.glob(f"{path.stem}.broken-*{path.suffix}")
+        if p.is_file() and not p.name.endswith(companions)
+    )
 
 
 def copy_namespace_rows(copy: Path, namespace: str) -> int:
@@ -122,7 +131,8 @@ class _copy_connection:
     def _error(self, exc: sqlite3.Error) -> StoreUnavailable:
         return StoreUnavailable(
             f"cannot erase from {self.copy}, a copy of the mirror kept by `brain mirror rebuild` ({exc}); it may "
-            f"hold the text to forget. Delete that file once nothing in it is needed, then run the forget again")
+            f"hold the text to forget. Delete that file once nothing in it is needed, then run the forget again"
+        )
 
 
 __all__ = ["MirrorErase", "copy_namespace_rows", "erase_from_copy", "kept_copies"]

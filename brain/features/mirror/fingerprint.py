@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -44,8 +45,14 @@ def content_hash(text: str, metadata: Mapping[str, Any], vector: Any | None) -> 
     encoded = text.encode("utf-8")
     digest.update(len(encoded).to_bytes(8, "little"))
     digest.update(encoded)
-    meta = json.dumps(without_use(from_chroma(dict(metadata))), ensure_ascii=False, sort_keys=True,
-                      separators=(",", ":"), allow_nan=False, default=str)
+    meta = json.dumps(
+        without_use(from_chroma(dict(metadata))),
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+        allow_nan=False,
+        default=str,
+    )
     encoded = meta.encode("utf-8")
     digest.update(len(encoded).to_bytes(8, "little"))
     digest.update(encoded)

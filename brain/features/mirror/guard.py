@@ -63,12 +63,12 @@ class StoreIdentity:
     where: str
 
     @classmethod
-    def of(cls, store: "Store") -> "StoreIdentity":
+    def of(cls, store: Store) -> StoreIdentity:
         where = store.settings.chroma_url or str(store.settings.data_dir / "chroma")
         return cls(store.collection_name, str(store.col.id), where)
 
     @classmethod
-    def parse(cls, text: str | None) -> "StoreIdentity | None":
+    def parse(cls, text: str | None) -> StoreIdentity | None:
         if not text:
             return None
         try:
@@ -81,19 +81,19 @@ class StoreIdentity:
         return json.dumps(asdict(self), sort_keys=True)
 
 
-def followed_store(mirror: "EngramMirror") -> StoreIdentity | None:
+def followed_store(mirror: EngramMirror) -> StoreIdentity | None:
     """The collection the mirror last followed (None: never recorded, e.g. a file older than this record)."""
     return StoreIdentity.parse(mirror.meta(STORE_KEY))
 
 
-def record_store(mirror: "EngramMirror", store: "Store") -> None:
+def record_store(mirror: EngramMirror, store: Store) -> None:
     """Record that the mirror follows ``store``'s live collection now."""
     identity = StoreIdentity.of(store)
     if followed_store(mirror) != identity:
         mirror.set_meta(STORE_KEY, identity.dump())
 
 
-def adopt_store(mirror: "EngramMirror", store: "Store") -> None:
+def adopt_store(mirror: EngramMirror, store: Store) -> None:
     """A mirror that holds none of brain's rows and follows no collection yet starts following
     ``store`` (called when the mirror is attached to a store at open). A mirror with rows is never
     re-pointed here: only a catch-up or a restore that passed :func:`check_deletions` does that."""
@@ -106,14 +106,14 @@ def adopt_store(mirror: "EngramMirror", store: "Store") -> None:
             log.warning("the mirror %s could not record the store it follows: %s", mirror.path, exc)
 
 
-def store_moved(mirror: "EngramMirror", before: StoreIdentity, store: "Store") -> None:
+def store_moved(mirror: EngramMirror, before: StoreIdentity, store: Store) -> None:
     """``store`` serves another collection now (a re-index swapped it, or rolled it back): a mirror
     that followed the one it served ``before`` follows the new one."""
     if followed_store(mirror) in (None, before):
         record_store(mirror, store)
 
 
-def unfinished_restore(mirror: "EngramMirror") -> dict[str, Any] | None:
+def unfinished_restore(mirror: EngramMirror) -> dict[str, Any] | None:
     """The marker of a restore that began and did not finish: ``{"collection", "id", "where", "started"}``."""
     text = mirror.meta(RESTORE_KEY)
     if not text:
@@ -125,20 +125,21 @@ def unfinished_restore(mirror: "EngramMirror") -> dict[str, Any] | None:
     return found if isinstance(found, dict) else {"started": None}
 
 
-def restore_started(mirror: "EngramMirror", store: "Store") -> None:
+def restore_started(mirror: EngramMirror, store: Store) -> None:
     """Mark a restore from ``mirror`` into ``store`` as under way (before its first write)."""
     marker = {**asdict(StoreIdentity.of(store)), "started": time.time()}
     mirror.set_meta(RESTORE_KEY, json.dumps(marker, sort_keys=True))
 
 
-def restore_finished(mirror: "EngramMirror", store: "Store") -> None:
+def restore_finished(mirror: EngramMirror, store: Store) -> None:
     """The restore wrote every row: the mirror follows ``store`` from now on."""
     record_store(mirror, store)
     mirror.set_meta(RESTORE_KEY, None)
 
 
-def check_deletions(store: "Store", mirror: "EngramMirror", *, mirror_rows: int, would_delete: int,
-                    store_rows: int, force: bool = False) -> None:
+def check_deletions(
+    store: Store, mirror: EngramMirror, *, mirror_rows: int, would_delete: int, store_rows: int, force: bool = False
+) -> None:
     """Raise :class:`StoreLooksLost` when deleting ``would_delete`` of the mirror's ``mirror_rows``
     rows (brain's own; ``store_rows``: the store's mirrored documents) to match ``store`` is not to be
     done without the user's word (see the module docstring). ``force``: that word was given."""
@@ -148,31 +149,38 @@ def check_deletions(store: "Store", mirror: "EngramMirror", *, mirror_rows: int,
     restoring = unfinished_restore(mirror)
     if restoring is not None:
         started = restoring.get("started")
-        when = time.strftime(" at %Y-%m-%d %H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) else ""
+        when = (
+            time.strftime(" at %Y-%m-%d %H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) else ""
+        )
         raise RestoreUnfinished(
             f"a restore from the mirror {mirror.path} into the store ({now.where}) began{when} and did not finish: "
             f"the store holds {store_rows} of the mirror's {mirror_rows} documents. Run `{_RESTORE}` again to "
             f"complete it; nothing was deleted from the mirror. To keep the store as it is instead and let the "
             f"mirror lose the rest, run `{_CONFIRM}`",
-            mirror_rows=mirror_rows, would_delete=would_delete,
+            mirror_rows=mirror_rows,
+            would_delete=would_delete,
         )
     if not would_delete:
         return
-    tail = (f"Nothing was deleted from the mirror. Bring the store back from it with `{_RESTORE}`; if the store "
-            f"is right and the mirror should lose those rows too, run `{_CONFIRM}`")
+    tail = (
+        f"Nothing was deleted from the mirror. Bring the store back from it with `{_RESTORE}`; if the store "
+        f"is right and the mirror should lose those rows too, run `{_CONFIRM}`"
+    )
     if store_rows == 0:
         raise StoreLooksLost(
             f"the store ({now.where}, collection {now.collection!r}) holds none of the {mirror_rows} documents "
             f"the mirror {mirror.path} keeps: it looks lost (a lost disk, a wrong BRAIN_DATA_DIR or "
             f"BRAIN_CHROMA_URL, a new empty Chroma server). {tail}",
-            mirror_rows=mirror_rows, would_delete=would_delete,
+            mirror_rows=mirror_rows,
+            would_delete=would_delete,
         )
     if would_delete > SHRINK_FLOOR and would_delete > SHRINK_SHARE * mirror_rows:
         raise StoreLooksLost(
             f"the store ({now.where}, collection {now.collection!r}) lacks {would_delete} of the {mirror_rows} "
             f"documents the mirror {mirror.path} keeps: it is much smaller than its mirror, which follows every "
             f"write (part of the store lost, or another store). {tail}",
-            mirror_rows=mirror_rows, would_delete=would_delete,
+            mirror_rows=mirror_rows,
+            would_delete=would_delete,
         )
     followed = followed_store(mirror)
     if followed is not None and followed.id != now.id and not _still_there(store, followed):
@@ -181,11 +189,12 @@ def check_deletions(store: "Store", mirror: "EngramMirror", *, mirror_rows: int,
             f"{mirror.path} followed ({followed.collection!r} with id {followed.id}, at {followed.where}; it was "
             f"created again since), and it lacks {would_delete} of the {mirror_rows} documents the mirror keeps. "
             f"{tail}",
-            mirror_rows=mirror_rows, would_delete=would_delete,
+            mirror_rows=mirror_rows,
+            would_delete=would_delete,
         )
 
 
-def _still_there(store: "Store", followed: StoreIdentity) -> bool:
+def _still_there(store: Store, followed: StoreIdentity) -> bool:
     """Whether the collection the mirror followed still exists as it was: a re-index swapped the store
     to another collection, and the store was not lost."""
     from chromadb.errors import NotFoundError

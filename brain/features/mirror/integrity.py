@@ -19,11 +19,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from brain.model.errors import REBUILD_COMMAND, MirrorCorrupt, StoreUnavailable
 
@@ -67,7 +68,7 @@ def quick_check(conn: sqlite3.Connection) -> str | None:
 
 def aside_path(path: Path, when: datetime | None = None) -> Path:
     """Where :func:`move_aside` puts ``path``: ``mirror.broken-20260301T100000Z.db`` next to it."""
-    stamp = (when or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    stamp = (when or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
     candidate = path.with_name(f"{path.stem}.broken-{stamp}{path.suffix}")
     n = 1
     while candidate.exists():  # two rebuilds in one second keep both files
@@ -158,7 +159,12 @@ class MirrorHealth:
             total = self.unmirrored
         log.warning(
             "%d documents %s in Chroma only, not in the mirror (%d since it broke): the mirror %s is damaged; "
-            "run `%s` to rebuild it from the store", count, action, total, self.path, REBUILD_COMMAND,
+            "run `%s` to rebuild it from the store",
+            count,
+            action,
+            total,
+            self.path,
+            REBUILD_COMMAND,
         )
 
     def fell_behind(self, reason: str, behind: int) -> None:
@@ -167,7 +173,11 @@ class MirrorHealth:
         self.unwritable, self.behind = reason, behind
         (log.warning if first else log.info)(
             "the mirror %s cannot be written (%s): writes go on in Chroma, %d documents wait to be mirrored; they "
-            "are caught up once the file is writable again", self.path, reason, behind)
+            "are caught up once the file is writable again",
+            self.path,
+            reason,
+            behind,
+        )
 
     def caught_up(self, repaired: int) -> None:
         if self.unwritable is not None:
@@ -183,7 +193,10 @@ class MirrorHealth:
         if self.error is not None:
             data.update(error=self.error.detail, fix=REBUILD_COMMAND, unmirrored=self.unmirrored)
         elif self.unwritable is not None:
-            data.update(error=f"the mirror cannot be written: {self.unwritable}", behind=self.behind,
-                        fix="make the mirror file writable again (free space, permissions); the documents "
-                            "behind are caught up by themselves")
+            data.update(
+                error=f"the mirror cannot be written: {self.unwritable}",
+                behind=self.behind,
+                fix="make the mirror file writable again (free space, permissions); the documents "
+                "behind are caught up by themselves",
+            )
         return data

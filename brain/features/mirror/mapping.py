@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from brain.model.schemas import GLOBAL_SCOPE, check_scope, entity_of
@@ -54,7 +54,13 @@ TYPE_KEY = "engram_type"
 NAMESPACE_KEY = "engram_namespace"
 ORIGIN_KEY = "origin"
 
-_TYPE_BY_DOC = {"memory": "factual", "turn": "episodic", "summary": "episodic", "faq": "factual", "persona": "procedural"}
+_TYPE_BY_DOC = {
+    "memory": "factual",
+    "turn": "episodic",
+    "summary": "episodic",
+    "faq": "factual",
+    "persona": "procedural",
+}
 _LAYER_BY_DOC = {"persona": "core", "faq": "archive", "turn": "working", "summary": "working"}
 
 
@@ -137,10 +143,12 @@ def brain_metadata(raw: str | None) -> dict[str, Any] | None:
     return None
 
 
-def foreign_metadata(memory_type: str, created_at: float, importance_value: float, namespace_value: str | None) -> dict[str, Any]:
+def foreign_metadata(
+    memory_type: str, created_at: float, importance_value: float, namespace_value: str | None
+) -> dict[str, Any]:
     """Our metadata for a row engram wrote itself (see the module docstring)."""
     epoch = float(created_at) if created_at is not None and math.isfinite(float(created_at)) else 0.0
-    when = datetime.fromtimestamp(epoch, tz=timezone.utc)
+    when = datetime.fromtimestamp(epoch, tz=UTC)
     try:
         level = round(float(importance_value) * 5)
     except (TypeError, ValueError):

@@ -24,9 +24,10 @@ import json
 import logging
 import re
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 
@@ -76,8 +77,10 @@ def as_vector(vector: Any, *, memory_id: str | None = None, model: str | None = 
         ) from None
     if arr.ndim != 1 or arr.shape[0] == 0:
         raise EmbeddingProtocolError(
-            DIMENSION_MISMATCH, f"the embedding must be a non-empty 1-d vector, got shape {arr.shape}",
-            memory_id=memory_id, model=model,
+            DIMENSION_MISMATCH,
+            f"the embedding must be a non-empty 1-d vector, got shape {arr.shape}",
+            memory_id=memory_id,
+            model=model,
         )
     if not np.isfinite(arr).all():
         raise EmbeddingProtocolError(
@@ -99,24 +102,32 @@ def check_blob(
     because a TEXT value that is not UTF-8 cannot even be fetched, and must be a bad row, not a crash."""
     if stored_as != "blob":
         raise EmbeddingProtocolError(
-            BLOB_LENGTH_INVALID, f"the embedding is stored as SQLite {stored_as}, not as a BLOB",
-            memory_id=memory_id, model=model,
+            BLOB_LENGTH_INVALID,
+            f"the embedding is stored as SQLite {stored_as}, not as a BLOB",
+            memory_id=memory_id,
+            model=model,
         )
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise EmbeddingProtocolError(
-            BLOB_LENGTH_INVALID, f"the embedding must be a BLOB, got {type(blob).__name__}",
-            memory_id=memory_id, model=model,
+            BLOB_LENGTH_INVALID,
+            f"the embedding must be a BLOB, got {type(blob).__name__}",
+            memory_id=memory_id,
+            model=model,
         )
     size = len(blob)
     if size == 0 or size % 4:
         raise EmbeddingProtocolError(
-            BLOB_LENGTH_INVALID, f"the BLOB has {size} bytes, not a positive multiple of 4",
-            memory_id=memory_id, model=model,
+            BLOB_LENGTH_INVALID,
+            f"the BLOB has {size} bytes, not a positive multiple of 4",
+            memory_id=memory_id,
+            model=model,
         )
     if isinstance(dimensions, bool) or not isinstance(dimensions, int) or size // 4 != dimensions:
         raise EmbeddingProtocolError(
-            DIMENSION_MISMATCH, f"the BLOB holds {size // 4} float32 values but dimensions is {dimensions!r}",
-            memory_id=memory_id, model=model,
+            DIMENSION_MISMATCH,
+            f"the BLOB holds {size // 4} float32 values but dimensions is {dimensions!r}",
+            memory_id=memory_id,
+            model=model,
         )
 
 
@@ -151,8 +162,10 @@ def decode_matrix(
             check_blob(blob, d, memory_id=memory_id, model=model, stored_as=kind)
             if dim is not None and d != dim:
                 raise EmbeddingProtocolError(
-                    DIMENSION_MISMATCH, f"{d}-d vector among {dim}-d vectors of the same model",
-                    memory_id=memory_id, model=model,
+                    DIMENSION_MISMATCH,
+                    f"{d}-d vector among {dim}-d vectors of the same model",
+                    memory_id=memory_id,
+                    model=model,
                 )
         except EmbeddingProtocolError as exc:
             problems.append((memory_id, str(exc)))
@@ -165,15 +178,16 @@ def decode_matrix(
     finite = np.isfinite(matrix).all(axis=1)
     if not finite.all():
         message = str(EmbeddingProtocolError(NON_FINITE_VALUE, "the stored embedding contains NaN or infinite values"))
-        problems += [(ids[kept[j]], f"{message} (memory {ids[kept[j]]!r}, model {model!r})")
-                     for j in np.flatnonzero(~finite)]
+        problems += [
+            (ids[kept[j]], f"{message} (memory {ids[kept[j]]!r}, model {model!r})") for j in np.flatnonzero(~finite)
+        ]
         kept = [kept[j] for j in np.flatnonzero(finite)]
         matrix = matrix[finite]
     return matrix.astype(np.float32), kept, problems
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 # ---- the version -------------------------------------------------------------------------------
@@ -198,7 +212,7 @@ def write_version(conn: sqlite3.Connection, version: int = PROTOCOL_VERSION) -> 
 
 def table_columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> dict[str, dict[str, Any]]:
     """``{column: {"type", "notnull", "pk"}}`` of a table of ``schema`` (empty when it does not exist)."""
-    rows = conn.execute("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?, ?)", (table, schema)).fetchall()
+    rows = conn.execute('SELECT name, type, "notnull", pk FROM pragma_table_info(?, ?)', (table, schema)).fetchall()
     return {r[0]: {"type": (r[1] or "").upper(), "notnull": bool(r[2]), "pk": int(r[3])} for r in rows}
 
 
@@ -228,8 +242,12 @@ class MigrationReport:
     skipped: list[SkippedRow] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"from_version": self.from_version, "to_version": self.to_version, "migrated": self.migrated,
-                "skipped": [{"memory_id": s.memory_id, "reason": s.reason} for s in self.skipped]}
+        return {
+            "from_version": self.from_version,
+            "to_version": self.to_version,
+            "migrated": self.migrated,
+            "skipped": [{"memory_id": s.memory_id, "reason": s.reason} for s in self.skipped],
+        }
 
 
 def _legacy_vector(raw: Any) -> list[float] | np.ndarray:
@@ -305,8 +323,10 @@ def migrate_v1(conn: sqlite3.Connection, create_v2_table: Iterable[str]) -> Migr
             vector = as_vector(_legacy_vector(raw), memory_id=memory_id, model=model)
             if dim_raw is not None and int(dim_raw) != vector.shape[0]:
                 raise EmbeddingProtocolError(
-                    DIMENSION_MISMATCH, f"{vector.shape[0]} values but the row says {dim_raw} dimensions",
-                    memory_id=memory_id, model=model,
+                    DIMENSION_MISMATCH,
+                    f"{vector.shape[0]} values but the row says {dim_raw} dimensions",
+                    memory_id=memory_id,
+                    model=model,
                 )
             if (memory_id, model) in seen:
                 raise KeyError(f"a second embedding for model {model!r}")
@@ -324,10 +344,15 @@ def migrate_v1(conn: sqlite3.Connection, create_v2_table: Iterable[str]) -> Migr
     conn.execute("DROP TABLE memory_embeddings_v1")
     write_version(conn)
     report.migrated = len(good)
-    log.log(logging.WARNING if report.skipped else logging.INFO,
-            "embedding protocol v%s -> v%s: %d embedding rows migrated, %d skipped%s", report.from_version or 1,
-            report.to_version, report.migrated, len(report.skipped),
-            "".join(f"\n  skipped {s.memory_id!r}: {s.reason}" for s in report.skipped[:20]))
+    log.log(
+        logging.WARNING if report.skipped else logging.INFO,
+        "embedding protocol v%s -> v%s: %d embedding rows migrated, %d skipped%s",
+        report.from_version or 1,
+        report.to_version,
+        report.migrated,
+        len(report.skipped),
+        "".join(f"\n  skipped {s.memory_id!r}: {s.reason}" for s in report.skipped[:20]),
+    )
     return report
 
 
@@ -348,8 +373,13 @@ class Coverage:
         return self.ratio >= 0.5
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "memories": self.memories, "with_vectors": self.with_vectors,
-                "ratio": self.ratio, "sufficient": self.sufficient}
+        return {
+            "model": self.model,
+            "memories": self.memories,
+            "with_vectors": self.with_vectors,
+            "ratio": self.ratio,
+            "sufficient": self.sufficient,
+        }
 
 
 @dataclass

@@ -4,13 +4,22 @@ coverage, and the file's health and statistics."""
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
 from brain.features.mirror import mapping, protocol
 from brain.features.mirror.protocol import Coverage
-from brain.features.mirror.rows import IS_OURS, SELECT_DOCS, VECTOR_COLUMNS, MirrorDocument, chunks, marks, named_corruption
+from brain.features.mirror.rows import (
+    IS_OURS,
+    SELECT_DOCS,
+    VECTOR_COLUMNS,
+    MirrorDocument,
+    chunks,
+    marks,
+    named_corruption,
+)
 
 
 class MirrorReads:
@@ -65,7 +74,9 @@ class MirrorReads:
 
     def embeddings(self, memory_id: str) -> dict[str, np.ndarray]:
         """Every stored vector of one memory, by model (validated)."""
-        rows = self._read(f"SELECT e.model, {VECTOR_COLUMNS} FROM memory_embeddings e WHERE e.memory_id = ?", (memory_id,))
+        rows = self._read(
+            f"SELECT e.model, {VECTOR_COLUMNS} FROM memory_embeddings e WHERE e.memory_id = ?", (memory_id,)
+        )
         return {m: protocol.decode_embedding(b, d, memory_id=memory_id, model=m, stored_as=k) for m, b, k, d in rows}
 
     @named_corruption
@@ -76,10 +87,14 @@ class MirrorReads:
         for part in chunks(list(ids)):
             rows = self._read(
                 f"SELECT m.id, m.content, {VECTOR_COLUMNS} FROM memories m JOIN memory_embeddings e "
-                f"ON e.memory_id = m.id AND e.model = ? WHERE m.id IN ({marks(len(part))})", [model, *part])
+                f"ON e.memory_id = m.id AND e.model = ? WHERE m.id IN ({marks(len(part))})",
+                [model, *part],
+            )
             for doc_id, text, blob, kind, dimensions in rows:
-                found[doc_id] = (text, protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=model,
-                                                                 stored_as=kind))
+                found[doc_id] = (
+                    text,
+                    protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=model, stored_as=kind),
+                )
         return found
 
     def content_hashes(self) -> dict[str, bytes | None]:
@@ -122,8 +137,7 @@ class MirrorReads:
         vector, problem = None, None
         if kind not in (None, "null"):  # None: the row has no vector of this model
             try:
-                vector = protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=self.model,
-                                                   stored_as=kind)
+                vector = protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=self.model, stored_as=kind)
             except protocol.EmbeddingProtocolError as exc:
                 if not skip_bad_vector:
                     raise
@@ -137,8 +151,9 @@ class MirrorReads:
             self._check_open()
             try:
                 problems = [r[0] for r in self._conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
-                problems += [f"foreign key: {r[0]} row {r[1]} -> {r[2]}"
-                             for r in self._conn.execute("PRAGMA foreign_key_check")]
+                problems += [
+                    f"foreign key: {r[0]} row {r[1]} -> {r[2]}" for r in self._conn.execute("PRAGMA foreign_key_check")
+                ]
             except sqlite3.DatabaseError as exc:  # too damaged to be checked: that is the finding
                 return str(exc)
             try:
@@ -149,9 +164,7 @@ class MirrorReads:
 
     @named_corruption
     def stats(self) -> dict[str, Any]:
-        rows = self._read(
-            f"SELECT COUNT(*), SUM(NOT {IS_OURS}) FROM memories m"
-        )[0]
+        rows = self._read(f"SELECT COUNT(*), SUM(NOT {IS_OURS}) FROM memories m")[0]
         return {
             "path": str(self.path),
             "model": self.model,

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
-from brain.model.vectors import unit_rows, zero_rows
-from brain.model.errors import ValidationError
 from brain.features.mirror import mapping, protocol, schema
 from brain.features.mirror.protocol import DIMENSION_MISMATCH, EmbeddingProtocolError
 from brain.features.mirror.rows import (
@@ -25,8 +24,10 @@ from brain.features.mirror.rows import (
     marks,
     named_corruption,
 )
+from brain.model.errors import ValidationError
 from brain.model.results import Hit
 from brain.model.schemas import check_k
+from brain.model.vectors import unit_rows, zero_rows
 
 log = logging.getLogger("brain.features.mirror.store")
 
@@ -47,14 +48,16 @@ class _Matrix:
 
     def mask(self, types: Iterable[str] | None, scopes: Iterable[str] | None) -> np.ndarray | None:
         mask = None
-        for codes, names, wanted in ((self.type_codes, self.type_names, types), (self.scope_codes, self.scope_names, scopes)):
+        for codes, names, wanted in (
+            (self.type_codes, self.type_names, types),
+            (self.scope_codes, self.scope_names, scopes),
+        ):
             if wanted is None:
                 continue
             chosen = [names[w] for w in as_list(wanted) if w in names]
             part = np.isin(codes, np.asarray(chosen, dtype=codes.dtype))
             mask = part if mask is None else mask & part
         return mask
-
 
 
 class MirrorRecall:
@@ -127,17 +130,26 @@ class MirrorRecall:
             log.warning(
                 "mirror recall: only %d of %d memories (%.0f%%) with %s vectors; results miss the rest. Run the "
                 "backfill (brain mirror backfill) to embed them with %s",
-                cov.with_vectors, cov.memories, 100 * cov.ratio, cov.model, self.model,
+                cov.with_vectors,
+                cov.memories,
+                100 * cov.ratio,
+                cov.model,
+                self.model,
             )
         matrix, kept, problems = protocol.decode_matrix(
-            [r[0] for r in rows], [r[1] for r in rows], [r[3] for r in rows], model=self.model,
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [r[3] for r in rows],
+            model=self.model,
             stored_as=[r[2] for r in rows],
         )
         if problems:  # one bad row must not stop recall over the others; the catch-up writes it again
             log.warning(
                 "mirror recall: %d stored vectors could not be read and are left out of recall (%s%s); "
-                "`brain mirror sync` writes them again from the store", len(problems),
-                "; ".join(reason for _, reason in problems[:3]), ", ..." if len(problems) > 3 else "",
+                "`brain mirror sync` writes them again from the store",
+                len(problems),
+                "; ".join(reason for _, reason in problems[:3]),
+                ", ..." if len(problems) > 3 else "",
             )
         rows = [rows[j] for j in kept]
         ids = [r[0] for r in rows]
@@ -145,13 +157,28 @@ class MirrorRecall:
             matrix = unit_rows(matrix)
         type_names: dict[str, int] = {}
         scope_names: dict[str, int] = {}
-        type_codes = np.fromiter((type_names.setdefault(r[4] or "memory", len(type_names)) for r in rows), np.int32, len(rows))
-        scope_codes = np.fromiter(
-            (scope_names.setdefault(mapping.scope_of(r[5])[0] if r[6] is None else r[6], len(scope_names)) for r in rows),
-            np.int32, len(rows),
+        type_codes = np.fromiter(
+            (type_names.setdefault(r[4] or "memory", len(type_names)) for r in rows), np.int32, len(rows)
         )
-        cache = _Matrix(generation, data_version, changes, ids, np.ascontiguousarray(matrix), type_codes, type_names,
-                        scope_codes, scope_names)
+        scope_codes = np.fromiter(
+            (
+                scope_names.setdefault(mapping.scope_of(r[5])[0] if r[6] is None else r[6], len(scope_names))
+                for r in rows
+            ),
+            np.int32,
+            len(rows),
+        )
+        cache = _Matrix(
+            generation,
+            data_version,
+            changes,
+            ids,
+            np.ascontiguousarray(matrix),
+            type_codes,
+            type_names,
+            scope_codes,
+            scope_names,
+        )
         with self._lock:
             if self._generation == generation:
                 self._cache = cache
@@ -173,8 +200,10 @@ class MirrorRecall:
         if not words:
             raise ValidationError("the keyword query must contain at least one word")
         match = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
-        sql = [f"SELECT m.rowid, {ROW_COLUMNS}, bm25(memories_fts) AS rank FROM memories_fts "
-               "JOIN memories m ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ?"]
+        sql = [
+            f"SELECT m.rowid, {ROW_COLUMNS}, bm25(memories_fts) AS rank FROM memories_fts "
+            "JOIN memories m ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ?"
+        ]
         params: list[Any] = [match]
         if types is not None:
             wanted = as_list(types)
@@ -195,4 +224,3 @@ class MirrorRecall:
             for r in rows
             for d in [self._document((*r[:-1], None, None, None))]
         ]
-

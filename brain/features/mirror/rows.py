@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,12 +56,11 @@ class KeywordHit:
         return {"id": self.id, "text": self.text, "metadata": self.metadata, "bm25": self.bm25}
 
 
-
 def named_corruption(method: Callable) -> Callable:
     """SQLite's corruption errors inside ``method`` become :class:`MirrorCorrupt` naming the file."""
 
     @functools.wraps(method)
-    def wrapper(self: "EngramMirror", *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: EngramMirror, *args: Any, **kwargs: Any) -> Any:
         with corruption_named(self.path):
             return method(self, *args, **kwargs)
 
@@ -78,10 +78,6 @@ def chunks(seq: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
 
 def marks(n: int) -> str:
     return ",".join("?" * n)
-
-
-
-
 
 
 # our rows carry {"brain": {"type": ...}} in metadata; anything else (or malformed JSON) is engram's own
@@ -119,7 +115,4 @@ WHERE content IS NOT excluded.content OR memory_type IS NOT excluded.memory_type
    OR source IS NOT excluded.source OR namespace IS NOT excluded.namespace OR metadata IS NOT excluded.metadata
 """
 UPSERT_HASH = "INSERT OR REPLACE INTO brain_content_hashes (memory_id, hash) VALUES (?, ?)"
-UPSERT_EMBEDDING = (
-    "INSERT OR REPLACE INTO memory_embeddings (memory_id, model, embedding, dimensions, created_at) VALUES (?, ?, ?, ?, ?)"
-)
-
+UPSERT_EMBEDDING = "INSERT OR REPLACE INTO memory_embeddings (memory_id, model, embedding, dimensions, created_at) VALUES (?, ?, ?, ?, ?)"

@@ -32,11 +32,11 @@ import logging
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
-from brain.model.errors import StoreUnavailable, ValidationError
 from brain.features.mirror import protocol, schema
 from brain.features.mirror.erase import MirrorErase
 from brain.features.mirror.integrity import MirrorCorrupt, corruption_named, is_corruption, quick_check
@@ -45,6 +45,7 @@ from brain.features.mirror.reads import MirrorReads
 from brain.features.mirror.recall import MirrorRecall, _Matrix
 from brain.features.mirror.rows import KeywordHit, MirrorDocument, named_corruption
 from brain.features.mirror.writes import MirrorWrites
+from brain.model.errors import StoreUnavailable, ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,9 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
                 exc.code, f"{exc.detail}; the mirror needs the embedder's provider/model name (BRAIN_EMBEDDER)"
             ) from None
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not MIN_BATCH <= batch_size <= MAX_BATCH:
-            raise ValidationError(f"batch_size must be an integer between {MIN_BATCH} and {MAX_BATCH}, got {batch_size!r}")
+            raise ValidationError(
+                f"batch_size must be an integer between {MIN_BATCH} and {MAX_BATCH}, got {batch_size!r}"
+            )
         self.batch_size = batch_size
         self.path = Path(path)
         self._lock = threading.RLock()
@@ -148,7 +151,9 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
                 log.warning(
                     "mirror %s declares embedding protocol version %s; this brain knows version %s and may "
                     "misread it. Upgrade brain, or point BRAIN_MIRROR_PATH at a new file",
-                    self.path, version, protocol.PROTOCOL_VERSION,
+                    self.path,
+                    version,
+                    protocol.PROTOCOL_VERSION,
                 )
                 for statement in schema.EMBEDDINGS_V2:
                     conn.execute(statement)
@@ -181,7 +186,7 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
 
     # ---- transactions --------------------------------------------------------------------------
     @contextmanager
-    def transaction(self) -> Iterator["EngramMirror"]:
+    def transaction(self) -> Iterator[EngramMirror]:
         """Group writes: committed when the block ends, rolled back if it raises. Nested blocks are savepoints."""
         with self._lock:
             self._check_open()
@@ -226,7 +231,9 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
                 self._generation += 1
                 if is_corruption(exc):
                     raise MirrorCorrupt(self.path, str(exc)) from exc
-                raise StoreUnavailable(f"committing to the mirror {self.path} failed: {exc}; nothing was written") from exc
+                raise StoreUnavailable(
+                    f"committing to the mirror {self.path} failed: {exc}; nothing was written"
+                ) from exc
 
     def _raise_named(self, exc: BaseException) -> None:
         """Corruption met by statements run inside a transaction block is this file's: Python's sqlite3
@@ -274,7 +281,7 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
                 self._conn = None  # type: ignore[assignment]
                 self._cache = None
 
-    def __enter__(self) -> "EngramMirror":
+    def __enter__(self) -> EngramMirror:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -285,4 +292,3 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
         with self._lock:
             self._check_open()
             return self._conn.execute(sql, params).fetchall()
-

@@ -22,10 +22,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from brain.model.errors import EmbeddingModelMismatch, StoreUnavailable
 from brain.features.mirror.guard import adopt_store
 from brain.features.mirror.integrity import MirrorCorrupt, MirrorHealth
 from brain.features.mirror.store import EngramMirror, unwritable
+from brain.model.errors import EmbeddingModelMismatch, StoreUnavailable
 from brain.model.schemas import from_chroma
 from brain.store.events import WriteEvent, WriteSubscriber
 
@@ -111,8 +111,10 @@ class MirrorSubscriber(WriteSubscriber):
             done, reason = self._try_catch_up()
         if reason is not None:
             self.health.fell_behind(reason, len(self._behind))
-            raise StoreUnavailable(f"the mirror {path} still cannot be written ({reason}); "
-                                   f"{len(self._behind)} documents wait to be mirrored")
+            raise StoreUnavailable(
+                f"the mirror {path} still cannot be written ({reason}); "
+                f"{len(self._behind)} documents wait to be mirrored"
+            )
         return done
 
     def abort(self, event: WriteEvent) -> None:
@@ -151,8 +153,10 @@ class MirrorSubscriber(WriteSubscriber):
             mirror.delete(others)  # an id may have changed to a type that is not mirrored
         if rows:
             texts, vectors = event.texts or (), event.vectors
-            mirror.upsert({"id": event.ids[j], "text": texts[j], "metadata": from_chroma(metas[j]),
-                           "embedding": vectors[j]} for j in rows)
+            mirror.upsert(
+                {"id": event.ids[j], "text": texts[j], "metadata": from_chroma(metas[j]), "embedding": vectors[j]}
+                for j in rows
+            )
 
     def _fall_behind(self, event: WriteEvent, reason: str) -> None:
         self._behind.update(event.ids)
@@ -176,8 +180,9 @@ class MirrorSubscriber(WriteSubscriber):
                     gone = [i for i in ids if i not in kept]
                     if gone:
                         mirror.delete(gone)
-                    mirror.upsert({"id": i, "text": found[i][0], "metadata": found[i][1], "embedding": found[i][2]}
-                                  for i in kept)
+                    mirror.upsert(
+                        {"id": i, "text": found[i][0], "metadata": found[i][1], "embedding": found[i][2]} for i in kept
+                    )
                 self._behind.difference_update(ids)
                 done += len(ids)
         except MirrorCorrupt as exc:
@@ -199,8 +204,9 @@ _ACTION = {"upsert": "written", "delete": "deleted", "metadata": "updated"}
 _CATCH_UP_BATCH = 1000
 
 
-def open_mirror_subscriber(settings: Any, embedder_name: str, mirror: EngramMirror | bool | None = None, *,
-                           store: Any = None) -> MirrorSubscriber:
+def open_mirror_subscriber(
+    settings: Any, embedder_name: str, mirror: EngramMirror | bool | None = None, *, store: Any = None
+) -> MirrorSubscriber:
     """The subscriber for a store's mirror: ``mirror`` itself (an open mirror; the caller closes it),
     none (``False``, or ``None`` with ``BRAIN_MIRROR_ENABLED`` off), or the mirror file of the settings,
     opened here. A damaged file is recorded in ``health`` (and logged with its fix) rather than
@@ -212,7 +218,9 @@ def open_mirror_subscriber(settings: Any, embedder_name: str, mirror: EngramMirr
     types = settings.mirrored_types
     if isinstance(mirror, EngramMirror):
         if mirror.model != embedder_name:
-            raise EmbeddingModelMismatch(f"the mirror keeps {mirror.model} vectors but the store embeds with {embedder_name}")
+            raise EmbeddingModelMismatch(
+                f"the mirror keeps {mirror.model} vectors but the store embeds with {embedder_name}"
+            )
         opened, health, owns = mirror, MirrorHealth(mirror.path), False
     elif mirror is False or (mirror is None and not settings.mirror_enabled):
         return MirrorSubscriber(None, MirrorHealth(None, enabled=False), types)

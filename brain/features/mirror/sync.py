@@ -31,15 +31,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from brain.model.errors import EmbeddingModelMismatch, ValidationError
 from brain.features.mirror.fingerprint import content_hash, without_use
 from brain.features.mirror.guard import RESTORE_KEY, check_deletions, record_store, restore_finished, restore_started
 from brain.features.mirror.store import EngramMirror, MirrorDocument
+from brain.model.errors import EmbeddingModelMismatch, ValidationError
 from brain.store.reads import page_documents
 
 if TYPE_CHECKING:  # the store never imports the mirror: the mirror follows its write events
@@ -87,12 +88,12 @@ class SyncReport:
 @dataclass
 class VerifyReport:
     checked: int = 0
-    missing: list[str] = field(default_factory=list)   # in the store, not in the mirror
-    extra: list[str] = field(default_factory=list)     # our rows in the mirror whose documents are gone
-    text: list[str] = field(default_factory=list)      # texts differ
+    missing: list[str] = field(default_factory=list)  # in the store, not in the mirror
+    extra: list[str] = field(default_factory=list)  # our rows in the mirror whose documents are gone
+    text: list[str] = field(default_factory=list)  # texts differ
     metadata: list[str] = field(default_factory=list)  # metadata differ
-    vectors: list[str] = field(default_factory=list)   # the model's vector differs or is absent
-    foreign: list[str] = field(default_factory=list)   # rows engram wrote itself (not a difference)
+    vectors: list[str] = field(default_factory=list)  # the model's vector differs or is absent
+    foreign: list[str] = field(default_factory=list)  # rows engram wrote itself (not a difference)
 
     @property
     def ok(self) -> bool:
@@ -134,7 +135,7 @@ def _same_vector(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     return bool(np.abs(a - b).max(initial=0.0) <= VECTOR_TOLERANCE * scale)
 
 
-def _check_models(store: "Store", mirror: EngramMirror) -> None:
+def _check_models(store: Store, mirror: EngramMirror) -> None:
     if store.embedder.name != mirror.model:
         raise EmbeddingModelMismatch(
             f"the mirror {mirror.path} is opened for model {mirror.model} but the store embeds with "
@@ -142,7 +143,7 @@ def _check_models(store: "Store", mirror: EngramMirror) -> None:
         )
 
 
-def _store_pages(store: "Store", types: Sequence[str], page: int):
+def _store_pages(store: Store, types: Sequence[str], page: int):
     """The store's documents of ``types`` with their vectors, a page at a time. One unfiltered pass:
     a ``where`` on the type would make Chroma filter the whole collection again for every page."""
     wanted = set(types)
@@ -167,15 +168,23 @@ def _compare(doc, mirrored: MirrorDocument | None) -> str | None:
     return None
 
 
-def _store_ids(store: "Store", types: Sequence[str], page: int) -> set[str]:
+def _store_ids(store: Store, types: Sequence[str], page: int) -> set[str]:
     """The ids of the store's documents of ``types`` (metadata only: no texts, no vectors)."""
     wanted = set(types)
-    return {i for got in store.chroma.pages(None, ["metadatas"], page_size=page)
-            for i, m in zip(got["ids"], got["metadatas"]) if (m or {}).get("type") in wanted}
+    return {
+        i
+        for got in store.chroma.pages(None, ["metadatas"], page_size=page)
+        for i, m in zip(got["ids"], got["metadatas"])
+        if (m or {}).get("type") in wanted
+    }
 
 
 def catch_up(
-    store: "Store", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE,
+    store: Store,
+    mirror: EngramMirror,
+    *,
+    types: Sequence[str] | None = None,
+    page: int = PAGE,
     force: bool = False,
 ) -> SyncReport:
     """Make the mirror match the store for ``types`` (default: the store's BRAIN_MIRROR_TYPES), repairing
@@ -194,8 +203,14 @@ def catch_up(
 
     def check(present: set[str]) -> None:  # before the first write (brain.features.mirror.guard)
         if stored:
-            check_deletions(store, mirror, mirror_rows=len(stored), would_delete=len(stored.keys() - present),
-                            store_rows=len(present), force=force)
+            check_deletions(
+                store,
+                mirror,
+                mirror_rows=len(stored),
+                would_delete=len(stored.keys() - present),
+                store_rows=len(present),
+                force=force,
+            )
 
     seen: set[str] = set()
     repair = _Repair(mirror)
@@ -272,7 +287,11 @@ class _Repair:
 
 
 def sync_mirror(
-    store: "Store", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE,
+    store: Store,
+    mirror: EngramMirror,
+    *,
+    types: Sequence[str] | None = None,
+    page: int = PAGE,
     force: bool = False,
 ) -> SyncReport:
     """The catch-up under its command's name (``brain mirror sync``): :func:`catch_up`."""
@@ -280,7 +299,7 @@ def sync_mirror(
 
 
 def verify_mirror(
-    store: "Store", mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
+    store: Store, mirror: EngramMirror, *, types: Sequence[str] | None = None, page: int = PAGE
 ) -> VerifyReport:
     """Every difference between the store's documents of ``types`` (default: the store's
     BRAIN_MIRROR_TYPES) and the mirror, without writing."""
@@ -323,7 +342,7 @@ def _restorable(doc: MirrorDocument, reuse: bool, dimension: int) -> tuple[dict[
 
 
 def restore_from_mirror(
-    store: "Store", mirror: EngramMirror, *, include_foreign: bool = True, batch: int = 500
+    store: Store, mirror: EngramMirror, *, include_foreign: bool = True, batch: int = 500
 ) -> RestoreReport:
     """Write the mirror's documents into ``store``; see the module docstring. Returns what happened."""
     started = time.perf_counter()
@@ -332,7 +351,8 @@ def restore_from_mirror(
     if not reuse:
         log.warning(
             "the mirror holds %s vectors but the store embeds with %s: every document will be embedded again",
-            mirror.model, store.embedder.name,
+            mirror.model,
+            store.embedder.name,
         )
     pending: list[dict[str, Any]] = []
     pending_stats = [0, 0, 0]  # reused, embedded, foreign
@@ -384,8 +404,11 @@ def restore_from_mirror(
                 continue
             if doc.vector_problem is not None:
                 report.bad_vectors.append((doc.id, doc.vector_problem))
-                log.warning("restore from mirror: the stored vector of %r is unreadable (%s); embedding its text",
-                            doc.id, doc.vector_problem)
+                log.warning(
+                    "restore from mirror: the stored vector of %r is unreadable (%s); embedding its text",
+                    doc.id,
+                    doc.vector_problem,
+                )
             item, reused = _restorable(doc, reuse, store.dimension)
             pending.append(item)
             pending_kinds.append((reused, doc.foreign))
@@ -397,6 +420,12 @@ def restore_from_mirror(
     restore_finished(mirror, store)
     report.by_type = {t: by_type[t] for t in sorted(by_type)}
     report.seconds = time.perf_counter() - started
-    log.info("restore from mirror: %d documents, %d stored vectors reused, %d embedded, %d skipped (%.1f s)",
-             report.restored, report.reused_vectors, report.embedded, len(report.skipped), report.seconds)
+    log.info(
+        "restore from mirror: %d documents, %d stored vectors reused, %d embedded, %d skipped (%.1f s)",
+        report.restored,
+        report.reused_vectors,
+        report.embedded,
+        len(report.skipped),
+        report.seconds,
+    )
     return report

@@ -6,19 +6,28 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from brain.model.errors import EmbedderError, Problem, ValidationError
 from brain.features.mirror import mapping, protocol
 from brain.features.mirror.fingerprint import content_hash
 from brain.features.mirror.integrity import corruption_named
 from brain.features.mirror.protocol import DIMENSION_MISMATCH, EmbeddingProtocolError, check_model_name
-from brain.features.mirror.rows import IS_OURS, UPSERT_EMBEDDING, UPSERT_HASH, UPSERT_MEMORY, chunks, marks, named_corruption
-from brain.text.progress import ProgressOptions, open_progress
+from brain.features.mirror.rows import (
+    IS_OURS,
+    UPSERT_EMBEDDING,
+    UPSERT_HASH,
+    UPSERT_MEMORY,
+    chunks,
+    marks,
+    named_corruption,
+)
+from brain.model.errors import EmbedderError, Problem, ValidationError
 from brain.model.schemas import DOC_TYPES, check_scope, from_chroma, parse_timestamp
+from brain.text.progress import ProgressOptions, open_progress
 
 log = logging.getLogger("brain.features.mirror.store")
 
@@ -42,20 +51,29 @@ class MirrorWrites:
             now = protocol.now_iso()
             for part in chunks(prepared):
                 ids = [p["row"]["id"] for p in part]
-                existing = dict(self._conn.execute(
-                    f"SELECT id, content FROM memories WHERE id IN ({marks(len(ids))})", ids
-                ).fetchall())
+                existing = dict(
+                    self._conn.execute(
+                        f"SELECT id, content FROM memories WHERE id IN ({marks(len(ids))})", ids
+                    ).fetchall()
+                )
                 self._conn.executemany(UPSERT_MEMORY, [p["row"] for p in part])
                 self._conn.executemany(
                     "INSERT INTO access_log (memory_id, accessed_at) VALUES (?, ?)",
                     [(p["row"]["id"], p["row"]["created_at"]) for p in part if p["row"]["id"] not in existing],
                 )
-                stale = [(p["row"]["id"],) for p in part
-                         if p["row"]["id"] in existing and existing[p["row"]["id"]] != p["row"]["content"]]
+                stale = [
+                    (p["row"]["id"],)
+                    for p in part
+                    if p["row"]["id"] in existing and existing[p["row"]["id"]] != p["row"]["content"]
+                ]
                 self._conn.executemany("DELETE FROM memory_embeddings WHERE memory_id = ?", stale)
                 self._conn.executemany(
                     UPSERT_EMBEDDING,
-                    [(p["row"]["id"], self.model, p["blob"], p["dimensions"], now) for p in part if p["blob"] is not None],
+                    [
+                        (p["row"]["id"], self.model, p["blob"], p["dimensions"], now)
+                        for p in part
+                        if p["blob"] is not None
+                    ],
                 )
                 # after the row and vector writes, whose triggers drop the old hash; a document without
                 # a vector keeps the row's vector, so its hash stays if nothing else changed
@@ -105,7 +123,8 @@ class MirrorWrites:
         keep = sorted(set(keep) | {self.model})
         with self.transaction():
             removed = self._conn.execute(
-                f"DELETE FROM memory_embeddings WHERE model NOT IN ({marks(len(keep))})", keep).rowcount
+                f"DELETE FROM memory_embeddings WHERE model NOT IN ({marks(len(keep))})", keep
+            ).rowcount
             self._generation += 1
         return removed
 
@@ -116,7 +135,9 @@ class MirrorWrites:
         removed = 0
         with self.transaction():
             for part in chunks(ids):
-                removed += self._conn.execute(f"DELETE FROM memories WHERE id IN ({marks(len(part))})", list(part)).rowcount
+                removed += self._conn.execute(
+                    f"DELETE FROM memories WHERE id IN ({marks(len(part))})", list(part)
+                ).rowcount
             self._generation += 1
         return removed
 
@@ -175,19 +196,25 @@ class MirrorWrites:
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
         for part in chunks(list(ids)):
-            found.update(r[0] for r in self._conn.execute(f"SELECT id FROM memories WHERE id IN ({marks(len(part))})", list(part)))
+            found.update(
+                r[0]
+                for r in self._conn.execute(f"SELECT id FROM memories WHERE id IN ({marks(len(part))})", list(part))
+            )
         return found
 
     def _check_dimension(self, model: str, blobs: list[bytes]) -> None:
         """All vectors of one model share a dimension: the one already stored, else the batch's first."""
         if not blobs:
             return
-        row = self._conn.execute("SELECT dimensions FROM memory_embeddings WHERE model = ? LIMIT 1", (model,)).fetchone()
+        row = self._conn.execute(
+            "SELECT dimensions FROM memory_embeddings WHERE model = ? LIMIT 1", (model,)
+        ).fetchone()
         expected = row[0] if row else len(blobs[0]) // 4
         for blob in blobs:
             if len(blob) // 4 != expected:
                 error = EmbeddingProtocolError(
-                    DIMENSION_MISMATCH, f"a {len(blob) // 4}-d vector for a model whose vectors are {expected}-d",
+                    DIMENSION_MISMATCH,
+                    f"a {len(blob) // 4}-d vector for a model whose vectors are {expected}-d",
                     model=model,
                 )
                 log.warning("mirror write rejected: %s", error)
@@ -237,10 +264,14 @@ class MirrorWrites:
             except (TypeError, ValueError) as exc:
                 problems.append(Problem("metadata", f"metadata cannot be stored as JSON: {exc}", i))
                 continue
-            prepared.append({
-                "row": row, "blob": blob, "dimensions": len(blob) // 4 if blob is not None else None,
-                "hash": None if blob is None else content_hash(text, meta, np.frombuffer(blob, dtype="<f4")),
-            })
+            prepared.append(
+                {
+                    "row": row,
+                    "blob": blob,
+                    "dimensions": len(blob) // 4 if blob is not None else None,
+                    "hash": None if blob is None else content_hash(text, meta, np.frombuffer(blob, dtype="<f4")),
+                }
+            )
         if problems:
             summary = "; ".join(f"item {p.item}: {p.message}" for p in problems[:5])
             more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
@@ -250,10 +281,12 @@ class MirrorWrites:
             raise ValidationError(f"{summary}{more} (nothing was written to the mirror)", problems)
         return prepared
 
-
     # ---- backfill ------------------------------------------------------------------------------
     def backfill(
-        self, embed: Callable[[list[str]], np.ndarray], model: str | None = None, *,
+        self,
+        embed: Callable[[list[str]], np.ndarray],
+        model: str | None = None,
+        *,
         progress: bool | ProgressOptions = True,
     ) -> int:
         """Embed every memory that has no vector of ``model`` (default: the configured one).
@@ -264,8 +297,10 @@ class MirrorWrites:
         ``progress``: a bar on a terminal, else a log line now and then (:mod:`brain.text.progress`).
         """
         model = check_model_name(model or self.model)
-        missing_sql = ("FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e "
-                       "WHERE e.memory_id = m.id AND e.model = ?)")
+        missing_sql = (
+            "FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e "
+            "WHERE e.memory_id = m.id AND e.model = ?)"
+        )
         total = int(self._read(f"SELECT COUNT(*) {missing_sql}", (model,))[0][0])
         written = 0
         last = 0
@@ -299,7 +334,6 @@ class MirrorWrites:
         return written
 
 
-
 def check_metadata(meta: dict[str, Any]) -> tuple[float | None, list[tuple[str, str]]]:
     """Enough of our metadata to map it (the store validated the rest): the epoch and the problems."""
     problems: list[tuple[str, str]] = []
@@ -323,5 +357,3 @@ def check_metadata(meta: dict[str, Any]) -> tuple[float | None, list[tuple[str, 
         if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 5:
             problems.append(("metadata.importance", f"importance must be an integer between 1 and 5, got {level!r}"))
     return epoch, problems
-
-

@@ -18,11 +18,11 @@ from typing import Any
 
 import orjson
 
-from brain.model.errors import Problem, ValidationError
-from brain.model.ids import derived_id
 from brain.features.pam.keys import BRAIN_KEY, CONVERSATION_KEY, EXTRA_KEY, load_extra
 from brain.features.pam.problems import problem_at
 from brain.features.pam.spec import PLATFORM, SCHEMA_VERSION, pam_time
+from brain.model.errors import Problem, ValidationError
+from brain.model.ids import derived_id
 from brain.model.schemas import (
     GLOBAL_SCOPE,
     DocType,
@@ -44,11 +44,26 @@ _MESSAGE_BRAIN_FIELDS = ("turn_index", "source", "scope", "extra")
 _SUMMARY_BRAIN_FIELDS = ("id", "text", "summary_index", "turn_range", "created_at", "source", "scope", "extra")
 # PAM message / conversation fields kept (in pam_extra / pam_conversation) when they differ from an export's
 _MESSAGE_PRESERVED = (
-    "provider_message_id", "model", "token_count", "attachments", "citations", "tool_calls", "raw_metadata",
+    "provider_message_id",
+    "model",
+    "token_count",
+    "attachments",
+    "citations",
+    "tool_calls",
+    "raw_metadata",
 )
 _CONVERSATION_PRESERVED = (
-    "id", "provider", "title", "temporal", "participants", "model", "system_instruction", "is_archived", "tags",
-    "import_metadata", "raw_metadata",
+    "id",
+    "provider",
+    "title",
+    "temporal",
+    "participants",
+    "model",
+    "system_instruction",
+    "is_archived",
+    "tags",
+    "import_metadata",
+    "raw_metadata",
 )
 #: the message roles brain keeps as turns
 _ROLES = ("user", "assistant")
@@ -59,9 +74,12 @@ def _ordered_turns(turns: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[
     return sorted(turns, key=lambda t: (int(t[2].get("turn_index") or 0), parse_timestamp(t[2]["timestamp"]), t[0]))
 
 
-def _ordered_summaries(summaries: Iterable[tuple[str, str, Mapping[str, Any]]]
-                       ) -> list[tuple[str, str, Mapping[str, Any]]]:
-    return sorted(summaries, key=lambda s: (int(s[2].get("summary_index") or 0), parse_timestamp(s[2]["timestamp"]), s[0]))
+def _ordered_summaries(
+    summaries: Iterable[tuple[str, str, Mapping[str, Any]]],
+) -> list[tuple[str, str, Mapping[str, Any]]]:
+    return sorted(
+        summaries, key=lambda s: (int(s[2].get("summary_index") or 0), parse_timestamp(s[2]["timestamp"]), s[0])
+    )
 
 
 def _message(doc_id: str, text: str, meta: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
@@ -76,7 +94,9 @@ def _message(doc_id: str, text: str, meta: Mapping[str, Any], warnings: list[str
     if others:
         brain["extra"] = others
     message: dict[str, Any] = {
-        "id": doc_id, "role": meta["role"], "content": {"type": "text", "text": text},
+        "id": doc_id,
+        "role": meta["role"],
+        "content": {"type": "text", "text": text},
         "created_at": pam_time(meta["timestamp"]),
     }
     for key in _MESSAGE_PRESERVED:
@@ -91,8 +111,11 @@ def _summary_entry(doc_id: str, text: str, meta: Mapping[str, Any]) -> dict[str,
     entry: dict[str, Any] = {"id": doc_id, "text": text, "summary_index": meta.get("summary_index")}
     if meta.get("turn_range") is not None:
         entry["turn_range"] = meta["turn_range"]
-    entry.update(created_at=pam_time(meta["timestamp"]), source=meta.get("source", Source.SYSTEM.value),
-                 scope=meta.get("scope", GLOBAL_SCOPE))
+    entry.update(
+        created_at=pam_time(meta["timestamp"]),
+        source=meta.get("source", Source.SYSTEM.value),
+        scope=meta.get("scope", GLOBAL_SCOPE),
+    )
     others = {k: v for k, v in meta.items() if k not in _SUMMARY_CORE}
     if others:
         entry["extra"] = others
@@ -129,8 +152,7 @@ def conversation_to_pam(
     if not turns and not summaries:
         raise ValueError(f"conversation {conversation_id} has neither turns nor summaries")
     kept = (
-        load_extra(turns[0][2].get(CONVERSATION_KEY), turns[0][0], warnings, "turn", CONVERSATION_KEY)
-        if turns else {}
+        load_extra(turns[0][2].get(CONVERSATION_KEY), turns[0][0], warnings, "turn", CONVERSATION_KEY) if turns else {}
     )
     times = [parse_timestamp(meta["timestamp"]) for _, _, meta in (*turns, *summaries)]
     messages = [_message(doc_id, text, meta, warnings) for doc_id, text, meta in turns]
@@ -212,11 +234,15 @@ def _block(value: Any, allowed: tuple[str, ...], where: str, file: str, problems
         return {}
     for key in value:
         if key not in allowed:
-            problems.append(problem_at(file, f"{where}.{key}", f"is not a field of brain's block (expected {', '.join(allowed)})"))
+            problems.append(
+                problem_at(file, f"{where}.{key}", f"is not a field of brain's block (expected {', '.join(allowed)})")
+            )
     return value
 
 
-def _extra_fields(block: dict[str, Any], reserved: frozenset[str], where: str, file: str, problems: list) -> dict[str, Any]:
+def _extra_fields(
+    block: dict[str, Any], reserved: frozenset[str], where: str, file: str, problems: list
+) -> dict[str, Any]:
     extra = block.get("extra", {})
     if not isinstance(extra, dict):
         problems.append(problem_at(file, f"{where}.extra", "must be an object"))
@@ -224,10 +250,13 @@ def _extra_fields(block: dict[str, Any], reserved: frozenset[str], where: str, f
     for key, value in extra.items():
         problem = f"{key!r} cannot be an extra field" if key in reserved else metadata_value_problem(value)
         if problem:
-            problems.append(problem_at(
-                file, f"{where}.extra.{key}",
-                f"{problem}: extra fields are strings, numbers, booleans or non-empty lists of one of those",
-            ))
+            problems.append(
+                problem_at(
+                    file,
+                    f"{where}.extra.{key}",
+                    f"{problem}: extra fields are strings, numbers, booleans or non-empty lists of one of those",
+                )
+            )
     return extra
 
 
@@ -310,8 +339,15 @@ def pam_to_conversation(conv: dict[str, Any], file: str) -> tuple[ConversationIt
         if isinstance(turn_index, int) and not isinstance(turn_index, bool):
             last = max(last, turn_index)
         item = {
-            "id": doc_id, "type": DocType.TURN.value, "text": text, "timestamp": msg["created_at"],
-            "source": source, "scope": scope, "conversation_id": cid, "role": msg["role"], "turn_index": turn_index,
+            "id": doc_id,
+            "type": DocType.TURN.value,
+            "text": text,
+            "timestamp": msg["created_at"],
+            "source": source,
+            "scope": scope,
+            "conversation_id": cid,
+            "role": msg["role"],
+            "turn_index": turn_index,
             **{k: v for k, v in extra.items() if k not in _NOT_TURN_EXTRA},
         }
         _check_item(item, f"{where}.raw_metadata.brain" if own is not None else where, file, problems)
@@ -332,9 +368,15 @@ def pam_to_conversation(conv: dict[str, Any], file: str) -> tuple[ConversationIt
             continue
         extra = _extra_fields(block, _NOT_SUMMARY_EXTRA, where, file, problems)
         item = {
-            "id": block["id"], "type": DocType.SUMMARY.value, "text": block["text"], "timestamp": block["created_at"],
-            "source": block.get("source", Source.IMPORT.value), "scope": block.get("scope", GLOBAL_SCOPE),
-            "conversation_id": cid, "summary_index": block.get("summary_index"), "turn_range": block.get("turn_range"),
+            "id": block["id"],
+            "type": DocType.SUMMARY.value,
+            "text": block["text"],
+            "timestamp": block["created_at"],
+            "source": block.get("source", Source.IMPORT.value),
+            "scope": block.get("scope", GLOBAL_SCOPE),
+            "conversation_id": cid,
+            "summary_index": block.get("summary_index"),
+            "turn_range": block.get("turn_range"),
             **{k: v for k, v in extra.items() if k not in _NOT_SUMMARY_EXTRA},
         }
         _check_item(item, where, file, problems)
@@ -351,7 +393,8 @@ def pam_to_conversation(conv: dict[str, Any], file: str) -> tuple[ConversationIt
     if items or summaries:
         try:
             plain_conv = conversation_to_pam(
-                cid, [(t["id"], t["text"], _meta_of(t)) for t in items],
+                cid,
+                [(t["id"], t["text"], _meta_of(t)) for t in items],
                 [(s["id"], s["text"], _meta_of(s)) for s in summaries],
             )
         except ValueError as exc:  # e.g. a time that does not parse

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from brain.model.vectors import zero_rows
-from brain.model.errors import Problem
 from brain.features.pam.problems import problem_at
 from brain.features.pam.spec import EMBEDDINGS_FILE, SCHEMA_VERSION, embedding_id
+from brain.model.errors import Problem
+from brain.model.vectors import zero_rows
 from brain.rules.ranking import to_unit_length
 
 if TYPE_CHECKING:
@@ -52,13 +52,19 @@ def vector_problems(files: PamFiles, model: str, dimension: int) -> list[Problem
             continue
         who = f"embedding {emb['id']!r} of memory {emb['memory_id']!r}"
         if emb["dimensions"] != dimension:
-            problems.append(problem_at(
-                efile, f"embeddings[{j}].dimensions",
-                f"{who} is labelled {model}, whose vectors have {dimension} dimensions, but has "
-                f"{emb['dimensions']}; {fix}", j,
-            ))
+            problems.append(
+                problem_at(
+                    efile,
+                    f"embeddings[{j}].dimensions",
+                    f"{who} is labelled {model}, whose vectors have {dimension} dimensions, but has "
+                    f"{emb['dimensions']}; {fix}",
+                    j,
+                )
+            )
         elif emb.get("vector") is not None and zero_rows(emb["vector"], np.float64):
-            problems.append(problem_at(efile, f"embeddings[{j}].vector", f"{who} is all zeros (no direction); {fix}", j))
+            problems.append(
+                problem_at(efile, f"embeddings[{j}].vector", f"{who} is all zeros (no direction); {fix}", j)
+            )
     return problems
 
 

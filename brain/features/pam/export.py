@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from brain.model.errors import BrainError, Problem, ValidationError
-from brain.rules.memories import is_part
 from brain.features.pam.conversation_mapping import conversation_file_name, conversation_to_pam, index_entry
 from brain.features.pam.embedding_mapping import embeddings_document
 from brain.features.pam.keys import BRAIN_KEY, CONVERSATION_KEY, EXTRA_KEY
@@ -39,7 +37,9 @@ from brain.features.pam.spec import (
     integrity_checksum,
     pam_time,
 )
+from brain.model.errors import BrainError, Problem, ValidationError
 from brain.model.schemas import GLOBAL_SCOPE, DocType, entity_scope, valid_name
+from brain.rules.memories import is_part
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -49,8 +49,14 @@ _OWNER_NAMESPACE = uuid.UUID("3b8f6d1c-2f4e-4c51-9d0a-7e5b2a9c4f10")
 
 
 def export_pam(
-    store: Store, out_dir: str | Path, *, embeddings: bool = True, conversations: bool = True,
-    owner_id: str | None = None, force: bool = False, entity: str | None = None,
+    store: Store,
+    out_dir: str | Path,
+    *,
+    embeddings: bool = True,
+    conversations: bool = True,
+    owner_id: str | None = None,
+    force: bool = False,
+    entity: str | None = None,
 ) -> ExportReport:
     """Write every memory of ``store`` to ``out_dir/memory-store.json``, with ``embeddings`` their
     vectors to ``out_dir/embeddings.json`` and, with ``conversations``, every conversation (its turns
@@ -189,13 +195,23 @@ def export_pam(
             f"(an importer reads it beside {MEMORY_STORE_FILE}): move it away"
         )
     return ExportReport(
-        out_dir=out, memory_store=store_path, embeddings=emb_path if embeddings else None,
-        memories=len(memories), embeddings_written=len(docs) if embeddings else 0, checksum=checksum,
-        owner_id=owner, not_exportable=not_exportable, parts_skipped=parts_skipped,
-        conversations=len(conv_files), messages=sum(len(c["messages"]) for c in convs.values()),
+        out_dir=out,
+        memory_store=store_path,
+        embeddings=emb_path if embeddings else None,
+        memories=len(memories),
+        embeddings_written=len(docs) if embeddings else 0,
+        checksum=checksum,
+        owner_id=owner,
+        not_exportable=not_exportable,
+        parts_skipped=parts_skipped,
+        conversations=len(conv_files),
+        messages=sum(len(c["messages"]) for c in convs.values()),
         summaries=sum(len(c["raw_metadata"][BRAIN_KEY].get("summaries", [])) for c in convs.values()),
-        conversations_dir=conv_dir if conversations else None, replaced=replaced, removed=removed,
-        warnings=warnings, seconds=time.perf_counter() - started,
+        conversations_dir=conv_dir if conversations else None,
+        replaced=replaced,
+        removed=removed,
+        warnings=warnings,
+        seconds=time.perf_counter() - started,
     )
 
 
@@ -221,8 +237,9 @@ def _store_conversations(store: Store, warnings: list[str], entity: str | None =
             if entity is None or doc.metadata.get("scope") == entity_scope(entity):
                 grouped.setdefault(cid, ([], []))[slot].append((doc.id, doc.text, doc.metadata))
     if entity is not None:  # as brain.access.policy decides it: by its turns' scopes (its summaries' without turns)
-        grouped = {cid: docs for cid, docs in grouped.items()
-                   if may_use_conversation(scopes[cid][0] or scopes[cid][1], entity)}
+        grouped = {
+            cid: docs for cid, docs in grouped.items() if may_use_conversation(scopes[cid][0] or scopes[cid][1], entity)
+        }
     return {cid: conversation_to_pam(cid, t, s, warnings) for cid, (t, s) in sorted(grouped.items())}
 
 
@@ -245,14 +262,19 @@ def _previous_export(out: Path) -> set[Path] | None:
     ``conversations_index`` names. None when ``out`` holds no brain export."""
     store_path = out / MEMORY_STORE_FILE
     document = _read_object(store_path) if store_path.is_file() else None
-    if (document is None or document.get("schema") != "portable-ai-memory"
-            or not str(document.get("exported_by", "")).startswith(f"{PLATFORM}/")):
+    if (
+        document is None
+        or document.get("schema") != "portable-ai-memory"
+        or not str(document.get("exported_by", "")).startswith(f"{PLATFORM}/")
+    ):
         return None
     files = {store_path}
     memory_ids = {m.get("id") for m in document.get("memories") or [] if isinstance(m, dict)}
     emb_path = out / EMBEDDINGS_FILE
     emb = _read_object(emb_path) if emb_path.is_file() else None
-    entries = emb.get("embeddings") if emb is not None and emb.get("schema") == "portable-ai-memory-embeddings" else None
+    entries = (
+        emb.get("embeddings") if emb is not None and emb.get("schema") == "portable-ai-memory-embeddings" else None
+    )
     if isinstance(entries, list) and all(
         isinstance(e, dict) and e.get("memory_id") in memory_ids and e.get("id") == embedding_id(e["memory_id"])
         for e in entries

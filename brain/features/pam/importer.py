@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brain.model.errors import Problem
 from brain.features.pam.conversation_mapping import ConversationItems, pam_to_conversation
 from brain.features.pam.embedding_mapping import usable_vector, vector_problems
 from brain.features.pam.memory_mapping import pam_to_memory
 from brain.features.pam.problems import problem_at, reject
 from brain.features.pam.read import read_pam
 from brain.features.pam.reports import ImportReport
+from brain.model.errors import Problem
 from brain.model.schemas import from_chroma, validate_metadata
 
 if TYPE_CHECKING:
@@ -41,10 +41,13 @@ def import_pam(store: Store, path: str | Path) -> ImportReport:
     by_brain_id: dict[str, str] = {}
     for conv, cfile in zip(mapped, files.conversations):
         if conv.conversation_id in by_brain_id:
-            problems.append(problem_at(
-                cfile.name, "raw_metadata.brain.conversation_id",
-                f"{conv.conversation_id!r} is also the conversation of {by_brain_id[conv.conversation_id]}",
-            ))
+            problems.append(
+                problem_at(
+                    cfile.name,
+                    "raw_metadata.brain.conversation_id",
+                    f"{conv.conversation_id!r} is also the conversation of {by_brain_id[conv.conversation_id]}",
+                )
+            )
         by_brain_id[conv.conversation_id] = cfile.name
     conversations = {c.pam_id: c.conversation_id for c in mapped} if files.conversations_indexed else None
     items = []
@@ -54,7 +57,9 @@ def import_pam(store: Store, path: str | Path) -> ImportReport:
         items.append(item)
     reject(problems)
     # every document of the import, with where it came from (for problems)
-    located: list[tuple[dict[str, Any], str, str]] = [(item, sfile, f"memories[{i}].id") for i, item in enumerate(items)]
+    located: list[tuple[dict[str, Any], str, str]] = [
+        (item, sfile, f"memories[{i}].id") for i, item in enumerate(items)
+    ]
     for conv, cfile in zip(mapped, files.conversations):
         located += [(t, cfile.name, f"messages (turn {t['id']})") for t in conv.turns]
         located += [(s, cfile.name, f"raw_metadata.brain.summaries (summary {s['id']})") for s in conv.summaries]
@@ -70,17 +75,25 @@ def import_pam(store: Store, path: str | Path) -> ImportReport:
     for item, file, where in located:
         doc = existing.get(item["id"])
         if doc is not None and doc.type != item["type"]:
-            problems.append(problem_at(
-                file, where,
-                f"{item['id']!r} is the id of a {doc.type} document in the store; a {item['type']} cannot replace it",
-            ))
+            problems.append(
+                problem_at(
+                    file,
+                    where,
+                    f"{item['id']!r} is the id of a {doc.type} document in the store; a {item['type']} cannot replace it",
+                )
+            )
     reject(problems)
     model, dimension = store.embedder.name, store.dimension
     reject(vector_problems(files, model, dimension))
     report = ImportReport(
-        memory_store=files.memory_store_path, embeddings=files.embeddings_path, memories=len(items),
-        owner_id=files.document["owner"]["id"], warnings=list(files.warnings), conversations=len(mapped),
-        turns=sum(len(c.turns) for c in mapped), summaries=sum(len(c.summaries) for c in mapped),
+        memory_store=files.memory_store_path,
+        embeddings=files.embeddings_path,
+        memories=len(items),
+        owner_id=files.document["owner"]["id"],
+        warnings=list(files.warnings),
+        conversations=len(mapped),
+        turns=sum(len(c.turns) for c in mapped),
+        summaries=sum(len(c.summaries) for c in mapped),
     )
     for conv in mapped:
         for reason, n in conv.skipped.items():
@@ -117,7 +130,7 @@ def import_pam(store: Store, path: str | Path) -> ImportReport:
             f"{report.vectors_normalised} vectors of {model} were not unit length; stored normalised "
             "(the store compares directions by cosine)"
         )
-    for item, _, _ in located[len(items):]:
+    for item, _, _ in located[len(items) :]:
         change = _change(existing.get(item["id"]), item)
         setattr(report, f"conversation_{change}", getattr(report, f"conversation_{change}") + 1)
         if change == "unchanged":

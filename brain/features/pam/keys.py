@@ -19,8 +19,9 @@ BRAIN_KEY = "brain"
 CONVERSATION_KEY = "pam_conversation"
 
 
-def load_extra(value: Any, doc_id: str, warnings: list[str], kind: str = "memory", key: str = EXTRA_KEY
-               ) -> dict[str, Any]:
+def load_extra(
+    value: Any, doc_id: str, warnings: list[str], kind: str = "memory", key: str = EXTRA_KEY
+) -> dict[str, Any]:
     """The JSON object kept in a ``pam_extra`` / ``pam_conversation`` value ({} when there is none);
     a value that is not one is left out of the export with a warning."""
     if value is None:

@@ -13,7 +13,6 @@ from typing import Any
 
 import orjson
 
-from brain.model.errors import Problem, ValidationError
 from brain.features.pam.keys import BRAIN_KEY, EXTRA_KEY, TYPE_KEY, load_extra
 from brain.features.pam.problems import problem_at
 from brain.features.pam.spec import (
@@ -26,6 +25,7 @@ from brain.features.pam.spec import (
     pam_tags,
     pam_time,
 )
+from brain.model.errors import Problem, ValidationError
 from brain.model.schemas import (
     GLOBAL_SCOPE,
     LEGACY_STATUS_KEY,
@@ -120,8 +120,12 @@ def _temporal(ts: datetime, kept: Any) -> dict[str, Any]:
 
 
 def memory_to_pam(
-    doc_id: str, text: str, meta: Mapping[str, Any], embedding_ref: str | None = None,
-    warnings: list[str] | None = None, conversation_refs: Mapping[str, str] | None = None,
+    doc_id: str,
+    text: str,
+    meta: Mapping[str, Any],
+    embedding_ref: str | None = None,
+    warnings: list[str] | None = None,
+    conversation_refs: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """One stored memory (its metadata as ``store.get`` returns it) as a PAM memory object, in the form
     the ``portable-ai-memory`` package dumps it (no nulls, defaults filled), so checksums agree.
@@ -181,10 +185,14 @@ def _brain_block(mem: dict[str, Any], where: str, file: str, i: int, problems: l
         return {}
     for key in brain:
         if key not in _BRAIN_FIELDS:
-            problems.append(problem_at(
-                file, f"{where}.metadata.brain.{key}",
-                f"is not a field of brain's block (expected {', '.join(_BRAIN_FIELDS)})", i,
-            ))
+            problems.append(
+                problem_at(
+                    file,
+                    f"{where}.metadata.brain.{key}",
+                    f"is not a field of brain's block (expected {', '.join(_BRAIN_FIELDS)})",
+                    i,
+                )
+            )
     extra = brain.get("extra", {})
     if not isinstance(extra, dict):
         problems.append(problem_at(file, f"{where}.metadata.brain.extra", "must be an object", i))
@@ -192,15 +200,22 @@ def _brain_block(mem: dict[str, Any], where: str, file: str, i: int, problems: l
         for key, value in extra.items():
             problem = f"{key!r} cannot be an extra field" if key in _NOT_EXTRA else metadata_value_problem(value)
             if problem:
-                problems.append(problem_at(
-                    file, f"{where}.metadata.brain.extra.{key}",
-                    f"{problem}: extra fields are strings, numbers, booleans or non-empty lists of one of those", i,
-                ))
+                problems.append(
+                    problem_at(
+                        file,
+                        f"{where}.metadata.brain.extra.{key}",
+                        f"{problem}: extra fields are strings, numbers, booleans or non-empty lists of one of those",
+                        i,
+                    )
+                )
     return brain
 
 
 def pam_to_memory(
-    mem: dict[str, Any], i: int, file: str = MEMORY_STORE_FILE, conversations: Mapping[str, str] | None = None,
+    mem: dict[str, Any],
+    i: int,
+    file: str = MEMORY_STORE_FILE,
+    conversations: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[Problem]]:
     """A PAM memory object (package-dump form) as an ``upsert_docs`` item, and the problems found.
     ``conversations`` maps the PAM ids of the conversations imported with it to their brain ids (None:
@@ -251,8 +266,7 @@ def pam_to_memory(
     # what an export of the memory as mapped so far would write; keep what differs from it
     try:
         refs = None if conversations is None else {b: p for p, b in conversations.items()}
-        plain = memory_to_pam(mem["id"], mem["content"], {**meta, "type": DocType.MEMORY.value},
-                              conversation_refs=refs)
+        plain = memory_to_pam(mem["id"], mem["content"], {**meta, "type": DocType.MEMORY.value}, conversation_refs=refs)
     except (TypeError, ValueError) as exc:
         problems.append(problem_at(file, f"{where}.metadata.brain", str(exc), i))
         return {}, problems

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import orjson
 
-from brain.model.errors import Problem, ValidationError
 from brain.features.pam.problems import json_path, problem_at, reject, schema_problems
 from brain.features.pam.spec import (
     EMBEDDINGS_FILE,
@@ -27,6 +26,7 @@ from brain.features.pam.spec import (
     content_hash,
     integrity_checksum,
 )
+from brain.model.errors import Problem, ValidationError
 
 
 @dataclass
@@ -195,25 +195,35 @@ def read_pam(path: str | Path) -> PamFiles:
             first_index[mem["id"]] = i
         expected = content_hash(mem["content"])
         if mem["content_hash"] != expected:
-            problems.append(problem_at(
-                sfile, f"memories[{i}].content_hash",
-                f"is {mem['content_hash']} but the content hashes to {expected} (content edited after export?)", i,
-            ))
+            problems.append(
+                problem_at(
+                    sfile,
+                    f"memories[{i}].content_hash",
+                    f"is {mem['content_hash']} but the content hashes to {expected} (content edited after export?)",
+                    i,
+                )
+            )
     reject(problems)
     memories = _package_dump(raw_memories, sfile)
     integrity = document.get("integrity")
     if integrity is not None:
         if integrity["total_memories"] != len(raw_memories):
-            problems.append(problem_at(
-                sfile, "integrity.total_memories",
-                f"says {integrity['total_memories']} but the file holds {len(raw_memories)} memories",
-            ))
+            problems.append(
+                problem_at(
+                    sfile,
+                    "integrity.total_memories",
+                    f"says {integrity['total_memories']} but the file holds {len(raw_memories)} memories",
+                )
+            )
         elif not _checksum_matches(integrity["checksum"], raw_memories, memories):
-            problems.append(problem_at(
-                sfile, "integrity.checksum",
-                "does not match the memories (the file changed after export); remove the integrity block "
-                "to import it anyway",
-            ))
+            problems.append(
+                problem_at(
+                    sfile,
+                    "integrity.checksum",
+                    "does not match the memories (the file changed after export); remove the integrity block "
+                    "to import it anyway",
+                )
+            )
     by_memory: dict[str, dict[str, Any]] = {}
     by_id: dict[str, dict[str, Any]] = {}
     if emb_path is not None:
@@ -223,28 +233,34 @@ def read_pam(path: str | Path) -> PamFiles:
         emb_problems = schema_problems(emb_doc, "embeddings", efile)
         reject(problems + emb_problems)
         if emb_doc["schema_version"] != version:
-            problems.append(problem_at(
-                efile, "schema_version", f"is {emb_doc['schema_version']!r} but {sfile} is {version!r}"
-            ))
+            problems.append(
+                problem_at(efile, "schema_version", f"is {emb_doc['schema_version']!r} but {sfile} is {version!r}")
+            )
         for j, emb in enumerate(emb_doc["embeddings"]):
             where = f"embeddings[{j}]"
             if emb["id"] in by_id:
                 problems.append(problem_at(efile, f"{where}.id", f"duplicate embedding id {emb['id']!r}", j))
             by_id[emb["id"]] = emb
             if emb["memory_id"] in by_memory:
-                problems.append(problem_at(
-                    efile, f"{where}.memory_id", f"a second embedding for memory {emb['memory_id']!r}", j
-                ))
+                problems.append(
+                    problem_at(efile, f"{where}.memory_id", f"a second embedding for memory {emb['memory_id']!r}", j)
+                )
             elif emb["memory_id"] not in first_index:
-                problems.append(problem_at(efile, f"{where}.memory_id", f"no memory {emb['memory_id']!r} in {sfile}", j))
+                problems.append(
+                    problem_at(efile, f"{where}.memory_id", f"no memory {emb['memory_id']!r} in {sfile}", j)
+                )
             by_memory.setdefault(emb["memory_id"], emb)
             vector = emb.get("vector")
             if vector is not None and len(vector) != emb["dimensions"]:
-                problems.append(problem_at(
-                    efile, f"{where}.vector",
-                    f"embedding {emb['id']!r} of memory {emb['memory_id']!r} has {len(vector)} values but "
-                    f"dimensions is {emb['dimensions']}", j,
-                ))
+                problems.append(
+                    problem_at(
+                        efile,
+                        f"{where}.vector",
+                        f"embedding {emb['id']!r} of memory {emb['memory_id']!r} has {len(vector)} values but "
+                        f"dimensions is {emb['dimensions']}",
+                        j,
+                    )
+                )
     dangling = 0
     for i, mem in enumerate(raw_memories):
         ref = mem.get("embedding_ref")
@@ -253,14 +269,20 @@ def read_pam(path: str | Path) -> PamFiles:
         if emb_path is None:
             dangling += 1
         elif ref not in by_id:
-            problems.append(problem_at(
-                sfile, f"memories[{i}].embedding_ref", f"names {ref!r}, which {EMBEDDINGS_FILE} does not hold", i
-            ))
+            problems.append(
+                problem_at(
+                    sfile, f"memories[{i}].embedding_ref", f"names {ref!r}, which {EMBEDDINGS_FILE} does not hold", i
+                )
+            )
         elif by_id[ref]["memory_id"] != mem["id"]:
-            problems.append(problem_at(
-                sfile, f"memories[{i}].embedding_ref",
-                f"names {ref!r}, which is the embedding of memory {by_id[ref]['memory_id']!r}, not of {mem['id']!r}", i,
-            ))
+            problems.append(
+                problem_at(
+                    sfile,
+                    f"memories[{i}].embedding_ref",
+                    f"names {ref!r}, which is the embedding of memory {by_id[ref]['memory_id']!r}, not of {mem['id']!r}",
+                    i,
+                )
+            )
     conversations, unfiled = _read_conversations(document, store_path.parent, sfile, problems)
     reject(problems)
     if unfiled:
@@ -274,13 +296,21 @@ def read_pam(path: str | Path) -> PamFiles:
             "their vectors are computed from content"
         )
     return PamFiles(
-        store_path, emb_path, document, memories, by_id, warnings, conversations,
-        "conversations_index" in document, unfiled,
+        store_path,
+        emb_path,
+        document,
+        memories,
+        by_id,
+        warnings,
+        conversations,
+        "conversations_index" in document,
+        unfiled,
     )
 
 
-def _read_conversations(document: dict[str, Any], base: Path, sfile: str, problems: list[Problem]
-                        ) -> tuple[list[ConversationFile], int]:
+def _read_conversations(
+    document: dict[str, Any], base: Path, sfile: str, problems: list[Problem]
+) -> tuple[list[ConversationFile], int]:
     """Read and schema-check every conversation file the index names (paths relative to ``base``)."""
     out: list[ConversationFile] = []
     unfiled = 0
@@ -291,8 +321,14 @@ def _read_conversations(document: dict[str, Any], base: Path, sfile: str, proble
     for i, entry in enumerate(document.get("conversations_index") or []):
         where = f"conversations_index[{i}]"
         if entry["id"] in seen:
-            problems.append(problem_at(sfile, f"{where}.id", f"duplicate conversation id {entry['id']!r} "
-                                                          f"(also conversations_index[{seen[entry['id']]}])", i))
+            problems.append(
+                problem_at(
+                    sfile,
+                    f"{where}.id",
+                    f"duplicate conversation id {entry['id']!r} (also conversations_index[{seen[entry['id']]}])",
+                    i,
+                )
+            )
             continue
         seen[entry["id"]] = i
         storage = entry.get("storage")
@@ -302,20 +338,33 @@ def _read_conversations(document: dict[str, Any], base: Path, sfile: str, proble
         ref = storage["ref"]
         path = (base / ref).resolve()
         if not path.is_relative_to(root):
-            problems.append(problem_at(sfile, f"{where}.storage.ref",
-                                     f"{ref!r} is outside the export directory; give a path relative to it", i))
+            problems.append(
+                problem_at(
+                    sfile,
+                    f"{where}.storage.ref",
+                    f"{ref!r} is outside the export directory; give a path relative to it",
+                    i,
+                )
+            )
             continue
         if path in files:
-            problems.append(problem_at(sfile, f"{where}.storage.ref",
-                                     f"{ref!r} is also the file of conversations_index[{files[path]}]", i))
+            problems.append(
+                problem_at(
+                    sfile, f"{where}.storage.ref", f"{ref!r} is also the file of conversations_index[{files[path]}]", i
+                )
+            )
             continue
         files[path] = i
         if not path.is_file():
-            problems.append(problem_at(
-                sfile, f"{where}.storage.ref",
-                f"names the conversation file {ref}, which does not exist ({path}); copy it beside {sfile} "
-                "or remove the entry", i,
-            ))
+            problems.append(
+                problem_at(
+                    sfile,
+                    f"{where}.storage.ref",
+                    f"names the conversation file {ref}, which does not exist ({path}); copy it beside {sfile} "
+                    "or remove the entry",
+                    i,
+                )
+            )
             continue
         conv = _read_json(path, ref)
         found = schema_problems(conv, "conversation", ref)
@@ -323,7 +372,9 @@ def _read_conversations(document: dict[str, Any], base: Path, sfile: str, proble
             problems.extend(found)
             continue
         if conv["schema_version"] != version:
-            problems.append(problem_at(ref, "schema_version", f"is {conv['schema_version']!r} but {sfile} is {version!r}"))
+            problems.append(
+                problem_at(ref, "schema_version", f"is {conv['schema_version']!r} but {sfile} is {version!r}")
+            )
         if conv["id"] != entry["id"]:
             problems.append(problem_at(ref, "id", f"is {conv['id']!r} but {sfile} {where} names {entry['id']!r}"))
         out.append(ConversationFile(path, ref, i, conv))

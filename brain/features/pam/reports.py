@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 @dataclass
 class ExportReport:
     out_dir: Path

@@ -26,8 +26,16 @@ CONVERSATIONS_DIR = "conversations"
 SPEC_URI = "https://portable-ai-memory.org/spec/v1.0"
 PLATFORM = "brain"
 PAM_TYPES = (
-    "fact", "preference", "skill", "context", "relationship", "goal",
-    "instruction", "identity", "environment", "project",
+    "fact",
+    "preference",
+    "skill",
+    "context",
+    "relationship",
+    "goal",
+    "instruction",
+    "identity",
+    "environment",
+    "project",
 )  # plus "custom", which needs a custom_type
 PAM_STATUSES = ("active", "superseded", "deprecated", "retracted", "archived")
 DEFAULT_TYPE = "fact"

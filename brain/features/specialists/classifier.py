@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pydantic
 
-from brain.model.errors import ConfigError
 from brain.features.specialists.scoring import CONFIDENCE_MAX_WORDS, SpecialistBands, SpecialistMatch
+from brain.model.errors import ConfigError
 
 #: a specialist (and "none") needs at least this many labelled requests for the classifier to be used
 MIN_EXAMPLES = 5
@@ -81,12 +81,14 @@ def request_features(q: np.ndarray, ranking: Sequence[SpecialistMatch], ids: Seq
     """The classifier's raw inputs for one request: its vector ``q``, the score and lexical share of
     each specialist in ``ids`` (from ``ranking``), and ln(words, at most 40)."""
     by_id = {m.id: m for m in ranking}
-    return np.concatenate([
-        np.asarray(q, dtype=np.float64),
-        [by_id[i].score for i in ids],
-        [by_id[i].lexical for i in ids],
-        [np.log(max(1, min(words, CONFIDENCE_MAX_WORDS)))],
-    ])
+    return np.concatenate(
+        [
+            np.asarray(q, dtype=np.float64),
+            [by_id[i].score for i in ids],
+            [by_id[i].lexical for i in ids],
+            [np.log(max(1, min(words, CONFIDENCE_MAX_WORDS)))],
+        ]
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,8 +124,9 @@ class SpecialistClassifier:
         x = (np.atleast_2d(features) - self.mean) / self.scale
         return _softmax(x @ self.weights + self.bias)
 
-    def rerank(self, ranking: Sequence[SpecialistMatch], q: np.ndarray, words: int,
-               bands: SpecialistBands) -> tuple[SpecialistMatch, ...]:
+    def rerank(
+        self, ranking: Sequence[SpecialistMatch], q: np.ndarray, words: int, bands: SpecialistBands
+    ) -> tuple[SpecialistMatch, ...]:
         """``ranking`` ordered by the classifier's probability, which becomes each match's confidence
         and gives its band (ties by id)."""
         p = self.probabilities(request_features(q, ranking, self.ids, words))[0]
@@ -138,5 +141,11 @@ def _softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-__all__ = ["MIN_EXAMPLES", "SpecialistClassifier", "SpecialistExample", "examples_path", "load_examples",
-           "request_features"]
+__all__ = [
+    "MIN_EXAMPLES",
+    "SpecialistClassifier",
+    "SpecialistExample",
+    "examples_path",
+    "load_examples",
+    "request_features",
+]

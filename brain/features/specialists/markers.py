@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from brain.model.errors import Problem, ValidationError, joined
 from brain.features.specialists.model import Specialist
+from brain.model.errors import Problem, ValidationError, joined
 
 MARKER = "SPECIALIST_REQUEST["
 _NAME = re.compile(r"[^\s:\]\[{]+")
@@ -119,8 +119,14 @@ def _check_params(spec: Specialist, params: dict[str, Any]) -> list[tuple[str, s
     return out
 
 
-_ARTICLE = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean (true/false)",
-            "array": "an array [...]", "object": "an object {...}"}
+_ARTICLE = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean (true/false)",
+    "array": "an array [...]",
+    "object": "an object {...}",
+}
 
 
 def _is_type(value: Any, kind: str) -> bool:

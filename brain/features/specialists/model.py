@@ -113,8 +113,10 @@ def load_specialists(path: str | Path) -> list[Specialist]:
     try:
         text = read_bounded_text(path, MAX_FILE_BYTES)
     except TooLarge as exc:
-        raise ConfigError(f"specialists file {path}: {exc} (MAX_FILE_BYTES); a specialists file is a few "
-                          "kilobytes: check that BRAIN_SPECIALISTS_PATH names the right file") from None
+        raise ConfigError(
+            f"specialists file {path}: {exc} (MAX_FILE_BYTES); a specialists file is a few "
+            "kilobytes: check that BRAIN_SPECIALISTS_PATH names the right file"
+        ) from None
     except FileNotFoundError:
         raise ConfigError(
             f"specialists file {path} does not exist; create it (see config/specialists.yaml) "

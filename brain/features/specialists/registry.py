@@ -32,9 +32,6 @@ from typing import Any
 import numpy as np
 import pydantic
 
-from brain.providers.cache import LRUCache
-from brain.model.errors import ConfigError, EmbeddingModelMismatch, Problem, ValidationError
-from brain.model.schemas import check_k
 from brain.features.specialists.classifier import (
     MIN_EXAMPLES,
     SpecialistClassifier,
@@ -58,6 +55,9 @@ from brain.features.specialists.scoring import (
     SpecialistWeights,
     request_words,
 )
+from brain.model.errors import ConfigError, EmbeddingModelMismatch, Problem, ValidationError
+from brain.model.schemas import check_k
+from brain.providers.cache import LRUCache
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +155,11 @@ class SpecialistRegistry:
         follow_pointer: bool = True,
     ):
         self.scoring = ScoringParams(
-            weights=weights or SpecialistWeights(), not_penalty=float(not_penalty), not_margin=float(not_margin),
-            lexical_weight=float(lexical_weight), bands=bands or SpecialistBands(),
+            weights=weights or SpecialistWeights(),
+            not_penalty=float(not_penalty),
+            not_margin=float(not_margin),
+            lexical_weight=float(lexical_weight),
+            bands=bands or SpecialistBands(),
             confidence=confidence or SpecialistConfidence(),
         )
         if not math.isfinite(cache_ttl) or cache_ttl < 0:
@@ -173,8 +176,9 @@ class SpecialistRegistry:
             )
         self._lock = threading.RLock()
         # request -> full ranking, for the TTL; least recently used beyond the size go
-        self._cache: LRUCache[str, tuple[SpecialistMatch, ...]] = LRUCache(int(cache_size), ttl=float(cache_ttl),
-                                                                          clock=clock)
+        self._cache: LRUCache[str, tuple[SpecialistMatch, ...]] = LRUCache(
+            int(cache_size), ttl=float(cache_ttl), clock=clock
+        )
         self._entries: dict[str, SpecialistVectors] = {}
         self._table = ScoringTable([], int(self.embedder.dimension))
         # labelled requests (normalised text, label, vector) and the model learnt from them
@@ -195,15 +199,17 @@ class SpecialistRegistry:
         for field_name, (param, _env) in SETTINGS_FIELDS.items():
             if hasattr(settings, field_name):
                 kwargs[param] = getattr(settings, field_name)
-        weights = {k: kwargs.pop(f"weight_{k}") for k in ("canonical", "predicates", "objects")
-                   if f"weight_{k}" in kwargs}
+        weights = {
+            k: kwargs.pop(f"weight_{k}") for k in ("canonical", "predicates", "objects") if f"weight_{k}" in kwargs
+        }
         if weights:
             kwargs["weights"] = SpecialistWeights(**weights)
         bands = {k: kwargs.pop(f"band_{k}") for k in ("strong", "good", "possible") if f"band_{k}" in kwargs}
         if bands:
             kwargs["bands"] = SpecialistBands(**bands)
-        confidence = {k: kwargs.pop(f"confidence_{k}") for k in ("intercept", "score", "length")
-                      if f"confidence_{k}" in kwargs}
+        confidence = {
+            k: kwargs.pop(f"confidence_{k}") for k in ("intercept", "score", "length") if f"confidence_{k}" in kwargs
+        }
         if confidence:
             kwargs["confidence"] = SpecialistConfidence(**confidence)
         kwargs.update(overrides)
@@ -240,12 +246,19 @@ class SpecialistRegistry:
 
         # a re-index registers the specialists for its model in a collection of their own and flips
         # this name's pointer to it with the store's (brain.app.reindex)
-        name = (live_collection(self.store.chroma.client, self.collection_name) if self.follow_pointer
-                else self.collection_name)
+        name = (
+            live_collection(self.store.chroma.client, self.collection_name)
+            if self.follow_pointer
+            else self.collection_name
+        )
         return self.store.chroma.sibling(
-            name, self.embedder, kind="specialists",
-            switch=("Set BRAIN_SPECIALISTS_COLLECTION to a new name (registration re-embeds the YAML there) "
-                    "or delete that collection"),
+            name,
+            self.embedder,
+            kind="specialists",
+            switch=(
+                "Set BRAIN_SPECIALISTS_COLLECTION to a new name (registration re-embeds the YAML there) "
+                "or delete that collection"
+            ),
             rename="set BRAIN_SPECIALISTS_COLLECTION to another name",
         )
 
@@ -275,8 +288,9 @@ class SpecialistRegistry:
         for rid, meta, emb in zip(records["ids"], records["metadatas"], records["embeddings"]):
             meta = meta or {}
             if meta.get("kind") == "example":
-                examples.append((str(meta.get("text", "")), meta.get("label") or None,
-                                 np.asarray(emb, dtype=np.float32)))
+                examples.append(
+                    (str(meta.get("text", "")), meta.get("label") or None, np.asarray(emb, dtype=np.float32))
+                )
                 continue
             sid = meta.get("specialist")
             if isinstance(sid, str):
@@ -308,11 +322,17 @@ class SpecialistRegistry:
         counts = Counter(label for _, label, _ in rows)
         lacking = [i for i in ids if counts[i] < MIN_EXAMPLES] + (["none"] if counts[None] < MIN_EXAMPLES else [])
         if lacking:
-            log.warning("specialists: fewer than %d labelled requests for %s; confidences come from the scores "
-                        "alone until the examples file has them", MIN_EXAMPLES, ", ".join(lacking))
+            log.warning(
+                "specialists: fewer than %d labelled requests for %s; confidences come from the scores "
+                "alone until the examples file has them",
+                MIN_EXAMPLES,
+                ", ".join(lacking),
+            )
             return None
-        features = [request_features(vec, self._table.rank(vec, text, self.scoring), ids, request_words(text))
-                    for text, _, vec in rows]
+        features = [
+            request_features(vec, self._table.rank(vec, text, self.scoring), ids, request_words(text))
+            for text, _, vec in rows
+        ]
         return SpecialistClassifier.fit(np.stack(features), [label for _, label, _ in rows], ids)
 
     # ---- registration -------------------------------------------------------------------------------
@@ -395,12 +415,20 @@ class SpecialistRegistry:
                 self._cache.clear()
         log.info(
             "specialists: %d added, %d updated, %d unchanged, %d removed, %d texts embedded",
-            len(report.added), len(report.updated), len(report.unchanged), len(report.removed), report.embedded,
+            len(report.added),
+            len(report.updated),
+            len(report.unchanged),
+            len(report.removed),
+            report.embedded,
         )
         return report
 
-    def _examples_for(self, examples: Sequence[SpecialistExample] | None, entries: Mapping[str, SpecialistVectors],
-                      report: RegistrationReport) -> tuple[set[str], list]:
+    def _examples_for(
+        self,
+        examples: Sequence[SpecialistExample] | None,
+        entries: Mapping[str, SpecialistVectors],
+        report: RegistrationReport,
+    ) -> tuple[set[str], list]:
         """The labelled requests of registered specialists (or of none): stored ones kept, the others
         embedded now. Returns the record ids to keep and the records to write."""
         stored = {_example_id(text, label) for text, label, _ in self._examples}
@@ -419,12 +447,21 @@ class SpecialistRegistry:
         missing = [rid for rid in wanted if rid not in stored]
         vectors = self.embedder.embed_queries([wanted[rid][0] for rid in missing]) if missing else []
         report.embedded += len(missing)
-        records = [(rid, vec, wanted[rid][0], {"kind": "example", "text": wanted[rid][0], "label": wanted[rid][1] or ""})
-                   for rid, vec in zip(missing, vectors)]
+        records = [
+            (rid, vec, wanted[rid][0], {"kind": "example", "text": wanted[rid][0], "label": wanted[rid][1] or ""})
+            for rid, vec in zip(missing, vectors)
+        ]
         return set(wanted), records
 
-    def _write(self, ids, embeddings, documents, metadatas, entries: Mapping[str, SpecialistVectors],
-               examples: set[str] = frozenset()) -> bool:
+    def _write(
+        self,
+        ids,
+        embeddings,
+        documents,
+        metadatas,
+        entries: Mapping[str, SpecialistVectors],
+        examples: set[str] = frozenset(),
+    ) -> bool:
         """Upsert the new records first, then delete every record that is not one of ``entries``' or
         ``examples`` (removed specialists, surplus ``not`` records, leftovers of an interrupted run):
         a crash in between leaves only records that :meth:`_load` ignores and the next registration
@@ -540,6 +577,9 @@ def _vectors_from_records(sid: str, recs: dict[str, tuple[dict, np.ndarray]]) ->
         nots.append(rec[1])
     dim = canonical.shape[0]
     return SpecialistVectors(
-        spec=spec, canonical=canonical, predicates=parts["predicates"], objects=parts["objects"],
+        spec=spec,
+        canonical=canonical,
+        predicates=parts["predicates"],
+        objects=parts["objects"],
         nots=np.stack(nots) if nots else np.zeros((0, dim), dtype=np.float32),
     )

@@ -49,9 +49,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from brain.config import SPECIALIST_BAND_DEFAULTS, SPECIALIST_CONFIDENCE_DEFAULTS, specialist_bands_in_order
-from brain.model.vectors import unit_rows
-from brain.model.errors import ConfigError
 from brain.features.specialists.model import Specialist
+from brain.model.errors import ConfigError
+from brain.model.vectors import unit_rows
 from brain.text import BM25Index, tokenize
 
 #: weight of the lexical share (BM25 over each specialist's canonical, predicates and objects) added to
@@ -274,9 +274,7 @@ class ScoringTable:
             for j, (owner, sim) in enumerate(zip(self._not_owner, sims)):
                 if sim > not_max[owner]:
                     not_max[owner], not_arg[owner] = sim, j
-        penalty = np.where(
-            np.isfinite(not_max), params.not_penalty * np.maximum(0.0, not_max - params.not_margin), 0.0
-        )
+        penalty = np.where(np.isfinite(not_max), params.not_penalty * np.maximum(0.0, not_max - params.not_margin), 0.0)
         lexical = np.zeros(n)
         if params.lexical_weight > 0 and request:
             bm25 = self._lexical.scores(tokenize(request))
@@ -289,11 +287,20 @@ class ScoringTable:
             spec = self._specs[i]
             has_not = not_arg[i] >= 0
             confidence = params.confidence(float(scores[i]), words)
-            out.append(SpecialistMatch(
-                id=spec.id, description=spec.description, score=float(scores[i]),
-                band=params.bands.band(confidence), canonical=float(sc[i]), predicates=float(sp[i]),
-                objects=float(so[i]), not_similarity=float(not_max[i]) if has_not else None,
-                closest_not=self._not_text[not_arg[i]] if has_not else None, penalty=float(penalty[i]),
-                lexical=float(lexical[i]), confidence=confidence,
-            ))
+            out.append(
+                SpecialistMatch(
+                    id=spec.id,
+                    description=spec.description,
+                    score=float(scores[i]),
+                    band=params.bands.band(confidence),
+                    canonical=float(sc[i]),
+                    predicates=float(sp[i]),
+                    objects=float(so[i]),
+                    not_similarity=float(not_max[i]) if has_not else None,
+                    closest_not=self._not_text[not_arg[i]] if has_not else None,
+                    penalty=float(penalty[i]),
+                    lexical=float(lexical[i]),
+                    confidence=confidence,
+                )
+            )
         return tuple(out)

@@ -57,9 +57,12 @@ def memory_text_problem(text: str) -> str | None:
     """Why a memory's ``text`` is too long to store (:data:`MAX_MEMORY_CHARS`), or None."""
     if len(text) <= MAX_MEMORY_CHARS:
         return None
-    return (f"a memory of {len(text):,} characters; at most {MAX_MEMORY_CHARS:,} (MAX_MEMORY_CHARS, half the default "
-            f"RAG_CONTEXT_MAX_CHARS) are stored, as a prompt could not show a longer one: split it into several "
-            f"memories, or ingest it as a knowledge-base document")
+    return (
+        f"a memory of {len(text):,} characters; at most {MAX_MEMORY_CHARS:,} (MAX_MEMORY_CHARS, half the default "
+        f"RAG_CONTEXT_MAX_CHARS) are stored, as a prompt could not show a longer one: split it into several "
+        f"memories, or ingest it as a knowledge-base document"
+    )
+
 
 # ---- keys the store interprets ------------------------------------------------------------------
 #: a memory's lifecycle status (PAM's vocabulary); absent means active. Memories with an inactive one
@@ -128,8 +131,10 @@ def metadata_value_problem(value: Any) -> str | None:
             return "lists must hold strings, numbers or booleans, all of one type"
         for n, item in enumerate(value):
             if isinstance(item, str) and len(item) > MAX_LIST_ITEM_LENGTH:
-                return (f"item {n} is a string of {len(item)} characters; list items have at most "
-                        f"{MAX_LIST_ITEM_LENGTH} (MAX_LIST_ITEM_LENGTH)")
+                return (
+                    f"item {n} is a string of {len(item)} characters; list items have at most "
+                    f"{MAX_LIST_ITEM_LENGTH} (MAX_LIST_ITEM_LENGTH)"
+                )
         problems = [p for p in map(metadata_value_problem, value) if p]
         return problems[0] if problems else None
     if isinstance(value, dict):
@@ -150,8 +155,9 @@ def check_tags(value: Any) -> list[str]:
             raise ValueError(f"tags must be a list of strings, got {tag!r} ({type(tag).__name__}) in it")
         tag = tag.strip()
         if len(tag) > MAX_TAG_LENGTH:
-            raise ValueError(f"tags: a tag of {len(tag)} characters ({tag[:30]!r}...); at most {MAX_TAG_LENGTH} "
-                             f"(MAX_TAG_LENGTH)")
+            raise ValueError(
+                f"tags: a tag of {len(tag)} characters ({tag[:30]!r}...); at most {MAX_TAG_LENGTH} (MAX_TAG_LENGTH)"
+            )
         if tag:
             seen.setdefault(tag, None)
     if len(seen) > MAX_TAGS:
@@ -168,9 +174,10 @@ def _storable_extra(key: str, value: Any) -> None:
     problem = metadata_value_problem(value)
     if problem:
         shown = repr(value) if len(repr(value)) <= 80 else f"{repr(value)[:80]}..."
-        raise _key_error(key,
+        raise _key_error(
+            key,
             f"metadata field {key!r} must be a string, number, boolean or a non-empty list of one of those, "
-            f"got {shown} ({problem})"
+            f"got {shown} ({problem})",
         )
 
 
@@ -179,18 +186,33 @@ def bounds_problems(stored: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     for key, value in stored.items():
         if len(key) > MAX_KEY_LENGTH:
-            problems.append((key, f"metadata key {key[:40]!r}... has {len(key)} characters; at most "
-                                  f"{MAX_KEY_LENGTH} (MAX_KEY_LENGTH)"))
+            problems.append(
+                (
+                    key,
+                    f"metadata key {key[:40]!r}... has {len(key)} characters; at most "
+                    f"{MAX_KEY_LENGTH} (MAX_KEY_LENGTH)",
+                )
+            )
         problem = metadata_value_problem(value) if isinstance(value, (str, list, tuple)) else None
         if problem:
             problems.append((key, f"metadata field {key!r}: {problem}"))
     if len(stored) > MAX_METADATA_KEYS:
-        problems.append(("metadata", f"metadata has {len(stored)} fields; at most {MAX_METADATA_KEYS} "
-                                     f"(MAX_METADATA_KEYS) are stored per document"))
+        problems.append(
+            (
+                "metadata",
+                f"metadata has {len(stored)} fields; at most {MAX_METADATA_KEYS} "
+                f"(MAX_METADATA_KEYS) are stored per document",
+            )
+        )
     entries = sum(len(v) if isinstance(v, (list, tuple)) else 1 for v in stored.values())
     if entries > MAX_METADATA_ENTRIES:
-        problems.append(("metadata", f"metadata holds {entries} values (fields plus list items); at most "
-                                     f"{MAX_METADATA_ENTRIES} (MAX_METADATA_ENTRIES) are stored per document"))
+        problems.append(
+            (
+                "metadata",
+                f"metadata holds {entries} values (fields plus list items); at most "
+                f"{MAX_METADATA_ENTRIES} (MAX_METADATA_ENTRIES) are stored per document",
+            )
+        )
     return problems
 
 
@@ -200,8 +222,10 @@ def check_extra_metadata(metadata: Any, arguments: tuple[str, ...] = (), *, call
     if metadata is None:
         return {}
     if not isinstance(metadata, Mapping):
-        raise ValidationError(f"metadata must be a mapping of keys to values, got {type(metadata).__name__}",
-                              [Problem("metadata", "not a mapping")])
+        raise ValidationError(
+            f"metadata must be a mapping of keys to values, got {type(metadata).__name__}",
+            [Problem("metadata", "not a mapping")],
+        )
     problems = []
     for key in metadata:
         if key in RESERVED_KEYS:
@@ -214,7 +238,6 @@ def check_extra_metadata(metadata: Any, arguments: tuple[str, ...] = (), *, call
     if problems:
         raise ValidationError(joined(problems) + " (nothing was written)", problems)
     return dict(metadata)
-
 
 
 #: the most results one search may ask for (store, turn search, mirror, specialists, the CLI's --k)

@@ -11,17 +11,17 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from brain.model.schemas.limits import (
     _CHROMA_RESERVED_PREFIXES,
+    CHANGES,
+    FORMATION_ERROR_LENGTH,
+    FORMATION_STATES,
     LEGACY_STATUS_KEY,
     MAX_KEY_LENGTH,
+    MAX_LIST_ITEMS,
     MAX_METADATA_KEYS,
     MAX_TAG_LENGTH,
     MAX_TAGS,
     RESERVED_HINTS,
     RESERVED_KEYS,
-    CHANGES,
-    FORMATION_ERROR_LENGTH,
-    FORMATION_STATES,
-    MAX_LIST_ITEMS,
     STATUSES,
     Change,
     FormationState,
@@ -83,21 +83,28 @@ class BaseMetadata(BaseModel):
         raise ValueError(f"source must be one of {', '.join(allowed)}, got {value!r}")
 
     @model_validator(mode="after")
-    def _extras(self) -> "BaseMetadata":
+    def _extras(self) -> BaseMetadata:
         extras = self.model_extra or {}
         if len(extras) > MAX_METADATA_KEYS:  # before looking at each one
-            raise ValueError(f"metadata has {len(extras)} extra fields; at most {MAX_METADATA_KEYS} "
-                             f"(MAX_METADATA_KEYS) are stored per document")
+            raise ValueError(
+                f"metadata has {len(extras)} extra fields; at most {MAX_METADATA_KEYS} "
+                f"(MAX_METADATA_KEYS) are stored per document"
+            )
         for key, value in extras.items():
             if not isinstance(key, str) or not key:
                 raise ValueError("metadata keys must be non-empty strings")
             if len(key) > MAX_KEY_LENGTH:
-                raise _key_error(key[:MAX_KEY_LENGTH], f"metadata key {key[:40]!r}... has {len(key)} characters; "
-                                                        f"at most {MAX_KEY_LENGTH} (MAX_KEY_LENGTH)")
+                raise _key_error(
+                    key[:MAX_KEY_LENGTH],
+                    f"metadata key {key[:40]!r}... has {len(key)} characters; "
+                    f"at most {MAX_KEY_LENGTH} (MAX_KEY_LENGTH)",
+                )
             if key in RESERVED_KEYS:
                 raise _key_error(key, f"metadata field {key!r} is reserved: {RESERVED_HINTS[key]}")
             if key.startswith(_CHROMA_RESERVED_PREFIXES):
-                raise _key_error(key, f"metadata field {key!r} cannot start with '$', '#' or 'chroma:' (Chroma reserves them)")
+                raise _key_error(
+                    key, f"metadata field {key!r} cannot start with '$', '#' or 'chroma:' (Chroma reserves them)"
+                )
             if key in type(self).model_fields:
                 raise _key_error(key, f"metadata field {key!r} was given twice (as {key!r} and by its stored name)")
             _storable_extra(key, value)
@@ -134,8 +141,11 @@ def _whole_number(field: str, minimum: int) -> Any:
     def check(value: Any) -> Any:
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                isinstance(value, float) and not value.is_integer()):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (isinstance(value, float) and not value.is_integer())
+        ):
             raise ValueError(f"{field} must be an integer >= {minimum}, got {value!r}")
         if value < minimum:
             raise ValueError(f"{field} must be an integer >= {minimum}, got {value!r}")
@@ -150,9 +160,11 @@ class PersonaMetadata(BaseMetadata):
     topic: str | None = Field(None, description="section topic, e.g. 'tone'")
     heading: str | None = Field(None, description="the section's Markdown heading")
     position: Annotated[int | None, _whole_number("position", 0)] = Field(
-        None, description="the section's place in the persona, from 0")
+        None, description="the section's place in the persona, from 0"
+    )
     sections: Annotated[int | None, _whole_number("sections", 1)] = Field(
-        None, description="how many sections this persona version has")
+        None, description="how many sections this persona version has"
+    )
     content_hash: str | None = Field(None, description="hash of the persona file this version was loaded from")
 
     @field_validator("version")
@@ -174,47 +186,82 @@ class FAQMetadata(BaseMetadata):
     kb_hash: str | None = Field(None, description="hash of that file when it was ingested")
     kb_text_hash: str | None = Field(None, description="hash of the entry's text")
     kb_part: Annotated[int | None, _whole_number("kb_part", 1)] = Field(
-        None, description="which piece of a long section or entry this is, from 1")
+        None, description="which piece of a long section or entry this is, from 1"
+    )
     kb_parts: Annotated[int | None, _whole_number("kb_parts", 1)] = Field(
-        None, description="how many pieces the section or entry was split into")
+        None, description="how many pieces the section or entry was split into"
+    )
     kb_docs: Annotated[int | None, _whole_number("kb_docs", 1)] = Field(
-        None, description="how many documents the file was ingested as")
+        None, description="how many documents the file was ingested as"
+    )
 
 
 class MemoryMetadata(BaseMetadata):
     type: Literal[DocType.MEMORY] = Field(description="document type")
     importance: int = Field(3, description="1 (trivia) .. 5 (essential)")
-    tags: list[str] = Field(default_factory=list, description=f"free-form labels (at most {MAX_TAGS}, "
-                                                                  f"each at most {MAX_TAG_LENGTH} characters)")
-    entity: str | None = Field(None, description="who the memory is about: the name of its entity:<name> scope "
-                                                 "(given alone, it sets that scope); a global memory has none")
+    tags: list[str] = Field(
+        default_factory=list,
+        description=f"free-form labels (at most {MAX_TAGS}, each at most {MAX_TAG_LENGTH} characters)",
+    )
+    entity: str | None = Field(
+        None,
+        description="who the memory is about: the name of its entity:<name> scope "
+        "(given alone, it sets that scope); a global memory has none",
+    )
     conversation_id: ConversationId | None = Field(None, description="conversation the memory came from (conv-...)")
-    created_at: datetime | None = Field(None, description="when the memory was first written (ISO 8601 with a "
-                                                          "timezone, stored in UTC); the timestamp when absent")
+    created_at: datetime | None = Field(
+        None,
+        description="when the memory was first written (ISO 8601 with a "
+        "timezone, stored in UTC); the timestamp when absent",
+    )
     last_used: float | None = Field(None, description="when the memory was last retrieved, epoch seconds >= 0")
     status: Status | None = Field(
-        None, description="lifecycle status (PAM's): active (when absent), deprecated, superseded, retracted or "
-                          "archived; superseded, retracted and archived memories are kept but never ranked")
+        None,
+        description="lifecycle status (PAM's): active (when absent), deprecated, superseded, retracted or "
+        "archived; superseded, retracted and archived memories are kept but never ranked",
+    )
     part_of: str | None = Field(
-        None, max_length=MAX_KEY_LENGTH * 2,
+        None,
+        max_length=MAX_KEY_LENGTH * 2,
         description="the id of what this row is a part of (the memory a continuation chunk belongs to, the index "
-                    "a vector row belongs to); parts are never ranked as memories")
+        "a vector row belongs to); parts are never ranked as memories",
+    )
     merged_from: list[str] | None = Field(None, description="ids of the memories consolidation merged into this one")
-    valid_from: datetime | None = Field(None, description="when what the memory says became true (ISO 8601 with a "
-                                                          "timezone, stored in UTC); its creation when absent")
-    valid_until: datetime | None = Field(None, description="when it stopped being true: set when another memory "
-                                                           "superseded it (ISO 8601, UTC); absent while it holds")
-    expires_at: datetime | None = Field(None, description="when the memory stops being ranked (ISO 8601, UTC), "
-                                                          "e.g. for 'the exam is tomorrow'; never when absent")
-    supersedes: str | None = Field(None, max_length=MAX_KEY_LENGTH * 2,
-                                   description="the id of the memory this one replaced (see RagStore.supersede)")
-    superseded_by: str | None = Field(None, max_length=MAX_KEY_LENGTH * 2,
-                                      description="the id of the memory that replaced this one (status superseded)")
-    change: Change | None = Field(None, description="how this memory replaced the one it supersedes: 'update' "
-                                                    "(the fact changed) or 'contradict' (the old one was wrong)")
+    valid_from: datetime | None = Field(
+        None,
+        description="when what the memory says became true (ISO 8601 with a "
+        "timezone, stored in UTC); its creation when absent",
+    )
+    valid_until: datetime | None = Field(
+        None,
+        description="when it stopped being true: set when another memory "
+        "superseded it (ISO 8601, UTC); absent while it holds",
+    )
+    expires_at: datetime | None = Field(
+        None,
+        description="when the memory stops being ranked (ISO 8601, UTC), "
+        "e.g. for 'the exam is tomorrow'; never when absent",
+    )
+    supersedes: str | None = Field(
+        None,
+        max_length=MAX_KEY_LENGTH * 2,
+        description="the id of the memory this one replaced (see RagStore.supersede)",
+    )
+    superseded_by: str | None = Field(
+        None,
+        max_length=MAX_KEY_LENGTH * 2,
+        description="the id of the memory that replaced this one (status superseded)",
+    )
+    change: Change | None = Field(
+        None,
+        description="how this memory replaced the one it supersedes: 'update' "
+        "(the fact changed) or 'contradict' (the old one was wrong)",
+    )
     source_turns: list[str] | None = Field(
-        None, description="ids of the conversation turns the memory was formed from (memory formation), "
-                          f"the latest {MAX_LIST_ITEMS} at most")
+        None,
+        description="ids of the conversation turns the memory was formed from (memory formation), "
+        f"the latest {MAX_LIST_ITEMS} at most",
+    )
 
     @field_validator("importance", mode="before")
     @classmethod
@@ -232,8 +279,9 @@ class MemoryMetadata(BaseMetadata):
         if value is None:
             return None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            raise ValueError(f"{info.field_name} must be an ISO 8601 time such as 2026-11-21T09:30:00+00:00, "
-                             f"got {value!r}")
+            raise ValueError(
+                f"{info.field_name} must be an ISO 8601 time such as 2026-11-21T09:30:00+00:00, got {value!r}"
+            )
         return parse_timestamp(value, info.field_name)
 
     @field_validator("supersedes", "superseded_by", mode="before")
@@ -270,8 +318,11 @@ class MemoryMetadata(BaseMetadata):
     def _id_lists(cls, value: Any, info: Any) -> Any:
         if value is None:
             return None
-        if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(
-                isinstance(i, str) and i for i in value):
+        if (
+            isinstance(value, str)
+            or not isinstance(value, (list, tuple))
+            or not all(isinstance(i, str) and i for i in value)
+        ):
             raise ValueError(f"{info.field_name} must be a list of document ids, got {value!r}")
         return list(value)
 
@@ -284,8 +335,9 @@ class MemoryMetadata(BaseMetadata):
             data = dict(data)
             value = data.pop(LEGACY_STATUS_KEY)
             if value is not None and value not in STATUSES:
-                raise _key_error(LEGACY_STATUS_KEY, f"{LEGACY_STATUS_KEY} must be one of {', '.join(STATUSES)}, "
-                                                    f"got {value!r}")
+                raise _key_error(
+                    LEGACY_STATUS_KEY, f"{LEGACY_STATUS_KEY} must be one of {', '.join(STATUSES)}, got {value!r}"
+                )
             data["status"] = value
         return data
 
@@ -306,15 +358,18 @@ class MemoryMetadata(BaseMetadata):
         return data
 
     @model_validator(mode="after")
-    def _entity_from_scope(self) -> "MemoryMetadata":
+    def _entity_from_scope(self) -> MemoryMetadata:
         self.entity = entity_of(self.scope)
         return self
 
     @model_validator(mode="after")
-    def _validity_window(self) -> "MemoryMetadata":
+    def _validity_window(self) -> MemoryMetadata:
         if self.valid_from is not None and self.valid_until is not None and self.valid_until < self.valid_from:
-            raise _key_error("valid_until", f"valid_until {format_timestamp(self.valid_until)} is before valid_from "
-                                            f"{format_timestamp(self.valid_from)}; a memory holds from one to the other")
+            raise _key_error(
+                "valid_until",
+                f"valid_until {format_timestamp(self.valid_until)} is before valid_from "
+                f"{format_timestamp(self.valid_from)}; a memory holds from one to the other",
+            )
         if self.superseded_by is not None and self.superseded_by == self.supersedes:
             raise _key_error("superseded_by", "superseded_by and supersedes name the same memory")
         return self
@@ -324,9 +379,14 @@ class TurnMetadata(BaseMetadata):
     type: Literal[DocType.TURN] = Field(description="document type")
     conversation_id: ConversationId = Field(description="conversation id, conv-...")
     role: Literal["user", "assistant"] = Field(description="user or assistant")
-    turn_index: int | None = Field(None, ge=1, strict=True, description="position in the conversation, from 1; assigned when absent")
-    speaker: SpeakerName | None = Field(None, description="who said it: a display name, 1 to 128 characters, no control "
-                                        "characters, no space at either end; absent on turns written without one")
+    turn_index: int | None = Field(
+        None, ge=1, strict=True, description="position in the conversation, from 1; assigned when absent"
+    )
+    speaker: SpeakerName | None = Field(
+        None,
+        description="who said it: a display name, 1 to 128 characters, no control "
+        "characters, no space at either end; absent on turns written without one",
+    )
 
     @field_validator("role", mode="before")
     @classmethod
@@ -340,23 +400,32 @@ class SummaryMetadata(BaseMetadata):
     type: Literal[DocType.SUMMARY] = Field(description="document type")
     conversation_id: ConversationId = Field(description="conversation id, conv-...")
     turn_range: str | None = Field(None, description="'<start>-<end>' turn indexes covered, start <= end")
-    summary_index: int | None = Field(None, ge=1, strict=True, description="position among the conversation's summaries, from 1; assigned when absent")
+    summary_index: int | None = Field(
+        None, ge=1, strict=True, description="position among the conversation's summaries, from 1; assigned when absent"
+    )
     # memory formation of the summary's window (brain.features.chat.formation); absent: never scheduled
     formation: FormationState | None = Field(
-        None, description="memory formation of the window: pending (to run), done or failed (attempts spent)")
+        None, description="memory formation of the window: pending (to run), done or failed (attempts spent)"
+    )
     formation_attempts: Annotated[int | None, _whole_number("formation_attempts", 0)] = Field(
-        None, description="model attempts formation made for the window")
+        None, description="model attempts formation made for the window"
+    )
     formation_error: str | None = Field(
-        None, max_length=FORMATION_ERROR_LENGTH, description="the last failure of the window's formation")
+        None, max_length=FORMATION_ERROR_LENGTH, description="the last failure of the window's formation"
+    )
     formation_at: datetime | None = Field(None, description="when formation last ran for the window (ISO 8601, UTC)")
     formation_facts: Annotated[int | None, _whole_number("formation_facts", 0)] = Field(
-        None, description="facts formation applied from the window")
+        None, description="facts formation applied from the window"
+    )
     formation_prompt_tokens: Annotated[int | None, _whole_number("formation_prompt_tokens", 0)] = Field(
-        None, description="prompt tokens of the window's formation calls (Ollama's prompt_eval_count, summed)")
+        None, description="prompt tokens of the window's formation calls (Ollama's prompt_eval_count, summed)"
+    )
     formation_eval_tokens: Annotated[int | None, _whole_number("formation_eval_tokens", 0)] = Field(
-        None, description="answer tokens of the window's formation calls (Ollama's eval_count, summed)")
+        None, description="answer tokens of the window's formation calls (Ollama's eval_count, summed)"
+    )
     formation_seconds: float | None = Field(
-        None, ge=0, allow_inf_nan=False, description="seconds the window's formation calls took, summed")
+        None, ge=0, allow_inf_nan=False, description="seconds the window's formation calls took, summed"
+    )
 
     @field_validator("turn_range", mode="before")
     @classmethod
@@ -383,5 +452,3 @@ MODELS: dict[str, type[BaseMetadata]] = {
     DocType.TURN.value: TurnMetadata,
     DocType.SUMMARY.value: SummaryMetadata,
 }
-
-

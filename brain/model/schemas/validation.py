@@ -77,7 +77,6 @@ def validate_metadata(doc_type: Any, meta: dict[str, Any] | None = None) -> Base
     return validated
 
 
-
 def read_stored(doc_type: Any, meta: Mapping[str, Any] | None) -> tuple[BaseMetadata | None, dict[str, str]]:
     """Metadata as Chroma holds it, validated again for a rewrite: ``(model, problems)``.
 
@@ -87,8 +86,11 @@ def read_stored(doc_type: Any, meta: Mapping[str, Any] | None) -> tuple[BaseMeta
     as global. ``model`` is None when the row cannot be read even so (no usable time, a bad scope)."""
     data = {k: v for k, v in from_chroma(dict(meta or {})).items() if k != "ts_epoch"}
     problems: dict[str, str] = {}
-    if data.get("type") == DocType.MEMORY.value and data.get("scope", GLOBAL_SCOPE) == GLOBAL_SCOPE \
-            and data.get("entity") is not None:
+    if (
+        data.get("type") == DocType.MEMORY.value
+        and data.get("scope", GLOBAL_SCOPE) == GLOBAL_SCOPE
+        and data.get("entity") is not None
+    ):
         problems["entity"] = f"a global memory names entity {data.pop('entity')!r}; read as global"
     try:
         parse_timestamp(data.get("timestamp"))
@@ -117,8 +119,9 @@ def read_for_rewrite(doc_type: Any, doc_id: str, meta: Mapping[str, Any] | None,
     naming what cannot be read and ``remedy`` (what the caller can do instead)."""
     model, problems = read_stored(doc_type, meta)
     if model is None:
-        raise ValidationError(f"{DocType(doc_type).value} {doc_id!r} as stored cannot be read "
-                              f"({'; '.join(problems.values())}); {remedy}")
+        raise ValidationError(
+            f"{DocType(doc_type).value} {doc_id!r} as stored cannot be read ({'; '.join(problems.values())}); {remedy}"
+        )
     return model
 
 

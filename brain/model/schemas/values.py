@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Annotated, Any
 
@@ -38,10 +38,12 @@ ENTITY_SCOPE_PREFIX = "entity:"
 #: C0, DEL, C1), Cf (format characters: bidirectional overrides, zero-width ones, ...), Zl and Zp (line
 #: and paragraph separators) and Cs (lone surrogates) as of Unicode 14. A terminal or a log line shows
 #: a name holding one of them as something else (an escape sequence, text reversed, a line break).
-UNPRINTABLE_CLASS = (r"\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e"
-                     r"\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
-                     r"\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-                     r"\U000e0001\U000e0020-\U000e007f")
+UNPRINTABLE_CLASS = (
+    r"\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e"
+    r"\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
+    r"\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    r"\U000e0001\U000e0020-\U000e007f"
+)
 #: an entity name (the ``<name>`` of an ``entity:<name>`` scope): 1 to 128 characters, none of them
 #: unprinting (:data:`UNPRINTABLE_CLASS`), no space at either end
 ENTITY_PATTERN = rf"^[^\s{UNPRINTABLE_CLASS}](?:[^{UNPRINTABLE_CLASS}]{{0,126}}[^\s{UNPRINTABLE_CLASS}])?$"
@@ -60,14 +62,19 @@ SPEAKER_NAME_PATTERN = ENTITY_PATTERN
 SPEAKER_NAME_MAX_LENGTH = ENTITY_MAX_LENGTH
 _NAME_RE = re.compile(ENTITY_PATTERN)
 _UNPRINTABLE_RE = re.compile(f"[{UNPRINTABLE_CLASS}]")
-_UNPRINTABLE_KINDS = {"Cc": "control character", "Cf": "formatting character", "Zl": "line separator",
-                      "Zp": "paragraph separator", "Cs": "lone surrogate"}
+_UNPRINTABLE_KINDS = {
+    "Cc": "control character",
+    "Cf": "formatting character",
+    "Zl": "line separator",
+    "Zp": "paragraph separator",
+    "Cs": "lone surrogate",
+}
 _CONV_RE = re.compile(CONVERSATION_ID_PATTERN)
 _RANGE_RE = re.compile(r"^(\d+)-(\d+)$")
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def parse_timestamp(value: Any, field: str = "timestamp") -> datetime:
@@ -76,9 +83,11 @@ def parse_timestamp(value: Any, field: str = "timestamp") -> datetime:
         raise ValueError(f"{field} must be an ISO 8601 time with a timezone, got {value!r}")
     if isinstance(value, (int, float)):
         try:
-            return datetime.fromtimestamp(float(value), tz=timezone.utc)
+            return datetime.fromtimestamp(float(value), tz=UTC)
         except (OverflowError, OSError, ValueError):
-            raise ValueError(f"{field} {value!r} is not a time that can be stored (epoch seconds out of range)") from None
+            raise ValueError(
+                f"{field} {value!r} is not a time that can be stored (epoch seconds out of range)"
+            ) from None
     if isinstance(value, str):
         text = value.strip()
         if text.endswith("Z") or text.endswith("z"):
@@ -92,11 +101,9 @@ def parse_timestamp(value: Any, field: str = "timestamp") -> datetime:
     if not isinstance(value, datetime):
         raise ValueError(f"{field} must be an ISO 8601 time with a timezone, got {type(value).__name__}")
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        raise ValueError(
-            f"{field} {value.isoformat()!r} has no timezone: add one, e.g. {value.isoformat()}+00:00"
-        )
+        raise ValueError(f"{field} {value.isoformat()!r} has no timezone: add one, e.g. {value.isoformat()}+00:00")
     try:
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
     except OverflowError:  # e.g. 0001-01-01T00:00:00+14:00 lies before year 1 in UTC
         raise ValueError(
             f"{field} {value.isoformat()!r} is out of range: in UTC it falls outside the years 1..9999"
@@ -104,7 +111,7 @@ def parse_timestamp(value: Any, field: str = "timestamp") -> datetime:
 
 
 def format_timestamp(value: datetime) -> str:
-    return value.astimezone(timezone.utc).isoformat()
+    return value.astimezone(UTC).isoformat()
 
 
 def _check_printable_name(value: Any, field: str, what: str) -> str:
@@ -123,12 +130,16 @@ def _check_printable_name(value: Any, field: str, what: str) -> str:
         char = bad.group()
         kind = _UNPRINTABLE_KINDS.get(unicodedata.category(char), "unprinting character")
         name = unicodedata.name(char, "") or {"\n": "LINE FEED", "\r": "CARRIAGE RETURN", "\t": "TAB"}.get(char, "")
-        raise ValueError(f"{field} {shown} is not a valid {what.split(' ', 1)[1]}: it holds the {kind} "
-                         f"U+{ord(char):04X}{f' ({name})' if name else ''} at position {bad.start()}; a name is one "
-                         "line of printable text")
+        raise ValueError(
+            f"{field} {shown} is not a valid {what.split(' ', 1)[1]}: it holds the {kind} "
+            f"U+{ord(char):04X}{f' ({name})' if name else ''} at position {bad.start()}; a name is one "
+            "line of printable text"
+        )
     if not _NAME_RE.fullmatch(value):
-        raise ValueError(f"{field} {shown} is not a valid {what.split(' ', 1)[1]}: it starts or ends with a space "
-                         "(give the name without them)")
+        raise ValueError(
+            f"{field} {shown} is not a valid {what.split(' ', 1)[1]}: it starts or ends with a space "
+            "(give the name without them)"
+        )
     return value
 
 
@@ -151,13 +162,17 @@ def check_name(value: Any, field: str = "entity") -> str:
         _check_printable_name(name, f"{field} {shown} (as {name[:40]!r})", "an entity name")
     if ENTITY_SCOPE_PREFIX in name:
         bare = name.rsplit(ENTITY_SCOPE_PREFIX, 1)[1]
-        raise ValueError(f"{field} {shown} is not a valid entity name: it holds the scope prefix "
-                         f"{ENTITY_SCOPE_PREFIX!r}; give the name alone (e.g. {bare!r})")
+        raise ValueError(
+            f"{field} {shown} is not a valid entity name: it holds the scope prefix "
+            f"{ENTITY_SCOPE_PREFIX!r}; give the name alone (e.g. {bare!r})"
+        )
     parts = name.split("/")
     if "\\" in name or any(part in ("", ".", "..") for part in parts):
-        raise ValueError(f"{field} {shown} is not a valid entity name: it looks like a file path (a backslash, a "
-                         "'/' at either end, or an empty, '.' or '..' part between slashes); a name such as "
-                         "'team/ops' is fine")
+        raise ValueError(
+            f"{field} {shown} is not a valid entity name: it looks like a file path (a backslash, a "
+            "'/' at either end, or an empty, '.' or '..' part between slashes); a name such as "
+            "'team/ops' is fine"
+        )
     return name
 
 
@@ -241,8 +256,11 @@ SpeakerName = Annotated[str, BeforeValidator(check_speaker_name)]
 def check_importance(value: Any) -> int:
     """A memory's importance, 1 to 5; ValueError saying why not. Strict: JSON numbers only (a whole
     float such as 4.0 is accepted, as JSON tools write it)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            isinstance(value, float) and not value.is_integer()):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, float) and not value.is_integer())
+    ):
         raise ValueError(f"importance must be an integer between 1 and 5, got {value!r}")
     if not 1 <= value <= 5:
         raise ValueError(f"importance must be between 1 and 5, got {value:g}")

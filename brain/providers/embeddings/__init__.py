@@ -7,13 +7,13 @@
 from __future__ import annotations
 
 from brain.config import Settings, env_name
+from brain.model.errors import EmbedderError
 from brain.providers.embeddings import local as local_provider
 from brain.providers.embeddings import ollama as ollama_provider
 from brain.providers.embeddings.base import Embedder, Kind
 from brain.providers.embeddings.local import LocalMiniLMEmbedder
 from brain.providers.embeddings.ollama import DEFAULT_MODEL as DEFAULT_OLLAMA_MODEL
 from brain.providers.embeddings.ollama import OllamaEmbedder
-from brain.model.errors import EmbedderError
 
 __all__ = [
     "DEFAULT_OLLAMA_MODEL",

@@ -14,9 +14,9 @@ from typing import Literal
 
 import numpy as np
 
-from brain.providers.cache import LRUCache
-from brain.model.vectors import unit_rows, zero_rows
 from brain.model.errors import EmbedderError, Problem, ValidationError
+from brain.model.vectors import unit_rows, zero_rows
+from brain.providers.cache import LRUCache
 
 Kind = Literal["document", "query"]
 

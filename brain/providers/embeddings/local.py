@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from brain.config import Settings
 from brain.config.values import DEFAULT_EMBEDDER
-from brain.providers.embeddings.base import Embedder, Kind
 from brain.model.errors import EmbedderError
+from brain.providers.embeddings.base import Embedder, Kind
 from brain.text.tokenizer import load_tokenizer, package_file, tokenizer_path
 
 if TYPE_CHECKING:

@@ -9,16 +9,13 @@ the person reading it is usually setting brain up for the first time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 
-import httpx
 import numpy as np
 import ollama
 
 from brain.config import Settings, env_name
-from brain.providers.embeddings.base import Embedder, Kind
 from brain.model.errors import EmbedderError, EmbedderUnavailable
+from brain.providers.embeddings.base import Embedder, Kind
 from brain.providers.ollama_client import ollama_errors, open_ollama_client
 
 DEFAULT_MODEL = "nomic-embed-text"
@@ -89,13 +86,24 @@ class OllamaEmbedder(Embedder):
         if self._prefixes is not None:
             texts = [self._prefixes[kind] + text for text in texts]
         client = self._get_client()
-        timed_out = (f"Ollama at {self.host} did not answer within {self.timeout:g}s while embedding "
-                     f"{len(texts)} texts with {self.model!r}; the first call may be loading the model. "
-                     f"Raise {env_name('ollama_timeout')} or lower {env_name('embed_batch_size')}")
-        not_embedding = (f"{self.model!r} is not an embedding model; set {env_name('embedder')} to e.g. "
-                         f"ollama/{DEFAULT_MODEL}")
-        with ollama_errors(self.host, "embed", self.model, unavailable=EmbedderUnavailable, error=EmbedderError,
-                           timed_out=timed_out, doing="embed", refusals=[("does not support embeddings", not_embedding)]):
+        timed_out = (
+            f"Ollama at {self.host} did not answer within {self.timeout:g}s while embedding "
+            f"{len(texts)} texts with {self.model!r}; the first call may be loading the model. "
+            f"Raise {env_name('ollama_timeout')} or lower {env_name('embed_batch_size')}"
+        )
+        not_embedding = (
+            f"{self.model!r} is not an embedding model; set {env_name('embedder')} to e.g. ollama/{DEFAULT_MODEL}"
+        )
+        with ollama_errors(
+            self.host,
+            "embed",
+            self.model,
+            unavailable=EmbedderUnavailable,
+            error=EmbedderError,
+            timed_out=timed_out,
+            doing="embed",
+            refusals=[("does not support embeddings", not_embedding)],
+        ):
             response = client.embed(model=self.model, input=texts)
 
         try:

@@ -25,8 +25,10 @@ def formation_off_reason(settings: Settings) -> str | None:
     if not settings.formation:
         return "BRAIN_FORMATION is false: set BRAIN_FORMATION=true to form memories from conversations"
     if settings.summarizer == "extractive":
-        return ("BRAIN_SUMMARIZER=extractive: no model is configured, so no memories are formed; set "
-                "BRAIN_SUMMARIZER=ollama (formation asks BRAIN_FORMATION_MODEL on OLLAMA_HOST)")
+        return (
+            "BRAIN_SUMMARIZER=extractive: no model is configured, so no memories are formed; set "
+            "BRAIN_SUMMARIZER=ollama (formation asks BRAIN_FORMATION_MODEL on OLLAMA_HOST)"
+        )
     return None
 
 

@@ -7,8 +7,9 @@ two errors below. It does not read the answer: :mod:`brain.rules.formation` chec
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from brain.model.errors import ExtractorError, ExtractorUnavailable  # noqa: F401 (importable from here too)
 
@@ -30,8 +31,9 @@ class Extractor(Protocol):
 
     name: str
 
-    def ask(self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], *,
-            timeout: float | None = None) -> ModelAnswer:
+    def ask(
+        self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], *, timeout: float | None = None
+    ) -> ModelAnswer:
         """The model's answer to ``messages``, constrained to the JSON ``schema``; raises
         :class:`ExtractorUnavailable` (down, slow, model not pulled) or :class:`ExtractorError` (an answer
         that is not a chat response). ``timeout``: give up after this many seconds (at most the

@@ -10,7 +10,8 @@ a chat response, or without message text). Formation retries both with back-off;
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import ollama
 
@@ -34,8 +35,9 @@ class OllamaExtractor(OllamaChatModel):
     def __init__(self, model: str = DEFAULT_MODEL, *, host: str = "http://127.0.0.1:11434", timeout: float = 120.0):
         super().__init__(model, host=host, timeout=timeout)
 
-    def ask(self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], *,
-            timeout: float | None = None) -> ModelAnswer:
+    def ask(
+        self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], *, timeout: float | None = None
+    ) -> ModelAnswer:
         """The model's answer to ``messages`` in the shape of ``schema``; ``timeout`` (seconds, at most the
         extractor's own) bounds this call."""
         if not messages:
@@ -43,13 +45,23 @@ class OllamaExtractor(OllamaChatModel):
         with self.client(timeout) as (client, limit):
             return self._ask(client, messages, schema, limit)
 
-    def _ask(self, client: ollama.Client, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any],
-             limit: float) -> ModelAnswer:
-        timed_out = (f"Ollama at {self.host} timed out: no answer within {limit:.3g} s while forming memories with "
-                     f"{self.model!r}; raise BRAIN_FORMATION_TIMEOUT or use a smaller BRAIN_FORMATION_MODEL")
+    def _ask(
+        self, client: ollama.Client, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], limit: float
+    ) -> ModelAnswer:
+        timed_out = (
+            f"Ollama at {self.host} timed out: no answer within {limit:.3g} s while forming memories with "
+            f"{self.model!r}; raise BRAIN_FORMATION_TIMEOUT or use a smaller BRAIN_FORMATION_MODEL"
+        )
         started = time.monotonic()
-        with ollama_errors(self.host, "chat", self.model, unavailable=ExtractorUnavailable, error=ExtractorError,
-                           timed_out=timed_out, doing="form memories"):
+        with ollama_errors(
+            self.host,
+            "chat",
+            self.model,
+            unavailable=ExtractorUnavailable,
+            error=ExtractorError,
+            timed_out=timed_out,
+            doing="form memories",
+        ):
             response = client.chat(
                 model=self.model,
                 messages=[dict(m) for m in messages],
@@ -62,5 +74,9 @@ class OllamaExtractor(OllamaChatModel):
         if not isinstance(content, str):
             raise ExtractorError(f"Ollama's chat response from {self.model!r} at {self.host} has no message text")
         # Ollama leaves prompt_eval_count out when the whole prompt came from its cache
-        return ModelAnswer(content=content, prompt_tokens=int(getattr(response, "prompt_eval_count", None) or 0),
-                           eval_tokens=int(getattr(response, "eval_count", None) or 0), seconds=seconds)
+        return ModelAnswer(
+            content=content,
+            prompt_tokens=int(getattr(response, "prompt_eval_count", None) or 0),
+            eval_tokens=int(getattr(response, "eval_count", None) or 0),
+            seconds=seconds,
+        )

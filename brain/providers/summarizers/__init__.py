@@ -29,8 +29,9 @@ def get_summarizer(settings: Settings) -> Summarizer:
         return ExtractiveSummarizer()
     if settings.summarizer == OllamaSummarizer.kind:
         return OllamaSummarizer(settings.summary_model, host=settings.ollama_host, timeout=settings.summary_timeout)
-    raise ConfigError(f"BRAIN_SUMMARIZER={settings.summarizer!r} names no summariser; choose from "
-                      f"{', '.join(SUMMARIZER_KINDS)}")
+    raise ConfigError(
+        f"BRAIN_SUMMARIZER={settings.summarizer!r} names no summariser; choose from {', '.join(SUMMARIZER_KINDS)}"
+    )
 
 
 #: every summariser BRAIN_SUMMARIZER can select

@@ -7,8 +7,9 @@ about a failure (retry with back-off, then fall back to :class:`ExtractiveSummar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from brain.model.errors import SummarizerError, SummarizerUnavailable  # noqa: F401 (importable from here too)
 

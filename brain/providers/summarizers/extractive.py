@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from brain.providers.summarizers.base import SummarizerError, TurnText
 from brain.text.stop_words import CHAT_FILLERS, STOP_WORDS

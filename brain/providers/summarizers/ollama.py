@@ -9,7 +9,7 @@ back to an extractive summary, so neither ever reaches a chat request.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import ollama
 
@@ -29,7 +29,6 @@ SYSTEM_PROMPT = (
     "remember it later. Write 2 to 5 plain sentences in the third person. Keep names, dates, numbers, "
     "preferences, decisions and open questions; drop greetings and small talk. Output only the summary."
 )
-
 
 
 # reasoning models (deepseek-r1, qwen3) put their thinking in the answer between these tags
@@ -61,11 +60,20 @@ class OllamaSummarizer(OllamaChatModel):
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": f"Conversation turns {first} to {last}:\n\n{transcript(turns)}"},
         ]
-        timed_out = (f"Ollama at {self.host} timed out: no answer within {limit:.3g} s while summarising with "
-                     f"{self.model!r}; raise BRAIN_SUMMARY_TIMEOUT and BRAIN_SUMMARY_DEADLINE_SECONDS or use a smaller "
-                     "BRAIN_SUMMARY_MODEL")
-        with ollama_errors(self.host, "chat", self.model, unavailable=SummarizerUnavailable, error=SummarizerError,
-                           timed_out=timed_out, doing="summarise"):
+        timed_out = (
+            f"Ollama at {self.host} timed out: no answer within {limit:.3g} s while summarising with "
+            f"{self.model!r}; raise BRAIN_SUMMARY_TIMEOUT and BRAIN_SUMMARY_DEADLINE_SECONDS or use a smaller "
+            "BRAIN_SUMMARY_MODEL"
+        )
+        with ollama_errors(
+            self.host,
+            "chat",
+            self.model,
+            unavailable=SummarizerUnavailable,
+            error=SummarizerError,
+            timed_out=timed_out,
+            doing="summarise",
+        ):
             response = client.chat(
                 model=self.model,
                 messages=messages,
@@ -85,15 +93,23 @@ class OllamaSummarizer(OllamaChatModel):
         """One short request to ``/api/tags``: is Ollama up and is the model pulled?"""
         timeout = min(self.timeout, PING_TIMEOUT)
         # every failure of the probe means the model cannot summarise now: unavailable, whatever the answer
-        with ollama_errors(self.host, "tags", self.model, unavailable=SummarizerUnavailable,
-                           error=SummarizerUnavailable, doing="list its models",
-                           timed_out=f"Ollama at {self.host} timed out: no answer to /api/tags within {timeout:.3g} s"):
+        with ollama_errors(
+            self.host,
+            "tags",
+            self.model,
+            unavailable=SummarizerUnavailable,
+            error=SummarizerUnavailable,
+            doing="list its models",
+            timed_out=f"Ollama at {self.host} timed out: no answer to /api/tags within {timeout:.3g} s",
+        ):
             with open_ollama_client(self.host, timeout, SummarizerUnavailable) as client:
                 listed = client.list()
         names = {m.model for m in listed.models if m.model}
         wanted = self.model if ":" in self.model else f"{self.model}:latest"
         if wanted not in names and self.model not in names:
-            raise SummarizerUnavailable(f"Ollama at {self.host} does not have {self.model!r}: run `ollama pull {self.model}`")
+            raise SummarizerUnavailable(
+                f"Ollama at {self.host} does not have {self.model!r}: run `ollama pull {self.model}`"
+            )
 
 
 def clean_summary(content: str) -> str:

@@ -25,15 +25,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from brain.access.tokens import is_loopback
 from brain.shells.api.factory import create_app
 from brain.shells.api.json_bodies import MAX_JSON_DEPTH, parse_json_body
-from brain.shells.web.middleware import Authenticate, BodyLimit
 from brain.shells.api.models import MAX_OFFSET
 from brain.shells.api.serving import serve
-from brain.access.tokens import is_loopback
+from brain.shells.web.middleware import Authenticate, BodyLimit
 
-__all__ = ["MAX_JSON_DEPTH", "MAX_OFFSET", "Authenticate", "BodyLimit", "create_app", "is_loopback",
-           "parse_json_body", "serve"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "MAX_OFFSET",
+    "Authenticate",
+    "BodyLimit",
+    "create_app",
+    "is_loopback",
+    "parse_json_body",
+    "serve",
+]
 
 
 def __getattr__(name: str) -> Any:

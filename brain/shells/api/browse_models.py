@@ -13,8 +13,9 @@ from brain.shells.api.models import DocumentOut, Entity, mirror_status_field, se
 
 class FormationCounts(BaseModel):
     pending: int = Field(description="windows whose memories are still to be formed (queued or being retried)")
-    failed: int = Field(description="windows whose formation spent its attempts: re-run with "
-                                    "POST /v1/conversations/{id}/extract")
+    failed: int = Field(
+        description="windows whose formation spent its attempts: re-run with POST /v1/conversations/{id}/extract"
+    )
     done: int = Field(description="windows whose memories were formed")
 
 
@@ -24,8 +25,9 @@ class ConversationOut(BaseModel):
     turns: int
     summaries: int
     last_activity: str = Field(description="ISO 8601 time of its latest turn or summary")
-    formation: FormationCounts = Field(description="its summary windows by memory-formation state (windows "
-                                                   "formation never ran for are not counted)")
+    formation: FormationCounts = Field(
+        description="its summary windows by memory-formation state (windows formation never ran for are not counted)"
+    )
 
 
 class ConversationList(BaseModel):

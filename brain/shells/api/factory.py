@@ -8,22 +8,30 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from brain.model.version import __version__
-from brain.shells.web.error_responses import install_error_handlers
-from brain.shells.api.json_bodies import JsonRoute
-from brain.shells.web.middleware import Authenticate, BodyLimit
-from brain.shells.api.read_your_writes import ReadYourWrites, track_request_writes
-from brain.shells.api.routes import add_routes
 from brain.access.tokens import TokenTable
-from brain.config import Settings
 from brain.app.core import Brain
 from brain.app.core import open as open_brain
-from brain.model.errors import ConfigError
 from brain.app.startup import prepare_to_serve
+from brain.config import Settings
+from brain.model.errors import ConfigError
+from brain.model.version import __version__
+from brain.shells.api.json_bodies import JsonRoute
+from brain.shells.api.read_your_writes import ReadYourWrites, track_request_writes
+from brain.shells.api.routes import add_routes
+from brain.shells.web.error_responses import install_error_handlers
+from brain.shells.web.middleware import Authenticate, BodyLimit
 from brain.store import Store
 
-def create_app(settings: Settings | None = None, *, brain: Brain | None = None, store: Store | None = None,
-               chat: Any | None = None, tokens: TokenTable | None = None, host: str | None = None) -> FastAPI:
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    brain: Brain | None = None,
+    store: Store | None = None,
+    chat: Any | None = None,
+    tokens: TokenTable | None = None,
+    host: str | None = None,
+) -> FastAPI:
     """The API over ``brain`` (the caller's to close), or over a Brain wired at start-up around
     ``store`` and ``chat`` (the caller's too), or opened from ``settings`` (closed at shutdown).
     ``tokens`` defaults to the tables of the settings (:class:`ConfigError` for a malformed tokens file);
@@ -61,8 +69,14 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None, 
                 opened.close()
 
     # the documentation routes are served like every other route: behind the token when one is set
-    app = FastAPI(title="brain", version=__version__, summary="The memory layer of a chat assistant",
-                  lifespan=lifespan, docs_url=None, redoc_url=None)  # /docs from local files: routes/api_docs.py
+    app = FastAPI(
+        title="brain",
+        version=__version__,
+        summary="The memory layer of a chat assistant",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )  # /docs from local files: routes/api_docs.py
     app.router.route_class = JsonRoute
     app.state.settings = settings
     app.state.brain = None
@@ -93,8 +107,12 @@ def _document_security(app: FastAPI, protected: bool) -> None:
             schema = build()
             if protected:
                 schema.setdefault("components", {})["securitySchemes"] = {
-                    "bearer": {"type": "http", "scheme": "bearer",
-                               "description": "BRAIN_API_TOKEN (admin) or a token of BRAIN_API_TOKENS_FILE"}}
+                    "bearer": {
+                        "type": "http",
+                        "scheme": "bearer",
+                        "description": "BRAIN_API_TOKEN (admin) or a token of BRAIN_API_TOKENS_FILE",
+                    }
+                }
                 schema["security"] = [{"bearer": []}]
         return app.openapi_schema
 

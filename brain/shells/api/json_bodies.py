@@ -54,15 +54,27 @@ class JsonRoute(APIRoute):
 
     def get_route_handler(self):
         handler = super().get_route_handler()
-        single = {field.alias for field in self.dependant.query_params
-                  if typing.get_origin(field.field_info.annotation) not in (list, tuple, set, frozenset)}
+        single = {
+            field.alias
+            for field in self.dependant.query_params
+            if typing.get_origin(field.field_info.annotation) not in (list, tuple, set, frozenset)
+        }
 
         async def route(request: Request):
             names = [name for name, _ in request.query_params.multi_items()]
             repeated = sorted({name for name in names if name in single and names.count(name) > 1})
             if repeated:
-                raise RequestValidationError([{"type": "repeated", "loc": ("query", name), "input": None,
-                                               "msg": "is given more than once; send it once"} for name in repeated])
+                raise RequestValidationError(
+                    [
+                        {
+                            "type": "repeated",
+                            "loc": ("query", name),
+                            "input": None,
+                            "msg": "is given more than once; send it once",
+                        }
+                        for name in repeated
+                    ]
+                )
             return await handler(_JsonRequest(request.scope, request.receive))
 
         return route

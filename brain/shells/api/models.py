@@ -15,10 +15,10 @@ from brain.model.schemas import (
     CONVERSATION_ID_MAX_LENGTH,
     CONVERSATION_ID_PATTERN,
     DOC_TYPES,
-    Status,
     ENTITY_MAX_LENGTH,
     PUBLISHED_ENTITY_PATTERN,
     SPEAKER_NAME_MAX_LENGTH,
+    Status,
     check_conversation_id,
     check_scope,
     check_speaker_name,
@@ -31,6 +31,7 @@ MAX_OFFSET = 2**31 - 1
 
 # ---- field types: each checked by the library's rule, documented with the constraint it enforces ----
 
+
 def _non_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("is empty or only spaces" if value else "is empty")
@@ -42,21 +43,69 @@ def _entity(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_non_blank), WithJsonSchema({"type": "string", "minLength": 1, "pattern": r"\S"})]
-Entity = Annotated[str, AfterValidator(_entity), WithJsonSchema({
-    "type": "string", "minLength": 1, "maxLength": ENTITY_MAX_LENGTH, "pattern": PUBLISHED_ENTITY_PATTERN,
-    "description": "an entity name: 1 to 128 characters, no control or formatting characters (Unicode Cc, Cf, Zl, "
-                   "Zp), no space at either end"})]
-ConversationId = Annotated[str, AfterValidator(check_conversation_id), WithJsonSchema({
-    "type": "string", "pattern": CONVERSATION_ID_PATTERN, "maxLength": CONVERSATION_ID_MAX_LENGTH, "description": "conv-<id>"})]
-Scope = Annotated[str, AfterValidator(check_scope), WithJsonSchema({
-    "type": "string", "pattern": "^(global|entity:" + PUBLISHED_ENTITY_PATTERN[1:-1] + ")$",
-    "description": "'global' or 'entity:<name>'"})]
-SpeakerName = Annotated[str, AfterValidator(lambda value: check_speaker_name(value, "the name")), WithJsonSchema({
-    "type": "string", "minLength": 1, "maxLength": SPEAKER_NAME_MAX_LENGTH, "pattern": PUBLISHED_ENTITY_PATTERN,
-    "description": "a display name: 1 to 128 characters, no control characters, no space at either end"})]
-IdempotencyKey = Annotated[str, AfterValidator(check_idempotency_key), WithJsonSchema({
-    "type": "string", "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX, "pattern": r"^[ -~]*[!-~][ -~]*$",
-    "description": "1 to 255 printable ASCII characters, e.g. a UUID the client made for this exchange"})]
+Entity = Annotated[
+    str,
+    AfterValidator(_entity),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": ENTITY_MAX_LENGTH,
+            "pattern": PUBLISHED_ENTITY_PATTERN,
+            "description": "an entity name: 1 to 128 characters, no control or formatting characters (Unicode Cc, Cf, Zl, "
+            "Zp), no space at either end",
+        }
+    ),
+]
+ConversationId = Annotated[
+    str,
+    AfterValidator(check_conversation_id),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": CONVERSATION_ID_PATTERN,
+            "maxLength": CONVERSATION_ID_MAX_LENGTH,
+            "description": "conv-<id>",
+        }
+    ),
+]
+Scope = Annotated[
+    str,
+    AfterValidator(check_scope),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": "^(global|entity:" + PUBLISHED_ENTITY_PATTERN[1:-1] + ")$",
+            "description": "'global' or 'entity:<name>'",
+        }
+    ),
+]
+SpeakerName = Annotated[
+    str,
+    AfterValidator(lambda value: check_speaker_name(value, "the name")),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": SPEAKER_NAME_MAX_LENGTH,
+            "pattern": PUBLISHED_ENTITY_PATTERN,
+            "description": "a display name: 1 to 128 characters, no control characters, no space at either end",
+        }
+    ),
+]
+IdempotencyKey = Annotated[
+    str,
+    AfterValidator(check_idempotency_key),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": IDEMPOTENCY_KEY_MAX,
+            "pattern": r"^[ -~]*[!-~][ -~]*$",
+            "description": "1 to 255 printable ASCII characters, e.g. a UUID the client made for this exchange",
+        }
+    ),
+]
 DocTypeName = Literal[DOC_TYPES]  # type: ignore[valid-type]
 Importance = Annotated[int, Field(ge=1, le=5, description="1 (trivia) .. 5 (essential)")]
 #: an ISO 8601 time with a timezone (checked by the library, which names the field when it is not one)
@@ -65,6 +114,7 @@ Metadata = dict[str, Any]
 
 
 # ---- request bodies ------------------------------------------------------------------------------
+
 
 class _Body(BaseModel):
     # strict: "importance": true or "5" is refused, not read as 1 or 5
@@ -86,10 +136,13 @@ class ExchangeRequest(_Body):
     metadata: Metadata | None = None
     user_name: SpeakerName | None = Field(None, description="who wrote the user turn; the entity's name when absent")
     assistant_name: SpeakerName | None = Field(
-        None, description="who wrote the assistant turn; the persona's name (persona.md) when absent")
+        None, description="who wrote the assistant turn; the persona's name (persona.md) when absent"
+    )
     idempotency_key: IdempotencyKey | None = Field(
-        None, description="makes a retry safe: the same exchange sent again with this key returns the first "
-                          "answer and writes nothing (also the Idempotency-Key header)")
+        None,
+        description="makes a retry safe: the same exchange sent again with this key returns the first "
+        "answer and writes nothing (also the Idempotency-Key header)",
+    )
 
 
 class MemoryCreate(_Body):
@@ -100,17 +153,22 @@ class MemoryCreate(_Body):
     scope: Scope | None = Field(None, description="'global' or 'entity:<name>' (admin; must agree with entity)")
     conversation_id: ConversationId | None = Field(None, description="the conversation the memory came from")
     timestamp: str | None = Field(None, description="ISO 8601 time of the memory; now when absent")
-    expires_at: str | None = Field(None, description="ISO 8601 time at which the memory stops being ranked "
-                                                     "(kept afterwards); never when absent")
+    expires_at: str | None = Field(
+        None, description="ISO 8601 time at which the memory stops being ranked (kept afterwards); never when absent"
+    )
     metadata: Metadata | None = None
 
 
 class MemorySupersede(_Body):
     text: Text = Field(description="what holds now, replacing the memory's text")
-    kind: Literal["update", "contradict"] = Field("update", description="update: the fact changed; contradict: "
-                                                                        "the old memory was wrong")
-    at: Time | None = Field(None, description="ISO 8601 time of the change (the old memory's valid_until, the new "
-                                             "one's valid_from); now when absent")
+    kind: Literal["update", "contradict"] = Field(
+        "update", description="update: the fact changed; contradict: the old memory was wrong"
+    )
+    at: Time | None = Field(
+        None,
+        description="ISO 8601 time of the change (the old memory's valid_until, the new "
+        "one's valid_from); now when absent",
+    )
     importance: Importance | None = Field(None, description="the old memory's when absent")
     tags: list[str] | None = Field(None, description="the old memory's when absent")
     expires_at: Time | None = Field(None, description="ISO 8601 time at which the new memory stops being ranked")
@@ -124,8 +182,10 @@ class MemoryPatch(_Body):
     tags: list[str] | None = None
     metadata: Metadata | None = Field(None, description="extra keys to add or change (not brain's own keys)")
     replace_metadata: bool = False
-    status: Status | None = Field(None, description="retire the memory (retracted, superseded, archived: kept, never "
-                                                    "ranked) or bring it back (active)")
+    status: Status | None = Field(
+        None,
+        description="retire the memory (retracted, superseded, archived: kept, never ranked) or bring it back (active)",
+    )
 
 
 class DocCreate(_Body):
@@ -139,17 +199,17 @@ class DocsCreate(_Body):
     docs: list[DocCreate] = Field(min_length=1)
 
 
-
-
 def _doc_body_kind(value: Any) -> str:
     return DOC_BATCH if isinstance(value, dict) and "docs" in value else ONE_DOC
 
 
-DocsBody = Annotated[Annotated[DocCreate, Tag(ONE_DOC)] | Annotated[DocsCreate, Tag(DOC_BATCH)],
-                     Discriminator(_doc_body_kind)]
+DocsBody = Annotated[
+    Annotated[DocCreate, Tag(ONE_DOC)] | Annotated[DocsCreate, Tag(DOC_BATCH)], Discriminator(_doc_body_kind)
+]
 
 
 # ---- response bodies (documentation: the routes return plain dicts) ------------------------------
+
 
 class ErrorBody(BaseModel):
     error: str = Field(description="validation_error, unauthorized, forbidden, not_found, too_large, ...")
@@ -164,15 +224,19 @@ class DocumentOut(BaseModel):
 
 
 def sequence_field() -> Any:
-    return Field(description="the change feed's sequence of this request's write: send it as X-Brain-Min-Sequence "
-                             "to read the write through any worker (also in the X-Brain-Sequence header); null "
-                             "without a Chroma server, where there is one process and no feed")
+    return Field(
+        description="the change feed's sequence of this request's write: send it as X-Brain-Min-Sequence "
+        "to read the write through any worker (also in the X-Brain-Sequence header); null "
+        "without a Chroma server, where there is one process and no feed"
+    )
 
 
 def mirror_status_field() -> Any:
-    return Field(description="where the write stands in the mirror: `ok` (mirrored), `degraded` (stored in Chroma; "
-                             "the mirror cannot be written now and catches up by itself once it can), `broken` "
-                             "(stored in Chroma; the mirror is damaged: `brain mirror rebuild`) or `off`")
+    return Field(
+        description="where the write stands in the mirror: `ok` (mirrored), `degraded` (stored in Chroma; "
+        "the mirror cannot be written now and catches up by itself once it can), `broken` "
+        "(stored in Chroma; the mirror is damaged: `brain mirror rebuild`) or `off`"
+    )
 
 
 class DocumentWritten(DocumentOut):
@@ -190,13 +254,15 @@ class SupersessionOut(BaseModel):
 
 class MemoryHistory(BaseModel):
     id: str = Field(description="the memory asked about")
-    history: list[DocumentOut] = Field(description="its supersession chain, oldest first; the current memory "
-                                                   "is the one without superseded_by")
+    history: list[DocumentOut] = Field(
+        description="its supersession chain, oldest first; the current memory is the one without superseded_by"
+    )
 
 
 class ListedMemory(DocumentOut):
-    status: str = Field(description="active (current; also when no status is stored), deprecated, superseded, "
-                                    "retracted or archived")
+    status: str = Field(
+        description="active (current; also when no status is stored), deprecated, superseded, retracted or archived"
+    )
 
 
 class MemoryList(BaseModel):
@@ -266,8 +332,9 @@ class FormationReportOut(BaseModel):
     batches: list[FormationBatchOut] = Field(description="the windows run, each as it stands afterwards")
     done: int
     failed: int
-    waiting: int = Field(description="batches still pending because the model could not be reached (they run "
-                                     "again once it answers)")
+    waiting: int = Field(
+        description="batches still pending because the model could not be reached (they run again once it answers)"
+    )
     added: int = Field(description="new memories")
     merged: int = Field(description="facts a current memory already held (its importance, tags and sources grew)")
     updated: int = Field(description="memories superseded because the fact changed")
@@ -297,11 +364,11 @@ _ERROR_TEXT = {
 }
 
 
-def documented_responses(*codes: int, ok: tuple[int, type[BaseModel]] | None = None,
-                         links: dict | None = None) -> dict:
+def documented_responses(*codes: int, ok: tuple[int, type[BaseModel]] | None = None, links: dict | None = None) -> dict:
     """A route's ``responses=``: 401 and the error ``codes`` it can answer, and its success body."""
-    out: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody, "description": _ERROR_TEXT[code]}
-                                           for code in (401, *codes)}
+    out: dict[int | str, dict[str, Any]] = {
+        code: {"model": ErrorBody, "description": _ERROR_TEXT[code]} for code in (401, *codes)
+    }
     if ok is not None:
         out[ok[0]] = {"model": ok[1], "description": "success"}
         if links:

@@ -17,8 +17,8 @@ from typing import Any
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from brain.shells.web.error_responses import error_response
 from brain.model.errors import StoreUnavailable, ValidationError
+from brain.shells.web.error_responses import error_response
 from brain.store import Store
 from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.follower import check_sequence
@@ -65,8 +65,11 @@ def with_sequence(request: Request, body: dict[str, Any]) -> dict[str, Any]:
     (``degraded``: caught up once the mirror can be written; ``broken``), or ``off``."""
     brain = request.app.state.brain
     health = None if brain is None else brain.store.mirror_health
-    return {**body, "sequence": None if brain is None else request_sequence(brain.store),
-            "mirror_status": "off" if health is None else health.status}
+    return {
+        **body,
+        "sequence": None if brain is None else request_sequence(brain.store),
+        "mirror_status": "off" if health is None else health.status,
+    }
 
 
 class ReadYourWrites:
@@ -87,8 +90,12 @@ class ReadYourWrites:
                 text = wanted.decode("latin-1").strip()
                 await run_in_threadpool(store.catch_up, check_sequence(int(text) if text.isdigit() else text))
             except ValidationError as exc:
-                refused = error_response(422, "validation_error", f"X-Brain-Min-Sequence: {exc}",
-                                         [{"field": "X-Brain-Min-Sequence", "message": str(exc)}])
+                refused = error_response(
+                    422,
+                    "validation_error",
+                    f"X-Brain-Min-Sequence: {exc}",
+                    [{"field": "X-Brain-Min-Sequence", "message": str(exc)}],
+                )
                 await refused(scope, receive, send)
                 return
             except StoreUnavailable as exc:
@@ -103,8 +110,7 @@ class ReadYourWrites:
             if message["type"] == "http.response.start" and message["status"] < 400:
                 sequence = request_sequence(store)
                 if sequence:
-                    message = {**message, "headers": [*message.get("headers", []),
-                                                      (SEQUENCE, str(sequence).encode())]}
+                    message = {**message, "headers": [*message.get("headers", []), (SEQUENCE, str(sequence).encode())]}
             await send(message)
 
         try:
@@ -113,5 +119,4 @@ class ReadYourWrites:
             _written.reset(token)
 
 
-__all__ = ["MIN_SEQUENCE", "SEQUENCE", "ReadYourWrites", "request_sequence", "track_request_writes",
-           "with_sequence"]
+__all__ = ["MIN_SEQUENCE", "SEQUENCE", "ReadYourWrites", "request_sequence", "track_request_writes", "with_sequence"]

@@ -31,13 +31,13 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from brain.shells.api.factory import create_app
 from brain.access.tokens import TokenTable, check_listen_address
-from brain.config import Settings
 from brain.app.core import open as open_brain
-from brain.model.errors import ConfigError
-from brain.store.locking import announce
 from brain.app.startup import prepare_to_serve
+from brain.config import Settings
+from brain.model.errors import ConfigError
+from brain.shells.api.factory import create_app
+from brain.store.locking import announce
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +56,13 @@ def check_workers(settings: Settings, workers: int) -> None:
             f"{workers} workers need a Chroma server: the embedded store in {settings.data_dir / 'chroma'} can be "
             f"opened by one process only. Run a Chroma server (e.g. `chroma run --path {settings.data_dir / 'chroma'} "
             f"--port 8000`) and set BRAIN_CHROMA_URL=http://127.0.0.1:8000, or serve one process "
-            f"(--workers 1, BRAIN_API_WORKERS=1), which answers requests on threads")
+            f"(--workers 1, BRAIN_API_WORKERS=1), which answers requests on threads"
+        )
 
 
-def serve(settings: Settings | None = None, *, host: str | None = None, port: int | None = None,
-          workers: int | None = None) -> None:
+def serve(
+    settings: Settings | None = None, *, host: str | None = None, port: int | None = None, workers: int | None = None
+) -> None:
     """Run the API under uvicorn: one process, or ``workers`` processes (default ``BRAIN_API_WORKERS``)
     on one port, which needs ``BRAIN_CHROMA_URL`` (see the module docstring)."""
     import uvicorn
@@ -73,16 +75,23 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
     tokens = TokenTable.from_settings(settings)  # a malformed tokens file stops here, before the store opens
     check_listen_address(host, tokens)
     if not settings.chroma_url:
-        log.warning("embedded Chroma store: serving from this one process (threads); for several processes "
-                    "run a Chroma server and set BRAIN_CHROMA_URL")
+        log.warning(
+            "embedded Chroma store: serving from this one process (threads); for several processes "
+            "run a Chroma server and set BRAIN_CHROMA_URL"
+        )
     # opened here, before uvicorn starts, so that a locked or unreachable store is a clear error
     with _closing_on_sigterm(), open_brain(settings) as opened:
         prepare_to_serve(opened)  # a write the mirror missed is repaired before serving
         if not settings.chroma_url:  # the CLI run beside this server reaches the store through it
             announce(settings.data_dir, local_url(host, port))
         if workers == 1:
-            uvicorn.run(create_app(settings, brain=opened, tokens=tokens, host=host), host=host, port=port,
-                        workers=1, log_level="info")
+            uvicorn.run(
+                create_app(settings, brain=opened, tokens=tokens, host=host),
+                host=host,
+                port=port,
+                workers=1,
+                log_level="info",
+            )
             return
     # the parent serves nothing itself: each worker opens its own store
     served = settings.model_copy(update={"api_host": host, "api_port": port, "api_workers": workers})
@@ -122,8 +131,10 @@ def worker_app() -> FastAPI:
     environment; the store opens when the worker starts and closes when it stops."""
     carried = os.environ.get(WORKER_SETTINGS)
     if not carried:
-        raise ConfigError(f"{WORKER_APP} is the app of `brain serve --workers N`'s worker processes; "
-                          f"run `brain serve --workers N` rather than uvicorn directly")
+        raise ConfigError(
+            f"{WORKER_APP} is the app of `brain serve --workers N`'s worker processes; "
+            f"run `brain serve --workers N` rather than uvicorn directly"
+        )
     state = json.loads(carried)
     overrides = {"_project_dir": state["project"]} if state["project"] is not None else {}
     settings = Settings(**state["settings"], **overrides)

@@ -9,8 +9,12 @@ from brain.shells.cli.shell import EntityType, State, confirm, emit, json_option
 
 
 @cli.command()
-@click.option("--entity", required=True, type=EntityType(),
-              help="The entity to forget (scope entity:NAME; Bob and bob are one entity).")
+@click.option(
+    "--entity",
+    required=True,
+    type=EntityType(),
+    help="The entity to forget (scope entity:NAME; Bob and bob are one entity).",
+)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 @pass_state
@@ -19,8 +23,8 @@ def forget(state: State, entity: str, yes: bool) -> None:
     removed from the store and the mirror, and the data directory's files are compacted so that
     none of their text remains. Global memories stay. Asks first (naming what goes), unless --yes;
     an entity with nothing stored is an error before any question. Bob and bob are one entity."""
-    from brain.shells.cli.reports import documents_in_words, forget_text
     from brain.app.forget import forget_preview
+    from brain.shells.cli.reports import documents_in_words, forget_text
 
     brain = state.brain(create=False)
     going = forget_preview(brain.store, entity)  # nothing stored: the error comes before the question

@@ -11,14 +11,22 @@ from brain.shells.cli.shell import BrainGroup, State
 
 # ---- the group -----------------------------------------------------------------------------------
 
+
 @click.group(name="brain", cls=BrainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout instead of text.")
 @click.option("--debug", is_flag=True, help="Show the traceback of a failure instead of one line.")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where the embedded store lives (overrides BRAIN_DATA_DIR).")
-@click.option("--project", "project_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="The project folder whose config/defaults.env and .env are read (overrides BRAIN_PROJECT_DIR "
-                   "and the search upward from the working directory).")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the embedded store lives (overrides BRAIN_DATA_DIR).",
+)
+@click.option(
+    "--project",
+    "project_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The project folder whose config/defaults.env and .env are read (overrides BRAIN_PROJECT_DIR "
+    "and the search upward from the working directory).",
+)
 @click.version_option(__version__, prog_name="brain")
 @click.pass_context
 def cli(ctx: click.Context, as_json: bool, debug: bool, data_dir: Path | None, project_dir: Path | None) -> None:

@@ -22,5 +22,8 @@ def index_snapshot(state: State) -> None:
     if path is None:
         raise CommandFailed("index snapshots are off (BRAIN_INDEX_SNAPSHOT=false); set it to true to save one")
     sizes = store.index_sizes()
-    emit(state, {"path": str(path), "indexes": sizes},
-         lambda: f"saved {sum(sizes.values()):,} indexed documents to {path}")
+    emit(
+        state,
+        {"path": str(path), "indexes": sizes},
+        lambda: f"saved {sum(sizes.values()):,} indexed documents to {path}",
+    )

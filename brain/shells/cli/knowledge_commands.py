@@ -25,6 +25,7 @@ from brain.text.wording import counted
 
 # ---- ingest --------------------------------------------------------------------------------------
 
+
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--prune", is_flag=True, help="Remove documents of files that no longer exist under PATHS.")
@@ -40,8 +41,8 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
     knowledge base; documents named by older versions are re-keyed without re-embedding.
     Progress goes to stderr: a bar on a terminal, a line every few seconds otherwise; Ctrl-C stops
     it (exit 130) and running the same command again completes the work without duplicates."""
-    from brain.shells.cli.reports import ingest_text
     from brain.features.ingest import ingest_paths
+    from brain.shells.cli.reports import ingest_text
 
     try:
         report = ingest_paths(state.store(), list(paths), prune=prune, dry_run=dry_run, progress=True)
@@ -61,20 +62,29 @@ MEMORY_SCORE_HEADER = "score = similarity + words in common + importance + recen
 
 @cli.command()
 @click.argument("query", type=TextType())
-@click.option("--type", "doc_type", type=DocTypeChoice(),
-              help="memory: ranked as the chat context ranks them (relevance first, the same floor), with score "
-                   "parts; faq, persona, summary: by similarity; turn or none: any document.")
-@click.option("--k", type=CountType(),
-              help="How many results (default: the RAG_*_TOP_K setting of the type, 5 otherwise).")
-@click.option("--entity", type=EntityType(),
-              help="The documents in scope entity:NAME, and global ones; never another entity's. "
-                   "Bob and bob are one entity.")
-@click.option("--as-of", help="ISO 8601 time (memories only): rank what was held true then, memories superseded "
-                              "since included.")
+@click.option(
+    "--type",
+    "doc_type",
+    type=DocTypeChoice(),
+    help="memory: ranked as the chat context ranks them (relevance first, the same floor), with score "
+    "parts; faq, persona, summary: by similarity; turn or none: any document.",
+)
+@click.option(
+    "--k", type=CountType(), help="How many results (default: the RAG_*_TOP_K setting of the type, 5 otherwise)."
+)
+@click.option(
+    "--entity",
+    type=EntityType(),
+    help="The documents in scope entity:NAME, and global ones; never another entity's. Bob and bob are one entity.",
+)
+@click.option(
+    "--as-of", help="ISO 8601 time (memories only): rank what was held true then, memories superseded since included."
+)
 @json_option
 @pass_state
-def search(state: State, query: str, doc_type: str | None, k: int | None, entity: str | None,
-           as_of: str | None) -> None:
+def search(
+    state: State, query: str, doc_type: str | None, k: int | None, entity: str | None, as_of: str | None
+) -> None:
     """Search the store for QUERY."""
     from brain.model.schemas import DocType
 
@@ -86,11 +96,15 @@ def search(state: State, query: str, doc_type: str | None, k: int | None, entity
     line = memory_hit_line if ranked else hit_line
     header = MEMORY_SCORE_HEADER if ranked else "similarity"
     empty = "no memory relevant enough (the context's floor)" if ranked else "no results"
-    emit(state, {"query": query, "type": doc_type, "results": [h.to_dict() for h in hits]},
-         lambda: "\n".join([header] + [line(h) for h in hits]) if hits else empty)
+    emit(
+        state,
+        {"query": query, "type": doc_type, "results": [h.to_dict() for h in hits]},
+        lambda: "\n".join([header] + [line(h) for h in hits]) if hits else empty,
+    )
 
 
 # ---- turns, schema, stats ------------------------------------------------------------------------
+
 
 @cli.command()
 @click.argument("conversation_id")
@@ -100,7 +114,15 @@ def search(state: State, query: str, doc_type: str | None, k: int | None, entity
 def turns(state: State, conversation_id: str, k: int | None) -> None:
     """Show the last turns of CONVERSATION_ID (conv-...), oldest first."""
     docs = state.store(create=False).recent_turns(conversation_id, **({"k": k} if k is not None else {}))
-    emit(state, [d.to_dict() for d in docs], lambda: "\n".join(
-        f"#{d.metadata.get('turn_index')} {d.metadata.get('role')} {d.metadata.get('timestamp')}  {d.text}"
-        for d in docs
-    ) if docs else f"no turns in {conversation_id}")
+    emit(
+        state,
+        [d.to_dict() for d in docs],
+        lambda: (
+            "\n".join(
+                f"#{d.metadata.get('turn_index')} {d.metadata.get('role')} {d.metadata.get('timestamp')}  {d.text}"
+                for d in docs
+            )
+            if docs
+            else f"no turns in {conversation_id}"
+        ),
+    )

@@ -9,12 +9,22 @@ from brain.shells.cli.shell import EntityType, State, pass_state
 
 
 @cli.command()
-@click.option("--entity", type=EntityType(), help="Bind the server to this entity: every tool acts in its scope "
-                                                   "and a model cannot name another.")
-@click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP at http://HOST:PORT/mcp instead of "
-                                                       "stdio (same token rule as brain serve).")
-@click.option("--host", help="With --http: the address to listen on (default BRAIN_API_HOST, 127.0.0.1). A "
-                             "non-loopback address needs BRAIN_API_TOKEN or BRAIN_API_TOKENS_FILE.")
+@click.option(
+    "--entity",
+    type=EntityType(),
+    help="Bind the server to this entity: every tool acts in its scope and a model cannot name another.",
+)
+@click.option(
+    "--http",
+    "use_http",
+    is_flag=True,
+    help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (same token rule as brain serve).",
+)
+@click.option(
+    "--host",
+    help="With --http: the address to listen on (default BRAIN_API_HOST, 127.0.0.1). A "
+    "non-loopback address needs BRAIN_API_TOKEN or BRAIN_API_TOKENS_FILE.",
+)
 @click.option("--port", type=click.IntRange(1, 65535), help="With --http: the port (default 5001).")
 @pass_state
 def mcp(state: State, entity: str | None, use_http: bool, host: str | None, port: int | None) -> None:

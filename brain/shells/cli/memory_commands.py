@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from brain.model.errors import ValidationError
 from brain.shells.cli.group import cli
 from brain.shells.cli.shell import (
     CommandFailed,
@@ -17,9 +18,9 @@ from brain.shells.cli.shell import (
     pass_state,
     scope_of,
 )
-from brain.model.errors import ValidationError
 
 # ---- memory --------------------------------------------------------------------------------------
+
 
 @cli.group()
 def memory() -> None:
@@ -30,16 +31,27 @@ def memory() -> None:
 @click.argument("text", type=TextType())
 @click.option("--importance", type=click.IntRange(1, 5), help="1 (trivia) .. 5 (essential); default 3.")
 @click.option("--tag", "tags", multiple=True, help="A label; repeat for several.")
-@click.option("--entity", type=EntityType(),
-              help="Whose memory it is: stored in scope entity:NAME (the same as --scope entity:NAME). Names are "
-                   "case-insensitive: Bob and bob are one entity.")
-@click.option("--scope", type=ScopeType(),
-              help="'global' (default: every entity sees it) or 'entity:<name>' (only that entity).")
+@click.option(
+    "--entity",
+    type=EntityType(),
+    help="Whose memory it is: stored in scope entity:NAME (the same as --scope entity:NAME). Names are "
+    "case-insensitive: Bob and bob are one entity.",
+)
+@click.option(
+    "--scope", type=ScopeType(), help="'global' (default: every entity sees it) or 'entity:<name>' (only that entity)."
+)
 @click.option("--expires-at", help="ISO 8601 time at which the memory stops being ranked (it is kept).")
 @json_option
 @pass_state
-def memory_add(state: State, text: str, importance: int | None, tags: tuple[str, ...], entity: str | None,
-               scope: str | None, expires_at: str | None) -> None:
+def memory_add(
+    state: State,
+    text: str,
+    importance: int | None,
+    tags: tuple[str, ...],
+    entity: str | None,
+    scope: str | None,
+    expires_at: str | None,
+) -> None:
     """Store TEXT as a memory; the same text in the same scope updates the existing one
     (higher importance, all tags, later time)."""
     scope = scope_of(entity, scope)  # a usage error before the store is opened (or created)
@@ -53,29 +65,35 @@ def memory_add(state: State, text: str, importance: int | None, tags: tuple[str,
 
 
 @memory.command("list")
-@click.option("--entity", type=EntityType(),
-              help="The memories for entity NAME: its own (scope entity:NAME) and the global ones, which every "
-                   "entity shares (their scope column says global). Bob and bob are one entity.")
+@click.option(
+    "--entity",
+    type=EntityType(),
+    help="The memories for entity NAME: its own (scope entity:NAME) and the global ones, which every "
+    "entity shares (their scope column says global). Bob and bob are one entity.",
+)
 @click.option("--scope", type=ScopeType(), help="Only the memories in exactly this scope: 'global' or 'entity:<name>'.")
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for several (all must match).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
-@click.option("--history", is_flag=True,
-              help="Also the memories no longer current: superseded, retracted and archived ones.")
+@click.option(
+    "--history", is_flag=True, help="Also the memories no longer current: superseded, retracted and archived ones."
+)
 @json_option
 @pass_state
-def memory_list(state: State, entity: str | None, scope: str | None, tags: tuple[str, ...], limit: int | None,
-                history: bool) -> None:
+def memory_list(
+    state: State, entity: str | None, scope: str | None, tags: tuple[str, ...], limit: int | None, history: bool
+) -> None:
     """List the current memories with their scope and status: all of them, those for one entity (--entity: its
     own and the global ones), or those of exactly one scope (--scope); --history adds the replaced ones."""
     if entity is not None and scope is not None:
-        raise click.UsageError(f"--entity {entity} lists {entity}'s memories and the global ones, --scope {scope} "
-                               "exactly that scope: give one of them")
+        raise click.UsageError(
+            f"--entity {entity} lists {entity}'s memories and the global ones, --scope {scope} "
+            "exactly that scope: give one of them"
+        )
     from brain.app.memory_admin import list_memories
 
     store = state.store(create=False)
     docs = list_memories(store, scope=scope, entity=entity, tags=tags, limit=limit, history=history)
-    emit(state, [d.to_dict() for d in docs],
-         lambda: "\n".join(memory_line(d) for d in docs) if docs else "no memories")
+    emit(state, [d.to_dict() for d in docs], lambda: "\n".join(memory_line(d) for d in docs) if docs else "no memories")
 
 
 @memory.command("show")
@@ -87,32 +105,57 @@ def memory_show(state: State, doc_id: str) -> None:
     from brain.app.memory_admin import get_memory
 
     doc = get_memory(state.store(create=False), doc_id)
-    emit(state, doc.to_dict(), lambda: "\n".join(
-        [f"id: {doc.id}", f"text: {doc.text}"] + [f"{key}: {value}" for key, value in sorted(doc.metadata.items())]
-    ))
+    emit(
+        state,
+        doc.to_dict(),
+        lambda: "\n".join(
+            [f"id: {doc.id}", f"text: {doc.text}"] + [f"{key}: {value}" for key, value in sorted(doc.metadata.items())]
+        ),
+    )
 
 
 @memory.command("supersede")
 @click.argument("doc_id", metavar="ID")
 @click.argument("text", type=TextType())
-@click.option("--kind", type=click.Choice(["update", "contradict"]), default="update", show_default=True,
-              help="update: the fact changed (moved to Berlin); contradict: the old memory was wrong.")
-@click.option("--at", help="ISO 8601 time of the change (the old memory's valid_until, the new one's valid_from); "
-                           "now by default.")
-@click.option("--importance", type=click.IntRange(1, 5), help="1 (trivia) .. 5 (essential); the old memory's by default.")
+@click.option(
+    "--kind",
+    type=click.Choice(["update", "contradict"]),
+    default="update",
+    show_default=True,
+    help="update: the fact changed (moved to Berlin); contradict: the old memory was wrong.",
+)
+@click.option(
+    "--at", help="ISO 8601 time of the change (the old memory's valid_until, the new one's valid_from); now by default."
+)
+@click.option(
+    "--importance", type=click.IntRange(1, 5), help="1 (trivia) .. 5 (essential); the old memory's by default."
+)
 @click.option("--tag", "tags", multiple=True, help="A label; repeat for several (the old memory's by default).")
 @click.option("--expires-at", help="ISO 8601 time at which the new memory stops being ranked.")
-@click.option("--entity", type=EntityType(),
-              help="Supersede only entity NAME's own memory: another entity's is not found, a global one refused.")
+@click.option(
+    "--entity",
+    type=EntityType(),
+    help="Supersede only entity NAME's own memory: another entity's is not found, a global one refused.",
+)
 @json_option
 @pass_state
-def memory_supersede(state: State, doc_id: str, text: str, kind: str, at: str | None, importance: int | None,
-                     tags: tuple[str, ...], expires_at: str | None, entity: str | None) -> None:
+def memory_supersede(
+    state: State,
+    doc_id: str,
+    text: str,
+    kind: str,
+    at: str | None,
+    importance: int | None,
+    tags: tuple[str, ...],
+    expires_at: str | None,
+    entity: str | None,
+) -> None:
     """Replace memory ID with TEXT, keeping ID as history: ID becomes superseded (kept, no longer ranked,
     still answered for a time before the change) and the new memory, in the same scope, points back to it."""
     store = state.store(create=False)
-    done = store.supersede(doc_id, text, kind=kind, at=at, importance=importance, tags=tags or None,
-                           expires_at=expires_at, entity=entity)
+    done = store.supersede(
+        doc_id, text, kind=kind, at=at, importance=importance, tags=tags or None, expires_at=expires_at, entity=entity
+    )
     emit(state, done.to_dict(), lambda: f"superseded {done.old.id} ({kind})\nnow {memory_line(done.new)}")
 
 
@@ -137,8 +180,12 @@ def history_line(doc) -> str:
 
 
 @memory.command("extract")
-@click.option("--conversation", "conversation_id", metavar="ID",
-              help="Only this conversation (conv-...); without it, every conversation.")
+@click.option(
+    "--conversation",
+    "conversation_id",
+    metavar="ID",
+    help="Only this conversation (conv-...); without it, every conversation.",
+)
 @click.option("--again", is_flag=True, help="Also re-run the windows whose memories were formed already.")
 @json_option
 @pass_state
@@ -161,27 +208,34 @@ def memory_extract(state: State, conversation_id: str | None, again: bool) -> No
     if conversation_id is not None and not opened.store.recent_turns(conversation_id, 1):
         from brain.model.errors import NotFound
 
-        raise NotFound(f"no conversation {conversation_id!r} is stored (`brain turns {conversation_id}` shows its "
-                       f"turns when there is one)")
+        raise NotFound(
+            f"no conversation {conversation_id!r} is stored (`brain turns {conversation_id}` shows its "
+            f"turns when there is one)"
+        )
     report = opened.chat.extract_memories(conversation_id, again=again)
     emit(state, report.to_dict(), lambda: formation_text(report))
     if report.failed or report.waiting:
-        raise CommandFailed(f"{counted(report.failed + report.waiting, 'batch')} not formed; re-run `brain memory extract"
-                            f"{f' --conversation {conversation_id}' if conversation_id else ''}` once the model "
-                            f"answers")
+        raise CommandFailed(
+            f"{counted(report.failed + report.waiting, 'batch')} not formed; re-run `brain memory extract"
+            f"{f' --conversation {conversation_id}' if conversation_id else ''}` once the model "
+            f"answers"
+        )
 
 
 @memory.command("rm")
 @click.argument("doc_ids", nargs=-1, required=True, metavar="ID...")
-@click.option("--entity", type=EntityType(),
-              help="Remove only entity NAME's own memories: a global id is refused (nothing is removed) and "
-                   "another entity's is not found.")
+@click.option(
+    "--entity",
+    type=EntityType(),
+    help="Remove only entity NAME's own memories: a global id is refused (nothing is removed) and "
+    "another entity's is not found.",
+)
 @json_option
 @pass_state
 def memory_rm(state: State, doc_ids: tuple[str, ...], entity: str | None) -> None:
     """Remove memories by id; ids that are not memories are reported (exit 1) and left alone."""
-    from brain.shells.cli.reports import removal_text
     from brain.app.memory_admin import remove_memories
+    from brain.shells.cli.reports import removal_text
 
     report = remove_memories(state.store(create=False), doc_ids, entity=entity)
     emit(state, report.to_dict(), lambda: removal_text(report))
@@ -191,10 +245,14 @@ def memory_rm(state: State, doc_ids: tuple[str, ...], entity: str | None) -> Non
 
 # ---- memory consolidation ------------------------------------------------------------------------
 
+
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Only report what would be merged.")
-@click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True),
-              help="Cosine similarity above which two memories of one scope merge (default BRAIN_CONSOLIDATE_THRESHOLD).")
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    help="Cosine similarity above which two memories of one scope merge (default BRAIN_CONSOLIDATE_THRESHOLD).",
+)
 @json_option
 @pass_state
 def consolidate(state: State, dry_run: bool, threshold: float | None) -> None:

@@ -7,11 +7,12 @@ from typing import Any
 
 import click
 
+from brain.model.errors import StoreNotFound
 from brain.shells.cli.group import cli
 from brain.shells.cli.shell import CommandFailed, State, emit, json_option, pass_state, short
-from brain.model.errors import StoreNotFound
 
 # ---- the Engram mirror ---------------------------------------------------------------------------
+
 
 @cli.group()
 def mirror() -> None:
@@ -19,9 +20,12 @@ def mirror() -> None:
 
 
 @mirror.command("sync")
-@click.option("--force", is_flag=True,
-              help="The store is right even though it looks lost, much smaller than the mirror, created again or "
-                   "half restored: delete the mirror's rows it lacks.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="The store is right even though it looks lost, much smaller than the mirror, created again or "
+    "half restored: delete the mirror's rows it lacks.",
+)
 @json_option
 @pass_state
 def mirror_sync(state: State, force: bool) -> None:
@@ -49,24 +53,32 @@ def mirror_verify(state: State) -> None:
 @mirror.command("recall")
 @click.argument("query")
 @click.option("--k", type=click.IntRange(1, 1000), default=5, show_default=True, help="How many results.")
-@click.option("--keyword", is_flag=True,
-              help="Full-text search (FTS5, stemmed words, ranked by BM25) instead of the stored vectors.")
+@click.option(
+    "--keyword",
+    is_flag=True,
+    help="Full-text search (FTS5, stemmed words, ranked by BM25) instead of the stored vectors.",
+)
 @json_option
 @pass_state
 def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
     """Search the mirror alone (Chroma is not opened)."""
-    from brain.providers.embeddings import get_embedder
     from brain.features.mirror import EngramMirror
+    from brain.providers.embeddings import get_embedder
 
     settings = state.settings()
     if not settings.mirror_file.is_file():
-        raise StoreNotFound(f"there is no mirror at {settings.mirror_file}; `brain init` creates the store and its "
-                            f"mirror, `brain mirror sync` fills it from an existing store")
+        raise StoreNotFound(
+            f"there is no mirror at {settings.mirror_file}; `brain init` creates the store and its "
+            f"mirror, `brain mirror sync` fills it from an existing store"
+        )
     embedder = get_embedder(settings)
     with EngramMirror(settings.mirror_file, embedder.name, batch_size=settings.mirror_batch_size) as mirror:
         hits = mirror.keyword_recall(query, k) if keyword else mirror.recall(embedder.embed_query(query), k)
-    emit(state, {"query": query, "keyword": keyword, "results": [h.to_dict() for h in hits]},
-         lambda: "\n".join(_mirror_hit_line(h) for h in hits) if hits else "no results")
+    emit(
+        state,
+        {"query": query, "keyword": keyword, "results": [h.to_dict() for h in hits]},
+        lambda: "\n".join(_mirror_hit_line(h) for h in hits) if hits else "no results",
+    )
 
 
 def _mirror_hit_line(hit: Any) -> str:
@@ -88,8 +100,8 @@ def mirror_rebuild(state: State, force: bool) -> None:
 
     The repair for a damaged mirror; nothing is embedded. Rows engram wrote itself are copied over
     from the old file when it can still be read."""
-    from brain.shells.cli.reports import rebuild_text
     from brain.app.restore import rebuild_mirror
+    from brain.shells.cli.reports import rebuild_text
 
     report = rebuild_mirror(state.store(), force=force)
     emit(state, report.to_dict(), lambda: rebuild_text(report))
@@ -107,12 +119,26 @@ def mirror_backfill(state: State) -> None:
 
 
 @cli.command()
-@click.option("--from-mirror", "from_mirror", is_flag=True, required=True,
-              help="Rebuild the Chroma collection from the mirror (the only source for now).")
-@click.option("--persona", "persona_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="The persona file to reload (default BRAIN_PERSONA_PATH).")
-@click.option("--kb", "kb_paths", multiple=True, type=click.Path(exists=True, path_type=Path),
-              help="A knowledge-base file or folder to ingest again (the FAQ is not in the mirror); repeatable.")
+@click.option(
+    "--from-mirror",
+    "from_mirror",
+    is_flag=True,
+    required=True,
+    help="Rebuild the Chroma collection from the mirror (the only source for now).",
+)
+@click.option(
+    "--persona",
+    "persona_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The persona file to reload (default BRAIN_PERSONA_PATH).",
+)
+@click.option(
+    "--kb",
+    "kb_paths",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="A knowledge-base file or folder to ingest again (the FAQ is not in the mirror); repeatable.",
+)
 @json_option
 @pass_state
 def restore(state: State, from_mirror: bool, persona_path: Path | None, kb_paths: tuple[Path, ...]) -> None:
@@ -121,8 +147,8 @@ def restore(state: State, from_mirror: bool, persona_path: Path | None, kb_paths
 
     For a lost or broken Chroma store: move the broken BRAIN_DATA_DIR/chroma aside first. The report
     lists what could not be restored and what to do about it."""
-    from brain.shells.cli.reports import recovery_text
     from brain.app.restore import recover_store
+    from brain.shells.cli.reports import recovery_text
 
     report = recover_store(state.store(), persona_path=persona_path, kb_paths=kb_paths)
     emit(state, report.to_dict(), lambda: recovery_text(report))

@@ -9,18 +9,30 @@ from brain.shells.cli.shell import State, emit, json_option, pass_state
 
 
 @cli.command()
-@click.option("--embedder", "embedder_name", metavar="PROVIDER/MODEL",
-              help="The model to re-index for, e.g. ollama/nomic-embed-text (default: BRAIN_EMBEDDER).")
-@click.option("--dry-run", is_flag=True, help="Say how many documents would be embedded and vectors reused; write nothing.")
+@click.option(
+    "--embedder",
+    "embedder_name",
+    metavar="PROVIDER/MODEL",
+    help="The model to re-index for, e.g. ollama/nomic-embed-text (default: BRAIN_EMBEDDER).",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Say how many documents would be embedded and vectors reused; write nothing."
+)
 @click.option("--rollback", is_flag=True, help="Make the collection served before the last re-index live again.")
 @click.option("--drop-old", is_flag=True, help="Delete every collection but the live one (no roll-back after).")
 @click.option("--keep", type=click.IntRange(min=0), help="Delete the old collections but the KEEP newest.")
-@click.option("--batch", type=click.IntRange(1, 10_000), default=256, show_default=True,
-              help="Documents embedded and written per step.")
+@click.option(
+    "--batch",
+    type=click.IntRange(1, 10_000),
+    default=256,
+    show_default=True,
+    help="Documents embedded and written per step.",
+)
 @json_option
 @pass_state
-def reindex(state: State, embedder_name: str | None, dry_run: bool, rollback: bool, drop_old: bool,
-            keep: int | None, batch: int) -> None:
+def reindex(
+    state: State, embedder_name: str | None, dry_run: bool, rollback: bool, drop_old: bool, keep: int | None, batch: int
+) -> None:
     """Re-embed every document with another model in a new collection, then swap to it.
 
     The live collection keeps serving meanwhile and is kept after the swap (--rollback goes back;
@@ -42,8 +54,11 @@ def reindex(state: State, embedder_name: str | None, dry_run: bool, rollback: bo
             report, text = library.drop_old(store, keep=keep or 0), drop_text
         else:
             embedder = library.embedder_named(settings, embedder_name or settings.embedder)
-            report, text = ((library.plan(store, embedder), plan_text) if dry_run
-                            else (library.run(store, embedder, batch=batch, progress=True), reindex_text))
+            report, text = (
+                (library.plan(store, embedder), plan_text)
+                if dry_run
+                else (library.run(store, embedder, batch=batch, progress=True), reindex_text)
+            )
         emit(state, report.to_dict(), lambda: text(report))
     finally:
         store.close()

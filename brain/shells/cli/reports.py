@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any
 from brain.text.wording import counted
 
 if TYPE_CHECKING:
+    from brain.app.forget import ForgetReport
+    from brain.app.memory_admin import MemoryRemoval
+    from brain.app.reindex import DropReport, ReindexPlan, ReindexReport
+    from brain.app.restore import RebuildReport, RecoveryReport
+    from brain.app.startup import StartupReport
     from brain.features.chat.formation import FormationReport
     from brain.features.consolidate import ConsolidationReport
-    from brain.app.forget import ForgetReport
     from brain.features.ingest import IngestReport
-    from brain.app.memory_admin import MemoryRemoval
     from brain.features.mirror.protocol import BackfillReport, Coverage, MigrationReport
-    from brain.app.restore import RebuildReport, RecoveryReport
     from brain.features.mirror.sync import RestoreReport, VerifyReport
     from brain.features.pam.reports import ExportReport, ImportReport
-    from brain.app.reindex import DropReport, ReindexPlan, ReindexReport
-    from brain.app.startup import StartupReport
 
 #: ids listed in a line before "... (N more)"
 _SHOWN = 10
@@ -43,24 +43,29 @@ def _ids_line(label: str, ids: Sequence[str]) -> str | None:
     return f"  {label} ({len(ids)}): {shown}"
 
 
-def coverage_text(coverage: "Coverage") -> str:
+def coverage_text(coverage: Coverage) -> str:
     # "of N memories" reads as a share for every N, so the noun stays plural
-    return (f"{coverage.with_vectors} of {coverage.memories} memories ({coverage.ratio:.0%}) with {coverage.model} "
-            "vectors")
+    return (
+        f"{coverage.with_vectors} of {coverage.memories} memories ({coverage.ratio:.0%}) with {coverage.model} vectors"
+    )
 
 
-def ingest_text(report: "IngestReport") -> str:
+def ingest_text(report: IngestReport) -> str:
     verb = "would be " if report.dry_run else ""
     head = "Dry run, nothing written. " if report.dry_run else ""
-    files = f"{counted(report.files_read, 'file')} read, {report.files_new} new, {report.updated} changed, " \
-            f"{report.files_unchanged} unchanged"
+    files = (
+        f"{counted(report.files_read, 'file')} read, {report.files_new} new, {report.updated} changed, "
+        f"{report.files_unchanged} unchanged"
+    )
     if report.files_migrated:
         files += f", {report.files_migrated} {verb}migrated to stable names"
     if report.files_bad:
         files += f"; {counted(report.files_bad, 'bad file')}"
-    docs = (f"{counted(report.added, 'document')} {verb}added "
-            f"({report.embedded} {'to embed' if report.dry_run else 'embedded'}), {report.unchanged} unchanged, "
-            f"{report.removed} {verb}removed")
+    docs = (
+        f"{counted(report.added, 'document')} {verb}added "
+        f"({report.embedded} {'to embed' if report.dry_run else 'embedded'}), {report.unchanged} unchanged, "
+        f"{report.removed} {verb}removed"
+    )
     if report.migrated:
         docs += f", {report.migrated} {verb}re-keyed (vectors reused)"
     lines = [f"{head}{files}. {docs}."]
@@ -70,10 +75,14 @@ def ingest_text(report: "IngestReport") -> str:
         if len(report.skipped) > 10:
             lines.append(f"  ... and {len(report.skipped) - 10} more")
     if report.missing_files:
-        action = (("would be removed" if report.dry_run else "removed") if report.pruned
-                  else "kept; --prune removes them")
-        lines.append(f"{counted(len(report.missing_files), 'ingested file')} no longer present ({action}): "
-                     + ", ".join(report.missing_files[:10]) + (" ..." if len(report.missing_files) > 10 else ""))
+        action = (
+            ("would be removed" if report.dry_run else "removed") if report.pruned else "kept; --prune removes them"
+        )
+        lines.append(
+            f"{counted(len(report.missing_files), 'ingested file')} no longer present ({action}): "
+            + ", ".join(report.missing_files[:10])
+            + (" ..." if len(report.missing_files) > 10 else "")
+        )
     for kind, items in (("warning", report.warnings), ("error", report.errors)):
         if items:
             lines.append(f"{counted(len(items), kind)}:")
@@ -85,7 +94,7 @@ def ingest_text(report: "IngestReport") -> str:
     return "\n".join(lines)
 
 
-def forget_text(report: "ForgetReport") -> str:
+def forget_text(report: ForgetReport) -> str:
     lines = [f"forgot entity {report.entity!r}: {documents_in_words(report.deleted)}"]
     if report.scrubbed.get("resumed"):
         lines.append("finished a forget of this entity that was interrupted")
@@ -100,10 +109,12 @@ def forget_text(report: "ForgetReport") -> str:
     return "\n".join(lines)
 
 
-def consolidation_text(report: "ConsolidationReport") -> str:
+def consolidation_text(report: ConsolidationReport) -> str:
     verb = "would merge" if report.dry_run else "merged"
-    lines = [f"{counted(report.scanned, 'memory')} scanned (cosine > {report.threshold:g}): {verb} {report.removed} "
-             f"into {len(report.merges)}"]
+    lines = [
+        f"{counted(report.scanned, 'memory')} scanned (cosine > {report.threshold:g}): {verb} {report.removed} "
+        f"into {len(report.merges)}"
+    ]
     for m in report.merges:
         lines.append(f"  keep {m.kept_id} [{m.scope}] {m.kept_text!r}")
         for doc_id, text, sim in zip(m.merged_ids, m.merged_texts, m.similarities):
@@ -113,7 +124,7 @@ def consolidation_text(report: "ConsolidationReport") -> str:
     return "\n".join(lines)
 
 
-def formation_text(report: "FormationReport") -> str:
+def formation_text(report: FormationReport) -> str:
     """What a run of formation batches did: the facts, the tokens and model time, then each batch."""
     if not report.batches:
         return "no formation batch to run (none pending or failed; --again re-runs the done ones)"
@@ -125,8 +136,10 @@ def formation_text(report: "FormationReport") -> str:
         f"model: {report.prompt_tokens} prompt tokens, {report.eval_tokens} generated, {report.seconds:.1f} s",
     ]
     for batch in report.batches:
-        line = (f"  {batch.conversation_id} turns {batch.turn_range}: {batch.status}, "
-                f"{counted(batch.facts, 'fact')}, {counted(batch.attempts, 'attempt')}")
+        line = (
+            f"  {batch.conversation_id} turns {batch.turn_range}: {batch.status}, "
+            f"{counted(batch.facts, 'fact')}, {counted(batch.attempts, 'attempt')}"
+        )
         if batch.status != "done" and batch.error:
             line += f": {batch.error}"
         lines.append(line)
@@ -148,8 +161,10 @@ def _health_value(value: object) -> str:
 def formation_totals_line(totals: Mapping[str, Any]) -> str:
     """Formation batches by state, the facts they applied, and the model's tokens and time summed."""
     batches = ", ".join(f"{totals.get(state, 0)} {state}" for state in ("pending", "failed", "done"))
-    return (f"batches {batches}; {counted(totals.get('facts', 0), 'fact')}; {totals.get('prompt_tokens', 0)} prompt "
-            f"and {totals.get('eval_tokens', 0)} generated tokens in {totals.get('seconds', 0.0):.1f} s")
+    return (
+        f"batches {batches}; {counted(totals.get('facts', 0), 'fact')}; {totals.get('prompt_tokens', 0)} prompt "
+        f"and {totals.get('eval_tokens', 0)} generated tokens in {totals.get('seconds', 0.0):.1f} s"
+    )
 
 
 def formation_health_line(part: Mapping[str, Any]) -> str:
@@ -173,26 +188,34 @@ def health_text(report: Mapping[str, Any]) -> str:
         if name == "formation":
             lines.append(f"{name:<11} {formation_health_line(part)}")
             continue
-        fields = ", ".join(f"{key.replace('_', ' ')} {_health_value(value)}" for key, value in part.items()
-                           if not isinstance(value, Mapping))
+        fields = ", ".join(
+            f"{key.replace('_', ' ')} {_health_value(value)}"
+            for key, value in part.items()
+            if not isinstance(value, Mapping)
+        )
         lines.append(f"{name:<11} {fields}")
-        lines += [f"{'':<11}   {key.replace('_', ' ')}: " + ", ".join(
-                      f"{k.replace('_', ' ')} {_health_value(v)}" for k, v in value.items())
-                  for key, value in part.items() if isinstance(value, Mapping)]
+        lines += [
+            f"{'':<11}   {key.replace('_', ' ')}: "
+            + ", ".join(f"{k.replace('_', ' ')} {_health_value(v)}" for k, v in value.items())
+            for key, value in part.items()
+            if isinstance(value, Mapping)
+        ]
     return "\n".join(lines)
 
 
-def removal_text(report: "MemoryRemoval") -> str:
+def removal_text(report: MemoryRemoval) -> str:
     return "\n".join(f"removed {doc_id}" for doc_id in report.removed)
 
 
-def export_text(report: "ExportReport") -> str:
+def export_text(report: ExportReport) -> str:
     head = f"exported {counted(report.memories, 'memory')} to {report.memory_store}"
     if report.embeddings:
         head += f", {counted(report.embeddings_written, 'vector')} to {report.embeddings}"
     if report.conversations_dir:
-        head += (f", {counted(report.conversations, 'conversation')} ({counted(report.messages, 'message')}, "
-                 f"{counted(report.summaries, 'summary')}) to {report.conversations_dir}")
+        head += (
+            f", {counted(report.conversations, 'conversation')} ({counted(report.messages, 'message')}, "
+            f"{counted(report.summaries, 'summary')}) to {report.conversations_dir}"
+        )
     if report.parts_skipped:
         head += f"; {counted(report.parts_skipped, 'Xaibo chunk and vector row')} left out (parts, not memories)"
     lines = [f"{head} ({report.seconds:.1f} s)"]
@@ -203,59 +226,74 @@ def export_text(report: "ExportReport") -> str:
     return "\n".join(lines + [f"warning: {w}" for w in report.warnings])
 
 
-def import_text(report: "ImportReport") -> str:
+def import_text(report: ImportReport) -> str:
     vectors = f"{counted(report.vectors_reused, 'vector')} reused"
     if report.vectors_normalised:
         vectors += f" ({report.vectors_normalised} normalised to unit length)"
-    head = (f"imported {counted(report.memories, 'memory')}: {report.new} new, {report.updated} updated, {report.unchanged} "
-            f"unchanged; {vectors}, {report.vectors_embedded} embedded; {counted(report.conversations, 'conversation')}: "
-            f"{counted(report.turns, 'turn')}, {counted(report.summaries, 'summary')} ({report.conversation_new} new, "
-            f"{report.conversation_unchanged} unchanged) ({report.seconds:.1f} s)")
+    head = (
+        f"imported {counted(report.memories, 'memory')}: {report.new} new, {report.updated} updated, {report.unchanged} "
+        f"unchanged; {vectors}, {report.vectors_embedded} embedded; {counted(report.conversations, 'conversation')}: "
+        f"{counted(report.turns, 'turn')}, {counted(report.summaries, 'summary')} ({report.conversation_new} new, "
+        f"{report.conversation_unchanged} unchanged) ({report.seconds:.1f} s)"
+    )
     return "\n".join([head] + [f"warning: {w}" for w in report.warnings])
 
 
-def verify_text(report: "VerifyReport") -> str:
-    head = f"mirror verify: {report.checked} documents checked, " + (
-        "no differences" if report.ok else
-        f"{len(report.missing)} missing, {len(report.extra)} extra, {len(report.text)} with another text, "
-        f"{len(report.metadata)} with other metadata, {len(report.vectors)} with another or no vector"
-    ) + (f"; {len(report.foreign)} rows written by engram" if report.foreign else "")
+def verify_text(report: VerifyReport) -> str:
+    head = (
+        f"mirror verify: {report.checked} documents checked, "
+        + (
+            "no differences"
+            if report.ok
+            else f"{len(report.missing)} missing, {len(report.extra)} extra, {len(report.text)} with another text, "
+            f"{len(report.metadata)} with other metadata, {len(report.vectors)} with another or no vector"
+        )
+        + (f"; {len(report.foreign)} rows written by engram" if report.foreign else "")
+    )
     lines = [head] + [
-        line for line in (
+        line
+        for line in (
             _ids_line("missing in the mirror", report.missing),
             _ids_line("extra in the mirror", report.extra),
             _ids_line("text differs", report.text),
             _ids_line("metadata differs", report.metadata),
             _ids_line("vector differs", report.vectors),
-        ) if line
+        )
+        if line
     ]
     return "\n".join(lines)
 
 
-def backfill_text(report: "BackfillReport") -> str:
+def backfill_text(report: BackfillReport) -> str:
     return f"embedded {counted(report.embedded, 'document')}; {coverage_text(report.coverage)}"
 
 
-def plan_text(report: "ReindexPlan") -> str:
+def plan_text(report: ReindexPlan) -> str:
     resumed = f", resuming {report.collection} ({report.done} done)" if report.resumed else ""
-    return (f"re-index {report.live} ({report.from_embedder}) -> {report.collection} ({report.to_embedder}, "
-            f"{report.dimension}-d){resumed}: {report.documents} documents, {report.to_embed} to embed, "
-            f"{report.reused} vectors reused from the mirror")
+    return (
+        f"re-index {report.live} ({report.from_embedder}) -> {report.collection} ({report.to_embedder}, "
+        f"{report.dimension}-d){resumed}: {report.documents} documents, {report.to_embed} to embed, "
+        f"{report.reused} vectors reused from the mirror"
+    )
 
 
-def reindex_text(report: "ReindexReport") -> str:
-    return (f"{report.collection} ({report.embedder}) is live, {report.previous} kept for `brain reindex --rollback`: "
-            f"{report.documents} documents, {report.embedded} embedded, {report.reused} vectors reused from the mirror, "
-            f"{report.skipped} done before, {report.replayed} written meanwhile and copied again "
-            f"({report.seconds:.1f} s, {report.rate:.1f} documents/s)")
+def reindex_text(report: ReindexReport) -> str:
+    return (
+        f"{report.collection} ({report.embedder}) is live, {report.previous} kept for `brain reindex --rollback`: "
+        f"{report.documents} documents, {report.embedded} embedded, {report.reused} vectors reused from the mirror, "
+        f"{report.skipped} done before, {report.replayed} written meanwhile and copied again "
+        f"({report.seconds:.1f} s, {report.rate:.1f} documents/s)"
+    )
 
 
-def drop_text(report: "DropReport") -> str:
-    return (f"dropped {len(report.dropped)} collections ({', '.join(report.dropped) or 'none'}); kept "
-            f"{', '.join(report.kept)}; {report.mirror_vectors} mirror vectors of dropped models deleted")
+def drop_text(report: DropReport) -> str:
+    return (
+        f"dropped {len(report.dropped)} collections ({', '.join(report.dropped) or 'none'}); kept "
+        f"{', '.join(report.kept)}; {report.mirror_vectors} mirror vectors of dropped models deleted"
+    )
 
 
-def restore_text(report: "RestoreReport") -> str:
+def restore_text(report: RestoreReport) -> str:
     kinds = ", ".join(f"{n} {t}" for t, n in report.by_type.items())
     lines = [
         f"restore from mirror: {report.restored} documents{f' ({kinds})' if kinds else ''}, "
@@ -265,28 +303,36 @@ def restore_text(report: "RestoreReport") -> str:
     ]
     lines += [f"  skipped {doc_id!r}: {reason}" for doc_id, reason in report.skipped[:_SHOWN]]
     if report.bad_vectors:
-        lines.append(f"{len(report.bad_vectors)} stored vectors could not be read; those documents were "
-                     f"embedded again from their text:")
+        lines.append(
+            f"{len(report.bad_vectors)} stored vectors could not be read; those documents were "
+            f"embedded again from their text:"
+        )
         lines += [f"  {doc_id!r}: {reason}" for doc_id, reason in report.bad_vectors[:_SHOWN]]
     return "\n".join(lines)
 
 
-def recovery_text(report: "RecoveryReport") -> str:
+def recovery_text(report: RecoveryReport) -> str:
     lines = [restore_text(report.mirror)]
     if report.persona is not None:
         lines.append(f"persona: reloaded from {report.persona['path']} ({report.persona['sections']} sections)")
     if report.knowledge_base is not None:
         kb = report.knowledge_base
-        lines.append(f"faq: {kb['added']} documents ingested again from the knowledge base "
-                     f"({kb['files_read']} files, {len(kb['errors'])} errors)")
+        lines.append(
+            f"faq: {kb['added']} documents ingested again from the knowledge base "
+            f"({kb['files_read']} files, {len(kb['errors'])} errors)"
+        )
     lines += [f"not restored: {note}" for note in report.not_restored]
     return "\n".join(lines)
 
 
-def rebuild_text(report: "RebuildReport") -> str:
-    old = (f"the old file is kept as {report.moved_aside[0]}" if report.moved_aside
-           else "the old file, sound and all of it in the new one, was deleted" if report.old_deleted
-           else "there was no old file")
+def rebuild_text(report: RebuildReport) -> str:
+    old = (
+        f"the old file is kept as {report.moved_aside[0]}"
+        if report.moved_aside
+        else "the old file, sound and all of it in the new one, was deleted"
+        if report.old_deleted
+        else "there was no old file"
+    )
     lines = [
         f"mirror rebuilt at {report.path} from the store: {report.sync.added} documents with their stored vectors "
         f"(nothing embedded); {old}",
@@ -294,12 +340,14 @@ def rebuild_text(report: "RebuildReport") -> str:
     if report.foreign_copied:
         lines.append(f"{report.foreign_copied} rows engram wrote itself copied from the old file")
     if report.foreign_error:
-        lines.append(f"rows engram wrote itself, if it held any, could not be read from the old file "
-                     f"({report.foreign_error}); they stay in {report.moved_aside[0]}")
+        lines.append(
+            f"rows engram wrote itself, if it held any, could not be read from the old file "
+            f"({report.foreign_error}); they stay in {report.moved_aside[0]}"
+        )
     return "\n".join(lines)
 
 
-def migration_text(report: "MigrationReport") -> str:
+def migration_text(report: MigrationReport) -> str:
     head = (
         f"embedding protocol v{report.from_version or 1} -> v{report.to_version}: {report.migrated} embedding rows "
         f"migrated, {len(report.skipped)} skipped"
@@ -310,7 +358,7 @@ def migration_text(report: "MigrationReport") -> str:
     return "\n".join(lines)
 
 
-def startup_text(report: "StartupReport") -> str:
+def startup_text(report: StartupReport) -> str:
     stats = report.store.stats()
     lines = [
         f"store: {stats['backend']} ({stats['embedder']}, {stats['dimension']}-d), {counted(stats['documents'], 'document')}",

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from brain.config import Settings
     from brain.app.core import Brain
+    from brain.config import Settings
     from brain.store import Store
 
 
@@ -57,8 +57,14 @@ class BrainGroup(click.Group):
                 raise
             raise CommandFailed(one_line(str(exc))) from exc
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -133,8 +139,20 @@ class State:
 
 
 #: the commands that, while ``brain serve`` holds the data directory, go through its HTTP API (:mod:`brain.app.served`)
-THROUGH_THE_SERVER = frozenset({"memory list", "memory show", "memory add", "memory rm", "search", "turns", "stats",
-                                "persona show", "health", "memory extract"})
+THROUGH_THE_SERVER = frozenset(
+    {
+        "memory list",
+        "memory show",
+        "memory add",
+        "memory rm",
+        "search",
+        "turns",
+        "stats",
+        "persona show",
+        "health",
+        "memory extract",
+    }
+)
 
 
 def _command_name() -> str:
@@ -168,7 +186,7 @@ class TextType(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         if not isinstance(value, str) or not value.strip():
-            self.fail("is empty: give the text in quotes, e.g. \"Alice is vegetarian\"", param, ctx)
+            self.fail('is empty: give the text in quotes, e.g. "Alice is vegetarian"', param, ctx)
         return value
 
 
@@ -240,8 +258,9 @@ def confirm(question: str) -> None:
     line = stdin.readline() if stdin is not None else ""
     if not line:  # end of input: nobody can answer
         click.echo(err=True)
-        raise click.UsageError("no answer to the question (stdin is closed or empty): pass --yes to go ahead "
-                               "without being asked")
+        raise click.UsageError(
+            "no answer to the question (stdin is closed or empty): pass --yes to go ahead without being asked"
+        )
     if line.strip().lower() not in ("y", "yes"):
         raise CommandFailed("nothing was done (the answer was not yes)")
 
@@ -257,7 +276,10 @@ def _set_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
 def json_option(command: Callable) -> Callable:
     """``--json`` on a command, the same as ``brain --json <command>``."""
     return click.option(
-        "--json", is_flag=True, expose_value=False, callback=_set_json,
+        "--json",
+        is_flag=True,
+        expose_value=False,
+        callback=_set_json,
         help="Print one JSON document on stdout instead of text.",
     )(command)
 
@@ -289,8 +311,10 @@ def memory_line(doc: Any) -> str:
 
     m = doc.metadata
     tags = printable(",".join(m.get("tags") or [])) or "-"
-    return (f"{doc.id}  imp {m.get('importance')}  {m.get('scope')}  {status_of(m)}  tags {tags}  {m.get('timestamp')}"
-            f"  {short(doc.text)}")
+    return (
+        f"{doc.id}  imp {m.get('importance')}  {m.get('scope')}  {status_of(m)}  tags {tags}  {m.get('timestamp')}"
+        f"  {short(doc.text)}"
+    )
 
 
 def hit_line(hit: Any) -> str:

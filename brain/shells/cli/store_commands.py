@@ -13,20 +13,25 @@ from brain.shells.cli.shell import CommandFailed, DocTypeChoice, State, emit, js
 
 
 @cli.command()
-@click.option("--persona", "persona_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="The persona file (default: BRAIN_PERSONA_PATH, persona.md).")
+@click.option(
+    "--persona",
+    "persona_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The persona file (default: BRAIN_PERSONA_PATH, persona.md).",
+)
 @json_option
 @pass_state
 def init(state: State, persona_path: Path | None) -> None:
     """Create the store (or open it) and load the persona."""
-    from brain.shells.cli.reports import startup_text
     from brain.app.startup import startup
+    from brain.shells.cli.reports import startup_text
 
     report = startup(state.settings(), persona_path=persona_path)
     emit(state, report.to_dict(), lambda: startup_text(report))
 
 
 # ---- persona -------------------------------------------------------------------------------------
+
 
 @cli.group()
 def persona() -> None:
@@ -81,8 +86,11 @@ def _schema_text(info: dict[str, Any]) -> str:
     lines = [f"{info['document_type']}:"]
     for name, field in info["fields"].items():
         kind = field["type"] if isinstance(field["type"], str) else "|".join(field["type"]) or "-"
-        flag = "required" if field["required"] else (
-            f"default {json.dumps(field['default'])}" if "default" in field else "optional")
+        flag = (
+            "required"
+            if field["required"]
+            else (f"default {json.dumps(field['default'])}" if "default" in field else "optional")
+        )
         lines.append(f"  {name:<18} {kind:<16} {flag:<20} {field['description']}")
     return "\n".join(lines)
 
@@ -98,15 +106,21 @@ def stats(state: State) -> None:
     from brain.shells.cli.reports import formation_totals_line
 
     data = state.brain(create=False).stats()
-    emit(state, data, lambda: "\n".join(
-        [f"collection  {data['collection']} ({data['backend']})"
-         + (f", served by {data['live_collection']}" if data["live_collection"] != data["collection"] else ""),
-         f"embedder    {data['embedder']} ({data['dimension']}-d)",
-         f"documents   {data['documents']}"]
-        + [f"  {t:<9} {n}" for t, n in data["by_type"].items()]
-        + ([f"on disk     {_human_bytes(data['disk_bytes'])}"] if data["disk_bytes"] is not None else [])
-        + [f"formation   {formation_totals_line(data['formation'])}"]
-    ))
+    emit(
+        state,
+        data,
+        lambda: "\n".join(
+            [
+                f"collection  {data['collection']} ({data['backend']})"
+                + (f", served by {data['live_collection']}" if data["live_collection"] != data["collection"] else ""),
+                f"embedder    {data['embedder']} ({data['dimension']}-d)",
+                f"documents   {data['documents']}",
+            ]
+            + [f"  {t:<9} {n}" for t, n in data["by_type"].items()]
+            + ([f"on disk     {_human_bytes(data['disk_bytes'])}"] if data["disk_bytes"] is not None else [])
+            + [f"formation   {formation_totals_line(data['formation'])}"]
+        ),
+    )
 
 
 @cli.command()
@@ -132,15 +146,29 @@ def paths(state: State) -> None:
     """Where brain looks: the project, the env files, the data directory, the persona and the
     specialists file, each with where its value came from, and whether a store is there."""
     data = state.settings().describe_paths()
-    emit(state, data, lambda: "\n".join(
-        [f"project      {data['found']}",
-         "env files    " + (", ".join(f"{f['path']}{'' if f['exists'] else ' (absent)'}" for f in data["env_files"])
-                            or "none")]
-        + [f"{label:<12} {data[key]['path']}{'' if data[key]['exists'] else ' (absent)'}  from {data[key]['from']}"
-           for key, label in (("data_dir", "data dir"), ("persona_path", "persona"),
-                              ("specialists_path", "specialists"), ("mirror_file", "mirror"))]
-        + [f"store        {'a Chroma server: ' + data['chroma_url'] if data['chroma_url'] else ('yes' if data['store'] else 'none yet (brain init creates it)')}"]
-    ))
+    emit(
+        state,
+        data,
+        lambda: "\n".join(
+            [
+                f"project      {data['found']}",
+                "env files    "
+                + (", ".join(f"{f['path']}{'' if f['exists'] else ' (absent)'}" for f in data["env_files"]) or "none"),
+            ]
+            + [
+                f"{label:<12} {data[key]['path']}{'' if data[key]['exists'] else ' (absent)'}  from {data[key]['from']}"
+                for key, label in (
+                    ("data_dir", "data dir"),
+                    ("persona_path", "persona"),
+                    ("specialists_path", "specialists"),
+                    ("mirror_file", "mirror"),
+                )
+            ]
+            + [
+                f"store        {'a Chroma server: ' + data['chroma_url'] if data['chroma_url'] else ('yes' if data['store'] else 'none yet (brain init creates it)')}"
+            ]
+        ),
+    )
 
 
 def _human_bytes(n: int) -> str:

@@ -8,9 +8,9 @@ stderr; :func:`serve_http` on streamable HTTP behind brain's token rule (:mod:`b
 from __future__ import annotations
 
 from brain.app.core import Brain
+from brain.app.startup import prepare_to_serve
 from brain.shells.mcp.http import MCP_PATH, MountedMcp, http_app, listen_tokens, serve_http
 from brain.shells.mcp.server import create_server
-from brain.app.startup import prepare_to_serve
 
 
 def serve_stdio(brain: Brain, *, entity: str | None = None) -> None:
@@ -20,5 +20,4 @@ def serve_stdio(brain: Brain, *, entity: str | None = None) -> None:
     server.run("stdio")
 
 
-__all__ = ["MCP_PATH", "MountedMcp", "create_server", "http_app", "listen_tokens", "serve_http",
-           "serve_stdio"]
+__all__ = ["MCP_PATH", "MountedMcp", "create_server", "http_app", "listen_tokens", "serve_http", "serve_stdio"]

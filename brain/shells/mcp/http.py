@@ -11,12 +11,12 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 
-from brain.shells.web.middleware import Authenticate, BodyLimit
 from brain.access.tokens import TokenTable, check_listen_address
-from brain.config import Settings
 from brain.app.core import Brain
-from brain.shells.mcp.server import create_server, plain_logs_off_a_terminal
 from brain.app.startup import prepare_to_serve
+from brain.config import Settings
+from brain.shells.mcp.server import create_server, plain_logs_off_a_terminal
+from brain.shells.web.middleware import Authenticate, BodyLimit
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,9 @@ def streamable_app(server: MCPServer, host: str, path: str = MCP_PATH) -> Starle
     return server.streamable_http_app(streamable_http_path=path, host=host)
 
 
-def http_app(brain: Brain, *, tokens: TokenTable | None, host: str, entity: str | None = None,
-             max_body_bytes: int | None = None) -> Any:
+def http_app(
+    brain: Brain, *, tokens: TokenTable | None, host: str, entity: str | None = None, max_body_bytes: int | None = None
+) -> Any:
     """The standalone MCP app: brain's authentication and body limit around the SDK's streamable HTTP app."""
     app = streamable_app(create_server(brain, entity=entity), host)
     limit = max_body_bytes if max_body_bytes is not None else brain.settings.api_max_body_bytes
@@ -76,8 +77,13 @@ def serve_http(brain: Brain, *, tokens: TokenTable | None, host: str, port: int,
     check_listen_address(host, tokens)
     plain_logs_off_a_terminal()  # start-up's own lines (the persona, the mirror) are records too
     prepare_to_serve(brain)
-    log.info("MCP over streamable HTTP at http://%s:%d%s%s", host, port, MCP_PATH,
-             "" if tokens else " (loopback only, no token)")
+    log.info(
+        "MCP over streamable HTTP at http://%s:%d%s%s",
+        host,
+        port,
+        MCP_PATH,
+        "" if tokens else " (loopback only, no token)",
+    )
     uvicorn.run(http_app(brain, tokens=tokens, host=host, entity=entity), host=host, port=port, log_level="info")
 
 

@@ -23,13 +23,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
-from brain.model.version import __version__
 from brain.access.policy import ADMIN, Access, Caller
 from brain.app.core import Brain
-from brain.model.errors import BrainError, Forbidden, ValidationError
-from brain.shells.mcp.paging import Page, decode_cursor
 from brain.features.persona import current_persona
+from brain.model.errors import BrainError, Forbidden, ValidationError
 from brain.model.schemas import GLOBAL_SCOPE, MAX_K, get_all_schemas, schema_info
+from brain.model.version import __version__
+from brain.shells.mcp.paging import Page, decode_cursor
 from brain.store.memory_listing import status_of
 
 INSTRUCTIONS = """\
@@ -41,14 +41,20 @@ when one is withdrawn. Memories belong to an entity (a person) or are global; ea
 other tools take. `search_knowledge` answers from the knowledge base; `get_context` gives the whole \
 context brain would prompt a chat model with; `find_specialists` names the tool best suited to a request."""
 
-EntityArg = Annotated[str | None, Field(
-    description="The person (entity) the memory belongs to, e.g. 'alice'. Leave out for global memories, "
-                "or when this server is bound to one entity.")]
+EntityArg = Annotated[
+    str | None,
+    Field(
+        description="The person (entity) the memory belongs to, e.g. 'alice'. Leave out for global memories, "
+        "or when this server is bound to one entity."
+    ),
+]
 TagsArg = Annotated[list[str] | None, Field(description="Short labels, e.g. ['diet', 'health'].")]
 TagFilterArg = Annotated[list[str] | None, Field(description="Only memories with all of these tags.")]
 ImportanceArg = Annotated[int, Field(description="1 (trivia) to 5 (essential).")]
-ConversationArg = Annotated[str | None, Field(
-    description="The conversation's id, as record_exchange returned it; leave out to start a new one.")]
+ConversationArg = Annotated[
+    str | None,
+    Field(description="The conversation's id, as record_exchange returned it; leave out to start a new one."),
+]
 
 
 @contextmanager
@@ -70,8 +76,10 @@ def request_caller(ctx: Context | None, pinned: str | None) -> Caller:
     if caller.is_admin:
         return Caller(pinned, bound_by="server")
     if caller.entity != pinned:
-        raise Forbidden(f"this {caller.bound_by} is bound to entity {caller.entity!r} but the server serves "
-                        f"entity {pinned!r}: use a token for {pinned!r}, or a server started without --entity")
+        raise Forbidden(
+            f"this {caller.bound_by} is bound to entity {caller.entity!r} but the server serves "
+            f"entity {pinned!r}: use a token for {pinned!r}, or a server started without --entity"
+        )
     return caller
 
 
@@ -108,25 +116,35 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         importance: ImportanceArg = 3,
         tags: TagsArg = None,
         entity: EntityArg = None,
-        expires_at: Annotated[str | None, Field(description="ISO 8601 time at which the memory stops being "
-                                                            "recalled, e.g. for 'the exam is tomorrow'.")] = None,
+        expires_at: Annotated[
+            str | None,
+            Field(
+                description="ISO 8601 time at which the memory stops being recalled, e.g. for 'the exam is tomorrow'."
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Store a memory. The same text for the same entity updates the stored memory instead of adding one.
         Returns the stored memory with its id."""
         with _tool_errors():
-            return access(ctx, entity).create_memory(text, importance=importance, tags=tags, source="chat",
-                                                     expires_at=expires_at).to_dict()
+            return (
+                access(ctx, entity)
+                .create_memory(text, importance=importance, tags=tags, source="chat", expires_at=expires_at)
+                .to_dict()
+            )
 
     @server.tool()
     def recall(
         ctx: Context,
         query: Annotated[str, Field(description="What you want to know, in plain words.")],
-        k: Annotated[int | None, Field(description=f"How many memories at most, 1 to {MAX_K} "
-                                                   "(default: the server's setting).")] = None,
+        k: Annotated[
+            int | None, Field(description=f"How many memories at most, 1 to {MAX_K} (default: the server's setting).")
+        ] = None,
         entity: EntityArg = None,
         tags: TagFilterArg = None,
-        as_of: Annotated[str | None, Field(description="ISO 8601 time: recall what was held true then, memories "
-                                                       "superseded since included.")] = None,
+        as_of: Annotated[
+            str | None,
+            Field(description="ISO 8601 time: recall what was held true then, memories superseded since included."),
+        ] = None,
     ) -> dict[str, Any]:
         """The memories relevant to ``query``, best first, in the order the chat context shows them (none when
         nothing is relevant enough): the entity's own and global ones (without an entity, global ones only).
@@ -157,8 +175,10 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         ctx: Context,
         id: Annotated[str, Field(description="The id of the memory that no longer holds.")],
         text: Annotated[str, Field(description="What holds now, as one self-contained sentence.")],
-        kind: Annotated[Literal["update", "contradict"], Field(
-            description="update: the fact changed (moved to Berlin); contradict: the old memory was wrong.")] = "update",
+        kind: Annotated[
+            Literal["update", "contradict"],
+            Field(description="update: the fact changed (moved to Berlin); contradict: the old memory was wrong."),
+        ] = "update",
         at: Annotated[str | None, Field(description="ISO 8601 time of the change; now when left out.")] = None,
         entity: EntityArg = None,
     ) -> dict[str, Any]:
@@ -197,10 +217,12 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         entity: EntityArg = None,
         tags: TagFilterArg = None,
         limit: Annotated[int, Field(ge=1, le=MAX_K, description=f"Page size, 1 to {MAX_K}.")] = 100,
-        cursor: Annotated[str | None, Field(description="next_cursor of the previous page; leave out for the "
-                                                        "first page.")] = None,
-        history: Annotated[bool, Field(description="Also the memories no longer current (superseded, retracted, "
-                                                   "archived).")] = False,
+        cursor: Annotated[
+            str | None, Field(description="next_cursor of the previous page; leave out for the first page.")
+        ] = None,
+        history: Annotated[
+            bool, Field(description="Also the memories no longer current (superseded, retracted, archived).")
+        ] = False,
     ) -> dict[str, Any]:
         """The memories for an entity: its own and the global ones, each with its scope ('global': shared by
         every entity, not the entity's own; `forget` with the entity refuses those) and its status. Without an
@@ -211,16 +233,20 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
             acting = access(ctx, entity)
             docs = acting.list_memories(tags=tags, limit=limit + 1, offset=offset, history=history)
             page = Page.of(docs, offset, limit)
-            return {"entity": acting.entity, "memories": [_scoped(d.to_dict()) for d in page.items],
-                    "next_cursor": page.next_cursor}
+            return {
+                "entity": acting.entity,
+                "memories": [_scoped(d.to_dict()) for d in page.items],
+                "next_cursor": page.next_cursor,
+            }
 
     # ---- knowledge, chat and specialists ---------------------------------------------------------------
     @server.tool()
     def search_knowledge(
         ctx: Context,
         query: Annotated[str, Field(description="The question, in plain words.")],
-        k: Annotated[int | None, Field(description=f"How many entries at most, 1 to {MAX_K} "
-                                                   "(default: the server's setting).")] = None,
+        k: Annotated[
+            int | None, Field(description=f"How many entries at most, 1 to {MAX_K} (default: the server's setting).")
+        ] = None,
         topic: Annotated[str | None, Field(description="Only entries of this topic.")] = None,
         entity: EntityArg = None,
     ) -> dict[str, Any]:
@@ -249,20 +275,38 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         assistant_text: Annotated[str, Field(description="What the assistant answered.")],
         conversation_id: ConversationArg = None,
         entity: EntityArg = None,
-        user_name: Annotated[str | None, Field(description="Who the user is, as the turns should name them "
-                                                           "(default: the entity's name).")] = None,
-        assistant_name: Annotated[str | None, Field(description="The assistant's name (default: the "
-                                                                "persona's).")] = None,
-        idempotency_key: Annotated[str | None, Field(description=(
-            "Makes a retry safe: the same exchange sent again with this key returns the first answer and "
-            "stores nothing (1 to 255 printable ASCII characters, e.g. a UUID)."))] = None,
+        user_name: Annotated[
+            str | None,
+            Field(description="Who the user is, as the turns should name them (default: the entity's name)."),
+        ] = None,
+        assistant_name: Annotated[
+            str | None, Field(description="The assistant's name (default: the persona's).")
+        ] = None,
+        idempotency_key: Annotated[
+            str | None,
+            Field(
+                description=(
+                    "Makes a retry safe: the same exchange sent again with this key returns the first answer and "
+                    "stores nothing (1 to 255 printable ASCII characters, e.g. a UUID)."
+                )
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Append one user/assistant exchange to a conversation (a new one without ``conversation_id``).
         Returns the conversation's id and the turns' ids and positions."""
         with _tool_errors():
-            return access(ctx, entity).record_exchange(conversation_id, user_text, assistant_text, user_name=user_name,
-                                                       assistant_name=assistant_name,
-                                                       idempotency_key=idempotency_key).to_dict()
+            return (
+                access(ctx, entity)
+                .record_exchange(
+                    conversation_id,
+                    user_text,
+                    assistant_text,
+                    user_name=user_name,
+                    assistant_name=assistant_name,
+                    idempotency_key=idempotency_key,
+                )
+                .to_dict()
+            )
 
     @server.tool()
     def extract_memories(
@@ -286,29 +330,44 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         the right one), each with its band (strong, good, possible, weak) and the score the confidence is
         learned from: ask the user to clarify when the best is weak."""
         with _tool_errors():
-            return {"request": request, "results": [m.to_dict() for m in brain.specialists.find_specialists(request, k)]}
+            return {
+                "request": request,
+                "results": [m.to_dict() for m in brain.specialists.find_specialists(request, k)],
+            }
 
     # ---- resources ---------------------------------------------------------------------------------
-    @server.resource("brain://persona", name="persona", mime_type="text/markdown",
-                     description="The assistant's current persona, section by section.")
+    @server.resource(
+        "brain://persona",
+        name="persona",
+        mime_type="text/markdown",
+        description="The assistant's current persona, section by section.",
+    )
     def persona() -> str:
         # a static resource gets no request context: the persona as the pinned entity sees it, else the
         # global one (never a section of another scope)
         sections = current_persona(brain.store, entity)
-        return "\n\n".join(f"## {d.metadata['heading']}\n\n{d.text}" if d.metadata.get("heading") else d.text
-                           for d in sections)
+        return "\n\n".join(
+            f"## {d.metadata['heading']}\n\n{d.text}" if d.metadata.get("heading") else d.text for d in sections
+        )
 
-    @server.resource("brain://schema/{doc_type}", name="schema", mime_type="application/json",
-                     description="The metadata schema of one document type: "
-                                 + ", ".join(get_all_schemas()) + ".")
+    @server.resource(
+        "brain://schema/{doc_type}",
+        name="schema",
+        mime_type="application/json",
+        description="The metadata schema of one document type: " + ", ".join(get_all_schemas()) + ".",
+    )
     def schema(doc_type: str) -> str:
         try:
             return json.dumps(schema_info(doc_type), indent=2)
         except BrainError as exc:
             raise ResourceError(str(exc)) from exc
 
-    @server.resource("brain://conversations/{conversation_id}", name="conversation", mime_type="application/json",
-                     description="A conversation's turns in order (of the entity this server serves, if bound).")
+    @server.resource(
+        "brain://conversations/{conversation_id}",
+        name="conversation",
+        mime_type="application/json",
+        description="A conversation's turns in order (of the entity this server serves, if bound).",
+    )
     def conversation(conversation_id: str, ctx: Context) -> str:
         try:
             found, turns = access(ctx, None).conversation_turns(conversation_id)
@@ -321,8 +380,12 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
 
 def _scoped(item: dict[str, Any]) -> dict[str, Any]:
     """A memory as a tool returns it: its scope beside its id, where a model reading a list sees it."""
-    return {"id": item["id"], "scope": item["metadata"].get("scope", GLOBAL_SCOPE),
-            "status": status_of(item["metadata"]), **item}
+    return {
+        "id": item["id"],
+        "scope": item["metadata"].get("scope", GLOBAL_SCOPE),
+        "status": status_of(item["metadata"]),
+        **item,
+    }
 
 
 def _one_or_many(one: str | None, many: list[str] | None) -> list[str]:

@@ -15,8 +15,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from brain.model.errors import (
     BrainError,
-    Conflict,
     ConfigError,
+    Conflict,
     DiskSpaceLow,
     EmbedderError,
     Forbidden,
@@ -30,9 +30,13 @@ from brain.model.errors import (
 ONE_DOC, DOC_BATCH = "one-document", "document-batch"  # the API's body union tags: never field names
 
 
-
-def error_response(status: int, kind: str, message: str, problems: list[dict[str, Any]] | None = None,
-           headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int,
+    kind: str,
+    message: str,
+    problems: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     body: dict[str, Any] = {"error": kind, "message": message}
     if problems:
         body["problems"] = problems
@@ -44,8 +48,11 @@ _short.maxstring, _short.maxother, _short.maxlevel, _short.maxlist, _short.maxdi
 
 
 def _field_of(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc[1:] if p not in (ONE_DOC, DOC_BATCH)) if loc[:1] in (
-        ("body",), ("query",), ("path",)) else ".".join(str(p) for p in loc)
+    return (
+        ".".join(str(p) for p in loc[1:] if p not in (ONE_DOC, DOC_BATCH))
+        if loc[:1] in (("body",), ("query",), ("path",))
+        else ".".join(str(p) for p in loc)
+    )
 
 
 def _problem(err: dict[str, Any]) -> Problem:
@@ -63,8 +70,11 @@ def _problem(err: dict[str, Any]) -> Problem:
     elif kind == "extra_forbidden":
         message = f"{field} is not a field of this request"
     elif kind in ("model_attributes_type", "model_type", "dict_type"):
-        message = (f"{field} must be a JSON object sent with 'Content-Type: application/json'"
-                   if isinstance(err.get("input"), (bytes, bytearray)) else f"{field} must be a JSON object, got {got}")
+        message = (
+            f"{field} must be a JSON object sent with 'Content-Type: application/json'"
+            if isinstance(err.get("input"), (bytes, bytearray))
+            else f"{field} must be a JSON object, got {got}"
+        )
     elif kind == "literal_error":
         message = f"{field} must be one of {ctx.get('expected')}, got {got}"
     elif kind in ("int_type", "int_parsing", "int_from_float"):
@@ -95,8 +105,14 @@ _BRAIN_ERRORS: dict[type[BrainError], tuple[int, str]] = {
     ConfigError: (503, "not_configured"),
     BrainError: (400, "bad_request"),
 }
-_HTTP_KINDS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 413: "too_large"}
+_HTTP_KINDS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+}
 
 
 def _status_handler(status: int, kind: str):
@@ -111,8 +127,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = [_problem(err) for err in exc.errors()]
         # a request's problems are located by their field path alone (it holds any batch index): no item
-        return error_response(422, "validation_error", joined(problems),
-                      [{"field": p.field, "message": p.message} for p in problems])
+        return error_response(
+            422, "validation_error", joined(problems), [{"field": p.field, "message": p.message} for p in problems]
+        )
 
     @app.exception_handler(ValidationError)
     async def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
@@ -130,7 +147,9 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = getattr(exc, "headers", None)
         if exc.status_code == 405:  # Starlette names the methods of one route; a path may have several
             headers = {**(headers or {}), "Allow": ", ".join(_methods_of(request.app, request.url.path))}
-        return error_response(exc.status_code, _HTTP_KINDS.get(exc.status_code, "error"), str(exc.detail), headers=headers)
+        return error_response(
+            exc.status_code, _HTTP_KINDS.get(exc.status_code, "error"), str(exc.detail), headers=headers
+        )
 
 
 def _methods_of(app: FastAPI, path: str) -> list[str]:

@@ -7,8 +7,8 @@ import ipaddress
 from typing import Any
 
 from brain.access.policy import Caller
-from brain.shells.web.error_responses import error_response
 from brain.access.tokens import TokenTable
+from brain.shells.web.error_responses import error_response
 
 #: the memory browser's page and its assets (served by the API, :mod:`brain.shells.api.routes.ui`)
 UI_PATH = "/ui"
@@ -54,8 +54,10 @@ class Authenticate:
             return
         if self.tokens is None:
             caller = Caller() if _local_client(scope) else None
-            reason = ("this server has no token configured and answers loopback clients only: set "
-                      "BRAIN_API_TOKEN or BRAIN_API_TOKENS_FILE")
+            reason = (
+                "this server has no token configured and answers loopback clients only: set "
+                "BRAIN_API_TOKEN or BRAIN_API_TOKENS_FILE"
+            )
         else:
             header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
             caller = self.tokens.identify(header)
@@ -115,6 +117,7 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
-        response = error_response(413, "too_large",
-                          f"request body is larger than {self.limit} bytes (BRAIN_API_MAX_BODY_BYTES)")
+        response = error_response(
+            413, "too_large", f"request body is larger than {self.limit} bytes (BRAIN_API_MAX_BODY_BYTES)"
+        )
         await response(scope, receive, send)

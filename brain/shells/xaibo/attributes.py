@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from brain.model.errors import Problem, ValidationError, joined
-from brain.shells.xaibo.keys import ATTR_PREFIX, JSON_PREFIX, MAPPED_FIELDS, MAPPED_KEY, written_by_xaibo
 from brain.model.schemas import GLOBAL_SCOPE, check_conversation_id, entity_scope, metadata_value_problem
+from brain.shells.xaibo.keys import ATTR_PREFIX, JSON_PREFIX, MAPPED_FIELDS, MAPPED_KEY, written_by_xaibo
 
 
 @dataclass
@@ -63,8 +63,11 @@ def encode_attributes(attributes: Any, scope: str = GLOBAL_SCOPE) -> Encoded:
     problems: list[Problem] = []
     for key, value in attributes.items():
         if not isinstance(key, str) or not key or key.startswith("$"):
-            problems.append(Problem(f"attributes.{key}",
-                                    f"attribute names must be non-empty strings not starting with '$', got {key!r}"))
+            problems.append(
+                Problem(
+                    f"attributes.{key}", f"attribute names must be non-empty strings not starting with '$', got {key!r}"
+                )
+            )
             continue
         if key in MAPPED_FIELDS:
             ok, stored = _mapped_value(key, value, scope)
@@ -78,9 +81,13 @@ def encode_attributes(attributes: Any, scope: str = GLOBAL_SCOPE) -> Encoded:
         try:
             extras[JSON_PREFIX + key] = json.dumps(value, allow_nan=False, ensure_ascii=False)
         except (TypeError, ValueError) as exc:
-            problems.append(Problem(f"attributes.{key}",
-                                    f"attribute {key!r} must be JSON data (strings, numbers, booleans, null, "
-                                    f"lists, objects), got {type(value).__name__} ({exc})"))
+            problems.append(
+                Problem(
+                    f"attributes.{key}",
+                    f"attribute {key!r} must be JSON data (strings, numbers, booleans, null, "
+                    f"lists, objects), got {type(value).__name__} ({exc})",
+                )
+            )
     if problems:
         raise ValidationError(joined(problems) + " (nothing was written)", problems)
     if mapped:
@@ -105,11 +112,10 @@ def decode_attributes(metadata: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = metadata[key]
     for key, value in metadata.items():
         if key.startswith(ATTR_PREFIX):
-            out[key[len(ATTR_PREFIX):]] = value
+            out[key[len(ATTR_PREFIX) :]] = value
         elif key.startswith(JSON_PREFIX):
             try:
-                out[key[len(JSON_PREFIX):]] = json.loads(value)
+                out[key[len(JSON_PREFIX) :]] = json.loads(value)
             except (TypeError, ValueError):  # edited by hand into something that is not JSON: as stored
-                out[key[len(JSON_PREFIX):]] = value
+                out[key[len(JSON_PREFIX) :]] = value
     return out
-

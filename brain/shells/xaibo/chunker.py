@@ -9,8 +9,8 @@ No ``from __future__ import annotations`` here: Xaibo resolves a module's depend
 import asyncio
 from typing import List, Optional
 
-from brain.rules.chunking import TokenChunker
 from brain.model.errors import ConfigError, ValidationError
+from brain.rules.chunking import TokenChunker
 from brain.shells.xaibo.protocol_types import ChunkingProtocol
 from brain.shells.xaibo.shared import own_config, settings_from_config
 
@@ -54,4 +54,3 @@ class BrainChunker(ChunkingProtocol):
         if not isinstance(text, str):
             raise ValidationError(f"text must be a string, got {type(text).__name__}")
         return await asyncio.to_thread(self.chunker.chunk, text)
-

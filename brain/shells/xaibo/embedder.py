@@ -60,4 +60,3 @@ class BrainEmbedder(EmbeddingProtocol):
             f"Give {argument} to an EmbeddingProtocol module that embeds {modality}, or describe the {modality} "
             f"in text and use text_to_embedding"
         )
-

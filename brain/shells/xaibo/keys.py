@@ -35,5 +35,18 @@ def written_by_xaibo(metadata: Mapping[str, Any]) -> bool:
     return REVISION_KEY in metadata or INDEX_KEY in metadata
 
 
-__all__ = ["ATTR_PREFIX", "CHUNKS_KEY", "INDEX_KEY", "JSON_PREFIX", "MAPPED_FIELDS", "MAPPED_KEY", "MODEL_FIELDS",
-           "PART_OF_KEY", "REPLACE", "REVISION_KEY", "TEXT_ATTRIBUTES", "vector_index_part_of", "written_by_xaibo"]
+__all__ = [
+    "ATTR_PREFIX",
+    "CHUNKS_KEY",
+    "INDEX_KEY",
+    "JSON_PREFIX",
+    "MAPPED_FIELDS",
+    "MAPPED_KEY",
+    "MODEL_FIELDS",
+    "PART_OF_KEY",
+    "REPLACE",
+    "REVISION_KEY",
+    "TEXT_ATTRIBUTES",
+    "vector_index_part_of",
+    "written_by_xaibo",
+]

@@ -16,6 +16,8 @@ from typing import Any, List, Optional
 from brain.model.errors import ConfigError, ValidationError
 from brain.model.ids import derived_id
 from brain.model.ids import memory_id as derived_memory_id
+from brain.model.schemas import GLOBAL_SCOPE, XAIBO_INDEX_PREFIX, DocType, check_k
+from brain.rules.memories import is_part, merged_importance, merged_tags
 from brain.shells.xaibo.attributes import Encoded, decode_attributes, encode_attributes
 from brain.shells.xaibo.chunker import BrainChunker
 from brain.shells.xaibo.keys import (
@@ -29,9 +31,7 @@ from brain.shells.xaibo.keys import (
 )
 from brain.shells.xaibo.protocol_types import MemoryProtocol, MemorySearchResult
 from brain.shells.xaibo.shared import check_text, resolve_store, scopes_for, unit_score
-from brain.rules.memories import is_part, merged_importance, merged_tags
 from brain.store import SIMILARITY_ONLY
-from brain.model.schemas import GLOBAL_SCOPE, XAIBO_INDEX_PREFIX, DocType, check_k
 
 _write_lock = threading.RLock()  # BrainMemory's read-modify-write sequences, across instances
 
@@ -129,8 +129,14 @@ class BrainMemory(MemoryProtocol):
             meta = index.metadata(mid)
             if meta is None or mid not in texts:  # deleted meanwhile
                 continue
-            results.append(MemorySearchResult(memory_id=mid, content=texts[mid], similarity_score=unit_score(similarity),
-                                              attributes=decode_attributes(meta)))
+            results.append(
+                MemorySearchResult(
+                    memory_id=mid,
+                    content=texts[mid],
+                    similarity_score=unit_score(similarity),
+                    attributes=decode_attributes(meta),
+                )
+            )
         return results
 
     # -- writes --------------------------------------------------------------------------------------
@@ -167,7 +173,9 @@ class BrainMemory(MemoryProtocol):
         patch = dict(attributes or {})
         replace = patch.pop(REPLACE, False)
         if not isinstance(replace, bool):
-            raise ValidationError(f"attributes[{REPLACE!r}] must be true or false, got {replace!r} (nothing was written)")
+            raise ValidationError(
+                f"attributes[{REPLACE!r}] must be true or false, got {replace!r} (nothing was written)"
+            )
         # validate what is given now, so a bad attribute fails before the old memory is read
         encode_attributes({k: v for k, v in patch.items() if v is not None}, self.scope)
         return await asyncio.to_thread(self._update, memory_id, text, patch, replace)
@@ -209,17 +217,28 @@ class BrainMemory(MemoryProtocol):
 
     def _head_doc(self, memory_id: str, text: str, encoded: Encoded, revision: str, chunks: int) -> dict[str, Any]:
         return {
-            "id": memory_id, "text": text, "type": DocType.MEMORY.value, "scope": self.scope, "source": self.source,
-            **encoded.fields, **encoded.extras, **self._markers(memory_id, revision, 0), CHUNKS_KEY: max(1, chunks),
+            "id": memory_id,
+            "text": text,
+            "type": DocType.MEMORY.value,
+            "scope": self.scope,
+            "source": self.source,
+            **encoded.fields,
+            **encoded.extras,
+            **self._markers(memory_id, revision, 0),
+            CHUNKS_KEY: max(1, chunks),
         }
 
     def _chunk_docs(self, memory_id: str, chunks: list[str], fields: dict[str, Any], revision: str) -> list[dict]:
         """Continuation chunks 2..n: their own memory documents, with the head's fields."""
         return [
             {
-                "id": derived_id("xaibo-chunk", memory_id, revision, str(i)), "text": chunk,
-                "type": DocType.MEMORY.value, "scope": self.scope, "source": self.source,
-                **fields, **self._markers(memory_id, revision, i),
+                "id": derived_id("xaibo-chunk", memory_id, revision, str(i)),
+                "text": chunk,
+                "type": DocType.MEMORY.value,
+                "scope": self.scope,
+                "source": self.source,
+                **fields,
+                **self._markers(memory_id, revision, i),
             }
             for i, chunk in enumerate(chunks[1:], start=1)
         ]
@@ -249,16 +268,27 @@ class BrainMemory(MemoryProtocol):
             self.store.upsert_docs(new_chunks)
         # the head: extra metadata that is not ours (e.g. created_at, last_used, pam_*) is kept
         foreign = {k: v for k, v in old.metadata.items() if k not in MODEL_FIELDS and not k.startswith("xaibo.")}
-        metadata = {**foreign, **encoded.extras, **self._markers(memory_id, revision, 0), CHUNKS_KEY: max(1, len(chunks))}
+        metadata = {
+            **foreign,
+            **encoded.extras,
+            **self._markers(memory_id, revision, 0),
+            CHUNKS_KEY: max(1, len(chunks)),
+        }
         for key in ("entity", "conversation_id"):
             if key in fields:
                 metadata[key] = fields[key]
         self.store.update_memory(
-            memory_id, text, importance=fields.get("importance"), tags=fields.get("tags"),
-            metadata=metadata, replace_metadata=True,
+            memory_id,
+            text,
+            importance=fields.get("importance"),
+            tags=fields.get("tags"),
+            metadata=metadata,
+            replace_metadata=True,
         )
-        stale = [d.id for d in self.store.get(where={PART_OF_KEY: memory_id}, type=DocType.MEMORY)
-                 if d.metadata.get(REVISION_KEY) != revision]
+        stale = [
+            d.id
+            for d in self.store.get(where={PART_OF_KEY: memory_id}, type=DocType.MEMORY)
+            if d.metadata.get(REVISION_KEY) != revision
+        ]
         if stale:
             self.store.delete(stale)
-

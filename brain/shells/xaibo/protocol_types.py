@@ -46,5 +46,12 @@ except ImportError:  # brain without the xaibo extra: the same shapes, no framew
         pass
 
 
-__all__ = ["XAIBO_AVAILABLE", "ChunkingProtocol", "EmbeddingProtocol", "MemoryProtocol", "MemorySearchResult",
-           "VectorIndexProtocol", "VectorSearchResult"]
+__all__ = [
+    "XAIBO_AVAILABLE",
+    "ChunkingProtocol",
+    "EmbeddingProtocol",
+    "MemoryProtocol",
+    "MemorySearchResult",
+    "VectorIndexProtocol",
+    "VectorSearchResult",
+]

@@ -9,14 +9,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from brain.config import Settings
 from brain.app.core import Brain
 from brain.app.core import open as open_brain
-from brain.providers.embeddings import get_embedder
+from brain.config import Settings
 from brain.model.errors import ConfigError, ValidationError
+from brain.model.schemas import GLOBAL_SCOPE, entity_scope
+from brain.providers.embeddings import get_embedder
 from brain.rules.memories import visible_scopes
 from brain.store import Store
-from brain.model.schemas import GLOBAL_SCOPE, entity_scope
 
 
 def settings_from_config(config: Any, own_keys: Sequence[str], module: str) -> tuple[Settings, dict[str, Any]]:
@@ -157,4 +157,3 @@ def shared_embedder(settings: Settings):
         if key not in _embedders:
             _embedders[key] = get_embedder(settings)
         return _embedders[key]
-

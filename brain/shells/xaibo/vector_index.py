@@ -14,12 +14,12 @@ import numpy as np
 
 from brain.model.errors import ConfigError, Problem, ValidationError, joined
 from brain.model.ids import new_id
+from brain.model.schemas import DocType, check_k
 from brain.shells.xaibo.attributes import decode_attributes, encode_attributes
 from brain.shells.xaibo.keys import INDEX_KEY, PART_OF_KEY, TEXT_ATTRIBUTES, vector_index_part_of
 from brain.shells.xaibo.protocol_types import VectorIndexProtocol, VectorSearchResult
 from brain.shells.xaibo.shared import resolve_store, scopes_for, unit_score
 from brain.store import SIMILARITY_ONLY
-from brain.model.schemas import DocType, check_k
 
 
 class BrainVectorIndex(VectorIndexProtocol):
@@ -57,8 +57,10 @@ class BrainVectorIndex(VectorIndexProtocol):
         if vec.ndim != 1:
             return None, f"{what} must be one-dimensional, got shape {vec.shape}"
         if vec.shape[0] != self.dimension:
-            return None, (f"{what} has {vec.shape[0]} dimensions but this collection stores {self.dimension}-d "
-                          f"vectors ({self.store.embedder.name}); embed with the same model")
+            return None, (
+                f"{what} has {vec.shape[0]} dimensions but this collection stores {self.dimension}-d "
+                f"vectors ({self.store.embedder.name}); embed with the same model"
+            )
         if not np.isfinite(vec).all():
             return None, f"{what} contains NaN or infinite values"
         if not np.any(vec):
@@ -74,7 +76,9 @@ class BrainVectorIndex(VectorIndexProtocol):
         if isinstance(vectors, np.ndarray):
             vectors = list(vectors) if vectors.ndim == 2 else [vectors]
         if not isinstance(vectors, Sequence) or isinstance(vectors, (str, bytes)):
-            raise ValidationError(f"vectors must be a list of arrays, got {type(vectors).__name__} (nothing was written)")
+            raise ValidationError(
+                f"vectors must be a list of arrays, got {type(vectors).__name__} (nothing was written)"
+            )
         if attributes is None:
             attributes = [None] * len(vectors)
         if not isinstance(attributes, Sequence) or isinstance(attributes, (str, bytes, Mapping)):
@@ -99,19 +103,22 @@ class BrainVectorIndex(VectorIndexProtocol):
             if problem:
                 continue
             doc_id = new_id()
-            text = next((attrs[k] for k in TEXT_ATTRIBUTES if isinstance((attrs or {}).get(k), str)
-                         and attrs[k].strip()), None)
-            docs.append({
-                "id": doc_id,
-                "text": text or f"(vector {doc_id} of Xaibo index {self.index!r}; no text attribute)",
-                "type": DocType.MEMORY.value,
-                "scope": self.scope,
-                "embedding": vec,
-                **encoded.fields,
-                **encoded.extras,
-                PART_OF_KEY: vector_index_part_of(self.index),
-                INDEX_KEY: self.index,
-            })
+            text = next(
+                (attrs[k] for k in TEXT_ATTRIBUTES if isinstance((attrs or {}).get(k), str) and attrs[k].strip()), None
+            )
+            docs.append(
+                {
+                    "id": doc_id,
+                    "text": text or f"(vector {doc_id} of Xaibo index {self.index!r}; no text attribute)",
+                    "type": DocType.MEMORY.value,
+                    "scope": self.scope,
+                    "embedding": vec,
+                    **encoded.fields,
+                    **encoded.extras,
+                    PART_OF_KEY: vector_index_part_of(self.index),
+                    INDEX_KEY: self.index,
+                }
+            )
         if problems:
             raise ValidationError(joined(problems) + " (nothing was written)", problems)
         return docs
@@ -125,12 +132,17 @@ class BrainVectorIndex(VectorIndexProtocol):
 
     def _search(self, vec: np.ndarray, k: int) -> List[VectorSearchResult]:
         hits = self.store.memory_index().search(
-            vec, k, SIMILARITY_ONLY, 0.0, scopes=[self.scope], rows="parts",
-            equals={PART_OF_KEY: vector_index_part_of(self.index)}
+            vec,
+            k,
+            SIMILARITY_ONLY,
+            0.0,
+            scopes=[self.scope],
+            rows="parts",
+            equals={PART_OF_KEY: vector_index_part_of(self.index)},
         )
         return [
-            VectorSearchResult(vector_id=h.id, similarity_score=unit_score(h.similarity),
-                               attributes=decode_attributes(h.metadata))
+            VectorSearchResult(
+                vector_id=h.id, similarity_score=unit_score(h.similarity), attributes=decode_attributes(h.metadata)
+            )
             for h in hits
         ]
-

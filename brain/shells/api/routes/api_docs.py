@@ -28,9 +28,12 @@ def add_routes(app: FastAPI) -> None:
 
     @app.get(DOCS_PATH, include_in_schema=False)
     def swagger_ui() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} {app.version}",
-                                   swagger_js_url=f"{ASSETS_PREFIX}/swagger-ui-bundle.js",
-                                   swagger_css_url=f"{ASSETS_PREFIX}/swagger-ui.css",
-                                   swagger_favicon_url=f"{ASSETS_PREFIX}/favicon.png")
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} {app.version}",
+            swagger_js_url=f"{ASSETS_PREFIX}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS_PREFIX}/swagger-ui.css",
+            swagger_favicon_url=f"{ASSETS_PREFIX}/favicon.png",
+        )
 
     app.mount(ASSETS_PREFIX, StaticFiles(directory=assets_dir()), name="docs-assets")

@@ -7,35 +7,55 @@ from typing import Any
 
 from fastapi import FastAPI, Query, Request
 
+from brain.app.browse import knowledge_by_file, persona_sections
 from brain.shells.api.browse_models import ConversationList, EntityPath, ForgetOut, KnowledgeOut, PersonaOut
 from brain.shells.api.models import MAX_OFFSET, EntityQuery, documented_responses
 from brain.shells.api.read_your_writes import with_sequence
 from brain.shells.api.request_context import access_of, brain_of
-from brain.app.browse import knowledge_by_file, persona_sections
 
 
 def add_routes(app: FastAPI) -> None:
-    @app.get("/v1/conversations", tags=["chat"], operation_id="list_conversations",
-             responses=documented_responses(400, 403, 422, 503, ok=(200, ConversationList)))
-    def list_conversations(request: Request, entity: EntityQuery = None, limit: int = Query(50, ge=1, le=1000),
-                           offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Any:
+    @app.get(
+        "/v1/conversations",
+        tags=["chat"],
+        operation_id="list_conversations",
+        responses=documented_responses(400, 403, 422, 503, ok=(200, ConversationList)),
+    )
+    def list_conversations(
+        request: Request,
+        entity: EntityQuery = None,
+        limit: int = Query(50, ge=1, le=1000),
+        offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    ) -> Any:
         found = access_of(request, entity).list_conversations(limit=limit, offset=offset)
         return {"conversations": [c.to_dict() for c in found], "limit": limit, "offset": offset}
 
-    @app.get("/v1/knowledge", tags=["knowledge"], operation_id="knowledge",
-             responses=documented_responses(403, 422, 503, ok=(200, KnowledgeOut)))
+    @app.get(
+        "/v1/knowledge",
+        tags=["knowledge"],
+        operation_id="knowledge",
+        responses=documented_responses(403, 422, 503, ok=(200, KnowledgeOut)),
+    )
     def knowledge(request: Request, entity: EntityQuery = None) -> Any:
         acting = access_of(request, entity).entity
         return {"files": knowledge_by_file(brain_of(request).store, acting=acting)}
 
-    @app.get("/v1/persona", tags=["knowledge"], operation_id="persona",
-             responses=documented_responses(403, 422, 503, ok=(200, PersonaOut)))
+    @app.get(
+        "/v1/persona",
+        tags=["knowledge"],
+        operation_id="persona",
+        responses=documented_responses(403, 422, 503, ok=(200, PersonaOut)),
+    )
     def persona(request: Request, entity: EntityQuery = None) -> Any:
         acting = access_of(request, entity).entity
         return persona_sections(brain_of(request).store, acting=acting)
 
-    @app.delete("/v1/entities/{name:path}", tags=["memories"], operation_id="forget_entity",
-                responses=documented_responses(403, 404, 422, 503, ok=(200, ForgetOut)))
+    @app.delete(
+        "/v1/entities/{name:path}",
+        tags=["memories"],
+        operation_id="forget_entity",
+        responses=documented_responses(403, 404, 422, 503, ok=(200, ForgetOut)),
+    )
     def forget_entity(name: EntityPath, request: Request) -> Any:
         """Forget a person: every document in scope entity:<name> (memories, conversation turns and
         summaries) is removed from the store and the mirror, and the data directory's files are compacted

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI, Header, Query, Request
 
+from brain.model.errors import ValidationError
 from brain.shells.api.models import (
     ContextRequest,
     ConversationPath,
@@ -21,7 +22,6 @@ from brain.shells.api.models import (
 )
 from brain.shells.api.read_your_writes import with_sequence
 from brain.shells.api.request_context import access_of
-from brain.model.errors import ValidationError
 
 
 def add_routes(app: FastAPI) -> None:
@@ -31,43 +31,85 @@ def add_routes(app: FastAPI) -> None:
         "extract": link("extract_memories", conversation_id="$response.body#/conversation_id"),
     }
 
-    @app.post("/v1/context", tags=["chat"], operation_id="context",
-              responses=documented_responses(400, 403, 404, 413, 422, 503))
+    @app.post(
+        "/v1/context",
+        tags=["chat"],
+        operation_id="context",
+        responses=documented_responses(400, 403, 404, 413, 422, 503),
+    )
     def context(body: ContextRequest, request: Request) -> Any:
         built = access_of(request, body.entity).build_context(body.conversation_id, body.user_message)
         return built.to_dict()
 
-    @app.post("/v1/exchanges", tags=["chat"], status_code=201, operation_id="record_exchange",
-              responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(201, ExchangeOut), links=conversation_links))
-    def exchanges(body: ExchangeRequest, request: Request, idempotency_key: IdempotencyKey | None = Header(
-            None, alias="Idempotency-Key", description="as the body's idempotency_key (give one, or both equal)")) -> Any:
+    @app.post(
+        "/v1/exchanges",
+        tags=["chat"],
+        status_code=201,
+        operation_id="record_exchange",
+        responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(201, ExchangeOut), links=conversation_links),
+    )
+    def exchanges(
+        body: ExchangeRequest,
+        request: Request,
+        idempotency_key: IdempotencyKey | None = Header(
+            None, alias="Idempotency-Key", description="as the body's idempotency_key (give one, or both equal)"
+        ),
+    ) -> Any:
         if idempotency_key is not None and body.idempotency_key not in (None, idempotency_key):
-            raise ValidationError.of("idempotency_key", "the Idempotency-Key header and the body's idempotency_key "
-                                                        "differ; send one of them, or the same key in both")
+            raise ValidationError.of(
+                "idempotency_key",
+                "the Idempotency-Key header and the body's idempotency_key "
+                "differ; send one of them, or the same key in both",
+            )
         exchange = access_of(request, body.entity).record_exchange(
-            body.conversation_id, body.user_text, body.assistant_text, timestamp=body.timestamp,
-            metadata=body.metadata, user_name=body.user_name, assistant_name=body.assistant_name,
-            idempotency_key=idempotency_key or body.idempotency_key)
+            body.conversation_id,
+            body.user_text,
+            body.assistant_text,
+            timestamp=body.timestamp,
+            metadata=body.metadata,
+            user_name=body.user_name,
+            assistant_name=body.assistant_name,
+            idempotency_key=idempotency_key or body.idempotency_key,
+        )
         return with_sequence(request, exchange.to_dict())
 
-    @app.get("/v1/conversations/{conversation_id}/turns", tags=["chat"], operation_id="conversation_turns",
-             responses=documented_responses(400, 403, 404, 422, 503, ok=(200, TurnsOut)))
-    def conversation_turns(conversation_id: ConversationPath, request: Request, entity: EntityQuery = None,
-                           k: int | None = Query(None, ge=1, le=1000, description="only the last k turns")) -> Any:
+    @app.get(
+        "/v1/conversations/{conversation_id}/turns",
+        tags=["chat"],
+        operation_id="conversation_turns",
+        responses=documented_responses(400, 403, 404, 422, 503, ok=(200, TurnsOut)),
+    )
+    def conversation_turns(
+        conversation_id: ConversationPath,
+        request: Request,
+        entity: EntityQuery = None,
+        k: int | None = Query(None, ge=1, le=1000, description="only the last k turns"),
+    ) -> Any:
         conversation_id, docs = access_of(request, entity).conversation_turns(conversation_id, k)
         return {"conversation_id": conversation_id, "turns": [d.to_dict() for d in docs]}
 
-    @app.get("/v1/conversations/{conversation_id}/summaries", tags=["chat"], operation_id="conversation_summaries",
-             responses=documented_responses(400, 403, 404, 422, 503, ok=(200, SummariesOut)))
+    @app.get(
+        "/v1/conversations/{conversation_id}/summaries",
+        tags=["chat"],
+        operation_id="conversation_summaries",
+        responses=documented_responses(400, 403, 404, 422, 503, ok=(200, SummariesOut)),
+    )
     def conversation_summaries(conversation_id: ConversationPath, request: Request, entity: EntityQuery = None) -> Any:
         conversation_id, docs = access_of(request, entity).conversation_summaries(conversation_id)
         return {"conversation_id": conversation_id, "summaries": [d.to_dict() for d in docs]}
 
-    @app.post("/v1/conversations/{conversation_id}/extract", tags=["chat"], operation_id="extract_memories",
-              responses=documented_responses(400, 403, 404, 422, 503, ok=(200, FormationReportOut)))
-    def extract_memories(conversation_id: ConversationPath, request: Request, entity: EntityQuery = None,
-                         again: bool = Query(False, description="also re-run the windows whose memories were "
-                                                                "formed already")) -> Any:
+    @app.post(
+        "/v1/conversations/{conversation_id}/extract",
+        tags=["chat"],
+        operation_id="extract_memories",
+        responses=documented_responses(400, 403, 404, 422, 503, ok=(200, FormationReportOut)),
+    )
+    def extract_memories(
+        conversation_id: ConversationPath,
+        request: Request,
+        entity: EntityQuery = None,
+        again: bool = Query(False, description="also re-run the windows whose memories were formed already"),
+    ) -> Any:
         """Form memories from a conversation now, in this request: each of its windows whose formation is
         pending or failed (with `again`, every window) is sent to the formation model and its facts are
         stored. The report counts the batches and the facts, and a batch that failed again says why.

@@ -12,11 +12,17 @@ from brain.shells.api.request_context import access_of, brain_of
 
 
 def add_routes(app: FastAPI) -> None:
-    @app.post("/v1/docs", tags=["documents"], status_code=201, operation_id="create_docs",
-              responses=documented_responses(400, 403, 413, 422, 503, ok=(201, IdsOut)))
+    @app.post(
+        "/v1/docs",
+        tags=["documents"],
+        status_code=201,
+        operation_id="create_docs",
+        responses=documented_responses(400, 403, 413, 422, 503, ok=(201, IdsOut)),
+    )
     def create_docs(body: DocsBody, request: Request) -> Any:
         access_of(request).require_unrestricted("writing documents of any type (/v1/docs)")
         docs = body.docs if isinstance(body, DocsCreate) else [body]
         ids = brain_of(request).store.upsert_docs(
-            [{**d.metadata, "text": d.text, "type": d.type, "id": d.id} for d in docs])
+            [{**d.metadata, "text": d.text, "type": d.type, "id": d.id} for d in docs]
+        )
         return with_sequence(request, {"ids": ids})

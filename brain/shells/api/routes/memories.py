@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI, Query, Request
 
+from brain.model.schemas import Status
 from brain.shells.api.models import (
     MAX_OFFSET,
     Deleted,
@@ -25,8 +26,8 @@ from brain.shells.api.models import (
 )
 from brain.shells.api.read_your_writes import with_sequence
 from brain.shells.api.request_context import access_of
-from brain.store.memory_listing import Order as MemoryOrder, status_of
-from brain.model.schemas import Status
+from brain.store.memory_listing import Order as MemoryOrder
+from brain.store.memory_listing import status_of
 
 
 def add_routes(app: FastAPI) -> None:
@@ -38,74 +39,145 @@ def add_routes(app: FastAPI) -> None:
         "history": link("memory_history", doc_id="$response.body#/id"),
     }
 
-    @app.post("/v1/memories", tags=["memories"], status_code=201, operation_id="create_memory",
-              responses=documented_responses(400, 403, 413, 422, 503, ok=(201, DocumentWritten), links=memory_links))
+    @app.post(
+        "/v1/memories",
+        tags=["memories"],
+        status_code=201,
+        operation_id="create_memory",
+        responses=documented_responses(400, 403, 413, 422, 503, ok=(201, DocumentWritten), links=memory_links),
+    )
     def create_memory(body: MemoryCreate, request: Request) -> Any:
         created = access_of(request, body.entity).create_memory(
-            body.text, scope=body.scope, importance=body.importance, tags=body.tags,
-            conversation_id=body.conversation_id, timestamp=body.timestamp, metadata=body.metadata,
-            expires_at=body.expires_at)
+            body.text,
+            scope=body.scope,
+            importance=body.importance,
+            tags=body.tags,
+            conversation_id=body.conversation_id,
+            timestamp=body.timestamp,
+            metadata=body.metadata,
+            expires_at=body.expires_at,
+        )
         return with_sequence(request, created.to_dict())
 
-    @app.get("/v1/memories", tags=["memories"], operation_id="list_memories",
-             responses=documented_responses(400, 403, 422, 503, ok=(200, MemoryList)))
-    def list_memories(request: Request, entity: EntityQuery = None, tags: list[str] = Query([]),
-                      importance: list[Importance] = Query([], description="any of these importances, 1-5 (repeatable)"),
-                      status: list[Status] = Query([], description="any of these statuses (repeatable); active "
-                                                                  "includes memories without a status; none: the "
-                                                                  "current ones (not superseded, retracted or "
-                                                                  "archived)"),
-                      history: bool = Query(False, description="with no status: every memory, the superseded, "
-                                                               "retracted and archived ones too"),
-                      order: MemoryOrder = Query("stored", description="stored (storage order) or newest "
-                                                                       "(latest timestamp first)"),
-                      limit: int = Query(100, ge=1, le=1000),
-                      offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Any:
-        docs = access_of(request, entity).list_memories(tags=tags, importance=importance, status=status,
-                                                        order=order, limit=limit, offset=offset, history=history)
-        return {"memories": [{**d.to_dict(), "status": status_of(d.metadata)} for d in docs], "limit": limit,
-                "offset": offset}
+    @app.get(
+        "/v1/memories",
+        tags=["memories"],
+        operation_id="list_memories",
+        responses=documented_responses(400, 403, 422, 503, ok=(200, MemoryList)),
+    )
+    def list_memories(
+        request: Request,
+        entity: EntityQuery = None,
+        tags: list[str] = Query([]),
+        importance: list[Importance] = Query([], description="any of these importances, 1-5 (repeatable)"),
+        status: list[Status] = Query(
+            [],
+            description="any of these statuses (repeatable); active "
+            "includes memories without a status; none: the "
+            "current ones (not superseded, retracted or "
+            "archived)",
+        ),
+        history: bool = Query(
+            False, description="with no status: every memory, the superseded, retracted and archived ones too"
+        ),
+        order: MemoryOrder = Query("stored", description="stored (storage order) or newest (latest timestamp first)"),
+        limit: int = Query(100, ge=1, le=1000),
+        offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    ) -> Any:
+        docs = access_of(request, entity).list_memories(
+            tags=tags, importance=importance, status=status, order=order, limit=limit, offset=offset, history=history
+        )
+        return {
+            "memories": [{**d.to_dict(), "status": status_of(d.metadata)} for d in docs],
+            "limit": limit,
+            "offset": offset,
+        }
 
     # declared before /v1/memories/{doc_id} so that "search" is not taken for an id
-    @app.get("/v1/memories/search", tags=["memories"], operation_id="search_memories",
-             responses=documented_responses(400, 403, 422, 503, ok=(200, MemorySearch)))
-    def search_memories(request: Request, q: str = Query(min_length=1), k: int | None = Query(None, ge=1, le=100),
-                        entity: EntityQuery = None, tags: list[str] = Query([]),
-                        as_of: str | None = Query(None, description="ISO 8601 time: rank what was held true then "
-                                                                    "(memories superseded since included)")) -> Any:
+    @app.get(
+        "/v1/memories/search",
+        tags=["memories"],
+        operation_id="search_memories",
+        responses=documented_responses(400, 403, 422, 503, ok=(200, MemorySearch)),
+    )
+    def search_memories(
+        request: Request,
+        q: str = Query(min_length=1),
+        k: int | None = Query(None, ge=1, le=100),
+        entity: EntityQuery = None,
+        tags: list[str] = Query([]),
+        as_of: str | None = Query(
+            None, description="ISO 8601 time: rank what was held true then (memories superseded since included)"
+        ),
+    ) -> Any:
         access = access_of(request, entity)
         hits = access.search_memories(q, k, tags=tags, as_of=as_of)
         return {"query": q, "entity": access.entity, "results": [h.to_dict() for h in hits]}
 
-    @app.get("/v1/memories/{doc_id}", tags=["memories"], operation_id="get_memory",
-             responses=documented_responses(400, 403, 404, 422, 503, ok=(200, DocumentOut)))
+    @app.get(
+        "/v1/memories/{doc_id}",
+        tags=["memories"],
+        operation_id="get_memory",
+        responses=documented_responses(400, 403, 404, 422, 503, ok=(200, DocumentOut)),
+    )
     def get_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
         return access_of(request, entity).get_memory(doc_id).to_dict()
 
-    @app.patch("/v1/memories/{doc_id}", tags=["memories"], operation_id="patch_memory",
-               responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(200, DocumentWritten)))
+    @app.patch(
+        "/v1/memories/{doc_id}",
+        tags=["memories"],
+        operation_id="patch_memory",
+        responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(200, DocumentWritten)),
+    )
     def patch_memory(doc_id: str, body: MemoryPatch, request: Request, entity: EntityQuery = None) -> Any:
         updated = access_of(request, entity).update_memory(
-            doc_id, body.text, importance=body.importance, tags=body.tags, metadata=body.metadata,
-            replace_metadata=body.replace_metadata, status=body.status)
+            doc_id,
+            body.text,
+            importance=body.importance,
+            tags=body.tags,
+            metadata=body.metadata,
+            replace_metadata=body.replace_metadata,
+            status=body.status,
+        )
         return with_sequence(request, updated.to_dict())
 
-    @app.post("/v1/memories/{doc_id}/supersede", tags=["memories"], status_code=201, operation_id="supersede_memory",
-              responses=documented_responses(400, 403, 404, 409, 413, 422, 503, ok=(201, SupersessionOut)))
+    @app.post(
+        "/v1/memories/{doc_id}/supersede",
+        tags=["memories"],
+        status_code=201,
+        operation_id="supersede_memory",
+        responses=documented_responses(400, 403, 404, 409, 413, 422, 503, ok=(201, SupersessionOut)),
+    )
     def supersede_memory(doc_id: str, body: MemorySupersede, request: Request, entity: EntityQuery = None) -> Any:
         done = access_of(request, entity).supersede_memory(
-            doc_id, body.text, kind=body.kind, at=body.at, importance=body.importance, tags=body.tags,
-            expires_at=body.expires_at, conversation_id=body.conversation_id, metadata=body.metadata)
+            doc_id,
+            body.text,
+            kind=body.kind,
+            at=body.at,
+            importance=body.importance,
+            tags=body.tags,
+            expires_at=body.expires_at,
+            conversation_id=body.conversation_id,
+            metadata=body.metadata,
+        )
         return with_sequence(request, done.to_dict())
 
-    @app.get("/v1/memories/{doc_id}/history", tags=["memories"], operation_id="memory_history",
-             responses=documented_responses(400, 403, 404, 422, 503, ok=(200, MemoryHistory)))
+    @app.get(
+        "/v1/memories/{doc_id}/history",
+        tags=["memories"],
+        operation_id="memory_history",
+        responses=documented_responses(400, 403, 404, 422, 503, ok=(200, MemoryHistory)),
+    )
     def memory_history(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
         chain = access_of(request, entity).memory_history(doc_id)
         return {"id": doc_id, "history": [d.to_dict() for d in chain]}
 
-    @app.delete("/v1/memories/{doc_id}", tags=["memories"], operation_id="delete_memory",
-                responses=documented_responses(400, 403, 404, 422, 503, ok=(200, Deleted)))
+    @app.delete(
+        "/v1/memories/{doc_id}",
+        tags=["memories"],
+        operation_id="delete_memory",
+        responses=documented_responses(400, 403, 404, 422, 503, ok=(200, Deleted)),
+    )
     def delete_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
         access_of(request, entity).delete_memory(doc_id)
         return with_sequence(request, {"deleted": doc_id})

@@ -10,10 +10,10 @@ from typing import Any
 from fastapi import FastAPI, Query, Request
 from pydantic import BaseModel
 
-from brain.shells.api.models import MAX_OFFSET, DocTypeName, DocumentOut, EntityQuery, documented_responses
-from brain.shells.api.request_context import access_of, brain_of
 from brain.model.errors import ValidationError
 from brain.model.schemas import MAX_K
+from brain.shells.api.models import MAX_OFFSET, DocTypeName, DocumentOut, EntityQuery, documented_responses
+from brain.shells.api.request_context import access_of, brain_of
 
 
 class DocsOut(BaseModel):
@@ -32,31 +32,51 @@ def _where(value: str | None) -> dict[str, Any] | None:
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError as exc:
-        raise ValidationError.of("where", f"where is not JSON ({exc.msg}); send a JSON object such as "
-                                          '{"scope": "global"}') from None
+        raise ValidationError.of(
+            "where", f'where is not JSON ({exc.msg}); send a JSON object such as {{"scope": "global"}}'
+        ) from None
     if not isinstance(parsed, dict):
         raise ValidationError.of("where", f"where must be a JSON object, not {type(parsed).__name__}")
     return parsed
 
 
 def add_routes(app: FastAPI) -> None:
-    @app.get("/v1/docs", tags=["documents"], operation_id="get_docs",
-             responses=documented_responses(400, 403, 422, 503, ok=(200, DocsOut)))
-    def get_docs(request: Request, ids: list[str] = Query([], description="these documents (repeatable)"),
-                 type: DocTypeName | None = Query(None, description="only this type"),
-                 where: str | None = Query(None, description='a metadata filter as a JSON object, e.g. '
-                                                             '{"scope": "global", "tags": ["food"]}'),
-                 limit: int | None = Query(None, ge=1, le=MAX_OFFSET),
-                 offset: int = Query(0, ge=0, le=MAX_OFFSET), entity: EntityQuery = None) -> Any:
+    @app.get(
+        "/v1/docs",
+        tags=["documents"],
+        operation_id="get_docs",
+        responses=documented_responses(400, 403, 422, 503, ok=(200, DocsOut)),
+    )
+    def get_docs(
+        request: Request,
+        ids: list[str] = Query([], description="these documents (repeatable)"),
+        type: DocTypeName | None = Query(None, description="only this type"),
+        where: str | None = Query(
+            None, description='a metadata filter as a JSON object, e.g. {"scope": "global", "tags": ["food"]}'
+        ),
+        limit: int | None = Query(None, ge=1, le=MAX_OFFSET),
+        offset: int = Query(0, ge=0, le=MAX_OFFSET),
+        entity: EntityQuery = None,
+    ) -> Any:
         access_of(request).require_unrestricted("reading documents of any type (/v1/docs)")
-        docs = brain_of(request).store.get(ids or None, where=_where(where), type=type, limit=limit,
-                                           offset=offset or None, entity=entity)
+        docs = brain_of(request).store.get(
+            ids or None, where=_where(where), type=type, limit=limit, offset=offset or None, entity=entity
+        )
         return {"docs": [d.to_dict() for d in docs]}
 
-    @app.get("/v1/search", tags=["documents"], operation_id="search",
-             responses=documented_responses(400, 403, 422, 503, ok=(200, SearchOut)))
-    def search(request: Request, q: str = Query(min_length=1), type: DocTypeName | None = Query(None),
-               k: int | None = Query(None, ge=1, le=MAX_K), entity: EntityQuery = None) -> Any:
+    @app.get(
+        "/v1/search",
+        tags=["documents"],
+        operation_id="search",
+        responses=documented_responses(400, 403, 422, 503, ok=(200, SearchOut)),
+    )
+    def search(
+        request: Request,
+        q: str = Query(min_length=1),
+        type: DocTypeName | None = Query(None),
+        k: int | None = Query(None, ge=1, le=MAX_K),
+        entity: EntityQuery = None,
+    ) -> Any:
         access_of(request).require_unrestricted("searching documents of any type (/v1/search)")
         hits = brain_of(request).search(q, type=type, k=k, entity=entity)
         return {"query": q, "type": type, "results": [h.to_dict() for h in hits]}

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 
+from brain.model.schemas import get_all_schemas, schema_info
 from brain.model.version import __version__
 from brain.shells.api.models import DocTypeName, documented_responses
 from brain.shells.api.request_context import brain_of, caller_of
-from brain.model.schemas import get_all_schemas, schema_info
 
 
 def add_routes(app: FastAPI) -> None:
@@ -21,17 +21,30 @@ def add_routes(app: FastAPI) -> None:
         return schema_info(doc_type)
 
     app.get("/v1/schema", tags=["schema"], responses=documented_responses(422), operation_id="schema")(schema)
-    app.get("/api/schema", tags=["schema"], responses=documented_responses(422),
-            operation_id="schema_legacy")(schema)
+    app.get("/api/schema", tags=["schema"], responses=documented_responses(422), operation_id="schema_legacy")(schema)
 
     # -- health ----------------------------------------------------------------------------------
-    @app.get("/v1/health", tags=["health"], responses={
-        **documented_responses(422), 503: {"description": "the store is down (the report says why)",
-                                        "content": {"application/json": {"schema": {"type": "object"}}}}})
-    def health(request: Request, verify: bool = Query(
-            False, description="admin only: also compare the mirror with the store (reads both whole)"),
-               stats: bool = Query(False, description="admin only: also the store's figures, as `brain stats` "
-                                                      "shows them (walks the data directory)")) -> JSONResponse:
+    @app.get(
+        "/v1/health",
+        tags=["health"],
+        responses={
+            **documented_responses(422),
+            503: {
+                "description": "the store is down (the report says why)",
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            },
+        },
+    )
+    def health(
+        request: Request,
+        verify: bool = Query(
+            False, description="admin only: also compare the mirror with the store (reads both whole)"
+        ),
+        stats: bool = Query(
+            False,
+            description="admin only: also the store's figures, as `brain stats` shows them (walks the data directory)",
+        ),
+    ) -> JSONResponse:
         # how much the store holds, and where, is the operator's business
         admin = caller_of(request).is_admin
         opened = brain_of(request)

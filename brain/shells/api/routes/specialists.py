@@ -11,10 +11,15 @@ from brain.shells.api.request_context import brain_of
 
 
 def add_routes(app: FastAPI) -> None:
-    @app.get("/v1/specialists", tags=["specialists"], operation_id="specialists",
-             responses=documented_responses(400, 422, 503))
-    def find_specialists(request: Request, q: str | None = Query(None, min_length=1),
-                         k: int = Query(3, ge=1, le=50)) -> Any:
+    @app.get(
+        "/v1/specialists",
+        tags=["specialists"],
+        operation_id="specialists",
+        responses=documented_responses(400, 422, 503),
+    )
+    def find_specialists(
+        request: Request, q: str | None = Query(None, min_length=1), k: int = Query(3, ge=1, le=50)
+    ) -> Any:
         registry = brain_of(request).specialists
         if q is None:
             return {"specialists": [s.to_dict() for s in registry.list_specialists()]}
