@@ -31,7 +31,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "get_all_schemas": ("brain.model.schemas", "get_all_schemas"),
     "import_pam": ("brain.features.pam", "import_pam"),
     "load_settings": ("brain.config", "load_settings"),
-    "open": ("brain.app.core", "open"),
+    "open": ("brain.ops", "open"),
+    "open_operations": ("brain.ops", "open_operations"),
+    "Operations": ("brain.ops", "Operations"),
     "open_store": ("brain.app.core", "open_store"),
     "schema_info": ("brain.model.schemas", "schema_info"),
     "startup": ("brain.app.startup", "startup"),
@@ -49,6 +51,7 @@ __all__ = [
     "Document",
     "Exchange",
     "MemoryHit",
+    "Operations",
     "RagStore",
     "Settings",
     "StartupReport",
@@ -56,6 +59,7 @@ __all__ = [
     "get_all_schemas",
     "import_pam",
     "load_settings",
+    "open_operations",
     "open_store",
     "schema_info",
     "startup",
@@ -78,7 +82,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the names as type checkers and IDEs see them
-    from brain.app.core import Brain, open, open_store
+    from brain.app.core import Brain, open_store
+    from brain.ops import Operations, open, open_operations
     from brain.app.rag_store import RagStore
     from brain.app.startup import StartupReport, startup
     from brain.config import Settings, load_settings

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 
 from brain.access.policy import Caller
 from brain.shells.api import create_app, serve
-from brain.access.tokens import TokenTable
+from brain.shells.web.tokens import TokenTable
 from brain.features.chat import ChatMemory
 from brain.config import Settings
 from brain.app.core import open_store

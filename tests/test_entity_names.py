@@ -19,7 +19,7 @@ from hypothesis import given, strategies as st
 
 import brain.store.facade
 from brain.access.policy import Caller
-from brain.access.tokens import TokenTable
+from brain.shells.web.tokens import TokenTable
 from brain.shells.cli import cli
 from brain.model.errors import ConfigError, Forbidden, ValidationError
 from brain.shells.xaibo.attributes import encode_attributes

@@ -14,10 +14,11 @@ import brain
 import brain.store.facade
 from brain.app.browse import list_conversations
 from brain.app.core import Brain, open_store
-from brain.app.served import ServedBrain
+from brain.ops import Caller, ServedOperations
+from brain.ops.served import ServerLink
 from brain.config import Settings
 from brain.features.chat import ChatMemory
-from brain.model.errors import StoreLocked
+from brain.model.errors import Forbidden, StoreLocked
 from brain.shells.api import create_app
 from brain.shells.cli import cli
 
@@ -159,23 +160,24 @@ def test_a_failed_batch_is_listed_in_health_and_re_run_over_http_by_its_owner(fo
 
 def test_the_cli_beside_a_server_runs_formation_through_it(forming):
     """What `brain memory extract` does while `brain serve` holds the store: the server runs the batches
-    (:class:`ServedChat`), one conversation or each in turn, and the reports add up."""
+    (:class:`ServedOperations`), one conversation or each in turn, and the reports add up."""
     store, chat, model, c = forming
     conversations = [ok(c["alice"].post("/v1/exchanges", json={"user_text": text, "assistant_text": "Noted."}), 201)[
         "conversation_id"] for text in ("I am allergic to peanuts.", "I moved to Lisbon.")]
     model.answers += ["not JSON"] * 4  # both windows fail first (answer and repair each)
     assert chat.wait_for_summaries(60)
     server_url = str(c["admin"].base_url).rstrip("/")
-    with ServedBrain(store.settings, StoreLocked("held", holder=1, server_url=server_url)) as served:
+    with ServedOperations(ServerLink(server_url, token=ADMIN)) as served:
         model.answers.append(answer(fact(PEANUTS, "alice")))
-        one = served.chat.extract_memories(conversations[0])
+        one = served.conversations.extract(conversations[0])
         assert (one.done, one.failed, one.added) == (1, 0, 1) and [b.turn_range for b in one.batches] == ["1-2"]
         model.answers.append(answer(fact("Alice lives in Lisbon", "alice")))
-        every = served.chat.extract_memories()
+        every = served.conversations.extract()
         assert (every.done, every.added, len(every.batches)) == (1, 1, 1)
         assert every.batches[0].conversation_id == conversations[1] and every.eval_tokens > 0
-        with pytest.raises(StoreLocked, match="needs the store itself"):
-            served.chat.build_context(None, "hi")
+        # a bound caller's rules hold on the client's side too
+        with pytest.raises(Forbidden, match="needs the admin"):
+            served.bound_to(Caller("alice")).conversations.extract()
     assert sorted(m.text for m in store.get(type="memory")) == [PEANUTS, "Alice lives in Lisbon"]
 
 

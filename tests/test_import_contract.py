@@ -44,12 +44,12 @@ def test_the_layer_contracts_hold():
 def test_configuration_importing_the_token_table_breaks_the_contract(tmp_path):
     # configuration reaching up to the API's tokens
     result = lint_with_an_added_line(tmp_path, "config/values.py", "\n\ndef _check(token: str) -> None:\n"
-                                     "    from brain.access.tokens import TokenTable\n")
+                                     "    from brain.shells.web.tokens import TokenTable\n")
 
     assert result.returncode == 1, result.stdout + result.stderr
     assert "brain's layers: each imports only the layers below it BROKEN" in result.stdout
-    assert "brain.config is not allowed to import brain.access:" in result.stdout
-    assert "brain.config.values -> brain.access.tokens" in result.stdout
+    assert "brain.config is not allowed to import brain.shells.web:" in result.stdout
+    assert "brain.config.values -> brain.shells.web.tokens" in result.stdout
 
 
 def test_one_provider_importing_another_breaks_the_contract(tmp_path):

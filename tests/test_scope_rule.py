@@ -34,7 +34,6 @@ from brain.config import Settings
 from brain.model.errors import Forbidden
 from brain.shells.mcp.server import create_server
 from brain.rules.memories import scopes_for
-from brain.app.memory_admin import list_memories, remove_memories
 from brain.model.schemas import GLOBAL_SCOPE, valid_name
 
 from .conftest import NOBODY
@@ -91,7 +90,7 @@ def listed_by_shell(settings: Settings, reader: str) -> dict[str, dict[str, str]
     """For each shell, the memories a list for ``reader`` returns, id -> the scope the item shows."""
     out: dict[str, dict[str, str]] = {}
     with brain.open(settings, start_worker=False) as b:
-        out["library"] = {d.id: d.metadata["scope"] for d in list_memories(b.store, entity=reader)}
+        out["library"] = {d.id: d.metadata["scope"] for d in b.memories.list(entity=reader)}
         assert out["library"] == {d.id: d.metadata["scope"]
                                   for d in Access(b.store, b.chat, ADMIN, reader).list_memories()}
         with TestClient(create_app(brain=b)) as http:
@@ -172,7 +171,7 @@ def forget_by_shell(settings: Settings, shell: str, reader: str, ids: list[str])
     with brain.open(settings, start_worker=False) as b:
         if shell == "library":
             try:
-                remove_memories(b.store, ids, entity=reader)
+                b.memories.delete(ids, entity=reader)
             except Forbidden as exc:
                 return True, str(exc)
             return False, ""

@@ -346,7 +346,7 @@ PRINTED = {
 def _reports() -> dict:
     from brain.app.forget import ForgetReport
     from brain.features.ingest import IngestReport
-    from brain.app.memory_admin import MemoryRemoval
+    from brain.shells.cli.reports import MemoryRemoval
     from brain.features.mirror.protocol import BackfillReport, Coverage, MigrationReport, SkippedRow
     from brain.app.restore import RebuildReport, RecoveryReport
     from brain.features.mirror.sync import RestoreReport, SyncReport, VerifyReport

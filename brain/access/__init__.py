@@ -1,2 +1,2 @@
-"""Who may do what: the caller rules behind entity-bound tokens (:mod:`brain.access.policy`) and the API tokens
-(:mod:`brain.access.tokens`). Used by the HTTP and MCP shells; nothing in the library below imports it."""
+"""Who may read and change what: the caller rules behind entity-bound tokens (:mod:`brain.access.policy`). The
+operation layer (:mod:`brain.ops`) applies them to every call; nothing beneath it imports this package."""

@@ -28,11 +28,12 @@ for memories and conversations. Which scopes an entity reads and changes is :mod
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from brain.app.browse import list_conversations
+from brain.features.chat import ChatMemory
 from brain.model.errors import ConversationOwned, Forbidden, NotFound, Problem, ValidationError, joined
 from brain.model.schemas import (
     CHAIN_KEYS,
@@ -48,6 +49,7 @@ from brain.model.schemas import (
     valid_name,
 )
 from brain.rules.memories import global_refusal, may_change, may_read, may_use_conversation, readable_scopes
+from brain.store import Store
 from brain.store.memory_listing import list_memories
 
 #: memory metadata keys a caller never sets through ``metadata``: the store's own keys, the fields that
@@ -139,11 +141,24 @@ class Access:
     ``entity`` is the entity the request names (None: none named); ``caller`` decides whether it may.
     """
 
-    def __init__(self, store: Any, chat: Any, caller: Caller = ADMIN, entity: str | None = None):
+    def __init__(
+        self,
+        store: Store,
+        chat: ChatMemory | Callable[[], ChatMemory],
+        caller: Caller = ADMIN,
+        entity: str | None = None,
+    ):
         self.store = store
-        self.chat = chat
+        # the chat layer starts a worker: a request that only reads memories never builds it
+        self._chat = chat
         self.caller = caller
         self.entity = caller.acting_as(entity)
+
+    @property
+    def chat(self) -> ChatMemory:
+        if not isinstance(self._chat, ChatMemory):
+            self._chat = self._chat()
+        return self._chat
 
     # ---- documents of any type ------------------------------------------------------------------
     def require_unrestricted(self, what: str) -> None:

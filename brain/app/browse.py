@@ -7,6 +7,7 @@ applied here through :func:`~brain.rules.memories.may_use_conversation`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +46,18 @@ class ConversationInfo:
             "last_activity": format_timestamp(self.last_activity),
             "formation": dict(self.formation),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ConversationInfo:
+        """The inverse of :meth:`to_dict` (a served listing)."""
+        return cls(
+            str(data["conversation_id"]),
+            data.get("entity"),
+            int(data["turns"]),
+            int(data["summaries"]),
+            datetime.fromisoformat(str(data["last_activity"]).replace("Z", "+00:00")),
+            dict(data.get("formation") or {}),
+        )
 
 
 @dataclass
@@ -157,6 +170,7 @@ def persona_sections(store: Store, *, acting: str | None = None) -> dict[str, An
             {
                 "id": d.id,
                 "title": d.metadata.get("heading") or d.metadata.get("topic") or "",
+                "heading": d.metadata.get("heading"),
                 "topic": d.metadata.get("topic"),
                 "position": d.metadata.get("position"),
                 "text": d.text,

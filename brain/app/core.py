@@ -292,7 +292,9 @@ class Brain:
         """The store's figures (:meth:`RagStore.stats`: documents per type, the embedder, the size on disk)
         and memory formation's totals (``formation``: its batches by state, the facts they applied, the
         model's tokens and seconds summed over them)."""
-        return {**self.store.stats(), "formation": self.chat.formation.totals()}
+        mirror = self.store.mirror
+        mirrored = None if mirror is None else {"path": str(mirror.path), "by_type": mirror.count_by_type()}
+        return {**self.store.stats(), "formation": self.chat.formation.totals(), "mirror": mirrored}
 
     def _persona_health(self, detail: bool) -> dict[str, Any]:
         # reported, never loaded here: startup() (brain init, serve, mcp) loads persona.md
@@ -383,6 +385,7 @@ def open(
     embedder: Embedder | None = None,
     summarizer: Summarizer | None = None,
     extractor: OllamaExtractor | None = None,
+    brain_type: type[Brain] | None = None,
     **overrides: Any,
 ) -> Brain:
     """Open the store and wire a :class:`Brain` around it (close it, or use ``with``).
@@ -401,7 +404,13 @@ def open(
             "Settings(...) takes the fields"
         )
     store = open_store(settings, embedder=embedder, create=create)
-    return Brain(store, summarizer=summarizer, extractor=extractor, start_worker=start_worker, owns_store=True)
+    # a layer above (brain.ops) gives its own Brain, with the operations on it
+    wired = brain_type or Brain
+    try:
+        return wired(store, summarizer=summarizer, extractor=extractor, start_worker=start_worker, owns_store=True)
+    except BaseException:
+        store.close()
+        raise
 
 
 __all__ = ["Brain", "open", "open_store"]

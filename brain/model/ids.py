@@ -4,7 +4,9 @@ same thing must land on the same document (memories, ingested chunks, persona se
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+from brain.model.errors import ValidationError
 from brain.model.schemas import GLOBAL_SCOPE
 
 # uuid5 namespace of brain's derived ids
@@ -30,3 +32,24 @@ def memory_id(text: str, scope: str = GLOBAL_SCOPE, attempt: int = 0) -> str:
 def derived_id(*parts: str) -> str:
     """A stable ``doc-<uuid>`` from the parts that identify a document (e.g. source file, position, hash)."""
     return f"doc-{uuid.uuid5(_NAMESPACE, chr(31).join(parts))}"
+
+
+#: how an idempotency key may look: what an HTTP header carries, without control characters
+IDEMPOTENCY_KEY_MAX = 255
+
+
+def check_idempotency_key(value: Any) -> str:
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= IDEMPOTENCY_KEY_MAX
+        or not all(" " <= c <= "~" for c in value)
+        or not value.strip()
+    ):
+        raise ValidationError.of(
+            "idempotency_key",
+            (
+                f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters (e.g. a UUID), "
+                f"got {value!r} (nothing was written)"
+            ),
+        )
+    return value

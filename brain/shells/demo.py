@@ -14,16 +14,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from brain.app.core import Brain
-from brain.app.core import open as open_brain
-from brain.app.startup import startup
 from brain.config import load_settings
-from brain.features.chat import ChatMemory, Context
-from brain.features.ingest import ingest_paths
-from brain.model.errors import BrainError, ConfigError
+from brain.model.errors import BrainError, ConfigError, NotFound
 from brain.model.schemas import entity_scope
+from brain.ops import LocalOperations, Operations, open_operations
+from brain.ops.offline import ingest, initialise
+from brain.ops.values import Context, SpecialistMatch
 from brain.shells.cli.reports import ingest_text
-from brain.store import Store
 from brain.text.wording import counted
 
 SAMPLE_QUESTION = "Can you read the text on the photo of my train ticket?"
@@ -60,12 +57,15 @@ SAMPLE_MEMORIES = [
 DEMO_CONVERSATION = "conv-demo"
 
 
-def seed_conversation(store: Store, chat: ChatMemory) -> int:
+def seed_conversation(ops: Operations) -> int:
     """Memories (idempotent by text) and one exchange, unless the demo conversation exists already."""
-    store.upsert_docs([{"type": "memory", "source": "chat", **m} for m in SAMPLE_MEMORIES])
-    if store.recent_turns(DEMO_CONVERSATION, k=1):
+    ops.documents.write([{"type": "memory", "source": "chat", **m} for m in SAMPLE_MEMORIES])
+    try:
+        ops.conversations.turns(DEMO_CONVERSATION, k=1)
         return 0
-    chat.record_exchange(
+    except NotFound:
+        pass
+    ops.conversations.record(
         DEMO_CONVERSATION,
         "I'm off to Porto again tomorrow morning.",
         "Safe travels! Want me to check the train times?",
@@ -74,7 +74,7 @@ def seed_conversation(store: Store, chat: ChatMemory) -> int:
     return 2
 
 
-def render(question: str, ctx: Context, specialists: list | None) -> str:
+def render(question: str, ctx: Context, specialists: list[SpecialistMatch] | None) -> str:
     out = [f"Question: {question}" + (f"   (entity: {ctx.entity})" if ctx.entity else ""), ""]
     gate = ctx.relevance.get("memory")
     if ctx.core:
@@ -135,27 +135,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings()
         kb_path = args.kb or _project_kb(settings)
-        with open_brain(settings) as brain:
-            return _run(brain, args, kb_path)
+        # the demo sets the store up itself: never through a running server
+        with open_operations(settings, through_server=False) as ops:
+            assert isinstance(ops, LocalOperations)
+            return _run(ops, args, kb_path)
     except BrainError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
 
-def _run(brain: Brain, args: argparse.Namespace, kb_path: Path) -> int:
-    report = startup(brain=brain, persona_path=args.persona)
-    store = brain.store
-    kb = ingest_paths(store, [kb_path])
+def _run(ops: LocalOperations, args: argparse.Namespace, kb_path: Path) -> int:
+    settings = ops.brain.settings
+    report = initialise(settings, persona_path=args.persona, on=ops)
+    kb = ingest(settings, [kb_path], on=ops)
     if not kb.ok:
         print(ingest_text(kb), file=sys.stderr)
         return 1
-    turns = seed_conversation(store, brain.chat)
-    ctx = brain.chat.build_context(DEMO_CONVERSATION, args.question, entity=args.entity)
+    turns = seed_conversation(ops)
+    ctx = ops.conversations.context(DEMO_CONVERSATION, args.question, entity=args.entity)
     specialists = None
-    if brain.settings.specialists_path.exists():
-        specialists = brain.specialists.find_specialists(args.question, k=3)
-    stats = store.stats()
-    print(f"Store: {stats['backend']} ({store.embedder.name}, {store.dimension}-d)")
+    if settings.specialists_path.exists():
+        specialists = ops.specialists.find(args.question, k=3)
+    stats = ops.maintenance.stats()
+    print(f"Store: {stats['backend']} ({stats['embedder']}, {stats['dimension']}-d)")
     for warning in report.warnings:
         print(f"warning: {warning}")
     if report.persona:
@@ -165,11 +167,12 @@ def _run(brain: Brain, args: argparse.Namespace, kb_path: Path) -> int:
         f"{kb.unchanged} unchanged, {kb.removed} removed; conversation: {counted(turns, 'new turn')}"
     )
     print(f"Documents: {stats['by_type']}")
-    if store.mirror is not None:
-        counts = store.mirror.count_by_type()
+    mirror = stats.get("mirror")
+    if isinstance(mirror, dict):
+        counts = mirror["by_type"]
         print(
             f"Engram mirror: {counted(counts.get('memory', 0), 'memory')}, {counted(counts.get('turn', 0), 'turn')}, "
-            f"{counted(counts.get('summary', 0), 'summary')} in {store.mirror.path}"
+            f"{counted(counts.get('summary', 0), 'summary')} in {mirror['path']}"
         )
     print()
     print(render(args.question, ctx, specialists))

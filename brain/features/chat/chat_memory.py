@@ -43,7 +43,7 @@ from brain.features.chat.summaries import SummaryWriter
 from brain.features.chat.summary_queue import SummaryQueue, SummarySchedule
 from brain.features.consolidate import ConsolidationReport, consolidate_memories
 from brain.model.errors import Problem, ValidationError
-from brain.model.ids import derived_id
+from brain.model.ids import check_idempotency_key, derived_id
 from brain.model.results import Hit
 from brain.model.schemas import (
     GLOBAL_SCOPE,
@@ -89,27 +89,6 @@ _TURN_KEYS = frozenset(
 
 def new_conversation_id() -> str:
     return f"conv-{uuid.uuid4()}"
-
-
-#: how an idempotency key may look: what an HTTP header carries, without control characters
-IDEMPOTENCY_KEY_MAX = 255
-
-
-def check_idempotency_key(value: Any) -> str:
-    if (
-        not isinstance(value, str)
-        or not 1 <= len(value) <= IDEMPOTENCY_KEY_MAX
-        or not all(" " <= c <= "~" for c in value)
-        or not value.strip()
-    ):
-        raise ValidationError.of(
-            "idempotency_key",
-            (
-                f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters (e.g. a UUID), "
-                f"got {value!r} (nothing was written)"
-            ),
-        )
-    return value
 
 
 def idempotent_turn_id(key: str, scope: str, role: str) -> str:

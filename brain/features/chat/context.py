@@ -153,6 +153,22 @@ class Context:
             "relevance": {name: dict(gate) for name, gate in self.relevance.items()},
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Context:
+        """The inverse of :meth:`to_dict` (the context a server built)."""
+        sections = data.get("sections") or {}
+        return cls(
+            conversation_id=data.get("conversation_id"),
+            entity=data.get("entity"),
+            enabled=bool(data.get("enabled", True)),
+            **{name: [ContextItem(**item) for item in sections.get(name, [])] for name in SECTIONS},
+            prompt=str(data.get("prompt", "")),
+            chars=int(data.get("chars", 0)),
+            tokens=data.get("tokens"),
+            dropped=[dict(d) for d in data.get("dropped", [])],
+            relevance={name: dict(gate) for name, gate in (data.get("relevance") or {}).items()},
+        )
+
 
 # ---- token counting ----------------------------------------------------------------------------------
 class TokenCounter:

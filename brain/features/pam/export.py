@@ -13,6 +13,7 @@ import re
 import tempfile
 import time
 import uuid
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -48,6 +49,30 @@ if TYPE_CHECKING:
 _OWNER_NAMESPACE = uuid.UUID("3b8f6d1c-2f4e-4c51-9d0a-7e5b2a9c4f10")
 
 
+@dataclass
+class BuiltExport:
+    """An export held in memory: ``files`` by their path relative to the export directory, the memory store
+    last (it names the others, so it is written after them), and what they hold. A served export travels
+    as this (:func:`export_archive` / :func:`read_export_archive`) and is written where the caller is."""
+
+    files: dict[str, bytes]
+    memories: int
+    embeddings_written: int
+    checksum: str
+    owner_id: str
+    with_embeddings: bool
+    with_conversations: bool
+    not_exportable: int = 0
+    parts_skipped: int = 0
+    conversations: int = 0
+    messages: int = 0
+    summaries: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if key != "files"}
+
+
 def export_pam(
     store: Store,
     out_dir: str | Path,
@@ -73,22 +98,34 @@ def export_pam(
     ``entity``: an export for that entity only, under the scope rule: the global memories and its own,
     and the conversations that are its own (every turn in its scope), never another entity's."""
     started = time.perf_counter()
-    if entity is not None:
-        entity = valid_name(entity)
+    out = _check_out_dir(out_dir, force)
+    built = build_export(store, embeddings=embeddings, conversations=conversations, owner_id=owner_id, entity=entity)
+    return write_export(built, out, force=force, started=started)
+
+
+def _check_out_dir(out_dir: str | Path, force: bool) -> Path:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValidationError(f"{out} is a file; give the directory to export into")
+    if _previous_export(out) is None and not force:
+        _refuse_foreign_directory(out)
+    return out
+
+
+def build_export(
+    store: Store,
+    *,
+    embeddings: bool = True,
+    conversations: bool = True,
+    owner_id: str | None = None,
+    entity: str | None = None,
+) -> BuiltExport:
+    """The files of an export of ``store`` (see :func:`export_pam`), validated against the PAM schemas, in
+    memory: nothing is written."""
+    if entity is not None:
+        entity = valid_name(entity)
     if owner_id is not None and (not isinstance(owner_id, str) or not owner_id.strip()):
         raise ValidationError(f"owner_id must be a non-empty string, got {owner_id!r}")
-    previous = _previous_export(out)
-    if previous is None and not force:
-        _refuse_foreign_directory(out)
-    previous = previous or set()
-    conv_dir = out / CONVERSATIONS_DIR
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BrainError(f"cannot create the export directory {out}: {exc}") from exc
     owner = owner_id or default_owner_id(store)
     model = store.embedder.name
     warnings: list[str] = []
@@ -127,7 +164,7 @@ def export_pam(
         "owner": {"id": owner},
         "memories": memories,
     }
-    conv_files: dict[str, bytes] = {}
+    files: dict[str, bytes] = {}
     if conversations:
         # derived_memories from the very provenance written above: the two agree by construction
         derived: dict[str, list[str]] = {}
@@ -144,7 +181,7 @@ def export_pam(
                     f"conversation {cid} does not validate against the PAM conversation schema, so nothing was "
                     f"written: {summarize(problems)} (check the {EXTRA_KEY} / {CONVERSATION_KEY} metadata of its turns)"
                 )
-            conv_files[name] = orjson.dumps(conv, option=orjson.OPT_INDENT_2) + b"\n"
+            files[f"{CONVERSATIONS_DIR}/{name}"] = orjson.dumps(conv, option=orjson.OPT_INDENT_2) + b"\n"
             index.append(index_entry(conv, f"{CONVERSATIONS_DIR}/{name}", derived.get(conv["id"], [])))
         document["conversations_index"] = index
     document["integrity"] = {"canonicalization": "RFC8785", "checksum": checksum, "total_memories": len(memories)}
@@ -155,23 +192,60 @@ def export_pam(
             f"the export does not validate against the PAM schema, so nothing was written: {summarize(problems)} "
             f"(check the {EXTRA_KEY} metadata of that memory)"
         )
+    conversation_files = len(files)
+    if embeddings:
+        files[EMBEDDINGS_FILE] = orjson.dumps(
+            embeddings_document(docs, memories, model), option=orjson.OPT_SERIALIZE_NUMPY
+        )
+    files[MEMORY_STORE_FILE] = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    return BuiltExport(
+        files=files,
+        memories=len(memories),
+        embeddings_written=len(docs) if embeddings else 0,
+        checksum=checksum,
+        owner_id=owner,
+        with_embeddings=embeddings,
+        with_conversations=conversations,
+        not_exportable=not_exportable,
+        parts_skipped=parts_skipped,
+        conversations=conversation_files,
+        messages=sum(len(c["messages"]) for c in convs.values()),
+        summaries=sum(len(c["raw_metadata"][BRAIN_KEY].get("summaries", [])) for c in convs.values()),
+        warnings=warnings,
+    )
+
+
+def write_export(
+    built: BuiltExport, out_dir: str | Path, *, force: bool = False, started: float | None = None
+) -> ExportReport:
+    """Write ``built`` into ``out_dir`` under the rules of :func:`export_pam`: a new, empty or previous brain
+    export directory (else refused unless ``force``), each file replaced atomically, the memory store last,
+    the previous export's files this one does not write removed."""
+    started = time.perf_counter() if started is None else started
+    out = _check_out_dir(out_dir, force)
+    previous = _previous_export(out) or set()
+    warnings = list(built.warnings)
+    conv_dir = out / CONVERSATIONS_DIR
     store_path = out / MEMORY_STORE_FILE
     emb_path = out / EMBEDDINGS_FILE
-    if conv_files:
-        try:
+    for name in built.files:  # only the names brain writes: nothing travels outside the directory
+        if not (
+            name in (MEMORY_STORE_FILE, EMBEDDINGS_FILE)
+            or re.fullmatch(rf"{CONVERSATIONS_DIR}/[A-Za-z0-9][A-Za-z0-9._-]*\.json", name)
+        ):
+            raise ValidationError(f"an export file may not be called {name!r}; nothing was written")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if any(name.startswith(f"{CONVERSATIONS_DIR}/") for name in built.files):
             conv_dir.mkdir(exist_ok=True)
-        except OSError as exc:
-            raise BrainError(f"cannot create the conversations directory {conv_dir}: {exc}") from exc
+    except OSError as exc:
+        raise BrainError(f"cannot create the export directory {out}: {exc}") from exc
     pending: list[tuple[Path, Path]] = []
     try:
         # conversations and embeddings first, the memory store last: it never names files not there yet
-        for name, data in conv_files.items():
-            pending.append((conv_dir / name, _write_temp(conv_dir, name, data)))
-        if embeddings:
-            emb_bytes = orjson.dumps(embeddings_document(docs, memories, model), option=orjson.OPT_SERIALIZE_NUMPY)
-            pending.append((emb_path, _write_temp(out, EMBEDDINGS_FILE, emb_bytes)))
-        store_bytes = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
-        pending.append((store_path, _write_temp(out, MEMORY_STORE_FILE, store_bytes)))
+        for name, data in built.files.items():
+            final = out / name
+            pending.append((final, _write_temp(final.parent, final.name, data)))
     except BaseException:
         _discard(pending)
         raise
@@ -189,7 +263,7 @@ def export_pam(
             warnings.append(f"could not remove {stale}, a file of the previous export this one does not write: {exc}")
             continue
         removed.append(_relative(stale, out))
-    if not embeddings and emb_path.exists():
+    if not built.with_embeddings and emb_path.exists():
         warnings.append(
             f"{emb_path} was not written by brain and is left as it is; it does not belong to this export "
             f"(an importer reads it beside {MEMORY_STORE_FILE}): move it away"
@@ -197,17 +271,17 @@ def export_pam(
     return ExportReport(
         out_dir=out,
         memory_store=store_path,
-        embeddings=emb_path if embeddings else None,
-        memories=len(memories),
-        embeddings_written=len(docs) if embeddings else 0,
-        checksum=checksum,
-        owner_id=owner,
-        not_exportable=not_exportable,
-        parts_skipped=parts_skipped,
-        conversations=len(conv_files),
-        messages=sum(len(c["messages"]) for c in convs.values()),
-        summaries=sum(len(c["raw_metadata"][BRAIN_KEY].get("summaries", [])) for c in convs.values()),
-        conversations_dir=conv_dir if conversations else None,
+        embeddings=emb_path if built.with_embeddings else None,
+        memories=built.memories,
+        embeddings_written=built.embeddings_written,
+        checksum=built.checksum,
+        owner_id=built.owner_id,
+        not_exportable=built.not_exportable,
+        parts_skipped=built.parts_skipped,
+        conversations=built.conversations,
+        messages=built.messages,
+        summaries=built.summaries,
+        conversations_dir=conv_dir if built.with_conversations else None,
         replaced=replaced,
         removed=removed,
         warnings=warnings,

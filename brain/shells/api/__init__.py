@@ -9,7 +9,7 @@ asked for, so that importing this module never reads them). The specialists are 
 server starts, so a request never writes them.
 
 Every request passes :class:`Authenticate` first (bearer token -> :class:`~brain.access.policy.Caller`, see
-:mod:`brain.access.tokens`), then :class:`BodyLimit`, then routing and body parsing, so an unauthenticated
+:mod:`brain.shells.web.tokens`), then :class:`BodyLimit`, then routing and body parsing, so an unauthenticated
 caller gets 401 and learns nothing else. Errors are JSON ``{"error": kind, "message": text,
 "problems": [...]}``: invalid input 422 naming the field (malformed JSON too, with line and column),
 missing or wrong token 401, a token bound to another entity 403, unknown id 404, body over
@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from brain.access.tokens import is_loopback
 from brain.shells.api.factory import create_app
 from brain.shells.api.json_bodies import MAX_JSON_DEPTH, parse_json_body
 from brain.shells.api.models import MAX_OFFSET
 from brain.shells.api.serving import serve
 from brain.shells.web.middleware import Authenticate, BodyLimit
+from brain.shells.web.tokens import is_loopback
 
 __all__ = [
     "MAX_JSON_DEPTH",

@@ -53,6 +53,7 @@ class KnowledgeOut(BaseModel):
 class PersonaSectionOut(BaseModel):
     id: str
     title: str
+    heading: str | None = Field(None, description="the section's heading in the persona file; null for none")
     topic: str | None
     position: int | None
     text: str
@@ -75,3 +76,8 @@ class ForgetOut(BaseModel):
 
 
 EntityPath = Annotated[Entity, Path(description="an entity name")]
+
+
+class ForgetPreviewOut(BaseModel):
+    entity: str
+    documents: dict[str, int] = Field(description="documents a forget would remove, by type; nothing is changed")

@@ -8,19 +8,17 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from brain.access.tokens import TokenTable
-from brain.app.core import Brain
-from brain.app.core import open as open_brain
-from brain.app.startup import prepare_to_serve
 from brain.config import Settings
 from brain.model.errors import ConfigError
 from brain.model.version import __version__
+from brain.ops.consistency import track_request_writes
+from brain.ops.serving import Brain, Store, open_brain, prepare_to_serve
 from brain.shells.api.json_bodies import JsonRoute
-from brain.shells.api.read_your_writes import ReadYourWrites, track_request_writes
+from brain.shells.api.read_your_writes import ReadYourWrites
 from brain.shells.api.routes import add_routes
 from brain.shells.web.error_responses import install_error_handlers
 from brain.shells.web.middleware import Authenticate, BodyLimit
-from brain.store import Store
+from brain.shells.web.tokens import TokenTable
 
 
 def create_app(
@@ -53,7 +51,7 @@ def create_app(
             opened, own = Brain(store, chat=chat), True  # closes only the chat layer it builds
         else:
             opened, own = open_brain(settings), True
-        untrack = track_request_writes(opened.store)
+        untrack = track_request_writes(opened)
         try:
             prepare_to_serve(opened, catch_up=False)  # the mirror's catch-up is the server's (brain.shells.api.serve)
             app.state.brain = opened

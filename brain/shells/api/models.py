@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from fastapi import Path, Query
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, WithJsonSchema
 
-from brain.features.chat.chat_memory import IDEMPOTENCY_KEY_MAX, check_idempotency_key
 from brain.model.errors import Problem
+from brain.model.ids import IDEMPOTENCY_KEY_MAX, check_idempotency_key
 from brain.model.schemas import (
     CONVERSATION_ID_MAX_LENGTH,
     CONVERSATION_ID_PATTERN,
@@ -157,6 +157,9 @@ class MemoryCreate(_Body):
         None, description="ISO 8601 time at which the memory stops being ranked (kept afterwards); never when absent"
     )
     metadata: Metadata | None = None
+    source: Literal["system", "chat", "import"] = Field(
+        "system", description="where the memory comes from: system (default), chat (a model), import"
+    )
 
 
 class MemorySupersede(_Body):
@@ -174,6 +177,9 @@ class MemorySupersede(_Body):
     expires_at: Time | None = Field(None, description="ISO 8601 time at which the new memory stops being ranked")
     conversation_id: ConversationId | None = Field(None, description="the conversation the change came from")
     metadata: Metadata | None = None
+    source: Literal["system", "chat", "import"] = Field(
+        "system", description="where the memory comes from: system (default), chat (a model), import"
+    )
 
 
 class MemoryPatch(_Body):
@@ -288,6 +294,12 @@ class MemorySearch(BaseModel):
 
 class Deleted(BaseModel):
     deleted: str
+    sequence: int | None = sequence_field()
+    mirror_status: str = mirror_status_field()
+
+
+class DeletedMany(BaseModel):
+    deleted: list[str]
     sequence: int | None = sequence_field()
     mirror_status: str = mirror_status_field()
 

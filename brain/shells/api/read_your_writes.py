@@ -10,53 +10,18 @@ feed: the header is neither sent nor needed, and the body's ``"sequence"`` is nu
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
 from brain.model.errors import StoreUnavailable, ValidationError
+from brain.ops.consistency import has_feed, mirror_status, request_sequence, request_writes, wait_for_sequence
 from brain.shells.web.error_responses import error_response
-from brain.store import Store
-from brain.store.events import WriteEvent, WriteSubscriber
-from brain.store.follower import check_sequence
 
 MIN_SEQUENCE = b"x-brain-min-sequence"
 SEQUENCE = b"x-brain-sequence"
 _READS = {"GET", "HEAD", "OPTIONS"}
-
-# the sequences of the writes committed while serving the current request (None outside one); the
-# route's thread runs in a copy of the request's context, so it appends to the request's own list
-_written: ContextVar[list[int] | None] = ContextVar("brain_request_writes", default=None)
-
-
-class _RequestWrites(WriteSubscriber):
-    """Notes each committed write's sequence in the request that made it (none outside a request:
-    the summary worker's and the follower's threads do not carry one)."""
-
-    def commit(self, event: WriteEvent) -> None:
-        written = _written.get()
-        if written is not None:
-            written.append(event.sequence)
-
-
-def track_request_writes(store: Store) -> Callable[[], None]:
-    """Note the sequences of ``store``'s writes per request, for :func:`request_sequence`; returns
-    what stops it (the app calls both around its lifetime)."""
-    subscriber = store.events.subscribe(_RequestWrites())
-    return lambda: store.events.unsubscribe(subscriber)
-
-
-def request_sequence(store: Store) -> int | None:
-    """What a client waits for to read this request's writes on any worker: the sequence of the latest
-    write the request committed, or when it wrote nothing, the latest this worker committed (a read that
-    asks for it sees at least what this worker served). None without a change feed."""
-    if store.follower is None:
-        return None
-    written = _written.get()
-    return max(written) if written else store.last_sequence
 
 
 def with_sequence(request: Request, body: dict[str, Any]) -> dict[str, Any]:
@@ -64,11 +29,10 @@ def with_sequence(request: Request, body: dict[str, Any]) -> dict[str, Any]:
     ``"mirror_status"``: whether the mirror took the write (``ok``) or Chroma alone has it for now
     (``degraded``: caught up once the mirror can be written; ``broken``), or ``off``."""
     brain = request.app.state.brain
-    health = None if brain is None else brain.store.mirror_health
     return {
         **body,
-        "sequence": None if brain is None else request_sequence(brain.store),
-        "mirror_status": "off" if health is None else health.status,
+        "sequence": None if brain is None else request_sequence(brain),
+        "mirror_status": mirror_status(brain),
     }
 
 
@@ -80,15 +44,14 @@ class ReadYourWrites:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         brain = getattr(getattr(scope.get("app"), "state", None), "brain", None)
-        if scope["type"] != "http" or brain is None or brain.store.follower is None:
+        if scope["type"] != "http" or brain is None or not has_feed(brain):
             await self.app(scope, receive, send)
             return
-        store = brain.store
         wanted = dict(scope.get("headers") or []).get(MIN_SEQUENCE)
         if wanted is not None:
             try:
                 text = wanted.decode("latin-1").strip()
-                await run_in_threadpool(store.catch_up, check_sequence(int(text) if text.isdigit() else text))
+                await run_in_threadpool(wait_for_sequence, brain, int(text) if text.isdigit() else text)
             except ValidationError as exc:
                 refused = error_response(
                     422,
@@ -104,19 +67,16 @@ class ReadYourWrites:
         if scope.get("method") in _READS:
             await self.app(scope, receive, send)
             return
-        token = _written.set([])
 
         async def send_with_sequence(message: dict) -> None:
             if message["type"] == "http.response.start" and message["status"] < 400:
-                sequence = request_sequence(store)
+                sequence = request_sequence(brain)
                 if sequence:
                     message = {**message, "headers": [*message.get("headers", []), (SEQUENCE, str(sequence).encode())]}
             await send(message)
 
-        try:
+        with request_writes():
             await self.app(scope, receive, send_with_sequence)
-        finally:
-            _written.reset(token)
 
 
-__all__ = ["MIN_SEQUENCE", "SEQUENCE", "ReadYourWrites", "request_sequence", "track_request_writes", "with_sequence"]
+__all__ = ["MIN_SEQUENCE", "SEQUENCE", "ReadYourWrites", "with_sequence"]

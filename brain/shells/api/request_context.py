@@ -1,13 +1,13 @@
-"""What a route works with: the app's open :class:`~brain.app.core.Brain`, the authenticated caller, and
-the caller's :class:`~brain.access.policy.Access` to memories and conversations."""
+"""What a route works with: the operations of the authenticated caller (:mod:`brain.ops`), on the Brain the
+app opened."""
 
 from __future__ import annotations
 
 from fastapi import Request
 
-from brain.access.policy import Access, Caller
-from brain.app.core import Brain
 from brain.model.errors import StoreUnavailable
+from brain.ops import Caller, LocalOperations
+from brain.ops.serving import Brain
 
 
 def brain_of(request: Request) -> Brain:
@@ -21,7 +21,11 @@ def caller_of(request: Request) -> Caller:
     return request.scope["brain.caller"]
 
 
-def access_of(request: Request, entity: str | None = None) -> Access:
-    """The request's view of memories and conversations: its caller, acting for ``entity``."""
-    opened = brain_of(request)
-    return Access(opened.store, opened.chat, caller_of(request), entity)
+def ops_of(request: Request) -> LocalOperations:
+    """The request's operations: its caller's, on the app's Brain."""
+    return LocalOperations(brain_of(request), caller_of(request))
+
+
+def acting_of(request: Request, entity: str | None) -> str | None:
+    """The entity a request naming ``entity`` acts for (None: unrestricted); a bound caller naming another: 403."""
+    return caller_of(request).acting_as(entity)

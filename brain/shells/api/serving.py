@@ -31,13 +31,11 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from brain.access.tokens import TokenTable, check_listen_address
-from brain.app.core import open as open_brain
-from brain.app.startup import prepare_to_serve
 from brain.config import Settings
 from brain.model.errors import ConfigError
+from brain.ops.serving import announce, open_brain, prepare_to_serve
 from brain.shells.api.factory import create_app
-from brain.store.locking import announce
+from brain.shells.web.tokens import TokenTable, check_listen_address
 
 log = logging.getLogger(__name__)
 

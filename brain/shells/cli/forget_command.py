@@ -23,12 +23,11 @@ def forget(state: State, entity: str, yes: bool) -> None:
     removed from the store and the mirror, and the data directory's files are compacted so that
     none of their text remains. Global memories stay. Asks first (naming what goes), unless --yes;
     an entity with nothing stored is an error before any question. Bob and bob are one entity."""
-    from brain.app.forget import forget_preview
     from brain.shells.cli.reports import documents_in_words, forget_text
 
-    brain = state.brain(create=False)
-    going = forget_preview(brain.store, entity)  # nothing stored: the error comes before the question
+    entities = state.ops(create=False).entities
+    going = entities.forget_preview(entity)  # nothing stored: the error comes before the question
     if not yes:
         confirm(f"Forget entity {entity!r}: delete {documents_in_words(going)} in scope entity:{entity} for good?")
-    report = brain.forget_entity(entity)
+    report = entities.forget(entity)
     emit(state, report.to_dict(), lambda: forget_text(report))

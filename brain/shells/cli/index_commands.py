@@ -17,11 +17,11 @@ def index() -> None:
 def index_snapshot(state: State) -> None:
     """Save the indexes to the index snapshot, which the next start loads instead of reading the
     whole collection (stores also save it when they close)."""
-    store = state.store(create=False)
-    path = store.save_index_snapshot()
+    from brain.ops.offline import save_index_snapshot
+
+    path, sizes = save_index_snapshot(state.settings())
     if path is None:
         raise CommandFailed("index snapshots are off (BRAIN_INDEX_SNAPSHOT=false); set it to true to save one")
-    sizes = store.index_sizes()
     emit(
         state,
         {"path": str(path), "indexes": sizes},

@@ -41,11 +41,11 @@ def ingest(state: State, paths: tuple[Path, ...], prune: bool, dry_run: bool) ->
     knowledge base; documents named by older versions are re-keyed without re-embedding.
     Progress goes to stderr: a bar on a terminal, a line every few seconds otherwise; Ctrl-C stops
     it (exit 130) and running the same command again completes the work without duplicates."""
-    from brain.features.ingest import ingest_paths
+    from brain.ops.offline import ingest as ingest_files
     from brain.shells.cli.reports import ingest_text
 
     try:
-        report = ingest_paths(state.store(), list(paths), prune=prune, dry_run=dry_run, progress=True)
+        report = ingest_files(state.settings(), list(paths), prune=prune, dry_run=dry_run, progress=True)
     except KeyboardInterrupt:
         raise Interrupted("interrupted; run the same command again to complete (nothing is duplicated)") from None
     emit(state, report.to_dict(), lambda: ingest_text(report))
@@ -90,8 +90,7 @@ def search(
 
     if as_of is not None and doc_type != DocType.MEMORY.value:
         raise click.UsageError("--as-of ranks memories: give --type memory with it")
-    brain = state.brain(create=False)
-    hits = brain.search(query, type=doc_type, k=k, entity=entity, as_of=as_of)
+    hits = state.ops(create=False).documents.search(query, type=doc_type, k=k, entity=entity, as_of=as_of)
     ranked = doc_type == DocType.MEMORY.value
     line = memory_hit_line if ranked else hit_line
     header = MEMORY_SCORE_HEADER if ranked else "similarity"
@@ -113,7 +112,12 @@ def search(
 @pass_state
 def turns(state: State, conversation_id: str, k: int | None) -> None:
     """Show the last turns of CONVERSATION_ID (conv-...), oldest first."""
-    docs = state.store(create=False).recent_turns(conversation_id, **({"k": k} if k is not None else {}))
+    from brain.model.errors import NotFound
+
+    try:
+        docs = state.ops(create=False).conversations.turns(conversation_id, k=k or state.settings().turn_top_k)
+    except NotFound:  # the admin sees every conversation: not found is none recorded
+        docs = []
     emit(
         state,
         [d.to_dict() for d in docs],

@@ -30,14 +30,18 @@ from brain.shells.cli.shell import EntityType, State, pass_state
 def mcp(state: State, entity: str | None, use_http: bool, host: str | None, port: int | None) -> None:
     """Serve brain's memory to an MCP client: over stdio (stdout is the protocol; logs go to stderr), or
     over streamable HTTP with --http."""
+    from brain.ops import LocalOperations
     from brain.shells.mcp import listen_tokens, serve_http, serve_stdio
 
     if not use_http:
         if host is not None or port is not None:
             raise click.UsageError("--host and --port go with --http (stdio needs neither)")
-        serve_stdio(state.brain(serving=True), entity=entity)
+        # beside a running `brain serve`, the tools go through it
+        serve_stdio(state.ops(worker=True), entity=entity)
         return
     settings = state.settings()
     host = host or settings.api_host
     tokens = listen_tokens(settings, host)  # refused before the store opens
-    serve_http(state.brain(serving=True), tokens=tokens, host=host, port=port or 5001, entity=entity)
+    ops = state.ops(worker=True, through_server=False)
+    assert isinstance(ops, LocalOperations)  # a server itself: the store is this process's
+    serve_http(ops, tokens=tokens, host=host, port=port or 5001, entity=entity)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from brain.model.errors import ValidationError
+from brain.model.errors import NotFound, ValidationError
 from brain.shells.cli.group import cli
 from brain.shells.cli.shell import (
     CommandFailed,
@@ -55,10 +55,10 @@ def memory_add(
     """Store TEXT as a memory; the same text in the same scope updates the existing one
     (higher importance, all tags, later time)."""
     scope = scope_of(entity, scope)  # a usage error before the store is opened (or created)
-    from brain.app.memory_admin import add_memory
-
     try:
-        doc = add_memory(state.store(), text, scope=scope, importance=importance, tags=tags, expires_at=expires_at)
+        doc = state.ops().memories.add(
+            text, scope=scope, importance=importance or 3, tags=list(tags), expires_at=expires_at
+        )
     except ValidationError as exc:  # the text or the tags break a limit: the arguments are wrong
         raise click.UsageError(str(exc)) from None
     emit(state, doc.to_dict(), lambda: f"stored {memory_line(doc)}")
@@ -89,10 +89,9 @@ def memory_list(
             f"--entity {entity} lists {entity}'s memories and the global ones, --scope {scope} "
             "exactly that scope: give one of them"
         )
-    from brain.app.memory_admin import list_memories
-
-    store = state.store(create=False)
-    docs = list_memories(store, scope=scope, entity=entity, tags=tags, limit=limit, history=history)
+    docs = state.ops(create=False).memories.list(
+        entity=entity, scope=scope, tags=list(tags), limit=limit, history=history
+    )
     emit(state, [d.to_dict() for d in docs], lambda: "\n".join(memory_line(d) for d in docs) if docs else "no memories")
 
 
@@ -102,9 +101,10 @@ def memory_list(
 @pass_state
 def memory_show(state: State, doc_id: str) -> None:
     """Show one memory with all its metadata."""
-    from brain.app.memory_admin import get_memory
-
-    doc = get_memory(state.store(create=False), doc_id)
+    try:
+        doc = state.ops(create=False).memories.get(doc_id)
+    except NotFound:
+        raise NotFound(f"no memory with id {doc_id!r}; `brain memory list` shows the ids") from None
     emit(
         state,
         doc.to_dict(),
@@ -152,9 +152,15 @@ def memory_supersede(
 ) -> None:
     """Replace memory ID with TEXT, keeping ID as history: ID becomes superseded (kept, no longer ranked,
     still answered for a time before the change) and the new memory, in the same scope, points back to it."""
-    store = state.store(create=False)
-    done = store.supersede(
-        doc_id, text, kind=kind, at=at, importance=importance, tags=tags or None, expires_at=expires_at, entity=entity
+    done = state.ops(create=False).memories.supersede(
+        doc_id,
+        text,
+        kind=kind,
+        at=at,
+        importance=importance,
+        tags=list(tags) or None,
+        expires_at=expires_at,
+        entity=entity,
     )
     emit(state, done.to_dict(), lambda: f"superseded {done.old.id} ({kind})\nnow {memory_line(done.new)}")
 
@@ -167,7 +173,7 @@ def memory_supersede(
 def memory_history(state: State, doc_id: str, entity: str | None) -> None:
     """Show the history of memory ID: every memory of its chain of changes, oldest first, with the time each
     held from and until; the last one without an end is current."""
-    chain = state.store(create=False).history(doc_id, entity=entity)
+    chain = state.ops(create=False).memories.history(doc_id, entity=entity)
     emit(state, [d.to_dict() for d in chain], lambda: "\n".join(history_line(d) for d in chain))
 
 
@@ -204,15 +210,16 @@ def memory_extract(state: State, conversation_id: str | None, again: bool) -> No
             conversation_id = check_conversation_id(conversation_id)
         except ValueError as exc:
             raise click.UsageError(f"--conversation: {exc}") from None
-    opened = state.brain(create=False)
-    if conversation_id is not None and not opened.store.recent_turns(conversation_id, 1):
-        from brain.model.errors import NotFound
-
-        raise NotFound(
-            f"no conversation {conversation_id!r} is stored (`brain turns {conversation_id}` shows its "
-            f"turns when there is one)"
-        )
-    report = opened.chat.extract_memories(conversation_id, again=again)
+    ops = state.ops(create=False)
+    if conversation_id is not None:
+        try:
+            ops.conversations.turns(conversation_id, k=1)
+        except NotFound:
+            raise NotFound(
+                f"no conversation {conversation_id!r} is stored (`brain turns {conversation_id}` shows its "
+                f"turns when there is one)"
+            ) from None
+    report = ops.conversations.extract(conversation_id, again=again)
     emit(state, report.to_dict(), lambda: formation_text(report))
     if report.failed or report.waiting:
         raise CommandFailed(
@@ -234,10 +241,18 @@ def memory_extract(state: State, conversation_id: str | None, again: bool) -> No
 @pass_state
 def memory_rm(state: State, doc_ids: tuple[str, ...], entity: str | None) -> None:
     """Remove memories by id; ids that are not memories are reported (exit 1) and left alone."""
-    from brain.app.memory_admin import remove_memories
-    from brain.shells.cli.reports import removal_text
+    from brain.shells.cli.reports import MemoryRemoval, removal_text
 
-    report = remove_memories(state.store(create=False), doc_ids, entity=entity)
+    memories = state.ops(create=False).memories
+    report = MemoryRemoval()
+    found = []
+    for doc_id in dict.fromkeys(doc_ids):
+        try:
+            found.append(memories.get(doc_id, entity=entity).id)
+        except NotFound:  # not a memory, or another entity's: reported, left alone
+            report.not_found.append(doc_id)
+    if found:  # all or none: a global id with --entity refuses the lot before anything is deleted
+        report.removed = memories.delete(found, entity=entity)
     emit(state, report.to_dict(), lambda: removal_text(report))
     if not report.ok:  # the report (stdout) lists what was removed; stderr names the ids that were not
         raise report.error()
@@ -259,5 +274,5 @@ def consolidate(state: State, dry_run: bool, threshold: float | None) -> None:
     """Merge near-duplicate memories of the same scope; lists every merge."""
     from brain.shells.cli.reports import consolidation_text
 
-    report = state.brain(create=False).consolidate(dry_run=dry_run, threshold=threshold)
+    report = state.ops(create=False).maintenance.consolidate(dry_run=dry_run, threshold=threshold)
     emit(state, report.to_dict(), lambda: consolidation_text(report))

@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from brain.model.errors import StoreNotFound
 from brain.shells.cli.group import cli
 from brain.shells.cli.shell import CommandFailed, State, emit, json_option, pass_state, short
 
@@ -33,7 +32,7 @@ def mirror_sync(state: State, force: bool) -> None:
 
     A store that looks lost (empty, much smaller than the mirror, created again, or a restore into it
     unfinished) is refused: nothing is deleted, and `brain restore --from-mirror` brings it back."""
-    report = state.brain().sync_mirror(force=force)
+    report = state.ops().maintenance.sync_mirror(force=force)
     emit(state, report.to_dict(), report.summary)
 
 
@@ -44,7 +43,7 @@ def mirror_verify(state: State) -> None:
     """Report every difference between the store and the mirror (exit 1 if any)."""
     from brain.shells.cli.reports import verify_text
 
-    report = state.brain(create=False).verify_mirror()
+    report = state.ops(create=False).maintenance.verify_mirror()
     emit(state, report.to_dict(), lambda: verify_text(report))
     if not report.ok:
         raise CommandFailed("the mirror differs from the store; `brain mirror sync` reconciles them")
@@ -62,18 +61,9 @@ def mirror_verify(state: State) -> None:
 @pass_state
 def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
     """Search the mirror alone (Chroma is not opened)."""
-    from brain.features.mirror import EngramMirror
-    from brain.providers.embeddings import get_embedder
+    from brain.ops.offline import recall_mirror
 
-    settings = state.settings()
-    if not settings.mirror_file.is_file():
-        raise StoreNotFound(
-            f"there is no mirror at {settings.mirror_file}; `brain init` creates the store and its "
-            f"mirror, `brain mirror sync` fills it from an existing store"
-        )
-    embedder = get_embedder(settings)
-    with EngramMirror(settings.mirror_file, embedder.name, batch_size=settings.mirror_batch_size) as mirror:
-        hits = mirror.keyword_recall(query, k) if keyword else mirror.recall(embedder.embed_query(query), k)
+    hits = recall_mirror(state.settings(), query, k, keyword=keyword)
     emit(
         state,
         {"query": query, "keyword": keyword, "results": [h.to_dict() for h in hits]},
@@ -83,7 +73,7 @@ def mirror_recall(state: State, query: str, k: int, keyword: bool) -> None:
 
 def _mirror_hit_line(hit: Any) -> str:
     """A keyword hit shows its BM25 relevance, a vector hit its cosine similarity: two different scales."""
-    from brain.features.mirror import KeywordHit
+    from brain.ops.values import KeywordHit
 
     value = f"bm25 {hit.bm25:.3f}" if isinstance(hit, KeywordHit) else f"cosine {hit.similarity:.3f}"
     m = hit.metadata
@@ -100,10 +90,10 @@ def mirror_rebuild(state: State, force: bool) -> None:
 
     The repair for a damaged mirror; nothing is embedded. Rows engram wrote itself are copied over
     from the old file when it can still be read."""
-    from brain.app.restore import rebuild_mirror
+    from brain.ops.offline import rebuild_mirror
     from brain.shells.cli.reports import rebuild_text
 
-    report = rebuild_mirror(state.store(), force=force)
+    report = rebuild_mirror(state.settings(), force=force)
     emit(state, report.to_dict(), lambda: rebuild_text(report))
 
 
@@ -114,7 +104,7 @@ def mirror_backfill(state: State) -> None:
     """Embed the mirrored documents that have no vector of the configured model (resumable)."""
     from brain.shells.cli.reports import backfill_text
 
-    report = state.brain().backfill_mirror()
+    report = state.ops().maintenance.backfill_mirror()
     emit(state, report.to_dict(), lambda: backfill_text(report))
 
 
@@ -147,8 +137,8 @@ def restore(state: State, from_mirror: bool, persona_path: Path | None, kb_paths
 
     For a lost or broken Chroma store: move the broken BRAIN_DATA_DIR/chroma aside first. The report
     lists what could not be restored and what to do about it."""
-    from brain.app.restore import recover_store
+    from brain.ops.offline import restore as restore_store
     from brain.shells.cli.reports import recovery_text
 
-    report = recover_store(state.store(), persona_path=persona_path, kb_paths=kb_paths)
+    report = restore_store(state.settings(), persona_path=persona_path, kb_paths=kb_paths)
     emit(state, report.to_dict(), lambda: recovery_text(report))

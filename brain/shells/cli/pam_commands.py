@@ -47,11 +47,9 @@ def export_cmd(
 
     OUT_DIR must be new, empty or a previous brain export (replaced file for file; the files it no
     longer needs are removed and listed), unless --force."""
-    from brain.features.pam import export_pam
     from brain.shells.cli.reports import export_text
 
-    report = export_pam(
-        state.store(create=False),
+    report = state.ops(create=False).maintenance.export(
         out_dir,
         embeddings=not no_embeddings,
         conversations=not no_conversations,
@@ -68,8 +66,7 @@ def export_cmd(
 @pass_state
 def import_cmd(state: State, path: Path) -> None:
     """Import a PAM export (its directory or memory-store.json); validated whole first."""
-    from brain.features.pam import import_pam
     from brain.shells.cli.reports import import_text
 
-    report = import_pam(state.store(), path)
+    report = state.ops().maintenance.import_pam(path)
     emit(state, report.to_dict(), lambda: import_text(report))

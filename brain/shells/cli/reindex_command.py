@@ -38,27 +38,26 @@ def reindex(
     The live collection keeps serving meanwhile and is kept after the swap (--rollback goes back;
     --drop-old or --keep N deletes it). An interrupted run (Ctrl-C, kill, the embedder down) is
     resumed by running the same command again: nothing done is embedded twice."""
-    from brain.app import reindex as library
+    from brain.ops.offline import reindex as run_reindex
+    from brain.ops.values import DropReport, ReindexPlan
     from brain.shells.cli.reports import drop_text, plan_text, reindex_text
 
     if sum(map(bool, (rollback, drop_old, keep is not None))) > 1:
         raise click.UsageError("give one of --rollback, --drop-old and --keep")
     if (rollback or drop_old or keep is not None) and (embedder_name or dry_run):
         raise click.UsageError("--embedder and --dry-run go with a re-index, not with --rollback, --drop-old or --keep")
-    settings = state.settings()
-    store = library.open_live_store(settings)
-    try:
-        if rollback:
-            report, text = library.rollback(store), reindex_text
-        elif drop_old or keep is not None:
-            report, text = library.drop_old(store, keep=keep or 0), drop_text
-        else:
-            embedder = library.embedder_named(settings, embedder_name or settings.embedder)
-            report, text = (
-                (library.plan(store, embedder), plan_text)
-                if dry_run
-                else (library.run(store, embedder, batch=batch, progress=True), reindex_text)
-            )
-        emit(state, report.to_dict(), lambda: text(report))
-    finally:
-        store.close()
+    report = run_reindex(
+        state.settings(),
+        embedder_name=embedder_name,
+        dry_run=dry_run,
+        rollback=rollback,
+        drop_old=drop_old,
+        keep=keep,
+        batch=batch,
+    )
+    if isinstance(report, DropReport):
+        emit(state, report.to_dict(), lambda: drop_text(report))
+    elif isinstance(report, ReindexPlan):
+        emit(state, report.to_dict(), lambda: plan_text(report))
+    else:
+        emit(state, report.to_dict(), lambda: reindex_text(report))

@@ -8,22 +8,32 @@ lines at start-up and ``brain init --json`` carries the sync's line."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from brain.model.errors import NotFound
 from brain.text.wording import counted
 
 if TYPE_CHECKING:
-    from brain.app.forget import ForgetReport
-    from brain.app.memory_admin import MemoryRemoval
-    from brain.app.reindex import DropReport, ReindexPlan, ReindexReport
-    from brain.app.restore import RebuildReport, RecoveryReport
-    from brain.app.startup import StartupReport
-    from brain.features.chat.formation import FormationReport
-    from brain.features.consolidate import ConsolidationReport
-    from brain.features.ingest import IngestReport
-    from brain.features.mirror.protocol import BackfillReport, Coverage, MigrationReport
-    from brain.features.mirror.sync import RestoreReport, VerifyReport
-    from brain.features.pam.reports import ExportReport, ImportReport
+    from brain.ops.values import (
+        BackfillReport,
+        ConsolidationReport,
+        Coverage,
+        DropReport,
+        ExportReport,
+        ForgetReport,
+        FormationReport,
+        ImportReport,
+        IngestReport,
+        MigrationReport,
+        RebuildReport,
+        RecoveryReport,
+        ReindexPlan,
+        ReindexReport,
+        RestoreReport,
+        StartupReport,
+        VerifyReport,
+    )
 
 #: ids listed in a line before "... (N more)"
 _SHOWN = 10
@@ -201,6 +211,25 @@ def health_text(report: Mapping[str, Any]) -> str:
             if isinstance(value, Mapping)
         ]
     return "\n".join(lines)
+
+
+@dataclass
+class MemoryRemoval:
+    """What ``brain memory rm`` did: the ids removed, and those that named no memory (left alone)."""
+
+    removed: list[str] = field(default_factory=list)
+    not_found: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.not_found
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"removed": list(self.removed), "not_found": list(self.not_found)}
+
+    def error(self) -> NotFound:
+        """The failure the command ends with when not every id was a memory."""
+        return NotFound(f"no memory with id {', '.join(repr(i) for i in self.not_found)}")
 
 
 def removal_text(report: MemoryRemoval) -> str:

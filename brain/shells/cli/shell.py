@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from brain.app.core import Brain
     from brain.config import Settings
-    from brain.store import Store
+    from brain.ops import Operations
 
 
 class CommandFailed(click.ClickException):
@@ -87,7 +86,7 @@ class BrainGroup(click.Group):
 
 @dataclass
 class State:
-    """What the group's options decide, and the settings and Brain opened on first use (closed when
+    """What the group's options decide, and the settings and operations opened on first use (closed when
     the command ends)."""
 
     json: bool = False
@@ -95,7 +94,7 @@ class State:
     data_dir: Path | None = None
     project_dir: Path | None = None
     _settings: Settings | None = None
-    _brain: Brain | None = None
+    _ops: Operations | None = None
 
     def settings(self) -> Settings:
         if self._settings is None:
@@ -105,64 +104,23 @@ class State:
             self._settings = load_settings(self.project_dir, **overrides)
         return self._settings
 
-    def brain(self, *, create: bool = True, serving: bool = False) -> Brain:
-        """The Brain; with ``create=False`` (read-only commands) a missing store is an error, not made.
-        Only a server (``serving``) keeps a chat layer running, with its summary worker. While ``brain
-        serve`` holds the data directory, the commands of :data:`THROUGH_THE_SERVER` get a
-        :class:`~brain.app.served.ServedBrain` on it instead; the others, an error naming the server."""
-        if self._brain is None:
-            from brain.app.core import open as open_brain
-            from brain.model.errors import StoreLocked
+    def ops(self, *, create: bool = True, worker: bool = False, through_server: bool = True) -> Operations:
+        """The operations on the store: opened by this process, or, while ``brain serve`` holds the data
+        directory, that server's (:mod:`brain.ops.served`). ``create=False`` (read-only commands): a missing
+        store is an error, not made. ``worker``: a long-running command, whose chat layer summarises in the
+        background. ``through_server=False``: a server itself."""
+        if self._ops is None:
+            from brain.ops import open_operations
 
-            try:
-                self._brain = open_brain(self.settings(), create=create, start_worker=serving)
-            except StoreLocked as exc:
-                if exc.server_url is None or serving:
-                    raise
-                from brain.app.served import ServedBrain
-
-                served = ServedBrain(self.settings(), exc)
-                command = _command_name()
-                if command not in THROUGH_THE_SERVER:
-                    served.close()
-                    raise served.needs_the_store(f"`brain {command}`") from None
-                self._brain = served  # type: ignore[assignment]
-        return self._brain
-
-    def store(self, *, create: bool = True) -> Store:
-        return self.brain(create=create).store
+            self._ops = open_operations(
+                self.settings(), create=create, start_worker=worker, through_server=through_server
+            )
+        return self._ops
 
     def close(self) -> None:
-        if self._brain is not None:
-            self._brain.close()
-            self._brain = None
-
-
-#: the commands that, while ``brain serve`` holds the data directory, go through its HTTP API (:mod:`brain.app.served`)
-THROUGH_THE_SERVER = frozenset(
-    {
-        "memory list",
-        "memory show",
-        "memory add",
-        "memory rm",
-        "search",
-        "turns",
-        "stats",
-        "persona show",
-        "health",
-        "memory extract",
-    }
-)
-
-
-def _command_name() -> str:
-    """The running command without the program's name, e.g. ``memory list``."""
-    ctx = click.get_current_context(silent=True)
-    names = []
-    while ctx is not None and ctx.parent is not None:
-        names.append(ctx.info_name or "")
-        ctx = ctx.parent
-    return " ".join(reversed(names))
+        if self._ops is not None:
+            self._ops.close()
+            self._ops = None
 
 
 class ScopeType(click.ParamType):
@@ -306,7 +264,7 @@ def short(text: str, width: int = 100) -> str:
 
 
 def memory_line(doc: Any) -> str:
-    from brain.store.memory_listing import status_of
+    from brain.ops.values import status_of
     from brain.text.printable import printable
 
     m = doc.metadata

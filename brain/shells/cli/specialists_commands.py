@@ -29,7 +29,7 @@ def specialists() -> None:
 @pass_state
 def specialists_list(state: State) -> None:
     """Register the specialists file (if changed) and list the specialists."""
-    found = state.brain().specialists.list_specialists()
+    found = state.ops().specialists.list()
     emit(
         state,
         [s.to_dict() for s in found],
@@ -45,7 +45,7 @@ def specialists_list(state: State) -> None:
 def specialists_find(state: State, request: str, k: int) -> None:
     """The specialists best suited to REQUEST, best first: ordered by confidence (how likely each is the
     right one), which gives the band (strong, good, possible, weak); the score it is learned from is shown too."""
-    matches = state.brain().specialists.find_specialists(request, k)
+    matches = state.ops().specialists.find(request, k=k)
     emit(
         state,
         {"request": request, "order": "confidence", "results": [m.to_dict() for m in matches]},

@@ -23,10 +23,10 @@ from brain.shells.cli.shell import CommandFailed, DocTypeChoice, State, emit, js
 @pass_state
 def init(state: State, persona_path: Path | None) -> None:
     """Create the store (or open it) and load the persona."""
-    from brain.app.startup import startup
+    from brain.ops.offline import initialise
     from brain.shells.cli.reports import startup_text
 
-    report = startup(state.settings(), persona_path=persona_path)
+    report = initialise(state.settings(), persona_path=persona_path)
     emit(state, report.to_dict(), lambda: startup_text(report))
 
 
@@ -44,10 +44,10 @@ def persona() -> None:
 @pass_state
 def persona_load(state: State, path: Path | None) -> None:
     """Load PATH (default: BRAIN_PERSONA_PATH) as the persona; an unchanged file writes nothing."""
-    from brain.features.persona import load_persona
+    from brain.ops.offline import load_persona
 
     path = path or state.settings().persona_path
-    loaded = load_persona(state.store(), path)
+    loaded = load_persona(state.settings(), path)
     emit(state, loaded.to_dict(), loaded.summary)
 
 
@@ -57,9 +57,7 @@ def persona_load(state: State, path: Path | None) -> None:
 @pass_state
 def persona_show(state: State, max_chars: int | None) -> None:
     """Print the persona block a prompt gets."""
-    from brain.features.persona import persona_block
-
-    block = persona_block(state.store(create=False), max_chars=max_chars)
+    block = state.ops(create=False).knowledge.persona_block(max_chars=max_chars)
     if not block and not state.json:
         click.echo("no persona loaded; run `brain persona load`", err=True)
     emit(state, {"text": block}, lambda: block)
@@ -105,7 +103,7 @@ def stats(state: State) -> None:
     The size on disk is reported for the embedded store only (null with BRAIN_CHROMA_URL)."""
     from brain.shells.cli.reports import formation_totals_line
 
-    data = state.brain(create=False).stats()
+    data = state.ops(create=False).maintenance.stats()
     emit(
         state,
         data,
@@ -133,7 +131,7 @@ def health(state: State, verify: bool) -> None:
     (ok, degraded or unavailable, as GET /v1/health says it). Exits 1 when the store is unavailable."""
     from brain.shells.cli.reports import health_text
 
-    report = state.brain(create=False).health(detail=True, verify=verify)
+    report = state.ops(create=False).maintenance.health(detail=True, verify=verify)
     emit(state, report, lambda: health_text(report))
     if report["status"] == "unavailable":
         raise CommandFailed(f"the store is unavailable: {report['store'].get('error', 'no answer')}")

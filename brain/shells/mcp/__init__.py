@@ -7,16 +7,18 @@ stderr; :func:`serve_http` on streamable HTTP behind brain's token rule (:mod:`b
 
 from __future__ import annotations
 
-from brain.app.core import Brain
-from brain.app.startup import prepare_to_serve
+from brain.ops import LocalOperations, Operations
+from brain.ops.serving import Brain, prepare
 from brain.shells.mcp.http import MCP_PATH, MountedMcp, http_app, listen_tokens, serve_http
 from brain.shells.mcp.server import create_server
 
 
-def serve_stdio(brain: Brain, *, entity: str | None = None) -> None:
-    """Serve ``brain`` over stdio until the client closes stdin."""
-    server = create_server(brain, entity=entity)
-    prepare_to_serve(brain)
+def serve_stdio(target: Operations | Brain, *, entity: str | None = None) -> None:
+    """Serve ``target``'s operations over stdio until the client closes stdin: on a store this process opened,
+    or through the ``brain serve`` that holds it."""
+    ops = target if isinstance(target, Operations) else LocalOperations(target)
+    server = create_server(ops, entity=entity)
+    prepare(ops)
     server.run("stdio")
 
 

@@ -11,12 +11,12 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 
-from brain.access.tokens import TokenTable, check_listen_address
-from brain.app.core import Brain
-from brain.app.startup import prepare_to_serve
 from brain.config import Settings
+from brain.ops import LocalOperations
+from brain.ops.serving import Brain, prepare_to_serve
 from brain.shells.mcp.server import create_server, plain_logs_off_a_terminal
 from brain.shells.web.middleware import Authenticate, BodyLimit
+from brain.shells.web.tokens import TokenTable, check_listen_address
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +70,14 @@ def listen_tokens(settings: Settings, host: str) -> TokenTable | None:
     return tokens
 
 
-def serve_http(brain: Brain, *, tokens: TokenTable | None, host: str, port: int, entity: str | None = None) -> None:
-    """Serve MCP over streamable HTTP at ``http://host:port/mcp`` until interrupted."""
+def serve_http(
+    target: LocalOperations | Brain, *, tokens: TokenTable | None, host: str, port: int, entity: str | None = None
+) -> None:
+    """Serve MCP over streamable HTTP at ``http://host:port/mcp`` until interrupted, on a store this process
+    opened (a server itself: never beside another one)."""
     import uvicorn
 
+    brain = target.brain if isinstance(target, LocalOperations) else target
     check_listen_address(host, tokens)
     plain_logs_off_a_terminal()  # start-up's own lines (the persona, the mirror) are records too
     prepare_to_serve(brain)

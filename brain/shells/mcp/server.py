@@ -23,14 +23,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
-from brain.access.policy import ADMIN, Access, Caller
-from brain.app.core import Brain
-from brain.features.persona import current_persona
 from brain.model.errors import BrainError, Forbidden, ValidationError
 from brain.model.schemas import GLOBAL_SCOPE, MAX_K, get_all_schemas, schema_info
 from brain.model.version import __version__
+from brain.ops import ADMIN, Caller, LocalOperations, Operations
+from brain.ops.serving import Brain
+from brain.ops.values import status_of
 from brain.shells.mcp.paging import Page, decode_cursor
-from brain.store.memory_listing import status_of
 
 INSTRUCTIONS = """\
 Long-term memory about the people you talk with. Call `recall` before answering a question that may \
@@ -97,14 +96,20 @@ def plain_logs_off_a_terminal() -> None:
     root.setLevel(logging.INFO)  # what the SDK would have set
 
 
-def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
-    """An MCP server over ``brain``; with ``entity``, every tool acts in that entity's scope only."""
+def create_server(target: Operations | Brain, *, entity: str | None = None) -> MCPServer:
+    """An MCP server over ``target``'s operations (a Brain: its store's); with ``entity``, every tool acts in that
+    entity's scope only."""
     if entity is not None:
         entity = ADMIN.acting_as(entity)  # canonical; a malformed name stops here, before the server starts
     plain_logs_off_a_terminal()  # before the SDK's server, whose set-up does nothing once a handler exists
+    base: Operations = target if isinstance(target, Operations) else LocalOperations(target)
 
-    def access(ctx: Context, requested: str | None) -> Access:
-        return Access(brain.store, brain.chat, request_caller(ctx, entity), requested)
+    def ops(ctx: Context | None) -> Operations:
+        """The operations of the message's caller."""
+        return base.bound_to(request_caller(ctx, entity))
+
+    def acting(ctx: Context, requested: str | None) -> str | None:
+        return request_caller(ctx, entity).acting_as(requested)
 
     server = MCPServer("brain", version=__version__, instructions=INSTRUCTIONS)
 
@@ -127,8 +132,10 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         Returns the stored memory with its id."""
         with _tool_errors():
             return (
-                access(ctx, entity)
-                .create_memory(text, importance=importance, tags=tags, source="chat", expires_at=expires_at)
+                ops(ctx)
+                .memories.add(
+                    text, importance=importance, tags=tags, entity=entity, source="chat", expires_at=expires_at
+                )
                 .to_dict()
             )
 
@@ -151,9 +158,8 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         Each result has its id, its scope ('global': shared by every entity) and
         score = similarity_part + lexical_part + importance_part + recency_part."""
         with _tool_errors():
-            acting = access(ctx, entity)
-            hits = acting.search_memories(query, k, tags=tags, as_of=as_of)
-            return {"query": query, "entity": acting.entity, "results": [_scoped(h.to_dict()) for h in hits]}
+            hits = ops(ctx).memories.search(query, k=k, entity=entity, tags=tags, as_of=as_of)
+            return {"query": query, "entity": acting(ctx, entity), "results": [_scoped(h.to_dict()) for h in hits]}
 
     @server.tool()
     def update_memory(
@@ -168,7 +174,7 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         with _tool_errors():
             if text is None and importance is None and tags is None:
                 raise ValidationError.of("text", "nothing to change: give text, importance or tags")
-            return access(ctx, entity).update_memory(id, text, importance=importance, tags=tags).to_dict()
+            return ops(ctx).memories.update(id, text, entity=entity, importance=importance, tags=tags).to_dict()
 
     @server.tool()
     def supersede_memory(
@@ -185,7 +191,7 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         """Replace a memory with a new one, keeping the old one as history (never deleted: recall with as_of
         still finds it for a time before the change). The new memory is the same entity's. Returns both."""
         with _tool_errors():
-            return access(ctx, entity).supersede_memory(id, text, kind=kind, at=at, source="chat").to_dict()
+            return ops(ctx).memories.supersede(id, text, entity=entity, kind=kind, at=at, source="chat").to_dict()
 
     @server.tool()
     def memory_history(
@@ -196,7 +202,7 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         """The history of a memory, oldest first: every memory that replaced another, each with valid_from and
         valid_until; the current one has no superseded_by."""
         with _tool_errors():
-            return {"id": id, "history": [_scoped(d.to_dict()) for d in access(ctx, entity).memory_history(id)]}
+            return {"id": id, "history": [_scoped(d.to_dict()) for d in ops(ctx).memories.history(id, entity=entity)]}
 
     @server.tool()
     def forget(
@@ -209,7 +215,7 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         deleted: a global one (scope 'global', shared by every entity, as list_memories and recall mark them)
         is refused and nothing is deleted. Without an entity, any memory, global ones included."""
         with _tool_errors():
-            return {"deleted": access(ctx, entity).delete_memories(_one_or_many(id, ids))}
+            return {"deleted": ops(ctx).memories.delete(_one_or_many(id, ids), entity=entity)}
 
     @server.tool()
     def list_memories(
@@ -230,11 +236,10 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         order; a page with more after it has `next_cursor`."""
         with _tool_errors():
             offset = decode_cursor(cursor)
-            acting = access(ctx, entity)
-            docs = acting.list_memories(tags=tags, limit=limit + 1, offset=offset, history=history)
+            docs = ops(ctx).memories.list(entity=entity, tags=tags, limit=limit + 1, offset=offset, history=history)
             page = Page.of(docs, offset, limit)
             return {
-                "entity": acting.entity,
+                "entity": acting(ctx, entity),
                 "memories": [_scoped(d.to_dict()) for d in page.items],
                 "next_cursor": page.next_cursor,
             }
@@ -253,7 +258,7 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         """The knowledge-base (FAQ) entries closest in meaning to ``query``, best first: global ones and the
         entity's own."""
         with _tool_errors():
-            hits = brain.store.retrieve_faq(query, k, topic, entity=access(ctx, entity).entity)
+            hits = ops(ctx).knowledge.search(query, k=k, topic=topic, entity=entity)
             return {"query": query, "results": [h.to_dict() for h in hits]}
 
     @server.tool()
@@ -266,7 +271,7 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         """The context brain gives a chat model for ``user_message``: persona, memories, knowledge, summaries
         and turns, within the budget, and the rendered ``prompt``; ``dropped`` says what did not fit."""
         with _tool_errors():
-            return access(ctx, entity).build_context(conversation_id, user_message).to_dict()
+            return ops(ctx).conversations.context(conversation_id, user_message, entity=entity).to_dict()
 
     @server.tool()
     def record_exchange(
@@ -296,11 +301,12 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         Returns the conversation's id and the turns' ids and positions."""
         with _tool_errors():
             return (
-                access(ctx, entity)
-                .record_exchange(
+                ops(ctx)
+                .conversations.record(
                     conversation_id,
                     user_text,
                     assistant_text,
+                    entity=entity,
                     user_name=user_name,
                     assistant_name=assistant_name,
                     idempotency_key=idempotency_key,
@@ -319,7 +325,7 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         memory formation is on): each part whose formation is pending or failed goes to the formation model.
         Returns the batches run, the memories added, merged, updated and contradicted, and the tokens spent."""
         with _tool_errors():
-            return access(ctx, entity).extract_memories(conversation_id, again=again).to_dict()
+            return ops(ctx).conversations.extract(conversation_id, again=again, entity=entity).to_dict()
 
     @server.tool()
     def find_specialists(
@@ -332,7 +338,7 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
         with _tool_errors():
             return {
                 "request": request,
-                "results": [m.to_dict() for m in brain.specialists.find_specialists(request, k)],
+                "results": [m.to_dict() for m in base.specialists.find(request, k=k)],
             }
 
     # ---- resources ---------------------------------------------------------------------------------
@@ -345,9 +351,10 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
     def persona() -> str:
         # a static resource gets no request context: the persona as the pinned entity sees it, else the
         # global one (never a section of another scope)
-        sections = current_persona(brain.store, entity)
+        sections = base.bound_to(request_caller(None, entity)).knowledge.persona(entity=entity)["sections"]
         return "\n\n".join(
-            f"## {d.metadata['heading']}\n\n{d.text}" if d.metadata.get("heading") else d.text for d in sections
+            f"## {s['heading']}\n\n{s['text']}" if s.get("heading") else str(s["text"])
+            for s in sections  # type: ignore[union-attr]
         )
 
     @server.resource(
@@ -370,10 +377,10 @@ def create_server(brain: Brain, *, entity: str | None = None) -> MCPServer:
     )
     def conversation(conversation_id: str, ctx: Context) -> str:
         try:
-            found, turns = access(ctx, None).conversation_turns(conversation_id)
+            turns = ops(ctx).conversations.turns(conversation_id)
         except BrainError as exc:
             raise ResourceError(str(exc)) from exc
-        return json.dumps({"conversation_id": found, "turns": [t.to_dict() for t in turns]})
+        return json.dumps({"conversation_id": conversation_id, "turns": [t.to_dict() for t in turns]})
 
     return server
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from brain.access.policy import Caller
-from brain.access.tokens import TokenTable
+from brain.ops import Caller
 from brain.shells.web.error_responses import error_response
+from brain.shells.web.tokens import TokenTable
 
 #: the memory browser's page and its assets (served by the API, :mod:`brain.shells.api.routes.ui`)
 UI_PATH = "/ui"

@@ -5,7 +5,18 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from brain.shells.api.routes import api_docs, browse, chat, documents, memories, operator, service, specialists, ui
+from brain.shells.api.routes import (
+    api_docs,
+    browse,
+    chat,
+    documents,
+    maintenance,
+    memories,
+    operator,
+    service,
+    specialists,
+    ui,
+)
 
 
 def add_routes(app: FastAPI) -> None:
@@ -16,5 +27,6 @@ def add_routes(app: FastAPI) -> None:
     specialists.add_routes(app)
     documents.add_routes(app)
     operator.add_routes(app)
+    maintenance.add_routes(app)
     ui.add_routes(app)
     api_docs.add_routes(app)

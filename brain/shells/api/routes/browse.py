@@ -7,11 +7,17 @@ from typing import Any
 
 from fastapi import FastAPI, Query, Request
 
-from brain.app.browse import knowledge_by_file, persona_sections
-from brain.shells.api.browse_models import ConversationList, EntityPath, ForgetOut, KnowledgeOut, PersonaOut
+from brain.shells.api.browse_models import (
+    ConversationList,
+    EntityPath,
+    ForgetOut,
+    ForgetPreviewOut,
+    KnowledgeOut,
+    PersonaOut,
+)
 from brain.shells.api.models import MAX_OFFSET, EntityQuery, documented_responses
 from brain.shells.api.read_your_writes import with_sequence
-from brain.shells.api.request_context import access_of, brain_of
+from brain.shells.api.request_context import ops_of
 
 
 def add_routes(app: FastAPI) -> None:
@@ -27,7 +33,7 @@ def add_routes(app: FastAPI) -> None:
         limit: int = Query(50, ge=1, le=1000),
         offset: int = Query(0, ge=0, le=MAX_OFFSET),
     ) -> Any:
-        found = access_of(request, entity).list_conversations(limit=limit, offset=offset)
+        found = ops_of(request).conversations.list(entity=entity, limit=limit, offset=offset)
         return {"conversations": [c.to_dict() for c in found], "limit": limit, "offset": offset}
 
     @app.get(
@@ -37,8 +43,7 @@ def add_routes(app: FastAPI) -> None:
         responses=documented_responses(403, 422, 503, ok=(200, KnowledgeOut)),
     )
     def knowledge(request: Request, entity: EntityQuery = None) -> Any:
-        acting = access_of(request, entity).entity
-        return {"files": knowledge_by_file(brain_of(request).store, acting=acting)}
+        return {"files": ops_of(request).knowledge.by_file(entity=entity)}
 
     @app.get(
         "/v1/persona",
@@ -47,8 +52,7 @@ def add_routes(app: FastAPI) -> None:
         responses=documented_responses(403, 422, 503, ok=(200, PersonaOut)),
     )
     def persona(request: Request, entity: EntityQuery = None) -> Any:
-        acting = access_of(request, entity).entity
-        return persona_sections(brain_of(request).store, acting=acting)
+        return ops_of(request).knowledge.persona(entity=entity)
 
     @app.delete(
         "/v1/entities/{name:path}",
@@ -60,5 +64,14 @@ def add_routes(app: FastAPI) -> None:
         """Forget a person: every document in scope entity:<name> (memories, conversation turns and
         summaries) is removed from the store and the mirror, and the data directory's files are compacted
         so that none of their text remains. The admin token, or a token bound to that entity."""
-        acting = access_of(request, name).entity  # a token bound to another entity: 403
-        return with_sequence(request, brain_of(request).forget_entity(acting).to_dict())
+        return with_sequence(request, ops_of(request).entities.forget(name).to_dict())
+
+    @app.get(
+        "/v1/entities/{name:path}/forget-preview",
+        tags=["memories"],
+        operation_id="forget_preview",
+        responses=documented_responses(403, 422, 503, ok=(200, ForgetPreviewOut)),
+    )
+    def forget_preview(name: EntityPath, request: Request) -> Any:
+        """What forgetting a person would remove, by document type; nothing is changed."""
+        return {"entity": name, "documents": ops_of(request).entities.forget_preview(name)}

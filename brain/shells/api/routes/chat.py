@@ -21,7 +21,7 @@ from brain.shells.api.models import (
     link,
 )
 from brain.shells.api.read_your_writes import with_sequence
-from brain.shells.api.request_context import access_of
+from brain.shells.api.request_context import ops_of
 
 
 def add_routes(app: FastAPI) -> None:
@@ -38,7 +38,7 @@ def add_routes(app: FastAPI) -> None:
         responses=documented_responses(400, 403, 404, 413, 422, 503),
     )
     def context(body: ContextRequest, request: Request) -> Any:
-        built = access_of(request, body.entity).build_context(body.conversation_id, body.user_message)
+        built = ops_of(request).conversations.context(body.conversation_id, body.user_message, entity=body.entity)
         return built.to_dict()
 
     @app.post(
@@ -61,10 +61,11 @@ def add_routes(app: FastAPI) -> None:
                 "the Idempotency-Key header and the body's idempotency_key "
                 "differ; send one of them, or the same key in both",
             )
-        exchange = access_of(request, body.entity).record_exchange(
+        exchange = ops_of(request).conversations.record(
             body.conversation_id,
             body.user_text,
             body.assistant_text,
+            entity=body.entity,
             timestamp=body.timestamp,
             metadata=body.metadata,
             user_name=body.user_name,
@@ -85,7 +86,7 @@ def add_routes(app: FastAPI) -> None:
         entity: EntityQuery = None,
         k: int | None = Query(None, ge=1, le=1000, description="only the last k turns"),
     ) -> Any:
-        conversation_id, docs = access_of(request, entity).conversation_turns(conversation_id, k)
+        docs = ops_of(request).conversations.turns(conversation_id, k=k, entity=entity)
         return {"conversation_id": conversation_id, "turns": [d.to_dict() for d in docs]}
 
     @app.get(
@@ -95,7 +96,7 @@ def add_routes(app: FastAPI) -> None:
         responses=documented_responses(400, 403, 404, 422, 503, ok=(200, SummariesOut)),
     )
     def conversation_summaries(conversation_id: ConversationPath, request: Request, entity: EntityQuery = None) -> Any:
-        conversation_id, docs = access_of(request, entity).conversation_summaries(conversation_id)
+        docs = ops_of(request).conversations.summaries(conversation_id, entity=entity)
         return {"conversation_id": conversation_id, "summaries": [d.to_dict() for d in docs]}
 
     @app.post(
@@ -114,5 +115,5 @@ def add_routes(app: FastAPI) -> None:
         pending or failed (with `again`, every window) is sent to the formation model and its facts are
         stored. The report counts the batches and the facts, and a batch that failed again says why.
         503 when memory formation is off (BRAIN_FORMATION, BRAIN_SUMMARIZER)."""
-        report = access_of(request, entity).extract_memories(conversation_id, again=again)
+        report = ops_of(request).conversations.extract(conversation_id, again=again, entity=entity)
         return with_sequence(request, report.to_dict())

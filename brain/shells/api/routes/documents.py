@@ -8,7 +8,7 @@ from fastapi import FastAPI, Request
 
 from brain.shells.api.models import DocsBody, DocsCreate, IdsOut, documented_responses
 from brain.shells.api.read_your_writes import with_sequence
-from brain.shells.api.request_context import access_of, brain_of
+from brain.shells.api.request_context import ops_of
 
 
 def add_routes(app: FastAPI) -> None:
@@ -20,9 +20,8 @@ def add_routes(app: FastAPI) -> None:
         responses=documented_responses(400, 403, 413, 422, 503, ok=(201, IdsOut)),
     )
     def create_docs(body: DocsBody, request: Request) -> Any:
-        access_of(request).require_unrestricted("writing documents of any type (/v1/docs)")
         docs = body.docs if isinstance(body, DocsCreate) else [body]
-        ids = brain_of(request).store.upsert_docs(
+        ids = ops_of(request).documents.write(
             [{**d.metadata, "text": d.text, "type": d.type, "id": d.id} for d in docs]
         )
         return with_sequence(request, {"ids": ids})

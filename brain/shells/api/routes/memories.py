@@ -7,9 +7,11 @@ from typing import Any
 from fastapi import FastAPI, Query, Request
 
 from brain.model.schemas import Status
+from brain.ops.values import MemoryOrder, status_of
 from brain.shells.api.models import (
     MAX_OFFSET,
     Deleted,
+    DeletedMany,
     DocumentOut,
     DocumentWritten,
     EntityQuery,
@@ -25,9 +27,7 @@ from brain.shells.api.models import (
     link,
 )
 from brain.shells.api.read_your_writes import with_sequence
-from brain.shells.api.request_context import access_of
-from brain.store.memory_listing import Order as MemoryOrder
-from brain.store.memory_listing import status_of
+from brain.shells.api.request_context import acting_of, ops_of
 
 
 def add_routes(app: FastAPI) -> None:
@@ -47,8 +47,9 @@ def add_routes(app: FastAPI) -> None:
         responses=documented_responses(400, 403, 413, 422, 503, ok=(201, DocumentWritten), links=memory_links),
     )
     def create_memory(body: MemoryCreate, request: Request) -> Any:
-        created = access_of(request, body.entity).create_memory(
+        created = ops_of(request).memories.add(
             body.text,
+            entity=body.entity,
             scope=body.scope,
             importance=body.importance,
             tags=body.tags,
@@ -56,6 +57,7 @@ def add_routes(app: FastAPI) -> None:
             timestamp=body.timestamp,
             metadata=body.metadata,
             expires_at=body.expires_at,
+            source=body.source,
         )
         return with_sequence(request, created.to_dict())
 
@@ -68,6 +70,9 @@ def add_routes(app: FastAPI) -> None:
     def list_memories(
         request: Request,
         entity: EntityQuery = None,
+        scope: str | None = Query(
+            None, description="only this scope (global or entity:<name>), one of those the request reads"
+        ),
         tags: list[str] = Query([]),
         importance: list[Importance] = Query([], description="any of these importances, 1-5 (repeatable)"),
         status: list[Status] = Query(
@@ -84,8 +89,16 @@ def add_routes(app: FastAPI) -> None:
         limit: int = Query(100, ge=1, le=1000),
         offset: int = Query(0, ge=0, le=MAX_OFFSET),
     ) -> Any:
-        docs = access_of(request, entity).list_memories(
-            tags=tags, importance=importance, status=status, order=order, limit=limit, offset=offset, history=history
+        docs = ops_of(request).memories.list(
+            entity=entity,
+            scope=scope,
+            tags=tags,
+            importance=importance,
+            status=status,
+            order=order,
+            limit=limit,
+            offset=offset,
+            history=history,
         )
         return {
             "memories": [{**d.to_dict(), "status": status_of(d.metadata)} for d in docs],
@@ -110,9 +123,8 @@ def add_routes(app: FastAPI) -> None:
             None, description="ISO 8601 time: rank what was held true then (memories superseded since included)"
         ),
     ) -> Any:
-        access = access_of(request, entity)
-        hits = access.search_memories(q, k, tags=tags, as_of=as_of)
-        return {"query": q, "entity": access.entity, "results": [h.to_dict() for h in hits]}
+        hits = ops_of(request).memories.search(q, k=k, entity=entity, tags=tags, as_of=as_of)
+        return {"query": q, "entity": acting_of(request, entity), "results": [h.to_dict() for h in hits]}
 
     @app.get(
         "/v1/memories/{doc_id}",
@@ -121,7 +133,7 @@ def add_routes(app: FastAPI) -> None:
         responses=documented_responses(400, 403, 404, 422, 503, ok=(200, DocumentOut)),
     )
     def get_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
-        return access_of(request, entity).get_memory(doc_id).to_dict()
+        return ops_of(request).memories.get(doc_id, entity=entity).to_dict()
 
     @app.patch(
         "/v1/memories/{doc_id}",
@@ -130,9 +142,10 @@ def add_routes(app: FastAPI) -> None:
         responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(200, DocumentWritten)),
     )
     def patch_memory(doc_id: str, body: MemoryPatch, request: Request, entity: EntityQuery = None) -> Any:
-        updated = access_of(request, entity).update_memory(
+        updated = ops_of(request).memories.update(
             doc_id,
             body.text,
+            entity=entity,
             importance=body.importance,
             tags=body.tags,
             metadata=body.metadata,
@@ -149,9 +162,10 @@ def add_routes(app: FastAPI) -> None:
         responses=documented_responses(400, 403, 404, 409, 413, 422, 503, ok=(201, SupersessionOut)),
     )
     def supersede_memory(doc_id: str, body: MemorySupersede, request: Request, entity: EntityQuery = None) -> Any:
-        done = access_of(request, entity).supersede_memory(
+        done = ops_of(request).memories.supersede(
             doc_id,
             body.text,
+            entity=entity,
             kind=body.kind,
             at=body.at,
             importance=body.importance,
@@ -159,6 +173,7 @@ def add_routes(app: FastAPI) -> None:
             expires_at=body.expires_at,
             conversation_id=body.conversation_id,
             metadata=body.metadata,
+            source=body.source,
         )
         return with_sequence(request, done.to_dict())
 
@@ -169,7 +184,7 @@ def add_routes(app: FastAPI) -> None:
         responses=documented_responses(400, 403, 404, 422, 503, ok=(200, MemoryHistory)),
     )
     def memory_history(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
-        chain = access_of(request, entity).memory_history(doc_id)
+        chain = ops_of(request).memories.history(doc_id, entity=entity)
         return {"id": doc_id, "history": [d.to_dict() for d in chain]}
 
     @app.delete(
@@ -179,5 +194,21 @@ def add_routes(app: FastAPI) -> None:
         responses=documented_responses(400, 403, 404, 422, 503, ok=(200, Deleted)),
     )
     def delete_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
-        access_of(request, entity).delete_memory(doc_id)
+        ops_of(request).memories.delete([doc_id], entity=entity)
         return with_sequence(request, {"deleted": doc_id})
+
+    @app.delete(
+        "/v1/memories",
+        tags=["memories"],
+        operation_id="delete_memories",
+        responses=documented_responses(400, 403, 404, 422, 503, ok=(200, DeletedMany)),
+    )
+    def delete_memories(
+        request: Request,
+        ids: list[str] = Query(description="the memories to delete (repeatable); all or none are deleted"),
+        entity: EntityQuery = None,
+    ) -> Any:
+        """Delete several memories at once: every id is checked before one is deleted, so a refusal (404, 403)
+        deletes nothing."""
+        deleted = ops_of(request).memories.delete(ids, entity=entity)
+        return with_sequence(request, {"deleted": deleted})

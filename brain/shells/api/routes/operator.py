@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from brain.model.errors import ValidationError
 from brain.model.schemas import MAX_K
 from brain.shells.api.models import MAX_OFFSET, DocTypeName, DocumentOut, EntityQuery, documented_responses
-from brain.shells.api.request_context import access_of, brain_of
+from brain.shells.api.request_context import ops_of
 
 
 class DocsOut(BaseModel):
@@ -58,8 +58,7 @@ def add_routes(app: FastAPI) -> None:
         offset: int = Query(0, ge=0, le=MAX_OFFSET),
         entity: EntityQuery = None,
     ) -> Any:
-        access_of(request).require_unrestricted("reading documents of any type (/v1/docs)")
-        docs = brain_of(request).store.get(
+        docs = ops_of(request).documents.get(
             ids or None, where=_where(where), type=type, limit=limit, offset=offset or None, entity=entity
         )
         return {"docs": [d.to_dict() for d in docs]}
@@ -77,6 +76,5 @@ def add_routes(app: FastAPI) -> None:
         k: int | None = Query(None, ge=1, le=MAX_K),
         entity: EntityQuery = None,
     ) -> Any:
-        access_of(request).require_unrestricted("searching documents of any type (/v1/search)")
-        hits = brain_of(request).search(q, type=type, k=k, entity=entity)
+        hits = ops_of(request).documents.search(q, type=type, k=k, entity=entity)
         return {"query": q, "type": type, "results": [h.to_dict() for h in hits]}

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from brain.model.schemas import get_all_schemas, schema_info
 from brain.model.version import __version__
 from brain.shells.api.models import DocTypeName, documented_responses
-from brain.shells.api.request_context import brain_of, caller_of
+from brain.shells.api.request_context import caller_of, ops_of
 
 
 def add_routes(app: FastAPI) -> None:
@@ -47,13 +47,13 @@ def add_routes(app: FastAPI) -> None:
     ) -> JSONResponse:
         # how much the store holds, and where, is the operator's business
         admin = caller_of(request).is_admin
-        opened = brain_of(request)
-        report = opened.health(detail=admin, verify=verify and admin)
+        ops = ops_of(request)
+        report = ops.maintenance.health(detail=admin, verify=verify and admin)
         if not admin and isinstance(report.get("formation"), dict):
             # which conversations' formation failed, and the model's complaints (names of entities among
             # them), are the operator's business: others learn whether it is on
             report["formation"] = {key: report["formation"].get(key) for key in ("enabled", "model", "off_reason")}
         if stats and admin and report["status"] != "unavailable":
-            report["stats"] = opened.stats()
+            report["stats"] = ops.maintenance.stats()
         status = 503 if report["status"] == "unavailable" else 200
         return JSONResponse(status_code=status, content={"version": __version__, **report})

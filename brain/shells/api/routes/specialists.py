@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import FastAPI, Query, Request
 
 from brain.shells.api.models import documented_responses
-from brain.shells.api.request_context import brain_of
+from brain.shells.api.request_context import ops_of
 
 
 def add_routes(app: FastAPI) -> None:
@@ -20,7 +20,7 @@ def add_routes(app: FastAPI) -> None:
     def find_specialists(
         request: Request, q: str | None = Query(None, min_length=1), k: int = Query(3, ge=1, le=50)
     ) -> Any:
-        registry = brain_of(request).specialists
+        specialists = ops_of(request).specialists
         if q is None:
-            return {"specialists": [s.to_dict() for s in registry.list_specialists()]}
-        return {"request": q, "results": [m.to_dict() for m in registry.find_specialists(q, k)]}
+            return {"specialists": [s.to_dict() for s in specialists.list()]}
+        return {"request": q, "results": [m.to_dict() for m in specialists.find(q, k=k)]}

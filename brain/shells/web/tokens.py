@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brain.access.policy import ADMIN, Caller
 from brain.config.values import MIN_TOKEN_LENGTH, token_problem
 from brain.model.errors import ConfigError, ValidationError
 from brain.model.schemas import valid_name
+from brain.ops import ADMIN, Caller
 
 ADMIN_NAME = "admin"
 _LINE = re.compile(r"(?P<who>.*\S)\s+(?P<token>\S+)")

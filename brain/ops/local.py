@@ -1,0 +1,435 @@
+"""The operations on a store this process opened: each one a call into the library under the caller's rules.
+
+What a caller may read and change is :mod:`brain.access.policy`'s to decide (one :class:`Access` per call, acting
+for the entity the call names); what the admin alone may do (documents of any type, the store as a whole) is
+refused here for a bound caller before anything runs.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from brain.access.policy import ADMIN, Access, Caller
+from brain.model.errors import Forbidden, ValidationError
+from brain.model.results import Document, Hit, MemoryHit, Supersession
+from brain.ops.protocol import JsonReport, Metadata, When
+from brain.rules.memories import readable_scopes
+from brain.store.memory_listing import list_memories
+
+if TYPE_CHECKING:
+    from brain.app.browse import ConversationInfo
+    from brain.app.core import Brain
+    from brain.app.forget import ForgetReport
+    from brain.features.chat import Context, Exchange
+    from brain.features.chat.formation import FormationReport
+    from brain.features.consolidate import ConsolidationReport
+    from brain.features.mirror.protocol import BackfillReport
+    from brain.features.mirror.sync import SyncReport, VerifyReport
+    from brain.features.pam.reports import ExportReport, ImportReport
+    from brain.features.specialists import Specialist, SpecialistMatch
+
+
+class _Part:
+    """One noun of the operations: the Brain and the caller they share."""
+
+    def __init__(self, ops: LocalOperations):
+        self._ops = ops
+        self._brain = ops.brain
+
+    def _access(self, entity: str | None) -> Access:
+        return Access(self._brain.store, lambda: self._brain.chat, self._ops.caller, entity)
+
+    def _admin(self, what: str) -> None:
+        """Refuse ``what`` to a bound caller: it needs the admin, acting for no entity."""
+        if not self._ops.caller.is_admin:
+            caller = self._ops.caller
+            raise Forbidden(f"{what} needs the admin; a {caller.bound_by} bound to entity {caller.entity!r} may not")
+
+
+class LocalMemories(_Part):
+    def add(
+        self,
+        text: str,
+        *,
+        entity: str | None = None,
+        scope: str | None = None,
+        importance: int = 3,
+        tags: Sequence[str] | None = None,
+        conversation_id: str | None = None,
+        timestamp: When | None = None,
+        metadata: Metadata | None = None,
+        expires_at: When | None = None,
+        source: str = "system",
+    ) -> Document:
+        return self._access(entity).create_memory(
+            text,
+            scope=scope,
+            importance=importance,
+            tags=tags,
+            conversation_id=conversation_id,
+            timestamp=timestamp,
+            metadata=metadata,
+            expires_at=expires_at,
+            source=source,
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        entity: str | None = None,
+        tags: Sequence[str] | None = None,
+        as_of: When | None = None,
+    ) -> builtins.list[MemoryHit]:
+        return self._access(entity).search_memories(query, k, tags=tags, as_of=as_of)
+
+    def get(self, memory_id: str, *, entity: str | None = None) -> Document:
+        return self._access(entity).get_memory(memory_id)
+
+    def list(
+        self,
+        *,
+        entity: str | None = None,
+        scope: str | None = None,
+        tags: Sequence[str] | None = None,
+        importance: Sequence[int] = (),
+        status: Sequence[str] = (),
+        order: str = "stored",
+        limit: int | None = None,
+        offset: int | None = None,
+        history: bool = False,
+    ) -> builtins.list[Document]:
+        access = self._access(entity)
+        scopes = readable_scopes(access.entity)
+        if scope is not None:
+            if access.entity is not None and scope not in (scopes or ()):
+                raise ValidationError.of(
+                    "scope",
+                    f"scope {scope!r} is not one entity {access.entity!r} reads; give one of {sorted(scopes or ())}",
+                )
+            scopes = frozenset({scope})
+        return list_memories(
+            self._brain.store,
+            scopes=None if scopes is None else sorted(scopes),
+            tags=tags or (),
+            importance=importance,
+            status=status,
+            order=order,
+            limit=limit,
+            offset=offset,
+            history=history,
+        )
+
+    def update(
+        self,
+        memory_id: str,
+        text: str | None = None,
+        *,
+        entity: str | None = None,
+        importance: int | None = None,
+        tags: Sequence[str] | None = None,
+        metadata: Metadata | None = None,
+        replace_metadata: bool = False,
+        status: str | None = None,
+    ) -> Document:
+        return self._access(entity).update_memory(
+            memory_id,
+            text,
+            importance=importance,
+            tags=tags,
+            metadata=metadata,
+            replace_metadata=replace_metadata,
+            status=status,
+        )
+
+    def supersede(
+        self,
+        memory_id: str,
+        text: str,
+        *,
+        entity: str | None = None,
+        kind: str = "update",
+        at: When | None = None,
+        importance: int | None = None,
+        tags: Sequence[str] | None = None,
+        expires_at: When | None = None,
+        conversation_id: str | None = None,
+        metadata: Metadata | None = None,
+        source: str = "system",
+    ) -> Supersession:
+        return self._access(entity).supersede_memory(
+            memory_id,
+            text,
+            kind=kind,
+            at=at,
+            importance=importance,
+            tags=tags,
+            expires_at=expires_at,
+            conversation_id=conversation_id,
+            metadata=metadata,
+            source=source,
+        )
+
+    def history(self, memory_id: str, *, entity: str | None = None) -> builtins.list[Document]:
+        return self._access(entity).memory_history(memory_id)
+
+    def delete(self, memory_ids: Sequence[str], *, entity: str | None = None) -> builtins.list[str]:
+        return self._access(entity).delete_memories(memory_ids)
+
+
+class LocalConversations(_Part):
+    def context(self, conversation_id: str | None, message: str, *, entity: str | None = None) -> Context:
+        return self._access(entity).build_context(conversation_id, message)
+
+    def record(
+        self,
+        conversation_id: str | None,
+        user_text: str,
+        assistant_text: str,
+        *,
+        entity: str | None = None,
+        timestamp: When | None = None,
+        metadata: Metadata | None = None,
+        user_name: str | None = None,
+        assistant_name: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Exchange:
+        return self._access(entity).record_exchange(
+            conversation_id,
+            user_text,
+            assistant_text,
+            timestamp=timestamp,
+            metadata=metadata,
+            user_name=user_name,
+            assistant_name=assistant_name,
+            idempotency_key=idempotency_key,
+        )
+
+    def turns(
+        self, conversation_id: str, *, k: int | None = None, entity: str | None = None
+    ) -> builtins.list[Document]:
+        return self._access(entity).conversation_turns(conversation_id, k)[1]
+
+    def summaries(self, conversation_id: str, *, entity: str | None = None) -> builtins.list[Document]:
+        return self._access(entity).conversation_summaries(conversation_id)[1]
+
+    def list(
+        self, *, entity: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> builtins.list[ConversationInfo]:
+        return self._access(entity).list_conversations(limit=limit, offset=offset)
+
+    def extract(
+        self, conversation_id: str | None = None, *, again: bool = False, entity: str | None = None
+    ) -> FormationReport:
+        if conversation_id is not None:
+            return self._access(entity).extract_memories(conversation_id, again=again)
+        self._admin("forming memories of every conversation")
+        return self._brain.chat.extract_memories(None, again=again)
+
+
+class LocalKnowledge(_Part):
+    def search(
+        self, query: str, *, k: int | None = None, topic: str | None = None, entity: str | None = None
+    ) -> builtins.list[Hit]:
+        acting = self._access(entity).entity
+        return self._brain.store.retrieve_faq(query, k, topic, entity=acting)
+
+    def persona(self, *, entity: str | None = None) -> JsonReport:
+        from brain.app.browse import persona_sections
+
+        return persona_sections(self._brain.store, acting=self._access(entity).entity)
+
+    def by_file(self, *, entity: str | None = None) -> builtins.list[JsonReport]:
+        from brain.app.browse import knowledge_by_file
+
+        return knowledge_by_file(self._brain.store, acting=self._access(entity).entity)
+
+    def persona_block(self, *, max_chars: int | None = None) -> str:
+        from brain.features.persona import persona_block
+
+        return persona_block(self._brain.store, max_chars=max_chars)
+
+
+class LocalDocuments(_Part):
+    def write(self, docs: Sequence[Mapping[str, object]]) -> builtins.list[str]:
+        self._admin("writing documents of any type")
+        return self._brain.store.upsert_docs(list(docs))
+
+    def get(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        type: str | None = None,
+        where: Mapping[str, object] | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        entity: str | None = None,
+    ) -> builtins.list[Document]:
+        self._admin("reading documents of any type")
+        return self._brain.store.get(
+            list(ids) if ids else None,
+            where=dict(where) if where else None,
+            type=type,
+            limit=limit,
+            offset=offset,
+            entity=entity,
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        type: str | None = None,
+        k: int | None = None,
+        entity: str | None = None,
+        as_of: When | None = None,
+    ) -> builtins.list[Hit | MemoryHit]:
+        self._admin("searching documents of any type")
+        acting = self._access(entity).entity
+        return [*self._brain.search(query, type=type, k=k, entity=acting, as_of=as_of)]
+
+
+class LocalEntities(_Part):
+    def forget(self, entity: str) -> ForgetReport:
+        acting = self._access(entity).entity  # the admin, or a caller bound to that very entity
+        assert acting is not None  # an entity was named
+        return self._brain.forget_entity(acting)
+
+    def forget_preview(self, entity: str) -> dict[str, int]:
+        from brain.app.forget import forget_preview
+
+        acting = self._access(entity).entity
+        assert acting is not None
+        return forget_preview(self._brain.store, acting)
+
+
+class LocalMaintenance(_Part):
+    def export(
+        self,
+        out_dir: Path,
+        *,
+        entity: str | None = None,
+        embeddings: bool = True,
+        conversations: bool = True,
+        owner_id: str | None = None,
+        force: bool = False,
+    ) -> ExportReport:
+        from brain.features.pam import export_pam
+
+        acting = self._access(entity).entity
+        if acting is None:
+            self._admin("an export of every entity")
+        return export_pam(
+            self._brain.store,
+            out_dir,
+            embeddings=embeddings,
+            conversations=conversations,
+            owner_id=owner_id,
+            force=force,
+            entity=acting,
+        )
+
+    def export_archive(
+        self,
+        *,
+        entity: str | None = None,
+        embeddings: bool = True,
+        conversations: bool = True,
+        owner_id: str | None = None,
+    ) -> bytes:
+        """An export as one tar, to be written elsewhere (:func:`brain.features.pam.transfer.read_export_archive`)."""
+        from brain.features.pam.export import build_export
+        from brain.features.pam.transfer import export_archive
+
+        acting = self._access(entity).entity
+        if acting is None:
+            self._admin("an export of every entity")
+        built = build_export(
+            self._brain.store, embeddings=embeddings, conversations=conversations, owner_id=owner_id, entity=acting
+        )
+        return export_archive(built)
+
+    def import_archive(self, data: bytes) -> ImportReport:
+        """Import the files of an archive of :func:`brain.features.pam.transfer.import_archive`."""
+        from tempfile import TemporaryDirectory
+
+        from brain.features.pam.transfer import unpack_import
+
+        self._admin("an import")
+        with TemporaryDirectory(prefix="brain-import-") as folder:
+            return self.import_pam(unpack_import(data, Path(folder)))
+
+    def import_pam(self, path: Path) -> ImportReport:
+        from brain.features.pam import import_pam
+
+        self._admin("an import")
+        return import_pam(self._brain.store, path)
+
+    def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
+        self._admin("consolidating memories")
+        return self._brain.consolidate(dry_run=dry_run, threshold=threshold)
+
+    def verify_mirror(self) -> VerifyReport:
+        self._admin("verifying the mirror")
+        return self._brain.verify_mirror()
+
+    def sync_mirror(self, *, force: bool = False) -> SyncReport:
+        self._admin("syncing the mirror")
+        return self._brain.sync_mirror(force=force)
+
+    def backfill_mirror(self) -> BackfillReport:
+        self._admin("backfilling the mirror")
+        return self._brain.backfill_mirror(progress=False)
+
+    def stats(self) -> JsonReport:
+        self._admin("the store's figures")
+        return self._brain.stats()
+
+    def health(self, *, detail: bool = False, verify: bool = False) -> JsonReport:
+        return self._brain.health(detail=detail and self._ops.caller.is_admin, verify=verify)
+
+
+class LocalSpecialists(_Part):
+    def list(self) -> builtins.list[Specialist]:
+        return self._brain.specialists.list_specialists()
+
+    def find(self, request: str, *, k: int = 3) -> builtins.list[SpecialistMatch]:
+        return self._brain.specialists.find_specialists(request, k)
+
+
+class LocalOperations:
+    """:class:`~brain.ops.protocol.Operations` on ``brain`` (opened by this process) for ``caller``."""
+
+    def __init__(self, brain: Brain, caller: Caller = ADMIN, *, owns_brain: bool = False):
+        self.brain = brain
+        self.caller = caller
+        self._owns_brain = owns_brain
+        self.memories = LocalMemories(self)
+        self.conversations = LocalConversations(self)
+        self.knowledge = LocalKnowledge(self)
+        self.documents = LocalDocuments(self)
+        self.entities = LocalEntities(self)
+        self.maintenance = LocalMaintenance(self)
+        self.specialists = LocalSpecialists(self)
+
+    def bound_to(self, caller: Caller) -> LocalOperations:
+        """The same operations for another caller (a request's), on the same Brain."""
+        return LocalOperations(self.brain, caller)
+
+    def close(self) -> None:
+        if self._owns_brain:
+            self.brain.close()
+
+    def __enter__(self) -> LocalOperations:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+__all__ = ["LocalOperations"]

@@ -1,0 +1,154 @@
+"""The store as a whole, for the operator (the admin token): an export and an import of Portable AI Memory,
+consolidation, the mirror's check and catch-up, and the persona as the prompt shows it. With these, every
+command of ``brain`` works beside the server that holds the data directory (:mod:`brain.ops.served`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from brain.model.errors import ValidationError
+from brain.model.schemas import MAX_K
+from brain.shells.api.models import EntityQuery, documented_responses
+from brain.shells.api.read_your_writes import with_sequence
+from brain.shells.api.request_context import ops_of
+
+#: bytes of an export archive per chunk of the response
+CHUNK = 1 << 20
+#: the largest import archive taken (the memory store, its embeddings and the conversation files)
+MAX_IMPORT_BYTES = 512 << 20
+
+
+class ConsolidateBody(BaseModel):
+    dry_run: bool = Field(False, description="find the merges, change nothing")
+    threshold: float | None = Field(None, gt=0.0, le=1.0, description="default BRAIN_CONSOLIDATE_THRESHOLD")
+
+
+class SyncBody(BaseModel):
+    force: bool = Field(False, description="sync even though the mirror's model differs (rows re-embedded)")
+
+
+class BlockOut(BaseModel):
+    block: str
+
+
+def add_routes(app: FastAPI) -> None:
+    @app.get(
+        "/v1/export",
+        tags=["maintenance"],
+        operation_id="export",
+        responses={
+            **documented_responses(403, 422, 503),
+            200: {"content": {"application/x-tar": {}}, "description": "the export's files as one tar"},
+        },
+    )
+    def export(
+        request: Request,
+        entity: EntityQuery = None,
+        embeddings: bool = Query(True, description="with embeddings.json"),
+        conversations: bool = Query(True, description="with conversations/ (turns and summaries)"),
+        owner_id: str | None = Query(None, description="owner.id of the export (default: BRAIN_OWNER_ID or derived)"),
+    ) -> Any:
+        """A Portable AI Memory export, streamed as an uncompressed tar: memory-store.json, embeddings.json,
+        conversations/<id>.json and brain-export.json (what it holds). `brain export` beside the server writes
+        it into its folder under the same rules as an export of an open store."""
+        data = ops_of(request).maintenance.export_archive(
+            entity=entity, embeddings=embeddings, conversations=conversations, owner_id=owner_id
+        )
+
+        def chunks() -> Iterator[bytes]:
+            for start in range(0, len(data), CHUNK):
+                yield data[start : start + CHUNK]
+
+        return StreamingResponse(chunks(), media_type="application/x-tar")
+
+    @app.post(
+        "/v1/import",
+        tags=["maintenance"],
+        operation_id="import",
+        responses=documented_responses(400, 403, 413, 422, 503),
+    )
+    async def import_pam(request: Request) -> Any:
+        """Import a Portable AI Memory export sent as an uncompressed tar of its files (memory-store.json,
+        embeddings.json, conversations/*.json); validated whole before anything is stored."""
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_IMPORT_BYTES:
+                raise ValidationError(
+                    f"the import archive is over {MAX_IMPORT_BYTES >> 20} MiB; import it with the server stopped"
+                )
+        report = ops_of(request).maintenance.import_archive(bytes(data))
+        return with_sequence(request, report.to_dict())
+
+    @app.post(
+        "/v1/consolidate",
+        tags=["maintenance"],
+        operation_id="consolidate",
+        responses=documented_responses(403, 422, 503),
+    )
+    def consolidate(body: ConsolidateBody, request: Request) -> Any:
+        """Merge near-duplicate memories within each scope (with dry_run, only report the merges)."""
+        report = ops_of(request).maintenance.consolidate(dry_run=body.dry_run, threshold=body.threshold)
+        return with_sequence(request, report.to_dict())
+
+    @app.get(
+        "/v1/mirror/verify",
+        tags=["maintenance"],
+        operation_id="verify_mirror",
+        responses=documented_responses(403, 503),
+    )
+    def verify_mirror(request: Request) -> Any:
+        """Compare the Engram mirror with the store, document by document; nothing is changed."""
+        return ops_of(request).maintenance.verify_mirror().to_dict()
+
+    @app.post(
+        "/v1/mirror/sync",
+        tags=["maintenance"],
+        operation_id="sync_mirror",
+        responses=documented_responses(403, 422, 503),
+    )
+    def sync_mirror(body: SyncBody, request: Request) -> Any:
+        """Bring the Engram mirror in line with the store."""
+        return ops_of(request).maintenance.sync_mirror(force=body.force).to_dict()
+
+    @app.post(
+        "/v1/mirror/backfill",
+        tags=["maintenance"],
+        operation_id="backfill_mirror",
+        responses=documented_responses(403, 503),
+    )
+    def backfill_mirror(request: Request) -> Any:
+        """Embed the mirrored documents that have no vector of the store's model (resumable)."""
+        return ops_of(request).maintenance.backfill_mirror().to_dict()
+
+    @app.get(
+        "/v1/knowledge/search",
+        tags=["knowledge"],
+        operation_id="search_knowledge",
+        responses=documented_responses(400, 403, 422, 503),
+    )
+    def search_knowledge(
+        request: Request,
+        q: str = Query(min_length=1),
+        k: int | None = Query(None, ge=1, le=MAX_K),
+        topic: str | None = Query(None, description="only entries of this topic"),
+        entity: EntityQuery = None,
+    ) -> Any:
+        """The knowledge-base entries closest in meaning to q: global ones and the entity's own."""
+        hits = ops_of(request).knowledge.search(q, k=k, topic=topic, entity=entity)
+        return {"query": q, "results": [h.to_dict() for h in hits]}
+
+    @app.get(
+        "/v1/persona/block",
+        tags=["knowledge"],
+        operation_id="persona_block",
+        responses=documented_responses(403, 503, ok=(200, BlockOut)),
+    )
+    def persona_block(request: Request, max_chars: int | None = Query(None, ge=1)) -> Any:
+        """The current persona as the prompt shows it."""
+        return {"block": ops_of(request).knowledge.persona_block(max_chars=max_chars)}
