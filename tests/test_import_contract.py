@@ -63,6 +63,17 @@ def test_one_provider_importing_another_breaks_the_contract(tmp_path):
 
 def test_no_module_at_the_top_level_but_the_public_entry_points():
     top = sorted(p.name for p in (ROOT / "brain").iterdir() if p.name != "__pycache__")
-    layers = {"model", "text", "config", "providers", "rules", "store", "features", "app", "access", "shells"}
+    layers = {"model", "text", "config", "providers", "rules", "store", "features", "app", "access", "ops", "shells"}
     public = {"__init__.py", "rag_store.py", "schemas.py", "errors.py", "embeddings", "integrations"}
     assert set(top) == layers | public
+
+
+def test_a_shell_reaching_beneath_the_operation_layer_breaks_the_contract(tmp_path):
+    # the CLI calling the store itself instead of brain.ops: allowed by the layers, refused by this contract
+    result = lint_with_an_added_line(tmp_path, "shells/cli/memory_commands.py", "\n\ndef _peek() -> None:\n"
+                                     "    from brain.store.memory_listing import list_memories  # noqa: F401\n")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "the shells call the operation layer and nothing beneath it BROKEN" in result.stdout
+    assert "brain.shells.cli.memory_commands -> brain.store.memory_listing" in result.stdout
+    assert "brain's layers: each imports only the layers below it KEPT" in result.stdout
