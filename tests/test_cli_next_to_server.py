@@ -1,6 +1,6 @@
 """The CLI next to a running `brain serve` on the same embedded data directory: the server records its
-address in the lock file; read commands and memory add/rm go through its HTTP API and print exactly what
-they print without a server; every other command says which server holds the store and what to do."""
+address in the lock file; the commands go through its HTTP API (brain.ops.served) and print exactly what
+they print without a server; a job that needs the store itself says which server holds it and why."""
 
 from __future__ import annotations
 
@@ -77,13 +77,12 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
         extract = cli(workdir, "memory", "extract", "--conversation", "conv-lunch")
         unknown = cli(workdir, "memory", "extract", "--conversation", "conv-none")
         missing = cli(workdir, "memory", "show", "doc-nothing")
-        # a command that needs the store itself names the server and the ways out
-        refused = cli(workdir, "export", str(workdir / "out"))
+        # a job that needs the store itself names the server, why, and the way out
+        refused = cli(workdir, "mirror", "rebuild")
         assert refused.returncode == 1 and "Traceback" not in refused.stderr
         assert refused.stderr.strip() == (
-            f"error: `brain export` needs the store itself, and `brain serve` (process {served.proc.pid}) holds it, "
-            f"serving {served.url}: stop the server first, or use its HTTP API ({served.url}/docs)")
-        assert not (workdir / "out").exists()
+            f"error: `brain mirror rebuild` needs the store itself (it replaces the mirror file the server writes "
+            f"to), and `brain serve` (process {served.proc.pid}) holds it, serving {served.url}: stop the server first")
         # a token the server does not know is named as the cause
         (workdir / ".env").write_text("BRAIN_API_TOKEN=not-the-servers-token-0123\n", encoding="utf-8")
         wrong = cli(workdir, "memory", "list")
