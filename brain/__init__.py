@@ -40,7 +40,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "validate_metadata": ("brain.model.schemas", "validate_metadata"),
 }
 
-from brain.model.version import __version__
+from brain.model.version import __version__ as __version__  # noqa: E402 (below the table of lazy names)
 
 # `open` is left out of __all__: `from brain import *` must not shadow the built-in open
 __all__ = [
@@ -83,7 +83,6 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # the names as type checkers and IDEs see them
     from brain.app.core import Brain, open_store
-    from brain.ops import Operations, open, open_operations
     from brain.app.rag_store import RagStore
     from brain.app.startup import StartupReport, startup
     from brain.config import Settings, load_settings
@@ -92,3 +91,5 @@ if TYPE_CHECKING:  # the names as type checkers and IDEs see them
     from brain.model.errors import BrainError
     from brain.model.results import Document, MemoryHit
     from brain.model.schemas import get_all_schemas, schema_info, validate_metadata
+    from brain.ops import Operations, open_operations
+    from brain.ops import open as open

@@ -186,7 +186,7 @@ class Access:
         :func:`brain.store.memory_listing.list_memories` does: the current ones unless ``history``."""
         return list_memories(
             self.store,
-            scopes=readable_scopes(self.entity),
+            scopes=None if (readable := readable_scopes(self.entity)) is None else sorted(readable),
             tags=tags or (),
             importance=importance,
             status=status,

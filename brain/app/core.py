@@ -20,9 +20,11 @@ Brain opened, in order: the chat layer (queued summaries are written) and then t
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from brain.app.rag_store import RagStore
+from brain.store import Store
 from brain.config import Settings, load_settings
 from brain.model.errors import BrainError, ConfigError, StoreUnavailable, ValidationError
 from brain.model.schemas import DocType
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from brain.features.mirror import BackfillReport, EngramMirror
     from brain.features.mirror.sync import SyncReport, VerifyReport
     from brain.features.specialists import SpecialistRegistry
-    from brain.model.results import Hit
+    from brain.model.results import Hit, MemoryHit
     from brain.providers.embeddings.base import Embedder
     from brain.providers.extractors import OllamaExtractor
     from brain.providers.summarizers import Summarizer
@@ -48,7 +50,7 @@ class Brain:
 
     def __init__(
         self,
-        store: RagStore,
+        store: Store,
         *,
         chat: ChatMemory | None = None,
         summarizer: Summarizer | None = None,
@@ -170,12 +172,13 @@ class Brain:
         k: int | None = None,
         entity: str | None = None,
         as_of: Any = None,
-    ) -> list[Hit]:
+    ) -> Sequence[Hit | MemoryHit]:
         """Search one document type the way it is ranked: memories as the context ranks them (relevance
         first, the same floor; :meth:`RagStore.retrieve_memories`), persona, FAQ and summaries by similarity
-        from their in-process indexes, turns or no type through Chroma. ``k`` defaults to the type's setting. With ``entity``, ``entity``'s
-        documents and global ones, never another entity's, whatever the type; without, global ones only
-        (:func:`brain.rules.memories.scopes_for`; :meth:`Store.search` reads every scope). ``as_of`` (memories
+        from their in-process indexes, turns or no type through Chroma. ``k`` defaults to the type's setting.
+        With ``entity``, ``entity``'s documents and global ones, never another entity's, whatever the type;
+        without, global ones only (:func:`brain.rules.memories.scopes_for`; :meth:`Store.search` reads every
+        scope). ``as_of`` (memories
         only): what was held true at that time (see :meth:`RagStore.retrieve_memories`)."""
         doc_type = _type_name(type)
         kwargs: dict[str, Any] = {"k": k} if k is not None else {}

@@ -8,7 +8,6 @@ refused here for a bound caller before anything runs.
 from __future__ import annotations
 
 import builtins
-
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING

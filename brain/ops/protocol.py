@@ -14,7 +14,6 @@ another is :class:`~brain.model.errors.Forbidden`, the admin naming none acts un
 from __future__ import annotations
 
 import builtins
-
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path

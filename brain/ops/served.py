@@ -12,7 +12,6 @@ The token sent is ``BRAIN_API_TOKEN`` (the admin's) unless another is given.
 from __future__ import annotations
 
 import builtins
-
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import fields

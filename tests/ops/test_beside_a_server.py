@@ -25,10 +25,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run(workdir: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("BRAIN_", "RAG_"))}
-    env.update(PYTHONPATH=str(ROOT), OLLAMA_HOST=NOBODY, BRAIN_SUMMARY_RETRIES="0",
-               XDG_CONFIG_HOME=str(workdir / "xdg-config"), XDG_DATA_HOME=str(workdir / "xdg-data"))
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=workdir, env=env,
-                          timeout=300, input=stdin)
+    env.update(
+        PYTHONPATH=str(ROOT),
+        OLLAMA_HOST=NOBODY,
+        BRAIN_SUMMARY_RETRIES="0",
+        XDG_CONFIG_HOME=str(workdir / "xdg-config"),
+        XDG_DATA_HOME=str(workdir / "xdg-data"),
+    )
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, cwd=workdir, env=env, timeout=300, input=stdin
+    )
 
 
 def brain(workdir: Path, *args: str) -> str:
@@ -41,7 +47,7 @@ def brain(workdir: Path, *args: str) -> str:
 
 def readme_python_block() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## A chat backend in Python"):]
+    section = text[text.index("## A chat backend in Python") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -69,16 +75,19 @@ def test_the_readme_python_block_runs_as_written(served):
 
 def test_memory_history_follows_a_change_made_through_the_server(served):
     workdir, server = served
-    old = httpx.post(f"{server.url}/v1/memories", json={"text": "Dave lives in Berlin", "entity": "dave"},
-                     timeout=60).json()
-    new = json.loads(brain(workdir, "--json", "memory", "supersede", old["id"], "Dave lives in Lisbon",
-                           "--entity", "dave"))["new"]
+    old = httpx.post(
+        f"{server.url}/v1/memories", json={"text": "Dave lives in Berlin", "entity": "dave"}, timeout=60
+    ).json()
+    new = json.loads(
+        brain(workdir, "--json", "memory", "supersede", old["id"], "Dave lives in Lisbon", "--entity", "dave")
+    )["new"]
     chain = json.loads(brain(workdir, "--json", "memory", "history", new["id"], "--entity", "dave"))
     assert [d["text"] for d in chain] == ["Dave lives in Berlin", "Dave lives in Lisbon"]
     assert chain[0]["metadata"]["status"] == "superseded"
     # the server ranks what the command wrote: the current fact only
-    found = httpx.get(f"{server.url}/v1/memories/search", params={"q": "where does Dave live", "entity": "dave"},
-                      timeout=60).json()["results"]
+    found = httpx.get(
+        f"{server.url}/v1/memories/search", params={"q": "where does Dave live", "entity": "dave"}, timeout=60
+    ).json()["results"]
     assert [h["text"] for h in found][:1] == ["Dave lives in Lisbon"]
 
 
@@ -111,8 +120,7 @@ def test_export_writes_the_servers_memories_here(served):
 def test_brain_mcp_over_stdio_works_through_the_server_and_forget_removes_what_it_wrote(served):
     workdir, server = served
     with stdio(workdir) as client:
-        stored = client.call("remember", text="Carol is training for the Berlin marathon", entity="carol",
-                             importance=4)
+        stored = client.call("remember", text="Carol is training for the Berlin marathon", entity="carol", importance=4)
         assert stored["metadata"]["scope"] == "entity:carol"
         recalled = client.call("recall", query="what is Alice allergic to?", entity="alice")
         assert recalled["results"][0]["text"] == "Alice is allergic to peanuts"  # the README script's write

@@ -112,6 +112,7 @@ def _document_security(app: FastAPI, protected: bool) -> None:
                     }
                 }
                 schema["security"] = [{"bearer": []}]
+        assert app.openapi_schema is not None  # built above
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

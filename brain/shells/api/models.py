@@ -52,8 +52,8 @@ Entity = Annotated[
             "minLength": 1,
             "maxLength": ENTITY_MAX_LENGTH,
             "pattern": PUBLISHED_ENTITY_PATTERN,
-            "description": "an entity name: 1 to 128 characters, no control or formatting characters (Unicode Cc, Cf, Zl, "
-            "Zp), no space at either end",
+            "description": "an entity name: 1 to 128 characters, no control or formatting characters "
+            "(Unicode Cc, Cf, Zl, Zp), no space at either end",
         }
     ),
 ]

@@ -6,8 +6,9 @@ on stdout. Exit codes: 0 success, 1 a reported failure (any :class:`~brain.model
 an ingest report with errors, an unknown memory id), 2 a usage error (an option or argument
 missing, of the wrong type or out of range: ``--k 0``, ``--importance 9``, a malformed
 ``--scope`` or ``--entity``, an unknown document type), 130 an ``ingest`` stopped with Ctrl-C.
-Each command works on one :class:`~brain.app.core.Brain` (:func:`brain.open`), closed when it ends.
-Read-only commands open the store with ``create=False``: where there is none they say so and exit 1 instead of creating one. Errors
+Each command calls the operations of :mod:`brain.ops` (on the store, or through the ``brain serve`` that holds
+it), closed when it ends. Read-only commands open the store with ``create=False``: where there is none they say so
+and exit 1 instead of creating one. Errors
 are one line on stderr starting with ``error:`` and leave stdout empty, except that ``ingest``
 and ``memory rm`` print their report before failing; ``brain --debug ...`` shows the traceback
 of a failure instead.

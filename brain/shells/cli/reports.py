@@ -260,8 +260,8 @@ def import_text(report: ImportReport) -> str:
     if report.vectors_normalised:
         vectors += f" ({report.vectors_normalised} normalised to unit length)"
     head = (
-        f"imported {counted(report.memories, 'memory')}: {report.new} new, {report.updated} updated, {report.unchanged} "
-        f"unchanged; {vectors}, {report.vectors_embedded} embedded; {counted(report.conversations, 'conversation')}: "
+        f"imported {counted(report.memories, 'memory')}: {report.new} new, {report.updated} updated, "
+        f"{report.unchanged} unchanged; {vectors}, {report.vectors_embedded} embedded; {counted(report.conversations, 'conversation')}: "
         f"{counted(report.turns, 'turn')}, {counted(report.summaries, 'summary')} ({report.conversation_new} new, "
         f"{report.conversation_unchanged} unchanged) ({report.seconds:.1f} s)"
     )
@@ -390,7 +390,8 @@ def migration_text(report: MigrationReport) -> str:
 def startup_text(report: StartupReport) -> str:
     stats = report.store.stats()
     lines = [
-        f"store: {stats['backend']} ({stats['embedder']}, {stats['dimension']}-d), {counted(stats['documents'], 'document')}",
+        f"store: {stats['backend']} ({stats['embedder']}, {stats['dimension']}-d), "
+        f"{counted(stats['documents'], 'document')}",
         report.persona.summary() if report.persona else "persona: none loaded",
         "in-process indexes: " + ", ".join(f"{t} {n}" for t, n in report.indexed.items()),
         f"ready in {report.seconds:.2f} s",

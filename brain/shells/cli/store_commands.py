@@ -162,11 +162,15 @@ def paths(state: State) -> None:
                     ("mirror_file", "mirror"),
                 )
             ]
-            + [
-                f"store        {'a Chroma server: ' + data['chroma_url'] if data['chroma_url'] else ('yes' if data['store'] else 'none yet (brain init creates it)')}"
-            ]
+            + [f"store        {_store_line(data)}"]
         ),
     )
+
+
+def _store_line(data: dict[str, Any]) -> str:
+    if data["chroma_url"]:
+        return f"a Chroma server: {data['chroma_url']}"
+    return "yes" if data["store"] else "none yet (brain init creates it)"
 
 
 def _human_bytes(n: int) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
+from starlette.routing import Route
 
 from brain.config import Settings
 from brain.ops import LocalOperations
@@ -50,7 +51,9 @@ class MountedMcp:
         """An async context manager serving MCP sessions for ``brain`` while it is entered."""
         server = create_server(brain, entity=self.entity)
         app = streamable_app(server, self.host)
-        self._endpoint = app.routes[0].app  # the SDK's ASGI endpoint for the path; the session manager serves it
+        route = app.routes[0]
+        assert isinstance(route, Route)  # the SDK's one route: its ASGI endpoint, which the session manager serves
+        self._endpoint = route.app
         return server.session_manager.run()
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:

@@ -18,8 +18,8 @@ embedding of that text (the embedder reads its first ``max_tokens``, which cover
 When the chunker splits the text into several windows, chunks 2..n are stored as well, as memory
 documents of their own (text = the window) with the memory's importance, tags and scope, each a part
 of its memory (the store's ``part_of`` = the memory's id). Every document of a memory carries a
-``xaibo.revision`` that changes with every write; a chunk counts only while its revision equals its head's. Writes go: new chunks, then the
-head (which switches the revision), then the old chunks are deleted — so a write interrupted at any
+``xaibo.revision`` that changes with every write; a chunk counts only while its revision equals its head's.
+Writes go: new chunks, then the head (which switches the revision), then the old chunks are deleted — so a write interrupted at any
 point never lets a stale chunk be returned, and the next write of that memory clears the leftovers.
 Deleting a memory removes the head and every chunk of every revision.
 
@@ -59,8 +59,8 @@ class) and any :class:`~brain.config.Settings` field (``data_dir``, ``collection
 so one :class:`RagStore`) per process (:func:`shared_store`; :func:`register_shared_store` hands them
 the Brain or store the application already opened). From Python pass ``store=`` (or ``settings=``) instead.
 
-The modules of this package that define Xaibo modules must not use ``from __future__ import annotations``: Xaibo resolves a module's
-dependencies from the *evaluated* annotations of ``__init__`` (every annotated parameter but
+The modules of this package that define Xaibo modules must not use ``from __future__ import annotations``:
+Xaibo resolves a module's dependencies from the *evaluated* annotations of ``__init__`` (every annotated parameter but
 ``config`` is a dependency it injects, and a ``-> None`` would be taken for one). That is also why
 ``store``, ``settings``, ``embedder`` and ``chunker`` are left unannotated.
 

@@ -25,8 +25,8 @@ from brain.store import SIMILARITY_ONLY
 class BrainVectorIndex(VectorIndexProtocol):
     """Vectors and their attributes in the ``conversations`` collection.
 
-    Each vector is a ``memory`` document, a part of its index (``part_of`` = ``xaibo-index:<index>``, and ``xaibo.index=<index>``);
-    its text is the first of the attributes ``chunk_text``, ``text``, ``content`` (what Xaibo's
+    Each vector is a ``memory`` document, a part of its index (``part_of`` = ``xaibo-index:<index>``, and
+    ``xaibo.index=<index>``); its text is the first of the attributes ``chunk_text``, ``text``, ``content`` (what Xaibo's
     ``VectorMemory`` passes), else a placeholder naming the row. Vectors must have the collection's
     dimension, finite values and not be all zero; a batch with one bad vector or attribute writes
     nothing. ``search`` returns only this index's rows, exactly (cosine, floored at 0).
@@ -83,11 +83,13 @@ class BrainVectorIndex(VectorIndexProtocol):
             attributes = [None] * len(vectors)
         if not isinstance(attributes, Sequence) or isinstance(attributes, (str, bytes, Mapping)):
             raise ValidationError(
-                f"attributes must be a list with one dict per vector, got {type(attributes).__name__} (nothing was written)"
+                f"attributes must be a list with one dict per vector, got {type(attributes).__name__} "
+                "(nothing was written)"
             )
         if len(attributes) != len(vectors):
             raise ValidationError(
-                f"got {len(vectors)} vectors but {len(attributes)} attribute dicts; give one per vector (nothing was written)"
+                f"got {len(vectors)} vectors but {len(attributes)} attribute dicts; give one per vector "
+                "(nothing was written)"
             )
         problems: list[Problem] = []
         docs: list[dict[str, Any]] = []
@@ -125,8 +127,8 @@ class BrainVectorIndex(VectorIndexProtocol):
 
     async def search(self, query_vector: np.ndarray, k: int = 10) -> List[VectorSearchResult]:
         vec, problem = self._vector(query_vector, "query_vector")
-        if problem:
-            raise ValidationError(problem)
+        if problem or vec is None:
+            raise ValidationError(problem or "query_vector is missing; give one vector")
         k = check_k(k)
         return await asyncio.to_thread(self._search, vec, k)
 

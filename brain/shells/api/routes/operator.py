@@ -1,6 +1,7 @@
 """What an operator reads through a running server: documents of any type by id and filter, and a search
-of any type (admin only; the store's figures are health's ``?stats=true``). The CLI run beside ``brain serve`` on the same data directory
-sends its reads here (:mod:`brain.app.served`); each route is one library call, so the answers are the CLI's own."""
+of any type (admin only; the store's figures are health's ``?stats=true``). The CLI run beside ``brain serve`` on
+the same data directory sends its reads here (:mod:`brain.ops.served`); each route is one operation, so the
+answers are the CLI's own."""
 
 from __future__ import annotations
 
