@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from brain.app.rag_store import RagStore
-from brain.store import Store
 from brain.config import Settings, load_settings
 from brain.model.errors import BrainError, ConfigError, StoreUnavailable, ValidationError
 from brain.model.schemas import DocType
 from brain.rules.memories import check_as_of_search, search_scopes
+from brain.store import Store
 
 if TYPE_CHECKING:
     from brain.app.forget import ForgetReport

@@ -261,8 +261,9 @@ def import_text(report: ImportReport) -> str:
         vectors += f" ({report.vectors_normalised} normalised to unit length)"
     head = (
         f"imported {counted(report.memories, 'memory')}: {report.new} new, {report.updated} updated, "
-        f"{report.unchanged} unchanged; {vectors}, {report.vectors_embedded} embedded; {counted(report.conversations, 'conversation')}: "
-        f"{counted(report.turns, 'turn')}, {counted(report.summaries, 'summary')} ({report.conversation_new} new, "
+        f"{report.unchanged} unchanged; {vectors}, {report.vectors_embedded} embedded; "
+        f"{counted(report.conversations, 'conversation')}: {counted(report.turns, 'turn')}, "
+        f"{counted(report.summaries, 'summary')} ({report.conversation_new} new, "
         f"{report.conversation_unchanged} unchanged) ({report.seconds:.1f} s)"
     )
     return "\n".join([head] + [f"warning: {w}" for w in report.warnings])

@@ -17,10 +17,10 @@ A memory is one *head* document: id = the memory id, text = the whole text, vect
 embedding of that text (the embedder reads its first ``max_tokens``, which covers the first chunk).
 When the chunker splits the text into several windows, chunks 2..n are stored as well, as memory
 documents of their own (text = the window) with the memory's importance, tags and scope, each a part
-of its memory (the store's ``part_of`` = the memory's id). Every document of a memory carries a
-``xaibo.revision`` that changes with every write; a chunk counts only while its revision equals its head's.
-Writes go: new chunks, then the head (which switches the revision), then the old chunks are deleted — so a write interrupted at any
-point never lets a stale chunk be returned, and the next write of that memory clears the leftovers.
+of its memory (the store's ``part_of`` = the memory's id). Every document of a memory carries a ``xaibo.revision``
+that changes with every write; a chunk counts only while its revision equals its head's. Writes go: new chunks, then
+the head (which switches the revision), then the old chunks are deleted — so a write interrupted at any point never
+lets a stale chunk be returned, and the next write of that memory clears the leftovers.
 Deleting a memory removes the head and every chunk of every revision.
 
 - Ids: a new memory gets the store's id for its text and scope (``doc-<uuid5>``), so storing the same

@@ -26,8 +26,8 @@ class BrainVectorIndex(VectorIndexProtocol):
     """Vectors and their attributes in the ``conversations`` collection.
 
     Each vector is a ``memory`` document, a part of its index (``part_of`` = ``xaibo-index:<index>``, and
-    ``xaibo.index=<index>``); its text is the first of the attributes ``chunk_text``, ``text``, ``content`` (what Xaibo's
-    ``VectorMemory`` passes), else a placeholder naming the row. Vectors must have the collection's
+    ``xaibo.index=<index>``); its text is the first of the attributes ``chunk_text``, ``text``, ``content`` (what
+    Xaibo's ``VectorMemory`` passes), else a placeholder naming the row. Vectors must have the collection's
     dimension, finite values and not be all zero; a batch with one bad vector or attribute writes
     nothing. ``search`` returns only this index's rows, exactly (cosine, floored at 0).
 
