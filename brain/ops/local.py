@@ -46,7 +46,10 @@ class _Part:
         """Refuse ``what`` to a bound caller: it needs the admin, acting for no entity."""
         if not self._ops.caller.is_admin:
             caller = self._ops.caller
-            raise Forbidden(f"{what} needs the admin; a {caller.bound_by} bound to entity {caller.entity!r} may not")
+            raise Forbidden(
+                f"{what} needs the admin (the admin token, acting for no entity); a {caller.bound_by} bound to "
+                f"entity {caller.entity!r} may not"
+            )
 
 
 class LocalMemories(_Part):

@@ -149,7 +149,8 @@ class _Part:
     def _admin(self, what: str) -> None:
         if not self._caller.is_admin:
             raise Forbidden(
-                f"{what} needs the admin; a {self._caller.bound_by} bound to entity {self._caller.entity!r} may not"
+                f"{what} needs the admin (the admin token, acting for no entity); a {self._caller.bound_by} "
+                f"bound to entity {self._caller.entity!r} may not"
             )
 
 

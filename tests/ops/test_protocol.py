@@ -21,8 +21,11 @@ NOUNS = {
 
 
 def operations(cls: type) -> dict[str, inspect.Signature]:
-    return {name: inspect.signature(member) for name, member in vars(cls).items()
-            if callable(member) and not name.startswith("_")}
+    return {
+        name: inspect.signature(member)
+        for name, member in vars(cls).items()
+        if callable(member) and not name.startswith("_")
+    }
 
 
 def parameters(signature: inspect.Signature) -> list[tuple[str, object, object]]:

@@ -16,7 +16,7 @@ from brain.shells.mcp.server import create_server
 def serve_stdio(target: Operations | Brain, *, entity: str | None = None) -> None:
     """Serve ``target``'s operations over stdio until the client closes stdin: on a store this process opened,
     or through the ``brain serve`` that holds it."""
-    ops = target if isinstance(target, Operations) else LocalOperations(target)
+    ops = LocalOperations(target) if isinstance(target, Brain) else target
     server = create_server(ops, entity=entity)
     prepare(ops)
     server.run("stdio")

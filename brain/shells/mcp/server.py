@@ -102,7 +102,8 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
     if entity is not None:
         entity = ADMIN.acting_as(entity)  # canonical; a malformed name stops here, before the server starts
     plain_logs_off_a_terminal()  # before the SDK's server, whose set-up does nothing once a handler exists
-    base: Operations = target if isinstance(target, Operations) else LocalOperations(target)
+    # a Brain is tested first: probing it for the Operations protocol would build its specialist registry
+    base: Operations = LocalOperations(target) if isinstance(target, Brain) else target
 
     def ops(ctx: Context | None) -> Operations:
         """The operations of the message's caller."""

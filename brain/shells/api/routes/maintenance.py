@@ -71,6 +71,12 @@ def add_routes(app: FastAPI) -> None:
         tags=["maintenance"],
         operation_id="import",
         responses=documented_responses(400, 403, 413, 422, 503),
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}},
+            }
+        },
     )
     async def import_pam(request: Request) -> Any:
         """Import a Portable AI Memory export sent as an uncompressed tar of its files (memory-store.json,
@@ -89,7 +95,7 @@ def add_routes(app: FastAPI) -> None:
         "/v1/consolidate",
         tags=["maintenance"],
         operation_id="consolidate",
-        responses=documented_responses(403, 422, 503),
+        responses=documented_responses(400, 403, 413, 422, 503),
     )
     def consolidate(body: ConsolidateBody, request: Request) -> Any:
         """Merge near-duplicate memories within each scope (with dry_run, only report the merges)."""
@@ -110,7 +116,7 @@ def add_routes(app: FastAPI) -> None:
         "/v1/mirror/sync",
         tags=["maintenance"],
         operation_id="sync_mirror",
-        responses=documented_responses(403, 422, 503),
+        responses=documented_responses(400, 403, 413, 422, 503),
     )
     def sync_mirror(body: SyncBody, request: Request) -> Any:
         """Bring the Engram mirror in line with the store."""
@@ -147,7 +153,7 @@ def add_routes(app: FastAPI) -> None:
         "/v1/persona/block",
         tags=["knowledge"],
         operation_id="persona_block",
-        responses=documented_responses(403, 503, ok=(200, BlockOut)),
+        responses=documented_responses(403, 422, 503, ok=(200, BlockOut)),
     )
     def persona_block(request: Request, max_chars: int | None = Query(None, ge=1)) -> Any:
         """The current persona as the prompt shows it."""
