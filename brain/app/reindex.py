@@ -46,7 +46,7 @@ import numpy as np
 
 from brain.features.mirror.guard import StoreIdentity, store_moved
 from brain.model.errors import ReindexError, ValidationError
-from brain.providers.embeddings import Embedder, get_embedder
+from brain.providers.embeddings import Embedder
 from brain.store import Store
 from brain.store.chroma import ChromaAccess, GuardedCollection, open_cosine_collection
 from brain.store.events import WriteEvent, WriteSubscriber
@@ -60,6 +60,7 @@ from brain.store.live import (
     write_pointer,
 )
 from brain.text.progress import ProgressOptions, open_progress
+from brain.wiring import get_embedder
 
 log = logging.getLogger(__name__)
 

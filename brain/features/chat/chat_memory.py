@@ -57,9 +57,9 @@ from brain.model.schemas import (
     valid_entity_scope,
     valid_name,
 )
-from brain.providers.extractors import get_extractor
-from brain.providers.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
+from brain.providers.summarizers import ExtractiveSummarizer, Summarizer
 from brain.rules.memories import may_read
+from brain.wiring import get_extractor, get_summarizer
 
 if TYPE_CHECKING:
     from brain.providers.extractors import OllamaExtractor

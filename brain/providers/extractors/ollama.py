@@ -15,7 +15,7 @@ from typing import Any
 
 import ollama
 
-from brain.config.values import DEFAULT_SUMMARY_MODEL
+from brain.model.provider_names import DEFAULT_OLLAMA_HOST, DEFAULT_SUMMARY_MODEL
 from brain.providers.extractors.base import ExtractorError, ExtractorUnavailable, ModelAnswer
 from brain.providers.ollama_client import OllamaChatModel, ollama_errors
 
@@ -32,7 +32,7 @@ class OllamaExtractor(OllamaChatModel):
     error = ExtractorError
     model_setting = "BRAIN_FORMATION_MODEL"
 
-    def __init__(self, model: str = DEFAULT_MODEL, *, host: str = "http://127.0.0.1:11434", timeout: float = 120.0):
+    def __init__(self, model: str = DEFAULT_MODEL, *, host: str = DEFAULT_OLLAMA_HOST, timeout: float = 120.0):
         super().__init__(model, host=host, timeout=timeout)
 
     def ask(
