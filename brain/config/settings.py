@@ -611,7 +611,8 @@ class Settings(BaseSettings):
             if value is not None and not value.is_absolute():  # e.g. a Path given after loading
                 value = loading.cwd / value
             self.__dict__[name] = value
-        problem = None if self.chroma_url else key_dir_problem(self.snapshot_key_dir, self.data_dir)
+        key_dir = self.snapshot_key_dir  # set by the loop above: an absolute path
+        problem = None if self.chroma_url or key_dir is None else key_dir_problem(key_dir, self.data_dir)
         if problem:  # only the embedded store's keys live there
             raise ConfigError(problem)
         self._layout = layout

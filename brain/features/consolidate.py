@@ -112,16 +112,23 @@ def consolidate_memories(store: Store, *, threshold: float | None = None, dry_ru
     report.merges = [merge for merge, _, _ in plans]
     if dry_run or not plans:
         return report
-    writes, problems = [], []
+    writes: list[dict[str, Any]] = []
+    problems: list[Problem] = []
     for n, (merge, keeper, members) in enumerate(plans):
         try:
             merged = merge_near_duplicates(metas[keeper.id], {d.id: metas[d.id] for d in members})
         except ValidationError as exc:
             problems.extend(Problem(p.field, f"{keeper.id}: {p.message}", n) for p in exc.problems)
             continue
-        meta = {k: v for k, v in merged.to_chroma().items() if k not in ("ts_epoch", "type")}
+        fields = {k: v for k, v in merged.to_chroma().items() if k not in ("ts_epoch", "type")}
         writes.append(
-            {"id": keeper.id, "text": keeper.text, "type": DocType.MEMORY.value, "embedding": keeper.embedding, **meta}
+            {
+                "id": keeper.id,
+                "text": keeper.text,
+                "type": DocType.MEMORY.value,
+                "embedding": keeper.embedding,
+                **fields,
+            }
         )
     if problems:
         raise ValidationError(
@@ -142,7 +149,8 @@ def _readable(doc: Document, skipped: dict[str, str]) -> MemoryMetadata | None:
         skipped[doc.id] = "; ".join(problems.values())
         log.warning("memory %s is left out of consolidation: %s", doc.id, skipped[doc.id])
         return None
-    return meta  # type: ignore[return-value]
+    assert isinstance(meta, MemoryMetadata)  # read with the memory schema
+    return meta
 
 
 def _plan_scope(

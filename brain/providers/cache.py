@@ -15,7 +15,19 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Generic, NotRequired, TypedDict, TypeVar
+
+
+class CacheInfo(TypedDict):
+    """A cache's counters: lookups that found an entry and that did not, entries held, the most it holds,
+    and (only for an expiring cache) the seconds an entry lives."""
+
+    hits: int
+    misses: int
+    size: int
+    maxsize: int
+    ttl: NotRequired[float]
+
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -98,9 +110,9 @@ class LRUCache(Generic[K, V]):
         with self._lock:
             return iter(list(self._data))
 
-    def info(self) -> dict[str, float | int | None]:
+    def info(self) -> CacheInfo:
         with self._lock:
-            info: dict[str, float | int | None] = {
+            info: CacheInfo = {
                 "hits": self.hits,
                 "misses": self.misses,
                 "size": len(self._data),
@@ -111,4 +123,4 @@ class LRUCache(Generic[K, V]):
         return info
 
 
-__all__ = ["LRUCache"]
+__all__ = ["CacheInfo", "LRUCache"]
