@@ -364,7 +364,7 @@ def test_cli_export_refuses_then_forces(embedded_store, tmp_path, monkeypatch, l
     from click.testing import CliRunner
 
     import brain.providers.embeddings
-import brain.wiring
+    import brain.wiring
     import brain.store.facade
     from brain.shells.cli import cli
 

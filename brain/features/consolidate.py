@@ -7,11 +7,11 @@ merged into a global one or another entity's.
 Clustering is greedy and anchored, so every merged memory is itself close to the one it is merged
 into (no chains A~B~C where A and C differ): memories are visited best first — highest importance,
 then earliest creation, then id — and each one not yet merged keeps its text and id and absorbs every
-later memory above the threshold. Memories of a supersession history stay as they are: a superseded
-one is left out, and one that superseded another may absorb duplicates but is never absorbed. The kept memory and those it absorbs merge by the memory rule
-(:func:`brain.rules.memories.merge_near_duplicates`): the kept text and vector, every tag (its own first), the
-highest importance, the earliest creation, the latest timestamp and use; ``merged_from`` lists the ids
-it absorbed (and those they had absorbed).
+later memory above the threshold. Memories of a supersession history stay as they are: a superseded one is
+left out, and one that superseded another may absorb duplicates but is never absorbed. The kept memory and
+those it absorbs merge by the memory rule (:func:`brain.rules.memories.merge_near_duplicates`): the kept text
+and vector, every tag (its own first), the highest importance, the earliest creation, the latest timestamp and
+use; ``merged_from`` lists the ids it absorbed (and those they had absorbed).
 
 The whole set of new metadata is validated before anything is written; then the kept memories are
 written in one batch and only after that the merged ones deleted, so an interruption can leave a
@@ -114,7 +114,7 @@ def consolidate_memories(store: Store, *, threshold: float | None = None, dry_ru
         return report
     writes: list[dict[str, Any]] = []
     problems: list[Problem] = []
-    for n, (merge, keeper, members) in enumerate(plans):
+    for n, (_, keeper, members) in enumerate(plans):
         try:
             merged = merge_near_duplicates(metas[keeper.id], {d.id: metas[d.id] for d in members})
         except ValidationError as exc:

@@ -1,12 +1,12 @@
 """One small LRU map, for the process-wide caches (query vectors, conversations' turns, turn indexes,
 summary positions, specialist rankings).
 
-Each cache is a bounded dict that forgets the least recently used entry first, written once so that
-every cache evicts, counts and expires entries the same way. :meth:`LRUCache.get` counts a hit or a
-miss and makes the entry the most recent; :meth:`LRUCache.peek` does neither; :meth:`LRUCache.put`
-returns what it left out, for callers that keep side tables keyed by the evicted entries. An optional ``ttl`` makes entries expire that many
-seconds (of ``clock``) after they were put. A ``maxsize`` of 0 (or a ``ttl`` of 0) turns the cache
-off: puts are dropped. Thread-safe; a caller that reads and then writes needs its own lock around both.
+Each cache is a bounded dict that forgets the least recently used entry first, written once so that every
+cache evicts, counts and expires entries the same way. :meth:`LRUCache.get` counts a hit or a miss and makes
+the entry the most recent; :meth:`LRUCache.peek` does neither; :meth:`LRUCache.put` returns what it left out,
+for callers that keep side tables keyed by the evicted entries. An optional ``ttl`` makes entries expire that
+many seconds (of ``clock``) after they were put. A ``maxsize`` of 0 (or a ``ttl`` of 0) turns the cache off:
+puts are dropped. Thread-safe; a caller that reads and then writes needs its own lock around both.
 """
 
 from __future__ import annotations

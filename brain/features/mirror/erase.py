@@ -30,7 +30,8 @@ _DEPENDENT = (
 
 
 class MirrorErase(MirrorParts):
-    """The erasing part of :class:`~brain.features.mirror.store.EngramMirror` (its connection, lock and transactions)."""
+    """The erasing part of :class:`~brain.features.mirror.store.EngramMirror` (which holds the connection,
+    the lock and the transactions)."""
 
     @named_corruption
     def namespace_ids(self, namespace: str) -> list[str]:

@@ -145,4 +145,7 @@ WHERE content IS NOT excluded.content OR memory_type IS NOT excluded.memory_type
    OR source IS NOT excluded.source OR namespace IS NOT excluded.namespace OR metadata IS NOT excluded.metadata
 """
 UPSERT_HASH = "INSERT OR REPLACE INTO brain_content_hashes (memory_id, hash) VALUES (?, ?)"
-UPSERT_EMBEDDING = "INSERT OR REPLACE INTO memory_embeddings (memory_id, model, embedding, dimensions, created_at) VALUES (?, ?, ?, ?, ?)"
+UPSERT_EMBEDDING = (
+    "INSERT OR REPLACE INTO memory_embeddings (memory_id, model, embedding, dimensions, created_at) "
+    "VALUES (?, ?, ?, ?, ?)"
+)

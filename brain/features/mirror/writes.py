@@ -34,7 +34,8 @@ log = logging.getLogger("brain.features.mirror.store")
 
 
 class MirrorWrites(MirrorParts):
-    """The writing half of :class:`~brain.features.mirror.store.EngramMirror` (its connection, lock and transactions)."""
+    """The writing half of :class:`~brain.features.mirror.store.EngramMirror` (which holds the connection,
+    the lock and the transactions)."""
 
     @named_corruption
     def upsert(self, docs: Iterable[Any]) -> int:
@@ -325,7 +326,8 @@ class MirrorWrites(MirrorParts):
                     self._check_dimension(model, blobs)
                     now = protocol.now_iso()
                     cursor = self._conn.executemany(
-                        "INSERT OR REPLACE INTO memory_embeddings (memory_id, model, embedding, dimensions, created_at) "
+                        "INSERT OR REPLACE INTO memory_embeddings "
+                        "(memory_id, model, embedding, dimensions, created_at) "
                         "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE id = ? AND content = ?)",
                         [(r[1], model, b, len(b) // 4, now, r[1], r[2]) for r, b in zip(rows, blobs)],
                     )

@@ -389,7 +389,7 @@ def pam_to_conversation(conv: dict[str, Any], file: str) -> tuple[ConversationIt
     if problems:
         return None, problems
     # PAM fields brain has no place for: kept as JSON, written back unchanged by an export
-    for j, item, msg in turns:
+    for _, item, msg in turns:
         plain = _message(item["id"], item["text"], _meta_of(item), [])
         kept = _kept(msg, plain, _MESSAGE_PRESERVED)
         if kept:

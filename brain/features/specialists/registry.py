@@ -119,7 +119,8 @@ class SpecialistRegistry:
     * ``path`` [``config/specialists.yaml``] -- the YAML file :meth:`register` reads by default.
     * ``collection`` [``specialists``] -- the Chroma collection of the specialists' vectors.
     * ``weights`` [0.5 / 0.3 / 0.2] -- :class:`SpecialistWeights`.
-    * ``not_penalty`` [1.0], ``not_margin`` [0.50] -- the ``not`` penalty (see :mod:`brain.features.specialists.scoring`).
+    * ``not_penalty`` [1.0], ``not_margin`` [0.50] -- the ``not`` penalty
+      (see :mod:`brain.features.specialists.scoring`).
     * ``lexical_weight`` [0.2] -- the weight of the lexical share.
     * ``confidence`` -- :class:`SpecialistConfidence` [-6.30 + 13.75 * score + 1.36 * ln(words)], how
       likely a match is right.
