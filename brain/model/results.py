@@ -94,6 +94,7 @@ class GatedHits(list[_H]):
     def __init__(
         self,
         hits: Iterable[_H] = (),
+        /,
         *,
         candidates: int = 0,
         below_floor: int = 0,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import ollama
 
@@ -36,7 +35,7 @@ class OllamaExtractor(OllamaChatModel):
         super().__init__(model, host=host, timeout=timeout)
 
     def ask(
-        self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], *, timeout: float | None = None
+        self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, object], *, timeout: float | None = None
     ) -> ModelAnswer:
         """The model's answer to ``messages`` in the shape of ``schema``; ``timeout`` (seconds, at most the
         extractor's own) bounds this call."""
@@ -46,7 +45,7 @@ class OllamaExtractor(OllamaChatModel):
             return self._ask(client, messages, schema, limit)
 
     def _ask(
-        self, client: ollama.Client, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], limit: float
+        self, client: ollama.Client, messages: Sequence[Mapping[str, str]], schema: Mapping[str, object], limit: float
     ) -> ModelAnswer:
         timed_out = (
             f"Ollama at {self.host} timed out: no answer within {limit:.3g} s while forming memories with "
