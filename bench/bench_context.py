@@ -38,7 +38,7 @@ from brain.rules.relevance import Calibration  # noqa: E402
 from brain.features.chat import ChatMemory  # noqa: E402
 from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
-from brain.providers.embeddings import get_embedder  # noqa: E402
+from brain.wiring import get_embedder  # noqa: E402
 from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
 
 SEED = 20241121

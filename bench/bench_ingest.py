@@ -159,7 +159,7 @@ def planned_texts(directory: Path, chunker: TokenChunker) -> list[str]:
 def _run(args, work: Path) -> str:
     load = os.getloadavg()
     settings = Settings(data_dir=work / "data")
-    embedder = LocalMiniLMEmbedder(settings)
+    embedder = LocalMiniLMEmbedder(batch_size=settings.embed_batch_size, cache_size=settings.query_cache_size)
     embedder.warm_up()
     # the first pass over new input shapes grows onnxruntime's memory arena (~10% slower once):
     # pay that before any timed run so both sides see a warm model

@@ -319,7 +319,7 @@ def main() -> None:
     parser.add_argument("--skip-memories", action="store_true", help="run the conversations table alone")
     args = parser.parse_args()
 
-    local = LocalMiniLMEmbedder(Settings())
+    local = LocalMiniLMEmbedder()
     embedder = NoEmbedding(local)
     work = Path(tempfile.mkdtemp(prefix="bench-portable-"))
     try:

@@ -96,7 +96,7 @@ def measure(n: int, *, chat_length: bool) -> dict:
             for s in range(0, len(docs), 500):
                 store.upsert_docs(docs[s : s + 500])
             texts = store.chroma.get_all(None, ["documents"])["documents"]
-            local = LocalMiniLMEmbedder(settings)
+            local = LocalMiniLMEmbedder(batch_size=settings.embed_batch_size, cache_size=settings.query_cache_size)
             local.embed_documents(texts[:64])  # the model loads outside the timings
             alone = [embed_alone(local, texts)]
             forward = reindex.run(store, local, progress=False)

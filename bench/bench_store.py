@@ -41,7 +41,7 @@ import chromadb  # noqa: E402
 from brain.rules import ranking  # noqa: E402
 from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
-from brain.providers.embeddings import get_embedder  # noqa: E402
+from brain.wiring import get_embedder  # noqa: E402
 from brain.providers.embeddings.base import Embedder, Kind  # noqa: E402
 from brain.store.memory_index import MemoryIndex  # noqa: E402
 from brain.app.rag_store import RagStore  # noqa: E402

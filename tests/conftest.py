@@ -45,7 +45,7 @@ def chroma_executable() -> str:
 @pytest.fixture(scope="session")
 def local_embedder() -> LocalMiniLMEmbedder:
     """One model load for the whole suite."""
-    return LocalMiniLMEmbedder(Settings())
+    return LocalMiniLMEmbedder()
 
 
 def start_chroma_server(path: Path) -> tuple[subprocess.Popen, str]:

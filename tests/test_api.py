@@ -170,7 +170,7 @@ def test_embedder_unavailable_is_503_with_the_reason(tmp_path):
     with OllamaStub() as stub:
         settings = api_settings(tmp_path, embedder="ollama/nomic-embed-text")
         settings = settings.model_copy(update={"ollama_host": stub.url})
-        store = open_store(settings, embedder=OllamaEmbedder("nomic-embed-text", settings))
+        store = open_store(settings, embedder=OllamaEmbedder("nomic-embed-text", host=settings.ollama_host, timeout=settings.ollama_timeout))
     # the stub is stopped now: embedding a query fails
     try:
         with LiveServer(create_app(settings, store=store)) as server:

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 import brain.providers.embeddings
+import brain.wiring
 import brain.store.facade
 from brain.shells.cli import cli
 
@@ -33,6 +34,7 @@ GUIDE = "# Scanning\nLay the page flat.\n\n## Light\nUse even light.\n"
 def _model(monkeypatch, local_embedder):
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.wiring, "get_embedder", lambda settings: local_embedder, raising=False)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from brain.app.core import open_store
 import brain.providers.embeddings
+import brain.wiring
 import brain.store.facade
 from brain.shells.cli import cli
 from brain.config import Settings
@@ -19,6 +20,7 @@ def _cli_env(monkeypatch, local_embedder, tmp_path):
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.wiring, "get_embedder", lambda settings: local_embedder, raising=False)
 
 
 def run(*args: str, env: dict[str, str] | None = None):

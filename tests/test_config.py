@@ -574,8 +574,9 @@ def test_provider_facts_come_from_the_providers():
     from brain.providers.embeddings import local as local_embedder
     from brain.providers.embeddings import max_input_tokens
     from brain.providers.embeddings import ollama as ollama_embedder
-    from brain.providers.summarizers import ExtractiveSummarizer, OllamaSummarizer, get_summarizer
+    from brain.providers.summarizers import ExtractiveSummarizer, OllamaSummarizer
     from brain.providers.summarizers import ollama as ollama_summarizer
+    from brain.wiring import get_summarizer
 
     settings = Settings()
     assert settings.embedder == local_embedder.LocalMiniLMEmbedder.name

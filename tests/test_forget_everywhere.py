@@ -166,7 +166,7 @@ else:  # inside the Chroma file's scrub: its queue records redacted and committe
 
     scrub._connect = connect
 settings = Settings(data_dir=sys.argv[1])
-with brain.open(settings, embedder=LocalMiniLMEmbedder(settings), start_worker=False) as b:
+with brain.open(settings, embedder=LocalMiniLMEmbedder(), start_worker=False) as b:
     b.forget_entity("ada")
 """
 

@@ -13,9 +13,8 @@ from brain.providers.extractors import (
     ExtractorError,
     ExtractorUnavailable,
     OllamaExtractor,
-    formation_off_reason,
-    get_extractor,
 )
+from brain.wiring import formation_off_reason, get_extractor
 from brain.rules.formation import (
     MAX_FACTS,
     Candidate,

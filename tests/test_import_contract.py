@@ -63,7 +63,8 @@ def test_one_provider_importing_another_breaks_the_contract(tmp_path):
 
 def test_no_module_at_the_top_level_but_the_public_entry_points():
     top = sorted(p.name for p in (ROOT / "brain").iterdir() if p.name != "__pycache__")
-    layers = {"model", "text", "config", "providers", "rules", "store", "features", "app", "access", "ops", "shells"}
+    layers = {"model", "text", "config", "providers", "rules", "wiring", "store", "features", "app", "access", "ops",
+              "shells"}
     public = {"__init__.py", "rag_store.py", "schemas.py", "errors.py", "embeddings", "integrations"}
     assert set(top) == layers | public
 

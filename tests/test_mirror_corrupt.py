@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from brain.app.core import open_store
 import brain.providers.embeddings
+import brain.wiring
 from brain.app.rag_store import RagStore
 import brain.store.facade
 from brain.shells.cli import cli
@@ -80,6 +81,7 @@ def cli_env(monkeypatch, local_embedder, tmp_path):
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.wiring, "get_embedder", lambda settings: local_embedder, raising=False)
     return Settings(data_dir=tmp_path / "data")
 
 

@@ -364,6 +364,7 @@ def test_cli_export_refuses_then_forces(embedded_store, tmp_path, monkeypatch, l
     from click.testing import CliRunner
 
     import brain.providers.embeddings
+    import brain.wiring
     import brain.store.facade
     from brain.shells.cli import cli
 
@@ -372,6 +373,7 @@ def test_cli_export_refuses_then_forces(embedded_store, tmp_path, monkeypatch, l
     monkeypatch.setenv("BRAIN_DATA_DIR", str(embedded_store.settings.data_dir))
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
+    monkeypatch.setattr(brain.wiring, "get_embedder", lambda settings: local_embedder, raising=False)
     out = tmp_path / "out"
     out.mkdir()
     (out / EMBEDDINGS_FILE).write_bytes(FOREIGN_EMBEDDINGS)

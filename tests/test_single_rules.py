@@ -206,7 +206,7 @@ def test_an_ollama_without_the_endpoint_says_to_upgrade_for_embeddings_and_summa
     with OllamaStub(chat_models=DEFAULT_CHAT_MODELS) as stub:
         old = stub.url + "/old"  # every path under it is unknown to the stub: a plain 404
         with pytest.raises(EmbedderUnavailable, match="upgrade Ollama"):
-            OllamaEmbedder("nomic-embed-text", Settings(ollama_host=old)).embed_query("hello")
+            OllamaEmbedder("nomic-embed-text", host=old).embed_query("hello")
         with pytest.raises(SummarizerUnavailable, match="upgrade Ollama") as info:
             OllamaSummarizer(host=old, timeout=5).summarize([TurnText(1, "user", "hello")])
         assert "ollama pull" not in str(info.value)

@@ -13,10 +13,10 @@ from brain.providers.summarizers import (
     SummarizerError,
     SummarizerUnavailable,
     TurnText,
-    get_summarizer,
     transcript,
 )
 from brain.providers.summarizers.ollama import MAX_SUMMARY_CHARS, clean_summary
+from brain.wiring import get_summarizer
 from tests.ollama_stub import dead_url, stub_chat_reply
 
 TURNS = [
@@ -162,7 +162,7 @@ def test_extractive_cuts_a_single_long_sentence():
 def test_brain_summarizer_setting_chooses_the_summariser():
     from brain.config import Settings
     from brain.model.errors import ConfigError
-    from brain.providers.summarizers import ExtractiveSummarizer, OllamaSummarizer, get_summarizer
+    from brain.providers.summarizers import ExtractiveSummarizer, OllamaSummarizer
 
     assert isinstance(get_summarizer(Settings()), OllamaSummarizer)
     assert isinstance(get_summarizer(Settings(summarizer="extractive")), ExtractiveSummarizer)

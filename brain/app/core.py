@@ -92,7 +92,7 @@ class Brain:
         """The model summariser ``BRAIN_SUMMARIZER`` names (the server is not contacted here)."""
         with self._lock:
             if self._summarizer is None:
-                from brain.providers.summarizers import get_summarizer
+                from brain.wiring import get_summarizer
 
                 self._summarizer = get_summarizer(self.settings)
             return self._summarizer
@@ -103,7 +103,7 @@ class Brain:
         server is not contacted here)."""
         with self._lock:
             if self._extractor is None:
-                from brain.providers.extractors import get_extractor
+                from brain.wiring import get_extractor
 
                 self._extractor = get_extractor(self.settings)
             return self._extractor

@@ -46,11 +46,11 @@ import numpy as np
 
 from brain.features.mirror.guard import StoreIdentity, store_moved
 from brain.model.errors import ReindexError, ValidationError
-from brain.providers.embeddings import Embedder, get_embedder
+from brain.providers.embeddings import Embedder
 from brain.store import Store
 from brain.store.chroma import ChromaAccess, GuardedCollection, open_cosine_collection
 from brain.store.events import WriteEvent, WriteSubscriber
-from brain.store.feed import PENDING_GRACE_SECONDS
+from brain.store.feed import PENDING_GRACE_SECONDS, ChangeFeed
 from brain.store.live import (
     Build,
     PointerState,
@@ -60,6 +60,7 @@ from brain.store.live import (
     write_pointer,
 )
 from brain.text.progress import ProgressOptions, open_progress
+from brain.wiring import get_embedder
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,7 @@ class _Copier:
     def __init__(
         self,
         store: Store,
-        target: ChromaAccess,
+        target: ChromaAccess | None,
         embedder: Embedder,
         batch: int,
         report: ReindexReport,
@@ -201,10 +202,18 @@ class _Copier:
         self.batches = 0
         self.mirror_has_model = self.mirror is not None and embedder.name in self.mirror.models()
 
+    @property
+    def _target(self) -> ChromaAccess:
+        if self.target is None:  # a plan's copier only compares
+            raise RuntimeError("a re-index plan writes nothing")
+        return self.target
+
     def diff(self, ids: Sequence[str]) -> tuple[list[tuple[str, str, dict]], list[tuple[str, str, dict]], list[str]]:
         """For ``ids`` of the source: (documents to write, documents the target has as they are, ids
         the source no longer has)."""
-        todo, done, gone = [], [], []
+        todo: list[tuple[str, str, dict]] = []
+        done: list[tuple[str, str, dict]] = []
+        gone: list[str] = []
         step = self.source.max_batch_size
         for s in range(0, len(ids), step):
             part = list(ids[s : s + step])
@@ -268,7 +277,7 @@ class _Copier:
         reused: dict[str, np.ndarray],
         fresh: int,
     ) -> None:
-        self.target.upsert(
+        self._target.upsert(
             [i for i, _, _ in part],
             [t for _, t, _ in part],
             [m for _, _, m in part],
@@ -297,7 +306,7 @@ class _Copier:
         todo, _, gone = self.diff(ids)
         self.write(todo)
         if gone:
-            self.target.delete(gone)
+            self._target.delete(gone)
         return len(todo) + len(gone)
 
 
@@ -393,13 +402,15 @@ def run(
     started = time.monotonic()
     state, build, _ = _start(store, embedder)
     previous = store.collection_name
-    feed = store.feed_writer.feed if store.feed_writer is not None else None
+    feed_writer = store.feed_writer
+    feed = feed_writer.feed if feed_writer is not None else None
     build = replace(build, start_sequence=feed.head() if feed is not None else None)
     state = write_pointer(store.client, store.settings.collection, replace(state, building=build))
     target = _target_access(store, build.collection, embedder)
     report = ReindexReport(build.collection, previous, embedder.name)
     served = StoreIdentity.of(store)
-    recorder = store.subscribe(_Recorder())
+    recorder = _Recorder()
+    store.subscribe(recorder)
     try:
         ids = store.chroma.ids()
         with open_progress(progress, total=len(ids), desc=f"reindex {embedder.name}", unit="doc") as bar:
@@ -430,7 +441,7 @@ def run(
         registering = time.monotonic()
         report.specialists = _register_specialists(store, embedder, build.collection)
         report.specialists_seconds = time.monotonic() - registering
-        swap_seq = feed.claim("swap", [build.collection], store.feed_writer.writer) if feed is not None else None
+        swap_seq = feed_writer.claim("swap", [build.collection]) if feed_writer is not None else None
         with store._lock:  # no write of this process between the last replay and the flip
             moved, seen = _replay(store, copier, recorder, feed, seen, until=swap_seq)
             report.replayed += moved
@@ -493,7 +504,7 @@ def _complete_mirror(copier: _Copier, target: ChromaAccess) -> int:
 
 
 def _replay(
-    store: Store, copier: _Copier, recorder: _Recorder, feed: Any, seen: int, until: int | None = None
+    store: Store, copier: _Copier, recorder: _Recorder, feed: ChangeFeed | None, seen: int, until: int | None = None
 ) -> tuple[int, int]:
     """Copy again what was written since ``seen`` (this process's writes, and the feed's records
     up to ``until``); returns (ids copied or deleted, the feed sequence read up to)."""
@@ -512,7 +523,7 @@ def _replay(
     return (copier.copy_ids(list(ids)) if ids else 0), seen
 
 
-def _replay_old(copier: _Copier, feed: Any, seen: int, until: int) -> int:
+def _replay_old(copier: _Copier, feed: ChangeFeed, seen: int, until: int) -> int:
     """After the flip: the ids of records claimed before the swap (by processes that had not seen
     it) copied from the old collection, unless a later record touched them (written to the new one)."""
     deadline = time.monotonic() + PENDING_GRACE_SECONDS

@@ -129,8 +129,9 @@ def recover_store(
     lost = sorted({"memory", "turn", "summary"} - mirrored - present)
     if lost:
         report.not_restored.append(
-            f"{', '.join(lost)}: not mirrored (BRAIN_MIRROR_TYPES={','.join(store.settings.mirrored_types)}), so they were "
-            f"lost with the store and have no file to come from; include them in BRAIN_MIRROR_TYPES to keep them"
+            f"{', '.join(lost)}: not mirrored (BRAIN_MIRROR_TYPES={','.join(store.settings.mirrored_types)}), "
+            f"so they were lost with the store and have no file to come from; include them in BRAIN_MIRROR_TYPES "
+            f"to keep them"
         )
     if "memory" in present and store.settings.track_access:
         report.not_restored.append(

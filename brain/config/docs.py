@@ -131,7 +131,7 @@ def _readme_default(name: str) -> str:
     return f"`{env_value(value)}`"
 
 
-def _number(value: Any) -> str:
+def _number(value: object) -> str:
     return format(value, ",g") if isinstance(value, float) else format(value, ",")
 
 

@@ -3,13 +3,13 @@ its range, and a validation error as one readable sentence naming the variables.
 
 from __future__ import annotations
 
-from typing import Any
-
 import annotated_types
 import pydantic
+from pydantic import AliasChoices
+from pydantic.fields import FieldInfo
 
 
-def _fields() -> dict[str, Any]:
+def _fields() -> dict[str, FieldInfo]:
     from brain.config.settings import Settings  # at call time: Settings itself uses these functions
 
     return Settings.model_fields
@@ -20,9 +20,10 @@ def env_name(field_name: str) -> str:
     return env_names(field_name)[0]
 
 
-def bounds(field_name: str) -> tuple[Any, bool, Any, bool] | None:
+def bounds(field_name: str) -> tuple[object, bool, object, bool] | None:
     """``(low, low_excluded, high, high_excluded)`` of a numeric setting, or None when it has none."""
-    lo = hi = None
+    lo: object = None
+    hi: object = None
     lo_open = hi_open = False
     for meta in _fields()[field_name].metadata:
         if isinstance(meta, annotated_types.Ge):
@@ -49,7 +50,9 @@ def allowed_range(field_name: str) -> str | None:
 
 def env_names(field_name: str) -> tuple[str, ...]:
     """Every environment variable that sets ``field_name``: its name, then older names kept working."""
-    return tuple(str(c) for c in _fields()[field_name].validation_alias.choices)
+    alias = _fields()[field_name].validation_alias
+    # every setting declares its names as AliasChoices (brain.config.sections)
+    return tuple(str(c) for c in alias.choices) if isinstance(alias, AliasChoices) else (field_name.upper(),)
 
 
 def _field_for(loc_name: str) -> str | None:

@@ -56,12 +56,13 @@ class ProjectLayout:
         if project_dir is None and environ.get("BRAIN_PROJECT_DIR", "").strip():
             project_dir, how = environ["BRAIN_PROJECT_DIR"].strip(), "BRAIN_PROJECT_DIR"
         if project_dir is not None:
-            root = (here / Path(project_dir).expanduser()).resolve()
-            if not root.is_dir():
+            given = (here / Path(project_dir).expanduser()).resolve()
+            if not given.is_dir():
                 raise ConfigError(
                     f"{how}={str(project_dir)!r} is not a directory; point it at the folder that "
                     f"holds config/defaults.env"
                 )
+            root: Path | None = given
         else:
             root, how = find_project_root(here), f"found from {here}"
         # the snapshot keys are the user's, out of every data directory, with or without a project

@@ -40,6 +40,12 @@ from brain.config.sections import (
 from brain.config.sources import LOADING, Loading, anchored
 from brain.config.values import model_name_problem, token_problem
 from brain.model.errors import ConfigError
+from brain.model.provider_names import (
+    DEFAULT_EMBED_BATCH_SIZE,
+    DEFAULT_OLLAMA_EMBED_TIMEOUT,
+    DEFAULT_OLLAMA_HOST,
+    DEFAULT_QUERY_CACHE_SIZE,
+)
 
 
 class Settings(BaseSettings):
@@ -310,20 +316,24 @@ class Settings(BaseSettings):
         "e.g. `ollama/nomic-embed-text`",
     )
     embed_batch_size: int = embedding_setting(
-        "BRAIN_EMBED_BATCH_SIZE", 64, "texts per embedding call (count)", ge=1, le=4096
+        "BRAIN_EMBED_BATCH_SIZE", DEFAULT_EMBED_BATCH_SIZE, "texts per embedding call (count)", ge=1, le=4096
     )
     query_cache_size: int = embedding_setting(
         "BRAIN_QUERY_CACHE_SIZE",
-        1024,
+        DEFAULT_QUERY_CACHE_SIZE,
         "query embeddings kept in memory for repeated queries (entries; 0: off)",
         ge=0,
         le=1_000_000,
     )
     ollama_host: str = embedding_setting(
-        "OLLAMA_HOST", "http://127.0.0.1:11434", "the Ollama server for ollama/ embedders and the summariser (URL)"
+        "OLLAMA_HOST", DEFAULT_OLLAMA_HOST, "the Ollama server for ollama/ embedders and the summariser (URL)"
     )
     ollama_timeout: float = embedding_setting(
-        "BRAIN_OLLAMA_TIMEOUT", 30.0, "time limit of one embedding request to Ollama (seconds)", gt=0.0, le=3600.0
+        "BRAIN_OLLAMA_TIMEOUT",
+        DEFAULT_OLLAMA_EMBED_TIMEOUT,
+        "time limit of one embedding request to Ollama (seconds)",
+        gt=0.0,
+        le=3600.0,
     )
 
     # --- the Engram-compatible SQLite mirror ---------------------------------------------------------
@@ -601,7 +611,8 @@ class Settings(BaseSettings):
             if value is not None and not value.is_absolute():  # e.g. a Path given after loading
                 value = loading.cwd / value
             self.__dict__[name] = value
-        problem = None if self.chroma_url else key_dir_problem(self.snapshot_key_dir, self.data_dir)
+        key_dir = self.snapshot_key_dir  # set by the loop above: an absolute path
+        problem = None if self.chroma_url or key_dir is None else key_dir_problem(key_dir, self.data_dir)
         if problem:  # only the embedded store's keys live there
             raise ConfigError(problem)
         self._layout = layout

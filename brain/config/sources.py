@@ -11,6 +11,7 @@ from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any
 
+from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
 
 from brain.config.project import ProjectLayout
@@ -34,7 +35,8 @@ def _path_aliases(model: type[BaseSettings]) -> dict[str, str]:
     out = {}
     for name in PATH_FIELDS:
         alias = model.model_fields[name].validation_alias
-        for choice in (*alias.choices, name):
+        choices = alias.choices if isinstance(alias, AliasChoices) else []
+        for choice in (*choices, name):
             out[str(choice).lower()] = name
     return out
 

@@ -1,24 +1,24 @@
-"""The defaults and value rules settings check that the providers and the token table apply too.
+"""The value rules settings check that the API's token table applies too, and the providers' defaults.
 
-Configuration is the lower layer: the embedder, the summariser and the API's token table read these from
-here, so that checking a setting loads none of them."""
+Configuration is the lower layer: the token table reads these from here, so that checking a setting loads
+none of it. The providers' defaults and their naming rule are defined in :mod:`brain.model.provider_names`,
+below both configuration and the providers, and named here too for the settings."""
 
 from __future__ import annotations
 
-#: BRAIN_EMBEDDER's default: the in-process MiniLM (:class:`brain.providers.embeddings.local.LocalMiniLMEmbedder`)
-DEFAULT_EMBEDDER = "local/minilm-l6-v2"
-#: BRAIN_SUMMARY_MODEL's default Ollama model
-DEFAULT_SUMMARY_MODEL = "llama3.2:3b"
+from brain.model.provider_names import DEFAULT_EMBEDDER, DEFAULT_SUMMARY_MODEL, model_name_problem
+
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "DEFAULT_SUMMARY_MODEL",
+    "MIN_TOKEN_LENGTH",
+    "TOKEN_HINT",
+    "model_name_problem",
+    "token_problem",
+]
 
 MIN_TOKEN_LENGTH = 16
 TOKEN_HINT = "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
-
-
-def model_name_problem(model: str) -> str | None:
-    """Why ``model`` cannot be an Ollama model name, or None (BRAIN_SUMMARY_MODEL is checked with this)."""
-    if not isinstance(model, str) or not model.strip() or any(c.isspace() for c in model):
-        return f"must be an Ollama model name such as {DEFAULT_SUMMARY_MODEL}"
-    return None
 
 
 def token_problem(token: str) -> str | None:

@@ -7,11 +7,11 @@ merged into a global one or another entity's.
 Clustering is greedy and anchored, so every merged memory is itself close to the one it is merged
 into (no chains A~B~C where A and C differ): memories are visited best first — highest importance,
 then earliest creation, then id — and each one not yet merged keeps its text and id and absorbs every
-later memory above the threshold. Memories of a supersession history stay as they are: a superseded
-one is left out, and one that superseded another may absorb duplicates but is never absorbed. The kept memory and those it absorbs merge by the memory rule
-(:func:`brain.rules.memories.merge_near_duplicates`): the kept text and vector, every tag (its own first), the
-highest importance, the earliest creation, the latest timestamp and use; ``merged_from`` lists the ids
-it absorbed (and those they had absorbed).
+later memory above the threshold. Memories of a supersession history stay as they are: a superseded one is
+left out, and one that superseded another may absorb duplicates but is never absorbed. The kept memory and
+those it absorbs merge by the memory rule (:func:`brain.rules.memories.merge_near_duplicates`): the kept text
+and vector, every tag (its own first), the highest importance, the earliest creation, the latest timestamp and
+use; ``merged_from`` lists the ids it absorbed (and those they had absorbed).
 
 The whole set of new metadata is validated before anything is written; then the kept memories are
 written in one batch and only after that the merged ones deleted, so an interruption can leave a
@@ -112,16 +112,23 @@ def consolidate_memories(store: Store, *, threshold: float | None = None, dry_ru
     report.merges = [merge for merge, _, _ in plans]
     if dry_run or not plans:
         return report
-    writes, problems = [], []
-    for n, (merge, keeper, members) in enumerate(plans):
+    writes: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    for n, (_, keeper, members) in enumerate(plans):
         try:
             merged = merge_near_duplicates(metas[keeper.id], {d.id: metas[d.id] for d in members})
         except ValidationError as exc:
             problems.extend(Problem(p.field, f"{keeper.id}: {p.message}", n) for p in exc.problems)
             continue
-        meta = {k: v for k, v in merged.to_chroma().items() if k not in ("ts_epoch", "type")}
+        fields = {k: v for k, v in merged.to_chroma().items() if k not in ("ts_epoch", "type")}
         writes.append(
-            {"id": keeper.id, "text": keeper.text, "type": DocType.MEMORY.value, "embedding": keeper.embedding, **meta}
+            {
+                "id": keeper.id,
+                "text": keeper.text,
+                "type": DocType.MEMORY.value,
+                "embedding": keeper.embedding,
+                **fields,
+            }
         )
     if problems:
         raise ValidationError(
@@ -142,7 +149,8 @@ def _readable(doc: Document, skipped: dict[str, str]) -> MemoryMetadata | None:
         skipped[doc.id] = "; ".join(problems.values())
         log.warning("memory %s is left out of consolidation: %s", doc.id, skipped[doc.id])
         return None
-    return meta  # type: ignore[return-value]
+    assert isinstance(meta, MemoryMetadata)  # read with the memory schema
+    return meta
 
 
 def _plan_scope(

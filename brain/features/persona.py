@@ -1,9 +1,9 @@
 """persona.md -> persona documents, one per section, loaded idempotently at start-up.
 
-Sections are split at Markdown headings (:mod:`brain.text.markdown`); ``topic`` is the heading slugified (``## Tone`` -> ``tone``)
-and text before the first heading is ``core``. A content hash decides whether anything changed: an
-unchanged file writes and embeds nothing. A changed file is written as a new version — every
-section carries ``version`` (the UTC time of the load that introduced it), ``content_hash``,
+Sections are split at Markdown headings (:mod:`brain.text.markdown`); ``topic`` is the heading
+slugified (``## Tone`` -> ``tone``) and text before the first heading is ``core``. A content hash decides
+whether anything changed: an unchanged file writes and embeds nothing. A changed file is written as a new
+version — every section carries ``version`` (the UTC time of the load that introduced it), ``content_hash``,
 ``position`` and ``sections`` (how many the version has) — and the previous version is removed
 afterwards. Readers use the newest *complete* version (all its sections present), so at no moment
 do they see a mix of versions or no persona at all, even if a load is interrupted half-way.

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -20,7 +21,7 @@ class Document:
         return self.metadata.get("type", "")
 
     def to_dict(self) -> dict[str, Any]:
-        data = {"id": self.id, "text": self.text, "metadata": self.metadata}
+        data: dict[str, Any] = {"id": self.id, "text": self.text, "metadata": self.metadata}
         if self.embedding is not None:
             data["embedding"] = [float(x) for x in self.embedding]
         return data
@@ -81,7 +82,10 @@ class MemoryHit:
         return data
 
 
-class GatedHits(list):
+_H = TypeVar("_H")
+
+
+class GatedHits(list[_H]):
     """The hits a search returns, best first (e.g. :class:`MemoryHit`), and what the relevance gate
     did: ``candidates`` searched, ``below_floor`` of them less similar than ``floor``
     (None: no floor), ``margin`` (None: none). An empty list with candidates is an answer: nothing
@@ -89,7 +93,8 @@ class GatedHits(list):
 
     def __init__(
         self,
-        hits=(),
+        hits: Iterable[_H] = (),
+        /,
         *,
         candidates: int = 0,
         below_floor: int = 0,
@@ -102,7 +107,7 @@ class GatedHits(list):
         self.floor = floor
         self.margin = margin
 
-    def gate(self) -> dict[str, Any]:
+    def gate(self) -> dict[str, int | float | None]:
         """What the gate did, for explanations: candidates, below_floor, floor, margin."""
         return {
             "candidates": self.candidates,

@@ -9,15 +9,14 @@ them means nothing).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
 #: a vector whose L2 norm is below this is a zero vector (no real embedding comes near it)
 ZERO_NORM = 1e-12
 
 
-def unit_rows(vectors: Any, dtype: Any = np.float32) -> np.ndarray:
+def unit_rows(vectors: npt.ArrayLike, dtype: npt.DTypeLike = np.float32) -> np.ndarray:
     """``vectors`` (one vector, or a matrix of row vectors) scaled to unit length along the last axis,
     computed and returned as ``dtype`` (C-contiguous). A zero vector comes back all zeros."""
     x = np.asarray(vectors, dtype=dtype)
@@ -25,7 +24,7 @@ def unit_rows(vectors: Any, dtype: Any = np.float32) -> np.ndarray:
     return np.divide(x, norms, out=np.zeros_like(x, order="C"), where=norms >= ZERO_NORM)
 
 
-def zero_rows(vectors: Any, dtype: Any = np.float32) -> np.ndarray:
+def zero_rows(vectors: npt.ArrayLike, dtype: npt.DTypeLike = np.float32) -> np.ndarray:
     """Which of ``vectors`` (rows, or one vector: a 0-d answer) are zero vectors: the ones :func:`unit_rows`
     leaves at zero when given the same ``dtype``."""
     return np.linalg.norm(np.asarray(vectors, dtype=dtype), axis=-1) < ZERO_NORM

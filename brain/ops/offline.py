@@ -149,7 +149,7 @@ def recall_mirror(settings: Settings, query: str, k: int, *, keyword: bool = Fal
     """Search the mirror file alone (read beside any process that writes it; Chroma is not opened): by the stored
     vectors, or with ``keyword`` by full text."""
     from brain.features.mirror import EngramMirror
-    from brain.providers.embeddings import get_embedder
+    from brain.wiring import get_embedder
 
     if not settings.mirror_file.is_file():
         raise StoreNotFound(

@@ -1,12 +1,12 @@
 """One small LRU map, for the process-wide caches (query vectors, conversations' turns, turn indexes,
 summary positions, specialist rankings).
 
-Each cache is a bounded dict that forgets the least recently used entry first, written once so that
-every cache evicts, counts and expires entries the same way. :meth:`LRUCache.get` counts a hit or a
-miss and makes the entry the most recent; :meth:`LRUCache.peek` does neither; :meth:`LRUCache.put`
-returns what it left out, for callers that keep side tables keyed by the evicted entries. An optional ``ttl`` makes entries expire that many
-seconds (of ``clock``) after they were put. A ``maxsize`` of 0 (or a ``ttl`` of 0) turns the cache
-off: puts are dropped. Thread-safe; a caller that reads and then writes needs its own lock around both.
+Each cache is a bounded dict that forgets the least recently used entry first, written once so that every
+cache evicts, counts and expires entries the same way. :meth:`LRUCache.get` counts a hit or a miss and makes
+the entry the most recent; :meth:`LRUCache.peek` does neither; :meth:`LRUCache.put` returns what it left out,
+for callers that keep side tables keyed by the evicted entries. An optional ``ttl`` makes entries expire that
+many seconds (of ``clock``) after they were put. A ``maxsize`` of 0 (or a ``ttl`` of 0) turns the cache off:
+puts are dropped. Thread-safe; a caller that reads and then writes needs its own lock around both.
 """
 
 from __future__ import annotations
@@ -15,7 +15,19 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Generic, NotRequired, TypedDict, TypeVar
+
+
+class CacheInfo(TypedDict):
+    """A cache's counters: lookups that found an entry and that did not, entries held, the most it holds,
+    and (only for an expiring cache) the seconds an entry lives."""
+
+    hits: int
+    misses: int
+    size: int
+    maxsize: int
+    ttl: NotRequired[float]
+
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -98,9 +110,9 @@ class LRUCache(Generic[K, V]):
         with self._lock:
             return iter(list(self._data))
 
-    def info(self) -> dict[str, float | int | None]:
+    def info(self) -> CacheInfo:
         with self._lock:
-            info: dict[str, float | int | None] = {
+            info: CacheInfo = {
                 "hits": self.hits,
                 "misses": self.misses,
                 "size": len(self._data),
@@ -111,4 +123,4 @@ class LRUCache(Generic[K, V]):
         return info
 
 
-__all__ = ["LRUCache"]
+__all__ = ["CacheInfo", "LRUCache"]

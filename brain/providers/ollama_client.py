@@ -10,8 +10,8 @@ from contextlib import contextmanager
 import httpx
 import ollama
 
-from brain.config.values import DEFAULT_SUMMARY_MODEL, model_name_problem
 from brain.model.errors import BrainError
+from brain.model.provider_names import DEFAULT_SUMMARY_MODEL, model_name_problem
 
 
 def open_ollama_client(host: str, timeout: float, error: type[BrainError]) -> ollama.Client:

@@ -84,7 +84,10 @@ class TokenChunker:
             ) from None
 
     def __repr__(self) -> str:
-        return f"TokenChunker(window_size={self.window_size}, window_overlap={self.window_overlap}, max_tokens={self.max_tokens})"
+        return (
+            f"TokenChunker(window_size={self.window_size}, window_overlap={self.window_overlap}, "
+            f"max_tokens={self.max_tokens})"
+        )
 
     @property
     def signature(self) -> str:

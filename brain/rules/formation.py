@@ -269,14 +269,14 @@ class FormedFact(BaseModel):
     def _time(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return None
-        return format_timestamp(parse_timestamp(value, info.field_name))
+        return format_timestamp(parse_timestamp(value, info.field_name or "time"))
 
     @field_validator("turns")
     @classmethod
     def _turns(cls, value: list[int], info: ValidationInfo) -> list[int]:
         known = (info.context or {}).get("turn_indices")
         unknown = [] if known is None else [n for n in value if n not in known]
-        if unknown:
+        if unknown and known is not None:
             raise ValueError(
                 f"turns {unknown} are not turns of this conversation window: the turns shown are {_span(known)}"
             )

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,9 @@ import numpy as np
 from brain.model.vectors import unit_rows
 
 try:  # SIMD int8 dot products; numpy has no fast int8 matrix-vector product
-    import simsimd as _simsimd
+    import simsimd
+
+    _simsimd: ModuleType | None = simsimd
 except ImportError:  # pragma: no cover - simsimd is a declared dependency
     _simsimd = None
 
@@ -386,8 +389,9 @@ def gated_bounded_top_k(
 
     possible = hi + lex >= floor
     certain = lo + lex >= floor
-    best = None
-    if weights.margin is not None and possible.any():
+    margin = weights.margin
+    best: float | None = None  # set only with a margin
+    if margin is not None and possible.any():
         lower_best = float((lo + lex)[certain].max()) if certain.any() else -np.inf
         rescore(possible & (hi + lex >= lower_best))
         gated = possible & ~np.isnan(exact) & (exact + lex >= floor)
@@ -399,8 +403,8 @@ def gated_bounded_top_k(
                 int(np.count_nonzero(~possible) + np.count_nonzero((exact + lex)[possible] < floor)),
             )
         best = float((exact + lex)[gated].max())
-        possible &= hi + lex >= best - weights.margin
-        certain &= lo + lex >= best - weights.margin
+        possible &= hi + lex >= best - margin
+        certain &= lo + lex >= best - margin
     w = weights.similarity
     st = static[rows]
     if np.count_nonzero(certain) > k:
@@ -408,8 +412,8 @@ def gated_bounded_top_k(
         possible &= w * (hi + lex) + st >= threshold
     rescore(possible)
     ok = possible & (exact + lex >= floor)
-    if best is not None:  # the best row itself may have been pruned by the score threshold
-        ok &= exact + lex >= best - weights.margin
+    if best is not None and margin is not None:  # the best row itself may have been pruned by the threshold
+        ok &= exact + lex >= best - margin
     below = 0
     if weights.floor is not None:
         rescore((lo + lex < floor) & (hi + lex >= floor))  # the uncertain band: decided exactly
@@ -455,5 +459,5 @@ def top_k_positions(totals: np.ndarray, key_of: Callable[[int], str], k: int) ->
         pool = np.flatnonzero(totals >= kth)
     else:
         pool = np.arange(n)
-    pool = sorted(pool.tolist(), key=lambda i: (-float(totals[i]), key_of(i)))
-    return np.asarray(pool[:k], dtype=np.intp)
+    ordered = sorted(pool.tolist(), key=lambda i: (-float(totals[i]), key_of(i)))
+    return np.asarray(ordered[:k], dtype=np.intp)

@@ -271,7 +271,7 @@ class TurnIndex:
         turns = self._checked_turns(turns)
         order = sorted(range(len(turns)), key=lambda i: _order_key(i, turns[i].metadata))
         self.turns: list[Document] = [turns[i] for i in order]
-        self.dimension = int(turns[0].embedding.shape[0]) if turns else None
+        self.dimension = int(np.asarray(turns[0].embedding).shape[0]) if turns else None
         if self.turns:
             vectors = np.stack([np.asarray(t.embedding, dtype=np.float32) for t in self.turns])
             self.vectors = unit_rows(vectors)
@@ -420,7 +420,7 @@ class TurnIndex:
             raise ValidationError(message, problems)
         return checked
 
-    def _query(self, query_text: Any, query_vector: Any) -> tuple[list[str], np.ndarray | None]:
+    def _query(self, query_text: Any, query_vector: Any) -> tuple[list[str], np.ndarray]:
         if not isinstance(query_text, str) or not query_text.strip():
             raise ValidationError.of("query_text", f"query_text must be a non-empty string, got {query_text!r}")
         try:

@@ -76,7 +76,8 @@ def markdown_sections(lines: Iterable[str], *, first_line: int = 1) -> list[Mark
     """The sections of ``lines`` in order, the level-0 section (possibly empty) first.
     ``first_line`` is the number of the first line (e.g. after front matter the caller removed)."""
     sections: list[MarkdownSection] = []
-    level, title, current = 0, "", []
+    level, title = 0, ""
+    current: list[MarkdownLine] = []
     fence: str | None = None
     for number, line in enumerate(lines, start=first_line):
         fence, code = _fence_step(fence, line)

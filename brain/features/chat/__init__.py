@@ -4,7 +4,8 @@
 each with one job, data flowing one way (store -> candidates -> context; exchange -> store -> queue):
 
 - :mod:`brain.features.chat.context` — pure: the sections' candidates -> budget -> prompt (no store access);
-- :mod:`brain.features.chat.related_turns` — older turns that match the message (:mod:`brain.rules.turn_search`, cached);
+- :mod:`brain.features.chat.related_turns` — older turns that match the message (cached;
+  :mod:`brain.rules.turn_search`);
 - :mod:`brain.features.chat.speakers` — who said a turn: the user's and the assistant's display names;
 - :mod:`brain.features.chat.summary_queue` — when a summary is due, and the worker thread that writes them;
 - :mod:`brain.features.chat.summaries` — one summary: the model with retries in a deadline, the fallback, health;

@@ -44,7 +44,7 @@ from brain.features.chat.summary_queue import SummaryQueue, SummarySchedule
 from brain.features.consolidate import ConsolidationReport, consolidate_memories
 from brain.model.errors import Problem, ValidationError
 from brain.model.ids import check_idempotency_key, derived_id
-from brain.model.results import Hit
+from brain.model.results import GatedHits, Hit
 from brain.model.schemas import (
     GLOBAL_SCOPE,
     DocType,
@@ -57,9 +57,9 @@ from brain.model.schemas import (
     valid_entity_scope,
     valid_name,
 )
-from brain.providers.extractors import get_extractor
-from brain.providers.summarizers import ExtractiveSummarizer, Summarizer, get_summarizer
+from brain.providers.summarizers import ExtractiveSummarizer, Summarizer
 from brain.rules.memories import may_read
+from brain.wiring import get_extractor, get_summarizer
 
 if TYPE_CHECKING:
     from brain.providers.extractors import OllamaExtractor
@@ -260,7 +260,7 @@ class ChatMemory:
         turns = store.recent_turns(conversation_id, s.turn_top_k, entity=entity) if conversation_id is not None else []
         if s.enable_memory:
             # a critical memory sharing words with the message or with the latest turns gets a lower floor
-            hits = store.retrieve_memories(
+            memory_hits = store.retrieve_memories(
                 user_message,
                 s.memory_top_k,
                 entity,
@@ -268,14 +268,16 @@ class ChatMemory:
                 relevance=True,
                 topic_texts=[d.text for d in turns],
             )
-            ranked["memory"] = [_memory_item(h, getattr(hits, "floor", None)) for h in hits]
-            if getattr(hits, "floor", None) is not None:
-                relevance["memory"] = {**hits.gate(), "shown": len(hits)}
+            gated = memory_hits if isinstance(memory_hits, GatedHits) else None
+            floor_shown = gated.floor if gated is not None else None
+            ranked["memory"] = [_memory_item(h, floor_shown) for h in memory_hits]
+            if gated is not None and gated.floor is not None:
+                relevance["memory"] = {**gated.gate(), "shown": len(gated)}
             # the person's most important facts the relevant ones do not already show
             if entity is not None and s.core_top_k > 0:
-                ranked["core"] = self._core(entity, vector, {h.id for h in hits})
-            if s.track_access and hits:
-                self.access.note([h.id for h in hits])
+                ranked["core"] = self._core(entity, vector, {h.id for h in memory_hits})
+            if s.track_access and memory_hits:
+                self.access.note([h.id for h in memory_hits])
         if want_summaries:
             # the conversation's own documents: acting for an entity, those it may see; unrestricted, all
             # of them, as its turns are
@@ -447,6 +449,7 @@ class ChatMemory:
             if text is not None
         ]
         if key is None:
+            assert conversation_id is not None  # given, or made above when there is no key
             return self._record(conversation_id, turns, timestamp, extra)
         with self._key_stripes[hash((scope, key)) % _LOCK_STRIPES]:  # the same key twice at once: one writes
             replay = self._replay(key, scope, conversation_id, turns)
@@ -522,8 +525,8 @@ class ChatMemory:
         scheduled = [f"{end - window + 1}-{end}" for end in range(low, high + 1) if end % window == 0]
         return Exchange(
             str(first),
-            stored.get("user") and stored["user"].id,
-            stored.get("assistant") and stored["assistant"].id,
+            stored["user"].id if "user" in stored else None,
+            stored["assistant"].id if "assistant" in stored else None,
             positions.get("user"),
             positions.get("assistant"),
             scheduled,

@@ -67,7 +67,6 @@ from brain.model.schemas import (
     utc_now,
     valid_conversation_id,
 )
-from brain.providers.extractors import formation_off_reason
 from brain.rules.formation import (
     Candidate,
     FormedFact,
@@ -79,6 +78,7 @@ from brain.rules.formation import (
     repair_messages,
 )
 from brain.store import SIMILARITY_ONLY, AppliedChanges, MemoryChange
+from brain.wiring import formation_off_reason
 
 if TYPE_CHECKING:
     from brain.providers.extractors import ModelAnswer, OllamaExtractor

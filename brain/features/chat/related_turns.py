@@ -104,7 +104,7 @@ class RelatedTurns:
             scores = {
                 "score": h.score,
                 "similarity": h.similarity,
-                "content_similarity": h.content_similarity,
+                "content_similarity": h.similarity if h.content_similarity is None else h.content_similarity,
                 "bm25": h.bm25,
                 "dense_part": h.dense_part,
                 "lexical_part": h.lexical_part,

@@ -204,7 +204,8 @@ class SummaryQueue:
     def _store_failed(self, job: SummaryJob, exc: BrainError) -> None:
         """The store failed to take the window's summary: try the same window again, then give up on it for now."""
         schedule = summary_backoff(self.writer.settings)
-        if job.attempt < schedule.retries and not self._stop.is_set():
+        more = schedule.retries is None or job.attempt < schedule.retries
+        if more and not self._stop.is_set():
             delay = schedule.wait(job.attempt)
             log.warning(
                 "could not store the summary of %s turns %s (%s); retrying in %.1f s",

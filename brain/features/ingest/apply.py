@@ -46,9 +46,9 @@ def _vectors(
     vectors: dict[str, Any] = {}
     if sources:
         for doc in store.get(list(sources), include_embeddings=True):
-            text_hash = sources.get(doc.id)
-            if text_hash is not None and hash_text(doc.text) == text_hash and doc.embedding is not None:
-                vectors[text_hash] = doc.embedding
+            source_hash = sources.get(doc.id)
+            if source_hash is not None and hash_text(doc.text) == source_hash and doc.embedding is not None:
+                vectors[source_hash] = doc.embedding
     progress.update(sum(docs_per_text[h] for h in vectors))
     # shortest first: each batch pads to a length close to its longest text
     todo = sorted(((h, t) for h, t in wanted.items() if h not in vectors), key=lambda item: len(item[1]))

@@ -161,8 +161,8 @@ def older_names(
                     "path": name,
                     "line": None,
                     "message": (
-                        f"ingested under an older name that fits {len(owners)} files ({', '.join(sorted(owners)[:3])}); "
-                        f"left as is (--prune on its folder removes it)"
+                        f"ingested under an older name that fits {len(owners)} files "
+                        f"({', '.join(sorted(owners)[:3])}); left as is (--prune on its folder removes it)"
                     ),
                 }
             )

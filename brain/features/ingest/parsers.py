@@ -171,10 +171,12 @@ def _row_fields(row: dict[str, Any], line: int, parsed: _Parsed, default_topic: 
     if problems:
         parsed.errors.append((line, "; ".join(problems)))
         return
-    topic = slugify(values["topic"]) if values.get("topic") and values["topic"].strip() else default_topic
+    # the checks above leave question and answer non-empty strings, and topic a string or None
+    question, answer, given_topic = str(values["question"]), str(values["answer"]), values.get("topic")
+    topic = slugify(given_topic) if isinstance(given_topic, str) and given_topic.strip() else default_topic
     draft = _faq_draft(
-        values["question"],
-        values["answer"],
+        question,
+        answer,
         topic,
         (values.get("specialist") or "").strip() or None,
         (values.get("version") or "").strip() or None,

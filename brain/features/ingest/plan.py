@@ -52,7 +52,8 @@ def _too_large(source: SourceFile, cap: int) -> str:
 
 def _is_ingested(meta: dict[str, Any] | None) -> bool:
     return (
-        bool(meta)
+        meta is not None
+        and bool(meta)
         and meta.get("type") == "faq"
         and meta.get("source") == "kb"
         and isinstance(meta.get("kb_file"), str)

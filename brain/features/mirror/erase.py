@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from brain.features.mirror.rows import chunks, marks, named_corruption
+from brain.features.mirror.rows import MirrorParts, chunks, marks, named_corruption
 from brain.model.errors import StoreUnavailable
 
 #: the tables whose rows belong to one mirrored document (all cascade from ``memories``)
@@ -29,8 +29,9 @@ _DEPENDENT = (
 )
 
 
-class MirrorErase:
-    """The erasing part of :class:`~brain.features.mirror.store.EngramMirror` (its connection, lock and transactions)."""
+class MirrorErase(MirrorParts):
+    """The erasing part of :class:`~brain.features.mirror.store.EngramMirror` (which holds the connection,
+    the lock and the transactions)."""
 
     @named_corruption
     def namespace_ids(self, namespace: str) -> list[str]:

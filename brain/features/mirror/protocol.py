@@ -172,7 +172,7 @@ def decode_matrix(
             continue
         dim = d if dim is None else dim
         kept.append(j)
-    if not kept:
+    if not kept or dim is None:  # a kept row sets dim
         return np.empty((0, 0), dtype=np.float32), [], problems
     matrix = np.frombuffer(b"".join(bytes(blobs[j]) for j in kept), dtype=_FLOAT32_LE).reshape(len(kept), dim)
     finite = np.isfinite(matrix).all(axis=1)

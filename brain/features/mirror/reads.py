@@ -16,13 +16,14 @@ from brain.features.mirror.rows import (
     SELECT_DOCS,
     VECTOR_COLUMNS,
     MirrorDocument,
+    MirrorParts,
     chunks,
     marks,
     named_corruption,
 )
 
 
-class MirrorReads:
+class MirrorReads(MirrorParts):
     """The reading half of :class:`~brain.features.mirror.store.EngramMirror`."""
 
     @named_corruption
@@ -130,10 +131,9 @@ class MirrorReads:
 
     def _document(self, row: tuple, *, skip_bad_vector: bool = False) -> MirrorDocument:
         _, doc_id, content, raw_meta, memory_type, created_at, importance, namespace, blob, kind, dimensions = row
-        meta = mapping.brain_metadata(raw_meta)
-        foreign = meta is None
-        if foreign:
-            meta = mapping.foreign_metadata(memory_type, created_at, importance, namespace)
+        ours = mapping.brain_metadata(raw_meta)
+        foreign = ours is None
+        meta = mapping.foreign_metadata(memory_type, created_at, importance, namespace) if ours is None else ours
         vector, problem = None, None
         if kind not in (None, "null"):  # None: the row has no vector of this model
             try:

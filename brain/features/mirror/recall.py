@@ -20,6 +20,7 @@ from brain.features.mirror.rows import (
     SELECT_ROWS,
     KeywordHit,
     MirrorDocument,
+    MirrorParts,
     as_list,
     marks,
     named_corruption,
@@ -60,7 +61,7 @@ class _Matrix:
         return mask
 
 
-class MirrorRecall:
+class MirrorRecall(MirrorParts):
     """The recall half of :class:`~brain.features.mirror.store.EngramMirror`."""
 
     @named_corruption

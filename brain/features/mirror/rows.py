@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import functools
+import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
 from brain.features.mirror.integrity import corruption_named
 
 if TYPE_CHECKING:
+    from brain.features.mirror.recall import _Matrix
     from brain.features.mirror.store import EngramMirror
 
 _CHUNK = 500  # ids per IN (...) list
@@ -56,11 +61,36 @@ class KeywordHit:
         return {"id": self.id, "text": self.text, "metadata": self.metadata, "bm25": self.bm25}
 
 
-def named_corruption(method: Callable) -> Callable:
+class MirrorParts:
+    """What the mirror's parts (writes, reads, recall, erase) use of one another and of the connection;
+    :class:`~brain.features.mirror.store.EngramMirror`, assembled from them, provides all of it."""
+
+    if TYPE_CHECKING:
+        model: str
+        path: Path
+        batch_size: int
+        _conn: sqlite3.Connection
+        _lock: threading.RLock
+        _generation: int
+        _cache: _Matrix | None
+
+        def transaction(self) -> AbstractContextManager[EngramMirror]: ...
+        def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+        def _check_open(self) -> None: ...
+        def _undo(self, *statements: str) -> None: ...
+        def _document(self, row: tuple[Any, ...], *, skip_bad_vector: bool = False) -> MirrorDocument: ...
+
+
+_Part = TypeVar("_Part", bound=MirrorParts)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def named_corruption(method: Callable[Concatenate[_Part, _P], _R]) -> Callable[Concatenate[_Part, _P], _R]:
     """SQLite's corruption errors inside ``method`` become :class:`MirrorCorrupt` naming the file."""
 
     @functools.wraps(method)
-    def wrapper(self: EngramMirror, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: _Part, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         with corruption_named(self.path):
             return method(self, *args, **kwargs)
 
@@ -115,4 +145,7 @@ WHERE content IS NOT excluded.content OR memory_type IS NOT excluded.memory_type
    OR source IS NOT excluded.source OR namespace IS NOT excluded.namespace OR metadata IS NOT excluded.metadata
 """
 UPSERT_HASH = "INSERT OR REPLACE INTO brain_content_hashes (memory_id, hash) VALUES (?, ?)"
-UPSERT_EMBEDDING = "INSERT OR REPLACE INTO memory_embeddings (memory_id, model, embedding, dimensions, created_at) VALUES (?, ?, ?, ?, ?)"
+UPSERT_EMBEDDING = (
+    "INSERT OR REPLACE INTO memory_embeddings (memory_id, model, embedding, dimensions, created_at) "
+    "VALUES (?, ?, ?, ?, ?)"
+)

@@ -21,8 +21,8 @@ write, raises :class:`~brain.features.mirror.integrity.MirrorCorrupt` (see :mod:
 
 The class is assembled from one module per job: :mod:`brain.features.mirror.writes` (documents, vectors,
 deletes, backfill), :mod:`brain.features.mirror.reads` (documents, counts, hashes, health),
-:mod:`brain.features.mirror.recall` (vector and keyword recall), :mod:`brain.features.mirror.erase` (erasing for good); this module holds the connection, the
-opening and migration of the file, and the transactions.
+:mod:`brain.features.mirror.recall` (vector and keyword recall), :mod:`brain.features.mirror.erase` (erasing for
+good); this module holds the connection, the opening and migration of the file, and the transactions.
 """
 
 from __future__ import annotations

@@ -20,14 +20,18 @@ import weakref
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brain.features.mirror.guard import adopt_store
 from brain.features.mirror.integrity import MirrorCorrupt, MirrorHealth
 from brain.features.mirror.store import EngramMirror, unwritable
 from brain.model.errors import EmbeddingModelMismatch, StoreUnavailable
 from brain.model.schemas import from_chroma
+from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteSubscriber
+
+if TYPE_CHECKING:
+    from brain.store import Store
 
 
 class _ChromaRefused(Exception):
@@ -45,7 +49,7 @@ class MirrorSubscriber(WriteSubscriber):
         self._open: dict[int, ExitStack] = {}  # sequence -> the open transaction of a staged event
         self._behind: set[str] = set()  # ids whose writes the mirror missed while it could not be written
         # the store's Chroma access, where missed documents are read back from (set by the opener)
-        self.source: Callable[[], Any] | None = None
+        self.source: Callable[[], ChromaAccess] | None = None
 
     def stage(self, event: WriteEvent) -> None:
         count = self._count(event)
@@ -89,10 +93,17 @@ class MirrorSubscriber(WriteSubscriber):
         except (StoreUnavailable, sqlite3.OperationalError) as exc:  # rolled back; Chroma holds the write
             self._fall_behind(event, str(exc))
 
-    def follow(self, store: Any) -> None:
+    def follow(self, store: Store) -> None:
         """Read the documents the mirror missed back from ``store`` (held weakly: the store owns this)."""
         ref = weakref.ref(store)
-        self.source = lambda: ref().chroma
+
+        def source() -> ChromaAccess:
+            followed = ref()
+            if followed is None:
+                raise StoreUnavailable("the store the mirror follows is closed")
+            return followed.chroma
+
+        self.source = source
 
     @property
     def behind(self) -> int:
@@ -154,7 +165,12 @@ class MirrorSubscriber(WriteSubscriber):
         if rows:
             texts, vectors = event.texts or (), event.vectors
             mirror.upsert(
-                {"id": event.ids[j], "text": texts[j], "metadata": from_chroma(metas[j]), "embedding": vectors[j]}
+                {
+                    "id": event.ids[j],
+                    "text": texts[j],
+                    "metadata": from_chroma(metas[j]),
+                    "embedding": None if vectors is None else vectors[j],
+                }
                 for j in rows
             )
 
@@ -167,6 +183,9 @@ class MirrorSubscriber(WriteSubscriber):
         None when all are mirrored, else why the mirror still cannot take them."""
         if self.source is None:  # nothing to read them from: a restart's catch-up repairs them
             return 0, "the documents it missed are caught up at the next start"
+        if self.mirror is None:
+            return 0, None  # switched off (broken): nothing to catch up
+        target = self.mirror
         done = 0
         try:
             while self._behind:
@@ -176,7 +195,7 @@ class MirrorSubscriber(WriteSubscriber):
                     for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"]):
                         found[i] = (d or "", from_chroma(m or {}), e)
                 kept = [i for i in ids if i in found and found[i][1].get("type") in self.types]
-                with self.mirror.transaction() as mirror:
+                with target.transaction() as mirror:
                     gone = [i for i in ids if i not in kept]
                     if gone:
                         mirror.delete(gone)

@@ -21,6 +21,7 @@ from brain.features.mirror.rows import (
     UPSERT_EMBEDDING,
     UPSERT_HASH,
     UPSERT_MEMORY,
+    MirrorParts,
     chunks,
     marks,
     named_corruption,
@@ -32,8 +33,9 @@ from brain.text.progress import ProgressOptions, open_progress
 log = logging.getLogger("brain.features.mirror.store")
 
 
-class MirrorWrites:
-    """The writing half of :class:`~brain.features.mirror.store.EngramMirror` (its connection, lock and transactions)."""
+class MirrorWrites(MirrorParts):
+    """The writing half of :class:`~brain.features.mirror.store.EngramMirror` (which holds the connection,
+    the lock and the transactions)."""
 
     @named_corruption
     def upsert(self, docs: Iterable[Any]) -> int:
@@ -240,11 +242,12 @@ class MirrorWrites:
             if not isinstance(text, str):
                 item.append(("text", f"text must be a string, got {type(text).__name__}"))
             epoch = None
+            checked: dict[str, Any] = {}
             if not isinstance(meta, Mapping):
                 item.append(("metadata", f"metadata must be a dict, got {type(meta).__name__}"))
             else:
-                meta = from_chroma(meta)  # the shape the store hands back (memories: tags [] when absent)
-                epoch, meta_problems = check_metadata(meta)
+                checked = from_chroma(meta)  # the shape the store hands back (memories: tags [] when absent)
+                epoch, meta_problems = check_metadata(checked)
                 item.extend(meta_problems)
             blob = None
             if vector is not None and not item:
@@ -255,12 +258,12 @@ class MirrorWrites:
                     item.append(("embedding", str(exc)))
             if isinstance(doc_id, str) and doc_id in seen and not item:
                 item.append(("id", f"id {doc_id!r} appears twice in the batch (items {seen[doc_id]} and {i})"))
-            if item:
+            if item or not isinstance(doc_id, str) or not isinstance(text, str):  # the last two: item says why
                 problems.extend(Problem(f, m, i) for f, m in item)
                 continue
             seen[doc_id] = i
             try:
-                row = mapping.to_row(doc_id, text, meta, epoch)
+                row = mapping.to_row(doc_id, text, checked, epoch)
             except (TypeError, ValueError) as exc:
                 problems.append(Problem("metadata", f"metadata cannot be stored as JSON: {exc}", i))
                 continue
@@ -269,7 +272,7 @@ class MirrorWrites:
                     "row": row,
                     "blob": blob,
                     "dimensions": len(blob) // 4 if blob is not None else None,
-                    "hash": None if blob is None else content_hash(text, meta, np.frombuffer(blob, dtype="<f4")),
+                    "hash": None if blob is None else content_hash(text, checked, np.frombuffer(blob, dtype="<f4")),
                 }
             )
         if problems:
@@ -323,7 +326,8 @@ class MirrorWrites:
                     self._check_dimension(model, blobs)
                     now = protocol.now_iso()
                     cursor = self._conn.executemany(
-                        "INSERT OR REPLACE INTO memory_embeddings (memory_id, model, embedding, dimensions, created_at) "
+                        "INSERT OR REPLACE INTO memory_embeddings "
+                        "(memory_id, model, embedding, dimensions, created_at) "
                         "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE id = ? AND content = ?)",
                         [(r[1], model, b, len(b) // 4, now, r[1], r[2]) for r, b in zip(rows, blobs)],
                     )

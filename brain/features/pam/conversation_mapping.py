@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -70,7 +70,10 @@ _ROLES = ("user", "assistant")
 
 
 # ---- brain conversation -> PAM conversation ------------------------------------------------------
-def _ordered_turns(turns: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[tuple[str, str, Mapping[str, Any]]]:
+_M = TypeVar("_M", bound=Mapping[str, Any])
+
+
+def _ordered_turns(turns: Iterable[tuple[str, str, _M]]) -> list[tuple[str, str, _M]]:
     return sorted(turns, key=lambda t: (int(t[2].get("turn_index") or 0), parse_timestamp(t[2]["timestamp"]), t[0]))
 
 
@@ -102,7 +105,8 @@ def _message(doc_id: str, text: str, meta: Mapping[str, Any], warnings: list[str
     for key in _MESSAGE_PRESERVED:
         if key in kept and key != "raw_metadata":
             message[key] = kept[key]
-    raw = kept.get("raw_metadata") if isinstance(kept.get("raw_metadata"), dict) else {}
+    given_raw = kept.get("raw_metadata")
+    raw = given_raw if isinstance(given_raw, dict) else {}
     message["raw_metadata"] = {**raw, BRAIN_KEY: brain}
     return message
 
@@ -177,7 +181,8 @@ def conversation_to_pam(
     brain: dict[str, Any] = {"conversation_id": conversation_id}
     if summaries:
         brain["summaries"] = [_summary_entry(*s) for s in summaries]
-    raw = kept.get("raw_metadata") if isinstance(kept.get("raw_metadata"), dict) else {}
+    given_raw = kept.get("raw_metadata")
+    raw = given_raw if isinstance(given_raw, dict) else {}
     conversation["raw_metadata"] = {**raw, BRAIN_KEY: brain}
     return conversation
 
@@ -272,11 +277,12 @@ def _check_item(item: dict[str, Any], where: str, file: str, problems: list) -> 
 def _kept(given: dict[str, Any], plain: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     """The fields of ``given`` an export would not write as they are (absent ones and schema defaults
     left out: the export's own value stands for them)."""
-    kept = {}
+    kept: dict[str, Any] = {}
     for key in keys:
         if key not in given:
             continue
         value = given[key]
+        wanted: object
         if key == "raw_metadata":
             value = {k: v for k, v in (value or {}).items() if k != BRAIN_KEY}
             wanted = {k: v for k, v in (plain.get(key) or {}).items() if k != BRAIN_KEY}
@@ -303,9 +309,8 @@ def pam_to_conversation(conv: dict[str, Any], file: str) -> tuple[ConversationIt
     if BRAIN_KEY in raw:
         brain = _block(raw[BRAIN_KEY], ("conversation_id", "summaries"), "raw_metadata.brain", file, problems)
     if brain:
-        cid = brain.get("conversation_id")
         try:
-            check_conversation_id(cid)
+            cid = check_conversation_id(brain.get("conversation_id"))
         except ValueError as exc:
             problems.append(problem_at(file, "raw_metadata.brain.conversation_id", str(exc)))
             return None, problems
@@ -384,7 +389,7 @@ def pam_to_conversation(conv: dict[str, Any], file: str) -> tuple[ConversationIt
     if problems:
         return None, problems
     # PAM fields brain has no place for: kept as JSON, written back unchanged by an export
-    for j, item, msg in turns:
+    for _, item, msg in turns:
         plain = _message(item["id"], item["text"], _meta_of(item), [])
         kept = _kept(msg, plain, _MESSAGE_PRESERVED)
         if kept:

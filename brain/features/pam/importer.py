@@ -79,7 +79,8 @@ def import_pam(store: Store, path: str | Path) -> ImportReport:
                 problem_at(
                     file,
                     where,
-                    f"{item['id']!r} is the id of a {doc.type} document in the store; a {item['type']} cannot replace it",
+                    f"{item['id']!r} is the id of a {doc.type} document in the store; "
+                    f"a {item['type']} cannot replace it",
                 )
             )
     reject(problems)

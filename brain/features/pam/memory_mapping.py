@@ -67,7 +67,9 @@ def _join_type(pam_type: str, custom_type: str | None) -> str | None:
     """The pam_type metadata value for a PAM type (None for the default)."""
     if pam_type == "custom":
         # a bare name reads back as custom unless it could mean something else
-        plain = custom_type not in PAM_TYPES and custom_type != "custom" and not custom_type.startswith("custom:")
+        plain = (
+            custom_type not in PAM_TYPES and custom_type != "custom" and not (custom_type or "").startswith("custom:")
+        )
         return custom_type if plain else f"custom:{custom_type}"
     return None if pam_type == DEFAULT_TYPE else pam_type
 
@@ -170,7 +172,8 @@ def memory_to_pam(
         memory["access"] = extra["access"]
     if embedding_ref is not None:
         memory["embedding_ref"] = embedding_ref
-    kept_metadata = extra.get("metadata") if isinstance(extra.get("metadata"), dict) else {}
+    given = extra.get("metadata")
+    kept_metadata = given if isinstance(given, dict) else {}
     memory["metadata"] = {**kept_metadata, BRAIN_KEY: brain}
     return memory
 
@@ -249,7 +252,7 @@ def pam_to_memory(
         # memory stays global (visible to everyone) as it was
         meta.pop("entity", None)
     ref = (mem.get("provenance") or {}).get("conversation_ref")
-    if "conversation_id" not in meta and conversations and ref in conversations:
+    if "conversation_id" not in meta and conversations and isinstance(ref, str) and ref in conversations:
         meta["conversation_id"] = conversations[ref]  # a foreign memory, linked to its imported conversation
     if isinstance(brain.get("extra"), dict):
         meta.update((k, v) for k, v in brain["extra"].items() if k not in _NOT_EXTRA)

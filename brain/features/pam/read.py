@@ -279,7 +279,8 @@ def read_pam(path: str | Path) -> PamFiles:
                 problem_at(
                     sfile,
                     f"memories[{i}].embedding_ref",
-                    f"names {ref!r}, which is the embedding of memory {by_id[ref]['memory_id']!r}, not of {mem['id']!r}",
+                    f"names {ref!r}, which is the embedding of memory {by_id[ref]['memory_id']!r}, "
+                    f"not of {mem['id']!r}",
                     i,
                 )
             )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -54,7 +54,7 @@ def content_hash(text: str) -> str:
     return "sha256:" + hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()
 
 
-def integrity_checksum(memories: list[Mapping[str, Any]]) -> str:
+def integrity_checksum(memories: Sequence[Mapping[str, Any]]) -> str:
     """``sha256:<hex>`` of the RFC 8785 canonical JSON of the memories sorted by id."""
     ordered = sorted(memories, key=lambda m: m.get("id", ""))
     try:

@@ -110,12 +110,13 @@ def _check_params(spec: Specialist, params: dict[str, Any]) -> list[tuple[str, s
             about = f"{p.type}: {p.description or 'no description'}"
             out.append((f"{spec.id} needs the parameter {p.name!r} ({about})", f"params.{p.name}"))
     for key, value in params.items():
-        p = declared.get(key)
-        if p is None:
+        declared_param = declared.get(key)
+        if declared_param is None:
             names = ", ".join(declared) or "none"
             out.append((f"{spec.id} has no parameter {key!r}; its parameters: {names}", f"params.{key}"))
-        elif not _is_type(value, p.type):
-            out.append((f"{spec.id}.{key} must be {_ARTICLE[p.type]}, got {json.dumps(value)[:60]}", f"params.{key}"))
+        elif not _is_type(value, declared_param.type):
+            must = _ARTICLE[declared_param.type]
+            out.append((f"{spec.id}.{key} must be {must}, got {json.dumps(value)[:60]}", f"params.{key}"))
     return out
 
 

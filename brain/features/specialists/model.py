@@ -189,7 +189,8 @@ def validate_specialists(data: Any, *, source: str = "<data>") -> list[Specialis
         seen[spec.id] = i
         specialists.append(spec)
     if problems:
-        lines = [f"{names[p.item]}: {p.field + ': ' if p.field else ''}{p.message}" for p in problems]
+        # every problem here is about one specialist, so its item is set
+        lines = [f"{names.get(p.item or 0, '')}: {p.field + ': ' if p.field else ''}{p.message}" for p in problems]
         raise ValidationError(f"{source}: {'; '.join(lines)} (nothing was registered)", problems)
     return specialists
 

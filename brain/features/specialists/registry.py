@@ -24,7 +24,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,7 @@ from brain.features.specialists.scoring import (
 )
 from brain.model.errors import ConfigError, EmbeddingModelMismatch, Problem, ValidationError
 from brain.model.schemas import check_k
-from brain.providers.cache import LRUCache
+from brain.providers.cache import CacheInfo, LRUCache
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,8 @@ class SpecialistRegistry:
     * ``path`` [``config/specialists.yaml``] -- the YAML file :meth:`register` reads by default.
     * ``collection`` [``specialists``] -- the Chroma collection of the specialists' vectors.
     * ``weights`` [0.5 / 0.3 / 0.2] -- :class:`SpecialistWeights`.
-    * ``not_penalty`` [1.0], ``not_margin`` [0.50] -- the ``not`` penalty (see :mod:`brain.features.specialists.scoring`).
+    * ``not_penalty`` [1.0], ``not_margin`` [0.50] -- the ``not`` penalty
+      (see :mod:`brain.features.specialists.scoring`).
     * ``lexical_weight`` [0.2] -- the weight of the lexical share.
     * ``confidence`` -- :class:`SpecialistConfidence` [-6.30 + 13.75 * score + 1.36 * ln(words)], how
       likely a match is right.
@@ -460,7 +461,7 @@ class SpecialistRegistry:
         documents,
         metadatas,
         entries: Mapping[str, SpecialistVectors],
-        examples: set[str] = frozenset(),
+        examples: Set[str] = frozenset(),
     ) -> bool:
         """Upsert the new records first, then delete every record that is not one of ``entries``' or
         ``examples`` (removed specialists, surplus ``not`` records, leftovers of an interrupted run):
@@ -486,7 +487,7 @@ class SpecialistRegistry:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def cache_info(self) -> dict[str, Any]:
+    def cache_info(self) -> CacheInfo:
         return self._cache.info()
 
     def clear_cache(self) -> None:
@@ -536,7 +537,7 @@ def _record_id(sid: str, kind: str, position: int | None = None) -> str:
 
 def _records(entry: SpecialistVectors) -> list[tuple[str, np.ndarray, str, dict[str, Any]]]:
     spec, s = entry.spec, entry.spec.semantics
-    base = {"specialist": spec.id, "vectors_hash": spec.vectors_hash}
+    base: dict[str, Any] = {"specialist": spec.id, "vectors_hash": spec.vectors_hash}
     spec_json = json.dumps(spec.to_dict(), ensure_ascii=False)
     head = {**base, "kind": "canonical", "spec": spec_json, "spec_hash": spec.spec_hash}
     out = [

@@ -125,7 +125,7 @@ def read_for_rewrite(doc_type: Any, doc_id: str, meta: Mapping[str, Any] | None,
     return model
 
 
-def from_chroma(meta: dict[str, Any]) -> dict[str, Any]:
+def from_chroma(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     """Stored metadata as callers see it: lists restored (``tags`` absent -> [])."""
     out = dict(meta or {})
     if out.get("type") == DocType.MEMORY.value:

@@ -15,7 +15,9 @@ from pydantic import BeforeValidator
 from brain.model.errors import ValidationError
 
 
-class DocType(str, Enum):
+# not StrEnum: its str() and format() give the value where these give "DocType.MEMORY", and such strings
+# may be stored (index snapshot keys) or asserted on; changing that is a change of its own
+class DocType(str, Enum):  # noqa: UP042
     PERSONA = "persona"
     FAQ = "faq"
     MEMORY = "memory"
@@ -23,7 +25,7 @@ class DocType(str, Enum):
     SUMMARY = "summary"
 
 
-class Source(str, Enum):
+class Source(str, Enum):  # noqa: UP042 (as DocType)
     CHAT = "chat"
     KB = "kb"
     SYSTEM = "system"

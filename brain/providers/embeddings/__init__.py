@@ -1,4 +1,5 @@
-"""Text embedders: ``get_embedder(settings)`` picks one from ``BRAIN_EMBEDDER`` (``provider/model``).
+"""Text embedders: :func:`embedder_named` builds the one a ``provider/model`` name (``BRAIN_EMBEDDER``)
+names, from plain arguments; :func:`brain.wiring.get_embedder` builds it from the settings.
 
 ``local/minilm-l6-v2`` runs in-process and needs nothing else; ``ollama/<model>`` (default
 ``ollama/nomic-embed-text``) uses a running Ollama server.
@@ -6,7 +7,8 @@
 
 from __future__ import annotations
 
-from brain.config import Settings, env_name
+from typing import Protocol
+
 from brain.model.errors import EmbedderError
 from brain.providers.embeddings import local as local_provider
 from brain.providers.embeddings import ollama as ollama_provider
@@ -22,6 +24,8 @@ __all__ = [
     "LocalMiniLMEmbedder",
     "OllamaEmbedder",
     "VALID_CHOICES",
+    "EmbedderSettings",
+    "embedder_named",
     "get_embedder",
     "max_input_tokens",
     "typical_rate",
@@ -31,16 +35,48 @@ __all__ = [
 VALID_CHOICES = (LocalMiniLMEmbedder.name, f"ollama/<model> (e.g. ollama/{DEFAULT_OLLAMA_MODEL})")
 
 
-def get_embedder(settings: Settings) -> Embedder:
-    """The embedder ``settings.embedder`` names. Does not load a model or contact a server."""
-    provider, _, model = settings.embedder.partition("/")
+def embedder_named(name: str, *, batch_size: int, cache_size: int, ollama_host: str, ollama_timeout: float) -> Embedder:
+    """The embedder ``name`` (``provider/model``, e.g. ``local/minilm-l6-v2`` or ``ollama/nomic-embed-text``)
+    names, with ``batch_size`` texts per call and ``cache_size`` cached query vectors; an Ollama one asks
+    ``ollama_host`` and waits ``ollama_timeout`` seconds per request. Loads no model, contacts no server."""
+    provider, _, model = name.partition("/")
     if provider == "local" and model == LocalMiniLMEmbedder.name.partition("/")[2]:
-        return LocalMiniLMEmbedder(settings)
+        return LocalMiniLMEmbedder(batch_size=batch_size, cache_size=cache_size)
     if provider == "ollama":
-        return OllamaEmbedder(model or DEFAULT_OLLAMA_MODEL, settings)
-    raise EmbedderError(
-        f"{env_name('embedder')}={settings.embedder!r} is not a known embedder; valid choices: "
-        + ", ".join(VALID_CHOICES)
+        return OllamaEmbedder(
+            model or DEFAULT_OLLAMA_MODEL,
+            host=ollama_host,
+            timeout=ollama_timeout,
+            batch_size=batch_size,
+            cache_size=cache_size,
+        )
+    raise EmbedderError(f"BRAIN_EMBEDDER={name!r} is not a known embedder; valid choices: " + ", ".join(VALID_CHOICES))
+
+
+class EmbedderSettings(Protocol):
+    """The settings :func:`get_embedder` reads (``brain.config.Settings`` has them)."""
+
+    @property
+    def embedder(self) -> str: ...
+    @property
+    def embed_batch_size(self) -> int: ...
+    @property
+    def query_cache_size(self) -> int: ...
+    @property
+    def ollama_host(self) -> str: ...
+    @property
+    def ollama_timeout(self) -> float: ...
+
+
+def get_embedder(settings: EmbedderSettings) -> Embedder:
+    """The embedder ``settings.embedder`` names. Kept for the callers that have not moved to
+    :func:`brain.wiring.get_embedder`, the one to use (this layer cannot name ``Settings``)."""
+    return embedder_named(
+        settings.embedder,
+        batch_size=settings.embed_batch_size,
+        cache_size=settings.query_cache_size,
+        ollama_host=settings.ollama_host,
+        ollama_timeout=settings.ollama_timeout,
     )
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from brain.model.errors import EmbedderError, Problem, ValidationError
 from brain.model.vectors import unit_rows, zero_rows
-from brain.providers.cache import LRUCache
+from brain.providers.cache import CacheInfo, LRUCache
 
 Kind = Literal["document", "query"]
 
@@ -114,7 +114,7 @@ class Embedder(ABC):
             )
         return self._embed_all([_validate_text(text, i) for i, text in enumerate(texts)], "query")
 
-    def cache_info(self) -> dict[str, int]:
+    def cache_info(self) -> CacheInfo:
         """Query-cache counters: ``hits``, ``misses``, ``size`` and ``maxsize``."""
         return self._query_cache.info()
 

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from brain.config import Settings
-from brain.config.values import DEFAULT_EMBEDDER
 from brain.model.errors import EmbedderError
+from brain.model.provider_names import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_EMBEDDER, DEFAULT_QUERY_CACHE_SIZE
 from brain.providers.embeddings.base import Embedder, Kind
 from brain.text.tokenizer import load_tokenizer, package_file, tokenizer_path
 
@@ -107,13 +106,13 @@ def _load_runtime() -> _Runtime:
 
 
 class LocalMiniLMEmbedder(Embedder):
-    """all-MiniLM-L6-v2 in-process; 384-dimensional vectors."""
+    """all-MiniLM-L6-v2 in-process; 384-dimensional vectors. ``batch_size``: texts per model call at most;
+    ``cache_size``: query vectors kept for repeated queries (0: none)."""
 
     name = f"local/{MODEL_NAME}"
 
-    def __init__(self, settings: Settings | None = None):
-        settings = settings if settings is not None else Settings()
-        super().__init__(batch_size=settings.embed_batch_size, cache_size=settings.query_cache_size)
+    def __init__(self, *, batch_size: int = DEFAULT_EMBED_BATCH_SIZE, cache_size: int = DEFAULT_QUERY_CACHE_SIZE):
+        super().__init__(batch_size=batch_size, cache_size=cache_size)
         self._counted: tuple[list[str], list[int]] | None = None  # the last texts' token lengths
 
     @property

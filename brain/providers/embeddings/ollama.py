@@ -13,8 +13,13 @@ import threading
 import numpy as np
 import ollama
 
-from brain.config import Settings, env_name
 from brain.model.errors import EmbedderError, EmbedderUnavailable
+from brain.model.provider_names import (
+    DEFAULT_EMBED_BATCH_SIZE,
+    DEFAULT_OLLAMA_EMBED_TIMEOUT,
+    DEFAULT_OLLAMA_HOST,
+    DEFAULT_QUERY_CACHE_SIZE,
+)
 from brain.providers.embeddings.base import Embedder, Kind
 from brain.providers.ollama_client import ollama_errors, open_ollama_client
 
@@ -50,18 +55,27 @@ class OllamaEmbedder(Embedder):
     """An embedding model served by Ollama; ``name`` is ``ollama/<model>``.
 
     Construction never touches the network, so building the app (and its error
-    messages) works with Ollama down; the first embed call is the first request.
+    messages) works with Ollama down; the first embed call is the first request. ``host``: the server's
+    URL; ``timeout``: seconds one request may take; ``batch_size``: texts per request at most;
+    ``cache_size``: query vectors kept for repeated queries (0: none).
     """
 
-    def __init__(self, model: str = DEFAULT_MODEL, settings: Settings | None = None):
-        settings = settings if settings is not None else Settings()
-        super().__init__(batch_size=settings.embed_batch_size, cache_size=settings.query_cache_size)
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        host: str = DEFAULT_OLLAMA_HOST,
+        timeout: float = DEFAULT_OLLAMA_EMBED_TIMEOUT,
+        batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+        cache_size: int = DEFAULT_QUERY_CACHE_SIZE,
+    ):
+        super().__init__(batch_size=batch_size, cache_size=cache_size)
         if not model or "/" in model or any(c.isspace() for c in model):
             raise EmbedderError(f"invalid Ollama model name {model!r}")
         self.model = model
         self.name = f"ollama/{model}"
-        self.host = settings.ollama_host
-        self.timeout = settings.ollama_timeout
+        self.host = host
+        self.timeout = timeout
         self._dimension: int | None = KNOWN_DIMENSIONS.get(_base_model(model))
         self._prefixes = _NOMIC_PREFIXES if model.startswith("nomic-embed") else None
         self._client: ollama.Client | None = None
@@ -89,11 +103,9 @@ class OllamaEmbedder(Embedder):
         timed_out = (
             f"Ollama at {self.host} did not answer within {self.timeout:g}s while embedding "
             f"{len(texts)} texts with {self.model!r}; the first call may be loading the model. "
-            f"Raise {env_name('ollama_timeout')} or lower {env_name('embed_batch_size')}"
+            "Raise BRAIN_OLLAMA_TIMEOUT or lower BRAIN_EMBED_BATCH_SIZE"
         )
-        not_embedding = (
-            f"{self.model!r} is not an embedding model; set {env_name('embedder')} to e.g. ollama/{DEFAULT_MODEL}"
-        )
+        not_embedding = f"{self.model!r} is not an embedding model; set BRAIN_EMBEDDER to e.g. ollama/{DEFAULT_MODEL}"
         with ollama_errors(
             self.host,
             "embed",

@@ -1,10 +1,12 @@
-"""Memory formation's model providers: ``get_extractor(settings)`` gives the Ollama extractor when
-formation can run, and :func:`formation_off_reason` says why it cannot (for health and for the error
-that ``extract_memories`` raises). See :mod:`brain.providers.extractors.base` for the contract."""
+"""Memory formation's model providers: :class:`OllamaExtractor`, built from plain arguments;
+:func:`brain.wiring.get_extractor` builds it from the settings, or gives None when formation is off
+(:func:`brain.wiring.formation_off_reason` says why). See :mod:`brain.providers.extractors.base` for the
+contract."""
 
 from __future__ import annotations
 
-from brain.config import Settings
+from typing import Protocol
+
 from brain.providers.extractors.base import Extractor, ExtractorError, ExtractorUnavailable, ModelAnswer
 from brain.providers.extractors.ollama import OllamaExtractor
 
@@ -13,28 +15,31 @@ __all__ = [
     "ExtractorError",
     "ExtractorUnavailable",
     "ModelAnswer",
+    "ExtractorSettings",
     "OllamaExtractor",
-    "formation_off_reason",
     "get_extractor",
 ]
 
 
-def formation_off_reason(settings: Settings) -> str | None:
-    """Why memory formation is off with ``settings`` (a sentence naming the settings to change), or None
-    when it is on."""
-    if not settings.formation:
-        return "BRAIN_FORMATION is false: set BRAIN_FORMATION=true to form memories from conversations"
-    if settings.summarizer == "extractive":
-        return (
-            "BRAIN_SUMMARIZER=extractive: no model is configured, so no memories are formed; set "
-            "BRAIN_SUMMARIZER=ollama (formation asks BRAIN_FORMATION_MODEL on OLLAMA_HOST)"
-        )
-    return None
+class ExtractorSettings(Protocol):
+    """The settings :func:`get_extractor` reads (``brain.config.Settings`` has them)."""
+
+    @property
+    def formation(self) -> bool: ...
+    @property
+    def summarizer(self) -> str: ...
+    @property
+    def formation_model(self) -> str: ...
+    @property
+    def ollama_host(self) -> str: ...
+    @property
+    def formation_timeout(self) -> float: ...
 
 
-def get_extractor(settings: Settings) -> OllamaExtractor | None:
-    """The model ``BRAIN_FORMATION_MODEL`` on ``OLLAMA_HOST`` (the server is not contacted here), or None
-    when formation is off (:func:`formation_off_reason` says why)."""
-    if formation_off_reason(settings) is not None:
+def get_extractor(settings: ExtractorSettings) -> OllamaExtractor | None:
+    """The extractor the settings name, or None when formation is off. Kept for the callers that have not
+    moved to :func:`brain.wiring.get_extractor`, the one to use (this layer cannot name ``Settings``)."""
+    # the rule of brain.wiring.formation_off_reason: formation on, and a model summariser configured
+    if not settings.formation or settings.summarizer == "extractive":
         return None
     return OllamaExtractor(settings.formation_model, host=settings.ollama_host, timeout=settings.formation_timeout)

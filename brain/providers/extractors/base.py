@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from brain.model.errors import ExtractorError, ExtractorUnavailable  # noqa: F401 (importable from here too)
 
@@ -32,7 +32,7 @@ class Extractor(Protocol):
     name: str
 
     def ask(
-        self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], *, timeout: float | None = None
+        self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, object], *, timeout: float | None = None
     ) -> ModelAnswer:
         """The model's answer to ``messages``, constrained to the JSON ``schema``; raises
         :class:`ExtractorUnavailable` (down, slow, model not pulled) or :class:`ExtractorError` (an answer

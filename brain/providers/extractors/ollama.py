@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import ollama
 
-from brain.config.values import DEFAULT_SUMMARY_MODEL
+from brain.model.provider_names import DEFAULT_OLLAMA_HOST, DEFAULT_SUMMARY_MODEL
 from brain.providers.extractors.base import ExtractorError, ExtractorUnavailable, ModelAnswer
 from brain.providers.ollama_client import OllamaChatModel, ollama_errors
 
@@ -32,11 +31,11 @@ class OllamaExtractor(OllamaChatModel):
     error = ExtractorError
     model_setting = "BRAIN_FORMATION_MODEL"
 
-    def __init__(self, model: str = DEFAULT_MODEL, *, host: str = "http://127.0.0.1:11434", timeout: float = 120.0):
+    def __init__(self, model: str = DEFAULT_MODEL, *, host: str = DEFAULT_OLLAMA_HOST, timeout: float = 120.0):
         super().__init__(model, host=host, timeout=timeout)
 
     def ask(
-        self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], *, timeout: float | None = None
+        self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, object], *, timeout: float | None = None
     ) -> ModelAnswer:
         """The model's answer to ``messages`` in the shape of ``schema``; ``timeout`` (seconds, at most the
         extractor's own) bounds this call."""
@@ -46,7 +45,7 @@ class OllamaExtractor(OllamaChatModel):
             return self._ask(client, messages, schema, limit)
 
     def _ask(
-        self, client: ollama.Client, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], limit: float
+        self, client: ollama.Client, messages: Sequence[Mapping[str, str]], schema: Mapping[str, object], limit: float
     ) -> ModelAnswer:
         timed_out = (
             f"Ollama at {self.host} timed out: no answer within {limit:.3g} s while forming memories with "

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import ollama
 
-from brain.config.values import DEFAULT_SUMMARY_MODEL
+from brain.model.provider_names import DEFAULT_OLLAMA_HOST, DEFAULT_SUMMARY_MODEL
 from brain.providers.ollama_client import OllamaChatModel, ollama_errors, open_ollama_client
 from brain.providers.summarizers.base import SummarizerError, SummarizerUnavailable, TurnText, transcript
 
@@ -44,7 +44,7 @@ class OllamaSummarizer(OllamaChatModel):
     error = SummarizerError
     model_setting = "BRAIN_SUMMARY_MODEL"
 
-    def __init__(self, model: str = DEFAULT_MODEL, *, host: str = "http://127.0.0.1:11434", timeout: float = 120.0):
+    def __init__(self, model: str = DEFAULT_MODEL, *, host: str = DEFAULT_OLLAMA_HOST, timeout: float = 120.0):
         super().__init__(model, host=host, timeout=timeout)
 
     def summarize(self, turns: Sequence[TurnText], *, timeout: float | None = None) -> str:

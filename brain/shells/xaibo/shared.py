@@ -14,9 +14,9 @@ from brain.app.core import open as open_brain
 from brain.config import Settings
 from brain.model.errors import ConfigError, ValidationError
 from brain.model.schemas import GLOBAL_SCOPE, entity_scope
-from brain.providers.embeddings import get_embedder
 from brain.rules.memories import visible_scopes
 from brain.store import Store
+from brain.wiring import get_embedder
 
 
 def settings_from_config(config: Any, own_keys: Sequence[str], module: str) -> tuple[Settings, dict[str, Any]]:

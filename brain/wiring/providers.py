@@ -1,0 +1,49 @@
+"""Settings in, providers out: which embedder, summariser and extractor the configuration names."""
+
+from __future__ import annotations
+
+from brain.config import Settings
+from brain.providers.embeddings import Embedder, embedder_named
+from brain.providers.extractors import OllamaExtractor
+from brain.providers.summarizers import ExtractiveSummarizer, Summarizer, summarizer_of_kind
+
+
+def get_embedder(settings: Settings) -> Embedder:
+    """The embedder ``BRAIN_EMBEDDER`` names, with the batch size, query cache and Ollama server the
+    settings give. Does not load a model or contact a server."""
+    return embedder_named(
+        settings.embedder,
+        batch_size=settings.embed_batch_size,
+        cache_size=settings.query_cache_size,
+        ollama_host=settings.ollama_host,
+        ollama_timeout=settings.ollama_timeout,
+    )
+
+
+def get_summarizer(settings: Settings) -> Summarizer:
+    """The summariser ``BRAIN_SUMMARIZER`` names: the Ollama model ``BRAIN_SUMMARY_MODEL`` on ``OLLAMA_HOST``
+    (the server is not contacted here), or the extractive one."""
+    return summarizer_of_kind(
+        settings.summarizer, model=settings.summary_model, host=settings.ollama_host, timeout=settings.summary_timeout
+    )
+
+
+def formation_off_reason(settings: Settings) -> str | None:
+    """Why memory formation is off with ``settings`` (a sentence naming the settings to change), or None
+    when it is on."""
+    if not settings.formation:
+        return "BRAIN_FORMATION is false: set BRAIN_FORMATION=true to form memories from conversations"
+    if settings.summarizer == ExtractiveSummarizer.kind:
+        return (
+            "BRAIN_SUMMARIZER=extractive: no model is configured, so no memories are formed; set "
+            "BRAIN_SUMMARIZER=ollama (formation asks BRAIN_FORMATION_MODEL on OLLAMA_HOST)"
+        )
+    return None
+
+
+def get_extractor(settings: Settings) -> OllamaExtractor | None:
+    """The model ``BRAIN_FORMATION_MODEL`` on ``OLLAMA_HOST`` (the server is not contacted here), or None
+    when formation is off (:func:`formation_off_reason` says why)."""
+    if formation_off_reason(settings) is not None:
+        return None
+    return OllamaExtractor(settings.formation_model, host=settings.ollama_host, timeout=settings.formation_timeout)
