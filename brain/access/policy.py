@@ -30,11 +30,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
 
-from brain.app.browse import list_conversations
-from brain.features.chat import ChatMemory
+from brain.app.browse import ConversationInfo, list_conversations
+from brain.features.chat import ChatMemory, Context, Exchange
+from brain.features.chat.formation import FormationReport
 from brain.model.errors import ConversationOwned, Forbidden, NotFound, Problem, ValidationError, joined
+from brain.model.results import Document, MemoryHit, Supersession
 from brain.model.schemas import (
     CHAIN_KEYS,
     ENTITY_MAX_LENGTH,
@@ -51,6 +53,9 @@ from brain.model.schemas import (
 from brain.rules.memories import global_refusal, may_change, may_read, may_use_conversation, readable_scopes
 from brain.store import Store
 from brain.store.memory_listing import list_memories
+
+#: a point in time as the library takes it: ISO 8601 text, epoch seconds or a datetime
+When = str | float | datetime
 
 #: memory metadata keys a caller never sets through ``metadata``: the store's own keys, the fields that
 #: decide who a memory belongs to, and the fields requests carry at their top level
@@ -105,7 +110,7 @@ class Caller:
 ADMIN = Caller()
 
 
-def refuse_field_keys(metadata: Mapping[str, Any] | None, top_level: Iterable[str] = ()) -> None:
+def refuse_field_keys(metadata: Mapping[str, object] | None, top_level: Iterable[str] = ()) -> None:
     """:class:`ValidationError` naming every key of ``metadata`` that is not free-form (see
     :data:`MEMORY_FIELD_KEYS`); ``top_level`` are the fields the request itself has."""
     clash = sorted(set(metadata or {}) & MEMORY_FIELD_KEYS)
@@ -181,7 +186,7 @@ class Access:
         status: Sequence[str] = (),
         order: str = "stored",
         history: bool = False,
-    ) -> list[Any]:
+    ) -> list[Document]:
         """Memories the request may read (unrestricted: every memory), filtered and ordered as
         :func:`brain.store.memory_listing.list_memories` does: the current ones unless ``history``."""
         return list_memories(
@@ -197,19 +202,19 @@ class Access:
         )
 
     def search_memories(
-        self, query: str, k: int | None = None, *, tags: Sequence[str] | None = None, as_of: Any = None
-    ) -> list[Any]:
+        self, query: str, k: int | None = None, *, tags: Sequence[str] | None = None, as_of: When | None = None
+    ) -> list[MemoryHit]:
         """Ranked memories: global ones and, acting as an entity, its own; with ``as_of``, those held true
         then (see :meth:`RagStore.retrieve_memories`)."""
         return self.store.retrieve_memories(query, k, entity=self.entity, tags=tags or None, as_of=as_of)
 
-    def _memory(self, doc_id: str) -> Any:
+    def _memory(self, doc_id: str) -> Document:
         docs = self.store.get([doc_id], type=DocType.MEMORY)
         if not docs or not may_read(str(docs[0].metadata.get("scope", GLOBAL_SCOPE)), self.entity):
             raise NotFound(f"no memory with id {doc_id!r}")
         return docs[0]
 
-    def _changeable(self, doc_id: str) -> Any:
+    def _changeable(self, doc_id: str) -> Document:
         doc = self._memory(doc_id)
         if not may_change(str(doc.metadata.get("scope", GLOBAL_SCOPE)), self.entity):
             raise self._refused([doc_id])
@@ -219,7 +224,7 @@ class Access:
         who = "a request acting for" if self.caller.is_admin else f"a {self.caller.bound_by} bound to"
         return Forbidden(global_refusal(doc_ids, str(self.entity), who))
 
-    def get_memory(self, doc_id: str) -> Any:
+    def get_memory(self, doc_id: str) -> Document:
         return self._memory(doc_id)
 
     def create_memory(
@@ -230,11 +235,11 @@ class Access:
         importance: int = 3,
         tags: Sequence[str] | None = None,
         conversation_id: str | None = None,
-        timestamp: Any = None,
-        metadata: Mapping[str, Any] | None = None,
+        timestamp: When | None = None,
+        metadata: Mapping[str, object] | None = None,
         source: str = "system",
-        expires_at: Any = None,
-    ) -> Any:
+        expires_at: str | datetime | None = None,
+    ) -> Document:
         """Store a memory in the acting entity's scope (unrestricted: ``scope``, default global)."""
         refuse_field_keys(metadata, ("text", "importance", "tags", "entity", "scope", "conversation_id", "timestamp"))
         if scope is not None:
@@ -274,10 +279,10 @@ class Access:
         *,
         importance: int | None = None,
         tags: Sequence[str] | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         replace_metadata: bool = False,
         status: str | None = None,
-    ) -> Any:
+    ) -> Document:
         """Change one memory the request may change (see :meth:`RagStore.update_memory`); ``status``
         retires it (``retracted``, ...) or brings it back (``active``)."""
         refuse_field_keys(metadata, ("text", "importance", "tags"))
@@ -298,14 +303,14 @@ class Access:
         text: str,
         *,
         kind: str = "update",
-        at: Any = None,
+        at: When | None = None,
         importance: int | None = None,
         tags: Sequence[str] | None = None,
-        expires_at: Any = None,
+        expires_at: str | datetime | None = None,
         conversation_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         source: str = "system",
-    ) -> Any:
+    ) -> Supersession:
         """Replace a memory the request may change with ``text``, keeping it as history
         (:meth:`RagStore.supersede`): the new memory is in the old one's scope, never another entity's."""
         refuse_field_keys(metadata, ("text", "importance", "tags", "conversation_id"))
@@ -324,7 +329,7 @@ class Access:
             entity=self.entity,
         )
 
-    def memory_history(self, doc_id: str) -> list[Any]:
+    def memory_history(self, doc_id: str) -> list[Document]:
         """The supersession chain of a memory the request may read, oldest first (:meth:`RagStore.history`)."""
         self._memory(doc_id)
         return self.store.history(doc_id, entity=self.entity)
@@ -355,7 +360,7 @@ class Access:
         scopes = [str(d.metadata.get("scope", GLOBAL_SCOPE)) for d in docs]
         return set(scopes), (scopes[0] if scopes else None)
 
-    def _conversation(self, conversation_id: Any) -> tuple[str, str]:
+    def _conversation(self, conversation_id: str) -> tuple[str, str]:
         """(the checked id, the scope it started in), or :class:`NotFound` when it is not the caller's."""
         conversation_id = valid_conversation_id(conversation_id)
         scopes, first = self._conversation_scopes(conversation_id)
@@ -363,7 +368,7 @@ class Access:
             raise _no_conversation(conversation_id)
         return conversation_id, first
 
-    def build_context(self, conversation_id: str | None, user_message: str) -> Any:
+    def build_context(self, conversation_id: str | None, user_message: str) -> Context:
         """:meth:`ChatMemory.build_context` for the acting entity. A conversation not yet recorded is an
         empty one (a chat backend asks for the context of a conversation's first message before recording
         it), and so is every conversation that is not the acting entity's (the rule of this module)."""
@@ -382,12 +387,12 @@ class Access:
         user_text: str,
         assistant_text: str,
         *,
-        timestamp: Any = None,
-        metadata: Mapping[str, Any] | None = None,
+        timestamp: When | None = None,
+        metadata: Mapping[str, object] | None = None,
         user_name: str | None = None,
         assistant_name: str | None = None,
         idempotency_key: str | None = None,
-    ) -> Any:
+    ) -> Exchange:
         """:meth:`ChatMemory.record_exchange` into a new conversation, or one of the caller's: its turns stay
         in the scope the conversation started in."""
         if conversation_id is None:
@@ -426,24 +431,24 @@ class Access:
             except ConversationOwned:  # another scope claimed this id first (another process, meanwhile)
                 raise _no_conversation(conversation_id) from None
 
-    def extract_memories(self, conversation_id: str, *, again: bool = False) -> Any:
+    def extract_memories(self, conversation_id: str, *, again: bool = False) -> FormationReport:
         """Form memories now from one of the caller's conversations (:meth:`ChatMemory.extract_memories`):
         its pending and failed windows, and with ``again`` the done ones too. The memories are in the
         conversation's scope, so a caller forms memories only of a conversation it may use."""
         conversation_id, _ = self._conversation(conversation_id)
         return self.chat.extract_memories(conversation_id, again=again)
 
-    def list_conversations(self, *, limit: int | None = None, offset: int = 0) -> list[Any]:
+    def list_conversations(self, *, limit: int | None = None, offset: int = 0) -> list[ConversationInfo]:
         """The conversations the request may use, most recent activity first (see :mod:`brain.app.browse`)."""
         return list_conversations(self.store, acting=self.entity, limit=limit, offset=offset)
 
-    def conversation_turns(self, conversation_id: str, k: int | None = None) -> tuple[str, list[Any]]:
+    def conversation_turns(self, conversation_id: str, k: int | None = None) -> tuple[str, list[Document]]:
         """(the id, its turns in order; the last ``k`` when given)."""
         conversation_id, _ = self._conversation(conversation_id)
         docs = self.store.conversation_turns(conversation_id, entity=self.entity)
         return conversation_id, (docs[-k:] if k is not None else docs)
 
-    def conversation_summaries(self, conversation_id: str) -> tuple[str, list[Any]]:
+    def conversation_summaries(self, conversation_id: str) -> tuple[str, list[Document]]:
         """(the id, its summaries in order)."""
         conversation_id, first = self._conversation(conversation_id)
         docs = self.store.conversation_summaries(conversation_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,7 +65,7 @@ class LocalMemories(_Part):
         conversation_id: str | None = None,
         timestamp: When | None = None,
         metadata: Metadata | None = None,
-        expires_at: When | None = None,
+        expires_at: str | datetime | None = None,
         source: str = "system",
     ) -> Document:
         return self._access(entity).create_memory(
@@ -159,7 +160,7 @@ class LocalMemories(_Part):
         at: When | None = None,
         importance: int | None = None,
         tags: Sequence[str] | None = None,
-        expires_at: When | None = None,
+        expires_at: str | datetime | None = None,
         conversation_id: str | None = None,
         metadata: Metadata | None = None,
         source: str = "system",

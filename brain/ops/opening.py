@@ -10,6 +10,7 @@ the operations by noun (``b.memories``, ``b.conversations``, ...).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,7 +88,7 @@ class ServedChat:
         conversation_id: str | None = None,
         timestamp: When | None = None,
         metadata: Metadata | None = None,
-        expires_at: When | None = None,
+        expires_at: str | datetime | None = None,
     ) -> str:
         return self._ops.memories.add(
             text,
@@ -158,7 +159,7 @@ class ServedStore:
         importance: int = 3,
         tags: Sequence[str] | None = None,
         *,
-        expires_at: When | None = None,
+        expires_at: str | datetime | None = None,
     ) -> str:
         return self._ops.memories.add(text, scope=scope, importance=importance, tags=tags, expires_at=expires_at).id
 

@@ -55,7 +55,7 @@ class MemoryOperations(Protocol):
         conversation_id: str | None = None,
         timestamp: When | None = None,
         metadata: Metadata | None = None,
-        expires_at: When | None = None,
+        expires_at: str | datetime | None = None,
         source: str = "system",
     ) -> Document: ...
 
@@ -108,7 +108,7 @@ class MemoryOperations(Protocol):
         at: When | None = None,
         importance: int | None = None,
         tags: Sequence[str] | None = None,
-        expires_at: When | None = None,
+        expires_at: str | datetime | None = None,
         conversation_id: str | None = None,
         metadata: Metadata | None = None,
         source: str = "system",

@@ -166,7 +166,7 @@ class ServedMemories(_Part):
         conversation_id: str | None = None,
         timestamp: When | None = None,
         metadata: Metadata | None = None,
-        expires_at: When | None = None,
+        expires_at: str | datetime | None = None,
         source: str = "system",
     ) -> Document:
         body = _body(
@@ -270,7 +270,7 @@ class ServedMemories(_Part):
         at: When | None = None,
         importance: int | None = None,
         tags: Sequence[str] | None = None,
-        expires_at: When | None = None,
+        expires_at: str | datetime | None = None,
         conversation_id: str | None = None,
         metadata: Metadata | None = None,
         source: str = "system",
