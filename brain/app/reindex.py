@@ -54,6 +54,7 @@ from brain.store.feed import PENDING_GRACE_SECONDS
 from brain.store.live import (
     Build,
     PointerState,
+    follow_live,
     initial_state,
     read_pointer,
     swapped,
@@ -442,7 +443,7 @@ def run(
             # the specialists first: killed between the two, the build is still pending and a rerun swaps
             _flip_specialists(store, build.collection)
             write_pointer(store.client, store.settings.collection, state)
-            store.follow_live(embedder=embedder)
+            follow_live(store, embedder=embedder)
             if store.mirror is not None:  # the mirror follows the new collection, not a store created again
                 store_moved(store.mirror, served, store)
         if feed is not None and swap_seq is not None:

@@ -104,7 +104,8 @@ class WriteEvents:
         return not self._muted
 
     @contextmanager
-    def muted(self, subscriber: WriteSubscriber) -> Iterator[None]:
+    def muted(self, subscriber: object) -> Iterator[None]:
+        """Inside the block, ``subscriber`` (known by identity) gets no events."""
         key = id(subscriber)
         already = key in self._muted
         self._muted.add(key)

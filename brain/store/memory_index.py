@@ -11,8 +11,9 @@ parts of the score and the filters are vector operations. The row kind comes fro
 active memory, a part (``part_of``: a chunk or vector row, ranked only when asked for), superseded
 (``status: superseded``: ranked only by searches of every row, and by searches of a past time, ``at``,
 that fall in its validity window) or retired (another inactive ``status``: ranked only by searches of
-every row). A memory past its ``expires_at`` is left out of every search but those of every row. The store keeps it in step with every write
-it makes, and rebuilds it from Chroma when it notices that someone else changed the collection.
+every row). A memory past its ``expires_at`` is left out of every search but those of every row. The
+store keeps it in step with every write it makes, and rebuilds it from Chroma when it notices that
+someone else changed the collection.
 
 :class:`MemoryIndex` is longer than most classes here: the arrays must change together on every add,
 replace and remove, and keeping those operations in one class keeps that invariant in one place.

@@ -422,8 +422,8 @@ def _refuse_scope_moves(unique: list[PreparedDoc], stored: Stored) -> None:
                 Problem(
                     "scope",
                     (
-                        f"memory {d.id!r} is stored in scope {old.get('scope')!r}, not {d.metadata.scope!r}: a memory's "
-                        f"scope never changes; store it without an id, or delete the old one first"
+                        f"memory {d.id!r} is stored in scope {old.get('scope')!r}, not {d.metadata.scope!r}: "
+                        f"a memory's scope never changes; store it without an id, or delete the old one first"
                     ),
                 )
             )
@@ -439,8 +439,11 @@ def _same_content(old: Any, merged: Any) -> bool:
     """Whether ``merged`` says nothing ``old`` did not: equal apart from the later time."""
     if created(old) != created(merged):
         return False
-    strip = lambda meta: {k: v for k, v in meta.to_chroma().items() if k not in _TIME_KEYS}
-    return strip(old) == strip(merged)
+    return _without_times(old) == _without_times(merged)
+
+
+def _without_times(meta: Any) -> dict[str, Any]:
+    return {k: v for k, v in meta.to_chroma().items() if k not in _TIME_KEYS}
 
 
 def _replacing(ids: list[str], metas: list[dict[str, Any]], prior: Mapping[str, PriorVersion]) -> list[dict[str, Any]]:
