@@ -152,7 +152,7 @@ def _forget(store: Store, targets: _Targets) -> ForgetReport:
     if ids:
         store.delete(ids)  # the write path: events reach the mirror and the in-process indexes
     _check_mirror_followed(store)
-    if stray:
+    if stray and mirror is not None:  # stray ids are the mirror's own
         mirror.delete(stray)
     for collection, found in held.items():
         if found:

@@ -223,7 +223,8 @@ class _Copier:
 
     def reusable(self, docs: Sequence[tuple[str, str, dict]]) -> dict[str, np.ndarray]:
         """The mirror's vectors of the new model for ``docs`` embedded from the same text."""
-        if not self.mirror_has_model:
+        mirror = self.mirror
+        if not self.mirror_has_model or mirror is None:
             return {}
         wanted = [i for i, _, m in docs if m.get("type") in self.mirrored]
         if not wanted:
@@ -231,7 +232,7 @@ class _Copier:
         texts = {i: t for i, t, _ in docs}
         return {
             i: v
-            for i, (text, v) in self.mirror.vectors_of(wanted, self.embedder.name).items()
+            for i, (text, v) in mirror.vectors_of(wanted, self.embedder.name).items()
             if text == texts[i] and v.shape == (self.dimension,)
         }
 

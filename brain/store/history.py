@@ -41,11 +41,10 @@ from brain.model.schemas import (
     is_inactive,
     is_part,
     parse_timestamp,
-    read_for_rewrite,
     utc_now,
 )
 from brain.rules.memories import merged_importance, merged_tags, same_text
-from brain.store.plan import UNREADABLE_MEMORY, memory_edit
+from brain.store.plan import memory_edit, stored_memory
 
 if TYPE_CHECKING:
     from brain.store.facade import Store
@@ -143,7 +142,7 @@ def supersession_docs(
     """The write of a supersession: ``[old memory retired, new memory]`` as ``upsert_docs`` items.
     The old one keeps its vector (``old.embedding``) and its own timestamp; the new one keeps the old
     one's importance and tags unless given."""
-    old_meta = read_for_rewrite(DocType.MEMORY, old.id, old.metadata, UNREADABLE_MEMORY)
+    old_meta = stored_memory(old)
     since = old_meta.valid_from or old_meta.created_at or old_meta.timestamp
     if at < since:
         raise ValidationError.of(
@@ -270,7 +269,7 @@ def joined_turns(*lists: Sequence[str] | None) -> list[str]:
 def merged_change_doc(old: Document, changes: Sequence[MemoryChange]) -> dict[str, Any]:
     """The write of facts that are memory ``old`` again (``same``): it keeps its text, vector and time of
     holding; importance becomes the highest, tags the union, and the facts' turns join ``source_turns``."""
-    old_meta = read_for_rewrite(DocType.MEMORY, old.id, old.metadata, UNREADABLE_MEMORY)
+    old_meta = stored_memory(old)
     return memory_edit(
         old,
         None,

@@ -83,9 +83,8 @@ class InProcessState(WriteSubscriber):
         ids, texts, metas, vectors = list(event.ids), event.texts or (), event.metadatas or (), event.vectors
         self._forget_turns(ids)  # an id may have changed type or conversation
         for doc_id, text, meta in zip(ids, texts, metas):
-            cached = (
-                self.conversations.peek(meta.get("conversation_id")) if meta.get("type") == DocType.TURN.value else None
-            )
+            conversation = meta.get("conversation_id") if meta.get("type") == DocType.TURN.value else None
+            cached = None if conversation is None else self.conversations.peek(conversation)
             if cached is not None:
                 cached[doc_id] = Document(id=doc_id, text=text, metadata=from_chroma(meta))
                 self._turn_conversation[doc_id] = meta["conversation_id"]
@@ -95,6 +94,7 @@ class InProcessState(WriteSubscriber):
             if others:
                 index.remove(others)  # an id may have changed type
             if mine:
+                assert vectors is not None  # an upsert event carries its vectors
                 index.upsert([ids[j] for j in mine], vectors[mine], [texts[j] for j in mine], [metas[j] for j in mine])
 
     def _metadata_changed(self, event: WriteEvent) -> None:
@@ -249,6 +249,7 @@ class InProcessState(WriteSubscriber):
         if indexes is None:  # dropped by a concurrent metadata change
             self.refresh()
             indexes = self.indexes
+            assert indexes is not None  # refresh builds them
         return indexes[doc_type]
 
     def check_outside_changes(self) -> None:

@@ -174,7 +174,9 @@ def swapped(state: PointerState, to: str, *, rate: float = 0.0) -> PointerState:
             Generation(to, build.embedder, build.dimension, time.time(), rate)
         ]
     else:
-        kept = [g for g in kept if g.collection != to] + [replace(state.kept_named(to), since=time.time())]
+        held = state.kept_named(to)
+        assert held is not None  # callers swap to the build or to a kept collection
+        kept = [g for g in kept if g.collection != to] + [replace(held, since=time.time())]
     return replace(state, live=to, kept=tuple(kept), building=None, swapped_at=time.time(), previous=state.live)
 
 

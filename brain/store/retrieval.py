@@ -226,7 +226,7 @@ class Retrieval:
                 raise ValidationError("query must be a non-empty string")
             return self.embedder.embed_query(query)
         vec, problem = check_vector(query_vector, self.dimension)
-        if problem:
+        if problem or vec is None:
             raise ValidationError(f"query_vector: {problem}")
         return vec
 

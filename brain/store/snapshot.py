@@ -141,6 +141,7 @@ class KeyFile:
 
     def __init__(self, settings: Settings):
         key_dir = settings.snapshot_key_dir
+        assert key_dir is not None  # Settings resolves it (default: under XDG_STATE_HOME)
         problem = key_dir_problem(key_dir, settings.data_dir)  # settings changed after validation
         if problem:
             raise ConfigError(problem)
@@ -371,7 +372,7 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
                 indexes[doc_type] = MemoryIndex.restore(identity.dimension, arrays, rows)
                 held[doc_type] = _scope_counts(rows["metas"])
             sequence, feed_id, count = header.get("sequence"), header.get("feed_id"), header.get("count")
-            if not (sequence is None or _whole(sequence)) or not _whole(count):
+            if not (sequence is None or _whole(sequence)) or not isinstance(count, int) or not _whole(count):
                 raise SnapshotUnusable(f"its sequence {sequence!r} or count {count!r} is not a whole number")
             claimed = header.get("scopes")
             for doc_type in indexes:
