@@ -224,21 +224,6 @@ class Store(Generic[M, H]):
         keys = KeyFile(self.settings) if owned else ServerKey(self.client, self.settings.collection)
         return SnapshotKeeper(snapshot_path(self.settings), identity, owned=owned, keys=keys)
 
-    def save_index_snapshot(self) -> Path | None:
-        """Save the in-process indexes to the index snapshot: :func:`brain.store.snapshot.save_index_snapshot`."""
-        return save_index_snapshot(self)
-
-    @property
-    def last_sequence(self) -> int | None:
-        """The change feed's sequence of the latest write this store committed (None without a feed):
-        :func:`brain.store.follower.last_sequence`."""
-        return last_sequence(self)
-
-    def catch_up(self, min_sequence: int | None = None, *, timeout: float = WAIT_SECONDS) -> None:
-        """Apply what other processes wrote (with ``min_sequence``, wait for it):
-        :func:`brain.store.follower.catch_up`."""
-        catch_up(self, min_sequence, timeout=timeout)
-
     def subscribe(self, subscriber: WriteSubscriber, *, close: Callable[[], None] | None = None) -> WriteSubscriber:
         """Let ``subscriber`` follow every write from now on; ``close`` runs when the store closes."""
         self.events.subscribe(subscriber)
@@ -297,10 +282,6 @@ class Store(Generic[M, H]):
                 "this store has no mirror attached; open it with brain.open() or brain.app.core.open_store()"
             )
         return self.mirror_link
-
-    def catch_up_mirror(self, *, wait: bool = True) -> int:
-        """Mirror the documents whose writes the mirror missed: :func:`brain.store.mirror_link.catch_up_mirror`."""
-        return catch_up_mirror(self, wait=wait)
 
     # ---- writes -----------------------------------------------------------------------------------
     def write_docs(self, docs: Sequence[Mapping[str, Any]], *, merge_memories: bool = True) -> WriteResult:
@@ -594,14 +575,6 @@ class Store(Generic[M, H]):
             return self.chroma.count()
         return len(find_ids(self.chroma, None, where=where, doc_type=doc_type, scopes=None))
 
-    def memory_index(self) -> MemoryIndex:
-        """The memory ranking index: :func:`brain.store.indexes.memory_index`."""
-        return memory_index(self)
-
-    def index_sizes(self) -> dict[str, int]:
-        """Documents held by each in-process index (builds them if needed)."""
-        return index_sizes(self)
-
     def index_problems(self) -> dict[str, dict[str, dict[str, str]]]:
         """Stored rows the in-process indexes could not use as they are, by type:
         ``{type: {id: {field: what was done instead}}}`` (builds the indexes if needed). Such rows
@@ -758,6 +731,34 @@ class Store(Generic[M, H]):
             # rows the indexes could not use as stored (see index_problems); None until the indexes are built
             "unusable_rows": self.state.unusable_rows(),
         }
+
+    # ---- what brain.shells and brain.app.core still call here; the functions named do the work ----------
+    def memory_index(self) -> MemoryIndex:
+        """The memory ranking index: :func:`brain.store.indexes.memory_index`."""
+        return memory_index(self)
+
+    def index_sizes(self) -> dict[str, int]:
+        """Documents held by each in-process index: :func:`brain.store.indexes.index_sizes`."""
+        return index_sizes(self)
+
+    def save_index_snapshot(self) -> Path | None:
+        """Save the in-process indexes to the index snapshot: :func:`brain.store.snapshot.save_index_snapshot`."""
+        return save_index_snapshot(self)
+
+    @property
+    def last_sequence(self) -> int | None:
+        """The change feed's sequence of the latest write this store committed (None without a feed):
+        :func:`brain.store.follower.last_sequence`."""
+        return last_sequence(self)
+
+    def catch_up(self, min_sequence: int | None = None, *, timeout: float = WAIT_SECONDS) -> None:
+        """Apply what other processes wrote (with ``min_sequence``, wait for it):
+        :func:`brain.store.follower.catch_up`."""
+        catch_up(self, min_sequence, timeout=timeout)
+
+    def catch_up_mirror(self, *, wait: bool = True) -> int:
+        """Mirror the documents whose writes the mirror missed: :func:`brain.store.mirror_link.catch_up_mirror`."""
+        return catch_up_mirror(self, wait=wait)
 
 
 def _tree_bytes(path: Path) -> int:
