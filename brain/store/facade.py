@@ -608,7 +608,8 @@ class Store(Generic[M, H]):
         Scope: with ``entity``, that entity's memories and global ones; without, global ones only
         (``all_scopes=True`` searches every scope, for operators' tools). ``query_vector`` (the
         query already embedded, e.g. once for several document types) replaces ``query``.
-        ``min_sequence``: every write up to that change-feed sequence is reflected (see :meth:`catch_up`).
+        ``min_sequence``: every write up to that change-feed sequence is reflected (see
+        :func:`brain.store.follower.catch_up`).
         ``topic_texts``: besides the query, texts whose words in common with an important memory earn it
         the lower floor of the relevance ranking (the context passes the conversation's latest turns).
 
