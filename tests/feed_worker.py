@@ -11,6 +11,7 @@ import time
 
 import brain
 from brain.config import Settings
+from brain.store.follower import last_sequence
 
 
 def main() -> None:
@@ -25,7 +26,7 @@ def main() -> None:
         "delete": lambda a: store.delete(**a),
         "retrieve": lambda a: [{"id": h.id, "text": h.text, "importance": h.metadata.get("importance")}
                                for h in store.retrieve_memories(**a, relevance=False)],
-        "last_sequence": lambda a: store.last_sequence,
+        "last_sequence": lambda a: last_sequence(store),
         "write_batch_and_hang": lambda a: write_batch_and_hang(store, **a),
         "record_exchange": lambda a: opened.chat.record_exchange(**a).to_dict(),
         "wait_for_summaries": lambda a: opened.chat.wait_for_summaries(timeout=120),
@@ -46,7 +47,7 @@ def main() -> None:
 def write_batch_and_hang(store, texts: list[str], chunk: int) -> None:
     """Write ``texts`` in chunks of ``chunk``; after the first chunk reached Chroma, say "half" and
     hang (the test kills the process there)."""
-    store.max_batch_size = chunk
+    store.chroma.max_batch_size = chunk
     real = store.chroma.collection.upsert
     written = []
 

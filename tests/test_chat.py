@@ -23,6 +23,7 @@ from brain.features.persona import load_persona
 from brain.rules.ranking import ScoreWeights
 from brain.providers.summarizers import SummarizerUnavailable, transcript
 from tests.ollama_stub import dead_url, stub_chat_reply
+from brain.store.indexes import memory_index
 
 CONV_RE = re.compile(r"^conv-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -582,7 +583,7 @@ def test_access_tracking_persists_last_use(make_chat):
     assert all("last_used" not in d.metadata for d in others)
     # a restart reads it back into the index
     again = open_store(chat.store.settings, embedder=chat.store.embedder, client=chat.store.client)
-    assert again.memory_index().metadata(cat)["last_used"] == now[0]
+    assert memory_index(again).metadata(cat)["last_used"] == now[0]
 
 
 def test_access_tracking_is_off_by_default(make_chat):

@@ -12,6 +12,8 @@ from brain.config import Settings
 from brain.app.core import open_store
 from brain.model.errors import NotFound, StoreUnavailable
 from brain.features.mirror import verify_mirror
+from brain.features.chat import last_used
+from brain.store.indexes import memory_index
 
 NOW = 1_800_000_000.0
 
@@ -29,7 +31,7 @@ def test_a_use_reaches_the_index_at_once_chroma_at_the_flush_and_never_the_mirro
     cat = chat.remember("The user's cat is called Miso.", importance=4, tags=["pets"])
     mirrored_before = store.mirror.get(cat)[0].metadata
     chat.build_context(None, "what is my cat called?")
-    assert store.memory_index().metadata(cat)["last_used"] == NOW  # ranking sees it now
+    assert memory_index(store).metadata(cat)["last_used"] == NOW  # ranking sees it now
     assert chat.access.pending() == 1
     assert "last_used" not in store.get_one(cat).metadata  # not persisted yet
 
@@ -47,15 +49,14 @@ def test_a_failed_flush_keeps_the_uses_for_the_next(tracked, monkeypatch, caplog
     chat, store = tracked, tracked.store
     cat = chat.remember("The user's cat is called Miso.")
     chat.build_context(None, "what is my cat called?")
-    real = store.record_memory_use
 
-    def unavailable(used):
+    def unavailable(store, used):
         raise StoreUnavailable("chroma server restarting")
 
-    monkeypatch.setattr(store, "record_memory_use", unavailable)
+    monkeypatch.setattr(last_used, "record_memory_use", unavailable)
     assert chat.flush_access() == 0
     assert chat.access.pending() == 1 and "could not persist the last use of 1 memories" in caplog.text
-    monkeypatch.setattr(store, "record_memory_use", real)
+    monkeypatch.undo()
     assert chat.flush_access() == 1
     assert store.get_one(cat).metadata["last_used"] == NOW
 

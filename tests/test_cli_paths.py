@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import brain.providers.embeddings
 import brain.wiring
 import brain.store.facade
 from brain.shells.cli import cli
@@ -33,7 +32,6 @@ GUIDE = "# Scanning\nLay the page flat.\n\n## Light\nUse even light.\n"
 @pytest.fixture(autouse=True)
 def _model(monkeypatch, local_embedder):
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
-    monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.wiring, "get_embedder", lambda settings: local_embedder, raising=False)
 
 

@@ -8,7 +8,6 @@ import pytest
 from click.testing import CliRunner
 
 from brain.app.core import open_store
-import brain.providers.embeddings
 import brain.wiring
 import brain.store.facade
 from brain.shells.cli import cli
@@ -19,7 +18,6 @@ from brain.config import Settings
 def _cli_env(monkeypatch, local_embedder, tmp_path):
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
-    monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.wiring, "get_embedder", lambda settings: local_embedder, raising=False)
 
 

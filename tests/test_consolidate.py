@@ -13,6 +13,7 @@ from brain.features.consolidate import consolidate_memories
 from brain.app.core import open_store
 from brain.model.errors import ValidationError
 from brain.shells.cli.reports import consolidation_text
+from brain.store.indexes import refresh_index
 
 DIM = 384
 
@@ -134,7 +135,7 @@ def test_rows_written_around_the_schema_are_left_alone_and_reported(store, bad):
            "ts_epoch": 1704067200.0, "source": "chat", **bad}
     store.col.add(ids=["doc-raw-1", "doc-raw-2"], embeddings=[direction(0, 1), direction(3, 1)],
                   documents=["raw one", "raw two"], metadatas=[raw, raw])
-    store.refresh_index()
+    refresh_index(store)
     raw_before = {d.id: d.metadata for d in store.get(["doc-raw-1", "doc-raw-2"])}
     report = consolidate_memories(store, threshold=0.9)
     assert set(report.skipped) == {"doc-raw-1", "doc-raw-2"}

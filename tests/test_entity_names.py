@@ -25,6 +25,7 @@ from brain.model.errors import ConfigError, Forbidden, ValidationError
 from brain.shells.xaibo.attributes import encode_attributes
 from brain.model.schemas import ENTITY_PATTERN, check_name, check_scope, entity_scope, valid_name, validate_metadata
 from brain.model.schemas.values import UNPRINTABLE_CLASS, canonical_name
+from brain.store.indexes import refresh_index
 
 #: each was accepted once, and printed raw by the CLI
 BAD = ["\x00", "\x1b[2Jm", "\x7f", "\u2028", "\u202eevil", "evil\u202e", "a\x1b[31mb", "bob\u200b", "\ufeffbob",
@@ -208,7 +209,7 @@ def test_a_row_stored_under_another_form_of_a_name_reaches_nobody(embedded_store
     embedded_store.col.upsert(ids=["legacy-Bob"], documents=["Bob keeps wasps"],
                               embeddings=[embedded_store.embedder.embed_documents(["Bob keeps wasps"])[0]],
                               metadatas=[{**stored, "scope": "entity:Bob"}])
-    embedded_store.refresh_index()
+    refresh_index(embedded_store)
     hits = embedded_store.retrieve_memories("who keeps wasps or bees?", k=5, entity="bob", all_scopes=False, relevance=False)
     assert [h.text for h in hits] == ["bob keeps bees"]
 

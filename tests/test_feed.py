@@ -22,6 +22,9 @@ from brain.model.errors import StoreUnavailable, ValidationError
 from brain.app.forget import forget_entity
 from brain.store.feed import ChangeFeed, FeedRecord, feed_name, record_id
 from tests.conftest import chroma_executable, start_chroma_server, stop
+from brain.store.follower import catch_up, last_sequence
+from brain.store.indexes import memory_index
+from brain.store.retrieval import record_memory_use
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,16 +95,16 @@ def test_chroma_add_of_an_existing_id_keeps_the_first_record(backend, chroma_ser
 def test_every_write_gets_one_settled_record_with_its_ids(two):
     a, b = two
     result = a.write_docs([{"text": "Alice likes tea", "type": "memory"}, {"text": "Bob likes coffee", "type": "memory"}])
-    assert result.sequence == 1 and a.last_sequence == 1
+    assert result.sequence == 1 and last_sequence(a) == 1
     a.delete(result.ids[0])
     b.upsert_memory("Carol likes juice")
-    a.record_memory_use({result.ids[1]: 2_000_000_000.0})
+    record_memory_use(a, {result.ids[1]: 2_000_000_000.0})
     got = records(a)
     assert [(r.seq, r.op, r.state) for r in got] == [(1, "upsert", "done"), (2, "delete", "done"),
                                                     (3, "upsert", "done"), (4, "metadata", "done")]
     assert got[0].ids == result.ids and got[1].ids == (result.ids[0],) and got[3].ids == (result.ids[1],)
     assert got[0].writer == got[1].writer != got[2].writer
-    assert (a.last_sequence, b.last_sequence) == (4, 3)
+    assert (last_sequence(a), last_sequence(b)) == (4, 3)
 
 
 def test_a_write_that_chroma_refuses_leaves_an_aborted_record(two, monkeypatch):
@@ -114,7 +117,7 @@ def test_a_write_that_chroma_refuses_leaves_an_aborted_record(two, monkeypatch):
     with pytest.raises(StoreUnavailable):
         a.upsert_memory("never stored")
     assert [(r.seq, r.state) for r in records(a)] == [(1, "aborted")]
-    assert a.last_sequence == 0 and a.count() == 0
+    assert last_sequence(a) == 0 and a.count() == 0
 
 
 def test_racing_writers_never_share_a_sequence(server_settings):
@@ -183,21 +186,21 @@ def test_a_follower_applies_new_memories_deletes_edits_and_importance(two):
     a.delete(gone)
     a.update_memory(keep, "The office is in Grenoble")
     new = a.upsert_memory("Lunch is at noon")
-    b.catch_up()
+    catch_up(b)
     hits = {h.id: h for h in b.retrieve_memories("office door lunch", k=10, relevance=False)}
     assert set(hits) == {keep, new}
     assert hits[keep].text == "The office is in Grenoble"
     a.update_memory(keep, importance=5)
-    b.catch_up()
+    catch_up(b)
     assert {h.id: h.metadata["importance"] for h in b.retrieve_memories("office", k=10, relevance=False)}[keep] == 5
-    assert b.follower.applied == a.last_sequence
+    assert b.follower.applied == last_sequence(a)
 
 
 def test_a_write_whose_fetch_failed_is_applied_by_the_next_poll(two, monkeypatch):
     a, b = two
-    b.memory_index()
+    memory_index(b)
     gone = a.upsert_memory("The door code is 4412")
-    b.catch_up()
+    catch_up(b)
     a.delete(gone)
     new = a.upsert_memory("The door code is now 9051")
     reads = b.follower.chroma.get_ids
@@ -211,14 +214,14 @@ def test_a_write_whose_fetch_failed_is_applied_by_the_next_poll(two, monkeypatch
     monkeypatch.setattr(b.follower.chroma, "get_ids", reads)
     b.follower.poll(force=True)
     assert hit_ids(b, "door code") == [new]
-    assert b.follower.applied == a.last_sequence
+    assert b.follower.applied == last_sequence(a)
 
 
 def test_entity_scoping_holds_for_followed_writes(two):
     a, b = two
-    b.memory_index()
+    memory_index(b)
     mine = a.upsert_memory("Bob's sister is called Ann", entity="bob")
-    b.catch_up()
+    catch_up(b)
     assert hit_ids(b, "sister", entity="bob") == [mine]
     assert hit_ids(b, "sister", entity="carol") == [] and hit_ids(b, "sister") == []
 
@@ -229,7 +232,7 @@ def test_a_followed_turn_reaches_a_cached_conversation(two):
     assert [t.text for t in b.recent_turns("conv-f")] == ["hello", "hi there"]  # cached in b now
     first = a.upsert_turn("conv-f", "how are you?", "fine")[0]
     a.delete(first)
-    b.catch_up()
+    catch_up(b)
     assert [(t.text, t.metadata["turn_index"]) for t in b.recent_turns("conv-f")] == [
         ("hello", 1), ("hi there", 2), ("fine", 4)]
 
@@ -238,12 +241,12 @@ def test_min_sequence_reads_what_another_process_wrote(two):
     a, b = two
     b.settings = b.settings.model_copy(update={"feed_interval_seconds": 3600.0})
     b.follower.interval = 3600.0  # b would not look again for an hour
-    b.memory_index()
+    memory_index(b)
     doc = a.upsert_memory("The new password rule is 12 characters")
     assert hit_ids(b, "password rule") == []
-    assert hit_ids(b, "password rule", min_sequence=a.last_sequence) == [doc]
+    assert hit_ids(b, "password rule", min_sequence=last_sequence(a)) == [doc]
     with pytest.raises(StoreUnavailable, match="sequence 99 was never written"):
-        b.catch_up(99, timeout=0.2)
+        catch_up(b, 99, timeout=0.2)
     with pytest.raises(ValidationError, match="min_sequence"):
         b.retrieve_memories("x", min_sequence=-1, relevance=False)
 
@@ -253,39 +256,39 @@ def test_a_pending_record_of_a_dead_writer_is_applied_and_then_passed(two, local
     and the write in Chroma. The follower applies the ids at once, waits for the record to settle,
     and after its grace period takes it as done."""
     a, b = two
-    b.memory_index()
+    memory_index(b)
     seq = a.follower.feed.claim("upsert", ["doc-dead"], "a-dead-writer")
     vec = local_embedder.embed_documents(["A fact from a dead writer"])[0]
     a.col.upsert(ids=["doc-dead"], embeddings=[vec], documents=["A fact from a dead writer"],
                  metadatas=[{"type": "memory", "importance": 3, "scope": "global", "ts_epoch": 1.0,
                              "timestamp": "1970-01-01T00:00:01+00:00", "source": "system"}])
     later = a.upsert_memory("A later fact")
-    b.catch_up()
+    catch_up(b)
     assert set(hit_ids(b, "fact")) == {"doc-dead", later}
     assert b.follower.applied == seq - 1  # the open record holds the position
     b.follower.grace = 0.0
-    b.catch_up()
-    assert b.follower.applied == a.last_sequence
+    catch_up(b)
+    assert b.follower.applied == last_sequence(a)
 
 
 def test_a_follower_behind_the_compaction_rebuilds(two):
     a, b = two
-    b.memory_index()
+    memory_index(b)
     doc = a.upsert_memory("written while b looked away")
     a.upsert_memory("and another one")
     a.follower.feed.keep = 0
-    a.follower.feed.compact(a.last_sequence)  # every record gone: b's next record is not there
+    a.follower.feed.compact(last_sequence(a))  # every record gone: b's next record is not there
     a.upsert_memory("a third")
-    b.catch_up()
-    assert doc in hit_ids(b, "written while b looked away") and len(b.memory_index()) == 3
-    assert b.follower.applied == a.last_sequence
+    catch_up(b)
+    assert doc in hit_ids(b, "written while b looked away") and len(memory_index(b)) == 3
+    assert b.follower.applied == last_sequence(a)
 
 
 def test_the_embedded_store_has_no_feed(embedded_store):
-    assert embedded_store.last_sequence is None and embedded_store.follower is None
+    assert last_sequence(embedded_store) is None and embedded_store.follower is None
     result = embedded_store.write_docs([{"text": "x y z", "type": "memory"}])
     assert result.sequence == 1
-    embedded_store.catch_up(10**6)  # one process owns it: nothing to wait for
+    catch_up(embedded_store, 10**6)  # one process owns it: nothing to wait for
     assert feed_name(embedded_store.settings.collection) not in {c.name for c in embedded_store.client.list_collections()}
 
 
@@ -309,15 +312,15 @@ def test_positions_are_claimed_across_stores_and_released_when_forgotten(two):
 
 def test_the_background_thread_applies_writes_without_a_read(two):
     a, b = two
-    b.memory_index()
+    memory_index(b)
     b.follower.interval = 0.05
-    b.catch_up()  # the first poll starts the thread
+    catch_up(b)  # the first poll starts the thread
     doc = a.upsert_memory("Applied in the background")
     deadline = time.monotonic() + 60
-    while b.follower.applied < a.last_sequence:
+    while b.follower.applied < last_sequence(a):
         assert time.monotonic() < deadline, "the background thread did not apply the write"
         time.sleep(0.05)
-    assert doc in b.memory_index()
+    assert doc in memory_index(b)
 
 
 def test_a_chroma_restart_is_reported_then_caught_up(tmp_path, local_embedder):
@@ -340,7 +343,7 @@ def test_a_chroma_restart_is_reported_then_caught_up(tmp_path, local_embedder):
         proc = restart_chroma_server(tmp_path / "srv", port)
         later = a.upsert_memory("Written after the restart")
         assert set(hit_ids(b, "restart")) == {kept, later}
-        assert b.follower.applied == a.last_sequence and [r.state for r in records(a)] == ["done", "done"]  # the failed write claimed nothing
+        assert b.follower.applied == last_sequence(a) and [r.state for r in records(a)] == ["done", "done"]  # the failed write claimed nothing
     finally:
         a.close()
         b.close()
@@ -360,7 +363,7 @@ def test_racing_stores_end_with_what_chroma_holds(server_settings, local_embedde
     texts = [f"Shared fact number {n}" for n in range(6)]
     vectors = dict(zip(texts, local_embedder.embed_documents(texts)))
     for s in stores:
-        s.memory_index()
+        memory_index(s)
     failures: list[BaseException] = []
     failed: list[BaseException] = []  # writes Chroma failed; they must leave nothing behind either
 
@@ -393,10 +396,10 @@ def test_racing_stores_end_with_what_chroma_holds(server_settings, local_embedde
     for t in threads:
         t.join()
     assert not failures, failures
-    last = max(s.last_sequence for s in stores)
+    last = max(last_sequence(s) for s in stores)
     truth = {d.id: (d.text, d.metadata["importance"]) for d in stores[0].get(type="memory")}
     for s in stores:
-        s.catch_up(last)
+        catch_up(s, last)
         served = {h.id: (h.text, h.metadata["importance"])
                   for h in s.retrieve_memories("shared fact", k=50, all_scopes=True, relevance=False)}
         assert served == truth

@@ -27,6 +27,7 @@ from brain.model.errors import ConfigError, Conflict, NotFound, ValidationError
 from brain.providers.summarizers import ExtractiveSummarizer
 from brain.rules.formation import answer_schema
 from brain.store import MemoryChange
+from brain.store.history import apply_changes
 from brain.store.write_intents import WriteIntentLog
 
 from .conftest import ROOT
@@ -409,7 +410,7 @@ def test_apply_changes_refuses_a_batch_whole(embedded_store):
     ]
     for changes, error in cases:
         with pytest.raises(error):
-            store.apply_changes(changes, scope="entity:alice")
+            apply_changes(store, changes, scope="entity:alice")
         assert {d.id: d.metadata for d in store.get(type="memory")} == before
 
 
@@ -419,7 +420,7 @@ def test_apply_changes_writes_memories_and_the_record_as_one_write(embedded_stor
     summary = store.upsert_summary("conv-1", "Alice moved.", turn_range="1-2", summary_index=1,
                                    formation="pending", scope="entity:alice")
     before = store.get_one(summary).metadata
-    done = store.apply_changes(
+    done = apply_changes(store,
         [MemoryChange("contradict", "Alice lives in Berlin", target=old, at=T0 + timedelta(days=3)),
          MemoryChange("add", "Alice has a dog", at=T0, source_turns=("t-1",))],
         scope="entity:alice", conversation_id="conv-1",
@@ -474,7 +475,7 @@ def test_any_sequence_of_formed_batches_keeps_the_chain_rule(embedded_store, bat
                 changes.append(MemoryChange("add", f"fact {run}.{n}.{i} of {who or 'everyone'}"))
         before = {(d.id, d.text, json.dumps(d.metadata, sort_keys=True)) for d in store.get(type="memory")}
         try:
-            done = store.apply_changes(changes, scope=scope)
+            done = apply_changes(store, changes, scope=scope)
         except (ValidationError, NotFound):
             assert any(c.target in others for c in changes)  # only a target of another scope is refused here
             after = {(d.id, d.text, json.dumps(d.metadata, sort_keys=True)) for d in store.get(type="memory")}
@@ -506,7 +507,7 @@ FORMER = textwrap.dedent("""
     import sys, time
     from brain.app.core import Brain, open_store
     from brain.config import Settings
-    from brain.features.chat import ChatMemory
+    from brain.features.chat import ChatMemory, formation
     from brain.providers.summarizers import ExtractiveSummarizer
 
     settings = Settings(data_dir=sys.argv[1], ollama_host=sys.argv[2], summary_every_n=1, formation=True,
@@ -518,7 +519,7 @@ FORMER = textwrap.dedent("""
     ex = chat.record_exchange(None, "I moved to Berlin.", "Welcome to Berlin!", entity="alice",
                               timestamp="2026-02-01T00:00:00+00:00")
     armed = []
-    real_upsert, real_apply = store.col.upsert, store.apply_changes
+    real_upsert, real_apply = store.col.upsert, formation.apply_changes
     def paused(*args, **kwargs):
         result = real_upsert(*args, **kwargs)
         if armed:
@@ -529,10 +530,10 @@ FORMER = textwrap.dedent("""
         return result
     def apply(*args, **kwargs):
         armed.append(True)
-        store.max_batch_size = 1
+        store.chroma.max_batch_size = 1
         return real_apply(*args, **kwargs)
     store.col.upsert = paused
-    store.apply_changes = apply
+    formation.apply_changes = apply
     print(old_id, ex.conversation_id, flush=True)
     chat.wait_for_summaries()
     print("done", flush=True)

@@ -332,7 +332,7 @@ SUPERSEDER = textwrap.dedent("""
         time.sleep(30)
         return result
     store.col.upsert = paused
-    store.max_batch_size = 1
+    store.chroma.max_batch_size = 1
     print(old_id, flush=True)
     store.supersede(old_id, "Alice lives in Berlin", entity="alice")
     print("done", flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from brain.app.rag_store import RagStore
+from brain.store.indexes import refresh_index
 
 
 def test_concurrent_first_reads_build_the_indexes_once(backend_settings, local_embedder):
@@ -39,5 +40,5 @@ def test_concurrent_first_reads_build_the_indexes_once(backend_settings, local_e
         assert len(answers) == 8 and all(a == answers[0] and len(a) == 5 for a in answers)
         assert len(builds) == 1, f"{len(builds)} builds of the indexes for 8 concurrent first reads"
         # an explicit refresh still rebuilds
-        store.refresh_index()
+        refresh_index(store)
         assert len(builds) == 2

@@ -23,7 +23,9 @@ from brain.config import Settings
 from brain.app.core import open_store
 from brain.model.errors import ConfigError, StoreError
 from brain.store.chroma import open_client
-from brain.store.snapshot import KEY_SUFFIX, KeyFile, snapshot_key, snapshot_path, write_archive
+from brain.store.snapshot import KEY_SUFFIX, KeyFile, save_index_snapshot, snapshot_key, snapshot_path, write_archive
+from brain.store.follower import catch_up, last_sequence
+from brain.store.indexes import memory_index, refresh_index
 
 NOW = 2_000_000_000.0
 QUERIES = ["where does the team work", "favourite food and drinks", "deadline for the report"]
@@ -103,7 +105,7 @@ def test_a_reopened_store_ranks_from_the_snapshot_exactly_as_after_a_rebuild(sav
         from_snapshot = ranked(store)
         assert loaded_from_snapshot(caplog)
         problems = store.index_problems()
-        store.refresh_index()
+        refresh_index(store)
         assert ranked(store) == from_snapshot == before
         assert store.index_problems() == problems
 
@@ -114,7 +116,7 @@ def test_a_row_the_index_cannot_use_keeps_its_problem_through_the_snapshot(setti
         vec = local_embedder.embed_documents(["An odd row"])[0]
         store.col.upsert(ids=["odd"], embeddings=[vec], documents=["An odd row"],
                          metadatas=[{"type": "memory", "importance": 9, "scope": "global", "ts_epoch": 5.0}])
-        store.refresh_index()
+        refresh_index(store)
         problems = store.index_problems()
         assert "importance" in problems["memory"]["odd"]
     caplog.set_level(logging.INFO, logger="brain.store")
@@ -126,7 +128,7 @@ def test_a_write_deletes_the_snapshot_before_chroma_changes_and_close_saves_a_ne
     settings, ids, _ = saved
     path = snapshot_path(settings)
     with open_store(settings, embedder=local_embedder) as store:
-        store.memory_index()
+        memory_index(store)
         new = store.upsert_memory("The team lunch is on Thursday", tags=["work"])
         # a crash from here on finds no snapshot, so the next start rebuilds from Chroma
         assert not path.exists()
@@ -153,7 +155,7 @@ def test_a_missing_snapshot_is_rebuilt_with_a_log_line(settings, local_embedder,
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(settings, embedder=local_embedder) as store:
         fill(store)
-        store.memory_index()
+        memory_index(store)
     assert any("ignored: there is none" in m for m in ignored(caplog))
 
 
@@ -286,7 +288,7 @@ def test_a_snapshot_of_another_collection_is_ignored(settings, local_embedder, t
     first = settings.model_copy(update={"index_snapshot_path": shared})
     with open_store(first, embedder=local_embedder) as store:
         fill(store)
-        store.memory_index()
+        memory_index(store)
     second = Settings(data_dir=tmp_path / "other", index_snapshot_path=shared, collection="elsewhere")
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(second, embedder=local_embedder) as store:
@@ -334,8 +336,8 @@ def test_snapshots_can_be_turned_off(settings, local_embedder):
     off = settings.model_copy(update={"index_snapshot": False})
     with open_store(off, embedder=local_embedder) as store:
         fill(store)
-        store.memory_index()
-        assert store.save_index_snapshot() is None
+        memory_index(store)
+        assert save_index_snapshot(store) is None
     assert not snapshot_path(off).exists()
 
 
@@ -395,7 +397,7 @@ def test_an_older_snapshot_put_back_after_a_write_does_not_verify(saved, local_e
     shutil.copy(snapshot_path(settings), kept)
     with open_store(settings, embedder=local_embedder) as store:
         if built:
-            store.memory_index()
+            memory_index(store)
         store.delete(ids["Bob likes green tea"])
         assert not keys.path.exists()
         store.upsert_memory("Bob now drinks coffee")
@@ -442,8 +444,8 @@ def test_a_snapshot_plus_the_feed_written_after_it_ends_exact(server_settings, l
     other = server_settings.model_copy(update={"data_dir": tmp_path / "data-b"})
     with open_store(server_settings, embedder=local_embedder) as a:
         ids = fill(a)
-        a.memory_index()
-        saved_at = a.save_index_snapshot()
+        memory_index(a)
+        saved_at = save_index_snapshot(a)
         assert saved_at == snapshot_path(server_settings)
     with open_store(other, embedder=local_embedder) as b:  # another process writes after the snapshot
         b.delete(ids["Bob likes green tea"])
@@ -454,8 +456,8 @@ def test_a_snapshot_plus_the_feed_written_after_it_ends_exact(server_settings, l
         with open_store(server_settings, embedder=local_embedder) as a:
             from_snapshot = ranked(a)
             assert loaded_from_snapshot(caplog) and not ignored(caplog)
-            assert a.follower.applied == b.last_sequence
-            a.refresh_index()
+            assert a.follower.applied == last_sequence(b)
+            refresh_index(a)
             assert ranked(a) == from_snapshot
             hits = {h.id: h for h in a.retrieve_memories("tea office report", k=20, all_scopes=True, relevance=False)}
         assert ids["Bob likes green tea"] not in hits and new in hits
@@ -469,10 +471,10 @@ def test_a_delete_applied_from_the_feed_removes_the_snapshot_file(server_setting
     other = server_settings.model_copy(update={"data_dir": tmp_path / "data-b"})
     with open_store(server_settings, embedder=local_embedder) as a, open_store(other, embedder=local_embedder) as b:
         ids = fill(a)
-        a.memory_index()
-        path = a.save_index_snapshot()
+        memory_index(a)
+        path = save_index_snapshot(a)
         b.delete(ids["Coffee is free on Mondays"])
-        a.catch_up()
+        catch_up(a)
         assert not path.exists()
     with np.load(path, allow_pickle=False) as archive:  # saved again at close, without it
         assert "Coffee is free" not in archive["memory/rows"].tobytes().decode()
@@ -481,7 +483,7 @@ def test_a_delete_applied_from_the_feed_removes_the_snapshot_file(server_setting
 def test_own_writes_before_the_indexes_are_built_are_applied_over_the_snapshot(server_settings, local_embedder, caplog):
     with open_store(server_settings, embedder=local_embedder) as a:
         ids = fill(a)
-        a.memory_index()
+        memory_index(a)
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(server_settings, embedder=local_embedder) as a:
         edited = ids["The report is due on Friday"]
@@ -492,7 +494,7 @@ def test_own_writes_before_the_indexes_are_built_are_applied_over_the_snapshot(s
         assert new in hits and hits[edited].text == "The report is due on Monday"
         assert hits[edited].metadata["importance"] == 5
         from_snapshot = ranked(a)
-        a.refresh_index()
+        refresh_index(a)
         assert ranked(a) == from_snapshot
 
 
@@ -500,12 +502,12 @@ def test_a_snapshot_older_than_the_compaction_horizon_is_ignored(server_settings
     other = server_settings.model_copy(update={"data_dir": tmp_path / "data-b"})
     with open_store(server_settings, embedder=local_embedder) as a:
         ids = fill(a)
-        a.memory_index()
+        memory_index(a)
     with open_store(other, embedder=local_embedder) as b:
         b.delete(ids["Bob likes green tea"])
         b.upsert_memory("Written after the snapshot")
         b.follower.feed.keep = 0
-        b.follower.feed.compact(b.last_sequence)  # the records after the snapshot are gone
+        b.follower.feed.compact(last_sequence(b))  # the records after the snapshot are gone
         b.upsert_memory("And after the compaction")
         caplog.set_level(logging.INFO, logger="brain.store")
         with open_store(server_settings, embedder=local_embedder) as a:

@@ -15,6 +15,7 @@ from brain.config import Settings
 from brain.model.errors import ConversationOwned
 
 from .test_serve_workers import WorkersServer, make_project
+from brain.store.follower import catch_up
 
 ALICE_TOKEN = "alice-token-0123456789abcdef"
 BOB_TOKEN = "bob-token-0123456789abcdef"
@@ -40,7 +41,7 @@ def test_the_second_scope_is_refused_though_its_process_has_not_seen_the_first(c
         first.chat.record_exchange("conv-race", "Alice here", "Hello Alice", entity="alice")
         with pytest.raises(ConversationOwned, match="belongs to scope 'entity:alice'"):
             second.chat.record_exchange("conv-race", "Bob here", "Hello Bob", entity="bob")
-        second.store.catch_up()
+        catch_up(second.store)
         turns = second.store.conversation_turns("conv-race")
         assert [(t.text, t.metadata["scope"]) for t in turns] == [("Alice here", "entity:alice"),
                                                                   ("Hello Alice", "entity:alice")]
@@ -48,7 +49,7 @@ def test_the_second_scope_is_refused_though_its_process_has_not_seen_the_first(c
         second.chat.record_exchange("conv-race", "Alice again", "Hi again", entity="alice")
         # forgetting Alice releases the id: then anyone may start a conversation under it
         first.forget_entity("alice")
-        second.store.catch_up()
+        catch_up(second.store)
         second.chat.record_exchange("conv-race", "Bob now", "Hello Bob", entity="bob")
         assert {t.metadata["scope"] for t in first.store.conversation_turns("conv-race")} <= {"entity:bob"}
     finally:

@@ -16,7 +16,8 @@ import pytest
 from brain.config import Settings
 from brain.app.core import open_store
 from brain.store.chroma import open_client
-from brain.store.snapshot import KEY_SUFFIX, KeyFile, snapshot_key, snapshot_path, write_archive
+from brain.store.snapshot import KEY_SUFFIX, KeyFile, save_index_snapshot, snapshot_key, snapshot_path, write_archive
+from brain.store.indexes import memory_index
 
 BOB_FACTS = ["Bob's bank PIN is 4417", "Bob's locker code is 9921", "Bob sees a doctor on Tuesdays"]
 ALICE_FACTS = ["Alice likes green tea", "Alice's locker is number 12"]
@@ -84,7 +85,7 @@ def saved(request, tmp_path, local_embedder):
     with open_store(settings, embedder=local_embedder) as store:
         fill(store)
         expected = alice_sees(store)
-        assert store.save_index_snapshot() == snapshot_path(settings)
+        assert save_index_snapshot(store) == snapshot_path(settings)
         key = snapshot_key(store.client, settings.collection) if settings.chroma_url else None
     assert not expected & set(BOB_FACTS)
     return settings, expected, key if key is not None else KeyFile(settings).read()
@@ -158,7 +159,7 @@ def test_a_snapshot_of_another_store_with_the_same_collection_is_refused(saved, 
         pytest.skip("the other store would share the server's collection and key")
     with open_store(other, embedder=local_embedder) as store:
         store.upsert_memory("Bob's bank PIN is 4417", entity="alice")  # under Alice's scope, in another store
-        store.memory_index()
+        memory_index(store)
     other_key = KeyFile(other).read()
     # the collection id differs too; make the header claim ours to reach the key check
     with np.load(snapshot_path(settings), allow_pickle=False) as archive:

@@ -90,7 +90,7 @@ def test_an_old_store_opens_with_every_memory_part_and_status_intact(old_store, 
 
         # the mirror followed, and a second migration finds nothing to do
         assert verify_mirror(store, store.mirror).ok
-        assert migrate_typed_fields(store.col, store.max_batch_size, store.mirror) == 0
+        assert migrate_typed_fields(store.col, store.chroma.max_batch_size, store.mirror) == 0
 
 
 def test_the_migration_pages_by_the_batch_size_and_is_idempotent(old_store, local_embedder):

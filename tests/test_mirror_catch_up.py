@@ -27,6 +27,7 @@ from brain.app.rag_store import RagStore
 from brain.app.startup import startup
 
 from .conftest import ROOT, free_port
+from brain.store.mirror_link import mirror_paused
 
 
 def fill(store: RagStore) -> list[str]:
@@ -39,7 +40,7 @@ def fill(store: RagStore) -> list[str]:
 
 def update_in_chroma_only(store: RagStore, doc_id: str, text: str) -> None:
     """An in-place update (same id, new text and vector) that the mirror never sees."""
-    with store.mirror_paused():
+    with mirror_paused(store):
         scope = store.get(doc_id)[0].metadata["scope"]
         store.upsert_docs([{"id": doc_id, "text": text, "type": "memory", "scope": scope}])
     assert store.get(doc_id)[0].text == text
@@ -104,7 +105,7 @@ def test_a_new_vector_for_the_same_text_is_repaired(mirrored):
     turn = mirrored.upsert_turn("conv-1", "What should I cook?", "A lentil curry.")[0]
     doc = mirrored.get(turn, include_embeddings=True)[0]
     other = mirrored.get(ids[2], include_embeddings=True)[0].embedding
-    with mirrored.mirror_paused():  # e.g. a restore or a re-embedding bringing its own vector
+    with mirror_paused(mirrored):  # e.g. a restore or a re-embedding bringing its own vector
         meta = {k: v for k, v in doc.metadata.items() if k != "ts_epoch"}  # derived by the store
         mirrored.upsert_docs([{**meta, "id": doc.id, "text": doc.text, "embedding": other}])
     assert verify_mirror(mirrored, mirrored.mirror).vectors == [turn]
@@ -116,7 +117,7 @@ def test_a_new_vector_for_the_same_text_is_repaired(mirrored):
 def test_a_delete_plus_an_add_with_equal_counts_is_repaired(mirrored):
     ids = fill(mirrored)
     delete_in_chroma_only(mirrored, ids[0])
-    with mirrored.mirror_paused():
+    with mirror_paused(mirrored):
         added = mirrored.upsert_memory("Carol collects stamps", scope="entity:carol")
     assert mirrored.mirror.count() == mirrored.count("memory")
     report = catch_up(mirrored, mirrored.mirror)

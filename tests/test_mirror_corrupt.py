@@ -18,7 +18,6 @@ import pytest
 from click.testing import CliRunner
 
 from brain.app.core import open_store
-import brain.providers.embeddings
 import brain.wiring
 from brain.app.rag_store import RagStore
 import brain.store.facade
@@ -80,7 +79,6 @@ def _all_tables(path: Path) -> list[str]:
 def cli_env(monkeypatch, local_embedder, tmp_path):
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
-    monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.wiring, "get_embedder", lambda settings: local_embedder, raising=False)
     return Settings(data_dir=tmp_path / "data")
 

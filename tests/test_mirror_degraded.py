@@ -21,6 +21,7 @@ from brain.app.core import open_store
 from brain.features.mirror import EngramMirror
 from brain.features.mirror.sync import catch_up, verify_mirror
 from tests.conftest import NOBODY, free_port
+from brain.store.mirror_link import catch_up_mirror
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,8 +71,8 @@ def test_writes_go_on_while_the_mirror_is_read_only_and_it_catches_up(store):
         report = health.to_dict()
         assert report["ok"] is False and report["behind"] == 3
         assert "read-only" in report["error"] and "writable" in report["fix"]
-        assert store.catch_up_mirror() == 0  # still read-only: they wait
-    assert store.catch_up_mirror() == 3
+        assert catch_up_mirror(store) == 0  # still read-only: they wait
+    assert catch_up_mirror(store) == 3
     assert store.mirror_health.status == "ok" and store.mirror_health.to_dict()["ok"] is True
     assert verify_mirror(store, store.mirror).ok
     assert [d.id for d in store.mirror.get([added, gone])] == [added]

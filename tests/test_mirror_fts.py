@@ -9,7 +9,6 @@ import pytest
 from click.testing import CliRunner
 
 from brain.app.core import open_store
-import brain.providers.embeddings
 import brain.wiring
 import brain.store.facade
 from brain.shells.cli import cli
@@ -133,7 +132,6 @@ def test_keyword_hits_carry_a_bm25_score_not_a_similarity(tmp_path):
 def cli_env(monkeypatch, local_embedder, tmp_path):
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
-    monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.wiring, "get_embedder", lambda settings: local_embedder, raising=False)
     with open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder) as store:
         return store.upsert_memory("Alice is allergic to peanuts", importance=5)
@@ -151,7 +149,6 @@ def test_cli_keyword_recall_finds_peanuts_and_says_bm25(cli_env):
 
 
 def test_cli_recall_without_a_mirror_creates_nothing(monkeypatch, tmp_path, local_embedder):
-    monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.wiring, "get_embedder", lambda settings: local_embedder, raising=False)
     result = CliRunner().invoke(cli, ["--data-dir", str(tmp_path / "none"), "mirror", "recall", "x", "--keyword"])
     assert result.exit_code == 1 and "there is no mirror" in result.stderr

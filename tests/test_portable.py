@@ -363,7 +363,6 @@ def test_export_into_an_existing_empty_directory(embedded_store, tmp_path):
 def test_cli_export_refuses_then_forces(embedded_store, tmp_path, monkeypatch, local_embedder):
     from click.testing import CliRunner
 
-    import brain.providers.embeddings
     import brain.wiring
     import brain.store.facade
     from brain.shells.cli import cli
@@ -372,7 +371,6 @@ def test_cli_export_refuses_then_forces(embedded_store, tmp_path, monkeypatch, l
     embedded_store.close()  # the CLI opens the same data directory
     monkeypatch.setenv("BRAIN_DATA_DIR", str(embedded_store.settings.data_dir))
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
-    monkeypatch.setattr(brain.providers.embeddings, "get_embedder", lambda settings: local_embedder, raising=False)
     monkeypatch.setattr(brain.wiring, "get_embedder", lambda settings: local_embedder, raising=False)
     out = tmp_path / "out"
     out.mkdir()

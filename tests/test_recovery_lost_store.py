@@ -27,6 +27,7 @@ from brain.app.startup import startup
 
 from .conftest import cli_env, free_port
 from .test_reindex import NOMIC, ollama  # noqa: F401 (a fixture)
+from brain.store.mirror_link import mirror_paused
 
 MEMORIES = 40
 CONVERSATIONS = 5
@@ -133,7 +134,7 @@ def test_a_recreated_store_is_not_the_truth_even_when_it_holds_most_documents(wo
     lose_store(settings)
     with open_store(settings, embedder=local_embedder) as store:
         docs = [d for d in store.mirror.iter_documents()][:-2]
-        with store.mirror_paused():
+        with mirror_paused(store):
             store.upsert_docs([{**{k: v for k, v in d.metadata.items() if k != "ts_epoch"}, "id": d.id,
                                 "text": d.text, "embedding": d.embedding} for d in docs])
         assert store.count() == len(before) - 2
@@ -200,7 +201,7 @@ def test_another_store_writes_nothing_into_the_mirror_before_it_is_refused(world
     lose_store(settings)
     monkeypatch.setattr(brain.features.mirror.sync, "REPAIR_BATCH", 5)
     with open_store(settings, embedder=local_embedder) as store:
-        with store.mirror_paused():
+        with mirror_paused(store):
             store.upsert_docs([{"text": f"Someone else's fact {n}", "type": "memory"} for n in range(30)])
         with pytest.raises(StoreLooksLost):
             catch_up(store, store.mirror)

@@ -23,7 +23,7 @@ from brain.config import Settings
 from brain.features.mirror import EngramMirror, verify_mirror
 from brain.app.rag_store import RagStore
 from brain.store.feed import FeedWriter
-from brain.store.follower import FeedFollower
+from brain.store.follower import FeedFollower, last_sequence
 from brain.shells.cli.reports import verify_text
 from tests.test_feed import client_of
 
@@ -146,7 +146,7 @@ def test_every_way_of_opening_a_store_follows_the_feed_and_writes_the_mirror(way
 
             # its writes are numbered in the change feed, and land in its mirror file
             mine = store.upsert_memory("The staff canteen serves lunch from noon")
-            assert store.last_sequence and store.last_sequence > 0
+            assert last_sequence(store) and last_sequence(store) > 0
             feed = client_of(chroma_server).get_collection(collection + "__feed")
             records = feed.get(include=["documents", "metadatas"])
             assert any(mine in doc and meta["state"] == "done"
@@ -172,7 +172,7 @@ def _crashing_writer() -> None:
     and hangs after the first chunk reached Chroma; ``loop`` writes, edits and deletes batches until killed."""
     store = RagStore()
     kept = store.upsert_memory("A fact written before the crash")
-    store.max_batch_size = 5
+    store.chroma.max_batch_size = 5
     if sys.argv[1] == "hang":
         real = store.chroma.collection.upsert
         calls = []

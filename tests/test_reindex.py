@@ -23,6 +23,8 @@ from brain.model.errors import EmbedderUnavailable, EmbeddingModelMismatch
 from brain.store.live import read_pointer
 from tests.conftest import ROOT
 from tests.ollama_stub import OllamaStub
+from brain.store.follower import catch_up
+from brain.store.indexes import refresh_index
 
 NOMIC = "ollama/nomic-embed-text"
 LOCAL = "local/minilm-l6-v2"
@@ -100,7 +102,7 @@ def test_local_to_ollama_and_back(backend_settings, local_embedder, ollama):
             ids = list(before_docs)
             texts = [before_docs[i][0] for i in ids]
             scratch.chroma.upsert(ids, texts, [before_docs[i][1] for i in ids], nomic.embed_documents(texts))
-            scratch.refresh_index()
+            refresh_index(scratch)
             assert everything(scratch) == before_docs
             assert results(scratch) == after
         # and back: the mirror holds the local vectors of the mirrored documents, so they are not embedded
@@ -230,11 +232,11 @@ def test_another_process_follows_the_swap_on_its_next_feed_check(chroma_server, 
             open_store(settings, embedder=local_embedder) as reader:
         fill(writer)
         reindex.run(writer, reindex.embedder_named(settings, NOMIC), progress=False)
-        reader.catch_up()
+        catch_up(reader)
         assert reader.collection_name == writer.collection_name and reader.embedder.name == NOMIC
         assert results(reader) == results(writer)
         late = reader.upsert_memory("Written by the reader after it followed the swap")
-        writer.catch_up()
+        catch_up(writer)
         assert late in {h.id for h in writer.retrieve_memories("anything", k=50, all_scopes=True, relevance=False)}
 
 
@@ -253,7 +255,7 @@ def test_another_process_finds_specialists_with_the_new_model_after_the_swap(chr
         registry.register()
         assert registry.find_specialists("what's the weather in Leeds tomorrow", k=1)[0].id == "weather"
         reindex.run(writer, reindex.embedder_named(settings, NOMIC), progress=False)
-        reader.catch_up()
+        catch_up(reader)
         asked = len(ollama.embed_requests())
         match = registry.find_specialists("is it going to rain in Leeds", k=2)
         assert registry.embedder.name == NOMIC and len(ollama.embed_requests()) == asked + 1  # the new model
@@ -350,15 +352,15 @@ def test_a_write_of_a_process_that_had_not_seen_the_swap_is_carried_over(chroma_
     slow = settings.model_copy(update={"feed_interval_seconds": 3600})  # checks the feed only when asked
     with open_store(settings, embedder=local_embedder) as writer, open_store(slow, embedder=local_embedder) as late:
         fill(writer)
-        late.catch_up()
+        catch_up(late)
         reindex.run(writer, reindex.embedder_named(settings, NOMIC), progress=False)
         gone = late.get(type="faq")[0].id
         late_id = late.upsert_memory("Written into the old collection after the swap")  # not seen yet
         late.delete(gone)
         assert late.collection_name == settings.collection
-        late.catch_up()  # the swap record: it moves, and carries its two writes over
+        catch_up(late)  # the swap record: it moves, and carries its two writes over
         assert late.collection_name == writer.collection_name and late.embedder.name == NOMIC
-        writer.catch_up()
+        catch_up(writer)
         for store in (writer, late):
             assert store.get([late_id]) and not store.get([gone])
             assert late_id in {h.id for h in store.retrieve_memories("anything", k=50, all_scopes=True, relevance=False)}

@@ -17,6 +17,7 @@ from brain.app.core import open_store
 from brain.model.errors import EmbeddingModelMismatch, FilterError, NotFound, StoreUnavailable, ValidationError
 from brain.shells.xaibo import BrainMemory
 from brain.store import memory_id
+from brain.store.indexes import memory_index, refresh_index
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -218,7 +219,7 @@ def test_memories_stored_global_with_an_entity_by_older_versions_read_as_global(
     store.col.add(ids=[legacy], embeddings=[store.embedder.embed_documents([text])[0]], documents=[text],
                   metadatas=[{"type": "memory", "scope": "global", "entity": "bob", "importance": 3, "source": "chat",
                               "timestamp": "2025-01-01T00:00:00+00:00", "ts_epoch": 1735689600.0}])
-    store.refresh_index()
+    refresh_index(store)
     for viewer in (None, "alice", "bob"):
         assert [h.id for h in store.retrieve_memories("which floor is the office on?", k=1, entity=viewer, relevance=False)] == [legacy]
     assert store.get([legacy], entity="alice")[0].id == legacy
@@ -319,16 +320,16 @@ def test_index_notices_writes_that_bypassed_the_store(backend_settings, local_em
     settings = backend_settings.model_copy(update={"index_refresh_seconds": 0.0})
     store = open_store(settings, embedder=local_embedder)
     store.upsert_memory("Known memory", importance=3)
-    assert len(store.memory_index()) == 1
+    assert len(memory_index(store)) == 1
     vec = local_embedder.embed_documents(["Sneaked in memory"])[0]
     store.col.add(ids=["doc-sneaky"], embeddings=[vec], documents=["Sneaked in memory"],
                   metadatas=[{"type": "memory", "importance": 5, "scope": "global", "ts_epoch": 1.0,
                               "timestamp": "1970-01-01T00:00:01+00:00", "source": "system"}])
     assert store.retrieve_memories("sneaked", k=1, relevance=False)[0].id != "doc-sneaky"  # refresh disabled
-    store.refresh_index()
+    refresh_index(store)
     assert store.retrieve_memories("sneaked", k=1, relevance=False)[0].id == "doc-sneaky"
     quick = open_store(backend_settings.model_copy(update={"index_refresh_seconds": 1e-9}), embedder=local_embedder)
-    quick.memory_index()
+    memory_index(quick)
     store.col.delete(ids=["doc-sneaky"])
     assert all(h.id != "doc-sneaky" for h in quick.retrieve_memories("sneaked", k=2, relevance=False))
 
@@ -347,7 +348,7 @@ def test_failed_multi_chunk_write_is_rolled_back(embedded_store, monkeypatch):
     store = embedded_store
     store.upsert_memory("Existing fact number one", importance=2)
     before = {d.id: d.metadata for d in store.get()}
-    store.max_batch_size = 2
+    store.chroma.max_batch_size = 2
     real_upsert = store.col.upsert
     calls = {"n": 0}
 
@@ -450,9 +451,9 @@ def test_large_reads_are_paged(store, monkeypatch):
     assert len(store.get(type="memory")) == 53
     assert [d.text for d in store.get(type="faq", limit=9, offset=5)] == [d.text for d in store.get(type="faq")][5:14]
     assert len(store.get([f"nope-{i}" for i in range(3)] + [d.id for d in store.get(type="faq")])) == 20
-    assert len(store.refresh_index()) == 53
+    assert len(refresh_index(store)) == 53
     assert store.delete(where={"importance": 1}, type="memory") == 11
-    assert store.count("memory") == 42 and len(store.memory_index()) == 42
+    assert store.count("memory") == 42 and len(memory_index(store)) == 42
 
 
 def test_recent_turns_cache_follows_writes_deletes_and_outside_changes(backend_settings, local_embedder):
@@ -542,7 +543,7 @@ def test_rewriting_many_memories_merges_across_id_chunks(embedded_store):
     store = embedded_store
     texts = [f"fact {i} about the garden" for i in range(10)]
     store.upsert_docs([{"text": t, "type": "memory", "importance": 2, "tags": ["old"]} for t in texts])
-    store.max_batch_size = 3  # the lookup of existing memories now spans four gets
+    store.chroma.max_batch_size = 3  # the lookup of existing memories now spans four gets
     store.upsert_docs([{"text": t, "type": "memory", "importance": 4, "tags": ["new"]} for t in texts])
     docs = store.get(type="memory")
     assert len(docs) == 10

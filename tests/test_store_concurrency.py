@@ -10,6 +10,7 @@ from brain.config import Settings
 from brain.app.core import open_store
 from brain.model.errors import EmbedderUnavailable
 from tests.ollama_stub import OllamaStub
+from brain.store.indexes import memory_index
 
 
 def test_store_with_the_ollama_embedder_records_it_and_embeds_in_batches(tmp_path):
@@ -70,7 +71,7 @@ def test_concurrent_writers_and_readers_leave_index_and_chroma_in_agreement(embe
         t.join()
     assert not errors
     in_chroma = {d.id for d in store.get(type="memory")}
-    assert set(store.memory_index().ids) == in_chroma
+    assert set(memory_index(store).ids) == in_chroma
     turns_conv = "conv-race"
     pairs = []
 

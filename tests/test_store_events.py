@@ -11,6 +11,8 @@ from brain.app.core import open_store
 from brain.model.errors import StoreUnavailable
 from brain.features.mirror import EngramMirror
 from brain.store import WriteEvent, WriteSubscriber
+from brain.store.indexes import memory_index
+from brain.store.retrieval import record_memory_use
 
 
 class Recorder(WriteSubscriber):
@@ -42,7 +44,7 @@ def test_every_committed_write_is_one_event_in_increasing_sequence(embedded_stor
     mem = store.upsert_memory("Gina keeps bees", importance=2)
     store.upsert_memory("Gina keeps bees", importance=2)  # changes nothing: no write, no event
     store.update_memory(mem, "Gina keeps two hives of bees")
-    store.record_memory_use({mem: 1_800_000_000.0})
+    record_memory_use(store, {mem: 1_800_000_000.0})
     assert store.delete(mem) == 1
     assert store.delete("doc-absent") == 0  # nothing to delete: no event
 
@@ -117,7 +119,7 @@ def test_the_indexes_and_turn_cache_follow_edits_and_deletes(store):
     hit = store.retrieve_memories("what colour is Kim's van?", k=1, relevance=False)[0]
     assert (hit.id, hit.text) == (edited, "Kim drives a green van")
     store.delete(edited)
-    assert edited not in store.memory_index() and kept in store.memory_index()
+    assert edited not in memory_index(store) and kept in memory_index(store)
     assert [h.id for h in store.retrieve_memories("Kim's van", k=5, relevance=False)] == [kept]
 
     first, _ = store.upsert_turn("conv-follow", "u1", "a1")

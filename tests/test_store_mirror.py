@@ -10,6 +10,9 @@ from brain.app.core import open_store
 from brain.model.errors import StoreUnavailable, ValidationError
 from brain.features.mirror.sync import restore_from_mirror, sync_mirror, verify_mirror
 from brain.app.rag_store import RagStore
+from brain.store.indexes import memory_index
+from brain.store.mirror_link import catch_up_mirror
+from brain.store.retrieval import record_memory_use
 
 
 def chroma_vector(store: RagStore, doc_id: str) -> np.ndarray:
@@ -180,9 +183,9 @@ def test_access_tracking_does_not_make_the_mirror_differ(tmp_path, local_embedde
 def test_recorded_use_does_not_overwrite_what_another_process_changed(embedded_store):
     store = embedded_store
     doc_id = store.upsert_memory("Dana owns a kayak", importance=2)
-    store.memory_index()  # built: its copy says importance 2
+    memory_index(store)  # built: its copy says importance 2
     store.col.update(ids=[doc_id], metadatas=[{"importance": 5}])  # another process raises it
-    store.record_memory_use({doc_id: 1_800_000_000.0})
+    record_memory_use(store, {doc_id: 1_800_000_000.0})
     stored = store.col.get(ids=[doc_id], include=["metadatas"])["metadatas"][0]
     assert stored["importance"] == 5 and stored["last_used"] == 1_800_000_000.0
 
@@ -214,5 +217,5 @@ def test_mirror_commit_failure_after_chroma_keeps_the_index_in_step(embedded_sto
     monkeypatch.undo()
     assert store.get_one(doc_id).text == "Erin plays the bassoon"
     assert store.retrieve_memories("what instrument does Erin play?", k=1, relevance=False)[0].text == "Erin plays the bassoon"
-    assert store.catch_up_mirror() == 1 and store.mirror_health.status == "ok"
+    assert catch_up_mirror(store) == 1 and store.mirror_health.status == "ok"
     assert verify_mirror(store, store.mirror).ok

@@ -13,6 +13,7 @@ from brain.app.core import open_store
 from brain.model.errors import NotFound, ValidationError
 from brain.model.schemas import RESERVED_KEYS
 from brain.app.rag_store import RagStore
+from brain.store.retrieval import record_memory_use
 
 TS = "2026-01-01T00:00:00+00:00"
 
@@ -25,7 +26,7 @@ def bad_last_used_writes(store: RagStore, memory_id: str):
     yield "upsert_doc", lambda: store.upsert_doc("Bad one", "memory", last_used="yesterday")
     yield "upsert_memory", lambda: store.upsert_memory("Bad one", last_used="yesterday")
     yield "update_memory", lambda: store.update_memory(memory_id, metadata={"last_used": "yesterday"})
-    yield "record_memory_use", lambda: store.record_memory_use({memory_id: "yesterday"})
+    yield "record_memory_use", lambda: record_memory_use(store, {memory_id: "yesterday"})
 
 
 def test_last_used_yesterday_is_refused_by_every_write_path(store):
@@ -101,7 +102,7 @@ def test_rows_the_index_cannot_use_never_break_search_or_context(backend_setting
             ctx = chat.build_context("conv-1", "when does my passport expire?", entity="bob")
             assert {i.id for i in ctx.memory}
             # record_memory_use over the bad last_used repairs it
-            assert store.record_memory_use({"doc-bad-used": 1_800_000_000.0}) == 1
+            assert record_memory_use(store, {"doc-bad-used": 1_800_000_000.0}) == 1
             assert store.get_one("doc-bad-used").metadata["last_used"] == 1_800_000_000.0
             assert "doc-bad-used" not in store.index_problems()["memory"]
         finally:
@@ -177,5 +178,5 @@ def test_an_explicit_id_cannot_move_a_memory_into_another_scope(store):
 def test_recorded_memory_use_follows_the_last_used_rule(embedded_store, value):
     doc_id = embedded_store.upsert_memory("The boiler is serviced in May")
     with pytest.raises(ValidationError, match="epoch seconds"):
-        embedded_store.record_memory_use({doc_id: value})
+        record_memory_use(embedded_store, {doc_id: value})
     assert "last_used" not in embedded_store.get_one(doc_id).metadata

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from brain.app.forget import ForgetReport
     from brain.features.chat import ChatMemory
     from brain.features.consolidate import ConsolidationReport
-    from brain.features.mirror import BackfillReport, EngramMirror
+    from brain.features.mirror import BackfillReport, EngramMirror, MirrorHealth
     from brain.features.mirror.sync import SyncReport, VerifyReport
     from brain.features.specialists import SpecialistRegistry
     from brain.model.results import Hit, MemoryHit
@@ -50,7 +50,7 @@ class Brain:
 
     def __init__(
         self,
-        store: Store,
+        store: Store[EngramMirror, MirrorHealth],
         *,
         chat: ChatMemory | None = None,
         summarizer: Summarizer | None = None,
@@ -58,7 +58,7 @@ class Brain:
         owns_store: bool = False,
         extractor: OllamaExtractor | None = None,
     ):
-        self.store = store
+        self.store: Store[EngramMirror, MirrorHealth] = store
         self.settings: Settings = store.settings
         self._chat = chat
         self._owns_chat = chat is None
@@ -83,7 +83,7 @@ class Brain:
         if mirror is None:
             health = self.store.mirror_health
             if health is not None and health.error is not None:  # damaged: the error names `brain mirror rebuild`
-                raise self.store.mirror_health.error
+                raise health.error
             raise BrainError("the mirror is off (BRAIN_MIRROR_ENABLED=false); set BRAIN_MIRROR_ENABLED=true")
         return mirror
 

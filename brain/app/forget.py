@@ -40,7 +40,9 @@ from brain.features.mirror.erase import copy_namespace_rows, erase_from_copy, ke
 from brain.model.errors import NotFound, StoreUnavailable
 from brain.model.schemas import DocType, entity_scope, valid_name
 from brain.store.live import read_pointer
-from brain.store.scrub import deleted_traces, scrub_deleted
+from brain.store.mirror_link import catch_up_mirror
+from brain.store.positions import release_positions
+from brain.store.scrub import clear_store_index_space, deleted_traces, scrub_deleted
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -150,7 +152,7 @@ def _forget(store: Store, targets: _Targets) -> ForgetReport:
     if ids:
         store.delete(ids)  # the write path: events reach the mirror and the in-process indexes
     _check_mirror_followed(store)
-    if stray:
+    if stray and mirror is not None:  # stray ids are the mirror's own
         mirror.delete(stray)
     for collection, found in held.items():
         if found:
@@ -165,7 +167,7 @@ def _forget(store: Store, targets: _Targets) -> ForgetReport:
     }
     if targets.chroma_dir is not None:
         scrubbed["chroma"] = scrub_deleted(targets.chroma_dir, targets.collection_ids, scope, every_id)
-        store.clear_unused_index_space()  # slots of the vector index's files may hold text the process read
+        clear_store_index_space(store)  # slots of the vector index's files may hold text the process read
     conversations = sorted(
         {
             str(d.metadata["conversation_id"])
@@ -174,7 +176,7 @@ def _forget(store: Store, targets: _Targets) -> ForgetReport:
             and d.metadata.get("conversation_id")
         }
     )
-    store.release_positions(conversations)
+    release_positions(store, conversations)
     _unmark(store, name)
     return ForgetReport(name, deleted, mirrored, scrubbed, conversations)
 
@@ -185,7 +187,7 @@ def _writable_mirror(store: Store) -> Any:
     if store.mirror is None and health is not None and health.error is not None:
         raise health.error  # a damaged mirror file would keep the texts: it names `brain mirror rebuild`
     if health is not None and health.status == "degraded":
-        store.catch_up_mirror()
+        catch_up_mirror(store)
         if health.status == "degraded":
             raise StoreUnavailable(
                 f"the mirror cannot be written now ({health.unwritable}) and holds the texts to "

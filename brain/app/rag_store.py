@@ -16,11 +16,11 @@ from brain.config import Settings
 from brain.store import Store
 
 if TYPE_CHECKING:
-    from brain.features.mirror import EngramMirror
+    from brain.features.mirror import EngramMirror, MirrorHealth
     from brain.providers.embeddings.base import Embedder
 
 
-class RagStore(Store):
+class RagStore(Store["EngramMirror", "MirrorHealth"]):
     """Typed documents in one Chroma collection, with exact memory ranking, wired as the module says.
 
     ``settings`` default to ``Settings()`` (the environment and the project's env files). ``mirror``: an
@@ -51,22 +51,25 @@ class RagStore(Store):
         )
 
 
-def _wire(store: Store, settings: Settings, mirror: EngramMirror | bool | None) -> None:
+def _wire(store: Store[EngramMirror, MirrorHealth], settings: Settings, mirror: EngramMirror | bool | None) -> None:
     from brain.features.mirror.subscriber import open_mirror_subscriber
 
     # several processes share a Chroma server, never an embedded store (its directory is locked):
     # only there do writes go through the change feed
     if settings.chroma_url:
         from brain.store.feed import ChangeFeed
+        from brain.store.follower import attach_feed
         from brain.store.positions import PositionClaims
 
-        store.attach_feed(
+        attach_feed(
+            store,
             ChangeFeed(store.client, settings.collection, settings.chroma_url, keep=settings.feed_keep),
             PositionClaims(store.client, settings.collection, settings.chroma_url),
         )
     link = open_mirror_subscriber(settings, store.embedder.name, mirror, store=store)
     link.follow(store)  # what the mirror misses while it cannot be written is read back from the store
-    store.mirror_link = store.subscribe(link, close=link.close)
+    store.subscribe(link, close=link.close)
+    store.mirror_link = link
 
 
 __all__ = ["RagStore"]

@@ -54,6 +54,7 @@ from brain.store.feed import PENDING_GRACE_SECONDS, ChangeFeed
 from brain.store.live import (
     Build,
     PointerState,
+    follow_live,
     initial_state,
     read_pointer,
     swapped,
@@ -231,7 +232,8 @@ class _Copier:
 
     def reusable(self, docs: Sequence[tuple[str, str, dict]]) -> dict[str, np.ndarray]:
         """The mirror's vectors of the new model for ``docs`` embedded from the same text."""
-        if not self.mirror_has_model:
+        mirror = self.mirror
+        if not self.mirror_has_model or mirror is None:
             return {}
         wanted = [i for i, _, m in docs if m.get("type") in self.mirrored]
         if not wanted:
@@ -239,7 +241,7 @@ class _Copier:
         texts = {i: t for i, t, _ in docs}
         return {
             i: v
-            for i, (text, v) in self.mirror.vectors_of(wanted, self.embedder.name).items()
+            for i, (text, v) in mirror.vectors_of(wanted, self.embedder.name).items()
             if text == texts[i] and v.shape == (self.dimension,)
         }
 
@@ -453,7 +455,7 @@ def run(
             # the specialists first: killed between the two, the build is still pending and a rerun swaps
             _flip_specialists(store, build.collection)
             write_pointer(store.client, store.settings.collection, state)
-            store.follow_live(embedder=embedder)
+            follow_live(store, embedder=embedder)
             if store.mirror is not None:  # the mirror follows the new collection, not a store created again
                 store_moved(store.mirror, served, store)
         if feed is not None and swap_seq is not None:

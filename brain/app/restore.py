@@ -99,7 +99,7 @@ def recover_store(
     mirror = store.mirror
     if mirror is None:
         health = store.mirror_health
-        if health.error is not None:
+        if health is not None and health.error is not None:
             raise _unrestorable(health.error)
         raise _mirror_off()
     try:
@@ -198,7 +198,7 @@ def rebuild_mirror(store: Store, *, force: bool = False) -> RebuildReport:
     Afterwards ``store.mirror`` is the new file and ``store.mirror_health`` is ok again.
     """
     health = store.mirror_health
-    if not health.enabled:
+    if health is None or not health.enabled:
         raise _mirror_off()
     started = time.perf_counter()
     path = store.mirror.path if store.mirror is not None else Path(health.path)

@@ -15,6 +15,7 @@ from brain.config import Settings
 from brain.features.persona import PersonaLoad, load_persona, persona_report
 from brain.model.errors import BrainError, ConfigError, DiskSpaceLow
 from brain.store import Store
+from brain.store.indexes import index_sizes, refresh_index
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +94,8 @@ def startup(
         raise
     indexed: dict[str, int] = {}
     if warm:
-        store.refresh_index()
-        indexed = store.index_sizes()
+        refresh_index(store)
+        indexed = index_sizes(store)
         warm_up = getattr(store.embedder, "warm_up", None)
         if callable(warm_up):
             warm_up()

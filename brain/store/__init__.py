@@ -11,6 +11,11 @@
   change feed, and other processes' writes applied to the in-process state
 - :mod:`~brain.store.positions` -- turn and summary positions claimed across processes
 - :mod:`~brain.store.reads`, :mod:`~brain.store.retrieval` -- reading and retrieval per type
+- :mod:`~brain.store.mirror_link` -- what the store relies on of the mirror that follows its writes
+
+:class:`Store`'s methods are the data model's API; the machinery's own operations on a store (attaching
+the feed, following the live collection, rebuilding or saving the indexes, applying formation's changes,
+recording memory use, ...) are functions of the module that owns them, taking the store.
 """
 
 from brain.model.ids import derived_id, memory_id, new_id

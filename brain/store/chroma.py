@@ -41,6 +41,7 @@ def open_client(settings: Settings, *, create: bool = True):
     if settings.chroma_url:
         url = urlparse(settings.chroma_url)
         port = url.port or (443 if url.scheme == "https" else 8000)
+        assert url.hostname is not None  # Settings refuses a BRAIN_CHROMA_URL without a host
         try:
             return chromadb.HttpClient(
                 host=url.hostname, port=port, ssl=url.scheme == "https", settings=chroma_settings
@@ -346,11 +347,12 @@ class ChromaAccess:
     def upsert(
         self,
         ids: Sequence[str],
-        documents: Sequence[str],
+        documents: Sequence[str | None],
         metadatas: Sequence[dict[str, Any]],
         embeddings: np.ndarray | Sequence[Any],
     ) -> None:
-        """Chroma's upserts, one per max batch. Not atomic: a failure leaves the chunks before it
+        """Chroma's upserts, one per max batch (a None document: a row stored without one, written back
+        as it was). Not atomic: a failure leaves the chunks before it
         written (the store's write pipeline undoes them from its intent)."""
         for s in range(0, len(ids), self.max_batch_size):
             e = s + self.max_batch_size
@@ -379,7 +381,11 @@ class ChromaAccess:
 def merge_pages(
     pages: list[dict[str, Any]], keys: Sequence[str] = ("ids", "documents", "metadatas", "embeddings")
 ) -> dict[str, list]:
-    return {key: [x for page in pages for x in (page.get(key) if page.get(key) is not None else [])] for key in keys}
+    merged: dict[str, list] = {}
+    for key in keys:
+        parts = (page.get(key) for page in pages)
+        merged[key] = [x for part in parts if part is not None for x in part]  # embeddings are arrays: no `or []`
+    return merged
 
 
 __all__ = [

@@ -53,7 +53,7 @@ class DiskGuard(WriteSubscriber):
         report: dict[str, Any] = {"ok": ok}
         if detail:
             report.update(free_mb=None if least is None else least // MB, min_free_mb=self.margin // MB)
-        if not ok:
+        if not ok and least is not None:  # below the margin: some disk was measured
             report["error"] = (
                 f"writes are refused: the disk has {least / MB:.0f} MB free, less than "
                 f"BRAIN_MIN_FREE_DISK_MB ({self.margin // MB} MB); reads go on. Free some space, "

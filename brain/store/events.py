@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -71,6 +71,10 @@ class Sequencer(Protocol):
     def claim(self, op: Op, ids: Sequence[str]) -> int: ...
 
 
+#: a subscriber handed back as the type it was given
+S = TypeVar("S", bound=WriteSubscriber)
+
+
 class WriteEvents:
     """The subscribers of one store and its sequence counter. ``muted(subscriber)`` keeps events
     from one subscriber for a block (e.g. the mirror while the store is restored from it).
@@ -84,7 +88,7 @@ class WriteEvents:
         self._sequencer: Sequencer | None = None
         self._lock = threading.Lock()
 
-    def subscribe(self, subscriber: WriteSubscriber) -> WriteSubscriber:
+    def subscribe(self, subscriber: S) -> S:
         with self._lock:
             self._subscribers.append(subscriber)
         return subscriber
@@ -104,7 +108,8 @@ class WriteEvents:
         return not self._muted
 
     @contextmanager
-    def muted(self, subscriber: WriteSubscriber) -> Iterator[None]:
+    def muted(self, subscriber: object) -> Iterator[None]:
+        """Inside the block, ``subscriber`` (known by identity) gets no events."""
         key = id(subscriber)
         already = key in self._muted
         self._muted.add(key)

@@ -7,41 +7,32 @@ mirror, the persona rule) so that every way of opening a store wires it the same
 Writes are validated whole before anything is embedded or stored; memories are deduplicated by
 (scope, text); turns and summaries get their per-conversation index.
 
-The class is longer than the others because it is the store's whole public API: each method is a
-few lines that check arguments and hand over to one part, and its docstring is the API's reference.
+Its methods are the data model's API (each checks its arguments and hands over to one part, and its
+docstring is the API's reference). What only the store's own machinery needs is a function of the module
+that owns it, taking the store: the change feed (:mod:`~brain.store.follower`), the live collection
+(:mod:`~brain.store.live`), the indexes and their snapshot (:mod:`~brain.store.indexes`,
+:mod:`~brain.store.snapshot`), history (:mod:`~brain.store.history`), retrieval helpers
+(:mod:`~brain.store.retrieval`), positions (:mod:`~brain.store.positions`), the mirror link
+(:mod:`~brain.store.mirror_link`) and the index files (:mod:`~brain.store.scrub`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Generic, Self
 
 import numpy as np
 
 from brain.config import Settings
-from brain.model.errors import BrainError, NotFound, StoreUnavailable, ValidationError
-from brain.model.ids import memory_id
+from brain.model.errors import BrainError, NotFound, ValidationError
 from brain.model.results import Document, Hit, MemoryHit, Supersession
-from brain.model.schemas import (
-    CHAIN_KEYS,
-    DocType,
-    check_extra_metadata,
-    check_k,
-    check_last_used,
-    check_scope,
-    entity_scope,
-    is_inactive,
-    utc_now,
-    valid_name,
-)
-from brain.providers.embeddings import Embedder, get_embedder
-from brain.rules.memories import readable_scopes, same_text, search_scopes
+from brain.model.schemas import DocType, check_extra_metadata, check_k, utc_now
+from brain.providers.embeddings import Embedder
+from brain.rules.memories import readable_scopes, search_scopes
 from brain.store.chroma import (
     ChromaAccess,
     GuardedCollection,
@@ -53,48 +44,50 @@ from brain.store.chroma import (
 )
 from brain.store.disk import DiskGuard, guarded_paths
 from brain.store.events import WriteEvents, WriteSubscriber
-from brain.store.feed import ChangeFeed, FeedWriter
-from brain.store.follower import WAIT_SECONDS, FeedFollower, check_sequence
-from brain.store.history import (
-    AppliedChanges,
-    MemoryChange,
-    chain,
-    change_docs,
-    refuse_chain_edit,
-    refuse_supersession,
-    supersede_arguments,
-    supersession_docs,
-)
-from brain.store.indexes import InProcessState
+from brain.store.feed import FeedWriter
+from brain.store.follower import WAIT_SECONDS, FeedFollower, catch_up, last_sequence
+from brain.store.history import memory_history, refuse_chain_edit, supersede
+from brain.store.indexes import InProcessState, index_problems, index_sizes, memory_index
 from brain.store.live import live_collection
 from brain.store.locking import DataDirLock
 from brain.store.memory_index import MemoryIndex
 from brain.store.migrations import migrate_entity_names, migrate_typed_fields
+from brain.store.mirror_link import H, M, MirrorLink, catch_up_mirror
 from brain.store.pipeline import WritePipeline
 from brain.store.plan import WriteResult, memory_edit, plan_write
-from brain.store.positions import PositionClaims
 from brain.store.reads import find_ids, get_documents, type_value
 from brain.store.retrieval import Retrieval, VersionRule
 from brain.store.scrub import clear_unused_index_space
-from brain.store.snapshot import KeyFile, ServerKey, SnapshotIdentity, SnapshotKeeper, drop_server_key, snapshot_path
+from brain.store.snapshot import (
+    KeyFile,
+    ServerKey,
+    SnapshotIdentity,
+    SnapshotKeeper,
+    drop_server_key,
+    save_index_snapshot,
+    save_snapshot_at_close,
+    snapshot_path,
+)
 from brain.store.write_intents import WriteIntentLog
+from brain.wiring import get_embedder
 
 log = logging.getLogger(__name__)
 
 
-class Store:
+class Store(Generic[M, H]):
     """Typed documents in one Chroma collection, with exact memory ranking.
 
     ``col`` is the underlying Chroma collection, for direct queries: ``query_texts`` are embedded with
     the store's embedder, and a ``where`` may and several keys as :meth:`get` does. ``chroma`` is the
     same with paged reads and chunked writes. Writes through them bypass validation, the write events and the
-    in-process state; call :meth:`refresh_index` after such writes.
+    in-process state; :func:`brain.store.indexes.refresh_index` rebuilds that state after such writes.
 
     Followers of the writes subscribe to :attr:`events`; ``attach(store)``, when given, is called
     once the collection is open and before unfinished writes of a dead process are rolled back, so
     that what it subscribes (the mirror, see :class:`brain.app.rag_store.RagStore`) follows that roll-back.
     ``persona_version`` picks the persona version :meth:`retrieve_persona` reads
-    (:func:`brain.features.persona.current_version`; without it every version is searched).
+    (:func:`brain.features.persona.current_version`; without it every version is searched). ``M`` and
+    ``H`` are the types of the attached mirror and its health (:mod:`brain.store.mirror_link`).
     """
 
     def __init__(
@@ -104,7 +97,7 @@ class Store:
         embedder: Embedder | None = None,
         client: Any | None = None,
         create: bool = True,
-        attach: Callable[[Store], None] | None = None,
+        attach: Callable[[Store[M, H]], None] | None = None,
         persona_version: VersionRule | None = None,
     ):
         """``create=False``: raise :class:`StoreNotFound` rather than create a store that does not exist."""
@@ -113,7 +106,8 @@ class Store:
         self._lock = threading.RLock()
         self._closers: list[Callable[[], None]] = []
         self._owned_client: Any = None  # the Chroma client this store opened (closed with it)
-        self.mirror_link: Any = None  # the mirror's subscriber (brain.features.mirror.subscriber), when one is attached
+        # the mirror's subscriber (brain.features.mirror.subscriber), when the opener attached one
+        self.mirror_link: MirrorLink[M, H] | None = None
         self.feed_writer: FeedWriter | None = None  # this store's side of the change feed, when it has one
         self.follower: FeedFollower | None = None
         # embedded Chroma is single-process: claim the data directory before opening it
@@ -136,10 +130,9 @@ class Store:
             # writes are refused before the disk is full, where Chroma can hang (brain.store.disk)
             self.disk = self.events.subscribe(DiskGuard(guarded_paths(self.settings), self.settings.min_free_disk_mb))
             self._persona_version = persona_version
-            self.state: InProcessState | None = None
             self._bind(self._open_collection(), self.embedder)
             # closers run last-added first: the snapshot is saved after the follower and the mirror stop
-            self._closers.append(self._save_snapshot_at_close)
+            self._closers.append(lambda: save_snapshot_at_close(self))
             if attach is not None:
                 attach(self)
             # a write a dead process left half done is rolled back before anything reads the store
@@ -160,7 +153,7 @@ class Store:
             self.close()
             raise
 
-    def _open_collection(self):
+    def _open_collection(self) -> Any:
         return open_cosine_collection(
             self.client,
             self.collection_name,
@@ -173,9 +166,11 @@ class Store:
     def _bind(self, collection: Any, embedder: Embedder) -> None:
         """Serve ``collection`` (an open Chroma collection bound to ``embedder``): the Chroma access,
         the in-process state, retrieval and the write pipeline are built for it. At open, and again
-        when a re-index swaps the live collection (:meth:`follow_live`)."""
+        when a re-index swaps the live collection (:func:`brain.store.live.follow_live`)."""
         where = self.settings.chroma_url or "the data directory"
-        old_state, old_writes = self.state, getattr(self, "_writes", None)
+        # None at open: the first binding
+        old_state: InProcessState | None = getattr(self, "state", None)
+        old_writes: WritePipeline | None = getattr(self, "_writes", None)
         self.embedder = embedder
         # the collection as callers query it directly: their query_texts embedded by this store's model
         collection = self.client.get_collection(collection.name, embedding_function=embedding_function(embedder))
@@ -214,68 +209,6 @@ class Store:
         if link is not None and link.mirror is not None and link.mirror.model != embedder.name:
             link.mirror.use_model(embedder.name)
 
-    def follow_live(self, *, embedder: Embedder | None = None, since: int | None = None) -> bool:
-        """Serve the collection the live pointer names now, if it is another one (a re-index swapped
-        it, in this process or another): with ``embedder``, or one built for the model that
-        collection records. Returns whether the store moved. Under the store's lock, so no write or
-        applied feed record straddles the move.
-
-        ``since``: the change-feed sequence of the swap. This store's writes numbered after it went
-        to the old collection (it had not seen the swap yet); they are copied into the new one,
-        embedded with its model, and announced again, so no write is lost to the swap."""
-        with self._lock:
-            live = live_collection(self.client, self.settings.collection)
-            if live == self.collection_name and embedder is None:
-                return False
-            recorded = self.client.get_collection(live, embedding_function=None).metadata or {}
-            if embedder is None:
-                embedder = (
-                    self.embedder
-                    if recorded.get("embedder") == self.embedder.name
-                    else get_embedder(self.settings.model_copy(update={"embedder": recorded.get("embedder")}))
-                )
-            old = self.chroma
-            self.collection_name = live
-            self._bind(
-                open_cosine_collection(
-                    self.client,
-                    live,
-                    embedder,
-                    schema_version=1,
-                    switch=f"the live collection {live!r} changed model while it was opened",
-                    rename="use another BRAIN_COLLECTION",
-                ),
-                embedder,
-            )
-            if since is not None and self.feed_writer is not None:
-                self._carry_late_writes(old, since)
-            return True
-
-    def _carry_late_writes(self, old: ChromaAccess, since: int) -> None:
-        """Copy this store's writes numbered after ``since`` from ``old`` into the live collection."""
-        ids = list(
-            dict.fromkeys(
-                i
-                for r in self.feed_writer.feed.after(since)
-                if r.writer == self.feed_writer.writer and r.op != "swap"
-                for i in r.ids
-            )
-        )
-        if not ids:
-            return
-        rows = {
-            i: (d or "", dict(m or {}))
-            for page in old.get_ids(ids, ["documents", "metadatas"])
-            for i, d, m in zip(page["ids"], page["documents"], page["metadatas"])
-        }
-        gone = [i for i in ids if i not in rows]
-        if gone:
-            self.chroma.delete(gone)
-        if rows:
-            texts = [t for t, _ in rows.values()]
-            self.chroma.upsert(list(rows), texts, [m for _, m in rows.values()], self.embedder.embed_documents(texts))
-        self._writes.restate(ids)  # numbered again: the other processes fetch them from the live collection
-
     def _snapshot_keeper(self) -> SnapshotKeeper | None:
         if not self.settings.index_snapshot:
             return None
@@ -291,76 +224,6 @@ class Store:
         # the embedded store's key must be out of the data directory, which holds its Chroma
         keys = KeyFile(self.settings) if owned else ServerKey(self.client, self.settings.collection)
         return SnapshotKeeper(snapshot_path(self.settings), identity, owned=owned, keys=keys)
-
-    def save_index_snapshot(self) -> Path | None:
-        """Save the in-process indexes (built first if need be) to the index snapshot
-        (BRAIN_INDEX_SNAPSHOT_PATH, else in the data directory), which the next open loads instead of
-        reading the whole collection (see :mod:`brain.store.snapshot`); the store also saves it when
-        it closes. Returns the file, or None when snapshots are off (BRAIN_INDEX_SNAPSHOT) or could not
-        be proven current later (a Chroma server without the change feed)."""
-        if self.state.snapshots is None:
-            return None
-        self.memory_index()
-        return self.state.save_snapshot()
-
-    def _save_snapshot_at_close(self) -> None:
-        keeper = self.state.snapshots
-        if keeper is None or keeper.current:
-            return
-        try:
-            self.state.save_snapshot()
-        except (OSError, BrainError) as exc:  # closing goes on: the next start rebuilds instead
-            log.warning("could not save the index snapshot %s: %s", keeper.path, exc)
-
-    def attach_feed(self, feed: ChangeFeed, positions: PositionClaims | None = None) -> FeedFollower:
-        """Number this store's writes in ``feed`` (each write adds its record) and follow the other
-        processes' records from it (see :mod:`brain.store.feed`); with ``positions``, claim the
-        ``turn_index`` and ``summary_index`` of new turns and summaries across processes
-        (:mod:`brain.store.positions`). Called once, by the opener, before anything is written or read."""
-        with self._lock:
-            writer = FeedWriter(feed)
-            self.events.use_sequencer(writer)
-            self.subscribe(writer)
-            self.feed_writer = writer
-            self._writes.positions, self._writes.writer = positions, writer.writer
-            self.follower = FeedFollower(
-                feed,
-                self.chroma,
-                self.events,
-                self._lock,
-                writer.writer,
-                interval=self.settings.feed_interval_seconds,
-                rebuild=self.state.rebuild,
-                swapped=_follow_live_of(weakref.ref(self)),
-            )
-            self.state.follower = self.follower
-            self._closers.append(self.follower.close)
-            return self.follower
-
-    @property
-    def last_sequence(self) -> int | None:
-        """The change feed's sequence of the latest write this store committed (None without a feed):
-        a read elsewhere that asks for at least it sees that write."""
-        return None if self.feed_writer is None else self.feed_writer.last_sequence
-
-    def catch_up(self, min_sequence: int | None = None, *, timeout: float = WAIT_SECONDS) -> None:
-        """Apply what other processes wrote, now; with ``min_sequence``, wait (up to ``timeout``
-        seconds, then :class:`StoreUnavailable`) until every write up to it is applied. Without a
-        change feed (the embedded store, which one process owns) there is nothing to apply."""
-        if self.follower is None:
-            return
-        if min_sequence is None:
-            self.follower.poll(force=True)
-        else:
-            self.follower.wait_for(check_sequence(min_sequence), timeout)
-
-    def release_positions(self, conversations: Sequence[str]) -> None:
-        """Forget the positions claimed for ``conversations`` across processes, once their turns and
-        summaries are deleted: such an id used again starts at ``turn_index`` 1 (without a change feed,
-        positions come from the stored documents alone, and there is nothing to forget)."""
-        if self._writes.positions is not None:
-            with self._lock:
-                self._writes.positions.release(list(conversations))
 
     def subscribe(self, subscriber: WriteSubscriber, *, close: Callable[[], None] | None = None) -> WriteSubscriber:
         """Let ``subscriber`` follow every write from now on; ``close`` runs when the store closes."""
@@ -388,80 +251,38 @@ class Store:
                 self._dir_lock.release()
                 self._dir_lock = None
 
-    def clear_unused_index_space(self) -> int:
-        """Zero the vector index files' unused slots now (:func:`brain.store.scrub.clear_unused_index_space`):
-        on the embedded store this process holds, under the store's lock, so no write of Chroma's index
-        happens meanwhile. Returns how many files changed (0 on a Chroma server, whose files are its own)."""
-        if self._dir_lock is None:
-            return 0
-        with self._lock:
-            return clear_unused_index_space(self.settings.data_dir / "chroma")
-
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    # ---- the mirror, as attached by the opener (brain.store.mirror_link) -------------------------
     @property
-    def max_batch_size(self) -> int:
-        """The most documents one Chroma call takes (reads and writes are chunked to it)."""
-        return self.chroma.max_batch_size
-
-    @max_batch_size.setter
-    def max_batch_size(self, value: int) -> None:
-        self.chroma.max_batch_size = int(value)
-
-    # ---- the mirror, as attached by the opener ---------------------------------------------------
-    @property
-    def mirror(self) -> Any:
+    def mirror(self) -> M | None:
         """The Engram mirror following this store's writes; None when none is attached, or it is off or damaged."""
         return None if self.mirror_link is None else self.mirror_link.mirror
 
     @mirror.setter
-    def mirror(self, mirror: Any) -> None:
+    def mirror(self, mirror: M | None) -> None:
         """Replace the mirror the attached subscriber writes to (a rebuild swaps the file)."""
         self._require_link().mirror = mirror
 
     @property
-    def mirror_health(self) -> Any:
+    def mirror_health(self) -> H | None:
         """The mirror's :class:`~brain.features.mirror.MirrorHealth`; None when no mirror is attached."""
         return None if self.mirror_link is None else self.mirror_link.health
 
     @mirror_health.setter
-    def mirror_health(self, health: Any) -> None:
+    def mirror_health(self, health: H) -> None:
         self._require_link().health = health
 
-    def _require_link(self) -> Any:
+    def _require_link(self) -> MirrorLink[M, H]:
         if self.mirror_link is None:
             raise BrainError(
                 "this store has no mirror attached; open it with brain.open() or brain.app.core.open_store()"
             )
         return self.mirror_link
-
-    @contextmanager
-    def mirror_paused(self) -> Iterator[None]:
-        """Writes inside the block skip the mirror (e.g. while restoring the store from it)."""
-        with self._lock:
-            if self.mirror_link is None:
-                yield
-                return
-            with self.events.muted(self.mirror_link):
-                yield
-
-    def catch_up_mirror(self, *, wait: bool = True) -> int:
-        """Mirror the documents whose writes the mirror missed while it could not be written (see
-        :mod:`brain.features.mirror.subscriber`); returns how many, 0 when none wait or (``wait=False``) a write
-        is in progress. While it still cannot be written they stay behind, and health says so."""
-        link = self.mirror_link
-        if link is None or not getattr(link, "behind", 0) or not self._lock.acquire(blocking=wait):
-            return 0
-        try:
-            return link.catch_up()
-        except StoreUnavailable:
-            return 0
-        finally:
-            self._lock.release()
 
     # ---- writes -----------------------------------------------------------------------------------
     def write_docs(self, docs: Sequence[Mapping[str, Any]], *, merge_memories: bool = True) -> WriteResult:
@@ -569,137 +390,27 @@ class Store:
         cannot see) and :class:`ValidationError` for a memory that is not current (superseded already,
         retracted, archived, a part), a text equal to the old one's or to another current memory's of the
         scope, or a time before the old memory started holding."""
-        kind, when, expires = supersede_arguments(kind, at, expires_at)
-        extra = check_extra_metadata(
-            metadata, ("importance", "tags", "expires_at", "conversation_id"), call="supersede"
+        return supersede(
+            self,
+            old_id,
+            new_text,
+            kind=kind,
+            at=at,
+            importance=importance,
+            tags=tags,
+            expires_at=expires_at,
+            source=source,
+            conversation_id=conversation_id,
+            metadata=metadata,
+            entity=entity,
         )
-        own = sorted(set(extra) & (CHAIN_KEYS | {"status", "valid_from", "created_at"}))
-        if own:
-            raise ValidationError.of(
-                f"metadata.{own[0]}",
-                f"supersede sets {', '.join(own)} itself; leave "
-                f"{'them' if len(own) > 1 else 'it'} out of metadata "
-                f"(nothing was written)",
-            )
-        if not isinstance(new_text, str) or not new_text.strip():
-            raise ValidationError.of("text", "the new text must be a non-empty string (nothing was written)")
-        with self._lock:
-            docs = self.get([old_id], type=DocType.MEMORY, include_embeddings=True, entity=entity)
-            if not docs:
-                raise NotFound(f"no memory with id {old_id!r}" + (f" visible to entity {entity!r}" if entity else ""))
-            old = docs[0]
-            refuse_supersession(old, new_text, None if entity is None else entity_scope(entity))
-            new_id = self._successor_id(new_text, str(old.metadata.get("scope")))
-            items = supersession_docs(
-                old,
-                new_id,
-                new_text,
-                kind,
-                when,
-                importance=importance,
-                tags=tags,
-                source=source,
-                conversation_id=conversation_id,
-                expires_at=expires,
-                extra=extra,
-            )
-            self.write_docs(items, merge_memories=False)
-            stored = {d.id: d for d in self.get([old_id, new_id])}
-            return Supersession(stored[old_id], stored[new_id], kind)
-
-    def apply_changes(
-        self,
-        changes: Sequence[MemoryChange],
-        *,
-        scope: str,
-        source: str | None = "chat",
-        conversation_id: str | None = None,
-        with_docs: Sequence[Mapping[str, Any]] = (),
-    ) -> AppliedChanges:
-        """Apply facts to the memories of ``scope`` in one write, all or nothing (also across a crash), together
-        with ``with_docs`` (e.g. the record that the facts were applied): see :class:`~brain.store.history.MemoryChange`.
-        ``add`` stores a new memory (``source``, ``conversation_id``, ``source_turns``, ``valid_from`` = its
-        ``at``); an ``add`` whose text a current memory of the scope says already, or a ``same``, merges into
-        that memory (highest importance, every tag, the turns joined; its text stays); ``update`` and
-        ``contradict`` supersede their target as :meth:`supersede` does, at the change's ``at``.
-
-        Refused whole, nothing written: a target that is unknown (:class:`NotFound`), in another scope, or no
-        longer current (:class:`~brain.model.errors.Conflict` when superseded meanwhile); a new text another
-        current memory of the scope says; changes that contradict each other (:func:`~brain.store.history.check_changes`); any
-        document that fails validation."""
-        try:
-            scope = check_scope(scope)
-        except ValueError as exc:
-            raise ValidationError.of("scope", str(exc)) from None
-        with self._lock:
-
-            def held(doc_id: str) -> Document:
-                return self.get([doc_id], include_embeddings=True)[0]
-
-            wanted = [c.target for c in changes if c.target is not None]
-            targets = {d.id: d for d in self.get(wanted, type=DocType.MEMORY, include_embeddings=True)}
-            docs, landed = change_docs(
-                changes,
-                scope,
-                targets,
-                self._free_memory_id,
-                held,
-                self._successor_id,
-                source=source,
-                conversation_id=conversation_id,
-            )
-            written = self.write_docs([*docs, *with_docs], merge_memories=False)
-        return AppliedChanges(tuple(i for i, _ in landed), tuple(a for _, a in landed), written.sequence)
-
-    def _free_memory_id(self, text: str, scope: str, *, skip: Iterable[str] = ()) -> tuple[str, Document | None]:
-        """The first derived id of ``text`` in ``scope`` held by no document (nor in ``skip``), or the
-        current memory of the scope that says ``text`` already (with that one's id)."""
-        skip = set(skip)
-        for attempt in range(50):
-            candidate = memory_id(text, scope, attempt)
-            if candidate in skip:
-                continue
-            found = self.get([candidate])
-            if not found:
-                return candidate, None
-            held = found[0]
-            if same_text(held.text, text) and held.type == DocType.MEMORY.value and not is_inactive(held.metadata):
-                return candidate, held
-        raise BrainError("could not find a free id for a memory after 50 attempts")  # pragma: no cover
-
-    def _successor_id(self, text: str, scope: str, *, skip: Iterable[str] = ()) -> str:
-        """The id of a superseding memory: its derived id, or the next one when that is taken by another
-        text or by a memory no longer current (the same words said again after a change, e.g. a move back,
-        are a new memory in the chain, not the old one brought back)."""
-        candidate, held = self._free_memory_id(text, scope, skip=skip)
-        if held is not None:
-            raise ValidationError.of(
-                "text",
-                (
-                    f"memory {held.id!r} already says this in scope {scope!r}; retire the old memory with "
-                    f"update_memory(status='retracted') or supersede it with other words (nothing was written)"
-                ),
-            )
-        return candidate
 
     def history(self, memory_id: str, *, entity: str | None = None) -> list[Document]:
         """The supersession chain memory ``memory_id`` belongs to, oldest first (one document when it was
         never superseded nor superseded another); the current memory is the one without ``superseded_by``.
         With ``entity``, :class:`NotFound` unless that entity may see the memory (a chain never leaves its
         scope)."""
-
-        def fetch(doc_id: str) -> Document | None:
-            found = self.get([doc_id], type=DocType.MEMORY, entity=entity)
-            return found[0] if found else None
-
-        def predecessor(doc_id: str) -> Document | None:
-            found = self.get(where={"superseded_by": doc_id}, type=DocType.MEMORY, entity=entity)
-            return found[0] if len(found) == 1 else None  # two claim it: no single history to tell
-
-        doc = fetch(memory_id)
-        if doc is None:
-            raise NotFound(f"no memory with id {memory_id!r}" + (f" visible to entity {entity!r}" if entity else ""))
-        return chain(doc, fetch, predecessor)
+        return memory_history(self, memory_id, entity=entity)
 
     def upsert_memory(
         self,
@@ -824,28 +535,6 @@ class Store:
                 self._writes.delete(found)
         return len(found)
 
-    def record_memory_use(self, used: Mapping[str, float]) -> int:
-        """Persist when memories were last retrieved: ``{memory id: epoch}`` -> ``last_used`` in their
-        metadata (never moved back in time), as a ``metadata`` write: intent-logged and announced to the
-        subscribers like any write (the mirror keeps content, not access times, so it skips it). Only
-        ``last_used`` is sent, so values another process changed meanwhile are kept. Memories deleted
-        meanwhile are skipped. Returns how many were written."""
-        times, bad = {}, []
-        for key, value in used.items():
-            try:
-                times[key] = check_last_used(value)
-            except ValueError:
-                bad.append(key)
-        if bad:
-            raise ValidationError.of(
-                "used", f"last-use times must be epoch seconds (finite, >= 0); bad entries for {bad[:5]}"
-            )
-        with self._lock:
-            metas = self.memory_index().set_last_used(times)
-            if metas:
-                self._writes.update_metadata({i: {"last_used": m["last_used"]} for i, m in metas.items()})
-        return len(metas)
-
     # ---- reads ------------------------------------------------------------------------------------
     def get(
         self,
@@ -887,27 +576,12 @@ class Store:
             return self.chroma.count()
         return len(find_ids(self.chroma, None, where=where, doc_type=doc_type, scopes=None))
 
-    def refresh_index(self) -> MemoryIndex:
-        """Rebuild the in-process indexes from Chroma (after writes that bypassed this store).
-        Returns the memory index."""
-        return self.state.refresh()
-
-    def memory_index(self) -> MemoryIndex:
-        """The memory ranking index."""
-        index = self.state.index_for(DocType.MEMORY.value)
-        assert index is not None  # settings guarantee memory is indexed
-        return index
-
-    def index_sizes(self) -> dict[str, int]:
-        """Documents held by each in-process index (builds them if needed)."""
-        return {t: len(self.state.index_for(t)) for t in self.settings.indexed_types}
-
     def index_problems(self) -> dict[str, dict[str, dict[str, str]]]:
         """Stored rows the in-process indexes could not use as they are, by type:
         ``{type: {id: {field: what was done instead}}}`` (builds the indexes if needed). Such rows
         were written around the schema (an older version, a direct Chroma write); rewriting them
         through the store (``update_memory``) or deleting them clears the entry."""
-        return {t: self.state.index_for(t).problems() for t in self.settings.indexed_types}
+        return index_problems(self)
 
     def retrieve_memories(
         self,
@@ -935,7 +609,8 @@ class Store:
         Scope: with ``entity``, that entity's memories and global ones; without, global ones only
         (``all_scopes=True`` searches every scope, for operators' tools). ``query_vector`` (the
         query already embedded, e.g. once for several document types) replaces ``query``.
-        ``min_sequence``: every write up to that change-feed sequence is reflected (see :meth:`catch_up`).
+        ``min_sequence``: every write up to that change-feed sequence is reflected (see
+        :func:`brain.store.follower.catch_up`).
         ``topic_texts``: besides the query, texts whose words in common with an important memory earn it
         the lower floor of the relevance ranking (the context passes the conversation's latest turns).
 
@@ -945,7 +620,7 @@ class Store:
         by then, the ones superseded since included; recency is reckoned from then unless ``now`` is given.
         """
         if min_sequence is not None:
-            self.catch_up(min_sequence)
+            catch_up(self, min_sequence)
         return self.retrieval.memories(
             query,
             k,
@@ -959,25 +634,6 @@ class Store:
             topic_texts=topic_texts,
             as_of=as_of,
         )
-
-    def core_memories(
-        self,
-        entity: str,
-        k: int | None = None,
-        *,
-        query: str | None = None,
-        query_vector: np.ndarray | None = None,
-        min_importance: int | None = None,
-        now: datetime | float | None = None,
-    ) -> list[MemoryHit]:
-        """The facts about ``entity`` a context always shows, whatever the message: its own current memories
-        (never global ones or another entity's) of at least ``min_importance`` (default
-        ``RAG_CORE_MIN_IMPORTANCE``), most important first, then the closest to ``query`` (or
-        ``query_vector``), then the newest; ``k`` defaults to ``RAG_CORE_TOP_K``."""
-        s = self.settings
-        k = s.core_top_k if k is None else check_k(k)
-        floor = s.core_min_importance if min_importance is None else min_importance
-        return self.retrieval.core_memories(valid_name(entity), k, floor, query, query_vector, now)
 
     def search(
         self,
@@ -1078,19 +734,36 @@ class Store:
             "unusable_rows": self.state.unusable_rows(),
         }
 
+    # ---- what brain.shells and brain.app.core still call here; the functions named do the work ----------
+    def memory_index(self) -> MemoryIndex:
+        """The memory ranking index: :func:`brain.store.indexes.memory_index`."""
+        return memory_index(self)
 
-def _follow_live_of(ref: weakref.ref[Store]) -> Callable[[int], object]:
-    """What the follower calls on a swap record: a weak reference, so that the follower (and its
-    thread) never keep a store alive that its owner let go."""
+    def index_sizes(self) -> dict[str, int]:
+        """Documents held by each in-process index: :func:`brain.store.indexes.index_sizes`."""
+        return index_sizes(self)
 
-    def swapped(sequence: int) -> object:
-        store = ref()
-        return store.follow_live(since=sequence) if store is not None else False
+    def save_index_snapshot(self) -> Path | None:
+        """Save the in-process indexes to the index snapshot: :func:`brain.store.snapshot.save_index_snapshot`."""
+        return save_index_snapshot(self)
 
-    return swapped
+    @property
+    def last_sequence(self) -> int | None:
+        """The change feed's sequence of the latest write this store committed (None without a feed):
+        :func:`brain.store.follower.last_sequence`."""
+        return last_sequence(self)
+
+    def catch_up(self, min_sequence: int | None = None, *, timeout: float = WAIT_SECONDS) -> None:
+        """Apply what other processes wrote (with ``min_sequence``, wait for it):
+        :func:`brain.store.follower.catch_up`."""
+        catch_up(self, min_sequence, timeout=timeout)
+
+    def catch_up_mirror(self, *, wait: bool = True) -> int:
+        """Mirror the documents whose writes the mirror missed: :func:`brain.store.mirror_link.catch_up_mirror`."""
+        return catch_up_mirror(self, wait=wait)
 
 
-def _tree_bytes(path) -> int:
+def _tree_bytes(path: Path) -> int:
     """Bytes of the files under ``path`` (the embedded store's size on disk)."""
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 

@@ -22,14 +22,19 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from brain.model.errors import Backoff, StoreError, StoreUnavailable, ValidationError, retry
 from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteEvents
-from brain.store.feed import PENDING_GRACE_SECONDS, ChangeFeed, FeedRecord
+from brain.store.feed import PENDING_GRACE_SECONDS, ChangeFeed, FeedRecord, FeedWriter
+from brain.store.live import follow_live
+from brain.store.positions import PositionClaims
+
+if TYPE_CHECKING:
+    from brain.store.facade import Store
 
 log = logging.getLogger(__name__)
 
@@ -286,4 +291,61 @@ def _follow(ref: weakref.ref[FeedFollower], stop: threading.Event, interval: flo
             del follower
 
 
-__all__ = ["WAIT_SECONDS", "FeedFollower", "check_sequence"]
+def attach_feed(store: Store, feed: ChangeFeed, positions: PositionClaims | None = None) -> FeedFollower:
+    """Number ``store``'s writes in ``feed`` (each write adds its record) and follow the other
+    processes' records from it (see :mod:`brain.store.feed`); with ``positions``, claim the
+    ``turn_index`` and ``summary_index`` of new turns and summaries across processes
+    (:mod:`brain.store.positions`). Called once, by the opener, before anything is written or read."""
+    with store._lock:
+        writer = FeedWriter(feed)
+        store.events.use_sequencer(writer)
+        store.subscribe(writer)
+        store.feed_writer = writer
+        store._writes.positions, store._writes.writer = positions, writer.writer
+        follower = FeedFollower(
+            feed,
+            store.chroma,
+            store.events,
+            store._lock,
+            writer.writer,
+            interval=store.settings.feed_interval_seconds,
+            rebuild=store.state.rebuild,
+            swapped=_follow_live_of(weakref.ref(store)),
+        )
+        store.follower = follower
+        store.state.follower = follower
+        store._closers.append(follower.close)
+        return follower
+
+
+def _follow_live_of(ref: weakref.ref[Store]) -> Callable[[int], object]:
+    """What the follower calls on a swap record: a weak reference, so that the follower (and its
+    thread) never keep a store alive that its owner let go."""
+
+    def swapped(sequence: int) -> object:
+        store = ref()
+        return follow_live(store, since=sequence) if store is not None else False
+
+    return swapped
+
+
+def catch_up(store: Store, min_sequence: int | None = None, *, timeout: float = WAIT_SECONDS) -> None:
+    """Apply to ``store`` what other processes wrote, now; with ``min_sequence``, wait (up to ``timeout``
+    seconds, then :class:`StoreUnavailable`) until every write up to it is applied. Without a change
+    feed (the embedded store, which one process owns) there is nothing to apply."""
+    follower = store.follower
+    if follower is None:
+        return
+    if min_sequence is None:
+        follower.poll(force=True)
+    else:
+        follower.wait_for(check_sequence(min_sequence), timeout)
+
+
+def last_sequence(store: Store) -> int | None:
+    """The change feed's sequence of the latest write ``store`` committed (None without a feed): a
+    read elsewhere that asks for at least it sees that write."""
+    return None if store.feed_writer is None else store.feed_writer.last_sequence
+
+
+__all__ = ["WAIT_SECONDS", "FeedFollower", "attach_feed", "catch_up", "check_sequence", "last_sequence"]

@@ -14,32 +14,40 @@ chain has exactly one current memory, and its history is the walk along ``supers
 ``superseded_by``. A memory past its validity window is still what the store answers for a time
 inside it (``retrieve_memories(as_of=...)``).
 
-Pure functions over documents; the store reads and writes (:meth:`brain.store.Store.supersede`).
+Pure functions over documents, then the few that read and write a store: :func:`supersede`,
+:func:`apply_changes` and :func:`memory_history` (behind :meth:`brain.store.Store.supersede` and
+:meth:`brain.store.Store.history`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from brain.model.errors import Conflict, NotFound, Problem, ValidationError
-from brain.model.ids import normalize_memory_text
-from brain.model.results import Document
+from brain.model.errors import BrainError, Conflict, NotFound, Problem, ValidationError
+from brain.model.ids import memory_id, normalize_memory_text
+from brain.model.results import Document, Supersession
 from brain.model.schemas import (
     CHAIN_KEYS,
     CHANGES,
     MAX_LIST_ITEMS,
     DocType,
+    check_extra_metadata,
+    check_scope,
+    entity_scope,
     format_timestamp,
+    is_inactive,
     is_part,
     parse_timestamp,
-    read_for_rewrite,
     utc_now,
 )
 from brain.rules.memories import merged_importance, merged_tags, same_text
-from brain.store.plan import UNREADABLE_MEMORY, memory_edit
+from brain.store.plan import memory_edit, stored_memory
+
+if TYPE_CHECKING:
+    from brain.store.facade import Store
 
 #: how many links a history walk follows before it stops (a chain written by hand could loop)
 MAX_CHAIN = 10_000
@@ -134,7 +142,7 @@ def supersession_docs(
     """The write of a supersession: ``[old memory retired, new memory]`` as ``upsert_docs`` items.
     The old one keeps its vector (``old.embedding``) and its own timestamp; the new one keeps the old
     one's importance and tags unless given."""
-    old_meta = read_for_rewrite(DocType.MEMORY, old.id, old.metadata, UNREADABLE_MEMORY)
+    old_meta = stored_memory(old)
     since = old_meta.valid_from or old_meta.created_at or old_meta.timestamp
     if at < since:
         raise ValidationError.of(
@@ -169,13 +177,13 @@ def supersession_docs(
     return [{**retired, "id": old.id, "text": old.text, "embedding": old.embedding}, new]
 
 
-#: what one change of :meth:`brain.store.Store.apply_changes` does with its fact
+#: what one change of :func:`apply_changes` does with its fact
 ACTIONS = ("add", "same", "update", "contradict")
 
 
 @dataclass(frozen=True)
 class MemoryChange:
-    """One fact to apply to the memories of a scope (see :meth:`brain.store.Store.apply_changes`): ``add`` it
+    """One fact to apply to the memories of a scope (see :func:`apply_changes`): ``add`` it
     as a new memory (the same text as a current memory of the scope merges into that one), merge it into
     memory ``target`` (``same``: the target keeps its text), or supersede ``target`` with it (``update``,
     ``contradict``). ``at``: when it became true (the new memory's ``valid_from``, the supersession's time);
@@ -193,7 +201,7 @@ class MemoryChange:
 
 @dataclass(frozen=True)
 class AppliedChanges:
-    """What :meth:`brain.store.Store.apply_changes` wrote: for each change in order, the memory it landed on
+    """What :func:`apply_changes` wrote: for each change in order, the memory it landed on
     (``ids``) and what was done (``actions``: an ``add`` of a current memory's text is ``same``), and the
     write's sequence (None when nothing needed writing)."""
 
@@ -261,7 +269,7 @@ def joined_turns(*lists: Sequence[str] | None) -> list[str]:
 def merged_change_doc(old: Document, changes: Sequence[MemoryChange]) -> dict[str, Any]:
     """The write of facts that are memory ``old`` again (``same``): it keeps its text, vector and time of
     holding; importance becomes the highest, tags the union, and the facts' turns join ``source_turns``."""
-    old_meta = read_for_rewrite(DocType.MEMORY, old.id, old.metadata, UNREADABLE_MEMORY)
+    old_meta = stored_memory(old)
     return memory_edit(
         old,
         None,
@@ -320,7 +328,7 @@ def change_docs(
     come as callables: ``targets`` (the changes' targets as stored, with vectors), ``free_id(text, scope,
     skip=ids)`` (the first free derived id, or the current memory saying the text), ``fetch(id)`` (a memory
     with its vector) and ``successor_id(text, scope, skip=ids)`` (the id of a superseding memory). Raises
-    what refuses the batch whole (see :meth:`brain.store.Store.apply_changes`)."""
+    what refuses the batch whole (see :func:`apply_changes`)."""
     check_changes(changes)
     missing = [c.target for c in changes if c.target is not None and c.target not in targets]
     if missing:
@@ -445,22 +453,175 @@ def refuse_chain_edit(old: Document, changes: Mapping[str, Any]) -> None:
         raise ValidationError("; ".join(p.message for p in problems) + " (nothing was written)", problems)
 
 
+def supersede(
+    store: Store,
+    old_id: str,
+    new_text: str,
+    *,
+    kind: str = "update",
+    at: datetime | str | float | None = None,
+    importance: int | None = None,
+    tags: Iterable[str] | None = None,
+    expires_at: datetime | str | None = None,
+    source: str | None = None,
+    conversation_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    entity: str | None = None,
+) -> Supersession:
+    """Replace memory ``old_id`` of ``store`` with ``new_text``, keeping the old one as history: see
+    :meth:`brain.store.Store.supersede`."""
+    kind, when, expires = supersede_arguments(kind, at, expires_at)
+    extra = check_extra_metadata(metadata, ("importance", "tags", "expires_at", "conversation_id"), call="supersede")
+    own = sorted(set(extra) & (CHAIN_KEYS | {"status", "valid_from", "created_at"}))
+    if own:
+        raise ValidationError.of(
+            f"metadata.{own[0]}",
+            f"supersede sets {', '.join(own)} itself; leave "
+            f"{'them' if len(own) > 1 else 'it'} out of metadata "
+            f"(nothing was written)",
+        )
+    if not isinstance(new_text, str) or not new_text.strip():
+        raise ValidationError.of("text", "the new text must be a non-empty string (nothing was written)")
+    with store._lock:
+        docs = store.get([old_id], type=DocType.MEMORY, include_embeddings=True, entity=entity)
+        if not docs:
+            raise NotFound(f"no memory with id {old_id!r}" + (f" visible to entity {entity!r}" if entity else ""))
+        old = docs[0]
+        refuse_supersession(old, new_text, None if entity is None else entity_scope(entity))
+        new_id = successor_id(store, new_text, str(old.metadata.get("scope")))
+        items = supersession_docs(
+            old,
+            new_id,
+            new_text,
+            kind,
+            when,
+            importance=importance,
+            tags=tags,
+            source=source,
+            conversation_id=conversation_id,
+            expires_at=expires,
+            extra=extra,
+        )
+        store.write_docs(items, merge_memories=False)
+        stored = {d.id: d for d in store.get([old_id, new_id])}
+        return Supersession(stored[old_id], stored[new_id], kind)
+
+
+def apply_changes(
+    store: Store,
+    changes: Sequence[MemoryChange],
+    *,
+    scope: str,
+    source: str | None = "chat",
+    conversation_id: str | None = None,
+    with_docs: Sequence[Mapping[str, Any]] = (),
+) -> AppliedChanges:
+    """Apply facts to the memories of ``scope`` in ``store`` in one write, all or nothing (also across a
+    crash), together with ``with_docs`` (e.g. the record that the facts were applied): see
+    :class:`MemoryChange`. ``add`` stores a new memory (``source``, ``conversation_id``, ``source_turns``,
+    ``valid_from`` = its ``at``); an ``add`` whose text a current memory of the scope says already, or a
+    ``same``, merges into that memory (highest importance, every tag, the turns joined; its text stays);
+    ``update`` and ``contradict`` supersede their target as :func:`supersede` does, at the change's ``at``.
+
+    Refused whole, nothing written: a target that is unknown (:class:`NotFound`), in another scope, or no
+    longer current (:class:`~brain.model.errors.Conflict` when superseded meanwhile); a new text another
+    current memory of the scope says; changes that contradict each other (:func:`check_changes`); any
+    document that fails validation."""
+    try:
+        scope = check_scope(scope)
+    except ValueError as exc:
+        raise ValidationError.of("scope", str(exc)) from None
+    with store._lock:
+
+        def held(doc_id: str) -> Document:
+            return store.get([doc_id], include_embeddings=True)[0]
+
+        def free_id(text: str, scope: str, *, skip: Iterable[str] = ()) -> tuple[str, Document | None]:
+            return free_memory_id(store, text, scope, skip=skip)
+
+        def next_id(text: str, scope: str, *, skip: Iterable[str] = ()) -> str:
+            return successor_id(store, text, scope, skip=skip)
+
+        wanted = [c.target for c in changes if c.target is not None]
+        targets = {d.id: d for d in store.get(wanted, type=DocType.MEMORY, include_embeddings=True)}
+        docs, landed = change_docs(
+            changes, scope, targets, free_id, held, next_id, source=source, conversation_id=conversation_id
+        )
+        written = store.write_docs([*docs, *with_docs], merge_memories=False)
+    return AppliedChanges(tuple(i for i, _ in landed), tuple(a for _, a in landed), written.sequence)
+
+
+def free_memory_id(store: Store, text: str, scope: str, *, skip: Iterable[str] = ()) -> tuple[str, Document | None]:
+    """The first derived id of ``text`` in ``scope`` held by no document of ``store`` (nor in ``skip``),
+    or the current memory of the scope that says ``text`` already (with that one's id)."""
+    skipped = set(skip)
+    for attempt in range(50):
+        candidate = memory_id(text, scope, attempt)
+        if candidate in skipped:
+            continue
+        found = store.get([candidate])
+        if not found:
+            return candidate, None
+        held = found[0]
+        if same_text(held.text, text) and held.type == DocType.MEMORY.value and not is_inactive(held.metadata):
+            return candidate, held
+    raise BrainError("could not find a free id for a memory after 50 attempts")  # pragma: no cover
+
+
+def successor_id(store: Store, text: str, scope: str, *, skip: Iterable[str] = ()) -> str:
+    """The id of a superseding memory: its derived id, or the next one when that is taken by another
+    text or by a memory no longer current (the same words said again after a change, e.g. a move back,
+    are a new memory in the chain, not the old one brought back)."""
+    candidate, held = free_memory_id(store, text, scope, skip=skip)
+    if held is not None:
+        raise ValidationError.of(
+            "text",
+            (
+                f"memory {held.id!r} already says this in scope {scope!r}; retire the old memory with "
+                f"update_memory(status='retracted') or supersede it with other words (nothing was written)"
+            ),
+        )
+    return candidate
+
+
+def memory_history(store: Store, start_id: str, *, entity: str | None = None) -> list[Document]:
+    """The supersession chain of memory ``start_id`` in ``store``: see :meth:`brain.store.Store.history`."""
+
+    def fetch(doc_id: str) -> Document | None:
+        found = store.get([doc_id], type=DocType.MEMORY, entity=entity)
+        return found[0] if found else None
+
+    def predecessor(doc_id: str) -> Document | None:
+        found = store.get(where={"superseded_by": doc_id}, type=DocType.MEMORY, entity=entity)
+        return found[0] if len(found) == 1 else None  # two claim it: no single history to tell
+
+    doc = fetch(start_id)
+    if doc is None:
+        raise NotFound(f"no memory with id {start_id!r}" + (f" visible to entity {entity!r}" if entity else ""))
+    return chain(doc, fetch, predecessor)
+
+
 __all__ = [
     "ACTIONS",
     "MAX_CHAIN",
     "AppliedChanges",
     "MemoryChange",
     "added_doc",
+    "apply_changes",
     "chain",
     "change_docs",
     "change_time",
     "check_change",
     "check_changes",
+    "free_memory_id",
     "joined_turns",
+    "memory_history",
     "merged_change_doc",
     "refuse_chain_edit",
     "refuse_supersession",
     "refuse_target",
+    "successor_id",
+    "supersede",
     "supersede_arguments",
     "supersession_docs",
 ]

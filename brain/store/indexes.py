@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.memory_index import MemoryIndex
 from brain.store.reads import get_documents
 from brain.store.snapshot import SnapshotKeeper
+
+if TYPE_CHECKING:
+    from brain.store.facade import Store
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +83,8 @@ class InProcessState(WriteSubscriber):
         ids, texts, metas, vectors = list(event.ids), event.texts or (), event.metadatas or (), event.vectors
         self._forget_turns(ids)  # an id may have changed type or conversation
         for doc_id, text, meta in zip(ids, texts, metas):
-            cached = (
-                self.conversations.peek(meta.get("conversation_id")) if meta.get("type") == DocType.TURN.value else None
-            )
+            conversation = meta.get("conversation_id") if meta.get("type") == DocType.TURN.value else None
+            cached = None if conversation is None else self.conversations.peek(conversation)
             if cached is not None:
                 cached[doc_id] = Document(id=doc_id, text=text, metadata=from_chroma(meta))
                 self._turn_conversation[doc_id] = meta["conversation_id"]
@@ -92,6 +94,7 @@ class InProcessState(WriteSubscriber):
             if others:
                 index.remove(others)  # an id may have changed type
             if mine:
+                assert vectors is not None  # an upsert event carries its vectors
                 index.upsert([ids[j] for j in mine], vectors[mine], [texts[j] for j in mine], [metas[j] for j in mine])
 
     def _metadata_changed(self, event: WriteEvent) -> None:
@@ -246,6 +249,7 @@ class InProcessState(WriteSubscriber):
         if indexes is None:  # dropped by a concurrent metadata change
             self.refresh()
             indexes = self.indexes
+            assert indexes is not None  # refresh builds them
         return indexes[doc_type]
 
     def check_outside_changes(self) -> None:
@@ -316,4 +320,34 @@ def _turn_order(doc: Document) -> tuple[int, Any]:
     return (int(doc.metadata.get("turn_index") or 0), doc.metadata.get("ts_epoch", 0.0))
 
 
-__all__ = ["CONVERSATIONS_CACHED", "InProcessState"]
+def memory_index(store: Store) -> MemoryIndex:
+    """``store``'s memory ranking index (built on first use)."""
+    index = store.state.index_for(DocType.MEMORY.value)
+    assert index is not None  # settings guarantee memory is indexed
+    return index
+
+
+def refresh_index(store: Store) -> MemoryIndex:
+    """Rebuild ``store``'s in-process indexes from Chroma, after writes that bypassed it (straight to
+    ``store.col``). Returns the memory index."""
+    return store.state.refresh()
+
+
+def index_sizes(store: Store) -> dict[str, int]:
+    """Documents held by each of ``store``'s in-process indexes (builds them if needed)."""
+    return {t: len(_index(store, t)) for t in store.settings.indexed_types}
+
+
+def index_problems(store: Store) -> dict[str, dict[str, dict[str, str]]]:
+    """Stored rows ``store``'s in-process indexes could not use as they are, by type (see
+    :meth:`brain.store.Store.index_problems`)."""
+    return {t: _index(store, t).problems() for t in store.settings.indexed_types}
+
+
+def _index(store: Store, doc_type: str) -> MemoryIndex:
+    index = store.state.index_for(doc_type)
+    assert index is not None  # an indexed type has an index
+    return index
+
+
+__all__ = ["CONVERSATIONS_CACHED", "InProcessState", "index_problems", "index_sizes", "memory_index", "refresh_index"]

@@ -19,9 +19,15 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brain.model.errors import StoreUnavailable
+from brain.providers.embeddings import Embedder
+from brain.store.chroma import ChromaAccess, open_cosine_collection
+from brain.wiring import get_embedder
+
+if TYPE_CHECKING:
+    from brain.store.facade import Store
 
 LIVE_SUFFIX = "__live"
 #: the id of the one record of the pointer collection
@@ -169,8 +175,74 @@ def swapped(state: PointerState, to: str, *, rate: float = 0.0) -> PointerState:
             Generation(to, build.embedder, build.dimension, time.time(), rate)
         ]
     else:
-        kept = [g for g in kept if g.collection != to] + [replace(state.kept_named(to), since=time.time())]
+        held = state.kept_named(to)
+        assert held is not None  # callers swap to the build or to a kept collection
+        kept = [g for g in kept if g.collection != to] + [replace(held, since=time.time())]
     return replace(state, live=to, kept=tuple(kept), building=None, swapped_at=time.time(), previous=state.live)
+
+
+def follow_live(store: Store, *, embedder: Embedder | None = None, since: int | None = None) -> bool:
+    """Serve from ``store`` the collection the live pointer names now, if it is another one (a re-index
+    swapped it, in this process or another): with ``embedder``, or one built for the model that
+    collection records. Returns whether the store moved. Under the store's lock, so no write or
+    applied feed record straddles the move.
+
+    ``since``: the change-feed sequence of the swap. The store's writes numbered after it went to the
+    old collection (it had not seen the swap yet); they are copied into the new one, embedded with its
+    model, and announced again, so no write is lost to the swap."""
+    with store._lock:
+        live = live_collection(store.client, store.settings.collection)
+        if live == store.collection_name and embedder is None:
+            return False
+        recorded = store.client.get_collection(live, embedding_function=None).metadata or {}
+        if embedder is None:
+            embedder = (
+                store.embedder
+                if recorded.get("embedder") == store.embedder.name
+                else get_embedder(store.settings.model_copy(update={"embedder": recorded.get("embedder")}))
+            )
+        old = store.chroma
+        store.collection_name = live
+        store._bind(
+            open_cosine_collection(
+                store.client,
+                live,
+                embedder,
+                schema_version=1,
+                switch=f"the live collection {live!r} changed model while it was opened",
+                rename="use another BRAIN_COLLECTION",
+            ),
+            embedder,
+        )
+        if since is not None:
+            _carry_late_writes(store, old, since)
+        return True
+
+
+def _carry_late_writes(store: Store, old: ChromaAccess, since: int) -> None:
+    """Copy ``store``'s writes numbered after ``since`` from ``old`` into the live collection."""
+    writer = store.feed_writer
+    if writer is None:
+        return
+    ids = list(
+        dict.fromkeys(
+            i for r in writer.feed.after(since) if r.writer == writer.writer and r.op != "swap" for i in r.ids
+        )
+    )
+    if not ids:
+        return
+    rows = {
+        i: (d or "", dict(m or {}))
+        for page in old.get_ids(ids, ["documents", "metadatas"])
+        for i, d, m in zip(page["ids"], page["documents"], page["metadatas"])
+    }
+    gone = [i for i in ids if i not in rows]
+    if gone:
+        store.chroma.delete(gone)
+    if rows:
+        texts = [t for t, _ in rows.values()]
+        store.chroma.upsert(list(rows), texts, [m for _, m in rows.values()], store.embedder.embed_documents(texts))
+    store._writes.restate(ids)  # numbered again: the other processes fetch them from the live collection
 
 
 __all__ = [
@@ -178,6 +250,7 @@ __all__ = [
     "Build",
     "Generation",
     "PointerState",
+    "follow_live",
     "initial_state",
     "live_collection",
     "pointer_name",

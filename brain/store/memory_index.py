@@ -11,8 +11,9 @@ parts of the score and the filters are vector operations. The row kind comes fro
 active memory, a part (``part_of``: a chunk or vector row, ranked only when asked for), superseded
 (``status: superseded``: ranked only by searches of every row, and by searches of a past time, ``at``,
 that fall in its validity window) or retired (another inactive ``status``: ranked only by searches of
-every row). A memory past its ``expires_at`` is left out of every search but those of every row. The store keeps it in step with every write
-it makes, and rebuilds it from Chroma when it notices that someone else changed the collection.
+every row). A memory past its ``expires_at`` is left out of every search but those of every row. The
+store keeps it in step with every write it makes, and rebuilds it from Chroma when it notices that
+someone else changed the collection.
 
 :class:`MemoryIndex` is longer than most classes here: the arrays must change together on every add,
 replace and remove, and keeping those operations in one class keeps that invariant in one place.
@@ -166,6 +167,20 @@ def _time(meta: dict[str, Any], key: str, problems: dict[str, str]) -> float | N
 class MemoryIndex:
     """Exact top-k over memory vectors. Thread-safe."""
 
+    # the per-row arrays of _ARRAYS, allocated (and grown) by _alloc
+    _f32: np.ndarray
+    _i8: np.ndarray
+    _scale: np.ndarray
+    _qerr: np.ndarray
+    _importance: np.ndarray
+    _epoch: np.ndarray
+    _used: np.ndarray
+    _scope: np.ndarray
+    _kind: np.ndarray
+    _from: np.ndarray
+    _until: np.ndarray
+    _expires: np.ndarray
+
     def __init__(self, dimension: int, capacity: int = 1024):
         self.dimension = dimension
         self._lock = threading.RLock()
@@ -190,7 +205,7 @@ class MemoryIndex:
     def _alloc(self, capacity: int) -> None:
         old_n = self._n if hasattr(self, "_f32") else 0  # the rows kept from the arrays being replaced
         for name, (dtype, per_dimension) in _ARRAYS.items():
-            arr = np.zeros((capacity, self.dimension) if per_dimension else capacity, dtype=dtype)
+            arr: np.ndarray = np.zeros((capacity, self.dimension) if per_dimension else capacity, dtype=dtype)
             if old_n:
                 arr[:old_n] = getattr(self, name)[:old_n]
             setattr(self, name, arr)
@@ -295,9 +310,9 @@ class MemoryIndex:
                 self._metas[row] = dict(meta)
                 self._tags[row] = values["tags"]
             if unusable:  # a row rewritten into something unusable leaves the index
-                problems = {doc_id: self._problems[doc_id] for doc_id in unusable}
+                kept = {doc_id: self._problems[doc_id] for doc_id in unusable}
                 self.remove(unusable)
-                self._problems.update(problems)
+                self._problems.update(kept)
         if reported:
             log.warning(
                 "%d stored rows hold values the index cannot use (RagStore.index_problems() lists them): %s",
@@ -382,7 +397,14 @@ class MemoryIndex:
         what does not fit (a missing array, a shape, a dtype, rows of another length)."""
         ids, texts, metas, tags, scopes = (rows.get(key) for key in ("ids", "texts", "metas", "tags", "scopes"))
         problems = rows.get("problems")
-        if not all(isinstance(v, list) for v in (ids, texts, metas, tags, scopes)) or not isinstance(problems, dict):
+        if not (
+            isinstance(ids, list)
+            and isinstance(texts, list)
+            and isinstance(metas, list)
+            and isinstance(tags, list)
+            and isinstance(scopes, list)
+            and isinstance(problems, dict)
+        ):
             raise ValueError("rows need the lists ids, texts, metas, tags, scopes and the mapping problems")
         n = len(ids)
         if not len(texts) == len(metas) == len(tags) == n or len(set(ids)) != n:
@@ -410,12 +432,12 @@ class MemoryIndex:
         # what the rows claim must be what the arrays hold: a row is ranked by its arrays and shown with its
         # metadata, so a scope code another scope's row carries would show that row to the wrong entity
         for name, (dtype, _) in _ARRAYS.items():
-            values = arrays[name.lstrip("_")]
+            column = arrays[name.lstrip("_")]
             if not np.issubdtype(np.dtype(dtype), np.floating):
                 continue
-            if name in _OPEN_ENDED and (np.isnan(values).any() or (values == -np.inf).any()):
+            if name in _OPEN_ENDED and (np.isnan(column).any() or (column == -np.inf).any()):
                 raise ValueError(f"array {name.lstrip('_')} holds NaN or minus infinity")
-            if name not in _OPEN_ENDED and not np.isfinite(values).all():
+            if name not in _OPEN_ENDED and not np.isfinite(column).all():
                 raise ValueError(f"array {name.lstrip('_')} holds values that are not finite (NaN or infinity)")
         for row, (meta, code) in enumerate(zip(metas, codes.tolist())):
             if meta.get("scope", GLOBAL_SCOPE) != scopes[code]:
@@ -607,13 +629,13 @@ class MemoryIndex:
         if at is not None:
             rows = "held"
         q = ranking.normalize_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
-        gate = {"floor": weights.floor, "margin": weights.margin}
+        gate_floor, gate_margin = weights.floor, weights.margin
         with self._lock:
             n = self._n
             if n == 0 or k <= 0:
-                return GatedHits(**gate)
-            rows = self._candidate_rows(scopes, tags, min_importance, equals, rows, now, at)
-            candidates = n if rows is None else int(rows.size)
+                return GatedHits(floor=gate_floor, margin=gate_margin)
+            picked = self._candidate_rows(scopes, tags, min_importance, equals, rows, now, at)
+            candidates = n if picked is None else int(picked.size)
             imp_part = ranking.importance_part(self._importance[:n], weights)
             rec_part = self._recency(now, weights)
             static = imp_part + rec_part
@@ -631,31 +653,31 @@ class MemoryIndex:
                 return ranking.float_dots(q, f32[sel])
 
             below = 0
-            if rows is not None and rows.size <= max(SMALL_CANDIDATE_SET, 4 * k):
-                sims = exact(rows)
-                lex = 0.0 if lex_part is None else lex_part[rows]
+            if picked is not None and picked.size <= max(SMALL_CANDIDATE_SET, 4 * k):
+                sims = exact(picked)
+                lex = 0.0 if lex_part is None else lex_part[picked]
                 if needs_match:
-                    match = self._band_match(texts, rows, sims + lex, sims + lex, weights)
+                    match = self._band_match(texts, picked, sims + lex, sims + lex, weights)
                 if weights.gated:
-                    order, below = ranking.gated_top_k_reference(
+                    positions, below = ranking.gated_top_k_reference(
                         sims,
                         lex,
-                        static[rows],
-                        [ids[r] for r in rows],
+                        static[picked],
+                        [ids[r] for r in picked],
                         k,
                         weights,
-                        self._importance[rows],
-                        None if match is None else match[rows],
+                        self._importance[picked],
+                        None if match is None else match[picked],
                     )
-                    order = np.asarray(order, dtype=np.intp)
+                    order = np.asarray(positions, dtype=np.intp)
                 else:
-                    totals = weights.similarity * (sims + lex) + static[rows]
-                    order = ranking.top_k_positions(totals, lambda i: ids[rows[i]], k)
-                top, top_sims = rows[order], sims[order]
+                    totals = weights.similarity * (sims + lex) + static[picked]
+                    order = ranking.top_k_positions(totals, lambda i: ids[picked[i]], k)
+                top, top_sims = picked[order], sims[order]
             else:
                 approx, slack = ranking.approx_similarities(q, self._i8[:n], self._scale[:n], self._qerr[:n])
                 if needs_match:
-                    cand = np.arange(n) if rows is None else rows
+                    cand = np.arange(n) if picked is None else picked
                     lex = 0.0 if lex_part is None else lex_part[cand]
                     match = self._band_match(
                         texts, cand, approx[cand] - slack[cand] + lex, approx[cand] + slack[cand] + lex, weights
@@ -669,7 +691,7 @@ class MemoryIndex:
                         k,
                         exact,
                         weights,
-                        candidates=rows,
+                        candidates=picked,
                         keys=self._ids,
                         importance=self._importance[:n],
                         match=match,
@@ -677,7 +699,7 @@ class MemoryIndex:
                 else:
                     with_lex = static if lex_part is None else static + weights.similarity * lex_part
                     top, top_sims = ranking.bounded_top_k(
-                        with_lex, approx, slack, k, exact, weights.similarity, candidates=rows, keys=self._ids
+                        with_lex, approx, slack, k, exact, weights.similarity, candidates=picked, keys=self._ids
                     )
             if match is not None:  # the hits' own matches, for the floor each reached
                 unknown = np.asarray(top)[np.isnan(match[top])]
@@ -705,4 +727,4 @@ class MemoryIndex:
                         floor=floor,
                     )
                 )
-            return GatedHits(hits, candidates=candidates, below_floor=below, **gate)
+            return GatedHits(hits, candidates=candidates, below_floor=below, floor=gate_floor, margin=gate_margin)

@@ -27,7 +27,7 @@ from brain.rules.filters import to_chroma_where
 from brain.rules.memories import created, merge_duplicate, same_text
 from brain.store.chroma import ChromaAccess
 from brain.store.events import Op, WriteEvent, WriteEvents
-from brain.store.plan import POSITION_FIELDS, PreparedDoc, WritePlan, WriteResult
+from brain.store.plan import POSITION_FIELDS, PreparedDoc, WritePlan, WriteResult, as_memory
 from brain.store.positions import PositionClaims
 from brain.store.write_intents import PriorVersion, WriteIntent, WriteIntentLog
 
@@ -72,8 +72,8 @@ class WritePipeline:
         if unique:
             unique = self._embed_missing(unique)
             sequence = self._commit_upsert(unique)
-        positions = {d.id: getattr(d.metadata, POSITION_FIELDS[d.type]) for d in docs if d.type in POSITION_FIELDS}
-        return WriteResult(tuple(d.id for d in docs), positions, sequence)
+        positions = {d.key: getattr(d.metadata, POSITION_FIELDS[d.type]) for d in docs if d.type in POSITION_FIELDS}
+        return WriteResult(tuple(d.key for d in docs), positions, sequence)
 
     def _stored(self, ids: Iterable[str], known: Stored) -> Stored:
         missing = [i for i in dict.fromkeys(ids) if i not in known]
@@ -102,16 +102,8 @@ class WritePipeline:
         for attempt in range(1, 50):
             if not derived:
                 return
-            self._stored((docs[n].id for n in derived), stored)
-            taken = [
-                n
-                for n in derived
-                if stored[docs[n].id] is not None
-                and (
-                    not same_text(stored[docs[n].id][0] or "", docs[n].text)
-                    or (stored[docs[n].id][1] or {}).get("status") == "superseded"
-                )
-            ]
+            self._stored((docs[n].key for n in derived), stored)
+            taken = [n for n in derived if _taken(stored[docs[n].key], docs[n].text)]
             for n in taken:
                 docs[n] = docs[n].with_(id=memory_id(docs[n].text, docs[n].metadata.scope, attempt))
             derived = taken
@@ -189,7 +181,7 @@ class WritePipeline:
     def _merge_existing_memories(self, unique: list[PreparedDoc], stored: Stored) -> list[PreparedDoc]:
         """Memories already stored under their id merge with the stored version; returns ``unique``
         without the writes that would change nothing but the time."""
-        ids = [d.id for d in unique if d.type == DocType.MEMORY.value]
+        ids = [d.key for d in unique if d.type == DocType.MEMORY.value]
         if not ids:
             return unique
         self._stored(ids, stored)
@@ -197,7 +189,7 @@ class WritePipeline:
         out: list[PreparedDoc] = []
         keep_vector: list[int] = []
         for d in unique:
-            text, old = stored.get(d.id) or (None, None)
+            text, old = stored.get(d.key) or (None, None)
             if not (old and old.get("type") == DocType.MEMORY.value and d.type == DocType.MEMORY.value):
                 out.append(d)
                 continue
@@ -205,12 +197,12 @@ class WritePipeline:
             if old_model is None:  # unreadable as stored: the new write replaces it
                 log.warning(
                     "memory %s as stored cannot be read (%s); replaced by the new write",
-                    d.id,
+                    d.key,
                     "; ".join(problems.values()),
                 )
                 out.append(d)
                 continue
-            d = d.with_(metadata=merge_duplicate(old_model, d.metadata))
+            d = d.with_(metadata=merge_duplicate(as_memory(old_model), d.metadata))
             if same_text(text or "", d.text):
                 if not problems and _same_content(old_model, d.metadata):
                     continue
@@ -220,12 +212,12 @@ class WritePipeline:
         if keep_vector:
             vectors = {
                 i: v
-                for page in self.chroma.get_ids([out[n].id for n in keep_vector], ["embeddings"])
+                for page in self.chroma.get_ids([out[n].key for n in keep_vector], ["embeddings"])
                 for i, v in zip(page["ids"], page["embeddings"])
             }
             for n in keep_vector:
-                if out[n].id in vectors:
-                    out[n] = out[n].with_(vector=np.asarray(vectors[out[n].id], dtype=np.float32))
+                if out[n].key in vectors:
+                    out[n] = out[n].with_(vector=np.asarray(vectors[out[n].key], dtype=np.float32))
         return out
 
     def _embed_missing(self, unique: list[PreparedDoc]) -> list[PreparedDoc]:
@@ -244,10 +236,10 @@ class WritePipeline:
         return out
 
     def _commit_upsert(self, unique: list[PreparedDoc]) -> int:
-        ids = [d.id for d in unique]
+        ids = [d.key for d in unique]
         texts = [d.text for d in unique]
         metas = [d.metadata.to_chroma() for d in unique]
-        vectors = np.stack([d.vector for d in unique]).astype(np.float32, copy=False)
+        vectors = np.stack([d.embedded for d in unique]).astype(np.float32, copy=False)
         self.resolve_kept()
         prior = self.snapshot(ids)
         payload = _replacing(ids, metas, prior)
@@ -399,11 +391,11 @@ def _merge_duplicates(docs: list[PreparedDoc]) -> list[PreparedDoc]:
     spelling of the text is kept), others: last wins."""
     by_id: dict[str, PreparedDoc] = {}
     for d in docs:
-        prev = by_id.get(d.id)
+        prev = by_id.get(d.key)
         if prev is not None and prev.type == d.type == DocType.MEMORY.value:
             merged = merge_duplicate(prev.metadata, d.metadata)
             d = prev.with_(metadata=merged) if same_text(prev.text, d.text) else d.with_(metadata=merged)
-        by_id[d.id] = d
+        by_id[d.key] = d
     return list(by_id.values())
 
 
@@ -412,7 +404,7 @@ def _refuse_scope_moves(unique: list[PreparedDoc], stored: Stored) -> None:
     would move the memory to where other entities see it: refused, the whole batch."""
     problems = []
     for d in unique:
-        old = (stored.get(d.id) or (None, None))[1]
+        old = (stored.get(d.key) or (None, None))[1]
         if (
             old
             and old.get("type") == d.type == DocType.MEMORY.value
@@ -422,13 +414,21 @@ def _refuse_scope_moves(unique: list[PreparedDoc], stored: Stored) -> None:
                 Problem(
                     "scope",
                     (
-                        f"memory {d.id!r} is stored in scope {old.get('scope')!r}, not {d.metadata.scope!r}: a memory's "
-                        f"scope never changes; store it without an id, or delete the old one first"
+                        f"memory {d.id!r} is stored in scope {old.get('scope')!r}, not {d.metadata.scope!r}: "
+                        f"a memory's scope never changes; store it without an id, or delete the old one first"
                     ),
                 )
             )
     if problems:
         raise ValidationError("; ".join(p.message for p in problems) + " (nothing was written)", problems)
+
+
+def _taken(held: tuple[str, dict[str, Any]] | None, text: str) -> bool:
+    """Whether a stored row ``held`` keeps its id from a memory saying ``text``: it says something else
+    (changed in place) or it is history (superseded)."""
+    if held is None:
+        return False
+    return not same_text(held[0] or "", text) or (held[1] or {}).get("status") == "superseded"
 
 
 # what a repeated write may move without it counting as a change
@@ -439,8 +439,11 @@ def _same_content(old: Any, merged: Any) -> bool:
     """Whether ``merged`` says nothing ``old`` did not: equal apart from the later time."""
     if created(old) != created(merged):
         return False
-    strip = lambda meta: {k: v for k, v in meta.to_chroma().items() if k not in _TIME_KEYS}
-    return strip(old) == strip(merged)
+    return _without_times(old) == _without_times(merged)
+
+
+def _without_times(meta: Any) -> dict[str, Any]:
+    return {k: v for k, v in meta.to_chroma().items() if k not in _TIME_KEYS}
 
 
 def _replacing(ids: list[str], metas: list[dict[str, Any]], prior: Mapping[str, PriorVersion]) -> list[dict[str, Any]]:

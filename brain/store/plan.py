@@ -13,8 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from brain.model.errors import Problem, ValidationError
-from brain.model.schemas import DocType, memory_text_problem, read_for_rewrite, utc_now, validate_metadata
+from brain.model.errors import BrainError, Problem, ValidationError
+from brain.model.results import Document
+from brain.model.schemas import (
+    BaseMetadata,
+    DocType,
+    MemoryMetadata,
+    memory_text_problem,
+    read_for_rewrite,
+    utc_now,
+    validate_metadata,
+)
 from brain.rules.memories import created
 from brain.rules.ranking import to_unit_length
 
@@ -34,6 +43,20 @@ class PreparedDoc:
     @property
     def type(self) -> str:
         return self.metadata.type
+
+    @property
+    def key(self) -> str:
+        """The id, once assigned (the pipeline assigns every id before it reads one)."""
+        if self.id is None:
+            raise BrainError("a document's id was read before the write pipeline assigned it")
+        return self.id
+
+    @property
+    def embedded(self) -> np.ndarray:
+        """The vector, once embedded (the pipeline embeds every document before it commits)."""
+        if self.vector is None:
+            raise BrainError(f"document {self.id!r} was committed before it was embedded")
+        return self.vector
 
     def with_(self, **changes: Any) -> PreparedDoc:
         return replace(self, **changes)
@@ -69,6 +92,18 @@ POSITION_FIELDS = {"turn": "turn_index", "summary": "summary_index"}
 UNREADABLE_MEMORY = "delete it and store it again (nothing was written)"
 
 
+def as_memory(meta: BaseMetadata) -> MemoryMetadata:
+    """``meta`` read with the memory model (``read_stored`` / ``read_for_rewrite`` of a memory), typed as one."""
+    if not isinstance(meta, MemoryMetadata):
+        raise BrainError(f"expected memory metadata, got {type(meta).__name__}")
+    return meta
+
+
+def stored_memory(old: Document) -> MemoryMetadata:
+    """Memory ``old``'s metadata as stored, read for a rewrite (:data:`UNREADABLE_MEMORY` when it cannot be)."""
+    return as_memory(read_for_rewrite(DocType.MEMORY, old.id, old.metadata, UNREADABLE_MEMORY))
+
+
 def memory_edit(
     old: Any,
     text: str | None,
@@ -82,7 +117,7 @@ def memory_edit(
     """The document that replaces memory ``old`` (a Document with its vector) in an in-place edit:
     the given values replace the old ones; ``created_at`` keeps the first time; an unchanged text
     keeps its vector (a new one is embedded again)."""
-    old_meta = read_for_rewrite(DocType.MEMORY, old.id, old.metadata, UNREADABLE_MEMORY)
+    old_meta = stored_memory(old)
     meta = old_meta.model_dump(by_alias=True, exclude_none=True)
     meta["created_at"] = created(old_meta)
     if replace_metadata:

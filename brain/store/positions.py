@@ -28,11 +28,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brain.model.errors import StoreUnavailable
 from brain.store.chroma import GuardedCollection
+
+if TYPE_CHECKING:
+    from brain.store.facade import Store
 
 log = logging.getLogger(__name__)
 
@@ -144,4 +148,14 @@ class PositionClaims:
         return [Block(int(m["start"]), int(m["end"]), str(m["writer"])) for m in got["metadatas"]]
 
 
-__all__ = ["OWNER", "POSITIONS_SUFFIX", "Block", "PositionClaims", "block_id", "owner_id"]
+def release_positions(store: Store, conversations: Sequence[str]) -> None:
+    """Forget the positions ``store`` claimed for ``conversations`` across processes, once their turns
+    and summaries are deleted: such an id used again starts at ``turn_index`` 1 (without a change feed,
+    positions come from the stored documents alone, and there is nothing to forget)."""
+    claims = store._writes.positions
+    if claims is not None:
+        with store._lock:
+            claims.release(list(conversations))
+
+
+__all__ = ["OWNER", "POSITIONS_SUFFIX", "Block", "PositionClaims", "block_id", "owner_id", "release_positions"]

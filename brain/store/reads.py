@@ -3,7 +3,7 @@ lists, with the type and scope checks done here when Chroma would do them slowly
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,18 +23,20 @@ def get_documents(
     limit: int | None,
     offset: int | None,
     include_embeddings: bool,
-    scopes: Sequence[str] | None,
+    scopes: Collection[str] | None,
 ) -> list[Document]:
     """Documents by id and/or filter (ids keep their order; missing ids are skipped); with ``scopes``,
     only documents in those scopes."""
     include = ["documents", "metadatas"] + (["embeddings"] if include_embeddings else [])
+    pages: Iterable[dict[str, Any]]
     if ids is not None:
         ids = list(ids)
-        pages = pages_of_ids(chroma, ids, where, doc_type, include)
+        found = pages_of_ids(chroma, ids, where, doc_type, include)
         if scopes is not None:
-            pages = [keep_scopes(page, scopes) for page in pages]
+            found = [keep_scopes(page, scopes) for page in found]
         if limit is not None or offset is not None:
-            pages = [_slice_page(merge_pages(pages), offset or 0, limit)]
+            found = [_slice_page(merge_pages(found), offset or 0, limit)]
+        pages = found
     else:
         pages = chroma.pages(to_chroma_where(where, type=doc_type, scope=scopes), include, limit, offset)
     docs = [doc for page in pages for doc in page_documents(page)]
@@ -66,7 +68,7 @@ def find_ids(
     *,
     where: dict[str, Any] | None,
     doc_type: str | None,
-    scopes: Sequence[str] | None,
+    scopes: Collection[str] | None,
 ) -> list[str]:
     """The stored ids among ``ids`` (or all) that match ``where``, ``doc_type`` and ``scopes``."""
     if ids is None:
@@ -91,12 +93,12 @@ def pages_of_ids(
     return pages
 
 
-def keep_scopes(page: dict[str, Any], scopes: Sequence[str]) -> dict[str, Any]:
+def keep_scopes(page: dict[str, Any], scopes: Collection[str]) -> dict[str, Any]:
     """``page`` without the documents outside ``scopes`` (a document without a scope is global)."""
     return _keep_rows(page, lambda m: m.get("scope", GLOBAL_SCOPE) in scopes)
 
 
-def _keep_rows(page: dict[str, Any], keep_meta) -> dict[str, Any]:
+def _keep_rows(page: dict[str, Any], keep_meta: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     keep = [n for n, m in enumerate(page.get("metadatas") or []) if keep_meta(m or {})]
     out = dict(page)
     for key in ("ids", "documents", "metadatas", "embeddings"):

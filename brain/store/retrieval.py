@@ -6,23 +6,25 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from brain.config import Settings
 from brain.model.errors import ValidationError
-from brain.model.results import Document, GatedHits, Hit
+from brain.model.results import Document, GatedHits, Hit, MemoryHit
 from brain.model.schemas import (
     GLOBAL_SCOPE,
     DocType,
     check_k,
+    check_last_used,
     entity_scope,
     from_chroma,
     parse_timestamp,
     valid_conversation_id,
+    valid_name,
 )
 from brain.providers.embeddings import Embedder
 from brain.rules.filters import to_chroma_where
@@ -30,9 +32,12 @@ from brain.rules.memories import search_scopes
 from brain.rules.ranking import ScoreWeights
 from brain.rules.relevance import METADATA_KEY, Calibration, calibrate, recorded
 from brain.store.chroma import ChromaAccess
-from brain.store.indexes import InProcessState
+from brain.store.indexes import InProcessState, memory_index
 from brain.store.plan import check_vector
 from brain.store.reads import get_documents, type_value
+
+if TYPE_CHECKING:
+    from brain.store.facade import Store
 
 # persona, faq and summaries rank by similarity alone
 SIMILARITY_ONLY = ScoreWeights(similarity=1.0, importance=0.0, recency=0.0)
@@ -221,7 +226,7 @@ class Retrieval:
                 raise ValidationError("query must be a non-empty string")
             return self.embedder.embed_query(query)
         vec, problem = check_vector(query_vector, self.dimension)
-        if problem:
+        if problem or vec is None:
             raise ValidationError(f"query_vector: {problem}")
         return vec
 
@@ -307,4 +312,47 @@ def _epoch(now: datetime | str | float | None, field: str = "now") -> float:
     return float(now)
 
 
-__all__ = ["SIMILARITY_ONLY", "Retrieval", "VersionRule"]
+def core_memories(
+    store: Store,
+    entity: str,
+    k: int | None = None,
+    *,
+    query: str | None = None,
+    query_vector: np.ndarray | None = None,
+    min_importance: int | None = None,
+    now: datetime | float | None = None,
+) -> list[MemoryHit]:
+    """The facts about ``entity`` a context always shows, whatever the message: its own current memories
+    in ``store`` (never global ones or another entity's) of at least ``min_importance`` (default
+    ``RAG_CORE_MIN_IMPORTANCE``), most important first, then the closest to ``query`` (or
+    ``query_vector``), then the newest; ``k`` defaults to ``RAG_CORE_TOP_K``."""
+    s = store.settings
+    k = s.core_top_k if k is None else check_k(k)
+    floor = s.core_min_importance if min_importance is None else min_importance
+    return store.retrieval.core_memories(valid_name(entity), k, floor, query, query_vector, now)
+
+
+def record_memory_use(store: Store, used: Mapping[str, float]) -> int:
+    """Persist when memories of ``store`` were last retrieved: ``{memory id: epoch}`` -> ``last_used`` in
+    their metadata (never moved back in time), as a ``metadata`` write: intent-logged and announced to the
+    subscribers like any write (the mirror keeps content, not access times, so it skips it). Only
+    ``last_used`` is sent, so values another process changed meanwhile are kept. Memories deleted
+    meanwhile are skipped. Returns how many were written."""
+    times, bad = {}, []
+    for key, value in used.items():
+        try:
+            times[key] = check_last_used(value)
+        except ValueError:
+            bad.append(key)
+    if bad:
+        raise ValidationError.of(
+            "used", f"last-use times must be epoch seconds (finite, >= 0); bad entries for {bad[:5]}"
+        )
+    with store._lock:
+        metas = memory_index(store).set_last_used(times)
+        if metas:
+            store._writes.update_metadata({i: {"last_used": m["last_used"]} for i, m in metas.items()})
+    return len(metas)
+
+
+__all__ = ["SIMILARITY_ONLY", "Retrieval", "VersionRule", "core_memories", "record_memory_use"]

@@ -9,11 +9,12 @@ Chroma deletes a document's rows, but its text survives in the file in three pla
 - the freed space of the pages the rows were in.
 
 :func:`scrub_deleted` clears each, for documents already deleted through the store: the queue
-records of those documents (by id, or by the scope they were in) written before their delete lose their metadata (the only part holding text;
-their vectors stay, because the vector index replays the queue from its last persisted point and the
-later delete record still removes them), the FTS index is merged (``optimize``), and the file is
-vacuumed, which writes every live page afresh and drops the free ones. ``chroma utils vacuum`` does the
-same vacuum; Chroma documents it as safe while a client is connected, waiting for the database lock.
+records of those documents (by id, or by the scope they were in) written before their delete lose their
+metadata (the only part holding text; their vectors stay, because the vector index replays the queue
+from its last persisted point and the later delete record still removes them), the FTS index is merged
+(``optimize``), and the file is vacuumed, which writes every live page afresh and drops the free ones.
+``chroma utils vacuum`` does the same vacuum; Chroma documents it as safe while a client is connected,
+waiting for the database lock.
 
 A Chroma server (``BRAIN_CHROMA_URL``) keeps its file out of brain's reach: nothing is done there.
 """
@@ -27,9 +28,12 @@ import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brain.model.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from brain.store.facade import Store
 
 #: the embedded store's file under ``<data dir>/chroma``
 CHROMA_FILE = "chroma.sqlite3"
@@ -143,6 +147,16 @@ def clear_unused_index_space(chroma_dir: Path) -> int:
         for name, slot in (("data_level0.bin", per_element), (_LENGTHS, _LENGTH_SLOT)):
             changed += _zero_tail(header.with_name(name), max_elements * slot, used * slot)
     return changed
+
+
+def clear_store_index_space(store: Store) -> int:
+    """Zero the vector index files' unused slots of ``store`` now (:func:`clear_unused_index_space`): on
+    the embedded store this process holds, under the store's lock, so no write of Chroma's index happens
+    meanwhile. Returns how many files changed (0 on a Chroma server, whose files are its own)."""
+    if store._dir_lock is None:
+        return 0
+    with store._lock:
+        return clear_unused_index_space(store.settings.data_dir / "chroma")
 
 
 #: one link-list length per element, a 4-byte unsigned integer each

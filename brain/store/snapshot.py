@@ -60,15 +60,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from brain.config import Settings, key_dir_problem
-from brain.model.errors import ConfigError, StoreError, StoreUnavailable
+from brain.model.errors import BrainError, ConfigError, StoreError, StoreUnavailable
 from brain.model.schemas import GLOBAL_SCOPE
 from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.memory_index import MemoryIndex
+
+if TYPE_CHECKING:
+    from brain.store.facade import Store
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +141,7 @@ class KeyFile:
 
     def __init__(self, settings: Settings):
         key_dir = settings.snapshot_key_dir
+        assert key_dir is not None  # Settings resolves it (default: under XDG_STATE_HOME)
         problem = key_dir_problem(key_dir, settings.data_dir)  # settings changed after validation
         if problem:
             raise ConfigError(problem)
@@ -368,7 +372,7 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
                 indexes[doc_type] = MemoryIndex.restore(identity.dimension, arrays, rows)
                 held[doc_type] = _scope_counts(rows["metas"])
             sequence, feed_id, count = header.get("sequence"), header.get("feed_id"), header.get("count")
-            if not (sequence is None or _whole(sequence)) or not _whole(count):
+            if not (sequence is None or _whole(sequence)) or not isinstance(count, int) or not _whole(count):
                 raise SnapshotUnusable(f"its sequence {sequence!r} or count {count!r} is not a whole number")
             claimed = header.get("scopes")
             for doc_type in indexes:
@@ -572,6 +576,30 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def save_index_snapshot(store: Store) -> Path | None:
+    """Save ``store``'s in-process indexes (built first if need be) to the index snapshot
+    (BRAIN_INDEX_SNAPSHOT_PATH, else in the data directory), which the next open loads instead of
+    reading the whole collection; the store also saves it when it closes. Returns the file, or None when
+    snapshots are off (BRAIN_INDEX_SNAPSHOT) or could not be proven current later (a Chroma server
+    without the change feed)."""
+    if store.state.snapshots is None:
+        return None
+    store.state.index_for("memory")  # builds the indexes
+    return store.state.save_snapshot()
+
+
+def save_snapshot_at_close(store: Store) -> None:
+    """Save ``store``'s snapshot when it changed since it was loaded or saved; a failure is logged, as
+    closing goes on (the next start rebuilds instead)."""
+    keeper = store.state.snapshots
+    if keeper is None or keeper.current:
+        return
+    try:
+        store.state.save_snapshot()
+    except (OSError, BrainError) as exc:
+        log.warning("could not save the index snapshot %s: %s", keeper.path, exc)
+
+
 __all__ = [
     "DIRECTORY",
     "FORMAT",
@@ -584,6 +612,8 @@ __all__ = [
     "SnapshotUnusable",
     "drop_server_key",
     "read_snapshot",
+    "save_index_snapshot",
+    "save_snapshot_at_close",
     "snapshot_key",
     "snapshot_path",
     "write_snapshot",

@@ -59,6 +59,7 @@ from brain.model.schemas import (
 )
 from brain.providers.summarizers import ExtractiveSummarizer, Summarizer
 from brain.rules.memories import may_read
+from brain.store.retrieval import core_memories
 from brain.wiring import get_extractor, get_summarizer
 
 if TYPE_CHECKING:
@@ -309,7 +310,7 @@ class ChatMemory:
         need one without sharing a word or much meaning with it."""
         s = self.settings
         items, used = [], 0
-        for hit in self.store.core_memories(entity, s.core_top_k, query_vector=vector):
+        for hit in core_memories(self.store, entity, s.core_top_k, query_vector=vector):
             if hit.id in shown:
                 continue
             scores = {"importance": float(hit.metadata.get("importance") or 0), "similarity": hit.similarity}

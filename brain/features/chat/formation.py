@@ -16,7 +16,7 @@ One run of a batch:
 2. the model is asked (:mod:`brain.rules.formation`); an answer it refuses gets one repair request showing
    every problem;
 3. the facts are applied in **one write** together with the summary marked ``done``
-   (:meth:`brain.store.Store.apply_changes`): a process killed meanwhile leaves all of it or none of it, and
+   (:func:`brain.store.history.apply_changes`): a process killed meanwhile leaves all of it or none of it, and
    the batch pending. New memories are ``source: chat`` with the ``conversation_id``, the ids of the turns
    they come from (``source_turns``), ``valid_from`` (the fact's, else its last turn's time) and ``expires_at``;
 4. a model that is down, slow or answers what is refused (also at the write: a memory superseded meanwhile)
@@ -78,6 +78,8 @@ from brain.rules.formation import (
     repair_messages,
 )
 from brain.store import SIMILARITY_ONLY, AppliedChanges, MemoryChange
+from brain.store.history import apply_changes
+from brain.store.indexes import memory_index
 from brain.wiring import formation_off_reason
 
 if TYPE_CHECKING:
@@ -459,8 +461,8 @@ class Formation:
             summary, {**_counted(summary, attempts, spent), "formation": "done", "formation_facts": len(changes)}
         )
         done.pop("formation_error", None)
-        return self.store.apply_changes(
-            changes, scope=scope, source="chat", conversation_id=conversation_id, with_docs=[done]
+        return apply_changes(
+            self.store, changes, scope=scope, source="chat", conversation_id=conversation_id, with_docs=[done]
         )
 
     def candidates(self, turns: Sequence[Document], scope: str) -> list[Candidate]:
@@ -471,7 +473,7 @@ class Formation:
         if k <= 0:
             return []
         vector = self.store.embedder.embed_query("\n".join(t.text for t in turns))
-        hits = self.store.memory_index().search(vector, k, SIMILARITY_ONLY, time.time(), frozenset({scope}))
+        hits = memory_index(self.store).search(vector, k, SIMILARITY_ONLY, time.time(), frozenset({scope}))
         floor = self.store.retrieval.calibration().floor(CANDIDATE_FLOOR_Z)
         return [
             Candidate(

@@ -7,7 +7,7 @@ the buffer is persisted about every second by the summary worker, and by :meth:`
 (called by ``wait_for_summaries`` and ``close``).
 
 **Where it is written: the index and Chroma, not the mirror, and not through the write path.**
-Persisting goes through :meth:`RagStore.record_memory_use`, which checks the values are epoch seconds,
+Persisting goes through :func:`brain.store.retrieval.record_memory_use`, which checks the values are epoch seconds,
 never moves a ``last_used`` back in time, skips memories deleted meanwhile, and merges the one key
 into Chroma's stored metadata. It deliberately bypasses the full write path, because:
 
@@ -33,6 +33,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from brain.model.errors import BrainError
+from brain.store.indexes import memory_index
+from brain.store.retrieval import record_memory_use
 
 if TYPE_CHECKING:
     from brain.store import Store
@@ -64,7 +66,7 @@ class AccessTracker:
     def note(self, ids: Sequence[str]) -> None:
         """The memories ``ids`` were used now: ranking sees it at once; it is persisted at the next flush."""
         now = self.clock()
-        self.store.memory_index().set_last_used({i: now for i in ids})
+        memory_index(self.store).set_last_used({i: now for i in ids})
         with self._lock:
             for doc_id in ids:
                 self._used[doc_id] = now
@@ -94,7 +96,7 @@ class AccessTracker:
         if not pending:
             return 0
         try:
-            return self.store.record_memory_use(pending)
+            return record_memory_use(self.store, pending)
         except BrainError as exc:
             log.error("could not persist the last use of %d memories (will retry): %s", len(pending), exc)
             with self._lock:

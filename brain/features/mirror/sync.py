@@ -41,6 +41,7 @@ from brain.features.mirror.fingerprint import content_hash, without_use
 from brain.features.mirror.guard import RESTORE_KEY, check_deletions, record_store, restore_finished, restore_started
 from brain.features.mirror.store import EngramMirror, MirrorDocument
 from brain.model.errors import EmbeddingModelMismatch, ValidationError
+from brain.store.mirror_link import mirror_paused
 from brain.store.reads import page_documents
 
 if TYPE_CHECKING:  # the store never imports the mirror: the mirror follows its write events
@@ -394,7 +395,7 @@ def restore_from_mirror(
     restore_started(mirror, store)
     # the documents come from the mirror: writing them back into it would turn rows engram wrote
     # itself into brain rows, so the store's write-through is paused while restoring
-    with store.mirror_paused():
+    with mirror_paused(store):
         for doc in mirror.iter_documents(batch=batch, bad_vectors="skip"):
             if doc.foreign and not include_foreign:
                 continue

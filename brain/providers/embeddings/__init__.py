@@ -7,8 +7,6 @@ names, from plain arguments; :func:`brain.wiring.get_embedder` builds it from th
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from brain.model.errors import EmbedderError
 from brain.providers.embeddings import local as local_provider
 from brain.providers.embeddings import ollama as ollama_provider
@@ -24,9 +22,7 @@ __all__ = [
     "LocalMiniLMEmbedder",
     "OllamaEmbedder",
     "VALID_CHOICES",
-    "EmbedderSettings",
     "embedder_named",
-    "get_embedder",
     "max_input_tokens",
     "typical_rate",
 ]
@@ -51,33 +47,6 @@ def embedder_named(name: str, *, batch_size: int, cache_size: int, ollama_host: 
             cache_size=cache_size,
         )
     raise EmbedderError(f"BRAIN_EMBEDDER={name!r} is not a known embedder; valid choices: " + ", ".join(VALID_CHOICES))
-
-
-class EmbedderSettings(Protocol):
-    """The settings :func:`get_embedder` reads (``brain.config.Settings`` has them)."""
-
-    @property
-    def embedder(self) -> str: ...
-    @property
-    def embed_batch_size(self) -> int: ...
-    @property
-    def query_cache_size(self) -> int: ...
-    @property
-    def ollama_host(self) -> str: ...
-    @property
-    def ollama_timeout(self) -> float: ...
-
-
-def get_embedder(settings: EmbedderSettings) -> Embedder:
-    """The embedder ``settings.embedder`` names. Kept for the callers that have not moved to
-    :func:`brain.wiring.get_embedder`, the one to use (this layer cannot name ``Settings``)."""
-    return embedder_named(
-        settings.embedder,
-        batch_size=settings.embed_batch_size,
-        cache_size=settings.query_cache_size,
-        ollama_host=settings.ollama_host,
-        ollama_timeout=settings.ollama_timeout,
-    )
 
 
 def max_input_tokens(embedder: str) -> int:
