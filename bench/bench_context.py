@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.chdir(ROOT)
 
 from bench_store import DAY, NOW, TOPICS, PrecomputedEmbedder, _iso, make_space, topic_vectors  # noqa: E402
+from brain.store.indexes import refresh_index
 from brain.rules.relevance import Calibration  # noqa: E402
 
 from brain.features.chat import ChatMemory  # noqa: E402
@@ -150,7 +151,7 @@ def main() -> None:
         ingest = time.perf_counter() - t0
         chat = ChatMemory(store, summarizer=ExtractiveSummarizer(), start_worker=False)
         t0 = time.perf_counter()
-        store.refresh_index()
+        refresh_index(store)
         index_build = time.perf_counter() - t0
         picked = [conversations[int(j)] for j in rng.choice(len(conversations), size=min(50, len(conversations)), replace=False)]
         for conv in picked:  # each conversation read from Chroma once (then cached, as in a service)

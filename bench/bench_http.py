@@ -43,6 +43,7 @@ os.chdir(ROOT)
 from bench_context import BATCH, SEED, conversation_owner, make_docs, percentiles  # noqa: E402
 from bench_store import PrecomputedEmbedder  # noqa: E402
 
+from brain.store.indexes import refresh_index
 from brain.features.chat import ChatMemory  # noqa: E402
 from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
@@ -154,7 +155,7 @@ def main() -> None:
         # 1. in process, the same store with the real model
         store = open_store(settings, embedder=get_embedder(settings))
         chat = ChatMemory(store, summarizer=ExtractiveSummarizer(), start_worker=False)
-        store.refresh_index()
+        refresh_index(store)
         for i, conv in enumerate(picked):  # conversations cached and their turn-search index built, as in a service
             chat.build_context(conv, f"warm up {i}")
         vectors = store.embedder.embed_documents([b["user_message"] for b in bodies[:n_in_process]])

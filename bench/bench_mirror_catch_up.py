@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
+from brain.store.mirror_link import mirror_paused
 from brain.config import Settings  # noqa: E402
 from brain.features.mirror import catch_up, verify_mirror  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
@@ -82,7 +83,7 @@ def bench(work: Path, n: int, dim: int) -> list[tuple[str, str, str, str]]:
     read_s = min(read_s, read2_s)
     changed = rng.choice(n, size=max(1, n // 100), replace=False)
     new = unit_vectors(rng, len(changed), dim)
-    with store.mirror_paused():
+    with mirror_paused(store):
         for start in range(0, len(changed), BATCH):
             part = range(start, min(len(changed), start + BATCH))
             store.upsert_docs([{"id": f"m-{changed[j]}", "text": f"memory number {changed[j]}, updated", "type": "memory",

@@ -38,6 +38,7 @@ os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working dir
 
 import chromadb  # noqa: E402
 
+from brain.store.indexes import refresh_index
 from brain.rules import ranking  # noqa: E402
 from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
@@ -469,7 +470,7 @@ def bench_size(n: int, args: argparse.Namespace) -> tuple[list[Row], dict[str, A
         store_dps, raw_dps, same = measure_upsert(store, raw_col, corpus)
 
         t0 = time.perf_counter()
-        index = store.refresh_index()
+        index = refresh_index(store)
         build_s = time.perf_counter() - t0
         store.memory_index()
         for text in corpus.query_texts:  # warm the query cache: latency is "with the query embedding cached"

@@ -35,6 +35,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from bench_store import NOW, PrecomputedEmbedder, machine_info, make_corpus  # noqa: E402  (chdirs to ROOT)
 
+from brain.store.indexes import refresh_index
 from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
 
@@ -91,7 +92,7 @@ def run(n_docs: int = 100_000, *, dim: int = 768, chroma_url: str | None = None)
                 store.upsert_docs(corpus.store_docs[s:s + 1000])
             # Chroma hands vectors back a few ulps off what it was given: the snapshot saves what it holds,
             # so that a rebuild's ranking is the exact reference
-            store.refresh_index()
+            refresh_index(store)
             started = time.perf_counter()
             path = store.save_index_snapshot()
             save_s = time.perf_counter() - started
