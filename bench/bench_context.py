@@ -22,7 +22,7 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -33,14 +33,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.chdir(ROOT)
 
 from bench_store import DAY, NOW, TOPICS, PrecomputedEmbedder, _iso, make_space, topic_vectors  # noqa: E402
-from brain.store.indexes import refresh_index
-from brain.rules.relevance import Calibration  # noqa: E402
 
-from brain.features.chat import ChatMemory  # noqa: E402
-from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
-from brain.wiring import get_embedder  # noqa: E402
+from brain.config import Settings  # noqa: E402
+from brain.features.chat import ChatMemory  # noqa: E402
 from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
+from brain.rules.relevance import Calibration  # noqa: E402
+from brain.store.indexes import refresh_index
+from brain.wiring import get_embedder  # noqa: E402
 
 SEED = 20241121
 SHARES = {"memory": 0.38, "turn": 0.45, "faq": 0.125}  # the rest: summaries (one per 10 turns) + 6 persona sections
@@ -194,7 +194,7 @@ def main() -> None:
             "",
             f"- machine: {os.cpu_count()} cores, load average {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f} at the end; "
             f"Python {platform.python_version()}, numpy {np.__version__}",
-            f"- run: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {args.n:,} documents "
+            f"- run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {args.n:,} documents "
             f"({', '.join(f'{k} {v:,}' for k, v in counts.items())}), {args.dim}-d vectors, {args.queries} queries; "
             f"generated in {generated:.1f} s, ingested in {ingest:.0f} s ({len(docs) / ingest:,.0f} docs/s), "
             f"in-process indexes built in {index_build:.1f} s",

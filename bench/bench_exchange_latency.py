@@ -46,7 +46,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -61,6 +61,7 @@ import locomo  # noqa: E402
 from bench_formation import request_turns  # noqa: E402
 from bench_http import free_port, wait_until_serving  # noqa: E402
 from bench_relevance import DEFAULT_DATA  # noqa: E402
+
 from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub  # noqa: E402
 
 MODEL = DEFAULT_CHAT_MODELS[0]
@@ -203,7 +204,7 @@ def report(args, runs: dict[str, list[dict]], n: int) -> str:
         "",
         f"`{args.command}`",
         "",
-        f"- run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores shared with the server, its "
+        f"- run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores shared with the server, its "
         f"embedder, the client and the test server (and whatever else runs: load average {load[0]:.1f}/"
         f"{load[1]:.1f}/{load[2]:.1f} at the end); Python {platform.python_version()}",
         f"- {n} exchanges of {args.data.name} per run, one at a time, one every {args.interval:g} s (or as soon as "

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -43,12 +43,12 @@ os.chdir(ROOT)
 from bench_context import BATCH, SEED, conversation_owner, make_docs, percentiles  # noqa: E402
 from bench_store import PrecomputedEmbedder  # noqa: E402
 
-from brain.store.indexes import refresh_index
-from brain.features.chat import ChatMemory  # noqa: E402
-from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
-from brain.wiring import get_embedder  # noqa: E402
+from brain.config import Settings  # noqa: E402
+from brain.features.chat import ChatMemory  # noqa: E402
 from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
+from brain.store.indexes import refresh_index
+from brain.wiring import get_embedder  # noqa: E402
 
 CONCURRENCY = (1, 8, 32)
 
@@ -205,7 +205,7 @@ def main() -> None:
             "",
             f"- machine: {os.cpu_count()} cores (server, its model and the client share them), load average "
             f"{load_avg[0]:.1f}/{load_avg[1]:.1f}/{load_avg[2]:.1f} at the end; Python {platform.python_version()}",
-            f"- run: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {args.n:,} documents "
+            f"- run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {args.n:,} documents "
             f"({', '.join(f'{k} {v:,}' for k, v in counts.items())}), 384-d; ingested in {ingest:.0f} s; "
             f"`brain serve` healthy {server_start:.1f} s after launch",
             "- every message is distinct and embedded by the real local model (one embed_query per request, in "

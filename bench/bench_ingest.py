@@ -25,21 +25,21 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
-from brain.app.core import open_store  # noqa: E402
 import brain.features.ingest as brain_ingest  # noqa: E402
 import brain.features.ingest.apply as ingest_apply  # noqa: E402
 import brain.features.ingest.files as ingest_files  # noqa: E402
-from brain.rules.chunking import TokenChunker  # noqa: E402
+from brain.app.core import open_store  # noqa: E402
 from brain.config import Settings  # noqa: E402
-from brain.providers.embeddings import LocalMiniLMEmbedder  # noqa: E402
 from brain.features.ingest import ingest_paths  # noqa: E402
+from brain.providers.embeddings import LocalMiniLMEmbedder  # noqa: E402
+from brain.rules.chunking import TokenChunker  # noqa: E402
 from brain.text.markdown import slugify  # noqa: E402
 
 TARGET_RATIO = 0.9
@@ -263,7 +263,7 @@ def _run(args, work: Path) -> str:
     for t in tokens:
         by_len[min(t // 50 * 50, 250)] += 1
 
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     import chromadb
     import onnxruntime
     import tokenizers

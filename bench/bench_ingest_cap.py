@@ -25,7 +25,7 @@ import random
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,7 +115,7 @@ def main() -> None:
         results = in_turn(files, args.runs, lambda path, run: ingest_once(project, path, run))
         sizes_of = {name: path.stat().st_size for name, path in files.items()}
 
-    lines = [f"# One knowledge-base file ingested ({datetime.now(timezone.utc):%Y-%m-%d}, {platform.machine()}, "
+    lines = [f"# One knowledge-base file ingested ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, "
              f"{os.cpu_count()} cores, median of {args.runs} run{'s' if args.runs > 1 else ''} of `brain ingest` in a "
              f"fresh data directory; cap {MAX_KB_FILE_BYTES:,} bytes)", "",
              "| file | bytes | documents | seconds (min-max) | peak RSS MiB (min-max) |", "|---|---|---|---|---|"]

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -45,8 +45,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 import brain  # noqa: E402
-from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
+from brain.config import Settings  # noqa: E402
 
 WARMUP = 5
 TOPICS = ("my trip to Lisbon", "the dentist appointment", "Bob's birthday", "the budget for June",
@@ -158,7 +158,7 @@ def main() -> None:
         "",
         f"- machine: {os.cpu_count()} cores (client and server share them), load average "
         f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())} at the end; Python {platform.python_version()}",
-        f"- run: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {args.n:,} documents ({mix}), 384-d; "
+        f"- run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {args.n:,} documents ({mix}), 384-d; "
         f"{args.queries} distinct queries per mode after {WARMUP} warm-up ones; entity cycles None/alice",
         "- every query is embedded by the real local model in the serving process (one embed_query per call)",
         "- command: `.venv/bin/python bench/bench_mcp.py"

@@ -28,10 +28,11 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,11 +40,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
-from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
+from brain.config import Settings  # noqa: E402
+from brain.features.mirror import (  # noqa: E402
+    EngramMirror,
+    schema,  # noqa: E402
+    sync_mirror,
+)
 from brain.providers.embeddings.base import Embedder, Kind  # noqa: E402
-from brain.features.mirror import EngramMirror, sync_mirror  # noqa: E402
-from brain.features.mirror import schema  # noqa: E402
 
 SEED = 4242
 TOPICS = 200
@@ -89,7 +93,7 @@ def make_metadata(rng: np.random.Generator, n: int) -> list[dict[str, Any]]:
     epochs = NOW - rng.uniform(0, 730 * DAY, size=n)
     out = []
     for i in range(n):
-        ts = datetime.fromtimestamp(float(int(epochs[i])), tz=timezone.utc)
+        ts = datetime.fromtimestamp(float(int(epochs[i])), tz=UTC)
         scope = SCOPES[i % len(SCOPES)]
         meta = {"type": "memory", "timestamp": ts.isoformat(), "ts_epoch": ts.timestamp(), "source": "chat",
                 "scope": scope, "importance": int(1 + i % 5), "tags": ["work", "food", "travel"][: i % 4]}
@@ -147,8 +151,9 @@ def machine_info() -> str:
                     if line.startswith("model name")), cpu)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
-    import engram  # noqa: F401
     from importlib.metadata import version
+
+    import engram  # noqa: F401
 
     return (f"{cores} cores ({cpu}), load average {load} at start; Python {platform.python_version()}, "
             f"numpy {np.__version__}, SQLite {sqlite3.sqlite_version}, engramai {version('engramai')}, "
@@ -380,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         f"- machine: {machine_info()}. **The 2 cores were shared with other helpers' test and benchmark runs "
         "during this run**; absolute figures are noisy, ratios come from interleaved runs in the same process.",
-        f"- run: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; N = {args.n:,} memories, dim {args.dim}, "
+        f"- run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; N = {args.n:,} memories, dim {args.dim}, "
         f"{args.queries} vector queries, k = {args.k}; data generated in {gen_s:.1f} s",
         f"- data: unit vectors around {TOPICS} random centroids (noise norm 0.9), float32; texts of "
         f"{WORDS_PER_TEXT} Zipf-distributed words from a {VOCABULARY}-word vocabulary; memories: 70% global, the rest "

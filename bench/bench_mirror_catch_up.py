@@ -22,7 +22,7 @@ import platform
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -31,12 +31,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
-from brain.store.mirror_link import mirror_paused
-from brain.config import Settings  # noqa: E402
-from brain.features.mirror import catch_up, verify_mirror  # noqa: E402
+from bench_mirror import PrecomputedEmbedder  # noqa: E402  (documents bring their vectors)
+
 from brain.app.core import open_store  # noqa: E402
 from brain.app.rag_store import RagStore  # noqa: E402
-from bench_mirror import PrecomputedEmbedder  # noqa: E402  (documents bring their vectors)
+from brain.config import Settings  # noqa: E402
+from brain.features.mirror import catch_up, verify_mirror  # noqa: E402
+from brain.store.mirror_link import mirror_paused
 
 SEED = 1313
 BATCH = 1000
@@ -120,7 +121,7 @@ def main() -> None:
         "",
         f"- machine: {os.cpu_count()} cores, load average {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f} at the end; "
         f"Python {platform.python_version()}; embedded Chroma; {args.dim}-d float32 unit vectors",
-        f"- run: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; ratio = time / raw Chroma read of the same "
+        f"- run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; ratio = time / raw Chroma read of the same "
         "collection (lower is better; the catch-up reads the same data, hashes it and reads the mirror's hashes)",
         "",
         "| metric | measured | reference | ratio |",

@@ -22,8 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,7 +127,7 @@ def main() -> None:
         results = in_turn(personas, args.runs, lambda path, run: init_once(project, path, run))
         sizes = {name: path.stat().st_size for name, path in personas.items()}
 
-    lines = [f"# Persona at start-up ({datetime.now(timezone.utc):%Y-%m-%d}, {platform.machine()}, "
+    lines = [f"# Persona at start-up ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, "
              f"{os.cpu_count()} cores, median of {args.runs} runs of `brain init` in a fresh data directory; "
              f"cap {MAX_PERSONA_BYTES:,} bytes)", "",
              "| persona | bytes | seconds (min-max) | peak RSS MiB (min-max) |", "|---|---|---|---|"]

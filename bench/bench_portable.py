@@ -34,7 +34,7 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -43,11 +43,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
 
-from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
-from brain.providers.embeddings import LocalMiniLMEmbedder  # noqa: E402
-from brain.features.pam import EMBEDDINGS_FILE, MEMORY_STORE_FILE, export_pam, import_pam  # noqa: E402
 from brain.app.rag_store import RagStore  # noqa: E402
+from brain.config import Settings  # noqa: E402
+from brain.features.pam import EMBEDDINGS_FILE, MEMORY_STORE_FILE, export_pam, import_pam  # noqa: E402
+from brain.providers.embeddings import LocalMiniLMEmbedder  # noqa: E402
 
 WORDS = (
     "alice bob carol dave likes prefers visits works lives in near with tea coffee jazz hiking paris berlin "
@@ -74,7 +74,7 @@ def make_memories(n: int, dimension: int, seed: int) -> list[dict]:
     centers = rng.standard_normal((256, dimension)).astype(np.float32)
     vectors = centers[rng.integers(0, len(centers), n)] + 0.35 * rng.standard_normal((n, dimension)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    now = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 6, 1, tzinfo=UTC)
     words = np.array(WORDS)
     docs = []
     for i in range(n):
@@ -110,7 +110,7 @@ class TimedEmbedder:
 def make_conversations(n: int, turns: int, dimension: int, seed: int) -> list[dict]:
     rng = np.random.default_rng(seed + 1)
     words = np.array(WORDS)
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     docs = []
     for c in range(n):
         cid = f"conv-bench-{c:05d}"
@@ -192,7 +192,7 @@ def bench_conversations(args, work: Path, store, local) -> list[str]:
         "## Conversations",
         "",
         f"`bench/bench_portable.py --conversations {args.conversations} --turns {args.turns} --seed {args.seed}`, "
-        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; same machine notes as above.",
+        f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; same machine notes as above.",
         "",
         f"{args.conversations:,} conversations x {args.turns} turns ({n_turns:,} turns), {n_summaries:,} summaries, "
         f"{args.conversations:,} memories naming their conversation; built with random vectors in {build:.1f} s. "
@@ -284,7 +284,7 @@ def bench_memories(args, work: Path, store, embedder) -> list[str]:
         "# PAM export / import benchmark",
         "",
         f"`bench/bench_portable.py --n {args.n} --seed {args.seed}`, "
-        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; Python {platform.python_version()}, "
+        f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; Python {platform.python_version()}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs shared with other work running at the same time "
         "(figures are indicative: expect run-to-run noise).",
         "",

@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -227,9 +227,9 @@ def main() -> None:
         return
 
     sys.path.insert(0, str(ROOT))
-    from tests.conftest import start_chroma_server, stop
-
     import chromadb
+
+    from tests.conftest import start_chroma_server, stop
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-propagation-"))
     (tmp / "chroma").mkdir()
@@ -278,7 +278,7 @@ def main() -> None:
         f"- machine: {os.cpu_count()} cores shared by the Chroma server, both ends and other work; load average "
         f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f} at the end; Python {platform.python_version()}; chromadb "
         f"{chromadb.__version__} (`chroma run` on loopback)",
-        f"- run: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {took / 60:.0f} min. Writer and reader each "
+        f"- run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {took / 60:.0f} min. Writer and reader each "
         f"`RagStore()` configured by BRAIN_CHROMA_URL / BRAIN_COLLECTION / BRAIN_DATA_DIR alone (own data "
         f"directories, the local model, the mirror on, feed interval {interval:g} s); {args.background} memories "
         f"stored first; {args.trials} trials of each kind, each write after a random pause of 0-{interval:g} s; "

@@ -60,8 +60,8 @@ os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working dir
 
 from xaibo.primitives.modules.memory import NumpyVectorIndex, VectorMemory
 
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
 from brain.shells.xaibo import BrainChunker, BrainEmbedder, BrainMemory
 
 BLOCK = 100  # store_memory: the sides take turns every BLOCK memories

@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)
 
 from brain.app import reindex
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
 from brain.providers.embeddings import LocalMiniLMEmbedder
 from tests.ollama_stub import OllamaStub
 

@@ -57,13 +57,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from locomo import CATEGORIES, EVIDENCE_RE, conversation_id, session_date  # noqa: E402
 
-from brain.features.chat import ChatMemory  # noqa: E402
-from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
+from brain.config import Settings  # noqa: E402
+from brain.features.chat import ChatMemory  # noqa: E402
 from brain.features.ingest.apply import ingest_paths  # noqa: E402
+from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
 from brain.rules.memories import search_scopes  # noqa: E402
 from brain.rules.ranking import ScoreWeights  # noqa: E402
-from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
+from brain.store.indexes import memory_index
 
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
 #: the conversations every choice of the relevance ranking was made on; the others are held out
@@ -143,7 +144,7 @@ def store_memories(chat: ChatMemory, observations) -> tuple[dict[str, list[str]]
 # ---- methods ----------------------------------------------------------------------------------
 def library_method(store, weights: ScoreWeights, k: int):
     """Search the memory index with ``weights``: what ``retrieve_memories`` does with other settings."""
-    index = store.memory_index()
+    index = memory_index(store)
 
     def search(question: str, vector: np.ndarray, entity: str) -> list[str]:
         hits = index.search(vector, k, weights, time.time(), search_scopes(entity), query_text=question)
@@ -153,7 +154,7 @@ def library_method(store, weights: ScoreWeights, k: int):
 
 
 def bm25_method(store, k: int):
-    index = store.memory_index()
+    index = memory_index(store)
 
     def search(question: str, vector: np.ndarray, entity: str) -> list[str]:
         lexical = index.lexical(question)

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +51,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.chdir(ROOT)
 
+import chromadb  # noqa: E402
 from bench_context import BATCH, SEED, conversation_owner, make_docs, percentiles  # noqa: E402
 from bench_http import AsLocalModel, free_port, load, message  # noqa: E402
 from bench_store import UPSERT_BATCH, PrecomputedEmbedder, make_corpus  # noqa: E402
 
-import chromadb  # noqa: E402
-
-from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
+from brain.config import Settings  # noqa: E402
 from brain.store import Store  # noqa: E402
 from tests.conftest import start_chroma_server, stop  # noqa: E402
 
@@ -372,7 +371,7 @@ def main() -> None:
         f"- machine: {os.cpu_count()} cores shared by the Chroma server, every worker and the client; load "
         f"average {load_avg[0]:.1f}/{load_avg[1]:.1f}/{load_avg[2]:.1f} at "
         f"the end; Python {platform.python_version()}; chromadb {chromadb.__version__} (`chroma run` on loopback)",
-        f"- run: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. (a) {LAG_SAMPLES} cycles through one `brain serve`: "
+        f"- run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. (a) {LAG_SAMPLES} cycles through one `brain serve`: "
         f"a new memory, its in-place edit (PATCH), its delete with a new memory right after (the size does not move), "
         f"that one's delete; each searched for on another `brain serve` every 10 ms until it shows as written "
         f"(bench/bench_propagation.py does the same between two library processes). (b) "

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -106,8 +106,8 @@ def mcp_initialized(project: Path) -> float:
 
 def build_store(project: Path, memories: int) -> None:
     sys.path.insert(0, str(ROOT))
-    from brain.config import Settings
     from brain.app.rag_store import RagStore
+    from brain.config import Settings
 
     (project / "config").mkdir(parents=True, exist_ok=True)
     (project / "config" / "defaults.env").touch()
@@ -153,7 +153,7 @@ def main() -> None:
         ("brain serve: health answers", "import chromadb", 3.0),
         ("brain mcp: initialize answered", "import chromadb", 3.0),
     ]
-    lines = [f"# Start-up ({datetime.now(timezone.utc):%Y-%m-%d}, {platform.machine()}, {os.cpu_count()} cores, "
+    lines = [f"# Start-up ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, {os.cpu_count()} cores, "
              f"median of {args.runs} runs, {args.memories} memories)", "",
              "| command | median s (min-max) | baseline | baseline median s | ratio | target |",
              "|---|---|---|---|---|---|"]

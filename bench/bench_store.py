@@ -25,10 +25,11 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,16 +39,16 @@ os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working dir
 
 import chromadb  # noqa: E402
 
-from brain.store.indexes import refresh_index
-from brain.rules import ranking  # noqa: E402
-from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
-from brain.wiring import get_embedder  # noqa: E402
-from brain.providers.embeddings.base import Embedder, Kind  # noqa: E402
-from brain.store.memory_index import MemoryIndex  # noqa: E402
 from brain.app.rag_store import RagStore  # noqa: E402
+from brain.config import Settings  # noqa: E402
+from brain.providers.embeddings.base import Embedder, Kind  # noqa: E402
+from brain.rules import ranking  # noqa: E402
 from brain.rules.relevance import Calibration  # noqa: E402
+from brain.store.indexes import memory_index, refresh_index
+from brain.store.memory_index import MemoryIndex  # noqa: E402
 from brain.text import BM25Index, tokenize  # noqa: E402
+from brain.wiring import get_embedder  # noqa: E402
 
 SEED = 20240611
 DAY = 86400
@@ -133,7 +134,7 @@ def topic_vectors(rng: np.random.Generator, space: Space, topics: np.ndarray, ch
 
 
 def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat()
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat()
 
 
 def _metadata(doc_type: str, i: int, n_type: int, rng: np.random.Generator) -> dict[str, Any]:
@@ -466,13 +467,13 @@ def bench_size(n: int, args: argparse.Namespace) -> tuple[list[Row], dict[str, A
         store = open_store(Settings(data_dir=tmp / "store"), embedder=PrecomputedEmbedder(corpus.query_vectors))
         synthetic_calibration(store, corpus)
         _, raw_col = open_raw_collection(tmp / "raw")
-        store.memory_index()  # a live index, as in a running service: every write keeps it in step
+        memory_index(store)  # a live index, as in a running service: every write keeps it in step
         store_dps, raw_dps, same = measure_upsert(store, raw_col, corpus)
 
         t0 = time.perf_counter()
         index = refresh_index(store)
         build_s = time.perf_counter() - t0
-        store.memory_index()
+        memory_index(store)
         for text in corpus.query_texts:  # warm the query cache: latency is "with the query embedding cached"
             store.embedder.embed_query(text)
 
@@ -562,7 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "# brain RagStore benchmark",
         "",
         f"- machine: {machine_info()}",
-        f"- run: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; sizes {args.sizes}, {args.queries} queries, "
+        f"- run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; sizes {args.sizes}, {args.queries} queries, "
         f"k={args.k}, dim={args.dim}; score weights sim {w.similarity} / imp {w.importance} / rec {w.recency}, "
         f"half-life {w.half_life_seconds / DAY:g} d",
         f"- data: {GENERATOR_NOTE}",

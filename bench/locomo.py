@@ -57,7 +57,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import chromadb
@@ -67,14 +67,14 @@ INVOKED_FROM = Path.cwd()  # --data and --out are relative to where the script w
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from brain.features.chat import ChatMemory  # noqa: E402
-from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
+from brain.config import Settings  # noqa: E402
+from brain.features.chat import ChatMemory  # noqa: E402
 from brain.model.results import Document  # noqa: E402
 from brain.model.schemas import check_conversation_id  # noqa: E402
 from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
-from brain.text import BM25Index, tokenize  # noqa: E402
 from brain.rules.turn_search import TurnIndex, TurnSearchWeights  # noqa: E402
+from brain.text import BM25Index, tokenize  # noqa: E402
 
 DEFAULT_DATA = ROOT / "bench" / "data" / "locomo10.json"
 LOCOMO_SOURCE = "https://github.com/snap-research/locomo (the file data/locomo10.json)"
@@ -103,7 +103,7 @@ def session_date(text: str) -> datetime:
         raise ValueError(f"unrecognised session date {text!r} (expected e.g. '1:56 pm on 8 May, 2023')")
     hour, minute, half, day, month, year = m.groups()
     hour = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
-    return datetime(int(year), MONTHS[month.lower()], int(day), hour, int(minute), tzinfo=timezone.utc)
+    return datetime(int(year), MONTHS[month.lower()], int(day), hour, int(minute), tzinfo=UTC)
 
 
 def conversation_id(sample_id: str) -> str:

@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import locomo  # noqa: E402
+
 from brain.features.chat import ChatMemory  # noqa: E402
 from brain.model.vectors import unit_rows  # noqa: E402
 

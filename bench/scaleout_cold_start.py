@@ -35,9 +35,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from bench_store import NOW, PrecomputedEmbedder, machine_info, make_corpus  # noqa: E402  (chdirs to ROOT)
 
-from brain.store.indexes import refresh_index
-from brain.config import Settings  # noqa: E402
 from brain.app.core import open_store  # noqa: E402
+from brain.config import Settings  # noqa: E402
+from brain.store.indexes import index_sizes, memory_index, refresh_index
+from brain.store.snapshot import save_index_snapshot
 
 QUERIES = 50
 K = 5
@@ -55,7 +56,7 @@ def cold_start(data_dir: Path, chroma_url: str | None, collection: str, snapshot
     """In this process: open the store and build its indexes (timed), then rank ``queries``."""
     started = time.perf_counter()
     store = open_store(_settings(data_dir, chroma_url, collection, snapshot), embedder=PrecomputedEmbedder(queries))
-    sizes = store.index_sizes()  # the first index build: every indexed type
+    sizes = index_sizes(store)  # the first index build: every indexed type
     seconds = time.perf_counter() - started
     with store:  # a start from the snapshot changed nothing, so its close saves nothing
         ranked = [[(h.id, h.score) for h in store.retrieve_memories(None, k=K, now=NOW, all_scopes=True, query_vector=q)]
@@ -87,14 +88,14 @@ def run(n_docs: int = 100_000, *, dim: int = 768, chroma_url: str | None = None)
         np.save(queries, corpus.query_vectors)
         settings = _settings(tmp / "data", chroma_url, collection, True)
         with open_store(settings, embedder=PrecomputedEmbedder(corpus.query_vectors)) as store:
-            store.memory_index()  # live while written, as in a running service
+            memory_index(store)  # live while written, as in a running service
             for s in range(0, len(corpus), 1000):
                 store.upsert_docs(corpus.store_docs[s:s + 1000])
             # Chroma hands vectors back a few ulps off what it was given: the snapshot saves what it holds,
             # so that a rebuild's ranking is the exact reference
             refresh_index(store)
             started = time.perf_counter()
-            path = store.save_index_snapshot()
+            path = save_index_snapshot(store)
             save_s = time.perf_counter() - started
         size = path.stat().st_size
         rebuild = _child(tmp / "data", chroma_url, collection, False, queries)

@@ -59,8 +59,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
 from brain.features.specialists import (
     CONFIDENCE_MAX_WORDS,
     SpecialistBands,

@@ -29,6 +29,7 @@ from brain.model.errors import BrainError, ConfigError, StoreUnavailable, Valida
 from brain.model.schemas import DocType
 from brain.rules.memories import check_as_of_search, search_scopes
 from brain.store import Store
+from brain.store.mirror_link import catch_up_mirror
 
 if TYPE_CHECKING:
     from brain.app.forget import ForgetReport
@@ -279,7 +280,7 @@ class Brain:
             report["persona"] = self._persona_health(detail)
         health = self.store.mirror_health  # None for a store opened without open_store: no mirror
         if health is not None and health.status == "degraded":
-            self.store.catch_up_mirror(wait=False)  # writable again: caught up now, not at the next write
+            catch_up_mirror(self.store, wait=False)  # writable again: caught up now, not at the next write
         report["mirror"] = health.to_dict() if health is not None else {"status": "off", "ok": True, "path": None}
         report["disk"] = self.store.disk.status(detail=detail)  # below its margin, writes are refused; reads go on
         if detail and healthy:

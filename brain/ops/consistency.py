@@ -10,7 +10,7 @@ from contextvars import ContextVar
 
 from brain.app.core import Brain
 from brain.store.events import WriteEvent, WriteSubscriber
-from brain.store.follower import check_sequence
+from brain.store.follower import catch_up, check_sequence, last_sequence
 
 # the sequences of the writes committed while serving the current request (None outside one); the
 # route's thread runs in a copy of the request's context, so it appends to the request's own list
@@ -58,14 +58,14 @@ def request_sequence(brain: Brain) -> int | None:
     if store.follower is None:
         return None
     written = _written.get()
-    return max(written) if written else store.last_sequence
+    return max(written) if written else last_sequence(store)
 
 
 def wait_for_sequence(brain: Brain, value: int | str) -> None:
     """Return once this worker has applied every write up to ``value``, a sequence as a client sent it
     (:class:`~brain.model.errors.ValidationError` when it is not one; :class:`~brain.model.errors.StoreUnavailable`
     when it is not reached in time)."""
-    brain.store.catch_up(check_sequence(value))
+    catch_up(brain.store, check_sequence(value))
 
 
 def mirror_status(brain: Brain | None) -> str:

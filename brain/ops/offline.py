@@ -19,6 +19,8 @@ from brain.app.core import open as open_brain
 from brain.config import Settings
 from brain.model.errors import StoreLocked, StoreNotFound
 from brain.ops.local import LocalOperations
+from brain.store.indexes import index_sizes
+from brain.store.snapshot import save_index_snapshot as save_store_snapshot
 
 if TYPE_CHECKING:
     from brain.app.reindex import DropReport, ReindexPlan, ReindexReport
@@ -141,7 +143,7 @@ def restore(settings: Settings, *, persona_path: Path | None = None, kb_paths: S
 def save_index_snapshot(settings: Settings) -> tuple[Path | None, dict[str, int]]:
     """Save the in-process indexes to their snapshot: (where, None when snapshots are off; documents per index)."""
     return _with_brain(
-        settings, "index snapshot", lambda b: (b.store.save_index_snapshot(), b.store.index_sizes()), create=False
+        settings, "index snapshot", lambda b: (save_store_snapshot(b.store), index_sizes(b.store)), create=False
     )
 
 

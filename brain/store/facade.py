@@ -45,14 +45,13 @@ from brain.store.chroma import (
 from brain.store.disk import DiskGuard, guarded_paths
 from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import FeedWriter
-from brain.store.follower import WAIT_SECONDS, FeedFollower, catch_up, last_sequence
+from brain.store.follower import FeedFollower, catch_up
 from brain.store.history import memory_history, refuse_chain_edit, supersede
-from brain.store.indexes import InProcessState, index_problems, index_sizes, memory_index
+from brain.store.indexes import InProcessState, index_problems
 from brain.store.live import live_collection
 from brain.store.locking import DataDirLock
-from brain.store.memory_index import MemoryIndex
 from brain.store.migrations import migrate_entity_names, migrate_typed_fields
-from brain.store.mirror_link import H, M, MirrorLink, catch_up_mirror
+from brain.store.mirror_link import H, M, MirrorLink
 from brain.store.pipeline import WritePipeline
 from brain.store.plan import WriteResult, memory_edit, plan_write
 from brain.store.reads import find_ids, get_documents, type_value
@@ -64,7 +63,6 @@ from brain.store.snapshot import (
     SnapshotIdentity,
     SnapshotKeeper,
     drop_server_key,
-    save_index_snapshot,
     save_snapshot_at_close,
     snapshot_path,
 )
@@ -733,34 +731,6 @@ class Store(Generic[M, H]):
             # rows the indexes could not use as stored (see index_problems); None until the indexes are built
             "unusable_rows": self.state.unusable_rows(),
         }
-
-    # ---- what brain.shells and brain.app.core still call here; the functions named do the work ----------
-    def memory_index(self) -> MemoryIndex:
-        """The memory ranking index: :func:`brain.store.indexes.memory_index`."""
-        return memory_index(self)
-
-    def index_sizes(self) -> dict[str, int]:
-        """Documents held by each in-process index: :func:`brain.store.indexes.index_sizes`."""
-        return index_sizes(self)
-
-    def save_index_snapshot(self) -> Path | None:
-        """Save the in-process indexes to the index snapshot: :func:`brain.store.snapshot.save_index_snapshot`."""
-        return save_index_snapshot(self)
-
-    @property
-    def last_sequence(self) -> int | None:
-        """The change feed's sequence of the latest write this store committed (None without a feed):
-        :func:`brain.store.follower.last_sequence`."""
-        return last_sequence(self)
-
-    def catch_up(self, min_sequence: int | None = None, *, timeout: float = WAIT_SECONDS) -> None:
-        """Apply what other processes wrote (with ``min_sequence``, wait for it):
-        :func:`brain.store.follower.catch_up`."""
-        catch_up(self, min_sequence, timeout=timeout)
-
-    def catch_up_mirror(self, *, wait: bool = True) -> int:
-        """Mirror the documents whose writes the mirror missed: :func:`brain.store.mirror_link.catch_up_mirror`."""
-        return catch_up_mirror(self, wait=wait)
 
 
 def _tree_bytes(path: Path) -> int:

@@ -4,7 +4,7 @@ Every successful write request (any method but GET, HEAD and OPTIONS) answers ``
 and the routes that write carry the same N as ``"sequence"`` in their JSON body: the change feed's
 sequence of the latest write the request committed (:func:`request_sequence`). A request that sends
 ``X-Brain-Min-Sequence: N`` is served once this worker has applied every write up to N, whichever
-worker made it (:meth:`brain.store.RagStore.catch_up`): 422 for a value that is not a sequence, 503
+worker made it (:func:`brain.store.follower.catch_up`): 422 for a value that is not a sequence, 503
 when it is not reached in time. Without a Chroma server (the embedded store, one process) there is no
 feed: the header is neither sent nor needed, and the body's ``"sequence"`` is null."""
 

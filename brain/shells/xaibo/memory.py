@@ -32,6 +32,7 @@ from brain.shells.xaibo.keys import (
 from brain.shells.xaibo.protocol_types import MemoryProtocol, MemorySearchResult
 from brain.shells.xaibo.shared import check_text, resolve_store, scopes_for, unit_score
 from brain.store import SIMILARITY_ONLY
+from brain.store.indexes import memory_index
 
 _write_lock = threading.RLock()  # BrainMemory's read-modify-write sequences, across instances
 
@@ -98,7 +99,7 @@ class BrainMemory(MemoryProtocol):
 
     def _search(self, query: str, k: int) -> List[MemorySearchResult]:
         vector = self.store.embedder.embed_query(query)
-        index = self.store.memory_index()
+        index = memory_index(self.store)
         fetch = max(4 * k, 16)  # a memory may own several of the top rows: widen until k memories
         while True:
             hits = index.search(vector, fetch, SIMILARITY_ONLY, 0.0, scopes=self.scopes, rows="memories_and_parts")

@@ -20,6 +20,7 @@ from brain.shells.xaibo.keys import INDEX_KEY, PART_OF_KEY, TEXT_ATTRIBUTES, vec
 from brain.shells.xaibo.protocol_types import VectorIndexProtocol, VectorSearchResult
 from brain.shells.xaibo.shared import resolve_store, scopes_for, unit_score
 from brain.store import SIMILARITY_ONLY
+from brain.store.indexes import memory_index
 
 
 class BrainVectorIndex(VectorIndexProtocol):
@@ -133,7 +134,7 @@ class BrainVectorIndex(VectorIndexProtocol):
         return await asyncio.to_thread(self._search, vec, k)
 
     def _search(self, vec: np.ndarray, k: int) -> List[VectorSearchResult]:
-        hits = self.store.memory_index().search(
+        hits = memory_index(self.store).search(
             vec,
             k,
             SIMILARITY_ONLY,
