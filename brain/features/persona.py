@@ -141,6 +141,12 @@ def current_persona(store: Store, entity: str | None = None) -> list[Document]:
 
 def load_persona(store: Store, path: str | Path) -> PersonaLoad:
     """Bring the stored persona in line with the file at ``path`` (see the module docstring)."""
+    return load_persona_text(store, read_persona_file(path), str(path))
+
+
+def read_persona_file(path: str | Path) -> str:
+    """The text of the persona file at ``path``: UTF-8, at most :data:`MAX_PERSONA_BYTES`, else an error
+    that says what to do."""
     path = Path(path)
     try:
         markdown = read_bounded_text(path, MAX_PERSONA_BYTES)
@@ -155,12 +161,23 @@ def load_persona(store: Store, path: str | Path) -> PersonaLoad:
         raise ValidationError(f"persona file {path} does not exist; create it or set BRAIN_PERSONA_PATH") from None
     except UnicodeDecodeError as exc:
         raise ValidationError(f"persona file {path} is not valid UTF-8 (byte {exc.start}); save it as UTF-8") from None
+    return markdown
+
+
+def load_persona_text(store: Store, markdown: str, source: str) -> PersonaLoad:
+    """Bring the stored persona in line with ``markdown``, the text of the persona file ``source`` (which the
+    messages and the report name)."""
+    if len(markdown.encode("utf-8")) > MAX_PERSONA_BYTES:
+        raise ValidationError(
+            f"persona {source} is over the cap of {MAX_PERSONA_BYTES:,} bytes (MAX_PERSONA_BYTES); keep the persona "
+            "to who the assistant is and how it speaks, and move reference material into the knowledge base"
+        )
     sections = split_sections(markdown)
     if not sections:
-        raise ValidationError(f"persona file {path} has no text")
+        raise ValidationError(f"persona file {source} has no text")
     if len(sections) > MAX_PERSONA_SECTIONS:
         raise ValidationError(
-            f"persona file {path} has {len(sections)} sections; a persona has at most "
+            f"persona file {source} has {len(sections)} sections; a persona has at most "
             f"{MAX_PERSONA_SECTIONS} (MAX_PERSONA_SECTIONS): check that BRAIN_PERSONA_PATH names "
             "the right file"
         )
@@ -168,7 +185,7 @@ def load_persona(store: Store, path: str | Path) -> PersonaLoad:
         try:
             name_in(sections[0].text)
         except ValueError as exc:
-            raise ValidationError.of("name", f"persona file {path}: {exc}") from None
+            raise ValidationError.of("name", f"persona file {source}: {exc}") from None
     digest = hashlib.sha256(markdown.encode("utf-8")).hexdigest()[:16]
     existing = _persona_docs(store, None)
     version = current_version(d.metadata for d in existing)
@@ -176,7 +193,7 @@ def load_persona(store: Store, path: str | Path) -> PersonaLoad:
     if current and all(d.metadata.get("content_hash") == digest for d in current):
         stale = [d.id for d in existing if d.metadata.get("version") != version]
         removed = store.delete(stale) if stale else 0  # leftovers of an interrupted load
-        return PersonaLoad(str(path), False, version or "", digest, len(current), removed)
+        return PersonaLoad(source, False, version or "", digest, len(current), removed)
     new_version = format_timestamp(utc_now())
     store.upsert_docs(
         [
@@ -198,7 +215,7 @@ def load_persona(store: Store, path: str | Path) -> PersonaLoad:
     # the new version is complete and newest: readers use it from here on; now drop the rest
     stale = [d.id for d in existing]
     removed = store.delete(stale) if stale else 0
-    return PersonaLoad(str(path), True, new_version, digest, len(sections), removed)
+    return PersonaLoad(source, True, new_version, digest, len(sections), removed)
 
 
 def _size_of(path: Path) -> str:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from brain.features.mirror.protocol import BackfillReport
     from brain.features.mirror.sync import SyncReport, VerifyReport
     from brain.features.pam.reports import ExportReport, ImportReport
+    from brain.features.persona import PersonaLoad
     from brain.features.specialists import Specialist, SpecialistMatch
 
 
@@ -256,6 +257,19 @@ class LocalKnowledge(_Part):
         from brain.features.persona import persona_block
 
         return persona_block(self._brain.store, max_chars=max_chars)
+
+    def load_persona(self, path: Path) -> PersonaLoad:
+        from brain.features.persona import load_persona
+
+        self._admin("loading the persona")
+        return load_persona(self._brain.store, path)
+
+    def load_persona_text(self, markdown: str, source: str) -> PersonaLoad:
+        """:meth:`load_persona` of a file's text read elsewhere (a client beside the server)."""
+        from brain.features.persona import load_persona_text
+
+        self._admin("loading the persona")
+        return load_persona_text(self._brain.store, markdown, source)
 
 
 class LocalDocuments(_Part):

@@ -1,5 +1,5 @@
 """The jobs that need the store itself, each run in a process of its own with the store (or its mirror) opened
-for it: creating the store, loading the knowledge base and the persona, rebuilding the mirror, restoring the
+for it: creating the store, loading the knowledge base, rebuilding the mirror, restoring the
 store from it, re-indexing and saving the index snapshot.
 
 While ``brain serve`` holds the data directory these are :class:`~brain.model.errors.StoreLocked`, with the
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from brain.app.startup import StartupReport
     from brain.features.ingest import IngestReport
     from brain.features.mirror import KeywordHit
-    from brain.features.persona import PersonaLoad
     from brain.model.results import Hit
 
 T = TypeVar("T")
@@ -36,7 +35,6 @@ T = TypeVar("T")
 #: why each job cannot be sent to a running server
 NEEDS_THE_STORE: dict[str, str] = {
     "init": "the server created the store and loaded the persona when it started",
-    "persona load": "the server loads the persona file when it starts: restart it to load a changed persona.md",
     "ingest": "ingesting reads and keys files by their path in this project; stop the server, or send the "
     "documents to its POST /v1/docs",
     "mirror rebuild": "it replaces the mirror file the server writes to",
@@ -95,13 +93,6 @@ def initialise(
             holder=locked.holder,
             server_url=locked.server_url,
         ) from None
-
-
-def load_persona(settings: Settings, path: Path) -> PersonaLoad:
-    """Bring the stored persona in line with the file at ``path``."""
-    from brain.features.persona import load_persona as load
-
-    return _with_brain(settings, "persona load", lambda b: load(b.store, path))
 
 
 def ingest(
@@ -207,7 +198,6 @@ __all__ = [
     "NEEDS_THE_STORE",
     "ingest",
     "initialise",
-    "load_persona",
     "rebuild_mirror",
     "recall_mirror",
     "reindex",

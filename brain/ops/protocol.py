@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from brain.features.mirror.protocol import BackfillReport
     from brain.features.mirror.sync import SyncReport, VerifyReport
     from brain.features.pam.reports import ExportReport, ImportReport
+    from brain.features.persona import PersonaLoad
     from brain.features.specialists import Specialist, SpecialistMatch
 
 #: a point in time as the library takes it: ISO 8601 text, epoch seconds or a datetime
@@ -166,6 +167,8 @@ class KnowledgeOperations(Protocol):
     def by_file(self, *, entity: str | None = None) -> builtins.list[JsonReport]: ...
 
     def persona_block(self, *, max_chars: int | None = None) -> str: ...
+
+    def load_persona(self, path: Path) -> PersonaLoad: ...
 
 
 class DocumentOperations(Protocol):

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from brain.features.mirror.protocol import BackfillReport
     from brain.features.mirror.sync import SyncReport, VerifyReport
     from brain.features.pam.reports import ExportReport, ImportReport
+    from brain.features.persona import PersonaLoad
     from brain.features.specialists import Specialist, SpecialistMatch
 
 #: seconds a request to the server may take (a search embeds the query; a first request may load the model)
@@ -410,6 +411,14 @@ class ServedKnowledge(_Part):
 
     def by_file(self, *, entity: str | None = None) -> builtins.list[JsonReport]:
         return list(self._link.request("GET", "/v1/knowledge", params=_params(entity=self._as(entity)))["files"])
+
+    def load_persona(self, path: Path) -> PersonaLoad:
+        from brain.features.persona import PersonaLoad, read_persona_file
+
+        self._admin("loading the persona")
+        # read here, with the checks of a local load; the server loads the text
+        body = {"markdown": read_persona_file(path), "source": str(path)}
+        return report_of(PersonaLoad, self._link.request("PUT", "/v1/persona", json=body, timeout=None))
 
     def persona_block(self, *, max_chars: int | None = None) -> str:
         return str(self._link.request("GET", "/v1/persona/block", params=_params(max_chars=max_chars))["block"])

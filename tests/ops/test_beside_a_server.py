@@ -1,6 +1,6 @@
 """Everything works beside a running `brain serve` on the same embedded data directory: the README's Python
-block, `brain export`, `memory history`, `consolidate --dry-run`, `mirror verify`, `forget --entity X --yes` and
-`brain mcp` over stdio, each a real process, each seeing what the others wrote."""
+block, `brain export`, `memory history`, `consolidate --dry-run`, `mirror verify`, `persona load`,
+`forget --entity X --yes` and `brain mcp` over stdio, each a real process, each seeing what the others wrote."""
 
 from __future__ import annotations
 
@@ -102,6 +102,17 @@ def test_consolidate_dry_run_and_mirror_verify_report_on_the_servers_store(serve
     assert len(json.loads(brain(workdir, "--json", "memory", "list", "--scope", "global"))) == 2  # nothing merged
     verified = json.loads(brain(workdir, "--json", "mirror", "verify"))
     assert verified["ok"] is True and verified["checked"] >= 5
+
+
+def test_persona_load_is_read_here_and_loaded_by_the_server(served):
+    workdir, server = served
+    (workdir / "persona.md").write_text(PERSONA + "\n## Allergies\nAlways check for allergies.\n", encoding="utf-8")
+    loaded = json.loads(brain(workdir, "--json", "persona", "load"))
+    assert loaded["changed"] is True and loaded["sections"] == 3 and loaded["path"].endswith("persona.md")
+    sections = httpx.get(f"{server.url}/v1/persona", timeout=30).json()["sections"]
+    assert [s["heading"] for s in sections][-1] == "Allergies"
+    assert json.loads(brain(workdir, "--json", "persona", "load"))["changed"] is False  # the same text again
+    assert "Always check for allergies." in brain(workdir, "persona", "show")
 
 
 def test_export_writes_the_servers_memories_here(served):

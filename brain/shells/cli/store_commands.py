@@ -44,10 +44,8 @@ def persona() -> None:
 @pass_state
 def persona_load(state: State, path: Path | None) -> None:
     """Load PATH (default: BRAIN_PERSONA_PATH) as the persona; an unchanged file writes nothing."""
-    from brain.ops.offline import load_persona
-
     path = path or state.settings().persona_path
-    loaded = load_persona(state.settings(), path)
+    loaded = state.ops().knowledge.load_persona(path)
     emit(state, loaded.to_dict(), loaded.summary)
 
 

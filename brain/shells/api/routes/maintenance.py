@@ -36,6 +36,11 @@ class BlockOut(BaseModel):
     block: str
 
 
+class PersonaText(BaseModel):
+    markdown: str = Field(min_length=1, description="the persona file's text (Markdown, at most 32 KiB)")
+    source: str = Field("persona.md", max_length=4096, description="where the text comes from, for the report")
+
+
 def add_routes(app: FastAPI) -> None:
     @app.get(
         "/v1/export",
@@ -148,6 +153,17 @@ def add_routes(app: FastAPI) -> None:
         """The knowledge-base entries closest in meaning to q: global ones and the entity's own."""
         hits = ops_of(request).knowledge.search(q, k=k, topic=topic, entity=entity)
         return {"query": q, "results": [h.to_dict() for h in hits]}
+
+    @app.put(
+        "/v1/persona",
+        tags=["knowledge"],
+        operation_id="load_persona",
+        responses=documented_responses(400, 403, 413, 422, 503),
+    )
+    def load_persona(body: PersonaText, request: Request) -> Any:
+        """Bring the stored persona in line with a persona file's text (a changed one is embedded and becomes
+        the current version; the same text writes nothing). `brain persona load` beside the server sends it."""
+        return with_sequence(request, ops_of(request).knowledge.load_persona_text(body.markdown, body.source).to_dict())
 
     @app.get(
         "/v1/persona/block",
