@@ -182,6 +182,8 @@ def test_embedder_unavailable_is_503_with_the_reason(tmp_path):
         store.close()
 
 
+@pytest.mark.server
+@pytest.mark.subprocess
 def test_store_unavailable_is_503(tmp_path, local_embedder):
     proc, url = start_chroma_server(tmp_path)
     try:
@@ -286,6 +288,7 @@ def test_context_and_exchanges_round_trip(live, api_store):
     assert summaries.status_code == 200 and summaries.json()["summaries"] == []
 
 
+@pytest.mark.subprocess
 def test_serve_command_refuses_a_second_process_on_the_same_data_dir(api_store, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "brain.shells.cli", "--data-dir", str(api_store.settings.data_dir), "serve",
@@ -301,6 +304,7 @@ def test_serve_command_refuses_a_second_process_on_the_same_data_dir(api_store, 
 SPECIALISTS_YAML = ROOT / "config" / "specialists.yaml"
 
 
+@pytest.mark.slow
 def test_specialists_found_by_meaning_over_http(tmp_path, local_embedder):
     settings = api_settings(tmp_path, specialists_path=SPECIALISTS_YAML)
     with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
@@ -334,6 +338,7 @@ def test_create_app_takes_a_brain_or_a_store_not_both(api_store):
         create_app(brain=opened, store=api_store)
 
 
+@pytest.mark.subprocess
 def test_a_bad_setting_breaks_the_app_not_the_import(tmp_path):
     code = ("import brain.shells.api as api\nprint('imported')\ntry:\n    api.app\n"
             "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
@@ -345,6 +350,7 @@ def test_a_bad_setting_breaks_the_app_not_the_import(tmp_path):
     assert failed.startswith("ConfigError") and "BRAIN_API_MAX_BODY_BYTES" in failed
 
 
+@pytest.mark.subprocess
 def test_the_module_app_is_built_once_from_the_environment(tmp_path):
     code = ("import brain.shells.api as api\nassert api.app is api.app\nprint(api.app.state.settings.data_dir)\n"
             "try:\n    api.no_such_thing\nexcept AttributeError:\n    print('no such thing')\n")

@@ -63,6 +63,7 @@ def offline_page(browser, api_store):
             context.close()
 
 
+@pytest.mark.browser
 def test_swagger_ui_renders_every_operation_offline(offline_page):
     page = offline_page
     page.goto(f"{page.base}/docs")

@@ -31,6 +31,7 @@ def search(client, q, **headers):
     return client.get("/v1/memories/search", params={"q": q}, headers=headers)
 
 
+@pytest.mark.server
 def test_a_write_answers_its_sequence_and_a_read_elsewhere_waits_for_it(two_workers):
     a, b = two_workers
     assert search(b, "tea").json()["results"] == []  # b has looked: it will not look again for an hour
@@ -46,6 +47,7 @@ def test_a_write_answers_its_sequence_and_a_read_elsewhere_waits_for_it(two_work
     assert search(b, "tea", **{"X-Brain-Min-Sequence": deleted.headers["X-Brain-Sequence"]}).json()["results"] == []
 
 
+@pytest.mark.server
 def test_a_bad_min_sequence_is_refused(two_workers):
     a, _ = two_workers
     refused = search(a, "tea", **{"X-Brain-Min-Sequence": "soon"})

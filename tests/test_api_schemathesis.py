@@ -29,6 +29,8 @@ from .conftest import LiveServer, api_settings
 from .ollama_stub import DEFAULT_CHAT_MODELS
 from .test_api_security import ADMIN, TOKENS, write_tokens
 
+pytestmark = [pytest.mark.fuzz, pytest.mark.subprocess]
+
 SEED = 20261123
 #: the warnings that fail the run: schemathesis' default set but missing_test_data (see the module)
 WARNINGS = ("missing_auth", "base_url_mismatch", "validation_mismatch", "missing_deserializer", "unused_openapi_auth",

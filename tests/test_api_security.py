@@ -65,6 +65,7 @@ def test_serve_refuses_a_public_address_with_an_empty_token(tmp_path, monkeypatc
     assert not (tmp_path / "data").exists()  # refused before the store was opened
 
 
+@pytest.mark.subprocess
 def test_brain_serve_refuses_a_public_address_with_an_empty_token(tmp_path):
     env = {**os.environ, "BRAIN_API_TOKEN": "", "PYTHONPATH": str(ROOT)}
     result = subprocess.run(

@@ -25,6 +25,7 @@ def writes(client) -> list:
     ]
 
 
+@pytest.mark.server
 def test_every_write_body_carries_its_sequence_as_the_header_does(two_workers):  # noqa: F811
     a, b = two_workers
     answered = writes(a)
@@ -34,6 +35,7 @@ def test_every_write_body_carries_its_sequence_as_the_header_does(two_workers): 
     assert all(isinstance(s, int) for s in sequences) and sequences == sorted(set(sequences))
 
 
+@pytest.mark.server
 def test_the_body_sequence_reads_the_write_on_another_worker(two_workers):  # noqa: F811
     a, b = two_workers
     assert b.get("/v1/memories/search", params={"q": "tea"}).json()["results"] == []  # b looked: not again for an hour

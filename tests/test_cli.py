@@ -468,6 +468,7 @@ def test_ingest_stopped_with_ctrl_c_exits_130_saying_how_to_complete(monkeypatch
     assert "run the same command again" in one_error_line(result)
 
 
+@pytest.mark.subprocess
 def test_a_command_closes_what_it_opened(tmp_path):
     added = run_json("memory", "add", "Alice is vegetarian")
     # the in-process command released the data directory: another process can open it
@@ -573,6 +574,7 @@ def brain_subprocess(tmp_path: Path, *args: str, extra_env: dict[str, str] | Non
     )
 
 
+@pytest.mark.subprocess
 def test_subprocess_help(tmp_path):
     result = brain_subprocess(tmp_path, "--help")
     assert result.returncode == 0
@@ -584,6 +586,7 @@ def test_subprocess_help(tmp_path):
         assert out.returncode == 0 and "add" in out.stdout
 
 
+@pytest.mark.subprocess
 def test_subprocess_memory_round_trip_json(tmp_path):
     added = brain_subprocess(tmp_path, "--json", "memory", "add", "Alice is vegetarian", "--importance", "5",
                              "--tag", "food", "--scope", "entity:alice")
@@ -604,12 +607,14 @@ def test_subprocess_memory_round_trip_json(tmp_path):
     assert (tmp_path / "data" / "chroma").is_dir()
 
 
+@pytest.mark.subprocess
 def test_subprocess_usage_error_exits_2(tmp_path):
     result = brain_subprocess(tmp_path, "search", "hello", "--type", "recipe")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ") and "--type" in result.stderr
 
 
+@pytest.mark.subprocess
 def test_subprocess_bad_setting_is_one_line_without_traceback(tmp_path):
     result = brain_subprocess(tmp_path, "stats", extra_env={"RAG_MEMORY_TOP_K": "99"})
     assert result.returncode == 1
@@ -617,6 +622,7 @@ def test_subprocess_bad_setting_is_one_line_without_traceback(tmp_path):
     assert "RAG_MEMORY_TOP_K" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.subprocess
 def test_subprocess_debug_shows_the_traceback(tmp_path):
     result = brain_subprocess(tmp_path, "--debug", "memory", "show", "doc-nope")
     assert result.returncode == 1

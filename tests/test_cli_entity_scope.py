@@ -55,6 +55,7 @@ _names = st.sampled_from(["alice", "Alice", "alice ", "bob", "Bob", "b o b", "bo
 _writes = st.lists(st.tuples(_texts, st.one_of(st.none(), _names), st.integers(1, 5)), min_size=1, max_size=6)
 
 
+@pytest.mark.slow
 @hypothesis_settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(writes=_writes, reader=_names, query=_texts)
 def test_no_command_with_entity_returns_another_entitys_memory(writes, reader, query):

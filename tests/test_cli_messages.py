@@ -102,6 +102,7 @@ def test_forget_without_an_answer_says_to_pass_yes(tmp_path, local_embedder):
 
 # ---- specialists: listed in the order of what is shown ---------------------------------------------
 
+@pytest.mark.slow
 def test_specialists_are_listed_by_the_confidence_shown_first(tmp_path):
     for name in ("specialists.yaml", "specialists_examples.jsonl"):
         shutil.copy(REPO_CONFIG / name, tmp_path / "config" / name)
@@ -126,6 +127,7 @@ def test_specialists_are_listed_by_the_confidence_shown_first(tmp_path):
 RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ \S+: |[A-Z]+: +\S")
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_mcp_logs_to_a_file_are_not_wrapped(tmp_path, transport):
     workdir = project(tmp_path / "mcp")

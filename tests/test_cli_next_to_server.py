@@ -20,6 +20,8 @@ from .conftest import NOBODY
 from .mcp_client import project
 from .test_serve_startup import PERSONA, Served
 
+pytestmark = pytest.mark.subprocess
+
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "next-to-server-token-0123456789"
 

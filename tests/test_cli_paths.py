@@ -166,6 +166,7 @@ def test_first_ingest_summary_counts_new_and_bad_files(proj):
     assert result.stdout.startswith("2 files read, 2 new, 0 changed, 0 unchanged; 1 bad file.")
 
 
+@pytest.mark.subprocess
 def test_subprocess_from_a_subfolder_finds_the_project(proj):
     env = {**os.environ}
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
@@ -178,6 +179,7 @@ def test_subprocess_from_a_subfolder_finds_the_project(proj):
     assert data_dirs(proj.parent) == [proj / "data"]
 
 
+@pytest.mark.server
 def test_read_only_commands_never_create_a_collection_on_a_chroma_server(proj, chroma_server, monkeypatch):
     import uuid
 

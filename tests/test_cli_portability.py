@@ -121,6 +121,7 @@ def test_consolidate_dry_run_then_merge(tmp_path, local_embedder):
 
 # ---- specialists ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_specialists_list_and_find(monkeypatch):
     from tests.conftest import ROOT
 

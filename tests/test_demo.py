@@ -6,10 +6,13 @@ import re
 import sqlite3
 import shutil
 
+import pytest
+
 from brain.shells.demo import main
 from tests.conftest import ROOT
 
 
+@pytest.mark.slow
 def test_demo_builds_the_store_and_is_idempotent(tmp_path, monkeypatch, capsys):
     shutil.copy(ROOT / "persona.md", tmp_path / "persona.md")
     shutil.copytree(ROOT / "config", tmp_path / "config")
@@ -77,6 +80,7 @@ def _stored(tmp_path, local_embedder) -> tuple[dict, dict]:
     return docs, mirror
 
 
+@pytest.mark.slow
 def test_running_the_demo_again_writes_nothing(tmp_path, monkeypatch, capsys, local_embedder):
     shutil.copy(ROOT / "persona.md", tmp_path / "persona.md")
     shutil.copytree(ROOT / "config", tmp_path / "config")
@@ -90,6 +94,7 @@ def test_running_the_demo_again_writes_nothing(tmp_path, monkeypatch, capsys, lo
     assert again_mirror == first_mirror
 
 
+@pytest.mark.slow
 def test_demo_finds_its_project_from_a_subfolder(tmp_path, monkeypatch, capsys):
     """Persona, knowledge base and data directory come from the project, not the working directory."""
     project = tmp_path / "project"

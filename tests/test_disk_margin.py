@@ -138,6 +138,7 @@ def test_the_api_refuses_writes_and_keeps_answering(tmp_path, local_embedder):
         assert store.count() == 0
 
 
+@pytest.mark.subprocess
 def test_brain_serve_below_the_margin_answers_and_stops_on_sigterm(tmp_path):
     with brain_serve(tmp_path, tmp_path / "data", BRAIN_MIN_FREE_DISK_MB=str(above_free(tmp_path))) as (url, proc, _):
         for _ in range(3):
@@ -150,6 +151,7 @@ def test_brain_serve_below_the_margin_answers_and_stops_on_sigterm(tmp_path):
         assert proc.wait(timeout=30) is not None
 
 
+@pytest.mark.subprocess
 def test_brain_serve_starts_below_the_margin_and_serves_reads(tmp_path, local_embedder):
     """A persona file to bring in line (a start-up write) does not stop the server: it starts, reads
     answer, health says why writes are refused, and a write is refused naming the setting."""
@@ -180,6 +182,7 @@ def test_brain_serve_starts_below_the_margin_and_serves_reads(tmp_path, local_em
         assert proc.wait(timeout=30) is not None
 
 
+@pytest.mark.subprocess
 def test_sigterm_closes_the_store_as_ctrl_c_does(tmp_path, local_embedder):
     """systemd and `docker stop` send SIGTERM: the server shuts down gracefully and closes its store, so the
     index snapshot is saved (and queued summaries written) before the process ends."""

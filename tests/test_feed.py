@@ -69,7 +69,8 @@ def client_of(url: str):
 
 # ---- what the sequence rests on ------------------------------------------------------------------
 
-@pytest.mark.parametrize("backend", ["embedded", "server"])
+@pytest.mark.server
+@pytest.mark.parametrize("backend", ["embedded", pytest.param("server", marks=pytest.mark.server)])
 def test_chroma_add_of_an_existing_id_keeps_the_first_record(backend, chroma_server, tmp_path):
     """The compare-and-set of the feed: an add under an id that exists is ignored, without an error,
     alone or in a batch, and a read right after sees the first record."""
@@ -89,6 +90,7 @@ def test_chroma_add_of_an_existing_id_keeps_the_first_record(backend, chroma_ser
 
 # ---- writing the feed ----------------------------------------------------------------------------
 
+@pytest.mark.server
 def test_every_write_gets_one_settled_record_with_its_ids(two):
     a, b = two
     result = a.write_docs([{"text": "Alice likes tea", "type": "memory"}, {"text": "Bob likes coffee", "type": "memory"}])
@@ -104,6 +106,7 @@ def test_every_write_gets_one_settled_record_with_its_ids(two):
     assert (a.last_sequence, b.last_sequence) == (4, 3)
 
 
+@pytest.mark.server
 def test_a_write_that_chroma_refuses_leaves_an_aborted_record(two, monkeypatch):
     a, _ = two
 
@@ -117,6 +120,9 @@ def test_a_write_that_chroma_refuses_leaves_an_aborted_record(two, monkeypatch):
     assert a.last_sequence == 0 and a.count() == 0
 
 
+@pytest.mark.server
+@pytest.mark.stress
+@pytest.mark.subprocess
 def test_racing_writers_never_share_a_sequence(server_settings):
     """Four processes claim 40 numbers each at once: 160 distinct, contiguous numbers, increasing in
     each process, and every claim's record carries its own writer and ids."""
@@ -145,6 +151,7 @@ def test_racing_writers_never_share_a_sequence(server_settings):
         assert r.writer == claimed[r.seq] and r.ids[0].startswith(r.writer)
 
 
+@pytest.mark.server
 def test_the_first_number_is_kept_when_a_racing_writer_is_already_above_it(server_settings):
     """Record 0 never exists: a writer that wins 1 while the loser has already added 2 keeps 1 (the
     feed was never compacted), rather than taking it for a number compaction freed."""
@@ -156,6 +163,7 @@ def test_the_first_number_is_kept_when_a_racing_writer_is_already_above_it(serve
     assert {r.seq: (r.state, r.writer) for r in feed.after(0)} == {1: ("pending", "w1"), 2: ("pending", "w2")}
 
 
+@pytest.mark.server
 def test_a_number_freed_by_compaction_is_voided_not_reused(server_settings):
     client = client_of(server_settings.chroma_url)
     feed = ChangeFeed(client, server_settings.collection, "test", keep=3)
@@ -175,6 +183,7 @@ def hit_ids(store, query, **kwargs):
     return [h.id for h in store.retrieve_memories(query, k=10, **kwargs, relevance=False)]
 
 
+@pytest.mark.server
 def test_a_follower_applies_new_memories_deletes_edits_and_importance(two):
     a, b = two
     keep = a.upsert_memory("The office is in Lyon", importance=2)
@@ -193,6 +202,7 @@ def test_a_follower_applies_new_memories_deletes_edits_and_importance(two):
     assert b.follower.applied == a.last_sequence
 
 
+@pytest.mark.server
 def test_a_write_whose_fetch_failed_is_applied_by_the_next_poll(two, monkeypatch):
     a, b = two
     b.memory_index()
@@ -214,6 +224,7 @@ def test_a_write_whose_fetch_failed_is_applied_by_the_next_poll(two, monkeypatch
     assert b.follower.applied == a.last_sequence
 
 
+@pytest.mark.server
 def test_entity_scoping_holds_for_followed_writes(two):
     a, b = two
     b.memory_index()
@@ -223,6 +234,7 @@ def test_entity_scoping_holds_for_followed_writes(two):
     assert hit_ids(b, "sister", entity="carol") == [] and hit_ids(b, "sister") == []
 
 
+@pytest.mark.server
 def test_a_followed_turn_reaches_a_cached_conversation(two):
     a, b = two
     a.upsert_turn("conv-f", "hello", "hi there")
@@ -234,6 +246,7 @@ def test_a_followed_turn_reaches_a_cached_conversation(two):
         ("hello", 1), ("hi there", 2), ("fine", 4)]
 
 
+@pytest.mark.server
 def test_min_sequence_reads_what_another_process_wrote(two):
     a, b = two
     b.settings = b.settings.model_copy(update={"feed_interval_seconds": 3600.0})
@@ -248,6 +261,7 @@ def test_min_sequence_reads_what_another_process_wrote(two):
         b.retrieve_memories("x", min_sequence=-1, relevance=False)
 
 
+@pytest.mark.server
 def test_a_pending_record_of_a_dead_writer_is_applied_and_then_passed(two, local_embedder):
     """What a writer killed between its Chroma write and its confirmation leaves: a pending record
     and the write in Chroma. The follower applies the ids at once, waits for the record to settle,
@@ -268,6 +282,7 @@ def test_a_pending_record_of_a_dead_writer_is_applied_and_then_passed(two, local
     assert b.follower.applied == a.last_sequence
 
 
+@pytest.mark.server
 def test_a_follower_behind_the_compaction_rebuilds(two):
     a, b = two
     b.memory_index()
@@ -293,6 +308,7 @@ def test_record_ids_sort_as_their_numbers():
     assert sorted(record_id(n) for n in (10, 9, 100)) == [record_id(9), record_id(10), record_id(100)]
 
 
+@pytest.mark.server
 def test_positions_are_claimed_across_stores_and_released_when_forgotten(two):
     a, b = two
     a.write_turns("conv-p", "u1", "a1")
@@ -307,6 +323,7 @@ def test_positions_are_claimed_across_stores_and_released_when_forgotten(two):
     assert sorted(a.write_turns("conv-bob", "again", "hello again", scope="entity:bob").positions.values()) == [1, 2]
 
 
+@pytest.mark.server
 def test_the_background_thread_applies_writes_without_a_read(two):
     a, b = two
     b.memory_index()
@@ -320,6 +337,8 @@ def test_the_background_thread_applies_writes_without_a_read(two):
     assert doc in b.memory_index()
 
 
+@pytest.mark.server
+@pytest.mark.subprocess
 def test_a_chroma_restart_is_reported_then_caught_up(tmp_path, local_embedder):
     """The server goes down: reads that need the feed raise StoreUnavailable (503 in the API), the
     background thread backs off; once it is up again on the same address, the follower catches up."""
@@ -347,6 +366,8 @@ def test_a_chroma_restart_is_reported_then_caught_up(tmp_path, local_embedder):
         stop(proc)
 
 
+@pytest.mark.server
+@pytest.mark.stress
 def test_racing_stores_end_with_what_chroma_holds(server_settings, local_embedder, tmp_path):
     """Three stores write, edit and delete the same few memories at once from three threads; once each
     has caught up with every write, each one's index holds exactly what Chroma holds (the oracle)."""

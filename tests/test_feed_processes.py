@@ -15,6 +15,8 @@ import pytest
 
 from tests.test_feed import client_of
 
+pytestmark = [pytest.mark.server, pytest.mark.stress, pytest.mark.subprocess]
+
 ROOT = Path(__file__).resolve().parent.parent
 INTERVAL = 0.5
 #: how long a test waits for a write to show in another process: far above the interval, so that a

@@ -171,6 +171,7 @@ with brain.open(settings, embedder=LocalMiniLMEmbedder(settings), start_worker=F
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.parametrize("killed_in", ["mirror", "chroma", "chroma vacuum"])
 @pytest.mark.parametrize("next_run", ["the same forget", "another forget"])

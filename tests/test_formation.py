@@ -542,6 +542,7 @@ MOVE = answer(fact("Alice lives in Berlin", [1], importance=4, action="contradic
               fact("Alice has a new flat", [1]))
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("calls", [1, 3], ids=["after-the-first-document", "before-the-summary"])
 def test_a_process_killed_mid_formation_leaves_none_of_it_and_the_batch_pending(tmp_path, stub, local_embedder,
                                                                                   calls):

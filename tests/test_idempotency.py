@@ -70,6 +70,7 @@ def test_a_key_reused_for_another_exchange_is_refused(chat, store):
     assert turns_of(store, first.conversation_id) == [("user", "one", 1), ("assistant", "two", 2)]
 
 
+@pytest.mark.server
 def test_a_retry_through_another_process_of_the_same_server_writes_nothing(chroma_server, tmp_path, local_embedder):
     """Two stores on one Chroma server, as two workers: each its own in-process state and locks."""
     from brain.config import Settings
@@ -108,6 +109,8 @@ def test_the_api_takes_the_key_as_a_header_or_in_the_body(live):
     assert bad.status_code == 422 and "idempotency_key" in bad.text
 
 
+@pytest.mark.server
+@pytest.mark.subprocess
 def test_retries_across_two_workers_store_the_exchange_once(chroma_server, tmp_path):
     project, _ = make_project(tmp_path, chroma_server, 0.5)
     server = WorkersServer(project, 2)

@@ -438,6 +438,7 @@ def server_settings(chroma_server, tmp_path) -> Settings:
                     feed_interval_seconds=0.0)
 
 
+@pytest.mark.server
 def test_a_snapshot_plus_the_feed_written_after_it_ends_exact(server_settings, local_embedder, tmp_path, caplog):
     other = server_settings.model_copy(update={"data_dir": tmp_path / "data-b"})
     with open_store(server_settings, embedder=local_embedder) as a:
@@ -464,6 +465,7 @@ def test_a_snapshot_plus_the_feed_written_after_it_ends_exact(server_settings, l
         assert ranked(b) == from_snapshot
 
 
+@pytest.mark.server
 def test_a_delete_applied_from_the_feed_removes_the_snapshot_file(server_settings, local_embedder, tmp_path):
     """No snapshot on disk keeps a deleted text: a delete this process follows drops the file."""
     other = server_settings.model_copy(update={"data_dir": tmp_path / "data-b"})
@@ -478,6 +480,7 @@ def test_a_delete_applied_from_the_feed_removes_the_snapshot_file(server_setting
         assert "Coffee is free" not in archive["memory/rows"].tobytes().decode()
 
 
+@pytest.mark.server
 def test_own_writes_before_the_indexes_are_built_are_applied_over_the_snapshot(server_settings, local_embedder, caplog):
     with open_store(server_settings, embedder=local_embedder) as a:
         ids = fill(a)
@@ -496,6 +499,7 @@ def test_own_writes_before_the_indexes_are_built_are_applied_over_the_snapshot(s
         assert ranked(a) == from_snapshot
 
 
+@pytest.mark.server
 def test_a_snapshot_older_than_the_compaction_horizon_is_ignored(server_settings, local_embedder, tmp_path, caplog):
     other = server_settings.model_copy(update={"data_dir": tmp_path / "data-b"})
     with open_store(server_settings, embedder=local_embedder) as a:
@@ -515,6 +519,7 @@ def test_a_snapshot_older_than_the_compaction_horizon_is_ignored(server_settings
         assert len(lines) == 1 and "compacted past it" in lines[0], lines
 
 
+@pytest.mark.server
 def test_a_snapshot_saved_without_the_feed_is_not_used_with_one(saved, chroma_server, local_embedder, caplog):
     """An embedded store's snapshot moved to a server-backed worker: another collection (its id), ignored."""
     settings, _, _ = saved

@@ -69,6 +69,7 @@ def test_the_same_folder_by_any_path_and_from_any_directory_is_one_knowledge_bas
     assert kb_name(tmp_path / "link" / "guide.md") == "kb/guide.md"  # the folder's links are resolved
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["inside", "parent", "outside"])
 def test_documents_named_by_the_working_directory_are_rekeyed_without_embedding(
         embedded_store, embed_calls, local_embedder, tmp_path, monkeypatch, where):

@@ -31,6 +31,8 @@ from brain.providers.summarizers import ExtractiveSummarizer
 from .conftest import LiveServer, api_settings
 from .mcp_client import McpClient, brain_command, http, project, server_env
 
+pytestmark = pytest.mark.subprocess
+
 MARK = "bobsecret"
 ADMIN = "admin-token-0123456789abcdef"
 TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef"}
@@ -54,7 +56,7 @@ class Deployment:
         return httpx.Client(base_url=self.url, timeout=60, headers={"Authorization": f"Bearer {token}"})
 
 
-@pytest.fixture(params=["embedded", "server"])
+@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.server)])
 def deployment(request, tmp_path, local_embedder):
     workdir = project(tmp_path / "project")
     tokens = workdir / "config" / "api-tokens"

@@ -32,6 +32,7 @@ def two_processes(url: str, tmp_path):
     return one("a"), one("b")
 
 
+@pytest.mark.server
 def test_the_second_scope_is_refused_though_its_process_has_not_seen_the_first(chroma_server, tmp_path, local_embedder):
     first, second = two_processes(chroma_server, tmp_path)
     try:
@@ -86,6 +87,9 @@ def workers(chroma_server, tmp_path):
         server.stop()
 
 
+@pytest.mark.server
+@pytest.mark.stress
+@pytest.mark.subprocess
 def test_two_workers_racing_for_one_new_id_give_it_to_one_entity(workers):
     """Alice and Bob post their first exchange under one new id at the same moment, to two workers."""
     clients = {who: httpx.Client(base_url=workers.url, timeout=60, limits=httpx.Limits(max_keepalive_connections=0),

@@ -74,7 +74,7 @@ def reopened(settings, embedder, caplog) -> tuple[set[str], list[str]]:
     return seen, [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()]
 
 
-@pytest.fixture(params=["embedded", "server"])
+@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.server)])
 def saved(request, tmp_path, local_embedder):
     if request.param == "embedded":
         settings = Settings(data_dir=tmp_path / "data")

@@ -33,6 +33,7 @@ def open_in_child(data_dir) -> subprocess.CompletedProcess:
                           timeout=60)
 
 
+@pytest.mark.subprocess
 def test_second_process_gets_a_clear_error_while_the_store_is_open(settings, local_embedder):
     store = open_store(settings, embedder=local_embedder)
     store.upsert_memory("Alice likes tea")
@@ -51,6 +52,7 @@ def test_second_process_gets_a_clear_error_while_the_store_is_open(settings, loc
     reopened.close()
 
 
+@pytest.mark.subprocess
 def test_the_same_process_may_open_a_data_dir_twice(settings, local_embedder):
     first = open_store(settings, embedder=local_embedder)
     second = open_store(settings, embedder=local_embedder)
@@ -66,6 +68,8 @@ def test_locked_is_a_store_unavailable(tmp_path):
     assert issubclass(StoreLocked, StoreUnavailable)
 
 
+@pytest.mark.server
+@pytest.mark.subprocess
 def test_server_backed_store_takes_no_lock(chroma_server, tmp_path, local_embedder):
     settings = Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection="locktest")
     store = open_store(settings, embedder=local_embedder)
@@ -76,6 +80,7 @@ def test_server_backed_store_takes_no_lock(chroma_server, tmp_path, local_embedd
         store.close()
 
 
+@pytest.mark.subprocess
 def test_failed_open_releases_the_claim(tmp_path, local_embedder):
     settings = Settings(data_dir=tmp_path / "data")
     with pytest.raises(StoreUnavailable, match="cannot open Chroma collection"):

@@ -16,6 +16,8 @@ from brain.features.persona import load_persona
 
 from .mcp_client import project, stdio
 
+pytestmark = pytest.mark.subprocess
+
 TOOLS = {"remember", "recall", "update_memory", "supersede_memory", "memory_history", "forget", "list_memories",
          "search_knowledge", "get_context", "record_exchange", "extract_memories", "find_specialists"}
 

@@ -36,6 +36,7 @@ def served(tmp_path_factory, local_embedder):
         yield server, ids
 
 
+@pytest.mark.subprocess
 def test_without_the_token_nothing_answers(served):
     server, _ = served
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -52,6 +53,7 @@ def test_without_the_token_nothing_answers(served):
             pass
 
 
+@pytest.mark.subprocess
 def test_the_admin_token_serves_every_tool(served):
     server, ids = served
     with http(server.url, ADMIN_TOKEN) as client:
@@ -64,6 +66,7 @@ def test_the_admin_token_serves_every_tool(served):
         assert "importance must be between 1 and 5" in client.error("remember", text="x", importance=6)
 
 
+@pytest.mark.subprocess
 def test_a_token_bound_to_alice_acts_for_alice_only(served):
     server, ids = served
     with http(server.url, ALICE_TOKEN) as client:
@@ -75,6 +78,7 @@ def test_a_token_bound_to_alice_acts_for_alice_only(served):
         assert stored["metadata"]["scope"] == "entity:alice"
 
 
+@pytest.mark.subprocess
 def test_a_non_loopback_address_without_a_token_is_refused(tmp_path):
     workdir = project(tmp_path / "open")
     done = subprocess.run(brain_command(workdir, "--http", "--host", "0.0.0.0", "--port", str(free_port())),
@@ -84,6 +88,7 @@ def test_a_non_loopback_address_without_a_token_is_refused(tmp_path):
     assert not (workdir / "data").exists()  # refused before the store was opened
 
 
+@pytest.mark.subprocess
 def test_host_without_http_is_a_usage_error(tmp_path):
     workdir = project(tmp_path / "usage")
     done = subprocess.run(brain_command(workdir, "--host", "127.0.0.1"), cwd=workdir, env=server_env(workdir),
@@ -128,6 +133,7 @@ def test_serve_without_the_setting_has_no_mcp(live):
 
 # ---- stdio writes, seen after the server exits ------------------------------------------------------------
 
+@pytest.mark.subprocess
 def test_what_stdio_writes_is_in_the_store_the_mirror_and_an_export(tmp_path, local_embedder):
     workdir = project(tmp_path / "stdio")
     with stdio(workdir) as client:

@@ -182,6 +182,7 @@ def test_mirror_verify_reports_a_row_whose_content_differs(tmp_path, local_embed
     assert f"text differs (1): {ids[0]}" in shown.stdout
 
 
+@pytest.mark.subprocess
 def test_brain_serve_repairs_the_mirror_before_answering(tmp_path, local_embedder):
     data = tmp_path / "data"
     with open_store(Settings(data_dir=data), embedder=local_embedder) as store:

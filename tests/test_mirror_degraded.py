@@ -125,6 +125,7 @@ def serve(tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
     return proc, f"http://127.0.0.1:{port}", log
 
 
+@pytest.mark.subprocess
 def test_a_served_brain_answers_truthfully_and_survives_a_read_only_shm(tmp_path, local_embedder):
     data = tmp_path / "data"
     proc, url, log = serve(tmp_path)
@@ -165,6 +166,7 @@ def test_a_served_brain_answers_truthfully_and_survives_a_read_only_shm(tmp_path
             assert verify_mirror(store, mirror).ok
 
 
+@pytest.mark.subprocess
 def test_a_served_brain_stops_cleanly_while_the_mirror_is_read_only_and_the_next_start_catches_up(
         tmp_path, local_embedder):
     data = tmp_path / "data"

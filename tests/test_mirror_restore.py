@@ -134,6 +134,7 @@ def brain_command(tmp_path, settings: Settings, *args: str) -> subprocess.Comple
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.subprocess
 def test_cli_restore_from_mirror(world, tmp_path, local_embedder):
     settings, before = world
     shutil.rmtree(settings.data_dir / "chroma")  # the restore runs in new processes

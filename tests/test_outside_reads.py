@@ -9,6 +9,8 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tests.outside_reads import REPOSITORY, python_roots, reads_beside_repository
 
 
@@ -48,6 +50,7 @@ def _run_pytest(tmp_path: Path, body: str, *options: str) -> subprocess.Complete
     )
 
 
+@pytest.mark.subprocess
 def test_a_session_that_reads_beside_the_repository_fails_and_names_the_paths(tmp_path):
     probe = REPOSITORY.parent / f"brain-outside-read-probe-{uuid.uuid4().hex}"
     result = _run_pytest(tmp_path, f"""
@@ -71,6 +74,7 @@ def test_a_session_that_reads_beside_the_repository_fails_and_names_the_paths(tm
     assert not probe.exists()
 
 
+@pytest.mark.subprocess
 def test_a_session_that_reads_only_its_own_files_passes(tmp_path):
     fixture = REPOSITORY / "tests" / "fixtures" / "pam" / "example-embeddings.json"
     result = _run_pytest(tmp_path, f"""
@@ -85,6 +89,7 @@ def test_a_session_that_reads_only_its_own_files_passes(tmp_path):
     assert "files read outside the repository" not in result.stdout
 
 
+@pytest.mark.subprocess
 def test_a_read_in_an_xdist_worker_fails_the_session_too(tmp_path):
     """Under pytest-xdist the tests run in worker processes, whose own exit status the controller ignores."""
     probe = REPOSITORY.parent / f"brain-outside-read-probe-{uuid.uuid4().hex}"

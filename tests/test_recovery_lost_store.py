@@ -149,6 +149,7 @@ def test_a_recreated_store_is_not_the_truth_even_when_it_holds_most_documents(wo
         assert catch_up(store, store.mirror).deleted == 1
 
 
+@pytest.mark.subprocess
 def test_brain_init_and_serve_refuse_a_lost_store(world, tmp_path):
     settings, path, before = world
     lose_store(settings)

@@ -13,7 +13,7 @@ from brain.config import Settings
 from tests.fixtures.ada_examples import EXAMPLES
 
 
-@pytest.fixture(params=["embedded", "server"])
+@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.server)])
 def reference_env(request, tmp_path, monkeypatch):
     """The environment a chat backend would set: RagStore() reads it (nothing is passed in)."""
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))

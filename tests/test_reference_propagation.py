@@ -27,6 +27,8 @@ from brain.store.follower import FeedFollower
 from brain.shells.cli.reports import verify_text
 from tests.test_feed import client_of
 
+pytestmark = pytest.mark.server  # every test here opens stores on a real `chroma run`
+
 ROOT = Path(__file__).resolve().parent.parent
 #: how long a write may take to show on the other end: far above the feed interval (correctness, not timing)
 DEADLINE = 10.0
@@ -221,6 +223,7 @@ def _verify_in_a_new_process(data: Path) -> dict:
     return report
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["server", "embedded"])
 def test_a_writer_killed_mid_batch_leaves_a_mirror_that_agrees_once_reopened(backend, chroma_server, collection,

@@ -223,6 +223,7 @@ def test_the_store_opens_on_the_new_collection_after_the_swap(settings, local_em
         assert reopened.collection_name == f"{settings.collection}__g2" and results(reopened) == after
 
 
+@pytest.mark.server
 def test_another_process_follows_the_swap_on_its_next_feed_check(chroma_server, tmp_path, local_embedder, ollama):
     settings = Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection=f"t-{uuid.uuid4().hex[:12]}",
                         ollama_host=ollama.url)
@@ -238,6 +239,7 @@ def test_another_process_follows_the_swap_on_its_next_feed_check(chroma_server, 
         assert late in {h.id for h in writer.retrieve_memories("anything", k=50, all_scopes=True, relevance=False)}
 
 
+@pytest.mark.server
 def test_another_process_finds_specialists_with_the_new_model_after_the_swap(chroma_server, tmp_path, local_embedder,
                                                                             ollama):
     from brain.features.specialists import SpecialistRegistry
@@ -286,6 +288,7 @@ def _cli(settings: Settings, *args: str, env_extra: dict | None = None) -> subpr
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.subprocess
 def test_kill_9_at_several_points_then_resume_embeds_nothing_twice(backend_settings, local_embedder, ollama):
     settings = backend_settings.model_copy(update={"ollama_host": ollama.url})
     with open_store(settings, embedder=local_embedder) as store:
@@ -315,6 +318,7 @@ def test_kill_9_at_several_points_then_resume_embeds_nothing_twice(backend_setti
         assert store.count() == documents and store.collection_name.endswith("__g2")
 
 
+@pytest.mark.subprocess
 def test_the_command_dry_run_rollback_and_usage(settings, local_embedder, ollama):
     settings = settings.model_copy(update={"ollama_host": ollama.url})
     with open_store(settings, embedder=local_embedder) as store:
@@ -343,6 +347,7 @@ def test_the_command_dry_run_rollback_and_usage(settings, local_embedder, ollama
     assert json.loads(out)["dropped"] == [f"{settings.collection}__g2"]
 
 
+@pytest.mark.server
 def test_a_write_of_a_process_that_had_not_seen_the_swap_is_carried_over(chroma_server, tmp_path, local_embedder,
                                                                           ollama):
     settings = Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection=f"t-{uuid.uuid4().hex[:12]}",

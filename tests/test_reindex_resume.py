@@ -55,6 +55,7 @@ def _env(settings: Settings) -> dict[str, str]:
     return env
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_reindex_resumed_after_kill_9_leaves_no_mirror_vector_missing(backend_settings, local_embedder, ollama,
                                                                          tmp_path):
@@ -77,6 +78,7 @@ def test_a_reindex_resumed_after_kill_9_leaves_no_mirror_vector_missing(backend_
             np.testing.assert_allclose(vector, stored[doc_id], atol=1e-6)
 
 
+@pytest.mark.subprocess
 def test_rollback_with_a_specialists_file_whatever_brain_embedder_says(settings, local_embedder, ollama, tmp_path):
     (tmp_path / "specialists.yaml").write_text(SPECIALISTS_YAML, encoding="utf-8")
     settings = settings.model_copy(update={"ollama_host": ollama.url, "specialists_path": tmp_path / "specialists.yaml"})

@@ -75,6 +75,7 @@ def world(backend_settings, local_embedder, tmp_path):
     return settings, path, mirror_rows(path), store_documents(settings, local_embedder)
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.parametrize("where, n", [("before-write", 0), ("inside-write", 1), ("before-write", 3),
                                       ("inside-write", 6), ("before-finish", 0)])
@@ -205,6 +206,7 @@ def test_a_vector_stored_as_text_in_a_sound_store_is_reported_and_repaired(world
         assert verify_mirror(store, store.mirror).ok
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_the_restore_command_killed_mid_way_then_init_keeps_every_row(tmp_path, local_embedder):
     """`brain restore --from-mirror` itself, SIGKILLed from outside once it has started writing."""

@@ -132,6 +132,7 @@ def searched_by_shell(settings: Settings, reader: str | None, query: str) -> dic
     return out
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(writes=_writes, reader=_readers, query=_texts)
 def test_a_list_or_search_for_an_entity_is_its_memories_and_the_global_ones_in_every_shell(writes, reader, query):
@@ -192,6 +193,7 @@ def stored_ids(settings: Settings) -> set[str]:
         return {d.id for d in b.store.get(type="memory")}
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(writes=_writes, reader=_readers, shell=st.sampled_from(SHELLS))
 def test_forgetting_what_a_list_for_an_entity_returned_never_deletes_a_global_memory(writes, reader, shell):

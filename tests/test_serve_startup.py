@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 import brain
 from brain.app.startup import startup
@@ -58,6 +59,7 @@ class Served:
         return self.log.read_text()
 
 
+@pytest.mark.subprocess
 def test_brain_serve_on_a_fresh_data_directory_serves_the_persona_and_says_so(tmp_path):
     project(tmp_path)
     (tmp_path / "persona.md").write_text(PERSONA, encoding="utf-8")
@@ -70,6 +72,7 @@ def test_brain_serve_on_a_fresh_data_directory_serves_the_persona_and_says_so(tm
     assert f"persona {tmp_path / 'persona.md'}: 2 sections, loaded version" in served.output()
 
 
+@pytest.mark.subprocess
 def test_brain_serve_without_a_persona_file_says_it_runs_without_one(tmp_path):
     project(tmp_path)
     with Served(tmp_path) as served:
@@ -79,6 +82,7 @@ def test_brain_serve_without_a_persona_file_says_it_runs_without_one(tmp_path):
             "(set BRAIN_PERSONA_PATH)") in served.output()
 
 
+@pytest.mark.subprocess
 def test_brain_mcp_on_a_fresh_data_directory_serves_the_persona(tmp_path):
     project(tmp_path)
     (tmp_path / "persona.md").write_text(PERSONA, encoding="utf-8")

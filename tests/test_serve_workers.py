@@ -19,6 +19,8 @@ from brain.config import Settings
 from brain.app.core import open_store
 from tests.conftest import NOBODY, free_port
 
+pytestmark = pytest.mark.subprocess
+
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "workers-admin-token-0123456789"
 #: how long a test waits for what a worker should show soon: far above the feed interval, so that a
@@ -153,6 +155,7 @@ def unfollowed(chroma_server, tmp_path):
         server.stop()
 
 
+@pytest.mark.server
 def test_two_processes_answer_on_one_port_and_a_sequence_reads_the_write_on_either(unfollowed):
     assert len(unfollowed.worker_pids()) == 2
     with fresh(unfollowed.url) as client:
@@ -190,6 +193,7 @@ def followed(chroma_server, tmp_path):
         server.stop()
 
 
+@pytest.mark.server
 def test_workers_get_the_parents_settings_and_show_each_others_writes_within_the_interval(
         followed, chroma_server, tmp_path, local_embedder):
     server, collection = followed

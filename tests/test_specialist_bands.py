@@ -19,6 +19,8 @@ from brain.features.specialists import (
     request_words,
 )
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "config" / "specialists.yaml"
 

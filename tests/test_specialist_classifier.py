@@ -174,6 +174,7 @@ def test_examples_of_specialists_not_registered_are_left_out(tmp_path, small_yam
         assert {m.id for m in reg.find_specialists("will it rain in Leeds tomorrow", k=10)} == {"ocr", "calculator", "email"}
 
 
+@pytest.mark.slow
 def test_the_shipped_specialists_call_a_plain_percentage_strong(tmp_path, local_embedder):
     # like the request a blind writer found banded weak under the score-and-length confidence ("what's
     # 17 percent of 2,340"), which the examples file holds; this one it does not

@@ -337,6 +337,7 @@ def test_score_is_the_documented_formula_and_exact(shipped, local_embedder):
     assert sum(m.lexical for m in matches) == pytest.approx(min(1.0, bm25.sum() / 4.0))
 
 
+@pytest.mark.slow
 def test_without_the_lexical_share_the_score_is_the_dense_formula(embedded_store, local_embedder):
     registry = SpecialistRegistry(embedded_store, path=SHIPPED, lexical_weight=0.0)
     registry.register()
@@ -344,6 +345,7 @@ def test_without_the_lexical_share_the_score_is_the_dense_formula(embedded_store
         assert m.score == pytest.approx(0.5 * m.canonical + 0.3 * m.predicates + 0.2 * m.objects - m.penalty, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_not_example_lowers_the_score(shipped, embedded_store):
     request = "type out the words printed in this image"  # one of vision's not examples
     plain = SpecialistRegistry(shipped.store, path=SHIPPED, not_penalty=0.0)
@@ -360,6 +362,7 @@ def test_a_not_example_lowers_the_score(shipped, embedded_store):
     assert harsh_vision.score == pytest.approx(without["vision"].score - 2 * vision.penalty, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_bands_follow_the_thresholds(shipped):
     bands = SpecialistBands(strong=0.90, good=0.80, possible=0.70)
     assert [bands.band(s) for s in (0.95, 0.90, 0.85, 0.80, 0.75, 0.70, 0.69)] == [

@@ -41,6 +41,7 @@ def test_ollama_down_means_nothing_is_written(tmp_path):
     assert store.count() == 0
 
 
+@pytest.mark.stress
 def test_concurrent_writers_and_readers_leave_index_and_chroma_in_agreement(embedded_store):
     store = embedded_store
     store.upsert_memory("seed memory", importance=3)

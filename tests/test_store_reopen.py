@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from brain.app.rag_store import RagStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,6 +22,7 @@ with RagStore() as store:
 """
 
 
+@pytest.mark.subprocess
 def test_a_store_opened_again_reads_another_process_s_writes(tmp_path, monkeypatch):
     monkeypatch.setenv("BRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("BRAIN_MIRROR_ENABLED", "false")

@@ -61,6 +61,7 @@ def test_the_page_and_its_assets_load_without_a_token(guarded):
     assert httpx.head(f"{server.url}/ui/static/ui.js", timeout=30).status_code == 200
 
 
+@pytest.mark.slow
 def test_nothing_else_is_reachable_without_the_token(guarded):
     server, app = guarded
     paths = set()

@@ -220,6 +220,9 @@ PAUSE = 0.3
 POINTS = ["before Chroma", "between the calls", "after the last call", "anywhere"]
 
 
+@pytest.mark.server
+@pytest.mark.stress
+@pytest.mark.subprocess
 def test_a_writer_killed_anywhere_leaves_the_whole_batch_or_none(tmp_path, chroma_server):
     """On a `chroma run` server, so that only brain's writer dies: killing an embedded Chroma inside its
     own write can damage its vector index (chromadb 1.5.9), which no protocol above Chroma repairs."""
@@ -243,6 +246,7 @@ def test_a_writer_killed_anywhere_leaves_the_whole_batch_or_none(tmp_path, chrom
         assert state in ("absent", "v1")
 
 
+@pytest.mark.subprocess
 def test_a_writer_killed_after_chroma_took_an_update_leaves_the_old_version(tmp_path):
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
