@@ -37,8 +37,11 @@ MESSAGES = ["Tell me what you know about peanuts", "Are peanuts a problem for me
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory, local_embedder):
-    s = Settings(data_dir=tmp_path_factory.mktemp("one-ranking") / "data", ollama_host=NOBODY, summary_retries=0,
-                 summary_backoff_seconds=0)
+    home = tmp_path_factory.mktemp("one-ranking")
+    # not the repository's persona.md and config/specialists.yaml, which a module's fixture would name (it runs
+    # before the working directory moves to tmp_path) and every start of the HTTP app and MCP server would load
+    s = Settings(data_dir=home / "data", ollama_host=NOBODY, summary_retries=0, summary_backoff_seconds=0,
+                 persona_path=home / "persona.md", specialists_path=home / "specialists.yaml")
     with brain.open(s, start_worker=False, embedder=local_embedder) as b:
         b.store.upsert_docs([{"type": "memory", **m} for m in MEMORIES])
     return s

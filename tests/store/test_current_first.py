@@ -26,7 +26,12 @@ CITIES = ["Berlin", "Lisbon", "Porto", "Madrid", "Rome"]
 @pytest.fixture(scope="module")
 def moved(tmp_path_factory, local_embedder):
     """Dave moved four times; each move supersedes the fact before. Returns (settings, ids oldest first)."""
-    s = Settings(data_dir=tmp_path_factory.mktemp("moves") / "data", ollama_host=NOBODY)
+    home = tmp_path_factory.mktemp("moves")
+    # a module's fixture runs before the working directory moves to tmp_path: without these two paths the
+    # settings would name the repository's persona.md and config/specialists.yaml, which every start of the
+    # HTTP app and the MCP server below would load and register (seconds each, and nothing this test reads)
+    s = Settings(data_dir=home / "data", ollama_host=NOBODY, persona_path=home / "persona.md",
+                 specialists_path=home / "specialists.yaml")
     with brain.open(s, start_worker=False, embedder=local_embedder) as b:
         ids = [b.chat.remember(f"Dave lives in {CITIES[0]}", entity="dave", timestamp="2026-01-01T00:00:00Z")]
         for month, city in enumerate(CITIES[1:], start=2):
