@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 import uvicorn
 
@@ -42,10 +43,35 @@ def chroma_executable() -> str:
     return found
 
 
+class RememberingMiniLM(LocalMiniLMEmbedder):
+    """The real local model, which embeds each text once per session and hands back that vector after.
+
+    The suite writes the same texts again and again (the sample knowledge base, the same few memories in
+    test after test): the model would give the same vector each time (mean over real tokens, so a text's
+    vector does not depend on its batch), so repeating it only costs time. Everything above ``_embed`` runs
+    as usual (validation, batching, ordering, normalisation) and every call still reaches ``embed_documents``
+    and ``embed_query``, so tests that count calls or texts count the same. The embedder's own tests
+    (tests/providers/test_embeddings.py) use a fresh LocalMiniLMEmbedder, never this one."""
+
+    def __init__(self, settings: Settings):
+        super().__init__(settings)
+        self._vectors: dict[tuple[str, str], np.ndarray] = {}
+        self._vectors_lock = threading.Lock()
+
+    def _embed(self, texts: list[str], kind) -> np.ndarray:
+        missing = [text for text in dict.fromkeys(texts) if (kind, text) not in self._vectors]
+        if missing:
+            rows = super()._embed(missing, kind)
+            with self._vectors_lock:
+                for text, row in zip(missing, rows, strict=True):
+                    self._vectors[(kind, text)] = np.array(row, dtype=np.float32)
+        return np.stack([self._vectors[(kind, text)] for text in texts])
+
+
 @pytest.fixture(scope="session")
 def local_embedder() -> LocalMiniLMEmbedder:
-    """One model load for the whole suite."""
-    return LocalMiniLMEmbedder(Settings())
+    """One model load for the whole suite, and one model run per text (:class:`RememberingMiniLM`)."""
+    return RememberingMiniLM(Settings())
 
 
 def start_chroma_server(path: Path) -> tuple[subprocess.Popen, str]:
