@@ -170,19 +170,27 @@ def embed_calls(embedded_store, monkeypatch):
     return calls
 
 
+def isolate(monkeypatch: pytest.MonkeyPatch, workdir: Path, state_dir: Path) -> None:
+    """No BRAIN_/RAG_/OLLAMA_ variables, the user-level places under ``workdir``, the working directory
+    ``workdir`` (so no project's .env, config/ or persona.md is found), snapshot keys in ``state_dir``."""
+    for key in list(os.environ):
+        if key.startswith(("BRAIN_", "RAG_", "OLLAMA_")):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(workdir / "xdg-config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(workdir / "xdg-data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(state_dir))
+    monkeypatch.chdir(workdir)
+
+
 @pytest.fixture(autouse=True)
 def _no_env_leaks(monkeypatch, tmp_path, tmp_path_factory):
     """Tests never read the developer's own BRAIN_/RAG_ variables or .env (they run in a temp cwd),
     nor the user-level places brain falls back to outside a project (~/.config/brain, ~/.local/share/brain),
     nor write snapshot keys to ~/.local/state/brain: each test has its own state directory, beside
-    tmp_path rather than in it, since a test's data directory may be tmp_path itself."""
-    for key in list(os.environ):
-        if key.startswith(("BRAIN_", "RAG_", "OLLAMA_")):
-            monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
-    monkeypatch.chdir(tmp_path)
+    tmp_path rather than in it, since a test's data directory may be tmp_path itself.
+    A module-scoped fixture runs before this one: it calls :func:`isolate` itself
+    (``with pytest.MonkeyPatch.context() as mp: isolate(mp, ...)``)."""
+    isolate(monkeypatch, tmp_path, tmp_path_factory.mktemp("xdg-state"))
 
 
 # ---- the HTTP API over a real uvicorn ----------------------------------------------------------------

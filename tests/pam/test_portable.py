@@ -33,6 +33,7 @@ from brain.features.pam import (
     pam_tag,
 )
 from brain.app.rag_store import RagStore
+from tests.conftest import isolate
 
 #: the PAM specification's example files (see tests/fixtures/pam/README.md for their source)
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "pam"
@@ -72,6 +73,27 @@ def open_store(tmp_path, local_embedder):
     yield make
     for store in opened:
         store.close()
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory, local_embedder) -> dict[str, Path]:
+    """A PAM export of ``fill``'s memories and one of ``fill_conversations``' store, made once for the module:
+    the refusal tests each copy one (:func:`copied`) and damage their copy. Building the source store and
+    exporting it for each of their cases took most of their time, and none of them asserts on the source."""
+    root = tmp_path_factory.mktemp("exports")
+    made = {}
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, root, tmp_path_factory.mktemp("xdg-state"))
+        for name, filler in (("memories", fill), ("conversations", fill_conversations)):
+            with open_wired_store(Settings(data_dir=root / name / "data"), embedder=local_embedder) as store:
+                filler(store)
+                made[name] = export_pam(store, root / name / "out").out_dir
+    return made
+
+
+def copied(export: Path, tmp_path: Path) -> Path:
+    """A copy of a shared export in ``tmp_path / "out"``, this test's to change."""
+    return Path(shutil.copytree(export, tmp_path / "out"))
 
 
 def fill(store: RagStore) -> None:
@@ -593,9 +615,10 @@ NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e999"]
 
 @pytest.mark.parametrize("value", NON_FINITE)
 @pytest.mark.parametrize("model", ["ours", "another"])
-def test_a_vector_with_a_non_finite_value_is_refused(embedded_store, open_store, counting, tmp_path, value, model):
-    out = tmp_path / "out"
-    _, emb = exported_with_vectors(embedded_store, out)
+def test_a_vector_with_a_non_finite_value_is_refused(exports, open_store, counting, tmp_path, value, model):
+    out = copied(exports["memories"], tmp_path)
+    emb = load(out / EMBEDDINGS_FILE)
+    emb["embeddings"].sort(key=lambda e: e["memory_id"])  # as exported_with_vectors sorts them
     bad = emb["embeddings"][2]
     if model == "another":
         bad["model"] = "openai/text-embedding-3-small"
@@ -674,9 +697,8 @@ def deep_conversation(doc, emb, conv):
 
 @pytest.mark.parametrize("place", [deep_memory_metadata, deep_root, deep_embeddings, deep_conversation])
 @pytest.mark.parametrize("depth", [500, 5000])
-def test_a_deeply_nested_file_is_refused_cleanly(embedded_store, open_store, tmp_path, place, depth):
-    fill_conversations(embedded_store)
-    out = export_pam(embedded_store, tmp_path / "out").out_dir
+def test_a_deeply_nested_file_is_refused_cleanly(exports, open_store, tmp_path, place, depth):
+    out = copied(exports["conversations"], tmp_path)
     doc, emb, conv = load(out / MEMORY_STORE_FILE), load(out / EMBEDDINGS_FILE), load(_conv_a(out))
     file, where, as_list = place(doc, emb, conv)
     doc.pop("integrity")
@@ -858,10 +880,8 @@ def vector_of_strings(doc, emb):
      wrong_total, duplicate_id, wrong_schema, major_version, bad_importance, bad_scope, bad_extra,
      ref_to_other_memory, ref_to_nothing, short_vector, duplicate_memory_id, orphan_embedding, vector_of_strings],
 )
-def test_bad_files_are_rejected_with_their_json_path(embedded_store, open_store, counting, tmp_path, mutate):
-    fill(embedded_store)
-    out = tmp_path / "out"
-    export_pam(embedded_store, out)
+def test_bad_files_are_rejected_with_their_json_path(exports, open_store, counting, tmp_path, mutate):
+    out = copied(exports["memories"], tmp_path)
     doc, emb = load(out / MEMORY_STORE_FILE), load(out / EMBEDDINGS_FILE)
     doc["memories"].sort(key=lambda m: m["content"])  # fixed positions whatever the ids
     path = mutate(doc, emb)
@@ -1211,10 +1231,9 @@ def _edit(path: Path, change) -> None:
     ids=["role", "time", "extra-property", "turn-index", "brain-field", "turn-range", "conversation-id",
          "id-mismatch", "version", "duplicate-id"],
 )
-def test_bad_conversation_files_are_rejected_and_nothing_is_written(embedded_store, open_store, tmp_path,
-                                                                     change, expected):
-    fill_conversations(embedded_store)
-    out = export_pam(embedded_store, tmp_path / "out").out_dir
+def test_bad_conversation_files_are_rejected_and_nothing_is_written(exports, open_store, tmp_path, change,
+                                                                     expected):
+    out = copied(exports["conversations"], tmp_path)
     _edit(_conv_a(out), change)
     target = open_store("target")
     with pytest.raises(ValidationError, match=expected) as caught:
