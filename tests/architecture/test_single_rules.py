@@ -5,6 +5,7 @@ that no module keeps a copy of its own."""
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import threading
 from pathlib import Path
@@ -32,8 +33,10 @@ from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub
 BRAIN = Path(__file__).resolve().parents[2] / "brain"
 
 
-def _modules() -> list[tuple[Path, ast.Module]]:
-    return [(p, ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(BRAIN.rglob("*.py"))]
+@functools.cache
+def _modules() -> tuple[tuple[Path, ast.Module], ...]:
+    """Every module of brain/ parsed, once per session (the scans below only read the trees)."""
+    return tuple((p, ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(BRAIN.rglob("*.py")))
 
 
 def _where(path: Path, node: ast.AST) -> str:

@@ -89,8 +89,9 @@ def run(*args: str):
 
 def seed(settings: Settings, embedder) -> dict[str, tuple]:
     with open_store(settings, embedder=embedder) as store:
-        for i in range(30):
-            store.upsert_memory(f"Fact {i}: Alice keeps jar number {i} on the shelf", importance=1 + i % 5)
+        # one write of the 30 facts (the file's pages are what the damage needs, not 30 transactions)
+        store.upsert_docs([{"type": "memory", "text": f"Fact {i}: Alice keeps jar number {i} on the shelf",
+                            "importance": 1 + i % 5} for i in range(30)])
         store.upsert_memory("Bob is allergic to peanuts", importance=5, scope="entity:bob")
         store.upsert_turn("conv-1", "Where is jar 7?", "On the shelf.")
         return chroma_documents(store)
