@@ -4,7 +4,7 @@
 #   scripts/test.sh           the fast tier: everything not marked `slow` (a few minutes on two cores)
 #   scripts/test.sh --all     every tier: also a real `chroma run` server, subprocesses and kill -9, the browser,
 #                             stress and fuzzing (what .ci/run calls)
-# Other arguments go to pytest, e.g. `scripts/test.sh tests/test_store.py -x` or `scripts/test.sh --all -n 0`.
+# Other arguments go to pytest, e.g. `scripts/test.sh tests/store/test_store.py -x` or `scripts/test.sh --all -n 0`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tier=(-m "not slow")

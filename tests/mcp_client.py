@@ -24,7 +24,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 import brain
 
-from .conftest import NOBODY  # nothing answers there: the summariser falls back at once
+from tests.conftest import NOBODY  # nothing answers there: the summariser falls back at once
 
 SOURCE_ROOT = str(Path(brain.__file__).resolve().parents[1])
 

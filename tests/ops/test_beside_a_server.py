@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import NOBODY
 from tests.mcp_client import project, stdio
-from tests.test_serve_startup import PERSONA, Served
+from tests.app.test_serve_startup import PERSONA, Served
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
