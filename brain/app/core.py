@@ -23,6 +23,8 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from chromadb.api import ClientAPI
+
 from brain.app.rag_store import RagStore
 from brain.config import Settings, load_settings
 from brain.model.errors import BrainError, ConfigError, StoreUnavailable, ValidationError
@@ -372,7 +374,7 @@ def open_store(
     settings: Settings | None = None,
     *,
     embedder: Embedder | None = None,
-    client: Any | None = None,
+    client: ClientAPI | None = None,
     mirror: EngramMirror | bool | None = None,
     create: bool = True,
 ) -> RagStore:

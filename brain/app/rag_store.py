@@ -10,7 +10,9 @@ roll-back too) and the persona rule that reads the current version. The machiner
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chromadb.api import ClientAPI
 
 from brain.config import Settings
 from brain.store import Store
@@ -34,7 +36,7 @@ class RagStore(Store["EngramMirror", "MirrorHealth"]):
         settings: Settings | None = None,
         *,
         embedder: Embedder | None = None,
-        client: Any | None = None,
+        client: ClientAPI | None = None,
         create: bool = True,
         mirror: EngramMirror | bool | None = None,
     ):

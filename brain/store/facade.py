@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Generic, Self
 
 import numpy as np
+from chromadb.api import ClientAPI
 
 from brain.config import Settings
 from brain.model.errors import BrainError, NotFound, ValidationError
@@ -93,7 +94,7 @@ class Store(Generic[M, H]):
         settings: Settings | None = None,
         *,
         embedder: Embedder | None = None,
-        client: Any | None = None,
+        client: ClientAPI | None = None,
         create: bool = True,
         attach: Callable[[Store[M, H]], None] | None = None,
         persona_version: VersionRule | None = None,
@@ -103,7 +104,8 @@ class Store(Generic[M, H]):
         self.embedder = embedder or get_embedder(self.settings)
         self._lock = threading.RLock()
         self._closers: list[Callable[[], None]] = []
-        self._owned_client: Any = None  # the Chroma client this store opened (closed with it)
+        # the Chroma client this store opened (closed with it); chromadb types its clients without close()
+        self._owned_client: Any = None
         # the mirror's subscriber (brain.features.mirror.subscriber), when the opener attached one
         self.mirror_link: MirrorLink[M, H] | None = None
         self.feed_writer: FeedWriter | None = None  # this store's side of the change feed, when it has one
@@ -283,7 +285,7 @@ class Store(Generic[M, H]):
         return self.mirror_link
 
     # ---- writes -----------------------------------------------------------------------------------
-    def write_docs(self, docs: Sequence[Mapping[str, Any]], *, merge_memories: bool = True) -> WriteResult:
+    def write_docs(self, docs: Sequence[Mapping[str, object]], *, merge_memories: bool = True) -> WriteResult:
         """Store a batch as :meth:`upsert_docs` does; returns the ids and the positions assigned."""
         plan = plan_write(docs, self.dimension)
         if not plan.docs:
@@ -291,7 +293,7 @@ class Store(Generic[M, H]):
         with self._lock:
             return self._writes.upsert(plan, merge_memories=merge_memories)
 
-    def upsert_docs(self, docs: Sequence[Mapping[str, Any]]) -> list[str]:
+    def upsert_docs(self, docs: Sequence[Mapping[str, object]]) -> list[str]:
         """Store a batch ``[{"text", "type", **metadata}, ...]``; all or nothing. Returns ids in input order.
 
         A memory whose id (from its scope and text, case and whitespace aside) is stored already is
@@ -326,7 +328,7 @@ class Store(Generic[M, H]):
         *,
         importance: int | None = None,
         tags: Iterable[str] | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         replace_metadata: bool = False,
         timestamp: datetime | str | None = None,
         entity: str | None = None,
@@ -373,7 +375,7 @@ class Store(Generic[M, H]):
         expires_at: datetime | str | None = None,
         source: str | None = None,
         conversation_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         entity: str | None = None,
     ) -> Supersession:
         """Replace memory ``old_id`` with ``new_text``, keeping the old one as history (see
@@ -517,7 +519,7 @@ class Store(Generic[M, H]):
         self,
         ids: str | Sequence[str] | None = None,
         *,
-        where: dict[str, Any] | None = None,
+        where: Mapping[str, object] | None = None,
         type: str | DocType | None = None,
         entity: str | None = None,
     ) -> int:
@@ -528,7 +530,9 @@ class Store(Generic[M, H]):
         if isinstance(ids, str):
             ids = [ids]
         with self._lock:
-            found = find_ids(self.chroma, ids, where=where, doc_type=type_value(type), scopes=readable_scopes(entity))
+            found = find_ids(
+                self.chroma, ids, where=_plain(where), doc_type=type_value(type), scopes=readable_scopes(entity)
+            )
             if found:
                 self._writes.delete(found)
         return len(found)
@@ -538,7 +542,7 @@ class Store(Generic[M, H]):
         self,
         ids: str | Sequence[str] | None = None,
         *,
-        where: dict[str, Any] | None = None,
+        where: Mapping[str, object] | None = None,
         type: str | DocType | None = None,
         limit: int | None = None,
         offset: int | None = None,
@@ -554,7 +558,7 @@ class Store(Generic[M, H]):
         return get_documents(
             self.chroma,
             ids,
-            where=where,
+            where=_plain(where),
             doc_type=type_value(type),
             limit=limit,
             offset=offset,
@@ -568,11 +572,11 @@ class Store(Generic[M, H]):
             raise NotFound(f"no document with id {doc_id!r}")
         return docs[0]
 
-    def count(self, type: str | DocType | None = None, *, where: dict[str, Any] | None = None) -> int:
+    def count(self, type: str | DocType | None = None, *, where: Mapping[str, object] | None = None) -> int:
         doc_type = type_value(type)
         if doc_type is None and where is None:
             return self.chroma.count()
-        return len(find_ids(self.chroma, None, where=where, doc_type=doc_type, scopes=None))
+        return len(find_ids(self.chroma, None, where=_plain(where), doc_type=doc_type, scopes=None))
 
     def index_problems(self) -> dict[str, dict[str, dict[str, str]]]:
         """Stored rows the in-process indexes could not use as they are, by type:
@@ -639,14 +643,14 @@ class Store(Generic[M, H]):
         k: int = 5,
         *,
         type: str | DocType | None = None,
-        where: dict[str, Any] | None = None,
+        where: Mapping[str, object] | None = None,
         query_vector: np.ndarray | None = None,
         entity: str | None = None,
     ) -> list[Hit]:
         """Plain similarity search over any documents (Chroma's vector index, filtered). With
         ``entity``, only documents that entity may see (its own scope and the global one); without,
         every scope, as :meth:`get` reads."""
-        return self.retrieval.search(query, k, type, where, query_vector, readable_scopes(entity))
+        return self.retrieval.search(query, k, type, _plain(where), query_vector, readable_scopes(entity))
 
     def retrieve_faq(
         self,
@@ -731,6 +735,11 @@ class Store(Generic[M, H]):
             # rows the indexes could not use as stored (see index_problems); None until the indexes are built
             "unusable_rows": self.state.unusable_rows(),
         }
+
+
+def _plain(where: Mapping[str, object] | None) -> dict[str, Any] | None:
+    """A caller's filter as the Chroma layer takes it (a dict of its own, never the caller's object)."""
+    return None if where is None else dict(where)
 
 
 def _tree_bytes(path: Path) -> int:
