@@ -485,7 +485,7 @@ class ServedEntities(_Part):
         return report_of(ForgetReport, self._link.request("DELETE", f"/v1/entities/{name}", timeout=None))
 
     def forget_preview(self, entity: str) -> dict[str, int]:
-        answer = self._link.request("GET", f"/v1/entities/{self._as(entity)}/forget-preview")
+        answer = self._link.request("GET", f"/v1/entities/{self._as(entity)}")
         return {str(key): int(value) for key, value in answer["documents"].items()}
 
 
@@ -527,7 +527,7 @@ class ServedMaintenance(_Part):
             "/v1/import",
             content=import_archive(Path(path)),
             timeout=None,
-            headers={"content-type": "application/x-tar"},
+            headers={"content-type": "application/octet-stream"},
         )
         report = report_of(ImportReport, answer)
         # the files read are this side's, not the copies the server read

@@ -33,9 +33,21 @@ pytestmark = [pytest.mark.fuzz, pytest.mark.subprocess]
 
 SEED = 20261123
 #: the warnings that fail the run: schemathesis' default set but missing_test_data (see the module)
-WARNINGS = ("missing_auth", "base_url_mismatch", "validation_mismatch", "missing_deserializer", "unused_openapi_auth",
-            "unsupported_regex", "method_not_allowed", "constants_extraction", "unmatched_filter",
-            "unresolvable_reference", "rate_limited", "dictionary_mismatch", "timeout_units")
+WARNINGS = (
+    "missing_auth",
+    "base_url_mismatch",
+    "validation_mismatch",
+    "missing_deserializer",
+    "unused_openapi_auth",
+    "unsupported_regex",
+    "method_not_allowed",
+    "constants_extraction",
+    "unmatched_filter",
+    "unresolvable_reference",
+    "rate_limited",
+    "dictionary_mismatch",
+    "timeout_units",
+)
 
 
 @pytest.fixture
@@ -44,8 +56,15 @@ def server(tmp_path, local_embedder, stub):
     write_tokens(path)
     # memory formation on, its model the Ollama test server (whose answers it refuses), so that extracting
     # answers with a report rather than "formation is off"
-    settings = api_settings(tmp_path, api_token=ADMIN, api_tokens_file=path, summary_every_n=1, formation=True,
-                            formation_retries=0, specialists_path=ROOT / "config" / "specialists.yaml")
+    settings = api_settings(
+        tmp_path,
+        api_token=ADMIN,
+        api_tokens_file=path,
+        summary_every_n=1,
+        formation=True,
+        formation_retries=0,
+        specialists_path=ROOT / "config" / "specialists.yaml",
+    )
     extractor = OllamaExtractor(DEFAULT_CHAT_MODELS[0], host=stub.url, timeout=30)
     with open_store(settings, embedder=local_embedder) as store:
         chat = ChatMemory(store, settings, summarizer=ExtractiveSummarizer(), extractor=extractor)
@@ -56,22 +75,61 @@ def server(tmp_path, local_embedder, stub):
             chat.close()
 
 
-def schemathesis_run(url: str, token: str, examples: int, cwd) -> subprocess.CompletedProcess:
+#: the operations a token bound to alice is refused (403) for nearly anything it sends, by design: the admin's and
+#: another entity's (tests/http/test_api_security.py). Schemathesis reads "only 403" as failed authentication, or
+#: as data the schema allows and the API rejects; the admin's run fuzzes them
+ADMIN_ONLY = ("get_docs", "verify_mirror", "backfill_mirror", "forget_preview")
+
+
+def schemathesis_run(
+    url: str, token: str, examples: int, cwd, exclude: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
+    excluded = [arg for operation in exclude for arg in ("--exclude-operation-id", operation)]
     return subprocess.run(
-        [sys.executable, "-m", "schemathesis.cli", "run", f"{url}/openapi.json",
-         "--header", f"Authorization: Bearer {token}",
-         "--checks", "all", "--exclude-checks", "positive_data_acceptance",
-         "--mode", "all", "--phases", "examples,coverage,fuzzing,stateful",
-         "--max-examples", str(examples), "--seed", str(SEED), "--workers", "1",
-         "--generation-database", "none", "--warnings", ",".join(WARNINGS), "--no-color"],
-        capture_output=True, text=True, timeout=300, cwd=cwd,
+        [
+            sys.executable,
+            "-m",
+            "schemathesis.cli",
+            "run",
+            f"{url}/openapi.json",
+            "--header",
+            f"Authorization: Bearer {token}",
+            "--checks",
+            "all",
+            "--exclude-checks",
+            "positive_data_acceptance",
+            "--mode",
+            "all",
+            "--phases",
+            "examples,coverage,fuzzing,stateful",
+            "--max-examples",
+            str(examples),
+            "--seed",
+            str(SEED),
+            "--workers",
+            "1",
+            "--generation-database",
+            "none",
+            "--warnings",
+            ",".join(WARNINGS),
+            "--no-color",
+            # its body is a tar of an export's files, which no schema describes: random bytes are refused (422)
+            # as they should be, and schemathesis reads that as a schema mismatch; tests/http/test_transfer_routes.py
+            "--exclude-path",
+            "/v1/import",
+            *excluded,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
     )
 
 
 @pytest.mark.parametrize("who, examples", [("admin", 40), ("alice", 25)])
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(server, tmp_path, who, examples):
     token = ADMIN if who == "admin" else TOKENS[who]
-    result = schemathesis_run(server.url, token, examples, tmp_path)
+    result = schemathesis_run(server.url, token, examples, tmp_path, exclude=() if who == "admin" else ADMIN_ONLY)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
     assert "No issues found" in output, output[-6000:]

@@ -67,11 +67,12 @@ def add_routes(app: FastAPI) -> None:
         return with_sequence(request, ops_of(request).entities.forget(name).to_dict())
 
     @app.get(
-        "/v1/entities/{name:path}/forget-preview",
+        "/v1/entities/{name:path}",
         tags=["memories"],
         operation_id="forget_preview",
-        responses=documented_responses(403, 422, 503, ok=(200, ForgetPreviewOut)),
+        responses=documented_responses(403, 404, 422, 503, ok=(200, ForgetPreviewOut)),
     )
     def forget_preview(name: EntityPath, request: Request) -> Any:
-        """What forgetting a person would remove, by document type; nothing is changed."""
+        """What is stored in a person's scope, by document type: what forgetting them (DELETE) would remove.
+        404 when nothing is stored for them. Nothing is changed."""
         return {"entity": name, "documents": ops_of(request).entities.forget_preview(name)}

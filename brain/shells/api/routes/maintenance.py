@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from brain.model.errors import ValidationError
 from brain.model.schemas import MAX_K
-from brain.shells.api.models import EntityQuery, documented_responses
+from brain.shells.api.models import EntityQuery, _Body, documented_responses
 from brain.shells.api.read_your_writes import with_sequence
 from brain.shells.api.request_context import ops_of
 
@@ -23,12 +23,12 @@ CHUNK = 1 << 20
 MAX_IMPORT_BYTES = 512 << 20
 
 
-class ConsolidateBody(BaseModel):
+class ConsolidateBody(_Body):
     dry_run: bool = Field(False, description="find the merges, change nothing")
     threshold: float | None = Field(None, gt=0.0, le=1.0, description="default BRAIN_CONSOLIDATE_THRESHOLD")
 
 
-class SyncBody(BaseModel):
+class SyncBody(_Body):
     force: bool = Field(False, description="sync even though the mirror's model differs (rows re-embedded)")
 
 
@@ -36,7 +36,7 @@ class BlockOut(BaseModel):
     block: str
 
 
-class PersonaText(BaseModel):
+class PersonaText(_Body):
     markdown: str = Field(min_length=1, description="the persona file's text (Markdown, at most 32 KiB)")
     source: str = Field("persona.md", max_length=4096, description="where the text comes from, for the report")
 
@@ -79,7 +79,8 @@ def add_routes(app: FastAPI) -> None:
         openapi_extra={
             "requestBody": {
                 "required": True,
-                "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}},
+                # an uncompressed tar of the export's files (sent as application/x-tar or application/octet-stream)
+                "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
             }
         },
     )
