@@ -294,6 +294,7 @@ def test_hung_ollama_costs_one_deadline_and_health_says_so(make_chat, stub):
     assert health["fallback_summaries"] == 1 and health["fallback_for_seconds"] > 0
 
 
+@pytest.mark.slow  # waits out real timeouts of seconds
 def test_retries_share_the_deadline_and_the_first_timeout_shows_in_health(make_chat, stub):
     stub.hang = True
     chat = make_chat(summary_every_n=1, summary_timeout=0.3, summary_retries=20, summary_backoff_seconds=0.05,

@@ -59,6 +59,7 @@ def test_slow_ollama_times_out_as_unavailable(stub):
     assert time.monotonic() - started < 2.5  # gave up at its timeout, not when the server answered
 
 
+@pytest.mark.slow  # waits out a real timeout of seconds
 def test_hung_ollama_times_out_at_the_callers_limit(stub):
     stub.hang = True  # accepts the connection, never answers
     summarizer = OllamaSummarizer(host=stub.url, timeout=120)
