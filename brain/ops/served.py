@@ -83,6 +83,19 @@ class ServerLink:
                 f"{held}{process}, which does not answer at {self.url} ({exc}); wait for it to start, or stop it"
             ) from None
 
+    def download(self, path: str, *, params: Mapping[str, Any]) -> bytes:
+        """The body of a streamed answer, read as it comes, with no time limit (an export of a large store)."""
+        chunks: list[bytes] = []
+        try:
+            with self._http.stream("GET", path, params=params, timeout=None) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise error_of(response, self.url)
+                chunks.extend(response.iter_bytes())
+        except httpx.TransportError as exc:
+            raise StoreUnavailable(f"the server at {self.url} stopped answering during a download ({exc})") from None
+        return b"".join(chunks)
+
     def needs_the_store(self, what: str, why: str) -> StoreLocked:
         """The error for what only a process that holds the store can do, and why."""
         process = f" (process {self.holder})" if self.holder is not None else ""
@@ -506,15 +519,9 @@ class ServedMaintenance(_Part):
         if self._as(entity) is None:
             self._admin("an export of every entity")
         params = _params(entity=self._as(entity), embeddings=embeddings, conversations=conversations, owner_id=owner_id)
-        chunks: builtins.list[bytes] = []
-        with self._link._http.stream("GET", "/v1/export", params=params, timeout=None) as response:
-            if response.status_code >= 400:
-                response.read()
-                raise error_of(response, self._link.url)
-            for chunk in response.iter_bytes():
-                chunks.append(chunk)
+        archive = self._link.download("/v1/export", params=params)
         # written here, by this process, under the same rules as an export of an open store
-        return write_export(read_export_archive(b"".join(chunks)), out_dir, force=force)
+        return write_export(read_export_archive(archive), out_dir, force=force)
 
     def import_pam(self, path: Path) -> ImportReport:
         self._admin("an import")
