@@ -93,6 +93,14 @@ class Caller:
     def is_admin(self) -> bool:
         return self.entity is None
 
+    def require_admin(self, what: str) -> None:
+        """:class:`Forbidden` for ``what`` unless this is the admin (documents of any type, the store as a whole)."""
+        if self.entity is not None:
+            raise Forbidden(
+                f"{what} needs the admin (the admin token, acting for no entity); a {self.bound_by} bound to "
+                f"entity {self.entity!r} may not"
+            )
+
     def acting_as(self, requested: str | None) -> str | None:
         """The entity a request acts as (None: unrestricted), given the entity it names."""
         if requested is not None:

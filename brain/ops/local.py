@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from brain.access.policy import ADMIN, Access, Caller
-from brain.model.errors import Forbidden, ValidationError
+from brain.model.errors import ValidationError
 from brain.model.results import Document, Hit, MemoryHit, Supersession
 from brain.ops.protocol import JsonReport, Metadata, When
 from brain.rules.memories import readable_scopes
@@ -45,13 +45,7 @@ class _Part:
         return Access(self._brain.store, lambda: self._brain.chat, self._ops.caller, entity)
 
     def _admin(self, what: str) -> None:
-        """Refuse ``what`` to a bound caller: it needs the admin, acting for no entity."""
-        if not self._ops.caller.is_admin:
-            caller = self._ops.caller
-            raise Forbidden(
-                f"{what} needs the admin (the admin token, acting for no entity); a {caller.bound_by} bound to "
-                f"entity {caller.entity!r} may not"
-            )
+        self._ops.caller.require_admin(what)
 
 
 class LocalMemories(_Part):
@@ -326,6 +320,13 @@ class LocalEntities(_Part):
 
 
 class LocalMaintenance(_Part):
+    def _exporting(self, entity: str | None) -> str | None:
+        """Whose export the caller may make: its own entity's, or every entity's for the admin alone."""
+        acting = self._access(entity).entity
+        if acting is None:
+            self._admin("an export of every entity")
+        return acting
+
     def export(
         self,
         out_dir: Path,
@@ -338,9 +339,7 @@ class LocalMaintenance(_Part):
     ) -> ExportReport:
         from brain.features.pam import export_pam
 
-        acting = self._access(entity).entity
-        if acting is None:
-            self._admin("an export of every entity")
+        acting = self._exporting(entity)
         return export_pam(
             self._brain.store,
             out_dir,
@@ -363,9 +362,7 @@ class LocalMaintenance(_Part):
         from brain.features.pam.export import build_export
         from brain.features.pam.transfer import export_archive
 
-        acting = self._access(entity).entity
-        if acting is None:
-            self._admin("an export of every entity")
+        acting = self._exporting(entity)
         built = build_export(
             self._brain.store, embeddings=embeddings, conversations=conversations, owner_id=owner_id, entity=acting
         )

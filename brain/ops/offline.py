@@ -46,10 +46,10 @@ NEEDS_THE_STORE: dict[str, str] = {
 
 
 @contextmanager
-def _own_brain(settings: Settings, job: str, *, create: bool = True) -> Iterator[Brain]:
-    """A Brain of this process for ``job``; beside a server, the error says why the job needs the store."""
+def _refused_beside_a_server(job: str) -> Iterator[None]:
+    """Beside a running server, the store's lock error says why ``job`` cannot go through that server."""
     try:
-        brain = open_brain(settings, create=create, start_worker=False)
+        yield
     except StoreLocked as locked:
         if locked.server_url is None:
             raise
@@ -59,6 +59,13 @@ def _own_brain(settings: Settings, job: str, *, create: bool = True) -> Iterator
             holder=locked.holder,
             server_url=locked.server_url,
         ) from None
+
+
+@contextmanager
+def _own_brain(settings: Settings, job: str, *, create: bool = True) -> Iterator[Brain]:
+    """A Brain of this process for ``job``."""
+    with _refused_beside_a_server(job):
+        brain = open_brain(settings, create=create, start_worker=False)
     with brain:
         yield brain
 
@@ -82,17 +89,8 @@ def initialise(
 
     if on is not None:
         return startup(brain=on.brain, persona_path=persona_path)
-    try:
+    with _refused_beside_a_server("init"):
         return startup(settings, persona_path=persona_path)
-    except StoreLocked as locked:
-        if locked.server_url is None:
-            raise
-        raise StoreLocked(
-            f"`brain init` is not needed beside the running server ({NEEDS_THE_STORE['init']}; it serves "
-            f"{locked.server_url})",
-            holder=locked.holder,
-            server_url=locked.server_url,
-        ) from None
 
 
 def ingest(
@@ -170,17 +168,8 @@ def reindex(
     (:mod:`brain.app.reindex`); one of them per call."""
     from brain.app import reindex as library
 
-    try:
+    with _refused_beside_a_server("reindex"):
         store = library.open_live_store(settings)
-    except StoreLocked as locked:
-        if locked.server_url is None:
-            raise
-        raise StoreLocked(
-            f"`brain reindex` needs the store itself ({NEEDS_THE_STORE['reindex']}), and `brain serve` holds it, "
-            f"serving {locked.server_url}: stop the server first",
-            holder=locked.holder,
-            server_url=locked.server_url,
-        ) from None
     try:
         if rollback:
             return library.rollback(store)

@@ -29,8 +29,10 @@ if TYPE_CHECKING:
     from brain.features.chat.formation import FormationReport
 
 
-def _token(settings: Settings) -> str | None:
-    return settings.api_token.get_secret_value() if settings.api_token is not None else None
+def _served(locked: StoreLocked, settings: Settings, caller: Caller = ADMIN) -> ServedOperations:
+    """The operations of the server ``locked`` names, with the admin token of ``settings`` (``BRAIN_API_TOKEN``)."""
+    token = settings.api_token.get_secret_value() if settings.api_token is not None else None
+    return ServedOperations.beside(locked, token=token, data_dir=Path(settings.data_dir), caller=caller)
 
 
 def open_operations(
@@ -52,7 +54,7 @@ def open_operations(
     except StoreLocked as locked:
         if locked.server_url is None or not through_server:
             raise
-        return ServedOperations.beside(locked, token=_token(settings), data_dir=Path(settings.data_dir), caller=caller)
+        return _served(locked, settings, caller)
     return LocalOperations(brain, caller, owns_brain=True)
 
 
@@ -261,8 +263,7 @@ def open(
     except StoreLocked as locked:
         if locked.server_url is None or providers:
             raise
-        ops = ServedOperations.beside(locked, token=_token(settings), data_dir=Path(settings.data_dir))
-        return ServedBrain(ops, settings)
+        return ServedBrain(_served(locked, settings), settings)
     assert isinstance(opened, OpenBrain)
     return opened
 

@@ -110,23 +110,23 @@ class ServerLink:
         self._http.close()
 
 
+def _sent(value: object) -> object:
+    """A value as JSON or a query carries it: a datetime as ISO 8601 text."""
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
 def _params(**given: Any) -> dict[str, Any]:
     """Query parameters: the given ones, None left out, booleans as the API spells them."""
     return {
-        key: ("true" if value else "false") if isinstance(value, bool) else value
+        key: ("true" if value else "false") if isinstance(value, bool) else _sent(value)
         for key, value in given.items()
         if value is not None
     }
 
 
-def _when(value: When | None) -> str | float | None:
-    return value.isoformat() if isinstance(value, datetime) else value
-
-
 def _body(**given: Any) -> dict[str, Any]:
-    return {
-        key: _when(value) if isinstance(value, datetime) else value for key, value in given.items() if value is not None
-    }
+    """A JSON body: the given fields, None left out."""
+    return {key: _sent(value) for key, value in given.items() if value is not None}
 
 
 def document_of(data: Mapping[str, Any]) -> Document:
@@ -161,11 +161,7 @@ class _Part:
         return self._caller.acting_as(entity)
 
     def _admin(self, what: str) -> None:
-        if not self._caller.is_admin:
-            raise Forbidden(
-                f"{what} needs the admin (the admin token, acting for no entity); a {self._caller.bound_by} "
-                f"bound to entity {self._caller.entity!r} may not"
-            )
+        self._caller.require_admin(what)
 
 
 class ServedMemories(_Part):
@@ -190,9 +186,9 @@ class ServedMemories(_Part):
             importance=importance,
             tags=list(tags) if tags is not None else None,
             conversation_id=conversation_id,
-            timestamp=_when(timestamp),
+            timestamp=timestamp,
             metadata=dict(metadata) if metadata is not None else None,
-            expires_at=_when(expires_at),
+            expires_at=expires_at,
             source=source,
         )
         return document_of(self._link.request("POST", "/v1/memories", json=body))
@@ -206,7 +202,7 @@ class ServedMemories(_Part):
         tags: Sequence[str] | None = None,
         as_of: When | None = None,
     ) -> builtins.list[MemoryHit]:
-        params = _params(q=query, k=k, entity=self._as(entity), as_of=_when(as_of), tags=list(tags) if tags else None)
+        params = _params(q=query, k=k, entity=self._as(entity), as_of=as_of, tags=list(tags) if tags else None)
         answer = self._link.request("GET", "/v1/memories/search", params=params)
         return [hit for hit in map(hit_of, answer["results"]) if isinstance(hit, MemoryHit)]
 
@@ -292,10 +288,10 @@ class ServedMemories(_Part):
         body = _body(
             text=text,
             kind=kind,
-            at=_when(at),
+            at=at,
             importance=importance,
             tags=list(tags) if tags is not None else None,
-            expires_at=_when(expires_at),
+            expires_at=expires_at,
             conversation_id=conversation_id,
             metadata=dict(metadata) if metadata is not None else None,
             source=source,
@@ -341,7 +337,7 @@ class ServedConversations(_Part):
             user_text=user_text,
             assistant_text=assistant_text,
             entity=self._as(entity),
-            timestamp=_when(timestamp),
+            timestamp=timestamp,
             metadata=dict(metadata) if metadata is not None else None,
             user_name=user_name,
             assistant_name=assistant_name,

@@ -98,18 +98,21 @@ def export_pam(
     ``entity``: an export for that entity only, under the scope rule: the global memories and its own,
     and the conversations that are its own (every turn in its scope), never another entity's."""
     started = time.perf_counter()
-    out = _check_out_dir(out_dir, force)
+    out, previous = _check_out_dir(out_dir, force)  # refused before anything is read from the store
     built = build_export(store, embeddings=embeddings, conversations=conversations, owner_id=owner_id, entity=entity)
-    return write_export(built, out, force=force, started=started)
+    return _write(built, out, previous, started)
 
 
-def _check_out_dir(out_dir: str | Path, force: bool) -> Path:
+def _check_out_dir(out_dir: str | Path, force: bool) -> tuple[Path, set[Path]]:
+    """The export directory and the files of the brain export already in it (read once: they can be large);
+    a file, or a directory holding other files, is refused unless ``force``."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValidationError(f"{out} is a file; give the directory to export into")
-    if _previous_export(out) is None and not force:
+    previous = _previous_export(out)
+    if previous is None and not force:
         _refuse_foreign_directory(out)
-    return out
+    return out, previous or set()
 
 
 def build_export(
@@ -215,15 +218,16 @@ def build_export(
     )
 
 
-def write_export(
-    built: BuiltExport, out_dir: str | Path, *, force: bool = False, started: float | None = None
-) -> ExportReport:
+def write_export(built: BuiltExport, out_dir: str | Path, *, force: bool = False) -> ExportReport:
     """Write ``built`` into ``out_dir`` under the rules of :func:`export_pam`: a new, empty or previous brain
     export directory (else refused unless ``force``), each file replaced atomically, the memory store last,
     the previous export's files this one does not write removed."""
-    started = time.perf_counter() if started is None else started
-    out = _check_out_dir(out_dir, force)
-    previous = _previous_export(out) or set()
+    started = time.perf_counter()
+    out, previous = _check_out_dir(out_dir, force)
+    return _write(built, out, previous, started)
+
+
+def _write(built: BuiltExport, out: Path, previous: set[Path], started: float) -> ExportReport:
     warnings = list(built.warnings)
     conv_dir = out / CONVERSATIONS_DIR
     store_path = out / MEMORY_STORE_FILE
