@@ -6,8 +6,11 @@ checks of a name passed to them) need these, and neither may import the other's 
 
 from __future__ import annotations
 
-#: the in-process MiniLM embedder as ``provider/model`` (BRAIN_EMBEDDER's default)
-DEFAULT_EMBEDDER = "local/minilm-l6-v2"
+#: the in-process embedders as ``provider/model``
+MINILM_EMBEDDER = "local/minilm-l6-v2"
+E5_EMBEDDER = "local/multilingual-e5-small"
+#: BRAIN_EMBEDDER's default
+DEFAULT_EMBEDDER = MINILM_EMBEDDER
 #: the Ollama chat model the summariser and memory formation ask by default
 DEFAULT_SUMMARY_MODEL = "llama3.2:3b"
 #: where Ollama listens unless told otherwise (OLLAMA_HOST's default)

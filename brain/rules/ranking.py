@@ -102,19 +102,22 @@ class ScoreWeights:
         )
 
     @classmethod
-    def relevance(cls, settings, floor: float | None, margin: float | None) -> ScoreWeights:
+    def relevance(cls, settings, floor: float | None, margin: float | None, spread: float = 1.0) -> ScoreWeights:
         """The relevance ranking: the ``RAG_RELEVANCE_*`` weights behind the gate of ``floor`` and
-        ``margin``, in cosine units (the caller calibrates them, see :mod:`brain.rules.relevance`)."""
+        ``margin``, in cosine units (the caller calibrates them, see :mod:`brain.rules.relevance`).
+        ``spread`` scales the weights that add to a similarity (lexical, importance, recency, the lower
+        floor of important memories) into the embedder's units: they were set for a model whose
+        similarities spread that much wider (:func:`brain.rules.relevance.spread_scale`)."""
         return cls(
             similarity=1.0,
-            importance=settings.relevance_importance,
-            recency=settings.relevance_recency,
+            importance=settings.relevance_importance * spread,
+            recency=settings.relevance_recency * spread,
             half_life_seconds=settings.recency_half_life_days * DAY_SECONDS,
             recency_from=getattr(settings, "recency_from", "created"),
-            lexical=settings.relevance_lexical,
+            lexical=settings.relevance_lexical * spread,
             floor=floor,
             margin=margin,
-            floor_importance=settings.relevance_floor_importance,
+            floor_importance=settings.relevance_floor_importance * spread,
             floor_importance_match=FLOOR_IMPORTANCE_MATCH,
         )
 

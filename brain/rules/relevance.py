@@ -40,6 +40,11 @@ CALIBRATION_FILE = Path(__file__).resolve().parent / "data" / "relevance_calibra
 METADATA_KEY = "relevance_calibration"
 
 
+#: the standard deviation of unrelated pairs' similarity, on the shipped pairs, of the embedder the
+#: ``RAG_RELEVANCE_*`` weights were chosen with (local/minilm-l6-v2): the unit those weights are in
+REFERENCE_SD = 0.0797
+
+
 @dataclass(frozen=True)
 class Calibration:
     """One embedder's similarities of unrelated message/fact pairs: their ``mean`` and ``sd``, and of
@@ -127,3 +132,11 @@ __all__ = [
     "calibration_pairs",
     "recorded",
 ]
+
+
+def spread_scale(calibration: Calibration) -> float:
+    """How much narrower than the reference embedder's this embedder's similarities spread (1.0 for the
+    reference; multilingual-e5-small about 0.24): a weight added to a similarity (a lexical match, an
+    importance) is multiplied by it so that it moves a memory as many standard deviations as it was chosen
+    to. Two decimals, so that measuring the same embedder again on other hardware gives the same ranking."""
+    return round(calibration.sd / REFERENCE_SD, 2)

@@ -30,7 +30,7 @@ from brain.providers.embeddings import Embedder
 from brain.rules.filters import to_chroma_where
 from brain.rules.memories import search_scopes
 from brain.rules.ranking import ScoreWeights
-from brain.rules.relevance import METADATA_KEY, Calibration, calibrate, recorded
+from brain.rules.relevance import METADATA_KEY, Calibration, calibrate, recorded, spread_scale
 from brain.store.chroma import ChromaAccess
 from brain.store.indexes import InProcessState, memory_index
 from brain.store.plan import check_vector
@@ -109,7 +109,9 @@ class Retrieval:
         if self._context_weights is None:
             s, cal = self.settings, self.calibration()
             floor = cal.floor(s.relevance_floor_z) if s.relevance_floor is None else s.relevance_floor
-            self._context_weights = ScoreWeights.relevance(s, floor=floor, margin=cal.margin(s.relevance_margin))
+            self._context_weights = ScoreWeights.relevance(
+                s, floor=floor, margin=cal.margin(s.relevance_margin), spread=spread_scale(cal)
+            )
         return self._context_weights
 
     def similarity_floor(self) -> float | None:

@@ -1,16 +1,19 @@
 """Text embedders: :func:`embedder_named` builds the one a ``provider/model`` name (``BRAIN_EMBEDDER``)
 names, from plain arguments; :func:`brain.wiring.get_embedder` builds it from the settings.
 
-``local/minilm-l6-v2`` runs in-process and needs nothing else; ``ollama/<model>`` (default
-``ollama/nomic-embed-text``) uses a running Ollama server.
+``local/minilm-l6-v2`` (English) and ``local/multilingual-e5-small`` (about a hundred languages) run
+in-process and need nothing else; ``ollama/<model>`` (default ``ollama/nomic-embed-text``) uses a running
+Ollama server.
 """
 
 from __future__ import annotations
 
 from brain.model.errors import EmbedderError
+from brain.providers.embeddings import e5 as e5_provider
 from brain.providers.embeddings import local as local_provider
 from brain.providers.embeddings import ollama as ollama_provider
 from brain.providers.embeddings.base import Embedder, Kind
+from brain.providers.embeddings.e5 import LocalE5Embedder
 from brain.providers.embeddings.local import LocalMiniLMEmbedder
 from brain.providers.embeddings.ollama import DEFAULT_MODEL as DEFAULT_OLLAMA_MODEL
 from brain.providers.embeddings.ollama import OllamaEmbedder
@@ -19,6 +22,7 @@ __all__ = [
     "DEFAULT_OLLAMA_MODEL",
     "Embedder",
     "Kind",
+    "LocalE5Embedder",
     "LocalMiniLMEmbedder",
     "OllamaEmbedder",
     "VALID_CHOICES",
@@ -28,7 +32,7 @@ __all__ = [
 ]
 
 #: What ``BRAIN_EMBEDDER`` may be, for error messages.
-VALID_CHOICES = (LocalMiniLMEmbedder.name, f"ollama/<model> (e.g. ollama/{DEFAULT_OLLAMA_MODEL})")
+VALID_CHOICES = (LocalMiniLMEmbedder.name, LocalE5Embedder.name, f"ollama/<model> (e.g. ollama/{DEFAULT_OLLAMA_MODEL})")
 
 
 def embedder_named(name: str, *, batch_size: int, cache_size: int, ollama_host: str, ollama_timeout: float) -> Embedder:
@@ -38,6 +42,8 @@ def embedder_named(name: str, *, batch_size: int, cache_size: int, ollama_host: 
     provider, _, model = name.partition("/")
     if provider == "local" and model == LocalMiniLMEmbedder.name.partition("/")[2]:
         return LocalMiniLMEmbedder(batch_size=batch_size, cache_size=cache_size)
+    if provider == "local" and model == LocalE5Embedder.name.partition("/")[2]:
+        return LocalE5Embedder(batch_size=batch_size, cache_size=cache_size)
     if provider == "ollama":
         return OllamaEmbedder(
             model or DEFAULT_OLLAMA_MODEL,
@@ -52,6 +58,8 @@ def embedder_named(name: str, *, batch_size: int, cache_size: int, ollama_host: 
 def max_input_tokens(embedder: str) -> int:
     """The input limit (tokens, [CLS]/[SEP] included) of the embedder ``provider/model`` names, without
     loading it; an unknown provider gets the local model's (the smallest)."""
+    if embedder == LocalE5Embedder.name:
+        return e5_provider.MAX_TOKENS
     provider = embedder.partition("/")[0]
     return ollama_provider.MAX_TOKENS if provider == "ollama" else local_provider.MAX_TOKENS
 
@@ -59,9 +67,10 @@ def max_input_tokens(embedder: str) -> int:
 #: documents per second each provider embeds on common hardware (one CPU core for the local model; a
 #: GPU-less Ollama for nomic-embed-text), for the time estimates of a re-index that has not run yet;
 #: a re-index measures its own rate and records it with the collection it built
-TYPICAL_DOCS_PER_SECOND = {"local": 100.0, "ollama": 40.0}
+TYPICAL_DOCS_PER_SECOND = {"local": 100.0, LocalE5Embedder.name: 30.0, "ollama": 40.0}
 
 
 def typical_rate(embedder: str) -> float:
     """The typical documents/s of the embedder ``provider/model`` names (see TYPICAL_DOCS_PER_SECOND)."""
-    return TYPICAL_DOCS_PER_SECOND.get(embedder.partition("/")[0], 40.0)
+    rate = TYPICAL_DOCS_PER_SECOND.get(embedder)
+    return rate if rate is not None else TYPICAL_DOCS_PER_SECOND.get(embedder.partition("/")[0], 40.0)

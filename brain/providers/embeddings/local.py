@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from brain.model.errors import EmbedderError
-from brain.model.provider_names import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_EMBEDDER, DEFAULT_QUERY_CACHE_SIZE
+from brain.model.provider_names import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_QUERY_CACHE_SIZE, MINILM_EMBEDDER
 from brain.providers.embeddings.base import Embedder, Kind
 from brain.text.tokenizer import load_tokenizer, package_file, tokenizer_path
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-MODEL_NAME = DEFAULT_EMBEDDER.partition("/")[2]  # configuration names the default
+MODEL_NAME = MINILM_EMBEDDER.partition("/")[2]
 DIMENSION = 384
 #: sentence-transformers' max_seq_length for this model. The bundled tokenizer.json says
 #: 128 with fixed padding; we override both (longer context, and padding only to the
