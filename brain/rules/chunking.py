@@ -1,6 +1,6 @@
 """Token-window chunking: long text -> overlapping slices that each fit the embedder's input.
 
-Tokens are counted with the local MiniLM WordPiece tokenizer (the process-wide counting copy,
+Windows are cut in tokens of the local MiniLM WordPiece tokenizer (the process-wide counting copy,
 :func:`brain.text.tokenizer.counting_tokenizer`: truncation and padding off), the unit the embedder
 pays for and truncates at. ``window_size`` and ``window_overlap`` count content
 tokens, without ``[CLS]``/``[SEP]``; ``max_tokens`` is the embedder's limit *including* them, so a
@@ -22,11 +22,16 @@ Chunks are slices of the original text, cut between tokens using the tokenizer's
 - together the chunks cover the text from its first token to its last (with ``window_overlap=0``
   only the whitespace at the cuts is left out).
 
+An embedder with a tokenizer of its own (multilingual-e5-small's SentencePiece) also gives its count of a
+text's tokens: a chunk over the embedder's input by that count is cut again with a window shrunk in
+proportion, so every chunk fits the model that embeds it (none is truncated or windowed by the model).
+
 The same object serves agent frameworks that expect ``chunk(text) -> list[str]``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -46,7 +51,13 @@ def _local_max_tokens() -> int:
 class TokenChunker:
     """Split text into overlapping windows of at most ``window_size`` tokens (see module docstring)."""
 
-    def __init__(self, window_size: int = 200, window_overlap: int = 40, max_tokens: int | None = None):
+    def __init__(
+        self,
+        window_size: int = 200,
+        window_overlap: int = 40,
+        max_tokens: int | None = None,
+        embedder_tokens: Callable[[str], int] | None = None,
+    ):
         for name, value in (("window_size", window_size), ("window_overlap", window_overlap)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name} must be an integer, got {value!r}")
@@ -68,15 +79,23 @@ class TokenChunker:
         self.window_size = window_size
         self.window_overlap = window_overlap
         self.max_tokens = max_tokens
+        #: the embedder's own count of a text's tokens (special tokens and prefix included), when its
+        #: tokenizer is not the one windows are cut with: every chunk is then checked against it too
+        self.embedder_tokens = embedder_tokens
 
     @classmethod
     def from_settings(cls, settings: Any) -> TokenChunker:
         """``BRAIN_CHUNK_WINDOW`` / ``BRAIN_CHUNK_OVERLAP``, checked against ``BRAIN_EMBEDDER``'s input limit."""
-        from brain.providers.embeddings import max_input_tokens  # the providers own their input limits
+        from brain.providers.embeddings import max_input_tokens, token_counter  # the providers own their inputs
 
-        max_tokens = max_input_tokens(str(getattr(settings, "embedder", "local/")))
+        embedder = str(getattr(settings, "embedder", "local/"))
         try:
-            return cls(settings.chunk_window, settings.chunk_overlap, max_tokens=max_tokens)
+            return cls(
+                settings.chunk_window,
+                settings.chunk_overlap,
+                max_tokens=max_input_tokens(embedder),
+                embedder_tokens=token_counter(embedder),
+            )
         except ValueError as exc:
             raise ConfigError(
                 f"BRAIN_CHUNK_WINDOW={settings.chunk_window} / BRAIN_CHUNK_OVERLAP={settings.chunk_overlap} "
@@ -92,7 +111,8 @@ class TokenChunker:
     @property
     def signature(self) -> str:
         """What decides the chunks (stored with ingested documents, so a new setting re-chunks)."""
-        return f"wordpiece-minilm/w{self.window_size}/o{self.window_overlap}"
+        checked = "" if self.embedder_tokens is None else f"/fits-{getattr(self.embedder_tokens, 'tokenizer', 'own')}"
+        return f"wordpiece-minilm/w{self.window_size}/o{self.window_overlap}{checked}"
 
     def count_tokens(self, text: str) -> int:
         """Tokens ``text`` occupies, without [CLS]/[SEP] (the unit of ``window_size``)."""
@@ -110,6 +130,28 @@ class TokenChunker:
         """``(start, end)`` character offsets of the chunks of ``text`` (``chunk`` slices these)."""
         if not text or not text.strip():
             return []
+        spans = self._wordpiece_spans(text)
+        if self.embedder_tokens is None:
+            return spans
+        return [piece for a, b in spans for piece in self._fitted(text, a, b)]
+
+    def _fitted(self, text: str, a: int, b: int) -> list[tuple[int, int]]:
+        """The chunk ``text[a:b]`` as it is when the embedder's own tokenizer reads it within its input,
+        else cut again with a window shrunk by the ratio of the two counts: a script WordPiece reads as
+        a few tokens (Thai, Arabic) can be many more for a SentencePiece model."""
+        assert self.embedder_tokens is not None
+        count = self.embedder_tokens(text[a:b])
+        if count <= self.max_tokens or self.window_size <= 1:
+            return [(a, b)]
+        window = max(1, int(self.window_size * self.max_tokens / count * 0.9))
+        if window >= self.window_size:
+            window = self.window_size - 1
+        smaller = TokenChunker(
+            window, min(self.window_overlap, window - 1), self.max_tokens, embedder_tokens=self.embedder_tokens
+        )
+        return [(a + x, a + y) for x, y in smaller.spans(text[a:b])]
+
+    def _wordpiece_spans(self, text: str) -> list[tuple[int, int]]:
         tokenizer = counting_tokenizer()
         enc = tokenizer.encode(text, add_special_tokens=False)
         n = len(enc.ids)

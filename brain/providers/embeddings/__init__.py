@@ -8,6 +8,8 @@ Ollama server.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from brain.model.errors import EmbedderError
 from brain.providers.embeddings import e5 as e5_provider
 from brain.providers.embeddings import local as local_provider
@@ -28,6 +30,7 @@ __all__ = [
     "VALID_CHOICES",
     "embedder_named",
     "max_input_tokens",
+    "token_counter",
     "typical_rate",
 ]
 
@@ -62,6 +65,20 @@ def max_input_tokens(embedder: str) -> int:
         return e5_provider.MAX_TOKENS
     provider = embedder.partition("/")[0]
     return ollama_provider.MAX_TOKENS if provider == "ollama" else local_provider.MAX_TOKENS
+
+
+def token_counter(embedder: str) -> Callable[[str], int] | None:
+    """The embedder ``provider/model`` names' own count of a document's tokens (prefix and special tokens
+    included), when its tokenizer is not the MiniLM WordPiece the chunker cuts with; None otherwise (MiniLM
+    is that tokenizer; Ollama models do not expose theirs)."""
+    if embedder != LocalE5Embedder.name:
+        return None
+
+    def count(text: str) -> int:
+        return e5_provider.count_tokens(text)
+
+    count.tokenizer = "xlmr"  # type: ignore[attr-defined]  # names it in the chunker's signature
+    return count
 
 
 #: documents per second each provider embeds on common hardware (one CPU core for the local model; a

@@ -71,6 +71,11 @@ def _c_string(text: str) -> str:
     return text.replace("\x00", " ")
 
 
+def count_tokens(text: str, kind: Kind = "document") -> int:
+    """The tokens the model reads for ``text``, its prefix, ``<s>`` and ``</s>`` included."""
+    return int(load_model().token_count(_c_string(text), kind == "query"))
+
+
 class LocalE5Embedder(Embedder):
     """multilingual-e5-small in-process; 384-dimensional vectors, ``query:``/``passage:`` prefixes.
     ``batch_size``: texts per engine call at most; ``cache_size``: query vectors kept for repeated queries."""
@@ -90,7 +95,7 @@ class LocalE5Embedder(Embedder):
 
     def count_tokens(self, text: str, kind: Kind = "document") -> int:
         """The tokens the model reads for ``text``, its prefix, ``<s>`` and ``</s>`` included."""
-        return int(load_model().token_count(_c_string(text), kind == "query"))
+        return count_tokens(text, kind)
 
     def _batch_order(self, texts: list[str]) -> list[int] | None:
         # The engine runs a batch as one pass over all its tokens with attention per text, so mixing
