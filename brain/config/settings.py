@@ -312,8 +312,9 @@ class Settings(BaseSettings):
     embedder: str = embedding_setting(
         "BRAIN_EMBEDDER",
         default_embedder,
-        "the embedding model as `provider/model`: `local/minilm-l6-v2` (in-process) or `ollama/<model>`, "
-        "e.g. `ollama/nomic-embed-text`",
+        "the embedding model as `provider/model`: `local/minilm-l6-v2` (in-process, English), "
+        "`local/multilingual-e5-small` (in-process, about 100 languages) or `ollama/<model>`, e.g. "
+        "`ollama/nomic-embed-text`; `brain reindex` moves a store to another",
     )
     embed_batch_size: int = embedding_setting(
         "BRAIN_EMBED_BATCH_SIZE", DEFAULT_EMBED_BATCH_SIZE, "texts per embedding call (count)", ge=1, le=4096
