@@ -227,6 +227,7 @@ def run(args) -> str:
             vectors = {q.text: store.embedder.embed_query(q.text) for q in questions}
             shipped = store.retrieval.memory_weights()
             cal = store.retrieval.calibration()
+            args.z, args.similarity_z = store.retrieval.tuning().floor_z, store.retrieval.tuning().similarity_floor_z
             k = settings.memory_top_k
 
             timing = {"build_context": 0.0}
@@ -392,8 +393,6 @@ def main() -> None:
         args.data = INVOKED_FROM / args.data
     if not args.data.is_file():
         parser.error(f"{args.data} does not exist: pass --data PATH to a LoCoMo JSON file")
-    args.z = Settings().relevance_floor_z
-    args.similarity_z = Settings().relevance_similarity_floor_z
     text = run(args)
     print(text)
     if args.out:

@@ -139,18 +139,22 @@ class Settings(BaseSettings):
         ge=-1.0,
         le=6.0,
     )
-    relevance_floor_z: float = ranking_setting(
+    relevance_floor_z: float | None = ranking_setting(
         "RAG_RELEVANCE_FLOOR_Z",
-        6.0,
-        "the calibrated floor's distance above unrelated pairs' mean similarity (standard deviations)",
+        None,
+        "the calibrated floor's distance above unrelated pairs' mean similarity (standard deviations); unset: "
+        "the embedder's own (6 for local/minilm-l6-v2 and local/multilingual-e5-small)",
+        example="6",
         ge=0.0,
         le=20.0,
     )
-    relevance_similarity_floor_z: float = ranking_setting(
+    relevance_similarity_floor_z: float | None = ranking_setting(
         "RAG_RELEVANCE_SIMILARITY_FLOOR_Z",
-        4.0,
+        None,
         "the calibrated floor of FAQ entries and summaries, ranked by similarity alone (standard deviations above "
-        "unrelated pairs' mean similarity; lower than a memory's, which has a lexical part)",
+        "unrelated pairs' mean similarity; lower than a memory's, which has a lexical part); unset: the embedder's "
+        "own (4 for local/minilm-l6-v2, 5.5 for local/multilingual-e5-small)",
+        example="4",
         ge=0.0,
         le=20.0,
     )
@@ -159,22 +163,24 @@ class Settings(BaseSettings):
         0.15,
         "how much lower the floor is for an importance-5 memory than for an importance-1 one (a critical fact "
         "gets a lower bar; linear in between), for a memory sharing words (by stem prefix) with the message or the "
-        "latest turns",
+        "latest turns; in local/minilm-l6-v2's similarity units, scaled to another embedder's spread",
         ge=0.0,
         le=1.0,
     )
-    relevance_margin: float = ranking_setting(
+    relevance_margin: float | None = ranking_setting(
         "RAG_RELEVANCE_MARGIN",
-        3.0,
+        None,
         "how far below the best memory's relevance another may be and still be shown (standard deviations of "
-        "unrelated pairs' similarity, as calibrated)",
+        "unrelated pairs' similarity, as calibrated); unset: the embedder's own (3 for both local embedders)",
+        example="3",
         ge=0.0,
         le=100.0,
     )
     relevance_lexical: float = ranking_setting(
         "RAG_RELEVANCE_LEXICAL",
         1.0,
-        "w_lex: weight of the lexical match (BM25 over keywords / its largest value, 0..1) in a memory's relevance",
+        "w_lex: weight of the lexical match (BM25 over keywords / its largest value, 0..1) in a memory's relevance; "
+        "in local/minilm-l6-v2's similarity units, scaled to another embedder's spread",
         ge=0.0,
         le=5.0,
     )
@@ -182,12 +188,16 @@ class Settings(BaseSettings):
         "RAG_RELEVANCE_IMPORTANCE",
         0.1,
         "w_imp among relevant memories: weight of importance / 5 (0.1: importance 5 beats importance 1 at up to "
-        "0.08 less relevance)",
+        "0.08 less relevance); scaled like RAG_RELEVANCE_LEXICAL",
         ge=0.0,
         le=1.0,
     )
     relevance_recency: float = ranking_setting(
-        "RAG_RELEVANCE_RECENCY", 0.05, "w_rec among relevant memories: weight of the recency decay", ge=0.0, le=1.0
+        "RAG_RELEVANCE_RECENCY",
+        0.05,
+        "w_rec among relevant memories: weight of the recency decay; scaled like RAG_RELEVANCE_LEXICAL",
+        ge=0.0,
+        le=1.0,
     )
     weight_similarity: float = ranking_setting(
         "RAG_WEIGHT_SIMILARITY",

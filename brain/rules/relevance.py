@@ -7,7 +7,7 @@ Cosine similarities mean different things for different models: MiniLM puts unre
 
 (a memory's relevance, its similarity plus its weighted lexical match, must reach the floor, lowered by
 ``RAG_RELEVANCE_FLOOR_IMPORTANCE`` for important memories; a FAQ entry's or summary's similarity must
-reach mean + ``RAG_RELEVANCE_SIMILARITY_FLOOR_Z`` sd)
+reach mean + ``RAG_RELEVANCE_SIMILARITY_FLOOR_Z`` sd; unset, each is the embedder's own, :data:`TUNINGS`)
 where ``mean`` and ``sd`` are the mean and standard deviation of the similarities between messages and
 facts that do not answer them: the ``pairs`` of ``brain/rules/data/relevance_calibration.json`` (messages a
 user might send and the remembered fact that answers each), every message against every other
@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from brain.model.errors import CalibrationError
+from brain.model.provider_names import E5_EMBEDDER, MINILM_EMBEDDER
 from brain.model.vectors import unit_rows
 from brain.providers.embeddings import Embedder
 
@@ -38,6 +39,34 @@ from brain.providers.embeddings import Embedder
 CALIBRATION_FILE = Path(__file__).resolve().parent / "data" / "relevance_calibration.json"
 #: where a collection keeps its embedder's calibration (a JSON string: Chroma metadata values are flat)
 METADATA_KEY = "relevance_calibration"
+
+
+@dataclass(frozen=True)
+class EmbedderTuning:
+    """The distances above an embedder's unrelated pairs chosen on labelled data, in standard deviations:
+    ``floor_z`` for a memory's relevance (``RAG_RELEVANCE_FLOOR_Z``), ``similarity_floor_z`` for a FAQ entry's
+    or summary's similarity (``RAG_RELEVANCE_SIMILARITY_FLOOR_Z``), ``margin`` below the best memory
+    (``RAG_RELEVANCE_MARGIN``). The calibration makes them comparable across models but not equal: the tails
+    of the unrelated pairs differ (bench/RELEVANCE_RESULTS.md says which data chose each)."""
+
+    floor_z: float
+    similarity_floor_z: float
+    margin: float
+
+
+#: each local embedder's choices; another (an Ollama model) gets MiniLM's, in its own standard deviations
+TUNINGS = {
+    # LoCoMo conv-26 and conv-41 (floor, margin); the FAQ messages of bench/bench_relevance.py (FAQ floor)
+    MINILM_EMBEDDER: EmbedderTuning(floor_z=6.0, similarity_floor_z=4.0, margin=3.0),
+    # the same data, measured with e5: its unrelated pairs reach further up (a FAQ entry at 4 sd answered a
+    # knee injury), and its relevance parts are more telling (a lower floor keeps foreign sections empty)
+    E5_EMBEDDER: EmbedderTuning(floor_z=6.0, similarity_floor_z=5.5, margin=3.0),
+}
+
+
+def tuning_for(embedder: str) -> EmbedderTuning:
+    """The choices for the embedder ``embedder`` (``provider/model``) names."""
+    return TUNINGS.get(embedder, TUNINGS[MINILM_EMBEDDER])
 
 
 #: the standard deviation of unrelated pairs' similarity, on the shipped pairs, of the embedder the

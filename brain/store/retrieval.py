@@ -30,7 +30,15 @@ from brain.providers.embeddings import Embedder
 from brain.rules.filters import to_chroma_where
 from brain.rules.memories import search_scopes
 from brain.rules.ranking import ScoreWeights
-from brain.rules.relevance import METADATA_KEY, Calibration, calibrate, recorded, spread_scale
+from brain.rules.relevance import (
+    METADATA_KEY,
+    Calibration,
+    EmbedderTuning,
+    calibrate,
+    recorded,
+    spread_scale,
+    tuning_for,
+)
 from brain.store.chroma import ChromaAccess
 from brain.store.indexes import InProcessState, memory_index
 from brain.store.plan import check_vector
@@ -107,18 +115,30 @@ class Retrieval:
         if not relevance or not self.gated:
             return self.weights
         if self._context_weights is None:
-            s, cal = self.settings, self.calibration()
-            floor = cal.floor(s.relevance_floor_z) if s.relevance_floor is None else s.relevance_floor
+            s, cal, tuned = self.settings, self.calibration(), self.tuning()
+            floor = cal.floor(tuned.floor_z) if s.relevance_floor is None else s.relevance_floor
             self._context_weights = ScoreWeights.relevance(
-                s, floor=floor, margin=cal.margin(s.relevance_margin), spread=spread_scale(cal)
+                s, floor=floor, margin=cal.margin(tuned.margin), spread=spread_scale(cal)
             )
         return self._context_weights
+
+    def tuning(self) -> EmbedderTuning:
+        """The gate's distances in standard deviations: the ``RAG_RELEVANCE_*_Z`` / ``RAG_RELEVANCE_MARGIN``
+        settings where set, else the ones chosen for this embedder."""
+        s, tuned = self.settings, tuning_for(self.embedder.name)
+        return EmbedderTuning(
+            floor_z=tuned.floor_z if s.relevance_floor_z is None else s.relevance_floor_z,
+            similarity_floor_z=(
+                tuned.similarity_floor_z if s.relevance_similarity_floor_z is None else s.relevance_similarity_floor_z
+            ),
+            margin=tuned.margin if s.relevance_margin is None else s.relevance_margin,
+        )
 
     def similarity_floor(self) -> float | None:
         """The lowest similarity a FAQ entry or summary is shown at (None: the reference ranking, no floor)."""
         if not self.gated:
             return None
-        return self.calibration().floor(self.settings.relevance_similarity_floor_z)
+        return self.calibration().floor(self.tuning().similarity_floor_z)
 
     def memories(
         self,

@@ -13,7 +13,8 @@ from brain.rules import relevance
 from brain.features.chat import ChatMemory
 from brain.config import Settings
 from brain.app.core import open_store
-from brain.rules.relevance import METADATA_KEY, Calibration
+from brain.model.provider_names import E5_EMBEDDER, MINILM_EMBEDDER
+from brain.rules.relevance import METADATA_KEY, Calibration, tuning_for
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def test_nothing_relevant_leaves_the_memory_section_empty_and_says_why(chat):
     assert ctx.memory == []
     gate = ctx.relevance["memory"]
     assert gate["candidates"] == 3 and gate["below_floor"] == 3 and gate["shown"] == 0
-    assert gate["floor"] == pytest.approx(chat.store.retrieval.calibration().floor(Settings().relevance_floor_z))
+    assert gate["floor"] == pytest.approx(chat.store.retrieval.calibration().floor(tuning_for(MINILM_EMBEDDER).floor_z))
     assert "## What you remember" not in ctx.prompt
     assert ctx.to_dict()["relevance"]["memory"]["below_floor"] == 3
 
@@ -149,7 +150,7 @@ def test_the_calibration_is_measured_once_and_kept_with_the_collection(backend_s
     monkeypatch.setattr("brain.store.retrieval.calibrate", fail)
     with open_store(settings, embedder=local_embedder) as store:
         assert store.retrieval.calibration() == cal
-        assert store.retrieval.memory_weights().floor == pytest.approx(cal.floor(settings.relevance_floor_z))
+        assert store.retrieval.memory_weights().floor == pytest.approx(cal.floor(tuning_for(cal.embedder).floor_z))
 
 
 def test_a_calibration_of_another_embedder_or_other_data_is_not_used(local_embedder, tmp_path):
@@ -213,7 +214,7 @@ def test_a_reindex_for_another_embedder_calibrates_it_again(settings, local_embe
             cal = store.retrieval.calibration()
             assert cal.embedder == "ollama/nomic-embed-text" and (cal.mean, cal.sd) != (local.mean, local.sd)
             assert json.loads(store.col.metadata[METADATA_KEY])["embedder"] == "ollama/nomic-embed-text"
-            assert store.retrieval.memory_weights().floor == pytest.approx(cal.floor(switched.relevance_floor_z))
+            assert store.retrieval.memory_weights().floor == pytest.approx(cal.floor(tuning_for(cal.embedder).floor_z))
 
 
 def test_a_critical_memory_with_words_in_common_has_a_lower_bar(embedded_store, local_embedder, chat):
@@ -258,3 +259,19 @@ def test_a_critical_fact_on_the_conversations_topic_has_the_lower_bar(chat):
     exchange = chat.record_exchange(None, "I keep bees, did I tell you?", "You did!", entity="hana")
     ctx = chat.build_context(exchange.conversation_id, message, entity="hana")
     assert [i.id for i in ctx.memory] == [hana]
+
+
+def test_the_gate_s_distances_are_the_embedder_s_own_unless_set(settings, local_embedder):
+    assert tuning_for(E5_EMBEDDER).similarity_floor_z > tuning_for(MINILM_EMBEDDER).similarity_floor_z
+    assert tuning_for("ollama/nomic-embed-text") == tuning_for(MINILM_EMBEDDER)
+    with open_store(settings, embedder=local_embedder) as store:
+        assert store.retrieval.tuning() == tuning_for(MINILM_EMBEDDER)
+    explicit = settings.model_copy(
+        update={"relevance_floor_z": 4.0, "relevance_similarity_floor_z": 7.0, "relevance_margin": 1.0}
+    )
+    with open_store(explicit, embedder=local_embedder) as store:
+        cal = store.retrieval.calibration()
+        weights = store.retrieval.memory_weights()
+        assert weights.floor == pytest.approx(cal.floor(4.0)) and weights.margin == pytest.approx(cal.margin(1.0))
+        assert store.retrieval.similarity_floor() == pytest.approx(cal.floor(7.0))
+
