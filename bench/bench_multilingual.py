@@ -99,7 +99,8 @@ class Outcome:
     shown: bool = False
     in_prompt: bool = False  # in the memory section or among the always-shown facts
     wrong: int = 0
-    other_empty: bool = False
+    # the memory section was empty: for a question, asked for the next person; for an unrelated message, for its own
+    empty: bool = False
     leak: bool = False  # a prompt held a memory of someone else than the person asked for (must never)
     similarity: float = float("nan")  # the target's, and its relevance and rank without the gate
     relevance: float = float("nan")
@@ -213,7 +214,7 @@ def measure(embedder: str, data: dict[str, Any], overrides: dict[str, Any]) -> d
                     shown=target in memory,
                     in_prompt=target in memory or target in core,
                     wrong=sum(1 for i in memory if i != target),
-                    other_empty=not other_memory,
+                    empty=not other_memory,
                     leak=leak or other_leak,
                 )
                 diagnose(q, out)
@@ -222,9 +223,7 @@ def measure(embedder: str, data: dict[str, Any], overrides: dict[str, Any]) -> d
                 for message in messages:
                     for entity in entities:
                         memory, _, leak = sections(message, entity)
-                        outcomes.append(
-                            Outcome(split_of[entity], "unrelated", language, other_empty=not memory, leak=leak)
-                        )
+                        outcomes.append(Outcome(split_of[entity], "unrelated", language, empty=not memory, leak=leak))
             ask_s = time.perf_counter() - t0
     return {
         "embedder": embedder,
@@ -333,7 +332,7 @@ def report(data: dict[str, Any], runs: list[dict[str, Any]], seconds: float, arg
                             ratio(sum(o.shown for o in rows), len(rows)),
                             f"{sum(o.wrong for o in rows) / max(len(rows), 1):.2f}",
                             ratio(sum(o.in_prompt for o in rows), len(rows)),
-                            ratio(sum(o.other_empty for o in rows), len(rows)),
+                            ratio(sum(o.empty for o in rows), len(rows)),
                         ]
                     )
                     + " |"
@@ -349,7 +348,7 @@ def report(data: dict[str, Any], runs: list[dict[str, Any]], seconds: float, arg
             leaks = sum(o.leak for o in run["outcomes"] if split is None or o.split == split)
             lines.append(
                 f"| {SHORT[run['embedder']]} | {(split or 'all').replace('_', ' ')} | "
-                f"{ratio(sum(o.other_empty for o in rows), len(rows))} | {leaks} |"
+                f"{ratio(sum(o.empty for o in rows), len(rows))} | {leaks} |"
             )
     lines += [
         "",
@@ -376,7 +375,7 @@ def report(data: dict[str, Any], runs: list[dict[str, Any]], seconds: float, arg
                 )
         for run in runs:
             rows = pick(run["outcomes"], directions=("unrelated",), language=code)
-            cells.append(ratio(sum(o.other_empty for o in rows), len(rows)))
+            cells.append(ratio(sum(o.empty for o in rows), len(rows)))
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",

@@ -99,7 +99,9 @@ def test_a_german_or_japanese_question_about_the_english_allergy_has_it_in_annas
         assert "peanut" not in prompt.lower()
 
 
-@pytest.mark.parametrize("message", ["Wer hat die Relativitätstheorie entwickelt?", "光の速さはどのくらい？", "长城有多长？"])
+@pytest.mark.parametrize(
+    "message", ["Wer hat die Relativitätstheorie entwickelt?", "光の速さはどのくらい？", "长城有多长？"]
+)
 def test_an_unrelated_message_in_any_language_leaves_the_memory_section_empty(e5_chat, message):
     chat, _ = e5_chat
     for entity in PEOPLE:
