@@ -143,7 +143,7 @@ class Settings(BaseSettings):
         "RAG_RELEVANCE_FLOOR_Z",
         None,
         "the calibrated floor's distance above unrelated pairs' mean similarity (standard deviations); unset: "
-        "the embedder's own (6 for local/minilm-l6-v2 and local/multilingual-e5-small)",
+        "the embedder's own (6 for local/minilm-l6-v2, 5 for local/multilingual-e5-small)",
         example="6",
         ge=0.0,
         le=20.0,
