@@ -375,11 +375,18 @@ def gated_bounded_top_k(
     rows = np.arange(static.shape[0]) if candidates is None else np.asarray(candidates)
     if rows.size == 0 or k <= 0:
         return rows[:0], np.zeros(0), 0
-    floor = floors(
-        weights,
-        None if importance is None else np.asarray(importance)[rows],
-        None if match is None else np.asarray(match)[rows],
-    )  # scalar or by row
+    # by row, even when every row has the same floor: the rows are selected by masks below
+    floor = np.broadcast_to(
+        np.asarray(
+            floors(
+                weights,
+                None if importance is None else np.asarray(importance)[rows],
+                None if match is None else np.asarray(match)[rows],
+            ),
+            dtype=np.float64,
+        ),
+        rows.shape,
+    )
     lex = np.zeros(rows.size) if lexical_part is None else np.asarray(lexical_part, dtype=np.float64)[rows]
     approx, slack = approx_similarity[rows], similarity_slack[rows]
     lo, hi = approx - slack, approx + slack
@@ -403,7 +410,7 @@ def gated_bounded_top_k(
             return (
                 rows[:0],
                 np.zeros(0),
-                int(np.count_nonzero(~possible) + np.count_nonzero((exact + lex)[possible] < floor)),
+                int(np.count_nonzero(~possible) + np.count_nonzero((exact + lex)[possible] < floor[possible])),
             )
         best = float((exact + lex)[gated].max())
         possible &= hi + lex >= best - margin

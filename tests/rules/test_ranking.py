@@ -16,7 +16,8 @@ def brute_force(index: MemoryIndex, q, k, weights, now, scopes=None, tags=None, 
     ids, vectors = index.vectors()
     metas = [index._metas[index._row[i]] for i in ids]
     keep = [
-        j for j, m in enumerate(metas)
+        j
+        for j, m in enumerate(metas)
         if (scopes is None or m["scope"] in scopes)
         and (not tags or set(tags) <= set(m.get("tags", [])))
         and (min_importance is None or m["importance"] >= min_importance)
@@ -39,12 +40,15 @@ def clustered(rng, n, d, topics=20):
 def build(rng, n, d, vectors=None):
     vectors = clustered(rng, n, d) if vectors is None else vectors
     ids = [f"doc-{i:06d}" for i in range(n)]
-    metas = [{
-        "importance": int(rng.integers(1, 6)),
-        "ts_epoch": NOW - float(rng.random() * 3e7) + (1e6 if i % 97 == 0 else 0.0),  # a few in the future
-        "scope": "global" if i % 4 else f"entity:e{i % 5}",
-        "tags": [["a"], ["b"], ["a", "b"], []][i % 4],
-    } for i in range(n)]
+    metas = [
+        {
+            "importance": int(rng.integers(1, 6)),
+            "ts_epoch": NOW - float(rng.random() * 3e7) + (1e6 if i % 97 == 0 else 0.0),  # a few in the future
+            "scope": "global" if i % 4 else f"entity:e{i % 5}",
+            "tags": [["a"], ["b"], ["a", "b"], []][i % 4],
+        }
+        for i in range(n)
+    ]
     index = MemoryIndex(d)
     index.upsert(ids, vectors, ["text"] * n, metas)
     return index, vectors
@@ -65,8 +69,13 @@ def test_index_top_k_equals_brute_force(weights):
     for trial in range(15):  # each of the 5 filters with each of the 3 noise levels, once
         q = vectors[rng.integers(len(vectors))] + rng.standard_normal(96).astype(np.float32) * (0.2 + trial % 3)
         k = int(rng.integers(1, 25))
-        filters = [{}, {"scopes": {"global", "entity:e1"}}, {"tags": ["a"]}, {"min_importance": 3},
-                   {"scopes": {"entity:e2"}}][trial % 5]  # the last is small: exact float32 path
+        filters = [
+            {},
+            {"scopes": {"global", "entity:e1"}},
+            {"tags": ["a"]},
+            {"min_importance": 3},
+            {"scopes": {"entity:e2"}},
+        ][trial % 5]  # the last is small: exact float32 path
         got = index.search(q, k, weights, NOW, **filters)
         want_ids, want_scores = brute_force(index, q, k, weights, NOW, **filters)
         assert [r.id for r in got] == want_ids
@@ -94,10 +103,18 @@ def test_updates_and_removals_keep_the_index_consistent():
     ids = index.ids
     index.remove(ids[::3])
     fresh = clustered(rng, 500, 48)
-    index.upsert([f"new-{i}" for i in range(500)], fresh, ["t"] * 500,
-                 [{"importance": 5, "ts_epoch": NOW, "scope": "global"} for _ in range(500)])
-    index.upsert(ids[1:100:3], -vectors[1:100:3], ["t"] * len(ids[1:100:3]),
-                 [{"importance": 1, "ts_epoch": NOW - 1e6, "scope": "global"}] * len(ids[1:100:3]))
+    index.upsert(
+        [f"new-{i}" for i in range(500)],
+        fresh,
+        ["t"] * 500,
+        [{"importance": 5, "ts_epoch": NOW, "scope": "global"} for _ in range(500)],
+    )
+    index.upsert(
+        ids[1:100:3],
+        -vectors[1:100:3],
+        ["t"] * len(ids[1:100:3]),
+        [{"importance": 1, "ts_epoch": NOW - 1e6, "scope": "global"}] * len(ids[1:100:3]),
+    )
     assert len(index) == 6000 - len(ids[::3]) + 500
     assert not any(i in index for i in ids[::3])
     for trial in range(10):
@@ -152,3 +169,22 @@ def test_float_dots_match_numpy():
     rows = ranking.normalize_rows(rng.standard_normal((700, 384)))
     q = rows[5]
     assert np.allclose(ranking.float_dots(q, rows), rows.astype(np.float64) @ q.astype(np.float64), atol=1e-6)
+
+
+def test_a_gate_with_floors_by_row_that_no_memory_reaches_shows_nothing_and_counts_every_one():
+    # Rows whose upper bound reaches their own (importance-lowered) floor but whose exact relevance does
+    # not: the compressed similarities of e5-small put many rows in that band.
+    from brain.rules.ranking import ScoreWeights, gated_bounded_top_k, gated_top_k_reference
+
+    weights = ScoreWeights(similarity=1.0, floor=0.9, margin=0.1, floor_importance=0.1, floor_importance_match=0.3)
+    approx = np.array([0.84, 0.2, 0.83, 0.1, 0.5])
+    exact = approx - 0.05
+    importance = np.array([3, 3, 5, 1, 2])
+    match = np.array([0.5, 0.0, 0.6, 0.0, 0.4])
+    rows, sims, below = gated_bounded_top_k(
+        np.zeros(5), approx, np.full(5, 0.1), None, 3, lambda r: exact[r], weights, importance=importance, match=match
+    )
+    reference = gated_top_k_reference(
+        exact, 0.0, np.zeros(5), [str(i) for i in range(5)], 3, weights, importance, match
+    )
+    assert (list(rows), below) == reference == ([], 5) and sims.size == 0
