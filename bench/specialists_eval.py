@@ -223,7 +223,7 @@ def agreement(name: str, results: list[tuple[dict, list]], second: list[dict]) -
     )
 
 
-def leave_one_set_out(yaml: Path, sets: dict[str, list[dict]]) -> list[str]:
+def leave_one_set_out(yaml: Path, sets: dict[str, list[dict]], embedder) -> list[str]:
     """Each blind training set scored by a classifier learnt from the other training sets (a fresh
     store and an examples file without that set, beside a copy of the YAML)."""
     lines = ["| left out | matching / no-match | top-1 | right and strong/good | no-match banded weak |",
@@ -237,7 +237,8 @@ def leave_one_set_out(yaml: Path, sets: dict[str, list[dict]]) -> list[str]:
             rows = [row for name in TRAINING if name != left_out for row in sets[name]]
             examples_path(copy).write_text("".join(json.dumps({"request": r["request"], "expected": r["expected"]},
                                                               ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-            with open_store(Settings(data_dir=Path(tmp) / "data"), mirror=False) as store:
+            # the same embedder: the labelled requests come from its query cache instead of being embedded again
+            with open_store(Settings(data_dir=Path(tmp) / "data"), embedder=embedder, mirror=False) as store:
                 registry = SpecialistRegistry(store, path=copy)
                 registry.register()
                 m = metrics(run(registry, sets[left_out]))
@@ -276,8 +277,10 @@ def main() -> None:
         print(f"| first | {first.embedded} | {t_first:.3f} |")
         print(f"| unchanged YAML again | {again.embedded} | {t_again:.3f} |\n")
 
-        defaults, confidence = SpecialistBands(), SpecialistConfidence()
         scored = SpecialistRegistry(store, path=args.yaml, use_examples=False)  # the score order and confidence
+        # the embedder's defaults (brain.config.SPECIALIST_EMBEDDER_DEFAULTS), or what the settings set
+        defaults, confidence, units = scored.bands, scored.confidence, scored.units
+        print(f"Similarities in the reference embedder's units: (cosine - {units.shift:.2f}) / {units.spread:.2f}\n")
         dev = [name for name in DEVELOPMENT if name in sets]
         if dev == list(DEVELOPMENT):
             x, right, matching = (np.concatenate(parts) for parts in zip(*(features(run(scored, sets[n])) for n in dev)))
@@ -285,7 +288,7 @@ def main() -> None:
             cut, served, weak = best_cut(1 / (1 + np.exp(-(beta[0] + x @ beta[1:]))), right, matching)
             print("## The score-and-length confidence (used without labelled requests), refitted on the six "
                   "development sets\n")
-            print("| coefficient | refitted | default in code |\n|---|---:|---:|")
+            print(f"| coefficient | refitted | default for {store.embedder.name} |\n|---|---:|---:|")
             for label, value, default in zip(("intercept", "score", "ln(words, at most 40)"), beta,
                                               (confidence.intercept, confidence.score, confidence.length)):
                 print(f"| {label} | {value:.2f} | {default:.2f} |")
@@ -362,7 +365,7 @@ def main() -> None:
             print(f"| {label} | " + " | ".join(f"{metrics(run(variant, rows))['top1']:.3f}" for rows in sets.values()) + " |")
 
         print("\n## Leave one set out: the classifier learnt without the set it scores\n")
-        print("\n".join(leave_one_set_out(args.yaml, sets)))
+        print("\n".join(leave_one_set_out(args.yaml, sets, store.embedder)))
 
         print("\n## Misses (default scoring)\n")
         for name, misses in all_misses.items():

@@ -43,15 +43,22 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from brain.config import SPECIALIST_BAND_DEFAULTS, SPECIALIST_CONFIDENCE_DEFAULTS, specialist_bands_in_order
+from brain.config import (
+    SPECIALIST_BAND_DEFAULTS,
+    SPECIALIST_CONFIDENCE_DEFAULTS,
+    SPECIALIST_EMBEDDER_DEFAULTS,
+    SPECIALIST_REFERENCE_EMBEDDER,
+    specialist_bands_in_order,
+)
 from brain.features.specialists.model import Specialist
 from brain.model.errors import ConfigError
 from brain.model.vectors import unit_rows
+from brain.rules.relevance import Calibration, spread_scale
 from brain.text import BM25Index, tokenize
 
 #: weight of the lexical share (BM25 over each specialist's canonical, predicates and objects) added to
@@ -71,6 +78,37 @@ _WORD = re.compile(r"\w+")
 def request_words(request: str) -> int:
     """The words of a request the confidence counts: runs of letters and digits, at least 1."""
     return max(1, len(_WORD.findall(request)))
+
+
+#: the mean similarity of unrelated pairs of the reference embedder (local/minilm-l6-v2) on the relevance
+#: calibration's pairs (brain.rules.relevance): the origin of the units the formula's numbers are in
+REFERENCE_UNRELATED_MEAN = 0.0346
+
+
+@dataclass(frozen=True)
+class SimilarityUnits:
+    """An embedder's cosine similarities put into the reference embedder's units before they are
+    weighted: ``(similarity - shift) / spread``. The weights, ``not_margin`` and the lexical weight were
+    chosen with all-MiniLM-L6-v2, whose similarities spread about four times wider than
+    multilingual-e5-small's (unrelated sentences: 0.03 +- 0.08 against 0.73 +- 0.02); in one unit they
+    keep one meaning. The identity (0, 1) leaves the reference's similarities exactly as they are."""
+
+    shift: float = 0.0
+    spread: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.shift) and math.isfinite(self.spread)) or self.spread <= 0:
+            raise ConfigError(f"similarity units need a finite shift and spread > 0, got {self.shift} / {self.spread}")
+
+    @classmethod
+    def from_calibration(cls, calibration: Calibration) -> SimilarityUnits:
+        """The units of an embedder from its relevance calibration: unrelated pairs' mean moved onto the
+        reference's, their spread scaled to the reference's (two decimals each, so that measuring the
+        same embedder on other hardware gives the same scores)."""
+        return cls(shift=round(calibration.mean - REFERENCE_UNRELATED_MEAN, 2), spread=spread_scale(calibration))
+
+    def __call__(self, similarities: np.ndarray) -> np.ndarray:
+        return (similarities - self.shift) / self.spread
 
 
 @dataclass(frozen=True)
@@ -170,6 +208,7 @@ class ScoringParams:
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
     bands: SpecialistBands = field(default_factory=SpecialistBands)
     confidence: SpecialistConfidence = field(default_factory=SpecialistConfidence)
+    units: SimilarityUnits = field(default_factory=SimilarityUnits)
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.not_penalty) or self.not_penalty < 0:
@@ -178,6 +217,31 @@ class ScoringParams:
             raise ConfigError(f"not_margin must be between -1 and 1, got {self.not_margin}")
         if not math.isfinite(self.lexical_weight) or not 0.0 <= self.lexical_weight <= 1.0:
             raise ConfigError(f"lexical_weight must be between 0 and 1, got {self.lexical_weight}")
+
+
+def embedder_params(
+    embedder: str,
+    calibration: Callable[[], Calibration],
+    *,
+    confidence: SpecialistConfidence | Mapping[str, float] | None = None,
+    bands: SpecialistBands | Mapping[str, float] | None = None,
+    units: SimilarityUnits | None = None,
+) -> tuple[SimilarityUnits, SpecialistConfidence, SpecialistBands]:
+    """The units, confidence and bands an embedder is scored with: its entry of
+    ``brain.config.SPECIALIST_EMBEDDER_DEFAULTS``, under what the caller gives (a whole object, or a mapping
+    of some of its fields, e.g. the settings that are set). An embedder without an entry has not been
+    measured on the development sets: its units come from its relevance calibration (``calibration`` is
+    called only then) and its confidence and bands are the reference embedder's, which then read as
+    rough."""
+    entry = SPECIALIST_EMBEDDER_DEFAULTS.get(embedder)
+    if units is None:
+        units = SimilarityUnits(**entry["units"]) if entry else SimilarityUnits.from_calibration(calibration())
+    entry = entry or SPECIALIST_EMBEDDER_DEFAULTS[SPECIALIST_REFERENCE_EMBEDDER]
+    if not isinstance(confidence, SpecialistConfidence):
+        confidence = SpecialistConfidence(**{**entry["confidence"], **(confidence or {})})
+    if not isinstance(bands, SpecialistBands):
+        bands = SpecialistBands(**{**entry["bands"], **(bands or {})})
+    return units, confidence, bands
 
 
 @dataclass(frozen=True)
@@ -266,7 +330,8 @@ class ScoringTable:
             return ()
         wc, wp, wo = params.weights.normalised()
         sc, sp, so = self._canonical @ q, self._predicates @ q, self._objects @ q
-        base = wc * sc + wp * sp + wo * so
+        units = params.units
+        base = wc * units(sc) + wp * units(sp) + wo * units(so)
         not_max = np.full(n, -np.inf)
         not_arg = np.full(n, -1)
         if len(self._not_owner):
@@ -274,7 +339,8 @@ class ScoringTable:
             for j, (owner, sim) in enumerate(zip(self._not_owner, sims)):
                 if sim > not_max[owner]:
                     not_max[owner], not_arg[owner] = sim, j
-        penalty = np.where(np.isfinite(not_max), params.not_penalty * np.maximum(0.0, not_max - params.not_margin), 0.0)
+        not_ref = np.where(np.isfinite(not_max), units(np.where(np.isfinite(not_max), not_max, 0.0)), -np.inf)
+        penalty = np.where(np.isfinite(not_max), params.not_penalty * np.maximum(0.0, not_ref - params.not_margin), 0.0)
         lexical = np.zeros(n)
         if params.lexical_weight > 0 and request:
             bm25 = self._lexical.scores(tokenize(request))
