@@ -264,7 +264,9 @@ def main() -> None:
         parser.error(f"missing labelled set(s): {', '.join(missing)}; leave them out with --sets")
     sets = {name: read_set(SETS[name]) for name in chosen}
 
-    with tempfile.TemporaryDirectory() as tmp, open_store(Settings(data_dir=Path(tmp) / "data"), mirror=False) as store:
+    # every request of the sets is embedded once: they hold more distinct requests than the default query cache
+    with tempfile.TemporaryDirectory() as tmp, open_store(
+            Settings(data_dir=Path(tmp) / "data", query_cache_size=4096), mirror=False) as store:
         registry = SpecialistRegistry(store, path=args.yaml)
         t0 = time.perf_counter()
         first = registry.register()
@@ -280,7 +282,7 @@ def main() -> None:
         scored = SpecialistRegistry(store, path=args.yaml, use_examples=False)  # the score order and confidence
         # the embedder's defaults (brain.config.SPECIALIST_EMBEDDER_DEFAULTS), or what the settings set
         defaults, confidence, units = scored.bands, scored.confidence, scored.units
-        print(f"Similarities in the reference embedder's units: (cosine - {units.shift:.2f}) / {units.spread:.2f}\n")
+        print(f"Similarities in the reference embedder's units: (cosine - {units.shift:.3f}) / {units.spread:.2f}\n")
         dev = [name for name in DEVELOPMENT if name in sets]
         if dev == list(DEVELOPMENT):
             x, right, matching = (np.concatenate(parts) for parts in zip(*(features(run(scored, sets[n])) for n in dev)))

@@ -496,7 +496,8 @@ class Settings(BaseSettings):
     specialist_not_margin: float = specialists_setting(
         "BRAIN_SPECIALIST_NOT_MARGIN",
         0.5,
-        "similarity to a `not` example below which no penalty applies",
+        "similarity to a `not` example below which no penalty applies (in local/minilm-l6-v2's units: another "
+        "embedder's similarities are mapped into them first)",
         ge=-1.0,
         le=1.0,
     )

@@ -102,10 +102,12 @@ class SimilarityUnits:
 
     @classmethod
     def from_calibration(cls, calibration: Calibration) -> SimilarityUnits:
-        """The units of an embedder from its relevance calibration: unrelated pairs' mean moved onto the
-        reference's, their spread scaled to the reference's (two decimals each, so that measuring the
-        same embedder on other hardware gives the same scores)."""
-        return cls(shift=round(calibration.mean - REFERENCE_UNRELATED_MEAN, 2), spread=spread_scale(calibration))
+        """The units of an embedder from its relevance calibration: its unrelated pairs' mean lands on the
+        reference's and their spread becomes the reference's. The spread is
+        :func:`brain.rules.relevance.spread_scale` (two decimals) and the shift is rounded to three, so
+        that measuring the same embedder on other hardware gives the same scores."""
+        spread = spread_scale(calibration)
+        return cls(shift=round(calibration.mean - REFERENCE_UNRELATED_MEAN * spread, 3), spread=spread)
 
     def __call__(self, similarities: np.ndarray) -> np.ndarray:
         return (similarities - self.shift) / self.spread
