@@ -42,7 +42,15 @@ and the band cut next to the defaults, and shows that rule beside the classifier
 reliability table: for each band of the top-1, how many requests, how many of them the top-1 got
 right, and how many match no specialist.
 
-Everything runs on a fresh embedded store in a temporary directory with the real local embedder.
+Everything runs on a fresh embedded store in a temporary directory with the real embedder that
+``BRAIN_EMBEDDER`` names: ``local/minilm-l6-v2`` by default (``bench/SPECIALISTS_RESULTS.md``), or
+
+    BRAIN_EMBEDDER=local/multilingual-e5-small .venv/bin/python bench/specialists_eval.py
+
+(``bench/SPECIALISTS_E5_RESULTS.md``). The refitted confidence and the cut are printed next to that
+embedder's defaults (``brain.config.SPECIALIST_EMBEDDER_DEFAULTS``), which for an embedder other than
+MiniLM were fitted the same way on the same six development sets, and the units its similarities are
+mapped into MiniLM's by.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Scoring specialists against a request: pure numpy over their vectors, no store access.
 
-For a request vector ``q`` (all vectors unit length, ``sim`` = cosine similarity)::
+For a request vector ``q`` (all vectors unit length, ``sim`` = cosine similarity put into the reference
+embedder's units, ``(cosine - shift) / spread``, :class:`SimilarityUnits`)::
 
     base    = w_c * sim(q, canonical) + w_p * sim(q, mean predicates) + w_o * sim(q, mean objects)
     penalty = not_penalty * max(0, max_i sim(q, not_i) - not_margin)
@@ -14,6 +15,15 @@ specialist's ``not`` examples; below that, resemblance to a negative example is 
 overlap of sentences about the same things (with MiniLM, a margin of 0.40 already cost right
 matches on the calibration set: "check my rental agreement" is 0.59 from docs' "email the contract
 to my landlord").
+
+Every number of the formula was chosen with all-MiniLM-L6-v2, the reference embedder, whose units are
+its cosines as they are. Another embedder's cosines may sit elsewhere: multilingual-e5-small puts
+unrelated sentences near 0.73 (MiniLM: 0.03) and spreads them four times narrower, so a ``not_margin``
+of 0.50 would penalise every specialist and the lexical share would outweigh the dense part. Its
+similarities are mapped through its relevance calibration (:mod:`brain.rules.relevance`) so that its
+unrelated pairs land where MiniLM's do, and the weights, the margin and the lexical weight keep their
+meaning. The map makes scores comparable, not equally reliable, so the confidence and the bands below
+are fitted per embedder.
 
 The lexical share (``w_lex`` 0.2, ``BRAIN_SPECIALIST_WEIGHT_LEXICAL``; 0 turns it off) is Okapi BM25
 (:mod:`brain.rules.turn_search`, stemmed words) of the request against each specialist's canonical phrase,
@@ -31,10 +41,12 @@ request is one a specialist serves::
 
     confidence = 1 / (1 + exp(-(intercept + c_s * score + c_l * ln(min(words, 40)))))
 
-with -6.30 / 13.75 / 1.36 by default (:class:`SpecialistConfidence`, ``BRAIN_SPECIALIST_CONFIDENCE_*``)
+with -6.30 / 13.75 / 1.36 for MiniLM (:class:`SpecialistConfidence`, ``BRAIN_SPECIALIST_CONFIDENCE_*``)
 and ``words`` the request's words (runs of letters and digits). Past 40 words the development sets
 have almost no requests, so the length term stops growing there. The bands are thresholds on the
-confidence (:class:`SpecialistBands`). The score's margin over the runner-up and the lexical share
+confidence (:class:`SpecialistBands`). The coefficients and the bands of each embedder measured on the
+development sets are one table, ``brain.config.SPECIALIST_EMBEDDER_DEFAULTS`` (:func:`embedder_params`
+says what an embedder without an entry gets). The score's margin over the runner-up and the lexical share
 were tried as further features and added nothing once length was in.
 Ties in score rank by specialist id, so a ranking is deterministic.
 """
@@ -62,8 +74,9 @@ from brain.rules.relevance import Calibration, spread_scale
 from brain.text import BM25Index, tokenize
 
 #: weight of the lexical share (BM25 over each specialist's canonical, predicates and objects) added to
-#: the dense score; 0 gives the plain 0.5/0.3/0.2 formula. Chosen on the development sets
-#: (bench/SPECIALISTS_RESULTS.md): MiniLM misses keyword-heavy requests ("in fahrenheit", "python script")
+#: the dense score (in the reference embedder's units); 0 gives the plain 0.5/0.3/0.2 formula. Chosen on
+#: the development sets (bench/SPECIALISTS_RESULTS.md): MiniLM misses keyword-heavy requests ("in
+#: fahrenheit", "python script")
 DEFAULT_LEXICAL_WEIGHT = 0.2
 DEFAULT_NOT_PENALTY = 1.0
 DEFAULT_NOT_MARGIN = 0.50
@@ -142,14 +155,15 @@ class SpecialistBands:
     :func:`brain.config.specialist_bands_in_order` that Settings applies too); equal thresholds leave
     the band between them empty.
 
-    The defaults (``brain.config.SPECIALIST_BAND_DEFAULTS``, also Settings' defaults) were chosen on
-    the six development sets of ``bench/`` with the default confidence: ``possible`` (0.62) is the
+    The defaults are MiniLM's (``brain.config.SPECIALIST_BAND_DEFAULTS``), chosen on the six
+    development sets of ``bench/`` with its confidence: ``possible`` (0.62) is the
     cut that best serves both "a clear request is right and not weak" and "a request no specialist
     serves is weak" (the larger of the two smaller shares; every leave-one-set-out fold put it
     between 0.615 and 0.623); ``good`` (0.65) leaves a narrow possible band above that cut for
     matches a slightly different set would have put below it; ``strong`` (0.90) is where at least 19
-    in 20 top-1s of the development sets are right. With another embedder, re-run the bench and
-    set ``BRAIN_SPECIALIST_CONFIDENCE_*`` and ``BRAIN_SPECIALIST_BAND_*``.
+    in 20 top-1s of the development sets are right. The same rules on the same sets give another
+    embedder's entry of ``brain.config.SPECIALIST_EMBEDDER_DEFAULTS`` (multilingual-e5-small:
+    ``bench/SPECIALISTS_E5_RESULTS.md``).
     """
 
     strong: float = SPECIALIST_BAND_DEFAULTS["strong"]
@@ -179,7 +193,8 @@ class SpecialistConfidence:
     ``1 / (1 + exp(-(intercept + score * s + length * ln(min(words, 40)))))``.
 
     ``score`` must be >= 0 (a higher score never lowers the confidence); ``length`` may have either
-    sign. The defaults are ``brain.config.SPECIALIST_CONFIDENCE_DEFAULTS``.
+    sign. The defaults are MiniLM's, ``brain.config.SPECIALIST_CONFIDENCE_DEFAULTS``; another embedder's
+    are its entry of ``brain.config.SPECIALIST_EMBEDDER_DEFAULTS``.
     """
 
     intercept: float = SPECIALIST_CONFIDENCE_DEFAULTS["intercept"]
