@@ -665,7 +665,17 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return value
 
-    @field_validator("api_tokens_file", "owner_id", mode="before")
+    @field_validator(
+        "api_tokens_file",
+        "owner_id",
+        "specialist_confidence_intercept",
+        "specialist_confidence_score",
+        "specialist_confidence_length",
+        "specialist_band_strong",
+        "specialist_band_good",
+        "specialist_band_possible",
+        mode="before",
+    )
     @classmethod
     def _empty_means_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
