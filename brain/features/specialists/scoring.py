@@ -356,8 +356,9 @@ class ScoringTable:
             for j, (owner, sim) in enumerate(zip(self._not_owner, sims)):
                 if sim > not_max[owner]:
                     not_max[owner], not_arg[owner] = sim, j
-        not_ref = np.where(np.isfinite(not_max), units(np.where(np.isfinite(not_max), not_max, 0.0)), -np.inf)
-        penalty = np.where(np.isfinite(not_max), params.not_penalty * np.maximum(0.0, not_ref - params.not_margin), 0.0)
+        penalty = np.where(
+            np.isfinite(not_max), params.not_penalty * np.maximum(0.0, units(not_max) - params.not_margin), 0.0
+        )
         lexical = np.zeros(n)
         if params.lexical_weight > 0 and request:
             bm25 = self._lexical.scores(tokenize(request))
