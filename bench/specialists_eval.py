@@ -42,7 +42,15 @@ and the band cut next to the defaults, and shows that rule beside the classifier
 reliability table: for each band of the top-1, how many requests, how many of them the top-1 got
 right, and how many match no specialist.
 
-Everything runs on a fresh embedded store in a temporary directory with the real local embedder.
+Everything runs on a fresh embedded store in a temporary directory with the real embedder that
+``BRAIN_EMBEDDER`` names: ``local/minilm-l6-v2`` by default (``bench/SPECIALISTS_RESULTS.md``), or
+
+    BRAIN_EMBEDDER=local/multilingual-e5-small .venv/bin/python bench/specialists_eval.py
+
+(``bench/SPECIALISTS_E5_RESULTS.md``). The refitted confidence and the cut are printed next to that
+embedder's defaults (``brain.config.SPECIALIST_EMBEDDER_DEFAULTS``), which for an embedder other than
+MiniLM were fitted the same way on the same six development sets, and the units its similarities are
+mapped into MiniLM's by.
 """
 
 from __future__ import annotations
@@ -223,7 +231,7 @@ def agreement(name: str, results: list[tuple[dict, list]], second: list[dict]) -
     )
 
 
-def leave_one_set_out(yaml: Path, sets: dict[str, list[dict]]) -> list[str]:
+def leave_one_set_out(yaml: Path, sets: dict[str, list[dict]], embedder) -> list[str]:
     """Each blind training set scored by a classifier learnt from the other training sets (a fresh
     store and an examples file without that set, beside a copy of the YAML)."""
     lines = ["| left out | matching / no-match | top-1 | right and strong/good | no-match banded weak |",
@@ -237,7 +245,8 @@ def leave_one_set_out(yaml: Path, sets: dict[str, list[dict]]) -> list[str]:
             rows = [row for name in TRAINING if name != left_out for row in sets[name]]
             examples_path(copy).write_text("".join(json.dumps({"request": r["request"], "expected": r["expected"]},
                                                               ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-            with open_store(Settings(data_dir=Path(tmp) / "data"), mirror=False) as store:
+            # the same embedder: the labelled requests come from its query cache instead of being embedded again
+            with open_store(Settings(data_dir=Path(tmp) / "data"), embedder=embedder, mirror=False) as store:
                 registry = SpecialistRegistry(store, path=copy)
                 registry.register()
                 m = metrics(run(registry, sets[left_out]))
@@ -263,7 +272,9 @@ def main() -> None:
         parser.error(f"missing labelled set(s): {', '.join(missing)}; leave them out with --sets")
     sets = {name: read_set(SETS[name]) for name in chosen}
 
-    with tempfile.TemporaryDirectory() as tmp, open_store(Settings(data_dir=Path(tmp) / "data"), mirror=False) as store:
+    # every request of the sets is embedded once: they hold more distinct requests than the default query cache
+    with tempfile.TemporaryDirectory() as tmp, open_store(
+            Settings(data_dir=Path(tmp) / "data", query_cache_size=4096), mirror=False) as store:
         registry = SpecialistRegistry(store, path=args.yaml)
         t0 = time.perf_counter()
         first = registry.register()
@@ -276,8 +287,10 @@ def main() -> None:
         print(f"| first | {first.embedded} | {t_first:.3f} |")
         print(f"| unchanged YAML again | {again.embedded} | {t_again:.3f} |\n")
 
-        defaults, confidence = SpecialistBands(), SpecialistConfidence()
         scored = SpecialistRegistry(store, path=args.yaml, use_examples=False)  # the score order and confidence
+        # the embedder's defaults (brain.config.SPECIALIST_EMBEDDER_DEFAULTS), or what the settings set
+        defaults, confidence, units = scored.bands, scored.confidence, scored.units
+        print(f"Similarities in the reference embedder's units: (cosine - {units.shift:.3f}) / {units.spread:.2f}\n")
         dev = [name for name in DEVELOPMENT if name in sets]
         if dev == list(DEVELOPMENT):
             x, right, matching = (np.concatenate(parts) for parts in zip(*(features(run(scored, sets[n])) for n in dev)))
@@ -285,7 +298,7 @@ def main() -> None:
             cut, served, weak = best_cut(1 / (1 + np.exp(-(beta[0] + x @ beta[1:]))), right, matching)
             print("## The score-and-length confidence (used without labelled requests), refitted on the six "
                   "development sets\n")
-            print("| coefficient | refitted | default in code |\n|---|---:|---:|")
+            print(f"| coefficient | refitted | default for {store.embedder.name} |\n|---|---:|---:|")
             for label, value, default in zip(("intercept", "score", "ln(words, at most 40)"), beta,
                                               (confidence.intercept, confidence.score, confidence.length)):
                 print(f"| {label} | {value:.2f} | {default:.2f} |")
@@ -362,7 +375,7 @@ def main() -> None:
             print(f"| {label} | " + " | ".join(f"{metrics(run(variant, rows))['top1']:.3f}" for rows in sets.values()) + " |")
 
         print("\n## Leave one set out: the classifier learnt without the set it scores\n")
-        print("\n".join(leave_one_set_out(args.yaml, sets)))
+        print("\n".join(leave_one_set_out(args.yaml, sets, store.embedder)))
 
         print("\n## Misses (default scoring)\n")
         for name, misses in all_misses.items():

@@ -13,16 +13,46 @@ from pydantic import AliasChoices, BeforeValidator, Field
 from pydantic_settings import NoDecode
 
 from brain.config.values import DEFAULT_EMBEDDER, DEFAULT_SUMMARY_MODEL
+from brain.model.provider_names import E5_EMBEDDER, MINILM_EMBEDDER
 from brain.model.schemas import DOC_TYPES
 
 #: the settings that name files or directories
 PATH_FIELDS = ("data_dir", "persona_path", "specialists_path", "mirror_path", "index_snapshot_path", "snapshot_key_dir")
-#: the specialist bands' thresholds on a match's confidence, calibrated for local/minilm-l6-v2
-#: (bench/SPECIALISTS_RESULTS.md); the Settings defaults and brain.features.specialists.SpecialistBands' defaults
-SPECIALIST_BAND_DEFAULTS = {"strong": 0.90, "good": 0.65, "possible": 0.62}
-#: the coefficients of a match's confidence, a logistic fit on the score and the request's length
-#: (brain.features.specialists.scoring.SpecialistConfidence); the Settings defaults and the class's defaults
-SPECIALIST_CONFIDENCE_DEFAULTS = {"intercept": -6.30, "score": 13.75, "length": 1.36}
+#: the specialists' defaults per embedder, one entry per embedder they were measured with:
+#:
+#: * ``units`` -- the embedder's cosine similarities put into the reference embedder's (MiniLM's) units,
+#:   ``(similarity - shift) / spread``, so that the weights, the ``not`` margin and the lexical share keep
+#:   one meaning; from the relevance calibration (brain.rules.relevance) by the rule of
+#:   brain.features.specialists.scoring.SimilarityUnits.from_calibration;
+#: * ``confidence`` -- the coefficients of the score-and-length confidence
+#:   (brain.features.specialists.scoring.SpecialistConfidence), a logistic fit on the development sets;
+#: * ``bands`` -- the thresholds of the bands on a match's confidence.
+#:
+#: Fitted on the development sets only (bench/SPECIALISTS_RESULTS.md, bench/SPECIALISTS_E5_RESULTS.md).
+#: An embedder without an entry gets its units from its own relevance calibration and the reference's
+#: confidence and bands. The BRAIN_SPECIALIST_CONFIDENCE_* and BRAIN_SPECIALIST_BAND_* settings override
+#: whichever applies, one value at a time.
+SPECIALIST_EMBEDDER_DEFAULTS: dict[str, dict[str, dict[str, float]]] = {
+    MINILM_EMBEDDER: {
+        "units": {"shift": 0.0, "spread": 1.0},
+        "confidence": {"intercept": -6.30, "score": 13.75, "length": 1.36},
+        "bands": {"strong": 0.90, "good": 0.65, "possible": 0.62},
+    },
+    # units by that rule from its calibration (unrelated pairs 0.733 +- 0.019); confidence refitted and bands
+    # chosen by the reference's rules on the reference's six development sets (bench/SPECIALISTS_E5_RESULTS.md)
+    E5_EMBEDDER: {
+        "units": {"shift": 0.725, "spread": 0.24},
+        "confidence": {"intercept": -6.74, "score": 9.50, "length": 1.35},
+        "bands": {"strong": 0.92, "good": 0.73, "possible": 0.70},
+    },
+}
+#: the embedder whose units the others are mapped into, and whose confidence and bands an embedder
+#: without an entry falls back to
+SPECIALIST_REFERENCE_EMBEDDER = MINILM_EMBEDDER
+#: the reference embedder's band thresholds and confidence coefficients (brain.features.specialists'
+#: SpecialistBands and SpecialistConfidence default to them)
+SPECIALIST_BAND_DEFAULTS = SPECIALIST_EMBEDDER_DEFAULTS[SPECIALIST_REFERENCE_EMBEDDER]["bands"]
+SPECIALIST_CONFIDENCE_DEFAULTS = SPECIALIST_EMBEDDER_DEFAULTS[SPECIALIST_REFERENCE_EMBEDDER]["confidence"]
 
 
 def key_dir_problem(key_dir: Path, data_dir: Path) -> str | None:
@@ -133,7 +163,8 @@ specialists_setting = _group(
     "Specialists",
     "score = w_c*canonical + w_p*predicates + w_o*objects + w_l*lexical - penalty * "
     "max(0, similarity to the closest `not` example - margin); confidence = logistic(intercept + "
-    "c_s*score + c_l*ln(words, at most 40)); bands on the confidence, calibrated for MiniLM",
+    "c_s*score + c_l*ln(words, at most 40)); bands on the confidence; similarities in MiniLM's units, "
+    "the confidence and the bands per embedder (unset: the embedder's defaults)",
 )
 api_setting = _group(
     "api", "BRAIN_", "The HTTP API", "`brain serve`; a token is required to bind a non-loopback address"

@@ -4,6 +4,7 @@ the logic lives in the sibling modules (sections, sources, project, naming)."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +34,6 @@ from brain.config.sections import (
     knowledge_setting,
     mirror_setting,
     ranking_setting,
-    specialist_bands_in_order,
     specialists_setting,
     storage_setting,
 )
@@ -507,51 +507,65 @@ class Settings(BaseSettings):
     specialist_not_margin: float = specialists_setting(
         "BRAIN_SPECIALIST_NOT_MARGIN",
         0.5,
-        "similarity to a `not` example below which no penalty applies",
+        "similarity to a `not` example below which no penalty applies (in local/minilm-l6-v2's units: another "
+        "embedder's similarities are mapped into them first)",
         ge=-1.0,
         le=1.0,
     )
     # confidence = 1 / (1 + exp(-(intercept + c_s*score + c_l*ln(min(words, 40))))), a logistic fit on the
-    # development sets; the bands are thresholds on it (see bench/SPECIALISTS_RESULTS.md)
-    specialist_confidence_intercept: float = specialists_setting(
+    # development sets; the bands are thresholds on it. Unset, each comes from the embedder's entry of
+    # SPECIALIST_EMBEDDER_DEFAULTS (see bench/SPECIALISTS_RESULTS.md)
+    specialist_confidence_intercept: float | None = specialists_setting(
         "BRAIN_SPECIALIST_CONFIDENCE_INTERCEPT",
-        SPECIALIST_CONFIDENCE_DEFAULTS["intercept"],
-        "intercept of a match's confidence (logistic in the score and the request's length)",
+        None,
+        "intercept of a match's confidence (logistic in the score and the request's length); unset: the "
+        f"embedder's (local/minilm-l6-v2: {SPECIALIST_CONFIDENCE_DEFAULTS['intercept']})",
+        example=str(SPECIALIST_CONFIDENCE_DEFAULTS["intercept"]),
         ge=-100.0,
         le=100.0,
     )
-    specialist_confidence_score: float = specialists_setting(
+    specialist_confidence_score: float | None = specialists_setting(
         "BRAIN_SPECIALIST_CONFIDENCE_SCORE",
-        SPECIALIST_CONFIDENCE_DEFAULTS["score"],
-        "c_s: coefficient of the match's score in its confidence",
+        None,
+        "c_s: coefficient of the match's score in its confidence; unset: the embedder's "
+        f"(local/minilm-l6-v2: {SPECIALIST_CONFIDENCE_DEFAULTS['score']})",
+        example=str(SPECIALIST_CONFIDENCE_DEFAULTS["score"]),
         ge=0.0,
         le=100.0,
     )
-    specialist_confidence_length: float = specialists_setting(
+    specialist_confidence_length: float | None = specialists_setting(
         "BRAIN_SPECIALIST_CONFIDENCE_LENGTH",
-        SPECIALIST_CONFIDENCE_DEFAULTS["length"],
-        "c_l: coefficient of ln(words in the request, at most 40) in a match's confidence (0: length ignored)",
+        None,
+        "c_l: coefficient of ln(words in the request, at most 40) in a match's confidence (0: length ignored); "
+        f"unset: the embedder's (local/minilm-l6-v2: {SPECIALIST_CONFIDENCE_DEFAULTS['length']})",
+        example=str(SPECIALIST_CONFIDENCE_DEFAULTS["length"]),
         ge=-100.0,
         le=100.0,
     )
-    specialist_band_strong: float = specialists_setting(
+    specialist_band_strong: float | None = specialists_setting(
         "BRAIN_SPECIALIST_BAND_STRONG",
-        SPECIALIST_BAND_DEFAULTS["strong"],
-        "confidence above which a match is strong (at least BRAIN_SPECIALIST_BAND_GOOD)",
+        None,
+        "confidence above which a match is strong (at least BRAIN_SPECIALIST_BAND_GOOD); unset: the embedder's "
+        f"(local/minilm-l6-v2: {SPECIALIST_BAND_DEFAULTS['strong']})",
+        example=str(SPECIALIST_BAND_DEFAULTS["strong"]),
         ge=0.0,
         le=1.0,
     )
-    specialist_band_good: float = specialists_setting(
+    specialist_band_good: float | None = specialists_setting(
         "BRAIN_SPECIALIST_BAND_GOOD",
-        SPECIALIST_BAND_DEFAULTS["good"],
-        "lowest confidence of a good match (at least BRAIN_SPECIALIST_BAND_POSSIBLE)",
+        None,
+        "lowest confidence of a good match (at least BRAIN_SPECIALIST_BAND_POSSIBLE); unset: the embedder's "
+        f"(local/minilm-l6-v2: {SPECIALIST_BAND_DEFAULTS['good']})",
+        example=str(SPECIALIST_BAND_DEFAULTS["good"]),
         ge=0.0,
         le=1.0,
     )
-    specialist_band_possible: float = specialists_setting(
+    specialist_band_possible: float | None = specialists_setting(
         "BRAIN_SPECIALIST_BAND_POSSIBLE",
-        SPECIALIST_BAND_DEFAULTS["possible"],
-        "lowest confidence of a possible match; below it, weak (no specialist)",
+        None,
+        "lowest confidence of a possible match; below it, weak (no specialist); unset: the embedder's "
+        f"(local/minilm-l6-v2: {SPECIALIST_BAND_DEFAULTS['possible']})",
+        example=str(SPECIALIST_BAND_DEFAULTS["possible"]),
         ge=0.0,
         le=1.0,
     )
@@ -662,7 +676,17 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return value
 
-    @field_validator("api_tokens_file", "owner_id", mode="before")
+    @field_validator(
+        "api_tokens_file",
+        "owner_id",
+        "specialist_confidence_intercept",
+        "specialist_confidence_score",
+        "specialist_confidence_length",
+        "specialist_band_strong",
+        "specialist_band_good",
+        "specialist_band_possible",
+        mode="before",
+    )
     @classmethod
     def _empty_means_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -695,9 +719,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _bands_ordered(self) -> Settings:
-        if not specialist_bands_in_order(
-            self.specialist_band_strong, self.specialist_band_good, self.specialist_band_possible
-        ):
+        # the thresholds set here must be in order among themselves; those left to the embedder's defaults
+        # are checked with them when a registry is made
+        bands = (self.specialist_band_strong, self.specialist_band_good, self.specialist_band_possible)
+        given = [v for v in bands if v is not None]
+        if given != sorted(given, reverse=True) or not all(math.isfinite(v) for v in given):
             raise ValueError(
                 "BRAIN_SPECIALIST_BAND_STRONG >= BRAIN_SPECIALIST_BAND_GOOD >= BRAIN_SPECIALIST_BAND_POSSIBLE "
                 "must hold, "

@@ -563,14 +563,16 @@ def test_equal_thresholds_leave_the_band_between_them_empty():
 
 
 def test_band_defaults_are_written_once():
-    from brain.config import SPECIALIST_BAND_DEFAULTS
+    from brain.config import SPECIALIST_BAND_DEFAULTS, SPECIALIST_EMBEDDER_DEFAULTS, SPECIALIST_REFERENCE_EMBEDDER
 
     assert SpecialistBands() == SpecialistBands(**SPECIALIST_BAND_DEFAULTS)
+    assert SPECIALIST_BAND_DEFAULTS == SPECIALIST_EMBEDDER_DEFAULTS[SPECIALIST_REFERENCE_EMBEDDER]["bands"]
+    # unset in the settings: each embedder's own thresholds apply
     default = Settings.model_fields
-    assert {b: default[f"specialist_band_{b}"].default for b in ("strong", "good", "possible")} == SPECIALIST_BAND_DEFAULTS
-    # the shipped env file repeats them for people reading it; it must say the same
-    env = dict(line.split("=", 1) for line in (ROOT / "config" / "defaults.env").read_text().splitlines()
-               if line.startswith("BRAIN_SPECIALIST_BAND_"))
+    assert all(default[f"specialist_band_{b}"].default is None for b in ("strong", "good", "possible"))
+    # the shipped env file shows the reference's for people reading it, commented out; it must say the same
+    env = dict(line.removeprefix("# ").split("=", 1) for line in (ROOT / "config" / "defaults.env").read_text().splitlines()
+               if line.startswith("# BRAIN_SPECIALIST_BAND_"))
     assert {k.removeprefix("BRAIN_SPECIALIST_BAND_").lower(): float(v) for k, v in env.items()} == SPECIALIST_BAND_DEFAULTS
 
 

@@ -48,16 +48,19 @@ from brain.features.specialists.scoring import (
     DEFAULT_NOT_PENALTY,
     ScoringParams,
     ScoringTable,
+    SimilarityUnits,
     SpecialistBands,
     SpecialistConfidence,
     SpecialistMatch,
     SpecialistVectors,
     SpecialistWeights,
+    embedder_params,
     request_words,
 )
 from brain.model.errors import ConfigError, EmbeddingModelMismatch, Problem, ValidationError
 from brain.model.schemas import check_k
 from brain.providers.cache import CacheInfo, LRUCache
+from brain.rules.relevance import Calibration, calibrate
 
 log = logging.getLogger(__name__)
 
@@ -122,10 +125,13 @@ class SpecialistRegistry:
     * ``not_penalty`` [1.0], ``not_margin`` [0.50] -- the ``not`` penalty
       (see :mod:`brain.features.specialists.scoring`).
     * ``lexical_weight`` [0.2] -- the weight of the lexical share.
-    * ``confidence`` -- :class:`SpecialistConfidence` [-6.30 + 13.75 * score + 1.36 * ln(words)], how
-      likely a match is right.
-    * ``bands`` -- :class:`SpecialistBands` on that confidence [strong 0.90 / good 0.65 / possible 0.62,
-      for all-MiniLM-L6-v2 with the lexical share].
+    * ``confidence`` -- :class:`SpecialistConfidence`, how likely a match is right, or a mapping of some of
+      its coefficients [the embedder's, see :func:`~brain.features.specialists.scoring.embedder_params`;
+      all-MiniLM-L6-v2: -6.30 + 13.75 * score + 1.36 * ln(words)].
+    * ``bands`` -- :class:`SpecialistBands` on that confidence, or a mapping of some of its thresholds [the
+      embedder's; all-MiniLM-L6-v2: strong 0.90 / good 0.65 / possible 0.62].
+    * ``units`` -- :class:`SimilarityUnits`, how the embedder's similarities are put into the reference
+      embedder's [the embedder's; all-MiniLM-L6-v2: as they are].
     * ``cache_ttl`` [300 s], ``cache_size`` [1024] -- the request cache (0 disables it).
     * ``embedder`` -- defaults to the store's; must have the same name (tests wrap it to count calls).
     * ``clock`` [``time.monotonic``] -- the cache's clock.
@@ -146,8 +152,9 @@ class SpecialistRegistry:
         not_penalty: float = DEFAULT_NOT_PENALTY,
         not_margin: float = DEFAULT_NOT_MARGIN,
         lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
-        bands: SpecialistBands | None = None,
-        confidence: SpecialistConfidence | None = None,
+        bands: SpecialistBands | Mapping[str, float] | None = None,
+        confidence: SpecialistConfidence | Mapping[str, float] | None = None,
+        units: SimilarityUnits | None = None,
         cache_ttl: float = 300.0,
         cache_size: int = 1024,
         embedder: Any | None = None,
@@ -155,13 +162,12 @@ class SpecialistRegistry:
         use_examples: bool = True,
         follow_pointer: bool = True,
     ):
-        self.scoring = ScoringParams(
+        self._given_bands, self._given_confidence, self._given_units = bands, confidence, units
+        self._fixed = ScoringParams(
             weights=weights or SpecialistWeights(),
             not_penalty=float(not_penalty),
             not_margin=float(not_margin),
             lexical_weight=float(lexical_weight),
-            bands=bands or SpecialistBands(),
-            confidence=confidence or SpecialistConfidence(),
         )
         if not math.isfinite(cache_ttl) or cache_ttl < 0:
             raise ConfigError(f"cache_ttl must be >= 0 seconds, got {cache_ttl}")
@@ -175,6 +181,7 @@ class SpecialistRegistry:
             raise EmbeddingModelMismatch(
                 f"the registry's embedder {self.embedder.name} is not the store's {store.embedder.name}"
             )
+        self.scoring = self._scoring_for(self.embedder)
         self._lock = threading.RLock()
         # request -> full ranking, for the TTL; least recently used beyond the size go
         self._cache: LRUCache[str, tuple[SpecialistMatch, ...]] = LRUCache(
@@ -205,14 +212,11 @@ class SpecialistRegistry:
         }
         if weights:
             kwargs["weights"] = SpecialistWeights(**weights)
-        bands = {k: kwargs.pop(f"band_{k}") for k in ("strong", "good", "possible") if f"band_{k}" in kwargs}
-        if bands:
-            kwargs["bands"] = SpecialistBands(**bands)
-        confidence = {
-            k: kwargs.pop(f"confidence_{k}") for k in ("intercept", "score", "length") if f"confidence_{k}" in kwargs
-        }
-        if confidence:
-            kwargs["confidence"] = SpecialistConfidence(**confidence)
+        # the band and confidence settings that are set override the embedder's defaults one by one
+        bands = {k: kwargs.pop(f"band_{k}", None) for k in ("strong", "good", "possible")}
+        kwargs["bands"] = {k: v for k, v in bands.items() if v is not None}
+        confidence = {k: kwargs.pop(f"confidence_{k}", None) for k in ("intercept", "score", "length")}
+        kwargs["confidence"] = {k: v for k, v in confidence.items() if v is not None}
         kwargs.update(overrides)
         return cls(store, **kwargs)
 
@@ -240,6 +244,21 @@ class SpecialistRegistry:
     @property
     def confidence(self) -> SpecialistConfidence:
         return self.scoring.confidence
+
+    @property
+    def units(self) -> SimilarityUnits:
+        return self.scoring.units
+
+    def _scoring_for(self, embedder: Any) -> ScoringParams:
+        """The scoring parameters for ``embedder``: what was given, the rest the embedder's defaults."""
+        units, confidence, bands = embedder_params(
+            embedder.name,
+            lambda: _calibration(embedder),
+            confidence=self._given_confidence,
+            bands=self._given_bands,
+            units=self._given_units,
+        )
+        return replace(self._fixed, units=units, confidence=confidence, bands=bands)
 
     # ---- the collection ----------------------------------------------------------------------------
     def _open_collection(self):
@@ -273,6 +292,7 @@ class SpecialistRegistry:
             if self.store.embedder.name == self.embedder.name:
                 return
             self.embedder = self.store.embedder
+            self.scoring = self._scoring_for(self.embedder)
             self.chroma = self._open_collection()
             self.col = self.chroma.collection
             self._load()
@@ -523,6 +543,18 @@ class SpecialistRegistry:
         with self._lock:
             known = {s: e.spec for s, e in self._entries.items()}
         return parse_specialist_requests(text, known)
+
+
+# an embedder without defaults is calibrated once per process (brain.rules.relevance: some 80 texts)
+_calibrations: dict[str, Calibration] = {}
+_calibrations_lock = threading.Lock()
+
+
+def _calibration(embedder: Any) -> Calibration:
+    with _calibrations_lock:
+        if embedder.name not in _calibrations:
+            _calibrations[embedder.name] = calibrate(embedder)
+        return _calibrations[embedder.name]
 
 
 # ---- the records of one specialist in the collection ----------------------------------------------

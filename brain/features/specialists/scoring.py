@@ -1,6 +1,7 @@
 """Scoring specialists against a request: pure numpy over their vectors, no store access.
 
-For a request vector ``q`` (all vectors unit length, ``sim`` = cosine similarity)::
+For a request vector ``q`` (all vectors unit length, ``sim`` = cosine similarity put into the reference
+embedder's units, ``(cosine - shift) / spread``, :class:`SimilarityUnits`)::
 
     base    = w_c * sim(q, canonical) + w_p * sim(q, mean predicates) + w_o * sim(q, mean objects)
     penalty = not_penalty * max(0, max_i sim(q, not_i) - not_margin)
@@ -14,6 +15,15 @@ specialist's ``not`` examples; below that, resemblance to a negative example is 
 overlap of sentences about the same things (with MiniLM, a margin of 0.40 already cost right
 matches on the calibration set: "check my rental agreement" is 0.59 from docs' "email the contract
 to my landlord").
+
+Every number of the formula was chosen with all-MiniLM-L6-v2, the reference embedder, whose units are
+its cosines as they are. Another embedder's cosines may sit elsewhere: multilingual-e5-small puts
+unrelated sentences near 0.73 (MiniLM: 0.03) and spreads them four times narrower, so a ``not_margin``
+of 0.50 would penalise every specialist and the lexical share would outweigh the dense part. Its
+similarities are mapped through its relevance calibration (:mod:`brain.rules.relevance`) so that its
+unrelated pairs land where MiniLM's do, and the weights, the margin and the lexical weight keep their
+meaning. The map makes scores comparable, not equally reliable, so the confidence and the bands below
+are fitted per embedder.
 
 The lexical share (``w_lex`` 0.2, ``BRAIN_SPECIALIST_WEIGHT_LEXICAL``; 0 turns it off) is Okapi BM25
 (:mod:`brain.rules.turn_search`, stemmed words) of the request against each specialist's canonical phrase,
@@ -31,10 +41,12 @@ request is one a specialist serves::
 
     confidence = 1 / (1 + exp(-(intercept + c_s * score + c_l * ln(min(words, 40)))))
 
-with -6.30 / 13.75 / 1.36 by default (:class:`SpecialistConfidence`, ``BRAIN_SPECIALIST_CONFIDENCE_*``)
+with -6.30 / 13.75 / 1.36 for MiniLM (:class:`SpecialistConfidence`, ``BRAIN_SPECIALIST_CONFIDENCE_*``)
 and ``words`` the request's words (runs of letters and digits). Past 40 words the development sets
 have almost no requests, so the length term stops growing there. The bands are thresholds on the
-confidence (:class:`SpecialistBands`). The score's margin over the runner-up and the lexical share
+confidence (:class:`SpecialistBands`). The coefficients and the bands of each embedder measured on the
+development sets are one table, ``brain.config.SPECIALIST_EMBEDDER_DEFAULTS`` (:func:`embedder_params`
+says what an embedder without an entry gets). The score's margin over the runner-up and the lexical share
 were tried as further features and added nothing once length was in.
 Ties in score rank by specialist id, so a ranking is deterministic.
 """
@@ -43,20 +55,28 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from brain.config import SPECIALIST_BAND_DEFAULTS, SPECIALIST_CONFIDENCE_DEFAULTS, specialist_bands_in_order
+from brain.config import (
+    SPECIALIST_BAND_DEFAULTS,
+    SPECIALIST_CONFIDENCE_DEFAULTS,
+    SPECIALIST_EMBEDDER_DEFAULTS,
+    SPECIALIST_REFERENCE_EMBEDDER,
+    specialist_bands_in_order,
+)
 from brain.features.specialists.model import Specialist
 from brain.model.errors import ConfigError
 from brain.model.vectors import unit_rows
+from brain.rules.relevance import Calibration, spread_scale
 from brain.text import BM25Index, tokenize
 
 #: weight of the lexical share (BM25 over each specialist's canonical, predicates and objects) added to
-#: the dense score; 0 gives the plain 0.5/0.3/0.2 formula. Chosen on the development sets
-#: (bench/SPECIALISTS_RESULTS.md): MiniLM misses keyword-heavy requests ("in fahrenheit", "python script")
+#: the dense score (in the reference embedder's units); 0 gives the plain 0.5/0.3/0.2 formula. Chosen on
+#: the development sets (bench/SPECIALISTS_RESULTS.md): MiniLM misses keyword-heavy requests ("in
+#: fahrenheit", "python script")
 DEFAULT_LEXICAL_WEIGHT = 0.2
 DEFAULT_NOT_PENALTY = 1.0
 DEFAULT_NOT_MARGIN = 0.50
@@ -71,6 +91,39 @@ _WORD = re.compile(r"\w+")
 def request_words(request: str) -> int:
     """The words of a request the confidence counts: runs of letters and digits, at least 1."""
     return max(1, len(_WORD.findall(request)))
+
+
+#: the mean similarity of unrelated pairs of the reference embedder (local/minilm-l6-v2) on the relevance
+#: calibration's pairs (brain.rules.relevance): the origin of the units the formula's numbers are in
+REFERENCE_UNRELATED_MEAN = 0.0346
+
+
+@dataclass(frozen=True)
+class SimilarityUnits:
+    """An embedder's cosine similarities put into the reference embedder's units before they are
+    weighted: ``(similarity - shift) / spread``. The weights, ``not_margin`` and the lexical weight were
+    chosen with all-MiniLM-L6-v2, whose similarities spread about four times wider than
+    multilingual-e5-small's (unrelated sentences: 0.03 +- 0.08 against 0.73 +- 0.02); in one unit they
+    keep one meaning. The identity (0, 1) leaves the reference's similarities exactly as they are."""
+
+    shift: float = 0.0
+    spread: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.shift) and math.isfinite(self.spread)) or self.spread <= 0:
+            raise ConfigError(f"similarity units need a finite shift and spread > 0, got {self.shift} / {self.spread}")
+
+    @classmethod
+    def from_calibration(cls, calibration: Calibration) -> SimilarityUnits:
+        """The units of an embedder from its relevance calibration: its unrelated pairs' mean lands on the
+        reference's and their spread becomes the reference's. The spread is
+        :func:`brain.rules.relevance.spread_scale` (two decimals) and the shift is rounded to three, so
+        that measuring the same embedder on other hardware gives the same scores."""
+        spread = spread_scale(calibration)
+        return cls(shift=round(calibration.mean - REFERENCE_UNRELATED_MEAN * spread, 3), spread=spread)
+
+    def __call__(self, similarities: np.ndarray) -> np.ndarray:
+        return (similarities - self.shift) / self.spread
 
 
 @dataclass(frozen=True)
@@ -102,14 +155,15 @@ class SpecialistBands:
     :func:`brain.config.specialist_bands_in_order` that Settings applies too); equal thresholds leave
     the band between them empty.
 
-    The defaults (``brain.config.SPECIALIST_BAND_DEFAULTS``, also Settings' defaults) were chosen on
-    the six development sets of ``bench/`` with the default confidence: ``possible`` (0.62) is the
+    The defaults are MiniLM's (``brain.config.SPECIALIST_BAND_DEFAULTS``), chosen on the six
+    development sets of ``bench/`` with its confidence: ``possible`` (0.62) is the
     cut that best serves both "a clear request is right and not weak" and "a request no specialist
     serves is weak" (the larger of the two smaller shares; every leave-one-set-out fold put it
     between 0.615 and 0.623); ``good`` (0.65) leaves a narrow possible band above that cut for
     matches a slightly different set would have put below it; ``strong`` (0.90) is where at least 19
-    in 20 top-1s of the development sets are right. With another embedder, re-run the bench and
-    set ``BRAIN_SPECIALIST_CONFIDENCE_*`` and ``BRAIN_SPECIALIST_BAND_*``.
+    in 20 top-1s of the development sets are right. The same rules on the same sets give another
+    embedder's entry of ``brain.config.SPECIALIST_EMBEDDER_DEFAULTS`` (multilingual-e5-small:
+    ``bench/SPECIALISTS_E5_RESULTS.md``).
     """
 
     strong: float = SPECIALIST_BAND_DEFAULTS["strong"]
@@ -139,7 +193,8 @@ class SpecialistConfidence:
     ``1 / (1 + exp(-(intercept + score * s + length * ln(min(words, 40)))))``.
 
     ``score`` must be >= 0 (a higher score never lowers the confidence); ``length`` may have either
-    sign. The defaults are ``brain.config.SPECIALIST_CONFIDENCE_DEFAULTS``.
+    sign. The defaults are MiniLM's, ``brain.config.SPECIALIST_CONFIDENCE_DEFAULTS``; another embedder's
+    are its entry of ``brain.config.SPECIALIST_EMBEDDER_DEFAULTS``.
     """
 
     intercept: float = SPECIALIST_CONFIDENCE_DEFAULTS["intercept"]
@@ -170,6 +225,7 @@ class ScoringParams:
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
     bands: SpecialistBands = field(default_factory=SpecialistBands)
     confidence: SpecialistConfidence = field(default_factory=SpecialistConfidence)
+    units: SimilarityUnits = field(default_factory=SimilarityUnits)
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.not_penalty) or self.not_penalty < 0:
@@ -178,6 +234,31 @@ class ScoringParams:
             raise ConfigError(f"not_margin must be between -1 and 1, got {self.not_margin}")
         if not math.isfinite(self.lexical_weight) or not 0.0 <= self.lexical_weight <= 1.0:
             raise ConfigError(f"lexical_weight must be between 0 and 1, got {self.lexical_weight}")
+
+
+def embedder_params(
+    embedder: str,
+    calibration: Callable[[], Calibration],
+    *,
+    confidence: SpecialistConfidence | Mapping[str, float] | None = None,
+    bands: SpecialistBands | Mapping[str, float] | None = None,
+    units: SimilarityUnits | None = None,
+) -> tuple[SimilarityUnits, SpecialistConfidence, SpecialistBands]:
+    """The units, confidence and bands an embedder is scored with: its entry of
+    ``brain.config.SPECIALIST_EMBEDDER_DEFAULTS``, under what the caller gives (a whole object, or a mapping
+    of some of its fields, e.g. the settings that are set). An embedder without an entry has not been
+    measured on the development sets: its units come from its relevance calibration (``calibration`` is
+    called only then) and its confidence and bands are the reference embedder's, which then read as
+    rough."""
+    entry = SPECIALIST_EMBEDDER_DEFAULTS.get(embedder)
+    if units is None:
+        units = SimilarityUnits(**entry["units"]) if entry else SimilarityUnits.from_calibration(calibration())
+    entry = entry or SPECIALIST_EMBEDDER_DEFAULTS[SPECIALIST_REFERENCE_EMBEDDER]
+    if not isinstance(confidence, SpecialistConfidence):
+        confidence = SpecialistConfidence(**{**entry["confidence"], **(confidence or {})})
+    if not isinstance(bands, SpecialistBands):
+        bands = SpecialistBands(**{**entry["bands"], **(bands or {})})
+    return units, confidence, bands
 
 
 @dataclass(frozen=True)
@@ -266,7 +347,8 @@ class ScoringTable:
             return ()
         wc, wp, wo = params.weights.normalised()
         sc, sp, so = self._canonical @ q, self._predicates @ q, self._objects @ q
-        base = wc * sc + wp * sp + wo * so
+        units = params.units
+        base = wc * units(sc) + wp * units(sp) + wo * units(so)
         not_max = np.full(n, -np.inf)
         not_arg = np.full(n, -1)
         if len(self._not_owner):
@@ -274,7 +356,9 @@ class ScoringTable:
             for j, (owner, sim) in enumerate(zip(self._not_owner, sims)):
                 if sim > not_max[owner]:
                     not_max[owner], not_arg[owner] = sim, j
-        penalty = np.where(np.isfinite(not_max), params.not_penalty * np.maximum(0.0, not_max - params.not_margin), 0.0)
+        penalty = np.where(
+            np.isfinite(not_max), params.not_penalty * np.maximum(0.0, units(not_max) - params.not_margin), 0.0
+        )
         lexical = np.zeros(n)
         if params.lexical_weight > 0 and request:
             bm25 = self._lexical.scores(tokenize(request))
