@@ -112,59 +112,6 @@ _PEOPLE = ("Alice", "Bob", "my sister", "the landlord", "my manager", "Carol", "
 _WHEN = ("this weekend", "next month", "in May", "tomorrow", "after work", "last year")
 
 
-#: how many calls of the ranking the workaround below answered
-WORKED_AROUND = [0]
-
-
-def _gate_workaround() -> None:
-    """Work around a crash of ``brain.rules.ranking.gated_bounded_top_k`` (in brain as of this bench): when
-    no memory reaches the relevance floor and the floor is per row (a message sharing a word stem with some
-    memories), its early return compares the rows still possible with the floors of every row and numpy
-    raises "operands could not be broadcast". Nothing reached the floor, so every candidate is below it:
-    that return is ``(no rows, no similarities, the number of candidates)``, given here. The crash comes
-    after all the work of the call, so the times are those of the code as it is."""
-    from brain.rules import ranking
-
-    original = ranking.gated_bounded_top_k
-    if getattr(original, "bench_workaround", False):
-        return
-
-    def gated(
-        static,
-        approx_similarity,
-        similarity_slack,
-        lexical_part,
-        k,
-        exact_similarity,
-        weights,
-        candidates=None,
-        *args,
-        **kwargs,
-    ):
-        try:
-            return original(
-                static,
-                approx_similarity,
-                similarity_slack,
-                lexical_part,
-                k,
-                exact_similarity,
-                weights,
-                candidates,
-                *args,
-                **kwargs,
-            )
-        except ValueError as exc:
-            if "broadcast" not in str(exc):
-                raise
-            rows = np.arange(static.shape[0]) if candidates is None else np.asarray(candidates)
-            WORKED_AROUND[0] += 1
-            return rows[:0], np.zeros(0), int(rows.size)
-
-    gated.bench_workaround = True  # type: ignore[attr-defined]
-    ranking.gated_bounded_top_k = gated
-
-
 def messages() -> list[str]:
     """Every distinct chat message, in a fixed shuffled order."""
     found = [ask.format(t=t, w=w, p=p) for ask, t, p, w in itertools.product(_ASKS, _TOPICS, _PEOPLE, _WHEN)]
@@ -400,9 +347,6 @@ def render(args: argparse.Namespace, m: dict, started: float) -> str:
         f"{m['context']['built'][E5]:.0f} s); {args.queries} calls each, alternating, a unique chat message each, "
         "so each call embeds its message (no query-cache hit); right before each, another unique message is "
         "embedded alone by the same embedder (the rows 'embed one chat message')",
-        f"- `brain.rules.ranking.gated_bounded_top_k` raised on {WORKED_AROUND[0]} memory rankings (none reached "
-        "the relevance floor, with floors per row: a numpy broadcast error); the bench answers those as the "
-        "function means to (no memory), see `_gate_workaround`",
         "- context per call (mean items: persona/faq/memory/summary/turn): "
         + "; ".join(f"{SHORT[n]} {'/'.join(f'{x:.1f}' for x in sizes[n])}" for n in EMBEDDERS),
         "",
@@ -455,7 +399,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.base, args.n, args.queries = 120, 20_000, 100
-    _gate_workaround()
     started = time.perf_counter()
     load_start = os.getloadavg()
     texts = messages()

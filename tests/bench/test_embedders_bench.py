@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from tests.bench_scripts import bench_script
 
@@ -35,40 +34,3 @@ def test_alternate_gives_every_name_every_step_in_blocks_that_take_turns():
     assert order == [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("b", 2), ("b", 3), ("a", 2), ("a", 3), ("a", 4), ("b", 4)]
     assert {k: len(v) for k, v in times.items()} == {"a": 5, "b": 5}
 
-
-def _no_memory_reaches_a_per_row_floor():
-    """A gated ranking where some rows may reach their floor by their bounds, none does exactly, and the
-    floor is per row (importance lowers it): the case the bench's workaround answers."""
-    from brain.rules.ranking import ScoreWeights
-
-    weights = ScoreWeights(similarity=1.0, floor=0.9, margin=0.1, floor_importance=0.1)
-    approx = np.array([0.84, 0.2, 0.83, 0.1, 0.5])
-    exact = approx - 0.05
-    args = (np.zeros(5), approx, np.full(5, 0.1), None, 3, lambda rows: exact[rows], weights)
-    return args, {"importance": np.array([3, 3, 5, 1, 2])}, exact, weights
-
-
-@pytest.mark.xfail(raises=ValueError, strict=True, reason="brain.rules.ranking: broadcast of per-row floors")
-def test_brain_ranks_no_memory_when_none_reaches_a_per_row_floor():
-    """Fails while brain's gated_bounded_top_k raises on this case; once it passes, the bench's
-    _gate_workaround can go."""
-    from brain.rules import ranking
-
-    args, kwargs, exact, weights = _no_memory_reaches_a_per_row_floor()
-    rows, sims, below = ranking.gated_bounded_top_k(*args, **kwargs)
-    keys = [str(i) for i in range(5)]
-    reference = ranking.gated_top_k_reference(exact, 0.0, np.zeros(5), keys, 3, weights, kwargs["importance"])
-    assert (list(rows), below) == reference == ([], 5)
-
-
-def test_the_bench_workaround_answers_as_the_reference(monkeypatch):
-    from brain.rules import ranking
-
-    bench = bench_script("bench_embedders.py")
-    monkeypatch.setattr(ranking, "gated_bounded_top_k", ranking.gated_bounded_top_k)  # restored after the test
-    bench._gate_workaround()
-    args, kwargs, exact, weights = _no_memory_reaches_a_per_row_floor()
-    rows, sims, below = ranking.gated_bounded_top_k(*args, **kwargs)
-    keys = [str(i) for i in range(5)]
-    reference = ranking.gated_top_k_reference(exact, 0.0, np.zeros(5), keys, 3, weights, kwargs["importance"])
-    assert (list(rows), below) == reference == ([], 5) and sims.size == 0
