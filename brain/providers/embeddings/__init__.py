@@ -81,10 +81,11 @@ def token_counter(embedder: str) -> Callable[[str], int] | None:
     return count
 
 
-#: documents per second each provider embeds on common hardware (one CPU core for the local model; a
-#: GPU-less Ollama for nomic-embed-text), for the time estimates of a re-index that has not run yet;
+#: documents per second each provider embeds on common hardware (one CPU core for the local MiniLM; two cores
+#: for e5-small, whose re-index measured 9 documents/s with bench/bench_embedders.py; a GPU-less Ollama for
+#: nomic-embed-text), for the time estimates of a re-index that has not run yet;
 #: a re-index measures its own rate and records it with the collection it built
-TYPICAL_DOCS_PER_SECOND = {"local": 100.0, LocalE5Embedder.name: 30.0, "ollama": 40.0}
+TYPICAL_DOCS_PER_SECOND = {"local": 100.0, LocalE5Embedder.name: 10.0, "ollama": 40.0}
 
 
 def typical_rate(embedder: str) -> float:
