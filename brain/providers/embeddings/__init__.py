@@ -82,10 +82,10 @@ def token_counter(embedder: str) -> Callable[[str], int] | None:
 
 
 #: documents per second each provider embeds on common hardware (one CPU core for the local MiniLM; two cores
-#: for e5-small, whose re-index measured 9 documents/s with bench/bench_embedders.py; a GPU-less Ollama for
+#: for e5-small, whose re-index measured 17 documents/s with bench/bench_embedders.py; a GPU-less Ollama for
 #: nomic-embed-text), for the time estimates of a re-index that has not run yet;
 #: a re-index measures its own rate and records it with the collection it built
-TYPICAL_DOCS_PER_SECOND = {"local": 100.0, LocalE5Embedder.name: 10.0, "ollama": 40.0}
+TYPICAL_DOCS_PER_SECOND = {"local": 100.0, LocalE5Embedder.name: 17.0, "ollama": 40.0}
 
 
 def typical_rate(embedder: str) -> float:
