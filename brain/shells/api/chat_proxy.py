@@ -13,9 +13,9 @@ Nothing here speaks HTTP; :mod:`brain.shells.api.routes.proxy` does, over the op
   model answers, so that the answer's head can carry it.
 * The model gets the client's system messages, then brain's context, then the messages from the last user
   message on (a tool call's round trip included) as the client sent them. The earlier messages are the history:
-  when brain has recorded turns of the conversation, its context already holds them within its budget, so they
-  are not sent twice; when it has none, the newest of them that fit the context budget are kept, from a user
-  message on (so no tool result loses the call it answers).
+  when brain's context holds the conversation's past (its recorded turns or summaries, within its budget), they
+  are not sent twice; when it holds none, the newest of them that fit the context budget (RAG_CONTEXT_MAX_CHARS)
+  are kept, from a user message on (so no tool result loses the call it answers).
 * The exchange recorded is the last user message's text and the answer's text, once the whole answer is in.
   An answer with no text (only tool calls) records nothing: the exchange is recorded with the answer that ends
   the round trip.
@@ -28,11 +28,14 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from brain.model.errors import NotFound, ValidationError
+from brain.model.errors import ValidationError
 from brain.model.schemas.values import valid_conversation_id
 from brain.ops import Operations
+
+if TYPE_CHECKING:
+    from brain.features.chat import Context
 
 ENTITY_HEADER = "X-Brain-Entity"
 CONVERSATION_HEADER = "X-Brain-Conversation"
@@ -110,8 +113,7 @@ class ChatPlan:
     conversation_id: str
     user_text: str
     messages: list[Message]
-    recorded: bool  # whether brain had turns of the conversation before this request
-    context_chars: int = 0
+    history_sent: int  # how many of the client's earlier messages go to the model (none when brain holds them)
 
 
 def plan_chat(
@@ -126,35 +128,31 @@ def plan_chat(
     reads the store."""
     last = last_user_index(messages)
     earlier = messages[:last]
-    history = _exchanges(earlier)
-    recorded = False
     if conversation_id is not None:
         conversation_id = valid_conversation_id(conversation_id)
-        recorded = _has_turns(ops, conversation_id, entity)
     else:
-        conversation_id = _matching_conversation(ops, history, entity)
-        recorded = conversation_id is not None
-        conversation_id = conversation_id or new_conversation_id()
+        conversation_id = _matching_conversation(ops, _exchanges(earlier), entity) or new_conversation_id()
     user_text = message_text(messages[last])
     context = ops.conversations.context(conversation_id, user_text, entity=entity)
     system = [m for m in earlier if m["role"] in SYSTEM_ROLES]
-    kept = [] if recorded else _newest_fitting([m for m in earlier if m["role"] not in SYSTEM_ROLES], budget_chars)
+    history = [m for m in earlier if m["role"] not in SYSTEM_ROLES]
+    kept = [] if _carries_history(context) else _newest_fitting(history, budget_chars)
     brain_message = [{"role": "system", "content": context.prompt}] if context.prompt else []
     return ChatPlan(
-        entity=context.entity if entity is None else entity,
+        entity=entity,
         conversation_id=conversation_id,
         user_text=user_text,
         messages=[*system, *brain_message, *kept, *messages[last:]],
-        recorded=recorded,
-        context_chars=len(context.prompt),
+        history_sent=len(kept),
     )
 
 
-def _has_turns(ops: Operations, conversation_id: str, entity: str | None) -> bool:
-    try:
-        return bool(ops.conversations.turns(conversation_id, k=1, entity=entity))
-    except NotFound:  # not recorded yet, or not the caller's: either way its context is empty
-        return False
+def _carries_history(context: Context) -> bool:
+    """Whether brain's context holds the conversation's past: its turns or summaries, in the prompt or left out
+    of it by the budget (the client's copy is then not sent beside it)."""
+    if context.turn or context.summary:
+        return True
+    return any(d.get("section") in ("turn", "summary") for d in context.dropped)
 
 
 def _matching_conversation(ops: Operations, history: list[tuple[str, str]], entity: str | None) -> str | None:
