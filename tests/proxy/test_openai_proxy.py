@@ -9,7 +9,6 @@ import json
 
 import httpx
 import openai
-import pytest
 
 from tests.proxy.conftest import ADMIN, TOKENS, UPSTREAM_KEY, wait_for
 from tests.proxy.openai_stub import MODEL, chunk, completion, reply_to
@@ -133,9 +132,9 @@ def test_models_are_passed_through(proxy, upstream):
 
 
 def test_tool_calls_pass_through_byte_for_byte(proxy, proxy_store, upstream):
-    tools = [{"type": "function", "function": {"name": "weather", "description": "the weather in a city",
-                                               "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                              "required": ["city"]}}}]
+    parameters = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    tools = [{"type": "function",
+              "function": {"name": "weather", "description": "the weather in a city", "parameters": parameters}}]
     call = [{"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\": \"Oslo\"}"}}]
     answer = json.dumps(completion(None, tool_calls=call), separators=(", ", ": ")).encode()  # any spacing kept
     upstream.script = [answer]

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from tests.proxy.conftest import ADMIN, TOKENS, serve_proxy
 from tests.proxy.openai_stub import MODEL, OpenAIStub

@@ -14,8 +14,7 @@ import pytest
 from pydantic import SecretStr
 
 from brain.shells.api.upstream import Upstream
-
-from tests.proxy.conftest import ADMIN, TOKENS, UPSTREAM_KEY, serve_proxy, wait_for
+from tests.proxy.conftest import ADMIN, UPSTREAM_KEY, serve_proxy
 from tests.proxy.openai_stub import MODEL, OpenAIStub
 
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
@@ -79,8 +78,9 @@ def test_a_stream_broken_midway_ends_without_done_and_records_nothing(proxy_stor
             last = response.text.strip().split("\n\n")[-1]
             assert json.loads(last[6:])["error"]["type"] == "upstream_timeout"
             upstream.script = [how]
+            chat = openai.OpenAI(base_url=server.url + "/v1", api_key=ADMIN, max_retries=0)
             with pytest.raises(openai.APIError, match="did not send the next chunk"):
-                for _ in openai.OpenAI(base_url=server.url + "/v1", api_key=ADMIN, max_retries=0).chat.completions.create(
+                for _ in chat.chat.completions.create(
                         model=MODEL, messages=[{"role": "user", "content": "hi"}], stream=True):
                     pass
         time.sleep(0.3)
