@@ -11,15 +11,19 @@ once, so whatever the proxy adds is all that differs between the two ways. A fre
 the real local embedder. Then, in this one run:
 
 1. in process, on that store: ``ChatMemory.build_context`` for each measured message (its conversation, its
-   entity), the message distinct each time so that every one is embedded;
+   entity) as a chat calls it, i.e. as the proxy does: the conversation's previous exchange recorded
+   ``--pause`` seconds before (the conversation's caches then hold a turn they must take in), the message
+   distinct each time so that every one is embedded; half before step 2 and half after it, so that a change in
+   the machine's load weighs on the reference as on the proxy;
 2. ``brain serve`` in its own process with ``BRAIN_CHAT_UPSTREAM`` at the stand-in, and a client here (httpx,
    one keep-alive connection to each), sending each message four ways in turn: to the stand-in directly and
    through the proxy (``X-Brain-Conversation``, ``X-Brain-Entity``), plain and with ``stream: true``. Plain:
    the time to the whole answer; streamed: the time to the answer's first chunk.
 
 The proxy records each exchange after its answer (embedding two turns, off the request's path but on the same two
-cores); the conversations are taken in turn, so a message never waits for its conversation's previous exchange
-to be written. Target: the proxy's added p50 (plain, and time to first chunk) <= build_context p50 + 5 ms.
+cores): ``--pause`` after each request, as a chat's pause, lets that write finish before the next measurement, and the conversations are taken in turn, so a message never waits for its conversation's
+previous exchange. ``POST /v1/context`` on the same server is measured too, as the reference a backend pays today
+(before its own call to the model). Target: the proxy's added p50 (plain, and time to first chunk) <= build_context p50 + 5 ms.
 """
 
 from __future__ import annotations
@@ -94,18 +98,24 @@ def seed(settings: Settings, memories: int, conversations: int) -> list[tuple[st
         store.close()
 
 
-def in_process(settings: Settings, pairs: list[tuple[str, str]], n: int) -> list[float]:
+def in_process(settings: Settings, pairs: list[tuple[str, str]], n: int, first: int, pause: float) -> list[float]:
+    """build_context as a chat calls it: on a conversation whose previous exchange was just recorded (as the proxy
+    records each one), one message every ``pause`` seconds."""
     store = open_store(settings, embedder=get_embedder(settings))
-    chat = ChatMemory(store, summarizer=ExtractiveSummarizer(), start_worker=False)
+    chat = ChatMemory(store, summarizer=ExtractiveSummarizer())  # the summary worker running, as in brain serve
     try:
         for i, (conversation_id, who) in enumerate(pairs):  # conversations cached, as in a running service
             chat.build_context(conversation_id, f"warm up {i}", entity=who)
         took = []
-        for i in range(n):
+        for i in range(first, first + n):
             conversation_id, who = pairs[i % len(pairs)]
+            chat.record_exchange(conversation_id, f"earlier {message(i)}", f"You said: earlier {message(i)}",
+                                 entity=who)
+            time.sleep(pause)
             t = time.perf_counter()
             chat.build_context(conversation_id, message(i), entity=who)
             took.append(time.perf_counter() - t)
+            time.sleep(pause)
         return took
     finally:
         chat.close()
@@ -159,8 +169,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", type=int, default=2000)
     parser.add_argument("--conversations", type=int, default=20)
-    parser.add_argument("--requests", type=int, default=200, help="messages measured each way")
-    parser.add_argument("--pause", type=float, default=0.2, help="seconds between two messages")
+    parser.add_argument("--requests", type=int, default=150, help="messages measured each way")
+    parser.add_argument("--pause", type=float, default=0.5, help="seconds after each measured request")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "PROXY_RESULTS.md")
     args = parser.parse_args()
 
@@ -172,7 +182,7 @@ def main() -> None:
         t0 = time.perf_counter()
         pairs = seed(settings, args.memories, args.conversations)
         seeded = time.perf_counter() - t0
-        context = in_process(settings, pairs, args.requests)
+        context = in_process(settings, pairs, args.requests // 2, first=0, pause=args.pause)
 
         ways: dict[str, list[float]] = {
             "direct plain": [], "proxy plain": [], "direct first": [], "proxy first": [], "context": []}
@@ -199,6 +209,11 @@ def main() -> None:
                             ways["proxy plain"].append(plain(proxied, proxy_url, text, headers))
                             ways["direct plain"].append(plain(direct, direct_url, text, {}))
                         time.sleep(args.pause)  # a chat's pause: the exchange just answered is written meanwhile
+                        t = time.perf_counter()  # the context of the same message over HTTP, as a reference
+                        proxied.post(f"http://127.0.0.1:{port}/v1/context", json={
+                            "conversation_id": conversation_id, "entity": who, "user_message": text + " (again)"})
+                        ways["context"].append(time.perf_counter() - t)
+                        time.sleep(args.pause)
                         conversation_id, who = pairs[(i + len(pairs) // 2) % len(pairs)]
                         headers = {"X-Brain-Conversation": conversation_id, "X-Brain-Entity": who}
                         text = message(3 * args.requests + i)
@@ -209,11 +224,6 @@ def main() -> None:
                             ways["proxy first"].append(first_chunk(proxied, proxy_url, text, headers))
                             ways["direct first"].append(first_chunk(direct, direct_url, text, {}))
                         time.sleep(args.pause)
-                        t = time.perf_counter()  # the same context over HTTP, as a reference
-                        proxied.post(f"http://127.0.0.1:{port}/v1/context", json={
-                            "conversation_id": conversation_id, "entity": who, "user_message": text + " (again)"})
-                        ways["context"].append(time.perf_counter() - t)
-                        time.sleep(args.pause)
             finally:
                 server.send_signal(signal.SIGINT)
                 try:
@@ -221,6 +231,9 @@ def main() -> None:
                 except subprocess.TimeoutExpired:
                     server.kill()
 
+        context += in_process(
+            settings, pairs, args.requests - args.requests // 2, first=args.requests // 2, pause=args.pause
+        )
         c50, c95 = p50_p95(context)
         figures = {name: p50_p95(samples) for name, samples in ways.items()}
         added_plain = figures["proxy plain"][0] - figures["direct plain"][0]
@@ -242,7 +255,8 @@ def main() -> None:
             "",
             "| | p50 | p95 |",
             "|---|---|---|",
-            f"| build_context in process (incl. embedding the message) | {c50:.2f} ms | {c95:.2f} ms |",
+            f"| build_context in process, after the conversation's previous exchange was recorded (incl. embedding "
+            f"the message; half before, half after the rest) | {c50:.2f} ms | {c95:.2f} ms |",
             f"| POST /v1/context to brain serve (the same messages) | {figures['context'][0]:.2f} ms "
             f"| {figures['context'][1]:.2f} ms |",
             f"| plain: the upstream directly | {figures['direct plain'][0]:.2f} ms | {figures['direct plain'][1]:.2f} ms |",
