@@ -2,8 +2,8 @@
 """What the chat proxy adds: a chat request through ``brain serve`` against the same request sent to the chat
 model directly, in one run, beside ``build_context`` alone.
 
-    .venv/bin/python bench/bench_proxy.py [--memories 2000] [--conversations 20] [--requests 200]
-                                          [--out bench/PROXY_RESULTS.md]
+    .venv/bin/python bench/bench_proxy.py [--memories 2000] [--conversations 30] [--requests 150]
+                                          [--pause 0.5] [--out bench/PROXY_RESULTS.md]
 
 The chat model is the tests' stand-in upstream (tests/proxy/openai_stub.py, in this process): it answers at
 once, so whatever the proxy adds is all that differs between the two ways. A fresh data directory gets
@@ -21,9 +21,14 @@ the real local embedder. Then, in this one run:
    the time to the whole answer; streamed: the time to the answer's first chunk.
 
 The proxy records each exchange after its answer (embedding two turns, off the request's path but on the same two
-cores): ``--pause`` after each request, as a chat's pause, lets that write finish before the next measurement, and the conversations are taken in turn, so a message never waits for its conversation's
-previous exchange. ``POST /v1/context`` on the same server is measured too, as the reference a backend pays today
-(before its own call to the model). Target: the proxy's added p50 (plain, and time to first chunk) <= build_context p50 + 5 ms.
+cores): ``--pause`` after each request, as a chat's pause, lets that write finish before the next measurement.
+Plain requests, streamed ones and the ``/v1/context`` reference each take their own third of the conversations in
+turn, so every measured message finds its conversation as a chat's next message does: the previous exchange
+written and not yet taken into the conversation's caches. ``POST /v1/context`` is measured after a
+``POST /v1/exchanges`` of the conversation's previous exchange: the two calls a backend makes today around its own
+call to the model.
+
+Target: the proxy's added p50 (plain, and time to the first chunk) <= build_context p50 + 5 ms.
 """
 
 from __future__ import annotations
@@ -168,7 +173,7 @@ def first_chunk(client: httpx.Client, url: str, text: str, headers: dict[str, st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", type=int, default=2000)
-    parser.add_argument("--conversations", type=int, default=20)
+    parser.add_argument("--conversations", type=int, default=30, help="a third each for plain, context, stream")
     parser.add_argument("--requests", type=int, default=150, help="messages measured each way")
     parser.add_argument("--pause", type=float, default=0.5, help="seconds after each measured request")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "PROXY_RESULTS.md")
@@ -198,8 +203,9 @@ def main() -> None:
                         plain(proxied, proxy_url, f"warm up {i}", headers)
                         plain(direct, direct_url, f"warm up {i}", {})
                     time.sleep(2)
+                    group = len(pairs) // 3  # plain, context and stream each have conversations of their own
                     for i in range(args.requests):
-                        conversation_id, who = pairs[i % len(pairs)]
+                        conversation_id, who = pairs[i % group]
                         headers = {"X-Brain-Conversation": conversation_id, "X-Brain-Entity": who}
                         text = message(args.requests + i)
                         if i % 2:  # the order alternates, so neither way always follows the other
@@ -209,12 +215,18 @@ def main() -> None:
                             ways["proxy plain"].append(plain(proxied, proxy_url, text, headers))
                             ways["direct plain"].append(plain(direct, direct_url, text, {}))
                         time.sleep(args.pause)  # a chat's pause: the exchange just answered is written meanwhile
-                        t = time.perf_counter()  # the context of the same message over HTTP, as a reference
+                        # the two calls a backend makes today: the previous exchange, then the next context
+                        conversation_id, who = pairs[group + i % group]
+                        proxied.post(f"http://127.0.0.1:{port}/v1/exchanges", json={
+                            "conversation_id": conversation_id, "entity": who, "user_text": f"earlier {text}",
+                            "assistant_text": f"You said: earlier {text}"})
+                        time.sleep(args.pause)
+                        t = time.perf_counter()
                         proxied.post(f"http://127.0.0.1:{port}/v1/context", json={
                             "conversation_id": conversation_id, "entity": who, "user_message": text + " (again)"})
                         ways["context"].append(time.perf_counter() - t)
                         time.sleep(args.pause)
-                        conversation_id, who = pairs[(i + len(pairs) // 2) % len(pairs)]
+                        conversation_id, who = pairs[2 * group + i % group]
                         headers = {"X-Brain-Conversation": conversation_id, "X-Brain-Entity": who}
                         text = message(3 * args.requests + i)
                         if i % 2:
@@ -257,9 +269,11 @@ def main() -> None:
             "|---|---|---|",
             f"| build_context in process, after the conversation's previous exchange was recorded (incl. embedding "
             f"the message; half before, half after the rest) | {c50:.2f} ms | {c95:.2f} ms |",
-            f"| POST /v1/context to brain serve (the same messages) | {figures['context'][0]:.2f} ms "
+            f"| POST /v1/context to brain serve, after POST /v1/exchanges of the previous exchange "
+            f"| {figures['context'][0]:.2f} ms "
             f"| {figures['context'][1]:.2f} ms |",
-            f"| plain: the upstream directly | {figures['direct plain'][0]:.2f} ms | {figures['direct plain'][1]:.2f} ms |",
+            f"| plain: the upstream directly | {figures['direct plain'][0]:.2f} ms "
+            f"| {figures['direct plain'][1]:.2f} ms |",
             f"| plain: through the proxy | {figures['proxy plain'][0]:.2f} ms | {figures['proxy plain'][1]:.2f} ms |",
             f"| stream, first chunk: the upstream directly | {figures['direct first'][0]:.2f} ms "
             f"| {figures['direct first'][1]:.2f} ms |",
