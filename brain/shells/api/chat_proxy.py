@@ -35,7 +35,7 @@ from brain.model.schemas.values import valid_conversation_id
 from brain.ops import Operations
 
 if TYPE_CHECKING:
-    from brain.features.chat import Context
+    from brain.ops.values import Context
 
 ENTITY_HEADER = "X-Brain-Entity"
 CONVERSATION_HEADER = "X-Brain-Conversation"
