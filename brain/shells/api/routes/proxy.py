@@ -43,6 +43,31 @@ from brain.shells.web.error_responses import error_response
 log = logging.getLogger("brain.proxy")
 
 _PROXY_RESPONSES = documented_responses(403, 413, 422, 502, 503, 504)
+_HEADERS = [
+    {
+        "name": ENTITY_HEADER,
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string"},
+        "description": "the entity the request acts for (a bound token: its own only)",
+    },
+    {
+        "name": CONVERSATION_HEADER,
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string"},
+        "description": "conv-<id>: the conversation (without it: one whose recorded turns match, or a new one)",
+    },
+]
+
+
+def _chat_request(what: str) -> dict[str, Any]:
+    """The OpenAPI of a proxied chat request: its body is the chat API's own, passed on as it is."""
+    body = {"type": "object", "description": what, "required": ["model", "messages"], "additionalProperties": True}
+    return {
+        "parameters": _HEADERS,
+        "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+    }
 
 
 def upstream_of(request: Request) -> Upstream:
@@ -142,7 +167,13 @@ def add_routes(app: FastAPI) -> None:
         response = await upstream_of(request).send("GET", "models")
         return Response(response.content, status_code=response.status_code, headers=passed_headers(response))
 
-    @app.post("/v1/chat/completions", tags=["chat proxy"], operation_id="chat_completions", responses=_PROXY_RESPONSES)
+    @app.post(
+        "/v1/chat/completions",
+        tags=["chat proxy"],
+        operation_id="chat_completions",
+        responses=_PROXY_RESPONSES,
+        openapi_extra=_chat_request("OpenAI's chat completions request"),
+    )
     async def chat_completions(request: Request) -> Response:
         """OpenAI's chat completions (plain, or `stream: true` as server-sent events), answered by the upstream
         with brain's context for the last user message as a system message. The entity is the token's, or
@@ -169,7 +200,13 @@ def add_routes(app: FastAPI) -> None:
             background=_recorder(request, plan, lambda: text),
         )
 
-    @app.post("/api/chat", tags=["chat proxy"], operation_id="ollama_chat", responses=_PROXY_RESPONSES)
+    @app.post(
+        "/api/chat",
+        tags=["chat proxy"],
+        operation_id="ollama_chat",
+        responses=_PROXY_RESPONSES,
+        openapi_extra=_chat_request("Ollama's chat request"),
+    )
     async def ollama_chat(request: Request) -> Response:
         """Ollama's chat (plain, or NDJSON lines when `stream` is true or left out, as Ollama does), translated
         to and from the OpenAI-compatible upstream, with brain's context and recording as for
