@@ -62,14 +62,22 @@ def _openai_message(message: Mapping[str, Any], i: int, calls: list[tuple[str, s
         raise ValidationError.of(f"messages.{i}", f"messages.{i} must be an object with a 'role' and a 'content'")
     out = {k: v for k, v in message.items() if k not in ("images", "tool_calls", "tool_name", "thinking")}
     images = message.get("images") or []
+    if not isinstance(images, list):
+        raise ValidationError.of(f"messages.{i}.images", f"messages.{i}.images must be a list of base64 images")
     if images:
         text = message.get("content") or ""
         parts = [{"type": "text", "text": text}] if text else []
         out["content"] = parts + [_image_url(img, f"messages.{i}.images.{j}") for j, img in enumerate(images)]
     if message.get("tool_calls"):
+        if not isinstance(message["tool_calls"], list):
+            raise ValidationError.of(f"messages.{i}.tool_calls", f"messages.{i}.tool_calls must be a list of calls")
         out["tool_calls"] = []
         for j, call in enumerate(message["tool_calls"]):
-            function = dict((call or {}).get("function") or {})
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if not isinstance(function, Mapping):
+                where = f"messages.{i}.tool_calls.{j}"
+                raise ValidationError.of(where, f"{where} must be an object with a 'function' object")
+            function = dict(function)
             call_id = f"call_{i}_{j}"
             calls.append((call_id, str(function.get("name", ""))))
             arguments = function.get("arguments", {})
@@ -101,7 +109,8 @@ def openai_request(body: Mapping[str, Any]) -> dict[str, Any]:
         out["response_format"] = {"type": "json_object"}
     elif isinstance(fmt, Mapping):
         out["response_format"] = {"type": "json_schema", "json_schema": {"name": "response", "schema": fmt}}
-    options = body.get("options") or {}
+    options = body.get("options")
+    options = {} if options is None else options
     if not isinstance(options, Mapping):
         raise ValidationError.of("options", "options must be an object (Ollama's model options)")
     for name, openai_name in _OPTIONS.items():
@@ -120,8 +129,8 @@ def _ollama_tool_calls(calls: Any) -> list[dict[str, Any]]:
         function = dict(call.get("function") or {})
         try:
             function["arguments"] = json.loads(function.get("arguments") or "{}")
-        except ValueError:
-            pass  # not JSON: handed on as the model wrote it
+        except (ValueError, TypeError):
+            pass  # not JSON text: handed on as the model wrote it
         out.append({"function": function})
     return out
 

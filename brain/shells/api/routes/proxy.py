@@ -11,6 +11,7 @@ them records anything: an exchange is recorded only with the whole answer.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AsyncExitStack
@@ -37,7 +38,7 @@ from brain.shells.api.chat_proxy import (
 )
 from brain.shells.api.models import documented_responses
 from brain.shells.api.request_context import acting_of, ops_of
-from brain.shells.api.upstream import Upstream, UpstreamError, UpstreamTimeout, passed_headers
+from brain.shells.api.upstream import Upstream, UpstreamError, UpstreamTimeout, UpstreamUnreachable, passed_headers
 from brain.shells.web.error_responses import error_response
 
 log = logging.getLogger("brain.proxy")
@@ -61,13 +62,36 @@ _HEADERS = [
 ]
 
 
-def _chat_request(what: str) -> dict[str, Any]:
-    """The OpenAPI of a proxied chat request: its body is the chat API's own, passed on as it is."""
-    body = {"type": "object", "description": what, "required": ["model", "messages"], "additionalProperties": True}
+def _chat_request(what: str, **read: Any) -> dict[str, Any]:
+    """The OpenAPI of a proxied chat request. Its body is the chat API's own and goes to the model as it is (the
+    model checks it); what brain reads of it, and so checks, is the messages (one a user message with text) and
+    ``read``."""
+    message = {"type": "object", "required": ["role"], "properties": {"role": {"type": "string"}}}
+    text = {"type": "string", "pattern": "\\S"}
+    part = {"type": "object", "required": ["type", "text"], "properties": {"type": {"const": "text"}, "text": text}}
+    asked = {
+        "type": "object",
+        "required": ["role", "content"],
+        "properties": {"role": {"const": "user"}, "content": {"anyOf": [text, {"type": "array", "contains": part}]}},
+    }
+    body = {
+        "type": "object",
+        "description": what,
+        "required": ["messages"],
+        "properties": {"messages": {"type": "array", "minItems": 1, "items": message, "contains": asked}, **read},
+        "additionalProperties": True,
+    }
     return {
         "parameters": _HEADERS,
         "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
     }
+
+
+def _answers(stream_type: str) -> dict[int | str, dict[str, Any]]:
+    """A proxied chat's responses: the model's answer (JSON, or a stream of ``stream_type``) and brain's errors."""
+    answer = {"description": "the chat model's answer, as it sent it"}
+    content = {"application/json": {"schema": {"type": "object"}}, stream_type: {"schema": {"type": "string"}}}
+    return {**_PROXY_RESPONSES, 200: {**answer, "content": content}}
 
 
 def upstream_of(request: Request) -> Upstream:
@@ -88,7 +112,10 @@ def pending_of(request: Request) -> PendingRecords:
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
-    body = await request.json()
+    try:
+        body = await request.json()
+    except json.JSONDecodeError as exc:  # the body is read here, not by a model: say what FastAPI would
+        raise ValidationError.of("body", f"body is not valid JSON: {exc.msg}") from None
     if not isinstance(body, dict):
         raise ValidationError.of("body", "the body must be a JSON object (a chat request)")
     return body
@@ -171,8 +198,8 @@ def add_routes(app: FastAPI) -> None:
         "/v1/chat/completions",
         tags=["chat proxy"],
         operation_id="chat_completions",
-        responses=_PROXY_RESPONSES,
-        openapi_extra=_chat_request("OpenAI's chat completions request"),
+        responses=_answers("text/event-stream"),
+        openapi_extra=_chat_request("OpenAI's chat completions request", user={"type": ["string", "null"]}),
     )
     async def chat_completions(request: Request) -> Response:
         """OpenAI's chat completions (plain, or `stream: true` as server-sent events), answered by the upstream
@@ -204,8 +231,8 @@ def add_routes(app: FastAPI) -> None:
         "/api/chat",
         tags=["chat proxy"],
         operation_id="ollama_chat",
-        responses=_PROXY_RESPONSES,
-        openapi_extra=_chat_request("Ollama's chat request"),
+        responses=_answers("application/x-ndjson"),
+        openapi_extra=_chat_request("Ollama's chat request", options={"type": ["object", "null"]}),
     )
     async def ollama_chat(request: Request) -> Response:
         """Ollama's chat (plain, or NDJSON lines when `stream` is true or left out, as Ollama does), translated
@@ -226,7 +253,13 @@ def add_routes(app: FastAPI) -> None:
         headers = {CONVERSATION_HEADER: plan.conversation_id}
         if response.status_code >= 400:
             return ollama_format.error_response(response, headers)
-        answer = ollama_format.ollama_answer(response.content, str(body.get("model", "")))
+        try:
+            answer = ollama_format.ollama_answer(response.content, str(body.get("model", "")))
+        except (ValueError, TypeError, AttributeError, IndexError):
+            failed = UpstreamUnreachable(
+                f"the chat model at {upstream.base_url} answered something not a chat completion"
+            )
+            return _upstream_failed(failed, plan.conversation_id)
         text = completion_text(response.content)
         return Response(
             orjson.dumps(answer),
