@@ -604,6 +604,27 @@ class Settings(BaseSettings):
     api_mcp: bool = api_setting(
         "BRAIN_API_MCP", False, "also serve MCP (streamable HTTP) at `/mcp` of `brain serve`, behind the same tokens"
     )
+    chat_upstream: str | None = api_setting(
+        "BRAIN_CHAT_UPSTREAM",
+        None,
+        "the OpenAI-compatible chat API `brain serve` proxies with memory (`/v1/chat/completions`, `/v1/models`, "
+        "Ollama's `/api/chat`), e.g. http://127.0.0.1:11434/v1 for Ollama; unset: the proxy routes answer 503",
+        example="http://127.0.0.1:11434/v1",
+    )
+    chat_upstream_key: pydantic.SecretStr | None = api_setting(
+        "BRAIN_CHAT_UPSTREAM_KEY",
+        None,
+        "the bearer key sent to BRAIN_CHAT_UPSTREAM (never logged, echoed or stored); unset: none is sent",
+        example="",
+    )
+    chat_upstream_timeout: float = api_setting(
+        "BRAIN_CHAT_UPSTREAM_TIMEOUT",
+        120.0,
+        "how long the proxy waits for the upstream to connect, answer, or send the next chunk of a stream "
+        "(seconds); past it: 504, or a stream ended with an error event",
+        gt=0.0,
+        le=3600.0,
+    )
     api_workers: int = api_setting(
         "BRAIN_API_WORKERS",
         1,
@@ -675,6 +696,25 @@ class Settings(BaseSettings):
         if problem:
             raise ValueError(problem)
         return value
+
+    @field_validator("chat_upstream_key", mode="before")
+    @classmethod
+    def _blank_key_is_none(cls, value: Any) -> Any:
+        if isinstance(value, pydantic.SecretStr):
+            value = value.get_secret_value()
+        return None if value is None or (isinstance(value, str) and not value.strip()) else value.strip()
+
+    @field_validator("chat_upstream", mode="before")
+    @classmethod
+    def _upstream_url(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        parsed = urlparse(str(value).strip())
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError("must be the http(s) base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1")
+        if parsed.username or parsed.password:
+            raise ValueError("must not carry credentials in the URL: put the key in BRAIN_CHAT_UPSTREAM_KEY")
+        return str(value).strip().rstrip("/")
 
     @field_validator(
         "api_tokens_file",

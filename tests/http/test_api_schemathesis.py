@@ -28,6 +28,7 @@ from tests.conftest import ROOT
 from tests.conftest import LiveServer, api_settings
 from tests.ollama_stub import DEFAULT_CHAT_MODELS
 from tests.http.test_api_security import ADMIN, TOKENS, write_tokens
+from tests.proxy.openai_stub import OpenAIStub
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.subprocess]
 
@@ -66,7 +67,9 @@ def server(tmp_path, local_embedder, stub):
         specialists_path=ROOT / "config" / "specialists.yaml",
     )
     extractor = OllamaExtractor(DEFAULT_CHAT_MODELS[0], host=stub.url, timeout=30)
-    with open_store(settings, embedder=local_embedder) as store:
+    with OpenAIStub() as upstream, open_store(settings, embedder=local_embedder) as store:
+        # the chat proxy in front of the stand-in chat model, so that its routes answer rather than "it is off"
+        settings = settings.model_copy(update={"chat_upstream": upstream.url})
         chat = ChatMemory(store, settings, summarizer=ExtractiveSummarizer(), extractor=extractor)
         try:
             with LiveServer(create_app(settings, store=store, chat=chat)) as live:

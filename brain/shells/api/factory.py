@@ -16,6 +16,7 @@ from brain.ops.serving import Brain, Store, open_brain, prepare_to_serve
 from brain.shells.api.json_bodies import JsonRoute
 from brain.shells.api.read_your_writes import ReadYourWrites
 from brain.shells.api.routes import add_routes
+from brain.shells.api.upstream import Upstream
 from brain.shells.web.error_responses import install_error_handlers
 from brain.shells.web.middleware import Authenticate, BodyLimit
 from brain.shells.web.tokens import TokenTable
@@ -52,6 +53,7 @@ def create_app(
         else:
             opened, own = open_brain(settings), True
         untrack = track_request_writes(opened)
+        app.state.upstream = _chat_upstream(settings)
         try:
             prepare_to_serve(opened, catch_up=False)  # the mirror's catch-up is the server's (brain.shells.api.serve)
             app.state.brain = opened
@@ -62,6 +64,9 @@ def create_app(
                     yield
         finally:
             app.state.brain = None
+            if app.state.upstream is not None:
+                await app.state.upstream.aclose()
+                app.state.upstream = None
             untrack()
             if own:
                 opened.close()
@@ -78,6 +83,7 @@ def create_app(
     app.router.route_class = JsonRoute
     app.state.settings = settings
     app.state.brain = None
+    app.state.upstream = None
     install_error_handlers(app)
     add_routes(app)
     if mounted is not None:
@@ -89,6 +95,14 @@ def create_app(
     app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
     app.add_middleware(Authenticate, tokens=tokens)  # added last: runs first
     return app
+
+
+def _chat_upstream(settings: Settings) -> Upstream | None:
+    """The chat model the proxy routes stand in front of, when BRAIN_CHAT_UPSTREAM names one."""
+    if settings.chat_upstream is None:
+        return None
+    key = settings.chat_upstream_key.get_secret_value() if settings.chat_upstream_key is not None else None
+    return Upstream(settings.chat_upstream, key=key, timeout=settings.chat_upstream_timeout)
 
 
 def _mcp_endpoint(host: str) -> Any:

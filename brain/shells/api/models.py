@@ -372,7 +372,9 @@ _ERROR_TEXT = {
     409: "the document's current state refuses the request (e.g. a memory superseded already)",
     413: "body over BRAIN_API_MAX_BODY_BYTES",
     422: "invalid input, naming the field",
+    502: "the chat model (BRAIN_CHAT_UPSTREAM) could not be reached",
     503: "the store or the embedder is unavailable",
+    504: "the chat model (BRAIN_CHAT_UPSTREAM) did not answer within BRAIN_CHAT_UPSTREAM_TIMEOUT",
 }
 
 

@@ -13,6 +13,7 @@ from brain.shells.api.routes import (
     maintenance,
     memories,
     operator,
+    proxy,
     service,
     specialists,
     ui,
@@ -22,6 +23,7 @@ from brain.shells.api.routes import (
 def add_routes(app: FastAPI) -> None:
     service.add_routes(app)
     chat.add_routes(app)
+    proxy.add_routes(app)
     browse.add_routes(app)
     memories.add_routes(app)
     specialists.add_routes(app)
