@@ -88,7 +88,12 @@ PROXY = ("chat_completions", "ollama_chat", "models")
 
 
 def schemathesis_run(
-    url: str, token: str, examples: int, cwd, exclude: tuple[str, ...] = (), include: tuple[str, ...] = (),
+    url: str,
+    token: str,
+    examples: int,
+    cwd,
+    exclude: tuple[str, ...] = (),
+    include: tuple[str, ...] = (),
     phases: tuple[str, ...] = ("examples", "coverage", "fuzzing", "stateful"),
 ) -> subprocess.CompletedProcess:
     excluded = [arg for operation in exclude for arg in ("--exclude-operation-id", operation)]
@@ -144,7 +149,9 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(server, tmp_
             server.url, token, examples, tmp_path, include=PROXY, phases=("examples", "coverage", "fuzzing")
         )
     else:
-        result = schemathesis_run(server.url, token, examples, tmp_path, exclude=PROXY + (() if who == "admin" else ADMIN_ONLY))
+        result = schemathesis_run(
+            server.url, token, examples, tmp_path, exclude=PROXY + (() if who == "admin" else ADMIN_ONLY)
+        )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
     assert "No issues found" in output, output[-6000:]
