@@ -199,6 +199,19 @@ class ExtractorUnavailable(ExtractorError):
     """The memory-formation model cannot be reached, did not answer in time, or is not pulled."""
 
 
+class UpstreamError(BrainError):
+    """The chat model the proxy stands in front of could not be asked; the message names its address, never its
+    key."""
+
+
+class UpstreamUnreachable(UpstreamError):
+    """Nothing answered at the chat model's address, or it broke off its answer (502)."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """The chat model accepted the request and then did not answer in time (504)."""
+
+
 class StoreUnavailable(BrainError):
     """The Chroma store cannot be opened or reached."""
 

@@ -12,19 +12,9 @@ from typing import Any
 
 import httpx
 
-from brain.model.errors import BrainError
+from brain.model.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 
-
-class UpstreamError(BrainError):
-    """The chat model could not be asked; the message names its address, never its key."""
-
-
-class UpstreamUnreachable(UpstreamError):
-    """Nothing answered at the upstream's address (502)."""
-
-
-class UpstreamTimeout(UpstreamError):
-    """The upstream accepted the request and then did not answer in time (504)."""
+__all__ = ["Upstream", "UpstreamError", "UpstreamTimeout", "UpstreamUnreachable", "passed_headers"]
 
 
 class Upstream:
