@@ -6,8 +6,8 @@ sent as ``Authorization: Bearer`` and appears nowhere else: not in an error, a l
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
@@ -63,21 +63,21 @@ class Upstream:
 
     async def chunks(self, response: httpx.Response) -> AsyncIterator[bytes]:
         """The body of ``response`` as it arrives, each piece as soon as the upstream sent it."""
-        try:
+        with self._reading("send the next chunk"):
             async for chunk in response.aiter_raw():
                 yield chunk
-        except httpx.TimeoutException:
-            raise self._timeout("send the next chunk") from None
-        except httpx.TransportError as exc:
-            raise UpstreamUnreachable(
-                f"the chat model at {self.base_url} broke off its answer: {type(exc).__name__}"
-            ) from None
 
     async def _read(self, response: httpx.Response) -> None:
-        try:
+        with self._reading("finish its answer"):
             await response.aread()
+
+    @contextmanager
+    def _reading(self, what: str) -> Iterator[None]:
+        """httpx's failures while an answer's body is read, as brain's: ``what`` the upstream did not do in time."""
+        try:
+            yield
         except httpx.TimeoutException:
-            raise self._timeout("finish its answer") from None
+            raise self._timeout(what) from None
         except httpx.TransportError as exc:
             raise UpstreamUnreachable(
                 f"the chat model at {self.base_url} broke off its answer: {type(exc).__name__}"
