@@ -258,6 +258,15 @@ class Settings(BaseSettings):
         ge=0.0,
         le=86400.0,
     )
+    index_memory_mb: float = storage_setting(
+        "BRAIN_INDEX_MEMORY_MB",
+        256.0,
+        "memory the in-process indexes may hold (MB): the global part always, and the parts of the entities "
+        "served most recently while they fit; the least recently served are evicted first and read from "
+        "Chroma again when asked for (about 3 KB per memory at 384 dimensions)",
+        ge=1.0,
+        le=1_048_576.0,
+    )
     feed_interval_seconds: float = storage_setting(
         "BRAIN_FEED_INTERVAL_SECONDS",
         1.0,

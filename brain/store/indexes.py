@@ -1,23 +1,23 @@
-"""The store's in-process state: one :class:`~brain.store.memory_index.MemoryIndex` per indexed type and
-the turns of recently used conversations. It follows the store's committed writes (it is a
-:class:`~brain.store.events.WriteSubscriber`), other processes' writes through the change feed
-when the store has one (:mod:`brain.store.follower`), and writes that bypassed every store by the
-collection's size, checked every ``BRAIN_INDEX_REFRESH_SECONDS``.
+"""The store's in-process state: the indexes of every indexed type, split by scope
+(:mod:`brain.store.partitions`: the global part resident, entity parts loaded on first use under
+BRAIN_INDEX_MEMORY_MB), and the turns of recently used conversations. It follows the store's
+committed writes (it is a :class:`~brain.store.events.WriteSubscriber`), other processes' writes
+through the change feed when the store has one (:mod:`brain.store.follower`), and writes that
+bypassed every store by the collection's size, checked every ``BRAIN_INDEX_REFRESH_SECONDS``.
 
 The indexes are built on first use: from the index snapshot when one is current
-(:mod:`brain.store.snapshot`; with a change feed, the records after it are applied on top), else
-from Chroma. :meth:`InProcessState.save_snapshot` writes the snapshot (the store does when it closes)."""
+(:mod:`brain.store.snapshot`: the parts resident when it was saved; with a change feed, the records
+after it are applied on top), else the global part from Chroma. :meth:`InProcessState.save_snapshot`
+writes the snapshot (the store does when it closes)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from brain.config import Settings
 from brain.model.results import Document
@@ -25,7 +25,7 @@ from brain.model.schemas import DocType, from_chroma
 from brain.providers.cache import LRUCache
 from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteSubscriber
-from brain.store.memory_index import MemoryIndex
+from brain.store.partitions import PartitionedIndex, Partitions
 from brain.store.reads import get_documents
 from brain.store.snapshot import SnapshotKeeper
 
@@ -55,7 +55,8 @@ class InProcessState(WriteSubscriber):
         self.chroma = chroma
         self.dimension = dimension
         self._lock = lock
-        self.indexes: dict[str, MemoryIndex] | None = None
+        self.partitions: Partitions | None = None
+        self.indexes: dict[str, PartitionedIndex] | None = None  # the partitions' view of each type
         # the turns of recently used conversations: conversation id -> {doc id: Document} (least recently
         # used dropped first), and doc id -> conversation
         self.conversations: LRUCache[str, dict[str, Document]] = LRUCache(CONVERSATIONS_CACHED)
@@ -104,7 +105,7 @@ class InProcessState(WriteSubscriber):
             index.set_last_used(used)
         # other keys are not kept in process: the next rebuild reads them
         if any(set(m) - {"last_used"} for m in event.metadatas or ()):
-            self.indexes = None
+            self.partitions, self.indexes = None, None
             self.conversations.clear()
             self._turn_conversation.clear()
 
@@ -120,38 +121,32 @@ class InProcessState(WriteSubscriber):
             self._expected_count = self.chroma.count()
 
     # ---- the indexes --------------------------------------------------------------------------------
-    def refresh(self) -> MemoryIndex:
-        """Rebuild every index (and drop the turn cache) from Chroma; returns the memory index."""
+    def refresh(self) -> PartitionedIndex:
+        """Drop every part (and the turn cache) and read the global part from Chroma again; entity parts
+        are read when next asked for. Returns the memory index."""
         with self._lock:
             self.conversations.clear()
             self._turn_conversation.clear()
-            types = list(self.settings.indexed_types)
-            indexes = {t: MemoryIndex(self.dimension) for t in types}
-            where = self._indexed_where()
-            sizes: dict[str, int] = {}
-            for page in self.chroma.pages(where, ["metadatas"]):  # one pass to size every index once
-                for meta in page["metadatas"]:
-                    sizes[meta.get("type")] = sizes.get(meta.get("type"), 0) + 1
-            for doc_type, index in indexes.items():
-                index.reserve(sizes.get(doc_type, 0))
-            for page in self.chroma.pages(where, ["documents", "metadatas", "embeddings"]):
-                vectors = np.asarray(page["embeddings"], dtype=np.float32)
-                for doc_type, index in indexes.items():
-                    rows = [j for j, m in enumerate(page["metadatas"]) if m and m.get("type") == doc_type]
-                    if rows:
-                        index.upsert(
-                            [page["ids"][j] for j in rows],
-                            vectors[rows],
-                            [page["documents"][j] or "" for j in rows],
-                            [page["metadatas"][j] for j in rows],
-                        )
-            self.indexes = indexes
+            partitions = self._new_partitions()
+            partitions.load_global()
+            self.partitions, self.indexes = partitions, partitions.views
             self._snapshot_tried = True
             if self.snapshots is not None:
                 self.snapshots.current = False
             self._expected_count = self.chroma.count()
             self._last_check = time.monotonic()
-            return indexes[DocType.MEMORY.value]
+            return partitions.views[DocType.MEMORY.value]
+
+    def _new_partitions(self) -> Partitions:
+        budget = int(self.settings.index_memory_mb * 2**20)
+        return Partitions(self.settings.indexed_types, self.dimension, budget, self._read_scope, self._lock)
+
+    def _read_scope(self, scope: str | None) -> Iterator[dict[str, Any]]:
+        """Every indexed row of ``scope`` (of every scope when None) from Chroma, a page at a time."""
+        where = self._indexed_where()
+        if scope is not None:
+            where = {"$and": [where, {"scope": scope}]}
+        return self.chroma.pages(where, ["documents", "metadatas", "embeddings"])
 
     def _indexed_where(self) -> dict[str, Any]:
         types = list(self.settings.indexed_types)
@@ -195,15 +190,18 @@ class InProcessState(WriteSubscriber):
         else:
             why = None
         if why is None:
-            self.indexes = snapshot.indexes
+            partitions = self._new_partitions()
+            for scope, part in snapshot.parts.items():
+                partitions.install(scope, part)
+            self.partitions, self.indexes = partitions, partitions.views
             if follower is not None:
                 try:
                     why = follower.resume(snapshot.sequence)  # applies the writes after it to these indexes
                 except BaseException:  # caught up in part: the next build reads Chroma instead
-                    self.indexes = None
+                    self.partitions, self.indexes = None, None
                     raise
         if why is not None:
-            self.indexes = None
+            self.partitions, self.indexes = None, None
             keeper.reject(why)
             return False
         # with a feed, a save records the sequence caught up to
@@ -225,18 +223,18 @@ class InProcessState(WriteSubscriber):
         the file, or None when nothing was saved."""
         keeper, follower = self.snapshots, self.follower
         with self._lock:  # no write between the export and the file (an owned store's write deletes the file)
-            if keeper is None or self.indexes is None or (not keeper.owned and follower is None):
+            if keeper is None or self.partitions is None or (not keeper.owned and follower is None):
                 return None
             if follower is not None:  # its position moves past this store's own records only when it polls
                 follower.poll(force=True)
             return keeper.save(
-                self.indexes,
+                dict(self.partitions.resident_scopes()),
                 count=self.chroma.count(),
                 sequence=None if follower is None else follower.applied,
                 feed_id=None if follower is None else str(follower.feed.col.id),
             )
 
-    def index_for(self, doc_type: str) -> MemoryIndex | None:
+    def index_for(self, doc_type: str) -> PartitionedIndex | None:
         """The index of ``doc_type`` (built on first use, rebuilt when the collection changed behind
         this store's back), or None when that type is searched through Chroma."""
         if doc_type not in self.settings.indexed_types:
@@ -284,6 +282,11 @@ class InProcessState(WriteSubscriber):
             else:
                 self._expected_count = None
 
+    def partition_stats(self) -> dict[str, Any] | None:
+        """What the parts hold (:meth:`Partitions.stats`); None until the indexes are built."""
+        partitions = self.partitions
+        return None if partitions is None else partitions.stats()
+
     def unusable_rows(self) -> dict[str, int] | None:
         """Rows each built index could not use as stored; None until the indexes are built."""
         return None if self.indexes is None else {t: len(index.problems()) for t, index in self.indexes.items()}
@@ -320,14 +323,14 @@ def _turn_order(doc: Document) -> tuple[int, Any]:
     return (int(doc.metadata.get("turn_index") or 0), doc.metadata.get("ts_epoch", 0.0))
 
 
-def memory_index(store: Store) -> MemoryIndex:
+def memory_index(store: Store) -> PartitionedIndex:
     """``store``'s memory ranking index (built on first use)."""
     index = store.state.index_for(DocType.MEMORY.value)
     assert index is not None  # settings guarantee memory is indexed
     return index
 
 
-def refresh_index(store: Store) -> MemoryIndex:
+def refresh_index(store: Store) -> PartitionedIndex:
     """Rebuild ``store``'s in-process indexes from Chroma, after writes that bypassed it (straight to
     ``store.col``). Returns the memory index."""
     return store.state.refresh()
@@ -344,7 +347,7 @@ def index_problems(store: Store) -> dict[str, dict[str, dict[str, str]]]:
     return {t: _index(store, t).problems() for t in store.settings.indexed_types}
 
 
-def _index(store: Store, doc_type: str) -> MemoryIndex:
+def _index(store: Store, doc_type: str) -> PartitionedIndex:
     index = store.state.index_for(doc_type)
     assert index is not None  # an indexed type has an index
     return index

@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
@@ -38,12 +39,15 @@ from brain.model.results import GatedHits, MemoryHit
 from brain.model.schemas import GLOBAL_SCOPE, check_scope, is_inactive, is_part
 from brain.rules import ranking
 from brain.rules.ranking import ScoreWeights
-from brain.text import BM25Index, tokenize
+from brain.text import BM25Index, BM25Union, tokenize
 
 log = logging.getLogger(__name__)
 
 # Below this many candidate rows, exact float32 scoring of just those rows beats a full int8 pass.
 SMALL_CANDIDATE_SET = 2048
+#: Python objects per row (id, text, metadata, tags, keyword tokens and postings), beside the arrays: an
+#: estimate for a memory of a sentence or two, checked against RSS by ``bench/bench_partitions.py``
+ROW_OBJECT_BYTES = 1024
 #: importance of a row whose stored importance cannot be read (the schema's default)
 DEFAULT_IMPORTANCE = 3.0
 
@@ -227,11 +231,21 @@ class MemoryIndex:
         """Bytes held by the numeric arrays (excluding texts and metadata)."""
         return sum(getattr(self, name).nbytes for name in _ARRAYS)
 
+    def footprint(self) -> int:
+        """The memory this index holds, estimated: its arrays and :data:`ROW_OBJECT_BYTES` per row."""
+        return self.nbytes() + self._n * ROW_OBJECT_BYTES
+
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in one allocation (e.g. before a rebuild of known size)."""
         with self._lock:
             if rows > self._capacity:
                 self._alloc(rows)
+
+    def scope_names(self) -> set[str]:
+        """The scopes of the rows held."""
+        with self._lock:
+            codes = set(np.unique(self._scope[: self._n]).tolist())
+            return {scope for scope, code in self._scope_code.items() if code in codes}
 
     def problems(self) -> dict[str, dict[str, str]]:
         """Rows stored with values the index could not use: ``{id: {field: what was done instead}}``
@@ -284,7 +298,7 @@ class MemoryIndex:
                 row = self._row.get(doc_id)
                 if row is None:
                     if self._n == self._capacity:
-                        self._alloc(max(self._capacity + self._capacity // 2, 1024))
+                        self._alloc(max(self._capacity + self._capacity // 2, 16))
                     row = self._n
                     self._n += 1
                     self._row[doc_id] = row
@@ -451,7 +465,7 @@ class MemoryIndex:
                 raise ValueError(
                     f"row {ids[row]!r} has kind {kinds[row]} in the arrays, not the {row_kind(meta)} its metadata says"
                 )
-        index = cls(dimension, capacity=max(n, 1024))
+        index = cls(dimension, capacity=max(n, 16))
         index._n = n
         for name in _ARRAYS:
             getattr(index, name)[:n] = arrays[name.lstrip("_")]
@@ -549,24 +563,6 @@ class MemoryIndex:
         with self._lock:
             return self._lexical_side().prefix_match(tokenize(query_text), docs=rows)
 
-    def _matches(self, texts: Sequence[str], rows: np.ndarray) -> np.ndarray:
-        """The best stem-prefix match of each of ``rows`` with any of ``texts``."""
-        return np.max([self.prefix_match(t, rows) for t in texts], axis=0)
-
-    def _band_match(
-        self, texts: Sequence[str], rows: np.ndarray, low: np.ndarray, high: np.ndarray, weights: ScoreWeights
-    ) -> np.ndarray:
-        """The match of every row (NaN: not needed), computed only for the ``rows`` whose relevance,
-        between ``low`` and ``high`` (by position in ``rows``), may fall between their lowest possible
-        floor and the plain one: a row above the plain floor or below its lowest passes or fails
-        whatever its match, so the gate and its count below the floor are the same as with every match."""
-        match = np.full(self._n, np.nan)
-        lowest = ranking.floors(replace(weights, floor_importance_match=0.0), self._importance[rows])
-        band = rows[(high >= lowest) & (low < weights.floor)]
-        if band.size:
-            match[band] = self._matches(texts, band)
-        return match
-
     def _lexical_side(self) -> BM25Index:
         """BM25 over every row, built again after a write changed the rows (the caller holds the lock)."""
         if self._bm25 is None:
@@ -614,117 +610,243 @@ class MemoryIndex:
         topic_texts: Sequence[str] = (),
         at: float | None = None,
     ) -> GatedHits:
-        """The exact top ``k`` rows for a unit ``query`` vector, behind the weights' relevance gate
-        (see :mod:`brain.rules.ranking`). ``scopes`` keeps rows of those scopes (None: every scope); ``rows``
-        which kinds of row (:data:`Rows`; by default active memories when ``scopes`` are given, as an
-        entity's search wants, and every row when not, as an operator's all-scopes search wants);
-        ``equals`` keeps rows whose metadata has exactly those values (e.g. ``{"topic": "ocr"}``);
-        ``query_text`` is what the lexical part matches (no lexical part without it); an important
-        memory's lower floor needs words in common with it or with one of ``topic_texts`` (e.g. the
-        conversation's latest turns). Rows past their
-        expiry at ``now`` are left out unless every row is asked for. ``at`` (epoch seconds): what was held
-        true then: active and superseded memories whose validity window holds ``at``, not expired by then."""
-        if rows is None:
-            rows = "all" if scopes is None else "memories"
-        if at is not None:
-            rows = "held"
-        q = ranking.normalize_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
-        gate_floor, gate_margin = weights.floor, weights.margin
-        with self._lock:
-            n = self._n
-            if n == 0 or k <= 0:
-                return GatedHits(floor=gate_floor, margin=gate_margin)
-            picked = self._candidate_rows(scopes, tags, min_importance, equals, rows, now, at)
-            candidates = n if picked is None else int(picked.size)
-            imp_part = ranking.importance_part(self._importance[:n], weights)
-            rec_part = self._recency(now, weights)
-            static = imp_part + rec_part
-            lex_part = None
-            if weights.lexical > 0 and query_text:
-                lex_part = weights.lexical * self.lexical(query_text)
-            match = None  # the evidence an important memory needs for its lower floor
-            texts = [t for t in (query_text, *topic_texts) if t]
-            needs_match = ranking.lowers_floor(weights) and weights.floor_importance_match > 0 and bool(texts)
-            f32 = self._f32
+        """The exact top ``k`` rows for a unit ``query`` vector: :func:`search_parts` over this index alone."""
+        return search_parts(
+            [self], query, k, weights, now, scopes, tags, min_importance, equals, rows, query_text, topic_texts, at
+        )
 
-            ids = self._ids
 
-            def exact(sel: np.ndarray) -> np.ndarray:
-                return ranking.float_dots(q, f32[sel])
+class _Space:
+    """The rows of one or more indexes as one row space, index i's rows numbered after index i-1's (a
+    search over an entity's part and the global part). With one index its own arrays are used, uncopied;
+    with several, only the per-row numbers are joined (the vectors stay where they are)."""
 
-            below = 0
-            if picked is not None and picked.size <= max(SMALL_CANDIDATE_SET, 4 * k):
-                sims = exact(picked)
-                lex = 0.0 if lex_part is None else lex_part[picked]
-                if needs_match:
-                    match = self._band_match(texts, picked, sims + lex, sims + lex, weights)
-                if weights.gated:
-                    positions, below = ranking.gated_top_k_reference(
-                        sims,
-                        lex,
-                        static[picked],
-                        [ids[r] for r in picked],
-                        k,
-                        weights,
-                        self._importance[picked],
-                        None if match is None else match[picked],
-                    )
-                    order = np.asarray(positions, dtype=np.intp)
-                else:
-                    totals = weights.similarity * (sims + lex) + static[picked]
-                    order = ranking.top_k_positions(totals, lambda i: ids[picked[i]], k)
-                top, top_sims = picked[order], sims[order]
+    def __init__(self, parts: Sequence[MemoryIndex]):
+        self.parts = list(parts)
+        self.starts = np.cumsum([0, *(p._n for p in self.parts)])
+        self.n = int(self.starts[-1])
+        self.one = self.parts[0] if len(self.parts) == 1 else None
+        self.ids: list[str] = self.one._ids if self.one is not None else [i for p in self.parts for i in p._ids]
+        self._bm25: BM25Union | None = None
+
+    def column(self, name: str) -> np.ndarray:
+        if self.one is not None:
+            return getattr(self.one, name)[: self.n]
+        return np.concatenate([getattr(p, name)[: p._n] for p in self.parts])
+
+    def joined(self, per_part: Callable[[MemoryIndex], np.ndarray]) -> np.ndarray:
+        if self.one is not None:
+            return per_part(self.one)
+        return np.concatenate([per_part(p) for p in self.parts])
+
+    def locate(self, row: int) -> tuple[MemoryIndex, int]:
+        """The index holding row ``row`` of the space, and the row there."""
+        if self.one is not None:
+            return self.one, row
+        i = int(np.searchsorted(self.starts, row, side="right")) - 1
+        return self.parts[i], row - int(self.starts[i])
+
+    def exact(self, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """float32 similarities of ``rows`` with ``q``."""
+        if self.one is not None:
+            return ranking.float_dots(q, self.one._f32[rows])
+        rows = np.asarray(rows, dtype=np.intp)
+        out = np.empty(rows.size, dtype=np.float64)
+        which = np.searchsorted(self.starts, rows, side="right") - 1
+        for i in np.unique(which).tolist():
+            at = np.flatnonzero(which == i)
+            out[at] = ranking.float_dots(q, self.parts[i]._f32[rows[at] - self.starts[i]])
+        return out
+
+    def approx(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pairs = [ranking.approx_similarities(q, p._i8[: p._n], p._scale[: p._n], p._qerr[: p._n]) for p in self.parts]
+        if len(pairs) == 1:
+            return pairs[0]
+        return np.concatenate([a for a, _ in pairs]), np.concatenate([s for _, s in pairs])
+
+    def candidate_rows(self, *args: Any) -> np.ndarray | None:
+        picked = [p._candidate_rows(*args) for p in self.parts]
+        if self.one is not None:
+            return picked[0]
+        if all(rows is None for rows in picked):
+            return None
+        return np.concatenate(
+            [
+                (np.arange(p._n) if rows is None else rows) + start
+                for p, rows, start in zip(self.parts, picked, self.starts)
+            ]
+        ).astype(np.intp)
+
+    def lexical_side(self) -> BM25Union:
+        if self._bm25 is None:
+            self._bm25 = BM25Union([p._lexical_side() for p in self.parts])
+        return self._bm25
+
+    def lexical(self, query_text: str) -> np.ndarray:
+        """Every row's lexical match with ``query_text`` (:meth:`MemoryIndex.lexical`), over the union."""
+        bm25 = self.lexical_side()
+        tokens = tokenize(query_text)
+        top = bm25.max_score(tokens)
+        if top <= 0:
+            return np.zeros(self.n)
+        return bm25.scores(tokens) / top
+
+    def matches(self, texts: Sequence[str], rows: np.ndarray) -> np.ndarray:
+        """The best stem-prefix match of each of ``rows`` with any of ``texts``."""
+        bm25 = self.lexical_side()
+        return np.max([bm25.prefix_match(tokenize(t), docs=rows) for t in texts], axis=0)
+
+    def band_match(
+        self,
+        texts: Sequence[str],
+        rows: np.ndarray,
+        low: np.ndarray,
+        high: np.ndarray,
+        weights: ScoreWeights,
+        importance: np.ndarray,
+    ) -> np.ndarray:
+        """The match of every row (NaN: not needed), computed only for the ``rows`` whose relevance,
+        between ``low`` and ``high`` (by position in ``rows``), may fall between their lowest possible
+        floor and the plain one: a row above the plain floor or below its lowest passes or fails
+        whatever its match, so the gate and its count below the floor are the same as with every match."""
+        match = np.full(self.n, np.nan)
+        lowest = ranking.floors(replace(weights, floor_importance_match=0.0), importance[rows])
+        band = rows[(high >= lowest) & (low < weights.floor)]
+        if band.size:
+            match[band] = self.matches(texts, band)
+        return match
+
+
+def search_parts(
+    parts: Sequence[MemoryIndex],
+    query: np.ndarray,
+    k: int,
+    weights: ScoreWeights,
+    now: float,
+    scopes: Collection[str] | None = None,
+    tags: Sequence[str] | None = None,
+    min_importance: int | None = None,
+    equals: dict[str, Any] | None = None,
+    rows: Rows | None = None,
+    query_text: str | None = None,
+    topic_texts: Sequence[str] = (),
+    at: float | None = None,
+) -> GatedHits:
+    """The exact top ``k`` rows of ``parts`` taken together for a unit ``query`` vector, behind the weights'
+    relevance gate (see :mod:`brain.rules.ranking`): the answer one index holding every part's rows would
+    give, BM25's statistics included. ``scopes`` keeps rows of those scopes (None: every scope); ``rows``
+    which kinds of row (:data:`Rows`; by default active memories when ``scopes`` are given, as an
+    entity's search wants, and every row when not, as an operator's all-scopes search wants);
+    ``equals`` keeps rows whose metadata has exactly those values (e.g. ``{"topic": "ocr"}``);
+    ``query_text`` is what the lexical part matches (no lexical part without it); an important
+    memory's lower floor needs words in common with it or with one of ``topic_texts`` (e.g. the
+    conversation's latest turns). Rows past their
+    expiry at ``now`` are left out unless every row is asked for. ``at`` (epoch seconds): what was held
+    true then: active and superseded memories whose validity window holds ``at``, not expired by then."""
+    if rows is None:
+        rows = "all" if scopes is None else "memories"
+    if at is not None:
+        rows = "held"
+    q = ranking.normalize_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
+    gate_floor, gate_margin = weights.floor, weights.margin
+    with ExitStack() as held:
+        for part in parts:  # callers list parts in one order (global first), so two searches never deadlock
+            held.enter_context(part._lock)
+        space = _Space([p for p in parts if p._n] or parts[:1])
+        n = space.n
+        if n == 0 or k <= 0:
+            return GatedHits(floor=gate_floor, margin=gate_margin)
+        picked = space.candidate_rows(scopes, tags, min_importance, equals, rows, now, at)
+        candidates = n if picked is None else int(picked.size)
+        importance = space.column("_importance")
+        imp_part = ranking.importance_part(importance, weights)
+        rec_part = space.joined(lambda p: p._recency(now, weights))
+        static = imp_part + rec_part
+        lex_part = None
+        if weights.lexical > 0 and query_text:
+            lex_part = weights.lexical * space.lexical(query_text)
+        match = None  # the evidence an important memory needs for its lower floor
+        texts = [t for t in (query_text, *topic_texts) if t]
+        needs_match = ranking.lowers_floor(weights) and weights.floor_importance_match > 0 and bool(texts)
+        ids = space.ids
+
+        def exact(sel: np.ndarray) -> np.ndarray:
+            return space.exact(q, sel)
+
+        below = 0
+        if picked is not None and picked.size <= max(SMALL_CANDIDATE_SET, 4 * k):
+            sims = exact(picked)
+            lex = 0.0 if lex_part is None else lex_part[picked]
+            if needs_match:
+                match = space.band_match(texts, picked, sims + lex, sims + lex, weights, importance)
+            if weights.gated:
+                positions, below = ranking.gated_top_k_reference(
+                    sims,
+                    lex,
+                    static[picked],
+                    [ids[r] for r in picked],
+                    k,
+                    weights,
+                    importance[picked],
+                    None if match is None else match[picked],
+                )
+                order = np.asarray(positions, dtype=np.intp)
             else:
-                approx, slack = ranking.approx_similarities(q, self._i8[:n], self._scale[:n], self._qerr[:n])
-                if needs_match:
-                    cand = np.arange(n) if picked is None else picked
-                    lex = 0.0 if lex_part is None else lex_part[cand]
-                    match = self._band_match(
-                        texts, cand, approx[cand] - slack[cand] + lex, approx[cand] + slack[cand] + lex, weights
-                    )
-                if weights.gated:
-                    top, top_sims, below = ranking.gated_bounded_top_k(
-                        static,
-                        approx,
-                        slack,
-                        lex_part,
-                        k,
-                        exact,
-                        weights,
-                        candidates=picked,
-                        keys=self._ids,
-                        importance=self._importance[:n],
-                        match=match,
-                    )
-                else:
-                    with_lex = static if lex_part is None else static + weights.similarity * lex_part
-                    top, top_sims = ranking.bounded_top_k(
-                        with_lex, approx, slack, k, exact, weights.similarity, candidates=picked, keys=self._ids
-                    )
-            if match is not None:  # the hits' own matches, for the floor each reached
-                unknown = np.asarray(top)[np.isnan(match[top])]
-                if unknown.size:
-                    match[unknown] = self._matches(texts, unknown)
-            hits = []
-            for r, s in zip(top, top_sims):
-                lexical = 0.0 if lex_part is None else float(weights.similarity * lex_part[r])
-                floor = (
-                    None
-                    if weights.floor is None
-                    else float(ranking.floors(weights, self._importance[r], None if match is None else match[r]))
+                totals = weights.similarity * (sims + lex) + static[picked]
+                order = ranking.top_k_positions(totals, lambda i: ids[picked[i]], k)
+            top, top_sims = picked[order], sims[order]
+        else:
+            approx, slack = space.approx(q)
+            if needs_match:
+                cand = np.arange(n) if picked is None else picked
+                lex = 0.0 if lex_part is None else lex_part[cand]
+                match = space.band_match(
+                    texts, cand, approx[cand] - slack[cand] + lex, approx[cand] + slack[cand] + lex, weights, importance
                 )
-                hits.append(
-                    MemoryHit(
-                        id=self._ids[r],
-                        text=self._texts[r],
-                        metadata=dict(self._metas[r]),
-                        score=float(weights.similarity * s + lexical + static[r]),
-                        similarity=float(s),
-                        similarity_part=float(weights.similarity * s),
-                        importance_part=float(imp_part[r]),
-                        recency_part=float(rec_part[r]),
-                        lexical_part=lexical,
-                        floor=floor,
-                    )
+            if weights.gated:
+                top, top_sims, below = ranking.gated_bounded_top_k(
+                    static,
+                    approx,
+                    slack,
+                    lex_part,
+                    k,
+                    exact,
+                    weights,
+                    candidates=picked,
+                    keys=ids,
+                    importance=importance,
+                    match=match,
                 )
-            return GatedHits(hits, candidates=candidates, below_floor=below, floor=gate_floor, margin=gate_margin)
+            else:
+                with_lex = static if lex_part is None else static + weights.similarity * lex_part
+                top, top_sims = ranking.bounded_top_k(
+                    with_lex, approx, slack, k, exact, weights.similarity, candidates=picked, keys=ids
+                )
+        if match is not None:  # the hits' own matches, for the floor each reached
+            unknown = np.asarray(top)[np.isnan(match[top])]
+            if unknown.size:
+                match[unknown] = space.matches(texts, unknown)
+        hits = []
+        for r, s in zip(top, top_sims):
+            lexical = 0.0 if lex_part is None else float(weights.similarity * lex_part[r])
+            floor = (
+                None
+                if weights.floor is None
+                else float(ranking.floors(weights, importance[r], None if match is None else match[r]))
+            )
+            part, row = space.locate(int(r))
+            hits.append(
+                MemoryHit(
+                    id=part._ids[row],
+                    text=part._texts[row],
+                    metadata=dict(part._metas[row]),
+                    score=float(weights.similarity * s + lexical + static[r]),
+                    similarity=float(s),
+                    similarity_part=float(weights.similarity * s),
+                    importance_part=float(imp_part[r]),
+                    recency_part=float(rec_part[r]),
+                    lexical_part=lexical,
+                    floor=floor,
+                )
+            )
+        return GatedHits(hits, candidates=candidates, below_floor=below, floor=gate_floor, margin=gate_margin)

@@ -281,7 +281,7 @@ class Retrieval:
         if self.persona_version is not None:
             index = self.state.index_for(DocType.PERSONA.value)
             metas = (
-                index.metadatas()
+                index.metadatas(scopes)
                 if index is not None
                 else [
                     d.metadata

@@ -1,11 +1,14 @@
-"""The index snapshot: the in-process indexes (:class:`~brain.store.memory_index.MemoryIndex`, one per
-indexed type) saved to one file, so that a start loads them instead of reading the whole collection.
+"""The index snapshot: the resident parts of the in-process indexes (one
+:class:`~brain.store.memory_index.MemoryIndex` per scope and indexed type) saved to one file, so that
+a start loads them instead of reading the collection.
 
 **The file** is a NumPy ``.npz`` archive (no pickle: loading one never runs code) holding a JSON
-header (``header``), and per indexed type its numeric arrays (``<type>/f32``, ``<type>/i8``, ...) and
-its rows as JSON (``<type>/rows``: ids, texts, metadata, tags, scopes, problems), each JSON text stored
-as a ``uint8`` array. It is written to a temporary file beside its place, flushed to disk and renamed
-over the old one, so a crash leaves the old snapshot or the new one, never half of one.
+header (``header``), and per resident part (:mod:`brain.store.partitions`; the header's ``parts`` lists
+their scopes, the global one first) and indexed type its numeric arrays (``<type>/<part>/f32``,
+``<type>/<part>/i8``, ...) and its rows as JSON (``<type>/<part>/rows``: ids, texts, metadata, tags,
+scopes, problems), each JSON text stored as a ``uint8`` array. It is written to a temporary file
+beside its place, flushed to disk and renamed over the old one, so a crash leaves the old snapshot or
+the new one, never half of one.
 
 **The header** says what the indexes belong to (the collection's name and Chroma id, the embedder
 and its dimension, the indexed types) and how current they are: with a change feed, the sequence up
@@ -26,7 +29,8 @@ all its bytes under its store's key, checked over the raw bytes before anything 
 Then every entry must be stored uncompressed (as brain writes it), so that no entry can declare more
 bytes than the file holds: a zip bomb is refused from its headers, unread. JSON nested past Python's
 recursion limit is refused too. Each index must be consistent (finite vectors and values; every row's
-scope code and kind those its metadata says; the rows per scope the header lists).
+scope code and kind those its metadata says; the rows per scope the header lists), and every row of a
+part must be of the part's scope.
 
 The key is kept where whoever can write the data directory cannot read it. The embedded store's is a
 file of its own (:class:`KeyFile`) in BRAIN_SNAPSHOT_KEY_DIR (default
@@ -69,6 +73,7 @@ from brain.model.errors import BrainError, ConfigError, StoreError, StoreUnavail
 from brain.model.schemas import GLOBAL_SCOPE
 from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.memory_index import MemoryIndex
+from brain.store.partitions import Part
 
 if TYPE_CHECKING:
     from brain.store.facade import Store
@@ -76,7 +81,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: the file layout's version; a snapshot of another version is ignored
-FORMAT = 3
+FORMAT = 4
 #: where the snapshot lives in the data directory, unless BRAIN_INDEX_SNAPSHOT_PATH says otherwise
 DIRECTORY = "index_snapshots"
 #: the side collection that keeps a Chroma server's snapshot key
@@ -278,7 +283,7 @@ class Snapshot:
     """A loaded snapshot: its indexes and how current they are (``sequence`` and ``feed_id`` with a
     change feed, None without; ``count``: the collection's size when saved)."""
 
-    indexes: dict[str, MemoryIndex]
+    parts: dict[str, Part]
     sequence: int | None
     feed_id: str | None
     count: int
@@ -288,22 +293,26 @@ class Snapshot:
 def write_snapshot(
     path: Path,
     identity: SnapshotIdentity,
-    indexes: dict[str, MemoryIndex],
+    parts: dict[str, Part],
     *,
     count: int,
     sequence: int | None,
     feed_id: str | None,
     key: bytes,
 ) -> None:
-    """Save ``indexes`` to ``path`` atomically (a temporary file renamed over it), signed with ``key``."""
+    """Save the ``parts`` (by scope) to ``path`` atomically (a temporary file renamed over it), signed with ``key``."""
     entries: dict[str, np.ndarray] = {}
     scopes: dict[str, dict[str, int]] = {}
-    for doc_type, index in indexes.items():
-        arrays, rows = index.export()
-        entries.update({f"{doc_type}/{name}": arr for name, arr in arrays.items()})
-        entries[f"{doc_type}/rows"] = _json_bytes(rows)
-        scopes[doc_type] = _scope_counts(rows["metas"])
+    order = sorted(parts, key=lambda scope: (scope != GLOBAL_SCOPE, scope))
+    for number, scope in enumerate(order):
+        for doc_type, index in parts[scope].items():
+            arrays, rows = index.export()
+            entries.update({f"{doc_type}/{number}/{name}": arr for name, arr in arrays.items()})
+            entries[f"{doc_type}/{number}/rows"] = _json_bytes(rows)
+            for held, n in _scope_counts(rows["metas"]).items():
+                scopes.setdefault(doc_type, {})[held] = scopes.get(doc_type, {}).get(held, 0) + n
     header = {
+        "parts": order,
         "format": FORMAT,
         **identity.to_dict(),
         "count": count,
@@ -358,28 +367,45 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
             mismatch = identity.mismatch(header)
             if mismatch:
                 raise SnapshotUnusable(mismatch)
-            indexes, held = {}, {}
-            for doc_type in identity.types:
-                prefix = f"{doc_type}/"
-                arrays = {
-                    name[len(prefix) :]: arr
-                    for name, arr in archive.items()
-                    if name.startswith(prefix) and name != prefix + "rows"
-                }
-                rows = _json_value(archive[prefix + "rows"])
-                if not isinstance(rows, dict):
-                    raise SnapshotUnusable(f"the rows of {doc_type} are not a JSON object")
-                indexes[doc_type] = MemoryIndex.restore(identity.dimension, arrays, rows)
-                held[doc_type] = _scope_counts(rows["metas"])
+            order = header.get("parts")
+            if (
+                not isinstance(order, list)
+                or not order
+                or order[0] != GLOBAL_SCOPE
+                or not all(isinstance(scope, str) for scope in order)
+                or len(set(order)) != len(order)
+            ):
+                raise SnapshotUnusable("its parts are not a list of distinct scopes, the global one first")
+            parts: dict[str, Part] = {}
+            held: dict[str, dict[str, int]] = {t: {} for t in identity.types}
+            for number, scope in enumerate(order):
+                part: Part = {}
+                for doc_type in identity.types:
+                    prefix = f"{doc_type}/{number}/"
+                    arrays = {
+                        name[len(prefix) :]: arr
+                        for name, arr in archive.items()
+                        if name.startswith(prefix) and name != prefix + "rows"
+                    }
+                    rows = _json_value(archive[prefix + "rows"])
+                    if not isinstance(rows, dict):
+                        raise SnapshotUnusable(f"the rows of {doc_type} are not a JSON object")
+                    index = part[doc_type] = MemoryIndex.restore(identity.dimension, arrays, rows)
+                    counts = _scope_counts(rows["metas"])
+                    if set(counts) - {scope} or index.scope_names() - {scope}:
+                        raise SnapshotUnusable(f"its part of {scope!r} holds {doc_type} rows of another scope")
+                    for name, n in counts.items():
+                        held[doc_type][name] = held[doc_type].get(name, 0) + n
+                parts[scope] = part
             sequence, feed_id, count = header.get("sequence"), header.get("feed_id"), header.get("count")
             if not (sequence is None or _whole(sequence)) or not isinstance(count, int) or not _whole(count):
                 raise SnapshotUnusable(f"its sequence {sequence!r} or count {count!r} is not a whole number")
             claimed = header.get("scopes")
-            for doc_type in indexes:
-                if not isinstance(claimed, dict) or claimed.get(doc_type) != held[doc_type]:
+            for doc_type in identity.types:
+                if not isinstance(claimed, dict) or claimed.get(doc_type, {}) != held[doc_type]:
                     raise SnapshotUnusable(f"its {doc_type} rows per scope are not those its header lists")
             return Snapshot(
-                indexes,
+                parts,
                 sequence,
                 None if feed_id is None else str(feed_id),
                 count,
@@ -527,9 +553,9 @@ class SnapshotKeeper(WriteSubscriber):
             why,
         )
 
-    def save(self, indexes: dict[str, MemoryIndex], *, count: int, sequence: int | None, feed_id: str | None) -> Path:
+    def save(self, parts: dict[str, Part], *, count: int, sequence: int | None, feed_id: str | None) -> Path:
         write_snapshot(
-            self.path, self.identity, indexes, count=count, sequence=sequence, feed_id=feed_id, key=self.keys.renew()
+            self.path, self.identity, parts, count=count, sequence=sequence, feed_id=feed_id, key=self.keys.renew()
         )
         self._file_may_exist = True
         self.current = True
@@ -577,7 +603,8 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def save_index_snapshot(store: Store) -> Path | None:
-    """Save ``store``'s in-process indexes (built first if need be) to the index snapshot
+    """Save ``store``'s in-process indexes (built first if need be, with every entity's part that fits
+    BRAIN_INDEX_MEMORY_MB) to the index snapshot
     (BRAIN_INDEX_SNAPSHOT_PATH, else in the data directory), which the next open loads instead of
     reading the whole collection; the store also saves it when it closes. Returns the file, or None when
     snapshots are off (BRAIN_INDEX_SNAPSHOT) or could not be proven current later (a Chroma server
@@ -585,6 +612,9 @@ def save_index_snapshot(store: Store) -> Path | None:
     if store.state.snapshots is None:
         return None
     store.state.index_for("memory")  # builds the indexes
+    partitions = store.state.partitions
+    if partitions is not None:  # every entity's part that fits the budget, so a start serves them at once
+        partitions.parts(None)
     return store.state.save_snapshot()
 
 

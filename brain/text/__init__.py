@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 # each name is imported on first use: the CLI's wording must not load numpy (bm25) or the tokenizer
 _EXPORTS = {
     "BM25Index": "brain.text.bm25",
+    "BM25Union": "brain.text.bm25",
     "tokenize": "brain.text.keywords",
     "MarkdownLine": "brain.text.markdown",
     "MarkdownSection": "brain.text.markdown",
@@ -34,6 +35,7 @@ __all__ = [
     "CHAT_FILLERS",
     "STOP_WORDS",
     "BM25Index",
+    "BM25Union",
     "MarkdownLine",
     "MarkdownSection",
     "counting_tokenizer",
@@ -57,7 +59,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from brain.text.bm25 import BM25Index
+    from brain.text.bm25 import BM25Index, BM25Union
     from brain.text.keywords import tokenize
     from brain.text.markdown import MarkdownLine, MarkdownSection, markdown_sections, slugify
     from brain.text.stop_words import CHAT_FILLERS, STOP_WORDS

@@ -27,7 +27,8 @@ class BM25Index:
         lengths = np.array([len(d) for d in documents], dtype=np.float64)
         mean_length = float(lengths.mean()) if self.size and lengths.mean() > 0 else 1.0
         self._norm = k1 * (1.0 - b + b * lengths / mean_length)
-        self._k1 = k1
+        self._lengths = lengths
+        self._k1, self._b = k1, b
         counts: dict[str, dict[int, int]] = {}
         for row, doc in enumerate(documents):
             for token in doc:
@@ -107,4 +108,83 @@ class BM25Index:
         return self._term_weight(idf, np.where(rows[at] == docs, freqs[at], 0.0), docs)
 
 
-__all__ = ["BM25Index"]
+class BM25Union:
+    """BM25 over several indexes' documents as if they were one list (index i's documents numbered after
+    index i-1's): the document count, mean length and each term's document frequency are the union's, so
+    the scores equal those of one :class:`BM25Index` over every document. A search over several parts of
+    an index (an entity's memories and the global ones) ranks with it; one index is used as it is."""
+
+    def __init__(self, indexes: Sequence[BM25Index]):
+        self.indexes = list(indexes)
+        self.size = sum(ix.size for ix in self.indexes)
+        self.starts = np.cumsum([0, *(ix.size for ix in self.indexes)])
+        first = self.indexes[0]
+        self._k1 = first._k1
+        total = float(sum(ix._lengths.sum() for ix in self.indexes))
+        mean_length = total / self.size if self.size and total > 0 else 1.0
+        self._norms = [ix._k1 * (1.0 - ix._b + ix._b * ix._lengths / mean_length) for ix in self.indexes]
+        self._idfs: dict[str, float] = {}
+
+    def _idf(self, term: str) -> float:
+        idf = self._idfs.get(term)
+        if idf is None:
+            held = sum(ix._postings[term][0].size for ix in self.indexes if term in ix._postings)
+            idf = self._idfs[term] = math.log(1.0 + (self.size - held + 0.5) / (held + 0.5))
+        return idf
+
+    def _known(self, term: str) -> bool:
+        return any(term in ix._postings for ix in self.indexes)
+
+    def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
+        """:meth:`BM25Index.scores` over the union."""
+        if len(self.indexes) == 1:
+            return self.indexes[0].scores(query_tokens)
+        out = np.zeros(self.size, dtype=np.float64)
+        for token in dict.fromkeys(query_tokens):
+            if not self._known(token):
+                continue
+            idf = self._idf(token)
+            for ix, start, norm in zip(self.indexes, self.starts, self._norms):
+                posting = ix._postings.get(token)
+                if posting is not None:
+                    rows, freqs, _ = posting
+                    out[start + rows] += idf * freqs * (self._k1 + 1.0) / (freqs + norm[rows])
+        return out
+
+    def max_score(self, query_tokens: Sequence[str]) -> float:
+        """:meth:`BM25Index.max_score` over the union."""
+        if len(self.indexes) == 1:
+            return self.indexes[0].max_score(query_tokens)
+        return sum(self._idf(t) * (self._k1 + 1.0) for t in dict.fromkeys(query_tokens) if self._known(t))
+
+    def prefix_match(self, query_tokens: Sequence[str], min_prefix: int = 5, docs=None) -> np.ndarray:
+        """:meth:`BM25Index.prefix_match` over the union (``docs`` numbered in the union)."""
+        if len(self.indexes) == 1:
+            return self.indexes[0].prefix_match(query_tokens, min_prefix, docs)
+        docs = np.arange(self.size) if docs is None else np.asarray(docs, dtype=np.int64)
+        part = np.searchsorted(self.starts, docs, side="right") - 1
+        out = np.zeros(docs.size, dtype=np.float64)
+        top = 0.0
+        for token in dict.fromkeys(query_tokens):
+            terms = list(dict.fromkeys(t for ix in self.indexes for t in ix.related_terms(token, min_prefix)))
+            if not terms:
+                continue
+            best = np.zeros(docs.size, dtype=np.float64)
+            for term in terms:
+                idf = self._idf(term)
+                for i, (ix, start, norm) in enumerate(zip(self.indexes, self.starts, self._norms)):
+                    posting = ix._postings.get(term)
+                    mine = np.flatnonzero(part == i)
+                    if posting is None or not mine.size:
+                        continue
+                    rows, freqs, _ = posting
+                    local = docs[mine] - start
+                    at = np.minimum(np.searchsorted(rows, local), rows.size - 1)
+                    tf = np.where(rows[at] == local, freqs[at], 0.0)
+                    np.maximum.at(best, mine, idf * tf * (self._k1 + 1.0) / (tf + norm[local]))
+            out += best
+            top += max(self._idf(t) for t in terms) * (self._k1 + 1.0)
+        return out / top if top > 0 else out
+
+
+__all__ = ["BM25Index", "BM25Union"]

@@ -37,31 +37,31 @@ def alice_sees(store) -> set[str]:
 
 
 def tamper(path, *, relabel: bool = False, metas_too: bool = False, nan: bool = False, key: bytes | None = None) -> None:
-    """Rewrite the memory index of the snapshot at ``path``: Bob's scope code relabelled as Alice's (and,
-    with ``metas_too``, the scope in the rows' metadata), or a NaN in one vector; the zip is written anew
-    (its checksums recomputed). With ``key``, signed again with the store's key."""
+    """Rewrite the memory index of the snapshot at ``path``: Bob's part relabelled as Alice's (its scope codes
+    name her; with ``metas_too``, the scope in its rows' metadata and the header's parts too, Alice's part
+    named Bob's in exchange), or a NaN in one vector; the zip is written anew (its checksums recomputed).
+    With ``key``, signed again with the store's key."""
     with np.load(path, allow_pickle=False) as archive:
         content = {name: archive[name] for name in archive.files}
-    rows = json.loads(content["memory/rows"].tobytes())
+    header = json.loads(content["header"].tobytes())
+    bob, alice = header["parts"].index("entity:bob"), header["parts"].index("entity:alice")
     if relabel:
-        codes = content["memory/scope"].copy()
-        bob, alice = rows["scopes"].index("entity:bob"), rows["scopes"].index("entity:alice")
-        codes[codes == bob] = alice
-        content["memory/scope"] = codes
+        rows = json.loads(content[f"memory/{bob}/rows"].tobytes())
+        rows["scopes"] = ["entity:alice" if s == "entity:bob" else s for s in rows["scopes"]]
         if metas_too:
             for meta in rows["metas"]:
                 if meta.get("scope") == "entity:bob":
                     meta["scope"] = "entity:alice"
                     meta["entity"] = "alice"
-            content["memory/rows"] = np.frombuffer(json.dumps(rows).encode(), dtype=np.uint8)
-            header = json.loads(content["header"].tobytes())
+            header["parts"][bob], header["parts"][alice] = "entity:alice", "entity:bob"
             counts = header["scopes"]["memory"]
-            counts["entity:alice"] += counts.pop("entity:bob")
+            counts["entity:alice"], counts["entity:bob"] = counts["entity:bob"], counts["entity:alice"]
             content["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+        content[f"memory/{bob}/rows"] = np.frombuffer(json.dumps(rows).encode(), dtype=np.uint8)
     if nan:
-        f32 = content["memory/f32"].copy()
+        f32 = content[f"memory/{bob}/f32"].copy()
         f32[0, 0] = np.nan
-        content["memory/f32"] = f32
+        content[f"memory/{bob}/f32"] = f32
     write_archive(path, content, key if key is not None else b"a key that is not the store's")
 
 
