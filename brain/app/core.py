@@ -285,6 +285,8 @@ class Brain:
             catch_up_mirror(self.store, wait=False)  # writable again: caught up now, not at the next write
         report["mirror"] = health.to_dict() if health is not None else {"status": "off", "ok": True, "path": None}
         report["disk"] = self.store.disk.status(detail=detail)  # below its margin, writes are refused; reads go on
+        # what the in-process indexes hold: resident parts, evictions, loads (built on first use)
+        report["index"] = self.store.stats()["index"] or {"built": False}
         if detail and healthy:
             report["counts"] = {t.value: self.store.count(t) for t in DocType}
             # a mirror that cannot be written now is not read either (see EngramMirror.unwritable)

@@ -734,6 +734,8 @@ class Store(Generic[M, H]):
             "disk_bytes": None if self.settings.chroma_url else _tree_bytes(self.settings.data_dir / "chroma"),
             # rows the indexes could not use as stored (see index_problems); None until the indexes are built
             "unusable_rows": self.state.unusable_rows(),
+            # the indexes' parts: resident, evicted, loads (see brain.store.partitions); None until built
+            "index": self.state.partition_stats(),
         }
 
 

@@ -104,7 +104,7 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
     assert found[0]["results"][0]["text"] == found[2]["results"][0]["text"] == "Alice is allergic to peanuts"
     assert before["results"] == []
     alone = json.loads(ok(cli(workdir, "--json", "stats")))
-    unsettled = {"disk_bytes": None, "unusable_rows": None}  # Chroma's files, and the server's built indexes
+    unsettled = {"disk_bytes": None, "unusable_rows": None, "index": None}  # Chroma's files, the server's indexes
     assert {**stats, **unsettled} == {**alone, **unsettled}
     assert stats["by_type"]["memory"] == 3 and stats["by_type"]["persona"] == 2  # serve loaded persona.md
     assert stats["formation"] == alone["formation"] and stats["formation"]["pending"] == 0

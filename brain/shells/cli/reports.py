@@ -189,6 +189,18 @@ def formation_health_line(part: Mapping[str, Any]) -> str:
     return line
 
 
+def index_line(index: Mapping[str, Any] | None) -> str:
+    """The in-process indexes' parts in one line (``Store.stats()["index"]``)."""
+    if not index:
+        return "not built in this process (built on the first search)"
+    return (
+        f"{index['resident_mb']} of {index['budget_mb']} MB: global part {counted(index['global_rows'], 'row')}, "
+        f"{counted(index['resident_entities'], 'entity')} resident "
+        f"({counted(index['resident_entity_rows'], 'row')}); {counted(index['loads'], 'load')} "
+        f"({index['reloads']} after an eviction), {counted(index['evictions'], 'eviction')}"
+    )
+
+
 def health_text(report: Mapping[str, Any]) -> str:
     """``Brain.health`` for people: the status, then one line per part with its scalar fields."""
     lines = [f"{'status':<11} {report['status']}"]

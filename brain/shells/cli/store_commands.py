@@ -99,7 +99,7 @@ def stats(state: State) -> None:
     failed, done) with the model's tokens and seconds summed over them.
 
     The size on disk is reported for the embedded store only (null with BRAIN_CHROMA_URL)."""
-    from brain.shells.cli.reports import formation_totals_line
+    from brain.shells.cli.reports import formation_totals_line, index_line
 
     data = state.ops(create=False).maintenance.stats()
     emit(
@@ -115,6 +115,7 @@ def stats(state: State) -> None:
             + [f"  {t:<9} {n}" for t, n in data["by_type"].items()]
             + ([f"on disk     {_human_bytes(data['disk_bytes'])}"] if data["disk_bytes"] is not None else [])
             + [f"formation   {formation_totals_line(data['formation'])}"]
+            + [f"index       {index_line(data.get('index'))}"]
         ),
     )
 
