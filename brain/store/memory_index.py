@@ -616,6 +616,31 @@ class MemoryIndex:
         )
 
 
+def _every_row(rows: np.ndarray, n: int) -> bool:
+    """Whether ``rows`` are 0..n-1 in order."""
+    return rows.size == n and n > 0 and rows[0] == 0 and rows[-1] == n - 1 and (n < 3 or bool((np.diff(rows) == 1).all()))
+
+
+def _rows_of(matrix: np.ndarray, n: int, rows: np.ndarray) -> np.ndarray:
+    """``matrix[rows]``, as a view when ``rows`` are all of its ``n`` rows in order."""
+    return matrix[:n] if _every_row(rows, n) else matrix[rows]
+
+
+class _Keys(Sequence[str]):
+    """The ids of ``rows`` of a space, looked up only when asked (ties are broken by a few of them)."""
+
+    def __init__(self, space: _Space, rows: np.ndarray | None = None):
+        self._space, self._rows = space, rows
+
+    def __len__(self) -> int:
+        return self._space.n if self._rows is None else int(self._rows.size)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        row = int(i) if self._rows is None else int(self._rows[i])
+        part, local = self._space.locate(row)
+        return part._ids[local]
+
+
 class _Space:
     """The rows of one or more indexes as one row space, index i's rows numbered after index i-1's (a
     search over an entity's part and the global part). With one index its own arrays are used, uncopied;
@@ -626,7 +651,7 @@ class _Space:
         self.starts = np.cumsum([0, *(p._n for p in self.parts)])
         self.n = int(self.starts[-1])
         self.one = self.parts[0] if len(self.parts) == 1 else None
-        self.ids: list[str] = self.one._ids if self.one is not None else [i for p in self.parts for i in p._ids]
+        self.ids: Sequence[str] = self.one._ids if self.one is not None else _Keys(self)
         self._bm25: BM25Union | None = None
 
     def column(self, name: str) -> np.ndarray:
@@ -647,15 +672,19 @@ class _Space:
         return self.parts[i], row - int(self.starts[i])
 
     def exact(self, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """float32 similarities of ``rows`` with ``q``."""
-        if self.one is not None:
-            return ranking.float_dots(q, self.one._f32[rows])
+        """float32 similarities of ``rows`` with ``q`` (a part whose every row is asked for, in order, is read
+        in place: no copy of its vectors)."""
         rows = np.asarray(rows, dtype=np.intp)
+        if self.one is not None:
+            return ranking.float_dots(q, _rows_of(self.one._f32, self.n, rows))
+        if _every_row(rows, self.n):
+            return np.concatenate([ranking.float_dots(q, p._f32[: p._n]) for p in self.parts])
         out = np.empty(rows.size, dtype=np.float64)
         which = np.searchsorted(self.starts, rows, side="right") - 1
         for i in np.unique(which).tolist():
             at = np.flatnonzero(which == i)
-            out[at] = ranking.float_dots(q, self.parts[i]._f32[rows[at] - self.starts[i]])
+            part = self.parts[i]
+            out[at] = ranking.float_dots(q, _rows_of(part._f32, part._n, rows[at] - self.starts[i]))
         return out
 
     def approx(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -784,7 +813,7 @@ def search_parts(
                     sims,
                     lex,
                     static[picked],
-                    [ids[r] for r in picked],
+                    _Keys(space, picked),
                     k,
                     weights,
                     importance[picked],
