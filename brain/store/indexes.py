@@ -19,12 +19,15 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from brain.config import Settings
 from brain.model.results import Document
-from brain.model.schemas import DocType, from_chroma
+from brain.model.schemas import GLOBAL_SCOPE, DocType, from_chroma
 from brain.providers.cache import LRUCache
 from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteSubscriber
+from brain.store.part_files import PartFiles
 from brain.store.partitions import PartitionedIndex, Partitions
 from brain.store.reads import get_documents
 from brain.store.snapshot import SnapshotKeeper
@@ -65,9 +68,40 @@ class InProcessState(WriteSubscriber):
         self._last_check = 0.0
         self.follower: Any = None  # a brain.store.follower.FeedFollower, when the store has a change feed
         self.snapshots = snapshots  # the index snapshot's file, when snapshots are on
+        # evicted parts' files: the embedded store's only, whose every write passes through here
+        self.part_files = (
+            PartFiles(snapshots.path.with_suffix(".parts"), snapshots.identity)
+            if snapshots is not None and snapshots.owned
+            else None
+        )
         self._snapshot_tried = False  # only the first build may come from the snapshot: later ones are rebuilds
 
     # ---- following writes --------------------------------------------------------------------------
+    def stage(self, event: WriteEvent) -> None:
+        """Before a write reaches Chroma: the files of the parts it touches are no longer current."""
+        files = self.part_files
+        if files is None or not files.current():
+            return
+        scopes: set[str] = set()
+        if event.op == "upsert":
+            scopes |= {str(m.get("scope", GLOBAL_SCOPE)) for m in event.metadatas or ()}
+        partitions = self.partitions
+        unknown = []
+        for doc_id in event.ids:
+            scope = None if partitions is None else partitions.scope_of(doc_id)
+            if scope is None:
+                unknown.append(doc_id)
+            else:
+                scopes.add(scope)
+        if unknown:  # rows not resident: their stored scope says which file holds them
+            try:
+                stored = self.chroma.collection.get(ids=unknown, include=["metadatas"])
+                scopes |= {str((m or {}).get("scope", GLOBAL_SCOPE)) for m in stored["metadatas"] or ()}
+            except Exception:  # noqa: BLE001 - not knowing which, every file goes
+                files.drop(None)
+                return
+        files.drop(scopes)
+
     def commit(self, event: WriteEvent) -> None:
         with self._lock:
             if event.op == "upsert":
@@ -103,11 +137,22 @@ class InProcessState(WriteSubscriber):
         index = (self.indexes or {}).get(DocType.MEMORY.value)
         if index is not None and used:
             index.set_last_used(used)
-        # other keys are not kept in process: the next rebuild reads them
-        if any(set(m) - {"last_used"} for m in event.metadatas or ()):
-            self.partitions, self.indexes = None, None
+        changed = [i for i, m in zip(event.ids, event.metadatas or ()) if set(m) - {"last_used"}]
+        if changed:  # other keys: the rows as Chroma holds them now replace the resident ones
             self.conversations.clear()
             self._turn_conversation.clear()
+            if self.indexes is not None:
+                stored = self.chroma.collection.get(ids=changed, include=["documents", "metadatas", "embeddings"])
+                self._upserted(
+                    WriteEvent(
+                        event.sequence,
+                        "upsert",
+                        tuple(stored["ids"]),
+                        tuple(d or "" for d in stored["documents"]),
+                        tuple(stored["metadatas"]),
+                        np.asarray(stored["embeddings"], dtype=np.float32).reshape(len(stored["ids"]), self.dimension),
+                    )
+                )
 
     def _forget_turns(self, ids: Iterable[str]) -> None:
         for doc_id in ids:
@@ -130,6 +175,8 @@ class InProcessState(WriteSubscriber):
             partitions = self._new_partitions()
             partitions.load_global()
             self.partitions, self.indexes = partitions, partitions.views
+            if self.part_files is not None:  # no snapshot vouches for them now
+                self.part_files.clear()
             self._snapshot_tried = True
             if self.snapshots is not None:
                 self.snapshots.current = False
@@ -139,7 +186,9 @@ class InProcessState(WriteSubscriber):
 
     def _new_partitions(self) -> Partitions:
         budget = int(self.settings.index_memory_mb * 2**20)
-        return Partitions(self.settings.indexed_types, self.dimension, budget, self._read_scope, self._lock)
+        partitions = Partitions(self.settings.indexed_types, self.dimension, budget, self._read_scope, self._lock)
+        partitions.files = self.part_files
+        return partitions
 
     def _read_scope(self, scope: str | None) -> Iterator[dict[str, Any]]:
         """Every indexed row of ``scope`` (of every scope when None) from Chroma, a page at a time."""
@@ -204,6 +253,8 @@ class InProcessState(WriteSubscriber):
             self.partitions, self.indexes = None, None
             keeper.reject(why)
             return False
+        if self.part_files is not None:
+            self.part_files.adopt(snapshot.part_files)
         # with a feed, a save records the sequence caught up to
         keeper.current = follower is None or follower.applied == snapshot.sequence
         self._expected_count = self.chroma.count() if follower is not None else count
@@ -227,12 +278,19 @@ class InProcessState(WriteSubscriber):
                 return None
             if follower is not None:  # its position moves past this store's own records only when it polls
                 follower.poll(force=True)
-            return keeper.save(
+            files = self.part_files
+            if files is not None:
+                files.wait()
+            path = keeper.save(
                 dict(self.partitions.resident_scopes()),
+                part_files=None if files is None else files.current(),
                 count=self.chroma.count(),
                 sequence=None if follower is None else follower.applied,
                 feed_id=None if follower is None else str(follower.feed.col.id),
             )
+            if files is not None:
+                files.saved_since_load = False
+            return path
 
     def index_for(self, doc_type: str) -> PartitionedIndex | None:
         """The index of ``doc_type`` (built on first use, rebuilt when the collection changed behind

@@ -618,7 +618,9 @@ class MemoryIndex:
 
 def _every_row(rows: np.ndarray, n: int) -> bool:
     """Whether ``rows`` are 0..n-1 in order."""
-    return rows.size == n and n > 0 and rows[0] == 0 and rows[-1] == n - 1 and (n < 3 or bool((np.diff(rows) == 1).all()))
+    return (
+        rows.size == n and n > 0 and rows[0] == 0 and rows[-1] == n - 1 and (n < 3 or bool((np.diff(rows) == 1).all()))
+    )
 
 
 def _rows_of(matrix: np.ndarray, n: int, rows: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from brain.model.schemas import GLOBAL_SCOPE, check_scope
 from brain.model.schemas.values import ENTITY_SCOPE_PREFIX
 from brain.rules.ranking import ScoreWeights
 from brain.store.memory_index import MemoryIndex, Rows, search_parts
+
+if TYPE_CHECKING:
+    from brain.store.part_files import PartFiles
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,9 @@ class Partitions:
         self._bytes: dict[str, int] = {}  # footprint of each resident entity part
         self._scope_of: dict[str, str] = {}  # doc id -> scope of the resident part holding it
         self._complete = False  # every entity part resident (after a search of every scope), until an eviction
+        self.files: PartFiles | None = None  # evicted parts' files (the embedded store), see brain.store.part_files
         self.loads = 0
+        self.file_loads = 0  # loads from a part file rather than Chroma
         self.reloads = 0  # loads of a part evicted before
         self.evictions = 0
         self.load_seconds = 0.0
@@ -122,7 +127,12 @@ class Partitions:
             self.entities.move_to_end(scope)
             return part
         started = time.perf_counter()
-        part = self._read(scope)
+        part = None if self.files is None else self.files.load(scope)
+        if part is None:
+            part = self._read(scope)
+        else:
+            self._register(scope, part)
+            self.file_loads += 1
         self.load_seconds += time.perf_counter() - started
         self.loads += 1
         if scope in self._evicted:
@@ -179,6 +189,8 @@ class Partitions:
             self.evictions += 1
             self._evicted.add(scope)
             self._complete = False
+            if self.files is not None:
+                self.files.evicted(scope, part)
 
     # ---- following writes --------------------------------------------------------------------------
     def upsert(
@@ -250,6 +262,11 @@ class Partitions:
             index = self._resident(scope)[doc_type]
             return index if doc_id in index else None
 
+    def scope_of(self, doc_id: str) -> str | None:
+        """The scope of the resident part holding ``doc_id``, or None."""
+        with self._lock:
+            return self._scope_of.get(doc_id)
+
     def resident(self) -> list[Part]:
         """The resident parts, global first."""
         with self._lock:
@@ -273,6 +290,7 @@ class Partitions:
                 "resident_entities": len(self.entities),
                 "resident_entity_rows": sum(len(i) for part in self.entities.values() for i in part.values()),
                 "loads": self.loads,
+                "loads_from_files": self.file_loads,
                 "reloads": self.reloads,
                 "evictions": self.evictions,
                 "load_seconds": round(self.load_seconds, 3),

@@ -288,6 +288,7 @@ class Snapshot:
     feed_id: str | None
     count: int
     saved_at: float
+    part_files: dict[str, str]
 
 
 def write_snapshot(
@@ -299,8 +300,10 @@ def write_snapshot(
     sequence: int | None,
     feed_id: str | None,
     key: bytes,
+    part_files: dict[str, str] | None = None,
 ) -> None:
-    """Save the ``parts`` (by scope) to ``path`` atomically (a temporary file renamed over it), signed with ``key``."""
+    """Save the ``parts`` (by scope) to ``path`` atomically (a temporary file renamed over it), signed with ``key``;
+    ``part_files``: the evicted parts' files that are current, by scope (:class:`PartFiles`)."""
     entries: dict[str, np.ndarray] = {}
     scopes: dict[str, dict[str, int]] = {}
     order = sorted(parts, key=lambda scope: (scope != GLOBAL_SCOPE, scope))
@@ -308,11 +311,12 @@ def write_snapshot(
         for doc_type, index in parts[scope].items():
             arrays, rows = index.export()
             entries.update({f"{doc_type}/{number}/{name}": arr for name, arr in arrays.items()})
-            entries[f"{doc_type}/{number}/rows"] = _json_bytes(rows)
+            entries[f"{doc_type}/{number}/rows"] = json_bytes(rows)
             for held, n in _scope_counts(rows["metas"]).items():
                 scopes.setdefault(doc_type, {})[held] = scopes.get(doc_type, {}).get(held, 0) + n
     header = {
         "parts": order,
+        "part_files": dict(part_files or {}),
         "format": FORMAT,
         **identity.to_dict(),
         "count": count,
@@ -321,13 +325,14 @@ def write_snapshot(
         "saved_at": time.time(),
         "scopes": scopes,
     }
-    entries["header"] = _json_bytes(header)
+    entries["header"] = json_bytes(header)
     write_archive(path, entries, key)
 
 
-def write_archive(path: Path, entries: dict[str, np.ndarray], key: bytes) -> None:
+def write_archive(path: Path, entries: dict[str, np.ndarray], key: bytes, *, durable: bool = True) -> None:
     """Write ``entries`` as an uncompressed ``.npz`` at ``path`` atomically, its last :data:`MAC_SIZE` bytes (the
-    archive comment) the keyed hash of every byte before them."""
+    archive comment) the keyed hash of every byte before them. ``durable``: flushed to the disk before the
+    rename (a cache whose loss costs only a read of Chroma skips it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -343,12 +348,14 @@ def write_archive(path: Path, entries: dict[str, np.ndarray], key: bytes) -> Non
             out.seek(end - MAC_SIZE)
             out.write(digest)
             out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)
 
 
 def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapshot:
@@ -358,8 +365,8 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
         raise SnapshotUnusable("there is none")
     try:
         with _no_cycle_collection(), open(path, "rb") as stream:
-            archive = _read_archive(stream, key)
-            header = _json_value(archive["header"])
+            archive = read_archive(stream, key)
+            header = json_value(archive["header"])
             if not isinstance(header, dict):
                 raise SnapshotUnusable("its header is not a JSON object")
             if header.get("format") != FORMAT:
@@ -387,7 +394,7 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
                         for name, arr in archive.items()
                         if name.startswith(prefix) and name != prefix + "rows"
                     }
-                    rows = _json_value(archive[prefix + "rows"])
+                    rows = json_value(archive[prefix + "rows"])
                     if not isinstance(rows, dict):
                         raise SnapshotUnusable(f"the rows of {doc_type} are not a JSON object")
                     index = part[doc_type] = MemoryIndex.restore(identity.dimension, arrays, rows)
@@ -404,12 +411,18 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
             for doc_type in identity.types:
                 if not isinstance(claimed, dict) or claimed.get(doc_type, {}) != held[doc_type]:
                     raise SnapshotUnusable(f"its {doc_type} rows per scope are not those its header lists")
+            files = header.get("part_files", {})
+            if not isinstance(files, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and len(v) == 64 for k, v in files.items()
+            ):
+                raise SnapshotUnusable("its part files are not a mapping of scopes to SHA-256 digests")
             return Snapshot(
                 parts,
                 sequence,
                 None if feed_id is None else str(feed_id),
                 count,
                 float(header.get("saved_at") or 0.0),
+                dict(files),
             )
     except SnapshotUnusable:
         raise
@@ -420,7 +433,7 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
         raise SnapshotUnusable(f"it cannot be read ({type(exc).__name__}: {exc})") from None
 
 
-def _read_archive(stream: Any, key: bytes) -> dict[str, np.ndarray]:
+def read_archive(stream: Any, key: bytes) -> dict[str, np.ndarray]:
     """The entries of a snapshot file, read at a bounded cost: first the keyed hash of the raw bytes
     (nothing is parsed before it matches); then every member must be stored uncompressed, as
     :func:`write_archive` writes it, so that no member can be larger than its share of the file, and
@@ -553,9 +566,24 @@ class SnapshotKeeper(WriteSubscriber):
             why,
         )
 
-    def save(self, parts: dict[str, Part], *, count: int, sequence: int | None, feed_id: str | None) -> Path:
+    def save(
+        self,
+        parts: dict[str, Part],
+        *,
+        count: int,
+        sequence: int | None,
+        feed_id: str | None,
+        part_files: dict[str, str] | None = None,
+    ) -> Path:
         write_snapshot(
-            self.path, self.identity, parts, count=count, sequence=sequence, feed_id=feed_id, key=self.keys.renew()
+            self.path,
+            self.identity,
+            parts,
+            count=count,
+            sequence=sequence,
+            feed_id=feed_id,
+            key=self.keys.renew(),
+            part_files=part_files,
         )
         self._file_may_exist = True
         self.current = True
@@ -575,11 +603,11 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _json_bytes(value: Any) -> np.ndarray:
+def json_bytes(value: Any) -> np.ndarray:
     return np.frombuffer(json.dumps(value, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
 
 
-def _json_value(arr: np.ndarray) -> Any:
+def json_value(arr: np.ndarray) -> Any:
     if arr.dtype != np.uint8 or arr.ndim != 1:
         raise ValueError(f"a JSON entry is {arr.dtype}{list(arr.shape)}, not bytes")
     # the C parser stops at Python's recursion limit with RecursionError, which the reader turns into
@@ -619,15 +647,19 @@ def save_index_snapshot(store: Store) -> Path | None:
 
 
 def save_snapshot_at_close(store: Store) -> None:
-    """Save ``store``'s snapshot when it changed since it was loaded or saved; a failure is logged, as
-    closing goes on (the next start rebuilds instead)."""
-    keeper = store.state.snapshots
-    if keeper is None or keeper.current:
-        return
+    """Save ``store``'s snapshot when it changed since it was loaded or saved (or parts were saved to their
+    files, which it lists); a failure is logged, as closing goes on (the next start rebuilds instead)."""
+    keeper, files = store.state.snapshots, store.state.part_files
     try:
-        store.state.save_snapshot()
-    except (OSError, BrainError) as exc:
-        log.warning("could not save the index snapshot %s: %s", keeper.path, exc)
+        if keeper is None or (keeper.current and not (files is not None and files.saved_since_load)):
+            return
+        try:
+            store.state.save_snapshot()
+        except (OSError, BrainError) as exc:
+            log.warning("could not save the index snapshot %s: %s", keeper.path, exc)
+    finally:
+        if files is not None:
+            files.close()
 
 
 __all__ = [
