@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import resource
@@ -242,8 +243,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     rng = np.random.default_rng(39)
     t_start = time.perf_counter()
     rss_row = rss(args, rng)  # first, in a process that has held no other index
-    warm_rows = [warm(e, n, args, rng) for e, n in SIZES]
+    gc.collect()  # each phase starts without the garbage of the one before (a worker carries none of it)
     cold_row = cold(args, rng)
+    warm_rows = []
+    for entities, per_entity in SIZES:
+        gc.collect()
+        warm_rows.append(warm(entities, per_entity, args, rng))
     elapsed = time.perf_counter() - t_start
     lines = [
         "# Many users, one service: the index split by scope",

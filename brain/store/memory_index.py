@@ -390,7 +390,8 @@ class MemoryIndex:
     # ---- snapshots -----------------------------------------------------------------------------
     def export(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Everything the index holds, as numeric arrays (row order, copies) and JSON-ready rows
-        (``ids``, ``texts``, ``metas``, ``tags``, ``scopes`` in code order, ``problems``), for
+        (``ids``, ``texts``, ``metas``, ``tags``, ``scopes`` in code order, ``problems``, and ``tokens`` when
+        the lexical side was built), for
         :meth:`restore` in another process (see :mod:`brain.store.snapshot`)."""
         with self._lock:
             n = self._n
@@ -403,6 +404,9 @@ class MemoryIndex:
                 "scopes": sorted(self._scope_code, key=self._scope_code.__getitem__),
                 "problems": {doc_id: dict(p) for doc_id, p in self._problems.items()},
             }
+            # each text's keyword tokens, when every row has them: a restore then builds BM25 without the stemmer
+            if n and all(doc_id in self._tokens for doc_id in self._ids):
+                rows["tokens"] = [self._tokens[doc_id] for doc_id in self._ids]
         return arrays, rows
 
     @classmethod
@@ -474,6 +478,11 @@ class MemoryIndex:
         index._tags = [frozenset(t) for t in tags]
         index._scope_code = {scope: code for code, scope in enumerate(scopes)}
         index._problems = {doc_id: dict(p) for doc_id, p in problems.items()}
+        tokens = rows.get("tokens")
+        if isinstance(tokens, list) and len(tokens) == n:
+            if not all(isinstance(t, list) and all(isinstance(w, str) for w in t) for t in tokens):
+                raise ValueError("tokens must be lists of strings")
+            index._tokens = dict(zip(ids, tokens))
         return index
 
     # ---- reads -------------------------------------------------------------------------------
@@ -562,6 +571,11 @@ class MemoryIndex:
         the evidence an important memory needs for its lower floor. ``rows``: only those."""
         with self._lock:
             return self._lexical_side().prefix_match(tokenize(query_text), docs=rows)
+
+    def build_lexical(self) -> None:
+        """Build the lexical side now (a search would on first use), e.g. so that an export holds the tokens."""
+        with self._lock:
+            self._lexical_side()
 
     def _lexical_side(self) -> BM25Index:
         """BM25 over every row, built again after a write changed the rows (the caller holds the lock)."""

@@ -9,8 +9,10 @@ SHA-256 of the file), and across a restart in the header of the signed index sna
 names: one put there by whoever can write the data directory is not. Without a snapshot to name them (a
 crash, a snapshot refused) the files are deleted and parts are read from Chroma.
 
-A part is saved when it is evicted, on a thread of its own so that the request that evicted it does not
-wait, and only when it holds at least :data:`MIN_ROWS` rows (a small part reads from Chroma as fast).
+A part is saved once read from Chroma (and again at its eviction if a write dropped its file meanwhile),
+on a thread of its own so that the request does not wait, and only when it holds at least
+:data:`MIN_ROWS` rows (a small part reads from Chroma as fast). Each text's keyword tokens are saved with
+it, so a part read back builds its lexical side without the stemmer.
 Files are not flushed to the disk: a file a crash cut short fails its digest and the part is read from
 Chroma.
 """
@@ -92,8 +94,10 @@ class PartFiles:
         for scope in gone:
             self.path(scope).unlink(missing_ok=True)
 
-    def evicted(self, scope: str, part: Part) -> None:
-        """``scope``'s part left memory: save it (in the background) unless small or saved and current."""
+    def keep(self, scope: str, part: Part) -> None:
+        """Save ``scope``'s part (in the background) unless it is small or its file is current: after it was
+        read from Chroma, and when it is evicted (a write may have dropped its file meanwhile). A part read
+        from its file and evicted again costs nothing."""
         if sum(len(index) for index in part.values()) < MIN_ROWS:
             return
         with self._lock:
@@ -107,6 +111,7 @@ class PartFiles:
         path = self.path(scope)
         entries: dict[str, np.ndarray] = {}
         for doc_type, index in part.items():
+            index.build_lexical()  # the tokens go with the file
             arrays, rows = index.export()
             entries.update({f"{doc_type}/{name}": arr for name, arr in arrays.items()})
             entries[f"{doc_type}/rows"] = json_bytes(rows)

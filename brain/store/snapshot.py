@@ -50,7 +50,6 @@ the indexes are rebuilt from Chroma.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import hmac
 import json
@@ -60,8 +59,6 @@ import secrets
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,7 +70,7 @@ from brain.model.errors import BrainError, ConfigError, StoreError, StoreUnavail
 from brain.model.schemas import GLOBAL_SCOPE
 from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.memory_index import MemoryIndex
-from brain.store.partitions import Part
+from brain.store.partitions import Part, paused_gc
 
 if TYPE_CHECKING:
     from brain.store.facade import Store
@@ -364,7 +361,7 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
     if not path.is_file():
         raise SnapshotUnusable("there is none")
     try:
-        with _no_cycle_collection(), open(path, "rb") as stream:
+        with paused_gc(), open(path, "rb") as stream:
             archive = read_archive(stream, key)
             header = json_value(archive["header"])
             if not isinstance(header, dict):
@@ -588,19 +585,6 @@ class SnapshotKeeper(WriteSubscriber):
         self._file_may_exist = True
         self.current = True
         return self.path
-
-
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """Pause the cyclic garbage collector: decoding a snapshot creates a few objects per row and
-    no cycles, and the collections those allocations trigger would double the load time."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def json_bytes(value: Any) -> np.ndarray:
