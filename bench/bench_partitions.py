@@ -2,7 +2,8 @@
 """Many users, one service: the indexes split by scope, measured in one run with synthetic vectors.
 
     .venv/bin/python bench/bench_partitions.py [--queries 300] [--budget-mb 256] [--cold-entities 40]
-                                               [--cold-budget-mb 16] [--rss-budget-mb 64]
+                                               [--cold-budget-mb 16] [--cold-filler 1000000]
+                                               [--rss-budget-mb 64]
                                                [--out bench/PARTITIONS_RESULTS.md]
 
 1. **Warm queries at every size.** 1,000 entities x 100 memories (100k), 1,000 x 1,000 (1M), 10,000 x 100
@@ -13,7 +14,8 @@
    so a million memories cost only the parts resident. At 100k the unpartitioned layout (one index of
    every row, the scope a mask) is measured too.
 2. **A cold entity's first request**, on a real embedded Chroma store: ``--cold-entities`` entities of
-   1,000 memories each and 1,000 global ones written to the collection; each entity's first
+   1,000 memories each, 1,000 global ones and ``--cold-filler`` memories of 100,000 other entities (10
+   each; about 15 minutes to write on 2 cores) in the collection; each entity's first
    ``retrieve_memories`` reads its part from Chroma (a ``where`` on scope), and in a second round, evicted
    meanwhile, from its part file.
 3. **Worker RSS**: the process's resident set before the indexes and while and after serving three times
@@ -184,6 +186,14 @@ def cold(args: argparse.Namespace, rng: np.random.Generator) -> dict:
                 for s in range(0, len(page["ids"]), batch):
                     store.col.add(ids=page["ids"][s:s + batch], embeddings=page["embeddings"][s:s + batch],
                                   documents=page["documents"][s:s + batch], metadatas=page["metadatas"][s:s + batch])
+            filler = 0
+            while filler < args.cold_filler:  # the rest of the service: entities of 10 memories each
+                pages = [rows_of(f"entity:filler{filler // 10 + j}", 10) for j in range(batch // 10)]
+                store.col.add(ids=[i for p in pages for i in p["ids"]],
+                              embeddings=np.concatenate([p["embeddings"] for p in pages]),
+                              documents=[d for p in pages for d in p["documents"]],
+                              metadatas=[m for p in pages for m in p["metadatas"]])
+                filler += 10 * len(pages)
             write_s = time.perf_counter() - started
             # random unit vectors of 384 dimensions are unrelated pairs: their spread calibrates the gate
             store.retrieval.use_calibration(Calibration(embedder=QueryKeys.name, mean=0.0, sd=float(DIM**-0.5),
@@ -205,7 +215,7 @@ def cold(args: argparse.Namespace, rng: np.random.Generator) -> dict:
                 store.state.part_files.wait()  # the evicted parts' files written
                 rounds[name] = (firsts, seconds)
             stats = store.stats()["index"]
-    out = {"entities": len(entities), "write_s": write_s, "loads": stats["loads"],
+    out = {"entities": len(entities), "write_s": write_s, "loads": stats["loads"], "filler": filler,
            "from_files": stats["loads_from_files"], "evictions": stats["evictions"]}
     for name, (firsts, seconds) in rounds.items():
         out[name] = {"p50": percentile(firsts, 50), "p95": percentile(firsts, 95), "max": percentile(firsts, 100),
@@ -238,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rss-budget-mb", type=float, default=64.0)
     parser.add_argument("--cold-entities", type=int, default=40)
     parser.add_argument("--cold-budget-mb", type=float, default=16.0)
+    parser.add_argument("--cold-filler", type=int, default=1_000_000,
+                        help="memories of other entities in the cold phase's collection (10 per entity)")
     parser.add_argument("--out", type=Path, default=Path("bench/PARTITIONS_RESULTS.md"))
     args = parser.parse_args(argv)
     rng = np.random.default_rng(39)
@@ -274,7 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         "## A cold entity's first request (embedded Chroma, real reads)",
         "",
-        f"{c['entities']} entities of 1,000 memories and {GLOBAL_ROWS:,} global ones written to the collection "
+        f"{c['entities']} entities of 1,000 memories, {GLOBAL_ROWS:,} global ones and {c['filler']:,} of "
+        f"{c['filler'] // 10:,} other entities (10 each) written to the collection "
         f"({c['write_s']:.0f} s); BRAIN_INDEX_MEMORY_MB={args.cold_budget_mb:g}, so a few parts stay resident. Each "
         "entity's first `retrieve_memories` reads its part: in the first round from Chroma (a `where` on scope), in "
         f"the second, the part having been evicted meanwhile, from its part file ({c['loads']} loads, "
