@@ -255,7 +255,8 @@ class Brain:
         extractive fallback; or too little free disk, ``disk``: writes are refused, reads work) or
         ``unavailable`` (the store is down). ``formation``: memory formation, on or why off, and its batches
         pending, failed and done (shown; a failed batch waits to be run again and does not degrade the
-        status). ``detail`` adds how much the store holds, and where: the documents per type (``counts``).
+        status). ``detail`` adds how much the store holds, and where: the documents per type (``counts``), and
+        what the in-process indexes hold (``index``: see :meth:`brain.store.partitions.Partitions.stats`).
         ``verify`` (with ``detail``) adds whether the mirror matches the store (``mirror.verify``: ``ok``, the
         documents checked and the number of each kind of difference); it reads both whole, so a probe that
         polls health leaves it out."""
@@ -285,10 +286,10 @@ class Brain:
             catch_up_mirror(self.store, wait=False)  # writable again: caught up now, not at the next write
         report["mirror"] = health.to_dict() if health is not None else {"status": "off", "ok": True, "path": None}
         report["disk"] = self.store.disk.status(detail=detail)  # below its margin, writes are refused; reads go on
-        # what the in-process indexes hold: resident parts, evictions, loads (built on first use)
-        report["index"] = self.store.stats()["index"] or {"built": False}
         if detail and healthy:
             report["counts"] = {t.value: self.store.count(t) for t in DocType}
+            # what the in-process indexes hold: resident parts, evictions, loads (built on first use)
+            report["index"] = self.store.stats()["index"] or {"built": False}
             # a mirror that cannot be written now is not read either (see EngramMirror.unwritable)
             if verify and self.mirror is not None and report["mirror"]["status"] == "ok":
                 report["mirror"]["verify"] = self._verify_summary()

@@ -185,9 +185,9 @@ def test_health_and_brain_stats_name_the_parts(embedded_store):
 
     embedded_store.upsert_memory("Alice is allergic to peanuts", entity="alice", importance=5)
     with Brain(embedded_store, start_worker=False) as b:
-        assert b.health()["index"] == {"built": False}
+        assert b.health(detail=True)["index"] == {"built": False} and "index" not in b.health()
         embedded_store.retrieve_memories("peanut", k=3, entity="alice")
-        index = b.health()["index"]
+        index = b.health(detail=True)["index"]
     assert index["resident_entities"] == 1 and index["loads"] == 1 and index["evictions"] == 0
     assert index_line(index).endswith("1 entity resident (1 row); 1 load (0 after an eviction), 0 evictions")
     assert index_line(None).startswith("not built")
