@@ -19,6 +19,7 @@ Brain opened, in order: the chat layer (queued summaries are written) and then t
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from chromadb.api import ClientAPI
 
 from brain.app.rag_store import RagStore
 from brain.config import Settings, load_settings
-from brain.model.errors import BrainError, ConfigError, StoreUnavailable, ValidationError
+from brain.model.errors import BrainError, ConfigError, DiskSpaceLow, StoreUnavailable, ValidationError
 from brain.model.schemas import DocType
 from brain.rules.memories import check_as_of_search, search_scopes
 from brain.store import Store
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from brain.providers.embeddings.base import Embedder
     from brain.providers.extractors import OllamaExtractor
     from brain.providers.summarizers import Summarizer
+
+log = logging.getLogger(__name__)
 
 
 class Brain:
@@ -152,6 +155,7 @@ class Brain:
         from brain.features.specialists import SpecialistRegistry
 
         self._check_open()
+        registry = None
         try:
             registry = SpecialistRegistry.from_settings(self.store, self.settings)
             registry.register()  # embeds only new or changed specialists
@@ -160,6 +164,13 @@ class Brain:
                 None,
                 ConfigError(f"the specialists file (BRAIN_SPECIALISTS_PATH) is invalid: {exc}. Fix it and restart"),
             )
+            return
+        except DiskSpaceLow as exc:  # nothing written: the specialists stored before are still served
+            if registry is not None and len(registry):
+                log.warning("specialists not brought in line with their file: %s", exc)
+                self._specialists, self._specialists_error = registry, None
+            else:
+                self._specialists, self._specialists_error = None, exc
             return
         except BrainError as exc:
             self._specialists, self._specialists_error = None, exc

@@ -199,3 +199,32 @@ def test_sigterm_closes_the_store_as_ctrl_c_does(tmp_path, local_embedder):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
         assert any(snapshots.glob("*.npz")), log.read_text()[-3000:]
+
+
+def test_below_the_margin_the_specialists_collection_is_not_written(tmp_path, local_embedder):
+    """Registering the specialists writes their own collection, on the same disk: below the margin nothing is
+    written; the specialists stored before are still served, and with none stored the error names the disk."""
+    from brain.app.core import Brain
+
+    specialists = ROOT / "config" / "specialists.yaml"
+    plenty = Settings(data_dir=tmp_path / "a", specialists_path=specialists)
+    tight = plenty.model_copy(update={"min_free_disk_mb": above_free(tmp_path)})
+    with open_store(tight.model_copy(update={"data_dir": tmp_path / "b"}), embedder=local_embedder) as store:
+        with Brain(store, start_worker=False) as b:
+            with pytest.raises(DiskSpaceLow):
+                b.register_specialists()
+            assert store.client.get_or_create_collection("specialists").count() == 0
+    with open_store(plenty, embedder=local_embedder) as store, Brain(store, start_worker=False) as b:
+        stored = len(b.register_specialists())  # registered while there is room
+        assert stored > 0
+    import yaml
+
+    fewer = tmp_path / "fewer.yaml"  # the file changed: one specialist left, the others to delete
+    listed = yaml.safe_load(specialists.read_text())
+    fewer.write_text(yaml.safe_dump({**listed, "specialists": listed["specialists"][:1]}))
+    with open_store(tight.model_copy(update={"specialists_path": fewer}), embedder=local_embedder) as store, \
+            Brain(store, start_worker=False) as b:
+        before = store.client.get_collection("specialists").count()
+        registry = b.register_specialists()  # refused to write, so it serves what is stored
+        assert len(registry) == stored and registry.find_specialists("read the text in this scanned receipt")
+        assert store.client.get_collection("specialists").count() == before

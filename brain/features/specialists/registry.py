@@ -486,12 +486,18 @@ class SpecialistRegistry:
         """Upsert the new records first, then delete every record that is not one of ``entries``' or
         ``examples`` (removed specialists, surplus ``not`` records, leftovers of an interrupted run):
         a crash in between leaves only records that :meth:`_load` ignores and the next registration
-        deletes. Returns whether anything was written or deleted."""
-        self.chroma.upsert(ids, documents, metadatas, [np.asarray(e, dtype=np.float32) for e in embeddings])
+        deletes. Returns whether anything was written or deleted. Below the store's disk margin nothing is
+        written (:class:`~brain.model.errors.DiskSpaceLow`): the registry's collection is on the same disk."""
         wanted = {rid for entry in entries.values() for rid, *_ in _records(entry)} | set(examples)
         surplus = [rid for rid in self.chroma.ids() if rid not in wanted]
+        if not ids and not surplus:
+            return False
+        disk = getattr(self.store, "disk", None)
+        if disk is not None:
+            disk.check()
+        self.chroma.upsert(ids, documents, metadatas, [np.asarray(e, dtype=np.float32) for e in embeddings])
         self.chroma.delete(surplus)
-        return bool(ids or surplus)
+        return True
 
     # ---- reading --------------------------------------------------------------------------------------
     def list_specialists(self) -> list[Specialist]:
