@@ -364,14 +364,17 @@ def check_exactness(store: RagStore, corpus: Corpus, k: int) -> tuple[int, int, 
         ({"all_scopes": True}, np.arange(scope.size)),
     ]
     weights = store.retrieval.memory_weights()  # the context's score, with the calibrated gate
-    bm25 = BM25Index([tokenize(corpus.texts[r]) for r in corpus.memory_rows])  # independent of the index's own
     mismatches = checked = shown = 0
     for kwargs, rows in variants:
+        # BM25 over the memories the search may see, built here (independent of the index's own)
+        seen = BM25Index([tokenize(corpus.texts[corpus.memory_rows[r]]) for r in rows])
         for text in corpus.query_texts:
             q = ranking.normalize_rows(store.embedder.embed_query(text)[None, :])[0]
             tokens = tokenize(text)
-            top = bm25.max_score(tokens)
-            lexical = bm25.scores(tokens) / top if top > 0 else np.zeros(len(corpus.memory_rows))
+            top = seen.max_score(tokens)
+            lexical = np.zeros(len(corpus.memory_rows))
+            if top > 0:
+                lexical[rows] = seen.scores(tokens) / top
             got = [h.id for h in store.retrieve_memories(text, k, now=NOW, relevance=True, **kwargs)]
             mismatches += got != reference_top_k(corpus, unit_memories, q, rows, k, weights, lexical)
             checked += 1
