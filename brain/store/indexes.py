@@ -191,11 +191,25 @@ class InProcessState(WriteSubscriber):
         return partitions
 
     def _read_scope(self, scope: str | None) -> Iterator[dict[str, Any]]:
-        """Every indexed row of ``scope`` (of every scope when None) from Chroma, a page at a time."""
-        where = self._indexed_where()
-        if scope is not None:
-            where = {"$and": [where, {"scope": scope}]}
-        return self.chroma.pages(where, ["documents", "metadatas", "embeddings"])
+        """Every indexed row of ``scope`` (of every scope when None) from Chroma, a page at a time.
+
+        A scope's rows are found by their scope alone, and then read by id: Chroma answers a ``where`` of
+        several keys by intersecting what each key matches, and the type matches most of a large collection
+        (1,000 memories of one entity in a collection of a million: 0.87 s with the type in the ``where``)."""
+        include = ["documents", "metadatas", "embeddings"]
+        if scope is None:
+            yield from self.chroma.pages(self._indexed_where(), include)
+            return
+        types = set(self.settings.indexed_types)
+        ids = [
+            doc_id
+            for page in self.chroma.pages({"scope": scope}, ["metadatas"])
+            for doc_id, meta in zip(page["ids"], page["metadatas"])
+            if (meta or {}).get("type") in types
+        ]
+        step = self.chroma.max_batch_size
+        for start in range(0, len(ids), step):
+            yield self.chroma.collection.get(ids=ids[start : start + step], include=include)
 
     def _indexed_where(self) -> dict[str, Any]:
         types = list(self.settings.indexed_types)
