@@ -157,7 +157,7 @@ class Partitions:
             for page in self._load(None):
                 for j, meta in enumerate(page["metadatas"]):
                     scope = meta.get("scope", GLOBAL_SCOPE)
-                    if scope == GLOBAL_SCOPE or scope in self.entities or not isinstance(scope, str):
+                    if not isinstance(scope, str) or scope == GLOBAL_SCOPE or scope in self.entities:
                         continue
                     missing.setdefault(scope, []).append({key: page[key][j] for key in _PAGE_KEYS})
             for scope, rows in missing.items():
