@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 
-from brain.store.memory_index import MemoryIndex
 from brain.store.partitions import Part
 from brain.store.snapshot import (
     FORMAT,
@@ -35,7 +34,9 @@ from brain.store.snapshot import (
     SnapshotUnusable,
     json_bytes,
     json_value,
+    part_entries,
     read_archive,
+    read_part,
     write_archive,
 )
 
@@ -109,12 +110,9 @@ class PartFiles:
 
     def _save(self, scope: str, part: Part, generation: int) -> None:
         path = self.path(scope)
-        entries: dict[str, np.ndarray] = {}
-        for doc_type, index in part.items():
+        for index in part.values():
             index.build_lexical()  # the tokens go with the file
-            arrays, rows = index.export()
-            entries.update({f"{doc_type}/{name}": arr for name, arr in arrays.items()})
-            entries[f"{doc_type}/rows"] = json_bytes(rows)
+        entries, _ = part_entries(part)
         entries["header"] = json_bytes({"format": FORMAT, **self.identity.to_dict(), "scope": scope})
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -156,17 +154,7 @@ class PartFiles:
         mismatch = self.identity.mismatch(header)
         if mismatch:
             raise SnapshotUnusable(mismatch)
-        part: Part = {}
-        for doc_type in self.identity.types:
-            prefix = f"{doc_type}/"
-            arrays = {n[len(prefix) :]: a for n, a in archive.items() if n.startswith(prefix) and n != prefix + "rows"}
-            rows = json_value(archive[prefix + "rows"])
-            if not isinstance(rows, dict):
-                raise SnapshotUnusable(f"the rows of {doc_type} are not a JSON object")
-            index = part[doc_type] = MemoryIndex.restore(self.identity.dimension, arrays, rows)
-            if index.scope_names() - {scope}:
-                raise SnapshotUnusable(f"it holds {doc_type} rows of another scope")
-        return part
+        return read_part(archive, self.identity, scope)[0]
 
     def wait(self) -> None:
         """Let the saves under way finish (before the snapshot lists the current files)."""

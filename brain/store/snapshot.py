@@ -305,12 +305,11 @@ def write_snapshot(
     scopes: dict[str, dict[str, int]] = {}
     order = sorted(parts, key=lambda scope: (scope != GLOBAL_SCOPE, scope))
     for number, scope in enumerate(order):
-        for doc_type, index in parts[scope].items():
-            arrays, rows = index.export()
-            entries.update({f"{doc_type}/{number}/{name}": arr for name, arr in arrays.items()})
-            entries[f"{doc_type}/{number}/rows"] = json_bytes(rows)
-            for held, n in _scope_counts(rows["metas"]).items():
-                scopes.setdefault(doc_type, {})[held] = scopes.get(doc_type, {}).get(held, 0) + n
+        written, counts = part_entries(parts[scope], f"{number}/")
+        entries.update(written)
+        for doc_type, held in counts.items():
+            for name, n in held.items():
+                scopes.setdefault(doc_type, {})[name] = scopes.get(doc_type, {}).get(name, 0) + n
     header = {
         "parts": order,
         "part_files": dict(part_files or {}),
@@ -383,24 +382,10 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
             parts: dict[str, Part] = {}
             held: dict[str, dict[str, int]] = {t: {} for t in identity.types}
             for number, scope in enumerate(order):
-                part: Part = {}
-                for doc_type in identity.types:
-                    prefix = f"{doc_type}/{number}/"
-                    arrays = {
-                        name[len(prefix) :]: arr
-                        for name, arr in archive.items()
-                        if name.startswith(prefix) and name != prefix + "rows"
-                    }
-                    rows = json_value(archive[prefix + "rows"])
-                    if not isinstance(rows, dict):
-                        raise SnapshotUnusable(f"the rows of {doc_type} are not a JSON object")
-                    index = part[doc_type] = MemoryIndex.restore(identity.dimension, arrays, rows)
-                    counts = _scope_counts(rows["metas"])
-                    if set(counts) - {scope} or index.scope_names() - {scope}:
-                        raise SnapshotUnusable(f"its part of {scope!r} holds {doc_type} rows of another scope")
-                    for name, n in counts.items():
+                parts[scope], counts = read_part(archive, identity, scope, f"{number}/")
+                for doc_type, in_part in counts.items():
+                    for name, n in in_part.items():
                         held[doc_type][name] = held[doc_type].get(name, 0) + n
-                parts[scope] = part
             sequence, feed_id, count = header.get("sequence"), header.get("feed_id"), header.get("count")
             if not (sequence is None or _whole(sequence)) or not isinstance(count, int) or not _whole(count):
                 raise SnapshotUnusable(f"its sequence {sequence!r} or count {count!r} is not a whole number")
@@ -428,6 +413,43 @@ def read_snapshot(path: Path, identity: SnapshotIdentity, key: bytes) -> Snapsho
     except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         # a truncated or damaged archive, a missing entry, bad JSON, wrong shapes (MemoryIndex.restore)
         raise SnapshotUnusable(f"it cannot be read ({type(exc).__name__}: {exc})") from None
+
+
+def part_entries(part: Part, label: str = "") -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]]:
+    """A part's archive entries, per type its arrays and rows named ``<type>/<label><name>``, and its rows
+    per scope by type (for a header to list)."""
+    entries: dict[str, np.ndarray] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for doc_type, index in part.items():
+        arrays, rows = index.export()
+        entries.update({f"{doc_type}/{label}{name}": arr for name, arr in arrays.items()})
+        entries[f"{doc_type}/{label}rows"] = json_bytes(rows)
+        counts[doc_type] = _scope_counts(rows["metas"])
+    return entries, counts
+
+
+def read_part(
+    archive: dict[str, np.ndarray], identity: SnapshotIdentity, scope: str, label: str = ""
+) -> tuple[Part, dict[str, dict[str, int]]]:
+    """The part :func:`part_entries` wrote for ``scope``, and its rows per scope by type; every row must be of
+    ``scope`` (else :class:`SnapshotUnusable`)."""
+    part: Part = {}
+    counts: dict[str, dict[str, int]] = {}
+    for doc_type in identity.types:
+        prefix = f"{doc_type}/{label}"
+        arrays = {
+            name[len(prefix) :]: arr
+            for name, arr in archive.items()
+            if name.startswith(prefix) and name != prefix + "rows"
+        }
+        rows = json_value(archive[prefix + "rows"])
+        if not isinstance(rows, dict):
+            raise SnapshotUnusable(f"the rows of {doc_type} are not a JSON object")
+        index = part[doc_type] = MemoryIndex.restore(identity.dimension, arrays, rows)
+        counts[doc_type] = _scope_counts(rows["metas"])
+        if set(counts[doc_type]) - {scope} or index.scope_names() - {scope}:
+            raise SnapshotUnusable(f"its part of {scope!r} holds {doc_type} rows of another scope")
+    return part, counts
 
 
 def read_archive(stream: Any, key: bytes) -> dict[str, np.ndarray]:
@@ -657,10 +679,16 @@ __all__ = [
     "SnapshotKeeper",
     "SnapshotUnusable",
     "drop_server_key",
+    "json_bytes",
+    "json_value",
+    "part_entries",
+    "read_archive",
+    "read_part",
     "read_snapshot",
     "save_index_snapshot",
     "save_snapshot_at_close",
     "snapshot_key",
     "snapshot_path",
+    "write_archive",
     "write_snapshot",
 ]
