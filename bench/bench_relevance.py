@@ -64,7 +64,8 @@ from brain.features.ingest.apply import ingest_paths  # noqa: E402
 from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
 from brain.rules.memories import search_scopes  # noqa: E402
 from brain.rules.ranking import ScoreWeights  # noqa: E402
-from brain.store.indexes import memory_index
+from brain.store.indexes import memory_index  # noqa: E402
+from brain.store.memory_index import _Space  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
 #: the conversations every choice of the relevance ranking was made on; the others are held out
@@ -154,14 +155,19 @@ def library_method(store, weights: ScoreWeights, k: int):
 
 
 def bm25_method(store, k: int):
+    """The memory index's lexical match alone, over the parts an entity's search sees."""
     index = memory_index(store)
 
     def search(question: str, vector: np.ndarray, entity: str) -> list[str]:
-        lexical = index.lexical(question)
-        rows = index._candidate_rows(search_scopes(entity), None, None, rows="memories")
+        scopes = search_scopes(entity)
+        parts = index._indexes(index._partitions.parts(scopes))
+        space = _Space([p for p in parts if p._n] or parts[:1])
+        lexical = space.lexical(question)
+        rows = space.candidate_rows(scopes, None, None, None, "memories", time.time(), None)
+        rows = np.arange(space.n) if rows is None else rows
         rows = rows[lexical[rows] > 0]
         order = rows[np.lexsort((rows, -lexical[rows]))][:k]
-        return [index._ids[r] for r in order]
+        return [space.ids[r] for r in order]
 
     return search
 

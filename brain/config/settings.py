@@ -167,6 +167,13 @@ class Settings(BaseSettings):
         ge=0.0,
         le=1.0,
     )
+    relevance_first_person: bool = ranking_setting(
+        "RAG_RELEVANCE_FIRST_PERSON",
+        True,
+        "a message in the first person (I, my, me) asked for an entity is about that entity: its own memories "
+        "then need a lower floor, standing out above its other memories instead (mean similarity of those + "
+        "2 standard deviations, and at least 1 above unrelated pairs' mean); false: one floor for every message",
+    )
     relevance_margin: float | None = ranking_setting(
         "RAG_RELEVANCE_MARGIN",
         None,

@@ -85,6 +85,13 @@ class ScoreWeights:
     floor_importance: float = 0.0
     #: m_fi: the stem-prefix match with the query (0..1) a memory needs for that lower floor (0: none)
     floor_importance_match: float = 0.0
+    #: for a message in the first person, the floor of the asking entity's own memories is at most
+    #: ``max(first_person_floor, background + first_person_stand_out)`` (None: no such floor), where the
+    #: background is their mean relevance to the message (:func:`own_floor`)
+    first_person_floor: float | None = None
+    first_person_stand_out: float = 0.0
+    #: the background when too few own memories exist to measure one: unrelated pairs' mean similarity
+    unrelated_mean: float = 0.0
 
     @property
     def gated(self) -> bool:
@@ -102,7 +109,14 @@ class ScoreWeights:
         )
 
     @classmethod
-    def relevance(cls, settings, floor: float | None, margin: float | None, spread: float = 1.0) -> ScoreWeights:
+    def relevance(
+        cls,
+        settings,
+        floor: float | None,
+        margin: float | None,
+        spread: float = 1.0,
+        first_person: tuple[float, float, float] | None = None,
+    ) -> ScoreWeights:
         """The relevance ranking: the ``RAG_RELEVANCE_*`` weights behind the gate of ``floor`` and
         ``margin``, in cosine units (the caller calibrates them, see :mod:`brain.rules.relevance`).
         ``spread`` scales the weights that add to a similarity (lexical, importance, recency, the lower
@@ -119,6 +133,9 @@ class ScoreWeights:
             margin=margin,
             floor_importance=settings.relevance_floor_importance * spread,
             floor_importance_match=FLOOR_IMPORTANCE_MATCH,
+            first_person_floor=None if first_person is None else first_person[0],
+            first_person_stand_out=0.0 if first_person is None else first_person[1],
+            unrelated_mean=0.0 if first_person is None else first_person[2],
         )
 
     @classmethod
@@ -182,12 +199,40 @@ def lowers_floor(weights: ScoreWeights) -> bool:
     return weights.floor is not None and weights.floor_importance > 0
 
 
-def floors(weights: ScoreWeights, importance, match=None) -> np.ndarray | float:
+#: with fewer other own memories than this their mean says little: the background is unrelated pairs' mean
+OWN_BACKGROUND_MIN_ROWS = 4
+
+
+def own_floor(weights: ScoreWeights, own_relevance: np.ndarray) -> np.ndarray:
+    """The floor of each of the asking entity's own memories for a message in the first person.
+
+    A first-person message ("When is my kid's birthday?") shares neither the person's name nor, often, a
+    word with the fact that answers it ("Nadia's son Leo turns seven on the 14th of March"), so it sits
+    well below the floor, which was set on questions that name their person. What still marks the answer
+    is that it stands out among the person's own memories: each memory's floor is ``background +
+    first_person_stand_out``, its background being the mean relevance of the person's *other* memories
+    (unrelated pairs' mean when fewer than :data:`OWN_BACKGROUND_MIN_ROWS` others exist), and never below
+    ``first_person_floor``. +inf everywhere (the plain floor alone) without the rule."""
+    rel = np.asarray(own_relevance, dtype=np.float64)
+    if weights.first_person_floor is None:
+        return np.full(rel.shape, np.inf)
+    others = rel.size - 1
+    if others >= OWN_BACKGROUND_MIN_ROWS:
+        background = (rel.sum() - rel) / others
+    else:
+        background = np.full(rel.shape, weights.unrelated_mean)
+    return np.maximum(weights.first_person_floor, background + weights.first_person_stand_out)
+
+
+def floors(weights: ScoreWeights, importance, match=None, own=None) -> np.ndarray | float:
     """Each candidate's floor: ``floor - w_fi * (importance - 1) / 4`` where its stem-prefix ``match``
     reaches ``m_fi`` (every candidate when ``m_fi`` is 0; none when ``match`` is None), else ``floor``
-    (-inf without a floor)."""
+    (-inf without a floor); ``own`` (by candidate, +inf for none): a lower floor a candidate may have
+    instead (:func:`own_floor`)."""
     if weights.floor is None:
         return -np.inf
+    if own is not None:
+        return np.minimum(floors(weights, importance, match), np.asarray(own, dtype=np.float64))
     if not lowers_floor(weights):
         return weights.floor
     lowering = weights.floor_importance * (np.asarray(importance, dtype=np.float64) - 1.0) / 4.0
@@ -199,14 +244,19 @@ def floors(weights: ScoreWeights, importance, match=None) -> np.ndarray | float:
 
 
 def relevance_gate(
-    similarity: np.ndarray, lexical_part: np.ndarray | float, weights: ScoreWeights, importance=None, match=None
+    similarity: np.ndarray,
+    lexical_part: np.ndarray | float,
+    weights: ScoreWeights,
+    importance=None,
+    match=None,
+    own=None,
 ) -> np.ndarray:
     """Which candidates pass the gate (all of them without one); ``lexical_part`` is ``w_lex * lexical``."""
     relevance = np.asarray(similarity, dtype=np.float64) + lexical_part
     ok = (
         np.ones(relevance.shape[0], dtype=bool)
         if weights.floor is None
-        else relevance >= floors(weights, importance, match)
+        else relevance >= floors(weights, importance, match, own)
     )
     if weights.margin is not None and ok.any():
         ok &= relevance >= float(relevance[ok].max()) - weights.margin
@@ -214,18 +264,26 @@ def relevance_gate(
 
 
 def gated_top_k_reference(
-    similarity, lexical_part, static, keys: Sequence[str], k: int, weights: ScoreWeights, importance=None, match=None
+    similarity,
+    lexical_part,
+    static,
+    keys: Sequence[str],
+    k: int,
+    weights: ScoreWeights,
+    importance=None,
+    match=None,
+    own=None,
 ) -> tuple[list[int], int]:
     """Brute force: positions of the top ``k`` among the candidates that pass the gate, by
     ``w_sim * (similarity + lexical_part) + static``, ties by key; and how many were less relevant than
     their floor."""
     sims = np.asarray(similarity, dtype=np.float64)
     lex = np.broadcast_to(np.asarray(lexical_part, dtype=np.float64), sims.shape)
-    ok = relevance_gate(sims, lex, weights, importance, match)
+    ok = relevance_gate(sims, lex, weights, importance, match, own)
     totals = weights.similarity * (sims + lex) + np.asarray(static, dtype=np.float64)
     passing = np.flatnonzero(ok)
     order = top_k_positions(totals[passing], lambda i: keys[passing[i]], k)
-    below = 0 if weights.floor is None else int(np.count_nonzero(sims + lex < floors(weights, importance, match)))
+    below = 0 if weights.floor is None else int(np.count_nonzero(sims + lex < floors(weights, importance, match, own)))
     return [int(passing[i]) for i in order], below
 
 
@@ -358,6 +416,7 @@ def gated_bounded_top_k(
     keys: Sequence[str] | None = None,
     importance: np.ndarray | None = None,
     match: np.ndarray | None = None,
+    own: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """:func:`bounded_top_k` behind the relevance gate: ``(rows, similarities, below_floor)``, equal
     to :func:`gated_top_k_reference` over the candidates. ``lexical_part`` (by row, ``w_lex *
@@ -382,6 +441,7 @@ def gated_bounded_top_k(
                 weights,
                 None if importance is None else np.asarray(importance)[rows],
                 None if match is None else np.asarray(match)[rows],
+                None if own is None else np.asarray(own)[rows],
             ),
             dtype=np.float64,
         ),

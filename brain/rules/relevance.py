@@ -71,6 +71,16 @@ def tuning_for(embedder: str) -> EmbedderTuning:
     return TUNINGS.get(embedder, TUNINGS[MINILM_EMBEDDER])
 
 
+#: the first-person rule (``RAG_RELEVANCE_FIRST_PERSON``): an entity's own memory may be shown for a message in
+#: the first person when it stands this many standard deviations above the entity's other memories' mean
+#: relevance to the message, and this many above unrelated pairs' mean (:func:`brain.rules.ranking.own_floor`).
+#: Chosen on the tuning people of tests/fixtures/first_person_facts.json with local/minilm-l6-v2: the right
+#: fact is the person's closest for 25 of 25 questions there but its similarity has a median of 0.32 (the
+#: floor is 0.51); 2 sd above the others' mean with at least 1 sd above unrelated pairs finds it for 24 of 25,
+#: and the same rule asked of another person shows nothing for 22 of 25 (bench/PEOPLE_RESULTS.md).
+FIRST_PERSON_FLOOR_Z = 1.0
+FIRST_PERSON_STAND_OUT_Z = 2.0
+
 #: the standard deviation of unrelated pairs' similarity, on the shipped pairs, of the embedder the
 #: ``RAG_RELEVANCE_*`` weights were chosen with (local/minilm-l6-v2): the unit those weights are in
 REFERENCE_SD = 0.0797

@@ -623,10 +623,12 @@ class MemoryIndex:
         query_text: str | None = None,
         topic_texts: Sequence[str] = (),
         at: float | None = None,
+        about: str | None = None,
     ) -> GatedHits:
         """The exact top ``k`` rows for a unit ``query`` vector: :func:`search_parts` over this index alone."""
         return search_parts(
-            [self], query, k, weights, now, scopes, tags, min_importance, equals, rows, query_text, topic_texts, at
+            [self], query, k, weights, now, scopes, tags, min_importance, equals, rows, query_text, topic_texts, at,
+            about,
         )
 
 
@@ -679,6 +681,14 @@ class _Space:
         if self.one is not None:
             return per_part(self.one)
         return np.concatenate([per_part(p) for p in self.parts])
+
+    def in_scope(self, scope: str) -> np.ndarray:
+        """Whether each row is of ``scope``."""
+        return self.joined(
+            lambda p: p._scope[: p._n] == p._scope_code[scope]
+            if scope in p._scope_code
+            else np.zeros(p._n, dtype=bool)
+        )
 
     def locate(self, row: int) -> tuple[MemoryIndex, int]:
         """The index holding row ``row`` of the space, and the row there."""
@@ -749,14 +759,17 @@ class _Space:
         high: np.ndarray,
         weights: ScoreWeights,
         importance: np.ndarray,
+        own: np.ndarray | None = None,
     ) -> np.ndarray:
         """The match of every row (NaN: not needed), computed only for the ``rows`` whose relevance,
         between ``low`` and ``high`` (by position in ``rows``), may fall between their lowest possible
         floor and the plain one: a row above the plain floor or below its lowest passes or fails
-        whatever its match, so the gate and its count below the floor are the same as with every match."""
+        whatever its match, so the gate and its count below the floor are the same as with every match.
+        A row whose first-person floor (``own``) is lower still passes or fails by that one below it."""
         match = np.full(self.n, np.nan)
         lowest = ranking.floors(replace(weights, floor_importance_match=0.0), importance[rows])
-        band = rows[(high >= lowest) & (low < weights.floor)]
+        upper = weights.floor if own is None else np.minimum(weights.floor, own[rows])
+        band = rows[(high >= lowest) & (low < upper)]
         if band.size:
             match[band] = self.matches(texts, band)
         return match
@@ -776,6 +789,7 @@ def search_parts(
     query_text: str | None = None,
     topic_texts: Sequence[str] = (),
     at: float | None = None,
+    about: str | None = None,
 ) -> GatedHits:
     """The exact top ``k`` rows of ``parts`` taken together for a unit ``query`` vector, behind the weights'
     relevance gate (see :mod:`brain.rules.ranking`): the answer one index holding every part's rows would
@@ -787,7 +801,9 @@ def search_parts(
     memory's lower floor needs words in common with it or with one of ``topic_texts`` (e.g. the
     conversation's latest turns). Rows past their
     expiry at ``now`` are left out unless every row is asked for. ``at`` (epoch seconds): what was held
-    true then: active and superseded memories whose validity window holds ``at``, not expired by then."""
+    true then: active and superseded memories whose validity window holds ``at``, not expired by then.
+    ``about``: the scope a message in the first person speaks of; its rows may pass the first-person
+    floor (:func:`brain.rules.ranking.own_floor`) instead of their own."""
     if rows is None:
         rows = "all" if scopes is None else "memories"
     if at is not None:
@@ -818,12 +834,21 @@ def search_parts(
         def exact(sel: np.ndarray) -> np.ndarray:
             return space.exact(q, sel)
 
+        own = None  # each row's first-person floor (+inf: none)
+        if about is not None and weights.floor is not None and weights.first_person_floor is not None:
+            cand = np.arange(n) if picked is None else picked
+            mine = cand[space.in_scope(about)[cand]]
+            if mine.size:
+                relevance = exact(mine) + (0.0 if lex_part is None else lex_part[mine])
+                own = np.full(n, np.inf)
+                own[mine] = ranking.own_floor(weights, relevance)
+
         below = 0
         if picked is not None and picked.size <= max(SMALL_CANDIDATE_SET, 4 * k):
             sims = exact(picked)
             lex = 0.0 if lex_part is None else lex_part[picked]
             if needs_match:
-                match = space.band_match(texts, picked, sims + lex, sims + lex, weights, importance)
+                match = space.band_match(texts, picked, sims + lex, sims + lex, weights, importance, own)
             if weights.gated:
                 positions, below = ranking.gated_top_k_reference(
                     sims,
@@ -834,6 +859,7 @@ def search_parts(
                     weights,
                     importance[picked],
                     None if match is None else match[picked],
+                    None if own is None else own[picked],
                 )
                 order = np.asarray(positions, dtype=np.intp)
             else:
@@ -846,7 +872,13 @@ def search_parts(
                 cand = np.arange(n) if picked is None else picked
                 lex = 0.0 if lex_part is None else lex_part[cand]
                 match = space.band_match(
-                    texts, cand, approx[cand] - slack[cand] + lex, approx[cand] + slack[cand] + lex, weights, importance
+                    texts,
+                    cand,
+                    approx[cand] - slack[cand] + lex,
+                    approx[cand] + slack[cand] + lex,
+                    weights,
+                    importance,
+                    own,
                 )
             if weights.gated:
                 top, top_sims, below = ranking.gated_bounded_top_k(
@@ -861,6 +893,7 @@ def search_parts(
                     keys=ids,
                     importance=importance,
                     match=match,
+                    own=own,
                 )
             else:
                 with_lex = static if lex_part is None else static + weights.similarity * lex_part
@@ -877,7 +910,11 @@ def search_parts(
             floor = (
                 None
                 if weights.floor is None
-                else float(ranking.floors(weights, importance[r], None if match is None else match[r]))
+                else float(
+                    ranking.floors(
+                        weights, importance[r], None if match is None else match[r], None if own is None else own[r]
+                    )
+                )
             )
             part, row = space.locate(int(r))
             hits.append(

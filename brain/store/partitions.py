@@ -383,13 +383,14 @@ class PartitionedIndex:
         query_text: str | None = None,
         topic_texts: Sequence[str] = (),
         at: float | None = None,
+        about: str | None = None,
     ) -> GatedHits:
         """:func:`search_parts` over the parts of ``scopes`` (every part when None)."""
         parts = self._indexes(self._partitions.parts(scopes))
         if not parts:
             return GatedHits(floor=weights.floor, margin=weights.margin)
         return search_parts(
-            parts, query, k, weights, now, scopes, tags, min_importance, equals, rows, query_text, topic_texts, at
+            parts, query, k, weights, now, scopes, tags, min_importance, equals, rows, query_text, topic_texts, at, about
         )
 
     def upsert(

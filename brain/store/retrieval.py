@@ -30,7 +30,10 @@ from brain.providers.embeddings import Embedder
 from brain.rules.filters import to_chroma_where
 from brain.rules.memories import search_scopes
 from brain.rules.ranking import ScoreWeights
+from brain.text.keywords import in_first_person
 from brain.rules.relevance import (
+    FIRST_PERSON_FLOOR_Z,
+    FIRST_PERSON_STAND_OUT_Z,
     METADATA_KEY,
     Calibration,
     EmbedderTuning,
@@ -117,8 +120,13 @@ class Retrieval:
         if self._context_weights is None:
             s, cal, tuned = self.settings, self.calibration(), self.tuning()
             floor = cal.floor(tuned.floor_z) if s.relevance_floor is None else s.relevance_floor
+            first_person = (
+                (cal.floor(FIRST_PERSON_FLOOR_Z), cal.margin(FIRST_PERSON_STAND_OUT_Z), cal.mean)
+                if s.relevance_first_person
+                else None
+            )
             self._context_weights = ScoreWeights.relevance(
-                s, floor=floor, margin=cal.margin(tuned.margin), spread=spread_scale(cal)
+                s, floor=floor, margin=cal.margin(tuned.margin), spread=spread_scale(cal), first_person=first_person
             )
         return self._context_weights
 
@@ -163,6 +171,8 @@ class Retrieval:
         if tags is not None and (isinstance(tags, str) or not all(isinstance(t, str) for t in tags)):
             raise ValidationError(f"tags must be a list of strings, got {tags!r}")
         text = query if isinstance(query, str) and query.strip() else None  # what the lexical part matches
+        # a message in the first person, asked for an entity, speaks of that entity
+        about = entity_scope(entity) if relevance and entity and text and in_first_person(text) else None
         return self._ranked(
             self.query_vector(query, query_vector),
             k,
@@ -174,6 +184,7 @@ class Retrieval:
             query_text=text,
             topic_texts=topic_texts,
             at=at,
+            about=about,
         )
 
     def core_memories(

@@ -3,7 +3,8 @@
 - :mod:`brain.text.tokenizer` — the local model's WordPiece tokenizer (``tokenizer.json``): where it
   is, and one counting copy per process (the embedder configures its own copy).
 - :mod:`brain.text.stop_words` — English function words, and the chat fillers a summary skips.
-- :mod:`brain.text.keywords` — keyword tokens: words, stop words dropped, Snowball stems.
+- :mod:`brain.text.keywords` — keyword tokens: words, stop words dropped, Snowball stems; whether a
+  message is in the first person.
 - :mod:`brain.text.bm25` — Okapi BM25 over tokenised documents (pure numpy).
 - :mod:`brain.text.markdown` — Markdown sections (fenced code blocks respected) and heading slugs.
 - :mod:`brain.text.wording` — counts in words for what people read (``1 memory``, ``2 memories``).

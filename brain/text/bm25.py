@@ -57,11 +57,21 @@ class BM25Index:
         """BM25's weight of a term occurring ``tf`` times in each of ``docs``."""
         return idf * tf * (self._k1 + 1.0) / (tf + self._norm[docs])
 
+    def unseen_idf(self) -> float:
+        """The idf of a term no document holds: what a query word missing from every document weighs."""
+        return math.log(1.0 + (self.size + 0.5) / 0.5)
+
+    def idf(self, term: str) -> float:
+        posting = self._postings.get(term)
+        return self.unseen_idf() if posting is None else posting[2]
+
     def max_score(self, query_tokens: Sequence[str]) -> float:
-        """An upper bound of :meth:`scores` for these tokens: ``sum(idf * (k1 + 1))`` over the distinct
-        tokens some document holds (term frequency saturates below ``k1 + 1``). Dividing by it puts a
-        query's lexical match on a 0..1 scale whatever the query's length."""
-        return sum(self._postings[t][2] * (self._k1 + 1.0) for t in dict.fromkeys(query_tokens) if t in self._postings)
+        """What the query itself could score: ``sum(idf * (k1 + 1))`` over its distinct tokens, a token no
+        document holds weighing as much as the rarest (:meth:`unseen_idf`). It bounds :meth:`scores` (term
+        frequency saturates below ``k1 + 1``), and dividing by it puts a match on a 0..1 scale that a poor
+        set of documents cannot inflate: a query whose words are mostly missing stays a poor match, however
+        few documents a search may see."""
+        return sum(self.idf(t) * (self._k1 + 1.0) for t in dict.fromkeys(query_tokens))
 
     def related_terms(self, token: str, min_prefix: int = 5) -> list[str]:
         """The indexed terms ``token`` matches by stem prefix: itself, and every term one of the two is
@@ -84,9 +94,10 @@ class BM25Index:
     def prefix_match(self, query_tokens: Sequence[str], min_prefix: int = 5, docs=None) -> np.ndarray:
         """Each document's match with the query by stem prefix, 0..1: per distinct query token the best
         BM25 term score among its :meth:`related_terms`, summed, over the largest sum possible (each
-        token's best ``idf * (k1 + 1)``). Tokens no document matches count for nothing, as in
-        :meth:`max_score`; no such token at all gives zeros. ``docs`` (document numbers): only those,
-        in that order (a search needs a few, and a few cost a few binary searches per term)."""
+        token's best ``idf * (k1 + 1)``). Unlike :meth:`max_score`, tokens no document matches count for
+        nothing: this is evidence of a shared word, not a measure of the whole query. ``docs`` (document
+        numbers): only those, in that order (a search needs a few, and a few cost a few binary searches
+        per term)."""
         docs = np.arange(self.size) if docs is None else np.asarray(docs, dtype=np.int64)
         out = np.zeros(docs.size, dtype=np.float64)
         top = 0.0
@@ -125,6 +136,10 @@ class BM25Union:
         self._norms = [ix._k1 * (1.0 - ix._b + ix._b * ix._lengths / mean_length) for ix in self.indexes]
         self._idfs: dict[str, float] = {}
 
+    def unseen_idf(self) -> float:
+        """:meth:`BM25Index.unseen_idf` over the union."""
+        return math.log(1.0 + (self.size + 0.5) / 0.5)
+
     def _idf(self, term: str) -> float:
         idf = self._idfs.get(term)
         if idf is None:
@@ -155,7 +170,7 @@ class BM25Union:
         """:meth:`BM25Index.max_score` over the union."""
         if len(self.indexes) == 1:
             return self.indexes[0].max_score(query_tokens)
-        return sum(self._idf(t) * (self._k1 + 1.0) for t in dict.fromkeys(query_tokens) if self._known(t))
+        return sum(self._idf(t) * (self._k1 + 1.0) for t in dict.fromkeys(query_tokens))
 
     def prefix_match(self, query_tokens: Sequence[str], min_prefix: int = 5, docs=None) -> np.ndarray:
         """:meth:`BM25Index.prefix_match` over the union (``docs`` numbered in the union)."""

@@ -32,6 +32,17 @@ def _words(text: str) -> list[str]:
     return out
 
 
+#: the words by which a message speaks of its sender; English only: another language's message is never
+#: taken for the first person, so it keeps the one floor
+FIRST_PERSON_WORDS = frozenset({"i", "me", "my", "mine", "myself"})
+
+
+def in_first_person(text: str) -> bool:
+    """Whether ``text`` speaks of its sender ("When is my kid's birthday?", "What do I do for a living?"):
+    a question asked for an entity in the first person is about that entity."""
+    return any(w in FIRST_PERSON_WORDS for w in _words(text))
+
+
 def tokenize(text: str, *, stem: bool = True, stop_words: bool = True) -> list[str]:
     """The keyword tokens of ``text``: lower-case words, stop words dropped, Snowball-stemmed.
     ``stem=False, stop_words=False`` gives the plain words (e.g. to compare names)."""
@@ -41,4 +52,4 @@ def tokenize(text: str, *, stem: bool = True, stop_words: bool = True) -> list[s
     return _stemmer.stemWords(words) if stem else words
 
 
-__all__ = ["tokenize"]
+__all__ = ["FIRST_PERSON_WORDS", "in_first_person", "tokenize"]

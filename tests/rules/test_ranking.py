@@ -188,3 +188,36 @@ def test_a_gate_with_floors_by_row_that_no_memory_reaches_shows_nothing_and_coun
         exact, 0.0, np.zeros(5), [str(i) for i in range(5)], 3, weights, importance, match
     )
     assert (list(rows), below) == reference == ([], 5) and sims.size == 0
+
+
+def test_first_person_floors_by_row_give_the_reference_answer():
+    """The first-person floor of the asking entity's rows (``own``) is honoured by the pruned search exactly
+    as by brute force, whichever rows it lowers."""
+    from brain.rules.ranking import ScoreWeights, gated_bounded_top_k, gated_top_k_reference, own_floor
+
+    rng = np.random.default_rng(45)
+    weights = ScoreWeights(similarity=1.0, floor=0.5, margin=0.25, first_person_floor=0.1, first_person_stand_out=0.15)
+    for _ in range(50):
+        n = int(rng.integers(3, 40))
+        exact = rng.uniform(-0.1, 0.6, n)
+        approx = exact + rng.uniform(-0.02, 0.02, n)
+        mine = rng.random(n) < 0.5
+        own = np.full(n, np.inf)
+        own[mine] = own_floor(weights, exact[mine])
+        rows, _, below = gated_bounded_top_k(
+            np.zeros(n), approx, np.full(n, 0.02), None, 3, lambda r: exact[r], weights, keys=[str(i) for i in range(n)], own=own
+        )
+        assert (list(rows), below) == gated_top_k_reference(exact, 0.0, np.zeros(n), [str(i) for i in range(n)], 3, weights, own=own)
+
+
+def test_a_memory_that_stands_out_among_its_persons_memories_gets_the_first_person_floor():
+    from brain.rules.ranking import ScoreWeights, own_floor
+
+    weights = ScoreWeights(floor=0.5, first_person_floor=0.1, first_person_stand_out=0.15, unrelated_mean=0.03)
+    relevance = np.array([0.3, 0.02, 0.05, 0.0, 0.04, 0.01])
+    floors = own_floor(weights, relevance)
+    assert relevance[0] >= floors[0] and (relevance[1:] < floors[1:]).all()
+    assert np.allclose(floors[1], max(0.1, (relevance.sum() - relevance[1]) / 5 + 0.15))
+    few = own_floor(weights, relevance[:3])  # too few others to measure: unrelated pairs' mean is the background
+    assert np.allclose(few, 0.18)
+    assert np.isinf(own_floor(ScoreWeights(floor=0.5), relevance)).all()
