@@ -4,7 +4,8 @@
     score     = w_sim * relevance + w_imp * importance / 5 + w_rec * 0.5 ** (age / half_life)
 
 ``similarity`` is the cosine similarity of unit vectors; ``lexical`` is the memory's BM25 score for
-the query's keyword tokens divided by the largest score those tokens can reach (so 0..1; see
+the query's keyword tokens divided by what those tokens could score, a token no visible memory holds
+counted too (so 0..1, and a poor match stays poor however few memories a search sees; see
 :meth:`brain.text.BM25Index.max_score`). With a relevance gate (``floor`` and/or ``margin`` set) a
 memory is a candidate only when it is relevant:
 
@@ -19,7 +20,8 @@ with those texts (:meth:`brain.text.BM25Index.prefix_match`, 0..1, "allergies" m
 someone else, as close in meaning as any unrelated sentence can be, would pass the lowered bar.
 With ``m_fi = 0`` every memory gets it.)
 
-and the score orders the candidates. Without a gate and with ``w_lex = 0`` this is the reference
+For a message in the first person, the asking entity's own memories may pass :func:`own_floor` instead
+(they stand out among that entity's other memories). The score orders the candidates. Without a gate and with ``w_lex = 0`` this is the reference
 formula ``w_sim * similarity + w_imp * importance / 5 + recency``.
 
 The importance and recency parts do not depend on the query, and the lexical part and the match are

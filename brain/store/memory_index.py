@@ -627,7 +627,19 @@ class MemoryIndex:
     ) -> GatedHits:
         """The exact top ``k`` rows for a unit ``query`` vector: :func:`search_parts` over this index alone."""
         return search_parts(
-            [self], query, k, weights, now, scopes, tags, min_importance, equals, rows, query_text, topic_texts, at,
+            [self],
+            query,
+            k,
+            weights,
+            now,
+            scopes,
+            tags,
+            min_importance,
+            equals,
+            rows,
+            query_text,
+            topic_texts,
+            at,
             about,
         )
 
@@ -685,9 +697,7 @@ class _Space:
     def in_scope(self, scope: str) -> np.ndarray:
         """Whether each row is of ``scope``."""
         return self.joined(
-            lambda p: p._scope[: p._n] == p._scope_code[scope]
-            if scope in p._scope_code
-            else np.zeros(p._n, dtype=bool)
+            lambda p: p._scope[: p._n] == p._scope_code[scope] if scope in p._scope_code else np.zeros(p._n, dtype=bool)
         )
 
     def locate(self, row: int) -> tuple[MemoryIndex, int]:
@@ -768,7 +778,8 @@ class _Space:
         A row whose first-person floor (``own``) is lower still passes or fails by that one below it."""
         match = np.full(self.n, np.nan)
         lowest = ranking.floors(replace(weights, floor_importance_match=0.0), importance[rows])
-        upper = weights.floor if own is None else np.minimum(weights.floor, own[rows])
+        plain = np.inf if weights.floor is None else weights.floor
+        upper = plain if own is None else np.minimum(plain, own[rows])
         band = rows[(high >= lowest) & (low < upper)]
         if band.size:
             match[band] = self.matches(texts, band)

@@ -390,7 +390,20 @@ class PartitionedIndex:
         if not parts:
             return GatedHits(floor=weights.floor, margin=weights.margin)
         return search_parts(
-            parts, query, k, weights, now, scopes, tags, min_importance, equals, rows, query_text, topic_texts, at, about
+            parts,
+            query,
+            k,
+            weights,
+            now,
+            scopes,
+            tags,
+            min_importance,
+            equals,
+            rows,
+            query_text,
+            topic_texts,
+            at,
+            about,
         )
 
     def upsert(

@@ -30,7 +30,6 @@ from brain.providers.embeddings import Embedder
 from brain.rules.filters import to_chroma_where
 from brain.rules.memories import search_scopes
 from brain.rules.ranking import ScoreWeights
-from brain.text.keywords import in_first_person
 from brain.rules.relevance import (
     FIRST_PERSON_FLOOR_Z,
     FIRST_PERSON_STAND_OUT_Z,
@@ -46,6 +45,7 @@ from brain.store.chroma import ChromaAccess
 from brain.store.indexes import InProcessState, memory_index
 from brain.store.plan import check_vector
 from brain.store.reads import get_documents, type_value
+from brain.text.keywords import in_first_person
 
 if TYPE_CHECKING:
     from brain.store.facade import Store
