@@ -21,7 +21,8 @@ someone else, as close in meaning as any unrelated sentence can be, would pass t
 With ``m_fi = 0`` every memory gets it.)
 
 For a message in the first person, the asking entity's own memories may pass :func:`own_floor` instead
-(they stand out among that entity's other memories). The score orders the candidates. Without a gate and with ``w_lex = 0`` this is the reference
+(they stand out among that entity's other memories). The score orders the candidates. Without a gate
+and with ``w_lex = 0`` this is the reference
 formula ``w_sim * similarity + w_imp * importance / 5 + recency``.
 
 The importance and recency parts do not depend on the query, and the lexical part and the match are
