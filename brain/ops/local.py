@@ -368,8 +368,9 @@ class LocalMaintenance(_Part):
         )
         return export_archive(built)
 
-    def import_archive(self, data: bytes) -> ImportReport:
-        """Import the files of an archive of :func:`brain.features.pam.transfer.import_archive`."""
+    def import_archive(self, data: bytes | Path) -> ImportReport:
+        """Import the files of an archive of :func:`brain.features.pam.transfer.import_archive` (its bytes, or
+        the file holding them)."""
         from tempfile import TemporaryDirectory
 
         from brain.features.pam.transfer import unpack_import

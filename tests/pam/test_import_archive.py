@@ -14,8 +14,9 @@ from fastapi.testclient import TestClient
 from brain.app.core import Brain
 from brain.config import Settings
 from brain.features.pam import export_pam, transfer
-from brain.features.pam.transfer import unpack_import
+from brain.features.pam.transfer import import_archive, unpack_import
 from brain.model.errors import ValidationError
+from brain.ops.served import ServedOperations, ServerLink
 from brain.shells.api import create_app
 from brain.shells.web.tokens import TokenTable
 
@@ -125,3 +126,63 @@ def test_members_together_never_exceed_the_archive(tmp_path):
     with pytest.raises(ValidationError, match="more than the archive"):
         unpack_import(bytes(body), into)
     assert list(into.iterdir()) == []
+
+
+def test_an_import_larger_than_the_body_limit_is_taken_up_to_its_own_bound(embedded_store, exported):
+    body = import_archive(exported)
+    assert len(body) > 2048
+    brain, http = served(embedded_store, api_max_body_bytes=2048, import_max_bytes=len(body) + 10_000)
+    with brain, http:
+        assert http.post("/v1/memories", json={"text": "x" * 3000}).status_code == 413  # other routes keep theirs
+        answer = post(http, body)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["new"] == 2
+    assert {d.text for d in embedded_store.get(type="memory")} == {
+        "Ada takes her tea without sugar",
+        "The office closes at six",
+    }
+
+
+def test_an_import_over_its_bound_is_a_413_naming_the_setting_declared_or_streamed(embedded_store, exported):
+    body = import_archive(exported)
+    brain, http = served(embedded_store, import_max_bytes=len(body) - 1)
+    with brain, http:
+        declared = post(http, body)
+
+        def chunks():
+            for start in range(0, len(body), 1000):
+                yield body[start : start + 1000]
+
+        streamed = http.post("/v1/import", content=chunks())  # no Content-Length: counted as it comes
+        for answer in (declared, streamed):
+            assert answer.status_code == 413, answer.text
+            assert "BRAIN_IMPORT_MAX_BYTES" in answer.json()["message"]
+    assert embedded_store.count() == 0
+
+
+def test_an_entity_token_is_refused_before_the_body_is_read(embedded_store, tmp_path):
+    tokens_file = tmp_path / "tokens"
+    tokens_file.write_text(f"alice {ALICE}\n", encoding="utf-8")
+    brain = Brain(embedded_store, start_worker=False)
+    tokens = TokenTable.from_settings(Settings(api_token=ADMIN, api_tokens_file=tokens_file))
+    app = create_app(
+        Settings(data_dir=embedded_store.settings.data_dir, import_max_bytes=1024), brain=brain, tokens=tokens
+    )
+
+    def chunks():  # over the bound, without a Content-Length: a route that read it would answer 413
+        for _ in range(10):
+            yield b"\0" * 1000
+
+    with brain, TestClient(app, headers={"Authorization": f"Bearer {ALICE}"}) as http:
+        answer = http.post("/v1/import", content=chunks())
+    assert answer.status_code == 403, answer.text
+    assert embedded_store.count() == 0
+
+
+def test_brain_import_beside_the_server_sends_an_export_over_the_body_limit(embedded_store, exported):
+    brain, http = served(embedded_store, api_max_body_bytes=2048)
+    with brain, http:
+        link = ServerLink("http://testserver", token=ADMIN)
+        link._http = http  # the server in this process
+        report = ServedOperations(link).maintenance.import_pam(exported)
+    assert report.new == 2 and report.memory_store == exported / "memory-store.json"
