@@ -95,7 +95,12 @@ def add_routes(app: FastAPI) -> None:
             }
         },
     )
-    async def import_pam(request: Request) -> Any:
+    async def import_pam(
+        request: Request,
+        include_forgotten: bool = Query(
+            False, description="also import the documents of entities forgotten here (they are skipped otherwise)"
+        ),
+    ) -> Any:
         """Import a Portable AI Memory export sent as an uncompressed tar of its files (memory-store.json,
         embeddings.json, conversations/*.json); validated whole before anything is stored. The body may be up
         to BRAIN_IMPORT_MAX_BYTES (not BRAIN_API_MAX_BODY_BYTES): it is written to a temporary file as it
@@ -112,7 +117,9 @@ def add_routes(app: FastAPI) -> None:
                     if size > limit:
                         return error_response(413, "too_large", import_too_large(limit))
                     await run_in_threadpool(out.write, chunk)
-            report = await run_in_threadpool(ops_of(request).maintenance.import_archive, archive)
+            report = await run_in_threadpool(
+                ops_of(request).maintenance.import_archive, archive, include_forgotten=include_forgotten
+            )
         return with_sequence(request, report.to_dict())
 
     @app.post(
