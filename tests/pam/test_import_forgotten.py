@@ -14,6 +14,7 @@ from brain.app.forget import forget_entity
 from brain.features.pam import export_pam, import_pam
 from brain.features.pam.forgotten import FORGOTTEN_FILE
 from brain.features.pam.transfer import import_archive
+from brain.ops.served import ServedOperations, ServerLink
 from brain.shells.api import create_app
 
 BOB_MEMORY = "Bob collects vintage orreries from Ljubljana"
@@ -67,6 +68,16 @@ def test_the_import_route_skips_a_forgotten_person_unless_asked(embedded_store, 
         answer = http.post("/v1/import", content=body, params={"include_forgotten": "true"})
         assert answer.status_code == 200, answer.text
         assert answer.json()["forgotten"] == 0 and BOB_MEMORY in bobs(embedded_store)
+
+
+def test_brain_import_beside_the_server_skips_a_forgotten_person_unless_asked(embedded_store, forgotten_bob):
+    with Brain(embedded_store, start_worker=False) as brain, TestClient(create_app(brain=brain)) as http:
+        link = ServerLink("http://testserver")
+        link._http = http  # the server in this process
+        maintenance = ServedOperations(link).maintenance
+        assert maintenance.import_pam(forgotten_bob).forgotten == 3 and bobs(embedded_store) == []
+        assert maintenance.import_pam(forgotten_bob, include_forgotten=True).forgotten == 0
+        assert BOB_MEMORY in bobs(embedded_store)
 
 
 def test_brain_import_skips_a_forgotten_person_unless_asked(embedded_store, forgotten_bob, monkeypatch, local_embedder):

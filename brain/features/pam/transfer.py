@@ -24,7 +24,8 @@ from brain.model.errors import BrainError, ValidationError
 
 #: the member of an export archive that carries what the export holds (BuiltExport.counts)
 ARCHIVE_COUNTS = "brain-export.json"
-#: members one archive may hold: the memory store, its embeddings, the counts and a file per conversation
+#: members an import archive may hold: the memory store, its embeddings and a file per conversation (each
+#: becomes a file on the server's disk)
 MAX_MEMBERS = 200_000
 #: characters of a conversation file's name: a file system takes 255 bytes for one name; an export's are
 #: at most 205 (conversation_mapping.conversation_file_name)
@@ -67,18 +68,20 @@ def _name_problem(name: str, allowed: set[str]) -> str | None:
     return f"the archive holds {_shown(name)}, which is not a file of a PAM export"
 
 
-def _members(archive: tarfile.TarFile, allowed: set[str], budget: int) -> Iterator[tuple[str, IO[bytes]]]:
+def _members(
+    archive: tarfile.TarFile, allowed: set[str], budget: int, max_members: int | None = None
+) -> Iterator[tuple[str, IO[bytes]]]:
     """Each member of ``archive`` with a reader of its bytes, every one checked from its header before a
     byte of it is read: a regular file, not sparse (its size would not be what it takes in the archive),
-    of an export's name, named once, at most :data:`MAX_MEMBERS` of them, and their sizes together at most
+    of an export's name, named once, at most ``max_members`` of them, and their sizes together at most
     ``budget`` (the archive's own size: the bytes of a regular member are in the archive)."""
     seen: set[str] = set()
     left = budget
     for count, member in enumerate(archive, 1):
         name = member.name
-        if count > MAX_MEMBERS:
+        if max_members is not None and count > max_members:
             raise ValidationError(
-                f"the archive holds more than {MAX_MEMBERS:,} files; an export has its memory store, its "
+                f"the archive holds more than {max_members:,} files; an export has its memory store, its "
                 "embeddings and one file per conversation: import a smaller export (e.g. `brain export --entity`)"
             )
         if not member.isfile():
@@ -108,7 +111,8 @@ def _members(archive: tarfile.TarFile, allowed: set[str], budget: int) -> Iterat
 
 
 def _unpack(data: bytes, allowed: set[str]) -> dict[str, bytes]:
-    """Every member of the archive ``data`` (checked as :func:`_members` does), read into memory."""
+    """Every member of the archive ``data`` (checked as :func:`_members` does), read into memory (an export
+    the server sent: as many members as it has conversations)."""
     files: dict[str, bytes] = {}
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
@@ -167,7 +171,7 @@ def unpack_import(archive: bytes | Path, into: Path) -> Path:
             else tarfile.open(archive, mode="r:")
         ) as tar:
             size = len(archive) if isinstance(archive, bytes) else archive.stat().st_size
-            for name, handle in _members(tar, set(), size):
+            for name, handle in _members(tar, set(), size, MAX_MEMBERS):
                 target = into / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with open(target, "wb") as out:
