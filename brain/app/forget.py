@@ -22,6 +22,10 @@ the entity and the ids, never a text) is written before the first delete and rem
 is scrubbed. The next forget of the entity finishes the work even when nothing is stored any more, and
 a forget of another entity finishes it first.
 
+Afterwards: the entity is recorded as forgotten (:class:`brain.features.pam.forgotten.Forgotten`, a
+keyed hash of its name, never the name), before the first delete. An export made before still holds
+its documents; an import of it skips them, and says how many, unless the operator asks for them.
+
 An entity with nothing stored anywhere (and no unfinished forget) is :class:`NotFound`; a malformed
 name is a :class:`ValidationError`; a mirror that cannot be written now is a :class:`StoreUnavailable`.
 All three before anything changes.
@@ -37,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brain.features.mirror.erase import copy_namespace_rows, erase_from_copy, kept_copies
+from brain.features.pam.forgotten import Forgotten
 from brain.model.errors import NotFound, StoreUnavailable
 from brain.model.schemas import DocType, entity_scope, valid_name
 from brain.store.live import read_pointer
@@ -145,6 +150,7 @@ def _forget(store: Store, targets: _Targets) -> ForgetReport:
     every_id = sorted(
         {*ids, *stray, *(i for found in held.values() for i in found), *(i for p in targets.resumed for i in p["ids"])}
     )
+    Forgotten(store.settings.data_dir).record(name)  # first: an import meanwhile already skips them
     _mark(store, name, scope, every_id)
     counts = Counter(str(d.metadata.get("type")) for d in docs)
     deleted = {t.value: counts.get(t.value, 0) for t in DocType}

@@ -617,6 +617,14 @@ class Settings(BaseSettings):
     api_max_body_bytes: int = api_setting(
         "BRAIN_API_MAX_BODY_BYTES", 1_000_000, "the largest request body accepted (bytes)", ge=1024, le=1_000_000_000
     )
+    import_max_bytes: int = api_setting(
+        "BRAIN_IMPORT_MAX_BYTES",
+        512 << 20,
+        "the largest import archive `POST /v1/import` takes (bytes; `brain import` beside the server sends one): "
+        "streamed to a temporary file, not held in memory, so it has its own bound above BRAIN_API_MAX_BODY_BYTES",
+        ge=1024,
+        le=64 << 30,
+    )
     api_mcp: bool = api_setting(
         "BRAIN_API_MCP", False, "also serve MCP (streamable HTTP) at `/mcp` of `brain serve`, behind the same tokens"
     )

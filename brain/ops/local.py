@@ -368,21 +368,22 @@ class LocalMaintenance(_Part):
         )
         return export_archive(built)
 
-    def import_archive(self, data: bytes) -> ImportReport:
-        """Import the files of an archive of :func:`brain.features.pam.transfer.import_archive`."""
+    def import_archive(self, data: bytes | Path, *, include_forgotten: bool = False) -> ImportReport:
+        """Import the files of an archive of :func:`brain.features.pam.transfer.import_archive` (its bytes, or
+        the file holding them)."""
         from tempfile import TemporaryDirectory
 
         from brain.features.pam.transfer import unpack_import
 
         self._admin("an import")
         with TemporaryDirectory(prefix="brain-import-") as folder:
-            return self.import_pam(unpack_import(data, Path(folder)))
+            return self.import_pam(unpack_import(data, Path(folder)), include_forgotten=include_forgotten)
 
-    def import_pam(self, path: Path) -> ImportReport:
+    def import_pam(self, path: Path, *, include_forgotten: bool = False) -> ImportReport:
         from brain.features.pam import import_pam
 
         self._admin("an import")
-        return import_pam(self._brain.store, path)
+        return import_pam(self._brain.store, path, include_forgotten=include_forgotten)
 
     def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
         self._admin("consolidating memories")

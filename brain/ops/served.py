@@ -519,7 +519,7 @@ class ServedMaintenance(_Part):
         # written here, by this process, under the same rules as an export of an open store
         return write_export(read_export_archive(archive), out_dir, force=force)
 
-    def import_pam(self, path: Path) -> ImportReport:
+    def import_pam(self, path: Path, *, include_forgotten: bool = False) -> ImportReport:
         self._admin("an import")
         from brain.features.pam.reports import ImportReport
         from brain.features.pam.spec import EMBEDDINGS_FILE, MEMORY_STORE_FILE
@@ -529,6 +529,7 @@ class ServedMaintenance(_Part):
             "POST",
             "/v1/import",
             content=import_archive(Path(path)),
+            params=_params(include_forgotten=include_forgotten),
             timeout=None,
             headers={"content-type": "application/octet-stream"},
         )

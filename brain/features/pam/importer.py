@@ -13,20 +13,23 @@ from typing import TYPE_CHECKING, Any
 
 from brain.features.pam.conversation_mapping import ConversationItems, pam_to_conversation
 from brain.features.pam.embedding_mapping import usable_vector, vector_problems
+from brain.features.pam.forgotten import Forgotten
 from brain.features.pam.memory_mapping import pam_to_memory
 from brain.features.pam.problems import problem_at, reject
 from brain.features.pam.read import read_pam
 from brain.features.pam.reports import ImportReport
 from brain.model.errors import Problem
-from brain.model.schemas import from_chroma, validate_metadata
+from brain.model.schemas import entity_of, from_chroma, validate_metadata
 
 if TYPE_CHECKING:
     from brain.store import Store
 
 
-def import_pam(store: Store, path: str | Path) -> ImportReport:
+def import_pam(store: Store, path: str | Path, *, include_forgotten: bool = False) -> ImportReport:
     """Import a PAM export (directory, or its memory-store file) into ``store``: its memories and the
-    conversations its ``conversations_index`` names; see docs/pam.md."""
+    conversations its ``conversations_index`` names; see docs/pam.md. The documents of an entity forgotten
+    in this data directory (:mod:`brain.features.pam.forgotten`) are skipped and counted, unless
+    ``include_forgotten``: then they are written, and the entity is no longer recorded as forgotten."""
     started = time.perf_counter()
     files = read_pam(path)
     sfile = files.memory_store_path.name
@@ -110,8 +113,19 @@ def import_pam(store: Store, path: str | Path) -> ImportReport:
         report.not_imported["conversations_index"] = files.unfiled_conversations
     if files.document.get("relations"):
         report.warnings.append(f"not imported (brain has no relations): {report.not_imported['relations']} relations")
+    record = Forgotten(store.settings.data_dir)
+    forgotten = record.contains(e for item, _, _ in located if (e := _entity(item)) is not None)
+    skipped = {item["id"] for item, _, _ in located if _entity(item) in forgotten} if not include_forgotten else set()
+    report.forgotten = len(skipped)
+    if skipped:
+        report.warnings.append(
+            f"not imported: {len(skipped)} documents of forgotten entities ({len(forgotten)} entities forgotten in "
+            "this data directory); --include-forgotten (include_forgotten) imports them"
+        )
     batch = []
     for item, mem in zip(items, files.memories):
+        if item["id"] in skipped:
+            continue
         change = _change(existing.get(item["id"]), item)
         setattr(report, change, getattr(report, change) + 1)
         if change == "unchanged":
@@ -132,6 +146,8 @@ def import_pam(store: Store, path: str | Path) -> ImportReport:
             "(the store compares directions by cosine)"
         )
     for item, _, _ in located[len(items) :]:
+        if item["id"] in skipped:
+            continue
         change = _change(existing.get(item["id"]), item)
         setattr(report, f"conversation_{change}", getattr(report, f"conversation_{change}") + 1)
         if change == "unchanged":
@@ -139,8 +155,16 @@ def import_pam(store: Store, path: str | Path) -> ImportReport:
         batch.append(item)  # turns and summaries are embedded from their text (PAM carries no vectors for them)
     if batch:
         store.upsert_docs(batch)
+    if include_forgotten and forgotten:
+        record.release(forgotten)  # the operator brought them back
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _entity(item: dict[str, Any]) -> str | None:
+    """The entity whose scope a document of the import is in, None for a global one."""
+    scope = item.get("scope")
+    return entity_of(scope) if isinstance(scope, str) else None
 
 
 def _change(doc, item: dict[str, Any]) -> str:

@@ -58,6 +58,8 @@ class ImportReport:
     conversation_unchanged: int = 0
     messages_skipped: dict[str, int] = field(default_factory=dict)  # e.g. {"role system": 2, "no text": 1}
     not_imported: dict[str, int] = field(default_factory=dict)  # relations, index entries without a file
+    #: documents (memories, turns, summaries) of entities forgotten here since, not imported (include_forgotten)
+    forgotten: int = 0
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 

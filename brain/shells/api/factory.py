@@ -16,6 +16,7 @@ from brain.ops.serving import Brain, Store, open_brain, prepare_to_serve
 from brain.shells.api.json_bodies import JsonRoute
 from brain.shells.api.read_your_writes import ReadYourWrites
 from brain.shells.api.routes import add_routes
+from brain.shells.api.routes.maintenance import IMPORT_PATH, import_too_large
 from brain.shells.api.upstream import Upstream
 from brain.shells.web.error_responses import install_error_handlers
 from brain.shells.web.middleware import Authenticate, BodyLimit
@@ -92,7 +93,8 @@ def create_app(
         app.router.add_route(MCP_PATH, mounted, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     _document_security(app, tokens is not None)
     app.add_middleware(ReadYourWrites)  # after authentication and the body limit
-    app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
+    imports = (settings.import_max_bytes, import_too_large(settings.import_max_bytes))
+    app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes, streamed={("POST", IMPORT_PATH): imports})
     app.add_middleware(Authenticate, tokens=tokens)  # added last: runs first
     return app
 

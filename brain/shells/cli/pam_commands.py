@@ -62,11 +62,18 @@ def export_cmd(
 
 @cli.command("import")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--include-forgotten",
+    is_flag=True,
+    help="Also import the documents of entities forgotten here (`brain forget`); without it they are skipped "
+    "and counted. Those entities are then no longer recorded as forgotten.",
+)
 @json_option
 @pass_state
-def import_cmd(state: State, path: Path) -> None:
-    """Import a PAM export (its directory or memory-store.json); validated whole first."""
+def import_cmd(state: State, path: Path, include_forgotten: bool) -> None:
+    """Import a PAM export (its directory or memory-store.json); validated whole first. The documents of a
+    person forgotten here since the export was made are not brought back unless --include-forgotten."""
     from brain.shells.cli.reports import import_text
 
-    report = state.ops().maintenance.import_pam(path)
+    report = state.ops().maintenance.import_pam(path, include_forgotten=include_forgotten)
     emit(state, report.to_dict(), lambda: import_text(report))

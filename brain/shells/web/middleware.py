@@ -4,6 +4,7 @@ the body size (:class:`BodyLimit`), so an unauthenticated caller gets 401 and le
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from typing import Any
 
 from brain.ops import Caller
@@ -72,11 +73,14 @@ class Authenticate:
 
 class BodyLimit:
     """Refuse bodies over ``limit`` bytes with 413: at once by Content-Length, else by reading the body
-    (at most ``limit`` bytes are buffered) before the app sees it."""
+    (at most ``limit`` bytes are buffered) before the app sees it. A route of ``streamed`` (``(method,
+    path)`` -> its own bound and the message refusing a body over it) reads its body itself, counting it
+    against that bound: here only a Content-Length over it is refused, and nothing is buffered."""
 
-    def __init__(self, app: Any, limit: int):
+    def __init__(self, app: Any, limit: int, streamed: Mapping[tuple[str, str], tuple[int, str]] | None = None):
         self.app = app
         self.limit = limit
+        self.streamed = dict(streamed or {})
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -84,6 +88,13 @@ class BodyLimit:
             return
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
+        own = self.streamed.get((scope.get("method", ""), scope.get("path", "")))
+        if own is not None:
+            if declared is not None and declared.isdigit() and int(declared) > own[0]:
+                await too_large(own[1])(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+            return
         if declared is not None and declared.isdigit():
             if int(declared) > self.limit:
                 await self._too_large(scope, receive, send)
@@ -117,7 +128,11 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
-        response = error_response(
-            413, "too_large", f"request body is larger than {self.limit} bytes (BRAIN_API_MAX_BODY_BYTES)"
+        await too_large(f"request body is larger than {self.limit} bytes (BRAIN_API_MAX_BODY_BYTES)")(
+            scope, receive, send
         )
-        await response(scope, receive, send)
+
+
+def too_large(message: str) -> Any:
+    """The 413 answer to a body over its bound, ``message`` saying which."""
+    return error_response(413, "too_large", message)

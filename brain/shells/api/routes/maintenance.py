@@ -5,22 +5,33 @@ command of ``brain`` works beside the server that holds the data directory (:mod
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 
-from brain.model.errors import ValidationError
 from brain.model.schemas import MAX_K
 from brain.shells.api.models import EntityQuery, _Body, documented_responses
 from brain.shells.api.read_your_writes import with_sequence
-from brain.shells.api.request_context import ops_of
+from brain.shells.api.request_context import caller_of, ops_of
+from brain.shells.web.error_responses import error_response
 
 #: bytes of an export archive per chunk of the response
 CHUNK = 1 << 20
-#: the largest import archive taken (the memory store, its embeddings and the conversation files)
-MAX_IMPORT_BYTES = 512 << 20
+#: the route an import archive is sent to; its body has its own bound, BRAIN_IMPORT_MAX_BYTES
+IMPORT_PATH = "/v1/import"
+
+
+def import_too_large(limit: int) -> str:
+    """Why an import archive over ``limit`` bytes is refused, and what to do instead."""
+    return (
+        f"the import archive is larger than {limit:,} bytes (BRAIN_IMPORT_MAX_BYTES); raise BRAIN_IMPORT_MAX_BYTES "
+        "where the server runs and restart it, or stop the server and run `brain import` on its data directory"
+    )
 
 
 class ConsolidateBody(_Body):
@@ -72,7 +83,7 @@ def add_routes(app: FastAPI) -> None:
         return StreamingResponse(chunks(), media_type="application/x-tar")
 
     @app.post(
-        "/v1/import",
+        IMPORT_PATH,
         tags=["maintenance"],
         operation_id="import",
         responses=documented_responses(400, 403, 413, 422, 503),
@@ -84,17 +95,31 @@ def add_routes(app: FastAPI) -> None:
             }
         },
     )
-    async def import_pam(request: Request) -> Any:
+    async def import_pam(
+        request: Request,
+        include_forgotten: bool = Query(
+            False, description="also import the documents of entities forgotten here (they are skipped otherwise)"
+        ),
+    ) -> Any:
         """Import a Portable AI Memory export sent as an uncompressed tar of its files (memory-store.json,
-        embeddings.json, conversations/*.json); validated whole before anything is stored."""
-        data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > MAX_IMPORT_BYTES:
-                raise ValidationError(
-                    f"the import archive is over {MAX_IMPORT_BYTES >> 20} MiB; import it with the server stopped"
-                )
-        report = ops_of(request).maintenance.import_archive(bytes(data))
+        embeddings.json, conversations/*.json); validated whole before anything is stored. The body may be up
+        to BRAIN_IMPORT_MAX_BYTES (not BRAIN_API_MAX_BODY_BYTES): it is written to a temporary file as it
+        comes, never held in memory."""
+        # before a byte is read: whoever may not import cannot make the server write their body to disk
+        caller_of(request).require_admin("an import")
+        limit = request.app.state.settings.import_max_bytes
+        with TemporaryDirectory(prefix="brain-import-") as folder:
+            archive = Path(folder) / "import.tar"
+            size = 0
+            with open(archive, "wb") as out:
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        return error_response(413, "too_large", import_too_large(limit))
+                    await run_in_threadpool(out.write, chunk)
+            report = await run_in_threadpool(
+                ops_of(request).maintenance.import_archive, archive, include_forgotten=include_forgotten
+            )
         return with_sequence(request, report.to_dict())
 
     @app.post(
