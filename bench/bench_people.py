@@ -4,7 +4,7 @@ when it is about someone else? Asked in the first person, as users ask, and in t
 
     .venv/bin/python bench/bench_people.py [--out bench/PEOPLE_RESULTS.md]
 
-The set is ``tests/fixtures/first_person_facts.json``: ten people, five everyday facts each (importance 1-3)
+The set is ``tests/fixtures/first_person_facts.json``: fifteen people, five everyday facts each (importance 1-3)
 written in the third person ("Nadia's son Leo turns seven on the 14th of March"), every fact on a topic no
 other person has. Each fact comes with a question its person would ask in the first person, sharing no
 content word with it, not even a stem prefix ("When is my kid's birthday?"), and one in the third person that
@@ -12,7 +12,8 @@ names them ("When is Nadia's son's birthday?"). It was written before anything w
 people chose the first-person rule of the gate (:data:`brain.rules.relevance.FIRST_PERSON_STAND_OUT_Z`); the
 five ``second`` people were kept out of that choice, but their similarities and one result of the rule were
 looked at while it was built (after which its background left out the memory being judged), so they are
-reported apart and not called held out.
+reported apart and not called held out. The five ``held_out`` people were written after the rule was chosen
+and before it was first run on them: they informed nothing.
 
 Each question is asked through ``ChatMemory.build_context(None, question, entity=<person>)``, and again for
 the next person in the set, and the ranked memory section read (``ctx.memory``; the facts always kept in mind
@@ -147,7 +148,8 @@ def run(data_path: Path = DATA) -> str:
         for (split, grammar), out in sorted(outcomes.items()):
             lines.append("| " + " | ".join([label, split.replace("_", " "), grammar.replace("_", " "), *out.row()]) + " |")
     lines += ["", "The tuning people chose the first-person rule; the second people were kept out of that choice "
-              "but looked at while it was built (not held out).", ""]
+              "but looked at while it was built (not held out); the held-out people were written after it was chosen "
+              "and informed nothing.", ""]
     return "\n".join(lines)
 
 

@@ -76,8 +76,8 @@ def tuning_for(embedder: str) -> EmbedderTuning:
 #: relevance to the message, and this many above unrelated pairs' mean (:func:`brain.rules.ranking.own_floor`).
 #: Chosen on the tuning people of tests/fixtures/first_person_facts.json with local/minilm-l6-v2: the right
 #: fact is the person's closest for 25 of 25 questions there but its similarity has a median of 0.32 (the
-#: floor is 0.51); 2 sd above the others' mean with at least 1 sd above unrelated pairs finds it for 24 of 25,
-#: and the same rule asked of another person shows nothing for 22 of 25 (bench/PEOPLE_RESULTS.md).
+#: floor is 0.51); 2 sd above the others' mean, and at least 1 sd above unrelated pairs, finds it for 23 of 25
+#: and shows nothing for 20 of 25 asked of another person (held out: 22 and 21 of 25; bench/PEOPLE_RESULTS.md).
 FIRST_PERSON_FLOOR_Z = 1.0
 FIRST_PERSON_STAND_OUT_Z = 2.0
 
