@@ -202,8 +202,10 @@ def index_line(index: Mapping[str, Any] | None) -> str:
 
 
 def health_text(report: Mapping[str, Any]) -> str:
-    """``Brain.health`` for people: the status, then one line per part with its scalar fields."""
+    """``Brain.health`` for people: the status and its notes (information, not faults), then one line per
+    part with its scalar fields."""
     lines = [f"{'status':<11} {report['status']}"]
+    lines += [f"{'note':<11} {note}" for note in report.get("notes") or ()]
     for name, part in report.items():
         if not isinstance(part, Mapping):
             continue
