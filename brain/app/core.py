@@ -261,12 +261,15 @@ class Brain:
     def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, Any]:
         """Whether the store answers, the embedder, the summariser's status, the persona (the stored version
         and whether it is ``BRAIN_PERSONA_PATH``'s, see :func:`brain.features.persona.persona_report`) and the
-        mirror's, with ``status`` ``ok``, ``degraded`` (a damaged or unwritable mirror, or a model summariser
-        that cannot be reached: reads and writes still work, from Chroma, and summaries come from the
-        extractive fallback; or too little free disk, ``disk``: writes are refused, reads work) or
-        ``unavailable`` (the store is down). ``formation``: memory formation, on or why off, and its batches
-        pending, failed and done (shown; a failed batch waits to be run again and does not degrade the
-        status). ``detail`` adds how much the store holds, and where: the documents per type (``counts``), and
+        mirror's, with ``status`` ``ok``, ``degraded`` (a part brain is configured to use and needs has
+        failed: a damaged or unwritable mirror, where reads and writes still work from Chroma; too little
+        free disk, ``disk``, where writes are refused and reads work; or, with memory formation on, a model
+        that cannot be reached) or ``unavailable`` (the store is down). An expected state is no fault: the
+        summary model is optional (``summariser.optional``) while formation is off, because the extractive
+        fallback writes every summary, so a fresh install without Ollama is ``ok``, and ``notes`` says the
+        model is not reachable and what to set. ``formation``: memory formation, on or why off, and its
+        batches pending, failed and done (shown; a failed batch waits to be run again and does not degrade
+        the status). ``detail`` adds how much the store holds, and where: the documents per type (``counts``), and
         what the in-process indexes hold (``index``: see :meth:`brain.store.partitions.Partitions.stats`).
         ``verify`` (with ``detail``) adds whether the mirror matches the store (``mirror.verify``: ``ok``, the
         documents checked and the number of each kind of difference); it reads both whole, so a probe that
@@ -286,10 +289,13 @@ class Brain:
             "name": self.store.embedder.name,
             "dimension": int(self.store.embedder.dimension),
         }
-        # asks the summariser when nothing said how it is for a while: an unreachable one is not "ok"
+        # asks the summariser when nothing said how it is for a while
         summariser = report["summariser"] = self.chat.health(probe=None)
-        summariser["ok"] = summariser["reachable"] is not False
-        report["formation"] = summariser.pop("formation")  # batches pending or failed are shown, not degrading
+        formation = report["formation"] = summariser.pop("formation")  # failed batches are shown, not degrading
+        report["notes"] = _model_notes(summariser, formation)
+        # summaries have the extractive fallback, so their model is optional; formation has none and needs it
+        summariser["optional"] = not formation.get("enabled")
+        summariser["ok"] = summariser["reachable"] is not False or summariser["optional"]
         if healthy:
             report["persona"] = self._persona_health(detail)
         health = self.store.mirror_health  # None for a store opened without open_store: no mirror
@@ -371,6 +377,23 @@ class Brain:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _model_notes(summariser: dict[str, Any], formation: dict[str, Any]) -> list[str]:
+    """What health says about the summary model beyond ok or not: an expected state, such as a fresh
+    install's Ollama that is not running, is told as information, with what to do about it."""
+    if summariser.get("reachable") is not False or summariser.get("summarizer") == "extractive":
+        return []
+    model = summariser.get("summarizer")
+    if formation.get("enabled"):
+        return [
+            f"the model {model} cannot be reached: memory formation (BRAIN_FORMATION) needs it and waits; "
+            "summaries come from the extractive fallback meanwhile"
+        ]
+    return [
+        f"the optional summary model {model} is not reachable: summaries come from the extractive fallback "
+        "(start Ollama and pull the model to use it, or set BRAIN_SUMMARIZER=extractive to not ask for it)"
+    ]
 
 
 def _type_name(value: str | DocType | None) -> str | None:

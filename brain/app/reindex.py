@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from brain.features.mirror.guard import StoreIdentity, store_moved
-from brain.model.errors import ReindexError, ValidationError
+from brain.model.errors import BrainError, ReindexError, ValidationError
 from brain.providers.embeddings import Embedder
 from brain.store import Store
 from brain.store.chroma import ChromaAccess, GuardedCollection, open_cosine_collection
@@ -60,7 +60,8 @@ from brain.store.live import (
     swapped,
     write_pointer,
 )
-from brain.text.progress import ProgressOptions, open_progress
+from brain.store.scrub import reclaim_dropped
+from brain.text.progress import ProgressOptions, duration_text, open_progress
 from brain.wiring import get_embedder
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,8 @@ class ReindexReport:
     seconds: float = 0.0
     embed_seconds: float = 0.0
     specialists_seconds: float = 0.0
+    #: what the operator must set now, when BRAIN_EMBEDDER names another model than the live one
+    next_step: str | None = None
 
     @property
     def rate(self) -> float:
@@ -127,6 +130,9 @@ class DropReport:
     dropped: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     mirror_vectors: int = 0
+    #: bytes the embedded store's data directory shrank by (None on a Chroma server, or when it failed)
+    reclaimed_bytes: int | None = None
+    reclaim_error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,6 +207,9 @@ class _Copier:
         self.mirrored = set(store.settings.mirrored_types)
         self.dimension = int(embedder.dimension)
         self.batches = 0
+        # characters embedded and left, for the estimate after the first batch (long texts cost more)
+        self.chars_left = 0
+        self.first_started: float | None = None
         self.mirror_has_model = self.mirror is not None and embedder.name in self.mirror.models()
 
     @property
@@ -249,6 +258,9 @@ class _Copier:
         """Embed (or reuse) and write ``docs`` into the target, one batch at a time. A batch is
         written (Chroma, then the mirror) in a second thread while the next one is embedded; batches
         are written in order, one at a time, so what the target holds is always whole batches."""
+        self.chars_left += sum(len(t) for _, t, _ in docs)
+        if self.first_started is None:
+            self.first_started = time.monotonic()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-reindex-writer") as writer:
             pending: Future | None = None
             try:
@@ -290,8 +302,23 @@ class _Copier:
         self.to_mirror(part, vectors, reused)
         self.progress.update(len(part))
         self.batches += 1
+        chars = sum(len(t) for _, t, _ in part)
+        self.chars_left -= chars
+        if self.batches == 1 and self.first_started is not None:
+            self._estimate(len(part), chars, time.monotonic() - self.first_started)
         if self.on_batch is not None:
             self.on_batch(self.batches)
+
+    def _estimate(self, documents: int, chars: int, seconds: float) -> None:
+        """The time the rest takes at the first batch's measured pace, per character: the batches go from
+        the shortest texts to the longest, so a count of documents would promise too little."""
+        if seconds <= 0 or chars <= 0 or self.chars_left <= 0:
+            return
+        self.progress.note(
+            f"reindex {self.embedder.name}: the first {documents} documents took {seconds:.1f} s "
+            f"({documents / seconds:.1f} documents/s here); the {self.progress.total - self.progress.done} "
+            f"left, longer texts among them, about {duration_text(self.chars_left * seconds / chars)}"
+        )
 
     def to_mirror(
         self, docs: Sequence[tuple[str, str, dict]], vectors: dict[str, np.ndarray], reused: dict[str, np.ndarray]
@@ -660,7 +687,27 @@ def drop_old(store: Store, *, keep: int = 0, grace_seconds: float | None = None)
     report = DropReport(sorted(names), [g.collection for g in kept])
     if store.mirror is not None:
         report.mirror_vectors = store.mirror.drop_models({g.embedder for g in kept})
+    if dropped and store.settings.chroma_url is None:
+        # Chroma and SQLite keep a deleted collection's files and pages: without this the directory
+        # stays as large as with the collection
+        try:
+            report.reclaimed_bytes = reclaim_dropped(store)
+        except BrainError as exc:  # the collections are deleted all the same; the space waits for the next run
+            report.reclaim_error = str(exc)
+            log.warning("the dropped collections' space was not given back: %s", exc)
     return report
+
+
+def embedder_step(configured: str, report: ReindexReport) -> str:
+    """What to do once ``report``'s collection is live, for an operator whose BRAIN_EMBEDDER is ``configured``:
+    every process that opens the store must name its model, which the store now records and checks."""
+    live = report.embedder
+    if configured == live:
+        return f"BRAIN_EMBEDDER is {live} already: restart the services that serve this store to use it"
+    return (
+        f"set BRAIN_EMBEDDER={live} (in .env or the services' environment; it is {configured} here) and restart "
+        f"the services: the store opens with no other model now"
+    )
 
 
 def open_live_store(settings: Any) -> Store:
@@ -691,6 +738,7 @@ __all__ = [
     "drop_grace_seconds",
     "drop_old",
     "embedder_named",
+    "embedder_step",
     "live_embedder_name",
     "open_live_store",
     "plan",

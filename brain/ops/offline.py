@@ -171,14 +171,17 @@ def reindex(
     with _refused_beside_a_server("reindex"):
         store = library.open_live_store(settings)
     try:
-        if rollback:
-            return library.rollback(store)
         if drop_old or keep is not None:
             return library.drop_old(store, keep=keep or 0)
-        embedder = library.embedder_named(settings, embedder_name or settings.embedder)
-        if dry_run:
-            return library.plan(store, embedder)
-        return library.run(store, embedder, batch=batch, progress=progress)
+        if rollback:
+            report = library.rollback(store)
+        else:
+            embedder = library.embedder_named(settings, embedder_name or settings.embedder)
+            if dry_run:
+                return library.plan(store, embedder)
+            report = library.run(store, embedder, batch=batch, progress=progress)
+        report.next_step = library.embedder_step(settings.embedder, report)
+        return report
     finally:
         store.close()
 

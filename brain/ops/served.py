@@ -62,6 +62,7 @@ class ServerLink:
         self.url = url
         self.holder = holder
         self.data_dir = data_dir
+        self.token_sent = bool(token)
         self._http = httpx.Client(
             base_url=url, timeout=TIMEOUT, headers={"Authorization": f"Bearer {token}"} if token else {}
         )
@@ -71,7 +72,7 @@ class ServerLink:
         response = self.send(method, path, **kwargs)
         if response.status_code < 400:
             return response.json()
-        raise error_of(response, self.url)
+        raise error_of(response, self.url, token_sent=self.token_sent)
 
     def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
@@ -90,7 +91,7 @@ class ServerLink:
             with self._http.stream("GET", path, params=params, timeout=None) as response:
                 if response.status_code >= 400:
                     response.read()
-                    raise error_of(response, self.url)
+                    raise error_of(response, self.url, token_sent=self.token_sent)
                 chunks.extend(response.iter_bytes())
         except httpx.TransportError as exc:
             raise StoreUnavailable(f"the server at {self.url} stopped answering during a download ({exc})") from None
@@ -584,7 +585,7 @@ class ServedMaintenance(_Part):
     def health(self, *, detail: bool = False, verify: bool = False) -> JsonReport:
         response = self._link.send("GET", "/v1/health", params=_params(verify=verify or None))
         if response.status_code not in (200, 503):  # 503: the report says the store is unavailable
-            raise error_of(response, self._link.url)
+            raise error_of(response, self._link.url, token_sent=self._link.token_sent)
         report = dict(response.json())
         report.pop("version", None)
         return report
@@ -645,8 +646,9 @@ class ServedOperations:
         self.close()
 
 
-def error_of(response: httpx.Response, url: str) -> BrainError:
-    """The library error a server's error response stands for."""
+def error_of(response: httpx.Response, url: str, *, token_sent: bool) -> BrainError:
+    """The library error a server's error response stands for; ``token_sent``: whether the request carried
+    a token (BRAIN_API_TOKEN), which a refusal names as the cause or as what is missing."""
     try:
         body = response.json()
         message = str(body["message"])
@@ -654,7 +656,15 @@ def error_of(response: httpx.Response, url: str) -> BrainError:
         return StoreError(f"the server at {url} answered {response.status_code}: {response.text[:200]}")
     status = response.status_code
     if status == 401:
-        return ConfigError(f"the server at {url} refused the token: {message} (BRAIN_API_TOKEN is sent)")
+        if not token_sent:
+            return ConfigError(
+                f"the server at {url} needs a token ({message}), and BRAIN_API_TOKEN is not set here: set it, in "
+                f".env or the environment, to the server's admin token"
+            )
+        return ConfigError(
+            f"the server at {url} refused the token: {message} (the BRAIN_API_TOKEN set here was sent: make it "
+            f"the server's admin token)"
+        )
     if status == 403:
         return Forbidden(message)
     if status == 404:

@@ -251,27 +251,14 @@ def open_cosine_collection(
 
 def switch_advice(settings: Settings, recorded: dict[str, Any], embedder: Embedder, count: int) -> str:
     """What to do when the store's collection records another embedder than the configured one: keep
-    the recorded one, or re-index for the configured one, with the command and a rough estimate of its
-    time (the documents to embed at the configured embedder's typical rate, see
-    :func:`brain.providers.embeddings.typical_rate`)."""
-    from brain.providers.embeddings import typical_rate
-
-    rate = typical_rate(embedder.name)
-    seconds = count / rate if rate > 0 else 0.0
+    the recorded one, or re-index for the configured one, with the command. No time is promised here: a
+    model's pace depends on the machine and the texts, so the run measures it on its first batch."""
     return (
         f"Set BRAIN_EMBEDDER={recorded.get('embedder')} to keep the store as it is, or re-index it for "
-        f"{embedder.name} with `brain reindex --embedder {embedder.name}` ({count} documents to embed: "
-        f"{_rough_duration(seconds)} at a typical {rate:g} documents/s for {embedder.name}, less for "
-        f"memories whose {embedder.name} vectors the mirror keeps; the store keeps serving meanwhile)"
+        f"{embedder.name} with `brain reindex --embedder {embedder.name}` ({count} documents to embed, fewer "
+        f"for memories whose {embedder.name} vectors the mirror keeps; the run times its first batch and says "
+        f"how long the rest takes; the store keeps serving meanwhile)"
     )
-
-
-def _rough_duration(seconds: float) -> str:
-    if seconds < 60:
-        return "under a minute"
-    if seconds < 3600:
-        return f"about {seconds / 60:.0f} min"
-    return f"about {seconds / 3600:.1f} h"
 
 
 def _fixed_dimension(col: Any) -> int | None:

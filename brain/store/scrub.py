@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import struct
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,6 +90,46 @@ def scrub_deleted(
     return {"queue_records_redacted": redacted, "vacuumed": True}
 
 
+def reclaim_dropped(store: Store) -> int:
+    """Give back the space of collections deleted from the embedded store ``store``; returns the bytes
+    the data directory shrank by (0 on a Chroma server, whose files are its own).
+
+    Chroma deletes a collection's rows but leaves its vector index directory (``<segment id>/`` under
+    ``chroma/``, no longer named by any segment), and SQLite keeps the freed pages in its file until it is
+    vacuumed; the mirror's file keeps the pages of the vectors of models dropped with them. Under the
+    store's lock: no write of this process touches either file meanwhile."""
+    if store._dir_lock is None:
+        return 0
+    chroma_dir = store.settings.data_dir / "chroma"
+    with store._lock:
+        before = _tree_bytes(store.settings.data_dir)
+        with _connect(chroma_dir) as conn:
+            named = {str(row[0]) for row in conn.execute("SELECT id FROM segments")}
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        folders = [f for f in chroma_dir.iterdir() if f.is_dir() and _is_segment_id(f.name)]
+        # a folder is a segment's only while some live segment's folder bears its id: a Chroma that
+        # named them otherwise keeps every folder
+        if any(f.name in named for f in folders):
+            for folder in folders:
+                if folder.name not in named:
+                    shutil.rmtree(folder, ignore_errors=True)
+        if store.mirror is not None:
+            store.mirror.scrub()
+        return max(before - _tree_bytes(store.settings.data_dir), 0)
+
+
+def _is_segment_id(name: str) -> bool:
+    try:
+        return str(uuid.UUID(name)) == name
+    except ValueError:
+        return False
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
 def _as_list(collection_ids: str | Sequence[str]) -> list[str]:
     return [str(collection_ids)] if isinstance(collection_ids, str) else [str(c) for c in collection_ids]
 
@@ -118,7 +160,7 @@ def _connect(chroma_dir: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-__all__ = ["CHROMA_FILE", "deleted_traces", "scrub_deleted"]
+__all__ = ["CHROMA_FILE", "deleted_traces", "reclaim_dropped", "scrub_deleted"]
 
 
 #: the vector index's header (Chroma's hnswlib files): a 4-byte format number, then offsetLevel0,

@@ -69,6 +69,15 @@ class Progress:
             self._last = now
             self._write(self._line(now))
 
+    def note(self, line: str) -> None:
+        """One line of the job's own (an estimate, say), written where the progress goes, when it is shown."""
+        if not self._enabled:
+            return
+        if self._bar is not None:
+            self._bar.write(line, file=self._stream)
+            return
+        self._write(line)
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
@@ -129,4 +138,9 @@ def _duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-__all__ = ["LOG_INTERVAL", "Progress", "ProgressOptions", "open_progress"]
+def duration_text(seconds: float) -> str:
+    """``seconds`` as people read a time left: ``45 s``, ``3 min 05 s``, ``2 h 10 min``."""
+    return _duration(seconds)
+
+
+__all__ = ["LOG_INTERVAL", "Progress", "ProgressOptions", "duration_text", "open_progress"]

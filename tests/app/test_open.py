@@ -118,7 +118,8 @@ def test_health_reports_each_part(tmp_path, local_embedder):
     with brain.open(api_settings(tmp_path), embedder=local_embedder, start_worker=False) as b:
         b.store.upsert_memory("Alice likes tea")
         plain, detailed = b.health(), b.health(detail=True)
-    assert plain["status"] == "degraded" and plain["store"] == {"ok": True}  # the summariser is unreachable
+    # the summariser is unreachable, and optional: information, not a fault
+    assert plain["status"] == "ok" and plain["store"] == {"ok": True} and plain["notes"]
     assert detailed["store"] == {"ok": True, "documents": 1, "backend": "embedded"}
     assert detailed["embedder"]["name"] == local_embedder.name and "summarizer" in detailed["summariser"]
     assert detailed["mirror"]["ok"] is True

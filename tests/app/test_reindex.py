@@ -204,7 +204,7 @@ def test_rollback_restores_the_previous_results_and_drop_old_deletes(backend_set
             reindex.rollback(store, progress=False)
 
 
-def test_a_mismatching_embedder_at_start_names_the_command_and_an_estimate(settings, local_embedder):
+def test_a_mismatching_embedder_at_start_names_the_command_and_no_fixed_rate(settings, local_embedder):
     with open_store(settings, embedder=local_embedder) as store:
         fill(store)
         count = store.count()
@@ -212,7 +212,9 @@ def test_a_mismatching_embedder_at_start_names_the_command_and_an_estimate(setti
         open_store(settings.model_copy(update={"embedder": NOMIC}))
     message = str(caught.value)
     assert f"`brain reindex --embedder {NOMIC}`" in message and f"{count} documents" in message
-    assert "documents/s" in message and f"BRAIN_EMBEDDER={LOCAL}" in message
+    assert f"BRAIN_EMBEDDER={LOCAL}" in message
+    # a typical figure misleads on another machine: the run measures its own pace
+    assert "documents/s" not in message and "first batch" in message
 
 
 def test_the_store_opens_on_the_new_collection_after_the_swap(settings, local_embedder, ollama):
@@ -372,3 +374,69 @@ def test_a_write_of_a_process_that_had_not_seen_the_swap_is_carried_over(chroma_
         vector = writer.get([late_id], include_embeddings=True)[0].embedding
         assert np.allclose(vector, writer.embedder.embed_documents(
             ["Written into the old collection after the swap"])[0], atol=1e-6)
+
+
+def test_the_command_says_what_to_set_once_the_new_model_is_live(settings, local_embedder, ollama):
+    from brain.ops.offline import reindex as run_command
+    from brain.shells.cli.reports import reindex_text
+
+    settings = settings.model_copy(update={"ollama_host": ollama.url})
+    with open_store(settings, embedder=local_embedder) as store:
+        fill(store)
+    report = run_command(settings, embedder_name=NOMIC, progress=False)
+    assert f"set BRAIN_EMBEDDER={NOMIC}" in report.next_step and f"it is {LOCAL} here" in report.next_step
+    assert f"next: set BRAIN_EMBEDDER={NOMIC}" in reindex_text(report)
+    back = run_command(settings, rollback=True, progress=False)  # back to the model BRAIN_EMBEDDER names
+    assert back.next_step.startswith(f"BRAIN_EMBEDDER is {LOCAL} already")
+
+
+def test_the_run_estimates_the_rest_from_its_first_batch(settings, local_embedder, ollama):
+    import io
+
+    from brain.text.progress import ProgressOptions
+
+    settings = settings.model_copy(update={"ollama_host": ollama.url})
+    shown = io.StringIO()
+    with open_store(settings, embedder=local_embedder) as store:
+        fill(store)
+        left = store.count() - 4
+        reindex.run(store, reindex.embedder_named(settings, NOMIC), batch=4,
+                    progress=ProgressOptions(stream=shown, bar=False, interval=3600))
+    [estimate] = [line for line in shown.getvalue().splitlines() if "first 4 documents took" in line]
+    assert "documents/s here" in estimate and f"the {left} left" in estimate and "about" in estimate
+
+
+def test_drop_old_gives_the_dropped_collections_space_back(settings, local_embedder, ollama):
+    import sqlite3
+
+    from brain.shells.cli.reports import drop_text
+
+    settings = settings.model_copy(update={"ollama_host": ollama.url})
+    chroma_dir = settings.data_dir / "chroma"
+
+    def folders() -> set[str]:
+        return {p.name for p in chroma_dir.iterdir() if p.is_dir()}
+
+    def segments() -> set[str]:
+        with sqlite3.connect(chroma_dir / "chroma.sqlite3") as conn:
+            return {row[0] for row in conn.execute("SELECT id FROM segments")}
+
+    def free_pages() -> int:
+        with sqlite3.connect(chroma_dir / "chroma.sqlite3") as conn:
+            return conn.execute("PRAGMA freelist_count").fetchone()[0]
+
+    with open_store(settings, embedder=local_embedder) as store:
+        fill(store)
+        for n in range(150):
+            store.upsert_memory(f"Filler memory number {n} about the garden, the weather and the trains")
+        reindex.run(store, reindex.embedder_named(settings, NOMIC), progress=False)
+        after = results(store)
+        served = set(folders())
+        dropped = reindex.drop_old(store, keep=0)
+        assert dropped.dropped == [settings.collection]
+        assert folders() <= segments() and folders() < served  # the old index's folder is gone
+        assert free_pages() == 0 and dropped.reclaimed_bytes > 0
+        assert "of the data directory given back" in drop_text(dropped)
+        assert results(store) == after
+    with open_store(settings.model_copy(update={"embedder": NOMIC})) as reopened:
+        assert results(reopened) == after

@@ -157,6 +157,17 @@ def test_empty_text_or_a_tag_over_its_limit_is_a_usage_error(args):
     assert result.stderr.startswith("error: ") and result.stdout == ""
 
 
+def test_a_global_option_after_the_command_says_where_it_goes(tmp_path):
+    result = run("serve", "--data-dir", str(tmp_path / "elsewhere"))
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip() == (
+        "error: --data-dir is an option of brain itself, given before the command: "
+        "'brain --data-dir ... serve', not 'brain serve --data-dir'")
+    unknown = run("serve", "--nope")  # an option of no one: click's message
+    assert unknown.exit_code == 2 and "No such option '--nope'" in unknown.stderr
+    assert not (tmp_path / "elsewhere").exists()
+
+
 def test_entity_names_are_one_canonical_form_in_every_command(tmp_path, local_embedder):
     seed(tmp_path, local_embedder)
     own = json.loads(run("--json", "memory", "list", "--entity", "bob").stdout)

@@ -46,7 +46,7 @@ def test_unknown_doc_type_is_422_listing_the_valid_ones(live):
 def test_health_reports_store_embedder_and_summariser(live, api_store):
     api_store.upsert_memory("Alice likes tea")
     body = live.get("/v1/health").json()
-    assert body["status"] == "degraded"  # the live fixture's summariser is unreachable
+    assert body["status"] == "ok"  # the live fixture's summariser is unreachable, and optional
     assert body["store"]["ok"] is True and body["store"]["documents"] == 1
     assert body["embedder"]["name"] == api_store.embedder.name
     assert "summariser" in body and isinstance(body["summariser"], dict)

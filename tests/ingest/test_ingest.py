@@ -469,3 +469,32 @@ def test_a_file_over_the_cap_is_refused_and_one_at_the_cap_is_ingested(embedded_
     assert kb_docs(embedded_store, "kb/grows.md") == before
     assert kb_docs(embedded_store, "kb/at_cap.md") and kb_docs(embedded_store, "kb/new.md")
     assert "kb/big.md: the file is 4,097 bytes" in ingest_text(report)
+
+
+def test_a_binary_or_control_character_file_is_refused_and_named(embedded_store, tmp_path):
+    kb = write_kb(tmp_path)
+    (kb / "was_text.md").write_text("# Parking\nThe car park opens at seven.\n", encoding="utf-8")
+    assert ingest_paths(embedded_store, [kb]).ok
+    kept = kb_docs(embedded_store, "kb/was_text.md")
+    (kb / "zeros.md").write_bytes(b"\x00" * 3000)
+    (kb / "utf16.txt").write_bytes("The wifi password is on the fridge.\n".encode("utf-16-le"))
+    (kb / "controls.md").write_bytes(b"\x01\x02\x03 \x1b\x7f\n" * 50)
+    (kb / "was_text.md").write_bytes(b"\x00\x01binary now")
+    (kb / "stray.md").write_text("# Bell\nA stray \x07 bell in real text is kept.\n", encoding="utf-8")
+    (kb / "empty.md").write_text("\n  \n", encoding="utf-8")
+
+    report = ingest_paths(embedded_store, [kb])
+    errors = {(e["path"], e["line"]): e["message"] for e in report.errors}
+    assert "3,000 NUL characters" in errors[("kb/zeros.md", 1)] and "UTF-16" in errors[("kb/zeros.md", 1)]
+    assert "NUL characters" in errors[("kb/utf16.txt", 1)]
+    assert "control characters, and nothing but them" in errors[("kb/controls.md", 1)]
+    assert ("kb/was_text.md", 1) in errors
+    assert report.files_bad == 4 and not report.ok
+    for name in ("zeros.md", "utf16.txt", "controls.md"):
+        assert kb_docs(embedded_store, f"kb/{name}") == []
+    assert kb_docs(embedded_store, "kb/was_text.md") == kept  # refused: what it had stays
+    assert [d.text for d in kb_docs(embedded_store, "kb/stray.md")] == ["# Bell\nA stray \x07 bell in real text is kept."]
+    assert {"path": "kb/empty.md", "line": None, "message": "the file is empty: no documents"} in report.warnings
+    assert "kb/zeros.md:1: holds 3,000 NUL characters" in ingest_text(report)
+    # the noise no longer outranks the passage that answers
+    assert embedded_store.search("wifi password", k=1)[0].metadata["kb_file"] == "kb/notes.txt"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,6 +176,36 @@ def decode_text(raw: bytes) -> str:
     if text.startswith("\ufeff"):
         text = text[1:]
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+#: control characters no text file holds: C0 but tab, line and form feeds and carriage return, DEL, C1
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+#: above this share of control characters, a file is binary whatever its name says
+_BINARY_SHARE = 0.1
+
+
+def binary_problem(text: str) -> tuple[int, str] | None:
+    """Why ``text`` (a decoded file) is not text: a NUL character, which no text file holds (a binary
+    file, or text saved as UTF-16), or mostly or only control characters. None for text. Such a file
+    embeds as noise that sits near every query, so it is refused, not ingested."""
+    nul = text.find("\x00")
+    if nul >= 0:
+        line = text.count("\n", 0, nul) + 1
+        return line, (
+            f"holds {text.count(chr(0)):,} NUL characters, the first on this line: a binary file, or text saved "
+            f"as UTF-16; save it as UTF-8 text, or move it out of the knowledge base"
+        )
+    controls = _CONTROL.findall(text)
+    blank = not _CONTROL.sub("", text).strip()
+    if not controls or (not blank and len(controls) <= _BINARY_SHARE * len(text)):
+        return None  # text, perhaps with a stray control character
+    first = _CONTROL.search(text)
+    line = text.count("\n", 0, first.start() if first else 0) + 1
+    left = ", and nothing but them and white space" if blank else ""
+    return line, (
+        f"{len(controls):,} of its {len(text):,} characters are control characters{left}: a binary file; "
+        f"move it out of the knowledge base"
+    )
 
 
 def utf8_problem(raw: bytes, exc: UnicodeDecodeError) -> tuple[int, str]:

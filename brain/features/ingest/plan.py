@@ -7,7 +7,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from brain.features.ingest.files import KB_NAMES, SourceFile, decode_text, file_documents, file_hash, utf8_problem
+from brain.features.ingest.files import (
+    KB_NAMES,
+    SourceFile,
+    binary_problem,
+    decode_text,
+    file_documents,
+    file_hash,
+    utf8_problem,
+)
 from brain.features.ingest.parsers import MAX_PROBLEMS_PER_FILE, PARSERS
 from brain.features.ingest.report import IngestReport
 from brain.rules.chunking import TokenChunker
@@ -113,6 +121,14 @@ def plan_file(
         report.add_error(source.kb_file, *utf8_problem(raw, exc))
         report.files_bad += 1
         return None, []
+    binary = binary_problem(text)
+    if binary is not None:
+        report.add_error(source.kb_file, *binary)
+        report.add_error(source.kb_file, None, "file not ingested; its documents in the store are unchanged")
+        report.files_bad += 1
+        return None, []
+    if not text.strip():
+        report.warnings.append({"path": source.kb_file, "line": None, "message": "the file is empty: no documents"})
     default_topic = slugify(source.path.stem)
     parsed = PARSERS[source.kind](text, default_topic)
     if parsed.errors:

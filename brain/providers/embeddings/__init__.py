@@ -31,7 +31,6 @@ __all__ = [
     "embedder_named",
     "max_input_tokens",
     "token_counter",
-    "typical_rate",
 ]
 
 #: What ``BRAIN_EMBEDDER`` may be, for error messages.
@@ -79,16 +78,3 @@ def token_counter(embedder: str) -> Callable[[str], int] | None:
 
     count.tokenizer = "xlmr"  # type: ignore[attr-defined]  # names it in the chunker's signature
     return count
-
-
-#: documents per second each provider embeds on common hardware (one CPU core for the local MiniLM; two cores
-#: for e5-small, whose re-index measured 17 documents/s with bench/bench_embedders.py; a GPU-less Ollama for
-#: nomic-embed-text), for the time estimates of a re-index that has not run yet;
-#: a re-index measures its own rate and records it with the collection it built
-TYPICAL_DOCS_PER_SECOND = {"local": 100.0, LocalE5Embedder.name: 17.0, "ollama": 40.0}
-
-
-def typical_rate(embedder: str) -> float:
-    """The typical documents/s of the embedder ``provider/model`` names (see TYPICAL_DOCS_PER_SECOND)."""
-    rate = TYPICAL_DOCS_PER_SECOND.get(embedder)
-    return rate if rate is not None else TYPICAL_DOCS_PER_SECOND.get(embedder.partition("/")[0], 40.0)

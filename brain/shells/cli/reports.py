@@ -202,8 +202,10 @@ def index_line(index: Mapping[str, Any] | None) -> str:
 
 
 def health_text(report: Mapping[str, Any]) -> str:
-    """``Brain.health`` for people: the status, then one line per part with its scalar fields."""
+    """``Brain.health`` for people: the status and its notes (information, not faults), then one line per
+    part with its scalar fields."""
     lines = [f"{'status':<11} {report['status']}"]
+    lines += [f"{'note':<11} {note}" for note in report.get("notes") or ()]
     for name, part in report.items():
         if not isinstance(part, Mapping):
             continue
@@ -325,14 +327,23 @@ def reindex_text(report: ReindexReport) -> str:
         f"{report.documents} documents, {report.embedded} embedded, {report.reused} vectors reused from the mirror, "
         f"{report.skipped} done before, {report.replayed} written meanwhile and copied again "
         f"({report.seconds:.1f} s, {report.rate:.1f} documents/s)"
-    )
+    ) + (f"\nnext: {report.next_step}" if report.next_step else "")
 
 
 def drop_text(report: DropReport) -> str:
-    return (
+    text = (
         f"dropped {len(report.dropped)} collections ({', '.join(report.dropped) or 'none'}); kept "
         f"{', '.join(report.kept)}; {report.mirror_vectors} mirror vectors of dropped models deleted"
     )
+    if report.reclaimed_bytes is not None:
+        text += f"; {_megabytes(report.reclaimed_bytes)} of the data directory given back"
+    if report.reclaim_error is not None:
+        text += f"\nthe space was not given back ({report.reclaim_error}); run `brain reindex --drop-old` again"
+    return text
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 1_000_000:.1f} MB"
 
 
 def restore_text(report: RestoreReport) -> str:

@@ -56,6 +56,9 @@ class BrainGroup(click.Group):
                 raise
             raise CommandFailed(one_line(str(exc))) from exc
 
+    def _own_options(self) -> set[str]:
+        return {name for param in self.params if isinstance(param, click.Option) for name in param.opts}
+
     def main(
         self,
         args: Sequence[str] | None = None,
@@ -73,7 +76,15 @@ class BrainGroup(click.Group):
             sys.exit(exc.exit_code)
         except click.UsageError as exc:
             hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
-            click.echo(f"error: {one_line(exc.format_message())}{hint}", err=True)
+            message = one_line(exc.format_message())
+            option = exc.option_name if isinstance(exc, click.NoSuchOption) else None
+            if option and exc.ctx is not None and exc.ctx.command is not self and option in self._own_options():
+                message = (
+                    f"{option} is an option of brain itself, given before the command: "
+                    f"'brain {option} ... {exc.ctx.info_name}', not '{exc.ctx.command_path} {option}'"
+                )
+                hint = ""
+            click.echo(f"error: {message}{hint}", err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             exc.show()

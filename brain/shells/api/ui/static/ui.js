@@ -759,10 +759,12 @@ async function loadHealth() {
   const h = res.data;
   box.append(el("p", { class: `status-line ${h.status}` }, `Status: ${h.status}`,
     el("span", { class: "small" }, ` · brain ${h.version}`)));
+  // expected states (an optional model not running): information in the text colour, not the status's
+  for (const note of h.notes || []) box.append(el("p", { class: "note health-note" }, note));
   const order = ["counts", "store", "embedder", "mirror", "summariser", "formation"];
   const titles = { counts: "Documents by type", store: "Store", embedder: "Embedder", mirror: "Mirror (SQLite)",
                    summariser: "Summariser", formation: "Memory formation" };
-  for (const key of order.concat(Object.keys(h).filter((k) => !order.includes(k) && typeof h[k] === "object"))) {
+  for (const key of order.concat(Object.keys(h).filter((k) => !order.includes(k) && typeof h[k] === "object" && !Array.isArray(h[k])))) {
     if (!h[key] || typeof h[key] !== "object") continue;
     box.append(el("section", { class: "health-part", "data-part": key }, el("h3", { text: titles[key] || key }),
       objectList(h[key])));
