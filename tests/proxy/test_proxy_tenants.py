@@ -54,7 +54,8 @@ def test_whether_another_entity_uses_an_id_cannot_be_learned(proxy):
     statuses = {}
     for probe in (bobs.headers["x-brain-conversation"], "conv-bob-2", "conv-nobody-uses-this"):
         answer = chat(proxy, TOKENS["alice"], "probe", conversation=probe)
-        wait_for(lambda: len(recorded(proxy, TOKENS["alice"], answer.headers["x-brain-conversation"])) == 2)
+        alices = answer.headers["x-brain-conversation"]
+        wait_for(lambda: len(recorded(proxy, TOKENS["alice"], alices)) == 2)  # noqa: B023
         statuses[probe] = (answer.status_code, turns(proxy, TOKENS["alice"], probe).status_code)
     assert len(set(statuses.values())) == 1, statuses
     assert recorded(proxy, TOKENS["bob"], bobs.headers["x-brain-conversation"]) == ["hello", reply_to("hello")]
