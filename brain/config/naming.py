@@ -3,6 +3,8 @@ its range, and a validation error as one readable sentence naming the variables.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 import annotated_types
 import pydantic
 from pydantic import AliasChoices
@@ -63,7 +65,21 @@ def _field_for(loc_name: str) -> str | None:
 
 
 #: settings whose values never appear in an error message (they end up in logs)
-_SECRET_FIELDS = frozenset({"api_token"})
+_SECRET_FIELDS = frozenset({"api_token", "chat_upstream_key"})
+
+
+def _without_credentials(value: object) -> object:
+    """``value``, a URL's user and password replaced by ``***`` when it carries them (a refused URL with a
+    password in it would otherwise print the password)."""
+    if not isinstance(value, str) or "@" not in value:
+        return value
+    try:
+        parts = urlsplit(value.strip())
+    except ValueError:
+        return "<hidden>"
+    if not parts.netloc or "@" not in parts.netloc:
+        return value
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
 def describe_settings_error(exc: pydantic.ValidationError) -> str:
@@ -75,7 +91,7 @@ def describe_settings_error(exc: pydantic.ValidationError) -> str:
         loc = str(err["loc"][0])
         field = _field_for(loc)
         var = " or ".join(env_names(field)) if field else loc
-        value = "<hidden>" if field in _SECRET_FIELDS else err.get("input")
+        value = "<hidden>" if field in _SECRET_FIELDS else _without_credentials(err.get("input"))
         allowed = allowed_range(field) if field else None
         msg = err["msg"].removeprefix("Value error, ")
         if allowed is not None:

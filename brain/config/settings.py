@@ -649,6 +649,14 @@ class Settings(BaseSettings):
         gt=0.0,
         le=3600.0,
     )
+    chat_upstream_max_bytes: int = api_setting(
+        "BRAIN_CHAT_UPSTREAM_MAX_BYTES",
+        4_000_000,
+        "the longest answer the proxy reads from the upstream (bytes, plain or streamed); past it: 502, or a stream "
+        "ended with an error event, and nothing recorded",
+        ge=1024,
+        le=1_000_000_000,
+    )
     api_workers: int = api_setting(
         "BRAIN_API_WORKERS",
         1,

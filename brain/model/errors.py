@@ -200,8 +200,8 @@ class ExtractorUnavailable(ExtractorError):
 
 
 class UpstreamError(BrainError):
-    """The chat model the proxy stands in front of could not be asked; the message names its address, never its
-    key."""
+    """The chat model the proxy stands in front of could not be asked. The message is a client's to see: it names
+    the setting, never the model's address (the server's log does) nor its key."""
 
 
 class UpstreamUnreachable(UpstreamError):
@@ -210,6 +210,14 @@ class UpstreamUnreachable(UpstreamError):
 
 class UpstreamTimeout(UpstreamError):
     """The chat model accepted the request and then did not answer in time (504)."""
+
+
+class UpstreamRefused(UpstreamUnreachable):
+    """The chat model refused the proxy's own credentials (its 401 or 403, as brain's 502)."""
+
+
+class UpstreamTooLarge(UpstreamError):
+    """The chat model's answer is longer than the proxy reads (BRAIN_CHAT_UPSTREAM_MAX_BYTES; 502)."""
 
 
 class StoreUnavailable(BrainError):

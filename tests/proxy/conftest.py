@@ -38,11 +38,48 @@ def proxy_store(tmp_path, local_embedder):
         yield store
 
 
+#: what every proxy test's server sent a client with the upstream's key in it (see :func:`no_key_reaches_a_client`)
+LEAKS: list[str] = []
+
+
+def watched(app):
+    """``app``, every response head and body it sends a client checked for the upstream's key (a key split
+    across two body chunks included)."""
+    key = UPSTREAM_KEY.encode()
+
+    async def wrapper(scope, receive, send):
+        tail = b""
+
+        async def checked_send(message):
+            nonlocal tail
+            if message["type"] == "http.response.start":
+                if any(key in name or key in value for name, value in message.get("headers", [])):
+                    LEAKS.append(f"{scope.get('path')}: a response header")
+            elif message["type"] == "http.response.body":
+                seen = tail + message.get("body", b"")
+                if key in seen:
+                    LEAKS.append(f"{scope.get('path')}: the body")
+                tail = seen[-len(key):]
+            await send(message)
+
+        await app(scope, receive, checked_send if scope["type"] == "http" else send)
+
+    return wrapper
+
+
+@pytest.fixture(autouse=True)
+def no_key_reaches_a_client():
+    """Every test here: no response of the proxy carries the upstream's key."""
+    LEAKS.clear()
+    yield
+    assert not LEAKS, f"the upstream's key reached a client: {LEAKS}"
+
+
 def serve_proxy(store, upstream: OpenAIStub, **settings) -> LiveServer:
     configured = store.settings.model_copy(
         update={"chat_upstream": upstream.url, "chat_upstream_key": SecretStr(UPSTREAM_KEY), **settings}
     )
-    return LiveServer(create_app(configured, store=store, tokens=token_table()))
+    return LiveServer(watched(create_app(configured, store=store, tokens=token_table())))
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ records what it receives: the upstream the chat proxy's tests stand brain in fro
 ``script`` scripts the next answers instead, one item per chat request: ``bytes`` (the raw body, answered as is:
 JSON for a plain request, the whole event stream for a streamed one), an ``int`` (that error status, with
 OpenAI's error body), ``"hang"`` (read the request, never answer), ``"hang-midway"`` (stream two chunks, then
-nothing) or ``"drop-midway"`` (stream two chunks, then close the connection).
+nothing), ``"drop-midway"`` (stream two chunks, then close the connection) or ``"401-quoting-key"`` (a 401 whose
+message quotes the request's Authorization header, as OpenAI's "Incorrect API key provided" does).
 """
 
 from __future__ import annotations
@@ -116,6 +117,9 @@ class OpenAIStub:
                 scripted = stub.script.pop(0) if stub.script else None
                 if isinstance(scripted, int):
                     return self._json(scripted, {"error": {"message": f"stub failed with {scripted}", "type": "x"}})
+                if scripted == "401-quoting-key":
+                    message = f"Incorrect API key provided: {self.headers.get('Authorization')}"
+                    return self._json(401, {"error": {"message": message, "type": "invalid_request_error"}})
                 if scripted == "hang":
                     stub._stop.wait()
                     return

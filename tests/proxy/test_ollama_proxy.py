@@ -9,6 +9,7 @@ import json
 import ollama
 import pytest
 
+from brain.shells.api.chat_proxy import own_conversation_id
 from tests.proxy.conftest import ADMIN, TOKENS, wait_for
 from tests.proxy.openai_stub import MODEL, completion, reply_to
 
@@ -45,7 +46,8 @@ def test_streaming_gives_ndjson_lines_and_records_after_the_last(proxy, proxy_st
     assert "".join(p.message.content or "" for p in parts) == reply_to("one two three")
     assert parts[-1].done and not any(p.done for p in parts[:-1])
     assert upstream.chats()[-1].body["stream"] is True
-    wait_for(lambda: len(turns(proxy_store, "conv-ollama-1")) == 2)
+    recorded_as = own_conversation_id("conv-ollama-1", "bob")  # bob's conversation of the id he chose
+    wait_for(lambda: len(turns(proxy_store, recorded_as)) == 2)
     again = list(chat.chat(model=MODEL, messages=[{"role": "user", "content": "and four?"}], stream=True))
     assert again[-1].done
     assert "one two three" in upstream.chats()[-1].system_text  # the conversation's recorded turns

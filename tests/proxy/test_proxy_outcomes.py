@@ -45,14 +45,15 @@ def test_an_upstream_error_comes_back_with_its_status_and_body(proxy, proxy_stor
     assert conversations(proxy_store) == []
 
 
-def test_nothing_answering_is_a_502_naming_the_address_not_the_key(proxy_store, upstream, tmp_path):
+def test_nothing_answering_is_a_502_naming_the_setting_not_the_address_nor_the_key(proxy_store, upstream, tmp_path):
     dead = OpenAIStub()
     with dead:
         url = dead.url
     with serve_proxy(proxy_store, upstream, chat_upstream=url) as server:
         response = ask(server)
     assert response.status_code == 502 and response.json()["error"] == "upstream_unreachable"
-    assert url in response.json()["message"] and UPSTREAM_KEY not in response.text
+    assert "BRAIN_CHAT_UPSTREAM" in response.json()["message"]
+    assert url not in response.text and "127.0.0.1" not in response.text and UPSTREAM_KEY not in response.text
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -7,16 +7,23 @@ Nothing here speaks HTTP; :mod:`brain.shells.api.routes.proxy` does, over the op
 * The entity is the caller's token's when it is bound to one; otherwise the ``X-Brain-Entity`` header or OpenAI's
   ``user`` field (both: they must agree). A bound caller naming another entity is refused by the operation layer,
   as on every route.
-* The conversation is the ``X-Brain-Conversation`` header's. Without it, a conversation of the same entity whose
+* The conversation is the ``X-Brain-Conversation`` header's, and always one of the acting entity's own: an id an
+  entity names that is not already its own (recorded in its scope, being recorded for it, or an id the proxy gave
+  it) is read as that entity's conversation of that name, ``<id>.<tag>`` (:func:`own_conversation_id`). So an id
+  one entity sends never takes, blocks or tells of the same id of another, and a client sending a fixed id of
+  its choosing stays in one conversation. Without it, a conversation of the same entity whose
   last recorded turns are the request's earlier user and assistant messages, word for word, continues (the most
-  recent such); with no earlier messages, or none matching, a new one starts. Its id is chosen here, before the
-  model answers, so that the answer's head can carry it.
+  recent such; an exchange of the entity still being recorded is waited for first); with no earlier messages,
+  or none matching, a new one starts. Its id is chosen here, before the model answers, so that the answer's
+  head can carry it.
 * The model gets the client's system messages, then brain's context, then the messages from the last user
   message on (a tool call's round trip included) as the client sent them. The earlier messages are the history:
   when brain's context holds the conversation's past (its recorded turns or summaries, within its budget), they
   are not sent twice; when it holds none, the newest of them that fit the context budget (RAG_CONTEXT_MAX_CHARS)
   are kept, from a user message on (so no tool result loses the call it answers).
-* The exchange recorded is the last user message's text and the answer's text, once the whole answer is in.
+* The exchange recorded is the last user message's text and the answer's text, once the whole answer is in,
+  each cut to :data:`RECORDED_CHARS` with a marker saying so (a longer turn could not show in a prompt, and
+  writing one holds up every other request to the store).
   An answer with no text (only tool calls) records nothing: the exchange is recorded with the answer that ends
   the round trip.
 """
@@ -24,14 +31,15 @@ Nothing here speaks HTTP; :mod:`brain.shells.api.routes.proxy` does, over the op
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from brain.model.errors import ValidationError
-from brain.model.schemas.values import valid_conversation_id
+from brain.model.errors import NotFound, ValidationError
+from brain.model.schemas.values import CONVERSATION_ID_MAX_LENGTH, valid_conversation_id, valid_name
 from brain.ops import Operations
 
 if TYPE_CHECKING:
@@ -43,6 +51,8 @@ CONVERSATION_HEADER = "X-Brain-Conversation"
 MATCH_CANDIDATES = 20
 #: the message roles that instruct the model rather than converse
 SYSTEM_ROLES = ("system", "developer")
+#: characters of each turn the proxy records (the user's message, the answer): twice the default context budget
+RECORDED_CHARS = 16_000
 
 Message = dict[str, Any]
 
@@ -68,6 +78,13 @@ def checked_messages(body: Mapping[str, Any]) -> list[Message]:
     return messages
 
 
+def previous_user_text(messages: Sequence[Message]) -> str | None:
+    """The text of the user message before the last one, as the proxy recorded it: the exchange a client that
+    resends its history continues."""
+    before = [m for m in messages[: last_user_index(messages)] if m["role"] == "user" and message_text(m).strip()]
+    return recorded_text(message_text(before[-1])) if before else None
+
+
 def last_user_index(messages: Sequence[Message]) -> int:
     for i in range(len(messages) - 1, -1, -1):
         if messages[i]["role"] == "user" and message_text(messages[i]).strip():
@@ -79,10 +96,13 @@ def last_user_index(messages: Sequence[Message]) -> int:
 
 
 def requested_entity(header: str | None, user: Any) -> str | None:
-    """The entity a request names: the ``X-Brain-Entity`` header, or OpenAI's ``user`` field."""
+    """The entity a request names: the ``X-Brain-Entity`` header, or OpenAI's ``user`` field, in canonical form
+    (an entity name's case and the spaces around it do not tell two entities apart); a name that is not an
+    entity's is refused naming the field it came in."""
     if user is not None and not isinstance(user, str):
         raise ValidationError.of("user", f"user must be a string (the entity the request is for), got {user!r}")
-    header = header.strip() if header and header.strip() else None
+    header = valid_name(header.strip(), ENTITY_HEADER) if header and header.strip() else None
+    user = valid_name(user.strip(), "user") if user is not None else None
     if header is not None and user is not None and user != header:
         raise ValidationError.of(
             "user",
@@ -91,8 +111,51 @@ def requested_entity(header: str | None, user: Any) -> str | None:
     return header if header is not None else user
 
 
-def new_conversation_id() -> str:
-    return f"conv-{uuid.uuid4()}"
+def _entity_tag(entity: str) -> str:
+    return hashlib.sha256(entity.encode()).hexdigest()[:16]
+
+
+def own_conversation_id(conversation_id: str, entity: str) -> str:
+    """``entity``'s conversation of the id ``conversation_id`` a client named: ``<id>.<tag>``, the tag the
+    entity's (a long id hashed to fit). Another entity's conversation of that id is another conversation."""
+    tag = _entity_tag(entity)
+    if len(conversation_id) + 1 + len(tag) > CONVERSATION_ID_MAX_LENGTH:
+        conversation_id = f"conv-{hashlib.sha256(conversation_id.encode()).hexdigest()[:32]}"
+    return f"{conversation_id}.{tag}"
+
+
+def is_own_form(conversation_id: str, entity: str) -> bool:
+    """Whether ``conversation_id`` is one of :func:`own_conversation_id`'s for ``entity``."""
+    return conversation_id.endswith("." + _entity_tag(entity))
+
+
+def new_conversation_id(entity: str | None = None) -> str:
+    """A new conversation's id; an entity's is of its own form, so that it is the entity's before it is recorded
+    (another worker, a restart)."""
+    new = f"conv-{uuid.uuid4()}"
+    return new if entity is None else own_conversation_id(new, entity)
+
+
+def header_conversation(header: str) -> str:
+    try:
+        return valid_conversation_id(header.strip())
+    except ValidationError as exc:
+        raise ValidationError.of(CONVERSATION_HEADER, f"{CONVERSATION_HEADER}: {exc}") from None
+
+
+def is_own_conversation(ops: Operations, conversation_id: str, entity: str) -> bool:
+    """Whether ``entity`` has recorded turns in ``conversation_id`` (reads the store)."""
+    try:
+        return bool(ops.conversations.turns(conversation_id, k=1, entity=entity))
+    except NotFound:
+        return False
+
+
+def recorded_text(text: str) -> str:
+    """``text`` as the proxy records it: at most :data:`RECORDED_CHARS` characters, then a marker."""
+    if len(text) <= RECORDED_CHARS:
+        return text
+    return f"{text[:RECORDED_CHARS]}\n[brain recorded the first {RECORDED_CHARS:,} of {len(text):,} characters]"
 
 
 def _exchanges(messages: Sequence[Message]) -> list[tuple[str, str]]:
@@ -101,7 +164,7 @@ def _exchanges(messages: Sequence[Message]) -> list[tuple[str, str]]:
     for message in messages:
         text = message_text(message)
         if message["role"] in ("user", "assistant") and text.strip():
-            pairs.append((message["role"], text))
+            pairs.append((message["role"], recorded_text(text)))
     return pairs
 
 
@@ -131,9 +194,10 @@ def plan_chat(
     if conversation_id is not None:
         conversation_id = valid_conversation_id(conversation_id)
     else:
-        conversation_id = _matching_conversation(ops, _exchanges(earlier), entity) or new_conversation_id()
-    user_text = message_text(messages[last])
-    context = ops.conversations.context(conversation_id, user_text, entity=entity)
+        conversation_id = _matching_conversation(ops, _exchanges(earlier), entity) or new_conversation_id(entity)
+    asked = message_text(messages[last])
+    user_text = recorded_text(asked)
+    context = ops.conversations.context(conversation_id, asked[:RECORDED_CHARS], entity=entity)
     system = [m for m in earlier if m["role"] in SYSTEM_ROLES]
     history = [m for m in earlier if m["role"] not in SYSTEM_ROLES]
     kept = [] if _carries_history(context) else _newest_fitting(history, budget_chars)
@@ -231,26 +295,55 @@ class StreamedAnswer:
 # ---- recording after the answer ----------------------------------------------------------------------
 
 
+@dataclass
+class _Pending:
+    entity: str | None
+    user_text: str
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class PendingRecords:
-    """The conversations whose last exchange is still being recorded (after its answer went out), so that their
-    next message waits for it rather than being answered without it. One event loop's; a worker's own."""
+    """The exchanges still being recorded (after their answer went out), so that the next message of their
+    conversation, or a resent history that ends with one, waits for it rather than being answered without it.
+    A wait is only ever on the waiting entity's own exchanges (the admin's: any). One event loop's; a worker's
+    own."""
 
     def __init__(self) -> None:
-        self._pending: dict[str, asyncio.Event] = {}
+        self._pending: dict[str, _Pending] = {}
 
-    def start(self, conversation_id: str) -> asyncio.Event:
-        event = self._pending[conversation_id] = asyncio.Event()
-        return event
+    def start(self, conversation_id: str, entity: str | None, user_text: str) -> _Pending:
+        pending = self._pending[conversation_id] = _Pending(entity, user_text)
+        return pending
 
-    def finish(self, conversation_id: str, event: asyncio.Event) -> None:
-        event.set()
-        if self._pending.get(conversation_id) is event:
+    def finish(self, conversation_id: str, pending: _Pending) -> None:
+        pending.event.set()
+        if self._pending.get(conversation_id) is pending:
             del self._pending[conversation_id]
 
-    async def wait(self, conversation_id: str | None, timeout: float) -> None:
-        event = self._pending.get(conversation_id) if conversation_id else None
-        if event is not None:
-            try:
-                await asyncio.wait_for(event.wait(), timeout)
-            except TimeoutError:
-                return  # answered without the exchange still being written, rather than not at all
+    def _visible(self, pending: _Pending, entity: str | None) -> bool:
+        return entity is None or pending.entity == entity
+
+    def is_pending(self, conversation_id: str, entity: str | None) -> bool:
+        """Whether an exchange of ``entity``'s is being recorded in ``conversation_id``."""
+        pending = self._pending.get(conversation_id)
+        return pending is not None and self._visible(pending, entity)
+
+    async def wait(self, conversation_id: str, entity: str | None, timeout: float) -> None:
+        pending = self._pending.get(conversation_id)
+        if pending is not None and self._visible(pending, entity):
+            await self._until([pending], timeout)
+
+    async def wait_for_message(self, user_text: str, entity: str | None, timeout: float) -> None:
+        """Until ``entity``'s exchanges of the user message ``user_text`` are recorded: a client that resends
+        its history at once finds its previous exchange."""
+        found = [p for p in self._pending.values() if self._visible(p, entity) and p.user_text == user_text]
+        await self._until(found, timeout)
+
+    @staticmethod
+    async def _until(found: list[_Pending], timeout: float) -> None:
+        if not found:
+            return
+        try:
+            await asyncio.wait_for(asyncio.gather(*(p.event.wait() for p in found)), timeout)
+        except TimeoutError:
+            return  # answered without the exchange still being written, rather than not at all

@@ -104,7 +104,12 @@ def _chat_upstream(settings: Settings) -> Upstream | None:
     if settings.chat_upstream is None:
         return None
     key = settings.chat_upstream_key.get_secret_value() if settings.chat_upstream_key is not None else None
-    return Upstream(settings.chat_upstream, key=key, timeout=settings.chat_upstream_timeout)
+    return Upstream(
+        settings.chat_upstream,
+        key=key,
+        timeout=settings.chat_upstream_timeout,
+        max_bytes=settings.chat_upstream_max_bytes,
+    )
 
 
 def _mcp_endpoint(host: str) -> Any:

@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import orjson
 from fastapi.responses import Response
 
@@ -160,17 +159,17 @@ def ollama_answer(body: bytes, model: str, started: float | None = None) -> dict
     return answer
 
 
-def error_response(response: httpx.Response, headers: Mapping[str, str]) -> Response:
-    """The upstream's error in Ollama's shape ``{"error": "..."}``, with its status."""
+def error_response(status: int, content: bytes, headers: Mapping[str, str]) -> Response:
+    """The upstream's error (its status and body) in Ollama's shape ``{"error": "..."}``."""
     try:
-        error = json.loads(response.content).get("error")
+        error = json.loads(content).get("error")
         message = error.get("message") if isinstance(error, Mapping) else error
     except (ValueError, AttributeError):
         message = None
-    text = message if isinstance(message, str) else response.text or f"upstream answered {response.status_code}"
+    text = message if isinstance(message, str) else content.decode(errors="replace") or f"upstream answered {status}"
     return Response(
         orjson.dumps({"error": text}),
-        status_code=response.status_code,
+        status_code=status,
         media_type="application/json",
         headers=dict(headers),
     )

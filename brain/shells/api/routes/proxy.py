@@ -3,10 +3,12 @@ the chat model at ``BRAIN_CHAT_UPSTREAM`` with brain's context in its prompt and
 answer (:mod:`brain.shells.api.chat_proxy` holds the rules; :mod:`brain.shells.api.ollama_format` the
 translation of Ollama's format).
 
-Outcomes that are not an answer: the upstream's own error (its status and body passed back); nothing answering
-(502); no answer head within ``BRAIN_CHAT_UPSTREAM_TIMEOUT`` (504); a stream that stops or stalls midway (it ends
-with an error event and no end marker); a client that goes away midway (the upstream request is closed). None of
-them records anything: an exchange is recorded only with the whole answer.
+Outcomes that are not an answer: the upstream's own error (its status and body passed back, the upstream's key
+taken out of it; a refusal of that key, 401 or 403, is brain's 502, as the client's own credentials are not in
+question); nothing answering (502); no answer head within ``BRAIN_CHAT_UPSTREAM_TIMEOUT`` (504); an answer longer
+than ``BRAIN_CHAT_UPSTREAM_MAX_BYTES`` (502, read no further; a stream is cut there with an error event); a stream
+that stops or stalls midway (it ends with an error event and no end marker); a client that goes away midway (the
+upstream request is closed). None of them records anything: an exchange is recorded only with the whole answer.
 """
 
 from __future__ import annotations
@@ -23,25 +25,41 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from brain.model.errors import BrainError, ConfigError, ValidationError
+from brain.model.errors import BrainError, ConfigError, UpstreamRefused, ValidationError
 from brain.shells.api import ollama_format
 from brain.shells.api.chat_proxy import (
     CONVERSATION_HEADER,
     ENTITY_HEADER,
+    RECORDED_CHARS,
     ChatPlan,
     PendingRecords,
     StreamedAnswer,
     checked_messages,
     completion_text,
+    header_conversation,
+    is_own_conversation,
+    is_own_form,
+    own_conversation_id,
     plan_chat,
+    previous_user_text,
+    recorded_text,
     requested_entity,
 )
 from brain.shells.api.models import documented_responses
 from brain.shells.api.request_context import acting_of, ops_of
-from brain.shells.api.upstream import Upstream, UpstreamError, UpstreamTimeout, UpstreamUnreachable, passed_headers
+from brain.shells.api.upstream import (
+    Upstream,
+    UpstreamError,
+    UpstreamTimeout,
+    UpstreamTooLarge,
+    UpstreamUnreachable,
+    passed_headers,
+)
 from brain.shells.web.error_responses import error_response
 
 log = logging.getLogger("brain.proxy")
+#: on a plain answer whose recorded text was cut to RECORDED_CHARS: how much of it was recorded
+RECORDED_HEADER = "X-Brain-Recorded"
 
 _PROXY_RESPONSES = documented_responses(403, 413, 422, 502, 503, 504)
 _HEADERS = [
@@ -124,11 +142,25 @@ async def _json_object(request: Request) -> dict[str, Any]:
 async def _plan(request: Request, body: dict[str, Any], user: Any = None) -> ChatPlan:
     messages = checked_messages(body)
     entity = acting_of(request, requested_entity(request.headers.get(ENTITY_HEADER), user))
-    conversation_id = request.headers.get(CONVERSATION_HEADER) or None
     upstream = upstream_of(request)
-    await pending_of(request).wait(conversation_id, upstream.timeout)
-    settings = request.app.state.settings
+    pending = pending_of(request)
     ops = ops_of(request)
+    header = request.headers.get(CONVERSATION_HEADER)
+    conversation_id = None
+    if header and header.strip():
+        conversation_id = header_conversation(header)
+        # whose conversation it is comes first: a wait is only ever on the entity's own
+        if entity is not None and not (
+            is_own_form(conversation_id, entity) or pending.is_pending(conversation_id, entity)
+        ):
+            if not await run_in_threadpool(is_own_conversation, ops, conversation_id, entity):
+                conversation_id = own_conversation_id(conversation_id, entity)
+        await pending.wait(conversation_id, entity, upstream.timeout)
+    else:
+        previous = previous_user_text(messages)
+        if previous is not None:
+            await pending.wait_for_message(previous, entity, upstream.timeout)
+    settings = request.app.state.settings
     return await run_in_threadpool(
         plan_chat,
         ops,
@@ -147,7 +179,7 @@ def _recorder(
     closes the upstream request."""
     ops = ops_of(request)
     pending = pending_of(request)
-    event = pending.start(plan.conversation_id)
+    started = pending.start(plan.conversation_id, plan.entity, plan.user_text)
 
     async def record() -> None:
         try:
@@ -157,18 +189,44 @@ def _recorder(
             if text is None:
                 return
             await run_in_threadpool(
-                ops.conversations.record, plan.conversation_id, plan.user_text, text, entity=plan.entity
+                ops.conversations.record, plan.conversation_id, plan.user_text, recorded_text(text), entity=plan.entity
             )
         except BrainError as exc:  # the client has its answer; the exchange's loss is the operator's to see
             log.warning("the exchange of %s was not recorded: %s", plan.conversation_id, exc)
         finally:
-            pending.finish(plan.conversation_id, event)
+            pending.finish(plan.conversation_id, started)
 
     return BackgroundTask(record)
 
 
+def _recorded_headers(text: str | None) -> dict[str, str]:
+    if text is None or len(text) <= RECORDED_CHARS:
+        return {}
+    return {RECORDED_HEADER: f"the first {RECORDED_CHARS} of {len(text)} characters of the answer"}
+
+
+def _failure(exc: UpstreamError) -> tuple[int, str]:
+    if isinstance(exc, UpstreamTimeout):
+        return 504, "upstream_timeout"
+    if isinstance(exc, UpstreamRefused):
+        return 502, "upstream_refused"
+    return 502, "upstream_too_large" if isinstance(exc, UpstreamTooLarge) else "upstream_unreachable"
+
+
+def _refused(status: int) -> UpstreamError | None:
+    """The upstream refusing the proxy's own key, as brain's error: the client's credentials are not in question,
+    and the upstream's words about the key are not the client's to see."""
+    if status not in (401, 403):
+        return None
+    log.warning("the chat model refused the proxy's request with %d: check BRAIN_CHAT_UPSTREAM_KEY", status)
+    return UpstreamRefused(
+        f"the chat model refused the proxy's credentials ({status}): the operator's BRAIN_CHAT_UPSTREAM_KEY "
+        "needs to be set or changed; nothing was recorded"
+    )
+
+
 def _upstream_failed(exc: UpstreamError, conversation_id: str | None = None) -> Response:
-    status, kind = (504, "upstream_timeout") if isinstance(exc, UpstreamTimeout) else (502, "upstream_unreachable")
+    status, kind = _failure(exc)
     headers = {CONVERSATION_HEADER: conversation_id} if conversation_id else None
     return error_response(status, kind, str(exc), headers=headers)
 
@@ -191,8 +249,11 @@ def add_routes(app: FastAPI) -> None:
     @app.get("/v1/models", tags=["chat proxy"], operation_id="models", responses=documented_responses(502, 503, 504))
     async def models(request: Request) -> Response:
         """The upstream's models, as it lists them."""
-        response = await upstream_of(request).send("GET", "models")
-        return Response(response.content, status_code=response.status_code, headers=passed_headers(response))
+        response, content = await upstream_of(request).send("GET", "models")
+        refused = _refused(response.status_code)
+        if refused is not None:
+            raise refused
+        return Response(content, status_code=response.status_code, headers=passed_headers(response))
 
     @app.post(
         "/v1/chat/completions",
@@ -213,17 +274,20 @@ def add_routes(app: FastAPI) -> None:
         if body.get("stream") is True:
             return await _stream_openai(request, upstream, plan, payload)
         try:
-            response = await upstream.send("POST", "chat/completions", payload)
+            response, content = await upstream.send("POST", "chat/completions", payload)
         except UpstreamError as exc:
             return _upstream_failed(exc, plan.conversation_id)
+        refused = _refused(response.status_code)
+        if refused is not None:
+            return _upstream_failed(refused, plan.conversation_id)
         headers = {**passed_headers(response), CONVERSATION_HEADER: plan.conversation_id}
         if response.status_code >= 400:
-            return Response(response.content, status_code=response.status_code, headers=headers)
-        text = completion_text(response.content)
+            return Response(content, status_code=response.status_code, headers=headers)
+        text = completion_text(content)
         return Response(
-            response.content,
+            content,
             status_code=response.status_code,
-            headers=headers,
+            headers={**headers, **_recorded_headers(text)},
             background=_recorder(request, plan, lambda: text),
         )
 
@@ -247,24 +311,26 @@ def add_routes(app: FastAPI) -> None:
         if stream:
             return await _stream_ollama(request, upstream, plan, payload, str(body.get("model", "")))
         try:
-            response = await upstream.send("POST", "chat/completions", payload)
+            response, content = await upstream.send("POST", "chat/completions", payload)
         except UpstreamError as exc:
             return _upstream_failed(exc, plan.conversation_id)
+        refused = _refused(response.status_code)
+        if refused is not None:
+            return _upstream_failed(refused, plan.conversation_id)
         headers = {CONVERSATION_HEADER: plan.conversation_id}
         if response.status_code >= 400:
-            return ollama_format.error_response(response, headers)
+            return ollama_format.error_response(response.status_code, content, headers)
         try:
-            answer = ollama_format.ollama_answer(response.content, str(body.get("model", "")))
+            answer = ollama_format.ollama_answer(content, str(body.get("model", "")))
         except (ValueError, TypeError, AttributeError, IndexError):
-            failed = UpstreamUnreachable(
-                f"the chat model at {upstream.base_url} answered something not a chat completion"
-            )
+            log.warning("the chat model at %s answered something not a chat completion", upstream.base_url)
+            failed = UpstreamUnreachable("the chat model (BRAIN_CHAT_UPSTREAM) answered what is not a chat completion")
             return _upstream_failed(failed, plan.conversation_id)
-        text = completion_text(response.content)
+        text = completion_text(content)
         return Response(
             orjson.dumps(answer),
             media_type="application/json",
-            headers=headers,
+            headers={**headers, **_recorded_headers(text)},
             background=_recorder(request, plan, lambda: text),
         )
 
@@ -276,9 +342,15 @@ async def _stream_openai(request: Request, upstream: Upstream, plan: ChatPlan, p
         return _upstream_failed(exc, plan.conversation_id)
     headers = {**passed_headers(response), CONVERSATION_HEADER: plan.conversation_id}
     if response.status_code >= 400:
-        async with stack:
-            await response.aread()
-        return Response(response.content, status_code=response.status_code, headers=headers)
+        try:
+            async with stack:
+                content = await upstream.read(response)
+        except UpstreamError as exc:
+            return _upstream_failed(exc, plan.conversation_id)
+        refused = _refused(response.status_code)
+        if refused is not None:
+            return _upstream_failed(refused, plan.conversation_id)
+        return Response(content, status_code=response.status_code, headers=headers)
     answer = StreamedAnswer()
     finished = False
 
@@ -310,9 +382,15 @@ async def _stream_ollama(request: Request, upstream: Upstream, plan: ChatPlan, p
         return _upstream_failed(exc, plan.conversation_id)
     headers = {CONVERSATION_HEADER: plan.conversation_id}
     if response.status_code >= 400:
-        async with stack:
-            await response.aread()
-        return ollama_format.error_response(response, headers)
+        try:
+            async with stack:
+                content = await upstream.read(response)
+        except UpstreamError as exc:
+            return _upstream_failed(exc, plan.conversation_id)
+        refused = _refused(response.status_code)
+        if refused is not None:
+            return _upstream_failed(refused, plan.conversation_id)
+        return ollama_format.error_response(response.status_code, content, headers)
     lines = ollama_format.StreamTranslator(model)
     finished = False
 
@@ -344,5 +422,5 @@ async def _stream_ollama(request: Request, upstream: Upstream, plan: ChatPlan, p
 
 
 def _sse_error(exc: UpstreamError) -> bytes:
-    kind = "upstream_timeout" if isinstance(exc, UpstreamTimeout) else "upstream_unreachable"
+    _, kind = _failure(exc)
     return b"data: " + orjson.dumps({"error": {"message": str(exc), "type": kind}}) + b"\n\n"
