@@ -36,6 +36,7 @@ from brain.app.browse import ConversationInfo, list_conversations
 from brain.features.chat import ChatMemory, Context, Exchange
 from brain.features.chat.formation import FormationReport
 from brain.model.errors import ConversationOwned, Forbidden, NotFound, Problem, ValidationError, joined
+from brain.model.ids import tagged_for_another
 from brain.model.results import Document, MemoryHit, Supersession
 from brain.model.schemas import (
     CHAIN_KEYS,
@@ -419,6 +420,8 @@ class Access:
         with _STRIPES[hash(conversation_id) % len(_STRIPES)]:
             scopes, first = self._conversation_scopes(conversation_id)
             if first is None:
+                if self.entity is not None and tagged_for_another(conversation_id, self.entity):
+                    raise _no_conversation(conversation_id)  # another entity's own id: not to be taken first
                 entity = self.entity  # a new conversation, under an id the caller chose
             elif may_use_conversation(scopes, self.entity):
                 entity = entity_of(first)

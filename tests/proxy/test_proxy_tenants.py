@@ -113,3 +113,32 @@ def test_a_user_that_is_no_entity_name_is_a_422_naming_user(proxy, upstream):
     assert answer.status_code == 422, answer.text
     assert answer.json()["problems"][0]["field"] == "user"
     assert upstream.chats() == []
+
+
+def test_another_entitys_tagged_id_cannot_be_taken_first_through_the_exchanges_route(proxy, upstream):
+    """The tag of an entity's own ids can be computed, so the exchanges route refuses an id tagged for someone
+    else as it refuses another's conversation, and bob's conversation of that name stays his."""
+    from brain.model.ids import own_conversation_id
+
+    bobs = own_conversation_id("conv-bob-3", "bob")
+    taken = httpx.post(proxy.url + "/v1/exchanges", headers={"Authorization": f"Bearer {TOKENS['alice']}"}, timeout=30,
+                       json={"conversation_id": bobs, "user_text": "squatting", "assistant_text": "ok"})
+    assert taken.status_code == 404, taken.text
+    answer = chat(proxy, TOKENS["bob"], "My cat is called Tom", conversation="conv-bob-3")
+    assert answer.headers["x-brain-conversation"] == bobs
+    wait_for(lambda: recorded(proxy, TOKENS["bob"], bobs) == ["My cat is called Tom", reply_to("My cat is called Tom")])
+    mine = httpx.post(proxy.url + "/v1/exchanges", headers={"Authorization": f"Bearer {TOKENS['alice']}"}, timeout=30,
+                      json={"conversation_id": own_conversation_id("conv-alice-9", "alice"), "user_text": "hi",
+                            "assistant_text": "hello"})
+    assert mine.status_code == 201, mine.text  # her own tagged id she may start
+
+
+def test_a_turn_too_long_for_any_prompt_is_refused_naming_the_limit_and_nothing_is_written(proxy):
+    from brain.model.schemas import MAX_TURN_CHARS
+
+    headers = {"Authorization": f"Bearer {TOKENS['alice']}"}
+    refused = httpx.post(proxy.url + "/v1/exchanges", headers=headers, timeout=30,
+                         json={"conversation_id": "conv-long-1", "user_text": "hi",
+                               "assistant_text": "x" * (MAX_TURN_CHARS + 1)})
+    assert refused.status_code == 422 and "MAX_TURN_CHARS" in refused.text and "assistant_text" in refused.text
+    assert recorded(proxy, TOKENS["alice"], "conv-long-1") == []

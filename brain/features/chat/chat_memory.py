@@ -52,6 +52,7 @@ from brain.model.schemas import (
     check_k,
     format_timestamp,
     parse_timestamp,
+    turn_text_problem,
     utc_now,
     valid_conversation_id,
     valid_entity_scope,
@@ -417,6 +418,8 @@ class ChatMemory:
         for name, text in (("user_text", user_text), ("assistant_text", assistant_text)):
             if text is not None and (not isinstance(text, str) or not text.strip()):  # the store would say "item 0"
                 raise ValidationError.of(name, f"{name} must be a non-empty string, got {text!r} (nothing was written)")
+            if text is not None and (too_long := turn_text_problem(name, text)):
+                raise ValidationError.of(name, too_long)
         key = None if idempotency_key is None else check_idempotency_key(idempotency_key)
         conversation_id = _check_conversation(conversation_id)
         if user_text is None and assistant_text is None:

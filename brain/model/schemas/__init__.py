@@ -35,6 +35,7 @@ from brain.model.schemas.limits import (
     MAX_STRING_LENGTH,
     MAX_TAG_LENGTH,
     MAX_TAGS,
+    MAX_TURN_CHARS,
     PART_OF_KEY,
     RESERVED_HINTS,
     RESERVED_KEYS,
@@ -52,6 +53,7 @@ from brain.model.schemas.limits import (
     is_part,
     memory_text_problem,
     metadata_value_problem,
+    turn_text_problem,
 )
 from brain.model.schemas.models import (
     MODELS,
@@ -126,6 +128,7 @@ __all__ = [
     "MAX_KEY_LENGTH",
     "MAX_LIST_ITEMS",
     "MAX_MEMORY_CHARS",
+    "MAX_TURN_CHARS",
     "MAX_LIST_ITEM_LENGTH",
     "MAX_METADATA_ENTRIES",
     "MAX_METADATA_KEYS",
@@ -174,6 +177,7 @@ __all__ = [
     "is_part",
     "memory_scope",
     "memory_text_problem",
+    "turn_text_problem",
     "metadata_value_problem",
     "model_for",
     "parse_timestamp",

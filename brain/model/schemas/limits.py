@@ -53,6 +53,23 @@ MAX_METADATA_ENTRIES = 2_048
 MAX_MEMORY_CHARS = 4_000
 
 
+#: characters of one recorded turn (a user's message, an answer): twice the default context budget, and room for
+#: the chat proxy's note that it cut a longer answer. Writing a longer turn would hold up every other request to
+#: the store while it is embedded, for a text no prompt could show
+MAX_TURN_CHARS = 16_400
+
+
+def turn_text_problem(field: str, text: str) -> str | None:
+    """Why a turn's ``text`` is too long to record (:data:`MAX_TURN_CHARS`), or None."""
+    if len(text) <= MAX_TURN_CHARS:
+        return None
+    return (
+        f"{field} of {len(text):,} characters; a turn holds at most {MAX_TURN_CHARS:,} (MAX_TURN_CHARS), as no "
+        f"prompt could show a longer one: record the first part, or ingest the text as a knowledge-base document "
+        f"(nothing was written)"
+    )
+
+
 def memory_text_problem(text: str) -> str | None:
     """Why a memory's ``text`` is too long to store (:data:`MAX_MEMORY_CHARS`), or None."""
     if len(text) <= MAX_MEMORY_CHARS:

@@ -31,7 +31,6 @@ Nothing here speaks HTTP; :mod:`brain.shells.api.routes.proxy` does, over the op
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -39,7 +38,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from brain.model.errors import NotFound, ValidationError
-from brain.model.schemas.values import CONVERSATION_ID_MAX_LENGTH, valid_conversation_id, valid_name
+from brain.model.ids import own_conversation_id
+from brain.model.schemas.values import valid_conversation_id, valid_name
 from brain.ops import Operations
 
 if TYPE_CHECKING:
@@ -109,24 +109,6 @@ def requested_entity(header: str | None, user: Any) -> str | None:
             f"the {ENTITY_HEADER} header ({header!r}) and the body's user ({user!r}) differ: send one, or the same",
         )
     return header if header is not None else user
-
-
-def _entity_tag(entity: str) -> str:
-    return hashlib.sha256(entity.encode()).hexdigest()[:16]
-
-
-def own_conversation_id(conversation_id: str, entity: str) -> str:
-    """``entity``'s conversation of the id ``conversation_id`` a client named: ``<id>.<tag>``, the tag the
-    entity's (a long id hashed to fit). Another entity's conversation of that id is another conversation."""
-    tag = _entity_tag(entity)
-    if len(conversation_id) + 1 + len(tag) > CONVERSATION_ID_MAX_LENGTH:
-        conversation_id = f"conv-{hashlib.sha256(conversation_id.encode()).hexdigest()[:32]}"
-    return f"{conversation_id}.{tag}"
-
-
-def is_own_form(conversation_id: str, entity: str) -> bool:
-    """Whether ``conversation_id`` is one of :func:`own_conversation_id`'s for ``entity``."""
-    return conversation_id.endswith("." + _entity_tag(entity))
 
 
 def new_conversation_id(entity: str | None = None) -> str:

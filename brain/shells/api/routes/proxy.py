@@ -26,6 +26,7 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from brain.model.errors import BrainError, ConfigError, UpstreamRefused, ValidationError
+from brain.model.ids import is_own_form, own_conversation_id
 from brain.shells.api import ollama_format
 from brain.shells.api.chat_proxy import (
     CONVERSATION_HEADER,
@@ -38,8 +39,6 @@ from brain.shells.api.chat_proxy import (
     completion_text,
     header_conversation,
     is_own_conversation,
-    is_own_form,
-    own_conversation_id,
     plan_chat,
     previous_user_text,
     recorded_text,
