@@ -206,25 +206,27 @@ def lowers_floor(weights: ScoreWeights) -> bool:
 OWN_BACKGROUND_MIN_ROWS = 4
 
 
-def own_floor(weights: ScoreWeights, own_relevance: np.ndarray) -> np.ndarray:
-    """The floor of each of the asking entity's own memories for a message in the first person.
+def own_floor(weights: ScoreWeights, relevance_sum: float, count: int) -> float:
+    """The floor of the asking entity's own memories for a message in the first person, from the sum of their
+    relevance to the message and how many they are.
 
     A first-person message ("When is my kid's birthday?") shares neither the person's name nor, often, a
     word with the fact that answers it ("Nadia's son Leo turns seven on the 14th of March"), so it sits
     well below the floor, which was set on questions that name their person. What still marks the answer
-    is that it stands out among the person's own memories: each memory's floor is ``background +
-    first_person_stand_out``, its background being the mean relevance of the person's *other* memories
-    (unrelated pairs' mean when fewer than :data:`OWN_BACKGROUND_MIN_ROWS` others exist), and never below
-    ``first_person_floor``. +inf everywhere (the plain floor alone) without the rule."""
-    rel = np.asarray(own_relevance, dtype=np.float64)
-    if weights.first_person_floor is None:
-        return np.full(rel.shape, np.inf)
-    others = rel.size - 1
-    if others >= OWN_BACKGROUND_MIN_ROWS:
-        background = (rel.sum() - rel) / others
+    is that it stands out among the person's own memories: a memory passes when its relevance ``r`` reaches
+    the mean relevance of the person's *other* memories + ``first_person_stand_out`` (``c``), and
+    ``first_person_floor``. With ``S`` the sum over all ``n`` of them, ``r >= (S - r) / (n - 1) + c`` is
+    ``r >= (S + c * (n - 1)) / n``: one floor for every own memory, computed from a sum (which a cached sum
+    of the rows' vectors gives in one dot product). With fewer than :data:`OWN_BACKGROUND_MIN_ROWS` others
+    the background is unrelated pairs' mean. +inf without the rule."""
+    if weights.first_person_floor is None or count <= 0:
+        return math.inf
+    c = weights.first_person_stand_out
+    if count - 1 >= OWN_BACKGROUND_MIN_ROWS:
+        stands_out = (relevance_sum + c * (count - 1)) / count
     else:
-        background = np.full(rel.shape, weights.unrelated_mean)
-    return np.maximum(weights.first_person_floor, background + weights.first_person_stand_out)
+        stands_out = weights.unrelated_mean + c
+    return max(weights.first_person_floor, stands_out)
 
 
 def floors(weights: ScoreWeights, importance, match=None, own=None) -> np.ndarray | float:

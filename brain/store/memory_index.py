@@ -203,6 +203,9 @@ class MemoryIndex:
         # BM25 over every row in row order, and each text's keyword tokens by id (kept across rebuilds)
         self._bm25: BM25Index | None = None
         self._tokens: dict[str, list[str]] = {}
+        # per scope, the sum of its rows' vectors and their count (the first-person floor's background), built
+        # on first use and dropped by every write
+        self._scope_sums: dict[str, tuple[np.ndarray, int]] = {}
         self._alloc(capacity)
 
     # ---- layout ------------------------------------------------------------------------------
@@ -260,6 +263,7 @@ class MemoryIndex:
             self._scope_code = {}
             self._problems = {}
             self._bm25, self._tokens = None, {}
+            self._scope_sums = {}
             self._alloc(1024)
 
     def _code(self, scope: str) -> int:
@@ -283,6 +287,7 @@ class MemoryIndex:
         with self._lock:
             self._growth = None
             self._bm25 = None
+            self._scope_sums = {}
             unusable, reported = [], []
             for j, doc_id in enumerate(ids):
                 meta = metadatas[j]
@@ -339,6 +344,7 @@ class MemoryIndex:
         with self._lock:
             self._growth = None
             self._bm25 = None
+            self._scope_sums = {}
             for doc_id in ids:
                 self._problems.pop(doc_id, None)
                 self._tokens.pop(doc_id, None)
@@ -554,6 +560,18 @@ class MemoryIndex:
             kept = [r for r in rows_in if all(metas[r].get(key) == value for key, value in items)]
             return np.asarray(kept, dtype=np.intp)
         return None if mask is None else np.flatnonzero(mask)
+
+    def scope_sum(self, scope: str) -> tuple[np.ndarray, int]:
+        """The sum of the vectors of ``scope``'s rows (float64) and how many they are (the caller holds the lock)."""
+        cached = self._scope_sums.get(scope)
+        if cached is None:
+            code = self._scope_code.get(scope)
+            mine = np.zeros(self._n, dtype=bool) if code is None else self._scope[: self._n] == code
+            cached = self._scope_sums[scope] = (
+                self._f32[: self._n][mine].sum(axis=0, dtype=np.float64),
+                int(np.count_nonzero(mine)),
+            )
+        return cached
 
     def lexical(self, query_text: str) -> np.ndarray:
         """Every row's lexical match with ``query_text``, 0..1: its BM25 score (over every row, in
@@ -847,12 +865,14 @@ def search_parts(
 
         own = None  # each row's first-person floor (+inf: none)
         if about is not None and weights.floor is not None and weights.first_person_floor is not None:
-            cand = np.arange(n) if picked is None else picked
-            mine = cand[space.in_scope(about)[cand]]
-            if mine.size:
-                relevance = exact(mine) + (0.0 if lex_part is None else lex_part[mine])
-                own = np.full(n, np.inf)
-                own[mine] = ranking.own_floor(weights, relevance)
+            scoped = space.in_scope(about)
+            sums = [p.scope_sum(about) for p in space.parts]
+            count = sum(c for _, c in sums)
+            if count:
+                relevance_sum = float(q.astype(np.float64) @ np.sum([v for v, _ in sums], axis=0))
+                if lex_part is not None:
+                    relevance_sum += float(lex_part[scoped].sum())
+                own = np.where(scoped, ranking.own_floor(weights, relevance_sum, count), np.inf)
 
         below = 0
         if picked is not None and picked.size <= max(SMALL_CANDIDATE_SET, 4 * k):

@@ -202,22 +202,24 @@ def test_first_person_floors_by_row_give_the_reference_answer():
         exact = rng.uniform(-0.1, 0.6, n)
         approx = exact + rng.uniform(-0.02, 0.02, n)
         mine = rng.random(n) < 0.5
-        own = np.full(n, np.inf)
-        own[mine] = own_floor(weights, exact[mine])
+        own = np.where(mine, own_floor(weights, float(exact[mine].sum()), int(mine.sum())), np.inf)
+        keys = [str(i) for i in range(n)]
         rows, _, below = gated_bounded_top_k(
-            np.zeros(n), approx, np.full(n, 0.02), None, 3, lambda r: exact[r], weights, keys=[str(i) for i in range(n)], own=own
+            np.zeros(n), approx, np.full(n, 0.02), None, 3, lambda r: exact[r], weights, keys=keys, own=own
         )
-        assert (list(rows), below) == gated_top_k_reference(exact, 0.0, np.zeros(n), [str(i) for i in range(n)], 3, weights, own=own)
+        assert (list(rows), below) == gated_top_k_reference(exact, 0.0, np.zeros(n), keys, 3, weights, own=own)
 
 
 def test_a_memory_that_stands_out_among_its_persons_memories_gets_the_first_person_floor():
+    """One floor for every own memory is the same test as each memory against the mean of the others."""
     from brain.rules.ranking import ScoreWeights, own_floor
 
     weights = ScoreWeights(floor=0.5, first_person_floor=0.1, first_person_stand_out=0.15, unrelated_mean=0.03)
-    relevance = np.array([0.3, 0.02, 0.05, 0.0, 0.04, 0.01])
-    floors = own_floor(weights, relevance)
-    assert relevance[0] >= floors[0] and (relevance[1:] < floors[1:]).all()
-    assert np.allclose(floors[1], max(0.1, (relevance.sum() - relevance[1]) / 5 + 0.15))
-    few = own_floor(weights, relevance[:3])  # too few others to measure: unrelated pairs' mean is the background
-    assert np.allclose(few, 0.18)
-    assert np.isinf(own_floor(ScoreWeights(floor=0.5), relevance)).all()
+    relevance = np.array([0.3, 0.02, 0.05, 0.0, 0.04, 0.01, 0.24])
+    floor = own_floor(weights, float(relevance.sum()), relevance.size)
+    for i, r in enumerate(relevance):
+        others = np.delete(relevance, i).mean()
+        assert (r >= floor) == (r >= max(0.1, others + 0.15))
+    assert relevance[0] >= floor and (relevance[1:6] < floor).all()
+    assert own_floor(weights, 0.4, 3) == pytest.approx(0.18)  # too few others: unrelated pairs' mean is the background
+    assert own_floor(ScoreWeights(floor=0.5), 1.0, 7) == float("inf")
