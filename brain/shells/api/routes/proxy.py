@@ -240,6 +240,28 @@ async def _open_stream(upstream: Upstream, path: str, payload: bytes) -> tuple[A
     return stack, response
 
 
+async def _open_answer(
+    upstream: Upstream, plan: ChatPlan, payload: bytes, refusal: Callable[[Any, bytes], Response]
+) -> tuple[AsyncExitStack, Any] | Response:
+    """The upstream's streamed answer, open; or, when it failed or answered an error, the response the client
+    gets for that (``refusal`` words an upstream error of its own, from its response and body, as passed on)."""
+    try:
+        stack, response = await _open_stream(upstream, "chat/completions", payload)
+    except UpstreamError as exc:
+        return _upstream_failed(exc, plan.conversation_id)
+    if response.status_code < 400:
+        return stack, response
+    try:
+        async with stack:
+            content = await upstream.read(response)
+    except UpstreamError as exc:
+        return _upstream_failed(exc, plan.conversation_id)
+    refused = _refused(response.status_code)
+    if refused is not None:
+        return _upstream_failed(refused, plan.conversation_id)
+    return refusal(response, content)
+
+
 def add_routes(app: FastAPI) -> None:
     @app.exception_handler(UpstreamError)
     async def _upstream_error(request: Request, exc: UpstreamError) -> Response:
@@ -335,21 +357,19 @@ def add_routes(app: FastAPI) -> None:
 
 
 async def _stream_openai(request: Request, upstream: Upstream, plan: ChatPlan, payload: bytes) -> Response:
-    try:
-        stack, response = await _open_stream(upstream, "chat/completions", payload)
-    except UpstreamError as exc:
-        return _upstream_failed(exc, plan.conversation_id)
-    headers = {**passed_headers(response), CONVERSATION_HEADER: plan.conversation_id}
-    if response.status_code >= 400:
-        try:
-            async with stack:
-                content = await upstream.read(response)
-        except UpstreamError as exc:
-            return _upstream_failed(exc, plan.conversation_id)
-        refused = _refused(response.status_code)
-        if refused is not None:
-            return _upstream_failed(refused, plan.conversation_id)
-        return Response(content, status_code=response.status_code, headers=headers)
+    conversation = {CONVERSATION_HEADER: plan.conversation_id}
+    opened = await _open_answer(
+        upstream,
+        plan,
+        payload,
+        lambda failed, content: Response(
+            content, status_code=failed.status_code, headers={**passed_headers(failed), **conversation}
+        ),
+    )
+    if isinstance(opened, Response):
+        return opened
+    stack, response = opened
+    headers = {**passed_headers(response), **conversation}
     answer = StreamedAnswer()
     finished = False
 
@@ -375,21 +395,16 @@ async def _stream_openai(request: Request, upstream: Upstream, plan: ChatPlan, p
 
 
 async def _stream_ollama(request: Request, upstream: Upstream, plan: ChatPlan, payload: bytes, model: str) -> Response:
-    try:
-        stack, response = await _open_stream(upstream, "chat/completions", payload)
-    except UpstreamError as exc:
-        return _upstream_failed(exc, plan.conversation_id)
     headers = {CONVERSATION_HEADER: plan.conversation_id}
-    if response.status_code >= 400:
-        try:
-            async with stack:
-                content = await upstream.read(response)
-        except UpstreamError as exc:
-            return _upstream_failed(exc, plan.conversation_id)
-        refused = _refused(response.status_code)
-        if refused is not None:
-            return _upstream_failed(refused, plan.conversation_id)
-        return ollama_format.error_response(response.status_code, content, headers)
+    opened = await _open_answer(
+        upstream,
+        plan,
+        payload,
+        lambda failed, content: ollama_format.error_response(failed.status_code, content, headers),
+    )
+    if isinstance(opened, Response):
+        return opened
+    stack, response = opened
     lines = ollama_format.StreamTranslator(model)
     finished = False
 
