@@ -34,7 +34,9 @@ def test_demo_builds_the_store_and_is_idempotent(tmp_path, monkeypatch, capsys):
     for line in lines:
         total, sim, lex, imp, rec = map(float, re.findall(r"-?\d\.\d{3}", line)[:5])
         assert abs(total - (sim + lex + imp + rec)) < 0.002
-    assert re.search(r"\(4 of 5 memories below the relevance floor 0\.\d\d", out)
+    # the question is in the first person ("my train ticket"), so alice's memories that stand out among hers pass
+    # a lower floor: one more of them does, and the margin below the best keeps it out of the section
+    assert re.search(r"\(3 of 5 memories below the relevance floor 0\.\d\d", out)
     faq = out.split("FAQ hits")[1].split("Recent turns")[0]
     assert "[ocr]" in faq.splitlines()[1]  # the sample question is about reading text in a photo
     specialists = out.split("Specialists for this question")[1].split("Prompt block")[0]
