@@ -70,6 +70,8 @@ def test_the_import_route_skips_a_forgotten_person_unless_asked(embedded_store, 
         assert answer.json()["forgotten"] == 0 and BOB_MEMORY in bobs(embedded_store)
 
 
+# the link gives its long requests their own timeout, which Starlette's TestClient standing in for the server ignores
+@pytest.mark.filterwarnings("ignore:You should not use the 'timeout' argument with the TestClient")
 def test_brain_import_beside_the_server_skips_a_forgotten_person_unless_asked(embedded_store, forgotten_bob):
     with Brain(embedded_store, start_worker=False) as brain, TestClient(create_app(brain=brain)) as http:
         link = ServerLink("http://testserver")
