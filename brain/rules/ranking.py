@@ -22,8 +22,8 @@ With ``m_fi = 0`` every memory gets it.)
 
 For a message in the first person, the asking entity's own memories may pass :func:`own_floor` instead
 (they stand out among that entity's other memories). The score orders the candidates. Without a gate
-and with ``w_lex = 0`` this is the reference
-formula ``w_sim * similarity + w_imp * importance / 5 + recency``.
+and with ``w_lex = 0`` this is the reference formula ``w_sim * similarity + w_imp * importance / 5 +
+recency``.
 
 The importance and recency parts do not depend on the query, and the lexical part and the match are
 computed exactly for every memory from postings, so only the similarity has to be computed per query — and
@@ -88,9 +88,9 @@ class ScoreWeights:
     floor_importance: float = 0.0
     #: m_fi: the stem-prefix match with the query (0..1) a memory needs for that lower floor (0: none)
     floor_importance_match: float = 0.0
-    #: for a message in the first person, the floor of the asking entity's own memories is at most
-    #: ``max(first_person_floor, background + first_person_stand_out)`` (None: no such floor), where the
-    #: background is their mean relevance to the message (:func:`own_floor`)
+    #: for a message in the first person, the asking entity's own memories may pass :func:`own_floor` instead:
+    #: at least ``first_person_floor`` (None: no such floor) and ``first_person_stand_out`` above the mean
+    #: relevance of the entity's other memories
     first_person_floor: float | None = None
     first_person_stand_out: float = 0.0
     #: the background when too few own memories exist to measure one: unrelated pairs' mean similarity
