@@ -496,5 +496,5 @@ def test_a_binary_or_control_character_file_is_refused_and_named(embedded_store,
     assert [d.text for d in kb_docs(embedded_store, "kb/stray.md")] == ["# Bell\nA stray \x07 bell in real text is kept."]
     assert {"path": "kb/empty.md", "line": None, "message": "the file is empty: no documents"} in report.warnings
     assert "kb/zeros.md:1: holds 3,000 NUL characters" in ingest_text(report)
-    # the noise no longer outranks the passage that answers
+    # the noise does not outrank the passage that answers
     assert embedded_store.search("wifi password", k=1)[0].metadata["kb_file"] == "kb/notes.txt"
