@@ -1,3 +1,7 @@
+"""BM25's lexical match: on a 0..1 scale of what the query itself could score, so that a search that sees few
+documents cannot make a poor match look whole."""
+
+from __future__ import annotations
 
 
 def test_a_poor_match_stays_poor_however_few_documents_a_search_sees():
