@@ -25,3 +25,12 @@ def test_a_query_word_no_document_holds_weighs_as_much_as_the_rarest():
     index = BM25Index([["alpha"], ["beta"], ["alpha", "gamma"]])
     assert index.idf("missing") == index.unseen_idf() > index.idf("beta") > index.idf("alpha")
     assert index.max_score(["alpha", "missing"]) == (index.idf("alpha") + index.unseen_idf()) * 2.2
+
+
+def test_a_message_in_the_first_person_is_told_from_one_about_someone_else():
+    from brain.text.keywords import in_first_person
+
+    for mine in ("When is my kid's birthday?", "What do I do for a living?", "I'm off to Porto", "Remind me, please"):
+        assert in_first_person(mine), mine
+    for theirs in ("When is Nadia's son's birthday?", "What should we know before visiting?", "Where does she live?"):
+        assert not in_first_person(theirs), theirs
