@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
@@ -52,6 +53,10 @@ if TYPE_CHECKING:
 TIMEOUT = 120.0
 
 T = TypeVar("T")
+
+
+#: bytes of an upload sent at a time
+UPLOAD_CHUNK = 1 << 20
 
 
 class ServerLink:
@@ -524,16 +529,22 @@ class ServedMaintenance(_Part):
         self._admin("an import")
         from brain.features.pam.reports import ImportReport
         from brain.features.pam.spec import EMBEDDINGS_FILE, MEMORY_STORE_FILE
-        from brain.features.pam.transfer import import_archive
+        from brain.features.pam.transfer import write_import_archive
 
-        answer = self._link.request(
-            "POST",
-            "/v1/import",
-            content=import_archive(Path(path)),
-            params=_params(include_forgotten=include_forgotten),
-            timeout=None,
-            headers={"content-type": "application/octet-stream"},
-        )
+        # the archive goes through a temporary file and out a chunk at a time: an export of any size costs this
+        # side no more memory than a chunk
+        with tempfile.TemporaryFile(prefix="brain-import-") as archive:
+            write_import_archive(Path(path), archive)
+            size = archive.tell()
+            archive.seek(0)
+            answer = self._link.request(
+                "POST",
+                "/v1/import",
+                content=iter(lambda: archive.read(UPLOAD_CHUNK), b""),
+                params=_params(include_forgotten=include_forgotten),
+                timeout=None,
+                headers={"content-type": "application/octet-stream", "content-length": str(size)},
+            )
         report = report_of(ImportReport, answer)
         # the files read are this side's, not the copies the server read
         local = Path(path) if Path(path).is_file() else Path(path) / MEMORY_STORE_FILE

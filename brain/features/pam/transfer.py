@@ -14,7 +14,7 @@ import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 import orjson
 
@@ -141,22 +141,36 @@ def read_export_archive(data: bytes) -> BuiltExport:
 
 
 def import_archive(path: Path) -> bytes:
-    """The files an import of ``path`` reads (a PAM export's folder, or its ``memory-store.json``) as one tar:
-    the memory store, ``embeddings.json`` beside it and the conversation files of ``conversations/``."""
+    """:func:`write_import_archive` into memory (for a small export, or a test)."""
+    buffer = io.BytesIO()
+    write_import_archive(path, buffer)
+    return buffer.getvalue()
+
+
+def write_import_archive(path: Path, out: BinaryIO) -> None:
+    """The files an import of ``path`` reads (a PAM export's folder, or its ``memory-store.json``) as one tar,
+    written to ``out`` a file at a time from disk (an export of any size costs no more memory than a chunk): the
+    memory store, ``embeddings.json`` beside it and the conversation files of ``conversations/``."""
     store_file = path / MEMORY_STORE_FILE if path.is_dir() else path
     folder = store_file.parent
     if not store_file.is_file():
         raise ValidationError(f"{store_file} is not a file; give a PAM export's folder or its {MEMORY_STORE_FILE}")
-    members = [(MEMORY_STORE_FILE, store_file.read_bytes())]
+    members = [(MEMORY_STORE_FILE, store_file)]
     if (folder / EMBEDDINGS_FILE).is_file():
-        members.append((EMBEDDINGS_FILE, (folder / EMBEDDINGS_FILE).read_bytes()))
+        members.append((EMBEDDINGS_FILE, folder / EMBEDDINGS_FILE))
     conversations = folder / CONVERSATIONS_DIR
     if conversations.is_dir():
         for file in sorted(conversations.glob("*.json")):
             name = f"{CONVERSATIONS_DIR}/{file.name}"
             if _FILE_NAME.fullmatch(name) and file.is_file():
-                members.append((name, file.read_bytes()))
-    return _pack(members)
+                members.append((name, file))
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        for name, file in members:
+            info = tarfile.TarInfo(name)
+            info.size = file.stat().st_size
+            info.mtime = int(time.time())
+            with file.open("rb") as data:
+                archive.addfile(info, data)
 
 
 def unpack_import(archive: bytes | Path, into: Path) -> Path:
