@@ -34,7 +34,6 @@ All three before anything changes.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from brain.features.mirror.erase import copy_namespace_rows, erase_from_copy, ke
 from brain.features.pam.forgotten import Forgotten
 from brain.model.errors import NotFound, StoreUnavailable
 from brain.model.schemas import DocType, entity_scope, valid_name
+from brain.store.disk import sync_directory, write_json_durably
 from brain.store.live import read_pointer
 from brain.store.mirror_link import catch_up_mirror
 from brain.store.positions import release_positions
@@ -281,24 +281,14 @@ def _unmark(store: Store, name: str) -> None:
 
 
 def _write_marker(store: Store, entries: list[dict[str, Any]]) -> None:
-    """Replace the marker durably (a temporary file, fsync'd and renamed), or remove it when empty."""
+    """Replace the marker durably (:func:`~brain.store.disk.write_json_durably`), or remove it when empty."""
     path = _marker_path(store)
     try:
-        if not entries:
-            path.unlink(missing_ok=True)
+        if entries:
+            write_json_durably(path, {"forgets": entries})
         else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(path.name + ".tmp")
-            with open(temporary, "w", encoding="utf-8") as out:
-                json.dump({"forgets": entries}, out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, path)
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+            path.unlink(missing_ok=True)
+            sync_directory(path.parent)
     except OSError as exc:
         raise StoreUnavailable(
             f"cannot write {path}, the record of a forget under way ({exc}); nothing more was "

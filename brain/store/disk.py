@@ -13,6 +13,7 @@ and raising there fails the write with nothing stored.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterable
@@ -86,3 +87,26 @@ def guarded_paths(settings: Any) -> list[Path]:
 
 
 __all__ = ["DiskGuard", "guarded_paths"]
+
+
+def sync_directory(path: Path) -> None:
+    """fsync the directory ``path``, so that a file renamed or removed in it stays so after a crash."""
+    directory = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def write_json_durably(path: Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` as JSON so that a crash leaves the old file or the new one, whole: a
+    temporary file beside it, fsync'd, renamed over it, the directory fsync'd. Raises :class:`OSError`; the
+    caller says what the file was for."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "w", encoding="utf-8") as out:
+        json.dump(data, out)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)
+    sync_directory(path.parent)

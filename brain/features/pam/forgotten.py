@@ -14,12 +14,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
 from collections.abc import Iterable
 from pathlib import Path
 
 from brain.model.errors import StoreUnavailable
+from brain.store.disk import write_json_durably
 
 #: the record of forgotten entities, in the data directory
 FORGOTTEN_FILE = "forgotten.json"
@@ -88,20 +88,9 @@ class Forgotten:
             self._write(key, kept)
 
     def _write(self, key: bytes, digests: set[str]) -> None:
-        """Replace the record atomically (a temporary file, fsync'd and renamed)."""
-        temporary = self.path.with_name(self.path.name + ".tmp")
+        """Replace the record atomically (:func:`~brain.store.disk.write_json_durably`)."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(temporary, "w", encoding="utf-8") as out:
-                json.dump({"key": key.hex(), "entities": sorted(digests)}, out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, self.path)
-            directory = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
+            write_json_durably(self.path, {"key": key.hex(), "entities": sorted(digests)})
         except OSError as exc:
             raise StoreUnavailable(
                 f"cannot write {self.path}, the record of the entities forgotten here ({exc}); free space or fix "

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from brain.model.errors import NotFound, ValidationError
 from brain.model.ids import own_conversation_id
+from brain.model.schemas.limits import MAX_TURN_CHARS
 from brain.model.schemas.values import valid_conversation_id, valid_name
 from brain.ops import Operations
 
@@ -51,8 +52,9 @@ CONVERSATION_HEADER = "X-Brain-Conversation"
 MATCH_CANDIDATES = 20
 #: the message roles that instruct the model rather than converse
 SYSTEM_ROLES = ("system", "developer")
-#: characters of each turn the proxy records (the user's message, the answer): twice the default context budget
-RECORDED_CHARS = 16_000
+#: characters of each turn the proxy records (the user's message, the answer): the turn limit, less room for the
+#: note that says a longer one was cut
+RECORDED_CHARS = MAX_TURN_CHARS - 400
 
 Message = dict[str, Any]
 
