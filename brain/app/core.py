@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from brain.features.specialists import SpecialistRegistry
     from brain.model.results import Hit, MemoryHit
     from brain.providers.embeddings.base import Embedder
-    from brain.providers.extractors import OllamaExtractor
+    from brain.providers.extractors import Extractor
     from brain.providers.summarizers import Summarizer
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class Brain:
         summarizer: Summarizer | None = None,
         start_worker: bool = True,
         owns_store: bool = False,
-        extractor: OllamaExtractor | None = None,
+        extractor: Extractor | None = None,
     ):
         self.store: Store[EngramMirror, MirrorHealth] = store
         self.settings: Settings = store.settings
@@ -104,7 +104,7 @@ class Brain:
             return self._summarizer
 
     @property
-    def extractor(self) -> OllamaExtractor | None:
+    def extractor(self) -> Extractor | None:
         """The memory-formation model ``BRAIN_FORMATION_MODEL`` names; None when no model is configured (the
         server is not contacted here)."""
         with self._lock:
@@ -392,8 +392,14 @@ def _model_notes(summariser: dict[str, Any], formation: dict[str, Any]) -> list[
         ]
     return [
         f"the optional summary model {model} is not reachable: summaries come from the extractive fallback "
-        "(start Ollama and pull the model to use it, or set BRAIN_SUMMARIZER=extractive to not ask for it)"
+        f"({_how_to_serve(str(model))} to use it, or set BRAIN_SUMMARIZER=extractive to not ask for it)"
     ]
+
+
+def _how_to_serve(model: str) -> str:
+    if model.startswith("openai/"):
+        return "start the OpenAI-compatible server BRAIN_OPENAI_BASE_URL names, serving the model,"
+    return "start Ollama and pull the model"
 
 
 def _type_name(value: str | DocType | None) -> str | None:
@@ -427,7 +433,7 @@ def open(
     start_worker: bool = True,
     embedder: Embedder | None = None,
     summarizer: Summarizer | None = None,
-    extractor: OllamaExtractor | None = None,
+    extractor: Extractor | None = None,
     brain_type: type[Brain] | None = None,
     **overrides: Any,
 ) -> Brain:

@@ -148,7 +148,12 @@ storage_setting = _group("storage", "BRAIN_", "Storage", "where the data lives a
 knowledge_setting = _group(
     "knowledge", "BRAIN_", "Knowledge base and persona", "chunking of ingested files; the persona file"
 )
-embedding_setting = _group("embedding", "BRAIN_", "Embedders", "the embedding model and its server")
+embedding_setting = _group(
+    "embedding",
+    "BRAIN_",
+    "Embedders and model servers",
+    "the embedding model, and the servers the models are asked on: Ollama, or any OpenAI-compatible API",
+)
 mirror_setting = _group("mirror", "BRAIN_", "The Engram mirror", "the SQLite mirror of memories and conversations")
 chat_setting = _group(
     "chat",
@@ -171,7 +176,7 @@ api_setting = _group(
 )
 
 #: the closed set of summarisers; each is the ``kind`` of a class in brain.providers.summarizers
-SummarizerKind = Literal["ollama", "extractive"]
+SummarizerKind = Literal["ollama", "openai", "extractive"]
 
 
 def document_types(value: Any) -> Any:

@@ -339,8 +339,9 @@ class Settings(BaseSettings):
         "BRAIN_EMBEDDER",
         default_embedder,
         "the embedding model as `provider/model`: `local/minilm-l6-v2` (in-process, English), "
-        "`local/multilingual-e5-small` (in-process, about 100 languages) or `ollama/<model>`, e.g. "
-        "`ollama/nomic-embed-text`; `brain reindex` moves a store to another",
+        "`local/multilingual-e5-small` (in-process, about 100 languages), `ollama/<model>`, e.g. "
+        "`ollama/nomic-embed-text`, or `openai/<model>` (on BRAIN_OPENAI_BASE_URL); `brain reindex` moves a store "
+        "to another",
     )
     embed_batch_size: int = embedding_setting(
         "BRAIN_EMBED_BATCH_SIZE", DEFAULT_EMBED_BATCH_SIZE, "texts per embedding call (count)", ge=1, le=4096
@@ -353,7 +354,10 @@ class Settings(BaseSettings):
         le=1_000_000,
     )
     ollama_host: str = embedding_setting(
-        "OLLAMA_HOST", DEFAULT_OLLAMA_HOST, "the Ollama server for ollama/ embedders and the summariser (URL)"
+        "OLLAMA_HOST",
+        DEFAULT_OLLAMA_HOST,
+        "the Ollama server for ollama/ embedders, and for the summariser and formation with BRAIN_SUMMARIZER=ollama "
+        "(URL)",
     )
     ollama_timeout: float = embedding_setting(
         "BRAIN_OLLAMA_TIMEOUT",
@@ -361,6 +365,22 @@ class Settings(BaseSettings):
         "time limit of one embedding request to Ollama (seconds)",
         gt=0.0,
         le=3600.0,
+    )
+
+    openai_base_url: str | None = embedding_setting(
+        "BRAIN_OPENAI_BASE_URL",
+        None,
+        "an OpenAI-compatible API (llama.cpp's server, vLLM, LM Studio, Ollama's /v1, a hosted API): what "
+        "BRAIN_SUMMARIZER=openai (summaries, formation) and openai/<model> embedders ask, and the proxy's "
+        "BRAIN_CHAT_UPSTREAM unless that is set (URL ending in /v1)",
+        example="http://127.0.0.1:8080/v1",
+    )
+    openai_api_key: pydantic.SecretStr | None = embedding_setting(
+        "BRAIN_OPENAI_API_KEY",
+        None,
+        "the bearer key sent to BRAIN_OPENAI_BASE_URL (never logged, echoed or stored), and to the proxy's upstream "
+        "when that is the same server and BRAIN_CHAT_UPSTREAM_KEY is unset; unset: none is sent",
+        example="",
     )
 
     # --- the Engram-compatible SQLite mirror ---------------------------------------------------------
@@ -395,13 +415,14 @@ class Settings(BaseSettings):
     summarizer: SummarizerKind = chat_setting(
         "BRAIN_SUMMARIZER",
         "ollama",
-        "who writes summaries: ollama (the chat model BRAIN_SUMMARY_MODEL on OLLAMA_HOST) or extractive (no "
-        "model); the extractive summariser is always the fallback",
+        "who writes summaries and forms memories: ollama (the chat model BRAIN_SUMMARY_MODEL on OLLAMA_HOST), "
+        "openai (that model on the OpenAI-compatible BRAIN_OPENAI_BASE_URL) or extractive (no model); the "
+        "extractive summariser is always the fallback",
     )
     summary_model: str = chat_setting(
         "BRAIN_SUMMARY_MODEL",
         default_summary_model,
-        "the Ollama chat model that writes summaries (an Ollama model name)",
+        "the chat model that writes summaries, on the server BRAIN_SUMMARIZER names (a model name)",
     )
     summary_retries: int = chat_setting(
         "BRAIN_SUMMARY_RETRIES", 3, "retries of a failed model summary (count)", ge=0, le=20
@@ -442,7 +463,7 @@ class Settings(BaseSettings):
     formation_model: str = chat_setting(
         "BRAIN_FORMATION_MODEL",
         default_summary_model,
-        "the Ollama chat model that forms memories (an Ollama model name)",
+        "the chat model that forms memories, on the server BRAIN_SUMMARIZER names (a model name)",
     )
     formation_retries: int = chat_setting(
         "BRAIN_FORMATION_RETRIES",
@@ -632,13 +653,15 @@ class Settings(BaseSettings):
         "BRAIN_CHAT_UPSTREAM",
         None,
         "the OpenAI-compatible chat API `brain serve` proxies with memory (`/v1/chat/completions`, `/v1/models`, "
-        "Ollama's `/api/chat`), e.g. http://127.0.0.1:11434/v1 for Ollama; unset: the proxy routes answer 503",
+        "Ollama's `/api/chat`), e.g. http://127.0.0.1:11434/v1 for Ollama; unset: BRAIN_OPENAI_BASE_URL, and "
+        "with neither set the proxy routes answer 503",
         example="http://127.0.0.1:11434/v1",
     )
     chat_upstream_key: pydantic.SecretStr | None = api_setting(
         "BRAIN_CHAT_UPSTREAM_KEY",
         None,
-        "the bearer key sent to BRAIN_CHAT_UPSTREAM (never logged, echoed or stored); unset: none is sent",
+        "the bearer key sent to BRAIN_CHAT_UPSTREAM (never logged, echoed or stored); unset: BRAIN_OPENAI_API_KEY "
+        "when the upstream is BRAIN_OPENAI_BASE_URL, else none is sent",
         example="",
     )
     chat_upstream_timeout: float = api_setting(
@@ -729,24 +752,34 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return value
 
-    @field_validator("chat_upstream_key", mode="before")
+    @field_validator("chat_upstream_key", "openai_api_key", mode="before")
     @classmethod
     def _blank_key_is_none(cls, value: Any) -> Any:
         if isinstance(value, pydantic.SecretStr):
             value = value.get_secret_value()
         return None if value is None or (isinstance(value, str) and not value.strip()) else value.strip()
 
-    @field_validator("chat_upstream", mode="before")
+    @field_validator("chat_upstream", "openai_base_url", mode="before")
     @classmethod
-    def _upstream_url(cls, value: Any) -> Any:
+    def _upstream_url(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
         if value is None or (isinstance(value, str) and not value.strip()):
             return None
         parsed = urlparse(str(value).strip())
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError("must be the http(s) base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1")
         if parsed.username or parsed.password:
-            raise ValueError("must not carry credentials in the URL: put the key in BRAIN_CHAT_UPSTREAM_KEY")
+            key = "BRAIN_CHAT_UPSTREAM_KEY" if info.field_name == "chat_upstream" else "BRAIN_OPENAI_API_KEY"
+            raise ValueError(f"must not carry credentials in the URL: put the key in {key}")
         return str(value).strip().rstrip("/")
+
+    @model_validator(mode="after")
+    def _upstream_defaults_to_model_server(self) -> Settings:
+        # the proxy's upstream is usually the server the models run on: named once, it cannot drift apart
+        if self.chat_upstream is None and self.openai_base_url is not None:
+            self.chat_upstream = self.openai_base_url
+        if self.chat_upstream_key is None and self.chat_upstream == self.openai_base_url:
+            self.chat_upstream_key = self.openai_api_key
+        return self
 
     @field_validator(
         "api_tokens_file",

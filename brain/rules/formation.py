@@ -357,6 +357,25 @@ def _parse(content: Any) -> tuple[Any, Problem | None]:
     return data, None
 
 
+def refusal_outcome(error: FormationAnswerError, *, truncated: bool = False) -> str:
+    """Which outcome (:data:`~brain.model.schemas.FORMATION_OUTCOMES`) a refused answer counts as: ``too_long``
+    when the model was cut at its token limit (``truncated``), ``not_json`` when the text is no JSON object,
+    ``foreign`` when a fact names an entity the scope rule refuses (another person, or everyone), else
+    ``wrong_fields``."""
+    if truncated:
+        return "too_long"
+    if any(p.field == "answer" for p in error.problems):
+        return "not_json"
+    if any(_foreign(p) for p in error.problems):
+        return "foreign"
+    return "wrong_fields"
+
+
+def _foreign(problem: Problem) -> bool:
+    """A fact's entity refused by the scope rule (not one left out, which is the wrong fields)."""
+    return bool(problem.field) and problem.field.rsplit(".", 1)[-1] == "entity" and "is refused" in problem.message
+
+
 def repair_messages(
     messages: Sequence[Mapping[str, str]], content: str, error: FormationAnswerError
 ) -> list[dict[str, str]]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from brain.config import Settings
 from brain.providers.embeddings import Embedder, embedder_named
-from brain.providers.extractors import OllamaExtractor
-from brain.providers.summarizers import ExtractiveSummarizer, Summarizer, summarizer_of_kind
+from brain.providers.extractors import Extractor, OllamaExtractor, OpenAIExtractor
+from brain.providers.summarizers import ExtractiveSummarizer, OpenAISummarizer, Summarizer, summarizer_of_kind
 
 
 def get_embedder(settings: Settings) -> Embedder:
@@ -17,14 +17,21 @@ def get_embedder(settings: Settings) -> Embedder:
         cache_size=settings.query_cache_size,
         ollama_host=settings.ollama_host,
         ollama_timeout=settings.ollama_timeout,
+        openai_base_url=settings.openai_base_url,
+        openai_api_key=settings.openai_api_key,
     )
 
 
 def get_summarizer(settings: Settings) -> Summarizer:
-    """The summariser ``BRAIN_SUMMARIZER`` names: the Ollama model ``BRAIN_SUMMARY_MODEL`` on ``OLLAMA_HOST``
-    (the server is not contacted here), or the extractive one."""
+    """The summariser ``BRAIN_SUMMARIZER`` names: the model ``BRAIN_SUMMARY_MODEL`` on ``OLLAMA_HOST`` or on
+    ``BRAIN_OPENAI_BASE_URL`` (no server is contacted here), or the extractive one."""
     return summarizer_of_kind(
-        settings.summarizer, model=settings.summary_model, host=settings.ollama_host, timeout=settings.summary_timeout
+        settings.summarizer,
+        model=settings.summary_model,
+        host=settings.ollama_host,
+        timeout=settings.summary_timeout,
+        base_url=settings.openai_base_url,
+        api_key=settings.openai_api_key,
     )
 
 
@@ -36,14 +43,27 @@ def formation_off_reason(settings: Settings) -> str | None:
     if settings.summarizer == ExtractiveSummarizer.kind:
         return (
             "BRAIN_SUMMARIZER=extractive: no model is configured, so no memories are formed; set "
-            "BRAIN_SUMMARIZER=ollama (formation asks BRAIN_FORMATION_MODEL on OLLAMA_HOST)"
+            "BRAIN_SUMMARIZER=ollama (formation asks BRAIN_FORMATION_MODEL on OLLAMA_HOST) or BRAIN_SUMMARIZER=openai "
+            "(on BRAIN_OPENAI_BASE_URL)"
+        )
+    if settings.summarizer == OpenAISummarizer.kind and not settings.openai_base_url:
+        return (
+            "BRAIN_SUMMARIZER=openai but BRAIN_OPENAI_BASE_URL is unset: set it to the OpenAI-compatible server "
+            "formation asks, e.g. http://127.0.0.1:8080/v1"
         )
     return None
 
 
-def get_extractor(settings: Settings) -> OllamaExtractor | None:
-    """The model ``BRAIN_FORMATION_MODEL`` on ``OLLAMA_HOST`` (the server is not contacted here), or None
-    when formation is off (:func:`formation_off_reason` says why)."""
+def get_extractor(settings: Settings) -> Extractor | None:
+    """The model ``BRAIN_FORMATION_MODEL`` on the server ``BRAIN_SUMMARIZER`` names (no server is contacted
+    here), or None when formation is off (:func:`formation_off_reason` says why)."""
     if formation_off_reason(settings) is not None:
         return None
+    if settings.summarizer == OpenAISummarizer.kind:
+        return OpenAIExtractor(
+            settings.formation_model,
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            timeout=settings.formation_timeout,
+        )
     return OllamaExtractor(settings.formation_model, host=settings.ollama_host, timeout=settings.formation_timeout)

@@ -243,7 +243,7 @@ def test_memory_extract_re_runs_a_failed_batch_and_reports_it(cli_forming):
     assert lines[0] == ("1 batch: 1 done, 0 failed, 0 waiting for the model; 1 memory added, 0 merged, 0 updated, "
                         "0 contradicted")
     assert lines[1].startswith("model: ") and "prompt tokens" in lines[1]
-    assert lines[2] == "  conv-peanuts turns 1-2: done, 1 fact, 3 attempts"  # attempts count over every run
+    assert lines[2] == "  conv-peanuts turns 1-2: done, 1 fact, 3 attempts, accepted"  # attempts: over every run
     assert [m["text"] for m in json.loads(run("--json", "memory", "list").stdout)] == [PEANUTS]
     # nothing left to run, in this conversation or any
     assert run("memory", "extract").stdout.startswith("no formation batch to run")

@@ -346,7 +346,7 @@ def test_get_embedder_picks_by_provider() -> None:
     assert chosen.dimension == 1024  # from the table: no server needed
 
 
-@pytest.mark.parametrize("choice", ["foo/bar", "local/bert-base", "openai/text-embedding-3-small"])
+@pytest.mark.parametrize("choice", ["foo/bar", "local/bert-base", "cohere/embed-english-v3"])
 def test_get_embedder_rejects_unknown_choices(choice: str) -> None:
     with pytest.raises(EmbedderError) as info:
         get_embedder(Settings(embedder=choice))

@@ -15,7 +15,7 @@ from brain.providers.summarizers import (
     TurnText,
     transcript,
 )
-from brain.providers.summarizers.ollama import MAX_SUMMARY_CHARS, clean_summary
+from brain.providers.summarizers.base import MAX_SUMMARY_CHARS, clean_summary
 from brain.wiring import get_summarizer
 from tests.ollama_stub import dead_url, stub_chat_reply
 

@@ -2,11 +2,14 @@
 records what it receives: the upstream the chat proxy's tests stand brain in front of.
 
 * ``GET /v1/models`` -> ``{"object": "list", "data": [{"id": "llama3.2:3b", ...}]}``
+* ``POST /v1/embeddings`` -> deterministic vectors of :data:`DIMENSION` (:func:`embeddings`)
 * ``POST /v1/chat/completions`` -> a chat completion whose text is :func:`reply_to` the last user message; with
   ``stream: true``, server-sent events (a role chunk, one chunk per word, a finish chunk, ``data: [DONE]``),
   one every ``chunk_delay`` seconds, each one's send time kept in :attr:`OpenAIStub.sent_at`.
 
-``script`` scripts the next answers instead, one item per chat request: ``bytes`` (the raw body, answered as is:
+``script`` scripts the next answers instead, one item per chat request: a ``str`` (the answer's content),
+a callable ``(request body) -> item`` (an item computed from what was sent), ``(status, message)`` (an error
+with that message), ``bytes`` (the raw body, answered as is:
 JSON for a plain request, the whole event stream for a streamed one), an ``int`` (that error status, with
 OpenAI's error body), ``"hang"`` (read the request, never answer), ``"hang-midway"`` (stream two chunks, then
 nothing), ``"drop-midway"`` (stream two chunks, then close the connection) or ``"401-quoting-key"`` (a 401 whose
@@ -15,6 +18,7 @@ message quotes the request's Authorization header, as OpenAI's "Incorrect API ke
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -63,6 +67,22 @@ def completion(text: str | None, *, tool_calls: list | None = None, model: str =
     }
 
 
+#: the script's words for a misbehaviour; any other string is the content of the answer
+_SCRIPT_WORDS = ("hang", "hang-midway", "drop-midway", "401-quoting-key")
+#: the dimension of the stub's vectors
+DIMENSION = 16
+
+
+def embeddings(texts: Any, model: str) -> dict[str, Any]:
+    """Deterministic vectors (from a SHA-256 of each text), in OpenAI's ``/v1/embeddings`` shape."""
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    data = []
+    for i, text in enumerate(texts):
+        digest = hashlib.sha256(text.encode()).digest()
+        data.append({"object": "embedding", "index": i, "embedding": [b / 255 - 0.5 for b in digest[:DIMENSION]]})
+    return {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+
+
 def chunk(delta: dict[str, Any], finish: str | None = None, model: str = MODEL) -> bytes:
     event = {
         "id": "chatcmpl-stub",
@@ -109,12 +129,20 @@ class OpenAIStub:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 stub.received.append(Received(self.path, dict(self.headers), raw))
-                if self.path != "/v1/chat/completions":
+                if self.path not in ("/v1/chat/completions", "/v1/embeddings"):
                     return self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                 if not stub._authorised(self.headers):
                     return self._json(401, {"error": {"message": "bad key", "type": "invalid_request_error"}})
                 body = json.loads(raw)
                 scripted = stub.script.pop(0) if stub.script else None
+                if callable(scripted):
+                    scripted = scripted(body)
+                if self.path == "/v1/embeddings" and not isinstance(scripted, (int, bytes)):
+                    return self._json(200, embeddings(body["input"], body["model"]))
+                if isinstance(scripted, str) and scripted not in _SCRIPT_WORDS:
+                    return self._json(200, completion(scripted))
+                if isinstance(scripted, tuple):  # (status, message): an error with that message
+                    return self._json(scripted[0], {"error": {"message": scripted[1], "type": "x"}})
                 if isinstance(scripted, int):
                     return self._json(scripted, {"error": {"message": f"stub failed with {scripted}", "type": "x"}})
                 if scripted == "401-quoting-key":

@@ -64,7 +64,7 @@ from brain.store.retrieval import core_memories
 from brain.wiring import get_extractor, get_summarizer
 
 if TYPE_CHECKING:
-    from brain.providers.extractors import OllamaExtractor
+    from brain.providers.extractors import Extractor
     from brain.store import Store
 
 #: persona sections served per call (the whole current version; the cap only bounds a broken file)
@@ -158,7 +158,7 @@ class ChatMemory:
         start_worker: bool = True,
         unavailable_cooldown: float | None = None,
         clock: Callable[[], float] = time.time,
-        extractor: OllamaExtractor | None = None,
+        extractor: Extractor | None = None,
     ):
         self.store = store
         self.settings = settings if settings is not None else store.settings

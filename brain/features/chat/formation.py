@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,7 @@ from brain.model.errors import (
 from brain.model.results import Document
 from brain.model.schemas import (
     FORMATION_ERROR_LENGTH,
+    FORMATION_OUTCOMES,
     FORMATION_STATES,
     GLOBAL_SCOPE,
     DocType,
@@ -75,6 +77,7 @@ from brain.rules.formation import (
     candidate_keys,
     check_answer,
     formation_messages,
+    refusal_outcome,
     repair_messages,
 )
 from brain.store import SIMILARITY_ONLY, AppliedChanges, MemoryChange
@@ -83,7 +86,7 @@ from brain.store.indexes import memory_index
 from brain.wiring import formation_off_reason
 
 if TYPE_CHECKING:
-    from brain.providers.extractors import ModelAnswer, OllamaExtractor
+    from brain.providers.extractors import Extractor, ModelAnswer
     from brain.store import Store
 
 log = logging.getLogger(__name__)
@@ -114,6 +117,7 @@ class FormationBatch:
     eval_tokens: int = 0
     seconds: float = 0.0
     at: str | None = None
+    outcome: str | None = None
 
     @classmethod
     def of(cls, summary: Document) -> FormationBatch:
@@ -131,6 +135,7 @@ class FormationBatch:
             eval_tokens=int(meta.get("formation_eval_tokens") or 0),
             seconds=float(meta.get("formation_seconds") or 0.0),
             at=meta.get("formation_at"),
+            outcome=meta.get("formation_outcome"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -146,6 +151,7 @@ class FormationBatch:
             "eval_tokens": self.eval_tokens,
             "seconds": round(self.seconds, 3),
             "at": self.at,
+            "outcome": self.outcome,
         }
 
 
@@ -224,7 +230,7 @@ class Formation:
         self,
         store: Store,
         settings: Settings,
-        extractor: OllamaExtractor | None,
+        extractor: Extractor | None,
         *,
         sleep: Callable[[float], Any] = time.sleep,
     ):
@@ -240,6 +246,9 @@ class Formation:
         # windows left pending for want of the model, to run again once it answers (see take_waiting)
         self._waiting: dict[tuple[str, str], None] = {}
         self._waiting_lock = threading.Lock()
+        # every model answer of this process by outcome, repairs included (the batches keep their last one)
+        self._answers: Counter[str] = Counter()
+        self._answers_lock = threading.Lock()
 
     # ---- on or off --------------------------------------------------------------------------------------
     @property
@@ -347,6 +356,7 @@ class Formation:
         waits = Backoff(first=self.settings.summary_backoff_seconds, retries=self.settings.formation_retries).waits()
         attempts = 0
         error = ""
+        outcome = "model_error"
         unreachable = False
         while True:
             attempts += 1
@@ -357,6 +367,9 @@ class Formation:
             except (ExtractorError, ValidationError, NotFound) as exc:  # refused: by the model's rules, or the store's
                 error = _one_line(str(exc))
                 unreachable = isinstance(exc, ExtractorUnavailable)
+                outcome = _outcome_of(exc)
+                if not isinstance(exc, FormationAnswerError):  # refused answers are counted where they are read
+                    self._count(outcome)
                 log.warning(
                     "memory formation of %s turns %s, attempt %d: %s", conversation_id, turn_range, attempts, error
                 )
@@ -370,7 +383,7 @@ class Formation:
             self._down_until = time.monotonic() + self.settings.summary_cooldown_seconds
             self._down_error = error
             return self._wait_for_model(summary, attempts, spent, error)
-        return self._failed(summary, attempts, spent, error)
+        return self._failed(summary, attempts, spent, error, outcome)
 
     def take_waiting(self) -> list[tuple[str, str]]:
         """The windows (conversation id, turn range) left pending in this process because the model could not
@@ -390,6 +403,7 @@ class Formation:
                         **_counted(summary, attempts, spent),
                         "formation": "pending",
                         "formation_error": error[:FORMATION_ERROR_LENGTH],
+                        "formation_outcome": "unreachable",
                     },
                 )
             ],
@@ -401,8 +415,9 @@ class Formation:
         log.warning("memory formation of %s turns %s waits for the model: %s", conversation_id, turn_range, error)
         return _Outcome(FormationBatch.of(self.store.get_one(summary.id)), None, spent)
 
-    def _failed(self, summary: Document, attempts: int, spent: _Spent, error: str) -> _Outcome:
-        """Mark the window's batch failed with ``error`` (nothing else is written)."""
+    def _failed(self, summary: Document, attempts: int, spent: _Spent, error: str, outcome: str) -> _Outcome:
+        """Mark the window's batch failed with ``error`` and how its last attempt ended (nothing else is
+        written)."""
         self.store.write_docs(
             [
                 _summary_doc(
@@ -411,6 +426,7 @@ class Formation:
                         **_counted(summary, attempts, spent),
                         "formation": "failed",
                         "formation_error": error[:FORMATION_ERROR_LENGTH],
+                        "formation_outcome": outcome,
                     },
                 )
             ],
@@ -449,21 +465,54 @@ class Formation:
         indices = {int(t.metadata["turn_index"]) for t in turns}
         timeout = self.settings.formation_timeout
         answer = spent.add(self.extractor.ask(messages, schema, timeout=timeout))
+        outcome = "accepted"
         try:
-            facts = check_answer(answer.content, entity=entity, turn_indices=indices, candidate_keys=set(keys))
+            facts = self._checked(answer, entity, indices, keys)
         except FormationAnswerError as refused:
             repaired = spent.add(
                 self.extractor.ask(repair_messages(messages, answer.content, refused), schema, timeout=timeout)
             )
-            facts = check_answer(repaired.content, entity=entity, turn_indices=indices, candidate_keys=set(keys))
+            facts = self._checked(repaired, entity, indices, keys)
+            outcome = "repaired"
         changes = [_change(fact, keys, turns) for fact in facts]
         done = _summary_doc(
-            summary, {**_counted(summary, attempts, spent), "formation": "done", "formation_facts": len(changes)}
+            summary,
+            {
+                **_counted(summary, attempts, spent),
+                "formation": "done",
+                "formation_facts": len(changes),
+                "formation_outcome": outcome,
+            },
         )
         done.pop("formation_error", None)
         return apply_changes(
             self.store, changes, scope=scope, source="chat", conversation_id=conversation_id, with_docs=[done]
         )
+
+    def _checked(
+        self, answer: ModelAnswer, entity: str | None, indices: set[int], keys: dict[str, Candidate]
+    ) -> list[FormedFact]:
+        """The facts of one answer (:func:`check_answer`), its outcome counted; a refused answer raises
+        :class:`FormationAnswerError` carrying its outcome."""
+        try:
+            facts = check_answer(answer.content, entity=entity, turn_indices=indices, candidate_keys=set(keys))
+        except FormationAnswerError as refused:
+            refused.outcome = refusal_outcome(refused, truncated=answer.truncated)  # type: ignore[attr-defined]
+            self._count(refused.outcome)  # type: ignore[attr-defined]
+            raise
+        self._count("accepted")
+        return facts
+
+    def _count(self, outcome: str) -> None:
+        with self._answers_lock:
+            self._answers[outcome] += 1
+
+    def answers(self) -> dict[str, int]:
+        """Every model answer this process read, by outcome (``accepted``; refused as ``not_json``,
+        ``wrong_fields``, ``too_long``, ``foreign``; no answer: ``unreachable``, ``model_error``); a repaired
+        batch counts its refused answer and its accepted one."""
+        with self._answers_lock:
+            return {o: self._answers.get(o, 0) for o in FORMATION_OUTCOMES if o not in ("repaired", "conflict")}
 
     def candidates(self, turns: Sequence[Document], scope: str) -> list[Candidate]:
         """The current memories of ``scope`` closest in meaning to ``turns`` (their texts embedded as one
@@ -544,7 +593,12 @@ class Formation:
         except StoreUnavailable as exc:
             return {**state, "error": str(exc)}
         newest = max((b for b in batches if b.status == "failed"), key=lambda b: b.at or "", default=None)
-        return {**state, **_totals(batches), "last_error": None if newest is None else newest.error}
+        return {
+            **state,
+            **_totals(batches),
+            "answers": self.answers(),
+            "last_error": None if newest is None else newest.error,
+        }
 
     # ---- helpers ----------------------------------------------------------------------------------------
     def _find_summary(self, conversation_id: str, turn_range: str) -> Document | None:
@@ -575,14 +629,29 @@ def _no_summary(conversation_id: str, turn_range: str) -> NotFound:
 def _totals(batches: Iterable[FormationBatch]) -> dict[str, Any]:
     out: dict[str, Any] = {s: 0 for s in FORMATION_STATES}
     out.update(facts=0, prompt_tokens=0, eval_tokens=0, seconds=0.0)
+    outcomes = dict.fromkeys(FORMATION_OUTCOMES, 0)
     for batch in batches:
         out[batch.status] += 1
+        if batch.outcome in outcomes:
+            outcomes[batch.outcome] += 1
         out["facts"] += batch.facts
         out["prompt_tokens"] += batch.prompt_tokens
         out["eval_tokens"] += batch.eval_tokens
         out["seconds"] += batch.seconds
     out["seconds"] = round(out["seconds"], 3)
+    out["outcomes"] = outcomes
     return out
+
+
+def _outcome_of(exc: Exception) -> str:
+    """The outcome (:data:`FORMATION_OUTCOMES`) an attempt that raised ``exc`` ends with."""
+    if isinstance(exc, FormationAnswerError):
+        return str(getattr(exc, "outcome", None) or refusal_outcome(exc))
+    if isinstance(exc, ExtractorUnavailable):
+        return "unreachable"
+    if isinstance(exc, ExtractorError):
+        return "too_long" if getattr(exc, "too_long", False) else "model_error"
+    return "conflict"  # the store refused the write: a memory changed meanwhile, or is gone
 
 
 def _window(turn_range: str) -> tuple[int, int]:

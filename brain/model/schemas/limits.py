@@ -95,6 +95,20 @@ Change = Literal["update", "contradict"]
 CHAIN_KEYS = frozenset({"supersedes", "superseded_by", "valid_until", "change"})
 #: where the memory formation of a summary's window stands (``formation`` on the summary)
 FORMATION_STATES = ("pending", "done", "failed")
+#: how a formation attempt ended (``formation_outcome``): its answer accepted as given or after the one repair;
+#: refused because it was not JSON, had the wrong fields, was too long (cut at the token limit or past the byte
+#: bound) or named another entity; the model unreachable or answering no chat response; or the write refused
+FORMATION_OUTCOMES = (
+    "accepted",
+    "repaired",
+    "not_json",
+    "wrong_fields",
+    "too_long",
+    "foreign",
+    "unreachable",
+    "model_error",
+    "conflict",
+)
 FormationState = Literal["pending", "done", "failed"]
 #: characters of the last formation failure kept on the summary (``formation_error``)
 FORMATION_ERROR_LENGTH = 500

@@ -13,6 +13,7 @@ from brain.model.schemas.limits import (
     _CHROMA_RESERVED_PREFIXES,
     CHANGES,
     FORMATION_ERROR_LENGTH,
+    FORMATION_OUTCOMES,
     FORMATION_STATES,
     LEGACY_STATUS_KEY,
     MAX_KEY_LENGTH,
@@ -413,6 +414,11 @@ class SummaryMetadata(BaseMetadata):
     formation_error: str | None = Field(
         None, max_length=FORMATION_ERROR_LENGTH, description="the last failure of the window's formation"
     )
+    formation_outcome: str | None = Field(
+        None,
+        description="how the window's last formation attempt ended: accepted, repaired, not_json, wrong_fields, "
+        "too_long, foreign, unreachable, model_error or conflict",
+    )
     formation_at: datetime | None = Field(None, description="when formation last ran for the window (ISO 8601, UTC)")
     formation_facts: Annotated[int | None, _whole_number("formation_facts", 0)] = Field(
         None, description="facts formation applied from the window"
@@ -438,6 +444,11 @@ class SummaryMetadata(BaseMetadata):
     @classmethod
     def _formation(cls, value: Any) -> Any:
         return _one_of("formation", value, FORMATION_STATES)
+
+    @field_validator("formation_outcome", mode="before")
+    @classmethod
+    def _formation_outcome(cls, value: Any) -> Any:
+        return _one_of("formation_outcome", value, FORMATION_OUTCOMES)
 
     @field_validator("formation_at", mode="before")
     @classmethod

@@ -3,12 +3,14 @@ names, from plain arguments; :func:`brain.wiring.get_embedder` builds it from th
 
 ``local/minilm-l6-v2`` (English) and ``local/multilingual-e5-small`` (about a hundred languages) run
 in-process and need nothing else; ``ollama/<model>`` (default ``ollama/nomic-embed-text``) uses a running
-Ollama server.
+Ollama server, ``openai/<model>`` any OpenAI-compatible server's ``/embeddings``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+import pydantic
 
 from brain.model.errors import EmbedderError
 from brain.providers.embeddings import e5 as e5_provider
@@ -19,6 +21,8 @@ from brain.providers.embeddings.e5 import LocalE5Embedder
 from brain.providers.embeddings.local import LocalMiniLMEmbedder
 from brain.providers.embeddings.ollama import DEFAULT_MODEL as DEFAULT_OLLAMA_MODEL
 from brain.providers.embeddings.ollama import OllamaEmbedder
+from brain.providers.embeddings.openai import MAX_TOKENS as OPENAI_MAX_TOKENS
+from brain.providers.embeddings.openai import OpenAIEmbedder
 
 __all__ = [
     "DEFAULT_OLLAMA_MODEL",
@@ -27,6 +31,7 @@ __all__ = [
     "LocalE5Embedder",
     "LocalMiniLMEmbedder",
     "OllamaEmbedder",
+    "OpenAIEmbedder",
     "VALID_CHOICES",
     "embedder_named",
     "max_input_tokens",
@@ -34,13 +39,28 @@ __all__ = [
 ]
 
 #: What ``BRAIN_EMBEDDER`` may be, for error messages.
-VALID_CHOICES = (LocalMiniLMEmbedder.name, LocalE5Embedder.name, f"ollama/<model> (e.g. ollama/{DEFAULT_OLLAMA_MODEL})")
+VALID_CHOICES = (
+    LocalMiniLMEmbedder.name,
+    LocalE5Embedder.name,
+    f"ollama/<model> (e.g. ollama/{DEFAULT_OLLAMA_MODEL})",
+    "openai/<model> (on BRAIN_OPENAI_BASE_URL)",
+)
 
 
-def embedder_named(name: str, *, batch_size: int, cache_size: int, ollama_host: str, ollama_timeout: float) -> Embedder:
+def embedder_named(
+    name: str,
+    *,
+    batch_size: int,
+    cache_size: int,
+    ollama_host: str,
+    ollama_timeout: float,
+    openai_base_url: str | None = None,
+    openai_api_key: pydantic.SecretStr | str | None = None,
+) -> Embedder:
     """The embedder ``name`` (``provider/model``, e.g. ``local/minilm-l6-v2`` or ``ollama/nomic-embed-text``)
     names, with ``batch_size`` texts per call and ``cache_size`` cached query vectors; an Ollama one asks
-    ``ollama_host`` and waits ``ollama_timeout`` seconds per request. Loads no model, contacts no server."""
+    ``ollama_host``, an ``openai/`` one ``openai_base_url`` with ``openai_api_key``, each waiting
+    ``ollama_timeout`` seconds per request. Loads no model, contacts no server."""
     provider, _, model = name.partition("/")
     if provider == "local" and model == LocalMiniLMEmbedder.name.partition("/")[2]:
         return LocalMiniLMEmbedder(batch_size=batch_size, cache_size=cache_size)
@@ -54,6 +74,15 @@ def embedder_named(name: str, *, batch_size: int, cache_size: int, ollama_host: 
             batch_size=batch_size,
             cache_size=cache_size,
         )
+    if provider == "openai":
+        return OpenAIEmbedder(
+            model,
+            base_url=openai_base_url,
+            api_key=openai_api_key,
+            timeout=ollama_timeout,
+            batch_size=batch_size,
+            cache_size=cache_size,
+        )
     raise EmbedderError(f"BRAIN_EMBEDDER={name!r} is not a known embedder; valid choices: " + ", ".join(VALID_CHOICES))
 
 
@@ -63,6 +92,8 @@ def max_input_tokens(embedder: str) -> int:
     if embedder == LocalE5Embedder.name:
         return e5_provider.MAX_TOKENS
     provider = embedder.partition("/")[0]
+    if provider == "openai":
+        return OPENAI_MAX_TOKENS
     return ollama_provider.MAX_TOKENS if provider == "ollama" else local_provider.MAX_TOKENS
 
 

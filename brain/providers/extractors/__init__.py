@@ -1,4 +1,5 @@
-"""Memory formation's model providers: :class:`OllamaExtractor`, built from plain arguments;
+"""Memory formation's model providers: :class:`OllamaExtractor` and :class:`OpenAIExtractor`, built from plain
+arguments;
 :func:`brain.wiring.get_extractor` builds it from the settings, or gives None when formation is off
 (:func:`brain.wiring.formation_off_reason` says why). See :mod:`brain.providers.extractors.base` for the
 contract."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from brain.providers.extractors.base import Extractor, ExtractorError, ExtractorUnavailable, ModelAnswer
 from brain.providers.extractors.ollama import OllamaExtractor
+from brain.providers.extractors.openai import OpenAIExtractor
 
 __all__ = [
     "Extractor",
@@ -14,4 +16,5 @@ __all__ = [
     "ExtractorUnavailable",
     "ModelAnswer",
     "OllamaExtractor",
+    "OpenAIExtractor",
 ]

@@ -16,18 +16,22 @@ from brain.model.errors import ExtractorError, ExtractorUnavailable  # noqa: F40
 
 @dataclass(frozen=True)
 class ModelAnswer:
-    """What one model call gave: the message text, the tokens it read (``prompt_tokens``, Ollama's
-    ``prompt_eval_count``) and wrote (``eval_tokens``, ``eval_count``), and its wall time in seconds."""
+    """What one model call gave: the message text, the tokens it read (``prompt_tokens``: Ollama's
+    ``prompt_eval_count``, OpenAI's ``usage.prompt_tokens``) and wrote (``eval_tokens``), its wall time in
+    seconds, and whether it was cut at the token limit."""
 
     content: str
     prompt_tokens: int
     eval_tokens: int
     seconds: float
+    #: the model stopped at its token limit: the answer is cut
+    truncated: bool = False
 
 
 @runtime_checkable
 class Extractor(Protocol):
-    """``ask(messages, schema) -> ModelAnswer``; ``name`` (``ollama/<model>``) says which model answered."""
+    """``ask(messages, schema) -> ModelAnswer``; ``name`` (``ollama/<model>``, ``openai/<model>``) says which model
+    answered."""
 
     name: str
 

@@ -78,4 +78,5 @@ class OllamaExtractor(OllamaChatModel):
             prompt_tokens=int(getattr(response, "prompt_eval_count", None) or 0),
             eval_tokens=int(getattr(response, "eval_count", None) or 0),
             seconds=seconds,
+            truncated=getattr(response, "done_reason", None) == "length",
         )

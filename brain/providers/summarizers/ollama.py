@@ -8,31 +8,23 @@ back to an extractive summary, so neither ever reaches a chat request.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import ollama
 
 from brain.model.provider_names import DEFAULT_OLLAMA_HOST, DEFAULT_SUMMARY_MODEL
 from brain.providers.ollama_client import OllamaChatModel, ollama_errors, open_ollama_client
-from brain.providers.summarizers.base import SummarizerError, SummarizerUnavailable, TurnText, transcript
-
-DEFAULT_MODEL = DEFAULT_SUMMARY_MODEL
-#: a summary longer than this is cut at a sentence end (a model that rambles is still useful)
-MAX_SUMMARY_CHARS = 2000
-#: tokens the model may generate; a few sentences need far fewer
-MAX_PREDICT = 400
-PING_TIMEOUT = 3.0
-
-SYSTEM_PROMPT = (
-    "You summarise part of a conversation between a user and an assistant so that the assistant can "
-    "remember it later. Write 2 to 5 plain sentences in the third person. Keep names, dates, numbers, "
-    "preferences, decisions and open questions; drop greetings and small talk. Output only the summary."
+from brain.providers.summarizers.base import (
+    MAX_PREDICT,
+    SummarizerError,
+    SummarizerUnavailable,
+    TurnText,
+    clean_summary,
+    summary_messages,
 )
 
-
-# reasoning models (deepseek-r1, qwen3) put their thinking in the answer between these tags
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+DEFAULT_MODEL = DEFAULT_SUMMARY_MODEL
+PING_TIMEOUT = 3.0
 
 
 class OllamaSummarizer(OllamaChatModel):
@@ -55,11 +47,7 @@ class OllamaSummarizer(OllamaChatModel):
             return self._summarize(client, turns, limit)
 
     def _summarize(self, client: ollama.Client, turns: Sequence[TurnText], limit: float) -> str:
-        first, last = turns[0].turn_index, turns[-1].turn_index
-        messages = [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": f"Conversation turns {first} to {last}:\n\n{transcript(turns)}"},
-        ]
+        messages = summary_messages(turns)
         timed_out = (
             f"Ollama at {self.host} timed out: no answer within {limit:.3g} s while summarising with "
             f"{self.model!r}; raise BRAIN_SUMMARY_TIMEOUT and BRAIN_SUMMARY_DEADLINE_SECONDS or use a smaller "
@@ -110,13 +98,3 @@ class OllamaSummarizer(OllamaChatModel):
             raise SummarizerUnavailable(
                 f"Ollama at {self.host} does not have {self.model!r}: run `ollama pull {self.model}`"
             )
-
-
-def clean_summary(content: str) -> str:
-    """The model's answer as a stored summary: no reasoning block, single-spaced, at most MAX_SUMMARY_CHARS."""
-    text = " ".join(_THINK.sub(" ", content).split())
-    if len(text) <= MAX_SUMMARY_CHARS:
-        return text
-    cut = text[:MAX_SUMMARY_CHARS]
-    end = max(cut.rfind(". "), cut.rfind("! "), cut.rfind("? "))
-    return cut[: end + 1] if end > MAX_SUMMARY_CHARS // 2 else cut.rsplit(" ", 1)[0] + "…"

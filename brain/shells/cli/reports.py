@@ -149,6 +149,7 @@ def formation_text(report: FormationReport) -> str:
         line = (
             f"  {batch.conversation_id} turns {batch.turn_range}: {batch.status}, "
             f"{counted(batch.facts, 'fact')}, {counted(batch.attempts, 'attempt')}"
+            + (f", {batch.outcome}" if batch.outcome else "")
         )
         if batch.status != "done" and batch.error:
             line += f": {batch.error}"
@@ -171,10 +172,17 @@ def _health_value(value: object) -> str:
 def formation_totals_line(totals: Mapping[str, Any]) -> str:
     """Formation batches by state, the facts they applied, and the model's tokens and time summed."""
     batches = ", ".join(f"{totals.get(state, 0)} {state}" for state in ("pending", "failed", "done"))
-    return (
+    line = (
         f"batches {batches}; {counted(totals.get('facts', 0), 'fact')}; {totals.get('prompt_tokens', 0)} prompt "
         f"and {totals.get('eval_tokens', 0)} generated tokens in {totals.get('seconds', 0.0):.1f} s"
     )
+    return line + outcomes_text(totals.get("outcomes"), "; last attempts: ")
+
+
+def outcomes_text(outcomes: Mapping[str, int] | None, lead: str) -> str:
+    """``lead`` and the outcomes that happened (``2 accepted, 1 not_json``), or nothing when none did."""
+    said = ", ".join(f"{n} {name}" for name, n in (outcomes or {}).items() if n)
+    return f"{lead}{said}" if said else ""
 
 
 def formation_health_line(part: Mapping[str, Any]) -> str:
@@ -184,6 +192,7 @@ def formation_health_line(part: Mapping[str, Any]) -> str:
     if part.get("error"):  # the store could not be read: no batches to count
         return f"on, {part.get('model')}: batches unknown ({part['error']})"
     line = f"on, {part.get('model')}: {formation_totals_line(part)}"
+    line += outcomes_text(part.get("answers"), "; answers read by this process: ")
     if part.get("failed") and part.get("last_error"):
         line += f"; last failure: {part['last_error']}"
     return line

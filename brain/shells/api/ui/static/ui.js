@@ -506,7 +506,8 @@ function formationBadge(meta) {
   if (!state) return null;
   const text = state === "done" ? `memories formed: ${meta.formation_facts ?? 0}` :
     state === "failed" ? `memory formation failed after ${meta.formation_attempts ?? 0} ` +
-      `attempt${meta.formation_attempts === 1 ? "" : "s"}` :
+      `attempt${meta.formation_attempts === 1 ? "" : "s"}` +
+      (meta.formation_outcome ? ` (${meta.formation_outcome.replace("_", " ")})` : "") :
     meta.formation_error ? "memory formation waiting for the model" : "memory formation pending";
   return el("span", { class: `badge formation ${state}`, "data-state": state, title: meta.formation_error || "" }, text);
 }
