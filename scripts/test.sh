@@ -3,7 +3,8 @@
 # embedder).
 #   scripts/test.sh           the fast tier: everything not marked `slow` (a few minutes on two cores)
 #   scripts/test.sh --all     every tier: also a real `chroma run` server, subprocesses and kill -9, the browser,
-#                             stress and fuzzing (what .ci/run calls)
+#                             stress, fuzzing and the model tier, a real llama.cpp server (what .ci/run calls)
+#   scripts/test.sh -m model  the model tier alone (tests/llm/: summaries, formation and the proxy, real models)
 # Other arguments go to pytest, e.g. `scripts/test.sh tests/store/test_store.py -x` or `scripts/test.sh --all -n 0`.
 set -euo pipefail
 cd "$(dirname "$0")/.."

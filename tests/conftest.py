@@ -247,7 +247,7 @@ def live(api_store):
 # kind `slow` as well. `@pytest.mark.slow` alone: in-process, but seconds on its own. pyproject.toml describes
 # each marker; CONTRIBUTING.md says which to use.
 
-SLOW_KINDS = ("server", "subprocess", "browser", "stress", "fuzz")
+SLOW_KINDS = ("server", "subprocess", "browser", "stress", "fuzz", "model")
 
 
 def slow_kinds(item: pytest.Item) -> set[str]:

@@ -123,11 +123,15 @@ def openai_errors(
     except openai.RateLimitError:
         raise unavailable(f"{where} is rate limiting requests (429): wait, or lower the load") from None
     except openai.APIStatusError as exc:
+        said = scrub(_message(exc), key)
         if exc.status_code >= 500:
-            raise unavailable(f"{where} failed ({exc.status_code}): {scrub(_message(exc), key)}") from None
-        refused = error(f"{where} refused to {doing} with {model!r} ({exc.status_code}): {scrub(_message(exc), key)}")
-        refused.upstream_status = exc.status_code  # type: ignore[attr-defined]  # what the caller may act on
-        raise refused from None
+            failed = unavailable(f"{where} failed ({exc.status_code}): {said}")
+        else:
+            failed = error(f"{where} refused to {doing} with {model!r} ({exc.status_code}): {said}")
+        # what the caller may act on: a server that does not know a field of the request says so in its words
+        failed.upstream_status = exc.status_code  # type: ignore[attr-defined]
+        failed.upstream_message = said  # type: ignore[attr-defined]
+        raise failed from None
     except AnswerTooLong as exc:
         cut = error(f"{where} sent an answer longer than {exc.limit:,} bytes to {doing}: it was not read")
         cut.too_long = True  # type: ignore[attr-defined]  # an outcome of its own (formation counts it)

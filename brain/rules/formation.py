@@ -291,9 +291,36 @@ class FormationAnswer(BaseModel):
     facts: list[FormedFact] = Field(max_length=MAX_FACTS)
 
 
-def answer_schema() -> dict[str, Any]:
+def answer_schema(
+    *, entity: str | None = None, turn_indices: Iterable[int] | None = None, candidate_keys: Iterable[str] | None = None
+) -> dict[str, Any]:
     """The JSON schema of :class:`FormationAnswer`, self-contained (no ``$ref``) and without titles: what
-    is passed as Ollama's ``format``, which constrains the model's output to it."""
+    is passed as Ollama's ``format`` or OpenAI's ``response_format``, which constrains the model's output to it.
+
+    Given the request's ``entity`` (its accepted value, :func:`accepted_entity`), ``turn_indices`` and
+    ``candidate_keys``, the schema also holds the rules that depend on them, as enums: a server that constrains
+    its output to the schema then cannot write a fact about another entity, a turn outside the window or an
+    unlisted key, which small models otherwise do (a fact about "assistant" refuses the whole answer)."""
+    schema = _generic_schema()
+    item = schema["properties"]["facts"]["items"]
+    # a constrained model leaves out what it may: asked for action and target every time, it weighs each fact
+    # against the known memories instead of adding it beside the one it changes
+    item["required"] = [*item["required"], *(k for k in ("action", "target") if k not in item["required"])]
+    fact = item["properties"]
+    if entity is not None:
+        fact["entity"] = {**fact["entity"], "enum": [entity]}
+    if turn_indices is not None:
+        fact["turns"] = {**fact["turns"], "items": {"type": "integer", "enum": sorted(set(turn_indices))}}
+    if candidate_keys is not None:
+        keys = _ordered_keys(candidate_keys)
+        fact["target"] = {
+            **{k: v for k, v in fact["target"].items() if k != "anyOf"},
+            "anyOf": [{"type": "string", "enum": keys}, {"type": "null"}] if keys else [{"type": "null"}],
+        }
+    return schema
+
+
+def _generic_schema() -> dict[str, Any]:
     schema = FormationAnswer.model_json_schema()
     defs = schema.pop("$defs", {})
 

@@ -93,7 +93,9 @@ def test_a_fact_is_formed_by_the_worker_and_ranked(make_chat, stub):
     assert chat.wait_for_summaries(timeout=WAIT)
 
     [sent] = stub.chat_requests()
-    assert sent.body["format"] == answer_schema() and "allergic to peanuts" in request_text(sent.body)
+    # the schema holds the request's own rules: alice's facts only, the window's turns, no known memory to name
+    assert sent.body["format"] == answer_schema(entity="alice", turn_indices={1, 2}, candidate_keys=[])
+    assert "allergic to peanuts" in request_text(sent.body)
     formed = memories(chat.store)["Alice is allergic to peanuts"].metadata
     assert formed["source"] == "chat" and formed["conversation_id"] == ex.conversation_id
     assert formed["scope"] == "entity:alice" and formed["importance"] == 5 and formed["tags"] == ["health"]

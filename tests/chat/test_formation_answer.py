@@ -188,10 +188,23 @@ def test_the_schema_is_self_contained_and_constrains_the_answer():
     item = schema["properties"]["facts"]["items"]
     assert item["properties"]["importance"]["minimum"] == 1 and item["properties"]["importance"]["maximum"] == 5
     assert item["properties"]["action"]["enum"] == ["add", "same", "update", "contradict"]
-    assert set(item["required"]) == {"text", "importance", "entity", "turns"}
+    assert set(item["required"]) == {"text", "importance", "entity", "action", "target", "turns"}
     assert item["additionalProperties"] is False
     # the format sits on the string branch, where a grammar built from the schema applies it
     assert {"type": "string", "format": "date-time"} in item["properties"]["expires_at"]["anyOf"]
+
+
+def test_the_schema_of_a_request_allows_only_its_entity_turns_and_keys():
+    schema = answer_schema(entity="alice", turn_indices=[3, 1, 2], candidate_keys=["M2", "M1", "M10"])
+    fact_schema = schema["properties"]["facts"]["items"]["properties"]
+    assert fact_schema["entity"]["enum"] == ["alice"]
+    assert fact_schema["turns"]["items"] == {"type": "integer", "enum": [1, 2, 3]}
+    assert {"type": "string", "enum": ["M1", "M2", "M10"]} in fact_schema["target"]["anyOf"]
+    assert answer_schema(candidate_keys=[])["properties"]["facts"]["items"]["properties"]["target"]["anyOf"] == [
+        {"type": "null"}
+    ]
+    # the generic schema stays as it was
+    assert "enum" not in answer_schema()["properties"]["facts"]["items"]["properties"]["entity"]
 
 
 def test_a_repair_request_shows_the_refused_answer_and_every_problem():

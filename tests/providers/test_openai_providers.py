@@ -101,11 +101,15 @@ def test_formation_asks_for_the_schema_and_falls_back_when_the_server_refuses_it
     first = stub.chats()[-1].body["response_format"]
     assert first == {"type": "json_schema", "json_schema": {"name": "facts", "schema": SCHEMA, "strict": True}}
     # a server that does not know json_schema (400), then not json_object either (422): asked again at once
-    stub.script = [400, 422, '{"facts": []}']
+    stub.script = [400, (500, "1 validation error: body.response_format.schema: extra"), 422, '{"facts": []}']
     answer = extractor.ask(ASK, SCHEMA)
     assert answer.content == '{"facts": []}'
-    formats = [r.body.get("response_format") for r in stub.chats()[-3:]]
-    assert [f and f["type"] for f in formats] == ["json_schema", "json_object", None]
+    formats = [r.body.get("response_format") for r in stub.chats()[-4:]]
+    assert formats[:3] == [
+        {"type": "json_schema", "json_schema": {"name": "facts", "schema": SCHEMA, "strict": True}},
+        {"type": "json_object", "schema": SCHEMA},
+        {"type": "json_object"},
+    ] and formats[3] is None
     assert extractor.format == "none"  # remembered: the next call does not try the refused forms again
     stub.script = ['{"facts": []}']
     extractor.ask(ASK, SCHEMA)
@@ -113,10 +117,12 @@ def test_formation_asks_for_the_schema_and_falls_back_when_the_server_refuses_it
 
 
 def test_a_server_error_is_not_mistaken_for_a_refused_format(stub):
-    stub.script = [500]
-    with pytest.raises(ExtractorError):
-        OpenAIExtractor(MODEL, base_url=stub.url).ask(ASK, SCHEMA)
-    assert len(stub.chats()) == 1
+    stub.script = [500, 401]
+    extractor = OpenAIExtractor(MODEL, base_url=stub.url)
+    for _ in range(2):
+        with pytest.raises(ExtractorError):
+            extractor.ask(ASK, SCHEMA)
+    assert len(stub.chats()) == 2 and extractor.format == "json_schema"
 
 
 def test_an_answer_past_the_byte_bound_is_not_read_and_a_cut_one_says_so(stub):

@@ -71,6 +71,7 @@ from brain.model.schemas import (
 )
 from brain.rules.formation import (
     Candidate,
+    accepted_entity,
     FormedFact,
     WindowTurn,
     answer_schema,
@@ -461,8 +462,8 @@ class Formation:
         messages = formation_messages(
             [_window_turn(t) for t in turns], candidates, entity=entity, now=str(turns[-1].metadata.get("timestamp"))
         )
-        schema = answer_schema()
         indices = {int(t.metadata["turn_index"]) for t in turns}
+        schema = answer_schema(entity=accepted_entity(entity), turn_indices=indices, candidate_keys=keys)
         timeout = self.settings.formation_timeout
         answer = spent.add(self.extractor.ask(messages, schema, timeout=timeout))
         outcome = "accepted"

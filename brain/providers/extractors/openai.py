@@ -1,10 +1,11 @@
 """Memory formation's model on any OpenAI-compatible server (``BRAIN_SUMMARIZER=openai``), its answer
 constrained to the formation schema wherever the server can.
 
-The request asks for ``response_format`` ``json_schema`` (the schema, strict), which llama.cpp's server, vLLM,
-LM Studio, Ollama's ``/v1`` and OpenAI's API turn into constrained decoding. A server that refuses that form
-with a 400 or 422 is asked again at once with ``json_object`` (valid JSON, the shape left to the prompt), and
-one that refuses that too with no ``response_format``; the form that worked is kept for the next calls. The
+The request asks for ``response_format`` ``json_schema`` (the schema, strict), which vLLM, LM Studio, Ollama's
+``/v1`` and OpenAI's API turn into constrained decoding. A server that refuses that form (a 400 or 422, or a 500
+naming ``response_format``) is asked again at once with the next of :data:`FORMATS`: ``json_object`` with the
+schema beside it (llama-cpp-python's server constrains its grammar to it), plain ``json_object`` (valid JSON,
+the shape left to the prompt), then no ``response_format``; the form that worked is kept for the next calls. The
 answer is checked by :mod:`brain.rules.formation` either way: what the constraint does not catch, the rules do.
 """
 
@@ -22,14 +23,18 @@ from brain.providers.openai_client import OpenAIChatModel
 
 #: tokens the model may write: ample for the facts of a window, and a stop for a model that loops
 MAX_TOKENS = 2048
-#: the ways of asking for JSON, most constrained first
-FORMATS = ("json_schema", "json_object", "none")
+#: the ways of asking for JSON, most constrained first: OpenAI's schema form (OpenAI, vLLM, LM Studio, Ollama's
+#: /v1, llama.cpp's own server); JSON with the schema beside it (llama-cpp-python's server, which constrains its
+#: grammar to it); any JSON; nothing
+FORMATS = ("json_schema", "json_object_schema", "json_object", "none")
 
 
 def response_format(kind: str, schema: Mapping[str, object]) -> dict[str, Any] | None:
     """The ``response_format`` of the request for ``kind`` (one of :data:`FORMATS`)."""
     if kind == "json_schema":
         return {"type": "json_schema", "json_schema": {"name": "facts", "schema": dict(schema), "strict": True}}
+    if kind == "json_object_schema":
+        return {"type": "json_object", "schema": dict(schema)}
     if kind == "json_object":
         return {"type": "json_object"}
     return None
@@ -77,7 +82,7 @@ class OpenAIExtractor(OpenAIChatModel):
                     doing="form memories",
                     response_format=response_format(kind, schema),
                 )
-            except ExtractorError as exc:
+            except ExtractorError as exc:  # ExtractorUnavailable too: a server may refuse a field with a 500
                 weaker = _weaker(kind)
                 if weaker is None or not _refused_format(exc):
                     raise
@@ -100,6 +105,10 @@ def _weaker(kind: str) -> str | None:
 
 
 def _refused_format(exc: ExtractorError) -> bool:
-    """Whether the server refused the request itself (400, 422): the form of ``response_format`` is the one
-    part a server may not know."""
-    return getattr(exc, "upstream_status", None) in (400, 422)
+    """Whether the server refused the request itself: a 400 or 422, or a 500 whose message names
+    ``response_format`` (llama-cpp-python's server answers a form it does not know that way). The form of
+    ``response_format`` is the one part of the request a server may not know."""
+    status = getattr(exc, "upstream_status", None)
+    if status in (400, 422):
+        return True
+    return status == 500 and "response_format" in str(getattr(exc, "upstream_message", ""))
