@@ -71,9 +71,9 @@ from brain.model.schemas import (
 )
 from brain.rules.formation import (
     Candidate,
-    accepted_entity,
     FormedFact,
     WindowTurn,
+    accepted_entity,
     answer_schema,
     candidate_keys,
     check_answer,
