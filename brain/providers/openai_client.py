@@ -25,6 +25,8 @@ from brain.model.provider_names import DEFAULT_SUMMARY_MODEL, model_name_problem
 _SCRUBBED = "[BRAIN_OPENAI_API_KEY]"
 #: the read size of a bounded answer
 _CHUNK = 65536
+#: the longest a health probe of the server waits (seconds)
+PING_TIMEOUT = 3.0
 
 
 def secret_text(key: pydantic.SecretStr | str | None) -> str | None:
@@ -167,6 +169,21 @@ def bounded_json(response: Any, limit: int, deadline: float) -> bytes:
     return bytes(body)
 
 
+class SharedClient:
+    """The client of one provider, opened on first use and then kept (construction touches no network)."""
+
+    def __init__(self, base_url: str, key: str | None, timeout: float):
+        self.base_url, self._key, self._timeout = base_url, key, timeout
+        self._client: openai.OpenAI | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> openai.OpenAI:
+        with self._lock:
+            if self._client is None:
+                self._client = open_openai_client(self.base_url, self._key, self._timeout)
+            return self._client
+
+
 @dataclass(frozen=True)
 class ChatAnswer:
     """One chat completion: the message text, the tokens it read and wrote (``usage``; 0 when the server
@@ -191,7 +208,14 @@ class OpenAIChatModel:
     #: the longest answer read (bytes): far more than any summary or set of facts
     max_answer_bytes = 1_000_000
 
-    def __init__(self, model: str, *, base_url: str | None, api_key: pydantic.SecretStr | str | None, timeout: float):
+    def __init__(
+        self,
+        model: str = DEFAULT_SUMMARY_MODEL,
+        *,
+        base_url: str | None,
+        api_key: pydantic.SecretStr | str | None = None,
+        timeout: float = 120.0,
+    ):
         if model_name_problem(model):
             raise self.error(
                 f"invalid model name {model!r}: set {self.model_setting} to a model name the server lists, such as "
@@ -206,17 +230,10 @@ class OpenAIChatModel:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self._key = secret_text(api_key)
-        self._client: openai.OpenAI | None = None
-        self._lock = threading.Lock()
+        self._client = SharedClient(self.base_url, self._key, timeout)
 
     def __repr__(self) -> str:  # never the key
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
-
-    def _shared_client(self) -> openai.OpenAI:
-        with self._lock:
-            if self._client is None:
-                self._client = open_openai_client(self.base_url, self._key, self.timeout)
-            return self._client
 
     def errors(self, timed_out: str, doing: str, route: str = "/chat/completions") -> Any:
         """:func:`openai_errors` for this model."""
@@ -249,7 +266,7 @@ class OpenAIChatModel:
         body: dict[str, Any] = {"temperature": 0, "max_tokens": max_tokens}
         if response_format is not None:
             body["response_format"] = dict(response_format)
-        client = self._shared_client()
+        client = self._client.get()
         with self.errors(timed_out, doing):
             with client.chat.completions.with_streaming_response.create(
                 model=self.model,
@@ -275,7 +292,7 @@ class OpenAIChatModel:
             finish_reason=choice.finish_reason,
         )
 
-    def ping(self, timeout: float) -> None:
+    def ping(self, timeout: float = PING_TIMEOUT) -> None:
         """One short request to ``/models``: is the server up, does it take the key, and does it list the
         model? Every failure raises ``unavailable``."""
         limit = min(self.timeout, timeout)
@@ -291,7 +308,7 @@ class OpenAIChatModel:
             model_setting=self.model_setting,
             route="/models",
         ):
-            client = self._shared_client()
+            client = self._client.get()
             with client.models.with_streaming_response.list(timeout=limit) as response:
                 raw = bounded_json(response, self.max_answer_bytes, time.monotonic() + limit)
             listed = _ModelList.model_validate_json(raw)

@@ -9,17 +9,15 @@ OpenAI-compatible provider uses (:func:`brain.providers.openai_client.openai_err
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
-import openai
 import pydantic
 
 from brain.model.errors import EmbedderError, EmbedderUnavailable
 from brain.model.provider_names import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_OLLAMA_EMBED_TIMEOUT, DEFAULT_QUERY_CACHE_SIZE
 from brain.providers.embeddings.base import Embedder, Kind
-from brain.providers.openai_client import bounded_json, open_openai_client, openai_errors, secret_text
+from brain.providers.openai_client import SharedClient, bounded_json, openai_errors, secret_text
 
 #: input limit assumed for chunking (tokens): servers vary, and 512 is what the BERT-family models take
 MAX_TOKENS = 512
@@ -67,8 +65,7 @@ class OpenAIEmbedder(Embedder):
         self.timeout = timeout
         self._key = secret_text(api_key)
         self._dimension: int | None = None
-        self._client: openai.OpenAI | None = None
-        self._lock = threading.Lock()
+        self._client = SharedClient(self.base_url, self._key, timeout)
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r})"
@@ -81,14 +78,8 @@ class OpenAIEmbedder(Embedder):
         assert self._dimension is not None  # _embed sets it or raises
         return self._dimension
 
-    def _get_client(self) -> openai.OpenAI:
-        with self._lock:
-            if self._client is None:
-                self._client = open_openai_client(self.base_url, self._key, self.timeout)
-            return self._client
-
     def _embed(self, texts: list[str], kind: Kind) -> np.ndarray:
-        client = self._get_client()
+        client = self._client.get()
         started = time.monotonic()
         timed_out = (
             f"{self.base_url} did not answer within {self.timeout:g}s while embedding {len(texts)} texts with "

@@ -11,13 +11,9 @@ answer is checked by :mod:`brain.rules.formation` either way: what the constrain
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pydantic
-
-from brain.model.provider_names import DEFAULT_SUMMARY_MODEL
 from brain.providers.extractors.base import ExtractorError, ExtractorUnavailable, ModelAnswer
 from brain.providers.openai_client import OpenAIChatModel
 
@@ -47,18 +43,8 @@ class OpenAIExtractor(OpenAIChatModel):
     unavailable = ExtractorUnavailable
     error = ExtractorError
     model_setting = "BRAIN_FORMATION_MODEL"
-
-    def __init__(
-        self,
-        model: str = DEFAULT_SUMMARY_MODEL,
-        *,
-        base_url: str | None,
-        api_key: pydantic.SecretStr | str | None = None,
-        timeout: float = 120.0,
-    ):
-        super().__init__(model, base_url=base_url, api_key=api_key, timeout=timeout)
-        self.format = FORMATS[0]
-        self._format_lock = threading.Lock()
+    #: set on the instance once a call finds the form this server takes (one assignment: no lock needed)
+    format: str = FORMATS[0]
 
     def ask(
         self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, object], *, timeout: float | None = None
@@ -88,8 +74,7 @@ class OpenAIExtractor(OpenAIChatModel):
                     raise
                 kind = weaker
                 continue
-            with self._format_lock:
-                self.format = kind
+            self.format = kind
             return ModelAnswer(
                 content=answer.content,
                 prompt_tokens=answer.prompt_tokens,

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pydantic
-
-from brain.model.provider_names import DEFAULT_SUMMARY_MODEL
 from brain.providers.openai_client import OpenAIChatModel
 from brain.providers.summarizers.base import (
     MAX_PREDICT,
@@ -22,8 +19,6 @@ from brain.providers.summarizers.base import (
     clean_summary,
     summary_messages,
 )
-
-PING_TIMEOUT = 3.0
 
 
 class OpenAISummarizer(OpenAIChatModel):
@@ -35,16 +30,6 @@ class OpenAISummarizer(OpenAIChatModel):
     unavailable = SummarizerUnavailable
     error = SummarizerError
     model_setting = "BRAIN_SUMMARY_MODEL"
-
-    def __init__(
-        self,
-        model: str = DEFAULT_SUMMARY_MODEL,
-        *,
-        base_url: str | None,
-        api_key: pydantic.SecretStr | str | None = None,
-        timeout: float = 120.0,
-    ):
-        super().__init__(model, base_url=base_url, api_key=api_key, timeout=timeout)
 
     def summarize(self, turns: Sequence[TurnText], *, timeout: float | None = None) -> str:
         """The model's summary; ``timeout`` (seconds, at most the summariser's own) bounds this call."""
@@ -61,7 +46,3 @@ class OpenAISummarizer(OpenAIChatModel):
         if not text:
             raise SummarizerError(f"{self.model!r} at {self.base_url} returned an empty summary")
         return text
-
-    def ping(self, timeout: float = PING_TIMEOUT) -> None:  # type: ignore[override]
-        """Is the server up, does it take the key, does it list the model?"""
-        super().ping(timeout)
