@@ -1,15 +1,17 @@
 #!/usr/bin/env python
 """Memory formation on LoCoMo: do the facts a model forms from a conversation match the gold observations?
 
-    OLLAMA_HOST=http://<host>:11434 BRAIN_FORMATION_MODEL=<model> \\
-        .venv/bin/python bench/bench_formation.py [--data ../shared/bench/locomo/locomo-dev.json]
-                                                  [--samples conv-26,conv-30|all] [--every-n 5]
-                                                  [--timeout SECONDS] [--out bench/FORMATION_QUALITY_RESULTS.md]
+    .venv/bin/python bench/bench_formation.py --serve qwen1.5b [--data ../shared/bench/locomo/locomo-dev.json]
+        [--samples conv-26,conv-30|all] [--sessions K] [--every-n 5] [--timeout SECONDS]
+        [--out bench/FORMATION_QUALITY_RESULTS.md]
 
-Any Ollama endpoint will do (``OLLAMA_HOST``; the model from ``BRAIN_FORMATION_MODEL``, the summaries'
-model from ``BRAIN_SUMMARY_MODEL``); the other settings come from the environment as in service (the
-mirror off), in a temporary store. A CPU-only Ollama takes seconds to minutes per batch: start with one
-conversation (``--samples conv-26``: about 210 exchanges, 40-odd batches at the default ``--every-n``).
+``--serve qwen1.5b`` (or ``smollm2``) starts the model tier's llama.cpp server (scripts/llama_server.py, after
+``bash scripts/setup.sh test``) and points brain at it (``BRAIN_SUMMARIZER=openai``, the formation and summary
+models its alias). Without ``--serve`` the model comes from the environment as in service: an OpenAI-compatible
+server (``BRAIN_SUMMARIZER=openai``, ``BRAIN_OPENAI_BASE_URL``) or Ollama (``OLLAMA_HOST``), the model from
+``BRAIN_FORMATION_MODEL``, the summaries' from ``BRAIN_SUMMARY_MODEL``; the mirror is off and the store temporary.
+A CPU-only model takes seconds to a minute per batch: ``--sessions K`` feeds only each conversation's first K
+sessions (and asks only the questions whose evidence lies in them).
 
 Feeding. Each conversation is recorded exchange by exchange through ``ChatMemory.record_exchange``
 (bench/locomo.py's :func:`~locomo.exchanges` and :func:`~locomo.ingest`: speaker A as the user, B as the
@@ -44,7 +46,16 @@ the largest matching would.
 the question's evidence; next to it, the same measurement on the gold observations stored as
 bench_relevance stores them, in a store of their own.
 
-(c) Cost. Prompt and eval tokens and model seconds, from the formation batches' counters (repairs and
+(c) Summaries. The summaries the model wrote for the formed windows, the extractive summaries
+(:class:`~brain.providers.summarizers.ExtractiveSummarizer`, the fallback) of the same windows, and LoCoMo's own
+session summaries of the sessions fed, each split into sentences and matched to the same gold observations
+as the facts are: the share of the observations a summary states. And the share of questions whose answer's
+content words all appear in the summaries of the windows (sessions, for LoCoMo's) holding its evidence.
+
+(d) Duplicates and changes. Pairs of a conversation's active formed memories at cosine >= :data:`DUPLICATE`
+(the same fact said twice), and the memories the model superseded (an update or a deletion it chose).
+
+(e) Cost. Prompt and eval tokens and model seconds, from the formation batches' counters (repairs and
 retries included; summaries not), per exchange fed; and the time ``record_exchange`` took per exchange.
 """
 
@@ -72,6 +83,12 @@ import locomo  # noqa: E402
 
 #: cosine similarity at or above which a formed fact and a gold observation are the same fact (see above)
 THRESHOLD = 0.75
+#: cosine similarity at or above which two formed memories say the same thing: read off pairs of conv-26's
+#: gold observations (MiniLM) before any model ran: at 0.90 and above they restate one fact; at 0.86-0.89
+#: related facts, a few restatements among them
+DUPLICATE = 0.90
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -155,6 +172,10 @@ class Formed:
     gold: list[tuple[str, list[str], object]]  # the gold observations inside formed windows
     gold_outside: int  # gold observations with a source turn in no formed window
     score: FactScore | None = None
+    #: per source ("model", "extractive", "locomo"): (the LoCoMo turn ids it covers, its text), one per window
+    #: (per session for LoCoMo's own summaries)
+    summaries: dict[str, list[tuple[set[str], str]]] = field(default_factory=dict)
+    model_written: int = 0  # summaries the model wrote (the rest fell back to the extractive summariser)
 
 
 def covered_dia_ids(store, conv: locomo.Conversation, batches) -> set[str]:
@@ -179,6 +200,81 @@ def formed_memories(store, conversation_id: str) -> list:
                   key=lambda d: (str(d.metadata.get("timestamp")), d.id))
 
 
+def window_summaries(store, conv: locomo.Conversation) -> tuple[list, list, int]:
+    """The conversation's stored summaries and the extractive summaries of the same windows, each with the
+    LoCoMo turn ids of its window; and how many of the stored ones the model wrote."""
+    from brain.model.schemas import DocType, parse_turn_range
+    from brain.providers.summarizers import ExtractiveSummarizer
+    from brain.providers.summarizers.base import TurnText
+
+    extractive_summarizer = ExtractiveSummarizer()
+    turns = {int(t.metadata["turn_index"]): t for t in store.conversation_turns(conv.id)}
+    model, extractive, written = [], [], 0
+    summaries = store.get(where={"conversation_id": conv.id}, type=DocType.SUMMARY)
+    for summary in sorted(summaries, key=lambda d: parse_turn_range(d.metadata["turn_range"])):
+        lo, hi = parse_turn_range(summary.metadata["turn_range"])
+        window = [turns[i] for i in range(lo, hi + 1) if i in turns]
+        dias = {conv.dia_by_turn_id[t.id] for t in window if t.id in conv.dia_by_turn_id}
+        model.append((dias, summary.text))
+        written += summary.metadata.get("summarizer") != ExtractiveSummarizer.name
+        extractive.append((dias, extractive_summarizer.summarize(
+            [TurnText(int(t.metadata["turn_index"]), t.metadata["role"], t.text) for t in window])))
+    return model, extractive, written
+
+
+def locomo_summaries(data: Path, conv: locomo.Conversation) -> list[tuple[set[str], str]]:
+    """LoCoMo's own summary of each session fed, with the session's turn ids."""
+    import json
+
+    sample = next(s for s in json.loads(data.read_text(encoding="utf-8"))
+                  if locomo.conversation_id(s["sample_id"]) == conv.id)
+    given = sample.get("session_summary") or {}
+    return [({t.dia_id for t in turns}, given[f"session_{i}_summary"])
+            for i, (_, turns) in enumerate(conv.sessions, start=1) if given.get(f"session_{i}_summary")]
+
+
+def sentences(texts) -> list[str]:
+    return [x for text in texts for x in _SENTENCE.split(" ".join(text.split())) if x]
+
+
+def stated(texts: list[str], gold: list[str], embedder, threshold: float = THRESHOLD) -> int:
+    """How many ``gold`` facts some sentence of ``texts`` states (cosine >= ``threshold``). Unlike
+    :func:`score_facts` a sentence may state several: a summary compresses."""
+    parts = sentences(texts)
+    if not parts or not gold:
+        return 0
+    return int(((unit_vectors(embedder, parts) @ unit_vectors(embedder, gold).T).max(axis=0) >= threshold).sum())
+
+
+def content_words(text: str) -> set[str]:
+    from brain.text.stop_words import STOP_WORDS
+
+    return {w for w in (w.lower() for w in _WORD.findall(text)) if w not in STOP_WORDS}
+
+
+def answers_stated(windows: list[tuple[set[str], str]], questions: list[tuple[list[str], str]]) -> tuple[int, int]:
+    """(questions whose answer's content words all appear in the summaries of the windows holding their
+    evidence, questions asked): only questions with an answer of content words and evidence in some window."""
+    hits = asked = 0
+    for evidence, answer in questions:
+        words = content_words(answer)
+        texts = [text for dias, text in windows if dias & set(evidence)]
+        if not words or not texts:
+            continue
+        asked += 1
+        hits += words <= content_words(" ".join(texts))
+    return hits, asked
+
+
+def duplicates(memories, embedder) -> int:
+    """Pairs of active memories at cosine >= :data:`DUPLICATE`."""
+    active = [m.text for m in memories if m.metadata.get("status", "active") == "active"]
+    if len(active) < 2:
+        return 0
+    vectors = unit_vectors(embedder, active)
+    return int(np.triu(vectors @ vectors.T >= DUPLICATE, k=1).sum())
+
+
 def form(chat, conversations: list[locomo.Conversation], observations, timeout: float) -> list[Formed]:
     """Feed every conversation (its entity named after it), wait for the summary worker's queue, read
     what was formed."""
@@ -195,8 +291,11 @@ def form(chat, conversations: list[locomo.Conversation], observations, timeout: 
         batches = chat.formation_batches(conversation_id=conv.id)
         covered = covered_dia_ids(chat.store, conv, batches)
         gold = [o for o in observations[conv.id] if all(dia in covered for dia in o[1])]
-        out.append(Formed(conv, len(locomo.exchanges(conv)), timings[conv.id], batches,
-                          formed_memories(chat.store, conv.id), gold, len(observations[conv.id]) - len(gold)))
+        formed = Formed(conv, len(locomo.exchanges(conv)), timings[conv.id], batches,
+                        formed_memories(chat.store, conv.id), gold, len(observations[conv.id]) - len(gold))
+        model, extractive, formed.model_written = window_summaries(chat.store, conv)
+        formed.summaries = {"model": model, "extractive": extractive}
+        out.append(formed)
     return out
 
 
@@ -219,6 +318,8 @@ class Results:
     seconds: float  # feeding and forming, wall time
     context: dict[str, dict[str, float]]  # the memory-section measurement: "formed" and "gold"
     questions: int
+    embedder: object
+    answers: dict[str, list[tuple[list[str], str]]]  # per conversation: (evidence, answer)
 
 
 def evaluate(args, *, embedder=None, **settings) -> Results:
@@ -231,7 +332,8 @@ def evaluate(args, *, embedder=None, **settings) -> Results:
 
     observations, questions = relevance.load(args.data)
     chosen = [c.id for c in args.conversations]
-    questions = [q for q in questions if q.conversation in chosen]
+    fed = {t.dia_id for c in args.conversations for t in c.turns}
+    questions = [q for q in questions if q.conversation in chosen and set(q.evidence) <= fed]
     foreign_of = {c: chosen[(i + 1) % len(chosen)] for i, c in enumerate(chosen)}
     with tempfile.TemporaryDirectory(prefix="brain-formation-") as tmp:
         formation_settings = Settings(**{"mirror_enabled": False, "summary_every_n": args.every_n, **settings,
@@ -247,6 +349,7 @@ def evaluate(args, *, embedder=None, **settings) -> Results:
             for f in formed:
                 f.score = score_facts([m.text for m in f.memories], [text for text, _, _ in f.gold], embedder,
                                       THRESHOLD)
+                f.summaries["locomo"] = locomo_summaries(args.data, f.conversation)
             sources = {m.id: [f.conversation.dia_by_turn_id[t] for t in m.metadata.get("source_turns") or []
                               if t in f.conversation.dia_by_turn_id] for f in formed for m in f.memories}
             ids_of = {f.conversation.id: {m.id for m in f.memories} for f in formed}
@@ -256,7 +359,25 @@ def evaluate(args, *, embedder=None, **settings) -> Results:
                 ChatMemory(store, start_worker=False, summarizer=ExtractiveSummarizer()) as chat:
             gold_sources, gold_ids = relevance.store_memories(chat, {f.conversation.id: f.gold for f in formed})
             context["gold"] = context_measure(chat, questions, gold_sources, gold_ids, foreign_of)
-    return Results(formation_settings, formed, seconds, context, len(questions))
+    return Results(formation_settings, formed, seconds, context, len(questions), embedder,
+                   answers_of(args.data, args.conversations, fed))
+
+
+def answers_of(data: Path, conversations, fed: set[str]) -> dict[str, list[tuple[list[str], str]]]:
+    """Per conversation its questions of categories 1-4 as (evidence turn ids, answer), evidence all fed."""
+    import json
+
+    chosen = {c.id for c in conversations}
+    out: dict[str, list[tuple[list[str], str]]] = {c: [] for c in chosen}
+    for sample in json.loads(data.read_text(encoding="utf-8")):
+        conv = locomo.conversation_id(sample["sample_id"])
+        if conv not in chosen:
+            continue
+        for qa in sample["qa"]:
+            evidence = [e for raw in qa.get("evidence", []) for e in re.split(r"[;\s]+", raw) if e]
+            if qa.get("category") in (1, 2, 3, 4) and evidence and set(evidence) <= fed and "answer" in qa:
+                out[conv].append((evidence, str(qa["answer"])))
+    return out
 
 
 def request_turns(body: dict) -> tuple[str | None, list[tuple[int, str]]]:
@@ -271,7 +392,24 @@ def request_turns(body: dict) -> tuple[str | None, list[tuple[int, str]]]:
 
 
 def check_model(settings) -> None:
-    """A clear error, before anything is fed, when the endpoint is down or the model is not pulled."""
+    """A clear error, before anything is fed, when the model server is down or lacks the model."""
+    if settings.summarizer == "openai":
+        from brain.model.errors import ExtractorUnavailable, SummarizerUnavailable
+        from brain.wiring.providers import formation_off_reason, get_extractor, get_summarizer
+
+        if (reason := formation_off_reason(settings)) is not None:
+            raise SystemExit(f"bench_formation: {reason}")
+        try:
+            get_summarizer(settings).ping()
+            get_extractor(settings).ping()
+        except (SummarizerUnavailable, ExtractorUnavailable) as exc:
+            raise SystemExit(f"bench_formation: {exc} (BRAIN_OPENAI_BASE_URL={settings.openai_base_url}); "
+                             "start the server, or pass --serve qwen1.5b")
+        return
+    check_ollama_model(settings)
+
+
+def check_ollama_model(settings) -> None:
     import httpx
 
     host = settings.ollama_host.rstrip("/")
@@ -279,11 +417,15 @@ def check_model(settings) -> None:
         names = {m.get("name") for m in httpx.get(f"{host}/api/tags", timeout=10).json().get("models", [])}
     except (httpx.HTTPError, ValueError) as exc:
         raise SystemExit(f"bench_formation: no Ollama at OLLAMA_HOST={host} ({type(exc).__name__}: {exc}); "
-                         "start one or point OLLAMA_HOST at one")
+                         "start one, point OLLAMA_HOST at one, or pass --serve qwen1.5b")
     model = settings.formation_model
     if model not in names and f"{model}:latest" not in names:
         raise SystemExit(f"bench_formation: {host} has no model {model!r} (BRAIN_FORMATION_MODEL); pull it "
                          f"(`ollama pull {model}`) or choose one of: {', '.join(sorted(n for n in names if n))}")
+
+
+def endpoint(settings) -> str:
+    return settings.openai_base_url if settings.summarizer == "openai" else settings.ollama_host
 
 
 # ---- report -------------------------------------------------------------------------------------
@@ -299,7 +441,7 @@ def report(args, results: Results) -> str:
         f"`{args.command}` on {args.data.name} ({', '.join(f.conversation.id for f in formed)}); "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
         "",
-        f"- model {settings.formation_model} at {settings.ollama_host}; "
+        f"- model {settings.formation_model} at {endpoint(settings)} (BRAIN_SUMMARIZER={settings.summarizer}); "
         f"BRAIN_SUMMARY_EVERY_N={settings.summary_every_n} "
         f"(a batch every {settings.summary_every_n} exchanges); fed and formed in {wall:.0f} s",
         f"- facts matched at cosine >= {THRESHOLD} (local MiniLM), one to one, most similar first",
@@ -347,7 +489,57 @@ def report(args, results: Results) -> str:
                     ("gold observations (as bench_relevance)", results.context["gold"])):
         lines.append(f"| {name} | {int(m['answerable'])} | {m['recall']:.3f} | {m['precision']:.3f} | "
                      f"{m['foreign_empty']:.3f} | {m['shown']:.2f} |")
+    lines += summaries_section(results), duplicates_section(results)
     return "\n".join(lines) + "\n"
+
+
+def summaries_section(results: Results) -> str:
+    formed, embedder = results.formed, results.embedder
+    written = sum(f.model_written for f in formed)
+    windows = sum(len(f.summaries["model"]) for f in formed)
+    rows = [
+        "",
+        "## Summaries",
+        "",
+        f"{windows} windows summarised, {written} by the model (the rest by the extractive fallback). A gold "
+        f"observation is stated when a summary sentence is at cosine >= {THRESHOLD} from it (a sentence may state "
+        "several); an answer is stated when its content words all appear in the summaries of its evidence's "
+        "windows (LoCoMo's: sessions; they also cover the trailing turns that fill no window).",
+        "",
+        "| summaries | sentences | gold observations stated | answers stated | mean characters |",
+        "|---|---|---|---|---|",
+    ]
+    gold = sum(len(f.gold) for f in formed)
+    for source, name in (("model", "written by the model"), ("extractive", "extractive (the fallback)"),
+                         ("locomo", "LoCoMo's session summaries")):
+        texts = [text for f in formed for _, text in f.summaries[source]]
+        facts = sum(stated([t for _, t in f.summaries[source]], [g for g, _, _ in f.gold], embedder) for f in formed)
+        hits, asked = (sum(x) for x in zip(*(answers_stated(f.summaries[source], results.answers[f.conversation.id])
+                                            for f in formed)))
+        mean_chars = sum(map(len, texts)) / len(texts) if texts else float("nan")
+        rows.append(f"| {name} | {len(sentences(texts))} | {facts} / {gold} = {facts / max(gold, 1):.3f} | "
+                    f"{hits} / {asked} = {hits / max(asked, 1):.3f} | {mean_chars:.0f} |")
+    return "\n".join(rows)
+
+
+def duplicates_section(results: Results) -> str:
+    rows = [
+        "",
+        "## Duplicates and changes",
+        "",
+        f"Duplicates: pairs of a conversation's active formed memories at cosine >= {DUPLICATE}. Status: what "
+        "became of the formed memories (superseded: the model said a later fact changes it).",
+        "",
+        "| conversation | formed | formed / exchange | active | superseded | other status | duplicate pairs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in results.formed:
+        status = [m.metadata.get("status", "active") for m in f.memories]
+        active, superseded = status.count("active"), status.count("superseded")
+        rows.append(f"| {f.conversation.id} | {len(status)} | {len(status) / max(f.exchanges, 1):.2f} | {active} | "
+                    f"{superseded} | {len(status) - active - superseded} | "
+                    f"{duplicates(f.memories, results.embedder)} |")
+    return "\n".join(rows)
 
 
 def row(name, exchanges, batches, score: FactScore, gold: str, prompt, evals, seconds, record_ms) -> str:
@@ -362,6 +554,10 @@ def main() -> None:
                         help=f"LoCoMo JSON with observations (default {relevance.DEFAULT_DATA})")
     parser.add_argument("--samples", default=",".join(locomo.DEV_SAMPLES),
                         help="comma-separated sample ids, or 'all' (default: the development split)")
+    parser.add_argument("--sessions", type=int, default=None,
+                        help="feed only each conversation's first K sessions (default: all)")
+    parser.add_argument("--serve", choices=("qwen1.5b", "smollm2"), default=None,
+                        help="start the model tier's llama.cpp server with this model and use it")
     parser.add_argument("--every-n", type=int, default=5, help="BRAIN_SUMMARY_EVERY_N: exchanges per formation batch")
     parser.add_argument("--timeout", type=float, default=24 * 3600.0,
                         help="seconds to wait for the formation queue after feeding")
@@ -377,8 +573,21 @@ def main() -> None:
         args.conversations = locomo.select(locomo.load(args.data), args.samples, args.data)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         parser.error(f"{args.data} is not a usable LoCoMo file: {type(exc).__name__}: {exc}")
+    if args.sessions is not None:
+        if args.sessions < 1:
+            parser.error("--sessions must be at least 1")
+        for conv in args.conversations:
+            conv.sessions = conv.sessions[:args.sessions]
     os.chdir(ROOT)  # Settings reads config/defaults.env relative to the working directory
-    text = report(args, evaluate(args))
+    if args.serve:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import llama_server
+
+        with llama_server.serve(args.serve) as server:
+            text = report(args, evaluate(args, summarizer="openai", openai_base_url=server.base_url,
+                                         summary_model=server.alias, formation_model=server.alias))
+    else:
+        text = report(args, evaluate(args))
     print(text)
     if args.out:
         out = args.out if args.out.is_absolute() else INVOKED_FROM / args.out

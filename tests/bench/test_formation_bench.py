@@ -144,7 +144,11 @@ def gold_model(bench, observations, conversations):
 
     def answer(body) -> str:
         if not body.get("format"):
-            return "They caught up on their news."
+            # a summary that states the window's gold observations, one sentence each
+            transcript = "\n".join(m["content"] for m in body.get("messages", []) if m.get("role") == "user")
+            said = [text for c in conversations for text, dias, _ in observations[c.id]
+                    if any(text_of[(c.id, dia)] in transcript for dia in dias)]
+            return " ".join(said) or "They caught up on their news."
         entity, turns = bench.request_turns(body)
         facts = [{"text": text, "importance": 3, "tags": [], "entity": entity, "action": "add", "target": None,
                   "expires_at": None, "valid_from": None, "turns": [index]}
@@ -185,10 +189,44 @@ def test_the_pipeline_scores_a_model_answering_the_gold_facts_at_recall_one(benc
     assert formed["recall"] > 0.5
     text = bench.report(args, results)
     assert "| **all** | 19 |" in text and "| 1.000 | 1.000 | 1.000 |" in text
+    # the summaries that state each window's observations state them all; the fixture has no session summaries
+    gold_facts = sum(len(f.gold) for f in results.formed)
+    assert f"| written by the model | {gold_facts} | {gold_facts} / {gold_facts} = 1.000 |" in text
+    assert "| extractive (the fallback) |" in text and "| LoCoMo's session summaries | 0 | 0 / " in text
+    assert all(f.model_written == len(f.summaries["model"]) > 0 for f in results.formed)
+    # the gold facts are distinct, so none of the formed memories says the same as another
+    assert "## Duplicates and changes" in text
+    assert all(bench.duplicates(f.memories, local_embedder) == 0 for f in results.formed)
+
+
+def test_a_summary_sentence_may_state_several_facts_and_an_answer_needs_all_its_words(bench, local_embedder):
+    facts = ["Tomas adopted a greyhound named Pixel.", "Priya planted twelve apple trees."]
+    summary = ["They talked. Tomas adopted a greyhound named Pixel. Priya planted twelve apple trees."]
+    assert bench.stated(summary, facts, local_embedder) == 2
+    assert bench.stated(["They talked about the weather."], facts, local_embedder) == 0
+    windows = [({"D1:1", "D1:2"}, summary[0]), ({"D2:1"}, "Nothing much happened.")]
+    questions = [(["D1:2"], "Pixel"), (["D1:1"], "twelve pear trees"), (["D2:1"], "the"), (["D9:9"], "Pixel")]
+    # "the" has no content word and D9:9 is in no window: neither is asked
+    assert bench.answers_stated(windows, questions) == (1, 2)
+
+
+def test_duplicates_count_pairs_of_active_memories_saying_the_same(bench, local_embedder):
+    from brain.model.results import Document
+
+    def memory(text, status="active"):
+        return Document(id=f"m-{abs(hash(text + status))}", text=text, metadata={"status": status})
+
+    said_twice = [memory("Priya planted twelve apple trees."), memory("Priya planted twelve apple trees."),
+                  memory("Tomas drives a bus."), memory("Priya planted twelve apple trees.", "superseded")]
+    assert bench.duplicates(said_twice, local_embedder) == 1
 
 
 def test_a_missing_endpoint_or_model_is_named_before_anything_is_fed(bench, tmp_path):
     from brain.config import Settings
+
+    with pytest.raises(SystemExit, match=r"BRAIN_OPENAI_BASE_URL=http://127\.0\.0\.1:\d+/v1\); start the server"):
+        bench.check_model(Settings(data_dir=tmp_path, summarizer="openai", openai_base_url=dead_url() + "/v1",
+                                   formation=True, formation_model="qwen2.5-coder-1.5b"))
 
     with pytest.raises(SystemExit, match=r"no Ollama at OLLAMA_HOST=http://127\.0\.0\.1:\d+"):
         bench.check_model(Settings(data_dir=tmp_path, ollama_host=dead_url(), formation_model="llama3.2:3b"))
