@@ -404,7 +404,7 @@ def check_model(settings) -> None:
             get_extractor(settings).ping()
         except (SummarizerUnavailable, ExtractorUnavailable) as exc:
             raise SystemExit(f"bench_formation: {exc} (BRAIN_OPENAI_BASE_URL={settings.openai_base_url}); "
-                             "start the server, or pass --serve qwen1.5b")
+                             "start the server, or pass --serve qwen1.5b") from None
         return
     check_ollama_model(settings)
 
@@ -417,7 +417,7 @@ def check_ollama_model(settings) -> None:
         names = {m.get("name") for m in httpx.get(f"{host}/api/tags", timeout=10).json().get("models", [])}
     except (httpx.HTTPError, ValueError) as exc:
         raise SystemExit(f"bench_formation: no Ollama at OLLAMA_HOST={host} ({type(exc).__name__}: {exc}); "
-                         "start one, point OLLAMA_HOST at one, or pass --serve qwen1.5b")
+                         "start one, point OLLAMA_HOST at one, or pass --serve qwen1.5b") from None
     model = settings.formation_model
     if model not in names and f"{model}:latest" not in names:
         raise SystemExit(f"bench_formation: {host} has no model {model!r} (BRAIN_FORMATION_MODEL); pull it "
