@@ -317,6 +317,9 @@ def answer_schema(
             **{k: v for k, v in fact["target"].items() if k != "anyOf"},
             "anyOf": [{"type": "string", "enum": keys}, {"type": "null"}] if keys else [{"type": "null"}],
         }
+        if not keys:
+            # every other action needs a known memory's key: with none listed, "update" can only be refused
+            fact["action"] = {**fact["action"], "enum": ["add"]}
     return schema
 
 

@@ -200,9 +200,10 @@ def test_the_schema_of_a_request_allows_only_its_entity_turns_and_keys():
     assert fact_schema["entity"]["enum"] == ["alice"]
     assert fact_schema["turns"]["items"] == {"type": "integer", "enum": [1, 2, 3]}
     assert {"type": "string", "enum": ["M1", "M2", "M10"]} in fact_schema["target"]["anyOf"]
-    assert answer_schema(candidate_keys=[])["properties"]["facts"]["items"]["properties"]["target"]["anyOf"] == [
-        {"type": "null"}
-    ]
+    assert fact_schema["action"]["enum"] == ["add", "same", "update", "contradict"]
+    # with no known memory to name, a fact can only be added: "update" with a null target is refused otherwise
+    nothing_known = answer_schema(candidate_keys=[])["properties"]["facts"]["items"]["properties"]
+    assert nothing_known["target"]["anyOf"] == [{"type": "null"}] and nothing_known["action"]["enum"] == ["add"]
     # the generic schema stays as it was
     assert "enum" not in answer_schema()["properties"]["facts"]["items"]["properties"]["entity"]
 
