@@ -222,12 +222,9 @@ def window_summaries(store, conv: locomo.Conversation) -> tuple[list, list, int]
     return model, extractive, written
 
 
-def locomo_summaries(data: Path, conv: locomo.Conversation) -> list[tuple[set[str], str]]:
-    """LoCoMo's own summary of each session fed, with the session's turn ids."""
-    import json
-
-    sample = next(s for s in json.loads(data.read_text(encoding="utf-8"))
-                  if locomo.conversation_id(s["sample_id"]) == conv.id)
+def locomo_summaries(sample: dict, conv: locomo.Conversation) -> list[tuple[set[str], str]]:
+    """LoCoMo's own summary of each session fed (``sample``: the conversation's raw LoCoMo record), with the
+    session's turn ids."""
     given = sample.get("session_summary") or {}
     return [({t.dia_id for t in turns}, given[f"session_{i}_summary"])
             for i, (_, turns) in enumerate(conv.sessions, start=1) if given.get(f"session_{i}_summary")]
@@ -333,6 +330,7 @@ def evaluate(args, *, embedder=None, **settings) -> Results:
     observations, questions = relevance.load(args.data)
     chosen = [c.id for c in args.conversations]
     fed = {t.dia_id for c in args.conversations for t in c.turns}
+    samples = raw_samples(args.data, args.conversations)
     questions = [q for q in questions if q.conversation in chosen and set(q.evidence) <= fed]
     foreign_of = {c: chosen[(i + 1) % len(chosen)] for i, c in enumerate(chosen)}
     with tempfile.TemporaryDirectory(prefix="brain-formation-") as tmp:
@@ -349,7 +347,7 @@ def evaluate(args, *, embedder=None, **settings) -> Results:
             for f in formed:
                 f.score = score_facts([m.text for m in f.memories], [text for text, _, _ in f.gold], embedder,
                                       THRESHOLD)
-                f.summaries["locomo"] = locomo_summaries(args.data, f.conversation)
+                f.summaries["locomo"] = locomo_summaries(samples[f.conversation.id], f.conversation)
             sources = {m.id: [f.conversation.dia_by_turn_id[t] for t in m.metadata.get("source_turns") or []
                               if t in f.conversation.dia_by_turn_id] for f in formed for m in f.memories}
             ids_of = {f.conversation.id: {m.id for m in f.memories} for f in formed}
@@ -360,19 +358,22 @@ def evaluate(args, *, embedder=None, **settings) -> Results:
             gold_sources, gold_ids = relevance.store_memories(chat, {f.conversation.id: f.gold for f in formed})
             context["gold"] = context_measure(chat, questions, gold_sources, gold_ids, foreign_of)
     return Results(formation_settings, formed, seconds, context, len(questions), embedder,
-                   answers_of(args.data, args.conversations, fed))
+                   answers_of(samples, fed))
 
 
-def answers_of(data: Path, conversations, fed: set[str]) -> dict[str, list[tuple[list[str], str]]]:
-    """Per conversation its questions of categories 1-4 as (evidence turn ids, answer), evidence all fed."""
+def raw_samples(data: Path, conversations) -> dict[str, dict]:
+    """The chosen conversations' raw LoCoMo records, by conversation id, read once."""
     import json
 
     chosen = {c.id for c in conversations}
-    out: dict[str, list[tuple[list[str], str]]] = {c: [] for c in chosen}
-    for sample in json.loads(data.read_text(encoding="utf-8")):
-        conv = locomo.conversation_id(sample["sample_id"])
-        if conv not in chosen:
-            continue
+    records = {locomo.conversation_id(s["sample_id"]): s for s in json.loads(data.read_text(encoding="utf-8"))}
+    return {conv: record for conv, record in records.items() if conv in chosen}
+
+
+def answers_of(samples: dict[str, dict], fed: set[str]) -> dict[str, list[tuple[list[str], str]]]:
+    """Per conversation its questions of categories 1-4 as (evidence turn ids, answer), evidence all fed."""
+    out: dict[str, list[tuple[list[str], str]]] = {conv: [] for conv in samples}
+    for conv, sample in samples.items():
         for qa in sample["qa"]:
             evidence = [e for raw in qa.get("evidence", []) for e in re.split(r"[;\s]+", raw) if e]
             if qa.get("category") in (1, 2, 3, 4) and evidence and set(evidence) <= fed and "answer" in qa:
