@@ -9,6 +9,7 @@ from brain.app.restore import RebuildReport, RecoveryReport
 from brain.app.startup import StartupReport
 from brain.features.chat import Context, ContextItem, Exchange
 from brain.features.chat.formation import FormationBatch, FormationReport
+from brain.features.chat.layout import PART_CLOSING, PART_OPENING, SHOWN_KEY, Layout, shown_value, user_content
 from brain.features.consolidate import ConsolidationReport, Merge
 from brain.features.ingest import IngestReport
 from brain.features.mirror import KeywordHit
@@ -22,6 +23,9 @@ from brain.store.memory_listing import Order as MemoryOrder
 from brain.store.memory_listing import status_of
 
 __all__ = [
+    "PART_CLOSING",
+    "PART_OPENING",
+    "SHOWN_KEY",
     "BackfillReport",
     "ConsolidationReport",
     "Context",
@@ -38,6 +42,7 @@ __all__ = [
     "Hit",
     "ImportReport",
     "IngestReport",
+    "Layout",
     "KeywordHit",
     "MemoryHit",
     "MemoryOrder",
@@ -53,7 +58,9 @@ __all__ = [
     "SpecialistMatch",
     "StartupReport",
     "Supersession",
+    "shown_value",
     "SyncReport",
     "VerifyReport",
     "status_of",
+    "user_content",
 ]

@@ -27,11 +27,24 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from brain.ops.values import PART_CLOSING
+
 MODEL = "llama3.2:3b"
 
 
 def reply_to(text: str) -> str:
     return f"You said: {text}"
+
+
+def user_said(content: str) -> str:
+    """What the user wrote in a user message as brain sends it: the text after the part brain put before it."""
+    return content.rpartition(PART_CLOSING + "\n")[2]
+
+
+def brain_part(content: str) -> str:
+    """The part brain put before a user message's text ("" when none)."""
+    head, closing, _ = content.rpartition(PART_CLOSING + "\n")
+    return head if closing else ""
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,26 @@ class Received:
     @property
     def system_text(self) -> str:
         return "\n".join(m["content"] for m in self.messages if m["role"] == "system" and isinstance(m["content"], str))
+
+    @property
+    def body_text(self) -> str:
+        """Every message's text content, whoever wrote it."""
+        return "\n".join(m["content"] for m in self.messages if isinstance(m["content"], str))
+
+    @property
+    def brain_text(self) -> str:
+        """Everything brain added: its system message and the parts before user messages."""
+        parts = [brain_part(m["content"]) for m in self.messages if m["role"] == "user" and isinstance(m["content"], str)]
+        return "\n".join([self.system_text, *parts])
+
+    @property
+    def said(self) -> list[str]:
+        """The user and assistant messages as their speakers wrote them (brain's parts left out)."""
+        return [
+            user_said(m["content"]) if m["role"] == "user" else m["content"]
+            for m in self.messages
+            if m["role"] in ("user", "assistant") and isinstance(m["content"], str)
+        ]
 
 
 def completion(text: str | None, *, tool_calls: list | None = None, model: str = MODEL) -> dict[str, Any]:
@@ -158,7 +191,7 @@ class OpenAIStub:
                     return self._send(200, "application/json", scripted)
                 last = [m for m in body["messages"] if m["role"] == "user"][-1]
                 content = last["content"] if isinstance(last["content"], str) else "(parts)"
-                text = reply_to(content)
+                text = reply_to(user_said(content))
                 if not stream:
                     return self._json(200, completion(text))
                 events = stream_events(text)

@@ -34,7 +34,7 @@ def test_chat_gets_the_memory_and_answers_in_ollamas_shape(proxy, proxy_store, u
     assert answer.message.role == "assistant" and answer.message.content == reply_to("Can I eat satay?")
     assert answer.done and answer.done_reason == "stop" and answer.eval_count == 5
     sent = upstream.chats()[-1]
-    assert "allergic to peanuts" in sent.system_text and sent.messages[0]["content"] == "Be brief."
+    assert "allergic to peanuts" in sent.brain_text and sent.messages[0]["content"] == "Be brief."
     assert sent.body["temperature"] == 0.1 and sent.body["max_tokens"] == 64 and "num_ctx" not in sent.body
     assert sent.body["stream"] is False
     wait_for(lambda: len(proxy_store.get(type="turn")) == 2)
@@ -50,7 +50,7 @@ def test_streaming_gives_ndjson_lines_and_records_after_the_last(proxy, proxy_st
     wait_for(lambda: len(turns(proxy_store, recorded_as)) == 2)
     again = list(chat.chat(model=MODEL, messages=[{"role": "user", "content": "and four?"}], stream=True))
     assert again[-1].done
-    assert "one two three" in upstream.chats()[-1].system_text  # the conversation's recorded turns
+    assert upstream.chats()[-1].said[0] == "one two three"  # the conversation's recorded turns
 
 
 def test_images_and_tool_calls_are_translated(proxy, upstream):

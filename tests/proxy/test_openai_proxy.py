@@ -37,6 +37,7 @@ def test_the_memory_reaches_the_model_and_the_answer_comes_back(proxy, proxy_sto
     assert sent.body["temperature"] == 0.2 and sent.body["model"] == MODEL
     roles = [m["role"] for m in sent.messages]
     assert roles == ["system", "system", "user"]  # the client's own system message kept, brain's after it
+    # an importance-5 fact about alice is one she is always kept in mind of: the stable system message
     assert sent.messages[0]["content"] == "Be brief." and "allergic to peanuts" in sent.messages[1]["content"]
     assert sent.headers["Authorization"] == f"Bearer {UPSTREAM_KEY}"  # the upstream's key, not the caller's
     wait_for(lambda: len(turns(proxy_store, conversation_id)) == 2)
@@ -61,8 +62,9 @@ def test_the_next_message_carries_the_recorded_turns_and_not_the_history_twice(p
     answer = second.chat.completions.with_raw_response.create(model=MODEL, messages=history)
     assert answer.headers["x-brain-conversation"] == conversation_id
     sent = upstream.chats()[-1]
-    assert "My cat is called Miso" in sent.system_text  # brain's recorded turns, in its context
-    assert [m["role"] for m in sent.messages] == ["system", "user"]  # the client's history not sent again
+    # brain's recorded turns, as the conversation's messages; the client's copy of them not sent as well
+    assert sent.said == ["My cat is called Miso", reply_to("My cat is called Miso"), "What is my cat called?"]
+    assert [m["role"] for m in sent.messages] == ["user", "assistant", "user"]
     wait_for(lambda: len(turns(proxy_store, conversation_id)) == 4)
 
 
@@ -98,7 +100,7 @@ def test_streaming_passes_every_chunk_and_records_after_the_last(proxy, proxy_st
         conversation_id = response.headers["x-brain-conversation"]
         raw = b"".join(response.iter_bytes())
     assert raw.endswith(b"data: [DONE]\n\n")
-    assert "cello" in upstream.chats()[-1].system_text
+    assert "cello" in upstream.chats()[-1].brain_text
     pieces = [json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
               for line in raw.decode().split("\n\n") if line.startswith("data: {")]
     assert "".join(pieces) == reply_to("What instrument do I play?")

@@ -74,7 +74,7 @@ def test_another_entitys_memory_never_reaches_the_model(served, token, named, by
         return
     assert response.status_code == 200, response.text
     acting = bound or named
-    sent = stub.chats()[-1].system_text
+    sent = stub.chats()[-1].brain_text
     for who, secret in SECRETS.items():
         if who != acting:
             assert secret not in sent, f"{who}'s memory reached the model of a request acting for {acting}"

@@ -43,5 +43,5 @@ def test_the_guides_examples_run_as_written_and_inject_alices_memory(proxy_store
                 exec(compile(code, f"<chat-proxy.md example {i}>", "exec"), {"__name__": "guide"})  # noqa: S102
                 sent = stub.chats()[before:]
                 assert len(sent) == 2, "each example sends two messages"
-                assert all(PEANUTS in chat.system_text for chat in sent), "alice's memory did not reach the model"
+                assert all(PEANUTS in chat.brain_text for chat in sent), "alice's memory did not reach the model"
     assert "You said: Can I eat peanut butter?" in capsys.readouterr().out

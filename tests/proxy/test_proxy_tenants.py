@@ -44,8 +44,8 @@ def test_a_squatted_id_still_records_the_owners_exchanges(proxy, upstream):
     wait_for(lambda: recorded(proxy, TOKENS["bob"], bobs) == ["My dog is called Rex", reply_to("My dog is called Rex")])
     again = chat(proxy, TOKENS["bob"], "What is my dog called?", conversation="conv-bob-1")
     assert again.headers["x-brain-conversation"] == bobs  # the same id names bob's conversation each time
-    assert "My dog is called Rex" in upstream.chats()[-1].system_text
-    assert "I was here first" not in upstream.chats()[-1].system_text
+    assert "My dog is called Rex" in upstream.chats()[-1].said  # bob's own recorded turns
+    assert "I was here first" not in upstream.chats()[-1].body_text
 
 
 def test_whether_another_entity_uses_an_id_cannot_be_learned(proxy):
@@ -105,7 +105,7 @@ def test_users_name_is_read_as_the_entity_name_it_canonically_is(proxy_store, pr
     proxy_store.upsert_memory("Alice is allergic to peanuts", importance=5, scope="entity:alice")
     answer = chat(proxy, ADMIN, "Can I eat satay?", user="Alice ")
     assert answer.status_code == 200, answer.text
-    assert "allergic to peanuts" in upstream.chats()[-1].system_text
+    assert "allergic to peanuts" in upstream.chats()[-1].brain_text
 
 
 def test_a_user_that_is_no_entity_name_is_a_422_naming_user(proxy, upstream):

@@ -33,10 +33,22 @@ from brain.features.chat.context import (
     TokenCounter,
     assemble_context,
     explain,
+    learned_on,
     render_line,
 )
 from brain.features.chat.formation import Formation, FormationBatch, FormationReport
 from brain.features.chat.last_used import ACCESS_FLUSH_SECONDS, AccessTracker
+from brain.features.chat.layout import (
+    PART_SECTIONS,
+    SHOWN_KEY,
+    Layout,
+    parse_shown,
+    parts_from_shown,
+    render_part,
+    render_stable,
+    user_content,
+    window_start,
+)
 from brain.features.chat.related_turns import RelatedTurns
 from brain.features.chat.speakers import PersonaName, exchange_speakers
 from brain.features.chat.summaries import SummaryWriter
@@ -51,7 +63,10 @@ from brain.model.schemas import (
     check_extra_metadata,
     check_k,
     format_timestamp,
+    is_inactive,
+    is_part,
     parse_timestamp,
+    parse_turn_range,
     turn_text_problem,
     utc_now,
     valid_conversation_id,
@@ -67,6 +82,8 @@ if TYPE_CHECKING:
     from brain.providers.extractors import Extractor
     from brain.store import Store
 
+#: the always-kept facts the stable message chooses from (importance first, then the newest)
+STABLE_CORE_POOL = 50
 #: persona sections served per call (the whole current version; the cap only bounds a broken file)
 PERSONA_MAX_SECTIONS = 1000
 _LOCK_STRIPES = 64
@@ -175,6 +192,7 @@ class ChatMemory:
         self.related_turns = RelatedTurns(store)
         self.persona_name = PersonaName(store)
         self._token_counter: TokenCounter | None = None
+        self._direction: list[float] | None = None
         self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._key_stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]  # taken before _stripes
         self._closed = False
@@ -223,9 +241,12 @@ class ChatMemory:
         if not s.rag_enabled:  # nothing is read: not the store, not the embedder
             return Context(conversation_id=conversation_id, entity=entity, enabled=False)
         relevance: dict[str, dict[str, Any]] = {}
-        ranked = self._candidates(conversation_id, user_message, entity, relevance)
+        shown = conversation_id
+        if shown is not None and not self._shows_conversation(shown, entity):
+            shown = None  # read as a conversation not yet recorded: nothing of it is shown
+        ranked = self._candidates(shown, user_message, entity, relevance)
         counter = self._tokens() if s.context_max_tokens > 0 else None
-        return assemble_context(
+        context = assemble_context(
             ranked,
             conversation_id=conversation_id,
             entity=entity,
@@ -234,6 +255,106 @@ class ChatMemory:
             counter=counter,
             relevance=relevance,
         )
+        context.layout = self._layout(context, shown, entity)
+        return context
+
+    def _layout(self, context: Context, conversation_id: str | None, entity: str | None) -> Layout:
+        """``context`` in cache order (:mod:`brain.features.chat.layout`): the stable system message, the
+        conversation's window as messages with the parts they were sent with, and this message's part."""
+        s, store = self.settings, self.store
+        turns = (
+            store.conversation_turns(conversation_id, entity=entity)
+            if conversation_id is not None and s.enable_turn
+            else []
+        )
+        stride, budget = 2 * s.summary_every_n, s.context_max_chars
+        # the texts alone are a lower bound of each turn's size: the window starts no earlier than they say,
+        # so only the parts from there on are read
+        start = window_start([len(d.text) for d in turns], stride, budget)
+        parts = self._recorded_parts(turns[start:], conversation_id, entity)
+        contents = [
+            user_content(parts.get(d.id, ""), d.text) if d.metadata.get("role") == "user" else d.text
+            for d in turns[start:]
+        ]
+        moved = window_start([len(c) for c in contents], stride, budget)
+        window, contents = turns[start + moved :], contents[moved:]
+        core = self._stable_core(entity) if entity is not None and s.enable_memory and s.core_top_k > 0 else []
+        summaries = self._summaries_before(window[0], conversation_id, entity) if window and start + moved else []
+        stable = render_stable({"persona": context.persona, "core": core, "summary": summaries})
+        in_stable = {i.id for i in core}
+        in_window = {d.id for d in window}
+        sections = {
+            "memory": [i for i in context.memory if i.id not in in_stable],
+            "faq": context.faq,
+            "related": [i for i in context.related if i.id not in in_window],
+        }
+        return Layout(
+            stable=stable,
+            conversation=[
+                {"role": str(d.metadata.get("role")), "content": c}
+                for d, c in zip(window, contents)
+                if d.metadata.get("role") in ("user", "assistant")
+            ],
+            part=render_part(sections),
+            shown=[(name, i.id) for name in PART_SECTIONS for i in sections[name]],
+            window_start=int(window[0].metadata.get("turn_index") or 0) if window else None,
+        )
+
+    def _recorded_parts(self, turns: Sequence[Any], conversation_id: str | None, entity: str | None) -> dict[str, str]:
+        """Turn id -> the part its user message was sent with, re-rendered from what its documents say now."""
+        recorded = {d.id: parse_shown(d.metadata.get(SHOWN_KEY)) for d in turns if d.metadata.get("role") == "user"}
+        wanted = [doc_id for shown in recorded.values() for _, doc_id in shown]
+        if not wanted or conversation_id is None:
+            return {}
+        documents = {d.id: d for d in self.store.get(wanted, entity=entity)}
+        parts = {}
+        for turn_id, shown in recorded.items():
+            sections = parts_from_shown(shown, documents, conversation_id=conversation_id, usable=_usable_memory)
+            part = render_part(sections)
+            if part:
+                parts[turn_id] = part
+        return parts
+
+    def _stable_core(self, entity: str) -> list[ContextItem]:
+        """The facts about ``entity`` the stable message keeps in mind: as :meth:`_core`, but chosen by
+        importance, then the newest, never by the message, so that the message does not change them."""
+        s = self.settings
+        pool = core_memories(self.store, entity, STABLE_CORE_POOL, query_vector=self._fixed_direction())
+        pool.sort(key=lambda h: (-int(h.metadata.get("importance") or 0), -_learned_epoch(h.metadata), h.id))
+        items, used = [], 0
+        for hit in pool[: s.core_top_k]:
+            scores = {"importance": float(hit.metadata.get("importance") or 0)}
+            item = ContextItem(hit.id, hit.text, hit.metadata, scores, why=explain("core", scores, None))
+            size = len(render_line("core", item)) + 1
+            if used + size <= s.core_max_chars:
+                items.append(item)
+                used += size
+        return items
+
+    def _fixed_direction(self) -> Any:
+        """A query vector that is the same for every message (the ranking needs one; its similarity part is
+        then the same for every search and orders nothing that importance and age do not)."""
+        if self._direction is None:
+            direction = [0.0] * self.store.dimension
+            direction[0] = 1.0
+            self._direction = direction
+        return self._direction
+
+    def _summaries_before(self, first: Any, conversation_id: str | None, entity: str | None) -> list[ContextItem]:
+        """The latest ``RAG_SUMMARY_TOP_K`` summaries of the turns before the window's ``first`` turn."""
+        s = self.settings
+        if conversation_id is None or not s.enable_summary:
+            return []
+        first_index = int(first.metadata.get("turn_index") or 0)
+        before = []
+        for doc in self.store.conversation_summaries(conversation_id, entity=entity):
+            try:
+                _, end = parse_turn_range(doc.metadata.get("turn_range"))
+            except ValueError:
+                continue
+            if end < first_index:
+                before.append(ContextItem(doc.id, doc.text, dict(doc.metadata)))
+        return before[-s.summary_top_k :]
 
     def _candidates(
         self, conversation_id: str | None, user_message: str, entity: str | None, relevance: dict[str, dict[str, Any]]
@@ -244,8 +365,6 @@ class ChatMemory:
         shown only when the closest one reaches a floor of their own; ``relevance`` receives what the gate
         did per section."""
         s, store = self.settings, self.store
-        if conversation_id is not None and not self._shows_conversation(conversation_id, entity):
-            conversation_id = None  # read as a conversation not yet recorded: nothing of it is shown
         want_summaries = s.enable_summary and conversation_id is not None
         want_related = s.enable_turn and s.enable_related_turns and conversation_id is not None
         vector = None
@@ -646,6 +765,21 @@ class ChatMemory:
         self._closed = True
         self.summary_queue.close(timeout)
         self.flush_access()
+
+
+def _usable_memory(metadata: Mapping[str, Any]) -> bool:
+    """Whether a memory a recorded part named is shown again: one retired or made a part of another since is not."""
+    return not is_inactive(metadata) and not is_part(metadata)
+
+
+def _learned_epoch(metadata: Mapping[str, Any]) -> float:
+    learned = learned_on(metadata)
+    if not learned:
+        return float(metadata.get("ts_epoch") or 0.0)
+    try:
+        return parse_timestamp(learned).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _similarity_item(section: str, hit: Hit, floor: float | None) -> ContextItem:

@@ -28,12 +28,15 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brain.model.errors import BrainError
 from brain.model.schemas import parse_turn_range
 from brain.providers.summarizers.extractive import ExtractiveSummarizer
 from brain.text.tokenizer import counting_tokenizer, tokenizer_path
+
+if TYPE_CHECKING:
+    from brain.features.chat.layout import Layout
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +139,9 @@ class Context:
     #: for memories ``margin``; for related turns ``best_similarity``, the closest turn's, which the floor
     #: is held against); a section with candidates and no items had nothing relevant enough
     relevance: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the same context in cache order, for a chat model that keeps a prompt's beginning
+    #: (:mod:`brain.features.chat.layout`); None when the context was built without it
+    layout: Layout | None = None
 
     def sections(self) -> dict[str, list[ContextItem]]:
         return {name: getattr(self, name) for name in SECTIONS}
@@ -151,12 +157,16 @@ class Context:
             "tokens": self.tokens,
             "dropped": [dict(d) for d in self.dropped],
             "relevance": {name: dict(gate) for name, gate in self.relevance.items()},
+            "layout": None if self.layout is None else self.layout.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Context:
         """The inverse of :meth:`to_dict` (the context a server built)."""
+        from brain.features.chat.layout import Layout
+
         sections = data.get("sections") or {}
+        layout = data.get("layout")
         return cls(
             conversation_id=data.get("conversation_id"),
             entity=data.get("entity"),
@@ -167,6 +177,7 @@ class Context:
             tokens=data.get("tokens"),
             dropped=[dict(d) for d in data.get("dropped", [])],
             relevance={name: dict(gate) for name, gate in (data.get("relevance") or {}).items()},
+            layout=Layout.from_dict(layout) if isinstance(layout, Mapping) else None,
         )
 
 
@@ -237,10 +248,10 @@ def learned_on(metadata: Mapping[str, Any]) -> str:
     return ""
 
 
-def render_prompt(sections: Mapping[str, Sequence[ContextItem]]) -> str:
-    """The prompt block: one headed block per non-empty section, in :data:`SECTIONS` order."""
+def render_prompt(sections: Mapping[str, Sequence[ContextItem]], names: Sequence[str] = SECTIONS) -> str:
+    """The prompt block: one headed block per non-empty section of ``names``, in that order."""
     blocks = []
-    for name in SECTIONS:
+    for name in names:
         items = sections.get(name) or []
         if items:
             body = _SEPARATOR.get(name, "\n").join(render_line(name, item) for item in items)

@@ -42,6 +42,7 @@ from brain.model.ids import own_conversation_id
 from brain.model.schemas.limits import MAX_TURN_CHARS
 from brain.model.schemas.values import valid_conversation_id, valid_name
 from brain.ops import Operations
+from brain.ops.values import Layout, shown_value, user_content
 
 if TYPE_CHECKING:
     from brain.ops.values import Context
@@ -161,6 +162,7 @@ class ChatPlan:
     user_text: str
     messages: list[Message]
     history_sent: int  # how many of the client's earlier messages go to the model (none when brain holds them)
+    shown: str | None = None  # what the part sent with the message showed, recorded with the user's turn
 
 
 def plan_chat(
@@ -182,17 +184,31 @@ def plan_chat(
     asked = message_text(messages[last])
     user_text = recorded_text(asked)
     context = ops.conversations.context(conversation_id, asked[:RECORDED_CHARS], entity=entity)
+    layout = context.layout if context.layout is not None else Layout()
     system = [m for m in earlier if m["role"] in SYSTEM_ROLES]
     history = [m for m in earlier if m["role"] not in SYSTEM_ROLES]
-    kept = [] if _carries_history(context) else _newest_fitting(history, budget_chars)
-    brain_message = [{"role": "system", "content": context.prompt}] if context.prompt else []
+    carried = bool(layout.conversation) or _carries_history(context)
+    kept = [] if carried else _newest_fitting(history, budget_chars)
+    stable = [{"role": "system", "content": layout.stable}] if layout.stable else []
     return ChatPlan(
         entity=entity,
         conversation_id=conversation_id,
         user_text=user_text,
-        messages=[*system, *brain_message, *kept, *messages[last:]],
+        messages=[*system, *stable, *layout.conversation, *kept, _with_part(messages[last], layout.part)]
+        + messages[last + 1 :],
         history_sent=len(kept),
+        shown=shown_value(layout.shown) if layout.shown else None,
     )
+
+
+def _with_part(message: Message, part: str) -> Message:
+    """The last user message with the part chosen for it before its text (:func:`user_content`)."""
+    if not part:
+        return message
+    content = message.get("content")
+    if isinstance(content, list):  # a multi-part message: the part is a text part of its own, first
+        return {**message, "content": [{"type": "text", "text": user_content(part, "")}, *content]}
+    return {**message, "content": user_content(part, message_text(message))}
 
 
 def _carries_history(context: Context) -> bool:

@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 
 from brain.model.errors import BrainError, ConfigError, UpstreamRefused, ValidationError
 from brain.model.ids import is_own_form, own_conversation_id
+from brain.ops.values import SHOWN_KEY
 from brain.shells.api import ollama_format
 from brain.shells.api.chat_proxy import (
     CONVERSATION_HEADER,
@@ -188,7 +189,12 @@ def _recorder(
             if text is None:
                 return
             await run_in_threadpool(
-                ops.conversations.record, plan.conversation_id, plan.user_text, recorded_text(text), entity=plan.entity
+                ops.conversations.record,
+                plan.conversation_id,
+                plan.user_text,
+                recorded_text(text),
+                entity=plan.entity,
+                metadata={SHOWN_KEY: plan.shown} if plan.shown else None,
             )
         except BrainError as exc:  # the client has its answer; the exchange's loss is the operator's to see
             log.warning("the exchange of %s was not recorded: %s", plan.conversation_id, exc)
