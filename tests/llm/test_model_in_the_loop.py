@@ -172,3 +172,41 @@ def _wait_for_turns(store, count: int, timeout: float = 30.0):
         if len(turns) >= count or time.monotonic() > deadline:
             return turns
         time.sleep(0.2)
+
+
+@pytest.fixture
+def qwen_proxy(tmp_path, qwen_server, local_embedder):
+    """`brain serve` in front of the 1.5B model, with a fact of alice's and one of bob's that a question about a
+    sister would match."""
+    settings = model_settings(tmp_path, qwen_server, formation=False, summarizer="extractive")
+    with open_store(settings, embedder=local_embedder) as store:
+        store.upsert_memory("Alice's sister Maria lives in Porto.", importance=3, entity="alice")
+        store.upsert_memory("Bob's sister Lucia lives in Madrid.", importance=3, entity="bob")
+        with LiveServer(create_app(settings, store=store)) as server:
+            yield store, server
+
+
+def test_through_the_proxy_in_cache_order_the_model_answers_from_memory(qwen_proxy, qwen_server):
+    store, server = qwen_proxy
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=600)
+    headers = {"X-Brain-Conversation": "conv-visit", "X-Brain-Entity": "alice"}
+    history: list[dict] = []
+    answers = []
+    for i, text in enumerate(["Hi! I am planning a trip next month.",
+                              "I want to visit my sister. Which city do I fly to? Answer with the city's name."]):
+        history.append({"role": "user", "content": text})
+        answer = client.chat.completions.create(
+            model=qwen_server.alias, messages=history, max_tokens=40, temperature=0, extra_headers=headers
+        )
+        reply = answer.choices[0].message.content or ""
+        answers.append(reply)
+        history.append({"role": "assistant", "content": reply})
+        _wait_for_turns(store, 2 * (i + 1), timeout=60)
+    # the fact only alice's memory holds reaches the answer; bob's, which the same question matches, never
+    assert "porto" in answers[1].lower(), answers
+    assert not any("madrid" in a.lower() or "lucia" in a.lower() for a in answers), answers
+    # the second prompt started as the first did: the server read only what followed (its own log says so)
+    hits = [line for line in qwen_server.log_path.read_text(errors="replace").splitlines() if "prefix-match hit" in line]
+    reused = int(hits[-1].split("Llama.generate: ")[1].split()[0])
+    remaining = int(hits[-1].split("remaining ")[1].split()[0])
+    assert reused > remaining, hits[-1]

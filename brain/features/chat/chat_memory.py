@@ -273,7 +273,7 @@ class ChatMemory:
         start = window_start([len(d.text) for d in turns], stride, budget)
         parts = self._recorded_parts(turns[start:], conversation_id, entity)
         contents = [
-            user_content(parts.get(d.id, ""), d.text) if d.metadata.get("role") == "user" else d.text
+            user_content(parts[d.id][0], d.text) if d.id in parts and d.metadata.get("role") == "user" else d.text
             for d in turns[start:]
         ]
         moved = window_start([len(c) for c in contents], stride, budget)
@@ -281,13 +281,11 @@ class ChatMemory:
         core = self._stable_core(entity) if entity is not None and s.enable_memory and s.core_top_k > 0 else []
         summaries = self._summaries_before(window[0], conversation_id, entity) if window and start + moved else []
         stable = render_stable({"persona": context.persona, "core": core, "summary": summaries})
-        in_stable = {i.id for i in core}
-        in_window = {d.id for d in window}
-        sections = {
-            "memory": [i for i in context.memory if i.id not in in_stable],
-            "faq": context.faq,
-            "related": [i for i in context.related if i.id not in in_window],
-        }
+        # what the prompt already holds is not shown again: the stable part's facts, the window's turns and
+        # what the parts of the window's messages showed
+        held = {i.id for i in core} | {d.id for d in window}
+        held |= {doc_id for d in window if d.id in parts for doc_id in parts[d.id][1]}
+        sections = {name: [i for i in getattr(context, name) if i.id not in held] for name in PART_SECTIONS}
         return Layout(
             stable=stable,
             conversation=[
@@ -300,8 +298,11 @@ class ChatMemory:
             window_start=int(window[0].metadata.get("turn_index") or 0) if window else None,
         )
 
-    def _recorded_parts(self, turns: Sequence[Any], conversation_id: str | None, entity: str | None) -> dict[str, str]:
-        """Turn id -> the part its user message was sent with, re-rendered from what its documents say now."""
+    def _recorded_parts(
+        self, turns: Sequence[Any], conversation_id: str | None, entity: str | None
+    ) -> dict[str, tuple[str, set[str]]]:
+        """Turn id -> the part its user message was sent with, re-rendered from what its documents say now, and
+        the ids it shows."""
         recorded = {d.id: parse_shown(d.metadata.get(SHOWN_KEY)) for d in turns if d.metadata.get("role") == "user"}
         wanted = [doc_id for shown in recorded.values() for _, doc_id in shown]
         if not wanted or conversation_id is None:
@@ -312,7 +313,7 @@ class ChatMemory:
             sections = parts_from_shown(shown, documents, conversation_id=conversation_id, usable=_usable_memory)
             part = render_part(sections)
             if part:
-                parts[turn_id] = part
+                parts[turn_id] = (part, {i.id for items in sections.values() for i in items})
         return parts
 
     def _stable_core(self, entity: str) -> list[ContextItem]:

@@ -12,7 +12,8 @@ sits before the conversation makes the model read everything again, every turn. 
    ``assistant`` messages; each user message carries the part it was sent with (below), re-rendered from the
    ids recorded with it, so nothing already sent is rewritten;
 4. the last user message, its text after :attr:`Layout.part`: the memories, knowledge-base passages and
-   related older turns chosen for this message (:func:`user_content`).
+   related older turns chosen for this message (:func:`user_content`), less what the prompt already holds
+   (the stable part's facts, the window's turns and what its earlier parts showed): the model has read those.
 
 The window starts at a multiple of the summary window (``BRAIN_SUMMARY_EVERY_N`` exchanges) and moves on only
 when the turns from its start no longer fit ``RAG_CONTEXT_MAX_CHARS`` (:func:`window_start`): a conversation
@@ -40,8 +41,8 @@ SHOWN_KEY = "context_shown"
 #: the most documents one recorded part names (a longer list, written by hand, is read no further)
 MAX_SHOWN = 100
 #: how the part opens and closes, so that a model (a small one too) tells it from what the user wrote
-PART_OPENING = "[Notes from memory for the message below. The user did not write them; use them where they help.]"
-PART_CLOSING = "[The user's message:]"
+PART_OPENING = "[Memory notes for this message; the user did not write them]"
+PART_CLOSING = "[The user wrote:]"
 _SHOWN_SECTION = {"memory": "memory", "faq": "faq", "related": "turn"}
 
 
