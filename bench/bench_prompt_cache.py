@@ -248,8 +248,6 @@ def report(args: argparse.Namespace, direct: Way, through: Way, facts: dict) -> 
     ratio = through.median_first() / direct.median_first()
     load = os.getloadavg()
     lines = [
-        "# What brain's context costs a local model per turn",
-        "",
         f"- model: `{args.model}` on llama.cpp's server (llama-cpp-python), one slot, n_ctx {args.n_ctx}; "
         f"{os.cpu_count()} cores shared by the model, brain serve and the client; load average "
         f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f} at the end; Python {platform.python_version()}",

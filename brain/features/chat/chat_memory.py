@@ -33,7 +33,6 @@ from brain.features.chat.context import (
     TokenCounter,
     assemble_context,
     explain,
-    learned_on,
     render_line,
 )
 from brain.features.chat.formation import Formation, FormationBatch, FormationReport
@@ -83,7 +82,7 @@ if TYPE_CHECKING:
     from brain.store import Store
 
 #: the always-kept facts the stable message chooses from (importance first, then the newest)
-STABLE_CORE_POOL = 50
+STABLE_CORE_POOL = 20
 #: persona sections served per call (the whole current version; the cap only bounds a broken file)
 PERSONA_MAX_SECTIONS = 1000
 _LOCK_STRIPES = 64
@@ -267,7 +266,11 @@ class ChatMemory:
             if conversation_id is not None and s.enable_turn
             else []
         )
-        stride, budget = 2 * s.summary_every_n, s.context_max_chars
+        core = self._stable_core(entity) if entity is not None and s.enable_memory and s.core_top_k > 0 else []
+        # the window and the stable part share the budget (the summaries of a long conversation aside, so that
+        # where the window starts does not depend on which summaries it leaves out)
+        stride = 2 * s.summary_every_n
+        budget = s.context_max_chars - len(render_stable({"persona": context.persona, "core": core}))
         # the texts alone are a lower bound of each turn's size: the window starts no earlier than they say,
         # so only the parts from there on are read
         start = window_start([len(d.text) for d in turns], stride, budget)
@@ -278,7 +281,6 @@ class ChatMemory:
         ]
         moved = window_start([len(c) for c in contents], stride, budget)
         window, contents = turns[start + moved :], contents[moved:]
-        core = self._stable_core(entity) if entity is not None and s.enable_memory and s.core_top_k > 0 else []
         summaries = self._summaries_before(window[0], conversation_id, entity) if window and start + moved else []
         stable = render_stable({"persona": context.persona, "core": core, "summary": summaries})
         # what the prompt already holds is not shown again: the stable part's facts, the window's turns and
@@ -321,7 +323,9 @@ class ChatMemory:
         importance, then the newest, never by the message, so that the message does not change them."""
         s = self.settings
         pool = core_memories(self.store, entity, STABLE_CORE_POOL, query_vector=self._fixed_direction())
-        pool.sort(key=lambda h: (-int(h.metadata.get("importance") or 0), -_learned_epoch(h.metadata), h.id))
+        pool.sort(
+            key=lambda h: (-int(h.metadata.get("importance") or 0), -float(h.metadata.get("ts_epoch") or 0), h.id)
+        )
         items, used = [], 0
         for hit in pool[: s.core_top_k]:
             scores = {"importance": float(hit.metadata.get("importance") or 0)}
@@ -591,9 +595,13 @@ class ChatMemory:
         *,
         key: str | None = None,
     ) -> Exchange:
+        # embedded here rather than by the store, so that the related-turn search gets the new turns' vectors
+        # from this write instead of reading them back from Chroma on the next message
+        vectors = self.store.embedder.embed_documents([text for _, text, _ in turns])
         docs = [
             {
                 "text": text,
+                "embedding": vector,
                 "type": DocType.TURN,
                 "conversation_id": conversation_id,
                 "role": role,
@@ -603,10 +611,11 @@ class ChatMemory:
                 **({"speaker": name} if name else {}),
                 **({"id": idempotent_turn_id(key, extra.get("scope", GLOBAL_SCOPE), role)} if key else {}),
             }
-            for role, text, name in turns
+            for (role, text, name), vector in zip(turns, vectors)
         ]
         with self._stripes[hash(conversation_id) % _LOCK_STRIPES]:
             written = self.store.write_docs(docs)
+            self.related_turns.note_vectors(conversation_id, dict(zip(written.ids, vectors)))
             ids = dict(zip((role for role, _, _ in turns), written.ids))
             user_id, assistant_id = ids.get("user"), ids.get("assistant")
             positions = {role: written.position(doc_id) for role, doc_id in ids.items()}
@@ -771,16 +780,6 @@ class ChatMemory:
 def _usable_memory(metadata: Mapping[str, Any]) -> bool:
     """Whether a memory a recorded part named is shown again: one retired or made a part of another since is not."""
     return not is_inactive(metadata) and not is_part(metadata)
-
-
-def _learned_epoch(metadata: Mapping[str, Any]) -> float:
-    learned = learned_on(metadata)
-    if not learned:
-        return float(metadata.get("ts_epoch") or 0.0)
-    try:
-        return parse_timestamp(learned).timestamp()
-    except ValueError:
-        return 0.0
 
 
 def _similarity_item(section: str, hit: Hit, floor: float | None) -> ContextItem:

@@ -16,7 +16,8 @@ sits before the conversation makes the model read everything again, every turn. 
    (the stable part's facts, the window's turns and what its earlier parts showed): the model has read those.
 
 The window starts at a multiple of the summary window (``BRAIN_SUMMARY_EVERY_N`` exchanges) and moves on only
-when the turns from its start no longer fit ``RAG_CONTEXT_MAX_CHARS`` (:func:`window_start`): a conversation
+when the turns from its start, with their parts, no longer fit ``RAG_CONTEXT_MAX_CHARS`` less the persona and the
+facts kept in mind (:func:`window_start`; characters, not tokens): a conversation
 that fits is read once, and one that does not is read again only when the window moves.
 
 A part re-rendered later shows what its documents say then: a memory since deleted, retired or out of the

@@ -8,12 +8,14 @@ speaker's name embedded once (the index leaves the names out of its dense signal
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from brain.features.chat.context import ContextItem, explain
 from brain.model.results import Document
 from brain.model.vectors import unit_rows
 from brain.providers.cache import LRUCache
+from brain.rules.ranking import to_unit_length
 
 if TYPE_CHECKING:
     from brain.rules.turn_search import TurnIndex
@@ -131,6 +133,14 @@ class RelatedTurns:
                 "shown": len(shown),
             }
         return shown
+
+    def note_vectors(self, conversation_id: str, vectors: Mapping[str, Any]) -> None:
+        """The vectors of turns just written to ``conversation_id`` (as stored: unit length), for its next
+        search; a conversation not searched yet reads them all when it first is."""
+        cached = self._indexes.get(conversation_id)
+        if cached is not None:
+            unit = {doc_id: to_unit_length(vector)[0] for doc_id, vector in vectors.items()}
+            self._indexes.put(conversation_id, (cached[0], cached[1], {**cached[2], **unit}))
 
     def index(self, conversation_id: str, turns: list[Document]) -> TurnIndex:
         """The conversation's search index over ``turns``, rebuilt when they changed."""
