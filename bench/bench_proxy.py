@@ -178,6 +178,7 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.5, help="seconds after each measured request")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "PROXY_RESULTS.md")
     args = parser.parse_args()
+    args.out = args.out.resolve()  # the run changes directory
 
     tmp = Path(tempfile.mkdtemp(prefix="brain-bench-proxy-"))
     os.chdir(tmp)  # no project's .env, persona or config/ for either way: the served store is this one alone

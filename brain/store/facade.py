@@ -566,6 +566,13 @@ class Store(Generic[M, H]):
             scopes=readable_scopes(entity),
         )
 
+    def get_by_ids(self, ids: Sequence[str], *, entity: str | None = None) -> list[Document]:
+        """The documents of ``ids`` as :meth:`get` gives them (with ``entity``, those it may see), read from the
+        in-process indexes where they are held and from Chroma for the rest; in no particular order."""
+        scopes = readable_scopes(entity)
+        found, missing = self.retrieval.resident(ids, scopes)
+        return found + (self.get(missing, entity=entity) if missing else [])
+
     def get_one(self, doc_id: str) -> Document:
         docs = self.get([doc_id])
         if not docs:

@@ -498,6 +498,12 @@ class MemoryIndex:
             row = self._row.get(doc_id)
             return None if row is None else dict(self._metas[row])
 
+    def document(self, doc_id: str) -> tuple[str, dict[str, Any]] | None:
+        """One row's text and a copy of its metadata (as stored), or None."""
+        with self._lock:
+            row = self._row.get(doc_id)
+            return None if row is None else (self._texts[row], dict(self._metas[row]))
+
     def metadatas(self) -> list[dict[str, Any]]:
         """Copies of every row's metadata, in row order."""
         with self._lock:

@@ -427,6 +427,11 @@ class PartitionedIndex:
         index = self._partitions.index_of(doc_id, self.doc_type)
         return None if index is None else index.metadata(doc_id)
 
+    def document(self, doc_id: str) -> tuple[str, dict[str, Any]] | None:
+        """A resident row's text and metadata (as stored), or None (not resident, or not of this type)."""
+        index = self._partitions.index_of(doc_id, self.doc_type)
+        return None if index is None else index.document(doc_id)
+
     def metadatas(self, scopes: Collection[str] | None = None) -> list[dict[str, Any]]:
         """Copies of the metadata of every row of ``scopes`` (None: every scope)."""
         return [m for index in self._indexes(self._partitions.parts(scopes)) for m in index.metadatas()]

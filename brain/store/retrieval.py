@@ -316,6 +316,21 @@ class Retrieval:
             equals["version"] = version
         return self.similar(query, k, DocType.PERSONA, equals, query_vector, scopes)
 
+    def resident(self, ids: Sequence[str], scopes: Collection[str] | None = None) -> tuple[list[Document], list[str]]:
+        """The documents of ``ids`` the in-process indexes hold, in ``scopes`` (None: every scope), read without
+        Chroma; and the ids they do not hold (their part not resident, or a type searched through Chroma)."""
+        found, missing = [], []
+        indexes = [index for t in self.settings.indexed_types if (index := self.state.index_for(t)) is not None]
+        for doc_id in dict.fromkeys(ids):
+            row = next((r for index in indexes if (r := index.document(doc_id)) is not None), None)
+            if row is None:
+                missing.append(doc_id)
+                continue
+            metadata = from_chroma(row[1])
+            if scopes is None or metadata.get("scope", GLOBAL_SCOPE) in scopes:
+                found.append(Document(id=doc_id, text=row[0], metadata=metadata))
+        return found, missing
+
     def conversation_turns(self, conversation_id: str, scopes: Collection[str] | None = None) -> list[Document]:
         turns = self.state.turns(valid_conversation_id(conversation_id))
         return turns if scopes is None else [d for d in turns if d.metadata.get("scope", GLOBAL_SCOPE) in scopes]

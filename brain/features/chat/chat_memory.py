@@ -274,7 +274,7 @@ class ChatMemory:
         # the texts alone are a lower bound of each turn's size: the window starts no earlier than they say,
         # so only the parts from there on are read
         start = window_start([len(d.text) for d in turns], stride, budget)
-        parts = self._recorded_parts(turns[start:], conversation_id, entity)
+        parts = self._recorded_parts(turns[start:], turns, conversation_id, entity)
         contents = [
             user_content(parts[d.id][0], d.text) if d.id in parts and d.metadata.get("role") == "user" else d.text
             for d in turns[start:]
@@ -301,15 +301,18 @@ class ChatMemory:
         )
 
     def _recorded_parts(
-        self, turns: Sequence[Any], conversation_id: str | None, entity: str | None
+        self, turns: Sequence[Any], conversation: Sequence[Any], conversation_id: str | None, entity: str | None
     ) -> dict[str, tuple[str, set[str]]]:
-        """Turn id -> the part its user message was sent with, re-rendered from what its documents say now, and
-        the ids it shows."""
+        """Turn id -> the part its user message (among ``turns``) was sent with, re-rendered from what its
+        documents say now, and the ids it shows. Related turns come from the ``conversation``'s turns at hand,
+        the rest from the in-process indexes (Chroma only for what they do not hold)."""
         recorded = {d.id: parse_shown(d.metadata.get(SHOWN_KEY)) for d in turns if d.metadata.get("role") == "user"}
-        wanted = [doc_id for shown in recorded.values() for _, doc_id in shown]
-        if not wanted or conversation_id is None:
+        if conversation_id is None or not any(recorded.values()):
             return {}
-        documents = {d.id: d for d in self.store.get(wanted, entity=entity)}
+        documents = {d.id: d for d in conversation}
+        wanted = [doc_id for shown in recorded.values() for _, doc_id in shown if doc_id not in documents]
+        if wanted:
+            documents.update((d.id, d) for d in self.store.get_by_ids(wanted, entity=entity))
         parts = {}
         for turn_id, shown in recorded.items():
             sections = parts_from_shown(shown, documents, conversation_id=conversation_id, usable=_usable_memory)
