@@ -30,7 +30,6 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,8 +44,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import llama_server  # noqa: E402
+from bench_proxy import free_port, start_server  # noqa: E402
 
 from brain.app.core import open_store  # noqa: E402
 from brain.config import Settings  # noqa: E402
@@ -105,12 +106,6 @@ class Way:
         return float(np.median([self.turns[i].read or 0 for i in MEASURED]))
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def stream(client: httpx.Client, url: str, model: str, messages: list[dict], headers: dict, max_tokens: int) -> Turn:
     body = {"model": model, "messages": messages, "stream": True, "temperature": 0, "max_tokens": max_tokens}
     t = time.perf_counter()
@@ -151,31 +146,6 @@ def seed(data_dir: Path) -> None:
     with open_store(settings, embedder=get_embedder(settings)) as store:
         for text, importance in FACTS:
             store.upsert_memory(text, importance=importance, scope=f"entity:{ENTITY}")
-
-
-def start_brain(data_dir: Path, port: int, upstream: str, persona: Path) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "BRAIN_DATA_DIR": str(data_dir),
-        "BRAIN_SUMMARIZER": "extractive",
-        "BRAIN_CHAT_UPSTREAM": upstream,
-        "BRAIN_PERSONA_PATH": str(persona),
-    }
-    log = (data_dir.parent / "serve.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=log, cwd=data_dir.parent)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=5).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise RuntimeError(f"brain serve exited: {(data_dir.parent / 'serve.log').read_text()[-2000:]}")
-        time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("brain serve did not start")
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -224,7 +194,7 @@ def run(args: argparse.Namespace) -> tuple[Way, Way, dict]:
         through = Way("brain")
         with llama_server.serve(args.model, n_ctx=args.n_ctx, log_path=tmp / "brain.log") as server:
             port = free_port()
-            brain = start_brain(data_dir, port, server.base_url, persona)
+            brain = start_server(data_dir, port, server.base_url, BRAIN_PERSONA_PATH=str(persona))
             base = f"http://127.0.0.1:{port}"
             try:
                 headers = {"X-Brain-Conversation": "conv-bench-cache", "X-Brain-Entity": ENTITY}

@@ -127,9 +127,10 @@ def in_process(settings: Settings, pairs: list[tuple[str, str]], n: int, first: 
         store.close()
 
 
-def start_server(data_dir: Path, port: int, upstream: str) -> subprocess.Popen:
+def start_server(data_dir: Path, port: int, upstream: str, **settings: str) -> subprocess.Popen:
+    """``brain serve`` on ``data_dir`` in front of ``upstream``; ``settings``: more environment variables."""
     env = {**os.environ, "BRAIN_DATA_DIR": str(data_dir), "BRAIN_SUMMARIZER": "extractive",
-           "BRAIN_CHAT_UPSTREAM": upstream}
+           "BRAIN_CHAT_UPSTREAM": upstream, **settings}
     log = (data_dir.parent / "serve.log").open("wb")  # a file, not a pipe nobody reads: a full pipe would stall it
     proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=log, cwd=data_dir.parent)

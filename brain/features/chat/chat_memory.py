@@ -329,15 +329,7 @@ class ChatMemory:
         pool.sort(
             key=lambda h: (-int(h.metadata.get("importance") or 0), -float(h.metadata.get("ts_epoch") or 0), h.id)
         )
-        items, used = [], 0
-        for hit in pool[: s.core_top_k]:
-            scores = {"importance": float(hit.metadata.get("importance") or 0)}
-            item = ContextItem(hit.id, hit.text, hit.metadata, scores, why=explain("core", scores, None))
-            size = len(render_line("core", item)) + 1
-            if used + size <= s.core_max_chars:
-                items.append(item)
-                used += size
-        return items
+        return self._fitting_core(pool[: s.core_top_k], with_similarity=False)
 
     def _fixed_direction(self) -> Any:
         """A query vector that is the same for every message (the ranking needs one; its similarity part is
@@ -436,15 +428,20 @@ class ChatMemory:
         (those the memory section already ``shown`` stay there), as many as fit ``RAG_CORE_MAX_CHARS``.
         They are the ones whose absence costs most (an allergy when asked for a recipe), and a message can
         need one without sharing a word or much meaning with it."""
-        s = self.settings
+        hits = core_memories(self.store, entity, self.settings.core_top_k, query_vector=vector)
+        return self._fitting_core([h for h in hits if h.id not in shown], with_similarity=True)
+
+    def _fitting_core(self, hits: Sequence[Any], *, with_similarity: bool) -> list[ContextItem]:
+        """``hits`` as kept-in-mind items, in order, as many as fit ``RAG_CORE_MAX_CHARS`` (one that does not fit
+        is skipped, a shorter one after it may still fit)."""
         items, used = [], 0
-        for hit in core_memories(self.store, entity, s.core_top_k, query_vector=vector):
-            if hit.id in shown:
-                continue
-            scores = {"importance": float(hit.metadata.get("importance") or 0), "similarity": hit.similarity}
+        for hit in hits:
+            scores = {"importance": float(hit.metadata.get("importance") or 0)}
+            if with_similarity:
+                scores["similarity"] = hit.similarity
             item = ContextItem(hit.id, hit.text, hit.metadata, scores, why=explain("core", scores, None))
             size = len(render_line("core", item)) + 1
-            if used + size <= s.core_max_chars:
+            if used + size <= self.settings.core_max_chars:
                 items.append(item)
                 used += size
         return items
