@@ -116,3 +116,21 @@ def test_a_message_naming_one_of_the_speakers_opens_the_section_at_the_lower_flo
     gate = ctx.relevance["related"]
     assert gate["floor"] == pytest.approx(named if gate["best_similarity"] < floor else floor)
     assert any("tomatoes" in item.text for item in ctx.related)
+
+
+
+def test_an_exchange_written_to_a_searched_conversation_is_indexed_before_the_next_message(chat, monkeypatch):
+    import brain.rules.turn_search as turn_search
+
+    conv = record(chat)
+    chat.build_context(conv, "Where did I leave my passport?")  # the conversation is searched once
+    chat.record_exchange(conv, "The spare key is under the flowerpot.", "Under the flowerpot, noted.")
+    # the next message searches that index: nothing is rebuilt, no vector read back from Chroma
+    monkeypatch.setattr(turn_search, "TurnIndex", lambda *a, **k: pytest.fail("the index was rebuilt"))
+    real_get = chat.store.get
+    vector_reads = []
+    monkeypatch.setattr(
+        chat.store, "get", lambda *a, **k: vector_reads.append(a) if k.get("include_embeddings") else real_get(*a, **k)
+    )
+    ctx = chat.build_context(conv, "Where did I leave my passport?")
+    assert vector_reads == [] and any("passport" in item.text for item in ctx.related)

@@ -620,6 +620,7 @@ class ChatMemory:
             user_id, assistant_id = ids.get("user"), ids.get("assistant")
             positions = {role: written.position(doc_id) for role, doc_id in ids.items()}
             scheduled = self.summary_queue.add(conversation_id, max(positions.values()))
+        self.related_turns.refresh(conversation_id)
         return Exchange(
             conversation_id,
             user_id,

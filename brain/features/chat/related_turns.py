@@ -142,6 +142,12 @@ class RelatedTurns:
             unit = {doc_id: to_unit_length(vector)[0] for doc_id, vector in vectors.items()}
             self._indexes.put(conversation_id, (cached[0], cached[1], {**cached[2], **unit}))
 
+    def refresh(self, conversation_id: str) -> None:
+        """Rebuild the index of a conversation already searched, after an exchange was written to it: the
+        work is done once the answer is out rather than when the next message waits for its context."""
+        if self._indexes.get(conversation_id) is not None:
+            self.index(conversation_id, self.store.conversation_turns(conversation_id))
+
     def index(self, conversation_id: str, turns: list[Document]) -> TurnIndex:
         """The conversation's search index over ``turns``, rebuilt when they changed."""
         from brain.rules.turn_search import TurnIndex  # on first use: keeps `import brain.features.chat` light
