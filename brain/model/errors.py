@@ -24,8 +24,9 @@ The hierarchy, by what a caller does about it::
     ├── Forbidden                     the caller may not do this
     └── NotFound (KeyError)           no document with that id
 
-The shells map them in one place each: the API to HTTP statuses (``brain.shells.api``), the CLI to one
-``error: ...`` line and exit code 1 (``brain.shells.cli``).
+They travel by one table: each class to its HTTP status and kind and back (``brain.ops.error_table``, read
+by the API's handlers and the served client alike); the CLI prints one ``error: ...`` line and exits with
+code 1 (``brain.shells.cli``).
 
 A failure worth trying again is tried again by :func:`retry` on a :class:`Backoff` schedule, the one
 way brain waits between attempts (each caller names its schedule).
@@ -130,6 +131,8 @@ class FormationAnswerError(ValidationError):
     ``problems`` names every problem (the field's path in the answer and what is wrong), so one repair
     request can ask for all of it; ``content`` is the answer as the model gave it. Nothing was written."""
 
+    content: str = ""
+
     def __init__(
         self, message: str, problems: Iterable[Problem | Mapping[str, Any]] | None = None, *, content: str = ""
     ):
@@ -147,6 +150,12 @@ class EmbeddingProtocolError(BrainError, ValueError):
 
     ``code`` is one of that module's ``ERROR_CODES``; ``memory_id`` and ``model`` say which row, when known.
     """
+
+    # an error received from a server carries its message only (brain.ops.error_table)
+    code: str = ""
+    detail: str = ""
+    memory_id: str | None = None
+    model: str | None = None
 
     def __init__(self, code: str, message: str, *, memory_id: str | None = None, model: str | None = None):
         where = ", ".join(f"{k} {v!r}" for k, v in (("memory", memory_id), ("model", model)) if v is not None)
@@ -233,6 +242,9 @@ class StoreLocked(StoreUnavailable):
     ``holder``: that process's id, when known; ``server_url``: where it serves the HTTP API, when it is
     ``brain serve`` (the CLI then reaches the store through it)."""
 
+    holder: int | None = None
+    server_url: str | None = None
+
     def __init__(self, message: str, *, holder: int | None = None, server_url: str | None = None):
         super().__init__(message)
         self.holder = holder
@@ -247,7 +259,12 @@ class StoreError(StoreUnavailable):
 
 class DiskSpaceLow(StoreUnavailable):
     """A write was refused, before anything was written, because the disk holding the data has less free
-    space than ``BRAIN_MIN_FREE_DISK_MB``. ``path`` is the directory checked; ``free`` and ``margin`` in bytes."""
+    space than ``BRAIN_MIN_FREE_DISK_MB``. ``path`` is the directory checked; ``free`` and ``margin`` in bytes
+    (None in an error received from a server, which sends the message only)."""
+
+    path: Path | None = None
+    free: int | None = None
+    margin: int | None = None
 
     def __init__(self, path: str | Path, free: int, margin: int):
         self.path = Path(path)
@@ -264,6 +281,9 @@ class MirrorCorrupt(StoreUnavailable):
     """The mirror file is damaged. brain keeps working from Chroma without it; ``brain mirror rebuild``
     moves it aside and rebuilds it from the store. ``path`` is the file, ``detail`` SQLite's finding."""
 
+    path: Path | None = None
+    detail: str = ""
+
     def __init__(self, path: str | Path, detail: str):
         self.path = Path(path)
         self.detail = detail
@@ -278,6 +298,9 @@ class StoreLooksLost(BrainError):
     half restored), so it is not the truth the mirror is emptied to match: nothing was deleted. The
     message says how to restore the store from the mirror, or how to confirm that the store is right.
     ``mirror_rows``: brain's rows in the mirror; ``would_delete``: how many a catch-up would delete."""
+
+    mirror_rows: int = 0
+    would_delete: int = 0
 
     def __init__(self, message: str, *, mirror_rows: int = 0, would_delete: int = 0):
         super().__init__(message)

@@ -35,6 +35,7 @@ from brain.model.errors import (
     ValidationError,
 )
 from brain.model.results import Document, Hit, MemoryHit, Supersession
+from brain.ops.error_table import error_for
 from brain.ops.protocol import JsonReport, Metadata, When
 
 if TYPE_CHECKING:
@@ -676,17 +677,18 @@ def error_of(response: httpx.Response, url: str, *, token_sent: bool) -> BrainEr
             f"the server at {url} refused the token: {message} (the BRAIN_API_TOKEN set here was sent: make it "
             f"the server's admin token)"
         )
+    known = error_for(status, str(body.get("error")), message, body.get("problems") or [])
+    if known is not None:
+        return known
+    # what the HTTP layer refuses before brain's code runs (an unknown route, a body too large), or a server
+    # of another version: by the status alone
+    if status in (400, 413, 422):
+        problems = [Problem.of(p) for p in body.get("problems") or [] if isinstance(p, dict)]
+        return ValidationError(message, problems)
     if status == 403:
         return Forbidden(message)
     if status == 404:
         return NotFound(message)
-    if status in (400, 413, 422):
-        problems = [Problem.of(p) for p in body.get("problems") or [] if isinstance(p, dict)]
-        return ValidationError(message, problems)
-    if status == 423:
-        return StoreLocked(message, server_url=url)
-    if status == 503 and body.get("error") == "not_configured":
-        return ConfigError(message)
     if status == 503:
         return StoreUnavailable(message)
     return StoreError(f"the server at {url} answered {status}: {message}")

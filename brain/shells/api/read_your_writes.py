@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from brain.model.errors import StoreUnavailable, ValidationError
 from brain.ops.consistency import has_feed, mirror_status, request_sequence, request_writes, wait_for_sequence
-from brain.shells.web.error_responses import error_response
+from brain.shells.web.error_responses import brain_error_response
 
 MIN_SEQUENCE = b"x-brain-min-sequence"
 SEQUENCE = b"x-brain-sequence"
@@ -53,16 +53,12 @@ class ReadYourWrites:
                 text = wanted.decode("latin-1").strip()
                 await run_in_threadpool(wait_for_sequence, brain, int(text) if text.isdigit() else text)
             except ValidationError as exc:
-                refused = error_response(
-                    422,
-                    "validation_error",
-                    f"X-Brain-Min-Sequence: {exc}",
-                    [{"field": "X-Brain-Min-Sequence", "message": str(exc)}],
-                )
-                await refused(scope, receive, send)
+                message = f"X-Brain-Min-Sequence: {exc}"
+                refused = ValidationError.of("X-Brain-Min-Sequence", message)
+                await brain_error_response(refused)(scope, receive, send)
                 return
             except StoreUnavailable as exc:
-                await error_response(503, "store_unavailable", str(exc))(scope, receive, send)
+                await brain_error_response(exc)(scope, receive, send)
                 return
         if scope.get("method") in _READS:
             await self.app(scope, receive, send)

@@ -1,6 +1,7 @@
 """Every error the API answers is JSON ``{"error": kind, "message": text, "problems": [...]}``: brain's
-named exceptions map to a status here, and pydantic's validation errors are reworded in brain's terms
-(the field as the caller sent it, never a model's class name)."""
+named exceptions by the table of :mod:`brain.ops.error_table` (which the served client reads back), and
+pydantic's validation errors reworded in brain's terms (the field as the caller sent it, never a model's class
+name)."""
 
 from __future__ import annotations
 
@@ -13,19 +14,8 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from brain.model.errors import (
-    BrainError,
-    ConfigError,
-    Conflict,
-    DiskSpaceLow,
-    EmbedderError,
-    Forbidden,
-    NotFound,
-    Problem,
-    StoreUnavailable,
-    ValidationError,
-    joined,
-)
+from brain.model.errors import BrainError, Problem, joined
+from brain.ops.error_table import HTTP_KINDS, body_of, wire_of
 
 ONE_DOC, DOC_BATCH = "one-document", "document-batch"  # the API's body union tags: never field names
 
@@ -94,32 +84,9 @@ def _problem(err: dict[str, Any]) -> Problem:
     return Problem(field, message)
 
 
-#: brain's errors other than ValidationError -> (HTTP status, error kind); Starlette picks the handler of
-#: the nearest class in an exception's MRO, so BrainError is only the fallback
-_BRAIN_ERRORS: dict[type[BrainError], tuple[int, str]] = {
-    Forbidden: (403, "forbidden"),
-    NotFound: (404, "not_found"),
-    DiskSpaceLow: (503, "insufficient_storage"),  # a refused write: nothing was written, reads go on
-    StoreUnavailable: (503, "store_unavailable"),
-    EmbedderError: (503, "embedder_unavailable"),
-    ConfigError: (503, "not_configured"),
-    BrainError: (400, "bad_request"),
-}
-_HTTP_KINDS = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "too_large",
-}
-
-
-def _status_handler(status: int, kind: str):
-    async def handler(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(status, kind, str(exc))
-
-    return handler
+def brain_error_response(exc: BrainError, headers: dict[str, str] | None = None) -> JSONResponse:
+    """``exc`` as the API sends it: the status and kind of :mod:`brain.ops.error_table`."""
+    return JSONResponse(status_code=wire_of(exc).status, content=body_of(exc), headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -131,16 +98,9 @@ def install_error_handlers(app: FastAPI) -> None:
             422, "validation_error", joined(problems), [{"field": p.field, "message": p.message} for p in problems]
         )
 
-    @app.exception_handler(ValidationError)
-    async def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
-        return error_response(422, "validation_error", str(exc), [p.to_dict() for p in exc.problems])
-
-    @app.exception_handler(Conflict)
-    async def _conflict(request: Request, exc: Conflict) -> JSONResponse:
-        return error_response(409, "conflict", str(exc), [p.to_dict() for p in exc.problems])
-
-    for error_class, (status, kind) in _BRAIN_ERRORS.items():
-        app.add_exception_handler(error_class, _status_handler(status, kind))
+    @app.exception_handler(BrainError)
+    async def _brain_error(request: Request, exc: BrainError) -> JSONResponse:
+        return brain_error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -148,7 +108,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:  # Starlette names the methods of one route; a path may have several
             headers = {**(headers or {}), "Allow": ", ".join(_methods_of(request.app, request.url.path))}
         return error_response(
-            exc.status_code, _HTTP_KINDS.get(exc.status_code, "error"), str(exc.detail), headers=headers
+            exc.status_code, HTTP_KINDS.get(exc.status_code, "error"), str(exc.detail), headers=headers
         )
 
 

@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 
 from brain.model.errors import BrainError, ConfigError, UpstreamRefused, ValidationError
 from brain.model.ids import is_own_form, own_conversation_id
+from brain.ops.error_table import wire_of
 from brain.ops.values import SHOWN_KEY
 from brain.shells.api import ollama_format
 from brain.shells.api.chat_proxy import (
@@ -50,12 +51,10 @@ from brain.shells.api.request_context import acting_of, ops_of
 from brain.shells.api.upstream import (
     Upstream,
     UpstreamError,
-    UpstreamTimeout,
-    UpstreamTooLarge,
     UpstreamUnreachable,
     passed_headers,
 )
-from brain.shells.web.error_responses import error_response
+from brain.shells.web.error_responses import brain_error_response
 
 log = logging.getLogger("brain.proxy")
 #: on a plain answer whose recorded text was cut to RECORDED_CHARS: how much of it was recorded
@@ -210,14 +209,6 @@ def _recorded_headers(text: str | None) -> dict[str, str]:
     return {RECORDED_HEADER: f"the first {RECORDED_CHARS} of {len(text)} characters of the answer"}
 
 
-def _failure(exc: UpstreamError) -> tuple[int, str]:
-    if isinstance(exc, UpstreamTimeout):
-        return 504, "upstream_timeout"
-    if isinstance(exc, UpstreamRefused):
-        return 502, "upstream_refused"
-    return 502, "upstream_too_large" if isinstance(exc, UpstreamTooLarge) else "upstream_unreachable"
-
-
 def _refused(status: int) -> UpstreamError | None:
     """The upstream refusing the proxy's own key, as brain's error: the client's credentials are not in question,
     and the upstream's words about the key are not the client's to see."""
@@ -231,9 +222,8 @@ def _refused(status: int) -> UpstreamError | None:
 
 
 def _upstream_failed(exc: UpstreamError, conversation_id: str | None = None) -> Response:
-    status, kind = _failure(exc)
     headers = {CONVERSATION_HEADER: conversation_id} if conversation_id else None
-    return error_response(status, kind, str(exc), headers=headers)
+    return brain_error_response(exc, headers=headers)
 
 
 async def _open_stream(upstream: Upstream, path: str, payload: bytes) -> tuple[AsyncExitStack, Any]:
@@ -442,5 +432,5 @@ async def _stream_ollama(request: Request, upstream: Upstream, plan: ChatPlan, p
 
 
 def _sse_error(exc: UpstreamError) -> bytes:
-    _, kind = _failure(exc)
+    kind = wire_of(exc).kind
     return b"data: " + orjson.dumps({"error": {"message": str(exc), "type": kind}}) + b"\n\n"
