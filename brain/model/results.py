@@ -4,9 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import numpy as np
+from pydantic import PlainSerializer, PlainValidator
+
+
+def _vector_of(value: Any) -> np.ndarray:
+    return value if isinstance(value, np.ndarray) else np.asarray(value, dtype=np.float32)
+
+
+#: an embedding as a result carries it, and as JSON (a served call's answer) writes it: a list of floats
+Vector = Annotated[
+    np.ndarray,
+    PlainValidator(_vector_of),
+    PlainSerializer(lambda vector: [float(x) for x in vector], return_type=list[float], when_used="json"),
+]
 
 
 @dataclass
@@ -14,7 +27,7 @@ class Document:
     id: str
     text: str
     metadata: dict[str, Any]
-    embedding: np.ndarray | None = field(default=None, repr=False)
+    embedding: Vector | None = field(default=None, repr=False)
 
     @property
     def type(self) -> str:

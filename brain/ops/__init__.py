@@ -8,27 +8,13 @@ Python caller the same, with the chat layer's and the store's calls a chat backe
 from brain.access.policy import ADMIN, Caller
 from brain.ops.local import LocalOperations
 from brain.ops.opening import OpenBrain, ServedBrain, open, open_operations
-from brain.ops.protocol import (
-    ConversationOperations,
-    DocumentOperations,
-    EntityOperations,
-    KnowledgeOperations,
-    MaintenanceOperations,
-    MemoryOperations,
-    Operations,
-)
+from brain.ops.protocol import Operations
 from brain.ops.served import ServedOperations
 
 __all__ = [
     "ADMIN",
     "Caller",
-    "ConversationOperations",
-    "DocumentOperations",
-    "EntityOperations",
-    "KnowledgeOperations",
     "LocalOperations",
-    "MaintenanceOperations",
-    "MemoryOperations",
     "OpenBrain",
     "Operations",
     "ServedBrain",

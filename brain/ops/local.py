@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 from brain.access.policy import ADMIN, Access, Caller
 from brain.model.errors import ValidationError
 from brain.model.results import Document, Hit, MemoryHit, Supersession
+from brain.ops.calls import operation
 from brain.ops.protocol import JsonReport, Metadata, When
 from brain.rules.memories import readable_scopes
-from brain.store.memory_listing import list_memories
+from brain.store.memory_listing import count_memories, list_memories
 
 if TYPE_CHECKING:
     from brain.app.browse import ConversationInfo
@@ -49,6 +50,7 @@ class _Part:
 
 
 class LocalMemories(_Part):
+    @operation
     def add(
         self,
         text: str,
@@ -75,6 +77,7 @@ class LocalMemories(_Part):
             source=source,
         )
 
+    @operation
     def search(
         self,
         query: str,
@@ -86,9 +89,11 @@ class LocalMemories(_Part):
     ) -> builtins.list[MemoryHit]:
         return self._access(entity).search_memories(query, k, tags=tags, as_of=as_of)
 
+    @operation
     def get(self, memory_id: str, *, entity: str | None = None) -> Document:
         return self._access(entity).get_memory(memory_id)
 
+    @operation
     def list(
         self,
         *,
@@ -102,18 +107,9 @@ class LocalMemories(_Part):
         offset: int | None = None,
         history: bool = False,
     ) -> builtins.list[Document]:
-        access = self._access(entity)
-        scopes = readable_scopes(access.entity)
-        if scope is not None:
-            if access.entity is not None and scope not in (scopes or ()):
-                raise ValidationError.of(
-                    "scope",
-                    f"scope {scope!r} is not one entity {access.entity!r} reads; give one of {sorted(scopes or ())}",
-                )
-            scopes = frozenset({scope})
         return list_memories(
             self._brain.store,
-            scopes=None if scopes is None else sorted(scopes),
+            scopes=self._listed_scopes(entity, scope),
             tags=tags or (),
             importance=importance,
             status=status,
@@ -123,6 +119,40 @@ class LocalMemories(_Part):
             history=history,
         )
 
+    @operation
+    def count(
+        self,
+        *,
+        entity: str | None = None,
+        scope: str | None = None,
+        tags: Sequence[str] | None = None,
+        importance: Sequence[int] = (),
+        status: Sequence[str] = (),
+        history: bool = False,
+    ) -> int:
+        """How many memories :meth:`list` would list with these filters, every page together."""
+        return count_memories(
+            self._brain.store,
+            scopes=self._listed_scopes(entity, scope),
+            tags=tags or (),
+            importance=importance,
+            status=status,
+            history=history,
+        )
+
+    def _listed_scopes(self, entity: str | None, scope: str | None) -> builtins.list[str] | None:
+        """The scopes a listing acting for ``entity`` reads (None: every scope), narrowed to ``scope``."""
+        acting = self._access(entity).entity
+        scopes = readable_scopes(acting)
+        if scope is None:
+            return None if scopes is None else sorted(scopes)
+        if acting is not None and scope not in (scopes or ()):
+            raise ValidationError.of(
+                "scope", f"scope {scope!r} is not one entity {acting!r} reads; give one of {sorted(scopes or ())}"
+            )
+        return [scope]
+
+    @operation
     def update(
         self,
         memory_id: str,
@@ -145,6 +175,7 @@ class LocalMemories(_Part):
             status=status,
         )
 
+    @operation
     def supersede(
         self,
         memory_id: str,
@@ -173,17 +204,21 @@ class LocalMemories(_Part):
             source=source,
         )
 
+    @operation
     def history(self, memory_id: str, *, entity: str | None = None) -> builtins.list[Document]:
         return self._access(entity).memory_history(memory_id)
 
+    @operation
     def delete(self, memory_ids: Sequence[str], *, entity: str | None = None) -> builtins.list[str]:
         return self._access(entity).delete_memories(memory_ids)
 
 
 class LocalConversations(_Part):
+    @operation
     def context(self, conversation_id: str | None, message: str, *, entity: str | None = None) -> Context:
         return self._access(entity).build_context(conversation_id, message)
 
+    @operation
     def record(
         self,
         conversation_id: str | None,
@@ -208,19 +243,23 @@ class LocalConversations(_Part):
             idempotency_key=idempotency_key,
         )
 
+    @operation
     def turns(
         self, conversation_id: str, *, k: int | None = None, entity: str | None = None
     ) -> builtins.list[Document]:
         return self._access(entity).conversation_turns(conversation_id, k)[1]
 
+    @operation
     def summaries(self, conversation_id: str, *, entity: str | None = None) -> builtins.list[Document]:
         return self._access(entity).conversation_summaries(conversation_id)[1]
 
+    @operation
     def list(
         self, *, entity: str | None = None, limit: int | None = None, offset: int = 0
     ) -> builtins.list[ConversationInfo]:
         return self._access(entity).list_conversations(limit=limit, offset=offset)
 
+    @operation(slow=True)
     def extract(
         self, conversation_id: str | None = None, *, again: bool = False, entity: str | None = None
     ) -> FormationReport:
@@ -231,22 +270,26 @@ class LocalConversations(_Part):
 
 
 class LocalKnowledge(_Part):
+    @operation
     def search(
         self, query: str, *, k: int | None = None, topic: str | None = None, entity: str | None = None
     ) -> builtins.list[Hit]:
         acting = self._access(entity).entity
         return self._brain.store.retrieve_faq(query, k, topic, entity=acting)
 
+    @operation
     def persona(self, *, entity: str | None = None) -> JsonReport:
         from brain.app.browse import persona_sections
 
         return persona_sections(self._brain.store, acting=self._access(entity).entity)
 
+    @operation
     def by_file(self, *, entity: str | None = None) -> builtins.list[JsonReport]:
         from brain.app.browse import knowledge_by_file
 
         return knowledge_by_file(self._brain.store, acting=self._access(entity).entity)
 
+    @operation
     def persona_block(self, *, max_chars: int | None = None) -> str:
         from brain.features.persona import persona_block
 
@@ -258,6 +301,7 @@ class LocalKnowledge(_Part):
         self._admin("loading the persona")
         return load_persona(self._brain.store, path)
 
+    @operation(slow=True)
     def load_persona_text(self, markdown: str, source: str) -> PersonaLoad:
         """:meth:`load_persona` of a file's text read elsewhere (a client beside the server)."""
         from brain.features.persona import load_persona_text
@@ -267,10 +311,12 @@ class LocalKnowledge(_Part):
 
 
 class LocalDocuments(_Part):
+    @operation
     def write(self, docs: Sequence[Mapping[str, object]]) -> builtins.list[str]:
         self._admin("writing documents of any type")
         return self._brain.store.upsert_docs(list(docs))
 
+    @operation
     def get(
         self,
         ids: Sequence[str] | None = None,
@@ -291,6 +337,7 @@ class LocalDocuments(_Part):
             entity=entity,
         )
 
+    @operation
     def search(
         self,
         query: str,
@@ -306,11 +353,13 @@ class LocalDocuments(_Part):
 
 
 class LocalEntities(_Part):
+    @operation(slow=True)
     def forget(self, entity: str) -> ForgetReport:
         acting = self._access(entity).entity  # the admin, or a caller bound to that very entity
         assert acting is not None  # an entity was named
         return self._brain.forget_entity(acting)
 
+    @operation
     def forget_preview(self, entity: str) -> dict[str, int]:
         from brain.app.forget import forget_preview
 
@@ -385,36 +434,56 @@ class LocalMaintenance(_Part):
         self._admin("an import")
         return import_pam(self._brain.store, path, include_forgotten=include_forgotten)
 
+    @operation(slow=True)
     def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
         self._admin("consolidating memories")
         return self._brain.consolidate(dry_run=dry_run, threshold=threshold)
 
+    @operation(slow=True)
     def verify_mirror(self) -> VerifyReport:
         self._admin("verifying the mirror")
         return self._brain.verify_mirror()
 
+    @operation(slow=True)
     def sync_mirror(self, *, force: bool = False) -> SyncReport:
         self._admin("syncing the mirror")
         return self._brain.sync_mirror(force=force)
 
+    @operation(slow=True)
     def backfill_mirror(self) -> BackfillReport:
         self._admin("backfilling the mirror")
         return self._brain.backfill_mirror(progress=False)
 
+    @operation
     def stats(self) -> JsonReport:
         self._admin("the store's figures")
         return self._brain.stats()
 
+    @operation
     def health(self, *, detail: bool = False, verify: bool = False) -> JsonReport:
         return self._brain.health(detail=detail and self._ops.caller.is_admin, verify=verify)
 
 
 class LocalSpecialists(_Part):
+    @operation
     def list(self) -> builtins.list[Specialist]:
         return self._brain.specialists.list_specialists()
 
+    @operation
     def find(self, request: str, *, k: int = 3) -> builtins.list[SpecialistMatch]:
         return self._brain.specialists.find_specialists(request, k)
+
+
+#: each noun's class, by the name it has on :class:`LocalOperations` and in a served call's path
+NOUNS: dict[str, type[_Part]] = {
+    "memories": LocalMemories,
+    "conversations": LocalConversations,
+    "knowledge": LocalKnowledge,
+    "documents": LocalDocuments,
+    "entities": LocalEntities,
+    "maintenance": LocalMaintenance,
+    "specialists": LocalSpecialists,
+}
 
 
 class LocalOperations:
@@ -447,4 +516,4 @@ class LocalOperations:
         self.close()
 
 
-__all__ = ["LocalOperations"]
+__all__ = ["NOUNS", "LocalOperations"]

@@ -11,16 +11,15 @@ The token sent is ``BRAIN_API_TOKEN`` (the admin's) unless another is given.
 
 from __future__ import annotations
 
-import builtins
-import json
+import functools
+import inspect
 import tempfile
-from collections.abc import Mapping, Sequence
-from dataclasses import fields
-from datetime import datetime
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import httpx
+from pydantic import TypeAdapter
 
 from brain.access.policy import ADMIN, Caller
 from brain.model.errors import (
@@ -34,27 +33,24 @@ from brain.model.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from brain.model.results import Document, Hit, MemoryHit, Supersession
+from brain.ops.calls import decode_result, encode_arguments, operations_of, spec_of
 from brain.ops.error_table import error_for
-from brain.ops.protocol import JsonReport, Metadata, When
 
 if TYPE_CHECKING:
-    from brain.app.browse import ConversationInfo
-    from brain.app.forget import ForgetReport
-    from brain.features.chat import Context, Exchange
-    from brain.features.chat.formation import FormationReport
-    from brain.features.consolidate import ConsolidationReport
-    from brain.features.mirror.protocol import BackfillReport
-    from brain.features.mirror.sync import SyncReport, VerifyReport
     from brain.features.pam.reports import ExportReport, ImportReport
     from brain.features.persona import PersonaLoad
-    from brain.features.specialists import Specialist, SpecialistMatch
+    from brain.ops.local import (
+        LocalConversations,
+        LocalDocuments,
+        LocalEntities,
+        LocalKnowledge,
+        LocalMaintenance,
+        LocalMemories,
+        LocalSpecialists,
+    )
 
 #: seconds a request to the server may take (a search embeds the query; a first request may load the model)
 TIMEOUT = 120.0
-
-T = TypeVar("T")
-
 
 #: bytes of an upload sent at a time
 UPLOAD_CHUNK = 1 << 20
@@ -117,395 +113,75 @@ class ServerLink:
         self._http.close()
 
 
-def _sent(value: object) -> object:
-    """A value as JSON or a query carries it: a datetime as ISO 8601 text."""
-    return value.isoformat() if isinstance(value, datetime) else value
+#: the served client's route: one operation by name (:mod:`brain.ops.calls`)
+OPERATION_PATH = "/v1/ops/{noun}/{name}"
 
 
-def _params(**given: Any) -> dict[str, Any]:
-    """Query parameters: the given ones, None left out, booleans as the API spells them."""
-    return {
-        key: ("true" if value else "false") if isinstance(value, bool) else _sent(value)
-        for key, value in given.items()
-        if value is not None
-    }
+class _Noun:
+    """One noun of the server's operations, derived from its class in :mod:`brain.ops.local`: each operation
+    a method of the same name and signature that sends the call (:mod:`brain.ops.calls`) and returns what the
+    server's returned. The caller's rules are the server's: the call carries this side's caller, which the
+    server narrows its token's to."""
 
-
-def _body(**given: Any) -> dict[str, Any]:
-    """A JSON body: the given fields, None left out."""
-    return {key: _sent(value) for key, value in given.items() if value is not None}
-
-
-def document_of(data: Mapping[str, Any]) -> Document:
-    return Document(data["id"], data["text"], dict(data["metadata"]))
-
-
-def hit_of(data: Mapping[str, Any]) -> Hit | MemoryHit:
-    base = {key: data[key] for key in ("id", "text", "metadata")}
-    if "similarity_part" in data:
-        optional = {key: data[key] for key in ("lexical_part", "floor") if data.get(key) is not None}
-        parts = ("score", "similarity", "similarity_part", "importance_part", "recency_part")
-        return MemoryHit(**base, **{key: data[key] for key in parts}, **optional)
-    return Hit(**base, similarity=data["similarity"])
-
-
-def report_of(cls: type[T], data: Mapping[str, Any]) -> T:
-    """A report dataclass from its ``to_dict()``: the fields it has (derived values such as ``ok`` are
-    properties, recomputed)."""
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    return cls(**{key: value for key, value in data.items() if key in names})
-
-
-class _Part:
-    """One noun of the operations: the server and the caller they share. A bound caller's rules are kept here
-    as well as by the server, since the token sent may be the admin's."""
-
-    def __init__(self, link: ServerLink, caller: Caller):
+    def __init__(self, link: ServerLink, caller: Caller, noun: str, local: type):
         self._link = link
         self._caller = caller
+        for name, method in operations_of(local).items():
+            setattr(self, name, self._remote(noun, name, method))
 
-    def _as(self, entity: str | None) -> str | None:
-        return self._caller.acting_as(entity)
+    def _remote(self, noun: str, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        path = OPERATION_PATH.format(noun=noun, name=name)
+        spec = spec_of(method)
+        slow = spec is not None and spec.slow
 
-    def _admin(self, what: str) -> None:
-        self._caller.require_admin(what)
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            body = {"args": encode_arguments(method, args, kwargs), "caller": _caller_sent(self._caller)}
+            answer = self._link.request("POST", path, json=body, **({"timeout": None} if slow else {}))
+            return decode_result(method, answer["result"])
 
-
-class ServedMemories(_Part):
-    def add(
-        self,
-        text: str,
-        *,
-        entity: str | None = None,
-        scope: str | None = None,
-        importance: int = 3,
-        tags: Sequence[str] | None = None,
-        conversation_id: str | None = None,
-        timestamp: When | None = None,
-        metadata: Metadata | None = None,
-        expires_at: str | datetime | None = None,
-        source: str = "system",
-    ) -> Document:
-        body = _body(
-            text=text,
-            entity=self._as(entity),
-            scope=scope,
-            importance=importance,
-            tags=list(tags) if tags is not None else None,
-            conversation_id=conversation_id,
-            timestamp=timestamp,
-            metadata=dict(metadata) if metadata is not None else None,
-            expires_at=expires_at,
-            source=source,
-        )
-        return document_of(self._link.request("POST", "/v1/memories", json=body))
-
-    def search(
-        self,
-        query: str,
-        *,
-        k: int | None = None,
-        entity: str | None = None,
-        tags: Sequence[str] | None = None,
-        as_of: When | None = None,
-    ) -> builtins.list[MemoryHit]:
-        params = _params(q=query, k=k, entity=self._as(entity), as_of=as_of, tags=list(tags) if tags else None)
-        answer = self._link.request("GET", "/v1/memories/search", params=params)
-        return [hit for hit in map(hit_of, answer["results"]) if isinstance(hit, MemoryHit)]
-
-    def get(self, memory_id: str, *, entity: str | None = None) -> Document:
-        return document_of(
-            self._link.request("GET", f"/v1/memories/{memory_id}", params=_params(entity=self._as(entity)))
-        )
-
-    def list(
-        self,
-        *,
-        entity: str | None = None,
-        scope: str | None = None,
-        tags: Sequence[str] | None = None,
-        importance: Sequence[int] = (),
-        status: Sequence[str] = (),
-        order: str = "stored",
-        limit: int | None = None,
-        offset: int | None = None,
-        history: bool = False,
-    ) -> builtins.list[Document]:
-        # the route pages by at most 1,000: a listing without a limit reads every page
-        docs: builtins.list[Document] = []
-        start = offset or 0
-        while True:
-            page = 1000 if limit is None else min(1000, limit - len(docs))
-            params = _params(
-                entity=self._as(entity),
-                scope=scope,
-                tags=list(tags) if tags else None,
-                importance=list(importance) or None,
-                status=list(status) or None,
-                order=order,
-                limit=page,
-                offset=start + len(docs),
-                history=history or None,
-            )
-            got = self._link.request("GET", "/v1/memories", params=params)["memories"]
-            docs += map(document_of, got)
-            if len(got) < page or (limit is not None and len(docs) >= limit):
-                return docs
-
-    def update(
-        self,
-        memory_id: str,
-        text: str | None = None,
-        *,
-        entity: str | None = None,
-        importance: int | None = None,
-        tags: Sequence[str] | None = None,
-        metadata: Metadata | None = None,
-        replace_metadata: bool = False,
-        status: str | None = None,
-    ) -> Document:
-        body = _body(
-            text=text,
-            importance=importance,
-            tags=list(tags) if tags is not None else None,
-            metadata=dict(metadata) if metadata is not None else None,
-            replace_metadata=replace_metadata or None,
-            status=status,
-        )
-        answer = self._link.request(
-            "PATCH", f"/v1/memories/{memory_id}", params=_params(entity=self._as(entity)), json=body
-        )
-        return document_of(answer)
-
-    def supersede(
-        self,
-        memory_id: str,
-        text: str,
-        *,
-        entity: str | None = None,
-        kind: str = "update",
-        at: When | None = None,
-        importance: int | None = None,
-        tags: Sequence[str] | None = None,
-        expires_at: str | datetime | None = None,
-        conversation_id: str | None = None,
-        metadata: Metadata | None = None,
-        source: str = "system",
-    ) -> Supersession:
-        body = _body(
-            text=text,
-            kind=kind,
-            at=at,
-            importance=importance,
-            tags=list(tags) if tags is not None else None,
-            expires_at=expires_at,
-            conversation_id=conversation_id,
-            metadata=dict(metadata) if metadata is not None else None,
-            source=source,
-        )
-        answer = self._link.request(
-            "POST", f"/v1/memories/{memory_id}/supersede", params=_params(entity=self._as(entity)), json=body
-        )
-        return Supersession(document_of(answer["old"]), document_of(answer["new"]), answer["kind"])
-
-    def history(self, memory_id: str, *, entity: str | None = None) -> builtins.list[Document]:
-        answer = self._link.request("GET", f"/v1/memories/{memory_id}/history", params=_params(entity=self._as(entity)))
-        return [document_of(d) for d in answer["history"]]
-
-    def delete(self, memory_ids: Sequence[str], *, entity: str | None = None) -> builtins.list[str]:
-        params = _params(ids=list(memory_ids), entity=self._as(entity))
-        return list(self._link.request("DELETE", "/v1/memories", params=params)["deleted"])
+        signature = inspect.signature(method)
+        call.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])  # type: ignore[attr-defined]
+        return call
 
 
-class ServedConversations(_Part):
-    def context(self, conversation_id: str | None, message: str, *, entity: str | None = None) -> Context:
-        from brain.features.chat import Context
-
-        body = _body(user_message=message, conversation_id=conversation_id, entity=self._as(entity))
-        return Context.from_dict(self._link.request("POST", "/v1/context", json=body))
-
-    def record(
-        self,
-        conversation_id: str | None,
-        user_text: str,
-        assistant_text: str,
-        *,
-        entity: str | None = None,
-        timestamp: When | None = None,
-        metadata: Metadata | None = None,
-        user_name: str | None = None,
-        assistant_name: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Exchange:
-        from brain.features.chat import Exchange
-
-        body = _body(
-            conversation_id=conversation_id,
-            user_text=user_text,
-            assistant_text=assistant_text,
-            entity=self._as(entity),
-            timestamp=timestamp,
-            metadata=dict(metadata) if metadata is not None else None,
-            user_name=user_name,
-            assistant_name=assistant_name,
-        )
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
-        return report_of(Exchange, self._link.request("POST", "/v1/exchanges", json=body, headers=headers))
-
-    def turns(
-        self, conversation_id: str, *, k: int | None = None, entity: str | None = None
-    ) -> builtins.list[Document]:
-        answer = self._link.request(
-            "GET", f"/v1/conversations/{conversation_id}/turns", params=_params(k=k, entity=self._as(entity))
-        )
-        return [document_of(d) for d in answer["turns"]]
-
-    def summaries(self, conversation_id: str, *, entity: str | None = None) -> builtins.list[Document]:
-        answer = self._link.request(
-            "GET", f"/v1/conversations/{conversation_id}/summaries", params=_params(entity=self._as(entity))
-        )
-        return [document_of(d) for d in answer["summaries"]]
-
-    def list(
-        self, *, entity: str | None = None, limit: int | None = None, offset: int = 0
-    ) -> builtins.list[ConversationInfo]:
-        from brain.app.browse import ConversationInfo
-
-        infos: builtins.list[ConversationInfo] = []
-        while True:
-            page = 1000 if limit is None else min(1000, limit - len(infos))
-            params = _params(entity=self._as(entity), limit=page, offset=offset + len(infos))
-            got = self._link.request("GET", "/v1/conversations", params=params)["conversations"]
-            infos += [ConversationInfo.from_dict(c) for c in got]
-            if len(got) < page or (limit is not None and len(infos) >= limit):
-                return infos
-
-    def extract(
-        self, conversation_id: str | None = None, *, again: bool = False, entity: str | None = None
-    ) -> FormationReport:
-        from brain.features.chat.formation import FormationBatch, FormationReport
-
-        if conversation_id is None:
-            self._admin("forming memories of every conversation")
-        ids = [conversation_id] if conversation_id is not None else [c.conversation_id for c in self.list()]
-        total = FormationReport()
-        for conversation in ids:
-            # no client time limit: the server's model calls have theirs (BRAIN_FORMATION_TIMEOUT, retries)
-            body = self._link.request(
-                "POST",
-                f"/v1/conversations/{conversation}/extract",
-                params=_params(again=again or None, entity=self._as(entity)),
-                timeout=None,
-            )
-            total.batches += [FormationBatch(**batch) for batch in body["batches"]]
-            for key in (
-                "done",
-                "failed",
-                "waiting",
-                "added",
-                "merged",
-                "updated",
-                "contradicted",
-                "prompt_tokens",
-                "eval_tokens",
-                "seconds",
-            ):
-                setattr(total, key, getattr(total, key) + body[key])
-        return total
+def _caller_sent(caller: Caller) -> dict[str, str] | None:
+    return None if caller.is_admin else {"entity": str(caller.entity), "bound_by": caller.bound_by}
 
 
-class ServedKnowledge(_Part):
-    def search(
-        self, query: str, *, k: int | None = None, topic: str | None = None, entity: str | None = None
-    ) -> builtins.list[Hit]:
-        params = _params(q=query, k=k, topic=topic, entity=self._as(entity))
-        found = self._link.request("GET", "/v1/knowledge/search", params=params)["results"]
-        return [hit for hit in map(hit_of, found) if isinstance(hit, Hit)]
-
-    def persona(self, *, entity: str | None = None) -> JsonReport:
-        return dict(self._link.request("GET", "/v1/persona", params=_params(entity=self._as(entity))))
-
-    def by_file(self, *, entity: str | None = None) -> builtins.list[JsonReport]:
-        return list(self._link.request("GET", "/v1/knowledge", params=_params(entity=self._as(entity)))["files"])
-
+class _ServedKnowledge(_Noun):
     def load_persona(self, path: Path) -> PersonaLoad:
-        from brain.features.persona import PersonaLoad, read_persona_file
+        from brain.features.persona import read_persona_file
 
-        self._admin("loading the persona")
-        # read here, with the checks of a local load; the server loads the text
-        body = {"markdown": read_persona_file(path), "source": str(path)}
-        return report_of(PersonaLoad, self._link.request("PUT", "/v1/persona", json=body, timeout=None))
-
-    def persona_block(self, *, max_chars: int | None = None) -> str:
-        return str(self._link.request("GET", "/v1/persona/block", params=_params(max_chars=max_chars))["block"])
+        self._caller.require_admin("loading the persona")
+        # read here, with the checks of a local load; the server loads the text (an operation this instance
+        # was given, which the type checker does not see on the class)
+        load: Callable[[str, str], PersonaLoad] = getattr(self, "load_persona_text")  # noqa: B009
+        return load(read_persona_file(path), str(path))
 
 
-class ServedDocuments(_Part):
-    def write(self, docs: Sequence[Mapping[str, object]]) -> builtins.list[str]:
-        self._admin("writing documents of any type")
-        # the route takes each document as text, type, id and its metadata apart
-        body = [
-            {
-                "text": d["text"],
-                "type": d["type"],
-                "id": d.get("id"),
-                "metadata": {k: v for k, v in d.items() if k not in ("text", "type", "id")},
-            }
-            for d in docs
-        ]
-        return list(self._link.request("POST", "/v1/docs", json={"docs": body})["ids"])
+class _ServedMaintenance(_Noun):
+    """The operations that read or write this side's files: the export written here, the import read here,
+    each moved as one archive streamed by the export and import routes."""
 
-    def get(
+    def _exporting(self, entity: str | None) -> str | None:
+        acting = self._caller.acting_as(entity)
+        if acting is None:
+            self._caller.require_admin("an export of every entity")
+        return acting
+
+    def export_archive(
         self,
-        ids: Sequence[str] | None = None,
         *,
-        type: str | None = None,
-        where: Mapping[str, object] | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
         entity: str | None = None,
-    ) -> builtins.list[Document]:
-        self._admin("reading documents of any type")
-        params = _params(
-            ids=list(ids) if ids else None,
-            type=type,
-            where=json.dumps(dict(where)) if where else None,
-            limit=limit,
-            offset=offset or None,
-            entity=self._as(entity),
-        )
-        return [document_of(d) for d in self._link.request("GET", "/v1/docs", params=params)["docs"]]
+        embeddings: bool = True,
+        conversations: bool = True,
+        owner_id: str | None = None,
+    ) -> bytes:
+        params = {"embeddings": _flag(embeddings), "conversations": _flag(conversations)}
+        params |= {k: v for k, v in (("entity", self._exporting(entity)), ("owner_id", owner_id)) if v is not None}
+        return self._link.download("/v1/export", params=params)
 
-    def search(
-        self,
-        query: str,
-        *,
-        type: str | None = None,
-        k: int | None = None,
-        entity: str | None = None,
-        as_of: When | None = None,
-    ) -> builtins.list[Hit | MemoryHit]:
-        if as_of is not None:  # what was held true then is the memory search's to answer
-            memories = ServedMemories(self._link, self._caller)
-            return [*memories.search(query, k=k, entity=self._as(entity), as_of=as_of)]
-        self._admin("searching documents of any type")
-        params = _params(q=query, type=type, k=k, entity=self._as(entity))
-        return [hit_of(h) for h in self._link.request("GET", "/v1/search", params=params)["results"]]
-
-
-class ServedEntities(_Part):
-    def forget(self, entity: str) -> ForgetReport:
-        from brain.app.forget import ForgetReport
-
-        name = self._as(entity)
-        return report_of(ForgetReport, self._link.request("DELETE", f"/v1/entities/{name}", timeout=None))
-
-    def forget_preview(self, entity: str) -> dict[str, int]:
-        answer = self._link.request("GET", f"/v1/entities/{self._as(entity)}")
-        return {str(key): int(value) for key, value in answer["documents"].items()}
-
-
-class ServedMaintenance(_Part):
     def export(
         self,
         out_dir: Path,
@@ -519,101 +195,69 @@ class ServedMaintenance(_Part):
         from brain.features.pam.export import write_export
         from brain.features.pam.transfer import read_export_archive
 
-        if self._as(entity) is None:
-            self._admin("an export of every entity")
-        params = _params(entity=self._as(entity), embeddings=embeddings, conversations=conversations, owner_id=owner_id)
-        archive = self._link.download("/v1/export", params=params)
+        archive = self.export_archive(
+            entity=entity, embeddings=embeddings, conversations=conversations, owner_id=owner_id
+        )
         # written here, by this process, under the same rules as an export of an open store
         return write_export(read_export_archive(archive), out_dir, force=force)
 
+    def import_archive(self, data: bytes | Path, *, include_forgotten: bool = False) -> ImportReport:
+        self._caller.require_admin("an import")
+        if isinstance(data, Path):
+            with data.open("rb") as archive:
+                return self._upload(archive, data.stat().st_size, include_forgotten)
+        with tempfile.TemporaryFile(prefix="brain-import-") as archive:
+            archive.write(data)
+            size = archive.tell()
+            archive.seek(0)
+            report: ImportReport = self._upload(archive, size, include_forgotten)
+            return report
+
     def import_pam(self, path: Path, *, include_forgotten: bool = False) -> ImportReport:
-        self._admin("an import")
-        from brain.features.pam.reports import ImportReport
         from brain.features.pam.spec import EMBEDDINGS_FILE, MEMORY_STORE_FILE
         from brain.features.pam.transfer import write_import_archive
 
+        self._caller.require_admin("an import")
         # the archive goes through a temporary file and out a chunk at a time: an export of any size costs this
         # side no more memory than a chunk
         with tempfile.TemporaryFile(prefix="brain-import-") as archive:
             write_import_archive(Path(path), archive)
             size = archive.tell()
             archive.seek(0)
-            answer = self._link.request(
-                "POST",
-                "/v1/import",
-                content=iter(lambda: archive.read(UPLOAD_CHUNK), b""),
-                params=_params(include_forgotten=include_forgotten),
-                timeout=None,
-                headers={"content-type": "application/octet-stream", "content-length": str(size)},
-            )
-        report = report_of(ImportReport, answer)
+            report = self._upload(archive, size, include_forgotten)
         # the files read are this side's, not the copies the server read
         local = Path(path) if Path(path).is_file() else Path(path) / MEMORY_STORE_FILE
         report.memory_store = local
-        report.embeddings = local.with_name(EMBEDDINGS_FILE) if answer.get("embeddings") else None
+        report.embeddings = local.with_name(EMBEDDINGS_FILE) if report.embeddings is not None else None
         return report
 
-    def consolidate(self, *, dry_run: bool = False, threshold: float | None = None) -> ConsolidationReport:
-        self._admin("consolidating memories")
-        from brain.features.consolidate import ConsolidationReport, Merge
+    def _upload(self, archive: BinaryIO, size: int, include_forgotten: bool) -> ImportReport:
+        from brain.features.pam.reports import ImportReport
 
         answer = self._link.request(
-            "POST", "/v1/consolidate", json=_body(dry_run=dry_run, threshold=threshold), timeout=None
+            "POST",
+            "/v1/import",
+            content=iter(lambda: archive.read(UPLOAD_CHUNK), b""),
+            params={"include_forgotten": _flag(True)} if include_forgotten else {},
+            timeout=None,
+            headers={"content-type": "application/octet-stream", "content-length": str(size)},
         )
-        report = report_of(ConsolidationReport, answer)
-        report.merges = [report_of(Merge, m) for m in answer["merges"]]
-        return report
-
-    def verify_mirror(self) -> VerifyReport:
-        self._admin("verifying the mirror")
-        from brain.features.mirror.sync import VerifyReport
-
-        return report_of(VerifyReport, self._link.request("GET", "/v1/mirror/verify", timeout=None))
-
-    def sync_mirror(self, *, force: bool = False) -> SyncReport:
-        self._admin("syncing the mirror")
-        from brain.features.mirror.sync import SyncReport
-
-        answer = self._link.request("POST", "/v1/mirror/sync", json={"force": force}, timeout=None)
-        return report_of(SyncReport, answer)
-
-    def backfill_mirror(self) -> BackfillReport:
-        from brain.features.mirror.protocol import BackfillReport, Coverage
-
-        self._admin("backfilling the mirror")
-        answer = self._link.request("POST", "/v1/mirror/backfill", timeout=None)
-        return BackfillReport(answer["embedded"], report_of(Coverage, answer["coverage"]))
-
-    def stats(self) -> JsonReport:
-        self._admin("the store's figures")
-        report = self._link.request("GET", "/v1/health", params={"stats": "true"})
-        if "stats" not in report:  # the store is down, or the token is not the admin's
-            raise StoreUnavailable(
-                f"the server at {self._link.url} gave no figures: health says {report.get('status')!r}; "
-                "the store's figures need BRAIN_API_TOKEN, the admin token"
-            )
-        return dict(report["stats"])
-
-    def health(self, *, detail: bool = False, verify: bool = False) -> JsonReport:
-        response = self._link.send("GET", "/v1/health", params=_params(verify=verify or None))
-        if response.status_code not in (200, 503):  # 503: the report says the store is unavailable
-            raise error_of(response, self._link.url, token_sent=self._link.token_sent)
-        report = dict(response.json())
-        report.pop("version", None)
+        report: ImportReport = TypeAdapter(ImportReport).validate_python(answer)
         return report
 
 
-class ServedSpecialists(_Part):
-    def list(self) -> builtins.list[Specialist]:
-        from brain.features.specialists import Specialist
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
 
-        return [Specialist.model_validate(s) for s in self._link.request("GET", "/v1/specialists")["specialists"]]
 
-    def find(self, request: str, *, k: int = 3) -> builtins.list[SpecialistMatch]:
-        from brain.features.specialists import SpecialistMatch
+#: the served client's own class of a noun, where some of its operations move this side's files
+_OWN: dict[str, type[_Noun]] = {"knowledge": _ServedKnowledge, "maintenance": _ServedMaintenance}
 
-        answer = self._link.request("GET", "/v1/specialists", params={"q": request, "k": k})
-        return [report_of(SpecialistMatch, m) for m in answer["results"]]
+
+def _nouns() -> dict[str, tuple[type, type[_Noun]]]:
+    from brain.ops.local import NOUNS
+
+    return {name: (local, _OWN.get(name, _Noun)) for name, local in NOUNS.items()}
 
 
 class ServedOperations:
@@ -623,13 +267,15 @@ class ServedOperations:
         self.link = link
         self.caller = caller
         self._owns_link = True
-        self.memories = ServedMemories(link, caller)
-        self.conversations = ServedConversations(link, caller)
-        self.knowledge = ServedKnowledge(link, caller)
-        self.documents = ServedDocuments(link, caller)
-        self.entities = ServedEntities(link, caller)
-        self.maintenance = ServedMaintenance(link, caller)
-        self.specialists = ServedSpecialists(link, caller)
+        nouns = {name: served(link, caller, name, local) for name, (local, served) in _nouns().items()}
+        # typed as the local classes: each noun here has their operations, by the same names and signatures
+        self.memories = cast("LocalMemories", nouns["memories"])
+        self.conversations = cast("LocalConversations", nouns["conversations"])
+        self.knowledge = cast("LocalKnowledge", nouns["knowledge"])
+        self.documents = cast("LocalDocuments", nouns["documents"])
+        self.entities = cast("LocalEntities", nouns["entities"])
+        self.maintenance = cast("LocalMaintenance", nouns["maintenance"])
+        self.specialists = cast("LocalSpecialists", nouns["specialists"])
 
     @classmethod
     def beside(
@@ -694,4 +340,4 @@ def error_of(response: httpx.Response, url: str, *, token_sent: bool) -> BrainEr
     return StoreError(f"the server at {url} answered {status}: {message}")
 
 
-__all__ = ["ServedOperations", "ServerLink", "document_of", "error_of", "hit_of", "report_of"]
+__all__ = ["OPERATION_PATH", "ServedOperations", "ServerLink", "error_of"]

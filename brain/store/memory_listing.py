@@ -63,6 +63,29 @@ def newest_first(docs: Iterable[Document]) -> list[Document]:
     return sorted(docs, key=lambda d: (-float(d.metadata.get("ts_epoch") or 0.0), d.id))
 
 
+def _filters(
+    scopes: Sequence[str] | str | None,
+    tags: Sequence[str],
+    importance: Sequence[int],
+    status: Sequence[str],
+    history: bool,
+) -> tuple[dict[str, Any], list[str]]:
+    """What Chroma matches (``where``) and the statuses wanted, checked; with no ``status``, the current ones."""
+    importance, status = check_importances(importance), check_statuses(status)
+    if not status and not history:
+        status = [s for s in STATUSES if s not in INACTIVE_STATUSES]
+    where: dict[str, Any] = {}
+    if scopes is not None:
+        where["scope"] = scopes if isinstance(scopes, str) else list(scopes)
+    if tags:
+        where["tags"] = list(tags)
+    if importance:
+        where["importance"] = importance
+    if status and ACTIVE not in status:
+        where["status"] = status
+    return where, status
+
+
 def list_memories(
     store: Store,
     *,
@@ -79,18 +102,8 @@ def list_memories(
     and a status among ``status``, in ``order``, from ``offset``, at most ``limit``. With no ``status``,
     the current ones: every status but those that retire a memory (superseded, retracted, archived), so a
     list never shows a replaced fact as if it held; ``history`` lists those too."""
-    importance, status, order = check_importances(importance), check_statuses(status), check_order(order)
-    if not status and not history:
-        status = [s for s in STATUSES if s not in INACTIVE_STATUSES]
-    where: dict[str, Any] = {}
-    if scopes is not None:
-        where["scope"] = scopes if isinstance(scopes, str) else list(scopes)
-    if tags:
-        where["tags"] = list(tags)
-    if importance:
-        where["importance"] = importance
-    if status and ACTIVE not in status:
-        where["status"] = status
+    where, status = _filters(scopes, tags, importance, status, history)
+    order = check_order(order)
     if order == "stored" and (not status or ACTIVE not in status):
         return store.get(type=DocType.MEMORY, where=where or None, limit=limit, offset=offset)
     docs = store.get(type=DocType.MEMORY, where=where or None)
@@ -102,12 +115,30 @@ def list_memories(
     return docs[start:] if limit is None else docs[start : start + limit]
 
 
+def count_memories(
+    store: Store,
+    *,
+    scopes: Sequence[str] | str | None = None,
+    tags: Sequence[str] = (),
+    importance: Sequence[int] = (),
+    status: Sequence[str] = (),
+    history: bool = False,
+) -> int:
+    """How many memories :func:`list_memories` lists with the same filters, all pages together; counted by
+    Chroma where its filters say it all, without reading a memory's text."""
+    where, status = _filters(scopes, tags, importance, status, history)
+    if not status or ACTIVE not in status:
+        return store.count(DocType.MEMORY, where=where or None)
+    return sum(is_status(d.metadata, status) for d in store.get(type=DocType.MEMORY, where=where or None))
+
+
 __all__ = [
     "ORDERS",
     "Order",
     "check_importances",
     "check_order",
     "check_statuses",
+    "count_memories",
     "list_memories",
     "newest_first",
     "status_of",

@@ -67,7 +67,7 @@ def one_error_line(result) -> str:
 
 @pytest.mark.parametrize("command", [
     [], ["init"], ["persona"], ["persona", "load"], ["persona", "show"], ["ingest"], ["search"],
-    ["memory"], ["memory", "add"], ["memory", "list"], ["memory", "show"], ["memory", "rm"],
+    ["memory"], ["memory", "add"], ["memory", "list"], ["memory", "count"], ["memory", "show"], ["memory", "rm"],
     ["turns"], ["schema"], ["stats"], ["serve"], ["mirror"], ["mirror", "sync"], ["mirror", "verify"],
     ["mirror", "recall"], ["mirror", "backfill"], ["restore"], ["export"], ["import"], ["consolidate"],
     ["specialists"], ["specialists", "list"], ["specialists", "find"], ["forget"], ["mcp"], ["reindex"],
@@ -126,6 +126,9 @@ def test_memory_add_list_show_rm_text_output():
 
     listed = run("memory", "list")
     assert listed.exit_code == 0 and doc_id in listed.stdout and "Alice is vegetarian" in listed.stdout
+    assert run("memory", "count").stdout.strip() == "1 memory"
+    assert run("memory", "count", "--entity", "bob").stdout.strip() == "0 memories"
+    assert json.loads(run("--json", "memory", "count", "--tag", "food").stdout) == {"count": 1}
 
     shown = run("memory", "show", doc_id)
     assert shown.exit_code == 0

@@ -94,6 +94,11 @@ def test_list_memories_filters_and_pages(live):
     first = live.get("/v1/memories", params={"limit": 2}).json()["memories"]
     rest = live.get("/v1/memories", params={"limit": 2, "offset": 2}).json()["memories"]
     assert len(first) == 2 and len(rest) == 1 and not {m["id"] for m in first} & {m["id"] for m in rest}
+    # a count takes the listing's filters and counts every page
+    assert live.get("/v1/memories/count").json() == {"count": 3}
+    assert live.get("/v1/memories/count", params={"entity": "carol"}).json() == {"count": 2}
+    assert live.get("/v1/memories/count", params={"tags": "music", "scope": "entity:dan"}).json() == {"count": 1}
+    assert live.get("/v1/memories/count", params={"importance": 9}).status_code == 422
 
 
 def test_any_document_type_through_docs(live, api_store):

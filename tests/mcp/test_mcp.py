@@ -19,7 +19,7 @@ from tests.mcp_client import project, stdio
 pytestmark = pytest.mark.subprocess
 
 TOOLS = {"remember", "recall", "update_memory", "supersede_memory", "memory_history", "forget", "list_memories",
-         "search_knowledge", "get_context", "record_exchange", "extract_memories", "find_specialists"}
+         "count_memories", "search_knowledge", "get_context", "record_exchange", "extract_memories", "find_specialists"}
 
 PERSONA = """You are Juniper, the household's assistant.
 
@@ -100,6 +100,7 @@ def test_remember_then_recall_finds_it_first(server):
     assert stored["id"] not in {r["id"] for r in server.call("recall", query="green tea")["results"]}
     tagged = server.call("list_memories", entity="carol", tags=["drinks"])["memories"]
     assert [m["id"] for m in tagged] == [stored["id"]]
+    assert server.call("count_memories", entity="carol", tags=["drinks"]) == {"entity": "carol", "count": 1}
 
 
 def test_forget_deletes_and_a_second_forget_is_an_error(server):

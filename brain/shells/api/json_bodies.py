@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 from fastapi import Request
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
@@ -48,6 +49,11 @@ class _JsonRequest(Request):
         return self._json
 
 
+def _query_params(dependant: Dependant) -> list[Any]:
+    """A route's query parameters, those of its dependencies too (a shared set of filters)."""
+    return [*dependant.query_params, *(p for d in dependant.dependencies for p in _query_params(d))]
+
+
 class JsonRoute(APIRoute):
     """Routes whose JSON bodies are read by :func:`parse_json_body`, and whose single-valued query
     parameters are refused when given twice (``?entity=a&entity=b`` is ambiguous, not "the last one")."""
@@ -56,7 +62,7 @@ class JsonRoute(APIRoute):
         handler = super().get_route_handler()
         single = {
             field.alias
-            for field in self.dependant.query_params
+            for field in _query_params(self.dependant)
             if typing.get_origin(field.field_info.annotation) not in (list, tuple, set, frozenset)
         }
 

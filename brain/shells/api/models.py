@@ -277,6 +277,10 @@ class MemoryList(BaseModel):
     offset: int
 
 
+class MemoryCount(BaseModel):
+    count: int = Field(description="how many memories the same filters list, every page together")
+
+
 class MemoryHitOut(DocumentOut):
     score: float
     similarity: float

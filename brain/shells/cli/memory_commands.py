@@ -1,4 +1,4 @@
-"""Long-term memories: memory add/list/show/supersede/history/extract/rm, and consolidate."""
+"""Long-term memories: memory add/list/count/show/supersede/history/extract/rm, and consolidate."""
 
 from __future__ import annotations
 
@@ -93,6 +93,27 @@ def memory_list(
         entity=entity, scope=scope, tags=list(tags), limit=limit, history=history
     )
     emit(state, [d.to_dict() for d in docs], lambda: "\n".join(memory_line(d) for d in docs) if docs else "no memories")
+
+
+@memory.command("count")
+@click.option(
+    "--entity",
+    type=EntityType(),
+    help="The memories for entity NAME: its own and the global ones, as `memory list --entity` lists them.",
+)
+@click.option("--scope", type=ScopeType(), help="Only the memories in exactly this scope: 'global' or 'entity:<name>'.")
+@click.option("--tag", "tags", multiple=True, help="Only memories with this tag; repeat for several (all must match).")
+@click.option(
+    "--history", is_flag=True, help="Also the memories no longer current: superseded, retracted and archived ones."
+)
+@json_option
+@pass_state
+def memory_count(state: State, entity: str | None, scope: str | None, tags: tuple[str, ...], history: bool) -> None:
+    """How many memories `memory list` would list with the same options, without listing them."""
+    if entity is not None and scope is not None:
+        raise click.UsageError(f"--entity {entity} and --scope {scope} count different memories: give one of them")
+    count = state.ops(create=False).memories.count(entity=entity, scope=scope, tags=list(tags), history=history)
+    emit(state, {"count": count}, lambda: f"{count} {'memory' if count == 1 else 'memories'}")
 
 
 @memory.command("show")

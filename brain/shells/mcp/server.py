@@ -245,6 +245,21 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
                 "next_cursor": page.next_cursor,
             }
 
+    @server.tool()
+    def count_memories(
+        ctx: Context,
+        entity: EntityArg = None,
+        tags: TagFilterArg = None,
+        history: Annotated[
+            bool, Field(description="Also the memories no longer current (superseded, retracted, archived).")
+        ] = False,
+    ) -> dict[str, Any]:
+        """How many memories list_memories would list for an entity (its own and the global ones) or, without
+        one, every memory you may read: all its pages together."""
+        with _tool_errors():
+            count = ops(ctx).memories.count(entity=entity, tags=tags, history=history)
+            return {"entity": acting(ctx, entity), "count": count}
+
     # ---- knowledge, chat and specialists ---------------------------------------------------------------
     @server.tool()
     def search_knowledge(

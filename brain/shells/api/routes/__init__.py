@@ -12,6 +12,7 @@ from brain.shells.api.routes import (
     documents,
     maintenance,
     memories,
+    operations,
     operator,
     proxy,
     service,
@@ -30,5 +31,6 @@ def add_routes(app: FastAPI) -> None:
     documents.add_routes(app)
     operator.add_routes(app)
     maintenance.add_routes(app)
+    operations.add_routes(app)
     ui.add_routes(app)
     api_docs.add_routes(app)

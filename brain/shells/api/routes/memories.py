@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 
 from brain.model.schemas import Status
 from brain.ops.values import MemoryOrder, status_of
@@ -16,6 +16,7 @@ from brain.shells.api.models import (
     DocumentWritten,
     EntityQuery,
     Importance,
+    MemoryCount,
     MemoryCreate,
     MemoryHistory,
     MemoryList,
@@ -28,6 +29,34 @@ from brain.shells.api.models import (
 )
 from brain.shells.api.read_your_writes import with_sequence
 from brain.shells.api.request_context import acting_of, ops_of
+
+
+class MemoryFilters:
+    """Which memories a listing or a count takes, as query parameters."""
+
+    def __init__(
+        self,
+        entity: EntityQuery = None,
+        scope: str | None = Query(
+            None, description="only this scope (global or entity:<name>), one of those the request reads"
+        ),
+        tags: list[str] = Query([]),
+        importance: list[Importance] = Query([], description="any of these importances, 1-5 (repeatable)"),
+        status: list[Status] = Query(
+            [],
+            description="any of these statuses (repeatable); active includes memories without a status; none: "
+            "the current ones (not superseded, retracted or archived)",
+        ),
+        history: bool = Query(
+            False, description="with no status: every memory, the superseded, retracted and archived ones too"
+        ),
+    ):
+        self.entity = entity
+        self.scope = scope
+        self.tags = tags
+        self.importance = importance
+        self.status = status
+        self.history = history
 
 
 def add_routes(app: FastAPI) -> None:
@@ -69,42 +98,27 @@ def add_routes(app: FastAPI) -> None:
     )
     def list_memories(
         request: Request,
-        entity: EntityQuery = None,
-        scope: str | None = Query(
-            None, description="only this scope (global or entity:<name>), one of those the request reads"
-        ),
-        tags: list[str] = Query([]),
-        importance: list[Importance] = Query([], description="any of these importances, 1-5 (repeatable)"),
-        status: list[Status] = Query(
-            [],
-            description="any of these statuses (repeatable); active "
-            "includes memories without a status; none: the "
-            "current ones (not superseded, retracted or "
-            "archived)",
-        ),
-        history: bool = Query(
-            False, description="with no status: every memory, the superseded, retracted and archived ones too"
-        ),
+        filters: Annotated[MemoryFilters, Depends()],
         order: MemoryOrder = Query("stored", description="stored (storage order) or newest (latest timestamp first)"),
         limit: int = Query(100, ge=1, le=1000),
         offset: int = Query(0, ge=0, le=MAX_OFFSET),
     ) -> Any:
-        docs = ops_of(request).memories.list(
-            entity=entity,
-            scope=scope,
-            tags=tags,
-            importance=importance,
-            status=status,
-            order=order,
-            limit=limit,
-            offset=offset,
-            history=history,
-        )
+        docs = ops_of(request).memories.list(**vars(filters), order=order, limit=limit, offset=offset)
         return {
             "memories": [{**d.to_dict(), "status": status_of(d.metadata)} for d in docs],
             "limit": limit,
             "offset": offset,
         }
+
+    # declared before /v1/memories/{doc_id} so that "count" is not taken for an id
+    @app.get(
+        "/v1/memories/count",
+        tags=["memories"],
+        operation_id="count_memories",
+        responses=documented_responses(400, 403, 422, 503, ok=(200, MemoryCount)),
+    )
+    def count_memories(request: Request, filters: Annotated[MemoryFilters, Depends()]) -> Any:
+        return {"count": ops_of(request).memories.count(**vars(filters))}
 
     # declared before /v1/memories/{doc_id} so that "search" is not taken for an id
     @app.get(
