@@ -21,7 +21,7 @@ import sys
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from pydantic import PydanticUndefinedAnnotation, TypeAdapter
 from pydantic import ValidationError as PydanticError
@@ -40,10 +40,21 @@ class OperationSpec:
     slow: bool = False
 
 
-def operation(fn: Callable[..., Any] | None = None, *, slow: bool = False) -> Any:
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def operation(fn: F) -> F: ...
+
+
+@overload
+def operation(*, slow: bool = False) -> Callable[[F], F]: ...
+
+
+def operation(fn: F | None = None, *, slow: bool = False) -> F | Callable[[F], F]:
     """Mark a method of a noun's class as an operation, which a served caller calls by name."""
 
-    def mark(method: Callable[..., Any]) -> Callable[..., Any]:
+    def mark(method: F) -> F:
         setattr(method, _MARK, OperationSpec(slow=slow))
         return method
 

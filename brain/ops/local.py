@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from brain.access.policy import ADMIN, Access, Caller
 from brain.model.errors import ValidationError
 from brain.model.results import Document, Hit, MemoryHit, Supersession
+from brain.ops.arguments import JsonReport, Metadata, When
 from brain.ops.calls import operation
-from brain.ops.protocol import JsonReport, Metadata, When
 from brain.rules.memories import readable_scopes
 from brain.store.memory_listing import count_memories, list_memories
 

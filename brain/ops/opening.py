@@ -20,8 +20,9 @@ from brain.app.core import open as open_brain
 from brain.config import Settings, load_settings
 from brain.model.errors import ConfigError, NotFound, StoreLocked
 from brain.model.results import Document, Hit, MemoryHit, Supersession
+from brain.ops.arguments import Metadata, When
 from brain.ops.local import LocalOperations
-from brain.ops.protocol import Metadata, Operations, When
+from brain.ops.protocol import Operations
 from brain.ops.served import ServedOperations
 
 if TYPE_CHECKING:

@@ -15,9 +15,9 @@ another is :class:`~brain.model.errors.Forbidden`, the admin naming none acts un
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from brain.ops.arguments import JsonReport, Metadata, When
 
 if TYPE_CHECKING:
     from brain.access.policy import Caller
@@ -30,13 +30,6 @@ if TYPE_CHECKING:
         LocalMemories,
         LocalSpecialists,
     )
-
-#: a point in time as the library takes it: ISO 8601 text, epoch seconds or a datetime
-When = str | float | datetime
-#: free-form metadata a caller sends with a memory or an exchange
-Metadata = Mapping[str, object]
-#: a report as JSON reads it (health, the store's figures, the persona's sections): nested values of any JSON type
-JsonReport = dict[str, Any]
 
 
 @runtime_checkable
