@@ -29,6 +29,7 @@ from brain.config import Settings  # noqa: E402
 from brain.rules.ranking import ScoreWeights  # noqa: E402
 from brain.rules.relevance import FIRST_PERSON_FLOOR_Z, FIRST_PERSON_STAND_OUT_Z  # noqa: E402
 from brain.store.memory_index import MemoryIndex  # noqa: E402
+from brain.store.memory_query import MemoryQuery  # noqa: E402
 
 DIM = 384
 #: MiniLM's calibration on the shipped pairs (bench/RELEVANCE_RESULTS.md)
@@ -63,9 +64,9 @@ def measure(n: int, queries: int, rng: np.random.Generator) -> dict[str, float]:
         q = vectors[int(rng.integers(n))] + 0.08 * rng.standard_normal(DIM).astype(np.float32)
         q /= np.linalg.norm(q)
         t0 = time.perf_counter()
-        index.search(q, 3, w, now, scopes=scopes, query_text="where does she run")
+        index.search(MemoryQuery(q, 3, w, now, scopes=scopes, query_text="where does she run"))
         t1 = time.perf_counter()
-        index.search(q, 3, w, now, scopes=scopes, query_text="where do I run", about=SCOPE)
+        index.search(MemoryQuery(q, 3, w, now, scopes=scopes, query_text="where do I run", about=SCOPE))
         t2 = time.perf_counter()
         vectors @ q
         t3 = time.perf_counter()

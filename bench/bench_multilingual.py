@@ -56,6 +56,7 @@ from brain.features.chat import ChatMemory  # noqa: E402
 from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
 from brain.rules.memories import search_scopes  # noqa: E402
 from brain.store.indexes import memory_index  # noqa: E402
+from brain.store.memory_query import MemoryQuery  # noqa: E402
 
 DATA = ROOT / "tests" / "fixtures" / "multilingual_memories.json"
 EMBEDDERS = ("local/minilm-l6-v2", "local/multilingual-e5-small")
@@ -190,7 +191,7 @@ def measure(embedder: str, data: dict[str, Any], overrides: dict[str, Any]) -> d
                 scopes, now = search_scopes(q.entity), time.time()
 
                 def ranked(w: Any) -> list[Any]:
-                    return list(index.search(vector, 100, w, now, scopes, query_text=q.text))
+                    return list(index.search(MemoryQuery(vector, 100, w, now, scopes, query_text=q.text)))
 
                 free = ranked(replace(weights, floor=None, margin=None))
                 order = [h.id for h in free]

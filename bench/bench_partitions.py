@@ -50,6 +50,7 @@ from brain.rules.ranking import ScoreWeights  # noqa: E402
 from brain.rules.relevance import Calibration  # noqa: E402
 from brain.store.indexes import refresh_index  # noqa: E402
 from brain.store.memory_index import ROW_OBJECT_BYTES, MemoryIndex  # noqa: E402
+from brain.store.memory_query import MemoryQuery  # noqa: E402
 from brain.store.partitions import Partitions  # noqa: E402
 
 DIM = 384
@@ -118,12 +119,12 @@ def warm(entities: int, per_entity: int, args: argparse.Namespace, rng: np.rando
                      glob["documents"] + own["documents"], glob["metadatas"] + own["metadatas"])
         scopes = {"global", scope}
         # one search each first: both indexes' lexical sides built and their rows in the CPU's caches
-        alone.search(q, 3, WEIGHTS, NOW, scopes=scopes, query_text=text)
-        view.search(q, 3, WEIGHTS, NOW, scopes=scopes, query_text=text)
+        alone.search(MemoryQuery(q, 3, WEIGHTS, NOW, scopes=scopes, query_text=text))
+        view.search(MemoryQuery(q, 3, WEIGHTS, NOW, scopes=scopes, query_text=text))
         t0 = time.perf_counter()
-        got = view.search(q, 3, WEIGHTS, NOW, scopes=scopes, query_text=text)
+        got = view.search(MemoryQuery(q, 3, WEIGHTS, NOW, scopes=scopes, query_text=text))
         t1 = time.perf_counter()
-        ref = alone.search(q, 3, WEIGHTS, NOW, scopes=scopes, query_text=text)
+        ref = alone.search(MemoryQuery(q, 3, WEIGHTS, NOW, scopes=scopes, query_text=text))
         t2 = time.perf_counter()
         part_t.append(t1 - t0)
         alone_t.append(t2 - t1)
@@ -144,7 +145,7 @@ def warm(entities: int, per_entity: int, args: argparse.Namespace, rng: np.rando
         for i in range(args.queries):
             scope = served[int(rng.integers(len(served)))]
             q = rng.standard_normal(DIM).astype(np.float32)
-            whole.search(q, 3, WEIGHTS, NOW, scopes={"global", scope}, query_text="tea garden")
+            whole.search(MemoryQuery(q, 3, WEIGHTS, NOW, scopes={"global", scope}, query_text="tea garden"))
             t0 = time.perf_counter()
             whole.search(q, 3, WEIGHTS, NOW, scopes={"global", scope}, query_text="coffee piano")
             times.append(time.perf_counter() - t0)

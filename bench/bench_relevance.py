@@ -66,6 +66,7 @@ from brain.rules.memories import search_scopes  # noqa: E402
 from brain.rules.ranking import ScoreWeights  # noqa: E402
 from brain.store.indexes import memory_index  # noqa: E402
 from brain.store.memory_index import _Space  # noqa: E402
+from brain.store.memory_query import MemoryQuery  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
 #: the conversations every choice of the relevance ranking was made on; the others are held out
@@ -148,7 +149,7 @@ def library_method(store, weights: ScoreWeights, k: int):
     index = memory_index(store)
 
     def search(question: str, vector: np.ndarray, entity: str) -> list[str]:
-        hits = index.search(vector, k, weights, time.time(), search_scopes(entity), query_text=question)
+        hits = index.search(MemoryQuery(vector, k, weights, time.time(), search_scopes(entity), query_text=question))
         return [h.id for h in hits]
 
     return search

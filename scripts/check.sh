@@ -21,7 +21,7 @@ run() {  # run <name> <how to fix> <command...>
     fi
 }
 
-run "ruff check" "fix what it lists (many with: $bin/ruff check --fix brain)" "$bin/ruff" check brain
+run "ruff check" "fix what it lists (many with: $bin/ruff check --fix brain tests)" "$bin/ruff" check brain tests
 run "ruff format" "run: $bin/ruff format brain" "$bin/ruff" format --check brain
 run "mypy" "fix the type errors it lists (configuration: [tool.mypy] in pyproject.toml)" "$bin/mypy"
 if [ -x "$bin/lint-imports" ]; then

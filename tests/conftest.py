@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import uvicorn
 
-from brain.shells.api import create_app
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
 from brain.providers.embeddings import LocalMiniLMEmbedder
+from brain.shells.api import create_app
 from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub
 
 # the session fails when a test reads anything beside the repository (see tests/outside_reads.py)
@@ -208,7 +208,7 @@ class LiveServer:
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "LiveServer":
+    def __enter__(self) -> LiveServer:
         self.thread.start()
         deadline = time.monotonic() + 30
         while not self.server.started:

@@ -12,10 +12,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import httpx
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -23,7 +24,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 import brain
-
 from tests.conftest import NOBODY  # nothing answers there: the summariser falls back at once
 
 SOURCE_ROOT = str(Path(brain.__file__).resolve().parents[1])

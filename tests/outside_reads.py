@@ -4,7 +4,8 @@ The suite must pass from a fresh clone, so nothing under the repository's parent
 read: no sibling folder, no sibling checkout. An audit hook (PEP 578) sees every file
 this process opens and every directory it lists; a path under the parent but outside the repository
 is recorded, unless it lies in the Python installation (a virtualenv may sit beside the clone) or in
-the session's temporary directory (with pytest's folder of runs around it). At the end the session fails and the paths are listed.
+the session's temporary directory (with pytest's folder of runs around it). At the end the session fails and
+the paths are listed.
 
 Under pytest-xdist each worker records its own reads and hands them to the controller, which fails
 the session. Subprocesses (the ``brain`` CLI, ``chroma run``) are not watched: they run the library code the
@@ -45,8 +46,11 @@ def python_roots() -> list[str]:
     return sorted(_norm(r) for r in roots if r)
 
 
-def reads_beside_repository(path: str | bytes | os.PathLike, repository: str | os.PathLike = REPOSITORY,
-                            allowed: list[str] | tuple[str, ...] = ()) -> bool:
+def reads_beside_repository(
+    path: str | bytes | os.PathLike,
+    repository: str | os.PathLike = REPOSITORY,
+    allowed: list[str] | tuple[str, ...] = (),
+) -> bool:
     """Whether ``path`` is under the repository's parent directory but outside the repository and
     outside every ``allowed`` root (the Python installation, the temporary directory of the run)."""
     if isinstance(path, bytes):

@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from brain.model.results import GatedHits, MemoryHit
 from brain.model.schemas import GLOBAL_SCOPE, check_scope, is_inactive, is_part
 from brain.rules import ranking
 from brain.rules.ranking import ScoreWeights
+from brain.store.memory_query import MemoryQuery, Rows
 from brain.text import BM25Index, BM25Union, tokenize
 
 log = logging.getLogger(__name__)
@@ -53,10 +54,6 @@ DEFAULT_IMPORTANCE = 3.0
 
 # row kinds (see the module docstring)
 MEMORY, PART, RETIRED, SUPERSEDED = 0, 1, 2, 3
-#: which rows a search ranks: "memories" (active memories of their own), "parts" (active parts),
-#: "memories_and_parts", "held" (active and superseded memories, for a search of a past time), or "all"
-#: (every row, retired and expired ones too)
-Rows = Literal["memories", "parts", "memories_and_parts", "held", "all"]
 _KINDS: dict[str, tuple[int, ...]] = {
     "memories": (MEMORY,),
     "parts": (PART,),
@@ -633,39 +630,9 @@ class MemoryIndex:
         out *= weights.recency
         return out
 
-    def search(
-        self,
-        query: np.ndarray,
-        k: int,
-        weights: ScoreWeights,
-        now: float,
-        scopes: Collection[str] | None = None,
-        tags: Sequence[str] | None = None,
-        min_importance: int | None = None,
-        equals: dict[str, Any] | None = None,
-        rows: Rows | None = None,
-        query_text: str | None = None,
-        topic_texts: Sequence[str] = (),
-        at: float | None = None,
-        about: str | None = None,
-    ) -> GatedHits:
-        """The exact top ``k`` rows for a unit ``query`` vector: :func:`search_parts` over this index alone."""
-        return search_parts(
-            [self],
-            query,
-            k,
-            weights,
-            now,
-            scopes,
-            tags,
-            min_importance,
-            equals,
-            rows,
-            query_text,
-            topic_texts,
-            at,
-            about,
-        )
+    def search(self, query: MemoryQuery) -> GatedHits:
+        """The exact top rows of ``query``: :func:`search_parts` over this index alone."""
+        return search_parts([self], query)
 
 
 def _every_row(rows: np.ndarray, n: int) -> bool:
@@ -810,40 +777,14 @@ class _Space:
         return match
 
 
-def search_parts(
-    parts: Sequence[MemoryIndex],
-    query: np.ndarray,
-    k: int,
-    weights: ScoreWeights,
-    now: float,
-    scopes: Collection[str] | None = None,
-    tags: Sequence[str] | None = None,
-    min_importance: int | None = None,
-    equals: dict[str, Any] | None = None,
-    rows: Rows | None = None,
-    query_text: str | None = None,
-    topic_texts: Sequence[str] = (),
-    at: float | None = None,
-    about: str | None = None,
-) -> GatedHits:
-    """The exact top ``k`` rows of ``parts`` taken together for a unit ``query`` vector, behind the weights'
-    relevance gate (see :mod:`brain.rules.ranking`): the answer one index holding every part's rows would
-    give, BM25's statistics included. ``scopes`` keeps rows of those scopes (None: every scope); ``rows``
-    which kinds of row (:data:`Rows`; by default active memories when ``scopes`` are given, as an
-    entity's search wants, and every row when not, as an operator's all-scopes search wants);
-    ``equals`` keeps rows whose metadata has exactly those values (e.g. ``{"topic": "ocr"}``);
-    ``query_text`` is what the lexical part matches (no lexical part without it); an important
-    memory's lower floor needs words in common with it or with one of ``topic_texts`` (e.g. the
-    conversation's latest turns). Rows past their
-    expiry at ``now`` are left out unless every row is asked for. ``at`` (epoch seconds): what was held
-    true then: active and superseded memories whose validity window holds ``at``, not expired by then.
-    ``about``: the scope a message in the first person speaks of; its rows may pass the first-person
-    floor (:func:`brain.rules.ranking.own_floor`) instead of their own."""
-    if rows is None:
-        rows = "all" if scopes is None else "memories"
-    if at is not None:
-        rows = "held"
-    q = ranking.normalize_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
+def search_parts(parts: Sequence[MemoryIndex], query: MemoryQuery) -> GatedHits:
+    """The exact top ``query.k`` rows of ``parts`` taken together (see :class:`MemoryQuery`): the answer one index
+    holding every part's rows would give, BM25's statistics included."""
+    k, weights, now, at = query.k, query.weights, query.now, query.at
+    scopes, query_text, about = query.scopes, query.query_text, query.about
+    equals = None if query.equals is None else dict(query.equals)
+    rows = query.kinds
+    q = ranking.normalize_rows(np.asarray(query.vector, dtype=np.float32).reshape(1, -1))[0]
     gate_floor, gate_margin = weights.floor, weights.margin
     with ExitStack() as held:
         for part in parts:  # callers list parts in one order (global first), so two searches never deadlock
@@ -852,7 +793,7 @@ def search_parts(
         n = space.n
         if n == 0 or k <= 0:
             return GatedHits(floor=gate_floor, margin=gate_margin)
-        picked = space.candidate_rows(scopes, tags, min_importance, equals, rows, now, at)
+        picked = space.candidate_rows(scopes, query.tags, query.min_importance, equals, rows, now, at)
         candidates = n if picked is None else int(picked.size)
         importance = space.column("_importance")
         imp_part = ranking.importance_part(importance, weights)
@@ -862,7 +803,7 @@ def search_parts(
         if weights.lexical > 0 and query_text:
             lex_part = weights.lexical * space.lexical(query_text)
         match = None  # the evidence an important memory needs for its lower floor
-        texts = [t for t in (query_text, *topic_texts) if t]
+        texts = [t for t in (query_text, *query.topic_texts) if t]
         needs_match = ranking.lowers_floor(weights) and weights.floor_importance_match > 0 and bool(texts)
         ids = space.ids
 

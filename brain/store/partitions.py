@@ -37,8 +37,8 @@ import numpy as np
 from brain.model.results import GatedHits
 from brain.model.schemas import GLOBAL_SCOPE, check_scope
 from brain.model.schemas.values import ENTITY_SCOPE_PREFIX
-from brain.rules.ranking import ScoreWeights
-from brain.store.memory_index import MemoryIndex, Rows, search_parts
+from brain.store.memory_index import MemoryIndex, search_parts
+from brain.store.memory_query import MemoryQuery
 
 if TYPE_CHECKING:
     from brain.store.part_files import PartFiles
@@ -369,42 +369,12 @@ class PartitionedIndex:
     def _indexes(self, parts: Iterable[Part]) -> list[MemoryIndex]:
         return [part[self.doc_type] for part in parts]
 
-    def search(
-        self,
-        query: np.ndarray,
-        k: int,
-        weights: ScoreWeights,
-        now: float,
-        scopes: Collection[str] | None = None,
-        tags: Sequence[str] | None = None,
-        min_importance: int | None = None,
-        equals: dict[str, Any] | None = None,
-        rows: Rows | None = None,
-        query_text: str | None = None,
-        topic_texts: Sequence[str] = (),
-        at: float | None = None,
-        about: str | None = None,
-    ) -> GatedHits:
-        """:func:`search_parts` over the parts of ``scopes`` (every part when None)."""
-        parts = self._indexes(self._partitions.parts(scopes))
+    def search(self, query: MemoryQuery) -> GatedHits:
+        """:func:`search_parts` over the parts of ``query.scopes`` (every part when None)."""
+        parts = self._indexes(self._partitions.parts(query.scopes))
         if not parts:
-            return GatedHits(floor=weights.floor, margin=weights.margin)
-        return search_parts(
-            parts,
-            query,
-            k,
-            weights,
-            now,
-            scopes,
-            tags,
-            min_importance,
-            equals,
-            rows,
-            query_text,
-            topic_texts,
-            at,
-            about,
-        )
+            return GatedHits(floor=query.weights.floor, margin=query.weights.margin)
+        return search_parts(parts, query)
 
     def upsert(
         self, ids: Sequence[str], vectors: np.ndarray, texts: Sequence[str], metadatas: Sequence[dict[str, Any]]

@@ -43,6 +43,7 @@ from brain.rules.relevance import (
 )
 from brain.store.chroma import ChromaAccess
 from brain.store.indexes import InProcessState, memory_index
+from brain.store.memory_query import MemoryQuery
 from brain.store.plan import check_vector
 from brain.store.reads import get_documents, type_value
 from brain.text.keywords import in_first_person
@@ -222,7 +223,7 @@ class Retrieval:
         """The memory index's exact top ``k`` under ``weights``, each hit's metadata as stored."""
         index = self.state.index_for(DocType.MEMORY.value)
         assert index is not None  # settings guarantee memory is indexed
-        hits = index.search(vector, k, weights, now, scopes, tags, min_importance, **options)
+        hits = index.search(MemoryQuery(vector, k, weights, now, scopes, tags, min_importance, **options))
         for hit in hits:
             hit.metadata = from_chroma(hit.metadata)
         return hits
@@ -280,7 +281,9 @@ class Retrieval:
         index = self.state.index_for(doc_type.value)
         if index is None:
             return self.search(None, k, doc_type, equals or None, vector, scopes)
-        rows = index.search(vector, k, SIMILARITY_ONLY, 0.0, scopes=scopes, equals=equals or None, rows="all")
+        rows = index.search(
+            MemoryQuery(vector, k, SIMILARITY_ONLY, 0.0, scopes=scopes, equals=equals or None, rows="all")
+        )
         return [Hit(id=r.id, text=r.text, metadata=from_chroma(r.metadata), similarity=r.similarity) for r in rows]
 
     def persona(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from brain.access.policy import ADMIN, ENTITY_PATTERN, Access, Caller, may_change, may_read, \
-    may_use_conversation
+from brain.access.policy import ADMIN, ENTITY_PATTERN, Access, Caller, may_change, may_read, may_use_conversation
 from brain.features.chat import ChatMemory
 from brain.model.errors import Forbidden, NotFound, ValidationError
 from brain.model.schemas import valid_name as check_entity_name

@@ -13,9 +13,8 @@ import pytest
 import brain
 from brain.config import Settings
 from brain.model.errors import ConversationOwned
-
-from tests.http.test_serve_workers import WorkersServer, make_project
 from brain.store.follower import catch_up
+from tests.http.test_serve_workers import WorkersServer, make_project
 
 ALICE_TOKEN = "alice-token-0123456789abcdef"
 BOB_TOKEN = "bob-token-0123456789abcdef"
@@ -27,9 +26,19 @@ def two_processes(url: str, tmp_path):
     collection = f"race-{uuid.uuid4().hex[:12]}"
 
     def one(name: str):
-        return brain.open(Settings(chroma_url=url, collection=collection, data_dir=tmp_path / name,
-                                   feed_interval_seconds=3600, index_refresh_seconds=3600, mirror_enabled=False,
-                                   summarizer="extractive"), start_worker=False)
+        return brain.open(
+            Settings(
+                chroma_url=url,
+                collection=collection,
+                data_dir=tmp_path / name,
+                feed_interval_seconds=3600,
+                index_refresh_seconds=3600,
+                mirror_enabled=False,
+                summarizer="extractive",
+            ),
+            start_worker=False,
+        )
+
     return one("a"), one("b")
 
 
@@ -44,8 +53,10 @@ def test_the_second_scope_is_refused_though_its_process_has_not_seen_the_first(c
             second.chat.record_exchange("conv-race", "Bob here", "Hello Bob", entity="bob")
         catch_up(second.store)
         turns = second.store.conversation_turns("conv-race")
-        assert [(t.text, t.metadata["scope"]) for t in turns] == [("Alice here", "entity:alice"),
-                                                                  ("Hello Alice", "entity:alice")]
+        assert [(t.text, t.metadata["scope"]) for t in turns] == [
+            ("Alice here", "entity:alice"),
+            ("Hello Alice", "entity:alice"),
+        ]
         # the owner appends, from either process
         second.chat.record_exchange("conv-race", "Alice again", "Hi again", entity="alice")
         # forgetting Alice releases the id: then anyone may start a conversation under it
@@ -93,20 +104,31 @@ def workers(chroma_server, tmp_path):
 @pytest.mark.subprocess
 def test_two_workers_racing_for_one_new_id_give_it_to_one_entity(workers):
     """Alice and Bob post their first exchange under one new id at the same moment, to two workers."""
-    clients = {who: httpx.Client(base_url=workers.url, timeout=60, limits=httpx.Limits(max_keepalive_connections=0),
-                                 headers={"Authorization": f"Bearer {token}", "Connection": "close"})
-               for who, token in (("alice", ALICE_TOKEN), ("bob", BOB_TOKEN))}
+    clients = {
+        who: httpx.Client(
+            base_url=workers.url,
+            timeout=60,
+            limits=httpx.Limits(max_keepalive_connections=0),
+            headers={"Authorization": f"Bearer {token}", "Connection": "close"},
+        )
+        for who, token in (("alice", ALICE_TOKEN), ("bob", BOB_TOKEN))
+    }
     try:
         for attempt in range(12):
             conversation = f"conv-race-{attempt}"
             answers: dict[str, httpx.Response] = {}
             start = threading.Barrier(2)
 
-            def post(who: str) -> None:
+            def post(who: str, start=start, answers=answers, conversation=conversation, attempt=attempt) -> None:
                 start.wait()
-                answers[who] = clients[who].post("/v1/exchanges", json={
-                    "conversation_id": conversation, "user_text": f"{who} says the word {who}word{attempt}",
-                    "assistant_text": f"noted for {who}"})
+                answers[who] = clients[who].post(
+                    "/v1/exchanges",
+                    json={
+                        "conversation_id": conversation,
+                        "user_text": f"{who} says the word {who}word{attempt}",
+                        "assistant_text": f"noted for {who}",
+                    },
+                )
 
             threads = [threading.Thread(target=post, args=(who,)) for who in clients]
             for thread in threads:
@@ -118,14 +140,22 @@ def test_two_workers_racing_for_one_new_id_give_it_to_one_entity(workers):
             owner = next(who for who, a in answers.items() if a.status_code == 201)
             other = "bob" if owner == "alice" else "alice"
             sequence = str(answers[owner].json()["sequence"])
-            turns = clients[owner].get(f"/v1/conversations/{conversation}/turns",
-                                       headers={"X-Brain-Min-Sequence": sequence})
+            turns = clients[owner].get(
+                f"/v1/conversations/{conversation}/turns", headers={"X-Brain-Min-Sequence": sequence}
+            )
             assert turns.status_code == 200, turns.text
             assert all(f"{owner}word" in t["text"] or t["text"] == f"noted for {owner}" for t in turns.json()["turns"])
-            assert clients[other].get(f"/v1/conversations/{conversation}/turns",
-                                      headers={"X-Brain-Min-Sequence": sequence}).status_code == 404
-            context = clients[owner].post("/v1/context", json={"conversation_id": conversation, "user_message": "words"},
-                                          headers={"X-Brain-Min-Sequence": sequence})
+            assert (
+                clients[other]
+                .get(f"/v1/conversations/{conversation}/turns", headers={"X-Brain-Min-Sequence": sequence})
+                .status_code
+                == 404
+            )
+            context = clients[owner].post(
+                "/v1/context",
+                json={"conversation_id": conversation, "user_message": "words"},
+                headers={"X-Brain-Min-Sequence": sequence},
+            )
             assert context.status_code == 200 and f"{other}word" not in context.text
     finally:
         for client in clients.values():

@@ -4,8 +4,6 @@ real ``chroma run`` (the ``store`` fixture runs on both)."""
 
 from __future__ import annotations
 
-import pytest
-
 import brain
 from brain.features.chat import ChatMemory
 from brain.features.persona import current_persona

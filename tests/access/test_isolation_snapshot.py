@@ -13,11 +13,11 @@ import uuid
 import numpy as np
 import pytest
 
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
 from brain.store.chroma import open_client
-from brain.store.snapshot import KEY_SUFFIX, KeyFile, save_index_snapshot, snapshot_key, snapshot_path, write_archive
 from brain.store.indexes import memory_index
+from brain.store.snapshot import KEY_SUFFIX, KeyFile, save_index_snapshot, snapshot_key, snapshot_path, write_archive
 
 BOB_FACTS = ["Bob's bank PIN is 4417", "Bob's locker code is 9921", "Bob sees a doctor on Tuesdays"]
 ALICE_FACTS = ["Alice likes green tea", "Alice's locker is number 12"]
@@ -36,7 +36,9 @@ def alice_sees(store) -> set[str]:
     return {h.text for h in store.retrieve_memories(QUERY, k=20, entity="alice", relevance=False)}
 
 
-def tamper(path, *, relabel: bool = False, metas_too: bool = False, nan: bool = False, key: bytes | None = None) -> None:
+def tamper(
+    path, *, relabel: bool = False, metas_too: bool = False, nan: bool = False, key: bytes | None = None
+) -> None:
     """Rewrite the memory index of the snapshot at ``path``: Bob's part relabelled as Alice's (its scope codes
     name her; with ``metas_too``, the scope in its rows' metadata and the header's parts too, Alice's part
     named Bob's in exchange), or a NaN in one vector; the zip is written anew (its checksums recomputed).
@@ -80,8 +82,12 @@ def saved(request, tmp_path, local_embedder):
     if request.param == "embedded":
         settings = Settings(data_dir=tmp_path / "data")
     else:
-        settings = Settings(data_dir=tmp_path / "data", chroma_url=request.getfixturevalue("chroma_server"),
-                            collection=f"snap-{uuid.uuid4().hex[:12]}", feed_interval_seconds=0.0)
+        settings = Settings(
+            data_dir=tmp_path / "data",
+            chroma_url=request.getfixturevalue("chroma_server"),
+            collection=f"snap-{uuid.uuid4().hex[:12]}",
+            feed_interval_seconds=0.0,
+        )
     with open_store(settings, embedder=local_embedder) as store:
         fill(store)
         expected = alice_sees(store)
@@ -98,8 +104,11 @@ def keys_in_the_data_directory(settings) -> list[bytes]:
     return [key, key.hex().encode()]
 
 
-@pytest.mark.parametrize("how", [{"relabel": True}, {"relabel": True, "metas_too": True}, {"nan": True}],
-                         ids=["codes-relabelled", "codes-and-metadata-relabelled", "nan-vector"])
+@pytest.mark.parametrize(
+    "how",
+    [{"relabel": True}, {"relabel": True, "metas_too": True}, {"nan": True}],
+    ids=["codes-relabelled", "codes-and-metadata-relabelled", "nan-vector"],
+)
 def test_a_crafted_snapshot_without_the_key_is_refused(saved, local_embedder, caplog, how):
     """The signature is checked over the raw bytes before anything in the file is parsed."""
     settings, expected, _ = saved
@@ -110,7 +119,8 @@ def test_a_crafted_snapshot_without_the_key_is_refused(saved, local_embedder, ca
 
 
 def test_a_relabelled_snapshot_re_signed_with_the_key_from_the_data_directory_leaks_nothing(
-        saved, local_embedder, caplog):
+    saved, local_embedder, caplog
+):
     """Whoever can write the data directory re-signs a snapshot whose codes, metadata and header all say
     Bob's memories are Alice's, with any key the directory holds: the embedded store's key is not there
     (no file of the data directory holds it), so the signature fails and the indexes are rebuilt."""
@@ -128,10 +138,14 @@ def test_a_relabelled_snapshot_re_signed_with_the_key_from_the_data_directory_le
         assert settings.collection + KEY_SUFFIX not in {c.name for c in open_client(settings).list_collections()}
 
 
-@pytest.mark.parametrize("how, why", [
-    ({"relabel": True}, "in the scope codes"),
-    ({"nan": True}, "not finite"),
-], ids=["codes-relabelled", "nan-vector"])
+@pytest.mark.parametrize(
+    "how, why",
+    [
+        ({"relabel": True}, "in the scope codes"),
+        ({"nan": True}, "not finite"),
+    ],
+    ids=["codes-relabelled", "nan-vector"],
+)
 def test_a_signed_snapshot_must_still_agree_with_itself(saved, local_embedder, caplog, how, why):
     """Signed with the right key (a bug, or a key that leaked), an inconsistent file is still refused."""
     settings, expected, key = saved

@@ -22,20 +22,21 @@ import anyio
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, Phase, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, Phase, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from mcp.client.client import Client
 
 import brain
 import brain.store.facade
 from brain.access.policy import ADMIN, Access
-from brain.shells.api import create_app
-from brain.shells.cli import cli
 from brain.config import Settings
 from brain.model.errors import Forbidden
-from brain.shells.mcp.server import create_server
-from brain.rules.memories import scopes_for
 from brain.model.schemas import GLOBAL_SCOPE, valid_name
-
+from brain.rules.memories import scopes_for
+from brain.shells.api import create_app
+from brain.shells.cli import cli
+from brain.shells.mcp.server import create_server
 from tests.conftest import NOBODY
 
 _WORDS = ["peanuts", "tea", "train", "Porto", "allergic", "likes", "dinner", "passport", "piano", "Sunday"]

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from brain.features.chat import ChatMemory
-from brain.config import Settings
-from brain.features.consolidate import consolidate_memories
 from brain.app.core import open_store
+from brain.config import Settings
+from brain.features.chat import ChatMemory
+from brain.features.consolidate import consolidate_memories
 from brain.model.errors import ValidationError
 from brain.shells.cli.reports import consolidation_text
 from brain.store.indexes import refresh_index
@@ -46,15 +46,35 @@ def snapshot(store):
 
 
 def test_near_duplicates_merge_with_united_fields(store):
-    ids = store.upsert_docs([
-        memory("User's cat is called Miso", direction(0), importance=3, tags=["pets"],
-               timestamp="2024-03-01T00:00:00+00:00", created_at="2024-01-05T00:00:00+00:00"),
-        memory("The user has a cat named Miso", direction(10), importance=5, tags=["cats", "pets"],
-               timestamp="2024-02-01T00:00:00+00:00", created_at="2024-02-01T00:00:00+00:00"),
-        memory("user's cat: Miso", direction(15), importance=2, tags=["animals"],
-               timestamp="2024-05-01T00:00:00+00:00", last_used=1_750_000_000.0),
-        memory("The user likes jazz", direction(0, plane=1), importance=4),
-    ])
+    ids = store.upsert_docs(
+        [
+            memory(
+                "User's cat is called Miso",
+                direction(0),
+                importance=3,
+                tags=["pets"],
+                timestamp="2024-03-01T00:00:00+00:00",
+                created_at="2024-01-05T00:00:00+00:00",
+            ),
+            memory(
+                "The user has a cat named Miso",
+                direction(10),
+                importance=5,
+                tags=["cats", "pets"],
+                timestamp="2024-02-01T00:00:00+00:00",
+                created_at="2024-02-01T00:00:00+00:00",
+            ),
+            memory(
+                "user's cat: Miso",
+                direction(15),
+                importance=2,
+                tags=["animals"],
+                timestamp="2024-05-01T00:00:00+00:00",
+                last_used=1_750_000_000.0,
+            ),
+            memory("The user likes jazz", direction(0, plane=1), importance=4),
+        ]
+    )
     report = consolidate_memories(store, threshold=0.92)
     assert report.scanned == 4 and report.removed == 2 and not report.dry_run
     (merge,) = report.merges
@@ -71,7 +91,10 @@ def test_near_duplicates_merge_with_united_fields(store):
     assert kept["last_used"] == 1_750_000_000.0
     assert kept["merged_from"] == [ids[0], ids[2]]
     assert {d.id for d in store.get(type="memory")} == {ids[1], ids[3]}
-    assert {h.id for h in store.retrieve_memories("cat", k=5, relevance=False)} == {ids[1], ids[3]}  # the index followed
+    assert {h.id for h in store.retrieve_memories("cat", k=5, relevance=False)} == {
+        ids[1],
+        ids[3],
+    }  # the index followed
     assert "would merge" not in consolidation_text(report) and ids[0] in consolidation_text(report)
 
 
@@ -87,21 +110,26 @@ def test_dry_run_changes_nothing_and_reports_the_same(store):
 
 
 def test_scopes_never_mix(store):
-    store.upsert_docs([
-        memory("Likes tea", direction(0)),
-        memory("Likes tea", direction(1), scope="entity:alice"),
-        memory("Likes tea!", direction(2), scope="entity:bob"),
-    ])
+    store.upsert_docs(
+        [
+            memory("Likes tea", direction(0)),
+            memory("Likes tea", direction(1), scope="entity:alice"),
+            memory("Likes tea!", direction(2), scope="entity:bob"),
+        ]
+    )
     report = consolidate_memories(store, threshold=0.9)
     assert report.merges == [] and store.count("memory") == 3
 
 
 def test_no_chains_every_merged_memory_is_close_to_the_kept_one(store):
     # a~b and b~c are above the threshold, a~c is not: b joins a, c stays
-    ids = store.upsert_docs([
-        memory("a", direction(0), importance=5), memory("b", direction(16), importance=3),
-        memory("c", direction(32), importance=3),
-    ])
+    ids = store.upsert_docs(
+        [
+            memory("a", direction(0), importance=5),
+            memory("b", direction(16), importance=3),
+            memory("c", direction(32), importance=3),
+        ]
+    )
     report = consolidate_memories(store, threshold=0.92)
     assert [(m.kept_id, m.merged_ids) for m in report.merges] == [(ids[0], [ids[1]])]
     assert {d.id for d in store.get(type="memory")} == {ids[0], ids[2]}
@@ -118,23 +146,47 @@ def test_threshold_is_strict_and_checked(store):
 
 def test_whole_set_is_validated_before_anything_is_written(store):
     # two pairs of near-duplicates; the second pair's merged tags would exceed MAX_TAGS
-    store.upsert_docs([memory("good one", direction(0), importance=5), memory("good two", direction(5)),
-                       memory("tagged one", direction(0, 1), tags=[f"a{i}" for i in range(60)]),
-                       memory("tagged two", direction(5, 1), tags=[f"b{i}" for i in range(60)])])
+    store.upsert_docs(
+        [
+            memory("good one", direction(0), importance=5),
+            memory("good two", direction(5)),
+            memory("tagged one", direction(0, 1), tags=[f"a{i}" for i in range(60)]),
+            memory("tagged two", direction(5, 1), tags=[f"b{i}" for i in range(60)]),
+        ]
+    )
     before = snapshot(store)
     with pytest.raises(ValidationError, match=r"tags: 120 tags given; a memory has at most 100 \(MAX_TAGS\)"):
         consolidate_memories(store, threshold=0.9)
     assert snapshot(store) == before  # the valid merge was not applied either
 
 
-@pytest.mark.parametrize("bad", [{"importance": 9}, {"last_used": "yesterday"}, {"created_at": "last week"},
-                                 {"tags": "solo"}, {"importance": "high"}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"importance": 9},
+        {"last_used": "yesterday"},
+        {"created_at": "last week"},
+        {"tags": "solo"},
+        {"importance": "high"},
+    ],
+)
 def test_rows_written_around_the_schema_are_left_alone_and_reported(store, bad):
     kept = store.upsert_docs([memory("good one", direction(0), importance=5), memory("good two", direction(5))])
-    raw = {"type": "memory", "scope": "global", "importance": 3, "timestamp": "2024-01-01T00:00:00+00:00",
-           "ts_epoch": 1704067200.0, "source": "chat", **bad}
-    store.col.add(ids=["doc-raw-1", "doc-raw-2"], embeddings=[direction(0, 1), direction(3, 1)],
-                  documents=["raw one", "raw two"], metadatas=[raw, raw])
+    raw = {
+        "type": "memory",
+        "scope": "global",
+        "importance": 3,
+        "timestamp": "2024-01-01T00:00:00+00:00",
+        "ts_epoch": 1704067200.0,
+        "source": "chat",
+        **bad,
+    }
+    store.col.add(
+        ids=["doc-raw-1", "doc-raw-2"],
+        embeddings=[direction(0, 1), direction(3, 1)],
+        documents=["raw one", "raw two"],
+        metadatas=[raw, raw],
+    )
     refresh_index(store)
     raw_before = {d.id: d.metadata for d in store.get(["doc-raw-1", "doc-raw-2"])}
     report = consolidate_memories(store, threshold=0.9)
@@ -161,14 +213,34 @@ def test_chat_memory_uses_the_configured_threshold(tmp_path, local_embedder):
 def test_parts_and_memories_with_parts_are_left_alone_other_adapter_rows_merge(embedded_store, local_embedder):
     vec = local_embedder.embed_documents(["Alice is vegetarian"])[0]
     near = vec + 0.001  # near-duplicates of each other
-    embedded_store.upsert_docs([
-        {"id": "doc-head", "text": "Alice is vegetarian", "type": "memory", "embedding": vec, "xaibo.revision": "r"},
-        {"id": "doc-chunk", "text": "Alice is vegetarian!", "type": "memory", "embedding": near,
-         "part_of": "doc-head", "xaibo.revision": "r"},
-        {"id": "doc-xaibo", "text": "Bob is vegetarian", "type": "memory", "embedding": vec * 2,
-         "xaibo.revision": "s", "importance": 5},  # a Xaibo memory without parts: merged like any memory
-        {"id": "doc-plain", "text": "Bob is a vegetarian", "type": "memory", "embedding": near},
-    ])
+    embedded_store.upsert_docs(
+        [
+            {
+                "id": "doc-head",
+                "text": "Alice is vegetarian",
+                "type": "memory",
+                "embedding": vec,
+                "xaibo.revision": "r",
+            },
+            {
+                "id": "doc-chunk",
+                "text": "Alice is vegetarian!",
+                "type": "memory",
+                "embedding": near,
+                "part_of": "doc-head",
+                "xaibo.revision": "r",
+            },
+            {
+                "id": "doc-xaibo",
+                "text": "Bob is vegetarian",
+                "type": "memory",
+                "embedding": vec * 2,
+                "xaibo.revision": "s",
+                "importance": 5,
+            },  # a Xaibo memory without parts: merged like any memory
+            {"id": "doc-plain", "text": "Bob is a vegetarian", "type": "memory", "embedding": near},
+        ]
+    )
     report = consolidate_memories(embedded_store, threshold=0.9)
     assert [(m.kept_id, m.merged_ids) for m in report.merges] == [("doc-xaibo", ["doc-plain"])]
     assert report.scanned == 2  # the memory with parts and its part are not scanned

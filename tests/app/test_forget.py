@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 import brain
 import brain.store.facade
-from brain.shells.cli import cli
-from brain.config import Settings
 from brain.app.core import Brain, open_store
+from brain.config import Settings
 from brain.model.errors import NotFound, ValidationError
 from brain.model.schemas import DocType
+from brain.shells.cli import cli
 from brain.shells.cli.reports import forget_text
 
 # distinctive words: each appears in exactly one document, so a byte search finds it or not
@@ -66,13 +66,18 @@ def opened(settings, local_embedder):
 
 def test_forget_reports_counts_and_removes_every_document_of_the_scope(opened):
     ids = seed(opened)
-    opened.store.retrieve_memories("quinceberries", entity="ada", relevance=False)  # the indexes are built before the forget
+    opened.store.retrieve_memories(
+        "quinceberries", entity="ada", relevance=False
+    )  # the indexes are built before the forget
     report = opened.forget_entity("ada")
     assert report.entity == "ada"
     assert report.deleted["memory"] == 1 and report.deleted["turn"] == 2 and report.deleted["summary"] == 1
     assert report.total == 4
-    assert report.mirror["rows"] == 4 and report.mirror["vectors"] == 4 and set(report.mirror) == {
-        "rows", "vectors", "access_log", "content_hashes"}
+    assert (
+        report.mirror["rows"] == 4
+        and report.mirror["vectors"] == 4
+        and set(report.mirror) == {"rows", "vectors", "access_log", "content_hashes"}
+    )
     assert report.scrubbed["chroma"]["vacuumed"] and report.scrubbed["mirror"]["vacuumed"]
     assert report.to_dict()["deleted"]["memory"] == 1
     store = opened.store
@@ -80,7 +85,9 @@ def test_forget_reports_counts_and_removes_every_document_of_the_scope(opened):
     assert store.get([ids["ada_memory"], *ids["ada_turns"], ids["ada_summary"]]) == []
     assert {d.id for d in store.get(where={"scope": "entity:bob"})} == {ids["bob_memory"], *ids["bob_turns"]}
     # the in-process indexes followed the delete: nothing of Ada's is ranked, Bob's still is
-    assert [h.id for h in store.retrieve_memories("quinceberries allergy", entity="ada", relevance=False)] == [ids["global"]]
+    assert [h.id for h in store.retrieve_memories("quinceberries allergy", entity="ada", relevance=False)] == [
+        ids["global"]
+    ]
     assert store.retrieve_memories("vintage orreries", entity="bob", relevance=False)[0].id == ids["bob_memory"]
     assert store.conversation_turns("conv-ada1") == [] and store.conversation_summaries("conv-ada1") == []
     assert [h.id for h in store.retrieve_summaries("zanzibarite codeword")] == []
@@ -118,7 +125,9 @@ def test_no_file_under_the_data_dir_holds_the_forgotten_texts(settings, local_em
         assert files_holding(settings.data_dir, word), word
     with brain.open(settings, embedder=local_embedder, start_worker=False) as b:  # reopened: Bob's still there
         assert b.store.retrieve_memories("vintage orreries", entity="bob", relevance=False)[0].id == ids["bob_memory"]
-        assert [h.id for h in b.store.retrieve_memories("quinceberries", entity="ada", relevance=False)] == [ids["global"]]
+        assert [h.id for h in b.store.retrieve_memories("quinceberries", entity="ada", relevance=False)] == [
+            ids["global"]
+        ]
         assert b.store.get([ids["ada_memory"]]) == []
         assert len(b.store.conversation_turns("conv-bob1")) == 2
         assert b.verify_mirror().ok
@@ -156,6 +165,7 @@ def test_a_server_store_is_forgotten_without_touching_files(backend_settings, lo
 
 
 # ---- the CLI ---------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def cli_data(monkeypatch, local_embedder, tmp_path):

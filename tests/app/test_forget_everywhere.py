@@ -18,14 +18,14 @@ from click.testing import CliRunner
 import brain
 import brain.store.facade
 from brain.app import reindex
-from brain.shells.cli.reports import forget_text, rebuild_text
-from brain.shells.cli import cli
-from brain.model.errors import NotFound, StoreUnavailable
 from brain.app.restore import rebuild_mirror
+from brain.model.errors import NotFound, StoreUnavailable
+from brain.shells.cli import cli
+from brain.shells.cli.reports import forget_text, rebuild_text
 from brain.store.live import read_pointer
-from tests.ollama_stub import OllamaStub
 from tests.app.test_forget import FORGOTTEN_WORDS, KEPT_WORDS, files_holding, seed
 from tests.mirror.test_mirror_degraded import mirror_files, read_only
+from tests.ollama_stub import OllamaStub
 
 ROOT = Path(__file__).resolve().parents[2]
 NOMIC = "ollama/nomic-embed-text"

@@ -9,13 +9,12 @@ import threading
 import pytest
 
 import brain
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import ConfigError, StoreNotFound, StoreUnavailable, ValidationError
 from brain.app.rag_store import RagStore
+from brain.config import Settings
+from brain.model.errors import ConfigError, StoreNotFound, StoreUnavailable, ValidationError
 from brain.providers.summarizers import ExtractiveSummarizer
 from brain.shells.cli.reports import backfill_text
-
 from tests.conftest import ROOT, api_settings
 
 
@@ -110,7 +109,9 @@ def test_specialists_are_registered_once_and_the_outcome_kept(tmp_path, local_em
         with pytest.raises(ConfigError, match="specialists.yaml"):
             _ = b.specialists  # the first registration's outcome stands: a read never registers
         registry = b.register_specialists(again=True)
-        assert registry is b.specialists and b.specialists.find_specialists("read the text in this photo")[0].id == "ocr"
+        assert (
+            registry is b.specialists and b.specialists.find_specialists("read the text in this photo")[0].id == "ocr"
+        )
         assert b.register_specialists() is registry  # once: no second registration
 
 

@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 from brain.app import reindex
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
 from brain.model.errors import EmbedderUnavailable, EmbeddingModelMismatch
+from brain.store.follower import catch_up
+from brain.store.indexes import refresh_index
 from brain.store.live import read_pointer
 from tests.conftest import ROOT
 from tests.ollama_stub import OllamaStub
-from brain.store.follower import catch_up
-from brain.store.indexes import refresh_index
 
 NOMIC = "ollama/nomic-embed-text"
 LOCAL = "local/minilm-l6-v2"
@@ -33,17 +33,29 @@ NOW = time.time()  # one clock for every ranking compared (recency counts in a m
 
 def fill(store) -> None:
     """Documents of every type."""
-    store.upsert_docs([
-        {"text": "The assistant is called Brain and answers briefly.", "type": "persona", "version": "v1",
-         "topic": "identity"},
-        {"text": "Opening hours are nine to five on weekdays.", "type": "faq", "topic": "hours"},
-        {"text": "Refunds take five business days.", "type": "faq", "topic": "billing"},
-    ])
-    for n, text in enumerate(["Alice is allergic to peanuts", "Bob prefers tea over coffee",
-                              "The office moved to Berlin in 2021", "Carol runs marathons",
-                              "Dave's birthday is in March", "The wifi password changes monthly"]):
-        store.upsert_memory(text, importance=1 + n % 5, tags=["t" + str(n % 2)],
-                            entity="alice" if n % 3 == 0 else None)
+    store.upsert_docs(
+        [
+            {
+                "text": "The assistant is called Brain and answers briefly.",
+                "type": "persona",
+                "version": "v1",
+                "topic": "identity",
+            },
+            {"text": "Opening hours are nine to five on weekdays.", "type": "faq", "topic": "hours"},
+            {"text": "Refunds take five business days.", "type": "faq", "topic": "billing"},
+        ]
+    )
+    for n, text in enumerate(
+        [
+            "Alice is allergic to peanuts",
+            "Bob prefers tea over coffee",
+            "The office moved to Berlin in 2021",
+            "Carol runs marathons",
+            "Dave's birthday is in March",
+            "The wifi password changes monthly",
+        ]
+    ):
+        store.upsert_memory(text, importance=1 + n % 5, tags=["t" + str(n % 2)], entity="alice" if n % 3 == 0 else None)
     store.upsert_turn("conv-1", "Where is the office?", "It is in Berlin.")
     store.upsert_turn("conv-1", "Since when?", "Since 2021.")
     store.upsert_summary("conv-1", "The user asked where the office is; it is in Berlin since 2021.")
@@ -61,7 +73,12 @@ def results(store) -> list:
     """Retrieval of every kind, exact: ids and scores."""
     out = []
     for q in QUERIES:
-        out.append([(h.id, round(h.score, 5)) for h in store.retrieve_memories(q, k=4, all_scopes=True, now=NOW, relevance=False)])
+        out.append(
+            [
+                (h.id, round(h.score, 5))
+                for h in store.retrieve_memories(q, k=4, all_scopes=True, now=NOW, relevance=False)
+            ]
+        )
         out.append([(h.id, round(h.score, 5)) for h in store.search(q, k=5)])
         out.append([h.id for h in store.retrieve_faq(q, k=2)])
     return out
@@ -229,10 +246,16 @@ def test_the_store_opens_on_the_new_collection_after_the_swap(settings, local_em
 
 @pytest.mark.server
 def test_another_process_follows_the_swap_on_its_next_feed_check(chroma_server, tmp_path, local_embedder, ollama):
-    settings = Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection=f"t-{uuid.uuid4().hex[:12]}",
-                        ollama_host=ollama.url)
-    with open_store(settings, embedder=local_embedder) as writer, \
-            open_store(settings, embedder=local_embedder) as reader:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        chroma_url=chroma_server,
+        collection=f"t-{uuid.uuid4().hex[:12]}",
+        ollama_host=ollama.url,
+    )
+    with (
+        open_store(settings, embedder=local_embedder) as writer,
+        open_store(settings, embedder=local_embedder) as reader,
+    ):
         fill(writer)
         reindex.run(writer, reindex.embedder_named(settings, NOMIC), progress=False)
         catch_up(reader)
@@ -244,16 +267,24 @@ def test_another_process_follows_the_swap_on_its_next_feed_check(chroma_server, 
 
 
 @pytest.mark.server
-def test_another_process_finds_specialists_with_the_new_model_after_the_swap(chroma_server, tmp_path, local_embedder,
-                                                                            ollama):
+def test_another_process_finds_specialists_with_the_new_model_after_the_swap(
+    chroma_server, tmp_path, local_embedder, ollama
+):
     from brain.features.specialists import SpecialistRegistry
 
     (tmp_path / "specialists.yaml").write_text(SPECIALISTS_YAML, encoding="utf-8")
-    settings = Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection=f"t-{uuid.uuid4().hex[:12]}",
-                        specialists_collection=f"s-{uuid.uuid4().hex[:12]}", ollama_host=ollama.url,
-                        specialists_path=tmp_path / "specialists.yaml")
-    with open_store(settings, embedder=local_embedder) as writer, \
-            open_store(settings, embedder=local_embedder) as reader:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        chroma_url=chroma_server,
+        collection=f"t-{uuid.uuid4().hex[:12]}",
+        specialists_collection=f"s-{uuid.uuid4().hex[:12]}",
+        ollama_host=ollama.url,
+        specialists_path=tmp_path / "specialists.yaml",
+    )
+    with (
+        open_store(settings, embedder=local_embedder) as writer,
+        open_store(settings, embedder=local_embedder) as reader,
+    ):
         fill(writer)
         registry = SpecialistRegistry.from_settings(reader, path=settings.specialists_path)
         registry.register()
@@ -284,12 +315,22 @@ specialists:
 
 
 def _cli(settings: Settings, *args: str, env_extra: dict | None = None) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(settings.data_dir),
-           "OLLAMA_HOST": settings.ollama_host, **(env_extra or {})}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "BRAIN_DATA_DIR": str(settings.data_dir),
+        "OLLAMA_HOST": settings.ollama_host,
+        **(env_extra or {}),
+    }
     if settings.chroma_url:
         env.update(BRAIN_CHROMA_URL=settings.chroma_url, BRAIN_COLLECTION=settings.collection)
-    return subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "--json", "reindex", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "brain.shells.cli", "--json", "reindex", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.subprocess
@@ -352,10 +393,15 @@ def test_the_command_dry_run_rollback_and_usage(settings, local_embedder, ollama
 
 
 @pytest.mark.server
-def test_a_write_of_a_process_that_had_not_seen_the_swap_is_carried_over(chroma_server, tmp_path, local_embedder,
-                                                                          ollama):
-    settings = Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection=f"t-{uuid.uuid4().hex[:12]}",
-                        ollama_host=ollama.url)
+def test_a_write_of_a_process_that_had_not_seen_the_swap_is_carried_over(
+    chroma_server, tmp_path, local_embedder, ollama
+):
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        chroma_url=chroma_server,
+        collection=f"t-{uuid.uuid4().hex[:12]}",
+        ollama_host=ollama.url,
+    )
     slow = settings.model_copy(update={"feed_interval_seconds": 3600})  # checks the feed only when asked
     with open_store(settings, embedder=local_embedder) as writer, open_store(slow, embedder=local_embedder) as late:
         fill(writer)
@@ -370,10 +416,13 @@ def test_a_write_of_a_process_that_had_not_seen_the_swap_is_carried_over(chroma_
         catch_up(writer)
         for store in (writer, late):
             assert store.get([late_id]) and not store.get([gone])
-            assert late_id in {h.id for h in store.retrieve_memories("anything", k=50, all_scopes=True, relevance=False)}
+            assert late_id in {
+                h.id for h in store.retrieve_memories("anything", k=50, all_scopes=True, relevance=False)
+            }
         vector = writer.get([late_id], include_embeddings=True)[0].embedding
-        assert np.allclose(vector, writer.embedder.embed_documents(
-            ["Written into the old collection after the swap"])[0], atol=1e-6)
+        assert np.allclose(
+            vector, writer.embedder.embed_documents(["Written into the old collection after the swap"])[0], atol=1e-6
+        )
 
 
 def test_the_command_says_what_to_set_once_the_new_model_is_live(settings, local_embedder, ollama):
@@ -400,8 +449,12 @@ def test_the_run_estimates_the_rest_from_its_first_batch(settings, local_embedde
     with open_store(settings, embedder=local_embedder) as store:
         fill(store)
         left = store.count() - 4
-        reindex.run(store, reindex.embedder_named(settings, NOMIC), batch=4,
-                    progress=ProgressOptions(stream=shown, bar=False, interval=3600))
+        reindex.run(
+            store,
+            reindex.embedder_named(settings, NOMIC),
+            batch=4,
+            progress=ProgressOptions(stream=shown, bar=False, interval=3600),
+        )
     [estimate] = [line for line in shown.getvalue().splitlines() if "first 4 documents took" in line]
     assert "documents/s here" in estimate and f"the {left} left" in estimate and "about" in estimate
 

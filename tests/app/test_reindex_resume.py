@@ -12,10 +12,9 @@ import sys
 import numpy as np
 import pytest
 
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
 from brain.features.specialists import SpecialistRegistry
-
 from tests.app.test_reindex import LOCAL, NOMIC, SPECIALISTS_YAML, _cli, fill, ollama  # noqa: F401 (a fixture)
 
 # runs in the killed process: a re-index in batches of 2, killed after Chroma took its second batch and
@@ -48,8 +47,12 @@ def _env(settings: Settings) -> dict[str, str]:
 
     from tests.conftest import ROOT
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(settings.data_dir),
-           "OLLAMA_HOST": settings.ollama_host}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "BRAIN_DATA_DIR": str(settings.data_dir),
+        "OLLAMA_HOST": settings.ollama_host,
+    }
     if settings.chroma_url:
         env.update(BRAIN_CHROMA_URL=settings.chroma_url, BRAIN_COLLECTION=settings.collection)
     return env
@@ -57,14 +60,21 @@ def _env(settings: Settings) -> dict[str, str]:
 
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_a_reindex_resumed_after_kill_9_leaves_no_mirror_vector_missing(backend_settings, local_embedder, ollama,
-                                                                         tmp_path):
+def test_a_reindex_resumed_after_kill_9_leaves_no_mirror_vector_missing(
+    backend_settings, local_embedder, ollama, tmp_path
+):
     settings = backend_settings.model_copy(update={"ollama_host": ollama.url})
     with open_store(settings, embedder=local_embedder) as store:
         fill(store)
         mirrored = sorted(store.mirror.ids(foreign=False))
-    killed = subprocess.run([sys.executable, "-c", KILLED_REINDEX, NOMIC], cwd=tmp_path, env=_env(settings),
-                            capture_output=True, text=True, timeout=300)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_REINDEX, NOMIC],
+        cwd=tmp_path,
+        env=_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert killed.returncode == -9, killed.stderr
     resumed = _cli(settings, "--embedder", NOMIC, "--batch", "2")
     _, err = resumed.communicate(timeout=300)
@@ -81,7 +91,9 @@ def test_a_reindex_resumed_after_kill_9_leaves_no_mirror_vector_missing(backend_
 @pytest.mark.subprocess
 def test_rollback_with_a_specialists_file_whatever_brain_embedder_says(settings, local_embedder, ollama, tmp_path):
     (tmp_path / "specialists.yaml").write_text(SPECIALISTS_YAML, encoding="utf-8")
-    settings = settings.model_copy(update={"ollama_host": ollama.url, "specialists_path": tmp_path / "specialists.yaml"})
+    settings = settings.model_copy(
+        update={"ollama_host": ollama.url, "specialists_path": tmp_path / "specialists.yaml"}
+    )
     with open_store(settings, embedder=local_embedder) as store:
         fill(store)
         SpecialistRegistry.from_settings(store).register()

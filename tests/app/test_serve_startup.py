@@ -15,7 +15,6 @@ import pytest
 
 import brain
 from brain.app.startup import startup
-
 from tests.conftest import NOBODY, api_settings, free_port
 from tests.mcp_client import project, stdio
 
@@ -37,7 +36,7 @@ class Served:
             self.proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(self.port)],
                                          cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
 
-    def __enter__(self) -> "Served":
+    def __enter__(self) -> Served:
         deadline = time.monotonic() + 180
         while True:
             try:

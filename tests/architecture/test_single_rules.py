@@ -14,20 +14,21 @@ import httpx
 import numpy as np
 import ollama
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import brain.store.memory_index
-from brain.rules import ranking
 from brain.config import Settings
+from brain.features.mirror.mapping import foreign_metadata
+from brain.model.errors import Backoff, EmbedderError, EmbedderUnavailable, ValidationError, retry
+from brain.model.schemas import entity_of, entity_scope, valid_entity_scope
+from brain.model.vectors import unit_rows, zero_rows
 from brain.providers.embeddings import OllamaEmbedder
 from brain.providers.ollama_client import ollama_errors
-from brain.model.vectors import unit_rows, zero_rows
-from brain.model.errors import Backoff, EmbedderError, EmbedderUnavailable, ValidationError, retry
+from brain.providers.summarizers import OllamaSummarizer, SummarizerError, SummarizerUnavailable, TurnText
+from brain.rules import ranking
 from brain.shells.xaibo.attributes import encode_attributes
 from brain.store.memory_index import read_row
-from brain.features.mirror.mapping import foreign_metadata
-from brain.model.schemas import entity_of, entity_scope, valid_entity_scope
-from brain.providers.summarizers import OllamaSummarizer, SummarizerError, SummarizerUnavailable, TurnText
 from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub
 
 BRAIN = Path(__file__).resolve().parents[2] / "brain"
@@ -348,12 +349,12 @@ PRINTED = {
 
 def _reports() -> dict:
     from brain.app.forget import ForgetReport
-    from brain.features.ingest import IngestReport
-    from brain.shells.cli.reports import MemoryRemoval
-    from brain.features.mirror.protocol import BackfillReport, Coverage, MigrationReport, SkippedRow
-    from brain.app.restore import RebuildReport, RecoveryReport
-    from brain.features.mirror.sync import RestoreReport, SyncReport, VerifyReport
     from brain.app.reindex import DropReport, ReindexReport
+    from brain.app.restore import RebuildReport, RecoveryReport
+    from brain.features.ingest import IngestReport
+    from brain.features.mirror.protocol import BackfillReport, Coverage, MigrationReport, SkippedRow
+    from brain.features.mirror.sync import RestoreReport, SyncReport, VerifyReport
+    from brain.shells.cli.reports import MemoryRemoval
 
     return {
         "forget": ForgetReport("bob", {"memory": 2, "faq": 1, "turn": 0}, mirror={"memories": 2},

@@ -4,9 +4,9 @@ unrelated message gets only the few facts always kept in mind."""
 
 from __future__ import annotations
 
+from brain.app.core import open_store
 from brain.features.chat import ChatMemory
 from brain.providers.summarizers import ExtractiveSummarizer
-from brain.app.core import open_store
 from tests.bench_scripts import bench_script
 
 critical = bench_script("bench_critical.py")

@@ -11,16 +11,22 @@ from pathlib import Path
 import httpx
 import pytest
 
-from brain.shells.api import create_app
 from brain.app.core import Brain, open_store
-
+from brain.shells.api import create_app
 from tests.conftest import LiveServer, api_settings
 
 pytestmark = pytest.mark.browser
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def chromium_executable() -> str | None:
@@ -36,8 +42,10 @@ except ImportError:  # pragma: no cover - the test extra installs it
     sync_playwright = None
 
 if sync_playwright is None or chromium_executable() is None:
-    pytest.skip("browser tests need Playwright and Debian's Chromium at /usr/bin/chromium (apt-get install chromium)",
-                allow_module_level=True)
+    pytest.skip(
+        "browser tests need Playwright and Debian's Chromium at /usr/bin/chromium (apt-get install chromium)",
+        allow_module_level=True,
+    )
 
 ADMIN = "admin-token-0123456789abcdef"
 
@@ -91,6 +99,7 @@ class Served:
 def serve(tmp_path, local_embedder, browser):
     """``serve(**settings)``: a fresh store and server, and a new browser context (empty sessionStorage)."""
     with contextlib.ExitStack() as stack:
+
         def start(memories=(), **overrides) -> Served:
             settings = api_settings(tmp_path, **overrides)
             store = stack.enter_context(open_store(settings, embedder=local_embedder))
@@ -108,12 +117,17 @@ def serve(tmp_path, local_embedder, browser):
         yield start
 
 
-SEEDED = [{"text": CAT, "importance": 3, "tags": ["pets"]}, {"text": DOG, "importance": 3, "tags": ["pets"]},
-          {"text": TEA, "importance": 2, "tags": ["food"]}, {"text": ALPS, "importance": 2, "tags": ["travel"]},
-          {"text": PYRENEES, "importance": 2, "tags": ["travel"]}]
+SEEDED = [
+    {"text": CAT, "importance": 3, "tags": ["pets"]},
+    {"text": DOG, "importance": 3, "tags": ["pets"]},
+    {"text": TEA, "importance": 2, "tags": ["food"]},
+    {"text": ALPS, "importance": 2, "tags": ["travel"]},
+    {"text": PYRENEES, "importance": 2, "tags": ["travel"]},
+]
 
 
 # ---- memories ---------------------------------------------------------------------------------------
+
 
 def test_the_page_loads_and_lists_the_memories_offline(serve):
     served = serve(SEEDED + [{"text": "<img src=x onerror=\"document.title='owned'\"> is a tag", "importance": 1}])
@@ -147,8 +161,10 @@ def test_a_search_shows_the_expected_memory_first_with_its_score_parts(serve):
     expect(first.locator(".score-total")).to_have_text(f"score {best.score:.3f}")
     bar = first.locator(".scorebar")
     expect(bar).to_have_attribute("aria-label", re.compile(rf"^score {best.score:.3f} = similarity "))
-    widths = [bar.locator(f".part.{p}").evaluate("e => e.getBoundingClientRect().width")
-              for p in ("similarity", "importance", "recency")]
+    widths = [
+        bar.locator(f".part.{p}").evaluate("e => e.getBoundingClientRect().width")
+        for p in ("similarity", "importance", "recency")
+    ]
     assert widths[0] > 0 and widths[1] > 0  # the bar is drawn, in proportion to the parts
     assert widths[0] / widths[1] == pytest.approx(best.similarity_part / best.importance_part, rel=0.05)
 
@@ -263,8 +279,12 @@ def test_the_keyboard_alone_can_search_edit_and_change_views(serve):
 
 
 def test_without_a_query_the_list_is_newest_first_and_filters_apply(serve):
-    served = serve([{"text": f"memory number {n}", "importance": 1 + n % 5,
-                     "timestamp": f"2026-01-{n + 1:02d}T10:00:00+00:00"} for n in range(6)])
+    served = serve(
+        [
+            {"text": f"memory number {n}", "importance": 1 + n % 5, "timestamp": f"2026-01-{n + 1:02d}T10:00:00+00:00"}
+            for n in range(6)
+        ]
+    )
     served.open()
     expect(served.memory_rows().first).to_contain_text("memory number 5")
     expect(served.memory_rows().last).to_contain_text("memory number 0")
@@ -279,8 +299,9 @@ def test_a_superseded_memory_opens_its_history_oldest_first_with_the_current_one
     served = serve([{"text": paris, "importance": 4, "timestamp": "2025-01-10T09:00:00+00:00"}, {"text": CAT}])
     old_id = served.ids[0]
     berlin = served.store.supersede(old_id, "The user moved to Berlin", kind="update", at="2025-06-01T12:00:00+00:00")
-    munich = served.store.supersede(berlin.new.id, "The user lives in Munich, never in Berlin", kind="contradict",
-                                    at="2025-07-01T12:00:00+00:00")
+    munich = served.store.supersede(
+        berlin.new.id, "The user lives in Munich, never in Berlin", kind="contradict", at="2025-07-01T12:00:00+00:00"
+    )
     expected = [d.text for d in served.store.history(old_id)]
     assert expected == [paris, "The user moved to Berlin", "The user lives in Munich, never in Berlin"]
     served.open()
@@ -328,8 +349,9 @@ def test_the_current_memory_of_a_chain_shows_the_same_history(serve):
     row = served.row(done.new.id)
     row.get_by_role("button", name="History").click()
     versions = row.locator(".history .chain > li")
-    expect(versions.locator(".text")).to_have_text(["The user's favourite colour is blue",
-                                                    "The user's favourite colour is green"])
+    expect(versions.locator(".text")).to_have_text(
+        ["The user's favourite colour is blue", "The user's favourite colour is green"]
+    )
     expect(versions.nth(1)).to_have_attribute("aria-current", "true")
     expect(versions.nth(1).locator(".this")).to_have_text("this memory")
     expect(versions.nth(0)).not_to_have_attribute("aria-current", "true")
@@ -337,11 +359,13 @@ def test_the_current_memory_of_a_chain_shows_the_same_history(serve):
 
 # ---- conversations ----------------------------------------------------------------------------------
 
+
 def record_conversation(served: Served, exchanges: int = 3) -> str:
     conversation = "conv-ui-test"
     for n in range(1, exchanges + 1):
-        served.brain.chat.record_exchange(conversation, f"question number {n} about the garden",
-                                          f"answer number {n} about the roses")
+        served.brain.chat.record_exchange(
+            conversation, f"question number {n} about the garden", f"answer number {n} about the roses"
+        )
     assert served.brain.chat.wait_for_summaries(60)
     return conversation
 
@@ -391,11 +415,22 @@ def seed_formation(store, error: str) -> None:
     for n in range(4):
         store.upsert_turn("conv-forming", f"question {n}", f"answer {n}", user_ts=f"2026-03-0{n + 1}T10:00:00+00:00")
     store.upsert_turn("conv-quiet", "hello", "hi", user_ts="2026-03-01T09:00:00+00:00")
-    for index, (first, state, extra) in enumerate([(1, "done", {"formation_facts": 2}),
-                                                   (3, "failed", {"formation_attempts": 3, "formation_error": error}),
-                                                   (5, "pending", {})], start=1):
-        store.upsert_summary("conv-forming", f"summary of turns {first}-{first + 1}", turn_range=f"{first}-{first + 1}",
-                             summary_index=index, formation=state, **extra)
+    for index, (first, state, extra) in enumerate(
+        [
+            (1, "done", {"formation_facts": 2}),
+            (3, "failed", {"formation_attempts": 3, "formation_error": error}),
+            (5, "pending", {}),
+        ],
+        start=1,
+    ):
+        store.upsert_summary(
+            "conv-forming",
+            f"summary of turns {first}-{first + 1}",
+            turn_range=f"{first}-{first + 1}",
+            summary_index=index,
+            formation=state,
+            **extra,
+        )
 
 
 def test_conversations_show_their_pending_and_failed_memory_formation(serve):
@@ -413,8 +448,9 @@ def test_conversations_show_their_pending_and_failed_memory_formation(serve):
     expect(served.page.locator('#conversation-list > li[data-id="conv-quiet"] .formation')).to_have_count(0)
     forming.get_by_role("button", name="conv-forming").click()
     badges = served.page.locator("#conversation-items li.summary .badge.formation")
-    expect(badges).to_have_text(["memories formed: 2", "memory formation failed after 3 attempts",
-                                 "memory formation pending"])
+    expect(badges).to_have_text(
+        ["memories formed: 2", "memory formation failed after 3 attempts", "memory formation pending"]
+    )
     expect(served.page.locator("#conversation-items .formation-error")).to_have_text(error)
     # formation is off on this server: the button says so in the API's words
     served.page.get_by_role("button", name="Form memories now").click()
@@ -441,13 +477,16 @@ def test_forming_memories_from_the_browser_runs_the_pending_and_failed_batches(s
     expect(forming.locator('.formation .badge[data-state="pending"]')).to_have_text("2 pending")
     expect(forming.locator('.formation .badge[data-state="failed"]')).to_have_count(0)
     expect(served.page.locator("#conversation-items li.summary .badge.formation")).to_have_text(
-        ["memories formed: 2", "memory formation waiting for the model", "memory formation waiting for the model"])
+        ["memories formed: 2", "memory formation waiting for the model", "memory formation waiting for the model"]
+    )
 
 
 # ---- try a message ----------------------------------------------------------------------------------
 
-LONG = [{"text": f"The user's {thing} " + "and some more words to make this memory long " * 2, "importance": 4}
-        for thing in ("bicycle is a red one from 1984", "bicycle needs a new chain", "bicycle lives in the hall")]
+LONG = [
+    {"text": f"The user's {thing} " + "and some more words to make this memory long " * 2, "importance": 4}
+    for thing in ("bicycle is a red one from 1984", "bicycle needs a new chain", "bicycle lives in the hall")
+]
 
 
 def test_trying_a_message_shows_the_sections_and_what_the_budget_dropped(serve):
@@ -462,7 +501,8 @@ def test_trying_a_message_shows_the_sections_and_what_the_budget_dropped(serve):
     expect(memory).to_have_count(len(expected["sections"]["memory"]))
     expect(memory.first.locator(".text")).to_have_text(expected["sections"]["memory"][0]["text"])
     expect(memory.first.locator(".score-total")).to_have_text(
-        f"score {expected['sections']['memory'][0]['scores']['score']:.3f}")
+        f"score {expected['sections']['memory'][0]['scores']['score']:.3f}"
+    )
     rows = served.page.locator(".dropped tbody tr")
     expect(rows).to_have_count(len(expected["dropped"]))
     expect(rows.first).to_contain_text(expected["dropped"][0]["id"])
@@ -478,12 +518,16 @@ def test_a_refused_message_shows_the_apis_message(serve):
     served.page.locator("#view-try").get_by_label("Entity", exact=True).fill(" spaced ")  # trimmed by the page: valid
     served.page.get_by_label("Conversation id").fill("not a conversation id")
     served.page.get_by_role("button", name="Build context").click()
-    message = served.api("POST", "/v1/context", json={"user_message": "hello", "entity": "spaced",
-                                                      "conversation_id": "not a conversation id"}).json()["message"]
+    message = served.api(
+        "POST",
+        "/v1/context",
+        json={"user_message": "hello", "entity": "spaced", "conversation_id": "not a conversation id"},
+    ).json()["message"]
     expect(served.page.locator("#try-error")).to_have_text(message)
 
 
 # ---- the token --------------------------------------------------------------------------------------
+
 
 def test_with_a_token_only_the_prompt_loads_until_the_token_is_given(serve):
     served = serve(SEEDED, api_token=ADMIN)
@@ -521,6 +565,7 @@ def test_with_a_token_only_the_prompt_loads_until_the_token_is_given(serve):
 
 # ---- views served by newer endpoints ----------------------------------------------------------------
 
+
 def test_health_shows_the_embedder_mirror_and_summariser(serve):
     served = serve()
     served.open("health")
@@ -552,8 +597,9 @@ def test_health_shows_counts_per_type_and_the_mirror_verify(serve):
 
 def test_knowledge_and_persona_are_shown_by_file_topic_and_section(serve, tmp_path):
     served = serve()
-    served.store.upsert_docs([{"type": "faq", "text": "Reset the router by holding the button", "kb_file": "net.md",
-                               "topic": "Router"}])
+    served.store.upsert_docs(
+        [{"type": "faq", "text": "Reset the router by holding the button", "kb_file": "net.md", "topic": "Router"}]
+    )
     served.open("knowledge")
     details = served.page.locator(".kb-file")
     expect(details).to_have_count(1)
@@ -564,8 +610,13 @@ def test_knowledge_and_persona_are_shown_by_file_topic_and_section(serve, tmp_pa
 
 
 def test_forgetting_a_person_asks_first_and_shows_the_counts(serve):
-    served = serve([{"text": "Ann's sister lives in Lyon", "entity": "ann"},
-                    {"text": "Ann is vegetarian", "entity": "ann"}, {"text": CAT}])
+    served = serve(
+        [
+            {"text": "Ann's sister lives in Lyon", "entity": "ann"},
+            {"text": "Ann is vegetarian", "entity": "ann"},
+            {"text": CAT},
+        ]
+    )
     served.open("forget")
     served.page.get_by_label("Entity name").fill("ann")
     served.page.get_by_role("button", name="Forget…").click()
@@ -611,22 +662,29 @@ def test_trying_a_message_says_why_each_memory_is_there_and_what_the_floor_kept_
     section = served.page.locator('.context-section[data-section="memory"]')
     expect(section.locator("li").first.locator(".why")).to_have_text(expected["sections"]["memory"][0]["why"])
     gate = expected["relevance"]["memory"]
-    expect(section.locator(".gate")).to_contain_text(f"{gate['below_floor']} of {gate['candidates']} below the "
-                                                     f"relevance floor {gate['floor']:.3f}")
+    expect(section.locator(".gate")).to_contain_text(
+        f"{gate['below_floor']} of {gate['candidates']} below the relevance floor {gate['floor']:.3f}"
+    )
     served.page.get_by_label("User message").fill("What is the boiling point of nitrogen?")
     served.page.get_by_role("button", name="Build context").click()
     expect(section.locator(".gate")).to_have_text(
-        f"{len(SEEDED)} of {len(SEEDED)} below the relevance floor {gate['floor']:.3f}: nothing relevant to this message")
+        f"{len(SEEDED)} of {len(SEEDED)} below the relevance floor {gate['floor']:.3f}: "
+        "nothing relevant to this message"
+    )
     expect(section.locator("li")).to_have_count(0)
 
 
 def test_the_browsers_search_lists_memories_in_the_order_of_the_prompt(serve):
     """What the memory section of a prompt shows for a message, the browser's search shows first, in that order."""
-    served = serve([{"text": "Alice is allergic to peanuts", "importance": 5, "scope": "entity:alice"},
-                    {"text": "Alice's passport expires in March 2027", "importance": 5, "scope": "entity:alice"},
-                    {"text": "Alice loves peanut butter cookies", "importance": 2, "scope": "entity:alice"},
-                    {"text": "Peanut oil is used in the office kitchen", "importance": 3},
-                    {"text": "Bob is allergic to peanuts", "importance": 5, "scope": "entity:bob"}])
+    served = serve(
+        [
+            {"text": "Alice is allergic to peanuts", "importance": 5, "scope": "entity:alice"},
+            {"text": "Alice's passport expires in March 2027", "importance": 5, "scope": "entity:alice"},
+            {"text": "Alice loves peanut butter cookies", "importance": 2, "scope": "entity:alice"},
+            {"text": "Peanut oil is used in the office kitchen", "importance": 3},
+            {"text": "Bob is allergic to peanuts", "importance": 5, "scope": "entity:bob"},
+        ]
+    )
     message = "Tell me what you know about peanuts"
     prompt = [i.id for i in served.brain.chat.build_context(None, message, entity="alice").memory]
     assert len(prompt) >= 2
@@ -638,8 +696,12 @@ def test_the_browsers_search_lists_memories_in_the_order_of_the_prompt(serve):
 
 
 def test_trying_a_message_for_a_person_shows_what_is_always_kept_in_mind(serve):
-    served = serve([{"text": "Alice is allergic to peanuts", "importance": 5, "scope": "entity:alice"},
-                    {"text": "Alice likes jazz", "importance": 2, "scope": "entity:alice"}])
+    served = serve(
+        [
+            {"text": "Alice is allergic to peanuts", "importance": 5, "scope": "entity:alice"},
+            {"text": "Alice likes jazz", "importance": 2, "scope": "entity:alice"},
+        ]
+    )
     served.open("try")
     served.page.get_by_label("User message").fill("What about dessert? Something with nuts?")
     served.page.locator("#try-entity").fill("alice")

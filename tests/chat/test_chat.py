@@ -13,17 +13,18 @@ import time
 import numpy as np
 import pytest
 
-from brain.rules import ranking
-from brain.features.chat import DROP_PRIORITY, ChatMemory, TokenCounter, render_prompt, summary_id
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import ValidationError
-from brain.store.memory_index import MemoryIndex
+from brain.config import Settings
+from brain.features.chat import DROP_PRIORITY, ChatMemory, TokenCounter, render_prompt, summary_id
 from brain.features.persona import load_persona
-from brain.rules.ranking import ScoreWeights
+from brain.model.errors import ValidationError
 from brain.providers.summarizers import SummarizerUnavailable, transcript
-from tests.ollama_stub import dead_url, stub_chat_reply
+from brain.rules import ranking
+from brain.rules.ranking import ScoreWeights
 from brain.store.indexes import memory_index
+from brain.store.memory_index import MemoryIndex
+from brain.store.memory_query import MemoryQuery
+from tests.ollama_stub import dead_url, stub_chat_reply
 
 CONV_RE = re.compile(r"^conv-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -626,7 +627,7 @@ def test_last_use_ranking_is_exact(weights):
         epochs = [used.get(i, m["ts_epoch"]) for i, m in zip(ids, metas)]
         totals = ranking.total_scores(sims, [m["importance"] for m in metas], epochs, now, weights)
         expected = [ids[j] for j in ranking.top_k_by_score(totals, ids, 5)]
-        assert [h.id for h in index.search(q, 5, weights, now)] == expected
+        assert [h.id for h in index.search(MemoryQuery(q, 5, weights, now))] == expected
 
 
 def test_related_turns_find_an_old_turn_outside_the_recent_window(make_chat):

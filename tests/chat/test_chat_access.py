@@ -7,12 +7,11 @@ import time
 
 import pytest
 
-from brain.features.chat import ChatMemory
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import NotFound, StoreUnavailable
+from brain.config import Settings
+from brain.features.chat import ChatMemory, last_used
 from brain.features.mirror import verify_mirror
-from brain.features.chat import last_used
+from brain.model.errors import NotFound, StoreUnavailable
 from brain.store.indexes import memory_index
 
 NOW = 1_800_000_000.0

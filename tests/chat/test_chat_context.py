@@ -18,13 +18,21 @@ def item(doc_id: str, text: str, similarity: float = 0.0, **meta) -> ContextItem
 def ranked_sections() -> dict[str, list[ContextItem]]:
     """Each section best first, as the facade gathers them (recent turns newest first)."""
     return {
-        "persona": [item("p2", "Be brief.", 0.9, heading="Tone", position=2), item("p1", "I am Brainy.", 0.1, position=1)],
+        "persona": [
+            item("p2", "Be brief.", 0.9, heading="Tone", position=2),
+            item("p1", "I am Brainy.", 0.1, position=1),
+        ],
         "faq": [item("f1", "Open 9 to 17.", 0.8), item("f2", "Returns within 30 days.", 0.5)],
         "memory": [item("m1", "Alice is allergic to cats.", 0.7, entity="alice"), item("m2", "Likes tea.", 0.2)],
-        "summary": [item("s2", "Talked about food.", 0.6, summary_index=2, turn_range="5-8"),
-                    item("s1", "Said hello.", 0.3, summary_index=1, turn_range="1-4")],
+        "summary": [
+            item("s2", "Talked about food.", 0.6, summary_index=2, turn_range="5-8"),
+            item("s1", "Said hello.", 0.3, summary_index=1, turn_range="1-4"),
+        ],
         "related": [item("t3", "My cat is Miso.", 0.5, role="user", turn_index=3, timestamp="2024-05-01T10:00:00")],
-        "turn": [item("t10", "Sure.", role="assistant", turn_index=10), item("t9", "Can I eat?", role="user", turn_index=9)],
+        "turn": [
+            item("t10", "Sure.", role="assistant", turn_index=10),
+            item("t9", "Can I eat?", role="user", turn_index=9),
+        ],
     }
 
 
@@ -49,7 +57,13 @@ def test_the_budget_drops_whole_items_weakest_first_by_section_priority():
     tight = assemble_context(ranked_sections(), max_chars=limit)
     assert tight.chars <= limit and tight.chars == len(tight.prompt) and tight.prompt == render_prompt(keep)
     assert [(d["section"], d["id"]) for d in tight.dropped] == [
-        ("faq", "f2"), ("faq", "f1"), ("summary", "s1"), ("summary", "s2"), ("related", "t3"), ("memory", "m2")]
+        ("faq", "f2"),
+        ("faq", "f1"),
+        ("summary", "s1"),
+        ("summary", "s2"),
+        ("related", "t3"),
+        ("memory", "m2"),
+    ]
     assert {d["reason"] for d in tight.dropped} == {"max_chars"}
     nothing = assemble_context(ranked_sections(), max_chars=0)  # everything goes, persona last, oldest turn first
     order = [d["section"] for d in nothing.dropped]

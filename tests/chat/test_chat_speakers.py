@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from brain.features.chat import ChatMemory
 from brain.app.core import open_store
-from brain.model.errors import ValidationError
+from brain.features.chat import ChatMemory
 from brain.features.persona import load_persona, name_in
+from brain.model.errors import ValidationError
 from brain.providers.summarizers import ExtractiveSummarizer
 from tests.bench_scripts import bench_script
 

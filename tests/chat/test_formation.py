@@ -14,10 +14,12 @@ import sys
 import textwrap
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from brain.app.core import Brain, open_store
 from brain.config import Settings
@@ -29,16 +31,22 @@ from brain.rules.formation import answer_schema
 from brain.store import MemoryChange
 from brain.store.history import apply_changes
 from brain.store.write_intents import WriteIntentLog
-
 from tests.conftest import ROOT
 
-T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 WAIT = 60
 
 
 def formation_settings(tmp_path, url, **overrides) -> Settings:
-    values = dict(data_dir=tmp_path / "data", ollama_host=url, summary_every_n=1, formation=True,
-                  formation_retries=0, summary_backoff_seconds=0.01, formation_timeout=10.0)
+    values = dict(
+        data_dir=tmp_path / "data",
+        ollama_host=url,
+        summary_every_n=1,
+        formation=True,
+        formation_retries=0,
+        summary_backoff_seconds=0.01,
+        formation_timeout=10.0,
+    )
     values.update(overrides)
     return Settings(**values)
 
@@ -63,8 +71,16 @@ def make_chat(tmp_path, stub, local_embedder):
 
 
 def fact(text, turns, *, importance=3, entity="alice", action="add", target=None, **more):
-    return {"text": text, "importance": importance, "tags": more.pop("tags", []), "entity": entity,
-            "action": action, "target": target, "turns": turns, **more}
+    return {
+        "text": text,
+        "importance": importance,
+        "tags": more.pop("tags", []),
+        "entity": entity,
+        "action": action,
+        "target": target,
+        "turns": turns,
+        **more,
+    }
 
 
 def answer(*facts) -> str:
@@ -130,8 +146,9 @@ def test_a_contradiction_supersedes_with_history_and_as_of_answers_the_old_fact(
         return answer(fact("Alice lives in Berlin", [3], importance=4, action="update", target="M1"))
 
     stub.chat_script = [contradict]
-    second = exchange(chat, "I moved to Berlin last week.", "Welcome to Berlin!", conversation=first.conversation_id,
-                      at=moved_at)
+    second = exchange(
+        chat, "I moved to Berlin last week.", "Welcome to Berlin!", conversation=first.conversation_id, at=moved_at
+    )
     assert chat.wait_for_summaries(timeout=WAIT)
     assert stub.chat_script == []
 
@@ -145,8 +162,12 @@ def test_a_contradiction_supersedes_with_history_and_as_of_answers_the_old_fact(
 
     now = [h.text for h in chat.store.retrieve_memories("Where does Alice live?", entity="alice", relevance=False)]
     assert now[0] == "Alice lives in Berlin" and "Alice lives in Paris" not in now
-    then = [h.text for h in chat.store.retrieve_memories("Where does Alice live?", entity="alice",
-                                                         as_of=T0 + timedelta(days=1), relevance=False)]
+    then = [
+        h.text
+        for h in chat.store.retrieve_memories(
+            "Where does Alice live?", entity="alice", as_of=T0 + timedelta(days=1), relevance=False
+        )
+    ]
     assert then[0] == "Alice lives in Paris" and "Alice lives in Berlin" not in then
     assert [b.status for b in chat.formation_batches(first.conversation_id)] == ["done", "done"]
 
@@ -154,18 +175,27 @@ def test_a_contradiction_supersedes_with_history_and_as_of_answers_the_old_fact(
 def test_an_expired_formed_fact_stops_ranking(make_chat, stub):
     chat = make_chat()
     exam_ends = T0 + timedelta(days=1, hours=15)
-    stub.chat_script = [answer(fact("Alice has her chemistry exam tomorrow", [1], importance=4,
-                                    expires_at=exam_ends.isoformat()))]
+    stub.chat_script = [
+        answer(fact("Alice has her chemistry exam tomorrow", [1], importance=4, expires_at=exam_ends.isoformat()))
+    ]
     exchange(chat, "My chemistry exam is tomorrow!", "Good luck with the exam.")
     assert chat.wait_for_summaries(timeout=WAIT)
 
     formed = memories(chat.store)["Alice has her chemistry exam tomorrow"]
     assert formed.metadata["expires_at"] == exam_ends.isoformat()
-    before = chat.store.retrieve_memories("When is Alice's exam?", entity="alice", now=T0 + timedelta(hours=2), relevance=False)
+    before = chat.store.retrieve_memories(
+        "When is Alice's exam?", entity="alice", now=T0 + timedelta(hours=2), relevance=False
+    )
     assert [h.text for h in before][:1] == ["Alice has her chemistry exam tomorrow"]
-    assert chat.store.retrieve_memories("When is Alice's exam?", entity="alice",
-                                        now=exam_ends + timedelta(minutes=1), relevance=False) == []
-    assert chat.store.retrieve_memories("When is Alice's exam?", entity="alice", relevance=False) == []  # today is long after
+    assert (
+        chat.store.retrieve_memories(
+            "When is Alice's exam?", entity="alice", now=exam_ends + timedelta(minutes=1), relevance=False
+        )
+        == []
+    )
+    assert (
+        chat.store.retrieve_memories("When is Alice's exam?", entity="alice", relevance=False) == []
+    )  # today is long after
 
 
 def test_a_fact_already_known_merges_instead_of_repeating(make_chat, stub):
@@ -222,7 +252,7 @@ def test_broken_json_is_repaired_by_one_repair_request(make_chat, stub):
     assert chat.wait_for_summaries(timeout=WAIT)
 
     first, repair = stub.chat_requests()
-    assert repair.body["messages"][:len(first.body["messages"])] == first.body["messages"]
+    assert repair.body["messages"][: len(first.body["messages"])] == first.body["messages"]
     assert repair.body["messages"][-2] == {"role": "assistant", "content": broken}
     assert "not JSON" in repair.body["messages"][-1]["content"]
     assert "Alice speaks Dutch" in memories(chat.store)
@@ -283,20 +313,30 @@ def test_windows_wait_for_an_unreachable_model_and_run_when_it_answers(make_chat
     assert chat.health()["formation"]["pending"] == 2
 
     chat.formation._down_until = 0.0  # the cooldown is over: the next window asks the model
-    stub.chat_script = [answer(fact("Alice plays the cello", [5])), answer(fact("Alice works as a nurse", [1])),
-                        answer(fact("Alice lives in Lyon", [3]))]
+    stub.chat_script = [
+        answer(fact("Alice plays the cello", [5])),
+        answer(fact("Alice works as a nurse", [1])),
+        answer(fact("Alice lives in Lyon", [3])),
+    ]
     exchange(chat, "I play the cello.", "Lovely.", conversation=cid)
     assert chat.wait_for_summaries(timeout=WAIT)
     assert [(b.turn_range, b.status, b.error) for b in chat.formation_batches(cid)] == [
-        ("1-2", "done", None), ("3-4", "done", None), ("5-6", "done", None)]
+        ("1-2", "done", None),
+        ("3-4", "done", None),
+        ("5-6", "done", None),
+    ]
     assert {"Alice works as a nurse", "Alice lives in Lyon", "Alice plays the cello"} <= set(memories(chat.store))
 
 
-@pytest.mark.parametrize("bad, problem", [
-    (fact("Bob lives in Oslo", [1], entity="bob"), "entity 'bob' is refused"),
-    (fact("Alice lives in Rome", [1], action="update", target="M7"), "target 'M7' is not a listed memory"),
-    (fact("Alice is a pilot", [1], importance=9), "importance"),
-], ids=["another-entity", "unknown-key", "importance-9"])
+@pytest.mark.parametrize(
+    "bad, problem",
+    [
+        (fact("Bob lives in Oslo", [1], entity="bob"), "entity 'bob' is refused"),
+        (fact("Alice lives in Rome", [1], action="update", target="M7"), "target 'M7' is not a listed memory"),
+        (fact("Alice is a pilot", [1], importance=9), "importance"),
+    ],
+    ids=["another-entity", "unknown-key", "importance-9"],
+)
 def test_an_answer_breaking_a_rule_is_refused_whole(make_chat, stub, bad, problem):
     chat = make_chat()
     refused = answer(fact("Alice has two sisters", [1]), bad)
@@ -327,8 +367,11 @@ def test_a_target_superseded_meanwhile_fails_the_attempt_and_the_next_asks_again
     assert chat.wait_for_summaries(timeout=WAIT)
     assert stub.chat_script == []
     lyon = memories(chat.store)["Alice lives in Lyon"]
-    assert [d.text for d in chat.store.history(old)] == ["Alice lives in Paris", "Alice lives in Lyon",
-                                                          "Alice lives in Berlin"]
+    assert [d.text for d in chat.store.history(old)] == [
+        "Alice lives in Paris",
+        "Alice lives in Lyon",
+        "Alice lives in Berlin",
+    ]
     assert lyon.metadata["superseded_by"] == memories(chat.store)["Alice lives in Berlin"].id
     [batch] = chat.formation_batches()
     assert (batch.status, batch.attempts) == ("done", 2)
@@ -381,10 +424,20 @@ def test_resummarising_a_fallback_keeps_the_formation_state(make_chat, stub):
     assert chat.wait_for_summaries(timeout=WAIT)
     [summary] = chat.store.conversation_summaries(ex.conversation_id)
     assert summary.metadata["fallback"] is False  # extractive is this chat's model summariser
-    kept = {k: v for k, v in summary.metadata.items() if k not in ("type", "ts_epoch", "fallback", "source",
-                                                                   "conversation_id", "timestamp")}
-    chat.store.upsert_summary(ex.conversation_id, summary.text, id=summary.id, fallback=True, source="system",
-                              timestamp=summary.metadata["timestamp"], **kept)
+    kept = {
+        k: v
+        for k, v in summary.metadata.items()
+        if k not in ("type", "ts_epoch", "fallback", "source", "conversation_id", "timestamp")
+    }
+    chat.store.upsert_summary(
+        ex.conversation_id,
+        summary.text,
+        id=summary.id,
+        fallback=True,
+        source="system",
+        timestamp=summary.metadata["timestamp"],
+        **kept,
+    )
     before = {k: v for k, v in chat.store.get_one(summary.id).metadata.items() if k.startswith("formation")}
     assert before["formation"] == "done" and before["formation_facts"] == 1
     assert chat.resummarize_fallbacks(ex.conversation_id) == 1
@@ -402,13 +455,16 @@ def test_apply_changes_refuses_a_batch_whole(embedded_store):
     before = {d.id: d.metadata for d in store.get(type="memory")}
     cases = [
         ([MemoryChange("add", "Alice sings"), MemoryChange("update", "Alice lives in Rome", target=paris)], Conflict),
-        ([MemoryChange("add", "Alice sings"), MemoryChange("same", "Bob lives in Oslo", target=bobs)],
-         ValidationError),
-        ([MemoryChange("add", "Alice sings"), MemoryChange("update", "Alice lives in Rome", target="doc-nope")],
-         NotFound),
+        ([MemoryChange("add", "Alice sings"), MemoryChange("same", "Bob lives in Oslo", target=bobs)], ValidationError),
+        (
+            [MemoryChange("add", "Alice sings"), MemoryChange("update", "Alice lives in Rome", target="doc-nope")],
+            NotFound,
+        ),
         ([MemoryChange("add", "Alice sings"), MemoryChange("add", "Alice sings", importance=9)], ValidationError),
-        ([MemoryChange("update", "Alice sings", target=paris), MemoryChange("same", "x", target=paris)],
-         ValidationError),
+        (
+            [MemoryChange("update", "Alice sings", target=paris), MemoryChange("same", "x", target=paris)],
+            ValidationError,
+        ),
     ]
     for changes, error in cases:
         with pytest.raises(error):
@@ -419,15 +475,31 @@ def test_apply_changes_refuses_a_batch_whole(embedded_store):
 def test_apply_changes_writes_memories_and_the_record_as_one_write(embedded_store):
     store = embedded_store
     old = store.upsert_memory("Alice lives in Paris", entity="alice", created_at=T0)
-    summary = store.upsert_summary("conv-1", "Alice moved.", turn_range="1-2", summary_index=1,
-                                   formation="pending", scope="entity:alice")
+    summary = store.upsert_summary(
+        "conv-1", "Alice moved.", turn_range="1-2", summary_index=1, formation="pending", scope="entity:alice"
+    )
     before = store.get_one(summary).metadata
-    done = apply_changes(store,
-        [MemoryChange("contradict", "Alice lives in Berlin", target=old, at=T0 + timedelta(days=3)),
-         MemoryChange("add", "Alice has a dog", at=T0, source_turns=("t-1",))],
-        scope="entity:alice", conversation_id="conv-1",
-        with_docs=[{"id": summary, "text": "Alice moved.", "type": "summary", "conversation_id": "conv-1",
-                    "turn_range": "1-2", "summary_index": 1, "scope": "entity:alice", "formation": "done"}])
+    done = apply_changes(
+        store,
+        [
+            MemoryChange("contradict", "Alice lives in Berlin", target=old, at=T0 + timedelta(days=3)),
+            MemoryChange("add", "Alice has a dog", at=T0, source_turns=("t-1",)),
+        ],
+        scope="entity:alice",
+        conversation_id="conv-1",
+        with_docs=[
+            {
+                "id": summary,
+                "text": "Alice moved.",
+                "type": "summary",
+                "conversation_id": "conv-1",
+                "turn_range": "1-2",
+                "summary_index": 1,
+                "scope": "entity:alice",
+                "formation": "done",
+            }
+        ],
+    )
     assert done.actions == ("contradict", "add") and done.count("add") == 1
     assert before["formation"] == "pending" and store.get_one(summary).metadata["formation"] == "done"
     stored = memories(store)
@@ -438,14 +510,26 @@ def test_apply_changes_writes_memories_and_the_record_as_one_write(embedded_stor
 # ---- the chain rule, through formation's write, as a property ------------------------------------------------
 
 _RUN = iter(range(10**6))
-_BATCHES = st.lists(st.tuples(
-    st.sampled_from(["alice", "bob", None]),  # whose conversation the batch is from
-    st.lists(st.tuples(st.sampled_from(["add", "again", "same", "update", "contradict", "cross"]), st.integers(0, 50)),
-             min_size=1, max_size=4)), min_size=1, max_size=6)
+_BATCHES = st.lists(
+    st.tuples(
+        st.sampled_from(["alice", "bob", None]),  # whose conversation the batch is from
+        st.lists(
+            st.tuples(st.sampled_from(["add", "again", "same", "update", "contradict", "cross"]), st.integers(0, 50)),
+            min_size=1,
+            max_size=4,
+        ),
+    ),
+    min_size=1,
+    max_size=6,
+)
 
 
-@hypothesis_settings(max_examples=20, deadline=None, derandomize=True,
-                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@hypothesis_settings(
+    max_examples=20,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(batches=_BATCHES)
 def test_any_sequence_of_formed_batches_keeps_the_chain_rule(embedded_store, batches):
     """Batches of add / the same text again / same / update / contradict / a target of another entity, applied
@@ -468,11 +552,13 @@ def test_any_sequence_of_formed_batches_keeps_the_chain_rule(embedded_store, bat
                 if op == "again":
                     changes.append(MemoryChange("add", text.upper()))  # a current memory's text: merges into it
                 else:
-                    changes.append(MemoryChange(op, text if op == "same" else f"fact {run}.{n}.{i} ({op})",
-                                                target=target))
+                    changes.append(
+                        MemoryChange(op, text if op == "same" else f"fact {run}.{n}.{i} ({op})", target=target)
+                    )
             elif op == "cross" and others:
-                changes.append(MemoryChange("update", f"fact {run}.{n}.{i} from elsewhere",
-                                            target=others[pick % len(others)]))
+                changes.append(
+                    MemoryChange("update", f"fact {run}.{n}.{i} from elsewhere", target=others[pick % len(others)])
+                )
             else:
                 changes.append(MemoryChange("add", f"fact {run}.{n}.{i} of {who or 'everyone'}"))
         before = {(d.id, d.text, json.dumps(d.metadata, sort_keys=True)) for d in store.get(type="memory")}
@@ -496,8 +582,11 @@ def test_any_sequence_of_formed_batches_keeps_the_chain_rule(embedded_store, bat
         assert sum("status" not in d.metadata for d in history) == 1 and "status" not in history[-1].metadata
         assert {d.metadata["scope"] for d in history} == {owner[first]}
     mine = {f"entity:{names['alice']}", f"entity:{names['bob']}"}  # this example's; the store is shared by all
-    stored = {d.id for d in store.get(type="memory") if d.metadata["scope"] in mine
-              or d.text.casefold().startswith(f"fact {run}.")}
+    stored = {
+        d.id
+        for d in store.get(type="memory")
+        if d.metadata["scope"] in mine or d.text.casefold().startswith(f"fact {run}.")
+    }
     assert stored == {i for links in chains.values() for i, _ in links}
 
 
@@ -541,21 +630,27 @@ FORMER = textwrap.dedent("""
     print("done", flush=True)
 """)
 
-MOVE = answer(fact("Alice lives in Berlin", [1], importance=4, action="contradict", target="M1"),
-              fact("Alice has a new flat", [1]))
+MOVE = answer(
+    fact("Alice lives in Berlin", [1], importance=4, action="contradict", target="M1"),
+    fact("Alice has a new flat", [1]),
+)
 
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("calls", [1, 3], ids=["after-the-first-document", "before-the-summary"])
-def test_a_process_killed_mid_formation_leaves_none_of_it_and_the_batch_pending(tmp_path, stub, local_embedder,
-                                                                                  calls):
+def test_a_process_killed_mid_formation_leaves_none_of_it_and_the_batch_pending(tmp_path, stub, local_embedder, calls):
     script = tmp_path / "former.py"
     script.write_text(FORMER)
     data_dir = tmp_path / "data"
     stub.chat_script = [MOVE]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, str(script), str(data_dir), stub.url, str(calls)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(data_dir), stub.url, str(calls)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         line = proc.stdout.readline().split()
         assert len(line) == 2 and line[0].startswith("doc-"), proc.stderr.read()[-3000:]

@@ -14,7 +14,6 @@ from brain.providers.extractors import (
     ExtractorUnavailable,
     OllamaExtractor,
 )
-from brain.wiring import formation_off_reason, get_extractor
 from brain.rules.formation import (
     MAX_FACTS,
     Candidate,
@@ -26,6 +25,7 @@ from brain.rules.formation import (
     formation_messages,
     repair_messages,
 )
+from brain.wiring import formation_off_reason, get_extractor
 from tests.ollama_stub import dead_url
 
 TURNS = [

@@ -11,7 +11,6 @@ import pytest
 
 from brain.app.core import Brain, open_store
 from brain.config import Settings
-
 from tests.proxy.openai_stub import MODEL, OpenAIStub, completion
 
 ALICE_FACT = {"text": "Alice is allergic to peanuts.", "importance": 5, "tags": ["health"], "entity": "alice",

@@ -14,14 +14,13 @@ import brain
 import brain.store.facade
 from brain.app.browse import list_conversations
 from brain.app.core import Brain, open_store
-from brain.ops import Caller, ServedOperations
-from brain.ops.served import ServerLink
 from brain.config import Settings
 from brain.features.chat import ChatMemory
-from brain.model.errors import Forbidden, StoreLocked
+from brain.model.errors import Forbidden
+from brain.ops import Caller, ServedOperations
+from brain.ops.served import ServerLink
 from brain.shells.api import create_app
 from brain.shells.cli import cli
-
 from tests.conftest import LiveServer
 from tests.http.test_api_security import ADMIN, TOKENS, write_tokens
 
@@ -31,8 +30,13 @@ PEANUTS = "Alice is allergic to peanuts"
 
 def _summary(store, conversation: str, first: int, index: int, state: str | None, **extra) -> str:
     meta = {"formation": state, **extra} if state is not None else extra
-    return store.upsert_summary(conversation, f"summary of turns {first}-{first + 1}", turn_range=f"{first}-{first + 1}",
-                                summary_index=index, **meta)
+    return store.upsert_summary(
+        conversation,
+        f"summary of turns {first}-{first + 1}",
+        turn_range=f"{first}-{first + 1}",
+        summary_index=index,
+        **meta,
+    )
 
 
 def answer(*facts: dict) -> str:
@@ -40,8 +44,15 @@ def answer(*facts: dict) -> str:
 
 
 def fact(text: str, entity: str, **fields) -> dict:
-    return {"text": text, "importance": 4, "tags": ["health"], "entity": entity, "action": "add", "turns": [1],
-            **fields}
+    return {
+        "text": text,
+        "importance": 4,
+        "tags": ["health"],
+        "entity": entity,
+        "action": "add",
+        "turns": [1],
+        **fields,
+    }
 
 
 class Model:
@@ -61,13 +72,22 @@ class Model:
 
 
 def formation_settings(tmp_path, stub, **overrides) -> Settings:
-    fields = dict(data_dir=tmp_path / "data", ollama_host=stub.url, summary_model=MODEL, formation=True,
-                  formation_model=MODEL, formation_retries=0, summary_retries=0, summary_backoff_seconds=0,
-                  summary_every_n=1)
+    fields = dict(
+        data_dir=tmp_path / "data",
+        ollama_host=stub.url,
+        summary_model=MODEL,
+        formation=True,
+        formation_model=MODEL,
+        formation_retries=0,
+        summary_retries=0,
+        summary_backoff_seconds=0,
+        summary_every_n=1,
+    )
     return Settings(**{**fields, **overrides})
 
 
 # ---- the conversations listing -------------------------------------------------------------------
+
 
 def test_the_listing_counts_each_conversations_windows_by_formation_state(embedded_store):
     store = embedded_store
@@ -84,6 +104,7 @@ def test_the_listing_counts_each_conversations_windows_by_formation_state(embedd
 
 # ---- HTTP ----------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def forming(tmp_path, local_embedder, stub):
     """A server with formation on (the test server as its model), the admin token and entity-bound tokens."""
@@ -95,9 +116,14 @@ def forming(tmp_path, local_embedder, stub):
         chat = ChatMemory(store, settings, start_worker=False)
         try:
             with LiveServer(create_app(settings, store=store, chat=chat)) as server:
-                clients = {who: httpx.Client(base_url=server.url, timeout=60, headers={
-                    "Authorization": f"Bearer {ADMIN if who == 'admin' else TOKENS[who]}"})
-                    for who in ("admin", *TOKENS)}
+                clients = {
+                    who: httpx.Client(
+                        base_url=server.url,
+                        timeout=60,
+                        headers={"Authorization": f"Bearer {ADMIN if who == 'admin' else TOKENS[who]}"},
+                    )
+                    for who in ("admin", *TOKENS)
+                }
                 try:
                     yield store, chat, model, clients
                 finally:
@@ -115,9 +141,13 @@ def ok(response: httpx.Response, status: int = 200) -> dict:
 def test_a_failed_batch_is_listed_in_health_and_re_run_over_http_by_its_owner(forming):
     store, chat, model, c = forming
     alice, bob, admin = c["alice"], c["bob"], c["admin"]
-    conversation = ok(alice.post("/v1/exchanges", json={"user_text": "I am allergic to peanuts.",
-                                                        "assistant_text": "Noted: no peanuts for you."}), 201)[
-        "conversation_id"]
+    conversation = ok(
+        alice.post(
+            "/v1/exchanges",
+            json={"user_text": "I am allergic to peanuts.", "assistant_text": "Noted: no peanuts for you."},
+        ),
+        201,
+    )["conversation_id"]
     model.answers += ["this is not JSON", "still not JSON"]  # the answer and its one repair
     assert chat.wait_for_summaries(60)  # the summary, then its window's formation: failed
     [listed] = ok(alice.get("/v1/conversations"))["conversations"]
@@ -126,13 +156,14 @@ def test_a_failed_batch_is_listed_in_health_and_re_run_over_http_by_its_owner(fo
     assert health["enabled"] is True and health["model"] == f"ollama/{MODEL}"
     assert (health["pending"], health["failed"], health["done"]) == (0, 1, 0) and health["last_error"]
     # a token bound to an entity learns whether formation is on, not which batches failed nor why
-    assert ok(bob.get("/v1/health"))["formation"] == {"enabled": True, "model": f"ollama/{MODEL}",
-                                                      "off_reason": None}
+    assert ok(bob.get("/v1/health"))["formation"] == {"enabled": True, "model": f"ollama/{MODEL}", "off_reason": None}
     # another entity's token cannot run it, nor can the admin acting for that entity: not found, nothing asked
     asked = len(model.asked)
-    for refused in (bob.post(f"/v1/conversations/{conversation}/extract"),
-                    admin.post(f"/v1/conversations/{conversation}/extract", params={"entity": "bob"}),
-                    alice.post("/v1/conversations/conv-nobody/extract")):
+    for refused in (
+        bob.post(f"/v1/conversations/{conversation}/extract"),
+        admin.post(f"/v1/conversations/{conversation}/extract", params={"entity": "bob"}),
+        alice.post("/v1/conversations/conv-nobody/extract"),
+    ):
         assert refused.status_code == 404 and refused.json()["error"] == "not_found", refused.text
     assert alice.post(f"/v1/conversations/{conversation}/extract", params={"entity": "bob"}).status_code == 403
     assert alice.post("/v1/conversations/not-an-id/extract").status_code == 422
@@ -148,8 +179,7 @@ def test_a_failed_batch_is_listed_in_health_and_re_run_over_http_by_its_owner(fo
     [formed] = store.retrieve_memories("what is Alice allergic to?", entity="alice", relevance=False)
     assert formed.text == PEANUTS and formed.metadata["scope"] == "entity:alice"
     assert formed.metadata["source"] == "chat" and formed.metadata["conversation_id"] == conversation
-    assert ok(alice.get("/v1/conversations"))["conversations"][0]["formation"] == {"pending": 0, "failed": 0,
-                                                                                   "done": 1}
+    assert ok(alice.get("/v1/conversations"))["conversations"][0]["formation"] == {"pending": 0, "failed": 0, "done": 1}
     # nothing pending or failed: nothing to run; again: the done window once more (the same fact: merged)
     assert ok(alice.post(f"/v1/conversations/{conversation}/extract"))["batches"] == []
     model.answers.append(good)
@@ -162,8 +192,12 @@ def test_the_cli_beside_a_server_runs_formation_through_it(forming):
     """What `brain memory extract` does while `brain serve` holds the store: the server runs the batches
     (:class:`ServedOperations`), one conversation or each in turn, and the reports add up."""
     store, chat, model, c = forming
-    conversations = [ok(c["alice"].post("/v1/exchanges", json={"user_text": text, "assistant_text": "Noted."}), 201)[
-        "conversation_id"] for text in ("I am allergic to peanuts.", "I moved to Lisbon.")]
+    conversations = [
+        ok(c["alice"].post("/v1/exchanges", json={"user_text": text, "assistant_text": "Noted."}), 201)[
+            "conversation_id"
+        ]
+        for text in ("I am allergic to peanuts.", "I moved to Lisbon.")
+    ]
     model.answers += ["not JSON"] * 4  # both windows fail first (answer and repair each)
     assert chat.wait_for_summaries(60)
     server_url = str(c["admin"].base_url).rstrip("/")
@@ -197,15 +231,24 @@ def test_extract_with_formation_off_is_a_503_naming_the_setting(tmp_path, local_
 
 # ---- the CLI -------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def cli_forming(tmp_path, monkeypatch, local_embedder, stub):
     """The CLI's settings from the environment, formation on with the test server as its model; returns
     (the model's script, a function recording one exchange and running its window as a server would)."""
     (tmp_path / "config").mkdir(exist_ok=True)
     (tmp_path / "config" / "defaults.env").touch()
-    env = {"BRAIN_DATA_DIR": str(tmp_path / "data"), "OLLAMA_HOST": stub.url, "BRAIN_SUMMARY_MODEL": MODEL,
-           "BRAIN_FORMATION": "true", "BRAIN_FORMATION_MODEL": MODEL, "BRAIN_FORMATION_RETRIES": "0",
-           "BRAIN_SUMMARY_RETRIES": "0", "BRAIN_SUMMARY_BACKOFF_SECONDS": "0", "BRAIN_SUMMARY_EVERY_N": "1"}
+    env = {
+        "BRAIN_DATA_DIR": str(tmp_path / "data"),
+        "OLLAMA_HOST": stub.url,
+        "BRAIN_SUMMARY_MODEL": MODEL,
+        "BRAIN_FORMATION": "true",
+        "BRAIN_FORMATION_MODEL": MODEL,
+        "BRAIN_FORMATION_RETRIES": "0",
+        "BRAIN_SUMMARY_RETRIES": "0",
+        "BRAIN_SUMMARY_BACKOFF_SECONDS": "0",
+        "BRAIN_SUMMARY_EVERY_N": "1",
+    }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)
@@ -234,14 +277,16 @@ def test_memory_extract_re_runs_a_failed_batch_and_reports_it(cli_forming):
     failed = run("memory", "extract", "--conversation", "conv-peanuts")
     assert failed.exit_code == 1
     assert "1 batch: 0 done, 1 failed" in failed.stdout and "conv-peanuts turns 1-2: failed" in failed.stdout
-    assert failed.stderr.strip() == ("error: 1 batch not formed; re-run `brain memory extract --conversation "
-                                     "conv-peanuts` once the model answers")
+    assert failed.stderr.strip() == (
+        "error: 1 batch not formed; re-run `brain memory extract --conversation conv-peanuts` once the model answers"
+    )
     model.answers.append(answer(fact(PEANUTS, "alice")))
     done = run("memory", "extract", "--conversation", "conv-peanuts")
     assert done.exit_code == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == ("1 batch: 1 done, 0 failed, 0 waiting for the model; 1 memory added, 0 merged, 0 updated, "
-                        "0 contradicted")
+    assert lines[0] == (
+        "1 batch: 1 done, 0 failed, 0 waiting for the model; 1 memory added, 0 merged, 0 updated, 0 contradicted"
+    )
     assert lines[1].startswith("model: ") and "prompt tokens" in lines[1]
     assert lines[2] == "  conv-peanuts turns 1-2: done, 1 fact, 3 attempts, accepted"  # attempts: over every run
     assert [m["text"] for m in json.loads(run("--json", "memory", "list").stdout)] == [PEANUTS]
@@ -263,7 +308,11 @@ def test_memory_extract_without_formation_or_with_a_bad_id_says_what_to_change(c
     assert unknown.exit_code == 1 and unknown.stderr.startswith("error: no conversation 'conv-nobody' is stored")
     monkeypatch.setenv("BRAIN_FORMATION", "false")
     off = run("memory", "extract")
-    assert off.exit_code == 1 and off.stderr.startswith("error: memory formation is off") and "BRAIN_FORMATION" in off.stderr
+    assert (
+        off.exit_code == 1
+        and off.stderr.startswith("error: memory formation is off")
+        and "BRAIN_FORMATION" in off.stderr
+    )
 
 
 def test_health_shows_formation_on_with_its_batches_or_off_with_why(cli_forming, monkeypatch):

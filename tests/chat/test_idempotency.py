@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from brain.features.chat import ChatMemory
 from brain.app.core import open_store
+from brain.features.chat import ChatMemory
 from brain.model.errors import ValidationError
 from tests.http.test_serve_workers import WorkersServer, fresh, make_project
 
@@ -123,7 +123,8 @@ def test_retries_across_two_workers_store_the_exchange_once(chroma_server, tmp_p
             assert all(a.status_code == 201 for a in answers), [a.text for a in answers]
             first = answers[0].json()
             assert not first["replayed"] and all(a.json()["replayed"] for a in answers[1:])
-            strip = lambda a: {k: v for k, v in a.json().items() if k not in ("replayed", "sequence")}
+            def strip(a):
+                return {k: v for k, v in a.json().items() if k not in ("replayed", "sequence")}
             assert all(strip(a) == strip(answers[0]) for a in answers)
             latest = max(a.json()["sequence"] for a in answers)
             for _ in range(6):  # whichever worker answers

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from brain.shells.cli.reports import startup_text
-from brain.model.errors import ValidationError
 from brain.features.persona import load_persona, persona_block, split_sections
+from brain.model.errors import ValidationError
+from brain.shells.cli.reports import startup_text
 
 PERSONA = """You are Brain.
 
@@ -21,14 +21,18 @@ Never share secrets.
 def test_sections_follow_headings_with_core_first():
     sections = split_sections(PERSONA)
     assert [(s.topic, s.text) for s in sections] == [
-        ("core", "You are Brain."), ("tone", "Warm and brief."), ("hard_limits", "Never share secrets."),
+        ("core", "You are Brain."),
+        ("tone", "Warm and brief."),
+        ("hard_limits", "Never share secrets."),
     ]
 
 
 def test_unchanged_file_writes_nothing_and_changed_file_replaces_all(embedded_store, tmp_path, monkeypatch):
     embedded = []
     real = embedded_store.embedder.embed_documents
-    monkeypatch.setattr(embedded_store.embedder, "embed_documents", lambda texts: embedded.append(len(texts)) or real(texts))
+    monkeypatch.setattr(
+        embedded_store.embedder, "embed_documents", lambda texts: embedded.append(len(texts)) or real(texts)
+    )
     path = tmp_path / "persona.md"
     path.write_text(PERSONA, encoding="utf-8")
     first = load_persona(embedded_store, path)
@@ -114,8 +118,8 @@ def test_an_interrupted_load_keeps_the_old_persona_and_a_rerun_completes_it(embe
 
 
 def test_startup_opens_loads_and_warms(tmp_path, local_embedder):
-    from brain.config import Settings
     from brain.app.startup import startup
+    from brain.config import Settings
 
     (tmp_path / "persona.md").write_text(PERSONA, encoding="utf-8")
     settings = Settings(data_dir=tmp_path / "data", persona_path=tmp_path / "persona.md")
@@ -131,9 +135,9 @@ def test_startup_opens_loads_and_warms(tmp_path, local_embedder):
 
 
 def test_startup_brings_a_lagging_mirror_up_to_date(tmp_path, local_embedder):
-    from brain.config import Settings
     from brain.app.core import open_store
     from brain.app.startup import startup
+    from brain.config import Settings
 
     settings = Settings(data_dir=tmp_path / "data", persona_path=tmp_path / "none.md")
     with open_store(settings, embedder=local_embedder, mirror=False) as store:  # written while the mirror was off

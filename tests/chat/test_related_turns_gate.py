@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from brain.app.core import open_store
 from brain.features.chat import ChatMemory
 from brain.features.chat.related_turns import RELATED_TURN_FLOOR_Z
-from brain.app.core import open_store
 
 TRIP = [
     ("I put my passport in the blue folder under the desk.", "Noted: passport, blue folder, under the desk."),
@@ -55,8 +55,9 @@ def test_a_message_the_conversation_speaks_of_gets_its_turns_and_says_why(chat):
     # the gate holds for the section, not each turn: the others of the top k come along
     assert len(ctx.related) == min(chat.settings.related_turn_top_k, len(TRIP) * 2 - chat.settings.turn_top_k)
     assert all(f"floor {gate['floor']:.2f}" in item.why for item in ctx.related)
-    assert [i.id for i in chat.related_turns_for(conv, "Where did I leave my passport?")] == \
-        [i.id for i in sorted(ctx.related, key=lambda i: -i.scores["score"])]
+    assert [i.id for i in chat.related_turns_for(conv, "Where did I leave my passport?")] == [
+        i.id for i in sorted(ctx.related, key=lambda i: -i.scores["score"])
+    ]
 
 
 def test_the_reference_ranking_has_no_related_turn_gate(settings, local_embedder):
@@ -76,11 +77,14 @@ EVENING = [
 ]
 
 
-@pytest.mark.parametrize("message", [
-    "I'm so tired after work, any tips for sleeping during the day?",
-    "How do I renew my driving licence?",
-    "What's the best way to learn to touch type?",
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "I'm so tired after work, any tips for sleeping during the day?",
+        "How do I renew my driving licence?",
+        "What's the best way to learn to touch type?",
+    ],
+)
 def test_a_message_about_something_else_gets_no_related_turns_from_a_conversation_about_dinner(chat, message):
     conv = None
     for user, assistant in EVENING:
@@ -90,17 +94,22 @@ def test_a_message_about_something_else_gets_no_related_turns_from_a_conversatio
     assert ctx.relevance["related"]["best_similarity"] < ctx.relevance["related"]["floor"]
 
 
-@pytest.mark.parametrize("message, needle", [
-    ("Which dessert did you suggest for Emma?", "mousse"),
-    ("What was the starter you recommended?", "bruschetta"),
-    ("What did we decide to cook for dinner?", "risotto"),
-])
+@pytest.mark.parametrize(
+    "message, needle",
+    [
+        ("Which dessert did you suggest for Emma?", "mousse"),
+        ("What was the starter you recommended?", "bruschetta"),
+        ("What did we decide to cook for dinner?", "risotto"),
+    ],
+)
 def test_a_message_about_an_earlier_turn_still_gets_it(chat, message, needle):
     conv = None
     for user, assistant in EVENING:
         conv = chat.record_exchange(conv, user, assistant).conversation_id
     for filler in range(4):  # the turns asked about leave the recent window
-        conv = chat.record_exchange(conv, f"Unrelated note number {filler} about the weather.", "Noted.").conversation_id
+        conv = chat.record_exchange(
+            conv, f"Unrelated note number {filler} about the weather.", "Noted."
+        ).conversation_id
     ctx = chat.build_context(conv, message)
     assert any(needle in item.text for item in ctx.related), (ctx.relevance["related"], [i.text for i in ctx.related])
 
@@ -116,7 +125,6 @@ def test_a_message_naming_one_of_the_speakers_opens_the_section_at_the_lower_flo
     gate = ctx.relevance["related"]
     assert gate["floor"] == pytest.approx(named if gate["best_similarity"] < floor else floor)
     assert any("tomatoes" in item.text for item in ctx.related)
-
 
 
 def test_an_exchange_written_to_a_searched_conversation_is_indexed_before_the_next_message(chat, monkeypatch):

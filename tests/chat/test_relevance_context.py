@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from brain.rules import relevance
-from brain.features.chat import ChatMemory
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
+from brain.features.chat import ChatMemory
 from brain.model.provider_names import E5_EMBEDDER, MINILM_EMBEDDER
+from brain.rules import relevance
 from brain.rules.relevance import METADATA_KEY, Calibration, tuning_for
 
 
@@ -28,16 +28,21 @@ def remember(chat, *facts, entity="dana"):
 
 
 def test_a_relevant_trivial_memory_beats_an_unrelated_critical_one(chat):
-    allergy, passport = remember(chat, ("Dana is allergic to peanuts.", 1),
-                                 ("Dana's passport expires in March 2027.", 5))
+    allergy, passport = remember(
+        chat, ("Dana is allergic to peanuts.", 1), ("Dana's passport expires in March 2027.", 5)
+    )
     ctx = chat.build_context(None, "Can I eat peanut butter?", entity="dana")
     assert [i.id for i in ctx.memory] == [allergy]  # the reference formula put the passport first
     assert passport not in [i.id for i in ctx.memory]
 
 
 def test_nothing_relevant_leaves_the_memory_section_empty_and_says_why(chat):
-    remember(chat, ("Dana is allergic to peanuts.", 5), ("Dana's passport expires in March 2027.", 5),
-             ("Dana cycles to work.", 3))
+    remember(
+        chat,
+        ("Dana is allergic to peanuts.", 5),
+        ("Dana's passport expires in March 2027.", 5),
+        ("Dana cycles to work.", 3),
+    )
     ctx = chat.build_context(None, "What is the boiling point of nitrogen?", entity="dana")
     assert ctx.memory == []
     gate = ctx.relevance["memory"]
@@ -48,8 +53,12 @@ def test_nothing_relevant_leaves_the_memory_section_empty_and_says_why(chat):
 
 
 def test_another_persons_memories_are_not_shown(chat):
-    remember(chat, ("Melanie painted a lake sunrise last year.", 4), ("Melanie goes camping with her kids.", 3),
-             entity="melanie")
+    remember(
+        chat,
+        ("Melanie painted a lake sunrise last year.", 4),
+        ("Melanie goes camping with her kids.", 3),
+        entity="melanie",
+    )
     remember(chat, ("Caroline is researching adoption agencies.", 2), entity="caroline")
     ctx = chat.build_context(None, "What is Caroline planning for her family?", entity="melanie")
     assert ctx.memory == [] and ctx.relevance["memory"]["below_floor"] == 2
@@ -63,8 +72,12 @@ def test_each_item_says_why_it_is_there(chat):
     (item,) = ctx.memory
     floor = ctx.relevance["memory"]["floor"]
     assert item.scores["similarity"] + item.scores["lexical_part"] >= floor
-    assert item.scores["score"] == pytest.approx(item.scores["similarity_part"] + item.scores["lexical_part"]
-                                                 + item.scores["importance_part"] + item.scores["recency_part"])
+    assert item.scores["score"] == pytest.approx(
+        item.scores["similarity_part"]
+        + item.scores["lexical_part"]
+        + item.scores["importance_part"]
+        + item.scores["recency_part"]
+    )
     # importance 5 and a word in common: the memory passed the lowered floor, and says so
     lowered = floor - chat.store.retrieval.memory_weights().floor_importance
     assert item.why.startswith("relevance ") and f">= floor {lowered:.2f}" in item.why and "importance" in item.why
@@ -74,11 +87,13 @@ def test_each_item_says_why_it_is_there(chat):
 def test_among_equally_relevant_memories_the_more_important_ranks_first(embedded_store, chat):
     vector = embedded_store.embedder.embed_documents(["Dana's sister lives in Lisbon."])[0]
     # the same vector and no word in common with the message: equally relevant, only importance differs
-    ids = embedded_store.upsert_docs([
-        {"text": "fact one", "type": "memory", "entity": "dana", "importance": 2, "embedding": vector},
-        {"text": "fact two", "type": "memory", "entity": "dana", "importance": 5, "embedding": vector},
-        {"text": "fact three", "type": "memory", "entity": "dana", "importance": 3, "embedding": vector},
-    ])
+    ids = embedded_store.upsert_docs(
+        [
+            {"text": "fact one", "type": "memory", "entity": "dana", "importance": 2, "embedding": vector},
+            {"text": "fact two", "type": "memory", "entity": "dana", "importance": 5, "embedding": vector},
+            {"text": "fact three", "type": "memory", "entity": "dana", "importance": 3, "embedding": vector},
+        ]
+    )
     ctx = chat.build_context(None, "Where does my sister live now?", entity="dana")
     assert [i.id for i in ctx.memory] == [ids[1], ids[2], ids[0]]
 
@@ -95,10 +110,12 @@ def test_a_critical_memory_is_not_pushed_out_by_a_marginally_closer_trivial_one(
     farther /= np.linalg.norm(farther)
     gap = float(close @ message - farther @ message)
     assert 0 < gap < 0.05
-    trivial, critical = embedded_store.upsert_docs([
-        {"text": "note one", "type": "memory", "entity": "dana", "importance": 1, "embedding": close},
-        {"text": "note two", "type": "memory", "entity": "dana", "importance": 5, "embedding": farther},
-    ])
+    trivial, critical = embedded_store.upsert_docs(
+        [
+            {"text": "note one", "type": "memory", "entity": "dana", "importance": 1, "embedding": close},
+            {"text": "note two", "type": "memory", "entity": "dana", "importance": 5, "embedding": farther},
+        ]
+    )
     with ChatMemory(embedded_store, settings, start_worker=False) as chat:
         ctx = chat.build_context(None, "Where does my sister live now?", entity="dana")
     assert [i.id for i in ctx.memory] == [critical]
@@ -107,8 +124,9 @@ def test_a_critical_memory_is_not_pushed_out_by_a_marginally_closer_trivial_one(
 def test_the_reference_formula_stays_available(settings, local_embedder):
     reference = settings.model_copy(update={"memory_ranking": "reference"})
     with open_store(reference, embedder=local_embedder) as store, ChatMemory(store, start_worker=False) as chat:
-        allergy, passport = remember(chat, ("Dana is allergic to peanuts.", 1),
-                                     ("Dana's passport expires in March 2027.", 5))
+        allergy, passport = remember(
+            chat, ("Dana is allergic to peanuts.", 1), ("Dana's passport expires in March 2027.", 5)
+        )
         ctx = chat.build_context(None, "Can I eat peanut butter?", entity="dana")
         assert [i.id for i in ctx.memory][0] == passport  # importance outweighs similarity
         assert ctx.relevance == {}
@@ -116,20 +134,25 @@ def test_the_reference_formula_stays_available(settings, local_embedder):
 
 
 def test_the_faq_section_shows_only_relevant_entries(chat):
-    chat.store.upsert_docs([
-        {"text": "To reset your password, open Settings, then Account, and choose Reset password.", "type": "faq"},
-        {"text": "The office is closed on public holidays.", "type": "faq"},
-    ])
+    chat.store.upsert_docs(
+        [
+            {"text": "To reset your password, open Settings, then Account, and choose Reset password.", "type": "faq"},
+            {"text": "The office is closed on public holidays.", "type": "faq"},
+        ]
+    )
     ctx = chat.build_context(None, "What's a good recipe for chocolate cake?")
     assert ctx.faq == [] and ctx.relevance["faq"]["below_floor"] == 2
     ctx = chat.build_context(None, "How do I reset my password?")
-    assert [i.text for i in ctx.faq][:1] == ["To reset your password, open Settings, then Account, and choose "
-                                             "Reset password."]
+    assert [i.text for i in ctx.faq][:1] == [
+        "To reset your password, open Settings, then Account, and choose Reset password."
+    ]
 
 
 def test_an_explicit_floor_setting_wins_over_the_calibration(settings, local_embedder):
-    with open_store(settings.model_copy(update={"relevance_floor": -1.0}), embedder=local_embedder) as store, \
-            ChatMemory(store, start_worker=False) as chat:
+    with (
+        open_store(settings.model_copy(update={"relevance_floor": -1.0}), embedder=local_embedder) as store,
+        ChatMemory(store, start_worker=False) as chat,
+    ):
         remember(chat, ("Dana cycles to work.", 3))
         ctx = chat.build_context(None, "What is the boiling point of nitrogen?", entity="dana")
         assert len(ctx.memory) == 1 and ctx.relevance["memory"]["floor"] == -1.0
@@ -228,13 +251,21 @@ def test_a_critical_memory_with_words_in_common_has_a_lower_bar(embedded_store, 
     # similarity between the importance-5 floor and the importance-1 floor; "sisterhood" meets "sister"
     # by stem prefix only, so the lexical part (exact stems) stays 0
     sim = weights.floor - 0.5 * weights.floor_importance
-    vector = (sim * q + np.sqrt(1 - sim ** 2) * other).astype(np.float32)
-    trivial, critical, unrelated = embedded_store.upsert_docs([
-        {"text": "a note on sisterhood", "type": "memory", "entity": "dana", "importance": 1, "embedding": vector},
-        {"text": "another note on sisterhood", "type": "memory", "entity": "dana", "importance": 5, "embedding": vector},
-        # as close and as critical, but no word in common: as likely to be someone else's fact
-        {"text": "note on Tuesday", "type": "memory", "entity": "dana", "importance": 5, "embedding": vector},
-    ])
+    vector = (sim * q + np.sqrt(1 - sim**2) * other).astype(np.float32)
+    trivial, critical, unrelated = embedded_store.upsert_docs(
+        [
+            {"text": "a note on sisterhood", "type": "memory", "entity": "dana", "importance": 1, "embedding": vector},
+            {
+                "text": "another note on sisterhood",
+                "type": "memory",
+                "entity": "dana",
+                "importance": 5,
+                "embedding": vector,
+            },
+            # as close and as critical, but no word in common: as likely to be someone else's fact
+            {"text": "note on Tuesday", "type": "memory", "entity": "dana", "importance": 5, "embedding": vector},
+        ]
+    )
     ctx = chat.build_context(None, message, entity="dana")
     assert [i.id for i in ctx.memory] == [critical]
     assert ctx.relevance["memory"]["below_floor"] == 2
@@ -244,7 +275,7 @@ def test_a_critical_memory_with_words_in_common_has_a_lower_bar(embedded_store, 
 
 def test_a_critical_fact_asked_about_in_other_words_reaches_the_context(chat):
     # similarity 0.38, under the floor of a trivial memory; "allergies" and "allergic" share a stem prefix
-    alice, = remember(chat, ("Alice is allergic to peanuts", 5), entity="alice")
+    (alice,) = remember(chat, ("Alice is allergic to peanuts", 5), entity="alice")
     remember(chat, ("Alice is allergic to peanuts", 1), entity="carol")
     ctx = chat.build_context(None, "Which allergies should I know about?", entity="alice")
     assert [i.id for i in ctx.memory] == [alice]
@@ -254,7 +285,7 @@ def test_a_critical_fact_asked_about_in_other_words_reaches_the_context(chat):
 
 def test_a_critical_fact_on_the_conversations_topic_has_the_lower_bar(chat):
     # similarity 0.43 and no word in common with the message; the conversation is about bees
-    hana, = remember(chat, ("Hana is allergic to bee stings", 5), entity="hana")
+    (hana,) = remember(chat, ("Hana is allergic to bee stings", 5), entity="hana")
     message = "What should we know before visiting the hives?"  # not in the first person: no first-person floor
     assert chat.build_context(None, message, entity="hana").memory == []
     exchange = chat.record_exchange(None, "I keep bees, did I tell you?", "You did!", entity="hana")
@@ -275,4 +306,3 @@ def test_the_gate_s_distances_are_the_embedder_s_own_unless_set(settings, local_
         weights = store.retrieval.memory_weights()
         assert weights.floor == pytest.approx(cal.floor(4.0)) and weights.margin == pytest.approx(cal.margin(1.0))
         assert store.retrieval.similarity_floor() == pytest.approx(cal.floor(7.0))
-

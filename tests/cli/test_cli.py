@@ -20,11 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 import brain.store.facade
+from brain.features.ingest.report import IngestReport
+from brain.model.errors import NotFound
+from brain.model.schemas import DOC_TYPES
 from brain.shells.cli import cli
 from brain.shells.cli.reports import ingest_text
-from brain.model.errors import NotFound
-from brain.features.ingest.report import IngestReport
-from brain.model.schemas import DOC_TYPES
 
 PERSONA = """You are Brain, a careful household assistant.
 
@@ -635,9 +635,9 @@ def test_subprocess_debug_shows_the_traceback(tmp_path):
 # ---- the reports the commands print --------------------------------------------------------------
 
 def test_every_mirror_report_has_to_dict_and_text():
-    from brain.shells.cli.reports import rebuild_text, recovery_text, restore_text, verify_text
     from brain.app.restore import RebuildReport, RecoveryReport
     from brain.features.mirror import RestoreReport, SyncReport, VerifyReport
+    from brain.shells.cli.reports import rebuild_text, recovery_text, restore_text, verify_text
 
     sync = SyncReport(added=2, unchanged=1)
     reports = [sync, VerifyReport(checked=3, missing=["doc-a"]), RestoreReport(restored=1, by_type={"memory": 1}),

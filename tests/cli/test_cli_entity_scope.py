@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 import brain.store.facade
 from brain.model.schemas import valid_name
@@ -36,7 +38,9 @@ def test_memory_add_entity_stores_in_the_entity_scope_and_search_keeps_it_there(
     shared = brain_json(data, "memory", "add", "The family eats dinner at seven")
     assert shared["metadata"]["scope"] == "global"
 
-    hits = brain_json(data, "search", "who is allergic to peanuts?", "--type", "memory", "--entity", "alice", "--k", "10")
+    hits = brain_json(
+        data, "search", "who is allergic to peanuts?", "--type", "memory", "--entity", "alice", "--k", "10"
+    )
     assert {h["id"] for h in hits["results"]} == {alice["id"]}  # never Bob's; dinner at seven is not relevant
     for_bob = brain_json(data, "search", "who is allergic to peanuts?", "--type", "memory", "--entity", "bob")
     assert for_bob["results"][0]["id"] == bob["id"]

@@ -17,10 +17,9 @@ from click.testing import CliRunner
 
 import brain
 import brain.store.facade
-from brain.shells.cli import cli
 from brain.config import Settings
+from brain.shells.cli import cli
 from brain.text.wording import counted, plural
-
 from tests.conftest import free_port
 from tests.mcp_client import SOURCE_ROOT, HttpServer, http, project, stdio
 

@@ -15,10 +15,9 @@ import pytest
 import brain
 from brain.config import Settings
 from brain.store.locking import LOCK_NAME
-
+from tests.app.test_serve_startup import PERSONA, Served
 from tests.conftest import NOBODY
 from tests.mcp_client import project
-from tests.app.test_serve_startup import PERSONA, Served
 
 pytestmark = pytest.mark.subprocess
 
@@ -28,10 +27,21 @@ TOKEN = "next-to-server-token-0123456789"
 
 def cli(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("BRAIN_", "RAG_"))}
-    env.update(PYTHONPATH=str(ROOT), OLLAMA_HOST=NOBODY, BRAIN_SUMMARY_RETRIES="0",
-               XDG_CONFIG_HOME=str(workdir / "xdg-config"), XDG_DATA_HOME=str(workdir / "xdg-data"))
-    return subprocess.run([sys.executable, "-m", "brain.shells.cli", *args], capture_output=True, text=True, cwd=workdir,
-                          env=env, timeout=300)
+    env.update(
+        PYTHONPATH=str(ROOT),
+        OLLAMA_HOST=NOBODY,
+        BRAIN_SUMMARY_RETRIES="0",
+        XDG_CONFIG_HOME=str(workdir / "xdg-config"),
+        XDG_DATA_HOME=str(workdir / "xdg-data"),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "brain.shells.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        env=env,
+        timeout=300,
+    )
 
 
 def ok(result: subprocess.CompletedProcess) -> str:
@@ -54,16 +64,22 @@ def workdir(tmp_path, local_embedder):
     return tmp_path
 
 
-READS = [("memory", "list"), ("memory", "list", "--tag", "office", "--limit", "1"), ("turns", "conv-lunch"),
-         ("turns", "conv-none"), ("persona", "show")]
+READS = [
+    ("memory", "list"),
+    ("memory", "list", "--tag", "office", "--limit", "1"),
+    ("turns", "conv-lunch"),
+    ("turns", "conv-none"),
+    ("persona", "show"),
+]
 
 
 def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
     ids = [d["id"] for d in json.loads(ok(cli(workdir, "--json", "memory", "list")))]
-    searches = [("search", "who has an allergy?", "--type", "memory", "--entity", "alice"),
-                ("search", "when is the office closed?"),
-                ("search", "who has an allergy?", "--type", "memory", "--entity", "alice", "--as-of",
-                 "2100-01-01T00:00:00Z")]
+    searches = [
+        ("search", "who has an allergy?", "--type", "memory", "--entity", "alice"),
+        ("search", "when is the office closed?"),
+        ("search", "who has an allergy?", "--type", "memory", "--entity", "alice", "--as-of", "2100-01-01T00:00:00Z"),
+    ]
     with Served(workdir) as served:
         lock = (workdir / "data" / LOCK_NAME).read_text().split()
         assert lock == [str(served.proc.pid), served.url]  # the server says where it is
@@ -71,8 +87,22 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
         shown = [json.loads(ok(cli(workdir, "--json", "memory", "show", doc_id))) for doc_id in ids]
         found = [json.loads(ok(cli(workdir, "--json", *args))) for args in searches]
         # what was held true before anything was stored: nothing, answered by the server too
-        before = json.loads(ok(cli(workdir, "--json", "search", "who has an allergy?", "--type", "memory",
-                                   "--entity", "Alice", "--as-of", "2000-01-01T00:00:00Z")))
+        before = json.loads(
+            ok(
+                cli(
+                    workdir,
+                    "--json",
+                    "search",
+                    "who has an allergy?",
+                    "--type",
+                    "memory",
+                    "--entity",
+                    "Alice",
+                    "--as-of",
+                    "2000-01-01T00:00:00Z",
+                )
+            )
+        )
         stats = json.loads(ok(cli(workdir, "--json", "stats")))
         health = json.loads(ok(cli(workdir, "--json", "health")))
         # memory extract asks the server, whose formation is off: its refusal, not "needs the store itself"
@@ -84,7 +114,8 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
         assert refused.returncode == 1 and "Traceback" not in refused.stderr
         assert refused.stderr.strip() == (
             f"error: `brain mirror rebuild` needs the store itself (it replaces the mirror file the server writes "
-            f"to), and `brain serve` (process {served.proc.pid}) holds it, serving {served.url}: stop the server first")
+            f"to), and `brain serve` (process {served.proc.pid}) holds it, serving {served.url}: stop the server first"
+        )
         # a token the server does not know is named as the cause
         (workdir / ".env").write_text("BRAIN_API_TOKEN=not-the-servers-token-0123\n", encoding="utf-8")
         wrong = cli(workdir, "memory", "list")
@@ -99,8 +130,9 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
         assert answer["results"][0]["text"] == alone["results"][0]["text"]
         for through_server, own in zip(answer["results"], alone["results"]):  # every part of the score, the same
             parts = ("score", "similarity_part", "lexical_part", "importance_part", "recency_part", "floor")
-            assert {p: through_server.get(p) for p in parts} == pytest.approx({p: own.get(p) for p in parts},
-                                                                               abs=1e-4), args  # recency ages
+            assert {p: through_server.get(p) for p in parts} == pytest.approx(
+                {p: own.get(p) for p in parts}, abs=1e-4
+            ), args  # recency ages
     assert found[0]["results"][0]["text"] == found[2]["results"][0]["text"] == "Alice is allergic to peanuts"
     assert before["results"] == []
     alone = json.loads(ok(cli(workdir, "--json", "stats")))
@@ -119,8 +151,23 @@ def test_read_commands_answer_through_the_server_as_they_do_without_it(workdir):
 
 def test_memory_add_and_rm_write_through_the_server(workdir):
     with Served(workdir):
-        added = json.loads(ok(cli(workdir, "--json", "memory", "add", "Carol prefers trains", "--entity", "carol",
-                                  "--importance", "4", "--tag", "travel")))
+        added = json.loads(
+            ok(
+                cli(
+                    workdir,
+                    "--json",
+                    "memory",
+                    "add",
+                    "Carol prefers trains",
+                    "--entity",
+                    "carol",
+                    "--importance",
+                    "4",
+                    "--tag",
+                    "travel",
+                )
+            )
+        )
         assert added["metadata"]["scope"] == "entity:carol" and added["metadata"]["tags"] == ["travel"]
         listed = json.loads(ok(cli(workdir, "--json", "memory", "list", "--scope", "entity:carol")))
         assert [m["id"] for m in listed] == [added["id"]]

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import brain.wiring
 import brain.store.facade
+import brain.wiring
 from brain.shells.cli import cli
 
 PERSONA = "You are Brain.\n\n## Tone\nWarm and brief.\n"

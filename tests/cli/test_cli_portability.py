@@ -7,11 +7,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from brain.app.core import open_store
-import brain.wiring
 import brain.store.facade
-from brain.shells.cli import cli
+import brain.wiring
+from brain.app.core import open_store
 from brain.config import Settings
+from brain.shells.cli import cli
 
 
 @pytest.fixture(autouse=True)

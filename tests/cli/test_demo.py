@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-import sqlite3
 import shutil
+import sqlite3
 
 import pytest
 
@@ -23,14 +23,17 @@ def test_demo_builds_the_store_and_is_idempotent(tmp_path, monkeypatch, capsys):
     assert "Persona: 4 sections, loaded" in out
     added = int(re.search(r"Knowledge base: \d+ files, (\d+) documents added", out).group(1))
     assert added >= 12  # every sample FAQ row, plus the Markdown sections
-    lines = [l for l in out.splitlines() if re.match(r"\s+\d\.\d{3} = ", l)]
+    lines = [line for line in out.splitlines() if re.match(r"\s+\d\.\d{3} = ", line)]
     # only the memory relevant to the question (photos of train tickets), with its score parts; the others
     # (a passport, a preference, a commute, trains in Portugal) are below the relevance floor, and the output
     # says so; alice's most important facts are always kept in mind, whatever the question
     assert len(lines) == 1 and "train tickets" in lines[0] and "entity:alice" in lines[0]
     core = out.split("Always kept in mind about alice")[1].split("Ranked memories")[0]
     assert "[importance 5]  Alice's passport expires in March 2027" in core
-    assert "## Always keep in mind about this person" in out and "- Alice's passport expires in March 2027 (about alice, " in out
+    assert (
+        "## Always keep in mind about this person" in out
+        and "- Alice's passport expires in March 2027 (about alice, " in out
+    )
     for line in lines:
         total, sim, lex, imp, rec = map(float, re.findall(r"-?\d\.\d{3}", line)[:5])
         assert abs(total - (sim + lex + imp + rec)) < 0.002
@@ -67,8 +70,8 @@ def test_demo_reports_bad_settings_as_one_line(tmp_path, monkeypatch, capsys):
 
 def _stored(tmp_path, local_embedder) -> tuple[dict, dict]:
     """Everything the demo stored: Chroma's documents (text, metadata, vector) and the mirror's tables."""
-    from brain.config import Settings
     from brain.app.core import open_store
+    from brain.config import Settings
 
     settings = Settings(data_dir=tmp_path / "data")
     with open_store(settings, embedder=local_embedder, mirror=False) as store:

@@ -112,10 +112,14 @@ def test_repo_defaults_env_matches_built_in_defaults(tmp_path):
             assert getattr(settings, name) == field.get_default(call_default_factory=True), name
     # the shipped file names the project's own places, the same the project gives without it
     shipped = {name: getattr(settings, name) for name in PATH_FIELDS}
-    assert shipped == {"data_dir": tmp_path / "data", "persona_path": tmp_path / "persona.md",
-                       "specialists_path": tmp_path / "config" / "specialists.yaml", "mirror_path": None,
-                       "index_snapshot_path": None,
-                       "snapshot_key_dir": Path(os.environ["XDG_STATE_HOME"]) / "brain" / "snapshot-keys"}
+    assert shipped == {
+        "data_dir": tmp_path / "data",
+        "persona_path": tmp_path / "persona.md",
+        "specialists_path": tmp_path / "config" / "specialists.yaml",
+        "mirror_path": None,
+        "index_snapshot_path": None,
+        "snapshot_key_dir": Path(os.environ["XDG_STATE_HOME"]) / "brain" / "snapshot-keys",
+    }
     (tmp_path / "config" / "defaults.env").write_text("", encoding="utf-8")
     assert {name: getattr(Settings(), name) for name in PATH_FIELDS} == shipped
 
@@ -166,8 +170,19 @@ def test_env_var_sets_setting(monkeypatch, var, value, field, expected):
 
 
 @pytest.mark.parametrize("var", [v for v in ENV_NAMES.values() if v.startswith(("RAG_ENABLE_", "RAG_ENABLED"))])
-@pytest.mark.parametrize("value, expected", [("false", False), ("0", False), ("FALSE", False), ("no", False),
-                                             ("off", False), ("true", True), ("1", True), ("yes", True)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("false", False),
+        ("0", False),
+        ("FALSE", False),
+        ("no", False),
+        ("off", False),
+        ("true", True),
+        ("1", True),
+        ("yes", True),
+    ],
+)
 def test_boolean_env_vars(monkeypatch, var, value, expected):
     monkeypatch.setenv(var, value)
     settings = Settings()
@@ -238,8 +253,10 @@ def test_load_settings_raises_config_error_too():
 # --- URL and embedder ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("url", ["ftp://host:21", "localhost:8000", "127.0.0.1:8000", "http://", "http://:8000",
-                                 "not a url", "file:///tmp/db"])
+@pytest.mark.parametrize(
+    "url",
+    ["ftp://host:21", "localhost:8000", "127.0.0.1:8000", "http://", "http://:8000", "not a url", "file:///tmp/db"],
+)
 def test_bad_chroma_url(monkeypatch, url):
     monkeypatch.setenv("BRAIN_CHROMA_URL", url)
     message = config_error()
@@ -264,8 +281,10 @@ def test_bad_embedder_kwarg():
 
 def test_dot_env_of_the_project_is_read(tmp_path):
     project(tmp_path)
-    write(tmp_path / ".env", "RAG_TURN_TOP_K=9\nRAG_ENABLE_FAQ=false\nBRAIN_EMBEDDER=ollama/nomic-embed-text\n"
-                             "UNRELATED_VARIABLE=whatever\n")
+    write(
+        tmp_path / ".env",
+        "RAG_TURN_TOP_K=9\nRAG_ENABLE_FAQ=false\nBRAIN_EMBEDDER=ollama/nomic-embed-text\nUNRELATED_VARIABLE=whatever\n",
+    )
     settings = Settings()
     assert settings.turn_top_k == 9
     assert settings.enable_faq is False
@@ -327,8 +346,14 @@ def test_good_env_overrides_bad_file_value(tmp_path, monkeypatch):
 
 
 def test_field_name_kwargs():
-    settings = Settings(memory_top_k=5, rag_enabled=False, weight_similarity=0.9, data_dir="/x/y",
-                        chroma_url="http://h:1", embedder="ollama/m")
+    settings = Settings(
+        memory_top_k=5,
+        rag_enabled=False,
+        weight_similarity=0.9,
+        data_dir="/x/y",
+        chroma_url="http://h:1",
+        embedder="ollama/m",
+    )
     assert settings.memory_top_k == 5
     assert settings.rag_enabled is False
     assert settings.weight_similarity == 0.9
@@ -375,15 +400,25 @@ def test_the_user_level_dot_env_is_read_outside_a_project(tmp_path):
 
 
 def test_every_subdirectory_of_a_project_resolves_the_same_paths(tmp_path, monkeypatch):
-    root = project(tmp_path / "proj", "BRAIN_DATA_DIR=data\nBRAIN_PERSONA_PATH=persona.md\n",
-                   dot_env="BRAIN_SPECIALISTS_PATH=config/tools.yaml\nRAG_TURN_TOP_K=7\n")
+    root = project(
+        tmp_path / "proj",
+        "BRAIN_DATA_DIR=data\nBRAIN_PERSONA_PATH=persona.md\n",
+        dot_env="BRAIN_SPECIALISTS_PATH=config/tools.yaml\nRAG_TURN_TOP_K=7\n",
+    )
     (root / "config" / "kb" / "deep").mkdir(parents=True)
     seen = []
     for cwd in (root, root / "config", root / "config" / "kb" / "deep"):
         monkeypatch.chdir(cwd)
         settings = Settings()
-        seen.append((settings.data_dir, settings.persona_path, settings.specialists_path, settings.turn_top_k,
-                     settings.layout.root))
+        seen.append(
+            (
+                settings.data_dir,
+                settings.persona_path,
+                settings.specialists_path,
+                settings.turn_top_k,
+                settings.layout.root,
+            )
+        )
     assert seen == [(root / "data", root / "persona.md", root / "config" / "tools.yaml", 7, root)] * 3
     assert find_project_root(root / "config" / "kb" / "deep") == root
     assert Settings().origin("data_dir") == f"BRAIN_DATA_DIR in {root / 'config' / 'defaults.env'}"
@@ -433,7 +468,9 @@ def test_the_project_can_be_named(tmp_path, monkeypatch):
     assert load_settings(root).turn_top_k == 8 and load_settings(root).data_dir == root / "data"
     monkeypatch.setenv("BRAIN_PROJECT_DIR", str(root))
     settings = Settings()
-    assert settings.turn_top_k == 8 and settings.layout.root == root and "BRAIN_PROJECT_DIR" in settings.origin("data_dir")
+    assert (
+        settings.turn_top_k == 8 and settings.layout.root == root and "BRAIN_PROJECT_DIR" in settings.origin("data_dir")
+    )
     monkeypatch.setenv("BRAIN_PROJECT_DIR", str(tmp_path / "nowhere"))
     message = config_error()
     assert "BRAIN_PROJECT_DIR" in message and "nowhere" in message and "not a directory" in message
@@ -512,8 +549,15 @@ def test_summary_every_n_is_read_from_the_rule_name_and_the_older_one(monkeypatc
     assert "BRAIN_SUMMARY_EVERY_N or RAG_SUMMARY_EVERY_N='0' is not allowed: must be in 1..1000" in message
 
 
-@pytest.mark.parametrize("var, field", [("COLLECTION", "collection"), ("API_TOKEN", "api_token"),
-                                        ("DATA_DIR", "data_dir"), ("MEMORY_TOP_K", "memory_top_k")])
+@pytest.mark.parametrize(
+    "var, field",
+    [
+        ("COLLECTION", "collection"),
+        ("API_TOKEN", "api_token"),
+        ("DATA_DIR", "data_dir"),
+        ("MEMORY_TOP_K", "memory_top_k"),
+    ],
+)
 def test_a_variable_named_like_a_field_is_not_a_setting(tmp_path, monkeypatch, var, field):
     """Field names are for Python callers: a stray DATA_DIR or API_TOKEN in the environment must not
     move the data or become the admin token."""
@@ -541,8 +585,10 @@ def test_a_value_outside_a_closed_set_names_the_choices(monkeypatch, var, value)
     monkeypatch.setenv(var, value)
     message = config_error()
     assert f"{var}={value!r} is not allowed" in message
-    assert all(f"'{choice}'" in message for choice in {"BRAIN_SUMMARIZER": ("ollama", "extractive"),
-                                                       "RAG_RECENCY_FROM": ("created", "last_used")}[var])
+    assert all(
+        f"'{choice}'" in message
+        for choice in {"BRAIN_SUMMARIZER": ("ollama", "extractive"), "RAG_RECENCY_FROM": ("created", "last_used")}[var]
+    )
 
 
 def test_document_type_lists_are_tuples_read_comma_separated(monkeypatch):
@@ -558,12 +604,15 @@ def test_document_type_lists_are_tuples_read_comma_separated(monkeypatch):
     assert settings.model_copy(update={"mirror_types": "memory,faq"}).mirrored_types == ("memory", "faq")
 
 
-@pytest.mark.parametrize("var, value, expected", [
-    ("BRAIN_INDEX_TYPES", "faq", "must include memory"),
-    ("BRAIN_MIRROR_TYPES", "turn", "must include memory"),
-    ("BRAIN_INDEX_TYPES", "memory,notes", "unknown document types ['notes']"),
-    ("BRAIN_MIRROR_TYPES", '["memory"]', "unknown document types"),
-])
+@pytest.mark.parametrize(
+    "var, value, expected",
+    [
+        ("BRAIN_INDEX_TYPES", "faq", "must include memory"),
+        ("BRAIN_MIRROR_TYPES", "turn", "must include memory"),
+        ("BRAIN_INDEX_TYPES", "memory,notes", "unknown document types ['notes']"),
+        ("BRAIN_MIRROR_TYPES", '["memory"]', "unknown document types"),
+    ],
+)
 def test_bad_document_type_lists(monkeypatch, var, value, expected):
     monkeypatch.setenv(var, value)
     message = config_error()

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 import brain
 import brain.store.facade
 from brain.config import Settings
-from brain.model.errors import ConfigError, ValidationError
 from brain.features.persona import MAX_PERSONA_BYTES, MAX_PERSONA_SECTIONS, load_persona
 from brain.features.specialists import load_specialists, specialists_from_yaml
-from brain.providers.embeddings.local import BATCH_TOKENS, MAX_TOKENS, _load_runtime
 from brain.features.specialists.model import MAX_FILE_BYTES, MAX_YAML_NODES
+from brain.model.errors import ConfigError, ValidationError
+from brain.providers.embeddings.local import BATCH_TOKENS, MAX_TOKENS, _load_runtime
 from brain.text.bounded import TooLarge, load_yaml_bounded, read_bounded_text
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ import click
 import pytest
 import yaml
 
-from brain.shells.cli import cli
 from brain.config import Settings, env_names
+from brain.shells.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

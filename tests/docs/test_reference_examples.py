@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from brain.model.errors import ValidationError
 from brain.app.rag_store import RagStore
 from brain.config import Settings
+from brain.model.errors import ValidationError
 from tests.fixtures.ada_examples import EXAMPLES
 
 

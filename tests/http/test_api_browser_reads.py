@@ -7,11 +7,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from brain.shells.api import create_app
-from brain.features.chat import ChatMemory
 from brain.app.core import open_store
+from brain.features.chat import ChatMemory
 from brain.providers.summarizers import ExtractiveSummarizer
-
+from brain.shells.api import create_app
 from tests.conftest import LiveServer, api_settings
 from tests.http.test_api_security import ADMIN, TOKENS, write_tokens
 
@@ -22,15 +21,26 @@ def deployed(tmp_path, local_embedder):
     path = tmp_path / "tokens"
     write_tokens(path)
     (tmp_path / "persona.md").write_text("# Identity\nI am Brainy.\n\n# Tone\nWarm and brief.\n")
-    settings = api_settings(tmp_path, api_token=ADMIN, api_tokens_file=path, summary_every_n=2,
-                            summarizer="extractive", persona_path=tmp_path / "persona.md")
+    settings = api_settings(
+        tmp_path,
+        api_token=ADMIN,
+        api_tokens_file=path,
+        summary_every_n=2,
+        summarizer="extractive",
+        persona_path=tmp_path / "persona.md",
+    )
     with open_store(settings, embedder=local_embedder) as store:
         chat = ChatMemory(store, settings, summarizer=ExtractiveSummarizer(), start_worker=False)
         try:
             with LiveServer(create_app(settings, store=store, chat=chat)) as server:
-                clients = {who: httpx.Client(base_url=server.url, timeout=60, headers={
-                    "Authorization": f"Bearer {ADMIN if who == 'admin' else TOKENS[who]}"})
-                    for who in ("admin", *TOKENS)}
+                clients = {
+                    who: httpx.Client(
+                        base_url=server.url,
+                        timeout=60,
+                        headers={"Authorization": f"Bearer {ADMIN if who == 'admin' else TOKENS[who]}"},
+                    )
+                    for who in ("admin", *TOKENS)
+                }
                 try:
                     yield store, chat, clients
                 finally:
@@ -51,22 +61,36 @@ def memory(client: httpx.Client, text: str, **fields) -> dict:
 
 # ---- the library calls behind the routes ----------------------------------------------------------
 
+
 def test_list_memories_library_filters_orders_and_pages(embedded_store):
     from brain.model.errors import ValidationError
     from brain.store.memory_listing import list_memories
 
     store = embedded_store
-    ids = [store.upsert_memory(f"fact {i}", importance=1 + i % 5, timestamp=f"2026-02-{10 + i:02d}T00:00:00Z",
-                               entity="ada" if i % 2 else None) for i in range(6)]
+    ids = [
+        store.upsert_memory(
+            f"fact {i}",
+            importance=1 + i % 5,
+            timestamp=f"2026-02-{10 + i:02d}T00:00:00Z",
+            entity="ada" if i % 2 else None,
+        )
+        for i in range(6)
+    ]
     store.update_memory(ids[2], metadata={"status": "retracted"}, timestamp="2026-02-12T00:00:00Z")
     assert [d.id for d in list_memories(store, order="newest", history=True)] == ids[::-1]
     assert [d.id for d in list_memories(store, order="newest")] == [i for i in ids[::-1] if i != ids[2]]  # current
     assert [d.id for d in list_memories(store, order="newest", limit=2, offset=1)] == [ids[4], ids[3]]
     assert [d.id for d in list_memories(store, scopes=["global"], order="newest", history=True)] == [
-        ids[4], ids[2], ids[0]]
+        ids[4],
+        ids[2],
+        ids[0],
+    ]
     assert [d.id for d in list_memories(store, status=["retracted"])] == [ids[2]]
     assert [d.id for d in list_memories(store, status=["active"], importance=[1, 3, 5], order="newest")] == [
-        ids[5], ids[4], ids[0]]
+        ids[5],
+        ids[4],
+        ids[0],
+    ]
     for bad in ({"order": "oldest"}, {"importance": [0]}, {"importance": [True]}, {"status": ["gone"]}):
         with pytest.raises(ValidationError):
             list_memories(store, **bad)
@@ -80,9 +104,20 @@ def test_list_conversations_library_follows_the_access_rule(embedded_store):
     store.upsert_turn("conv-g", "hi", "hello", user_ts="2026-01-03T00:00:00Z")
     store.upsert_turn("conv-m", "hi", "hello", user_ts="2026-01-02T00:00:00Z", scope="entity:ada")
     # appending in another scope is refused (a conversation has one owner); a copy with its positions is not
-    store.upsert_docs([{"text": t, "type": "turn", "conversation_id": "conv-m", "role": role, "turn_index": n,
-                        "timestamp": "2026-01-04T00:00:00Z", "scope": "entity:bob"}
-                       for n, (t, role) in enumerate([("and", "user"), ("more", "assistant")], start=3)])
+    store.upsert_docs(
+        [
+            {
+                "text": t,
+                "type": "turn",
+                "conversation_id": "conv-m",
+                "role": role,
+                "turn_index": n,
+                "timestamp": "2026-01-04T00:00:00Z",
+                "scope": "entity:bob",
+            }
+            for n, (t, role) in enumerate([("and", "user"), ("more", "assistant")], start=3)
+        ]
+    )
     every = list_conversations(store)
     assert [c.conversation_id for c in every] == ["conv-m", "conv-g", "conv-a"]
     assert every[0].entity == "ada" and every[0].turns == 4 and every[1].entity is None
@@ -92,11 +127,14 @@ def test_list_conversations_library_follows_the_access_rule(embedded_store):
 
 # ---- memories: filters, order, status ------------------------------------------------------------
 
+
 def test_memories_newest_first_paged_and_filtered(deployed):
     _, _, c = deployed
     admin = c["admin"]
-    made = [memory(admin, f"memory number {i}", importance=1 + i % 5, timestamp=f"2026-01-{10 + i:02d}T00:00:00Z")
-            for i in range(7)]
+    made = [
+        memory(admin, f"memory number {i}", importance=1 + i % 5, timestamp=f"2026-01-{10 + i:02d}T00:00:00Z")
+        for i in range(7)
+    ]
     newest = ok(admin.get("/v1/memories", params={"order": "newest", "limit": 3}))
     assert [m["id"] for m in newest["memories"]] == [m["id"] for m in made[::-1][:3]]
     assert newest["limit"] == 3 and newest["offset"] == 0
@@ -122,12 +160,22 @@ def test_memory_status_is_changed_with_patch_and_filtered(deployed):
     assert [m["id"] for m in active] == [kept["id"]]
     back = ok(admin.patch(f"/v1/memories/{wrong['id']}", json={"status": "active"}))
     assert back["metadata"]["status"] == "active"
-    assert {h.id for h in store.retrieve_memories("what milk does Ada drink", k=5, relevance=False)} == {kept["id"], wrong["id"]}
+    assert {h.id for h in store.retrieve_memories("what milk does Ada drink", k=5, relevance=False)} == {
+        kept["id"],
+        wrong["id"],
+    }
 
 
-@pytest.mark.parametrize("params, field", [
-    ({"order": "oldest"}, "order"), ({"importance": 0}, "importance"), ({"importance": 6}, "importance"),
-    ({"importance": "high"}, "importance"), ({"status": "gone"}, "status")])
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"order": "oldest"}, "order"),
+        ({"importance": 0}, "importance"),
+        ({"importance": 6}, "importance"),
+        ({"importance": "high"}, "importance"),
+        ({"status": "gone"}, "status"),
+    ],
+)
 def test_bad_memory_filters_are_422_naming_the_field(deployed, params, field):
     _, _, c = deployed
     response = c["admin"].get("/v1/memories", params=params)
@@ -157,6 +205,7 @@ def test_a_bound_token_lists_only_its_own_and_global_memories(deployed):
 
 # ---- conversations ----------------------------------------------------------------------------------
 
+
 def exchange(client: httpx.Client, user: str, conversation: str | None = None, **fields) -> dict:
     body = {"user_text": user, "assistant_text": f"reply to {user}", **fields}
     if conversation is not None:
@@ -176,29 +225,43 @@ def test_conversations_by_last_activity_with_counts(deployed):
     top = listed["conversations"][0]
     assert top["entity"] == "alice" and top["turns"] == 4 and top["summaries"] >= 1
     assert top["last_activity"].startswith("2026-03-03T10:00:00")
-    assert listed["conversations"][1] == {"conversation_id": second, "entity": "bob", "turns": 2, "summaries": 0,
-                                          "last_activity": listed["conversations"][1]["last_activity"],
-                                          "formation": {"pending": 0, "failed": 0, "done": 0}}
+    assert listed["conversations"][1] == {
+        "conversation_id": second,
+        "entity": "bob",
+        "turns": 2,
+        "summaries": 0,
+        "last_activity": listed["conversations"][1]["last_activity"],
+        "formation": {"pending": 0, "failed": 0, "done": 0},
+    }
     paged = ok(c["admin"].get("/v1/conversations", params={"limit": 1, "offset": 1}))["conversations"]
     assert [x["conversation_id"] for x in paged] == [second]
     assert [x["conversation_id"] for x in ok(c["alice"].get("/v1/conversations"))["conversations"]] == [first]
-    assert [x["conversation_id"] for x in ok(c["admin"].get("/v1/conversations", params={"entity": "bob"}))[
-        "conversations"]] == [second]
+    assert [
+        x["conversation_id"] for x in ok(c["admin"].get("/v1/conversations", params={"entity": "bob"}))["conversations"]
+    ] == [second]
     assert c["alice"].get("/v1/conversations", params={"entity": "bob"}).status_code == 403
     assert c["admin"].get("/v1/conversations", params={"limit": 0}).status_code == 422
 
 
 # ---- knowledge, persona, health -------------------------------------------------------------------
 
+
 def test_knowledge_by_file_and_topic(deployed):
     store, _, c = deployed
-    store.upsert_docs([
-        {"text": "Returns are accepted for 30 days.", "type": "faq", "topic": "returns", "kb_file": "shop.md",
-         "kb_part": 1},
-        {"text": "We ship worldwide.", "type": "faq", "topic": "shipping", "kb_file": "shop.md"},
-        {"text": "Opening hours are 9 to 5.", "type": "faq", "topic": "hours", "kb_file": "about.md"},
-        {"text": "A loose entry.", "type": "faq"},
-    ])
+    store.upsert_docs(
+        [
+            {
+                "text": "Returns are accepted for 30 days.",
+                "type": "faq",
+                "topic": "returns",
+                "kb_file": "shop.md",
+                "kb_part": 1,
+            },
+            {"text": "We ship worldwide.", "type": "faq", "topic": "shipping", "kb_file": "shop.md"},
+            {"text": "Opening hours are 9 to 5.", "type": "faq", "topic": "hours", "kb_file": "about.md"},
+            {"text": "A loose entry.", "type": "faq"},
+        ]
+    )
     files = ok(c["admin"].get("/v1/knowledge"))["files"]
     assert [f["kb_file"] for f in files] == ["about.md", "shop.md", None]
     shop = files[1]
@@ -210,15 +273,20 @@ def test_knowledge_by_file_and_topic(deployed):
 
 def test_persona_by_section(deployed, tmp_path):
     store, _, c = deployed
-    assert ok(c["admin"].get("/v1/persona")) == {"version": None, "source": str(tmp_path / "persona.md"),
-                                                   "sections": []}
+    assert ok(c["admin"].get("/v1/persona")) == {
+        "version": None,
+        "source": str(tmp_path / "persona.md"),
+        "sections": [],
+    }
     from brain.features.persona import load_persona
 
     loaded = load_persona(store, tmp_path / "persona.md")
     persona = ok(c["admin"].get("/v1/persona"))
     assert persona["version"] == loaded.version
     assert [(s["title"], s["text"]) for s in persona["sections"]] == [
-        ("Identity", "I am Brainy."), ("Tone", "Warm and brief.")]
+        ("Identity", "I am Brainy."),
+        ("Tone", "Warm and brief."),
+    ]
 
 
 def test_health_detail_has_counts_and_the_mirror_verify_summary(deployed):
@@ -236,6 +304,7 @@ def test_health_detail_has_counts_and_the_mirror_verify_summary(deployed):
 
 
 # ---- forgetting an entity -------------------------------------------------------------------------
+
 
 def test_forget_an_entity_over_http(deployed):
     store, _, c = deployed

@@ -10,7 +10,6 @@ import httpx
 import pytest
 
 from brain.shells.api import create_app
-
 from tests.conftest import LiveServer
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from brain.shells.api import MAX_JSON_DEPTH, MAX_OFFSET
 from brain.model.schemas import DOC_TYPES
-
+from brain.shells.api import MAX_JSON_DEPTH, MAX_OFFSET
 
 JSON = {"content-type": "application/json"}
 

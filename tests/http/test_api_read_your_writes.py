@@ -7,8 +7,8 @@ import uuid
 import httpx
 import pytest
 
-from brain.shells.api import create_app
 from brain.app.core import open_store
+from brain.shells.api import create_app
 from tests.conftest import LiveServer, api_settings
 
 

@@ -18,16 +18,14 @@ import sys
 
 import pytest
 
-from brain.shells.api import create_app
-from brain.features.chat import ChatMemory
 from brain.app.core import open_store
+from brain.features.chat import ChatMemory
 from brain.providers.extractors import OllamaExtractor
 from brain.providers.summarizers import ExtractiveSummarizer
-
-from tests.conftest import ROOT
-from tests.conftest import LiveServer, api_settings
-from tests.ollama_stub import DEFAULT_CHAT_MODELS
+from brain.shells.api import create_app
+from tests.conftest import ROOT, LiveServer, api_settings
 from tests.http.test_api_security import ADMIN, TOKENS, write_tokens
+from tests.ollama_stub import DEFAULT_CHAT_MODELS
 from tests.proxy.openai_stub import OpenAIStub
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.subprocess]

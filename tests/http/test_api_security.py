@@ -14,24 +14,27 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from brain.access.policy import Caller
+from brain.app.core import open_store
+from brain.app.rag_store import RagStore
+from brain.config import Settings
+from brain.features.chat import ChatMemory
+from brain.model.errors import ConfigError
+from brain.providers.summarizers import ExtractiveSummarizer
 from brain.shells.api import create_app, serve
 from brain.shells.web.tokens import TokenTable
-from brain.features.chat import ChatMemory
-from brain.config import Settings
-from brain.app.core import open_store
-from brain.model.errors import ConfigError
-from brain.app.rag_store import RagStore
-from brain.providers.summarizers import ExtractiveSummarizer
-
-from tests.conftest import ROOT, free_port
-from tests.conftest import LiveServer, api_settings
+from tests.conftest import ROOT, LiveServer, api_settings, free_port
 
 ADMIN = "admin-token-0123456789abcdef"
-TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef",
-          "carol": "carol-token-0123456789abcdef"}
+TOKENS = {
+    "alice": "alice-token-0123456789abcdef",
+    "bob": "bob-token-0123456789abcdef",
+    "carol": "carol-token-0123456789abcdef",
+}
 
 
 def write_tokens(path, **extra: str) -> None:
@@ -40,6 +43,7 @@ def write_tokens(path, **extra: str) -> None:
 
 
 # ---- configuration -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("value", ["", "   ", "\t"])
 def test_an_empty_or_blank_token_means_no_token(value, monkeypatch):
@@ -69,9 +73,23 @@ def test_serve_refuses_a_public_address_with_an_empty_token(tmp_path, monkeypatc
 def test_brain_serve_refuses_a_public_address_with_an_empty_token(tmp_path):
     env = {**os.environ, "BRAIN_API_TOKEN": "", "PYTHONPATH": str(ROOT)}
     result = subprocess.run(
-        [sys.executable, "-m", "brain.shells.cli", "--data-dir", str(tmp_path / "data"), "serve", "--host", "0.0.0.0",
-         "--port", str(free_port())],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+        [
+            sys.executable,
+            "-m",
+            "brain.shells.cli",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
     )
     assert result.returncode == 1, result.stderr
     assert "refusing to listen on 0.0.0.0 without a token" in result.stderr and "Traceback" not in result.stderr
@@ -86,8 +104,18 @@ def test_tokens_file_is_read_into_identities(tmp_path):
     assert table.identify(f"bearer {TOKENS['alice']}") == Caller("alice")
     assert table.identify(f"Bearer   {TOKENS['bob']}  ") == Caller("bob")
     assert table.identify("Bearer mary-ann-token-0123456789") == Caller("mary ann")
-    for header in [None, "", "Bearer", "Bearer ", "Bearer    ", f"Basic {ADMIN}", f"{ADMIN}", "Bearer nope",
-                   f"Bearer {TOKENS['alice']}x", f"Bearer {TOKENS['alice'][:-1]}"]:
+    for header in [
+        None,
+        "",
+        "Bearer",
+        "Bearer ",
+        "Bearer    ",
+        f"Basic {ADMIN}",
+        f"{ADMIN}",
+        "Bearer nope",
+        f"Bearer {TOKENS['alice']}x",
+        f"Bearer {TOKENS['alice'][:-1]}",
+    ]:
         assert table.identify(header) is None, header
     assert table.entities == ["alice", "bob", "carol", "mary ann"]
     assert TokenTable.from_settings(Settings()) is None
@@ -95,15 +123,18 @@ def test_tokens_file_is_read_into_identities(tmp_path):
     assert only_file is not None and only_file.identify(f"Bearer {ADMIN}") is None
 
 
-@pytest.mark.parametrize("content, expected", [
-    ("alice\n", "line 1: expected '<admin or entity name> <token>'"),
-    ("# only a comment\n\n", "holds no tokens"),
-    ("alice short-token\n", "line 1: a token must be at least 16 characters"),
-    (f"alice {TOKENS['alice']}\nbob {TOKENS['alice']}\n", "line 2: the token is already used by"),
-    (f"alice {ADMIN}\n", "already used by BRAIN_API_TOKEN"),
-    ("x" * 200 + f" {TOKENS['alice']}\n", "line 1: the name"),
-    ("alice t\u00f6ken-with-umlaut-0123456789\n", "printable ASCII"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("alice\n", "line 1: expected '<admin or entity name> <token>'"),
+        ("# only a comment\n\n", "holds no tokens"),
+        ("alice short-token\n", "line 1: a token must be at least 16 characters"),
+        (f"alice {TOKENS['alice']}\nbob {TOKENS['alice']}\n", "line 2: the token is already used by"),
+        (f"alice {ADMIN}\n", "already used by BRAIN_API_TOKEN"),
+        ("x" * 200 + f" {TOKENS['alice']}\n", "line 1: the name"),
+        ("alice t\u00f6ken-with-umlaut-0123456789\n", "printable ASCII"),
+    ],
+)
 def test_a_malformed_tokens_file_stops_start_up_naming_the_line(tmp_path, content, expected):
     path = tmp_path / "tokens"
     path.write_text(content, encoding="utf-8")
@@ -125,9 +156,13 @@ def test_a_missing_tokens_file_stops_start_up(tmp_path):
 
 # ---- authentication comes first --------------------------------------------------------------------
 
+
 def test_an_unauthenticated_request_gets_401_whatever_it_sends(tmp_path, local_embedder):
     settings = api_settings(tmp_path, api_token=ADMIN, api_max_body_bytes=2048)
-    with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+    with (
+        open_store(settings, embedder=local_embedder) as store,
+        LiveServer(create_app(settings, store=store)) as server,
+    ):
         requests = [
             ("POST", "/v1/memories", {"content": b"{not json", "headers": {"content-type": "application/json"}}),
             ("POST", "/v1/memories", {"json": {"text": "x" * 5000}}),  # over the body limit
@@ -151,15 +186,25 @@ def test_an_unauthenticated_request_gets_401_whatever_it_sends(tmp_path, local_e
 def raw_post(url: str, path: bytes, body: bytes, authorization: bytes) -> bytes:
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(b"POST " + path + b" HTTP/1.1\r\nHost: brain\r\nAuthorization: " + authorization
-                     + b"\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: "
-                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+        sock.sendall(
+            b"POST "
+            + path
+            + b" HTTP/1.1\r\nHost: brain\r\nAuthorization: "
+            + authorization
+            + b"\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
+        )
         return sock.recv(65536)
 
 
 def test_documentation_is_served_behind_the_token(tmp_path, local_embedder):
     settings = api_settings(tmp_path, api_token=ADMIN)
-    with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+    with (
+        open_store(settings, embedder=local_embedder) as store,
+        LiveServer(create_app(settings, store=store)) as server,
+    ):
         auth = {"Authorization": f"Bearer {ADMIN}"}
         schema = httpx.get(f"{server.url}/openapi.json", headers=auth, timeout=30)
         assert schema.status_code == 200
@@ -188,6 +233,7 @@ def test_without_a_token_only_local_clients_are_served(tmp_path):
 
 # ---- what a bound token may do ---------------------------------------------------------------------
 
+
 @dataclass
 class Deployment:
     url: str
@@ -203,8 +249,7 @@ class Deployment:
 def deployment(tmp_path, local_embedder):
     path = tmp_path / "tokens"
     write_tokens(path)
-    settings = api_settings(tmp_path, api_token=ADMIN, api_tokens_file=path, summary_every_n=1,
-                            summarizer="extractive")
+    settings = api_settings(tmp_path, api_token=ADMIN, api_tokens_file=path, summary_every_n=1, summarizer="extractive")
     with open_store(settings, embedder=local_embedder) as store:
         chat = ChatMemory(store, settings, summarizer=ExtractiveSummarizer(), start_worker=False)
         try:
@@ -250,18 +295,21 @@ def test_a_bound_token_reads_global_and_its_own_memories_only(clients):
     assert everything == {shared["id"], mine["id"], theirs["id"]}
 
 
-@pytest.mark.parametrize("method, path, options", [
-    ("GET", "/v1/memories", {"params": {"entity": "bob"}}),
-    ("GET", "/v1/memories/search", {"params": {"q": "door", "entity": "bob"}}),
-    ("GET", "/v1/memories/any-id", {"params": {"entity": "bob"}}),
-    ("PATCH", "/v1/memories/any-id", {"params": {"entity": "bob"}, "json": {"importance": 1}}),
-    ("DELETE", "/v1/memories/any-id", {"params": {"entity": "bob"}}),
-    ("POST", "/v1/memories", {"json": {"text": "Bob owes me money", "entity": "bob"}}),
-    ("POST", "/v1/context", {"json": {"user_message": "hello", "entity": "bob"}}),
-    ("POST", "/v1/exchanges", {"json": {"user_text": "hi", "assistant_text": "hello", "entity": "bob"}}),
-    ("GET", "/v1/conversations/conv-x/turns", {"params": {"entity": "bob"}}),
-    ("GET", "/v1/conversations/conv-x/summaries", {"params": {"entity": "bob"}}),
-])
+@pytest.mark.parametrize(
+    "method, path, options",
+    [
+        ("GET", "/v1/memories", {"params": {"entity": "bob"}}),
+        ("GET", "/v1/memories/search", {"params": {"q": "door", "entity": "bob"}}),
+        ("GET", "/v1/memories/any-id", {"params": {"entity": "bob"}}),
+        ("PATCH", "/v1/memories/any-id", {"params": {"entity": "bob"}, "json": {"importance": 1}}),
+        ("DELETE", "/v1/memories/any-id", {"params": {"entity": "bob"}}),
+        ("POST", "/v1/memories", {"json": {"text": "Bob owes me money", "entity": "bob"}}),
+        ("POST", "/v1/context", {"json": {"user_message": "hello", "entity": "bob"}}),
+        ("POST", "/v1/exchanges", {"json": {"user_text": "hi", "assistant_text": "hello", "entity": "bob"}}),
+        ("GET", "/v1/conversations/conv-x/turns", {"params": {"entity": "bob"}}),
+        ("GET", "/v1/conversations/conv-x/summaries", {"params": {"entity": "bob"}}),
+    ],
+)
 def test_a_bound_token_naming_another_entity_is_403(deployment, clients, method, path, options):
     response = clients["alice"].request(method, path, **options)
     assert response.status_code == 403, response.text
@@ -331,8 +379,15 @@ def test_patch_cannot_send_reserved_or_ownership_keys(deployment, clients):
     alice = clients["alice"]
     mine = created(alice.post("/v1/memories", json={"text": "Alice likes green tea"}))
     before = deployment.store.get([mine["id"]], include_embeddings=True)[0]
-    for key, value in [("scope", "global"), ("entity", "bob"), ("embedding", [0.1] * 384), ("ts_epoch", 0),
-                       ("type", "faq"), ("created_at", "2020-01-01T00:00:00+00:00"), ("source", "kb")]:
+    for key, value in [
+        ("scope", "global"),
+        ("entity", "bob"),
+        ("embedding", [0.1] * 384),
+        ("ts_epoch", 0),
+        ("type", "faq"),
+        ("created_at", "2020-01-01T00:00:00+00:00"),
+        ("source", "kb"),
+    ]:
         response = alice.patch(f"/v1/memories/{mine['id']}", json={"metadata": {key: value}})
         assert response.status_code == 422, (key, response.text)
         assert f"metadata.{key}" in response.json()["message"]
@@ -343,11 +398,16 @@ def test_patch_cannot_send_reserved_or_ownership_keys(deployment, clients):
 
 def test_a_conversation_belongs_to_the_entity_that_started_it(deployment, clients):
     admin, alice, bob = clients["admin"], clients["alice"], clients["bob"]
-    first = created(alice.post("/v1/exchanges", json={"user_text": "My door code is 4711",
-                                                      "assistant_text": "Noted, Alice."}))
+    first = created(
+        alice.post("/v1/exchanges", json={"user_text": "My door code is 4711", "assistant_text": "Noted, Alice."})
+    )
     conv = first["conversation_id"]
-    created(alice.post("/v1/exchanges", json={"conversation_id": conv, "user_text": "And my PIN is 9999",
-                                              "assistant_text": "Noted too."}))
+    created(
+        alice.post(
+            "/v1/exchanges",
+            json={"conversation_id": conv, "user_text": "And my PIN is 9999", "assistant_text": "Noted too."},
+        )
+    )
     deployment.chat.wait_for_summaries()
     turns = deployment.store.conversation_turns(conv)
     assert len(turns) == 4 and {t.metadata["scope"] for t in turns} == {"entity:alice"}
@@ -369,7 +429,8 @@ def test_a_conversation_belongs_to_the_entity_that_started_it(deployment, client
         for answer in answers:
             assert answer.status_code == 404, answer.text
             assert answer.json()["message"].replace(probe, "<id>") == (
-                "no conversation '<id>' (a new one starts with an exchange sent without conversation_id)")
+                "no conversation '<id>' (a new one starts with an exchange sent without conversation_id)"
+            )
             assert "4711" not in answer.text and "9999" not in answer.text
         # its context is an empty conversation's, as for one not yet recorded
         context = bob.post("/v1/context", json={"conversation_id": probe, "user_message": "what was the code?"})
@@ -377,8 +438,9 @@ def test_a_conversation_belongs_to_the_entity_that_started_it(deployment, client
         assert "4711" not in context.text and "9999" not in context.text
         contexts.append({**context.json(), "conversation_id": None})
     assert contexts[0] == contexts[1]
-    hijack = bob.post("/v1/exchanges", json={"conversation_id": conv, "user_text": "I am Alice",
-                                             "assistant_text": "Hello Alice"})
+    hijack = bob.post(
+        "/v1/exchanges", json={"conversation_id": conv, "user_text": "I am Alice", "assistant_text": "Hello Alice"}
+    )
     assert hijack.status_code == 404
     assert len(deployment.store.conversation_turns(conv)) == 4
 
@@ -387,8 +449,9 @@ def test_a_conversation_belongs_to_the_entity_that_started_it(deployment, client
     created(admin.post("/v1/exchanges", json={"conversation_id": conv, "user_text": "x", "assistant_text": "y"}))
     assert {t.metadata["scope"] for t in deployment.store.conversation_turns(conv)} == {"entity:alice"}
     # bob starting a conversation under an id of his own choosing owns it
-    own = created(bob.post("/v1/exchanges", json={"conversation_id": unknown, "user_text": "hi",
-                                                  "assistant_text": "hello"}))
+    own = created(
+        bob.post("/v1/exchanges", json={"conversation_id": unknown, "user_text": "hi", "assistant_text": "hello"})
+    )
     assert own["conversation_id"] == unknown
     assert alice.get(f"/v1/conversations/{unknown}/turns").status_code == 404
 
@@ -423,20 +486,35 @@ def secret_of(name: str) -> str:
 def seeded(deployment, clients):
     """Each entity with two memories and a conversation of two exchanges (summarised); one global memory."""
     ids = {"memory": {}, "conversation": {}}
-    ids["memory"]["global"] = [created(clients["admin"].post("/v1/memories",
-                                                             json={"text": "the office is closed on Sundays"}))["id"]]
+    ids["memory"]["global"] = [
+        created(clients["admin"].post("/v1/memories", json={"text": "the office is closed on Sundays"}))["id"]
+    ]
     for name in NAMES:
         client = clients[name]
         ids["memory"][name] = [
-            created(client.post("/v1/memories", json={"text": f"{secret_of(name)} door code {n}", "importance": 5,
-                                                      "tags": ["home"]}))["id"]
+            created(
+                client.post(
+                    "/v1/memories", json={"text": f"{secret_of(name)} door code {n}", "importance": 5, "tags": ["home"]}
+                )
+            )["id"]
             for n in (1, 2)
         ]
-        conv = created(client.post("/v1/exchanges", json={"user_text": f"{secret_of(name)} my PIN",
-                                                          "assistant_text": f"{secret_of(name)} noted"}))
-        created(client.post("/v1/exchanges", json={"conversation_id": conv["conversation_id"],
-                                                   "user_text": f"{secret_of(name)} my pet",
-                                                   "assistant_text": f"{secret_of(name)} a cat"}))
+        conv = created(
+            client.post(
+                "/v1/exchanges",
+                json={"user_text": f"{secret_of(name)} my PIN", "assistant_text": f"{secret_of(name)} noted"},
+            )
+        )
+        created(
+            client.post(
+                "/v1/exchanges",
+                json={
+                    "conversation_id": conv["conversation_id"],
+                    "user_text": f"{secret_of(name)} my pet",
+                    "assistant_text": f"{secret_of(name)} a cat",
+                },
+            )
+        )
         ids["conversation"][name] = conv["conversation_id"]
     deployment.chat.wait_for_summaries()
     return ids
@@ -450,8 +528,15 @@ def others_state(store: RagStore, caller: str) -> dict[str, tuple]:
         meta = doc.metadata
         if meta.get("scope") == own:
             continue
-        state[doc.id] = (doc.text, meta.get("scope"), meta.get("importance"), tuple(meta.get("tags") or ()),
-                         meta.get("timestamp"), meta.get("conversation_id"), meta.get("turn_index"))
+        state[doc.id] = (
+            doc.text,
+            meta.get("scope"),
+            meta.get("importance"),
+            tuple(meta.get("tags") or ()),
+            meta.get("timestamp"),
+            meta.get("conversation_id"),
+            meta.get("turn_index"),
+        )
     return state
 
 
@@ -461,9 +546,13 @@ def requests_strategy(ids: dict) -> st.SearchStrategy:
     entity = st.sampled_from([None, "", "dave", *NAMES])
     text = st.sampled_from(["door code", "my cat", "what is my PIN?", "tea", "  "])
     maybe = lambda strategy: st.none() | strategy  # noqa: E731
-    metadata = maybe(st.dictionaries(st.sampled_from(["scope", "entity", "mood", "conversation_id", "embedding"]),
-                                     st.sampled_from(["global", "entity:bob", "calm", ids["conversation"]["bob"]]),
-                                     max_size=2))
+    metadata = maybe(
+        st.dictionaries(
+            st.sampled_from(["scope", "entity", "mood", "conversation_id", "embedding"]),
+            st.sampled_from(["global", "entity:bob", "calm", ids["conversation"]["bob"]]),
+            max_size=2,
+        )
+    )
 
     def clean(data: dict) -> dict:
         return {k: v for k, v in data.items() if v is not None}
@@ -474,38 +563,99 @@ def requests_strategy(ids: dict) -> st.SearchStrategy:
     memory_path = st.sampled_from(memory_ids).map(lambda i: f"/v1/memories/{i}")
     conversation = st.sampled_from(conversations)
     return st.one_of(
-        st.tuples(st.just("GET"), st.just("/v1/memories"),
-                  params(entity=entity, tags=st.just("home"), offset=st.integers(0, 3)), st.none()),
-        st.tuples(st.just("GET"), st.just("/v1/memories/search"),
-                  params(entity=entity, q=text, k=st.integers(1, 20)), st.none()),
+        st.tuples(
+            st.just("GET"),
+            st.just("/v1/memories"),
+            params(entity=entity, tags=st.just("home"), offset=st.integers(0, 3)),
+            st.none(),
+        ),
+        st.tuples(
+            st.just("GET"),
+            st.just("/v1/memories/search"),
+            params(entity=entity, q=text, k=st.integers(1, 20)),
+            st.none(),
+        ),
         st.tuples(st.just("GET"), memory_path, params(entity=entity), st.none()),
         st.tuples(st.just("DELETE"), memory_path, params(entity=entity), st.none()),
-        st.tuples(st.just("PATCH"), memory_path, params(entity=entity),
-                  st.fixed_dictionaries({}, optional={"text": text, "importance": st.integers(0, 6),
-                                                      "metadata": metadata, "replace_metadata": st.booleans()})),
-        st.tuples(st.just("POST"), st.just("/v1/memories"), st.just({}),
-                  st.fixed_dictionaries({"text": text}, optional={
-                      "entity": entity, "scope": st.sampled_from(["global", "entity:bob", "entity:alice"]),
-                      "conversation_id": conversation, "metadata": metadata}).map(clean)),
-        st.tuples(st.just("POST"), st.just("/v1/context"), st.just({}),
-                  st.fixed_dictionaries({"user_message": text},
-                                        optional={"entity": entity, "conversation_id": conversation}).map(clean)),
-        st.tuples(st.just("POST"), st.just("/v1/exchanges"), st.just({}),
-                  st.fixed_dictionaries({"user_text": text, "assistant_text": text},
-                                        optional={"entity": entity, "conversation_id": conversation}).map(clean)),
-        st.tuples(st.just("GET"), conversation.map(lambda c: f"/v1/conversations/{c}/turns"),
-                  params(entity=entity, k=st.integers(1, 5)), st.none()),
-        st.tuples(st.just("GET"), conversation.map(lambda c: f"/v1/conversations/{c}/summaries"),
-                  params(entity=entity), st.none()),
-        st.tuples(st.just("POST"), st.just("/v1/docs"), st.just({}),
-                  st.just({"text": "hi", "type": "turn",
-                           "metadata": {"conversation_id": ids["conversation"]["bob"], "role": "user"}})),
+        st.tuples(
+            st.just("PATCH"),
+            memory_path,
+            params(entity=entity),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "text": text,
+                    "importance": st.integers(0, 6),
+                    "metadata": metadata,
+                    "replace_metadata": st.booleans(),
+                },
+            ),
+        ),
+        st.tuples(
+            st.just("POST"),
+            st.just("/v1/memories"),
+            st.just({}),
+            st.fixed_dictionaries(
+                {"text": text},
+                optional={
+                    "entity": entity,
+                    "scope": st.sampled_from(["global", "entity:bob", "entity:alice"]),
+                    "conversation_id": conversation,
+                    "metadata": metadata,
+                },
+            ).map(clean),
+        ),
+        st.tuples(
+            st.just("POST"),
+            st.just("/v1/context"),
+            st.just({}),
+            st.fixed_dictionaries(
+                {"user_message": text}, optional={"entity": entity, "conversation_id": conversation}
+            ).map(clean),
+        ),
+        st.tuples(
+            st.just("POST"),
+            st.just("/v1/exchanges"),
+            st.just({}),
+            st.fixed_dictionaries(
+                {"user_text": text, "assistant_text": text},
+                optional={"entity": entity, "conversation_id": conversation},
+            ).map(clean),
+        ),
+        st.tuples(
+            st.just("GET"),
+            conversation.map(lambda c: f"/v1/conversations/{c}/turns"),
+            params(entity=entity, k=st.integers(1, 5)),
+            st.none(),
+        ),
+        st.tuples(
+            st.just("GET"),
+            conversation.map(lambda c: f"/v1/conversations/{c}/summaries"),
+            params(entity=entity),
+            st.none(),
+        ),
+        st.tuples(
+            st.just("POST"),
+            st.just("/v1/docs"),
+            st.just({}),
+            st.just(
+                {
+                    "text": "hi",
+                    "type": "turn",
+                    "metadata": {"conversation_id": ids["conversation"]["bob"], "role": "user"},
+                }
+            ),
+        ),
     )
 
 
 def test_property_no_bound_token_crosses_into_another_entity(deployment, clients, seeded):
-    @hypothesis_settings(max_examples=60, deadline=None, database=None,
-                         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @hypothesis_settings(
+        max_examples=60,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(caller=st.sampled_from(NAMES), request=st.data())
     def check(caller, request):
         method, path, params, body = request.draw(requests_strategy(seeded))

@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from brain.shells.api.serving import WORKER_SETTINGS
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
+from brain.shells.api.serving import WORKER_SETTINGS
 from tests.conftest import NOBODY, free_port
 
 pytestmark = pytest.mark.subprocess
@@ -29,11 +29,18 @@ PATIENCE = 60.0
 
 
 def brain_command(*args: str, cwd: Path, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "brain.shells.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **env}, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "brain.shells.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        timeout=timeout,
+    )
 
 
 # ---- refused on the embedded store ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("how", ["option", "setting"])
 def test_several_workers_on_the_embedded_store_are_refused_before_anything_opens(tmp_path, how):
@@ -57,6 +64,7 @@ def test_a_worker_count_out_of_range_is_a_usage_error(tmp_path):
 
 # ---- several workers on a Chroma server ---------------------------------------------------------------
 
+
 class WorkersServer:
     """`brain serve --workers N` as a subprocess, for the project ``project`` (its .env names the Chroma
     server, the collection and the token), run from another directory with ``--project``."""
@@ -69,9 +77,24 @@ class WorkersServer:
         elsewhere.mkdir(exist_ok=True)
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "brain.shells.cli", "--project", str(project), "serve", "--workers", str(workers),
-                 "--port", str(self.port), *extra],
-                cwd=elsewhere, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=log, stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    "-m",
+                    "brain.shells.cli",
+                    "--project",
+                    str(project),
+                    "serve",
+                    "--workers",
+                    str(workers),
+                    "--port",
+                    str(self.port),
+                    *extra,
+                ],
+                cwd=elsewhere,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
 
     def wait_ready(self, workers: int) -> None:
         deadline = time.monotonic() + 180
@@ -121,8 +144,12 @@ def auth() -> dict[str, str]:
 
 def fresh(url: str) -> httpx.Client:
     """A client that opens a new connection per request, so that requests spread over the workers."""
-    return httpx.Client(base_url=url, headers={**auth(), "Connection": "close"}, timeout=60,
-                        limits=httpx.Limits(max_keepalive_connections=0))
+    return httpx.Client(
+        base_url=url,
+        headers={**auth(), "Connection": "close"},
+        timeout=60,
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
 
 
 def make_project(tmp_path: Path, chroma_url: str, interval: float) -> tuple[Path, str]:
@@ -130,10 +157,20 @@ def make_project(tmp_path: Path, chroma_url: str, interval: float) -> tuple[Path
     (project / "config").mkdir(parents=True)
     (project / "config" / "defaults.env").write_text("")
     collection = f"w-{uuid.uuid4().hex[:12]}"
-    (project / ".env").write_text("\n".join([
-        f"BRAIN_CHROMA_URL={chroma_url}", f"BRAIN_COLLECTION={collection}", f"BRAIN_API_TOKEN={TOKEN}",
-        f"BRAIN_FEED_INTERVAL_SECONDS={interval}", "BRAIN_INDEX_REFRESH_SECONDS=3600", f"BRAIN_OLLAMA_HOST={NOBODY}",
-        "BRAIN_SUMMARY_RETRIES=0", ""]))
+    (project / ".env").write_text(
+        "\n".join(
+            [
+                f"BRAIN_CHROMA_URL={chroma_url}",
+                f"BRAIN_COLLECTION={collection}",
+                f"BRAIN_API_TOKEN={TOKEN}",
+                f"BRAIN_FEED_INTERVAL_SECONDS={interval}",
+                "BRAIN_INDEX_REFRESH_SECONDS=3600",
+                f"BRAIN_OLLAMA_HOST={NOBODY}",
+                "BRAIN_SUMMARY_RETRIES=0",
+                "",
+            ]
+        )
+    )
     return project, collection
 
 
@@ -195,7 +232,8 @@ def followed(chroma_server, tmp_path):
 
 @pytest.mark.server
 def test_workers_get_the_parents_settings_and_show_each_others_writes_within_the_interval(
-        followed, chroma_server, tmp_path, local_embedder):
+    followed, chroma_server, tmp_path, local_embedder
+):
     server, collection = followed
     with fresh(server.url) as client:
         # the project's settings reached every worker: its token, --mcp, its collection
@@ -243,8 +281,8 @@ def until_all(check, what: str, *, in_a_row: int = 20) -> None:
 
 
 def test_the_workers_app_is_not_for_uvicorn_alone(monkeypatch):
-    from brain.shells.api.serving import worker_app
     from brain.model.errors import ConfigError
+    from brain.shells.api.serving import worker_app
 
     monkeypatch.delenv(WORKER_SETTINGS, raising=False)
     with pytest.raises(ConfigError, match="brain serve --workers N"):

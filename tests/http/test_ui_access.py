@@ -12,10 +12,9 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
+from brain.app.core import open_store
 from brain.shells.api import create_app
 from brain.shells.web.middleware import is_ui_shell
-from brain.app.core import open_store
-
 from tests.conftest import LiveServer, api_settings
 
 ADMIN = "admin-token-0123456789abcdef"

@@ -9,16 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from brain.rules.chunking import TokenChunker
-from brain.model.errors import StoreUnavailable
 from brain.features.ingest import ingest_paths, kb_name, scan_ingested
+from brain.model.errors import StoreUnavailable
+from brain.rules.chunking import TokenChunker
 from brain.shells.cli.reports import ingest_text
 
-_WORDS = ("scanner settings window overlap embedder chunk section receipt folder answer question model vector store "
-          "server update prune report batch token limit heading topic file line error retry index memory").split()
+_WORDS = (
+    "scanner settings window overlap embedder chunk section receipt folder answer question model vector store "
+    "server update prune report batch token limit heading topic file line error retry index memory"
+).split()
 _rng = random.Random(7)
-LONG_BODY = " ".join(f"{_rng.choice(_WORDS).capitalize()} " + " ".join(_rng.choice(_WORDS) for _ in range(11)) + "."
-                     for _ in range(40))  # about 500 tokens, no sentence repeated
+LONG_BODY = " ".join(
+    f"{_rng.choice(_WORDS).capitalize()} " + " ".join(_rng.choice(_WORDS) for _ in range(11)) + "." for _ in range(40)
+)  # about 500 tokens, no sentence repeated
 
 
 GUIDE_MD = f"""---
@@ -46,13 +49,36 @@ A: More than 30.
 {LONG_BODY}
 """
 
-FAQ_JSONL = "\n".join(json.dumps(row) for row in [
-    {"question": "How do I search the web?", "answer": "Ask in plain words.", "topic": "web_search", "specialist": "web_search"},
-    {"question": "Can vision recognise faces?", "answer": "No, by design.", "topic": "vision", "specialist": "vision",
-     "priority": 2, "audience": ["adults", "kids"], "reviewed": True, "note": None, "extra": {"nested": 1}},
-]) + "\n"
+FAQ_JSONL = (
+    "\n".join(
+        json.dumps(row)
+        for row in [
+            {
+                "question": "How do I search the web?",
+                "answer": "Ask in plain words.",
+                "topic": "web_search",
+                "specialist": "web_search",
+            },
+            {
+                "question": "Can vision recognise faces?",
+                "answer": "No, by design.",
+                "topic": "vision",
+                "specialist": "vision",
+                "priority": 2,
+                "audience": ["adults", "kids"],
+                "reviewed": True,
+                "note": None,
+                "extra": {"nested": 1},
+            },
+        ]
+    )
+    + "\n"
+)
 
-FAQ_CSV = 'Question,Answer,Topic,Specialist,owner,source\n"Which files can docs read?","PDF, DOCX and text.",docs,docs,alice,chat\n'
+FAQ_CSV = (
+    "Question,Answer,Topic,Specialist,owner,source\n"
+    '"Which files can docs read?","PDF, DOCX and text.",docs,docs,alice,chat\n'
+)
 
 NOTES_TXT = "The household wifi password is on the fridge.\n"
 
@@ -90,7 +116,11 @@ def test_first_run_ingests_every_format_and_a_second_run_writes_nothing(store, t
     assert first.added == len(docs) == store.count("faq") and first.unchanged == 0
     assert first.embedded == sum(calls) == len({d.text for d in docs})
     assert Counter(d.metadata["kb_file"] for d in docs) == {
-        "kb/guide.md": len(kb_docs(store, "kb/guide.md")), "kb/faq.jsonl": 2, "kb/more/table.csv": 1, "kb/notes.txt": 1}
+        "kb/guide.md": len(kb_docs(store, "kb/guide.md")),
+        "kb/faq.jsonl": 2,
+        "kb/more/table.csv": 1,
+        "kb/notes.txt": 1,
+    }
     assert all(d.metadata["kb_docs"] == len(kb_docs(store, d.metadata["kb_file"])) for d in docs)
 
     writes = []
@@ -117,14 +147,20 @@ def test_markdown_sections_and_questions_become_documents_with_topics(embedded_s
     docs = kb_docs(embedded_store, "kb/guide.md")
     by_kind = Counter((d.metadata["kb_kind"], d.metadata["topic"]) for d in docs)
     parts = {d.metadata["kb_parts"] for d in docs if d.metadata["topic"] == "long_how_to"}
-    assert by_kind == {("section", "guide"): 1, ("section", "getting_a_good_scan"): 1, ("qa", "questions"): 2,
-                       ("section", "long_how_to"): parts.pop()}
+    assert by_kind == {
+        ("section", "guide"): 1,
+        ("section", "getting_a_good_scan"): 1,
+        ("qa", "questions"): 2,
+        ("section", "long_how_to"): parts.pop(),
+    }
     texts = {d.text for d in docs}
     assert "Reading text in pictures." in texts
     assert "Q: Which languages can ocr read?\nA: More than 30." in texts
     assert "**Q:** Does it keep tables?\n**A:** Simple ones." in texts
     scan = next(d for d in docs if d.metadata["topic"] == "getting_a_good_scan")
-    assert scan.text.startswith("## Getting a good scan\n") and "# not a heading" in scan.text  # code stays in its section
+    assert (
+        scan.text.startswith("## Getting a good scan\n") and "# not a heading" in scan.text
+    )  # code stays in its section
     assert all(d.metadata["_specialist_name"] == "ocr" and d.metadata["owner"] == "kb-team" for d in docs)
     assert all(d.metadata["source"] == "kb" and d.metadata["type"] == "faq" for d in docs)
     hit = embedded_store.retrieve_faq("what languages does the text reader support?", k=1)[0]
@@ -136,8 +172,10 @@ def test_a_long_section_is_chunked_within_the_window_with_overlap(embedded_store
     chunker = TokenChunker(64, 16)
     report = ingest_paths(embedded_store, [kb / "guide.md"], chunker=chunker)
     assert report.ok
-    long = sorted((d for d in kb_docs(embedded_store, "kb/guide.md") if d.metadata["topic"] == "long_how_to"),
-                  key=lambda d: d.metadata["kb_part"])
+    long = sorted(
+        (d for d in kb_docs(embedded_store, "kb/guide.md") if d.metadata["topic"] == "long_how_to"),
+        key=lambda d: d.metadata["kb_part"],
+    )
     assert len(long) >= 5 and [d.metadata["kb_part"] for d in long] == list(range(1, len(long) + 1))
     assert all(d.metadata["kb_parts"] == len(long) for d in long)
     assert all(chunker.count_tokens(d.text) <= 64 for d in long)
@@ -158,11 +196,15 @@ def test_a_changed_file_replaces_exactly_its_own_chunks(embedded_store, embed_ca
     guide_before = {d.id: d for d in kb_docs(embedded_store, "kb/guide.md")}
     embed_calls.clear()
 
-    (kb / "guide.md").write_text(GUIDE_MD.replace("Lay the page flat, in even light.", "Use a scanner at 300 dpi."), encoding="utf-8")
+    (kb / "guide.md").write_text(
+        GUIDE_MD.replace("Lay the page flat, in even light.", "Use a scanner at 300 dpi."), encoding="utf-8"
+    )
     report = ingest_paths(embedded_store, [kb])
     assert report.ok and (report.updated, report.added, report.removed, report.embedded) == (1, 1, 1, 1)
     assert report.unchanged == len(before) - 1
-    assert embed_calls == [["## Getting a good scan\nUse a scanner at 300 dpi.\n\n```bash\n# not a heading\nQ: not a question either\n```"]]
+    assert embed_calls == [
+        ["## Getting a good scan\nUse a scanner at 300 dpi.\n\n```bash\n# not a heading\nQ: not a question either\n```"]
+    ]
     after = snapshot(embedded_store)
     guide_after = {d.id: d for d in kb_docs(embedded_store, "kb/guide.md")}
     assert len(set(guide_before) - set(guide_after)) == 1 and len(set(guide_after) - set(guide_before)) == 1
@@ -176,8 +218,12 @@ def test_a_changed_file_replaces_exactly_its_own_chunks(embedded_store, embed_ca
 
     # a section inserted at the top: one new document, nothing renumbered or re-embedded
     embed_calls.clear()
-    (kb / "guide.md").write_text(GUIDE_MD.replace("## Getting", "## First\nA new first section.\n\n## Getting")
-                                 .replace("Lay the page flat, in even light.", "Use a scanner at 300 dpi."), encoding="utf-8")
+    (kb / "guide.md").write_text(
+        GUIDE_MD.replace("## Getting", "## First\nA new first section.\n\n## Getting").replace(
+            "Lay the page flat, in even light.", "Use a scanner at 300 dpi."
+        ),
+        encoding="utf-8",
+    )
     report = ingest_paths(embedded_store, [kb])
     assert (report.updated, report.added, report.removed, report.embedded) == (1, 1, 0, 1)
     assert embed_calls == [["## First\nA new first section."]]
@@ -221,8 +267,14 @@ def test_documents_not_created_by_ingestion_are_never_touched(embedded_store, tm
     store.upsert_doc("You are Brain.", "persona", version="v1", topic="core")
     store.upsert_doc("Manual: OCR reads text.", "faq", topic="ocr", source="kb", _specialist_name="ocr")
     # like the demo's own loader: a kb-sourced FAQ entry with a file name but not the ingestion mark
-    store.upsert_doc("Q: How do I look something up?\nA: Ask.", "faq", topic="web_search", source="kb",
-                     source_file="specialists.jsonl", kb_file="kb/guide.md")
+    store.upsert_doc(
+        "Q: How do I look something up?\nA: Ask.",
+        "faq",
+        topic="web_search",
+        source="kb",
+        source_file="specialists.jsonl",
+        kb_file="kb/guide.md",
+    )
     store.upsert_turn("conv-1", "hi", "hello")
     store.upsert_summary("conv-1", "They said hello.")
     others = snapshot(store)
@@ -245,7 +297,7 @@ def test_malformed_files_are_reported_with_file_and_line_and_the_rest_is_ingeste
     old_jsonl = kb_docs(embedded_store, "kb/faq.jsonl")
     (kb / "bad.md").write_bytes(b"# Title\nfine line\nbroken \xff\xfe byte\n")
     (kb / "broken.csv").write_text("Frage,Antwort\nWas?,Das.\n", encoding="utf-8")
-    (kb / "faq.jsonl").write_text(FAQ_JSONL.splitlines()[0] + "\n{\"question\": \"x\", \"answer\": \n", encoding="utf-8")
+    (kb / "faq.jsonl").write_text(FAQ_JSONL.splitlines()[0] + '\n{"question": "x", "answer": \n', encoding="utf-8")
     (kb / "rows.csv").write_text("question,answer\nok?,yes\n,missing question\n", encoding="utf-8")
     (kb / "new.md").write_text("# New\nA new good file.\n", encoding="utf-8")
 
@@ -290,8 +342,8 @@ def test_dry_run_reports_the_same_counts_and_writes_nothing(embedded_store, embe
 
 def expected_state(tmp_path, local_embedder, kb) -> set[tuple[str, str, str]]:
     """(id, kb_file, text) of a clean ingest of ``kb`` into a fresh store."""
-    from brain.config import Settings
     from brain.app.core import open_store
+    from brain.config import Settings
 
     fresh = open_store(Settings(data_dir=tmp_path / "fresh"), embedder=local_embedder)
     ingest_paths(fresh, [kb])
@@ -302,7 +354,9 @@ def state(store) -> list[tuple[str, str, str]]:
     return sorted((d.id, d.metadata["kb_file"], d.text) for d in kb_docs(store))
 
 
-def test_a_failed_write_leaves_other_files_ingested_and_a_rerun_completes_it(embedded_store, embed_calls, tmp_path, monkeypatch):
+def test_a_failed_write_leaves_other_files_ingested_and_a_rerun_completes_it(
+    embedded_store, embed_calls, tmp_path, monkeypatch
+):
     kb = write_kb(tmp_path)
     real_upsert = embedded_store.upsert_docs
     failed = "kb/notes.txt"
@@ -377,11 +431,16 @@ def test_extra_columns_are_kept_when_chroma_can_store_them_and_reported_otherwis
     assert "note" not in vision.metadata and "extra" not in vision.metadata
     row = kb_docs(embedded_store, "more/table.csv")[0]  # a file given by name is named after its folder
     assert row.text == "Q: Which files can docs read?\nA: PDF, DOCX and text."
-    assert row.metadata["owner"] == "alice" and row.metadata["source"] == "kb"  # a 'source' column cannot override the mark
+    assert (
+        row.metadata["owner"] == "alice" and row.metadata["source"] == "kb"
+    )  # a 'source' column cannot override the mark
     assert row.metadata["topic"] == "docs" and row.metadata["_specialist_name"] == "docs"
     warnings = {(w["path"], w["line"], w["message"].split(" = ")[0]) for w in report.warnings}
-    assert warnings == {("kb/faq.jsonl", 2, "field 'note'"), ("kb/faq.jsonl", 2, "field 'extra'"),
-                        ("more/table.csv", 2, "field 'source'")}
+    assert warnings == {
+        ("kb/faq.jsonl", 2, "field 'note'"),
+        ("kb/faq.jsonl", 2, "field 'extra'"),
+        ("more/table.csv", 2, "field 'source'"),
+    }
     assert any("nested objects" in w["message"] for w in report.warnings)
     assert any("null" in w["message"] for w in report.warnings)
 
@@ -390,8 +449,10 @@ def test_renamed_file_reuses_stored_vectors(embedded_store, embed_calls, tmp_pat
     kb = write_kb(tmp_path)
     ingest_paths(embedded_store, [kb])
     texts = sorted(d.text for d in kb_docs(embedded_store, "kb/guide.md"))
-    vectors = {d.text: d.embedding for d in embedded_store.get([d.id for d in kb_docs(embedded_store, "kb/guide.md")],
-                                                                include_embeddings=True)}
+    vectors = {
+        d.text: d.embedding
+        for d in embedded_store.get([d.id for d in kb_docs(embedded_store, "kb/guide.md")], include_embeddings=True)
+    }
     (kb / "guide.md").rename(kb / "ocr-guide.md")
     embed_calls.clear()
     report = ingest_paths(embedded_store, [kb], prune=True)
@@ -412,7 +473,10 @@ def test_paths_unsupported_files_and_settings_changes(embedded_store, embed_call
     assert ".pdf" in report.skipped[0]["reason"]
     assert report.errors == [{"path": str(tmp_path / "nope"), "line": None, "message": "no such file or directory"}]
     assert report.files_read == 4 and not any("Secret" in d.text or "Git" in d.text for d in kb_docs(embedded_store))
-    assert kb_name(kb / "guide.md") == "kb/guide.md" and kb_name(tmp_path.parent / "x.md") == f"{tmp_path.parent.name}/x.md"
+    assert (
+        kb_name(kb / "guide.md") == "kb/guide.md"
+        and kb_name(tmp_path.parent / "x.md") == f"{tmp_path.parent.name}/x.md"
+    )
 
     # a different chunk window re-chunks every file (the old chunks are replaced)
     embed_calls.clear()
@@ -437,7 +501,7 @@ def test_identical_entries_in_one_file_are_kept_apart_and_stable(embedded_store,
 def _markdown_of(n_bytes: int, title: str) -> str:
     """Exactly ``n_bytes`` of Markdown (ASCII): a heading and words, padded with newlines."""
     words = " ".join(_rng.choice(_WORDS) for _ in range(n_bytes // 4))
-    return (f"# {title}\n" + words)[:n_bytes - 1].rstrip().ljust(n_bytes, "\n")
+    return (f"# {title}\n" + words)[: n_bytes - 1].rstrip().ljust(n_bytes, "\n")
 
 
 def test_a_file_over_the_cap_is_refused_and_one_at_the_cap_is_ingested(embedded_store, tmp_path, monkeypatch):
@@ -493,7 +557,9 @@ def test_a_binary_or_control_character_file_is_refused_and_named(embedded_store,
     for name in ("zeros.md", "utf16.txt", "controls.md"):
         assert kb_docs(embedded_store, f"kb/{name}") == []
     assert kb_docs(embedded_store, "kb/was_text.md") == kept  # refused: what it had stays
-    assert [d.text for d in kb_docs(embedded_store, "kb/stray.md")] == ["# Bell\nA stray \x07 bell in real text is kept."]
+    assert [d.text for d in kb_docs(embedded_store, "kb/stray.md")] == [
+        "# Bell\nA stray \x07 bell in real text is kept."
+    ]
     assert {"path": "kb/empty.md", "line": None, "message": "the file is empty: no documents"} in report.warnings
     assert "kb/zeros.md:1: holds 3,000 NUL characters" in ingest_text(report)
     # the noise does not outrank the passage that answers

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from brain.features import ingest as brain_ingest
-from brain.rules.chunking import TokenChunker
 from brain.features.ingest import KB_NAMES, ingest_paths, kb_name
 from brain.features.ingest.files import decode_text, file_documents, file_hash
 from brain.features.ingest.parsers import PARSERS
-from brain.text.markdown import slugify
+from brain.rules.chunking import TokenChunker
 from brain.shells.cli.reports import ingest_text
+from brain.text.markdown import slugify
 from tests.ingest.test_ingest import expected_state, kb_docs, state, write_kb
 
 

@@ -15,7 +15,6 @@ from brain.app.core import Brain, open_store
 from brain.config import Settings
 from brain.providers.extractors import openai as openai_extractor
 from brain.shells.api import create_app
-
 from tests.conftest import LiveServer
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
@@ -63,10 +62,14 @@ def current(opened: Brain, entity: str = "alice") -> list[str]:
 
 def test_formation_and_summaries_over_a_short_conversation(qwen_brain):
     opened = qwen_brain
-    record(opened, "conv-alice-1", [
-        ("I work as a nurse at a children's hospital.", "That sounds rewarding."),
-        ("My shifts are mostly nights, which is tiring.", "Night shifts are hard; rest well."),
-    ])
+    record(
+        opened,
+        "conv-alice-1",
+        [
+            ("I work as a nurse at a children's hospital.", "That sounds rewarding."),
+            ("My shifts are mostly nights, which is tiring.", "Night shifts are hard; rest well."),
+        ],
+    )
     # the summary of the window, written by the model (not the extractive fallback)
     [summary] = opened.store.get(type="summary")
     assert summary.metadata["summarizer"] == "openai/qwen2.5-coder-1.5b"
@@ -82,10 +85,14 @@ def test_formation_and_summaries_over_a_short_conversation(qwen_brain):
     formation = opened.health()["formation"]
     assert formation["done"] == 1 and formation["prompt_tokens"] > 0 and formation["eval_tokens"] > 0
     # every window of N exchanges gets its summary: two more exchanges, a second window
-    record(opened, "conv-alice-1", [
-        ("I'm vegetarian, so no meat in any recipe please.", "Noted: vegetarian recipes only."),
-        ("Thanks!", "You're welcome."),
-    ])
+    record(
+        opened,
+        "conv-alice-1",
+        [
+            ("I'm vegetarian, so no meat in any recipe please.", "Noted: vegetarian recipes only."),
+            ("Thanks!", "You're welcome."),
+        ],
+    )
     summaries = opened.store.get(type="summary")
     assert sorted(s.metadata["turn_range"] for s in summaries) == ["1-4", "5-8"]
     assert any("vegetarian" in text.lower() for text in current(opened))
@@ -96,10 +103,17 @@ def test_a_changed_fact_supersedes_the_one_it_changes(qwen_brain):
     known = opened.store.upsert_memory(
         "Alice lives in Paris.", importance=3, entity="alice", timestamp="2026-01-05T10:00:00Z"
     )
-    record(opened, "conv-alice-2", [
-        ("Big news: I moved to Berlin last week, so I don't live in Paris anymore.", "Congratulations on the move!"),
-        ("The new flat is near a lake.", "That sounds lovely."),
-    ])
+    record(
+        opened,
+        "conv-alice-2",
+        [
+            (
+                "Big news: I moved to Berlin last week, so I don't live in Paris anymore.",
+                "Congratulations on the move!",
+            ),
+            ("The new flat is near a lake.", "That sounds lovely."),
+        ],
+    )
     old = opened.store.get_one(known)
     assert old.metadata["status"] == "superseded", old.metadata
     successor = opened.store.get_one(old.metadata["superseded_by"])
@@ -113,10 +127,14 @@ def test_a_model_answer_that_fails_validation_is_counted_and_nothing_is_written(
     opened = qwen_brain
     # a real answer cut at the token limit: unfinished JSON, refused, repaired, cut again
     monkeypatch.setattr(openai_extractor, "MAX_TOKENS", 12)
-    record(opened, "conv-alice-3", [
-        ("I'm allergic to peanuts.", "Noted."),
-        ("And I have a dog called Rex.", "Lovely."),
-    ])
+    record(
+        opened,
+        "conv-alice-3",
+        [
+            ("I'm allergic to peanuts.", "Noted."),
+            ("And I have a dog called Rex.", "Lovely."),
+        ],
+    )
     [batch] = opened.chat.formation.batches("conv-alice-3")
     assert batch.status == "failed" and batch.outcome == "too_long", batch
     assert current(opened) == []
@@ -192,8 +210,12 @@ def test_through_the_proxy_in_cache_order_the_model_answers_from_memory(qwen_pro
     headers = {"X-Brain-Conversation": "conv-visit", "X-Brain-Entity": "alice"}
     history: list[dict] = []
     answers, usages = [], []
-    for i, text in enumerate(["Hi! I am planning a trip next month.",
-                              "I want to visit my sister. Which city do I fly to? Answer with the city's name."]):
+    for i, text in enumerate(
+        [
+            "Hi! I am planning a trip next month.",
+            "I want to visit my sister. Which city do I fly to? Answer with the city's name.",
+        ]
+    ):
         history.append({"role": "user", "content": text})
         answer = client.chat.completions.create(
             model=qwen_server.alias, messages=history, max_tokens=40, temperature=0, extra_headers=headers
@@ -208,6 +230,8 @@ def test_through_the_proxy_in_cache_order_the_model_answers_from_memory(qwen_pro
     assert not any("madrid" in a.lower() or "lucia" in a.lower() for a in answers), answers
     # the second prompt started as the first prompt and its answer did: the server kept all of them and read only
     # what followed (its own log says so)
-    hits = [line for line in qwen_server.log_path.read_text(errors="replace").splitlines() if "prefix-match hit" in line]
+    hits = [
+        line for line in qwen_server.log_path.read_text(errors="replace").splitlines() if "prefix-match hit" in line
+    ]
     reused = int(hits[-1].split("Llama.generate: ")[1].split()[0])
     assert reused >= usages[0].prompt_tokens + usages[0].completion_tokens - 1, (hits[-1], usages[0])

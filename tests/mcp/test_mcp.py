@@ -13,13 +13,25 @@ import pytest
 import brain
 from brain.config import Settings
 from brain.features.persona import load_persona
-
 from tests.mcp_client import project, stdio
 
 pytestmark = pytest.mark.subprocess
 
-TOOLS = {"remember", "recall", "update_memory", "supersede_memory", "memory_history", "forget", "list_memories",
-         "count_memories", "search_knowledge", "get_context", "record_exchange", "extract_memories", "find_specialists"}
+TOOLS = {
+    "remember",
+    "recall",
+    "update_memory",
+    "supersede_memory",
+    "memory_history",
+    "forget",
+    "list_memories",
+    "count_memories",
+    "search_knowledge",
+    "get_context",
+    "record_exchange",
+    "extract_memories",
+    "find_specialists",
+}
 
 PERSONA = """You are Juniper, the household's assistant.
 
@@ -70,6 +82,7 @@ def alice_server(seeded):
 
 # ---- the unbound server ----------------------------------------------------------------------------
 
+
 def test_lists_the_tools_with_described_arguments(server):
     tools = {t.name: t for t in server.tools()}
     assert set(tools) == TOOLS
@@ -82,8 +95,9 @@ def test_lists_the_tools_with_described_arguments(server):
 
 
 def test_remember_then_recall_finds_it_first(server):
-    stored = server.call("remember", text="Carol prefers green tea to coffee", importance=4, tags=["drinks"],
-                         entity="carol")
+    stored = server.call(
+        "remember", text="Carol prefers green tea to coffee", importance=4, tags=["drinks"], entity="carol"
+    )
     assert stored["metadata"]["scope"] == "entity:carol"
     assert stored["metadata"]["importance"] == 4
     server.call("remember", text="Carol's bicycle is red", entity="carol")
@@ -93,8 +107,9 @@ def test_remember_then_recall_finds_it_first(server):
     assert found["entity"] == "carol"
     first = found["results"][0]
     assert first["id"] == stored["id"]
-    assert first["score"] == pytest.approx(first["similarity_part"] + first["lexical_part"] + first["importance_part"]
-                                           + first["recency_part"])
+    assert first["score"] == pytest.approx(
+        first["similarity_part"] + first["lexical_part"] + first["importance_part"] + first["recency_part"]
+    )
     assert first["floor"] is not None  # ranked as the chat context ranks: behind its floor
     # without an entity only global memories are ranked
     assert stored["id"] not in {r["id"] for r in server.call("recall", query="green tea")["results"]}
@@ -127,16 +142,26 @@ def test_logs_go_to_stderr_not_the_protocol(server):
 
 def test_update_memory_changes_it_in_place(server):
     stored = server.call("remember", text="Frank drinks his coffee black", importance=2, entity="frank")
-    updated = server.call("update_memory", id=stored["id"], entity="frank", text="Frank drinks his coffee with oat milk",
-                          importance=4, tags=["drinks"])
+    updated = server.call(
+        "update_memory",
+        id=stored["id"],
+        entity="frank",
+        text="Frank drinks his coffee with oat milk",
+        importance=4,
+        tags=["drinks"],
+    )
     assert updated["id"] == stored["id"]
     assert (updated["text"], updated["metadata"]["importance"], updated["metadata"]["tags"]) == (
-        "Frank drinks his coffee with oat milk", 4, ["drinks"])
+        "Frank drinks his coffee with oat milk",
+        4,
+        ["drinks"],
+    )
     first = server.call("recall", query="How does Frank take his coffee?", entity="frank")["results"][0]
     assert (first["id"], first["text"]) == (stored["id"], "Frank drinks his coffee with oat milk")
     assert "nothing to change" in server.error("update_memory", id=stored["id"], entity="frank")
-    assert "importance must be between 1 and 5" in server.error("update_memory", id=stored["id"], entity="frank",
-                                                                importance=0)
+    assert "importance must be between 1 and 5" in server.error(
+        "update_memory", id=stored["id"], entity="frank", importance=0
+    )
     assert "no memory with id 'mem-nope'" in server.error("update_memory", id="mem-nope", importance=3)
 
 
@@ -157,8 +182,9 @@ def test_list_memories_pages_with_an_opaque_cursor(server):
 
 def test_supersede_keeps_the_old_fact_as_history_and_recall_as_of_finds_it(server):
     old = server.call("remember", text="Gina lives in Lyon", entity="gina", importance=4)
-    done = server.call("supersede_memory", id=old["id"], text="Gina lives in Porto", entity="gina",
-                       at="2100-01-01T00:00:00+00:00")
+    done = server.call(
+        "supersede_memory", id=old["id"], text="Gina lives in Porto", entity="gina", at="2100-01-01T00:00:00+00:00"
+    )
     assert done["kind"] == "update" and done["old"]["metadata"]["status"] == "superseded"
     assert done["new"]["metadata"]["supersedes"] == old["id"] and done["new"]["metadata"]["scope"] == "entity:gina"
     history = server.call("memory_history", id=done["new"]["id"], entity="gina")["history"]
@@ -169,8 +195,9 @@ def test_supersede_keeps_the_old_fact_as_history_and_recall_as_of_finds_it(serve
     assert then["results"][0]["id"] == old["id"] and done["new"]["id"] not in {r["id"] for r in then["results"]}
     assert "was superseded already" in server.error("supersede_memory", id=old["id"], text="Gina lives in Nice")
     assert "kind" in server.error("supersede_memory", id=done["new"]["id"], text="Gina lives in Nice", kind="guess")
-    expiring = server.call("remember", text="Gina's parcel arrives today", entity="gina",
-                           expires_at="2020-01-01T00:00:00+00:00")
+    expiring = server.call(
+        "remember", text="Gina's parcel arrives today", entity="gina", expires_at="2020-01-01T00:00:00+00:00"
+    )
     assert expiring["id"] not in {r["id"] for r in server.call("recall", query="parcel", entity="gina")["results"]}
 
 
@@ -183,38 +210,67 @@ def test_search_knowledge_answers_from_the_faq(server):
 
 
 def test_record_exchange_then_context_and_the_conversation_resource(server):
-    first = server.call("record_exchange", user_text="Hi, I'm Hana. I keep bees.",
-                        assistant_text="Lovely to meet you, Hana!", entity="hana")
+    first = server.call(
+        "record_exchange",
+        user_text="Hi, I'm Hana. I keep bees.",
+        assistant_text="Lovely to meet you, Hana!",
+        entity="hana",
+    )
     conversation = first["conversation_id"]
-    second = server.call("record_exchange", conversation_id=conversation, entity="hana",
-                         user_text="The hives are behind the shed.", assistant_text="Noted: behind the shed.")
+    second = server.call(
+        "record_exchange",
+        conversation_id=conversation,
+        entity="hana",
+        user_text="The hives are behind the shed.",
+        assistant_text="Noted: behind the shed.",
+    )
     assert (first["user_turn_index"], second["user_turn_index"]) == (1, 3)
     turns = json.loads(server.read(f"brain://conversations/{conversation}"))["turns"]
-    assert [t["text"] for t in turns] == ["Hi, I'm Hana. I keep bees.", "Lovely to meet you, Hana!",
-                                          "The hives are behind the shed.", "Noted: behind the shed."]
+    assert [t["text"] for t in turns] == [
+        "Hi, I'm Hana. I keep bees.",
+        "Lovely to meet you, Hana!",
+        "The hives are behind the shed.",
+        "Noted: behind the shed.",
+    ]
     # who said it: the entity's name and the persona's, unless the call names them
     assert [t["metadata"].get("speaker") for t in turns] == ["hana", "Juniper"] * 2
-    named = server.call("record_exchange", conversation_id=conversation, entity="hana", user_name="Hana Kowalska",
-                        user_text="Do bees sleep?", assistant_text="They do rest, yes.")
+    named = server.call(
+        "record_exchange",
+        conversation_id=conversation,
+        entity="hana",
+        user_name="Hana Kowalska",
+        user_text="Do bees sleep?",
+        assistant_text="They do rest, yes.",
+    )
     named_turns = json.loads(server.read(f"brain://conversations/{conversation}"))["turns"][-2:]
     assert [t["metadata"]["speaker"] for t in named_turns] == ["Hana Kowalska", "Juniper"]
     assert named["user_turn_index"] == 5
     assert "user_name" in server.error("record_exchange", user_text="a", assistant_text="b", user_name=" padded ")
     server.call("remember", text="Hana is allergic to bee stings", importance=5, entity="hana")
-    context = server.call("get_context", user_message="What should I know before visiting the hives?",
-                          conversation_id=conversation, entity="hana")
+    context = server.call(
+        "get_context",
+        user_message="What should I know before visiting the hives?",
+        conversation_id=conversation,
+        entity="hana",
+    )
     assert "Hana is allergic to bee stings" in context["prompt"]
     assert "The hives are behind the shed." in context["prompt"]
     assert "Juniper" in context["prompt"]  # the persona
     # a conversation not yet recorded, and another entity's, read as empty: the persona and memories still come
     for conversation_id, entity in (("conv-unknown", "hana"), (conversation, "bob")):
-        empty = server.call("get_context", user_message="What should I know before visiting the hives?",
-                            conversation_id=conversation_id, entity=entity)
+        empty = server.call(
+            "get_context",
+            user_message="What should I know before visiting the hives?",
+            conversation_id=conversation_id,
+            entity=entity,
+        )
         assert empty["conversation_id"] == conversation_id and "Juniper" in empty["prompt"]
         assert empty["sections"]["turn"] == [] and empty["sections"]["summary"] == []
         assert "behind the shed" not in json.dumps(empty)
-    assert "Hana is allergic" in server.call("get_context", user_message="bee stings?", conversation_id="conv-new",
-                                             entity="hana")["prompt"]
+    assert (
+        "Hana is allergic"
+        in server.call("get_context", user_message="bee stings?", conversation_id="conv-new", entity="hana")["prompt"]
+    )
     assert "user_text" in server.error("record_exchange", user_text="", assistant_text="ok")
 
 
@@ -239,6 +295,7 @@ def test_resources_persona_and_schemas(server):
 
 
 # ---- a server bound to alice ------------------------------------------------------------------------
+
 
 def test_bound_server_refuses_another_entity(alice_server):
     assert "bound to entity 'alice'" in alice_server.error("remember", text="Bob likes jazz", entity="bob")
@@ -286,8 +343,9 @@ def test_bound_server_keeps_conversations_and_context_in_its_scope(alice_server,
     assert "Alice is allergic to peanuts" in context["prompt"]
     assert "Bob is allergic to shellfish" not in context["prompt"]
     assert "bound to entity 'alice'" in alice_server.error("get_context", user_message="hi", entity="bob")
-    assert "bound to entity 'alice'" in alice_server.error("record_exchange", user_text="a", assistant_text="b",
-                                                           entity="bob")
+    assert "bound to entity 'alice'" in alice_server.error(
+        "record_exchange", user_text="a", assistant_text="b", entity="bob"
+    )
 
 
 def test_extract_memories_keeps_to_the_entitys_conversations_and_says_when_formation_is_off(alice_server):
@@ -296,5 +354,6 @@ def test_extract_memories_keeps_to_the_entitys_conversations_and_says_when_forma
     assert "BRAIN_FORMATION" in alice_server.error("extract_memories", conversation_id=mine["conversation_id"])
     # another entity's conversation, or none, is not found before anything else
     assert "no conversation 'conv-nobody'" in alice_server.error("extract_memories", conversation_id="conv-nobody")
-    assert "bound to entity 'alice'" in alice_server.error("extract_memories", conversation_id=mine["conversation_id"],
-                                                           entity="bob")
+    assert "bound to entity 'alice'" in alice_server.error(
+        "extract_memories", conversation_id=mine["conversation_id"], entity="bob"
+    )

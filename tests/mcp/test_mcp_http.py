@@ -11,14 +11,13 @@ import httpx
 import pytest
 
 import brain
-from brain.shells.api import create_app
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
 from brain.features.pam import export_pam
-
+from brain.shells.api import create_app
 from tests.conftest import LiveServer, api_settings, free_port
-from tests.mcp_client import HttpServer, brain_command, http, project, server_env, stdio
 from tests.mcp.test_mcp import TOOLS, seed
+from tests.mcp_client import HttpServer, brain_command, http, project, server_env, stdio
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 ALICE_TOKEN = "alice-token-0123456789abcdef"
@@ -39,9 +38,16 @@ def served(tmp_path_factory, local_embedder):
 @pytest.mark.subprocess
 def test_without_the_token_nothing_answers(served):
     server, _ = served
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                             "clientInfo": {"name": "probe", "version": "0"}}}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"},
+        },
+    }
     headers = {"Accept": "application/json, text/event-stream"}
     for auth in ({}, {"Authorization": "Bearer wrong-token-0123456789"}):
         response = httpx.post(server.url, json=initialize, headers={**headers, **auth}, timeout=30)
@@ -81,8 +87,14 @@ def test_a_token_bound_to_alice_acts_for_alice_only(served):
 @pytest.mark.subprocess
 def test_a_non_loopback_address_without_a_token_is_refused(tmp_path):
     workdir = project(tmp_path / "open")
-    done = subprocess.run(brain_command(workdir, "--http", "--host", "0.0.0.0", "--port", str(free_port())),
-                          cwd=workdir, env=server_env(workdir), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        brain_command(workdir, "--http", "--host", "0.0.0.0", "--port", str(free_port())),
+        cwd=workdir,
+        env=server_env(workdir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1
     assert "refusing to listen on 0.0.0.0 without a token" in done.stderr
     assert not (workdir / "data").exists()  # refused before the store was opened
@@ -91,12 +103,19 @@ def test_a_non_loopback_address_without_a_token_is_refused(tmp_path):
 @pytest.mark.subprocess
 def test_host_without_http_is_a_usage_error(tmp_path):
     workdir = project(tmp_path / "usage")
-    done = subprocess.run(brain_command(workdir, "--host", "127.0.0.1"), cwd=workdir, env=server_env(workdir),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        brain_command(workdir, "--host", "127.0.0.1"),
+        cwd=workdir,
+        env=server_env(workdir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "--host and --port go with --http" in done.stderr
 
 
 # ---- /mcp inside brain serve ---------------------------------------------------------------------------
+
 
 @pytest.fixture
 def api_with_mcp(tmp_path, local_embedder):
@@ -112,10 +131,12 @@ def test_serve_mounts_mcp_behind_the_same_token(api_with_mcp, tmp_path):
     url = f"{live.url}/mcp"
     assert httpx.post(url, json={}, timeout=30).status_code == 401
     with http(url, ADMIN_TOKEN) as client:
-        stored = client.call("remember", text="Jonas keeps a sourdough starter called Bubbles", importance=4,
-                             entity="jonas")
-        exchange = client.call("record_exchange", user_text="How is Bubbles doing?", assistant_text="Bubbling.",
-                               entity="jonas")
+        stored = client.call(
+            "remember", text="Jonas keeps a sourdough starter called Bubbles", importance=4, entity="jonas"
+        )
+        exchange = client.call(
+            "record_exchange", user_text="How is Bubbles doing?", assistant_text="Bubbling.", entity="jonas"
+        )
     # what the tool wrote is the library's, the mirror's and the export's at once
     hits = store.retrieve_memories("What is the sourdough starter called?", entity="jonas", relevance=False)
     assert hits[0].id == stored["id"]
@@ -133,13 +154,16 @@ def test_serve_without_the_setting_has_no_mcp(live):
 
 # ---- stdio writes, seen after the server exits ------------------------------------------------------------
 
+
 @pytest.mark.subprocess
 def test_what_stdio_writes_is_in_the_store_the_mirror_and_an_export(tmp_path, local_embedder):
     workdir = project(tmp_path / "stdio")
     with stdio(workdir) as client:
         stored = client.call("remember", text="Kai's bike lock code is 3141", importance=5, entity="kai")
     with brain.open(Settings(data_dir=workdir / "data"), embedder=local_embedder, start_worker=False) as b:
-        assert b.store.retrieve_memories("What is Kai's lock code?", entity="kai", relevance=False)[0].id == stored["id"]
+        assert (
+            b.store.retrieve_memories("What is Kai's lock code?", entity="kai", relevance=False)[0].id == stored["id"]
+        )
         assert [d.text for d in b.store.mirror.get(stored["id"])] == ["Kai's bike lock code is 3141"]
         exported = export_pam(b.store, tmp_path / "export")
     memories = json.loads(exported.memory_store.read_text(encoding="utf-8"))["memories"]

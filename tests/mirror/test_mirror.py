@@ -9,8 +9,8 @@ import threading
 import numpy as np
 import pytest
 
-from brain.model.errors import ValidationError
 from brain.features.mirror import EngramMirror
+from brain.model.errors import ValidationError
 from brain.model.results import Document
 
 MODEL = "local/minilm-l6-v2"
@@ -26,10 +26,22 @@ def meta(doc_type="memory", **extra):
 
 
 MEMORIES = [
-    ("mem-passport", "Alice keeps her passport in the blue drawer", meta(importance=5, scope="entity:alice", entity="alice", tags=["travel"])),
-    ("mem-veg", "Alice is vegetarian and loves lentil soup", meta(importance=4, scope="entity:alice", entity="alice", tags=["food"])),
+    (
+        "mem-passport",
+        "Alice keeps her passport in the blue drawer",
+        meta(importance=5, scope="entity:alice", entity="alice", tags=["travel"]),
+    ),
+    (
+        "mem-veg",
+        "Alice is vegetarian and loves lentil soup",
+        meta(importance=4, scope="entity:alice", entity="alice", tags=["food"]),
+    ),
     ("mem-piano", "Bob practises the piano every Tuesday evening", meta(importance=2, tags=["music", "episodic"])),
-    ("mem-trip", "The team offsite is planned for Lisbon in May", meta(importance=1, conversation_id="conv-42", mood="excited", score=0.25)),
+    (
+        "mem-trip",
+        "The team offsite is planned for Lisbon in May",
+        meta(importance=1, conversation_id="conv-42", mood="excited", score=0.25),
+    ),
 ]
 
 
@@ -96,7 +108,9 @@ def test_engram_recalls_our_memories_by_keyword_and_adds_its_own(mirror, tmp_pat
     reopened = EngramMirror(path, MODEL)
     assert reopened.migration is None and reopened.count() == len(MEMORIES) + 1
     # our writes after engram's: FTS follows updates, deletes cascade through engram's links
-    reopened.upsert([{"id": "mem-passport", "text": "Alice keeps her visa in the red folder", "metadata": MEMORIES[0][2]}])
+    reopened.upsert(
+        [{"id": "mem-passport", "text": "Alice keeps her visa in the red folder", "metadata": MEMORIES[0][2]}]
+    )
     reopened.delete(["mem-piano"])
     from engram.store import SQLiteStore
 
@@ -144,7 +158,9 @@ def test_row_mapping(tmp_path, metadata, memory_type, layer, importance, namespa
     m = EngramMirror(path, MODEL)
     m.upsert([{"id": "d1", "text": "some text", "metadata": metadata}])
     with sqlite3.connect(path) as raw:
-        row = raw.execute("SELECT memory_type, layer, importance, namespace, created_at, source FROM memories").fetchone()
+        row = raw.execute(
+            "SELECT memory_type, layer, importance, namespace, created_at, source FROM memories"
+        ).fetchone()
     assert row == (memory_type, layer, pytest.approx(importance), namespace, EPOCH, "chat")
     (doc,) = m.get(["d1"])
     assert doc.metadata == metadata and not doc.foreign  # lossless way back
@@ -250,8 +266,16 @@ def test_concurrent_writers_from_threads(tmp_path):
     def write(t):
         try:
             for i in range(20):
-                m.upsert([{"id": f"t{t}-{i}", "text": f"thread {t} item {i}", "metadata": meta(),
-                           "embedding": np.full(4, t + 1.0)}])
+                m.upsert(
+                    [
+                        {
+                            "id": f"t{t}-{i}",
+                            "text": f"thread {t} item {i}",
+                            "metadata": meta(),
+                            "embedding": np.full(4, t + 1.0),
+                        }
+                    ]
+                )
                 m.recall(np.ones(4), 3)
         except Exception as exc:  # collected and asserted below
             errors.append(exc)
@@ -286,9 +310,12 @@ def test_recall_matches_brute_force_with_filters(tmp_path):
         sims = unit @ (q / np.linalg.norm(q))
         for types, allowed in ((None, None), (["memory"], {"memory"})):
             for scope_filter in (None, ["global", "entity:alice"]):
-                rows = [i for i, doc in enumerate(docs)
-                        if (allowed is None or doc["metadata"]["type"] in allowed)
-                        and (scope_filter is None or doc["metadata"]["scope"] in scope_filter)]
+                rows = [
+                    i
+                    for i, doc in enumerate(docs)
+                    if (allowed is None or doc["metadata"]["type"] in allowed)
+                    and (scope_filter is None or doc["metadata"]["scope"] in scope_filter)
+                ]
                 expected = sorted(rows, key=lambda i: -sims[i])[:7]
                 hits = m.recall(q, 7, types=types, scopes=scope_filter)
                 assert [h.id for h in hits] == [f"d{i:03d}" for i in expected]
@@ -304,8 +331,16 @@ def test_recall_sees_writes_of_other_connections(mirror, tmp_path, local_embedde
         raw.execute("PRAGMA foreign_keys = ON")
         raw.execute("DELETE FROM memories WHERE id = 'mem-passport'")
     assert "mem-passport" not in [h.id for h in mirror.recall(q, 4)]
-    mirror.upsert([{"id": "mem-passport-2", "text": "passport", "metadata": meta(),
-                    "embedding": local_embedder.embed_documents(["Alice's passport is in the drawer"])[0]}])
+    mirror.upsert(
+        [
+            {
+                "id": "mem-passport-2",
+                "text": "passport",
+                "metadata": meta(),
+                "embedding": local_embedder.embed_documents(["Alice's passport is in the drawer"])[0],
+            }
+        ]
+    )
     assert mirror.recall(q, 1)[0].id == "mem-passport-2"
 
 
@@ -314,15 +349,19 @@ def test_keyword_recall(mirror):
     assert hits[0].id == "mem-veg"
     assert {h.id for h in hits} == {"mem-veg", "mem-passport"}  # "alice" matches both; soup ranks first
     assert [h.id for h in mirror.keyword_recall("alice", 5, scopes=["global"])] == []
-    assert [h.id for h in mirror.keyword_recall("piano OR NOT \" *", 5, types=["memory"])] == ["mem-piano"]
+    assert [h.id for h in mirror.keyword_recall('piano OR NOT " *', 5, types=["memory"])] == ["mem-piano"]
     with pytest.raises(ValidationError):
         mirror.keyword_recall("?!", 3)
 
 
 def test_coverage_warning(tmp_path, caplog):
     m = EngramMirror(tmp_path / "m.db", MODEL)
-    m.upsert([{"id": f"d{i}", "text": f"t{i}", "metadata": meta(), **({"embedding": np.ones(3)} if i == 0 else {})}
-              for i in range(4)])
+    m.upsert(
+        [
+            {"id": f"d{i}", "text": f"t{i}", "metadata": meta(), **({"embedding": np.ones(3)} if i == 0 else {})}
+            for i in range(4)
+        ]
+    )
     with caplog.at_level(logging.WARNING, logger="brain.features.mirror"):
         assert [h.id for h in m.recall(np.ones(3), 4)] == ["d0"]
     assert "1 of 4 memories (25%)" in caplog.text
@@ -401,8 +440,10 @@ def test_cached_vectors_survive_other_writers_unrelated_commits(mirror, tmp_path
     assert mirror.recall(q, 1)[0].id == "mem-piano" and mirror._cache is cache
     with sqlite3.connect(tmp_path / "mirror.db") as raw:  # a scope change does matter
         raw.execute("UPDATE memories SET namespace = 'entity:bob' WHERE id = 'mem-piano'")
-        raw.execute("UPDATE memories SET metadata = ? WHERE id = 'mem-piano'",
-                    (mapping_json({**MEMORIES[2][2], "scope": "entity:bob", "entity": "bob"}),))
+        raw.execute(
+            "UPDATE memories SET metadata = ? WHERE id = 'mem-piano'",
+            (mapping_json({**MEMORIES[2][2], "scope": "entity:bob", "entity": "bob"}),),
+        )
     assert mirror.recall(q, 1, scopes=["global"])[0].id != "mem-piano"
     assert mirror._cache is not cache
 
@@ -425,6 +466,8 @@ def test_chroma_shaped_metadata_is_stored_as_the_store_reads_it(tmp_path):
 
 
 def test_count_by_type(mirror):
-    mirror.upsert([{"id": "t1", "text": "hi", "metadata": meta("turn", conversation_id="conv-1", role="user", turn_index=1)}])
+    mirror.upsert(
+        [{"id": "t1", "text": "hi", "metadata": meta("turn", conversation_id="conv-1", role="user", turn_index=1)}]
+    )
     assert mirror.count_by_type() == {"memory": 4, "turn": 1}
     assert mirror.stats()["by_type"] == {"memory": 4, "turn": 1}

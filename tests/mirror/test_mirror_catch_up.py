@@ -19,15 +19,14 @@ import pytest
 from click.testing import CliRunner
 
 import brain.store.facade
-from brain.shells.cli import cli
-from brain.config import Settings
-from brain.features.mirror import catch_up, verify_mirror
 from brain.app.core import open_store
 from brain.app.rag_store import RagStore
 from brain.app.startup import startup
-
-from tests.conftest import ROOT, free_port
+from brain.config import Settings
+from brain.features.mirror import catch_up, verify_mirror
+from brain.shells.cli import cli
 from brain.store.mirror_link import mirror_paused
+from tests.conftest import ROOT, free_port
 
 
 def fill(store: RagStore) -> list[str]:
@@ -141,7 +140,9 @@ def test_a_mirror_file_written_before_content_hashes_is_migrated_in_place(tmp_pa
         ids = fill(store)
         path = store.mirror.path
     with sqlite3.connect(path) as conn:  # the schema of a file from before the hashes: no table, no triggers
-        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'brain_hash_%'").fetchall():
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'brain_hash_%'"
+        ).fetchall():
             conn.execute(f"DROP TRIGGER {name}")
         conn.execute("DROP TABLE brain_content_hashes")
     with open_store(settings, embedder=local_embedder) as store:
@@ -195,7 +196,10 @@ def test_brain_serve_repairs_the_mirror_before_answering(tmp_path, local_embedde
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "brain.shells.cli", "--data-dir", str(data), "serve", "--port", str(port)],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + 180

@@ -17,16 +17,15 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from brain.app.core import open_store
-import brain.wiring
-from brain.app.rag_store import RagStore
 import brain.store.facade
-from brain.shells.cli import cli
-from brain.config import Settings
-from brain.model.errors import BrainError
+import brain.wiring
+from brain.app.core import open_store
+from brain.app.rag_store import RagStore
 from brain.app.restore import rebuild_mirror, recover_store
+from brain.config import Settings
 from brain.features.mirror import EngramMirror, MirrorCorrupt, verify_mirror
-
+from brain.model.errors import BrainError
+from brain.shells.cli import cli
 from tests.conftest import NOBODY, LiveServer
 
 KINDS = ("half", "header", "middle", "tail")

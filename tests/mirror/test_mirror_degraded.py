@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
 from brain.features.mirror import EngramMirror
 from brain.features.mirror.sync import catch_up, verify_mirror
-from tests.conftest import NOBODY, free_port
 from brain.store.mirror_link import catch_up_mirror
+from tests.conftest import NOBODY, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

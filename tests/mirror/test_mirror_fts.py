@@ -8,13 +8,13 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from brain.app.core import open_store
-import brain.wiring
 import brain.store.facade
-from brain.shells.cli import cli
+import brain.wiring
+from brain.app.core import open_store
 from brain.config import Settings
 from brain.features.mirror import EngramMirror, KeywordHit
 from brain.features.mirror.schema import FTS_TOKENIZER, fts_is_current
+from brain.shells.cli import cli
 
 MODEL = "local/minilm-l6-v2"
 TS = "2026-03-01T10:00:00+00:00"

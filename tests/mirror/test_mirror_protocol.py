@@ -11,7 +11,6 @@ import struct
 import numpy as np
 import pytest
 
-from brain.model.errors import BrainError
 from brain.features.mirror import (
     BLOB_LENGTH_INVALID,
     DIMENSION_MISMATCH,
@@ -24,22 +23,42 @@ from brain.features.mirror import (
     decode_embedding,
     encode_embedding,
 )
+from brain.model.errors import BrainError
 from brain.shells.cli.reports import migration_text
 
 MODEL = "local/minilm-l6-v2"
 
 
 def meta(**extra):
-    base = {"type": "memory", "timestamp": "2026-03-01T10:00:00+00:00", "ts_epoch": 1772359200.0,
-            "source": "chat", "scope": "global", "importance": 3, "tags": []}
+    base = {
+        "type": "memory",
+        "timestamp": "2026-03-01T10:00:00+00:00",
+        "ts_epoch": 1772359200.0,
+        "source": "chat",
+        "scope": "global",
+        "importance": 3,
+        "tags": [],
+    }
     return {**base, **extra}
 
 
 # ---- serialisation ---------------------------------------------------------------------------------
 def test_round_trip_is_bit_exact_little_endian_float32():
     rng = np.random.default_rng(7)
-    special = np.array([0.0, -0.0, 1e-45, -1e-45, np.finfo(np.float32).max, np.finfo(np.float32).min,
-                        np.finfo(np.float32).tiny, 1.0, -1.0], dtype=np.float32)
+    special = np.array(
+        [
+            0.0,
+            -0.0,
+            1e-45,
+            -1e-45,
+            np.finfo(np.float32).max,
+            np.finfo(np.float32).min,
+            np.finfo(np.float32).tiny,
+            1.0,
+            -1.0,
+        ],
+        dtype=np.float32,
+    )
     for vec in (special, rng.standard_normal(384).astype(np.float32), rng.standard_normal(768).astype(np.float32)):
         blob = encode_embedding(vec)
         assert blob == struct.pack(f"<{len(vec)}f", *vec.tolist())  # raw LE float32, no header
@@ -82,9 +101,23 @@ def test_blob_length_must_match_dimensions():
     assert decode_embedding(blob, 4).tolist() == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("name", [
-    "minilm", "a/b/c", "a /b", "a/b c", "a/b\n", "\ta/b", "/model", "provider/", "", "p/" + "m" * 255, 42, None,
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "minilm",
+        "a/b/c",
+        "a /b",
+        "a/b c",
+        "a/b\n",
+        "\ta/b",
+        "/model",
+        "provider/",
+        "",
+        "p/" + "m" * 255,
+        42,
+        None,
+    ],
+)
 def test_bad_model_names(name):
     with pytest.raises(EmbeddingProtocolError) as info:
         check_model_name(name)
@@ -111,7 +144,10 @@ def test_bad_vectors_reject_the_whole_batch(tmp_path, caplog):
         DIMENSION_MISMATCH: np.ones((2, 2), np.float32),
     }
     for code, vec in cases.items():
-        with caplog.at_level(logging.WARNING, logger="brain.features.mirror"), pytest.raises(EmbeddingProtocolError) as info:
+        with (
+            caplog.at_level(logging.WARNING, logger="brain.features.mirror"),
+            pytest.raises(EmbeddingProtocolError) as info,
+        ):
             mirror.upsert([good, {"id": "bad", "text": "x", "metadata": meta(), "embedding": vec}])
         assert info.value.code == code
         assert "bad" in str(info.value)
@@ -144,16 +180,24 @@ def test_bad_vectors_reject_the_whole_batch(tmp_path, caplog):
 def test_corrupt_stored_rows_raise_on_read_and_recall_leaves_them_out(tmp_path, caplog, blob, dims, code):
     path = tmp_path / "m.db"
     mirror = EngramMirror(path, MODEL)
-    mirror.upsert([{"id": "a", "text": "alpha", "metadata": meta(), "embedding": np.ones(4, np.float32)},
-                   {"id": "b", "text": "beta", "metadata": meta(), "embedding": np.arange(1, 5, dtype=np.float32)}])
+    mirror.upsert(
+        [
+            {"id": "a", "text": "alpha", "metadata": meta(), "embedding": np.ones(4, np.float32)},
+            {"id": "b", "text": "beta", "metadata": meta(), "embedding": np.arange(1, 5, dtype=np.float32)},
+        ]
+    )
     with sqlite3.connect(path) as raw:
         if blob == "text":  # a BLOB concatenated with || is TEXT; these bytes are not UTF-8
-            raw.execute("UPDATE memory_embeddings SET embedding = x'0000c07f' || substr(embedding, 5) "
-                        "WHERE memory_id = 'a'")
+            raw.execute(
+                "UPDATE memory_embeddings SET embedding = x'0000c07f' || substr(embedding, 5) WHERE memory_id = 'a'"
+            )
             assert raw.execute("SELECT typeof(embedding) FROM memory_embeddings WHERE memory_id = 'a'").fetchone() == (
-                "text",)
+                "text",
+            )
         else:
-            raw.execute("UPDATE memory_embeddings SET embedding = ?, dimensions = ? WHERE memory_id = 'a'", (blob, dims))
+            raw.execute(
+                "UPDATE memory_embeddings SET embedding = ?, dimensions = ? WHERE memory_id = 'a'", (blob, dims)
+            )
     for read in (lambda: mirror.get(["a"]), lambda: list(mirror.iter_documents()), lambda: mirror.embeddings("a")):
         with pytest.raises(EmbeddingProtocolError) as info:
             read()
@@ -198,9 +242,13 @@ def test_reads_a_v2_file_written_byte_by_byte_with_plain_sqlite(tmp_path):
             (mid, f"{mid} points somewhere", 1.7e9 + i, "default" if i else "entity:alice", ours if i == 2 else None),
         )
         blob = b"".join(struct.pack("<f", x) for x in vec)  # per the spec: 4 bytes per value, little-endian
-        conn.execute("INSERT INTO memory_embeddings VALUES (?, ?, ?, ?, ?)", (mid, MODEL, blob, 3, "2026-01-01T00:00:00Z"))
-        conn.execute("INSERT INTO memory_embeddings VALUES (?, ?, ?, ?, ?)",
-                     (mid, "other/model", struct.pack("<2f", 1.0, float(i)), 2, "2026-01-01T00:00:00Z"))
+        conn.execute(
+            "INSERT INTO memory_embeddings VALUES (?, ?, ?, ?, ?)", (mid, MODEL, blob, 3, "2026-01-01T00:00:00Z")
+        )
+        conn.execute(
+            "INSERT INTO memory_embeddings VALUES (?, ?, ?, ?, ?)",
+            (mid, "other/model", struct.pack("<2f", 1.0, float(i)), 2, "2026-01-01T00:00:00Z"),
+        )
     conn.commit()
     conn.close()
 
@@ -225,11 +273,13 @@ def test_reads_a_v2_file_written_byte_by_byte_with_plain_sqlite(tmp_path):
 def test_several_models_per_memory_and_recall_uses_only_the_configured_one(tmp_path):
     path = tmp_path / "m.db"
     a = EngramMirror(path, "prov/model-a")
-    a.upsert([
-        {"id": "x", "text": "x text", "metadata": meta(), "embedding": np.array([1, 0, 0], np.float32)},
-        {"id": "y", "text": "y text", "metadata": meta(), "embedding": np.array([0, 1, 0], np.float32)},
-        {"id": "z", "text": "z text", "metadata": meta()},
-    ])
+    a.upsert(
+        [
+            {"id": "x", "text": "x text", "metadata": meta(), "embedding": np.array([1, 0, 0], np.float32)},
+            {"id": "y", "text": "y text", "metadata": meta(), "embedding": np.array([0, 1, 0], np.float32)},
+            {"id": "z", "text": "z text", "metadata": meta()},
+        ]
+    )
     # model b: 2-d, and pointing the other way; z has only a b vector, x only an a vector
     a.upsert_embeddings([("y", [1.0, 0.0]), ("z", [0.9, 0.1])], "prov/model-b")
     assert a.models() == {"prov/model-a": 2, "prov/model-b": 2}
@@ -253,19 +303,25 @@ def test_several_models_per_memory_and_recall_uses_only_the_configured_one(tmp_p
 # ---- v1 -> v2 migration --------------------------------------------------------------------------
 def _v1_file(path, engram_shape: bool):
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE memories (id TEXT PRIMARY KEY, content TEXT NOT NULL, summary TEXT DEFAULT '', "
-                 "tokens TEXT DEFAULT '', memory_type TEXT NOT NULL, layer TEXT NOT NULL, created_at REAL NOT NULL, "
-                 "working_strength REAL NOT NULL DEFAULT 1.0, core_strength REAL NOT NULL DEFAULT 0.0, "
-                 "importance REAL NOT NULL DEFAULT 0.3, pinned INTEGER NOT NULL DEFAULT 0, "
-                 "consolidation_count INTEGER NOT NULL DEFAULT 0, last_consolidated REAL, source TEXT DEFAULT '')")
+    conn.execute(
+        "CREATE TABLE memories (id TEXT PRIMARY KEY, content TEXT NOT NULL, summary TEXT DEFAULT '', "
+        "tokens TEXT DEFAULT '', memory_type TEXT NOT NULL, layer TEXT NOT NULL, created_at REAL NOT NULL, "
+        "working_strength REAL NOT NULL DEFAULT 1.0, core_strength REAL NOT NULL DEFAULT 0.0, "
+        "importance REAL NOT NULL DEFAULT 0.3, pinned INTEGER NOT NULL DEFAULT 0, "
+        "consolidation_count INTEGER NOT NULL DEFAULT 0, last_consolidated REAL, source TEXT DEFAULT '')"
+    )
     if engram_shape:  # what engramai 2.1.0 creates
-        conn.execute("CREATE TABLE memory_embeddings (memory_id TEXT PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE, "
-                     "embedding TEXT NOT NULL, model TEXT NOT NULL, dimension INTEGER NOT NULL)")
+        conn.execute(
+            "CREATE TABLE memory_embeddings (memory_id TEXT PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE, "
+            "embedding TEXT NOT NULL, model TEXT NOT NULL, dimension INTEGER NOT NULL)"
+        )
     else:  # the oldest shape: no model, no dimensions
         conn.execute("CREATE TABLE memory_embeddings (memory_id TEXT PRIMARY KEY, embedding TEXT NOT NULL)")
     for i in range(8):
-        conn.execute("INSERT INTO memories (id, content, memory_type, layer, created_at) VALUES (?, ?, 'factual', 'working', ?)",
-                     (f"m{i}", f"memory number {i}", 1.7e9 + i))
+        conn.execute(
+            "INSERT INTO memories (id, content, memory_type, layer, created_at) VALUES (?, ?, 'factual', 'working', ?)",
+            (f"m{i}", f"memory number {i}", 1.7e9 + i),
+        )
     return conn
 
 
@@ -315,9 +371,17 @@ def test_migration_from_v1_with_corrupt_rows(tmp_path, caplog, engram_shape):
     with sqlite3.connect(path) as raw:
         cols = {r[1]: r[2] for r in raw.execute("PRAGMA table_info(memory_embeddings)")}
         version = raw.execute("SELECT value FROM engram_meta WHERE key = 'embedding_protocol_version'").fetchone()
-        blob, dims = raw.execute("SELECT embedding, dimensions FROM memory_embeddings WHERE memory_id = 'm0'").fetchone()
+        blob, dims = raw.execute(
+            "SELECT embedding, dimensions FROM memory_embeddings WHERE memory_id = 'm0'"
+        ).fetchone()
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert cols == {"memory_id": "TEXT", "model": "TEXT", "embedding": "BLOB", "dimensions": "INTEGER", "created_at": "TEXT"}
+    assert cols == {
+        "memory_id": "TEXT",
+        "model": "TEXT",
+        "embedding": "BLOB",
+        "dimensions": "INTEGER",
+        "created_at": "TEXT",
+    }
     assert version == ("2",)
     assert blob == struct.pack("<3f", *good["m0"]) and dims == 3
     assert "memory_embeddings_v1" not in tables
@@ -338,7 +402,9 @@ def test_a_newer_protocol_version_only_warns(tmp_path, caplog):
     assert "protocol version 3" in caplog.text
     assert mirror.get(["a"])[0].embedding.tolist() == [1.0, 1.0, 1.0]
     with sqlite3.connect(path) as raw:  # never downgraded
-        assert raw.execute("SELECT value FROM engram_meta WHERE key = 'embedding_protocol_version'").fetchone() == ("3",)
+        assert raw.execute("SELECT value FROM engram_meta WHERE key = 'embedding_protocol_version'").fetchone() == (
+            "3",
+        )
 
 
 def test_a_new_file_declares_version_2(tmp_path):

@@ -10,12 +10,13 @@ import sys
 
 import numpy as np
 import pytest
-from brain.features.chat import ChatMemory
-from brain.config import Settings
+
 from brain.app.core import open_store
-from brain.app.restore import recover_store
-from brain.features.mirror import verify_mirror
 from brain.app.rag_store import RagStore
+from brain.app.restore import recover_store
+from brain.config import Settings
+from brain.features.chat import ChatMemory
+from brain.features.mirror import verify_mirror
 
 TYPES = ("memory", "turn", "summary", "persona", "faq")
 PERSONA = "# Tone\nWarm and brief.\n\n# Values\nHonest about what it does not know.\n"
@@ -33,8 +34,9 @@ def lose_chroma(settings: Settings) -> None:
 
 def everything(store: RagStore) -> dict[str, tuple]:
     """Every document: id -> (type, text, metadata, vector)."""
-    return {d.id: (t, d.text, d.metadata, d.embedding)
-            for t in TYPES for d in store.get(type=t, include_embeddings=True)}
+    return {
+        d.id: (t, d.text, d.metadata, d.embedding) for t in TYPES for d in store.get(type=t, include_embeddings=True)
+    }
 
 
 def assert_same(got: dict[str, tuple], expected: dict[str, tuple]) -> None:
@@ -50,8 +52,9 @@ def world(tmp_path, local_embedder):
     (tmp_path / "persona.md").write_text(PERSONA, encoding="utf-8")
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "faq.md").write_text(FAQ, encoding="utf-8")
-    settings = Settings(data_dir=tmp_path / "data", persona_path=tmp_path / "persona.md",
-                        summarizer="extractive", summary_every_n=1)
+    settings = Settings(
+        data_dir=tmp_path / "data", persona_path=tmp_path / "persona.md", summarizer="extractive", summary_every_n=1
+    )
     from brain.features.ingest import ingest_paths
     from brain.features.persona import load_persona
 
@@ -82,17 +85,25 @@ def test_restore_brings_back_memories_conversations_persona_and_faq(world, tmp_p
         assert report.persona["sections"] == 2 and report.knowledge_base["added"] == 2
         assert report.not_restored == []
         after = everything(store)
-        assert_same({k: v for k, v in after.items() if v[0] in ("memory", "turn", "summary")},
-                    {k: v for k, v in before.items() if v[0] in ("memory", "turn", "summary")})
+        assert_same(
+            {k: v for k, v in after.items() if v[0] in ("memory", "turn", "summary")},
+            {k: v for k, v in before.items() if v[0] in ("memory", "turn", "summary")},
+        )
         # persona and FAQ are rebuilt from their files: the same texts and vectors, new load times
         for kind in ("persona", "faq"):
             texts = [sorted(v[1] for v in docs.values() if v[0] == kind) for docs in (after, before)]
             assert texts[0] == texts[1]
         conv = next(v[2]["conversation_id"] for v in before.values() if v[0] == "turn" and v[1] == "And for dessert?")
         assert [t.text for t in store.recent_turns(conv)] == [
-            "What should I cook for Alice?", "Nothing with peanuts.", "And for dessert?", "Fruit salad."]
+            "What should I cook for Alice?",
+            "Nothing with peanuts.",
+            "And for dessert?",
+            "Fruit salad.",
+        ]
         assert [t.metadata["turn_index"] for t in store.recent_turns(conv)] == [1, 2, 3, 4]
-        assert store.retrieve_memories("what is Alice allergic to?", entity="alice", k=1, relevance=False)[0].text.startswith("Alice")
+        assert store.retrieve_memories("what is Alice allergic to?", entity="alice", k=1, relevance=False)[
+            0
+        ].text.startswith("Alice")
         assert verify_mirror(store, store.mirror).ok
         # the conversation continues where it stopped
         with ChatMemory(store, settings) as chat:
@@ -130,8 +141,14 @@ def test_turns_are_lost_only_when_they_are_not_mirrored(tmp_path, local_embedder
 def brain_command(tmp_path, settings: Settings, *args: str) -> subprocess.CompletedProcess:
     """``brain ARGS`` in a new process, on the world's data directory and persona."""
     env = {**os.environ, "BRAIN_DATA_DIR": str(settings.data_dir), "BRAIN_PERSONA_PATH": str(tmp_path / "persona.md")}
-    return subprocess.run([sys.executable, "-m", "brain.shells.cli", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "brain.shells.cli", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.subprocess
@@ -153,5 +170,6 @@ def test_cli_restore_from_mirror(world, tmp_path, local_embedder):
     with open_store(settings, embedder=local_embedder) as store:
         after = everything(store)
     assert {k: v[:3] for k, v in after.items() if v[0] in ("memory", "turn", "summary")} == {
-        k: v[:3] for k, v in before.items() if v[0] in ("memory", "turn", "summary")}
+        k: v[:3] for k, v in before.items() if v[0] in ("memory", "turn", "summary")
+    }
     assert sorted(v[1] for v in after.values()) == sorted(v[1] for v in before.values())

@@ -7,13 +7,13 @@ import sqlite3
 import numpy as np
 import pytest
 
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.providers.embeddings.base import Embedder
-from brain.model.errors import EmbeddingModelMismatch
+from brain.app.rag_store import RagStore
+from brain.config import Settings
 from brain.features.mirror import EngramMirror, restore_from_mirror, sync_mirror, verify_mirror
 from brain.features.mirror.mapping import metadata_json
-from brain.app.rag_store import RagStore
+from brain.model.errors import EmbeddingModelMismatch
+from brain.providers.embeddings.base import Embedder
 from brain.shells.cli.reports import verify_text
 
 ALL_TYPES = ("memory", "persona", "faq", "summary", "turn")
@@ -40,8 +40,14 @@ class CountingEmbedder(Embedder):
 
 
 def fill(store: RagStore) -> None:
-    store.upsert_memory("Alice is vegetarian", scope="entity:alice", importance=5, tags=["food", "health"],
-                        timestamp="2026-01-02T03:04:05.123456+00:00", conversation_id="conv-7")
+    store.upsert_memory(
+        "Alice is vegetarian",
+        scope="entity:alice",
+        importance=5,
+        tags=["food", "health"],
+        timestamp="2026-01-02T03:04:05.123456+00:00",
+        conversation_id="conv-7",
+    )
     store.upsert_memory("The office wifi password changes every month", importance=2, source="system")
     store.upsert_memory("Bob supports the local football club", scope="entity:bob", tags=["sport"], mood="keen")
     store.upsert_memory("We agreed to ship on Fridays only", importance=4, tags=["work", "episodic"])
@@ -128,8 +134,7 @@ def test_verify_finds_each_kind_of_difference(embedded_store, mirror, tmp_path):
     ids = sorted(mirror.ids())
     missing, text, meta, vector = ids
     mirror.delete([missing])
-    mirror.upsert([{"id": "orphan", "text": "only in the mirror",
-                    "metadata": {**mirror.get([text])[0].metadata}}])
+    mirror.upsert([{"id": "orphan", "text": "only in the mirror", "metadata": {**mirror.get([text])[0].metadata}}])
     with sqlite3.connect(tmp_path / "mirror.db") as raw:
         raw.execute("UPDATE memories SET content = content || ' (edited)' WHERE id = ?", (text,))
         changed = {**mirror.get([meta])[0].metadata, "importance": 1}
@@ -169,7 +174,10 @@ def test_restore_from_mirror_equals_the_original_without_embedding(embedded_stor
     # Chroma's last-place rounding of the restored vectors is not a difference
     assert verify_mirror(fresh, mirror, types=ALL_TYPES).ok
     assert sync_mirror(fresh, mirror, types=ALL_TYPES).changed == 0
-    assert fresh.retrieve_memories("what does Alice eat?", k=1, entity="alice", relevance=False)[0].text == "Alice is vegetarian"
+    assert (
+        fresh.retrieve_memories("what does Alice eat?", k=1, entity="alice", relevance=False)[0].text
+        == "Alice is vegetarian"
+    )
     assert [t.text for t in fresh.recent_turns("conv-7")] == [t.text for t in embedded_store.recent_turns("conv-7")]
 
 

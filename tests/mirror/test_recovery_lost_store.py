@@ -18,16 +18,15 @@ import httpx
 import pytest
 
 from brain.app import reindex
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import StoreLooksLost
 from brain.app.restore import recover_store
-from brain.features.mirror import catch_up, verify_mirror
 from brain.app.startup import startup
-
-from tests.conftest import cli_env, free_port
-from tests.app.test_reindex import NOMIC, ollama  # noqa: F401 (a fixture)
+from brain.config import Settings
+from brain.features.mirror import catch_up, verify_mirror
+from brain.model.errors import StoreLooksLost
 from brain.store.mirror_link import mirror_paused
+from tests.app.test_reindex import NOMIC, ollama  # noqa: F401 (a fixture)
+from tests.conftest import cli_env, free_port
 
 MEMORIES = 40
 CONVERSATIONS = 5
@@ -35,9 +34,17 @@ CONVERSATIONS = 5
 
 def fill(store) -> None:
     """40 memories and 5 conversations of 2 exchanges: 60 mirrored documents."""
-    store.upsert_docs([{"text": f"Fact number {n}: the {n}th colour is shade {n * 7}", "type": "memory",
-                        "scope": "entity:alice" if n % 2 else "global", "importance": 1 + n % 5}
-                       for n in range(MEMORIES)])
+    store.upsert_docs(
+        [
+            {
+                "text": f"Fact number {n}: the {n}th colour is shade {n * 7}",
+                "type": "memory",
+                "scope": "entity:alice" if n % 2 else "global",
+                "importance": 1 + n % 5,
+            }
+            for n in range(MEMORIES)
+        ]
+    )
     for c in range(CONVERSATIONS):
         store.upsert_turn(f"conv-{c}", f"Question {c} about the weather", f"Answer {c}: it will rain")
         store.upsert_turn(f"conv-{c}", f"Follow-up {c}", f"Reply {c}: bring an umbrella")
@@ -47,8 +54,10 @@ def mirror_rows(path: Path) -> dict[str, tuple]:
     """Every row of the mirror file with its vectors, read with plain sqlite3 (no brain code)."""
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
         rows = {i: (c, m) for i, c, m in conn.execute("SELECT id, content, metadata FROM memories")}
-        vectors = {(i, model): bytes(b) for i, model, b in
-                   conn.execute("SELECT memory_id, model, embedding FROM memory_embeddings")}
+        vectors = {
+            (i, model): bytes(b)
+            for i, model, b in conn.execute("SELECT memory_id, model, embedding FROM memory_embeddings")
+        }
     return {i: (*row, tuple(sorted((m, v) for (j, m), v in vectors.items() if j == i))) for i, row in rows.items()}
 
 
@@ -135,8 +144,17 @@ def test_a_recreated_store_is_not_the_truth_even_when_it_holds_most_documents(wo
     with open_store(settings, embedder=local_embedder) as store:
         docs = [d for d in store.mirror.iter_documents()][:-2]
         with mirror_paused(store):
-            store.upsert_docs([{**{k: v for k, v in d.metadata.items() if k != "ts_epoch"}, "id": d.id,
-                                "text": d.text, "embedding": d.embedding} for d in docs])
+            store.upsert_docs(
+                [
+                    {
+                        **{k: v for k, v in d.metadata.items() if k != "ts_epoch"},
+                        "id": d.id,
+                        "text": d.text,
+                        "embedding": d.embedding,
+                    }
+                    for d in docs
+                ]
+            )
         assert store.count() == len(before) - 2
         with pytest.raises(StoreLooksLost) as refused:
             catch_up(store, store.mirror)
@@ -155,14 +173,26 @@ def test_brain_init_and_serve_refuse_a_lost_store(world, tmp_path):
     settings, path, before = world
     lose_store(settings)
     env = cli_env(settings)
-    init = subprocess.run([sys.executable, "-m", "brain.shells.cli", "init"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    init = subprocess.run(
+        [sys.executable, "-m", "brain.shells.cli", "init"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert init.returncode == 1, init.stdout
     assert "brain restore --from-mirror" in init.stderr and "0 added" not in init.stdout
     assert mirror_rows(path) == before
     port = free_port()
-    serve = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)], cwd=tmp_path, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _, err = serve.communicate(timeout=300)
     finally:
@@ -174,8 +204,14 @@ def test_brain_init_and_serve_refuse_a_lost_store(world, tmp_path):
         httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=2)
     assert mirror_rows(path) == before
     # the confirmation is explicit: `brain mirror sync --force` makes the mirror follow the store
-    forced = subprocess.run([sys.executable, "-m", "brain.shells.cli", "mirror", "sync", "--force"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)
+    forced = subprocess.run(
+        [sys.executable, "-m", "brain.shells.cli", "mirror", "sync", "--force"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert forced.returncode == 0, forced.stderr
     assert f"{len(before)} deleted" in forced.stdout
     assert mirror_rows(path) == {}

@@ -16,14 +16,13 @@ import time
 import numpy as np
 import pytest
 
-from brain.config import Settings
-from brain.shells.cli.reports import restore_text
 from brain.app.core import open_store
-from brain.model.errors import RestoreUnfinished
 from brain.app.restore import recover_store
-from brain.features.mirror import NON_FINITE_VALUE, BLOB_LENGTH_INVALID, verify_mirror
 from brain.app.startup import startup
-
+from brain.config import Settings
+from brain.features.mirror import BLOB_LENGTH_INVALID, NON_FINITE_VALUE, verify_mirror
+from brain.model.errors import RestoreUnfinished
+from brain.shells.cli.reports import restore_text
 from tests.conftest import cli_env
 from tests.mirror.test_recovery_lost_store import fill, lose_store, mirror_rows
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import StoreUnavailable, ValidationError
-from brain.features.mirror.sync import restore_from_mirror, sync_mirror, verify_mirror
 from brain.app.rag_store import RagStore
+from brain.config import Settings
+from brain.features.mirror.sync import restore_from_mirror, sync_mirror, verify_mirror
+from brain.model.errors import StoreUnavailable, ValidationError
 from brain.store.indexes import memory_index
 from brain.store.mirror_link import catch_up_mirror
 from brain.store.retrieval import record_memory_use
@@ -79,7 +79,9 @@ def test_failed_chroma_write_leaves_the_mirror_unchanged(embedded_store, monkeyp
 
 def test_invalid_batch_touches_neither(embedded_store):
     with pytest.raises(ValidationError):
-        embedded_store.upsert_docs([{"text": "fine", "type": "memory"}, {"text": "bad", "type": "memory", "importance": 7}])
+        embedded_store.upsert_docs(
+            [{"text": "fine", "type": "memory"}, {"text": "bad", "type": "memory", "importance": 7}]
+        )
     assert embedded_store.mirror.count() == 0 and embedded_store.count() == 0
 
 
@@ -105,8 +107,10 @@ def test_lost_chroma_store_is_rebuilt_from_the_mirror_without_embedding(tmp_path
 
     settings = Settings(data_dir=tmp_path / "data", mirror_path=tmp_path / "keep" / "mirror.db")
     original = open_store(settings, embedder=local_embedder)
-    ids = [original.upsert_memory(f"fact number {i}: {w}", importance=1 + i % 5, tags=[w], scope=s)
-           for i, (w, s) in enumerate([("tea", "global"), ("chess", "entity:bob"), ("jazz", "global")])]
+    ids = [
+        original.upsert_memory(f"fact number {i}: {w}", importance=1 + i % 5, tags=[w], scope=s)
+        for i, (w, s) in enumerate([("tea", "global"), ("chess", "entity:bob"), ("jazz", "global")])
+    ]
     before = {d.id: (d.text, d.metadata) for d in original.get(type="memory")}
     vectors = {i: chroma_vector(original, i) for i in ids}
     original.close()
@@ -142,6 +146,7 @@ def test_sync_fills_a_mirror_that_missed_writes(tmp_path, local_embedder):
 
 # ---- review findings ---------------------------------------------------------------------------
 
+
 def test_restore_keeps_rows_engram_wrote_itself(tmp_path, local_embedder):
     from engram import Memory
 
@@ -156,8 +161,9 @@ def test_restore_keeps_rows_engram_wrote_itself(tmp_path, local_embedder):
 
     def engram_row():
         with sqlite3.connect(tmp_path / "keep" / "mirror.db") as raw:
-            return raw.execute("SELECT metadata, importance, source, memory_type FROM memories WHERE id = ?",
-                               (own,)).fetchone()
+            return raw.execute(
+                "SELECT metadata, importance, source, memory_type FROM memories WHERE id = ?", (own,)
+            ).fetchone()
 
     before = engram_row()
     with open_store(settings.model_copy(update={"data_dir": tmp_path / "new"}), embedder=local_embedder) as rebuilt:
@@ -216,6 +222,9 @@ def test_mirror_commit_failure_after_chroma_keeps_the_index_in_step(embedded_sto
     assert store.mirror_health.status == "degraded" and store.mirror_health.behind == 1
     monkeypatch.undo()
     assert store.get_one(doc_id).text == "Erin plays the bassoon"
-    assert store.retrieve_memories("what instrument does Erin play?", k=1, relevance=False)[0].text == "Erin plays the bassoon"
+    assert (
+        store.retrieve_memories("what instrument does Erin play?", k=1, relevance=False)[0].text
+        == "Erin plays the bassoon"
+    )
     assert catch_up_mirror(store) == 1 and store.mirror_health.status == "ok"
     assert verify_mirror(store, store.mirror).ok

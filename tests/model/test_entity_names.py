@@ -10,26 +10,41 @@ from __future__ import annotations
 import re
 import unicodedata
 from types import SimpleNamespace
-
 from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import brain.store.facade
 from brain.access.policy import Caller
-from brain.shells.web.tokens import TokenTable
-from brain.shells.cli import cli
 from brain.model.errors import ConfigError, Forbidden, ValidationError
-from brain.shells.xaibo.attributes import encode_attributes
 from brain.model.schemas import ENTITY_PATTERN, check_name, check_scope, entity_scope, valid_name, validate_metadata
 from brain.model.schemas.values import UNPRINTABLE_CLASS, canonical_name
+from brain.shells.cli import cli
+from brain.shells.web.tokens import TokenTable
+from brain.shells.xaibo.attributes import encode_attributes
 from brain.store.indexes import refresh_index
 
 #: each was accepted once, and printed raw by the CLI
-BAD = ["\x00", "\x1b[2Jm", "\x7f", "\u2028", "\u202eevil", "evil\u202e", "a\x1b[31mb", "bob\u200b", "\ufeffbob",
-       "al\u2066ice", "x\x85y", " bob", "bob ", "", "x" * 129]
+BAD = [
+    "\x00",
+    "\x1b[2Jm",
+    "\x7f",
+    "\u2028",
+    "\u202eevil",
+    "evil\u202e",
+    "a\x1b[31mb",
+    "bob\u200b",
+    "\ufeffbob",
+    "al\u2066ice",
+    "x\x85y",
+    " bob",
+    "bob ",
+    "",
+    "x" * 129,
+]
 GOOD = ["alice", "Mary Ann", "a/b", "team/ops", "Zoë", "李雷", "o'brien", "x" * 128, "🙂"]
 FORBIDDEN_CATEGORIES = {"Cc", "Cf", "Zl", "Zp", "Cs"}
 
@@ -89,8 +104,12 @@ def cli_embedder(monkeypatch, local_embedder):
 
 @pytest.mark.parametrize("name", ["\x1b[2Jm", "\x7f", "\u202eevil", "\x00"])
 def test_the_cli_refuses_and_never_prints_a_raw_control_sequence(tmp_path, cli_embedder, name):
-    for args in (["memory", "list", "--entity", name], ["forget", "--entity", name, "--yes"],
-                 ["memory", "add", "x", "--entity", name], ["search", "x", "--entity", name]):
+    for args in (
+        ["memory", "list", "--entity", name],
+        ["forget", "--entity", name, "--yes"],
+        ["memory", "add", "x", "--entity", name],
+        ["search", "x", "--entity", name],
+    ):
         result = CliRunner().invoke(cli, ["--data-dir", str(tmp_path / "data"), *args])
         assert result.exit_code == 2, (args, result.output)
         assert name not in result.output and "not a valid entity name" in result.output
@@ -106,10 +125,12 @@ def test_http_creates_and_forgets_a_name_with_a_slash_and_refuses_bad_ones(live,
         assert live.delete(f"/v1/entities/{name}").status_code == 404  # nothing left of it
     assert api_store.count() == 0
     for name in ("\x1b[2Jm", "\u202eevil", "\x7f"):
-        for response in (live.post("/v1/memories", json={"text": "x", "entity": name}),
-                         live.get("/v1/memories", params={"entity": name}),
-                         live.post("/v1/context", json={"user_message": "x", "entity": name}),
-                         live.delete("/v1/entities/" + quote(name, safe=""))):
+        for response in (
+            live.post("/v1/memories", json={"text": "x", "entity": name}),
+            live.get("/v1/memories", params={"entity": name}),
+            live.post("/v1/context", json={"user_message": "x", "entity": name}),
+            live.delete("/v1/entities/" + quote(name, safe="")),
+        ):
             assert response.status_code == 422, response.text
             assert name not in response.text
     assert api_store.count() == 0
@@ -129,8 +150,23 @@ def test_mcp_refuses_a_bad_pinned_entity(tmp_path, local_embedder):
 
 ALICE_FORMS = ["alice", "Alice", "ALICE", "\uff41\uff4c\uff49\uff43\uff45", "\uff21lice"]  # fullwidth too
 #: look-alikes of bob that must never be a way to reach bob (nor another entity of their own)
-REFUSED = ["entity:bob", "Entity:bob", "entity:entity:bob", "../bob", "./bob", "/", "/bob", "bob/", "a//b", "..",
-           "\\bob", "bo\\b", "bob\x00", "\x00", "b\u202eob"]
+REFUSED = [
+    "entity:bob",
+    "Entity:bob",
+    "entity:entity:bob",
+    "../bob",
+    "./bob",
+    "/",
+    "/bob",
+    "bob/",
+    "a//b",
+    "..",
+    "\\bob",
+    "bo\\b",
+    "bob\x00",
+    "\x00",
+    "b\u202eob",
+]
 
 
 @pytest.mark.parametrize("name", ALICE_FORMS)
@@ -206,11 +242,16 @@ def test_a_row_stored_under_another_form_of_a_name_reaches_nobody(embedded_store
     told apart by case never see each other's memories."""
     doc_id = embedded_store.upsert_memory("bob keeps bees", scope="entity:bob")
     stored = embedded_store.col.get(ids=[doc_id], include=["metadatas"])["metadatas"][0]
-    embedded_store.col.upsert(ids=["legacy-Bob"], documents=["Bob keeps wasps"],
-                              embeddings=[embedded_store.embedder.embed_documents(["Bob keeps wasps"])[0]],
-                              metadatas=[{**stored, "scope": "entity:Bob"}])
+    embedded_store.col.upsert(
+        ids=["legacy-Bob"],
+        documents=["Bob keeps wasps"],
+        embeddings=[embedded_store.embedder.embed_documents(["Bob keeps wasps"])[0]],
+        metadatas=[{**stored, "scope": "entity:Bob"}],
+    )
     refresh_index(embedded_store)
-    hits = embedded_store.retrieve_memories("who keeps wasps or bees?", k=5, entity="bob", all_scopes=False, relevance=False)
+    hits = embedded_store.retrieve_memories(
+        "who keeps wasps or bees?", k=5, entity="bob", all_scopes=False, relevance=False
+    )
     assert [h.text for h in hits] == ["bob keeps bees"]
 
 
@@ -225,7 +266,10 @@ def test_http_reads_and_writes_one_entity_and_a_bound_token_never_reaches_bob(tm
     path = tmp_path / "tokens"
     path.write_text(f"alice {alice_token}\n", encoding="utf-8")
     settings = api_settings(tmp_path, api_token=admin, api_tokens_file=path)
-    with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+    with (
+        open_store(settings, embedder=local_embedder) as store,
+        LiveServer(create_app(settings, store=store)) as server,
+    ):
         as_admin = httpx.Client(base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {admin}"})
         as_alice = httpx.Client(base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {alice_token}"})
         with as_admin, as_alice:
@@ -236,14 +280,16 @@ def test_http_reads_and_writes_one_entity_and_a_bound_token_never_reaches_bob(tm
                 for client in (as_admin, as_alice):
                     listed = client.get("/v1/memories", params={"entity": name})
                     assert listed.status_code == 200 and "peanuts" in listed.text and "4711" not in listed.text
-                    context = client.post("/v1/context", json={"user_message": "Can I eat peanut butter?",
-                                                                "entity": name})
+                    context = client.post(
+                        "/v1/context", json={"user_message": "Can I eat peanut butter?", "entity": name}
+                    )
                     assert context.status_code == 200 and "peanuts" in context.json()["prompt"], name
             for name in ["bob", "Bob", "BOB", "\uff42\uff4f\uff42", *REFUSED]:
-                for response in (as_alice.get("/v1/memories", params={"entity": name}),
-                                 as_alice.post("/v1/context", json={"user_message": "What is Bob's PIN?",
-                                                                    "entity": name}),
-                                 as_alice.post("/v1/memories", json={"text": "written as bob", "entity": name})):
+                for response in (
+                    as_alice.get("/v1/memories", params={"entity": name}),
+                    as_alice.post("/v1/context", json={"user_message": "What is Bob's PIN?", "entity": name}),
+                    as_alice.post("/v1/memories", json={"text": "written as bob", "entity": name}),
+                ):
                     assert response.status_code in (403, 422), (name, response.text)
                     assert "4711" not in response.text
                 refused = as_admin.post("/v1/memories", json={"text": "x", "entity": name})
@@ -262,8 +308,9 @@ def test_mcp_pinned_to_a_spelling_of_alice_serves_alice(tmp_path, local_embedder
         assert request_caller(None, "alice").entity == "alice"
 
 
-def test_a_store_written_before_names_were_canonical_moves_each_name_once_and_never_merges_two(tmp_path,
-                                                                                               local_embedder):
+def test_a_store_written_before_names_were_canonical_moves_each_name_once_and_never_merges_two(
+    tmp_path, local_embedder
+):
     """Rows under 'entity:Alice' (names were case-sensitive) move to 'entity:alice' at the next open, mirror
     included, when nothing else is 'alice'; 'Bob' and 'bob', two spellings in use, are left apart."""
     from brain.app.core import open_store
@@ -272,28 +319,51 @@ def test_a_store_written_before_names_were_canonical_moves_each_name_once_and_ne
 
     settings = Settings(data_dir=tmp_path / "data")
     with open_store(settings, embedder=local_embedder) as store:
-        template = store.col.get(ids=[store.upsert_memory("seed", scope="entity:carol")],
-                                 include=["metadatas"])["metadatas"][0]
-        legacy = {"old-alice": ("Alice is allergic to peanuts", "entity:Alice"),
-                  "old-alice-2": ("Alice lives in Porto", "entity:Alice"),
-                  "old-Bob": ("Bob keeps wasps", "entity:Bob"), "old-bob": ("bob keeps bees", "entity:bob")}
+        template = store.col.get(ids=[store.upsert_memory("seed", scope="entity:carol")], include=["metadatas"])[
+            "metadatas"
+        ][0]
+        legacy = {
+            "old-alice": ("Alice is allergic to peanuts", "entity:Alice"),
+            "old-alice-2": ("Alice lives in Porto", "entity:Alice"),
+            "old-Bob": ("Bob keeps wasps", "entity:Bob"),
+            "old-bob": ("bob keeps bees", "entity:bob"),
+        }
         texts = [t for t, _ in legacy.values()]
-        store.col.upsert(ids=list(legacy), documents=texts, embeddings=list(local_embedder.embed_documents(texts)),
-                         metadatas=[{**template, "scope": scope, "entity": scope.removeprefix("entity:")}
-                                    for _, scope in legacy.values()])
-        store.mirror.upsert({"id": i, "text": t, "metadata": {**template, "scope": s}, "embedding":
-                             local_embedder.embed_documents([t])[0]} for i, (t, s) in legacy.items())
+        store.col.upsert(
+            ids=list(legacy),
+            documents=texts,
+            embeddings=list(local_embedder.embed_documents(texts)),
+            metadatas=[
+                {**template, "scope": scope, "entity": scope.removeprefix("entity:")} for _, scope in legacy.values()
+            ],
+        )
+        store.mirror.upsert(
+            {
+                "id": i,
+                "text": t,
+                "metadata": {**template, "scope": s},
+                "embedding": local_embedder.embed_documents([t])[0],
+            }
+            for i, (t, s) in legacy.items()
+        )
         store.col.modify(metadata={k: v for k, v in store.col.metadata.items() if k != NAMES_MIGRATED_KEY})
     with open_store(settings, embedder=local_embedder) as store:
         got = store.col.get(ids=list(legacy), include=["metadatas"])
         scopes = {i: m["scope"] for i, m in zip(got["ids"], got["metadatas"])}
-        assert scopes == {"old-alice": "entity:alice", "old-alice-2": "entity:alice", "old-Bob": "entity:Bob",
-                          "old-bob": "entity:bob"}
+        assert scopes == {
+            "old-alice": "entity:alice",
+            "old-alice-2": "entity:alice",
+            "old-Bob": "entity:Bob",
+            "old-bob": "entity:bob",
+        }
         assert store.get_one("old-alice").metadata["entity"] == "alice"
         hits = store.retrieve_memories("allergies", k=5, entity="ALICE", relevance=False)
         assert {h.id for h in hits} >= {"old-alice", "old-alice-2"}
         assert [d.metadata["scope"] for d in store.mirror.get(["old-alice"])] == ["entity:alice"]
         # the two spellings of bob stay apart: the one already canonical is bob's, the other nobody's
-        assert {h.id for h in store.retrieve_memories("who keeps wasps?", k=5, entity="bob", relevance=False)
-                if h.id.startswith("old-")} == {"old-bob"}
+        assert {
+            h.id
+            for h in store.retrieve_memories("who keeps wasps?", k=5, entity="bob", relevance=False)
+            if h.id.startswith("old-")
+        } == {"old-bob"}
         assert store.col.metadata[NAMES_MIGRATED_KEY] == 1

@@ -23,22 +23,32 @@ def test_every_error_class_of_brain_lives_in_brain_errors():
         except ImportError:
             continue
         for name, value in vars(module).items():
-            if inspect.isclass(value) and issubclass(value, BrainError) and value.__module__ == info.name \
-                    and info.name != "brain.model.errors":
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BrainError)
+                and value.__module__ == info.name
+                and info.name != "brain.model.errors"
+            ):
                 defined_elsewhere.append(f"{info.name}.{name}")
     assert not defined_elsewhere, defined_elsewhere
 
 
-@pytest.mark.parametrize("where, names", [
-    ("brain.features.mirror", ["MirrorCorrupt", "EmbeddingProtocolError", "REBUILD_COMMAND"]),
-    ("brain.features.mirror.integrity", ["MirrorCorrupt", "REBUILD_COMMAND"]),
-    ("brain.features.mirror.protocol", ["EmbeddingProtocolError"]),
-    ("brain.providers.summarizers", ["SummarizerError", "SummarizerUnavailable"]),
-    ("brain.providers.summarizers.base", ["SummarizerError", "SummarizerUnavailable"]),
-    ("brain.errors", ["EmbeddingProtocolError", "SummarizerError", "SummarizerUnavailable", "ValidationError", "Backoff"]),
-    ("brain.errors", ["FormationAnswerError", "ExtractorError", "ExtractorUnavailable"]),
-    ("brain", ["BrainError"]),
-])
+@pytest.mark.parametrize(
+    "where, names",
+    [
+        ("brain.features.mirror", ["MirrorCorrupt", "EmbeddingProtocolError", "REBUILD_COMMAND"]),
+        ("brain.features.mirror.integrity", ["MirrorCorrupt", "REBUILD_COMMAND"]),
+        ("brain.features.mirror.protocol", ["EmbeddingProtocolError"]),
+        ("brain.providers.summarizers", ["SummarizerError", "SummarizerUnavailable"]),
+        ("brain.providers.summarizers.base", ["SummarizerError", "SummarizerUnavailable"]),
+        (
+            "brain.errors",
+            ["EmbeddingProtocolError", "SummarizerError", "SummarizerUnavailable", "ValidationError", "Backoff"],
+        ),
+        ("brain.errors", ["FormationAnswerError", "ExtractorError", "ExtractorUnavailable"]),
+        ("brain", ["BrainError"]),
+    ],
+)
 def test_errors_stay_importable_from_where_callers_import_them(where, names):
     import importlib
 
@@ -79,19 +89,24 @@ def test_a_problem_reads_as_its_dict():
 
 
 def test_validation_error_reads_mappings_as_problems():
-    exc = ValidationError("two things", [Problem("a", "first", 0), {"item": 1, "field": "b", "message": "second"},
-                                         {"field": "c", "message": "third"}])
+    exc = ValidationError(
+        "two things",
+        [Problem("a", "first", 0), {"item": 1, "field": "b", "message": "second"}, {"field": "c", "message": "third"}],
+    )
     assert all(isinstance(p, Problem) for p in exc.problems)
-    assert [(p.item, p.field, p.message) for p in exc.problems] == [(0, "a", "first"), (1, "b", "second"),
-                                                                   (None, "c", "third")]
+    assert [(p.item, p.field, p.message) for p in exc.problems] == [
+        (0, "a", "first"),
+        (1, "b", "second"),
+        (None, "c", "third"),
+    ]
     assert ValidationError("nothing listed").problems == []
     one = ValidationError.of("k", "k must be positive", item=2)
     assert str(one) == "k must be positive" and one.problems == [Problem("k", "k must be positive", 2)]
 
 
 def test_library_errors_carry_problems():
-    from brain.rules.filters import to_chroma_where
     from brain.model.schemas import validate_metadata
+    from brain.rules.filters import to_chroma_where
 
     with pytest.raises(ValidationError) as caught:
         validate_metadata("memory", {"importance": 9, "tags": "not-a-list"})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import chromadb
 import pytest
@@ -33,7 +33,7 @@ from brain.model.schemas import (
 
 TS = "2026-01-02T03:04:05+02:00"
 TS_UTC = "2026-01-02T01:04:05+00:00"
-TS_EPOCH = datetime(2026, 1, 2, 1, 4, 5, tzinfo=timezone.utc).timestamp()
+TS_EPOCH = datetime(2026, 1, 2, 1, 4, 5, tzinfo=UTC).timestamp()
 
 MINIMAL = {
     "persona": {"timestamp": TS, "version": "v1"},
@@ -200,7 +200,7 @@ def test_non_mapping_metadata_is_rejected(meta):
         ("2026-01-02T03:04:05+02:00", "2026-01-02T01:04:05+00:00"),
         ("2026-01-01T20:04:05-05:00", "2026-01-02T01:04:05+00:00"),
         ("2026-01-02T06:34:05.250+05:30", "2026-01-02T01:04:05.250000+00:00"),
-        (datetime(2026, 1, 2, 1, 4, 5, tzinfo=timezone.utc), "2026-01-02T01:04:05+00:00"),
+        (datetime(2026, 1, 2, 1, 4, 5, tzinfo=UTC), "2026-01-02T01:04:05+00:00"),
         (datetime(2026, 1, 1, 17, 4, 5, tzinfo=timezone(timedelta(hours=-8))), "2026-01-02T01:04:05+00:00"),
         (0, "1970-01-01T00:00:00+00:00"),
     ],
@@ -302,8 +302,21 @@ def test_valid_scopes_and_derived_entity(scope, entity):
 
 @pytest.mark.parametrize(
     "scope",
-    ["user:x", "entity:", "entity: padded ", "entity: x", "entity:x ", "Global", "GLOBAL", "", "entity", "entity:a\tb",
-     " global", None, 5],
+    [
+        "user:x",
+        "entity:",
+        "entity: padded ",
+        "entity: x",
+        "entity:x ",
+        "Global",
+        "GLOBAL",
+        "",
+        "entity",
+        "entity:a\tb",
+        " global",
+        None,
+        5,
+    ],
 )
 def test_malformed_scope_is_rejected(scope):
     err = invalid("memory", {"timestamp": TS, "scope": scope})
@@ -388,14 +401,18 @@ def test_entity_alone_is_the_scope():
 
 def test_a_global_memory_has_no_entity():
     err = invalid("memory", {"timestamp": TS, "scope": "global", "entity": "bob"})
-    assert str(err) == ("entity 'bob' and scope 'global' disagree: a memory about 'bob' is stored in scope "
-                        "'entity:bob'; give only the entity, or only the scope")
+    assert str(err) == (
+        "entity 'bob' and scope 'global' disagree: a memory about 'bob' is stored in scope "
+        "'entity:bob'; give only the entity, or only the scope"
+    )
     assert err.problems[0]["field"] == "entity"
     assert "entity" not in validate_metadata("memory", {"timestamp": TS}).to_chroma()
 
 
-@pytest.mark.parametrize("entity, message", [("", "entity is empty"), ("  ", "entity is empty"),
-                                             (7, "must be an entity name"), ("a\x1bb", "U+001B")])
+@pytest.mark.parametrize(
+    "entity, message",
+    [("", "entity is empty"), ("  ", "entity is empty"), (7, "must be an entity name"), ("a\x1bb", "U+001B")],
+)
 def test_bad_entity_is_named(entity, message):
     err = invalid("memory", {"timestamp": TS, "entity": entity})
     assert message in str(err) and err.problems[0]["field"] == "entity"
@@ -427,9 +444,10 @@ def test_from_chroma_keeps_stored_tags():
 # --- persona, faq -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version, rule", [("", "version must be a non-empty string"),
-                                           ("   ", "version must be a non-empty string"),
-                                           (1, "valid string")])
+@pytest.mark.parametrize(
+    "version, rule",
+    [("", "version must be a non-empty string"), ("   ", "version must be a non-empty string"), (1, "valid string")],
+)
 def test_persona_bad_version(version, rule):
     err = invalid("persona", {"timestamp": TS, "version": version})
     assert rule in str(err)
@@ -473,8 +491,15 @@ def test_turn_role_must_be_user_or_assistant(role):
     assert err.problems[0]["field"] == "role"
 
 
-@pytest.mark.parametrize("index, rule", [(0, "greater than or equal to 1"), (-3, "greater than or equal to 1"),
-                                         ("abc", "valid integer"), (1.5, "valid integer")])
+@pytest.mark.parametrize(
+    "index, rule",
+    [
+        (0, "greater than or equal to 1"),
+        (-3, "greater than or equal to 1"),
+        ("abc", "valid integer"),
+        (1.5, "valid integer"),
+    ],
+)
 def test_turn_index_must_be_int_at_least_1(index, rule):
     err = invalid("turn", {"timestamp": TS, "conversation_id": "conv-1", "role": "user", "turn_index": index})
     assert str(err).startswith("turn_index")
@@ -525,8 +550,16 @@ def test_summary_index_must_be_at_least_1(index):
 
 
 def test_storable_extras_are_kept_exactly():
-    extras = {"lang": "en", "count": 7, "score": 0.25, "pinned": True, "ids": [1, 2], "names": ["a", "b"],
-              "ratios": [0.5, 1.5], "flags": [True, False]}
+    extras = {
+        "lang": "en",
+        "count": 7,
+        "score": 0.25,
+        "pinned": True,
+        "ids": [1, 2],
+        "names": ["a", "b"],
+        "ratios": [0.5, 1.5],
+        "flags": [True, False],
+    }
     stored = validate_metadata("memory", {"timestamp": TS, **extras}).to_chroma()
     for key, value in extras.items():
         assert stored[key] == value and type(stored[key]) is type(value)
@@ -556,15 +589,26 @@ def test_extras_are_checked_for_every_type(doc_type):
 @pytest.fixture
 def chroma_collection(tmp_path):
     client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
-    return client.create_collection("schemas-test", embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
+    return client.create_collection(
+        "schemas-test", embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+    )
 
 
 def test_real_chroma_stores_to_chroma_output_of_every_type_unchanged(chroma_collection):
     metas = {
         "p": validate_metadata("persona", {"timestamp": TS, "version": "1", "topic": "tone"}),
         "f": validate_metadata("faq", {"timestamp": TS, "specialist_name": "calc"}),
-        "m": validate_metadata("memory", {"timestamp": TS, "scope": "entity:bob", "tags": ["a", "b"],
-                                          "importance": 4, "ratios": [0.5, 1.5], "pinned": True}),
+        "m": validate_metadata(
+            "memory",
+            {
+                "timestamp": TS,
+                "scope": "entity:bob",
+                "tags": ["a", "b"],
+                "importance": 4,
+                "ratios": [0.5, 1.5],
+                "pinned": True,
+            },
+        ),
         "t": validate_metadata("turn", {**MINIMAL["turn"], "turn_index": 2}),
         "s": validate_metadata("summary", {**MINIMAL["summary"], "turn_range": "1-2", "summary_index": 1}),
     }
@@ -689,21 +733,46 @@ def test_limits_leave_room_below_chromas_breaking_point():
     assert MAX_METADATA_KEYS < MAX_METADATA_ENTRIES
 
 
-@pytest.mark.parametrize("meta, field, message", [
-    ({"tags": [f"t{i}" for i in range(5470)]}, "tags", f"tags: 5470 tags given; a memory has at most {MAX_TAGS} (MAX_TAGS)"),
-    ({"tags": ["x" * (MAX_TAG_LENGTH + 1)]}, "tags", f"at most {MAX_TAG_LENGTH} (MAX_TAG_LENGTH)"),
-    ({"big": list(range(6000))}, "big", "'big' must be a string, number, boolean or a non-empty list of one of those, "
-                                        "got [0, 1, 2, 3"),
-    ({"big": list(range(6000))}, "big", f"a list of 6000 items; at most {MAX_LIST_ITEMS} (MAX_LIST_ITEMS)"),
-    ({"names": ["n" * (MAX_LIST_ITEM_LENGTH + 1)]}, "names", f"at most {MAX_LIST_ITEM_LENGTH} (MAX_LIST_ITEM_LENGTH)"),
-    ({"note": "x" * (MAX_STRING_LENGTH + 1)}, "note", f"at most {MAX_STRING_LENGTH} (MAX_STRING_LENGTH)"),
-    ({"k" * (MAX_KEY_LENGTH + 1): 1}, "k" * MAX_KEY_LENGTH, f"at most {MAX_KEY_LENGTH} (MAX_KEY_LENGTH)"),
-    ({f"k{i}": i for i in range(MAX_METADATA_KEYS + 1)}, "metadata", f"at most {MAX_METADATA_KEYS} (MAX_METADATA_KEYS)"),
-    ({f"k{i}": i for i in range(MAX_METADATA_KEYS - 3)}, "metadata", f"at most {MAX_METADATA_KEYS} (MAX_METADATA_KEYS)"),
-    ({f"l{i}": list(range(MAX_LIST_ITEMS)) for i in range(9)}, "metadata",
-     f"at most {MAX_METADATA_ENTRIES} (MAX_METADATA_ENTRIES)"),
-    ({"topic": "x" * (MAX_STRING_LENGTH + 1)}, "topic", f"at most {MAX_STRING_LENGTH} (MAX_STRING_LENGTH)"),
-])
+@pytest.mark.parametrize(
+    "meta, field, message",
+    [
+        (
+            {"tags": [f"t{i}" for i in range(5470)]},
+            "tags",
+            f"tags: 5470 tags given; a memory has at most {MAX_TAGS} (MAX_TAGS)",
+        ),
+        ({"tags": ["x" * (MAX_TAG_LENGTH + 1)]}, "tags", f"at most {MAX_TAG_LENGTH} (MAX_TAG_LENGTH)"),
+        (
+            {"big": list(range(6000))},
+            "big",
+            "'big' must be a string, number, boolean or a non-empty list of one of those, got [0, 1, 2, 3",
+        ),
+        ({"big": list(range(6000))}, "big", f"a list of 6000 items; at most {MAX_LIST_ITEMS} (MAX_LIST_ITEMS)"),
+        (
+            {"names": ["n" * (MAX_LIST_ITEM_LENGTH + 1)]},
+            "names",
+            f"at most {MAX_LIST_ITEM_LENGTH} (MAX_LIST_ITEM_LENGTH)",
+        ),
+        ({"note": "x" * (MAX_STRING_LENGTH + 1)}, "note", f"at most {MAX_STRING_LENGTH} (MAX_STRING_LENGTH)"),
+        ({"k" * (MAX_KEY_LENGTH + 1): 1}, "k" * MAX_KEY_LENGTH, f"at most {MAX_KEY_LENGTH} (MAX_KEY_LENGTH)"),
+        (
+            {f"k{i}": i for i in range(MAX_METADATA_KEYS + 1)},
+            "metadata",
+            f"at most {MAX_METADATA_KEYS} (MAX_METADATA_KEYS)",
+        ),
+        (
+            {f"k{i}": i for i in range(MAX_METADATA_KEYS - 3)},
+            "metadata",
+            f"at most {MAX_METADATA_KEYS} (MAX_METADATA_KEYS)",
+        ),
+        (
+            {f"l{i}": list(range(MAX_LIST_ITEMS)) for i in range(9)},
+            "metadata",
+            f"at most {MAX_METADATA_ENTRIES} (MAX_METADATA_ENTRIES)",
+        ),
+        ({"topic": "x" * (MAX_STRING_LENGTH + 1)}, "topic", f"at most {MAX_STRING_LENGTH} (MAX_STRING_LENGTH)"),
+    ],
+)
 def test_metadata_beyond_the_limits_is_refused_naming_key_and_limit(meta, field, message):
     err = invalid("memory", {"timestamp": TS, **meta})
     assert message in str(err)
@@ -711,9 +780,13 @@ def test_metadata_beyond_the_limits_is_refused_naming_key_and_limit(meta, field,
 
 
 def test_metadata_at_the_limits_is_accepted():
-    meta = {"timestamp": TS, "tags": [f"{i:03d}" + "t" * (MAX_TAG_LENGTH - 3) for i in range(MAX_TAGS)],
-            "names": ["n" * MAX_LIST_ITEM_LENGTH] * MAX_LIST_ITEMS, "note": "x" * MAX_STRING_LENGTH,
-            "k" * MAX_KEY_LENGTH: 1}
+    meta = {
+        "timestamp": TS,
+        "tags": [f"{i:03d}" + "t" * (MAX_TAG_LENGTH - 3) for i in range(MAX_TAGS)],
+        "names": ["n" * MAX_LIST_ITEM_LENGTH] * MAX_LIST_ITEMS,
+        "note": "x" * MAX_STRING_LENGTH,
+        "k" * MAX_KEY_LENGTH: 1,
+    }
     stored = validate_metadata("memory", meta).to_chroma()
     assert len(stored["tags"]) == MAX_TAGS and len(stored["names"]) == MAX_LIST_ITEMS
 
@@ -726,24 +799,32 @@ def test_duplicate_tags_count_once():
 # --- keys the store reads back: typed or reserved ----------------------------------------------
 
 
-@pytest.mark.parametrize("doc_type, key, value, message", [
-    ("memory", "last_used", "yesterday", "last_used must be epoch seconds (a number >= 0), got 'yesterday'"),
-    ("memory", "last_used", -5, "last_used must be epoch seconds"),
-    ("memory", "last_used", True, "last_used must be epoch seconds"),
-    ("memory", "last_used", float("inf"), "last_used must be epoch seconds"),
-    ("memory", "created_at", "last week", "created_at must be an ISO 8601 time"),
-    ("memory", "created_at", "2026-01-01T00:00:00", "has no timezone"),
-    ("memory", "created_at", 1700000000, "created_at must be an ISO 8601 time"),
-    ("memory", "status", "gone", "status must be one of active, superseded, deprecated, retracted, archived"),
-    ("memory", "pam_status", "gone", "pam_status must be one of active, superseded, deprecated, retracted, archived"),
-    ("memory", "part_of", "", "part_of must be the id of what the row is a part of"),
-    ("memory", "part_of", 5, "part_of must be the id of what the row is a part of"),
-    ("memory", "merged_from", "doc-1", "merged_from must be a list of document ids"),
-    ("persona", "position", "first", "position must be an integer >= 0"),
-    ("persona", "sections", 0, "sections must be an integer >= 1"),
-    ("faq", "kb_part", 0, "kb_part must be an integer >= 1"),
-    ("faq", "kb_parts", 1.5, "kb_parts must be an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "doc_type, key, value, message",
+    [
+        ("memory", "last_used", "yesterday", "last_used must be epoch seconds (a number >= 0), got 'yesterday'"),
+        ("memory", "last_used", -5, "last_used must be epoch seconds"),
+        ("memory", "last_used", True, "last_used must be epoch seconds"),
+        ("memory", "last_used", float("inf"), "last_used must be epoch seconds"),
+        ("memory", "created_at", "last week", "created_at must be an ISO 8601 time"),
+        ("memory", "created_at", "2026-01-01T00:00:00", "has no timezone"),
+        ("memory", "created_at", 1700000000, "created_at must be an ISO 8601 time"),
+        ("memory", "status", "gone", "status must be one of active, superseded, deprecated, retracted, archived"),
+        (
+            "memory",
+            "pam_status",
+            "gone",
+            "pam_status must be one of active, superseded, deprecated, retracted, archived",
+        ),
+        ("memory", "part_of", "", "part_of must be the id of what the row is a part of"),
+        ("memory", "part_of", 5, "part_of must be the id of what the row is a part of"),
+        ("memory", "merged_from", "doc-1", "merged_from must be a list of document ids"),
+        ("persona", "position", "first", "position must be an integer >= 0"),
+        ("persona", "sections", 0, "sections must be an integer >= 1"),
+        ("faq", "kb_part", 0, "kb_part must be an integer >= 1"),
+        ("faq", "kb_parts", 1.5, "kb_parts must be an integer >= 1"),
+    ],
+)
 def test_keys_the_store_reads_are_typed(doc_type, key, value, message):
     err = invalid(doc_type, {**MINIMAL[doc_type], key: value})
     assert message in str(err)
@@ -751,8 +832,16 @@ def test_keys_the_store_reads_are_typed(doc_type, key, value, message):
 
 
 def test_typed_keys_are_stored_normalised():
-    out = validate_metadata("memory", {"timestamp": TS, "created_at": "2026-01-01T10:00:00+02:00", "last_used": 5,
-                                       "pam_status": "archived", "part_of": "doc-1"}).to_chroma()
+    out = validate_metadata(
+        "memory",
+        {
+            "timestamp": TS,
+            "created_at": "2026-01-01T10:00:00+02:00",
+            "last_used": 5,
+            "pam_status": "archived",
+            "part_of": "doc-1",
+        },
+    ).to_chroma()
     assert out["created_at"] == "2026-01-01T08:00:00+00:00"
     assert out["last_used"] == 5.0 and type(out["last_used"]) is float
     # pam_status, the status's former name, is stored as the status
@@ -779,8 +868,11 @@ def test_one_k_rule_for_every_search(bad, embedded_store):
     from brain.rules.turn_search import search_turns
 
     assert check_k(1) == 1 and check_k(MAX_K) == MAX_K
-    calls = [lambda: check_k(bad), lambda: embedded_store.retrieve_memories("x", k=bad, relevance=False),
-             lambda: search_turns("x", None, [], k=bad)]
+    calls = [
+        lambda: check_k(bad),
+        lambda: embedded_store.retrieve_memories("x", k=bad, relevance=False),
+        lambda: search_turns("x", None, [], k=bad),
+    ]
     for call in calls:
         with pytest.raises(ValidationError) as err:
             call()

@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.app.test_serve_startup import PERSONA, Served
 from tests.conftest import NOBODY
 from tests.mcp_client import project, stdio
-from tests.app.test_serve_startup import PERSONA, Served
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 

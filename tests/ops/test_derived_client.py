@@ -13,7 +13,6 @@ from brain.ops import Caller, LocalOperations, ServedOperations
 from brain.ops.served import OPERATION_PATH, ServerLink
 from brain.shells.api import create_app
 from brain.shells.api.routes.operations import CallerSent, narrowed
-
 from tests.conftest import LiveServer, api_settings
 
 

@@ -15,7 +15,6 @@ from brain.ops import LocalOperations, ServedOperations
 from brain.ops.error_table import WIRE_ERRORS, wire_of
 from brain.ops.served import ServerLink
 from brain.shells.api import create_app
-
 from tests.conftest import LiveServer, api_settings
 
 BOOM = "mem-raises"

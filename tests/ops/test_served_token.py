@@ -10,7 +10,6 @@ from brain.model.errors import ConfigError
 from brain.ops import ServedOperations
 from brain.ops.served import ServerLink
 from brain.shells.api import create_app
-
 from tests.conftest import LiveServer, api_settings
 
 TOKEN = "served-token-test-0123456789"

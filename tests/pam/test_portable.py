@@ -18,9 +18,9 @@ import rfc8785
 from portable_ai_memory.models import MemoryObject
 from portable_ai_memory.schemas import load_schema
 
-from brain.config import Settings
 from brain.app.core import open_store as open_wired_store
-from brain.model.errors import ValidationError
+from brain.app.rag_store import RagStore
+from brain.config import Settings
 from brain.features.pam import (
     CONVERSATIONS_DIR,
     EMBEDDINGS_FILE,
@@ -32,7 +32,7 @@ from brain.features.pam import (
     integrity_checksum,
     pam_tag,
 )
-from brain.app.rag_store import RagStore
+from brain.model.errors import ValidationError
 from tests.conftest import isolate
 
 #: the PAM specification's example files (see tests/fixtures/pam/README.md for their source)
@@ -98,14 +98,29 @@ def copied(export: Path, tmp_path: Path) -> Path:
 
 def fill(store: RagStore) -> None:
     """Memories that exercise every part of the mapping."""
-    store.upsert_memory("Alice is vegetarian", scope="entity:alice", importance=5,
-                        tags=["Food", "diet plans", "日本", "food"], timestamp="2025-03-01T10:00:00+00:00")
-    store.upsert_memory("Bob likes  late-night jazz", tags=["music"], conversation_id="conv-42",
-                        pam_type="preference", mood="happy", score=0.25, count=7, flag=True, tones=["a", "b"],
-                        timestamp="2025-04-02T08:30:15.123456+00:00")
+    store.upsert_memory(
+        "Alice is vegetarian",
+        scope="entity:alice",
+        importance=5,
+        tags=["Food", "diet plans", "日本", "food"],
+        timestamp="2025-03-01T10:00:00+00:00",
+    )
+    store.upsert_memory(
+        "Bob likes  late-night jazz",
+        tags=["music"],
+        conversation_id="conv-42",
+        pam_type="preference",
+        mood="happy",
+        score=0.25,
+        count=7,
+        flag=True,
+        tones=["a", "b"],
+        timestamp="2025-04-02T08:30:15.123456+00:00",
+    )
     store.upsert_memory("Call mum on Sundays", pam_type="hobby", importance=2, source="chat")
-    store.upsert_memory("The old office was in Leeds", pam_status="deprecated", entity="carol",
-                        timestamp="2024-12-31T23:59:59+00:00")
+    store.upsert_memory(
+        "The old office was in Leeds", pam_status="deprecated", entity="carol", timestamp="2024-12-31T23:59:59+00:00"
+    )
     store.upsert_memory("Ünïcode cafe\u0301 notes", tags=["C++", "--x--"], pam_type="custom:skill")
 
 
@@ -154,8 +169,19 @@ def test_content_hash_matches_the_spec_examples():
 
 @pytest.mark.parametrize(
     "tag, expected",
-    [("food", "food"), ("Food", "food"), ("diet plans", "diet-plans"), ("Ünïcode", "unicode"), ("C++", "c"),
-     ("--x--", "x"), ("_under", "under"), ("a__b", "a__b"), ("日本", None), ("  ", None), ("v1.2", "v1-2")],
+    [
+        ("food", "food"),
+        ("Food", "food"),
+        ("diet plans", "diet-plans"),
+        ("Ünïcode", "unicode"),
+        ("C++", "c"),
+        ("--x--", "x"),
+        ("_under", "under"),
+        ("a__b", "a__b"),
+        ("日本", None),
+        ("  ", None),
+        ("v1.2", "v1-2"),
+    ],
 )
 def test_pam_tag(tag, expected):
     assert pam_tag(tag) == expected
@@ -217,8 +243,11 @@ def test_export_mapping(embedded_store, tmp_path):
     assert alice["temporal"] == {"created_at": "2025-03-01T10:00:00Z"}
     assert alice["provenance"] == {"platform": "brain"}
     assert alice["metadata"]["brain"] == {
-        "scope": "entity:alice", "source": "system", "importance": 5,
-        "tags": ["Food", "diet plans", "日本", "food"], "entity": "alice",
+        "scope": "entity:alice",
+        "source": "system",
+        "importance": 5,
+        "tags": ["Food", "diet plans", "日本", "food"],
+        "entity": "alice",
     }
     assert "confidence" not in alice  # importance is not confidence
 
@@ -233,7 +262,11 @@ def test_export_mapping(embedded_store, tmp_path):
     bob = next(m for m in without["memories"] if m["content"] == "Bob likes  late-night jazz")
     assert bob["provenance"] == {"platform": "brain", "conversation_ref": "conv-42"}
     assert bob["metadata"]["brain"]["extra"] == {
-        "mood": "happy", "score": 0.25, "count": 7, "flag": True, "tones": ["a", "b"],
+        "mood": "happy",
+        "score": 0.25,
+        "count": 7,
+        "flag": True,
+        "tones": ["a", "b"],
     }
 
     mum = by_content["Call mum on Sundays"]
@@ -323,8 +356,11 @@ def test_export_refuses_a_directory_that_is_not_a_brain_export(embedded_store, t
     (out / EMBEDDINGS_FILE).write_bytes(FOREIGN_EMBEDDINGS)
     (out / "notes.txt").write_text("mine")
     before = tree(out)
-    with pytest.raises(ValidationError, match=r"is not empty \(embeddings\.json, notes\.txt\) and holds no brain "
-                                              r"export; nothing was written.*--force"):
+    with pytest.raises(
+        ValidationError,
+        match=r"is not empty \(embeddings\.json, notes\.txt\) and holds no brain "
+        r"export; nothing was written.*--force",
+    ):
         export_pam(embedded_store, out, embeddings=embeddings)
     assert tree(out) == before
     # another producer's memory store is not a brain export either
@@ -385,8 +421,8 @@ def test_export_into_an_existing_empty_directory(embedded_store, tmp_path):
 def test_cli_export_refuses_then_forces(embedded_store, tmp_path, monkeypatch, local_embedder):
     from click.testing import CliRunner
 
-    import brain.wiring
     import brain.store.facade
+    import brain.wiring
     from brain.shells.cli import cli
 
     fill(embedded_store)
@@ -416,10 +452,7 @@ def test_cli_export_refuses_then_forces(embedded_store, tmp_path, monkeypatch, l
 
 # ---- import --------------------------------------------------------------------------------------
 def snapshot(store: RagStore) -> dict:
-    return {
-        d.id: (d.text, d.metadata, d.embedding.tolist())
-        for d in store.get(include_embeddings=True)
-    }
+    return {d.id: (d.text, d.metadata, d.embedding.tolist()) for d in store.get(include_embeddings=True)}
 
 
 def test_round_trip_gives_the_same_memories(embedded_store, open_store, counting, tmp_path):
@@ -631,23 +664,37 @@ def test_a_vector_with_a_non_finite_value_is_refused(exports, open_store, counti
     with pytest.raises(ValidationError) as caught:
         import_pam(target, out)
     message = str(caught.value)
-    assert f"embeddings.json: embeddings[2].vector: embedding {bad['id']!r} of memory {bad['memory_id']!r} has a " \
-           f"value that is not a finite number" in message, message
+    assert (
+        f"embeddings.json: embeddings[2].vector: embedding {bad['id']!r} of memory {bad['memory_id']!r} has a "
+        f"value that is not a finite number" in message
+    ), message
     assert "nothing was written" in message and caught.value.problems[0]["item"] == 2
     assert snapshot(target) == before and counting.document_texts == []
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda e: e.update(dimensions=3, vector=e["vector"][:3]),
-     r"embeddings\[1\]\.dimensions: embedding '[^']+' of memory '[^']+' is labelled local/minilm-l6-v2, whose "
-     r"vectors have 384 dimensions, but has 3"),
-    (lambda e: e.update(vector=[0.0] * 384),
-     r"embeddings\[1\]\.vector: embedding '[^']+' of memory '[^']+' is all zeros"),
-    (lambda e: e.update(vector=e["vector"][:-1]), r"embeddings\[1\]\.vector: embedding '[^']+' of memory '[^']+' has "
-                                                  r"383 values but dimensions is 384"),
-], ids=["other-dimension", "zeros", "short"])
-def test_a_vector_that_cannot_be_our_models_is_refused(embedded_store, open_store, counting, tmp_path, change,
-                                                       expected):
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (
+            lambda e: e.update(dimensions=3, vector=e["vector"][:3]),
+            r"embeddings\[1\]\.dimensions: embedding '[^']+' of memory '[^']+' is labelled local/minilm-l6-v2, whose "
+            r"vectors have 384 dimensions, but has 3",
+        ),
+        (
+            lambda e: e.update(vector=[0.0] * 384),
+            r"embeddings\[1\]\.vector: embedding '[^']+' of memory '[^']+' is all zeros",
+        ),
+        (
+            lambda e: e.update(vector=e["vector"][:-1]),
+            r"embeddings\[1\]\.vector: embedding '[^']+' of memory '[^']+' has "
+            r"383 values but dimensions is 384",
+        ),
+    ],
+    ids=["other-dimension", "zeros", "short"],
+)
+def test_a_vector_that_cannot_be_our_models_is_refused(
+    embedded_store, open_store, counting, tmp_path, change, expected
+):
     out = tmp_path / "out"
     _, emb = exported_with_vectors(embedded_store, out)
     change(emb["embeddings"][1])
@@ -731,12 +778,19 @@ def test_nesting_up_to_the_limit_imports(embedded_store, open_store, tmp_path):
 
 def test_import_from_the_package_writer_with_its_checksum(open_store, tmp_path):
     """A file whose checksum is over the package's model dump, not over the raw JSON (nulls spelled out)."""
-    memory = MemoryObject.create(id="pkg-1", type=pam.MemoryType.PREFERENCE, content="Prefers tea over coffee",
-                                 platform="claude", tags=["drinks"])
+    memory = MemoryObject.create(
+        id="pkg-1",
+        type=pam.MemoryType.PREFERENCE,
+        content="Prefers tea over coffee",
+        platform="claude",
+        tags=["drinks"],
+    )
     dumped = memory.model_dump(mode="json", by_alias=True, exclude_none=True)
     raw = {**dumped, "summary": None, "custom_type": None, "embedding_ref": None}
     doc = {
-        "schema": "portable-ai-memory", "schema_version": "1.0", "owner": {"id": "someone"},
+        "schema": "portable-ai-memory",
+        "schema_version": "1.0",
+        "owner": {"id": "someone"},
         "memories": [raw],
         "integrity": {"checksum": pam.compute_integrity_checksum([dumped]), "total_memories": 1},
     }
@@ -876,9 +930,29 @@ def vector_of_strings(doc, emb):
 
 @pytest.mark.parametrize(
     "mutate",
-    [bad_tag, missing_content, bad_time, naive_time, unknown_type, extra_property, edited_content, tampered,
-     wrong_total, duplicate_id, wrong_schema, major_version, bad_importance, bad_scope, bad_extra,
-     ref_to_other_memory, ref_to_nothing, short_vector, duplicate_memory_id, orphan_embedding, vector_of_strings],
+    [
+        bad_tag,
+        missing_content,
+        bad_time,
+        naive_time,
+        unknown_type,
+        extra_property,
+        edited_content,
+        tampered,
+        wrong_total,
+        duplicate_id,
+        wrong_schema,
+        major_version,
+        bad_importance,
+        bad_scope,
+        bad_extra,
+        ref_to_other_memory,
+        ref_to_nothing,
+        short_vector,
+        duplicate_memory_id,
+        orphan_embedding,
+        vector_of_strings,
+    ],
 )
 def test_bad_files_are_rejected_with_their_json_path(exports, open_store, counting, tmp_path, mutate):
     out = copied(exports["memories"], tmp_path)
@@ -903,9 +977,11 @@ def test_bad_files_are_rejected_with_their_json_path(exports, open_store, counti
 
 @pytest.mark.parametrize(
     "text, expected",
-    [('{"schema": "portable-ai-memory", "memories": [', "not valid JSON"),
-     ('{"schema": "portable-ai-memory", "x": NaN}', "not valid JSON"),
-     ("[1, 2]", "(document root)")],
+    [
+        ('{"schema": "portable-ai-memory", "memories": [', "not valid JSON"),
+        ('{"schema": "portable-ai-memory", "x": NaN}', "not valid JSON"),
+        ("[1, 2]", "(document root)"),
+    ],
 )
 def test_unparseable_files_are_rejected(embedded_store, tmp_path, text, expected):
     path = tmp_path / MEMORY_STORE_FILE
@@ -968,8 +1044,8 @@ def test_memories_not_exportable_stay_out_of_exports(open_store, tmp_path):
 def test_owner_id_comes_from_the_setting(tmp_path, local_embedder):
     import json as _json
 
-    from brain.config import Settings
     from brain.app.core import open_store
+    from brain.config import Settings
     from brain.features.pam import export_pam
 
     with open_store(Settings(data_dir=tmp_path / "d", owner_id="household-42"), embedder=local_embedder) as store:
@@ -982,24 +1058,50 @@ def test_owner_id_comes_from_the_setting(tmp_path, local_embedder):
 def fill_conversations(store: RagStore) -> None:
     """Memories (from fill) plus conversations: turns with extra metadata, summaries, a summary-only one."""
     fill(store)
-    store.upsert_turn("conv-a", "I am planning a trip to Lisbon", "Lovely! When are you going?",
-                      user_ts="2025-05-01T09:00:00+00:00", assistant_ts="2025-05-01T09:00:02.5+00:00", lang="en")
-    store.upsert_turn("conv-a", "In June, with my sister", "June is a great month for Lisbon.",
-                      user_ts="2025-05-01T09:01:00+00:00", assistant_ts="2025-05-01T09:01:03+00:00")
+    store.upsert_turn(
+        "conv-a",
+        "I am planning a trip to Lisbon",
+        "Lovely! When are you going?",
+        user_ts="2025-05-01T09:00:00+00:00",
+        assistant_ts="2025-05-01T09:00:02.5+00:00",
+        lang="en",
+    )
+    store.upsert_turn(
+        "conv-a",
+        "In June, with my sister",
+        "June is a great month for Lisbon.",
+        user_ts="2025-05-01T09:01:00+00:00",
+        assistant_ts="2025-05-01T09:01:03+00:00",
+    )
     # a turn of another scope inside conv-a: only a write that gives its positions (an import, a restore)
     # can make one, since a conversation keeps to its owner's scope
-    hotel = {"type": "turn", "conversation_id": "conv-a", "timestamp": "2025-05-01T09:02:00+00:00",
-             "scope": "entity:alice", "source": "system"}
-    store.upsert_docs([{**hotel, "text": "Book a hotel near the river", "role": "user", "turn_index": 5},
-                       {**hotel, "text": "Noted: a hotel near the Tagus.", "role": "assistant", "turn_index": 6}])
-    store.upsert_summary("conv-a", "The user plans a June trip to Lisbon with their sister.", turn_range="1-4",
-                         timestamp="2025-05-01T09:01:10+00:00", model_name="stub")
-    store.upsert_summary("conv-a", "They want a hotel near the river.", turn_range="5-6",
-                         timestamp="2025-05-01T09:02:10+00:00")
-    store.upsert_turn("conv-b.2:x", "What is my dentist's name?", "Dr. Silva.",
-                      user_ts="2025-06-01T12:00:00+00:00")
-    store.upsert_summary("conv-s", "An older conversation whose turns were removed.",
-                         timestamp="2025-01-01T00:00:00+00:00")
+    hotel = {
+        "type": "turn",
+        "conversation_id": "conv-a",
+        "timestamp": "2025-05-01T09:02:00+00:00",
+        "scope": "entity:alice",
+        "source": "system",
+    }
+    store.upsert_docs(
+        [
+            {**hotel, "text": "Book a hotel near the river", "role": "user", "turn_index": 5},
+            {**hotel, "text": "Noted: a hotel near the Tagus.", "role": "assistant", "turn_index": 6},
+        ]
+    )
+    store.upsert_summary(
+        "conv-a",
+        "The user plans a June trip to Lisbon with their sister.",
+        turn_range="1-4",
+        timestamp="2025-05-01T09:01:10+00:00",
+        model_name="stub",
+    )
+    store.upsert_summary(
+        "conv-a", "They want a hotel near the river.", turn_range="5-6", timestamp="2025-05-01T09:02:10+00:00"
+    )
+    store.upsert_turn("conv-b.2:x", "What is my dentist's name?", "Dr. Silva.", user_ts="2025-06-01T12:00:00+00:00")
+    store.upsert_summary(
+        "conv-s", "An older conversation whose turns were removed.", timestamp="2025-01-01T00:00:00+00:00"
+    )
     store.upsert_memory("Going to Lisbon in June", conversation_id="conv-a", timestamp="2025-05-01T09:03:00+00:00")
     store.upsert_memory("Dentist is Dr. Silva", conversation_id="conv-b.2:x", importance=4)
     store.upsert_memory("Summaries only here", conversation_id="conv-s")
@@ -1056,7 +1158,10 @@ def test_conversation_files_validate_and_agree_with_the_index(embedded_store, tm
     assert [m["content"] for m in a["messages"]] == [{"type": "text", "text": t.text} for t in turns]
     assert a["messages"][1]["created_at"] == "2025-05-01T09:00:02.500000Z"
     assert a["messages"][0]["raw_metadata"]["brain"] == {
-        "turn_index": 1, "source": "chat", "scope": "global", "extra": {"lang": "en"},
+        "turn_index": 1,
+        "source": "chat",
+        "scope": "global",
+        "extra": {"lang": "en"},
     }
     assert a["messages"][4]["raw_metadata"]["brain"] == {"turn_index": 5, "source": "system", "scope": "entity:alice"}
     assert "parent_id" not in a["messages"][0] and a["messages"][1]["parent_id"] == a["messages"][0]["id"]
@@ -1115,21 +1220,49 @@ FOREIGN = {
     "title": "Trip planning",
     "temporal": {"created_at": "2025-02-01T10:00:00Z", "updated_at": "2025-02-01T11:00:00Z"},
     "messages": [
-        {"id": "m0", "role": "system", "content": {"type": "text", "text": "You are helpful."},
-         "created_at": "2025-02-01T10:00:00Z"},
-        {"id": "m1", "role": "user", "content": {"type": "text", "text": "Find me a flight to Oslo"},
-         "created_at": "2025-02-01T10:00:01Z", "token_count": 7},
-        {"id": "m2", "role": "assistant", "is_thought": True, "content": {"type": "text", "text": "thinking"},
-         "created_at": "2025-02-01T10:00:02Z"},
-        {"id": "m3", "role": "assistant", "model": "gpt-4o", "created_at": "2025-02-01T10:00:03Z",
-         "content": {"type": "multipart", "parts": [{"type": "text", "text": "Here are two options."},
-                                                    {"type": "image", "ref": "img.png"},
-                                                    {"type": "code", "text": "SK 4411", "language": "text"}]}},
+        {
+            "id": "m0",
+            "role": "system",
+            "content": {"type": "text", "text": "You are helpful."},
+            "created_at": "2025-02-01T10:00:00Z",
+        },
+        {
+            "id": "m1",
+            "role": "user",
+            "content": {"type": "text", "text": "Find me a flight to Oslo"},
+            "created_at": "2025-02-01T10:00:01Z",
+            "token_count": 7,
+        },
+        {
+            "id": "m2",
+            "role": "assistant",
+            "is_thought": True,
+            "content": {"type": "text", "text": "thinking"},
+            "created_at": "2025-02-01T10:00:02Z",
+        },
+        {
+            "id": "m3",
+            "role": "assistant",
+            "model": "gpt-4o",
+            "created_at": "2025-02-01T10:00:03Z",
+            "content": {
+                "type": "multipart",
+                "parts": [
+                    {"type": "text", "text": "Here are two options."},
+                    {"type": "image", "ref": "img.png"},
+                    {"type": "code", "text": "SK 4411", "language": "text"},
+                ],
+            },
+        },
         {"id": "m4", "role": "tool", "content": {"type": "text", "text": "{}"}, "created_at": "2025-02-01T10:00:04Z"},
-        {"id": "m5", "role": "user", "created_at": "2025-02-01T10:00:05Z",
-         "tool_calls": [{"name": "search"}]},
-        {"id": "m6", "role": "user", "content": {"type": "text", "text": "Take the morning one"},
-         "created_at": "2025-02-01T10:30:00Z", "raw_metadata": {"starred": True}},
+        {"id": "m5", "role": "user", "created_at": "2025-02-01T10:00:05Z", "tool_calls": [{"name": "search"}]},
+        {
+            "id": "m6",
+            "role": "user",
+            "content": {"type": "text", "text": "Take the morning one"},
+            "created_at": "2025-02-01T10:30:00Z",
+            "raw_metadata": {"starred": True},
+        },
     ],
     "tags": ["travel"],
 }
@@ -1139,16 +1272,27 @@ def foreign_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "foreign"
     (folder / "chats").mkdir(parents=True)
     (folder / "chats" / "c-123.json").write_text(json.dumps(FOREIGN))
-    memory = MemoryObject.create(id="f-mem-1", type=pam.MemoryType.CONTEXT, content="Flying to Oslo in March",
-                                 platform="chatgpt").model_dump(mode="json", by_alias=True, exclude_none=True)
+    memory = MemoryObject.create(
+        id="f-mem-1", type=pam.MemoryType.CONTEXT, content="Flying to Oslo in March", platform="chatgpt"
+    ).model_dump(mode="json", by_alias=True, exclude_none=True)
     memory["provenance"]["conversation_ref"] = "c-123"
     doc = {
-        "schema": "portable-ai-memory", "schema_version": "1.0", "owner": {"id": "someone"}, "memories": [memory],
-        "conversations_index": [{
-            "id": "c-123", "platform": "chatgpt", "title": "Trip planning", "message_count": 7,
-            "temporal": FOREIGN["temporal"], "derived_memories": ["f-mem-1"],
-            "storage": {"type": "file", "ref": "chats/c-123.json", "format": "json"},
-        }, {"id": "c-elsewhere", "platform": "chatgpt", "temporal": FOREIGN["temporal"]}],
+        "schema": "portable-ai-memory",
+        "schema_version": "1.0",
+        "owner": {"id": "someone"},
+        "memories": [memory],
+        "conversations_index": [
+            {
+                "id": "c-123",
+                "platform": "chatgpt",
+                "title": "Trip planning",
+                "message_count": 7,
+                "temporal": FOREIGN["temporal"],
+                "derived_memories": ["f-mem-1"],
+                "storage": {"type": "file", "ref": "chats/c-123.json", "format": "json"},
+            },
+            {"id": "c-elsewhere", "platform": "chatgpt", "temporal": FOREIGN["temporal"]},
+        ],
     }
     (folder / MEMORY_STORE_FILE).write_text(json.dumps(doc))
     return folder
@@ -1214,25 +1358,45 @@ def _edit(path: Path, change) -> None:
     "change, expected",
     [
         (lambda c: c["messages"][1].update(role="robot"), r"conversations/conv-a\.json: messages\[1\]\.role: "),
-        (lambda c: c["messages"][2].update(created_at="yesterday"), r"conversations/conv-a\.json: messages\[2\]\.created_at"),
+        (
+            lambda c: c["messages"][2].update(created_at="yesterday"),
+            r"conversations/conv-a\.json: messages\[2\]\.created_at",
+        ),
         (lambda c: c.update(extra_field=1), r"conversations/conv-a\.json: \(document root\): .*extra_field"),
-        (lambda c: c["messages"][0]["raw_metadata"]["brain"].update(turn_index=0),
-         r"conversations/conv-a\.json: messages\[0\]\.raw_metadata\.brain: turn_index"),
-        (lambda c: c["messages"][0]["raw_metadata"]["brain"].update(colour="red"),
-         r"conversations/conv-a\.json: messages\[0\]\.raw_metadata\.brain\.colour: is not a field"),
-        (lambda c: c["raw_metadata"]["brain"]["summaries"][0].update(turn_range="4-1"),
-         r"conversations/conv-a\.json: raw_metadata\.brain\.summaries\[0\]: turn_range"),
-        (lambda c: c["raw_metadata"]["brain"].update(conversation_id="not a conv id"),
-         r"conversations/conv-a\.json: raw_metadata\.brain\.conversation_id: conversation_id must look like"),
+        (
+            lambda c: c["messages"][0]["raw_metadata"]["brain"].update(turn_index=0),
+            r"conversations/conv-a\.json: messages\[0\]\.raw_metadata\.brain: turn_index",
+        ),
+        (
+            lambda c: c["messages"][0]["raw_metadata"]["brain"].update(colour="red"),
+            r"conversations/conv-a\.json: messages\[0\]\.raw_metadata\.brain\.colour: is not a field",
+        ),
+        (
+            lambda c: c["raw_metadata"]["brain"]["summaries"][0].update(turn_range="4-1"),
+            r"conversations/conv-a\.json: raw_metadata\.brain\.summaries\[0\]: turn_range",
+        ),
+        (
+            lambda c: c["raw_metadata"]["brain"].update(conversation_id="not a conv id"),
+            r"conversations/conv-a\.json: raw_metadata\.brain\.conversation_id: conversation_id must look like",
+        ),
         (lambda c: c.update(id="conv-other"), r"conversations/conv-a\.json: id: is 'conv-other' but .*'conv-a'"),
         (lambda c: c.update(schema_version="1.1"), r"conversations/conv-a\.json: schema_version: is '1\.1'"),
         (lambda c: c["messages"][3].update(id=c["messages"][0]["id"]), r"is also used in conversations/conv-a\.json"),
     ],
-    ids=["role", "time", "extra-property", "turn-index", "brain-field", "turn-range", "conversation-id",
-         "id-mismatch", "version", "duplicate-id"],
+    ids=[
+        "role",
+        "time",
+        "extra-property",
+        "turn-index",
+        "brain-field",
+        "turn-range",
+        "conversation-id",
+        "id-mismatch",
+        "version",
+        "duplicate-id",
+    ],
 )
-def test_bad_conversation_files_are_rejected_and_nothing_is_written(exports, open_store, tmp_path, change,
-                                                                     expected):
+def test_bad_conversation_files_are_rejected_and_nothing_is_written(exports, open_store, tmp_path, change, expected):
     out = copied(exports["conversations"], tmp_path)
     _edit(_conv_a(out), change)
     target = open_store("target")
@@ -1247,8 +1411,11 @@ def test_a_missing_conversation_file_is_named(embedded_store, open_store, tmp_pa
     out = export_pam(embedded_store, tmp_path / "out").out_dir
     _conv_a(out).unlink()
     target = open_store("target")
-    with pytest.raises(ValidationError, match=r"conversations_index\[\d\]\.storage\.ref: names the conversation "
-                                              r"file conversations/conv-a\.json, which does not exist"):
+    with pytest.raises(
+        ValidationError,
+        match=r"conversations_index\[\d\]\.storage\.ref: names the conversation "
+        r"file conversations/conv-a\.json, which does not exist",
+    ):
         import_pam(target, out)
     assert target.count() == 0
     _edit(out / MEMORY_STORE_FILE, lambda d: d["conversations_index"][0]["storage"].update(ref="../../etc/passwd"))
@@ -1288,8 +1455,8 @@ def test_a_failed_export_keeps_the_previous_conversation_files(embedded_store, t
 
 
 def test_export_removes_only_its_own_stale_conversation_files(tmp_path, local_embedder):
-    from brain.config import Settings
     from brain.app.core import open_store
+    from brain.config import Settings
     from brain.features.pam import export_pam
 
     with open_store(Settings(data_dir=tmp_path / "d"), embedder=local_embedder) as store:

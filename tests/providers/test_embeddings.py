@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from brain.config import Settings
-from brain.providers.embeddings import Embedder, LocalMiniLMEmbedder, OllamaEmbedder
 from brain.model.errors import EmbedderError, EmbedderUnavailable, ValidationError
+from brain.providers.embeddings import Embedder, LocalMiniLMEmbedder, OllamaEmbedder
 from brain.text.tokenizer import package_file as _package_file
 from brain.wiring import get_embedder
 from tests.ollama_stub import OllamaStub, stub_vector

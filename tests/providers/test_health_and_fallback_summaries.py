@@ -7,7 +7,6 @@ from __future__ import annotations
 import brain
 from brain.features.chat import ChatMemory
 from brain.shells.cli.reports import health_text
-
 from tests.conftest import api_settings
 
 

@@ -23,7 +23,6 @@ from brain.providers.embeddings import OpenAIEmbedder
 from brain.providers.extractors import OpenAIExtractor
 from brain.providers.summarizers import OpenAISummarizer, TurnText
 from brain.wiring import get_embedder, get_extractor, get_summarizer
-
 from tests.proxy.openai_stub import DIMENSION, MODEL, OpenAIStub, completion
 
 KEY = "sk-test-0123456789abcdef"

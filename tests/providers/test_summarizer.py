@@ -27,7 +27,6 @@ TURNS = [
 ]
 
 
-
 def test_ollama_summary_comes_from_the_chat_endpoint(stub):
     summarizer = OllamaSummarizer("llama3.2:3b", host=stub.url, timeout=5)
     text = summarizer.summarize(TURNS)
@@ -129,7 +128,9 @@ def test_the_summary_deadline_setting():
 
 
 def test_get_summarizer_reads_settings():
-    summarizer = get_summarizer(Settings(summary_model="phi3:mini", ollama_host="http://127.0.0.1:1", summary_timeout=7))
+    summarizer = get_summarizer(
+        Settings(summary_model="phi3:mini", ollama_host="http://127.0.0.1:1", summary_timeout=7)
+    )
     assert (summarizer.model, summarizer.host, summarizer.timeout) == ("phi3:mini", "http://127.0.0.1:1", 7)
 
 
@@ -139,8 +140,14 @@ def test_extractive_is_deterministic_verbatim_and_bounded():
     first = summarizer.summarize(TURNS)
     assert first == summarizer.summarize(list(TURNS))
     assert len(first) <= 120
-    sentences = ["I moved to Lisbon in May 2023.", "My cat is called Miso.", "Nice!", "How do you like Lisbon so far?",
-                 "ok thanks", "You're welcome."]
+    sentences = [
+        "I moved to Lisbon in May 2023.",
+        "My cat is called Miso.",
+        "Nice!",
+        "How do you like Lisbon so far?",
+        "ok thanks",
+        "You're welcome.",
+    ]
     picked = [s for s in sentences if s in first]
     assert picked and first.startswith("User: I moved to Lisbon in May 2023.")  # the most specific sentence, first
     assert "ok thanks" not in first  # small talk loses to facts
@@ -150,8 +157,10 @@ def test_extractive_is_deterministic_verbatim_and_bounded():
 
 def test_extractive_keeps_everything_that_fits():
     text = ExtractiveSummarizer(max_chars=2000).summarize(TURNS)
-    assert text == ("User: I moved to Lisbon in May 2023. User: My cat is called Miso. Assistant: Nice! "
-                    "Assistant: How do you like Lisbon so far? User: ok thanks Assistant: You're welcome.")
+    assert text == (
+        "User: I moved to Lisbon in May 2023. User: My cat is called Miso. Assistant: Nice! "
+        "Assistant: How do you like Lisbon so far? User: ok thanks Assistant: You're welcome."
+    )
 
 
 def test_extractive_cuts_a_single_long_sentence():

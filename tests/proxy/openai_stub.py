@@ -73,7 +73,9 @@ class Received:
     @property
     def brain_text(self) -> str:
         """Everything brain added: its system message and the parts before user messages."""
-        parts = [brain_part(m["content"]) for m in self.messages if m["role"] == "user" and isinstance(m["content"], str)]
+        parts = [
+            brain_part(m["content"]) for m in self.messages if m["role"] == "user" and isinstance(m["content"], str)
+        ]
         return "\n".join([self.system_text, *parts])
 
     @property

@@ -74,7 +74,8 @@ def converse(server, messages: list[str], conversation: str, *, recorded: int = 
         assert answer.status_code == 200, answer.text
         conversation_id = answer.headers["x-brain-conversation"]
         history += [{"role": "user", "content": text}, {"role": "assistant", "content": reply_to(text)}]
-        wait_for(lambda: recorded_turns(server, conversation_id) == recorded + 2 * (i + 1))
+        wanted = recorded + 2 * (i + 1)
+        wait_for(lambda c=conversation_id, n=wanted: recorded_turns(server, c) == n)
     return conversation_id
 
 

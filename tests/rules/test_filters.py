@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import chromadb
 import pytest
 
 from brain.model.errors import FilterError, ValidationError
-from brain.rules.filters import to_chroma_where
 from brain.model.schemas import validate_metadata
+from brain.rules.filters import to_chroma_where
 
 
 def epoch(iso: str) -> float:
@@ -55,7 +55,7 @@ def epoch(iso: str) -> float:
             ]},
         ),
         (
-            {"timestamp": {"$lt": datetime(2026, 1, 1, tzinfo=timezone.utc)}},
+            {"timestamp": {"$lt": datetime(2026, 1, 1, tzinfo=UTC)}},
             {"ts_epoch": {"$lt": epoch("2026-01-01T00:00:00+00:00")}},
         ),
         ({"timestamp": "2026-01-01T01:00:00+01:00"}, {"timestamp": "2026-01-01T00:00:00+00:00"}),
@@ -230,7 +230,7 @@ ALL = set(DOCS)
         ({"timestamp": {"$gte": "2026-01-01T00:00:00Z", "$lt": "2026-01-05T12:00:00+02:00"}},
          {"mem-bob", "faq-calc", "turn-1", "turn-2", "sum-1"}),
         ({"timestamp": {"$gt": "2026-01-01T00:00:00+00:00"}}, {"mem-food", "mem-late", "turn-1", "turn-2", "sum-1"}),
-        ({"timestamp": {"$lt": datetime(2026, 1, 3, 0, 0, 30, tzinfo=timezone.utc)}},
+        ({"timestamp": {"$lt": datetime(2026, 1, 3, 0, 0, 30, tzinfo=UTC)}},
          {"mem-bob", "faq-calc", "turn-1"}),
         ({"timestamp": "2026-01-01T01:00:00+01:00"}, {"mem-bob", "faq-calc"}),
         ({"timestamp": {"$ne": "2026-01-01T00:00:00Z"}}, ALL - {"mem-bob", "faq-calc"}),

@@ -3,14 +3,17 @@ scopes an entity sees; then the store, consolidation and the memory index follow
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from brain.features.consolidate import consolidate_memories
 from brain.model.errors import ValidationError
+from brain.model.schemas import GLOBAL_SCOPE, INACTIVE_STATUSES, STATUSES, DocType, entity_scope, validate_metadata
 from brain.rules.memories import (
     created,
     is_inactive,
@@ -25,9 +28,8 @@ from brain.rules.memories import (
     search_scopes,
     visible_scopes,
 )
-from brain.model.schemas import GLOBAL_SCOPE, INACTIVE_STATUSES, STATUSES, DocType, entity_scope, validate_metadata
 
-T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 times = st.integers(min_value=0, max_value=10**8).map(lambda s: T0 + timedelta(seconds=s))
 ids = st.text("abcdef0123456789", min_size=1, max_size=6).map(lambda s: f"doc-{s}")
@@ -173,8 +175,8 @@ ENTITIES = ["alice", "bob", "Zoë"]
 
 @pytest.fixture(scope="module")
 def scoped_store(tmp_path_factory, local_embedder):
-    from brain.config import Settings
     from brain.app.core import open_store
+    from brain.config import Settings
 
     s = open_store(Settings(data_dir=tmp_path_factory.mktemp("memories") / "data"), embedder=local_embedder)
     s.upsert_memory("The office opens at nine")

@@ -13,12 +13,11 @@ from fastapi.testclient import TestClient
 
 import brain
 import brain.store.facade
+from brain.config import Settings
 from brain.shells.api import create_app
 from brain.shells.cli import cli
 from brain.shells.mcp.server import create_server
-from brain.config import Settings
 from tests.access.test_scope_rule import mcp_call
-
 from tests.conftest import NOBODY
 
 MEMORIES = [

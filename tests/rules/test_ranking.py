@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from brain.rules import ranking
-from brain.store.memory_index import MemoryIndex
 from brain.rules.ranking import ScoreWeights
+from brain.store.memory_index import MemoryIndex
+from brain.store.memory_query import MemoryQuery
 
 NOW = 1_800_000_000.0
 
@@ -76,7 +77,7 @@ def test_index_top_k_equals_brute_force(weights):
             {"min_importance": 3},
             {"scopes": {"entity:e2"}},
         ][trial % 5]  # the last is small: exact float32 path
-        got = index.search(q, k, weights, NOW, **filters)
+        got = index.search(MemoryQuery(q, k, weights, NOW, **filters))
         want_ids, want_scores = brute_force(index, q, k, weights, NOW, **filters)
         assert [r.id for r in got] == want_ids
         assert [r.score for r in got] == pytest.approx(want_scores, abs=1e-6)
@@ -93,7 +94,7 @@ def test_ties_are_broken_by_id_like_the_reference():
         index._importance[row] = 3.0
         index._epoch[row] = NOW
     index._growth = None
-    got = [r.id for r in index.search(base, 7, ScoreWeights(), NOW)]
+    got = [r.id for r in index.search(MemoryQuery(base, 7, ScoreWeights(), NOW))]
     assert got == sorted(index.ids)[:7]
 
 
@@ -117,9 +118,9 @@ def test_updates_and_removals_keep_the_index_consistent():
     )
     assert len(index) == 6000 - len(ids[::3]) + 500
     assert not any(i in index for i in ids[::3])
-    for trial in range(10):
+    for _trial in range(10):
         q = rng.standard_normal(48).astype(np.float32)
-        got = index.search(q, 10, ScoreWeights(), NOW)
+        got = index.search(MemoryQuery(q, 10, ScoreWeights(), NOW))
         want, _ = brute_force(index, q, 10, ScoreWeights(), NOW)
         assert [r.id for r in got] == want
 
@@ -205,7 +206,7 @@ def test_first_person_floors_by_row_give_the_reference_answer():
         own = np.where(mine, own_floor(weights, float(exact[mine].sum()), int(mine.sum())), np.inf)
         keys = [str(i) for i in range(n)]
         rows, _, below = gated_bounded_top_k(
-            np.zeros(n), approx, np.full(n, 0.02), None, 3, lambda r: exact[r], weights, keys=keys, own=own
+            np.zeros(n), approx, np.full(n, 0.02), None, 3, lambda r, exact=exact: exact[r], weights, keys=keys, own=own
         )
         assert (list(rows), below) == gated_top_k_reference(exact, 0.0, np.zeros(n), keys, 3, weights, own=own)
 

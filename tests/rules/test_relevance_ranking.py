@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from brain.rules import ranking
-from brain.store.memory_index import SMALL_CANDIDATE_SET, MemoryIndex
 from brain.rules.ranking import ScoreWeights
+from brain.store.memory_index import SMALL_CANDIDATE_SET, MemoryIndex
+from brain.store.memory_query import MemoryQuery
 from brain.text import BM25Index, tokenize
 
 NOW = 1_800_000_000.0
@@ -111,7 +112,7 @@ def test_gated_top_k_equals_brute_force(weights, n):
         text = " ".join(rng.choice(VOCAB, size=2))
         scopes = None if trial % 2 else {"global", "entity:e1"}
         k = [1, 3, 10][trial % 3]
-        hits = index.search(q, k, weights, NOW, scopes, rows="all", query_text=text)
+        hits = index.search(MemoryQuery(q, k, weights, NOW, scopes, rows="all", query_text=text))
         expected, below = brute_force(ids, vectors, texts, metas, q, text, k, weights, scopes)
         mismatches += [h.id for h in hits] != expected or hits.below_floor != below
         assert hits.candidates == (n if scopes is None else sum(m["scope"] in scopes for m in metas))
@@ -121,7 +122,7 @@ def test_gated_top_k_equals_brute_force(weights, n):
 def test_the_gate_shows_nothing_when_nothing_reaches_the_floor_and_counts_it():
     rng = np.random.default_rng(1)
     index, ids, vectors, texts, metas = corpus(rng, 200, 32)
-    hits = index.search(-vectors[0], 5, ScoreWeights(1.0, 0.1, 0.0, floor=0.95, margin=0.1), NOW)
+    hits = index.search(MemoryQuery(-vectors[0], 5, ScoreWeights(1.0, 0.1, 0.0, floor=0.95, margin=0.1), NOW))
     assert list(hits) == [] and hits.below_floor == 200 and hits.candidates == 200
 
 
@@ -130,7 +131,7 @@ def test_without_a_gate_the_search_is_the_reference_formula():
     index, ids, vectors, texts, metas = corpus(rng, 500, 32)
     weights = ScoreWeights()  # 0.5 / 0.5 / 0.1, no lexical part, no gate
     q = vectors[3]
-    hits = index.search(q, 5, weights, NOW, query_text="apple river")
+    hits = index.search(MemoryQuery(q, 5, weights, NOW, query_text="apple river"))
     sims = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)) @ (q / np.linalg.norm(q))
     totals = ranking.total_scores(sims, [m["importance"] for m in metas], [m["ts_epoch"] for m in metas], NOW, weights)
     assert [h.id for h in hits] == [ids[i] for i in ranking.top_k_by_score(totals, ids, 5)]

@@ -10,9 +10,9 @@ import pytest
 
 from brain.model.errors import Problem, ValidationError
 from brain.model.results import Document
+from brain.rules.turn_search import TurnIndex, TurnSearchWeights, asks_when, search_turns, speaks_of_time
 from brain.text import BM25Index as LexicalIndex
 from brain.text import tokenize
-from brain.rules.turn_search import TurnIndex, TurnSearchWeights, asks_when, search_turns, speaks_of_time
 
 DENSE_ONLY = TurnSearchWeights(dense=1.0, lexical=0.0, speaker=0.0, neighbour=0.0)
 MAY = "2023-05-08T13:56:00+00:00"
@@ -26,13 +26,19 @@ def make_turns(local_embedder):
             Document(
                 id=f"t{i + 1}",
                 text=text,
-                metadata={"type": "turn", "conversation_id": conversation_id, "turn_index": i + 1,
-                          "role": "user" if i % 2 == 0 else "assistant", "speaker": speaker,
-                          "timestamp": timestamps[i] if timestamps else MAY},
+                metadata={
+                    "type": "turn",
+                    "conversation_id": conversation_id,
+                    "turn_index": i + 1,
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "speaker": speaker,
+                    "timestamp": timestamps[i] if timestamps else MAY,
+                },
                 embedding=vectors[i],
             )
             for i, (speaker, text) in enumerate(rows)
         ]
+
     return make
 
 
@@ -40,6 +46,7 @@ def make_turns(local_embedder):
 def ask(local_embedder):
     def ask(query, turns, k=10, weights=None):
         return search_turns(query, local_embedder.embed_query(query), turns, k, weights)
+
     return ask
 
 
@@ -71,12 +78,14 @@ def test_a_rare_word_lifts_a_turn_that_dense_similarity_ranks_low(make_turns, as
 
 
 def test_a_turn_sharing_no_word_with_the_query_is_found_by_meaning(make_turns, ask):
-    turns = make_turns([
-        ("Alice", "My car broke down on the motorway and I had to call a tow truck."),
-        ("Bob", "We planted tomatoes and basil this spring."),
-        ("Alice", "The concert last night was loud and wonderful."),
-        ("Bob", "I am learning to knit a scarf."),
-    ])
+    turns = make_turns(
+        [
+            ("Alice", "My car broke down on the motorway and I had to call a tow truck."),
+            ("Bob", "We planted tomatoes and basil this spring."),
+            ("Alice", "The concert last night was loud and wonderful."),
+            ("Bob", "I am learning to knit a scarf."),
+        ]
+    )
     hits = ask("vehicle trouble", turns)
     assert hits[0].id == "t1"
     assert hits[0].bm25 == 0.0 and hits[0].dense_part > 0
@@ -97,7 +106,9 @@ def test_score_is_the_sum_of_its_parts_and_parts_follow_the_formula(make_turns, 
     sims = np.array([float(np.dot(t.embedding, q) / np.linalg.norm(t.embedding) / np.linalg.norm(q)) for t in turns])
     z = (sims - sims.mean()) / sims.std()
     for t, expected in zip(turns, z):
-        assert by_id[t.id].similarity == pytest.approx(float(np.dot(t.embedding, q) / np.linalg.norm(t.embedding) / np.linalg.norm(q)), abs=1e-5)
+        assert by_id[t.id].similarity == pytest.approx(
+            float(np.dot(t.embedding, q) / np.linalg.norm(t.embedding) / np.linalg.norm(q)), abs=1e-5
+        )
         assert by_id[t.id].dense_part == pytest.approx(0.5 * expected, abs=1e-4)
     # neighbour part = neighbour weight * the better neighbour's fused score, neighbours by turn_index;
     # the speaker bonus is the turn's own (who said it), not passed on to its neighbours
@@ -110,9 +121,12 @@ def test_score_is_the_sum_of_its_parts_and_parts_follow_the_formula(make_turns, 
 
 
 def test_the_speaker_named_in_the_question_is_preferred(make_turns, ask):
-    rows = [("Alice", "I adopted a dog from the shelter last week."),
-            ("Bob", "I adopted a dog from the shelter last week."),
-            ("Alice", "The weather is lovely."), ("Bob", "Work is busy.")]
+    rows = [
+        ("Alice", "I adopted a dog from the shelter last week."),
+        ("Bob", "I adopted a dog from the shelter last week."),
+        ("Alice", "The weather is lovely."),
+        ("Bob", "Work is busy."),
+    ]
     turns = make_turns(rows)
     bonus = TurnSearchWeights().speaker
     for weights in (TurnSearchWeights(neighbour=0.0), None):  # with neighbours too: the bonus is not shared
@@ -128,27 +142,36 @@ def test_the_speaker_named_in_the_question_is_preferred(make_turns, ask):
     assert ask("What is Bob's dog like?", turns)[0].speaker_part == bonus
 
 
-@pytest.mark.parametrize("query, named", [
-    ("Bob, when did I adopt a dog?", None),
-    ("Hey Bob! When did I adopt a dog?", None),
-    ("when did I adopt a dog, Bob?", None),
-    ("Bob: when did I adopt a dog", None),
-    ("Bob, when did Alice adopt a dog?", "Alice"),  # Bob is addressed, Alice asked about
-    ("When did Bob adopt a dog?", "Bob"),
-    ("Bob adopted a dog, right?", "Bob"),
-])
+@pytest.mark.parametrize(
+    "query, named",
+    [
+        ("Bob, when did I adopt a dog?", None),
+        ("Hey Bob! When did I adopt a dog?", None),
+        ("when did I adopt a dog, Bob?", None),
+        ("Bob: when did I adopt a dog", None),
+        ("Bob, when did Alice adopt a dog?", "Alice"),  # Bob is addressed, Alice asked about
+        ("When did Bob adopt a dog?", "Bob"),
+        ("Bob adopted a dog, right?", "Bob"),
+    ],
+)
 def test_a_name_that_addresses_someone_does_not_name_the_one_asked_about(make_turns, query, named):
     index = TurnIndex(make_turns([("Alice", "I adopted a dog."), ("Bob", "Lovely.")]))
     assert index.named_speaker(query) == named
 
 
 def test_the_date_in_a_question_matches_the_turns_of_that_day(make_turns, ask):
-    rows = [("Alice", "I went to the farmers market and bought apples."),
-            ("Bob", "Sounds good."),
-            ("Alice", "I went to the farmers market and bought apples."),
-            ("Bob", "Sounds good.")]
-    stamps = ["2023-03-14T10:00:00+00:00", "2023-03-14T10:01:00+00:00",
-              "2023-07-02T10:00:00+00:00", "2023-07-02T10:01:00+00:00"]
+    rows = [
+        ("Alice", "I went to the farmers market and bought apples."),
+        ("Bob", "Sounds good."),
+        ("Alice", "I went to the farmers market and bought apples."),
+        ("Bob", "Sounds good."),
+    ]
+    stamps = [
+        "2023-03-14T10:00:00+00:00",
+        "2023-03-14T10:01:00+00:00",
+        "2023-07-02T10:00:00+00:00",
+        "2023-07-02T10:01:00+00:00",
+    ]
     turns = make_turns(rows, timestamps=stamps)
     assert ask("What did Alice buy at the market in July 2023?", turns)[0].id == "t3"
     assert ask("What did Alice buy at the market on 14 March?", turns)[0].id == "t1"
@@ -161,19 +184,22 @@ def test_the_date_in_a_question_matches_the_turns_of_that_day(make_turns, ask):
 
 
 def test_an_answer_is_found_through_the_question_before_it(make_turns, ask):
-    turns = make_turns([
-        ("Caroline", "How was your weekend?"),
-        ("Melanie", "Great, I went hiking with the kids."),
-        ("Caroline", "What did you paint last week?"),
-        ("Melanie", "A sunrise over the lake, with orange and pink skies."),
-        ("Caroline", "I love the colours in that."),
-        ("Melanie", "Thanks! The kids want to go camping next."),
-        ("Caroline", "I read a book about adoption."),
-        ("Melanie", "My dog is learning new tricks."),
-    ])
+    turns = make_turns(
+        [
+            ("Caroline", "How was your weekend?"),
+            ("Melanie", "Great, I went hiking with the kids."),
+            ("Caroline", "What did you paint last week?"),
+            ("Melanie", "A sunrise over the lake, with orange and pink skies."),
+            ("Caroline", "I love the colours in that."),
+            ("Melanie", "Thanks! The kids want to go camping next."),
+            ("Caroline", "I read a book about adoption."),
+            ("Melanie", "My dog is learning new tricks."),
+        ]
+    )
     with_context = ids(ask("What did Melanie paint?", turns, k=2))
-    without = ids(ask("What did Melanie paint?", turns, k=2,
-                      weights=TurnSearchWeights(neighbour=0.0, previous_words=False)))
+    without = ids(
+        ask("What did Melanie paint?", turns, k=2, weights=TurnSearchWeights(neighbour=0.0, previous_words=False))
+    )
     assert with_context[0] == "t4"
     assert "t4" not in without
 
@@ -220,8 +246,13 @@ def test_a_single_turn_is_returned(make_turns, ask):
 
 def test_turns_from_the_store_can_be_searched(embedded_store, local_embedder):
     store = embedded_store
-    store.upsert_turn("conv-shop", "Where can I buy a zephyrine charger?", "Try the shop on Baker Street.",
-                      user_ts=MAY, speaker="Dana")
+    store.upsert_turn(
+        "conv-shop",
+        "Where can I buy a zephyrine charger?",
+        "Try the shop on Baker Street.",
+        user_ts=MAY,
+        speaker="Dana",
+    )
     store.upsert_turn("conv-shop", "What time does the museum open?", "At nine in the morning.", user_ts=MAY)
     store.upsert_turn("conv-other", "I need a zephyrine charger too.", "Any phone shop has one.", user_ts=MAY)
     turns = store.get(where={"conversation_id": "conv-shop"}, type="turn", include_embeddings=True)
@@ -260,7 +291,10 @@ def test_bad_turns_are_refused(make_turns, local_embedder):
     q = local_embedder.embed_query("headache")
     turns = make_turns(HEADACHES[:3])
     cases = [
-        (turns[:2] + [Document("t9", "x", {"conversation_id": "conv-else"}, turns[0].embedding)], "several conversations"),
+        (
+            turns[:2] + [Document("t9", "x", {"conversation_id": "conv-else"}, turns[0].embedding)],
+            "several conversations",
+        ),
         (turns + [turns[0]], "appears twice"),
         (turns[:2] + [Document("t9", "x", {}, np.ones(5, dtype=np.float32))], "5 dimensions"),
         (turns[:2] + [Document("t9", "x", {}, np.zeros(384, dtype=np.float32))], "all zeros"),
@@ -278,16 +312,26 @@ def test_bad_queries_are_refused(make_turns, local_embedder):
     for text in ("", "   ", None, 42):
         with pytest.raises(ValidationError, match="query_text must be a non-empty string"):
             search_turns(text, q, turns, 3)
-    for vector, message in ((q[:10], "10 dimensions but the turns are 384-d"), (np.zeros(384), "all zeros"),
-                            (np.full(384, np.nan), "NaN"), ("abc", "list of numbers|1-d"), (np.ones((2, 384)), "1-d")):
+    for vector, message in (
+        (q[:10], "10 dimensions but the turns are 384-d"),
+        (np.zeros(384), "all zeros"),
+        (np.full(384, np.nan), "NaN"),
+        ("abc", "list of numbers|1-d"),
+        (np.ones((2, 384)), "1-d"),
+    ):
         with pytest.raises(ValidationError, match=message):
             search_turns("headache", vector, turns, 3)
 
 
 def test_bad_weights_are_refused():
-    for kwargs, message in (({"dense": -1}, "dense must be a finite number >= 0"), ({"neighbour": float("nan")}, "neighbour"),
-                            ({"bm25_b": 1.5}, "bm25_b must be between 0 and 1"), ({"bm25_k1": 0}, "bm25_k1 must be > 0"),
-                            ({"dense": 0, "lexical": 0}, "cannot both be 0"), ({"speaker": True}, "speaker")):
+    for kwargs, message in (
+        ({"dense": -1}, "dense must be a finite number >= 0"),
+        ({"neighbour": float("nan")}, "neighbour"),
+        ({"bm25_b": 1.5}, "bm25_b must be between 0 and 1"),
+        ({"bm25_k1": 0}, "bm25_k1 must be > 0"),
+        ({"dense": 0, "lexical": 0}, "cannot both be 0"),
+        ({"speaker": True}, "speaker"),
+    ):
         with pytest.raises(ValidationError, match=message):
             TurnSearchWeights(**kwargs)
     with pytest.raises(ValidationError, match="TurnSearchWeights"):
@@ -296,16 +340,20 @@ def test_bad_weights_are_refused():
 
 def test_an_answer_matches_on_the_words_of_the_question_before_it(make_turns, ask):
     # the answer shares no word with the question asked of it; the turn before it does
-    turns = make_turns([
-        ("Caroline", "Did you finish the watercolour of the harbour?"),
-        ("Melanie", "Yes, it is drying on the easel now."),
-        ("Caroline", "I cooked lentil soup tonight."),
-        ("Melanie", "My dog chewed a shoe."),
-    ])
+    turns = make_turns(
+        [
+            ("Caroline", "Did you finish the watercolour of the harbour?"),
+            ("Melanie", "Yes, it is drying on the easel now."),
+            ("Caroline", "I cooked lentil soup tonight."),
+            ("Melanie", "My dog chewed a shoe."),
+        ]
+    )
     hits = {h.id: h for h in ask("What about the harbour watercolour?", turns)}
     assert hits["t2"].bm25 > 0 and hits["t2"].lexical_part > 0
-    without = {h.id: h for h in ask("What about the harbour watercolour?", turns,
-                                    weights=TurnSearchWeights(previous_words=False))}
+    without = {
+        h.id: h
+        for h in ask("What about the harbour watercolour?", turns, weights=TurnSearchWeights(previous_words=False))
+    }
     assert without["t2"].bm25 == 0.0
     # the one turn before, not two: t3 follows t2, which has none of the question's words
     assert hits["t3"].bm25 == 0.0
@@ -356,7 +404,8 @@ def names(local_embedder):
 
 @pytest.mark.parametrize("query", ["What kind of art does Caroline make?", "What has Caroline painted?"])
 def test_a_reply_that_only_calls_the_asked_about_speaker_by_name_is_not_taken_for_the_answer(
-        make_turns, local_embedder, names, query):
+    make_turns, local_embedder, names, query
+):
     turns = make_turns(PAINTING)
     vector = local_embedder.embed_query(query)
     raw = TurnIndex(turns, DENSE_ALONE).search(query, vector, 6)
@@ -396,7 +445,8 @@ def test_a_turn_that_is_only_a_name_keeps_its_direction(make_turns, local_embedd
     turns = make_turns([("Melanie", "Caroline"), *PAINTING[:3]])
     query = "Caroline"
     hits = TurnIndex(turns, name_vectors={"Caroline": names["Caroline"]}).search(
-        query, local_embedder.embed_query(query), 4)
+        query, local_embedder.embed_query(query), 4
+    )
     assert len(hits) == 4 and all(math.isfinite(h.score) and math.isfinite(h.content_similarity) for h in hits)
 
 
@@ -416,13 +466,20 @@ def test_bad_name_vectors_are_refused(make_turns, names):
 
 # ---- a question that asks when, and the turns that say when -----------------------------------------
 
+
 def test_a_question_asking_when_favours_the_turn_that_says_when(make_turns, ask):
-    turns = make_turns([
-        ("Alice", "We went to the Lumineers concert."), ("Bob", "Nice, I like them too."),
-        ("Alice", "We went to the Lumineers concert last Saturday, it was loud."),
-        ("Bob", "Which song did they open with?"), ("Alice", "My garden needs watering."),
-        ("Bob", "The car needs new tyres."), ("Alice", "I read a book about sailors."), ("Bob", "Pasta tonight?"),
-    ])
+    turns = make_turns(
+        [
+            ("Alice", "We went to the Lumineers concert."),
+            ("Bob", "Nice, I like them too."),
+            ("Alice", "We went to the Lumineers concert last Saturday, it was loud."),
+            ("Bob", "Which song did they open with?"),
+            ("Alice", "My garden needs watering."),
+            ("Bob", "The car needs new tyres."),
+            ("Alice", "I read a book about sailors."),
+            ("Bob", "Pasta tonight?"),
+        ]
+    )
     when = "When did Alice go to the Lumineers concert?"
     assert ids(ask(when, turns, weights=TurnSearchWeights(time=0.0)))[0] == "t1"  # the shorter match, on words
     assert ids(ask(when, turns, weights=TurnSearchWeights(time=1.0)))[0] == "t3"
@@ -431,28 +488,45 @@ def test_a_question_asking_when_favours_the_turn_that_says_when(make_turns, ask)
     # the bonus goes by what a turn says, whoever says it: "Pasta tonight?" says when, the tyres do not
     assert hits["t8"].time_part == TurnSearchWeights().time and hits["t6"].time_part == 0.0
     for h in hits.values():
-        assert h.score == pytest.approx(h.dense_part + h.lexical_part + h.speaker_part + h.session_part
-                                        + h.neighbour_part + h.time_part)
+        assert h.score == pytest.approx(
+            h.dense_part + h.lexical_part + h.speaker_part + h.session_part + h.neighbour_part + h.time_part
+        )
     # a question that does not ask when gives no one the bonus
     assert all(h.time_part == 0.0 for h in ask("Did Alice go to the Lumineers concert?", turns))
 
 
-@pytest.mark.parametrize("question, asks", [
-    ("When did Caroline go to the support group?", True), ("when was that?", True),
-    ("In what year did Jon lose his job?", True), ("Which month did they move?", True),
-    ("How long ago did Maria start volunteering?", True),
-    ("What did Caroline paint?", False), ("Where did they go on holiday?", False),
-    ("What does Melanie do whenever she is stressed?", False),
-])
+@pytest.mark.parametrize(
+    "question, asks",
+    [
+        ("When did Caroline go to the support group?", True),
+        ("when was that?", True),
+        ("In what year did Jon lose his job?", True),
+        ("Which month did they move?", True),
+        ("How long ago did Maria start volunteering?", True),
+        ("What did Caroline paint?", False),
+        ("Where did they go on holiday?", False),
+        ("What does Melanie do whenever she is stressed?", False),
+    ],
+)
 def test_which_questions_ask_when(question, asks):
     assert asks_when(question) is asks
 
 
-@pytest.mark.parametrize("text, says", [
-    ("I went to a support group yesterday.", True), ("We moved two years ago.", True),
-    ("Last weekend we camped.", True), ("See you on Friday!", True), ("It opened in June.", True),
-    ("I started in 2019.", True), ("On 7 May we met.", True), ("Back in May 2022.", True),
-    ("I may go to the march.", False), ("I love painting sunsets.", False), ("Next time, bring cake.", False),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("I went to a support group yesterday.", True),
+        ("We moved two years ago.", True),
+        ("Last weekend we camped.", True),
+        ("See you on Friday!", True),
+        ("It opened in June.", True),
+        ("I started in 2019.", True),
+        ("On 7 May we met.", True),
+        ("Back in May 2022.", True),
+        ("I may go to the march.", False),
+        ("I love painting sunsets.", False),
+        ("Next time, bring cake.", False),
+    ],
+)
 def test_which_turns_say_when(text, says):
     assert speaks_of_time(text) is says

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ from brain.model.errors import ValidationError
 from brain.model.results import Document
 from brain.rules.turn_search import SESSION_GAP_SECONDS, TurnIndex, TurnSearchWeights, search_turns
 
-START = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
+START = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
 
 
 @pytest.fixture

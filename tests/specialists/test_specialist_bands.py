@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from brain.config import SPECIALIST_CONFIDENCE_DEFAULTS, Settings
 from brain.app.core import open_store
-from brain.model.errors import ConfigError
+from brain.config import SPECIALIST_CONFIDENCE_DEFAULTS, Settings
 from brain.features.specialists import (
     CONFIDENCE_MAX_WORDS,
     SpecialistBands,
@@ -18,6 +17,7 @@ from brain.features.specialists import (
     SpecialistRegistry,
     request_words,
 )
+from brain.model.errors import ConfigError
 
 pytestmark = pytest.mark.slow
 
@@ -27,8 +27,9 @@ SHIPPED = ROOT / "config" / "specialists.yaml"
 
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory, local_embedder):
-    with open_store(Settings(data_dir=tmp_path_factory.mktemp("bands") / "data"), embedder=local_embedder,
-                    mirror=False) as opened:
+    with open_store(
+        Settings(data_dir=tmp_path_factory.mktemp("bands") / "data"), embedder=local_embedder, mirror=False
+    ) as opened:
         reg = SpecialistRegistry(opened, path=SHIPPED)
         reg.register()
         yield reg
@@ -89,7 +90,9 @@ def test_a_clear_calculator_request_is_strong_or_good(shipped, request_text):
     assert top.score < 0.7 and top.confidence >= shipped.bands.good
 
 
-@pytest.mark.parametrize("request_text", ["tell me a joke", "how are you doing today?", "tell me a bedtime story about a dragon"])
+@pytest.mark.parametrize(
+    "request_text", ["tell me a joke", "how are you doing today?", "tell me a bedtime story about a dragon"]
+)
 def test_chit_chat_no_specialist_serves_is_weak(shipped, request_text):
     top = shipped.find_specialists(request_text, k=1)[0]
     assert top.band == "weak" and top.confidence < shipped.bands.possible

@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import ConfigError
+from brain.config import Settings
 from brain.features.specialists import (
     MIN_EXAMPLES,
     SpecialistClassifier,
@@ -21,22 +20,45 @@ from brain.features.specialists import (
     load_examples,
     request_words,
 )
+from brain.model.errors import ConfigError
 from tests.specialists.test_specialists import SMALL
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "config" / "specialists.yaml"
 
 EXAMPLES = {
-    "ocr": ["type out the text on this receipt photo", "transcribe this scanned letter for me",
-            "what does the handwriting on this note say, copy it out", "read the words on this sign [photo]",
-            "turn this screenshot of a table into text", "copy the ingredients list from this photo of the box"],
-    "calculator": ["what's 18% of 240", "add 12.50, 8.99 and 4.20", "convert 10 km to miles",
-                   "split 96 pounds between 4 people", "what is 7 times 13", "how much is a 15 percent tip on 62"],
-    "email": ["email my landlord that the boiler is broken", "any new mail from the bank in my inbox?",
-              "reply to Sarah's email saying yes to Friday", "forward the invoice email to my accountant",
-              "search my inbox for the flight confirmation", "draft an email to the school about Monday"],
-    None: ["thanks, that's all", "tell me a joke", "how are you today?", "what's your favourite film?",
-           "give me some tips for sleeping better", "who wrote pride and prejudice?"],
+    "ocr": [
+        "type out the text on this receipt photo",
+        "transcribe this scanned letter for me",
+        "what does the handwriting on this note say, copy it out",
+        "read the words on this sign [photo]",
+        "turn this screenshot of a table into text",
+        "copy the ingredients list from this photo of the box",
+    ],
+    "calculator": [
+        "what's 18% of 240",
+        "add 12.50, 8.99 and 4.20",
+        "convert 10 km to miles",
+        "split 96 pounds between 4 people",
+        "what is 7 times 13",
+        "how much is a 15 percent tip on 62",
+    ],
+    "email": [
+        "email my landlord that the boiler is broken",
+        "any new mail from the bank in my inbox?",
+        "reply to Sarah's email saying yes to Friday",
+        "forward the invoice email to my accountant",
+        "search my inbox for the flight confirmation",
+        "draft an email to the school about Monday",
+    ],
+    None: [
+        "thanks, that's all",
+        "tell me a joke",
+        "how are you today?",
+        "what's your favourite film?",
+        "give me some tips for sleeping better",
+        "who wrote pride and prejudice?",
+    ],
 }
 
 
@@ -92,11 +114,15 @@ def test_a_fitted_classifier_separates_its_classes_and_is_deterministic():
 def test_the_examples_file_sits_beside_the_yaml_and_bad_lines_are_named(tmp_path):
     assert examples_path(tmp_path / "mine.yaml") == tmp_path / "mine_examples.jsonl"
     path = tmp_path / "x_examples.jsonl"
-    path.write_text('{"request": "add 2 and 2", "expected": "calculator"}\n\n{"request": "hi", "expected": null}\n',
-                    encoding="utf-8")
+    path.write_text(
+        '{"request": "add 2 and 2", "expected": "calculator"}\n\n{"request": "hi", "expected": null}\n',
+        encoding="utf-8",
+    )
     assert [(e.request, e.expected) for e in load_examples(path)] == [("add 2 and 2", "calculator"), ("hi", None)]
-    path.write_text('{"request": "ok", "expected": null}\n{"request": ""}\nnot json\n{"request": "a", "expected": 3, '
-                    '"why": "x"}\n', encoding="utf-8")
+    path.write_text(
+        '{"request": "ok", "expected": null}\n{"request": ""}\nnot json\n{"request": "a", "expected": 3, "why": "x"}\n',
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError) as err:
         load_examples(path)
     message = str(err.value)
@@ -119,8 +145,12 @@ def test_labelled_requests_give_the_confidence_and_are_embedded_once(tmp_path, s
         chat = reg.find_specialists("tell me a funny story", k=1)[0]
         assert chat.band == "weak"
         # not the score-and-length confidence: that one is what the model learnt from
-        plain = SpecialistRegistry(store, path=small_yaml, use_examples=False).find_specialists("tell me a funny story", k=1)[0]
-        assert plain.confidence == pytest.approx(SpecialistConfidence()(plain.score, request_words("tell me a funny story")))
+        plain = SpecialistRegistry(store, path=small_yaml, use_examples=False).find_specialists(
+            "tell me a funny story", k=1
+        )[0]
+        assert plain.confidence == pytest.approx(
+            SpecialistConfidence()(plain.score, request_words("tell me a funny story"))
+        )
         assert chat.confidence != pytest.approx(plain.confidence, abs=1e-3)
         # unchanged files embed nothing, and another registry on the store learns the same model from what is stored
         assert reg.register().embedded == 0
@@ -146,8 +176,10 @@ def test_a_changed_examples_file_embeds_only_its_new_requests(tmp_path, small_ya
 
 def test_too_few_examples_keep_the_score_confidence_and_say_which(tmp_path, small_yaml, local_embedder, caplog):
     write_examples(small_yaml, {**EXAMPLES, "email": EXAMPLES["email"][: MIN_EXAMPLES - 1]})
-    with open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder, mirror=False) as store, \
-            caplog.at_level(logging.WARNING, logger="brain.features.specialists.registry"):
+    with (
+        open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder, mirror=False) as store,
+        caplog.at_level(logging.WARNING, logger="brain.features.specialists.registry"),
+    ):
         reg = SpecialistRegistry(store, path=small_yaml)
         reg.register()
         request = "copy the text from this receipt"
@@ -157,8 +189,9 @@ def test_too_few_examples_keep_the_score_confidence_and_say_which(tmp_path, smal
 
 
 def test_a_bad_examples_file_stores_nothing(tmp_path, small_yaml, local_embedder):
-    examples_path(small_yaml).write_text('{"request": "add 2 and 2", "expected": "calculator"}\n{"oops": 1}\n',
-                                         encoding="utf-8")
+    examples_path(small_yaml).write_text(
+        '{"request": "add 2 and 2", "expected": "calculator"}\n{"oops": 1}\n', encoding="utf-8"
+    )
     with open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder, mirror=False) as store:
         reg = SpecialistRegistry(store, path=small_yaml)
         with pytest.raises(ConfigError, match="line 2"):
@@ -171,7 +204,11 @@ def test_examples_of_specialists_not_registered_are_left_out(tmp_path, small_yam
     with open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder, mirror=False) as store:
         reg = SpecialistRegistry(store, path=small_yaml)
         assert reg.register().embedded == 18 + 24
-        assert {m.id for m in reg.find_specialists("will it rain in Leeds tomorrow", k=10)} == {"ocr", "calculator", "email"}
+        assert {m.id for m in reg.find_specialists("will it rain in Leeds tomorrow", k=10)} == {
+            "ocr",
+            "calculator",
+            "email",
+        }
 
 
 @pytest.mark.slow
@@ -187,7 +224,8 @@ def test_the_shipped_specialists_call_a_plain_percentage_strong(tmp_path, local_
 
 
 def test_a_list_of_specialists_keeps_the_stored_examples_and_a_file_without_them_removes_them(
-        tmp_path, small_yaml, local_embedder):
+    tmp_path, small_yaml, local_embedder
+):
     write_examples(small_yaml, EXAMPLES)
     with open_store(Settings(data_dir=tmp_path / "data"), embedder=local_embedder, mirror=False) as store:
         reg = SpecialistRegistry(store, path=small_yaml)

@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import ConfigError, EmbeddingModelMismatch, ValidationError
+from brain.config import Settings
 from brain.features.specialists import (
     SpecialistBands,
     SpecialistConfidence,
@@ -23,6 +22,7 @@ from brain.features.specialists import (
     parse_specialist_requests,
     specialists_from_yaml,
 )
+from brain.model.errors import ConfigError, EmbeddingModelMismatch, ValidationError
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "config" / "specialists.yaml"
@@ -118,7 +118,9 @@ def registry(embedded_store, counting, small_yaml):
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory, local_embedder):
     """The shipped YAML registered once for the ranking tests."""
-    with open_store(Settings(data_dir=tmp_path_factory.mktemp("shipped") / "data"), embedder=local_embedder, mirror=False) as opened:
+    with open_store(
+        Settings(data_dir=tmp_path_factory.mktemp("shipped") / "data"), embedder=local_embedder, mirror=False
+    ) as opened:
         reg = SpecialistRegistry(opened, path=SHIPPED)
         reg.register()
         yield reg
@@ -128,7 +130,9 @@ def shipped(tmp_path_factory, local_embedder):
 def test_shipped_yaml_is_valid_and_uses_the_knowledge_base_ids():
     specs = load_specialists(SHIPPED)
     ids = {s.id for s in specs}
-    kb_ids = {json.loads(line).get("specialist") for line in (ROOT / "config/kb/specialists.jsonl").read_text().splitlines()}
+    kb_ids = {
+        json.loads(line).get("specialist") for line in (ROOT / "config/kb/specialists.jsonl").read_text().splitlines()
+    }
     assert kb_ids - {None} <= ids
     assert {"web_search", "ocr", "vision", "docs"} <= ids and len(ids) >= 8
     assert all(s.semantics.not_ and s.params and any(p.required for p in s.params) for s in specs)
@@ -137,15 +141,35 @@ def test_shipped_yaml_is_valid_and_uses_the_knowledge_base_ids():
 @pytest.mark.parametrize(
     "edit, specialist, field, words",
     [
-        (lambda d: d[1]["semantics"].pop("canonical"), "specialist 2 (calculator)", "semantics.canonical", "Field required"),
-        (lambda d: d[0]["semantics"].update(predicate=["x"]), "specialist 1 (ocr)", "semantics.predicate", "unknown field"),
+        (
+            lambda d: d[1]["semantics"].pop("canonical"),
+            "specialist 2 (calculator)",
+            "semantics.canonical",
+            "Field required",
+        ),
+        (
+            lambda d: d[0]["semantics"].update(predicate=["x"]),
+            "specialist 1 (ocr)",
+            "semantics.predicate",
+            "unknown field",
+        ),
         (lambda d: d[2]["params"][0].update(type="str"), "specialist 3 (email)", "params.0.type", "'string'"),
-        (lambda d: d[1]["semantics"].update(objects=[]), "specialist 2 (calculator)", "semantics.objects", "at least 1"),
+        (
+            lambda d: d[1]["semantics"].update(objects=[]),
+            "specialist 2 (calculator)",
+            "semantics.objects",
+            "at least 1",
+        ),
         (lambda d: d[0].update(id="Web-Search"), "specialist 1 (Web-Search)", "id", "lower_snake_case"),
         (lambda d: d[2].update(id="ocr"), "specialist 3 (ocr)", "id", "duplicate id"),
         (lambda d: d[0]["params"].append({"name": "image"}), "specialist 1 (ocr)", "params", "declared twice"),
         (lambda d: d[0]["params"][0].update(required="yes"), "specialist 1 (ocr)", "params.0.required", "boolean"),
-        (lambda d: d[0]["semantics"].update(canonical="   "), "specialist 1 (ocr)", "semantics.canonical", "at least 1"),
+        (
+            lambda d: d[0]["semantics"].update(canonical="   "),
+            "specialist 1 (ocr)",
+            "semantics.canonical",
+            "at least 1",
+        ),
     ],
 )
 def test_validation_errors_name_the_specialist_and_the_field(edit, specialist, field, words):
@@ -185,7 +209,10 @@ def test_registration_stores_three_vectors_and_the_not_examples(registry, embedd
     assert embedded_store.count() == 0  # nothing in the conversations collection
     assert registry.col.metadata["embedder"] == local_embedder.name
     got = registry.col.get(include=["metadatas", "embeddings", "documents"])
-    by_id = {i: (m, np.asarray(e), d) for i, m, e, d in zip(got["ids"], got["metadatas"], got["embeddings"], got["documents"])}
+    by_id = {
+        i: (m, np.asarray(e), d)
+        for i, m, e, d in zip(got["ids"], got["metadatas"], got["embeddings"], got["documents"])
+    }
     per = {}
     for meta, _, _ in by_id.values():
         per.setdefault(meta["specialist"], []).append(meta["kind"])
@@ -201,7 +228,9 @@ def test_registration_stores_three_vectors_and_the_not_examples(registry, embedd
     assert np.isclose(np.linalg.norm(predicates), 1.0, atol=1e-5)  # the mean is renormalised
     assert np.allclose(predicates, mean / np.linalg.norm(mean), atol=1e-5)
     assert by_id["calculator#not-1"][2] == "what is the exchange rate today"
-    assert np.allclose(by_id["calculator#not-1"][1], local_embedder.embed_documents(["what is the exchange rate today"])[0], atol=1e-5)
+    assert np.allclose(
+        by_id["calculator#not-1"][1], local_embedder.embed_documents(["what is the exchange rate today"])[0], atol=1e-5
+    )
 
 
 def test_unchanged_yaml_embeds_nothing(registry, counting):
@@ -220,14 +249,18 @@ def test_changed_specialists_are_re_embedded_and_removed_ones_deleted(registry, 
     assert "sum a column of numbers" in registry.col.get(ids=["calculator#predicates"])["documents"][0]
 
     # description only: rewritten, nothing embedded
-    small_yaml.write_text(SMALL.replace("add up numbers", "sum a column of numbers").replace("Exact arithmetic.", "Sums, exactly."))
+    small_yaml.write_text(
+        SMALL.replace("add up numbers", "sum a column of numbers").replace("Exact arithmetic.", "Sums, exactly.")
+    )
     counting.document_texts = 0
     report = registry.register()
     assert report.updated == ["calculator"] and report.embedded == 0 and counting.document_texts == 0
     assert registry.get("calculator").description == "Sums, exactly."
 
     # one not example fewer: its record goes
-    small_yaml.write_text(SMALL.replace("not: [run this Python script, what is the exchange rate today]", "not: [run this Python script]"))
+    small_yaml.write_text(
+        SMALL.replace("not: [run this Python script, what is the exchange rate today]", "not: [run this Python script]")
+    )
     registry.register()
     assert registry.col.get(ids=["calculator#not-1"])["ids"] == []
     assert registry.col.get(ids=["calculator#not-0"])["ids"] == ["calculator#not-0"]
@@ -245,13 +278,18 @@ def test_changed_specialists_are_re_embedded_and_removed_ones_deleted(registry, 
 def test_reopening_loads_the_specialists_without_embedding(settings, local_embedder, small_yaml):
     with open_store(settings, embedder=local_embedder) as first:
         SpecialistRegistry(first, path=small_yaml).register()
-        before = [(m.id, round(m.score, 5)) for m in SpecialistRegistry(first, path=small_yaml).find_specialists("copy the words from this photo", k=3)]
+        before = [
+            (m.id, round(m.score, 5))
+            for m in SpecialistRegistry(first, path=small_yaml).find_specialists("copy the words from this photo", k=3)
+        ]
     with open_store(settings, embedder=local_embedder) as again:
         counting = CountingEmbedder(local_embedder)
         reg = SpecialistRegistry(again, path=small_yaml, embedder=counting)
         assert sorted(s.id for s in reg.list_specialists()) == ["calculator", "email", "ocr"]
         assert reg.register().embedded == 0 and counting.document_texts == 0
-        assert [(m.id, round(m.score, 5)) for m in reg.find_specialists("copy the words from this photo", k=3)] == before
+        assert [
+            (m.id, round(m.score, 5)) for m in reg.find_specialists("copy the words from this photo", k=3)
+        ] == before
 
 
 def test_an_interrupted_registration_is_completed_by_the_next(registry, counting, embedded_store, small_yaml):
@@ -303,7 +341,9 @@ def test_a_request_that_names_its_subject_is_strong_and_one_that_does_not_is_les
 def test_score_is_the_documented_formula_and_exact(shipped, local_embedder):
     request = "how many miles is a marathon"
     # without labelled requests the ranking is in score order, and the confidence is the score's
-    matches = SpecialistRegistry(shipped.store, path=SHIPPED, use_examples=False).find_specialists(request, k=len(shipped))
+    matches = SpecialistRegistry(shipped.store, path=SHIPPED, use_examples=False).find_specialists(
+        request, k=len(shipped)
+    )
     assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
     learnt = shipped.find_specialists(request, k=len(shipped))
     assert {m.id: m.score for m in learnt} == pytest.approx({m.id: m.score for m in matches}, abs=1e-9)
@@ -319,18 +359,27 @@ def test_score_is_the_documented_formula_and_exact(shipped, local_embedder):
         assert m.not_similarity == pytest.approx(max(nots), abs=1e-5)
         assert m.penalty == pytest.approx(1.0 * max(0.0, max(nots) - 0.50), abs=1e-6)
         assert m.score == pytest.approx(
-            0.5 * m.canonical + 0.3 * m.predicates + 0.2 * m.objects - m.penalty + 0.2 * m.lexical, abs=1e-6)
+            0.5 * m.canonical + 0.3 * m.predicates + 0.2 * m.objects - m.penalty + 0.2 * m.lexical, abs=1e-6
+        )
         words = len(request.split())  # plain words here, so the confidence's count is the split's
         assert m.confidence == pytest.approx(
-            1 / (1 + math.exp(-(-6.30 + 13.75 * m.score + 1.36 * math.log(words)))), abs=1e-9)
+            1 / (1 + math.exp(-(-6.30 + 13.75 * m.score + 1.36 * math.log(words)))), abs=1e-9
+        )
         assert m.band == SpecialistBands().band(m.confidence)
     # the lexical shares: BM25 of the request against each specialist's words, as shares of the total
-    from brain.text import BM25Index as LexicalIndex, tokenize
+    from brain.text import BM25Index as LexicalIndex
+    from brain.text import tokenize
 
     specs = {s.id: s for s in shipped.list_specialists()}
     order = sorted(specs)
-    bm25 = LexicalIndex([tokenize(" ".join([specs[i].semantics.canonical, *specs[i].semantics.predicates,
-                                            *specs[i].semantics.objects])) for i in order]).scores(tokenize(request))
+    bm25 = LexicalIndex(
+        [
+            tokenize(
+                " ".join([specs[i].semantics.canonical, *specs[i].semantics.predicates, *specs[i].semantics.objects])
+            )
+            for i in order
+        ]
+    ).scores(tokenize(request))
     assert bm25.sum() > 0
     for m in matches:
         assert m.lexical == pytest.approx(bm25[order.index(m.id)] / max(bm25.sum(), 4.0), abs=1e-9)
@@ -366,13 +415,22 @@ def test_a_not_example_lowers_the_score(shipped, embedded_store):
 def test_bands_follow_the_thresholds(shipped):
     bands = SpecialistBands(strong=0.90, good=0.80, possible=0.70)
     assert [bands.band(s) for s in (0.95, 0.90, 0.85, 0.80, 0.75, 0.70, 0.69)] == [
-        "strong", "good", "good", "good", "possible", "possible", "weak"]
+        "strong",
+        "good",
+        "good",
+        "good",
+        "possible",
+        "possible",
+        "weak",
+    ]
     top = shipped.find_specialists("read the text in this photo", k=1)[0]
     # the bands are read from the confidence, not the raw score
     for cut, band in [(top.confidence - 0.01, "strong"), (top.confidence + 0.01, "weak")]:
         reg = SpecialistRegistry(shipped.store, path=SHIPPED, bands=SpecialistBands(strong=cut, good=cut, possible=cut))
         assert reg.find_specialists("read the text in this photo", k=1)[0].band == band
-    reg = SpecialistRegistry(shipped.store, path=SHIPPED, bands=SpecialistBands(strong=1.0, good=top.confidence, possible=0.0))
+    reg = SpecialistRegistry(
+        shipped.store, path=SHIPPED, bands=SpecialistBands(strong=1.0, good=top.confidence, possible=0.0)
+    )
     assert reg.find_specialists("read the text in this photo", k=1)[0].band == "good"
     with pytest.raises(ConfigError, match="possible <= good <= strong"):
         SpecialistBands(strong=0.5, good=0.6, possible=0.1)
@@ -383,7 +441,9 @@ def test_bands_follow_the_thresholds(shipped):
 def test_a_request_that_matches_nothing_is_weak(shipped):
     # MiniLM is not perfect here (bench/SPECIALISTS_RESULTS.md: "good evening, how was your day?"
     # reaches weather's "possible"); these two are clear of every specialist
-    matched = min(shipped.find_specialists(r, k=1)[0].score for r in ("look this up online", "read the text in this photo"))
+    matched = min(
+        shipped.find_specialists(r, k=1)[0].score for r in ("look this up online", "read the text in this photo")
+    )
     for request in ("tell me a bedtime story about a dragon", "tell me a joke"):
         top = shipped.find_specialists(request, k=1)[0]
         assert top.band == "weak" and top.score < matched
@@ -428,31 +488,61 @@ def test_parse_finds_every_marker_with_nested_json(registry):
     )
     found = registry.parse_specialist_request(text)
     assert [(name, params) for name, params, *_ in found] == [
-        ("email", {"action": "send", "to": ["a@x.org", "b@y.org"],
-                   "options": {"cc": [{"name": "C [boss]"}], "note": "braces } and ] inside"}, "urgent": False}),
+        (
+            "email",
+            {
+                "action": "send",
+                "to": ["a@x.org", "b@y.org"],
+                "options": {"cc": [{"name": "C [boss]"}], "note": "braces } and ] inside"},
+                "urgent": False,
+            },
+        ),
         ("calculator", {"expression": "(2+3)*4", "precision": 2}),
     ]
-    assert text[found[1].start:found[1].end].startswith("SPECIALIST_REQUEST[calculator") and text[found[1].end - 1] == "]"
+    assert (
+        text[found[1].start : found[1].end].startswith("SPECIALIST_REQUEST[calculator")
+        and text[found[1].end - 1] == "]"
+    )
     assert registry.parse_specialist_request("no markers here") == []
 
 
 @pytest.mark.parametrize(
     "text, field, words",
     [
-        ('SPECIALIST_REQUEST[weather:{"location": "Porto"}]', "name", "unknown specialist 'weather'; known specialists: calculator, email, ocr"),
-        ('x\nSPECIALIST_REQUEST[ocr:{"image": "a.png",}]', "params", "bad JSON for 'ocr': Expecting property name enclosed in double quotes at line 2, column 42"),
+        (
+            'SPECIALIST_REQUEST[weather:{"location": "Porto"}]',
+            "name",
+            "unknown specialist 'weather'; known specialists: calculator, email, ocr",
+        ),
+        (
+            'x\nSPECIALIST_REQUEST[ocr:{"image": "a.png",}]',
+            "params",
+            "bad JSON for 'ocr': Expecting property name enclosed in double quotes at line 2, column 42",
+        ),
         ('SPECIALIST_REQUEST[ocr:{"language": "pt"}]', "params.image", "ocr needs the parameter 'image'"),
         ('SPECIALIST_REQUEST[ocr:{"image": 7}]', "params.image", "ocr.image must be a string, got 7"),
-        ('SPECIALIST_REQUEST[calculator:{"expression": "1+1", "precision": true}]', "params.precision", "must be an integer"),
-        ('SPECIALIST_REQUEST[calculator:{"expression": "1+1", "precision": 2.5}]', "params.precision", "must be an integer"),
+        (
+            'SPECIALIST_REQUEST[calculator:{"expression": "1+1", "precision": true}]',
+            "params.precision",
+            "must be an integer",
+        ),
+        (
+            'SPECIALIST_REQUEST[calculator:{"expression": "1+1", "precision": 2.5}]',
+            "params.precision",
+            "must be an integer",
+        ),
         ('SPECIALIST_REQUEST[email:{"action": "send", "to": "a@x.org"}]', "params.to", "must be an array"),
         ('SPECIALIST_REQUEST[email:{"action": "send", "urgent": "yes"}]', "params.urgent", "must be a boolean"),
         ('SPECIALIST_REQUEST[email:{"action": "send", "options": []}]', "params.options", "must be an object"),
-        ('SPECIALIST_REQUEST[email:{"action": "send", "delay_seconds": "5"}]', "params.delay_seconds", "must be a number"),
+        (
+            'SPECIALIST_REQUEST[email:{"action": "send", "delay_seconds": "5"}]',
+            "params.delay_seconds",
+            "must be a number",
+        ),
         ('SPECIALIST_REQUEST[email:{"action": "send", "cc": []}]', "params.cc", "email has no parameter 'cc'"),
         ('SPECIALIST_REQUEST[ocr:["a.png"]]', "params", "must be a JSON object"),
         ('SPECIALIST_REQUEST[ocr:{"image": "a.png"} and more', "params", "expected ']'"),
-        ('SPECIALIST_REQUEST[ocr]', "name", "expected ':'"),
+        ("SPECIALIST_REQUEST[ocr]", "name", "expected ':'"),
     ],
 )
 def test_parse_errors(registry, text, field, words):
@@ -468,7 +558,7 @@ def test_parse_reports_every_bad_marker_and_accepts_numbers(registry):
     assert ok[0].params["delay_seconds"] == 5
     with pytest.raises(ValidationError) as caught:
         parse_specialist_requests(
-            'SPECIALIST_REQUEST[ocr:{}] then SPECIALIST_REQUEST[nope:{}]', registry.list_specialists()
+            "SPECIALIST_REQUEST[ocr:{}] then SPECIALIST_REQUEST[nope:{}]", registry.list_specialists()
         )
     assert [p["item"] for p in caught.value.problems] == [0, 1]
 
@@ -479,18 +569,37 @@ def test_from_settings_reads_the_proposed_fields(embedded_store, small_yaml):
     from brain.features.specialists import SETTINGS_FIELDS
 
     values = dict(
-        specialists_path=small_yaml, specialists_collection="spx", specialist_weight_canonical=1.0,
-        specialist_weight_predicates=0.0, specialist_weight_objects=0.0, specialist_not_penalty=2.0,
-        specialist_not_margin=0.6, specialist_band_strong=0.8, specialist_band_good=0.5,
-        specialist_band_possible=0.3, specialist_cache_ttl_seconds=10.0, specialist_cache_size=7,
-        specialist_weight_lexical=0.4, specialist_confidence_intercept=-1.0, specialist_confidence_score=2.0,
+        specialists_path=small_yaml,
+        specialists_collection="spx",
+        specialist_weight_canonical=1.0,
+        specialist_weight_predicates=0.0,
+        specialist_weight_objects=0.0,
+        specialist_not_penalty=2.0,
+        specialist_not_margin=0.6,
+        specialist_band_strong=0.8,
+        specialist_band_good=0.5,
+        specialist_band_possible=0.3,
+        specialist_cache_ttl_seconds=10.0,
+        specialist_cache_size=7,
+        specialist_weight_lexical=0.4,
+        specialist_confidence_intercept=-1.0,
+        specialist_confidence_score=2.0,
         specialist_confidence_length=0.5,
     )
     assert set(values) == set(SETTINGS_FIELDS)
     reg = SpecialistRegistry.from_settings(embedded_store, SimpleNamespace(chroma_url=None, **values))
     assert (reg.path, reg.collection_name, reg.weights.normalised(), reg.not_penalty, reg.not_margin) == (
-        small_yaml, "spx", (1.0, 0.0, 0.0), 2.0, 0.6)
-    assert reg.bands == SpecialistBands(0.8, 0.5, 0.3) and reg.cache_info()["ttl"] == 10.0 and reg.cache_info()["maxsize"] == 7
+        small_yaml,
+        "spx",
+        (1.0, 0.0, 0.0),
+        2.0,
+        0.6,
+    )
+    assert (
+        reg.bands == SpecialistBands(0.8, 0.5, 0.3)
+        and reg.cache_info()["ttl"] == 10.0
+        and reg.cache_info()["maxsize"] == 7
+    )
     assert reg.lexical_weight == 0.4 and reg.confidence == SpecialistConfidence(-1.0, 2.0, 0.5)
     plain = SpecialistRegistry.from_settings(embedded_store)  # today's Settings: the documented defaults
     assert plain.bands == SpecialistBands() and plain.collection_name == "specialists"
@@ -534,8 +643,15 @@ def test_the_lexical_share_decides_between_specialists_that_read_alike(embedded_
 # ---- one band rule; scoring without a store ------------------------------------------------------------
 @pytest.mark.parametrize(
     "strong, good, possible, ok",
-    [(0.67, 0.48, 0.30, True), (0.5, 0.5, 0.5, True), (0.6, 0.6, 0.1, True), (0.6, 0.2, 0.2, True),
-     (0.5, 0.6, 0.1, False), (0.6, 0.2, 0.3, False), (0.2, 0.5, 0.6, False)],
+    [
+        (0.67, 0.48, 0.30, True),
+        (0.5, 0.5, 0.5, True),
+        (0.6, 0.6, 0.1, True),
+        (0.6, 0.2, 0.2, True),
+        (0.5, 0.6, 0.1, False),
+        (0.6, 0.2, 0.3, False),
+        (0.2, 0.5, 0.6, False),
+    ],
 )
 def test_settings_and_bands_share_one_order_rule(strong, good, possible, ok):
     from brain.config import specialist_bands_in_order
@@ -544,8 +660,11 @@ def test_settings_and_bands_share_one_order_rule(strong, good, possible, ok):
     if ok:
         bands = SpecialistBands(strong=strong, good=good, possible=possible)
         settings = Settings(specialist_band_strong=strong, specialist_band_good=good, specialist_band_possible=possible)
-        assert (settings.specialist_band_strong, settings.specialist_band_good,
-                settings.specialist_band_possible) == (bands.strong, bands.good, bands.possible)
+        assert (settings.specialist_band_strong, settings.specialist_band_good, settings.specialist_band_possible) == (
+            bands.strong,
+            bands.good,
+            bands.possible,
+        )
     else:
         with pytest.raises(ConfigError, match="possible <= good <= strong"):
             SpecialistBands(strong=strong, good=good, possible=possible)
@@ -571,9 +690,14 @@ def test_band_defaults_are_written_once():
     default = Settings.model_fields
     assert all(default[f"specialist_band_{b}"].default is None for b in ("strong", "good", "possible"))
     # the shipped env file shows the reference's for people reading it, commented out; it must say the same
-    env = dict(line.removeprefix("# ").split("=", 1) for line in (ROOT / "config" / "defaults.env").read_text().splitlines()
-               if line.startswith("# BRAIN_SPECIALIST_BAND_"))
-    assert {k.removeprefix("BRAIN_SPECIALIST_BAND_").lower(): float(v) for k, v in env.items()} == SPECIALIST_BAND_DEFAULTS
+    env = dict(
+        line.removeprefix("# ").split("=", 1)
+        for line in (ROOT / "config" / "defaults.env").read_text().splitlines()
+        if line.startswith("# BRAIN_SPECIALIST_BAND_")
+    )
+    assert {
+        k.removeprefix("BRAIN_SPECIALIST_BAND_").lower(): float(v) for k, v in env.items()
+    } == SPECIALIST_BAND_DEFAULTS
 
 
 def test_scoring_table_ranks_exactly_what_the_registry_does(registry, local_embedder):
@@ -594,7 +718,10 @@ def test_scoring_table_ranks_exactly_what_the_registry_does(registry, local_embe
         assert [getattr(m, fields) for m in ranked] == pytest.approx([getattr(m, fields) for m in found], abs=1e-6)
     no_words = table.rank(local_embedder.embed_query(request), "", ScoringParams())
     assert all(m.lexical == 0.0 for m in no_words)
-    assert ScoringTable([], local_embedder.dimension).rank(local_embedder.embed_query(request), request, ScoringParams()) == ()
+    assert (
+        ScoringTable([], local_embedder.dimension).rank(local_embedder.embed_query(request), request, ScoringParams())
+        == ()
+    )
     ocr = SpecialistVectors.from_embeddings(specs[0], local_embedder.embed_documents(specs[0].embedded_texts))
     assert specs[0].id == "ocr" and ocr.nots.shape == (1, local_embedder.dimension)
     for part in (ocr.canonical, ocr.predicates, ocr.objects):
@@ -603,9 +730,12 @@ def test_scoring_table_ranks_exactly_what_the_registry_does(registry, local_embe
 
 @pytest.mark.parametrize(
     "kwargs, words",
-    [({"not_penalty": -1.0}, "not_penalty must be >= 0"), ({"not_margin": 1.5}, "not_margin must be between -1 and 1"),
-     ({"lexical_weight": 1.2}, "lexical_weight must be between 0 and 1"),
-     ({"lexical_weight": float("nan")}, "lexical_weight must be between 0 and 1")],
+    [
+        ({"not_penalty": -1.0}, "not_penalty must be >= 0"),
+        ({"not_margin": 1.5}, "not_margin must be between -1 and 1"),
+        ({"lexical_weight": 1.2}, "lexical_weight must be between 0 and 1"),
+        ({"lexical_weight": float("nan")}, "lexical_weight must be between 0 and 1"),
+    ],
 )
 def test_scoring_params_are_checked_by_the_registry_too(embedded_store, kwargs, words):
     from brain.features.specialists import ScoringParams

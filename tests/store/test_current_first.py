@@ -17,7 +17,6 @@ from brain.shells.cli import cli
 from brain.shells.mcp.server import create_server
 from brain.store.memory_listing import list_memories
 from tests.access.test_scope_rule import mcp_call
-
 from tests.conftest import NOBODY
 
 CITIES = ["Berlin", "Lisbon", "Porto", "Madrid", "Rome"]

@@ -18,11 +18,11 @@ import httpx
 import pytest
 
 import brain
-from brain.shells.api import create_app
-from brain.config import Settings
 from brain.app.core import open_store
 from brain.app.startup import startup
+from brain.config import Settings
 from brain.model.errors import DiskSpaceLow
+from brain.shells.api import create_app
 from tests.conftest import NOBODY, LiveServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,6 @@ def above_free(path: Path) -> int:
     return shutil.disk_usage(probe).free // MB + 10_000
 
 
-
 @contextmanager
 def brain_serve(tmp_path: Path, data: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen, Path]]:
     """``brain serve`` on ``data`` as a real process with ``env`` added, once its health answers: (its URL, the
@@ -46,8 +45,13 @@ def brain_serve(tmp_path: Path, data: Path, **env: str) -> Iterator[tuple[str, s
     full = {**os.environ, "PYTHONPATH": str(ROOT), "BRAIN_DATA_DIR": str(data), "OLLAMA_HOST": NOBODY, **env}
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)],
-                                cwd=tmp_path, env=full, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "brain.shells.cli", "serve", "--port", str(port)],
+            cwd=tmp_path,
+            env=full,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -65,6 +69,7 @@ def brain_serve(tmp_path: Path, data: Path, **env: str) -> Iterator[tuple[str, s
             proc.kill()
             proc.wait()
 
+
 def test_a_write_below_the_margin_is_refused_and_nothing_is_written(tmp_path, local_embedder):
     data = tmp_path / "data"
     with open_store(Settings(data_dir=data), embedder=local_embedder) as store:
@@ -73,9 +78,11 @@ def test_a_write_below_the_margin_is_refused_and_nothing_is_written(tmp_path, lo
     with open_store(low, embedder=local_embedder) as store:
         before = store.count()
         mirrored = store.mirror.count()
-        for write in (lambda: store.upsert_memory("a new memory that must not be stored", entity="alice"),
-                      lambda: store.delete(kept),
-                      lambda: store.update_memory(kept, importance=5)):
+        for write in (
+            lambda: store.upsert_memory("a new memory that must not be stored", entity="alice"),
+            lambda: store.delete(kept),
+            lambda: store.update_memory(kept, importance=5),
+        ):
             with pytest.raises(DiskSpaceLow) as refused:
                 write()
             message = str(refused.value)
@@ -93,13 +100,15 @@ def test_a_write_below_the_margin_is_refused_and_nothing_is_written(tmp_path, lo
 def test_health_says_writes_are_refused(tmp_path, local_embedder):
     data = tmp_path / "data"
     # the extractive summariser: a model summariser nobody answers for would make health degraded too
-    with brain.open(Settings(data_dir=data, ollama_host=NOBODY, summarizer="extractive"),
-                    embedder=local_embedder) as opened:
+    with brain.open(
+        Settings(data_dir=data, ollama_host=NOBODY, summarizer="extractive"), embedder=local_embedder
+    ) as opened:
         report = opened.health(detail=True)
         assert report["disk"]["ok"] is True and report["status"] == "ok"
         assert report["disk"]["min_free_mb"] == 256  # the default
-    with brain.open(Settings(data_dir=data, ollama_host=NOBODY, min_free_disk_mb=above_free(data)),
-                    embedder=local_embedder) as opened:
+    with brain.open(
+        Settings(data_dir=data, ollama_host=NOBODY, min_free_disk_mb=above_free(data)), embedder=local_embedder
+    ) as opened:
         report = opened.health()
         assert report["status"] == "degraded"
         assert report["disk"]["ok"] is False and "BRAIN_MIN_FREE_DISK_MB" in report["disk"]["error"]
@@ -121,9 +130,11 @@ def test_the_margin_covers_a_mirror_kept_elsewhere(tmp_path, local_embedder):
 
 def test_the_api_refuses_writes_and_keeps_answering(tmp_path, local_embedder):
     data = tmp_path / "data"
-    settings = Settings(data_dir=data, ollama_host=NOBODY, summary_retries=0,
-                        min_free_disk_mb=above_free(tmp_path))
-    with open_store(settings, embedder=local_embedder) as store, LiveServer(create_app(settings, store=store)) as server:
+    settings = Settings(data_dir=data, ollama_host=NOBODY, summary_retries=0, min_free_disk_mb=above_free(tmp_path))
+    with (
+        open_store(settings, embedder=local_embedder) as store,
+        LiveServer(create_app(settings, store=store)) as server,
+    ):
         with httpx.Client(base_url=server.url, timeout=30) as client:
             refused = client.post("/v1/memories", json={"text": "not stored while the disk is low"})
             assert refused.status_code == 503, refused.text
@@ -142,8 +153,7 @@ def test_the_api_refuses_writes_and_keeps_answering(tmp_path, local_embedder):
 def test_brain_serve_below_the_margin_answers_and_stops_on_sigterm(tmp_path):
     with brain_serve(tmp_path, tmp_path / "data", BRAIN_MIN_FREE_DISK_MB=str(above_free(tmp_path))) as (url, proc, _):
         for _ in range(3):
-            refused = httpx.post(f"{url}/v1/exchanges", json={"user_text": "hi", "assistant_text": "hello"},
-                                 timeout=30)
+            refused = httpx.post(f"{url}/v1/exchanges", json={"user_text": "hi", "assistant_text": "hello"}, timeout=30)
             assert refused.status_code == 503 and refused.json()["error"] == "insufficient_storage"
         assert httpx.get(f"{url}/v1/health", timeout=10).json()["disk"]["ok"] is False
         assert httpx.get(f"{url}/ui", timeout=10).status_code in (200, 401)
@@ -158,20 +168,27 @@ def test_brain_serve_starts_below_the_margin_and_serves_reads(tmp_path, local_em
     data = tmp_path / "data"
     persona = tmp_path / "persona.md"
     persona.write_text("You are Brain, a careful household assistant.\n\n## Tone\nWarm and brief.\n")
-    with brain.open(Settings(data_dir=data, ollama_host=NOBODY, persona_path=persona),
-                    embedder=local_embedder) as opened:
+    with brain.open(
+        Settings(data_dir=data, ollama_host=NOBODY, persona_path=persona), embedder=local_embedder
+    ) as opened:
         startup(brain=opened, warm=False)  # the persona stored
         opened.chat.remember("Alice is allergic to peanuts", importance=5, entity="alice")
     persona.write_text(persona.read_text() + "\n## Boundaries\nNever share one person's memories.\n")  # changed
-    with brain_serve(tmp_path, data, BRAIN_PERSONA_PATH=str(persona), BRAIN_SUMMARIZER="extractive",
-                     BRAIN_MIN_FREE_DISK_MB=str(above_free(tmp_path))) as (url, proc, log):
+    with brain_serve(
+        tmp_path,
+        data,
+        BRAIN_PERSONA_PATH=str(persona),
+        BRAIN_SUMMARIZER="extractive",
+        BRAIN_MIN_FREE_DISK_MB=str(above_free(tmp_path)),
+    ) as (url, proc, log):
         health = httpx.get(f"{url}/v1/health", timeout=10).json()
         assert health["status"] == "degraded" and health["disk"]["ok"] is False
         assert "MB free" in health["disk"]["error"] and "BRAIN_MIN_FREE_DISK_MB" in health["disk"]["error"]
         listed = httpx.get(f"{url}/v1/memories", params={"entity": "alice"}, timeout=30)
         assert listed.status_code == 200 and "peanuts" in listed.text
-        context = httpx.post(f"{url}/v1/context", json={"user_message": "Can I eat peanut butter?",
-                                                         "entity": "alice"}, timeout=60)
+        context = httpx.post(
+            f"{url}/v1/context", json={"user_message": "Can I eat peanut butter?", "entity": "alice"}, timeout=60
+        )
         assert context.status_code == 200 and "peanuts" in context.json()["prompt"]
         assert "careful household assistant" in context.json()["prompt"]  # the persona stored before
         refused = httpx.post(f"{url}/v1/memories", json={"text": "Bob likes tea", "entity": "bob"}, timeout=30)
@@ -222,8 +239,10 @@ def test_below_the_margin_the_specialists_collection_is_not_written(tmp_path, lo
     fewer = tmp_path / "fewer.yaml"  # the file changed: one specialist left, the others to delete
     listed = yaml.safe_load(specialists.read_text())
     fewer.write_text(yaml.safe_dump({**listed, "specialists": listed["specialists"][:1]}))
-    with open_store(tight.model_copy(update={"specialists_path": fewer}), embedder=local_embedder) as store, \
-            Brain(store, start_worker=False) as b:
+    with (
+        open_store(tight.model_copy(update={"specialists_path": fewer}), embedder=local_embedder) as store,
+        Brain(store, start_worker=False) as b,
+    ):
         before = store.client.get_collection("specialists").count()
         registry = b.register_specialists()  # refused to write, so it serves what is stored
         assert len(registry) == stored and registry.find_specialists("read the text in this scanned receipt")

@@ -16,23 +16,27 @@ import chromadb
 import httpx
 import pytest
 
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import StoreUnavailable, ValidationError
 from brain.app.forget import forget_entity
+from brain.config import Settings
+from brain.model.errors import StoreUnavailable, ValidationError
 from brain.store.feed import ChangeFeed, FeedRecord, feed_name, record_id
-from tests.conftest import chroma_executable, start_chroma_server, stop
 from brain.store.follower import catch_up, last_sequence
 from brain.store.indexes import memory_index
 from brain.store.retrieval import record_memory_use
+from tests.conftest import chroma_executable, start_chroma_server, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def server_settings(chroma_server, tmp_path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection=f"f-{uuid.uuid4().hex[:12]}",
-                    feed_interval_seconds=0.0)
+    return Settings(
+        data_dir=tmp_path / "data",
+        chroma_url=chroma_server,
+        collection=f"f-{uuid.uuid4().hex[:12]}",
+        feed_interval_seconds=0.0,
+    )
 
 
 @pytest.fixture
@@ -48,8 +52,11 @@ def two(server_settings, local_embedder, tmp_path):
 def restart_chroma_server(path: Path, port: int) -> subprocess.Popen:
     """`chroma run` again on the data and the port of a stopped one; waits until it answers."""
     with open(path / "server.log", "ab") as log:
-        proc = subprocess.Popen([chroma_executable(), "run", "--path", str(path / "db"), "--host", "127.0.0.1",
-                                 "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [chroma_executable(), "run", "--path", str(path / "db"), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -72,20 +79,27 @@ def client_of(url: str):
 
 # ---- what the sequence rests on ------------------------------------------------------------------
 
+
 @pytest.mark.server
 @pytest.mark.parametrize("backend", ["embedded", pytest.param("server", marks=pytest.mark.server)])
 def test_chroma_add_of_an_existing_id_keeps_the_first_record(backend, chroma_server, tmp_path):
     """The compare-and-set of the feed: an add under an id that exists is ignored, without an error,
     alone or in a batch, and a read right after sees the first record."""
     if backend == "embedded":
-        client = chromadb.PersistentClient(path=str(tmp_path / "c"), settings=chromadb.Settings(anonymized_telemetry=False))
+        client = chromadb.PersistentClient(
+            path=str(tmp_path / "c"), settings=chromadb.Settings(anonymized_telemetry=False)
+        )
     else:
         client = client_of(chroma_server)
     col = client.get_or_create_collection(f"cas-{uuid.uuid4().hex[:8]}", embedding_function=None)
     col.add(ids=["7"], documents=["first"], metadatas=[{"writer": "a"}], embeddings=[[1.0]])
     col.add(ids=["7"], documents=["second"], metadatas=[{"writer": "b"}], embeddings=[[1.0]])
-    col.add(ids=["7", "8"], documents=["third", "other"], metadatas=[{"writer": "c"}, {"writer": "c"}],
-            embeddings=[[1.0], [1.0]])
+    col.add(
+        ids=["7", "8"],
+        documents=["third", "other"],
+        metadatas=[{"writer": "c"}, {"writer": "c"}],
+        embeddings=[[1.0], [1.0]],
+    )
     got = col.get(ids=["7", "8"], include=["documents", "metadatas"])
     assert dict(zip(got["ids"], got["documents"])) == {"7": "first", "8": "other"}
     assert dict(zip(got["ids"], (m["writer"] for m in got["metadatas"]))) == {"7": "a", "8": "c"}
@@ -93,17 +107,24 @@ def test_chroma_add_of_an_existing_id_keeps_the_first_record(backend, chroma_ser
 
 # ---- writing the feed ----------------------------------------------------------------------------
 
+
 @pytest.mark.server
 def test_every_write_gets_one_settled_record_with_its_ids(two):
     a, b = two
-    result = a.write_docs([{"text": "Alice likes tea", "type": "memory"}, {"text": "Bob likes coffee", "type": "memory"}])
+    result = a.write_docs(
+        [{"text": "Alice likes tea", "type": "memory"}, {"text": "Bob likes coffee", "type": "memory"}]
+    )
     assert result.sequence == 1 and last_sequence(a) == 1
     a.delete(result.ids[0])
     b.upsert_memory("Carol likes juice")
     record_memory_use(a, {result.ids[1]: 2_000_000_000.0})
     got = records(a)
-    assert [(r.seq, r.op, r.state) for r in got] == [(1, "upsert", "done"), (2, "delete", "done"),
-                                                    (3, "upsert", "done"), (4, "metadata", "done")]
+    assert [(r.seq, r.op, r.state) for r in got] == [
+        (1, "upsert", "done"),
+        (2, "delete", "done"),
+        (3, "upsert", "done"),
+        (4, "metadata", "done"),
+    ]
     assert got[0].ids == result.ids and got[1].ids == (result.ids[0],) and got[3].ids == (result.ids[1],)
     assert got[0].writer == got[1].writer != got[2].writer
     assert (last_sequence(a), last_sequence(b)) == (4, 3)
@@ -137,8 +158,15 @@ def test_racing_writers_never_share_a_sequence(server_settings):
         "w = uuid.uuid4().hex\n"
         "print(json.dumps([w, [feed.claim('upsert', [f'{w}-{i}'], w) for i in range(40)]]))\n"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", script, server_settings.chroma_url, server_settings.collection],
-                              cwd=ROOT, stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, server_settings.chroma_url, server_settings.collection],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     claimed = {}
     for proc in procs:
         out, _ = proc.communicate(timeout=300)
@@ -160,8 +188,12 @@ def test_the_first_number_is_kept_when_a_racing_writer_is_already_above_it(serve
     feed was never compacted), rather than taking it for a number compaction freed."""
     client = client_of(server_settings.chroma_url)
     feed = ChangeFeed(client, server_settings.collection, "test", keep=3)
-    feed.col.add(ids=[record_id(2)], documents=['["b-1"]'], embeddings=[[1.0]],
-                 metadatas=[{"seq": 2, "op": "upsert", "state": "pending", "writer": "w2", "at": 0.0}])
+    feed.col.add(
+        ids=[record_id(2)],
+        documents=['["b-1"]'],
+        embeddings=[[1.0]],
+        metadatas=[{"seq": 2, "op": "upsert", "state": "pending", "writer": "w2", "at": 0.0}],
+    )
     assert feed.claim("upsert", ["a-1"], "w1") == 1
     assert {r.seq: (r.state, r.writer) for r in feed.after(0)} == {1: ("pending", "w1"), 2: ("pending", "w2")}
 
@@ -181,6 +213,7 @@ def test_a_number_freed_by_compaction_is_voided_not_reused(server_settings):
 
 
 # ---- following it --------------------------------------------------------------------------------
+
 
 def hit_ids(store, query, **kwargs):
     return [h.id for h in store.retrieve_memories(query, k=10, **kwargs, relevance=False)]
@@ -246,7 +279,10 @@ def test_a_followed_turn_reaches_a_cached_conversation(two):
     a.delete(first)
     catch_up(b)
     assert [(t.text, t.metadata["turn_index"]) for t in b.recent_turns("conv-f")] == [
-        ("hello", 1), ("hi there", 2), ("fine", 4)]
+        ("hello", 1),
+        ("hi there", 2),
+        ("fine", 4),
+    ]
 
 
 @pytest.mark.server
@@ -273,9 +309,21 @@ def test_a_pending_record_of_a_dead_writer_is_applied_and_then_passed(two, local
     memory_index(b)
     seq = a.follower.feed.claim("upsert", ["doc-dead"], "a-dead-writer")
     vec = local_embedder.embed_documents(["A fact from a dead writer"])[0]
-    a.col.upsert(ids=["doc-dead"], embeddings=[vec], documents=["A fact from a dead writer"],
-                 metadatas=[{"type": "memory", "importance": 3, "scope": "global", "ts_epoch": 1.0,
-                             "timestamp": "1970-01-01T00:00:01+00:00", "source": "system"}])
+    a.col.upsert(
+        ids=["doc-dead"],
+        embeddings=[vec],
+        documents=["A fact from a dead writer"],
+        metadatas=[
+            {
+                "type": "memory",
+                "importance": 3,
+                "scope": "global",
+                "ts_epoch": 1.0,
+                "timestamp": "1970-01-01T00:00:01+00:00",
+                "source": "system",
+            }
+        ],
+    )
     later = a.upsert_memory("A later fact")
     catch_up(b)
     assert set(hit_ids(b, "fact")) == {"doc-dead", later}
@@ -304,7 +352,9 @@ def test_the_embedded_store_has_no_feed(embedded_store):
     result = embedded_store.write_docs([{"text": "x y z", "type": "memory"}])
     assert result.sequence == 1
     catch_up(embedded_store, 10**6)  # one process owns it: nothing to wait for
-    assert feed_name(embedded_store.settings.collection) not in {c.name for c in embedded_store.client.list_collections()}
+    assert feed_name(embedded_store.settings.collection) not in {
+        c.name for c in embedded_store.client.list_collections()
+    }
 
 
 def test_record_ids_sort_as_their_numbers():
@@ -362,7 +412,10 @@ def test_a_chroma_restart_is_reported_then_caught_up(tmp_path, local_embedder):
         proc = restart_chroma_server(tmp_path / "srv", port)
         later = a.upsert_memory("Written after the restart")
         assert set(hit_ids(b, "restart")) == {kept, later}
-        assert b.follower.applied == last_sequence(a) and [r.state for r in records(a)] == ["done", "done"]  # the failed write claimed nothing
+        assert b.follower.applied == last_sequence(a) and [r.state for r in records(a)] == [
+            "done",
+            "done",
+        ]  # the failed write claimed nothing
     finally:
         a.close()
         b.close()
@@ -379,8 +432,10 @@ def test_racing_stores_end_with_what_chroma_holds(server_settings, local_embedde
 
     from brain.model.errors import NotFound, StoreError
 
-    stores = [open_store(server_settings.model_copy(update={"data_dir": tmp_path / f"s{n}"}), embedder=local_embedder)
-              for n in range(3)]
+    stores = [
+        open_store(server_settings.model_copy(update={"data_dir": tmp_path / f"s{n}"}), embedder=local_embedder)
+        for n in range(3)
+    ]
     texts = [f"Shared fact number {n}" for n in range(6)]
     vectors = dict(zip(texts, local_embedder.embed_documents(texts)))
     for s in stores:
@@ -421,8 +476,10 @@ def test_racing_stores_end_with_what_chroma_holds(server_settings, local_embedde
     truth = {d.id: (d.text, d.metadata["importance"]) for d in stores[0].get(type="memory")}
     for s in stores:
         catch_up(s, last)
-        served = {h.id: (h.text, h.metadata["importance"])
-                  for h in s.retrieve_memories("shared fact", k=50, all_scopes=True, relevance=False)}
+        served = {
+            h.id: (h.text, h.metadata["importance"])
+            for h in s.retrieve_memories("shared fact", k=50, all_scopes=True, relevance=False)
+        }
         assert served == truth
     for s in stores:
         s.close()

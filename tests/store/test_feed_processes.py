@@ -28,9 +28,14 @@ class Worker:
     def __init__(self, url: str, collection: str, data_dir: Path, *, grace: float | None = None):
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         extra = [] if grace is None else [str(grace)]
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.store.feed_worker", url, collection, str(data_dir),
-                                      str(INTERVAL), *extra], cwd=data_dir.parent, env=env, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.store.feed_worker", url, collection, str(data_dir), str(INTERVAL), *extra],
+            cwd=data_dir.parent,
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
 
     def ready(self) -> None:
         assert json.loads(self.proc.stdout.readline()) == {"ok": "ready"}
@@ -89,10 +94,15 @@ def test_writes_of_one_process_reach_the_others(workers):
     writer("update_memory", doc_id=office, text="The office is in Grenoble", importance=5)
     lunch = writer("upsert_memory", text="Lunch is at noon in the canteen")
     for r in readers:
+
         def current(r=r):
             hits = found(r, "office door code lunch")
-            return (set(hits) == {office, lunch} and hits[office]["text"] == "The office is in Grenoble"
-                    and hits[office]["importance"] == 5)
+            return (
+                set(hits) == {office, lunch}
+                and hits[office]["text"] == "The office is in Grenoble"
+                and hits[office]["importance"] == 5
+            )
+
         eventually(current, "the delete, the edit, the importance change and the new memory")
 
     # deleted stays deleted: the readers ask again and again, a write in between
@@ -134,7 +144,9 @@ def test_a_writer_killed_in_the_middle_of_a_batch(chroma_server, tmp_path):
         kept = writer("upsert_memory", text="A fact written before the crash")
         assert set(found(reader, "fact")) == {kept}
         texts = [f"Batch fact number {n}" for n in range(20)]
-        writer.proc.stdin.write(json.dumps({"call": "write_batch_and_hang", "args": {"texts": texts, "chunk": 5}}) + "\n")
+        writer.proc.stdin.write(
+            json.dumps({"call": "write_batch_and_hang", "args": {"texts": texts, "chunk": 5}}) + "\n"
+        )
         writer.proc.stdin.flush()
         assert json.loads(writer.proc.stdout.readline()) == {"ok": "half"}
         writer.proc.kill()  # SIGKILL: no clean-up of any kind
@@ -146,7 +158,8 @@ def test_a_writer_killed_in_the_middle_of_a_batch(chroma_server, tmp_path):
         feed = client_of(chroma_server).get_collection(collection + "__feed")
         assert sorted(m["state"] for m in feed.get(include=["metadatas"])["metadatas"]) == ["done", "pending"]
 
-        served = lambda worker: {h["id"] for h in worker("retrieve", query="batch fact crash", k=50)}
+        def served(worker):
+            return {h["id"] for h in worker("retrieve", query="batch fact crash", k=50)}
         eventually(lambda: served(reader) == in_chroma, "the first chunk, as Chroma holds it")
         time.sleep(1.0)  # past the grace: the record is taken as settled, and the reader keeps serving
         assert served(reader) == in_chroma
@@ -175,9 +188,19 @@ def test_four_processes_append_to_one_conversation(chroma_server, tmp_path):
             w.ready()
         for n, w in enumerate(workers):  # every request sent first: the four write at the same time
             for e in range(50):
-                w.proc.stdin.write(json.dumps({"call": "record_exchange", "args": {
-                    "conversation_id": "conv-shared", "user_text": f"user {n}.{e}",
-                    "assistant_text": f"reply {n}.{e}"}}) + "\n")
+                w.proc.stdin.write(
+                    json.dumps(
+                        {
+                            "call": "record_exchange",
+                            "args": {
+                                "conversation_id": "conv-shared",
+                                "user_text": f"user {n}.{e}",
+                                "assistant_text": f"reply {n}.{e}",
+                            },
+                        }
+                    )
+                    + "\n"
+                )
             w.proc.stdin.flush()
         pairs = []
         for w in workers:
@@ -195,7 +218,9 @@ def test_four_processes_append_to_one_conversation(chroma_server, tmp_path):
     col = client_of(chroma_server).get_collection(collection)
     turns = col.get(where={"$and": [{"conversation_id": "conv-shared"}, {"type": "turn"}]}, include=["metadatas"])
     assert sorted(m["turn_index"] for m in turns["metadatas"]) == list(range(1, 401))
-    summaries = col.get(where={"$and": [{"conversation_id": "conv-shared"}, {"type": "summary"}]},
-                        include=["metadatas"])["metadatas"]
+    summaries = col.get(
+        where={"$and": [{"conversation_id": "conv-shared"}, {"type": "summary"}]}, include=["metadatas"]
+    )["metadatas"]
     assert sorted((m["summary_index"], m["turn_range"]) for m in summaries) == [
-        (k, f"{10 * k - 9}-{10 * k}") for k in range(1, 41)]
+        (k, f"{10 * k - 9}-{10 * k}") for k in range(1, 41)
+    ]

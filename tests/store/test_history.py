@@ -9,28 +9,30 @@ import signal
 import subprocess
 import sys
 import textwrap
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
-from brain.rules import ranking
-from brain.features.chat import ChatMemory
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import NotFound, ValidationError
-from brain.features.consolidate import consolidate_memories as store_consolidate
 from brain.app.forget import forget_entity
-from brain.store.memory_index import MemoryIndex
+from brain.config import Settings
+from brain.features.chat import ChatMemory
+from brain.features.consolidate import consolidate_memories as store_consolidate
 from brain.features.mirror.sync import verify_mirror
-from brain.rules.ranking import ScoreWeights
+from brain.model.errors import NotFound, ValidationError
 from brain.model.schemas import utc_now
+from brain.rules import ranking
+from brain.rules.ranking import ScoreWeights
+from brain.store.memory_index import MemoryIndex
+from brain.store.memory_query import MemoryQuery
 from brain.store.write_intents import WriteIntentLog
-
 from tests.conftest import ROOT
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MOVED = T0 + timedelta(days=150)
 
 
@@ -39,8 +41,9 @@ def _texts(hits):
 
 
 def _paris(store, entity="alice"):
-    return store.upsert_memory("Alice lives in Paris", entity=entity, importance=4, tags=["home"],
-                               created_at=T0.isoformat(), timestamp=T0)
+    return store.upsert_memory(
+        "Alice lives in Paris", entity=entity, importance=4, tags=["home"], created_at=T0.isoformat(), timestamp=T0
+    )
 
 
 def test_a_supersession_keeps_the_old_memory_linked_to_the_new_one(embedded_store):
@@ -60,7 +63,9 @@ def test_a_supersession_keeps_the_old_memory_linked_to_the_new_one(embedded_stor
     assert "status" not in new.metadata
     assert done.old.metadata == old.metadata and done.new.id == new.id and done.kind == "update"
     # only the current memory ranks
-    assert _texts(store.retrieve_memories("where does Alice live", entity="alice", relevance=False)) == ["Alice lives in Berlin"]
+    assert _texts(store.retrieve_memories("where does Alice live", entity="alice", relevance=False)) == [
+        "Alice lives in Berlin"
+    ]
     # the history is one call, oldest first, from either end
     assert [d.id for d in store.history(old_id)] == [old_id, new.id]
     assert [d.id for d in store.history(new.id, entity="alice")] == [old_id, new.id]
@@ -74,10 +79,15 @@ def test_as_of_answers_with_what_was_held_true_then(embedded_store):
     query = "where does Alice live"
     before = store.retrieve_memories(query, entity="alice", as_of=MOVED - timedelta(days=1), relevance=False)
     assert [h.id for h in before] == [old_id]
-    assert _texts(store.retrieve_memories(query, entity="alice", as_of=MOVED.isoformat(), relevance=False)) == ["Alice lives in Berlin"]
-    assert store.retrieve_memories(query, entity="alice", as_of=T0 - timedelta(days=1), relevance=False) == []  # nothing yet
+    assert _texts(store.retrieve_memories(query, entity="alice", as_of=MOVED.isoformat(), relevance=False)) == [
+        "Alice lives in Berlin"
+    ]
+    assert (
+        store.retrieve_memories(query, entity="alice", as_of=T0 - timedelta(days=1), relevance=False) == []
+    )  # nothing yet
     assert _texts(store.retrieve_memories(query, entity="alice", as_of=MOVED.timestamp() + 60, relevance=False)) == [
-        "Alice lives in Berlin"]
+        "Alice lives in Berlin"
+    ]
     # another entity never sees alice's past either
     assert store.retrieve_memories(query, entity="bob", as_of=MOVED - timedelta(days=1), relevance=False) == []
     with pytest.raises(ValidationError, match="as_of"):
@@ -154,17 +164,24 @@ def test_expired_memories_stop_ranking_at_their_expiry(embedded_store, settings)
     store = embedded_store
     now = utc_now()
     exam = store.upsert_memory("Alice's exam is tomorrow", entity="alice", expires_at=now + timedelta(days=1))
-    gone = store.upsert_memory("Alice's dentist appointment is today", entity="alice",
-                               expires_at=(now - timedelta(hours=1)).isoformat(),
-                               valid_from=now - timedelta(days=1))
+    gone = store.upsert_memory(
+        "Alice's dentist appointment is today",
+        entity="alice",
+        expires_at=(now - timedelta(hours=1)).isoformat(),
+        valid_from=now - timedelta(days=1),
+    )
     assert store.get_one(exam).metadata["expires_at"] == (now + timedelta(days=1)).isoformat()
     query = "what does Alice have coming up"
     assert {h.id for h in store.retrieve_memories(query, entity="alice", relevance=False)} == {exam}
-    assert {h.id for h in store.retrieve_memories(query, entity="alice", now=now - timedelta(hours=2), relevance=False)} == {exam, gone}
+    assert {
+        h.id for h in store.retrieve_memories(query, entity="alice", now=now - timedelta(hours=2), relevance=False)
+    } == {exam, gone}
     assert store.retrieve_memories(query, entity="alice", now=now + timedelta(days=2), relevance=False) == []
     # what held an hour before the dentist's expiry includes it; nothing held before either began
     assert store.retrieve_memories(query, entity="alice", as_of=now - timedelta(days=2), relevance=False) == []
-    assert gone in {h.id for h in store.retrieve_memories(query, entity="alice", as_of=now - timedelta(hours=2), relevance=False)}
+    assert gone in {
+        h.id for h in store.retrieve_memories(query, entity="alice", as_of=now - timedelta(hours=2), relevance=False)
+    }
     # the context a chat backend gets skips it too, while the memory itself is kept
     chat = ChatMemory(store, settings, start_worker=False)
     try:
@@ -186,16 +203,19 @@ def _index(n: int, d: int, rng) -> tuple[MemoryIndex, np.ndarray, list[dict]]:
     vectors = rng.standard_normal((n, d)).astype(np.float32)
     metas = []
     for i in range(n):
-        meta = {"importance": int(rng.integers(1, 6)), "ts_epoch": NOW - float(rng.random() * 3e7),
-                "scope": "global" if i % 3 else "entity:e1"}
+        meta = {
+            "importance": int(rng.integers(1, 6)),
+            "ts_epoch": NOW - float(rng.random() * 3e7),
+            "scope": "global" if i % 3 else "entity:e1",
+        }
         start = NOW - float(rng.random() * 4e7)
         if i % 5 == 0:
-            meta["valid_from"] = datetime.fromtimestamp(start, timezone.utc).isoformat()
+            meta["valid_from"] = datetime.fromtimestamp(start, UTC).isoformat()
         if i % 7 == 0:
             meta["status"] = "superseded"
-            meta["valid_until"] = datetime.fromtimestamp(start + float(rng.random() * 2e7), timezone.utc).isoformat()
+            meta["valid_until"] = datetime.fromtimestamp(start + float(rng.random() * 2e7), UTC).isoformat()
         if i % 11 == 0:
-            meta["expires_at"] = datetime.fromtimestamp(NOW + float(rng.normal() * 2e7), timezone.utc).isoformat()
+            meta["expires_at"] = datetime.fromtimestamp(NOW + float(rng.normal() * 2e7), UTC).isoformat()
         if i % 13 == 0:
             meta["status"] = "retracted"
         metas.append(meta)
@@ -215,8 +235,9 @@ def _held(meta, now, at):
         return status is None and _epoch(meta, "expires_at", np.inf) > now
     if status not in (None, "superseded"):
         return False
-    return (_epoch(meta, "valid_from", meta["ts_epoch"]) <= at < _epoch(meta, "valid_until", np.inf)
-            and at < _epoch(meta, "expires_at", np.inf))
+    return _epoch(meta, "valid_from", meta["ts_epoch"]) <= at < _epoch(meta, "valid_until", np.inf) and at < _epoch(
+        meta, "expires_at", np.inf
+    )
 
 
 @pytest.mark.parametrize("n", [12000, 900], ids=["int8-path", "exact-path"])
@@ -233,10 +254,15 @@ def test_the_index_stays_exact_with_validity_windows_and_expiry(n):
         now = NOW if at is None else at
         keep = [j for j in range(n) if metas[j]["scope"] in ("global", "entity:e1") and _held(metas[j], now, at)]
         unit = vectors[keep] / np.linalg.norm(vectors[keep], axis=1, keepdims=True)
-        totals = ranking.total_scores(unit @ (q / np.linalg.norm(q)), [metas[j]["importance"] for j in keep],
-                                      [metas[j]["ts_epoch"] for j in keep], now, weights)
+        totals = ranking.total_scores(
+            unit @ (q / np.linalg.norm(q)),
+            [metas[j]["importance"] for j in keep],
+            [metas[j]["ts_epoch"] for j in keep],
+            now,
+            weights,
+        )
         order = ranking.top_k_by_score(totals, [ids[j] for j in keep], k)
-        got = index.search(q, k, weights, now, scopes={"global", "entity:e1"}, at=at)
+        got = index.search(MemoryQuery(q, k, weights, now, scopes={"global", "entity:e1"}, at=at))
         assert [h.id for h in got] == [ids[keep[j]] for j in order]
         assert [h.score for h in got] == pytest.approx([float(totals[j]) for j in order], abs=1e-6)
 
@@ -249,8 +275,8 @@ def test_a_snapshot_of_the_index_keeps_open_ended_windows():
     restored = MemoryIndex.restore(16, arrays, rows)
     q = vectors[0]
     for at in (None, NOW - 1e7):
-        want = index.search(q, 10, ScoreWeights(), NOW, scopes={"global"}, at=at)
-        got = restored.search(q, 10, ScoreWeights(), NOW, scopes={"global"}, at=at)
+        want = index.search(MemoryQuery(q, 10, ScoreWeights(), NOW, scopes={"global"}, at=at))
+        got = restored.search(MemoryQuery(q, 10, ScoreWeights(), NOW, scopes={"global"}, at=at))
         assert [h.id for h in got] == [h.id for h in want]
     arrays["until"][0] = np.nan
     with pytest.raises(ValueError, match="until holds NaN"):
@@ -260,12 +286,23 @@ def test_a_snapshot_of_the_index_keeps_open_ended_windows():
 # ---- the chain rule as a property --------------------------------------------------------------------
 
 _RUN = iter(range(10**6))
-_OPS = st.lists(st.tuples(st.sampled_from(["add", "update", "contradict", "cross", "forget"]),
-                          st.sampled_from(["alice", "bob", None]), st.integers(0, 50)), min_size=1, max_size=14)
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "update", "contradict", "cross", "forget"]),
+        st.sampled_from(["alice", "bob", None]),
+        st.integers(0, 50),
+    ),
+    min_size=1,
+    max_size=14,
+)
 
 
-@hypothesis_settings(max_examples=25, deadline=None, derandomize=True,
-                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@hypothesis_settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(ops=_OPS)
 def test_any_sequence_keeps_one_current_memory_per_chain_in_one_entity(embedded_store, ops):
     """add / update / contradict / a supersession across entities / forget, in any order: every chain has
@@ -310,8 +347,7 @@ def test_any_sequence_keeps_one_current_memory_per_chain_in_one_entity(embedded_
         assert {d.metadata["scope"] for d in history} == {scope}
     for entity in ("alice", "bob"):
         left = store.get(type="memory", where={"scope": f"entity:{names[entity]}"})
-        assert {d.id for d in left} == {i for c, links in chains.items() if owner[c] == names[entity]
-                                        for i, _ in links}
+        assert {d.id for d in left} == {i for c, links in chains.items() if owner[c] == names[entity] for i, _ in links}
 
 
 # ---- killed in the middle ----------------------------------------------------------------------------
@@ -346,8 +382,9 @@ def test_a_process_killed_mid_supersession_leaves_none_of_it(tmp_path, calls):
     script.write_text(SUPERSEDER)
     data_dir = tmp_path / "data"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, str(script), str(data_dir)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(data_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     old_id = proc.stdout.readline().strip()
     assert old_id.startswith("doc-"), proc.stderr.read()[-2000:]
     for _ in range(calls):
@@ -373,8 +410,14 @@ CHAIN_FIELDS = ("status", "valid_from", "valid_until", "superseded_by", "superse
 
 def _chain(store):
     old_id = _paris(store)
-    done = store.supersede(old_id, "Alice lives in Berlin", kind="contradict", at=MOVED, entity="alice",
-                           expires_at=MOVED + timedelta(days=3650))
+    done = store.supersede(
+        old_id,
+        "Alice lives in Berlin",
+        kind="contradict",
+        at=MOVED,
+        entity="alice",
+        expires_at=MOVED + timedelta(days=3650),
+    )
     return old_id, done.new.id
 
 
@@ -399,7 +442,12 @@ def test_forget_removes_the_whole_chain_of_the_entity(embedded_store):
     assert store.get([old_id, new_id]) == [] and store.mirror.get([old_id, new_id]) == []
     with pytest.raises(NotFound):
         store.history(old_id)
-    assert store.retrieve_memories("where does Alice live", entity="alice", as_of=MOVED - timedelta(days=1), relevance=False) == []
+    assert (
+        store.retrieve_memories(
+            "where does Alice live", entity="alice", as_of=MOVED - timedelta(days=1), relevance=False
+        )
+        == []
+    )
     assert [d.id for d in store.history(bobs)] == [bobs, bobs_new]
 
 
@@ -425,8 +473,12 @@ def test_pam_export_and_import_keep_the_history(embedded_store, tmp_path, local_
             copied = copy.get_one(doc.id)
             assert {k: copied.metadata.get(k) for k in CHAIN_FIELDS} == {k: doc.metadata.get(k) for k in CHAIN_FIELDS}
         assert [d.id for d in copy.history(new_id)] == [old_id, new_id]
-        assert [h.id for h in copy.retrieve_memories("Alice lives", entity="alice",
-                                                     as_of=MOVED - timedelta(days=1), relevance=False)] == [old_id]
+        assert [
+            h.id
+            for h in copy.retrieve_memories(
+                "Alice lives", entity="alice", as_of=MOVED - timedelta(days=1), relevance=False
+            )
+        ] == [old_id]
 
 
 def test_a_pam_history_with_forward_links_only_is_one_chain(embedded_store, tmp_path):
@@ -463,5 +515,8 @@ def test_remembering_and_consolidating_never_fold_a_history(embedded_store):
     # the near duplicate is absorbed by the current memory; the history keeps its three texts
     assert [(m.kept_id, m.merged_ids) for m in report.merges] == [(third, [near])]
     assert [d.id for d in store.history(first)] == [first, second, third]
-    assert [d.text for d in store.history(third)] == ["Alice lives in Paris", "Alice lives in Berlin",
-                                                      "Alice lives in Paris"]
+    assert [d.text for d in store.history(third)] == [
+        "Alice lives in Paris",
+        "Alice lives in Berlin",
+        "Alice lives in Paris",
+    ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from brain.config import Settings
 from brain.app.rag_store import RagStore
+from brain.config import Settings
 from brain.store.scrub import _HEADER, clear_unused_index_space
 
 SECRET = b"quinceberries-secret-garbage"

@@ -11,21 +11,21 @@ import json
 import logging
 import os
 import shutil
-import zipfile
 import uuid
+import zipfile
 from pathlib import Path
 
 import chromadb
 import numpy as np
 import pytest
 
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
 from brain.model.errors import ConfigError, StoreError
 from brain.store.chroma import open_client
-from brain.store.snapshot import KEY_SUFFIX, KeyFile, save_index_snapshot, snapshot_key, snapshot_path, write_archive
 from brain.store.follower import catch_up, last_sequence
 from brain.store.indexes import memory_index, refresh_index
+from brain.store.snapshot import KEY_SUFFIX, KeyFile, save_index_snapshot, snapshot_key, snapshot_path, write_archive
 
 NOW = 2_000_000_000.0
 QUERIES = ["where does the team work", "favourite food and drinks", "deadline for the report"]
@@ -35,14 +35,28 @@ FILTERS = [{}, {"entity": "bob"}, {"all_scopes": True}, {"tags": ["work"]}, {"mi
 def fill(store) -> dict[str, str]:
     """Memories of two scopes with tags and importances, a retired one, FAQ entries and summaries."""
     ids = {}
-    facts = ["The team works from the Lyon office", "Bob likes green tea", "The report is due on Friday",
-             "Bob's favourite food is ramen", "The office moves to Grenoble next year", "Coffee is free on Mondays"]
+    facts = [
+        "The team works from the Lyon office",
+        "Bob likes green tea",
+        "The report is due on Friday",
+        "Bob's favourite food is ramen",
+        "The office moves to Grenoble next year",
+        "Coffee is free on Mondays",
+    ]
     for n, text in enumerate(facts):
-        ids[text] = store.upsert_memory(text, importance=1 + n % 5, entity="bob" if n % 2 else None,
-                                        tags=["work"] if "office" in text or "report" in text else None)
+        ids[text] = store.upsert_memory(
+            text,
+            importance=1 + n % 5,
+            entity="bob" if n % 2 else None,
+            tags=["work"] if "office" in text or "report" in text else None,
+        )
     ids["retired"] = store.upsert_memory("The team used to work from Paris", status="superseded")
-    store.upsert_docs([{"text": "Expenses are filed by the 5th", "type": "faq", "topic": "money"},
-                       {"text": "The office opens at 8", "type": "faq", "topic": "office"}])
+    store.upsert_docs(
+        [
+            {"text": "Expenses are filed by the 5th", "type": "faq", "topic": "money"},
+            {"text": "The office opens at 8", "type": "faq", "topic": "office"},
+        ]
+    )
     store.upsert_summary("conv-1", "They talked about the report deadline", turn_range="1-4", summary_index=1)
     return ids
 
@@ -52,8 +66,12 @@ def ranked(store) -> list:
     out = []
     for query in QUERIES:
         for kwargs in FILTERS:
-            out.append([(h.id, h.score, h.similarity, h.text, h.metadata)
-                        for h in store.retrieve_memories(query, k=8, now=NOW, **kwargs, relevance=False)])
+            out.append(
+                [
+                    (h.id, h.score, h.similarity, h.text, h.metadata)
+                    for h in store.retrieve_memories(query, k=8, now=NOW, **kwargs, relevance=False)
+                ]
+            )
         out.append([(h.id, h.score) for h in store.retrieve_faq(query, k=3)])
         out.append([(h.id, h.score) for h in store.retrieve_summaries(query, k=3)])
     return out
@@ -65,8 +83,11 @@ def loaded_from_snapshot(caplog) -> bool:
 
 def ignored(caplog, path: Path | None = None) -> list[str]:
     """The log lines saying a snapshot (the one at ``path``, when given) was ignored."""
-    return [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()
-            and f"index snapshot {path or ''}" in r.getMessage()]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if "ignored" in r.getMessage() and f"index snapshot {path or ''}" in r.getMessage()
+    ]
 
 
 def rewrite(path: Path, *, header: dict | None = None, entries: dict | None = None, signed: bool = True) -> None:
@@ -98,6 +119,7 @@ def saved(settings, local_embedder):
 
 # ---- the embedded store ----------------------------------------------------------------------------
 
+
 def test_a_reopened_store_ranks_from_the_snapshot_exactly_as_after_a_rebuild(saved, local_embedder, caplog):
     settings, _, before = saved
     caplog.set_level(logging.INFO, logger="brain.store")
@@ -114,8 +136,12 @@ def test_a_row_the_index_cannot_use_keeps_its_problem_through_the_snapshot(setti
     with open_store(settings, embedder=local_embedder) as store:
         fill(store)
         vec = local_embedder.embed_documents(["An odd row"])[0]
-        store.col.upsert(ids=["odd"], embeddings=[vec], documents=["An odd row"],
-                         metadatas=[{"type": "memory", "importance": 9, "scope": "global", "ts_epoch": 5.0}])
+        store.col.upsert(
+            ids=["odd"],
+            embeddings=[vec],
+            documents=["An odd row"],
+            metadatas=[{"type": "memory", "importance": 9, "scope": "global", "ts_epoch": 5.0}],
+        )
         refresh_index(store)
         problems = store.index_problems()
         assert "importance" in problems["memory"]["odd"]
@@ -147,7 +173,9 @@ def test_a_store_that_wrote_before_building_its_indexes_does_not_load_the_old_sn
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(settings, embedder=local_embedder) as store:
         store.delete(ids["The report is due on Friday"])
-        assert ids["The report is due on Friday"] not in {h.id for h in store.retrieve_memories("report", k=20, relevance=False)}
+        assert ids["The report is due on Friday"] not in {
+            h.id for h in store.retrieve_memories("report", k=20, relevance=False)
+        }
         assert not loaded_from_snapshot(caplog)
 
 
@@ -187,21 +215,37 @@ def _metas_not_objects(path: Path) -> None:
     rewrite(path, entries={"memory/0/rows": np.frombuffer(json.dumps(rows).encode(), dtype=np.uint8)})
 
 
-@pytest.mark.parametrize("damage, why", [
-    (_truncate, "not signed with this store's snapshot key"),
-    (_metas_not_objects, "metas must all be of type dict"),
-    (_bad_json, "cannot be read (JSONDecodeError"),
-    (_wrong_shape, "array f32 is float32"),
-    (_short_rows, "texts"),
-    (lambda p: rewrite(p, header={"embedder": "another-model"}), "saved for embedder 'another-model'"),
-    (lambda p: rewrite(p, header={"dimension": 3}), "saved for dimension 3"),
-    (lambda p: rewrite(p, header={"collection_id": str(uuid.uuid4())}), "saved for collection_id"),
-    (lambda p: rewrite(p, header={"types": ["memory"]}), "saved for types ['memory']"),
-    (lambda p: rewrite(p, header={"format": 99}), "format 99"),
-    (lambda p: rewrite(p, header={"sequence": 7}), "saved with a change feed"),
-    (lambda p: rewrite(p, header={"sequence": 7}, signed=False), "not signed with this store's snapshot key"),
-], ids=["truncated", "metas-not-objects", "bad-json", "wrong-shape", "rows-of-another-length", "another-embedder", "another-dimension",
-        "another-collection", "other-types", "other-format", "from-a-feed", "edited-without-the-key"])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (_truncate, "not signed with this store's snapshot key"),
+        (_metas_not_objects, "metas must all be of type dict"),
+        (_bad_json, "cannot be read (JSONDecodeError"),
+        (_wrong_shape, "array f32 is float32"),
+        (_short_rows, "texts"),
+        (lambda p: rewrite(p, header={"embedder": "another-model"}), "saved for embedder 'another-model'"),
+        (lambda p: rewrite(p, header={"dimension": 3}), "saved for dimension 3"),
+        (lambda p: rewrite(p, header={"collection_id": str(uuid.uuid4())}), "saved for collection_id"),
+        (lambda p: rewrite(p, header={"types": ["memory"]}), "saved for types ['memory']"),
+        (lambda p: rewrite(p, header={"format": 99}), "format 99"),
+        (lambda p: rewrite(p, header={"sequence": 7}), "saved with a change feed"),
+        (lambda p: rewrite(p, header={"sequence": 7}, signed=False), "not signed with this store's snapshot key"),
+    ],
+    ids=[
+        "truncated",
+        "metas-not-objects",
+        "bad-json",
+        "wrong-shape",
+        "rows-of-another-length",
+        "another-embedder",
+        "another-dimension",
+        "another-collection",
+        "other-types",
+        "other-format",
+        "from-a-feed",
+        "edited-without-the-key",
+    ],
+)
 def test_a_damaged_or_foreign_snapshot_is_ignored_and_rebuilt(saved, local_embedder, caplog, damage, why):
     settings, _, before = saved
     damage(snapshot_path(settings))
@@ -295,19 +339,23 @@ def test_a_snapshot_of_another_collection_is_ignored(settings, local_embedder, t
         assert store.retrieve_memories("collection", k=5, relevance=False) == []  # (a write first would drop the file)
         store.upsert_memory("Only in the second collection")
         assert [h.text for h in store.retrieve_memories("collection", k=5, relevance=False)] == [
-            "Only in the second collection"]
+            "Only in the second collection"
+        ]
     # each store signs with its own key, checked before the header is read: this one has none yet
     assert any("key file" in m and "is missing" in m for m in ignored(caplog))
 
 
 def test_a_collection_changed_behind_the_store_is_not_served_from_the_snapshot(saved, local_embedder, caplog):
     settings, ids, _ = saved
-    client = chromadb.PersistentClient(path=str(settings.data_dir / "chroma"),
-                                       settings=chromadb.Settings(anonymized_telemetry=False))
+    client = chromadb.PersistentClient(
+        path=str(settings.data_dir / "chroma"), settings=chromadb.Settings(anonymized_telemetry=False)
+    )
     client.get_collection(settings.collection).delete(ids=[ids["Bob likes green tea"]])
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(settings, embedder=local_embedder) as store:
-        assert ids["Bob likes green tea"] not in {h.id for h in store.retrieve_memories("tea", k=20, all_scopes=True, relevance=False)}
+        assert ids["Bob likes green tea"] not in {
+            h.id for h in store.retrieve_memories("tea", k=20, all_scopes=True, relevance=False)
+        }
     assert any("Chroma holds" in m for m in ignored(caplog))
 
 
@@ -324,12 +372,16 @@ def test_rows_migrated_at_open_are_not_served_from_the_snapshot(saved, local_emb
     """An older writer marked a memory retracted straight in Chroma (count unchanged); the open's
     migration rewrites it to the typed status, which the snapshot does not hold: it is dropped."""
     settings, ids, _ = saved
-    client = chromadb.PersistentClient(path=str(settings.data_dir / "chroma"),
-                                       settings=chromadb.Settings(anonymized_telemetry=False))
-    client.get_collection(settings.collection).update(ids=[ids["Coffee is free on Mondays"]],
-                                                     metadatas=[{"pam_status": "retracted"}])
+    client = chromadb.PersistentClient(
+        path=str(settings.data_dir / "chroma"), settings=chromadb.Settings(anonymized_telemetry=False)
+    )
+    client.get_collection(settings.collection).update(
+        ids=[ids["Coffee is free on Mondays"]], metadatas=[{"pam_status": "retracted"}]
+    )
     with open_store(settings, embedder=local_embedder) as store:
-        assert ids["Coffee is free on Mondays"] not in {h.id for h in store.retrieve_memories("coffee", k=20, entity="bob", relevance=False)}
+        assert ids["Coffee is free on Mondays"] not in {
+            h.id for h in store.retrieve_memories("coffee", k=20, entity="bob", relevance=False)
+        }
 
 
 def test_snapshots_can_be_turned_off(settings, local_embedder):
@@ -343,6 +395,7 @@ def test_snapshots_can_be_turned_off(settings, local_embedder):
 
 # ---- the embedded store's key file -------------------------------------------------------------------
 
+
 def test_a_missing_key_file_leaves_the_snapshot_unverifiable_and_nothing_is_lost(saved, local_embedder, caplog):
     """A new machine or a copied data directory: the snapshot is ignored with the reason, the indexes are
     rebuilt from Chroma, and the next save writes a new key that the start after it verifies."""
@@ -353,7 +406,9 @@ def test_a_missing_key_file_leaves_the_snapshot_unverifiable_and_nothing_is_lost
     with open_store(settings, embedder=local_embedder) as store:
         assert ranked(store) == before
         assert {h.id for h in store.retrieve_memories("office", k=20, all_scopes=True, relevance=False)} >= {
-            ids["The team works from the Lyon office"], ids["The office moves to Grenoble next year"]}
+            ids["The team works from the Lyon office"],
+            ids["The office moves to Grenoble next year"],
+        }
     [line] = ignored(caplog)
     assert f"key file {keys.path} is missing" in line and not loaded_from_snapshot(caplog)
     assert keys.path.is_file()  # written by the save at close
@@ -362,12 +417,15 @@ def test_a_missing_key_file_leaves_the_snapshot_unverifiable_and_nothing_is_lost
         assert ranked(store) == before and loaded_from_snapshot(caplog)
 
 
-@pytest.mark.parametrize("damage, why", [
-    (lambda p: p.write_text("not hex\n"), "is damaged"),
-    (lambda p: p.chmod(0o644), "open to other users (mode 644)"),
-], ids=["damaged", "readable-by-others"])
-def test_a_key_file_that_cannot_be_trusted_leaves_the_snapshot_unverifiable(saved, local_embedder, caplog,
-                                                                            damage, why):
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (lambda p: p.write_text("not hex\n"), "is damaged"),
+        (lambda p: p.chmod(0o644), "open to other users (mode 644)"),
+    ],
+    ids=["damaged", "readable-by-others"],
+)
+def test_a_key_file_that_cannot_be_trusted_leaves_the_snapshot_unverifiable(saved, local_embedder, caplog, damage, why):
     settings, _, before = saved
     keys = KeyFile(settings)
     damage(keys.path)
@@ -405,7 +463,9 @@ def test_an_older_snapshot_put_back_after_a_write_does_not_verify(saved, local_e
     shutil.copy(kept, snapshot_path(settings))
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(settings, embedder=local_embedder) as store:
-        assert ids["Bob likes green tea"] not in {h.id for h in store.retrieve_memories("tea", k=20, all_scopes=True, relevance=False)}
+        assert ids["Bob likes green tea"] not in {
+            h.id for h in store.retrieve_memories("tea", k=20, all_scopes=True, relevance=False)
+        }
     [line] = ignored(caplog)
     assert ("not signed with this store's snapshot key" if built else "is missing") in line
 
@@ -434,10 +494,15 @@ def test_the_key_an_older_version_kept_in_chroma_is_dropped_at_open(saved, local
 
 # ---- a Chroma server: the snapshot and the change feed after it ------------------------------------
 
+
 @pytest.fixture
 def server_settings(chroma_server, tmp_path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", chroma_url=chroma_server, collection=f"s-{uuid.uuid4().hex[:12]}",
-                    feed_interval_seconds=0.0)
+    return Settings(
+        data_dir=tmp_path / "data",
+        chroma_url=chroma_server,
+        collection=f"s-{uuid.uuid4().hex[:12]}",
+        feed_interval_seconds=0.0,
+    )
 
 
 @pytest.mark.server
@@ -479,8 +544,9 @@ def test_a_delete_applied_from_the_feed_removes_the_snapshot_file(server_setting
         catch_up(a)
         assert not path.exists()
     with np.load(path, allow_pickle=False) as archive:  # saved again at close, without it
-        assert not any("Coffee is free" in archive[name].tobytes().decode()
-                       for name in archive.files if name.endswith("/rows"))
+        assert not any(
+            "Coffee is free" in archive[name].tobytes().decode() for name in archive.files if name.endswith("/rows")
+        )
 
 
 @pytest.mark.server
@@ -526,8 +592,13 @@ def test_a_snapshot_older_than_the_compaction_horizon_is_ignored(server_settings
 def test_a_snapshot_saved_without_the_feed_is_not_used_with_one(saved, chroma_server, local_embedder, caplog):
     """An embedded store's snapshot moved to a server-backed worker: another collection (its id), ignored."""
     settings, _, _ = saved
-    served = settings.model_copy(update={"chroma_url": chroma_server, "collection": f"s-{uuid.uuid4().hex[:12]}",
-                                         "index_snapshot_path": snapshot_path(settings)})
+    served = settings.model_copy(
+        update={
+            "chroma_url": chroma_server,
+            "collection": f"s-{uuid.uuid4().hex[:12]}",
+            "index_snapshot_path": snapshot_path(settings),
+        }
+    )
     caplog.set_level(logging.INFO, logger="brain.store")
     with open_store(served, embedder=local_embedder) as store:
         assert store.retrieve_memories("tea", k=5, relevance=False) == []
@@ -535,6 +606,7 @@ def test_a_snapshot_saved_without_the_feed_is_not_used_with_one(saved, chroma_se
 
 
 # ---- the command ------------------------------------------------------------------------------------
+
 
 def test_brain_index_snapshot_saves_one(monkeypatch, local_embedder, tmp_path):
     from click.testing import CliRunner
@@ -551,8 +623,10 @@ def test_brain_index_snapshot_saves_one(monkeypatch, local_embedder, tmp_path):
     assert not path.exists()  # that command never built the indexes
     result = CliRunner().invoke(cli, ["--json", "index", "snapshot"])
     assert result.exit_code == 0, result.stderr
-    assert json.loads(result.stdout) == {"path": str(path), "indexes": {"memory": 1, "persona": 0, "faq": 0,
-                                                                       "summary": 0}}
+    assert json.loads(result.stdout) == {
+        "path": str(path),
+        "indexes": {"memory": 1, "persona": 0, "faq": 0, "summary": 0},
+    }
     assert path.is_file()
     off = CliRunner().invoke(cli, ["index", "snapshot"], env={"BRAIN_INDEX_SNAPSHOT": "false"})
     assert off.exit_code == 1 and "BRAIN_INDEX_SNAPSHOT" in off.stderr

@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
 from brain.model.errors import StoreLocked, StoreUnavailable
 
 OPEN_IN_CHILD = textwrap.dedent(

@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
+from brain.app.core import open_store
+from brain.features.mirror.sync import verify_mirror
 from brain.shells.xaibo import BrainMemory, BrainVectorIndex
 from brain.store.migrations import migrate_typed_fields
-from brain.features.mirror.sync import verify_mirror
-from brain.app.core import open_store
 
-WHEN = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+WHEN = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 OLD_KEYS = ("pam_status", "xaibo.kind", "xaibo.chunk", "xaibo.memory_id")
 
 
 def old_row(text: str, **meta):
     """A memory row as the code before the typed fields wrote it (the store's own fields plus ``meta``)."""
-    return text, {"type": "memory", "timestamp": WHEN.isoformat(), "ts_epoch": WHEN.timestamp(), "source": "import",
-                  "scope": "global", "importance": 3, **meta}
+    return text, {
+        "type": "memory",
+        "timestamp": WHEN.isoformat(),
+        "ts_epoch": WHEN.timestamp(),
+        "source": "import",
+        "scope": "global",
+        "importance": 3,
+        **meta,
+    }
 
 
 # id -> (text, metadata): what a PAM import of retracted/superseded/deprecated memories, a long Xaibo
@@ -30,15 +37,25 @@ OLD_ROWS = {
     "doc-retracted": old_row("Alice lives in Lisbon (retracted)", pam_status="retracted"),
     "doc-superseded": old_row("Alice lives in Braga (superseded)", pam_status="superseded"),
     "doc-deprecated": old_row("Alice lives in Faro (deprecated)", pam_status="deprecated"),
-    "doc-archived": old_row("Alice lives in Evora (archived)", pam_status="archived", scope="entity:al",
-                            entity="al"),
-    "doc-head": old_row("Garden notes: the roses in bed one were pruned", **{
-        "xaibo.kind": "memory", "xaibo.memory_id": "doc-head", "xaibo.chunk": 0, "xaibo.revision": "r1",
-        "xaibo.chunks": 2}),
-    "doc-chunk": old_row("The vault combination is 31-17-08", **{
-        "xaibo.kind": "memory", "xaibo.memory_id": "doc-head", "xaibo.chunk": 1, "xaibo.revision": "r1"}),
-    "doc-vector": old_row("Alice lives in Porto, says the vector row", **{
-        "xaibo.kind": "vector", "xaibo.index": "default", "xaibo.attr.chunk_text": "x"}),
+    "doc-archived": old_row("Alice lives in Evora (archived)", pam_status="archived", scope="entity:al", entity="al"),
+    "doc-head": old_row(
+        "Garden notes: the roses in bed one were pruned",
+        **{
+            "xaibo.kind": "memory",
+            "xaibo.memory_id": "doc-head",
+            "xaibo.chunk": 0,
+            "xaibo.revision": "r1",
+            "xaibo.chunks": 2,
+        },
+    ),
+    "doc-chunk": old_row(
+        "The vault combination is 31-17-08",
+        **{"xaibo.kind": "memory", "xaibo.memory_id": "doc-head", "xaibo.chunk": 1, "xaibo.revision": "r1"},
+    ),
+    "doc-vector": old_row(
+        "Alice lives in Porto, says the vector row",
+        **{"xaibo.kind": "vector", "xaibo.index": "default", "xaibo.attr.chunk_text": "x"},
+    ),
 }
 
 
@@ -53,8 +70,9 @@ def old_store(settings, local_embedder):
         raw = store.client.get_collection(settings.collection)  # straight through chromadb
         raw.add(ids=ids, documents=texts, metadatas=metas, embeddings=vectors)
         with store.mirror.transaction():
-            store.mirror.upsert({"id": i, "text": t, "metadata": m, "embedding": v}
-                                for i, t, m, v in zip(ids, texts, metas, vectors))
+            store.mirror.upsert(
+                {"id": i, "text": t, "metadata": m, "embedding": v} for i, t, m, v in zip(ids, texts, metas, vectors)
+            )
     return settings
 
 
@@ -66,8 +84,11 @@ def test_an_old_store_opens_with_every_memory_part_and_status_intact(old_store, 
         for doc in docs.values():
             assert not set(OLD_KEYS) & set(doc.metadata), doc
         assert {i: d.metadata.get("status") for i, d in docs.items() if d.metadata.get("status")} == {
-            "doc-retracted": "retracted", "doc-superseded": "superseded", "doc-deprecated": "deprecated",
-            "doc-archived": "archived"}
+            "doc-retracted": "retracted",
+            "doc-superseded": "superseded",
+            "doc-deprecated": "deprecated",
+            "doc-archived": "archived",
+        }
         assert docs["doc-chunk"].metadata["part_of"] == "doc-head"
         assert docs["doc-vector"].metadata["part_of"] == "xaibo-index:default"
         assert "part_of" not in docs["doc-head"].metadata
@@ -77,7 +98,9 @@ def test_an_old_store_opens_with_every_memory_part_and_status_intact(old_store, 
         # ranking: active memories only (deprecated is active), each once by its head
         ranked = {h.id for h in store.retrieve_memories("where does Alice live?", k=20, relevance=False)}
         assert ranked == {"doc-active", "doc-deprecated", "doc-head"}
-        everything = {h.id for h in store.retrieve_memories("where does Alice live?", k=20, all_scopes=True, relevance=False)}
+        everything = {
+            h.id for h in store.retrieve_memories("where does Alice live?", k=20, all_scopes=True, relevance=False)
+        }
         assert everything == set(OLD_ROWS)
 
         # the Xaibo modules find their parts: the chunk's secret under its memory, the vector row in its index
@@ -100,9 +123,13 @@ def test_the_migration_pages_by_the_batch_size_and_is_idempotent(old_store, loca
         assert migrate_typed_fields(store.col, 1, store.mirror) == 0
         assert not verify_mirror(store, store.mirror).ok  # the mirror was off during the migration
         raw = store.client.get_collection(old_store.collection)
-        raw.update(ids=["doc-retracted", "doc-chunk"], metadatas=[
-            {"pam_status": "retracted", "status": None},
-            {"xaibo.kind": "memory", "xaibo.chunk": 1, "xaibo.memory_id": "doc-head", "part_of": None}])
+        raw.update(
+            ids=["doc-retracted", "doc-chunk"],
+            metadatas=[
+                {"pam_status": "retracted", "status": None},
+                {"xaibo.kind": "memory", "xaibo.chunk": 1, "xaibo.memory_id": "doc-head", "part_of": None},
+            ],
+        )
         assert migrate_typed_fields(store.col, 1, None) == 2  # one row per call
         got = {d.id: d.metadata for d in store.get(["doc-retracted", "doc-chunk"])}
         assert got["doc-retracted"]["status"] == "retracted" and "pam_status" not in got["doc-retracted"]

@@ -22,6 +22,7 @@ from brain.app.core import open_store
 from brain.config import Settings
 from brain.rules import ranking
 from brain.store.indexes import memory_index
+from brain.store.memory_query import MemoryQuery
 from brain.text import BM25Index, tokenize
 
 DIM = 384
@@ -91,7 +92,7 @@ def test_a_search_reads_only_its_parts_and_equals_brute_force_while_parts_come_a
         anchor = next(f for f in facts.values() if f[0] == f"entity:{entity}")
         q = anchor[2] + 0.8 * unit(rng, 1)[0]
         text = " ".join(rng.choice(WORDS, size=3))
-        got = memory_index(store).search(q, 5, weights, NOW, scopes=scopes, query_text=text)
+        got = memory_index(store).search(MemoryQuery(q, 5, weights, NOW, scopes=scopes, query_text=text))
         assert [h.id for h in got] == brute_force(facts, scopes, q, text, 5, weights), trial
         assert all(h.metadata["scope"] in scopes for h in got)
         queries += 1

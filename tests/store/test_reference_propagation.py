@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 import brain
+from brain.app.rag_store import RagStore
 from brain.config import Settings
 from brain.features.mirror import EngramMirror, verify_mirror
-from brain.app.rag_store import RagStore
+from brain.shells.cli.reports import verify_text
 from brain.store.feed import FeedWriter
 from brain.store.follower import FeedFollower, last_sequence
-from brain.shells.cli.reports import verify_text
 from tests.store.test_feed import client_of
 
 pytestmark = pytest.mark.server  # every test here opens stores on a real `chroma run`
@@ -89,23 +89,39 @@ def test_every_kind_of_write_reaches_the_other_ends_reads(two_ends):
     assert served(reader, "anything") == {}  # the reader's index is built now, and must follow from here
 
     office = writer.upsert_memory("The office is on the third floor of the Lyon building")
-    eventually(lambda: served(reader, "office floor Lyon").get(office) == "The office is on the third floor of "
-               "the Lyon building" and stored(reader, office) is not None, "the new memory")
+    eventually(
+        lambda: (
+            served(reader, "office floor Lyon").get(office) == "The office is on the third floor of the Lyon building"
+            and stored(reader, office) is not None
+        ),
+        "the new memory",
+    )
 
     # an in-place edit: same id, same count, new text and vector
     writer.update_memory(office, text="The office moved to the ground floor in Grenoble")
-    eventually(lambda: served(reader, "office ground floor Grenoble").get(office) == "The office moved to the "
-               "ground floor in Grenoble" and stored(reader, office) == "The office moved to the ground floor in "
-               "Grenoble", "the in-place edit")
+    eventually(
+        lambda: (
+            served(reader, "office ground floor Grenoble").get(office)
+            == "The office moved to the ground floor in Grenoble"
+            and stored(reader, office) == "The office moved to the ground floor in Grenoble"
+        ),
+        "the in-place edit",
+    )
 
     # a delete and a new memory back to back: the collection's size does not move
     size = writer.count()
     writer.delete(office)
     door = writer.upsert_memory("The door code of the Grenoble office is 4412")
     assert writer.count() == size
-    eventually(lambda: office not in served(reader, "office ground floor Grenoble") and stored(reader, office) is None
-               and door in served(reader, "door code") and stored(reader, door) is not None,
-               "the count-neutral delete")
+    eventually(
+        lambda: (
+            office not in served(reader, "office ground floor Grenoble")
+            and stored(reader, office) is None
+            and door in served(reader, "door code")
+            and stored(reader, door) is not None
+        ),
+        "the count-neutral delete",
+    )
 
     writer.delete(door)
     eventually(lambda: door not in served(reader, "door code") and stored(reader, door) is None, "the delete")
@@ -130,8 +146,9 @@ def _open(way: str, settings: Settings):
 
 
 @pytest.mark.parametrize("way", ["RagStore()", "RagStore(settings)", "brain.open_store()", "brain.open().store"])
-def test_every_way_of_opening_a_store_follows_the_feed_and_writes_the_mirror(way, chroma_server, collection,
-                                                                           tmp_path, monkeypatch):
+def test_every_way_of_opening_a_store_follows_the_feed_and_writes_the_mirror(
+    way, chroma_server, collection, tmp_path, monkeypatch
+):
     point_at(monkeypatch, tmp_path / "other", chroma_server, collection)
     other = RagStore()
     try:
@@ -151,16 +168,22 @@ def test_every_way_of_opening_a_store_follows_the_feed_and_writes_the_mirror(way
             assert last_sequence(store) and last_sequence(store) > 0
             feed = client_of(chroma_server).get_collection(collection + "__feed")
             records = feed.get(include=["documents", "metadatas"])
-            assert any(mine in doc and meta["state"] == "done"
-                       for doc, meta in zip(records["documents"], records["metadatas"]))
+            assert any(
+                mine in doc and meta["state"] == "done" for doc, meta in zip(records["documents"], records["metadatas"])
+            )
             assert settings.mirror_file.is_file()
             with EngramMirror(settings.mirror_file, store.embedder.name) as mirror:
                 assert [d.text for d in mirror.get([mine])] == ["The staff canteen serves lunch from noon"]
 
             # it follows the other end's writes, an in-place edit too (the collection's size never moves)
             assert other.update_memory(mine, text="The staff canteen serves lunch from one o'clock").id == mine
-            eventually(lambda: {h.id: h.text for h in store.retrieve_memories("canteen lunch", k=3, relevance=False)}.get(mine)
-                       == "The staff canteen serves lunch from one o'clock", f"the other end's edit in {way}")
+            eventually(
+                lambda: (
+                    {h.id: h.text for h in store.retrieve_memories("canteen lunch", k=3, relevance=False)}.get(mine)
+                    == "The staff canteen serves lunch from one o'clock"
+                ),
+                f"the other end's edit in {way}",
+            )
         finally:
             close()
     finally:
@@ -168,6 +191,7 @@ def test_every_way_of_opening_a_store_follows_the_feed_and_writes_the_mirror(way
 
 
 # ---- a writer killed mid-batch ------------------------------------------------------------------------------
+
 
 def _crashing_writer() -> None:
     """Run as a subprocess: ``RagStore()`` from the environment; argv[1] ``hang`` writes a batch in chunks
@@ -191,8 +215,9 @@ def _crashing_writer() -> None:
         return
     print("writing", flush=True)
     for n in range(10_000):
-        ids = store.upsert_docs([{"type": "memory", "text": f"Round {n} fact {m}", "importance": 1 + m % 5}
-                                 for m in range(20)])
+        ids = store.upsert_docs(
+            [{"type": "memory", "text": f"Round {n} fact {m}", "importance": 1 + m % 5} for m in range(20)]
+        )
         store.update_memory(kept, text=f"A fact written before the crash, edited in round {n}")
         store.delete(ids[::3])
 
@@ -208,15 +233,22 @@ class _Replaced:
 def _start_writer(mode: str, data: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     code = "import sys; from tests.store.test_reference_propagation import _crashing_writer; _crashing_writer()"
-    return subprocess.Popen([sys.executable, "-c", code, mode], cwd=data.parent, env=env, text=True,
-                            stdout=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, mode], cwd=data.parent, env=env, text=True, stdout=subprocess.PIPE
+    )
 
 
 def _verify_in_a_new_process(data: Path) -> dict:
     """``brain mirror verify --json`` on the environment's store: a new process opens it (rolling back
     what the dead writer left unfinished) and compares the mirror with Chroma."""
-    done = subprocess.run([sys.executable, "-m", "brain.shells.cli", "mirror", "verify", "--json"], cwd=data.parent,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "brain.shells.cli", "mirror", "verify", "--json"],
+        cwd=data.parent,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.stdout.strip(), done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert (done.returncode == 0) == report["ok"], done.stderr[-3000:]
@@ -226,12 +258,14 @@ def _verify_in_a_new_process(data: Path) -> dict:
 @pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["server", "embedded"])
-def test_a_writer_killed_mid_batch_leaves_a_mirror_that_agrees_once_reopened(backend, chroma_server, collection,
-                                                                            tmp_path, monkeypatch):
+def test_a_writer_killed_mid_batch_leaves_a_mirror_that_agrees_once_reopened(
+    backend, chroma_server, collection, tmp_path, monkeypatch
+):
     rng = random.Random(25)
     data = tmp_path / "writer"
-    point_at(monkeypatch, data, chroma_server if backend == "server" else None,
-             collection if backend == "server" else None)
+    point_at(
+        monkeypatch, data, chroma_server if backend == "server" else None, collection if backend == "server" else None
+    )
     for attempt, mode in enumerate(["hang", "loop", "loop", "loop"]):
         proc = _start_writer(mode, data)
         try:

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import math
-from datetime import datetime, timedelta, timezone
-
 import asyncio
+import math
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
-from brain.features.chat import ChatMemory
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
+from brain.features.chat import ChatMemory
 from brain.model.errors import EmbeddingModelMismatch, FilterError, NotFound, StoreUnavailable, ValidationError
 from brain.shells.xaibo import BrainMemory
 from brain.store import memory_id
 from brain.store.indexes import memory_index, refresh_index
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
 def test_every_type_round_trips_with_utc_timestamp_and_epoch(store):
@@ -46,7 +47,9 @@ def test_every_type_round_trips_with_utc_timestamp_and_epoch(store):
 
 def test_same_memory_text_in_same_scope_is_one_document_merged(store):
     first = store.upsert_memory("Biscuit is the user's dog", importance=4, tags=["pets"], timestamp=T0)
-    again = store.upsert_memory("  biscuit is the USER's   dog ", importance=2, tags=["family"], timestamp=T0 + timedelta(days=1))
+    again = store.upsert_memory(
+        "  biscuit is the USER's   dog ", importance=2, tags=["family"], timestamp=T0 + timedelta(days=1)
+    )
     other_scope = store.upsert_memory("Biscuit is the user's dog", scope="entity:alice")
     assert first == again == memory_id("Biscuit is the user's dog")
     assert other_scope != first
@@ -56,10 +59,12 @@ def test_same_memory_text_in_same_scope_is_one_document_merged(store):
     assert meta["tags"] == ["pets", "family"]
     assert meta["timestamp"] == (T0 + timedelta(days=1)).isoformat()
     # a duplicate inside one batch is merged too, not refused by Chroma
-    ids = store.upsert_docs([
-        {"text": "Likes jazz", "type": "memory", "importance": 1},
-        {"text": "likes jazz", "type": "memory", "importance": 5, "tags": ["music"]},
-    ])
+    ids = store.upsert_docs(
+        [
+            {"text": "Likes jazz", "type": "memory", "importance": 1},
+            {"text": "likes jazz", "type": "memory", "importance": 5, "tags": ["music"]},
+        ]
+    )
     assert ids[0] == ids[1]
     assert store.get_one(ids[0]).metadata["importance"] == 5
 
@@ -70,7 +75,10 @@ def test_turn_index_is_consecutive_per_conversation_and_recent_turns_are_chronol
     store.upsert_turn("conv-x", "u2", "a2")
     turns = store.recent_turns("conv-x", k=20)
     assert [(d.metadata["turn_index"], d.metadata["role"], d.text) for d in turns] == [
-        (1, "user", "u1"), (2, "assistant", "a1"), (3, "user", "u2"), (4, "assistant", "a2"),
+        (1, "user", "u1"),
+        (2, "assistant", "a1"),
+        (3, "user", "u2"),
+        (4, "assistant", "a2"),
     ]
     assert [d.text for d in store.recent_turns("conv-x", k=3)] == ["a1", "u2", "a2"]
     assert [d.metadata["turn_index"] for d in store.recent_turns("conv-y", k=4)] == [1, 2]
@@ -96,14 +104,22 @@ BAD_DOCS = [
     ({"text": "x", "type": "turn", "role": "user"}, "conversation_id", "conversation_id is required"),
     ({"text": "x", "type": "memory", "importance": 0}, "importance", "importance must be between 1 and 5"),
     ({"text": "x", "type": "memory", "importance": 6}, "importance", "importance must be between 1 and 5"),
-    ({"text": "x", "type": "memory", "importance": "high"}, "importance", "importance must be an integer between 1 and 5"),
+    (
+        {"text": "x", "type": "memory", "importance": "high"},
+        "importance",
+        "importance must be an integer between 1 and 5",
+    ),
     ({"text": "x", "type": "memory", "scope": "user:bob"}, "scope", "scope must be 'global' or 'entity:<name>'"),
     ({"text": "x", "type": "memory", "timestamp": "2026-11-01T10:00:00"}, "timestamp", "has no timezone"),
     ({"text": "x", "type": "memory", "timestamp": "yesterday"}, "timestamp", "must be an ISO 8601 time"),
     ({"text": "   ", "type": "memory"}, "text", "text must be a non-empty string"),
     ({"text": "x", "type": "memory", "tags": ["ok", 3]}, "tags", "tags must be a list of strings"),
     ({"text": "x", "type": "memory", "embedding": [float("nan")] * 384}, "embedding", "NaN or Inf"),
-    ({"text": "x", "type": "memory", "embedding": [0.1] * 12}, "embedding", "has 12 dimensions; this collection stores 384-d"),
+    (
+        {"text": "x", "type": "memory", "embedding": [0.1] * 12},
+        "embedding",
+        "has 12 dimensions; this collection stores 384-d",
+    ),
 ]
 
 
@@ -158,9 +174,17 @@ def _write_memory(store, chat, entry: str, entity: str | None, fact: str) -> str
 
 
 @hypothesis_settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(writes=st.lists(st.tuples(
-    st.sampled_from(["upsert_memory", "upsert_memory_scope", "upsert_docs", "remember", "xaibo"]),
-    st.sampled_from((None, *ENTITIES)), st.sampled_from(FACTS)), min_size=1, max_size=6))
+@given(
+    writes=st.lists(
+        st.tuples(
+            st.sampled_from(["upsert_memory", "upsert_memory_scope", "upsert_docs", "remember", "xaibo"]),
+            st.sampled_from((None, *ENTITIES)),
+            st.sampled_from(FACTS),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_entity_scoping_never_leaks_another_entity(store, writes):
     """Whatever is written through whichever entry point, a caller acting for an entity never reads,
     edits or deletes another entity's memory; ``entity`` always means the scope."""
@@ -175,15 +199,20 @@ def test_entity_scoping_never_leaks_another_entity(store, writes):
             visible = {"global", *([f"entity:{viewer}"] if viewer else [])}
             xaibo = BrainMemory({"entity": viewer} if viewer else {}, store=store)
             seen = {
-                "retrieve_memories": {h.metadata["scope"] for h in store.retrieve_memories("what is the code?", k=50,
-                                                                                            entity=viewer, relevance=False)},
+                "retrieve_memories": {
+                    h.metadata["scope"]
+                    for h in store.retrieve_memories("what is the code?", k=50, entity=viewer, relevance=False)
+                },
                 # get/update/delete without an entity are the operator's (every scope)
                 "get": {d.metadata["scope"] for d in store.get(type="memory", entity=viewer)} if viewer else set(),
-                "build_context": {i.metadata["scope"] for i in chat.build_context(None, "what is the code?",
-                                                                                  entity=viewer).memory},
+                "build_context": {
+                    i.metadata["scope"] for i in chat.build_context(None, "what is the code?", entity=viewer).memory
+                },
                 "xaibo list": {m["scope"] for m in asyncio.run(xaibo.list_memories())},
-                "xaibo search": {store.get_one(r.memory_id).metadata["scope"]
-                                 for r in asyncio.run(xaibo.search_memory("what is the code?", k=50))},
+                "xaibo search": {
+                    store.get_one(r.memory_id).metadata["scope"]
+                    for r in asyncio.run(xaibo.search_memory("what is the code?", k=50))
+                },
             }
             for entry, scopes in seen.items():
                 assert scopes <= visible, (entry, viewer, scopes)
@@ -196,8 +225,9 @@ def test_entity_scoping_never_leaks_another_entity(store, writes):
                 assert asyncio.run(xaibo.get_memory(other.id)) is None
                 assert asyncio.run(xaibo.update_memory(other.id, "changed")) is False
                 assert asyncio.run(xaibo.delete_memory(other.id)) is False
-        assert {(m.id, m.text, m.metadata["importance"]) for m in store.get(type="memory")} == \
-            {(m.id, m.text, m.metadata["importance"]) for m in memories}  # nothing was changed for another
+        assert {(m.id, m.text, m.metadata["importance"]) for m in store.get(type="memory")} == {
+            (m.id, m.text, m.metadata["importance"]) for m in memories
+        }  # nothing was changed for another
     finally:
         chat.close()
 
@@ -216,12 +246,27 @@ def test_entity_and_scope_must_agree_and_a_global_memory_has_no_entity(store):
 def test_memories_stored_global_with_an_entity_by_older_versions_read_as_global(store):
     text = "Bob's office is on floor 3"
     legacy = memory_id(text, "global")
-    store.col.add(ids=[legacy], embeddings=[store.embedder.embed_documents([text])[0]], documents=[text],
-                  metadatas=[{"type": "memory", "scope": "global", "entity": "bob", "importance": 3, "source": "chat",
-                              "timestamp": "2025-01-01T00:00:00+00:00", "ts_epoch": 1735689600.0}])
+    store.col.add(
+        ids=[legacy],
+        embeddings=[store.embedder.embed_documents([text])[0]],
+        documents=[text],
+        metadatas=[
+            {
+                "type": "memory",
+                "scope": "global",
+                "entity": "bob",
+                "importance": 3,
+                "source": "chat",
+                "timestamp": "2025-01-01T00:00:00+00:00",
+                "ts_epoch": 1735689600.0,
+            }
+        ],
+    )
     refresh_index(store)
     for viewer in (None, "alice", "bob"):
-        assert [h.id for h in store.retrieve_memories("which floor is the office on?", k=1, entity=viewer, relevance=False)] == [legacy]
+        assert [
+            h.id for h in store.retrieve_memories("which floor is the office on?", k=1, entity=viewer, relevance=False)
+        ] == [legacy]
     assert store.get([legacy], entity="alice")[0].id == legacy
     # writing the same memory again merges with it (and drops the stray entity) instead of failing
     assert store.upsert_memory("bob's office is on floor 3", importance=4) == legacy
@@ -242,15 +287,23 @@ def test_score_parts_add_up_and_importance_matters(store):
         assert h.similarity_part == pytest.approx(0.5 * h.similarity)
         assert h.importance_part == pytest.approx(0.5 * h.metadata["importance"] / 5)
         assert h.recency_part == pytest.approx(0.1)  # age 0 at `now`
-    later = store.retrieve_memories("is the user allergic to anything?", k=1, now=T0 + timedelta(days=30),
-                                   relevance=False)
+    later = store.retrieve_memories(
+        "is the user allergic to anything?", k=1, now=T0 + timedelta(days=30), relevance=False
+    )
     assert later[0].recency_part == pytest.approx(0.05)  # one half-life later
 
 
 def test_exact_ranking_finds_an_important_memory_that_similarity_alone_would_bury(store):
     """Over-fetching k*N by similarity would miss it; exact ranking must not."""
-    filler = [{"text": f"The user asked about the weather forecast for day {i}", "type": "memory", "importance": 1,
-               "timestamp": T0} for i in range(60)]
+    filler = [
+        {
+            "text": f"The user asked about the weather forecast for day {i}",
+            "type": "memory",
+            "importance": 1,
+            "timestamp": T0,
+        }
+        for i in range(60)
+    ]
     store.upsert_docs(filler)
     key = store.upsert_memory("The user's flight to Lisbon leaves on Friday", importance=5, timestamp=T0)
     query = "what is the weather forecast?"
@@ -264,8 +317,11 @@ def test_exact_ranking_finds_an_important_memory_that_similarity_alone_would_bur
     scores = {}
     for d in docs:
         v = d.embedding / np.linalg.norm(d.embedding)
-        scores[d.id] = 0.5 * float(v @ q) + 0.5 * d.metadata["importance"] / 5 + 0.1 * 0.5 ** (
-            max(T0.timestamp() - d.metadata["ts_epoch"], 0) / (30 * 86400))
+        scores[d.id] = (
+            0.5 * float(v @ q)
+            + 0.5 * d.metadata["importance"] / 5
+            + 0.1 * 0.5 ** (max(T0.timestamp() - d.metadata["ts_epoch"], 0) / (30 * 86400))
+        )
     expected = sorted(scores, key=lambda i: (-scores[i], i))[:10]
     got = store.retrieve_memories(query, k=10, now=T0, relevance=False)
     assert [h.id for h in got] == expected
@@ -292,16 +348,32 @@ def test_tags_and_min_importance_filter_retrieval(store):
     hits = store.retrieve_memories("seat preference", k=5, tags=["travel"], relevance=False)
     assert [h.text for h in hits] == ["Prefers window seats on planes"]
     assert [h.text for h in store.retrieve_memories("seat preference", k=5, min_importance=3, relevance=False)] == [
-        "Prefers aisle seats at the cinema"]
+        "Prefers aisle seats at the cinema"
+    ]
 
 
 def test_faq_and_persona_retrieval_by_meaning(store):
-    store.upsert_docs([
-        {"text": "The ocr specialist reads printed or handwritten text from images.", "type": "faq", "topic": "ocr"},
-        {"text": "The web_search specialist looks things up on the internet.", "type": "faq", "topic": "web_search"},
-        {"text": "Speak warmly and briefly; never use sarcasm.", "type": "persona", "version": "v1", "topic": "tone"},
-        {"text": "You are Brain, the household's assistant.", "type": "persona", "version": "v1", "topic": "core"},
-    ])
+    store.upsert_docs(
+        [
+            {
+                "text": "The ocr specialist reads printed or handwritten text from images.",
+                "type": "faq",
+                "topic": "ocr",
+            },
+            {
+                "text": "The web_search specialist looks things up on the internet.",
+                "type": "faq",
+                "topic": "web_search",
+            },
+            {
+                "text": "Speak warmly and briefly; never use sarcasm.",
+                "type": "persona",
+                "version": "v1",
+                "topic": "tone",
+            },
+            {"text": "You are Brain, the household's assistant.", "type": "persona", "version": "v1", "topic": "core"},
+        ]
+    )
     assert store.retrieve_faq("read the words in this photo", k=1)[0].metadata["topic"] == "ocr"
     assert store.retrieve_faq("find it online", k=1)[0].metadata["topic"] == "web_search"
     assert store.retrieve_faq("find it online", k=2, topic="ocr")[0].metadata["topic"] == "ocr"
@@ -322,9 +394,21 @@ def test_index_notices_writes_that_bypassed_the_store(backend_settings, local_em
     store.upsert_memory("Known memory", importance=3)
     assert len(memory_index(store)) == 1
     vec = local_embedder.embed_documents(["Sneaked in memory"])[0]
-    store.col.add(ids=["doc-sneaky"], embeddings=[vec], documents=["Sneaked in memory"],
-                  metadatas=[{"type": "memory", "importance": 5, "scope": "global", "ts_epoch": 1.0,
-                              "timestamp": "1970-01-01T00:00:01+00:00", "source": "system"}])
+    store.col.add(
+        ids=["doc-sneaky"],
+        embeddings=[vec],
+        documents=["Sneaked in memory"],
+        metadatas=[
+            {
+                "type": "memory",
+                "importance": 5,
+                "scope": "global",
+                "ts_epoch": 1.0,
+                "timestamp": "1970-01-01T00:00:01+00:00",
+                "source": "system",
+            }
+        ],
+    )
     assert store.retrieve_memories("sneaked", k=1, relevance=False)[0].id != "doc-sneaky"  # refresh disabled
     refresh_index(store)
     assert store.retrieve_memories("sneaked", k=1, relevance=False)[0].id == "doc-sneaky"
@@ -360,7 +444,8 @@ def test_failed_multi_chunk_write_is_rolled_back(embedded_store, monkeypatch):
 
     monkeypatch.setattr(store.col, "upsert", failing_upsert)
     docs = [{"text": "Existing fact number one", "type": "memory", "importance": 5}] + [
-        {"text": f"new fact {i}", "type": "memory"} for i in range(4)]
+        {"text": f"new fact {i}", "type": "memory"} for i in range(4)
+    ]
     with pytest.raises(StoreUnavailable, match="disk full"):
         store.upsert_docs(docs)
     monkeypatch.setattr(store.col, "upsert", real_upsert)
@@ -393,8 +478,18 @@ def test_typed_retrieval_in_process_matches_chromas_filtered_query(backend_setti
         {"text": "OCR works best on flat, well-lit pages.", "type": "faq", "topic": "ocr"},
         {"text": "web_search finds fresh information online.", "type": "faq", "topic": "web_search"},
         {"text": "vision describes what is in a picture.", "type": "faq", "topic": "vision"},
-        {"text": "The user planned a trip to Porto in May.", "type": "summary", "conversation_id": "conv-a", "turn_range": "1-6"},
-        {"text": "They compared train and bus prices.", "type": "summary", "conversation_id": "conv-b", "turn_range": "1-4"},
+        {
+            "text": "The user planned a trip to Porto in May.",
+            "type": "summary",
+            "conversation_id": "conv-a",
+            "turn_range": "1-6",
+        },
+        {
+            "text": "They compared train and bus prices.",
+            "type": "summary",
+            "conversation_id": "conv-b",
+            "turn_range": "1-4",
+        },
         {"text": "Be warm and brief.", "type": "persona", "version": "v1", "topic": "tone"},
         {"text": "You are Brain.", "type": "persona", "version": "v1", "topic": "core"},
     ]
@@ -417,7 +512,9 @@ def test_typed_retrieval_in_process_matches_chromas_filtered_query(backend_setti
 
 
 def test_faq_updates_and_deletes_reach_typed_retrieval(store):
-    [doc_id] = store.upsert_docs([{"id": "doc-faq-1", "text": "Printers jam when paper is damp.", "type": "faq", "topic": "printer"}])
+    [doc_id] = store.upsert_docs(
+        [{"id": "doc-faq-1", "text": "Printers jam when paper is damp.", "type": "faq", "topic": "printer"}]
+    )
     assert store.retrieve_faq("why does the printer jam?", k=1)[0].id == doc_id
     store.upsert_doc("Vision can read a chart and explain it.", "faq", topic="vision", id=doc_id)
     hit = store.retrieve_faq("explain this chart", k=1)[0]
@@ -441,10 +538,19 @@ def test_large_reads_are_paged(store, monkeypatch):
     import brain.store.chroma as chroma
 
     rng = np.random.default_rng(1)
-    docs = [{"text": f"memory {i}", "type": "memory", "importance": 1 + i % 5,
-             "embedding": rng.standard_normal(384).astype(np.float32)} for i in range(53)]
-    docs += [{"text": f"faq {i}", "type": "faq", "topic": "t", "embedding": rng.standard_normal(384).astype(np.float32)}
-             for i in range(20)]
+    docs = [
+        {
+            "text": f"memory {i}",
+            "type": "memory",
+            "importance": 1 + i % 5,
+            "embedding": rng.standard_normal(384).astype(np.float32),
+        }
+        for i in range(53)
+    ]
+    docs += [
+        {"text": f"faq {i}", "type": "faq", "topic": "t", "embedding": rng.standard_normal(384).astype(np.float32)}
+        for i in range(20)
+    ]
     store.upsert_docs(docs)
     monkeypatch.setattr(chroma, "PAGE", 7)
     assert store.count("memory") == 53
@@ -466,11 +572,28 @@ def test_recent_turns_cache_follows_writes_deletes_and_outside_changes(backend_s
     assert [d.text for d in store.recent_turns("conv-cache", k=10)] == ["a1", "u2", "a2"]
     # another writer adds a turn straight into Chroma: noticed by the count check
     vec = local_embedder.embed_documents(["u3"])[0]
-    store.col.add(ids=["doc-outside"], embeddings=[vec], documents=["u3"], metadatas=[{
-        "type": "turn", "conversation_id": "conv-cache", "role": "user", "turn_index": 5, "scope": "global",
-        "source": "chat", "timestamp": "2026-11-01T00:00:00+00:00", "ts_epoch": 1793491200.0}])
+    store.col.add(
+        ids=["doc-outside"],
+        embeddings=[vec],
+        documents=["u3"],
+        metadatas=[
+            {
+                "type": "turn",
+                "conversation_id": "conv-cache",
+                "role": "user",
+                "turn_index": 5,
+                "scope": "global",
+                "source": "chat",
+                "timestamp": "2026-11-01T00:00:00+00:00",
+                "ts_epoch": 1793491200.0,
+            }
+        ],
+    )
     assert [d.text for d in store.recent_turns("conv-cache", k=10)][-1] == "u3"
-    assert store.upsert_turn("conv-cache", "u4", "a4") and store.recent_turns("conv-cache", k=1)[0].metadata["turn_index"] == 7
+    assert (
+        store.upsert_turn("conv-cache", "u4", "a4")
+        and store.recent_turns("conv-cache", k=1)[0].metadata["turn_index"] == 7
+    )
     with pytest.raises(ValidationError, match="conversation_id"):
         store.recent_turns("not-a-conversation")
 
@@ -487,6 +610,7 @@ def test_turn_cache_keeps_only_recent_conversations(embedded_store, monkeypatch)
 
 
 # ---- update_memory: in place, replacing values ----------------------------------------------------
+
 
 def test_update_memory_replaces_values_and_keeps_the_id(store):
     doc_id = store.upsert_memory("Alice drinks coffee", importance=5, tags=["food", "morning"], source="chat")
@@ -552,8 +676,10 @@ def test_rewriting_many_memories_merges_across_id_chunks(embedded_store):
 
 def test_retracted_superseded_and_archived_memories_are_kept_but_never_retrieved(store):
     live = store.upsert_memory("Alice lives in Porto", importance=3)
-    gone = {status: store.upsert_memory(f"Alice lives in Lisbon ({status})", importance=5, pam_status=status)
-            for status in ("retracted", "superseded", "archived")}
+    gone = {
+        status: store.upsert_memory(f"Alice lives in Lisbon ({status})", importance=5, pam_status=status)
+        for status in ("retracted", "superseded", "archived")
+    }
     deprecated = store.upsert_memory("Alice lives in Faro (deprecated)", importance=5, pam_status="deprecated")
     hits = {h.id for h in store.retrieve_memories("where does Alice live?", k=10, relevance=False)}
     assert live in hits and deprecated in hits and not hits & set(gone.values())

@@ -6,17 +6,18 @@ import threading
 
 import pytest
 
-from brain.config import Settings
 from brain.app.core import open_store
+from brain.config import Settings
 from brain.model.errors import EmbedderUnavailable
-from tests.ollama_stub import OllamaStub
 from brain.store.indexes import memory_index
+from tests.ollama_stub import OllamaStub
 
 
 def test_store_with_the_ollama_embedder_records_it_and_embeds_in_batches(tmp_path):
     with OllamaStub() as stub:
-        settings = Settings(data_dir=tmp_path, embedder="ollama/nomic-embed-text", ollama_host=stub.url,
-                            embed_batch_size=16)
+        settings = Settings(
+            data_dir=tmp_path, embedder="ollama/nomic-embed-text", ollama_host=stub.url, embed_batch_size=16
+        )
         store = open_store(settings)
         assert store.col.metadata["embedder"] == "ollama/nomic-embed-text"
         assert store.dimension == 768
@@ -65,7 +66,9 @@ def test_concurrent_writers_and_readers_leave_index_and_chroma_in_agreement(embe
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)] + [threading.Thread(target=reader) for _ in range(2)]
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)] + [
+        threading.Thread(target=reader) for _ in range(2)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -54,10 +54,12 @@ def test_a_duplicate_that_adds_nothing_writes_nothing(store, chroma_writes):
 
 
 def test_duplicates_within_one_batch_keep_the_first_spelling(store):
-    ids = store.upsert_docs([
-        {"text": "Alice drinks green tea", "type": "memory", "importance": 2, "timestamp": T0},
-        {"text": "alice drinks GREEN tea", "type": "memory", "importance": 5, "tags": ["drinks"], "timestamp": T1},
-    ])
+    ids = store.upsert_docs(
+        [
+            {"text": "Alice drinks green tea", "type": "memory", "importance": 2, "timestamp": T0},
+            {"text": "alice drinks GREEN tea", "type": "memory", "importance": 5, "tags": ["drinks"], "timestamp": T1},
+        ]
+    )
     assert ids[0] == ids[1]
     doc = store.get_one(ids[0])
     assert doc.text == "Alice drinks green tea"
@@ -77,9 +79,12 @@ def test_remember_again_keeps_the_creation_time(store):
 
 
 def test_an_explicit_id_with_a_new_text_is_an_edit(store):
-    first = store.upsert_docs([{"id": "doc-pam-1", "text": "The user lives in Porto", "type": "memory",
-                                "timestamp": T0}])[0]
+    first = store.upsert_docs(
+        [{"id": "doc-pam-1", "text": "The user lives in Porto", "type": "memory", "timestamp": T0}]
+    )[0]
     store.upsert_docs([{"id": first, "text": "The user lives in Lisbon", "type": "memory", "timestamp": T1}])
     doc = store.get_one(first)
     assert doc.text == "The user lives in Lisbon" and doc.metadata["created_at"] == T0
-    assert store.retrieve_memories("where does the user live?", k=1, relevance=False)[0].text == "The user lives in Lisbon"
+    assert (
+        store.retrieve_memories("where does the user live?", k=1, relevance=False)[0].text == "The user lives in Lisbon"
+    )

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from brain.features.chat import ChatMemory
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import StoreUnavailable
+from brain.config import Settings
+from brain.features.chat import ChatMemory
 from brain.features.mirror import EngramMirror
+from brain.model.errors import StoreUnavailable
 from brain.store import WriteEvent, WriteSubscriber
 from brain.store.indexes import memory_index
 from brain.store.retrieval import record_memory_use
@@ -73,17 +73,34 @@ def _store_whose_chroma_refuses_our_vectors(settings: Settings, embedder, mirror
 def test_a_failed_chroma_write_is_aborted_and_leaves_the_mirror_unchanged(tmp_path, local_embedder):
     mirror = EngramMirror(tmp_path / "mirror.db", local_embedder.name)
     vector = local_embedder.embed_documents(["Hal repairs clocks"])[0]
-    mirror.upsert([{"id": "doc-seed", "text": "Hal repairs clocks",
-                    "metadata": {"type": "memory", "scope": "global", "importance": 3,
-                                 "timestamp": "2026-11-01T00:00:00+00:00"}, "embedding": vector}])
+    mirror.upsert(
+        [
+            {
+                "id": "doc-seed",
+                "text": "Hal repairs clocks",
+                "metadata": {
+                    "type": "memory",
+                    "scope": "global",
+                    "importance": 3,
+                    "timestamp": "2026-11-01T00:00:00+00:00",
+                },
+                "embedding": vector,
+            }
+        ]
+    )
     before = [(d.id, d.text, d.metadata) for d in mirror.get(["doc-seed"])]
     try:
-        with _store_whose_chroma_refuses_our_vectors(Settings(data_dir=tmp_path / "data"), local_embedder,
-                                                     mirror) as store:
+        with _store_whose_chroma_refuses_our_vectors(
+            Settings(data_dir=tmp_path / "data"), local_embedder, mirror
+        ) as store:
             seen = store.subscribe(Recorder(mirror))  # after the mirror: it sees the mirror's staged rows
             with pytest.raises(StoreUnavailable, match="nothing was written"):
-                store.upsert_docs([{"text": "Ivy sings in a choir", "type": "memory", "id": "doc-ivy"},
-                                   {"text": "Hal repairs clocks", "type": "memory", "id": "doc-seed"}])
+                store.upsert_docs(
+                    [
+                        {"text": "Ivy sings in a choir", "type": "memory", "id": "doc-ivy"},
+                        {"text": "Hal repairs clocks", "type": "memory", "id": "doc-seed"},
+                    ]
+                )
             assert [(phase, op) for phase, op, _ in seen.phases()] == [("stage", "upsert"), ("abort", "upsert")]
             assert seen.mirror_while_staged == [{"doc-ivy", "doc-seed"}]  # the mirror had staged both rows...
             assert mirror.ids() == {"doc-seed"}  # ...and rolled them back
@@ -114,7 +131,9 @@ def test_a_subscriber_that_refuses_to_stage_fails_the_write_before_chroma(embedd
 def test_the_indexes_and_turn_cache_follow_edits_and_deletes(store):
     kept = store.upsert_memory("Kim grows tomatoes")
     edited = store.upsert_memory("Kim drives a red van")
-    assert store.retrieve_memories("what colour is Kim's van?", k=1, relevance=False)[0].id == edited  # the index is built now
+    assert (
+        store.retrieve_memories("what colour is Kim's van?", k=1, relevance=False)[0].id == edited
+    )  # the index is built now
     store.update_memory(edited, "Kim drives a green van")
     hit = store.retrieve_memories("what colour is Kim's van?", k=1, relevance=False)[0]
     assert (hit.id, hit.text) == (edited, "Kim drives a green van")
@@ -124,8 +143,18 @@ def test_the_indexes_and_turn_cache_follow_edits_and_deletes(store):
 
     first, _ = store.upsert_turn("conv-follow", "u1", "a1")
     assert [d.text for d in store.conversation_turns("conv-follow")] == ["u1", "a1"]  # cached now
-    store.upsert_docs([{"id": first, "text": "u1, corrected", "type": "turn", "conversation_id": "conv-follow",
-                        "role": "user", "turn_index": 1}])
+    store.upsert_docs(
+        [
+            {
+                "id": first,
+                "text": "u1, corrected",
+                "type": "turn",
+                "conversation_id": "conv-follow",
+                "role": "user",
+                "turn_index": 1,
+            }
+        ]
+    )
     store.delete(where={"role": "assistant"}, type="turn")
     assert [d.text for d in store.conversation_turns("conv-follow")] == ["u1, corrected"]
 
@@ -137,9 +166,12 @@ def test_writes_report_the_positions_they_assigned(embedded_store):
     assert [first.position(i) for i in first.ids] == [1, 2]
     assert [second.position(i) for i in second.ids] == [3, 4]
     assert {d.id: d.metadata["turn_index"] for d in store.conversation_turns("conv-pos")} == {
-        **first.positions, **second.positions}
-    summaries = store.write_docs([{"text": f"summary {n}", "type": "summary", "conversation_id": "conv-pos"}
-                                  for n in range(2)])
+        **first.positions,
+        **second.positions,
+    }
+    summaries = store.write_docs(
+        [{"text": f"summary {n}", "type": "summary", "conversation_id": "conv-pos"} for n in range(2)]
+    )
     assert sorted(summaries.positions.values()) == [1, 2]
     assert [d.text for d in store.conversation_summaries("conv-pos")] == ["summary 0", "summary 1"]
     memory = store.write_docs([{"text": "Lee reads maps", "type": "memory"}])

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from brain.app.core import open_store
+from brain.app.rag_store import RagStore
 from brain.model.errors import BrainError, FilterError, StoreError, ValidationError
 from brain.model.schemas import MAX_LIST_ITEMS, MAX_TAGS
-from brain.app.rag_store import RagStore
 from brain.store import GuardedCollection
 
 TAGS_5470 = [f"tag-{i}" for i in range(5470)]
@@ -19,20 +19,48 @@ LIST_6000 = [f"item-{i}" for i in range(6000)]
 def hostile_writes(store: RagStore, memory_id: str):
     """Every way a caller can hand the store a metadata list longer than Chroma can take."""
     return [
-        ("upsert_memory tags", lambda: store.upsert_memory("Too many tags", tags=TAGS_5470), "tags",
-         f"at most {MAX_TAGS} (MAX_TAGS)"),
-        ("upsert_memory extra list", lambda: store.upsert_memory("A huge list", huge=LIST_6000), "huge",
-         f"at most {MAX_LIST_ITEMS} (MAX_LIST_ITEMS)"),
-        ("upsert_docs faq list", lambda: store.upsert_docs([{"text": "FAQ", "type": "faq", "huge": LIST_6000}]),
-         "huge", f"at most {MAX_LIST_ITEMS} (MAX_LIST_ITEMS)"),
-        ("upsert_turn list", lambda: store.upsert_turn("conv-big", "hi", "hello", huge=LIST_6000), "huge",
-         f"at most {MAX_LIST_ITEMS} (MAX_LIST_ITEMS)"),
-        ("update_memory tags", lambda: store.update_memory(memory_id, tags=TAGS_5470), "tags",
-         f"at most {MAX_TAGS} (MAX_TAGS)"),
-        ("update_memory metadata", lambda: store.update_memory(memory_id, metadata={"huge": LIST_6000}), "huge",
-         f"at most {MAX_LIST_ITEMS} (MAX_LIST_ITEMS)"),
-        ("many keys", lambda: store.upsert_memory("Many keys", **{f"k{i}": i for i in range(6000)}), "metadata",
-         "(MAX_METADATA_KEYS)"),
+        (
+            "upsert_memory tags",
+            lambda: store.upsert_memory("Too many tags", tags=TAGS_5470),
+            "tags",
+            f"at most {MAX_TAGS} (MAX_TAGS)",
+        ),
+        (
+            "upsert_memory extra list",
+            lambda: store.upsert_memory("A huge list", huge=LIST_6000),
+            "huge",
+            f"at most {MAX_LIST_ITEMS} (MAX_LIST_ITEMS)",
+        ),
+        (
+            "upsert_docs faq list",
+            lambda: store.upsert_docs([{"text": "FAQ", "type": "faq", "huge": LIST_6000}]),
+            "huge",
+            f"at most {MAX_LIST_ITEMS} (MAX_LIST_ITEMS)",
+        ),
+        (
+            "upsert_turn list",
+            lambda: store.upsert_turn("conv-big", "hi", "hello", huge=LIST_6000),
+            "huge",
+            f"at most {MAX_LIST_ITEMS} (MAX_LIST_ITEMS)",
+        ),
+        (
+            "update_memory tags",
+            lambda: store.update_memory(memory_id, tags=TAGS_5470),
+            "tags",
+            f"at most {MAX_TAGS} (MAX_TAGS)",
+        ),
+        (
+            "update_memory metadata",
+            lambda: store.update_memory(memory_id, metadata={"huge": LIST_6000}),
+            "huge",
+            f"at most {MAX_LIST_ITEMS} (MAX_LIST_ITEMS)",
+        ),
+        (
+            "many keys",
+            lambda: store.upsert_memory("Many keys", **{f"k{i}": i for i in range(6000)}),
+            "metadata",
+            "(MAX_METADATA_KEYS)",
+        ),
     ]
 
 
@@ -65,7 +93,9 @@ def test_chroma_internal_errors_become_store_errors(tmp_path):
     comes out of the guarded collection as a StoreError saying what to do."""
     import chromadb
 
-    client = chromadb.PersistentClient(path=str(tmp_path / "scratch"), settings=chromadb.Settings(anonymized_telemetry=False))
+    client = chromadb.PersistentClient(
+        path=str(tmp_path / "scratch"), settings=chromadb.Settings(anonymized_telemetry=False)
+    )
     col = GuardedCollection(client.create_collection("scratch", embedding_function=None), "a scratch store")
     with pytest.raises(StoreError) as info:
         col.upsert(ids=["a"], embeddings=[[0.1, 0.2, 0.3]], documents=["x"], metadatas=[{"tags": TAGS_5470}])
@@ -78,8 +108,9 @@ def test_chroma_internal_errors_become_store_errors(tmp_path):
 def test_chroma_refusals_become_store_errors(embedded_store):
     embedded_store.upsert_memory("The first record fixes the collection's dimension")
     with pytest.raises(StoreError, match=r"Chroma refused collection.add\(\)"):
-        embedded_store.col.add(ids=["x"], embeddings=[np.ones(3, dtype=np.float32)], documents=["x"],
-                               metadatas=[{"type": "memory"}])  # 3-d vectors into a 384-d collection
+        embedded_store.col.add(
+            ids=["x"], embeddings=[np.ones(3, dtype=np.float32)], documents=["x"], metadatas=[{"type": "memory"}]
+        )  # 3-d vectors into a 384-d collection
     with pytest.raises(StoreError, match=r"Chroma refused collection.get\(\)"):
         embedded_store.col.get(include=["bogus"])
     with pytest.raises(FilterError, match=r"where\['\$bogus'\]: unknown key or operator"):

@@ -8,11 +8,11 @@ import logging
 import numpy as np
 import pytest
 
-from brain.features.chat import ChatMemory
 from brain.app.core import open_store
+from brain.app.rag_store import RagStore
+from brain.features.chat import ChatMemory
 from brain.model.errors import NotFound, ValidationError
 from brain.model.schemas import RESERVED_KEYS
-from brain.app.rag_store import RagStore
 from brain.store.retrieval import record_memory_use
 
 TS = "2026-01-01T00:00:00+00:00"
@@ -32,7 +32,7 @@ def bad_last_used_writes(store: RagStore, memory_id: str):
 def test_last_used_yesterday_is_refused_by_every_write_path(store):
     memory_id = store.upsert_memory("The user's bike is blue")
     before = store.get_one(memory_id).metadata
-    for name, write in bad_last_used_writes(store, memory_id):
+    for _name, write in bad_last_used_writes(store, memory_id):
         with pytest.raises(ValidationError, match="last_used|last-use"):
             write()
     assert store.get_one(memory_id).metadata == before
@@ -67,10 +67,18 @@ BAD_ROWS = {
 
 def write_raw(store: RagStore, doc_id: str, text: str, **meta):
     """A memory row written straight into Chroma, as an older version or another tool might."""
-    row = {"type": "memory", "scope": "global", "importance": 3, "timestamp": TS, "ts_epoch": 1767225600.0,
-           "source": "chat", **meta}
-    store.col.upsert(ids=[doc_id], embeddings=[store.embedder.embed_documents([text])[0]], documents=[text],
-                     metadatas=[row])
+    row = {
+        "type": "memory",
+        "scope": "global",
+        "importance": 3,
+        "timestamp": TS,
+        "ts_epoch": 1767225600.0,
+        "source": "chat",
+        **meta,
+    }
+    store.col.upsert(
+        ids=[doc_id], embeddings=[store.embedder.embed_documents([text])[0]], documents=[text], metadatas=[row]
+    )
 
 
 def test_rows_the_index_cannot_use_never_break_search_or_context(backend_settings, local_embedder, caplog):
@@ -80,12 +88,16 @@ def test_rows_the_index_cannot_use_never_break_search_or_context(backend_setting
             write_raw(store, doc_id, f"The user's passport note {doc_id}", **meta)
         write_raw(store, "doc-bad-scope", "The user's passport is blue", scope="entity:")
         write_raw(store, "doc-legacy-entity", "Bob's passport is red", entity="bob")  # global + entity: older code
-    with caplog.at_level(logging.WARNING, logger="brain.store.memory_index"), \
-            open_store(backend_settings, embedder=local_embedder) as store:  # across a restart
+    with (
+        caplog.at_level(logging.WARNING, logger="brain.store.memory_index"),
+        open_store(backend_settings, embedder=local_embedder) as store,
+    ):  # across a restart
         hits = store.retrieve_memories("when does the passport expire?", k=10, relevance=False)
         ids = {h.id for h in hits}
         assert good in ids and set(BAD_ROWS) <= ids and "doc-legacy-entity" in ids
-        assert "doc-bad-scope" not in {h.id for h in store.retrieve_memories("passport", k=20, all_scopes=True, relevance=False)}
+        assert "doc-bad-scope" not in {
+            h.id for h in store.retrieve_memories("passport", k=20, all_scopes=True, relevance=False)
+        }
         problems = store.index_problems()["memory"]
         assert {doc_id for doc_id, (_, field) in BAD_ROWS.items() if field} | {"doc-bad-scope"} == set(problems)
         for doc_id, (_, field) in BAD_ROWS.items():
@@ -125,8 +137,16 @@ def test_rows_the_index_cannot_use_never_break_search_or_context(backend_setting
 def test_update_memory_refuses_reserved_keys_naming_them(store, key):
     bob = store.upsert_memory("Bob's locker code is 4711", entity="bob")
     before = store.get([bob], include_embeddings=True)[0]
-    value = {"scope": "global", "embedding": [1.0] * store.dimension, "type": "faq", "ts_epoch": 5.0, "id": "doc-x",
-             "text": "changed", "timestamp": TS, "source": "kb"}[key]
+    value = {
+        "scope": "global",
+        "embedding": [1.0] * store.dimension,
+        "type": "faq",
+        "ts_epoch": 5.0,
+        "id": "doc-x",
+        "text": "changed",
+        "timestamp": TS,
+        "source": "kb",
+    }[key]
     with pytest.raises(ValidationError) as info:
         store.update_memory(bob, metadata={key: value})
     assert info.value.problems[0]["field"] == f"metadata.{key}"

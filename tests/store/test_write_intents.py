@@ -20,13 +20,13 @@ import pytest
 from click.testing import CliRunner
 
 import brain
-from brain.shells.cli import cli
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.features.mirror.sync import verify_mirror
 from brain.app.rag_store import RagStore
-from brain.store.write_intents import PriorVersion, WriteIntentLog
+from brain.config import Settings
+from brain.features.mirror.sync import verify_mirror
+from brain.shells.cli import cli
 from brain.shells.cli.reports import verify_text
+from brain.store.write_intents import PriorVersion, WriteIntentLog
 
 ROOT = Path(__file__).resolve().parents[2]
 

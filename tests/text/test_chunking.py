@@ -7,9 +7,9 @@ from bisect import bisect_left
 
 import pytest
 
-from brain.rules.chunking import TokenChunker
 from brain.config import Settings
 from brain.model.errors import ConfigError
+from brain.rules.chunking import TokenChunker
 from brain.text import counting_tokenizer
 
 PARAGRAPH = (
@@ -58,7 +58,7 @@ def test_windows_are_bounded_overlap_and_cover_the_text(window, overlap):
             assert a2 >= b1 and not LONG[b1:a2].strip()  # only the whitespace at the cut is left out
     # reassembly: each chunk continues where the previous one ended
     rebuilt = chunks[0]
-    for (a1, b1), (a2, b2) in zip(spans, spans[1:]):
+    for (_, b1), (a2, b2) in zip(spans, spans[1:]):
         rebuilt += LONG[b1:a2] + LONG[a2:b2] if a2 >= b1 else LONG[b1:b2]
     assert rebuilt == LONG.strip()
     # windows are used: no chunk but the last is much shorter than the window
@@ -92,7 +92,12 @@ def test_window_above_the_embedder_limit_is_refused():
     with pytest.raises(ConfigError, match="BRAIN_CHUNK_WINDOW=300"):
         TokenChunker.from_settings(Settings(chunk_window=300, chunk_overlap=40))
     # an Ollama model takes longer input (the BERT-family limit is used)
-    assert TokenChunker.from_settings(Settings(chunk_window=500, chunk_overlap=40, embedder="ollama/nomic-embed-text")).max_tokens == 512
+    assert (
+        TokenChunker.from_settings(
+            Settings(chunk_window=500, chunk_overlap=40, embedder="ollama/nomic-embed-text")
+        ).max_tokens
+        == 512
+    )
 
 
 def test_a_word_longer_than_the_window_is_cut_inside_but_still_fits():
@@ -109,9 +114,32 @@ def test_a_word_longer_than_the_window_is_cut_inside_but_still_fits():
 @pytest.mark.parametrize("seed", range(3))
 def test_random_unicode_text_stays_within_the_window(seed):
     rng = random.Random(seed)
-    vocabulary = ["the", "élan", "naïve", "don't", "e-mail", "http://x.org/a?b=c", "日本語", "😀", "\n\n", "\t",
-                  "unbelievably", "x" * 120, "qzxjkv" * 12, "Ω≈ç√", "\u0301", "\x00", "A.B.C", "3.14159", "—",
-                  "\u200b", "ﬁ", "İstanbul", "```", "##"]
+    vocabulary = [
+        "the",
+        "élan",
+        "naïve",
+        "don't",
+        "e-mail",
+        "http://x.org/a?b=c",
+        "日本語",
+        "😀",
+        "\n\n",
+        "\t",
+        "unbelievably",
+        "x" * 120,
+        "qzxjkv" * 12,
+        "Ω≈ç√",
+        "\u0301",
+        "\x00",
+        "A.B.C",
+        "3.14159",
+        "—",
+        "\u200b",
+        "ﬁ",
+        "İstanbul",
+        "```",
+        "##",
+    ]
     tokenizer = counting_tokenizer()
     for _ in range(60):
         window = rng.choice([16, 17, 40, 200])
@@ -123,8 +151,10 @@ def test_random_unicode_text_stays_within_the_window(seed):
         if not offsets:
             continue
         # chunker.count_tokens for every span, in one call of the same tokenizer (a span is never empty)
-        assert all(len(e.ids) <= window for e in tokenizer.encode_batch([text[a:b] for a, b in spans],
-                                                                       add_special_tokens=False))
+        assert all(
+            len(e.ids) <= window
+            for e in tokenizer.encode_batch([text[a:b] for a, b in spans], add_special_tokens=False)
+        )
         starts = sorted(start for start, _ in offsets)
         reach = spans[0][1]
         assert spans[0][0] <= offsets[0][0]

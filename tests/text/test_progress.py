@@ -9,9 +9,9 @@ import re
 from click.testing import CliRunner
 
 import brain.store.facade
-from brain.shells.cli import cli
 from brain.features.ingest import ingest_paths
 from brain.features.mirror import EngramMirror
+from brain.shells.cli import cli
 from brain.text.progress import Progress, ProgressOptions, open_progress
 from tests.ingest.test_ingest import write_kb
 
@@ -30,8 +30,13 @@ def test_lines_instead_of_a_bar_when_the_stream_is_not_a_terminal():
         for _ in range(5):
             progress.update(2)
     lines = out.getvalue().splitlines()
-    assert [re.match(r"embedding: (\d+)/10 docs \(\d+%\), [\d.]+ docs/s", line).group(1) for line in lines[:5]] \
-        == ["2", "4", "6", "8", "10"]
+    assert [re.match(r"embedding: (\d+)/10 docs \(\d+%\), [\d.]+ docs/s", line).group(1) for line in lines[:5]] == [
+        "2",
+        "4",
+        "6",
+        "8",
+        "10",
+    ]
     assert "left" in lines[0] and "left" not in lines[4]  # the time left, while there is some
     assert lines[5].startswith("embedding: 10/10 docs done in ") and len(lines) == 6
     assert "\r" not in out.getvalue()
@@ -62,7 +67,9 @@ def test_ingest_progress_moves_with_every_embedded_batch(embedded_store, tmp_pat
     out = io.StringIO()
     report = ingest_paths(embedded_store, [kb], progress=ProgressOptions(stream=out, interval=0))
     assert report.ok and report.embedded > 8
-    counts = [int(m.group(1)) for m in re.finditer(r"^embedding and writing: (\d+)/(\d+) docs \(", out.getvalue(), re.M)]
+    counts = [
+        int(m.group(1)) for m in re.finditer(r"^embedding and writing: (\d+)/(\d+) docs \(", out.getvalue(), re.M)
+    ]
     assert len(counts) == math.ceil(report.embedded / 4)  # one update per batch of 4 texts
     assert counts == sorted(set(counts)) and counts[-1] == report.added
     assert all(b - a <= 4 for a, b in zip([0] + counts, counts))  # no document appears in two batches' counts
@@ -73,16 +80,46 @@ def test_backfill_reports_per_batch_and_draws_no_bar_off_a_terminal(tmp_path, lo
     data = tmp_path / "data"
     data.mkdir()
     with EngramMirror(data / "mirror.db", MODEL, batch_size=100) as mirror:
-        mirror.upsert([{"id": f"m{i:03d}", "text": f"memory {i} about {['tea', 'trains', 'rain'][i % 3]}",
-                        "metadata": {"type": "memory", "timestamp": TS, "source": "chat", "scope": "global",
-                                     "importance": 3, "tags": []}} for i in range(150)])
+        mirror.upsert(
+            [
+                {
+                    "id": f"m{i:03d}",
+                    "text": f"memory {i} about {['tea', 'trains', 'rain'][i % 3]}",
+                    "metadata": {
+                        "type": "memory",
+                        "timestamp": TS,
+                        "source": "chat",
+                        "scope": "global",
+                        "importance": 3,
+                        "tags": [],
+                    },
+                }
+                for i in range(150)
+            ]
+        )
         out = io.StringIO()
         assert mirror.backfill(local_embedder.embed_documents, progress=ProgressOptions(stream=out, interval=0)) == 150
         lines = out.getvalue().splitlines()
-        assert [line.split(" (")[0] for line in lines[:2]] == [f"backfill {MODEL}: 100/150 memories",
-                                                               f"backfill {MODEL}: 150/150 memories"]
-        mirror.upsert([{"id": "late", "text": "a late memory about tea", "metadata": {
-            "type": "memory", "timestamp": TS, "source": "chat", "scope": "global", "importance": 3, "tags": []}}])
+        assert [line.split(" (")[0] for line in lines[:2]] == [
+            f"backfill {MODEL}: 100/150 memories",
+            f"backfill {MODEL}: 150/150 memories",
+        ]
+        mirror.upsert(
+            [
+                {
+                    "id": "late",
+                    "text": "a late memory about tea",
+                    "metadata": {
+                        "type": "memory",
+                        "timestamp": TS,
+                        "source": "chat",
+                        "scope": "global",
+                        "importance": 3,
+                        "tags": [],
+                    },
+                }
+            ]
+        )
 
     monkeypatch.setenv("BRAIN_DATA_DIR", str(data))
     monkeypatch.setattr(brain.store.facade, "get_embedder", lambda settings: local_embedder, raising=False)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from brain.features.chat import TokenCounter
-from brain.rules.chunking import TokenChunker
 from brain.features.ingest import parse_markdown
 from brain.features.persona import split_sections
 from brain.model.schemas import SummaryMetadata, format_turn_range, parse_turn_range
 from brain.providers.summarizers import ExtractiveSummarizer, TurnText
+from brain.rules.chunking import TokenChunker
 from brain.text import (
     CHAT_FILLERS,
     STOP_WORDS,

@@ -20,12 +20,13 @@ from xaibo.core.xaibo import Xaibo
 from xaibo.primitives.modules.memory import MemoryToolProvider, VectorMemory
 
 from brain import Brain
-from brain.integrations import xaibo as protocols
-from brain.rules.chunking import TokenChunker
-from brain.config import Settings
 from brain.app.core import open_store
-from brain.model.errors import BrainError, ConfigError, EmbedderError, ValidationError
+from brain.app.rag_store import RagStore
+from brain.config import Settings
 from brain.features.pam import MEMORY_STORE_FILE, export_pam
+from brain.integrations import xaibo as protocols
+from brain.model.errors import BrainError, ConfigError, EmbedderError, ValidationError
+from brain.rules.chunking import TokenChunker
 from brain.shells.xaibo import (
     BrainChunker,
     BrainEmbedder,
@@ -33,7 +34,6 @@ from brain.shells.xaibo import (
     BrainVectorIndex,
     UnsupportedModality,
 )
-from brain.app.rag_store import RagStore
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_YAML = ROOT / "config" / "xaibo" / "agent.yaml"
@@ -283,7 +283,9 @@ def test_store_get_list_search(store):
     assert results[0].content == FACTS[0] and results[0].attributes == attrs
     assert all(0.0 <= r.similarity_score <= 1.0 for r in results)
     query = store.embedder.embed_query("what food does Alice like?")
-    assert results[0].similarity_score == pytest.approx(cos(query, store.embedder.embed_documents([FACTS[0]])[0]), abs=1e-4)
+    assert results[0].similarity_score == pytest.approx(
+        cos(query, store.embedder.embed_documents([FACTS[0]])[0]), abs=1e-4
+    )
     assert len(run(memory.search_memory("anything"))) == len(FACTS)  # k defaults to 10
 
 
@@ -350,12 +352,18 @@ def test_update_leaves_no_stale_text(memory, embedded_store):
 
 
 def test_update_merges_removes_and_replaces_attributes(memory, embedded_store):
-    mid = run(memory.store_memory("Eve runs the Berlin office", {"tags": ["work"], "importance": 5, "team": {"size": 4}}))
+    mid = run(
+        memory.store_memory("Eve runs the Berlin office", {"tags": ["work"], "importance": 5, "team": {"size": 4}})
+    )
     embedded_store.update_memory(mid, metadata={"created_at": "2026-01-01T00:00:00+00:00"})  # the assistant's key
 
     assert run(memory.update_memory(mid, "Eve runs the Berlin office", {"team": "platform", "since": 2021}))
-    assert run(memory.get_memory(mid))["attributes"] == {"tags": ["work"], "importance": 5, "team": "platform",
-                                                        "since": 2021}
+    assert run(memory.get_memory(mid))["attributes"] == {
+        "tags": ["work"],
+        "importance": 5,
+        "team": "platform",
+        "since": 2021,
+    }
     meta = embedded_store.get_one(mid).metadata
     assert "xaibo.json.team" not in meta and meta["xaibo.attr.team"] == "platform"  # no leftover of the old form
 
@@ -412,8 +420,11 @@ def test_an_interrupted_write_never_returns_a_stale_chunk(memory, embedded_store
     mid = run(memory.store_memory("Grace keeps bees on the roof"))
     # what an update interrupted after its new chunks leaves behind: chunks of a revision the head never got
     orphan = {
-        "text": "The vault combination is 31-17-08.", "type": "memory", "id": "doc-orphan-chunk",
-        protocols.PART_OF_KEY: mid, protocols.REVISION_KEY: "not-the-heads",
+        "text": "The vault combination is 31-17-08.",
+        "type": "memory",
+        "id": "doc-orphan-chunk",
+        protocols.PART_OF_KEY: mid,
+        protocols.REVISION_KEY: "not-the-heads",
     }
     embedded_store.upsert_docs([orphan])
     results = run(memory.search_memory("vault combination", k=5))
@@ -582,12 +593,20 @@ def test_a_xaibo_exchange_stores_and_retrieves_through_brain(tmp_path, local_emb
                 results.append(event.result)
 
         xaibo = Xaibo()
-        xaibo.register_agent(example_agent([
-            tool_call("c1", "store_memory", text="The user's daughter Mia turns 7 on 12 May",
-                      attributes={"importance": 5, "tags": ["family"], "said_in": {"channel": "chat"}}),
-            tool_call("c2", "search_memory", query="when is Mia's birthday?", k=3),
-            {"content": "Mia turns 7 on 12 May."},
-        ]))
+        xaibo.register_agent(
+            example_agent(
+                [
+                    tool_call(
+                        "c1",
+                        "store_memory",
+                        text="The user's daughter Mia turns 7 on 12 May",
+                        attributes={"importance": 5, "tags": ["family"], "said_in": {"channel": "chat"}},
+                    ),
+                    tool_call("c2", "search_memory", query="when is Mia's birthday?", k=3),
+                    {"content": "Mia turns 7 on 12 May."},
+                ]
+            )
+        )
         agent = xaibo.get_agent_with("brain-memory-agent", ConfigOverrides(), [("", listen)])
         assert isinstance(agent.exchange.module_instances["memory"], BrainMemory)
         assert agent.exchange.module_instances["memory"].store is store
@@ -607,20 +626,30 @@ def test_a_xaibo_exchange_stores_and_retrieves_through_brain(tmp_path, local_emb
 
         # a later exchange (new module instances, same store) updates and then deletes it through the tools
         results.clear()
-        xaibo.register_agent(example_agent([
-            tool_call("c3", "update_memory", memory_id=mid, text="Mia turns 7 on 14 May", attributes={"fixed": True}),
-            tool_call("c4", "get_memory", memory_id=mid),
-            tool_call("c5", "delete_memory", memory_id=mid),
-            tool_call("c6", "search_memory", query="Mia's birthday"),
-            {"content": "Forgotten."},
-        ]))
+        xaibo.register_agent(
+            example_agent(
+                [
+                    tool_call(
+                        "c3", "update_memory", memory_id=mid, text="Mia turns 7 on 14 May", attributes={"fixed": True}
+                    ),
+                    tool_call("c4", "get_memory", memory_id=mid),
+                    tool_call("c5", "delete_memory", memory_id=mid),
+                    tool_call("c6", "search_memory", query="Mia's birthday"),
+                    {"content": "Forgotten."},
+                ]
+            )
+        )
         agent = xaibo.get_agent_with("brain-memory-agent", ConfigOverrides(), [("", listen)])
         assert run(agent.handle_text("Mia's birthday moved; then forget it.")).text == "Forgotten."
         updated, got, deleted, searched = results
         assert updated.success and got.success and deleted.success and searched.success
         assert got.result["content"] == "Mia turns 7 on 14 May"
-        assert got.result["attributes"] == {"importance": 5, "tags": ["family"], "said_in": {"channel": "chat"},
-                                            "fixed": True}
+        assert got.result["attributes"] == {
+            "importance": 5,
+            "tags": ["family"],
+            "said_in": {"channel": "chat"},
+            "fixed": True,
+        }
         assert searched.result == [] and store.count(type="memory") == 0
     finally:
         protocols.close_shared_stores()
@@ -649,8 +678,15 @@ def test_consolidation_leaves_xaibo_documents_alone(embedded_store, local_embedd
 
     index = BrainVectorIndex(store=embedded_store)
     vector = local_embedder.embed_documents(["the invoice total is 42 euros"])[0]
-    run(index.add_vectors([vector, vector], [{"chunk_text": "the invoice total is 42 euros", "file": "a.pdf"},
-                                             {"chunk_text": "the invoice total is 42 euros", "file": "b.pdf"}]))
+    run(
+        index.add_vectors(
+            [vector, vector],
+            [
+                {"chunk_text": "the invoice total is 42 euros", "file": "a.pdf"},
+                {"chunk_text": "the invoice total is 42 euros", "file": "b.pdf"},
+            ],
+        )
+    )
     mid = run(BrainMemory(store=embedded_store).store_memory(long_text()))
     embedded_store.upsert_memory("Alice drinks green tea every morning", importance=4)
     embedded_store.upsert_memory("Alice drinks green tea each morning", importance=2)

@@ -84,6 +84,7 @@ from brain.rules.formation import (
 from brain.store import SIMILARITY_ONLY, AppliedChanges, MemoryChange
 from brain.store.history import apply_changes
 from brain.store.indexes import memory_index
+from brain.store.memory_query import MemoryQuery
 from brain.wiring import formation_off_reason
 
 if TYPE_CHECKING:
@@ -523,7 +524,7 @@ class Formation:
         if k <= 0:
             return []
         vector = self.store.embedder.embed_query("\n".join(t.text for t in turns))
-        hits = memory_index(self.store).search(vector, k, SIMILARITY_ONLY, time.time(), frozenset({scope}))
+        hits = memory_index(self.store).search(MemoryQuery(vector, k, SIMILARITY_ONLY, time.time(), frozenset({scope})))
         floor = self.store.retrieval.calibration().floor(CANDIDATE_FLOOR_Z)
         return [
             Candidate(

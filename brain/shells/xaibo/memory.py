@@ -33,6 +33,7 @@ from brain.shells.xaibo.protocol_types import MemoryProtocol, MemorySearchResult
 from brain.shells.xaibo.shared import check_text, resolve_store, scopes_for, unit_score
 from brain.store import SIMILARITY_ONLY
 from brain.store.indexes import memory_index
+from brain.store.memory_query import MemoryQuery
 
 _write_lock = threading.RLock()  # BrainMemory's read-modify-write sequences, across instances
 
@@ -102,7 +103,8 @@ class BrainMemory(MemoryProtocol):
         index = memory_index(self.store)
         fetch = max(4 * k, 16)  # a memory may own several of the top rows: widen until k memories
         while True:
-            hits = index.search(vector, fetch, SIMILARITY_ONLY, 0.0, scopes=self.scopes, rows="memories_and_parts")
+            wanted = MemoryQuery(vector, fetch, SIMILARITY_ONLY, 0.0, scopes=self.scopes, rows="memories_and_parts")
+            hits = index.search(wanted)
             best: dict[str, float] = {}  # memory id -> its best chunk's similarity
             texts: dict[str, str] = {}  # memory id -> its text, when the head itself was a hit
             for hit in hits:

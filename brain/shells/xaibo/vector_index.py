@@ -21,6 +21,7 @@ from brain.shells.xaibo.protocol_types import VectorIndexProtocol, VectorSearchR
 from brain.shells.xaibo.shared import resolve_store, scopes_for, unit_score
 from brain.store import SIMILARITY_ONLY
 from brain.store.indexes import memory_index
+from brain.store.memory_query import MemoryQuery
 
 
 class BrainVectorIndex(VectorIndexProtocol):
@@ -135,13 +136,15 @@ class BrainVectorIndex(VectorIndexProtocol):
 
     def _search(self, vec: np.ndarray, k: int) -> List[VectorSearchResult]:
         hits = memory_index(self.store).search(
-            vec,
-            k,
-            SIMILARITY_ONLY,
-            0.0,
-            scopes=[self.scope],
-            rows="parts",
-            equals={PART_OF_KEY: vector_index_part_of(self.index)},
+            MemoryQuery(
+                vec,
+                k,
+                SIMILARITY_ONLY,
+                0.0,
+                scopes=[self.scope],
+                rows="parts",
+                equals={PART_OF_KEY: vector_index_part_of(self.index)},
+            )
         )
         return [
             VectorSearchResult(
