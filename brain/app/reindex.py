@@ -471,7 +471,7 @@ def run(
         report.specialists = _register_specialists(store, embedder, build.collection)
         report.specialists_seconds = time.monotonic() - registering
         swap_seq = feed_writer.claim("swap", [build.collection]) if feed_writer is not None else None
-        with store._lock:  # no write of this process between the last replay and the flip
+        with store.lock:  # no write of this process between the last replay and the flip
             moved, seen = _replay(store, copier, recorder, feed, seen, until=swap_seq)
             report.replayed += moved
             report.documents = target.count()

@@ -45,8 +45,8 @@ def open_operations(
     through_server: bool = True,
 ) -> Operations:
     """The operations on the store ``settings`` name, for ``caller``: opened here, or, while a ``brain serve``
-    holds the data directory, that server's (its admin token, ``BRAIN_API_TOKEN``, is sent; a bound caller's
-    rules are kept on this side too). ``start_worker``: the chat layer of a store opened here runs its summary
+    holds the data directory, that server's (its admin token, ``BRAIN_API_TOKEN``, is sent with the caller,
+    whose rules the server applies). ``start_worker``: the chat layer of a store opened here runs its summary
     worker (a long-running process: ``brain mcp``). ``through_server=False``: a server itself, which never
     goes through another one. Close what it gives."""
     settings = settings or load_settings()

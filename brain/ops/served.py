@@ -3,8 +3,9 @@
 Embedded Chroma is single-process: while ``brain serve`` has the data directory open (:mod:`brain.store.locking`),
 no other process may open it. The server records its address in the lock file, so a script, a CLI command or
 ``brain mcp`` started beside it finds it there (:class:`~brain.model.errors.StoreLocked` carries it) and gets
-:class:`ServedOperations`: the same :class:`~brain.ops.protocol.Operations` as on an open store, each call one
-request to the route that makes the same library call, answered with the same result types and the same errors.
+:class:`ServedOperations`: the same :class:`~brain.ops.protocol.Operations` as on an open store, derived from
+the local nouns (:mod:`brain.ops.calls`): each call one request to ``POST /v1/ops/{noun}/{name}``, which runs the
+same method there, answered with the same result types and the same errors (:mod:`brain.ops.error_table`).
 
 The token sent is ``BRAIN_API_TOKEN`` (the admin's) unless another is given.
 """
@@ -287,7 +288,7 @@ class ServedOperations:
         return cls(ServerLink(locked.server_url, token=token, holder=locked.holder, data_dir=data_dir), caller)
 
     def bound_to(self, caller: Caller) -> ServedOperations:
-        """The same server for another caller (its rules kept on this side; the link and its token are shared,
+        """The same server for another caller (sent with each call; the link and its token are shared,
         and closing the bound one leaves the link open)."""
         bound = ServedOperations(self.link, caller)
         bound._owns_link = False

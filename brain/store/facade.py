@@ -102,7 +102,9 @@ class Store(Generic[M, H]):
         """``create=False``: raise :class:`StoreNotFound` rather than create a store that does not exist."""
         self.settings = settings or Settings()
         self.embedder = embedder or get_embedder(self.settings)
-        self._lock = threading.RLock()
+        #: held by every write and by what must not interleave with one (a scrub, a follower's catch-up, a swap
+        #: of the live collection); re-entrant, so a helper holding it may call back into the store
+        self.lock = threading.RLock()
         self._closers: list[Callable[[], None]] = []
         # the Chroma client this store opened (closed with it); chromadb types its clients without close()
         self._owned_client: Any = None
@@ -110,19 +112,20 @@ class Store(Generic[M, H]):
         self.mirror_link: MirrorLink[M, H] | None = None
         self.feed_writer: FeedWriter | None = None  # this store's side of the change feed, when it has one
         self.follower: FeedFollower | None = None
-        # embedded Chroma is single-process: claim the data directory before opening it
-        self._dir_lock: DataDirLock | None = None
+        #: embedded Chroma is single-process: the claim on the data directory, taken before opening it (None on a
+        #: Chroma server or a client the caller gave)
+        self.dir_lock: DataDirLock | None = None
         if client is None and not self.settings.chroma_url:
             if not create and not self.settings.has_embedded_store():
                 raise missing_store(self.settings)  # before the lock, which would create the directory
-            self._dir_lock = DataDirLock(self.settings.data_dir).acquire()
+            self.dir_lock = DataDirLock(self.settings.data_dir).acquire()
         try:
             self.client = client or open_client(self.settings, create=create)
             if client is None:
                 self._owned_client = self.client
             # the logical name serves through the pointer a re-index flips (brain.store.live)
             self.collection_name = live_collection(self.client, self.settings.collection)
-            if self._dir_lock is not None:
+            if self.dir_lock is not None:
                 drop_server_key(self.client, self.settings.collection)
             if not create and self.collection_name not in {c.name for c in self.client.list_collections()}:
                 raise missing_store(self.settings)
@@ -130,13 +133,13 @@ class Store(Generic[M, H]):
             # writes are refused before the disk is full, where Chroma can hang (brain.store.disk)
             self.disk = self.events.subscribe(DiskGuard(guarded_paths(self.settings), self.settings.min_free_disk_mb))
             self._persona_version = persona_version
-            self._bind(self._open_collection(), self.embedder)
+            self.bind(self._open_collection(), self.embedder)
             # closers run last-added first: the snapshot is saved after the follower and the mirror stop
-            self._closers.append(lambda: save_snapshot_at_close(self))
+            self.on_close(lambda: save_snapshot_at_close(self))
             if attach is not None:
                 attach(self)
             # a write a dead process left half done is rolled back before anything reads the store
-            self._writes.intents.resolve(self._writes.roll_back)
+            self.writes.intents.resolve(self.writes.roll_back)
             link = self.mirror_link
             migrated = migrate_typed_fields(
                 self.col,
@@ -163,14 +166,14 @@ class Store(Generic[M, H]):
             rename="use another BRAIN_COLLECTION or BRAIN_DATA_DIR",
         )
 
-    def _bind(self, collection: Any, embedder: Embedder) -> None:
+    def bind(self, collection: Any, embedder: Embedder) -> None:
         """Serve ``collection`` (an open Chroma collection bound to ``embedder``): the Chroma access,
         the in-process state, retrieval and the write pipeline are built for it. At open, and again
         when a re-index swaps the live collection (:func:`brain.store.live.follow_live`)."""
         where = self.settings.chroma_url or "the data directory"
         # None at open: the first binding
         old_state: InProcessState | None = getattr(self, "state", None)
-        old_writes: WritePipeline | None = getattr(self, "_writes", None)
+        old_writes: WritePipeline | None = getattr(self, "writes", None)
         self.embedder = embedder
         # the collection as callers query it directly: their query_texts embedded by this store's model
         collection = self.client.get_collection(collection.name, embedding_function=embedding_function(embedder))
@@ -178,7 +181,7 @@ class Store(Generic[M, H]):
         self.chroma = ChromaAccess(self.client, self.col, where)
         self.dimension = int(self.col.metadata["dimension"])
         snapshots = self._snapshot_keeper()  # a snapshot belongs to one collection and model
-        self.state = InProcessState(self.settings, self.chroma, self.dimension, self._lock, snapshots)
+        self.state = InProcessState(self.settings, self.chroma, self.dimension, self.lock, snapshots)
         if old_state is None:
             self.events.subscribe(self.state)
         else:
@@ -192,7 +195,8 @@ class Store(Generic[M, H]):
             self.settings, self.embedder, self.dimension, self.chroma, self.state, self._persona_version
         )
         self.weights = self.retrieval.weights
-        self._writes = WritePipeline(
+        #: every write goes through it: planned, recorded as an intent, applied to Chroma and the state
+        self.writes = WritePipeline(
             self.chroma,
             self.embedder,
             self.dimension,
@@ -201,7 +205,7 @@ class Store(Generic[M, H]):
             self.state.turns,
         )
         if old_writes is not None:
-            self._writes.positions, self._writes.writer = old_writes.positions, old_writes.writer
+            self.writes.positions, self.writes.writer = old_writes.positions, old_writes.writer
         if self.follower is not None:
             self.follower.rebind(self.chroma, self.state.rebuild)
             self.state.follower = self.follower
@@ -220,7 +224,7 @@ class Store(Generic[M, H]):
             tuple(self.settings.indexed_types),
         )
         # the embedded store is this process's alone; a server's writes are followed through the change feed
-        owned = self._dir_lock is not None
+        owned = self.dir_lock is not None
         # the embedded store's key must be out of the data directory, which holds its Chroma
         keys = KeyFile(self.settings) if owned else ServerKey(self.client, self.settings.collection)
         return SnapshotKeeper(snapshot_path(self.settings), identity, owned=owned, keys=keys)
@@ -229,8 +233,12 @@ class Store(Generic[M, H]):
         """Let ``subscriber`` follow every write from now on; ``close`` runs when the store closes."""
         self.events.subscribe(subscriber)
         if close is not None:
-            self._closers.append(close)
+            self.on_close(close)
         return subscriber
+
+    def on_close(self, close: Callable[[], None]) -> None:
+        """Call ``close`` when the store closes, after what was registered later (last in, first out)."""
+        self._closers.append(close)
 
     def close(self) -> None:
         """Close what was subscribed with a ``close`` (the mirror, when this store's opener opened it)
@@ -245,11 +253,11 @@ class Store(Generic[M, H]):
             owned, self._owned_client = self._owned_client, None
             if owned is not None:
                 owned.close()
-                if self._dir_lock is not None:  # the directory is this process's: no client writes it now
+                if self.dir_lock is not None:  # the directory is this process's: no client writes it now
                     clear_unused_index_space(self.settings.data_dir / "chroma")
-            if self._dir_lock is not None:
-                self._dir_lock.release()
-                self._dir_lock = None
+            if self.dir_lock is not None:
+                self.dir_lock.release()
+                self.dir_lock = None
 
     def __enter__(self) -> Self:
         return self
@@ -290,8 +298,8 @@ class Store(Generic[M, H]):
         plan = plan_write(docs, self.dimension)
         if not plan.docs:
             return WriteResult((), {})
-        with self._lock:
-            return self._writes.upsert(plan, merge_memories=merge_memories)
+        with self.lock:
+            return self.writes.upsert(plan, merge_memories=merge_memories)
 
     def upsert_docs(self, docs: Sequence[Mapping[str, object]]) -> list[str]:
         """Store a batch ``[{"text", "type", **metadata}, ...]``; all or nothing. Returns ids in input order.
@@ -346,7 +354,7 @@ class Store(Generic[M, H]):
         """
         extra = check_extra_metadata(metadata, call="update_memory")
         visible = readable_scopes(entity)
-        with self._lock:
+        with self.lock:
             docs = self.get([doc_id], type=DocType.MEMORY, include_embeddings=True, entity=entity)
             if not docs:
                 raise NotFound(f"no memory with id {doc_id!r}" + (f" visible to entity {entity!r}" if visible else ""))
@@ -529,12 +537,12 @@ class Store(Generic[M, H]):
             raise ValidationError.of("ids", "delete needs ids, where or type; refusing to delete everything")
         if isinstance(ids, str):
             ids = [ids]
-        with self._lock:
+        with self.lock:
             found = find_ids(
                 self.chroma, ids, where=_plain(where), doc_type=type_value(type), scopes=readable_scopes(entity)
             )
             if found:
-                self._writes.delete(found)
+                self.writes.delete(found)
         return len(found)
 
     # ---- reads ------------------------------------------------------------------------------------

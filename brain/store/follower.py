@@ -296,17 +296,17 @@ def attach_feed(store: Store, feed: ChangeFeed, positions: PositionClaims | None
     processes' records from it (see :mod:`brain.store.feed`); with ``positions``, claim the
     ``turn_index`` and ``summary_index`` of new turns and summaries across processes
     (:mod:`brain.store.positions`). Called once, by the opener, before anything is written or read."""
-    with store._lock:
+    with store.lock:
         writer = FeedWriter(feed)
         store.events.use_sequencer(writer)
         store.subscribe(writer)
         store.feed_writer = writer
-        store._writes.positions, store._writes.writer = positions, writer.writer
+        store.writes.positions, store.writes.writer = positions, writer.writer
         follower = FeedFollower(
             feed,
             store.chroma,
             store.events,
-            store._lock,
+            store.lock,
             writer.writer,
             interval=store.settings.feed_interval_seconds,
             rebuild=store.state.rebuild,
@@ -314,7 +314,7 @@ def attach_feed(store: Store, feed: ChangeFeed, positions: PositionClaims | None
         )
         store.follower = follower
         store.state.follower = follower
-        store._closers.append(follower.close)
+        store.on_close(follower.close)
         return follower
 
 

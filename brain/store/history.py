@@ -482,7 +482,7 @@ def supersede(
         )
     if not isinstance(new_text, str) or not new_text.strip():
         raise ValidationError.of("text", "the new text must be a non-empty string (nothing was written)")
-    with store._lock:
+    with store.lock:
         docs = store.get([old_id], type=DocType.MEMORY, include_embeddings=True, entity=entity)
         if not docs:
             raise NotFound(f"no memory with id {old_id!r}" + (f" visible to entity {entity!r}" if entity else ""))
@@ -531,7 +531,7 @@ def apply_changes(
         scope = check_scope(scope)
     except ValueError as exc:
         raise ValidationError.of("scope", str(exc)) from None
-    with store._lock:
+    with store.lock:
 
         def held(doc_id: str) -> Document:
             return store.get([doc_id], include_embeddings=True)[0]

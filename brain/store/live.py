@@ -190,7 +190,7 @@ def follow_live(store: Store, *, embedder: Embedder | None = None, since: int | 
     ``since``: the change-feed sequence of the swap. The store's writes numbered after it went to the
     old collection (it had not seen the swap yet); they are copied into the new one, embedded with its
     model, and announced again, so no write is lost to the swap."""
-    with store._lock:
+    with store.lock:
         live = live_collection(store.client, store.settings.collection)
         if live == store.collection_name and embedder is None:
             return False
@@ -203,7 +203,7 @@ def follow_live(store: Store, *, embedder: Embedder | None = None, since: int | 
             )
         old = store.chroma
         store.collection_name = live
-        store._bind(
+        store.bind(
             open_cosine_collection(
                 store.client,
                 live,
@@ -242,7 +242,7 @@ def _carry_late_writes(store: Store, old: ChromaAccess, since: int) -> None:
     if rows:
         texts = [t for t, _ in rows.values()]
         store.chroma.upsert(list(rows), texts, [m for _, m in rows.values()], store.embedder.embed_documents(texts))
-    store._writes.restate(ids)  # numbered again: the other processes fetch them from the live collection
+    store.writes.restate(ids)  # numbered again: the other processes fetch them from the live collection
 
 
 __all__ = [

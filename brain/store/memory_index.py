@@ -253,6 +253,11 @@ class MemoryIndex:
         with self._lock:
             return {doc_id: dict(p) for doc_id, p in self._problems.items()}
 
+    def note_problems(self, problems: dict[str, dict[str, str]]) -> None:
+        """Report, with this index's own, the problems of rows another index found belong to no part."""
+        with self._lock:
+            self._problems.update(problems)
+
     def clear(self) -> None:
         with self._lock:
             self._n = 0

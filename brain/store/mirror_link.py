@@ -56,7 +56,7 @@ class MirrorLink(Protocol[M, H]):
 @contextmanager
 def mirror_paused(store: Store[M, H]) -> Iterator[None]:
     """Writes to ``store`` inside the block skip the mirror (e.g. while restoring the store from it)."""
-    with store._lock:
+    with store.lock:
         link = store.mirror_link
         if link is None:
             yield
@@ -70,14 +70,14 @@ def catch_up_mirror(store: Store[M, H], *, wait: bool = True) -> int:
     (see :mod:`brain.features.mirror.subscriber`); returns how many, 0 when none wait or (``wait=False``)
     a write is in progress. While it still cannot be written they stay behind, and health says so."""
     link = store.mirror_link
-    if link is None or not link.behind or not store._lock.acquire(blocking=wait):
+    if link is None or not link.behind or not store.lock.acquire(blocking=wait):
         return 0
     try:
         return link.catch_up()
     except StoreUnavailable:
         return 0
     finally:
-        store._lock.release()
+        store.lock.release()
 
 
 __all__ = ["Mirror", "MirrorLink", "catch_up_mirror", "mirror_paused"]

@@ -351,7 +351,7 @@ def _fill(part: Part, page: dict[str, Any], scope: str | None) -> None:
 def _report(into: Part, unusable: Part) -> None:
     """Record, in ``into``'s indexes, the problems of rows that belong to no part (a malformed scope)."""
     for doc_type, index in unusable.items():
-        into[doc_type]._problems.update(index.problems())
+        into[doc_type].note_problems(index.problems())
 
 
 def _footprint(part: Part) -> int:

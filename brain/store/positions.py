@@ -152,9 +152,9 @@ def release_positions(store: Store, conversations: Sequence[str]) -> None:
     """Forget the positions ``store`` claimed for ``conversations`` across processes, once their turns
     and summaries are deleted: such an id used again starts at ``turn_index`` 1 (without a change feed,
     positions come from the stored documents alone, and there is nothing to forget)."""
-    claims = store._writes.positions
+    claims = store.writes.positions
     if claims is not None:
-        with store._lock:
+        with store.lock:
             claims.release(list(conversations))
 
 

@@ -399,10 +399,10 @@ def record_memory_use(store: Store, used: Mapping[str, float]) -> int:
         raise ValidationError.of(
             "used", f"last-use times must be epoch seconds (finite, >= 0); bad entries for {bad[:5]}"
         )
-    with store._lock:
+    with store.lock:
         metas = memory_index(store).set_last_used(times)
         if metas:
-            store._writes.update_metadata({i: {"last_used": m["last_used"]} for i, m in metas.items()})
+            store.writes.update_metadata({i: {"last_used": m["last_used"]} for i, m in metas.items()})
     return len(metas)
 
 

@@ -98,10 +98,10 @@ def reclaim_dropped(store: Store) -> int:
     ``chroma/``, no longer named by any segment), and SQLite keeps the freed pages in its file until it is
     vacuumed; the mirror's file keeps the pages of the vectors of models dropped with them. Under the
     store's lock: no write of this process touches either file meanwhile."""
-    if store._dir_lock is None:
+    if store.dir_lock is None:
         return 0
     chroma_dir = store.settings.data_dir / "chroma"
-    with store._lock:
+    with store.lock:
         before = _tree_bytes(store.settings.data_dir)
         with _connect(chroma_dir) as conn:
             named = {str(row[0]) for row in conn.execute("SELECT id FROM segments")}
@@ -195,9 +195,9 @@ def clear_store_index_space(store: Store) -> int:
     """Zero the vector index files' unused slots of ``store`` now (:func:`clear_unused_index_space`): on
     the embedded store this process holds, under the store's lock, so no write of Chroma's index happens
     meanwhile. Returns how many files changed (0 on a Chroma server, whose files are its own)."""
-    if store._dir_lock is None:
+    if store.dir_lock is None:
         return 0
-    with store._lock:
+    with store.lock:
         return clear_unused_index_space(store.settings.data_dir / "chroma")
 
 

@@ -76,6 +76,11 @@ def test_a_bound_caller_is_narrowed_on_the_server_as_on_the_store(both):
         assert "'bo'" in str(refused.value)
         with pytest.raises(Forbidden):
             ops.documents.write([{"type": "faq", "text": "q? a."}])
+        # the store's figures and a mirror verify (which reads the store whole) are the admin's alone
+        health = ops.maintenance.health(detail=True, verify=True)
+        assert "counts" not in health and "verify" not in (health.get("mirror") or {})
+    admin_health = served.maintenance.health(detail=True, verify=True)
+    assert "counts" in admin_health and "verify" in admin_health["mirror"]
 
 
 def test_the_caller_sent_narrows_the_tokens_and_never_widens_it(both):
