@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -238,6 +239,20 @@ def live(api_store):
     with LiveServer(create_app(api_store.settings, store=api_store)) as server:
         with httpx.Client(base_url=server.url, timeout=30) as client:
             yield client
+
+
+@contextmanager
+def local_and_served(tmp_path, embedder):
+    """One store, its operations here and a live server's beside them: ``(store, local, served, url)``."""
+    from brain.app.core import Brain
+    from brain.ops import LocalOperations, ServedOperations
+    from brain.ops.served import ServerLink
+
+    settings = api_settings(tmp_path)
+    with open_store(settings, embedder=embedder) as store:
+        with Brain(store, start_worker=False) as brain, LiveServer(create_app(settings, store=store)) as server:
+            with ServedOperations(ServerLink(server.url)) as served:
+                yield store, LocalOperations(brain), served, server.url
 
 
 # ---- test tiers ----------------------------------------------------------------------------------------

@@ -7,28 +7,21 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from brain.app.core import Brain, open_store
 from brain.model.errors import Forbidden, NotFound, ValidationError
-from brain.ops import Caller, LocalOperations, ServedOperations
-from brain.ops.served import OPERATION_PATH, ServerLink
-from brain.shells.api import create_app
+from brain.ops import Caller
+from brain.ops.served import OPERATION_PATH
 from brain.shells.api.routes.operations import CallerSent, narrowed
-from tests.conftest import LiveServer, api_settings
+from tests.conftest import local_and_served
 
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory, local_embedder):
-    tmp = tmp_path_factory.mktemp("derived")
-    settings = api_settings(tmp)
-    with open_store(settings, embedder=local_embedder) as store:
-        with Brain(store, start_worker=False) as brain, LiveServer(create_app(settings, store=store)) as server:
-            with ServedOperations(ServerLink(server.url)) as served:
-                local = LocalOperations(brain)
-                local.memories.add("Ana is allergic to peanuts", entity="ana", importance=5, tags=["health"])
-                local.memories.add("Ana lives in Porto", entity="ana", tags=["home"])
-                local.memories.add("Bo plays the cello", entity="bo", tags=["music"])
-                local.memories.add("The office closes at six", tags=["office"])
-                yield local, served, server.url
+    with local_and_served(tmp_path_factory.mktemp("derived"), local_embedder) as (_, local, served, url):
+        local.memories.add("Ana is allergic to peanuts", entity="ana", importance=5, tags=["health"])
+        local.memories.add("Ana lives in Porto", entity="ana", tags=["home"])
+        local.memories.add("Bo plays the cello", entity="bo", tags=["music"])
+        local.memories.add("The office closes at six", tags=["office"])
+        yield local, served, url
 
 
 def test_the_same_call_gives_the_same_answer_on_both_paths(both):

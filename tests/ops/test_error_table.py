@@ -9,13 +9,9 @@ from pathlib import Path
 import pytest
 
 import brain.model.errors as errors
-from brain.app.core import Brain, open_store
 from brain.model.errors import BrainError, Problem, ValidationError
-from brain.ops import LocalOperations, ServedOperations
 from brain.ops.error_table import WIRE_ERRORS, wire_of
-from brain.ops.served import ServerLink
-from brain.shells.api import create_app
-from tests.conftest import LiveServer, api_settings
+from tests.conftest import local_and_served
 
 BOOM = "mem-raises"
 
@@ -39,12 +35,8 @@ def instance(cls: type[BrainError]) -> BrainError:
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory, local_embedder):
-    tmp = tmp_path_factory.mktemp("errors")
-    settings = api_settings(tmp)
-    with open_store(settings, embedder=local_embedder) as store:
-        with Brain(store, start_worker=False) as brain, LiveServer(create_app(settings, store=store)) as server:
-            with ServedOperations(ServerLink(server.url)) as served:
-                yield store, LocalOperations(brain), served
+    with local_and_served(tmp_path_factory.mktemp("errors"), local_embedder) as (store, local, served, _):
+        yield store, local, served
 
 
 def test_every_error_class_has_a_row_of_its_own_and_no_two_rows_share_a_kind():
