@@ -9,6 +9,7 @@ from __future__ import annotations
 #: the in-process embedders as ``provider/model``
 MINILM_EMBEDDER = "local/minilm-l6-v2"
 E5_EMBEDDER = "local/multilingual-e5-small"
+USE_EMBEDDER = "local/use-multilingual-v3"
 #: BRAIN_EMBEDDER's default
 DEFAULT_EMBEDDER = MINILM_EMBEDDER
 #: the Ollama chat model the summariser and memory formation ask by default

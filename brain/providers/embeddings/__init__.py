@@ -1,8 +1,9 @@
 """Text embedders: :func:`embedder_named` builds the one a ``provider/model`` name (``BRAIN_EMBEDDER``)
 names, from plain arguments; :func:`brain.wiring.get_embedder` builds it from the settings.
 
-``local/minilm-l6-v2`` (English) and ``local/multilingual-e5-small`` (about a hundred languages) run
-in-process and need nothing else; ``ollama/<model>`` (default ``ollama/nomic-embed-text``) uses a running
+``local/minilm-l6-v2`` (English), ``local/multilingual-e5-small`` (about a hundred languages) and
+``local/use-multilingual-v3`` (16 languages, trained to match a text with its translation) run in-process
+and need nothing else; ``ollama/<model>`` (default ``ollama/nomic-embed-text``) uses a running
 Ollama server, ``openai/<model>`` any OpenAI-compatible server's ``/embeddings``.
 """
 
@@ -16,6 +17,7 @@ from brain.model.errors import EmbedderError
 from brain.providers.embeddings import e5 as e5_provider
 from brain.providers.embeddings import local as local_provider
 from brain.providers.embeddings import ollama as ollama_provider
+from brain.providers.embeddings import use as use_provider
 from brain.providers.embeddings.base import Embedder, Kind
 from brain.providers.embeddings.e5 import LocalE5Embedder
 from brain.providers.embeddings.local import LocalMiniLMEmbedder
@@ -23,6 +25,7 @@ from brain.providers.embeddings.ollama import DEFAULT_MODEL as DEFAULT_OLLAMA_MO
 from brain.providers.embeddings.ollama import OllamaEmbedder
 from brain.providers.embeddings.openai import MAX_TOKENS as OPENAI_MAX_TOKENS
 from brain.providers.embeddings.openai import OpenAIEmbedder
+from brain.providers.embeddings.use import LocalUSEEmbedder
 
 __all__ = [
     "DEFAULT_OLLAMA_MODEL",
@@ -30,6 +33,7 @@ __all__ = [
     "Kind",
     "LocalE5Embedder",
     "LocalMiniLMEmbedder",
+    "LocalUSEEmbedder",
     "OllamaEmbedder",
     "OpenAIEmbedder",
     "VALID_CHOICES",
@@ -42,6 +46,7 @@ __all__ = [
 VALID_CHOICES = (
     LocalMiniLMEmbedder.name,
     LocalE5Embedder.name,
+    LocalUSEEmbedder.name,
     f"ollama/<model> (e.g. ollama/{DEFAULT_OLLAMA_MODEL})",
     "openai/<model> (on BRAIN_OPENAI_BASE_URL)",
 )
@@ -66,6 +71,8 @@ def embedder_named(
         return LocalMiniLMEmbedder(batch_size=batch_size, cache_size=cache_size)
     if provider == "local" and model == LocalE5Embedder.name.partition("/")[2]:
         return LocalE5Embedder(batch_size=batch_size, cache_size=cache_size)
+    if provider == "local" and model == use_provider.MODEL_NAME:
+        return LocalUSEEmbedder(batch_size=batch_size, cache_size=cache_size)
     if provider == "ollama":
         return OllamaEmbedder(
             model or DEFAULT_OLLAMA_MODEL,
@@ -91,6 +98,8 @@ def max_input_tokens(embedder: str) -> int:
     loading it; an unknown provider gets the local model's (the smallest)."""
     if embedder == LocalE5Embedder.name:
         return e5_provider.MAX_TOKENS
+    if embedder == LocalUSEEmbedder.name:
+        return use_provider.MAX_TOKENS
     provider = embedder.partition("/")[0]
     if provider == "openai":
         return OPENAI_MAX_TOKENS
@@ -101,11 +110,16 @@ def token_counter(embedder: str) -> Callable[[str], int] | None:
     """The embedder ``provider/model`` names' own count of a document's tokens (prefix and special tokens
     included), when its tokenizer is not the MiniLM WordPiece the chunker cuts with; None otherwise (MiniLM
     is that tokenizer; Ollama models do not expose theirs)."""
-    if embedder != LocalE5Embedder.name:
+    counters: dict[str, tuple[Callable[[str], int], str]] = {
+        LocalE5Embedder.name: (e5_provider.count_tokens, "xlmr"),
+        LocalUSEEmbedder.name: (use_provider.count_tokens, "use-m3"),
+    }
+    if embedder not in counters:
         return None
+    counter, tokenizer = counters[embedder]
 
     def count(text: str) -> int:
-        return e5_provider.count_tokens(text)
+        return counter(text)
 
-    count.tokenizer = "xlmr"  # type: ignore[attr-defined]  # names it in the chunker's signature
+    count.tokenizer = tokenizer  # type: ignore[attr-defined]  # names it in the chunker's signature
     return count
