@@ -112,6 +112,12 @@ class Outcome:
     rank: int | None = None
     kept_out_by: str = ""
 
+    @property
+    def found(self) -> bool:
+        """The target reached the model where it belongs: the memory section, or for a critical fact the
+        always-shown facts, which exist so that such a fact is in every prompt whatever the message."""
+        return self.shown or (self.critical and self.in_prompt)
+
 
 def load(path: Path = DATA) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
@@ -320,16 +326,23 @@ def report(data: dict[str, Any], runs: list[dict[str, Any]], seconds: float, arg
             f"- {run['embedder']}: unrelated pairs' similarity mean {cal.mean:.3f}, sd {cal.sd:.3f} (related median "
             f"{cal.related_median:.3f}); floor {w.floor:.3f}, margin {w.margin:.3f}, w_lex {w.lexical:.3f}, w_imp "
             f"{w.importance:.3f}, floor lowered by up to {w.floor_importance:.3f} for an important memory with words "
-            f"in common; memories stored in {run['store_s']:.1f} s; {run['ms_per_context']:.0f} ms per "
+            f"in common; "
+            + (
+                f"a memory in another language than its message: floor {w.across_floor:.3f} on similarity alone "
+                f"(unrelated pairs across languages: mean {cal.across_mean:.3f}, sd {cal.across_sd:.3f}); "
+                if w.across_floor is not None
+                else "no floor of its own for a memory in another language; "
+            )
+            + f"memories stored in {run['store_s']:.1f} s; {run['ms_per_context']:.0f} ms per "
             f"`build_context` ({run['contexts']} contexts)."
         )
     lines += [
         "",
         "## Summary",
         "",
-        "| embedder | people | direction | questions | target in memory section | wrong memories shown "
+        "| embedder | people | direction | questions | found | target in memory section | wrong memories shown "
         "(mean) | target in prompt, always-shown facts counted | asked for someone else: section empty |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         for split in (*splits, None) if len(splits) > 1 else splits:
@@ -350,6 +363,7 @@ def report(data: dict[str, Any], runs: list[dict[str, Any]], seconds: float, arg
                             (split or "all").replace("_", " "),
                             label,
                             str(len(rows)),
+                            ratio(sum(o.found for o in rows), len(rows)),
                             ratio(sum(o.shown for o in rows), len(rows)),
                             f"{sum(o.wrong for o in rows) / max(len(rows), 1):.2f}",
                             ratio(sum(o.in_prompt for o in rows), len(rows)),
@@ -431,19 +445,19 @@ def report(data: dict[str, Any], runs: list[dict[str, Any]], seconds: float, arg
     judged = "held_out" if "held_out" in splits else None  # the goal is read on the people nothing was chosen on
     for run in runs:
         rows = pick(run["outcomes"], judged)
-        rate = sum(o.shown for o in rows) / max(len(rows), 1)
+        rate = sum(o.found for o in rows) / max(len(rows), 1)
         by_direction = {d: pick(run["outcomes"], judged, (d,)) for d in shown_directions}
         below = [
             f"{languages[c]} {d}"
             for c in languages
             for d in shown_directions
-            if (g := pick(run["outcomes"], directions=(d,), language=c)) and sum(o.shown for o in g) / len(g) < GOAL
+            if (g := pick(run["outcomes"], directions=(d,), language=c)) and sum(o.found for o in g) / len(g) < GOAL
         ]
-        met = rate >= GOAL and all(sum(o.shown for o in g) / len(g) >= GOAL for g in by_direction.values() if g)
+        met = rate >= GOAL and all(sum(o.found for o in g) / len(g) >= GOAL for g in by_direction.values() if g)
         lines.append(
-            f"- {run['embedder']}: target in the memory section {rate:.2f} across languages for the "
+            f"- {run['embedder']}: target found {rate:.2f} across languages for the "
             f"{(judged or 'all').replace('_', ' ')} people ("
-            + ", ".join(f"{d} {sum(o.shown for o in g) / len(g):.2f}" for d, g in by_direction.items() if g)
+            + ", ".join(f"{d} {sum(o.found for o in g) / len(g):.2f}" for d, g in by_direction.items() if g)
             + f"), goal {GOAL:.2f} in every direction {'met' if met else '**NOT met**'}; languages and directions "
             f"below it over everyone: {', '.join(below) or 'none'}."
         )

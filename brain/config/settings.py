@@ -158,6 +158,17 @@ class Settings(BaseSettings):
         ge=0.0,
         le=20.0,
     )
+    relevance_across_floor_z: float | None = ranking_setting(
+        "RAG_RELEVANCE_ACROSS_FLOOR_Z",
+        None,
+        "the floor of a memory in another language than the message (told by py3langid), on its similarity "
+        "alone, since no word can be shared: standard deviations above the mean similarity of unrelated pairs "
+        "across languages (the calibration's translations); unset: the embedder's own (3 for "
+        "local/use-multilingual-v3; none for the others, whose memories keep the one floor)",
+        example="3",
+        ge=0.0,
+        le=20.0,
+    )
     relevance_floor_importance: float = ranking_setting(
         "RAG_RELEVANCE_FLOOR_IMPORTANCE",
         0.15,

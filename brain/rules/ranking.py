@@ -95,6 +95,9 @@ class ScoreWeights:
     first_person_stand_out: float = 0.0
     #: the background when too few own memories exist to measure one: unrelated pairs' mean similarity
     unrelated_mean: float = 0.0
+    #: the floor on similarity alone of a memory in another language than the message (None: the usual floor;
+    #: :mod:`brain.text.language` tells the languages)
+    across_floor: float | None = None
 
     @property
     def gated(self) -> bool:
@@ -119,6 +122,7 @@ class ScoreWeights:
         margin: float | None,
         spread: float = 1.0,
         first_person: tuple[float, float, float] | None = None,
+        across_floor: float | None = None,
     ) -> ScoreWeights:
         """The relevance ranking: the ``RAG_RELEVANCE_*`` weights behind the gate of ``floor`` and
         ``margin``, in cosine units (the caller calibrates them, see :mod:`brain.rules.relevance`).
@@ -139,6 +143,7 @@ class ScoreWeights:
             first_person_floor=None if first_person is None else first_person[0],
             first_person_stand_out=0.0 if first_person is None else first_person[1],
             unrelated_mean=0.0 if first_person is None else first_person[2],
+            across_floor=across_floor,
         )
 
     @classmethod

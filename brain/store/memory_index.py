@@ -41,6 +41,8 @@ from brain.rules import ranking
 from brain.rules.ranking import ScoreWeights
 from brain.store.memory_query import MemoryQuery, Rows
 from brain.text import BM25Index, BM25Union, tokenize
+from brain.text.language import distribution as language_distribution
+from brain.text.language import in_two_languages
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +202,8 @@ class MemoryIndex:
         # BM25 over every row in row order, and each text's keyword tokens by id (kept across rebuilds)
         self._bm25: BM25Index | None = None
         self._tokens: dict[str, list[str]] = {}
+        # each text's language distribution by id, with the text it was read from (told when first needed)
+        self._languages: dict[str, tuple[str, np.ndarray]] = {}
         # per scope, the sum of its rows' vectors and their count (the first-person floor's background), built
         # on first use and dropped by every write
         self._scope_sums: dict[str, tuple[np.ndarray, int]] = {}
@@ -264,7 +268,7 @@ class MemoryIndex:
             self._ids, self._row, self._texts, self._metas, self._tags = [], {}, [], [], []
             self._scope_code = {}
             self._problems = {}
-            self._bm25, self._tokens = None, {}
+            self._bm25, self._tokens, self._languages = None, {}, {}
             self._scope_sums = {}
             self._alloc(1024)
 
@@ -350,6 +354,7 @@ class MemoryIndex:
             for doc_id in ids:
                 self._problems.pop(doc_id, None)
                 self._tokens.pop(doc_id, None)
+                self._languages.pop(doc_id, None)
                 row = self._row.pop(doc_id, None)
                 if row is None:
                     continue
@@ -612,6 +617,14 @@ class MemoryIndex:
             self._bm25 = BM25Index([self._tokens[doc_id] for doc_id in self._ids])
         return self._bm25
 
+    def language_of(self, row: int) -> np.ndarray:
+        """The language distribution of row ``row``'s text (:func:`brain.text.language.distribution`)."""
+        doc_id, text = self._ids[row], self._texts[row]
+        known = self._languages.get(doc_id)
+        if known is None or known[0] != text:
+            known = self._languages[doc_id] = (text, language_distribution(text))
+        return known[1]
+
     def _recency(self, now: float, weights: ScoreWeights) -> np.ndarray:
         """w_rec * 0.5**(age/h) for every row, as one multiply per row.
 
@@ -752,6 +765,20 @@ class _Space:
             return np.zeros(self.n)
         return bm25.scores(tokens) / top
 
+    def across_floors(self, message: str, floor: float, rows: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        """By row, ``floor`` for each of ``rows`` whose similarity can reach it (``upper``, by row of ``rows``)
+        and whose text is in another language than ``message``; +inf for every other row. Only those rows'
+        languages are told, so a search pays for the few memories near the floor, not for every row."""
+        out = np.full(self.n, np.inf)
+        near = np.asarray(rows, dtype=np.intp)[np.asarray(upper) >= floor]
+        if near.size:
+            asked = language_distribution(message)
+            for r in near.tolist():
+                part, row = self.locate(r)
+                if in_two_languages(asked, part.language_of(row)):
+                    out[r] = floor
+        return out
+
     def matches(self, texts: Sequence[str], rows: np.ndarray) -> np.ndarray:
         """The best stem-prefix match of each of ``rows`` with any of ``texts``."""
         bm25 = self.lexical_side()
@@ -826,9 +853,20 @@ def search_parts(parts: Sequence[MemoryIndex], query: MemoryQuery) -> GatedHits:
                     relevance_sum += float(lex_part[scoped].sum())
                 own = np.where(scoped, ranking.own_floor(weights, relevance_sum, count), np.inf)
 
+        across = weights.floor is not None and weights.across_floor is not None and query_text is not None
+
+        def with_across(rows: np.ndarray, upper: np.ndarray) -> None:
+            """A memory in another language than the message may pass the floor across languages instead."""
+            nonlocal own
+            assert weights.across_floor is not None and query_text is not None
+            floors = space.across_floors(query_text, weights.across_floor, rows, upper)
+            own = floors if own is None else np.minimum(own, floors)
+
         below = 0
         if picked is not None and picked.size <= max(SMALL_CANDIDATE_SET, 4 * k):
             sims = exact(picked)
+            if across:
+                with_across(picked, sims)
             lex = 0.0 if lex_part is None else lex_part[picked]
             if needs_match:
                 match = space.band_match(texts, picked, sims + lex, sims + lex, weights, importance, own)
@@ -851,6 +889,9 @@ def search_parts(parts: Sequence[MemoryIndex], query: MemoryQuery) -> GatedHits:
             top, top_sims = picked[order], sims[order]
         else:
             approx, slack = space.approx(q)
+            if across:
+                every = np.arange(n) if picked is None else picked
+                with_across(every, approx[every] + slack[every])
             if needs_match:
                 cand = np.arange(n) if picked is None else picked
                 lex = 0.0 if lex_part is None else lex_part[cand]

@@ -95,9 +95,10 @@ class Retrieval:
             if self._calibration is None:
                 collection = self.chroma.collection
                 metadata = dict(collection.metadata or {})
-                cal = recorded(metadata, self.embedder)
+                across = self.tuning().across_floor_z is not None
+                cal = recorded(metadata, self.embedder, across=across)
                 if cal is None:
-                    cal = calibrate(self.embedder)
+                    cal = calibrate(self.embedder, across=across)
                     collection.modify(metadata={**metadata, METADATA_KEY: cal.to_json()})
                 self._calibration = cal
             return self._calibration
@@ -127,7 +128,12 @@ class Retrieval:
                 else None
             )
             self._context_weights = ScoreWeights.relevance(
-                s, floor=floor, margin=cal.margin(tuned.margin), spread=spread_scale(cal), first_person=first_person
+                s,
+                floor=floor,
+                margin=cal.margin(tuned.margin),
+                spread=spread_scale(cal),
+                first_person=first_person,
+                across_floor=None if tuned.across_floor_z is None else cal.across_floor(tuned.across_floor_z),
             )
         return self._context_weights
 
@@ -141,6 +147,7 @@ class Retrieval:
                 tuned.similarity_floor_z if s.relevance_similarity_floor_z is None else s.relevance_similarity_floor_z
             ),
             margin=tuned.margin if s.relevance_margin is None else s.relevance_margin,
+            across_floor_z=tuned.across_floor_z if s.relevance_across_floor_z is None else s.relevance_across_floor_z,
         )
 
     def similarity_floor(self) -> float | None:

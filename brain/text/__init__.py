@@ -5,6 +5,8 @@
 - :mod:`brain.text.stop_words` — English function words, and the chat fillers a summary skips.
 - :mod:`brain.text.keywords` — keyword tokens: words, stop words dropped, Snowball stems; whether a
   message is in the first person.
+- :mod:`brain.text.language` — a text's language as a distribution, and whether two texts are in two
+  languages (``py3langid``).
 - :mod:`brain.text.bm25` — Okapi BM25 over tokenised documents (pure numpy).
 - :mod:`brain.text.markdown` — Markdown sections (fenced code blocks respected) and heading slugs.
 - :mod:`brain.text.wording` — counts in words for what people read (``1 memory``, ``2 memories``).

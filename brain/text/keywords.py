@@ -36,34 +36,130 @@ def _words(text: str) -> list[str]:
 #: verbs that no other word of the language shares (a question in another language than its memory shares no
 #: word with it, so only this rule's own floor lets the asker's memory through; bench/bench_multilingual.py).
 #: Left out where English uses the same word for something else ("soy", "ben", "io", "yo", "ma", "mam", the
-#: name "Mia"), and Polish "ja", which is German and Dutch for "yes"; tests/text/test_bm25.py reads the
-#: English of the shipped sets through the rule to show that none of it is newly taken for the first person
+#: name "Mia", French "j'" as in "J. K. Rowling"), and Polish "ja", which is German and Dutch for "yes";
+#: Portuguese "eu" counts unless written "EU". tests/text/test_bm25.py reads the English of the shipped sets
+#: through the rule to show that none of it is newly taken for the first person
 FIRST_PERSON_BY_LANGUAGE: dict[str, frozenset[str]] = {
     "en": frozenset({"i", "me", "my", "mine", "myself"}),
     "de": frozenset({"ich", "mich", "mir", "mein", "meine", "meinen", "meinem", "meiner", "meines"}),
     "nl": frozenset({"ik", "mij", "mijn", "mezelf"}),
-    "fr": frozenset({"je", "j", "moi", "mon", "mes", "suis", "peux", "dois", "veux"}),
-    "es": frozenset({"mi", "mis", "mí", "mío", "mía", "míos", "mías", "conmigo", "tengo", "puedo", "estoy",
-                     "necesito", "quiero", "debo"}),
-    "pt": frozenset({"eu", "meu", "minha", "meus", "minhas", "comigo", "posso", "tenho", "estou", "preciso", "quero",
-                     "devo"}),
+    "fr": frozenset({"je", "moi", "mon", "mes", "suis", "peux", "dois", "veux"}),
+    "es": frozenset(
+        {
+            "mi",
+            "mis",
+            "mí",
+            "mío",
+            "mía",
+            "míos",
+            "mías",
+            "conmigo",
+            "tengo",
+            "puedo",
+            "estoy",
+            "necesito",
+            "quiero",
+            "debo",
+        }
+    ),
+    "pt": frozenset(
+        {"meu", "minha", "meus", "minhas", "comigo", "posso", "tenho", "estou", "preciso", "quero", "devo"}
+    ),
     "it": frozenset({"mio", "miei", "mie", "posso", "devo", "voglio", "sono"}),
-    "pl": frozenset({"mnie", "mną", "mój", "moja", "moje", "moi", "mojego", "mojej", "moim", "moją", "moich",
-                     "mogę", "jestem", "muszę", "chcę"}),
-    "tr": frozenset({"benim", "bana", "beni", "bende", "benden", "bence", "kendim", "miyim", "mıyım", "muyum",
-                     "müyüm"}),
-    "ru": frozenset({"я", "меня", "мне", "мной", "мною", "мой", "моя", "моё", "мое", "мои", "моего", "моей",
-                     "моему", "моим", "моими", "моих", "мою"}),
-    "ko": frozenset({"나", "내", "저", "제", "난", "날", "나는", "내가", "제가", "저는", "나의", "저의", "내게",
-                     "제게", "나를", "저를", "나도", "저도", "나한테", "저한테", "우리"}),
-    "ar": frozenset({"أنا", "انا", "لي", "لدي", "لديّ", "عندي", "نفسي", "معي", "مني", "بي", "أنني", "إنني",
-                     "يمكنني", "أستطيع", "أريد", "أحتاج"}),
+    "pl": frozenset(
+        {
+            "mnie",
+            "mną",
+            "mój",
+            "moja",
+            "moje",
+            "moi",
+            "mojego",
+            "mojej",
+            "moim",
+            "moją",
+            "moich",
+            "mogę",
+            "jestem",
+            "muszę",
+            "chcę",
+        }
+    ),
+    "tr": frozenset(
+        {"benim", "bana", "beni", "bende", "benden", "bence", "kendim", "miyim", "mıyım", "muyum", "müyüm"}
+    ),
+    "ru": frozenset(
+        {
+            "я",
+            "меня",
+            "мне",
+            "мной",
+            "мною",
+            "мой",
+            "моя",
+            "моё",
+            "мое",
+            "мои",
+            "моего",
+            "моей",
+            "моему",
+            "моим",
+            "моими",
+            "моих",
+            "мою",
+        }
+    ),
+    "ko": frozenset(
+        {
+            "나",
+            "내",
+            "저",
+            "제",
+            "난",
+            "날",
+            "나는",
+            "내가",
+            "제가",
+            "저는",
+            "나의",
+            "저의",
+            "내게",
+            "제게",
+            "나를",
+            "저를",
+            "나도",
+            "저도",
+            "나한테",
+            "저한테",
+            "우리",
+        }
+    ),
+    "ar": frozenset(
+        {
+            "أنا",
+            "انا",
+            "لي",
+            "لدي",
+            "لديّ",
+            "عندي",
+            "نفسي",
+            "معي",
+            "مني",
+            "بي",
+            "أنني",
+            "إنني",
+            "يمكنني",
+            "أستطيع",
+            "أريد",
+            "أحتاج",
+        }
+    ),
 }
 FIRST_PERSON_WORDS = frozenset().union(*FIRST_PERSON_BY_LANGUAGE.values())
 #: Japanese and Chinese write no spaces between words, so their first person is found inside the text
 #: (Chinese 我们 is "we", as English "we" is not the first person here); Japanese mostly leaves the pronoun
-#: out, and っけ asks to be reminded of what one said
-_FIRST_PERSON_UNSPACED = re.compile(r"私|僕|俺|わたし|あたし|自分|っけ|我(?!们|們)")
+#: out, and っけ asks to be reminded of what one said; and Portuguese "eu", by its case
+_FIRST_PERSON_UNSPACED = re.compile(r"私|僕|俺|わたし|あたし|自分|っけ|我(?!们|們)|(?<!\w)[Ee]u(?!\w)")
 #: Turkish says "my" and "I" in suffixes: a possessive followed by a case ending (köpeğimin, ilacımı), a
 #: verb in the first person (çalışıyorum, almalıyım; gidebilir miyim is a word above); Arabic marks "I will"
 #: with a prefix (سأسافر); Korean 우리 ("we") is also how one says "my" of one's family and pets

