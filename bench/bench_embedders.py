@@ -1,22 +1,23 @@
 #!/usr/bin/env python
-"""Benchmark of the two local embedders side by side: local/multilingual-e5-small against local/minilm-l6-v2.
+"""Benchmark of the local embedders side by side: local/minilm-l6-v2 (the default), local/multilingual-e5-small
+and local/use-multilingual-v3.
 
     .venv/bin/python bench/bench_embedders.py [--quick] [--base 400] [--n 100000] [--queries 300]
                                               [--out bench/EMBEDDERS_RESULTS.md]
 
-One run, both embedders, the same data; every timed step alternates between the two, so the drift of
-this shared machine falls on both alike.
+One run, every embedder, the same data; every timed step alternates between them, so the drift of
+this shared machine falls on all alike.
 
 1. **Ingest.** ``--base`` documents of a chat store's types and lengths (the generator of
    ``bench_reindex.py`` with chat-length texts: a memory about 20 words, a turn 35, a summary 70, a
    FAQ entry 130) are written through the normal write path, ``upsert_docs`` in batches of 64 without
-   vectors, into one fresh embedded store per embedder, the batches alternating between the two
+   vectors, into one fresh embedded store per embedder, the batches alternating between the
    stores: documents/s, embedding included.
-2. **Re-index.** The MiniLM store of (1) is re-indexed for e5 and the e5 store for MiniLM
-   (``brain.app.reindex.run``, what ``brain reindex --embedder`` runs): the time per 10,000
+2. **Re-index.** For each other embedder, the MiniLM store of (1) is re-indexed for it and its store
+   for MiniLM (``brain.app.reindex.run``, what ``brain reindex --embedder`` runs): the time per 10,000
    documents is extrapolated linearly from ``--base`` (the embedding is nearly all of it, and it is
-   per document). Neither mirror holds vectors of the target model, so everything is embedded. Then
-   the first store goes back to MiniLM, where the mirror's MiniLM vectors of memories, turns and
+   per document). No mirror holds vectors of the target model, so everything is embedded. Then
+   the MiniLM store goes back to MiniLM, where the mirror's MiniLM vectors of memories, turns and
    summaries are reused and only the FAQ entries are embedded.
 3. **build_context at ``--n`` documents.** The store of ``bench_context.py`` (its mix and metadata:
    persona, FAQ, memories in global and entity scopes, conversations of 40 turns with their summaries),
@@ -30,7 +31,9 @@ this shared machine falls on both alike.
    each call, the store's embedder embeds another unique message alone (``embed_query``, the query cache
    never hits): the time of one chat message, taken beside build_context's so that the target's ratio
    does not depend on the machine's drift. Target: e5's build_context p50 <= 1.5x e5's own p50 to
-   embed one message.
+   embed one message. Memory per indexed vector: the in-process memory index's bytes per memory row
+   (its float32 and int8 copies and per-row numbers, ``MemoryIndex.footprint``), and the float32 vector
+   Chroma keeps per document (its HNSW links come on top, the same for every embedder).
 4. **A diagnostic.** e5 embeds 100 messages alone in a process of its own with
    ``OMP_WAIT_POLICY=passive`` (see :func:`passive_message_times`).
 
@@ -69,12 +72,15 @@ from brain.app.core import open_store  # noqa: E402
 from brain.config import Settings  # noqa: E402
 from brain.features.chat import ChatMemory  # noqa: E402
 from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
-from brain.store.indexes import refresh_index  # noqa: E402
+from brain.store.indexes import memory_index, refresh_index  # noqa: E402
 
 MINILM = "local/minilm-l6-v2"
 E5 = "local/multilingual-e5-small"
-EMBEDDERS = (MINILM, E5)
-SHORT = {MINILM: "MiniLM", E5: "e5"}
+USE = "local/use-multilingual-v3"
+EMBEDDERS = (MINILM, E5, USE)
+#: the embedders compared with MiniLM, the default
+OTHERS = (E5, USE)
+SHORT = {MINILM: "MiniLM", E5: "e5", USE: "USE-m3"}
 SEED = 20261128
 WRITE_BATCH = 64
 #: norm of the random step that makes each replicated vector its own (cosine ~0.97 to its base)
@@ -194,17 +200,30 @@ def measure_ingest_and_reindex(tmp: Path, n_base: int) -> dict:
                 by_type.setdefault(meta["type"], []).append((text, np.asarray(vec, dtype=np.float32)))
             base[name] = by_type
         words = sum(len(d["text"].split()) for d in docs) / len(docs)
-        # (2): each store to the other model; nothing of the target model is in either mirror yet
-        moves = {}
-        for name, target in ((MINILM, E5), (E5, MINILM)):
-            store = stores[name]
-            moves[(name, target)] = reindex.run(store, reindex.embedder_named(store.settings, target), progress=False)
-        store = stores[MINILM]  # and back: the mirror's MiniLM vectors are reused
-        back = reindex.run(store, reindex.embedder_named(store.settings, MINILM), progress=False)
+        # (2): each other store to MiniLM, and the MiniLM store to each other model and back (the mirror's
+        # MiniLM vectors reused); nothing of a target model is in a mirror before it is moved there
+        moves, back = {}, {}
+        for other in OTHERS:
+            for name, target in ((MINILM, other), (other, MINILM)):
+                store = stores[name]
+                moves[(name, target)] = reindex.run(
+                    store, reindex.embedder_named(store.settings, target), progress=False
+                )
+            store = stores[MINILM]
+            back[other] = reindex.run(store, reindex.embedder_named(store.settings, MINILM), progress=False)
+        dims = {name: stores[name].embedder.dimension for name in EMBEDDERS}
     finally:
         for store in stores.values():
             store.close()
-    return {"ingest": ingest, "base": base, "moves": moves, "back": back, "documents": len(docs), "words": words}
+    return {
+        "ingest": ingest,
+        "base": base,
+        "moves": moves,
+        "back": back,
+        "documents": len(docs),
+        "words": words,
+        "dimensions": dims,
+    }
 
 
 _PASSIVE = """
@@ -246,7 +265,7 @@ def measure_context(tmp: Path, n: int, queries: int, base: dict, texts: Sequence
     skeleton, conversations = bench_context.make_docs(n, 8, rng)
     for doc in skeleton:
         doc.pop("embedding")
-    stores, chats, built = {}, {}, {}
+    stores, chats, built, footprint = {}, {}, {}, {}
     try:
         for name in EMBEDDERS:
             docs = replicate(base[name], skeleton, np.random.default_rng(SEED + 1))
@@ -256,6 +275,8 @@ def measure_context(tmp: Path, n: int, queries: int, base: dict, texts: Sequence
                 store.upsert_docs(docs[s : s + bench_context.BATCH])
             refresh_index(store)
             built[name] = time.perf_counter() - started
+            index = memory_index(store)
+            footprint[name] = index.footprint() / max(len(index), 1)
             del docs
             gc.collect()
             stores[name] = store
@@ -307,6 +328,7 @@ def measure_context(tmp: Path, n: int, queries: int, base: dict, texts: Sequence
         "counts": counts,
         "built": built,
         "sizes": mean_sizes,
+        "footprint": footprint,
     }
 
 
@@ -318,19 +340,31 @@ def per_10k(report: reindex.ReindexReport) -> float:
 def render(args: argparse.Namespace, m: dict, started: float) -> str:
     msg, ctx, ing = m["context"]["alone"], m["context"]["times"], m["ingest"]
     moves, back = m["moves"], m["back"]
-    to_e5, to_minilm = moves[(MINILM, E5)], moves[(E5, MINILM)]
     e5_ratio = ctx[E5][0] / msg[E5][0]
     met = e5_ratio <= TARGET
     load = os.getloadavg()
     counts = m["context"]["counts"]
     sizes = m["context"]["sizes"]
+    footprint = m["context"]["footprint"]
+    dims = m["dimensions"]
     n_base = m["documents"]
+    documents = f"{sum(counts.values()):,}"
 
-    def row(label: str, a: float, b: float, unit: str, digits: int = 1) -> str:
-        return f"| {label} | {a:.{digits}f}{unit} | {b:.{digits}f}{unit} | {b / a:.2f} |"
+    def row(label: str, values: dict[str, float], unit: str, digits: int = 1) -> str:
+        cells = [f"{values[n]:.{digits}f}{unit}" for n in EMBEDDERS]
+        ratios = [f"{values[o] / values[MINILM]:.2f}" for o in OTHERS]
+        return f"| {label} | " + " | ".join(cells + ratios) + " |"
+
+    def into(name: str) -> reindex.ReindexReport:
+        """The re-index into ``name``: from the MiniLM store, or for MiniLM from the e5 store."""
+        return moves[(E5, MINILM)] if name == MINILM else moves[(MINILM, name)]
+
+    def moved(name: str) -> str:
+        report, source = into(name), "e5" if name == MINILM else "MiniLM"
+        return f"{per_10k(report):.0f} s ({source} -> {SHORT[name]}: {report.seconds:.1f} s for {report.documents})"
 
     lines = [
-        "# Embedders: local/multilingual-e5-small against local/minilm-l6-v2",
+        "# Embedders: local/minilm-l6-v2, local/multilingual-e5-small and local/use-multilingual-v3",
         "",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, load average (1/5/15 min) "
         f"{'/'.join(f'{x:.1f}' for x in m['load_start'])} at the start and {load[0]:.1f}/{load[1]:.1f}/"
@@ -341,45 +375,52 @@ def render(args: argparse.Namespace, m: dict, started: float) -> str:
         f"- base corpus: {n_base} documents of every type at a chat store's lengths ({m['words']:.0f} words on "
         f"average), written through `upsert_docs` in batches of {WRITE_BATCH} (embedding included) into one store "
         "per embedder, the batches alternating",
-        f"- build_context store: {sum(counts.values()):,} documents per embedder "
+        f"- build_context store: {documents} documents per embedder "
         f"({', '.join(f'{k} {v:,}' for k, v in counts.items())}), texts and vectors replicated from the base corpus "
-        f"with a {JITTER}-norm random step (built in {m['context']['built'][MINILM]:.0f} s and "
-        f"{m['context']['built'][E5]:.0f} s); {args.queries} calls each, alternating, a unique chat message each, "
+        f"with a {JITTER}-norm random step (built in "
+        + ", ".join(f"{m['context']['built'][n]:.0f} s" for n in EMBEDDERS)
+        + f"); {args.queries} calls each, alternating, a unique chat message each, "
         "so each call embeds its message (no query-cache hit); right before each, another unique message is "
         "embedded alone by the same embedder (the rows 'embed one chat message')",
         "- context per call (mean items: persona/faq/memory/summary/turn): "
         + "; ".join(f"{SHORT[n]} {'/'.join(f'{x:.1f}' for x in sizes[n])}" for n in EMBEDDERS),
         "",
-        f"| measure | {MINILM} | {E5} | e5 / MiniLM |",
-        "|---|---|---|---|",
-        row("embed one chat message (not cached), p50", msg[MINILM][0], msg[E5][0], " ms", 2),
-        row("embed one chat message (not cached), p95", msg[MINILM][1], msg[E5][1], " ms", 2),
+        "| measure | " + " | ".join(EMBEDDERS) + " | " + " | ".join(f"{SHORT[o]} / MiniLM" for o in OTHERS) + " |",
+        "|---|" + "---|" * (len(EMBEDDERS) + len(OTHERS)),
+        row("embed one chat message (not cached), p50", {n: msg[n][0] for n in EMBEDDERS}, " ms", 2),
+        row("embed one chat message (not cached), p95", {n: msg[n][1] for n in EMBEDDERS}, " ms", 2),
         row(
-            f"build_context at {sum(counts.values()):,} documents, message embedding included, p50",
-            ctx[MINILM][0],
-            ctx[E5][0],
+            f"build_context at {documents} documents, message embedding included, p50",
+            {n: ctx[n][0] for n in EMBEDDERS},
             " ms",
             2,
         ),
         row(
-            f"build_context at {sum(counts.values()):,} documents, message embedding included, p95",
-            ctx[MINILM][1],
-            ctx[E5][1],
+            f"build_context at {documents} documents, message embedding included, p95",
+            {n: ctx[n][1] for n in EMBEDDERS},
             " ms",
             2,
         ),
         f"| embed one chat message, e5 alone in a process with `OMP_WAIT_POLICY=passive` (diagnostic), p50 / p95 "
-        f"|  | {m['passive'][0]:.2f} ms / {m['passive'][1]:.2f} ms |  |",
-        f"| build_context p50 / the embedder's own p50 for one message | {ctx[MINILM][0] / msg[MINILM][0]:.2f} "
-        f"| {e5_ratio:.2f} |  |",
-        row("ingest through `upsert_docs`, documents/s (embedding included)", ing[MINILM], ing[E5], " docs/s"),
-        f"| `brain reindex` into this embedder from the other, seconds per 10,000 documents (extrapolated from "
-        f"{n_base}; nothing reused) | {per_10k(to_minilm):.0f} s (e5 -> MiniLM: {to_minilm.seconds:.1f} s for "
-        f"{to_minilm.documents}) | {per_10k(to_e5):.0f} s (MiniLM -> e5: {to_e5.seconds:.1f} s for "
-        f"{to_e5.documents}) | {per_10k(to_e5) / per_10k(to_minilm):.2f} |",
-        f"| `brain reindex` e5 -> MiniLM back again, the mirror's MiniLM vectors reused, seconds per 10,000 "
-        f"documents | {per_10k(back):.0f} s ({back.reused} reused, {back.embedded} embedded, {back.seconds:.1f} s) "
-        "|  |  |",
+        f"|  | {m['passive'][0]:.2f} ms / {m['passive'][1]:.2f} ms |  |  |  |",
+        "| build_context p50 / the embedder's own p50 for one message | "
+        + " | ".join(f"{ctx[n][0] / msg[n][0]:.2f}" for n in EMBEDDERS)
+        + " |  |  |",
+        row("ingest through `upsert_docs`, documents/s (embedding included)", ing, " docs/s"),
+        row("memory index, bytes per memory (float32 and int8 vectors, per-row numbers)", footprint, " B", 0),
+        row("vector Chroma stores per document (float32), bytes", {n: 4.0 * dims[n] for n in EMBEDDERS}, " B", 0),
+        f"| `brain reindex` into this embedder, seconds per 10,000 documents (extrapolated from {n_base}; nothing "
+        "reused) | "
+        + " | ".join(moved(n) for n in EMBEDDERS)
+        + " | "
+        + " | ".join(f"{per_10k(into(o)) / per_10k(into(MINILM)):.2f}" for o in OTHERS)
+        + " |",
+        "| `brain reindex` back to MiniLM, the mirror's MiniLM vectors reused, seconds per 10,000 documents |  | "
+        + " | ".join(
+            f"{per_10k(back[o]):.0f} s ({back[o].reused} reused, {back[o].embedded} embedded, {back[o].seconds:.1f} s)"
+            for o in OTHERS
+        )
+        + " |  |  |",
         "",
         f"Target: build_context p50 with e5 <= {TARGET}x e5's own time to embed one message: "
         f"{ctx[E5][0]:.2f} ms against {TARGET} x {msg[E5][0]:.2f} ms = {TARGET * msg[E5][0]:.2f} ms "

@@ -3,10 +3,12 @@
 
 What holds today: the right memory is the nearest of the person's memories for these questions, an important
 one reaches the prompt (through the always-shown facts), another person's memory never does, and unrelated
-messages leave the memory section empty. What does not yet: the relevance-ranked memory section itself shows the
-English memory for a question in another language: the calibrated floor (mean + 5 sd of unrelated pairs) sits
-above e5's cross-language similarities, and the lexical part finds no words in common. Those cases are strict
-xfails, so that the test says so when the ranking changes."""
+messages leave the memory section empty. A German question in the first person ("ich", "mein") reaches the
+English memory through the first-person rule, where it stands out among the person's memories. What does not
+yet: a Japanese one: e5's similarities across languages are too alike for the memory to stand out, the
+calibrated floor (mean + 5 sd of unrelated pairs) sits above them, and e5 has no floor across languages (the
+unrelated pairs across languages sit as high as the related ones). That case is a strict xfail, so that the
+test says so when the ranking changes (local/use-multilingual-v3 finds it: tests/chat/test_crosslingual_context.py)."""
 
 from __future__ import annotations
 
@@ -109,15 +111,20 @@ def test_an_unrelated_message_in_any_language_leaves_the_memory_section_empty(e5
         assert memory == [], entity
 
 
+def test_a_german_question_in_the_first_person_has_the_english_memory_in_the_section(e5_chat):
+    chat, ids = e5_chat
+    memory, _, _ = shown(chat, question("mateo", BUDGET, "de"), "mateo")
+    assert ids["mateo"][BUDGET] in memory
+    assert set(memory) <= set(ids["mateo"].values())
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="the calibrated floor (mean + 5 sd, 0.83 for e5) is above cross-language similarities (0.73-0.81 here) "
-    "and the lexical part has no words in common: see bench/MULTILINGUAL_RESULTS.md",
+    reason="e5's similarities across languages are alike (unrelated 0.75 +- 0.03, related 0.73-0.81 here): the "
+    "memory neither stands out among the person's nor reaches the floor (mean + 5 sd, 0.83): "
+    "see bench/MULTILINGUAL_RESULTS.md",
 )
-@pytest.mark.parametrize("entity, target, language", [("anna", ALLERGY, "ja"), ("mateo", BUDGET, "de")])
-def test_the_relevance_ranked_section_shows_the_english_memory_for_a_question_in_another_language(
-    e5_chat, entity, target, language
-):
+def test_the_relevance_ranked_section_shows_the_english_memory_for_a_japanese_question(e5_chat):
     chat, ids = e5_chat
-    memory, _, _ = shown(chat, question(entity, target, language), entity)
-    assert ids[entity][target] in memory
+    memory, _, _ = shown(chat, question("anna", ALLERGY, "ja"), "anna")
+    assert ids["anna"][ALLERGY] in memory
