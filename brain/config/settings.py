@@ -350,7 +350,8 @@ class Settings(BaseSettings):
         "BRAIN_EMBEDDER",
         default_embedder,
         "the embedding model as `provider/model`: `local/minilm-l6-v2` (in-process, English), "
-        "`local/multilingual-e5-small` (in-process, about 100 languages), `ollama/<model>`, e.g. "
+        "`local/multilingual-e5-small` (in-process, about 100 languages), `local/use-multilingual-v3` (in-process, "
+        "16 languages, a question found across languages), `ollama/<model>`, e.g. "
         "`ollama/nomic-embed-text`, or `openai/<model>` (on BRAIN_OPENAI_BASE_URL); `brain reindex` moves a store "
         "to another",
     )
