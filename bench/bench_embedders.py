@@ -32,8 +32,9 @@ this shared machine falls on all alike.
    never hits): the time of one chat message, taken beside build_context's so that the target's ratio
    does not depend on the machine's drift. Target: e5's build_context p50 <= 1.5x e5's own p50 to
    embed one message. Memory per indexed vector: the in-process memory index's bytes per memory row
-   (its float32 and int8 copies and per-row numbers, ``MemoryIndex.footprint``), and the float32 vector
-   Chroma keeps per document (its HNSW links come on top, the same for every embedder).
+   (its float32 and int8 copies and per-row numbers, ``MemoryIndex.row_bytes``, with the index's estimate
+   of a row's text and metadata objects, ``ROW_OBJECT_BYTES``), and the float32 vector Chroma keeps per
+   document (its HNSW links come on top, the same for every embedder).
 4. **A diagnostic.** e5 embeds 100 messages alone in a process of its own with
    ``OMP_WAIT_POLICY=passive`` (see :func:`passive_message_times`).
 
@@ -72,7 +73,8 @@ from brain.app.core import open_store  # noqa: E402
 from brain.config import Settings  # noqa: E402
 from brain.features.chat import ChatMemory  # noqa: E402
 from brain.providers.summarizers import ExtractiveSummarizer  # noqa: E402
-from brain.store.indexes import memory_index, refresh_index  # noqa: E402
+from brain.store.indexes import refresh_index  # noqa: E402
+from brain.store.memory_index import ROW_OBJECT_BYTES, MemoryIndex  # noqa: E402
 
 MINILM = "local/minilm-l6-v2"
 E5 = "local/multilingual-e5-small"
@@ -188,6 +190,7 @@ def measure_ingest_and_reindex(tmp: Path, n_base: int) -> dict:
     try:
         for store in stores.values():  # the model loads outside the timings
             store.embedder.embed_documents(["warm up the model"])
+        dims = {name: stores[name].embedder.dimension for name in EMBEDDERS}  # before the re-indexes swap them
         batches = [docs[s : s + WRITE_BATCH] for s in range(0, len(docs), WRITE_BATCH)]
         # a batch takes seconds: the turns can be one batch long
         times = alternate(len(batches), EMBEDDERS, lambda name, i: stores[name].upsert_docs(batches[i]), block=1)
@@ -211,7 +214,6 @@ def measure_ingest_and_reindex(tmp: Path, n_base: int) -> dict:
                 )
             store = stores[MINILM]
             back[other] = reindex.run(store, reindex.embedder_named(store.settings, MINILM), progress=False)
-        dims = {name: stores[name].embedder.dimension for name in EMBEDDERS}
     finally:
         for store in stores.values():
             store.close()
@@ -275,8 +277,7 @@ def measure_context(tmp: Path, n: int, queries: int, base: dict, texts: Sequence
                 store.upsert_docs(docs[s : s + bench_context.BATCH])
             refresh_index(store)
             built[name] = time.perf_counter() - started
-            index = memory_index(store)
-            footprint[name] = index.footprint() / max(len(index), 1)
+            footprint[name] = MemoryIndex.row_bytes(store.embedder.dimension) + ROW_OBJECT_BYTES
             del docs
             gc.collect()
             stores[name] = store
@@ -407,7 +408,12 @@ def render(args: argparse.Namespace, m: dict, started: float) -> str:
         + " | ".join(f"{ctx[n][0] / msg[n][0]:.2f}" for n in EMBEDDERS)
         + " |  |  |",
         row("ingest through `upsert_docs`, documents/s (embedding included)", ing, " docs/s"),
-        row("memory index, bytes per memory (float32 and int8 vectors, per-row numbers)", footprint, " B", 0),
+        row(
+            "memory index, bytes per memory (vectors, per-row numbers, the text and metadata estimate)",
+            footprint,
+            " B",
+            0,
+        ),
         row("vector Chroma stores per document (float32), bytes", {n: 4.0 * dims[n] for n in EMBEDDERS}, " B", 0),
         f"| `brain reindex` into this embedder, seconds per 10,000 documents (extrapolated from {n_base}; nothing "
         "reused) | "

@@ -41,8 +41,8 @@ from brain.rules import ranking
 from brain.rules.ranking import ScoreWeights
 from brain.store.memory_query import MemoryQuery, Rows
 from brain.text import BM25Index, BM25Union, tokenize
+from brain.text.language import LANGUAGES, in_another_language
 from brain.text.language import distribution as language_distribution
-from brain.text.language import in_two_languages
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +183,7 @@ class MemoryIndex:
     _from: np.ndarray
     _until: np.ndarray
     _expires: np.ndarray
+    _langs: np.ndarray  # by row, its language distribution (NaN: not told yet); allocated by _alloc too
 
     def __init__(self, dimension: int, capacity: int = 1024):
         self.dimension = dimension
@@ -202,8 +203,6 @@ class MemoryIndex:
         # BM25 over every row in row order, and each text's keyword tokens by id (kept across rebuilds)
         self._bm25: BM25Index | None = None
         self._tokens: dict[str, list[str]] = {}
-        # each text's language distribution by id, with the text it was read from (told when first needed)
-        self._languages: dict[str, tuple[str, np.ndarray]] = {}
         # per scope, the sum of its rows' vectors and their count (the first-person floor's background), built
         # on first use and dropped by every write
         self._scope_sums: dict[str, tuple[np.ndarray, int]] = {}
@@ -217,6 +216,12 @@ class MemoryIndex:
             if old_n:
                 arr[:old_n] = getattr(self, name)[:old_n]
             setattr(self, name, arr)
+        # each row's language distribution (brain.text.language), NaN until a search first needs it; not in
+        # _ARRAYS: a snapshot does not carry it, since it is cheap to tell again for the few rows that need it
+        langs = np.full((capacity, len(LANGUAGES)), np.nan, dtype=np.float32)
+        if old_n:
+            langs[:old_n] = self._langs[:old_n]
+        self._langs = langs
         self._growth = None
         self._capacity = capacity
 
@@ -234,6 +239,14 @@ class MemoryIndex:
     def nbytes(self) -> int:
         """Bytes held by the numeric arrays (excluding texts and metadata)."""
         return sum(getattr(self, name).nbytes for name in _ARRAYS)
+
+    @staticmethod
+    def row_bytes(dimension: int) -> int:
+        """Bytes the numeric arrays hold per row of vectors of ``dimension`` (float32 and int8 copies, and the
+        per-row numbers), without the text and metadata objects or spare capacity."""
+        return sum(
+            np.dtype(dtype).itemsize * (dimension if per_dimension else 1) for dtype, per_dimension in _ARRAYS.values()
+        )
 
     def footprint(self) -> int:
         """The memory this index holds, estimated: its arrays and :data:`ROW_OBJECT_BYTES` per row."""
@@ -268,7 +281,7 @@ class MemoryIndex:
             self._ids, self._row, self._texts, self._metas, self._tags = [], {}, [], [], []
             self._scope_code = {}
             self._problems = {}
-            self._bm25, self._tokens, self._languages = None, {}, {}
+            self._bm25, self._tokens = None, {}
             self._scope_sums = {}
             self._alloc(1024)
 
@@ -331,6 +344,7 @@ class MemoryIndex:
                 self._expires[row] = values["expires"]
                 if self._texts[row] != texts[j]:
                     self._tokens.pop(doc_id, None)
+                    self._langs[row] = np.nan
                 self._texts[row] = texts[j]
                 self._metas[row] = dict(meta)
                 self._tags[row] = values["tags"]
@@ -354,7 +368,6 @@ class MemoryIndex:
             for doc_id in ids:
                 self._problems.pop(doc_id, None)
                 self._tokens.pop(doc_id, None)
-                self._languages.pop(doc_id, None)
                 row = self._row.pop(doc_id, None)
                 if row is None:
                     continue
@@ -369,6 +382,7 @@ class MemoryIndex:
                     for name in _ARRAYS:
                         arr = getattr(self, name)
                         arr[row] = arr[last]
+                    self._langs[row] = self._langs[last]
                 self._ids.pop()
                 self._texts.pop()
                 self._metas.pop()
@@ -617,13 +631,14 @@ class MemoryIndex:
             self._bm25 = BM25Index([self._tokens[doc_id] for doc_id in self._ids])
         return self._bm25
 
-    def language_of(self, row: int) -> np.ndarray:
-        """The language distribution of row ``row``'s text (:func:`brain.text.language.distribution`)."""
-        doc_id, text = self._ids[row], self._texts[row]
-        known = self._languages.get(doc_id)
-        if known is None or known[0] != text:
-            known = self._languages[doc_id] = (text, language_distribution(text))
-        return known[1]
+    def languages(self, rows: np.ndarray) -> np.ndarray:
+        """The language distributions of ``rows`` (:func:`brain.text.language.distribution`, by row), told
+        now for the rows whose language no search has needed yet."""
+        rows = np.asarray(rows, dtype=np.intp)
+        unknown = rows[np.isnan(self._langs[rows, 0])]
+        for row in unknown.tolist():
+            self._langs[row] = language_distribution(self._texts[row])
+        return self._langs[rows]
 
     def _recency(self, now: float, weights: ScoreWeights) -> np.ndarray:
         """w_rec * 0.5**(age/h) for every row, as one multiply per row.
@@ -765,18 +780,22 @@ class _Space:
             return np.zeros(self.n)
         return bm25.scores(tokens) / top
 
-    def across_floors(self, message: str, floor: float, rows: np.ndarray, upper: np.ndarray) -> np.ndarray:
-        """By row, ``floor`` for each of ``rows`` whose similarity can reach it (``upper``, by row of ``rows``)
-        and whose text is in another language than ``message``; +inf for every other row. Only those rows'
-        languages are told, so a search pays for the few memories near the floor, not for every row."""
+    def across_floors(
+        self, message: str, floor: float, rows: np.ndarray, upper: np.ndarray, passes: np.ndarray
+    ) -> np.ndarray:
+        """By row, ``floor`` for each of ``rows`` that may need it (its similarity can reach it, ``upper``, and
+        it does not pass the usual floor anyway, ``passes``; both by row of ``rows``) and whose text is in
+        another language than ``message``; +inf for every other row. Only those rows' languages are told (and
+        kept), so a search pays for the memories near the floor, not for every row."""
         out = np.full(self.n, np.inf)
-        near = np.asarray(rows, dtype=np.intp)[np.asarray(upper) >= floor]
+        near = np.asarray(rows, dtype=np.intp)[(np.asarray(upper) >= floor) & ~np.asarray(passes)]
         if near.size:
             asked = language_distribution(message)
-            for r in near.tolist():
-                part, row = self.locate(r)
-                if in_two_languages(asked, part.language_of(row)):
-                    out[r] = floor
+            which = np.searchsorted(self.starts, near, side="right") - 1
+            for i in np.unique(which).tolist():
+                at = near[which == i]
+                other = in_another_language(self.parts[i].languages(at - self.starts[i]), asked)
+                out[at[other]] = floor
         return out
 
     def matches(self, texts: Sequence[str], rows: np.ndarray) -> np.ndarray:
@@ -855,18 +874,21 @@ def search_parts(parts: Sequence[MemoryIndex], query: MemoryQuery) -> GatedHits:
 
         across = weights.floor is not None and weights.across_floor is not None and query_text is not None
 
-        def with_across(rows: np.ndarray, upper: np.ndarray) -> None:
-            """A memory in another language than the message may pass the floor across languages instead."""
+        def with_across(rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+            """A memory in another language than the message may pass the floor across languages instead
+            (``lower`` and ``upper``: bounds of the similarity of ``rows``)."""
             nonlocal own
-            assert weights.across_floor is not None and query_text is not None
-            floors = space.across_floors(query_text, weights.across_floor, rows, upper)
+            assert weights.floor is not None and weights.across_floor is not None and query_text is not None
+            lex = 0.0 if lex_part is None else lex_part[rows]
+            passes = lower + lex >= weights.floor  # no floor of its own can matter to these
+            floors = space.across_floors(query_text, weights.across_floor, rows, upper, passes)
             own = floors if own is None else np.minimum(own, floors)
 
         below = 0
         if picked is not None and picked.size <= max(SMALL_CANDIDATE_SET, 4 * k):
             sims = exact(picked)
             if across:
-                with_across(picked, sims)
+                with_across(picked, sims, sims)
             lex = 0.0 if lex_part is None else lex_part[picked]
             if needs_match:
                 match = space.band_match(texts, picked, sims + lex, sims + lex, weights, importance, own)
@@ -891,7 +913,7 @@ def search_parts(parts: Sequence[MemoryIndex], query: MemoryQuery) -> GatedHits:
             approx, slack = space.approx(q)
             if across:
                 every = np.arange(n) if picked is None else picked
-                with_across(every, approx[every] + slack[every])
+                with_across(every, approx[every] - slack[every], approx[every] + slack[every])
             if needs_match:
                 cand = np.arange(n) if picked is None else picked
                 lex = 0.0 if lex_part is None else lex_part[cand]

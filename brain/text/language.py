@@ -70,4 +70,10 @@ def in_two_languages(a: np.ndarray, b: np.ndarray) -> bool:
     return same_language(a, b) < ACROSS_BELOW
 
 
-__all__ = ["ACROSS_BELOW", "LANGUAGES", "distribution", "in_two_languages", "same_language"]
+def in_another_language(rows: np.ndarray, asked: np.ndarray) -> np.ndarray:
+    """By row of ``rows`` (distributions, one per row), whether that text is surely in another language than
+    the one of distribution ``asked`` (:func:`in_two_languages` for many texts at once)."""
+    return np.asarray(rows, dtype=np.float64) @ asked < ACROSS_BELOW
+
+
+__all__ = ["ACROSS_BELOW", "LANGUAGES", "distribution", "in_another_language", "in_two_languages", "same_language"]

@@ -224,3 +224,29 @@ def test_a_memory_that_stands_out_among_its_persons_memories_gets_the_first_pers
     assert relevance[0] >= floor and (relevance[1:6] < floor).all()
     assert own_floor(weights, 0.4, 3) == pytest.approx(0.18)  # too few others: unrelated pairs' mean is the background
     assert own_floor(ScoreWeights(floor=0.5), 1.0, 7) == float("inf")
+
+
+@pytest.mark.parametrize("dimension", [384, 512])
+def test_row_bytes_is_what_the_arrays_hold_per_row(dimension):
+    index = MemoryIndex(dimension, capacity=10)
+    assert index.nbytes() == 10 * MemoryIndex.row_bytes(dimension)
+    assert MemoryIndex.row_bytes(512) - MemoryIndex.row_bytes(384) == 128 * (4 + 1)  # a float32 and an int8 copy
+
+
+def test_a_rows_language_is_told_once_and_follows_its_text_and_its_row():
+    from brain.text.language import LANGUAGES
+
+    rng = np.random.default_rng(3)
+    index = MemoryIndex(8)
+    meta = {"type": "memory", "importance": 3, "ts_epoch": 1.0e9, "scope": "global"}
+    texts = ["Alice is learning the cello.", "Alice lernt seit dem Frühjahr Cello.", "アリスはチェロを習っています。"]
+    index.upsert(["a", "b", "c"], rng.standard_normal((3, 8)), texts, [meta] * 3)
+
+    def language(row: int) -> str:
+        return LANGUAGES[int(np.argmax(index.languages(np.array([row]))[0]))]
+
+    assert [language(r) for r in range(3)] == ["en", "de", "ja"]
+    index.upsert(["b"], rng.standard_normal((1, 8)), ["Alice has been learning the cello since spring."], [meta])
+    assert language(1) == "en"  # a new text is read again
+    index.remove(["a"])  # the last row moves into the hole, with its language
+    assert index.ids == ["c", "b"] and language(0) == "ja"
