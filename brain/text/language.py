@@ -60,20 +60,16 @@ def distribution(text: str) -> np.ndarray:
     return probs / total if total > 0 else np.full(len(LANGUAGES), 1.0 / len(LANGUAGES))
 
 
-def same_language(a: np.ndarray, b: np.ndarray) -> float:
-    """The chance that two texts with distributions ``a`` and ``b`` are in the same language."""
-    return float(a @ b)
-
-
-def in_two_languages(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether texts with distributions ``a`` and ``b`` are surely in two languages."""
-    return same_language(a, b) < ACROSS_BELOW
-
-
 def in_another_language(rows: np.ndarray, asked: np.ndarray) -> np.ndarray:
     """By row of ``rows`` (distributions, one per row), whether that text is surely in another language than
-    the one of distribution ``asked`` (:func:`in_two_languages` for many texts at once)."""
+    the one of distribution ``asked``: the chance that both are in one language, ``rows @ asked``, is below
+    :data:`ACROSS_BELOW`."""
     return np.asarray(rows, dtype=np.float64) @ asked < ACROSS_BELOW
 
 
-__all__ = ["ACROSS_BELOW", "LANGUAGES", "distribution", "in_another_language", "in_two_languages", "same_language"]
+def in_two_languages(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two texts with distributions ``a`` and ``b`` are surely in two languages."""
+    return bool(in_another_language(np.asarray(a)[None, :], b)[0])
+
+
+__all__ = ["ACROSS_BELOW", "LANGUAGES", "distribution", "in_another_language", "in_two_languages"]
