@@ -218,11 +218,13 @@ class _Copier:
             raise RuntimeError("a re-index plan writes nothing")
         return self.target
 
-    def diff(self, ids: Sequence[str]) -> tuple[list[tuple[str, str, dict]], list[tuple[str, str, dict]], list[str]]:
+    def diff(
+        self, ids: Sequence[str]
+    ) -> tuple[list[tuple[str, str, dict[str, Any]]], list[tuple[str, str, dict[str, Any]]], list[str]]:
         """For ``ids`` of the source: (documents to write, documents the target has as they are, ids
         the source no longer has)."""
-        todo: list[tuple[str, str, dict]] = []
-        done: list[tuple[str, str, dict]] = []
+        todo: list[tuple[str, str, dict[str, Any]]] = []
+        done: list[tuple[str, str, dict[str, Any]]] = []
         gone: list[str] = []
         step = self.source.max_batch_size
         for s in range(0, len(ids), step):
@@ -239,7 +241,7 @@ class _Copier:
             gone.extend(i for i in part if i not in present)
         return todo, done, gone
 
-    def reusable(self, docs: Sequence[tuple[str, str, dict]]) -> dict[str, np.ndarray]:
+    def reusable(self, docs: Sequence[tuple[str, str, dict[str, Any]]]) -> dict[str, np.ndarray]:
         """The mirror's vectors of the new model for ``docs`` embedded from the same text."""
         mirror = self.mirror
         if not self.mirror_has_model or mirror is None:
@@ -254,7 +256,7 @@ class _Copier:
             if text == texts[i] and v.shape == (self.dimension,)
         }
 
-    def write(self, docs: Sequence[tuple[str, str, dict]]) -> None:
+    def write(self, docs: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
         """Embed (or reuse) and write ``docs`` into the target, one batch at a time. A batch is
         written (Chroma, then the mirror) in a second thread while the next one is embedded; batches
         are written in order, one at a time, so what the target holds is always whole batches."""
@@ -262,7 +264,7 @@ class _Copier:
         if self.first_started is None:
             self.first_started = time.monotonic()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-reindex-writer") as writer:
-            pending: Future | None = None
+            pending: Future[None] | None = None
             try:
                 for s in range(0, len(docs), self.batch):
                     part = list(docs[s : s + self.batch])
@@ -286,7 +288,7 @@ class _Copier:
 
     def _store(
         self,
-        part: list[tuple[str, str, dict]],
+        part: list[tuple[str, str, dict[str, Any]]],
         vectors: dict[str, np.ndarray],
         reused: dict[str, np.ndarray],
         fresh: int,
@@ -321,7 +323,10 @@ class _Copier:
         )
 
     def to_mirror(
-        self, docs: Sequence[tuple[str, str, dict]], vectors: dict[str, np.ndarray], reused: dict[str, np.ndarray]
+        self,
+        docs: Sequence[tuple[str, str, dict[str, Any]]],
+        vectors: dict[str, np.ndarray],
+        reused: dict[str, np.ndarray],
     ) -> None:
         """The new model's vectors of mirrored documents, beside the old model's."""
         if self.mirror is None:

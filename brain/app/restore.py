@@ -33,18 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 from brain.features.ingest import ingest_paths
 from brain.features.mirror.guard import check_deletions
-from brain.features.mirror.integrity import (
-    REBUILD_COMMAND,
-    MirrorCorrupt,
-    MirrorHealth,
-    companions,
-    drop_empty_wal,
-    move_aside,
-)
+from brain.features.mirror.integrity import MirrorHealth, companions, drop_empty_wal, move_aside
 from brain.features.mirror.store import EngramMirror
 from brain.features.mirror.sync import PAGE, RestoreReport, SyncReport, _store_ids, restore_from_mirror, sync_mirror
 from brain.features.persona import load_persona
-from brain.model.errors import BrainError
+from brain.model.errors import REBUILD_COMMAND, BrainError, MirrorCorrupt
 
 if TYPE_CHECKING:
     from brain.store import Store

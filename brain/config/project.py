@@ -15,7 +15,7 @@ PROJECT_MARKER = Path("config") / "defaults.env"
 LOCAL_ENV_FILE = Path(".env")
 
 
-def find_project_root(start: str | os.PathLike) -> Path | None:
+def find_project_root(start: str | os.PathLike[str]) -> Path | None:
     """The nearest directory at or above ``start`` that holds ``config/defaults.env``, or None."""
     here = Path(os.path.abspath(start))
     for directory in (here, *here.parents):
@@ -43,10 +43,10 @@ class ProjectLayout:
     @classmethod
     def discover(
         cls,
-        project_dir: str | os.PathLike | None = None,
+        project_dir: str | os.PathLike[str] | None = None,
         *,
         environ: Mapping[str, str] | None = None,
-        cwd: str | os.PathLike | None = None,
+        cwd: str | os.PathLike[str] | None = None,
     ) -> ProjectLayout:
         """The layout for ``project_dir``, else ``BRAIN_PROJECT_DIR``, else the project found upward
         from ``cwd`` (default: the working directory), else the user-level places."""

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
 import pydantic
 from pydantic import PrivateAttr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from brain.config.naming import describe_settings_error, env_name
 from brain.config.project import ProjectLayout
@@ -732,9 +733,15 @@ class Settings(BaseSettings):
         self._origins = loading.origins
 
     @classmethod
-    def settings_customise_sources(
-        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
-    ):
+    def settings_customise_sources(  # type: ignore[override]
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource | Callable[[], dict[str, Any]], ...]:
+        # pydantic-settings calls each source for its values: a plain callable is one
         return (
             anchored(init_settings, "argument", cls),
             anchored(env_settings, "environment", cls),
@@ -917,7 +924,7 @@ class Settings(BaseSettings):
         return value
 
 
-def load_settings(project_dir: str | os.PathLike | None = None, **overrides: Any) -> Settings:
+def load_settings(project_dir: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
     """Read settings (for the project ``project_dir``, else the one found as the module docstring
     says); raise :class:`ConfigError` with a readable message when a value is wrong."""
     if project_dir is not None:

@@ -31,7 +31,7 @@ class Document:
 
     @property
     def type(self) -> str:
-        return self.metadata.get("type", "")
+        return str(self.metadata.get("type", ""))
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id, "text": self.text, "metadata": self.metadata}

@@ -21,10 +21,12 @@ def unit_rows(vectors: npt.ArrayLike, dtype: npt.DTypeLike = np.float32) -> np.n
     computed and returned as ``dtype`` (C-contiguous). A zero vector comes back all zeros."""
     x = np.asarray(vectors, dtype=dtype)
     norms = np.linalg.norm(x, axis=-1, keepdims=True)
-    return np.divide(x, norms, out=np.zeros_like(x, order="C"), where=norms >= ZERO_NORM)
+    unit: np.ndarray = np.divide(x, norms, out=np.zeros_like(x, order="C"), where=norms >= ZERO_NORM)
+    return unit
 
 
 def zero_rows(vectors: npt.ArrayLike, dtype: npt.DTypeLike = np.float32) -> np.ndarray:
     """Which of ``vectors`` (rows, or one vector: a 0-d answer) are zero vectors: the ones :func:`unit_rows`
     leaves at zero when given the same ``dtype``."""
-    return np.linalg.norm(np.asarray(vectors, dtype=dtype), axis=-1) < ZERO_NORM
+    norms: np.ndarray = np.linalg.norm(np.asarray(vectors, dtype=dtype), axis=-1)
+    return norms < ZERO_NORM

@@ -44,7 +44,7 @@ def _scalar(key: str, value: Any) -> Any:
     return value
 
 
-def _homogeneous_list(key: str, op: str, value: Any) -> list:
+def _homogeneous_list(key: str, op: str, value: Any) -> list[Any]:
     if not isinstance(value, (list, tuple, set, frozenset)) or not value:
         raise _fail(key, f"{op} needs a non-empty list, got {value!r}")
     items = [_iso(key, v) if key == "timestamp" else _scalar(key, v) for v in value]

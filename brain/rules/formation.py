@@ -228,7 +228,7 @@ class FormedFact(BaseModel):
     @field_validator("entity")
     @classmethod
     def _entity(cls, value: str, info: ValidationInfo) -> str:
-        accepted = (info.context or {}).get("entity")
+        accepted: str | None = (info.context or {}).get("entity")
         if accepted is None:
             return value
         if value.strip().casefold() == accepted.casefold():
@@ -338,7 +338,8 @@ def _generic_schema() -> dict[str, Any]:
             return [inline(v) for v in node]
         return node
 
-    return inline(schema)
+    inlined: dict[str, Any] = inline(schema)
+    return inlined
 
 
 def check_answer(

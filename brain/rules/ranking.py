@@ -40,11 +40,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from brain.model.vectors import unit_rows
+
+if TYPE_CHECKING:
+    from brain.config import Settings
 
 try:  # SIMD int8 dot products; numpy has no fast int8 matrix-vector product
     import simsimd
@@ -104,7 +108,7 @@ class ScoreWeights:
         return self.floor is not None or self.margin is not None
 
     @classmethod
-    def reference(cls, settings) -> ScoreWeights:
+    def reference(cls, settings: Settings) -> ScoreWeights:
         """The reference formula of the ``RAG_WEIGHT_*`` settings: no gate, no lexical part."""
         return cls(
             similarity=settings.weight_similarity,
@@ -117,7 +121,7 @@ class ScoreWeights:
     @classmethod
     def relevance(
         cls,
-        settings,
+        settings: Settings,
         floor: float | None,
         margin: float | None,
         spread: float = 1.0,
@@ -147,7 +151,7 @@ class ScoreWeights:
         )
 
     @classmethod
-    def core(cls, settings) -> ScoreWeights:
+    def core(cls, settings: Settings) -> ScoreWeights:
         """The order of the facts always shown: importance first; among equal importance the closer to
         the message, then the newer. Importance steps are 0.2 apart and the similarity part spans at most 0.1,
         so it only breaks ties of importance; the recency part (at most 0.0005) only those of similarity
@@ -161,12 +165,12 @@ class ScoreWeights:
         )
 
     @classmethod
-    def from_settings(cls, settings) -> ScoreWeights:
+    def from_settings(cls, settings: Settings) -> ScoreWeights:
         """The reference formula of the settings (what searches rank by)."""
         return cls.reference(settings)
 
 
-def recency_epoch(metadata: dict) -> float:
+def recency_epoch(metadata: dict[str, Any]) -> float:
     """The epoch a memory's age is measured from under ``recency_from="last_used"``: its last use,
     else its timestamp (``ts_epoch``), else 0. A stored value that is not a finite number (a row
     written around the schema, e.g. ``last_used: "yesterday"``) counts as absent."""
@@ -191,15 +195,23 @@ def similarity_part(similarity: np.ndarray, weights: ScoreWeights) -> np.ndarray
     return weights.similarity * np.asarray(similarity, dtype=np.float64)
 
 
-def total_scores(similarity, importance, epochs, now: float, weights: ScoreWeights, lexical=None) -> np.ndarray:
+def total_scores(
+    similarity: ArrayLike,
+    importance: ArrayLike,
+    epochs: ArrayLike,
+    now: float,
+    weights: ScoreWeights,
+    lexical: ArrayLike | None = None,
+) -> np.ndarray:
     """Scores of every candidate (used by brute-force checks and small candidate sets); ``lexical``:
     each candidate's lexical match (0..1), absent for none."""
     lex = 0.0 if lexical is None else weights.lexical * np.asarray(lexical, dtype=np.float64)
-    return (
+    totals: np.ndarray = (
         weights.similarity * (np.asarray(similarity, dtype=np.float64) + lex)
-        + importance_part(importance, weights)
-        + recency_part(epochs, now, weights)
+        + importance_part(np.asarray(importance), weights)
+        + recency_part(np.asarray(epochs), now, weights)
     )
+    return totals
 
 
 def lowers_floor(weights: ScoreWeights) -> bool:
@@ -234,7 +246,9 @@ def own_floor(weights: ScoreWeights, relevance_sum: float, count: int) -> float:
     return max(weights.first_person_floor, stands_out)
 
 
-def floors(weights: ScoreWeights, importance, match=None, own=None) -> np.ndarray | float:
+def floors(
+    weights: ScoreWeights, importance: ArrayLike | None, match: ArrayLike | None = None, own: ArrayLike | None = None
+) -> np.ndarray | float:
     """Each candidate's floor: ``floor - w_fi * (importance - 1) / 4`` where its stem-prefix ``match``
     reaches ``m_fi`` (every candidate when ``m_fi`` is 0; none when ``match`` is None), else ``floor``
     (-inf without a floor); ``own`` (by candidate, +inf for none): a lower floor a candidate may have
@@ -257,9 +271,9 @@ def relevance_gate(
     similarity: np.ndarray,
     lexical_part: np.ndarray | float,
     weights: ScoreWeights,
-    importance=None,
-    match=None,
-    own=None,
+    importance: ArrayLike | None = None,
+    match: ArrayLike | None = None,
+    own: ArrayLike | None = None,
 ) -> np.ndarray:
     """Which candidates pass the gate (all of them without one); ``lexical_part`` is ``w_lex * lexical``."""
     relevance = np.asarray(similarity, dtype=np.float64) + lexical_part
@@ -274,15 +288,15 @@ def relevance_gate(
 
 
 def gated_top_k_reference(
-    similarity,
-    lexical_part,
-    static,
+    similarity: ArrayLike,
+    lexical_part: ArrayLike,
+    static: ArrayLike,
     keys: Sequence[str],
     k: int,
     weights: ScoreWeights,
-    importance=None,
-    match=None,
-    own=None,
+    importance: ArrayLike | None = None,
+    match: ArrayLike | None = None,
+    own: ArrayLike | None = None,
 ) -> tuple[list[int], int]:
     """Brute force: positions of the top ``k`` among the candidates that pass the gate, by
     ``w_sim * (similarity + lexical_part) + static``, ties by key; and how many were less relevant than
@@ -355,7 +369,7 @@ def float_dots(query: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.float64)
     if _simsimd is not None:
         return np.asarray(_simsimd.cdist(query[None, :], rows, metric="dot", threads=1), dtype=np.float64).reshape(-1)
-    return np.einsum("ij,j->i", rows, query).astype(np.float64)  # pragma: no cover
+    return np.asarray(np.einsum("ij,j->i", rows, query), dtype=np.float64)  # pragma: no cover
 
 
 def approx_similarities(

@@ -171,7 +171,8 @@ def _standardised(values: np.ndarray) -> np.ndarray:
     spread = float(values.std()) if values.size else 0.0
     if spread <= 1e-12:
         return np.zeros_like(values)
-    return (values - values.mean()) / spread
+    standard: np.ndarray = (values - values.mean()) / spread
+    return standard
 
 
 def _plain_words(text: str) -> list[str]:
@@ -240,7 +241,7 @@ def _sessions(metadatas: Sequence[dict[str, Any]]) -> np.ndarray:
     return numbers
 
 
-def _order_key(position: int, metadata: dict[str, Any]) -> tuple:
+def _order_key(position: int, metadata: dict[str, Any]) -> tuple[float, float, int]:
     index = metadata.get("turn_index")
     index = index if isinstance(index, int) and not isinstance(index, bool) else math.inf
     epoch = metadata.get("ts_epoch")
@@ -451,7 +452,8 @@ class TurnIndex:
 
     def similarities(self, query_vector: np.ndarray) -> np.ndarray:
         """Cosine similarity of every turn (conversation order) to a unit query vector."""
-        return self.vectors @ query_vector
+        sims: np.ndarray = self.vectors @ query_vector
+        return sims
 
     def search(self, query_text: str, query_vector: Any, k: int) -> list[TurnHit]:
         """The ``k`` best turns for the query, best first (ties: earlier turn first)."""

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from brain.config import load_settings
+from brain.config import Settings, load_settings
 from brain.model.errors import BrainError, ConfigError, NotFound
 from brain.model.schemas import entity_scope
 from brain.ops import LocalOperations, Operations, open_operations
@@ -113,7 +113,7 @@ def render(question: str, ctx: Context, specialists: list[SpecialistMatch] | Non
     return "\n".join(out)
 
 
-def _project_kb(settings) -> Path:
+def _project_kb(settings: Settings) -> Path:
     """The sample knowledge base of the project the settings come from, whatever the working directory."""
     root = settings.layout.root
     if root is None or not (root / "config" / "kb").is_dir():

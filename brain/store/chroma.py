@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import numpy as np
@@ -23,6 +23,9 @@ from brain.model.errors import (
 )
 from brain.providers.embeddings import Embedder
 
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+
 log = logging.getLogger(__name__)
 
 #: the most documents one paged read asks for (below Chroma's max batch size when that is larger):
@@ -30,14 +33,14 @@ log = logging.getLogger(__name__)
 PAGE = 2000
 
 
-def open_client(settings: Settings, *, create: bool = True):
+def open_client(settings: Settings, *, create: bool = True) -> ClientAPI:
     """An embedded ``PersistentClient`` under the data dir, or an ``HttpClient`` when ``BRAIN_CHROMA_URL`` is set.
 
     With ``create=False`` a data directory without a store raises :class:`StoreNotFound` instead of
     being created."""
     import chromadb
 
-    chroma_settings = chromadb.Settings(anonymized_telemetry=False)
+    chroma_settings = chromadb.config.Settings(anonymized_telemetry=False)
     if settings.chroma_url:
         url = urlparse(settings.chroma_url)
         port = url.port or (443 if url.scheme == "https" else 8000)
@@ -102,9 +105,9 @@ def embedding_function(embedder: Embedder) -> Any:
     """``embedder`` behind Chroma's ``EmbeddingFunction`` protocol: a collection opened with it embeds
     ``query_texts`` (as queries) and documents written without vectors (as documents) with the store's
     own model, so direct Chroma calls land in the same vector space as brain's writes."""
-    from chromadb.api.types import EmbeddingFunction
+    from chromadb.api.types import Documents, EmbeddingFunction
 
-    class StoreEmbeddingFunction(EmbeddingFunction):
+    class StoreEmbeddingFunction(EmbeddingFunction[Documents]):
         def __init__(self, embedder: Embedder):  # noqa: D107 - Chroma inspects the signature
             self.embedder = embedder
 
@@ -314,7 +317,7 @@ class ChromaAccess:
             if remaining is not None:
                 remaining -= got
 
-    def get_all(self, where: dict[str, Any] | None = None, include: Sequence[str] = ()) -> dict[str, list]:
+    def get_all(self, where: dict[str, Any] | None = None, include: Sequence[str] = ()) -> dict[str, list[Any]]:
         """:meth:`pages` joined into one result dict (``ids`` and each included field)."""
         return merge_pages(list(self.pages(where, include)), ["ids", *include])
 
@@ -362,13 +365,13 @@ class ChromaAccess:
             self.collection.delete(ids=list(ids[s : s + self.max_batch_size]))
 
     def count(self) -> int:
-        return self.collection.count()
+        return int(self.collection.count())
 
 
 def merge_pages(
     pages: list[dict[str, Any]], keys: Sequence[str] = ("ids", "documents", "metadatas", "embeddings")
-) -> dict[str, list]:
-    merged: dict[str, list] = {}
+) -> dict[str, list[Any]]:
+    merged: dict[str, list[Any]] = {}
     for key in keys:
         parts = (page.get(key) for page in pages)
         merged[key] = [x for part in parts if part is not None for x in part]  # embeddings are arrays: no `or []`

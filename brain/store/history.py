@@ -57,7 +57,7 @@ def check_change(kind: Any) -> str:
     """``kind`` if it is a supersession kind (``update`` or ``contradict``)."""
     if kind not in CHANGES:
         raise ValidationError.of("kind", f"kind must be one of {', '.join(CHANGES)}, got {kind!r}")
-    return kind
+    return str(kind)
 
 
 def change_time(value: datetime | str | float | None, field: str = "at") -> datetime:

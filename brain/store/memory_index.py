@@ -638,7 +638,8 @@ class MemoryIndex:
         unknown = rows[np.isnan(self._langs[rows, 0])]
         for row in unknown.tolist():
             self._langs[row] = language_distribution(self._texts[row])
-        return self._langs[rows]
+        known: np.ndarray = self._langs[rows]
+        return known
 
     def _recency(self, now: float, weights: ScoreWeights) -> np.ndarray:
         """w_rec * 0.5**(age/h) for every row, as one multiply per row.
@@ -658,12 +659,12 @@ class MemoryIndex:
         _, _, t_ref, growth = self._growth
         if growth is None or (t_ref - now) / h > 1000:
             return ranking.recency_part(epochs, now, weights)
-        out = growth * (2.0 ** ((t_ref - now) / h))
+        out: np.ndarray = growth * (2.0 ** ((t_ref - now) / h))
         np.minimum(out, 1.0, out=out)  # timestamps in the future count as age 0
         out *= weights.recency
         return out
 
-    def search(self, query: MemoryQuery) -> GatedHits:
+    def search(self, query: MemoryQuery) -> GatedHits[MemoryHit]:
         """The exact top rows of ``query``: :func:`search_parts` over this index alone."""
         return search_parts([self], query)
 
@@ -689,7 +690,7 @@ class _Keys(Sequence[str]):
     def __len__(self) -> int:
         return self._space.n if self._rows is None else int(self._rows.size)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i: int) -> str:  # type: ignore[override]
         row = int(i) if self._rows is None else int(self._rows[i])
         part, local = self._space.locate(row)
         return part._ids[local]
@@ -710,7 +711,8 @@ class _Space:
 
     def column(self, name: str) -> np.ndarray:
         if self.one is not None:
-            return getattr(self.one, name)[: self.n]
+            own: np.ndarray = getattr(self.one, name)[: self.n]
+            return own
         return np.concatenate([getattr(p, name)[: p._n] for p in self.parts])
 
     def joined(self, per_part: Callable[[MemoryIndex], np.ndarray]) -> np.ndarray:
@@ -801,7 +803,8 @@ class _Space:
     def matches(self, texts: Sequence[str], rows: np.ndarray) -> np.ndarray:
         """The best stem-prefix match of each of ``rows`` with any of ``texts``."""
         bm25 = self.lexical_side()
-        return np.max([bm25.prefix_match(tokenize(t), docs=rows) for t in texts], axis=0)
+        best: np.ndarray = np.max([bm25.prefix_match(tokenize(t), docs=rows) for t in texts], axis=0)
+        return best
 
     def band_match(
         self,
@@ -828,7 +831,7 @@ class _Space:
         return match
 
 
-def search_parts(parts: Sequence[MemoryIndex], query: MemoryQuery) -> GatedHits:
+def search_parts(parts: Sequence[MemoryIndex], query: MemoryQuery) -> GatedHits[MemoryHit]:
     """The exact top ``query.k`` rows of ``parts`` taken together (see :class:`MemoryQuery`): the answer one index
     holding every part's rows would give, BM25's statistics included."""
     k, weights, now, at = query.k, query.weights, query.now, query.at

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
+
+from typing_extensions import TypeVar
 
 from brain.model.errors import StoreUnavailable
 
@@ -28,8 +30,9 @@ class Mirror(Protocol):
     def use_model(self, model: str) -> None: ...
 
 
-M = TypeVar("M", bound=Mirror)
-H = TypeVar("H")
+# a plain ``Store`` is a store with any mirror: what never reads the mirror need not name its type
+M = TypeVar("M", bound=Mirror, default=Any)
+H = TypeVar("H", default=Any)
 
 
 class MirrorLink(Protocol[M, H]):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from brain.model.results import GatedHits
+from brain.model.results import GatedHits, MemoryHit
 from brain.model.schemas import GLOBAL_SCOPE, check_scope
 from brain.model.schemas.values import ENTITY_SCOPE_PREFIX
 from brain.store.memory_index import MemoryIndex, search_parts
@@ -369,7 +369,7 @@ class PartitionedIndex:
     def _indexes(self, parts: Iterable[Part]) -> list[MemoryIndex]:
         return [part[self.doc_type] for part in parts]
 
-    def search(self, query: MemoryQuery) -> GatedHits:
+    def search(self, query: MemoryQuery) -> GatedHits[MemoryHit]:
         """:func:`search_parts` over the parts of ``query.scopes`` (every part when None)."""
         parts = self._indexes(self._partitions.parts(query.scopes))
         if not parts:

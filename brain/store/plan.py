@@ -42,7 +42,7 @@ class PreparedDoc:
 
     @property
     def type(self) -> str:
-        return self.metadata.type
+        return str(self.metadata.type)
 
     @property
     def key(self) -> str:

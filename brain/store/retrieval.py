@@ -170,7 +170,7 @@ class Retrieval:
         relevance: bool = False,
         topic_texts: Sequence[str] = (),
         as_of: datetime | str | float | None = None,
-    ) -> GatedHits:
+    ) -> GatedHits[MemoryHit]:
         k = self.settings.memory_top_k if k is None else check_k(k)
         at = None if as_of is None else _epoch(as_of, "as_of")
         if at is not None and now is None:
@@ -203,7 +203,7 @@ class Retrieval:
         query: str | None,
         query_vector: np.ndarray | None,
         now: datetime | float | None = None,
-    ) -> GatedHits:
+    ) -> GatedHits[MemoryHit]:
         """The facts about ``entity`` always shown: its own active memories (not global ones, not another
         entity's) of at least ``min_importance``, by :meth:`ScoreWeights.core`."""
         return self._ranked(
@@ -226,7 +226,7 @@ class Retrieval:
         tags: Any,
         min_importance: int | None,
         **options: Any,
-    ) -> GatedHits:
+    ) -> GatedHits[MemoryHit]:
         """The memory index's exact top ``k`` under ``weights``, each hit's metadata as stored."""
         index = self.state.index_for(DocType.MEMORY.value)
         assert index is not None  # settings guarantee memory is indexed

@@ -55,7 +55,8 @@ class BM25Index:
 
     def _term_weight(self, idf: float, tf: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """BM25's weight of a term occurring ``tf`` times in each of ``docs``."""
-        return idf * tf * (self._k1 + 1.0) / (tf + self._norm[docs])
+        weight: np.ndarray = idf * tf * (self._k1 + 1.0) / (tf + self._norm[docs])
+        return weight
 
     def unseen_idf(self) -> float:
         """The idf of a term no document holds: what a query word missing from every document weighs."""
@@ -91,7 +92,9 @@ class BM25Index:
             at += 1
         return terms
 
-    def prefix_match(self, query_tokens: Sequence[str], min_prefix: int = 5, docs=None) -> np.ndarray:
+    def prefix_match(
+        self, query_tokens: Sequence[str], min_prefix: int = 5, docs: np.ndarray | None = None
+    ) -> np.ndarray:
         """Each document's match with the query by stem prefix, 0..1: per distinct query token the best
         BM25 term score among its :meth:`related_terms`, summed, over the largest sum possible (each
         token's best ``idf * (k1 + 1)``). Unlike :meth:`max_score`, tokens no document matches count for
@@ -172,7 +175,9 @@ class BM25Union:
             return self.indexes[0].max_score(query_tokens)
         return sum(self._idf(t) * (self._k1 + 1.0) for t in dict.fromkeys(query_tokens))
 
-    def prefix_match(self, query_tokens: Sequence[str], min_prefix: int = 5, docs=None) -> np.ndarray:
+    def prefix_match(
+        self, query_tokens: Sequence[str], min_prefix: int = 5, docs: np.ndarray | None = None
+    ) -> np.ndarray:
         """:meth:`BM25Index.prefix_match` over the union (``docs`` numbered in the union)."""
         if len(self.indexes) == 1:
             return self.indexes[0].prefix_match(query_tokens, min_prefix, docs)

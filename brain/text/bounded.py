@@ -45,17 +45,17 @@ def load_yaml_bounded(text: str, max_nodes: int, max_depth: int = MAX_YAML_DEPTH
     too_deep = f"it is nested more than {max_depth} levels deep"
 
     class Loader(yaml.SafeLoader):
-        def fetch_flow_collection_start(self, TokenClass):  # "[" or "{"
+        def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # "[" or "{"
             if self.flow_level >= max_depth:
                 raise TooLarge(too_deep)
             super().fetch_flow_collection_start(TokenClass)
 
-        def add_indent(self, column):  # a block collection one level deeper
+        def add_indent(self, column: int) -> bool:  # a block collection one level deeper
             if len(self.indents) >= max_depth:
                 raise TooLarge(too_deep)
             return super().add_indent(column)
 
-        def get_single_node(self):  # composed (aliases are shared nodes), not yet constructed
+        def get_single_node(self) -> yaml.Node | None:  # composed (aliases are shared nodes), not yet constructed
             node = super().get_single_node()
             if node is not None:
                 _check_expansion(node, max_nodes)

@@ -64,7 +64,8 @@ def in_another_language(rows: np.ndarray, asked: np.ndarray) -> np.ndarray:
     """By row of ``rows`` (distributions, one per row), whether that text is surely in another language than
     the one of distribution ``asked``: the chance that both are in one language, ``rows @ asked``, is below
     :data:`ACROSS_BELOW`."""
-    return np.asarray(rows, dtype=np.float64) @ asked < ACROSS_BELOW
+    both: np.ndarray = np.asarray(rows, dtype=np.float64) @ asked
+    return both < ACROSS_BELOW
 
 
 def in_two_languages(a: np.ndarray, b: np.ndarray) -> bool:

@@ -188,7 +188,7 @@ class TokenCounter:
     tokenizer; on English it counts a little more than Llama-style BPE does, so the budget errs on the
     safe side. Pieces split at whitespace and punctuation, so counts of lines add up."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._tokenizer = None
         self.method = f"estimate: ceil(chars / {CHARS_PER_TOKEN})"
         estimating = "no local tokenizer; the token budget uses an estimate of %d characters per token"

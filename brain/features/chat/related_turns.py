@@ -46,7 +46,7 @@ class RelatedTurns:
     def __init__(self, store: Store, *, cached: int = TURN_INDEXES_CACHED):
         self.store = store
         # conversation -> (its turn ids, TurnIndex, turn vectors by id), least recently used first
-        self._indexes: LRUCache[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = LRUCache(cached)
+        self._indexes: LRUCache[str, tuple[tuple[str, ...], TurnIndex, dict[str, Any]]] = LRUCache(cached)
         # (embedder name, speaker's name) -> the name embedded as a document
         self._names: LRUCache[tuple[str, str], Any] = LRUCache(NAME_VECTORS_CACHED)
 

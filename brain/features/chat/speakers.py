@@ -18,8 +18,6 @@ from brain.store.events import WriteEvent, WriteSubscriber
 if TYPE_CHECKING:
     from brain.store import Store
 
-_UNKNOWN = object()
-
 
 class PersonaName(WriteSubscriber):
     """The current persona's name, read once and again only after a write that may have changed it
@@ -31,7 +29,8 @@ class PersonaName(WriteSubscriber):
     def __init__(self, store: Store):
         self.store = store
         self._lock = threading.Lock()
-        self._name: Any = _UNKNOWN
+        self._name: str | None = None
+        self._known = False  # whether _name is the current persona's (a persona may have no name)
         self._generation = 0  # writes that may have changed the name
         store.subscribe(self)
 
@@ -39,19 +38,19 @@ class PersonaName(WriteSubscriber):
         # the store is read outside this lock: a write (or the change feed's follower) holds the store's
         # lock while it tells this subscriber, so holding both in the other order could deadlock
         with self._lock:
-            if self._name is not _UNKNOWN:
+            if self._known:
                 return self._name
             generation = self._generation
         name = persona_name(current_persona(self.store))
         with self._lock:
             if self._generation == generation:  # no write changed it meanwhile
-                self._name = name
+                self._name, self._known = name, True
         return name
 
     def commit(self, event: WriteEvent) -> None:
         if event.op == "delete" or any(m.get("type") == DocType.PERSONA.value for m in event.metadatas or ()):
             with self._lock:
-                self._name = _UNKNOWN
+                self._name, self._known = None, False
                 self._generation += 1
 
 

@@ -65,7 +65,7 @@ def _vectors(
 
 def ingest_paths(
     store: Store,
-    paths: Sequence[str | os.PathLike] | str | os.PathLike,
+    paths: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
     *,
     prune: bool = False,
     dry_run: bool = False,

@@ -42,7 +42,7 @@ class _GivenDirectory:
     paths: tuple[str, ...]  # its absolute spellings: resolved, and as given
 
 
-def kb_root_name(directory: str | os.PathLike) -> str:
+def kb_root_name(directory: str | os.PathLike[str]) -> str:
     """The stable name of a knowledge-base root: its path relative to the project holding it
     (``.`` for the project itself), else the directory's own name (see the module docstring)."""
     resolved = Path(directory).resolve()
@@ -56,7 +56,7 @@ def _joined(root_name: str, inside: str) -> str:
     return inside if root_name == "." else f"{root_name}/{inside}"
 
 
-def kb_name(path: str | os.PathLike) -> str:
+def kb_name(path: str | os.PathLike[str]) -> str:
     """How ``path`` is named in ``kb_file``: a directory by its root name, a file given by name by
     its folder's root name and its own name. The same from any working directory."""
     path = Path(path)
@@ -84,7 +84,7 @@ def legacy_name_under(old_name: str, directory: _GivenDirectory) -> bool:
 
 
 def collect_files(
-    paths: Sequence[str | os.PathLike], report: IngestReport
+    paths: Sequence[str | os.PathLike[str]], report: IngestReport
 ) -> tuple[list[SourceFile], list[_GivenDirectory]]:
     files: dict[str, SourceFile] = {}
     directories: list[_GivenDirectory] = []
@@ -228,7 +228,7 @@ def file_hash(raw: bytes, chunker: TokenChunker) -> str:
     return h.hexdigest()[:32]
 
 
-def file_documents(kb_file: str, kb_hash: str, drafts: list[Draft], chunker: TokenChunker) -> list[dict]:
+def file_documents(kb_file: str, kb_hash: str, drafts: list[Draft], chunker: TokenChunker) -> list[dict[str, Any]]:
     """The file's documents with ids and full metadata (see the module docstring)."""
     pieces: list[tuple[str, dict[str, Any]]] = []
     for draft in drafts:

@@ -31,8 +31,10 @@ class FilePlan:
     kb_file: str
     kb_hash: str
     category: str  # "new", "changed" or "migrated"
-    new: list[dict]  # documents (id, text, metadata) to write under new ids
-    refresh: list[dict]  # kept documents whose bookkeeping fields change (re-written with their stored vector)
+    new: list[dict[str, Any]]  # documents (id, text, metadata) to write under new ids
+    refresh: list[
+        dict[str, Any]
+    ]  # kept documents whose bookkeeping fields change (re-written with their stored vector)
     kept: int
     stale: list[str]  # ids to delete after the write
 

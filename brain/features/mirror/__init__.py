@@ -18,7 +18,7 @@ Disaster recovery (the store from the mirror and the files, the mirror from the 
 the whole store: :mod:`brain.app.restore`.
 """
 
-from brain.features.mirror.integrity import REBUILD_COMMAND, MirrorCorrupt, MirrorHealth
+from brain.features.mirror.integrity import MirrorHealth
 from brain.features.mirror.protocol import (
     BLOB_LENGTH_INVALID,
     DIMENSION_MISMATCH,
@@ -29,7 +29,6 @@ from brain.features.mirror.protocol import (
     PROTOCOL_VERSION,
     BackfillReport,
     Coverage,
-    EmbeddingProtocolError,
     MigrationReport,
     check_model_name,
     decode_embedding,
@@ -45,6 +44,7 @@ from brain.features.mirror.sync import (
     sync_mirror,
     verify_mirror,
 )
+from brain.model.errors import REBUILD_COMMAND, EmbeddingProtocolError, MirrorCorrupt
 
 __all__ = [
     "BLOB_LENGTH_INVALID",

@@ -87,7 +87,7 @@ def copy_namespace_rows(copy: Path, namespace: str) -> int:
     """How many rows of ``namespace`` the kept copy ``copy`` holds; a copy SQLite cannot read raises
     :class:`StoreUnavailable` naming it (its bytes may hold the namespace's text)."""
     with _copy_connection(copy) as conn:
-        return conn.execute("SELECT COUNT(*) FROM memories WHERE namespace = ?", (namespace,)).fetchone()[0]
+        return int(conn.execute("SELECT COUNT(*) FROM memories WHERE namespace = ?", (namespace,)).fetchone()[0])
 
 
 def erase_from_copy(copy: Path, namespace: str) -> int:

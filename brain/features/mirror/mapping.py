@@ -67,7 +67,7 @@ _LAYER_BY_DOC = {"persona": "core", "faq": "archive", "turn": "working", "summar
 def engram_type(metadata: dict[str, Any]) -> str:
     explicit = metadata.get(TYPE_KEY)
     if explicit in ENGRAM_TYPES:
-        return explicit
+        return str(explicit)
     doc_type = metadata.get("type", "memory")
     if doc_type == "memory":
         for tag in metadata.get("tags") or ():
@@ -92,8 +92,9 @@ def importance(metadata: dict[str, Any]) -> float:
 
 
 def namespace(metadata: dict[str, Any]) -> str:
-    if isinstance(metadata.get(NAMESPACE_KEY), str) and metadata[NAMESPACE_KEY]:
-        return metadata[NAMESPACE_KEY]
+    named = metadata.get(NAMESPACE_KEY)
+    if isinstance(named, str) and named:
+        return named
     scope = metadata.get("scope", GLOBAL_SCOPE)
     return DEFAULT_NAMESPACE if scope == GLOBAL_SCOPE else scope
 

@@ -255,7 +255,8 @@ def _legacy_vector(raw: Any) -> list[float] | np.ndarray:
     if isinstance(raw, (bytes, bytearray, memoryview)):
         data = bytes(raw)
         try:
-            return json.loads(data.decode("utf-8"))
+            numbers: list[float] = json.loads(data.decode("utf-8"))  # checked by the caller
+            return numbers
         except (UnicodeDecodeError, json.JSONDecodeError):
             if len(data) == 0 or len(data) % 4:
                 raise EmbeddingProtocolError(
@@ -264,7 +265,8 @@ def _legacy_vector(raw: Any) -> list[float] | np.ndarray:
             return np.frombuffer(data, dtype=_FLOAT32_LE)
     if isinstance(raw, str):
         try:
-            return json.loads(raw)
+            parsed: list[float] = json.loads(raw)  # checked by the caller
+            return parsed
         except json.JSONDecodeError as exc:
             raise EmbeddingProtocolError(DIMENSION_MISMATCH, f"the embedding text is not JSON ({exc.msg})") from None
     raise EmbeddingProtocolError(BLOB_LENGTH_INVALID, f"the embedding is {type(raw).__name__}, not JSON text or a BLOB")

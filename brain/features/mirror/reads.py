@@ -21,6 +21,7 @@ from brain.features.mirror.rows import (
     marks,
     named_corruption,
 )
+from brain.model.errors import EmbeddingProtocolError
 
 
 class MirrorReads(MirrorParts):
@@ -129,7 +130,7 @@ class MirrorReads(MirrorParts):
             self._check_open()
             return protocol.coverage(self._conn, model or self.model)
 
-    def _document(self, row: tuple, *, skip_bad_vector: bool = False) -> MirrorDocument:
+    def _document(self, row: tuple[Any, ...], *, skip_bad_vector: bool = False) -> MirrorDocument:
         _, doc_id, content, raw_meta, memory_type, created_at, importance, namespace, blob, kind, dimensions = row
         ours = mapping.brain_metadata(raw_meta)
         foreign = ours is None
@@ -138,7 +139,7 @@ class MirrorReads(MirrorParts):
         if kind not in (None, "null"):  # None: the row has no vector of this model
             try:
                 vector = protocol.decode_embedding(blob, dimensions, memory_id=doc_id, model=self.model, stored_as=kind)
-            except protocol.EmbeddingProtocolError as exc:
+            except EmbeddingProtocolError as exc:
                 if not skip_bad_vector:
                     raise
                 problem = str(exc)

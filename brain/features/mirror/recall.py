@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from brain.features.mirror import mapping, protocol, schema
-from brain.features.mirror.protocol import DIMENSION_MISMATCH, EmbeddingProtocolError
+from brain.features.mirror.protocol import DIMENSION_MISMATCH
 from brain.features.mirror.rows import (
     BRAIN_FIELD,
     ROW_COLUMNS,
@@ -25,7 +25,7 @@ from brain.features.mirror.rows import (
     marks,
     named_corruption,
 )
-from brain.model.errors import ValidationError
+from brain.model.errors import EmbeddingProtocolError, ValidationError
 from brain.model.results import Hit
 from brain.model.schemas import check_k
 from brain.model.vectors import unit_rows, zero_rows

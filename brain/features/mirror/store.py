@@ -39,13 +39,13 @@ from typing import Any
 
 from brain.features.mirror import protocol, schema
 from brain.features.mirror.erase import MirrorErase
-from brain.features.mirror.integrity import MirrorCorrupt, corruption_named, is_corruption, quick_check
-from brain.features.mirror.protocol import EmbeddingProtocolError, MigrationReport, check_model_name
+from brain.features.mirror.integrity import corruption_named, is_corruption, quick_check
+from brain.features.mirror.protocol import MigrationReport, check_model_name
 from brain.features.mirror.reads import MirrorReads
 from brain.features.mirror.recall import MirrorRecall, _Matrix
 from brain.features.mirror.rows import KeywordHit, MirrorDocument, named_corruption
 from brain.features.mirror.writes import MirrorWrites
-from brain.model.errors import StoreUnavailable, ValidationError
+from brain.model.errors import EmbeddingProtocolError, MirrorCorrupt, StoreUnavailable, ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +288,7 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
         self.close()
 
     @named_corruption
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             self._check_open()
             return self._conn.execute(sql, params).fetchall()

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brain.features.mirror.guard import adopt_store
-from brain.features.mirror.integrity import MirrorCorrupt, MirrorHealth
+from brain.features.mirror.integrity import MirrorHealth
 from brain.features.mirror.store import EngramMirror, unwritable
-from brain.model.errors import EmbeddingModelMismatch, StoreUnavailable
+from brain.model.errors import EmbeddingModelMismatch, MirrorCorrupt, StoreUnavailable
 from brain.model.schemas import from_chroma
 from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteSubscriber

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,9 @@ from brain.features.mirror.store import EngramMirror, MirrorDocument
 from brain.model.errors import EmbeddingModelMismatch, ValidationError
 from brain.store.mirror_link import mirror_paused
 from brain.store.reads import page_documents
+
+if TYPE_CHECKING:
+    from brain.model.results import Document
 
 if TYPE_CHECKING:  # the store never imports the mirror: the mirror follows its write events
     from brain.store import Store
@@ -144,7 +147,7 @@ def _check_models(store: Store, mirror: EngramMirror) -> None:
         )
 
 
-def _store_pages(store: Store, types: Sequence[str], page: int):
+def _store_pages(store: Store, types: Sequence[str], page: int) -> Iterator[list[Document]]:
     """The store's documents of ``types`` with their vectors, a page at a time. One unfiltered pass:
     a ``where`` on the type would make Chroma filter the whole collection again for every page."""
     wanted = set(types)
@@ -154,7 +157,7 @@ def _store_pages(store: Store, types: Sequence[str], page: int):
             yield docs
 
 
-def _compare(doc, mirrored: MirrorDocument | None) -> str | None:
+def _compare(doc: Document, mirrored: MirrorDocument | None) -> str | None:
     """None when the mirror row equals the document, else the first kind of difference."""
     if mirrored is None:
         return "missing"

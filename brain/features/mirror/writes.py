@@ -15,7 +15,7 @@ import numpy as np
 from brain.features.mirror import mapping, protocol
 from brain.features.mirror.fingerprint import content_hash
 from brain.features.mirror.integrity import corruption_named
-from brain.features.mirror.protocol import DIMENSION_MISMATCH, EmbeddingProtocolError, check_model_name
+from brain.features.mirror.protocol import DIMENSION_MISMATCH, check_model_name
 from brain.features.mirror.rows import (
     IS_OURS,
     UPSERT_EMBEDDING,
@@ -26,7 +26,7 @@ from brain.features.mirror.rows import (
     marks,
     named_corruption,
 )
-from brain.model.errors import EmbedderError, Problem, ValidationError
+from brain.model.errors import EmbedderError, EmbeddingProtocolError, Problem, ValidationError
 from brain.model.schemas import DOC_TYPES, check_scope, from_chroma, parse_timestamp
 from brain.text.progress import ProgressOptions, open_progress
 

@@ -232,7 +232,7 @@ def _message_text(content: Any) -> str:
     return content.get("text") or ""
 
 
-def _block(value: Any, allowed: tuple[str, ...], where: str, file: str, problems: list) -> dict[str, Any]:
+def _block(value: Any, allowed: tuple[str, ...], where: str, file: str, problems: list[Problem]) -> dict[str, Any]:
     """A brain block (``raw_metadata.brain`` and the like), checked for its shape and field names."""
     if not isinstance(value, dict):
         problems.append(problem_at(file, where, "must be an object (brain's own fields)"))
@@ -246,7 +246,7 @@ def _block(value: Any, allowed: tuple[str, ...], where: str, file: str, problems
 
 
 def _extra_fields(
-    block: dict[str, Any], reserved: frozenset[str], where: str, file: str, problems: list
+    block: dict[str, Any], reserved: frozenset[str], where: str, file: str, problems: list[Problem]
 ) -> dict[str, Any]:
     extra = block.get("extra", {})
     if not isinstance(extra, dict):
@@ -265,7 +265,7 @@ def _extra_fields(
     return extra
 
 
-def _check_item(item: dict[str, Any], where: str, file: str, problems: list) -> None:
+def _check_item(item: dict[str, Any], where: str, file: str, problems: list[Problem]) -> None:
     meta = {k: v for k, v in item.items() if k not in ("id", "text")}
     try:
         validate_metadata(item["type"], meta)

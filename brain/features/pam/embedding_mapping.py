@@ -8,6 +8,7 @@ unit length (the store compares by cosine). See docs/pam.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,9 +21,12 @@ from brain.rules.ranking import to_unit_length
 
 if TYPE_CHECKING:
     from brain.features.pam.read import PamFiles
+    from brain.model.results import Document
 
 
-def embeddings_document(docs, memories: list[dict[str, Any]], model: str) -> dict[str, Any]:
+def embeddings_document(docs: Sequence[Document], memories: list[dict[str, Any]], model: str) -> dict[str, Any]:
+    """The embeddings file of ``docs`` (read with their vectors), beside their PAM ``memories``."""
+    vectors = [np.ascontiguousarray(_vector_of(doc), dtype=np.float32) for doc in docs]
     return {
         "schema": "portable-ai-memory-embeddings",
         "schema_version": SCHEMA_VERSION,
@@ -31,14 +35,20 @@ def embeddings_document(docs, memories: list[dict[str, Any]], model: str) -> dic
                 "id": embedding_id(doc.id),
                 "memory_id": doc.id,
                 "model": model,
-                "dimensions": int(doc.embedding.shape[0]),
+                "dimensions": int(vector.shape[0]),
                 # vectors are computed when a memory is written, so its time is theirs too
                 "created_at": mem["temporal"].get("updated_at") or mem["temporal"]["created_at"],
-                "vector": np.ascontiguousarray(doc.embedding, dtype=np.float32),
+                "vector": vector,
             }
-            for doc, mem in zip(docs, memories)
+            for doc, mem, vector in zip(docs, memories, vectors)
         ],
     }
+
+
+def _vector_of(doc: Document) -> np.ndarray:
+    if doc.embedding is None:
+        raise ValueError(f"memory {doc.id} was read without its vector")  # a bug in the caller, not bad input
+    return doc.embedding
 
 
 def vector_problems(files: PamFiles, model: str, dimension: int) -> list[Problem]:

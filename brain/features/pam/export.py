@@ -306,7 +306,8 @@ def _store_conversations(store: Store, warnings: list[str], entity: str | None =
     ``entity``, those that are its own (:func:`brain.rules.memories.may_use_conversation`), with its documents only."""
     from brain.rules.memories import may_use_conversation
 
-    grouped: dict[str, tuple[list, list]] = {}
+    Row = tuple[str, str, dict[str, Any]]  # id, text, metadata
+    grouped: dict[str, tuple[list[Row], list[Row]]] = {}
     scopes: dict[str, tuple[set[str], set[str]]] = {}
     for doc_type, slot in ((DocType.TURN, 0), (DocType.SUMMARY, 1)):
         for doc in store.get(type=doc_type):

@@ -22,6 +22,7 @@ from brain.model.errors import Problem
 from brain.model.schemas import entity_of, from_chroma, validate_metadata
 
 if TYPE_CHECKING:
+    from brain.model.results import Document
     from brain.store import Store
 
 
@@ -167,14 +168,14 @@ def _entity(item: dict[str, Any]) -> str | None:
     return entity_of(scope) if isinstance(scope, str) else None
 
 
-def _change(doc, item: dict[str, Any]) -> str:
+def _change(doc: Document | None, item: dict[str, Any]) -> str:
     """What importing ``item`` does to the stored ``doc``: "new", "updated" or "unchanged"."""
     if doc is None:
         return "new"
     return "unchanged" if _same(doc, item) else "updated"
 
 
-def _same(doc, item: dict[str, Any]) -> bool:
+def _same(doc: Document, item: dict[str, Any]) -> bool:
     """Whether the stored document already is exactly what the import would write."""
     if doc.text != item["text"] or doc.type != item["type"]:
         return False

@@ -179,7 +179,7 @@ def memory_to_pam(
 
 
 # ---- PAM memory object -> brain memory ----------------------------------------------------------
-def _brain_block(mem: dict[str, Any], where: str, file: str, i: int, problems: list) -> dict[str, Any]:
+def _brain_block(mem: dict[str, Any], where: str, file: str, i: int, problems: list[Problem]) -> dict[str, Any]:
     brain = (mem.get("metadata") or {}).get(BRAIN_KEY)
     if brain is None:
         return {}

@@ -11,11 +11,14 @@ import re
 from collections.abc import Iterable
 from functools import cache
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from brain.model.errors import Problem, ValidationError
+
+if TYPE_CHECKING:
+    import jsonschema_rs
 
 _MAX_REPORTED = 20  # problems spelled out in an error message (all of them are in .problems)
 
@@ -50,7 +53,7 @@ def reject(problems: list[Problem]) -> None:
 
 
 @cache
-def _validator(name: str):
+def _validator(name: str) -> jsonschema_rs.Draft202012Validator:
     import jsonschema_rs
     from portable_ai_memory.schemas import load_schema
 

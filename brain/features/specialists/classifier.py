@@ -138,7 +138,8 @@ class SpecialistClassifier:
 def _softmax(z: np.ndarray) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
     e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
+    p: np.ndarray = e / e.sum(axis=1, keepdims=True)
+    return p
 
 
 __all__ = [

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pydantic
@@ -61,6 +61,9 @@ from brain.model.errors import ConfigError, EmbeddingModelMismatch, Problem, Val
 from brain.model.schemas import check_k
 from brain.providers.cache import CacheInfo, LRUCache
 from brain.rules.relevance import Calibration, calibrate
+
+if TYPE_CHECKING:
+    from brain.store.chroma import ChromaAccess
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +264,7 @@ class SpecialistRegistry:
         return replace(self._fixed, units=units, confidence=confidence, bands=bands)
 
     # ---- the collection ----------------------------------------------------------------------------
-    def _open_collection(self):
+    def _open_collection(self) -> ChromaAccess:
         from brain.store.live import live_collection
 
         # a re-index registers the specialists for its model in a collection of their own and flips
@@ -271,7 +274,7 @@ class SpecialistRegistry:
             if self.follow_pointer
             else self.collection_name
         )
-        return self.store.chroma.sibling(
+        access: ChromaAccess = self.store.chroma.sibling(
             name,
             self.embedder,
             kind="specialists",
@@ -281,6 +284,7 @@ class SpecialistRegistry:
             ),
             rename="set BRAIN_SPECIALISTS_COLLECTION to another name",
         )
+        return access
 
     def _follow_store(self) -> None:
         """Move to the store's model when a re-index swapped it (here or in another process, followed
@@ -297,14 +301,14 @@ class SpecialistRegistry:
             self.col = self.chroma.collection
             self._load()
 
-    def _all_records(self, include: list[str]) -> dict[str, list]:
+    def _all_records(self, include: list[str]) -> dict[str, list[Any]]:
         return self.chroma.get_all(None, include)
 
     def _load(self) -> None:
         """Rebuild the in-process state from the collection; incomplete specialists (an interrupted
         registration) are left out until the next :meth:`register` completes them."""
         records = self._all_records(["metadatas", "embeddings"])
-        grouped: dict[str, dict[str, tuple[dict, np.ndarray]]] = {}
+        grouped: dict[str, dict[str, tuple[dict[str, Any], np.ndarray]]] = {}
         examples = []
         for rid, meta, emb in zip(records["ids"], records["metadatas"], records["embeddings"]):
             meta = meta or {}
@@ -449,7 +453,7 @@ class SpecialistRegistry:
         examples: Sequence[SpecialistExample] | None,
         entries: Mapping[str, SpecialistVectors],
         report: RegistrationReport,
-    ) -> tuple[set[str], list]:
+    ) -> tuple[set[str], list[tuple[str, Any, str, dict[str, str]]]]:
         """The labelled requests of registered specialists (or of none): stored ones kept, the others
         embedded now. Returns the record ids to keep and the records to write."""
         stored = {_example_id(text, label) for text, label, _ in self._examples}
@@ -476,10 +480,10 @@ class SpecialistRegistry:
 
     def _write(
         self,
-        ids,
-        embeddings,
-        documents,
-        metadatas,
+        ids: list[str],
+        embeddings: list[Any],
+        documents: list[str],
+        metadatas: list[dict[str, Any]],
         entries: Mapping[str, SpecialistVectors],
         examples: Set[str] = frozenset(),
     ) -> bool:
@@ -588,7 +592,7 @@ def _records(entry: SpecialistVectors) -> list[tuple[str, np.ndarray, str, dict[
     return out
 
 
-def _vectors_from_records(sid: str, recs: dict[str, tuple[dict, np.ndarray]]) -> SpecialistVectors | None:
+def _vectors_from_records(sid: str, recs: dict[str, tuple[dict[str, Any], np.ndarray]]) -> SpecialistVectors | None:
     """A specialist from its stored records, or None unless every record is there and of its
     current phrases (each record carries the hash of the phrases it was embedded from)."""
     head = recs.get(_record_id(sid, "canonical"))

@@ -57,6 +57,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -279,7 +280,7 @@ class SpecialistMatch:
     lexical: float = 0.0  # this specialist's share of the request's BM25 evidence (0..1)
     confidence: float = 0.0  # how likely the match is right (0..1); the band is read from it
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

@@ -99,7 +99,7 @@ class Embedder(ABC):
         cached = self._query_cache.get(text)
         if cached is not None:
             return cached
-        vector = self._embed_all([text], "query")[0].copy()
+        vector: np.ndarray = self._embed_all([text], "query")[0].copy()
         vector.flags.writeable = False
         self._query_cache.put(text, vector)
         return vector

@@ -183,4 +183,5 @@ class LocalMiniLMEmbedder(Embedder):
         weights = mask.astype(np.float32)
         summed = (weights[:, None, :] @ hidden.astype(np.float32, copy=False))[:, 0, :]
         counts = np.maximum(weights.sum(axis=1, keepdims=True), 1.0)
-        return summed / counts
+        mean: np.ndarray = summed / counts
+        return mean

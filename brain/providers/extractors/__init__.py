@@ -6,7 +6,8 @@ contract."""
 
 from __future__ import annotations
 
-from brain.providers.extractors.base import Extractor, ExtractorError, ExtractorUnavailable, ModelAnswer
+from brain.model.errors import ExtractorError, ExtractorUnavailable
+from brain.providers.extractors.base import Extractor, ModelAnswer
 from brain.providers.extractors.ollama import OllamaExtractor
 from brain.providers.extractors.openai import OpenAIExtractor
 

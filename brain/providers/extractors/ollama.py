@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 
 import ollama
 
+from brain.model.errors import ExtractorError, ExtractorUnavailable
 from brain.model.provider_names import DEFAULT_OLLAMA_HOST, DEFAULT_SUMMARY_MODEL
-from brain.providers.extractors.base import ExtractorError, ExtractorUnavailable, ModelAnswer
+from brain.providers.extractors.base import ModelAnswer
 from brain.providers.ollama_client import OllamaChatModel, ollama_errors
 
 DEFAULT_MODEL = DEFAULT_SUMMARY_MODEL

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from brain.providers.extractors.base import ExtractorError, ExtractorUnavailable, ModelAnswer
+from brain.model.errors import ExtractorError, ExtractorUnavailable
+from brain.providers.extractors.base import ModelAnswer
 from brain.providers.openai_client import OpenAIChatModel
 
 #: tokens the model may write: ample for the facts of a window, and a stop for a model that loops

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pydantic
 
-from brain.model.errors import ConfigError
-from brain.providers.summarizers.base import Summarizer, SummarizerError, SummarizerUnavailable, TurnText, transcript
+from brain.model.errors import ConfigError, SummarizerError, SummarizerUnavailable
+from brain.providers.summarizers.base import Summarizer, TurnText, transcript
 from brain.providers.summarizers.extractive import ExtractiveSummarizer
 from brain.providers.summarizers.ollama import OllamaSummarizer
 from brain.providers.summarizers.openai import OpenAISummarizer

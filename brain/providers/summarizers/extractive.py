@@ -14,7 +14,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from brain.providers.summarizers.base import SummarizerError, TurnText
+from brain.model.errors import SummarizerError
+from brain.providers.summarizers.base import TurnText
 from brain.text.stop_words import CHAT_FILLERS, STOP_WORDS
 
 DEFAULT_MAX_CHARS = 600
@@ -69,7 +70,7 @@ def _content_words(sentence: str) -> list[str]:
     return [w for w in (m.group(0).casefold() for m in _WORD.finditer(sentence)) if len(w) > 2 and w not in _STOPWORDS]
 
 
-def _score(sentence: str, words: list[str], freq: Counter) -> float:
+def _score(sentence: str, words: list[str], freq: Counter[str]) -> float:
     if not words:
         return 0.0
     distinct = set(words)

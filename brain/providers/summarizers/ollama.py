@@ -12,16 +12,10 @@ from collections.abc import Sequence
 
 import ollama
 
+from brain.model.errors import SummarizerError, SummarizerUnavailable
 from brain.model.provider_names import DEFAULT_OLLAMA_HOST, DEFAULT_SUMMARY_MODEL
 from brain.providers.ollama_client import OllamaChatModel, ollama_errors, open_ollama_client
-from brain.providers.summarizers.base import (
-    MAX_PREDICT,
-    SummarizerError,
-    SummarizerUnavailable,
-    TurnText,
-    clean_summary,
-    summary_messages,
-)
+from brain.providers.summarizers.base import MAX_PREDICT, TurnText, clean_summary, summary_messages
 
 DEFAULT_MODEL = DEFAULT_SUMMARY_MODEL
 PING_TIMEOUT = 3.0

@@ -10,15 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from brain.model.errors import SummarizerError, SummarizerUnavailable
 from brain.providers.openai_client import OpenAIChatModel
-from brain.providers.summarizers.base import (
-    MAX_PREDICT,
-    SummarizerError,
-    SummarizerUnavailable,
-    TurnText,
-    clean_summary,
-    summary_messages,
-)
+from brain.providers.summarizers.base import MAX_PREDICT, TurnText, clean_summary, summary_messages
 
 
 class OpenAISummarizer(OpenAIChatModel):

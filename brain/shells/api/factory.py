@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -46,7 +47,7 @@ def create_app(
     mounted = _mcp_endpoint(host or settings.api_host) if settings.api_mcp else None
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if brain is not None:
             opened, own = brain, False
         elif store is not None:

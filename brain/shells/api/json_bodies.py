@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import typing
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import orjson
@@ -12,6 +13,7 @@ from fastapi import Request
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
+from starlette.responses import Response
 
 #: JSON nesting deeper than this is refused before validation (bodies need 5 levels)
 MAX_JSON_DEPTH = 32
@@ -58,7 +60,7 @@ class JsonRoute(APIRoute):
     """Routes whose JSON bodies are read by :func:`parse_json_body`, and whose single-valued query
     parameters are refused when given twice (``?entity=a&entity=b`` is ambiguous, not "the last one")."""
 
-    def get_route_handler(self):
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         single = {
             field.alias
@@ -66,7 +68,7 @@ class JsonRoute(APIRoute):
             if typing.get_origin(field.field_info.annotation) not in (list, tuple, set, frozenset)
         }
 
-        async def route(request: Request):
+        async def route(request: Request) -> Response:
             names = [name for name, _ in request.query_params.multi_items()]
             repeated = sorted({name for name in names if name in single and names.count(name) > 1})
             if repeated:

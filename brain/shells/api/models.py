@@ -382,7 +382,9 @@ _ERROR_TEXT = {
 }
 
 
-def documented_responses(*codes: int, ok: tuple[int, type[BaseModel]] | None = None, links: dict | None = None) -> dict:
+def documented_responses(
+    *codes: int, ok: tuple[int, type[BaseModel]] | None = None, links: dict[str, Any] | None = None
+) -> dict[int | str, dict[str, Any]]:
     """A route's ``responses=``: 401 and the error ``codes`` it can answer, and its success body."""
     out: dict[int | str, dict[str, Any]] = {
         code: {"model": ErrorBody, "description": _ERROR_TEXT[code]} for code in (401, *codes)

@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Message, Receive, Scope, Send
 
 from brain.model.errors import StoreUnavailable, ValidationError
 from brain.ops.consistency import has_feed, mirror_status, request_sequence, request_writes, wait_for_sequence
@@ -42,7 +43,7 @@ class ReadYourWrites:
     def __init__(self, app: Any):
         self.app = app
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         brain = getattr(getattr(scope.get("app"), "state", None), "brain", None)
         if scope["type"] != "http" or brain is None or not has_feed(brain):
             await self.app(scope, receive, send)
@@ -64,7 +65,7 @@ class ReadYourWrites:
             await self.app(scope, receive, send)
             return
 
-        async def send_with_sequence(message: dict) -> None:
+        async def send_with_sequence(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] < 400:
                 sequence = request_sequence(brain)
                 if sequence:

@@ -11,14 +11,15 @@ from brain.ops.serving import Brain
 
 
 def brain_of(request: Request) -> Brain:
-    opened = getattr(request.app.state, "brain", None)
+    opened: Brain | None = getattr(request.app.state, "brain", None)
     if opened is None:
         raise StoreUnavailable("the store is not open (the server is starting or shutting down)")
     return opened
 
 
 def caller_of(request: Request) -> Caller:
-    return request.scope["brain.caller"]
+    caller: Caller = request.scope["brain.caller"]  # set by the auth middleware on every request
+    return caller
 
 
 def ops_of(request: Request) -> LocalOperations:

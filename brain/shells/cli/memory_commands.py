@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from brain.model.errors import NotFound, ValidationError
@@ -18,6 +20,9 @@ from brain.shells.cli.shell import (
     pass_state,
     scope_of,
 )
+
+if TYPE_CHECKING:
+    from brain.model.results import Document
 
 # ---- memory --------------------------------------------------------------------------------------
 
@@ -198,7 +203,7 @@ def memory_history(state: State, doc_id: str, entity: str | None) -> None:
     emit(state, [d.to_dict() for d in chain], lambda: "\n".join(history_line(d) for d in chain))
 
 
-def history_line(doc) -> str:
+def history_line(doc: Document) -> str:
     m = doc.metadata
     since = m.get("valid_from") or m.get("created_at") or m.get("timestamp")
     until = m.get("valid_until") or ("now" if m.get("status") != "superseded" else "?")

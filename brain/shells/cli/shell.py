@@ -134,7 +134,7 @@ class State:
             self._ops = None
 
 
-class ScopeType(click.ParamType):
+class ScopeType(click.ParamType):  # type: ignore[type-arg]  # click < 8.5 is not generic at run time
     """A memory scope, 'global' or 'entity:<name>', checked by the library's rule."""
 
     name = "scope"
@@ -148,7 +148,7 @@ class ScopeType(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
-class TextType(click.ParamType):
+class TextType(click.ParamType):  # type: ignore[type-arg]  # click < 8.5 is not generic at run time
     """A text argument (a memory, a query, a request): empty or only spaces is a usage error."""
 
     name = "text"
@@ -159,7 +159,7 @@ class TextType(click.ParamType):
         return value
 
 
-class EntityType(click.ParamType):
+class EntityType(click.ParamType):  # type: ignore[type-arg]  # click < 8.5 is not generic at run time
     """An entity name; ``--entity NAME`` means the scope ``entity:NAME`` in every command. A name is
     taken in its canonical form (``Bob`` is ``bob``), as everywhere in brain."""
 
@@ -186,7 +186,7 @@ def scope_of(entity: str | None, scope: str | None) -> str | None:
     return wanted
 
 
-class DocTypeChoice(click.Choice):
+class DocTypeChoice(click.Choice):  # type: ignore[type-arg]  # click < 8.5 is not generic at run time
     """One of the document types, as the library's schemas name them (read when first needed)."""
 
     def __init__(self) -> None:
@@ -199,7 +199,7 @@ class DocTypeChoice(click.Choice):
         return DOC_TYPES
 
 
-class CountType(click.ParamType):
+class CountType(click.ParamType):  # type: ignore[type-arg]  # click < 8.5 is not generic at run time
     """A result count: an integer from 1 to the library's ``MAX_K``."""
 
     name = "integer"
@@ -242,7 +242,7 @@ def _set_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
         ctx.ensure_object(State).json = True
 
 
-def json_option(command: Callable) -> Callable:
+def json_option(command: Callable[..., Any]) -> Callable[..., Any]:
     """``--json`` on a command, the same as ``brain --json <command>``."""
     return click.option(
         "--json",

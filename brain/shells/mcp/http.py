@@ -11,6 +11,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from brain.config import Settings
 from brain.ops import LocalOperations
@@ -56,7 +57,7 @@ class MountedMcp:
         self._endpoint = route.app
         return server.session_manager.run()
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._endpoint is None:  # only before start-up or after shutdown
             from brain.shells.web.error_responses import error_response
 

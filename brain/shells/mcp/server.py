@@ -369,8 +369,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
         # global one (never a section of another scope)
         sections = base.bound_to(request_caller(None, entity)).knowledge.persona(entity=entity)["sections"]
         return "\n\n".join(
-            f"## {s['heading']}\n\n{s['text']}" if s.get("heading") else str(s["text"])
-            for s in sections  # type: ignore[union-attr]
+            f"## {s['heading']}\n\n{s['text']}" if s.get("heading") else str(s["text"]) for s in sections
         )
 
     @server.resource(

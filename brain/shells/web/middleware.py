@@ -7,6 +7,8 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
+from starlette.types import Message, Receive, Scope, Send
+
 from brain.ops import Caller
 from brain.shells.web.error_responses import error_response
 from brain.shells.web.tokens import TokenTable
@@ -26,7 +28,7 @@ def is_ui_shell(method: str, path: str) -> bool:
     return path.startswith(STATIC_PREFIX) and ".." not in path.split("/") and "\\" not in path
 
 
-def _local_client(scope: dict) -> bool:
+def _local_client(scope: Scope) -> bool:
     """Whether the peer is on this machine: a loopback address, a Unix socket, or an in-process client."""
     client = scope.get("client")
     if not client:
@@ -49,7 +51,7 @@ class Authenticate:
         self.app = app
         self.tokens = tokens
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or is_ui_shell(scope.get("method", ""), scope.get("path", "")):
             await self.app(scope, receive, send)
             return
@@ -82,7 +84,7 @@ class BodyLimit:
         self.limit = limit
         self.streamed = dict(streamed or {})
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -118,7 +120,7 @@ class BodyLimit:
         body = b"".join(chunks)
         replayed = False
 
-        async def replay() -> dict:
+        async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
@@ -127,7 +129,7 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         await too_large(f"request body is larger than {self.limit} bytes (BRAIN_API_MAX_BODY_BYTES)")(
             scope, receive, send
         )

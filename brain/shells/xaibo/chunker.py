@@ -7,7 +7,7 @@ No ``from __future__ import annotations`` here: Xaibo resolves a module's depend
 """
 
 import asyncio
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from brain.model.errors import ConfigError, ValidationError
 from brain.rules.chunking import TokenChunker
@@ -24,7 +24,7 @@ class BrainChunker(ChunkingProtocol):
 
     _KEYS = ("window_size", "window_overlap")
 
-    def __init__(self, config: Optional[dict] = None, *, settings=None, chunker=None):
+    def __init__(self, config: Optional[dict[str, Any]] = None, *, settings=None, chunker=None) -> None:  # type: ignore[no-untyped-def]  # xaibo injects what a constructor's annotated parameters name
         if chunker is not None:
             if not isinstance(chunker, TokenChunker):
                 raise ConfigError(f"BrainChunker: chunker must be a brain TokenChunker, got {type(chunker).__name__}")

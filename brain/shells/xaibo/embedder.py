@@ -7,7 +7,7 @@ No ``from __future__ import annotations`` here: Xaibo resolves a module's depend
 """
 
 import asyncio
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -27,7 +27,7 @@ class BrainEmbedder(EmbeddingProtocol):
 
     _KEYS = ("kind",)
 
-    def __init__(self, config: Optional[dict] = None, *, store=None, embedder=None, settings=None):
+    def __init__(self, config: Optional[dict[str, Any]] = None, *, store=None, embedder=None, settings=None) -> None:  # type: ignore[no-untyped-def]  # xaibo injects what a constructor's annotated parameters name
         if settings is not None or store is not None or embedder is not None:
             parsed, own = settings, own_config(config, self._KEYS, "BrainEmbedder")
         else:
@@ -46,7 +46,7 @@ class BrainEmbedder(EmbeddingProtocol):
         check_text(text)
         if self.kind == "query":
             return np.array(await asyncio.to_thread(self.embedder.embed_query, text))
-        return (await asyncio.to_thread(self.embedder.embed_documents, [text]))[0]
+        return np.asarray((await asyncio.to_thread(self.embedder.embed_documents, [text]))[0])
 
     async def image_to_embedding(self, image_data: bytes) -> np.ndarray:
         raise self._unsupported("image", "image_data")

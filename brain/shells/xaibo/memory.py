@@ -16,6 +16,7 @@ from typing import Any, List, Optional
 from brain.model.errors import ConfigError, ValidationError
 from brain.model.ids import derived_id
 from brain.model.ids import memory_id as derived_memory_id
+from brain.model.results import Document
 from brain.model.schemas import GLOBAL_SCOPE, XAIBO_INDEX_PREFIX, DocType, check_k
 from brain.rules.memories import is_part, merged_importance, merged_tags
 from brain.shells.xaibo.attributes import Encoded, decode_attributes, encode_attributes
@@ -48,27 +49,27 @@ class BrainMemory(MemoryProtocol):
 
     _KEYS = ("entity", "source", "window_size", "window_overlap")
 
-    def __init__(self, config: Optional[dict] = None, *, store=None, settings=None, chunker=None):
+    def __init__(self, config: Optional[dict[str, Any]] = None, *, store=None, settings=None, chunker=None) -> None:  # type: ignore[no-untyped-def]  # xaibo injects what a constructor's annotated parameters name
         self.store, own = resolve_store(store, settings, config, self._KEYS, "BrainMemory")
         self.scope, self.scopes = scopes_for(own.get("entity"), "BrainMemory")
         self.source = own.get("source", "chat")
         if self.source not in ("chat", "kb", "system", "import"):
             raise ConfigError(f"BrainMemory: source must be one of chat, kb, system, import, got {self.source!r}")
-        chunk_config = {k: own[k] for k in ("window_size", "window_overlap") if k in own}
+        chunk_config: dict[str, Any] = {k: own[k] for k in ("window_size", "window_overlap") if k in own}
         self.chunker = BrainChunker(chunk_config, settings=self.store.settings, chunker=chunker).chunker
 
     # -- reads ---------------------------------------------------------------------------------------
     def _visible(self, metadata: Mapping[str, Any]) -> bool:
         return metadata.get("scope", GLOBAL_SCOPE) in self.scopes and not is_part(metadata)
 
-    def _head(self, memory_id: Any):
+    def _head(self, memory_id: Any) -> Document | None:
         if not isinstance(memory_id, str) or not memory_id:
             return None
         docs = self.store.get([memory_id], type=DocType.MEMORY)
         return docs[0] if docs and self._visible(docs[0].metadata) else None
 
     @staticmethod
-    def _as_dict(doc) -> dict:
+    def _as_dict(doc: Document) -> dict[str, Any]:
         meta = doc.metadata
         return {
             "id": doc.id,
@@ -80,14 +81,14 @@ class BrainMemory(MemoryProtocol):
             "timestamp": meta.get("timestamp"),
         }
 
-    async def get_memory(self, memory_id: str) -> Optional[dict]:
+    async def get_memory(self, memory_id: str) -> Optional[dict[str, Any]]:
         doc = await asyncio.to_thread(self._head, memory_id)
         return None if doc is None else self._as_dict(doc)
 
-    async def list_memories(self) -> List[dict]:
+    async def list_memories(self) -> List[dict[str, Any]]:
         return await asyncio.to_thread(self._list)
 
-    def _list(self) -> List[dict]:
+    def _list(self) -> List[dict[str, Any]]:
         docs = self.store.get(type=DocType.MEMORY, where={"scope": sorted(self.scopes)})
         heads = [d for d in docs if self._visible(d.metadata)]
         heads.sort(key=lambda d: (d.metadata.get("ts_epoch", 0.0), d.id))
@@ -129,26 +130,26 @@ class BrainMemory(MemoryProtocol):
             texts.update((d.id, d.text) for d in self.store.get(missing, type=DocType.MEMORY))
         results = []
         for mid, similarity in ranked:
-            meta = index.metadata(mid)
-            if meta is None or mid not in texts:  # deleted meanwhile
+            stored = index.metadata(mid)
+            if stored is None or mid not in texts:  # deleted meanwhile
                 continue
             results.append(
                 MemorySearchResult(
                     memory_id=mid,
                     content=texts[mid],
                     similarity_score=unit_score(similarity),
-                    attributes=decode_attributes(meta),
+                    attributes=decode_attributes(stored),
                 )
             )
         return results
 
     # -- writes --------------------------------------------------------------------------------------
-    async def store_memory(self, text: str, attributes: Optional[dict] = None) -> str:
+    async def store_memory(self, text: str, attributes: Optional[dict[str, Any]] = None) -> str:
         check_text(text)
         encoded = encode_attributes(attributes, self.scope)  # before anything is chunked or written
         return await asyncio.to_thread(self._store, text, attributes, encoded)
 
-    def _store(self, text: str, attributes: Optional[dict], encoded: Encoded) -> str:
+    def _store(self, text: str, attributes: Optional[dict[str, Any]], encoded: Encoded) -> str:
         memory_id = derived_memory_id(text, self.scope)
         with _write_lock:
             old = self._head(memory_id)
@@ -169,7 +170,7 @@ class BrainMemory(MemoryProtocol):
             self._rewrite(old, old.text, merged_encoded, reset=False)
             return memory_id
 
-    async def update_memory(self, memory_id: str, text: str, attributes: Optional[dict] = None) -> bool:
+    async def update_memory(self, memory_id: str, text: str, attributes: Optional[dict[str, Any]] = None) -> bool:
         check_text(text)
         if attributes is not None and not isinstance(attributes, Mapping):
             encode_attributes(attributes)  # raises the standard message
@@ -183,7 +184,7 @@ class BrainMemory(MemoryProtocol):
         encode_attributes({k: v for k, v in patch.items() if v is not None}, self.scope)
         return await asyncio.to_thread(self._update, memory_id, text, patch, replace)
 
-    def _update(self, memory_id: str, text: str, patch: dict, replace: bool) -> bool:
+    def _update(self, memory_id: str, text: str, patch: dict[str, Any], replace: bool) -> bool:
         with _write_lock:
             old = self._head(memory_id)
             if old is None:
@@ -231,7 +232,9 @@ class BrainMemory(MemoryProtocol):
             CHUNKS_KEY: max(1, chunks),
         }
 
-    def _chunk_docs(self, memory_id: str, chunks: list[str], fields: dict[str, Any], revision: str) -> list[dict]:
+    def _chunk_docs(
+        self, memory_id: str, chunks: list[str], fields: dict[str, Any], revision: str
+    ) -> list[dict[str, Any]]:
         """Continuation chunks 2..n: their own memory documents, with the head's fields."""
         return [
             {
@@ -246,7 +249,7 @@ class BrainMemory(MemoryProtocol):
             for i, chunk in enumerate(chunks[1:], start=1)
         ]
 
-    def _rewrite(self, old, text: str, encoded: Encoded, *, reset: bool) -> None:
+    def _rewrite(self, old: Document, text: str, encoded: Encoded, *, reset: bool) -> None:
         """Give an existing memory a new text and attributes: new chunks, then the head (which switches
         the revision), then the old chunks go. ``reset``: store fields that an earlier write took from
         attributes, and which the new attributes no longer give, return to their defaults."""

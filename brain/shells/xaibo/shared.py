@@ -14,6 +14,7 @@ from brain.app.core import open as open_brain
 from brain.config import Settings
 from brain.model.errors import ConfigError, ValidationError
 from brain.model.schemas import GLOBAL_SCOPE, entity_scope
+from brain.providers.embeddings import Embedder
 from brain.rules.memories import visible_scopes
 from brain.store import Store
 from brain.wiring import get_embedder
@@ -37,13 +38,13 @@ def settings_from_config(config: Any, own_keys: Sequence[str], module: str) -> t
     return settings, {k: v for k, v in config.items() if k in own_keys}
 
 
-def _store_key(settings: Settings) -> tuple:
+def _store_key(settings: Settings) -> tuple[str, str, str]:
     data_dir = str(Path(settings.data_dir).resolve())
     return (settings.chroma_url or data_dir, settings.collection, settings.embedder)
 
 
-_brains: dict[tuple, Brain] = {}
-_embedders: dict[tuple, Any] = {}
+_brains: dict[tuple[str, str, str], Brain] = {}
+_embedders: dict[tuple[str, ...], Embedder] = {}
 _opened: set[int] = set()  # ids of the Brains shared_brain opened (and so closes)
 _stores_lock = threading.Lock()
 
@@ -110,7 +111,9 @@ def own_config(config: Any, own_keys: Sequence[str], module: str) -> dict[str, A
     return dict(config)
 
 
-def resolve_store(store: Any, settings: Any, config: Any, own_keys: Sequence[str], module: str) -> tuple[Store, dict]:
+def resolve_store(
+    store: Any, settings: Any, config: Any, own_keys: Sequence[str], module: str
+) -> tuple[Store, dict[str, Any]]:
     if isinstance(store, Brain):
         store = store.store
     if store is not None:
@@ -148,7 +151,7 @@ def unit_score(similarity: float) -> float:
     return min(1.0, max(0.0, float(similarity)))
 
 
-def shared_embedder(settings: Settings):
+def shared_embedder(settings: Settings) -> Embedder:
     key = (settings.embedder, settings.ollama_host)
     with _stores_lock:
         for store_key, brain in _brains.items():  # an open store's embedder has its model loaded already

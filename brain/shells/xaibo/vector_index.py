@@ -40,7 +40,7 @@ class BrainVectorIndex(VectorIndexProtocol):
 
     _KEYS = ("index", "entity")
 
-    def __init__(self, config: Optional[dict] = None, *, store=None, settings=None):
+    def __init__(self, config: Optional[dict[str, Any]] = None, *, store=None, settings=None) -> None:  # type: ignore[no-untyped-def]  # xaibo injects what a constructor's annotated parameters name
         self.store, own = resolve_store(store, settings, config, self._KEYS, "BrainVectorIndex")
         self.index = own.get("index", "default")
         if not isinstance(self.index, str) or not self.index.strip():
@@ -69,7 +69,7 @@ class BrainVectorIndex(VectorIndexProtocol):
             return None, f"{what} is all zeros (it has no direction to compare)"
         return vec, None
 
-    async def add_vectors(self, vectors: List[np.ndarray], attributes: Optional[List[dict]] = None) -> None:
+    async def add_vectors(self, vectors: List[np.ndarray], attributes: Optional[List[dict[str, Any]]] = None) -> None:
         docs = self._prepare(vectors, attributes)
         if docs:
             await asyncio.to_thread(self.store.upsert_docs, docs)

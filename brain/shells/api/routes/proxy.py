@@ -112,7 +112,7 @@ def _answers(stream_type: str) -> dict[int | str, dict[str, Any]]:
 
 
 def upstream_of(request: Request) -> Upstream:
-    upstream = getattr(request.app.state, "upstream", None)
+    upstream: Upstream | None = getattr(request.app.state, "upstream", None)
     if upstream is None:
         raise ConfigError(
             "the chat proxy is off: set BRAIN_CHAT_UPSTREAM to the base URL of an OpenAI-compatible API "

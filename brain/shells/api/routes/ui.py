@@ -12,7 +12,9 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
+from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from brain.shells.web.middleware import STATIC_PREFIX, UI_PATH  # the paths the token check lets through
 
@@ -31,7 +33,7 @@ SECURITY_HEADERS = {
 
 
 class _UiStatic(StaticFiles):
-    async def get_response(self, path, scope):
+    async def get_response(self, path: str, scope: Scope) -> Response:
         response = await super().get_response(path, scope)
         response.headers.update(SECURITY_HEADERS)
         return response
