@@ -124,7 +124,7 @@ def migrate_entity_names(chroma: Any, mirror: Any = None, mirror_types: Any = ()
     when names were case-sensitive) to the canonical scope (``entity:alice``), when that is safe: no row is
     in the canonical scope yet and no other spelling maps to it. Otherwise two people once told apart by
     spelling would become one, so those rows are left where they are (ranked for nobody, see
-    :func:`brain.store.memory_index.read_row`) and returned under ``"left"``. ``chroma``: the store's
+    :func:`brain.store.memory_rows.read_row`) and returned under ``"left"``. ``chroma``: the store's
     :class:`~brain.store.chroma.ChromaAccess`. Ids do not change. The mirror (rows of ``mirror_types``) is
     rewritten first, then Chroma, so a migration killed halfway is finished at the next open. Runs once per
     store (:data:`NAMES_MIGRATED_KEY`). Returns ``{"moved": {old scope: new}, "rows": n, "left": {old scope:

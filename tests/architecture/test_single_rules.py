@@ -28,7 +28,7 @@ from brain.providers.ollama_client import ollama_errors
 from brain.providers.summarizers import OllamaSummarizer, SummarizerError, SummarizerUnavailable, TurnText
 from brain.rules import ranking
 from brain.shells.xaibo.attributes import encode_attributes
-from brain.store.memory_index import read_row
+from brain.store.memory_rows import read_row
 from tests.ollama_stub import DEFAULT_CHAT_MODELS, OllamaStub
 
 BRAIN = Path(__file__).resolve().parents[2] / "brain"

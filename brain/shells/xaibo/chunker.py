@@ -24,7 +24,7 @@ class BrainChunker(ChunkingProtocol):
 
     _KEYS = ("window_size", "window_overlap")
 
-    def __init__(self, config: Optional[dict[str, Any]] = None, *, settings=None, chunker=None) -> None:  # type: ignore[no-untyped-def]  # xaibo injects what a constructor's annotated parameters name
+    def __init__(self, config: Optional[dict[str, Any]] = None, *, settings=None, chunker=None):  # type: ignore[no-untyped-def]  # xaibo injects what any annotation but config names
         if chunker is not None:
             if not isinstance(chunker, TokenChunker):
                 raise ConfigError(f"BrainChunker: chunker must be a brain TokenChunker, got {type(chunker).__name__}")

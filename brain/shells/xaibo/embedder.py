@@ -27,7 +27,7 @@ class BrainEmbedder(EmbeddingProtocol):
 
     _KEYS = ("kind",)
 
-    def __init__(self, config: Optional[dict[str, Any]] = None, *, store=None, embedder=None, settings=None) -> None:  # type: ignore[no-untyped-def]  # xaibo injects what a constructor's annotated parameters name
+    def __init__(self, config: Optional[dict[str, Any]] = None, *, store=None, embedder=None, settings=None):  # type: ignore[no-untyped-def]  # xaibo injects what any annotation but config names
         if settings is not None or store is not None or embedder is not None:
             parsed, own = settings, own_config(config, self._KEYS, "BrainEmbedder")
         else:

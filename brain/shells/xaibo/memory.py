@@ -30,7 +30,7 @@ from brain.shells.xaibo.keys import (
     REPLACE,
     REVISION_KEY,
 )
-from brain.shells.xaibo.protocol_types import MemoryProtocol, MemorySearchResult
+from brain.shells.xaibo.protocol_types import MemoryProtocol, MemorySearchResult, XaiboDict
 from brain.shells.xaibo.shared import check_text, resolve_store, scopes_for, unit_score
 from brain.store import SIMILARITY_ONLY
 from brain.store.indexes import memory_index
@@ -49,7 +49,7 @@ class BrainMemory(MemoryProtocol):
 
     _KEYS = ("entity", "source", "window_size", "window_overlap")
 
-    def __init__(self, config: Optional[dict[str, Any]] = None, *, store=None, settings=None, chunker=None) -> None:  # type: ignore[no-untyped-def]  # xaibo injects what a constructor's annotated parameters name
+    def __init__(self, config: Optional[dict[str, Any]] = None, *, store=None, settings=None, chunker=None):  # type: ignore[no-untyped-def]  # xaibo injects what any annotation but config names
         self.store, own = resolve_store(store, settings, config, self._KEYS, "BrainMemory")
         self.scope, self.scopes = scopes_for(own.get("entity"), "BrainMemory")
         self.source = own.get("source", "chat")
@@ -81,11 +81,11 @@ class BrainMemory(MemoryProtocol):
             "timestamp": meta.get("timestamp"),
         }
 
-    async def get_memory(self, memory_id: str) -> Optional[dict[str, Any]]:
+    async def get_memory(self, memory_id: str) -> Optional[XaiboDict]:
         doc = await asyncio.to_thread(self._head, memory_id)
         return None if doc is None else self._as_dict(doc)
 
-    async def list_memories(self) -> List[dict[str, Any]]:
+    async def list_memories(self) -> List[XaiboDict]:
         return await asyncio.to_thread(self._list)
 
     def _list(self) -> List[dict[str, Any]]:
@@ -144,7 +144,7 @@ class BrainMemory(MemoryProtocol):
         return results
 
     # -- writes --------------------------------------------------------------------------------------
-    async def store_memory(self, text: str, attributes: Optional[dict[str, Any]] = None) -> str:
+    async def store_memory(self, text: str, attributes: Optional[XaiboDict] = None) -> str:
         check_text(text)
         encoded = encode_attributes(attributes, self.scope)  # before anything is chunked or written
         return await asyncio.to_thread(self._store, text, attributes, encoded)
@@ -170,7 +170,7 @@ class BrainMemory(MemoryProtocol):
             self._rewrite(old, old.text, merged_encoded, reset=False)
             return memory_id
 
-    async def update_memory(self, memory_id: str, text: str, attributes: Optional[dict[str, Any]] = None) -> bool:
+    async def update_memory(self, memory_id: str, text: str, attributes: Optional[XaiboDict] = None) -> bool:
         check_text(text)
         if attributes is not None and not isinstance(attributes, Mapping):
             encode_attributes(attributes)  # raises the standard message

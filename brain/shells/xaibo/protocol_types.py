@@ -4,7 +4,7 @@
 installed without the ``xaibo`` extra (the adapters then work from Python, without the framework)."""
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 try:
     from xaibo.core.protocols.memory import (
@@ -55,3 +55,10 @@ __all__ = [
     "VectorIndexProtocol",
     "VectorSearchResult",
 ]
+
+#: ``dict`` as Xaibo's protocol methods write it: unparameterised at run time, where their signatures must
+#: equal Xaibo's, and a JSON object for the type checker
+if TYPE_CHECKING:
+    XaiboDict = Dict[str, Any]
+else:
+    XaiboDict = dict

@@ -17,7 +17,7 @@ from brain.model.ids import new_id
 from brain.model.schemas import DocType, check_k
 from brain.shells.xaibo.attributes import decode_attributes, encode_attributes
 from brain.shells.xaibo.keys import INDEX_KEY, PART_OF_KEY, TEXT_ATTRIBUTES, vector_index_part_of
-from brain.shells.xaibo.protocol_types import VectorIndexProtocol, VectorSearchResult
+from brain.shells.xaibo.protocol_types import VectorIndexProtocol, VectorSearchResult, XaiboDict
 from brain.shells.xaibo.shared import resolve_store, scopes_for, unit_score
 from brain.store import SIMILARITY_ONLY
 from brain.store.indexes import memory_index
@@ -40,7 +40,7 @@ class BrainVectorIndex(VectorIndexProtocol):
 
     _KEYS = ("index", "entity")
 
-    def __init__(self, config: Optional[dict[str, Any]] = None, *, store=None, settings=None) -> None:  # type: ignore[no-untyped-def]  # xaibo injects what a constructor's annotated parameters name
+    def __init__(self, config: Optional[dict[str, Any]] = None, *, store=None, settings=None):  # type: ignore[no-untyped-def]  # xaibo injects what any annotation but config names
         self.store, own = resolve_store(store, settings, config, self._KEYS, "BrainVectorIndex")
         self.index = own.get("index", "default")
         if not isinstance(self.index, str) or not self.index.strip():
@@ -69,7 +69,7 @@ class BrainVectorIndex(VectorIndexProtocol):
             return None, f"{what} is all zeros (it has no direction to compare)"
         return vec, None
 
-    async def add_vectors(self, vectors: List[np.ndarray], attributes: Optional[List[dict[str, Any]]] = None) -> None:
+    async def add_vectors(self, vectors: List[np.ndarray], attributes: Optional[List[XaiboDict]] = None) -> None:
         docs = self._prepare(vectors, attributes)
         if docs:
             await asyncio.to_thread(self.store.upsert_docs, docs)
