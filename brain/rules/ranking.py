@@ -48,7 +48,7 @@ from numpy.typing import ArrayLike
 from brain.model.vectors import unit_rows
 
 if TYPE_CHECKING:
-    from brain.config import Settings
+    from brain.config.fields import RankingFields
 
 try:  # SIMD int8 dot products; numpy has no fast int8 matrix-vector product
     import simsimd
@@ -108,7 +108,7 @@ class ScoreWeights:
         return self.floor is not None or self.margin is not None
 
     @classmethod
-    def reference(cls, settings: Settings) -> ScoreWeights:
+    def reference(cls, settings: RankingFields) -> ScoreWeights:
         """The reference formula of the ``RAG_WEIGHT_*`` settings: no gate, no lexical part."""
         return cls(
             similarity=settings.weight_similarity,
@@ -121,7 +121,7 @@ class ScoreWeights:
     @classmethod
     def relevance(
         cls,
-        settings: Settings,
+        settings: RankingFields,
         floor: float | None,
         margin: float | None,
         spread: float = 1.0,
@@ -151,7 +151,7 @@ class ScoreWeights:
         )
 
     @classmethod
-    def core(cls, settings: Settings) -> ScoreWeights:
+    def core(cls, settings: RankingFields) -> ScoreWeights:
         """The order of the facts always shown: importance first; among equal importance the closer to
         the message, then the newer. Importance steps are 0.2 apart and the similarity part spans at most 0.1,
         so it only breaks ties of importance; the recency part (at most 0.0005) only those of similarity
@@ -165,7 +165,7 @@ class ScoreWeights:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ScoreWeights:
+    def from_settings(cls, settings: RankingFields) -> ScoreWeights:
         """The reference formula of the settings (what searches rank by)."""
         return cls.reference(settings)
 
@@ -189,6 +189,39 @@ def recency_part(epochs: np.ndarray, now: float, weights: ScoreWeights) -> np.nd
     """Bonus halving every half-life; a timestamp in the future counts as age 0."""
     age = np.maximum(now - np.asarray(epochs, dtype=np.float64), 0.0)
     return weights.recency * np.exp2(-age / weights.half_life_seconds)
+
+
+@dataclass(frozen=True)
+class RecencyFactors:
+    """:func:`recency_part` of many rows as one multiply per row, for rows whose times do not change between
+    searches: 0.5**((now-t)/h) = 2**((t_ref-now)/h) * 2**((t-t_ref)/h), the second factor computed once per
+    half-life and time source (``growth``; None where it would underflow: then :func:`recency_part`)."""
+
+    half_life: float
+    source: str
+    t_ref: float
+    growth: np.ndarray | None
+
+    @classmethod
+    def of(cls, epochs: np.ndarray, weights: ScoreWeights) -> RecencyFactors:
+        h = weights.half_life_seconds
+        t_ref = float(epochs.max()) if epochs.size else 0.0
+        exponent = (epochs - t_ref) / h
+        # below 2**-1000 the factor underflows: then exp2 per query instead
+        usable = epochs.size and exponent.min() > -1000
+        return cls(h, weights.recency_from, t_ref, np.exp2(exponent) if usable else None)
+
+    def fits(self, weights: ScoreWeights) -> bool:
+        return (self.half_life, self.source) == (weights.half_life_seconds, weights.recency_from)
+
+    def part(self, epochs: np.ndarray, now: float, weights: ScoreWeights) -> np.ndarray:
+        """The recency part of ``epochs`` (the rows these factors were made of) at ``now``."""
+        if self.growth is None or (self.t_ref - now) / self.half_life > 1000:
+            return recency_part(epochs, now, weights)
+        out: np.ndarray = self.growth * (2.0 ** ((self.t_ref - now) / self.half_life))
+        np.minimum(out, 1.0, out=out)  # timestamps in the future count as age 0
+        out *= weights.recency
+        return out
 
 
 def similarity_part(similarity: np.ndarray, weights: ScoreWeights) -> np.ndarray:

@@ -82,7 +82,7 @@ class MemoryIndex:
         # rows stored with values the index cannot use: id -> {field: what was done instead}
         self._problems: dict[str, dict[str, str]] = {}
         # (half_life, recency_from, t_ref, 2**((t-t_ref)/h))
-        self._growth: tuple[float, str, float, np.ndarray | None] | None = None
+        self._growth: ranking.RecencyFactors | None = None
         # the lexical side, built on the first search that weighs it and again after a change:
         # BM25 over every row in row order, and each text's keyword tokens by id (kept across rebuilds)
         self._bm25: BM25Index | None = None
@@ -473,27 +473,12 @@ class MemoryIndex:
         return known
 
     def _recency(self, now: float, weights: ScoreWeights) -> np.ndarray:
-        """w_rec * 0.5**(age/h) for every row, as one multiply per row.
-
-        0.5**((now-t)/h) = 2**((t_ref-now)/h) * 2**((t-t_ref)/h); the second factor is cached per
-        half-life until the next write. Where that factor would overflow, fall back to exp2.
-        """
+        """Every row's recency part (:class:`~brain.rules.ranking.RecencyFactors`, kept until the next write)."""
         n = self._n
-        h = weights.half_life_seconds
-        source = weights.recency_from
-        epochs = self._used[:n] if source == "last_used" else self._epoch[:n]
-        if self._growth is None or self._growth[:2] != (h, source):
-            t_ref = float(epochs.max()) if n else 0.0
-            exponent = (epochs - t_ref) / h
-            # below 2**-1000 the factor underflows: then compute exp2 per query instead
-            self._growth = (h, source, t_ref, np.exp2(exponent) if n and exponent.min() > -1000 else None)
-        _, _, t_ref, growth = self._growth
-        if growth is None or (t_ref - now) / h > 1000:
-            return ranking.recency_part(epochs, now, weights)
-        out: np.ndarray = growth * (2.0 ** ((t_ref - now) / h))
-        np.minimum(out, 1.0, out=out)  # timestamps in the future count as age 0
-        out *= weights.recency
-        return out
+        epochs = self._used[:n] if weights.recency_from == "last_used" else self._epoch[:n]
+        if self._growth is None or not self._growth.fits(weights):
+            self._growth = ranking.RecencyFactors.of(epochs, weights)
+        return self._growth.part(epochs, now, weights)
 
     def search(self, query: MemoryQuery) -> GatedHits[MemoryHit]:
         """The exact top rows of ``query``: :func:`search_parts` over this index alone."""

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +32,15 @@ from brain.features.chat.context import (
     assemble_context,
     explain,
     render_line,
+)
+from brain.features.chat.exchanges import (
+    Exchange,
+    check_conversation,
+    checked_exchange,
+    idempotent_conversation_id,
+    idempotent_turn_id,
+    new_conversation_id,
+    replayed_exchange,
 )
 from brain.features.chat.formation import Formation, FormationBatch, FormationReport
 from brain.features.chat.last_used import ACCESS_FLUSH_SECONDS, AccessTracker
@@ -54,7 +61,7 @@ from brain.features.chat.summaries import SummaryWriter
 from brain.features.chat.summary_queue import SummaryQueue, SummarySchedule
 from brain.features.consolidate import ConsolidationReport, consolidate_memories
 from brain.model.errors import Problem, ValidationError
-from brain.model.ids import check_idempotency_key, derived_id
+from brain.model.ids import check_idempotency_key
 from brain.model.results import GatedHits, Hit
 from brain.model.schemas import (
     GLOBAL_SCOPE,
@@ -66,7 +73,6 @@ from brain.model.schemas import (
     is_part,
     parse_timestamp,
     parse_turn_range,
-    turn_text_problem,
     utc_now,
     valid_conversation_id,
     valid_entity_scope,
@@ -86,65 +92,9 @@ STABLE_CORE_POOL = 20
 #: persona sections served per call (the whole current version; the cap only bounds a broken file)
 PERSONA_MAX_SECTIONS = 1000
 _LOCK_STRIPES = 64
+
+
 # keys record_exchange sets itself; metadata= may not override them
-_TURN_KEYS = frozenset(
-    {
-        "text",
-        "type",
-        "id",
-        "embedding",
-        "role",
-        "conversation_id",
-        "turn_index",
-        "timestamp",
-        "ts_epoch",
-        "source",
-        "scope",
-        "speaker",
-    }
-)
-
-
-def new_conversation_id() -> str:
-    return f"conv-{uuid.uuid4()}"
-
-
-def idempotent_turn_id(key: str, scope: str, role: str) -> str:
-    """The id of the ``role`` turn of the exchange sent with ``key`` in ``scope`` (the same in every process)."""
-    return derived_id("exchange", scope, key, role)
-
-
-def idempotent_conversation_id(key: str, scope: str) -> str:
-    """The id of the conversation an exchange sent with ``key`` (and no conversation id) starts."""
-    return "conv-" + derived_id("conversation", scope, key).removeprefix("doc-")
-
-
-@dataclass
-class Exchange:
-    """What :meth:`ChatMemory.record_exchange` stored; ``summaries_scheduled`` lists the turn ranges
-    queued for summarising because of this exchange (e.g. ``["1-10"]``). The id and index of a side
-    the exchange did not have (``user_text`` or ``assistant_text`` None) are None."""
-
-    conversation_id: str
-    user_turn_id: str | None
-    assistant_turn_id: str | None
-    user_turn_index: int | None
-    assistant_turn_index: int | None
-    summaries_scheduled: list[str] = field(default_factory=list)
-    replayed: bool = False  # an earlier call with its idempotency key stored it: nothing was written now
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "conversation_id": self.conversation_id,
-            "user_turn_id": self.user_turn_id,
-            "assistant_turn_id": self.assistant_turn_id,
-            "user_turn_index": self.user_turn_index,
-            "assistant_turn_index": self.assistant_turn_index,
-            "summaries_scheduled": list(self.summaries_scheduled),
-            "replayed": self.replayed,
-        }
-
-
 class ChatMemory:
     """Context assembly, conversation recording, summaries and memories over one :class:`RagStore`.
 
@@ -231,7 +181,7 @@ class ChatMemory:
         of its first message before recording the exchange): its context is that of an empty conversation,
         persona, knowledge and memories without turns or summaries. With ``entity``, another entity's
         conversation reads the same way, so a context never shows what another entity said."""
-        conversation_id = _check_conversation(conversation_id)
+        conversation_id = check_conversation(conversation_id)
         if not isinstance(user_message, str) or not user_message.strip():
             raise ValidationError("user_message must be a non-empty string", [Problem("user_message", "empty")])
         if entity is not None:
@@ -539,26 +489,9 @@ class ChatMemory:
         ``assistant_name`` (default: the persona's name, see :mod:`brain.features.persona`); without a name a
         turn has no speaker. One side may be ``None``: a session the assistant opens, or a message
         left unanswered, is an exchange of one turn."""
-        for name, text in (("user_text", user_text), ("assistant_text", assistant_text)):
-            if text is not None and (not isinstance(text, str) or not text.strip()):  # the store would say "item 0"
-                raise ValidationError.of(name, f"{name} must be a non-empty string, got {text!r} (nothing was written)")
-            if text is not None and (too_long := turn_text_problem(name, text)):
-                raise ValidationError.of(name, too_long)
-        key = None if idempotency_key is None else check_idempotency_key(idempotency_key)
-        conversation_id = _check_conversation(conversation_id)
-        if user_text is None and assistant_text is None:
-            raise ValidationError(
-                "an exchange needs user_text, assistant_text or both; both are None",
-                [Problem("user_text", "missing"), Problem("assistant_text", "missing")],
-            )
-        extra = dict(metadata or {})
-        clashing = sorted(k for k in extra if k in _TURN_KEYS)
-        if clashing:
-            raise ValidationError(
-                f"metadata may not set {clashing}: record_exchange sets them itself"
-                + (" (give user_name / assistant_name for speaker)" if "speaker" in clashing else ""),
-                [Problem(f"metadata.{k}", "reserved") for k in clashing],
-            )
+        key, conversation_id, extra = checked_exchange(
+            user_text, assistant_text, idempotency_key, conversation_id, metadata
+        )
         if entity is not None:
             extra["scope"] = valid_entity_scope(entity)
         elif conversation_id is not None:  # no entity named: the exchange goes on in the conversation's scope
@@ -580,7 +513,7 @@ class ChatMemory:
             assert conversation_id is not None  # given, or made above when there is no key
             return self._record(conversation_id, turns, timestamp, extra)
         with self._key_stripes[hash((scope, key)) % _LOCK_STRIPES]:  # the same key twice at once: one writes
-            replay = self._replay(key, scope, conversation_id, turns)
+            replay = replayed_exchange(self.store, key, scope, conversation_id, turns, self.settings.summary_every_n)
             if replay is not None:
                 return replay
             conversation_id = conversation_id or idempotent_conversation_id(key, scope)
@@ -630,43 +563,6 @@ class ChatMemory:
             [job.turn_range for job in scheduled],
         )
 
-    def _replay(
-        self, key: str, scope: str, conversation_id: str | None, turns: list[tuple[str, str, str | None]]
-    ) -> Exchange | None:
-        """The answer of the exchange first stored under ``key``, or None when there is none."""
-        wanted = {role: idempotent_turn_id(key, scope, role) for role in ("user", "assistant")}
-        stored = {d.metadata.get("role"): d for d in self.store.get(list(wanted.values()))}
-        if not stored:
-            return None
-        sent = {role: text for role, text, _ in turns}
-        first = next(iter(stored.values())).metadata.get("conversation_id")
-        if (
-            set(stored) != set(sent)
-            or any(stored[r].text != sent[r] for r in sent)
-            or (conversation_id is not None and conversation_id != first)
-        ):
-            raise ValidationError.of(
-                "idempotency_key",
-                (
-                    f"idempotency key {key!r} was used for another exchange (other texts or another conversation); "
-                    f"a retry sends the same exchange again, a new exchange needs a new key (nothing was written)"
-                ),
-            )
-        positions = {r: int(d.metadata["turn_index"]) for r, d in stored.items()}
-        window = 2 * self.settings.summary_every_n
-        low, high = min(positions.values()), max(positions.values())
-        # the windows this exchange completed, as its first answer listed them (windows are aligned)
-        scheduled = [f"{end - window + 1}-{end}" for end in range(low, high + 1) if end % window == 0]
-        return Exchange(
-            str(first),
-            stored["user"].id if "user" in stored else None,
-            stored["assistant"].id if "assistant" in stored else None,
-            positions.get("user"),
-            positions.get("assistant"),
-            scheduled,
-            replayed=True,
-        )
-
     def remember(
         self,
         text: str,
@@ -712,7 +608,7 @@ class ChatMemory:
     def resummarize_fallbacks(self, conversation_id: str | None = None) -> int:
         """Replace extractive fallback summaries with the model's (same id, index and range), in the
         caller's thread; see :meth:`SummaryWriter.resummarize_fallbacks`."""
-        return self.summary_writer.resummarize_fallbacks(_check_conversation(conversation_id))
+        return self.summary_writer.resummarize_fallbacks(check_conversation(conversation_id))
 
     # ---- memory formation ---------------------------------------------------------------------------------
     def extract_memories(self, conversation_id: str | None = None, *, again: bool = False) -> FormationReport:
@@ -721,14 +617,14 @@ class ChatMemory:
         the done ones too (a batch applied again converges: what is known already merges). See
         :mod:`brain.features.chat.formation`. Raises :class:`~brain.model.errors.ConfigError` when formation
         is off (``BRAIN_FORMATION``, or no model: ``BRAIN_SUMMARIZER=extractive``)."""
-        return self.formation.extract(_check_conversation(conversation_id), again=again)
+        return self.formation.extract(check_conversation(conversation_id), again=again)
 
     def formation_batches(
         self, conversation_id: str | None = None, status: str | Sequence[str] | None = None
     ) -> list[FormationBatch]:
         """The windows memory formation was scheduled for, as their summaries record them (of one
         conversation, or all; ``status``: ``pending``, ``done``, ``failed`` or several), in order."""
-        return self.formation.batches(_check_conversation(conversation_id), status)
+        return self.formation.batches(check_conversation(conversation_id), status)
 
     def pending_summaries(self) -> int:
         """Summaries queued or being written (and, with formation on, windows whose formation is queued)."""
@@ -816,11 +712,6 @@ def _above_floor(
             "shown": len(kept),
         }
     return [_similarity_item(section, h, floor) for h in kept]
-
-
-def _check_conversation(value: Any) -> str | None:
-    """A conversation id, or None (none given)."""
-    return None if value is None else valid_conversation_id(value)
 
 
 __all__ = [
