@@ -5,11 +5,13 @@ brain that reads one section can be typed with that section's class and still be
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
 import pydantic
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from brain.config.sections import (
     SPECIALIST_BAND_DEFAULTS,
@@ -700,3 +702,23 @@ class ApiFields(BaseModel):
         ge=1,
         le=64,
     )
+
+
+#: every section, in the order Settings lists their fields
+SECTIONS: tuple[type[BaseModel], ...] = (
+    ContextFields,
+    RankingFields,
+    StorageFields,
+    KnowledgeFields,
+    EmbedderFields,
+    MirrorFields,
+    SummaryFields,
+    SpecialistFields,
+    ApiFields,
+)
+
+
+@cache
+def all_fields() -> dict[str, FieldInfo]:
+    """Every setting's field, in the order :class:`~brain.config.Settings` lists them (shared: read only)."""
+    return {name: info for section in SECTIONS for name, info in section.model_fields.items()}

@@ -8,13 +8,8 @@ from urllib.parse import urlsplit, urlunsplit
 import annotated_types
 import pydantic
 from pydantic import AliasChoices
-from pydantic.fields import FieldInfo
 
-
-def _fields() -> dict[str, FieldInfo]:
-    from brain.config.settings import Settings  # at call time: Settings itself uses these functions
-
-    return Settings.model_fields
+from brain.config.fields import all_fields
 
 
 def env_name(field_name: str) -> str:
@@ -27,7 +22,7 @@ def bounds(field_name: str) -> tuple[object, bool, object, bool] | None:
     lo: object = None
     hi: object = None
     lo_open = hi_open = False
-    for meta in _fields()[field_name].metadata:
+    for meta in all_fields()[field_name].metadata:
         if isinstance(meta, annotated_types.Ge):
             lo, lo_open = meta.ge, False
         elif isinstance(meta, annotated_types.Gt):
@@ -52,13 +47,13 @@ def allowed_range(field_name: str) -> str | None:
 
 def env_names(field_name: str) -> tuple[str, ...]:
     """Every environment variable that sets ``field_name``: its name, then older names kept working."""
-    alias = _fields()[field_name].validation_alias
+    alias = all_fields()[field_name].validation_alias
     # every setting declares its names as AliasChoices (brain.config.sections)
     return tuple(str(c) for c in alias.choices) if isinstance(alias, AliasChoices) else (field_name.upper(),)
 
 
 def _field_for(loc_name: str) -> str | None:
-    for name in _fields():
+    for name in all_fields():
         if loc_name.lower() in {c.lower() for c in env_names(name)} | {name}:
             return name
     return None
