@@ -1,6 +1,6 @@
-"""The :class:`Settings` model: every setting, declared once in its section with its description and
-range. The class is longer than brain's others because it is that one declaration (about 70 settings);
-the logic lives in the sibling modules (sections, sources, project, naming)."""
+"""The :class:`Settings` model: every setting, declared once in its section's class
+(:mod:`brain.config.fields`), loaded from arguments, the environment and the project's env files, and
+checked across sections here; the logic lives in the sibling modules (sections, sources, project, naming)."""
 
 from __future__ import annotations
 

@@ -65,7 +65,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from brain.config import Settings, key_dir_problem
+from brain.config import key_dir_problem
+from brain.config.fields import StorageFields
 from brain.model.errors import BrainError, ConfigError, StoreError, StoreUnavailable
 from brain.model.schemas import GLOBAL_SCOPE
 from brain.store.events import WriteEvent, WriteSubscriber
@@ -94,7 +95,7 @@ _CHUNK = 1 << 20
 _MAX_NPY_HEADER = 10_000
 
 
-def snapshot_path(settings: Settings) -> Path:
+def snapshot_path(settings: StorageFields) -> Path:
     """BRAIN_INDEX_SNAPSHOT_PATH, else ``<BRAIN_DATA_DIR>/index_snapshots/<collection>.npz``."""
     if settings.index_snapshot_path is not None:
         return settings.index_snapshot_path
@@ -141,7 +142,7 @@ class KeyFile:
     directory. :meth:`read` gives the key the last save wrote; :meth:`renew` writes a new one, before
     every save."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: StorageFields):
         key_dir = settings.snapshot_key_dir
         assert key_dir is not None  # Settings resolves it (default: under XDG_STATE_HOME)
         problem = key_dir_problem(key_dir, settings.data_dir)  # settings changed after validation

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from brain.config import Settings
+from brain.config.fields import EmbedderFields
 from brain.providers.embeddings import Embedder, embedder_named
 from brain.providers.extractors import Extractor, OllamaExtractor, OpenAIExtractor
 from brain.providers.summarizers import ExtractiveSummarizer, OpenAISummarizer, Summarizer, summarizer_of_kind
 
 
-def get_embedder(settings: Settings) -> Embedder:
+def get_embedder(settings: EmbedderFields) -> Embedder:
     """The embedder ``BRAIN_EMBEDDER`` names, with the batch size, query cache and Ollama server the
     settings give. Does not load a model or contact a server."""
     return embedder_named(

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from brain.config import Settings
+from brain.config.fields import SummaryFields
 from brain.model.errors import Backoff, retry
 from brain.model.ids import derived_id
 from brain.model.results import Document
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 HEALTH_PROBE_SECONDS = 30.0
 
 
-def summary_backoff(settings: Settings) -> Backoff:
+def summary_backoff(settings: SummaryFields) -> Backoff:
     """How a failed summary (the model's answer, or storing it) is tried again: BRAIN_SUMMARY_RETRIES
     times, the first after BRAIN_SUMMARY_BACKOFF_SECONDS, each next wait twice the last."""
     return Backoff(first=settings.summary_backoff_seconds, retries=settings.summary_retries)
@@ -81,7 +81,7 @@ class SummaryWriter:
     def __init__(
         self,
         store: Store,
-        settings: Settings,
+        settings: SummaryFields,
         summarizer: Summarizer,
         fallback: Summarizer,
         unavailable_cooldown: float,

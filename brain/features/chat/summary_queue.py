@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from brain.config import Settings
+from brain.config.fields import SummaryFields
 from brain.features.chat.formation import Formation, FormationStopped
 from brain.features.chat.summaries import SummaryJob, SummaryWriter, summary_backoff
 from brain.model.errors import BrainError
@@ -53,7 +53,7 @@ class _Position:
 class SummarySchedule:
     """Which windows of a conversation are due for a summary. Callers serialise calls per conversation."""
 
-    def __init__(self, store: Store, settings: Settings):
+    def __init__(self, store: Store, settings: SummaryFields):
         self.store = store
         self.settings = settings
         self._positions: LRUCache[str, _Position] = LRUCache(_STATES_CACHED)
