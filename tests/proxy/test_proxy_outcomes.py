@@ -148,6 +148,10 @@ def test_the_upstream_key_never_leaves(proxy_store, upstream, caplog, tmp_path):
     assert UPSTREAM_KEY not in caplog.text
     configured = proxy_store.settings.model_copy(update={"chat_upstream_key": SecretStr(UPSTREAM_KEY)})
     assert UPSTREAM_KEY not in repr(configured) and UPSTREAM_KEY not in repr(Upstream(upstream.url, key=UPSTREAM_KEY))
-    stored = b"".join(p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file())
-    assert UPSTREAM_KEY.encode() not in stored
+    holding = {
+        str(p.relative_to(tmp_path)): p.read_bytes().index(UPSTREAM_KEY.encode())
+        for p in (tmp_path / "data").rglob("*")
+        if p.is_file() and UPSTREAM_KEY.encode() in p.read_bytes()
+    }
+    assert not holding, f"the key is in these files, at these offsets: {holding}"
     assert conversations(proxy_store)  # something was recorded, and the key is not in it
