@@ -13,12 +13,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from brain.access.policy import ADMIN, Access, Caller
-from brain.model.errors import ValidationError
+from brain.access.policy import ADMIN, Access, Caller, conversation_lock, no_conversation, refuse_field_keys
+from brain.model.errors import ConversationOwned, NotFound, ValidationError
 from brain.model.results import Document, Hit, MemoryHit, Supersession
+from brain.model.schemas import GLOBAL_SCOPE, DocType, entity_of, valid_conversation_id
 from brain.ops.arguments import JsonReport, Metadata, When
 from brain.ops.calls import operation
-from brain.rules.memories import readable_scopes
 from brain.store.memory_listing import count_memories, list_memories
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class _Part:
         self._brain = ops.brain
 
     def _access(self, entity: str | None) -> Access:
-        return Access(self._brain.store, lambda: self._brain.chat, self._ops.caller, entity)
+        return Access(self._brain.store, self._ops.caller, entity)
 
     def _admin(self, what: str) -> None:
         self._ops.caller.require_admin(what)
@@ -65,17 +65,21 @@ class LocalMemories(_Part):
         expires_at: str | datetime | None = None,
         source: str = "system",
     ) -> Document:
-        return self._access(entity).create_memory(
+        """Store a memory in the acting entity's scope (unrestricted: ``scope``, default global)."""
+        refuse_field_keys(metadata, ("text", "importance", "tags", "entity", "scope", "conversation_id", "timestamp"))
+        scope = self._access(entity).new_memory_scope(scope)
+        doc_id = self._brain.chat.remember(
             text,
-            scope=scope,
             importance=importance,
             tags=tags,
+            entity=entity_of(scope),
             conversation_id=conversation_id,
             timestamp=timestamp,
+            source=source,
             metadata=metadata,
             expires_at=expires_at,
-            source=source,
         )
+        return self._brain.store.get_one(doc_id)
 
     @operation
     def search(
@@ -87,11 +91,14 @@ class LocalMemories(_Part):
         tags: Sequence[str] | None = None,
         as_of: When | None = None,
     ) -> builtins.list[MemoryHit]:
-        return self._access(entity).search_memories(query, k, tags=tags, as_of=as_of)
+        """Ranked memories: global ones and, acting as an entity, its own; with ``as_of``, those held true
+        then (see :meth:`RagStore.retrieve_memories`)."""
+        acting = self._access(entity).entity
+        return self._brain.store.retrieve_memories(query, k, entity=acting, tags=tags or None, as_of=as_of)
 
     @operation
     def get(self, memory_id: str, *, entity: str | None = None) -> Document:
-        return self._access(entity).get_memory(memory_id)
+        return self._access(entity).memory(memory_id)
 
     @operation
     def list(
@@ -142,13 +149,13 @@ class LocalMemories(_Part):
 
     def _listed_scopes(self, entity: str | None, scope: str | None) -> builtins.list[str] | None:
         """The scopes a listing acting for ``entity`` reads (None: every scope), narrowed to ``scope``."""
-        acting = self._access(entity).entity
-        scopes = readable_scopes(acting)
+        access = self._access(entity)
+        scopes = access.readable_scopes()
         if scope is None:
-            return None if scopes is None else sorted(scopes)
-        if acting is not None and scope not in (scopes or ()):
+            return scopes
+        if scopes is not None and scope not in scopes:
             raise ValidationError.of(
-                "scope", f"scope {scope!r} is not one entity {acting!r} reads; give one of {sorted(scopes or ())}"
+                "scope", f"scope {scope!r} is not one entity {access.entity!r} reads; give one of {scopes}"
             )
         return [scope]
 
@@ -165,14 +172,18 @@ class LocalMemories(_Part):
         replace_metadata: bool = False,
         status: str | None = None,
     ) -> Document:
-        return self._access(entity).update_memory(
-            memory_id,
-            text,
-            importance=importance,
-            tags=tags,
-            metadata=metadata,
-            replace_metadata=replace_metadata,
-            status=status,
+        """Change one memory the caller may change (see :meth:`RagStore.update_memory`); ``status`` retires it
+        (``retracted``, ...) or brings it back (``active``)."""
+        refuse_field_keys(metadata, ("text", "importance", "tags"))
+        if status is not None:
+            if metadata and "status" in metadata and metadata["status"] != status:
+                raise ValidationError.of(
+                    "status", f"status {status!r} disagrees with metadata.status {metadata['status']!r}; send one"
+                )
+            metadata = {**(metadata or {}), "status": status}
+        self._access(entity).changeable(memory_id)
+        return self._brain.store.update_memory(
+            memory_id, text, importance=importance, tags=tags, metadata=metadata, replace_metadata=replace_metadata
         )
 
     @operation
@@ -191,7 +202,12 @@ class LocalMemories(_Part):
         metadata: Metadata | None = None,
         source: str = "system",
     ) -> Supersession:
-        return self._access(entity).supersede_memory(
+        """Replace a memory the caller may change with ``text``, keeping it as history (:meth:`RagStore.supersede`):
+        the new memory is in the old one's scope, never another entity's."""
+        refuse_field_keys(metadata, ("text", "importance", "tags", "conversation_id"))
+        access = self._access(entity)
+        access.changeable(memory_id)
+        return self._brain.store.supersede(
             memory_id,
             text,
             kind=kind,
@@ -202,21 +218,40 @@ class LocalMemories(_Part):
             conversation_id=conversation_id,
             metadata=metadata,
             source=source,
+            entity=access.entity,
         )
 
     @operation
     def history(self, memory_id: str, *, entity: str | None = None) -> builtins.list[Document]:
-        return self._access(entity).memory_history(memory_id)
+        """The supersession chain of a memory the caller may read, oldest first (:meth:`RagStore.history`)."""
+        access = self._access(entity)
+        access.memory(memory_id)
+        return self._brain.store.history(memory_id, entity=access.entity)
 
     @operation
     def delete(self, memory_ids: Sequence[str], *, entity: str | None = None) -> builtins.list[str]:
-        return self._access(entity).delete_memories(memory_ids)
+        """Delete memories the caller may change, all or none: every id is checked before one is deleted."""
+        ids = self._access(entity).deletable(memory_ids)
+        if not self._brain.store.delete(ids, type=DocType.MEMORY):  # deleted by another request meanwhile
+            raise NotFound(f"no memory with id {ids[0]!r}")
+        return ids
 
 
 class LocalConversations(_Part):
     @operation
     def context(self, conversation_id: str | None, message: str, *, entity: str | None = None) -> Context:
-        return self._access(entity).build_context(conversation_id, message)
+        """:meth:`ChatMemory.build_context` for the acting entity. A conversation not yet recorded is an empty one
+        (a chat backend asks for the context of a conversation's first message before recording it), and so is
+        every conversation that is not the acting entity's."""
+        access = self._access(entity)
+        chat = self._brain.chat
+        if conversation_id is not None:
+            conversation_id = valid_conversation_id(conversation_id)
+            if not access.may_use(conversation_id):
+                context = chat.build_context(None, message, entity=access.entity)
+                context.conversation_id = conversation_id  # the id asked for, as for one not yet recorded
+                return context
+        return chat.build_context(conversation_id, message, entity=access.entity)
 
     @operation
     def record(
@@ -232,39 +267,68 @@ class LocalConversations(_Part):
         assistant_name: str | None = None,
         idempotency_key: str | None = None,
     ) -> Exchange:
-        return self._access(entity).record_exchange(
-            conversation_id,
-            user_text,
-            assistant_text,
-            timestamp=timestamp,
-            metadata=metadata,
-            user_name=user_name,
-            assistant_name=assistant_name,
-            idempotency_key=idempotency_key,
-        )
+        """:meth:`ChatMemory.record_exchange` into a new conversation, or one of the caller's: its turns stay in the
+        scope the conversation started in."""
+        access = self._access(entity)
+
+        def record(conversation: str | None, recorded_for: str | None) -> Exchange:
+            return self._brain.chat.record_exchange(
+                conversation,
+                user_text,
+                assistant_text,
+                entity=recorded_for,
+                timestamp=timestamp,
+                metadata=metadata,
+                user_name=user_name,
+                assistant_name=assistant_name,
+                idempotency_key=idempotency_key,
+            )
+
+        if conversation_id is None:
+            return record(None, access.entity)
+        conversation_id = valid_conversation_id(conversation_id)
+        with conversation_lock(conversation_id):
+            recorded_for = access.exchange_entity(conversation_id)
+            try:
+                return record(conversation_id, recorded_for)
+            except ConversationOwned:  # another scope claimed this id first (another process, meanwhile)
+                raise no_conversation(conversation_id) from None
 
     @operation
     def turns(
         self, conversation_id: str, *, k: int | None = None, entity: str | None = None
     ) -> builtins.list[Document]:
-        return self._access(entity).conversation_turns(conversation_id, k)[1]
+        """Its turns in order; the last ``k`` when given."""
+        access = self._access(entity)
+        conversation_id, _ = access.conversation(conversation_id)
+        docs = self._brain.store.conversation_turns(conversation_id, entity=access.entity)
+        return docs[-k:] if k is not None else docs
 
     @operation
     def summaries(self, conversation_id: str, *, entity: str | None = None) -> builtins.list[Document]:
-        return self._access(entity).conversation_summaries(conversation_id)[1]
+        access = self._access(entity)
+        conversation_id, first = access.conversation(conversation_id)
+        docs = self._brain.store.conversation_summaries(conversation_id)
+        if access.entity is not None:  # a summary written in another scope (e.g. through /v1/docs) stays hidden
+            docs = [d for d in docs if d.metadata.get("scope", GLOBAL_SCOPE) == first]
+        return docs
 
     @operation
     def list(
         self, *, entity: str | None = None, limit: int | None = None, offset: int = 0
     ) -> builtins.list[ConversationInfo]:
-        return self._access(entity).list_conversations(limit=limit, offset=offset)
+        """The conversations the caller may use, most recent activity first (see :mod:`brain.app.browse`)."""
+        from brain.app.browse import list_conversations
+
+        return list_conversations(self._brain.store, acting=self._access(entity).entity, limit=limit, offset=offset)
 
     @operation(slow=True)
     def extract(
         self, conversation_id: str | None = None, *, again: bool = False, entity: str | None = None
     ) -> FormationReport:
-        if conversation_id is not None:
-            return self._access(entity).extract_memories(conversation_id, again=again)
+        if conversation_id is not None:  # the memories are in its scope: only of a conversation the caller may use
+            conversation_id, _ = self._access(entity).conversation(conversation_id)
+            return self._brain.chat.extract_memories(conversation_id, again=again)
         self._admin("forming memories of every conversation")
         return self._brain.chat.extract_memories(None, again=again)
 

@@ -9,10 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from brain.access.policy import ADMIN, ENTITY_PATTERN, Access, Caller, may_change, may_read, may_use_conversation
+from brain.app.core import Brain
 from brain.features.chat import ChatMemory
 from brain.model.errors import Forbidden, NotFound, ValidationError
 from brain.model.schemas import valid_name as check_entity_name
 from brain.model.schemas.values import canonical_name
+from brain.ops.local import LocalOperations
 from brain.providers.summarizers import ExtractiveSummarizer
 
 
@@ -59,22 +61,23 @@ def test_scope_rules():
 
 def test_access_over_the_library(embedded_store):
     with ChatMemory(embedded_store, summarizer=ExtractiveSummarizer(), start_worker=False) as chat:
-        alice = Access(embedded_store, chat, Caller("alice"))
-        bob = Access(embedded_store, chat, Caller("bob"))
-        mine = alice.create_memory("Alice likes tea")
+        opened = Brain(embedded_store, chat=chat)
+        alice = LocalOperations(opened, Caller("alice"))
+        bob = LocalOperations(opened, Caller("bob"))
+        mine = alice.memories.add("Alice likes tea")
         assert mine.metadata["scope"] == "entity:alice"
         with pytest.raises(NotFound):
-            bob.get_memory(mine.id)
+            bob.memories.get(mine.id)
         with pytest.raises(NotFound):
-            bob.delete_memory(mine.id)
-        exchange = alice.record_exchange(None, "hello", "hi Alice")
+            bob.memories.delete([mine.id])
+        exchange = alice.conversations.record(None, "hello", "hi Alice")
         with pytest.raises(NotFound):
-            bob.conversation_turns(exchange.conversation_id)
+            bob.conversations.turns(exchange.conversation_id)
         with pytest.raises(NotFound):
-            bob.record_exchange(exchange.conversation_id, "I am Alice", "hello")
-        assert len(alice.conversation_turns(exchange.conversation_id)[1]) == 2
+            bob.conversations.record(exchange.conversation_id, "I am Alice", "hello")
+        assert len(alice.conversations.turns(exchange.conversation_id)) == 2
         with pytest.raises(ValidationError, match="metadata.scope"):
-            alice.update_memory(mine.id, metadata={"scope": "global"})
+            alice.memories.update(mine.id, metadata={"scope": "global"})
         with pytest.raises(Forbidden):
-            Access(embedded_store, chat, Caller("alice")).require_unrestricted("writing documents")
-        Access(embedded_store, chat).require_unrestricted("writing documents")
+            Access(embedded_store, Caller("alice")).require_unrestricted("writing documents")
+        Access(embedded_store).require_unrestricted("writing documents")

@@ -37,6 +37,7 @@ from brain.rules.memories import scopes_for
 from brain.shells.api import create_app
 from brain.shells.cli import cli
 from brain.shells.mcp.server import create_server
+from brain.store.memory_listing import list_memories
 from tests.conftest import NOBODY
 
 _WORDS = ["peanuts", "tea", "train", "Porto", "allergic", "likes", "dinner", "passport", "piano", "Sunday"]
@@ -92,8 +93,9 @@ def listed_by_shell(settings: Settings, reader: str) -> dict[str, dict[str, str]
     out: dict[str, dict[str, str]] = {}
     with brain.open(settings, start_worker=False) as b:
         out["library"] = {d.id: d.metadata["scope"] for d in b.memories.list(entity=reader)}
+        readable = Access(b.store, ADMIN, reader).readable_scopes()
         assert out["library"] == {d.id: d.metadata["scope"]
-                                  for d in Access(b.store, b.chat, ADMIN, reader).list_memories()}
+                                  for d in list_memories(b.store, scopes=readable)}
         with TestClient(create_app(brain=b)) as http:
             got = http.get("/v1/memories", params={"entity": reader, "limit": 1000})
             assert got.status_code == 200, got.text
