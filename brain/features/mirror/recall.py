@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ from brain.features.mirror.rows import (
     KeywordHit,
     MirrorDocument,
     MirrorParts,
+    RecallMatrix,
     as_list,
     marks,
     named_corruption,
@@ -31,34 +31,6 @@ from brain.model.schemas import check_k
 from brain.model.vectors import unit_rows, zero_rows
 
 log = logging.getLogger("brain.features.mirror.store")
-
-
-@dataclass
-class _Matrix:
-    """The configured model's unit vectors with what recall filters on, for one state of the file."""
-
-    generation: int
-    data_version: int
-    changes: str
-    ids: list[str]
-    matrix: np.ndarray  # (n, d) float32, rows L2-normalised
-    type_codes: np.ndarray
-    type_names: dict[str, int]
-    scope_codes: np.ndarray
-    scope_names: dict[str, int]
-
-    def mask(self, types: Iterable[str] | None, scopes: Iterable[str] | None) -> np.ndarray | None:
-        mask = None
-        for codes, names, wanted in (
-            (self.type_codes, self.type_names, types),
-            (self.scope_codes, self.scope_names, scopes),
-        ):
-            if wanted is None:
-                continue
-            chosen = [names[w] for w in as_list(wanted) if w in names]
-            part = np.isin(codes, np.asarray(chosen, dtype=codes.dtype))
-            mask = part if mask is None else mask & part
-        return mask
 
 
 class MirrorRecall(MirrorParts):
@@ -112,7 +84,7 @@ class MirrorRecall(MirrorParts):
         rows = self._read(f"{SELECT_ROWS} WHERE m.id IN ({marks(len(ids))})", ids)
         return [self._document((*r, None, None, None)) for r in rows]
 
-    def _matrix(self) -> _Matrix:
+    def _matrix(self) -> RecallMatrix:
         with self._lock:
             self._check_open()
             data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
@@ -169,7 +141,7 @@ class MirrorRecall(MirrorParts):
             np.int32,
             len(rows),
         )
-        cache = _Matrix(
+        cache = RecallMatrix(
             generation,
             data_version,
             changes,

@@ -15,10 +15,6 @@ import numpy as np
 
 from brain.features.mirror.integrity import corruption_named
 
-if TYPE_CHECKING:
-    from brain.features.mirror.recall import _Matrix
-    from brain.features.mirror.store import EngramMirror
-
 _CHUNK = 500  # ids per IN (...) list
 
 
@@ -61,6 +57,34 @@ class KeywordHit:
         return {"id": self.id, "text": self.text, "metadata": self.metadata, "bm25": self.bm25}
 
 
+@dataclass
+class RecallMatrix:
+    """The configured model's unit vectors with what recall filters on, for one state of the file."""
+
+    generation: int
+    data_version: int
+    changes: str
+    ids: list[str]
+    matrix: np.ndarray  # (n, d) float32, rows L2-normalised
+    type_codes: np.ndarray
+    type_names: dict[str, int]
+    scope_codes: np.ndarray
+    scope_names: dict[str, int]
+
+    def mask(self, types: Iterable[str] | None, scopes: Iterable[str] | None) -> np.ndarray | None:
+        mask = None
+        for codes, names, wanted in (
+            (self.type_codes, self.type_names, types),
+            (self.scope_codes, self.scope_names, scopes),
+        ):
+            if wanted is None:
+                continue
+            chosen = [names[w] for w in as_list(wanted) if w in names]
+            part = np.isin(codes, np.asarray(chosen, dtype=codes.dtype))
+            mask = part if mask is None else mask & part
+        return mask
+
+
 class MirrorParts:
     """What the mirror's parts (writes, reads, recall, erase) use of one another and of the connection;
     :class:`~brain.features.mirror.store.EngramMirror`, assembled from them, provides all of it."""
@@ -72,9 +96,9 @@ class MirrorParts:
         _conn: sqlite3.Connection
         _lock: threading.RLock
         _generation: int
-        _cache: _Matrix | None
+        _cache: RecallMatrix | None
 
-        def transaction(self) -> AbstractContextManager[EngramMirror]: ...
+        def transaction(self) -> AbstractContextManager[MirrorParts]: ...
         def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
         def _check_open(self) -> None: ...
         def _undo(self, *statements: str) -> None: ...

@@ -42,8 +42,8 @@ from brain.features.mirror.erase import MirrorErase
 from brain.features.mirror.integrity import corruption_named, is_corruption, quick_check
 from brain.features.mirror.protocol import MigrationReport, check_model_name
 from brain.features.mirror.reads import MirrorReads
-from brain.features.mirror.recall import MirrorRecall, _Matrix
-from brain.features.mirror.rows import KeywordHit, MirrorDocument, named_corruption
+from brain.features.mirror.recall import MirrorRecall
+from brain.features.mirror.rows import KeywordHit, MirrorDocument, RecallMatrix, named_corruption
 from brain.features.mirror.writes import MirrorWrites
 from brain.model.errors import EmbeddingProtocolError, MirrorCorrupt, StoreUnavailable, ValidationError
 
@@ -99,7 +99,7 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
         self._lock = threading.RLock()
         self._depth = 0
         self._generation = 0
-        self._cache: _Matrix | None = None
+        self._cache: RecallMatrix | None = None
         self.migration: MigrationReport | None = None
         self.fts_rebuilt = False
         try:
