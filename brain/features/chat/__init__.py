@@ -14,19 +14,10 @@ each with one job, data flowing one way (store -> candidates -> context; exchang
 """
 
 from brain.features.chat.chat_memory import PERSONA_MAX_SECTIONS, ChatMemory, Exchange, new_conversation_id
-from brain.features.chat.context import (
-    DROP_PRIORITY,
-    HEADINGS,
-    SECTIONS,
-    Context,
-    ContextBudget,
-    ContextItem,
-    TokenCounter,
-    assemble_context,
-    render_prompt,
-)
+from brain.features.chat.context import DROP_PRIORITY, Context, ContextBudget, TokenCounter, assemble_context
 from brain.features.chat.formation import Formation, FormationBatch, FormationReport
 from brain.features.chat.last_used import AccessTracker
+from brain.features.chat.prompt import HEADINGS, SECTIONS, ContextItem, render_prompt
 from brain.features.chat.speakers import PersonaName, exchange_speakers
 from brain.features.chat.summaries import SummaryJob, SummaryWriter, summary_id
 from brain.features.chat.summary_queue import SummaryQueue, SummarySchedule

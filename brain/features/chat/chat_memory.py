@@ -24,15 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings
-from brain.features.chat.context import (
-    SECTIONS,
-    Context,
-    ContextItem,
-    TokenCounter,
-    assemble_context,
-    explain,
-    render_line,
-)
+from brain.features.chat.context import Context, TokenCounter, assemble_context
 from brain.features.chat.exchanges import (
     Exchange,
     check_conversation,
@@ -55,6 +47,7 @@ from brain.features.chat.layout import (
     user_content,
     window_start,
 )
+from brain.features.chat.prompt import SECTIONS, ContextItem, explain, render_line
 from brain.features.chat.related_turns import RelatedTurns
 from brain.features.chat.speakers import PersonaName, exchange_speakers
 from brain.features.chat.summaries import SummaryWriter

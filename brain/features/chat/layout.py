@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain.features.chat.context import ContextItem, render_prompt
+from brain.features.chat.prompt import ContextItem, render_prompt
 
 #: the sections of the part chosen for each message, in the order it shows them
 PART_SECTIONS = ("memory", "faq", "related")

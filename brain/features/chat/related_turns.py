@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from brain.features.chat.context import ContextItem, explain
+from brain.features.chat.prompt import ContextItem, explain
 from brain.model.results import Document
 from brain.model.vectors import unit_rows
 from brain.providers.cache import LRUCache
