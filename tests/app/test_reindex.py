@@ -459,6 +459,7 @@ def test_the_run_estimates_the_rest_from_its_first_batch(settings, local_embedde
     assert "documents/s here" in estimate and f"the {left} left" in estimate and "about" in estimate
 
 
+@pytest.mark.slow
 def test_drop_old_gives_the_dropped_collections_space_back(settings, local_embedder, ollama):
     import sqlite3
 

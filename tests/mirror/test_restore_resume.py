@@ -185,6 +185,7 @@ def test_a_vector_stored_as_text_is_embedded_again_and_the_restore_finishes(worl
     assert set(after) == set(before) and {i: r[:2] for i, r in after.items()} == {i: r[:2] for i, r in before.items()}
 
 
+@pytest.mark.slow
 def test_a_vector_stored_as_text_in_a_sound_store_is_reported_and_repaired(world, local_embedder):
     settings, path, before, documents = world
     with sqlite3.connect(path) as raw:

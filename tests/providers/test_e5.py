@@ -78,6 +78,7 @@ def test_a_nul_character_does_not_cut_the_text(e5: LocalE5Embedder) -> None:
     assert float(with_nul @ prefix_only) < 0.95
 
 
+@pytest.mark.slow
 def test_a_long_text_is_read_to_its_end(e5: LocalE5Embedder) -> None:
     filler = "The weather report said it would be cloudy. " * 80  # past 512 tokens
     assert e5.count_tokens(filler) > 512

@@ -234,7 +234,8 @@ class OpenAIStub:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # shutdown() waits for serve_forever's next poll: 0.5 s by default, paid by every test
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def _authorised(self, headers: Any) -> bool:
         return self.key is None or headers.get("Authorization") == f"Bearer {self.key}"

@@ -375,7 +375,7 @@ SUPERSEDER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize("calls", [1, 2], ids=["between-the-writes", "after-both-writes"])
 def test_a_process_killed_mid_supersession_leaves_none_of_it(tmp_path, calls):
     script = tmp_path / "superseder.py"

@@ -120,6 +120,7 @@ def test_no_result_ever_crosses_a_scope(split_store, data):
         assert len(hits) == min(k, sum(f[0] in allowed for f in facts.values()))
 
 
+@pytest.mark.stress
 def test_eviction_and_reload_under_concurrent_writes_stay_exact(split_store):
     """Writers add and delete memories of every entity while readers search them under a budget that keeps
     evicting; afterwards every entity's search (every row a candidate) returns exactly what Chroma holds."""
@@ -216,6 +217,7 @@ KILL_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 def test_a_kill_during_a_load_loses_nothing(tmp_path, local_embedder):
     """kill -9 while a part is being read: the next open serves every entity exactly (a load only reads)."""
     settings = Settings(data_dir=tmp_path / "data")

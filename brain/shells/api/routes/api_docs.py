@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
@@ -23,11 +23,12 @@ def assets_dir() -> Path:
     return Path(str(files("fastapi_offline") / "static"))
 
 
-def add_routes(app: FastAPI) -> None:
-    """The page and its assets; ``app`` must be built with ``docs_url=None, redoc_url=None``."""
+def add_routes(router: APIRouter) -> None:
+    """The page and its assets; the app must be built with ``docs_url=None, redoc_url=None``."""
 
-    @app.get(DOCS_PATH, include_in_schema=False)
-    def swagger_ui() -> HTMLResponse:
+    @router.get(DOCS_PATH, include_in_schema=False)
+    def swagger_ui(request: Request) -> HTMLResponse:
+        app = request.app
         return get_swagger_ui_html(
             openapi_url=app.openapi_url or "/openapi.json",
             title=f"{app.title} {app.version}",
@@ -36,4 +37,4 @@ def add_routes(app: FastAPI) -> None:
             swagger_favicon_url=f"{ASSETS_PREFIX}/favicon.png",
         )
 
-    app.mount(ASSETS_PREFIX, StaticFiles(directory=assets_dir()), name="docs-assets")
+    router.mount(ASSETS_PREFIX, StaticFiles(directory=assets_dir()), name="docs-assets")

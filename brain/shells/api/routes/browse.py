@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, Query, Request
 
 from brain.shells.api.browse_models import (
     ConversationList,
@@ -20,8 +20,8 @@ from brain.shells.api.read_your_writes import with_sequence
 from brain.shells.api.request_context import ops_of
 
 
-def add_routes(app: FastAPI) -> None:
-    @app.get(
+def add_routes(router: APIRouter) -> None:
+    @router.get(
         "/v1/conversations",
         tags=["chat"],
         operation_id="list_conversations",
@@ -36,7 +36,7 @@ def add_routes(app: FastAPI) -> None:
         found = ops_of(request).conversations.list(entity=entity, limit=limit, offset=offset)
         return {"conversations": [c.to_dict() for c in found], "limit": limit, "offset": offset}
 
-    @app.get(
+    @router.get(
         "/v1/knowledge",
         tags=["knowledge"],
         operation_id="knowledge",
@@ -45,7 +45,7 @@ def add_routes(app: FastAPI) -> None:
     def knowledge(request: Request, entity: EntityQuery = None) -> Any:
         return {"files": ops_of(request).knowledge.by_file(entity=entity)}
 
-    @app.get(
+    @router.get(
         "/v1/persona",
         tags=["knowledge"],
         operation_id="persona",
@@ -54,7 +54,7 @@ def add_routes(app: FastAPI) -> None:
     def persona(request: Request, entity: EntityQuery = None) -> Any:
         return ops_of(request).knowledge.persona(entity=entity)
 
-    @app.delete(
+    @router.delete(
         "/v1/entities/{name:path}",
         tags=["memories"],
         operation_id="forget_entity",
@@ -66,7 +66,7 @@ def add_routes(app: FastAPI) -> None:
         so that none of their text remains. The admin token, or a token bound to that entity."""
         return with_sequence(request, ops_of(request).entities.forget(name).to_dict())
 
-    @app.get(
+    @router.get(
         "/v1/entities/{name:path}",
         tags=["memories"],
         operation_id="forget_preview",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Header, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 
 from brain.model.errors import ValidationError
 from brain.shells.api.models import (
@@ -24,14 +24,14 @@ from brain.shells.api.read_your_writes import with_sequence
 from brain.shells.api.request_context import ops_of
 
 
-def add_routes(app: FastAPI) -> None:
+def add_routes(router: APIRouter) -> None:
     conversation_links = {
         "turns": link("conversation_turns", conversation_id="$response.body#/conversation_id"),
         "summaries": link("conversation_summaries", conversation_id="$response.body#/conversation_id"),
         "extract": link("extract_memories", conversation_id="$response.body#/conversation_id"),
     }
 
-    @app.post(
+    @router.post(
         "/v1/context",
         tags=["chat"],
         operation_id="context",
@@ -41,7 +41,7 @@ def add_routes(app: FastAPI) -> None:
         built = ops_of(request).conversations.context(body.conversation_id, body.user_message, entity=body.entity)
         return built.to_dict()
 
-    @app.post(
+    @router.post(
         "/v1/exchanges",
         tags=["chat"],
         status_code=201,
@@ -74,7 +74,7 @@ def add_routes(app: FastAPI) -> None:
         )
         return with_sequence(request, exchange.to_dict())
 
-    @app.get(
+    @router.get(
         "/v1/conversations/{conversation_id}/turns",
         tags=["chat"],
         operation_id="conversation_turns",
@@ -89,7 +89,7 @@ def add_routes(app: FastAPI) -> None:
         docs = ops_of(request).conversations.turns(conversation_id, k=k, entity=entity)
         return {"conversation_id": conversation_id, "turns": [d.to_dict() for d in docs]}
 
-    @app.get(
+    @router.get(
         "/v1/conversations/{conversation_id}/summaries",
         tags=["chat"],
         operation_id="conversation_summaries",
@@ -99,7 +99,7 @@ def add_routes(app: FastAPI) -> None:
         docs = ops_of(request).conversations.summaries(conversation_id, entity=entity)
         return {"conversation_id": conversation_id, "summaries": [d.to_dict() for d in docs]}
 
-    @app.post(
+    @router.post(
         "/v1/conversations/{conversation_id}/extract",
         tags=["chat"],
         operation_id="extract_memories",

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 
 from brain.shells.api.models import DocsBody, DocsCreate, IdsOut, documented_responses
 from brain.shells.api.read_your_writes import with_sequence
 from brain.shells.api.request_context import ops_of
 
 
-def add_routes(app: FastAPI) -> None:
-    @app.post(
+def add_routes(router: APIRouter) -> None:
+    @router.post(
         "/v1/docs",
         tags=["documents"],
         status_code=201,

@@ -9,7 +9,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
@@ -52,8 +52,8 @@ class PersonaText(_Body):
     source: str = Field("persona.md", max_length=4096, description="where the text comes from, for the report")
 
 
-def add_routes(app: FastAPI) -> None:
-    @app.get(
+def add_routes(router: APIRouter) -> None:
+    @router.get(
         "/v1/export",
         tags=["maintenance"],
         operation_id="export",
@@ -82,7 +82,7 @@ def add_routes(app: FastAPI) -> None:
 
         return StreamingResponse(chunks(), media_type="application/x-tar")
 
-    @app.post(
+    @router.post(
         IMPORT_PATH,
         tags=["maintenance"],
         operation_id="import",
@@ -122,7 +122,7 @@ def add_routes(app: FastAPI) -> None:
             )
         return with_sequence(request, report.to_dict())
 
-    @app.post(
+    @router.post(
         "/v1/consolidate",
         tags=["maintenance"],
         operation_id="consolidate",
@@ -133,7 +133,7 @@ def add_routes(app: FastAPI) -> None:
         report = ops_of(request).maintenance.consolidate(dry_run=body.dry_run, threshold=body.threshold)
         return with_sequence(request, report.to_dict())
 
-    @app.get(
+    @router.get(
         "/v1/mirror/verify",
         tags=["maintenance"],
         operation_id="verify_mirror",
@@ -143,7 +143,7 @@ def add_routes(app: FastAPI) -> None:
         """Compare the Engram mirror with the store, document by document; nothing is changed."""
         return ops_of(request).maintenance.verify_mirror().to_dict()
 
-    @app.post(
+    @router.post(
         "/v1/mirror/sync",
         tags=["maintenance"],
         operation_id="sync_mirror",
@@ -153,7 +153,7 @@ def add_routes(app: FastAPI) -> None:
         """Bring the Engram mirror in line with the store."""
         return ops_of(request).maintenance.sync_mirror(force=body.force).to_dict()
 
-    @app.post(
+    @router.post(
         "/v1/mirror/backfill",
         tags=["maintenance"],
         operation_id="backfill_mirror",
@@ -163,7 +163,7 @@ def add_routes(app: FastAPI) -> None:
         """Embed the mirrored documents that have no vector of the store's model (resumable)."""
         return ops_of(request).maintenance.backfill_mirror().to_dict()
 
-    @app.get(
+    @router.get(
         "/v1/knowledge/search",
         tags=["knowledge"],
         operation_id="search_knowledge",
@@ -180,7 +180,7 @@ def add_routes(app: FastAPI) -> None:
         hits = ops_of(request).knowledge.search(q, k=k, topic=topic, entity=entity)
         return {"query": q, "results": [h.to_dict() for h in hits]}
 
-    @app.put(
+    @router.put(
         "/v1/persona",
         tags=["knowledge"],
         operation_id="load_persona",
@@ -191,7 +191,7 @@ def add_routes(app: FastAPI) -> None:
         the current version; the same text writes nothing). `brain persona load` beside the server sends it."""
         return with_sequence(request, ops_of(request).knowledge.load_persona_text(body.markdown, body.source).to_dict())
 
-    @app.get(
+    @router.get(
         "/v1/persona/block",
         tags=["knowledge"],
         operation_id="persona_block",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 
 from brain.model.schemas import Status
 from brain.ops.values import MemoryOrder, status_of
@@ -59,7 +59,7 @@ class MemoryFilters:
         self.history = history
 
 
-def add_routes(app: FastAPI) -> None:
+def add_routes(router: APIRouter) -> None:
     memory_links = {
         "get": link("get_memory", doc_id="$response.body#/id"),
         "patch": link("patch_memory", doc_id="$response.body#/id"),
@@ -68,7 +68,7 @@ def add_routes(app: FastAPI) -> None:
         "history": link("memory_history", doc_id="$response.body#/id"),
     }
 
-    @app.post(
+    @router.post(
         "/v1/memories",
         tags=["memories"],
         status_code=201,
@@ -90,7 +90,7 @@ def add_routes(app: FastAPI) -> None:
         )
         return with_sequence(request, created.to_dict())
 
-    @app.get(
+    @router.get(
         "/v1/memories",
         tags=["memories"],
         operation_id="list_memories",
@@ -111,7 +111,7 @@ def add_routes(app: FastAPI) -> None:
         }
 
     # declared before /v1/memories/{doc_id} so that "count" is not taken for an id
-    @app.get(
+    @router.get(
         "/v1/memories/count",
         tags=["memories"],
         operation_id="count_memories",
@@ -121,7 +121,7 @@ def add_routes(app: FastAPI) -> None:
         return {"count": ops_of(request).memories.count(**vars(filters))}
 
     # declared before /v1/memories/{doc_id} so that "search" is not taken for an id
-    @app.get(
+    @router.get(
         "/v1/memories/search",
         tags=["memories"],
         operation_id="search_memories",
@@ -140,7 +140,7 @@ def add_routes(app: FastAPI) -> None:
         hits = ops_of(request).memories.search(q, k=k, entity=entity, tags=tags, as_of=as_of)
         return {"query": q, "entity": acting_of(request, entity), "results": [h.to_dict() for h in hits]}
 
-    @app.get(
+    @router.get(
         "/v1/memories/{doc_id}",
         tags=["memories"],
         operation_id="get_memory",
@@ -149,7 +149,7 @@ def add_routes(app: FastAPI) -> None:
     def get_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
         return ops_of(request).memories.get(doc_id, entity=entity).to_dict()
 
-    @app.patch(
+    @router.patch(
         "/v1/memories/{doc_id}",
         tags=["memories"],
         operation_id="patch_memory",
@@ -168,7 +168,7 @@ def add_routes(app: FastAPI) -> None:
         )
         return with_sequence(request, updated.to_dict())
 
-    @app.post(
+    @router.post(
         "/v1/memories/{doc_id}/supersede",
         tags=["memories"],
         status_code=201,
@@ -191,7 +191,7 @@ def add_routes(app: FastAPI) -> None:
         )
         return with_sequence(request, done.to_dict())
 
-    @app.get(
+    @router.get(
         "/v1/memories/{doc_id}/history",
         tags=["memories"],
         operation_id="memory_history",
@@ -201,7 +201,7 @@ def add_routes(app: FastAPI) -> None:
         chain = ops_of(request).memories.history(doc_id, entity=entity)
         return {"id": doc_id, "history": [d.to_dict() for d in chain]}
 
-    @app.delete(
+    @router.delete(
         "/v1/memories/{doc_id}",
         tags=["memories"],
         operation_id="delete_memory",
@@ -211,7 +211,7 @@ def add_routes(app: FastAPI) -> None:
         ops_of(request).memories.delete([doc_id], entity=entity)
         return with_sequence(request, {"deleted": doc_id})
 
-    @app.delete(
+    @router.delete(
         "/v1/memories",
         tags=["memories"],
         operation_id="delete_memories",

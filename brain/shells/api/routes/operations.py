@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from brain.model.errors import Forbidden, NotFound
@@ -52,8 +52,8 @@ def narrowed(token: Caller, sent: CallerSent | None) -> Caller:
     raise Forbidden(f"this {token.bound_by} is bound to entity {token.entity!r}; it cannot call as {sent.entity!r}")
 
 
-def add_routes(app: FastAPI) -> None:
-    @app.post(
+def add_routes(router: APIRouter) -> None:
+    @router.post(
         OPERATION_PATH,
         tags=["operations"],
         operation_id="call_operation",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 
 from brain.model.errors import ValidationError
@@ -41,8 +41,8 @@ def _where(value: str | None) -> dict[str, Any] | None:
     return parsed
 
 
-def add_routes(app: FastAPI) -> None:
-    @app.get(
+def add_routes(router: APIRouter) -> None:
+    @router.get(
         "/v1/docs",
         tags=["documents"],
         operation_id="get_docs",
@@ -64,7 +64,7 @@ def add_routes(app: FastAPI) -> None:
         )
         return {"docs": [d.to_dict() for d in docs]}
 
-    @app.get(
+    @router.get(
         "/v1/search",
         tags=["documents"],
         operation_id="search",

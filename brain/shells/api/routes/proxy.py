@@ -20,7 +20,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import orjson
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
@@ -258,12 +258,18 @@ async def _open_answer(
     return refusal(response, content)
 
 
-def add_routes(app: FastAPI) -> None:
-    @app.exception_handler(UpstreamError)
-    async def _upstream_error(request: Request, exc: UpstreamError) -> Response:
+def add_error_handler(app: FastAPI) -> None:
+    """An upstream's failure, answered as the proxy's routes document it."""
+
+    async def upstream_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, UpstreamError)  # registered for that class alone
         return _upstream_failed(exc)
 
-    @app.get("/v1/models", tags=["chat proxy"], operation_id="models", responses=documented_responses(502, 503, 504))
+    app.add_exception_handler(UpstreamError, upstream_error)
+
+
+def add_routes(router: APIRouter) -> None:
+    @router.get("/v1/models", tags=["chat proxy"], operation_id="models", responses=documented_responses(502, 503, 504))
     async def models(request: Request) -> Response:
         """The upstream's models, as it lists them."""
         response, content = await upstream_of(request).send("GET", "models")
@@ -272,7 +278,7 @@ def add_routes(app: FastAPI) -> None:
             raise refused
         return Response(content, status_code=response.status_code, headers=passed_headers(response))
 
-    @app.post(
+    @router.post(
         "/v1/chat/completions",
         tags=["chat proxy"],
         operation_id="chat_completions",
@@ -308,7 +314,7 @@ def add_routes(app: FastAPI) -> None:
             background=_recorder(request, plan, lambda: text),
         )
 
-    @app.post(
+    @router.post(
         "/api/chat",
         tags=["chat proxy"],
         operation_id="ollama_chat",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from brain.model.schemas import get_all_schemas, schema_info
@@ -13,18 +13,18 @@ from brain.shells.api.models import DocTypeName, documented_responses
 from brain.shells.api.request_context import caller_of, ops_of
 
 
-def add_routes(app: FastAPI) -> None:
+def add_routes(router: APIRouter) -> None:
     # -- schema ----------------------------------------------------------------------------------
     def schema(doc_type: Annotated[DocTypeName | None, Query(description="one type; all when absent")] = None) -> Any:
         if doc_type is None:
             return {name: schema_info(name) for name in get_all_schemas()}
         return schema_info(doc_type)
 
-    app.get("/v1/schema", tags=["schema"], responses=documented_responses(422), operation_id="schema")(schema)
-    app.get("/api/schema", tags=["schema"], responses=documented_responses(422), operation_id="schema_legacy")(schema)
+    for path, operation_id in (("/v1/schema", "schema"), ("/api/schema", "schema_legacy")):
+        router.get(path, tags=["schema"], responses=documented_responses(422), operation_id=operation_id)(schema)
 
     # -- health ----------------------------------------------------------------------------------
-    @app.get(
+    @router.get(
         "/v1/health",
         tags=["health"],
         responses={

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, Query, Request
 
 from brain.shells.api.models import documented_responses
 from brain.shells.api.request_context import ops_of
 
 
-def add_routes(app: FastAPI) -> None:
-    @app.get(
+def add_routes(router: APIRouter) -> None:
+    @router.get(
         "/v1/specialists",
         tags=["specialists"],
         operation_id="specialists",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import APIRouter
 from fastapi.responses import FileResponse
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
@@ -39,9 +39,9 @@ class _UiStatic(StaticFiles):
         return response
 
 
-def add_routes(app: FastAPI) -> None:
-    @app.get(UI_PATH, include_in_schema=False)
+def add_routes(router: APIRouter) -> None:
+    @router.get(UI_PATH, include_in_schema=False)
     def ui_page() -> FileResponse:
         return FileResponse(UI_DIR / "index.html", media_type="text/html; charset=utf-8", headers=SECURITY_HEADERS)
 
-    app.mount(STATIC_PREFIX.rstrip("/"), _UiStatic(directory=UI_DIR / "static"), name="ui-static")
+    router.mount(STATIC_PREFIX.rstrip("/"), _UiStatic(directory=UI_DIR / "static"), name="ui-static")
