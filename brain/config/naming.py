@@ -3,6 +3,7 @@ its range, and a validation error as one readable sentence naming the variables.
 
 from __future__ import annotations
 
+import typing
 from urllib.parse import urlsplit, urlunsplit
 
 import annotated_types
@@ -59,8 +60,12 @@ def _field_for(loc_name: str) -> str | None:
     return None
 
 
-#: settings whose values never appear in an error message (they end up in logs)
-_SECRET_FIELDS = frozenset({"api_token", "chat_upstream_key"})
+#: settings whose values never appear in an error message (they end up in logs): every one typed as a secret
+_SECRET_FIELDS = frozenset(
+    name
+    for name, info in all_fields().items()
+    if pydantic.SecretStr in (info.annotation, *typing.get_args(info.annotation))
+)
 
 
 def _without_credentials(value: object) -> object:

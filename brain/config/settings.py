@@ -122,7 +122,7 @@ class Settings(
 
     @field_validator("api_token", mode="before")
     @classmethod
-    def _api_token(cls, value: Any) -> Any:
+    def _api_token(cls, value: object) -> object:
         if isinstance(value, pydantic.SecretStr):
             value = value.get_secret_value()
         if value is None or (isinstance(value, str) and not value.strip()):
@@ -135,14 +135,16 @@ class Settings(
 
     @field_validator("chat_upstream_key", "openai_api_key", mode="before")
     @classmethod
-    def _blank_key_is_none(cls, value: Any) -> Any:
+    def _blank_key_is_none(cls, value: object) -> object:
         if isinstance(value, pydantic.SecretStr):
             value = value.get_secret_value()
-        return None if value is None or (isinstance(value, str) and not value.strip()) else value.strip()
+        if not isinstance(value, str):
+            return value  # None, or a type pydantic's validation names
+        return value.strip() or None
 
     @field_validator("chat_upstream", "openai_base_url", mode="before")
     @classmethod
-    def _upstream_url(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+    def _upstream_url(cls, value: object, info: pydantic.ValidationInfo) -> object:
         if value is None or (isinstance(value, str) and not value.strip()):
             return None
         parsed = urlparse(str(value).strip())
@@ -174,7 +176,7 @@ class Settings(
         mode="before",
     )
     @classmethod
-    def _empty_means_unset(cls, value: Any) -> Any:
+    def _empty_means_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("embedder")

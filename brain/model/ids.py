@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from typing import Any
 
 from brain.model.errors import ValidationError
 from brain.model.schemas import GLOBAL_SCOPE
@@ -41,7 +40,7 @@ def derived_id(*parts: str) -> str:
 IDEMPOTENCY_KEY_MAX = 255
 
 
-def check_idempotency_key(value: Any) -> str:
+def check_idempotency_key(value: object) -> str:
     if (
         not isinstance(value, str)
         or not 1 <= len(value) <= IDEMPOTENCY_KEY_MAX

@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import PlainSerializer, PlainValidator
 
 
-def _vector_of(value: Any) -> np.ndarray:
+def _vector_of(value: object) -> np.ndarray:
     return value if isinstance(value, np.ndarray) else np.asarray(value, dtype=np.float32)
 
 

@@ -203,7 +203,7 @@ class FormedFact(BaseModel):
 
     @field_validator("text", mode="before")
     @classmethod
-    def _text(cls, value: Any) -> str:
+    def _text(cls, value: object) -> str:
         if not isinstance(value, str):
             raise ValueError(f"text must be a string, got {type(value).__name__}")
         text = value.strip()
@@ -217,12 +217,12 @@ class FormedFact(BaseModel):
 
     @field_validator("importance", mode="before")
     @classmethod
-    def _importance(cls, value: Any) -> int:
+    def _importance(cls, value: object) -> int:
         return check_importance(value)
 
     @field_validator("tags", mode="before")
     @classmethod
-    def _tags(cls, value: Any) -> list[str]:
+    def _tags(cls, value: object) -> list[str]:
         return check_tags(value)
 
     @field_validator("entity")

@@ -272,6 +272,16 @@ def test_bad_embedder_name(monkeypatch, name):
     assert "must look like provider/model" in message
 
 
+@pytest.mark.parametrize("field", ["chat_upstream_key", "openai_api_key"])
+def test_a_key_given_as_another_type_than_text_is_a_config_error_naming_it(field):
+    with pytest.raises(ConfigError) as refused:
+        Settings(**{field: 12345})
+    assert env_name(field) in str(refused.value) and "valid string" in str(refused.value)
+    assert "12345" not in str(refused.value)  # a key is never printed
+    assert Settings(**{field: "  "}).model_dump()[field] is None  # blank means unset
+    assert Settings(**{field: " sk-x "}).model_dump()[field].get_secret_value() == "sk-x"
+
+
 def test_bad_embedder_kwarg():
     assert "BRAIN_EMBEDDER='nomodel' is not allowed" in config_error(embedder="nomodel")
 

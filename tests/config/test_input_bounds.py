@@ -30,8 +30,10 @@ def laughs(levels: int = 9, width: int = 9) -> str:
     lines = [f"{names[0]}: &{names[0]} [" + ",".join(['"lol"'] * width) + "]"]
     for prev, name in zip(names, names[1:]):
         lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * width) + "]")
-    return "\n".join(lines + ["specialists:", "  - id: ocr", "    description: reads text",
-                               "    bomb: *" + names[-1]]) + "\n"
+    return (
+        "\n".join(lines + ["specialists:", "  - id: ocr", "    description: reads text", "    bomb: *" + names[-1]])
+        + "\n"
+    )
 
 
 def bounded(call, seconds: float = 5.0, megabytes: float = 200.0):

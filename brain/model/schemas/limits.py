@@ -137,7 +137,7 @@ def is_part(meta: Mapping[str, Any]) -> bool:
 _INT64 = (-(2**63), 2**63 - 1)
 
 
-def metadata_value_problem(value: Any) -> str | None:
+def metadata_value_problem(value: object) -> str | None:
     """Why Chroma cannot store ``value`` as a metadata value (or brain's limits refuse it), or None
     when it can."""
     if value is None:
@@ -173,7 +173,7 @@ def metadata_value_problem(value: Any) -> str | None:
     return f"values of type {type(value).__name__} cannot be stored"
 
 
-def check_tags(value: Any) -> list[str]:
+def check_tags(value: object) -> list[str]:
     """A memory's tags: a list of strings, each stripped, blanks and repeats dropped (first seen kept), at
     most MAX_TAGS of at most MAX_TAG_LENGTH characters; ValueError saying what is wrong. None is no tags."""
     if value is None:
@@ -201,7 +201,7 @@ def _key_error(key: str, message: str) -> PydanticCustomError:
     return PydanticCustomError("metadata_key", message, {"key": key})
 
 
-def _storable_extra(key: str, value: Any) -> None:
+def _storable_extra(key: str, value: object) -> None:
     problem = metadata_value_problem(value)
     if problem:
         shown = repr(value) if len(repr(value)) <= 80 else f"{repr(value)[:80]}..."
@@ -247,7 +247,9 @@ def bounds_problems(stored: Mapping[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
-def check_extra_metadata(metadata: Any, arguments: tuple[str, ...] = (), *, call: str = "this call") -> dict[str, Any]:
+def check_extra_metadata(
+    metadata: object, arguments: tuple[str, ...] = (), *, call: str = "this call"
+) -> dict[str, Any]:
     """``metadata`` as a dict of extra keys for ``call``, refusing the reserved keys (and the keys
     given as ``call``'s own ``arguments``) with :class:`ValidationError` naming each one."""
     if metadata is None:
@@ -275,7 +277,7 @@ def check_extra_metadata(metadata: Any, arguments: tuple[str, ...] = (), *, call
 MAX_K = 1000
 
 
-def check_k(k: Any) -> int:
+def check_k(k: object) -> int:
     """``k``, an int from 1 to :data:`MAX_K` (a bool is not a count)."""
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise ValidationError.of("k", f"k must be an integer between 1 and {MAX_K}, got {k!r}")

@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from brain.model.schemas.limits import (
     _CHROMA_RESERVED_PREFIXES,
@@ -67,17 +67,17 @@ class BaseMetadata(BaseModel):
 
     @field_validator("timestamp", mode="before")
     @classmethod
-    def _timestamp(cls, value: Any) -> datetime:
+    def _timestamp(cls, value: object) -> datetime:
         return parse_timestamp(value)
 
     @field_validator("scope", mode="before")
     @classmethod
-    def _scope(cls, value: Any) -> str:
+    def _scope(cls, value: object) -> str:
         return check_scope(value)
 
     @field_validator("source", mode="before")
     @classmethod
-    def _source(cls, value: Any) -> Any:
+    def _source(cls, value: object) -> object:
         allowed = [s.value for s in Source]
         if isinstance(value, Source) or value in allowed:
             return value
@@ -266,57 +266,57 @@ class MemoryMetadata(BaseMetadata):
 
     @field_validator("importance", mode="before")
     @classmethod
-    def _importance(cls, value: Any) -> int:
+    def _importance(cls, value: object) -> int:
         return check_importance(value)
 
     @field_validator("tags", mode="before")
     @classmethod
-    def _tags(cls, value: Any) -> list[str]:
+    def _tags(cls, value: object) -> list[str]:
         return check_tags(value)
 
     @field_validator("created_at", "valid_from", "valid_until", "expires_at", mode="before")
     @classmethod
-    def _iso_times(cls, value: Any, info: Any) -> Any:
+    def _iso_times(cls, value: object, info: ValidationInfo) -> object:
         if value is None:
             return None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             raise ValueError(
                 f"{info.field_name} must be an ISO 8601 time such as 2026-11-21T09:30:00+00:00, got {value!r}"
             )
-        return parse_timestamp(value, info.field_name)
+        return parse_timestamp(value, str(info.field_name))  # always set in a field validator
 
     @field_validator("supersedes", "superseded_by", mode="before")
     @classmethod
-    def _chain_ids(cls, value: Any, info: Any) -> Any:
+    def _chain_ids(cls, value: object, info: ValidationInfo) -> object:
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ValueError(f"{info.field_name} must be the id of a memory, got {value!r}")
         return value
 
     @field_validator("change", mode="before")
     @classmethod
-    def _change(cls, value: Any) -> Any:
+    def _change(cls, value: object) -> object:
         return _one_of("change", value, CHANGES)
 
     @field_validator("last_used", mode="before")
     @classmethod
-    def _last_used(cls, value: Any) -> Any:
+    def _last_used(cls, value: object) -> object:
         return None if value is None else check_last_used(value)
 
     @field_validator("status", mode="before")
     @classmethod
-    def _status(cls, value: Any) -> Any:
+    def _status(cls, value: object) -> object:
         return _one_of("status", value, STATUSES)
 
     @field_validator("part_of", mode="before")
     @classmethod
-    def _part_of(cls, value: Any) -> Any:
+    def _part_of(cls, value: object) -> object:
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ValueError(f"part_of must be the id of what the row is a part of, got {value!r}")
         return value
 
     @field_validator("merged_from", "source_turns", mode="before")
     @classmethod
-    def _id_lists(cls, value: Any, info: Any) -> Any:
+    def _id_lists(cls, value: object, info: ValidationInfo) -> object:
         if value is None:
             return None
         if (
@@ -329,7 +329,7 @@ class MemoryMetadata(BaseMetadata):
 
     @model_validator(mode="before")
     @classmethod
-    def _legacy_status(cls, data: Any) -> Any:
+    def _legacy_status(cls, data: object) -> object:
         """``pam_status``, the field's former name, given by a caller: its value is the status (it is the
         caller's newest word, so it replaces a status already stored)."""
         if isinstance(data, dict) and LEGACY_STATUS_KEY in data:
@@ -344,7 +344,7 @@ class MemoryMetadata(BaseMetadata):
 
     @model_validator(mode="before")
     @classmethod
-    def _scope_from_entity(cls, data: Any) -> Any:
+    def _scope_from_entity(cls, data: object) -> object:
         if isinstance(data, dict) and data.get("entity") is not None:
             if data.get("scope") is not None:
                 try:
@@ -391,7 +391,7 @@ class TurnMetadata(BaseMetadata):
 
     @field_validator("role", mode="before")
     @classmethod
-    def _role(cls, value: Any) -> Any:
+    def _role(cls, value: object) -> object:
         if value not in ("user", "assistant"):
             raise ValueError(f"role must be 'user' or 'assistant', got {value!r}")
         return value
@@ -435,24 +435,24 @@ class SummaryMetadata(BaseMetadata):
 
     @field_validator("turn_range", mode="before")
     @classmethod
-    def _turn_range(cls, value: Any) -> Any:
+    def _turn_range(cls, value: object) -> object:
         if value is not None:
             parse_turn_range(value)
         return value
 
     @field_validator("formation", mode="before")
     @classmethod
-    def _formation(cls, value: Any) -> Any:
+    def _formation(cls, value: object) -> object:
         return _one_of("formation", value, FORMATION_STATES)
 
     @field_validator("formation_outcome", mode="before")
     @classmethod
-    def _formation_outcome(cls, value: Any) -> Any:
+    def _formation_outcome(cls, value: object) -> object:
         return _one_of("formation_outcome", value, FORMATION_OUTCOMES)
 
     @field_validator("formation_at", mode="before")
     @classmethod
-    def _formation_at(cls, value: Any) -> Any:
+    def _formation_at(cls, value: object) -> object:
         return None if value is None else parse_timestamp(value, "formation_at")
 
 

@@ -79,7 +79,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def parse_timestamp(value: Any, field: str = "timestamp") -> datetime:
+def parse_timestamp(value: object, field: str = "timestamp") -> datetime:
     """ISO 8601 string, datetime or epoch seconds -> aware UTC datetime; naive times are refused."""
     if isinstance(value, bool):
         raise ValueError(f"{field} must be an ISO 8601 time with a timezone, got {value!r}")
@@ -116,7 +116,7 @@ def format_timestamp(value: datetime) -> str:
     return value.astimezone(UTC).isoformat()
 
 
-def _check_printable_name(value: Any, field: str, what: str) -> str:
+def _check_printable_name(value: object, field: str, what: str) -> str:
     """``value`` if it is one line of printable text of 1 to 128 characters with no space at either end
     (:data:`ENTITY_PATTERN`), else ValueError saying what is wrong. The message shows the name escaped
     (``repr``), so an escape sequence in it is never printed raw."""
@@ -151,13 +151,13 @@ def canonical_name(value: str) -> str:
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", value).casefold())
 
 
-def check_name(value: Any, field: str = "entity") -> str:
+def check_name(value: object, field: str = "entity") -> str:
     """The canonical form (:func:`canonical_name`) of the entity name ``value``, else ValueError saying
     what is wrong and what a name must look like. Every place that takes an entity name checks it here,
     so two spellings of one name are one entity everywhere. A name is one line of printable text
     (:data:`ENTITY_PATTERN`), holds no scope prefix (``entity:``) and is no path: no ``\\``, no ``/`` at
     either end, no empty, ``.`` or ``..`` part between slashes (``team/ops`` is a name)."""
-    _check_printable_name(value, field, "an entity name")
+    value = _check_printable_name(value, field, "an entity name")
     name = canonical_name(value)
     shown = repr(value[:40]) + ("..." if len(value) > 40 else "")
     if name != value:  # compatibility forms can hold spaces, or grow past the length
@@ -178,7 +178,7 @@ def check_name(value: Any, field: str = "entity") -> str:
     return name
 
 
-def valid_name(value: Any, field: str = "entity") -> str:
+def valid_name(value: object, field: str = "entity") -> str:
     """``value`` if it is an entity name (:func:`check_name`), else :class:`ValidationError` naming ``field``."""
     try:
         return check_name(value, field)
@@ -186,7 +186,7 @@ def valid_name(value: Any, field: str = "entity") -> str:
         raise ValidationError.of(field, str(exc)) from None
 
 
-def check_scope(value: Any) -> str:
+def check_scope(value: object) -> str:
     """``value`` as a scope, its entity's name in canonical form (``entity:Alice`` is ``entity:alice``),
     else ValueError saying what a scope must look like."""
     if not isinstance(value, str):
@@ -228,13 +228,13 @@ def memory_scope(scope: Any = None, entity: Any = None) -> str:
     return own
 
 
-def valid_entity_scope(entity: Any) -> str:
+def valid_entity_scope(entity: object) -> str:
     """``entity``'s scope, or :class:`ValidationError` naming the field (for callers that take an
     entity as an argument)."""
     return entity_scope(valid_name(entity))
 
 
-def check_speaker_name(value: Any, field: str = "speaker") -> str:
+def check_speaker_name(value: object, field: str = "speaker") -> str:
     """``value`` if it is a speaker's display name (:data:`SPEAKER_NAME_PATTERN`), else ValueError
     saying what a name must look like."""
     if isinstance(value, str) and value and not value.strip():
@@ -242,7 +242,7 @@ def check_speaker_name(value: Any, field: str = "speaker") -> str:
     return _check_printable_name(value, field, "a display name")
 
 
-def valid_speaker_name(value: Any, field: str = "speaker") -> str:
+def valid_speaker_name(value: object, field: str = "speaker") -> str:
     """``value`` if it is a speaker's display name, else :class:`ValidationError` naming ``field``
     (for callers that take a name as an argument)."""
     try:
@@ -255,7 +255,7 @@ def valid_speaker_name(value: Any, field: str = "speaker") -> str:
 SpeakerName = Annotated[str, BeforeValidator(check_speaker_name)]
 
 
-def check_importance(value: Any) -> int:
+def check_importance(value: object) -> int:
     """A memory's importance, 1 to 5; ValueError saying why not. Strict: JSON numbers only (a whole
     float such as 4.0 is accepted, as JSON tools write it)."""
     if (
@@ -269,20 +269,20 @@ def check_importance(value: Any) -> int:
     return int(value)
 
 
-def check_last_used(value: Any) -> float:
+def check_last_used(value: object) -> float:
     """``value`` as a last-use time (epoch seconds, finite, >= 0), else ValueError saying so."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ValueError(f"last_used must be epoch seconds (a number >= 0), got {value!r}")
     return float(value)
 
 
-def check_conversation_id(value: Any) -> str:
+def check_conversation_id(value: object) -> str:
     if not isinstance(value, str) or not _CONV_RE.fullmatch(value):
         raise ValueError(f"conversation_id must look like 'conv-<id>' (letters, digits, . _ : -), got {value!r}")
     return value
 
 
-def valid_conversation_id(value: Any) -> str:
+def valid_conversation_id(value: object) -> str:
     """``value`` if it is a conversation id, else :class:`ValidationError` naming the field (for callers
     that take one as an argument rather than as metadata)."""
     try:
@@ -295,7 +295,7 @@ def valid_conversation_id(value: Any) -> str:
 ConversationId = Annotated[str, BeforeValidator(check_conversation_id)]
 
 
-def parse_turn_range(value: Any) -> tuple[int, int]:
+def parse_turn_range(value: object) -> tuple[int, int]:
     """A summary's ``turn_range`` ``'<start>-<end>'`` as ``(start, end)``, ``1 <= start <= end``;
     ValueError saying what it must look like otherwise."""
     match = _RANGE_RE.fullmatch(value) if isinstance(value, str) else None

@@ -19,7 +19,7 @@ from starlette.responses import Response
 MAX_JSON_DEPTH = 32
 
 
-def _too_deep(value: Any, limit: int) -> bool:
+def _too_deep(value: object, limit: int) -> bool:
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()

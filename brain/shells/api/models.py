@@ -205,7 +205,7 @@ class DocsCreate(_Body):
     docs: list[DocCreate] = Field(min_length=1)
 
 
-def _doc_body_kind(value: Any) -> str:
+def _doc_body_kind(value: object) -> str:
     return DOC_BATCH if isinstance(value, dict) and "docs" in value else ONE_DOC
 
 

@@ -140,7 +140,7 @@ def scopes_for(entity: Any, module: str) -> tuple[str, frozenset[str]]:
     return scope, visible_scopes(name)
 
 
-def check_text(text: Any, field: str = "text") -> str:
+def check_text(text: object, field: str = "text") -> str:
     if not isinstance(text, str) or not text.strip():
         raise ValidationError(f"{field} must be a non-empty string, got {text!r}")
     return text
