@@ -125,14 +125,14 @@ def _targets(store: Store, name: str) -> _Targets:
     return _Targets(name, scope, docs, stray, retained, held, copies, chroma_dir, collection_ids, resumed)
 
 
-def forget_preview(store: Store, entity: Any) -> dict[str, int]:
+def forget_preview(store: Store, entity: object) -> dict[str, int]:
     """What :func:`forget_entity` would delete from the store, documents by type (only the types it has),
     without deleting anything; :class:`NotFound` (or :class:`ValidationError`) exactly as it would raise."""
     targets = _targets(store, valid_name(entity))
     return dict(Counter(str(d.metadata.get("type")) for d in targets.docs))
 
 
-def forget_entity(store: Store, entity: Any) -> ForgetReport:
+def forget_entity(store: Store, entity: object) -> ForgetReport:
     """Remove every document in ``entity``'s scope from the store, the collections a re-index keeps,
     the mirror, its kept copies and the in-process indexes, and scrub the files of the data directory
     so that none of their text remains (see the module)."""

@@ -43,7 +43,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from chromadb.api import ClientAPI
 
+from brain.config import Settings
 from brain.features.mirror.guard import StoreIdentity, store_moved
 from brain.model.errors import BrainError, ReindexError, ValidationError
 from brain.providers.embeddings import Embedder
@@ -149,7 +151,7 @@ def current_state(store: Store) -> PointerState:
     return initial_state(store.settings.collection, store.collection_name, store.embedder.name, store.dimension)
 
 
-def live_embedder_name(client: Any, logical: str) -> str | None:
+def live_embedder_name(client: ClientAPI, logical: str) -> str | None:
     """The embedder the live collection of ``logical`` records (None: no such collection yet)."""
     from chromadb.errors import NotFoundError
 
@@ -715,7 +717,7 @@ def embedder_step(configured: str, report: ReindexReport) -> str:
     )
 
 
-def open_live_store(settings: Any) -> Store:
+def open_live_store(settings: Settings) -> Store:
     """The store opened with the embedder its live collection records, whatever ``BRAIN_EMBEDDER``
     says (a re-index reads the live collection with its own model); the mirror and, with a Chroma
     server, the change feed attached as for serving (:func:`brain.app.core.open_store`)."""
@@ -728,7 +730,7 @@ def open_live_store(settings: Any) -> Store:
     return open_store(settings, create=False)
 
 
-def embedder_named(settings: Any, name: str) -> Embedder:
+def embedder_named(settings: Settings, name: str) -> Embedder:
     """The embedder ``provider/model`` names, with the other embedder settings (Ollama's host, the batch size)."""
     return get_embedder(settings.model_copy(update={"embedder": name}))
 

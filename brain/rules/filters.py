@@ -29,14 +29,14 @@ def _fail(key: str, message: str) -> FilterError:
     return FilterError(f"where[{key!r}]: {message}", [Problem(f"where.{key}", message)])
 
 
-def _iso(key: str, value: Any) -> str:
+def _iso(key: str, value: object) -> str:
     try:
         return parse_timestamp(value, key).isoformat()
     except ValueError as exc:
         raise _fail(key, str(exc)) from None
 
 
-def _scalar(key: str, value: Any) -> Any:
+def _scalar(key: str, value: object) -> Any:
     if isinstance(value, datetime):
         return _iso(key, value)
     if value is None or not isinstance(value, SCALAR):
@@ -44,7 +44,7 @@ def _scalar(key: str, value: Any) -> Any:
     return value
 
 
-def _homogeneous_list(key: str, op: str, value: Any) -> list[Any]:
+def _homogeneous_list(key: str, op: str, value: object) -> list[Any]:
     if not isinstance(value, (list, tuple, set, frozenset)) or not value:
         raise _fail(key, f"{op} needs a non-empty list, got {value!r}")
     items = [_iso(key, v) if key == "timestamp" else _scalar(key, v) for v in value]

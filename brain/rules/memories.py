@@ -129,7 +129,7 @@ def _validated(base: dict[str, Any], versions: Sequence[MemoryMetadata], fields:
 # ---- visibility ------------------------------------------------------------------------------------
 
 
-def scopes_for(entity: Any, *, listing: bool = False) -> frozenset[str] | None:
+def scopes_for(entity: object, *, listing: bool = False) -> frozenset[str] | None:
     """The scope rule (see the module): the scopes a read of memories for ``entity`` covers. An entity:
     its own scope and the global one. None: the global one for a search or a prompt; every scope (None)
     for a ``listing``. Raises :class:`ValidationError` for a bad entity."""
@@ -138,7 +138,7 @@ def scopes_for(entity: Any, *, listing: bool = False) -> frozenset[str] | None:
     return frozenset({GLOBAL_SCOPE, valid_entity_scope(entity)})
 
 
-def visible_scopes(entity: Any) -> frozenset[str]:
+def visible_scopes(entity: object) -> frozenset[str]:
     """The scopes a search for ``entity`` ranks (None: the global one only)."""
     scopes = scopes_for(entity)
     assert scopes is not None
@@ -156,7 +156,7 @@ def search_scopes(entity: str | None, *, all_scopes: bool = False) -> frozenset[
     return None if all_scopes else scopes_for(entity)
 
 
-def is_global(scope: Any) -> bool:
+def is_global(scope: object) -> bool:
     """Whether a memory of ``scope`` is global: shared by every entity (a missing scope reads as global)."""
     return (scope or GLOBAL_SCOPE) == GLOBAL_SCOPE
 

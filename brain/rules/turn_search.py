@@ -355,7 +355,7 @@ class TurnIndex:
         return unit_rows(rest)
 
     @staticmethod
-    def _checked_turns(turns: Any) -> list[Document]:
+    def _checked_turns(turns: object) -> list[Document]:
         if isinstance(turns, (str, bytes, dict)) or not isinstance(turns, Sequence):
             raise ValidationError.of("turns", f"turns must be a list of Document objects, got {type(turns).__name__}")
         problems: list[Problem] = []

@@ -203,7 +203,7 @@ class GuardedCollection:
 
 
 def open_cosine_collection(
-    client: Any,
+    client: ClientAPI,
     name: str,
     embedder: Embedder,
     *,
@@ -277,7 +277,7 @@ class ChromaAccess:
     ``client`` is the Chroma client, for opening sibling collections (:meth:`sibling`);
     ``collection`` is the guarded collection, for single calls."""
 
-    def __init__(self, client: Any, collection: Any, where: str):
+    def __init__(self, client: ClientAPI, collection: Any, where: str):
         self.client = client
         self.collection = collection
         self.where = where

@@ -53,15 +53,16 @@ if TYPE_CHECKING:
 MAX_CHAIN = 10_000
 
 
-def check_change(kind: Any) -> str:
+def check_change(kind: object) -> str:
     """``kind`` if it is a supersession kind (``update`` or ``contradict``)."""
     if kind not in CHANGES:
         raise ValidationError.of("kind", f"kind must be one of {', '.join(CHANGES)}, got {kind!r}")
     return str(kind)
 
 
-def change_time(value: datetime | str | float | None, field: str = "at") -> datetime:
-    """When a change happened: ``value`` (ISO time, datetime or epoch seconds), else now."""
+def change_time(value: object, field: str = "at") -> datetime:
+    """When a change happened: ``value`` (ISO time, datetime or epoch seconds), else now; anything else is a
+    :class:`ValidationError` naming ``field``."""
     if value is None:
         return utc_now()
     try:
@@ -70,7 +71,7 @@ def change_time(value: datetime | str | float | None, field: str = "at") -> date
         raise ValidationError.of(field, str(exc)) from None
 
 
-def supersede_arguments(kind: Any, at: Any, expires_at: Any) -> tuple[str, datetime, datetime | None]:
+def supersede_arguments(kind: object, at: object, expires_at: object) -> tuple[str, datetime, datetime | None]:
     """The checked arguments of a supersession: its kind, its time (now when None) and the new memory's
     expiry (None: none). Checked before the memory is looked up, so bad input is named as such."""
     return (check_change(kind), change_time(at), None if expires_at is None else change_time(expires_at, "expires_at"))

@@ -135,7 +135,7 @@ def memory_edit(
     return doc
 
 
-def check_vector(value: Any, dimension: int) -> tuple[np.ndarray | None, str | None]:
+def check_vector(value: object, dimension: int) -> tuple[np.ndarray | None, str | None]:
     """``value`` as a unit-length float32 vector of ``dimension``, or (None, what is wrong)."""
     try:
         vec = np.asarray(value, dtype=np.float32)

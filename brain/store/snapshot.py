@@ -74,6 +74,8 @@ from brain.store.memory_index import MemoryIndex
 from brain.store.partitions import Part, paused_gc
 
 if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+
     from brain.store.facade import Store
 
 log = logging.getLogger(__name__)
@@ -102,7 +104,7 @@ def snapshot_path(settings: StorageFields) -> Path:
     return settings.data_dir / DIRECTORY / f"{settings.collection}.npz"
 
 
-def snapshot_key(client: Any, collection: str) -> bytes:
+def snapshot_key(client: ClientAPI, collection: str) -> bytes:
     """The key a Chroma server's snapshots are signed with: made once at random and kept in the side
     collection ``<collection>__snapshot_key`` (the first process to add it wins; every other reads that one)."""
     name = collection + KEY_SUFFIX
@@ -112,9 +114,9 @@ def snapshot_key(client: Any, collection: str) -> bytes:
         )
         got = col.get(ids=[_KEY_ID], include=["documents"])
         if not got["ids"]:
-            col.add(ids=[_KEY_ID], documents=[secrets.token_hex(32)], embeddings=[[1.0]])
+            col.add(ids=[_KEY_ID], documents=[secrets.token_hex(32)], embeddings=np.ones((1, 1), dtype=np.float32))
             got = col.get(ids=[_KEY_ID], include=["documents"])
-        return bytes.fromhex(got["documents"][0])
+        return bytes.fromhex((got["documents"] or [])[0])
     except ValueError as exc:  # a key that is not hex: written by hand
         raise StoreError(
             f"the index snapshot key in collection {name!r} is damaged ({exc}); delete that "
@@ -124,7 +126,7 @@ def snapshot_key(client: Any, collection: str) -> bytes:
         raise StoreUnavailable(f"cannot read the index snapshot key {name!r}: {exc}") from exc
 
 
-def drop_server_key(client: Any, collection: str) -> None:
+def drop_server_key(client: ClientAPI, collection: str) -> None:
     """Delete the side collection an embedded store kept its key in before it had a key file: a copy in
     the data directory would let whoever can write it sign a snapshot."""
     name = collection + KEY_SUFFIX
@@ -209,7 +211,7 @@ class KeyFile:
 class ServerKey:
     """A Chroma server's snapshot key (:func:`snapshot_key`): one for every process and save."""
 
-    def __init__(self, client: Any, collection: str):
+    def __init__(self, client: ClientAPI, collection: str):
         self._client, self._collection = client, collection
         self._key: bytes | None = None
 
@@ -610,7 +612,7 @@ class SnapshotKeeper(WriteSubscriber):
         return self.path
 
 
-def json_bytes(value: Any) -> np.ndarray:
+def json_bytes(value: object) -> np.ndarray:
     return np.frombuffer(json.dumps(value, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
 
 
@@ -622,7 +624,7 @@ def json_value(arr: np.ndarray) -> Any:
     return json.loads(arr.tobytes().decode("utf-8"))
 
 
-def _whole(value: Any) -> bool:
+def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -51,7 +51,7 @@ _MODEL_RE = re.compile(r"[^/\s]+/[^/\s]+")
 
 
 # ---- model names and blobs ----------------------------------------------------------------------
-def check_model_name(model: Any) -> str:
+def check_model_name(model: object) -> str:
     """``model`` if it is a valid ``provider/model`` name, else raise ``MODEL_NAME_INVALID``."""
     if not isinstance(model, str):
         raise EmbeddingProtocolError(MODEL_NAME_INVALID, f"model name must be a string, got {type(model).__name__}")
@@ -67,7 +67,7 @@ def check_model_name(model: Any) -> str:
     return model
 
 
-def as_vector(vector: Any, *, memory_id: str | None = None, model: str | None = None) -> np.ndarray:
+def as_vector(vector: object, *, memory_id: str | None = None, model: str | None = None) -> np.ndarray:
     """A 1-d, finite, non-empty float32 array, or ``EmbeddingProtocolError``."""
     try:
         arr = np.asarray(vector, dtype=np.float32)
@@ -89,7 +89,7 @@ def as_vector(vector: Any, *, memory_id: str | None = None, model: str | None = 
     return arr
 
 
-def encode_embedding(vector: Any, *, memory_id: str | None = None, model: str | None = None) -> bytes:
+def encode_embedding(vector: object, *, memory_id: str | None = None, model: str | None = None) -> bytes:
     """The v2 BLOB of ``vector``: raw little-endian float32, no header."""
     return as_vector(vector, memory_id=memory_id, model=model).astype(_FLOAT32_LE, copy=False).tobytes()
 
@@ -250,7 +250,7 @@ class MigrationReport:
         }
 
 
-def _legacy_vector(raw: Any) -> list[float] | np.ndarray:
+def _legacy_vector(raw: object) -> list[float] | np.ndarray:
     """A v1 ``embedding`` value (JSON text, JSON bytes or raw float32 bytes) as numbers."""
     if isinstance(raw, (bytes, bytearray, memoryview)):
         data = bytes(raw)
@@ -272,7 +272,7 @@ def _legacy_vector(raw: Any) -> list[float] | np.ndarray:
     raise EmbeddingProtocolError(BLOB_LENGTH_INVALID, f"the embedding is {type(raw).__name__}, not JSON text or a BLOB")
 
 
-def _legacy_model(raw: Any) -> str:
+def _legacy_model(raw: object) -> str:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return LEGACY_MODEL
     name = str(raw).strip()
