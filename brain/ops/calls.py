@@ -139,7 +139,7 @@ def _shape(method: Callable[..., Any]) -> _Shape:
     return _Shape(signature, parameters, _adapter(hints.get("return", Any)))
 
 
-def encode_arguments(method: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def encode_arguments(method: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, object]) -> dict[str, Any]:
     """The arguments of a call, by name, as JSON: those given only (the server fills in the defaults)."""
     shape = _shape(method)
     try:
@@ -150,7 +150,7 @@ def encode_arguments(method: Callable[..., Any], args: tuple[Any, ...], kwargs: 
     return {name: shape.parameters[name].dump_python(value, mode="json") for name, value in given.items()}
 
 
-def decode_arguments(method: Callable[..., Any], sent: Mapping[str, Any]) -> dict[str, Any]:
+def decode_arguments(method: Callable[..., Any], sent: Mapping[str, object]) -> dict[str, Any]:
     """The arguments a call sent, checked against the method's signature, every problem named at once."""
     shape = _shape(method)
     problems = [

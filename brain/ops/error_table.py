@@ -130,7 +130,7 @@ def body_of(error: BrainError) -> dict[str, Any]:
     return body
 
 
-def error_for(status: int, kind: str, message: str, problems: Iterable[Mapping[str, Any]] = ()) -> BrainError | None:
+def error_for(status: int, kind: str, message: str, problems: Iterable[Mapping[str, object]] = ()) -> BrainError | None:
     """The error a response of ``status`` with ``kind`` stands for, built from its message (and problems);
     None when the table has no such kind at that status."""
     wire = _BY_KIND.get(kind)

@@ -257,7 +257,7 @@ class OpenAIChatModel:
         max_tokens: int,
         timed_out: str,
         doing: str,
-        response_format: Mapping[str, Any] | None = None,
+        response_format: Mapping[str, object] | None = None,
     ) -> ChatAnswer:
         """One chat completion at temperature 0, within ``timeout`` seconds (at most the model's own), its body
         read up to :attr:`max_answer_bytes`; failures as :meth:`errors` says."""

@@ -262,7 +262,7 @@ class TurnIndex:
         turns: Sequence[Document],
         weights: TurnSearchWeights | None = None,
         *,
-        name_vectors: Mapping[str, Any] | None = None,
+        name_vectors: Mapping[str, object] | None = None,
     ):
         self.weights = weights if weights is not None else TurnSearchWeights()
         if not isinstance(self.weights, TurnSearchWeights):
@@ -515,7 +515,7 @@ def search_turns(
     k: int,
     weights: TurnSearchWeights | None = None,
     *,
-    name_vectors: Mapping[str, Any] | None = None,
+    name_vectors: Mapping[str, object] | None = None,
 ) -> list[TurnHit]:
     """The ``k`` turns of one conversation that best answer the query, best first.
 

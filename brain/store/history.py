@@ -138,7 +138,7 @@ def supersession_docs(
     source: str | None,
     conversation_id: str | None,
     expires_at: Any,
-    extra: Mapping[str, Any],
+    extra: Mapping[str, object],
 ) -> list[dict[str, Any]]:
     """The write of a supersession: ``[old memory retired, new memory]`` as ``upsert_docs`` items.
     The old one keeps its vector (``old.embedding``) and its own timestamp; the new one keeps the old
@@ -432,7 +432,7 @@ def chain(
     return [*reversed(older), doc, *newer]
 
 
-def refuse_chain_edit(old: Document, changes: Mapping[str, Any]) -> None:
+def refuse_chain_edit(old: Document, changes: Mapping[str, object]) -> None:
     """An in-place edit may not relink a chain or bring a superseded memory back as current (its
     successor is current): :class:`ValidationError` naming the field."""
     problems = [
@@ -466,7 +466,7 @@ def supersede(
     expires_at: datetime | str | None = None,
     source: str | None = None,
     conversation_id: str | None = None,
-    metadata: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, object] | None = None,
     entity: str | None = None,
 ) -> Supersession:
     """Replace memory ``old_id`` of ``store`` with ``new_text``, keeping the old one as history: see
@@ -515,7 +515,7 @@ def apply_changes(
     scope: str,
     source: str | None = "chat",
     conversation_id: str | None = None,
-    with_docs: Sequence[Mapping[str, Any]] = (),
+    with_docs: Sequence[Mapping[str, object]] = (),
 ) -> AppliedChanges:
     """Apply facts to the memories of ``scope`` in ``store`` in one write, all or nothing (also across a
     crash), together with ``with_docs`` (e.g. the record that the facts were applied): see

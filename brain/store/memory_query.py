@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -42,7 +42,7 @@ class MemoryQuery:
     scopes: Collection[str] | None = None
     tags: Sequence[str] | None = None
     min_importance: int | None = None
-    equals: Mapping[str, Any] | None = None
+    equals: Mapping[str, object] | None = None
     rows: Rows | None = None
     query_text: str | None = None
     topic_texts: Sequence[str] = ()

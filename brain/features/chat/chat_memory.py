@@ -461,7 +461,7 @@ class ChatMemory:
         *,
         entity: str | None = None,
         timestamp: datetime | str | float | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         user_name: str | None = None,
         assistant_name: str | None = None,
         idempotency_key: str | None = None,
@@ -566,7 +566,7 @@ class ChatMemory:
         conversation_id: str | None = None,
         timestamp: datetime | str | float | None = None,
         source: str = "chat",
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         expires_at: datetime | str | None = None,
     ) -> str:
         """Store an explicit memory (in ``entity``'s scope, else global); returns its id. The same text
@@ -667,7 +667,7 @@ class ChatMemory:
         self.flush_access()
 
 
-def _usable_memory(metadata: Mapping[str, Any]) -> bool:
+def _usable_memory(metadata: Mapping[str, object]) -> bool:
     """Whether a memory a recorded part named is shown again: one retired or made a part of another since is not."""
     return not is_inactive(metadata) and not is_part(metadata)
 

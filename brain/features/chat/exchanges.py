@@ -85,7 +85,7 @@ def checked_exchange(
     assistant_text: str | None,
     idempotency_key: str | None,
     conversation_id: str | None,
-    metadata: Mapping[str, Any] | None,
+    metadata: Mapping[str, object] | None,
 ) -> tuple[str | None, str | None, dict[str, Any]]:
     """The key, the conversation id and the turns' extra metadata of an exchange; raises
     :class:`ValidationError` naming the first problem, before anything is written."""

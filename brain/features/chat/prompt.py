@@ -102,7 +102,7 @@ def render_line(section: str, item: ContextItem) -> str:
     return f"- {text}"
 
 
-def learned_on(metadata: Mapping[str, Any]) -> str:
+def learned_on(metadata: Mapping[str, object]) -> str:
     """The day a memory was learned, in the conversation's time: when it became true (``valid_from``),
     else its timestamp; "" when neither is a date."""
     for key in ("valid_from", "timestamp"):

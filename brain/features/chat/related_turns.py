@@ -134,7 +134,7 @@ class RelatedTurns:
             }
         return shown
 
-    def note_vectors(self, conversation_id: str, vectors: Mapping[str, Any]) -> None:
+    def note_vectors(self, conversation_id: str, vectors: Mapping[str, object]) -> None:
         """The vectors of turns just written to ``conversation_id`` (as stored: unit length), for its next
         search; a conversation not searched yet reads them all when it first is."""
         cached = self._indexes.get(conversation_id)

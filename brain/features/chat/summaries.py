@@ -294,7 +294,7 @@ def window_turns(store: Store, conversation_id: str, start: int, end: int) -> li
     return docs
 
 
-def formation_state(meta: Mapping[str, Any]) -> dict[str, Any]:
+def formation_state(meta: Mapping[str, object]) -> dict[str, Any]:
     """The memory formation keys of a summary's metadata (``formation`` and ``formation_*``)."""
     return {k: v for k, v in meta.items() if k == "formation" or k.startswith("formation_")}
 

@@ -33,13 +33,13 @@ DIGEST_SIZE = 16
 _FLOAT32_LE = np.dtype("<f4")
 
 
-def without_use(meta: Mapping[str, Any]) -> dict[str, Any]:
+def without_use(meta: Mapping[str, object]) -> dict[str, Any]:
     """Metadata minus ``last_used``: access tracking updates it in Chroma alone (a mirror write per
     retrieval would double its cost), so it is not a difference worth a repair."""
     return {k: v for k, v in meta.items() if k != "last_used"}
 
 
-def content_hash(text: str, metadata: Mapping[str, Any], vector: Any | None) -> bytes:
+def content_hash(text: str, metadata: Mapping[str, object], vector: Any | None) -> bytes:
     """The hash of one document's text, metadata and vector (None: no vector); see the module docstring."""
     digest = hashlib.blake2b(digest_size=DIGEST_SIZE)
     encoded = text.encode("utf-8")

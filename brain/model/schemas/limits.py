@@ -122,13 +122,13 @@ PART_OF_KEY = "part_of"
 XAIBO_INDEX_PREFIX = "xaibo-index:"
 
 
-def is_inactive(meta: Mapping[str, Any]) -> bool:
+def is_inactive(meta: Mapping[str, object]) -> bool:
     """Whether a stored memory's status retires it (kept, never ranked)."""
     status = meta.get(STATUS_KEY)
     return isinstance(status, str) and status in INACTIVE_STATUSES
 
 
-def is_part(meta: Mapping[str, Any]) -> bool:
+def is_part(meta: Mapping[str, object]) -> bool:
     """Whether a stored row is a part of something else (``part_of``), not a memory of its own."""
     part_of = meta.get(PART_OF_KEY)
     return isinstance(part_of, str) and bool(part_of)
@@ -212,7 +212,7 @@ def _storable_extra(key: str, value: object) -> None:
         )
 
 
-def bounds_problems(stored: Mapping[str, Any]) -> list[tuple[str, str]]:
+def bounds_problems(stored: Mapping[str, object]) -> list[tuple[str, str]]:
     """``(key, message)`` for every limit the flat metadata dict ``stored`` breaks (see ``MAX_*``)."""
     problems: list[tuple[str, str]] = []
     for key, value in stored.items():

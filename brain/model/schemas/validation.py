@@ -77,7 +77,7 @@ def validate_metadata(doc_type: Any, meta: dict[str, Any] | None = None) -> Base
     return validated
 
 
-def read_stored(doc_type: Any, meta: Mapping[str, Any] | None) -> tuple[BaseMetadata | None, dict[str, str]]:
+def read_stored(doc_type: Any, meta: Mapping[str, object] | None) -> tuple[BaseMetadata | None, dict[str, str]]:
     """Metadata as Chroma holds it, validated again for a rewrite: ``(model, problems)``.
 
     A row written by an older version or directly through Chroma may hold values today's rules refuse.
@@ -114,7 +114,7 @@ def read_stored(doc_type: Any, meta: Mapping[str, Any] | None) -> tuple[BaseMeta
     return None, problems  # pragma: no cover - every pass drops a key
 
 
-def read_for_rewrite(doc_type: Any, doc_id: str, meta: Mapping[str, Any] | None, remedy: str) -> BaseMetadata:
+def read_for_rewrite(doc_type: Any, doc_id: str, meta: Mapping[str, object] | None, remedy: str) -> BaseMetadata:
     """:func:`read_stored` for a write that rewrites the document: its model, or a :class:`ValidationError`
     naming what cannot be read and ``remedy`` (what the caller can do instead)."""
     model, problems = read_stored(doc_type, meta)
@@ -125,7 +125,7 @@ def read_for_rewrite(doc_type: Any, doc_id: str, meta: Mapping[str, Any] | None,
     return model
 
 
-def from_chroma(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+def from_chroma(meta: Mapping[str, object] | None) -> dict[str, Any]:
     """Stored metadata as callers see it: lists restored (``tags`` absent -> [])."""
     out = dict(meta or {})
     if out.get("type") == DocType.MEMORY.value:

@@ -60,7 +60,7 @@ RECORDED_CHARS = MAX_TURN_CHARS - 400
 Message = dict[str, Any]
 
 
-def message_text(message: Mapping[str, Any]) -> str:
+def message_text(message: Mapping[str, object]) -> str:
     """The text of a chat message: its content, or the text parts of a multi-part content (images left out)."""
     content = message.get("content")
     if isinstance(content, str):
@@ -71,7 +71,7 @@ def message_text(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def checked_messages(body: Mapping[str, Any]) -> list[Message]:
+def checked_messages(body: Mapping[str, object]) -> list[Message]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ValidationError.of("messages", "messages must be a non-empty list of chat messages")

@@ -1,7 +1,6 @@
 """The metadata keys the Xaibo adapter writes on the documents it stores."""
 
 from collections.abc import Mapping
-from typing import Any
 
 from brain.model.schemas import PART_OF_KEY, XAIBO_INDEX_PREFIX, MemoryMetadata
 
@@ -29,7 +28,7 @@ def vector_index_part_of(index: str) -> str:
     return XAIBO_INDEX_PREFIX + index
 
 
-def written_by_xaibo(metadata: Mapping[str, Any]) -> bool:
+def written_by_xaibo(metadata: Mapping[str, object]) -> bool:
     """Whether a row was written by these modules (a memory's head or chunk, or a vector row) rather than
     by the rest of the assistant."""
     return REVISION_KEY in metadata or INDEX_KEY in metadata

@@ -59,7 +59,7 @@ class BrainMemory(MemoryProtocol):
         self.chunker = BrainChunker(chunk_config, settings=self.store.settings, chunker=chunker).chunker
 
     # -- reads ---------------------------------------------------------------------------------------
-    def _visible(self, metadata: Mapping[str, Any]) -> bool:
+    def _visible(self, metadata: Mapping[str, object]) -> bool:
         return metadata.get("scope", GLOBAL_SCOPE) in self.scopes and not is_part(metadata)
 
     def _head(self, memory_id: Any) -> Document | None:
