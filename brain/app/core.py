@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chromadb.api import ClientAPI
@@ -379,7 +379,7 @@ class Brain:
         self.close()
 
 
-def _model_notes(summariser: dict[str, Any], formation: dict[str, Any]) -> list[str]:
+def _model_notes(summariser: Mapping[str, object], formation: Mapping[str, object]) -> list[str]:
     """What health says about the summary model beyond ok or not: an expected state, such as a fresh
     install's Ollama that is not running, is told as information, with what to do about it."""
     if summariser.get("reachable") is not False or summariser.get("summarizer") == "extractive":

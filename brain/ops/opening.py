@@ -9,7 +9,7 @@ the operations by noun (``b.memories``, ``b.conversations``, ...).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,7 +176,7 @@ class ServedStore:
         self,
         ids: str | Sequence[str] | None = None,
         *,
-        where: dict[str, Any] | None = None,
+        where: Mapping[str, object] | None = None,
         type: str | None = None,
         limit: int | None = None,
         offset: int | None = None,

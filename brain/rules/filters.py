@@ -10,6 +10,7 @@ A plain dict means "all of these": ``{"type": "memory", "scope": "global"}`` bec
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -102,7 +103,7 @@ def _condition(key: str, cond: Any) -> list[dict[str, Any]]:
     return [{key: _scalar(key, cond)}]
 
 
-def _clauses(where: dict[str, Any]) -> list[dict[str, Any]]:
+def _clauses(where: Mapping[str, object]) -> list[dict[str, Any]]:
     clauses: list[dict[str, Any]] = []
     for key, cond in where.items():
         if key in LOGICAL:
@@ -125,7 +126,7 @@ def _combine(clauses: list[dict[str, Any]]) -> dict[str, Any]:
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
-def to_chroma_where(where: dict[str, Any] | None, **fixed: Any) -> dict[str, Any] | None:
+def to_chroma_where(where: Mapping[str, object] | None, **fixed: Any) -> dict[str, Any] | None:
     """Translate a friendly filter, and-ed with ``fixed`` conditions, into a Chroma ``where``."""
     if where is not None and not isinstance(where, dict):
         raise FilterError(f"where must be a dict, got {type(where).__name__}")

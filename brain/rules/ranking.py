@@ -37,7 +37,7 @@ every candidate (:func:`gated_top_k_reference`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -170,7 +170,7 @@ class ScoreWeights:
         return cls.reference(settings)
 
 
-def recency_epoch(metadata: dict[str, Any]) -> float:
+def recency_epoch(metadata: Mapping[str, object]) -> float:
     """The epoch a memory's age is measured from under ``recency_from="last_used"``: its last use,
     else its timestamp (``ts_epoch``), else 0. A stored value that is not a finite number (a row
     written around the schema, e.g. ``last_used: "yesterday"``) counts as absent."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -244,7 +245,7 @@ def calibrate(
 
 
 def recorded(
-    metadata: dict[str, Any] | None, embedder: Embedder, path: Path = CALIBRATION_FILE, *, across: bool = False
+    metadata: Mapping[str, object] | None, embedder: Embedder, path: Path = CALIBRATION_FILE, *, across: bool = False
 ) -> Calibration | None:
     """The calibration ``metadata`` (a collection's) holds for ``embedder`` and the current data (with
     ``across``, the translations too), if any."""

@@ -214,7 +214,7 @@ def _without_address(text: str, name: str) -> str:
     return re.sub(rf",\s*{name}\s*[?!.]*\s*$", " ", text, flags=re.IGNORECASE)
 
 
-def _date_words(metadata: dict[str, Any]) -> str:
+def _date_words(metadata: Mapping[str, object]) -> str:
     """'8 May 2023' for a turn stored at 2023-05-08T13:56:00+00:00; '' without a usable timestamp."""
     value = metadata.get("timestamp")
     if value is None:
@@ -241,7 +241,7 @@ def _sessions(metadatas: Sequence[dict[str, Any]]) -> np.ndarray:
     return numbers
 
 
-def _order_key(position: int, metadata: dict[str, Any]) -> tuple[float, float, int]:
+def _order_key(position: int, metadata: Mapping[str, object]) -> tuple[float, float, int]:
     index = metadata.get("turn_index")
     index = index if isinstance(index, int) and not isinstance(index, bool) else math.inf
     epoch = metadata.get("ts_epoch")

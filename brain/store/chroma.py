@@ -5,7 +5,7 @@ Chroma's maximum batch size. Nothing here knows document types or brain's rules.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -125,7 +125,7 @@ def embedding_function(embedder: Embedder) -> Any:
             return {"embedder": self.embedder.name}
 
         @staticmethod
-        def build_from_config(config: dict[str, Any]) -> Any:
+        def build_from_config(config: Mapping[str, object]) -> Any:
             raise NotImplementedError("brain's embedding function is bound by the store that opens the collection")
 
         def is_legacy(self) -> bool:
@@ -252,7 +252,7 @@ def open_cosine_collection(
     return col
 
 
-def switch_advice(settings: Settings, recorded: dict[str, Any], embedder: Embedder, count: int) -> str:
+def switch_advice(settings: Settings, recorded: Mapping[str, object], embedder: Embedder, count: int) -> str:
     """What to do when the store's collection records another embedder than the configured one: keep
     the recorded one, or re-index for the configured one, with the command. No time is promised here: a
     model's pace depends on the machine and the texts, so the run measures it on its first batch."""
@@ -293,7 +293,7 @@ class ChromaAccess:
 
     def pages(
         self,
-        where: dict[str, Any] | None = None,
+        where: Mapping[str, object] | None = None,
         include: Sequence[str] = (),
         limit: int | None = None,
         offset: int | None = None,
@@ -317,11 +317,11 @@ class ChromaAccess:
             if remaining is not None:
                 remaining -= got
 
-    def get_all(self, where: dict[str, Any] | None = None, include: Sequence[str] = ()) -> dict[str, list[Any]]:
+    def get_all(self, where: Mapping[str, object] | None = None, include: Sequence[str] = ()) -> dict[str, list[Any]]:
         """:meth:`pages` joined into one result dict (``ids`` and each included field)."""
         return merge_pages(list(self.pages(where, include)), ["ids", *include])
 
-    def ids(self, where: dict[str, Any] | None = None) -> list[str]:
+    def ids(self, where: Mapping[str, object] | None = None) -> list[str]:
         return [i for page in self.pages(where) for i in page["ids"]]
 
     def get_ids(

@@ -10,7 +10,7 @@ one person's assistant holds; a store with millions would want a timestamp index
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from brain.model.errors import ValidationError
@@ -48,12 +48,12 @@ def check_order(order: str) -> str:
     return order
 
 
-def status_of(metadata: dict[str, Any]) -> str:
+def status_of(metadata: Mapping[str, object]) -> str:
     """A memory's status as lists show it (no status at all is ``active``)."""
     return str(metadata.get("status") or ACTIVE)
 
 
-def is_status(metadata: dict[str, Any], statuses: Sequence[str]) -> bool:
+def is_status(metadata: Mapping[str, object], statuses: Sequence[str]) -> bool:
     """Whether a memory's status is one of ``statuses``."""
     return status_of(metadata) in statuses
 

@@ -8,6 +8,7 @@ anything: :func:`read_row` gives every unusable value a safe default and names i
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -48,7 +49,7 @@ ARRAYS: dict[str, tuple[type, bool]] = {
 OPEN_ENDED = frozenset({"_until", "_expires"})
 
 
-def row_kind(meta: dict[str, Any]) -> int:
+def row_kind(meta: Mapping[str, object]) -> int:
     """A row's kind: superseded or retired (an inactive status) before part (``part_of``) before memory."""
     if is_inactive(meta):
         return SUPERSEDED if meta.get("status") == "superseded" else RETIRED
@@ -62,7 +63,7 @@ def finite_number(value: Any) -> float | None:
     return float(value)
 
 
-def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str]]:
+def read_row(meta: Mapping[str, object]) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """What the index needs of a stored row: ``({"importance", "epoch", "used", "scope", "kind", "tags"}, problems)``.
 
     Rows are validated on the way in, but one written by an older version or directly through Chroma
@@ -114,7 +115,7 @@ def read_row(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str
     }, problems
 
 
-def _time(meta: dict[str, Any], key: str, problems: dict[str, str]) -> float | None:
+def _time(meta: Mapping[str, object], key: str, problems: dict[str, str]) -> float | None:
     """``meta[key]`` (an ISO time) as epoch seconds; None when absent or, with a problem, unreadable."""
     value = meta.get(key)
     if value is None:
@@ -131,7 +132,7 @@ def _time(meta: dict[str, Any], key: str, problems: dict[str, str]) -> float | N
     return None
 
 
-def check_export(dimension: int, arrays: dict[str, np.ndarray], rows: dict[str, Any]) -> None:
+def check_export(dimension: int, arrays: dict[str, np.ndarray], rows: Mapping[str, object]) -> None:
     """Raise ``ValueError`` naming what of an exported index (:meth:`MemoryIndex.export
     <brain.store.memory_index.MemoryIndex.export>`) does not fit: a missing array, a shape, a dtype, rows
     of another length, or rows that claim what their arrays do not hold."""

@@ -240,7 +240,7 @@ class Retrieval:
         query: str | None,
         k: int,
         doc_type: str | DocType | None,
-        where: dict[str, Any] | None,
+        where: Mapping[str, object] | None,
         query_vector: np.ndarray | None,
         scopes: Collection[str] | None = None,
     ) -> list[Hit]:
@@ -276,7 +276,7 @@ class Retrieval:
         query: str | None,
         k: int,
         doc_type: DocType,
-        equals: dict[str, Any],
+        equals: Mapping[str, object],
         query_vector: np.ndarray | None = None,
         scopes: Collection[str] | None = None,
     ) -> list[Hit]:

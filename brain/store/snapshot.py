@@ -59,6 +59,7 @@ import secrets
 import tempfile
 import time
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -270,7 +271,7 @@ class SnapshotIdentity:
             "types": list(self.types),
         }
 
-    def mismatch(self, header: dict[str, Any]) -> str | None:
+    def mismatch(self, header: Mapping[str, object]) -> str | None:
         """What in ``header`` differs from this identity, or None."""
         for key, want in self.to_dict().items():
             if header.get(key) != want:

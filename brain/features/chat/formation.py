@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -704,7 +704,7 @@ def _counted(summary: Document, attempts: int, spent: _Spent) -> dict[str, Any]:
     }
 
 
-def _summary_doc(summary: Document, state: dict[str, Any]) -> dict[str, Any]:
+def _summary_doc(summary: Document, state: Mapping[str, object]) -> dict[str, Any]:
     """The summary written again (same id, text, vector and fields) with the formation keys ``state``."""
     meta = read_for_rewrite(DocType.SUMMARY, summary.id, summary.metadata, "summarise the window again")
     fields = meta.model_dump(by_alias=True, exclude_none=True)

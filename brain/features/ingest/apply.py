@@ -4,7 +4,7 @@ the same text), writing each group, then deleting stale documents; :func:`ingest
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from brain.features.ingest.files import collect_files, hash_text, legacy_name_under, name_under, older_names
@@ -162,7 +162,7 @@ def _count(report: IngestReport, plan: FilePlan, removed: int) -> None:
 
 
 def _write_group(
-    store: Store, group: list[FilePlan], vectors: dict[str, Any], text_index: dict[str, str], report: IngestReport
+    store: Store, group: list[FilePlan], vectors: Mapping[str, object], text_index: dict[str, str], report: IngestReport
 ) -> None:
     """Write the group's new and refreshed documents in one call (one Chroma transaction instead of one
     per file), then delete each file's stale documents: every file's new documents are stored before
@@ -183,7 +183,7 @@ def _write_group(
 
 
 def _write_file(
-    store: Store, plan: FilePlan, vectors: dict[str, Any], text_index: dict[str, str], report: IngestReport
+    store: Store, plan: FilePlan, vectors: Mapping[str, object], text_index: dict[str, str], report: IngestReport
 ) -> None:
     """One file: its new and refreshed documents first, then its stale ones are deleted."""
     try:

@@ -3,7 +3,7 @@ refresh and delete (an unchanged file is recognised by its hash, not parsed)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +60,7 @@ def _too_large(source: SourceFile, cap: int) -> str:
     )
 
 
-def _is_ingested(meta: dict[str, Any] | None) -> bool:
+def _is_ingested(meta: Mapping[str, object] | None) -> bool:
     return (
         meta is not None
         and bool(meta)

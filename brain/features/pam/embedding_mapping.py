@@ -8,7 +8,7 @@ unit length (the store compares by cosine). See docs/pam.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -78,7 +78,7 @@ def vector_problems(files: PamFiles, model: str, dimension: int) -> list[Problem
     return problems
 
 
-def usable_vector(emb: dict[str, Any] | None, model: str) -> tuple[np.ndarray | None, bool]:
+def usable_vector(emb: Mapping[str, object] | None, model: str) -> tuple[np.ndarray | None, bool]:
     """The embedding's vector, unit length, when it is of the store's model (its dimension checked by
     :func:`vector_problems`), and whether it had to be normalised; (None, False) otherwise."""
     if emb is None or emb["model"] != model or emb.get("vector") is None:

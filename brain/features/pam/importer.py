@@ -8,6 +8,7 @@ anywhere leaves the store untouched. Re-importing is idempotent by id. See docs/
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -162,20 +163,20 @@ def import_pam(store: Store, path: str | Path, *, include_forgotten: bool = Fals
     return report
 
 
-def _entity(item: dict[str, Any]) -> str | None:
+def _entity(item: Mapping[str, object]) -> str | None:
     """The entity whose scope a document of the import is in, None for a global one."""
     scope = item.get("scope")
     return entity_of(scope) if isinstance(scope, str) else None
 
 
-def _change(doc: Document | None, item: dict[str, Any]) -> str:
+def _change(doc: Document | None, item: Mapping[str, object]) -> str:
     """What importing ``item`` does to the stored ``doc``: "new", "updated" or "unchanged"."""
     if doc is None:
         return "new"
     return "unchanged" if _same(doc, item) else "updated"
 
 
-def _same(doc: Document, item: dict[str, Any]) -> bool:
+def _same(doc: Document, item: Mapping[str, object]) -> bool:
     """Whether the stored document already is exactly what the import would write."""
     if doc.text != item["text"] or doc.type != item["type"]:
         return False

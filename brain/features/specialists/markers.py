@@ -102,7 +102,7 @@ def parse_specialist_requests(
     return requests
 
 
-def _check_params(spec: Specialist, params: dict[str, Any]) -> list[tuple[str, str]]:
+def _check_params(spec: Specialist, params: Mapping[str, object]) -> list[tuple[str, str]]:
     out = []
     declared = {p.name: p for p in spec.params}
     for p in spec.params:

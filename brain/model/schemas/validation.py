@@ -46,7 +46,7 @@ def pydantic_problems(exc: pydantic.ValidationError) -> list[Problem]:
     return problems
 
 
-def validate_metadata(doc_type: Any, meta: dict[str, Any] | None = None) -> BaseMetadata:
+def validate_metadata(doc_type: Any, meta: Mapping[str, object] | None = None) -> BaseMetadata:
     """Validate ``meta`` as metadata of ``doc_type``; raise :class:`ValidationError` naming the field."""
     model = model_for(doc_type)
     if not isinstance(meta, (dict, type(None))):

@@ -234,6 +234,6 @@ class StreamTranslator:
             last["eval_count"] = self._usage["completion_tokens"]
         return out + self._line({"role": "assistant", "content": ""}, done=True, **last)
 
-    def _line(self, message: dict[str, Any], *, done: bool, **extra: Any) -> bytes:
+    def _line(self, message: Mapping[str, object], *, done: bool, **extra: Any) -> bytes:
         line = {"model": self.model, "created_at": _now(), "message": message, "done": done, **extra}
         return orjson.dumps(line) + b"\n"

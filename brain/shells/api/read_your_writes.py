@@ -10,6 +10,7 @@ feed: the header is neither sent nor needed, and the body's ``"sequence"`` is nu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import Request
@@ -25,7 +26,7 @@ SEQUENCE = b"x-brain-sequence"
 _READS = {"GET", "HEAD", "OPTIONS"}
 
 
-def with_sequence(request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def with_sequence(request: Request, body: Mapping[str, object]) -> dict[str, Any]:
     """A write route's response ``body`` with its ``"sequence"`` (see :func:`request_sequence`) and its
     ``"mirror_status"``: whether the mirror took the write (``ok``) or Chroma alone has it for now
     (``degraded``: caught up once the mirror can be written; ``broken``), or ``off``."""

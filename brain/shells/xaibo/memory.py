@@ -184,7 +184,7 @@ class BrainMemory(MemoryProtocol):
         encode_attributes({k: v for k, v in patch.items() if v is not None}, self.scope)
         return await asyncio.to_thread(self._update, memory_id, text, patch, replace)
 
-    def _update(self, memory_id: str, text: str, patch: dict[str, Any], replace: bool) -> bool:
+    def _update(self, memory_id: str, text: str, patch: Mapping[str, object], replace: bool) -> bool:
         with _write_lock:
             old = self._head(memory_id)
             if old is None:
@@ -233,7 +233,7 @@ class BrainMemory(MemoryProtocol):
         }
 
     def _chunk_docs(
-        self, memory_id: str, chunks: list[str], fields: dict[str, Any], revision: str
+        self, memory_id: str, chunks: list[str], fields: Mapping[str, object], revision: str
     ) -> list[dict[str, Any]]:
         """Continuation chunks 2..n: their own memory documents, with the head's fields."""
         return [

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -138,7 +138,7 @@ async def _json_object(request: Request) -> dict[str, Any]:
     return body
 
 
-async def _plan(request: Request, body: dict[str, Any], user: Any = None) -> ChatPlan:
+async def _plan(request: Request, body: Mapping[str, object], user: Any = None) -> ChatPlan:
     messages = checked_messages(body)
     entity = acting_of(request, requested_entity(request.headers.get(ENTITY_HEADER), user))
     upstream = upstream_of(request)
