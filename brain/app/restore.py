@@ -159,7 +159,7 @@ def _holds_nothing_more(old: Path, mirror: EngramMirror) -> bool:
             ids = [r[0] for r in conn.execute("SELECT id FROM memories")]
     except sqlite3.Error:
         return False
-    return len(mirror._existing_ids(ids)) == len(set(ids))
+    return len(mirror.existing_ids(ids)) == len(set(ids))
 
 
 @dataclass

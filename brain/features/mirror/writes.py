@@ -101,7 +101,7 @@ class MirrorWrites(MirrorParts):
             return 0
         with self.transaction():
             ids = [r[0] for r in rows]
-            known = self._existing_ids(ids)
+            known = self.existing_ids(ids)
             missing = [i for i in ids if i not in known]
             if missing and skip_unknown:
                 rows = [r for r in rows if r[0] in known]
@@ -161,7 +161,7 @@ class MirrorWrites(MirrorParts):
         if not rows:
             return 0
         with self.transaction():
-            known = self._existing_ids([i for i, _ in rows])
+            known = self.existing_ids([i for i, _ in rows])
             self._conn.executemany(UPSERT_HASH, [r for r in rows if r[0] in known])
         return sum(1 for i, _ in rows if i in known)
 
@@ -195,7 +195,8 @@ class MirrorWrites(MirrorParts):
                 self._undo("DETACH DATABASE source")
         return max(copied, 0)
 
-    def _existing_ids(self, ids: Sequence[str]) -> set[str]:
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` this mirror holds."""
         found: set[str] = set()
         for part in chunks(list(ids)):
             found.update(
