@@ -14,7 +14,6 @@ from brain.model.errors import ConfigError
 from brain.model.version import __version__
 from brain.ops.consistency import track_request_writes
 from brain.ops.serving import Brain, Store, open_brain, prepare_to_serve
-from brain.shells.api.json_bodies import JsonRoute
 from brain.shells.api.read_your_writes import ReadYourWrites
 from brain.shells.api.routes import add_routes
 from brain.shells.api.routes.maintenance import IMPORT_PATH, import_too_large
@@ -82,7 +81,6 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )  # /docs from local files: routes/api_docs.py
-    app.router.route_class = JsonRoute
     app.state.settings = settings
     app.state.brain = None
     app.state.upstream = None
