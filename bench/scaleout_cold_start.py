@@ -38,7 +38,7 @@ from bench_store import NOW, PrecomputedEmbedder, machine_info, make_corpus  # n
 from brain.app.core import open_store  # noqa: E402
 from brain.config import Settings  # noqa: E402
 from brain.store.indexes import index_sizes, memory_index, refresh_index
-from brain.store.snapshot import save_index_snapshot
+from brain.store.indexes import save_index_snapshot
 
 QUERIES = 50
 K = 5

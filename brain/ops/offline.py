@@ -20,7 +20,7 @@ from brain.config import Settings
 from brain.model.errors import StoreLocked, StoreNotFound
 from brain.ops.local import LocalOperations
 from brain.store.indexes import index_sizes
-from brain.store.snapshot import save_index_snapshot as save_store_snapshot
+from brain.store.indexes import save_index_snapshot as save_store_snapshot
 
 if TYPE_CHECKING:
     from brain.app.reindex import DropReport, ReindexPlan, ReindexReport

@@ -25,6 +25,7 @@ from brain.providers.embeddings import Embedder
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +211,7 @@ def open_cosine_collection(
     switch: str | Callable[[dict[str, Any], int], str],
     rename: str,
     **meta_on_create: Any,
-) -> Any:
+) -> Collection:
     """Open (or create) collection ``name`` for ``embedder``'s vectors, in the cosine space.
 
     A new collection records the embedder's name and dimension; an existing one must record the same

@@ -27,6 +27,7 @@ from typing import Any, Generic, Self
 
 import numpy as np
 from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
 
 from brain.config import Settings
 from brain.model.errors import BrainError, NotFound, ValidationError
@@ -48,7 +49,7 @@ from brain.store.events import WriteEvents, WriteSubscriber
 from brain.store.feed import FeedWriter
 from brain.store.follower import FeedFollower, catch_up
 from brain.store.history import memory_history, refuse_chain_edit, supersede
-from brain.store.indexes import InProcessState, index_problems
+from brain.store.indexes import InProcessState, index_problems, save_snapshot_at_close
 from brain.store.live import live_collection
 from brain.store.locking import DataDirLock
 from brain.store.migrations import migrate_entity_names, migrate_typed_fields
@@ -64,7 +65,6 @@ from brain.store.snapshot import (
     SnapshotIdentity,
     SnapshotKeeper,
     drop_server_key,
-    save_snapshot_at_close,
     snapshot_path,
 )
 from brain.store.write_intents import WriteIntentLog
@@ -156,7 +156,7 @@ class Store(Generic[M, H]):
             self.close()
             raise
 
-    def _open_collection(self) -> Any:
+    def _open_collection(self) -> Collection:
         return open_cosine_collection(
             self.client,
             self.collection_name,
@@ -166,7 +166,7 @@ class Store(Generic[M, H]):
             rename="use another BRAIN_COLLECTION or BRAIN_DATA_DIR",
         )
 
-    def bind(self, collection: Any, embedder: Embedder) -> None:
+    def bind(self, collection: Collection, embedder: Embedder) -> None:
         """Serve ``collection`` (an open Chroma collection bound to ``embedder``): the Chroma access,
         the in-process state, retrieval and the write pipeline are built for it. At open, and again
         when a re-index swaps the live collection (:func:`brain.store.live.follow_live`)."""

@@ -22,7 +22,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -30,11 +30,12 @@ from brain.model.errors import Backoff, StoreError, StoreUnavailable, Validation
 from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteEvents
 from brain.store.feed import PENDING_GRACE_SECONDS, ChangeFeed, FeedRecord, FeedWriter
-from brain.store.live import follow_live
+from brain.store.indexes import HasState
+from brain.store.live import LiveBound, follow_live
 from brain.store.positions import PositionClaims
 
 if TYPE_CHECKING:
-    from brain.store.facade import Store
+    from brain.store.events import WriteSubscriber
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +292,31 @@ def _follow(ref: weakref.ref[FeedFollower], stop: threading.Event, interval: flo
             del follower
 
 
-def attach_feed(store: Store, feed: ChangeFeed, positions: PositionClaims | None = None) -> FeedFollower:
+class FeedHolder(Protocol):
+    """A store, as far as reading its change feed's positions goes."""
+
+    @property
+    def follower(self) -> FeedFollower | None: ...
+
+    @property
+    def feed_writer(self) -> FeedWriter | None: ...
+
+
+class Followed(LiveBound, HasState, Protocol):
+    """A store, as far as attaching its change feed goes (:class:`brain.store.Store`)."""
+
+    feed_writer: FeedWriter | None
+    follower: FeedFollower | None
+
+    @property
+    def events(self) -> WriteEvents: ...
+
+    def subscribe(self, subscriber: WriteSubscriber, *, close: Callable[[], None] | None = None) -> WriteSubscriber: ...
+
+    def on_close(self, close: Callable[[], None]) -> None: ...
+
+
+def attach_feed(store: Followed, feed: ChangeFeed, positions: PositionClaims | None = None) -> FeedFollower:
     """Number ``store``'s writes in ``feed`` (each write adds its record) and follow the other
     processes' records from it (see :mod:`brain.store.feed`); with ``positions``, claim the
     ``turn_index`` and ``summary_index`` of new turns and summaries across processes
@@ -318,7 +343,7 @@ def attach_feed(store: Store, feed: ChangeFeed, positions: PositionClaims | None
         return follower
 
 
-def _follow_live_of(ref: weakref.ref[Store]) -> Callable[[int], object]:
+def _follow_live_of(ref: weakref.ref[Followed]) -> Callable[[int], object]:
     """What the follower calls on a swap record: a weak reference, so that the follower (and its
     thread) never keep a store alive that its owner let go."""
 
@@ -329,7 +354,7 @@ def _follow_live_of(ref: weakref.ref[Store]) -> Callable[[int], object]:
     return swapped
 
 
-def catch_up(store: Store, min_sequence: int | None = None, *, timeout: float = WAIT_SECONDS) -> None:
+def catch_up(store: FeedHolder, min_sequence: int | None = None, *, timeout: float = WAIT_SECONDS) -> None:
     """Apply to ``store`` what other processes wrote, now; with ``min_sequence``, wait (up to ``timeout``
     seconds, then :class:`StoreUnavailable`) until every write up to it is applied. Without a change
     feed (the embedded store, which one process owns) there is nothing to apply."""
@@ -342,10 +367,19 @@ def catch_up(store: Store, min_sequence: int | None = None, *, timeout: float = 
         follower.wait_for(check_sequence(min_sequence), timeout)
 
 
-def last_sequence(store: Store) -> int | None:
+def last_sequence(store: FeedHolder) -> int | None:
     """The change feed's sequence of the latest write ``store`` committed (None without a feed): a
     read elsewhere that asks for at least it sees that write."""
     return None if store.feed_writer is None else store.feed_writer.last_sequence
 
 
-__all__ = ["WAIT_SECONDS", "FeedFollower", "attach_feed", "catch_up", "check_sequence", "last_sequence"]
+__all__ = [
+    "WAIT_SECONDS",
+    "FeedFollower",
+    "FeedHolder",
+    "Followed",
+    "attach_feed",
+    "catch_up",
+    "check_sequence",
+    "last_sequence",
+]

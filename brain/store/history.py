@@ -21,10 +21,11 @@ Pure functions over documents, then the few that read and write a store: :func:`
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from brain.model.errors import BrainError, Conflict, NotFound, Problem, ValidationError
 from brain.model.ids import memory_id, normalize_memory_text
@@ -44,10 +45,29 @@ from brain.model.schemas import (
     utc_now,
 )
 from brain.rules.memories import merged_importance, merged_tags, same_text
-from brain.store.plan import memory_edit, stored_memory
+from brain.store.plan import WriteResult, memory_edit, stored_memory
 
-if TYPE_CHECKING:
-    from brain.store.facade import Store
+
+class Chains(Protocol):
+    """A store, as far as reading and writing supersession chains goes (:class:`brain.store.Store`)."""
+
+    @property
+    def lock(self) -> threading.RLock: ...
+
+    def get(
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: Mapping[str, object] | None = None,
+        type: str | DocType | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        include_embeddings: bool = False,
+        entity: str | None = None,
+    ) -> list[Document]: ...
+
+    def write_docs(self, docs: Sequence[Mapping[str, object]], *, merge_memories: bool = True) -> WriteResult: ...
+
 
 #: how many links a history walk follows before it stops (a chain written by hand could loop)
 MAX_CHAIN = 10_000
@@ -455,7 +475,7 @@ def refuse_chain_edit(old: Document, changes: Mapping[str, object]) -> None:
 
 
 def supersede(
-    store: Store,
+    store: Chains,
     old_id: str,
     new_text: str,
     *,
@@ -509,7 +529,7 @@ def supersede(
 
 
 def apply_changes(
-    store: Store,
+    store: Chains,
     changes: Sequence[MemoryChange],
     *,
     scope: str,
@@ -552,7 +572,7 @@ def apply_changes(
     return AppliedChanges(tuple(i for i, _ in landed), tuple(a for _, a in landed), written.sequence)
 
 
-def free_memory_id(store: Store, text: str, scope: str, *, skip: Iterable[str] = ()) -> tuple[str, Document | None]:
+def free_memory_id(store: Chains, text: str, scope: str, *, skip: Iterable[str] = ()) -> tuple[str, Document | None]:
     """The first derived id of ``text`` in ``scope`` held by no document of ``store`` (nor in ``skip``),
     or the current memory of the scope that says ``text`` already (with that one's id)."""
     skipped = set(skip)
@@ -569,7 +589,7 @@ def free_memory_id(store: Store, text: str, scope: str, *, skip: Iterable[str] =
     raise BrainError("could not find a free id for a memory after 50 attempts")  # pragma: no cover
 
 
-def successor_id(store: Store, text: str, scope: str, *, skip: Iterable[str] = ()) -> str:
+def successor_id(store: Chains, text: str, scope: str, *, skip: Iterable[str] = ()) -> str:
     """The id of a superseding memory: its derived id, or the next one when that is taken by another
     text or by a memory no longer current (the same words said again after a change, e.g. a move back,
     are a new memory in the chain, not the old one brought back)."""
@@ -585,7 +605,7 @@ def successor_id(store: Store, text: str, scope: str, *, skip: Iterable[str] = (
     return candidate
 
 
-def memory_history(store: Store, start_id: str, *, entity: str | None = None) -> list[Document]:
+def memory_history(store: Chains, start_id: str, *, entity: str | None = None) -> list[Document]:
     """The supersession chain of memory ``start_id`` in ``store``: see :meth:`brain.store.Store.history`."""
 
     def fetch(doc_id: str) -> Document | None:
@@ -606,6 +626,7 @@ __all__ = [
     "ACTIONS",
     "MAX_CHAIN",
     "AppliedChanges",
+    "Chains",
     "MemoryChange",
     "added_doc",
     "apply_changes",

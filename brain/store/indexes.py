@@ -17,28 +17,38 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from brain.config import Settings
+from brain.model.errors import BrainError
 from brain.model.results import Document
 from brain.model.schemas import GLOBAL_SCOPE, DocType, from_chroma
 from brain.providers.cache import LRUCache
 from brain.store.chroma import ChromaAccess
 from brain.store.events import WriteEvent, WriteSubscriber
+from brain.store.feed import ChangeFeed
 from brain.store.part_files import PartFiles
 from brain.store.partitions import PartitionedIndex, Partitions
 from brain.store.reads import get_documents
 from brain.store.snapshot import SnapshotKeeper
 
-if TYPE_CHECKING:
-    from brain.store.facade import Store
-
 log = logging.getLogger(__name__)
 
 # conversations whose turns are kept in process (least recently used beyond that are dropped)
 CONVERSATIONS_CACHED = 1024
+
+
+class Follower(Protocol):
+    """What the state asks of the change feed's follower (:class:`brain.store.follower.FeedFollower`)."""
+
+    feed: ChangeFeed
+    applied: int
+
+    def poll(self, *, force: bool = False) -> int: ...
+
+    def resume(self, sequence: int) -> str | None: ...
 
 
 class InProcessState(WriteSubscriber):
@@ -66,7 +76,7 @@ class InProcessState(WriteSubscriber):
         self._turn_conversation: dict[str, str] = {}
         self._expected_count: int | None = None  # collection size when this state was last in step
         self._last_check = 0.0
-        self.follower: Any = None  # a brain.store.follower.FeedFollower, when the store has a change feed
+        self.follower: Follower | None = None  # when the store has a change feed
         self.snapshots = snapshots  # the index snapshot's file, when snapshots are on
         # evicted parts' files: the embedded store's only, whose every write passes through here
         self.part_files = (
@@ -257,7 +267,7 @@ class InProcessState(WriteSubscriber):
             for scope, part in snapshot.parts.items():
                 partitions.install(scope, part)
             self.partitions, self.indexes = partitions, partitions.views
-            if follower is not None:
+            if follower is not None and snapshot.sequence is not None:  # with a follower, a snapshot has one
                 try:
                     why = follower.resume(snapshot.sequence)  # applies the writes after it to these indexes
                 except BaseException:  # caught up in part: the next build reads Chroma instead
@@ -395,34 +405,84 @@ def _turn_order(doc: Document) -> tuple[int, Any]:
     return (int(doc.metadata.get("turn_index") or 0), doc.metadata.get("ts_epoch", 0.0))
 
 
-def memory_index(store: Store) -> PartitionedIndex:
+class HasState(Protocol):
+    """What owns an in-process state: a store (:class:`brain.store.Store`)."""
+
+    @property
+    def state(self) -> InProcessState: ...
+
+
+def memory_index(store: HasState) -> PartitionedIndex:
     """``store``'s memory ranking index (built on first use)."""
     index = store.state.index_for(DocType.MEMORY.value)
     assert index is not None  # settings guarantee memory is indexed
     return index
 
 
-def refresh_index(store: Store) -> PartitionedIndex:
+def refresh_index(store: HasState) -> PartitionedIndex:
     """Rebuild ``store``'s in-process indexes from Chroma, after writes that bypassed it (straight to
     ``store.col``). Returns the memory index."""
     return store.state.refresh()
 
 
-def index_sizes(store: Store) -> dict[str, int]:
+def index_sizes(store: HasState) -> dict[str, int]:
     """Documents held by each of ``store``'s in-process indexes (builds them if needed)."""
-    return {t: len(_index(store, t)) for t in store.settings.indexed_types}
+    return {t: len(_index(store, t)) for t in store.state.settings.indexed_types}
 
 
-def index_problems(store: Store) -> dict[str, dict[str, dict[str, str]]]:
+def index_problems(store: HasState) -> dict[str, dict[str, dict[str, str]]]:
     """Stored rows ``store``'s in-process indexes could not use as they are, by type (see
     :meth:`brain.store.Store.index_problems`)."""
-    return {t: _index(store, t).problems() for t in store.settings.indexed_types}
+    return {t: _index(store, t).problems() for t in store.state.settings.indexed_types}
 
 
-def _index(store: Store, doc_type: str) -> PartitionedIndex:
+def _index(store: HasState, doc_type: str) -> PartitionedIndex:
     index = store.state.index_for(doc_type)
     assert index is not None  # an indexed type has an index
     return index
 
 
-__all__ = ["CONVERSATIONS_CACHED", "InProcessState", "index_problems", "index_sizes", "memory_index", "refresh_index"]
+def save_index_snapshot(store: HasState) -> Path | None:
+    """Save ``store``'s in-process indexes (built first if need be, with every entity's part that fits
+    BRAIN_INDEX_MEMORY_MB) to the index snapshot
+    (BRAIN_INDEX_SNAPSHOT_PATH, else in the data directory), which the next open loads instead of
+    reading the whole collection; the store also saves it when it closes. Returns the file, or None when
+    snapshots are off (BRAIN_INDEX_SNAPSHOT) or could not be proven current later (a Chroma server
+    without the change feed)."""
+    if store.state.snapshots is None:
+        return None
+    store.state.index_for("memory")  # builds the indexes
+    partitions = store.state.partitions
+    if partitions is not None:  # every entity's part that fits the budget, so a start serves them at once
+        partitions.parts(None)
+    return store.state.save_snapshot()
+
+
+def save_snapshot_at_close(store: HasState) -> None:
+    """Save ``store``'s snapshot when it changed since it was loaded or saved (or parts were saved to their
+    files, which it lists); a failure is logged, as closing goes on (the next start rebuilds instead)."""
+    keeper, files = store.state.snapshots, store.state.part_files
+    try:
+        if keeper is None or (keeper.current and not (files is not None and files.saved_since_load)):
+            return
+        try:
+            store.state.save_snapshot()
+        except (OSError, BrainError) as exc:
+            log.warning("could not save the index snapshot %s: %s", keeper.path, exc)
+    finally:
+        if files is not None:
+            files.close()
+
+
+__all__ = [
+    "CONVERSATIONS_CACHED",
+    "Follower",
+    "HasState",
+    "InProcessState",
+    "index_problems",
+    "index_sizes",
+    "memory_index",
+    "refresh_index",
+    "save_index_snapshot",
+    "save_snapshot_at_close",
+]

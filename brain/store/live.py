@@ -17,9 +17,10 @@ name: the sequence of writes spans a swap, and a follower learns of a swap from 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from brain.model.errors import StoreUnavailable
 from brain.providers.embeddings import Embedder
@@ -27,7 +28,12 @@ from brain.store.chroma import ChromaAccess, open_cosine_collection
 from brain.wiring import get_embedder
 
 if TYPE_CHECKING:
-    from brain.store.facade import Store
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+
+    from brain.config import Settings
+    from brain.store.feed import FeedWriter
+    from brain.store.pipeline import WritePipeline
 
 LIVE_SUFFIX = "__live"
 #: the id of the one record of the pointer collection
@@ -181,7 +187,36 @@ def swapped(state: PointerState, to: str, *, rate: float = 0.0) -> PointerState:
     return replace(state, live=to, kept=tuple(kept), building=None, swapped_at=time.time(), previous=state.live)
 
 
-def follow_live(store: Store, *, embedder: Embedder | None = None, since: int | None = None) -> bool:
+class LiveBound(Protocol):
+    """A store, as far as moving it to another physical collection goes (:class:`brain.store.Store`)."""
+
+    collection_name: str
+
+    @property
+    def lock(self) -> threading.RLock: ...
+
+    @property
+    def client(self) -> ClientAPI: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def chroma(self) -> ChromaAccess: ...
+
+    @property
+    def writes(self) -> WritePipeline: ...
+
+    @property
+    def feed_writer(self) -> FeedWriter | None: ...
+
+    def bind(self, collection: Collection, embedder: Embedder) -> None: ...
+
+
+def follow_live(store: LiveBound, *, embedder: Embedder | None = None, since: int | None = None) -> bool:
     """Serve from ``store`` the collection the live pointer names now, if it is another one (a re-index
     swapped it, in this process or another): with ``embedder``, or one built for the model that
     collection records. Returns whether the store moved. Under the store's lock, so no write or
@@ -219,7 +254,7 @@ def follow_live(store: Store, *, embedder: Embedder | None = None, since: int | 
         return True
 
 
-def _carry_late_writes(store: Store, old: ChromaAccess, since: int) -> None:
+def _carry_late_writes(store: LiveBound, old: ChromaAccess, since: int) -> None:
     """Copy ``store``'s writes numbered after ``since`` from ``old`` into the live collection."""
     writer = store.feed_writer
     if writer is None:
@@ -249,6 +284,7 @@ __all__ = [
     "LIVE_SUFFIX",
     "Build",
     "Generation",
+    "LiveBound",
     "PointerState",
     "follow_live",
     "initial_state",

@@ -9,6 +9,7 @@ without knowing the concrete classes.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,7 +19,7 @@ from typing_extensions import TypeVar
 from brain.model.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from brain.store.facade import Store
+    from brain.store.events import WriteEvents
 
 
 class Mirror(Protocol):
@@ -56,8 +57,21 @@ class MirrorLink(Protocol[M, H]):
         ...
 
 
+class Linked(Protocol):
+    """A store, as far as its mirror link goes (:class:`brain.store.Store`)."""
+
+    @property
+    def lock(self) -> threading.RLock: ...
+
+    @property
+    def events(self) -> WriteEvents: ...
+
+    @property
+    def mirror_link(self) -> MirrorLink | None: ...
+
+
 @contextmanager
-def mirror_paused(store: Store[M, H]) -> Iterator[None]:
+def mirror_paused(store: Linked) -> Iterator[None]:
     """Writes to ``store`` inside the block skip the mirror (e.g. while restoring the store from it)."""
     with store.lock:
         link = store.mirror_link
@@ -68,7 +82,7 @@ def mirror_paused(store: Store[M, H]) -> Iterator[None]:
             yield
 
 
-def catch_up_mirror(store: Store[M, H], *, wait: bool = True) -> int:
+def catch_up_mirror(store: Linked, *, wait: bool = True) -> int:
     """Mirror the documents of ``store`` whose writes the mirror missed while it could not be written
     (see :mod:`brain.features.mirror.subscriber`); returns how many, 0 when none wait or (``wait=False``)
     a write is in progress. While it still cannot be written they stay behind, and health says so."""
@@ -83,4 +97,4 @@ def catch_up_mirror(store: Store[M, H], *, wait: bool = True) -> int:
         store.lock.release()
 
 
-__all__ = ["Mirror", "MirrorLink", "catch_up_mirror", "mirror_paused"]
+__all__ = ["Linked", "Mirror", "MirrorLink", "catch_up_mirror", "mirror_paused"]

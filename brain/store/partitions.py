@@ -30,7 +30,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -40,9 +40,6 @@ from brain.model.schemas.values import ENTITY_SCOPE_PREFIX
 from brain.store.memory_index import MemoryIndex, search_parts
 from brain.store.memory_query import MemoryQuery
 
-if TYPE_CHECKING:
-    from brain.store.part_files import PartFiles
-
 log = logging.getLogger(__name__)
 
 #: a part: one scope's index of each indexed type
@@ -50,6 +47,14 @@ Part = dict[str, MemoryIndex]
 #: reads one scope's rows (every indexed type) from the store of record: pages of Chroma result dicts
 #: (``ids``, ``documents``, ``metadatas``, ``embeddings``); None reads every scope's rows
 Loader = Callable[[str | None], Iterable[dict[str, Any]]]
+
+
+class PartKeeper(Protocol):
+    """Where evicted parts are kept and read back from (:class:`brain.store.part_files.PartFiles`)."""
+
+    def keep(self, scope: str, part: Part) -> None: ...
+
+    def load(self, scope: str) -> Part | None: ...
 
 
 class Partitions:
@@ -66,7 +71,7 @@ class Partitions:
         self._bytes: dict[str, int] = {}  # footprint of each resident entity part
         self._scope_of: dict[str, str] = {}  # doc id -> scope of the resident part holding it
         self._complete = False  # every entity part resident (after a search of every scope), until an eviction
-        self.files: PartFiles | None = None  # evicted parts' files (the embedded store), see brain.store.part_files
+        self.files: PartKeeper | None = None  # evicted parts' files (the embedded store)
         self.loads = 0
         self.file_loads = 0  # loads from a part file rather than Chroma
         self.reloads = 0  # loads of a part evicted before
@@ -425,4 +430,4 @@ class PartitionedIndex:
         return sum(index.nbytes() for index in self._indexes(self._partitions.resident()))
 
 
-__all__ = ["Loader", "Part", "PartitionedIndex", "Partitions"]
+__all__ = ["Loader", "Part", "PartKeeper", "PartitionedIndex", "Partitions"]

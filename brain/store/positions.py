@@ -28,15 +28,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from brain.model.errors import StoreUnavailable
 from brain.store.chroma import GuardedCollection
-
-if TYPE_CHECKING:
-    from brain.store.facade import Store
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +146,23 @@ class PositionClaims:
         return [Block(int(m["start"]), int(m["end"]), str(m["writer"])) for m in got["metadatas"]]
 
 
-def release_positions(store: Store, conversations: Sequence[str]) -> None:
+class ClaimsHolder(Protocol):
+    """What holds a store's claims (:class:`brain.store.pipeline.WritePipeline`)."""
+
+    positions: PositionClaims | None
+
+
+class HasClaims(Protocol):
+    """A store, as far as its claims go."""
+
+    @property
+    def lock(self) -> threading.RLock: ...
+
+    @property
+    def writes(self) -> ClaimsHolder: ...
+
+
+def release_positions(store: HasClaims, conversations: Sequence[str]) -> None:
     """Forget the positions ``store`` claimed for ``conversations`` across processes, once their turns
     and summaries are deleted: such an id used again starts at ``turn_index`` 1 (without a change feed,
     positions come from the stored documents alone, and there is nothing to forget)."""
@@ -158,4 +172,14 @@ def release_positions(store: Store, conversations: Sequence[str]) -> None:
             claims.release(list(conversations))
 
 
-__all__ = ["OWNER", "POSITIONS_SUFFIX", "Block", "PositionClaims", "block_id", "owner_id", "release_positions"]
+__all__ = [
+    "OWNER",
+    "POSITIONS_SUFFIX",
+    "Block",
+    "ClaimsHolder",
+    "HasClaims",
+    "PositionClaims",
+    "block_id",
+    "owner_id",
+    "release_positions",
+]

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -42,14 +42,14 @@ from brain.rules.relevance import (
     tuning_for,
 )
 from brain.store.chroma import ChromaAccess
-from brain.store.indexes import InProcessState, memory_index
+from brain.store.indexes import HasState, InProcessState, memory_index
 from brain.store.memory_query import MemoryQuery
 from brain.store.plan import check_vector
 from brain.store.reads import get_documents, type_value
 from brain.text.keywords import in_first_person
 
 if TYPE_CHECKING:
-    from brain.store.facade import Store
+    from brain.store.pipeline import WritePipeline
 
 # persona, faq and summaries rank by similarity alone
 SIMILARITY_ONLY = ScoreWeights(similarity=1.0, importance=0.0, recency=0.0)
@@ -370,8 +370,24 @@ def _epoch(now: datetime | str | float | None, field: str = "now") -> float:
     return float(now)
 
 
+class RetrievalOwner(HasState, Protocol):
+    """A store, as far as the functions over its retrieval go."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def lock(self) -> threading.RLock: ...
+
+    @property
+    def retrieval(self) -> Retrieval: ...
+
+    @property
+    def writes(self) -> WritePipeline: ...
+
+
 def core_memories(
-    store: Store,
+    store: RetrievalOwner,
     entity: str,
     k: int | None = None,
     *,
@@ -390,7 +406,7 @@ def core_memories(
     return store.retrieval.core_memories(valid_name(entity), k, floor, query, query_vector, now)
 
 
-def record_memory_use(store: Store, used: Mapping[str, float]) -> int:
+def record_memory_use(store: RetrievalOwner, used: Mapping[str, float]) -> int:
     """Persist when memories of ``store`` were last retrieved: ``{memory id: epoch}`` -> ``last_used`` in
     their metadata (never moved back in time), as a ``metadata`` write: intent-logged and announced to the
     subscribers like any write (the mirror keeps content, not access times, so it skips it). Only
@@ -413,4 +429,4 @@ def record_memory_use(store: Store, used: Mapping[str, float]) -> int:
     return len(metas)
 
 
-__all__ = ["SIMILARITY_ONLY", "Retrieval", "VersionRule", "core_memories", "record_memory_use"]
+__all__ = ["SIMILARITY_ONLY", "Retrieval", "RetrievalOwner", "VersionRule", "core_memories", "record_memory_use"]

@@ -26,16 +26,41 @@ import os
 import shutil
 import sqlite3
 import struct
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from brain.model.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from brain.store.facade import Store
+    from brain.config.fields import StorageFields
+    from brain.store.locking import DataDirLock
+
+
+class Scrubbable(Protocol):
+    """A mirror that can clear what it deleted from its file's free pages."""
+
+    def scrub(self) -> object: ...
+
+
+class Scrubbed(Protocol):
+    """A store, as far as clearing its files goes (:class:`brain.store.Store`)."""
+
+    @property
+    def settings(self) -> StorageFields: ...
+
+    @property
+    def lock(self) -> threading.RLock: ...
+
+    @property
+    def dir_lock(self) -> DataDirLock | None: ...
+
+    @property
+    def mirror(self) -> Scrubbable | None: ...
+
 
 #: the embedded store's file under ``<data dir>/chroma``
 CHROMA_FILE = "chroma.sqlite3"
@@ -90,7 +115,7 @@ def scrub_deleted(
     return {"queue_records_redacted": redacted, "vacuumed": True}
 
 
-def reclaim_dropped(store: Store) -> int:
+def reclaim_dropped(store: Scrubbed) -> int:
     """Give back the space of collections deleted from the embedded store ``store``; returns the bytes
     the data directory shrank by (0 on a Chroma server, whose files are its own).
 
@@ -160,7 +185,7 @@ def _connect(chroma_dir: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-__all__ = ["CHROMA_FILE", "deleted_traces", "reclaim_dropped", "scrub_deleted"]
+__all__ = ["CHROMA_FILE", "Scrubbable", "Scrubbed", "deleted_traces", "reclaim_dropped", "scrub_deleted"]
 
 
 #: the vector index's header (Chroma's hnswlib files): a 4-byte format number, then offsetLevel0,
@@ -191,7 +216,7 @@ def clear_unused_index_space(chroma_dir: Path) -> int:
     return changed
 
 
-def clear_store_index_space(store: Store) -> int:
+def clear_store_index_space(store: Scrubbed) -> int:
     """Zero the vector index files' unused slots of ``store`` now (:func:`clear_unused_index_space`): on
     the embedded store this process holds, under the store's lock, so no write of Chroma's index happens
     meanwhile. Returns how many files changed (0 on a Chroma server, whose files are its own)."""

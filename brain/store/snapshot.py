@@ -68,7 +68,7 @@ import numpy as np
 
 from brain.config import key_dir_problem
 from brain.config.fields import StorageFields
-from brain.model.errors import BrainError, ConfigError, StoreError, StoreUnavailable
+from brain.model.errors import ConfigError, StoreError, StoreUnavailable
 from brain.model.schemas import GLOBAL_SCOPE
 from brain.store.events import WriteEvent, WriteSubscriber
 from brain.store.memory_index import MemoryIndex
@@ -76,8 +76,6 @@ from brain.store.partitions import Part, paused_gc
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
-
-    from brain.store.facade import Store
 
 log = logging.getLogger(__name__)
 
@@ -640,38 +638,6 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def save_index_snapshot(store: Store) -> Path | None:
-    """Save ``store``'s in-process indexes (built first if need be, with every entity's part that fits
-    BRAIN_INDEX_MEMORY_MB) to the index snapshot
-    (BRAIN_INDEX_SNAPSHOT_PATH, else in the data directory), which the next open loads instead of
-    reading the whole collection; the store also saves it when it closes. Returns the file, or None when
-    snapshots are off (BRAIN_INDEX_SNAPSHOT) or could not be proven current later (a Chroma server
-    without the change feed)."""
-    if store.state.snapshots is None:
-        return None
-    store.state.index_for("memory")  # builds the indexes
-    partitions = store.state.partitions
-    if partitions is not None:  # every entity's part that fits the budget, so a start serves them at once
-        partitions.parts(None)
-    return store.state.save_snapshot()
-
-
-def save_snapshot_at_close(store: Store) -> None:
-    """Save ``store``'s snapshot when it changed since it was loaded or saved (or parts were saved to their
-    files, which it lists); a failure is logged, as closing goes on (the next start rebuilds instead)."""
-    keeper, files = store.state.snapshots, store.state.part_files
-    try:
-        if keeper is None or (keeper.current and not (files is not None and files.saved_since_load)):
-            return
-        try:
-            store.state.save_snapshot()
-        except (OSError, BrainError) as exc:
-            log.warning("could not save the index snapshot %s: %s", keeper.path, exc)
-    finally:
-        if files is not None:
-            files.close()
-
-
 __all__ = [
     "DIRECTORY",
     "FORMAT",
@@ -689,8 +655,6 @@ __all__ = [
     "read_archive",
     "read_part",
     "read_snapshot",
-    "save_index_snapshot",
-    "save_snapshot_at_close",
     "snapshot_key",
     "snapshot_path",
     "write_archive",

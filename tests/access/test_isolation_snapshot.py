@@ -16,8 +16,8 @@ import pytest
 from brain.app.core import open_store
 from brain.config import Settings
 from brain.store.chroma import open_client
-from brain.store.indexes import memory_index
-from brain.store.snapshot import KEY_SUFFIX, KeyFile, save_index_snapshot, snapshot_key, snapshot_path, write_archive
+from brain.store.indexes import memory_index, save_index_snapshot
+from brain.store.snapshot import KEY_SUFFIX, KeyFile, snapshot_key, snapshot_path, write_archive
 
 BOB_FACTS = ["Bob's bank PIN is 4417", "Bob's locker code is 9921", "Bob sees a doctor on Tuesdays"]
 ALICE_FACTS = ["Alice likes green tea", "Alice's locker is number 12"]

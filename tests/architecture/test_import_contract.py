@@ -38,6 +38,7 @@ def test_the_layer_contracts_hold():
     assert result.returncode == 0, result.stdout + result.stderr
     assert "brain's layers: each imports only the layers below it KEPT" in result.stdout
     assert "one provider never imports another KEPT" in result.stdout
+    assert "no import circles: inside each package, its modules import one another one way KEPT" in result.stdout
     assert "0 broken" in result.stdout
 
 
@@ -50,6 +51,17 @@ def test_configuration_importing_the_token_table_breaks_the_contract(tmp_path):
     assert "brain's layers: each imports only the layers below it BROKEN" in result.stdout
     assert "brain.config is not allowed to import brain.shells.web:" in result.stdout
     assert "brain.config.values -> brain.shells.web.tokens" in result.stdout
+
+
+def test_a_part_of_the_store_naming_the_facade_even_for_types_only_breaks_the_contract(tmp_path):
+    # the store's parts are typed by the narrow protocols they declare, never by the Store they serve
+    added = "\n\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from brain.store.facade import Store\n"
+    result = lint_with_an_added_line(tmp_path, "store/history.py", added)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "no import circles: inside each package, its modules import one another one way BROKEN" in result.stdout
+    assert "No cycles are allowed in brain.store." in result.stdout
+    assert ".history -> .facade" in result.stdout
 
 
 def test_one_provider_importing_another_breaks_the_contract(tmp_path):

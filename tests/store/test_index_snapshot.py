@@ -24,8 +24,8 @@ from brain.config import Settings
 from brain.model.errors import ConfigError, StoreError
 from brain.store.chroma import open_client
 from brain.store.follower import catch_up, last_sequence
-from brain.store.indexes import memory_index, refresh_index
-from brain.store.snapshot import KEY_SUFFIX, KeyFile, save_index_snapshot, snapshot_key, snapshot_path, write_archive
+from brain.store.indexes import memory_index, refresh_index, save_index_snapshot
+from brain.store.snapshot import KEY_SUFFIX, KeyFile, snapshot_key, snapshot_path, write_archive
 
 NOW = 2_000_000_000.0
 QUERIES = ["where does the team work", "favourite food and drinks", "deadline for the report"]
