@@ -1,21 +1,24 @@
 """``from brain.app.rag_store import RagStore``: the store, opened the one way every entry point uses.
 
 ``RagStore()``, ``RagStore(settings)``, :func:`brain.open_store` and ``brain.open().store`` are the same
-object wired the same: the change feed on a Chroma server (every write numbered across processes, other
-processes' writes followed; :mod:`brain.store.feed`), the Engram mirror per ``BRAIN_MIRROR_ENABLED``
-(subscribed before the unfinished writes of a dead process are rolled back, so the mirror follows that
-roll-back too) and the persona rule that reads the current version. The machinery is
+object wired the same: the embedder the settings name (and, when a re-index swaps the live collection to
+another model, that model's, built with the same settings), the change feed on a Chroma server (every write
+numbered across processes, other processes' writes followed; :mod:`brain.store.feed`), the Engram mirror per
+``BRAIN_MIRROR_ENABLED`` (subscribed before the unfinished writes of a dead process are rolled back, so the
+mirror follows that roll-back too) and the persona rule that reads the current version. The machinery is
 :class:`brain.store.Store`; this layer adds the parts the store does not import.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from chromadb.api import ClientAPI
 
 from brain.config import Settings
 from brain.store import Store
+from brain.wiring import get_embedder, get_embedder_named
 
 if TYPE_CHECKING:
     from brain.features.mirror import EngramMirror, MirrorHealth
@@ -45,7 +48,8 @@ class RagStore(Store["EngramMirror", "MirrorHealth"]):
         settings = settings or Settings()
         super().__init__(
             settings,
-            embedder=embedder,
+            embedder=embedder or get_embedder(settings),
+            embedder_for=functools.partial(get_embedder_named, settings),
             client=client,
             create=create,
             attach=lambda store: _wire(store, settings, mirror),

@@ -64,7 +64,7 @@ from brain.store.live import (
 )
 from brain.store.scrub import reclaim_dropped
 from brain.text.progress import ProgressOptions, duration_text, open_progress
-from brain.wiring import get_embedder
+from brain.wiring import get_embedder_named
 
 log = logging.getLogger(__name__)
 
@@ -641,7 +641,7 @@ def rollback(store: Store, *, progress: bool | ProgressOptions = True) -> Reinde
             f"there is no previous collection to roll back to for {store.settings.collection!r} "
             f"(it was dropped, or the store was never re-indexed)"
         )
-    embedder = get_embedder(store.settings.model_copy(update={"embedder": previous.embedder}))
+    embedder = get_embedder_named(store.settings, previous.embedder)
     build = Build(previous.collection, previous.embedder, previous.dimension, started=time.time())
     write_pointer(store.client, store.settings.collection, replace(state, building=build))
     return run(store, embedder, progress=progress)
@@ -732,7 +732,7 @@ def open_live_store(settings: Settings) -> Store:
 
 def embedder_named(settings: Settings, name: str) -> Embedder:
     """The embedder ``provider/model`` names, with the other embedder settings (Ollama's host, the batch size)."""
-    return get_embedder(settings.model_copy(update={"embedder": name}))
+    return get_embedder_named(settings, name)
 
 
 __all__ = [

@@ -68,7 +68,6 @@ from brain.store.snapshot import (
     snapshot_path,
 )
 from brain.store.write_intents import WriteIntentLog
-from brain.wiring import get_embedder
 
 log = logging.getLogger(__name__)
 
@@ -91,17 +90,22 @@ class Store(Generic[M, H]):
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        settings: Settings,
         *,
-        embedder: Embedder | None = None,
+        embedder: Embedder,
+        embedder_for: Callable[[str], Embedder] | None = None,
         client: ClientAPI | None = None,
         create: bool = True,
         attach: Callable[[Store[M, H]], None] | None = None,
         persona_version: VersionRule | None = None,
     ):
-        """``create=False``: raise :class:`StoreNotFound` rather than create a store that does not exist."""
-        self.settings = settings or Settings()
-        self.embedder = embedder or get_embedder(self.settings)
+        """``embedder`` embeds what the collection holds; ``embedder_for`` builds one for another model by
+        name, when a re-index elsewhere swaps the live collection to it (without it, such a swap is refused
+        until the store is opened again). ``create=False``: raise :class:`StoreNotFound` rather than create a
+        store that does not exist."""
+        self.settings = settings
+        self.embedder = embedder
+        self.embedder_for = embedder_for
         #: held by every write and by what must not interleave with one (a scrub, a follower's catch-up, a swap
         #: of the live collection); re-entrant, so a helper holding it may call back into the store
         self.lock = threading.RLock()

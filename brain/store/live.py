@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from brain.model.errors import StoreUnavailable
 from brain.providers.embeddings import Embedder
 from brain.store.chroma import ChromaAccess, open_cosine_collection
-from brain.wiring import get_embedder
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -205,6 +205,9 @@ class LiveBound(Protocol):
     def embedder(self) -> Embedder: ...
 
     @property
+    def embedder_for(self) -> Callable[[str], Embedder] | None: ...
+
+    @property
     def chroma(self) -> ChromaAccess: ...
 
     @property
@@ -231,11 +234,7 @@ def follow_live(store: LiveBound, *, embedder: Embedder | None = None, since: in
             return False
         recorded = store.client.get_collection(live, embedding_function=None).metadata or {}
         if embedder is None:
-            embedder = (
-                store.embedder
-                if recorded.get("embedder") == store.embedder.name
-                else get_embedder(store.settings.model_copy(update={"embedder": recorded.get("embedder")}))
-            )
+            embedder = _embedder_of(store, live, recorded.get("embedder"))
         old = store.chroma
         store.collection_name = live
         store.bind(
@@ -252,6 +251,19 @@ def follow_live(store: LiveBound, *, embedder: Embedder | None = None, since: in
         if since is not None:
             _carry_late_writes(store, old, since)
         return True
+
+
+def _embedder_of(store: LiveBound, live: str, model: object) -> Embedder:
+    """What embeds for collection ``live``, which records ``model``: the store's own embedder when it is that
+    model's, else one its opener's ``embedder_for`` builds."""
+    if model == store.embedder.name:
+        return store.embedder
+    if not isinstance(model, str) or store.embedder_for is None:
+        raise StoreUnavailable(
+            f"the live collection is now {live!r}, built with embedder {model!r}, and this store was opened "
+            f"without a way to build that embedder; open the store again"
+        )
+    return store.embedder_for(model)
 
 
 def _carry_late_writes(store: LiveBound, old: ChromaAccess, since: int) -> None:

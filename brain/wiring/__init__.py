@@ -5,6 +5,12 @@ store, the first of their users."""
 
 from __future__ import annotations
 
-from brain.wiring.providers import formation_off_reason, get_embedder, get_extractor, get_summarizer
+from brain.wiring.providers import (
+    formation_off_reason,
+    get_embedder,
+    get_embedder_named,
+    get_extractor,
+    get_summarizer,
+)
 
-__all__ = ["formation_off_reason", "get_embedder", "get_extractor", "get_summarizer"]
+__all__ = ["formation_off_reason", "get_embedder", "get_embedder_named", "get_extractor", "get_summarizer"]

@@ -12,8 +12,14 @@ from brain.providers.summarizers import ExtractiveSummarizer, OpenAISummarizer, 
 def get_embedder(settings: EmbedderFields) -> Embedder:
     """The embedder ``BRAIN_EMBEDDER`` names, with the batch size, query cache and Ollama server the
     settings give. Does not load a model or contact a server."""
+    return get_embedder_named(settings, settings.embedder)
+
+
+def get_embedder_named(settings: EmbedderFields, name: str) -> Embedder:
+    """The embedder ``name`` (``provider/model``) with the other embedder settings: the batch size, query
+    cache and servers (what a store serving another model's collection embeds with)."""
     return embedder_named(
-        settings.embedder,
+        name,
         batch_size=settings.embed_batch_size,
         cache_size=settings.query_cache_size,
         ollama_host=settings.ollama_host,

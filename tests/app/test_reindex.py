@@ -19,10 +19,11 @@ import pytest
 from brain.app import reindex
 from brain.app.core import open_store
 from brain.config import Settings
-from brain.model.errors import EmbedderUnavailable, EmbeddingModelMismatch
+from brain.model.errors import EmbedderUnavailable, EmbeddingModelMismatch, StoreUnavailable
+from brain.store import Store
 from brain.store.follower import catch_up
 from brain.store.indexes import refresh_index
-from brain.store.live import read_pointer
+from brain.store.live import follow_live, read_pointer
 from tests.conftest import ROOT
 from tests.ollama_stub import OllamaStub
 
@@ -242,6 +243,32 @@ def test_the_store_opens_on_the_new_collection_after_the_swap(settings, local_em
         after = results(store)
     with open_store(settings.model_copy(update={"embedder": NOMIC})) as reopened:
         assert reopened.collection_name == f"{settings.collection}__g2" and results(reopened) == after
+
+
+def test_a_store_follows_a_swap_to_another_model_with_the_embedder_its_opener_builds(settings, local_embedder, ollama):
+    settings = settings.model_copy(update={"ollama_host": ollama.url})
+    built: list[str] = []
+
+    def build(name: str):
+        built.append(name)
+        return reindex.embedder_named(settings, name)
+
+    with open_store(settings, embedder=local_embedder) as store:
+        fill(store)
+        # stores beside it over the one client, opened before the swap: a second process on a server, in process
+        bare = Store(settings, embedder=local_embedder, client=store.client)
+        wired = Store(settings, embedder=local_embedder, embedder_for=build, client=store.client)
+        try:
+            reindex.run(store, reindex.embedder_named(settings, NOMIC), progress=False)
+            with pytest.raises(StoreUnavailable, match="without a way to build that embedder; open the store again"):
+                follow_live(bare)
+            assert bare.embedder is local_embedder and bare.collection_name == settings.collection
+            assert follow_live(wired) and built == [NOMIC]
+            assert wired.collection_name == store.collection_name and wired.embedder.name == NOMIC
+            assert results(wired) == results(store)
+        finally:
+            bare.close()
+            wired.close()
 
 
 @pytest.mark.server

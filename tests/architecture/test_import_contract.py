@@ -39,6 +39,7 @@ def test_the_layer_contracts_hold():
     assert "brain's layers: each imports only the layers below it KEPT" in result.stdout
     assert "one provider never imports another KEPT" in result.stdout
     assert "no import circles: inside each package, its modules import one another one way KEPT" in result.stdout
+    assert "the store builds no provider: its opener gives it the embedder KEPT" in result.stdout
     assert "0 broken" in result.stdout
 
 
