@@ -37,7 +37,7 @@ class ConversationInfo:
     last_activity: datetime
     formation: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FORMATION_STATES, 0))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "conversation_id": self.conversation_id,
             "entity": self.entity,

@@ -258,7 +258,7 @@ class Brain:
         embedded = mirror.backfill(self.store.embedder.embed_documents, progress=progress)
         return BackfillReport(embedded, mirror.coverage())
 
-    def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, Any]:
+    def health(self, *, detail: bool = False, verify: bool = False) -> dict[str, object]:
         """Whether the store answers, the embedder, the summariser's status, the persona (the stored version
         and whether it is ``BRAIN_PERSONA_PATH``'s, see :func:`brain.features.persona.persona_report`) and the
         mirror's, with ``status`` ``ok``, ``degraded`` (a part brain is configured to use and needs has

@@ -75,7 +75,7 @@ class ForgetReport:
     def total(self) -> int:
         return sum(self.deleted.values())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "entity": self.entity,
             "deleted": dict(self.deleted),
@@ -258,7 +258,7 @@ def _marker_path(store: Store) -> Path:
     return Path(store.settings.data_dir) / MARKER
 
 
-def _pending(store: Store) -> list[dict[str, Any]]:
+def _pending(store: Store) -> list[dict[str, object]]:
     path = _marker_path(store)
     try:
         return list(json.loads(path.read_text(encoding="utf-8")).get("forgets", []))
@@ -280,7 +280,7 @@ def _unmark(store: Store, name: str) -> None:
     _write_marker(store, [p for p in _pending(store) if p["entity"] != name])
 
 
-def _write_marker(store: Store, entries: list[dict[str, Any]]) -> None:
+def _write_marker(store: Store, entries: list[dict[str, object]]) -> None:
     """Replace the marker durably (:func:`~brain.store.disk.write_json_durably`), or remove it when empty."""
     path = _marker_path(store)
     try:

@@ -92,7 +92,7 @@ class ReindexPlan:
     to_delete: int
     resumed: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -123,7 +123,7 @@ class ReindexReport:
         seconds = self.seconds - self.specialists_seconds
         return (self.embedded + self.reused + self.skipped) / seconds if seconds > 0 else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "rate": round(self.rate, 1)}
 
 
@@ -136,7 +136,7 @@ class DropReport:
     reclaimed_bytes: int | None = None
     reclaim_error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -222,11 +222,11 @@ class _Copier:
 
     def diff(
         self, ids: Sequence[str]
-    ) -> tuple[list[tuple[str, str, dict[str, Any]]], list[tuple[str, str, dict[str, Any]]], list[str]]:
+    ) -> tuple[list[tuple[str, str, dict[str, object]]], list[tuple[str, str, dict[str, object]]], list[str]]:
         """For ``ids`` of the source: (documents to write, documents the target has as they are, ids
         the source no longer has)."""
-        todo: list[tuple[str, str, dict[str, Any]]] = []
-        done: list[tuple[str, str, dict[str, Any]]] = []
+        todo: list[tuple[str, str, dict[str, object]]] = []
+        done: list[tuple[str, str, dict[str, object]]] = []
         gone: list[str] = []
         step = self.source.max_batch_size
         for s in range(0, len(ids), step):
@@ -243,7 +243,7 @@ class _Copier:
             gone.extend(i for i in part if i not in present)
         return todo, done, gone
 
-    def reusable(self, docs: Sequence[tuple[str, str, dict[str, Any]]]) -> dict[str, np.ndarray]:
+    def reusable(self, docs: Sequence[tuple[str, str, dict[str, object]]]) -> dict[str, np.ndarray]:
         """The mirror's vectors of the new model for ``docs`` embedded from the same text."""
         mirror = self.mirror
         if not self.mirror_has_model or mirror is None:
@@ -258,7 +258,7 @@ class _Copier:
             if text == texts[i] and v.shape == (self.dimension,)
         }
 
-    def write(self, docs: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
+    def write(self, docs: Sequence[tuple[str, str, dict[str, object]]]) -> None:
         """Embed (or reuse) and write ``docs`` into the target, one batch at a time. A batch is
         written (Chroma, then the mirror) in a second thread while the next one is embedded; batches
         are written in order, one at a time, so what the target holds is always whole batches."""
@@ -290,7 +290,7 @@ class _Copier:
 
     def _store(
         self,
-        part: list[tuple[str, str, dict[str, Any]]],
+        part: list[tuple[str, str, dict[str, object]]],
         vectors: dict[str, np.ndarray],
         reused: dict[str, np.ndarray],
         fresh: int,
@@ -326,7 +326,7 @@ class _Copier:
 
     def to_mirror(
         self,
-        docs: Sequence[tuple[str, str, dict[str, Any]]],
+        docs: Sequence[tuple[str, str, dict[str, object]]],
         vectors: dict[str, np.ndarray],
         reused: dict[str, np.ndarray],
     ) -> None:

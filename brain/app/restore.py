@@ -57,7 +57,7 @@ class RecoveryReport:
     """What :func:`recover_store` brought back, from where, and what it could not."""
 
     mirror: RestoreReport
-    persona: dict[str, Any] | None = None  # brain.features.persona.PersonaLoad.to_dict()
+    persona: dict[str, object] | None = None  # brain.features.persona.PersonaLoad.to_dict()
     knowledge_base: dict[str, Any] | None = None  # brain.features.ingest.IngestReport.to_dict()
     not_restored: list[str] = field(default_factory=list)  # what is missing and what to do about it
 

@@ -35,7 +35,7 @@ class StartupReport:
     def store(self) -> Store:
         return self.brain.store
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "persona": self.persona.to_dict() if self.persona else None,
             "seconds": round(self.seconds, 3),

@@ -102,7 +102,7 @@ class Settings(
         env_settings: PydanticBaseSettingsSource,
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource | Callable[[], dict[str, Any]], ...]:
+    ) -> tuple[PydanticBaseSettingsSource | Callable[[], dict[str, object]], ...]:
         # pydantic-settings calls each source for its values: a plain callable is one
         return (
             anchored(init_settings, "argument", cls),

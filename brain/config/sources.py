@@ -9,7 +9,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path
-from typing import Any
 
 from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
@@ -42,12 +41,12 @@ def _path_aliases(model: type[BaseSettings]) -> dict[str, str]:
 
 
 def anchored(
-    source: Callable[[], dict[str, Any]], kind: str, model: type[BaseSettings]
-) -> Callable[[], dict[str, Any]]:
+    source: Callable[[], dict[str, object]], kind: str, model: type[BaseSettings]
+) -> Callable[[], dict[str, object]]:
     """``source`` with its path settings made absolute: against the working directory for arguments
     and the environment, against the project root for env files; an empty value means unset."""
 
-    def read() -> dict[str, Any]:
+    def read() -> dict[str, object]:
         values = source()
         loading = LOADING.get()
         if loading is None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class Merge:
     created_at: str
     timestamp: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -73,7 +73,7 @@ class ConsolidationReport:
     def removed(self) -> int:
         return sum(len(m.merged_ids) for m in self.merges)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "threshold": self.threshold,
             "dry_run": self.dry_run,
@@ -112,7 +112,7 @@ def consolidate_memories(store: Store, *, threshold: float | None = None, dry_ru
     report.merges = [merge for merge, _, _ in plans]
     if dry_run or not plans:
         return report
-    writes: list[dict[str, Any]] = []
+    writes: list[dict[str, object]] = []
     problems: list[Problem] = []
     for n, (_, keeper, members) in enumerate(plans):
         try:

@@ -66,7 +66,7 @@ class PersonaLoad:
     sections: int
     removed: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     def summary(self) -> str:

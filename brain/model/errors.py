@@ -74,7 +74,7 @@ class Problem(Mapping[str, Any]):
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"item": self.item, "field": self.field, "message": self.message}
+        out: dict[str, object] = {"item": self.item, "field": self.field, "message": self.message}
         if self.file is not None:
             out["file"] = self.file
         return out
@@ -92,7 +92,7 @@ class Problem(Mapping[str, Any]):
         return hash(tuple(self.to_dict().items()))
 
 
-def joined(problems: Iterable[Problem | Mapping[str, Any]]) -> str:
+def joined(problems: Iterable[Problem | Mapping[str, object]]) -> str:
     """The problems' messages in one sentence, the usual message of a ValidationError."""
     return "; ".join(Problem.of(p).message for p in problems)
 
@@ -111,7 +111,7 @@ class ValidationError(BrainError, ValueError):
     ``problems`` lists each :class:`Problem`; mappings passed in are read as Problems.
     """
 
-    def __init__(self, message: str, problems: Iterable[Problem | Mapping[str, Any]] | None = None):
+    def __init__(self, message: str, problems: Iterable[Problem | Mapping[str, object]] | None = None):
         super().__init__(message)
         self.problems: list[Problem] = [Problem.of(p) for p in problems or ()]
 
@@ -134,7 +134,7 @@ class FormationAnswerError(ValidationError):
     content: str = ""
 
     def __init__(
-        self, message: str, problems: Iterable[Problem | Mapping[str, Any]] | None = None, *, content: str = ""
+        self, message: str, problems: Iterable[Problem | Mapping[str, object]] | None = None, *, content: str = ""
     ):
         super().__init__(message, problems)
         self.content = content

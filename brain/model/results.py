@@ -33,8 +33,8 @@ class Document:
     def type(self) -> str:
         return str(self.metadata.get("type", ""))
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"id": self.id, "text": self.text, "metadata": self.metadata}
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {"id": self.id, "text": self.text, "metadata": self.metadata}
         if self.embedding is not None:
             data["embedding"] = [float(x) for x in self.embedding]
         return data
@@ -49,7 +49,7 @@ class Supersession:
     new: Document
     kind: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "old": self.old.to_dict(), "new": self.new.to_dict()}
 
 
@@ -59,14 +59,14 @@ class Hit:
 
     id: str
     text: str
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     similarity: float
 
     @property
     def score(self) -> float:
         return self.similarity
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -88,7 +88,7 @@ class MemoryHit:
     lexical_part: float = 0.0
     floor: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         if data["floor"] is None:  # searches rank without a gate: nothing to say
             del data["floor"]

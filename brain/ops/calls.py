@@ -85,7 +85,7 @@ def _deferred_names(module_name: str) -> dict[str, str]:
     return names
 
 
-class _Namespace(dict[str, Any]):
+class _Namespace(dict[str, object]):
     """A module's globals, with its type-checking-only names imported on first use."""
 
     def __init__(self, module_name: str):
@@ -113,7 +113,7 @@ def _type_checking_name(name: str) -> Any:
 def _adapter(hint: Any) -> TypeAdapter[Any]:
     """The adapter of ``hint``, with the names its dataclasses' fields import only for the type checker."""
     adapter: TypeAdapter[Any] = TypeAdapter(hint)
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, object] = {}
     while not adapter.pydantic_complete:
         try:
             adapter.rebuild(_types_namespace=namespace)
@@ -139,7 +139,9 @@ def _shape(method: Callable[..., Any]) -> _Shape:
     return _Shape(signature, parameters, _adapter(hints.get("return", Any)))
 
 
-def encode_arguments(method: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, object]) -> dict[str, Any]:
+def encode_arguments(
+    method: Callable[..., Any], args: tuple[object, ...], kwargs: Mapping[str, object]
+) -> dict[str, object]:
     """The arguments of a call, by name, as JSON: those given only (the server fills in the defaults)."""
     shape = _shape(method)
     try:
@@ -150,7 +152,7 @@ def encode_arguments(method: Callable[..., Any], args: tuple[Any, ...], kwargs: 
     return {name: shape.parameters[name].dump_python(value, mode="json") for name, value in given.items()}
 
 
-def decode_arguments(method: Callable[..., Any], sent: Mapping[str, object]) -> dict[str, Any]:
+def decode_arguments(method: Callable[..., Any], sent: Mapping[str, object]) -> dict[str, object]:
     """The arguments a call sent, checked against the method's signature, every problem named at once."""
     shape = _shape(method)
     problems = [
@@ -158,7 +160,7 @@ def decode_arguments(method: Callable[..., Any], sent: Mapping[str, object]) -> 
         for name in sent
         if name not in shape.parameters
     ]
-    decoded: dict[str, Any] = {}
+    decoded: dict[str, object] = {}
     for name, value in sent.items():
         if name not in shape.parameters:
             continue

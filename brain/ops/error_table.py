@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from brain.model.errors import (
     BrainError,
@@ -122,9 +121,9 @@ def wire_of(error: BrainError | type[BrainError]) -> WireError:
     return _BY_CLASS[BrainError]
 
 
-def body_of(error: BrainError) -> dict[str, Any]:
+def body_of(error: BrainError) -> dict[str, object]:
     """The JSON body an error is sent as: ``error`` (its kind), ``message`` and, for invalid input, ``problems``."""
-    body: dict[str, Any] = {"error": wire_of(error).kind, "message": str(error)}
+    body: dict[str, object] = {"error": wire_of(error).kind, "message": str(error)}
     if isinstance(error, ValidationError) and error.problems:
         body["problems"] = [p.to_dict() for p in error.problems]
     return body

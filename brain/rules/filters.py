@@ -45,7 +45,7 @@ def _scalar(key: str, value: object) -> Any:
     return value
 
 
-def _homogeneous_list(key: str, op: str, value: object) -> list[Any]:
+def _homogeneous_list(key: str, op: str, value: object) -> list[object]:
     if not isinstance(value, (list, tuple, set, frozenset)) or not value:
         raise _fail(key, f"{op} needs a non-empty list, got {value!r}")
     items = [_iso(key, v) if key == "timestamp" else _scalar(key, v) for v in value]
@@ -57,7 +57,7 @@ def _homogeneous_list(key: str, op: str, value: object) -> list[Any]:
     return items
 
 
-def _timestamp_clause(op: str, value: Any) -> dict[str, Any]:
+def _timestamp_clause(op: str, value: Any) -> dict[str, object]:
     try:
         epoch = parse_timestamp(value, "where timestamp").timestamp()
     except ValueError as exc:
@@ -65,7 +65,7 @@ def _timestamp_clause(op: str, value: Any) -> dict[str, Any]:
     return {"ts_epoch": {op: epoch}}
 
 
-def _condition(key: str, cond: Any) -> list[dict[str, Any]]:
+def _condition(key: str, cond: Any) -> list[dict[str, object]]:
     """Clauses (to be and-ed) for one key."""
     if not isinstance(key, str) or not key or key.startswith("$"):
         raise _fail(str(key), f"unknown key or operator {key!r}; use a metadata field name, '$and' or '$or'")
@@ -103,8 +103,8 @@ def _condition(key: str, cond: Any) -> list[dict[str, Any]]:
     return [{key: _scalar(key, cond)}]
 
 
-def _clauses(where: Mapping[str, object]) -> list[dict[str, Any]]:
-    clauses: list[dict[str, Any]] = []
+def _clauses(where: Mapping[str, object]) -> list[dict[str, object]]:
+    clauses: list[dict[str, object]] = []
     for key, cond in where.items():
         if key in LOGICAL:
             if not isinstance(cond, (list, tuple)) or not cond:
@@ -116,17 +116,17 @@ def _clauses(where: Mapping[str, object]) -> list[dict[str, Any]]:
     return clauses
 
 
-def _mapping(key: str, value: Any) -> dict[str, Any]:
+def _mapping(key: str, value: Any) -> dict[str, object]:
     if not isinstance(value, dict) or not value:
         raise _fail(key, f"each item must be a non-empty filter dict, got {value!r}")
     return value
 
 
-def _combine(clauses: list[dict[str, Any]]) -> dict[str, Any]:
+def _combine(clauses: list[dict[str, object]]) -> dict[str, object]:
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
-def to_chroma_where(where: Mapping[str, object] | None, **fixed: Any) -> dict[str, Any] | None:
+def to_chroma_where(where: Mapping[str, object] | None, **fixed: Any) -> dict[str, object] | None:
     """Translate a friendly filter, and-ed with ``fixed`` conditions, into a Chroma ``where``."""
     if where is not None and not isinstance(where, dict):
         raise FilterError(f"where must be a dict, got {type(where).__name__}")

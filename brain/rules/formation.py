@@ -293,7 +293,7 @@ class FormationAnswer(BaseModel):
 
 def answer_schema(
     *, entity: str | None = None, turn_indices: Iterable[int] | None = None, candidate_keys: Iterable[str] | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The JSON schema of :class:`FormationAnswer`, self-contained (no ``$ref``) and without titles: what
     is passed as Ollama's ``format`` or OpenAI's ``response_format``, which constrains the model's output to it.
 

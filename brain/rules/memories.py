@@ -115,11 +115,13 @@ def merge_near_duplicates(kept: MemoryMetadata, absorbed: Mapping[str, MemoryMet
     return _validated(_dump(kept), versions, fields)
 
 
-def _dump(meta: MemoryMetadata) -> dict[str, Any]:
+def _dump(meta: MemoryMetadata) -> dict[str, object]:
     return meta.model_dump(by_alias=True, exclude_none=True)
 
 
-def _validated(base: dict[str, Any], versions: Sequence[MemoryMetadata], fields: dict[str, Any]) -> MemoryMetadata:
+def _validated(
+    base: dict[str, object], versions: Sequence[MemoryMetadata], fields: dict[str, object]
+) -> MemoryMetadata:
     """``base`` with the merged ``fields`` over it, validated."""
     if all(m.created_at is None for m in versions) and fields["created_at"] == fields["timestamp"]:
         del fields["created_at"]  # nothing to record yet: the creation is the timestamp

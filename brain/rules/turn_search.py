@@ -151,7 +151,7 @@ class TurnHit:
 
     id: str
     text: str
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     score: float
     similarity: float
     bm25: float
@@ -163,7 +163,7 @@ class TurnHit:
     time_part: float = 0.0
     content_similarity: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -226,7 +226,7 @@ def _date_words(metadata: Mapping[str, object]) -> str:
     return f"{when.day} {_MONTHS[when.month - 1]} {when.year}"
 
 
-def _sessions(metadatas: Sequence[dict[str, Any]]) -> np.ndarray:
+def _sessions(metadatas: Sequence[dict[str, object]]) -> np.ndarray:
     """Each turn's session number (turns in conversation order): a new session after a pause longer
     than :data:`SESSION_GAP_SECONDS`; a turn without a usable time stays in the session before it."""
     numbers = np.zeros(len(metadatas), dtype=np.int64)

@@ -122,7 +122,7 @@ def embedding_function(embedder: Embedder) -> Any:
         def name() -> str:
             return "brain"
 
-        def get_config(self) -> dict[str, Any]:
+        def get_config(self) -> dict[str, object]:
             return {"embedder": self.embedder.name}
 
         @staticmethod
@@ -208,7 +208,7 @@ def open_cosine_collection(
     name: str,
     embedder: Embedder,
     *,
-    switch: str | Callable[[dict[str, Any], int], str],
+    switch: str | Callable[[dict[str, object], int], str],
     rename: str,
     **meta_on_create: Any,
 ) -> Collection:
@@ -326,7 +326,7 @@ class ChromaAccess:
         return [i for page in self.pages(where) for i in page["ids"]]
 
     def get_ids(
-        self, ids: Sequence[str], include: Sequence[str], where: dict[str, Any] | None = None
+        self, ids: Sequence[str], include: Sequence[str], where: dict[str, object] | None = None
     ) -> list[dict[str, Any]]:
         """Pages of the given ids (missing ids are absent), one Chroma get per max batch."""
         ids = list(ids)
@@ -339,8 +339,8 @@ class ChromaAccess:
         self,
         ids: Sequence[str],
         documents: Sequence[str | None],
-        metadatas: Sequence[dict[str, Any]],
-        embeddings: np.ndarray | Sequence[Any],
+        metadatas: Sequence[dict[str, object]],
+        embeddings: np.ndarray | Sequence[object],
     ) -> None:
         """Chroma's upserts, one per max batch (a None document: a row stored without one, written back
         as it was). Not atomic: a failure leaves the chunks before it
@@ -354,7 +354,7 @@ class ChromaAccess:
                 embeddings=embeddings[s:e],
             )
 
-    def update_metadata(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+    def update_metadata(self, ids: Sequence[str], metadatas: Sequence[dict[str, object]]) -> None:
         """Chroma's metadata updates (merged into what is stored), one per max batch."""
         for s in range(0, len(ids), self.max_batch_size):
             e = s + self.max_batch_size

@@ -45,13 +45,13 @@ class DiskGuard(WriteSubscriber):
             if free is not None and free < self.margin:
                 raise DiskSpaceLow(path, free, self.margin)
 
-    def status(self, *, detail: bool = False) -> dict[str, Any]:
+    def status(self, *, detail: bool = False) -> dict[str, object]:
         """For health: ``ok`` (False while writes are refused); with ``detail``, the free space of the
         tightest disk and the margin, in MB."""
         free = [f for _, f in self._free() if f is not None]
         least = min(free) if free else None
         ok = self.margin <= 0 or least is None or least >= self.margin
-        report: dict[str, Any] = {"ok": ok}
+        report: dict[str, object] = {"ok": ok}
         if detail:
             report.update(free_mb=None if least is None else least // MB, min_free_mb=self.margin // MB)
         if not ok and least is not None:  # below the margin: some disk was measured

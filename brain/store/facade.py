@@ -758,7 +758,7 @@ class Store(Generic[M, H]):
         }
 
 
-def _plain(where: Mapping[str, object] | None) -> dict[str, Any] | None:
+def _plain(where: Mapping[str, object] | None) -> dict[str, object] | None:
     """A caller's filter as the Chroma layer takes it (a dict of its own, never the caller's object)."""
     return None if where is None else dict(where)
 

@@ -203,7 +203,7 @@ class FeedFollower:
 
     def _resync(self, ids: list[str], sequence: int) -> None:
         """Tell the caches what the store holds now for ``ids``."""
-        rows: dict[str, tuple[str, dict[str, Any], Any]] = {}
+        rows: dict[str, tuple[str, dict[str, object], Any]] = {}
         for page in self._fetch(ids):
             for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"]):
                 rows[i] = (d or "", dict(m or {}), e)

@@ -159,7 +159,7 @@ def supersession_docs(
     conversation_id: str | None,
     expires_at: Any,
     extra: Mapping[str, object],
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The write of a supersession: ``[old memory retired, new memory]`` as ``upsert_docs`` items.
     The old one keeps its vector (``old.embedding``) and its own timestamp; the new one keeps the old
     one's importance and tags unless given."""
@@ -175,7 +175,7 @@ def supersession_docs(
         )
     retired = old_meta.model_dump(by_alias=True, exclude_none=True)
     retired.update(status="superseded", valid_until=at, superseded_by=new_id)
-    new: dict[str, Any] = {
+    new: dict[str, object] = {
         **extra,
         "id": new_id,
         "text": text,
@@ -287,7 +287,7 @@ def joined_turns(*lists: Sequence[str] | None) -> list[str]:
     return merged_tags(turns or () for turns in lists)[-MAX_LIST_ITEMS:]
 
 
-def merged_change_doc(old: Document, changes: Sequence[MemoryChange]) -> dict[str, Any]:
+def merged_change_doc(old: Document, changes: Sequence[MemoryChange]) -> dict[str, object]:
     """The write of facts that are memory ``old`` again (``same``): it keeps its text, vector and time of
     holding; importance becomes the highest, tags the union, and the facts' turns join ``source_turns``."""
     old_meta = stored_memory(old)
@@ -304,14 +304,14 @@ def merged_change_doc(old: Document, changes: Sequence[MemoryChange]) -> dict[st
 
 def added_doc(
     new_id: str, changes: Sequence[MemoryChange], scope: str, *, source: str | None, conversation_id: str | None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The write of a new memory from ``changes`` (one fact, or the same text added by several): holding from
     the earliest ``at`` (now when none), the highest importance, every tag and turn."""
     first = changes[0]
     times = [c.at for c in changes if c.at is not None]
     at = min(times) if times else utc_now()
     expiries = [c.expires_at for c in changes if c.expires_at is not None]
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "id": new_id,
         "text": first.text,
         "type": DocType.MEMORY.value,
@@ -343,7 +343,7 @@ def change_docs(
     *,
     source: str | None,
     conversation_id: str | None,
-) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+) -> tuple[list[dict[str, object]], list[tuple[str, str]]]:
     """The write of a batch of changes to the memories of ``scope`` (``upsert_docs`` items, written with
     ``merge_memories=False``), and for each change the memory it lands on and what it does. The store's reads
     come as callables: ``targets`` (the changes' targets as stored, with vectors), ``free_id(text, scope,
@@ -355,7 +355,7 @@ def change_docs(
     if missing:
         raise NotFound(f"no memory with id {missing[0]!r} (deleted meanwhile?); nothing was written")
     found = dict(targets)
-    docs: list[dict[str, Any]] = []
+    docs: list[dict[str, object]] = []
     landed: list[tuple[str, str] | None] = [None] * len(changes)
     claimed: set[str] = set()  # ids this write gives to new memories
     superseded = {c.target for c in changes if c.action in CHANGES}

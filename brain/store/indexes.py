@@ -200,7 +200,7 @@ class InProcessState(WriteSubscriber):
         partitions.files = self.part_files
         return partitions
 
-    def _read_scope(self, scope: str | None) -> Iterator[dict[str, Any]]:
+    def _read_scope(self, scope: str | None) -> Iterator[dict[str, object]]:
         """Every indexed row of ``scope`` (of every scope when None) from Chroma, a page at a time.
 
         A scope's rows are found by their scope alone, and then read by id: Chroma answers a ``where`` of
@@ -221,7 +221,7 @@ class InProcessState(WriteSubscriber):
         for start in range(0, len(ids), step):
             yield self.chroma.collection.get(ids=ids[start : start + step], include=include)
 
-    def _indexed_where(self) -> dict[str, Any]:
+    def _indexed_where(self) -> dict[str, object]:
         types = list(self.settings.indexed_types)
         return {"type": types[0]} if len(types) == 1 else {"type": {"$in": types}}
 
@@ -364,7 +364,7 @@ class InProcessState(WriteSubscriber):
             else:
                 self._expected_count = None
 
-    def partition_stats(self) -> dict[str, Any] | None:
+    def partition_stats(self) -> dict[str, object] | None:
         """What the parts hold (:meth:`Partitions.stats`); None until the indexes are built."""
         partitions = self.partitions
         return None if partitions is None else partitions.stats()

@@ -77,7 +77,7 @@ class PointerState:
     swapped_at: float = 0.0
     #: the collection served before the last swap, for ``--rollback``
     previous: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
     def kept_named(self, name: str) -> Generation | None:
         return next((g for g in self.kept if g.collection == name), None)

@@ -76,7 +76,7 @@ class MemoryIndex:
         self._ids: list[str] = []
         self._row: dict[str, int] = {}
         self._texts: list[str] = []
-        self._metas: list[dict[str, Any]] = []
+        self._metas: list[dict[str, object]] = []
         self._tags: list[frozenset[str]] = []
         self._scope_code: dict[str, int] = {}
         # rows stored with values the index cannot use: id -> {field: what was done instead}
@@ -181,7 +181,7 @@ class MemoryIndex:
         ids: Sequence[str],
         vectors: np.ndarray,
         texts: Sequence[str],
-        metadatas: Sequence[dict[str, Any]],
+        metadatas: Sequence[dict[str, object]],
     ) -> None:
         if not len(ids):
             return
@@ -275,12 +275,12 @@ class MemoryIndex:
                 removed += 1
         return removed
 
-    def set_last_used(self, used: dict[str, float]) -> dict[str, dict[str, Any]]:
+    def set_last_used(self, used: dict[str, float]) -> dict[str, dict[str, object]]:
         """Record when rows were last retrieved (``last_used`` epoch; never moves back in time).
 
         Returns the updated metadata of each row still present, for persisting.
         """
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, dict[str, object]] = {}
         with self._lock:
             for doc_id, epoch in used.items():
                 row = self._row.get(doc_id)
@@ -344,19 +344,19 @@ class MemoryIndex:
         return index
 
     # ---- reads -------------------------------------------------------------------------------
-    def metadata(self, doc_id: str) -> dict[str, Any] | None:
+    def metadata(self, doc_id: str) -> dict[str, object] | None:
         """A copy of one row's metadata, or None."""
         with self._lock:
             row = self._row.get(doc_id)
             return None if row is None else dict(self._metas[row])
 
-    def document(self, doc_id: str) -> tuple[str, dict[str, Any]] | None:
+    def document(self, doc_id: str) -> tuple[str, dict[str, object]] | None:
         """One row's text and a copy of its metadata (as stored), or None."""
         with self._lock:
             row = self._row.get(doc_id)
             return None if row is None else (self._texts[row], dict(self._metas[row]))
 
-    def metadatas(self) -> list[dict[str, Any]]:
+    def metadatas(self) -> list[dict[str, object]]:
         """Copies of every row's metadata, in row order."""
         with self._lock:
             return [dict(m) for m in self._metas]
@@ -371,7 +371,7 @@ class MemoryIndex:
         scopes: Collection[str] | None,
         tags: Sequence[str] | None,
         min_importance: int | None,
-        equals: dict[str, Any] | None = None,
+        equals: dict[str, object] | None = None,
         rows: Rows = "all",
         now: float | None = None,
         at: float | None = None,

@@ -11,7 +11,7 @@ one person's assistant holds; a store with millions would want a timestamp index
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from brain.model.errors import ValidationError
 from brain.model.schemas import INACTIVE_STATUSES, STATUSES, DocType, check_importance
@@ -69,12 +69,12 @@ def _filters(
     importance: Sequence[int],
     status: Sequence[str],
     history: bool,
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[dict[str, object], list[str]]:
     """What Chroma matches (``where``) and the statuses wanted, checked; with no ``status``, the current ones."""
     importance, status = check_importances(importance), check_statuses(status)
     if not status and not history:
         status = [s for s in STATUSES if s not in INACTIVE_STATUSES]
-    where: dict[str, Any] = {}
+    where: dict[str, object] = {}
     if scopes is not None:
         where["scope"] = scopes if isinstance(scopes, str) else list(scopes)
     if tags:

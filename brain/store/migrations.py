@@ -40,7 +40,7 @@ OLD_KIND_KEY, OLD_CHUNK_KEY, OLD_MEMORY_ID_KEY = "xaibo.kind", "xaibo.chunk", "x
 _INDEX_KEY = "xaibo.index"
 
 #: every row written with an old marker matches one of these
-OLD_MARKERS: tuple[dict[str, Any], ...] = (
+OLD_MARKERS: tuple[dict[str, object], ...] = (
     {LEGACY_STATUS_KEY: {"$in": list(STATUSES)}},
     {OLD_KIND_KEY: {"$in": ["memory", "vector"]}},
     {OLD_CHUNK_KEY: {"$gte": 0}},
@@ -96,7 +96,7 @@ def migrate_typed_fields(col: Any, batch_size: int, mirror: Any = None) -> int:
     return done
 
 
-def _mirror_rows(mirror: Any, rows: dict[str, tuple[str, dict[str, Any], Any]]) -> Any:
+def _mirror_rows(mirror: Any, rows: dict[str, tuple[str, dict[str, object], Any]]) -> Any:
     """Write ``rows`` to ``mirror``; a damaged mirror is left alone (the store reports it when it opens
     it again) and None returned so the rest of the migration skips it."""
     if mirror is None:

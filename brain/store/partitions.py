@@ -158,7 +158,7 @@ class Partitions:
         search of every scope); the budget is applied again afterwards."""
         if not self._complete:
             started = time.perf_counter()
-            missing: dict[str, list[dict[str, Any]]] = {}
+            missing: dict[str, list[dict[str, object]]] = {}
             for page in self._load(None):
                 for j, meta in enumerate(page["metadatas"]):
                     scope = meta.get("scope", GLOBAL_SCOPE)
@@ -209,7 +209,7 @@ class Partitions:
         ids: Sequence[str],
         vectors: np.ndarray,
         texts: Sequence[str],
-        metas: Sequence[dict[str, Any]],
+        metas: Sequence[dict[str, object]],
     ) -> None:
         """Rows of ``doc_type`` written: each goes to its scope's part when resident (a row whose scope is not
         an entity's goes to the global part, which keeps it when it is global and reports it when it is not);
@@ -290,7 +290,7 @@ class Partitions:
     def resident_bytes(self) -> int:
         return _footprint(self.global_part) + sum(self._bytes.values())
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         """What is resident, what was evicted and how often a part had to be read."""
         with self._lock:
             return {
@@ -331,7 +331,7 @@ def _well_formed(scope: str) -> bool:
         return False
 
 
-def _as_page(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _as_page(rows: list[dict[str, object]]) -> dict[str, object]:
     return {key: [row[key] for row in rows] for key in _PAGE_KEYS}
 
 
@@ -391,23 +391,23 @@ class PartitionedIndex:
 
     def set_last_used(self, used: dict[str, float]) -> dict[str, dict[str, Any]]:
         """:meth:`MemoryIndex.set_last_used` on the resident rows."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, dict[str, object]] = {}
         for doc_id, epoch in used.items():
             index = self._partitions.index_of(doc_id, self.doc_type)
             if index is not None:
                 out.update(index.set_last_used({doc_id: epoch}))
         return out
 
-    def metadata(self, doc_id: str) -> dict[str, Any] | None:
+    def metadata(self, doc_id: str) -> dict[str, object] | None:
         index = self._partitions.index_of(doc_id, self.doc_type)
         return None if index is None else index.metadata(doc_id)
 
-    def document(self, doc_id: str) -> tuple[str, dict[str, Any]] | None:
+    def document(self, doc_id: str) -> tuple[str, dict[str, object]] | None:
         """A resident row's text and metadata (as stored), or None (not resident, or not of this type)."""
         index = self._partitions.index_of(doc_id, self.doc_type)
         return None if index is None else index.document(doc_id)
 
-    def metadatas(self, scopes: Collection[str] | None = None) -> list[dict[str, Any]]:
+    def metadatas(self, scopes: Collection[str] | None = None) -> list[dict[str, object]]:
         """Copies of the metadata of every row of ``scopes`` (None: every scope)."""
         return [m for index in self._indexes(self._partitions.parts(scopes)) for m in index.metadatas()]
 

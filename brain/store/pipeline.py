@@ -34,7 +34,7 @@ from brain.store.write_intents import PriorVersion, WriteIntent, WriteIntentLog
 log = logging.getLogger(__name__)
 
 #: what Chroma holds for an id, read once per write: (document, metadata), or None when absent
-Stored = dict[str, "tuple[str, dict[str, Any]] | None"]
+Stored = dict[str, "tuple[str, dict[str, object]] | None"]
 
 
 class WritePipeline:
@@ -258,7 +258,7 @@ class WritePipeline:
         event = WriteEvent(self._number(intent, "delete", found), "delete", tuple(found))
         self._commit(intent, event, "deleting", lambda: self.chroma.delete(found))
 
-    def update_metadata(self, changes: Mapping[str, dict[str, Any]]) -> None:
+    def update_metadata(self, changes: Mapping[str, dict[str, object]]) -> None:
         """Merge ``changes`` (``{id: {key: value}}``, checked by the caller) into the stored metadata:
         only these keys are sent, so values another process changed meanwhile are kept."""
         ids = list(changes)
@@ -365,7 +365,7 @@ class WritePipeline:
 
     def restate(self, ids: list[str]) -> None:
         """Tell the subscribers what Chroma holds now for ``ids`` (``restored`` events, numbered anew)."""
-        rows: dict[str, tuple[str, dict[str, Any], np.ndarray]] = {}
+        rows: dict[str, tuple[str, dict[str, object], np.ndarray]] = {}
         for page in self.chroma.get_ids(ids, ["documents", "metadatas", "embeddings"]):
             for i, d, m, e in zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"]):
                 rows[i] = (d or "", dict(m or {}), np.asarray(e, dtype=np.float32))
@@ -423,7 +423,7 @@ def _refuse_scope_moves(unique: list[PreparedDoc], stored: Stored) -> None:
         raise ValidationError("; ".join(p.message for p in problems) + " (nothing was written)", problems)
 
 
-def _taken(held: tuple[str, dict[str, Any]] | None, text: str) -> bool:
+def _taken(held: tuple[str, dict[str, object]] | None, text: str) -> bool:
     """Whether a stored row ``held`` keeps its id from a memory saying ``text``: it says something else
     (changed in place) or it is history (superseded)."""
     if held is None:
@@ -442,11 +442,13 @@ def _same_content(old: Any, merged: Any) -> bool:
     return _without_times(old) == _without_times(merged)
 
 
-def _without_times(meta: Any) -> dict[str, Any]:
+def _without_times(meta: Any) -> dict[str, object]:
     return {k: v for k, v in meta.to_chroma().items() if k not in _TIME_KEYS}
 
 
-def _replacing(ids: list[str], metas: list[dict[str, Any]], prior: Mapping[str, PriorVersion]) -> list[dict[str, Any]]:
+def _replacing(
+    ids: list[str], metas: list[dict[str, object]], prior: Mapping[str, PriorVersion]
+) -> list[dict[str, object]]:
     """Metadata that replaces what is stored. Chroma's upsert merges metadata into the old one, so a
     key the new version lacks (an extra key dropped, tags emptied) is sent as None, which removes it."""
     payload = []

@@ -110,10 +110,10 @@ def memory_edit(
     *,
     importance: int | None,
     tags: Any,
-    extra: Mapping[str, Any],
+    extra: Mapping[str, object],
     replace_metadata: bool,
     timestamp: Any,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The document that replaces memory ``old`` (a Document with its vector) in an in-place edit:
     the given values replace the old ones; ``created_at`` keeps the first time; an unchanged text
     keeps its vector (a new one is embedded again)."""

@@ -18,7 +18,7 @@ def get_documents(
     chroma: ChromaAccess,
     ids: Sequence[str] | None,
     *,
-    where: dict[str, Any] | None,
+    where: dict[str, object] | None,
     doc_type: str | None,
     limit: int | None,
     offset: int | None,
@@ -28,7 +28,7 @@ def get_documents(
     """Documents by id and/or filter (ids keep their order; missing ids are skipped); with ``scopes``,
     only documents in those scopes."""
     include = ["documents", "metadatas"] + (["embeddings"] if include_embeddings else [])
-    pages: Iterable[dict[str, Any]]
+    pages: Iterable[dict[str, object]]
     if ids is not None:
         ids = list(ids)
         found = pages_of_ids(chroma, ids, where, doc_type, include)
@@ -93,7 +93,7 @@ def pages_of_ids(
     return pages
 
 
-def keep_scopes(page: dict[str, Any], scopes: Collection[str]) -> dict[str, Any]:
+def keep_scopes(page: dict[str, object], scopes: Collection[str]) -> dict[str, object]:
     """``page`` without the documents outside ``scopes`` (a document without a scope is global)."""
     return _keep_rows(page, lambda m: m.get("scope", GLOBAL_SCOPE) in scopes)
 

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 SIMILARITY_ONLY = ScoreWeights(similarity=1.0, importance=0.0, recency=0.0)
 
 #: picks the version of a versioned type (the persona) readers see, from its documents' metadata
-VersionRule = Callable[[Iterable[dict[str, Any]]], "str | None"]
+VersionRule = Callable[[Iterable[dict[str, object]]], "str | None"]
 
 
 class Retrieval:
@@ -298,7 +298,7 @@ class Retrieval:
     ) -> list[Hit]:
         """Sections of the persona version ``persona_version`` picks among the sections of ``scopes``
         (every section without a rule)."""
-        equals: dict[str, Any] = {}
+        equals: dict[str, object] = {}
         if self.persona_version is not None:
             index = self.state.index_for(DocType.PERSONA.value)
             metas = (

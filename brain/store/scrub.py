@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from brain.model.errors import StoreUnavailable
 
@@ -92,7 +92,7 @@ def deleted_traces(chroma_dir: Path, collection_ids: str | Sequence[str], scope:
 
 def scrub_deleted(
     chroma_dir: Path, collection_ids: str | Sequence[str], scope: str, ids: Sequence[str] = ()
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Erase what the file still holds of deleted documents of the collections ``collection_ids`` that
     were in ``scope`` or had one of ``ids``, and compact the file (and empty its write-ahead log).
     Returns ``{"queue_records_redacted": n, "vacuumed": True}``."""
@@ -159,7 +159,7 @@ def _as_list(collection_ids: str | Sequence[str]) -> list[str]:
     return [str(collection_ids)] if isinstance(collection_ids, str) else [str(c) for c in collection_ids]
 
 
-def _params(collection_id: str, scope: str, ids: Sequence[str]) -> dict[str, Any]:
+def _params(collection_id: str, scope: str, ids: Sequence[str]) -> dict[str, object]:
     return {"collection": str(collection_id), "scope": scope, "ids": json.dumps(list(ids)), "delete": _DELETE}
 
 

@@ -238,7 +238,7 @@ def _file_mac(key: bytes, stream: Any, size: int) -> bytes:
     return digest.hexdigest().encode("ascii")
 
 
-def _scope_counts(metas: list[dict[str, Any]]) -> dict[str, int]:
+def _scope_counts(metas: list[dict[str, object]]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for meta in metas:
         scope = str(meta.get("scope", GLOBAL_SCOPE))
@@ -260,7 +260,7 @@ class SnapshotIdentity:
     dimension: int
     types: tuple[str, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "collection": self.collection,
             "collection_id": self.collection_id,

@@ -55,7 +55,6 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -79,7 +78,7 @@ class PriorVersion:
     """A document as Chroma held it before the write."""
 
     document: str | None
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     embedding: np.ndarray
 
 
@@ -249,7 +248,7 @@ class WriteIntentLog:
         intent._log = None
 
 
-def _encode(intent: WriteIntent) -> dict[str, Any]:
+def _encode(intent: WriteIntent) -> dict[str, object]:
     return {
         "format": _FORMAT,
         "pid": os.getpid(),

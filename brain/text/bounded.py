@@ -99,7 +99,7 @@ def _check_expansion(root: Any, max_nodes: int) -> None:
                 stack.append((child, False))
 
 
-def _children(node: Any) -> list[Any]:
+def _children(node: Any) -> list[object]:
     import yaml
 
     if isinstance(node, yaml.SequenceNode):

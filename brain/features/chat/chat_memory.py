@@ -182,7 +182,7 @@ class ChatMemory:
         s = self.settings
         if not s.rag_enabled:  # nothing is read: not the store, not the embedder
             return Context(conversation_id=conversation_id, entity=entity, enabled=False)
-        relevance: dict[str, dict[str, Any]] = {}
+        relevance: dict[str, dict[str, object]] = {}
         shown = conversation_id
         if shown is not None and not self._shows_conversation(shown, entity):
             shown = None  # read as a conversation not yet recorded: nothing of it is shown
@@ -300,7 +300,11 @@ class ChatMemory:
         return before[-s.summary_top_k :]
 
     def _candidates(
-        self, conversation_id: str | None, user_message: str, entity: str | None, relevance: dict[str, dict[str, Any]]
+        self,
+        conversation_id: str | None,
+        user_message: str,
+        entity: str | None,
+        relevance: dict[str, dict[str, object]],
     ) -> dict[str, list[ContextItem]]:
         """Each section's candidates, best first (recent turns newest first); the message is embedded once.
         Under the relevance ranking memories are gated by the store (relevance floor and margin), FAQ
@@ -692,7 +696,7 @@ def _memory_item(hit: Any, floor: float | None) -> ContextItem:
 
 
 def _above_floor(
-    section: str, hits: Sequence[Hit], floor: float | None, relevance: dict[str, dict[str, Any]]
+    section: str, hits: Sequence[Hit], floor: float | None, relevance: dict[str, dict[str, object]]
 ) -> list[ContextItem]:
     """The nearest ``hits`` that reach ``floor`` (all without one); records in ``relevance`` how many of
     the nearest were looked at and how many fell below."""

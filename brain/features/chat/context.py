@@ -68,7 +68,7 @@ class Context:
     #: per gated section, what the gate did: ``floor``, ``candidates`` looked at, ``below_floor`` (and
     #: for memories ``margin``; for related turns ``best_similarity``, the closest turn's, which the floor
     #: is held against); a section with candidates and no items had nothing relevant enough
-    relevance: dict[str, dict[str, Any]] = field(default_factory=dict)
+    relevance: dict[str, dict[str, object]] = field(default_factory=dict)
     #: the same context in cache order, for a chat model that keeps a prompt's beginning
     #: (:mod:`brain.features.chat.layout`); None when the context was built without it
     layout: Layout | None = None
@@ -76,7 +76,7 @@ class Context:
     def sections(self) -> dict[str, list[ContextItem]]:
         return {name: getattr(self, name) for name in SECTIONS}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "conversation_id": self.conversation_id,
             "entity": self.entity,

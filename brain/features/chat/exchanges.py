@@ -63,7 +63,7 @@ class Exchange:
     summaries_scheduled: list[str] = field(default_factory=list)
     replayed: bool = False  # an earlier call with its idempotency key stored it: nothing was written now
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "conversation_id": self.conversation_id,
             "user_turn_id": self.user_turn_id,

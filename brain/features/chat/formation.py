@@ -140,7 +140,7 @@ class FormationBatch:
             outcome=meta.get("formation_outcome"),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "conversation_id": self.conversation_id,
             "turn_range": self.turn_range,
@@ -177,7 +177,7 @@ class FormationReport:
     eval_tokens: int = 0
     seconds: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "batches": [b.to_dict() for b in self.batches],
             "done": self.done,
@@ -548,7 +548,7 @@ class Formation:
             raise ValidationError.of(
                 "status", f"status must be one of {', '.join(FORMATION_STATES)}, got {bad or status!r}"
             )
-        where: dict[str, Any] = {"formation": wanted}
+        where: dict[str, object] = {"formation": wanted}
         if conversation_id is not None:
             where["conversation_id"] = valid_conversation_id(conversation_id)
         docs = self.store.get(where=where, type=DocType.SUMMARY)
@@ -567,7 +567,7 @@ class Formation:
         ]
         return sorted(windows, key=lambda w: (w[0], _window(w[1])))
 
-    def totals(self, conversation_id: str | None = None) -> dict[str, Any]:
+    def totals(self, conversation_id: str | None = None) -> dict[str, object]:
         """Batches by status (``pending``, ``failed``, ``done``), the facts applied, and the model's tokens and
         seconds summed over all of them."""
         return _totals(self.batches(conversation_id))
@@ -580,7 +580,7 @@ class Formation:
             out.setdefault(batch.conversation_id, {s: 0 for s in FORMATION_STATES})[batch.status] += 1
         return out
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         """``enabled``, ``model`` (None when there is none), ``off_reason`` (None when on), the batches by
         status and the tokens and seconds spent (:meth:`totals`), and ``last_error``: the newest failed
         batch's error. A store that cannot be read gives ``error`` instead of the batches: health reports a
@@ -628,7 +628,7 @@ def _no_summary(conversation_id: str, turn_range: str) -> NotFound:
     )
 
 
-def _totals(batches: Iterable[FormationBatch]) -> dict[str, Any]:
+def _totals(batches: Iterable[FormationBatch]) -> dict[str, object]:
     out: dict[str, Any] = {s: 0 for s in FORMATION_STATES}
     out.update(facts=0, prompt_tokens=0, eval_tokens=0, seconds=0.0)
     outcomes = dict.fromkeys(FORMATION_OUTCOMES, 0)

@@ -65,7 +65,7 @@ class Layout:
         stable = [{"role": "system", "content": self.stable}] if self.stable else []
         return [*stable, *self.conversation, {"role": "user", "content": user_content(self.part, user_message)}]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "stable": self.stable,
             "conversation": [dict(m) for m in self.conversation],

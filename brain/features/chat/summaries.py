@@ -194,7 +194,7 @@ class SummaryWriter:
         what the stored one says; a new one is ``pending`` when formation is on (:attr:`formation`)."""
         last = docs[-1].metadata
         doc_id = doc_id or summary_id(job.conversation_id, job.summary_index)
-        meta: dict[str, Any] = {"summarizer": name, "fallback": reason is not None}
+        meta: dict[str, object] = {"summarizer": name, "fallback": reason is not None}
         if reason is not None:
             meta["fallback_reason"] = reason[:500]
         stored = self.store.get([doc_id], type=DocType.SUMMARY)
@@ -234,7 +234,7 @@ class SummaryWriter:
         caller's thread. Returns how many were replaced. Raises :class:`SummarizerUnavailable` if the
         model cannot be reached (the ones replaced before that stay replaced); a summary the model
         answers garbage for is left as it is, with a warning."""
-        where: dict[str, Any] = {"fallback": True}
+        where: dict[str, object] = {"fallback": True}
         if conversation_id is not None:
             where["conversation_id"] = valid_conversation_id(conversation_id)
         docs = self.store.get(where=where, type=DocType.SUMMARY)
@@ -264,7 +264,7 @@ class SummaryWriter:
             replaced += 1
         return replaced
 
-    def health(self, *, probe: bool | None = False) -> dict[str, Any]:
+    def health(self, *, probe: bool | None = False) -> dict[str, object]:
         """``summarizer``, ``fallback``, ``reachable`` (None until known; ``probe=True`` asks it now,
         ``probe=None`` asks it when nothing said how it is for :data:`HEALTH_PROBE_SECONDS`),
         ``last_error`` (and when), ``last_success_at``, counts of summaries written by the model and the
@@ -294,7 +294,7 @@ def window_turns(store: Store, conversation_id: str, start: int, end: int) -> li
     return docs
 
 
-def formation_state(meta: Mapping[str, object]) -> dict[str, Any]:
+def formation_state(meta: Mapping[str, object]) -> dict[str, object]:
     """The memory formation keys of a summary's metadata (``formation`` and ``formation_*``)."""
     return {k: v for k, v in meta.items() if k == "formation" or k.startswith("formation_")}
 

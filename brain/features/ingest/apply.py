@@ -24,7 +24,7 @@ EMBED_GROUP = 1024
 
 def _vectors(
     store: Store, group: list[FilePlan], text_index: dict[str, str], report: IngestReport, progress: Any
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """``{kb_text_hash: vector}`` for every document the group writes: stored vectors of identical
     texts where there are any, the embedder for the rest (unique texts only, one embedder batch at a
     time so that ``progress`` moves with each)."""
@@ -43,7 +43,7 @@ def _vectors(
         if text_hash in text_index and text_hash not in covered:
             sources[text_index[text_hash]] = text_hash
             covered.add(text_hash)
-    vectors: dict[str, Any] = {}
+    vectors: dict[str, object] = {}
     if sources:
         for doc in store.get(list(sources), include_embeddings=True):
             source_hash = sources.get(doc.id)

@@ -127,7 +127,7 @@ def collect_files(
 
 
 def older_names(
-    files: list[SourceFile], stored: dict[str, dict[str, dict[str, Any]]], report: IngestReport
+    files: list[SourceFile], stored: dict[str, dict[str, dict[str, object]]], report: IngestReport
 ) -> dict[str, list[tuple[str, bool]]]:
     """``{kb_file: [(older name, exact), ...]}``: stored names written by an earlier version (no
     ``kb_names``) that belong to a file of this run. ``exact``: an absolute name resolving to the
@@ -230,7 +230,7 @@ def file_hash(raw: bytes, chunker: TokenChunker) -> str:
 
 def file_documents(kb_file: str, kb_hash: str, drafts: list[Draft], chunker: TokenChunker) -> list[dict[str, Any]]:
     """The file's documents with ids and full metadata (see the module docstring)."""
-    pieces: list[tuple[str, dict[str, Any]]] = []
+    pieces: list[tuple[str, dict[str, object]]] = []
     for draft in drafts:
         parts = chunker.chunk(draft.text)
         for i, part in enumerate(parts):

@@ -52,7 +52,7 @@ class Draft:
     """One document before chunking: its text and content metadata."""
 
     text: str
-    meta: dict[str, Any]
+    meta: dict[str, object]
 
 
 @dataclass
@@ -72,7 +72,7 @@ def _extra_problem(key: Any, value: Any) -> str | None:
     return metadata_value_problem(value)
 
 
-def _add_extras(meta: dict[str, Any], extras: Iterable[tuple[str, Any]], parsed: _Parsed, line: int | None) -> None:
+def _add_extras(meta: dict[str, object], extras: Iterable[tuple[str, Any]], parsed: _Parsed, line: int | None) -> None:
     for key, value in extras:
         problem = _extra_problem(key, value)
         if problem:
@@ -83,7 +83,7 @@ def _add_extras(meta: dict[str, Any], extras: Iterable[tuple[str, Any]], parsed:
 
 
 def _faq_draft(question: str, answer: str, topic: str, specialist: str | None, version: str | None) -> Draft:
-    meta: dict[str, Any] = {"topic": topic, "kb_kind": "row"}
+    meta: dict[str, object] = {"topic": topic, "kb_kind": "row"}
     if specialist:
         meta["_specialist_name"] = specialist
     if version:
@@ -91,14 +91,14 @@ def _faq_draft(question: str, answer: str, topic: str, specialist: str | None, v
     return Draft(f"Q: {question.strip()}\nA: {answer.strip()}", meta)
 
 
-def _front_matter(lines: list[str], parsed: _Parsed) -> tuple[dict[str, Any], str | None, int]:
+def _front_matter(lines: list[str], parsed: _Parsed) -> tuple[dict[str, object], str | None, int]:
     """``(file metadata, topic or None, index of the first body line)``; no front matter -> ({}, None, 0)."""
     if not lines or lines[0].strip() != "---":
         return {}, None, 0
     end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
     if end is None:
         return {}, None, 0  # a lone '---' is a thematic break, not front matter
-    meta: dict[str, Any] = {}
+    meta: dict[str, object] = {}
     topic = None
     for i in range(1, end):
         raw = lines[i].strip()

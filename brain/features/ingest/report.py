@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 
 @dataclass
@@ -49,11 +48,13 @@ class IngestReport:
     updated: int = 0
     unchanged: int = 0
     removed: int = 0
-    skipped: list[dict[str, Any]] = field(default_factory=list)  # {"path", "reason"}
-    errors: list[dict[str, Any]] = field(default_factory=list)  # {"path", "line" (int | None), "message"}
+    skipped: list[dict[str, object]] = field(default_factory=list)  # {"path", "reason"}
+    errors: list[dict[str, object]] = field(default_factory=list)  # {"path", "line" (int | None), "message"}
     dry_run: bool = False
     embedded: int = 0
-    warnings: list[dict[str, Any]] = field(default_factory=list)  # {"path", "line", "message"}: ingested, with a loss
+    warnings: list[dict[str, object]] = field(
+        default_factory=list
+    )  # {"path", "line", "message"}: ingested, with a loss
     missing_files: list[str] = field(default_factory=list)  # ingested before, gone from the given folders
     pruned: bool = False  # whether missing files' documents were (or, dry run, would be) removed
     files_new: int = 0
@@ -67,7 +68,7 @@ class IngestReport:
         """True when nothing failed (skipped files and warnings do not count as failures)."""
         return not self.errors
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "ok": self.ok}
 
     def add_error(self, path: str, line: int | None, message: str) -> None:

@@ -52,7 +52,7 @@ class MirrorErase(MirrorParts):
         return counts
 
     @named_corruption
-    def scrub(self) -> dict[str, Any]:
+    def scrub(self) -> dict[str, object]:
         """Leave no bytes of deleted rows in the file or its log (see the module docstring). Needs every
         other connection to the file to be idle (engram's, if one is open): it waits up to the busy
         timeout, then raises :class:`StoreUnavailable` naming the retry."""

@@ -33,7 +33,7 @@ DIGEST_SIZE = 16
 _FLOAT32_LE = np.dtype("<f4")
 
 
-def without_use(meta: Mapping[str, object]) -> dict[str, Any]:
+def without_use(meta: Mapping[str, object]) -> dict[str, object]:
     """Metadata minus ``last_used``: access tracking updates it in Chroma alone (a mirror write per
     retrieval would double its cost), so it is not a difference worth a repair."""
     return {k: v for k, v in meta.items() if k != "last_used"}

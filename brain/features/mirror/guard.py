@@ -32,7 +32,7 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from brain.model.errors import MirrorCorrupt, RestoreUnfinished, StoreLooksLost, StoreUnavailable
 
@@ -113,7 +113,7 @@ def store_moved(mirror: EngramMirror, before: StoreIdentity, store: Store) -> No
         record_store(mirror, store)
 
 
-def unfinished_restore(mirror: EngramMirror) -> dict[str, Any] | None:
+def unfinished_restore(mirror: EngramMirror) -> dict[str, object] | None:
     """The marker of a restore that began and did not finish: ``{"collection", "id", "where", "started"}``."""
     text = mirror.meta(RESTORE_KEY)
     if not text:

@@ -24,7 +24,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from brain.model.errors import REBUILD_COMMAND, MirrorCorrupt, StoreUnavailable
 
@@ -184,8 +183,8 @@ class MirrorHealth:
             log.warning("the mirror %s is writable again: %d documents caught up", self.path, repaired)
         self.unwritable, self.behind = None, 0
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {
             "status": self.status,
             "ok": self.status in ("ok", "off"),
             "path": None if self.path is None else str(self.path),

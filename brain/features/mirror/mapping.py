@@ -126,11 +126,11 @@ def to_row(doc_id: str, text: str, metadata: dict[str, Any], epoch: float | None
     }
 
 
-def metadata_json(metadata: dict[str, Any]) -> str:
+def metadata_json(metadata: dict[str, object]) -> str:
     return json.dumps({BRAIN_KEY: metadata}, ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
-def brain_metadata(raw: str | None) -> dict[str, Any] | None:
+def brain_metadata(raw: str | None) -> dict[str, object] | None:
     """Our metadata stored in a row's ``metadata`` JSON, or None for a foreign row."""
     if not raw:
         return None
@@ -146,7 +146,7 @@ def brain_metadata(raw: str | None) -> dict[str, Any] | None:
 
 def foreign_metadata(
     memory_type: str, created_at: float, importance_value: float, namespace_value: str | None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Our metadata for a row engram wrote itself (see the module docstring)."""
     epoch = float(created_at) if created_at is not None and math.isfinite(float(created_at)) else 0.0
     when = datetime.fromtimestamp(epoch, tz=UTC)
@@ -155,7 +155,7 @@ def foreign_metadata(
     except (TypeError, ValueError):
         level = 3
     scope, leftover = scope_of(namespace_value)
-    meta: dict[str, Any] = {
+    meta: dict[str, object] = {
         "type": "memory",
         "timestamp": when.isoformat(),
         "ts_epoch": when.timestamp(),

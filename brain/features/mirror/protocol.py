@@ -210,13 +210,13 @@ def write_version(conn: sqlite3.Connection, version: int = PROTOCOL_VERSION) -> 
     conn.execute("INSERT OR REPLACE INTO engram_meta (key, value) VALUES (?, ?)", (VERSION_KEY, str(version)))
 
 
-def table_columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> dict[str, dict[str, Any]]:
+def table_columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> dict[str, dict[str, object]]:
     """``{column: {"type", "notnull", "pk"}}`` of a table of ``schema`` (empty when it does not exist)."""
     rows = conn.execute('SELECT name, type, "notnull", pk FROM pragma_table_info(?, ?)', (table, schema)).fetchall()
     return {r[0]: {"type": (r[1] or "").upper(), "notnull": bool(r[2]), "pk": int(r[3])} for r in rows}
 
 
-def is_v2_table(columns: dict[str, dict[str, Any]]) -> bool:
+def is_v2_table(columns: dict[str, dict[str, object]]) -> bool:
     """Whether ``memory_embeddings`` already has the v2 shape (whatever the meta table says)."""
     needed = {"memory_id", "model", "embedding", "dimensions", "created_at"}
     if not needed <= set(columns):
@@ -241,7 +241,7 @@ class MigrationReport:
     migrated: int = 0
     skipped: list[SkippedRow] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "from_version": self.from_version,
             "to_version": self.to_version,
@@ -374,7 +374,7 @@ class Coverage:
         """At least half the memories have a vector of the model (the protocol's threshold)."""
         return self.ratio >= 0.5
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "model": self.model,
             "memories": self.memories,
@@ -391,7 +391,7 @@ class BackfillReport:
     embedded: int
     coverage: Coverage
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"embedded": self.embedded, "coverage": self.coverage.to_dict()}
 
 

@@ -177,7 +177,7 @@ class MirrorRecall(MirrorParts):
             f"SELECT m.rowid, {ROW_COLUMNS}, bm25(memories_fts) AS rank FROM memories_fts "
             "JOIN memories m ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ?"
         ]
-        params: list[Any] = [match]
+        params: list[object] = [match]
         if types is not None:
             wanted = as_list(types)
             sql.append(f"AND coalesce({BRAIN_FIELD.format('type')}, 'memory') IN ({marks(len(wanted))})")

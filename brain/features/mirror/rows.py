@@ -30,12 +30,12 @@ class MirrorDocument:
 
     id: str
     text: str
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     embedding: np.ndarray | None = field(default=None, repr=False)
     foreign: bool = False
     vector_problem: str | None = None
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[object]:
         return iter((self.id, self.text, self.metadata, self.embedding))
 
 
@@ -46,14 +46,14 @@ class KeywordHit:
 
     id: str
     text: str
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     bm25: float
 
     @property
     def score(self) -> float:
         return self.bm25
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"id": self.id, "text": self.text, "metadata": self.metadata, "bm25": self.bm25}
 
 
@@ -102,7 +102,7 @@ class MirrorParts:
         def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
         def _check_open(self) -> None: ...
         def _undo(self, *statements: str) -> None: ...
-        def _document(self, row: tuple[Any, ...], *, skip_bad_vector: bool = False) -> MirrorDocument: ...
+        def _document(self, row: tuple[object, ...], *, skip_bad_vector: bool = False) -> MirrorDocument: ...
 
 
 _Part = TypeVar("_Part", bound=MirrorParts)

@@ -288,7 +288,7 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
         self.close()
 
     @named_corruption
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
         with self._lock:
             self._check_open()
             return self._conn.execute(sql, params).fetchall()

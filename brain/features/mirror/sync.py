@@ -74,7 +74,7 @@ class SyncReport:
     def changed(self) -> int:
         return self.added + self.updated + self.deleted
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "changed": self.changed}
 
     def __str__(self) -> str:
@@ -103,7 +103,7 @@ class VerifyReport:
     def ok(self) -> bool:
         return not (self.missing or self.extra or self.text or self.metadata or self.vectors)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "ok": self.ok}
 
 
@@ -121,7 +121,7 @@ class RestoreReport:
     #: rows whose stored vector could not be read, with why: restored with their text embedded again
     bad_vectors: list[tuple[str, str]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -262,7 +262,7 @@ class _Repair:
     """A catch-up's pending mirror writes, written in one transaction per :data:`REPAIR_BATCH` rows."""
 
     mirror: EngramMirror
-    docs: list[Any] = field(default_factory=list)
+    docs: list[object] = field(default_factory=list)
     hashes: list[tuple[str, bytes]] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
     deleted: int = 0
@@ -334,10 +334,10 @@ def verify_mirror(
     return report
 
 
-def _restorable(doc: MirrorDocument, reuse: bool, dimension: int) -> tuple[dict[str, Any], bool]:
+def _restorable(doc: MirrorDocument, reuse: bool, dimension: int) -> tuple[dict[str, object], bool]:
     meta = dict(doc.metadata)
     meta.pop("ts_epoch", None)  # derived from timestamp by the store
-    item: dict[str, Any] = {**meta, "id": doc.id, "text": doc.text}
+    item: dict[str, object] = {**meta, "id": doc.id, "text": doc.text}
     vector = doc.embedding
     if reuse and vector is not None and vector.shape == (dimension,) and np.any(vector):
         item["embedding"] = vector

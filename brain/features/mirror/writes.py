@@ -38,7 +38,7 @@ class MirrorWrites(MirrorParts):
     the lock and the transactions)."""
 
     @named_corruption
-    def upsert(self, docs: Iterable[Any]) -> int:
+    def upsert(self, docs: Iterable[object]) -> int:
         """Write documents (dicts or :class:`brain.model.results.Document`) with their vector for ``model``.
 
         The whole batch is validated first (``ValidationError`` or ``EmbeddingProtocolError``; nothing
@@ -225,7 +225,7 @@ class MirrorWrites(MirrorParts):
 
     def _prepare(self, docs: list[Any]) -> list[dict[str, Any]]:
         """Validate a whole batch; the first protocol error, or a ValidationError listing every problem."""
-        prepared: list[dict[str, Any]] = []
+        prepared: list[dict[str, object]] = []
         problems: list[Problem] = []
         protocol_errors: list[EmbeddingProtocolError] = []
         seen: dict[str, int] = {}
@@ -243,7 +243,7 @@ class MirrorWrites(MirrorParts):
             if not isinstance(text, str):
                 item.append(("text", f"text must be a string, got {type(text).__name__}"))
             epoch = None
-            checked: dict[str, Any] = {}
+            checked: dict[str, object] = {}
             if not isinstance(meta, Mapping):
                 item.append(("metadata", f"metadata must be a dict, got {type(meta).__name__}"))
             else:

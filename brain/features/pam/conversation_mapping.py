@@ -79,7 +79,7 @@ def _ordered_turns(turns: Iterable[tuple[str, str, _M]]) -> list[tuple[str, str,
 
 def _ordered_summaries(
     summaries: Iterable[tuple[str, str, Mapping[str, Any]]],
-) -> list[tuple[str, str, Mapping[str, Any]]]:
+) -> list[tuple[str, str, Mapping[str, object]]]:
     return sorted(
         summaries, key=lambda s: (int(s[2].get("summary_index") or 0), parse_timestamp(s[2]["timestamp"]), s[0])
     )
@@ -88,7 +88,7 @@ def _ordered_summaries(
 def _message(doc_id: str, text: str, meta: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
     """One turn as a PAM message (without its parent/children links)."""
     kept = load_extra(meta.get(EXTRA_KEY), doc_id, warnings, "turn")
-    brain: dict[str, Any] = {
+    brain: dict[str, object] = {
         "turn_index": meta.get("turn_index"),
         "source": meta.get("source", Source.SYSTEM.value),
         "scope": meta.get("scope", GLOBAL_SCOPE),
@@ -96,7 +96,7 @@ def _message(doc_id: str, text: str, meta: Mapping[str, Any], warnings: list[str
     others = {k: v for k, v in meta.items() if k not in _TURN_CORE and k not in _TURN_PAM_KEYS}
     if others:
         brain["extra"] = others
-    message: dict[str, Any] = {
+    message: dict[str, object] = {
         "id": doc_id,
         "role": meta["role"],
         "content": {"type": "text", "text": text},
@@ -112,7 +112,7 @@ def _message(doc_id: str, text: str, meta: Mapping[str, Any], warnings: list[str
 
 
 def _summary_entry(doc_id: str, text: str, meta: Mapping[str, Any]) -> dict[str, Any]:
-    entry: dict[str, Any] = {"id": doc_id, "text": text, "summary_index": meta.get("summary_index")}
+    entry: dict[str, object] = {"id": doc_id, "text": text, "summary_index": meta.get("summary_index")}
     if meta.get("turn_range") is not None:
         entry["turn_range"] = meta["turn_range"]
     entry.update(
@@ -146,9 +146,9 @@ def _conversation_temporal(kept: Any, first: datetime, last: datetime) -> dict[s
 def conversation_to_pam(
     conversation_id: str,
     turns: Iterable[tuple[str, str, Mapping[str, Any]]],
-    summaries: Iterable[tuple[str, str, Mapping[str, Any]]] = (),
+    summaries: Iterable[tuple[str, str, Mapping[str, object]]] = (),
     warnings: list[str] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A brain conversation — its turns and summaries as ``(id, text, metadata)`` — as a PAM
     conversation document; see docs/pam.md for the mapping."""
     warnings = warnings if warnings is not None else []
@@ -163,7 +163,7 @@ def conversation_to_pam(
     for before, after in pairwise(messages):  # a linear conversation, as a DAG too
         after["parent_id"] = before["id"]
         before["children_ids"] = [after["id"]]
-    conversation: dict[str, Any] = {
+    conversation: dict[str, object] = {
         "schema": "portable-ai-memory-conversation",
         "schema_version": SCHEMA_VERSION,
         "id": kept.get("id") or conversation_id,
@@ -178,7 +178,7 @@ def conversation_to_pam(
     for key in ("model", "system_instruction", "is_archived", "tags", "import_metadata"):
         if key in kept:
             conversation[key] = kept[key]
-    brain: dict[str, Any] = {"conversation_id": conversation_id}
+    brain: dict[str, object] = {"conversation_id": conversation_id}
     if summaries:
         brain["summaries"] = [_summary_entry(*s) for s in summaries]
     given_raw = kept.get("raw_metadata")
@@ -195,7 +195,7 @@ def conversation_file_name(conversation_id: str) -> str:
 
 
 def index_entry(conversation: dict[str, Any], ref: str, derived: list[str]) -> dict[str, Any]:
-    entry: dict[str, Any] = {"id": conversation["id"], "platform": conversation["provider"]["name"]}
+    entry: dict[str, object] = {"id": conversation["id"], "platform": conversation["provider"]["name"]}
     if conversation.get("title") is not None:
         entry["title"] = conversation["title"]
     entry["message_count"] = len(conversation["messages"])
@@ -214,8 +214,8 @@ class ConversationItems:
 
     pam_id: str
     conversation_id: str  # brain's conv-... id
-    turns: list[dict[str, Any]]  # upsert_docs items
-    summaries: list[dict[str, Any]]
+    turns: list[dict[str, object]]  # upsert_docs items
+    summaries: list[dict[str, object]]
     skipped: dict[str, int]  # messages not imported, by reason
 
 
@@ -232,7 +232,7 @@ def _message_text(content: Any) -> str:
     return content.get("text") or ""
 
 
-def _block(value: Any, allowed: tuple[str, ...], where: str, file: str, problems: list[Problem]) -> dict[str, Any]:
+def _block(value: Any, allowed: tuple[str, ...], where: str, file: str, problems: list[Problem]) -> dict[str, object]:
     """A brain block (``raw_metadata.brain`` and the like), checked for its shape and field names."""
     if not isinstance(value, dict):
         problems.append(problem_at(file, where, "must be an object (brain's own fields)"))
@@ -246,8 +246,8 @@ def _block(value: Any, allowed: tuple[str, ...], where: str, file: str, problems
 
 
 def _extra_fields(
-    block: dict[str, Any], reserved: frozenset[str], where: str, file: str, problems: list[Problem]
-) -> dict[str, Any]:
+    block: dict[str, object], reserved: frozenset[str], where: str, file: str, problems: list[Problem]
+) -> dict[str, object]:
     extra = block.get("extra", {})
     if not isinstance(extra, dict):
         problems.append(problem_at(file, f"{where}.extra", "must be an object"))
@@ -265,7 +265,7 @@ def _extra_fields(
     return extra
 
 
-def _check_item(item: dict[str, Any], where: str, file: str, problems: list[Problem]) -> None:
+def _check_item(item: dict[str, object], where: str, file: str, problems: list[Problem]) -> None:
     meta = {k: v for k, v in item.items() if k not in ("id", "text")}
     try:
         validate_metadata(item["type"], meta)
@@ -277,7 +277,7 @@ def _check_item(item: dict[str, Any], where: str, file: str, problems: list[Prob
 def _kept(given: dict[str, Any], plain: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     """The fields of ``given`` an export would not write as they are (absent ones and schema defaults
     left out: the export's own value stands for them)."""
-    kept: dict[str, Any] = {}
+    kept: dict[str, object] = {}
     for key in keys:
         if key not in given:
             continue

@@ -69,7 +69,7 @@ class BuiltExport:
     summaries: int = 0
     warnings: list[str] = field(default_factory=list)
 
-    def counts(self) -> dict[str, Any]:
+    def counts(self) -> dict[str, object]:
         return {key: value for key, value in asdict(self).items() if key != "files"}
 
 
@@ -157,7 +157,7 @@ def build_export(
         docs = [d for d, k in zip(docs, keep) if k]
         memories = [m for m, k in zip(memories, keep) if k]
     checksum = integrity_checksum(memories)
-    document: dict[str, Any] = {
+    document: dict[str, object] = {
         "schema": "portable-ai-memory",
         "schema_version": SCHEMA_VERSION,
         "spec_uri": SPEC_URI,

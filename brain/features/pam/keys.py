@@ -21,7 +21,7 @@ CONVERSATION_KEY = "pam_conversation"
 
 def load_extra(
     value: Any, doc_id: str, warnings: list[str], kind: str = "memory", key: str = EXTRA_KEY
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The JSON object kept in a ``pam_extra`` / ``pam_conversation`` value ({} when there is none);
     a value that is not one is left out of the export with a warning."""
     if value is None:

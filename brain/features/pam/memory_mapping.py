@@ -100,7 +100,7 @@ def _provenance(meta: Mapping[str, Any], kept: Any, refs: Mapping[str, str] | No
     return out
 
 
-def _temporal(ts: datetime, kept: Any) -> dict[str, Any]:
+def _temporal(ts: datetime, kept: Any) -> dict[str, object]:
     """``temporal`` for a memory last written at ``ts``: the imported block while the memory is as imported."""
     if isinstance(kept, dict) and kept.get("created_at"):
         try:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 _MAX_REPORTED = 20  # problems spelled out in an error message (all of them are in .problems)
 
 
-def json_path(parts: Iterable[Any]) -> str:
+def json_path(parts: Iterable[object]) -> str:
     out = ""
     for part in parts:
         if isinstance(part, int):

@@ -120,10 +120,10 @@ def _nesting(data: bytes) -> int:
     return int(np.cumsum(np.where((codes == ord("[")) | (codes == ord("{")), 1, -1), dtype=np.int64).max())
 
 
-def _too_deep(document: Any, limit: int) -> list[Any]:
+def _too_deep(document: Any, limit: int) -> list[object]:
     """The JSON path of the first object or list nested deeper than ``limit`` (iteratively: the
     document may be deeper than Python's recursion limit)."""
-    stack: list[tuple[Any, list[Any]]] = [(document, [])]
+    stack: list[tuple[Any, list[object]]] = [(document, [])]
     while stack:
         value, path = stack.pop()
         if len(path) >= limit:
@@ -225,7 +225,7 @@ def read_pam(path: str | Path) -> PamFiles:
                 )
             )
     by_memory: dict[str, dict[str, Any]] = {}
-    by_id: dict[str, dict[str, Any]] = {}
+    by_id: dict[str, dict[str, object]] = {}
     if emb_path is not None:
         efile = emb_path.name
         emb_doc = _read_json(emb_path, non_finite=True)
@@ -382,14 +382,14 @@ def _read_conversations(
     return out, unfiled
 
 
-def _checksum_matches(declared: str, raw: list[dict[str, Any]], dumped: list[dict[str, Any]]) -> bool:
+def _checksum_matches(declared: str, raw: list[dict[str, object]], dumped: list[dict[str, object]]) -> bool:
     """The declared checksum is over the memories as written, or as the PAM package dumps them."""
     if integrity_checksum(raw) == declared:
         return True
     return dumped != raw and integrity_checksum(dumped) == declared
 
 
-def _package_dump(raw_memories: list[dict[str, Any]], file: str) -> list[dict[str, Any]]:
+def _package_dump(raw_memories: list[dict[str, object]], file: str) -> list[dict[str, object]]:
     """The memories as the portable-ai-memory package models dump them (its checksum's form)."""
     import pydantic
     from portable_ai_memory.models import MemoryObject

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 
 @dataclass
@@ -31,7 +30,7 @@ class ExportReport:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         for key in ("out_dir", "memory_store", "embeddings", "conversations_dir"):
             data[key] = None if data[key] is None else str(data[key])
@@ -67,7 +66,7 @@ class ImportReport:
     def written(self) -> int:
         return self.new + self.updated + self.conversation_new + self.conversation_updated
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["memory_store"] = str(self.memory_store)
         data["embeddings"] = None if self.embeddings is None else str(self.embeddings)

@@ -24,7 +24,7 @@ class SpecialistRequest(NamedTuple):
     """A ``SPECIALIST_REQUEST[name:{json}]`` marker: unpacks as ``(name, params)``."""
 
     name: str
-    params: dict[str, Any]
+    params: dict[str, object]
     start: int  # where the marker starts in the text
     end: int  # one past its closing ``]``
 

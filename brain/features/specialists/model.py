@@ -74,7 +74,7 @@ class Specialist(BaseModel):
             seen.add(param.name)
         return params
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The specialist as written in YAML (``semantics.not``, not ``not_``)."""
         return self.model_dump(mode="json", by_alias=True)
 

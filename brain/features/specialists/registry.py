@@ -104,7 +104,7 @@ class RegistrationReport:
     def changed(self) -> bool:
         return bool(self.added or self.updated or self.removed)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -579,7 +579,7 @@ def _record_id(sid: str, kind: str, position: int | None = None) -> str:
 
 def _records(entry: SpecialistVectors) -> list[tuple[str, np.ndarray, str, dict[str, Any]]]:
     spec, s = entry.spec, entry.spec.semantics
-    base: dict[str, Any] = {"specialist": spec.id, "vectors_hash": spec.vectors_hash}
+    base: dict[str, object] = {"specialist": spec.id, "vectors_hash": spec.vectors_hash}
     spec_json = json.dumps(spec.to_dict(), ensure_ascii=False)
     head = {**base, "kind": "canonical", "spec": spec_json, "spec_hash": spec.spec_hash}
     out = [

@@ -57,7 +57,6 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -280,7 +279,7 @@ class SpecialistMatch:
     lexical: float = 0.0  # this specialist's share of the request's BM25 evidence (0..1)
     confidence: float = 0.0  # how likely the match is right (0..1); the band is read from it
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

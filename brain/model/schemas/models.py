@@ -115,12 +115,12 @@ class BaseMetadata(BaseModel):
     def ts_epoch(self) -> float:
         return self.timestamp.timestamp()
 
-    def to_chroma(self) -> dict[str, Any]:
+    def to_chroma(self) -> dict[str, object]:
         """The flat metadata dict stored in Chroma."""
         data = self.model_dump(by_alias=True, exclude_none=True, mode="python")
         data["timestamp"] = format_timestamp(self.timestamp)
         data["ts_epoch"] = self.ts_epoch
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for key, value in data.items():
             if isinstance(value, Enum):
                 value = value.value

@@ -125,7 +125,7 @@ def read_for_rewrite(doc_type: Any, doc_id: str, meta: Mapping[str, object] | No
     return model
 
 
-def from_chroma(meta: Mapping[str, object] | None) -> dict[str, Any]:
+def from_chroma(meta: Mapping[str, object] | None) -> dict[str, object]:
     """Stored metadata as callers see it: lists restored (``tags`` absent -> [])."""
     out = dict(meta or {})
     if out.get("type") == DocType.MEMORY.value:
@@ -133,17 +133,17 @@ def from_chroma(meta: Mapping[str, object] | None) -> dict[str, Any]:
     return out
 
 
-def get_all_schemas() -> dict[str, dict[str, Any]]:
+def get_all_schemas() -> dict[str, dict[str, object]]:
     """The JSON Schema of every document type's metadata, keyed by type."""
     return {name: model.model_json_schema(by_alias=True) for name, model in MODELS.items()}
 
 
-def schema_info(doc_type: Any) -> dict[str, Any]:
+def schema_info(doc_type: Any) -> dict[str, object]:
     """``{"document_type", "schema", "fields", "required_fields"}`` for one type."""
     model = model_for(doc_type)
     name = _type_name(model)
     schema = model.model_json_schema(by_alias=True)
-    fields: dict[str, dict[str, Any]] = {}
+    fields: dict[str, dict[str, object]] = {}
     for key, prop in schema.get("properties", {}).items():
         fields[key] = {
             "type": prop.get("type") or [p.get("type") for p in prop.get("anyOf", []) if p.get("type")],

@@ -12,7 +12,6 @@ answer is checked by :mod:`brain.rules.formation` either way: what the constrain
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from brain.model.errors import ExtractorError, ExtractorUnavailable
 from brain.providers.extractors.base import ModelAnswer
@@ -26,7 +25,7 @@ MAX_TOKENS = 2048
 FORMATS = ("json_schema", "json_object_schema", "json_object", "none")
 
 
-def response_format(kind: str, schema: Mapping[str, object]) -> dict[str, Any] | None:
+def response_format(kind: str, schema: Mapping[str, object]) -> dict[str, object] | None:
     """The ``response_format`` of the request for ``kind`` (one of :data:`FORMATS`)."""
     if kind == "json_schema":
         return {"type": "json_schema", "json_schema": {"name": "facts", "schema": dict(schema), "strict": True}}

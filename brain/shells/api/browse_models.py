@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Path
 from pydantic import BaseModel, Field
@@ -69,7 +69,7 @@ class ForgetOut(BaseModel):
     entity: str
     deleted: dict[str, int] = Field(description="documents removed, by type (memory, turn, summary, ...)")
     mirror: dict[str, int] = Field(description="mirror rows removed: rows, vectors, access_log, content_hashes")
-    scrubbed: dict[str, Any] = Field(description="how each file was compacted; chroma null for a Chroma server")
+    scrubbed: dict[str, object] = Field(description="how each file was compacted; chroma null for a Chroma server")
     conversations: list[str] = Field(description="ids of the conversations whose turns or summaries were removed")
     sequence: int | None = sequence_field()
     mirror_status: str = mirror_status_field()

@@ -120,7 +120,7 @@ def _mcp_endpoint(host: str) -> Any:
 def _document_security(app: FastAPI, protected: bool) -> None:
     build = app.openapi
 
-    def openapi() -> dict[str, Any]:
+    def openapi() -> dict[str, object]:
         if app.openapi_schema is None:
             schema = build()
             if protected:

@@ -110,7 +110,7 @@ DocTypeName = Literal[DOC_TYPES]  # type: ignore[valid-type]
 Importance = Annotated[int, Field(ge=1, le=5, description="1 (trivia) .. 5 (essential)")]
 #: an ISO 8601 time with a timezone (checked by the library, which names the field when it is not one)
 Time = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
-Metadata = dict[str, Any]
+Metadata = dict[str, object]
 
 
 # ---- request bodies ------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ class ErrorBody(BaseModel):
 class DocumentOut(BaseModel):
     id: str
     text: str
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
 
 
 def sequence_field() -> Any:
@@ -384,9 +384,9 @@ _ERROR_TEXT = {
 
 def documented_responses(
     *codes: int, ok: tuple[int, type[BaseModel]] | None = None, links: dict[str, Any] | None = None
-) -> dict[int | str, dict[str, Any]]:
+) -> dict[int | str, dict[str, object]]:
     """A route's ``responses=``: 401 and the error ``codes`` it can answer, and its success body."""
-    out: dict[int | str, dict[str, Any]] = {
+    out: dict[int | str, dict[str, object]] = {
         code: {"model": ErrorBody, "description": _ERROR_TEXT[code]} for code in (401, *codes)
     }
     if ok is not None:
@@ -396,7 +396,7 @@ def documented_responses(
     return out
 
 
-def link(operation_id: str, **parameters: str) -> dict[str, Any]:
+def link(operation_id: str, **parameters: str) -> dict[str, object]:
     """An OpenAPI link: where a response's values can be sent next."""
     return {"operationId": operation_id, "parameters": parameters}
 

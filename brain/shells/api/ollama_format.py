@@ -45,7 +45,7 @@ _OPTIONS = {
 _IMAGE_TYPES = {b"\x89PNG": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif", b"RIFF": "image/webp"}
 
 
-def _image_url(image: Any, where: str) -> dict[str, Any]:
+def _image_url(image: Any, where: str) -> dict[str, object]:
     if not isinstance(image, str):
         raise ValidationError.of(where, f"{where} must be a base64 string (Ollama's images)")
     try:
@@ -97,7 +97,7 @@ def openai_request(body: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(messages, list) or not messages:
         raise ValidationError.of("messages", "messages must be a non-empty list of chat messages")
     calls: list[tuple[str, str]] = []
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "model": body.get("model"),
         "messages": [_openai_message(m, i, calls) for i, m in enumerate(messages)],
     }
@@ -143,7 +143,7 @@ def ollama_answer(body: bytes, model: str, started: float | None = None) -> dict
     out_message: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
     if message.get("tool_calls"):
         out_message["tool_calls"] = _ollama_tool_calls(message["tool_calls"])
-    answer: dict[str, Any] = {
+    answer: dict[str, object] = {
         "model": data.get("model") or model,
         "created_at": _now(),
         "message": out_message,

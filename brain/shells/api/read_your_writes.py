@@ -26,7 +26,7 @@ SEQUENCE = b"x-brain-sequence"
 _READS = {"GET", "HEAD", "OPTIONS"}
 
 
-def with_sequence(request: Request, body: Mapping[str, object]) -> dict[str, Any]:
+def with_sequence(request: Request, body: Mapping[str, object]) -> dict[str, object]:
     """A write route's response ``body`` with its ``"sequence"`` (see :func:`request_sequence`) and its
     ``"mirror_status"``: whether the mirror took the write (``ok``) or Chroma alone has it for now
     (``degraded``: caught up once the mirror can be written; ``broken``), or ``off``."""

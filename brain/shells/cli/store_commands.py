@@ -166,7 +166,7 @@ def paths(state: State) -> None:
     )
 
 
-def _store_line(data: dict[str, Any]) -> str:
+def _store_line(data: dict[str, object]) -> str:
     if data["chroma_url"]:
         return f"a Chroma server: {data['chroma_url']}"
     return "yes" if data["store"] else "none yet (brain init creates it)"

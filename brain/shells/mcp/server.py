@@ -128,7 +128,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
                 description="ISO 8601 time at which the memory stops being recalled, e.g. for 'the exam is tomorrow'."
             ),
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """Store a memory. The same text for the same entity updates the stored memory instead of adding one.
         Returns the stored memory with its id."""
         with _tool_errors():
@@ -153,7 +153,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
             str | None,
             Field(description="ISO 8601 time: recall what was held true then, memories superseded since included."),
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """The memories relevant to ``query``, best first, in the order the chat context shows them (none when
         nothing is relevant enough): the entity's own and global ones (without an entity, global ones only).
         Each result has its id, its scope ('global': shared by every entity) and
@@ -170,7 +170,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
         importance: Annotated[int | None, Field(description="1 (trivia) to 5 (essential).")] = None,
         tags: Annotated[list[str] | None, Field(description="The new labels (replace the old ones).")] = None,
         entity: EntityArg = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """Correct a memory in place: give at least one of text, importance, tags. Returns the memory."""
         with _tool_errors():
             if text is None and importance is None and tags is None:
@@ -188,7 +188,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
         ] = "update",
         at: Annotated[str | None, Field(description="ISO 8601 time of the change; now when left out.")] = None,
         entity: EntityArg = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """Replace a memory with a new one, keeping the old one as history (never deleted: recall with as_of
         still finds it for a time before the change). The new memory is the same entity's. Returns both."""
         with _tool_errors():
@@ -199,7 +199,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
         ctx: Context,
         id: Annotated[str, Field(description="The id of any memory of the history.")],
         entity: EntityArg = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """The history of a memory, oldest first: every memory that replaced another, each with valid_from and
         valid_until; the current one has no superseded_by."""
         with _tool_errors():
@@ -211,7 +211,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
         id: Annotated[str | None, Field(description="The id of the memory to delete.")] = None,
         ids: Annotated[list[str] | None, Field(description="Several ids, deleted all or none.")] = None,
         entity: EntityArg = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """Delete memories by id (give `id` or `ids`). With an entity, only that entity's own memories are
         deleted: a global one (scope 'global', shared by every entity, as list_memories and recall mark them)
         is refused and nothing is deleted. Without an entity, any memory, global ones included."""
@@ -230,7 +230,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
         history: Annotated[
             bool, Field(description="Also the memories no longer current (superseded, retracted, archived).")
         ] = False,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """The memories for an entity: its own and the global ones, each with its scope ('global': shared by
         every entity, not the entity's own; `forget` with the entity refuses those) and its status. Without an
         entity, every memory you may read. The current ones unless `history`. One page at a time, in storage
@@ -253,7 +253,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
         history: Annotated[
             bool, Field(description="Also the memories no longer current (superseded, retracted, archived).")
         ] = False,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """How many memories list_memories would list for an entity (its own and the global ones) or, without
         one, every memory you may read: all its pages together."""
         with _tool_errors():
@@ -270,7 +270,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
         ] = None,
         topic: Annotated[str | None, Field(description="Only entries of this topic.")] = None,
         entity: EntityArg = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """The knowledge-base (FAQ) entries closest in meaning to ``query``, best first: global ones and the
         entity's own."""
         with _tool_errors():
@@ -283,7 +283,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
         user_message: Annotated[str, Field(description="The user's new message.")],
         conversation_id: Annotated[str | None, Field(description="The conversation it belongs to, if any.")] = None,
         entity: EntityArg = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """The context brain gives a chat model for ``user_message``: persona, memories, knowledge, summaries
         and turns, within the budget, and the rendered ``prompt``; ``dropped`` says what did not fit."""
         with _tool_errors():
@@ -312,7 +312,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
                 )
             ),
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """Append one user/assistant exchange to a conversation (a new one without ``conversation_id``).
         Returns the conversation's id and the turns' ids and positions."""
         with _tool_errors():
@@ -336,7 +336,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
         conversation_id: Annotated[str, Field(description="The conversation's id, as record_exchange returned it.")],
         again: Annotated[bool, Field(description="Also re-run the parts whose memories were formed already.")] = False,
         entity: EntityArg = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """Form memories from a conversation now (brain also does it by itself after every few exchanges when
         memory formation is on): each part whose formation is pending or failed goes to the formation model.
         Returns the batches run, the memories added, merged, updated and contradicted, and the tokens spent."""
@@ -347,7 +347,7 @@ def create_server(target: Operations | Brain, *, entity: str | None = None) -> M
     def find_specialists(
         request: Annotated[str, Field(description="What the user asks for, in their words.")],
         k: Annotated[int, Field(ge=1, le=50, description="How many specialists at most, 1 to 50.")] = 3,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """The specialists (tools) best suited to ``request``, best first by confidence (how likely each is
         the right one), each with its band (strong, good, possible, weak) and the score the confidence is
         learned from: ask the user to clarify when the best is weak."""

@@ -24,10 +24,10 @@ def error_response(
     status: int,
     kind: str,
     message: str,
-    problems: list[dict[str, Any]] | None = None,
+    problems: list[dict[str, object]] | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    body: dict[str, Any] = {"error": kind, "message": message}
+    body: dict[str, object] = {"error": kind, "message": message}
     if problems:
         body["problems"] = problems
     return JSONResponse(status_code=status, content=body, headers=headers)
@@ -37,7 +37,7 @@ _short = reprlib.Repr()  # inputs are echoed in messages: short, and safe howeve
 _short.maxstring, _short.maxother, _short.maxlevel, _short.maxlist, _short.maxdict = 60, 60, 2, 4, 4
 
 
-def _field_of(loc: tuple[Any, ...]) -> str:
+def _field_of(loc: tuple[object, ...]) -> str:
     return (
         ".".join(str(p) for p in loc[1:] if p not in (ONE_DOC, DOC_BATCH))
         if loc[:1] in (("body",), ("query",), ("path",))

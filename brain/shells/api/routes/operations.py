@@ -33,7 +33,7 @@ class CallerSent(BaseModel):
 class OperationCall(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    args: dict[str, Any] = Field(default_factory=dict, description="the method's arguments, by name")
+    args: dict[str, object] = Field(default_factory=dict, description="the method's arguments, by name")
     caller: CallerSent | None = Field(None, description="a caller bound to one entity (none: the token's own)")
 
 

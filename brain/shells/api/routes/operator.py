@@ -24,10 +24,10 @@ class DocsOut(BaseModel):
 class SearchOut(BaseModel):
     query: str
     type: str | None
-    results: list[dict[str, Any]]
+    results: list[dict[str, object]]
 
 
-def _where(value: str | None) -> dict[str, Any] | None:
+def _where(value: str | None) -> dict[str, object] | None:
     if value is None:
         return None
     try:

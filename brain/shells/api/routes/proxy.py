@@ -79,7 +79,7 @@ _HEADERS = [
 ]
 
 
-def _chat_request(what: str, **read: Any) -> dict[str, Any]:
+def _chat_request(what: str, **read: Any) -> dict[str, object]:
     """The OpenAPI of a proxied chat request. Its body is the chat API's own and goes to the model as it is (the
     model checks it); what brain reads of it, and so checks, is the messages (one a user message with text) and
     ``read``."""
@@ -104,7 +104,7 @@ def _chat_request(what: str, **read: Any) -> dict[str, Any]:
     }
 
 
-def _answers(stream_type: str) -> dict[int | str, dict[str, Any]]:
+def _answers(stream_type: str) -> dict[int | str, dict[str, object]]:
     """A proxied chat's responses: the model's answer (JSON, or a stream of ``stream_type``) and brain's errors."""
     answer = {"description": "the chat model's answer, as it sent it"}
     content = {"application/json": {"schema": {"type": "object"}}, stream_type: {"schema": {"type": "string"}}}
@@ -128,7 +128,7 @@ def pending_of(request: Request) -> PendingRecords:
     return pending
 
 
-async def _json_object(request: Request) -> dict[str, Any]:
+async def _json_object(request: Request) -> dict[str, object]:
     try:
         body = await request.json()
     except json.JSONDecodeError as exc:  # the body is read here, not by a model: say what FastAPI would
