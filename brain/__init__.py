@@ -13,7 +13,7 @@ document models in :mod:`brain.schemas`.
 """
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # what each public name is, imported on first use: `import brain.model.errors` or `brain --help` need none of it
 _EXPORTS: dict[str, tuple[str, str]] = {
@@ -67,7 +67,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     try:
         module, attr = _EXPORTS[name]
     except KeyError:

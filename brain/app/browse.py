@@ -123,7 +123,7 @@ def list_conversations(
 # ---- the knowledge base ---------------------------------------------------------------------------
 
 
-def knowledge_by_file(store: Store, *, acting: str | None = None) -> list[dict[str, Any]]:
+def knowledge_by_file(store: Store, *, acting: str | None = None) -> list[dict[str, object]]:
     """The FAQ documents a request acting as ``acting`` may read (its own and global ones; None: every
     one) as ``[{"kb_file", "topics": [{"topic", "documents": [doc dict]}]}]``: files by
     name (documents written without a file last, as ``kb_file`` None), topics by name (untitled last),

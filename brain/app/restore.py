@@ -61,7 +61,7 @@ class RecoveryReport:
     knowledge_base: dict[str, Any] | None = None  # brain.features.ingest.IngestReport.to_dict()
     not_restored: list[str] = field(default_factory=list)  # what is missing and what to do about it
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "mirror": self.mirror.to_dict(),
             "restored": self.mirror.restored,
@@ -175,7 +175,7 @@ class RebuildReport:
     seconds: float = 0.0
     old_deleted: bool = False  # the old file was sound and the new one holds all its rows
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         from dataclasses import asdict
 
         return {**asdict(self), "written": self.sync.added}

@@ -103,7 +103,7 @@ def _group(key: str, prefix: str, title: str, about: str) -> Callable[..., Any]:
 
     def setting(
         env: str,
-        default: Any,
+        default: object,
         description: str,
         *,
         also: tuple[str, ...] = (),

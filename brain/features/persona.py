@@ -237,7 +237,7 @@ def persona_report(store: Store, path: str | Path | None = None) -> dict[str, An
     ``changed`` (the file differs: ``brain persona load`` or a restart loads it), ``not loaded``,
     ``missing``, ``unreadable`` (not UTF-8) or ``too large`` (over :data:`MAX_PERSONA_BYTES`)."""
     sections = current_persona(store)
-    report: dict[str, Any] = {
+    report: dict[str, object] = {
         "version": sections[0].metadata.get("version") if sections else None,
         "sections": len(sections),
         "name": persona_name(sections),

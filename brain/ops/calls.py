@@ -61,7 +61,7 @@ def operation(fn: F | None = None, *, slow: bool = False) -> F | Callable[[F], F
     return mark(fn) if fn is not None else mark
 
 
-def spec_of(method: Any) -> OperationSpec | None:
+def spec_of(method: object) -> OperationSpec | None:
     return getattr(method, _MARK, None)
 
 
@@ -92,7 +92,7 @@ class _Namespace(dict[str, object]):
         super().__init__(vars(sys.modules[module_name]))
         self._module_name = module_name
 
-    def __missing__(self, name: str) -> Any:
+    def __missing__(self, name: str) -> object:
         source = _deferred_names(self._module_name).get(name)
         if source is None:
             raise KeyError(name)
@@ -101,7 +101,7 @@ class _Namespace(dict[str, object]):
         return value
 
 
-def _type_checking_name(name: str) -> Any:
+def _type_checking_name(name: str) -> object:
     """A name some brain module imports only for the type checker (a result's field names it)."""
     for module_name in [m for m in sys.modules if m.startswith("brain.")]:
         source = _deferred_names(module_name).get(name)
@@ -177,11 +177,11 @@ def decode_arguments(method: Callable[..., Any], sent: Mapping[str, object]) -> 
     return decoded
 
 
-def encode_result(method: Callable[..., Any], value: Any) -> Any:
+def encode_result(method: Callable[..., Any], value: object) -> object:
     return _shape(method).result.dump_python(value, mode="json")
 
 
-def decode_result(method: Callable[..., Any], data: Any) -> Any:
+def decode_result(method: Callable[..., Any], data: object) -> object:
     return _shape(method).result.validate_python(data)
 
 

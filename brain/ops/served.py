@@ -136,7 +136,7 @@ class _Noun:
         slow = spec is not None and spec.slow
 
         @functools.wraps(method)
-        def call(*args: Any, **kwargs: Any) -> Any:
+        def call(*args: object, **kwargs: object) -> object:
             body = {"args": encode_arguments(method, args, kwargs), "caller": _caller_sent(self._caller)}
             answer = self._link.request("POST", path, json=body, **({"timeout": None} if slow else {}))
             return decode_result(method, answer["result"])

@@ -57,7 +57,7 @@ def _homogeneous_list(key: str, op: str, value: object) -> list[object]:
     return items
 
 
-def _timestamp_clause(op: str, value: Any) -> dict[str, object]:
+def _timestamp_clause(op: str, value: object) -> dict[str, object]:
     try:
         epoch = parse_timestamp(value, "where timestamp").timestamp()
     except ValueError as exc:
@@ -65,7 +65,7 @@ def _timestamp_clause(op: str, value: Any) -> dict[str, object]:
     return {"ts_epoch": {op: epoch}}
 
 
-def _condition(key: str, cond: Any) -> list[dict[str, object]]:
+def _condition(key: str, cond: object) -> list[dict[str, object]]:
     """Clauses (to be and-ed) for one key."""
     if not isinstance(key, str) or not key or key.startswith("$"):
         raise _fail(str(key), f"unknown key or operator {key!r}; use a metadata field name, '$and' or '$or'")
@@ -116,7 +116,7 @@ def _clauses(where: Mapping[str, object]) -> list[dict[str, object]]:
     return clauses
 
 
-def _mapping(key: str, value: Any) -> dict[str, object]:
+def _mapping(key: str, value: object) -> dict[str, object]:
     if not isinstance(value, dict) or not value:
         raise _fail(key, f"each item must be a non-empty filter dict, got {value!r}")
     return value
@@ -126,7 +126,7 @@ def _combine(clauses: list[dict[str, object]]) -> dict[str, object]:
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
-def to_chroma_where(where: Mapping[str, object] | None, **fixed: Any) -> dict[str, object] | None:
+def to_chroma_where(where: Mapping[str, object] | None, **fixed: object) -> dict[str, object] | None:
     """Translate a friendly filter, and-ed with ``fixed`` conditions, into a Chroma ``where``."""
     if where is not None and not isinstance(where, dict):
         raise FilterError(f"where must be a dict, got {type(where).__name__}")

@@ -338,7 +338,7 @@ def _generic_schema() -> dict[str, Any]:
             return [inline(v) for v in node]
         return node
 
-    inlined: dict[str, Any] = inline(schema)
+    inlined: dict[str, object] = inline(schema)
     return inlined
 
 
@@ -365,7 +365,7 @@ def check_answer(
     return list(answer.facts)
 
 
-def _parse(content: Any) -> tuple[Any, Problem | None]:
+def _parse(content: object) -> tuple[Any, Problem | None]:
     """The answer's JSON object, or the problem that it is not one."""
     if not isinstance(content, str):
         return None, Problem("answer", f"the answer must be JSON text, got {type(content).__name__}")
@@ -439,5 +439,5 @@ def _span(indices: Iterable[int]) -> str:
     return ", ".join(map(str, ordered))
 
 
-def _json_kind(value: Any) -> str:
+def _json_kind(value: object) -> str:
     return {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")

@@ -57,7 +57,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 
@@ -311,7 +310,7 @@ class TurnIndex:
             own[i] + texts[i - 1] if i and self.sessions[i] == self.sessions[i - 1] else own[i] for i in range(len(own))
         ]
 
-    def _name_basis(self, name_vectors: Any) -> np.ndarray | None:
+    def _name_basis(self, name_vectors: object) -> np.ndarray | None:
         """An orthonormal basis (columns) of the span of the name vectors; None without any."""
         if name_vectors is None:
             return None
@@ -421,7 +420,7 @@ class TurnIndex:
             raise ValidationError(message, problems)
         return checked
 
-    def _query(self, query_text: Any, query_vector: Any) -> tuple[list[str], np.ndarray]:
+    def _query(self, query_text: object, query_vector: object) -> tuple[list[str], np.ndarray]:
         if not isinstance(query_text, str) or not query_text.strip():
             raise ValidationError.of("query_text", f"query_text must be a non-empty string, got {query_text!r}")
         try:
@@ -455,7 +454,7 @@ class TurnIndex:
         sims: np.ndarray = self.vectors @ query_vector
         return sims
 
-    def search(self, query_text: str, query_vector: Any, k: int) -> list[TurnHit]:
+    def search(self, query_text: str, query_vector: object, k: int) -> list[TurnHit]:
         """The ``k`` best turns for the query, best first (ties: earlier turn first)."""
         k = check_k(k)
         tokens, vector = self._query(query_text, query_vector)
@@ -510,7 +509,7 @@ class TurnIndex:
 
 def search_turns(
     query_text: str,
-    query_vector: Any,
+    query_vector: object,
     turns: Sequence[Document],
     k: int,
     weights: TurnSearchWeights | None = None,

@@ -210,7 +210,7 @@ def open_cosine_collection(
     *,
     switch: str | Callable[[dict[str, object], int], str],
     rename: str,
-    **meta_on_create: Any,
+    **meta_on_create: object,
 ) -> Collection:
     """Open (or create) collection ``name`` for ``embedder``'s vectors, in the cosine space.
 
@@ -265,7 +265,7 @@ def switch_advice(settings: Settings, recorded: Mapping[str, object], embedder: 
     )
 
 
-def _fixed_dimension(col: Any) -> int | None:
+def _fixed_dimension(col: object) -> int | None:
     """The vector dimension Chroma fixed for a collection with its first record (it stays after every
     record is deleted), or None while it has never held one."""
     dimension = getattr(getattr(col, "_model", None), "dimension", None)
@@ -285,7 +285,7 @@ class ChromaAccess:
         self.max_batch_size = int(client.get_max_batch_size())
 
     def sibling(
-        self, name: str, embedder: Embedder, *, switch: str, rename: str, **meta_on_create: Any
+        self, name: str, embedder: Embedder, *, switch: str, rename: str, **meta_on_create: object
     ) -> ChromaAccess:
         """Another collection of the same client (opened or created, bound to ``embedder``; see
         :func:`open_cosine_collection`), guarded and paged like this one."""
@@ -372,7 +372,7 @@ class ChromaAccess:
 def merge_pages(
     pages: list[dict[str, Any]], keys: Sequence[str] = ("ids", "documents", "metadatas", "embeddings")
 ) -> dict[str, list[Any]]:
-    merged: dict[str, list[Any]] = {}
+    merged: dict[str, list[object]] = {}
     for key in keys:
         parts = (page.get(key) for page in pages)
         merged[key] = [x for part in parts if part is not None for x in part]  # embeddings are arrays: no `or []`

@@ -461,7 +461,7 @@ class Store(Generic[M, H]):
         user_ts: datetime | str | None = None,
         assistant_ts: datetime | str | None = None,
         source: str = "chat",
-        **meta: Any,
+        **meta: object,
     ) -> WriteResult:
         """Store one exchange as two turn documents with consecutive ``turn_index`` (one write: both
         or neither); the result holds both ids and their ``turn_index``."""
@@ -497,7 +497,7 @@ class Store(Generic[M, H]):
         user_ts: datetime | str | None = None,
         assistant_ts: datetime | str | None = None,
         source: str = "chat",
-        **meta: Any,
+        **meta: object,
     ) -> tuple[str, str]:
         """Store one exchange as two turn documents with consecutive ``turn_index``; returns both ids."""
         user_id, assistant_id = self.write_turns(

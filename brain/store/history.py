@@ -157,7 +157,7 @@ def supersession_docs(
     tags: Any,
     source: str | None,
     conversation_id: str | None,
-    expires_at: Any,
+    expires_at: object,
     extra: Mapping[str, object],
 ) -> list[dict[str, object]]:
     """The write of a supersession: ``[old memory retired, new memory]`` as ``upsert_docs`` items.

@@ -56,7 +56,7 @@ def row_kind(meta: Mapping[str, object]) -> int:
     return PART if is_part(meta) else MEMORY
 
 
-def finite_number(value: Any) -> float | None:
+def finite_number(value: object) -> float | None:
     """``value`` as a finite float, or None when it is not a number (booleans and strings are not)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None

@@ -389,7 +389,7 @@ class PartitionedIndex:
     def remove(self, ids: Iterable[str]) -> int:
         return self._partitions.remove(ids, self.doc_type)
 
-    def set_last_used(self, used: dict[str, float]) -> dict[str, dict[str, Any]]:
+    def set_last_used(self, used: dict[str, float]) -> dict[str, dict[str, object]]:
         """:meth:`MemoryIndex.set_last_used` on the resident rows."""
         out: dict[str, dict[str, object]] = {}
         for doc_id, epoch in used.items():

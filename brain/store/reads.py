@@ -82,7 +82,7 @@ def find_ids(
 
 
 def pages_of_ids(
-    chroma: ChromaAccess, ids: list[str], where: dict[str, Any] | None, doc_type: str | None, include: list[str]
+    chroma: ChromaAccess, ids: list[str], where: dict[str, object] | None, doc_type: str | None, include: list[str]
 ) -> list[dict[str, Any]]:
     """Pages of the given ids. A type alone is checked here, not by Chroma: Chroma applies a
     ``where`` by scanning metadata, which costs about 100 ms at 100k documents even for one id."""

@@ -15,7 +15,7 @@
 """
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # each name is imported on first use: the CLI's wording must not load numpy (bm25) or the tokenizer
 _EXPORTS = {
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     try:
         module = _EXPORTS[name]
     except KeyError:

@@ -35,7 +35,7 @@ def read_bounded_text(path: str | Path, max_bytes: int) -> str:
 MAX_YAML_DEPTH = 100
 
 
-def load_yaml_bounded(text: str, max_nodes: int, max_depth: int = MAX_YAML_DEPTH) -> Any:
+def load_yaml_bounded(text: str, max_nodes: int, max_depth: int = MAX_YAML_DEPTH) -> object:
     """``yaml.safe_load(text)``, refusing a document nested deeper than ``max_depth`` while it is scanned,
     and one whose nodes, every alias counted as the nodes it stands for, are more than ``max_nodes`` (or
     that refers to itself through an alias) before any object is built. Raises :class:`TooLarge`, or
@@ -45,7 +45,7 @@ def load_yaml_bounded(text: str, max_nodes: int, max_depth: int = MAX_YAML_DEPTH
     too_deep = f"it is nested more than {max_depth} levels deep"
 
     class Loader(yaml.SafeLoader):
-        def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # "[" or "{"
+        def fetch_flow_collection_start(self, TokenClass: object) -> None:  # "[" or "{"
             if self.flow_level >= max_depth:
                 raise TooLarge(too_deep)
             super().fetch_flow_collection_start(TokenClass)
@@ -70,7 +70,7 @@ def load_yaml_bounded(text: str, max_nodes: int, max_depth: int = MAX_YAML_DEPTH
         loader.dispose()
 
 
-def _check_expansion(root: Any, max_nodes: int) -> None:
+def _check_expansion(root: object, max_nodes: int) -> None:
     """Count the nodes of ``root`` with every alias expanded (each shared node counted once per use, its
     count computed once), iteratively: deep nesting costs no recursion."""
     sizes: dict[int, int] = {}
@@ -99,7 +99,7 @@ def _check_expansion(root: Any, max_nodes: int) -> None:
                 stack.append((child, False))
 
 
-def _children(node: Any) -> list[object]:
+def _children(node: object) -> list[object]:
     import yaml
 
     if isinstance(node, yaml.SequenceNode):

@@ -28,7 +28,7 @@ ACROSS_BELOW = 0.05
 #: characters read of a text: the language shows in its first sentences, and the cost grows with length
 READ_CHARS = 600
 
-_identifier: Any = None  # py3langid's LanguageIdentifier, restricted to LANGUAGES; read-only once built
+_identifier: object = None  # py3langid's LanguageIdentifier, restricted to LANGUAGES; read-only once built
 _lock = threading.Lock()
 
 

@@ -445,7 +445,7 @@ class ChatMemory:
         k: int,
         entity: str | None = None,
         floor: float | None = None,
-        relevance: dict[str, dict[str, Any]] | None = None,
+        relevance: dict[str, dict[str, object]] | None = None,
     ) -> list[ContextItem]:
         return self.related_turns.find(
             conversation_id, user_message, vector, {d.id for d in recent}, k, entity, floor=floor, relevance=relevance
@@ -520,7 +520,7 @@ class ChatMemory:
         self,
         conversation_id: str,
         turns: list[tuple[str, str, str | None]],
-        timestamp: Any,
+        timestamp: object,
         extra: dict[str, Any],
         *,
         key: str | None = None,

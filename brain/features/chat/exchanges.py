@@ -75,7 +75,7 @@ class Exchange:
         }
 
 
-def check_conversation(value: Any) -> str | None:
+def check_conversation(value: object) -> str | None:
     """A conversation id, or None (none given)."""
     return None if value is None else valid_conversation_id(value)
 

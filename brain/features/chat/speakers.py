@@ -9,7 +9,7 @@ and a turn's lexical document holds its speaker's name). A turn written without 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from brain.features.persona import current_persona, persona_name
 from brain.model.schemas import DocType, valid_speaker_name
@@ -55,7 +55,7 @@ class PersonaName(WriteSubscriber):
 
 
 def exchange_speakers(
-    user_name: Any, assistant_name: Any, entity: str | None, persona: PersonaName
+    user_name: object, assistant_name: object, entity: str | None, persona: PersonaName
 ) -> tuple[str | None, str | None]:
     """The (user, assistant) display names of an exchange: the names given, checked, else the defaults."""
     user = valid_speaker_name(user_name, "user_name") if user_name is not None else entity

@@ -214,7 +214,7 @@ def utf8_problem(raw: bytes, exc: UnicodeDecodeError) -> tuple[int, str]:
     return line, (f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {column}); save the file as UTF-8")
 
 
-def _digest(*parts: Any) -> str:
+def _digest(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:32]
 
 

@@ -62,7 +62,7 @@ class _Parsed:
     warnings: list[tuple[int | None, str]] = field(default_factory=list)
 
 
-def _extra_problem(key: Any, value: Any) -> str | None:
+def _extra_problem(key: object, value: object) -> str | None:
     if not isinstance(key, str) or not key.strip():
         return "a field needs a non-empty name"
     if key in RESERVED_FIELDS or key.startswith("kb_"):

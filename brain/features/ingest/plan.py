@@ -85,8 +85,8 @@ def scan_ingested(store: Store) -> dict[str, dict[str, dict[str, Any]]]:
 
 def plan_file(
     source: SourceFile,
-    stored: dict[str, dict[str, Any]],
-    older: list[tuple[str, bool, dict[str, dict[str, Any]]]],
+    stored: dict[str, dict[str, object]],
+    older: list[tuple[str, bool, dict[str, dict[str, object]]]],
     chunker: TokenChunker,
     report: IngestReport,
 ) -> tuple[FilePlan | None, list[str]]:

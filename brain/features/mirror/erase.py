@@ -16,7 +16,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from brain.features.mirror.rows import MirrorParts, chunks, marks, named_corruption
 from brain.model.errors import StoreUnavailable
@@ -124,7 +123,7 @@ class _copy_connection:
             raise self._error(exc) from exc
         return self.conn
 
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         self.conn.close()
         if isinstance(exc, sqlite3.Error):
             raise self._error(exc) from exc

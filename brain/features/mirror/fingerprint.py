@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
@@ -39,7 +38,7 @@ def without_use(meta: Mapping[str, object]) -> dict[str, object]:
     return {k: v for k, v in meta.items() if k != "last_used"}
 
 
-def content_hash(text: str, metadata: Mapping[str, object], vector: Any | None) -> bytes:
+def content_hash(text: str, metadata: Mapping[str, object], vector: object | None) -> bytes:
     """The hash of one document's text, metadata and vector (None: no vector); see the module docstring."""
     digest = hashlib.blake2b(digest_size=DIGEST_SIZE)
     encoded = text.encode("utf-8")

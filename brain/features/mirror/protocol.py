@@ -95,7 +95,7 @@ def encode_embedding(vector: object, *, memory_id: str | None = None, model: str
 
 
 def check_blob(
-    blob: Any, dimensions: Any, *, memory_id: str | None = None, model: str | None = None, stored_as: str = "blob"
+    blob: object, dimensions: object, *, memory_id: str | None = None, model: str | None = None, stored_as: str = "blob"
 ) -> None:
     """Raise unless ``blob`` is ``dimensions`` little-endian float32 values (length checks only).
     ``stored_as`` is the value's SQLite storage class (``typeof``): a reader selects it beside the value

@@ -164,7 +164,7 @@ class MirrorReads(MirrorParts):
         return "ok" if not problems else "; ".join(problems)
 
     @named_corruption
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         rows = self._read(f"SELECT COUNT(*), SUM(NOT {IS_OURS}) FROM memories m")[0]
         return {
             "path": str(self.path),

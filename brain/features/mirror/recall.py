@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 
@@ -38,7 +37,7 @@ class MirrorRecall(MirrorParts):
 
     @named_corruption
     def recall(
-        self, query_vector: Any, k: int, *, types: Iterable[str] | None = None, scopes: Iterable[str] | None = None
+        self, query_vector: object, k: int, *, types: Iterable[str] | None = None, scopes: Iterable[str] | None = None
     ) -> list[Hit]:
         """The ``k`` documents whose ``model`` vectors are closest in cosine to ``query_vector``.
 

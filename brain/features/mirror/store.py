@@ -35,7 +35,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from brain.features.mirror import protocol, schema
 from brain.features.mirror.erase import MirrorErase
@@ -284,7 +283,7 @@ class EngramMirror(MirrorWrites, MirrorReads, MirrorRecall, MirrorErase):
     def __enter__(self) -> EngramMirror:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @named_corruption

@@ -145,7 +145,7 @@ def _conversation_temporal(kept: Any, first: datetime, last: datetime) -> dict[s
 
 def conversation_to_pam(
     conversation_id: str,
-    turns: Iterable[tuple[str, str, Mapping[str, Any]]],
+    turns: Iterable[tuple[str, str, Mapping[str, object]]],
     summaries: Iterable[tuple[str, str, Mapping[str, object]]] = (),
     warnings: list[str] | None = None,
 ) -> dict[str, object]:
@@ -224,7 +224,7 @@ def foreign_conversation_id(pam_id: str) -> str:
     return f"conv-{uuid.uuid5(_CONVERSATION_NAMESPACE, pam_id)}"
 
 
-def _message_text(content: Any) -> str:
+def _message_text(content: object) -> str:
     if not isinstance(content, dict):
         return ""
     if content.get("type") == "multipart":
@@ -232,7 +232,9 @@ def _message_text(content: Any) -> str:
     return content.get("text") or ""
 
 
-def _block(value: Any, allowed: tuple[str, ...], where: str, file: str, problems: list[Problem]) -> dict[str, object]:
+def _block(
+    value: object, allowed: tuple[str, ...], where: str, file: str, problems: list[Problem]
+) -> dict[str, object]:
     """A brain block (``raw_metadata.brain`` and the like), checked for its shape and field names."""
     if not isinstance(value, dict):
         problems.append(problem_at(file, where, "must be an object (brain's own fields)"))

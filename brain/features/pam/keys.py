@@ -5,8 +5,6 @@ export writes it back unchanged. See docs/pam.md.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 #: brain metadata keys that carry PAM-only information (a memory's status is brain's own typed field,
@@ -20,7 +18,7 @@ CONVERSATION_KEY = "pam_conversation"
 
 
 def load_extra(
-    value: Any, doc_id: str, warnings: list[str], kind: str = "memory", key: str = EXTRA_KEY
+    value: object, doc_id: str, warnings: list[str], kind: str = "memory", key: str = EXTRA_KEY
 ) -> dict[str, object]:
     """The JSON object kept in a ``pam_extra`` / ``pam_conversation`` value ({} when there is none);
     a value that is not one is left out of the export with a warning."""

@@ -53,7 +53,7 @@ _PRESERVED = ("summary", "confidence", "access", "temporal", "provenance", "meta
 
 
 # ---- brain memory -> PAM memory object -----------------------------------------------------------
-def _split_type(value: Any) -> tuple[str, str | None]:
+def _split_type(value: object) -> tuple[str, str | None]:
     if value is None or value == "":
         return DEFAULT_TYPE, None
     text = str(value)
@@ -100,7 +100,7 @@ def _provenance(meta: Mapping[str, Any], kept: Any, refs: Mapping[str, str] | No
     return out
 
 
-def _temporal(ts: datetime, kept: Any) -> dict[str, object]:
+def _temporal(ts: datetime, kept: object) -> dict[str, object]:
     """``temporal`` for a memory last written at ``ts``: the imported block while the memory is as imported."""
     if isinstance(kept, dict) and kept.get("created_at"):
         try:
@@ -142,7 +142,7 @@ def memory_to_pam(
         warnings.append(f"memory {doc_id}: {STATUS_KEY}={status!r} is not a PAM status; exported as 'active'")
         status = "active"
     tags = list(meta.get("tags") or [])
-    brain: dict[str, Any] = {
+    brain: dict[str, object] = {
         "scope": meta.get("scope", GLOBAL_SCOPE),
         "source": meta.get("source", Source.SYSTEM.value),
         "importance": meta.get("importance", 3),

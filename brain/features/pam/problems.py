@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from functools import cache
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -60,7 +60,7 @@ def _validator(name: str) -> jsonschema_rs.Draft202012Validator:
     return jsonschema_rs.Draft202012Validator(load_schema(name), validate_formats=True)
 
 
-def schema_problems(document: Any, schema: str, file: str) -> list[Problem]:
+def schema_problems(document: object, schema: str, file: str) -> list[Problem]:
     problems = []
     for error in islice(_validator(schema).iter_errors(document), 200):
         path = list(error.instance_path)

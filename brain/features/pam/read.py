@@ -94,7 +94,7 @@ def _read_json(path: Path, name: str | None = None, *, non_finite: bool = False)
     return document
 
 
-def _lenient_json(data: bytes) -> Any:
+def _lenient_json(data: bytes) -> object:
     """``data`` parsed by the standard library (which reads NaN and infinities), or None when that fails
     too or finds no such number (then orjson refused it for another reason, which stands)."""
     import json
@@ -120,7 +120,7 @@ def _nesting(data: bytes) -> int:
     return int(np.cumsum(np.where((codes == ord("[")) | (codes == ord("{")), 1, -1), dtype=np.int64).max())
 
 
-def _too_deep(document: Any, limit: int) -> list[object]:
+def _too_deep(document: object, limit: int) -> list[object]:
     """The JSON path of the first object or list nested deeper than ``limit`` (iteratively: the
     document may be deeper than Python's recursion limit)."""
     stack: list[tuple[Any, list[object]]] = [(document, [])]

@@ -14,7 +14,7 @@ import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, BinaryIO
 
 import orjson
 
@@ -133,7 +133,7 @@ def export_archive(built: BuiltExport) -> bytes:
 def read_export_archive(data: bytes) -> BuiltExport:
     """The export an archive of :func:`export_archive` holds."""
     files = _unpack(data, {ARCHIVE_COUNTS})
-    counts: Any = orjson.loads(files.pop(ARCHIVE_COUNTS, b"null"))
+    counts: object = orjson.loads(files.pop(ARCHIVE_COUNTS, b"null"))
     if not isinstance(counts, dict):
         raise BrainError(f"the export archive lacks {ARCHIVE_COUNTS}; run the export again")
     files[MEMORY_STORE_FILE] = files.pop(MEMORY_STORE_FILE)  # written last: it names the others

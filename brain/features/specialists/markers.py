@@ -10,7 +10,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from brain.features.specialists.model import Specialist
 from brain.model.errors import Problem, ValidationError, joined
@@ -130,7 +130,7 @@ _ARTICLE = {
 }
 
 
-def _is_type(value: Any, kind: str) -> bool:
+def _is_type(value: object, kind: str) -> bool:
     if kind == "string":
         return isinstance(value, str)
     if kind == "integer":

@@ -102,7 +102,7 @@ class Specialist(BaseModel):
         return _digest(self.to_dict())
 
 
-def _digest(value: Any) -> str:
+def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:32]
 
 
@@ -148,7 +148,7 @@ def specialists_from_yaml(text: str, *, source: str = "<string>") -> list[Specia
     return validate_specialists(data, source=source)
 
 
-def validate_specialists(data: Any, *, source: str = "<data>") -> list[Specialist]:
+def validate_specialists(data: object, *, source: str = "<data>") -> list[Specialist]:
     """Validate ``{"specialists": [...]}`` (or the list itself); raise one ValidationError listing
     every problem, each naming the specialist (``item``, from 0) and the field; its message names the
     specialist by number and id."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -48,7 +48,7 @@ from brain.model.schemas.values import (
 )
 
 
-def _one_of(field: str, value: Any, choices: Sequence[str]) -> Any:
+def _one_of(field: str, value: object, choices: Sequence[str]) -> object:
     """``value`` when it is None or one of ``choices``."""
     if value is not None and value not in choices:
         raise ValueError(f"{field} must be one of {', '.join(choices)}, got {value!r}")
@@ -136,10 +136,10 @@ class BaseMetadata(BaseModel):
         return out
 
 
-def _whole_number(field: str, minimum: int) -> Any:
+def _whole_number(field: str, minimum: int) -> object:
     """A validator of an optional integer field >= ``minimum`` (no booleans, strings or fractions)."""
 
-    def check(value: Any) -> Any:
+    def check(value: object) -> object:
         if value is None:
             return None
         if (

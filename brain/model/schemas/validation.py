@@ -46,7 +46,7 @@ def pydantic_problems(exc: pydantic.ValidationError) -> list[Problem]:
     return problems
 
 
-def validate_metadata(doc_type: Any, meta: Mapping[str, object] | None = None) -> BaseMetadata:
+def validate_metadata(doc_type: object, meta: Mapping[str, object] | None = None) -> BaseMetadata:
     """Validate ``meta`` as metadata of ``doc_type``; raise :class:`ValidationError` naming the field."""
     model = model_for(doc_type)
     if not isinstance(meta, (dict, type(None))):
@@ -77,7 +77,7 @@ def validate_metadata(doc_type: Any, meta: Mapping[str, object] | None = None) -
     return validated
 
 
-def read_stored(doc_type: Any, meta: Mapping[str, object] | None) -> tuple[BaseMetadata | None, dict[str, str]]:
+def read_stored(doc_type: object, meta: Mapping[str, object] | None) -> tuple[BaseMetadata | None, dict[str, str]]:
     """Metadata as Chroma holds it, validated again for a rewrite: ``(model, problems)``.
 
     A row written by an older version or directly through Chroma may hold values today's rules refuse.
@@ -114,7 +114,7 @@ def read_stored(doc_type: Any, meta: Mapping[str, object] | None) -> tuple[BaseM
     return None, problems  # pragma: no cover - every pass drops a key
 
 
-def read_for_rewrite(doc_type: Any, doc_id: str, meta: Mapping[str, object] | None, remedy: str) -> BaseMetadata:
+def read_for_rewrite(doc_type: object, doc_id: str, meta: Mapping[str, object] | None, remedy: str) -> BaseMetadata:
     """:func:`read_stored` for a write that rewrites the document: its model, or a :class:`ValidationError`
     naming what cannot be read and ``remedy`` (what the caller can do instead)."""
     model, problems = read_stored(doc_type, meta)
@@ -138,7 +138,7 @@ def get_all_schemas() -> dict[str, dict[str, object]]:
     return {name: model.model_json_schema(by_alias=True) for name, model in MODELS.items()}
 
 
-def schema_info(doc_type: Any) -> dict[str, object]:
+def schema_info(doc_type: object) -> dict[str, object]:
     """``{"document_type", "schema", "fields", "required_fields"}`` for one type."""
     model = model_for(doc_type)
     name = _type_name(model)

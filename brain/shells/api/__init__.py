@@ -23,8 +23,6 @@ Modules: :mod:`~brain.shells.api.factory` (``create_app``), :mod:`~brain.shells.
 
 from __future__ import annotations
 
-from typing import Any
-
 from brain.shells.api.factory import create_app
 from brain.shells.api.json_bodies import MAX_JSON_DEPTH, parse_json_body
 from brain.shells.api.models import MAX_OFFSET
@@ -44,7 +42,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """``app``: the API over the settings of the environment, built on first access (uvicorn's
     ``brain.shells.api:app``), so that a bad setting fails there and not at ``import brain.shells.api``."""
     if name == "app":

@@ -98,7 +98,7 @@ def last_user_index(messages: Sequence[Message]) -> int:
     )
 
 
-def requested_entity(header: str | None, user: Any) -> str | None:
+def requested_entity(header: str | None, user: object) -> str | None:
     """The entity a request names: the ``X-Brain-Entity`` header, or OpenAI's ``user`` field, in canonical form
     (an entity name's case and the spaces around it do not tell two entities apart); a name that is not an
     entity's is refused naming the field it came in."""

@@ -31,7 +31,7 @@ def _too_deep(value: object, limit: int) -> bool:
     return False
 
 
-def parse_json_body(body: bytes) -> Any:
+def parse_json_body(body: bytes) -> object:
     """The body as JSON, or :class:`json.JSONDecodeError` saying what is wrong and where: malformed JSON,
     invalid UTF-8, a number too large for a double (e.g. 5,000 digits), nesting deeper than
     :data:`MAX_JSON_DEPTH`. FastAPI turns the error into a 422 naming the body."""
@@ -45,7 +45,7 @@ def parse_json_body(body: bytes) -> Any:
 
 
 class _JsonRequest(Request):
-    async def json(self) -> Any:
+    async def json(self) -> object:
         if not hasattr(self, "_json"):
             self._json = parse_json_body(await self.body())
         return self._json

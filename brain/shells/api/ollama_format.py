@@ -45,7 +45,7 @@ _OPTIONS = {
 _IMAGE_TYPES = {b"\x89PNG": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif", b"RIFF": "image/webp"}
 
 
-def _image_url(image: Any, where: str) -> dict[str, object]:
+def _image_url(image: object, where: str) -> dict[str, object]:
     if not isinstance(image, str):
         raise ValidationError.of(where, f"{where} must be a base64 string (Ollama's images)")
     try:
@@ -91,7 +91,7 @@ def _openai_message(message: Mapping[str, Any], i: int, calls: list[tuple[str, s
     return out
 
 
-def openai_request(body: Mapping[str, Any]) -> dict[str, Any]:
+def openai_request(body: Mapping[str, object]) -> dict[str, object]:
     """An Ollama chat request as an OpenAI chat completions request (see the module's table)."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -134,13 +134,13 @@ def _ollama_tool_calls(calls: Any) -> list[dict[str, Any]]:
     return out
 
 
-def ollama_answer(body: bytes, model: str, started: float | None = None) -> dict[str, Any]:
+def ollama_answer(body: bytes, model: str, started: float | None = None) -> dict[str, object]:
     """An OpenAI chat completion as Ollama's chat answer."""
     data = json.loads(body)
     choice = (data.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     usage = data.get("usage") or {}
-    out_message: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
+    out_message: dict[str, object] = {"role": "assistant", "content": message.get("content") or ""}
     if message.get("tool_calls"):
         out_message["tool_calls"] = _ollama_tool_calls(message["tool_calls"])
     answer: dict[str, object] = {
@@ -234,6 +234,6 @@ class StreamTranslator:
             last["eval_count"] = self._usage["completion_tokens"]
         return out + self._line({"role": "assistant", "content": ""}, done=True, **last)
 
-    def _line(self, message: Mapping[str, object], *, done: bool, **extra: Any) -> bytes:
+    def _line(self, message: Mapping[str, object], *, done: bool, **extra: object) -> bytes:
         line = {"model": self.model, "created_at": _now(), "message": message, "done": done, **extra}
         return orjson.dumps(line) + b"\n"

@@ -27,7 +27,6 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from fastapi import FastAPI
 
@@ -107,7 +106,7 @@ def _closing_on_sigterm() -> Iterator[None]:
         yield
         return
 
-    def stop(signum: int, frame: Any) -> None:
+    def stop(signum: int, frame: object) -> None:
         raise SystemExit(0)
 
     previous = signal.signal(signal.SIGTERM, stop)

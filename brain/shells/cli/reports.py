@@ -247,7 +247,7 @@ class MemoryRemoval:
     def ok(self) -> bool:
         return not self.not_found
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"removed": list(self.removed), "not_found": list(self.not_found)}
 
     def error(self) -> NotFound:

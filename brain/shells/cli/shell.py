@@ -26,7 +26,7 @@ class CommandFailed(click.ClickException):
 
     exit_code = 1
 
-    def show(self, file: Any = None) -> None:
+    def show(self, file: object = None) -> None:
         from brain.text.printable import printable
 
         click.echo(printable(f"error: {self.format_message()}"), err=True)
@@ -46,7 +46,7 @@ class BrainGroup(click.Group):
     """Turns library errors into one-line messages (unless ``--debug``) and formats usage errors
     as one line too, keeping click's exit codes (2 for usage errors)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: click.Context) -> object:
         from brain.model.errors import BrainError
 
         try:
@@ -65,7 +65,7 @@ class BrainGroup(click.Group):
         prog_name: str | None = None,
         complete_var: str | None = None,
         standalone_mode: bool = True,
-        **extra: Any,
+        **extra: object,
     ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)

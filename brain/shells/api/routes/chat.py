@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Header, Query, Request
 
 from brain.model.errors import ValidationError
@@ -37,7 +35,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="context",
         responses=documented_responses(400, 403, 404, 413, 422, 503),
     )
-    def context(body: ContextRequest, request: Request) -> Any:
+    def context(body: ContextRequest, request: Request) -> object:
         built = ops_of(request).conversations.context(body.conversation_id, body.user_message, entity=body.entity)
         return built.to_dict()
 
@@ -54,7 +52,7 @@ def add_routes(router: APIRouter) -> None:
         idempotency_key: IdempotencyKey | None = Header(
             None, alias="Idempotency-Key", description="as the body's idempotency_key (give one, or both equal)"
         ),
-    ) -> Any:
+    ) -> object:
         if idempotency_key is not None and body.idempotency_key not in (None, idempotency_key):
             raise ValidationError.of(
                 "idempotency_key",
@@ -85,7 +83,7 @@ def add_routes(router: APIRouter) -> None:
         request: Request,
         entity: EntityQuery = None,
         k: int | None = Query(None, ge=1, le=1000, description="only the last k turns"),
-    ) -> Any:
+    ) -> object:
         docs = ops_of(request).conversations.turns(conversation_id, k=k, entity=entity)
         return {"conversation_id": conversation_id, "turns": [d.to_dict() for d in docs]}
 
@@ -95,7 +93,9 @@ def add_routes(router: APIRouter) -> None:
         operation_id="conversation_summaries",
         responses=documented_responses(400, 403, 404, 422, 503, ok=(200, SummariesOut)),
     )
-    def conversation_summaries(conversation_id: ConversationPath, request: Request, entity: EntityQuery = None) -> Any:
+    def conversation_summaries(
+        conversation_id: ConversationPath, request: Request, entity: EntityQuery = None
+    ) -> object:
         docs = ops_of(request).conversations.summaries(conversation_id, entity=entity)
         return {"conversation_id": conversation_id, "summaries": [d.to_dict() for d in docs]}
 
@@ -110,7 +110,7 @@ def add_routes(router: APIRouter) -> None:
         request: Request,
         entity: EntityQuery = None,
         again: bool = Query(False, description="also re-run the windows whose memories were formed already"),
-    ) -> Any:
+    ) -> object:
         """Form memories from a conversation now, in this request: each of its windows whose formation is
         pending or failed (with `again`, every window) is sent to the formation model and its facts are
         stored. The report counts the batches and the facts, and a batch that failed again says why.

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 
 from brain.shells.api.models import DocsBody, DocsCreate, IdsOut, documented_responses
@@ -19,7 +17,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="create_docs",
         responses=documented_responses(400, 403, 413, 422, 503, ok=(201, IdsOut)),
     )
-    def create_docs(body: DocsBody, request: Request) -> Any:
+    def create_docs(body: DocsBody, request: Request) -> object:
         docs = body.docs if isinstance(body, DocsCreate) else [body]
         ids = ops_of(request).documents.write(
             [{**d.metadata, "text": d.text, "type": d.type, "id": d.id} for d in docs]

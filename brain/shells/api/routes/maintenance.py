@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
@@ -68,7 +67,7 @@ def add_routes(router: APIRouter) -> None:
         embeddings: bool = Query(True, description="with embeddings.json"),
         conversations: bool = Query(True, description="with conversations/ (turns and summaries)"),
         owner_id: str | None = Query(None, description="owner.id of the export (default: BRAIN_OWNER_ID or derived)"),
-    ) -> Any:
+    ) -> object:
         """A Portable AI Memory export, streamed as an uncompressed tar: memory-store.json, embeddings.json,
         conversations/<id>.json and brain-export.json (what it holds). `brain export` beside the server writes
         it into its folder under the same rules as an export of an open store."""
@@ -100,7 +99,7 @@ def add_routes(router: APIRouter) -> None:
         include_forgotten: bool = Query(
             False, description="also import the documents of entities forgotten here (they are skipped otherwise)"
         ),
-    ) -> Any:
+    ) -> object:
         """Import a Portable AI Memory export sent as an uncompressed tar of its files (memory-store.json,
         embeddings.json, conversations/*.json); validated whole before anything is stored. The body may be up
         to BRAIN_IMPORT_MAX_BYTES (not BRAIN_API_MAX_BODY_BYTES): it is written to a temporary file as it
@@ -128,7 +127,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="consolidate",
         responses=documented_responses(400, 403, 413, 422, 503),
     )
-    def consolidate(body: ConsolidateBody, request: Request) -> Any:
+    def consolidate(body: ConsolidateBody, request: Request) -> object:
         """Merge near-duplicate memories within each scope (with dry_run, only report the merges)."""
         report = ops_of(request).maintenance.consolidate(dry_run=body.dry_run, threshold=body.threshold)
         return with_sequence(request, report.to_dict())
@@ -139,7 +138,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="verify_mirror",
         responses=documented_responses(403, 503),
     )
-    def verify_mirror(request: Request) -> Any:
+    def verify_mirror(request: Request) -> object:
         """Compare the Engram mirror with the store, document by document; nothing is changed."""
         return ops_of(request).maintenance.verify_mirror().to_dict()
 
@@ -149,7 +148,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="sync_mirror",
         responses=documented_responses(400, 403, 413, 422, 503),
     )
-    def sync_mirror(body: SyncBody, request: Request) -> Any:
+    def sync_mirror(body: SyncBody, request: Request) -> object:
         """Bring the Engram mirror in line with the store."""
         return ops_of(request).maintenance.sync_mirror(force=body.force).to_dict()
 
@@ -159,7 +158,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="backfill_mirror",
         responses=documented_responses(403, 503),
     )
-    def backfill_mirror(request: Request) -> Any:
+    def backfill_mirror(request: Request) -> object:
         """Embed the mirrored documents that have no vector of the store's model (resumable)."""
         return ops_of(request).maintenance.backfill_mirror().to_dict()
 
@@ -175,7 +174,7 @@ def add_routes(router: APIRouter) -> None:
         k: int | None = Query(None, ge=1, le=MAX_K),
         topic: str | None = Query(None, description="only entries of this topic"),
         entity: EntityQuery = None,
-    ) -> Any:
+    ) -> object:
         """The knowledge-base entries closest in meaning to q: global ones and the entity's own."""
         hits = ops_of(request).knowledge.search(q, k=k, topic=topic, entity=entity)
         return {"query": q, "results": [h.to_dict() for h in hits]}
@@ -186,7 +185,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="load_persona",
         responses=documented_responses(400, 403, 413, 422, 503),
     )
-    def load_persona(body: PersonaText, request: Request) -> Any:
+    def load_persona(body: PersonaText, request: Request) -> object:
         """Bring the stored persona in line with a persona file's text (a changed one is embedded and becomes
         the current version; the same text writes nothing). `brain persona load` beside the server sends it."""
         return with_sequence(request, ops_of(request).knowledge.load_persona_text(body.markdown, body.source).to_dict())
@@ -197,6 +196,6 @@ def add_routes(router: APIRouter) -> None:
         operation_id="persona_block",
         responses=documented_responses(403, 422, 503, ok=(200, BlockOut)),
     )
-    def persona_block(request: Request, max_chars: int | None = Query(None, ge=1)) -> Any:
+    def persona_block(request: Request, max_chars: int | None = Query(None, ge=1)) -> object:
         """The current persona as the prompt shows it."""
         return {"block": ops_of(request).knowledge.persona_block(max_chars=max_chars)}

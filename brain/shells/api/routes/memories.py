@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
@@ -75,7 +75,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="create_memory",
         responses=documented_responses(400, 403, 413, 422, 503, ok=(201, DocumentWritten), links=memory_links),
     )
-    def create_memory(body: MemoryCreate, request: Request) -> Any:
+    def create_memory(body: MemoryCreate, request: Request) -> object:
         created = ops_of(request).memories.add(
             body.text,
             entity=body.entity,
@@ -102,7 +102,7 @@ def add_routes(router: APIRouter) -> None:
         order: MemoryOrder = Query("stored", description="stored (storage order) or newest (latest timestamp first)"),
         limit: int = Query(100, ge=1, le=1000),
         offset: int = Query(0, ge=0, le=MAX_OFFSET),
-    ) -> Any:
+    ) -> object:
         docs = ops_of(request).memories.list(**vars(filters), order=order, limit=limit, offset=offset)
         return {
             "memories": [{**d.to_dict(), "status": status_of(d.metadata)} for d in docs],
@@ -117,7 +117,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="count_memories",
         responses=documented_responses(400, 403, 422, 503, ok=(200, MemoryCount)),
     )
-    def count_memories(request: Request, filters: Annotated[MemoryFilters, Depends()]) -> Any:
+    def count_memories(request: Request, filters: Annotated[MemoryFilters, Depends()]) -> object:
         return {"count": ops_of(request).memories.count(**vars(filters))}
 
     # declared before /v1/memories/{doc_id} so that "search" is not taken for an id
@@ -136,7 +136,7 @@ def add_routes(router: APIRouter) -> None:
         as_of: str | None = Query(
             None, description="ISO 8601 time: rank what was held true then (memories superseded since included)"
         ),
-    ) -> Any:
+    ) -> object:
         hits = ops_of(request).memories.search(q, k=k, entity=entity, tags=tags, as_of=as_of)
         return {"query": q, "entity": acting_of(request, entity), "results": [h.to_dict() for h in hits]}
 
@@ -146,7 +146,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="get_memory",
         responses=documented_responses(400, 403, 404, 422, 503, ok=(200, DocumentOut)),
     )
-    def get_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
+    def get_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> object:
         return ops_of(request).memories.get(doc_id, entity=entity).to_dict()
 
     @router.patch(
@@ -155,7 +155,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="patch_memory",
         responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(200, DocumentWritten)),
     )
-    def patch_memory(doc_id: str, body: MemoryPatch, request: Request, entity: EntityQuery = None) -> Any:
+    def patch_memory(doc_id: str, body: MemoryPatch, request: Request, entity: EntityQuery = None) -> object:
         updated = ops_of(request).memories.update(
             doc_id,
             body.text,
@@ -175,7 +175,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="supersede_memory",
         responses=documented_responses(400, 403, 404, 409, 413, 422, 503, ok=(201, SupersessionOut)),
     )
-    def supersede_memory(doc_id: str, body: MemorySupersede, request: Request, entity: EntityQuery = None) -> Any:
+    def supersede_memory(doc_id: str, body: MemorySupersede, request: Request, entity: EntityQuery = None) -> object:
         done = ops_of(request).memories.supersede(
             doc_id,
             body.text,
@@ -197,7 +197,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="memory_history",
         responses=documented_responses(400, 403, 404, 422, 503, ok=(200, MemoryHistory)),
     )
-    def memory_history(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
+    def memory_history(doc_id: str, request: Request, entity: EntityQuery = None) -> object:
         chain = ops_of(request).memories.history(doc_id, entity=entity)
         return {"id": doc_id, "history": [d.to_dict() for d in chain]}
 
@@ -207,7 +207,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="delete_memory",
         responses=documented_responses(400, 403, 404, 422, 503, ok=(200, Deleted)),
     )
-    def delete_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> Any:
+    def delete_memory(doc_id: str, request: Request, entity: EntityQuery = None) -> object:
         ops_of(request).memories.delete([doc_id], entity=entity)
         return with_sequence(request, {"deleted": doc_id})
 
@@ -221,7 +221,7 @@ def add_routes(router: APIRouter) -> None:
         request: Request,
         ids: list[str] = Query(description="the memories to delete (repeatable); all or none are deleted"),
         entity: EntityQuery = None,
-    ) -> Any:
+    ) -> object:
         """Delete several memories at once: every id is checked before one is deleted, so a refusal (404, 403)
         deletes nothing."""
         deleted = ops_of(request).memories.delete(ids, entity=entity)

@@ -9,8 +9,6 @@ beside the server); a bound token may name only its own entity.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,7 +36,7 @@ class OperationCall(BaseModel):
 
 
 class OperationResult(BaseModel):
-    result: Any = Field(description="the method's return value")
+    result: object = Field(description="the method's return value")
 
 
 def narrowed(token: Caller, sent: CallerSent | None) -> Caller:
@@ -59,7 +57,7 @@ def add_routes(router: APIRouter) -> None:
         operation_id="call_operation",
         responses=documented_responses(400, 403, 404, 409, 413, 422, 502, 503, 504, ok=(200, OperationResult)),
     )
-    def call_operation(noun: str, name: str, body: OperationCall, request: Request) -> Any:
+    def call_operation(noun: str, name: str, body: OperationCall, request: Request) -> object:
         method = operations_of(NOUNS[noun]).get(name) if noun in NOUNS else None
         if method is None:
             nouns = ", ".join(NOUNS)

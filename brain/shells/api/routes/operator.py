@@ -6,7 +6,6 @@ answers are the CLI's own."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
@@ -58,7 +57,7 @@ def add_routes(router: APIRouter) -> None:
         limit: int | None = Query(None, ge=1, le=MAX_OFFSET),
         offset: int = Query(0, ge=0, le=MAX_OFFSET),
         entity: EntityQuery = None,
-    ) -> Any:
+    ) -> object:
         docs = ops_of(request).documents.get(
             ids or None, where=_where(where), type=type, limit=limit, offset=offset or None, entity=entity
         )
@@ -76,6 +75,6 @@ def add_routes(router: APIRouter) -> None:
         type: DocTypeName | None = Query(None),
         k: int | None = Query(None, ge=1, le=MAX_K),
         entity: EntityQuery = None,
-    ) -> Any:
+    ) -> object:
         hits = ops_of(request).documents.search(q, type=type, k=k, entity=entity)
         return {"query": q, "type": type, "results": [h.to_dict() for h in hits]}

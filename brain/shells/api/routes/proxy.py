@@ -79,7 +79,7 @@ _HEADERS = [
 ]
 
 
-def _chat_request(what: str, **read: Any) -> dict[str, object]:
+def _chat_request(what: str, **read: object) -> dict[str, object]:
     """The OpenAPI of a proxied chat request. Its body is the chat API's own and goes to the model as it is (the
     model checks it); what brain reads of it, and so checks, is the messages (one a user message with text) and
     ``read``."""
@@ -138,7 +138,7 @@ async def _json_object(request: Request) -> dict[str, object]:
     return body
 
 
-async def _plan(request: Request, body: Mapping[str, object], user: Any = None) -> ChatPlan:
+async def _plan(request: Request, body: Mapping[str, object], user: object = None) -> ChatPlan:
     messages = checked_messages(body)
     entity = acting_of(request, requested_entity(request.headers.get(ENTITY_HEADER), user))
     upstream = upstream_of(request)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
@@ -15,7 +15,9 @@ from brain.shells.api.request_context import caller_of, ops_of
 
 def add_routes(router: APIRouter) -> None:
     # -- schema ----------------------------------------------------------------------------------
-    def schema(doc_type: Annotated[DocTypeName | None, Query(description="one type; all when absent")] = None) -> Any:
+    def schema(
+        doc_type: Annotated[DocTypeName | None, Query(description="one type; all when absent")] = None,
+    ) -> object:
         if doc_type is None:
             return {name: schema_info(name) for name in get_all_schemas()}
         return schema_info(doc_type)

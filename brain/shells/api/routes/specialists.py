@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Query, Request
 
 from brain.shells.api.models import documented_responses
@@ -19,7 +17,7 @@ def add_routes(router: APIRouter) -> None:
     )
     def find_specialists(
         request: Request, q: str | None = Query(None, min_length=1), k: int = Query(3, ge=1, le=50)
-    ) -> Any:
+    ) -> object:
         specialists = ops_of(request).specialists
         if q is None:
             return {"specialists": [s.to_dict() for s in specialists.list()]}
