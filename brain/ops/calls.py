@@ -40,7 +40,7 @@ class OperationSpec:
     slow: bool = False
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 
 @overload
@@ -65,7 +65,7 @@ def spec_of(method: object) -> OperationSpec | None:
     return getattr(method, _MARK, None)
 
 
-def operations_of(cls: type) -> dict[str, Callable[..., Any]]:
+def operations_of(cls: type) -> dict[str, Callable[..., object]]:
     """The operations of a noun's class, by name."""
     return {name: member for name, member in vars(cls).items() if spec_of(member) is not None}
 
@@ -132,7 +132,7 @@ class _Shape:
 
 
 @functools.cache
-def _shape(method: Callable[..., Any]) -> _Shape:
+def _shape(method: Callable[..., object]) -> _Shape:
     hints = typing.get_type_hints(method, globalns=_Namespace(method.__module__))
     signature = inspect.signature(method)
     parameters = {name: _adapter(hints.get(name, Any)) for name in signature.parameters if name != "self"}
@@ -140,7 +140,7 @@ def _shape(method: Callable[..., Any]) -> _Shape:
 
 
 def encode_arguments(
-    method: Callable[..., Any], args: tuple[object, ...], kwargs: Mapping[str, object]
+    method: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object]
 ) -> dict[str, object]:
     """The arguments of a call, by name, as JSON: those given only (the server fills in the defaults)."""
     shape = _shape(method)
@@ -152,7 +152,7 @@ def encode_arguments(
     return {name: shape.parameters[name].dump_python(value, mode="json") for name, value in given.items()}
 
 
-def decode_arguments(method: Callable[..., Any], sent: Mapping[str, object]) -> dict[str, object]:
+def decode_arguments(method: Callable[..., object], sent: Mapping[str, object]) -> dict[str, object]:
     """The arguments a call sent, checked against the method's signature, every problem named at once."""
     shape = _shape(method)
     problems = [
@@ -177,11 +177,11 @@ def decode_arguments(method: Callable[..., Any], sent: Mapping[str, object]) -> 
     return decoded
 
 
-def encode_result(method: Callable[..., Any], value: object) -> object:
+def encode_result(method: Callable[..., object], value: object) -> object:
     return _shape(method).result.dump_python(value, mode="json")
 
 
-def decode_result(method: Callable[..., Any], data: object) -> object:
+def decode_result(method: Callable[..., object], data: object) -> object:
     return _shape(method).result.validate_python(data)
 
 

@@ -130,7 +130,7 @@ class _Noun:
         for name, method in operations_of(local).items():
             setattr(self, name, self._remote(noun, name, method))
 
-    def _remote(self, noun: str, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    def _remote(self, noun: str, name: str, method: Callable[..., object]) -> Callable[..., object]:
         path = OPERATION_PATH.format(noun=noun, name=name)
         spec = spec_of(method)
         slow = spec is not None and spec.slow

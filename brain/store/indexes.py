@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -401,7 +401,7 @@ class InProcessState(WriteSubscriber):
             return sorted(cached.values(), key=_turn_order)
 
 
-def _turn_order(doc: Document) -> tuple[int, Any]:
+def _turn_order(doc: Document) -> tuple[int, object]:
     return (int(doc.metadata.get("turn_index") or 0), doc.metadata.get("ts_epoch", 0.0))
 
 

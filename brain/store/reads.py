@@ -66,7 +66,7 @@ def find_ids(
     chroma: ChromaAccess,
     ids: Sequence[str] | None,
     *,
-    where: dict[str, Any] | None,
+    where: dict[str, object] | None,
     doc_type: str | None,
     scopes: Collection[str] | None,
 ) -> list[str]:

@@ -72,7 +72,9 @@ def _extra_problem(key: object, value: object) -> str | None:
     return metadata_value_problem(value)
 
 
-def _add_extras(meta: dict[str, object], extras: Iterable[tuple[str, Any]], parsed: _Parsed, line: int | None) -> None:
+def _add_extras(
+    meta: dict[str, object], extras: Iterable[tuple[str, object]], parsed: _Parsed, line: int | None
+) -> None:
     for key, value in extras:
         problem = _extra_problem(key, value)
         if problem:

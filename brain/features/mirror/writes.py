@@ -86,7 +86,7 @@ class MirrorWrites(MirrorParts):
         return len(prepared)
 
     @named_corruption
-    def upsert_embeddings(self, items: Iterable[tuple[str, Any]], model: str, *, skip_unknown: bool = False) -> int:
+    def upsert_embeddings(self, items: Iterable[tuple[str, object]], model: str, *, skip_unknown: bool = False) -> int:
         """Store vectors of any ``model`` for existing memories: ``[(memory_id, vector), ...]``; all or
         nothing. An id the file does not hold is an error, or with ``skip_unknown`` left out."""
         model = check_model_name(model)

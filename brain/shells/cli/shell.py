@@ -242,7 +242,7 @@ def _set_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
         ctx.ensure_object(State).json = True
 
 
-def json_option(command: Callable[..., Any]) -> Callable[..., Any]:
+def json_option(command: Callable[..., object]) -> Callable[..., object]:
     """``--json`` on a command, the same as ``brain --json <command>``."""
     return click.option(
         "--json",
