@@ -295,21 +295,15 @@ def _follow(ref: weakref.ref[FeedFollower], stop: threading.Event, interval: flo
 class FeedHolder(Protocol):
     """A store, as far as reading its change feed's positions goes."""
 
-    @property
-    def follower(self) -> FeedFollower | None: ...
-
-    @property
-    def feed_writer(self) -> FeedWriter | None: ...
+    follower: FeedFollower | None
+    feed_writer: FeedWriter | None
 
 
 class Followed(LiveBound, HasState, Protocol):
     """A store, as far as attaching its change feed goes (:class:`brain.store.Store`)."""
 
-    feed_writer: FeedWriter | None
     follower: FeedFollower | None
-
-    @property
-    def events(self) -> WriteEvents: ...
+    events: WriteEvents
 
     def subscribe(self, subscriber: WriteSubscriber, *, close: Callable[[], None] | None = None) -> WriteSubscriber: ...
 

@@ -51,8 +51,7 @@ from brain.store.plan import WriteResult, memory_edit, stored_memory
 class Chains(Protocol):
     """A store, as far as reading and writing supersession chains goes (:class:`brain.store.Store`)."""
 
-    @property
-    def lock(self) -> threading.RLock: ...
+    lock: threading.RLock
 
     def get(
         self,
@@ -60,8 +59,6 @@ class Chains(Protocol):
         *,
         where: Mapping[str, object] | None = None,
         type: str | DocType | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
         include_embeddings: bool = False,
         entity: str | None = None,
     ) -> list[Document]: ...

@@ -408,8 +408,7 @@ def _turn_order(doc: Document) -> tuple[int, object]:
 class HasState(Protocol):
     """What owns an in-process state: a store (:class:`brain.store.Store`)."""
 
-    @property
-    def state(self) -> InProcessState: ...
+    state: InProcessState
 
 
 def memory_index(store: HasState) -> PartitionedIndex:

@@ -191,30 +191,14 @@ class LiveBound(Protocol):
     """A store, as far as moving it to another physical collection goes (:class:`brain.store.Store`)."""
 
     collection_name: str
-
-    @property
-    def lock(self) -> threading.RLock: ...
-
-    @property
-    def client(self) -> ClientAPI: ...
-
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def embedder(self) -> Embedder: ...
-
-    @property
-    def embedder_for(self) -> Callable[[str], Embedder] | None: ...
-
-    @property
-    def chroma(self) -> ChromaAccess: ...
-
-    @property
-    def writes(self) -> WritePipeline: ...
-
-    @property
-    def feed_writer(self) -> FeedWriter | None: ...
+    lock: threading.RLock
+    client: ClientAPI
+    settings: Settings
+    embedder: Embedder
+    embedder_for: Callable[[str], Embedder] | None
+    chroma: ChromaAccess
+    writes: WritePipeline
+    feed_writer: FeedWriter | None
 
     def bind(self, collection: Collection, embedder: Embedder) -> None: ...
 

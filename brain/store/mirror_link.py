@@ -25,8 +25,7 @@ if TYPE_CHECKING:
 class Mirror(Protocol):
     """A mirror file as the store drives it: it keeps the vectors of one embedding model."""
 
-    @property
-    def model(self) -> str: ...
+    model: str
 
     def use_model(self, model: str) -> None: ...
 
@@ -60,14 +59,9 @@ class MirrorLink(Protocol[M, H]):
 class Linked(Protocol):
     """A store, as far as its mirror link goes (:class:`brain.store.Store`)."""
 
-    @property
-    def lock(self) -> threading.RLock: ...
-
-    @property
-    def events(self) -> WriteEvents: ...
-
-    @property
-    def mirror_link(self) -> MirrorLink | None: ...
+    lock: threading.RLock
+    events: WriteEvents
+    mirror_link: MirrorLink | None
 
 
 @contextmanager

@@ -155,8 +155,7 @@ class ClaimsHolder(Protocol):
 class HasClaims(Protocol):
     """A store, as far as its claims go."""
 
-    @property
-    def lock(self) -> threading.RLock: ...
+    lock: threading.RLock
 
     @property
     def writes(self) -> ClaimsHolder: ...

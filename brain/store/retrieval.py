@@ -373,17 +373,10 @@ def _epoch(now: datetime | str | float | None, field: str = "now") -> float:
 class RetrievalOwner(HasState, Protocol):
     """A store, as far as the functions over its retrieval go."""
 
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def lock(self) -> threading.RLock: ...
-
-    @property
-    def retrieval(self) -> Retrieval: ...
-
-    @property
-    def writes(self) -> WritePipeline: ...
+    settings: Settings
+    lock: threading.RLock
+    retrieval: Retrieval
+    writes: WritePipeline
 
 
 def core_memories(

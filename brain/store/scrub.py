@@ -52,14 +52,9 @@ class Scrubbed(Protocol):
     @property
     def settings(self) -> StorageFields: ...
 
-    @property
-    def lock(self) -> threading.RLock: ...
-
-    @property
-    def dir_lock(self) -> DataDirLock | None: ...
-
-    @property
-    def mirror(self) -> Scrubbable | None: ...
+    lock: threading.RLock
+    dir_lock: DataDirLock | None
+    mirror: Scrubbable | None
 
 
 #: the embedded store's file under ``<data dir>/chroma``
