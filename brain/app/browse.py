@@ -8,7 +8,7 @@ applied here through :func:`~brain.rules.memories.may_use_conversation`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,14 +38,7 @@ class ConversationInfo:
     formation: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FORMATION_STATES, 0))
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "conversation_id": self.conversation_id,
-            "entity": self.entity,
-            "turns": self.turns,
-            "summaries": self.summaries,
-            "last_activity": format_timestamp(self.last_activity),
-            "formation": dict(self.formation),
-        }
+        return {**asdict(self), "last_activity": format_timestamp(self.last_activity)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ConversationInfo:

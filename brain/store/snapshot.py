@@ -60,7 +60,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -261,13 +261,7 @@ class SnapshotIdentity:
     types: tuple[str, ...]
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "collection": self.collection,
-            "collection_id": self.collection_id,
-            "embedder": self.embedder,
-            "dimension": self.dimension,
-            "types": list(self.types),
-        }
+        return {**asdict(self), "types": list(self.types)}
 
     def mismatch(self, header: Mapping[str, object]) -> str | None:
         """What in ``header`` differs from this identity, or None."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from brain.model.errors import Problem, ValidationError
@@ -64,15 +64,7 @@ class Exchange:
     replayed: bool = False  # an earlier call with its idempotency key stored it: nothing was written now
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "conversation_id": self.conversation_id,
-            "user_turn_id": self.user_turn_id,
-            "assistant_turn_id": self.assistant_turn_id,
-            "user_turn_index": self.user_turn_index,
-            "assistant_turn_index": self.assistant_turn_index,
-            "summaries_scheduled": list(self.summaries_scheduled),
-            "replayed": self.replayed,
-        }
+        return asdict(self)
 
 
 def check_conversation(value: object) -> str | None:

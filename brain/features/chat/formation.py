@@ -39,7 +39,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from brain.config import Settings
@@ -141,20 +141,7 @@ class FormationBatch:
         )
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "conversation_id": self.conversation_id,
-            "turn_range": self.turn_range,
-            "summary_id": self.summary_id,
-            "status": self.status,
-            "attempts": self.attempts,
-            "error": self.error,
-            "facts": self.facts,
-            "prompt_tokens": self.prompt_tokens,
-            "eval_tokens": self.eval_tokens,
-            "seconds": round(self.seconds, 3),
-            "at": self.at,
-            "outcome": self.outcome,
-        }
+        return {**asdict(self), "seconds": round(self.seconds, 3)}
 
 
 @dataclass

@@ -25,7 +25,7 @@ import logging
 import re
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -375,13 +375,7 @@ class Coverage:
         return self.ratio >= 0.5
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "model": self.model,
-            "memories": self.memories,
-            "with_vectors": self.with_vectors,
-            "ratio": self.ratio,
-            "sufficient": self.sufficient,
-        }
+        return {**asdict(self), "ratio": self.ratio, "sufficient": self.sufficient}
 
 
 @dataclass
