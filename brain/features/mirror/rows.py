@@ -114,7 +114,7 @@ def named_corruption(method: Callable[Concatenate[_Part, _P], _R]) -> Callable[C
     """SQLite's corruption errors inside ``method`` become :class:`MirrorCorrupt` naming the file."""
 
     @functools.wraps(method)
-    def wrapper(self: _Part, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+    def wrapper(self: _Part, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         with corruption_named(self.path):
             return method(self, *args, **kwargs)
 
