@@ -23,6 +23,7 @@ from brain.config.sections import (
     context_setting,
     default_embedder,
     default_summary_model,
+    document_types,
     embedding_setting,
     knowledge_setting,
     mirror_setting,
@@ -314,6 +315,11 @@ class StorageFields(BaseModel):
         example="~/.local/state/brain/snapshot-keys",
     )
 
+    @property
+    def indexed_types(self) -> tuple[str, ...]:
+        """BRAIN_INDEX_TYPES (also when a caller's ``model_copy`` left it a comma-separated string)."""
+        return tuple(document_types(self.index_types))
+
 
 class KnowledgeFields(BaseModel):
     """Settings: knowledge base and persona."""
@@ -407,6 +413,11 @@ class MirrorFields(BaseModel):
     owner_id: str | None = mirror_setting(
         "BRAIN_OWNER_ID", None, "owner.id of PAM exports; unset: a UUID derived from the store's location", min_length=1
     )
+
+    @property
+    def mirrored_types(self) -> tuple[str, ...]:
+        """BRAIN_MIRROR_TYPES (also when a caller's ``model_copy`` left it a comma-separated string)."""
+        return tuple(document_types(self.mirror_types))
 
 
 class SummaryFields(BaseModel):

@@ -31,7 +31,6 @@ from brain.config.project import ProjectLayout
 from brain.config.sections import (
     PATH_FIELDS,
     checked_types,
-    document_types,
     key_dir_problem,
 )
 from brain.config.sources import LOADING, Loading, anchored
@@ -226,20 +225,10 @@ class Settings(
     def _index_types(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return checked_types(value, "memory ranking is served from the in-process index")
 
-    @property
-    def indexed_types(self) -> tuple[str, ...]:
-        """BRAIN_INDEX_TYPES (also when a caller's ``model_copy`` left it a comma-separated string)."""
-        return tuple(document_types(self.index_types))
-
     @field_validator("mirror_types")
     @classmethod
     def _mirror_types(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return checked_types(value, "the mirror exists to keep every memory")
-
-    @property
-    def mirrored_types(self) -> tuple[str, ...]:
-        """BRAIN_MIRROR_TYPES (also when a caller's ``model_copy`` left it a comma-separated string)."""
-        return tuple(document_types(self.mirror_types))
 
     def has_embedded_store(self) -> bool:
         """Whether an embedded Chroma store exists in the data directory."""

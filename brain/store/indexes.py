@@ -21,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
-from brain.config import Settings
+from brain.config.fields import StorageFields
 from brain.model.errors import BrainError
 from brain.model.results import Document
 from brain.model.schemas import GLOBAL_SCOPE, DocType, from_chroma
@@ -58,7 +58,7 @@ class InProcessState(WriteSubscriber):
 
     def __init__(
         self,
-        settings: Settings,
+        settings: StorageFields,
         chroma: ChromaAccess,
         dimension: int,
         lock: threading.RLock,

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
 
-    from brain.config import Settings
+    from brain.config.fields import StorageFields
     from brain.store.feed import FeedWriter
     from brain.store.pipeline import WritePipeline
 
@@ -193,12 +193,14 @@ class LiveBound(Protocol):
     collection_name: str
     lock: threading.RLock
     client: ClientAPI
-    settings: Settings
     embedder: Embedder
     embedder_for: Callable[[str], Embedder] | None
     chroma: ChromaAccess
     writes: WritePipeline
     feed_writer: FeedWriter | None
+
+    @property
+    def settings(self) -> StorageFields: ...
 
     def bind(self, collection: Collection, embedder: Embedder) -> None: ...
 
