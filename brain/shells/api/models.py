@@ -120,6 +120,11 @@ class _Body(BaseModel):
     # strict: "importance": true or "5" is refused, not read as 1 or 5
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    def arguments(self) -> dict[str, Any]:
+        """The body as the keyword arguments of the operation it calls: its fields are named as that
+        operation's parameters (``tests/http/test_api_bodies.py`` holds each body to its operation)."""
+        return {name: getattr(self, name) for name in type(self).model_fields}
+
 
 class ContextRequest(_Body):
     user_message: Text = Field(description="the user's new message")

@@ -60,15 +60,7 @@ def add_routes(router: APIRouter) -> None:
                 "differ; send one of them, or the same key in both",
             )
         exchange = ops_of(request).conversations.record(
-            body.conversation_id,
-            body.user_text,
-            body.assistant_text,
-            entity=body.entity,
-            timestamp=body.timestamp,
-            metadata=body.metadata,
-            user_name=body.user_name,
-            assistant_name=body.assistant_name,
-            idempotency_key=idempotency_key or body.idempotency_key,
+            **{**body.arguments(), "idempotency_key": idempotency_key or body.idempotency_key}
         )
         return with_sequence(request, exchange.to_dict())
 

@@ -76,18 +76,7 @@ def add_routes(router: APIRouter) -> None:
         responses=documented_responses(400, 403, 413, 422, 503, ok=(201, DocumentWritten), links=memory_links),
     )
     def create_memory(body: MemoryCreate, request: Request) -> object:
-        created = ops_of(request).memories.add(
-            body.text,
-            entity=body.entity,
-            scope=body.scope,
-            importance=body.importance,
-            tags=body.tags,
-            conversation_id=body.conversation_id,
-            timestamp=body.timestamp,
-            metadata=body.metadata,
-            expires_at=body.expires_at,
-            source=body.source,
-        )
+        created = ops_of(request).memories.add(**body.arguments())
         return with_sequence(request, created.to_dict())
 
     @router.get(
@@ -156,16 +145,7 @@ def add_routes(router: APIRouter) -> None:
         responses=documented_responses(400, 403, 404, 413, 422, 503, ok=(200, DocumentWritten)),
     )
     def patch_memory(doc_id: str, body: MemoryPatch, request: Request, entity: EntityQuery = None) -> object:
-        updated = ops_of(request).memories.update(
-            doc_id,
-            body.text,
-            entity=entity,
-            importance=body.importance,
-            tags=body.tags,
-            metadata=body.metadata,
-            replace_metadata=body.replace_metadata,
-            status=body.status,
-        )
+        updated = ops_of(request).memories.update(doc_id, entity=entity, **body.arguments())
         return with_sequence(request, updated.to_dict())
 
     @router.post(
@@ -176,19 +156,7 @@ def add_routes(router: APIRouter) -> None:
         responses=documented_responses(400, 403, 404, 409, 413, 422, 503, ok=(201, SupersessionOut)),
     )
     def supersede_memory(doc_id: str, body: MemorySupersede, request: Request, entity: EntityQuery = None) -> object:
-        done = ops_of(request).memories.supersede(
-            doc_id,
-            body.text,
-            entity=entity,
-            kind=body.kind,
-            at=body.at,
-            importance=body.importance,
-            tags=body.tags,
-            expires_at=body.expires_at,
-            conversation_id=body.conversation_id,
-            metadata=body.metadata,
-            source=body.source,
-        )
+        done = ops_of(request).memories.supersede(doc_id, entity=entity, **body.arguments())
         return with_sequence(request, done.to_dict())
 
     @router.get(
