@@ -290,16 +290,8 @@ class _Repair:
         self.docs, self.hashes, self.gone = [], [], []
 
 
-def sync_mirror(
-    store: Store,
-    mirror: EngramMirror,
-    *,
-    types: Sequence[str] | None = None,
-    page: int = PAGE,
-    force: bool = False,
-) -> SyncReport:
-    """The catch-up under its command's name (``brain mirror sync``): :func:`catch_up`."""
-    return catch_up(store, mirror, types=types, page=page, force=force)
+#: the catch-up under its command's name (``brain mirror sync``)
+sync_mirror = catch_up
 
 
 def verify_mirror(
