@@ -22,20 +22,17 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from brain.model.errors import Backoff, StoreError, StoreUnavailable, ValidationError, retry
 from brain.store.chroma import ChromaAccess
-from brain.store.events import WriteEvent, WriteEvents
+from brain.store.events import WriteEvent, WriteEvents, WriteSubscriber
 from brain.store.feed import PENDING_GRACE_SECONDS, ChangeFeed, FeedRecord, FeedWriter
 from brain.store.indexes import HasState
 from brain.store.live import LiveBound, follow_live
 from brain.store.positions import PositionClaims
-
-if TYPE_CHECKING:
-    from brain.store.events import WriteSubscriber
 
 log = logging.getLogger(__name__)
 
