@@ -35,7 +35,7 @@ from brain.features.ingest import ingest_paths
 from brain.features.mirror.guard import check_deletions
 from brain.features.mirror.integrity import MirrorHealth, companions, drop_empty_wal, move_aside
 from brain.features.mirror.store import EngramMirror
-from brain.features.mirror.sync import PAGE, RestoreReport, SyncReport, _store_ids, restore_from_mirror, sync_mirror
+from brain.features.mirror.sync import PAGE, RestoreReport, SyncReport, restore_from_mirror, store_ids, sync_mirror
 from brain.features.persona import load_persona
 from brain.model.errors import REBUILD_COMMAND, BrainError, MirrorCorrupt
 
@@ -199,7 +199,7 @@ def rebuild_mirror(store: Store, *, force: bool = False) -> RebuildReport:
     if store.mirror is not None and not force:
         ours = store.mirror.ids(foreign=False)
         if ours:
-            present = _store_ids(store, types, PAGE)
+            present = store_ids(store, types, PAGE)
             check_deletions(
                 store, store.mirror, mirror_rows=len(ours), would_delete=len(ours - present), store_rows=len(present)
             )

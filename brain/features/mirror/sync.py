@@ -172,7 +172,7 @@ def _compare(doc: Document, mirrored: MirrorDocument | None) -> str | None:
     return None
 
 
-def _store_ids(store: Store, types: Sequence[str], page: int) -> set[str]:
+def store_ids(store: Store, types: Sequence[str], page: int) -> set[str]:
     """The ids of the store's documents of ``types`` (metadata only: no texts, no vectors)."""
     wanted = set(types)
     return {
@@ -242,7 +242,7 @@ def catch_up(
                 report.updated += difference != "missing"
                 repair.docs.append(doc)
         if repair.full and not repair.written:  # many rows differ: the ids of the whole store first
-            check(_store_ids(store, tuple(types), page))
+            check(store_ids(store, tuple(types), page))
         repair.flush_if_full()
     check(seen)
     repair.gone = sorted(set(stored) - seen)

@@ -196,16 +196,16 @@ def check_tags(value: object) -> list[str]:
     return list(seen)
 
 
-def _key_error(key: str, message: str) -> PydanticCustomError:
+def key_error(key: str, message: str) -> PydanticCustomError:
     """A model error about metadata key ``key`` (validate_metadata reports it under that field)."""
     return PydanticCustomError("metadata_key", message, {"key": key})
 
 
-def _storable_extra(key: str, value: object) -> None:
+def storable_extra(key: str, value: object) -> None:
     problem = metadata_value_problem(value)
     if problem:
         shown = repr(value) if len(repr(value)) <= 80 else f"{repr(value)[:80]}..."
-        raise _key_error(
+        raise key_error(
             key,
             f"metadata field {key!r} must be a string, number, boolean or a non-empty list of one of those, "
             f"got {shown} ({problem})",

@@ -27,9 +27,9 @@ from brain.model.schemas.limits import (
     Change,
     FormationState,
     Status,
-    _key_error,
-    _storable_extra,
     check_tags,
+    key_error,
+    storable_extra,
 )
 from brain.model.schemas.values import (
     GLOBAL_SCOPE,
@@ -95,20 +95,20 @@ class BaseMetadata(BaseModel):
             if not isinstance(key, str) or not key:
                 raise ValueError("metadata keys must be non-empty strings")
             if len(key) > MAX_KEY_LENGTH:
-                raise _key_error(
+                raise key_error(
                     key[:MAX_KEY_LENGTH],
                     f"metadata key {key[:40]!r}... has {len(key)} characters; "
                     f"at most {MAX_KEY_LENGTH} (MAX_KEY_LENGTH)",
                 )
             if key in RESERVED_KEYS:
-                raise _key_error(key, f"metadata field {key!r} is reserved: {RESERVED_HINTS[key]}")
+                raise key_error(key, f"metadata field {key!r} is reserved: {RESERVED_HINTS[key]}")
             if key.startswith(_CHROMA_RESERVED_PREFIXES):
-                raise _key_error(
+                raise key_error(
                     key, f"metadata field {key!r} cannot start with '$', '#' or 'chroma:' (Chroma reserves them)"
                 )
             if key in type(self).model_fields:
-                raise _key_error(key, f"metadata field {key!r} was given twice (as {key!r} and by its stored name)")
-            _storable_extra(key, value)
+                raise key_error(key, f"metadata field {key!r} was given twice (as {key!r} and by its stored name)")
+            storable_extra(key, value)
         return self
 
     @property
@@ -336,7 +336,7 @@ class MemoryMetadata(BaseMetadata):
             data = dict(data)
             value = data.pop(LEGACY_STATUS_KEY)
             if value is not None and value not in STATUSES:
-                raise _key_error(
+                raise key_error(
                     LEGACY_STATUS_KEY, f"{LEGACY_STATUS_KEY} must be one of {', '.join(STATUSES)}, got {value!r}"
                 )
             data["status"] = value
@@ -354,7 +354,7 @@ class MemoryMetadata(BaseMetadata):
             try:
                 scope = memory_scope(data.get("scope"), data["entity"])
             except ValueError as exc:
-                raise _key_error("entity", str(exc) if str(exc).startswith("entity") else f"entity: {exc}") from None
+                raise key_error("entity", str(exc) if str(exc).startswith("entity") else f"entity: {exc}") from None
             data = {**data, "scope": scope}
         return data
 
@@ -366,13 +366,13 @@ class MemoryMetadata(BaseMetadata):
     @model_validator(mode="after")
     def _validity_window(self) -> MemoryMetadata:
         if self.valid_from is not None and self.valid_until is not None and self.valid_until < self.valid_from:
-            raise _key_error(
+            raise key_error(
                 "valid_until",
                 f"valid_until {format_timestamp(self.valid_until)} is before valid_from "
                 f"{format_timestamp(self.valid_from)}; a memory holds from one to the other",
             )
         if self.superseded_by is not None and self.superseded_by == self.supersedes:
-            raise _key_error("superseded_by", "superseded_by and supersedes name the same memory")
+            raise key_error("superseded_by", "superseded_by and supersedes name the same memory")
         return self
 
 
