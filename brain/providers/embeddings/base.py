@@ -9,12 +9,13 @@ batching, output validation, L2 normalisation, and the query cache.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 import numpy as np
 
 from brain.model.errors import EmbedderError, Problem, ValidationError
+from brain.model.provider_names import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_QUERY_CACHE_SIZE
 from brain.model.vectors import unit_rows, zero_rows
 from brain.providers.cache import CacheInfo, LRUCache
 
@@ -30,6 +31,14 @@ def _validate_text(text: object, item: int | None) -> str:
     raise ValidationError.of("text", message, item=item)
 
 
+def shortest_first(texts: Sequence[str], length: Callable[[int], int] | None = None) -> list[int] | None:
+    """An order of ``texts`` (:meth:`Embedder._batch_order`) that puts texts of similar length in one batch:
+    by ``length`` of each position (default: characters); None when there is nothing to order."""
+    if len(texts) <= 1:
+        return None
+    return sorted(range(len(texts)), key=length or (lambda i: len(texts[i])))
+
+
 class Embedder(ABC):
     """Turns text into L2-normalised float32 vectors; see the module docstring for the split of work.
 
@@ -40,7 +49,7 @@ class Embedder(ABC):
     #: ``provider/model``; stored with the collection so vectors from different spaces never mix.
     name: str
 
-    def __init__(self, *, batch_size: int, cache_size: int):
+    def __init__(self, *, batch_size: int = DEFAULT_EMBED_BATCH_SIZE, cache_size: int = DEFAULT_QUERY_CACHE_SIZE):
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.batch_size = batch_size

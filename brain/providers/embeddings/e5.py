@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from brain.model.errors import EmbedderError
-from brain.model.provider_names import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_QUERY_CACHE_SIZE, MINILM_EMBEDDER
-from brain.providers.embeddings.base import Embedder, Kind
+from brain.model.provider_names import MINILM_EMBEDDER
+from brain.providers.embeddings.base import Embedder, Kind, shortest_first
 
 MODEL_NAME = "multilingual-e5-small"
 DIMENSION = 384
@@ -88,9 +88,6 @@ class LocalE5Embedder(Embedder):
 
     name = f"local/{MODEL_NAME}"
 
-    def __init__(self, *, batch_size: int = DEFAULT_EMBED_BATCH_SIZE, cache_size: int = DEFAULT_QUERY_CACHE_SIZE):
-        super().__init__(batch_size=batch_size, cache_size=cache_size)
-
     @property
     def dimension(self) -> int:
         return DIMENSION
@@ -106,9 +103,7 @@ class LocalE5Embedder(Embedder):
     def _batch_order(self, texts: list[str]) -> list[int] | None:
         # The engine runs a batch as one pass over all its tokens with attention per text, so mixing
         # lengths costs nothing in padding; by length anyway, so windows of similar size share a batch.
-        if len(texts) <= 1:
-            return None
-        return sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        return shortest_first(texts)
 
     def _embed(self, texts: list[str], kind: Kind) -> np.ndarray:
         model = load_model()

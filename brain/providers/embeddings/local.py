@@ -22,7 +22,7 @@ import numpy as np
 
 from brain.model.errors import EmbedderError
 from brain.model.provider_names import DEFAULT_EMBED_BATCH_SIZE, DEFAULT_QUERY_CACHE_SIZE, MINILM_EMBEDDER
-from brain.providers.embeddings.base import Embedder, Kind
+from brain.providers.embeddings.base import Embedder, Kind, shortest_first
 from brain.text.tokenizer import load_tokenizer, package_file, tokenizer_path
 
 if TYPE_CHECKING:
@@ -131,9 +131,9 @@ class LocalMiniLMEmbedder(Embedder):
         chat turns (and was 5x on a synthetic 10%-long mix). Lengths are counted in tokens,
         the unit the model pays for; tokenizing twice costs ~25 ms per 1000 short texts.
         """
-        if len(texts) <= 1:
+        if len(texts) <= 1:  # no order, and no tokenizing to find it
             return None
-        return sorted(range(len(texts)), key=self._lengths(texts).__getitem__)
+        return shortest_first(texts, self._lengths(texts).__getitem__)
 
     def _lengths(self, texts: list[str]) -> list[int]:
         """Each text's length in tokens (after truncation), computed once per list of texts."""

@@ -24,12 +24,10 @@ import numpy as np
 
 from brain.model.errors import EmbedderError
 from brain.model.provider_names import (
-    DEFAULT_EMBED_BATCH_SIZE,
-    DEFAULT_QUERY_CACHE_SIZE,
     MINILM_EMBEDDER,
     USE_EMBEDDER,
 )
-from brain.providers.embeddings.base import Embedder, Kind
+from brain.providers.embeddings.base import Embedder, Kind, shortest_first
 
 MODEL_NAME = USE_EMBEDDER.partition("/")[2]
 DIMENSION = 512
@@ -90,9 +88,6 @@ class LocalUSEEmbedder(Embedder):
 
     name = USE_EMBEDDER
 
-    def __init__(self, *, batch_size: int = DEFAULT_EMBED_BATCH_SIZE, cache_size: int = DEFAULT_QUERY_CACHE_SIZE):
-        super().__init__(batch_size=batch_size, cache_size=cache_size)
-
     @property
     def dimension(self) -> int:
         return DIMENSION
@@ -107,9 +102,7 @@ class LocalUSEEmbedder(Embedder):
 
     def _batch_order(self, texts: list[str]) -> list[int] | None:
         # The model runs micro-batches of a few hundred tokens, so texts of similar length pack together.
-        if len(texts) <= 1:
-            return None
-        return sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        return shortest_first(texts)
 
     def _embed(self, texts: list[str], kind: Kind) -> np.ndarray:
         vectors = load_model().encode(list(texts))
