@@ -730,9 +730,8 @@ def open_live_store(settings: Settings) -> Store:
     return open_store(settings, create=False)
 
 
-def embedder_named(settings: Settings, name: str) -> Embedder:
-    """The embedder ``provider/model`` names, with the other embedder settings (Ollama's host, the batch size)."""
-    return get_embedder_named(settings, name)
+#: the embedder ``provider/model`` names, with the other embedder settings (Ollama's host, the batch size)
+embedder_named = get_embedder_named
 
 
 __all__ = [

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 class Mirror(Protocol):
     """A mirror file as the store drives it: it keeps the vectors of one embedding model."""
 
-    model: str
+    @property
+    def model(self) -> str: ...
 
     def use_model(self, model: str) -> None: ...
 
